@@ -1,0 +1,139 @@
+// Builds the native addon (native/build/trinity_torch.node) against libtorch.
+//
+// libtorch is found in this order (see ../shared/DESIGN.md, "Tensor compute"):
+//   1. LIBTORCH: a folder with include/ and lib/ (a libtorch zip or a torch wheel's torch/ folder);
+//   2. the `torch` package of python3 (torch >= 2.5), including the copy scripts/setup.sh installs into .cache/torch-py.
+// The result links with an rpath to that lib/ folder, so nothing needs LD_LIBRARY_PATH. With a CUDA build,
+// libtorch_cuda is linked with --no-as-needed, or the linker would drop it and CUDA would silently vanish.
+// Rebuilds only when a source, this script or the libtorch location changed.
+import { execFileSync, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, '..');
+const buildDir = join(here, 'build');
+const require = createRequire(import.meta.url);
+
+function fail(message) {
+  console.error(`\n[native] ${message}\n`);
+  process.exit(1);
+}
+
+function torchFromPython() {
+  const candidates = [join(root, '.cache', 'torch-py')];
+  const script =
+    'import sys\nfor p in sys.argv[1:]: sys.path.insert(0, p)\nimport torch, os\nprint(os.path.dirname(torch.__file__)); print(torch.__version__)';
+  try {
+    const out = execFileSync('python3', ['-c', script, ...candidates.filter(existsSync)], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    const [dir, version] = out.trim().split('\n');
+    return { dir, version };
+  } catch {
+    return null;
+  }
+}
+
+function findLibtorch() {
+  if (process.env.LIBTORCH) {
+    const dir = resolve(process.env.LIBTORCH);
+    if (!existsSync(join(dir, 'include')) || !existsSync(join(dir, 'lib')))
+      fail(`LIBTORCH=${dir} has no include/ and lib/ folders: point it at an unpacked libtorch.`);
+    return { dir, source: 'LIBTORCH' };
+  }
+  const py = torchFromPython();
+  if (py) {
+    const [major, minor] = py.version.split('.').map(Number);
+    if (major < 2 || (major === 2 && minor < 5))
+      fail(`python3's torch is ${py.version}; torch >= 2.5 is needed (pip install "torch==2.13.0+cpu").`);
+    return { dir: py.dir, source: `python3 torch ${py.version}` };
+  }
+  fail(
+    'libtorch was not found. Either set LIBTORCH to an unpacked libtorch folder (with include/ and lib/), or install ' +
+      'the torch package for python3 (torch >= 2.5), e.g.\n  pip install --no-deps --target .cache/torch-py "torch==2.13.0+cpu"\n' +
+      '(`bash scripts/setup.sh` does this from the machine\'s pip mirror).',
+  );
+}
+
+const torch = findLibtorch();
+const libDir = join(torch.dir, 'lib');
+const libs = readdirSync(libDir);
+const hasCuda = libs.some((f) => f.startsWith('libtorch_cuda'));
+const nodeAddonApi = dirname(require.resolve('node-addon-api/package.json'));
+const nodeApiHeaders = join(dirname(require.resolve('node-api-headers/package.json')), 'include');
+const sources = ['addon.cpp', 'core.cpp', 'ops.cpp'].map((f) => join(here, 'src', f));
+
+const cxxflags = [
+  '-std=c++20',
+  '-O2',
+  '-fPIC',
+  '-fvisibility=hidden',
+  '-DNAPI_CPP_EXCEPTIONS',
+  '-DNODE_ADDON_API_DISABLE_DEPRECATED',
+  `-I${join(torch.dir, 'include')}`,
+  `-I${nodeAddonApi}`,
+  `-I${nodeApiHeaders}`,
+  '-Wno-deprecated-declarations',
+  '-Wno-unused-parameter',
+];
+const ldflags = [
+  '-shared',
+  `-L${libDir}`,
+  `-Wl,-rpath,${libDir}`,
+  '-Wl,--no-as-needed',
+  '-ltorch_cpu',
+  '-lc10',
+  ...(hasCuda ? ['-ltorch_cuda', '-lc10_cuda'] : []),
+  '-ltorch',
+  '-Wl,--as-needed',
+];
+
+const fingerprint = createHash('sha256')
+  .update(JSON.stringify({ torch: torch.dir, cxxflags, ldflags }))
+  .update(readFileSync(fileURLToPath(import.meta.url)))
+  .update(readFileSync(join(here, 'src', 'common.h')));
+for (const s of sources) fingerprint.update(readFileSync(s));
+const stamp = fingerprint.digest('hex');
+const stampFile = join(buildDir, 'build.json');
+const output = join(buildDir, 'trinity_torch.node');
+if (existsSync(output) && existsSync(stampFile) && JSON.parse(readFileSync(stampFile, 'utf8')).stamp === stamp) {
+  console.log(`[native] up to date (${torch.source})`);
+  process.exit(0);
+}
+
+mkdirSync(buildDir, { recursive: true });
+console.log(`[native] building against ${torch.source} at ${torch.dir}${hasCuda ? ' (CUDA)' : ''}`);
+
+function run(cmd, args, label) {
+  return new Promise((ok, ko) => {
+    const started = Date.now();
+    const child = spawn(cmd, args, { stdio: ['ignore', 'inherit', 'inherit'] });
+    child.on('exit', (code) => {
+      if (code === 0) {
+        console.log(`[native] ${label} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+        ok();
+      } else ko(new Error(`${label} failed with exit code ${code}`));
+    });
+  });
+}
+
+// Each translation unit that includes ATen takes ~20 s and ~1 GB: compile them two at a time.
+const objects = sources.map((s) => join(buildDir, s.split('/').pop().replace('.cpp', '.o')));
+const queue = sources.map((s, i) => () => run('g++', [...cxxflags, '-c', s, '-o', objects[i]], `compiled ${s.split('/').pop()}`));
+const jobs = Math.max(1, Math.min(Number(process.env.TRINITY_BUILD_JOBS ?? 2), queue.length));
+try {
+  await Promise.all(
+    Array.from({ length: jobs }, async () => {
+      while (queue.length) await queue.shift()();
+    }),
+  );
+  await run('g++', [...objects, ...ldflags, '-o', output], 'linked trinity_torch.node');
+} catch (error) {
+  fail(error.message);
+}
+writeFileSync(stampFile, JSON.stringify({ stamp, libtorch: torch.dir, source: torch.source, cuda: hasCuda }, null, 2));

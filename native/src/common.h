@@ -1,0 +1,78 @@
+// Shared plumbing of the addon: tensor handles, argument conversion, the error boundary.
+//
+// A tensor crosses into JavaScript as a Napi::External<Holder>. The TypeScript Tensor class owns it; dispose()
+// drops our reference at once (storage is freed when no other handle or autograd node uses it), and the External's
+// finalizer is only a safety net. Holders report their bytes to V8 as external memory so the GC sees them.
+#pragma once
+
+#define NAPI_VERSION 8
+#include <napi.h>
+#include <ATen/ATen.h>
+
+#include <atomic>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trt {
+
+struct Holder {
+  at::Tensor tensor;
+  int64_t accountedBytes = 0;
+};
+
+// Number of handles that still hold a tensor (all threads). Used by leak tests.
+extern std::atomic<int64_t> liveHandles;
+
+// ---- tensors ----
+const at::Tensor& unwrap(const Napi::Value& value, const char* what = "tensor");
+std::optional<at::Tensor> unwrapOptional(const Napi::Value& value);
+Napi::Value wrap(Napi::Env env, at::Tensor tensor);
+Napi::Value wrapList(Napi::Env env, const std::vector<at::Tensor>& tensors);
+Napi::Value wrapPair(Napi::Env env, const std::tuple<at::Tensor, at::Tensor>& pair);
+std::vector<at::Tensor> tensorList(const Napi::Value& value);
+void releaseHolder(Napi::Env env, Holder* holder);
+
+// ---- plain values ----
+std::vector<int64_t> intList(const Napi::Value& value);
+std::optional<std::vector<int64_t>> optionalIntList(const Napi::Value& value);
+int64_t toInt(const Napi::Value& value);
+double toDouble(const Napi::Value& value);
+bool toBool(const Napi::Value& value);
+std::optional<double> optionalDouble(const Napi::Value& value);
+at::Scalar toScalar(const Napi::Value& value);
+std::optional<at::Scalar> optionalScalar(const Napi::Value& value);
+at::ScalarType toDtype(const Napi::Value& value);
+std::optional<at::ScalarType> optionalDtype(const Napi::Value& value);
+c10::Device toDevice(const Napi::Value& value);
+std::optional<at::Generator> optionalGenerator(const Napi::Value& value);
+
+// A tensor argument that may also be a JS number: numbers become "wrapped number" scalar tensors, so type
+// promotion follows PyTorch's rules for Python scalars (bf16 tensor * 0.5 stays bf16).
+at::Tensor tensorOrScalar(const Napi::Value& value);
+
+inline bool isNullish(const Napi::Value& value) { return value.IsUndefined() || value.IsNull(); }
+
+// ---- the error boundary: every binding runs inside it ----
+std::string cleanMessage(const c10::Error& error);
+
+template <Napi::Value (*Fn)(const Napi::CallbackInfo&)>
+Napi::Value guarded(const Napi::CallbackInfo& info) {
+  try {
+    return Fn(info);
+  } catch (const Napi::Error&) {
+    throw;
+  } catch (const c10::Error& error) {
+    throw Napi::Error::New(info.Env(), cleanMessage(error));
+  } catch (const std::exception& error) {
+    throw Napi::Error::New(info.Env(), error.what());
+  }
+}
+
+#define TRT_EXPORT(exports, jsName, fn) \
+  (exports).Set(jsName, Napi::Function::New<::trt::guarded<fn>>((exports).Env(), jsName))
+
+void registerCore(Napi::Env env, Napi::Object exports);
+void registerOps(Napi::Env env, Napi::Object exports);
+
+}  // namespace trt

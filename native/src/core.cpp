@@ -1,0 +1,551 @@
+// Handles, conversions, creation, metadata, read-back, autograd, optimizers, file I/O, threads.
+#include "common.h"
+
+#include <ATen/ScalarOps.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/headeronly/version.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace trt {
+
+std::atomic<int64_t> liveHandles{0};
+
+// ---------------------------------------------------------------------------------------------------------------
+// handles
+
+static void adjustExternal(Napi::Env env, int64_t delta) {
+  if (delta != 0) Napi::MemoryManagement::AdjustExternalMemory(env, delta);
+}
+
+void releaseHolder(Napi::Env env, Holder* holder) {
+  if (!holder->tensor.defined()) return;
+  holder->tensor.reset();
+  adjustExternal(env, -holder->accountedBytes);
+  holder->accountedBytes = 0;
+  liveHandles.fetch_sub(1, std::memory_order_relaxed);
+}
+
+Napi::Value wrap(Napi::Env env, at::Tensor tensor) {
+  if (!tensor.defined()) return env.Null();
+  auto* holder = new Holder{std::move(tensor), 0};
+  // Only storage-owning results are accounted; views add no memory of their own.
+  const at::Tensor& t = holder->tensor;
+  if (!t.is_view() && t.has_storage()) holder->accountedBytes = static_cast<int64_t>(t.storage().nbytes());
+  adjustExternal(env, holder->accountedBytes);
+  liveHandles.fetch_add(1, std::memory_order_relaxed);
+  return Napi::External<Holder>::New(env, holder, [](Napi::Env env, Holder* h) {
+    releaseHolder(env, h);
+    delete h;
+  });
+}
+
+const at::Tensor& unwrap(const Napi::Value& value, const char* what) {
+  if (!value.IsExternal()) throw Napi::TypeError::New(value.Env(), std::string("expected a ") + what + " handle");
+  Holder* holder = value.As<Napi::External<Holder>>().Data();
+  if (!holder->tensor.defined()) throw Napi::Error::New(value.Env(), "tensor was disposed");
+  return holder->tensor;
+}
+
+std::optional<at::Tensor> unwrapOptional(const Napi::Value& value) {
+  if (isNullish(value)) return std::nullopt;
+  return unwrap(value);
+}
+
+Napi::Value wrapList(Napi::Env env, const std::vector<at::Tensor>& tensors) {
+  Napi::Array out = Napi::Array::New(env, tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) out.Set(static_cast<uint32_t>(i), wrap(env, tensors[i]));
+  return out;
+}
+
+Napi::Value wrapPair(Napi::Env env, const std::tuple<at::Tensor, at::Tensor>& pair) {
+  return wrapList(env, {std::get<0>(pair), std::get<1>(pair)});
+}
+
+std::vector<at::Tensor> tensorList(const Napi::Value& value) {
+  if (!value.IsArray()) throw Napi::TypeError::New(value.Env(), "expected an array of tensors");
+  Napi::Array array = value.As<Napi::Array>();
+  std::vector<at::Tensor> out;
+  out.reserve(array.Length());
+  for (uint32_t i = 0; i < array.Length(); ++i) out.push_back(unwrap(array.Get(i)));
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// plain values
+
+int64_t toInt(const Napi::Value& value) {
+  if (value.IsNumber()) return value.As<Napi::Number>().Int64Value();
+  if (value.IsBigInt()) {
+    bool lossless = true;
+    return value.As<Napi::BigInt>().Int64Value(&lossless);
+  }
+  throw Napi::TypeError::New(value.Env(), "expected an integer");
+}
+
+double toDouble(const Napi::Value& value) {
+  if (!value.IsNumber()) throw Napi::TypeError::New(value.Env(), "expected a number");
+  return value.As<Napi::Number>().DoubleValue();
+}
+
+bool toBool(const Napi::Value& value) { return value.ToBoolean().Value(); }
+
+std::optional<double> optionalDouble(const Napi::Value& value) {
+  if (isNullish(value)) return std::nullopt;
+  return toDouble(value);
+}
+
+std::vector<int64_t> intList(const Napi::Value& value) {
+  if (value.IsNumber()) return {toInt(value)};
+  if (!value.IsArray()) throw Napi::TypeError::New(value.Env(), "expected an array of integers");
+  Napi::Array array = value.As<Napi::Array>();
+  std::vector<int64_t> out(array.Length());
+  for (uint32_t i = 0; i < array.Length(); ++i) out[i] = toInt(array.Get(i));
+  return out;
+}
+
+std::optional<std::vector<int64_t>> optionalIntList(const Napi::Value& value) {
+  if (isNullish(value)) return std::nullopt;
+  return intList(value);
+}
+
+at::Scalar toScalar(const Napi::Value& value) {
+  if (value.IsBoolean()) return at::Scalar(value.As<Napi::Boolean>().Value());
+  if (value.IsBigInt()) return at::Scalar(toInt(value));
+  if (value.IsNumber()) {
+    double d = value.As<Napi::Number>().DoubleValue();
+    // Integral JS numbers become integer scalars, as Python ints do (int tensor + 1 stays int).
+    if (std::isfinite(d) && d == std::trunc(d) && std::abs(d) < 9.007199254740992e15) return at::Scalar(static_cast<int64_t>(d));
+    return at::Scalar(d);
+  }
+  throw Napi::TypeError::New(value.Env(), "expected a number or boolean");
+}
+
+std::optional<at::Scalar> optionalScalar(const Napi::Value& value) {
+  if (isNullish(value)) return std::nullopt;
+  return toScalar(value);
+}
+
+at::ScalarType toDtype(const Napi::Value& value) {
+  int64_t code = toInt(value);
+  switch (code) {
+    case 0: case 1: case 2: case 3: case 4: case 5: case 6: case 7: case 11: case 15:
+      return static_cast<at::ScalarType>(code);
+    default:
+      throw Napi::TypeError::New(value.Env(), "unsupported dtype code " + std::to_string(code));
+  }
+}
+
+std::optional<at::ScalarType> optionalDtype(const Napi::Value& value) {
+  if (isNullish(value)) return std::nullopt;
+  return toDtype(value);
+}
+
+c10::Device toDevice(const Napi::Value& value) {
+  if (isNullish(value)) return c10::Device(c10::kCPU);
+  if (!value.IsString()) throw Napi::TypeError::New(value.Env(), "expected a device string such as 'cpu' or 'cuda:0'");
+  return c10::Device(value.As<Napi::String>().Utf8Value());
+}
+
+at::Tensor tensorOrScalar(const Napi::Value& value) {
+  if (value.IsExternal()) return unwrap(value);
+  at::Tensor t = c10::scalar_to_tensor(toScalar(value));
+  t.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return t;
+}
+
+std::string cleanMessage(const c10::Error& error) {
+  std::string message = error.what_without_backtrace();
+  // libtorch appends "Exception raised from ..." lines in some builds; keep the first paragraph that matters.
+  auto pos = message.find("\nException raised from");
+  if (pos != std::string::npos) message.resize(pos);
+  // Dispatcher errors list every registered backend after a blank line: keep the sentence that explains.
+  pos = message.find("\n\n");
+  if (pos != std::string::npos && message.find("registered at", pos) != std::string::npos) message.resize(pos);
+  return message;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// generators
+
+struct GeneratorHolder {
+  at::Generator generator;
+};
+
+std::optional<at::Generator> optionalGenerator(const Napi::Value& value) {
+  if (isNullish(value)) return std::nullopt;
+  if (!value.IsExternal()) throw Napi::TypeError::New(value.Env(), "expected a generator handle");
+  return value.As<Napi::External<GeneratorHolder>>().Data()->generator;
+}
+
+static Napi::Value createGenerator(const Napi::CallbackInfo& info) {
+  c10::Device device = toDevice(info[1]);
+  at::Generator generator;
+  if (device.is_cpu()) {
+    generator = at::detail::createCPUGenerator(static_cast<uint64_t>(toInt(info[0])));
+  } else {
+    generator = at::globalContext().defaultGenerator(device).clone();
+    generator.set_current_seed(static_cast<uint64_t>(toInt(info[0])));
+  }
+  return Napi::External<GeneratorHolder>::New(info.Env(), new GeneratorHolder{generator},
+                                              [](Napi::Env, GeneratorHolder* h) { delete h; });
+}
+
+static Napi::Value manualSeed(const Napi::CallbackInfo& info) {
+  uint64_t seed = static_cast<uint64_t>(toInt(info[0]));
+  auto generator = at::globalContext().defaultGenerator(c10::Device(c10::kCPU));
+  {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_current_seed(seed);
+  }
+  if (at::globalContext().hasCUDA()) {
+    for (int i = 0; i < at::detail::getCUDAHooks().getNumGPUs(); ++i) {
+      auto cuda = at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i)));
+      std::lock_guard<std::mutex> lock(cuda.mutex());
+      cuda.set_current_seed(seed);
+    }
+  }
+  return info.Env().Undefined();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// creation
+
+static at::TensorOptions options(const Napi::Value& dtype, const Napi::Value& device) {
+  return at::TensorOptions().dtype(isNullish(dtype) ? at::kFloat : toDtype(dtype)).device(toDevice(device));
+}
+
+// fromBytes(bytes: ArrayBufferView, dtype, shape, device): one copy into new storage.
+static Napi::Value fromBytes(const Napi::CallbackInfo& info) {
+  if (!info[0].IsTypedArray() && !info[0].IsBuffer() && !info[0].IsDataView())
+    throw Napi::TypeError::New(info.Env(), "expected a typed array");
+  Napi::TypedArray view = info[0].As<Napi::TypedArray>();
+  const uint8_t* data = static_cast<const uint8_t*>(view.ArrayBuffer().Data()) + view.ByteOffset();
+  size_t byteLength = view.ByteLength();
+  at::ScalarType dtype = toDtype(info[1]);
+  std::vector<int64_t> shape = intList(info[2]);
+  at::Tensor cpu = at::empty(shape, at::TensorOptions().dtype(dtype));
+  if (cpu.nbytes() != byteLength)
+    throw Napi::RangeError::New(info.Env(), "data has " + std::to_string(byteLength) + " bytes but shape " +
+                                               c10::str(cpu.sizes()) + " of " + c10::toString(dtype) + " needs " +
+                                               std::to_string(cpu.nbytes()));
+  if (byteLength) std::memcpy(cpu.data_ptr(), data, byteLength);
+  c10::Device device = toDevice(info[3]);
+  return wrap(info.Env(), device.is_cpu() ? cpu : cpu.to(device));
+}
+
+static Napi::Value empty(const Napi::CallbackInfo& info) {
+  return wrap(info.Env(), at::empty(intList(info[0]), options(info[1], info[2])));
+}
+static Napi::Value full(const Napi::CallbackInfo& info) {
+  return wrap(info.Env(), at::full(intList(info[0]), toScalar(info[1]), options(info[2], info[3])));
+}
+static Napi::Value arange(const Napi::CallbackInfo& info) {
+  return wrap(info.Env(), at::arange(toScalar(info[0]), toScalar(info[1]), toScalar(info[2]), options(info[3], info[4])));
+}
+static Napi::Value linspace(const Napi::CallbackInfo& info) {
+  return wrap(info.Env(), at::linspace(toScalar(info[0]), toScalar(info[1]), toInt(info[2]), options(info[3], info[4])));
+}
+static Napi::Value randn(const Napi::CallbackInfo& info) {
+  return wrap(info.Env(), at::randn(intList(info[0]), optionalGenerator(info[3]), options(info[1], info[2])));
+}
+static Napi::Value rand(const Napi::CallbackInfo& info) {
+  return wrap(info.Env(), at::rand(intList(info[0]), optionalGenerator(info[3]), options(info[1], info[2])));
+}
+// randint(low, high, shape, dtype, device, generator)
+static Napi::Value randint(const Napi::CallbackInfo& info) {
+  at::TensorOptions opts = at::TensorOptions().dtype(isNullish(info[3]) ? at::kLong : toDtype(info[3])).device(toDevice(info[4]));
+  return wrap(info.Env(), at::randint(toInt(info[0]), toInt(info[1]), intList(info[2]), optionalGenerator(info[5]), opts));
+}
+// normal_(t, mean, std, generator), uniform_(t, from, to, generator): in place, for initialisation.
+static Napi::Value normal_(const Napi::CallbackInfo& info) {
+  at::Tensor t = unwrap(info[0]);
+  t.normal_(toDouble(info[1]), toDouble(info[2]), optionalGenerator(info[3]));
+  return info.Env().Undefined();
+}
+static Napi::Value uniform_(const Napi::CallbackInfo& info) {
+  at::Tensor t = unwrap(info[0]);
+  t.uniform_(toDouble(info[1]), toDouble(info[2]), optionalGenerator(info[3]));
+  return info.Env().Undefined();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// metadata and read-back
+
+static Napi::Value shape(const Napi::CallbackInfo& info) {
+  const at::Tensor& t = unwrap(info[0]);
+  Napi::Array out = Napi::Array::New(info.Env(), t.dim());
+  for (int64_t i = 0; i < t.dim(); ++i) out.Set(static_cast<uint32_t>(i), Napi::Number::New(info.Env(), static_cast<double>(t.size(i))));
+  return out;
+}
+static Napi::Value strides(const Napi::CallbackInfo& info) {
+  const at::Tensor& t = unwrap(info[0]);
+  Napi::Array out = Napi::Array::New(info.Env(), t.dim());
+  for (int64_t i = 0; i < t.dim(); ++i) out.Set(static_cast<uint32_t>(i), Napi::Number::New(info.Env(), static_cast<double>(t.stride(i))));
+  return out;
+}
+static Napi::Value dtype(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), static_cast<int>(unwrap(info[0]).scalar_type()));
+}
+static Napi::Value device(const Napi::CallbackInfo& info) {
+  return Napi::String::New(info.Env(), unwrap(info[0]).device().str());
+}
+static Napi::Value isContiguous(const Napi::CallbackInfo& info) {
+  return Napi::Boolean::New(info.Env(), unwrap(info[0]).is_contiguous());
+}
+static Napi::Value dataPtr(const Napi::CallbackInfo& info) {
+  return Napi::BigInt::New(info.Env(), static_cast<uint64_t>(reinterpret_cast<uintptr_t>(unwrap(info[0]).data_ptr())));
+}
+
+// toBytes(t, copy): the tensor's bytes (row-major, on the CPU). copy=false gives a zero-copy view that keeps the
+// tensor alive until the buffer is collected; use it only for immediate writes.
+static Napi::Value toBytes(const Napi::CallbackInfo& info) {
+  at::Tensor t = unwrap(info[0]).detach();
+  if (!t.device().is_cpu()) t = t.to(c10::kCPU);
+  t = t.contiguous();
+  bool copy = toBool(info[1]);
+  size_t nbytes = t.nbytes();
+  if (copy || nbytes == 0) {
+    Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(info.Env(), nbytes);
+    if (nbytes) std::memcpy(buffer.Data(), t.data_ptr(), nbytes);
+    return buffer;
+  }
+  auto* keep = new at::Tensor(t);
+  return Napi::ArrayBuffer::New(info.Env(), keep->data_ptr(), nbytes, [](Napi::Env, void*, at::Tensor* k) { delete k; }, keep);
+}
+
+static Napi::Value item(const Napi::CallbackInfo& info) {
+  const at::Tensor& t = unwrap(info[0]);
+  if (t.numel() != 1) throw Napi::Error::New(info.Env(), "item() needs a tensor with one element, got shape " + c10::str(t.sizes()));
+  at::Scalar s = t.item();
+  if (s.isBoolean()) return Napi::Boolean::New(info.Env(), s.toBool());
+  if (s.isIntegral(false)) return Napi::Number::New(info.Env(), static_cast<double>(s.toLong()));
+  return Napi::Number::New(info.Env(), s.toDouble());
+}
+
+static Napi::Value dispose(const Napi::CallbackInfo& info) {
+  if (info[0].IsExternal()) releaseHolder(info.Env(), info[0].As<Napi::External<Holder>>().Data());
+  return info.Env().Undefined();
+}
+
+static Napi::Value liveHandleCount(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), static_cast<double>(liveHandles.load()));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// autograd
+
+static Napi::Value setRequiresGrad(const Napi::CallbackInfo& info) {
+  at::Tensor t = unwrap(info[0]);
+  t.requires_grad_(toBool(info[1]));
+  return info.Env().Undefined();
+}
+static Napi::Value requiresGrad(const Napi::CallbackInfo& info) {
+  return Napi::Boolean::New(info.Env(), unwrap(info[0]).requires_grad());
+}
+static Napi::Value isLeaf(const Napi::CallbackInfo& info) {
+  return Napi::Boolean::New(info.Env(), unwrap(info[0]).is_leaf());
+}
+// backward(t, gradient?, retainGraph, createGraph)
+static Napi::Value backward(const Napi::CallbackInfo& info) {
+  const at::Tensor& t = unwrap(info[0]);
+  std::optional<bool> retain;
+  if (!isNullish(info[2])) retain = toBool(info[2]);
+  t.backward(unwrapOptional(info[1]).value_or(at::Tensor()), retain, toBool(info[3]));
+  return info.Env().Undefined();
+}
+static Napi::Value grad(const Napi::CallbackInfo& info) {
+  return wrap(info.Env(), unwrap(info[0]).grad());
+}
+static Napi::Value setGrad(const Napi::CallbackInfo& info) {
+  at::Tensor t = unwrap(info[0]);
+  t.mutable_grad() = isNullish(info[1]) ? at::Tensor() : unwrap(info[1]);
+  return info.Env().Undefined();
+}
+static Napi::Value retainGrad(const Napi::CallbackInfo& info) {
+  unwrap(info[0]).retain_grad();
+  return info.Env().Undefined();
+}
+// Grad mode is thread-local in libtorch: this sets it for the calling JS thread (main or worker).
+static Napi::Value setGradEnabled(const Napi::CallbackInfo& info) {
+  bool previous = c10::GradMode::is_enabled();
+  c10::GradMode::set_enabled(toBool(info[0]));
+  return Napi::Boolean::New(info.Env(), previous);
+}
+static Napi::Value isGradEnabled(const Napi::CallbackInfo& info) {
+  return Napi::Boolean::New(info.Env(), c10::GradMode::is_enabled());
+}
+// gradOf(outputs, inputs, gradOutputs?, retainGraph, createGraph): torch.autograd.grad.
+static Napi::Value gradOf(const Napi::CallbackInfo& info) {
+  std::vector<at::Tensor> outputs = tensorList(info[0]);
+  std::vector<at::Tensor> inputs = tensorList(info[1]);
+  std::vector<at::Tensor> gradOutputs;
+  if (!isNullish(info[2])) gradOutputs = tensorList(info[2]);
+  else for (const auto& o : outputs) gradOutputs.push_back(at::ones_like(o));
+  std::vector<at::Tensor> grads(inputs.size());
+  // ATen exposes only Tensor::_backward(inputs=...), which accumulates into .grad: park the inputs' existing
+  // gradients, collect the fresh ones, then put the old ones back.
+  std::vector<at::Tensor> saved;
+  for (auto& in : inputs) saved.push_back(in.grad());
+  for (auto& in : inputs) in.mutable_grad() = at::Tensor();
+  std::optional<bool> retain;
+  if (!isNullish(info[3])) retain = toBool(info[3]);
+  bool create = toBool(info[4]);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    bool last = i + 1 == outputs.size();
+    outputs[i]._backward(inputs, gradOutputs[i], last ? retain : std::optional<bool>(true), create);
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    grads[i] = inputs[i].grad();
+    inputs[i].mutable_grad() = saved[i];
+  }
+  return wrapList(info.Env(), grads);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// optimizers: libtorch's fused kernels; the bookkeeping (groups, state, schedules) lives in TypeScript.
+
+// fusedAdamW(params, grads, expAvgs, expAvgSqs, steps, lr, beta1, beta2, weightDecay, eps)
+static Napi::Value fusedAdamW(const Napi::CallbackInfo& info) {
+  at::NoGradGuard noGrad;
+  std::vector<at::Tensor> params = tensorList(info[0]), grads = tensorList(info[1]), expAvgs = tensorList(info[2]),
+                          expAvgSqs = tensorList(info[3]), steps = tensorList(info[4]);
+  at::_fused_adamw_(params, grads, expAvgs, expAvgSqs, {}, steps, toDouble(info[5]), toDouble(info[6]),
+                    toDouble(info[7]), toDouble(info[8]), toDouble(info[9]), false, false);
+  return info.Env().Undefined();
+}
+
+// clipGradNorm(grads, maxNorm, normType) -> total norm (float32 scalar tensor); scales grads in place when needed.
+static Napi::Value clipGradNorm(const Napi::CallbackInfo& info) {
+  at::NoGradGuard noGrad;
+  std::vector<at::Tensor> grads = tensorList(info[0]);
+  double maxNorm = toDouble(info[1]);
+  double normType = toDouble(info[2]);
+  if (grads.empty()) return wrap(info.Env(), at::zeros({}, at::kFloat));
+  std::vector<at::Tensor> norms = at::_foreach_norm(grads, normType);
+  for (auto& n : norms) n = n.to(at::kFloat);
+  at::Tensor total = std::isinf(normType) ? at::stack(norms).max() : at::linalg_vector_norm(at::stack(norms), normType);
+  at::Tensor coefficient = at::clamp_max(maxNorm / (total + 1e-6), 1.0);
+  for (auto& g : grads) g.mul_(coefficient.to(g.device(), g.scalar_type()));
+  return wrap(info.Env(), total);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// file I/O: read bytes straight from a file into a tensor's storage (safetensors loading), no JS copy.
+
+// readFileInto(path, byteOffset, tensor): fills a contiguous CPU tensor with nbytes from the file.
+static Napi::Value readFileInto(const Napi::CallbackInfo& info) {
+  std::string path = info[0].As<Napi::String>().Utf8Value();
+  int64_t offset = toInt(info[1]);
+  at::Tensor t = unwrap(info[2]);
+  if (!t.device().is_cpu() || !t.is_contiguous()) throw Napi::Error::New(info.Env(), "readFileInto needs a contiguous CPU tensor");
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Napi::Error::New(info.Env(), path + ": " + std::strerror(errno));
+  char* dst = static_cast<char*>(t.data_ptr());
+  size_t remaining = t.nbytes();
+  int64_t at = offset;
+  while (remaining > 0) {
+    ssize_t n = ::pread(fd, dst, remaining, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::string why = n < 0 ? std::strerror(errno) : "unexpected end of file";
+      ::close(fd);
+      throw Napi::Error::New(info.Env(), path + ": reading " + std::to_string(t.nbytes()) + " bytes at offset " +
+                                             std::to_string(offset) + ": " + why);
+    }
+    dst += n;
+    remaining -= static_cast<size_t>(n);
+    at += n;
+  }
+  ::close(fd);
+  return info.Env().Undefined();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// threads, devices, cross-thread transfer
+
+static Napi::Value setNumThreads(const Napi::CallbackInfo& info) {
+  at::set_num_threads(static_cast<int>(toInt(info[0])));
+  return info.Env().Undefined();
+}
+static Napi::Value getNumThreads(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), at::get_num_threads());
+}
+static Napi::Value cudaDeviceCount(const Napi::CallbackInfo& info) {
+  int count = at::globalContext().hasCUDA() ? at::detail::getCUDAHooks().getNumGPUs() : 0;
+  return Napi::Number::New(info.Env(), count);
+}
+static Napi::Value buildInfo(const Napi::CallbackInfo& info) {
+  Napi::Object out = Napi::Object::New(info.Env());
+  out.Set("torchVersion", TORCH_VERSION);
+  out.Set("config", at::show_config());
+  out.Set("parallel", at::get_parallel_info());
+  return out;
+}
+
+// exportTensor(t) -> bigint: a new reference owned by the bigint until importTensor takes it (once) on any thread.
+static Napi::Value exportTensor(const Napi::CallbackInfo& info) {
+  auto* owned = new at::Tensor(unwrap(info[0]));
+  return Napi::BigInt::New(info.Env(), static_cast<uint64_t>(reinterpret_cast<uintptr_t>(owned)));
+}
+static Napi::Value importTensor(const Napi::CallbackInfo& info) {
+  bool lossless = true;
+  uint64_t address = info[0].As<Napi::BigInt>().Uint64Value(&lossless);
+  if (address == 0) throw Napi::Error::New(info.Env(), "invalid exported tensor");
+  auto* owned = reinterpret_cast<at::Tensor*>(static_cast<uintptr_t>(address));
+  at::Tensor t = std::move(*owned);
+  delete owned;
+  return wrap(info.Env(), std::move(t));
+}
+
+void registerCore(Napi::Env env, Napi::Object exports) {
+  TRT_EXPORT(exports, "createGenerator", createGenerator);
+  TRT_EXPORT(exports, "manualSeed", manualSeed);
+  TRT_EXPORT(exports, "fromBytes", fromBytes);
+  TRT_EXPORT(exports, "empty", empty);
+  TRT_EXPORT(exports, "full", full);
+  TRT_EXPORT(exports, "arange", arange);
+  TRT_EXPORT(exports, "linspace", linspace);
+  TRT_EXPORT(exports, "randn", randn);
+  TRT_EXPORT(exports, "rand", rand);
+  TRT_EXPORT(exports, "randint", randint);
+  TRT_EXPORT(exports, "normal_", normal_);
+  TRT_EXPORT(exports, "uniform_", uniform_);
+  TRT_EXPORT(exports, "shape", shape);
+  TRT_EXPORT(exports, "strides", strides);
+  TRT_EXPORT(exports, "dtype", dtype);
+  TRT_EXPORT(exports, "device", device);
+  TRT_EXPORT(exports, "isContiguous", isContiguous);
+  TRT_EXPORT(exports, "dataPtr", dataPtr);
+  TRT_EXPORT(exports, "toBytes", toBytes);
+  TRT_EXPORT(exports, "item", item);
+  TRT_EXPORT(exports, "dispose", dispose);
+  TRT_EXPORT(exports, "liveHandleCount", liveHandleCount);
+  TRT_EXPORT(exports, "setRequiresGrad", setRequiresGrad);
+  TRT_EXPORT(exports, "requiresGrad", requiresGrad);
+  TRT_EXPORT(exports, "isLeaf", isLeaf);
+  TRT_EXPORT(exports, "backward", backward);
+  TRT_EXPORT(exports, "grad", grad);
+  TRT_EXPORT(exports, "setGrad", setGrad);
+  TRT_EXPORT(exports, "retainGrad", retainGrad);
+  TRT_EXPORT(exports, "setGradEnabled", setGradEnabled);
+  TRT_EXPORT(exports, "isGradEnabled", isGradEnabled);
+  TRT_EXPORT(exports, "gradOf", gradOf);
+  TRT_EXPORT(exports, "fusedAdamW", fusedAdamW);
+  TRT_EXPORT(exports, "clipGradNorm", clipGradNorm);
+  TRT_EXPORT(exports, "readFileInto", readFileInto);
+  TRT_EXPORT(exports, "setNumThreads", setNumThreads);
+  TRT_EXPORT(exports, "getNumThreads", getNumThreads);
+  TRT_EXPORT(exports, "cudaDeviceCount", cudaDeviceCount);
+  TRT_EXPORT(exports, "buildInfo", buildInfo);
+  TRT_EXPORT(exports, "exportTensor", exportTensor);
+  TRT_EXPORT(exports, "importTensor", importTensor);
+}
+
+}  // namespace trt
