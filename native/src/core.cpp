@@ -411,11 +411,13 @@ static Napi::Value gradOf(const Napi::CallbackInfo& info) {
 // ---------------------------------------------------------------------------------------------------------------
 // optimizers: libtorch's fused kernels; the bookkeeping (groups, state, schedules) lives in TypeScript.
 
-// fusedAdamW(params, grads, expAvgs, expAvgSqs, steps, lr, beta1, beta2, weightDecay, eps)
+// fusedAdamW(params, grads, expAvgs, expAvgSqs, steps, lr, beta1, beta2, weightDecay, eps): one AdamW step
+// (Loshchilov & Hutter 2019) over a parameter group; steps are float32 scalar tensors, advanced here.
 static Napi::Value fusedAdamW(const Napi::CallbackInfo& info) {
   at::NoGradGuard noGrad;
   std::vector<at::Tensor> params = tensorList(info[0]), grads = tensorList(info[1]), expAvgs = tensorList(info[2]),
                           expAvgSqs = tensorList(info[3]), steps = tensorList(info[4]);
+  for (auto& s : steps) s.add_(1);  // as torch.optim.AdamW(fused=True): the step count advances before the update
   at::_fused_adamw_(params, grads, expAvgs, expAvgSqs, {}, steps, toDouble(info[5]), toDouble(info[6]),
                     toDouble(info[7]), toDouble(info[8]), toDouble(info[9]), false, false);
   return info.Env().Undefined();

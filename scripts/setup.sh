@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Sets up whatever is missing, and nothing else when all is in place (fast to re-run):
+#   1. npm packages (npm ci when node_modules is missing or older than package-lock.json);
+#   2. libtorch: $LIBTORCH, else python3's torch, else torch==2.13.0+cpu installed from pip's local mirror into
+#      .cache/torch-py (only the wheel: libtorch's headers and libraries, no Python environment changes);
+#   3. the native addon (native/build.mjs rebuilds only when its sources or libtorch changed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ ! -d node_modules || package-lock.json -nt node_modules/.package-lock.json ]]; then
+  echo "[setup] installing npm packages"
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+
+if [[ -z ${LIBTORCH:-} ]] && ! python3 -c 'import torch' 2>/dev/null && [[ ! -d .cache/torch-py/torch/lib ]]; then
+  echo "[setup] installing torch==2.13.0+cpu (libtorch for the native addon) into .cache/torch-py"
+  source scripts/pip-offline.sh
+  if ! pip_offline install -q --no-deps --target .cache/torch-py "torch==2.13.0+cpu"; then
+    echo "[setup] could not install torch from a local pip mirror; trying pip's configured index" >&2
+    python3 -m pip install -q --no-deps --target .cache/torch-py "torch==2.13.0+cpu" || {
+      echo "[setup] libtorch is missing. Install torch>=2.5 for python3 (pip install torch==2.13.0+cpu), or set" >&2
+      echo "        LIBTORCH to an unpacked libtorch folder (with include/ and lib/), then re-run this script." >&2
+      exit 1
+    }
+  fi
+fi
+
+node native/build.mjs

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The whole check: type-check (tsc --noEmit, strict), lint + format check (biome), then every test file with
+# node's test runner (TypeScript through tsx). Assumes scripts/setup.sh ran (npm test does both).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+echo "[test] tsc --noEmit"
+npx tsc --noEmit -p .
+echo "[test] biome check"
+npx biome check --reporter=summary .
+mapfile -t files < <(find test -name '*.test.ts' | sort)
+echo "[test] ${#files[@]} test files"
+exec node --import tsx --test --test-reporter=spec --test-timeout=600000 "${files[@]}"

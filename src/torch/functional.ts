@@ -1,0 +1,185 @@
+// Free functions: joins, layers (linear, embedding, norms, attention, cross-entropy), sampling, autograd control,
+// and runtime settings. Methods on Tensor cover the rest.
+import type { Generator } from './creation.js';
+import { native } from './native.js';
+import { fromHandle, type Tensor } from './tensor.js';
+
+type TensorOrNumber = Tensor | number;
+const h = (v: TensorOrNumber): import('./native.js').Handle | number => (typeof v === 'number' ? v : v.handle);
+
+export function cat(tensors: readonly Tensor[], dim = 0): Tensor {
+  return fromHandle(native.cat(tensors.map((t) => t.handle), dim));
+}
+
+export function stack(tensors: readonly Tensor[], dim = 0): Tensor {
+  return fromHandle(native.stack(tensors.map((t) => t.handle), dim));
+}
+
+/** condition ? a : b, elementwise with broadcasting; a and b may be numbers. */
+export function where(condition: Tensor, a: TensorOrNumber, b: TensorOrNumber): Tensor {
+  return fromHandle(native.where(condition.handle, h(a), h(b)));
+}
+
+export function matmul(a: Tensor, b: Tensor): Tensor {
+  return a.matmul(b);
+}
+
+/** y = x W^T + b, with W of shape [out, in] as in torch.nn.Linear and Hugging Face checkpoints. */
+export function linear(x: Tensor, weight: Tensor, bias?: Tensor | null): Tensor {
+  return fromHandle(native.linear(x.handle, weight.handle, bias?.handle ?? null));
+}
+
+/** Rows of `weight` [vocab, dim] picked by integer `indices`. */
+export function embedding(weight: Tensor, indices: Tensor): Tensor {
+  return fromHandle(native.embedding(weight.handle, indices.handle));
+}
+
+/** y = x / sqrt(mean(x^2 over the last dims) + eps) * weight (Zhang & Sennrich 2019). */
+export function rmsNorm(x: Tensor, normalizedShape: readonly number[], weight?: Tensor | null, eps?: number): Tensor {
+  return fromHandle(native.rmsNorm(x.handle, [...normalizedShape], weight?.handle ?? null, eps ?? null));
+}
+
+export function layerNorm(
+  x: Tensor,
+  normalizedShape: readonly number[],
+  weight?: Tensor | null,
+  bias?: Tensor | null,
+  eps = 1e-5,
+): Tensor {
+  return fromHandle(native.layerNorm(x.handle, [...normalizedShape], weight?.handle ?? null, bias?.handle ?? null, eps));
+}
+
+export interface AttentionOptions {
+  /** Boolean mask (true = attend) or additive float mask, broadcastable to [batch, heads, q, k]. */
+  mask?: Tensor | null;
+  dropout?: number;
+  /** Causal masking (query i sees keys <= i, aligned at the top-left as in PyTorch). */
+  causal?: boolean;
+  /** Defaults to 1/sqrt(head_dim). */
+  scale?: number;
+}
+
+/**
+ * softmax(q k^T * scale + mask) v over q [batch, heads, q, dim], k/v [batch, kvHeads, k, dim].
+ * Grouped-query attention: when kvHeads < heads (heads a multiple of kvHeads), each group of heads shares a k/v head.
+ */
+export function scaledDotProductAttention(q: Tensor, k: Tensor, v: Tensor, options: AttentionOptions = {}): Tensor {
+  const gqa = q.ndim >= 3 && k.ndim >= 3 && q.size(-3) !== k.size(-3);
+  return fromHandle(
+    native.scaledDotProductAttention(
+      q.handle,
+      k.handle,
+      v.handle,
+      options.mask?.handle ?? null,
+      options.dropout ?? 0,
+      options.causal ?? false,
+      options.scale ?? null,
+      gqa,
+    ),
+  );
+}
+
+export interface CrossEntropyOptions {
+  ignoreIndex?: number;
+  reduction?: 'none' | 'mean' | 'sum';
+  labelSmoothing?: number;
+}
+
+/** Cross-entropy of logits [N, C] against class indices [N] (torch.nn.functional.cross_entropy). */
+export function crossEntropy(logits: Tensor, target: Tensor, options: CrossEntropyOptions = {}): Tensor {
+  const reduction = { none: 0, mean: 1, sum: 2 }[options.reduction ?? 'mean'];
+  return fromHandle(
+    native.crossEntropy(logits.handle, target.handle, options.ignoreIndex ?? -100, reduction, options.labelSmoothing ?? 0),
+  );
+}
+
+export function einsum(equation: string, ...operands: Tensor[]): Tensor {
+  return fromHandle(native.einsum(equation, operands.map((t) => t.handle)));
+}
+
+export function outer(a: Tensor, b: Tensor): Tensor {
+  return fromHandle(native.outer(a.handle, b.handle));
+}
+
+/** Draws `numSamples` indices per row from (unnormalised, non-negative) `probs`. */
+export function multinomial(probs: Tensor, numSamples: number, options: { replacement?: boolean; generator?: Generator } = {}): Tensor {
+  return fromHandle(native.multinomial(probs.handle, numSamples, options.replacement ?? false, options.generator?.handle ?? null));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// autograd control (grad mode is thread-local: it applies to the thread, main or worker, that calls these)
+
+function withGradMode<T>(enabled: boolean, fn: () => T): T {
+  const previous = native.setGradEnabled(enabled);
+  try {
+    const result = fn();
+    if (result instanceof Promise) {
+      throw new TypeError('noGrad/enableGrad take a synchronous function: grad mode cannot follow an await');
+    }
+    return result;
+  } finally {
+    native.setGradEnabled(previous);
+  }
+}
+
+/** Runs fn with gradient recording off (inference, optimizer updates, cache writes). */
+export function noGrad<T>(fn: () => T): T {
+  return withGradMode(false, fn);
+}
+
+export function enableGrad<T>(fn: () => T): T {
+  return withGradMode(true, fn);
+}
+
+export function isGradEnabled(): boolean {
+  return native.isGradEnabled();
+}
+
+export function setGradEnabled(enabled: boolean): void {
+  native.setGradEnabled(enabled);
+}
+
+/** torch.autograd.grad: gradients of sum(outputs) w.r.t. inputs, without touching the inputs' .grad. */
+export function grad(
+  outputs: Tensor | readonly Tensor[],
+  inputs: readonly Tensor[],
+  options: { gradOutputs?: readonly Tensor[]; retainGraph?: boolean; createGraph?: boolean } = {},
+): (Tensor | null)[] {
+  const outs = Array.isArray(outputs) ? (outputs as readonly Tensor[]) : [outputs as Tensor];
+  return native
+    .gradOf(
+      outs.map((t) => t.handle),
+      inputs.map((t) => t.handle),
+      options.gradOutputs ? options.gradOutputs.map((t) => t.handle) : null,
+      options.retainGraph ?? null,
+      options.createGraph ?? false,
+    )
+    .map((g) => (g === null ? null : fromHandle(g)));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// runtime
+
+/** Intra-op threads for the calling thread's ops (OpenMP threads belong to the thread that sets them). */
+export function setNumThreads(n: number): void {
+  if (!Number.isInteger(n) || n < 1) throw new RangeError(`setNumThreads: expected a positive integer, got ${n}`);
+  native.setNumThreads(n);
+}
+
+export function getNumThreads(): number {
+  return native.getNumThreads();
+}
+
+export const cuda = {
+  isAvailable: (): boolean => native.cudaDeviceCount() > 0,
+  deviceCount: (): number => native.cudaDeviceCount(),
+};
+
+/** Native tensor handles alive in this process (all threads): a leak detector for tests. */
+export function liveTensorCount(): number {
+  return native.liveHandleCount();
+}
+
+export function buildInfo(): { torchVersion: string; config: string; parallel: string } {
+  return native.buildInfo();
+}

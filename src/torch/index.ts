@@ -1,0 +1,13 @@
+// trinity-rft/torch: a TypeScript tensor library over libtorch (ATen + autograd + optimizers).
+//   import * as torch from 'trinity-rft/torch';
+//   const w = torch.randn([4, 3], { requiresGrad: true });
+//   const loss = torch.scope(() => x.matmul(w).square().mean());
+export * from './creation.js';
+export * from './dtype.js';
+export * from './functional.js';
+export * from './lr-schedule.js';
+export * from './optim.js';
+export * from './safetensors.js';
+export { isDType, keep, scope, Tensor, TensorDisposedError } from './tensor.js';
+export type { ReduceOptions, ToOptions } from './tensor.js';
+export * from './worker.js';
