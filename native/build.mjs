@@ -8,7 +8,7 @@
 // Rebuilds only when a source, this script or the libtorch location changed.
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -56,7 +56,7 @@ function findLibtorch() {
   fail(
     'libtorch was not found. Either set LIBTORCH to an unpacked libtorch folder (with include/ and lib/), or install ' +
       'the torch package for python3 (torch >= 2.5), e.g.\n  pip install --no-deps --target .cache/torch-py "torch==2.13.0+cpu"\n' +
-      '(`bash scripts/setup.sh` does this from the machine\'s pip mirror).',
+      "(`bash scripts/setup.sh` does this from the machine's pip mirror).",
   );
 }
 
@@ -132,7 +132,9 @@ try {
       while (queue.length) await queue.shift()();
     }),
   );
-  await run('g++', [...objects, ...ldflags, '-o', output], 'linked trinity_torch.node');
+  // Link to a temporary name and rename: processes that have the old addon loaded keep a valid mapping.
+  await run('g++', [...objects, ...ldflags, '-o', `${output}.tmp`], 'linked trinity_torch.node');
+  renameSync(`${output}.tmp`, output);
 } catch (error) {
   fail(error.message);
 }

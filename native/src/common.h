@@ -1,11 +1,14 @@
 // Shared plumbing of the addon: tensor handles, argument conversion, the error boundary.
 //
-// A tensor crosses into JavaScript as a Napi::External<Holder>. The TypeScript Tensor class owns it; dispose()
-// drops our reference at once (storage is freed when no other handle or autograd node uses it), and the External's
-// finalizer is only a safety net. Holders report their bytes to V8 as external memory so the GC sees them.
+// A tensor crosses into JavaScript as a Napi::External<Holder> without a GC finalizer. The TypeScript Tensor class
+// owns it and frees it with dispose() (directly, from a scope, or from a FinalizationRegistry as the safety net);
+// storage goes when no other handle, view or autograd node uses it. Holders report their bytes to V8 as external
+// memory so the GC, and with it the safety net, sees them.
 #pragma once
 
-#define NAPI_VERSION 8
+// NAPI_EXPERIMENTAL: the few finalizers left (generators, zero-copy buffers) are "basic" ones that run during GC
+// instead of waiting for the event loop; they only free memory, as basic finalizers must.
+#define NAPI_EXPERIMENTAL
 #include <napi.h>
 #include <ATen/ATen.h>
 
@@ -31,7 +34,7 @@ Napi::Value wrap(Napi::Env env, at::Tensor tensor);
 Napi::Value wrapList(Napi::Env env, const std::vector<at::Tensor>& tensors);
 Napi::Value wrapPair(Napi::Env env, const std::tuple<at::Tensor, at::Tensor>& pair);
 std::vector<at::Tensor> tensorList(const Napi::Value& value);
-void releaseHolder(Napi::Env env, Holder* holder);
+void releaseHolder(Napi::BasicEnv env, Holder* holder);
 
 // ---- plain values ----
 std::vector<int64_t> intList(const Napi::Value& value);

@@ -34,7 +34,12 @@ export function runDemo({ steps, seed, log }: DemoOptions): { first: number; las
     normF: ones(D),
   };
   const optimizer = new torch.AdamW(torch.weightDecayGroups(Object.entries(p), 0.01), { lr: 3e-3 });
-  const schedule = new torch.LrScheduler(optimizer, 3e-3, { type: 'cosine', warmupSteps: 10, totalSteps: steps, minLrRatio: 0.1 });
+  const schedule = new torch.LrScheduler(optimizer, 3e-3, {
+    type: 'cosine',
+    warmupSteps: 10,
+    totalSteps: steps,
+    minLrRatio: 0.1,
+  });
   const generator = new torch.Generator(seed);
 
   const heads = (x: torch.Tensor) => x.view([B, T, H, D / H]).transpose(1, 2);
@@ -49,9 +54,14 @@ export function runDemo({ steps, seed, log }: DemoOptions): { first: number; las
       const target = batch.slice(1, 1, T + 1);
       let x = torch.embedding(p.embed, input);
       const a = torch.rmsNorm(x, [D], p.norm1, 1e-6);
-      const attn = torch.scaledDotProductAttention(heads(torch.linear(a, p.wq)), heads(torch.linear(a, p.wk)), heads(torch.linear(a, p.wv)), {
-        causal: true,
-      });
+      const attn = torch.scaledDotProductAttention(
+        heads(torch.linear(a, p.wq)),
+        heads(torch.linear(a, p.wk)),
+        heads(torch.linear(a, p.wv)),
+        {
+          causal: true,
+        },
+      );
       x = x.add(torch.linear(attn.transpose(1, 2).reshape([B, T, D]), p.wo));
       const m = torch.rmsNorm(x, [D], p.norm2, 1e-6);
       x = x.add(torch.linear(torch.linear(m, p.gate).silu().mul(torch.linear(m, p.up)), p.down));
@@ -65,7 +75,8 @@ export function runDemo({ steps, seed, log }: DemoOptions): { first: number; las
     optimizer.zeroGrad();
     schedule.step();
     if (step === 0) first = last;
-    if (step % 20 === 0 || step === steps - 1) log(`step ${String(step + 1).padStart(4)}/${steps}  loss ${last.toFixed(4)}  lr ${optimizer.lr.toExponential(2)}`);
+    if (step % 20 === 0 || step === steps - 1)
+      log(`step ${String(step + 1).padStart(4)}/${steps}  loss ${last.toFixed(4)}  lr ${optimizer.lr.toExponential(2)}`);
   }
   optimizer.dispose();
   for (const t of Object.values(p)) t.dispose();

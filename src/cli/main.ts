@@ -21,7 +21,9 @@ async function main(argv: string[]): Promise<number> {
       options: { steps: { type: 'string', default: '200' }, seed: { type: 'string', default: '0' }, help: { type: 'boolean' } },
     });
     if (values.help) {
-      process.stdout.write('trinity demo [--steps N] [--seed S]\n  Trains a one-block causal transformer on a character corpus; prints the loss.\n');
+      process.stdout.write(
+        'trinity demo [--steps N] [--seed S]\n  Trains a one-block causal transformer on a character corpus; prints the loss.\n',
+      );
       return 0;
     }
     const steps = Number(values.steps);
@@ -36,7 +38,9 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'info') {
     const torch = await import('../torch/index.js');
     const info = torch.buildInfo();
-    console.log(`libtorch ${info.torchVersion}; intra-op threads ${torch.getNumThreads()}; CUDA devices ${torch.cuda.deviceCount()}`);
+    console.log(
+      `libtorch ${info.torchVersion}; intra-op threads ${torch.getNumThreads()}; CUDA devices ${torch.cuda.deviceCount()}`,
+    );
     console.log(info.parallel.trim());
     return 0;
   }

@@ -1,7 +1,7 @@
 // Creating tensors: from JavaScript data, filled, ranges, and random (with seedable generators).
 import { type AnyTypedArray, type DType, dtypeCode, isFloatingPoint } from './dtype.js';
 import { type GeneratorHandle, native } from './native.js';
-import { checkDevice, fromHandle, Tensor } from './tensor.js';
+import { checkDevice, fromHandle, type Tensor } from './tensor.js';
 
 export interface CreateOptions {
   dtype?: DType;
@@ -131,7 +131,8 @@ export function tensor(data: Nested | AnyTypedArray, options: CreateOptions & { 
     t.dispose();
     t = converted;
   }
-  if (options.requiresGrad && !isFloatingPoint(dtype)) throw new TypeError(`only floating-point tensors can require gradients, not ${dtype}`);
+  if (options.requiresGrad && !isFloatingPoint(dtype))
+    throw new TypeError(`only floating-point tensors can require gradients, not ${dtype}`);
   return finish(t, options);
 }
 
@@ -184,7 +185,14 @@ export function rand(shape: readonly number[], options: RandomOptions = {}): Ten
 
 /** Integers uniform in [low, high). */
 export function randint(low: number, high: number, shape: readonly number[], options: RandomOptions = {}): Tensor {
-  const h = native.randint(low, high, [...shape], code(options.dtype, 'int64'), dev(options.device), options.generator?.handle ?? null);
+  const h = native.randint(
+    low,
+    high,
+    [...shape],
+    code(options.dtype, 'int64'),
+    dev(options.device),
+    options.generator?.handle ?? null,
+  );
   return fromHandle(h);
 }
 

@@ -63,11 +63,4 @@ export type TypedArrayFor<D extends DType> = D extends 'int64'
             ? Uint8Array
             : Float32Array;
 
-export type AnyTypedArray =
-  | Float32Array
-  | Float64Array
-  | BigInt64Array
-  | Int32Array
-  | Int16Array
-  | Int8Array
-  | Uint8Array;
+export type AnyTypedArray = Float32Array | Float64Array | BigInt64Array | Int32Array | Int16Array | Int8Array | Uint8Array;

@@ -8,11 +8,21 @@ type TensorOrNumber = Tensor | number;
 const h = (v: TensorOrNumber): import('./native.js').Handle | number => (typeof v === 'number' ? v : v.handle);
 
 export function cat(tensors: readonly Tensor[], dim = 0): Tensor {
-  return fromHandle(native.cat(tensors.map((t) => t.handle), dim));
+  return fromHandle(
+    native.cat(
+      tensors.map((t) => t.handle),
+      dim,
+    ),
+  );
 }
 
 export function stack(tensors: readonly Tensor[], dim = 0): Tensor {
-  return fromHandle(native.stack(tensors.map((t) => t.handle), dim));
+  return fromHandle(
+    native.stack(
+      tensors.map((t) => t.handle),
+      dim,
+    ),
+  );
 }
 
 /** condition ? a : b, elementwise with broadcasting; a and b may be numbers. */
@@ -94,7 +104,12 @@ export function crossEntropy(logits: Tensor, target: Tensor, options: CrossEntro
 }
 
 export function einsum(equation: string, ...operands: Tensor[]): Tensor {
-  return fromHandle(native.einsum(equation, operands.map((t) => t.handle)));
+  return fromHandle(
+    native.einsum(
+      equation,
+      operands.map((t) => t.handle),
+    ),
+  );
 }
 
 export function outer(a: Tensor, b: Tensor): Tensor {
@@ -102,8 +117,14 @@ export function outer(a: Tensor, b: Tensor): Tensor {
 }
 
 /** Draws `numSamples` indices per row from (unnormalised, non-negative) `probs`. */
-export function multinomial(probs: Tensor, numSamples: number, options: { replacement?: boolean; generator?: Generator } = {}): Tensor {
-  return fromHandle(native.multinomial(probs.handle, numSamples, options.replacement ?? false, options.generator?.handle ?? null));
+export function multinomial(
+  probs: Tensor,
+  numSamples: number,
+  options: { replacement?: boolean; generator?: Generator } = {},
+): Tensor {
+  return fromHandle(
+    native.multinomial(probs.handle, numSamples, options.replacement ?? false, options.generator?.handle ?? null),
+  );
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -153,16 +153,7 @@ export interface NativeAddon {
   embedding(weight: H, indices: H): H;
   rmsNorm(x: H, shape: number[], weight: OptH, eps: OptNum): H;
   layerNorm(x: H, shape: number[], weight: OptH, bias: OptH, eps: number): H;
-  scaledDotProductAttention(
-    q: H,
-    k: H,
-    v: H,
-    mask: OptH,
-    dropout: number,
-    causal: boolean,
-    scale: OptNum,
-    gqa: boolean,
-  ): H;
+  scaledDotProductAttention(q: H, k: H, v: H, mask: OptH, dropout: number, causal: boolean, scale: OptNum, gqa: boolean): H;
   crossEntropy(logits: H, target: H, ignoreIndex: number, reduction: number, labelSmoothing: number): H;
   einsum(equation: string, operands: H[]): H;
   outer(a: H, b: H): H;

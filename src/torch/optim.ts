@@ -88,7 +88,8 @@ export abstract class Optimizer<H extends object = object> {
 
   /** Restores state saved by stateDict() for the same parameter layout (tensors are copied in). */
   loadStateDict(saved: OptimizerState): void {
-    if (saved.kind !== this.constructor.name) throw new Error(`optimizer state is for ${saved.kind}, not ${this.constructor.name}`);
+    if (saved.kind !== this.constructor.name)
+      throw new Error(`optimizer state is for ${saved.kind}, not ${this.constructor.name}`);
     if (saved.groups.length !== this.groups.length) {
       throw new Error(`optimizer state has ${saved.groups.length} parameter groups, this optimizer has ${this.groups.length}`);
     }
@@ -131,7 +132,11 @@ export interface AdamWOptions {
 export class AdamW extends Optimizer<{ beta1: number; beta2: number; eps: number }> {
   constructor(params: readonly Tensor[] | readonly ParamGroup[], options: AdamWOptions = {}) {
     const [beta1, beta2] = options.betas ?? [0.9, 0.999];
-    super(params, { lr: options.lr ?? 1e-3, weightDecay: options.weightDecay ?? 0.01 }, { beta1, beta2, eps: options.eps ?? 1e-8 });
+    super(
+      params,
+      { lr: options.lr ?? 1e-3, weightDecay: options.weightDecay ?? 0.01 },
+      { beta1, beta2, eps: options.eps ?? 1e-8 },
+    );
   }
 
   step(): void {
@@ -205,7 +210,7 @@ export class SGD extends Optimizer<{ momentum: number; dampening: number; nester
           if (momentum !== 0) {
             const s = this.state.get(p);
             let buf: Tensor;
-            if (s === undefined) buf = (this.stateFor(p, () => ({ momentum_buffer: d.clone() })).momentum_buffer as Tensor);
+            if (s === undefined) buf = this.stateFor(p, () => ({ momentum_buffer: d.clone() })).momentum_buffer as Tensor;
             else buf = (s.momentum_buffer as Tensor).mul_(momentum).add_(d, 1 - dampening);
             const next = nesterov ? d.add(buf, momentum) : buf.alias();
             if (d !== grad) d.dispose();
@@ -227,7 +232,13 @@ export class SGD extends Optimizer<{ momentum: number; dampening: number; nester
 export function clipGradNorm(params: readonly Tensor[], maxNorm: number, normType = 2): number {
   const grads = params.map((p) => p.grad).filter((g): g is Tensor => g !== null);
   try {
-    const total = fromHandle(native.clipGradNorm(grads.map((g) => g.handle), maxNorm, normType));
+    const total = fromHandle(
+      native.clipGradNorm(
+        grads.map((g) => g.handle),
+        maxNorm,
+        normType,
+      ),
+    );
     try {
       return total.item();
     } finally {

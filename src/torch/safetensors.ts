@@ -5,7 +5,20 @@
 // storage (pread in the addon on load, a zero-copy view on save): no large file passes through JS strings.
 // Sharded checkpoints: `<prefix>-00001-of-0000N.safetensors` plus `<prefix>.safetensors.index.json`
 // ({ "metadata": { "total_size": bytes }, "weight_map": { "<name>": "<file>" } }).
-import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync, renameSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  renameSync,
+  unlinkSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { empty } from './creation.js';
 import { DTYPE_BYTES, type DType } from './dtype.js';
@@ -63,7 +76,10 @@ export function readSafetensorsHeader(file: string): SafetensorsHeader {
     readSync(fd, lengthBytes, 0, 8, 0);
     const headerLength = Number(lengthBytes.readBigUInt64LE(0));
     if (headerLength > MAX_HEADER_BYTES || 8 + headerLength > fileSize) {
-      throw new SafetensorsError(file, `header length ${headerLength} does not fit the file (${fileSize} bytes): not a safetensors file or truncated`);
+      throw new SafetensorsError(
+        file,
+        `header length ${headerLength} does not fit the file (${fileSize} bytes): not a safetensors file or truncated`,
+      );
     }
     const headerBytes = Buffer.alloc(headerLength);
     readSync(fd, headerBytes, 0, headerLength, 8);
@@ -101,7 +117,10 @@ function parseEntry(file: string, name: string, raw: unknown, dataStart: number,
   const { dtype: code, shape, data_offsets: offsets } = raw as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
   const dtype = typeof code === 'string' ? FROM_SAFETENSORS.get(code) : undefined;
   if (dtype === undefined) {
-    throw new SafetensorsError(file, `${where}: unsupported dtype ${JSON.stringify(code)} (supported: ${[...FROM_SAFETENSORS.keys()].join(', ')})`);
+    throw new SafetensorsError(
+      file,
+      `${where}: unsupported dtype ${JSON.stringify(code)} (supported: ${[...FROM_SAFETENSORS.keys()].join(', ')})`,
+    );
   }
   if (!Array.isArray(shape) || !shape.every((s) => Number.isInteger(s) && s >= 0)) {
     throw new SafetensorsError(file, `${where}: shape ${JSON.stringify(shape)} is not a list of non-negative integers`);
@@ -112,10 +131,16 @@ function parseEntry(file: string, name: string, raw: unknown, dataStart: number,
   const [begin, end] = offsets as [number, number];
   const expected = (shape as number[]).reduce((a, b) => a * b, 1) * DTYPE_BYTES[dtype];
   if (end < begin || end - begin !== expected) {
-    throw new SafetensorsError(file, `${where}: data_offsets [${begin}, ${end}] hold ${end - begin} bytes, but shape [${shape.join(', ')}] of ${dtype} needs ${expected}`);
+    throw new SafetensorsError(
+      file,
+      `${where}: data_offsets [${begin}, ${end}] hold ${end - begin} bytes, but shape [${shape.join(', ')}] of ${dtype} needs ${expected}`,
+    );
   }
   if (end > dataLength) {
-    throw new SafetensorsError(file, `${where}: data_offsets end ${end} is past the end of the data (${dataLength} bytes): file truncated?`);
+    throw new SafetensorsError(
+      file,
+      `${where}: data_offsets end ${end} is past the end of the data (${dataLength} bytes): file truncated?`,
+    );
   }
   return { dtype, shape: shape as number[], byteOffset: dataStart + begin, byteLength: expected };
 }
@@ -183,18 +208,23 @@ export function saveSafetensors(
   const temporary = `${file}.tmp-${process.pid}`;
   const fd = openSync(temporary, 'w');
   try {
-    writeSync(fd, lengthBytes);
-    writeSync(fd, headerBytes);
-    for (const [, t] of list) {
-      if (t.numel === 0) continue;
-      const bytes = new Uint8Array(t.bytes(false)); // zero-copy view of the tensor's memory
-      let written = 0;
-      while (written < bytes.length) written += writeSync(fd, bytes, written, bytes.length - written);
+    try {
+      writeSync(fd, lengthBytes);
+      writeSync(fd, headerBytes);
+      for (const [, t] of list) {
+        if (t.numel === 0) continue;
+        const bytes = new Uint8Array(t.bytes(false)); // zero-copy view of the tensor's memory
+        let written = 0;
+        while (written < bytes.length) written += writeSync(fd, bytes, written, bytes.length - written);
+      }
+    } finally {
+      closeSync(fd);
     }
-  } finally {
-    closeSync(fd);
+    renameSync(temporary, file);
+  } catch (error) {
+    if (existsSync(temporary)) unlinkSync(temporary);
+    throw error;
   }
-  renameSync(temporary, file);
 }
 
 export interface ShardIndex {
@@ -237,7 +267,10 @@ export function loadShardedSafetensors(indexFile: string, options: LoadOptions =
     }
     for (const name of Object.keys(index.weight_map)) {
       if (!out.has(name) && (!options.filter || options.filter(name))) {
-        throw new SafetensorsError(indexFile, `tensor '${name}' is listed in weight_map under '${index.weight_map[name]}' but that file does not contain it`);
+        throw new SafetensorsError(
+          indexFile,
+          `tensor '${name}' is listed in weight_map under '${index.weight_map[name]}' but that file does not contain it`,
+        );
       }
     }
   } catch (error) {
@@ -256,20 +289,30 @@ export interface SaveShardedOptions {
 }
 
 /**
- * Writes weights in Hugging Face's layout: one `<prefix>.safetensors` when they fit a shard, else numbered shards and
- * `<prefix>.safetensors.index.json`. Returns the files written (index last when sharded).
+ * Writes weights in Hugging Face's layout (as transformers' save_pretrained): one `<prefix>.safetensors` when they fit
+ * a shard, else numbered shards and `<prefix>.safetensors.index.json` ({ metadata: { total_parameters, total_size },
+ * weight_map }). Creates `dir` if needed and removes what a previous save left there that would otherwise be loaded
+ * or mixed in (a stale index, numbered shards of the same prefix that this save did not write).
+ * Returns the files written (index last when sharded).
  */
-export function saveModelWeights(dir: string, tensors: Map<string, Tensor> | Record<string, Tensor>, options: SaveShardedOptions = {}): string[] {
+export function saveModelWeights(
+  dir: string,
+  tensors: Map<string, Tensor> | Record<string, Tensor>,
+  options: SaveShardedOptions = {},
+): string[] {
   const list = tensors instanceof Map ? [...tensors.entries()] : Object.entries(tensors);
   const maxBytes = options.maxShardBytes ?? 5e9;
   const prefix = options.prefix ?? 'model';
   const metadata = { format: 'pt', ...options.metadata };
+  mkdirSync(dir, { recursive: true });
   const shards: [string, Tensor][][] = [[]];
   let current = 0;
   let total = 0;
+  let parameters = 0;
   for (const entry of list) {
     const nbytes = entry[1].numel * DTYPE_BYTES[entry[1].dtype];
     total += nbytes;
+    parameters += entry[1].numel;
     if (current > 0 && current + nbytes > maxBytes) {
       shards.push([]);
       current = 0;
@@ -277,9 +320,12 @@ export function saveModelWeights(dir: string, tensors: Map<string, Tensor> | Rec
     (shards[shards.length - 1] as [string, Tensor][]).push(entry);
     current += nbytes;
   }
+  const indexFile = join(dir, `${prefix}.safetensors.index.json`);
   if (shards.length === 1) {
     const file = join(dir, `${prefix}.safetensors`);
+    if (existsSync(indexFile)) unlinkSync(indexFile); // else loaders would still follow the old index
     saveSafetensors(file, new Map(list), metadata);
+    removeStaleShards(dir, prefix, new Set());
     return [file];
   }
   const files: string[] = [];
@@ -292,9 +338,22 @@ export function saveModelWeights(dir: string, tensors: Map<string, Tensor> | Rec
     for (const [tensorName] of shard) weightMap[tensorName] = basename(file);
     files.push(file);
   });
-  const indexFile = join(dir, `${prefix}.safetensors.index.json`);
-  const index: ShardIndex = { metadata: { total_size: total }, weight_map: weightMap };
-  writeFileSync(indexFile, `${JSON.stringify(index, null, 2)}\n`);
+  const index: ShardIndex = { metadata: { total_parameters: parameters, total_size: total }, weight_map: weightMap };
+  const temporary = `${indexFile}.tmp-${process.pid}`;
+  writeFileSync(temporary, `${JSON.stringify(index, null, 2)}\n`);
+  renameSync(temporary, indexFile);
+  removeStaleShards(dir, prefix, new Set(files.map((f) => basename(f))));
+  const single = join(dir, `${prefix}.safetensors`);
+  if (existsSync(single)) unlinkSync(single);
   files.push(indexFile);
   return files;
+}
+
+/** Deletes `<prefix>-NNNNN-of-NNNNN.safetensors` files in dir that are not in `keep`. */
+function removeStaleShards(dir: string, prefix: string, keep: ReadonlySet<string>): void {
+  const escaped = prefix.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const pattern = new RegExp(`^${escaped}-\\d{5}-of-\\d{5}\\.safetensors$`);
+  for (const name of readdirSync(dir)) {
+    if (pattern.test(name) && !keep.has(name)) unlinkSync(join(dir, name));
+  }
 }

@@ -64,7 +64,10 @@ export interface TensorWorkerOptions {
 /** The main-thread side: starts a worker module that calls serveTensorWorker() and calls its handlers. */
 export class TensorWorker {
   readonly #worker: Worker;
-  readonly #pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout; method: string }>();
+  readonly #pending = new Map<
+    number,
+    { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout; method: string }
+  >();
   readonly #timeoutMs: number;
   #nextId = 1;
   #exited: Error | null = null;
@@ -79,9 +82,11 @@ export class TensorWorker {
 
   /** Starts the worker module at `moduleUrl` (a file URL or path; .ts modules run through tsx). */
   static async start(moduleUrl: string | URL, options: TensorWorkerOptions = {}): Promise<TensorWorker> {
-    const href = moduleUrl.toString();
-    const execArgv = href.endsWith('.ts') && !process.execArgv.includes('tsx') ? [...process.execArgv, '--import', 'tsx'] : process.execArgv;
-    const worker = new Worker(new URL(href, 'file://'), { execArgv, workerData: { numThreads: options.numThreads ?? null } });
+    const href = new URL(moduleUrl.toString(), 'file://').href;
+    const data = { numThreads: options.numThreads ?? null, trinityWorkerModule: href };
+    // TypeScript modules start through a bootstrap that registers tsx on the worker thread.
+    const entry = href.endsWith('.ts') ? new URL('./worker-entry.mjs', import.meta.url) : new URL(href);
+    const worker = new Worker(entry, { workerData: data });
     const startTimeout = options.startTimeoutMs ?? 60_000;
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -175,7 +180,11 @@ export function serveTensorWorker(handlers: WorkerHandlers): void {
       response = { id: request.id, ok: true, result: encodeTensors(result) };
     } catch (error) {
       const e = error as Error;
-      response = { id: request.id, ok: false, error: { message: e.message ?? String(error), ...(e.stack ? { stack: e.stack } : {}) } };
+      response = {
+        id: request.id,
+        ok: false,
+        error: { message: e.message ?? String(error), ...(e.stack ? { stack: e.stack } : {}) },
+      };
     }
     port.postMessage(response);
   });
