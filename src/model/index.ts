@@ -1,0 +1,8 @@
+// trinity-rft model: the Llama / Qwen2 / Qwen3 decoder-only transformer over Hugging Face folders, with a KV cache.
+//   const model = CausalLM.load('path/to/Qwen3-0.6B', { dtype: 'bfloat16' });
+//   const logits = model.forward(inputIds, { attentionMask });           // [B, T, vocab]
+//   const cache = model.createKVCache({ slots: 4, maxLength: 2048 });
+//   model.forward(prompt, { cache, slots: [2] }); model.forward(nextToken, { cache, slots: [2] });
+export * from './config.js';
+export * from './kv-cache.js';
+export * from './transformer.js';

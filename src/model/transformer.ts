@@ -1,0 +1,547 @@
+// The Llama / Qwen2 / Qwen3 decoder-only transformer, as transformers computes it (LlamaForCausalLM,
+// Qwen2ForCausalLM, Qwen3ForCausalLM), loading and saving Hugging Face model folders.
+//
+//   x = embed_tokens[ids]                                                     [B, T, H]
+//   for each layer:
+//     h = rmsnorm(x) ; q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)          [B, heads|kvHeads, T, headDim]
+//     (Qwen3) q, k = rmsnorm_headDim(q), rmsnorm_headDim(k)
+//     q, k = rope(q), rope(k)                 q*cos + rotate_half(q)*sin, rotate_half(x) = [-x2, x1]
+//     (cache) append k, v to the slot; attend over its prefix
+//     x = x + softmax(q k^T / sqrt(headDim) + mask) v Wo (+bo)              grouped-query: kvHeads shared by groups
+//     x = x + down(silu(gate(rmsnorm(x))) * up(rmsnorm(x)))                 SwiGLU
+//   logits = rmsnorm(x) lm_head^T                                            lm_head = embed_tokens when tied
+//
+// RMSNorm as transformers: y = weight * (x_f32 * rsqrt(mean(x_f32^2) + eps)).to(x.dtype).
+// Padded batches: a 2-d attention mask (1 = real token; left or right padding). Position ids default to
+// cumsum(mask) - 1 (what generate() passes; for unpadded rows simply 0..T-1). Pad queries attend only to themselves,
+// so no row is fully masked and no NaN can reach real tokens.
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { DType, Tensor } from '../torch/index.js';
+import * as torch from '../torch/index.js';
+import { loadModelConfig, type ModelConfig, type RopeConfig } from './config.js';
+import { type CacheStep, KVCache } from './kv-cache.js';
+
+// ---------------------------------------------------------------------------------------------------------------
+// weights: Hugging Face names and shapes
+
+interface Linear {
+  weight: Tensor;
+  bias: Tensor | null;
+}
+
+interface DecoderLayer {
+  inputLayernorm: Tensor;
+  qProj: Linear;
+  kProj: Linear;
+  vProj: Linear;
+  oProj: Linear;
+  qNorm: Tensor | null;
+  kNorm: Tensor | null;
+  postAttentionLayernorm: Tensor;
+  gateProj: Linear;
+  upProj: Linear;
+  downProj: Linear;
+}
+
+/** Every weight the config implies, in Hugging Face's names and order, with its shape. */
+export function expectedWeights(config: ModelConfig): Map<string, number[]> {
+  const { hiddenSize: h, intermediateSize: m, numAttentionHeads: heads, numKeyValueHeads: kv, headDim: d } = config;
+  const out = new Map<string, number[]>([['model.embed_tokens.weight', [config.vocabSize, h]]]);
+  const linear = (name: string, outFeatures: number, inFeatures: number, bias: boolean) => {
+    out.set(`${name}.weight`, [outFeatures, inFeatures]);
+    if (bias) out.set(`${name}.bias`, [outFeatures]);
+  };
+  for (let i = 0; i < config.numHiddenLayers; i++) {
+    const p = `model.layers.${i}`;
+    out.set(`${p}.input_layernorm.weight`, [h]);
+    linear(`${p}.self_attn.q_proj`, heads * d, h, config.qkvBias);
+    linear(`${p}.self_attn.k_proj`, kv * d, h, config.qkvBias);
+    linear(`${p}.self_attn.v_proj`, kv * d, h, config.qkvBias);
+    linear(`${p}.self_attn.o_proj`, h, heads * d, config.outputBias);
+    if (config.qkNorm) {
+      out.set(`${p}.self_attn.q_norm.weight`, [d]);
+      out.set(`${p}.self_attn.k_norm.weight`, [d]);
+    }
+    out.set(`${p}.post_attention_layernorm.weight`, [h]);
+    linear(`${p}.mlp.gate_proj`, m, h, config.mlpBias);
+    linear(`${p}.mlp.up_proj`, m, h, config.mlpBias);
+    linear(`${p}.mlp.down_proj`, h, m, config.mlpBias);
+  }
+  out.set('model.norm.weight', [h]);
+  if (!config.tieWordEmbeddings) out.set('lm_head.weight', [config.vocabSize, h]);
+  return out;
+}
+
+/** Buffers that old checkpoints carry and that are recomputed here. */
+const IGNORABLE_WEIGHT = /(^|\.)rotary_emb\.inv_freq$/;
+
+export class ModelWeightsError extends Error {
+  constructor(file: string, detail: string) {
+    super(`${file}: ${detail}`);
+    this.name = 'ModelWeightsError';
+  }
+}
+
+// Files of a model folder besides config and weights that save() carries over, so transformers loads the result.
+const COPIED_FILES = [
+  'generation_config.json',
+  'tokenizer.json',
+  'tokenizer_config.json',
+  'special_tokens_map.json',
+  'added_tokens.json',
+  'vocab.json',
+  'merges.txt',
+  'tokenizer.model',
+  'chat_template.jinja',
+  'chat_template.json',
+];
+
+// ---------------------------------------------------------------------------------------------------------------
+// rotary embeddings (transformers' modeling_rope_utils, step by step in float32 so inv_freq matches bit for bit)
+
+/** Inverse frequencies [headDim/2] (float32) and the cos/sin scale, for sequences up to `seqLen` (dynamic only). */
+export function ropeInverseFrequencies(
+  rope: RopeConfig,
+  headDim: number,
+  maxPositionEmbeddings: number,
+  seqLen?: number,
+): { invFreq: Tensor; attentionScaling: number } {
+  return torch.scope(() => {
+    const dim = headDim;
+    const exponents = torch.arange(0, dim, 2).float().div(dim); // [dim/2]: 0, 2/dim, 4/dim, ...
+    const powerOf = (base: number) => torch.full(exponents.shape, base).pow(exponents); // base ** exponents
+    const s = rope.scaling;
+    switch (s.type) {
+      case 'default':
+        return { invFreq: powerOf(rope.theta).reciprocal(), attentionScaling: 1 };
+      case 'linear':
+        return { invFreq: powerOf(rope.theta).reciprocal().div(s.factor), attentionScaling: 1 };
+      case 'dynamic': {
+        // base' = base * (factor * L / maxPos - (factor - 1)) ** (dim / (dim - 2)), L = max(seqLen, maxPos)
+        const length = Math.max(seqLen ?? maxPositionEmbeddings, maxPositionEmbeddings);
+        const base = rope.theta * ((s.factor * length) / maxPositionEmbeddings - (s.factor - 1)) ** (dim / (dim - 2));
+        return { invFreq: powerOf(base).reciprocal(), attentionScaling: 1 };
+      }
+      case 'llama3': {
+        // wavelengths above original/lowFreqFactor are divided by factor, below original/highFreqFactor kept,
+        // and in between interpolated by smooth = (original / wavelen - low) / (high - low).
+        const invFreq = powerOf(rope.theta).reciprocal();
+        const lowFreqWavelen = s.originalMaxPositionEmbeddings / s.lowFreqFactor;
+        const highFreqWavelen = s.originalMaxPositionEmbeddings / s.highFreqFactor;
+        const wavelen = invFreq.reciprocal().mul(2 * Math.PI);
+        const scaled = torch.where(wavelen.gt(lowFreqWavelen), invFreq.div(s.factor), invFreq);
+        const smooth = wavelen
+          .reciprocal()
+          .mul(s.originalMaxPositionEmbeddings)
+          .sub(s.lowFreqFactor)
+          .div(s.highFreqFactor - s.lowFreqFactor);
+        const smoothed = smooth.neg().add(1).mul(scaled).div(s.factor).add(smooth.mul(scaled));
+        const medium = wavelen.lt(highFreqWavelen).logicalNot().logicalAnd(wavelen.gt(lowFreqWavelen).logicalNot());
+        return { invFreq: torch.where(medium, smoothed, scaled), attentionScaling: 1 };
+      }
+      case 'yarn': {
+        const mscale = (scale: number, m = 1) => (scale <= 1 ? 1 : 0.1 * m * Math.log(scale) + 1);
+        const attentionScaling =
+          s.attentionFactor ??
+          (s.mscale && s.mscaleAllDim ? mscale(s.factor, s.mscale) / mscale(s.factor, s.mscaleAllDim) : mscale(s.factor));
+        // dimension index at which a wavelength completes `rotations` turns over the original context
+        const correctionDim = (rotations: number) =>
+          (dim * Math.log(s.originalMaxPositionEmbeddings / (rotations * 2 * Math.PI))) / (2 * Math.log(rope.theta));
+        let low = correctionDim(s.betaFast);
+        let high = correctionDim(s.betaSlow);
+        if (s.truncate) {
+          low = Math.floor(low);
+          high = Math.ceil(high);
+        }
+        low = Math.max(low, 0);
+        high = Math.min(high, dim - 1);
+        if (low === high) high += 0.001;
+        const posFreqs = powerOf(rope.theta);
+        const extrapolation = posFreqs.reciprocal();
+        const interpolation = posFreqs.mul(s.factor).reciprocal();
+        const ramp = torch
+          .arange(0, dim / 2, 1, { dtype: 'float32' })
+          .sub(low)
+          .div(high - low)
+          .clamp(0, 1);
+        const extrapolationFactor = ramp.neg().add(1);
+        const invFreq = interpolation.mul(extrapolationFactor.neg().add(1)).add(extrapolation.mul(extrapolationFactor));
+        return { invFreq, attentionScaling };
+      }
+    }
+  });
+}
+
+/** cos, sin [B, 1, T, headDim] for integer positions [B, T]: emb = cat(freqs, freqs), freqs = pos * inv_freq. */
+function rotaryCosSin(invFreq: Tensor, attentionScaling: number, positions: Tensor, dtype: DType): { cos: Tensor; sin: Tensor } {
+  const freqs = positions.float().unsqueeze(-1).mul(invFreq); // [B, T, headDim/2], float32
+  const emb = torch.cat([freqs, freqs], -1).unsqueeze(1);
+  const scale = (t: Tensor) => (attentionScaling === 1 ? t : t.mul(attentionScaling));
+  return { cos: scale(emb.cos()).to(dtype), sin: scale(emb.sin()).to(dtype) };
+}
+
+function applyRotary(x: Tensor, cos: Tensor, sin: Tensor): Tensor {
+  const half = x.size(-1) / 2;
+  const rotated = torch.cat([x.narrow(-1, half, half).neg(), x.narrow(-1, 0, half)], -1); // rotate_half
+  return x.mul(cos).add(rotated.mul(sin));
+}
+
+function rmsNorm(x: Tensor, weight: Tensor, eps: number): Tensor {
+  const xf = x.float();
+  const normed = xf.mul(xf.square().mean(-1, { keepdim: true }).add(eps).rsqrt());
+  return weight.mul(normed.to(x.dtype));
+}
+
+const linear = (x: Tensor, l: Linear): Tensor => torch.linear(x, l.weight, l.bias);
+
+/** SwiGLU: down(silu(gate(h)) * up(h)). */
+const mlp = (layer: DecoderLayer, h: Tensor): Tensor =>
+  linear(linear(h, layer.gateProj).silu().mul(linear(h, layer.upProj)), layer.downProj);
+
+// ---------------------------------------------------------------------------------------------------------------
+// the model
+
+export type ModelDType = 'float32' | 'bfloat16';
+
+export interface LoadModelOptions {
+  /** Parameter and compute dtype (default float32). RMSNorm and RoPE still compute in float32 inside. */
+  dtype?: ModelDType;
+  device?: string;
+  /** Mark parameters as requiring gradients (for training). */
+  requiresGrad?: boolean;
+}
+
+export interface ForwardOptions {
+  /** [B, T] (int or bool), 1 = real token, 0 = padding (left or right). With a cache: the new tokens only. */
+  attentionMask?: Tensor;
+  /** [B, T] int64 RoPE positions. Default: cumsum(mask) - 1, offset by the tokens already in each row's cache slot. */
+  positionIds?: Tensor;
+  /** Append the new tokens to this cache and attend over each row's cached prefix. */
+  cache?: KVCache;
+  /** The cache slot of each batch row (distinct; default 0..B-1). */
+  slots?: readonly number[];
+  /** 'logits' (default): [B, T, vocab]; 'hidden': final normed hidden states [B, T, hidden] for logits() chunk by chunk. */
+  output?: 'logits' | 'hidden';
+}
+
+export interface SaveModelOptions {
+  /** Largest safetensors shard in bytes (default 5 GB, as transformers); more weights give a sharded index. */
+  maxShardBytes?: number;
+}
+
+export class CausalLM {
+  readonly config: ModelConfig;
+  readonly dtype: ModelDType;
+  /** The folder this model was loaded from (save() copies tokenizer and generation files from it). */
+  readonly sourceDir: string | null;
+  readonly #parameters: Map<string, Tensor>;
+  readonly #embedTokens: Tensor;
+  readonly #layers: DecoderLayer[];
+  readonly #norm: Tensor;
+  readonly #lmHead: Tensor;
+  #rope: { invFreq: Tensor; attentionScaling: number } | null = null;
+  #disposed = false;
+
+  /**
+   * Builds a model from weights with Hugging Face names, checked against the config; the model takes ownership.
+   * `fileOf(tensor)` names the file a tensor came from (null: the weights as a whole) in error messages.
+   */
+  constructor(
+    config: ModelConfig,
+    weights: Map<string, Tensor>,
+    options: { sourceDir?: string | null; fileOf?: (tensor: string | null) => string } = {},
+  ) {
+    const fileOf = options.fileOf ?? (() => 'weights');
+    const file = fileOf(null);
+    const expected = expectedWeights(config);
+    for (const [name, shape] of expected) {
+      const t = weights.get(name);
+      if (t === undefined) throw new ModelWeightsError(file, `missing tensor '${name}' (expected shape [${shape.join(', ')}])`);
+      if (t.shape.length !== shape.length || t.shape.some((s, i) => s !== shape[i])) {
+        throw new ModelWeightsError(
+          fileOf(name),
+          `tensor '${name}' has shape [${t.shape.join(', ')}], expected [${shape.join(', ')}]`,
+        );
+      }
+      if (!torch.isFloatingPoint(t.dtype))
+        throw new ModelWeightsError(fileOf(name), `tensor '${name}' has dtype ${t.dtype}, expected floating point`);
+    }
+    const dtypes = new Set([...expected.keys()].map((n) => (weights.get(n) as Tensor).dtype));
+    if (dtypes.size !== 1)
+      throw new ModelWeightsError(file, `weights mix dtypes ${[...dtypes].join(', ')}: load them with one dtype`);
+    const dtype = [...dtypes][0] as DType;
+    if (dtype !== 'float32' && dtype !== 'bfloat16')
+      throw new ModelWeightsError(file, `weights are ${dtype}; supported: float32, bfloat16`);
+    const unexpected = [...weights.keys()].filter((n) => !expected.has(n) && !IGNORABLE_WEIGHT.test(n));
+    if (unexpected.length > 0) {
+      const tiedHead = config.tieWordEmbeddings && unexpected.length === 1 && unexpected[0] === 'lm_head.weight';
+      if (!tiedHead || !sameValues(weights.get('lm_head.weight') as Tensor, weights.get('model.embed_tokens.weight') as Tensor)) {
+        throw new ModelWeightsError(
+          fileOf(unexpected[0] ?? null),
+          `unexpected tensors ${unexpected.map((n) => `'${n}'`).join(', ')} (not part of a ${config.architecture} with this config${
+            config.tieWordEmbeddings && unexpected.includes('lm_head.weight')
+              ? '; tie_word_embeddings is true but lm_head.weight differs from embed_tokens'
+              : ''
+          })`,
+        );
+      }
+    }
+    this.config = config;
+    this.dtype = dtype;
+    this.sourceDir = options.sourceDir ?? null;
+    this.#parameters = new Map();
+    for (const name of expected.keys()) this.#parameters.set(name, torch.keep(weights.get(name) as Tensor));
+    for (const [name, t] of weights) if (!expected.has(name)) t.dispose();
+
+    const p = (name: string) => this.#parameters.get(name) as Tensor;
+    const lin = (name: string): Linear => ({ weight: p(`${name}.weight`), bias: this.#parameters.get(`${name}.bias`) ?? null });
+    this.#embedTokens = p('model.embed_tokens.weight');
+    this.#layers = Array.from({ length: config.numHiddenLayers }, (_, i) => {
+      const l = `model.layers.${i}`;
+      return {
+        inputLayernorm: p(`${l}.input_layernorm.weight`),
+        qProj: lin(`${l}.self_attn.q_proj`),
+        kProj: lin(`${l}.self_attn.k_proj`),
+        vProj: lin(`${l}.self_attn.v_proj`),
+        oProj: lin(`${l}.self_attn.o_proj`),
+        qNorm: config.qkNorm ? p(`${l}.self_attn.q_norm.weight`) : null,
+        kNorm: config.qkNorm ? p(`${l}.self_attn.k_norm.weight`) : null,
+        postAttentionLayernorm: p(`${l}.post_attention_layernorm.weight`),
+        gateProj: lin(`${l}.mlp.gate_proj`),
+        upProj: lin(`${l}.mlp.up_proj`),
+        downProj: lin(`${l}.mlp.down_proj`),
+      };
+    });
+    this.#norm = p('model.norm.weight');
+    this.#lmHead = config.tieWordEmbeddings ? this.#embedTokens : p('lm_head.weight');
+  }
+
+  /** Loads a Hugging Face folder: config.json and model.safetensors (or a sharded index). */
+  static load(dir: string, options: LoadModelOptions = {}): CausalLM {
+    const config = loadModelConfig(dir);
+    const dtype = options.dtype ?? 'float32';
+    if (dtype !== 'float32' && dtype !== 'bfloat16')
+      throw new TypeError(`CausalLM.load: dtype must be float32 or bfloat16, got ${String(dtype)}`);
+    const weights = torch.loadModelWeights(dir, { dtype, ...(options.device ? { device: options.device } : {}) });
+    for (const t of weights.values()) torch.keep(t); // parameters outlive any enclosing scope
+    // loadModelWeights validated the index; here it only names the shard of a tensor in errors
+    const indexFile = join(dir, 'model.safetensors.index.json');
+    const weightMap = existsSync(indexFile) ? (JSON.parse(readFileSync(indexFile, 'utf8')) as torch.ShardIndex).weight_map : null;
+    const fileOf = (tensor: string | null): string => {
+      if (weightMap === null) return join(dir, 'model.safetensors');
+      const shard = tensor === null ? undefined : weightMap[tensor];
+      return shard === undefined ? indexFile : join(dir, shard);
+    };
+    try {
+      const model = new CausalLM(config, weights, { sourceDir: dir, fileOf });
+      if (options.requiresGrad) for (const t of model.#parameters.values()) t.requiresGrad_(true);
+      return model;
+    } catch (error) {
+      for (const t of weights.values()) t.dispose();
+      throw error;
+    }
+  }
+
+  /** The parameters under Hugging Face names (a tied lm_head is embed_tokens, listed once). Owned by the model. */
+  parameters(): Map<string, Tensor> {
+    this.#checkAlive();
+    return new Map(this.#parameters);
+  }
+
+  /** A KV cache shaped for this model (same dtype and device). */
+  createKVCache(options: { slots: number; maxLength: number }): KVCache {
+    this.#checkAlive();
+    return new KVCache({
+      numLayers: this.config.numHiddenLayers,
+      numKeyValueHeads: this.config.numKeyValueHeads,
+      headDim: this.config.headDim,
+      slots: options.slots,
+      maxLength: options.maxLength,
+      dtype: this.dtype,
+      device: this.#embedTokens.device,
+    });
+  }
+
+  /**
+   * inputIds [B, T] int64 → logits [B, T, vocab] in the model dtype (or final hidden states, see options.output).
+   * Records autograd when grad mode is on and parameters require grad (the cache path is inference-only).
+   */
+  forward(inputIds: Tensor, options: ForwardOptions = {}): Tensor {
+    this.#checkAlive();
+    if (inputIds.ndim !== 2 || inputIds.dtype !== 'int64') {
+      throw new TypeError(`forward: inputIds must be a [batch, seq] int64 tensor, got ${inputIds.toString()}`);
+    }
+    const [batch, seqLen] = inputIds.shape as [number, number];
+    const { attentionMask, positionIds, cache } = options;
+    for (const [name, t] of [
+      ['attentionMask', attentionMask],
+      ['positionIds', positionIds],
+    ] as const) {
+      if (t !== undefined && (t.ndim !== 2 || t.size(0) !== batch || t.size(1) !== seqLen)) {
+        throw new TypeError(`forward: ${name} must have shape [${batch}, ${seqLen}] like inputIds, got [${t.shape.join(', ')}]`);
+      }
+    }
+    const slots = options.slots ?? Array.from({ length: batch }, (_, b) => b);
+    if (options.slots !== undefined && cache === undefined) throw new TypeError('forward: slots given without a cache');
+    if (slots.length !== batch) throw new RangeError(`forward: ${slots.length} slots for ${batch} batch rows`);
+
+    return torch.scope(() => {
+      const real = attentionMask?.bool() ?? null; // [B, T]
+      const realRows = cache && real ? (real.toArray() as boolean[][]) : null;
+      const step: CacheStep | null = cache ? cache.begin(slots, seqLen, realRows) : null;
+
+      // positions: explicit, or count of real tokens before each one (pads get 1, as generate() does)
+      let positions: Tensor;
+      if (positionIds !== undefined) positions = positionIds.long();
+      else if (real !== null) positions = real.long().cumsum(-1).sub(1).maskedFill(real.logicalNot(), 1);
+      else positions = torch.arange(seqLen, { device: inputIds.device }).unsqueeze(0).expand([batch, seqLen]);
+      if (step !== null && positionIds === undefined) {
+        positions = positions.add(
+          torch.tensor(BigInt64Array.from(step.tokenOffsets, BigInt), { shape: [batch, 1], device: inputIds.device }),
+        );
+      }
+      const { invFreq, attentionScaling } = this.#rotary(positions);
+      const { cos, sin } = rotaryCosSin(invFreq, attentionScaling, positions, this.dtype);
+
+      // attention mask, true = attend: causal, real keys only, plus the diagonal (a pad query sees itself)
+      let mask: Tensor | null = null;
+      if (step !== null) mask = step.attentionMask;
+      else if (real !== null) {
+        const index = torch.arange(seqLen, { device: inputIds.device });
+        const query = index.view([seqLen, 1]);
+        const causal = index.view([1, seqLen]).le(query); // [T, T]
+        mask = real
+          .view([batch, 1, 1, seqLen])
+          .logicalAnd(causal)
+          .logicalOr(index.view([1, seqLen]).eq(query));
+      }
+
+      let x = torch.embedding(this.#embedTokens, inputIds);
+      this.#layers.forEach((layer, i) => {
+        x = x.add(this.#attention(layer, i, rmsNorm(x, layer.inputLayernorm, this.config.rmsNormEps), cos, sin, mask, step));
+        x = x.add(mlp(layer, rmsNorm(x, layer.postAttentionLayernorm, this.config.rmsNormEps)));
+      });
+      step?.commit();
+      const hidden = rmsNorm(x, this.#norm, this.config.rmsNormEps);
+      return options.output === 'hidden' ? hidden : torch.linear(hidden, this.#lmHead);
+    });
+  }
+
+  /** The LM head: hidden states [..., hidden] → logits [..., vocab] (for chunked log-probs over forward(..., {output: 'hidden'})). */
+  logits(hidden: Tensor): Tensor {
+    this.#checkAlive();
+    return torch.linear(hidden, this.#lmHead);
+  }
+
+  #attention(
+    layer: DecoderLayer,
+    index: number,
+    h: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    mask: Tensor | null,
+    step: CacheStep | null,
+  ): Tensor {
+    const [batch, seqLen] = h.shape as [number, number, number];
+    const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim, rmsNormEps: eps } = this.config;
+    let q = linear(h, layer.qProj).view([batch, seqLen, heads, headDim]);
+    let k = linear(h, layer.kProj).view([batch, seqLen, kvHeads, headDim]);
+    const v = linear(h, layer.vProj).view([batch, seqLen, kvHeads, headDim]).transpose(1, 2);
+    if (layer.qNorm !== null && layer.kNorm !== null) {
+      q = rmsNorm(q, layer.qNorm, eps);
+      k = rmsNorm(k, layer.kNorm, eps);
+    }
+    q = applyRotary(q.transpose(1, 2), cos, sin); // [B, heads, T, headDim]
+    k = applyRotary(k.transpose(1, 2), cos, sin); // [B, kvHeads, T, headDim]
+    let keys = k;
+    let values = v;
+    if (step !== null) ({ keys, values } = step.update(index, k, v));
+    const out =
+      mask === null
+        ? torch.scaledDotProductAttention(q, keys, values, { causal: true })
+        : torch.scaledDotProductAttention(q, keys, values, { mask });
+    return linear(out.transpose(1, 2).reshape([batch, seqLen, heads * headDim]), layer.oProj);
+  }
+
+  /** inv_freq for these positions: fixed, except dynamic NTK which grows with the longest position (as transformers). */
+  #rotary(positions: Tensor): { invFreq: Tensor; attentionScaling: number } {
+    const { rope, headDim, maxPositionEmbeddings } = this.config;
+    const compute = (seqLen?: number) => {
+      const r = ropeInverseFrequencies(rope, headDim, maxPositionEmbeddings, seqLen);
+      const device = this.#embedTokens.device;
+      return device === 'cpu' ? r : { invFreq: r.invFreq.to({ device }), attentionScaling: r.attentionScaling };
+    };
+    if (rope.scaling.type === 'dynamic') {
+      const seqLen = positions.max().item() + 1;
+      if (seqLen > maxPositionEmbeddings) return compute(seqLen);
+    }
+    if (this.#rope === null) {
+      const r = compute();
+      this.#rope = { invFreq: torch.keep(r.invFreq), attentionScaling: r.attentionScaling };
+    }
+    return this.#rope;
+  }
+
+  /**
+   * Writes a Hugging Face folder: config.json (the source keys, dtype updated), model.safetensors or shards + index,
+   * and the source folder's generation_config.json and tokenizer files. transformers loads it unchanged.
+   */
+  save(dir: string, options: SaveModelOptions = {}): string[] {
+    this.#checkAlive();
+    mkdirSync(dir, { recursive: true });
+    // stale weights from an earlier save would shadow or mix with the new ones
+    for (const name of readdirSync(dir)) {
+      if (
+        name === 'model.safetensors' ||
+        name === 'model.safetensors.index.json' ||
+        /^model-\d+-of-\d+\.safetensors$/.test(name)
+      ) {
+        rmSync(join(dir, name));
+      }
+    }
+    const config: Record<string, unknown> = { ...this.config.raw, dtype: this.dtype };
+    if ('torch_dtype' in config) config.torch_dtype = this.dtype;
+    const written = [join(dir, 'config.json')];
+    writeFileSync(written[0] as string, `${JSON.stringify(config, null, 2)}\n`);
+    written.push(
+      ...torch.saveModelWeights(
+        dir,
+        this.#parameters,
+        options.maxShardBytes === undefined ? {} : { maxShardBytes: options.maxShardBytes },
+      ),
+    );
+    if (this.sourceDir !== null && resolve(this.sourceDir) !== resolve(dir)) {
+      for (const name of COPIED_FILES) {
+        const source = join(this.sourceDir, name);
+        if (existsSync(source)) {
+          copyFileSync(source, join(dir, name));
+          written.push(join(dir, name));
+        }
+      }
+    }
+    return written;
+  }
+
+  /** Frees every parameter. */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    for (const t of this.#parameters.values()) t.dispose();
+    this.#rope?.invFreq.dispose();
+    this.#rope = null;
+  }
+
+  get isDisposed(): boolean {
+    return this.#disposed;
+  }
+
+  #checkAlive(): void {
+    if (this.#disposed) throw new Error(`${this.config.architecture} was disposed`);
+  }
+}
+
+function sameValues(a: Tensor, b: Tensor): boolean {
+  if (a.shape.length !== b.shape.length || a.shape.some((s, i) => s !== b.shape[i])) return false;
+  return torch.scope(() => a.eq(b).all().item() === 1);
+}

@@ -1,0 +1,2 @@
+export * from './char-tokenizer.js';
+export * from './tokenizer.js';

@@ -1,0 +1,220 @@
+// Tokenizers and chat templates from Hugging Face model folders:
+//   tokenizer.json         the tokenizer (BPE / WordPiece / Unigram ...), run by @huggingface/tokenizers
+//   tokenizer_config.json  special tokens and the Jinja chat template, rendered by @huggingface/jinja
+//   generation_config.json eos_token_id (one id or a list), used for stopping
+// Token ids are the currency of RL: a rollout keeps the exact ids the model produced, so callers encode prompts
+// once and never re-tokenise generated text.
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Template } from '@huggingface/jinja';
+import { Tokenizer as HfTokenizer } from '@huggingface/tokenizers';
+
+export interface ToolCall {
+  id?: string;
+  type?: 'function';
+  function: { name: string; arguments: string | Record<string, unknown> };
+}
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool';
+  content: string;
+  name?: string;
+  tool_calls?: ToolCall[];
+  tool_call_id?: string;
+  reasoning_content?: string;
+}
+
+export interface ToolDefinition {
+  type: 'function';
+  function: { name: string; description?: string; parameters?: Record<string, unknown> };
+}
+
+export interface ChatTemplateOptions {
+  /** Append the assistant header so the model continues as the assistant. */
+  addGenerationPrompt?: boolean;
+  tools?: ToolDefinition[];
+  /** Extra template variables (e.g. enable_thinking for Qwen3). */
+  variables?: Record<string, unknown>;
+}
+
+export class TokenizerError extends Error {
+  constructor(file: string, detail: string) {
+    super(`${file}: ${detail}`);
+    this.name = 'TokenizerError';
+  }
+}
+
+type JsonObject = Record<string, unknown>;
+
+function readJson(file: string): JsonObject {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new TokenizerError(file, `cannot read: ${(error as Error).message}`);
+  }
+  try {
+    const value: unknown = JSON.parse(text);
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new Error('not a JSON object');
+    return value as JsonObject;
+  } catch (error) {
+    throw new TokenizerError(file, `invalid JSON: ${(error as Error).message}`);
+  }
+}
+
+/** A special token in tokenizer_config.json is a string or an AddedToken object {content: ...}. */
+function tokenContent(value: unknown): string | null {
+  if (typeof value === 'string') return value;
+  if (value !== null && typeof value === 'object' && typeof (value as { content?: unknown }).content === 'string') {
+    return (value as { content: string }).content;
+  }
+  return null;
+}
+
+export class Tokenizer {
+  readonly #hf: HfTokenizer;
+  readonly #template: Template | null;
+  readonly #config: JsonObject;
+  readonly #vocabSize: number;
+  readonly #specialIds: Set<number>;
+  /** Ids that end generation: generation_config.json's eos_token_id, else the tokenizer's eos token. */
+  readonly eosTokenIds: readonly number[];
+  readonly padTokenId: number | null;
+  readonly bosTokenId: number | null;
+
+  constructor(tokenizerJson: JsonObject, tokenizerConfig: JsonObject, generationConfig: JsonObject = {}, source = 'tokenizer') {
+    try {
+      this.#hf = new HfTokenizer(tokenizerJson, tokenizerConfig);
+    } catch (error) {
+      throw new TokenizerError(source, `cannot build the tokenizer from tokenizer.json: ${(error as Error).message}`);
+    }
+    this.#config = tokenizerConfig;
+    const template = tokenizerConfig.chat_template;
+    const templateText =
+      typeof template === 'string' ? template : Array.isArray(template) ? this.#defaultTemplate(template) : null;
+    try {
+      this.#template = templateText === null ? null : new Template(templateText);
+    } catch (error) {
+      throw new TokenizerError(source, `chat_template does not parse: ${(error as Error).message}`);
+    }
+    const vocab = this.#hf.get_vocab(true);
+    let maxId = -1;
+    for (const id of vocab.values()) maxId = Math.max(maxId, id);
+    this.#vocabSize = maxId + 1;
+    this.#specialIds = new Set([...this.#hf.get_added_tokens_decoder().entries()].filter(([, t]) => t.special).map(([id]) => id));
+    const idOf = (key: string): number | null => {
+      const content = tokenContent(tokenizerConfig[key]);
+      return content === null ? null : (this.#hf.token_to_id(content) ?? null);
+    };
+    const eos = generationConfig.eos_token_id;
+    const eosIds = Array.isArray(eos)
+      ? eos.filter((v): v is number => typeof v === 'number')
+      : typeof eos === 'number'
+        ? [eos]
+        : [];
+    const configEos = idOf('eos_token');
+    if (configEos !== null && !eosIds.includes(configEos)) eosIds.push(configEos);
+    this.eosTokenIds = eosIds;
+    this.padTokenId =
+      idOf('pad_token') ?? (typeof generationConfig.pad_token_id === 'number' ? generationConfig.pad_token_id : null);
+    this.bosTokenId = idOf('bos_token');
+  }
+
+  /** Loads tokenizer.json, tokenizer_config.json and (if present) generation_config.json from a model folder. */
+  static load(dir: string): Tokenizer {
+    const tokenizerFile = join(dir, 'tokenizer.json');
+    if (!existsSync(tokenizerFile)) throw new TokenizerError(tokenizerFile, 'missing: a model folder needs tokenizer.json');
+    const configFile = join(dir, 'tokenizer_config.json');
+    const generationFile = join(dir, 'generation_config.json');
+    return new Tokenizer(
+      readJson(tokenizerFile),
+      existsSync(configFile) ? readJson(configFile) : {},
+      existsSync(generationFile) ? readJson(generationFile) : {},
+      dir,
+    );
+  }
+
+  #defaultTemplate(templates: unknown[]): string | null {
+    for (const t of templates) {
+      if (t && typeof t === 'object' && (t as { name?: unknown }).name === 'default') {
+        const text = (t as { template?: unknown }).template;
+        if (typeof text === 'string') return text;
+      }
+    }
+    return null;
+  }
+
+  /** Number of ids (the largest id + 1), added tokens included. */
+  get vocabSize(): number {
+    return this.#vocabSize;
+  }
+
+  get hasChatTemplate(): boolean {
+    return this.#template !== null;
+  }
+
+  /** Token ids of `text`. Special-token strings inside the text map to their ids, as in transformers. */
+  encode(text: string, options: { addSpecialTokens?: boolean } = {}): number[] {
+    return this.#hf.encode(text, { add_special_tokens: options.addSpecialTokens ?? false }).ids;
+  }
+
+  decode(ids: readonly number[], options: { skipSpecialTokens?: boolean } = {}): string {
+    if (ids.length === 0) return '';
+    return this.#hf.decode([...ids], { skip_special_tokens: options.skipSpecialTokens ?? false });
+  }
+
+  tokenToId(token: string): number | null {
+    return this.#hf.token_to_id(token) ?? null;
+  }
+
+  idToToken(id: number): string | null {
+    return this.#hf.id_to_token(id) ?? null;
+  }
+
+  isSpecial(id: number): boolean {
+    return this.#specialIds.has(id);
+  }
+
+  /** Renders messages with the model's chat template (tokenizer_config.json's chat_template). */
+  applyChatTemplate(messages: readonly ChatMessage[], options: ChatTemplateOptions = {}): string {
+    if (this.#template === null) throw new Error('this tokenizer has no chat_template (tokenizer_config.json)');
+    const special = (key: string) => tokenContent(this.#config[key]) ?? '';
+    return this.#template.render({
+      messages: messages.map((m) => ({
+        ...m,
+        ...(m.tool_calls
+          ? {
+              tool_calls: m.tool_calls.map((c) => ({
+                ...c,
+                function: {
+                  ...c.function,
+                  arguments: typeof c.function.arguments === 'string' ? safeParse(c.function.arguments) : c.function.arguments,
+                },
+              })),
+            }
+          : {}),
+      })),
+      add_generation_prompt: options.addGenerationPrompt ?? false,
+      ...(options.tools ? { tools: options.tools } : {}),
+      bos_token: special('bos_token'),
+      eos_token: special('eos_token'),
+      pad_token: special('pad_token'),
+      unk_token: special('unk_token'),
+      ...options.variables,
+    });
+  }
+
+  /** Token ids of the rendered chat (the template already holds every special token). */
+  encodeChat(messages: readonly ChatMessage[], options: ChatTemplateOptions = {}): number[] {
+    return this.encode(this.applyChatTemplate(messages, options));
+  }
+}
+
+/** Tool-call arguments arrive as JSON strings (OpenAI format); templates expect objects. */
+function safeParse(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}

@@ -1,0 +1,228 @@
+// The transformer against transformers: logits of small random Llama / Qwen2 / Qwen3 models (written with their
+// reference logits by scripts/fixtures/hf_models.py) in float32 within 1e-4, padded batches, hidden-state output,
+// bfloat16, autograd, memory, and a forward on a worker thread.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { CausalLM, parseModelConfig } from '../../src/model/index.js';
+import * as torch from '../../src/torch/index.js';
+import { disposeAll, FIXTURE_MODELS, get, loadReference, maxAbsDiff, modelDir } from './helpers/fixtures.js';
+
+const TOLERANCE = 1e-4;
+
+for (const name of FIXTURE_MODELS) {
+  describe(name, () => {
+    let model: CausalLM;
+    let ref: Map<string, torch.Tensor>;
+    before(() => {
+      model = CausalLM.load(modelDir(name));
+      ref = loadReference(name);
+    });
+    after(() => {
+      model.dispose();
+      disposeAll(ref.values());
+    });
+
+    test('logits equal transformers (float32, no padding)', () => {
+      torch.scope(() => {
+        const logits = model.forward(get(ref, 'plain.ids'));
+        assert.deepEqual(logits.shape, get(ref, 'plain.logits').shape);
+        assert.equal(logits.dtype, 'float32');
+        const diff = maxAbsDiff(logits, get(ref, 'plain.logits'));
+        assert.ok(diff < TOLERANCE, `max |ours - transformers| = ${diff}`);
+      });
+    });
+
+    test('logits equal transformers on a left- and right-padded batch with an attention mask', () => {
+      torch.scope(() => {
+        const mask = get(ref, 'padded.mask');
+        // default positions are cumsum(mask) - 1, the positions the reference passed to transformers explicitly
+        const logits = model.forward(get(ref, 'padded.ids'), { attentionMask: mask });
+        const diff = maxAbsDiff(logits, get(ref, 'padded.logits'), mask.unsqueeze(-1));
+        assert.ok(diff < TOLERANCE, `max |ours - transformers| over real tokens = ${diff}`);
+        assert.equal(logits.isfinite().all().item(), 1, 'pad positions must not produce NaN/inf either');
+        const explicit = model.forward(get(ref, 'padded.ids'), {
+          attentionMask: mask,
+          positionIds: get(ref, 'padded.positions'),
+        });
+        assert.ok(maxAbsDiff(explicit, get(ref, 'padded.logits'), mask.unsqueeze(-1)) < TOLERANCE);
+      });
+    });
+
+    test('each padded row equals the same row run alone without padding', () => {
+      torch.scope(() => {
+        const ids = get(ref, 'padded.ids');
+        const mask = get(ref, 'padded.mask');
+        const batched = model.forward(ids, { attentionMask: mask });
+        const rows = mask.toArray() as number[][];
+        rows.forEach((row, b) => {
+          const realIndex = row.flatMap((m, t) => (m === 1 ? [t] : []));
+          const index = torch.tensor(BigInt64Array.from(realIndex, BigInt));
+          const alone = model.forward(ids.select(0, b).indexSelect(0, index).unsqueeze(0));
+          const diff = maxAbsDiff(batched.select(0, b).indexSelect(0, index), alone.squeeze(0));
+          assert.ok(diff < TOLERANCE, `row ${b}: batched vs alone differ by ${diff}`);
+        });
+      });
+    });
+
+    test("output 'hidden' + logits() chunk by chunk equals the logits", () => {
+      torch.scope(() => {
+        const ids = get(ref, 'plain.ids');
+        const hidden = model.forward(ids, { output: 'hidden' });
+        assert.deepEqual(hidden.shape, [2, 7, model.config.hiddenSize]);
+        const chunks = hidden.split(3, 1).map((h) => model.logits(h));
+        assert.ok(maxAbsDiff(torch.cat(chunks, 1), get(ref, 'plain.logits')) < TOLERANCE);
+      });
+    });
+  });
+}
+
+test('parameters() lists Hugging Face names; a tied lm_head is not a separate parameter', () => {
+  const tied = CausalLM.load(modelDir('qwen2-tied'));
+  const untied = CausalLM.load(modelDir('qwen3-untied'));
+  try {
+    const tiedNames = [...tied.parameters().keys()];
+    assert.ok(tiedNames.includes('model.embed_tokens.weight'));
+    assert.ok(tiedNames.includes('model.layers.1.self_attn.q_proj.bias'));
+    assert.ok(!tiedNames.includes('lm_head.weight'));
+    assert.equal(tiedNames.length, 1 + 2 * 12 + 1);
+    const untiedParams = untied.parameters();
+    assert.deepEqual(untiedParams.get('lm_head.weight')?.shape, [128, 64]);
+    assert.deepEqual(untiedParams.get('model.layers.0.self_attn.q_norm.weight')?.shape, [32]);
+    assert.deepEqual(untiedParams.get('model.layers.0.self_attn.q_proj.weight')?.shape, [4 * 32, 64]);
+    assert.ok(!untiedParams.has('model.layers.0.self_attn.q_proj.bias'));
+  } finally {
+    tied.dispose();
+    untied.dispose();
+  }
+});
+
+test('bfloat16: parameters and logits in bf16, close to the float32 reference', () => {
+  for (const name of ['qwen3-untied', 'llama-yarn'] as const) {
+    const model = CausalLM.load(modelDir(name), { dtype: 'bfloat16' });
+    const ref = loadReference(name);
+    try {
+      assert.ok([...model.parameters().values()].every((p) => p.dtype === 'bfloat16'));
+      torch.scope(() => {
+        const logits = model.forward(get(ref, 'padded.ids'), { attentionMask: get(ref, 'padded.mask') });
+        assert.equal(logits.dtype, 'bfloat16');
+        const expected = get(ref, 'padded.logits');
+        const scale = expected.abs().max().item();
+        const diff = maxAbsDiff(logits, expected, get(ref, 'padded.mask').unsqueeze(-1));
+        assert.ok(diff < 0.05 * scale, `${name}: bf16 differs by ${diff} (logit scale ${scale})`);
+        const mask = get(ref, 'padded.mask').bool();
+        const top = logits.float().argmax(-1).eq(expected.argmax(-1)).maskedSelect(mask).float().mean().item();
+        assert.ok(top > 0.8, `${name}: bf16 argmax agrees on only ${top} of the real positions`);
+      });
+    } finally {
+      model.dispose();
+      disposeAll(ref.values());
+    }
+  }
+});
+
+test('forward records autograd for training; every parameter gets a gradient', () => {
+  const model = CausalLM.load(modelDir('qwen2-tied'), { requiresGrad: true });
+  const ref = loadReference('qwen2-tied');
+  try {
+    torch.scope(() => {
+      const ids = get(ref, 'plain.ids');
+      const logits = model.forward(ids);
+      const loss = torch.crossEntropy(logits.narrow(1, 0, 6).reshape([-1, 128]), ids.narrow(1, 1, 6).reshape([-1]));
+      loss.backward();
+      for (const [name, p] of model.parameters()) {
+        const g = p.grad;
+        assert.ok(g !== null && g.abs().sum().item() > 0, `no gradient for ${name}`);
+      }
+    });
+  } finally {
+    model.dispose();
+    disposeAll(ref.values());
+  }
+});
+
+test('forward frees its temporaries; dispose() frees the parameters', () => {
+  const before = torch.liveTensorCount();
+  const model = CausalLM.load(modelDir('llama3-rope'));
+  const ids = torch.randint(0, 128, [2, 9]);
+  const mask = torch.ones([2, 9], { dtype: 'int64' });
+  const afterLoad = torch.liveTensorCount();
+  for (let i = 0; i < 3; i++) model.forward(ids, { attentionMask: mask }).dispose();
+  assert.ok(torch.liveTensorCount() <= afterLoad + 1, 'forward leaked tensors'); // + the cached inv_freq
+  model.dispose();
+  ids.dispose();
+  mask.dispose();
+  assert.equal(torch.liveTensorCount(), before);
+  assert.throws(() => model.forward(ids), /disposed/);
+});
+
+test('forward rejects inputs of the wrong shape or dtype with a clear error', () => {
+  const model = CausalLM.load(modelDir('qwen2-tied'));
+  try {
+    torch.scope(() => {
+      assert.throws(
+        () => model.forward(torch.tensor([1, 2, 3], { dtype: 'int64' })),
+        /inputIds must be a \[batch, seq\] int64 tensor/,
+      );
+      assert.throws(() => model.forward(torch.tensor([[1, 2]])), /int64/);
+      const ids = torch.tensor([[1n, 2n, 3n]]);
+      assert.throws(() => model.forward(ids, { attentionMask: torch.ones([1, 2]) }), /attentionMask must have shape \[1, 3\]/);
+      assert.throws(() => model.forward(ids, { slots: [0] }), /slots given without a cache/);
+    });
+  } finally {
+    model.dispose();
+  }
+});
+
+test('the forward runs on a worker thread and gives the same logits', async () => {
+  const worker = await torch.TensorWorker.start(new URL('./helpers/model-worker.ts', import.meta.url), { numThreads: 1 });
+  const ref = loadReference('qwen3-untied');
+  try {
+    const logits = await worker.call<torch.Tensor>('forward', [
+      modelDir('qwen3-untied'),
+      get(ref, 'padded.ids'),
+      get(ref, 'padded.mask'),
+    ]);
+    const diff = maxAbsDiff(logits, get(ref, 'padded.logits'), get(ref, 'padded.mask').unsqueeze(-1));
+    logits.dispose();
+    assert.ok(diff < TOLERANCE, `worker logits differ by ${diff}`);
+  } finally {
+    await worker.terminate();
+    disposeAll(ref.values());
+  }
+});
+
+test('dynamic NTK RoPE: inv_freq grows with the sequence as transformers (full forward and cached decoding)', () => {
+  const dir = modelDir('llama3-rope');
+  const raw = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
+  // the reference's variant: same weights, rope {dynamic, factor 2}, max_position_embeddings 4
+  const config = parseModelConfig({
+    ...raw,
+    rope_parameters: { rope_type: 'dynamic', rope_theta: 10000, factor: 2 },
+    max_position_embeddings: 4,
+  });
+  const weights = torch.loadModelWeights(dir, { dtype: 'float32' });
+  const model = new CausalLM(config, weights);
+  const ref = loadReference('llama3-rope');
+  const cache = model.createKVCache({ slots: 2, maxLength: 10 });
+  try {
+    torch.scope(() => {
+      const plain = model.forward(get(ref, 'plain.ids'));
+      assert.ok(
+        maxAbsDiff(plain, get(ref, 'dynamic.plain.logits')) < TOLERANCE,
+        `plain: ${maxAbsDiff(plain, get(ref, 'dynamic.plain.logits'))}`,
+      );
+      assert.ok(maxAbsDiff(plain, get(ref, 'plain.logits')) > 1e-2, 'the dynamic variant must differ from llama3 rope');
+      const ids = get(ref, 'decode.ids');
+      const steps = [model.forward(ids.narrow(1, 0, 4), { cache })];
+      for (let t = 4; t < 10; t++) steps.push(model.forward(ids.narrow(1, t, 1), { cache }));
+      const diff = maxAbsDiff(torch.cat(steps, 1), get(ref, 'dynamic.decode.logits'));
+      assert.ok(diff < TOLERANCE, `decode: ${diff}`);
+    });
+  } finally {
+    cache.dispose();
+    model.dispose();
+    disposeAll(ref.values());
+  }
+});
