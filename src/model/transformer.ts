@@ -230,6 +230,19 @@ export interface SaveModelOptions {
   maxShardBytes?: number;
 }
 
+/** forward() taken apart: see CausalLM.beginPass. */
+export interface ForwardPass {
+  readonly numLayers: number;
+  /** Token embeddings [B, T, hidden]. */
+  embed(): Tensor;
+  /** Decoder layer i: residual attention then residual SwiGLU MLP. */
+  layer(index: number, x: Tensor): Tensor;
+  /** The final RMSNorm: hidden states for the LM head. */
+  norm(x: Tensor): Tensor;
+  /** Marks the new tokens as cached (cache passes only; call after the last layer). */
+  commit(): void;
+}
+
 export class CausalLM {
   readonly config: ModelConfig;
   readonly dtype: ModelDType;
@@ -368,6 +381,21 @@ export class CausalLM {
    * Records autograd when grad mode is on and parameters require grad (the cache path is inference-only).
    */
   forward(inputIds: Tensor, options: ForwardOptions = {}): Tensor {
+    return torch.scope(() => {
+      const pass = this.beginPass(inputIds, options);
+      let x = pass.embed();
+      for (let i = 0; i < pass.numLayers; i++) x = pass.layer(i, x);
+      pass.commit();
+      const hidden = pass.norm(x);
+      return options.output === 'hidden' ? hidden : torch.linear(hidden, this.#lmHead);
+    });
+  }
+
+  /**
+   * The pieces of forward() one at a time — embed, each decoder layer, final norm — for training passes that run
+   * layer by layer (activation checkpointing in ./training.ts). Tensors it makes belong to the enclosing scope.
+   */
+  beginPass(inputIds: Tensor, options: ForwardOptions = {}): ForwardPass {
     this.#checkAlive();
     if (inputIds.ndim !== 2 || inputIds.dtype !== 'int64') {
       throw new TypeError(`forward: inputIds must be a [batch, seq] int64 tensor, got ${inputIds.toString()}`);
@@ -386,46 +414,48 @@ export class CausalLM {
     if (options.slots !== undefined && cache === undefined) throw new TypeError('forward: slots given without a cache');
     if (slots.length !== batch) throw new RangeError(`forward: ${slots.length} slots for ${batch} batch rows`);
 
-    return torch.scope(() => {
-      const real = attentionMask?.bool() ?? null; // [B, T]
-      const realRows = cache && real ? (real.toArray() as boolean[][]) : null;
-      const step: CacheStep | null = cache ? cache.begin(slots, seqLen, realRows) : null;
+    const real = attentionMask?.bool() ?? null; // [B, T]
+    const realRows = cache && real ? (real.toArray() as boolean[][]) : null;
+    const step: CacheStep | null = cache ? cache.begin(slots, seqLen, realRows) : null;
 
-      // positions: explicit, or count of real tokens before each one (pads get 1, as generate() does)
-      let positions: Tensor;
-      if (positionIds !== undefined) positions = positionIds.long();
-      else if (real !== null) positions = real.long().cumsum(-1).sub(1).maskedFill(real.logicalNot(), 1);
-      else positions = torch.arange(seqLen, { device: inputIds.device }).unsqueeze(0).expand([batch, seqLen]);
-      if (step !== null && positionIds === undefined) {
-        positions = positions.add(
-          torch.tensor(BigInt64Array.from(step.tokenOffsets, BigInt), { shape: [batch, 1], device: inputIds.device }),
-        );
-      }
-      const { invFreq, attentionScaling } = this.#rotary(positions);
-      const { cos, sin } = rotaryCosSin(invFreq, attentionScaling, positions, this.dtype);
+    // positions: explicit, or count of real tokens before each one (pads get 1, as generate() does)
+    let positions: Tensor;
+    if (positionIds !== undefined) positions = positionIds.long();
+    else if (real !== null) positions = real.long().cumsum(-1).sub(1).maskedFill(real.logicalNot(), 1);
+    else positions = torch.arange(seqLen, { device: inputIds.device }).unsqueeze(0).expand([batch, seqLen]);
+    if (step !== null && positionIds === undefined) {
+      positions = positions.add(
+        torch.tensor(BigInt64Array.from(step.tokenOffsets, BigInt), { shape: [batch, 1], device: inputIds.device }),
+      );
+    }
+    const { invFreq, attentionScaling } = this.#rotary(positions);
+    const { cos, sin } = rotaryCosSin(invFreq, attentionScaling, positions, this.dtype);
 
-      // attention mask, true = attend: causal, real keys only, plus the diagonal (a pad query sees itself)
-      let mask: Tensor | null = null;
-      if (step !== null) mask = step.attentionMask;
-      else if (real !== null) {
-        const index = torch.arange(seqLen, { device: inputIds.device });
-        const query = index.view([seqLen, 1]);
-        const causal = index.view([1, seqLen]).le(query); // [T, T]
-        mask = real
-          .view([batch, 1, 1, seqLen])
-          .logicalAnd(causal)
-          .logicalOr(index.view([1, seqLen]).eq(query));
-      }
-
-      let x = torch.embedding(this.#embedTokens, inputIds);
-      this.#layers.forEach((layer, i) => {
-        x = x.add(this.#attention(layer, i, rmsNorm(x, layer.inputLayernorm, this.config.rmsNormEps), cos, sin, mask, step));
-        x = x.add(mlp(layer, rmsNorm(x, layer.postAttentionLayernorm, this.config.rmsNormEps)));
-      });
-      step?.commit();
-      const hidden = rmsNorm(x, this.#norm, this.config.rmsNormEps);
-      return options.output === 'hidden' ? hidden : torch.linear(hidden, this.#lmHead);
-    });
+    // attention mask, true = attend: causal, real keys only, plus the diagonal (a pad query sees itself)
+    let mask: Tensor | null = null;
+    if (step !== null) mask = step.attentionMask;
+    else if (real !== null) {
+      const index = torch.arange(seqLen, { device: inputIds.device });
+      const query = index.view([seqLen, 1]);
+      const causal = index.view([1, seqLen]).le(query); // [T, T]
+      mask = real
+        .view([batch, 1, 1, seqLen])
+        .logicalAnd(causal)
+        .logicalOr(index.view([1, seqLen]).eq(query));
+    }
+    const eps = this.config.rmsNormEps;
+    return {
+      numLayers: this.#layers.length,
+      embed: () => torch.embedding(this.#embedTokens, inputIds),
+      layer: (i, x) => {
+        const layer = this.#layers[i];
+        if (layer === undefined) throw new RangeError(`layer ${i} out of range (${this.#layers.length} layers)`);
+        const h = x.add(this.#attention(layer, i, rmsNorm(x, layer.inputLayernorm, eps), cos, sin, mask, step));
+        return h.add(mlp(layer, rmsNorm(h, layer.postAttentionLayernorm, eps)));
+      },
+      norm: (x) => rmsNorm(x, this.#norm, eps),
+      commit: () => step?.commit(),
+    };
   }
 
   /** The LM head: hidden states [..., hidden] → logits [..., vocab] (for chunked log-probs over forward(..., {output: 'hidden'})). */
