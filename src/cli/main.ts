@@ -4,9 +4,12 @@ import { parseArgs } from 'node:util';
 const HELP = `trinity — reinforcement fine-tuning of LLMs in TypeScript
 
 Usage:
+  trinity model init DIR [options]      create a randomly initialised Qwen2/Qwen3/Llama model folder (HF format)
   trinity demo [--steps N] [--seed S]   train a tiny transformer with the tensor core; prints the loss falling
   trinity info                          libtorch version, threads, CUDA devices
   trinity --help                        this text
+
+Run a command with --help for its options.
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -35,6 +38,7 @@ async function main(argv: string[]): Promise<number> {
     console.log(`loss ${first.toFixed(3)} -> ${last.toFixed(3)} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
     return last < first ? 0 : 1;
   }
+  if (command === 'model') return modelCommand(rest);
   if (command === 'info') {
     const torch = await import('../torch/index.js');
     const info = torch.buildInfo();
@@ -46,6 +50,84 @@ async function main(argv: string[]): Promise<number> {
   }
   process.stderr.write(`trinity: unknown command '${command}'\n\n${HELP}`);
   return 2;
+}
+
+const MODEL_INIT_HELP = `trinity model init DIR [options]
+  Writes a new randomly initialised model as a Hugging Face folder (config.json, model.safetensors,
+  generation_config.json, tokenizer) that transformers and this framework load.
+
+  --arch qwen2|qwen3|llama      architecture (default qwen2)
+  --hidden-size N               hidden size (default 128)
+  --layers N                    decoder layers (default 2)
+  --heads N                     attention heads (default 4)
+  --kv-heads N                  key/value heads for grouped-query attention (default heads/2)
+  --intermediate-size N         MLP width (default 8/3 hidden, rounded up to 32)
+  --max-positions N             max_position_embeddings (default 2048)
+  --untied                      separate lm_head instead of tied embeddings
+  --tokenizer char|DIR          character tokenizer (default) or copy the tokenizer of a model folder
+  --seed N                      initialisation seed (default 0)
+  --dtype float32|bfloat16      weight dtype (default float32)
+`;
+
+async function modelCommand(args: string[]): Promise<number> {
+  const [sub, ...rest] = args;
+  if (sub !== 'init') {
+    process.stderr.write(`trinity model: unknown subcommand '${sub ?? ''}'\n\n${MODEL_INIT_HELP}`);
+    return 2;
+  }
+  const { values, positionals } = parseArgs({
+    args: rest,
+    allowPositionals: true,
+    options: {
+      arch: { type: 'string', default: 'qwen2' },
+      'hidden-size': { type: 'string' },
+      layers: { type: 'string' },
+      heads: { type: 'string' },
+      'kv-heads': { type: 'string' },
+      'intermediate-size': { type: 'string' },
+      'max-positions': { type: 'string' },
+      untied: { type: 'boolean', default: false },
+      tokenizer: { type: 'string', default: 'char' },
+      seed: { type: 'string', default: '0' },
+      dtype: { type: 'string', default: 'float32' },
+      help: { type: 'boolean' },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(MODEL_INIT_HELP);
+    return 0;
+  }
+  const [dir] = positionals;
+  if (dir === undefined || positionals.length > 1) throw new Error('model init: give exactly one output folder (see --help)');
+  const int = (flag: string, value: string | undefined): number | undefined => {
+    if (value === undefined) return undefined;
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`--${flag} must be a positive integer, got '${value}'`);
+    return n;
+  };
+  if (values.dtype !== 'float32' && values.dtype !== 'bfloat16')
+    throw new Error(`--dtype must be float32 or bfloat16, got '${values.dtype}'`);
+  if (values.arch !== 'qwen2' && values.arch !== 'qwen3' && values.arch !== 'llama') {
+    throw new Error(`--arch must be qwen2, qwen3 or llama, got '${values.arch}'`);
+  }
+  const { initModel } = await import('../model/init.js');
+  const options: Record<string, unknown> = {
+    architecture: values.arch,
+    hiddenSize: int('hidden-size', values['hidden-size']),
+    numLayers: int('layers', values.layers),
+    numHeads: int('heads', values.heads),
+    numKeyValueHeads: int('kv-heads', values['kv-heads']),
+    intermediateSize: int('intermediate-size', values['intermediate-size']),
+    maxPositionEmbeddings: int('max-positions', values['max-positions']),
+    tieWordEmbeddings: !values.untied,
+    tokenizer: values.tokenizer,
+    seed: Number(values.seed),
+    dtype: values.dtype,
+  };
+  for (const key of Object.keys(options)) if (options[key] === undefined) delete options[key];
+  const { parameters } = initModel(dir, options);
+  console.log(`wrote ${dir}: ${values.arch}, ${(parameters / 1e6).toFixed(2)}M parameters`);
+  return 0;
 }
 
 main(process.argv.slice(2)).then(

@@ -7,3 +7,4 @@ export * from './config.js';
 export * from './kv-cache.js';
 export * from './transformer.js';
 export * from './training.js';
+export * from './init.js';
