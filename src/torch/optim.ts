@@ -154,7 +154,7 @@ export class AdamW extends Optimizer<{ beta1: number; beta2: number; eps: number
             this.stateFor(p, () => ({
               exp_avg: zerosLike(p),
               exp_avg_sq: zerosLike(p),
-              step: fromHandle(native.full([], 0, 6, null)),
+              step: fromHandle(native.full([], 0, 6, p.device)),
             })),
           );
         }
