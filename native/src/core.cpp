@@ -244,7 +244,12 @@ static Napi::Value empty(const Napi::CallbackInfo& info) {
   return wrap(info.Env(), at::empty(intList(info[0]), options(info[1], info[2])));
 }
 static Napi::Value full(const Napi::CallbackInfo& info) {
-  return wrap(info.Env(), at::full(intList(info[0]), toScalar(info[1]), options(info[2], info[3])));
+  at::Scalar value = toScalar(info[1]);
+  at::TensorOptions opts = options(info[2], info[3]);
+  // zeros/ones have faster kernels than the general fill (zeros is a memset)
+  if (value.isIntegral(false) && value.toLong() == 0) return wrap(info.Env(), at::zeros(intList(info[0]), opts));
+  if (value.isIntegral(false) && value.toLong() == 1) return wrap(info.Env(), at::ones(intList(info[0]), opts));
+  return wrap(info.Env(), at::full(intList(info[0]), value, opts));
 }
 static Napi::Value arange(const Napi::CallbackInfo& info) {
   return wrap(info.Env(), at::arange(toScalar(info[0]), toScalar(info[1]), toScalar(info[2]), options(info[3], info[4])));

@@ -8,3 +8,4 @@ export * from './kv-cache.js';
 export * from './transformer.js';
 export * from './training.js';
 export * from './init.js';
+export * from './lora.js';

@@ -125,6 +125,12 @@ export function forwardBackward(
   options: ForwardBackwardOptions = {},
 ): ForwardBackwardResult {
   const { chunkSize, temperature } = checkInputs(inputIds, options);
+  if (options.checkpoint && model.isStochastic) {
+    throw new Error(
+      'activation checkpointing recomputes each layer, so dropout would draw a different mask than the forward did: ' +
+        'use LoRA dropout 0, eval mode, or checkpoint: false',
+    );
+  }
   const withEntropy = options.entropy ?? false;
   return torch.scope(() => {
     const pass = model.beginPass(inputIds, passOptions(options));
@@ -199,7 +205,7 @@ export function forwardBackward(
         });
       }
       const gradHidden = hiddenLeaf.grad;
-      if (gradHidden !== null) {
+      if (gradHidden !== null && hidden.requiresGrad) {
         hidden.backward(gradHidden);
         if (trunkGraphEnd === null) {
           // checkpointed trunk: from the last layer down, recompute each layer from its saved input
@@ -213,7 +219,8 @@ export function forwardBackward(
               return input.grad;
             });
           }
-          if (grad !== null) pass.embed().backward(grad);
+          const embedded = pass.embed(); // frozen embeddings (LoRA) need no backward
+          if (grad !== null && embedded.requiresGrad) embedded.backward(grad);
         }
       }
     }

@@ -25,9 +25,17 @@ import { type CacheStep, KVCache } from './kv-cache.js';
 // ---------------------------------------------------------------------------------------------------------------
 // weights: Hugging Face names and shapes
 
+/** Something added to a projection's output, e.g. a LoRA adapter (./lora.ts): y = adapter.forward(x, x W^T + b). */
+export interface LinearAdapter {
+  forward(x: Tensor, base: Tensor): Tensor;
+  /** True while forward() draws random numbers (dropout in training): recomputation would then differ. */
+  readonly stochastic: boolean;
+}
+
 interface Linear {
   weight: Tensor;
   bias: Tensor | null;
+  adapter: LinearAdapter | null;
 }
 
 interface DecoderLayer {
@@ -193,7 +201,10 @@ function rmsNorm(x: Tensor, weight: Tensor, eps: number): Tensor {
   return weight.mul(normed.to(x.dtype));
 }
 
-const linear = (x: Tensor, l: Linear): Tensor => torch.linear(x, l.weight, l.bias);
+function linear(x: Tensor, l: Linear): Tensor {
+  const y = torch.linear(x, l.weight, l.bias);
+  return l.adapter === null ? y : l.adapter.forward(x, y);
+}
 
 /** SwiGLU: down(silu(gate(h)) * up(h)). */
 const mlp = (layer: DecoderLayer, h: Tensor): Tensor =>
@@ -251,6 +262,8 @@ export class CausalLM {
   readonly #parameters: Map<string, Tensor>;
   readonly #embedTokens: Tensor;
   readonly #layers: DecoderLayer[];
+  /** The projections of every layer by Hugging Face module name (model.layers.0.self_attn.q_proj ...). */
+  readonly #linears = new Map<string, Linear>();
   readonly #norm: Tensor;
   readonly #lmHead: Tensor;
   #rope: { invFreq: Tensor; attentionScaling: number } | null = null;
@@ -308,7 +321,11 @@ export class CausalLM {
     for (const [name, t] of weights) if (!expected.has(name)) t.dispose();
 
     const p = (name: string) => this.#parameters.get(name) as Tensor;
-    const lin = (name: string): Linear => ({ weight: p(`${name}.weight`), bias: this.#parameters.get(`${name}.bias`) ?? null });
+    const lin = (name: string): Linear => {
+      const l: Linear = { weight: p(`${name}.weight`), bias: this.#parameters.get(`${name}.bias`) ?? null, adapter: null };
+      this.#linears.set(name, l);
+      return l;
+    };
     this.#embedTokens = p('model.embed_tokens.weight');
     this.#layers = Array.from({ length: config.numHiddenLayers }, (_, i) => {
       const l = `model.layers.${i}`;
@@ -360,6 +377,23 @@ export class CausalLM {
   parameters(): Map<string, Tensor> {
     this.#checkAlive();
     return new Map(this.#parameters);
+  }
+
+  /**
+   * Adds `adapter` to projection `module` (a Hugging Face module name such as `model.layers.0.self_attn.q_proj`), or
+   * removes it (null). Adapters own their tensors; ./lora.ts attaches LoRA this way.
+   */
+  setAdapter(module: string, adapter: LinearAdapter | null): void {
+    this.#checkAlive();
+    const l = this.#linears.get(module);
+    if (l === undefined) throw new RangeError(`setAdapter: '${module}' is not a projection of this ${this.config.architecture}`);
+    l.adapter = adapter;
+  }
+
+  /** True when a forward pass draws random numbers (an adapter with dropout in training mode). */
+  get isStochastic(): boolean {
+    for (const l of this.#linears.values()) if (l.adapter?.stochastic) return true;
+    return false;
   }
 
   /** A KV cache shaped for this model (same dtype and device). */
