@@ -1,9 +1,10 @@
 // Shared plumbing of the addon: tensor handles, argument conversion, the error boundary.
 //
-// A tensor crosses into JavaScript as a Napi::External<Holder> without a GC finalizer. The TypeScript Tensor class
-// owns it and frees it with dispose() (directly, from a scope, or from a FinalizationRegistry as the safety net);
-// storage goes when no other handle, view or autograd node uses it. Holders report their bytes to V8 as external
-// memory so the GC, and with it the safety net, sees them.
+// A tensor crosses into JavaScript as a number: a handle into the calling thread's table of tensors (core.cpp). The
+// TypeScript Tensor class owns the handle and frees it with dispose() (directly, from a scope, or from its
+// FinalizationRegistry safety net); storage goes when no other handle, view or autograd node uses it. Handles report
+// their bytes to V8 as external memory so the GC, and with it the safety net, sees them. Where an operand may be a
+// tensor or a number, a number arrives boxed as [value] (a bare number would read as a handle).
 #pragma once
 
 // NAPI_EXPERIMENTAL: the few finalizers left (generators, zero-copy buffers) are "basic" ones that run during GC
@@ -19,11 +20,6 @@
 
 namespace trt {
 
-struct Holder {
-  at::Tensor tensor;
-  int64_t accountedBytes = 0;
-};
-
 // Number of handles that still hold a tensor (all threads). Used by leak tests.
 extern std::atomic<int64_t> liveHandles;
 
@@ -34,7 +30,6 @@ Napi::Value wrap(Napi::Env env, at::Tensor tensor);
 Napi::Value wrapList(Napi::Env env, const std::vector<at::Tensor>& tensors);
 Napi::Value wrapPair(Napi::Env env, const std::tuple<at::Tensor, at::Tensor>& pair);
 std::vector<at::Tensor> tensorList(const Napi::Value& value);
-void releaseHolder(Napi::BasicEnv env, Holder* holder);
 
 // ---- plain values ----
 std::vector<int64_t> intList(const Napi::Value& value);
@@ -50,9 +45,11 @@ std::optional<at::ScalarType> optionalDtype(const Napi::Value& value);
 c10::Device toDevice(const Napi::Value& value);
 std::optional<at::Generator> optionalGenerator(const Napi::Value& value);
 
-// A tensor argument that may also be a JS number: numbers become "wrapped number" scalar tensors, so type
+// A tensor argument that may also be a boxed number [value]: numbers become "wrapped number" scalar tensors, so type
 // promotion follows PyTorch's rules for Python scalars (bf16 tensor * 0.5 stays bf16).
 at::Tensor tensorOrScalar(const Napi::Value& value);
+// The value inside a boxed scalar operand [value].
+Napi::Value boxedScalar(const Napi::Value& value);
 
 inline bool isNullish(const Napi::Value& value) { return value.IsUndefined() || value.IsNull(); }
 

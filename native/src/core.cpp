@@ -24,33 +24,82 @@ static void adjustExternal(Napi::BasicEnv env, int64_t delta) {
   if (delta != 0) Napi::MemoryManagement::AdjustExternalMemory(env, delta);
 }
 
-void releaseHolder(Napi::BasicEnv env, Holder* holder) {
-  if (!holder->tensor.defined()) return;
-  holder->tensor.reset();
-  adjustExternal(env, -holder->accountedBytes);
-  holder->accountedBytes = 0;
-  liveHandles.fetch_sub(1, std::memory_order_relaxed);
-}
+// The handle table of the calling JS thread (main or worker; each runs on its own OS thread). A handle is the
+// JS number slot + generation * 2^24: a stale number (its slot freed, maybe reused) fails the generation check.
+// No V8 object and no GC finalizer per tensor: creating one costs a vector slot, and a synchronous training loop
+// leaves nothing behind for the event loop to clean up.
+namespace {
+constexpr uint64_t kSlotBits = 24;
+constexpr uint64_t kSlotMask = (uint64_t{1} << kSlotBits) - 1;
+constexpr uint64_t kGenerationLimit = uint64_t{1} << 28;  // keeps handles below 2^52, exact as JS numbers
 
-// The External carries no finalizer: a GC finalizer per tensor would queue work that a synchronous training loop
-// never lets run (measured: ~250 bytes per tensor piling up). The owning TypeScript Tensor frees the holder through
-// dispose(), from a scope or from its FinalizationRegistry safety net, exactly once.
+struct Entry {
+  at::Tensor tensor;
+  uint32_t generation = 0;
+  int64_t accountedBytes = 0;
+};
+
+struct HandleTable {
+  std::vector<Entry> entries;
+  std::vector<uint32_t> freeSlots;
+  ~HandleTable() {
+    for (auto& e : entries)
+      if (e.tensor.defined()) liveHandles.fetch_sub(1, std::memory_order_relaxed);
+  }
+};
+
+thread_local HandleTable table;
+
+Entry* lookup(const Napi::Value& value) {
+  double number = value.As<Napi::Number>().DoubleValue();
+  if (!(number >= 0)) return nullptr;
+  uint64_t handle = static_cast<uint64_t>(number);
+  uint64_t slot = handle & kSlotMask;
+  if (slot >= table.entries.size()) return nullptr;
+  Entry& e = table.entries[slot];
+  if (e.generation != (handle >> kSlotBits) || !e.tensor.defined()) return nullptr;
+  return &e;
+}
+}  // namespace
+
 Napi::Value wrap(Napi::Env env, at::Tensor tensor) {
   if (!tensor.defined()) return env.Null();
-  auto* holder = new Holder{std::move(tensor), 0};
+  uint32_t slot;
+  if (!table.freeSlots.empty()) {
+    slot = table.freeSlots.back();
+    table.freeSlots.pop_back();
+  } else {
+    if (table.entries.size() > kSlotMask) throw Napi::Error::New(env, "too many live tensors on this thread (16M): dispose some");
+    slot = static_cast<uint32_t>(table.entries.size());
+    table.entries.emplace_back();
+  }
+  Entry& e = table.entries[slot];
+  e.tensor = std::move(tensor);
   // Only storage-owning results are accounted; views add no memory of their own.
-  const at::Tensor& t = holder->tensor;
-  if (!t.is_view() && t.has_storage()) holder->accountedBytes = static_cast<int64_t>(t.storage().nbytes());
-  adjustExternal(env, holder->accountedBytes);
+  e.accountedBytes = (!e.tensor.is_view() && e.tensor.has_storage()) ? static_cast<int64_t>(e.tensor.storage().nbytes()) : 0;
+  adjustExternal(env, e.accountedBytes);
   liveHandles.fetch_add(1, std::memory_order_relaxed);
-  return Napi::External<Holder>::New(env, holder);
+  return Napi::Number::New(env, static_cast<double>(slot + (static_cast<uint64_t>(e.generation) << kSlotBits)));
 }
 
 const at::Tensor& unwrap(const Napi::Value& value, const char* what) {
-  if (!value.IsExternal()) throw Napi::TypeError::New(value.Env(), std::string("expected a ") + what + " handle");
-  Holder* holder = value.As<Napi::External<Holder>>().Data();
-  if (!holder->tensor.defined()) throw Napi::Error::New(value.Env(), "tensor was disposed");
-  return holder->tensor;
+  if (!value.IsNumber()) throw Napi::TypeError::New(value.Env(), std::string("expected a ") + what + " handle");
+  Entry* e = lookup(value);
+  if (e == nullptr) throw Napi::Error::New(value.Env(), "tensor was disposed (or its handle belongs to another thread)");
+  return e->tensor;
+}
+
+// Frees a handle's slot; a second call with the same handle is a no-op (the generation moved on).
+static void release(Napi::Env env, const Napi::Value& value) {
+  if (!value.IsNumber()) throw Napi::TypeError::New(env, "expected a tensor handle");
+  Entry* e = lookup(value);
+  if (e == nullptr) return;
+  e->tensor.reset();
+  adjustExternal(env, -e->accountedBytes);
+  e->accountedBytes = 0;
+  e->generation = static_cast<uint32_t>((e->generation + 1) % kGenerationLimit);
+  table.freeSlots.push_back(static_cast<uint32_t>(e - table.entries.data()));
+  liveHandles.fetch_sub(1, std::memory_order_relaxed);
 }
 
 std::optional<at::Tensor> unwrapOptional(const Napi::Value& value) {
@@ -153,9 +202,15 @@ c10::Device toDevice(const Napi::Value& value) {
   return c10::Device(value.As<Napi::String>().Utf8Value());
 }
 
+Napi::Value boxedScalar(const Napi::Value& value) {
+  Napi::Array box = value.As<Napi::Array>();
+  if (box.Length() != 1) throw Napi::TypeError::New(value.Env(), "a scalar operand is passed as [value]");
+  return box.Get(uint32_t{0});
+}
+
 at::Tensor tensorOrScalar(const Napi::Value& value) {
-  if (value.IsExternal()) return unwrap(value);
-  at::Tensor t = c10::scalar_to_tensor(toScalar(value));
+  if (!value.IsArray()) return unwrap(value);
+  at::Tensor t = c10::scalar_to_tensor(toScalar(boxedScalar(value)));
   t.unsafeGetTensorImpl()->set_wrapped_number(true);
   return t;
 }
@@ -334,12 +389,9 @@ static Napi::Value item(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), s.toDouble());
 }
 
-// dispose(handle): frees the holder. The TypeScript side calls it exactly once per handle.
+// dispose(handle): frees the handle's slot (the tensor goes when nothing else uses it).
 static Napi::Value dispose(const Napi::CallbackInfo& info) {
-  if (!info[0].IsExternal()) throw Napi::TypeError::New(info.Env(), "expected a tensor handle");
-  Holder* holder = info[0].As<Napi::External<Holder>>().Data();
-  releaseHolder(info.Env(), holder);
-  delete holder;
+  release(info.Env(), info[0]);
   return info.Env().Undefined();
 }
 

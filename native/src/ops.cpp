@@ -1,5 +1,5 @@
 // The op table: each entry converts its arguments, calls one ATen function and wraps the result.
-// Argument shorthands: T(i) tensor, TS(i) tensor-or-number, OT(i) optional tensor, I(i) integer, D(i) double,
+// Argument shorthands: T(i) tensor, TS(i) tensor or boxed number [v], OT(i) optional tensor, I(i) integer, D(i) double,
 // B(i) boolean, S(i) scalar, OS(i) optional scalar, L(i) integer list, OL(i) optional integer list,
 // OD(i) optional double, DT(i) optional dtype, G(i) optional generator, TL(i) tensor list.
 // The TypeScript side (src/torch/tensor.ts, src/torch/functional.ts) documents each op for users.
@@ -34,7 +34,7 @@ static at::OptionalIntArrayRef optionalDims(const std::optional<std::vector<int6
   X(sub, at::sub(T(0), TS(1), isNullish(info[2]) ? at::Scalar(1) : S(2)))                                 \
   X(mul, at::mul(T(0), TS(1)))                                                                             \
   X(div, at::div(T(0), TS(1)))                                                                             \
-  X(pow, info[1].IsNumber() ? at::pow(T(0), S(1)) : at::pow(T(0), T(1)))                                  \
+  X(pow, info[1].IsArray() ? at::pow(T(0), toScalar(boxedScalar(info[1]))) : at::pow(T(0), T(1)))                                  \
   X(minimum, at::minimum(T(0), TS(1)))                                                                     \
   X(maximum, at::maximum(T(0), TS(1)))                                                                     \
   X(eq, at::eq(T(0), TS(1)))                                                                               \
@@ -112,10 +112,10 @@ static at::OptionalIntArrayRef optionalDims(const std::optional<std::vector<int6
   X(outer, at::outer(T(0), T(1)))                                                                          \
   /* indexing */                                                                                           \
   X(gather, at::gather(T(0), I(1), T(2)))                                                                  \
-  X(scatter, info[3].IsNumber() ? at::scatter(T(0), I(1), T(2), S(3)) : at::scatter(T(0), I(1), T(2), T(3))) \
+  X(scatter, info[3].IsArray() ? at::scatter(T(0), I(1), T(2), toScalar(boxedScalar(info[3]))) : at::scatter(T(0), I(1), T(2), T(3))) \
   X(scatterAdd, at::scatter_add(T(0), I(1), T(2), T(3)))                                                   \
   X(indexSelect, at::index_select(T(0), I(1), T(2)))                                                       \
-  X(maskedFill, info[2].IsExternal() ? at::masked_fill(T(0), T(1), T(2)) : at::masked_fill(T(0), T(1), S(2))) \
+  X(maskedFill, info[2].IsArray() ? at::masked_fill(T(0), T(1), toScalar(boxedScalar(info[2]))) : at::masked_fill(T(0), T(1), T(2))) \
   X(maskedSelect, at::masked_select(T(0), T(1)))                                                           \
   X(nonzero, at::nonzero(T(0)))                                                                            \
   X(tril, at::tril(T(0), I(1)))                                                                            \

@@ -2,10 +2,9 @@
 // and runtime settings. Methods on Tensor cover the rest.
 import type { Generator } from './creation.js';
 import { native } from './native.js';
-import { fromHandle, type Tensor } from './tensor.js';
+import { fromHandle, operand, type Tensor } from './tensor.js';
 
 type TensorOrNumber = Tensor | number;
-const h = (v: TensorOrNumber): import('./native.js').Handle | number => (typeof v === 'number' ? v : v.handle);
 
 export function cat(tensors: readonly Tensor[], dim = 0): Tensor {
   return fromHandle(
@@ -27,7 +26,7 @@ export function stack(tensors: readonly Tensor[], dim = 0): Tensor {
 
 /** condition ? a : b, elementwise with broadcasting; a and b may be numbers. */
 export function where(condition: Tensor, a: TensorOrNumber, b: TensorOrNumber): Tensor {
-  return fromHandle(native.where(condition.handle, h(a), h(b)));
+  return fromHandle(native.where(condition.handle, operand(a), operand(b)));
 }
 
 export function matmul(a: Tensor, b: Tensor): Tensor {

@@ -5,13 +5,15 @@ import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-/** An opaque reference to a libtorch tensor, owned by exactly one Tensor object. */
-export type Handle = { readonly __brand: 'TensorHandle' };
+/** A handle into the calling thread's tensor table (a number), owned by exactly one Tensor object. */
+export type Handle = number & { readonly __brand: 'TensorHandle' };
+/** A number operand where a tensor may also stand: boxed, since a bare number is a handle. */
+export type BoxedScalar = [number | boolean];
 /** An opaque reference to a libtorch random generator. */
 export type GeneratorHandle = { readonly __brand: 'GeneratorHandle' };
 
 type H = Handle;
-type TS = Handle | number | boolean;
+type TS = Handle | BoxedScalar;
 type OptH = Handle | null | undefined;
 type Dims = number[] | null | undefined;
 type Dt = number | null | undefined;
@@ -159,10 +161,10 @@ export interface NativeAddon {
   outer(a: H, b: H): H;
   // indexing
   gather(a: H, dim: number, index: H): H;
-  scatter(a: H, dim: number, index: H, src: H | number): H;
+  scatter(a: H, dim: number, index: H, src: TS): H;
   scatterAdd(a: H, dim: number, index: H, src: H): H;
   indexSelect(a: H, dim: number, index: H): H;
-  maskedFill(a: H, mask: H, value: H | number | boolean): H;
+  maskedFill(a: H, mask: H, value: TS): H;
   maskedSelect(a: H, mask: H): H;
   nonzero(a: H): H;
   tril(a: H, diagonal: number): H;

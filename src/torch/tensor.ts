@@ -7,7 +7,7 @@
 //     scope will free never enter it (registering costs ~0.4 µs); those that outlive every scope do.
 // Using a disposed tensor throws TensorDisposedError.
 import { type AnyTypedArray, DTYPE_CODES, type DType, dtypeCode, dtypeFromCode, type TypedArrayFor } from './dtype.js';
-import { type GeneratorHandle, type Handle, native } from './native.js';
+import { type BoxedScalar, type GeneratorHandle, type Handle, native } from './native.js';
 
 export class TensorDisposedError extends Error {
   constructor() {
@@ -78,7 +78,9 @@ function collectTensors(value: unknown, into: Set<Tensor>, depth: number): void 
 // helpers shared by the methods
 
 type TensorOrNumber = Tensor | number;
-const h = (v: TensorOrNumber | boolean): Handle | number | boolean => (v instanceof Tensor ? v.handle : v);
+/** A tensor operand, or a number boxed as [v] (the addon reads a bare number as a tensor handle). */
+export const operand = (v: TensorOrNumber | boolean): Handle | BoxedScalar => (v instanceof Tensor ? v.handle : [v]);
+const h = operand;
 const wrap = (handle: Handle): Tensor => new Tensor(handle);
 const wrapPair = ([a, b]: [Handle, Handle]): { values: Tensor; indices: Tensor } => ({ values: wrap(a), indices: wrap(b) });
 const dims = (d: number | readonly number[] | undefined | null): number[] | null =>
@@ -541,7 +543,7 @@ export class Tensor {
     return wrap(native.gather(this.handle, dim, index.handle));
   }
   scatter(dim: number, index: Tensor, src: TensorOrNumber): Tensor {
-    return wrap(native.scatter(this.handle, dim, index.handle, src instanceof Tensor ? src.handle : src));
+    return wrap(native.scatter(this.handle, dim, index.handle, h(src)));
   }
   scatterAdd(dim: number, index: Tensor, src: Tensor): Tensor {
     return wrap(native.scatterAdd(this.handle, dim, index.handle, src.handle));
