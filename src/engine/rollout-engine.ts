@@ -1,0 +1,629 @@
+// The rollout engine: continuous batching over a preallocated KV cache.
+//
+// An engine owns a KV cache of `slots` independent sequences (see ../model/kv-cache.ts). Each request expands into n
+// sequences; a sequence waits in FIFO order for a free slot, is prefilled into it, then decodes one token per engine
+// step alongside every other running sequence, and leaves (freeing the slot) as soon as it finishes. One step:
+//
+//   prefill   waiting sequences take free slots (lowest first) and their prompts run as one right-padded forward
+//             (at most maxPrefillTokens padded tokens); the last prompt position's logits give each its first token
+//   yield     await setImmediate: timers, I/O, HTTP handlers and other requests' callers run
+//   decode    every running sequence feeds its last token: one forward [B, 1] over the cache, one sampling pass
+//             (./sampling.ts), one read-back of [2, B] values (ids and log-probs), then stop checks (./stopping.ts)
+//   yield
+//
+// Each forward runs under noGrad inside torch.scope, so a step frees everything it made; the cache is reused.
+// Every row is computed from its own slot and sampled with its own generator, so a request gets the same tokens
+// whatever else is in the batch (greedy: exactly; seeded sampling: up to float rounding differences between batch
+// shapes, which can in principle flip a near-tie).
+//
+// Requests end in one of four ways besides success, each a GenerationError naming what happened: 'aborted' (its
+// AbortSignal fired), 'timeout' (timeoutMs passed), 'closed' (close() or abortAll() ran first), 'failed' (a forward
+// threw; the other requests carry on).
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import { CausalLM, type KVCache, type LoadModelOptions } from '../model/index.js';
+import { type ChatMessage, Tokenizer } from '../tokenizer/index.js';
+import * as torch from '../torch/index.js';
+import { type ChatOptions, type ChatResult, chat } from './chat.js';
+import { resolveSamplingParams, type SamplingParams, sampleTokens } from './sampling.js';
+import { completionText, type FinishReason, StopStringMatcher } from './stopping.js';
+
+export interface GenerateOptions extends Partial<SamplingParams> {
+  /** New tokens per sample, at most (default: whatever fits in a cache slot after the prompt). */
+  maxTokens?: number;
+  /** Samples of the prompt (default 1); each decodes in its own slot. */
+  n?: number;
+  /**
+   * Seed of the sampling generators: sample 0 uses `seed`, sample i a seed derived from (seed, i). Without a seed
+   * each sample gets a random one. Greedy decoding (temperature 0) draws nothing.
+   */
+  seed?: number | bigint;
+  /** Ids that end a sample (added to the eos ids). The stop id stays in the token ids; the text leaves it out. */
+  stopTokenIds?: readonly number[];
+  /** Strings that end a sample (needs a tokenizer): the text is cut where the string begins; see ./stopping.ts. */
+  stop?: string | readonly string[];
+  /** Do not stop at the eos ids (benchmarks, fixed-length rollouts). */
+  ignoreEos?: boolean;
+  /** Leave special tokens out of the text (default true). Token ids always keep them. */
+  skipSpecialTokens?: boolean;
+  /** Cancels the request: it is rejected with GenerationError('aborted') and its slots are freed. */
+  signal?: AbortSignal;
+  /** Rejects the request with GenerationError('timeout') after this long (default: the engine's requestTimeoutMs). */
+  timeoutMs?: number;
+}
+
+export interface GenerateRequest extends GenerateOptions {
+  /** The prompt's token ids (used exactly as given)... */
+  promptIds?: readonly number[];
+  /** ...or its text, encoded with the engine's tokenizer (no special tokens added). */
+  prompt?: string;
+}
+
+export interface Completion {
+  /** Which of the n samples. */
+  index: number;
+  /** Generated ids, ending with the stop token or the token that completed a stop string when finishReason is 'stop'. */
+  tokenIds: number[];
+  /** log_softmax(logits / temperature)[id] of each generated id, before top-k/top-p/min-p (temperature 0: 1). */
+  logprobs: number[];
+  /** Decoded tokenIds without a final stop token, cut before a stop string; null when the engine has no tokenizer. */
+  text: string | null;
+  finishReason: FinishReason;
+  /** The stop token id or stop string that ended the sample; null for 'length'. */
+  stopReason: number | string | null;
+}
+
+export interface GenerateResult {
+  promptIds: number[];
+  completions: Completion[];
+}
+
+export type GenerationFailure = 'aborted' | 'timeout' | 'closed' | 'failed';
+
+export class GenerationError extends Error {
+  readonly reason: GenerationFailure;
+  constructor(reason: GenerationFailure, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'GenerationError';
+    this.reason = reason;
+  }
+}
+
+export interface RolloutEngineOptions {
+  /** Needed for text, stop strings, `prompt` and chat(); its eos ids stop generation. */
+  tokenizer?: Tokenizer | null;
+  /** Sequences decoded at once (KV-cache slots). Default 8. */
+  slots?: number;
+  /** Cache positions per slot: prompt + completion. Default min(max_position_embeddings, 2048). */
+  maxLength?: number;
+  /** Padded prompt tokens per prefill forward (a longer prompt still runs, alone). Default 8192. */
+  maxPrefillTokens?: number;
+  /** Ids that end generation. Default: the tokenizer's eos ids, else config.json's eos_token_id. */
+  eosTokenIds?: readonly number[];
+  /** Default per-request timeout in ms (Infinity: none). Default 30 minutes. */
+  requestTimeoutMs?: number;
+  /** close() also disposes the model (RolloutEngine.load sets this). Default false. */
+  ownsModel?: boolean;
+}
+
+interface Finish {
+  reason: FinishReason;
+  stopReason: number | string | null;
+}
+
+/** A checked request with its defaults filled in. */
+interface PreparedRequest {
+  readonly promptIds: number[];
+  readonly params: SamplingParams;
+  readonly maxTokens: number;
+  readonly n: number;
+  readonly seed: number | bigint;
+  readonly stopIds: ReadonlySet<number>;
+  readonly stops: readonly string[] | null;
+  readonly skipSpecialTokens: boolean;
+}
+
+interface RequestState extends PreparedRequest {
+  readonly id: number;
+  readonly sequences: Sequence[];
+  readonly resolve: (result: GenerateResult) => void;
+  readonly reject: (error: Error) => void;
+  settled: boolean;
+  unfinished: number;
+  cleanup: () => void;
+}
+
+interface Sequence {
+  readonly request: RequestState;
+  readonly index: number;
+  readonly generator: torch.Generator | null;
+  readonly matcher: StopStringMatcher | null;
+  /** The cache slot while prefilled or decoding; -1 while waiting or after it left. */
+  slot: number;
+  readonly tokenIds: number[];
+  readonly logprobs: number[];
+  finish: Finish | null;
+}
+
+const DEFAULT_SLOTS = 8;
+const DEFAULT_MAX_LENGTH = 2048;
+const DEFAULT_MAX_PREFILL_TOKENS = 8192;
+const DEFAULT_REQUEST_TIMEOUT_MS = 30 * 60 * 1000;
+
+export class RolloutEngine {
+  readonly model: CausalLM;
+  readonly tokenizer: Tokenizer | null;
+  readonly slots: number;
+  readonly maxLength: number;
+  readonly maxPrefillTokens: number;
+  readonly eosTokenIds: readonly number[];
+  readonly requestTimeoutMs: number;
+  readonly #ownsModel: boolean;
+  readonly #cache: KVCache;
+  /** The model's device: inputs are created there. */
+  readonly #device: string;
+  /** Free slots, ascending: low slots first keeps running rows consecutive (the cache then reads a view, no copy). */
+  readonly #freeSlots: number[];
+  #waiting: Sequence[] = [];
+  #running: Sequence[] = [];
+  readonly #requests = new Set<RequestState>();
+  #loop: Promise<void> | null = null;
+  #closed = false;
+  #nextRequestId = 0;
+  #steps = 0;
+
+  constructor(model: CausalLM, options: RolloutEngineOptions = {}) {
+    const positive = (name: string, value: number) => {
+      if (!Number.isInteger(value) || value <= 0)
+        throw new RangeError(`RolloutEngine: ${name} must be a positive integer, got ${String(value)}`);
+      return value;
+    };
+    this.model = model;
+    this.tokenizer = options.tokenizer ?? null;
+    this.slots = positive('slots', options.slots ?? DEFAULT_SLOTS);
+    this.maxLength = positive('maxLength', options.maxLength ?? Math.min(model.config.maxPositionEmbeddings, DEFAULT_MAX_LENGTH));
+    this.maxPrefillTokens = positive('maxPrefillTokens', options.maxPrefillTokens ?? DEFAULT_MAX_PREFILL_TOKENS);
+    const timeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    if (!(timeout > 0)) throw new RangeError(`RolloutEngine: requestTimeoutMs must be > 0 (Infinity: none), got ${timeout}`);
+    this.requestTimeoutMs = timeout;
+    this.eosTokenIds = [...(options.eosTokenIds ?? this.tokenizer?.eosTokenIds ?? configEosIds(model))];
+    this.#ownsModel = options.ownsModel ?? false;
+    this.#cache = model.createKVCache({ slots: this.slots, maxLength: this.maxLength });
+    this.#device = model.parameters().get('model.embed_tokens.weight')?.device ?? 'cpu';
+    this.#freeSlots = Array.from({ length: this.slots }, (_, s) => s);
+  }
+
+  /** Loads a Hugging Face model folder (and its tokenizer, when it has tokenizer.json); close() frees the model. */
+  static load(
+    dir: string,
+    options: Omit<RolloutEngineOptions, 'ownsModel'> & Pick<LoadModelOptions, 'dtype' | 'device'> = {},
+  ): RolloutEngine {
+    const { dtype, device, ...engineOptions } = options;
+    const tokenizer =
+      options.tokenizer !== undefined ? options.tokenizer : existsSync(join(dir, 'tokenizer.json')) ? Tokenizer.load(dir) : null;
+    const model = CausalLM.load(dir, { ...(dtype ? { dtype } : {}), ...(device ? { device } : {}) });
+    try {
+      return new RolloutEngine(model, { ...engineOptions, tokenizer, ownsModel: true });
+    } catch (error) {
+      model.dispose();
+      throw error;
+    }
+  }
+
+  /** What the engine is doing now. */
+  get stats(): { requests: number; running: number; waiting: number; freeSlots: number; steps: number; closed: boolean } {
+    return {
+      requests: this.#requests.size,
+      running: this.#running.length,
+      waiting: this.#waiting.length,
+      freeSlots: this.#freeSlots.length,
+      steps: this.#steps,
+      closed: this.#closed,
+    };
+  }
+
+  /** Generates n completions of one prompt; resolves when all of them finished. */
+  generate(request: GenerateRequest): Promise<GenerateResult> {
+    if (this.#closed) {
+      return Promise.reject(new GenerationError('closed', 'RolloutEngine is closed: generate() was called after close()'));
+    }
+    if (request.signal?.aborted) {
+      return Promise.reject(
+        new GenerationError('aborted', 'generate: the request was aborted before it started', { cause: request.signal.reason }),
+      );
+    }
+    let prepared: PreparedRequest;
+    try {
+      prepared = this.#prepare(request);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return new Promise<GenerateResult>((resolve, reject) => {
+      const state: RequestState = {
+        ...prepared,
+        id: this.#nextRequestId++,
+        sequences: [],
+        resolve,
+        reject,
+        settled: false,
+        unfinished: prepared.n,
+        cleanup: () => {},
+      };
+      for (let i = 0; i < prepared.n; i++) {
+        state.sequences.push({
+          request: state,
+          index: i,
+          generator: state.params.temperature === 0 ? null : new torch.Generator(sampleSeed(prepared.seed, i), this.#device),
+          matcher:
+            state.stops !== null && this.tokenizer !== null
+              ? new StopStringMatcher(state.stops, this.tokenizer, { skipSpecialTokens: state.skipSpecialTokens })
+              : null,
+          slot: -1,
+          tokenIds: [],
+          logprobs: [],
+          finish: null,
+        });
+      }
+      const cleanups: (() => void)[] = [];
+      const signal = request.signal;
+      if (signal) {
+        const onAbort = () =>
+          this.#fail(
+            state,
+            new GenerationError('aborted', `generate: request ${state.id} was aborted ${this.#progress(state)}`, {
+              cause: signal.reason,
+            }),
+          );
+        signal.addEventListener('abort', onAbort, { once: true });
+        cleanups.push(() => signal.removeEventListener('abort', onAbort));
+      }
+      const timeoutMs = request.timeoutMs ?? this.requestTimeoutMs;
+      if (Number.isFinite(timeoutMs)) {
+        const timer = setTimeout(
+          () =>
+            this.#fail(
+              state,
+              new GenerationError(
+                'timeout',
+                `generate: request ${state.id} timed out after ${timeoutMs} ms ${this.#progress(state)}`,
+              ),
+            ),
+          timeoutMs,
+        );
+        timer.unref();
+        cleanups.push(() => clearTimeout(timer));
+      }
+      state.cleanup = () => {
+        for (const c of cleanups) c();
+      };
+      this.#requests.add(state);
+      this.#waiting.push(...state.sequences);
+      this.#startLoop();
+    });
+  }
+
+  /** Chat completion with the tokenizer's chat template; see ./chat.ts. */
+  chat(messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
+    return chat(this, messages, options);
+  }
+
+  /** Rejects every unfinished request with GenerationError('closed'); the engine stays open for new ones. */
+  abortAll(reason = 'RolloutEngine.abortAll() was called'): void {
+    for (const state of [...this.#requests]) {
+      this.#fail(state, new GenerationError('closed', `${reason}: request ${state.id} did not finish ${this.#progress(state)}`));
+    }
+  }
+
+  /**
+   * Stops the engine: unfinished requests are rejected with GenerationError('closed'), the running step completes,
+   * then the cache (and the model, if the engine owns it) is freed. Later generate() calls reject.
+   */
+  async close(reason = 'RolloutEngine was closed'): Promise<void> {
+    if (!this.#closed) {
+      this.#closed = true;
+      this.abortAll(reason);
+    }
+    await this.#loop;
+    if (!this.#cache.isDisposed) {
+      this.#cache.dispose();
+      if (this.#ownsModel) this.model.dispose();
+    }
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  get isClosed(): boolean {
+    return this.#closed;
+  }
+
+  // ---- requests ----
+
+  /** Checks a request against the engine and fills its defaults. */
+  #prepare(request: GenerateRequest): PreparedRequest {
+    let promptIds: number[];
+    if (request.promptIds !== undefined && request.prompt !== undefined)
+      throw new TypeError('generate: give promptIds or prompt, not both');
+    if (request.promptIds !== undefined) promptIds = [...request.promptIds];
+    else if (request.prompt !== undefined) {
+      if (this.tokenizer === null)
+        throw new TypeError('generate: a text prompt needs an engine with a tokenizer (or give promptIds)');
+      promptIds = this.tokenizer.encode(request.prompt);
+    } else throw new TypeError('generate: the request needs promptIds or prompt');
+    if (promptIds.length === 0) throw new RangeError('generate: the prompt is empty (at least one token is needed)');
+    const vocab = this.model.config.vocabSize;
+    this.#checkIds('prompt', promptIds, vocab);
+    const room = this.maxLength - promptIds.length;
+    if (room < 1) {
+      throw new RangeError(
+        `generate: the prompt has ${promptIds.length} tokens; the engine's maxLength (${this.maxLength} positions per slot) leaves no room for a completion`,
+      );
+    }
+    const maxTokens = request.maxTokens ?? room;
+    if (!Number.isInteger(maxTokens) || maxTokens < 1)
+      throw new RangeError(`generate: maxTokens must be a positive integer, got ${String(maxTokens)}`);
+    if (maxTokens > room) {
+      throw new RangeError(
+        `generate: prompt (${promptIds.length} tokens) + maxTokens (${maxTokens}) exceeds the engine's maxLength of ${this.maxLength} positions per slot`,
+      );
+    }
+    const n = request.n ?? 1;
+    if (!Number.isInteger(n) || n < 1) throw new RangeError(`generate: n must be a positive integer, got ${String(n)}`);
+    const seed = request.seed ?? randomSeed();
+    if (typeof seed === 'number' ? !Number.isSafeInteger(seed) || seed < 0 : seed < 0n || seed >= 1n << 64n)
+      throw new RangeError(`generate: seed must be a non-negative integer below 2^64, got ${String(seed)}`);
+    if (request.timeoutMs !== undefined && !(request.timeoutMs > 0))
+      throw new RangeError(`generate: timeoutMs must be > 0 (Infinity: none), got ${String(request.timeoutMs)}`);
+    const stopTokenIds = [...(request.stopTokenIds ?? [])];
+    this.#checkIds('stopTokenIds', stopTokenIds, vocab);
+    const stopIds = new Set([...stopTokenIds, ...(request.ignoreEos ? [] : this.eosTokenIds)]);
+    const stopList = request.stop === undefined ? [] : typeof request.stop === 'string' ? [request.stop] : [...request.stop];
+    if (stopList.some((s) => typeof s !== 'string' || s.length === 0))
+      throw new TypeError('generate: stop strings must be non-empty strings');
+    if (stopList.length > 0 && this.tokenizer === null)
+      throw new TypeError('generate: stop strings need an engine with a tokenizer (use stopTokenIds instead)');
+    return {
+      promptIds,
+      params: resolveSamplingParams(request),
+      maxTokens,
+      n,
+      seed,
+      stopIds,
+      stops: stopList.length > 0 ? stopList : null,
+      skipSpecialTokens: request.skipSpecialTokens ?? true,
+    };
+  }
+
+  #checkIds(what: string, ids: readonly number[], vocab: number): void {
+    const bad = ids.findIndex((id) => !Number.isInteger(id) || id < 0 || id >= vocab);
+    if (bad !== -1)
+      throw new RangeError(`generate: ${what}[${bad}] = ${String(ids[bad])} is not a token id (vocabulary size ${vocab})`);
+  }
+
+  #progress(state: RequestState): string {
+    const tokens = state.sequences.reduce((sum, s) => sum + s.tokenIds.length, 0);
+    const waiting = state.sequences.filter((s) => s.slot === -1 && s.finish === null).length;
+    return `(${tokens} tokens generated over ${state.sequences.length} sample(s)${waiting > 0 ? `, ${waiting} still waiting for a free slot` : ''})`;
+  }
+
+  /** Ends a request with an error: its sequences leave the queue and their slots (between steps). */
+  #fail(state: RequestState, error: Error): void {
+    if (state.settled) return;
+    this.#settle(state);
+    state.reject(error);
+  }
+
+  #settle(state: RequestState): void {
+    state.settled = true;
+    state.cleanup();
+    this.#requests.delete(state);
+    this.#waiting = this.#waiting.filter((s) => s.request !== state);
+    for (const s of state.sequences) if (s.slot !== -1) this.#release(s);
+  }
+
+  #release(seq: Sequence): void {
+    const slot = seq.slot;
+    seq.slot = -1;
+    this.#running = this.#running.filter((s) => s !== seq);
+    const at = this.#freeSlots.findIndex((s) => s > slot);
+    this.#freeSlots.splice(at === -1 ? this.#freeSlots.length : at, 0, slot);
+  }
+
+  #finish(seq: Sequence, finish: Finish): void {
+    seq.finish = finish;
+    this.#release(seq);
+    const state = seq.request;
+    state.unfinished--;
+    if (state.unfinished > 0 || state.settled) return;
+    const tokenizer = this.tokenizer;
+    const completions = state.sequences.map((s): Completion => {
+      const f = s.finish as Finish;
+      return {
+        index: s.index,
+        tokenIds: s.tokenIds,
+        logprobs: s.logprobs,
+        text:
+          tokenizer === null
+            ? null
+            : completionText(
+                tokenizer,
+                s.tokenIds,
+                { stopToken: typeof f.stopReason === 'number', stops: typeof f.stopReason === 'string' ? state.stops : null },
+                { skipSpecialTokens: state.skipSpecialTokens },
+              ),
+        finishReason: f.reason,
+        stopReason: f.stopReason,
+      };
+    });
+    // settle only once the texts decoded: if decoding throws, the caller fails the request instead
+    this.#settle(state);
+    state.resolve({ promptIds: state.promptIds, completions });
+  }
+
+  // ---- the loop ----
+
+  #startLoop(): void {
+    if (this.#loop !== null) return;
+    this.#loop = this.#run();
+  }
+
+  async #run(): Promise<void> {
+    try {
+      await yieldToEventLoop(); // never compute inside the caller's generate()
+      while (!this.#closed && (this.#waiting.length > 0 || this.#running.length > 0)) {
+        if (this.#waiting.length > 0 && this.#freeSlots.length > 0) {
+          this.#prefill();
+          await yieldToEventLoop();
+          if (this.#closed) break;
+        }
+        if (this.#running.length > 0) {
+          this.#decode();
+          await yieldToEventLoop();
+        }
+      }
+    } catch (error) {
+      // #step catches what a forward, sampling or decoding throws; anything else is a bug: fail loudly, not silently
+      this.abortAll(`RolloutEngine loop failed (${error instanceof Error ? error.message : String(error)})`);
+    } finally {
+      this.#loop = null; // set synchronously with the exit test, so a generate() right after starts a new loop
+    }
+  }
+
+  /** Moves waiting sequences into free slots and runs their prompts; each gets its first token. */
+  #prefill(): void {
+    const batch: Sequence[] = [];
+    let longest = 0;
+    while (this.#waiting.length > 0 && this.#freeSlots.length > 0) {
+      const seq = this.#waiting[0] as Sequence;
+      const length = Math.max(longest, seq.request.promptIds.length);
+      if (batch.length > 0 && length * (batch.length + 1) > this.maxPrefillTokens) break;
+      this.#waiting.shift();
+      seq.slot = this.#freeSlots.shift() as number;
+      this.#running.push(seq);
+      batch.push(seq);
+      longest = length;
+    }
+    this.#step(batch, 'prefill', () => {
+      const rows = batch.length;
+      const lengths = batch.map((s) => s.request.promptIds.length);
+      const ids = new BigInt64Array(rows * longest); // right-padded with id 0; the cache trims right padding
+      const mask = new Uint8Array(rows * longest);
+      batch.forEach((s, b) => {
+        s.request.promptIds.forEach((id, t) => {
+          ids[b * longest + t] = BigInt(id);
+          mask[b * longest + t] = 1;
+        });
+      });
+      const slots = batch.map((s) => s.slot);
+      for (const slot of slots) this.#cache.reset(slot);
+      const device = this.#device;
+      const padded = lengths.some((l) => l !== longest);
+      const hidden = this.model.forward(torch.tensor(ids, { shape: [rows, longest], device }), {
+        cache: this.#cache,
+        slots,
+        output: 'hidden',
+        ...(padded ? { attentionMask: torch.tensor(mask, { shape: [rows, longest], device }) } : {}),
+      }); // [B, T, H]
+      const last = hidden.index([
+        torch.arange(rows, { device }),
+        torch.tensor(
+          BigInt64Array.from(lengths, (l) => BigInt(l - 1)),
+          { device },
+        ),
+      ]); // [B, H]: each row's last prompt position
+      return this.model.logits(last);
+    });
+  }
+
+  /** One token for every running sequence. */
+  #decode(): void {
+    const batch = [...this.#running].sort((a, b) => a.slot - b.slot);
+    this.#step(batch, 'decode', () => {
+      const last = BigInt64Array.from(batch, (s) => BigInt(s.tokenIds[s.tokenIds.length - 1] as number));
+      const logits = this.model.forward(torch.tensor(last, { shape: [batch.length, 1], device: this.#device }), {
+        cache: this.#cache,
+        slots: batch.map((s) => s.slot),
+      }); // [B, 1, V]
+      return logits.select(1, 0);
+    });
+  }
+
+  /** Runs `forward` (→ logits [B, V]), samples one token per row, appends it and applies the stop rules. */
+  #step(batch: Sequence[], what: 'prefill' | 'decode', forward: () => torch.Tensor): void {
+    let values: Float64Array;
+    try {
+      values = torch.noGrad(() =>
+        torch.scope(() => {
+          const { tokens, logprobs } = sampleTokens(
+            forward(),
+            batch.map((s) => ({ params: s.request.params, generator: s.generator })),
+          );
+          // one read-back per step: ids (exact in float64) and log-probs
+          return torch.stack([tokens.double(), logprobs.double()]).toTypedArray() as Float64Array;
+        }),
+      );
+      this.#steps++;
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      for (const state of new Set(batch.map((s) => s.request))) {
+        this.#fail(
+          state,
+          new GenerationError(
+            'failed',
+            `generate: request ${state.id} failed in a ${what} step of ${batch.length} row(s): ${message}`,
+            {
+              cause: error,
+            },
+          ),
+        );
+      }
+      return;
+    }
+    const rows = batch.length;
+    batch.forEach((seq, b) => {
+      const request = seq.request;
+      if (request.settled) return;
+      const token = values[b] as number;
+      seq.tokenIds.push(token);
+      seq.logprobs.push(values[rows + b] as number);
+      try {
+        if (request.stopIds.has(token)) this.#finish(seq, { reason: 'stop', stopReason: token });
+        else {
+          const stop = seq.matcher?.push(token) ?? null;
+          if (stop !== null) this.#finish(seq, { reason: 'stop', stopReason: stop });
+          else if (seq.tokenIds.length >= request.maxTokens) this.#finish(seq, { reason: 'length', stopReason: null });
+        }
+      } catch (error) {
+        const message = error instanceof Error ? error.message : String(error);
+        this.#fail(
+          request,
+          new GenerationError('failed', `generate: request ${request.id} failed decoding its text: ${message}`, { cause: error }),
+        );
+      }
+    });
+  }
+}
+
+/** config.json's eos_token_id (one id or a list). */
+function configEosIds(model: CausalLM): number[] {
+  const eos = model.config.raw.eos_token_id;
+  if (typeof eos === 'number') return [eos];
+  return Array.isArray(eos) ? eos.filter((v): v is number => typeof v === 'number') : [];
+}
+
+function randomSeed(): bigint {
+  return randomBytes(8).readBigUInt64LE() >> 1n;
+}
+
+/** Sample 0 uses the seed itself; sample i > 0 a splitmix64 mix of (seed, i), so samples never share a stream. */
+export function sampleSeed(seed: number | bigint, index: number): number | bigint {
+  if (index === 0) return seed;
+  const mask = (1n << 64n) - 1n;
+  let z = (BigInt(seed) + BigInt(index) * 0x9e3779b97f4a7c15n) & mask;
+  z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & mask;
+  z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & mask;
+  return (z ^ (z >> 31n)) >> 1n;
+}

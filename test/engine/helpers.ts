@@ -1,0 +1,88 @@
+// Shared by the engine tests: fixture models, a character tokenizer covering their 128-token vocabulary, and
+// reference decoding with full (cache-free) forwards.
+import { copyFileSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { CausalLM } from '../../src/model/index.js';
+import { DEFAULT_ALPHABET, Tokenizer, writeCharTokenizer } from '../../src/tokenizer/index.js';
+import * as torch from '../../src/torch/index.js';
+
+export const modelDir = (name: 'qwen2-tied' | 'qwen3-untied' | 'llama3-rope'): string =>
+  fileURLToPath(new URL(`../fixtures/models/${name}`, import.meta.url));
+
+/** Writes a character tokenizer with exactly the fixture models' 128 ids (4 specials + 124 characters) into dir. */
+export function writeFixtureTokenizer(dir: string): void {
+  const size = writeCharTokenizer(dir, `${DEFAULT_ALPHABET}àáâãäåæçèéêëìíîïðñòóôõöøùúûü`);
+  if (size !== 128) throw new Error(`fixture tokenizer has ${size} ids, expected 128`);
+}
+
+/** The fixture character tokenizer (eos <|im_end|> = 2). */
+export function fixtureTokenizer(): Tokenizer {
+  const dir = mkdtempSync(join(tmpdir(), 'engine-tok-'));
+  writeFixtureTokenizer(dir);
+  return Tokenizer.load(dir);
+}
+
+/** A copy of a fixture model folder with the fixture tokenizer beside it. */
+export function fixtureModelWithTokenizer(name: 'qwen2-tied' | 'qwen3-untied' | 'llama3-rope'): string {
+  const dir = mkdtempSync(join(tmpdir(), `engine-${name}-`));
+  for (const file of ['config.json', 'generation_config.json', 'model.safetensors'])
+    copyFileSync(join(modelDir(name), file), join(dir, file));
+  writeFixtureTokenizer(dir);
+  return dir;
+}
+
+/** Greedy decoding with a full forward over the whole sequence at every step (no cache): the reference. */
+export function referenceGreedy(model: CausalLM, prompt: readonly number[], steps: number): number[] {
+  const ids = [...prompt];
+  for (let i = 0; i < steps; i++) {
+    const next = torch.noGrad(() =>
+      torch.scope(() => {
+        const logits = model.forward(torch.tensor([ids.map(BigInt)]));
+        return logits
+          .select(1, ids.length - 1)
+          .argmax(-1)
+          .item();
+      }),
+    );
+    ids.push(next);
+  }
+  return ids.slice(prompt.length);
+}
+
+/** log_softmax(logits / temperature)[token] of each completion token from one full training-style forward. */
+export function referenceLogprobs(
+  model: CausalLM,
+  prompt: readonly number[],
+  completion: readonly number[],
+  temperature = 1,
+): number[] {
+  return torch.noGrad(() =>
+    torch.scope(() => {
+      const ids = [...prompt, ...completion];
+      const logits = model.forward(torch.tensor([ids.map(BigInt)])).select(0, 0); // [T, V]
+      const scored = logits
+        .narrow(0, prompt.length - 1, completion.length)
+        .float()
+        .div(temperature)
+        .logSoftmax(-1);
+      return scored
+        .gather(1, torch.tensor([completion.map((c) => [BigInt(c)])]).squeeze(0))
+        .squeeze(1)
+        .toArray() as number[];
+    }),
+  );
+}
+
+export const maxDiff = (a: readonly number[], b: readonly number[]): number =>
+  a.reduce((m, v, i) => Math.max(m, Math.abs(v - (b[i] as number))), 0);
+
+/** Resolves once `predicate` holds, checked between event-loop turns; rejects after `timeoutMs`. */
+export async function until(predicate: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+  const start = Date.now();
+  while (!predicate()) {
+    if (Date.now() - start > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
