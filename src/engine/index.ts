@@ -7,3 +7,4 @@ export * from './chat.js';
 export * from './rollout-engine.js';
 export * from './sampling.js';
 export * from './stopping.js';
+export * from './worker-engine.js';
