@@ -1,0 +1,63 @@
+// Advantage functions (`algorithm.advantage_fn`), by Trinity-RFT name. ADVANTAGE_FN.create('grpo', { epsilon: 1e-6 })
+// gives input → { advantages, returns, keep, metrics }.
+import { Registry } from '../registry.js';
+import { asymreAdvantage } from './asymre.js';
+import { drGrpoAdvantage } from './dr-grpo.js';
+import { grpoAdvantage } from './grpo.js';
+import { onPolicyDistillAdvantage } from './on-policy-distill.js';
+import { opmdAdvantage } from './opmd.js';
+import { ppoAdvantage } from './ppo.js';
+import { recAdvantage } from './rec.js';
+import { reinforceAdvantage } from './reinforce.js';
+import { reinforcePlusPlusAdvantage } from './reinforce-plus-plus.js';
+import { remaxAdvantage } from './remax.js';
+import { rlooAdvantage } from './rloo.js';
+import { stepWiseGrpoAdvantage } from './step-wise-grpo.js';
+import type { AdvantageInput, AdvantageResult } from './types.js';
+
+export const ADVANTAGE_FN = new Registry<AdvantageInput, AdvantageResult>('advantage_fn')
+  .register(ppoAdvantage)
+  .register(grpoAdvantage)
+  .register(drGrpoAdvantage)
+  .register(stepWiseGrpoAdvantage)
+  .register(reinforcePlusPlusAdvantage)
+  .register(reinforceAdvantage)
+  .register(remaxAdvantage)
+  .register(rlooAdvantage)
+  .register(opmdAdvantage)
+  .register(asymreAdvantage)
+  .register(recAdvantage)
+  .register(onPolicyDistillAdvantage);
+
+/** Trinity-RFT `compute_in_trainer()` of each registered advantage function. */
+export const ADVANTAGE_COMPUTE_IN_TRAINER: Readonly<Record<string, boolean>> = Object.fromEntries(
+  [
+    ppoAdvantage,
+    grpoAdvantage,
+    drGrpoAdvantage,
+    stepWiseGrpoAdvantage,
+    reinforcePlusPlusAdvantage,
+    reinforceAdvantage,
+    remaxAdvantage,
+    rlooAdvantage,
+    opmdAdvantage,
+    asymreAdvantage,
+    recAdvantage,
+    onPolicyDistillAdvantage,
+  ].map((m) => [m.name, m.computeInTrainer]),
+);
+
+export * from './asymre.js';
+export * from './dr-grpo.js';
+export * from './groups.js';
+export * from './grpo.js';
+export * from './on-policy-distill.js';
+export * from './opmd.js';
+export * from './ppo.js';
+export * from './rec.js';
+export * from './reinforce.js';
+export * from './reinforce-plus-plus.js';
+export * from './remax.js';
+export * from './rloo.js';
+export * from './step-wise-grpo.js';
+export * from './types.js';

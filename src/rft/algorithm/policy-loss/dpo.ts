@@ -1,0 +1,75 @@
+// DPO — Rafailov et al., "Direct Preference Optimization: Your Language Model is Secretly a Reward Model"
+// (arXiv 2305.18290); label smoothing as conservative DPO (cDPO, Mitchell 2023). Trinity-RFT `policy_loss_fn: dpo`.
+// Rows come in pairs: even rows chosen (y_w), odd rows rejected (y_l). With sequence log-probs summed over the mask,
+//   h = (log π_θ(y_w) − log π_ref(y_w)) − (log π_θ(y_l) − log π_ref(y_l))
+//   loss = mean over pairs of  −(1 − ε)·log σ(β·h) − ε·log σ(−β·h)
+// Metrics: chosen_reward = β·mean(log π_θ(y_w) − log π_ref(y_w)), rejected_reward, accuracy_mean (h > 0), dpo_loss.
+// (Python Trinity-RFT sums log-probs over the whole micro-batch; here each pair has its own sums, as the paper/TRL.)
+import * as torch from '../../../torch/index.js';
+import type { Tensor } from '../../../torch/index.js';
+import { maskedSum } from '../utils.js';
+import { need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult } from './types.js';
+
+export interface DpoLossOptions {
+  beta: number;
+  labelSmoothing: number;
+}
+
+export const DPO_LOSS_DEFAULTS: Readonly<DpoLossOptions> = { beta: 0.1, labelSmoothing: 0.0 };
+
+export interface DpoSequenceLogprobs {
+  /** [N] Σ_t log π_θ over each chosen response. */
+  chosen: Tensor;
+  rejected: Tensor;
+  refChosen: Tensor;
+  refRejected: Tensor;
+}
+
+/** DPO from sequence log-probs of N pairs. */
+export function dpoLossFromSequences(logps: DpoSequenceLogprobs, options: Partial<DpoLossOptions> = {}): PolicyLossResult {
+  const { beta, labelSmoothing } = { ...DPO_LOSS_DEFAULTS, ...options };
+  return torch.scope(() => {
+    const chosenRatio = logps.chosen.sub(logps.refChosen);
+    const rejectedRatio = logps.rejected.sub(logps.refRejected);
+    const h = chosenRatio.sub(rejectedRatio).mul(beta);
+    const losses = h
+      .logsigmoid()
+      .mul(-(1 - labelSmoothing))
+      .sub(h.neg().logsigmoid().mul(labelSmoothing));
+    const loss = losses.mean();
+    const metrics = torch.noGrad(() => ({
+      chosen_reward: chosenRatio.mean().item() * beta,
+      rejected_reward: rejectedRatio.mean().item() * beta,
+      accuracy_mean: chosenRatio.gt(rejectedRatio).to({ dtype: h.dtype }).mean().item(),
+      dpo_loss: loss.item(),
+    }));
+    return { loss, metrics };
+  });
+}
+
+export function computeDpoLoss(input: PolicyLossInput, options: Partial<DpoLossOptions> = {}): PolicyLossResult {
+  const refLogprob = need(input, 'refLogprob', 'dpo');
+  const { logprob, actionMask: mask } = input;
+  if (logprob.size(0) % 2 !== 0)
+    throw new Error(`policy_loss_fn 'dpo': expected chosen/rejected row pairs, got ${logprob.size(0)} rows`);
+  return torch.scope(() => {
+    const even = (t: Tensor) => t.slice(0, 0, null, 2);
+    const odd = (t: Tensor) => t.slice(0, 1, null, 2);
+    return dpoLossFromSequences(
+      {
+        chosen: maskedSum(even(logprob), even(mask), -1),
+        rejected: maskedSum(odd(logprob), odd(mask), -1),
+        refChosen: maskedSum(even(refLogprob), even(mask), -1),
+        refRejected: maskedSum(odd(refLogprob), odd(mask), -1),
+      },
+      options,
+    );
+  });
+}
+
+export const dpoLoss: PolicyLossModule<DpoLossOptions> = {
+  name: 'dpo',
+  description: 'direct preference optimisation on chosen/rejected row pairs (DPO, arXiv 2305.18290)',
+  defaults: DPO_LOSS_DEFAULTS,
+  run: computeDpoLoss,
+};

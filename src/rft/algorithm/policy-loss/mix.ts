@@ -1,0 +1,96 @@
+// MIX — RL on rollouts plus SFT on expert data in one batch (Trinity-RFT `policy_loss_fn: mix`; the LUFFY/SRFT line of
+// work, e.g. Yan et al., "Learning to Reason under Off-Policy Guidance", arXiv 2504.14945). Rows with expertMask set are
+// expert demonstrations:
+//   loss = (1 − μ) · w_usual · L_ppo(usual rows) + μ · w_expert · L_sft(expert rows)
+// L_ppo is the `ppo` loss (clip_range, dual clip, token-mean); L_sft the NLL aggregated with sft_loss_agg_mode.
+// w_usual / w_expert are the trainer's micro-batch weights (Python Trinity-RFT: n_rows · gradient_accumulation /
+// read_batch_size of each kind); 1 by default. A kind with no rows contributes 0.
+import * as torch from '../../../torch/index.js';
+import type { LossAggMode } from '../loss-agg.js';
+import { computePpoPolicyLoss, selectRows } from './ppo.js';
+import { computeSftLoss } from './sft.js';
+import { need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult } from './types.js';
+
+export interface MixPolicyLossOptions {
+  mu: number;
+  clipRange: number | null;
+  clipRangeLow: number | null;
+  clipRangeHigh: number | null;
+  /** Trinity-RFT use_token_level_loss_in_sft: false → seq-mean-token-mean. */
+  sftLossAggMode: LossAggMode;
+  usualWeight: number;
+  expertWeight: number;
+}
+
+export const MIX_POLICY_LOSS_DEFAULTS: Readonly<MixPolicyLossOptions> = {
+  mu: 0.1,
+  clipRange: 0.2,
+  clipRangeLow: null,
+  clipRangeHigh: null,
+  sftLossAggMode: 'seq-mean-token-mean',
+  usualWeight: 1,
+  expertWeight: 1,
+};
+
+/** Splits the batch by expertMask and combines an RL loss on the usual rows with an SFT loss on the expert rows. */
+export function mixLosses(
+  module: string,
+  input: PolicyLossInput,
+  mu: number,
+  weights: { usual: number; expert: number },
+  rl: (usual: PolicyLossInput) => PolicyLossResult,
+  sft: (expert: PolicyLossInput) => PolicyLossResult,
+): PolicyLossResult {
+  const expertMask = need(input, 'expertMask', module);
+  if (expertMask.ndim !== 1 || expertMask.size(0) !== input.logprob.size(0)) {
+    throw new Error(`policy_loss_fn '${module}': expertMask must have shape [${input.logprob.size(0)}]`);
+  }
+  return torch.scope(() => {
+    const expertRows = expertMask.bool();
+    const usualRows = expertRows.logicalNot();
+    const nExpert = expertRows.sum().item();
+    const nUsual = expertRows.size(0) - nExpert;
+    const metrics: Record<string, number> = {};
+    const zero = () => torch.zeros([], { dtype: input.logprob.dtype, device: input.logprob.device });
+    let rlLoss = zero();
+    if (nUsual > 0) {
+      const part = rl({
+        logprob: selectRows(input.logprob, usualRows),
+        actionMask: selectRows(input.actionMask, usualRows),
+        oldLogprob: selectRows(need(input, 'oldLogprob', module), usualRows),
+        advantages: selectRows(need(input, 'advantages', module), usualRows),
+      });
+      rlLoss = part.loss.mul(weights.usual);
+      for (const [k, v] of Object.entries(part.metrics)) metrics[`usual/${k}`] = v * weights.usual;
+    }
+    let sftLoss = zero();
+    if (nExpert > 0) {
+      const part = sft({ logprob: selectRows(input.logprob, expertRows), actionMask: selectRows(input.actionMask, expertRows) });
+      sftLoss = part.loss.mul(weights.expert);
+      for (const [k, v] of Object.entries(part.metrics)) metrics[`expert/${k}`] = v * weights.expert;
+    }
+    const loss = rlLoss.mul(1 - mu).add(sftLoss.mul(mu));
+    metrics.loss = loss.item();
+    return { loss, metrics };
+  });
+}
+
+export function computeMixPolicyLoss(input: PolicyLossInput, options: Partial<MixPolicyLossOptions> = {}): PolicyLossResult {
+  const o = { ...MIX_POLICY_LOSS_DEFAULTS, ...options };
+  return mixLosses(
+    'mix',
+    input,
+    o.mu,
+    { usual: o.usualWeight, expert: o.expertWeight },
+    (usual) =>
+      computePpoPolicyLoss(usual, { clipRange: o.clipRange, clipRangeLow: o.clipRangeLow, clipRangeHigh: o.clipRangeHigh }),
+    (expert) => computeSftLoss(expert, { lossAggMode: o.sftLossAggMode }),
+  );
+}
+
+export const mixPolicyLoss: PolicyLossModule<MixPolicyLossOptions> = {
+  name: 'mix',
+  description: '(1-mu) PPO on rollouts + mu SFT on expert rows (MIX)',
+  defaults: MIX_POLICY_LOSS_DEFAULTS,
+  run: computeMixPolicyLoss,
+};
