@@ -1,0 +1,92 @@
+// The Experience record: what a workflow produces and the trainer learns from (Trinity-RFT's
+// trinity/common/experience.py, same field meanings, camelCase). Plain JSON-serialisable data — token ids and
+// per-token numbers as arrays — so it moves through buffers (memory, SQLite, JSONL) and across threads unchanged.
+//
+//   tokens        = prompt ids ++ response ids                       length T
+//   promptLength  = number of prompt ids                             response = tokens[promptLength:]
+//   logprobs      = rollout log-probabilities of the response ids    length T - promptLength
+//   actionMask    = 1 where the model produced the response token    length T - promptLength (multi-turn: 0 for
+//                   (0 for tool/environment/user tokens spliced in)  tokens that were not generated)
+
+export interface ExperienceInfo {
+  /** Weights version that produced the rollout (synchronizer step). */
+  modelVersion?: number;
+  /** Task identity: responses to the same task form a group (GRPO and friends). */
+  taskId?: string;
+  /** Which repeat of the task (0 .. repeat_times-1). */
+  runId?: number;
+  /** Explorer step that produced it. */
+  step?: number;
+  /** Step-wise (multi-turn) runs: index of this step inside its run. */
+  stepIndex?: number;
+  /** Times a replay buffer has handed it to the trainer. */
+  useCount?: number;
+  /** Expert (SFT) data mixed into RL (MIX/CHORD). */
+  isExpert?: boolean;
+  [key: string]: unknown;
+}
+
+export interface ChatTurn {
+  role: string;
+  content: string;
+  [key: string]: unknown;
+}
+
+export interface Experience {
+  /** Unique id (buffers deduplicate and resume by it). */
+  eid: string;
+  tokens: number[];
+  promptLength: number;
+  /** Rollout log-probs of the response tokens (absent for SFT/offline data). */
+  logprobs?: number[];
+  actionMask?: number[];
+  /** Scalar reward of the whole response. */
+  reward?: number;
+  /** Per-response-token rewards (PPO/REINFORCE++ with KL penalty in the reward, process rewards). */
+  tokenLevelReward?: number[];
+  /** Per-response-token advantages and returns, once computed. */
+  advantages?: number[];
+  returns?: number[];
+  /** Teacher log-probs of the response tokens (on-policy distillation). */
+  teacherLogprobs?: number[];
+  truncateStatus?: 'prompt_truncated' | 'response_truncated';
+  info: ExperienceInfo;
+  /** Rollout metrics reported by the workflow. */
+  metrics?: Record<string, number>;
+  promptText?: string;
+  responseText?: string;
+  messages?: ChatTurn[];
+  /** DPO pairs: chosen and rejected response ids after the shared prompt. */
+  chosen?: number[];
+  rejected?: number[];
+}
+
+/** Response length of an experience. */
+export function responseLength(experience: Experience): number {
+  return experience.tokens.length - experience.promptLength;
+}
+
+/** Checks an experience's shape; returns a list of problems (empty when valid), each naming the field. */
+export function validateExperience(e: Experience): string[] {
+  const problems: string[] = [];
+  if (typeof e.eid !== 'string' || e.eid.length === 0) problems.push('eid must be a non-empty string');
+  if (!Array.isArray(e.tokens) || !e.tokens.every((t) => Number.isInteger(t) && t >= 0)) {
+    problems.push('tokens must be an array of non-negative integers');
+  }
+  if (!Number.isInteger(e.promptLength) || e.promptLength < 0 || e.promptLength > (e.tokens?.length ?? 0)) {
+    problems.push(`promptLength ${e.promptLength} must be an integer in [0, ${e.tokens?.length ?? 0}]`);
+  }
+  const n = (e.tokens?.length ?? 0) - (e.promptLength ?? 0);
+  for (const key of ['logprobs', 'actionMask', 'tokenLevelReward', 'advantages', 'returns', 'teacherLogprobs'] as const) {
+    const v = e[key];
+    if (v === undefined) continue;
+    if (!Array.isArray(v) || v.length !== n)
+      problems.push(`${key} must have one entry per response token (${n}), got ${Array.isArray(v) ? v.length : typeof v}`);
+    else if (!v.every((x) => typeof x === 'number' && Number.isFinite(x))) problems.push(`${key} must hold finite numbers`);
+  }
+  if (e.reward !== undefined && (typeof e.reward !== 'number' || !Number.isFinite(e.reward))) {
+    problems.push(`reward must be a finite number, got ${String(e.reward)}`);
+  }
+  if (e.info === null || typeof e.info !== 'object') problems.push('info must be an object');
+  return problems;
+}
