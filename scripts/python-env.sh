@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=.cache/python-ref
-if [[ -x $venv/bin/python ]] && "$venv/bin/python" -c 'import torch, transformers, safetensors' 2>/dev/null; then exit 0; fi
+if [[ -x $venv/bin/python ]] && "$venv/bin/python" -c 'import torch, transformers, safetensors, peft, trl, tensorboard' 2>/dev/null; then exit 0; fi
 source scripts/pip-offline.sh
 python3 -m venv "$venv"
-PATH="$PWD/$venv/bin:$PATH" pip_offline install -q "torch==2.13.0+cpu" transformers safetensors tokenizers trl peft accelerate
+PATH="$PWD/$venv/bin:$PATH" pip_offline install -q "torch==2.13.0+cpu" transformers safetensors tokenizers trl peft accelerate tensorboard
 "$venv/bin/python" -c 'import torch, transformers; print("[python-env] torch", torch.__version__, "transformers", transformers.__version__)'

@@ -1,0 +1,3 @@
+export * from './monitor.js';
+export * from './progress.js';
+export * from './tensorboard.js';
