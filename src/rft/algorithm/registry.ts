@@ -35,7 +35,7 @@ export class Registry<Input, Result> {
   get(name: string): AlgorithmModule<Input, object, Result> {
     const module = this.#modules.get(name);
     if (module === undefined) {
-      throw new Error(`unknown ${this.kind} '${name}'; registered: ${this.names().join(', ')}`);
+      throw new Error(`unknown ${this.kind} '${name}'${didYouMean(name, this.names())}; registered: ${this.names().join(', ')}`);
     }
     return module;
   }
@@ -46,6 +46,42 @@ export class Registry<Input, Result> {
     const options = resolveArgs(`${this.kind} '${name}'`, module.defaults, args);
     return (input) => module.run(input, options);
   }
+}
+
+/** Edit distance (insertions, deletions, substitutions, adjacent transpositions) between two names. */
+export function editDistance(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  );
+  const at = (i: number, j: number) => (d[i] as number[])[j] as number;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      let best = Math.min(at(i - 1, j) + 1, at(i, j - 1) + 1, at(i - 1, j - 1) + (a[i - 1] === b[j - 1] ? 0 : 1));
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) best = Math.min(best, at(i - 2, j - 2) + 1);
+      (d[i] as number[])[j] = best;
+    }
+  }
+  return at(a.length, b.length);
+}
+
+/** The candidate closest to `name` when it is a plausible typo (distance ≤ max(2, ⌊|name|/3⌋)), else null. */
+export function closestName(name: string, candidates: Iterable<string>): string | null {
+  let best: string | null = null;
+  let bestDistance = Number.POSITIVE_INFINITY;
+  for (const candidate of candidates) {
+    const d = editDistance(name.toLowerCase(), candidate.toLowerCase());
+    if (d < bestDistance) {
+      best = candidate;
+      bestDistance = d;
+    }
+  }
+  return bestDistance <= Math.max(2, Math.floor(name.length / 3)) ? best : null;
+}
+
+/** "; did you mean 'x'?" when a candidate is close to `name`, else "". */
+export function didYouMean(name: string, candidates: Iterable<string>): string {
+  const best = closestName(name, candidates);
+  return best === null ? '' : `; did you mean '${best}'?`;
 }
 
 export const snakeToCamel = (key: string): string => key.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
@@ -62,8 +98,9 @@ export function resolveArgs<Options extends object>(
   for (const [key, value] of Object.entries(args)) {
     const name = snakeToCamel(key);
     if (!Object.hasOwn(known, name)) {
-      const expected = Object.keys(known).map(camelToSnake).join(', ') || '(none)';
-      throw new Error(`${where}: unknown argument '${key}'; expected one of ${expected}`);
+      const names = Object.keys(known).map(camelToSnake);
+      const expected = names.join(', ') || '(none)';
+      throw new Error(`${where}: unknown argument '${key}'${didYouMean(camelToSnake(key), names)}; expected one of ${expected}`);
     }
     const fallback = known[name];
     const ok =

@@ -155,10 +155,10 @@ describe('registries', () => {
   });
 
   test('unknown names and arguments are precise errors', () => {
-    assert.throws(() => ADVANTAGE_FN.create('grpoo'), /unknown advantage_fn 'grpoo'; registered: .*grpo/);
+    assert.throws(() => ADVANTAGE_FN.create('grpoo'), /unknown advantage_fn 'grpoo'; did you mean 'grpo'\?; registered: .*grpo/);
     assert.throws(
       () => POLICY_LOSS_FN.create('ppo', { clip_rang: 0.2 }),
-      /policy_loss_fn 'ppo': unknown argument 'clip_rang'; expected one of clip_range,/,
+      /policy_loss_fn 'ppo': unknown argument 'clip_rang'; did you mean 'clip_range'\?; expected one of clip_range,/,
     );
     assert.throws(() => POLICY_LOSS_FN.create('ppo', { clip_range: '0.2' }), /argument 'clip_range' must be a number/);
     assert.throws(() => createKlFn('k4'), /unknown kl_fn 'k4'/);

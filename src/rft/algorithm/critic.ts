@@ -1,0 +1,111 @@
+// The PPO critic: a value head on a CausalLM trunk (verl's critic: the policy's architecture with a [1, hidden] head
+// in place of the LM head, initialised from the policy's weights). For inputIds [B, L]:
+//   V[b, t] = w · h[b, t] + c          h = final normed hidden state (forward with output 'hidden'), w [1, hidden]
+// V[b, t] values the state after tokens[:t+1], so the value of response token j sits at position j − 1, as its
+// log-prob does (see ../trainer/train-step.ts). Trained with PPO's clipped value loss (verl compute_value_loss):
+//   V_clip = clamp(V, V_old − ε_v, V_old + ε_v)                       ε_v = cliprange_value
+//   vf_loss = ½ · aggregate(max((V − R)², (V_clip − R)²), mask, loss_agg_mode)      R = GAE returns
+// Metrics: vf_loss, vf_clipfrac (share of tokens where the clipped term is larger), vpred_mean.
+import type { CausalLM } from '../../model/transformer.js';
+import { CausalLM as CausalLMClass } from '../../model/transformer.js';
+import * as torch from '../../torch/index.js';
+import type { Tensor } from '../../torch/index.js';
+import { aggregateLoss, type LossAggMode } from './loss-agg.js';
+import { maskedMean } from './utils.js';
+
+export interface ValueLossOptions {
+  cliprangeValue: number;
+  lossAggMode: LossAggMode;
+}
+
+export const VALUE_LOSS_DEFAULTS: Readonly<ValueLossOptions> = { cliprangeValue: 0.5, lossAggMode: 'token-mean' };
+
+export interface ValueLossInput {
+  /** [B, T] current value predictions (require grad). */
+  values: Tensor;
+  /** [B, T] the predictions the advantages were computed with. */
+  oldValues: Tensor;
+  /** [B, T] value targets. */
+  returns: Tensor;
+  actionMask: Tensor;
+}
+
+export function clippedValueLoss(
+  input: ValueLossInput,
+  options: Partial<ValueLossOptions> = {},
+): { loss: Tensor; metrics: Record<string, number> } {
+  const { cliprangeValue, lossAggMode } = { ...VALUE_LOSS_DEFAULTS, ...options };
+  return torch.scope(() => {
+    const { values, returns, actionMask: mask } = input;
+    const oldValues = input.oldValues.detach();
+    const clipped = values.minimum(oldValues.add(cliprangeValue)).maximum(oldValues.sub(cliprangeValue));
+    const unclippedLoss = values.sub(returns).square();
+    const clippedLoss = clipped.sub(returns).square();
+    const loss = aggregateLoss(unclippedLoss.maximum(clippedLoss), mask, lossAggMode).mul(0.5);
+    const metrics = torch.noGrad(() => ({
+      vf_loss: loss.item(),
+      vf_clipfrac: maskedMean(clippedLoss.gt(unclippedLoss).to({ dtype: values.dtype }), mask).item(),
+      vpred_mean: maskedMean(values, mask).item(),
+    }));
+    return { loss, metrics };
+  });
+}
+
+export interface CriticInitOptions {
+  /** Seed of the head's N(0, 0.02) initialisation. */
+  seed?: number;
+}
+
+/** A value model: its own trunk (a copy of the policy's weights) and a scalar head. Owns its tensors. */
+export class Critic {
+  readonly trunk: CausalLM;
+  /** [1, hidden] */
+  readonly headWeight: Tensor;
+  /** [1] */
+  readonly headBias: Tensor;
+
+  constructor(trunk: CausalLM, headWeight: Tensor, headBias: Tensor) {
+    const hidden = trunk.config.hiddenSize;
+    if (headWeight.ndim !== 2 || headWeight.size(0) !== 1 || headWeight.size(1) !== hidden) {
+      throw new TypeError(`Critic: head weight must be [1, ${hidden}], got [${headWeight.shape.join(', ')}]`);
+    }
+    this.trunk = trunk;
+    this.headWeight = torch.keep(headWeight);
+    this.headBias = torch.keep(headBias);
+  }
+
+  /** A critic whose trunk starts from `policy`'s weights (copied, trainable) with a fresh head. */
+  static fromPolicy(policy: CausalLM, options: CriticInitOptions = {}): Critic {
+    const weights = torch.noGrad(
+      () => new Map([...policy.parameters()].map(([name, t]) => [name, torch.keep(t.detach().clone().requiresGrad_(true))])),
+    );
+    const trunk = new CausalLMClass(policy.config, weights);
+    const generator = new torch.Generator(options.seed ?? 0);
+    const dtype = trunk.dtype;
+    const device = policy.parameters().get('model.embed_tokens.weight')?.device ?? 'cpu';
+    const headWeight = torch.scope(() =>
+      torch.randn([1, policy.config.hiddenSize], { generator }).mul(0.02).to({ dtype, device }).requiresGrad_(true),
+    );
+    const headBias = torch.zeros([1], { dtype, device, requiresGrad: true });
+    return new Critic(trunk, headWeight, headBias);
+  }
+
+  /** Every trainable tensor: the trunk's parameters and the head. */
+  parameters(): Tensor[] {
+    return [...this.trunk.parameters().values(), this.headWeight, this.headBias];
+  }
+
+  /** inputIds [B, L] → values [B, L] (float32). Records autograd when grad mode is on. */
+  values(inputIds: Tensor, attentionMask?: Tensor): Tensor {
+    return torch.scope(() => {
+      const hidden = this.trunk.forward(inputIds, { ...(attentionMask ? { attentionMask } : {}), output: 'hidden' });
+      return torch.linear(hidden, this.headWeight, this.headBias).squeeze(-1).float();
+    });
+  }
+
+  dispose(): void {
+    this.trunk.dispose();
+    this.headWeight.dispose();
+    this.headBias.dispose();
+  }
+}

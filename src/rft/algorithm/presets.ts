@@ -1,0 +1,486 @@
+// Algorithm presets (`algorithm.algorithm_type`) as data — Trinity-RFT `trinity/algorithm/algorithm.py` (each
+// AlgorithmType's flags and default_config()) — and `resolveAlgorithm`, which turns the YAML `algorithm:` section into
+// the modules a trainer runs. A preset names one module per slot with default arguments:
+//   sample_strategy → advantage_fn → policy_loss_fn (+ kl_loss_fn + entropy_loss_fn, aggregated by loss_agg_mode),
+//   kl_penalty_fn (KL in the reward, before the advantage)
+// plus flags: use_critic, use_reference, compute_advantage_in_trainer, schema (experience | sft | dpo) and the default
+// repeat_times. Every slot and argument can be overridden in YAML; resolution fills in every module's defaults and
+// checks every name and argument (errors name the key path and suggest the closest name).
+//
+// Where Python Trinity-RFT differs: `dr_grpo` is a preset here (there: grpo without std + a loss_agg_mode);
+// `dapo`'s dynamic sampling and overlong penalty are the `dynamic_sampling` sample strategy (there: a pipeline filter
+// and the reward function); `raft` filters rollouts with the `reward_filter` sample strategy (there: in the
+// workflow); `dpo` keeps kl_loss_fn none (there: k2 is forced only so that verl computes reference log-probs).
+import { ADVANTAGE_COMPUTE_IN_TRAINER, ADVANTAGE_FN } from './advantage/index.js';
+import { ENTROPY_LOSS_DEFAULTS, ENTROPY_LOSS_FNS } from './entropy.js';
+import { KL_DEFAULTS, KL_ESTIMATORS } from './kl.js';
+import { isLossAggMode, LOSS_AGG_MODES, type LossAggMode } from './loss-agg.js';
+import { POLICY_LOSS_FN } from './policy-loss/index.js';
+import { camelToSnake, didYouMean, resolveArgs, snakeToCamel } from './registry.js';
+import { SAMPLE_STRATEGY } from './sample-strategy.js';
+
+export type AlgorithmSchema = 'experience' | 'sft' | 'dpo';
+
+/** A module by name with the arguments that differ from its own defaults (snake_case, as in YAML). */
+export interface ModuleChoice {
+  readonly name: string;
+  readonly args?: Readonly<Record<string, unknown>>;
+}
+
+export interface AlgorithmPreset {
+  readonly description: string;
+  readonly useCritic: boolean;
+  readonly useReference: boolean;
+  readonly computeAdvantageInTrainer: boolean;
+  readonly schema: AlgorithmSchema;
+  readonly repeatTimes: number;
+  readonly sampleStrategy: ModuleChoice;
+  /** null: the policy loss needs no advantages (sft, dpo, raft). */
+  readonly advantageFn: ModuleChoice | null;
+  readonly policyLossFn: ModuleChoice;
+  readonly klPenaltyFn: ModuleChoice;
+  readonly klLossFn: ModuleChoice;
+  readonly entropyLossFn: ModuleChoice;
+  readonly lossAggMode: LossAggMode;
+}
+
+const none: ModuleChoice = { name: 'none' };
+const k2: ModuleChoice = { name: 'k2' };
+const entropy: ModuleChoice = { name: 'default' };
+const sampleDefault: ModuleChoice = { name: 'default' };
+
+/** GRPO-style: no critic, a reference for the k2 KL loss, group advantages computed in the explorer, 2 repeats. */
+const groupRelative = {
+  useCritic: false,
+  useReference: true,
+  computeAdvantageInTrainer: false,
+  schema: 'experience',
+  repeatTimes: 2,
+  sampleStrategy: sampleDefault,
+  advantageFn: { name: 'grpo' },
+  policyLossFn: { name: 'ppo' },
+  klPenaltyFn: none,
+  klLossFn: k2,
+  entropyLossFn: entropy,
+  lossAggMode: 'token-mean',
+} as const satisfies Omit<AlgorithmPreset, 'description'>;
+
+/** Supervised: no critic, no reference, no advantages. */
+const supervised = {
+  useCritic: false,
+  useReference: false,
+  computeAdvantageInTrainer: false,
+  schema: 'sft',
+  repeatTimes: 1,
+  sampleStrategy: sampleDefault,
+  advantageFn: null,
+  policyLossFn: { name: 'sft' },
+  klPenaltyFn: none,
+  klLossFn: none,
+  entropyLossFn: none,
+  lossAggMode: 'token-mean',
+} as const satisfies Omit<AlgorithmPreset, 'description'>;
+
+export const ALGORITHM_PRESETS = {
+  ppo: {
+    ...groupRelative,
+    description: 'PPO with a critic and GAE (arXiv 1707.06347)',
+    useCritic: true,
+    computeAdvantageInTrainer: true,
+    repeatTimes: 1,
+    advantageFn: { name: 'ppo' },
+  },
+  grpo: { ...groupRelative, description: 'GRPO: group-normalised rewards, clipped surrogate (arXiv 2402.03300)' },
+  dr_grpo: {
+    ...groupRelative,
+    description: 'Dr. GRPO: no std division, constant loss normaliser, no KL (arXiv 2503.20783)',
+    useReference: false,
+    advantageFn: { name: 'dr_grpo' },
+    klLossFn: none,
+    lossAggMode: 'seq-mean-token-sum-norm',
+  },
+  dapo: {
+    ...groupRelative,
+    description: 'DAPO: clip-higher, token-mean, dynamic sampling, overlong penalty, no KL (arXiv 2503.14476)',
+    useReference: false,
+    repeatTimes: 16,
+    sampleStrategy: { name: 'dynamic_sampling', args: { max_response_length: 20480, overlong_buffer_len: 4096 } },
+    policyLossFn: { name: 'ppo', args: { clip_range_low: 0.2, clip_range_high: 0.28 } },
+    klLossFn: none,
+  },
+  gspo: {
+    ...groupRelative,
+    description: 'GSPO: clipped sequence-level ratio (arXiv 2507.18071)',
+    policyLossFn: { name: 'gspo' },
+    lossAggMode: 'seq-mean-token-mean',
+  },
+  cispo: {
+    ...groupRelative,
+    description: 'CISPO: clipped IS-weight policy gradient (MiniMax-M1, arXiv 2506.13585)',
+    policyLossFn: { name: 'cispo' },
+  },
+  sapo: {
+    ...groupRelative,
+    description: 'SAPO: soft adaptive gate instead of a hard clip',
+    policyLossFn: { name: 'sapo' },
+  },
+  rloo: {
+    ...groupRelative,
+    description: 'RLOO: leave-one-out baseline (arXiv 2402.14740)',
+    computeAdvantageInTrainer: true,
+    advantageFn: { name: 'rloo' },
+  },
+  reinforceplusplus: {
+    ...groupRelative,
+    description: 'REINFORCE++: batch-whitened discounted returns (arXiv 2501.03262)',
+    computeAdvantageInTrainer: true,
+    advantageFn: { name: 'reinforceplusplus' },
+  },
+  opmd: {
+    ...groupRelative,
+    description: 'OPMD: online policy mirror descent (Trinity-RFT, arXiv 2505.17826)',
+    advantageFn: { name: 'opmd' },
+    policyLossFn: { name: 'opmd' },
+  },
+  asymre: {
+    ...groupRelative,
+    description: 'AsymRE: shifted group baseline, no KL (arXiv 2506.20520)',
+    useReference: false,
+    advantageFn: { name: 'asymre' },
+    policyLossFn: { name: 'opmd' },
+    klLossFn: none,
+    entropyLossFn: none,
+  },
+  topr: {
+    ...groupRelative,
+    description: 'TOPR: tapered off-policy REINFORCE (arXiv 2503.14286)',
+    advantageFn: { name: 'reinforce' },
+    policyLossFn: { name: 'topr' },
+  },
+  sppo: {
+    ...groupRelative,
+    description: 'sPPO: advantage times log-ratio inside a ratio band (arXiv 2108.05828)',
+    useReference: false,
+    advantageFn: { name: 'opmd' },
+    policyLossFn: { name: 'sppo' },
+    klLossFn: none,
+    entropyLossFn: none,
+  },
+  rec: {
+    ...groupRelative,
+    description: 'REC: group-relative REINFORCE with clipping variants (arXiv 2509.24203)',
+    advantageFn: { name: 'rec' },
+    policyLossFn: { name: 'rec' },
+  },
+  multi_step_grpo: {
+    ...groupRelative,
+    description: "GRPO for multi-step agents: each run's last-step advantage on all its steps",
+    repeatTimes: 8,
+    advantageFn: { name: 'step_wise_grpo' },
+  },
+  sft: { ...supervised, description: 'supervised fine-tuning: NLL of the response tokens' },
+  dpo: {
+    ...supervised,
+    description: 'DPO on chosen/rejected pairs against a frozen reference (arXiv 2305.18290)',
+    useReference: true,
+    schema: 'dpo',
+    repeatTimes: 2,
+    policyLossFn: { name: 'dpo' },
+  },
+  mix: {
+    ...groupRelative,
+    description: 'MIX: GRPO on rollouts + SFT on expert data in one batch',
+    repeatTimes: 8,
+    sampleStrategy: { name: 'mix' },
+    policyLossFn: { name: 'mix' },
+    entropyLossFn: { name: 'mix' },
+  },
+  mix_chord: {
+    ...groupRelative,
+    description: 'CHORD: GRPO + mu-scheduled, phi-weighted SFT on expert data (arXiv 2508.11408)',
+    repeatTimes: 8,
+    sampleStrategy: { name: 'mix' },
+    policyLossFn: { name: 'mix_chord' },
+    entropyLossFn: { name: 'mix' },
+  },
+  raft: {
+    ...supervised,
+    description: 'RAFT: SFT on the best-rewarded rollout of each task (arXiv 2304.06767)',
+    schema: 'experience',
+    repeatTimes: 4,
+    sampleStrategy: { name: 'reward_filter' },
+  },
+  on_policy_distill: {
+    ...groupRelative,
+    description: 'on-policy distillation: advantage = teacher - student log-prob per token (arXiv 2306.13649)',
+    useReference: false,
+    computeAdvantageInTrainer: true,
+    repeatTimes: 8,
+    advantageFn: { name: 'on_policy_distill' },
+    klLossFn: none,
+    entropyLossFn: none,
+  },
+} as const satisfies Record<string, AlgorithmPreset>;
+
+export type AlgorithmType = keyof typeof ALGORITHM_PRESETS;
+
+/** Other spellings accepted for algorithm_type. */
+export const ALGORITHM_ALIASES: Readonly<Record<string, AlgorithmType>> = {
+  reinforce_plus_plus: 'reinforceplusplus',
+  chord: 'mix_chord',
+  drgrpo: 'dr_grpo',
+};
+
+export const ALGORITHM_TYPES = Object.keys(ALGORITHM_PRESETS) as AlgorithmType[];
+
+/** The YAML `algorithm:` section, as it arrives (Trinity-RFT's key names). */
+export interface AlgorithmConfig {
+  algorithm_type?: string;
+  repeat_times?: number;
+  sample_strategy?: string;
+  sample_strategy_args?: Record<string, unknown>;
+  advantage_fn?: string | null;
+  advantage_fn_args?: Record<string, unknown>;
+  policy_loss_fn?: string;
+  policy_loss_fn_args?: Record<string, unknown>;
+  kl_penalty_fn?: string;
+  kl_penalty_fn_args?: Record<string, unknown>;
+  kl_loss_fn?: string;
+  kl_loss_fn_args?: Record<string, unknown>;
+  entropy_loss_fn?: string;
+  entropy_loss_fn_args?: Record<string, unknown>;
+  loss_agg_mode?: string;
+  optimizer?: Record<string, unknown>;
+}
+
+/** A module by name with every argument resolved (snake_case keys, defaults filled in). */
+export interface ResolvedModule {
+  readonly name: string;
+  readonly args: Readonly<Record<string, unknown>>;
+}
+
+/** Trinity-RFT's `algorithm.optimizer` (OptimizerConfig), camelCased. */
+export interface OptimizerConfig {
+  lr: number;
+  lrWarmupSteps: number;
+  lrWarmupStepsRatio: number;
+  minLrRatio: number;
+  lrSchedulerType: string;
+  optimizerType: string;
+  betas: number[];
+  weightDecay: number;
+  /** Max global gradient norm (clip_grad). */
+  clipGrad: number;
+}
+
+export const OPTIMIZER_DEFAULTS: Readonly<OptimizerConfig> = {
+  lr: 1e-6,
+  lrWarmupSteps: -1,
+  lrWarmupStepsRatio: 0.0,
+  minLrRatio: 0.01,
+  lrSchedulerType: 'constant',
+  optimizerType: 'adam',
+  betas: [0.9, 0.999],
+  weightDecay: 0.01,
+  clipGrad: 1.0,
+};
+
+export interface ResolvedAlgorithm {
+  readonly algorithmType: AlgorithmType;
+  readonly repeatTimes: number;
+  /** The advantage function is ppo (GAE needs critic values). */
+  readonly useCritic: boolean;
+  /** Some module reads reference log-probs (a KL function other than none, or dpo). */
+  readonly useReference: boolean;
+  /** The advantage function's compute_in_trainer (false: an explorer pipeline operator computes it). */
+  readonly computeAdvantageInTrainer: boolean;
+  readonly schema: AlgorithmSchema;
+  readonly sampleStrategy: ResolvedModule;
+  readonly advantageFn: ResolvedModule | null;
+  readonly policyLossFn: ResolvedModule;
+  readonly klPenaltyFn: ResolvedModule;
+  readonly klLossFn: ResolvedModule;
+  readonly entropyLossFn: ResolvedModule;
+  readonly lossAggMode: LossAggMode;
+  readonly optimizer: Readonly<OptimizerConfig>;
+}
+
+const CONFIG_KEYS = [
+  'algorithm_type',
+  'repeat_times',
+  'sample_strategy',
+  'sample_strategy_args',
+  'advantage_fn',
+  'advantage_fn_args',
+  'policy_loss_fn',
+  'policy_loss_fn_args',
+  'kl_penalty_fn',
+  'kl_penalty_fn_args',
+  'kl_loss_fn',
+  'kl_loss_fn_args',
+  'entropy_loss_fn',
+  'entropy_loss_fn_args',
+  'loss_agg_mode',
+  'optimizer',
+] as const;
+
+type Slot = 'sample_strategy' | 'advantage_fn' | 'policy_loss_fn' | 'kl_penalty_fn' | 'kl_loss_fn' | 'entropy_loss_fn';
+
+/** Each slot's module names and each module's defaults (camelCase). */
+const SLOTS: Record<Slot, { names: () => readonly string[]; defaults: (name: string) => Readonly<object> }> = {
+  sample_strategy: { names: () => SAMPLE_STRATEGY.names(), defaults: (n) => SAMPLE_STRATEGY.get(n).defaults },
+  advantage_fn: { names: () => ADVANTAGE_FN.names(), defaults: (n) => ADVANTAGE_FN.get(n).defaults },
+  policy_loss_fn: { names: () => POLICY_LOSS_FN.names(), defaults: (n) => POLICY_LOSS_FN.get(n).defaults },
+  kl_penalty_fn: { names: () => KL_ESTIMATORS, defaults: () => KL_DEFAULTS },
+  kl_loss_fn: { names: () => KL_ESTIMATORS, defaults: () => KL_DEFAULTS },
+  entropy_loss_fn: { names: () => ENTROPY_LOSS_FNS, defaults: () => ENTROPY_LOSS_DEFAULTS },
+};
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+const toSnake = (options: object): Record<string, unknown> =>
+  Object.fromEntries(Object.entries(options).map(([k, v]) => [camelToSnake(k), v]));
+
+/** The preset of an algorithm_type (aliases accepted), or an error with the closest name. */
+export function algorithmPreset(algorithmType: string, where = 'algorithm.algorithm_type'): AlgorithmPreset {
+  const name = (ALGORITHM_ALIASES[algorithmType] ?? algorithmType) as AlgorithmType;
+  if (!Object.hasOwn(ALGORITHM_PRESETS, name)) {
+    throw new Error(
+      `${where}: unknown algorithm '${algorithmType}'${didYouMean(algorithmType, [...ALGORITHM_TYPES, ...Object.keys(ALGORITHM_ALIASES)])}; ` +
+        `expected one of ${ALGORITHM_TYPES.join(', ')}`,
+    );
+  }
+  return ALGORITHM_PRESETS[name];
+}
+
+/**
+ * The algorithm a trainer runs: the preset of `algorithm_type` (default ppo, as Trinity-RFT) with every slot,
+ * argument and flag that `config` sets; every argument filled from the module's defaults. loss_agg_mode is passed to
+ * the policy loss and the entropy loss unless their args set it. Throws on unknown keys, names, arguments, and bad
+ * values, naming the key path (algorithm.policy_loss_fn_args.clip_range) and the closest valid name.
+ */
+export function resolveAlgorithm(config: unknown = {}): ResolvedAlgorithm {
+  if (!isPlainObject(config)) throw new Error(`algorithm: expected a mapping, got ${JSON.stringify(config)}`);
+  for (const key of Object.keys(config)) {
+    if (!(CONFIG_KEYS as readonly string[]).includes(key)) {
+      throw new Error(`algorithm.${key}: unknown key${didYouMean(key, CONFIG_KEYS)}; expected one of ${CONFIG_KEYS.join(', ')}`);
+    }
+  }
+  const typeValue = config.algorithm_type ?? 'ppo';
+  if (typeof typeValue !== 'string')
+    throw new Error(`algorithm.algorithm_type: expected a string, got ${JSON.stringify(typeValue)}`);
+  const preset = algorithmPreset(typeValue);
+  const algorithmType = (ALGORITHM_ALIASES[typeValue] ?? typeValue) as AlgorithmType;
+
+  const lossAggMode = config.loss_agg_mode ?? preset.lossAggMode;
+  if (typeof lossAggMode !== 'string' || !isLossAggMode(lossAggMode)) {
+    throw new Error(
+      `algorithm.loss_agg_mode: unknown mode ${JSON.stringify(lossAggMode)}${
+        typeof lossAggMode === 'string' ? didYouMean(lossAggMode, LOSS_AGG_MODES) : ''
+      }; expected one of ${LOSS_AGG_MODES.join(', ')}`,
+    );
+  }
+
+  const resolveSlot = (
+    slot: Slot,
+    choice: ModuleChoice | null,
+    injected: Record<string, unknown> = {},
+  ): ResolvedModule | null => {
+    const nameValue = Object.hasOwn(config, slot) ? config[slot] : (choice?.name ?? null);
+    const argsValue = config[`${slot}_args`];
+    if (nameValue === null || nameValue === 'none' || nameValue === undefined) {
+      if (slot === 'advantage_fn') {
+        if (argsValue !== undefined && isPlainObject(argsValue) && Object.keys(argsValue).length > 0) {
+          throw new Error(`algorithm.advantage_fn_args: given, but ${algorithmType} has no advantage_fn (set advantage_fn)`);
+        }
+        return null;
+      }
+    }
+    if (typeof nameValue !== 'string')
+      throw new Error(`algorithm.${slot}: expected a module name, got ${JSON.stringify(nameValue)}`);
+    const names = SLOTS[slot].names();
+    if (!names.includes(nameValue)) {
+      throw new Error(
+        `algorithm.${slot}: unknown ${slot} '${nameValue}'${didYouMean(nameValue, names)}; registered: ${names.join(', ')}`,
+      );
+    }
+    if (argsValue !== undefined && argsValue !== null && !isPlainObject(argsValue)) {
+      throw new Error(`algorithm.${slot}_args: expected a mapping of arguments, got ${JSON.stringify(argsValue)}`);
+    }
+    const given = argsValue ?? {};
+    // the preset's arguments apply only while the preset's module is chosen
+    const presetArgs = choice !== null && choice.name === nameValue ? (choice.args ?? {}) : {};
+    const defaults = SLOTS[slot].defaults(nameValue);
+    const known = new Set(Object.keys(defaults));
+    for (const key of Object.keys(given)) {
+      if (!known.has(snakeToCamel(key))) {
+        const expected = [...known].map(camelToSnake);
+        throw new Error(
+          `algorithm.${slot}_args.${key}: unknown argument of ${slot} '${nameValue}'${didYouMean(key, expected)}; ` +
+            `expected one of ${expected.join(', ') || '(none)'}`,
+        );
+      }
+    }
+    const extra = Object.fromEntries(Object.entries(injected).filter(([k]) => known.has(k) && !hasArg(given, k)));
+    try {
+      const options = resolveArgs(`algorithm.${slot}_args`, defaults, { ...presetArgs, ...extra, ...given });
+      return { name: nameValue, args: toSnake(options) };
+    } catch (error) {
+      const message = (error as Error).message.replace(/^(\S+): argument '([^']+)'/, '$1.$2:');
+      throw new Error(`${message} (${slot} '${nameValue}')`);
+    }
+  };
+  const inject = { lossAggMode };
+  const sampleStrategy = resolveSlot('sample_strategy', preset.sampleStrategy) as ResolvedModule;
+  const advantageFn = resolveSlot('advantage_fn', preset.advantageFn);
+  const policyLossFn = resolveSlot('policy_loss_fn', preset.policyLossFn, inject) as ResolvedModule;
+  const klPenaltyFn = resolveSlot('kl_penalty_fn', preset.klPenaltyFn) as ResolvedModule;
+  const klLossFn = resolveSlot('kl_loss_fn', preset.klLossFn) as ResolvedModule;
+  const entropyLossFn = resolveSlot('entropy_loss_fn', preset.entropyLossFn, inject) as ResolvedModule;
+
+  const repeatTimes = config.repeat_times ?? preset.repeatTimes;
+  if (typeof repeatTimes !== 'number' || !Number.isInteger(repeatTimes) || repeatTimes < 1) {
+    throw new Error(`algorithm.repeat_times: expected a positive integer, got ${JSON.stringify(repeatTimes)}`);
+  }
+  if (preset.schema === 'dpo' && repeatTimes !== 2) {
+    throw new Error(`algorithm.repeat_times: ${algorithmType} needs 2 (a chosen and a rejected response), got ${repeatTimes}`);
+  }
+  const schema = preset.schema;
+  if (schema === 'dpo' && policyLossFn.name !== 'dpo') {
+    throw new Error(
+      `algorithm.policy_loss_fn: ${algorithmType} trains on chosen/rejected pairs and needs 'dpo', got '${policyLossFn.name}'`,
+    );
+  }
+  const useCritic = advantageFn?.name === 'ppo';
+  const useReference = klLossFn.name !== 'none' || klPenaltyFn.name !== 'none' || policyLossFn.name === 'dpo';
+  const computeAdvantageInTrainer = advantageFn === null ? false : (ADVANTAGE_COMPUTE_IN_TRAINER[advantageFn.name] ?? true);
+
+  const optimizerValue = config.optimizer ?? {};
+  if (!isPlainObject(optimizerValue)) {
+    throw new Error(`algorithm.optimizer: expected a mapping, got ${JSON.stringify(optimizerValue)}`);
+  }
+  const optimizer = resolveArgs('algorithm.optimizer', OPTIMIZER_DEFAULTS, optimizerValue);
+  if (!(optimizer.lr > 0)) throw new Error(`algorithm.optimizer.lr: must be > 0, got ${optimizer.lr}`);
+  if (!(optimizer.clipGrad > 0)) throw new Error(`algorithm.optimizer.clip_grad: must be > 0, got ${optimizer.clipGrad}`);
+
+  return {
+    algorithmType,
+    repeatTimes,
+    useCritic,
+    useReference,
+    computeAdvantageInTrainer,
+    schema,
+    sampleStrategy,
+    advantageFn,
+    policyLossFn,
+    klPenaltyFn,
+    klLossFn,
+    entropyLossFn,
+    lossAggMode,
+    optimizer,
+  };
+}
+
+function hasArg(args: Readonly<Record<string, unknown>>, camelName: string): boolean {
+  return Object.hasOwn(args, camelName) || Object.hasOwn(args, camelToSnake(camelName));
+}

@@ -1,0 +1,556 @@
+// One trainer step: a batch of experiences → one optimizer update of the policy (and of the critic, for PPO).
+//
+//   experiences ──rows──▶ padded batch ──▶ [reference log-probs] ──▶ [KL penalty in reward] ──▶ [advantages]
+//     ──▶ micro-batches: forwardBackward(policy loss + KL loss + entropy loss), gradients accumulated
+//     ──▶ clip grad norm ──▶ optimizer step ──▶ [critic: clipped value loss, its own step] ──▶ metrics
+//
+// Batch layout (verl's): prompts left-padded to P = the longest prompt, responses right-padded to R = the longest
+// response, inputIds [B, P + R]. Response token j of a row sits at column P + j and is predicted at log-prob position
+// P − 1 + j, so every per-token tensor of the algorithm is [B, R] = logProbs[:, P − 1 : P − 1 + R] (needs P ≥ 1):
+//   actionMask [B, R]   1 on generated response tokens (experience.actionMask, else every response token)
+//   oldLogprob [B, R]   rollout log-probs (experience.logprobs); rows without them get the current policy's
+//   advantages [B, R]   experience.advantages, or computed here (compute_advantage_in_trainer, or missing)
+//   rewards [B], tokenLevelRewards [B, R] (the reward on the last generated token unless given), refLogprob [B, R]
+// Schemas: experience (as above); sft (NLL on the response tokens, no advantages); dpo (each experience holds a
+// prompt and `chosen`/`rejected` responses: two rows, chosen first). MIX/CHORD expert rows (info.isExpert) get no
+// advantages and take the SFT part of the loss.
+//
+// Gradient accumulation: each micro-batch's loss is weighted by its share of the batch in the aggregation unit —
+// tokens for token-mean, rows for seq-mean-* (and DPO pairs), 1 for seq-mean-token-sum-norm (its normaliser R is
+// already global) — so the accumulated gradient equals the whole-batch gradient.
+import type { LoraModel } from '../../model/lora.js';
+import { forwardBackward, tokenLogProbs } from '../../model/training.js';
+import { CausalLM } from '../../model/transformer.js';
+import * as torch from '../../torch/index.js';
+import type { Optimizer, Tensor } from '../../torch/index.js';
+import { ADVANTAGE_FN } from '../algorithm/advantage/index.js';
+import type { AdvantageInput } from '../algorithm/advantage/types.js';
+import { type Critic, clippedValueLoss } from '../algorithm/critic.js';
+import { createEntropyLossFn } from '../algorithm/entropy.js';
+import { createKlFn, type KlFn } from '../algorithm/kl.js';
+import { isLossAggMode, type LossAggMode } from '../algorithm/loss-agg.js';
+import { POLICY_LOSS_FN } from '../algorithm/policy-loss/index.js';
+import type { PolicyLossInput } from '../algorithm/policy-loss/types.js';
+import type { ResolvedAlgorithm } from '../algorithm/presets.js';
+import { type Experience, validateExperience } from '../experience.js';
+
+// --- reference policies ------------------------------------------------------------------------------------------
+
+export interface LogProbOptions {
+  chunkSize?: number;
+  temperature?: number;
+}
+
+/** Log-probs of a fixed reference policy: [B, L] ids → [B, L − 1], no gradient. */
+export interface ReferencePolicy {
+  logProbs(inputIds: Tensor, attentionMask: Tensor, options?: LogProbOptions): Tensor;
+}
+
+/** A frozen model as the reference. */
+export function modelReference(model: CausalLM): ReferencePolicy {
+  return {
+    logProbs: (inputIds, attentionMask, options = {}) =>
+      torch.noGrad(() => tokenLogProbs(model, inputIds, { ...options, attentionMask }).logProbs),
+  };
+}
+
+/** A frozen copy of `model`'s current weights as the reference (owns the copy: dispose() it). */
+export function frozenCopyReference(model: CausalLM): ReferencePolicy & { readonly model: CausalLM; dispose(): void } {
+  const weights = torch.noGrad(() => new Map([...model.parameters()].map(([name, t]) => [name, torch.keep(t.detach().clone())])));
+  const copy = new CausalLM(model.config, weights);
+  return { ...modelReference(copy), model: copy, dispose: () => copy.dispose() };
+}
+
+/** With LoRA the reference is the same model with its adapters disabled: no second copy of the weights. */
+export function loraReference(lora: LoraModel): ReferencePolicy {
+  return {
+    logProbs: (inputIds, attentionMask, options = {}) =>
+      lora.withAdaptersDisabled(() =>
+        torch.noGrad(() => tokenLogProbs(lora.base, inputIds, { ...options, attentionMask }).logProbs),
+      ),
+  };
+}
+
+// --- batches -----------------------------------------------------------------------------------------------------
+
+/** Padded tensors of a batch of rows (see the header for the layout). */
+export interface TrainBatch {
+  rows: Experience[];
+  /** P: prompt columns (left-padded). */
+  promptWidth: number;
+  /** R: response columns (right-padded). */
+  responseWidth: number;
+  inputIds: Tensor;
+  attentionMask: Tensor;
+  actionMask: Tensor;
+  /** [B] bool: rows whose experience carries logprobs. */
+  hasLogprobs: Tensor;
+  logprobs: Tensor;
+  /** null unless every non-expert row carries advantages. */
+  advantages: Tensor | null;
+  returns: Tensor | null;
+  /** null unless every non-expert row has a reward. */
+  rewards: Tensor | null;
+  tokenLevelRewards: Tensor | null;
+  teacherLogprobs: Tensor | null;
+  expertMask: Tensor;
+}
+
+/** The rows a schema trains on: dpo experiences become a chosen row and a rejected row. */
+export function experienceRows(experiences: readonly Experience[], schema: ResolvedAlgorithm['schema']): Experience[] {
+  if (schema !== 'dpo') return [...experiences];
+  return experiences.flatMap((e) => {
+    if (!Array.isArray(e.chosen) || !Array.isArray(e.rejected) || e.chosen.length === 0 || e.rejected.length === 0) {
+      throw new Error(`train step (dpo): experience '${e.eid}' needs non-empty chosen and rejected responses`);
+    }
+    const prompt = e.tokens.slice(0, e.promptLength);
+    const row = (kind: string, response: number[]): Experience => ({
+      eid: `${e.eid}/${kind}`,
+      tokens: [...prompt, ...response],
+      promptLength: e.promptLength,
+      info: { ...e.info },
+    });
+    return [row('chosen', e.chosen), row('rejected', e.rejected)];
+  });
+}
+
+const lastGenerated = (mask: readonly number[]): number => {
+  for (let j = mask.length - 1; j >= 0; j--) if (mask[j] !== 0) return j;
+  return -1;
+};
+
+export function buildBatch(rows: readonly Experience[], padTokenId = 0): TrainBatch {
+  if (rows.length === 0) throw new Error('train step: the batch is empty');
+  for (const e of rows) {
+    const problems = validateExperience(e);
+    if (problems.length > 0) throw new Error(`train step: experience '${e.eid}': ${problems.join('; ')}`);
+    if (e.promptLength < 1) throw new Error(`train step: experience '${e.eid}' has no prompt token to predict its response from`);
+    if (e.tokens.length === e.promptLength) throw new Error(`train step: experience '${e.eid}' has an empty response`);
+  }
+  const B = rows.length;
+  const P = Math.max(...rows.map((e) => e.promptLength));
+  const R = Math.max(...rows.map((e) => e.tokens.length - e.promptLength));
+  const L = P + R;
+  const ids = new BigInt64Array(B * L).fill(BigInt(padTokenId));
+  const attention = new BigInt64Array(B * L);
+  const perToken = () => new Float32Array(B * R);
+  const action = perToken();
+  const logprobs = perToken();
+  const advantages = perToken();
+  const returns = perToken();
+  const tokenRewards = perToken();
+  const teacher = perToken();
+  const rewards = new Float32Array(B);
+  const usual = rows.filter((e) => e.info.isExpert !== true);
+  const all = (has: (e: Experience) => boolean) => usual.length > 0 && usual.every(has);
+  const haveAdvantages = all((e) => e.advantages !== undefined);
+  const haveRewards = all((e) => e.reward !== undefined || e.tokenLevelReward !== undefined);
+  const haveTeacher = all((e) => e.teacherLogprobs !== undefined);
+  rows.forEach((e, b) => {
+    const n = e.tokens.length - e.promptLength;
+    const offset = P - e.promptLength;
+    for (let i = 0; i < e.tokens.length; i++) {
+      ids[b * L + offset + i] = BigInt(e.tokens[i] as number);
+      attention[b * L + offset + i] = 1n;
+    }
+    const mask = e.actionMask ?? new Array<number>(n).fill(1);
+    const expert = e.info.isExpert === true;
+    for (let j = 0; j < n; j++) {
+      const k = b * R + j;
+      action[k] = mask[j] as number;
+      logprobs[k] = e.logprobs?.[j] ?? 0;
+      if (!expert) {
+        advantages[k] = e.advantages?.[j] ?? 0;
+        returns[k] = e.returns?.[j] ?? e.advantages?.[j] ?? 0;
+        teacher[k] = e.teacherLogprobs?.[j] ?? 0;
+        tokenRewards[k] = e.tokenLevelReward?.[j] ?? 0;
+      }
+    }
+    const reward = expert ? 0 : (e.reward ?? e.tokenLevelReward?.reduce((a, x) => a + x, 0) ?? 0);
+    rewards[b] = reward;
+    if (!expert && e.tokenLevelReward === undefined) {
+      const last = lastGenerated(mask);
+      if (last >= 0) tokenRewards[b * R + last] = reward;
+    }
+  });
+  const f32 = (data: Float32Array, shape: number[]) => torch.tensor(data, { shape });
+  return {
+    rows: [...rows],
+    promptWidth: P,
+    responseWidth: R,
+    inputIds: torch.tensor(ids, { shape: [B, L] }),
+    attentionMask: torch.tensor(attention, { shape: [B, L] }),
+    actionMask: f32(action, [B, R]),
+    hasLogprobs: torch.tensor(
+      rows.map((e) => e.logprobs !== undefined),
+      { dtype: 'bool' },
+    ),
+    logprobs: f32(logprobs, [B, R]),
+    advantages: haveAdvantages ? f32(advantages, [B, R]) : null,
+    returns: haveAdvantages ? f32(returns, [B, R]) : null,
+    rewards: haveRewards ? f32(rewards, [B]) : null,
+    tokenLevelRewards: haveRewards ? f32(tokenRewards, [B, R]) : null,
+    teacherLogprobs: haveTeacher ? f32(teacher, [B, R]) : null,
+    expertMask: torch.tensor(
+      rows.map((e) => e.info.isExpert === true),
+      { dtype: 'bool' },
+    ),
+  };
+}
+
+// --- the step ----------------------------------------------------------------------------------------------------
+
+export interface TrainStepSetup {
+  /** The policy (its trainable tensors are the optimizer's). */
+  model: CausalLM;
+  optimizer: Optimizer;
+  algorithm: ResolvedAlgorithm;
+  /** Needed when algorithm.useReference: frozenCopyReference(model) or loraReference(lora). */
+  reference?: ReferencePolicy | null;
+  /** Needed when algorithm.useCritic (PPO). */
+  critic?: { critic: Critic; optimizer: Optimizer; cliprangeValue?: number } | null;
+  /** Rows per forward/backward (default: the whole batch; DPO rounds it up to whole pairs). */
+  microBatchSize?: number;
+  /** Max global gradient norm (default algorithm.optimizer.clip_grad). */
+  maxGradNorm?: number;
+  padTokenId?: number;
+  /** LM-head chunk (sequence positions) of forwardBackward. */
+  chunkSize?: number;
+  /** Activation checkpointing in forwardBackward. */
+  checkpoint?: boolean;
+  /** Sampling temperature of the rollouts (log-probs are computed at the same temperature). */
+  temperature?: number;
+  /** Global step of the first run() (CHORD's μ schedule); counts up by one per run(). */
+  startStep?: number;
+}
+
+/**
+ * Metrics of one step. Always: loss, pg_loss, grad_norm, lr, tokens (response tokens trained), rows, dropped (rows
+ * the advantage function dropped). When their modules run: kl (the KL loss before its coefficient), entropy,
+ * pg_clipfrac, ppo_kl, critic/vf_loss, critic/vf_clipfrac, critic/grad_norm; module metrics under policy/,
+ * advantage/, kl_penalty/.
+ */
+export type TrainStepMetrics = Record<string, number>;
+
+type MetricSink = Map<string, number>;
+const addMetric = (sink: MetricSink, key: string, value: number, weight = 1) => {
+  if (Number.isFinite(value)) sink.set(key, (sink.get(key) ?? 0) + value * weight);
+};
+
+/** Micro-batch weight: its share of the aggregation unit (see the header). */
+function shareOf(mode: LossAggMode | 'pairs', rows: number, totalRows: number, tokens: number, totalTokens: number): number {
+  if (mode === 'seq-mean-token-sum-norm') return 1;
+  if (mode === 'token-mean') return totalTokens > 0 ? tokens / totalTokens : 0;
+  return rows / totalRows;
+}
+
+const asLossAggMode = (v: unknown): LossAggMode | null => (typeof v === 'string' && isLossAggMode(v) ? v : null);
+
+export class TrainStep {
+  readonly setup: TrainStepSetup;
+  /** Global steps done. */
+  step: number;
+  readonly #klLoss: KlFn;
+  readonly #klPenalty: KlFn;
+  readonly #entropy: ReturnType<typeof createEntropyLossFn>;
+  readonly #params: Tensor[];
+
+  constructor(setup: TrainStepSetup) {
+    const { algorithm } = setup;
+    if (algorithm.useReference && !setup.reference) {
+      const users = [
+        algorithm.klLossFn.name !== 'none' ? `kl_loss_fn '${algorithm.klLossFn.name}'` : null,
+        algorithm.klPenaltyFn.name !== 'none' ? `kl_penalty_fn '${algorithm.klPenaltyFn.name}'` : null,
+        algorithm.policyLossFn.name === 'dpo' ? `policy_loss_fn 'dpo'` : null,
+      ].filter((u) => u !== null);
+      throw new Error(
+        `train step: ${algorithm.algorithmType} needs reference log-probs (${users.join(', ')}); pass reference ` +
+          `(frozenCopyReference(model) or loraReference(lora)) or set kl_loss_fn: none`,
+      );
+    }
+    if (algorithm.useCritic && !setup.critic) {
+      throw new Error(`train step: ${algorithm.algorithmType} (advantage_fn 'ppo', GAE) needs a critic; pass critic`);
+    }
+    this.setup = setup;
+    this.step = setup.startStep ?? 0;
+    this.#klLoss = createKlFn(algorithm.klLossFn.name, algorithm.klLossFn.args);
+    this.#klPenalty = createKlFn(algorithm.klPenaltyFn.name, algorithm.klPenaltyFn.args);
+    this.#entropy = createEntropyLossFn(algorithm.entropyLossFn.name, algorithm.entropyLossFn.args);
+    this.#params = setup.optimizer.groups.flatMap((g) => g.params);
+  }
+
+  /** One update from `experiences` (already sampled by the sample strategy). */
+  run(experiences: readonly Experience[]): TrainStepMetrics {
+    const { algorithm } = this.setup;
+    const rows = experienceRows(experiences, algorithm.schema);
+    const metrics: MetricSink = new Map();
+    torch.scope(() => {
+      let batch = buildBatch(rows, this.setup.padTokenId ?? 0);
+      const logProbOptions: LogProbOptions = {
+        ...(this.setup.chunkSize ? { chunkSize: this.setup.chunkSize } : {}),
+        ...(this.setup.temperature ? { temperature: this.setup.temperature } : {}),
+      };
+      const responseOf = (perPosition: Tensor) => perPosition.narrow(1, batch.promptWidth - 1, batch.responseWidth);
+      const refLogprob =
+        algorithm.useReference && this.setup.reference
+          ? responseOf(this.setup.reference.logProbs(batch.inputIds, batch.attentionMask, logProbOptions))
+          : null;
+      // rows without rollout log-probs (SFT/expert data, or an explorer that did not record them): the current policy
+      let oldLogprob = batch.logprobs;
+      if (!batch.hasLogprobs.all().item()) {
+        const current = responseOf(
+          torch.noGrad(
+            () =>
+              tokenLogProbs(this.setup.model, batch.inputIds, { ...logProbOptions, attentionMask: batch.attentionMask }).logProbs,
+          ),
+        );
+        oldLogprob = torch.where(batch.hasLogprobs.unsqueeze(-1), batch.logprobs, current);
+      }
+      let advantages = batch.advantages;
+      let returns = batch.returns;
+      let oldValues: Tensor | null = null;
+      let keepIndex: Tensor | null = null;
+      if (algorithm.advantageFn !== null && algorithm.schema !== 'dpo') {
+        const critic = this.setup.critic?.critic ?? null;
+        if (algorithm.useCritic && critic !== null) {
+          oldValues = responseOf(torch.noGrad(() => critic.values(batch.inputIds, batch.attentionMask)));
+        }
+        if (algorithm.computeAdvantageInTrainer || advantages === null) {
+          const computed = this.#computeAdvantages(batch, oldLogprob, refLogprob, oldValues, metrics);
+          advantages = computed.advantages;
+          returns = computed.returns;
+          keepIndex = computed.keepIndex;
+        }
+      }
+      // rows the advantage function dropped leave the batch
+      let reference = refLogprob;
+      if (keepIndex !== null) {
+        const keep = keepIndex;
+        const select = (t: Tensor) => t.indexSelect(0, keep);
+        const kept = [...(keep.toTypedArray() as BigInt64Array)].map((i) => batch.rows[Number(i)] as Experience);
+        addMetric(metrics, 'dropped', batch.rows.length - kept.length);
+        if (kept.length === 0) throw new Error('train step: the advantage function dropped every experience of the batch');
+        batch = {
+          ...batch,
+          rows: kept,
+          inputIds: select(batch.inputIds),
+          attentionMask: select(batch.attentionMask),
+          actionMask: select(batch.actionMask),
+          expertMask: select(batch.expertMask),
+        };
+        oldLogprob = select(oldLogprob);
+        advantages = advantages === null ? null : select(advantages);
+        returns = returns === null ? null : select(returns);
+        oldValues = oldValues === null ? null : select(oldValues);
+        reference = reference === null ? null : select(reference);
+      }
+      this.#policyUpdate(batch, { oldLogprob, advantages, refLogprob: reference }, metrics);
+      if (algorithm.useCritic && this.setup.critic && oldValues !== null && returns !== null) {
+        this.#criticUpdate(batch, oldValues, returns, metrics);
+      }
+    });
+    this.step++;
+    metrics.set('lr', this.setup.optimizer.lr);
+    if (!metrics.has('dropped')) metrics.set('dropped', 0);
+    return Object.fromEntries(metrics);
+  }
+
+  #computeAdvantages(
+    batch: TrainBatch,
+    oldLogprob: Tensor,
+    refLogprob: Tensor | null,
+    values: Tensor | null,
+    metrics: MetricSink,
+  ): { advantages: Tensor; returns: Tensor; keepIndex: Tensor | null } {
+    const { algorithm } = this.setup;
+    const spec = algorithm.advantageFn;
+    if (spec === null) throw new Error('train step: no advantage_fn');
+    // expert rows take no part: the function sees the usual rows only
+    const usualRows = batch.rows.flatMap((e, i) => (e.info.isExpert === true ? [] : [i]));
+    const index = torch.tensor(usualRows, { dtype: 'int64' });
+    const pick = (t: Tensor) => t.indexSelect(0, index);
+    const rows = usualRows.map((i) => batch.rows[i] as Experience);
+    let tokenLevelRewards = batch.tokenLevelRewards === null ? undefined : pick(batch.tokenLevelRewards);
+    if (algorithm.klPenaltyFn.name !== 'none' && tokenLevelRewards !== undefined && refLogprob !== null) {
+      const penalised = this.#klPenalty.applyPenaltyToReward({
+        tokenLevelScores: tokenLevelRewards,
+        oldLogprob: pick(oldLogprob),
+        refLogprob: pick(refLogprob),
+        actionMask: pick(batch.actionMask),
+      });
+      tokenLevelRewards = penalised.tokenLevelRewards;
+      for (const [k, v] of Object.entries(penalised.metrics)) addMetric(metrics, `kl_penalty/${k}`, v);
+    }
+    const ids = (key: 'taskId' | 'runId') => {
+      const out = rows.map((e) => e.info[key]);
+      return out.every((v) => v !== undefined) ? (out as (string | number)[]) : undefined;
+    };
+    const input: AdvantageInput = {
+      actionMask: pick(batch.actionMask),
+      ...(batch.rewards === null ? {} : { rewards: pick(batch.rewards) }),
+      ...(tokenLevelRewards === undefined ? {} : { tokenLevelRewards }),
+      ...(ids('taskId') === undefined ? {} : { groupIds: ids('taskId') }),
+      ...(ids('runId') === undefined ? {} : { runIds: ids('runId') }),
+      ...(values === null ? {} : { values: pick(values) }),
+      logprobs: pick(oldLogprob),
+      ...(batch.teacherLogprobs === null ? {} : { teacherLogprobs: pick(batch.teacherLogprobs) }),
+    };
+    let result: ReturnType<ReturnType<typeof ADVANTAGE_FN.create>>;
+    try {
+      result = ADVANTAGE_FN.create(spec.name, spec.args)(input);
+    } catch (error) {
+      const hint = /groupIds/.test((error as Error).message) ? ' (set info.taskId on every experience)' : '';
+      throw new Error(`train step: ${(error as Error).message}${hint}`);
+    }
+    for (const [k, v] of Object.entries(result.metrics)) addMetric(metrics, `advantage/${k}`, v);
+    const shape = batch.actionMask.shape;
+    const scatter = (t: Tensor) => torch.zeros(shape).indexCopy_(0, index, t.float());
+    const advantages = scatter(result.advantages);
+    const returns = scatter(result.returns);
+    const keep = torch.ones([batch.rows.length], { dtype: 'bool' }).indexCopy_(0, index, result.keep);
+    const keepIndex = keep.all().item() ? null : keep.nonzero().squeeze(-1);
+    return { advantages, returns, keepIndex };
+  }
+
+  #policyUpdate(
+    batch: TrainBatch,
+    tensors: { oldLogprob: Tensor; advantages: Tensor | null; refLogprob: Tensor | null },
+    metrics: MetricSink,
+  ): void {
+    const { algorithm, model } = this.setup;
+    const B = batch.rows.length;
+    let micro = this.setup.microBatchSize ?? B;
+    if (!Number.isInteger(micro) || micro < 1)
+      throw new Error(`train step: microBatchSize must be a positive integer, got ${micro}`);
+    if (algorithm.schema === 'dpo' && micro % 2 === 1) micro += 1;
+    const policyAgg: LossAggMode | 'pairs' =
+      algorithm.policyLossFn.name === 'dpo'
+        ? 'pairs'
+        : (asLossAggMode(algorithm.policyLossFn.args.loss_agg_mode) ?? algorithm.lossAggMode);
+    const entropyAgg = asLossAggMode(algorithm.entropyLossFn.args.loss_agg_mode) ?? algorithm.lossAggMode;
+    const entropyCoef = Number(algorithm.entropyLossFn.args.entropy_coef ?? 0);
+    const wantEntropy = algorithm.entropyLossFn.name !== 'none';
+    const totalTokens = batch.actionMask.sum().item();
+    const usualMask = batch.expertMask.logicalNot();
+    const usualTokens = batch.actionMask.mul(usualMask.unsqueeze(-1).float()).sum().item();
+    const expertTokens = totalTokens - usualTokens;
+    const usualRowCount = usualMask.sum().item();
+    const expertRowCount = B - usualRowCount;
+    const isMix = algorithm.policyLossFn.name === 'mix' || algorithm.policyLossFn.name === 'mix_chord';
+    let lossTotal = 0;
+    let pgTotal = 0;
+    for (let start = 0; start < B; start += micro) {
+      const n = Math.min(micro, B - start);
+      const part = (t: Tensor) => t.narrow(0, start, n);
+      const actionMask = part(batch.actionMask);
+      const expertMask = part(batch.expertMask);
+      const tokens = actionMask.sum().item();
+      const share = (mode: LossAggMode | 'pairs') => shareOf(mode, n, B, tokens, totalTokens);
+      const metricWeight = totalTokens > 0 ? tokens / totalTokens : n / B;
+      let policyArgs = algorithm.policyLossFn.args;
+      let policyWeight = share(policyAgg);
+      if (isMix) {
+        // the mix losses weigh their usual (token-mean PPO) and expert (SFT) parts themselves
+        const microUsual = actionMask.mul(expertMask.logicalNot().unsqueeze(-1).float()).sum().item();
+        const microUsualRows = expertMask.logicalNot().sum().item();
+        const sftMode = algorithm.policyLossFn.args.sft_loss_agg_mode;
+        const expertShare =
+          sftMode === 'token-mean'
+            ? (tokens - microUsual) / Math.max(expertTokens, 1e-9)
+            : (n - microUsualRows) / Math.max(expertRowCount, 1);
+        policyArgs = { ...policyArgs, usual_weight: microUsual / Math.max(usualTokens, 1e-9), expert_weight: expertShare };
+        policyWeight = 1;
+      }
+      const policyLoss = POLICY_LOSS_FN.create(algorithm.policyLossFn.name, policyArgs);
+      const inputIds = part(batch.inputIds);
+      const result = forwardBackward(
+        model,
+        inputIds,
+        ({ logProbs, entropy }) => {
+          const logprob = logProbs.narrow(1, batch.promptWidth - 1, batch.responseWidth);
+          const input: PolicyLossInput = {
+            logprob,
+            actionMask,
+            oldLogprob: part(tensors.oldLogprob),
+            ...(tensors.advantages === null ? {} : { advantages: part(tensors.advantages) }),
+            ...(tensors.refLogprob === null ? {} : { refLogprob: part(tensors.refLogprob) }),
+            expertMask,
+            step: this.step,
+          };
+          const policy = policyLoss(input);
+          let total = policy.loss.mul(policyWeight);
+          pgTotal += policy.loss.item() * policyWeight;
+          for (const [k, v] of Object.entries(policy.metrics)) {
+            if (k === 'pg_clipfrac' || k === 'ppo_kl') addMetric(metrics, k, v, metricWeight);
+            addMetric(metrics, `policy/${k}`, v, metricWeight);
+          }
+          if (algorithm.klLossFn.name !== 'none' && tensors.refLogprob !== null) {
+            const kl = this.#klLoss.calculateLoss(
+              { logprob, refLogprob: part(tensors.refLogprob), actionMask, oldLogprob: part(tensors.oldLogprob) },
+              algorithm.lossAggMode,
+            );
+            total = total.add(kl.loss.mul(share(algorithm.lossAggMode)));
+            addMetric(metrics, 'kl', kl.metrics.kl_loss ?? 0, share(algorithm.lossAggMode));
+            metrics.set('kl_coef', this.#klLoss.klCoef);
+          }
+          if (wantEntropy && entropy !== null) {
+            const input = { entropy: entropyCoef === 0 ? entropy.detach() : entropy, actionMask, expertMask };
+            const term = this.#entropy(input);
+            if (entropyCoef !== 0) total = total.add(term.loss.mul(share(entropyAgg)));
+            if (term.metrics.entropy !== undefined) addMetric(metrics, 'entropy', term.metrics.entropy, share(entropyAgg));
+          }
+          return total;
+        },
+        {
+          attentionMask: part(batch.attentionMask),
+          entropy: wantEntropy,
+          ...(this.setup.chunkSize ? { chunkSize: this.setup.chunkSize } : {}),
+          ...(this.setup.temperature ? { temperature: this.setup.temperature } : {}),
+          ...(this.setup.checkpoint ? { checkpoint: true } : {}),
+        },
+      );
+      lossTotal += result.loss;
+    }
+    const maxGradNorm = this.setup.maxGradNorm ?? algorithm.optimizer.clipGrad;
+    const gradNorm = torch.clipGradNorm(this.#params, maxGradNorm);
+    if (Number.isFinite(gradNorm)) this.setup.optimizer.step();
+    else metrics.set('skipped_step', 1);
+    this.setup.optimizer.zeroGrad();
+    metrics.set('loss', lossTotal);
+    metrics.set('pg_loss', pgTotal);
+    metrics.set('grad_norm', gradNorm);
+    metrics.set('tokens', totalTokens);
+    metrics.set('rows', B);
+  }
+
+  #criticUpdate(batch: TrainBatch, oldValues: Tensor, returns: Tensor, metrics: MetricSink): void {
+    const setup = this.setup.critic;
+    if (!setup) return;
+    const { critic, optimizer } = setup;
+    const B = batch.rows.length;
+    const micro = this.setup.microBatchSize ?? B;
+    const mode = this.setup.algorithm.lossAggMode;
+    const totalTokens = batch.actionMask.sum().item();
+    for (let start = 0; start < B; start += micro) {
+      const n = Math.min(micro, B - start);
+      torch.scope(() => {
+        const part = (t: Tensor) => t.narrow(0, start, n);
+        const actionMask = part(batch.actionMask);
+        const weight = shareOf(mode, n, B, actionMask.sum().item(), totalTokens);
+        const values = critic
+          .values(part(batch.inputIds), part(batch.attentionMask))
+          .narrow(1, batch.promptWidth - 1, batch.responseWidth);
+        const { loss, metrics: m } = clippedValueLoss(
+          { values, oldValues: part(oldValues), returns: part(returns), actionMask },
+          { lossAggMode: mode, ...(setup.cliprangeValue === undefined ? {} : { cliprangeValue: setup.cliprangeValue }) },
+        );
+        loss.mul(weight).backward();
+        for (const [k, v] of Object.entries(m)) addMetric(metrics, `critic/${k}`, v, weight);
+      });
+    }
+    const gradNorm = torch.clipGradNorm(critic.parameters(), this.setup.maxGradNorm ?? this.setup.algorithm.optimizer.clipGrad);
+    if (Number.isFinite(gradNorm)) optimizer.step();
+    optimizer.zeroGrad();
+    metrics.set('critic/grad_norm', gradNorm);
+  }
+}
