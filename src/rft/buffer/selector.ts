@@ -1,0 +1,295 @@
+// Task selectors (Trinity-RFT's `data_selector: {selector_type, seed, feature_keys, kwargs}`): which rows of a
+// taskset the explorer runs next. Every choice depends only on (seed, position, feedback), so a selector restored
+// from state() picks exactly what the uninterrupted run would have picked.
+//
+//   sequential         rows in file order, epoch after epoch
+//   shuffle            a fresh permutation per epoch, seeded by (seed, epoch)
+//   random             uniform with replacement, draw k seeded by (seed, k)
+//   offline_easy2hard  rows sorted by feature_keys (descending by default, as Trinity: a high pass rate is easy)
+//   difficulty_based   a Beta posterior of each task's pass rate, fed by rewards; picks tasks whose (sampled)
+//                      pass rate is nearest `targetReward` (BOTS / Trinity's InterpolationBetaPREstimator):
+//                        α_i = 1 + m·p0_i + Σ r,   β_i = 1 + m·(1 − p0_i) + Σ (1 − r)     (r clipped to [0, 1])
+//                        p_i ~ Beta(α_i, β_i) (doSample) or α_i / (α_i + β_i)
+//                        score_i = −|target − p_i|;  tau = 0: top-k scores; tau > 0: sample ∝ exp(score/tau)
+//                      without replacement. Unseen tasks have wide posteriors, so sampling explores them.
+import type { Task } from '../task.js';
+import { betaSample, permutation, seededRandom } from './random.js';
+
+export type SelectorType = 'sequential' | 'shuffle' | 'random' | 'offline_easy2hard' | 'difficulty_based';
+
+export const SELECTOR_TYPES: readonly SelectorType[] = [
+  'sequential',
+  'shuffle',
+  'random',
+  'offline_easy2hard',
+  'difficulty_based',
+];
+
+export interface SelectorConfig {
+  selectorType?: SelectorType;
+  /** Default 42 (Trinity's). */
+  seed?: number;
+  /** offline_easy2hard: sort keys (first decides, later ones break ties); difficulty_based: optional prior pass rate. */
+  featureKeys?: string[];
+  /** offline_easy2hard: highest feature first (default true). */
+  descending?: boolean;
+  /** difficulty_based: the pass rate to aim at (default 0.5). */
+  targetReward?: number;
+  /** difficulty_based: softmax temperature over scores; 0 = take the top scores (default 0). */
+  tau?: number;
+  /** difficulty_based: Thompson-sample pass rates instead of using posterior means (default true). */
+  doSample?: boolean;
+  /** difficulty_based: pseudo-observations given to the prior pass rate feature (default 2). */
+  priorStrength?: number;
+}
+
+export interface SelectorState {
+  type: SelectorType;
+  size: number;
+  position: number;
+  alpha?: number[];
+  beta?: number[];
+}
+
+export interface TaskSelector {
+  readonly type: SelectorType;
+  /** Tasks handed out so far. */
+  readonly position: number;
+  /** floor(position / taskset size). */
+  readonly epoch: number;
+  /** Indices of the next `count` tasks. */
+  next(count: number): number[];
+  /** Rewards of a task's responses (difficulty_based learns from them; others ignore them). */
+  feedback(taskId: string, rewards: readonly number[]): void;
+  state(): SelectorState;
+  loadState(state: SelectorState): void;
+}
+
+export function createSelector(tasks: readonly Task[], config: SelectorConfig = {}): TaskSelector {
+  if (tasks.length === 0) throw new Error('a selector needs a non-empty taskset');
+  const type = config.selectorType ?? 'sequential';
+  switch (type) {
+    case 'sequential':
+      return new OrderSelector(type, tasks, config, () => identity(tasks.length));
+    case 'shuffle':
+      return new OrderSelector(type, tasks, config, (epoch) => permutation(tasks.length, seededRandom(config.seed ?? 42, epoch)));
+    case 'offline_easy2hard': {
+      const order = easyToHardOrder(tasks, config);
+      return new OrderSelector(type, tasks, config, () => order);
+    }
+    case 'random':
+      return new RandomSelector(tasks, config);
+    case 'difficulty_based':
+      return new DifficultySelector(tasks, config);
+    default:
+      throw new Error(`unknown selector_type '${String(type)}' (one of ${SELECTOR_TYPES.join(', ')})`);
+  }
+}
+
+abstract class BaseSelector implements TaskSelector {
+  abstract readonly type: SelectorType;
+  protected positionValue = 0;
+  protected readonly seed: number;
+  protected readonly indexById: Map<string, number>;
+
+  constructor(
+    protected readonly tasks: readonly Task[],
+    config: SelectorConfig,
+  ) {
+    this.seed = config.seed ?? 42;
+    this.indexById = new Map(tasks.map((t, i) => [t.id, i]));
+  }
+
+  get position(): number {
+    return this.positionValue;
+  }
+
+  get epoch(): number {
+    return Math.floor(this.positionValue / this.tasks.length);
+  }
+
+  abstract next(count: number): number[];
+
+  feedback(taskId: string, rewards: readonly number[]): void {
+    this.indexOf(taskId);
+    checkRewards(taskId, rewards);
+  }
+
+  state(): SelectorState {
+    return { type: this.type, size: this.tasks.length, position: this.positionValue };
+  }
+
+  loadState(state: SelectorState): void {
+    if (state.type !== this.type) throw new Error(`selector state is for '${state.type}', this selector is '${this.type}'`);
+    if (state.size !== this.tasks.length) {
+      throw new Error(`selector state is for a taskset of ${state.size} tasks, this one has ${this.tasks.length}`);
+    }
+    if (!Number.isInteger(state.position) || state.position < 0)
+      throw new Error(`selector state position ${state.position} is invalid`);
+    this.positionValue = state.position;
+  }
+
+  protected indexOf(taskId: string): number {
+    const index = this.indexById.get(taskId);
+    if (index === undefined) throw new Error(`selector feedback: unknown task id '${taskId}'`);
+    return index;
+  }
+
+  protected checkCount(count: number): void {
+    if (!Number.isInteger(count) || count < 0) throw new RangeError(`selector: count must be an integer >= 0, got ${count}`);
+  }
+}
+
+/** Walks an order of the rows epoch after epoch; `orderOf(epoch)` gives each epoch's order. */
+class OrderSelector extends BaseSelector {
+  #cachedEpoch = -1;
+  #order: number[] = [];
+
+  constructor(
+    readonly type: SelectorType,
+    tasks: readonly Task[],
+    config: SelectorConfig,
+    private readonly orderOf: (epoch: number) => number[],
+  ) {
+    super(tasks, config);
+  }
+
+  next(count: number): number[] {
+    this.checkCount(count);
+    const out: number[] = [];
+    for (let k = 0; k < count; k++) {
+      const epoch = this.epoch;
+      if (epoch !== this.#cachedEpoch) {
+        this.#order = this.orderOf(epoch);
+        this.#cachedEpoch = epoch;
+      }
+      out.push(this.#order[this.positionValue % this.tasks.length] as number);
+      this.positionValue++;
+    }
+    return out;
+  }
+}
+
+class RandomSelector extends BaseSelector {
+  readonly type = 'random' as const;
+
+  next(count: number): number[] {
+    this.checkCount(count);
+    const out: number[] = [];
+    for (let k = 0; k < count; k++) {
+      out.push(Math.floor(seededRandom(this.seed, this.positionValue)() * this.tasks.length));
+      this.positionValue++;
+    }
+    return out;
+  }
+}
+
+class DifficultySelector extends BaseSelector {
+  readonly type = 'difficulty_based' as const;
+  readonly targetReward: number;
+  readonly tau: number;
+  readonly doSample: boolean;
+  #alpha: number[];
+  #beta: number[];
+
+  constructor(tasks: readonly Task[], config: SelectorConfig) {
+    super(tasks, config);
+    this.targetReward = config.targetReward ?? 0.5;
+    this.tau = config.tau ?? 0;
+    this.doSample = config.doSample ?? true;
+    if (!(this.targetReward >= 0 && this.targetReward <= 1))
+      throw new RangeError(`targetReward must be in [0, 1], got ${this.targetReward}`);
+    if (!(this.tau >= 0)) throw new RangeError(`tau must be >= 0, got ${this.tau}`);
+    const strength = config.priorStrength ?? 2;
+    const priorKey = config.featureKeys?.[0];
+    const prior = tasks.map((task) => {
+      if (priorKey === undefined) return 0.5;
+      const p = task.features?.[priorKey];
+      if (p === undefined || !(p >= 0 && p <= 1)) {
+        throw new Error(
+          `difficulty_based: task '${task.id}' feature '${priorKey}' must be a pass rate in [0, 1], got ${String(p)}`,
+        );
+      }
+      return p;
+    });
+    this.#alpha = prior.map((p) => 1 + (priorKey === undefined ? 0 : strength * p));
+    this.#beta = prior.map((p) => 1 + (priorKey === undefined ? 0 : strength * (1 - p)));
+  }
+
+  /** Posterior mean pass rate of each task. */
+  get passRates(): number[] {
+    return this.#alpha.map((a, i) => a / (a + (this.#beta[i] as number)));
+  }
+
+  next(count: number): number[] {
+    this.checkCount(count);
+    const n = this.tasks.length;
+    const random = seededRandom(this.seed, this.positionValue);
+    const keys = this.#alpha.map((a, i) => {
+      const b = this.#beta[i] as number;
+      const p = this.doSample ? betaSample(a, b, random) : a / (a + b);
+      const score = -Math.abs(this.targetReward - p);
+      // Gumbel-top-k: top-k of score/tau + Gumbel noise samples k indices ∝ softmax(score/tau) without replacement.
+      return this.tau === 0 ? score : score / this.tau - Math.log(-Math.log(1 - random()));
+    });
+    const order = identity(n).sort((x, y) => (keys[y] as number) - (keys[x] as number) || x - y);
+    const out: number[] = [];
+    // More than n tasks in one call: every task once per pass through the ranking.
+    for (let k = 0; k < count; k++) out.push(order[k % n] as number);
+    this.positionValue += count;
+    return out;
+  }
+
+  override feedback(taskId: string, rewards: readonly number[]): void {
+    const index = this.indexOf(taskId);
+    checkRewards(taskId, rewards);
+    for (const r of rewards) {
+      const clipped = Math.min(1, Math.max(0, r));
+      this.#alpha[index] = (this.#alpha[index] as number) + clipped;
+      this.#beta[index] = (this.#beta[index] as number) + 1 - clipped;
+    }
+  }
+
+  override state(): SelectorState {
+    return { ...super.state(), alpha: [...this.#alpha], beta: [...this.#beta] };
+  }
+
+  override loadState(state: SelectorState): void {
+    super.loadState(state);
+    const { alpha, beta } = state;
+    const n = this.tasks.length;
+    const valid = (v: number[] | undefined): v is number[] => Array.isArray(v) && v.length === n && v.every((x) => x > 0);
+    if (!valid(alpha) || !valid(beta)) throw new Error(`difficulty_based state needs alpha and beta: ${n} positive numbers each`);
+    this.#alpha = [...alpha];
+    this.#beta = [...beta];
+  }
+}
+
+function identity(n: number): number[] {
+  return Array.from({ length: n }, (_, i) => i);
+}
+
+function checkRewards(taskId: string, rewards: readonly number[]): void {
+  if (!rewards.every((r) => typeof r === 'number' && Number.isFinite(r))) {
+    throw new Error(`selector feedback for task '${taskId}': rewards must be finite numbers`);
+  }
+}
+
+function easyToHardOrder(tasks: readonly Task[], config: SelectorConfig): number[] {
+  const keys = config.featureKeys ?? [];
+  if (keys.length === 0) throw new Error('offline_easy2hard needs feature_keys (the columns to sort by)');
+  const feature = (i: number, key: string): number => {
+    const v = tasks[i]?.features?.[key];
+    if (v === undefined)
+      throw new Error(`offline_easy2hard: task '${tasks[i]?.id}' has no feature '${key}' (list it in format.featureKeys)`);
+    return v;
+  };
+  const sign = (config.descending ?? true) ? -1 : 1;
+  return identity(tasks.length).sort((a, b) => {
+    for (const key of keys) {
+      const d = feature(a, key) - feature(b, key);
+      if (d !== 0) return sign * d;
+    }
+    return a - b;
+  });
+}

@@ -1,0 +1,242 @@
+// Durable experience buffer in one SQLite file (Trinity-RFT's `storage_type: sql`), shared by processes: explorers
+// write, a trainer reads; either may start first, and either may be killed and restarted.
+//
+// Tables (prefix = options.table, default "experiences"):
+//   <t>          (id INTEGER PRIMARY KEY AUTOINCREMENT, eid TEXT UNIQUE, task_id, model_version, reward,
+//                 created_at, data TEXT)   data = the Experience as JSON; duplicate eids are ignored on insert
+//   <t>_cursors  (reader TEXT PRIMARY KEY, position INTEGER)   last id a reader has committed
+//   <t>_meta     (key TEXT PRIMARY KEY, value TEXT)            "writer_finished" = "1" after finishWriting()
+//
+// Delivery is at-least-once up to the commit and exactly-once across it: read() hands out rows after the
+// in-memory position and advances it; commit(cursor) persists the position after the trainer step succeeded. A
+// reader killed between read and commit restarts from the committed position and gets the same batch again; a
+// batch that was committed is never delivered again. Ids increase in commit order because SQLite has one writer
+// at a time, so a reader never skips a row that commits later with a smaller id.
+//
+// Queries: reads are `id > ? ORDER BY id LIMIT ?` and counts `id > ?` (rowid range scans); duplicate detection
+// uses the UNIQUE index on eid. Those are the only lookups, so there are no other indexes. WAL mode lets readers
+// poll while a writer writes; busy_timeout covers the short write locks.
+import Database from 'better-sqlite3';
+import type { Experience } from '../experience.js';
+import { BufferClosedError, BufferTimeoutError, checkReadArgs, type ExperienceBuffer, type ReadOptions } from './types.js';
+
+export interface SqliteBufferOptions {
+  /** The database file (created if missing). */
+  path: string;
+  /** Name in errors (default: the table name). */
+  name?: string;
+  /** Table name prefix, so one file can hold several buffers (default "experiences"). */
+  table?: string;
+  /** Whose read position this handle uses and commits (default "trainer"); one process per reader id. */
+  readerId?: string;
+  /** How often a waiting read polls (default 20 ms). */
+  pollIntervalMs?: number;
+  /** How long a statement waits for another process's lock (default 10 s). */
+  busyTimeoutMs?: number;
+  /** Open without creating or writing anything (viewers). */
+  readonly?: boolean;
+}
+
+export interface SqliteBatch {
+  experiences: Experience[];
+  /** Pass to commit() once the batch is safely used. */
+  cursor: number;
+}
+
+export interface StoredExperience {
+  id: number;
+  experience: Experience;
+}
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+export class SqliteBuffer implements ExperienceBuffer {
+  readonly name: string;
+  readonly path: string;
+  readonly table: string;
+  readonly readerId: string;
+  readonly pollIntervalMs: number;
+  readonly #db: Database.Database;
+  /** Last id handed out by this handle (starts at the committed position). */
+  #position: number;
+  #closed = false;
+  readonly #statements: {
+    insert: Database.Statement<[string, string | null, number | null, number | null, number, string]>;
+    rowsAfter: Database.Statement<[number, number], { id: number; eid: string; data: string }>;
+    page: Database.Statement<[number, number, number], { id: number; data: string }>;
+    countAfter: Database.Statement<[number], { n: number }>;
+    finished: Database.Statement<[], { value: string }>;
+  };
+
+  constructor(options: SqliteBufferOptions) {
+    this.path = options.path;
+    this.table = options.table ?? 'experiences';
+    this.name = options.name ?? this.table;
+    this.readerId = options.readerId ?? 'trainer';
+    this.pollIntervalMs = options.pollIntervalMs ?? 20;
+    if (!IDENTIFIER.test(this.table)) throw new Error(`buffer '${this.name}': table name '${this.table}' must be an identifier`);
+    const t = this.table;
+    this.#db = new Database(this.path, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false });
+    this.#db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 10_000}`);
+    if (!options.readonly) {
+      this.#db.pragma('journal_mode = WAL');
+      this.#db.pragma('synchronous = NORMAL');
+      this.#db.exec(`
+        CREATE TABLE IF NOT EXISTS ${t} (
+          id INTEGER PRIMARY KEY AUTOINCREMENT,
+          eid TEXT NOT NULL UNIQUE,
+          task_id TEXT,
+          model_version INTEGER,
+          reward REAL,
+          created_at INTEGER NOT NULL,
+          data TEXT NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS ${t}_cursors (reader TEXT PRIMARY KEY, position INTEGER NOT NULL);
+        CREATE TABLE IF NOT EXISTS ${t}_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+      `);
+    }
+    this.#statements = {
+      insert: this.#db.prepare(
+        `INSERT OR IGNORE INTO ${t} (eid, task_id, model_version, reward, created_at, data) VALUES (?, ?, ?, ?, ?, ?)`,
+      ),
+      rowsAfter: this.#db.prepare(`SELECT id, eid, data FROM ${t} WHERE id > ? ORDER BY id LIMIT ?`),
+      page: this.#db.prepare(`SELECT id, data FROM ${t} WHERE id > ? ORDER BY id LIMIT ? OFFSET ?`),
+      countAfter: this.#db.prepare(`SELECT COUNT(*) AS n FROM ${t} WHERE id > ?`),
+      finished: this.#db.prepare(`SELECT value FROM ${t}_meta WHERE key = 'writer_finished'`),
+    };
+    this.#position = this.committedPosition;
+  }
+
+  /** Rows this reader has not been handed yet. */
+  get size(): number {
+    this.#checkOpen('size');
+    return this.#statements.countAfter.get(this.#position)?.n ?? 0;
+  }
+
+  /** Rows in the table. */
+  get total(): number {
+    this.#checkOpen('total');
+    return this.#statements.countAfter.get(0)?.n ?? 0;
+  }
+
+  /** The position persisted by the last commit of this reader id (0 = nothing committed). */
+  get committedPosition(): number {
+    const row = this.#db.prepare(`SELECT position FROM ${this.table}_cursors WHERE reader = ?`).get(this.readerId) as
+      | { position: number }
+      | undefined;
+    return row?.position ?? 0;
+  }
+
+  /** Stores experiences in one transaction; duplicates (same eid) are ignored. Resolves with how many were new. */
+  async write(experiences: readonly Experience[]): Promise<number> {
+    this.#checkOpen('write');
+    const now = Date.now();
+    const insertAll = this.#db.transaction((batch: readonly Experience[]) => {
+      let inserted = 0;
+      for (const e of batch) {
+        const taskId = e.info.taskId === undefined ? null : String(e.info.taskId);
+        const version = typeof e.info.modelVersion === 'number' ? e.info.modelVersion : null;
+        inserted += this.#statements.insert.run(e.eid, taskId, version, e.reward ?? null, now, JSON.stringify(e)).changes;
+      }
+      // New data after a finish (a restarted explorer) reopens the buffer for readers.
+      if (inserted > 0) this.#db.prepare(`DELETE FROM ${this.table}_meta WHERE key = 'writer_finished'`).run();
+      return inserted;
+    });
+    return insertAll.immediate(experiences);
+  }
+
+  async read(n: number, options: ReadOptions): Promise<Experience[]> {
+    return (await this.readBatch(n, options)).experiences;
+  }
+
+  /**
+   * Waits (polling) for n rows after this reader's position, hands them out and advances the in-memory position.
+   * Nothing is persisted until commit(cursor).
+   */
+  async readBatch(n: number, options: ReadOptions): Promise<SqliteBatch> {
+    const minCount = checkReadArgs(this.name, n, options);
+    const deadline = Date.now() + options.timeoutMs;
+    for (;;) {
+      this.#checkOpen(`read of ${n} experiences`);
+      // One read transaction: the finished flag and the rows come from the same snapshot.
+      const snapshot = this.#db.transaction(() => {
+        const available = this.#statements.countAfter.get(this.#position)?.n ?? 0;
+        const finished = this.#statements.finished.get()?.value === '1';
+        return { available, finished };
+      })();
+      const timedOut = Date.now() >= deadline;
+      if (snapshot.available >= n || snapshot.finished || (timedOut && snapshot.available >= minCount)) {
+        return this.#take(n);
+      }
+      if (timedOut) {
+        throw new BufferTimeoutError(
+          this.name,
+          `${n} experiences from ${this.path} for reader '${this.readerId}' after position ${this.#position} ` +
+            `(${snapshot.available} available, at least ${minCount} accepted)`,
+          options.timeoutMs,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, Math.min(this.pollIntervalMs, Math.max(0, deadline - Date.now()))));
+    }
+  }
+
+  /** Persists this reader's position (default: everything handed out so far). Never moves backwards. */
+  commit(cursor: number = this.#position): void {
+    this.#checkOpen('commit');
+    if (!Number.isInteger(cursor) || cursor < 0 || cursor > this.#position) {
+      throw new RangeError(
+        `buffer '${this.name}': commit cursor ${cursor} must be an integer in [0, ${this.#position}] (handed out)`,
+      );
+    }
+    this.#db
+      .prepare(
+        `INSERT INTO ${this.table}_cursors (reader, position) VALUES (?, ?)
+         ON CONFLICT(reader) DO UPDATE SET position = max(position, excluded.position)`,
+      )
+      .run(this.readerId, cursor);
+  }
+
+  /** Forgets uncommitted hand-outs: the next read starts again at the committed position. */
+  rewind(): void {
+    this.#position = this.committedPosition;
+  }
+
+  /** Rows in id order without touching any cursor (viewers, debugging). */
+  peek(options: { afterId?: number; offset?: number; limit: number }): StoredExperience[] {
+    this.#checkOpen('peek');
+    return this.#statements.page
+      .all(options.afterId ?? 0, options.limit, options.offset ?? 0)
+      .map((row) => ({ id: row.id, experience: this.#parse(row.id, row.data) }));
+  }
+
+  async finishWriting(): Promise<void> {
+    this.#checkOpen('finishWriting');
+    this.#db.prepare(`INSERT OR REPLACE INTO ${this.table}_meta (key, value) VALUES ('writer_finished', '1')`).run();
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#db.close();
+  }
+
+  #take(n: number): SqliteBatch {
+    const rows = this.#statements.rowsAfter.all(this.#position, n);
+    const experiences = rows.map((row) => this.#parse(row.id, row.data));
+    const last = rows.at(-1);
+    if (last !== undefined) this.#position = last.id;
+    return { experiences, cursor: this.#position };
+  }
+
+  #parse(id: number, data: string): Experience {
+    try {
+      return JSON.parse(data) as Experience;
+    } catch (error) {
+      throw new Error(`buffer '${this.name}': ${this.path} table ${this.table} row ${id}: bad JSON: ${(error as Error).message}`);
+    }
+  }
+
+  #checkOpen(what: string): void {
+    if (this.#closed) throw new BufferClosedError(this.name, `cannot ${what}`);
+  }
+}

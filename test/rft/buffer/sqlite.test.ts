@@ -1,0 +1,104 @@
+// The durable SQLite buffer: a writer process and a reader process, restart/resume, crash between read and commit.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { promisify } from 'node:util';
+import { BufferTimeoutError, SqliteBuffer } from '../../../src/rft/buffer/index.js';
+import { makeExperience, tempDir } from './helpers.js';
+
+const run = promisify(execFile);
+const CHILD = join(import.meta.dirname, 'sqlite-child.ts');
+const child = (...args: string[]) => run(process.execPath, ['--import', 'tsx', CHILD, ...args], { timeout: 15_000 });
+const eids = (n: number, from = 0) => Array.from({ length: n }, (_, i) => `e${from + i}`);
+
+describe('SqliteBuffer', () => {
+  test('a trainer reads everything an explorer process writes, in order, once (reader started first)', async () => {
+    const path = join(tempDir('sqlite'), 'buffer.db');
+    const reader = new SqliteBuffer({ path, pollIntervalMs: 5 });
+    const writer = child('write', path, '40', '5', '10');
+    const got: string[] = [];
+    for (;;) {
+      const { experiences, cursor } = await reader.readBatch(4, { timeoutMs: 10_000 });
+      if (experiences.length === 0) break;
+      got.push(...experiences.map((e) => e.eid));
+      reader.commit(cursor);
+    }
+    await writer;
+    assert.deepEqual(got, eids(40), 'no loss, no duplicates, write order');
+    assert.equal(reader.total, 40, 'duplicate eids were ignored');
+    await reader.close();
+  });
+
+  test('a restarted reader resumes after its last commit; a kill -9 between read and commit re-delivers the batch', async () => {
+    const path = join(tempDir('sqlite'), 'buffer.db');
+    const writer = new SqliteBuffer({ path });
+    assert.equal(await writer.write(eids(12).map((eid) => makeExperience(eid))), 12);
+    assert.equal(await writer.write([makeExperience('e0')]), 0, 'duplicate ignored');
+    await writer.finishWriting();
+
+    const { stdout } = await child('read-crash', path, '3').catch((error: { stdout: string; signal: string }) => {
+      assert.equal(error.signal, 'SIGKILL');
+      return error;
+    });
+    assert.deepEqual(JSON.parse(stdout), ['e3', 'e4', 'e5'], 'the child saw the second batch');
+
+    const trainer = new SqliteBuffer({ path });
+    assert.equal(trainer.committedPosition, 3);
+    const again = await trainer.readBatch(3, { timeoutMs: 1000 });
+    assert.deepEqual(
+      again.experiences.map((e) => e.eid),
+      ['e3', 'e4', 'e5'],
+      'the uncommitted batch comes again',
+    );
+    trainer.commit(again.cursor);
+    const next = await trainer.read(3, { timeoutMs: 1000 });
+    assert.deepEqual(
+      next.map((e) => e.eid),
+      ['e6', 'e7', 'e8'],
+    );
+    trainer.commit();
+    await trainer.close();
+
+    const restarted = new SqliteBuffer({ path });
+    const rest = await restarted.read(10, { timeoutMs: 1000 });
+    assert.deepEqual(
+      rest.map((e) => e.eid),
+      ['e9', 'e10', 'e11'],
+      'clean restart continues after the commit; finished writer gives a short batch',
+    );
+    assert.deepEqual(rest[0], makeExperience('e9'), 'stored as JSON, read back equal');
+    restarted.rewind();
+    assert.equal((await restarted.read(3, { timeoutMs: 1000 })).length, 3, 'rewind goes back to the commit');
+    await restarted.close();
+  });
+
+  test('readers wait with a timeout naming the buffer; readers have separate cursors; writes reopen a finished buffer', async () => {
+    const path = join(tempDir('sqlite'), 'buffer.db');
+    const buffer = new SqliteBuffer({ path, name: 'exp-db', pollIntervalMs: 5 });
+    await buffer.write([makeExperience('a')]);
+    await assert.rejects(buffer.read(2, { timeoutMs: 40 }), (error: unknown) => {
+      assert.ok(error instanceof BufferTimeoutError);
+      assert.match(
+        error.message,
+        /buffer 'exp-db': timed out after 40 ms waiting for 2 experiences from .*buffer\.db for reader 'trainer'/,
+      );
+      return true;
+    });
+    assert.equal((await buffer.read(2, { timeoutMs: 20, minCount: 1 })).length, 1);
+    const other = new SqliteBuffer({ path, readerId: 'eval' });
+    assert.equal(other.size, 1, 'another reader id has its own position');
+    await buffer.finishWriting();
+    assert.deepEqual(await buffer.read(2, { timeoutMs: 1000 }), []);
+    await other.write([makeExperience('b')]);
+    const waiting = buffer.read(2, { timeoutMs: 2000 });
+    setTimeout(() => void other.write([makeExperience('c')]), 20);
+    assert.deepEqual(
+      (await waiting).map((e) => e.eid),
+      ['b', 'c'],
+    );
+    assert.throws(() => buffer.commit(99), /commit cursor 99/);
+    await buffer.close();
+    await other.close();
+  });
+});
