@@ -5,6 +5,7 @@ const HELP = `trinity — reinforcement fine-tuning of LLMs in TypeScript
 
 Usage:
   trinity model init DIR [options]      create a randomly initialised Qwen2/Qwen3/Llama model folder (HF format)
+  trinity buffer view PATH [options]    print experiences from a buffer (.db SQLite or .jsonl)
   trinity demo [--steps N] [--seed S]   train a tiny transformer with the tensor core; prints the loss falling
   trinity info                          libtorch version, threads, CUDA devices
   trinity --help                        this text
@@ -39,6 +40,10 @@ async function main(argv: string[]): Promise<number> {
     return last < first ? 0 : 1;
   }
   if (command === 'model') return modelCommand(rest);
+  if (command === 'buffer') {
+    const { bufferCommand } = await import('./buffer-command.js');
+    return bufferCommand(rest);
+  }
   if (command === 'info') {
     const torch = await import('../torch/index.js');
     const info = torch.buildInfo();
