@@ -18,7 +18,11 @@ after(async () => {
 
 async function inProcess<T>(fn: (e: RolloutEngine) => Promise<T>, weights?: Map<string, torch.Tensor>): Promise<T> {
   const local = RolloutEngine.load(dir, { slots: 4 });
-  if (weights) torch.noGrad(() => local.model.parameters().forEach((p, n) => p.copy_(weights.get(n) as torch.Tensor)));
+  if (weights) {
+    torch.noGrad(() => {
+      for (const [n, p] of local.model.parameters()) p.copy_(weights.get(n) as torch.Tensor);
+    });
+  }
   try {
     return await fn(local);
   } finally {
