@@ -1,13 +1,43 @@
 // The Workflow API: what user code implements to produce experiences from a task with the rollout model.
 //
-//   const myWorkflow: Workflow = async ({ task, model, repeatTimes }) => {
-//     const { choices } = await model.chat([{ role: 'user', content: task.prompt ?? '' }], { n: repeatTimes });
-//     return choices.map((c) => model.toExperience(c, { reward: score(c.message.content, task.response) }));
+//   const myWorkflow: Workflow = async ({ task, model, repeatTimes, seed }) => {
+//     const result = await model.chat([{ role: 'user', content: task.prompt ?? '' }], { n: repeatTimes, seed });
+//     return result.choices.map((c) => model.toExperience(c, { reward: score(c.message.content, task.response) }));
 //   };
-import type { ChatOptions, ChatResult, GenerateRequest, GenerateResult } from '../../engine/index.js';
+//
+// The runner hands each attempt its own ModelHandle: every model call carries the attempt's AbortSignal (a timeout
+// cancels the generation even if the workflow forgot to pass `signal`), and toExperience() fills in the task id.
+import type { ChatChoice, ChatOptions, ChatResult, Completion, GenerateRequest, GenerateResult } from '../../engine/index.js';
 import type { ChatMessage, Tokenizer } from '../../tokenizer/index.js';
-import type { Experience } from '../experience.js';
+import type { ChatTurn, Experience, ExperienceInfo } from '../experience.js';
 import type { Task } from '../task.js';
+
+/** What toExperience() may be given: a chat choice (or the whole ChatResult, meaning choice 0) or a completion. */
+export type RolloutOutput = ChatChoice | Completion;
+
+export interface ToExperienceOptions {
+  reward?: number;
+  /** Named parts of the reward and other per-response numbers (accuracy, format_score, ...). */
+  metrics?: Record<string, number>;
+  /** Default: the choice's index within its call (n samples of one task are runs 0..n-1). */
+  runId?: number;
+  taskId?: string;
+  /**
+   * The prompt ids the output continues. Default: looked up from the call that produced the output (same object);
+   * needed only for outputs that did not come from this handle.
+   */
+  promptIds?: readonly number[];
+  /** Default: the model version when the call started. */
+  modelVersion?: number;
+  /** Text scored as the response (default: the output's text). */
+  responseText?: string;
+  promptText?: string;
+  messages?: ChatTurn[];
+  /** Extra info fields. */
+  info?: ExperienceInfo;
+  /** Default: a random UUID. */
+  eid?: string;
+}
 
 /** The rollout model as a workflow sees it: exact token ids in and out, whatever engine serves it. */
 export interface ModelHandle {
@@ -16,16 +46,23 @@ export interface ModelHandle {
   readonly modelVersion: number;
   generate(request: GenerateRequest): Promise<GenerateResult>;
   chat(messages: readonly ChatMessage[], options?: ChatOptions): Promise<ChatResult>;
+  /**
+   * An Experience of one output of generate()/chat(), exactly: tokens = prompt ids ++ completion ids (never
+   * re-tokenised), logprobs = the engine's, actionMask all 1.
+   */
+  toExperience(output: RolloutOutput, options?: ToExperienceOptions): Experience;
 }
 
 export interface WorkflowContext {
   task: Task;
   model: ModelHandle;
-  /** Responses wanted for this task (algorithm.repeat_times); a workflow may run once with n = repeatTimes. */
+  /** Responses wanted for this task (algorithm.repeat_times); a repeatable workflow runs once with n = repeatTimes. */
   repeatTimes: number;
+  /** Run id of the first response: a non-repeatable workflow gets repeatTimes 1 and runIdBase = its repeat. */
+  runIdBase: number;
   /** Seed for this task's sampling (reproducible runs). */
   seed: number;
-  /** Aborted when the task times out or the run stops: pass it on to model calls. */
+  /** Aborted when the task times out or the run stops: pass it on to anything else that waits. */
   signal: AbortSignal;
   /** True when running an eval taskset (greedy or eval rollout args, no training). */
   isEval: boolean;
@@ -34,12 +71,25 @@ export interface WorkflowContext {
 /** Runs a task; returns its experiences (info.taskId/runId/modelVersion are stamped by the runner if missing). */
 export type Workflow = (context: WorkflowContext) => Promise<Experience[]>;
 
-/** Scores a response: a number (the reward), or a reward with named parts for metrics. */
+/** A workflow with what the runner needs to know about it (Trinity-RFT's class flags). */
+export interface WorkflowSpec {
+  /** The workflow function. */
+  run: Workflow;
+  /**
+   * True (default): one run produces all repeatTimes responses (n samples in one call, Trinity-RFT's `can_repeat`).
+   * False: the runner runs it repeatTimes times with repeatTimes = 1, concurrently, each its own runId.
+   */
+  repeatable?: boolean;
+  /** One line for listings. */
+  description?: string;
+}
+
+/** A reward: a number, or a reward with named parts for metrics. */
+export type RewardOutput = number | { reward: number; metrics?: Record<string, number> };
+
+/** Scores a response against its task (task.response holds the reference answer). */
 export type RewardFn = (input: {
   response: string;
   task: Task;
   args: Record<string, unknown>;
-}) =>
-  | number
-  | { reward: number; metrics?: Record<string, number> }
-  | Promise<number | { reward: number; metrics?: Record<string, number> }>;
+}) => RewardOutput | Promise<RewardOutput>;

@@ -1,0 +1,8 @@
+// Workflows: the Workflow API, the model handle that records exact rollouts, built-in workflows, and the runner.
+export * from './eval-metrics.js';
+export * from './model-handle.js';
+export * from './module-path.js';
+export * from './registry.js';
+export * from './runner.js';
+export * from './single-turn.js';
+export * from './types.js';

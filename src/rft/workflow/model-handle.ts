@@ -1,0 +1,146 @@
+// The rollout model behind the Workflow API: EngineModelHandle over a RolloutEngine, a WorkerRolloutEngine or
+// anything else that generates with exact token ids, and the one place rollouts become Experience records.
+//
+//   const model = new EngineModelHandle(engine);                  // the synchronizer sets model.modelVersion
+//   const result = await model.chat(messages, { n: 4, seed: 1 });
+//   const experiences = result.choices.map((c) => model.toExperience(c, { reward: score(c.message.content) }));
+//
+// An experience is built from the ids the engine returned, never from text:
+//   tokens = promptIds ++ completionIds, promptLength = |promptIds|, logprobs = the engine's, actionMask = 1 …
+// The handle remembers which call produced each choice/completion object (prompt ids, model version at the call's
+// start), so toExperience(choice) needs nothing else.
+import { randomUUID } from 'node:crypto';
+import type { ChatChoice, ChatOptions, ChatResult, GenerateRequest, GenerateResult } from '../../engine/index.js';
+import type { ChatMessage, Tokenizer } from '../../tokenizer/index.js';
+import type { Experience } from '../experience.js';
+import type { ModelHandle, RolloutOutput, ToExperienceOptions } from './types.js';
+
+/** What EngineModelHandle needs of an engine (RolloutEngine and WorkerRolloutEngine both fit). */
+export interface RolloutBackend {
+  readonly tokenizer: Tokenizer | null;
+  generate(request: GenerateRequest): Promise<GenerateResult>;
+  chat(messages: readonly ChatMessage[], options?: ChatOptions): Promise<ChatResult>;
+}
+
+/** Where an output came from. */
+interface Provenance {
+  promptIds: readonly number[];
+  modelVersion: number;
+}
+
+export class EngineModelHandle implements ModelHandle {
+  readonly engine: RolloutBackend;
+  #modelVersion: number;
+  readonly #provenance = new WeakMap<object, Provenance>();
+
+  constructor(engine: RolloutBackend, options: { modelVersion?: number } = {}) {
+    this.engine = engine;
+    this.#modelVersion = 0;
+    this.modelVersion = options.modelVersion ?? 0;
+  }
+
+  get tokenizer(): Tokenizer | null {
+    return this.engine.tokenizer;
+  }
+
+  /** Weights version served: the synchronizer sets it after each weight sync. */
+  get modelVersion(): number {
+    return this.#modelVersion;
+  }
+
+  set modelVersion(version: number) {
+    if (!Number.isInteger(version) || version < 0)
+      throw new RangeError(`EngineModelHandle: modelVersion must be a non-negative integer, got ${String(version)}`);
+    this.#modelVersion = version;
+  }
+
+  async generate(request: GenerateRequest): Promise<GenerateResult> {
+    const modelVersion = this.#modelVersion;
+    const result = await this.engine.generate(request);
+    for (const completion of result.completions) this.#provenance.set(completion, { promptIds: result.promptIds, modelVersion });
+    return result;
+  }
+
+  async chat(messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
+    const modelVersion = this.#modelVersion;
+    const result = await this.engine.chat(messages, options);
+    const provenance = { promptIds: result.promptIds, modelVersion };
+    this.#provenance.set(result, provenance);
+    for (const choice of result.choices) this.#provenance.set(choice, provenance);
+    return result;
+  }
+
+  toExperience(output: RolloutOutput, options: ToExperienceOptions = {}): Experience {
+    const provenance = this.#provenance.get(output);
+    const promptIds = options.promptIds ?? provenance?.promptIds ?? (output as Partial<ChatResult>).promptIds;
+    if (promptIds === undefined) {
+      throw new Error(
+        'toExperience: this output did not come from this model handle (a copy?); pass options.promptIds with the prompt ids it continues',
+      );
+    }
+    return buildExperience(output, {
+      ...options,
+      promptIds,
+      modelVersion: options.modelVersion ?? provenance?.modelVersion ?? this.#modelVersion,
+    });
+  }
+}
+
+/** An Experience from one output and the prompt ids it continues; see the header. */
+export function buildExperience(
+  output: RolloutOutput,
+  options: ToExperienceOptions & { promptIds: readonly number[]; modelVersion: number },
+): Experience {
+  const completionIds = isChatChoice(output) ? output.completionIds : output.tokenIds;
+  if (output.logprobs.length !== completionIds.length) {
+    throw new Error(`toExperience: the output has ${completionIds.length} completion ids but ${output.logprobs.length} logprobs`);
+  }
+  const text = isChatChoice(output) ? output.message.content : (output.text ?? undefined);
+  const experience: Experience = {
+    eid: options.eid ?? randomUUID(),
+    tokens: [...options.promptIds, ...completionIds],
+    promptLength: options.promptIds.length,
+    logprobs: [...output.logprobs],
+    actionMask: completionIds.map(() => 1),
+    info: {
+      ...options.info,
+      modelVersion: options.modelVersion,
+      runId: options.runId ?? output.index,
+      ...(options.taskId !== undefined ? { taskId: options.taskId } : {}),
+    },
+  };
+  if (options.reward !== undefined) experience.reward = options.reward;
+  if (options.metrics !== undefined) experience.metrics = { ...options.metrics };
+  const responseText = options.responseText ?? text;
+  if (responseText !== undefined) experience.responseText = responseText;
+  if (options.promptText !== undefined) experience.promptText = options.promptText;
+  if (options.messages !== undefined) experience.messages = options.messages;
+  if (output.finishReason === 'length') experience.truncateStatus = 'response_truncated';
+  return experience;
+}
+
+function isChatChoice(output: RolloutOutput): output is ChatChoice {
+  return 'completionIds' in output;
+}
+
+/**
+ * The handle one workflow attempt sees: every model call also carries `signal` (so a timeout aborts generations
+ * the workflow started, and calls after the attempt ended fail at once), and toExperience() defaults the task id.
+ */
+export function attemptModelHandle(base: ModelHandle, attempt: { signal: AbortSignal; taskId: string }): ModelHandle {
+  const withSignal = <T extends { signal?: AbortSignal }>(options: T): T => ({
+    ...options,
+    signal: options.signal ? AbortSignal.any([options.signal, attempt.signal]) : attempt.signal,
+  });
+  return {
+    get tokenizer() {
+      return base.tokenizer;
+    },
+    get modelVersion() {
+      return base.modelVersion;
+    },
+    generate: (request) => base.generate(withSignal(request)),
+    chat: (messages, options = {}) => base.chat(messages, withSignal(options)),
+    toExperience: (output, options = {}) => base.toExperience(output, { taskId: attempt.taskId, ...options }),
+  };
+}

@@ -1,0 +1,497 @@
+// The workflow runner: the explorer's side of rollouts. It runs a step's tasks × repeat_times through their
+// workflows, concurrently and in isolation, and returns the experiences with the step's metrics.
+//
+//   const runner = new WorkflowRunner({ models: [handle], runnerPerModel: 8, maxTimeout: 1800, maxRetryTimes: 2 });
+//   const { experiences, metrics } = await runner.runStep(tasks, { step: 3, repeatTimes: 8 });
+//   const { metrics: evalMetrics } = await runner.evaluate(evalTasks, { step: 3, repeatTimes: 4 });
+//
+// A run is one workflow call: a repeatable workflow runs once per task with n = repeatTimes, a non-repeatable one
+// runs repeatTimes times with n = 1 (runIdBase = the repeat). Each model serves at most runnerPerModel runs at once
+// (Trinity-RFT's explorer.runner_per_model); a run goes to the model with the most free runners.
+//
+// Isolation (DESIGN.md, "Reliability rules"): an attempt that throws, passes maxTimeout seconds (its AbortSignal
+// fires and every model call it made through its handle is aborted), or returns no/malformed experiences
+// (validateExperience) is retried up to maxRetryTimes times with exponential backoff, then its run counts as failed;
+// nothing a workflow does stops the step. Experiences are stamped with info.taskId, runId, modelVersion (when
+// missing) and step.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type Experience, responseLength, validateExperience } from '../experience.js';
+import type { Task } from '../task.js';
+import { evalMetrics, type TaskSamples } from './eval-metrics.js';
+import { attemptModelHandle } from './model-handle.js';
+import { WORKFLOWS, type WorkflowRegistry } from './registry.js';
+import type { ModelHandle, WorkflowSpec } from './types.js';
+
+export interface WorkflowRunnerOptions {
+  /** Rollout models (one per engine). */
+  models: ModelHandle | readonly ModelHandle[];
+  /** Runs at once per model (explorer.runner_per_model). Default 8. */
+  runnerPerModel?: number;
+  /** Seconds one attempt may take (explorer.max_timeout). Default 1800. */
+  maxTimeout?: number;
+  /** Retries after a failed attempt (explorer.max_retry_times). Default 2. */
+  maxRetryTimes?: number;
+  /** Wait before retry r (1-based): retryBackoffMs · 2^(r−1), at most maxRetryBackoffMs. Defaults 1000 and 30000. */
+  retryBackoffMs?: number;
+  maxRetryBackoffMs?: number;
+  /** Workflow of tasks that name none (buffer.explorer_input.taskset.default_workflow_type). */
+  defaultWorkflow?: string;
+  /** Workflow of eval tasks that name none (default_eval_workflow_type; default: defaultWorkflow). */
+  defaultEvalWorkflow?: string;
+  workflows?: WorkflowRegistry;
+  /** Folder that relative workflow module paths resolve against. */
+  baseDir?: string;
+  /** Base of the per-run seeds. Default 42. */
+  seed?: number;
+  /** Eval: a response is correct (pass@k) when metrics.accuracy, else its reward, is at least this. Default 1. */
+  passThreshold?: number;
+  /** One line per failed attempt (default: none; statuses carry the errors too). */
+  log?: (line: string) => void;
+}
+
+export interface RunOptions {
+  /** Explorer step, stamped on the experiences. */
+  step: number;
+  /** Responses per task (algorithm.repeat_times). */
+  repeatTimes: number;
+  /** Stops the step: running attempts are aborted, nothing new starts or retries. */
+  signal?: AbortSignal;
+}
+
+/** How one run went. */
+export interface RunStatus {
+  taskId: string;
+  taskset: string;
+  /** The run ids it was to produce (runIdBase .. runIdBase + repeatTimes − 1). */
+  runIds: number[];
+  ok: boolean;
+  attempts: number;
+  timedOut: number;
+  malformed: number;
+  errored: number;
+  /** The last attempt's error, when it failed. */
+  error?: string;
+  /** Wall time of the successful attempt, or of all attempts when it failed. */
+  seconds: number;
+}
+
+export interface StepResult {
+  experiences: Experience[];
+  /**
+   * rollout/reward/{mean,std,max,min}, rollout/response_length/{mean,max,min}, rollout/<metric>/mean for each
+   * experience metric, rollout/experiences, rollout/tasks/{ok,failed}, rollout/runs/{ok,failed},
+   * rollout/attempts/{timed_out,malformed,errored,retried}, rollout/run_time_s/{mean,max}, rollout/time_s.
+   */
+  metrics: Record<string, number>;
+  statuses: RunStatus[];
+}
+
+export interface EvalResult extends StepResult {
+  /** Per taskset: mean@n, best@k, worst@k, pass@k (./eval-metrics.ts), also in metrics as eval/<taskset>/<name>. */
+  tasksets: Record<string, Record<string, number>>;
+}
+
+/** Why an attempt was aborted. */
+class AttemptTimeout extends Error {
+  constructor(seconds: number) {
+    super(`timed out after ${seconds} s (explorer.max_timeout)`);
+    this.name = 'AttemptTimeout';
+  }
+}
+
+class MalformedExperiences extends Error {
+  override name = 'MalformedExperiences';
+}
+
+interface Run {
+  task: Task;
+  spec: WorkflowSpec;
+  repeatTimes: number;
+  runIdBase: number;
+}
+
+export class WorkflowRunner {
+  readonly #pool: ModelPool;
+  readonly #maxTimeout: number;
+  readonly #maxRetryTimes: number;
+  readonly #retryBackoffMs: number;
+  readonly #maxRetryBackoffMs: number;
+  readonly #defaultWorkflow: string | undefined;
+  readonly #defaultEvalWorkflow: string | undefined;
+  readonly #workflows: WorkflowRegistry;
+  readonly #baseDir: string | undefined;
+  readonly #seed: number;
+  readonly #passThreshold: number;
+  readonly #log: (line: string) => void;
+
+  constructor(options: WorkflowRunnerOptions) {
+    const models = Array.isArray(options.models)
+      ? [...(options.models as readonly ModelHandle[])]
+      : [options.models as ModelHandle];
+    if (models.length === 0) throw new RangeError('WorkflowRunner: models is empty');
+    const runnerPerModel = options.runnerPerModel ?? 8;
+    if (!Number.isInteger(runnerPerModel) || runnerPerModel < 1)
+      throw new RangeError(`WorkflowRunner: runnerPerModel must be a positive integer, got ${String(runnerPerModel)}`);
+    this.#maxTimeout = options.maxTimeout ?? 1800;
+    if (!(this.#maxTimeout > 0)) throw new RangeError(`WorkflowRunner: maxTimeout must be > 0 seconds, got ${this.#maxTimeout}`);
+    this.#maxRetryTimes = options.maxRetryTimes ?? 2;
+    if (!Number.isInteger(this.#maxRetryTimes) || this.#maxRetryTimes < 0)
+      throw new RangeError(`WorkflowRunner: maxRetryTimes must be a non-negative integer, got ${this.#maxRetryTimes}`);
+    this.#retryBackoffMs = options.retryBackoffMs ?? 1000;
+    this.#maxRetryBackoffMs = options.maxRetryBackoffMs ?? 30_000;
+    if (!(this.#retryBackoffMs >= 0) || !(this.#maxRetryBackoffMs >= 0))
+      throw new RangeError('WorkflowRunner: retryBackoffMs and maxRetryBackoffMs must be >= 0');
+    this.#pool = new ModelPool(models, runnerPerModel);
+    this.#defaultWorkflow = options.defaultWorkflow;
+    this.#defaultEvalWorkflow = options.defaultEvalWorkflow ?? options.defaultWorkflow;
+    this.#workflows = options.workflows ?? WORKFLOWS;
+    this.#baseDir = options.baseDir;
+    this.#seed = options.seed ?? 42;
+    this.#passThreshold = options.passThreshold ?? 1;
+    this.#log = options.log ?? (() => {});
+  }
+
+  /** Runs in flight now, over all models. */
+  get inFlight(): number {
+    return this.#pool.busy;
+  }
+
+  /** Runs a training step's tasks; see the header. */
+  runStep(tasks: readonly Task[], options: RunOptions): Promise<StepResult> {
+    return this.#run(tasks, options, false);
+  }
+
+  /** Runs eval tasks (grouped by task.taskset) and computes mean@n, best@k, worst@k and pass@k per taskset. */
+  async evaluate(tasks: readonly Task[], options: RunOptions): Promise<EvalResult> {
+    const result = await this.#run(tasks, options, true);
+    const samples = new Map<string, Map<string, TaskSamples>>();
+    for (const task of tasks) {
+      const byTask = samples.get(task.taskset) ?? new Map<string, TaskSamples>();
+      byTask.set(task.id, { rewards: [], correct: [] });
+      samples.set(task.taskset, byTask);
+    }
+    const tasksetOf = new Map(tasks.map((t) => [t.id, t.taskset]));
+    for (const e of result.experiences) {
+      const taskId = String(e.info.taskId);
+      const entry = samples.get(tasksetOf.get(taskId) ?? '')?.get(taskId);
+      if (entry === undefined) continue;
+      const reward = e.reward ?? 0;
+      entry.rewards.push(reward);
+      entry.correct.push((e.metrics?.accuracy ?? reward) >= this.#passThreshold);
+    }
+    const tasksets: Record<string, Record<string, number>> = {};
+    for (const [name, byTask] of samples) {
+      tasksets[name] = evalMetrics([...byTask.values()]);
+      for (const [key, value] of Object.entries(tasksets[name])) result.metrics[`eval/${name}/${key}`] = value;
+    }
+    return { ...result, tasksets };
+  }
+
+  async #run(tasks: readonly Task[], options: RunOptions, isEval: boolean): Promise<StepResult> {
+    const { step, repeatTimes, signal } = options;
+    if (!Number.isInteger(repeatTimes) || repeatTimes < 1)
+      throw new RangeError(`WorkflowRunner: repeatTimes must be a positive integer, got ${String(repeatTimes)}`);
+    const started = performance.now();
+    const defaultName = isEval ? this.#defaultEvalWorkflow : this.#defaultWorkflow;
+    // A bad default is a config error for the whole step; a bad name in one task's row fails that task.
+    if (defaultName !== undefined) await this.#workflows.resolve(defaultName, this.#baseDir);
+
+    const statuses: RunStatus[] = [];
+    const runs: Run[] = [];
+    for (const task of tasks) {
+      const name = task.workflow ?? defaultName;
+      let spec: WorkflowSpec;
+      try {
+        if (name === undefined) throw new Error(`task ${task.id} names no workflow and the runner has no default workflow`);
+        spec = await this.#workflows.resolve(name, this.#baseDir);
+      } catch (error) {
+        statuses.push(failedStatus(task, range(0, repeatTimes), (error as Error).message));
+        continue;
+      }
+      if (spec.repeatable === false) {
+        for (let r = 0; r < repeatTimes; r++) runs.push({ task, spec, repeatTimes: 1, runIdBase: r });
+      } else {
+        runs.push({ task, spec, repeatTimes, runIdBase: 0 });
+      }
+    }
+
+    const outcomes = await Promise.all(runs.map((run) => this.#runWithRetry(run, step, isEval, signal)));
+    const experiences: Experience[] = [];
+    let retried = 0;
+    for (const outcome of outcomes) {
+      statuses.push(outcome.status);
+      experiences.push(...outcome.experiences);
+      retried += Math.max(0, outcome.status.attempts - 1);
+    }
+    const metrics = stepMetrics(experiences, statuses);
+    metrics['rollout/attempts/retried'] = retried;
+    metrics['rollout/time_s'] = (performance.now() - started) / 1000;
+    return { experiences, metrics, statuses };
+  }
+
+  async #runWithRetry(
+    run: Run,
+    step: number,
+    isEval: boolean,
+    stop: AbortSignal | undefined,
+  ): Promise<{ experiences: Experience[]; status: RunStatus }> {
+    const status: RunStatus = {
+      taskId: run.task.id,
+      taskset: run.task.taskset,
+      runIds: range(run.runIdBase, run.repeatTimes),
+      ok: false,
+      attempts: 0,
+      timedOut: 0,
+      malformed: 0,
+      errored: 0,
+      seconds: 0,
+    };
+    const started = performance.now();
+    for (let attempt = 0; attempt <= this.#maxRetryTimes; attempt++) {
+      if (attempt > 0) {
+        const wait = Math.min(this.#retryBackoffMs * 2 ** (attempt - 1), this.#maxRetryBackoffMs);
+        await sleep(wait, undefined, stop ? { signal: stop } : {}).catch(() => {});
+      }
+      if (stop?.aborted) {
+        status.error = `the step was stopped${status.error ? ` (last error: ${status.error})` : ''}`;
+        break;
+      }
+      const lease = await this.#pool.acquire(stop).catch(() => null);
+      if (lease === null) {
+        status.error = `the step was stopped${status.error ? ` (last error: ${status.error})` : ''}`;
+        break;
+      }
+      status.attempts++;
+      const attemptStarted = performance.now();
+      try {
+        const experiences = await this.#attempt(run, lease.model, step, isEval, attempt, stop);
+        status.ok = true;
+        delete status.error;
+        status.seconds = (performance.now() - attemptStarted) / 1000;
+        return { experiences, status };
+      } catch (error) {
+        if (error instanceof AttemptTimeout) status.timedOut++;
+        else if (error instanceof MalformedExperiences) status.malformed++;
+        else status.errored++;
+        status.error = error instanceof Error ? error.message : String(error);
+        this.#log(
+          `workflow run of task ${run.task.id} (runs ${status.runIds.join(',')}) attempt ${attempt + 1}/${this.#maxRetryTimes + 1} failed: ${status.error}`,
+        );
+      } finally {
+        lease.release();
+      }
+    }
+    status.seconds = (performance.now() - started) / 1000;
+    return { experiences: [], status };
+  }
+
+  /** One attempt: the workflow under a timeout, its experiences checked and stamped. Throws on any failure. */
+  async #attempt(
+    run: Run,
+    model: ModelHandle,
+    step: number,
+    isEval: boolean,
+    attempt: number,
+    stop: AbortSignal | undefined,
+  ): Promise<Experience[]> {
+    const { task } = run;
+    const controller = new AbortController();
+    const onStop = () => controller.abort(stop?.reason ?? new Error('the step was stopped'));
+    stop?.addEventListener('abort', onStop, { once: true });
+    const timer = setTimeout(() => controller.abort(new AttemptTimeout(this.#maxTimeout)), this.#maxTimeout * 1000);
+    let onAbort = () => {};
+    const aborted = new Promise<never>((_, reject) => {
+      onAbort = () => reject(controller.signal.reason);
+      controller.signal.addEventListener('abort', onAbort, { once: true });
+    });
+    const modelVersion = model.modelVersion;
+    try {
+      const context = {
+        task,
+        model: attemptModelHandle(model, { signal: controller.signal, taskId: task.id }),
+        repeatTimes: run.repeatTimes,
+        runIdBase: run.runIdBase,
+        seed: runSeed(this.#seed, step, task.id, run.runIdBase, attempt),
+        signal: controller.signal,
+        isEval,
+      };
+      // Promise.resolve().then: a workflow that throws synchronously fails like one that rejects.
+      const result: unknown = await Promise.race([Promise.resolve().then(() => run.spec.run(context)), aborted]);
+      const experiences = checkExperiences(result, task.id);
+      for (const [i, e] of experiences.entries()) {
+        e.info.taskId ??= task.id;
+        if (run.spec.repeatable === false) e.info.runId = run.runIdBase;
+        else e.info.runId ??= run.runIdBase + i;
+        e.info.modelVersion ??= modelVersion;
+        e.info.step = step;
+      }
+      return experiences;
+    } finally {
+      clearTimeout(timer);
+      stop?.removeEventListener('abort', onStop);
+      controller.signal.removeEventListener('abort', onAbort);
+      // Whatever the workflow still has running (it returned early, or hangs) is cut off from the model now.
+      if (!controller.signal.aborted) controller.abort(new Error(`the attempt for task ${task.id} has ended`));
+      aborted.catch(() => {});
+    }
+  }
+}
+
+/** The workflow's result as experiences, or MalformedExperiences naming the first problems. */
+function checkExperiences(result: unknown, taskId: string): Experience[] {
+  if (!Array.isArray(result))
+    throw new MalformedExperiences(
+      `task ${taskId}: the workflow returned ${result === null ? 'null' : typeof result}, not a list of experiences`,
+    );
+  if (result.length === 0) throw new MalformedExperiences(`task ${taskId}: the workflow returned no experiences`);
+  const problems: string[] = [];
+  for (const [i, e] of result.entries()) {
+    const found =
+      e === null || typeof e !== 'object' || Array.isArray(e) ? ['not an object'] : validateExperience(e as Experience);
+    if (found.length > 0) problems.push(`experience ${i}: ${found.join('; ')}`);
+  }
+  if (problems.length > 0)
+    throw new MalformedExperiences(
+      `task ${taskId}: malformed experiences: ${problems.slice(0, 3).join(' | ')}${problems.length > 3 ? ` (+${problems.length - 3} more)` : ''}`,
+    );
+  return result as Experience[];
+}
+
+function failedStatus(task: Task, runIds: number[], error: string): RunStatus {
+  return {
+    taskId: task.id,
+    taskset: task.taskset,
+    runIds,
+    ok: false,
+    attempts: 0,
+    timedOut: 0,
+    malformed: 0,
+    errored: 1,
+    error,
+    seconds: 0,
+  };
+}
+
+const range = (start: number, count: number): number[] => Array.from({ length: count }, (_, i) => start + i);
+
+/** A 31-bit seed from the run's identity (FNV-1a), the same on every machine and rerun. */
+export function runSeed(seed: number, step: number, taskId: string, runIdBase: number, attempt: number): number {
+  let hash = 0x811c9dc5;
+  for (const ch of `${seed}/${step}/${taskId}/${runIdBase}/${attempt}`) {
+    hash ^= ch.codePointAt(0) as number;
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return hash >>> 1;
+}
+
+/** Mean, population std, max and min of a non-empty list. */
+function summary(values: readonly number[]): { mean: number; std: number; max: number; min: number } {
+  const mean = values.reduce((a, b) => a + b, 0) / values.length;
+  const variance = values.reduce((a, b) => a + (b - mean) ** 2, 0) / values.length;
+  return { mean, std: Math.sqrt(variance), max: Math.max(...values), min: Math.min(...values) };
+}
+
+/** The step's metrics; see StepResult.metrics. */
+export function stepMetrics(experiences: readonly Experience[], statuses: readonly RunStatus[]): Record<string, number> {
+  const metrics: Record<string, number> = { 'rollout/experiences': experiences.length };
+  const rewards = experiences.flatMap((e) => (e.reward === undefined ? [] : [e.reward]));
+  if (rewards.length > 0) {
+    const s = summary(rewards);
+    Object.assign(metrics, {
+      'rollout/reward/mean': s.mean,
+      'rollout/reward/std': s.std,
+      'rollout/reward/max': s.max,
+      'rollout/reward/min': s.min,
+    });
+  }
+  if (experiences.length > 0) {
+    const s = summary(experiences.map(responseLength));
+    Object.assign(metrics, {
+      'rollout/response_length/mean': s.mean,
+      'rollout/response_length/max': s.max,
+      'rollout/response_length/min': s.min,
+    });
+  }
+  const named = new Map<string, number[]>();
+  for (const e of experiences) {
+    for (const [key, value] of Object.entries(e.metrics ?? {})) named.set(key, [...(named.get(key) ?? []), value]);
+  }
+  for (const [key, values] of named) metrics[`rollout/${key}/mean`] = summary(values).mean;
+
+  const failedTasks = new Set(statuses.filter((s) => !s.ok).map((s) => s.taskId));
+  const allTasks = new Set(statuses.map((s) => s.taskId));
+  metrics['rollout/tasks/ok'] = allTasks.size - failedTasks.size;
+  metrics['rollout/tasks/failed'] = failedTasks.size;
+  metrics['rollout/runs/ok'] = statuses.filter((s) => s.ok).length;
+  metrics['rollout/runs/failed'] = statuses.filter((s) => !s.ok).length;
+  metrics['rollout/attempts/timed_out'] = statuses.reduce((a, s) => a + s.timedOut, 0);
+  metrics['rollout/attempts/malformed'] = statuses.reduce((a, s) => a + s.malformed, 0);
+  metrics['rollout/attempts/errored'] = statuses.reduce((a, s) => a + s.errored, 0);
+  const times = statuses.filter((s) => s.ok).map((s) => s.seconds);
+  if (times.length > 0) {
+    const s = summary(times);
+    metrics['rollout/run_time_s/mean'] = s.mean;
+    metrics['rollout/run_time_s/max'] = s.max;
+  }
+  return metrics;
+}
+
+/** At most `perModel` leases per model; a lease goes to the model with the most free runners, waiters in order. */
+class ModelPool {
+  readonly #models: readonly ModelHandle[];
+  readonly #busy: number[];
+  readonly #perModel: number;
+  readonly #waiters: { grant: (index: number) => void }[] = [];
+
+  constructor(models: readonly ModelHandle[], perModel: number) {
+    this.#models = models;
+    this.#perModel = perModel;
+    this.#busy = models.map(() => 0);
+  }
+
+  get busy(): number {
+    return this.#busy.reduce((a, b) => a + b, 0);
+  }
+
+  acquire(signal?: AbortSignal): Promise<{ model: ModelHandle; release: () => void }> {
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) return reject(signal.reason);
+      const waiter = {
+        grant: (index: number) => {
+          signal?.removeEventListener('abort', onAbort);
+          let released = false;
+          resolve({
+            model: this.#models[index] as ModelHandle,
+            release: () => {
+              if (released) return;
+              released = true;
+              (this.#busy[index] as number)--;
+              this.#dispatch();
+            },
+          });
+        },
+      };
+      const onAbort = () => {
+        const at = this.#waiters.indexOf(waiter);
+        if (at >= 0) this.#waiters.splice(at, 1);
+        reject(signal?.reason);
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.#waiters.push(waiter);
+      this.#dispatch();
+    });
+  }
+
+  #dispatch(): void {
+    while (this.#waiters.length > 0) {
+      let best = -1;
+      for (let i = 0; i < this.#busy.length; i++) {
+        if ((this.#busy[i] as number) < this.#perModel && (best < 0 || (this.#busy[i] as number) < (this.#busy[best] as number)))
+          best = i;
+      }
+      if (best < 0) return;
+      (this.#busy[best] as number)++;
+      (this.#waiters.shift() as { grant: (index: number) => void }).grant(best);
+    }
+  }
+}

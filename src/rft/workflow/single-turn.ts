@@ -1,0 +1,149 @@
+// Single-turn workflows (Trinity-RFT's SimpleWorkflow family): one prompt, repeatTimes sampled answers in one call,
+// each scored by a reward function.
+//
+//   prompt ids = chat_template([system?, user], add_generation_prompt) ++ encode(reply_prefix)
+//   responses  = generate(prompt ids, n = repeatTimes, seed, task.rolloutArgs)
+//   reward     = rewardFn(reply_prefix + response text, task)          (the prefix is part of the answer's format)
+//
+//   simple_workflow      reward from the task's reward_fn (no default: a task without one is an error)
+//   math_workflow        <think>…</think><answer>…</answer> system prompt; default reward math_reward
+//   math_boxed_workflow  \boxed{} system prompt; default reward math_boxed_reward, workflow_args with_think and
+//                        format_score_coef passed on to it
+import type { GenerateOptions } from '../../engine/index.js';
+import type { ChatMessage } from '../../tokenizer/index.js';
+import { snakeToCamel } from '../algorithm/registry.js';
+import type { ChatTurn } from '../experience.js';
+import { REWARD_FUNCTIONS, type RewardRegistry, scoreResponse } from '../reward/registry.js';
+import type { Task } from '../task.js';
+import type { WorkflowContext, WorkflowSpec } from './types.js';
+
+export const MATH_SYSTEM_PROMPT =
+  'You are a helpful assistant that solves math problems. First think about the reasoning process, then give the ' +
+  'answer. Write the reasoning inside <think> </think> and only the final answer inside <answer> </answer>, e.g. ' +
+  '<think> reasoning here </think> <answer> 42 </answer>.';
+
+export const MATH_BOXED_SYSTEM_PROMPT =
+  'You are a helpful assistant that solves math problems. Reason step by step, then put the final answer in \\boxed{}.';
+
+export const MATH_BOXED_THINK_SYSTEM_PROMPT =
+  'You are a helpful assistant that solves math problems. Reason step by step inside <think> </think>, then put the ' +
+  'final answer in \\boxed{}.';
+
+export interface SingleTurnOptions {
+  /** Used when the task has no system prompt. */
+  systemPrompt?: string | ((task: Task) => string | undefined);
+  /** Used when the task names no reward_fn; without one a task must name it. */
+  defaultRewardFn?: string;
+  /** Extra reward arguments from the task's workflow_args (keys copied when present). */
+  rewardArgsFromWorkflowArgs?: readonly string[];
+  rewards?: RewardRegistry;
+  /** Folder that relative reward module paths resolve against. */
+  baseDir?: string;
+}
+
+/** A single-turn workflow with the given defaults; see the header. */
+export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}): WorkflowSpec {
+  const rewards = options.rewards ?? REWARD_FUNCTIONS;
+  return {
+    repeatable: true,
+    description: `single-turn: chat template + reply prefix, n samples, reward ${options.defaultRewardFn ?? "from the task's reward_fn"}`,
+    run: async ({ task, model, repeatTimes, seed }: WorkflowContext) => {
+      const tokenizer = model.tokenizer;
+      if (tokenizer === null) throw new Error(`${name}: the rollout model has no tokenizer (chat template needed)`);
+      const rewardName = task.rewardFn ?? options.defaultRewardFn;
+      if (rewardName === undefined)
+        throw new Error(`${name}: task ${task.id} names no reward function (set the taskset's default_reward_fn_type)`);
+      const rewardFn = await rewards.resolve(rewardName, options.baseDir);
+      const rewardArgs: Record<string, unknown> = { ...task.rewardFnArgs };
+      for (const key of options.rewardArgsFromWorkflowArgs ?? []) {
+        if (task.workflowArgs?.[key] !== undefined) rewardArgs[key] = task.workflowArgs[key];
+      }
+
+      const messages = promptMessages(
+        task,
+        typeof options.systemPrompt === 'function' ? options.systemPrompt(task) : options.systemPrompt,
+        name,
+      );
+      const prefix = task.replyPrefix ?? '';
+      const promptIds = [
+        ...tokenizer.encodeChat(messages, { addGenerationPrompt: true }),
+        ...(prefix ? tokenizer.encode(prefix) : []),
+      ];
+      const result = await model.generate({ ...rolloutOptions(task.rolloutArgs ?? {}, name), promptIds, n: repeatTimes, seed });
+
+      const experiences = [];
+      for (const completion of result.completions) {
+        const response = prefix + (completion.text ?? tokenizer.decode(completion.tokenIds, { skipSpecialTokens: true }));
+        const { reward, metrics } = await scoreResponse(
+          rewardFn,
+          { response, task, args: rewardArgs },
+          `reward function '${rewardName}'`,
+        );
+        const transcript: ChatTurn[] = [...messages.map((m) => ({ ...m })), { role: 'assistant', content: response }];
+        experiences.push(model.toExperience(completion, { reward, metrics, responseText: response, messages: transcript }));
+      }
+      return experiences;
+    },
+  };
+}
+
+/** [system?, user] from the task's prompt, or the task's own messages (its system prompt first when it has none). */
+export function promptMessages(task: Task, defaultSystemPrompt: string | undefined, who: string): ChatMessage[] {
+  const system = task.systemPrompt ?? defaultSystemPrompt;
+  if (task.messages !== undefined && task.messages.length > 0) {
+    const turns = task.messages.map((turn) => ({ ...turn }) as ChatMessage);
+    return system !== undefined && turns[0]?.role !== 'system' ? [{ role: 'system', content: system }, ...turns] : turns;
+  }
+  if (typeof task.prompt !== 'string') throw new Error(`${who}: task ${task.id} has no prompt (the taskset's prompt_key)`);
+  return [
+    ...(system !== undefined ? [{ role: 'system' as const, content: system }] : []),
+    { role: 'user', content: task.prompt },
+  ];
+}
+
+const NUMERIC_ROLLOUT_ARGS = new Set(['temperature', 'topP', 'topK', 'minP', 'maxTokens']);
+/** Keys Trinity-RFT's rollout args may carry that do not apply here (logprobs are always returned; n is repeatTimes). */
+const IGNORED_ROLLOUT_ARGS = new Set(['logprobs', 'n']);
+
+/** Generation options from a task's rollout_args (snake_case or camelCase); unknown keys are errors. */
+export function rolloutOptions(args: Readonly<Record<string, unknown>>, who: string): GenerateOptions {
+  const out: GenerateOptions = {};
+  for (const [key, value] of Object.entries(args)) {
+    const name = snakeToCamel(key);
+    if (IGNORED_ROLLOUT_ARGS.has(name)) continue;
+    if (NUMERIC_ROLLOUT_ARGS.has(name)) {
+      if (typeof value !== 'number')
+        throw new Error(`${who}: rollout_args.${key} must be a number, got ${JSON.stringify(value)}`);
+      (out as Record<string, number>)[name] = value;
+    } else if (name === 'stop') {
+      if (!(typeof value === 'string' || (Array.isArray(value) && value.every((s) => typeof s === 'string'))))
+        throw new Error(`${who}: rollout_args.stop must be a string or a list of strings`);
+      out.stop = value;
+    } else if (name === 'stopTokenIds') {
+      if (!(Array.isArray(value) && value.every((id) => Number.isInteger(id))))
+        throw new Error(`${who}: rollout_args.stop_token_ids must be a list of integers`);
+      out.stopTokenIds = value;
+    } else if (name === 'ignoreEos') {
+      if (typeof value !== 'boolean') throw new Error(`${who}: rollout_args.ignore_eos must be a boolean`);
+      out.ignoreEos = value;
+    } else {
+      throw new Error(
+        `${who}: unknown rollout_args key '${key}'; expected temperature, top_p, top_k, min_p, max_tokens, stop, stop_token_ids, ignore_eos`,
+      );
+    }
+  }
+  return out;
+}
+
+export const simpleWorkflow = singleTurnWorkflow('simple_workflow');
+
+export const mathWorkflow = singleTurnWorkflow('math_workflow', {
+  systemPrompt: MATH_SYSTEM_PROMPT,
+  defaultRewardFn: 'math_reward',
+});
+
+export const mathBoxedWorkflow = singleTurnWorkflow('math_boxed_workflow', {
+  systemPrompt: (task) => (task.workflowArgs?.with_think === true ? MATH_BOXED_THINK_SYSTEM_PROMPT : MATH_BOXED_SYSTEM_PROMPT),
+  defaultRewardFn: 'math_boxed_reward',
+  rewardArgsFromWorkflowArgs: ['with_think', 'format_score_coef'],
+});
