@@ -1,0 +1,79 @@
+// `trinity config check FILE [--set key=value ...]`: validates a run config and prints it resolved (every default
+// and derived key filled in), or every problem with its key path and where it was written.
+import { parseArgs } from 'node:util';
+import YAML from 'yaml';
+import { ConfigError, loadConfig, resolveStages, type StageConfig } from '../rft/config/index.js';
+import type { AlgorithmResolver } from '../rft/config/index.js';
+
+export const CONFIG_HELP = `trinity config check FILE [--set key.path=value ...]
+  Validates a run config (YAML, Trinity-RFT's keys) and prints it resolved, as YAML: every default and derived key
+  filled in, relative paths made absolute, one document per stage of a multi-stage run. On errors prints each
+  problem with its key path and file:line:column, and exits 1.
+
+  --set key.path=value   override a key (repeatable): dotted path, list indices as numbers (stages.0.mode=train),
+                         the value read as YAML (8, true, null, [a, b])
+  --no-algorithm-check   do not resolve the algorithm section with the algorithm library (which loads libtorch)
+
+  Strings may use \${VAR} and \${VAR:-default} (also Trinity's \${oc.env:VAR,default}).
+`;
+
+/** Runs `trinity config ...`; returns the exit code. */
+export async function configCommand(args: string[]): Promise<number> {
+  const [sub, ...rest] = args;
+  if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help') {
+    process.stdout.write(CONFIG_HELP);
+    return sub === undefined ? 1 : 0;
+  }
+  if (sub !== 'check') {
+    process.stderr.write(`trinity config: unknown subcommand '${sub}'\n\n${CONFIG_HELP}`);
+    return 2;
+  }
+  const { values, positionals } = parseArgs({
+    args: rest,
+    allowPositionals: true,
+    options: {
+      set: { type: 'string', multiple: true, default: [] },
+      'no-algorithm-check': { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(CONFIG_HELP);
+    return 0;
+  }
+  const [file] = positionals;
+  if (file === undefined || positionals.length > 1) {
+    process.stderr.write(`trinity config check: give exactly one config file\n\n${CONFIG_HELP}`);
+    return 2;
+  }
+  let resolveAlgorithm: AlgorithmResolver | undefined;
+  if (!values['no-algorithm-check']) {
+    try {
+      resolveAlgorithm = (await import('../rft/algorithm/presets.js')).resolveAlgorithm;
+    } catch (error) {
+      process.stderr.write(`note: the algorithm section is not checked (${(error as Error).message.split('\n')[0]})\n`);
+    }
+  }
+  try {
+    const config = loadConfig(file, { overrides: values.set, ...(resolveAlgorithm ? { resolveAlgorithm } : {}) });
+    const stages = resolveStages(config);
+    const documents = stages.map((stage, i) => {
+      const header = config.stages.length > 0 ? `# stage ${i + 1} of ${stages.length}: ${stage.stage_name}\n` : '';
+      return header + YAML.stringify(redact(stage), { lineWidth: 0 });
+    });
+    process.stdout.write(documents.join('---\n'));
+    return 0;
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    process.stderr.write(`${error.message}\n`);
+    return 1;
+  }
+}
+
+/** The printable config: secrets masked, the single-stage marker left out. */
+function redact(stage: StageConfig): object {
+  const { stage_name, ...run } = stage;
+  const rollout = run.explorer.rollout_model;
+  const explorer = { ...run.explorer, rollout_model: { ...rollout, api_key: rollout.api_key === null ? null : '***' } };
+  return stage_name === '' ? { ...run, explorer } : { stage_name, ...run, explorer };
+}

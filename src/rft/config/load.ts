@@ -1,0 +1,130 @@
+// Loading a run config: YAML → `--set` overrides → ${ENV} interpolation → relative paths → schema and rules.
+//
+//   const config = loadConfig('examples/grpo.yaml', { overrides: ['buffer.batch_size=16', 'stages.0.mode=train'] });
+//   for (const stage of resolveStages(config)) run(stage);
+//
+// Every problem is collected and thrown at once as a ConfigError, each with its key path and where the value was
+// written (file:line:column, or the override).
+import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import YAML, { isMap, isPair, isScalar, isSeq, LineCounter, type Node as YamlNode } from 'yaml';
+import { ConfigError, type ConfigProblem } from './errors.js';
+import type { Config, StageConfig } from './schema.js';
+import {
+  applyOverrides,
+  interpolateEnv,
+  isMapping,
+  type Override,
+  parseOverrides,
+  resolvePaths,
+  type Segment,
+  type Tree,
+} from './source.js';
+import { type ValidateOptions, validateConfig } from './validate.js';
+
+export interface LoadConfigOptions extends ValidateOptions {
+  /** `key.path=value` (`--set`): dotted paths, list indices as numbers (`stages.0.mode=train`), YAML values. */
+  overrides?: readonly string[];
+  /** Variables for ${VAR} / ${VAR:-default} (default process.env). */
+  env?: Readonly<Record<string, string | undefined>>;
+}
+
+/** Reads, validates and resolves a YAML run config; throws ConfigError listing every problem. */
+export function loadConfig(file: string, options: LoadConfigOptions = {}): Config {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new ConfigError([{ path: '', message: `cannot read the config file: ${(error as Error).message}` }], file);
+  }
+  return parseConfig(text, { ...options, file });
+}
+
+export interface ParseConfigOptions extends LoadConfigOptions {
+  /** The file the text came from: relative paths resolve against its folder, and problems name it. */
+  file?: string;
+}
+
+/** As loadConfig, for YAML text (relative paths resolve against the folder of `file`, else the working directory). */
+export function parseConfig(text: string, options: ParseConfigOptions = {}): Config {
+  const cwd = options.cwd ?? process.cwd();
+  const label = options.file ?? '<config>';
+  const lineCounter = new LineCounter();
+  const doc = YAML.parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
+  const at = (offset: number): string => {
+    const { line, col } = lineCounter.linePos(offset);
+    return `${label}:${line}:${col}`;
+  };
+  const [syntaxError] = doc.errors;
+  if (syntaxError !== undefined) {
+    // the first error only: the parser's later ones mostly follow from it
+    const message = `YAML syntax error: ${syntaxError.message}`;
+    throw new ConfigError([{ path: '', message, source: at(syntaxError.pos[0]) }], options.file);
+  }
+  const data: unknown = doc.toJS({ maxAliasCount: 1000 }) ?? {};
+  if (!isMapping(data)) {
+    throw new ConfigError(
+      [{ path: '', message: 'the top level must be a mapping of keys (mode, model, buffer, ...)' }],
+      options.file,
+    );
+  }
+  const tree: Tree = data;
+
+  const problems: ConfigProblem[] = [];
+  const overrides = parseOverrides(options.overrides ?? [], problems);
+  applyOverrides(tree, overrides, problems);
+  interpolateEnv(tree, options.env ?? process.env, problems);
+  const overriddenBy = (path: readonly Segment[]): Override | undefined =>
+    overrides.findLast((o) => o.path.length <= path.length && o.path.every((s, i) => String(s) === String(path[i])));
+  const baseDir = options.file !== undefined ? dirname(resolve(cwd, options.file)) : cwd;
+  resolvePaths(tree, baseDir, cwd, (path) => overriddenBy(path) !== undefined);
+
+  // validate even after problems above, to report everything at once (but each key once)
+  const result = validateConfig(tree, { ...options, cwd });
+  const reported = new Set(problems.map((p) => p.path));
+  problems.push(...result.problems.filter((p) => !reported.has(p.path)));
+  if (problems.length > 0 || result.config === undefined) {
+    for (const p of problems) {
+      if (p.source !== undefined || p.path === '') continue;
+      const path = p.path.split('.');
+      const override = overriddenBy(path);
+      if (override !== undefined) p.source = override.text;
+      else {
+        const offset = locate(doc.contents, path);
+        if (offset !== undefined) p.source = at(offset);
+      }
+    }
+    throw new ConfigError(problems, options.file);
+  }
+  return result.config;
+}
+
+/** Offset of the deepest node on `path` in the YAML document (a mapping entry's key, a list item). */
+function locate(root: unknown, path: readonly string[]): number | undefined {
+  let node: unknown = root;
+  let offset: number | undefined;
+  for (const segment of path) {
+    if (isMap(node)) {
+      const pair = node.items.find((p) => isPair(p) && isScalar(p.key) && String(p.key.value) === segment);
+      if (pair === undefined) break;
+      offset = (pair.key as YamlNode).range?.[0] ?? offset;
+      node = pair.value;
+    } else if (isSeq(node)) {
+      const item = node.items[Number(segment)];
+      if (item === undefined || !/^\d+$/.test(segment)) break;
+      offset = (item as YamlNode).range?.[0] ?? offset;
+      node = item;
+    } else break;
+  }
+  return offset;
+}
+
+/**
+ * The runs of a config, in order: its stages (each the top level with the stage's overrides, resolved), or the
+ * config itself as the only stage (stage_name '').
+ */
+export function resolveStages(config: Config): StageConfig[] {
+  if (config.stages.length > 0) return config.stages;
+  const { stages: _stages, ...run } = config;
+  return [{ ...run, stage_name: '' }];
+}

@@ -1,0 +1,227 @@
+// What happens to the YAML tree before the schema sees it: `--set` overrides, ${ENV} interpolation and resolution of
+// relative paths. Each step reports problems with the key path instead of throwing at the first one.
+import { homedir } from 'node:os';
+import { isAbsolute, resolve } from 'node:path';
+import YAML from 'yaml';
+import type { ConfigProblem } from './errors.js';
+import { PATH_KEYS } from './schema.js';
+
+export type Segment = string | number;
+export type Tree = Record<string, unknown>;
+
+export const isMapping = (v: unknown): v is Tree => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** `buffer.eval_tasksets.0.path` from its segments. */
+export const joinPath = (path: readonly Segment[]): string => path.map(String).join('.');
+
+export function getIn(tree: unknown, path: readonly Segment[]): unknown {
+  let node = tree;
+  for (const segment of path) {
+    if (Array.isArray(node)) node = node[Number(segment)];
+    else if (isMapping(node)) node = Object.hasOwn(node, String(segment)) ? node[String(segment)] : undefined;
+    else return undefined;
+  }
+  return node;
+}
+
+/** A deep copy of plain YAML data (mappings, lists, scalars). */
+export function clone<T>(value: T): T {
+  return structuredClone(value);
+}
+
+/**
+ * `override` deep-merged onto `base` (both left unchanged): mappings merge key by key, anything else (lists included)
+ * replaces, and null removes the key so that its default applies.
+ */
+export function deepMerge(base: Tree, override: Tree): Tree {
+  const out: Tree = clone(base);
+  for (const [key, value] of Object.entries(override)) {
+    if (value === null || value === undefined) delete out[key];
+    else if (isMapping(value) && isMapping(out[key])) out[key] = deepMerge(out[key] as Tree, value);
+    else out[key] = clone(value);
+  }
+  return out;
+}
+
+// --- overrides ------------------------------------------------------------------------------------------------------
+
+export interface Override {
+  path: Segment[];
+  value: unknown;
+  /** As given, for messages: `--set key=value`. */
+  text: string;
+}
+
+/** A `--set` value: YAML (`8`, `true`, `null`, `[a, b]`, `{k: v}`), else the text itself. */
+function parseOverrideValue(text: string): unknown {
+  const trimmed = text.trim();
+  try {
+    const value: unknown = YAML.parse(text);
+    if (typeof value === 'object' && value !== null && !trimmed.startsWith('[') && !trimmed.startsWith('{')) return text;
+    return value;
+  } catch {
+    return text;
+  }
+}
+
+/** Parses `key.path=value` overrides; list indices are numeric segments (`stages.0.mode=train`). */
+export function parseOverrides(overrides: readonly string[], problems: ConfigProblem[]): Override[] {
+  const out: Override[] = [];
+  for (const text of overrides) {
+    const eq = text.indexOf('=');
+    const key = eq < 0 ? '' : text.slice(0, eq).trim();
+    if (eq < 0 || key === '' || key.split('.').some((s) => s === '')) {
+      problems.push({ path: '', message: `override '${text}' is not key.path=value`, source: `--set ${text}` });
+      continue;
+    }
+    const path = key.split('.').map((s): Segment => (/^\d+$/.test(s) ? Number(s) : s));
+    out.push({ path, value: parseOverrideValue(text.slice(eq + 1)), text: `--set ${text}` });
+  }
+  return out;
+}
+
+/** Writes each override into `tree`, creating mappings (or a list, before a numeric segment) on the way. */
+export function applyOverrides(tree: Tree, overrides: readonly Override[], problems: ConfigProblem[]): void {
+  for (const { path, value, text } of overrides) {
+    let node: unknown = tree;
+    for (let i = 0; i < path.length; i++) {
+      const segment = path[i] as Segment;
+      const last = i === path.length - 1;
+      const here = joinPath(path.slice(0, i));
+      if (Array.isArray(node)) {
+        if (typeof segment !== 'number') {
+          problems.push({ path: here, message: `is a list; '${segment}' is not an index`, source: text });
+          break;
+        }
+        if (segment > node.length) {
+          const message = `has ${node.length} item(s); index ${segment} is out of range (${node.length} appends)`;
+          problems.push({ path: here, message, source: text });
+          break;
+        }
+      } else if (!isMapping(node)) {
+        problems.push({ path: here, message: `is ${describeValue(node)}, not a mapping or list`, source: text });
+        break;
+      }
+      const container = node as Record<string | number, unknown>;
+      if (last) {
+        container[segment] = value;
+        break;
+      }
+      const next = container[segment];
+      if (next === undefined || next === null) container[segment] = typeof path[i + 1] === 'number' ? [] : {};
+      node = container[segment];
+    }
+  }
+}
+
+// --- ${ENV} interpolation ----------------------------------------------------------------------------------------
+
+// ${VAR}, ${VAR:-default}, and Trinity-RFT's (OmegaConf's) ${oc.env:VAR} and ${oc.env:VAR,default}; $${...} is a
+// literal ${...}.
+const INTERPOLATION = /\$?\$\{([^}]*)\}/g;
+const SHELL_FORM = /^([A-Za-z_][A-Za-z0-9_]*)(?::-([\s\S]*))?$/;
+const OMEGACONF_FORM = /^oc\.env:\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:,\s*([\s\S]*))?$/;
+
+function interpolateString(
+  text: string,
+  env: Readonly<Record<string, string | undefined>>,
+  path: string,
+  problems: ConfigProblem[],
+): string {
+  return text.replace(INTERPOLATION, (match: string, body: string) => {
+    if (match.startsWith('$$')) return match.slice(1);
+    const form = SHELL_FORM.exec(body) ?? OMEGACONF_FORM.exec(body);
+    if (form === null) {
+      problems.push({
+        path,
+        message: `unsupported interpolation '${match}'; write \${VAR} or \${VAR:-default} (or $\${...} for a literal)`,
+      });
+      return match;
+    }
+    const [, name, fallback] = form as unknown as [string, string, string | undefined];
+    const value = env[name];
+    // as the shell: ${VAR:-default} also replaces an empty value, ${VAR} keeps it
+    if (value !== undefined && (value !== '' || fallback === undefined)) return value;
+    if (fallback !== undefined) return fallback;
+    problems.push({
+      path,
+      message: `environment variable ${name} is not set (in '${match}'); set it or give a default: \${${name}:-value}`,
+    });
+    return match;
+  });
+}
+
+/** Replaces ${ENV} references in every string of the tree (in place). */
+export function interpolateEnv(
+  tree: unknown,
+  env: Readonly<Record<string, string | undefined>>,
+  problems: ConfigProblem[],
+  path: Segment[] = [],
+): unknown {
+  if (typeof tree === 'string') return tree.includes('${') ? interpolateString(tree, env, joinPath(path), problems) : tree;
+  if (Array.isArray(tree)) {
+    for (let i = 0; i < tree.length; i++) tree[i] = interpolateEnv(tree[i], env, problems, [...path, i]);
+  } else if (isMapping(tree)) {
+    for (const key of Object.keys(tree)) tree[key] = interpolateEnv(tree[key], env, problems, [...path, key]);
+  }
+  return tree;
+}
+
+// --- relative paths ------------------------------------------------------------------------------------------------
+
+const URL_LIKE = /^[a-z][a-z0-9+.-]*:\/\//i;
+
+function resolvePath(value: string, baseDir: string): string {
+  if (value === '' || URL_LIKE.test(value)) return value;
+  if (value === '~' || value.startsWith('~/')) return resolve(homedir(), value.slice(2));
+  return isAbsolute(value) ? value : resolve(baseDir, value);
+}
+
+/**
+ * Resolves the relative file paths of PATH_KEYS (at the top level and in each stage) in place: against `baseDir`,
+ * or against `overrideDir` where an override wrote the value (`fromOverride`).
+ */
+export function resolvePaths(
+  tree: Tree,
+  baseDir: string,
+  overrideDir: string,
+  fromOverride: (path: readonly Segment[]) => boolean,
+): void {
+  const stages = Array.isArray(tree.stages) ? tree.stages : [];
+  const roots: Segment[][] = [[], ...stages.map((_, i) => ['stages', i])];
+  for (const root of roots) {
+    for (const pattern of PATH_KEYS) visit(getIn(tree, root), pattern.split('.'), root);
+  }
+
+  function visit(node: unknown, pattern: readonly string[], at: Segment[]): void {
+    const [head, ...rest] = pattern;
+    if (head === undefined) return;
+    const children: [Segment, unknown][] =
+      head !== '*'
+        ? isMapping(node) && Object.hasOwn(node, head)
+          ? [[head, node[head]]]
+          : []
+        : Array.isArray(node)
+          ? node.map((v, i): [Segment, unknown] => [i, v])
+          : isMapping(node)
+            ? Object.entries(node)
+            : [];
+    for (const [key, child] of children) {
+      const path = [...at, key];
+      if (rest.length > 0) visit(child, rest, path);
+      else if (typeof child === 'string') {
+        (node as Record<string | number, unknown>)[key] = resolvePath(child, fromOverride(path) ? overrideDir : baseDir);
+      }
+    }
+  }
+}
+
+/** How a value reads in a message: `"abc" (a string)`, `1.5`, `a list`, `a mapping`, `null`. */
+export function describeValue(value: unknown): string {
+  if (value === undefined) return 'nothing';
+  if (value === null) return 'null';
+  if (typeof value === 'string') return `the string ${JSON.stringify(value)}`;
+  if (Array.isArray(value)) return 'a list';
+  if (typeof value === 'object') return 'a mapping';
+  return String(value);
+}

@@ -1,0 +1,525 @@
+// Validation: the schema (./schema.ts) checks each key's type, then `resolveRun` fills in the derived keys and checks
+// the rules that tie keys together, as Trinity-RFT's config validators (trinity/common/config_validator.py) do. Every
+// problem is collected; the caller throws one ConfigError with all of them.
+//
+// Stages: each stage's overrides are deep-merged onto the top level as written (before defaults), then validated
+// and resolved as a run of its own, so derived keys (train_batch_size, ...) follow the stage's values. A stage that
+// names a different algorithm_type replaces the `algorithm` section instead of merging into it (the top level's
+// module arguments belong to the other algorithm). The top level of a multi-stage file is not run by itself, so the
+// rules about what each mode needs apply only to the stages.
+import { join, resolve } from 'node:path';
+import type { z } from 'zod';
+import { closestName } from '../algorithm/registry.js';
+import type { ConfigProblem } from './errors.js';
+import {
+  ConfigSchema,
+  type Config,
+  type DatasetConfig,
+  ExperienceBufferSchema,
+  type RunConfig,
+  type RunInput,
+  RunSchema,
+  type StageConfig,
+  type TasksetConfig,
+} from './schema.js';
+import { deepMerge, describeValue, getIn, isMapping, joinPath, type Segment, type Tree } from './source.js';
+
+/**
+ * Checks the `algorithm` section (module names and arguments) and returns its repeat_times: pass
+ * `resolveAlgorithm` from src/rft/algorithm. Throw an Error whose message starts with the key path
+ * (`algorithm.policy_loss_fn: ...`) to report a problem.
+ */
+export type AlgorithmResolver = (algorithm: Readonly<Record<string, unknown>>) => { readonly repeatTimes: number };
+
+export interface ValidateOptions {
+  /** Folder for the default checkpoint_root_dir (`./checkpoints`); default process.cwd(). */
+  cwd?: string;
+  /** Checks the algorithm section and supplies the default repeat_times (else: 1, Trinity's default). */
+  resolveAlgorithm?: AlgorithmResolver;
+}
+
+// --- reading the schema -------------------------------------------------------------------------------------------
+
+interface SchemaDef {
+  type: string;
+  innerType?: Schema;
+  out?: Schema;
+  shape?: Record<string, Schema>;
+  element?: Schema;
+  valueType?: Schema;
+  items?: Schema[];
+  options?: Schema[];
+  format?: string;
+}
+type Schema = z.ZodType;
+
+const defOf = (schema: Schema): SchemaDef => (schema as unknown as { _zod: { def: SchemaDef } })._zod.def;
+
+/** The schema under wrappers (optional, nullable, default, preprocess...). */
+function unwrap(schema: Schema): Schema {
+  let s = schema;
+  for (;;) {
+    const def = defOf(s);
+    if (def.innerType !== undefined) s = def.innerType;
+    else if (def.type === 'pipe' && def.out !== undefined) s = def.out;
+    else return s;
+  }
+}
+
+/** The schema of the value at `path` below `schema`, if the schema describes it. */
+function schemaAt(schema: Schema, path: readonly Segment[]): Schema | undefined {
+  let s: Schema | undefined = schema;
+  for (const segment of path) {
+    if (s === undefined) return undefined;
+    const def = defOf(unwrap(s));
+    if (def.type === 'object') s = def.shape?.[String(segment)];
+    else if (def.type === 'array') s = def.element;
+    else if (def.type === 'record') s = def.valueType;
+    else if (def.type === 'tuple') s = def.items?.[Number(segment)];
+    else return undefined;
+  }
+  return s;
+}
+
+function knownKeys(schema: Schema, path: readonly Segment[]): string[] {
+  const s = schemaAt(schema, path);
+  if (s === undefined) return [];
+  const def = defOf(unwrap(s));
+  return def.type === 'object' ? Object.keys(def.shape ?? {}) : [];
+}
+
+/** "an integer", "a string", ... for the schema at `path` (zod reports integers as numbers). */
+function expectedName(schema: Schema, path: readonly Segment[], expected: string): string {
+  const leaf = schemaAt(schema, path);
+  const def = leaf === undefined ? undefined : defOf(unwrap(leaf));
+  if (def?.type === 'number' && def.format?.includes('int')) return 'an integer';
+  const names: Record<string, string> = {
+    int: 'an integer',
+    number: 'a number',
+    string: 'a string',
+    boolean: 'a boolean (true or false)',
+    object: 'a mapping',
+    record: 'a mapping',
+    array: 'a list',
+    tuple: 'a list',
+  };
+  return names[expected] ?? expected;
+}
+
+/** Deletes keys set to null in schema-described mappings, so that their defaults apply (free-form mappings keep nulls). */
+function stripNulls(node: unknown, schema: Schema | undefined): void {
+  if (schema === undefined) return;
+  const def = defOf(unwrap(schema));
+  if (def.type === 'object' && isMapping(node)) {
+    for (const key of Object.keys(node)) {
+      if (node[key] === null) delete node[key];
+      else stripNulls(node[key], def.shape?.[key]);
+    }
+  } else if (def.type === 'record' && isMapping(node)) {
+    for (const value of Object.values(node)) stripNulls(value, def.valueType);
+  } else if (def.type === 'array' && Array.isArray(node)) {
+    for (const item of node) stripNulls(item, def.element);
+  }
+}
+
+// --- zod issues → problems -------------------------------------------------------------------------------------------
+
+type Issue = z.core.$ZodIssue;
+
+const quoteAll = (values: readonly unknown[]): string => values.map((v) => `'${String(v)}'`).join(', ');
+
+function issueProblems(issue: Issue, input: unknown, schema: Schema, prefix: readonly Segment[] = []): ConfigProblem[] {
+  const path: Segment[] = [...prefix, ...issue.path.map((p) => (typeof p === 'number' ? p : String(p)))];
+  const value = getIn(input, path);
+  const at = joinPath(path);
+  switch (issue.code) {
+    case 'unrecognized_keys': {
+      const known = knownKeys(schema, path);
+      return issue.keys.map((key) => {
+        const best = closestName(key, known);
+        const hint = best !== null ? `did you mean '${best}'?` : `expected one of: ${known.join(', ')}`;
+        return { path: joinPath([...path, key]), message: `unknown key '${key}'; ${hint}` };
+      });
+    }
+    case 'invalid_type': {
+      const expected = expectedName(schema, path, issue.expected);
+      if (value === undefined) {
+        const last = path[path.length - 1];
+        const what = typeof last === 'number' ? `item ${last} is missing` : 'required key is missing';
+        return [{ path: at, message: `${what} (expected ${expected})` }];
+      }
+      return [{ path: at, message: `expected ${expected}, got ${describeValue(value)}` }];
+    }
+    case 'invalid_value': {
+      const best = typeof value === 'string' ? closestName(value, issue.values.map(String)) : null;
+      const hint = best !== null ? `; did you mean '${best}'?` : '';
+      const got = typeof value === 'string' ? `'${value}'` : describeValue(value);
+      return [{ path: at, message: `expected one of ${quoteAll(issue.values)}; got ${got}${hint}` }];
+    }
+    case 'too_small': {
+      const min = Number(issue.minimum);
+      if (issue.origin === 'string' && min === 1) return [{ path: at, message: 'must not be empty' }];
+      if (issue.origin === 'array') return [{ path: at, message: `must have at least ${min} item(s)` }];
+      return [{ path: at, message: `must be ${issue.inclusive ? '>=' : '>'} ${min}, got ${describeValue(value)}` }];
+    }
+    case 'too_big': {
+      const max = Number(issue.maximum);
+      if (issue.origin === 'array') return [{ path: at, message: `must have at most ${max} item(s)` }];
+      return [{ path: at, message: `must be ${issue.inclusive ? '<=' : '<'} ${max}, got ${describeValue(value)}` }];
+    }
+    case 'invalid_union': {
+      // a branch whose type matched explains the problem best; else list the types that would do
+      const isTypeMismatch = (i: Issue) => i.code === 'invalid_type' && i.path.length === 0;
+      const matched = issue.errors.find((branch) => !branch.some(isTypeMismatch));
+      if (matched !== undefined) return matched.flatMap((i) => issueProblems(i, input, schema, path));
+      const expected = issue.errors.flatMap((b) =>
+        b.filter(isTypeMismatch).map((i) => (i.code === 'invalid_type' ? i.expected : '')),
+      );
+      const names = [...new Set(expected.map((e) => expectedName(schema, [], e)))];
+      return [{ path: at, message: `expected ${names.join(' or ')}, got ${describeValue(value)}` }];
+    }
+    default:
+      return [{ path: at, message: issue.message }];
+  }
+}
+
+function parseWith<S extends Schema>(schema: S, input: Tree, problems: ConfigProblem[]): z.output<S> | undefined {
+  stripNulls(input, schema);
+  const result = schema.safeParse(input);
+  if (result.success) return result.data;
+  for (const issue of result.error.issues) problems.push(...issueProblems(issue, input, schema));
+  return undefined;
+}
+
+// --- derived keys and cross-field rules --------------------------------------------------------------------------------
+
+interface RunContext extends ValidateOptions {
+  /** False for the top level of a multi-stage file: it never runs by itself, so mode requirements are not checked. */
+  runnable: boolean;
+  stageName?: string;
+}
+
+const ALGORITHM_PROBLEM = /^(algorithm(?:\.[A-Za-z0-9_]+)*):\s*([\s\S]*)$/;
+
+/** Fills in the derived keys of a schema-checked run and checks the rules between keys. */
+export function resolveRun(input: RunInput, context: RunContext, problems: ConfigProblem[]): RunConfig {
+  const problem = (path: string, message: string) => problems.push({ path, message });
+  const { mode } = input;
+
+  // checkpoint_root_dir/project/name: the job dir (Trinity adds `group`; stages add /<stage_name>)
+  const name = context.stageName === undefined ? input.name : `${input.name}/${context.stageName}`;
+  const rootDir = input.checkpoint_root_dir ?? resolve(context.cwd ?? process.cwd(), 'checkpoints');
+  const jobDir = join(rootDir, input.project, name);
+  if (input.checkpoint_job_dir !== null && resolve(input.checkpoint_job_dir) !== jobDir) {
+    problem('checkpoint_job_dir', `is derived as checkpoint_root_dir/project/name = ${jobDir}; remove it or set those keys`);
+  }
+  if (mode === 'bench' && !input.continue_from_checkpoint) {
+    problem('continue_from_checkpoint', 'mode bench evaluates the checkpoints in the job dir; it must be true');
+  }
+
+  // model lengths (Trinity's ModelConfigValidator._check_model_len, without its silent clamping)
+  const m = input.model;
+  let maxModelLen = m.max_model_len;
+  let maxPrompt = m.max_prompt_tokens;
+  let maxResponse = m.max_response_tokens;
+  if (maxModelLen !== null && maxPrompt !== null && maxResponse !== null && maxPrompt + maxResponse > maxModelLen) {
+    problem(
+      'model.max_model_len',
+      `max_prompt_tokens + max_response_tokens (${maxPrompt} + ${maxResponse}) exceeds max_model_len (${maxModelLen})`,
+    );
+  }
+  if (maxModelLen === null) {
+    if (maxPrompt !== null && maxResponse !== null) maxModelLen = maxPrompt + maxResponse;
+    else problem('model.max_model_len', 'cannot be derived: set it, or both max_prompt_tokens and max_response_tokens');
+  }
+  if (maxModelLen !== null) {
+    if (maxPrompt === null && maxResponse === null) {
+      maxPrompt = Math.floor(maxModelLen / 2);
+      maxResponse = maxModelLen - maxPrompt;
+    } else if (maxPrompt === null && maxResponse !== null) {
+      if (maxResponse >= maxModelLen) {
+        problem('model.max_response_tokens', `(${maxResponse}) leaves no room for the prompt in max_model_len (${maxModelLen})`);
+      }
+      maxPrompt = Math.max(1, maxModelLen - maxResponse);
+    } else if (maxResponse === null && maxPrompt !== null) {
+      if (maxPrompt >= maxModelLen) {
+        problem('model.max_prompt_tokens', `(${maxPrompt}) leaves no room for a response in max_model_len (${maxModelLen})`);
+      }
+      maxResponse = Math.max(1, maxModelLen - maxPrompt);
+    }
+  }
+  const model = {
+    ...m,
+    critic_model_path: m.critic_model_path ?? m.model_path,
+    max_model_len: maxModelLen ?? 0,
+    max_prompt_tokens: maxPrompt ?? 0,
+    max_response_tokens: maxResponse ?? 0,
+  };
+  if (m.lora !== null && m.lora.dropout > 0 && input.trainer.gradient_checkpointing) {
+    problem(
+      'model.lora.dropout',
+      'must be 0 with trainer.gradient_checkpointing (a recomputed forward would draw other dropout masks)',
+    );
+  }
+
+  // algorithm: module names and arguments are the resolver's; repeat_times comes from it (else 1, as Trinity)
+  let repeatTimes = input.algorithm.repeat_times ?? 1;
+  if (context.resolveAlgorithm !== undefined) {
+    try {
+      repeatTimes = context.resolveAlgorithm(input.algorithm).repeatTimes;
+    } catch (error) {
+      const text = error instanceof Error ? error.message : String(error);
+      const match = ALGORITHM_PROBLEM.exec(text);
+      problem(match?.[1] ?? 'algorithm', match?.[2] ?? text);
+    }
+  }
+  const { algorithm_type, repeat_times: _given, ...modules } = input.algorithm;
+  const algorithm = { algorithm_type, repeat_times: repeatTimes, ...modules };
+  const offline = algorithm.algorithm_type === 'sft' || algorithm.algorithm_type === 'dpo';
+
+  // buffer sizes (Trinity's BufferConfigValidator)
+  const buffer = input.buffer;
+  let trainBatchSize = buffer.train_batch_size;
+  if (trainBatchSize === null) {
+    if (mode === 'train' || offline) {
+      const why = mode === 'train' ? "mode is 'train'" : `algorithm_type is '${algorithm.algorithm_type}'`;
+      problem('buffer.train_batch_size', `is required when ${why} (there are no explore steps to derive it from)`);
+    }
+    trainBatchSize = buffer.batch_size * repeatTimes;
+  }
+
+  // tasksets: one list, names, inherited defaults
+  const explorerInput = buffer.explorer_input;
+  const tasksetBase = explorerInput.taskset !== undefined ? 'buffer.explorer_input.taskset' : 'buffer.explorer_input.tasksets';
+  if (explorerInput.taskset !== undefined && explorerInput.tasksets.length > 0) {
+    problem('buffer.explorer_input.taskset', 'set either taskset or tasksets, not both');
+  }
+  const trainSets = explorerInput.taskset !== undefined ? [explorerInput.taskset] : explorerInput.tasksets;
+  const namePaths = new Map<string, string>();
+  const fillTaskset = (taskset: (typeof trainSets)[number], index: number, isEval: boolean, path: string): TasksetConfig => {
+    const tasksetName = taskset.name ?? `${isEval ? 'eval_' : ''}taskset_${index}`;
+    const seen = namePaths.get(tasksetName);
+    if (seen !== undefined) problem(`${path}.name`, `taskset name '${tasksetName}' is already used by ${seen}`);
+    else namePaths.set(tasksetName, path);
+    if (!isEval && taskset.repeat_times !== null && taskset.repeat_times !== repeatTimes) {
+      problem(
+        `${path}.repeat_times`,
+        `a training taskset repeats each task algorithm.repeat_times (${repeatTimes}) times; set algorithm.repeat_times instead`,
+      );
+    }
+    return {
+      ...taskset,
+      name: tasksetName,
+      repeat_times: isEval ? (taskset.repeat_times ?? 1) : repeatTimes,
+      default_workflow_type: taskset.default_workflow_type ?? explorerInput.default_workflow_type,
+      default_reward_fn_type: taskset.default_reward_fn_type ?? explorerInput.default_reward_fn_type,
+      rollout_args: { ...taskset.rollout_args, max_tokens: taskset.rollout_args.max_tokens ?? model.max_response_tokens },
+    };
+  };
+  const tasksets = trainSets.map((t, i) =>
+    fillTaskset(t, i, false, explorerInput.taskset !== undefined ? tasksetBase : `${tasksetBase}.${i}`),
+  );
+  const evalTasksets = explorerInput.eval_tasksets.map((t, i) =>
+    fillTaskset(t, i, true, `buffer.explorer_input.eval_tasksets.${i}`),
+  );
+
+  // trainer input
+  const trainerInput = buffer.trainer_input;
+  const explicitBuffer = trainerInput.experience_buffer !== undefined;
+  const experienceBuffer = trainerInput.experience_buffer ?? ExperienceBufferSchema.parse({});
+  const bufferPath = 'buffer.trainer_input.experience_buffer';
+  if (experienceBuffer.path === null) {
+    if (experienceBuffer.storage_type === 'sql') experienceBuffer.path = join(jobDir, 'buffer', `${experienceBuffer.name}.db`);
+    if (experienceBuffer.storage_type === 'file')
+      problem(`${bufferPath}.path`, 'storage_type file reads a dataset: set its path');
+  }
+  const sftDataset: DatasetConfig | null =
+    trainerInput.sft_warmup_dataset === null
+      ? null
+      : { ...trainerInput.sft_warmup_dataset, name: trainerInput.sft_warmup_dataset.name ?? 'sft_warmup_dataset' };
+  if (trainerInput.sft_warmup_steps > 0 && sftDataset === null) {
+    problem('buffer.trainer_input.sft_warmup_steps', 'is > 0 but buffer.trainer_input.sft_warmup_dataset is not set');
+  }
+  if (sftDataset !== null && trainerInput.sft_warmup_steps === 0) {
+    problem('buffer.trainer_input.sft_warmup_dataset', 'is set but sft_warmup_steps is 0, so it would never be read');
+  }
+  const auxiliaryBuffers = Object.fromEntries(
+    Object.entries(trainerInput.auxiliary_buffers).map(([key, d]) => [key, { ...d, name: d.name ?? key }]),
+  );
+
+  // synchronizer (Trinity's SynchronizerConfigValidator and IntervalConfigValidator)
+  const sync = input.synchronizer;
+  const syncMethod = sync.sync_method ?? (mode === 'both' ? 'memory' : 'checkpoint');
+  if (syncMethod === 'memory' && mode !== 'both') {
+    problem(
+      'synchronizer.sync_method',
+      `'memory' hands weights over inside one process (mode both); mode ${mode} needs 'checkpoint'`,
+    );
+  }
+  if (sync.max_staleness !== null && sync.max_staleness < sync.sync_offset) {
+    problem(
+      'synchronizer.max_staleness',
+      `(${sync.max_staleness}) is less than sync_offset (${sync.sync_offset}): every experience would be too stale`,
+    );
+  }
+  const explorer = input.explorer;
+  if (evalTasksets.length > 0 && (mode === 'both' || mode === 'explore') && !offline) {
+    if (explorer.eval_interval % sync.sync_interval !== 0) {
+      const lower = Math.max(1, Math.floor(explorer.eval_interval / sync.sync_interval)) * sync.sync_interval;
+      problem(
+        'explorer.eval_interval',
+        `(${explorer.eval_interval}) must be a multiple of synchronizer.sync_interval (${sync.sync_interval}): ` +
+          `evaluation runs at sync points; use ${lower} or ${lower + sync.sync_interval}`,
+      );
+    }
+  }
+
+  // rollout model
+  const rollout = explorer.rollout_model;
+  if (rollout.engine_type === 'openai') {
+    if (rollout.base_url === null) problem('explorer.rollout_model.base_url', 'is required with engine_type openai');
+    if (mode === 'both') {
+      problem(
+        'explorer.rollout_model.engine_type',
+        "'openai' serves from an external server whose weights the trainer cannot update; use mode bench or explore",
+      );
+    }
+  } else {
+    for (const key of ['base_url', 'api_key', 'model_name'] as const) {
+      if (rollout[key] !== null) problem(`explorer.rollout_model.${key}`, "is only used with engine_type 'openai'");
+    }
+  }
+
+  // what each mode needs (Trinity's GlobalConfigValidator / BufferConfigValidator, made explicit)
+  if (context.runnable) {
+    const needsTasks = mode === 'both' || mode === 'explore';
+    if (needsTasks && tasksets.length === 0) {
+      problem('buffer.explorer_input.taskset', `mode ${mode} explores tasks: set a taskset (or tasksets)`);
+    }
+    if (mode === 'bench' && evalTasksets.length === 0) {
+      problem('buffer.explorer_input.eval_tasksets', 'mode bench evaluates checkpoints on eval_tasksets: set at least one');
+    }
+    if ((mode === 'explore' || mode === 'serve') && experienceBuffer.storage_type !== 'sql') {
+      problem(
+        `${bufferPath}.storage_type`,
+        `mode ${mode} writes experiences for a separate train process: use a shared buffer, storage_type sql ` +
+          `(got ${experienceBuffer.storage_type})`,
+      );
+    }
+    if (mode === 'both' && experienceBuffer.storage_type === 'file') {
+      problem(
+        `${bufferPath}.storage_type`,
+        "mode both passes experiences from explorer to trainer: use 'queue' or 'sql', not 'file'",
+      );
+    }
+    if (mode === 'train') {
+      const readable = explicitBuffer && experienceBuffer.storage_type !== 'queue';
+      if (!readable && sftDataset === null) {
+        problem(
+          bufferPath,
+          'mode train needs experiences to read: an experience_buffer with storage_type sql (shared with an explore ' +
+            'process) or file (a dataset), or an sft_warmup_dataset',
+        );
+      }
+    }
+  }
+
+  return {
+    mode,
+    project: input.project,
+    name,
+    checkpoint_root_dir: rootDir,
+    checkpoint_job_dir: jobDir,
+    continue_from_checkpoint: input.continue_from_checkpoint,
+    model,
+    algorithm,
+    buffer: {
+      batch_size: buffer.batch_size,
+      train_batch_size: trainBatchSize,
+      total_epochs: buffer.total_epochs,
+      total_steps: buffer.total_steps,
+      explorer_input: {
+        tasksets,
+        eval_tasksets: evalTasksets,
+        default_workflow_type: explorerInput.default_workflow_type,
+        default_reward_fn_type: explorerInput.default_reward_fn_type,
+      },
+      trainer_input: {
+        experience_buffer: experienceBuffer,
+        sft_warmup_dataset: sftDataset,
+        sft_warmup_steps: trainerInput.sft_warmup_steps,
+        auxiliary_buffers: auxiliaryBuffers,
+      },
+    },
+    explorer,
+    trainer: input.trainer,
+    synchronizer: { ...sync, sync_method: syncMethod },
+    monitor: input.monitor,
+  };
+}
+
+// --- the whole file -------------------------------------------------------------------------------------------------
+
+/** How deep `path` reaches into `tree` (the number of leading segments that exist there). */
+function depthIn(tree: unknown, path: readonly Segment[]): number {
+  let depth = 0;
+  while (depth < path.length && getIn(tree, path.slice(0, depth + 1)) !== undefined) depth++;
+  return depth;
+}
+
+const splitPath = (path: string): Segment[] =>
+  path === '' ? [] : path.split('.').map((s): Segment => (/^\d+$/.test(s) ? Number(s) : s));
+
+/**
+ * Validates a config tree (after overrides, ${ENV} and path resolution) and resolves it; returns the problems
+ * instead of throwing. `config` is set only when there are none.
+ */
+export function validateConfig(tree: Tree, options: ValidateOptions = {}): { config?: Config; problems: ConfigProblem[] } {
+  const problems: ConfigProblem[] = [];
+  const input = parseWith(ConfigSchema, tree, problems);
+  if (input === undefined) return { problems };
+  const { stages: stageInputs, ...runInput } = input;
+  const top = resolveRun(runInput, { ...options, runnable: stageInputs.length === 0 }, problems);
+
+  const topProblems = new Set(problems.map((p) => `${p.path}\n${p.message}`));
+  const rawStages = Array.isArray(tree.stages) ? (tree.stages as unknown[]) : [];
+  const { stages: _stages, checkpoint_job_dir: _jobDir, ...rawTop } = tree;
+  const stageNames = new Map<string, number>();
+  const stages: StageConfig[] = [];
+  stageInputs.forEach((stageInput, i) => {
+    const stageName = stageInput.stage_name;
+    const first = stageNames.get(stageName);
+    if (first !== undefined) {
+      problems.push({ path: `stages.${i}.stage_name`, message: `'${stageName}' is already the name of stages.${first}` });
+    } else stageNames.set(stageName, i);
+
+    const { stage_name: _name, ...override } = isMapping(rawStages[i]) ? (rawStages[i] as Tree) : {};
+    const base = { ...rawTop };
+    const topType = isMapping(rawTop.algorithm) ? (rawTop.algorithm.algorithm_type ?? 'ppo') : 'ppo';
+    if (
+      isMapping(override.algorithm) &&
+      override.algorithm.algorithm_type !== undefined &&
+      override.algorithm.algorithm_type !== topType
+    ) {
+      delete base.algorithm; // another algorithm: the top level's module settings do not apply
+    }
+    const merged = deepMerge(base, override);
+    const stageProblems: ConfigProblem[] = [];
+    const runStage = parseWith(RunSchema, merged, stageProblems);
+    const resolved =
+      runStage === undefined ? undefined : resolveRun(runStage, { ...options, runnable: true, stageName }, stageProblems);
+    // a problem in a key the stage wrote is the stage's; one in an inherited key is the top level's, once
+    for (const p of stageProblems) {
+      const path = splitPath(p.path);
+      const inStage = depthIn(override, path);
+      const attributed: ConfigProblem =
+        inStage > 0 && inStage >= depthIn(rawTop, path)
+          ? { ...p, path: joinPath(['stages', i, ...path]) }
+          : { ...p, message: `${p.message} (in stage '${stageName}')` };
+      if (attributed.path === p.path && topProblems.has(`${p.path}\n${p.message}`)) continue;
+      problems.push(attributed);
+    }
+    if (resolved !== undefined) stages.push({ ...resolved, stage_name: stageName });
+  });
+  return problems.length > 0 ? { problems } : { config: { ...top, stages }, problems };
+}
