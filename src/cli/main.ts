@@ -4,6 +4,9 @@ import { parseArgs } from 'node:util';
 const HELP = `trinity — reinforcement fine-tuning of LLMs in TypeScript
 
 Usage:
+  trinity run --config FILE [--set k=v]...     run an RFT job (all its stages; the same command resumes it)
+  trinity bench --config FILE [--set k=v]...   evaluate the base model and every checkpoint on the eval tasksets
+  trinity config check FILE [--set k=v]...     validate a config and print it resolved
   trinity model init DIR [options]      create a randomly initialised Qwen2/Qwen3/Llama model folder (HF format)
   trinity buffer view PATH [options]    print experiences from a buffer (.db SQLite or .jsonl)
   trinity demo [--steps N] [--seed S]   train a tiny transformer with the tensor core; prints the loss falling
@@ -40,6 +43,11 @@ async function main(argv: string[]): Promise<number> {
     return last < first ? 0 : 1;
   }
   if (command === 'model') return modelCommand(rest);
+  if (command === 'run' || command === 'bench') return runCommand(command, rest);
+  if (command === 'config') {
+    const { configCommand } = await import('./config-command.js');
+    return configCommand(rest);
+  }
   if (command === 'buffer') {
     const { bufferCommand } = await import('./buffer-command.js');
     return bufferCommand(rest);
@@ -55,6 +63,55 @@ async function main(argv: string[]): Promise<number> {
   }
   process.stderr.write(`trinity: unknown command '${command}'\n\n${HELP}`);
   return 2;
+}
+
+const RUN_HELP = `trinity run --config FILE [--set key=value]...
+trinity bench --config FILE [--set key=value]...
+  Runs the job a YAML config describes (Trinity-RFT's keys: mode, model, algorithm, buffer, explorer, trainer,
+  synchronizer, monitor, stages). Checkpoints, metrics (metrics.jsonl, TensorBoard) and the final model go to
+  checkpoint_root_dir/project/name. Running the same command again resumes from the latest checkpoint and skips
+  finished stages. Ctrl-C stops cleanly. "trinity bench" is the same with mode bench.
+
+  --config FILE          the YAML config
+  --set key.path=value   override a key (repeatable), e.g. --set buffer.batch_size=8 --set stages.0.mode=train
+`;
+
+async function runCommand(command: 'run' | 'bench', args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: { config: { type: 'string' }, set: { type: 'string', multiple: true }, help: { type: 'boolean' } },
+  });
+  if (values.help) {
+    process.stdout.write(RUN_HELP);
+    return 0;
+  }
+  if (!values.config) throw new Error(`${command}: --config FILE is required (see --help)`);
+  const { ConfigError, loadConfig } = await import('../rft/config/index.js');
+  const { resolveAlgorithm } = await import('../rft/algorithm/presets.js');
+  const overrides = [...(values.set ?? []), ...(command === 'bench' ? ['mode=bench'] : [])];
+  let config: Awaited<ReturnType<typeof loadConfig>>;
+  try {
+    config = loadConfig(values.config, { overrides, resolveAlgorithm });
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\nnothing was run.\n`);
+      return 1;
+    }
+    throw error;
+  }
+  const { runConfig } = await import('../rft/run/run.js');
+  const controller = new AbortController();
+  const stop = () => {
+    if (controller.signal.aborted) process.exit(130);
+    process.stderr.write('\nstopping after the current step (Ctrl-C again to quit at once)...\n');
+    controller.abort();
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+  const result = await runConfig(config, { signal: controller.signal });
+  if (controller.signal.aborted) return 130;
+  if (result.finalModelDir) console.log(`final model: ${result.finalModelDir}`);
+  return 0;
 }
 
 const MODEL_INIT_HELP = `trinity model init DIR [options]

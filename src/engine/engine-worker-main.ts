@@ -53,6 +53,25 @@ torch.serveTensorWorker({
     }
     return copied;
   },
+  /** Loads the weights of a Hugging Face folder (sync_method checkpoint) into the engine's model. */
+  syncWeightsFromDir(dir: string) {
+    const params = running().model.parameters();
+    const weights = torch.loadModelWeights(dir, { dtype: running().model.dtype });
+    let copied = 0;
+    try {
+      torch.noGrad(() => {
+        for (const [name, target] of params) {
+          const source = weights.get(name);
+          if (source === undefined) throw new Error(`syncWeightsFromDir: ${dir} has no tensor '${name}'`);
+          target.copy_(source);
+          copied++;
+        }
+      });
+    } finally {
+      for (const t of weights.values()) t.dispose();
+    }
+    return copied;
+  },
   stats() {
     return running().stats;
   },

@@ -97,6 +97,12 @@ export class WorkerRolloutEngine implements ChatEngine {
     return this.#worker.call<number>('syncWeights', [Object.fromEntries(weights)], { timeoutMs: options.timeoutMs ?? 600_000 });
   }
 
+  /** Loads a Hugging Face folder's weights into the worker's model (checkpoint sync); returns the tensors copied. */
+  async syncWeightsFromDir(dir: string, options: { timeoutMs?: number } = {}): Promise<number> {
+    if (this.#closed) throw new Error('WorkerRolloutEngine is closed: syncWeightsFromDir() was called after close()');
+    return this.#worker.call<number>('syncWeightsFromDir', [dir], { timeoutMs: options.timeoutMs ?? 600_000 });
+  }
+
   /** The engine's counters (requests, running, waiting, free slots, steps). */
   stats(): Promise<Record<string, number | boolean>> {
     return this.#worker.call('stats');

@@ -494,7 +494,8 @@ export class TrainStep {
             metrics.set('kl_coef', this.#klLoss.klCoef);
           }
           if (wantEntropy && entropy !== null) {
-            const input = { entropy: entropyCoef === 0 ? entropy.detach() : entropy, actionMask, expertMask };
+            const responseEntropy = entropy.narrow(1, batch.promptWidth - 1, batch.responseWidth);
+            const input = { entropy: entropyCoef === 0 ? responseEntropy.detach() : responseEntropy, actionMask, expertMask };
             const term = this.#entropy(input);
             if (entropyCoef !== 0) total = total.add(term.loss.mul(share(entropyAgg)));
             if (term.metrics.entropy !== undefined) addMetric(metrics, 'entropy', term.metrics.entropy, share(entropyAgg));

@@ -1,0 +1,173 @@
+// `trinity run --config FILE`: the stages of a run in order. Each stage starts from the previous stage's final
+// weights; a stage that finished (its done.json exists) is skipped when the same command runs again, and an
+// unfinished one resumes from its latest checkpoint (see ./stage.ts).
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
+import type { Config, StageConfig, TasksetConfig as TasksetSection } from '../config/index.js';
+import { resolveStages } from '../config/index.js';
+import type { SelectorConfig, TasksetConfig } from '../buffer/index.js';
+import { ProgressReporter } from '../monitor/index.js';
+import { runStage, type StageSettings } from './stage.js';
+
+type NonNullFields<T> = { [K in keyof T]?: Exclude<T[K], null> };
+const omitNulls = <T extends Record<string, unknown>>(o: T): NonNullFields<T> =>
+  Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null && v !== undefined)) as NonNullFields<T>;
+
+function tasksetSettings(t: TasksetSection, isEval: boolean): TasksetConfig {
+  const f = t.format;
+  return {
+    name: t.name,
+    path: t.path,
+    format: omitNulls({
+      promptKey: f.prompt_key,
+      responseKey: f.response_key,
+      ...(f.prompt_type === 'messages' && f.messages_key !== 'message' ? { messagesKey: f.messages_key } : {}),
+      systemPromptKey: f.system_prompt_key,
+      systemPrompt: f.system_prompt,
+      replyPrefix: f.reply_prefix,
+      workflowKey: f.workflow_key,
+      rewardFnKey: f.reward_fn_key,
+    }),
+    ...(t.default_workflow_type ? { defaultWorkflowType: t.default_workflow_type } : {}),
+    ...(t.default_reward_fn_type ? { defaultRewardFnType: t.default_reward_fn_type } : {}),
+    workflowArgs: t.workflow_args,
+    rewardFnArgs: t.reward_fn_args,
+    rolloutArgs: omitNulls({ ...t.rollout_args, top_k: t.rollout_args.top_k < 0 ? null : t.rollout_args.top_k }),
+    isEval,
+  };
+}
+
+function selectorSettings(t: TasksetSection): SelectorConfig {
+  return {
+    selectorType: t.task_selector.selector_type,
+    seed: t.task_selector.seed,
+    ...(t.task_selector.feature_keys.length ? { featureKeys: t.task_selector.feature_keys } : {}),
+    ...(t.task_selector.kwargs as Partial<SelectorConfig>),
+  };
+}
+
+/** The settings of one stage from its resolved config section. */
+export function stageSettings(stage: StageConfig, modelPath: string): StageSettings {
+  if (stage.mode === 'serve')
+    throw new Error(`stage '${stage.stage_name || stage.name}': mode serve is not part of trinity run yet`);
+  const input = stage.buffer.explorer_input;
+  const experienceBuffer = stage.buffer.trainer_input.experience_buffer;
+  const cores = Math.max(1, availableParallelism());
+  const lora = stage.model.lora;
+  const firstTaskset = input.tasksets[0];
+  return {
+    stageName: stage.stage_name || 'run',
+    jobDir: stage.checkpoint_job_dir,
+    mode: stage.mode,
+    project: stage.project,
+    name: stage.name,
+    modelPath,
+    dtype: stage.model.dtype,
+    lora: lora
+      ? {
+          rank: lora.rank,
+          alpha: lora.alpha,
+          dropout: lora.dropout,
+          targetModules: Array.isArray(lora.target_modules)
+            ? lora.target_modules
+            : lora.target_modules === 'all-linear'
+              ? 'all-linear'
+              : [lora.target_modules],
+        }
+      : null,
+    algorithm: Object.fromEntries(Object.entries(stage.algorithm).filter(([, v]) => v !== null && v !== undefined)),
+    batchSize: stage.buffer.batch_size,
+    trainBatchSize: stage.buffer.train_batch_size,
+    totalSteps: stage.buffer.total_steps ?? stage.trainer.total_steps ?? null,
+    totalEpochs: stage.buffer.total_epochs,
+    tasksets: input.tasksets.map((t) => ({ taskset: tasksetSettings(t, false), selector: selectorSettings(t) })),
+    evalTasksets: input.eval_tasksets.map((t) => tasksetSettings(t, true)),
+    evalInterval: stage.explorer.eval_interval,
+    evalOnStartup: stage.explorer.eval_on_startup,
+    rolloutArgs: firstTaskset ? { ...firstTaskset.rollout_args } : {},
+    explorer: {
+      runnerPerModel: stage.explorer.runner_per_model,
+      maxTimeout: stage.explorer.max_timeout,
+      maxRetryTimes: stage.explorer.max_retry_times,
+      slots: stage.explorer.rollout_model.slots,
+      maxLength: stage.model.max_model_len,
+      defaultWorkflow: input.default_workflow_type ?? 'simple_workflow',
+    },
+    trainer: {
+      saveInterval: stage.trainer.save_interval > 0 ? stage.trainer.save_interval : Number.MAX_SAFE_INTEGER,
+      maxCheckpointsToKeep: stage.trainer.max_checkpoints_to_keep,
+      microBatchSize: stage.trainer.micro_batch_size,
+      gradientCheckpointing: stage.trainer.gradient_checkpointing,
+    },
+    sync: {
+      method: stage.synchronizer.sync_method,
+      interval: stage.synchronizer.sync_interval,
+      offset: stage.synchronizer.sync_offset,
+      timeoutMs: stage.synchronizer.sync_timeout * 1000,
+    },
+    buffer: {
+      storageType: experienceBuffer.storage_type === 'sql' ? 'sql' : 'queue',
+      path: experienceBuffer.path,
+      capacity: experienceBuffer.capacity,
+    },
+    monitorTypes: stage.monitor.monitor_type,
+    seed: firstTaskset?.task_selector.seed ?? 42,
+    // both loops share the cores: the explorer's engine and the trainer each get half (at least one)
+    threads:
+      stage.mode === 'both'
+        ? { explorer: Math.max(1, Math.floor(cores / 2)), trainer: Math.max(1, Math.ceil(cores / 2)) }
+        : { explorer: cores, trainer: cores },
+  };
+}
+
+export interface RunOptions {
+  log?: (line: string) => void;
+  signal?: AbortSignal;
+}
+
+interface StageRecord {
+  finalModelDir: string | null;
+  steps: number;
+}
+
+/** Runs every stage of the config in order; returns the last stage's final model folder. */
+export async function runConfig(
+  config: Config,
+  options: RunOptions = {},
+): Promise<{ finalModelDir: string | null; stages: StageRecord[] }> {
+  const log = options.log ?? ((line: string) => console.log(line));
+  const stages = resolveStages(config);
+  const records: StageRecord[] = [];
+  let modelPath = config.model.model_path;
+  const progress = new ProgressReporter({ label: 'run', total: 1 });
+  for (const [index, stage] of stages.entries()) {
+    const settings = stageSettings(stage, modelPath);
+    const doneFile = join(settings.jobDir, 'done.json');
+    if (existsSync(doneFile) && config.continue_from_checkpoint) {
+      const record = JSON.parse(readFileSync(doneFile, 'utf8')) as StageRecord;
+      log(`[${settings.stageName}] finished earlier (${doneFile}): skipped`);
+      records.push(record);
+      if (record.finalModelDir) modelPath = record.finalModelDir;
+      continue;
+    }
+    log(
+      `[${settings.stageName}] stage ${index + 1}/${stages.length}: mode ${settings.mode}, model ${modelPath}, job ${settings.jobDir}`,
+    );
+    const result = await runStage(settings, {
+      log: (line) => progress.log(line),
+      progress,
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+    if (options.signal?.aborted) {
+      log(`[${settings.stageName}] stopped; run the same command to resume`);
+      return { finalModelDir: null, stages: records };
+    }
+    const record: StageRecord = { finalModelDir: result.finalModelDir, steps: result.steps };
+    mkdirSync(settings.jobDir, { recursive: true });
+    writeFileSync(doneFile, `${JSON.stringify(record, null, 2)}\n`);
+    records.push(record);
+    if (record.finalModelDir) modelPath = record.finalModelDir;
+  }
+  return { finalModelDir: records.at(-1)?.finalModelDir ?? null, stages: records };
+}

@@ -1,0 +1,515 @@
+// One stage of a run: the explorer and trainer loops, the buffer between them and the synchronizer.
+//
+//   mode both     explorer loop (rollouts on the engine's worker thread) ─▶ buffer ─▶ trainer loop (trainer worker)
+//                 weights flow back every sync_interval trainer steps (memory: by reference; checkpoint: files)
+//   mode explore  explorer loop only; experiences to a shared SQLite buffer; weights from the trainer's sync folder
+//   mode train    trainer loop only; experiences from the shared SQLite buffer (or a dataset for SFT/DPO)
+//   mode bench    the base model and every saved checkpoint on the eval tasksets
+//
+// Synchronisation (sync_style fixed): explorer step e (1-based) may start once the explorer holds weights of version
+//   required(e) = max(0, floor((e - 1 - sync_offset) / sync_interval) * sync_interval)
+// so offset 0, interval 1 is strictly on-policy and offset 1 lets the explorer run one step ahead. Syncs happen
+// between explorer steps (a lock), never in the middle of a rollout.
+//
+// Resume: the trainer restarts from the latest checkpoint (model, optimizer, step); the explorer from the task
+// scheduler state saved with it (as it was after exploring that step); metrics.jsonl keeps only steps up to it.
+// Steps after the checkpoint are explored and trained again: none is lost, none counted twice.
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { WorkerRolloutEngine } from '../../engine/index.js';
+import type { ModelDType } from '../../model/index.js';
+import type { Tensor } from '../../torch/index.js';
+import { resolveAlgorithm } from '../algorithm/presets.js';
+import {
+  loadTaskset,
+  QueueBuffer,
+  SqliteBuffer,
+  type SelectorConfig,
+  type TasksetConfig,
+  TasksetScheduler,
+} from '../buffer/index.js';
+import { latestCheckpoint, listCheckpoints } from '../checkpoint.js';
+import type { Experience } from '../experience.js';
+import { createMonitors, type MonitorGroup, type MonitorType, ProgressReporter } from '../monitor/index.js';
+import { TrainerClient } from '../trainer/trainer.js';
+import { EngineModelHandle, WorkflowRunner } from '../workflow/index.js';
+
+export type StageMode = 'both' | 'explore' | 'train' | 'bench';
+
+export interface StageSettings {
+  stageName: string;
+  /** Where checkpoints, metrics and sync files of this stage go. */
+  jobDir: string;
+  mode: StageMode;
+  project: string;
+  name: string;
+  modelPath: string;
+  dtype: ModelDType;
+  lora: { rank: number; alpha: number; dropout: number; targetModules: string[] | 'all-linear' } | null;
+  /** Trinity's algorithm section. */
+  algorithm: Record<string, unknown>;
+  /** Tasks per explore step (buffer.batch_size) and experiences per train step (buffer.train_batch_size). */
+  batchSize: number;
+  trainBatchSize: number;
+  /** Steps of this stage; null: as many as the tasksets give (total_epochs). */
+  totalSteps: number | null;
+  totalEpochs: number;
+  tasksets: { taskset: TasksetConfig; selector?: SelectorConfig; weight?: number }[];
+  evalTasksets: TasksetConfig[];
+  evalInterval: number;
+  evalOnStartup: boolean;
+  /** Default rollout arguments (temperature, top_p, top_k, max_tokens ...) for tasks that name none. */
+  rolloutArgs: Record<string, unknown>;
+  explorer: {
+    runnerPerModel: number;
+    maxTimeout: number;
+    maxRetryTimes: number;
+    slots: number;
+    maxLength: number;
+    defaultWorkflow: string;
+  };
+  trainer: { saveInterval: number; maxCheckpointsToKeep: number; microBatchSize: number | null; gradientCheckpointing: boolean };
+  sync: { method: 'memory' | 'checkpoint'; interval: number; offset: number; timeoutMs: number };
+  /** Experience buffer: in memory (mode both) or a shared SQLite file (explore/train). */
+  buffer: { storageType: 'queue' | 'sql'; path: string | null; capacity: number };
+  monitorTypes: MonitorType[];
+  seed: number;
+  threads: { explorer: number; trainer: number };
+}
+
+export interface StageResult {
+  /** The stage's final weights as a Hugging Face folder (null for explore/bench). */
+  finalModelDir: string | null;
+  steps: number;
+}
+
+export interface StageHooks {
+  log?: (line: string) => void;
+  progress?: ProgressReporter;
+  signal?: AbortSignal;
+}
+
+/** The weights version the explorer needs before explore step `step` (see the header). */
+export function requiredVersion(step: number, syncInterval: number, syncOffset: number): number {
+  return Math.max(0, Math.floor((step - 1 - syncOffset) / syncInterval) * syncInterval);
+}
+
+/** A mutex: syncs and explorer steps never overlap. */
+class Lock {
+  #tail: Promise<void> = Promise.resolve();
+  run<T>(fn: () => Promise<T>): Promise<T> {
+    const result = this.#tail.then(fn);
+    this.#tail = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    return result;
+  }
+}
+
+/** Waits until `ready()` or the timeout; the error names what it waited for. */
+async function waitFor(ready: () => boolean, timeoutMs: number, what: string, signal?: AbortSignal): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!ready()) {
+    if (signal?.aborted) throw new Error(`stopped while waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** Keeps the metrics lines of steps <= `step` (a resumed run redoes the later ones). */
+function truncateMetrics(file: string, step: number): void {
+  if (!existsSync(file)) return;
+  const kept = readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((line) => {
+      if (line.trim() === '') return false;
+      try {
+        return (JSON.parse(line) as { step?: number }).step !== undefined && (JSON.parse(line) as { step: number }).step <= step;
+      } catch {
+        return false;
+      }
+    });
+  writeFileSync(`${file}.tmp`, kept.length ? `${kept.join('\n')}\n` : '');
+  renameSync(`${file}.tmp`, file);
+}
+
+const mean = (values: readonly number[]) => (values.length ? values.reduce((a, b) => a + b, 0) / values.length : Number.NaN);
+
+// ---------------------------------------------------------------------------------------------------------------
+// the weight channel between trainer and explorer
+
+interface SyncChannel {
+  /** Publishes the trainer's weights as `version`. */
+  publish(version: number): Promise<void>;
+}
+
+function syncFolder(jobDir: string): string {
+  return join(jobDir, 'sync');
+}
+
+/** Written by a trainer (mode train, or checkpoint sync): the newest weights for explorers. */
+function writeSyncPointer(jobDir: string, version: number, dir: string): void {
+  const file = join(syncFolder(jobDir), 'latest.json');
+  writeFileSync(`${file}.tmp`, JSON.stringify({ version, dir }));
+  renameSync(`${file}.tmp`, file);
+}
+
+function readSyncPointer(jobDir: string): { version: number; dir: string } | null {
+  const file = join(syncFolder(jobDir), 'latest.json');
+  if (!existsSync(file)) return null;
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as { version: number; dir: string };
+  } catch {
+    return null; // being replaced: read it next time
+  }
+}
+
+async function publishToFolder(trainer: TrainerClient, jobDir: string, version: number): Promise<string> {
+  const dir = join(syncFolder(jobDir), `version_${version}`);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(syncFolder(jobDir), { recursive: true });
+  await trainer.saveWeights(`${dir}.tmp`);
+  rmSync(dir, { recursive: true, force: true });
+  renameSync(`${dir}.tmp`, dir);
+  const previous = readSyncPointer(jobDir);
+  writeSyncPointer(jobDir, version, dir);
+  if (previous && previous.dir !== dir) rmSync(previous.dir, { recursive: true, force: true });
+  return dir;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+export async function runStage(settings: StageSettings, hooks: StageHooks = {}): Promise<StageResult> {
+  const log = hooks.log ?? ((line: string) => console.log(line));
+  mkdirSync(settings.jobDir, { recursive: true });
+  const algorithm = resolveAlgorithm(settings.algorithm);
+  if (settings.mode === 'bench') return runBench(settings, log);
+
+  const metricsFile = join(settings.jobDir, 'metrics.jsonl');
+  const checkpoint = latestCheckpoint(settings.jobDir);
+  const startStep = checkpoint?.step ?? 0;
+  truncateMetrics(metricsFile, startStep);
+  if (checkpoint) log(`[${settings.stageName}] resuming from checkpoint step ${startStep} (${checkpoint.dir})`);
+
+  const needsExplorer = settings.mode === 'both' || settings.mode === 'explore';
+  const needsTrainer = settings.mode === 'both' || settings.mode === 'train';
+
+  // tasks (the scheduler fixes the number of steps)
+  const tasksets = needsExplorer ? await Promise.all(settings.tasksets.map((t) => loadTaskset(t.taskset))) : [];
+  const scheduler = needsExplorer
+    ? new TasksetScheduler({
+        tasksets: settings.tasksets.map((t, i) => ({
+          taskset: tasksets[i] as Awaited<ReturnType<typeof loadTaskset>>,
+          ...(t.selector ? { selector: t.selector } : {}),
+          ...(t.weight !== undefined ? { weight: t.weight } : {}),
+        })),
+        batchSize: settings.batchSize,
+        totalEpochs: settings.totalEpochs,
+        ...(settings.totalSteps !== null ? { totalSteps: settings.totalSteps } : {}),
+      })
+    : null;
+  const totalSteps = settings.totalSteps ?? scheduler?.totalSteps ?? 0;
+  if (totalSteps <= 0) throw new Error(`stage '${settings.stageName}': no steps to run (set buffer.total_steps or give tasks)`);
+  const savedExplorer = (checkpoint?.state.explorer ?? null) as { scheduler?: unknown; step?: number } | null;
+  if (scheduler && savedExplorer?.scheduler)
+    scheduler.loadState(savedExplorer.scheduler as Parameters<TasksetScheduler['loadState']>[0]);
+
+  const monitors: MonitorGroup = createMonitors({
+    jobDir: settings.jobDir,
+    types: settings.monitorTypes,
+    project: settings.project,
+    name: `${settings.name}/${settings.stageName}`,
+    config: { mode: settings.mode, algorithm: settings.algorithm },
+  });
+  const progress = hooks.progress ?? new ProgressReporter({ label: settings.stageName, total: totalSteps });
+  progress.setLabel(settings.stageName, totalSteps);
+  progress.resumeAt(startStep);
+
+  let trainer: TrainerClient | null = null;
+  let engine: WorkerRolloutEngine | null = null;
+  let buffer: QueueBuffer | SqliteBuffer | null = null;
+  const temperature = typeof settings.rolloutArgs.temperature === 'number' ? settings.rolloutArgs.temperature : 1;
+  try {
+    if (needsTrainer) {
+      const started = await TrainerClient.start({
+        jobDir: settings.jobDir,
+        resume: true,
+        modelPath: settings.modelPath,
+        dtype: settings.dtype,
+        algorithm: settings.algorithm,
+        lora: settings.lora,
+        totalSteps,
+        microBatchSize: settings.trainer.microBatchSize,
+        gradientCheckpointing: settings.trainer.gradientCheckpointing,
+        temperature,
+        padTokenId: 0,
+        seed: settings.seed,
+        numThreads: settings.threads.trainer,
+      });
+      trainer = started.trainer;
+    }
+    buffer =
+      settings.buffer.storageType === 'sql'
+        ? new SqliteBuffer({ path: settings.buffer.path ?? join(settings.jobDir, 'buffer.db'), name: 'experience_buffer' })
+        : new QueueBuffer({ name: 'experience_buffer', capacity: settings.buffer.capacity });
+    if (buffer instanceof SqliteBuffer && checkpoint) {
+      const cursor = (checkpoint.state.buffer as { cursor?: number } | undefined)?.cursor;
+      if (typeof cursor === 'number') buffer.commit(cursor);
+      buffer.rewind();
+    }
+
+    // the explorer side: an engine on its own thread, the model handle, the workflow runner
+    let version = startStep;
+    let handle: EngineModelHandle | null = null;
+    let runner: WorkflowRunner | null = null;
+    if (needsExplorer) {
+      const startWeights = checkpoint?.modelDir && settings.lora === null ? checkpoint.modelDir : settings.modelPath;
+      engine = await WorkerRolloutEngine.start(startWeights, {
+        dtype: settings.dtype,
+        slots: settings.explorer.slots,
+        maxLength: settings.explorer.maxLength,
+        numThreads: settings.threads.explorer,
+      });
+      handle = new EngineModelHandle(engine, { modelVersion: version });
+      runner = new WorkflowRunner({
+        models: handle,
+        runnerPerModel: settings.explorer.runnerPerModel,
+        maxTimeout: settings.explorer.maxTimeout,
+        maxRetryTimes: settings.explorer.maxRetryTimes,
+        defaultWorkflow: settings.explorer.defaultWorkflow,
+        seed: settings.seed,
+        log: (line) => progress.log(line),
+      });
+    }
+
+    const lock = new Lock();
+    const sync: SyncChannel | null =
+      trainer && engine
+        ? {
+            publish: async (v) => {
+              if (settings.sync.method === 'memory') {
+                const weights: Map<string, Tensor> = await (trainer as TrainerClient).beginSync();
+                try {
+                  await (engine as WorkerRolloutEngine).syncWeights(weights, { timeoutMs: settings.sync.timeoutMs });
+                } finally {
+                  for (const t of weights.values()) t.dispose();
+                  await (trainer as TrainerClient).endSync();
+                }
+              } else {
+                const dir = await publishToFolder(trainer as TrainerClient, settings.jobDir, v);
+                await (engine as WorkerRolloutEngine).syncWeightsFromDir(dir, { timeoutMs: settings.sync.timeoutMs });
+              }
+              version = v;
+              if (handle) handle.modelVersion = v;
+            },
+          }
+        : null;
+    // A LoRA run (or a resume without a full model in the checkpoint) starts the engine from the base weights.
+    if (sync && startStep > 0 && (settings.lora !== null || !checkpoint?.modelDir)) await lock.run(() => sync.publish(startStep));
+
+    const explorerMetrics = new Map<number, Record<string, number>>();
+    const schedulerStates = new Map<number, unknown>();
+    if (scheduler) schedulerStates.set(startStep, scheduler.state());
+    let explorerDone = false;
+
+    const explorerLoop = async () => {
+      if (!scheduler || !runner || !buffer) return;
+      try {
+        if (settings.evalOnStartup && startStep === 0 && settings.evalTasksets.length) await evaluate(0);
+        for (let step = startStep + 1; step <= totalSteps; step++) {
+          if (hooks.signal?.aborted) break;
+          const need = requiredVersion(step, settings.sync.interval, settings.sync.offset);
+          if (settings.mode === 'explore') await followTrainer(need);
+          else
+            await waitFor(
+              () => version >= need,
+              settings.sync.timeoutMs,
+              `weights version ${need} for explore step ${step} (have ${version})`,
+              hooks.signal,
+            );
+          const batch = scheduler.nextBatch();
+          if (batch === null) break;
+          const result = await lock.run(() =>
+            (runner as WorkflowRunner).runStep(batch.tasks, {
+              step,
+              repeatTimes: algorithm.repeatTimes,
+              ...(hooks.signal ? { signal: hooks.signal } : {}),
+            }),
+          );
+          for (const task of batch.tasks) {
+            const rewards = result.experiences.filter((e) => e.info.taskId === task.id).map((e) => e.reward ?? 0);
+            if (rewards.length) scheduler.feedback(task.id, rewards);
+          }
+          schedulerStates.set(step, scheduler.state());
+          explorerMetrics.set(step, { ...result.metrics, 'explorer/model_version': version });
+          await buffer.write(result.experiences);
+          if (settings.mode === 'explore') {
+            monitors.log(step, explorerMetrics.get(step) ?? {});
+            progress.update(step, { reward: result.metrics['rollout/reward/mean'] ?? Number.NaN });
+          }
+          if (settings.evalInterval > 0 && step % settings.evalInterval === 0 && settings.evalTasksets.length)
+            await evaluate(step);
+        }
+      } finally {
+        explorerDone = true;
+        buffer.finishWriting();
+      }
+    };
+
+    // explore mode: take the newest weights the trainer published; wait while they are older than needed
+    const followTrainer = async (need: number) => {
+      const deadline = Date.now() + settings.sync.timeoutMs;
+      for (;;) {
+        const pointer = readSyncPointer(settings.jobDir);
+        if (pointer && pointer.version > version) {
+          await (engine as WorkerRolloutEngine).syncWeightsFromDir(pointer.dir, { timeoutMs: settings.sync.timeoutMs });
+          version = pointer.version;
+          if (handle) handle.modelVersion = version;
+        }
+        if (version >= need) return;
+        if (Date.now() > deadline)
+          throw new Error(
+            `timed out after ${settings.sync.timeoutMs} ms waiting for the trainer's weights version ${need} in ${syncFolder(settings.jobDir)}`,
+          );
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    };
+
+    const evaluate = async (step: number) => {
+      if (!runner) return;
+      const tasks = (await Promise.all(settings.evalTasksets.map((c) => loadTaskset({ ...c, isEval: true })))).flatMap(
+        (t) => t.tasks,
+      );
+      const result = await lock.run(() =>
+        (runner as WorkflowRunner).evaluate(tasks, { step, repeatTimes: algorithm.repeatTimes }),
+      );
+      const evalMetrics = Object.fromEntries(Object.entries(result.metrics).filter(([k]) => k.startsWith('eval/')));
+      monitors.log(step, evalMetrics);
+      progress.log(
+        `[${settings.stageName}] eval at step ${step}: ${Object.entries(evalMetrics)
+          .map(([k, v]) => `${k} ${v.toFixed(3)}`)
+          .join(', ')}`,
+      );
+    };
+
+    let lastStep = startStep;
+    const trainerLoop = async () => {
+      if (!trainer || !buffer) return;
+      for (let step = startStep + 1; step <= totalSteps; step++) {
+        if (hooks.signal?.aborted) break;
+        const batchRead =
+          buffer instanceof SqliteBuffer
+            ? await buffer.readBatch(settings.trainBatchSize, { timeoutMs: settings.sync.timeoutMs, minCount: 1 })
+            : {
+                experiences: await buffer.read(settings.trainBatchSize, { timeoutMs: settings.sync.timeoutMs, minCount: 1 }),
+                cursor: null,
+              };
+        const experiences: Experience[] = batchRead.experiences;
+        if (experiences.length === 0 && (explorerDone || settings.mode === 'train')) break;
+        const started = Date.now();
+        const trainMetrics = await trainer.step(experiences);
+        const rollout = explorerMetrics.get(step) ?? {};
+        explorerMetrics.delete(step);
+        const metrics: Record<string, number> = {
+          ...rollout,
+          ...Object.fromEntries(Object.entries(trainMetrics).map(([k, v]) => [k.startsWith('actor/') ? k : `actor/${k}`, v])),
+          'time/train_s': (Date.now() - started) / 1000,
+          'trainer/staleness': mean(experiences.map((e) => step - 1 - (e.info.modelVersion ?? step - 1))),
+        };
+        if (step % settings.sync.interval === 0 || step === totalSteps) {
+          const syncStarted = Date.now();
+          if (sync) await lock.run(() => sync.publish(step));
+          else if (settings.mode === 'train') await publishToFolder(trainer, settings.jobDir, step);
+          metrics['time/sync_s'] = (Date.now() - syncStarted) / 1000;
+        }
+        if (step % settings.trainer.saveInterval === 0 || step === totalSteps) {
+          const explorerState = scheduler ? { scheduler: schedulerStates.get(step) ?? scheduler.state(), step } : null;
+          await trainer.save(
+            step,
+            {
+              explorer: explorerState,
+              buffer: batchRead.cursor === null ? null : { cursor: batchRead.cursor },
+              stage: settings.stageName,
+            },
+            settings.trainer.maxCheckpointsToKeep,
+          );
+          if (buffer instanceof SqliteBuffer && batchRead.cursor !== null) buffer.commit(batchRead.cursor);
+        }
+        for (const s of [...schedulerStates.keys()]) if (s < step) schedulerStates.delete(s);
+        monitors.log(step, metrics);
+        lastStep = step;
+        progress.update(step, {
+          reward: metrics['rollout/reward/mean'] ?? Number.NaN,
+          loss: metrics['actor/loss'] ?? Number.NaN,
+        });
+      }
+    };
+
+    await Promise.all([explorerLoop(), trainerLoop()]);
+    progress.done();
+    let finalModelDir: string | null = null;
+    if (trainer) {
+      finalModelDir = join(settings.jobDir, 'final_model');
+      rmSync(finalModelDir, { recursive: true, force: true });
+      await trainer.saveWeights(finalModelDir);
+    }
+    return { finalModelDir, steps: needsTrainer ? lastStep : totalSteps };
+  } finally {
+    await monitors.close();
+    await engine?.close();
+    await trainer?.close();
+    buffer?.close();
+  }
+}
+
+/** mode bench: the base model and every checkpoint of the job on the eval tasksets; one metrics line each. */
+async function runBench(settings: StageSettings, log: (line: string) => void): Promise<StageResult> {
+  if (settings.evalTasksets.length === 0) throw new Error(`stage '${settings.stageName}': mode bench needs eval_tasksets`);
+  const tasks = (await Promise.all(settings.evalTasksets.map((c) => loadTaskset({ ...c, isEval: true })))).flatMap(
+    (t) => t.tasks,
+  );
+  const algorithm = resolveAlgorithm(settings.algorithm);
+  const monitors = createMonitors({
+    jobDir: join(settings.jobDir, 'bench'),
+    types: settings.monitorTypes,
+    project: settings.project,
+    name: `${settings.name}/bench`,
+  });
+  const engine = await WorkerRolloutEngine.start(settings.modelPath, {
+    dtype: settings.dtype,
+    slots: settings.explorer.slots,
+    maxLength: settings.explorer.maxLength,
+    numThreads: settings.threads.explorer,
+  });
+  try {
+    const handle = new EngineModelHandle(engine, { modelVersion: 0 });
+    const runner = new WorkflowRunner({
+      models: handle,
+      runnerPerModel: settings.explorer.runnerPerModel,
+      defaultWorkflow: settings.explorer.defaultWorkflow,
+      seed: settings.seed,
+    });
+    const targets: { step: number; dir: string | null }[] = [{ step: 0, dir: null }];
+    for (const step of listCheckpoints(settings.jobDir)) {
+      const dir = join(settings.jobDir, 'checkpoints', `global_step_${step}`, 'model');
+      if (existsSync(dir)) targets.push({ step, dir });
+    }
+    for (const target of targets) {
+      if (target.dir) await engine.syncWeightsFromDir(target.dir);
+      handle.modelVersion = target.step;
+      const result = await runner.evaluate(tasks, { step: target.step, repeatTimes: algorithm.repeatTimes });
+      const evalMetrics = Object.fromEntries(Object.entries(result.metrics).filter(([k]) => k.startsWith('eval/')));
+      monitors.log(target.step, evalMetrics);
+      log(
+        `[bench] ${target.step === 0 ? 'base model' : `checkpoint ${target.step}`}: ${Object.entries(evalMetrics)
+          .map(([k, v]) => `${k} ${v.toFixed(3)}`)
+          .join(', ')}`,
+      );
+    }
+    return { finalModelDir: null, steps: targets.length };
+  } finally {
+    await monitors.close();
+    await engine.close();
+  }
+}

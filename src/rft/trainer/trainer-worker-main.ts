@@ -1,0 +1,156 @@
+// The worker side of TrainerClient (./trainer.ts): the policy, its optimizer and LR schedule, the reference model
+// and critic, and the train step, all on this thread — so the main event loop keeps driving the explorer.
+import { CausalLM, LoraModel } from '../../model/index.js';
+import * as torch from '../../torch/index.js';
+import { Critic } from '../algorithm/critic.js';
+import { type ResolvedAlgorithm, resolveAlgorithm } from '../algorithm/presets.js';
+import { type LoadedCheckpoint, latestCheckpoint, loadOptimizerState, saveCheckpoint } from '../checkpoint.js';
+import type { Experience } from '../experience.js';
+import type { TrainerInit } from './trainer.js';
+import { loraReference, modelReference, type ReferencePolicy, TrainStep } from './train-step.js';
+
+interface TrainerState {
+  model: CausalLM;
+  lora: LoraModel | null;
+  optimizer: torch.AdamW;
+  scheduler: torch.LrScheduler;
+  reference: (ReferencePolicy & { dispose?: () => void }) | null;
+  critic: { critic: Critic; optimizer: torch.AdamW } | null;
+  trainStep: TrainStep;
+  algorithm: ResolvedAlgorithm;
+  init: TrainerInit;
+}
+
+let state: TrainerState | null = null;
+
+function current(): TrainerState {
+  if (state === null) throw new Error('the trainer worker is not initialised');
+  return state;
+}
+
+/** LR schedule from Trinity's optimizer keys: constant, or cosine/linear with warmup and min_lr_ratio. */
+function schedule(algorithm: ResolvedAlgorithm, totalSteps: number): torch.LrSchedule {
+  const o = algorithm.optimizer;
+  const warmupSteps = o.lrWarmupSteps >= 0 ? o.lrWarmupSteps : Math.floor(o.lrWarmupStepsRatio * totalSteps);
+  const type =
+    o.lrSchedulerType === 'cosine' || o.lrSchedulerType === 'linear'
+      ? o.lrSchedulerType
+      : warmupSteps > 0
+        ? 'constant_with_warmup'
+        : 'constant';
+  return { type, warmupSteps, totalSteps: Math.max(totalSteps, warmupSteps + 1), minLrRatio: o.minLrRatio };
+}
+
+function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): TrainerState {
+  const algorithm = resolveAlgorithm(init.algorithm);
+  const modelDir = checkpoint?.modelDir ?? init.modelPath;
+  const model = CausalLM.load(modelDir, { dtype: init.dtype, requiresGrad: init.lora === null });
+  let lora: LoraModel | null = null;
+  if (init.lora !== null) {
+    lora = checkpoint?.adapterDir
+      ? LoraModel.load(model, checkpoint.adapterDir, { trainable: true })
+      : LoraModel.attach(model, {
+          r: init.lora.rank,
+          loraAlpha: init.lora.alpha,
+          loraDropout: init.lora.dropout,
+          targetModules: init.lora.targetModules,
+          baseModelNameOrPath: init.modelPath,
+          seed: init.seed,
+        });
+  }
+  const named = lora ? lora.loraParameters() : model.parameters();
+  const o = algorithm.optimizer;
+  const optimizer = new torch.AdamW(torch.weightDecayGroups(named, o.weightDecay), {
+    lr: o.lr,
+    betas: [o.betas[0] ?? 0.9, o.betas[1] ?? 0.999],
+  });
+  const startStep = checkpoint?.step ?? 0;
+  if (checkpoint) loadOptimizerState(checkpoint, optimizer);
+  const scheduler = new torch.LrScheduler(optimizer, o.lr, schedule(algorithm, init.totalSteps), startStep);
+  let reference: TrainerState['reference'] = null;
+  if (algorithm.useReference) {
+    if (lora) reference = loraReference(lora);
+    else {
+      // the reference is the stage's starting model (also after a resume), frozen
+      const base = CausalLM.load(init.modelPath, { dtype: init.dtype });
+      reference = { ...modelReference(base), dispose: () => base.dispose() };
+    }
+  }
+  let critic: TrainerState['critic'] = null;
+  if (algorithm.useCritic) {
+    const c = Critic.fromPolicy(model);
+    critic = { critic: c, optimizer: new torch.AdamW([...c.parameters().values()], { lr: init.criticLr ?? o.lr }) };
+  }
+  const trainStep = new TrainStep({
+    model,
+    optimizer,
+    algorithm,
+    reference,
+    critic,
+    ...(init.microBatchSize ? { microBatchSize: init.microBatchSize } : {}),
+    checkpoint: init.gradientCheckpointing,
+    temperature: init.temperature,
+    padTokenId: init.padTokenId,
+    startStep,
+  });
+  return { model, lora, optimizer, scheduler, reference, critic, trainStep, algorithm, init };
+}
+
+function release(s: TrainerState): void {
+  s.optimizer.dispose();
+  s.critic?.optimizer.dispose();
+  s.critic?.critic.dispose();
+  s.reference?.dispose?.();
+  s.lora?.dispose();
+  s.model.dispose();
+}
+
+torch.serveTensorWorker({
+  /** Loads the policy (from the job's latest checkpoint when resuming); returns the step it starts from. */
+  init(init: TrainerInit) {
+    const checkpoint = init.resume ? latestCheckpoint(init.jobDir) : null;
+    state = initialise(init, checkpoint);
+    return { step: checkpoint?.step ?? 0, state: checkpoint?.state ?? null, algorithmType: state.algorithm.algorithmType };
+  },
+  step(experiences: Experience[]) {
+    const s = current();
+    const metrics = s.trainStep.run(experiences);
+    const lr = s.scheduler.step();
+    return { ...metrics, lr_next: lr };
+  },
+  /** Weights for the explorer, by reference: merged with LoRA (unmerged again by endSync). */
+  beginSync() {
+    const s = current();
+    if (s.lora) s.lora.merge();
+    return Object.fromEntries(s.model.parameters());
+  },
+  endSync() {
+    const s = current();
+    if (s.lora?.merged) s.lora.unmerge();
+  },
+  /** Writes the current weights as a Hugging Face folder (sync_method checkpoint). */
+  saveWeights(dir: string) {
+    const s = current();
+    if (s.lora) {
+      s.lora.merge();
+      try {
+        s.model.save(dir);
+      } finally {
+        s.lora.unmerge();
+      }
+    } else s.model.save(dir);
+  },
+  save(step: number, componentState: Record<string, unknown>, keep: number) {
+    const s = current();
+    return saveCheckpoint(
+      s.init.jobDir,
+      step,
+      { model: s.model, lora: s.lora, optimizer: s.optimizer, state: componentState },
+      keep,
+    ).dir;
+  },
+  close() {
+    if (state) release(state);
+    state = null;
+  },
+});

@@ -1,0 +1,63 @@
+// A tiny end-to-end job for the run tests: a random Qwen2 model with a character tokenizer, an addition taskset and
+// a GRPO config (both mode, in-memory buffer, checkpoints every 2 steps).
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { initModel } from '../../../src/model/index.js';
+
+export function makeJob(
+  options: { totalSteps: number; saveInterval: number; extra?: string } = { totalSteps: 4, saveInterval: 2 },
+): {
+  root: string;
+  configFile: string;
+  jobDir: string;
+} {
+  const root = mkdtempSync(join(tmpdir(), 'rft-run-'));
+  initModel(join(root, 'model'), { hiddenSize: 32, numLayers: 1, numHeads: 2, seed: 1, alphabet: '0123456789+= ' });
+  const rows: string[] = [];
+  for (let a = 0; a < 5; a++)
+    for (let b = 0; b < 5; b++) rows.push(JSON.stringify({ prompt: `${a}+${b}=`, response: String(a + b) }));
+  writeFileSync(join(root, 'tasks.jsonl'), `${rows.join('\n')}\n`);
+  mkdirSync(join(root, 'out'));
+  const configFile = join(root, 'run.yaml');
+  writeFileSync(
+    configFile,
+    `mode: both
+project: test
+name: e2e
+checkpoint_root_dir: out
+model:
+  model_path: model
+  max_prompt_tokens: 24
+  max_response_tokens: 4
+  dtype: float32
+algorithm:
+  algorithm_type: grpo
+  repeat_times: 4
+  optimizer:
+    lr: 0.001
+buffer:
+  batch_size: 2
+  total_steps: ${options.totalSteps}
+  explorer_input:
+    taskset:
+      path: tasks.jsonl
+      rollout_args:
+        temperature: 1.0
+    default_workflow_type: simple_workflow
+    default_reward_fn_type: accuracy_reward
+explorer:
+  runner_per_model: 4
+  eval_on_startup: false
+  rollout_model:
+    slots: 8
+trainer:
+  save_interval: ${options.saveInterval}
+  micro_batch_size: 8
+  gradient_checkpointing: false
+monitor:
+  monitor_type: [jsonl]
+${options.extra ?? ''}`,
+  );
+  return { root, configFile, jobDir: join(root, 'out', 'test', 'e2e') };
+}
