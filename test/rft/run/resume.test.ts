@@ -1,0 +1,67 @@
+// A real `trinity run` process killed with SIGKILL mid-run; the same command resumes from the last checkpoint and
+// finishes with every training step recorded exactly once.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { listCheckpoints } from '../../../src/rft/checkpoint.js';
+import { makeJob } from './helpers.js';
+
+const trinity = fileURLToPath(new URL('../../../bin/trinity.js', import.meta.url));
+
+const steps = (jobDir: string): number[] => {
+  const file = join(jobDir, 'metrics.jsonl');
+  if (!existsSync(file)) return [];
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim())
+    .map((l) => (JSON.parse(l) as { step: number }).step);
+};
+
+function run(
+  configFile: string,
+  killWhen?: () => boolean,
+): Promise<{ code: number | null; signal: NodeJS.Signals | null; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [trinity, 'run', '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d) => {
+      output += d;
+    });
+    child.stderr.on('data', (d) => {
+      output += d;
+    });
+    const deadline = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`trinity run did not finish within 240 s:\n${output}`));
+    }, 240_000);
+    const poll = killWhen
+      ? setInterval(() => {
+          if (killWhen()) child.kill('SIGKILL');
+        }, 50)
+      : null;
+    child.on('exit', (code, signal) => {
+      clearTimeout(deadline);
+      if (poll) clearInterval(poll);
+      resolve({ code, signal, output });
+    });
+  });
+}
+
+test('kill -9 during a run, then the same command: resumes from the checkpoint, no step lost or repeated', {
+  timeout: 600_000,
+}, async () => {
+  const { configFile, jobDir } = makeJob({ totalSteps: 6, saveInterval: 2 });
+  // kill once step 3 is recorded: checkpoint 2 exists, step 3 was trained after it
+  const first = await run(configFile, () => steps(jobDir).includes(3));
+  assert.equal(first.signal, 'SIGKILL', `the first run should have been killed:\n${first.output}`);
+  assert.ok(listCheckpoints(jobDir).includes(2));
+  const second = await run(configFile);
+  assert.equal(second.code, 0, second.output);
+  assert.match(second.output, /resuming from checkpoint step [24]/);
+  assert.deepEqual(steps(jobDir), [1, 2, 3, 4, 5, 6]);
+  assert.deepEqual(listCheckpoints(jobDir).slice(-1), [6]);
+  assert.ok(existsSync(join(jobDir, 'final_model', 'model.safetensors')));
+});
