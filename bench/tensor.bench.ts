@@ -14,112 +14,34 @@
 // estimated (8x the previous size) to take longer than this many seconds; default 10: bfloat16 matmul has no fast
 // kernel on CPUs without AVX512-BF16/AMX, where one n = 2048 call takes 60-80 s), TRINITY_BENCH_BLOCK (block sizes, as
 // "hidden,heads,kvHeads,intermediate,batch,seq").
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import os from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import * as torch from '../src/torch/index.js';
+import {
+  alternate,
+  clamp,
+  findPython,
+  fmt,
+  type Json,
+  median,
+  now,
+  PythonHalf,
+  type Reply,
+  r2,
+  r3,
+  repoRoot,
+  secondsSince,
+  table,
+} from './harness.js';
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const benchStart = performance.now();
 
-// ---------------------------------------------------------------------------------------------------------------
-// timing helpers
-
-const now = (): bigint => process.hrtime.bigint();
-const secondsSince = (t0: bigint): number => Number(now() - t0) / 1e9;
-
-function median(values: readonly number[]): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
-}
-
-const clamp = (v: number, lo: number, hi: number): number => Math.min(hi, Math.max(lo, v));
-
-interface Paired {
-  ours: number[];
-  pytorch: number[];
-}
-
-/** Runs `rounds` rounds of one sample batch per side, alternating which side goes first (ABBA). */
-async function alternate(rounds: number, ours: () => number[], pytorch: () => Promise<number[]>): Promise<Paired> {
-  const out: Paired = { ours: [], pytorch: [] };
-  for (let r = 0; r < rounds; r++) {
-    if (r % 2 === 0) {
-      out.ours.push(...ours());
-      out.pytorch.push(...(await pytorch()));
-    } else {
-      out.pytorch.push(...(await pytorch()));
-      out.ours.push(...ours());
-    }
-  }
-  return out;
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// the Python half
-
-type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-interface Reply {
-  ok: boolean;
-  error?: string;
-  s?: number[];
+/** What tensor_bench.py's replies carry besides timings. */
+interface TensorReply extends Reply {
   loss?: number;
   torch?: string;
   threads?: number;
   python?: string;
-}
-
-class PythonHalf {
-  readonly #child: ChildProcessWithoutNullStreams;
-  readonly #lines: AsyncIterator<string>;
-  #stderr = '';
-
-  constructor(python: string, script: string) {
-    this.#child = spawn(python, ['-u', script], {
-      stdio: ['pipe', 'pipe', 'pipe'],
-      env: { ...process.env, PYTHONUNBUFFERED: '1' },
-    });
-    this.#child.stderr.setEncoding('utf8');
-    this.#child.stderr.on('data', (chunk: string) => {
-      this.#stderr += chunk;
-    });
-    this.#lines = createInterface({ input: this.#child.stdout })[Symbol.asyncIterator]();
-  }
-
-  async request(req: { [key: string]: Json }): Promise<Reply> {
-    this.#child.stdin.write(`${JSON.stringify(req)}\n`);
-    const next = await this.#lines.next();
-    if (next.done) throw new Error(`the Python half exited early:\n${this.#stderr}`);
-    const reply = JSON.parse(next.value) as Reply;
-    if (!reply.ok) throw new Error(`the Python half failed on ${JSON.stringify(req)}: ${reply.error}\n${this.#stderr}`);
-    return reply;
-  }
-
-  async times(req: { [key: string]: Json }): Promise<number[]> {
-    const reply = await this.request(req);
-    if (!reply.s) throw new Error(`no timings in the reply to ${JSON.stringify(req)}`);
-    return reply.s;
-  }
-
-  async close(): Promise<void> {
-    this.#child.stdin.end(`${JSON.stringify({ kind: 'exit' })}\n`);
-    await new Promise<void>((done) => {
-      if (this.#child.exitCode !== null) done();
-      else this.#child.once('exit', () => done());
-    });
-  }
-}
-
-function findPython(): string {
-  const fromEnv = process.env.TRINITY_BENCH_PYTHON;
-  if (fromEnv) return fromEnv;
-  const venv = join(root, '.cache', 'python-ref', 'bin', 'python');
-  return existsSync(venv) ? venv : 'python3';
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -401,7 +323,7 @@ async function benchBlock(py: PythonHalf): Promise<BlockResult> {
   };
   const lossOurs = block.step(); // warm-up
   const perIter = timeStep();
-  const first = await py.request({ kind: 'block', config, calls: 1, samples: 1, warmup: 1 });
+  const first = await py.request<TensorReply>({ kind: 'block', config, calls: 1, samples: 1, warmup: 1 });
   const rounds = clamp(Math.floor(16 / (2 * perIter)), 3, 7);
   const t = await alternate(
     rounds,
@@ -423,26 +345,12 @@ async function benchBlock(py: PythonHalf): Promise<BlockResult> {
 // ---------------------------------------------------------------------------------------------------------------
 // report
 
-const r3 = (v: number): number => Math.round(v * 1000) / 1000;
-const r2 = (v: number): number => Math.round(v * 100) / 100;
-const fmt = (v: number | null, digits = 2): string => (v === null || Number.isNaN(v) ? '-' : v.toFixed(digits));
-
-function table(title: string, header: string[], rows: string[][]): void {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]): string =>
-    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ');
-  console.log(`\n${title}`);
-  console.log(line(header));
-  console.log(widths.map((w) => '-'.repeat(w)).join('  '));
-  for (const r of rows) console.log(line(r));
-}
-
 async function main(): Promise<void> {
   const threads = Number(process.env.TRINITY_BENCH_THREADS ?? os.availableParallelism());
   torch.setNumThreads(threads);
-  const py = new PythonHalf(findPython(), join(root, 'bench', 'tensor_bench.py'));
+  const py = new PythonHalf(findPython(), join(repoRoot, 'bench', 'tensor_bench.py'));
   try {
-    const hello = await py.request({ kind: 'hello', threads });
+    const hello = await py.request<TensorReply>({ kind: 'hello', threads });
     const info = torch.buildInfo();
     console.log(
       `tensor bench: ours libtorch ${info.torchVersion} (node ${process.version}) vs PyTorch ${hello.torch} (python ${hello.python}); ` +

@@ -9,3 +9,4 @@ export * from './sqlite.js';
 export * from './taskset.js';
 export * from './types.js';
 export * from './viewer.js';
+export * from './dataset.js';

@@ -3,7 +3,7 @@
 // unfinished one resumes from its latest checkpoint (see ./stage.ts).
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import type { Config, StageConfig, TasksetConfig as TasksetSection } from '../config/index.js';
 import { resolveStages } from '../config/index.js';
 import type { SelectorConfig, TasksetConfig } from '../buffer/index.js';
@@ -83,6 +83,7 @@ export function stageSettings(stage: StageConfig, modelPath: string): StageSetti
     totalEpochs: stage.buffer.total_epochs,
     tasksets: input.tasksets.map((t) => ({ taskset: tasksetSettings(t, false), selector: selectorSettings(t) })),
     evalTasksets: input.eval_tasksets.map((t) => tasksetSettings(t, true)),
+    evalRepeatTimes: input.eval_tasksets[0]?.repeat_times ?? 1,
     evalInterval: stage.explorer.eval_interval,
     evalOnStartup: stage.explorer.eval_on_startup,
     rolloutArgs: firstTaskset ? { ...firstTaskset.rollout_args } : {},
@@ -107,9 +108,17 @@ export function stageSettings(stage: StageConfig, modelPath: string): StageSetti
       timeoutMs: stage.synchronizer.sync_timeout * 1000,
     },
     buffer: {
-      storageType: experienceBuffer.storage_type === 'sql' ? 'sql' : 'queue',
+      storageType: experienceBuffer.storage_type,
       path: experienceBuffer.path,
       capacity: experienceBuffer.capacity,
+      format: omitNulls({
+        promptKey: experienceBuffer.format.prompt_key,
+        responseKey: experienceBuffer.format.response_key,
+        ...(experienceBuffer.format.prompt_type === 'messages' && experienceBuffer.format.messages_key !== 'message'
+          ? { messagesKey: experienceBuffer.format.messages_key }
+          : {}),
+        systemPrompt: experienceBuffer.format.system_prompt,
+      }),
     },
     monitorTypes: stage.monitor.monitor_type,
     seed: firstTaskset?.task_selector.seed ?? 42,
@@ -141,6 +150,12 @@ export async function runConfig(
   const records: StageRecord[] = [];
   let modelPath = config.model.model_path;
   const progress = new ProgressReporter({ label: 'run', total: 1 });
+  // the stage folders in run order (the report reads it)
+  mkdirSync(config.checkpoint_job_dir, { recursive: true });
+  writeFileSync(
+    join(config.checkpoint_job_dir, 'stages.json'),
+    `${JSON.stringify(stages.map((s) => relative(config.checkpoint_job_dir, s.checkpoint_job_dir) || '.'))}\n`,
+  );
   for (const [index, stage] of stages.entries()) {
     const settings = stageSettings(stage, modelPath);
     const doneFile = join(settings.jobDir, 'done.json');

@@ -14,13 +14,17 @@
 // Resume: the trainer restarts from the latest checkpoint (model, optimizer, step); the explorer from the task
 // scheduler state saved with it (as it was after exploring that step); metrics.jsonl keeps only steps up to it.
 // Steps after the checkpoint are explored and trained again: none is lost, none counted twice.
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { WorkerRolloutEngine } from '../../engine/index.js';
 import type { ModelDType } from '../../model/index.js';
+import { Tokenizer } from '../../tokenizer/index.js';
 import type { Tensor } from '../../torch/index.js';
 import { resolveAlgorithm } from '../algorithm/presets.js';
 import {
+  type DatasetFormat,
+  DatasetReader,
+  loadSftDataset,
   loadTaskset,
   QueueBuffer,
   SqliteBuffer,
@@ -30,6 +34,7 @@ import {
 } from '../buffer/index.js';
 import { latestCheckpoint, listCheckpoints } from '../checkpoint.js';
 import type { Experience } from '../experience.js';
+import type { Task } from '../task.js';
 import { createMonitors, type MonitorGroup, type MonitorType, ProgressReporter } from '../monitor/index.js';
 import { TrainerClient } from '../trainer/trainer.js';
 import { EngineModelHandle, WorkflowRunner } from '../workflow/index.js';
@@ -56,6 +61,8 @@ export interface StageSettings {
   totalEpochs: number;
   tasksets: { taskset: TasksetConfig; selector?: SelectorConfig; weight?: number }[];
   evalTasksets: TasksetConfig[];
+  /** Samples per eval task (the eval tasksets' repeat_times): mean@n and pass@k use them. */
+  evalRepeatTimes: number;
   evalInterval: number;
   evalOnStartup: boolean;
   /** Default rollout arguments (temperature, top_p, top_k, max_tokens ...) for tasks that name none. */
@@ -70,8 +77,8 @@ export interface StageSettings {
   };
   trainer: { saveInterval: number; maxCheckpointsToKeep: number; microBatchSize: number | null; gradientCheckpointing: boolean };
   sync: { method: 'memory' | 'checkpoint'; interval: number; offset: number; timeoutMs: number };
-  /** Experience buffer: in memory (mode both) or a shared SQLite file (explore/train). */
-  buffer: { storageType: 'queue' | 'sql'; path: string | null; capacity: number };
+  /** Experience buffer: in memory (mode both), a shared SQLite file (explore/train), or a dataset file (train: SFT). */
+  buffer: { storageType: 'queue' | 'sql' | 'file'; path: string | null; capacity: number; format?: DatasetFormat };
   monitorTypes: MonitorType[];
   seed: number;
   threads: { explorer: number; trainer: number };
@@ -180,6 +187,37 @@ async function publishToFolder(trainer: TrainerClient, jobDir: string, version: 
 
 // ---------------------------------------------------------------------------------------------------------------
 
+/** A few eval answers per eval step (the report shows them before and after training). */
+function writeEvalSamples(
+  jobDir: string,
+  step: number,
+  tasks: readonly Task[],
+  experiences: readonly Experience[],
+  limit = 12,
+): void {
+  const byId = new Map(tasks.map((t) => [t.id, t]));
+  const seen = new Set<string>();
+  const lines: string[] = [];
+  for (const e of experiences) {
+    const taskId = e.info.taskId ?? '';
+    if (seen.has(taskId) || lines.length >= limit) continue;
+    seen.add(taskId);
+    const task = byId.get(taskId);
+    lines.push(
+      JSON.stringify({
+        step,
+        taskset: task?.taskset ?? '',
+        taskId,
+        prompt: task?.prompt ?? '',
+        response: e.responseText ?? '',
+        reference: task?.response ?? '',
+        reward: e.reward ?? 0,
+      }),
+    );
+  }
+  if (lines.length) appendFileSync(join(jobDir, 'eval_samples.jsonl'), `${lines.join('\n')}\n`);
+}
+
 export async function runStage(settings: StageSettings, hooks: StageHooks = {}): Promise<StageResult> {
   const log = hooks.log ?? ((line: string) => console.log(line));
   mkdirSync(settings.jobDir, { recursive: true });
@@ -209,7 +247,15 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
         ...(settings.totalSteps !== null ? { totalSteps: settings.totalSteps } : {}),
       })
     : null;
-  const totalSteps = settings.totalSteps ?? scheduler?.totalSteps ?? 0;
+  let dataset: DatasetReader | null = null;
+  if (settings.buffer.storageType === 'file') {
+    if (settings.mode !== 'train')
+      throw new Error(`stage '${settings.stageName}': a file experience buffer (a dataset) needs mode train`);
+    if (!settings.buffer.path) throw new Error(`stage '${settings.stageName}': the file experience buffer needs a path`);
+    const rows = await loadSftDataset(settings.buffer.path, Tokenizer.load(settings.modelPath), settings.buffer.format ?? {});
+    dataset = new DatasetReader(rows, settings.trainBatchSize);
+  }
+  const totalSteps = settings.totalSteps ?? scheduler?.totalSteps ?? dataset?.stepsFor(settings.totalEpochs) ?? 0;
   if (totalSteps <= 0) throw new Error(`stage '${settings.stageName}': no steps to run (set buffer.total_steps or give tasks)`);
   const savedExplorer = (checkpoint?.state.explorer ?? null) as { scheduler?: unknown; step?: number } | null;
   if (scheduler && savedExplorer?.scheduler)
@@ -252,7 +298,9 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
     buffer =
       settings.buffer.storageType === 'sql'
         ? new SqliteBuffer({ path: settings.buffer.path ?? join(settings.jobDir, 'buffer.db'), name: 'experience_buffer' })
-        : new QueueBuffer({ name: 'experience_buffer', capacity: settings.buffer.capacity });
+        : dataset
+          ? null
+          : new QueueBuffer({ name: 'experience_buffer', capacity: settings.buffer.capacity });
     if (buffer instanceof SqliteBuffer && checkpoint) {
       const cursor = (checkpoint.state.buffer as { cursor?: number } | undefined)?.cursor;
       if (typeof cursor === 'number') buffer.commit(cursor);
@@ -382,10 +430,11 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
         (t) => t.tasks,
       );
       const result = await lock.run(() =>
-        (runner as WorkflowRunner).evaluate(tasks, { step, repeatTimes: algorithm.repeatTimes }),
+        (runner as WorkflowRunner).evaluate(tasks, { step, repeatTimes: settings.evalRepeatTimes }),
       );
       const evalMetrics = Object.fromEntries(Object.entries(result.metrics).filter(([k]) => k.startsWith('eval/')));
       monitors.log(step, evalMetrics);
+      writeEvalSamples(settings.jobDir, step, tasks, result.experiences);
       progress.log(
         `[${settings.stageName}] eval at step ${step}: ${Object.entries(evalMetrics)
           .map(([k, v]) => `${k} ${v.toFixed(3)}`)
@@ -394,17 +443,21 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
     };
 
     let lastStep = startStep;
+    const readBatch = async (step: number): Promise<{ experiences: Experience[]; cursor: number | null }> => {
+      if (dataset) return { experiences: dataset.batch(step), cursor: null };
+      if (buffer instanceof SqliteBuffer)
+        return buffer.readBatch(settings.trainBatchSize, { timeoutMs: settings.sync.timeoutMs, minCount: 1 });
+      if (buffer === null) throw new Error('no experience source');
+      return {
+        experiences: await buffer.read(settings.trainBatchSize, { timeoutMs: settings.sync.timeoutMs, minCount: 1 }),
+        cursor: null,
+      };
+    };
     const trainerLoop = async () => {
-      if (!trainer || !buffer) return;
+      if (!trainer) return;
       for (let step = startStep + 1; step <= totalSteps; step++) {
         if (hooks.signal?.aborted) break;
-        const batchRead =
-          buffer instanceof SqliteBuffer
-            ? await buffer.readBatch(settings.trainBatchSize, { timeoutMs: settings.sync.timeoutMs, minCount: 1 })
-            : {
-                experiences: await buffer.read(settings.trainBatchSize, { timeoutMs: settings.sync.timeoutMs, minCount: 1 }),
-                cursor: null,
-              };
+        const batchRead = await readBatch(step);
         const experiences: Experience[] = batchRead.experiences;
         if (experiences.length === 0 && (explorerDone || settings.mode === 'train')) break;
         const started = Date.now();
@@ -498,7 +551,7 @@ async function runBench(settings: StageSettings, log: (line: string) => void): P
     for (const target of targets) {
       if (target.dir) await engine.syncWeightsFromDir(target.dir);
       handle.modelVersion = target.step;
-      const result = await runner.evaluate(tasks, { step: target.step, repeatTimes: algorithm.repeatTimes });
+      const result = await runner.evaluate(tasks, { step: target.step, repeatTimes: settings.evalRepeatTimes });
       const evalMetrics = Object.fromEntries(Object.entries(result.metrics).filter(([k]) => k.startsWith('eval/')));
       monitors.log(target.step, evalMetrics);
       log(

@@ -1,0 +1,127 @@
+// What the side-by-side benchmarks share: the Python half (a child process driven over JSON lines), ABBA
+// alternation, medians, and the printed table. See bench/README.md.
+import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+export const now = (): bigint => process.hrtime.bigint();
+export const secondsSince = (t0: bigint): number => Number(now() - t0) / 1e9;
+
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+}
+
+export const clamp = (v: number, lo: number, hi: number): number => Math.min(hi, Math.max(lo, v));
+
+export interface Paired {
+  ours: number[];
+  pytorch: number[];
+}
+
+/** Runs `rounds` rounds of one sample batch per side, alternating which side goes first (ABBA). */
+export async function alternate(
+  rounds: number,
+  ours: () => number[] | Promise<number[]>,
+  pytorch: () => Promise<number[]>,
+): Promise<Paired> {
+  const out: Paired = { ours: [], pytorch: [] };
+  for (let r = 0; r < rounds; r++) {
+    if (r % 2 === 0) {
+      out.ours.push(...(await ours()));
+      out.pytorch.push(...(await pytorch()));
+    } else {
+      out.pytorch.push(...(await pytorch()));
+      out.ours.push(...(await ours()));
+    }
+  }
+  return out;
+}
+
+/** A reply of the Python half: `ok`, an error message when not ok, timings `s`, and whatever else the request returns. */
+export interface Reply {
+  ok: boolean;
+  error?: string;
+  s?: number[];
+}
+
+/** The Python half: a script that answers one JSON request per stdin line with one JSON reply per stdout line. */
+export class PythonHalf {
+  readonly #child: ChildProcessWithoutNullStreams;
+  readonly #lines: AsyncIterator<string>;
+  #stderr = '';
+
+  constructor(python: string, script: string) {
+    this.#child = spawn(python, ['-u', script], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: { ...process.env, PYTHONUNBUFFERED: '1' },
+    });
+    this.#child.stderr.setEncoding('utf8');
+    this.#child.stderr.on('data', (chunk: string) => {
+      this.#stderr += chunk;
+    });
+    this.#lines = createInterface({ input: this.#child.stdout })[Symbol.asyncIterator]();
+  }
+
+  /** Sends one request; the reply's type is the caller's promise about what that request returns. */
+  async request<R extends Reply = Reply>(req: { [key: string]: Json }): Promise<R> {
+    this.#child.stdin.write(`${JSON.stringify(req)}\n`);
+    const next = await this.#lines.next();
+    if (next.done) throw new Error(`the Python half exited early:\n${this.#stderr}`);
+    const reply = JSON.parse(next.value) as R;
+    if (!reply.ok)
+      throw new Error(`the Python half failed on ${JSON.stringify(req).slice(0, 300)}: ${reply.error}\n${this.#stderr}`);
+    return reply;
+  }
+
+  async times(req: { [key: string]: Json }): Promise<number[]> {
+    const reply = await this.request(req);
+    if (!reply.s) throw new Error(`no timings in the reply to ${JSON.stringify(req).slice(0, 300)}`);
+    return reply.s;
+  }
+
+  /** The child's process id (for its resident memory). */
+  get pid(): number | undefined {
+    return this.#child.pid;
+  }
+
+  async close(): Promise<void> {
+    if (this.#child.exitCode !== null) return;
+    this.#child.stdin.end(`${JSON.stringify({ kind: 'exit' })}\n`);
+    await new Promise<void>((done) => {
+      if (this.#child.exitCode !== null) done();
+      else this.#child.once('exit', () => done());
+    });
+  }
+}
+
+/** TRINITY_BENCH_PYTHON, else the reference venv that scripts/python-env.sh makes, else python3. */
+export function findPython(): string {
+  const fromEnv = process.env.TRINITY_BENCH_PYTHON;
+  if (fromEnv) return fromEnv;
+  const venv = join(repoRoot, '.cache', 'python-ref', 'bin', 'python');
+  return existsSync(venv) ? venv : 'python3';
+}
+
+export const r3 = (v: number): number => Math.round(v * 1000) / 1000;
+export const r2 = (v: number): number => Math.round(v * 100) / 100;
+export const fmt = (v: number | null, digits = 2): string => (v === null || Number.isNaN(v) ? '-' : v.toFixed(digits));
+
+/** Prints a titled table: the first column left-aligned, the others right-aligned. */
+export function table(title: string, header: string[], rows: string[][]): void {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]): string =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ');
+  console.log(`\n${title}`);
+  console.log(line(header));
+  console.log(widths.map((w) => '-'.repeat(w)).join('  '));
+  for (const r of rows) console.log(line(r));
+}

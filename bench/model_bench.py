@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""The Hugging Face transformers half of bench/model.bench.ts (`node --import tsx bench/model.bench.ts`).
+
+A small server like tensor_bench.py: model.bench.ts spawns it, writes one JSON request per line on stdin and reads
+one JSON reply per line on stdout, alternating these requests with its own measurements (ABBA order), so both
+sides run the same workloads on the same model folder, one at a time, under the same machine load.
+
+Requests (every reply carries "ok"; timings are seconds per call, one entry per sample):
+  {"kind": "hello", "threads": 2, "device": "cpu"}      -> {"ok": true, "torch": ..., "transformers": ..., ...}
+  {"kind": "load", "dir": "...", "dtype": "float32", "train": false}
+      loads the folder with AutoModelForCausalLM (sdpa attention); train: also an AdamW (fused when available)
+  {"kind": "generate", "prompts": [[ids...], ...], "maxNewTokens": 32, "doSample": false, "seed": 0,
+   "samples": 1, "warmup": 0}                            -> {"ok": true, "s": [...], "tokens": [[ids...], ...]}
+      model.generate over the left-padded prompts, with min_new_tokens = max_new_tokens (every row generates
+      exactly max_new_tokens) and use_cache=True; tokens: the new ids of the last call
+  {"kind": "train", "ids": [[ids...], ...], "samples": 1, "warmup": 0, "lr": 1e-5}
+                                                         -> {"ok": true, "s": [...], "loss": first loss}
+      one step = model(input_ids, labels=input_ids).loss.backward(), AdamW step, zero_grad(set_to_none=True)
+  {"kind": "unload"}
+  {"kind": "exit"}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from typing import Any
+
+import torch
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+class State:
+    device = "cpu"
+    model: Any = None
+    optimizer: torch.optim.Optimizer | None = None
+    fused = False
+    first_loss = math.nan
+
+
+def sync() -> None:
+    if State.device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def hello(req: dict[str, Any]) -> dict[str, Any]:
+    import transformers
+
+    torch.set_num_threads(int(req["threads"]))
+    State.device = req["device"]
+    name = torch.cuda.get_device_name() if State.device.startswith("cuda") else "cpu"
+    return {
+        "ok": True,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "threads": torch.get_num_threads(),
+        "python": sys.version.split()[0],
+        "device": name,
+    }
+
+
+def unload() -> None:
+    State.model = None
+    State.optimizer = None
+    State.first_loss = math.nan
+    if State.device.startswith("cuda"):
+        torch.cuda.empty_cache()
+
+
+def load(req: dict[str, Any]) -> dict[str, Any]:
+    from transformers import AutoModelForCausalLM
+
+    unload()
+    model = AutoModelForCausalLM.from_pretrained(req["dir"], dtype=DTYPES[req["dtype"]], attn_implementation="sdpa")
+    model.to(State.device)
+    if req.get("train"):
+        model.train()
+        params = [p for p in model.parameters() if p.requires_grad]
+        try:
+            State.optimizer = torch.optim.AdamW(params, lr=float(req.get("lr", 1e-5)), fused=True)
+            State.fused = True
+        except (RuntimeError, ValueError):  # no fused kernel for this device/dtype
+            State.optimizer = torch.optim.AdamW(params, lr=float(req.get("lr", 1e-5)))
+            State.fused = False
+    else:
+        model.eval()
+        for p in model.parameters():
+            p.requires_grad_(False)
+    State.model = model
+    return {"ok": True, "parameters": sum(p.numel() for p in model.parameters()), "fused": State.fused}
+
+
+def left_padded(prompts: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    longest = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), longest), pad, dtype=torch.long)
+    mask = torch.zeros((len(prompts), longest), dtype=torch.long)
+    for row, p in enumerate(prompts):
+        ids[row, longest - len(p) :] = torch.tensor(p, dtype=torch.long)
+        mask[row, longest - len(p) :] = 1
+    return ids.to(State.device), mask.to(State.device)
+
+
+def generate(req: dict[str, Any]) -> dict[str, Any]:
+    model = State.model
+    pad = model.generation_config.pad_token_id
+    if pad is None:
+        pad = 0
+    if isinstance(pad, list):
+        pad = pad[0]
+    ids, mask = left_padded(req["prompts"], int(pad))
+    new = int(req["maxNewTokens"])
+    sampling: dict[str, Any] = (
+        {"do_sample": True, "temperature": 1.0, "top_k": 0, "top_p": 1.0}
+        if req["doSample"]
+        else {"do_sample": False, "temperature": None, "top_k": None, "top_p": None}
+    )
+
+    def once() -> torch.Tensor:
+        if req["doSample"]:
+            torch.manual_seed(int(req["seed"]))
+        with torch.inference_mode():
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=new,
+                min_new_tokens=new,
+                use_cache=True,
+                pad_token_id=int(pad),
+                **sampling,
+            )
+        sync()
+        return out
+
+    out = None
+    for _ in range(int(req.get("warmup", 0))):
+        out = once()
+    times = []
+    for _ in range(int(req["samples"])):
+        t0 = time.perf_counter_ns()
+        out = once()
+        times.append((time.perf_counter_ns() - t0) / 1e9)
+    assert out is not None
+    new_ids = out[:, ids.shape[1] :].tolist()
+    if any(len(row) != new for row in new_ids):
+        raise RuntimeError(f"generate returned {[len(r) for r in new_ids]} new tokens per row, expected {new}")
+    return {"ok": True, "s": times, "tokens": new_ids}
+
+
+def train(req: dict[str, Any]) -> dict[str, Any]:
+    model, optimizer = State.model, State.optimizer
+    if optimizer is None:
+        raise RuntimeError("train: load the model with train: true first")
+    ids = torch.tensor(req["ids"], dtype=torch.long, device=State.device)
+
+    def step() -> float:
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        sync()
+        return loss.item()
+
+    for _ in range(int(req.get("warmup", 0))):
+        loss = step()
+        if math.isnan(State.first_loss):
+            State.first_loss = loss
+    times = []
+    for _ in range(int(req["samples"])):
+        t0 = time.perf_counter_ns()
+        loss = step()
+        times.append((time.perf_counter_ns() - t0) / 1e9)
+        if math.isnan(State.first_loss):
+            State.first_loss = loss
+    return {"ok": True, "s": times, "loss": State.first_loss, "fused": State.fused}
+
+
+def handle(req: dict[str, Any]) -> dict[str, Any]:
+    kind = req["kind"]
+    if kind == "hello":
+        return hello(req)
+    if kind == "load":
+        return load(req)
+    if kind == "generate":
+        return generate(req)
+    if kind == "train":
+        return train(req)
+    if kind == "unload":
+        unload()
+        return {"ok": True}
+    raise ValueError(f"unknown request kind {kind!r}")
+
+
+def main() -> None:
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        req = json.loads(line)
+        if req.get("kind") == "exit":
+            break
+        try:
+            reply = handle(req)
+        except Exception as error:  # reported to the TypeScript side, which fails loudly
+            reply = {"ok": False, "error": f"{type(error).__name__}: {error}"}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
