@@ -59,17 +59,22 @@ for (const name of ['qwen2-tied', 'qwen3-untied'] as FixtureModel[]) {
         return l.item();
       });
       const reference = new Map(params.map(([n, p]) => [n, (p.grad as torch.Tensor).clone()]));
-      for (const checkpoint of [false, true]) {
+      for (const [checkpoint, chunkSize] of [
+        [false, 4],
+        [true, 4],
+        [false, 1000], // one chunk: the single-pass path
+        [true, 1000],
+      ] as const) {
         for (const [, p] of params) p.grad = null;
-        const result = forwardBackward(model, ids, loss, { attentionMask: mask, entropy: true, chunkSize: 4, checkpoint });
+        const result = forwardBackward(model, ids, loss, { attentionMask: mask, entropy: true, chunkSize, checkpoint });
         assert.ok(Math.abs(result.loss - plainLoss) < 1e-6, `loss ${result.loss} vs ${plainLoss}`);
         assert.deepEqual(result.logProbs.shape, [3, 12]);
         for (const [n, p] of params) {
           const g = p.grad;
-          assert.ok(g !== null, `${n} got no gradient (checkpoint=${checkpoint})`);
+          assert.ok(g !== null, `${n} got no gradient (checkpoint=${checkpoint}, chunk ${chunkSize})`);
           const ref = reference.get(n) as torch.Tensor;
           const scale = Math.max(1e-3, ref.abs().max().item());
-          assert.ok(maxAbsDiff(g, ref) / scale < 1e-5, `${n}: gradient differs (checkpoint=${checkpoint})`);
+          assert.ok(maxAbsDiff(g, ref) / scale < 1e-5, `${n}: gradient differs (checkpoint=${checkpoint}, chunk ${chunkSize})`);
         }
       }
       for (const [, p] of params) p.grad = null;

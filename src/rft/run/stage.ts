@@ -522,7 +522,6 @@ async function runBench(settings: StageSettings, log: (line: string) => void): P
   const tasks = (await Promise.all(settings.evalTasksets.map((c) => loadTaskset({ ...c, isEval: true })))).flatMap(
     (t) => t.tasks,
   );
-  const algorithm = resolveAlgorithm(settings.algorithm);
   const monitors = createMonitors({
     jobDir: join(settings.jobDir, 'bench'),
     types: settings.monitorTypes,
