@@ -1,0 +1,4 @@
+export * from './chart.js';
+export * from './html.js';
+export * from './read.js';
+export * from './summary.js';
