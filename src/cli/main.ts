@@ -1,4 +1,8 @@
 // The `trinity` command line.
+import { setMaxListeners } from 'node:events';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
 const HELP = `trinity — reinforcement fine-tuning of LLMs in TypeScript
@@ -7,6 +11,8 @@ Usage:
   trinity run --config FILE [--set k=v]...     run an RFT job (all its stages; the same command resumes it)
   trinity bench --config FILE [--set k=v]...   evaluate the base model and every checkpoint on the eval tasksets
   trinity config check FILE [--set k=v]...     validate a config and print it resolved
+  trinity report JOB_DIR [--out FILE]          write an HTML report (charts, accuracy, sample answers) of a run
+  trinity quickstart [--seed N]                the quickstart: a small model learns addition (SFT, then GRPO)
   trinity model init DIR [options]      create a randomly initialised Qwen2/Qwen3/Llama model folder (HF format)
   trinity buffer view PATH [options]    print experiences from a buffer (.db SQLite or .jsonl)
   trinity demo [--steps N] [--seed S]   train a tiny transformer with the tensor core; prints the loss falling
@@ -44,6 +50,11 @@ async function main(argv: string[]): Promise<number> {
   }
   if (command === 'model') return modelCommand(rest);
   if (command === 'run' || command === 'bench') return runCommand(command, rest);
+  if (command === 'report') {
+    const { reportCommand } = await import('./report-command.js');
+    return reportCommand(rest);
+  }
+  if (command === 'quickstart') return quickstartCommand(rest);
   if (command === 'config') {
     const { configCommand } = await import('./config-command.js');
     return configCommand(rest);
@@ -101,6 +112,7 @@ async function runCommand(command: 'run' | 'bench', args: string[]): Promise<num
   }
   const { runConfig } = await import('../rft/run/run.js');
   const controller = new AbortController();
+  setMaxListeners(0, controller.signal); // every in-flight request listens to it
   const stop = () => {
     if (controller.signal.aborted) process.exit(130);
     process.stderr.write('\nstopping after the current step (Ctrl-C again to quit at once)...\n');
@@ -111,6 +123,58 @@ async function runCommand(command: 'run' | 'bench', args: string[]): Promise<num
   const result = await runConfig(config, { signal: controller.signal });
   if (controller.signal.aborted) return 130;
   if (result.finalModelDir) console.log(`final model: ${result.finalModelDir}`);
+  return 0;
+}
+
+const QUICKSTART_HELP = `trinity quickstart [--seed N] [--set key=value]...
+  The main job: creates a small Qwen2-architecture model (runs/quickstart/model), then runs
+  examples/quickstart/config.yaml — held-out accuracy of the base model, SFT on expert demonstrations of
+  multi-digit addition, then GRPO with an exact verifier reward — and ends with a summary table and an HTML report
+  (runs/quickstart/addition/report.html). Running it again resumes an unfinished run.
+`;
+
+async function quickstartCommand(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: { seed: { type: 'string', default: '0' }, set: { type: 'string', multiple: true }, help: { type: 'boolean' } },
+  });
+  if (values.help) {
+    process.stdout.write(QUICKSTART_HELP);
+    return 0;
+  }
+  const root = fileURLToPath(new URL('../../', import.meta.url));
+  const seed = Number(values.seed);
+  if (!Number.isInteger(seed) || seed < 0) throw new Error(`--seed must be a non-negative integer, got '${values.seed}'`);
+  const modelDir = join(root, 'runs', 'quickstart', seed === 0 ? 'model' : `model-seed${seed}`);
+  if (!existsSync(join(modelDir, 'config.json'))) {
+    const { initModel } = await import('../model/init.js');
+    const { parameters } = initModel(modelDir, {
+      architecture: 'qwen2',
+      hiddenSize: 128,
+      numLayers: 4,
+      numHeads: 4,
+      numKeyValueHeads: 2,
+      maxPositionEmbeddings: 64,
+      seed,
+    });
+    console.log(`created ${modelDir}: qwen2, ${(parameters / 1e6).toFixed(2)}M parameters (trinity model init)`);
+  }
+  const overrides = [
+    `model.model_path=${modelDir}`,
+    ...(seed === 0 ? [] : [`name=addition-seed${seed}`, `buffer.explorer_input.taskset.task_selector.seed=${seed}`]),
+    ...(values.set ?? []),
+  ];
+  const code = await runCommand('run', [
+    '--config',
+    join(root, 'examples', 'quickstart', 'config.yaml'),
+    ...overrides.flatMap((o) => ['--set', o]),
+  ]);
+  if (code !== 0) return code;
+  const jobDir = join(root, 'runs', 'quickstart', seed === 0 ? 'addition' : `addition-seed${seed}`);
+  const { formatSummaryTable, summarizeRun, writeReport } = await import('../rft/report/index.js');
+  console.log(`\n${formatSummaryTable(await summarizeRun(jobDir))}`);
+  const report = await writeReport(jobDir);
+  console.log(`report: ${report.file}`);
   return 0;
 }
 
