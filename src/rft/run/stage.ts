@@ -473,7 +473,8 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
         if (step % settings.sync.interval === 0 || step === totalSteps) {
           const syncStarted = Date.now();
           if (sync) await lock.run(() => sync.publish(step));
-          else if (settings.mode === 'train') await publishToFolder(trainer, settings.jobDir, step);
+          // a trainer fed by a shared buffer publishes weights for the explorer process; one fed by a dataset has none
+          else if (settings.mode === 'train' && !dataset) await publishToFolder(trainer, settings.jobDir, step);
           metrics['time/sync_s'] = (Date.now() - syncStarted) / 1000;
         }
         if (step % settings.trainer.saveInterval === 0 || step === totalSteps) {
