@@ -524,7 +524,7 @@ async function runBench(settings: StageSettings, log: (line: string) => void): P
     (t) => t.tasks,
   );
   const monitors = createMonitors({
-    jobDir: join(settings.jobDir, 'bench'),
+    jobDir: settings.jobDir,
     types: settings.monitorTypes,
     project: settings.project,
     name: `${settings.name}/bench`,
