@@ -1,7 +1,7 @@
 // The `trinity` command line.
 import { setMaxListeners } from 'node:events';
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
@@ -100,8 +100,14 @@ async function runCommand(command: 'run' | 'bench', args: string[]): Promise<num
   const { ConfigError, loadConfig } = await import('../rft/config/index.js');
   const { resolveAlgorithm } = await import('../rft/algorithm/presets.js');
   const overrides = [...(values.set ?? []), ...(command === 'bench' ? ['mode=bench'] : [])];
+  const { loadAlgorithmPlugins } = await import('../rft/algorithm/plugins.js');
+  const { resolveStages } = await import('../rft/config/index.js');
+  const baseDir = dirname(resolve(values.config));
   let config: Awaited<ReturnType<typeof loadConfig>>;
   try {
+    // module-path algorithm modules must be registered before the algorithm sections are checked
+    for (const stage of resolveStages(loadConfig(values.config, { overrides })))
+      await loadAlgorithmPlugins(stage.algorithm, baseDir);
     config = loadConfig(values.config, { overrides, resolveAlgorithm });
   } catch (error) {
     if (error instanceof ConfigError) {
@@ -120,7 +126,7 @@ async function runCommand(command: 'run' | 'bench', args: string[]): Promise<num
   };
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
-  const result = await runConfig(config, { signal: controller.signal });
+  const result = await runConfig(config, { signal: controller.signal, baseDir });
   if (controller.signal.aborted) return 130;
   if (result.finalModelDir) console.log(`final model: ${result.finalModelDir}`);
   return 0;

@@ -79,7 +79,9 @@ function collectTensors(value: unknown, into: Set<Tensor>, depth: number): void 
 
 type TensorOrNumber = Tensor | number;
 /** A tensor operand, or a number boxed as [v] (the addon reads a bare number as a tensor handle). */
-export const operand = (v: TensorOrNumber | boolean): Handle | BoxedScalar => (v instanceof Tensor ? v.handle : [v]);
+// (Not `instanceof Tensor`: a plug-in that imports this module by another path gets a second Tensor class.)
+export const operand = (v: TensorOrNumber | boolean): Handle | BoxedScalar =>
+  typeof v === 'number' || typeof v === 'boolean' ? [v] : v.handle;
 const h = operand;
 const wrap = (handle: Handle): Tensor => new Tensor(handle);
 const wrapPair = ([a, b]: [Handle, Handle]): { values: Tensor; indices: Tensor } => ({ values: wrap(a), indices: wrap(b) });

@@ -18,3 +18,4 @@ export * from './presets.js';
 export * from './registry.js';
 export * from './sample-strategy.js';
 export * from './utils.js';
+export * from './plugins.js';

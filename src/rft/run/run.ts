@@ -48,7 +48,7 @@ function selectorSettings(t: TasksetSection): SelectorConfig {
 }
 
 /** The settings of one stage from its resolved config section. */
-export function stageSettings(stage: StageConfig, modelPath: string): StageSettings {
+export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseDir: string = process.cwd()): StageSettings {
   if (stage.mode === 'serve')
     throw new Error(`stage '${stage.stage_name || stage.name}': mode serve is not part of trinity run yet`);
   const input = stage.buffer.explorer_input;
@@ -77,6 +77,7 @@ export function stageSettings(stage: StageConfig, modelPath: string): StageSetti
         }
       : null,
     algorithm: Object.fromEntries(Object.entries(stage.algorithm).filter(([, v]) => v !== null && v !== undefined)),
+    pluginBaseDir,
     batchSize: stage.buffer.batch_size,
     trainBatchSize: stage.buffer.train_batch_size,
     totalSteps: stage.buffer.total_steps ?? stage.trainer.total_steps ?? null,
@@ -132,6 +133,8 @@ export function stageSettings(stage: StageConfig, modelPath: string): StageSetti
 
 export interface RunOptions {
   log?: (line: string) => void;
+  /** Where module-path plug-ins resolve (default: the working directory; the CLI passes the config file's folder). */
+  baseDir?: string;
   signal?: AbortSignal;
 }
 
@@ -157,7 +160,7 @@ export async function runConfig(
     `${JSON.stringify(stages.map((s) => relative(config.checkpoint_job_dir, s.checkpoint_job_dir) || '.'))}\n`,
   );
   for (const [index, stage] of stages.entries()) {
-    const settings = stageSettings(stage, modelPath);
+    const settings = stageSettings(stage, modelPath, options.baseDir);
     const doneFile = join(settings.jobDir, 'done.json');
     if (existsSync(doneFile) && config.continue_from_checkpoint) {
       const record = JSON.parse(readFileSync(doneFile, 'utf8')) as StageRecord;

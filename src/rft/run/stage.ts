@@ -20,6 +20,7 @@ import { WorkerRolloutEngine } from '../../engine/index.js';
 import type { ModelDType } from '../../model/index.js';
 import { Tokenizer } from '../../tokenizer/index.js';
 import type { Tensor } from '../../torch/index.js';
+import { loadAlgorithmPlugins } from '../algorithm/plugins.js';
 import { resolveAlgorithm } from '../algorithm/presets.js';
 import {
   type DatasetFormat,
@@ -53,6 +54,8 @@ export interface StageSettings {
   lora: { rank: number; alpha: number; dropout: number; targetModules: string[] | 'all-linear' } | null;
   /** Trinity's algorithm section. */
   algorithm: Record<string, unknown>;
+  /** Folder that module-path plug-ins (`path/to/file.ts#export`) resolve against: the config file's. */
+  pluginBaseDir: string;
   /** Tasks per explore step (buffer.batch_size) and experiences per train step (buffer.train_batch_size). */
   batchSize: number;
   trainBatchSize: number;
@@ -221,6 +224,7 @@ function writeEvalSamples(
 export async function runStage(settings: StageSettings, hooks: StageHooks = {}): Promise<StageResult> {
   const log = hooks.log ?? ((line: string) => console.log(line));
   mkdirSync(settings.jobDir, { recursive: true });
+  await loadAlgorithmPlugins(settings.algorithm, settings.pluginBaseDir);
   const algorithm = resolveAlgorithm(settings.algorithm);
   if (settings.mode === 'bench') return runBench(settings, log);
 
@@ -284,6 +288,7 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
         modelPath: settings.modelPath,
         dtype: settings.dtype,
         algorithm: settings.algorithm,
+        pluginBaseDir: settings.pluginBaseDir,
         lora: settings.lora,
         totalSteps,
         microBatchSize: settings.trainer.microBatchSize,

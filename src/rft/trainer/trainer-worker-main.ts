@@ -3,6 +3,7 @@
 import { CausalLM, LoraModel } from '../../model/index.js';
 import * as torch from '../../torch/index.js';
 import { Critic } from '../algorithm/critic.js';
+import { loadAlgorithmPlugins } from '../algorithm/plugins.js';
 import { type ResolvedAlgorithm, resolveAlgorithm } from '../algorithm/presets.js';
 import { type LoadedCheckpoint, latestCheckpoint, loadOptimizerState, saveCheckpoint } from '../checkpoint.js';
 import type { Experience } from '../experience.js';
@@ -107,7 +108,8 @@ function release(s: TrainerState): void {
 
 torch.serveTensorWorker({
   /** Loads the policy (from the job's latest checkpoint when resuming); returns the step it starts from. */
-  init(init: TrainerInit) {
+  async init(init: TrainerInit) {
+    await loadAlgorithmPlugins(init.algorithm, init.pluginBaseDir);
     const checkpoint = init.resume ? latestCheckpoint(init.jobDir) : null;
     state = initialise(init, checkpoint);
     return { step: checkpoint?.step ?? 0, state: checkpoint?.state ?? null, algorithmType: state.algorithm.algorithmType };

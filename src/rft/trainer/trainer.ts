@@ -13,6 +13,8 @@ export interface TrainerInit {
   dtype: ModelDType;
   /** Trinity's algorithm section (resolved in the worker). */
   algorithm: Record<string, unknown>;
+  /** Folder that module-path algorithm modules resolve against. */
+  pluginBaseDir: string;
   lora: { rank: number; alpha: number; dropout: number; targetModules: string[] | 'all-linear' } | null;
   totalSteps: number;
   microBatchSize: number | null;
