@@ -135,7 +135,8 @@ function truncateMetrics(file: string, step: number): void {
     .filter((line) => {
       if (line.trim() === '') return false;
       try {
-        return (JSON.parse(line) as { step?: number }).step !== undefined && (JSON.parse(line) as { step: number }).step <= step;
+        const recorded = (JSON.parse(line) as { step?: unknown }).step;
+        return typeof recorded === 'number' && recorded <= step;
       } catch {
         return false;
       }
