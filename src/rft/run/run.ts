@@ -107,6 +107,7 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
       interval: stage.synchronizer.sync_interval,
       offset: stage.synchronizer.sync_offset,
       timeoutMs: stage.synchronizer.sync_timeout * 1000,
+      maxStaleness: stage.synchronizer.max_staleness,
     },
     buffer: {
       storageType: experienceBuffer.storage_type,

@@ -79,7 +79,8 @@ export interface StageSettings {
     defaultWorkflow: string;
   };
   trainer: { saveInterval: number; maxCheckpointsToKeep: number; microBatchSize: number | null; gradientCheckpointing: boolean };
-  sync: { method: 'memory' | 'checkpoint'; interval: number; offset: number; timeoutMs: number };
+  /** maxStaleness: experiences older than (trainer step - 1 - maxStaleness) weights are dropped; null: none. */
+  sync: { method: 'memory' | 'checkpoint'; interval: number; offset: number; timeoutMs: number; maxStaleness: number | null };
   /** Experience buffer: in memory (mode both), a shared SQLite file (explore/train), or a dataset file (train: SFT). */
   buffer: { storageType: 'queue' | 'sql' | 'file'; path: string | null; capacity: number; format?: DatasetFormat };
   monitorTypes: MonitorType[];
@@ -229,7 +230,9 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
   const algorithm = resolveAlgorithm(settings.algorithm);
   if (settings.mode === 'bench') return runBench(settings, log);
 
-  const metricsFile = join(settings.jobDir, 'metrics.jsonl');
+  // an explorer process (mode explore) shares the job folder with its trainer process: its metrics go beside
+  const metricsDir = settings.mode === 'explore' ? join(settings.jobDir, 'explorer') : settings.jobDir;
+  const metricsFile = join(metricsDir, 'metrics.jsonl');
   const checkpoint = latestCheckpoint(settings.jobDir);
   const startStep = checkpoint?.step ?? 0;
   truncateMetrics(metricsFile, startStep);
@@ -267,7 +270,7 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
     scheduler.loadState(savedExplorer.scheduler as Parameters<TasksetScheduler['loadState']>[0]);
 
   const monitors: MonitorGroup = createMonitors({
-    jobDir: settings.jobDir,
+    jobDir: metricsDir,
     types: settings.monitorTypes,
     project: settings.project,
     name: `${settings.name}/${settings.stageName}`,
@@ -464,10 +467,17 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
       for (let step = startStep + 1; step <= totalSteps; step++) {
         if (hooks.signal?.aborted) break;
         const batchRead = await readBatch(step);
-        const experiences: Experience[] = batchRead.experiences;
-        if (experiences.length === 0 && (explorerDone || settings.mode === 'train')) break;
+        // staleness control: the trainer at step s holds weights s - 1; drop rollouts more than maxStaleness behind
+        const maxStaleness = settings.sync.maxStaleness;
+        const experiences: Experience[] =
+          maxStaleness === null
+            ? batchRead.experiences
+            : batchRead.experiences.filter((e) => step - 1 - (e.info.modelVersion ?? step - 1) <= maxStaleness);
+        const staleDropped = batchRead.experiences.length - experiences.length;
+        if (batchRead.experiences.length === 0 && (explorerDone || settings.mode === 'train')) break;
         const started = Date.now();
-        const trainMetrics = await trainer.step(experiences);
+        // every rollout too stale: the step passes without an update (its metrics say so)
+        const trainMetrics = experiences.length > 0 ? await trainer.step(experiences) : {};
         const rollout = explorerMetrics.get(step) ?? {};
         explorerMetrics.delete(step);
         const metrics: Record<string, number> = {
@@ -475,6 +485,7 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
           ...Object.fromEntries(Object.entries(trainMetrics).map(([k, v]) => [k.startsWith('actor/') ? k : `actor/${k}`, v])),
           'time/train_s': (Date.now() - started) / 1000,
           'trainer/staleness': mean(experiences.map((e) => step - 1 - (e.info.modelVersion ?? step - 1))),
+          'trainer/stale_dropped': staleDropped,
         };
         if (step % settings.sync.interval === 0 || step === totalSteps) {
           const syncStarted = Date.now();
