@@ -14,6 +14,7 @@ Usage:
   trinity report JOB_DIR [--out FILE]          write an HTML report (charts, accuracy, sample answers) of a run
   trinity quickstart [--seed N]                the quickstart: a small model learns addition (SFT, then GRPO)
   trinity model init DIR [options]      create a randomly initialised Qwen2/Qwen3/Llama model folder (HF format)
+  trinity model convert SRC DST [opts]  re-save a model folder: another dtype, shard size, or a LoRA adapter merged in
   trinity buffer view PATH [options]    print experiences from a buffer (.db SQLite or .jsonl)
   trinity demo [--steps N] [--seed S]   train a tiny transformer with the tensor core; prints the loss falling
   trinity info                          libtorch version, threads, CUDA devices
@@ -201,10 +202,58 @@ const MODEL_INIT_HELP = `trinity model init DIR [options]
   --dtype float32|bfloat16      weight dtype (default float32)
 `;
 
+const MODEL_CONVERT_HELP = `trinity model convert SRC DST [options]
+  Loads the Hugging Face model folder SRC and writes it to DST (config.json, safetensors, tokenizer and generation
+  files), optionally in another dtype, with another shard size, or with a PEFT LoRA adapter merged into the weights.
+
+  --dtype float32|bfloat16      weight dtype of DST (default: SRC's)
+  --adapter DIR                 merge this LoRA adapter (adapter_config.json + adapter_model.safetensors) into DST
+  --max-shard-mb N              largest safetensors shard in MB (default 5000)
+`;
+
+async function modelConvertCommand(args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: {
+      dtype: { type: 'string' },
+      adapter: { type: 'string' },
+      'max-shard-mb': { type: 'string' },
+      help: { type: 'boolean' },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(MODEL_CONVERT_HELP);
+    return 0;
+  }
+  const [source, target] = positionals;
+  if (source === undefined || target === undefined || positionals.length > 2)
+    throw new Error('model convert: give SRC and DST folders (see --help)');
+  if (resolve(source) === resolve(target)) throw new Error('model convert: DST must differ from SRC');
+  if (values.dtype !== undefined && values.dtype !== 'float32' && values.dtype !== 'bfloat16') {
+    throw new Error(`--dtype must be float32 or bfloat16, got '${values.dtype}'`);
+  }
+  const shardMb = values['max-shard-mb'] === undefined ? 5000 : Number(values['max-shard-mb']);
+  if (!(shardMb > 0)) throw new Error(`--max-shard-mb must be a positive number, got '${values['max-shard-mb']}'`);
+  const { CausalLM, LoraModel, loadModelConfig } = await import('../model/index.js');
+  const sourceDtype = loadModelConfig(source).raw.torch_dtype ?? loadModelConfig(source).raw.dtype;
+  const dtype = values.dtype ?? (sourceDtype === 'bfloat16' ? 'bfloat16' : 'float32');
+  const model = CausalLM.load(source, { dtype });
+  try {
+    if (values.adapter) LoraModel.load(model, values.adapter).mergeAndUnload();
+    const files = model.save(target, { maxShardBytes: shardMb * 1e6 });
+    console.log(`wrote ${target} (${dtype}${values.adapter ? `, adapter ${values.adapter} merged` : ''}): ${files.length} files`);
+  } finally {
+    model.dispose();
+  }
+  return 0;
+}
+
 async function modelCommand(args: string[]): Promise<number> {
   const [sub, ...rest] = args;
+  if (sub === 'convert') return modelConvertCommand(rest);
   if (sub !== 'init') {
-    process.stderr.write(`trinity model: unknown subcommand '${sub ?? ''}'\n\n${MODEL_INIT_HELP}`);
+    process.stderr.write(`trinity model: unknown subcommand '${sub ?? ''}'\n\n${MODEL_INIT_HELP}\n${MODEL_CONVERT_HELP}`);
     return 2;
   }
   const { values, positionals } = parseArgs({
