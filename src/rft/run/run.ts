@@ -104,6 +104,7 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
     },
     sync: {
       method: stage.synchronizer.sync_method,
+      style: stage.synchronizer.sync_style,
       interval: stage.synchronizer.sync_interval,
       offset: stage.synchronizer.sync_offset,
       timeoutMs: stage.synchronizer.sync_timeout * 1000,

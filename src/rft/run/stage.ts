@@ -23,6 +23,7 @@ import type { Tensor } from '../../torch/index.js';
 import { loadAlgorithmPlugins } from '../algorithm/plugins.js';
 import { resolveAlgorithm } from '../algorithm/presets.js';
 import {
+  BufferTimeoutError,
   type DatasetFormat,
   DatasetReader,
   loadSftDataset,
@@ -80,7 +81,16 @@ export interface StageSettings {
   };
   trainer: { saveInterval: number; maxCheckpointsToKeep: number; microBatchSize: number | null; gradientCheckpointing: boolean };
   /** maxStaleness: experiences older than (trainer step - 1 - maxStaleness) weights are dropped; null: none. */
-  sync: { method: 'memory' | 'checkpoint'; interval: number; offset: number; timeoutMs: number; maxStaleness: number | null };
+  sync: {
+    method: 'memory' | 'checkpoint';
+    /** fixed: the explorer waits for the version it needs; trainer_driven: it takes what the trainer published, never
+     * waiting; explorer_driven: it asks for weights every `interval` explore steps and the trainer syncs when asked. */
+    style: 'fixed' | 'trainer_driven' | 'explorer_driven';
+    interval: number;
+    offset: number;
+    timeoutMs: number;
+    maxStaleness: number | null;
+  };
   /** Experience buffer: in memory (mode both), a shared SQLite file (explore/train), or a dataset file (train: SFT). */
   buffer: { storageType: 'queue' | 'sql' | 'file'; path: string | null; capacity: number; format?: DatasetFormat };
   monitorTypes: MonitorType[];
@@ -369,6 +379,24 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
     const schedulerStates = new Map<number, unknown>();
     if (scheduler) schedulerStates.set(startStep, scheduler.state());
     let explorerDone = false;
+    let trainerDone = false;
+    // explorer_driven: the explorer's request for weights (in memory, or a file for a separate trainer process)
+    let syncRequested = false;
+    const requestFile = join(syncFolder(settings.jobDir), 'request.json');
+    const requestSync = (have: number) => {
+      syncRequested = true;
+      if (settings.mode === 'explore') {
+        mkdirSync(syncFolder(settings.jobDir), { recursive: true });
+        writeFileSync(requestFile, JSON.stringify({ after: have }));
+      }
+    };
+    const syncRequestPending = (): boolean => (settings.mode === 'train' ? existsSync(requestFile) : syncRequested);
+    const clearSyncRequest = (): void => {
+      if (settings.mode === 'train') rmSync(requestFile, { force: true });
+      syncRequested = false;
+    };
+    // a trainer process that finished writes its last version; the explorer then stops waiting for more
+    const trainerFinished = () => existsSync(join(syncFolder(settings.jobDir), 'finished'));
 
     const explorerLoop = async () => {
       if (!scheduler || !runner || !buffer) return;
@@ -376,15 +404,30 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
         if (settings.evalOnStartup && startStep === 0 && settings.evalTasksets.length) await evaluate(0);
         for (let step = startStep + 1; step <= totalSteps; step++) {
           if (hooks.signal?.aborted) break;
-          const need = requiredVersion(step, settings.sync.interval, settings.sync.offset);
-          if (settings.mode === 'explore') await followTrainer(need);
-          else
-            await waitFor(
-              () => version >= need,
-              settings.sync.timeoutMs,
-              `weights version ${need} for explore step ${step} (have ${version})`,
-              hooks.signal,
-            );
+          const style = settings.sync.style;
+          if (style === 'explorer_driven') {
+            // at each sync point ask the trainer for its current weights and wait until they arrive
+            const since = step - 1 - settings.sync.offset;
+            if (since > 0 && since % settings.sync.interval === 0) {
+              const have = settings.mode === 'explore' ? await followTrainer(0) : version;
+              requestSync(have);
+              const what = `the trainer to answer the sync requested at explore step ${step}`;
+              if (settings.mode === 'explore') {
+                await waitFor(() => !existsSync(requestFile) || trainerFinished(), settings.sync.timeoutMs, what, hooks.signal);
+                await followTrainer(0);
+              } else await waitFor(() => !syncRequested || trainerDone, settings.sync.timeoutMs, what, hooks.signal);
+            }
+          } else {
+            const need = style === 'fixed' ? requiredVersion(step, settings.sync.interval, settings.sync.offset) : 0;
+            if (settings.mode === 'explore') await followTrainer(need);
+            else
+              await waitFor(
+                () => version >= need,
+                settings.sync.timeoutMs,
+                `weights version ${need} for explore step ${step} (have ${version})`,
+                hooks.signal,
+              );
+          }
           const batch = scheduler.nextBatch();
           if (batch === null) break;
           const result = await lock.run(() =>
@@ -415,7 +458,7 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
     };
 
     // explore mode: take the newest weights the trainer published; wait while they are older than needed
-    const followTrainer = async (need: number) => {
+    const followTrainer = async (need: number): Promise<number> => {
       const deadline = Date.now() + settings.sync.timeoutMs;
       for (;;) {
         const pointer = readSyncPointer(settings.jobDir);
@@ -424,7 +467,7 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
           version = pointer.version;
           if (handle) handle.modelVersion = version;
         }
-        if (version >= need) return;
+        if (version >= need) return version;
         if (Date.now() > deadline)
           throw new Error(
             `timed out after ${settings.sync.timeoutMs} ms waiting for the trainer's weights version ${need} in ${syncFolder(settings.jobDir)}`,
@@ -452,15 +495,38 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
     };
 
     let lastStep = startStep;
+    let lastPublished = startStep;
+    const publishWeights = async (v: number) => {
+      if (sync) await lock.run(() => sync.publish(v));
+      // a trainer fed by a shared buffer publishes weights for the explorer process; one fed by a dataset has none
+      else if (settings.mode === 'train' && !dataset) await publishToFolder(trainer as TrainerClient, settings.jobDir, v);
+      lastPublished = v;
+    };
+    // explorer_driven: a pending request gets the newest trained weights (or just an answer when nothing is newer)
+    const answerSyncRequest = async (trained: number): Promise<boolean> => {
+      if (settings.sync.style !== 'explorer_driven' || !syncRequestPending()) return false;
+      if (trained > lastPublished) await publishWeights(trained);
+      clearSyncRequest();
+      return true;
+    };
+    const readOnce = async (timeoutMs: number): Promise<{ experiences: Experience[]; cursor: number | null }> => {
+      if (buffer instanceof SqliteBuffer) return buffer.readBatch(settings.trainBatchSize, { timeoutMs, minCount: 1 });
+      if (buffer === null) throw new Error('no experience source');
+      return { experiences: await buffer.read(settings.trainBatchSize, { timeoutMs, minCount: 1 }), cursor: null };
+    };
     const readBatch = async (step: number): Promise<{ experiences: Experience[]; cursor: number | null }> => {
       if (dataset) return { experiences: dataset.batch(step), cursor: null };
-      if (buffer instanceof SqliteBuffer)
-        return buffer.readBatch(settings.trainBatchSize, { timeoutMs: settings.sync.timeoutMs, minCount: 1 });
-      if (buffer === null) throw new Error('no experience source');
-      return {
-        experiences: await buffer.read(settings.trainBatchSize, { timeoutMs: settings.sync.timeoutMs, minCount: 1 }),
-        cursor: null,
-      };
+      if (settings.sync.style !== 'explorer_driven') return readOnce(settings.sync.timeoutMs);
+      // while waiting for rollouts, keep answering the explorer's sync requests (it may be waiting on one)
+      const deadline = Date.now() + settings.sync.timeoutMs;
+      for (;;) {
+        await answerSyncRequest(step - 1);
+        try {
+          return await readOnce(Math.max(1, Math.min(250, deadline - Date.now())));
+        } catch (error) {
+          if (!(error instanceof BufferTimeoutError) || Date.now() >= deadline) throw error;
+        }
+      }
     };
     const trainerLoop = async () => {
       if (!trainer) return;
@@ -487,11 +553,14 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
           'trainer/staleness': mean(experiences.map((e) => step - 1 - (e.info.modelVersion ?? step - 1))),
           'trainer/stale_dropped': staleDropped,
         };
-        if (step % settings.sync.interval === 0 || step === totalSteps) {
-          const syncStarted = Date.now();
-          if (sync) await lock.run(() => sync.publish(step));
-          // a trainer fed by a shared buffer publishes weights for the explorer process; one fed by a dataset has none
-          else if (settings.mode === 'train' && !dataset) await publishToFolder(trainer, settings.jobDir, step);
+        const syncStarted = Date.now();
+        if (settings.sync.style === 'explorer_driven') {
+          if ((await answerSyncRequest(step)) || step === totalSteps) {
+            if (lastPublished < step) await publishWeights(step);
+            metrics['time/sync_s'] = (Date.now() - syncStarted) / 1000;
+          }
+        } else if (step % settings.sync.interval === 0 || step === totalSteps) {
+          await publishWeights(step);
           metrics['time/sync_s'] = (Date.now() - syncStarted) / 1000;
         }
         if (step % settings.trainer.saveInterval === 0 || step === totalSteps) {
@@ -517,7 +586,15 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
       }
     };
 
-    await Promise.all([explorerLoop(), trainerLoop()]);
+    if (settings.mode === 'train') rmSync(join(syncFolder(settings.jobDir), 'finished'), { force: true });
+    const trainerTask = trainerLoop().finally(() => {
+      trainerDone = true;
+      if (settings.mode === 'train') {
+        mkdirSync(syncFolder(settings.jobDir), { recursive: true });
+        writeFileSync(join(syncFolder(settings.jobDir), 'finished'), `${lastStep}\n`);
+      }
+    });
+    await Promise.all([explorerLoop(), trainerTask]);
     progress.done();
     let finalModelDir: string | null = null;
     if (trainer) {

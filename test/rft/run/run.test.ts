@@ -57,3 +57,32 @@ test('a both-mode GRPO run: every step explored, trained, synced; checkpoints, m
   assert.equal(again.finalModelDir, result.finalModelDir);
   assert.ok(lines.some((l) => /finished earlier/.test(l)));
 });
+
+test("sync styles: trainer_driven never makes the explorer wait; explorer_driven syncs at the explorer's request", async () => {
+  for (const style of ['trainer_driven', 'explorer_driven'] as const) {
+    const { configFile, jobDir } = makeJob({
+      totalSteps: 5,
+      saveInterval: 5,
+      extra: `synchronizer:\n  sync_style: ${style}\n  sync_interval: 2\n`,
+    });
+    await runConfig(loadConfig(configFile, { resolveAlgorithm }), { log: () => {} });
+    const metrics = metricSteps(jobDir);
+    assert.deepEqual(
+      metrics.map((m) => m.step),
+      [1, 2, 3, 4, 5],
+      style,
+    );
+    const versions = metrics.map((m) => m['explorer/model_version'] as number);
+    for (const [i, v] of versions.entries()) {
+      assert.ok(v <= i, `${style}: explore step ${i + 1} cannot use weights newer than trainer step ${i}`);
+      if (i > 0) assert.ok(v >= (versions[i - 1] as number), `${style}: versions never go back`);
+    }
+    if (style === 'explorer_driven') {
+      // requests at explore steps 3 and 5 (every 2 after the first): weights change only there
+      assert.equal(versions[0], 0);
+      assert.equal(versions[1], 0);
+      assert.equal(versions[2], versions[3]);
+      assert.ok((versions[2] as number) >= 1);
+    }
+  }
+});
