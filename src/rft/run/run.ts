@@ -124,6 +124,19 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
       }),
     },
     monitorTypes: stage.monitor.monitor_type,
+    auxiliaryDatasets: Object.fromEntries(
+      Object.entries(stage.buffer.trainer_input.auxiliary_buffers).map(([name, d]) => [
+        name,
+        {
+          path: d.path,
+          format: omitNulls({
+            promptKey: d.format.prompt_key,
+            responseKey: d.format.response_key,
+            systemPrompt: d.format.system_prompt,
+          }),
+        },
+      ]),
+    ),
     seed: firstTaskset?.task_selector.seed ?? 42,
     // both loops share the cores: the explorer's engine and the trainer each get half (at least one)
     threads:

@@ -21,6 +21,7 @@ import type { ModelDType } from '../../model/index.js';
 import { Tokenizer } from '../../tokenizer/index.js';
 import type { Tensor } from '../../torch/index.js';
 import { loadAlgorithmPlugins } from '../algorithm/plugins.js';
+import { arrayReader, type ExperienceReader, SAMPLE_STRATEGY } from '../algorithm/sample-strategy.js';
 import { resolveAlgorithm } from '../algorithm/presets.js';
 import {
   BufferTimeoutError,
@@ -94,6 +95,8 @@ export interface StageSettings {
   /** Experience buffer: in memory (mode both), a shared SQLite file (explore/train), or a dataset file (train: SFT). */
   buffer: { storageType: 'queue' | 'sql' | 'file'; path: string | null; capacity: number; format?: DatasetFormat };
   monitorTypes: MonitorType[];
+  /** Auxiliary datasets by name (trainer_input.auxiliary_buffers), e.g. mix's expert data. */
+  auxiliaryDatasets: Record<string, { path: string; format: DatasetFormat }>;
   seed: number;
   threads: { explorer: number; trainer: number };
 }
@@ -528,6 +531,15 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
         }
       }
     };
+    const sampleStrategy = SAMPLE_STRATEGY.create(algorithm.sampleStrategy.name, algorithm.sampleStrategy.args);
+    // auxiliary datasets (trainer_input.auxiliary_buffers, e.g. expert data for mix), cycled
+    const auxiliary: Record<string, ExperienceReader> = {};
+    for (const [name, dataset] of Object.entries(settings.auxiliaryDatasets)) {
+      const rows = await loadSftDataset(dataset.path, Tokenizer.load(settings.modelPath), dataset.format);
+      for (const row of rows) row.info.isExpert = true;
+      let position = 0;
+      auxiliary[name] = (count) => Array.from({ length: count }, () => rows[position++ % rows.length] as Experience);
+    }
     const trainerLoop = async () => {
       if (!trainer) return;
       for (let step = startStep + 1; step <= totalSteps; step++) {
@@ -535,11 +547,19 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
         const batchRead = await readBatch(step);
         // staleness control: the trainer at step s holds weights s - 1; drop rollouts more than maxStaleness behind
         const maxStaleness = settings.sync.maxStaleness;
-        const experiences: Experience[] =
+        let experiences: Experience[] =
           maxStaleness === null
             ? batchRead.experiences
             : batchRead.experiences.filter((e) => step - 1 - (e.info.modelVersion ?? step - 1) <= maxStaleness);
         const staleDropped = batchRead.experiences.length - experiences.length;
+        // the algorithm's sample strategy over the batch (reward filters, dynamic sampling, expert mixing)
+        const sampled = sampleStrategy({
+          read: arrayReader(experiences),
+          batchSize: Math.max(1, experiences.length),
+          modelVersion: step - 1,
+          auxiliary,
+        });
+        experiences = sampled.experiences;
         if (batchRead.experiences.length === 0 && (explorerDone || settings.mode === 'train')) break;
         const started = Date.now();
         // every rollout too stale: the step passes without an update (its metrics say so)
@@ -552,6 +572,7 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
           'time/train_s': (Date.now() - started) / 1000,
           'trainer/staleness': mean(experiences.map((e) => step - 1 - (e.info.modelVersion ?? step - 1))),
           'trainer/stale_dropped': staleDropped,
+          ...sampled.metrics,
         };
         const syncStarted = Date.now();
         if (settings.sync.style === 'explorer_driven') {

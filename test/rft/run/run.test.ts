@@ -86,3 +86,13 @@ test("sync styles: trainer_driven never makes the explorer wait; explorer_driven
     }
   }
 });
+
+test("the algorithm's sample strategy runs on each training batch (RAFT: the best response per group)", async () => {
+  const { configFile, jobDir } = makeJob({ totalSteps: 2, saveInterval: 2 });
+  const config = loadConfig(configFile, { resolveAlgorithm, overrides: ['algorithm.algorithm_type=raft'] });
+  await runConfig(config, { log: () => {} });
+  for (const m of metricSteps(jobDir)) {
+    assert.equal(m['sample/read'], 8, 'batch_size 2 × repeat_times 4 read');
+    assert.ok((m['sample/count'] as number) <= 2, 'at most one response per task kept');
+  }
+});
