@@ -570,6 +570,7 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
           ...rollout,
           ...Object.fromEntries(Object.entries(trainMetrics).map(([k, v]) => [k.startsWith('actor/') ? k : `actor/${k}`, v])),
           'time/train_s': (Date.now() - started) / 1000,
+          'perf/train_tokens_per_s': (trainMetrics.tokens ?? 0) / Math.max(1e-9, (Date.now() - started) / 1000),
           'trainer/staleness': mean(experiences.map((e) => step - 1 - (e.info.modelVersion ?? step - 1))),
           'trainer/stale_dropped': staleDropped,
           ...sampled.metrics,

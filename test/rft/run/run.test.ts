@@ -96,3 +96,53 @@ test("the algorithm's sample strategy runs on each training batch (RAFT: the bes
     assert.ok((m['sample/count'] as number) <= 2, 'at most one response per task kept');
   }
 });
+
+test('stages: base evaluation (bench), SFT from a dataset, then GRPO from the SFT weights; a rerun skips them', async () => {
+  const { root, configFile } = makeJob({
+    totalSteps: 2,
+    saveInterval: 2,
+    extra: `stages:
+  - stage_name: base
+    mode: bench
+  - stage_name: sft
+    mode: train
+    algorithm:
+      algorithm_type: sft
+      optimizer:
+        lr: 0.003
+    buffer:
+      train_batch_size: 8
+      total_steps: 3
+      trainer_input:
+        experience_buffer:
+          storage_type: file
+          path: tasks.jsonl
+  - stage_name: grpo
+    mode: both
+`,
+  });
+  // the job's eval taskset (bench needs one): the training tasks themselves are enough here
+  const overrides = [
+    `buffer.explorer_input.eval_tasksets=[{name: eval, path: ${join(root, 'tasks.jsonl')}}]`,
+    'explorer.eval_on_startup=false',
+  ];
+  const config = loadConfig(configFile, { resolveAlgorithm, overrides });
+  const lines: string[] = [];
+  const result = await runConfig(config, { log: (l) => lines.push(l) });
+  const job = join(root, 'out', 'test', 'e2e');
+  assert.deepEqual(JSON.parse(readFileSync(join(job, 'stages.json'), 'utf8')), ['base', 'sft', 'grpo']);
+  const bench = metricSteps(join(job, 'base'));
+  assert.ok(Number.isFinite(bench[0]?.['eval/eval/mean@1']), 'the base model was evaluated');
+  assert.deepEqual(
+    metricSteps(join(job, 'sft')).map((m) => m.step),
+    [1, 2, 3],
+  );
+  assert.ok(
+    lines.some((l) => l.includes(`model ${join(job, 'sft', 'final_model')}`)),
+    'GRPO starts from the SFT weights',
+  );
+  assert.equal(result.finalModelDir, join(job, 'grpo', 'final_model'));
+  const again: string[] = [];
+  await runConfig(loadConfig(configFile, { resolveAlgorithm, overrides }), { log: (l) => again.push(l) });
+  assert.equal(again.filter((l) => /finished earlier/.test(l)).length, 3);
+});
