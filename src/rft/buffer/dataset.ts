@@ -2,6 +2,8 @@
 // Trinity's SFT/DPO data): each row becomes an Experience with exact token ids.
 //   SFT row   {prompt, response}  or  {messages: [...]}   (keys from the format config)
 //   tokens  = chat_template(system?, user prompt, add_generation_prompt) ++ encode(response) ++ eos
+//   DPO row   {prompt, chosen, rejected}                  (schema dpo: chosen/rejected keys from the format config)
+//   tokens  = chat_template(...) (the prompt); chosen / rejected = encode(answer) ++ eos
 // The reader hands out rows in file order, epoch after epoch; the position follows from the step, so a resumed
 // trainer continues exactly where the checkpoint was.
 import type { Tokenizer } from '../../tokenizer/index.js';
@@ -14,6 +16,9 @@ export interface DatasetFormat {
   /** Rows carry a conversation (role/content list) under this key; the last assistant turn is the response. */
   messagesKey?: string;
   systemPrompt?: string;
+  /** DPO datasets: the preferred and the rejected answer columns (default chosen / rejected). */
+  chosenKey?: string;
+  rejectedKey?: string;
 }
 
 export class DatasetError extends Error {
@@ -21,6 +26,39 @@ export class DatasetError extends Error {
     super(`${where}: ${detail}`);
     this.name = 'DatasetError';
   }
+}
+
+/** Reads a DPO dataset (JSONL rows {prompt, chosen, rejected}) into experiences with chosen/rejected ids. */
+export async function loadDpoDataset(file: string, tokenizer: Tokenizer, format: DatasetFormat = {}): Promise<Experience[]> {
+  const promptKey = format.promptKey ?? 'prompt';
+  const chosenKey = format.chosenKey ?? 'chosen';
+  const rejectedKey = format.rejectedKey ?? 'rejected';
+  const eos = tokenizer.eosTokenIds[0];
+  const answer = (text: string) => [...tokenizer.encode(text), ...(eos === undefined ? [] : [eos])];
+  const out: Experience[] = [];
+  for await (const { line, value } of readJsonl(file)) {
+    const where = `${file}:${line}`;
+    const row = value as Record<string, unknown>;
+    for (const key of [promptKey, chosenKey, rejectedKey]) {
+      if (row === null || typeof row !== 'object' || typeof row[key] !== 'string')
+        throw new DatasetError(where, `'${key}' must be a string`);
+    }
+    const messages = [
+      ...(format.systemPrompt ? [{ role: 'system' as const, content: format.systemPrompt }] : []),
+      { role: 'user' as const, content: row[promptKey] as string },
+    ];
+    const promptIds = tokenizer.encodeChat(messages, { addGenerationPrompt: true });
+    out.push({
+      eid: `${file}:${line}`,
+      tokens: promptIds,
+      promptLength: promptIds.length,
+      chosen: answer(row[chosenKey] as string),
+      rejected: answer(row[rejectedKey] as string),
+      info: { taskId: typeof row.id === 'string' ? row.id : `dpo:${line}` },
+    });
+  }
+  if (out.length === 0) throw new DatasetError(file, 'the dataset has no rows');
+  return out;
 }
 
 /** Reads an SFT dataset (JSONL) into experiences. */

@@ -121,6 +121,8 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
           ? { messagesKey: experienceBuffer.format.messages_key }
           : {}),
         systemPrompt: experienceBuffer.format.system_prompt,
+        chosenKey: experienceBuffer.format.chosen_key,
+        rejectedKey: experienceBuffer.format.rejected_key,
       }),
     },
     monitorTypes: stage.monitor.monitor_type,

@@ -27,6 +27,7 @@ import {
   BufferTimeoutError,
   type DatasetFormat,
   DatasetReader,
+  loadDpoDataset,
   loadSftDataset,
   loadTaskset,
   QueueBuffer,
@@ -273,7 +274,8 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
     if (settings.mode !== 'train')
       throw new Error(`stage '${settings.stageName}': a file experience buffer (a dataset) needs mode train`);
     if (!settings.buffer.path) throw new Error(`stage '${settings.stageName}': the file experience buffer needs a path`);
-    const rows = await loadSftDataset(settings.buffer.path, Tokenizer.load(settings.modelPath), settings.buffer.format ?? {});
+    const load = algorithm.schema === 'dpo' ? loadDpoDataset : loadSftDataset;
+    const rows = await load(settings.buffer.path, Tokenizer.load(settings.modelPath), settings.buffer.format ?? {});
     dataset = new DatasetReader(rows, settings.trainBatchSize);
   }
   const totalSteps = settings.totalSteps ?? scheduler?.totalSteps ?? dataset?.stepsFor(settings.totalEpochs) ?? 0;

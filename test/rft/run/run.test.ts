@@ -1,6 +1,6 @@
 // trinity run end to end on a tiny model: explorer and trainer loops, sync, checkpoints, metrics, resume.
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { CausalLM } from '../../../src/model/index.js';
@@ -145,4 +145,28 @@ test('stages: base evaluation (bench), SFT from a dataset, then GRPO from the SF
   const again: string[] = [];
   await runConfig(loadConfig(configFile, { resolveAlgorithm, overrides }), { log: (l) => again.push(l) });
   assert.equal(again.filter((l) => /finished earlier/.test(l)).length, 3);
+});
+
+test('offline DPO in train mode from a preference dataset: the loss falls', async () => {
+  const { root, configFile, jobDir } = makeJob({ totalSteps: 4, saveInterval: 4 });
+  const rows = Array.from({ length: 8 }, (_, i) =>
+    JSON.stringify({ prompt: `${i}+1=`, chosen: String(i + 1), rejected: String(i + 2) }),
+  );
+  writeFileSync(join(root, 'pairs.jsonl'), `${rows.join('\n')}\n`);
+  const overrides = [
+    'mode=train',
+    'algorithm.algorithm_type=dpo',
+    'algorithm.repeat_times=2',
+    'algorithm.optimizer.lr=0.01',
+    'buffer.train_batch_size=8',
+    'buffer.trainer_input.experience_buffer.storage_type=file',
+    `buffer.trainer_input.experience_buffer.path=${join(root, 'pairs.jsonl')}`,
+  ];
+  await runConfig(loadConfig(configFile, { resolveAlgorithm, overrides }), { log: () => {} });
+  const metrics = metricSteps(jobDir);
+  assert.deepEqual(
+    metrics.map((m) => m.step),
+    [1, 2, 3, 4],
+  );
+  assert.ok((metrics[3]?.['actor/loss'] as number) < (metrics[0]?.['actor/loss'] as number), 'DPO loss falls');
 });
