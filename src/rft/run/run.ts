@@ -112,6 +112,16 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
     },
     buffer: {
       storageType: experienceBuffer.storage_type,
+      replay: experienceBuffer.replay_buffer.enable
+        ? {
+            priorityFn: experienceBuffer.replay_buffer.priority_fn,
+            decay: Number(experienceBuffer.replay_buffer.priority_fn_args.decay ?? 2),
+            reuseCooldownMs:
+              experienceBuffer.replay_buffer.reuse_cooldown_time === null
+                ? null
+                : experienceBuffer.replay_buffer.reuse_cooldown_time * 1000,
+          }
+        : null,
       path: experienceBuffer.path,
       capacity: experienceBuffer.capacity,
       format: omitNulls({

@@ -30,6 +30,8 @@ import {
   loadDpoDataset,
   loadSftDataset,
   loadTaskset,
+  type PriorityFnName,
+  PriorityReplayBuffer,
   QueueBuffer,
   SqliteBuffer,
   type SelectorConfig,
@@ -94,7 +96,14 @@ export interface StageSettings {
     maxStaleness: number | null;
   };
   /** Experience buffer: in memory (mode both), a shared SQLite file (explore/train), or a dataset file (train: SFT). */
-  buffer: { storageType: 'queue' | 'sql' | 'file'; path: string | null; capacity: number; format?: DatasetFormat };
+  buffer: {
+    storageType: 'queue' | 'sql' | 'file';
+    path: string | null;
+    capacity: number;
+    format?: DatasetFormat;
+    /** Priority replay instead of FIFO (experience_buffer.replay_buffer), for the in-memory buffer. */
+    replay?: { priorityFn: string; decay: number; reuseCooldownMs: number | null } | null;
+  };
   monitorTypes: MonitorType[];
   /** Auxiliary datasets by name (trainer_input.auxiliary_buffers), e.g. mix's expert data. */
   auxiliaryDatasets: Record<string, { path: string; format: DatasetFormat }>;
@@ -297,7 +306,7 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
 
   let trainer: TrainerClient | null = null;
   let engine: WorkerRolloutEngine | null = null;
-  let buffer: QueueBuffer | SqliteBuffer | null = null;
+  let buffer: QueueBuffer | PriorityReplayBuffer | SqliteBuffer | null = null;
   const temperature = typeof settings.rolloutArgs.temperature === 'number' ? settings.rolloutArgs.temperature : 1;
   try {
     if (needsTrainer) {
@@ -324,7 +333,15 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
         ? new SqliteBuffer({ path: settings.buffer.path ?? join(settings.jobDir, 'buffer.db'), name: 'experience_buffer' })
         : dataset
           ? null
-          : new QueueBuffer({ name: 'experience_buffer', capacity: settings.buffer.capacity });
+          : settings.buffer.replay
+            ? new PriorityReplayBuffer({
+                name: 'experience_buffer',
+                capacity: settings.buffer.capacity,
+                priorityFn: settings.buffer.replay.priorityFn as PriorityFnName,
+                decay: settings.buffer.replay.decay,
+                reuseCooldownMs: settings.buffer.replay.reuseCooldownMs,
+              })
+            : new QueueBuffer({ name: 'experience_buffer', capacity: settings.buffer.capacity });
     if (buffer instanceof SqliteBuffer && checkpoint) {
       const cursor = (checkpoint.state.buffer as { cursor?: number } | undefined)?.cursor;
       if (typeof cursor === 'number') buffer.commit(cursor);

@@ -170,3 +170,13 @@ test('offline DPO in train mode from a preference dataset: the loss falls', asyn
   );
   assert.ok((metrics[3]?.['actor/loss'] as number) < (metrics[0]?.['actor/loss'] as number), 'DPO loss falls');
 });
+
+test('a both-mode run with the priority replay buffer', async () => {
+  const { configFile, jobDir } = makeJob({ totalSteps: 3, saveInterval: 3 });
+  const overrides = ['buffer.trainer_input.experience_buffer.replay_buffer.enable=true'];
+  await runConfig(loadConfig(configFile, { resolveAlgorithm, overrides }), { log: () => {} });
+  assert.deepEqual(
+    metricSteps(jobDir).map((m) => m.step),
+    [1, 2, 3],
+  );
+});
