@@ -151,8 +151,8 @@ async function waitFor(ready: () => boolean, timeoutMs: number, what: string, si
   }
 }
 
-/** Keeps the metrics lines of steps <= `step` (a resumed run redoes the later ones). */
-function truncateMetrics(file: string, step: number): void {
+/** Keeps the JSONL lines (metrics, eval samples) of steps <= `step`: a resumed run redoes the later ones. */
+function truncateSteps(file: string, step: number): void {
   if (!existsSync(file)) return;
   const kept = readFileSync(file, 'utf8')
     .split('\n')
@@ -258,7 +258,8 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
   const metricsFile = join(metricsDir, 'metrics.jsonl');
   const checkpoint = latestCheckpoint(settings.jobDir);
   const startStep = checkpoint?.step ?? 0;
-  truncateMetrics(metricsFile, startStep);
+  truncateSteps(metricsFile, startStep);
+  truncateSteps(join(metricsDir, 'eval_samples.jsonl'), startStep);
   if (checkpoint) log(`[${settings.stageName}] resuming from checkpoint step ${startStep} (${checkpoint.dir})`);
 
   const needsExplorer = settings.mode === 'both' || settings.mode === 'explore';
@@ -508,7 +509,7 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
       );
       const evalMetrics = Object.fromEntries(Object.entries(result.metrics).filter(([k]) => k.startsWith('eval/')));
       monitors.log(step, evalMetrics);
-      writeEvalSamples(settings.jobDir, step, tasks, result.experiences);
+      writeEvalSamples(metricsDir, step, tasks, result.experiences);
       progress.log(
         `[${settings.stageName}] eval at step ${step}: ${Object.entries(evalMetrics)
           .map(([k, v]) => `${k} ${v.toFixed(3)}`)
