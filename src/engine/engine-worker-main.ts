@@ -1,7 +1,7 @@
 // The worker side of WorkerRolloutEngine (./worker-engine.ts): one RolloutEngine on this thread.
 import * as torch from '../torch/index.js';
-import { type GenerateRequest, GenerationError, RolloutEngine } from './rollout-engine.js';
-import type { WorkerEngineOptions, WorkerReply } from './worker-engine.js';
+import { GenerationError, RolloutEngine, type TokenEvent } from './rollout-engine.js';
+import type { WorkerEngineOptions, WorkerGenerateRequest, WorkerReply } from './worker-engine.js';
 
 let engine: RolloutEngine | null = null;
 const inFlight = new Map<number, AbortController>();
@@ -16,11 +16,15 @@ torch.serveTensorWorker({
     engine = RolloutEngine.load(dir, options);
     return { slots: engine.slots, maxLength: engine.maxLength };
   },
-  async generate(id: number, request: GenerateRequest): Promise<WorkerReply<unknown>> {
+  async generate(id: number, { streamEvent, ...request }: WorkerGenerateRequest): Promise<WorkerReply<unknown>> {
     const controller = new AbortController();
     inFlight.set(id, controller);
+    const onToken = streamEvent ? (event: TokenEvent) => torch.postWorkerEvent(streamEvent, event) : undefined;
     try {
-      return { ok: true, value: await running().generate({ ...request, signal: controller.signal }) };
+      return {
+        ok: true,
+        value: await running().generate({ ...request, signal: controller.signal, ...(onToken ? { onToken } : {}) }),
+      };
     } catch (error) {
       if (error instanceof GenerationError) return { ok: false, reason: error.reason, message: error.message };
       throw error;

@@ -4,7 +4,9 @@
 //   const reply = await engine.chat([{ role: 'user', content: 'Hi' }], { temperature: 0.7, seed: 1 });
 //   await engine.close();
 export * from './chat.js';
+export * from './conversation.js';
 export * from './rollout-engine.js';
 export * from './sampling.js';
 export * from './stopping.js';
+export * from './tool-calls.js';
 export * from './worker-engine.js';

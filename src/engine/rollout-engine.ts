@@ -52,6 +52,15 @@ export interface GenerateOptions extends Partial<SamplingParams> {
   signal?: AbortSignal;
   /** Rejects the request with GenerationError('timeout') after this long (default: the engine's requestTimeoutMs). */
   timeoutMs?: number;
+  /** Called with each generated token as it is sampled (streaming); it must not throw. */
+  onToken?: (event: TokenEvent) => void;
+}
+
+/** One generated token of sample `index`, as it is sampled. */
+export interface TokenEvent {
+  index: number;
+  tokenId: number;
+  logprob: number;
 }
 
 export interface GenerateRequest extends GenerateOptions {
@@ -127,6 +136,7 @@ interface PreparedRequest {
 
 interface RequestState extends PreparedRequest {
   readonly id: number;
+  readonly onToken: ((event: TokenEvent) => void) | null;
   readonly sequences: Sequence[];
   readonly resolve: (result: GenerateResult) => void;
   readonly reject: (error: Error) => void;
@@ -243,6 +253,7 @@ export class RolloutEngine {
     return new Promise<GenerateResult>((resolve, reject) => {
       const state: RequestState = {
         ...prepared,
+        onToken: request.onToken ?? null,
         id: this.#nextRequestId++,
         sequences: [],
         resolve,
@@ -587,8 +598,10 @@ export class RolloutEngine {
       const request = seq.request;
       if (request.settled) return;
       const token = values[b] as number;
+      const logprob = values[rows + b] as number;
       seq.tokenIds.push(token);
-      seq.logprobs.push(values[rows + b] as number);
+      seq.logprobs.push(logprob);
+      request.onToken?.({ index: seq.index, tokenId: token, logprob });
       try {
         if (request.stopIds.has(token)) this.#finish(seq, { reason: 'stop', stopReason: token });
         else {

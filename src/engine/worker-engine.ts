@@ -18,6 +18,7 @@ import {
   GenerationError,
   type GenerationFailure,
   type RolloutEngineOptions,
+  type TokenEvent,
 } from './rollout-engine.js';
 
 export interface WorkerEngineOptions
@@ -31,6 +32,9 @@ export interface WorkerEngineOptions
 
 /** What the worker answers: results, or a generation failure kept as data so its reason survives the boundary. */
 export type WorkerReply<T> = { ok: true; value: T } | { ok: false; reason: GenerationFailure; message: string };
+
+/** A generate request as it crosses into the worker: plain data, plus the event name for streamed tokens. */
+export type WorkerGenerateRequest = Omit<GenerateRequest, 'signal' | 'onToken'> & { streamEvent?: string };
 
 const DEFAULT_REQUEST_TIMEOUT_MS = 30 * 60 * 1000;
 
@@ -68,11 +72,15 @@ export class WorkerRolloutEngine implements ChatEngine {
   /** As RolloutEngine.generate; an AbortSignal cancels the request inside the worker. */
   async generate(request: GenerateRequest): Promise<GenerateResult> {
     if (this.#closed) throw new GenerationError('closed', 'WorkerRolloutEngine is closed: generate() was called after close()');
-    const { signal, ...plain } = request;
+    const { signal, onToken, ...plain } = request;
     if (signal?.aborted) throw new GenerationError('aborted', 'generate: the request was aborted before it started');
     const id = this.#nextId++;
     const onAbort = () => void this.#worker.call('abort', [id]).catch(() => {});
     signal?.addEventListener('abort', onAbort, { once: true });
+    // Streamed tokens come back as worker events named after the request.
+    const streamEvent = onToken ? `token:${id}` : null;
+    const unsubscribe = streamEvent && onToken ? this.#worker.onEvent(streamEvent, (data) => onToken(data as TokenEvent)) : null;
+    if (streamEvent) (plain as WorkerGenerateRequest).streamEvent = streamEvent;
     try {
       const timeout = (request.timeoutMs ?? this.#requestTimeoutMs) + 60_000; // the worker's own timeout fires first
       const reply = await this.#worker.call<WorkerReply<GenerateResult>>('generate', [id, plain], { timeoutMs: timeout });
@@ -80,6 +88,7 @@ export class WorkerRolloutEngine implements ChatEngine {
       return reply.value;
     } finally {
       signal?.removeEventListener('abort', onAbort);
+      unsubscribe?.();
     }
   }
 

@@ -7,8 +7,19 @@ import { join } from 'node:path';
 /** Special tokens, in id order: padding/end of text, ChatML turn markers, unknown character. */
 export const CHAR_SPECIAL_TOKENS = ['<|endoftext|>', '<|im_start|>', '<|im_end|>', '<unk>'] as const;
 
+/**
+ * ChatML, compact enough for character-level models: tools are listed by name on one line of a system
+ * turn, an assistant's tool calls follow its text as Hermes <tool_call> blocks (src/engine/tool-calls.ts parses them),
+ * and tool results are turns of role 'tool'.
+ */
 export const CHATML_TEMPLATE =
-  "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}{%- endfor %}" +
+  "{%- if tools %}{{- '<|im_start|>system\\n' }}{%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n' }}{%- endif %}" +
+  "{{- 'tools:' }}{%- for tool in tools %}{{- ' ' + tool.function.name }}{%- endfor %}{{- '<|im_end|>\\n' }}{%- endif %}" +
+  "{%- for message in messages %}{%- if not (tools and loop.first and message.role == 'system') %}" +
+  "{{- '<|im_start|>' + message.role + '\\n' + message.content }}" +
+  "{%- if message.tool_calls %}{%- for call in message.tool_calls %}{%- if message.content or not loop.first %}{{- '\\n' }}{%- endif %}" +
+  '{{- \'<tool_call>\\n{"name": "\' + call.function.name + \'", "arguments": \' + (call.function.arguments | tojson) + \'}\\n</tool_call>\' }}' +
+  "{%- endfor %}{%- endif %}{{- '<|im_end|>\\n' }}{%- endif %}{%- endfor %}" +
   "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
 
 /** The printable ASCII characters plus newline: enough for arithmetic, code-like and English tasks. */

@@ -51,6 +51,8 @@ export function decodeTensors(value: unknown): unknown {
 
 type Request = { id: number; method: string; args: unknown[] };
 type Response = { id: number; ok: true; result: unknown } | { id: number; ok: false; error: { message: string; stack?: string } };
+/** A message the worker sends on its own (postWorkerEvent): plain data, no tensors. */
+type WorkerEvent = { event: string; data: unknown };
 
 export interface TensorWorkerOptions {
   /** Intra-op threads for this worker's libtorch ops. */
@@ -69,13 +71,17 @@ export class TensorWorker {
     { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout; method: string }
   >();
   readonly #timeoutMs: number;
+  readonly #eventListeners = new Map<string, (data: unknown) => void>();
   #nextId = 1;
   #exited: Error | null = null;
 
   private constructor(worker: Worker, timeoutMs: number) {
     this.#worker = worker;
     this.#timeoutMs = timeoutMs;
-    worker.on('message', (message: Response) => this.#settle(message));
+    worker.on('message', (message: Response | WorkerEvent) => {
+      if ('event' in message) this.#eventListeners.get(message.event)?.(message.data);
+      else this.#settle(message);
+    });
     worker.on('error', (error) => this.#failAll(error));
     worker.on('exit', (code) => this.#failAll(new Error(`tensor worker exited with code ${code}`)));
   }
@@ -125,6 +131,14 @@ export class TensorWorker {
     });
   }
 
+  /** Listens to postWorkerEvent(event, ...) from the worker (one listener per event name); returns an unsubscribe. */
+  onEvent(event: string, listener: (data: unknown) => void): () => void {
+    this.#eventListeners.set(event, listener);
+    return () => {
+      if (this.#eventListeners.get(event) === listener) this.#eventListeners.delete(event);
+    };
+  }
+
   async terminate(): Promise<void> {
     await this.#worker.terminate();
   }
@@ -160,6 +174,12 @@ function disposeDecoded(value: unknown): void {
   if (value instanceof Tensor) value.dispose();
   else if (Array.isArray(value)) value.forEach(disposeDecoded);
   else if (value !== null && typeof value === 'object') Object.values(value).forEach(disposeDecoded);
+}
+
+/** From inside a worker: sends plain data to the TensorWorker's onEvent(event) listener (e.g. streamed tokens). */
+export function postWorkerEvent(event: string, data: unknown): void {
+  if (isMainThread || parentPort === null) throw new Error('postWorkerEvent() must run inside a worker thread');
+  parentPort.postMessage({ event, data } satisfies WorkerEvent);
 }
 
 export type WorkerHandlers = Record<string, (...args: never[]) => unknown>;

@@ -10,7 +10,15 @@
 // The handle remembers which call produced each choice/completion object (prompt ids, model version at the call's
 // start), so toExperience(choice) needs nothing else.
 import { randomUUID } from 'node:crypto';
-import type { ChatChoice, ChatOptions, ChatResult, GenerateRequest, GenerateResult } from '../../engine/index.js';
+import {
+  type ChatChoice,
+  type ChatOptions,
+  type ChatResult,
+  ConversationTracker,
+  conversationTokens,
+  type GenerateRequest,
+  type GenerateResult,
+} from '../../engine/index.js';
 import type { ChatMessage, Tokenizer } from '../../tokenizer/index.js';
 import type { Experience } from '../experience.js';
 import type { ModelHandle, RolloutOutput, ToExperienceOptions } from './types.js';
@@ -96,12 +104,18 @@ export function buildExperience(
     throw new Error(`toExperience: the output has ${completionIds.length} completion ids but ${output.logprobs.length} logprobs`);
   }
   const text = isChatChoice(output) ? output.message.content : (output.text ?? undefined);
+  const turn = isChatChoice(output) && options.scope !== 'turn' ? output.turn : undefined;
+  const tokens = turn
+    ? conversationTokens(turn)
+    : {
+        tokens: [...options.promptIds, ...completionIds],
+        promptLength: options.promptIds.length,
+        logprobs: [...output.logprobs],
+        actionMask: completionIds.map(() => 1),
+      };
   const experience: Experience = {
     eid: options.eid ?? randomUUID(),
-    tokens: [...options.promptIds, ...completionIds],
-    promptLength: options.promptIds.length,
-    logprobs: [...output.logprobs],
-    actionMask: completionIds.map(() => 1),
+    ...tokens,
     info: {
       ...options.info,
       modelVersion: options.modelVersion,
@@ -132,6 +146,12 @@ export function attemptModelHandle(base: ModelHandle, attempt: { signal: AbortSi
     ...options,
     signal: options.signal ? AbortSignal.any([options.signal, attempt.signal]) : attempt.signal,
   });
+  // The attempt's own conversation history: follow-up chat calls continue earlier ones exactly.
+  let conversation: ConversationTracker | null = null;
+  const tracker = () => {
+    if (conversation === null && base.tokenizer !== null) conversation = new ConversationTracker(base.tokenizer);
+    return conversation;
+  };
   return {
     get tokenizer() {
       return base.tokenizer;
@@ -140,7 +160,10 @@ export function attemptModelHandle(base: ModelHandle, attempt: { signal: AbortSi
       return base.modelVersion;
     },
     generate: (request) => base.generate(withSignal(request)),
-    chat: (messages, options = {}) => base.chat(messages, withSignal(options)),
+    chat: (messages, options = {}) => {
+      const history = options.conversation ?? tracker();
+      return base.chat(messages, withSignal(history ? { ...options, conversation: history } : options));
+    },
     toExperience: (output, options = {}) => base.toExperience(output, { taskId: attempt.taskId, ...options }),
   };
 }

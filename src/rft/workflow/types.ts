@@ -37,6 +37,12 @@ export interface ToExperienceOptions {
   info?: ExperienceInfo;
   /** Default: a random UUID. */
   eid?: string;
+  /**
+   * For a chat choice that continued a conversation (messages ++ earlier reply ++ new turns): 'conversation'
+   * (default) makes one experience of the whole conversation from its first prompt, action mask 1 on every token the
+   * model generated and 0 on the turns in between; 'turn' makes one of this call alone (its full prompt as prompt).
+   */
+  scope?: 'conversation' | 'turn';
 }
 
 /** The rollout model as a workflow sees it: exact token ids in and out, whatever engine serves it. */
@@ -45,6 +51,10 @@ export interface ModelHandle {
   /** Weights version currently served (bumped by the synchronizer). */
   readonly modelVersion: number;
   generate(request: GenerateRequest): Promise<GenerateResult>;
+  /**
+   * Chat with exact token ids. Messages that extend an earlier call's messages plus its reply (the choice's message
+   * appended as is) continue that call's exact ids (src/engine/conversation.ts): no re-tokenising of past turns.
+   */
   chat(messages: readonly ChatMessage[], options?: ChatOptions): Promise<ChatResult>;
   /**
    * An Experience of one output of generate()/chat(), exactly: tokens = prompt ids ++ completion ids (never
