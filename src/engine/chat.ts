@@ -55,30 +55,56 @@ export interface ChatEngine {
 }
 
 export async function chat(engine: ChatEngine, messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
-  const tokenizer = engine.tokenizer;
+  const { tools, templateVariables, conversation, turnMeta, ...generateOptions } = options;
+  const prompt = renderChatPrompt(engine.tokenizer, messages, options);
+  const result = await engine.generate({ ...generateOptions, promptIds: prompt.promptIds });
+  return chatResult(result, prompt, options);
+}
+
+/** A rendered chat prompt: its ids and, with a conversation, what it continues. */
+export interface ChatPrompt {
+  promptIds: number[];
+  conversation: ConversationPrompt | null;
+}
+
+/** chat()'s first half: messages → prompt ids (continuing a recorded conversation when given one). */
+export function renderChatPrompt(
+  tokenizer: Tokenizer | null,
+  messages: readonly ChatMessage[],
+  options: Pick<ChatOptions, 'tools' | 'templateVariables' | 'conversation'> = {},
+): ChatPrompt {
   if (tokenizer === null)
     throw new TypeError('chat: the engine has no tokenizer (create it with one, or call generate() with ids)');
   if (!tokenizer.hasChatTemplate) throw new TypeError('chat: the tokenizer has no chat_template (tokenizer_config.json)');
   if (messages.length === 0) throw new RangeError('chat: messages is empty');
-  const { tools, templateVariables, conversation, turnMeta, ...generateOptions } = options;
-  const conversationOptions = { ...(tools ? { tools } : {}), ...(templateVariables ? { templateVariables } : {}) };
-  let prompt: ConversationPrompt | null = null;
-  let promptIds: number[];
+  const { tools, templateVariables, conversation } = options;
   if (conversation) {
-    prompt = conversation.prompt(messages, conversationOptions);
-    promptIds = prompt.promptIds;
-  } else {
-    promptIds = tokenizer.encodeChat(messages, {
-      addGenerationPrompt: true,
+    const prompt = conversation.prompt(messages, {
       ...(tools ? { tools } : {}),
-      ...(templateVariables ? { variables: templateVariables } : {}),
+      ...(templateVariables ? { templateVariables } : {}),
     });
+    return { promptIds: prompt.promptIds, conversation: prompt };
   }
-  const result = await engine.generate({ ...generateOptions, promptIds });
+  const promptIds = tokenizer.encodeChat(messages, {
+    addGenerationPrompt: true,
+    ...(tools ? { tools } : {}),
+    ...(templateVariables ? { variables: templateVariables } : {}),
+  });
+  return { promptIds, conversation: null };
+}
+
+/** chat()'s second half: the engine's completions → assistant messages (tool calls parsed), turns recorded. */
+export function chatResult(
+  result: GenerateResult,
+  prompt: ChatPrompt,
+  options: Pick<ChatOptions, 'tools' | 'conversation' | 'turnMeta'> & { parseToolCalls?: boolean } = {},
+): ChatResult {
+  const { tools, conversation, turnMeta } = options;
+  const parseTools = options.parseToolCalls ?? (tools !== undefined && tools.length > 0);
   const choices = result.completions.map((completion) => {
-    const choice = toChoice(completion, tools !== undefined && tools.length > 0);
-    if (conversation && prompt) {
-      choice.turn = conversation.record(prompt, {
+    const choice = toChoice(completion, parseTools);
+    if (conversation && prompt.conversation) {
+      choice.turn = conversation.record(prompt.conversation, {
         completionIds: choice.completionIds,
         logprobs: choice.logprobs,
         finishReason: choice.finishReason,

@@ -5,7 +5,7 @@
 //   {"name": "search", "arguments": {"query": "rope scaling"}}
 //   </tool_call>
 //
-// → content 'Let me look that up.', tool_calls [{ id, type: 'function', function: { name: 'search', arguments:
+// → content 'Let me look that up.' (trailing whitespace before the calls dropped), tool_calls [{ id, type: 'function', function: { name: 'search', arguments:
 // '{"query":"rope scaling"}' } }]. A block whose JSON does not parse, or has no string "name", stays in the content
 // (the model did not make a valid call; the reward can see it).
 import { randomBytes } from 'node:crypto';
@@ -38,7 +38,7 @@ export function parseToolCalls(text: string): ParsedToolCalls {
     from = end;
   }
   content += text.slice(from);
-  return { content: toolCalls.length > 0 ? content.trim() : content, toolCalls };
+  return { content: toolCalls.length > 0 ? content.trimEnd() : content, toolCalls };
 }
 
 function parseCall(body: string): { name: string; arguments: string } | null {

@@ -9,7 +9,7 @@
 //   tokens = promptIds ++ completionIds, promptLength = |promptIds|, logprobs = the engine's, actionMask = 1 …
 // The handle remembers which call produced each choice/completion object (prompt ids, model version at the call's
 // start), so toExperience(choice) needs nothing else.
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import {
   type ChatChoice,
   type ChatOptions,
@@ -19,9 +19,13 @@ import {
   type GenerateRequest,
   type GenerateResult,
 } from '../../engine/index.js';
+import { OpenAIService, type OpenAIServer, type RequestScope, startOpenAIServer } from '../../openai/index.js';
 import type { ChatMessage, Tokenizer } from '../../tokenizer/index.js';
-import type { Experience } from '../experience.js';
-import type { ModelHandle, RolloutOutput, ToExperienceOptions } from './types.js';
+import type { ChatTurn, Experience } from '../experience.js';
+import type { ModelHandle, RecordedExperienceOptions, RolloutOutput, ServedScope, ToExperienceOptions } from './types.js';
+
+/** The model name the rollout endpoint reports (it accepts any name a client sends). */
+export const ROLLOUT_MODEL_NAME = 'rollout-model';
 
 /** What EngineModelHandle needs of an engine (RolloutEngine and WorkerRolloutEngine both fit). */
 export interface RolloutBackend {
@@ -71,11 +75,65 @@ export class EngineModelHandle implements ModelHandle {
 
   async chat(messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
     const modelVersion = this.#modelVersion;
-    const result = await this.engine.chat(messages, options);
+    const turnMeta = options.conversation ? { ...options.turnMeta, modelVersion } : options.turnMeta;
+    const result = await this.engine.chat(messages, { ...options, ...(turnMeta ? { turnMeta } : {}) });
     const provenance = { promptIds: result.promptIds, modelVersion };
     this.#provenance.set(result, provenance);
     for (const choice of result.choices) this.#provenance.set(choice, provenance);
     return result;
+  }
+
+  /** The handle's own conversation history (calls made on the handle itself, outside workflow attempts). */
+  #conversation: ConversationTracker | null = null;
+  #served: Promise<{ server: OpenAIServer; scopes: Map<string, RequestScope> }> | null = null;
+  #ownScope: Promise<ServedScope> | null = null;
+
+  #history(): ConversationTracker {
+    if (this.tokenizer === null) throw new Error('the rollout model has no tokenizer: chat recording needs one');
+    this.#conversation ??= new ConversationTracker(this.tokenizer);
+    return this.#conversation;
+  }
+
+  /** Starts (once) the rollout endpoint on 127.0.0.1 and opens a scope recording into `conversation`. */
+  async serveScope(scope: { conversation: ConversationTracker; signal?: AbortSignal }): Promise<ServedScope> {
+    this.#served ??= (async () => {
+      const scopes = new Map<string, RequestScope>();
+      const service = new OpenAIService({ modelName: ROLLOUT_MODEL_NAME, backend: this.engine, acceptAnyModel: true });
+      const server = await startOpenAIServer({ service, scopes });
+      server.server.unref(); // the endpoint never keeps the process alive
+      return { server, scopes };
+    })();
+    const { server, scopes } = await this.#served;
+    const id = randomBytes(16).toString('hex');
+    scopes.set(id, {
+      conversation: scope.conversation,
+      ...(scope.signal ? { signal: scope.signal } : {}),
+      modelVersion: () => this.#modelVersion,
+    });
+    const release = () => void scopes.delete(id);
+    scope.signal?.addEventListener('abort', release, { once: true });
+    return { baseURL: `${server.url}/s/${id}/v1`, modelName: ROLLOUT_MODEL_NAME, release };
+  }
+
+  async openaiBaseUrl(): Promise<string> {
+    this.#ownScope ??= this.serveScope({ conversation: this.#history() });
+    return (await this.#ownScope).baseURL;
+  }
+
+  async openai(): Promise<import('openai').OpenAI> {
+    return openaiClient(await this.openaiBaseUrl());
+  }
+
+  recordedExperiences(options: RecordedExperienceOptions = {}): Experience[] {
+    return this.#conversation ? experiencesFromConversation(this.#conversation, options) : [];
+  }
+
+  /** Stops the rollout endpoint (if started). The engine is the caller's to close. */
+  async close(): Promise<void> {
+    const served = this.#served;
+    this.#served = null;
+    this.#ownScope = null;
+    if (served) await (await served).server.close();
   }
 
   toExperience(output: RolloutOutput, options: ToExperienceOptions = {}): Experience {
@@ -133,6 +191,50 @@ export function buildExperience(
   return experience;
 }
 
+/** An `openai` client for an endpoint of ours: no retries (a retried call would be recorded twice). */
+async function openaiClient(baseURL: string): Promise<import('openai').OpenAI> {
+  const { OpenAI } = await import('openai');
+  return new OpenAI({ baseURL, apiKey: 'trinity-rollout', maxRetries: 0, timeout: 30 * 60 * 1000 });
+}
+
+/** Experiences of a conversation history: its conversations' last turns, or every turn ('turn' scope). */
+export function experiencesFromConversation(
+  conversation: ConversationTracker,
+  options: RecordedExperienceOptions & { taskId?: string } = {},
+): Experience[] {
+  const scope = options.scope ?? 'conversation';
+  const turns = scope === 'turn' ? conversation.turns() : conversation.leaves();
+  return turns.map((turn) => {
+    let depth = 0;
+    for (let t = turn.prompt.parent; t !== null; t = t.prompt.parent) depth++;
+    const choice: ChatChoice = {
+      index: 0,
+      message: {
+        role: 'assistant',
+        content: turn.reply.content,
+        ...(turn.reply.tool_calls ? { tool_calls: turn.reply.tool_calls } : {}),
+      },
+      completionIds: [...turn.completionIds],
+      logprobs: [...turn.completionLogprobs],
+      finishReason: turn.finishReason,
+      stopReason: null,
+      turn,
+    };
+    const messages: ChatTurn[] = [...turn.prompt.messages, turn.reply].map((m) => ({ ...m }) as ChatTurn);
+    return buildExperience(choice, {
+      promptIds: turn.prompt.promptIds,
+      modelVersion: typeof turn.meta.modelVersion === 'number' ? turn.meta.modelVersion : 0,
+      scope,
+      runId: options.runId ?? 0,
+      messages,
+      info: { ...options.info, ...(scope === 'turn' ? { stepIndex: depth } : {}) },
+      ...(options.reward !== undefined ? { reward: options.reward } : {}),
+      ...(options.metrics !== undefined ? { metrics: options.metrics } : {}),
+      ...(options.taskId !== undefined ? { taskId: options.taskId } : {}),
+    });
+  });
+}
+
 function isChatChoice(output: RolloutOutput): output is ChatChoice {
   return 'completionIds' in output;
 }
@@ -152,6 +254,13 @@ export function attemptModelHandle(base: ModelHandle, attempt: { signal: AbortSi
     if (conversation === null && base.tokenizer !== null) conversation = new ConversationTracker(base.tokenizer);
     return conversation;
   };
+  let served: Promise<ServedScope> | null = null;
+  const baseUrl = async () => {
+    const history = tracker();
+    if (history === null) throw new Error('the rollout model has no tokenizer: the OpenAI endpoint needs one');
+    served ??= base.serveScope({ conversation: history, signal: attempt.signal });
+    return (await served).baseURL;
+  };
   return {
     get tokenizer() {
       return base.tokenizer;
@@ -165,5 +274,11 @@ export function attemptModelHandle(base: ModelHandle, attempt: { signal: AbortSi
       return base.chat(messages, withSignal(history ? { ...options, conversation: history } : options));
     },
     toExperience: (output, options = {}) => base.toExperience(output, { taskId: attempt.taskId, ...options }),
+    openaiBaseUrl: baseUrl,
+    openai: async () => openaiClient(await baseUrl()),
+    recordedExperiences: (options = {}) =>
+      conversation ? experiencesFromConversation(conversation, { taskId: attempt.taskId, ...options }) : [],
+    serveScope: (scope) =>
+      base.serveScope({ ...scope, signal: scope.signal ? AbortSignal.any([scope.signal, attempt.signal]) : attempt.signal }),
   };
 }

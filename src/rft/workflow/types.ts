@@ -7,7 +7,15 @@
 //
 // The runner hands each attempt its own ModelHandle: every model call carries the attempt's AbortSignal (a timeout
 // cancels the generation even if the workflow forgot to pass `signal`), and toExperience() fills in the task id.
-import type { ChatChoice, ChatOptions, ChatResult, Completion, GenerateRequest, GenerateResult } from '../../engine/index.js';
+import type {
+  ChatChoice,
+  ChatOptions,
+  ChatResult,
+  Completion,
+  ConversationTracker,
+  GenerateRequest,
+  GenerateResult,
+} from '../../engine/index.js';
 import type { ChatMessage, Tokenizer } from '../../tokenizer/index.js';
 import type { ChatTurn, Experience, ExperienceInfo } from '../experience.js';
 import type { Task } from '../task.js';
@@ -45,6 +53,25 @@ export interface ToExperienceOptions {
   scope?: 'conversation' | 'turn';
 }
 
+/** What recordedExperiences() makes of the recorded chat calls. */
+export interface RecordedExperienceOptions {
+  /** 'conversation' (default): one experience per conversation (its last turn, whole history); 'turn': one per call. */
+  scope?: 'conversation' | 'turn';
+  reward?: number;
+  metrics?: Record<string, number>;
+  runId?: number;
+  info?: ExperienceInfo;
+}
+
+/** An OpenAI-compatible endpoint for one scope of calls (see ModelHandle.serveScope). */
+export interface ServedScope {
+  /** …/v1, for any OpenAI-compatible SDK. */
+  baseURL: string;
+  /** The model name the endpoint expects (any name is accepted). */
+  modelName: string;
+  release(): void;
+}
+
 /** The rollout model as a workflow sees it: exact token ids in and out, whatever engine serves it. */
 export interface ModelHandle {
   readonly tokenizer: Tokenizer | null;
@@ -61,6 +88,17 @@ export interface ModelHandle {
    * re-tokenised), logprobs = the engine's, actionMask all 1.
    */
   toExperience(output: RolloutOutput, options?: ToExperienceOptions): Experience;
+  /**
+   * An official `openai` client (npm package) on this model: every chat.completions call through it is recorded
+   * with exact token ids, and follow-up calls continue earlier ones exactly (as chat() does). Any model name works.
+   */
+  openai(): Promise<import('openai').OpenAI>;
+  /** The same endpoint as a base URL (…/v1) for other SDKs (e.g. the Vercel AI SDK's OpenAI-compatible provider). */
+  openaiBaseUrl(): Promise<string>;
+  /** Experiences of the chat calls recorded so far (chat() and the OpenAI endpoint), oldest first. */
+  recordedExperiences(options?: RecordedExperienceOptions): Experience[];
+  /** For wrappers: an HTTP endpoint whose chat calls are recorded into `conversation`. */
+  serveScope(scope: { conversation: ConversationTracker; signal?: AbortSignal }): Promise<ServedScope>;
 }
 
 export interface WorkflowContext {

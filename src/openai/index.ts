@@ -1,0 +1,8 @@
+// trinity-rft openai: the OpenAI API over a rollout engine (the served side) and over a remote server (the client
+// side, for external engines).
+//   const service = new OpenAIService({ modelName: 'my-model', backend: engine });
+//   const server = await startOpenAIServer({ service, apiKey: process.env.TRINITY_API_KEY });
+//   const client = new OpenAI({ baseURL: server.baseURL, apiKey: 'key' });
+export * from './protocol.js';
+export * from './server.js';
+export * from './service.js';

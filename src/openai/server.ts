@@ -1,0 +1,224 @@
+// The OpenAI-compatible HTTP server (node:http) over an OpenAIService.
+//
+//   GET  /health                      200 {"status":"ok"} (no key needed)
+//   GET  /v1/models                   the served model (and aliases)
+//   POST /v1/chat/completions         JSON or server-sent events (stream: true)
+//   POST /v1/completions              JSON or server-sent events
+//   POST /update_weights_from_disk    {model_path}: reload weights (SGLang's API), only with `reloadWeights` set and
+//                                     only for paths inside its root
+//   + routes the caller adds (serve mode's /feedback)
+//   /s/<scope>/v1/...                 the same API within a scope (the explorer gives each workflow run its own,
+//                                     so its calls are recorded into that run's conversations)
+//
+// Safe by default: listens on 127.0.0.1; with an API key every route but /health needs `Authorization: Bearer <key>`
+// (else 401); bodies over maxBodyBytes get 413; every error is OpenAI's JSON error shape; a request never names a
+// file (models are the ones loaded). A client that disconnects cancels its generation.
+import { timingSafeEqual } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { isAbsolute, relative, resolve } from 'node:path';
+import { OpenAIHttpError } from './protocol.js';
+import { asHttpError, type OpenAIService, type RequestScope, type ServiceReply } from './service.js';
+
+export interface ExtraRoute {
+  method: 'GET' | 'POST';
+  path: string;
+  /** Returns the JSON body to answer with (status 200), or throws an OpenAIHttpError. */
+  handle: (body: unknown) => Promise<unknown> | unknown;
+}
+
+export interface OpenAIServerOptions {
+  service: OpenAIService;
+  /** Default 127.0.0.1. */
+  host?: string;
+  /** Default 0 (any free port). */
+  port?: number;
+  /** Bearer token every request (but /health) must carry; null/undefined: none. */
+  apiKey?: string | null;
+  /** Largest request body in bytes (default 1 MiB). */
+  maxBodyBytes?: number;
+  /** Scopes by id for /s/<id>/v1/...; unknown ids get 404. */
+  scopes?: ReadonlyMap<string, RequestScope>;
+  /** Scope of the plain /v1/... routes (serve mode records here). */
+  defaultScope?: RequestScope;
+  /** Enables POST /update_weights_from_disk for folders inside `root`. */
+  reloadWeights?: { root: string; load: (dir: string) => Promise<unknown> };
+  routes?: readonly ExtraRoute[];
+  /** Called for each failed request (logging); the server answers it either way. */
+  onError?: (error: Error, request: { method: string; url: string }) => void;
+}
+
+export interface OpenAIServer {
+  readonly server: Server;
+  /** http://host:port */
+  readonly url: string;
+  /** url + '/v1' (what OpenAI clients take as baseURL). */
+  readonly baseURL: string;
+  close(): Promise<void>;
+}
+
+const DEFAULT_MAX_BODY = 1024 * 1024;
+const SCOPED = /^\/s\/([A-Za-z0-9_-]{1,128})(\/v1\/.*)$/;
+
+export async function startOpenAIServer(options: OpenAIServerOptions): Promise<OpenAIServer> {
+  const host = options.host ?? '127.0.0.1';
+  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY;
+  const apiKey = options.apiKey ? Buffer.from(options.apiKey) : null;
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      const failure = asHttpError(error);
+      options.onError?.(failure, { method: req.method ?? '', url: req.url ?? '' });
+      if (!res.headersSent) sendJson(res, failure.status, failure.toJSON());
+      else res.end();
+    });
+  });
+  // Keep-alive sockets must not hold close() forever.
+  server.keepAliveTimeout = 5_000;
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    let path = url.pathname;
+    if (path === '/health' && req.method === 'GET') return sendJson(res, 200, { status: 'ok' });
+    if (apiKey !== null && !authorized(req.headers.authorization, apiKey)) {
+      throw new OpenAIHttpError(401, 'Incorrect or missing API key: send Authorization: Bearer <key>', {
+        code: 'invalid_api_key',
+      });
+    }
+    let scope = options.defaultScope ?? {};
+    const scoped = SCOPED.exec(path);
+    if (scoped) {
+      const found = options.scopes?.get(scoped[1] as string);
+      if (found === undefined) throw new OpenAIHttpError(404, `unknown scope '${scoped[1]}' (its workflow run has ended?)`);
+      scope = found;
+      path = scoped[2] as string;
+    }
+    const abort = new AbortController();
+    res.on('close', () => {
+      if (!res.writableFinished) abort.abort(new Error('the client closed the connection'));
+    });
+    const requestScope: RequestScope = {
+      ...scope,
+      signal: scope.signal ? AbortSignal.any([scope.signal, abort.signal]) : abort.signal,
+    };
+
+    const route = `${req.method} ${path}`;
+    switch (route) {
+      case 'GET /v1/models':
+        return sendJson(res, 200, options.service.models());
+      case 'POST /v1/chat/completions':
+        return sendReply(res, await options.service.chatCompletion(await readJson(req, maxBodyBytes), requestScope));
+      case 'POST /v1/completions':
+        return sendReply(res, await options.service.completion(await readJson(req, maxBodyBytes), requestScope));
+      case 'POST /update_weights_from_disk':
+        if (options.reloadWeights && !scoped) return sendJson(res, 200, await reload(await readJson(req, maxBodyBytes)));
+        break;
+    }
+    const extra = options.routes?.find((r) => r.method === req.method && r.path === path);
+    if (extra && !scoped) {
+      const body = req.method === 'POST' ? await readJson(req, maxBodyBytes) : undefined;
+      return sendJson(res, 200, await extra.handle(body));
+    }
+    const known = ['/v1/models', '/v1/chat/completions', '/v1/completions', ...(options.routes ?? []).map((r) => r.path)];
+    if (known.includes(path)) throw new OpenAIHttpError(405, `${req.method} is not allowed on ${path}`);
+    throw new OpenAIHttpError(404, `no route ${req.method} ${path}`, { code: 'not_found' });
+  }
+
+  async function reload(body: unknown): Promise<unknown> {
+    const reloadWeights = options.reloadWeights;
+    if (!reloadWeights) throw new OpenAIHttpError(404, 'weight reload is not enabled');
+    const modelPath = (body as { model_path?: unknown } | null)?.model_path;
+    if (typeof modelPath !== 'string' || modelPath.length === 0)
+      throw new OpenAIHttpError(400, "'model_path' is required (a folder inside the reload root)", { param: 'model_path' });
+    const dir = resolve(reloadWeights.root, modelPath);
+    const inside = relative(resolve(reloadWeights.root), dir);
+    if (inside.startsWith('..') || isAbsolute(inside))
+      throw new OpenAIHttpError(403, `model_path must be inside ${reloadWeights.root}`, { param: 'model_path' });
+    try {
+      await reloadWeights.load(dir);
+    } catch (error) {
+      throw new OpenAIHttpError(400, `cannot load weights from ${dir}: ${(error as Error).message}`, { param: 'model_path' });
+    }
+    return { success: true, message: `loaded weights from ${dir}` };
+  }
+
+  await new Promise<void>((resolvePromise, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, host, () => {
+      server.off('error', reject);
+      resolvePromise();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const url = `http://${shownHost}:${address.port}`;
+  return {
+    server,
+    url,
+    baseURL: `${url}/v1`,
+    close: () =>
+      new Promise<void>((resolvePromise) => {
+        server.close(() => resolvePromise());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+function authorized(header: string | undefined, key: Buffer): boolean {
+  const match = /^Bearer\s+(.+)$/i.exec(header ?? '');
+  if (!match) return false;
+  const given = Buffer.from((match[1] as string).trim());
+  return given.length === key.length && timingSafeEqual(given, key);
+}
+
+async function readJson(req: IncomingMessage, maxBytes: number): Promise<unknown> {
+  const declared = Number(req.headers['content-length'] ?? Number.NaN);
+  if (declared > maxBytes) {
+    req.resume();
+    throw new OpenAIHttpError(413, `the request body of ${declared} bytes exceeds the limit of ${maxBytes} bytes`, {
+      code: 'request_too_large',
+    });
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > maxBytes) {
+      req.resume();
+      throw new OpenAIHttpError(413, `the request body exceeds the limit of ${maxBytes} bytes`, { code: 'request_too_large' });
+    }
+    chunks.push(chunk as Buffer);
+  }
+  const text = Buffer.concat(chunks).toString('utf8');
+  if (text.trim().length === 0) throw new OpenAIHttpError(400, 'the request body is empty; expected a JSON object');
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new OpenAIHttpError(400, `the request body is not valid JSON: ${(error as Error).message}`, { code: 'invalid_json' });
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    throw new OpenAIHttpError(400, 'the request body must be a JSON object');
+  return value;
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+async function sendReply(res: ServerResponse, reply: ServiceReply): Promise<void> {
+  if (!reply.stream) return sendJson(res, 200, reply.body);
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+  try {
+    for await (const chunk of reply.chunks) {
+      if (res.destroyed) return;
+      res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+    }
+    res.write('data: [DONE]\n\n');
+  } catch (error) {
+    // Headers are out: the error travels as an event, as OpenAI's streams do.
+    res.write(`data: ${JSON.stringify(asHttpError(error).toJSON())}\n\n`);
+  }
+  res.end();
+}

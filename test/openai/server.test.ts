@@ -1,0 +1,229 @@
+// The OpenAI-compatible server against the official `openai` npm client (unchanged), and its guards: API key,
+// body size, limits, malformed input, unknown models, weight reload inside its root only.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import OpenAI from 'openai';
+import { ConversationTracker, RolloutEngine } from '../../src/engine/index.js';
+import { OpenAIService, type OpenAIServer, startOpenAIServer } from '../../src/openai/index.js';
+import * as torch from '../../src/torch/index.js';
+import { fixtureModelWithTokenizer } from '../engine/helpers.js';
+
+let engine: RolloutEngine;
+let server: OpenAIServer;
+let client: OpenAI;
+const KEY = 'test-key-123';
+
+before(() => {
+  torch.setNumThreads(1);
+});
+
+before(async () => {
+  const dir = fixtureModelWithTokenizer('qwen2-tied');
+  engine = RolloutEngine.load(dir, { slots: 8, maxLength: 64 });
+  const service = new OpenAIService({ modelName: 'tiny', aliases: ['tiny-alias'], backend: engine, maxTokens: 32, maxN: 4 });
+  server = await startOpenAIServer({ service, apiKey: KEY, maxBodyBytes: 4096 });
+  client = new OpenAI({ baseURL: server.baseURL, apiKey: KEY, maxRetries: 0, timeout: 60_000 });
+});
+
+after(async () => {
+  await server?.close();
+  await engine?.close();
+});
+
+async function post(path: string, body: unknown, headers: Record<string, string> = { authorization: `Bearer ${KEY}` }) {
+  const res = await fetch(`${server.url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as { error?: { message: string; param: string | null } } };
+}
+
+describe('OpenAI server with the openai client', () => {
+  it('lists the model and answers chat completions with exact token ids and logprobs', async () => {
+    const models = await client.models.list();
+    assert.deepEqual(
+      models.data.map((m) => m.id),
+      ['tiny', 'tiny-alias'],
+    );
+    const reply = await client.chat.completions.create({
+      model: 'tiny',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 8,
+      temperature: 0,
+      logprobs: true,
+      // @ts-expect-error extension field (vLLM's name)
+      return_token_ids: true,
+    });
+    const choice = reply.choices[0];
+    assert.ok(choice);
+    assert.equal(reply.object, 'chat.completion');
+    const ext = reply as unknown as { prompt_token_ids: number[]; choices: Array<{ token_ids: number[] }> };
+    const tokenIds = ext.choices[0]?.token_ids as number[];
+    // Same as the engine's own greedy answer for the same prompt ids.
+    const direct = await engine.generate({ promptIds: ext.prompt_token_ids, maxTokens: 8, temperature: 0 });
+    assert.deepEqual(tokenIds, direct.completions[0]?.tokenIds);
+    assert.equal(choice.message.content, direct.completions[0]?.text);
+    assert.equal(choice.logprobs?.content?.length, tokenIds.length);
+    assert.equal(reply.usage?.completion_tokens, tokenIds.length);
+    assert.equal(reply.usage?.prompt_tokens, ext.prompt_token_ids.length);
+    assert.equal(choice.finish_reason, direct.completions[0]?.finishReason);
+  });
+
+  it('streams the same text as the non-streamed answer, with usage', async () => {
+    const body = { model: 'tiny', messages: [{ role: 'user' as const, content: 'abc' }], max_tokens: 12, temperature: 0 };
+    const whole = await client.chat.completions.create(body);
+    const stream = await client.chat.completions.create({ ...body, stream: true, stream_options: { include_usage: true } });
+    let text = '';
+    let finish: string | null = null;
+    let usageTokens = -1;
+    let chunks = 0;
+    for await (const chunk of stream) {
+      chunks++;
+      text += chunk.choices[0]?.delta.content ?? '';
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+      if (chunk.usage) usageTokens = chunk.usage.completion_tokens;
+    }
+    assert.equal(text, whole.choices[0]?.message.content);
+    assert.equal(finish, whole.choices[0]?.finish_reason);
+    assert.equal(usageTokens, whole.usage?.completion_tokens);
+    assert.ok(chunks >= 3, `streamed in ${chunks} chunks`);
+  });
+
+  it('stop strings, n samples with a seed, and text completions from ids', async () => {
+    const sampled = await client.chat.completions.create({
+      model: 'tiny-alias',
+      messages: [{ role: 'user', content: 'x' }],
+      n: 3,
+      seed: 7,
+      max_tokens: 6,
+      temperature: 1,
+    });
+    assert.equal(sampled.choices.length, 3);
+    const again = await client.chat.completions.create({
+      model: 'tiny-alias',
+      messages: [{ role: 'user', content: 'x' }],
+      n: 3,
+      seed: 7,
+      max_tokens: 6,
+      temperature: 1,
+    });
+    assert.deepEqual(
+      again.choices.map((c) => c.message.content),
+      sampled.choices.map((c) => c.message.content),
+    );
+    const completion = await client.completions.create({
+      model: 'tiny',
+      prompt: [5, 6, 7],
+      max_tokens: 5,
+      temperature: 0,
+      logprobs: 1,
+    });
+    const direct = await engine.generate({ promptIds: [5, 6, 7], maxTokens: 5, temperature: 0 });
+    assert.equal(completion.choices[0]?.text, direct.completions[0]?.text);
+    assert.equal(completion.choices[0]?.logprobs?.token_logprobs?.length, direct.completions[0]?.tokenIds.length);
+    const stopped = await client.completions.create({
+      model: 'tiny',
+      prompt: [5, 6, 7],
+      max_tokens: 5,
+      temperature: 0,
+      stop: [(direct.completions[0]?.text ?? '').slice(1, 3) || 'zz'],
+    });
+    assert.ok((stopped.choices[0]?.text.length ?? 99) <= (direct.completions[0]?.text?.length ?? 0));
+  });
+
+  it('records conversations in a scope: a follow-up call continues the exact ids', async () => {
+    const tracker = new ConversationTracker(engine.tokenizer as NonNullable<typeof engine.tokenizer>);
+    const service = new OpenAIService({ modelName: 'tiny', backend: engine });
+    const scoped = await startOpenAIServer({ service, scopes: new Map([['run1', { conversation: tracker }]]) });
+    try {
+      const c = new OpenAI({ baseURL: `${scoped.url}/s/run1/v1`, apiKey: 'none', maxRetries: 0 });
+      const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: 'hello' }];
+      const first = await c.chat.completions.create({ model: 'tiny', messages, max_tokens: 5, temperature: 0 });
+      messages.push(first.choices[0]?.message as OpenAI.ChatCompletionMessageParam, { role: 'user', content: 'more' });
+      await c.chat.completions.create({ model: 'tiny', messages, max_tokens: 5, temperature: 0 });
+      const [leaf] = tracker.leaves();
+      assert.equal(tracker.size, 2);
+      assert.ok(leaf?.prompt.parent, 'the second call continued the first');
+      const parent = leaf.prompt.parent;
+      assert.deepEqual(leaf.prompt.promptIds.slice(0, parent.prompt.promptIds.length + parent.completionIds.length), [
+        ...parent.prompt.promptIds,
+        ...parent.completionIds,
+      ]);
+      const unknown = await fetch(`${scoped.url}/s/nope/v1/models`);
+      assert.equal(unknown.status, 404);
+    } finally {
+      await scoped.close();
+    }
+  });
+});
+
+describe('OpenAI server guards', () => {
+  it('needs the API key on every route but /health', async () => {
+    assert.equal((await fetch(`${server.url}/health`)).status, 200);
+    const noKey = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'a' }] }, {});
+    assert.equal(noKey.status, 401);
+    const wrong = await post('/v1/chat/completions', {}, { authorization: 'Bearer nope' });
+    assert.equal(wrong.status, 401);
+    assert.equal((await fetch(`${server.url}/v1/models`)).status, 401);
+    const bad = new OpenAI({ baseURL: server.baseURL, apiKey: 'wrong', maxRetries: 0 });
+    await assert.rejects(bad.models.list(), (e: unknown) => e instanceof OpenAI.AuthenticationError);
+  });
+
+  it('answers malformed and oversized requests with OpenAI-style 4xx errors', async () => {
+    const cases: Array<[unknown, number, RegExp]> = [
+      ['{not json', 400, /not valid JSON/],
+      ['[1,2]', 400, /JSON object/],
+      [{ messages: [{ role: 'user', content: 'a' }] }, 400, /'model' is required/],
+      [{ model: 'tiny' }, 400, /'messages' is required/],
+      [{ model: 'tiny', messages: [] }, 400, /messages/],
+      [{ model: 'tiny', messages: [{ role: 'wizard', content: 'a' }] }, 400, /messages\.0\.role/],
+      [{ model: 'tiny', messages: [{ role: 'user', content: 'a' }], temperature: 9 }, 400, /temperature/],
+      [{ model: 'tiny', messages: [{ role: 'user', content: 'a' }], max_tokens: 1000 }, 400, /limit of 32/],
+      [{ model: 'tiny', messages: [{ role: 'user', content: 'a' }], n: 50 }, 400, /limit of 4/],
+      [{ model: 'tiny', messages: [{ role: 'user', content: 'a' }], presence_penalty: 1 }, 400, /presence_penalty/],
+      [{ model: 'tiny', messages: [{ role: 'user', content: 'a' }], tool_choice: 'required' }, 400, /tool_choice/],
+      [{ model: 'tiny', messages: [{ role: 'user', content: 'a'.repeat(100) }] }, 400, /at most 64/],
+      [{ model: '/etc/passwd', messages: [{ role: 'user', content: 'a' }] }, 404, /does not exist/],
+      [{ model: 'tiny', messages: [{ role: 'user', content: 'a'.repeat(5000) }] }, 413, /exceeds the limit/],
+    ];
+    for (const [body, status, message] of cases) {
+      const res = await post('/v1/chat/completions', body);
+      assert.equal(res.status, status, JSON.stringify(body).slice(0, 80));
+      assert.match(res.body.error?.message ?? '', message, JSON.stringify(body).slice(0, 80));
+    }
+    const getChat = await fetch(`${server.url}/v1/chat/completions`, { headers: { authorization: `Bearer ${KEY}` } });
+    assert.equal(getChat.status, 405);
+    // The server is still up and answering.
+    const ok = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'a' }], max_tokens: 2 });
+    assert.equal(ok.choices.length, 1);
+  });
+
+  it('reloads weights only from folders inside its root', async () => {
+    const dir = fixtureModelWithTokenizer('qwen2-tied');
+    const loaded: string[] = [];
+    const service = new OpenAIService({ modelName: 'tiny', backend: engine });
+    const s = await startOpenAIServer({
+      service,
+      reloadWeights: {
+        root: dir,
+        load: async (path) => {
+          loaded.push(path);
+        },
+      },
+    });
+    try {
+      const ok = await fetch(`${s.url}/update_weights_from_disk`, { method: 'POST', body: JSON.stringify({ model_path: dir }) });
+      assert.equal(ok.status, 200);
+      assert.deepEqual(loaded, [dir]);
+      const outside = await fetch(`${s.url}/update_weights_from_disk`, {
+        method: 'POST',
+        body: JSON.stringify({ model_path: '/etc' }),
+      });
+      assert.equal(outside.status, 403);
+      assert.equal(loaded.length, 1);
+    } finally {
+      await s.close();
+    }
+  });
+});
