@@ -12,6 +12,7 @@ Usage:
   trinity bench --config FILE [--set k=v]...   evaluate the base model and every checkpoint on the eval tasksets
   trinity config check FILE [--set k=v]...     validate a config and print it resolved
   trinity report JOB_DIR [--out FILE]          write an HTML report (charts, accuracy, sample answers) of a run
+  trinity serve --model DIR [options]          serve a model folder over the OpenAI API (/v1/chat/completions ...)
   trinity quickstart [--seed N]                the quickstart: a small model learns addition (SFT, then GRPO)
   trinity model init DIR [options]      create a randomly initialised Qwen2/Qwen3/Llama model folder (HF format)
   trinity model convert SRC DST [opts]  re-save a model folder: another dtype, shard size, or a LoRA adapter merged in
@@ -50,6 +51,7 @@ async function main(argv: string[]): Promise<number> {
     return last < first ? 0 : 1;
   }
   if (command === 'model') return modelCommand(rest);
+  if (command === 'serve') return serveCommand(rest);
   if (command === 'run' || command === 'bench') return runCommand(command, rest);
   if (command === 'report') {
     const { reportCommand } = await import('./report-command.js');
@@ -127,17 +129,104 @@ async function runCommand(command: 'run' | 'bench', args: string[]): Promise<num
   };
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
-  const result = await runConfig(config, { signal: controller.signal, baseDir });
+  const { runServeStage } = await import('../serve/index.js');
+  const result = await runConfig(config, { signal: controller.signal, baseDir, serveStage: runServeStage });
   if (controller.signal.aborted) return 130;
   if (result.finalModelDir) console.log(`final model: ${result.finalModelDir}`);
   return 0;
 }
 
+const SERVE_HELP = `trinity serve --model DIR [options]
+  Serves a Hugging Face model folder over the OpenAI API: POST /v1/chat/completions (streaming, tools, n, logprobs,
+  stop, seed), POST /v1/completions, GET /v1/models, GET /health; the official openai client works unchanged.
+  Add "return_token_ids": true to a request to get the exact prompt and completion token ids.
+  To record agents' calls as experiences and train on them, use a config with mode: serve (trinity run).
+
+  --model DIR              the model folder (config.json, safetensors, tokenizer.json)
+  --host ADDR              listen address (default 127.0.0.1: this machine only)
+  --port N                 default 8000
+  --api-key KEY            require "Authorization: Bearer KEY" (default: $TRINITY_API_KEY, else none)
+  --model-name NAME        the model id clients send (default: the folder's name)
+  --dtype float32|bfloat16 compute dtype (default: the folder's)
+  --slots N                sequences decoded at once (default 16)
+  --max-length N           context per sequence (default: the model's, at most 2048)
+  --max-tokens N           largest max_tokens a request may ask (default 4096)
+  --max-prompt-tokens N    longest prompt (default: the context)
+  --max-body-bytes N       largest request body (default 1048576)
+  --max-n N                largest n (default 16)
+  --allow-reload-from DIR  enable POST /update_weights_from_disk {model_path} for folders inside DIR
+`;
+
+async function serveCommand(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      model: { type: 'string' },
+      host: { type: 'string', default: '127.0.0.1' },
+      port: { type: 'string', default: '8000' },
+      'api-key': { type: 'string' },
+      'model-name': { type: 'string' },
+      dtype: { type: 'string' },
+      slots: { type: 'string' },
+      'max-length': { type: 'string' },
+      'max-tokens': { type: 'string' },
+      'max-prompt-tokens': { type: 'string' },
+      'max-body-bytes': { type: 'string' },
+      'max-n': { type: 'string' },
+      'allow-reload-from': { type: 'string' },
+      help: { type: 'boolean' },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(SERVE_HELP);
+    return 0;
+  }
+  if (!values.model) throw new Error('serve: --model DIR is required (see --help)');
+  const int = (name: string, value: string | undefined, min = 1): number | undefined => {
+    if (value === undefined) return undefined;
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < min) throw new Error(`serve: --${name} must be an integer >= ${min}, got '${value}'`);
+    return n;
+  };
+  if (values.dtype !== undefined && values.dtype !== 'float32' && values.dtype !== 'bfloat16')
+    throw new Error(`serve: --dtype must be float32 or bfloat16, got '${values.dtype}'`);
+  const { serveModel } = await import('../serve/index.js');
+  const options = {
+    modelDir: values.model,
+    host: values.host,
+    port: int('port', values.port, 0) as number,
+    apiKey: values['api-key'] ?? process.env.TRINITY_API_KEY ?? null,
+    ...(values['model-name'] ? { modelName: values['model-name'] } : {}),
+    ...(values.dtype ? { dtype: values.dtype as 'float32' | 'bfloat16' } : {}),
+    slots: int('slots', values.slots),
+    maxLength: int('max-length', values['max-length']),
+    maxTokens: int('max-tokens', values['max-tokens']),
+    maxPromptTokens: int('max-prompt-tokens', values['max-prompt-tokens']),
+    maxBodyBytes: int('max-body-bytes', values['max-body-bytes']),
+    maxN: int('max-n', values['max-n']),
+    reloadRoot: values['allow-reload-from'] ?? null,
+    log: (line: string) => console.error(line),
+  };
+  const served = await serveModel(
+    Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as unknown as Parameters<typeof serveModel>[0],
+  );
+  console.log(
+    `serving '${served.modelName}' at ${served.server.baseURL}${options.apiKey ? ' (API key required)' : ''}; Ctrl-C stops`,
+  );
+  await new Promise<void>((resolvePromise) => {
+    process.once('SIGINT', () => resolvePromise());
+    process.once('SIGTERM', () => resolvePromise());
+  });
+  await served.close();
+  return 0;
+}
+
 const QUICKSTART_HELP = `trinity quickstart [--seed N] [--set key=value]...
   The main job: creates a small Qwen2-architecture model (runs/quickstart/model), then runs
-  examples/quickstart/config.yaml — held-out accuracy of the base model, SFT on expert demonstrations of
-  multi-digit addition, then GRPO with an exact verifier reward — and ends with a summary table and an HTML report
-  (runs/quickstart/addition/report.html). Running it again resumes an unfinished run.
+  examples/quickstart/config.yaml — held-out accuracy of the base model, SFT on demonstrations of two-digit
+  addition by a fallible expert (it often forgets a carry), then GRPO with an exact verifier reward — and ends with
+  a summary table and an HTML report (runs/quickstart/addition/report.html). --seed N (default 0) seeds the model's
+  initialisation and the task order (runs/quickstart/addition-seedN). Running it again resumes an unfinished run.
 `;
 
 async function quickstartCommand(args: string[]): Promise<number> {

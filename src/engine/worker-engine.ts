@@ -40,12 +40,22 @@ const DEFAULT_REQUEST_TIMEOUT_MS = 30 * 60 * 1000;
 
 export class WorkerRolloutEngine implements ChatEngine {
   readonly tokenizer: Tokenizer | null;
+  /** KV-cache slots and context length per sequence of the worker's engine. */
+  readonly slots: number;
+  readonly maxLength: number;
   readonly #worker: TensorWorker;
   readonly #requestTimeoutMs: number;
   #nextId = 1;
   #closed = false;
 
-  private constructor(worker: TensorWorker, tokenizer: Tokenizer | null, requestTimeoutMs: number) {
+  private constructor(
+    worker: TensorWorker,
+    tokenizer: Tokenizer | null,
+    requestTimeoutMs: number,
+    shape: { slots: number; maxLength: number },
+  ) {
+    this.slots = shape.slots;
+    this.maxLength = shape.maxLength;
     this.#worker = worker;
     this.tokenizer = tokenizer;
     this.#requestTimeoutMs = requestTimeoutMs;
@@ -58,15 +68,16 @@ export class WorkerRolloutEngine implements ChatEngine {
       ...(numThreads ? { numThreads } : {}),
       startTimeoutMs: startTimeoutMs ?? 600_000,
     });
+    let shape: { slots: number; maxLength: number };
     try {
-      await worker.call('load', [dir, engineOptions], { timeoutMs: startTimeoutMs ?? 600_000 });
+      shape = await worker.call('load', [dir, engineOptions], { timeoutMs: startTimeoutMs ?? 600_000 });
     } catch (error) {
       await worker.terminate();
       throw error;
     }
     // The tokenizer also lives here: chat() renders templates without a round trip.
     const tokenizer = existsSync(join(dir, 'tokenizer.json')) ? Tokenizer.load(dir) : null;
-    return new WorkerRolloutEngine(worker, tokenizer, options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS);
+    return new WorkerRolloutEngine(worker, tokenizer, options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS, shape);
   }
 
   /** As RolloutEngine.generate; an AbortSignal cancels the request inside the worker. */

@@ -2,11 +2,22 @@
 // Trinity's SFT/DPO data): each row becomes an Experience with exact token ids.
 //   SFT row   {prompt, response}  or  {messages: [...]}   (keys from the format config)
 //   tokens  = chat_template(system?, user prompt, add_generation_prompt) ++ encode(response) ++ eos
+//   multi-turn (format enableConcatenatedMultiTurn, Trinity's enable_concatenated_multi_turn): a {messages: [...]}
+//   row trains every assistant turn; tokens are laid out exactly as a multi-turn rollout produces them
+//   (src/engine/conversation.ts): the first prompt, then each assistant turn as generated (its text ++ eos, mask 1)
+//   followed by what the chat template renders before the next one (end of turn, user/tool turns, generation
+//   prompt; mask 0). Without it only the last assistant turn is trained.
 //   DPO row   {prompt, chosen, rejected}                  (schema dpo: chosen/rejected keys from the format config)
 //   tokens  = chat_template(...) (the prompt); chosen / rejected = encode(answer) ++ eos
 // The reader hands out rows in file order, epoch after epoch; the position follows from the step, so a resumed
 // trainer continues exactly where the checkpoint was.
-import type { Tokenizer } from '../../tokenizer/index.js';
+import {
+  ConversationTracker,
+  type ConversationTokens,
+  type ConversationTurn,
+  conversationTokens,
+} from '../../engine/conversation.js';
+import type { ChatMessage, Tokenizer } from '../../tokenizer/index.js';
 import type { ChatTurn, Experience } from '../experience.js';
 import { readJsonl } from './jsonl.js';
 
@@ -15,6 +26,8 @@ export interface DatasetFormat {
   responseKey?: string;
   /** Rows carry a conversation (role/content list) under this key; the last assistant turn is the response. */
   messagesKey?: string;
+  /** Train every assistant turn of a messages row, not only the last (Trinity's enable_concatenated_multi_turn). */
+  enableConcatenatedMultiTurn?: boolean;
   systemPrompt?: string;
   /** DPO datasets: the preferred and the rejected answer columns (default chosen / rejected). */
   chosenKey?: string;
@@ -82,6 +95,15 @@ export async function loadSftDataset(file: string, tokenizer: Tokenizer, format:
       const last = conversation.at(-1) as ChatTurn;
       if (last.role !== 'assistant' || typeof last.content !== 'string')
         throw new DatasetError(where, `the last turn of '${format.messagesKey}' must be the assistant's`);
+      if (format.enableConcatenatedMultiTurn) {
+        out.push({
+          eid: `${file}:${line}`,
+          ...concatenatedConversationTokens(conversation as ChatTurn[], tokenizer, where),
+          info: { taskId: typeof row.id === 'string' ? row.id : `sft:${line}` },
+          messages: conversation as ChatTurn[],
+        });
+        continue;
+      }
       messages = conversation.slice(0, -1) as ChatTurn[];
       response = last.content;
     } else {
@@ -108,6 +130,57 @@ export async function loadSftDataset(file: string, tokenizer: Tokenizer, format:
   }
   if (out.length === 0) throw new DatasetError(file, 'the dataset has no rows');
   return out;
+}
+
+/**
+ * A whole conversation as one training sample, every assistant turn trained (see the header): the tokens a rollout
+ * that generated these assistant turns would have (a ConversationTracker continues each turn from the exact ids
+ * before it), action mask 1 on the assistant turns' tokens and 0 on everything between them.
+ */
+export function concatenatedConversationTokens(
+  conversation: readonly ChatTurn[],
+  tokenizer: Tokenizer,
+  where = 'conversation',
+): Pick<ConversationTokens, 'tokens' | 'promptLength' | 'actionMask'> {
+  const eos = tokenizer.eosTokenIds[0];
+  const tracker = new ConversationTracker(tokenizer);
+  let last: ConversationTurn | null = null;
+  for (const [i, message] of conversation.entries()) {
+    if (message === null || typeof message !== 'object' || typeof message.role !== 'string')
+      throw new DatasetError(where, `turn ${i} must be a {role, content} object`);
+    if (message.role !== 'assistant') continue;
+    if (typeof message.content !== 'string' && !Array.isArray(message.tool_calls))
+      throw new DatasetError(where, `assistant turn ${i} has neither text content nor tool_calls`);
+    if (i === 0) throw new DatasetError(where, 'the conversation starts with an assistant turn (nothing to answer)');
+    const before = conversation.slice(0, i) as ChatMessage[];
+    const reply = message as ChatMessage;
+    const completionIds = assistantTurnIds(before, reply, tokenizer, eos);
+    last = tracker.record(tracker.prompt(before), {
+      completionIds,
+      logprobs: completionIds.map(() => 0),
+      finishReason: 'stop',
+      reply,
+    });
+  }
+  if (last === null) throw new DatasetError(where, 'the conversation has no assistant turn');
+  const { tokens, promptLength, actionMask } = conversationTokens(last);
+  return { tokens, promptLength, actionMask };
+}
+
+/**
+ * The ids the model generates for an assistant turn: what the template renders for it after the generation prompt,
+ * up to and including the end-of-turn (eos) token (so tool calls are rendered as the template writes them); when the
+ * template does not extend the prompt that way, the reply's text ++ eos.
+ */
+function assistantTurnIds(before: ChatMessage[], reply: ChatMessage, tokenizer: Tokenizer, eos: number | undefined): number[] {
+  const prompt = tokenizer.applyChatTemplate(before, { addGenerationPrompt: true });
+  const full = tokenizer.applyChatTemplate([...before, reply], { addGenerationPrompt: false });
+  if (eos !== undefined && full.startsWith(prompt)) {
+    const ids = tokenizer.encode(full.slice(prompt.length));
+    const end = ids.indexOf(eos);
+    if (end >= 0) return ids.slice(0, end + 1);
+  }
+  return [...tokenizer.encode(reply.content ?? ''), ...(eos === undefined ? [] : [eos])];
 }
 
 /** Batches from a fixed list, in order, wrapping around epochs; batch b starts at row b * batchSize. */

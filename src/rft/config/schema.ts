@@ -113,6 +113,7 @@ export const FormatSchema = z.strictObject({
   reward_fn_key: str().nullable().default(null), // Trinity '' (none)
   chosen_key: nonEmpty().default('chosen'),
   rejected_key: nonEmpty().default('rejected'),
+  enable_concatenated_multi_turn: bool().default(false), // SFT messages rows: train every assistant turn
 });
 
 /** Trinity's data_selector (task_selector before v0.5.2). */
@@ -227,6 +228,14 @@ export const ExplorerSchema = z.strictObject({
   eval_on_startup: bool().default(true),
   bench_on_latest_checkpoint: bool().default(false),
   rollout_model: RolloutModelSchema.prefault({}),
+  // mode serve (Trinity's proxy): the OpenAI-compatible endpoint external agents call
+  proxy_port: z.number().int().min(0).max(65535).default(8010),
+  listen_address: str().default('127.0.0.1'), // Trinity 0.0.0.0; loopback unless asked
+  api_key: str().nullable().default(null), // null: $TRINITY_API_KEY if set, else no key
+  serve_max_tokens: posInt().default(4096), // largest max_tokens a request may ask
+  serve_max_prompt_tokens: posInt().nullable().default(null), // null: the model's context
+  serve_max_body_bytes: posInt().default(1024 * 1024),
+  serve_max_n: posInt().default(16),
 });
 
 export const TrainerSchema = z.strictObject({

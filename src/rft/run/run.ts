@@ -8,7 +8,7 @@ import type { Config, StageConfig, TasksetConfig as TasksetSection } from '../co
 import { resolveStages } from '../config/index.js';
 import type { SelectorConfig, TasksetConfig } from '../buffer/index.js';
 import { ProgressReporter } from '../monitor/index.js';
-import { runStage, type StageSettings } from './stage.js';
+import { runStage, type StageHooks, type StageResult, type StageSettings } from './stage.js';
 
 type NonNullFields<T> = { [K in keyof T]?: Exclude<T[K], null> };
 const omitNulls = <T extends Record<string, unknown>>(o: T): NonNullFields<T> =>
@@ -49,8 +49,6 @@ function selectorSettings(t: TasksetSection): SelectorConfig {
 
 /** The settings of one stage from its resolved config section. */
 export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseDir: string = process.cwd()): StageSettings {
-  if (stage.mode === 'serve')
-    throw new Error(`stage '${stage.stage_name || stage.name}': mode serve is not part of trinity run yet`);
   const input = stage.buffer.explorer_input;
   const experienceBuffer = stage.buffer.trainer_input.experience_buffer;
   const cores = Math.max(1, availableParallelism());
@@ -96,6 +94,15 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
       maxLength: stage.model.max_model_len,
       defaultWorkflow: input.default_workflow_type ?? 'simple_workflow',
     },
+    serve: {
+      host: stage.explorer.listen_address,
+      port: stage.explorer.proxy_port,
+      apiKey: stage.explorer.api_key ?? process.env.TRINITY_API_KEY ?? null,
+      maxTokens: stage.explorer.serve_max_tokens,
+      maxPromptTokens: stage.explorer.serve_max_prompt_tokens,
+      maxBodyBytes: stage.explorer.serve_max_body_bytes,
+      maxN: stage.explorer.serve_max_n,
+    },
     trainer: {
       saveInterval: stage.trainer.save_interval > 0 ? stage.trainer.save_interval : Number.MAX_SAFE_INTEGER,
       maxCheckpointsToKeep: stage.trainer.max_checkpoints_to_keep,
@@ -133,6 +140,7 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
         systemPrompt: experienceBuffer.format.system_prompt,
         chosenKey: experienceBuffer.format.chosen_key,
         rejectedKey: experienceBuffer.format.rejected_key,
+        enableConcatenatedMultiTurn: experienceBuffer.format.enable_concatenated_multi_turn,
       }),
     },
     monitorTypes: stage.monitor.monitor_type,
@@ -144,7 +152,11 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
           format: omitNulls({
             promptKey: d.format.prompt_key,
             responseKey: d.format.response_key,
+            ...(d.format.prompt_type === 'messages' && d.format.messages_key !== 'message'
+              ? { messagesKey: d.format.messages_key }
+              : {}),
             systemPrompt: d.format.system_prompt,
+            enableConcatenatedMultiTurn: d.format.enable_concatenated_multi_turn,
           }),
         },
       ]),
@@ -163,6 +175,8 @@ export interface RunOptions {
   /** Where module-path plug-ins resolve (default: the working directory; the CLI passes the config file's folder). */
   baseDir?: string;
   signal?: AbortSignal;
+  /** Runs a mode-serve stage (the CLI passes src/serve's runServeStage; the rft layer has no HTTP server of its own). */
+  serveStage?: (settings: StageSettings, hooks: StageHooks) => Promise<StageResult>;
 }
 
 interface StageRecord {
@@ -199,11 +213,17 @@ export async function runConfig(
     log(
       `[${settings.stageName}] stage ${index + 1}/${stages.length}: mode ${settings.mode}, model ${modelPath}, job ${settings.jobDir}`,
     );
-    const result = await runStage(settings, {
+    const hooks: StageHooks = {
       log: (line) => progress.log(line),
       progress,
       ...(options.signal ? { signal: options.signal } : {}),
-    });
+    };
+    let result: StageResult;
+    if (settings.mode === 'serve') {
+      if (!options.serveStage)
+        throw new Error(`stage '${settings.stageName}': mode serve needs the serving layer (run it with the trinity CLI)`);
+      result = await options.serveStage(settings, hooks);
+    } else result = await runStage(settings, hooks);
     if (options.signal?.aborted) {
       log(`[${settings.stageName}] stopped; run the same command to resume`);
       return { finalModelDir: null, stages: records };

@@ -45,7 +45,7 @@ import { createMonitors, type MonitorGroup, type MonitorType, ProgressReporter }
 import { TrainerClient } from '../trainer/trainer.js';
 import { EngineModelHandle, WorkflowRunner } from '../workflow/index.js';
 
-export type StageMode = 'both' | 'explore' | 'train' | 'bench';
+export type StageMode = 'both' | 'explore' | 'train' | 'bench' | 'serve';
 
 export interface StageSettings {
   stageName: string;
@@ -82,6 +82,16 @@ export interface StageSettings {
     slots: number;
     maxLength: number;
     defaultWorkflow: string;
+  };
+  /** Mode serve: the OpenAI-compatible endpoint (src/serve/serve-stage.ts). */
+  serve: {
+    host: string;
+    port: number;
+    apiKey: string | null;
+    maxTokens: number;
+    maxPromptTokens: number | null;
+    maxBodyBytes: number;
+    maxN: number;
   };
   trainer: { saveInterval: number; maxCheckpointsToKeep: number; microBatchSize: number | null; gradientCheckpointing: boolean };
   /** maxStaleness: experiences older than (trainer step - 1 - maxStaleness) weights are dropped; null: none. */
@@ -190,7 +200,7 @@ function writeSyncPointer(jobDir: string, version: number, dir: string): void {
   renameSync(`${file}.tmp`, file);
 }
 
-function readSyncPointer(jobDir: string): { version: number; dir: string } | null {
+export function readSyncPointer(jobDir: string): { version: number; dir: string } | null {
   const file = join(syncFolder(jobDir), 'latest.json');
   if (!existsSync(file)) return null;
   try {
@@ -252,6 +262,7 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
   await loadAlgorithmPlugins(settings.algorithm, settings.pluginBaseDir);
   const algorithm = resolveAlgorithm(settings.algorithm);
   if (settings.mode === 'bench') return runBench(settings, log);
+  if (settings.mode === 'serve') throw new Error(`stage '${settings.stageName}': mode serve runs in src/serve (runServeStage)`);
 
   // an explorer process (mode explore) shares the job folder with its trainer process: its metrics go beside
   const metricsDir = settings.mode === 'explore' ? join(settings.jobDir, 'explorer') : settings.jobDir;
@@ -364,6 +375,7 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
       handle = new EngineModelHandle(engine, { modelVersion: version });
       runner = new WorkflowRunner({
         models: handle,
+        baseDir: settings.pluginBaseDir,
         runnerPerModel: settings.explorer.runnerPerModel,
         maxTimeout: settings.explorer.maxTimeout,
         maxRetryTimes: settings.explorer.maxRetryTimes,
@@ -675,6 +687,7 @@ async function runBench(settings: StageSettings, log: (line: string) => void): P
     const handle = new EngineModelHandle(engine, { modelVersion: 0 });
     const runner = new WorkflowRunner({
       models: handle,
+      baseDir: settings.pluginBaseDir,
       runnerPerModel: settings.explorer.runnerPerModel,
       defaultWorkflow: settings.explorer.defaultWorkflow,
       seed: settings.seed,

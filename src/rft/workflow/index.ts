@@ -1,4 +1,6 @@
 // Workflows: the Workflow API, the model handle that records exact rollouts, built-in workflows, and the runner.
+export * from './agents/index.js';
+export * from './env/index.js';
 export * from './eval-metrics.js';
 export * from './model-handle.js';
 export * from './module-path.js';

@@ -15,6 +15,7 @@ import {
   type ChatOptions,
   type ChatResult,
   ConversationTracker,
+  type ConversationTurn,
   conversationTokens,
   type GenerateRequest,
   type GenerateResult,
@@ -204,34 +205,41 @@ export function experiencesFromConversation(
 ): Experience[] {
   const scope = options.scope ?? 'conversation';
   const turns = scope === 'turn' ? conversation.turns() : conversation.leaves();
-  return turns.map((turn) => {
-    let depth = 0;
-    for (let t = turn.prompt.parent; t !== null; t = t.prompt.parent) depth++;
-    const choice: ChatChoice = {
-      index: 0,
-      message: {
-        role: 'assistant',
-        content: turn.reply.content,
-        ...(turn.reply.tool_calls ? { tool_calls: turn.reply.tool_calls } : {}),
-      },
-      completionIds: [...turn.completionIds],
-      logprobs: [...turn.completionLogprobs],
-      finishReason: turn.finishReason,
-      stopReason: null,
-      turn,
-    };
-    const messages: ChatTurn[] = [...turn.prompt.messages, turn.reply].map((m) => ({ ...m }) as ChatTurn);
-    return buildExperience(choice, {
-      promptIds: turn.prompt.promptIds,
-      modelVersion: typeof turn.meta.modelVersion === 'number' ? turn.meta.modelVersion : 0,
-      scope,
-      runId: options.runId ?? 0,
-      messages,
-      info: { ...options.info, ...(scope === 'turn' ? { stepIndex: depth } : {}) },
-      ...(options.reward !== undefined ? { reward: options.reward } : {}),
-      ...(options.metrics !== undefined ? { metrics: options.metrics } : {}),
-      ...(options.taskId !== undefined ? { taskId: options.taskId } : {}),
-    });
+  return turns.map((turn) => turnExperience(turn, { ...options, scope }));
+}
+
+/** The experience of one recorded turn: its whole conversation up to it ('conversation') or the turn alone. */
+export function turnExperience(
+  turn: ConversationTurn,
+  options: RecordedExperienceOptions & { taskId?: string } = {},
+): Experience {
+  const scope = options.scope ?? 'conversation';
+  let depth = 0;
+  for (let t = turn.prompt.parent; t !== null; t = t.prompt.parent) depth++;
+  const choice: ChatChoice = {
+    index: 0,
+    message: {
+      role: 'assistant',
+      content: turn.reply.content,
+      ...(turn.reply.tool_calls ? { tool_calls: turn.reply.tool_calls } : {}),
+    },
+    completionIds: [...turn.completionIds],
+    logprobs: [...turn.completionLogprobs],
+    finishReason: turn.finishReason,
+    stopReason: null,
+    turn,
+  };
+  const messages: ChatTurn[] = [...turn.prompt.messages, turn.reply].map((m) => ({ ...m }) as ChatTurn);
+  return buildExperience(choice, {
+    promptIds: turn.prompt.promptIds,
+    modelVersion: typeof turn.meta.modelVersion === 'number' ? turn.meta.modelVersion : 0,
+    scope,
+    runId: options.runId ?? 0,
+    messages,
+    info: { ...options.info, ...(scope === 'turn' ? { stepIndex: depth } : {}) },
+    ...(options.reward !== undefined ? { reward: options.reward } : {}),
+    ...(options.metrics !== undefined ? { metrics: options.metrics } : {}),
+    ...(options.taskId !== undefined ? { taskId: options.taskId } : {}),
   });
 }
 

@@ -3,6 +3,9 @@
 //
 //   const spec = await WORKFLOWS.resolve(task.workflow ?? 'math_workflow');
 import { didYouMean } from '../algorithm/registry.js';
+import { toolAgentWorkflow } from './agents/tool-agent.js';
+import { frozenLakeWorkflow } from './env/frozen-lake.js';
+import { sokobanWorkflow } from './env/sokoban.js';
 import { isModulePath, loadModuleExport } from './module-path.js';
 import { mathBoxedWorkflow, mathWorkflow, simpleWorkflow } from './single-turn.js';
 import type { Workflow, WorkflowSpec } from './types.js';
@@ -71,4 +74,7 @@ function toSpec(value: unknown, where: string): WorkflowSpec {
 export const WORKFLOWS = new WorkflowRegistry()
   .register('simple_workflow', simpleWorkflow)
   .register('math_workflow', mathWorkflow)
-  .register('math_boxed_workflow', mathBoxedWorkflow);
+  .register('math_boxed_workflow', mathBoxedWorkflow)
+  .register('tool_agent_workflow', toolAgentWorkflow)
+  .register('frozen_lake_workflow', frozenLakeWorkflow)
+  .register('sokoban_workflow', sokobanWorkflow);

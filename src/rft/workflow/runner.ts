@@ -14,6 +14,7 @@
 // (validateExperience) is retried up to maxRetryTimes times with exponential backoff, then its run counts as failed;
 // nothing a workflow does stops the step. Experiences are stamped with info.taskId, runId, modelVersion (when
 // missing) and step.
+import { setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Experience, responseLength, validateExperience } from '../experience.js';
 import type { Task } from '../task.js';
@@ -296,6 +297,7 @@ export class WorkflowRunner {
   ): Promise<Experience[]> {
     const { task } = run;
     const controller = new AbortController();
+    setMaxListeners(0, controller.signal); // every model call of a long episode listens to it
     const onStop = () => controller.abort(stop?.reason ?? new Error('the step was stopped'));
     stop?.addEventListener('abort', onStop, { once: true });
     const timer = setTimeout(() => controller.abort(new AttemptTimeout(this.#maxTimeout)), this.#maxTimeout * 1000);

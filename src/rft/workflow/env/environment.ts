@@ -1,0 +1,228 @@
+// Environment workflows (Trinity-RFT's MultiTurnWorkflow and step-wise workflows): the model plays one episode of a
+// text environment per run, one chat turn per environment step.
+//
+//   messages = [system?, user reset()]
+//   repeat until done or max_steps:  reply = chat(messages) → env.step(reply.content) → messages ++ [reply, user obs]
+//   reward   = Σ step rewards − invalid_action_penalty · invalid actions
+//
+// Each call continues the episode's earlier calls exactly (a ConversationTracker per episode: the prompt of step t
+// is the exact ids of step t − 1 plus the new observation, never the conversation re-tokenised), and the episode
+// becomes experiences in one of two ways (workflow_args.experience_mode):
+//   'episode'  one experience of the whole conversation: prompt = the first call's prompt, action mask 1 on the
+//              tokens the model generated and 0 on the observations between them (concatenated multi-turn)
+//   'step'     one experience per call (its whole context as prompt, its reply as response), info.stepIndex = t,
+//              every step carrying the episode's reward: for algorithm multi_step_grpo (advantage step_wise_grpo,
+//              which scores each run by its last step's reward and broadcasts that to all its steps)
+// The workflow is not repeatable: the runner plays repeat_times episodes concurrently, each its own run id.
+//
+// Workflow arguments (taskset workflow_args, overridden by the same keys in the task's row): max_steps (default
+// options.maxSteps), experience_mode, invalid_action_penalty; the environment factory reads its own keys from the
+// same merged arguments.
+import { ConversationTracker } from '../../../engine/index.js';
+import type { ChatResult } from '../../../engine/index.js';
+import type { ChatMessage } from '../../../tokenizer/index.js';
+import { mixSeed } from '../../buffer/random.js';
+import type { ChatTurn, Experience } from '../../experience.js';
+import type { Task } from '../../task.js';
+import { rolloutOptions } from '../single-turn.js';
+import type { WorkflowContext, WorkflowSpec } from '../types.js';
+
+/** What one environment step returns. */
+export interface EnvironmentStep {
+  /** The next observation (shown to the model unless done). */
+  observation: string;
+  reward: number;
+  done: boolean;
+  /** The reply was not a valid action: the step was a no-op (counted, and penalised by the workflow). */
+  invalidAction?: boolean;
+}
+
+/** A text environment: one episode per instance. */
+export interface Environment {
+  /** Starts the episode; returns the first observation. */
+  reset(): string | Promise<string>;
+  /** Applies the model's reply (the raw assistant text: parsing the action is the environment's job). */
+  step(reply: string): EnvironmentStep | Promise<EnvironmentStep>;
+  /** Episode metrics at the end (e.g. success); the workflow adds steps, invalid_actions and truncated. */
+  metrics?(): Record<string, number>;
+  close?(): void | Promise<void>;
+}
+
+export interface EnvironmentContext {
+  task: Task;
+  /** The task's workflow_args overridden by the task row's fields. */
+  args: Readonly<Record<string, unknown>>;
+  /** Seed for the environment's own randomness in this run (e.g. slippery moves). */
+  seed: number;
+  isEval: boolean;
+}
+
+export type EnvironmentFactory = (context: EnvironmentContext) => Environment | Promise<Environment>;
+
+export type ExperienceMode = 'episode' | 'step';
+
+export interface EnvironmentWorkflowOptions {
+  /** System prompt when the task has none. */
+  systemPrompt?: string | ((task: Task) => string | undefined);
+  /** Default max_steps (10). */
+  maxSteps?: number;
+  /** Default experience_mode ('episode'). */
+  experienceMode?: ExperienceMode;
+  /** Default invalid_action_penalty (0): subtracted from the episode's reward per invalid action. */
+  invalidActionPenalty?: number;
+  description?: string;
+}
+
+/** The workflow options of one task, checked. */
+export interface EpisodeSettings {
+  maxSteps: number;
+  experienceMode: ExperienceMode;
+  invalidActionPenalty: number;
+}
+
+/** The task's workflow_args overridden by its row's fields (a row names its own seed, size, max_steps ...). */
+export function environmentArgs(task: Task): Record<string, unknown> {
+  return { ...task.workflowArgs, ...task.raw };
+}
+
+export function episodeSettings(
+  args: Readonly<Record<string, unknown>>,
+  options: EnvironmentWorkflowOptions,
+  who: string,
+): EpisodeSettings {
+  const maxSteps = args.max_steps ?? options.maxSteps ?? 10;
+  if (typeof maxSteps !== 'number' || !Number.isInteger(maxSteps) || maxSteps < 1)
+    throw new Error(`${who}: max_steps must be a positive integer, got ${JSON.stringify(maxSteps)}`);
+  const experienceMode = args.experience_mode ?? options.experienceMode ?? 'episode';
+  if (experienceMode !== 'episode' && experienceMode !== 'step')
+    throw new Error(`${who}: experience_mode must be 'episode' or 'step', got ${JSON.stringify(experienceMode)}`);
+  const invalidActionPenalty = args.invalid_action_penalty ?? options.invalidActionPenalty ?? 0;
+  if (typeof invalidActionPenalty !== 'number' || !Number.isFinite(invalidActionPenalty) || invalidActionPenalty < 0)
+    throw new Error(`${who}: invalid_action_penalty must be a non-negative number, got ${JSON.stringify(invalidActionPenalty)}`);
+  return { maxSteps, experienceMode, invalidActionPenalty };
+}
+
+/** The engine refused a call because the conversation no longer fits its context (maxLength positions). */
+function isContextFull(error: unknown): boolean {
+  return error instanceof Error && /maxLength/.test(error.message);
+}
+
+/** A workflow that plays one episode of the environment per run; see the header. */
+export function environmentWorkflow(
+  name: string,
+  factory: EnvironmentFactory,
+  options: EnvironmentWorkflowOptions = {},
+): WorkflowSpec {
+  return {
+    repeatable: false,
+    description: options.description ?? `${name}: one multi-turn episode per run (experience_mode episode | step, max_steps)`,
+    run: async ({ task, model, runIdBase, seed, signal, isEval }: WorkflowContext): Promise<Experience[]> => {
+      const args = environmentArgs(task);
+      const settings = episodeSettings(args, options, name);
+      const generation = rolloutOptions(task.rolloutArgs ?? {}, name);
+      const system =
+        task.systemPrompt ?? (typeof options.systemPrompt === 'function' ? options.systemPrompt(task) : options.systemPrompt);
+      const env = await factory({ task, args, seed: mixSeed(seed, 0x5eed), isEval });
+      // One conversation per episode, so each call continues the previous one's exact ids.
+      const conversation = model.tokenizer ? new ConversationTracker(model.tokenizer) : undefined;
+      try {
+        const messages: ChatMessage[] = [
+          ...(system !== undefined ? [{ role: 'system' as const, content: system }] : []),
+          { role: 'user', content: await env.reset() },
+        ];
+        const calls: ChatResult[] = [];
+        let total = 0;
+        let invalidActions = 0;
+        let done = false;
+        let contextFull = false;
+        while (!done && calls.length < settings.maxSteps) {
+          signal.throwIfAborted();
+          let result: ChatResult;
+          try {
+            result = await model.chat(messages, {
+              ...generation,
+              seed: mixSeed(seed, calls.length),
+              signal,
+              ...(conversation ? { conversation } : {}),
+            });
+          } catch (error) {
+            if (calls.length > 0 && isContextFull(error)) {
+              contextFull = true;
+              break;
+            }
+            throw error;
+          }
+          calls.push(result);
+          messages.push(result.message);
+          const step = await env.step(result.message.content);
+          total += step.reward;
+          if (step.invalidAction) {
+            invalidActions++;
+            total -= settings.invalidActionPenalty;
+          }
+          done = step.done;
+          if (!done) messages.push({ role: 'user', content: step.observation });
+        }
+        const metrics: Record<string, number> = {
+          ...env.metrics?.(),
+          steps: calls.length,
+          invalid_actions: invalidActions,
+          truncated: done ? 0 : 1,
+          ...(contextFull ? { context_full: 1 } : {}),
+        };
+        const transcript: ChatTurn[] = messages.map((m) => ({ role: m.role, content: m.content ?? '' }));
+        if (settings.experienceMode === 'episode') {
+          const last = calls.at(-1) as ChatResult;
+          return [model.toExperience(last, { reward: total, metrics, runId: runIdBase, messages: transcript })];
+        }
+        return calls.map((call, stepIndex) =>
+          model.toExperience(call, {
+            scope: 'turn',
+            reward: total,
+            metrics,
+            runId: runIdBase,
+            info: { stepIndex, episodeSteps: calls.length },
+          }),
+        );
+      } finally {
+        await env.close?.();
+      }
+    },
+  };
+}
+
+/** One episode played by a policy without a model (expert demonstrations, tests). */
+export interface PlayedEpisode {
+  /** [system?, user obs, assistant reply, user obs, ...]: the conversation the workflow would have had. */
+  messages: ChatTurn[];
+  reward: number;
+  done: boolean;
+  steps: number;
+}
+
+/** Plays `env` with `policy` (the reply to each observation) for at most maxSteps steps. */
+export async function playEpisode(
+  env: Environment,
+  policy: (observation: string, stepIndex: number) => string | Promise<string>,
+  options: { systemPrompt?: string; maxSteps: number },
+): Promise<PlayedEpisode> {
+  let observation = await env.reset();
+  const messages: ChatTurn[] = [
+    ...(options.systemPrompt !== undefined ? [{ role: 'system', content: options.systemPrompt }] : []),
+    { role: 'user', content: observation },
+  ];
+  let reward = 0;
+  let done = false;
+  let steps = 0;
+  while (!done && steps < options.maxSteps) {
+    const reply = await policy(observation, steps);
+    messages.push({ role: 'assistant', content: reply });
+    const step = await env.step(reply);
+    steps++;
+    reward += step.reward;
+    done = step.done;
+    observation = step.observation;
+    if (!done) messages.push({ role: 'user', content: observation });
+  }
+  return { messages, reward, done, steps };
+}

@@ -1,0 +1,182 @@
+// FrozenLake (after gymnasium's FrozenLake-v1, as Trinity-RFT's frozen_lake_workflow plays it): walk across a
+// frozen lake from the start to the goal without falling into a hole. Reward 1 on reaching the goal, else 0.
+//
+// A map is generated from (seed, size, p): start and goal on random distinct cells, every other cell frozen with
+// probability p or a hole; maps without a path are drawn again, so every generated map is solvable (BFS).
+// The model sees the grid as text, one row per line, and answers with a move:
+//
+//   _P__        P player   _ frozen   O hole   G goal
+//   _O_O        Up / Down / Left / Right; a move off the grid leaves the player in place;
+//   ___O        slippery (is_slippery: true): the move goes as intended or to either side, 1/3 each (gymnasium)
+//   O__G
+//
+// Task arguments (row fields or workflow_args): seed (default: the task's index), size (4), p (0.8),
+// is_slippery (false), plus the environment workflow's max_steps (default 10), experience_mode ('episode') and
+// invalid_action_penalty (default 0.1 per invalid reply; set 0 on eval tasksets so the mean reward is the success rate).
+import { seededRandom } from '../../buffer/random.js';
+import type { Environment, EnvironmentStep } from './environment.js';
+import { environmentWorkflow } from './environment.js';
+import { boolArg, DELTA, DIRECTIONS, type Direction, intArg, numberArg, parseAction } from './grid.js';
+
+export const FROZEN_LAKE_SYSTEM_PROMPT = 'Move P to G. Avoid O. Reply Up, Down, Left or Right.';
+
+/** Map cells as gymnasium writes them: S start, F frozen, H hole, G goal. */
+export interface FrozenLakeMap {
+  size: number;
+  rows: string[];
+  start: number;
+  goal: number;
+}
+
+export interface FrozenLakeParams {
+  seed: number;
+  size: number;
+  /** Probability that a cell (other than start and goal) is frozen. */
+  p: number;
+}
+
+/** A random solvable map; the same params always give the same map. */
+export function generateFrozenLake({ seed, size, p }: FrozenLakeParams): FrozenLakeMap {
+  if (!Number.isInteger(size) || size < 2) throw new RangeError(`frozen lake: size must be an integer >= 2, got ${size}`);
+  if (!(p > 0 && p <= 1)) throw new RangeError(`frozen lake: p must be in (0, 1], got ${p}`);
+  const random = seededRandom(seed, size, Math.round(p * 1e6));
+  const cells = size * size;
+  for (let attempt = 0; attempt < 10_000; attempt++) {
+    const start = Math.floor(random() * cells);
+    let goal = Math.floor(random() * (cells - 1));
+    if (goal >= start) goal++;
+    const chars = Array.from({ length: cells }, (_, i) => (i === start ? 'S' : i === goal ? 'G' : random() < p ? 'F' : 'H'));
+    const rows = Array.from({ length: size }, (_, r) => chars.slice(r * size, (r + 1) * size).join(''));
+    const map = { size, rows, start, goal };
+    if (solveFrozenLake(map) !== null) return map;
+  }
+  throw new Error(`frozen lake: no solvable map found for seed ${seed}, size ${size}, p ${p}`);
+}
+
+const cellAt = (map: FrozenLakeMap, index: number): string => map.rows[Math.floor(index / map.size)]?.[index % map.size] ?? 'H';
+
+/** The cell a move leads to (the same cell when it would leave the grid). */
+export function frozenLakeMove(map: FrozenLakeMap, from: number, direction: Direction): number {
+  const [dr, dc] = DELTA[direction];
+  const r = Math.floor(from / map.size) + dr;
+  const c = (from % map.size) + dc;
+  return r < 0 || r >= map.size || c < 0 || c >= map.size ? from : r * map.size + c;
+}
+
+/** A shortest list of moves from `from` (default the start) to the goal avoiding holes, or null (BFS). */
+export function solveFrozenLake(map: FrozenLakeMap, from = map.start): Direction[] | null {
+  const previous = new Map<number, [number, Direction]>();
+  const seen = new Set([from]);
+  const queue = [from];
+  for (let head = 0; head < queue.length; head++) {
+    const cell = queue[head] as number;
+    if (cell === map.goal) {
+      const path: Direction[] = [];
+      for (let at = cell; at !== from; ) {
+        const [before, move] = previous.get(at) as [number, Direction];
+        path.push(move);
+        at = before;
+      }
+      return path.reverse();
+    }
+    for (const direction of DIRECTIONS) {
+      const next = frozenLakeMove(map, cell, direction);
+      if (seen.has(next) || cellAt(map, next) === 'H') continue;
+      seen.add(next);
+      previous.set(next, [cell, direction]);
+      queue.push(next);
+    }
+  }
+  return null;
+}
+
+/** The grid as the model sees it (see the header). */
+export function renderFrozenLake(map: FrozenLakeMap, position: number): string {
+  const glyph: Record<string, string> = { S: '_', F: '_', H: 'O', G: 'G' };
+  return map.rows
+    .map((row, r) => [...row].map((cell, c) => (r * map.size + c === position ? 'P' : (glyph[cell] ?? cell))).join(''))
+    .join('\n');
+}
+
+/** Perpendicular moves of each move (the slippery lake's side slips). */
+const SIDES: Readonly<Record<Direction, readonly [Direction, Direction]>> = {
+  Up: ['Left', 'Right'],
+  Down: ['Left', 'Right'],
+  Left: ['Up', 'Down'],
+  Right: ['Up', 'Down'],
+};
+
+export class FrozenLakeEnv implements Environment {
+  readonly map: FrozenLakeMap;
+  readonly isSlippery: boolean;
+  readonly #random: () => number;
+  position: number;
+  done = false;
+  success = false;
+
+  constructor(map: FrozenLakeMap, options: { isSlippery?: boolean; seed?: number } = {}) {
+    this.map = map;
+    this.isSlippery = options.isSlippery ?? false;
+    this.#random = seededRandom(options.seed ?? 0);
+    this.position = map.start;
+  }
+
+  reset(): string {
+    this.position = this.map.start;
+    this.done = false;
+    this.success = false;
+    return this.render();
+  }
+
+  render(): string {
+    return renderFrozenLake(this.map, this.position);
+  }
+
+  step(reply: string): EnvironmentStep {
+    if (this.done) throw new Error('frozen lake: the episode is over (reset first)');
+    const action = parseAction(reply);
+    if (action === null) return { observation: this.render(), reward: 0, done: false, invalidAction: true };
+    let move = action;
+    if (this.isSlippery) {
+      const roll = Math.floor(this.#random() * 3);
+      if (roll > 0) move = SIDES[action][roll - 1] as Direction;
+    }
+    this.position = frozenLakeMove(this.map, this.position, move);
+    const cell = cellAt(this.map, this.position);
+    this.success = cell === 'G';
+    this.done = cell === 'G' || cell === 'H';
+    return { observation: this.render(), reward: this.success ? 1 : 0, done: this.done };
+  }
+
+  metrics(): Record<string, number> {
+    return { success: this.success ? 1 : 0, fell: this.done && !this.success ? 1 : 0 };
+  }
+}
+
+/** The map and options of a task from its arguments (see the header). */
+export function frozenLakeFromArgs(
+  args: Readonly<Record<string, unknown>>,
+  defaults: { seed: number },
+): { map: FrozenLakeMap; isSlippery: boolean } {
+  const who = 'frozen_lake_workflow';
+  const map = generateFrozenLake({
+    seed: intArg(args, 'seed', defaults.seed, who),
+    size: intArg(args, 'size', 4, who, 2, 32),
+    p: numberArg(args, 'p', 0.8, who, Number.MIN_VALUE, 1),
+  });
+  return { map, isSlippery: boolArg(args, 'is_slippery', false, who) };
+}
+
+export const frozenLakeWorkflow = environmentWorkflow(
+  'frozen_lake_workflow',
+  ({ task, args, seed }) => {
+    const { map, isSlippery } = frozenLakeFromArgs(args, { seed: task.index });
+    return new FrozenLakeEnv(map, { isSlippery, seed });
+  },
+  {
+    systemPrompt: FROZEN_LAKE_SYSTEM_PROMPT,
+    maxSteps: 10,
+    invalidActionPenalty: 0.1,
+    description: 'FrozenLake grid world: reach G avoiding holes, one move per turn (reward 1 on success)',
+  },
+);

@@ -1,0 +1,6 @@
+// Multi-turn environment workflows: the base (one episode per run, one experience per episode or per step) and the
+// built-in environments.
+export * from './environment.js';
+export * from './frozen-lake.js';
+export * from './grid.js';
+export * from './sokoban.js';

@@ -1,0 +1,197 @@
+// Mode serve (Trinity-RFT's explorer proxy): external agents call an OpenAI-compatible endpoint, their calls are
+// recorded with exact token ids, and rewards arrive later by response id; a separate `train` process sharing the
+// buffer and job folder trains on them online, and this process picks up its weights.
+//
+//   agent ── POST /v1/chat/completions ──▶ engine          (a follow-up call continues the conversation exactly)
+//   agent ── POST /feedback {response_id, reward} ──▶ experience (the whole conversation up to that reply, action
+//                                                     mask on generated tokens) ──▶ SQLite experience buffer
+//   train process (mode train, same buffer) ──▶ sync/latest.json ──▶ this engine reloads the weights
+//
+// /feedback body: { response_id, reward, choice_index = 0, task_id = response_id, run_id = choice_index, metrics }.
+// Choices of one response share a task id by default, so `n` samples with a reward each form a GRPO group.
+// GET /v1/trinity/status: model version, recorded turns, experiences written.
+import { mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { type ChatResult, ConversationTracker, type ConversationTurn, WorkerRolloutEngine } from '../engine/index.js';
+import { OpenAIHttpError, OpenAIService, type OpenAIServer, startOpenAIServer } from '../openai/index.js';
+import { SqliteBuffer } from '../rft/buffer/index.js';
+import { readSyncPointer, type StageHooks, type StageResult, type StageSettings } from '../rft/run/stage.js';
+import { turnExperience } from '../rft/workflow/index.js';
+
+export interface ServeStage {
+  server: OpenAIServer;
+  /** Weights version served (0: the stage's starting model). */
+  readonly modelVersion: number;
+  stop(): Promise<void>;
+}
+
+/** How long a reply can wait for its feedback, in turns remembered (oldest forgotten first). */
+const MAX_PENDING_RESPONSES = 100_000;
+const WEIGHT_POLL_MS = 1000;
+
+export async function startServeStage(settings: StageSettings, hooks: StageHooks = {}): Promise<ServeStage> {
+  const log = hooks.log ?? ((line: string) => console.log(line));
+  const pointer = readSyncPointer(settings.jobDir);
+  let version = pointer?.version ?? 0;
+  const engine = await WorkerRolloutEngine.start(pointer?.dir ?? settings.modelPath, {
+    dtype: settings.dtype,
+    slots: settings.explorer.slots,
+    maxLength: settings.explorer.maxLength,
+    numThreads: settings.threads.explorer,
+  });
+  const tokenizer = engine.tokenizer;
+  if (tokenizer === null) {
+    await engine.close();
+    throw new Error(`mode serve: ${settings.modelPath} has no tokenizer.json (the chat API needs one)`);
+  }
+  const bufferPath = settings.buffer.path ?? join(settings.jobDir, 'buffer.db');
+  mkdirSync(dirname(bufferPath), { recursive: true });
+  const buffer = new SqliteBuffer({ path: bufferPath, name: 'experience_buffer' });
+  const conversation = new ConversationTracker(tokenizer, { maxTurns: MAX_PENDING_RESPONSES });
+  const responses = new Map<string, { turns: ConversationTurn[]; rewarded: Set<number> }>();
+  let written = 0;
+
+  const onChatResult = (result: ChatResult, responseId: string) => {
+    const turns = result.choices.flatMap((c) => (c.turn ? [c.turn] : []));
+    responses.set(responseId, { turns, rewarded: new Set() });
+    while (responses.size > MAX_PENDING_RESPONSES) responses.delete(responses.keys().next().value as string);
+  };
+
+  const feedback = async (body: unknown) => {
+    const b = (body ?? {}) as Record<string, unknown>;
+    if (typeof b.response_id !== 'string' || b.response_id.length === 0)
+      throw new OpenAIHttpError(400, "'response_id' is required (the id of a chat completion)", { param: 'response_id' });
+    if (typeof b.reward !== 'number' || !Number.isFinite(b.reward))
+      throw new OpenAIHttpError(400, "'reward' must be a finite number", { param: 'reward' });
+    const choiceIndex = b.choice_index ?? 0;
+    if (!Number.isInteger(choiceIndex) || (choiceIndex as number) < 0)
+      throw new OpenAIHttpError(400, "'choice_index' must be a non-negative integer", { param: 'choice_index' });
+    if (b.task_id !== undefined && typeof b.task_id !== 'string')
+      throw new OpenAIHttpError(400, "'task_id' must be a string", { param: 'task_id' });
+    if (b.run_id !== undefined && !Number.isInteger(b.run_id))
+      throw new OpenAIHttpError(400, "'run_id' must be an integer", { param: 'run_id' });
+    const metrics = b.metrics;
+    if (
+      metrics !== undefined &&
+      (metrics === null ||
+        typeof metrics !== 'object' ||
+        !Object.values(metrics).every((v) => typeof v === 'number' && Number.isFinite(v)))
+    )
+      throw new OpenAIHttpError(400, "'metrics' must be an object of finite numbers", { param: 'metrics' });
+    const response = responses.get(b.response_id);
+    if (response === undefined)
+      throw new OpenAIHttpError(404, `no recorded chat completion '${b.response_id}' (unknown, or forgotten)`, {
+        param: 'response_id',
+      });
+    const turn = response.turns[choiceIndex as number];
+    if (turn === undefined)
+      throw new OpenAIHttpError(400, `response '${b.response_id}' has ${response.turns.length} choice(s)`, {
+        param: 'choice_index',
+      });
+    if (response.rewarded.has(choiceIndex as number))
+      throw new OpenAIHttpError(409, `response '${b.response_id}' choice ${choiceIndex} already has its reward`, {
+        param: 'response_id',
+      });
+    const experience = turnExperience(turn, {
+      reward: b.reward,
+      taskId: (b.task_id as string | undefined) ?? b.response_id,
+      runId: (b.run_id as number | undefined) ?? (choiceIndex as number),
+      ...(metrics ? { metrics: metrics as Record<string, number> } : {}),
+    });
+    response.rewarded.add(choiceIndex as number);
+    await buffer.write([experience]);
+    written++;
+    return { status: 'ok', eid: experience.eid, tokens: experience.tokens.length };
+  };
+
+  const service = new OpenAIService({
+    modelName: settings.name || 'trinity',
+    aliases: [settings.modelPath],
+    backend: {
+      tokenizer,
+      maxLength: engine.maxLength,
+      generate: (request) => engine.generate(request),
+    },
+    maxTokens: settings.serve.maxTokens,
+    maxN: settings.serve.maxN,
+    ...(settings.serve.maxPromptTokens !== null ? { maxPromptTokens: settings.serve.maxPromptTokens } : {}),
+  });
+  let server: OpenAIServer;
+  try {
+    server = await startOpenAIServer({
+      service,
+      host: settings.serve.host,
+      port: settings.serve.port,
+      apiKey: settings.serve.apiKey,
+      maxBodyBytes: settings.serve.maxBodyBytes,
+      defaultScope: { conversation, onChatResult, modelVersion: () => version },
+      routes: [
+        { method: 'POST', path: '/feedback', handle: feedback },
+        {
+          method: 'GET',
+          path: '/v1/trinity/status',
+          handle: () => ({ model_version: version, recorded_turns: conversation.size, experiences_written: written }),
+        },
+      ],
+      onError: (error, request) => {
+        if ((error as OpenAIHttpError).status >= 500) log(`[serve] ${request.method} ${request.url}: ${error.message}`);
+      },
+    });
+  } catch (error) {
+    await engine.close();
+    await buffer.close();
+    throw error;
+  }
+  log(
+    `[${settings.stageName}] serving ${settings.modelPath} (version ${version}) at ${server.baseURL}` +
+      `${settings.serve.apiKey ? ' (API key required)' : ''}; experiences → ${bufferPath}`,
+  );
+
+  // Weights the train process publishes (sync/latest.json in the shared job folder) are loaded between requests.
+  let syncing = false;
+  const poll = setInterval(() => {
+    if (syncing) return;
+    const next = readSyncPointer(settings.jobDir);
+    if (!next || next.version <= version) return;
+    syncing = true;
+    engine
+      .syncWeightsFromDir(next.dir, { timeoutMs: settings.sync.timeoutMs })
+      .then(() => {
+        version = next.version;
+        log(`[${settings.stageName}] now serving weights version ${version} (${next.dir})`);
+      })
+      .catch((error: unknown) => log(`[${settings.stageName}] weight sync from ${next.dir} failed: ${(error as Error).message}`))
+      .finally(() => {
+        syncing = false;
+      });
+  }, WEIGHT_POLL_MS);
+  poll.unref();
+
+  let stopped = false;
+  return {
+    server,
+    get modelVersion() {
+      return version;
+    },
+    stop: async () => {
+      if (stopped) return;
+      stopped = true;
+      clearInterval(poll);
+      await server.close();
+      await engine.close();
+      await buffer.finishWriting();
+      await buffer.close();
+    },
+  };
+}
+
+/** Runs a serve stage until hooks.signal aborts (Ctrl-C); the stage never finishes on its own. */
+export async function runServeStage(settings: StageSettings, hooks: StageHooks = {}): Promise<StageResult> {
+  const stage = await startServeStage(settings, hooks);
+  await new Promise<void>((resolve) => {
+    if (hooks.signal?.aborted) resolve();
+    hooks.signal?.addEventListener('abort', () => resolve(), { once: true });
+  });
+  await stage.stop();
+  return { finalModelDir: null, steps: stage.modelVersion };
+}
