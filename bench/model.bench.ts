@@ -2,9 +2,10 @@
 //
 // Measures, for this library and for transformers (bench/model_bench.py, spawned as a child process and driven over
 // stdin/stdout), on the same machine, the same device and the same model folder, in one run:
-//   1. generation tokens/s at several batch sizes: ours = a RolloutEngine with one KV-cache slot per row, every
-//      prompt submitted at once, ignoreEos; transformers = model.generate over the same (left-padded) prompts with
-//      min_new_tokens = max_new_tokens and use_cache=True. Both generate exactly batch x new tokens; the time is the
+//   1. generation tokens/s at several batch sizes: ours = a RolloutEngine with one KV-cache slot per row over the
+//      model in the inference layout (as RolloutEngine.load), every prompt submitted at once, ignoreEos;
+//      transformers = model.generate over the same (left-padded) prompts with min_new_tokens = max_new_tokens and
+//      use_cache=True. Both generate exactly batch x new tokens; the time is the
 //      whole call, prefill included. Greedy by default (the table then shows how many tokens the two agree on).
 //   2. training tokens/s: forward + backward + AdamW step on one batch. Ours = forwardBackward with the mean NLL of
 //      the next tokens + AdamW (libtorch's fused kernel); transformers = model(input_ids, labels).loss.backward() +
@@ -511,7 +512,7 @@ async function probeRss(dir: string): Promise<void> {
   torch.setNumThreads(threads);
   const tokens = int('rss-tokens', flags['rss-tokens']);
   const rssStartMiB = mib(process.memoryUsage().rss);
-  const model = CausalLM.load(dir, { dtype, device });
+  const model = CausalLM.load(dir, { dtype, device, layout: 'inference' });
   const rssLoadedMiB = mib(process.memoryUsage().rss);
   let weights = 0;
   for (const t of model.parameters().values()) weights += t.numel * (dtype === 'float32' ? 4 : 2);
@@ -591,7 +592,8 @@ async function benchModel(py: PythonHalf, spec: ModelSpec, large: boolean, peakG
     : ints('batches', flags.batches);
   const rounds = large ? int('large-rounds', flags['large-rounds']) : int('rounds', flags.rounds);
 
-  const model = CausalLM.load(dir, { dtype, device });
+  // the generation model in the layout RolloutEngine.load uses (fused, column-major projections)
+  const model = CausalLM.load(dir, { dtype, device, layout: 'inference' });
   const rssLoadedMiB = mib(process.memoryUsage().rss);
   let rssAfterGenerateMiB = Number.NaN;
   const shape = shapeOf(model);

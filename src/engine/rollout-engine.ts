@@ -205,7 +205,10 @@ export class RolloutEngine {
     this.#freeSlots = Array.from({ length: this.slots }, (_, s) => s);
   }
 
-  /** Loads a Hugging Face model folder (and its tokenizer, when it has tokenizer.json); close() frees the model. */
+  /**
+   * Loads a Hugging Face model folder (and its tokenizer, when it has tokenizer.json) in the inference layout (see
+   * WeightLayout in ../model/transformer.ts); close() frees the model.
+   */
   static load(
     dir: string,
     options: Omit<RolloutEngineOptions, 'ownsModel'> & Pick<LoadModelOptions, 'dtype' | 'device'> = {},
@@ -213,7 +216,8 @@ export class RolloutEngine {
     const { dtype, device, ...engineOptions } = options;
     const tokenizer =
       options.tokenizer !== undefined ? options.tokenizer : existsSync(join(dir, 'tokenizer.json')) ? Tokenizer.load(dir) : null;
-    const model = CausalLM.load(dir, { ...(dtype ? { dtype } : {}), ...(device ? { device } : {}) });
+    // the inference layout (fused, column-major projections) decodes faster; weight syncs copy into it unchanged
+    const model = CausalLM.load(dir, { ...(dtype ? { dtype } : {}), ...(device ? { device } : {}), layout: 'inference' });
     try {
       return new RolloutEngine(model, { ...engineOptions, tokenizer, ownsModel: true });
     } catch (error) {

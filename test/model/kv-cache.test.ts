@@ -12,9 +12,9 @@ const TOLERANCE = 1e-4;
 const row = (ids: torch.Tensor, b: number, start: number, length: number) =>
   ids.select(0, b).narrow(0, start, length).unsqueeze(0);
 
-for (const name of FIXTURE_MODELS) {
-  test(`${name}: prefill then one token at a time equals the full forward and transformers' cached decoding`, () => {
-    const model = CausalLM.load(modelDir(name));
+for (const [name, layout] of FIXTURE_MODELS.flatMap((n) => [[n, 'training'] as const, [n, 'inference'] as const])) {
+  test(`${name} (${layout} layout): prefill then one token at a time equals the full forward and transformers' cached decoding`, () => {
+    const model = CausalLM.load(modelDir(name), { layout });
     const ref = loadReference(name);
     const cache = model.createKVCache({ slots: 2, maxLength: 12 });
     try {

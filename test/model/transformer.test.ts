@@ -1,22 +1,23 @@
 // The transformer against transformers: logits of small random Llama / Qwen2 / Qwen3 models (written with their
 // reference logits by scripts/fixtures/hf_models.py) in float32 within 1e-4, padded batches, hidden-state output,
-// bfloat16, autograd, memory, and a forward on a worker thread.
+// bfloat16, autograd, memory, a forward on a worker thread, and the inference layout (fused column-major weights).
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { CausalLM, parseModelConfig } from '../../src/model/index.js';
+import { CausalLM, LoraModel, parseModelConfig } from '../../src/model/index.js';
 import * as torch from '../../src/torch/index.js';
 import { disposeAll, FIXTURE_MODELS, get, loadReference, maxAbsDiff, modelDir } from './helpers/fixtures.js';
 
 const TOLERANCE = 1e-4;
 
-for (const name of FIXTURE_MODELS) {
-  describe(name, () => {
+for (const [name, layout] of FIXTURE_MODELS.flatMap((n) => [[n, 'training'] as const, [n, 'inference'] as const])) {
+  describe(`${name} (${layout} layout)`, () => {
     let model: CausalLM;
     let ref: Map<string, torch.Tensor>;
     before(() => {
-      model = CausalLM.load(modelDir(name));
+      model = CausalLM.load(modelDir(name), { layout });
       ref = loadReference(name);
     });
     after(() => {
@@ -225,4 +226,78 @@ test('dynamic NTK RoPE: inv_freq grows with the sequence as transformers (full f
     model.dispose();
     disposeAll(ref.values());
   }
+});
+
+describe('inference layout', () => {
+  let training: CausalLM;
+  let inference: CausalLM;
+  before(() => {
+    training = CausalLM.load(modelDir('qwen2-tied'));
+    inference = CausalLM.load(modelDir('qwen2-tied'), { layout: 'inference' });
+  });
+  after(() => {
+    training.dispose();
+    inference.dispose();
+  });
+
+  test('parameters keep their Hugging Face names, shapes and values; projections are column-major views', () => {
+    const a = training.parameters();
+    const b = inference.parameters();
+    assert.deepEqual([...b.keys()], [...a.keys()]);
+    torch.scope(() => {
+      for (const [name, t] of a) {
+        const other = b.get(name) as torch.Tensor;
+        assert.deepEqual(other.shape, t.shape, name);
+        assert.equal(other.eq(t).all().item(), 1, name);
+      }
+    });
+    const q = b.get('model.layers.0.self_attn.q_proj.weight') as torch.Tensor;
+    const { numAttentionHeads: heads, numKeyValueHeads: kv, headDim } = inference.config;
+    assert.deepEqual(q.strides, [1, (heads + 2 * kv) * headDim]); // a column block of the fused q|k|v matrix
+    assert.equal(inference.layout, 'inference');
+  });
+
+  test('a weight copied into a parameter (weight sync) changes the forward as in the training layout', () => {
+    torch.noGrad(() =>
+      torch.scope(() => {
+        const ids = torch.tensor(BigInt64Array.from([1n, 5n, 9n, 2n]), { shape: [1, 4] });
+        for (const name of ['model.layers.0.self_attn.k_proj.weight', 'model.layers.1.mlp.up_proj.weight']) {
+          for (const m of [training, inference]) {
+            const p = m.parameters().get(name) as torch.Tensor;
+            p.copy_(p.mul(1.5));
+          }
+        }
+        assert.ok(maxAbsDiff(inference.forward(ids), training.forward(ids)) < TOLERANCE);
+      }),
+    );
+  });
+
+  test('save() writes what the training layout loads; LoRA adapters apply; requiresGrad is refused', () => {
+    const dir = join(tmpdir(), `trinity-inference-layout-${process.pid}`);
+    try {
+      inference.save(dir);
+      const reloaded = CausalLM.load(dir);
+      torch.scope(() => {
+        const ids = torch.tensor(BigInt64Array.from([3n, 1n, 4n, 1n, 5n]), { shape: [1, 5] });
+        assert.ok(maxAbsDiff(reloaded.forward(ids), inference.forward(ids)) < TOLERANCE);
+        reloaded.dispose();
+        const loras = [training, inference].map((m) => LoraModel.attach(m, { r: 2, loraAlpha: 4, targetModules: 'all-linear' }));
+        try {
+          for (const lora of loras)
+            torch.noGrad(() =>
+              torch.scope(() => {
+                for (const t of lora.loraParameters().values()) t.fill_(0.02);
+              }),
+            );
+          const logits = [training, inference].map((m) => torch.noGrad(() => m.forward(ids)));
+          assert.ok(maxAbsDiff(logits[0] as torch.Tensor, logits[1] as torch.Tensor) < TOLERANCE);
+        } finally {
+          for (const lora of loras) lora.unload();
+        }
+      });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    assert.throws(() => CausalLM.load(modelDir('qwen2-tied'), { layout: 'inference', requiresGrad: true }), /training layout/);
+  });
 });
