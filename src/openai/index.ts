@@ -4,5 +4,6 @@
 //   const server = await startOpenAIServer({ service, apiKey: process.env.TRINITY_API_KEY });
 //   const client = new OpenAI({ baseURL: server.baseURL, apiKey: 'key' });
 export * from './protocol.js';
+export * from './remote-engine.js';
 export * from './server.js';
 export * from './service.js';

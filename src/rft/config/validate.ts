@@ -349,7 +349,15 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
 
   // synchronizer (Trinity's SynchronizerConfigValidator and IntervalConfigValidator)
   const sync = input.synchronizer;
-  const syncMethod = sync.sync_method ?? (mode === 'both' ? 'memory' : 'checkpoint');
+  const remoteEngine = input.explorer.rollout_model.engine_type === 'openai';
+  // an external server can only take weights from disk
+  const syncMethod = sync.sync_method ?? (mode === 'both' && !remoteEngine ? 'memory' : 'checkpoint');
+  if (syncMethod === 'memory' && remoteEngine) {
+    problem(
+      'synchronizer.sync_method',
+      "'memory' cannot reach an external server (engine_type openai): use 'checkpoint' (the server reloads from disk)",
+    );
+  }
   if (syncMethod === 'memory' && mode !== 'both') {
     problem(
       'synchronizer.sync_method',
@@ -378,12 +386,6 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
   const rollout = explorer.rollout_model;
   if (rollout.engine_type === 'openai') {
     if (rollout.base_url === null) problem('explorer.rollout_model.base_url', 'is required with engine_type openai');
-    if (mode === 'both') {
-      problem(
-        'explorer.rollout_model.engine_type',
-        "'openai' serves from an external server whose weights the trainer cannot update; use mode bench or explore",
-      );
-    }
   } else {
     for (const key of ['base_url', 'api_key', 'model_name'] as const) {
       if (rollout[key] !== null) problem(`explorer.rollout_model.${key}`, "is only used with engine_type 'openai'");

@@ -93,6 +93,15 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
       slots: stage.explorer.rollout_model.slots,
       maxLength: stage.model.max_model_len,
       defaultWorkflow: input.default_workflow_type ?? 'simple_workflow',
+      engine:
+        stage.explorer.rollout_model.engine_type === 'openai'
+          ? {
+              type: 'openai',
+              baseUrl: stage.explorer.rollout_model.base_url as string,
+              apiKey: stage.explorer.rollout_model.api_key ?? process.env.OPENAI_API_KEY ?? null,
+              modelName: stage.explorer.rollout_model.model_name ?? modelPath,
+            }
+          : { type: 'embedded' },
     },
     serve: {
       host: stage.explorer.listen_address,

@@ -17,6 +17,7 @@
 import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { WorkerRolloutEngine } from '../../engine/index.js';
+import { OpenAIRemoteEngine } from '../../openai/index.js';
 import type { ModelDType } from '../../model/index.js';
 import { Tokenizer } from '../../tokenizer/index.js';
 import type { Tensor } from '../../torch/index.js';
@@ -82,6 +83,8 @@ export interface StageSettings {
     slots: number;
     maxLength: number;
     defaultWorkflow: string;
+    /** embedded: our engine on a worker thread; openai: an external OpenAI-compatible server (src/openai). */
+    engine: { type: 'embedded' } | { type: 'openai'; baseUrl: string; apiKey: string | null; modelName: string };
   };
   /** Mode serve: the OpenAI-compatible endpoint (src/serve/serve-stage.ts). */
   serve: {
@@ -131,6 +134,34 @@ export interface StageHooks {
   log?: (line: string) => void;
   progress?: ProgressReporter;
   signal?: AbortSignal;
+}
+
+/** What the explorer needs of its engine: rollouts, weights from a folder, close. */
+type ExplorerEngine = WorkerRolloutEngine | OpenAIRemoteEngine;
+
+/**
+ * The explorer's engine: the embedded one on its own thread with `weightsDir`'s weights, or an external server
+ * (engine_type openai), told to load `weightsDir` when that is not the model it started with.
+ */
+async function startExplorerEngine(settings: StageSettings, weightsDir: string): Promise<ExplorerEngine> {
+  const spec = settings.explorer.engine;
+  if (spec.type === 'embedded') {
+    return WorkerRolloutEngine.start(weightsDir, {
+      dtype: settings.dtype,
+      slots: settings.explorer.slots,
+      maxLength: settings.explorer.maxLength,
+      numThreads: settings.threads.explorer,
+    });
+  }
+  const tokenizer = existsSync(join(settings.modelPath, 'tokenizer.json')) ? Tokenizer.load(settings.modelPath) : null;
+  const engine = await OpenAIRemoteEngine.connect({
+    baseURL: spec.baseUrl,
+    model: spec.modelName,
+    apiKey: spec.apiKey,
+    tokenizer,
+  });
+  if (weightsDir !== settings.modelPath) await engine.syncWeightsFromDir(weightsDir, { timeoutMs: settings.sync.timeoutMs });
+  return engine;
 }
 
 /** The weights version the explorer needs before explore step `step` (see the header). */
@@ -317,7 +348,7 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
   progress.resumeAt(startStep);
 
   let trainer: TrainerClient | null = null;
-  let engine: WorkerRolloutEngine | null = null;
+  let engine: ExplorerEngine | null = null;
   let buffer: QueueBuffer | PriorityReplayBuffer | SqliteBuffer | null = null;
   const temperature = typeof settings.rolloutArgs.temperature === 'number' ? settings.rolloutArgs.temperature : 1;
   try {
@@ -366,12 +397,7 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
     let runner: WorkflowRunner | null = null;
     if (needsExplorer) {
       const startWeights = checkpoint?.modelDir && settings.lora === null ? checkpoint.modelDir : settings.modelPath;
-      engine = await WorkerRolloutEngine.start(startWeights, {
-        dtype: settings.dtype,
-        slots: settings.explorer.slots,
-        maxLength: settings.explorer.maxLength,
-        numThreads: settings.threads.explorer,
-      });
+      engine = await startExplorerEngine(settings, startWeights);
       handle = new EngineModelHandle(engine, { modelVersion: version });
       runner = new WorkflowRunner({
         models: handle,
@@ -393,14 +419,16 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
               if (settings.sync.method === 'memory') {
                 const weights: Map<string, Tensor> = await (trainer as TrainerClient).beginSync();
                 try {
-                  await (engine as WorkerRolloutEngine).syncWeights(weights, { timeoutMs: settings.sync.timeoutMs });
+                  if (!(engine instanceof WorkerRolloutEngine))
+                    throw new Error('memory sync needs the embedded engine (engine_type openai syncs by checkpoint)');
+                  await engine.syncWeights(weights, { timeoutMs: settings.sync.timeoutMs });
                 } finally {
                   for (const t of weights.values()) t.dispose();
                   await (trainer as TrainerClient).endSync();
                 }
               } else {
                 const dir = await publishToFolder(trainer as TrainerClient, settings.jobDir, v);
-                await (engine as WorkerRolloutEngine).syncWeightsFromDir(dir, { timeoutMs: settings.sync.timeoutMs });
+                await (engine as ExplorerEngine).syncWeightsFromDir(dir, { timeoutMs: settings.sync.timeoutMs });
               }
               version = v;
               if (handle) handle.modelVersion = v;
@@ -498,7 +526,7 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
       for (;;) {
         const pointer = readSyncPointer(settings.jobDir);
         if (pointer && pointer.version > version) {
-          await (engine as WorkerRolloutEngine).syncWeightsFromDir(pointer.dir, { timeoutMs: settings.sync.timeoutMs });
+          await (engine as ExplorerEngine).syncWeightsFromDir(pointer.dir, { timeoutMs: settings.sync.timeoutMs });
           version = pointer.version;
           if (handle) handle.modelVersion = version;
         }
@@ -677,12 +705,7 @@ async function runBench(settings: StageSettings, log: (line: string) => void): P
     project: settings.project,
     name: `${settings.name}/bench`,
   });
-  const engine = await WorkerRolloutEngine.start(settings.modelPath, {
-    dtype: settings.dtype,
-    slots: settings.explorer.slots,
-    maxLength: settings.explorer.maxLength,
-    numThreads: settings.threads.explorer,
-  });
+  const engine = await startExplorerEngine(settings, settings.modelPath);
   try {
     const handle = new EngineModelHandle(engine, { modelVersion: 0 });
     const runner = new WorkflowRunner({

@@ -1,0 +1,201 @@
+// A rollout engine on any OpenAI-compatible server (vLLM, SGLang, llama.cpp server, `trinity serve`): the explorer
+// and bench run workflows against it exactly as against the embedded engine.
+//
+//   generate  POST /v1/completions with the prompt as token ids, logprobs 1, return_token_ids (vLLM ≥ 0.10.2) and
+//             return_tokens_as_token_ids ("token_id:<id>" logprob tokens) — the completion's exact ids come from
+//             whichever the server answers, never from re-tokenising its text
+//   chat      rendered here with the model folder's tokenizer and chat template (exact prompt ids), then generate;
+//             tool calls parsed as the embedded engine does (src/engine/chat.ts)
+//   weights   syncWeightsFromDir(dir): POST /update_weights_from_disk {model_path: dir} (SGLang's API; `trinity serve
+//             --allow-reload-from ROOT` answers it too); the server must see the same file system
+//
+// Log-probs are the server's (vLLM: logprobs_mode decides whether they are raw or processed). Every request has a
+// timeout; failures are GenerationErrors naming the server and what it answered.
+import {
+  type ChatEngine,
+  type ChatOptions,
+  type ChatResult,
+  chat,
+  type Completion,
+  type FinishReason,
+  type GenerateRequest,
+  type GenerateResult,
+  GenerationError,
+} from '../engine/index.js';
+import type { ChatMessage, Tokenizer } from '../tokenizer/index.js';
+
+export interface RemoteEngineOptions {
+  /** The server's base URL including /v1 (e.g. http://127.0.0.1:8000/v1). */
+  baseURL: string;
+  /** The model id to request (the server's /v1/models). */
+  model: string;
+  apiKey?: string | null;
+  /** Renders chat prompts and decodes; required for chat(). */
+  tokenizer: Tokenizer | null;
+  /** Per-request timeout (default 30 minutes). */
+  requestTimeoutMs?: number;
+}
+
+const DEFAULT_TIMEOUT_MS = 30 * 60 * 1000;
+
+interface CompletionChoice {
+  index: number;
+  text: string;
+  finish_reason: string | null;
+  stop_reason?: number | string | null;
+  token_ids?: number[] | null;
+  logprobs?: { tokens?: string[]; token_logprobs?: Array<number | null> } | null;
+}
+
+export class OpenAIRemoteEngine implements ChatEngine {
+  readonly baseURL: string;
+  readonly model: string;
+  readonly tokenizer: Tokenizer | null;
+  readonly #apiKey: string | null;
+  readonly #timeoutMs: number;
+
+  constructor(options: RemoteEngineOptions) {
+    this.baseURL = options.baseURL.replace(/\/+$/, '');
+    this.model = options.model;
+    this.tokenizer = options.tokenizer;
+    this.#apiKey = options.apiKey ?? null;
+    this.#timeoutMs = options.requestTimeoutMs ?? DEFAULT_TIMEOUT_MS;
+  }
+
+  /** Checks that the server answers /v1/models and serves `model`. */
+  static async connect(options: RemoteEngineOptions): Promise<OpenAIRemoteEngine> {
+    const engine = new OpenAIRemoteEngine(options);
+    const models = (await engine.#request('GET', '/models', undefined, { timeoutMs: 30_000 })) as { data?: { id: string }[] };
+    const ids = (models.data ?? []).map((m) => m.id);
+    if (!ids.includes(options.model))
+      throw new Error(`${engine.baseURL}: the server does not serve model '${options.model}' (it serves: ${ids.join(', ')})`);
+    return engine;
+  }
+
+  async generate(request: GenerateRequest): Promise<GenerateResult> {
+    const promptIds = request.promptIds ? [...request.promptIds] : null;
+    if (promptIds === null && request.prompt === undefined) throw new TypeError('generate: give promptIds or prompt');
+    if (promptIds === null && this.tokenizer === null)
+      throw new TypeError('generate: a text prompt needs the tokenizer (its exact ids are the experience)');
+    const ids = promptIds ?? (this.tokenizer as Tokenizer).encode(request.prompt as string);
+    const body = {
+      model: this.model,
+      prompt: ids,
+      n: request.n ?? 1,
+      max_tokens: request.maxTokens ?? 16,
+      temperature: request.temperature ?? 1,
+      ...(request.topP !== undefined ? { top_p: request.topP } : {}),
+      ...(request.topK !== undefined && request.topK > 0 ? { top_k: request.topK } : {}),
+      ...(request.minP !== undefined ? { min_p: request.minP } : {}),
+      ...(request.seed !== undefined ? { seed: Number(request.seed) } : {}),
+      ...(request.stop !== undefined ? { stop: request.stop } : {}),
+      ...(request.stopTokenIds ? { stop_token_ids: request.stopTokenIds } : {}),
+      ...(request.ignoreEos ? { ignore_eos: true } : {}),
+      ...(request.skipSpecialTokens !== undefined ? { skip_special_tokens: request.skipSpecialTokens } : {}),
+      logprobs: 1,
+      return_token_ids: true,
+      return_tokens_as_token_ids: true,
+    };
+    const reply = (await this.#request('POST', '/completions', body, {
+      timeoutMs: request.timeoutMs ?? this.#timeoutMs,
+      ...(request.signal ? { signal: request.signal } : {}),
+    })) as { choices?: CompletionChoice[] };
+    const choices = [...(reply.choices ?? [])].sort((a, b) => a.index - b.index);
+    if (choices.length !== body.n)
+      throw new GenerationError('failed', `${this.baseURL}: asked for ${body.n} completions, got ${choices.length}`);
+    const completions = choices.map((choice, index): Completion => {
+      const tokenIds = choice.token_ids ?? tokensAsIds(choice.logprobs?.tokens);
+      if (tokenIds === null) {
+        throw new GenerationError(
+          'failed',
+          `${this.baseURL}: the completion has no token ids (the server needs return_token_ids, vLLM >= 0.10.2, or ` +
+            'return_tokens_as_token_ids)',
+        );
+      }
+      const logprobs = (choice.logprobs?.token_logprobs ?? []).map((v) => v ?? 0);
+      if (logprobs.length !== tokenIds.length)
+        throw new GenerationError('failed', `${this.baseURL}: ${tokenIds.length} token ids but ${logprobs.length} logprobs`);
+      const finishReason: FinishReason = choice.finish_reason === 'length' ? 'length' : 'stop';
+      return {
+        index,
+        tokenIds,
+        logprobs,
+        text: choice.text,
+        finishReason,
+        stopReason: finishReason === 'stop' ? (choice.stop_reason ?? tokenIds.at(-1) ?? null) : null,
+      };
+    });
+    return { promptIds: ids, completions };
+  }
+
+  chat(messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
+    return chat(this, messages, options);
+  }
+
+  /** Asks the server to load the weights of a Hugging Face folder (it must see the same path). */
+  async syncWeightsFromDir(dir: string, options: { timeoutMs?: number } = {}): Promise<void> {
+    const reply = (await this.#request(
+      'POST',
+      '/update_weights_from_disk',
+      { model_path: dir },
+      { timeoutMs: options.timeoutMs ?? 600_000, root: true },
+    )) as { success?: boolean; message?: string };
+    if (reply.success === false) throw new Error(`${this.baseURL}: weight reload from ${dir} failed: ${reply.message ?? ''}`);
+  }
+
+  /** Nothing to free here: the server is not ours. */
+  async close(): Promise<void> {}
+
+  async #request(
+    method: 'GET' | 'POST',
+    path: string,
+    body: unknown,
+    options: { timeoutMs: number; signal?: AbortSignal; root?: boolean },
+  ): Promise<unknown> {
+    const base = options.root ? this.baseURL.replace(/\/v1$/, '') : this.baseURL;
+    const timeout = AbortSignal.timeout(options.timeoutMs);
+    const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+    let res: Response;
+    try {
+      res = await fetch(`${base}${path}`, {
+        method,
+        headers: {
+          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+          ...(this.#apiKey ? { authorization: `Bearer ${this.#apiKey}` } : {}),
+        },
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+        signal,
+      });
+    } catch (error) {
+      if (timeout.aborted)
+        throw new GenerationError('timeout', `${method} ${base}${path} did not answer within ${options.timeoutMs} ms`);
+      if (options.signal?.aborted) throw new GenerationError('aborted', `${method} ${base}${path} was aborted`);
+      throw new GenerationError('failed', `${method} ${base}${path} failed: ${(error as Error).message}`, { cause: error });
+    }
+    const text = await res.text();
+    if (!res.ok) {
+      let message = text.slice(0, 500);
+      try {
+        message = (JSON.parse(text) as { error?: { message?: string } }).error?.message ?? message;
+      } catch {}
+      throw new GenerationError('failed', `${method} ${base}${path}: HTTP ${res.status}: ${message}`);
+    }
+    try {
+      return JSON.parse(text);
+    } catch {
+      throw new GenerationError('failed', `${method} ${base}${path}: the answer is not JSON: ${text.slice(0, 200)}`);
+    }
+  }
+}
+
+/** ["token_id:12", ...] → [12, ...]; null when the tokens are not in that form. */
+function tokensAsIds(tokens: readonly string[] | undefined): number[] | null {
+  if (!tokens) return null;
+  const ids: number[] = [];
+  for (const token of tokens) {
+    const match = /^token_id:(\d+)$/.exec(token);
+    if (!match) return null;
+    ids.push(Number(match[1]));
+  }
+  return ids;
+}
