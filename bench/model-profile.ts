@@ -1,0 +1,127 @@
+// Where a decode step of ours goes: `node --import tsx bench/model-profile.ts [--batch N] [--training] [--model DIR]`.
+// Loads a bench model (default: the small one of bench/model.bench.ts) in the inference layout (--training: the
+// training layout), prefills a KV cache, then times greedy decode steps: forward vs sampling vs read-back, the
+// native calls per step and the time per native function, and the model's matmuls alone. Times are CPU time of
+// this process (robust to other processes' load, unlike wall time) with THREADS intra-op threads (default 1).
+import { parseArgs } from 'node:util';
+import { sampleTokens } from '../src/engine/sampling.js';
+import { CausalLM, type ModelDType } from '../src/model/index.js';
+import * as torch from '../src/torch/index.js';
+import { native } from '../src/torch/native.js';
+import { median, repoRoot } from './harness.js';
+
+const { values: flags } = parseArgs({
+  options: {
+    model: { type: 'string', default: `${repoRoot}/.cache/bench-models/qwen2-h512-l8-a8-kv4-i1408-v49152` },
+    batch: { type: 'string', default: '1' },
+    dtype: { type: 'string', default: 'float32' },
+    prompt: { type: 'string', default: '32' },
+    steps: { type: 'string', default: '32' },
+    training: { type: 'boolean', default: false },
+  },
+});
+torch.setNumThreads(Number(process.env.THREADS ?? 1));
+// CPU time of this process (all threads): robust to other processes' load, unlike wall time
+const cpuMs = (): number => {
+  const c = process.cpuUsage();
+  return (c.user + c.system) / 1e3;
+};
+const batch = Number(flags.batch);
+const model = CausalLM.load(flags.model, { dtype: flags.dtype as ModelDType, layout: flags.training ? 'training' : 'inference' });
+const cache = model.createKVCache({ slots: batch, maxLength: 512 });
+const slots = Array.from({ length: batch }, (_, b) => b);
+const V = model.config.vocabSize;
+
+// count native calls by name
+const counts = new Map<string, number>();
+const opTime = new Map<string, number>();
+const n = native as unknown as Record<string, (...a: unknown[]) => unknown>;
+for (const name of Object.keys(n)) {
+  const f = n[name];
+  if (typeof f !== 'function') continue;
+  n[name] = (...a: unknown[]) => {
+    counts.set(name, (counts.get(name) ?? 0) + 1);
+    const t0 = cpuMs();
+    const r = f(...a);
+    opTime.set(name, (opTime.get(name) ?? 0) + cpuMs() - t0);
+    return r;
+  };
+}
+
+const prompt = torch.keep(torch.randint(4, V, [batch, Number(flags.prompt)]));
+torch.noGrad(() => torch.scope(() => model.forward(prompt, { cache, slots })));
+const times = { forward: [] as number[], sample: [] as number[], read: [] as number[], step: [] as number[] };
+let last = torch.keep(torch.randint(4, V, [batch, 1]));
+for (let s = 0; s < Number(flags.steps); s++) {
+  counts.clear();
+  if (s === 4) opTime.clear();
+  torch.noGrad(() =>
+    torch.scope(() => {
+      const t0 = cpuMs();
+      const logits = model.forward(last, { cache, slots }).select(1, 0);
+      const t1 = cpuMs();
+      const { tokens, logprobs } = sampleTokens(
+        logits,
+        slots.map(() => ({ params: { temperature: 0, topK: 0, topP: 1, minP: 0 }, generator: null })),
+      );
+      const t2 = cpuMs();
+      const values = torch.stack([tokens.double(), logprobs.double()]).toTypedArray();
+      const t3 = cpuMs();
+      times.forward.push(t1 - t0);
+      times.sample.push(t2 - t1);
+      times.read.push(t3 - t2);
+      times.step.push(t3 - t0);
+      last.dispose();
+      last = torch.keep(
+        torch.tensor(
+          BigInt64Array.from(values.slice(0, batch) as Float64Array, (v) => BigInt(v)),
+          { shape: [batch, 1] },
+        ),
+      );
+    }),
+  );
+}
+const total = [...counts.values()].reduce((a, b) => a + b, 0);
+console.log(`batch ${batch}: native calls per decode step ${total}`);
+console.log(
+  [...counts.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', '),
+);
+const timed = Number(flags.steps) - 4;
+console.log(
+  'ms per step by op: ' +
+    [...opTime.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 14)
+      .map(([k, v]) => `${k} ${(v / timed).toFixed(2)}`)
+      .join(', '),
+);
+for (const [k, v] of Object.entries(times)) console.log(`${k}: median ${median(v).toFixed(2)} ms`);
+
+// matmuls alone: the same linears on a [batch, 1, hidden] input
+const c = model.config;
+const params = model.parameters();
+const linears = [...params.entries()].filter(([k, t]) => k.endsWith('proj.weight') && t.ndim === 2).map(([, t]) => t);
+const x = torch.keep(torch.randn([batch, 1, c.hiddenSize]).to({ dtype: flags.dtype as ModelDType }));
+const xm = torch.keep(torch.randn([batch, 1, c.intermediateSize]).to({ dtype: flags.dtype as ModelDType }));
+const xa = torch.keep(torch.randn([batch, 1, c.numAttentionHeads * c.headDim]).to({ dtype: flags.dtype as ModelDType }));
+const mm: number[] = [];
+const head: number[] = [];
+for (let r = 0; r < 10; r++) {
+  torch.noGrad(() =>
+    torch.scope(() => {
+      const t0 = cpuMs();
+      for (const w of linears) {
+        const inF = w.size(1);
+        torch.linear(inF === c.hiddenSize ? x : inF === c.intermediateSize ? xm : xa, w);
+      }
+      mm.push(cpuMs() - t0);
+      const t1 = cpuMs();
+      torch.linear(x, params.get('model.embed_tokens.weight') as torch.Tensor);
+      head.push(cpuMs() - t1);
+    }),
+  );
+}
+console.log(`decoder matmuls alone: ${median(mm).toFixed(2)} ms; lm head: ${median(head).toFixed(2)} ms`);
