@@ -93,7 +93,10 @@ test('serve mode records agents, takes rewards by response id, and follows the t
   const conv = stored[2] as (typeof stored)[number];
   const mask = conv.actionMask ?? [];
   assert.ok(mask.includes(0) && mask[0] === 1 && mask.at(-1) === 1, `mask ${mask.join('')}`);
-  assert.equal(mask.filter((m) => m === 1).length, (first.usage?.completion_tokens ?? 0) + (second.usage?.completion_tokens ?? 0));
+  assert.equal(
+    mask.filter((m) => m === 1).length,
+    (first.usage?.completion_tokens ?? 0) + (second.usage?.completion_tokens ?? 0),
+  );
 
   // The train process (same buffer, same job folder) trains one step on the rewarded group and publishes weights.
   const trainConfig = loadConfig(job.configFile, { resolveAlgorithm, overrides: ['mode=train', ...shared] });
