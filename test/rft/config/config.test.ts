@@ -119,6 +119,13 @@ describe('loadConfig: defaults and derived keys', () => {
       eval_on_startup: true,
       bench_on_latest_checkpoint: false,
       rollout_model: { engine_type: 'embedded', engine_num: 1, slots: 8, base_url: null, api_key: null, model_name: null },
+      proxy_port: 8010,
+      listen_address: '127.0.0.1',
+      api_key: null,
+      serve_max_tokens: 4096,
+      serve_max_prompt_tokens: null,
+      serve_max_body_bytes: 1048576,
+      serve_max_n: 16,
     });
     assert.deepEqual(config.trainer, {
       save_interval: 0,
@@ -324,7 +331,7 @@ buffer:
     taskset: {path: /t, repeat_times: 3}
     tasksets: [{path: /u}]
     eval_tasksets: [{name: taskset_0, path: /e}]
-synchronizer: {sync_interval: 3, sync_offset: 2, max_staleness: 1}
+synchronizer: {sync_method: memory, sync_interval: 3, sync_offset: 2, max_staleness: 1}
 explorer: {rollout_model: {engine_type: openai}}
 `),
       ),
@@ -334,10 +341,10 @@ explorer: {rollout_model: {engine_type: openai}}
         'buffer.explorer_input.taskset: set either taskset or tasksets, not both',
         'buffer.explorer_input.taskset.repeat_times: a training taskset repeats each task algorithm.repeat_times (1) times; set algorithm.repeat_times instead',
         "buffer.explorer_input.eval_tasksets.0.name: taskset name 'taskset_0' is already used by buffer.explorer_input.taskset",
+        "synchronizer.sync_method: 'memory' cannot reach an external server (engine_type openai): use 'checkpoint' (the server reloads from disk)",
         'synchronizer.max_staleness: (1) is less than sync_offset (2): every experience would be too stale',
         'explorer.eval_interval: (100) must be a multiple of synchronizer.sync_interval (3): evaluation runs at sync points; use 99 or 102',
         'explorer.rollout_model.base_url: is required with engine_type openai',
-        "explorer.rollout_model.engine_type: 'openai' serves from an external server whose weights the trainer cannot update; use mode bench or explore",
       ],
     );
     assert.deepEqual(strip(problems('model: {model_path: /m}\nbuffer: {explorer_input: {taskset: {path: /t}}}\n')), [
