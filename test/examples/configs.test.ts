@@ -1,0 +1,34 @@
+// Every example config validates (keys, cross-field rules, algorithm presets) and names workflows that resolve, so
+// `trinity run --config examples/<name>/config.yaml` does not fail on its config after a model is created.
+import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { resolveAlgorithm } from '../../src/rft/algorithm/presets.js';
+import { loadConfig, resolveStages } from '../../src/rft/config/index.js';
+import { WORKFLOWS } from '../../src/rft/workflow/index.js';
+
+const examples = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'examples');
+
+for (const name of readdirSync(examples)) {
+  test(`examples/${name}/config.yaml is valid and its workflows resolve`, async () => {
+    const file = join(examples, name, 'config.yaml');
+    const config = loadConfig(file, { resolveAlgorithm });
+    const stages = resolveStages(config);
+    assert.ok(stages.length >= 1);
+    for (const stage of stages) {
+      const input = stage.buffer.explorer_input;
+      const names = [
+        input.default_workflow_type,
+        input.default_eval_workflow_type,
+        ...input.tasksets.map((t) => t.default_workflow_type),
+        ...input.eval_tasksets.map((t) => t.default_workflow_type),
+      ].filter((w): w is string => typeof w === 'string');
+      for (const workflow of names) {
+        const spec = await WORKFLOWS.resolve(workflow, join(examples, name));
+        assert.equal(typeof spec.run, 'function', `${name}: workflow ${workflow}`);
+      }
+    }
+  });
+}
