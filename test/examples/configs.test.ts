@@ -21,7 +21,6 @@ for (const name of readdirSync(examples)) {
       const input = stage.buffer.explorer_input;
       const names = [
         input.default_workflow_type,
-        input.default_eval_workflow_type,
         ...input.tasksets.map((t) => t.default_workflow_type),
         ...input.eval_tasksets.map((t) => t.default_workflow_type),
       ].filter((w): w is string => typeof w === 'string');
