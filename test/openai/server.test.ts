@@ -227,3 +227,64 @@ describe('OpenAI server guards', () => {
     }
   });
 });
+
+describe('streaming tool calls', () => {
+  it('streams the text before a tool call and the call itself at the end, as the non-streamed reply has them', async () => {
+    const { fixtureTokenizer } = await import('../engine/helpers.js');
+    const tokenizer = fixtureTokenizer();
+    const reply = 'Let me add.\n<tool_call>\n{"name": "calc", "arguments": {"expr": "2+3"}}\n</tool_call>';
+    const eos = tokenizer.eosTokenIds[0] as number;
+    // Answers every request with `reply` (one onToken event per token, as the engine does).
+    const backend = {
+      tokenizer,
+      maxLength: 4096,
+      async generate(request: import('../../src/engine/index.js').GenerateRequest) {
+        const ids = [...tokenizer.encode(reply), eos];
+        ids.forEach((tokenId, i) => {
+          request.onToken?.({ index: 0, tokenId, logprob: -0.5 - i });
+        });
+        return {
+          promptIds: [...(request.promptIds ?? [])],
+          completions: [
+            {
+              index: 0,
+              tokenIds: ids,
+              logprobs: ids.map((_, i) => -0.5 - i),
+              text: reply,
+              finishReason: 'stop' as const,
+              stopReason: eos,
+            },
+          ],
+        };
+      },
+    };
+    const service = new OpenAIService({ modelName: 'scripted', backend });
+    const s = await startOpenAIServer({ service });
+    try {
+      const c = new OpenAI({ baseURL: s.baseURL, apiKey: 'x', maxRetries: 0 });
+      const tools: OpenAI.ChatCompletionTool[] = [{ type: 'function', function: { name: 'calc', parameters: {} } }];
+      const body = { model: 'scripted', messages: [{ role: 'user' as const, content: '2+3?' }], tools };
+      const whole = await c.chat.completions.create(body);
+      assert.equal(whole.choices[0]?.finish_reason, 'tool_calls');
+      assert.equal(whole.choices[0]?.message.content, 'Let me add.');
+      const call = whole.choices[0]?.message.tool_calls?.[0] as OpenAI.ChatCompletionMessageFunctionToolCall;
+      assert.deepEqual([call.function.name, JSON.parse(call.function.arguments)], ['calc', { expr: '2+3' }]);
+
+      const stream = await c.chat.completions.create({ ...body, stream: true });
+      let content = '';
+      const calls: string[] = [];
+      let finish: string | null = null;
+      for await (const chunk of stream) {
+        const delta = chunk.choices[0]?.delta;
+        content += delta?.content ?? '';
+        for (const t of delta?.tool_calls ?? []) calls.push(`${t.function?.name}:${t.function?.arguments}`);
+        finish = chunk.choices[0]?.finish_reason ?? finish;
+      }
+      assert.equal(content, 'Let me add.', 'no part of the <tool_call> block leaks into the streamed text');
+      assert.deepEqual(calls, ['calc:{"expr":"2+3"}']);
+      assert.equal(finish, 'tool_calls');
+    } finally {
+      await s.close();
+    }
+  });
+});
