@@ -26,7 +26,12 @@ export async function loadModuleExport(spec: string, kind: string, baseDir: stri
   try {
     module = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
   } catch (error) {
-    throw new Error(`${kind} '${spec}': importing ${file} failed: ${(error as Error).message}`, { cause: error });
+    const message = (error as Error).message;
+    // A .ts file outside an ES-module package is loaded as CommonJS, and its `import`s then fail obscurely.
+    const hint = /require\(\) ES Module|outside a module|ERR_REQUIRE/.test(message)
+      ? ' (put the file in a package whose package.json has "type": "module", or name it .mts)'
+      : '';
+    throw new Error(`${kind} '${spec}': importing ${file} failed: ${message}${hint}`, { cause: error });
   }
   if (!Object.hasOwn(module, exportName)) {
     const names = Object.keys(module);
