@@ -25,8 +25,11 @@ export interface ServeStage {
   stop(): Promise<void>;
 }
 
-/** How long a reply can wait for its feedback, in turns remembered (oldest forgotten first). */
-const MAX_PENDING_RESPONSES = 100_000;
+/**
+ * How long a reply can wait for its feedback: the replies (and conversation turns) remembered, oldest forgotten
+ * first. Each keeps its conversation's token ids, so this bounds memory (10,000 × a 2k-token conversation ≈ 0.5 GB).
+ */
+const MAX_PENDING_RESPONSES = 10_000;
 const WEIGHT_POLL_MS = 1000;
 
 export async function startServeStage(settings: StageSettings, hooks: StageHooks = {}): Promise<ServeStage> {
