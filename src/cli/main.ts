@@ -223,10 +223,10 @@ async function serveCommand(args: string[]): Promise<number> {
 
 const QUICKSTART_HELP = `trinity quickstart [--seed N] [--set key=value]...
   The main job: creates a small Qwen2-architecture model (runs/quickstart/model), then runs
-  examples/quickstart/config.yaml — held-out accuracy of the base model, SFT on demonstrations of two-digit
-  addition by a fallible expert (it often forgets a carry), then GRPO with an exact verifier reward — and ends with
-  a summary table and an HTML report (runs/quickstart/addition/report.html). --seed N (default 0) seeds the model's
-  initialisation and the task order (runs/quickstart/addition-seedN). Running it again resumes an unfinished run.
+  examples/quickstart/config.yaml — held-out accuracy of the base model, SFT on expert demonstrations of two-digit
+  addition, then GRPO with an exact verifier reward — and ends with a summary table and an HTML report
+  (runs/quickstart/addition/report.html). --seed N (default 0) seeds the model's initialisation and the task order
+  (runs/quickstart/addition-seedN). Running it again resumes an unfinished run.
 `;
 
 async function quickstartCommand(args: string[]): Promise<number> {
