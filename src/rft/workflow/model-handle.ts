@@ -8,7 +8,15 @@
 // An experience is built from the ids the engine returned, never from text:
 //   tokens = promptIds ++ completionIds, promptLength = |promptIds|, logprobs = the engine's, actionMask = 1 …
 // The handle remembers which call produced each choice/completion object (prompt ids, model version at the call's
-// start), so toExperience(choice) needs nothing else.
+// start), so toExperience(choice) needs nothing else. A chat choice that continued a conversation (see
+// ../../engine/conversation.ts) becomes one experience of the whole conversation, action mask 0 between the replies.
+//
+// Agents that speak the OpenAI API: the handle starts (once, on 127.0.0.1) an OpenAI-compatible endpoint over the
+// engine (../../openai/), and each workflow attempt gets its own scope /s/<id>/v1 recording into the attempt's
+// conversation history:
+//   const client = await model.openai();                          // an `openai` npm client; any model name
+//   ... the agent's own calls ...
+//   return model.recordedExperiences({ reward });                 // one experience per conversation
 import { randomBytes, randomUUID } from 'node:crypto';
 import {
   type ChatChoice,
