@@ -54,7 +54,7 @@ export async function serveModel(options: ServeModelOptions): Promise<ServedMode
   }
   const service = new OpenAIService({
     modelName,
-    backend: { tokenizer, maxLength: engine.maxLength, generate: (r) => engine.generate(r) },
+    backend: engine,
     ...(options.maxTokens !== undefined ? { maxTokens: options.maxTokens } : {}),
     ...(options.maxPromptTokens !== undefined ? { maxPromptTokens: options.maxPromptTokens } : {}),
     ...(options.maxN !== undefined ? { maxN: options.maxN } : {}),

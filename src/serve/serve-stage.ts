@@ -110,11 +110,7 @@ export async function startServeStage(settings: StageSettings, hooks: StageHooks
   const service = new OpenAIService({
     modelName: settings.name || 'trinity',
     aliases: [settings.modelPath],
-    backend: {
-      tokenizer,
-      maxLength: engine.maxLength,
-      generate: (request) => engine.generate(request),
-    },
+    backend: engine,
     maxTokens: settings.serve.maxTokens,
     maxN: settings.serve.maxN,
     ...(settings.serve.maxPromptTokens !== null ? { maxPromptTokens: settings.serve.maxPromptTokens } : {}),

@@ -4,9 +4,9 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join, relative } from 'node:path';
-import type { Config, StageConfig, TasksetConfig as TasksetSection } from '../config/index.js';
+import type { Config, FormatConfig, StageConfig, TasksetConfig as TasksetSection } from '../config/index.js';
 import { resolveStages } from '../config/index.js';
-import type { SelectorConfig, TasksetConfig } from '../buffer/index.js';
+import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../buffer/index.js';
 import { ProgressReporter } from '../monitor/index.js';
 import { runStage, type StageHooks, type StageResult, type StageSettings } from './stage.js';
 
@@ -45,6 +45,17 @@ function selectorSettings(t: TasksetSection): SelectorConfig {
     ...(t.task_selector.feature_keys.length ? { featureKeys: t.task_selector.feature_keys } : {}),
     ...(t.task_selector.kwargs as Partial<SelectorConfig>),
   };
+}
+
+/** How a dataset file's rows become SFT samples (the format keys of an experience or auxiliary buffer). */
+function datasetFormat(format: FormatConfig): DatasetFormat {
+  return omitNulls({
+    promptKey: format.prompt_key,
+    responseKey: format.response_key,
+    ...(format.prompt_type === 'messages' && format.messages_key !== 'message' ? { messagesKey: format.messages_key } : {}),
+    systemPrompt: format.system_prompt,
+    enableConcatenatedMultiTurn: format.enable_concatenated_multi_turn,
+  });
 }
 
 /**
@@ -149,17 +160,10 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
         : null,
       path: experienceBuffer.path,
       capacity: experienceBuffer.capacity,
-      format: omitNulls({
-        promptKey: experienceBuffer.format.prompt_key,
-        responseKey: experienceBuffer.format.response_key,
-        ...(experienceBuffer.format.prompt_type === 'messages' && experienceBuffer.format.messages_key !== 'message'
-          ? { messagesKey: experienceBuffer.format.messages_key }
-          : {}),
-        systemPrompt: experienceBuffer.format.system_prompt,
-        chosenKey: experienceBuffer.format.chosen_key,
-        rejectedKey: experienceBuffer.format.rejected_key,
-        enableConcatenatedMultiTurn: experienceBuffer.format.enable_concatenated_multi_turn,
-      }),
+      format: {
+        ...datasetFormat(experienceBuffer.format),
+        ...omitNulls({ chosenKey: experienceBuffer.format.chosen_key, rejectedKey: experienceBuffer.format.rejected_key }),
+      },
     },
     monitorTypes: stage.monitor.monitor_type,
     auxiliaryDatasets: Object.fromEntries(
@@ -167,15 +171,7 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
         name,
         {
           path: d.path,
-          format: omitNulls({
-            promptKey: d.format.prompt_key,
-            responseKey: d.format.response_key,
-            ...(d.format.prompt_type === 'messages' && d.format.messages_key !== 'message'
-              ? { messagesKey: d.format.messages_key }
-              : {}),
-            systemPrompt: d.format.system_prompt,
-            enableConcatenatedMultiTurn: d.format.enable_concatenated_multi_turn,
-          }),
+          format: datasetFormat(d.format),
         },
       ]),
     ),
