@@ -13,10 +13,23 @@
 import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { type ChatResult, ConversationTracker, type ConversationTurn, WorkerRolloutEngine } from '../engine/index.js';
-import { OpenAIHttpError, OpenAIService, type OpenAIServer, startOpenAIServer } from '../openai/index.js';
+import { z } from 'zod';
+import { OpenAIHttpError, OpenAIService, type OpenAIServer, parseRequest, startOpenAIServer } from '../openai/index.js';
 import { SqliteBuffer } from '../rft/buffer/index.js';
 import { readSyncPointer, type StageHooks, type StageResult, type StageSettings } from '../rft/run/stage.js';
 import { turnExperience } from '../rft/workflow/index.js';
+
+const finite = () => z.number().refine(Number.isFinite, 'must be a finite number');
+
+/** POST /feedback's body (see the header). */
+const FeedbackSchema = z.object({
+  response_id: z.string().min(1),
+  reward: finite(),
+  choice_index: z.number().int().min(0).default(0),
+  task_id: z.string().optional(),
+  run_id: z.number().int().optional(),
+  metrics: z.record(z.string(), finite()).optional(),
+});
 
 export interface ServeStage {
   server: OpenAIServer;
@@ -61,47 +74,30 @@ export async function startServeStage(settings: StageSettings, hooks: StageHooks
   };
 
   const feedback = async (body: unknown) => {
-    const b = (body ?? {}) as Record<string, unknown>;
-    if (typeof b.response_id !== 'string' || b.response_id.length === 0)
-      throw new OpenAIHttpError(400, "'response_id' is required (the id of a chat completion)", { param: 'response_id' });
-    if (typeof b.reward !== 'number' || !Number.isFinite(b.reward))
-      throw new OpenAIHttpError(400, "'reward' must be a finite number", { param: 'reward' });
-    const choiceIndex = b.choice_index ?? 0;
-    if (!Number.isInteger(choiceIndex) || (choiceIndex as number) < 0)
-      throw new OpenAIHttpError(400, "'choice_index' must be a non-negative integer", { param: 'choice_index' });
-    if (b.task_id !== undefined && typeof b.task_id !== 'string')
-      throw new OpenAIHttpError(400, "'task_id' must be a string", { param: 'task_id' });
-    if (b.run_id !== undefined && !Number.isInteger(b.run_id))
-      throw new OpenAIHttpError(400, "'run_id' must be an integer", { param: 'run_id' });
+    const b = parseRequest(FeedbackSchema, body);
+    const choiceIndex = b.choice_index;
     const metrics = b.metrics;
-    if (
-      metrics !== undefined &&
-      (metrics === null ||
-        typeof metrics !== 'object' ||
-        !Object.values(metrics).every((v) => typeof v === 'number' && Number.isFinite(v)))
-    )
-      throw new OpenAIHttpError(400, "'metrics' must be an object of finite numbers", { param: 'metrics' });
     const response = responses.get(b.response_id);
     if (response === undefined)
       throw new OpenAIHttpError(404, `no recorded chat completion '${b.response_id}' (unknown, or forgotten)`, {
         param: 'response_id',
       });
-    const turn = response.turns[choiceIndex as number];
+    const turn = response.turns[choiceIndex];
     if (turn === undefined)
       throw new OpenAIHttpError(400, `response '${b.response_id}' has ${response.turns.length} choice(s)`, {
         param: 'choice_index',
       });
-    if (response.rewarded.has(choiceIndex as number))
+    if (response.rewarded.has(choiceIndex))
       throw new OpenAIHttpError(409, `response '${b.response_id}' choice ${choiceIndex} already has its reward`, {
         param: 'response_id',
       });
     const experience = turnExperience(turn, {
       reward: b.reward,
-      taskId: (b.task_id as string | undefined) ?? b.response_id,
-      runId: (b.run_id as number | undefined) ?? (choiceIndex as number),
-      ...(metrics ? { metrics: metrics as Record<string, number> } : {}),
+      taskId: b.task_id ?? b.response_id,
+      runId: b.run_id ?? choiceIndex,
+      ...(metrics ? { metrics } : {}),
     });
-    response.rewarded.add(choiceIndex as number);
+    response.rewarded.add(choiceIndex);
     await buffer.write([experience]);
     written++;
     return { status: 'ok', eid: experience.eid, tokens: experience.tokens.length };
