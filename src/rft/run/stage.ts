@@ -350,7 +350,12 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
   let trainer: TrainerClient | null = null;
   let engine: ExplorerEngine | null = null;
   let buffer: QueueBuffer | PriorityReplayBuffer | SqliteBuffer | null = null;
-  const temperature = typeof settings.rolloutArgs.temperature === 'number' ? settings.rolloutArgs.temperature : 1;
+  // Rollout log-probs are taken at the sampling temperature, so the trainer recomputes them at the same one; SFT and
+  // DPO rows are not rollouts, so their loss uses the model's own distribution (temperature 1).
+  const temperature =
+    algorithm.schema === 'experience' && typeof settings.rolloutArgs.temperature === 'number'
+      ? settings.rolloutArgs.temperature
+      : 1;
   try {
     if (needsTrainer) {
       const started = await TrainerClient.start({

@@ -180,3 +180,22 @@ test('a both-mode run with the priority replay buffer', async () => {
     [1, 2, 3],
   );
 });
+
+test("an SFT stage's loss ignores the taskset's sampling temperature (its rows are not rollouts)", async () => {
+  const firstLoss = async (temperature: number) => {
+    const { root, configFile, jobDir } = makeJob({ totalSteps: 1, saveInterval: 1 });
+    const overrides = [
+      'mode=train',
+      'algorithm.algorithm_type=sft',
+      'buffer.train_batch_size=8',
+      'buffer.trainer_input.experience_buffer.storage_type=file',
+      `buffer.trainer_input.experience_buffer.path=${join(root, 'tasks.jsonl')}`,
+      `buffer.explorer_input.taskset.rollout_args.temperature=${temperature}`,
+    ];
+    await runConfig(loadConfig(configFile, { resolveAlgorithm, overrides }), { log: () => {} });
+    return metricSteps(jobDir)[0]?.['actor/policy/sft_loss'] as number;
+  };
+  const atOne = await firstLoss(1);
+  assert.ok(Number.isFinite(atOne));
+  assert.equal(await firstLoss(0.5), atOne, 'a rollout temperature of 0.5 would divide the logits by 0.5');
+});
