@@ -521,19 +521,32 @@ export class RolloutEngine {
       batch.push(seq);
       longest = length;
     }
+    // the n samples of a request share one prompt: it runs once (its first sample's row), the others get a copy of
+    // that slot's cache and sample their first token from the same logits
+    const leaders: Sequence[] = [];
+    const leaderRow = new Map<RequestState, number>();
+    const rowOf = batch.map((seq) => {
+      let row = leaderRow.get(seq.request);
+      if (row === undefined) {
+        row = leaders.length;
+        leaderRow.set(seq.request, row);
+        leaders.push(seq);
+      }
+      return row;
+    });
     this.#step(batch, 'prefill', () => {
-      const rows = batch.length;
-      const lengths = batch.map((s) => s.request.promptIds.length);
+      const rows = leaders.length;
+      const lengths = leaders.map((s) => s.request.promptIds.length);
       const ids = new BigInt64Array(rows * longest); // right-padded with id 0; the cache trims right padding
       const mask = new Uint8Array(rows * longest);
-      batch.forEach((s, b) => {
+      leaders.forEach((s, b) => {
         s.request.promptIds.forEach((id, t) => {
           ids[b * longest + t] = BigInt(id);
           mask[b * longest + t] = 1;
         });
       });
-      const slots = batch.map((s) => s.slot);
-      for (const slot of slots) this.#cache.reset(slot);
+      const slots = leaders.map((s) => s.slot);
+      for (const seq of batch) this.#cache.reset(seq.slot);
       const device = this.#device;
       const padded = lengths.some((l) => l !== longest);
       const hidden = this.model.forward(torch.tensor(ids, { shape: [rows, longest], device }), {
@@ -549,7 +562,14 @@ export class RolloutEngine {
           { device },
         ),
       ]); // [B, H]: each row's last prompt position
-      return this.model.logits(last);
+      if (leaders.length === batch.length) return this.model.logits(last);
+      const followers = leaders.map(() => [] as number[]);
+      batch.forEach((seq, b) => {
+        const row = rowOf[b] as number;
+        if (leaders[row] !== seq) followers[row]?.push(seq.slot);
+      });
+      leaders.forEach((leader, row) => this.#cache.copySlot(leader.slot, followers[row] as number[]));
+      return this.model.logits(last).indexSelect(0, torch.tensor(BigInt64Array.from(rowOf, BigInt), { device }));
     });
   }
 

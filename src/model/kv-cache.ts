@@ -104,6 +104,45 @@ export class KVCache {
     torch.scope(() => this.#keyValid.select(0, slot).fill_(false));
   }
 
+  /**
+   * Copies `from`'s cached sequence into each slot of `to` (n samples of one prompt: the prompt is prefilled once,
+   * then shared). Only the used positions are copied.
+   */
+  copySlot(from: number, to: readonly number[]): void {
+    this.#checkSlot(from);
+    for (const slot of to) {
+      this.#checkSlot(slot);
+      if (slot === from) throw new RangeError(`KV cache: copySlot from slot ${from} onto itself`);
+    }
+    if (to.length === 0) return;
+    const length = this.#lengths[from] as number;
+    noGrad(() =>
+      torch.scope(() => {
+        const device = this.#keyValid.device;
+        const targets = torch.tensor(BigInt64Array.from(to, BigInt), { device });
+        const sources = torch.tensor(
+          BigInt64Array.from(to, () => BigInt(from)),
+          { device },
+        );
+        const copy = (t: Tensor) =>
+          t.narrow(-2, 0, length).indexCopy_(0, targets, t.narrow(-2, 0, length).indexSelect(0, sources));
+        if (length > 0) {
+          for (const t of [...this.#keys, ...this.#values]) copy(t);
+          this.#keyValid.narrow(1, 0, length).indexCopy_(0, targets, this.#keyValid.narrow(1, 0, length).indexSelect(0, sources));
+        }
+        for (const slot of to)
+          this.#keyValid
+            .select(0, slot)
+            .narrow(0, length, this.maxLength - length)
+            .fill_(false);
+      }),
+    );
+    for (const slot of to) {
+      this.#lengths[slot] = length;
+      this.#tokens[slot] = this.#tokens[from] as number;
+    }
+  }
+
   resetAll(): void {
     this.#lengths.fill(0);
     this.#tokens.fill(0);

@@ -311,6 +311,95 @@ export interface ForwardOptions {
   slots?: readonly number[];
   /** 'logits' (default): [B, T, vocab]; 'hidden': final normed hidden states [B, T, hidden] for logits() chunk by chunk. */
   output?: 'logits' | 'hidden';
+  /** inputIds is a packed batch of shared prompts and their continuations (see SharedPrefixLayout); needs positionIds. */
+  sharedPrefix?: SharedPrefixLayout;
+}
+
+/**
+ * A packed batch in which many rows continue a few shared prompts (GRPO's groups: one prompt, n responses), so each
+ * prompt runs through the trunk once. inputIds is [1, G*P + B*S]: G prefixes of P tokens, then B continuations of S
+ * tokens; continuation b attends to all of prefix rowPrefix[b] (its real tokens) and causally to itself. Everything
+ * but attention is per token, so the layers run on the packed tokens unchanged (../model/training.ts builds it).
+ */
+export interface SharedPrefixLayout {
+  /** [G, P] 1 = real prefix token (left padding). */
+  prefixMask: Tensor;
+  /** [B, S] 1 = real continuation token (right padding). */
+  suffixMask: Tensor;
+  /** [B] int64: the prefix each continuation row extends. */
+  rowPrefix: Tensor;
+}
+
+/** The packed layout's sizes and attention masks (true = attend), made once per pass. */
+interface PackedAttention {
+  groups: number;
+  prefixLength: number;
+  rows: number;
+  suffixLength: number;
+  rowPrefix: Tensor;
+  /** [G, 1, P, P] causal over real prefix keys (and the diagonal). */
+  prefixMask: Tensor;
+  /** [B, 1, S, P + S]: the row's prefix (real keys), then causal over its own real keys (and the diagonal). */
+  suffixMask: Tensor;
+}
+
+/** true = attend: causal over real keys, plus the diagonal (a pad query sees itself, so no row is all-masked). */
+function causalPadMask(real: Tensor): Tensor {
+  const [batch, seqLen] = real.shape as [number, number];
+  const index = torch.arange(seqLen, { device: real.device });
+  const query = index.view([seqLen, 1]);
+  const causal = index.view([1, seqLen]).le(query); // [T, T]
+  return real
+    .view([batch, 1, 1, seqLen])
+    .logicalAnd(causal)
+    .logicalOr(index.view([1, seqLen]).eq(query));
+}
+
+function packedAttention(layout: SharedPrefixLayout, tokens: number): PackedAttention {
+  const { prefixMask, suffixMask, rowPrefix } = layout;
+  if (prefixMask.ndim !== 2 || suffixMask.ndim !== 2 || rowPrefix.ndim !== 1 || rowPrefix.size(0) !== suffixMask.size(0)) {
+    throw new TypeError(
+      `forward: sharedPrefix needs prefixMask [G, P], suffixMask [B, S] and rowPrefix [B], got ` +
+        `[${prefixMask.shape.join(', ')}], [${suffixMask.shape.join(', ')}] and [${rowPrefix.shape.join(', ')}]`,
+    );
+  }
+  const [groups, prefixLength] = prefixMask.shape as [number, number];
+  const [rows, suffixLength] = suffixMask.shape as [number, number];
+  if (groups * prefixLength + rows * suffixLength !== tokens) {
+    throw new TypeError(
+      `forward: sharedPrefix packs ${groups}×${prefixLength} + ${rows}×${suffixLength} tokens, inputIds has ${tokens}`,
+    );
+  }
+  const prefixReal = prefixMask.bool();
+  const suffixReal = suffixMask.bool();
+  const rowIndex = rowPrefix.long();
+  const toPrefix = prefixReal
+    .indexSelect(0, rowIndex)
+    .view([rows, 1, 1, prefixLength])
+    .expand([rows, 1, suffixLength, prefixLength]);
+  return {
+    groups,
+    prefixLength,
+    rows,
+    suffixLength,
+    rowPrefix: rowIndex,
+    prefixMask: causalPadMask(prefixReal),
+    suffixMask: torch.cat([toPrefix, causalPadMask(suffixReal)], -1),
+  };
+}
+
+/** Packed [1, h, G*P + B*S, d] → prefixes [G, h, P, d] and continuations [B, h, S, d]. */
+function splitPacked(t: Tensor, p: PackedAttention): { prefix: Tensor; suffix: Tensor } {
+  const [, h, , d] = t.shape as [number, number, number, number];
+  const part = (start: number, n: number, length: number) =>
+    t
+      .narrow(2, start, n * length)
+      .reshape([h, n, length, d])
+      .transpose(0, 1);
+  return {
+    prefix: part(0, p.groups, p.prefixLength),
+    suffix: part(p.groups * p.prefixLength, p.rows, p.suffixLength),
+  };
 }
 
 export interface SaveModelOptions {
@@ -540,6 +629,10 @@ export class CausalLM {
     if (options.slots !== undefined && cache === undefined) throw new TypeError('forward: slots given without a cache');
     if (slots.length !== batch) throw new RangeError(`forward: ${slots.length} slots for ${batch} batch rows`);
 
+    const packed = options.sharedPrefix ? packedAttention(options.sharedPrefix, seqLen) : null;
+    if (packed !== null && (batch !== 1 || cache !== undefined || positionIds === undefined || attentionMask !== undefined)) {
+      throw new TypeError('forward: sharedPrefix takes inputIds [1, tokens] with positionIds, no attentionMask and no cache');
+    }
     const real = attentionMask?.bool() ?? null; // [B, T]
     const realRows = cache && real ? (real.toArray() as boolean[][]) : null;
     const step: CacheStep | null = cache ? cache.begin(slots, seqLen, realRows) : null;
@@ -560,15 +653,7 @@ export class CausalLM {
     // attention mask, true = attend: causal, real keys only, plus the diagonal (a pad query sees itself)
     let mask: Tensor | null = null;
     if (step !== null) mask = step.attentionMask;
-    else if (real !== null) {
-      const index = torch.arange(seqLen, { device: inputIds.device });
-      const query = index.view([seqLen, 1]);
-      const causal = index.view([1, seqLen]).le(query); // [T, T]
-      mask = real
-        .view([batch, 1, 1, seqLen])
-        .logicalAnd(causal)
-        .logicalOr(index.view([1, seqLen]).eq(query));
-    }
+    else if (real !== null) mask = causalPadMask(real);
     const eps = this.config.rmsNormEps;
     return {
       numLayers: this.#layers.length,
@@ -576,7 +661,7 @@ export class CausalLM {
       layer: (i, x) => {
         const layer = this.#layers[i];
         if (layer === undefined) throw new RangeError(`layer ${i} out of range (${this.#layers.length} layers)`);
-        const h = x.add(this.#attention(layer, i, rmsNorm(x, layer.inputLayernorm, eps), cos, sin, mask, step));
+        const h = x.add(this.#attention(layer, i, rmsNorm(x, layer.inputLayernorm, eps), cos, sin, mask, step, packed));
         return h.add(mlp(layer, rmsNorm(h, layer.postAttentionLayernorm, eps)));
       },
       norm: (x) => rmsNorm(x, this.#norm, eps),
@@ -598,6 +683,7 @@ export class CausalLM {
     sin: Tensor,
     mask: Tensor | null,
     step: CacheStep | null,
+    packed: PackedAttention | null = null,
   ): Tensor {
     const [batch, seqLen] = h.shape as [number, number, number];
     const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim, rmsNormEps: eps } = this.config;
@@ -620,6 +706,20 @@ export class CausalLM {
     }
     q = applyRotary(q.transpose(1, 2), cos, sin); // [B, heads, T, headDim]
     k = applyRotary(k.transpose(1, 2), cos, sin); // [B, kvHeads, T, headDim]
+    if (packed !== null) {
+      // prefixes attend among themselves; each continuation to its prefix's keys and values, then to its own
+      const [qs, ks, vs] = [splitPacked(q, packed), splitPacked(k, packed), splitPacked(v, packed)];
+      const ofRow = (t: Tensor) => t.indexSelect(0, packed.rowPrefix);
+      const prefixOut = torch.scaledDotProductAttention(qs.prefix, ks.prefix, vs.prefix, { mask: packed.prefixMask });
+      const suffixOut = torch.scaledDotProductAttention(
+        qs.suffix,
+        torch.cat([ofRow(ks.prefix), ks.suffix], 2),
+        torch.cat([ofRow(vs.prefix), vs.suffix], 2),
+        { mask: packed.suffixMask },
+      );
+      const merge = (t: Tensor) => t.transpose(1, 2).reshape([1, -1, heads * headDim]);
+      return linear(torch.cat([merge(prefixOut), merge(suffixOut)], 1), layer.oProj);
+    }
     let keys = k;
     let values = v;
     if (step !== null) ({ keys, values } = step.update(index, k, v));

@@ -106,6 +106,30 @@ describe('slots', () => {
     }
   });
 
+  test('copySlot: slots copied from a prefilled one (left-padded, over a longer old sequence) decode like it', () => {
+    const cache = model.createKVCache({ slots: 3, maxLength: 12 });
+    try {
+      torch.scope(() => {
+        model.forward(row(ids, 1, 0, 9), { cache, slots: [2] }); // an old, longer sequence: must not leak into the copy
+        cache.reset(2);
+        const padded = torch.cat([torch.zeros([1, 2], { dtype: 'int64' }), row(ids, 0, 0, 5)], 1);
+        const mask = torch.tensor([0, 0, 1, 1, 1, 1, 1], { dtype: 'int64', shape: [1, 7] });
+        model.forward(padded, { cache, slots: [0], attentionMask: mask });
+        cache.copySlot(0, [1, 2]);
+        assert.deepEqual([cache.length(2), cache.tokenCount(2)], [7, 5]);
+        const next = torch.cat([row(ids, 0, 5, 1), row(ids, 0, 5, 1), row(ids, 0, 5, 1)], 0);
+        const logits = model.forward(next, { cache, slots: [0, 1, 2] });
+        for (let b = 0; b < 3; b++) {
+          assert.ok(maxAbsDiff(logits.select(0, b).squeeze(0), full.select(0, 0).select(0, 5)) < TOLERANCE, `slot ${b}`);
+        }
+        assert.throws(() => cache.copySlot(0, [0]), /onto itself/);
+        assert.throws(() => cache.copySlot(0, [3]), /slot 3 out of range/);
+      });
+    } finally {
+      cache.dispose();
+    }
+  });
+
   test('a padded prefill (left and right padding) in the cache, then decoding, equals the unpadded rows', () => {
     const cache = model.createKVCache({ slots: 3, maxLength: 12 });
     try {

@@ -102,3 +102,116 @@ test('forwardBackward leaks no tensors and checks its inputs', () => {
   });
   model.dispose();
 });
+
+/**
+ * A GRPO-like batch: 3 prompts of different lengths (left-padded to 6 columns) × 3 responses each (right-padded to 4),
+ * plus one row whose prompt matches no other. Rows with the same prompt share one trunk pass over it (promptWidth).
+ */
+function groupedBatch() {
+  torch.manualSeed(11);
+  const promptWidth = 6;
+  const prompts = [
+    [5, 9, 14, 22, 31, 7],
+    [40, 41, 42],
+    [60, 61, 62, 63, 64],
+    [70, 71],
+  ];
+  const rows: { prompt: number[]; response: number[] }[] = [];
+  prompts.forEach((prompt, g) => {
+    for (let r = 0; r < (g === 3 ? 1 : 3); r++) {
+      const n = 1 + ((g + r) % 4);
+      rows.push({ prompt, response: Array.from({ length: n }, (_, i) => 3 + ((g * 31 + r * 17 + i * 7) % 110)) });
+    }
+  });
+  const L = promptWidth + 4;
+  const ids = torch.zeros([rows.length, L], { dtype: 'int64' });
+  const mask = torch.zeros([rows.length, L], { dtype: 'int64' });
+  const idData = ids.toArray() as number[][];
+  const maskData = mask.toArray() as number[][];
+  rows.forEach(({ prompt, response }, b) => {
+    const start = promptWidth - prompt.length;
+    [...prompt, ...response].forEach((t, i) => {
+      (idData[b] as number[])[start + i] = t;
+      (maskData[b] as number[])[start + i] = 1;
+    });
+  });
+  return {
+    ids: torch.tensor(idData.flat(), { dtype: 'int64', shape: [rows.length, L] }),
+    mask: torch.tensor(maskData.flat(), { dtype: 'int64', shape: [rows.length, L] }),
+    promptWidth,
+  };
+}
+
+for (const name of ['qwen2-tied', 'qwen3-untied'] as FixtureModel[]) {
+  test(`${name}: shared prompts run once (promptWidth): response log-probs, entropy and gradients unchanged`, () => {
+    const model = CausalLM.load(modelDir(name), { requiresGrad: true });
+    const params = [...model.parameters().entries()];
+    torch.scope(() => {
+      const { ids, mask, promptWidth } = groupedBatch();
+      const response = (t: torch.Tensor) => t.narrow(1, promptWidth - 1, ids.size(1) - promptWidth);
+      const responseMask = mask
+        .slice(1, 1)
+        .float()
+        .mul(
+          torch
+            .arange(ids.size(1) - 1)
+            .ge(promptWidth - 1)
+            .float(),
+        );
+      const loss = ({ logProbs, entropy }: TokenLogProbs) => {
+        const advantage = torch.linspace(-1, 1, logProbs.size(0)).unsqueeze(1);
+        const count = responseMask.sum();
+        const pg = logProbs.mul(advantage).mul(responseMask).sum().div(count).neg();
+        return pg.sub((entropy as torch.Tensor).mul(responseMask).sum().div(count).mul(0.01));
+      };
+      const full = tokenLogProbs(model, ids, { attentionMask: mask, entropy: true, temperature: 0.7 });
+      const shared = tokenLogProbs(model, ids, { attentionMask: mask, entropy: true, temperature: 0.7, promptWidth });
+      assert.deepEqual(shared.logProbs.shape, full.logProbs.shape);
+      const where = response(mask.slice(1, 1)).bool();
+      assert.ok(maxAbsDiff(response(shared.logProbs), response(full.logProbs), where) < 1e-5, 'log-probs differ');
+      assert.ok(maxAbsDiff(response(shared.entropy as torch.Tensor), response(full.entropy as torch.Tensor), where) < 1e-5);
+      assert.equal(
+        shared.logProbs
+          .narrow(1, 0, promptWidth - 1)
+          .abs()
+          .max()
+          .item(),
+        0,
+        'prompt positions are 0',
+      );
+
+      const gradients = (options: { promptWidth?: number; checkpoint?: boolean; chunkSize?: number }) => {
+        for (const [, p] of params) p.grad = null;
+        const result = forwardBackward(model, ids, loss, { attentionMask: mask, entropy: true, temperature: 0.7, ...options });
+        return { loss: result.loss, grads: new Map(params.map(([n, p]) => [n, (p.grad as torch.Tensor).clone()])) };
+      };
+      const reference = gradients({});
+      for (const options of [{ promptWidth }, { promptWidth, checkpoint: true }, { promptWidth, chunkSize: 2 }]) {
+        const got = gradients(options);
+        assert.ok(
+          Math.abs(got.loss - reference.loss) < 1e-6,
+          `${JSON.stringify(options)}: loss ${got.loss} vs ${reference.loss}`,
+        );
+        for (const [n, ref] of reference.grads) {
+          const scale = Math.max(1e-3, ref.abs().max().item());
+          assert.ok(maxAbsDiff(got.grads.get(n) as torch.Tensor, ref) / scale < 1e-5, `${n}: ${JSON.stringify(options)}`);
+        }
+      }
+      for (const [, p] of params) p.grad = null;
+    });
+    model.dispose();
+  });
+}
+
+test('promptWidth: out-of-range widths are errors; a batch with nothing to share runs unpacked', () => {
+  const model = CausalLM.load(modelDir('qwen2-tied'));
+  torch.scope(() => {
+    const { ids, mask } = batch(); // three different prompts: packing would save nothing
+    const full = tokenLogProbs(model, ids, { attentionMask: mask });
+    const same = tokenLogProbs(model, ids, { attentionMask: mask, promptWidth: 5 });
+    assert.ok(maxAbsDiff(same.logProbs, full.logProbs) < 1e-6, 'unpacked: every position computed');
+    assert.throws(() => tokenLogProbs(model, ids, { promptWidth: 13 }), /promptWidth must be an integer in \[1, 12\]/);
+    assert.throws(() => tokenLogProbs(model, ids, { promptWidth: 0 }), /promptWidth/);
+  });
+  model.dispose();
+});

@@ -39,6 +39,8 @@ import { type Experience, validateExperience } from '../experience.js';
 export interface LogProbOptions {
   chunkSize?: number;
   temperature?: number;
+  /** Only the response columns (from promptWidth − 1) are needed: rows with equal prompts run them once. */
+  promptWidth?: number;
 }
 
 /** Log-probs of a fixed reference policy: [B, L] ids → [B, L − 1], no gradient. */
@@ -287,6 +289,7 @@ export class TrainStep {
     torch.scope(() => {
       let batch = buildBatch(rows, this.setup.padTokenId ?? 0);
       const logProbOptions: LogProbOptions = {
+        promptWidth: batch.promptWidth,
         ...(this.setup.chunkSize ? { chunkSize: this.setup.chunkSize } : {}),
         ...(this.setup.temperature ? { temperature: this.setup.temperature } : {}),
       };
@@ -504,6 +507,7 @@ export class TrainStep {
         },
         {
           attentionMask: part(batch.attentionMask),
+          promptWidth: batch.promptWidth,
           entropy: wantEntropy,
           ...(this.setup.chunkSize ? { chunkSize: this.setup.chunkSize } : {}),
           ...(this.setup.temperature ? { temperature: this.setup.temperature } : {}),
