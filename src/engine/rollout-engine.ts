@@ -568,7 +568,9 @@ export class RolloutEngine {
         const row = rowOf[b] as number;
         if (leaders[row] !== seq) followers[row]?.push(seq.slot);
       });
-      leaders.forEach((leader, row) => this.#cache.copySlot(leader.slot, followers[row] as number[]));
+      leaders.forEach((leader, row) => {
+        this.#cache.copySlot(leader.slot, followers[row] as number[]);
+      });
       return this.model.logits(last).indexSelect(0, torch.tensor(BigInt64Array.from(rowOf, BigInt), { device }));
     });
   }
