@@ -1,7 +1,8 @@
 """The TRL half of the GRPO benchmark (bench/grpo.bench.ts runs it): TRL's GRPOTrainer on the quickstart's GRPO stage.
 
   python bench/grpo_trl.py --model DIR --train FILE --eval FILE --group 16 --batch 16 --max-tokens 6 --lr 1e-4 \
-      --steps 40 [--temperature 1.0] [--beta 0.0] [--warmup-steps 0] [--seed 0] [--threads 2] [--out DIR]
+      --steps 40 [--temperature 1.0] [--beta 0.0] [--warmup-steps 0] [--scheduler constant_with_warmup|cosine]
+      [--min-lr-ratio 0.0] [--seed 0] [--threads 2] [--out DIR]
   python bench/grpo_trl.py --eval-only DIR --eval FILE [--max-tokens 6]
 
 Train: one optimizer step per GRPO step, on `batch` prompts x `group` completions sampled at `temperature` (TRL's
@@ -9,7 +10,7 @@ generation_batch_size = per_device_train_batch_size = batch * group, steps_per_g
 generation), reward = exact answer (the last integer of the completion equals the reference, as accuracy_reward),
 group-normalised advantages (scale_rewards "group"), token-mean clipped loss (loss_type "dapo", epsilon 0.2), KL
 `beta` (k3 to the starting model; 0 loads no reference), AdamW (betas 0.9/0.999, weight decay 0.01), grad norm clip
-1.0, constant LR after `warmup_steps` of linear warm-up, float32 on the CPU.
+1.0, `warmup_steps` of linear warm-up then a constant LR or a cosine down to min_lr_ratio × LR, float32 on the CPU.
 
 Eval: greedy `model.generate` over every eval prompt rendered with the model's chat template (add_generation_prompt),
 at most `max-tokens` new tokens, scored with the same reward; the accuracy is the share of prompts answered right.
@@ -109,7 +110,8 @@ def train(args):
         temperature=args.temperature,
         top_p=1.0,
         learning_rate=args.lr,
-        lr_scheduler_type="constant_with_warmup",
+        lr_scheduler_type="cosine_with_min_lr" if args.scheduler == "cosine" else "constant_with_warmup",
+        **({"lr_scheduler_kwargs": {"min_lr_rate": args.min_lr_ratio}} if args.scheduler == "cosine" else {}),
         warmup_steps=args.warmup_steps,
         weight_decay=0.01,
         adam_beta1=0.9,
@@ -204,6 +206,8 @@ def main():
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--beta", type=float, default=0.0)
     p.add_argument("--warmup-steps", type=int, default=0)
+    p.add_argument("--scheduler", choices=["constant_with_warmup", "cosine"], default="constant_with_warmup")
+    p.add_argument("--min-lr-ratio", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--out", default="runs/bench-grpo/trl")

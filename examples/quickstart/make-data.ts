@@ -1,4 +1,6 @@
-// Generates the quickstart's data: addition problems "a+b=" with exact answers, in three disjoint sets.
+// Generates the quickstart's data: two-digit addition problems with exact answers, in three disjoint sets. Numbers
+// are written with a fixed width ("07+45=" → "052"): each digit then sits at the same place in every problem, which
+// a small model learns reliably (unpadded, "7+45=" → "52", SFT succeeded for one seed in three).
 //   sft.jsonl    expert demonstrations (prompt, response) for the SFT warm-up stage
 //   train.jsonl  problems for GRPO (the verifier compares the answer with `response`)
 //   eval.jsonl   held-out problems, never trained on
@@ -14,7 +16,7 @@ export interface QuickstartData {
 }
 
 /** Every pair a+b with 0 <= a, b < max, shuffled with `seed` and split into SFT, GRPO and eval sets. */
-export function makeAdditionData(seed = 0, max = 100, evalCount = 200, sftCount = 2000): QuickstartData {
+export function makeAdditionData(seed = 0, max = 100, evalCount = 500, sftCount = 2000): QuickstartData {
   let state = (seed * 2654435761 + 1) >>> 0;
   const random = () => {
     state = (state + 0x6d2b79f5) >>> 0;
@@ -29,7 +31,9 @@ export function makeAdditionData(seed = 0, max = 100, evalCount = 200, sftCount 
     const j = Math.floor(random() * (i + 1));
     [pairs[i], pairs[j]] = [pairs[j] as [number, number], pairs[i] as [number, number]];
   }
-  const row = ([a, b]: [number, number]) => ({ prompt: `${a}+${b}=`, response: String(a + b) });
+  const width = String(max - 1).length;
+  const pad = (n: number, w: number) => String(n).padStart(w, '0');
+  const row = ([a, b]: [number, number]) => ({ prompt: `${pad(a, width)}+${pad(b, width)}=`, response: pad(a + b, width + 1) });
   return {
     eval: pairs.slice(0, evalCount).map(row),
     sft: pairs.slice(evalCount, evalCount + sftCount).map(row),

@@ -31,3 +31,22 @@ for (const name of readdirSync(examples)) {
     }
   });
 }
+
+test('examples/quickstart/data is what make-data.ts writes: fixed-width problems, exact sums, disjoint sets', async () => {
+  const { makeAdditionData } = await import('../../examples/quickstart/make-data.js');
+  const { readFileSync } = await import('node:fs');
+  const data = makeAdditionData();
+  const seen = new Set<string>();
+  for (const [set, rows] of Object.entries(data) as [string, { prompt: string; response: string }[]][]) {
+    const file = readFileSync(join(examples, 'quickstart', 'data', `${set}.jsonl`), 'utf8');
+    assert.equal(file, `${rows.map((r) => JSON.stringify(r)).join('\n')}\n`, `${set}.jsonl is stale: rerun make-data.ts`);
+    for (const { prompt, response } of rows) {
+      const match = /^(\d\d)\+(\d\d)=$/.exec(prompt);
+      assert.ok(match, `${set}: prompt ${prompt}`);
+      assert.equal(response, String(Number(match[1]) + Number(match[2])).padStart(3, '0'));
+      assert.ok(!seen.has(prompt), `${prompt} is in two sets`);
+      seen.add(prompt);
+    }
+  }
+  assert.deepEqual([data.eval.length, data.sft.length, data.train.length], [500, 2000, 7500]);
+});

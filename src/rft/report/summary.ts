@@ -65,11 +65,19 @@ export async function summarizeRun(jobDir: string): Promise<StageSummary[]> {
   return summarizeStages(await readRun(jobDir));
 }
 
-/** The eval keys that measure accuracy: eval/<taskset>/mean@n; all eval keys when there is no mean@n. */
+/**
+ * The eval keys that measure accuracy: eval/<taskset>/mean@n, each followed by its pass@n when n > 1 (a sampled eval:
+ * how often one of the n answers is right); all eval keys when there is no mean@n.
+ */
 export function accuracyKeys(rows: readonly StageSummary[]): string[] {
   const keys = [...new Set(rows.flatMap((r) => Object.keys(r.eval)))];
   const means = keys.filter((k) => /\/mean@\d+$/.test(k));
-  return means.length ? means : keys;
+  if (means.length === 0) return keys;
+  return means.flatMap((mean) => {
+    const n = Number(mean.slice(mean.lastIndexOf('@') + 1));
+    const pass = `${mean.slice(0, mean.lastIndexOf('/'))}/pass@${n}`;
+    return n > 1 && keys.includes(pass) ? [mean, pass] : [mean];
+  });
 }
 
 /**

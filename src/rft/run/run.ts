@@ -102,7 +102,7 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
     totalEpochs: stage.buffer.total_epochs,
     tasksets: input.tasksets.map((t) => ({ taskset: tasksetSettings(t, false), selector: selectorSettings(t) })),
     evalTasksets: input.eval_tasksets.map((t) => tasksetSettings(t, true)),
-    evalRepeatTimes: input.eval_tasksets[0]?.repeat_times ?? 1,
+    evalRepeatTimes: input.eval_tasksets.map((t) => t.repeat_times ?? 1),
     evalInterval: stage.explorer.eval_interval,
     evalOnStartup: stage.explorer.eval_on_startup,
     rolloutArgs: firstTaskset ? { ...firstTaskset.rollout_args } : {},

@@ -70,8 +70,8 @@ export interface StageSettings {
   totalEpochs: number;
   tasksets: { taskset: TasksetConfig; selector?: SelectorConfig; weight?: number }[];
   evalTasksets: TasksetConfig[];
-  /** Samples per eval task (the eval tasksets' repeat_times): mean@n and pass@k use them. */
-  evalRepeatTimes: number;
+  /** Samples per task of each eval taskset (its repeat_times, same order): mean@n and pass@k use them. */
+  evalRepeatTimes: number[];
   evalInterval: number;
   evalOnStartup: boolean;
   /** Default rollout arguments (temperature, top_p, top_k, max_tokens ...) for tasks that name none. */
@@ -546,15 +546,13 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
 
     const evaluate = async (step: number) => {
       if (!runner) return;
-      const tasks = (await Promise.all(settings.evalTasksets.map((c) => loadTaskset({ ...c, isEval: true })))).flatMap(
-        (t) => t.tasks,
-      );
-      const result = await lock.run(() =>
-        (runner as WorkflowRunner).evaluate(tasks, { step, repeatTimes: settings.evalRepeatTimes }),
-      );
-      const evalMetrics = Object.fromEntries(Object.entries(result.metrics).filter(([k]) => k.startsWith('eval/')));
+      const {
+        tasks,
+        metrics: evalMetrics,
+        experiences,
+      } = await lock.run(() => evaluateTasksets(runner as WorkflowRunner, settings, step));
       monitors.log(step, evalMetrics);
-      writeEvalSamples(metricsDir, step, tasks, result.experiences);
+      writeEvalSamples(metricsDir, step, tasks, experiences);
       progress.log(
         `[${settings.stageName}] eval at step ${step}: ${Object.entries(evalMetrics)
           .map(([k, v]) => `${k} ${v.toFixed(3)}`)
@@ -698,12 +696,26 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
   }
 }
 
+/** Each eval taskset with its own samples per task; its eval/<taskset>/* metrics, tasks and experiences, together. */
+async function evaluateTasksets(
+  runner: WorkflowRunner,
+  settings: StageSettings,
+  step: number,
+): Promise<{ tasks: Task[]; metrics: Record<string, number>; experiences: Experience[] }> {
+  const out = { tasks: [] as Task[], metrics: {} as Record<string, number>, experiences: [] as Experience[] };
+  for (const [i, config] of settings.evalTasksets.entries()) {
+    const { tasks } = await loadTaskset({ ...config, isEval: true });
+    const result = await runner.evaluate(tasks, { step, repeatTimes: settings.evalRepeatTimes[i] ?? 1 });
+    out.tasks.push(...tasks);
+    out.experiences.push(...result.experiences);
+    for (const [k, v] of Object.entries(result.metrics)) if (k.startsWith('eval/')) out.metrics[k] = v;
+  }
+  return out;
+}
+
 /** mode bench: the base model and every checkpoint of the job on the eval tasksets; one metrics line each. */
 async function runBench(settings: StageSettings, log: (line: string) => void): Promise<StageResult> {
   if (settings.evalTasksets.length === 0) throw new Error(`stage '${settings.stageName}': mode bench needs eval_tasksets`);
-  const tasks = (await Promise.all(settings.evalTasksets.map((c) => loadTaskset({ ...c, isEval: true })))).flatMap(
-    (t) => t.tasks,
-  );
   const monitors = createMonitors({
     jobDir: settings.jobDir,
     types: settings.monitorTypes,
@@ -728,8 +740,7 @@ async function runBench(settings: StageSettings, log: (line: string) => void): P
     for (const target of targets) {
       if (target.dir) await engine.syncWeightsFromDir(target.dir);
       handle.modelVersion = target.step;
-      const result = await runner.evaluate(tasks, { step: target.step, repeatTimes: settings.evalRepeatTimes });
-      const evalMetrics = Object.fromEntries(Object.entries(result.metrics).filter(([k]) => k.startsWith('eval/')));
+      const { metrics: evalMetrics } = await evaluateTasksets(runner, settings, target.step);
       monitors.log(target.step, evalMetrics);
       log(
         `[bench] ${target.step === 0 ? 'base model' : `checkpoint ${target.step}`}: ${Object.entries(evalMetrics)

@@ -221,11 +221,12 @@ test('report: summary values per stage (hand-computed) and the terminal table', 
   assert.equal(
     formatSummaryTable(rows),
     [
-      'stage  steps  reward first  reward last  math/mean@4 start → end',
-      'sft        3             —            —                        —',
-      'grpo       4         0.100        0.600            0.250 → 0.625',
+      'stage  steps  reward first  reward last  math/mean@4 start → end  math/pass@4 start → end',
+      'sft        3             —            —                        —                        —',
+      'grpo       4         0.100        0.600            0.250 → 0.625            0.500 → 0.750',
       '',
       'math/mean@4: after sft 0.250 → after grpo 0.625',
+      'math/pass@4: after sft 0.500 → after grpo 0.750',
       '',
     ].join('\n'),
   );

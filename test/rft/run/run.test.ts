@@ -199,3 +199,24 @@ test("an SFT stage's loss ignores the taskset's sampling temperature (its rows a
   assert.ok(Number.isFinite(atOne));
   assert.equal(await firstLoss(0.5), atOne, 'a rollout temperature of 0.5 would divide the logits by 0.5');
 });
+
+test('eval tasksets each use their own repeat_times (greedy mean@1 beside sampled mean@4 and pass@4)', async () => {
+  const { root, configFile, jobDir } = makeJob({ totalSteps: 1, saveInterval: 1 });
+  const tasks = join(root, 'tasks.jsonl');
+  const overrides = [
+    `buffer.explorer_input.eval_tasksets=[{name: greedy, path: ${tasks}, rollout_args: {temperature: 0}}, ` +
+      `{name: sampled, path: ${tasks}, repeat_times: 4, rollout_args: {temperature: 1.0}}]`,
+    'explorer.eval_on_startup=true',
+  ];
+  await runConfig(loadConfig(configFile, { resolveAlgorithm, overrides }), { log: () => {} });
+  const first = metricSteps(jobDir)[0] as Record<string, number>;
+  assert.equal(first.step, 0);
+  assert.ok(Number.isFinite(first['eval/greedy/mean@1']));
+  assert.equal(first['eval/greedy/mean@4'], undefined);
+  for (const key of ['eval/sampled/mean@4', 'eval/sampled/pass@4', 'eval/sampled/pass@2']) {
+    assert.ok(Number.isFinite(first[key]), `${key} in ${Object.keys(first).join(', ')}`);
+  }
+  assert.ok((first['eval/sampled/pass@4'] as number) >= (first['eval/sampled/mean@4'] as number));
+  const samples = readFileSync(join(jobDir, 'eval_samples.jsonl'), 'utf8').trim().split('\n');
+  assert.ok(samples.length > 0, 'eval samples written');
+});
