@@ -29,7 +29,7 @@ const HELP = `GRPO benchmark: the quickstart's GRPO stage through this framework
 
   --model DIR      starting model (default runs/quickstart/addition/sft/final_model; made by trinity quickstart)
   --config FILE    config whose GRPO stage is benchmarked (default examples/quickstart/config.yaml)
-  --steps N        training steps on each side (default 20)
+  --steps N        training steps on each side (default 40)
   --seed N         seed of both sides (default 0)
   --threads N      intra-op threads of TRL's side (default: the core count; ours uses its own defaults)
   --out DIR        working folder (default runs/bench-grpo)
@@ -40,7 +40,7 @@ const { values } = parseArgs({
   options: {
     model: { type: 'string' },
     config: { type: 'string' },
-    steps: { type: 'string', default: '20' },
+    steps: { type: 'string', default: '40' },
     seed: { type: 'string', default: '0' },
     threads: { type: 'string' },
     out: { type: 'string' },
@@ -156,6 +156,9 @@ const ourConfig = merge(stage, {
   checkpoint_root_dir: dirname(outDir),
   model: { model_path: modelDir },
   mode: 'both',
+  // a coefficient-0 KL term only measures the drift (the quickstart's KL curve); TRL with beta 0 loads no reference,
+  // so the same loss here is run without the reference forward too
+  ...(beta === 0 ? { algorithm: { kl_loss_fn: 'none' } } : {}),
   buffer: {
     total_steps: steps,
     explorer_input: { taskset: { ...taskset, path: settings.trainFile, task_selector: { selector_type: 'shuffle', seed } } },
