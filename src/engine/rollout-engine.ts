@@ -5,7 +5,9 @@
 // step alongside every other running sequence, and leaves (freeing the slot) as soon as it finishes. One step:
 //
 //   prefill   waiting sequences take free slots (lowest first) and their prompts run as one right-padded forward
-//             (at most maxPrefillTokens padded tokens); the last prompt position's logits give each its first token
+//             (at most maxPrefillTokens padded tokens); the last prompt position's logits give each its first token.
+//             The n samples of one request in the batch run their shared prompt once: the others copy that slot
+//             (KVCache.copySlot) and draw their first token from the same logits with their own generators
 //   yield     await setImmediate: timers, I/O, HTTP handlers and other requests' callers run
 //   decode    every running sequence feeds its last token: one forward [B, 1] over the cache, one sampling pass
 //             (./sampling.ts), one read-back of [2, B] values (ids and log-probs), then stop checks (./stopping.ts)

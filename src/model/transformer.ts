@@ -319,7 +319,7 @@ export interface ForwardOptions {
  * A packed batch in which many rows continue a few shared prompts (GRPO's groups: one prompt, n responses), so each
  * prompt runs through the trunk once. inputIds is [1, G*P + B*S]: G prefixes of P tokens, then B continuations of S
  * tokens; continuation b attends to all of prefix rowPrefix[b] (its real tokens) and causally to itself. Everything
- * but attention is per token, so the layers run on the packed tokens unchanged (../model/training.ts builds it).
+ * but attention is per token, so the layers run on the packed tokens unchanged (./training.ts builds it).
  */
 export interface SharedPrefixLayout {
   /** [G, P] 1 = real prefix token (left padding). */

@@ -212,6 +212,19 @@ test('promptWidth: out-of-range widths are errors; a batch with nothing to share
     assert.ok(maxAbsDiff(same.logProbs, full.logProbs) < 1e-6, 'unpacked: every position computed');
     assert.throws(() => tokenLogProbs(model, ids, { promptWidth: 13 }), /promptWidth must be an integer in \[1, 12\]/);
     assert.throws(() => tokenLogProbs(model, ids, { promptWidth: 0 }), /promptWidth/);
+    const layout = {
+      prefixMask: torch.ones([2, 3], { dtype: 'int64' }),
+      suffixMask: torch.ones([4, 2], { dtype: 'int64' }),
+      rowPrefix: torch.tensor([0, 0, 1, 1], { dtype: 'int64' }),
+    };
+    const packed = torch.randint(3, 100, [1, 14]);
+    const positions = torch.zeros([1, 14], { dtype: 'int64' });
+    assert.doesNotThrow(() => model.forward(packed, { sharedPrefix: layout, positionIds: positions }));
+    assert.throws(
+      () => model.forward(packed.narrow(1, 0, 13), { sharedPrefix: layout, positionIds: positions.narrow(1, 0, 13) }),
+      /packs 2×3 \+ 4×2 tokens, inputIds has 13/,
+    );
+    assert.throws(() => model.forward(packed, { sharedPrefix: layout }), /with positionIds/);
   });
   model.dispose();
 });
