@@ -5,9 +5,8 @@
 //   train.jsonl  problems for GRPO (the verifier compares the answer with `response`)
 //   eval.jsonl   held-out problems, never trained on
 // Usage: node --import tsx examples/quickstart/make-data.ts OUT_DIR [--seed N] [--max N]
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { writeJsonlSets } from '../../src/rft/buffer/index.js';
 
 export interface QuickstartData {
   sft: { prompt: string; response: string }[];
@@ -41,10 +40,6 @@ export function makeAdditionData(seed = 0, max = 100, evalCount = 500, sftCount 
   };
 }
 
-function writeJsonl(file: string, rows: readonly object[]): void {
-  writeFileSync(file, `${rows.map((r) => JSON.stringify(r)).join('\n')}\n`);
-}
-
 if (import.meta.url === `file://${process.argv[1]}`) {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
@@ -53,8 +48,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const out = positionals[0];
   if (!out) throw new Error('usage: make-data.ts OUT_DIR [--seed N] [--max N]');
   const data = makeAdditionData(Number(values.seed), Number(values.max));
-  mkdirSync(out, { recursive: true });
-  for (const [name, rows] of Object.entries(data)) writeJsonl(join(out, `${name}.jsonl`), rows);
+  writeJsonlSets(out, data);
   console.log(
     `wrote ${out}: ${data.sft.length} SFT demonstrations, ${data.train.length} GRPO problems, ${data.eval.length} eval problems`,
   );

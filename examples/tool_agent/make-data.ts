@@ -8,9 +8,8 @@
 //   Population of Varnia minus Quell?   [lookup Varnia, lookup Quell] [calc 4821-310] 4511
 //   Population of Varnia times 3?       [lookup Varnia] [calc 4821*3] 14463
 // Usage: node --import tsx examples/tool_agent/make-data.ts OUT_DIR [--train N] [--eval N] [--sft N] [--seed N]
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { writeJsonlSets } from '../../src/rft/buffer/index.js';
 import { seededRandom } from '../../src/rft/buffer/random.js';
 import type { ChatTurn } from '../../src/rft/experience.js';
 import { builtInDocuments, type DocumentStore, runToolCall, TOOL_AGENT_TOOLS } from '../../src/rft/workflow/agents/index.js';
@@ -129,9 +128,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     sft: Number(values.sft),
     seed: Number(values.seed),
   });
-  mkdirSync(out, { recursive: true });
-  for (const [name, rows] of Object.entries(data))
-    writeFileSync(join(out, `${name}.jsonl`), `${rows.map((r) => JSON.stringify(r)).join('\n')}\n`);
+  writeJsonlSets(out, data);
   console.log(
     `wrote ${out}: ${data.sft.length} expert conversations, ${data.train.length} GRPO questions, ${data.eval.length} eval questions`,
   );

@@ -34,12 +34,17 @@ for (const name of readdirSync(examples)) {
 
 test('examples/quickstart/data is what make-data.ts writes: fixed-width problems, exact sums, disjoint sets', async () => {
   const { makeAdditionData } = await import('../../examples/quickstart/make-data.js');
-  const { readFileSync } = await import('node:fs');
+  const { mkdtempSync, readFileSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { writeJsonlSets } = await import('../../src/rft/buffer/index.js');
   const data = makeAdditionData();
+  const written = mkdtempSync(join(tmpdir(), 'quickstart-data-'));
+  writeJsonlSets(written, data); // what make-data.ts writes
   const seen = new Set<string>();
   for (const [set, rows] of Object.entries(data) as [string, { prompt: string; response: string }[]][]) {
     const file = readFileSync(join(examples, 'quickstart', 'data', `${set}.jsonl`), 'utf8');
     assert.equal(file, `${rows.map((r) => JSON.stringify(r)).join('\n')}\n`, `${set}.jsonl is stale: rerun make-data.ts`);
+    assert.equal(readFileSync(join(written, `${set}.jsonl`), 'utf8'), file, `writeJsonlSets wrote ${set}.jsonl otherwise`);
     for (const { prompt, response } of rows) {
       const match = /^(\d\d)\+(\d\d)=$/.exec(prompt);
       assert.ok(match, `${set}: prompt ${prompt}`);

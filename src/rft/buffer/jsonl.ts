@@ -4,8 +4,9 @@
 //   - Writes append whole lines with one write() per batch on a file opened for appending, so several writers and
 //     restarts only ever add lines. A file whose last line was cut off by a crash gets a newline first, so the torn
 //     line stays alone (and is reported, by line number, when read).
-import { createReadStream } from 'node:fs';
+import { createReadStream, mkdirSync, writeFileSync } from 'node:fs';
 import { type FileHandle, open } from 'node:fs/promises';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { type Experience, validateExperience } from '../experience.js';
 
@@ -67,6 +68,14 @@ export function parseExperienceLine(file: string, line: number, value: unknown):
 /** Streams the experiences of a JSONL dump, validating each. */
 export async function* readExperiencesJsonl(file: string): AsyncGenerator<Experience> {
   for await (const { line, value } of readJsonl(file)) yield parseExperienceLine(file, line, value);
+}
+
+/** Writes each named set of rows as DIR/<name>.jsonl, replacing the file (a dataset's splits: sft, train, eval …). */
+export function writeJsonlSets<Sets extends { [K in keyof Sets]: readonly unknown[] }>(dir: string, sets: Sets): void {
+  mkdirSync(dir, { recursive: true });
+  for (const [name, rows] of Object.entries(sets) as [string, readonly unknown[]][]) {
+    writeFileSync(join(dir, `${name}.jsonl`), `${rows.map((r) => JSON.stringify(r)).join('\n')}\n`);
+  }
 }
 
 /** Appends JSON values as lines to a file (created if missing). */

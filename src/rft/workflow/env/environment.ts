@@ -226,3 +226,45 @@ export async function playEpisode(
   }
   return { messages, reward, done, steps };
 }
+
+/** Where the seeds of each set start (eval from 0), so the sets never share a seed. */
+const DATA_SEEDS = { eval: 0, train: 100_000, sft: 200_000 } as const;
+
+/**
+ * An environment's data in three disjoint sets of seeds (the examples' make-data scripts): `eval` held-out seeds,
+ * `train` seeds for RL and `sft` expert episodes played by `expert` (solved ones only, as conversations); train and
+ * SFT seeds whose layout equals an eval seed's are skipped, so no held-out layout is trained on.
+ */
+export async function seededEpisodeData<E extends Environment>(options: {
+  counts: { train: number; eval: number; sft: number };
+  /** The layout a seed makes (its rendered start state): seeds with equal layouts count as the same problem. */
+  layout: (seed: number) => string;
+  environment: (seed: number) => E;
+  /** The expert's next reply in `env` (a solver). */
+  expert: (env: E) => string;
+  systemPrompt: string;
+  maxSteps: number;
+}): Promise<{ train: { seed: number }[]; eval: { seed: number }[]; sft: { seed: number; messages: ChatTurn[] }[] }> {
+  const { counts } = options;
+  const evalSeeds = Array.from({ length: counts.eval }, (_, i) => DATA_SEEDS.eval + i);
+  const held = new Set(evalSeeds.map(options.layout));
+  const pick = (first: number, count: number) => {
+    const seeds: number[] = [];
+    for (let seed = first; seeds.length < count; seed++) if (!held.has(options.layout(seed))) seeds.push(seed);
+    return seeds;
+  };
+  const sft: { seed: number; messages: ChatTurn[] }[] = [];
+  for (const seed of pick(DATA_SEEDS.sft, counts.sft)) {
+    const env = options.environment(seed);
+    const episode = await playEpisode(env, () => options.expert(env), {
+      systemPrompt: options.systemPrompt,
+      maxSteps: options.maxSteps,
+    });
+    if (episode.reward === 1) sft.push({ seed, messages: episode.messages });
+  }
+  return {
+    train: pick(DATA_SEEDS.train, counts.train).map((seed) => ({ seed })),
+    eval: evalSeeds.map((seed) => ({ seed })),
+    sft,
+  };
+}

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import {
+  FROZEN_LAKE_SYSTEM_PROMPT,
   FrozenLakeEnv,
   type FrozenLakeMap,
   frozenLakeFromArgs,
@@ -14,6 +15,7 @@ import {
   renderSokoban,
   SokobanEnv,
   type SokobanLevel,
+  seededEpisodeData,
   sokobanMove,
   solveFrozenLake,
   solveSokoban,
@@ -192,4 +194,31 @@ describe('Sokoban', () => {
       assert.equal(played.reward, 1, `seed ${seed}`);
     }
   });
+});
+
+test('seededEpisodeData: disjoint seed ranges, no eval layout trained on, only solved expert episodes', async () => {
+  const map = (seed: number) => generateFrozenLake({ seed, size: 3, p: 0.8 });
+  const layout = (seed: number) => renderFrozenLake(map(seed), map(seed).start);
+  const data = await seededEpisodeData({
+    counts: { train: 40, eval: 20, sft: 30 },
+    layout,
+    environment: (seed) => new FrozenLakeEnv(map(seed)),
+    expert: (env) => solveFrozenLake(env.map, env.position)?.[0] ?? 'Up',
+    systemPrompt: FROZEN_LAKE_SYSTEM_PROMPT,
+    maxSteps: 8,
+  });
+  assert.deepEqual(
+    data.eval.map((r) => r.seed),
+    Array.from({ length: 20 }, (_, i) => i),
+  );
+  assert.equal(data.train.length, 40);
+  const held = new Set(data.eval.map((r) => layout(r.seed)));
+  for (const { seed } of [...data.train, ...data.sft]) assert.ok(!held.has(layout(seed)), `seed ${seed} repeats an eval layout`);
+  assert.ok(data.train.every((r) => r.seed >= 100_000 && r.seed < 200_000));
+  assert.ok(data.sft.length > 0 && data.sft.length <= 30);
+  for (const { seed, messages } of data.sft) {
+    assert.ok(seed >= 200_000);
+    assert.equal(messages[0]?.role, 'system');
+    assert.equal(messages.at(-1)?.role, 'assistant', 'a solved episode ends on the winning move');
+  }
 });
