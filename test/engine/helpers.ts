@@ -4,7 +4,8 @@ import { copyFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { CausalLM } from '../../src/model/index.js';
+import { RolloutEngine } from '../../src/engine/index.js';
+import { CausalLM } from '../../src/model/index.js';
 import { DEFAULT_ALPHABET, Tokenizer, writeCharTokenizer } from '../../src/tokenizer/index.js';
 import * as torch from '../../src/torch/index.js';
 
@@ -22,6 +23,25 @@ export function fixtureTokenizer(): Tokenizer {
   const dir = mkdtempSync(join(tmpdir(), 'engine-tok-'));
   writeFixtureTokenizer(dir);
   return Tokenizer.load(dir);
+}
+
+/** qwen2-tied in a RolloutEngine with the fixture tokenizer, on one intra-op thread; close() frees engine and model. */
+export function fixtureEngine(options: { maxLength: number; slots: number }): {
+  model: CausalLM;
+  engine: RolloutEngine;
+  close(): Promise<void>;
+} {
+  torch.setNumThreads(1);
+  const model = CausalLM.load(modelDir('qwen2-tied'));
+  const engine = new RolloutEngine(model, { tokenizer: fixtureTokenizer(), ...options });
+  return {
+    model,
+    engine,
+    close: async () => {
+      await engine.close();
+      model.dispose();
+    },
+  };
 }
 
 /** A copy of a fixture model folder with the fixture tokenizer beside it. */

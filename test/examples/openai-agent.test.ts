@@ -7,8 +7,7 @@ import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { REASK } from '../../examples/openai_agent/agent.js';
-import { RolloutEngine } from '../../src/engine/index.js';
-import { CausalLM } from '../../src/model/index.js';
+import type { CausalLM } from '../../src/model/index.js';
 import { validateExperience } from '../../src/rft/experience.js';
 import type { Task } from '../../src/rft/task.js';
 import {
@@ -19,8 +18,7 @@ import {
   WorkflowRunner,
 } from '../../src/rft/workflow/index.js';
 import type { Tokenizer } from '../../src/tokenizer/index.js';
-import * as torch from '../../src/torch/index.js';
-import { fixtureTokenizer, maxDiff, modelDir, referenceLogprobs } from '../engine/helpers.js';
+import { fixtureEngine, fixtureTokenizer, maxDiff, referenceLogprobs } from '../engine/helpers.js';
 import { SCRIPTED_LOGPROB, ScriptedBackend } from '../rft/workflow/scripted-backend.js';
 
 const exampleDir = fileURLToPath(new URL('../../examples/openai_agent/', import.meta.url));
@@ -52,19 +50,17 @@ async function runAgent(models: ModelHandle, task: Partial<Task>, repeatTimes: n
 
 describe('examples/openai_agent on the fixture model', () => {
   let model: CausalLM;
-  let engine: RolloutEngine;
   let handle: EngineModelHandle;
+  let close: () => Promise<void>;
 
   before(() => {
-    torch.setNumThreads(1);
-    model = CausalLM.load(modelDir('qwen2-tied'));
-    engine = new RolloutEngine(model, { tokenizer: fixtureTokenizer(), maxLength: 96, slots: 4 });
-    handle = new EngineModelHandle(engine, { modelVersion: 3 });
+    const fixture = fixtureEngine({ maxLength: 96, slots: 4 });
+    ({ model, close } = fixture);
+    handle = new EngineModelHandle(fixture.engine, { modelVersion: 3 });
   });
   after(async () => {
     await handle.close();
-    await engine.close();
-    model.dispose();
+    await close();
   });
 
   test('each run is one experience with exact ids, the re-ask turn masked out, and the model’s log-probs', async () => {

@@ -3,27 +3,22 @@
 // model version of the call, and rewards from the verifier; seeded runs reproduce.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { RolloutEngine, WorkerRolloutEngine } from '../../../src/engine/index.js';
-import { CausalLM } from '../../../src/model/index.js';
+import { type RolloutEngine, WorkerRolloutEngine } from '../../../src/engine/index.js';
+import type { CausalLM } from '../../../src/model/index.js';
 import { validateExperience } from '../../../src/rft/experience.js';
 import { REWARD_FUNCTIONS, scoreResponse } from '../../../src/rft/reward/index.js';
 import type { Task } from '../../../src/rft/task.js';
 import { EngineModelHandle, WorkflowRunner } from '../../../src/rft/workflow/index.js';
-import * as torch from '../../../src/torch/index.js';
-import { fixtureModelWithTokenizer, fixtureTokenizer, maxDiff, modelDir, referenceLogprobs } from '../../engine/helpers.js';
+import { fixtureEngine, fixtureModelWithTokenizer, maxDiff, referenceLogprobs } from '../../engine/helpers.js';
 
 let model: CausalLM;
 let engine: RolloutEngine;
+let close: () => Promise<void>;
 
 before(() => {
-  torch.setNumThreads(1);
-  model = CausalLM.load(modelDir('qwen2-tied'));
-  engine = new RolloutEngine(model, { tokenizer: fixtureTokenizer(), maxLength: 64, slots: 4 });
+  ({ model, engine, close } = fixtureEngine({ maxLength: 64, slots: 4 }));
 });
-after(async () => {
-  await engine.close();
-  model.dispose();
-});
+after(() => close());
 
 describe('EngineModelHandle', () => {
   test('chat choices become experiences with the exact prompt/completion ids and the engine logprobs', async () => {

@@ -4,29 +4,25 @@
 // closes with the attempt.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { RolloutEngine } from '../../../src/engine/index.js';
-import { CausalLM } from '../../../src/model/index.js';
+import type { CausalLM } from '../../../src/model/index.js';
 import { validateExperience } from '../../../src/rft/experience.js';
 import type { Task } from '../../../src/rft/task.js';
 import { EngineModelHandle, WorkflowRegistry, WorkflowRunner } from '../../../src/rft/workflow/index.js';
 import type { Workflow } from '../../../src/rft/workflow/types.js';
-import * as torch from '../../../src/torch/index.js';
-import { fixtureTokenizer, maxDiff, modelDir, referenceLogprobs } from '../../engine/helpers.js';
+import { fixtureEngine, maxDiff, referenceLogprobs } from '../../engine/helpers.js';
 
 let model: CausalLM;
-let engine: RolloutEngine;
 let handle: EngineModelHandle;
+let close: () => Promise<void>;
 
 before(() => {
-  torch.setNumThreads(1);
-  model = CausalLM.load(modelDir('qwen2-tied'));
-  engine = new RolloutEngine(model, { tokenizer: fixtureTokenizer(), maxLength: 64, slots: 4 });
-  handle = new EngineModelHandle(engine, { modelVersion: 2 });
+  const fixture = fixtureEngine({ maxLength: 64, slots: 4 });
+  ({ model, close } = fixture);
+  handle = new EngineModelHandle(fixture.engine, { modelVersion: 2 });
 });
 after(async () => {
   await handle.close();
-  await engine.close();
-  model.dispose();
+  await close();
 });
 
 /** Runs one task with `workflow` as a non-repeatable workflow; returns its experiences. */
