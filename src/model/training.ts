@@ -12,7 +12,8 @@
 //   2. lossFn on those leaves and its backward: d loss / d logProbs and d loss / d entropy (small, [B, T-1]);
 //   3. per chunk, the head again with a graph, backward with those gradients into the final hidden states; then
 //      the trunk backward: at once, or layer by layer from the last, recomputing each layer from its saved input.
-// The result equals plain autograd through lossFn(tokenLogProbs(...)) (tested), with far less memory.
+// The result equals plain autograd through lossFn(tokenLogProbs(...)) (tested), with far less memory. The trunk never
+// runs the last column: it is only a target (in the quickstart's 4-token responses, a fifth of the packed tokens).
 //
 // With promptWidth (RL batches: left-padded prompts, then responses), rows that share a prompt run it through the
 // trunk once: the batch is packed as [distinct prompts ‖ each row's last prompt token + response] (transformer.ts's
@@ -92,10 +93,12 @@ interface TrunkInput {
 }
 
 function trunkInput(inputIds: Tensor, options: TokenLogProbsOptions): TrunkInput {
+  // the last column is only ever a target: the trunk stops before it (attention is causal, so nothing else changes)
+  const inputs = (t: Tensor) => t.narrow(1, 0, t.size(1) - 1);
   const plain: TrunkInput = {
-    ids: inputIds,
-    forward: passOptions(options),
-    headHidden: (hidden) => hidden.narrow(1, 0, inputIds.size(1) - 1),
+    ids: inputs(inputIds),
+    forward: passOptions(options, inputs),
+    headHidden: (hidden) => hidden,
     targets: inputIds.slice(1, 1),
     offset: 0,
   };
@@ -123,16 +126,17 @@ function trunkInput(inputIds: Tensor, options: TokenLogProbsOptions): TrunkInput
     return group;
   });
   const groups = representatives.length;
-  if (groups * prefixLength + rows * suffixLength > 0.8 * rows * length) return plain;
+  if (groups * prefixLength + rows * (suffixLength - 1) > 0.8 * rows * (length - 1)) return plain;
   const real = options.attentionMask?.bool() ?? torch.ones([rows, length], { dtype: 'bool', device: inputIds.device });
   const positions = real.long().cumsum(-1).sub(1).maskedFill(real.logicalNot(), 1); // forward()'s default
   const rep = torch.tensor(representatives, { dtype: 'int64', device: inputIds.device });
   const prefix = (t: Tensor) => t.indexSelect(0, rep).narrow(1, 0, prefixLength);
-  const suffix = (t: Tensor) => t.narrow(1, prefixLength, suffixLength);
+  // a continuation runs its prompt's last token and the response but the last token (only a target)
+  const continuationLength = suffixLength - 1;
+  const suffix = (t: Tensor) => t.narrow(1, prefixLength, continuationLength);
   const flat = (t: Tensor) => t.reshape([1, -1]);
-  const suffixIds = suffix(inputIds);
   return {
-    ids: torch.cat([flat(prefix(inputIds)), flat(suffixIds)], 1),
+    ids: torch.cat([flat(prefix(inputIds)), flat(suffix(inputIds))], 1),
     forward: {
       positionIds: torch.cat([flat(prefix(positions)), flat(suffix(positions))], 1),
       sharedPrefix: {
@@ -142,11 +146,8 @@ function trunkInput(inputIds: Tensor, options: TokenLogProbsOptions): TrunkInput
       },
     },
     headHidden: (hidden) =>
-      hidden
-        .narrow(1, groups * prefixLength, rows * suffixLength)
-        .reshape([rows, suffixLength, -1])
-        .narrow(1, 0, suffixLength - 1),
-    targets: suffixIds.slice(1, 1),
+      hidden.narrow(1, groups * prefixLength, rows * continuationLength).reshape([rows, continuationLength, -1]),
+    targets: inputIds.narrow(1, promptWidth, suffixLength - 1),
     offset: prefixLength,
   };
 }
@@ -157,10 +158,10 @@ function padLeft(t: Tensor, offset: number): Tensor {
   return torch.cat([torch.zeros([t.size(0), offset], { dtype: t.dtype, device: t.device }), t], 1);
 }
 
-function passOptions(options: TokenLogProbsOptions): ForwardOptions {
+function passOptions(options: TokenLogProbsOptions, columns: (t: Tensor) => Tensor): ForwardOptions {
   return {
-    ...(options.attentionMask ? { attentionMask: options.attentionMask } : {}),
-    ...(options.positionIds ? { positionIds: options.positionIds } : {}),
+    ...(options.attentionMask ? { attentionMask: columns(options.attentionMask) } : {}),
+    ...(options.positionIds ? { positionIds: columns(options.positionIds) } : {}),
   };
 }
 
