@@ -4,7 +4,9 @@
 // max tokens, learning rate and warm-up, rollout temperature, taskset files) run from the same SFT checkpoint, for the
 // same number of steps, in one run:
 //   ours  `trinity run` on a one-stage copy of the config (mode both: rollouts on the engine's worker thread, training
-//         on the trainer's), in a child process; figures from its metrics.jsonl
+//         on the trainer's), in a child process; figures from its metrics.jsonl. The quickstart's stage runs one step
+//         off-policy (sync_offset 1: the next step's rollouts are sampled while this step trains); when the config
+//         has an offset, the same stage also runs strictly on-policy (sync_offset 0) as a third column.
 //   TRL   GRPOTrainer (bench/grpo_trl.py, in a child process), with the same settings mapped to GRPOConfig
 // The two runs go one after the other (not interleaved: each is a whole training run), each with the machine's cores.
 // Figures: seconds per training step (median over the steps after the first; rollout + train, as each side's loop
@@ -29,7 +31,7 @@ const HELP = `GRPO benchmark: the quickstart's GRPO stage through this framework
 
   --model DIR      starting model (default runs/quickstart/addition/sft/final_model; made by trinity quickstart)
   --config FILE    config whose GRPO stage is benchmarked (default examples/quickstart/config.yaml)
-  --steps N        training steps on each side (default 40)
+  --steps N        training steps on each side (default: the stage's total_steps, 360 for the quickstart)
   --seed N         seed of both sides (default 0)
   --threads N      intra-op threads of TRL's side (default: the core count; ours uses its own defaults)
   --out DIR        working folder (default runs/bench-grpo)
@@ -40,7 +42,7 @@ const { values } = parseArgs({
   options: {
     model: { type: 'string' },
     config: { type: 'string' },
-    steps: { type: 'string', default: '40' },
+    steps: { type: 'string' },
     seed: { type: 'string', default: '0' },
     threads: { type: 'string' },
     out: { type: 'string' },
@@ -51,10 +53,8 @@ if (values.help) {
   console.log(HELP);
   process.exit(0);
 }
-const steps = Number(values.steps);
 const seed = Number(values.seed);
 const threads = Number(values.threads ?? os.availableParallelism());
-if (!Number.isInteger(steps) || steps < 2) throw new Error(`--steps must be an integer >= 2, got '${values.steps}'`);
 const configFile = resolve(values.config ?? join(repoRoot, 'examples', 'quickstart', 'config.yaml'));
 const modelDir = resolve(values.model ?? join(repoRoot, 'runs', 'quickstart', 'addition', 'sft', 'final_model'));
 const outDir = resolve(values.out ?? join(repoRoot, 'runs', 'bench-grpo'));
@@ -119,6 +119,10 @@ const { stages: _stages, ...baseWithoutStages } = base;
 const stage = merge(baseWithoutStages, grpoStage);
 delete stage.stage_name;
 const configDir = dirname(configFile);
+const steps = Number(values.steps ?? at(stage, 'buffer', 'total_steps'));
+if (!Number.isInteger(steps) || steps < 2) {
+  throw new Error(`--steps must be an integer >= 2, got '${values.steps ?? at(stage, 'buffer', 'total_steps')}'`);
+}
 const fromConfig = (p: unknown) => resolve(configDir, String(p));
 const taskset = asDoc(at(stage, 'buffer', 'explorer_input', 'taskset'));
 const evalTaskset = asDoc((at(stage, 'buffer', 'explorer_input', 'eval_tasksets') as Doc[] | undefined)?.[0]);
@@ -150,56 +154,66 @@ mkdirSync(outDir, { recursive: true });
 
 // --- ours ----------------------------------------------------------------------------------------------------------
 
-const ourConfig = merge(stage, {
-  project: 'bench-grpo',
-  name: 'ours',
-  checkpoint_root_dir: dirname(outDir),
-  model: { model_path: modelDir },
-  mode: 'both',
-  // a coefficient-0 KL term only measures the drift (the quickstart's KL curve); TRL with beta 0 loads no reference,
-  // so the same loss here is run without the reference forward too
-  ...(beta === 0 ? { algorithm: { kl_loss_fn: 'none' } } : {}),
-  buffer: {
-    total_steps: steps,
-    explorer_input: { taskset: { ...taskset, path: settings.trainFile, task_selector: { selector_type: 'shuffle', seed } } },
-  },
-  explorer: { eval_interval: 1_000_000, eval_on_startup: false },
-  trainer: { save_interval: 1_000_000 },
-  monitor: { monitor_type: ['jsonl'] },
-});
-asDoc(at(ourConfig, 'buffer', 'explorer_input')).eval_tasksets = undefined;
-const ourConfigFile = join(outDir, 'ours.yaml');
-writeFileSync(ourConfigFile, YAML.stringify(JSON.parse(JSON.stringify(ourConfig))));
-console.log(`\nours: trinity run --config ${ourConfigFile}`);
-const ourStart = now();
-await run(process.execPath, [join(repoRoot, 'bin', 'trinity.js'), 'run', '--config', ourConfigFile], 'trinity run');
-const ourWall = secondsSince(ourStart);
-const ourJob = join(outDir, 'ours');
-/** One step's line of metrics.jsonl: the figures the bench reads (every one is written each step). */
-interface StepMetrics {
-  time: number;
-  experiences: number;
-  responseLength: number;
-  rolloutS: number;
-  reward: number;
+/** The stage's synchronizer offset: 1 = the explorer samples step s + 1 while the trainer trains step s. */
+const syncOffset = Number(at(stage, 'synchronizer', 'sync_offset') ?? 0);
+
+/** One `trinity run` of the stage (with `overrides`) in a child process; figures from its metrics.jsonl. */
+async function runOurs(name: string, overrides: Doc) {
+  const config = merge(
+    merge(stage, {
+      project: 'bench-grpo',
+      name,
+      checkpoint_root_dir: dirname(outDir),
+      model: { model_path: modelDir },
+      mode: 'both',
+      // a coefficient-0 KL term only measures the drift (the quickstart's KL curve); TRL with beta 0 loads no
+      // reference, so the same loss here is run without the reference forward too
+      ...(beta === 0 ? { algorithm: { kl_loss_fn: 'none' } } : {}),
+      buffer: {
+        total_steps: steps,
+        explorer_input: { taskset: { ...taskset, path: settings.trainFile, task_selector: { selector_type: 'shuffle', seed } } },
+      },
+      explorer: { eval_interval: 1_000_000, eval_on_startup: false },
+      trainer: { save_interval: 1_000_000 },
+      monitor: { monitor_type: ['jsonl'] },
+    }),
+    overrides,
+  );
+  asDoc(at(config, 'buffer', 'explorer_input')).eval_tasksets = undefined;
+  const configPath = join(outDir, `${name}.yaml`);
+  writeFileSync(configPath, YAML.stringify(JSON.parse(JSON.stringify(config))));
+  console.log(`
+ours (${name}): trinity run --config ${configPath}`);
+  const start = now();
+  await run(process.execPath, [join(repoRoot, 'bin', 'trinity.js'), 'run', '--config', configPath], 'trinity run');
+  const wall = secondsSince(start);
+  const job = join(outDir, name);
+  const metrics = readFileSync(join(job, 'metrics.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Record<string, number | undefined>)
+    .filter((m) => m['rollout/experiences'] !== undefined)
+    .map((m) => ({
+      time: m.time ?? Number.NaN,
+      experiences: m['rollout/experiences'] ?? Number.NaN,
+      responseLength: m['rollout/response_length/mean'] ?? Number.NaN,
+      rolloutS: m['rollout/time_s'] ?? Number.NaN,
+      reward: m['rollout/reward/mean'] ?? Number.NaN,
+    }));
+  if (metrics.length !== steps) throw new Error(`ours (${name}): ${metrics.length} steps in metrics.jsonl, expected ${steps}`);
+  return {
+    stepS: metrics.slice(1).map((m, i) => m.time - (metrics[i]?.time ?? Number.NaN)),
+    tokens: metrics.reduce((a, m) => a + m.responseLength * m.experiences, 0),
+    generateS: metrics.reduce((a, m) => a + m.rolloutS, 0),
+    rewardFirst: metrics[0]?.reward ?? Number.NaN,
+    rewardLast: metrics.at(-1)?.reward ?? Number.NaN,
+    wall,
+    finalModel: join(job, 'final_model'),
+  };
 }
-const metrics: StepMetrics[] = readFileSync(join(ourJob, 'metrics.jsonl'), 'utf8')
-  .trim()
-  .split('\n')
-  .map((l) => JSON.parse(l) as Record<string, number | undefined>)
-  .filter((m) => m['rollout/experiences'] !== undefined)
-  .map((m) => ({
-    time: m.time ?? Number.NaN,
-    experiences: m['rollout/experiences'] ?? Number.NaN,
-    responseLength: m['rollout/response_length/mean'] ?? Number.NaN,
-    rolloutS: m['rollout/time_s'] ?? Number.NaN,
-    reward: m['rollout/reward/mean'] ?? Number.NaN,
-  }));
-if (metrics.length !== steps) throw new Error(`ours: ${metrics.length} steps in metrics.jsonl, expected ${steps}`);
-const ourStepS = metrics.slice(1).map((m, i) => m.time - (metrics[i]?.time ?? Number.NaN));
-const ourTokens = metrics.reduce((a, m) => a + m.responseLength * m.experiences, 0);
-const ourGenerateS = metrics.reduce((a, m) => a + m.rolloutS, 0);
-const ourFinal = join(ourJob, 'final_model');
+const ours = await runOurs('ours', {});
+// the same stage strictly on-policy (rollouts and training take turns), when the config overlaps them
+const onPolicy = syncOffset > 0 ? await runOurs('ours-on-policy', { synchronizer: { sync_offset: 0 } }) : null;
 
 // --- TRL -----------------------------------------------------------------------------------------------------------
 
@@ -246,18 +260,18 @@ const evalOf = async (dir: string) =>
     ).accuracy,
   );
 const startAccuracy = await evalOf(modelDir);
-const ourAccuracy = await evalOf(ourFinal);
 const trlAccuracy = Number(trl.accuracy);
-
+const ourFigures = async (o: Awaited<ReturnType<typeof runOurs>>) => ({
+  s_per_step: r3(median(o.stepS)),
+  generated_tokens_per_s: r2(o.tokens / o.generateS),
+  accuracy: r3(await evalOf(o.finalModel)),
+  wall_s: r2(o.wall),
+  reward_first: r3(o.rewardFirst),
+  reward_last: r3(o.rewardLast),
+});
 const figures = {
-  ours: {
-    s_per_step: r3(median(ourStepS)),
-    generated_tokens_per_s: r2(ourTokens / ourGenerateS),
-    accuracy: r3(ourAccuracy),
-    wall_s: r2(ourWall),
-    reward_first: r3(metrics[0]?.reward ?? Number.NaN),
-    reward_last: r3(metrics.at(-1)?.reward ?? Number.NaN),
-  },
+  ours: { sync_offset: syncOffset, ...(await ourFigures(ours)) },
+  ...(onPolicy ? { ours_on_policy: { sync_offset: 0, ...(await ourFigures(onPolicy)) } } : {}),
   trl: {
     s_per_step: r3(median(trlStepS)),
     generated_tokens_per_s: r2(trlTokens / trlGenerateS),
@@ -267,30 +281,36 @@ const figures = {
     reward_last: r3((trl.rewards as number[]).at(-1) ?? Number.NaN),
   },
 };
+const columns = [
+  { name: syncOffset > 0 ? `ours (sync_offset ${syncOffset})` : 'ours', f: figures.ours },
+  ...(figures.ours_on_policy ? [{ name: 'ours, on-policy', f: figures.ours_on_policy }] : []),
+];
+const perColumn = (cell: (f: typeof figures.trl) => string, ratio?: (f: typeof figures.trl) => string) => [
+  ...columns.map((c) => cell(c.f)),
+  cell(figures.trl),
+  ...(ratio ? columns.map((c) => ratio(c.f)) : columns.map(() => '')),
+];
 table(
   `GRPO, ${steps} steps x ${settings.batch} tasks x ${settings.group} samples (start accuracy ${fmt(startAccuracy * 100, 1)}%)`,
-  ['', 'ours', 'TRL', 'TRL / ours'],
+  ['', ...columns.map((c) => c.name), 'TRL', ...columns.map((c) => `TRL / ${c.name}`)],
   [
     [
       's per training step',
-      fmt(figures.ours.s_per_step, 3),
-      fmt(figures.trl.s_per_step, 3),
-      fmt(figures.trl.s_per_step / figures.ours.s_per_step),
+      ...perColumn(
+        (f) => fmt(f.s_per_step, 3),
+        (f) => fmt(figures.trl.s_per_step / f.s_per_step),
+      ),
     ],
     [
       'generated tokens/s',
-      fmt(figures.ours.generated_tokens_per_s, 0),
-      fmt(figures.trl.generated_tokens_per_s, 0),
-      fmt(figures.trl.generated_tokens_per_s / figures.ours.generated_tokens_per_s),
+      ...perColumn(
+        (f) => fmt(f.generated_tokens_per_s, 0),
+        (f) => fmt(figures.trl.generated_tokens_per_s / f.generated_tokens_per_s),
+      ),
     ],
-    ['held-out accuracy (greedy) %', fmt(ourAccuracy * 100, 1), fmt(trlAccuracy * 100, 1), ''],
-    [
-      'rollout reward, first -> last step',
-      `${fmt(figures.ours.reward_first)} -> ${fmt(figures.ours.reward_last)}`,
-      `${fmt(figures.trl.reward_first)} -> ${fmt(figures.trl.reward_last)}`,
-      '',
-    ],
-    ['whole run s', fmt(ourWall, 1), fmt(trlWall, 1), ''],
+    ['held-out accuracy (greedy) %', ...perColumn((f) => fmt(f.accuracy * 100, 1))],
+    ['rollout reward, first -> last step', ...perColumn((f) => `${fmt(f.reward_first)} -> ${fmt(f.reward_last)}`)],
+    ['whole run s', ...perColumn((f) => fmt(f.wall_s, 1))],
   ],
 );
 console.log(
@@ -304,6 +324,9 @@ console.log(
     start_accuracy: r3(startAccuracy),
     ...figures,
     speedup_per_step: r2(figures.trl.s_per_step / figures.ours.s_per_step),
+    ...(figures.ours_on_policy
+      ? { speedup_per_step_on_policy: r2(figures.trl.s_per_step / figures.ours_on_policy.s_per_step) }
+      : {}),
     versions: trl.versions as Doc,
     bench_s: r2(secondsSince(benchStart)),
   }),

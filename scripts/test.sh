@@ -11,4 +11,8 @@ echo "[test] biome check"
 npx biome check --reporter=summary .
 mapfile -t files < <(find test -name '*.test.ts' | sort)
 echo "[test] ${#files[@]} test files"
-exec node --import tsx --test --test-reporter=spec --test-timeout=600000 "${files[@]}"
+# the tests' temporary folders (models, jobs, datasets) go under one folder, removed when the run ends
+TMPDIR="$(mktemp -d -t trinity-test-XXXXXX)"
+export TMPDIR
+trap 'rm -rf "$TMPDIR"' EXIT
+node --import tsx --test --test-reporter=spec --test-timeout=600000 "${files[@]}"

@@ -12,13 +12,15 @@
 //   2. lossFn on those leaves and its backward: d loss / d logProbs and d loss / d entropy (small, [B, T-1]);
 //   3. per chunk, the head again with a graph, backward with those gradients into the final hidden states; then
 //      the trunk backward: at once, or layer by layer from the last, recomputing each layer from its saved input.
-// The result equals plain autograd through lossFn(tokenLogProbs(...)) (tested), with far less memory. The trunk never
-// runs the last column: it is only a target (in the quickstart's 4-token responses, a fifth of the packed tokens).
+// The result equals plain autograd through lossFn(tokenLogProbs(...)) (tested), with far less memory.
 //
 // With promptWidth (RL batches: left-padded prompts, then responses), rows that share a prompt run it through the
 // trunk once: the batch is packed as [distinct prompts ‖ each row's last prompt token + response] (transformer.ts's
 // SharedPrefixLayout) and only the response positions reach the head (GRPO's 16 samples per prompt: ~4× fewer tokens
-// in the quickstart). Log-probs, entropy and gradients equal the unpacked ones (tested).
+// in the quickstart). A packed continuation also leaves out its last token, which is only a target (a fifth of the
+// quickstart's packed tokens). The plain path still runs it: leaving it out saves ~1/T there but changes the rounding
+// of every matmul, and the quickstart's SFT landing moved with it (README). Log-probs, entropy and gradients equal the
+// unpacked ones (tested).
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import type { CausalLM, ForwardOptions } from './transformer.js';
@@ -93,12 +95,10 @@ interface TrunkInput {
 }
 
 function trunkInput(inputIds: Tensor, options: TokenLogProbsOptions): TrunkInput {
-  // the last column is only ever a target: the trunk stops before it (attention is causal, so nothing else changes)
-  const inputs = (t: Tensor) => t.narrow(1, 0, t.size(1) - 1);
   const plain: TrunkInput = {
-    ids: inputs(inputIds),
-    forward: passOptions(options, inputs),
-    headHidden: (hidden) => hidden,
+    ids: inputIds,
+    forward: passOptions(options),
+    headHidden: (hidden) => hidden.narrow(1, 0, inputIds.size(1) - 1),
     targets: inputIds.slice(1, 1),
     offset: 0,
   };
@@ -158,10 +158,10 @@ function padLeft(t: Tensor, offset: number): Tensor {
   return torch.cat([torch.zeros([t.size(0), offset], { dtype: t.dtype, device: t.device }), t], 1);
 }
 
-function passOptions(options: TokenLogProbsOptions, columns: (t: Tensor) => Tensor): ForwardOptions {
+function passOptions(options: TokenLogProbsOptions): ForwardOptions {
   return {
-    ...(options.attentionMask ? { attentionMask: columns(options.attentionMask) } : {}),
-    ...(options.positionIds ? { positionIds: columns(options.positionIds) } : {}),
+    ...(options.attentionMask ? { attentionMask: options.attentionMask } : {}),
+    ...(options.positionIds ? { positionIds: options.positionIds } : {}),
   };
 }
 

@@ -50,18 +50,23 @@ function run(
   });
 }
 
-test('kill -9 during a run, then the same command: resumes from the checkpoint, no step lost or repeated', {
-  timeout: 600_000,
-}, async () => {
-  const { configFile, jobDir } = makeJob({ totalSteps: 6, saveInterval: 2 });
-  // kill once step 3 is recorded: checkpoint 2 exists, step 3 was trained after it
-  const first = await run(configFile, () => steps(jobDir).includes(3));
-  assert.equal(first.signal, 'SIGKILL', `the first run should have been killed:\n${first.output}`);
-  assert.ok(listCheckpoints(jobDir).includes(2));
-  const second = await run(configFile);
-  assert.equal(second.code, 0, second.output);
-  assert.match(second.output, /resuming from checkpoint step [24]/);
-  assert.deepEqual(steps(jobDir), [1, 2, 3, 4, 5, 6]);
-  assert.deepEqual(listCheckpoints(jobDir).slice(-1), [6]);
-  assert.ok(existsSync(join(jobDir, 'final_model', 'model.safetensors')));
-});
+for (const [label, extra] of [
+  ['on-policy', ''],
+  ['one-step off-policy (sync_offset 1: the explorer runs a step ahead)', 'synchronizer: {sync_offset: 1}'],
+] as const) {
+  test(`kill -9 during a run, then the same command: resumes from the checkpoint, no step lost or repeated (${label})`, {
+    timeout: 600_000,
+  }, async () => {
+    const { configFile, jobDir } = makeJob({ totalSteps: 6, saveInterval: 2, extra });
+    // kill once step 3 is recorded: checkpoint 2 exists, step 3 was trained after it
+    const first = await run(configFile, () => steps(jobDir).includes(3));
+    assert.equal(first.signal, 'SIGKILL', `the first run should have been killed:\n${first.output}`);
+    assert.ok(listCheckpoints(jobDir).includes(2));
+    const second = await run(configFile);
+    assert.equal(second.code, 0, second.output);
+    assert.match(second.output, /resuming from checkpoint step [24]/);
+    assert.deepEqual(steps(jobDir), [1, 2, 3, 4, 5, 6]);
+    assert.deepEqual(listCheckpoints(jobDir).slice(-1), [6]);
+    assert.ok(existsSync(join(jobDir, 'final_model', 'model.safetensors')));
+  });
+}
