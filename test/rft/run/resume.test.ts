@@ -23,6 +23,7 @@ const steps = (jobDir: string): number[] => {
 function run(
   configFile: string,
   killWhen?: () => boolean,
+  signal: NodeJS.Signals = 'SIGKILL',
 ): Promise<{ code: number | null; signal: NodeJS.Signals | null; output: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [trinity, 'run', '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -37,9 +38,13 @@ function run(
       child.kill('SIGKILL');
       reject(new Error(`trinity run did not finish within 240 s:\n${output}`));
     }, 240_000);
+    let sent = false;
     const poll = killWhen
       ? setInterval(() => {
-          if (killWhen()) child.kill('SIGKILL');
+          if (!sent && killWhen()) {
+            sent = true;
+            child.kill(signal);
+          }
         }, 50)
       : null;
     child.on('exit', (code, signal) => {
@@ -70,3 +75,18 @@ for (const [label, extra] of [
     assert.ok(existsSync(join(jobDir, 'final_model', 'model.safetensors')));
   });
 }
+
+test('Ctrl-C (SIGINT) stops after the current step with exit code 130; the same command resumes and finishes', {
+  timeout: 600_000,
+}, async () => {
+  const { configFile, jobDir } = makeJob({ totalSteps: 6, saveInterval: 2, extra: 'synchronizer: {sync_offset: 1}' });
+  const first = await run(configFile, () => steps(jobDir).includes(3), 'SIGINT');
+  assert.equal(first.code, 130, `the first run should stop on SIGINT with 130:\n${first.output}`);
+  assert.match(first.output, /stopping after the current step/);
+  assert.ok(steps(jobDir).length < 6, 'the run stopped before its last step');
+  const second = await run(configFile);
+  assert.equal(second.code, 0, second.output);
+  assert.match(second.output, /resuming from checkpoint step \d+/);
+  assert.deepEqual(steps(jobDir), [1, 2, 3, 4, 5, 6]);
+  assert.ok(existsSync(join(jobDir, 'final_model', 'model.safetensors')));
+});
