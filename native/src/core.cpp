@@ -359,6 +359,10 @@ static Napi::Value device(const Napi::CallbackInfo& info) {
 static Napi::Value isContiguous(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), unwrap(info[0]).is_contiguous());
 }
+// in-place writes so far to this tensor's storage (shared with its views): a copy made from it is stale once it moved
+static Napi::Value version(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), static_cast<double>(unwrap(info[0])._version()));
+}
 static Napi::Value dataPtr(const Napi::CallbackInfo& info) {
   return Napi::BigInt::New(info.Env(), static_cast<uint64_t>(reinterpret_cast<uintptr_t>(unwrap(info[0]).data_ptr())));
 }
@@ -585,6 +589,7 @@ void registerCore(Napi::Env env, Napi::Object exports) {
   TRT_EXPORT(exports, "dtype", dtype);
   TRT_EXPORT(exports, "device", device);
   TRT_EXPORT(exports, "isContiguous", isContiguous);
+  TRT_EXPORT(exports, "version", version);
   TRT_EXPORT(exports, "dataPtr", dataPtr);
   TRT_EXPORT(exports, "toBytes", toBytes);
   TRT_EXPORT(exports, "item", item);

@@ -239,6 +239,9 @@ function mlp(layer: DecoderLayer, h: Tensor): Tensor {
  */
 export type WeightLayout = 'training' | 'inference';
 
+/** Vocabulary rows per block of the inference layout's LM head for several rows at once (see CausalLM's #head). */
+const HEAD_BLOCK_ROWS = 1024;
+
 /** Column-major copy [out, in] of row-major weights stacked along dim 0 (one matrix for several projections). */
 const columnMajor = (weights: Tensor[]): Tensor =>
   (weights.length === 1 ? (weights[0] as Tensor) : torch.cat(weights, 0)).t().contiguous().t();
@@ -433,6 +436,8 @@ export class CausalLM {
   readonly #linears = new Map<string, Linear>();
   readonly #norm: Tensor;
   readonly #lmHead: Tensor;
+  /** The inference layout's row-major copy of the LM head for several rows at once (see #head), and the head's version. */
+  #rowMajorHead: { weight: Tensor; version: number } | null = null;
   /** The fused matrices of the inference layout (parameters are views into them). */
   readonly #fused: (Tensor | null)[];
   #rope: { invFreq: Tensor; attentionScaling: number } | null = null;
@@ -602,7 +607,7 @@ export class CausalLM {
       for (let i = 0; i < pass.numLayers; i++) x = pass.layer(i, x);
       pass.commit();
       const hidden = pass.norm(x);
-      return options.output === 'hidden' ? hidden : torch.linear(hidden, this.#lmHead);
+      return options.output === 'hidden' ? hidden : this.#head(hidden);
     });
   }
 
@@ -672,7 +677,32 @@ export class CausalLM {
   /** The LM head: hidden states [..., hidden] → logits [..., vocab] (for chunked log-probs over forward(..., {output: 'hidden'})). */
   logits(hidden: Tensor): Tensor {
     this.#checkAlive();
-    return torch.linear(hidden, this.#lmHead);
+    return this.#head(hidden);
+  }
+
+  /**
+   * The LM head. The inference layout stores it column-major, which one row per sequence reads fastest; for 2 to 64
+   * rows on the CPU a row-major copy multiplied in blocks of 1,024 vocabulary rows is faster (MKL, AVX2, hidden 512,
+   * vocabulary 49,152: 8 rows 29 → 17 ms, 32 rows 46 → 30 ms; hidden 896, vocabulary 151,936: ~1.1×). The copy is
+   * made on first use and again whenever the head's storage was written since (weight syncs, LoRA merges: its
+   * version counter moved).
+   */
+  #head(hidden: Tensor): Tensor {
+    const head = this.#lmHead;
+    const rows = hidden.numel / hidden.size(-1);
+    const vocab = head.size(0);
+    if (this.layout !== 'inference' || head.device !== 'cpu' || rows < 2 || rows > 64 || vocab <= HEAD_BLOCK_ROWS)
+      return torch.linear(hidden, head);
+    const version = head.version;
+    if (this.#rowMajorHead?.version !== version) {
+      this.#rowMajorHead?.weight.dispose();
+      this.#rowMajorHead = { weight: torch.noGrad(() => torch.keep(head.contiguous())), version };
+    }
+    const weight = this.#rowMajorHead.weight;
+    const blocks: Tensor[] = [];
+    for (let start = 0; start < vocab; start += HEAD_BLOCK_ROWS)
+      blocks.push(torch.linear(hidden, weight.narrow(0, start, Math.min(HEAD_BLOCK_ROWS, vocab - start))));
+    return torch.cat(blocks, -1);
   }
 
   #attention(
@@ -795,6 +825,8 @@ export class CausalLM {
     this.#disposed = true;
     for (const t of this.#parameters.values()) t.dispose();
     for (const t of this.#fused) t?.dispose();
+    this.#rowMajorHead?.weight.dispose();
+    this.#rowMajorHead = null;
     this.#rope?.invFreq.dispose();
     this.#rope = null;
   }

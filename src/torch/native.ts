@@ -41,6 +41,7 @@ export interface NativeAddon {
   dtype(t: H): number;
   device(t: H): string;
   isContiguous(t: H): boolean;
+  version(t: H): number;
   dataPtr(t: H): bigint;
   toBytes(t: H, copy: boolean): ArrayBuffer;
   item(t: H): number | boolean;

@@ -197,6 +197,11 @@ export class Tensor {
     return native.isContiguous(this.handle);
   }
 
+  /** In-place writes so far to this tensor's storage, counted for it and its views together (PyTorch's _version). */
+  get version(): number {
+    return native.version(this.handle);
+  }
+
   toString(): string {
     if (this.#handle === null) return 'Tensor(disposed)';
     return `Tensor(shape=[${this.shape.join(', ')}], dtype=${this.dtype}, device=${this.device})`;

@@ -2,11 +2,11 @@
 // reference logits by scripts/fixtures/hf_models.py) in float32 within 1e-4, padded batches, hidden-state output,
 // bfloat16, autograd, memory, a forward on a worker thread, and the inference layout (fused column-major weights).
 import assert from 'node:assert/strict';
-import { readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { CausalLM, LoraModel, parseModelConfig } from '../../src/model/index.js';
+import { CausalLM, initModel, LoraModel, parseModelConfig } from '../../src/model/index.js';
 import * as torch from '../../src/torch/index.js';
 import { disposeAll, FIXTURE_MODELS, get, loadReference, maxAbsDiff, modelDir } from './helpers/fixtures.js';
 
@@ -300,4 +300,43 @@ describe('inference layout', () => {
     }
     assert.throws(() => CausalLM.load(modelDir('qwen2-tied'), { layout: 'inference', requiresGrad: true }), /training layout/);
   });
+});
+
+test('inference layout, several rows at once: the LM head in row-major blocks gives the training logits, also after its weights change', () => {
+  // 2,500 characters: a vocabulary above the head's 1,024-row blocks
+  const alphabet = String.fromCharCode(...Array.from({ length: 2500 }, (_, i) => 0x4e00 + i));
+  for (const tieWordEmbeddings of [true, false]) {
+    const dir = mkdtempSync(join(tmpdir(), 'trinity-head-blocks-'));
+    try {
+      initModel(dir, { hiddenSize: 32, numLayers: 1, numHeads: 2, numKeyValueHeads: 1, alphabet, tieWordEmbeddings, seed: 5 });
+      const training = CausalLM.load(dir);
+      const inference = CausalLM.load(dir, { layout: 'inference' });
+      try {
+        assert.ok(inference.config.vocabSize > 2048, `vocabulary ${inference.config.vocabSize}`);
+        torch.noGrad(() =>
+          torch.scope(() => {
+            const ids = torch.randint(0, inference.config.vocabSize, [4, 3], { generator: new torch.Generator(7) });
+            const one = ids.narrow(0, 0, 1).narrow(1, 0, 1);
+            assert.ok(maxAbsDiff(inference.forward(ids), training.forward(ids)) < 1e-5, `tied ${tieWordEmbeddings}`);
+            assert.ok(maxAbsDiff(inference.forward(one), training.forward(one)) < 1e-5);
+            // a weight sync writes the head in place: the row-major copy must follow
+            const name = tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
+            for (const m of [training, inference]) {
+              const p = m.parameters().get(name) as torch.Tensor;
+              p.copy_(p.mul(-2));
+            }
+            assert.ok(
+              maxAbsDiff(inference.forward(ids), training.forward(ids)) < 1e-5,
+              `after the head changed (tied ${tieWordEmbeddings})`,
+            );
+          }),
+        );
+      } finally {
+        training.dispose();
+        inference.dispose();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
 });
