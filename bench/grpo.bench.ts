@@ -8,7 +8,7 @@
 //         off-policy (sync_offset 1: the next step's rollouts are sampled while this step trains); when the config
 //         has an offset, the same stage also runs strictly on-policy (sync_offset 0) as a third column.
 //   TRL   GRPOTrainer (bench/grpo_trl.py, in a child process), with the same settings mapped to GRPOConfig
-// The two runs go one after the other (not interleaved: each is a whole training run), each with the machine's cores.
+// The runs go one after the other (not interleaved: each is a whole training run), each with the machine's cores.
 // Figures: seconds per training step (median over the steps after the first; rollout + train, as each side's loop
 // runs them), generated tokens per second of generation, and held-out greedy accuracy after the last step — measured
 // for both final models by the same Python eval (grpo_trl.py --eval-only: transformers generate, greedy, the model's
@@ -19,7 +19,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import YAML from 'yaml';
 import { findPython, fmt, median, now, r2, r3, repoRoot, secondsSince, table } from './harness.js';
@@ -119,6 +119,9 @@ const { stages: _stages, ...baseWithoutStages } = base;
 const stage = merge(baseWithoutStages, grpoStage);
 delete stage.stage_name;
 const configDir = dirname(configFile);
+if (values.steps === undefined && at(stage, 'buffer', 'total_steps') === undefined) {
+  throw new Error(`${configFile}: the GRPO stage has no buffer.total_steps; pass --steps N`);
+}
 const steps = Number(values.steps ?? at(stage, 'buffer', 'total_steps'));
 if (!Number.isInteger(steps) || steps < 2) {
   throw new Error(`--steps must be an integer >= 2, got '${values.steps ?? at(stage, 'buffer', 'total_steps')}'`);
@@ -161,7 +164,7 @@ const syncOffset = Number(at(stage, 'synchronizer', 'sync_offset') ?? 0);
 async function runOurs(name: string, overrides: Doc) {
   const config = merge(
     merge(stage, {
-      project: 'bench-grpo',
+      project: basename(outDir), // the job folder is checkpoint_root_dir/project/name = outDir/name
       name,
       checkpoint_root_dir: dirname(outDir),
       model: { model_path: modelDir },

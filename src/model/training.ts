@@ -126,7 +126,7 @@ function trunkInput(inputIds: Tensor, options: TokenLogProbsOptions): TrunkInput
     return group;
   });
   const groups = representatives.length;
-  if (groups * prefixLength + rows * (suffixLength - 1) > 0.8 * rows * (length - 1)) return plain;
+  if (groups * prefixLength + rows * (suffixLength - 1) > 0.8 * rows * length) return plain;
   const real = options.attentionMask?.bool() ?? torch.ones([rows, length], { dtype: 'bool', device: inputIds.device });
   const positions = real.long().cumsum(-1).sub(1).maskedFill(real.logicalNot(), 1); // forward()'s default
   const rep = torch.tensor(representatives, { dtype: 'int64', device: inputIds.device });

@@ -241,6 +241,8 @@ export type WeightLayout = 'training' | 'inference';
 
 /** Vocabulary rows per block of the inference layout's LM head for several rows at once (see CausalLM's #head). */
 const HEAD_BLOCK_ROWS = 1024;
+/** Largest LM head (vocabulary × hidden) that gets the row-major copy for those blocks. */
+const HEAD_BLOCKS_MAX_ELEMENTS = 1 << 26;
 
 /** Column-major copy [out, in] of row-major weights stacked along dim 0 (one matrix for several projections). */
 const columnMajor = (weights: Tensor[]): Tensor =>
@@ -684,14 +686,21 @@ export class CausalLM {
    * The LM head. The inference layout stores it column-major, which one row per sequence reads fastest; for 2 to 64
    * float32 rows on the CPU a row-major copy multiplied in blocks of 1,024 vocabulary rows is faster (MKL, AVX2:
    * hidden 512 and vocabulary 49,152, a decode step at batch 8 71 → 49 ms and at batch 32 122 → 79 ms of CPU time;
-   * the head alone at hidden 896 and vocabulary 151,936 ~1.1×). The copy is made on first use and again whenever the
-   * head's storage was written since (weight syncs, LoRA merges: its version counter moved).
+   * the head alone at hidden 896 and vocabulary 151,936 only ~1.1×, so heads above 64M elements, whose copy would cost
+   * 256 MB or more, are left alone). The copy is made on first use and again whenever the head's storage was written
+   * since (a weight sync: its version counter moved).
    */
   #head(hidden: Tensor): Tensor {
     const head = this.#lmHead;
     const rows = hidden.numel / hidden.size(-1);
     const vocab = head.size(0);
-    const blocked = this.layout === 'inference' && head.device === 'cpu' && head.dtype === 'float32' && rows >= 2 && rows <= 64;
+    const blocked =
+      this.layout === 'inference' &&
+      head.device === 'cpu' &&
+      head.dtype === 'float32' &&
+      head.numel <= HEAD_BLOCKS_MAX_ELEMENTS &&
+      rows >= 2 &&
+      rows <= 64;
     if (!blocked || vocab <= HEAD_BLOCK_ROWS) return torch.linear(hidden, head);
     const version = head.version;
     if (this.#rowMajorHead?.version !== version) {

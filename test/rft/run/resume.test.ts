@@ -55,6 +55,10 @@ function run(
   });
 }
 
+// enough steps after the signal at step 3 that a fast run cannot finish between two 50 ms polls
+const TOTAL_STEPS = 12;
+const ALL_STEPS = Array.from({ length: TOTAL_STEPS }, (_, i) => i + 1);
+
 for (const [label, extra] of [
   ['on-policy', ''],
   ['one-step off-policy (sync_offset 1: the explorer runs a step ahead)', 'synchronizer: {sync_offset: 1}'],
@@ -62,7 +66,7 @@ for (const [label, extra] of [
   test(`kill -9 during a run, then the same command: resumes from the checkpoint, no step lost or repeated (${label})`, {
     timeout: 600_000,
   }, async () => {
-    const { configFile, jobDir } = makeJob({ totalSteps: 6, saveInterval: 2, extra });
+    const { configFile, jobDir } = makeJob({ totalSteps: TOTAL_STEPS, saveInterval: 2, extra });
     // kill once step 3 is recorded: checkpoint 2 exists, step 3 was trained after it
     const first = await run(configFile, () => steps(jobDir).includes(3));
     assert.equal(first.signal, 'SIGKILL', `the first run should have been killed:\n${first.output}`);
@@ -70,8 +74,8 @@ for (const [label, extra] of [
     const second = await run(configFile);
     assert.equal(second.code, 0, second.output);
     assert.match(second.output, /resuming from checkpoint step [24]/);
-    assert.deepEqual(steps(jobDir), [1, 2, 3, 4, 5, 6]);
-    assert.deepEqual(listCheckpoints(jobDir).slice(-1), [6]);
+    assert.deepEqual(steps(jobDir), ALL_STEPS);
+    assert.deepEqual(listCheckpoints(jobDir).slice(-1), [TOTAL_STEPS]);
     assert.ok(existsSync(join(jobDir, 'final_model', 'model.safetensors')));
   });
 }
@@ -79,14 +83,14 @@ for (const [label, extra] of [
 test('Ctrl-C (SIGINT) stops after the current step with exit code 130; the same command resumes and finishes', {
   timeout: 600_000,
 }, async () => {
-  const { configFile, jobDir } = makeJob({ totalSteps: 6, saveInterval: 2, extra: 'synchronizer: {sync_offset: 1}' });
+  const { configFile, jobDir } = makeJob({ totalSteps: TOTAL_STEPS, saveInterval: 2, extra: 'synchronizer: {sync_offset: 1}' });
   const first = await run(configFile, () => steps(jobDir).includes(3), 'SIGINT');
   assert.equal(first.code, 130, `the first run should stop on SIGINT with 130:\n${first.output}`);
   assert.match(first.output, /stopping after the current step/);
-  assert.ok(steps(jobDir).length < 6, 'the run stopped before its last step');
+  assert.ok(steps(jobDir).length < TOTAL_STEPS, 'the run stopped before its last step');
   const second = await run(configFile);
   assert.equal(second.code, 0, second.output);
   assert.match(second.output, /resuming from checkpoint step \d+/);
-  assert.deepEqual(steps(jobDir), [1, 2, 3, 4, 5, 6]);
+  assert.deepEqual(steps(jobDir), ALL_STEPS);
   assert.ok(existsSync(join(jobDir, 'final_model', 'model.safetensors')));
 });
