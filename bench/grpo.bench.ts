@@ -185,8 +185,7 @@ async function runOurs(name: string, overrides: Doc) {
   asDoc(at(config, 'buffer', 'explorer_input')).eval_tasksets = undefined;
   const configPath = join(outDir, `${name}.yaml`);
   writeFileSync(configPath, YAML.stringify(JSON.parse(JSON.stringify(config))));
-  console.log(`
-ours (${name}): trinity run --config ${configPath}`);
+  console.log(`\nours (${name}): trinity run --config ${configPath}`);
   const start = now();
   await run(process.execPath, [join(repoRoot, 'bin', 'trinity.js'), 'run', '--config', configPath], 'trinity run');
   const wall = secondsSince(start);
