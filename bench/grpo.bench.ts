@@ -119,13 +119,10 @@ const { stages: _stages, ...baseWithoutStages } = base;
 const stage = merge(baseWithoutStages, grpoStage);
 delete stage.stage_name;
 const configDir = dirname(configFile);
-if (values.steps === undefined && at(stage, 'buffer', 'total_steps') === undefined) {
-  throw new Error(`${configFile}: the GRPO stage has no buffer.total_steps; pass --steps N`);
-}
-const steps = Number(values.steps ?? at(stage, 'buffer', 'total_steps'));
-if (!Number.isInteger(steps) || steps < 2) {
-  throw new Error(`--steps must be an integer >= 2, got '${values.steps ?? at(stage, 'buffer', 'total_steps')}'`);
-}
+const stepsGiven = values.steps ?? at(stage, 'buffer', 'total_steps');
+if (stepsGiven === undefined) throw new Error(`${configFile}: the GRPO stage has no buffer.total_steps; pass --steps N`);
+const steps = Number(stepsGiven);
+if (!Number.isInteger(steps) || steps < 2) throw new Error(`--steps must be an integer >= 2, got '${stepsGiven}'`);
 const fromConfig = (p: unknown) => resolve(configDir, String(p));
 const taskset = asDoc(at(stage, 'buffer', 'explorer_input', 'taskset'));
 const evalTaskset = asDoc((at(stage, 'buffer', 'explorer_input', 'eval_tasksets') as Doc[] | undefined)?.[0]);

@@ -698,10 +698,11 @@ export class CausalLM {
       this.layout === 'inference' &&
       head.device === 'cpu' &&
       head.dtype === 'float32' &&
+      vocab > HEAD_BLOCK_ROWS &&
       head.numel <= HEAD_BLOCKS_MAX_ELEMENTS &&
       rows >= 2 &&
       rows <= 64;
-    if (!blocked || vocab <= HEAD_BLOCK_ROWS) return torch.linear(hidden, head);
+    if (!blocked) return torch.linear(hidden, head);
     const version = head.version;
     if (this.#rowMajorHead?.version !== version) {
       this.#rowMajorHead?.weight.dispose();
