@@ -66,7 +66,7 @@ const libs = readdirSync(libDir);
 const hasCuda = libs.some((f) => f.startsWith('libtorch_cuda'));
 const nodeAddonApi = dirname(require.resolve('node-addon-api/package.json'));
 const nodeApiHeaders = join(dirname(require.resolve('node-api-headers/package.json')), 'include');
-const sources = ['addon.cpp', 'core.cpp', 'ops.cpp'].map((f) => join(here, 'src', f));
+const sources = ['addon.cpp', 'core.cpp', 'ops.cpp', 'kernels.cpp'].map((f) => join(here, 'src', f));
 
 const cxxflags = [
   '-std=c++20',
@@ -124,7 +124,13 @@ function run(cmd, args, label) {
 
 // Each translation unit that includes ATen takes ~20 s and ~1 GB: compile them two at a time.
 const objects = sources.map((s) => join(buildDir, s.split('/').pop().replace('.cpp', '.o')));
-const queue = sources.map((s, i) => () => run('g++', [...cxxflags, '-c', s, '-o', objects[i]], `compiled ${s.split('/').pop()}`));
+// kernels.cpp runs at::parallel_for, whose OpenMP body is inline: it needs -fopenmp to run on the intra-op threads
+// (without it the pragma is ignored and the loop runs serially). GOMP's symbols resolve, when the addon loads, to the
+// libgomp libtorch_cpu already loaded, so the process keeps one OpenMP runtime.
+const flagsOf = (source) => (source.endsWith('kernels.cpp') ? [...cxxflags, '-O3', '-fopenmp'] : cxxflags);
+const queue = sources.map(
+  (s, i) => () => run('g++', [...flagsOf(s), '-c', s, '-o', objects[i]], `compiled ${s.split('/').pop()}`),
+);
 const jobs = Math.max(1, Math.min(Number(process.env.TRINITY_BUILD_JOBS ?? 2), queue.length));
 try {
   await Promise.all(

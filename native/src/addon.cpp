@@ -4,6 +4,7 @@
 static Napi::Object init(Napi::Env env, Napi::Object exports) {
   trt::registerCore(env, exports);
   trt::registerOps(env, exports);
+  trt::registerKernels(env, exports);
   return exports;
 }
 

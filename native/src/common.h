@@ -74,5 +74,6 @@ Napi::Value guarded(const Napi::CallbackInfo& info) {
 
 void registerCore(Napi::Env env, Napi::Object exports);
 void registerOps(Napi::Env env, Napi::Object exports);
+void registerKernels(Napi::Env env, Napi::Object exports);
 
 }  // namespace trt

@@ -36,7 +36,18 @@ interface Linear {
   weight: Tensor;
   bias: Tensor | null;
   adapter: LinearAdapter | null;
+  /** Inference layout on a CPU that runs torch.packedLinear, float32: the weight packed for it (see packedWeight). */
+  packed: PackedWeight | null;
 }
+
+/** A weight packed for torch.packedLinear, made on first use and again after the weight was written (its version). */
+interface PackedWeight {
+  weight: Tensor | null;
+  version: number;
+}
+
+/** Rows per product that run through torch.packedLinear when a projection has a packed weight (see WeightLayout). */
+const PACKED_ROWS = { min: 1, max: 64 };
 
 interface DecoderLayer {
   inputLayernorm: Tensor;
@@ -209,8 +220,24 @@ function rmsNorm(x: Tensor, weight: Tensor, eps: number): Tensor {
 }
 
 function linear(x: Tensor, l: Linear): Tensor {
-  const y = torch.linear(x, l.weight, l.bias);
+  const rows = l.packed === null ? 0 : x.numel / x.size(-1);
+  const y =
+    rows >= PACKED_ROWS.min && rows <= PACKED_ROWS.max
+      ? torch.packedLinear(x, packedWeight(l), l.bias, l.weight.size(0))
+      : torch.linear(x, l.weight, l.bias);
   return l.adapter === null ? y : l.adapter.forward(x, y);
+}
+
+/** l's packed weight, packed again when l.weight's storage was written since (a weight sync, a LoRA merge). */
+function packedWeight(l: Linear): Tensor {
+  const packed = l.packed as PackedWeight;
+  const version = l.weight.version;
+  if (packed.weight === null || packed.version !== version) {
+    packed.weight?.dispose();
+    packed.weight = torch.noGrad(() => torch.keep(torch.packLinear(l.weight)));
+    packed.version = version;
+  }
+  return packed.weight;
 }
 
 /** SwiGLU: down(silu(gate(h)) * up(h)); gate and up in one product when the layout fused them. */
@@ -235,14 +262,12 @@ function mlp(layer: DecoderLayer, h: Tensor): Tensor {
  * transposed, i.e. column-major; the parameters stay views with Hugging Face names, shapes and values (save, copy_
  * and LoRA work unchanged). A layer then runs 4 matmuls instead of 7, and a product with one row per sequence
  * (decoding) reads the weights in storage order: ~2x faster with CPU BLAS for the LM head (MKL on AVX2, measured
- * with bench/model-profile.ts), about even for several rows.
+ * with bench/model-profile.ts). Float32 products of 1 to 64 rows (decoding) on a CPU with AVX2 run
+ * torch.packedLinear instead, on a packed copy of each fused matrix and of the LM head (native/src/kernels.cpp: for
+ * 8 rows MKL streams a weight at ~5 GB/s, the kernel at ~10 GB/s a thread); prefill (more rows) stays with BLAS.
+ * The copies cost the weights' size again, made on first use.
  */
 export type WeightLayout = 'training' | 'inference';
-
-/** Vocabulary rows per block of the inference layout's LM head for several rows at once (see CausalLM's #head). */
-const HEAD_BLOCK_ROWS = 1024;
-/** Largest LM head (vocabulary × hidden) that gets the row-major copy for those blocks. */
-const HEAD_BLOCKS_MAX_ELEMENTS = 1 << 26;
 
 /** Column-major copy [out, in] of row-major weights stacked along dim 0 (one matrix for several projections). */
 const columnMajor = (weights: Tensor[]): Tensor =>
@@ -275,7 +300,7 @@ function inferenceLayout(config: ModelConfig, parameters: Map<string, Tensor>): 
         }
         offset += rows;
       });
-      return { weight, bias, adapter: null };
+      return { weight, bias, adapter: null, packed: null };
     });
   const layers = Array.from({ length: config.numHiddenLayers }, (_, i) => {
     const l = `model.layers.${i}`;
@@ -438,8 +463,10 @@ export class CausalLM {
   readonly #linears = new Map<string, Linear>();
   readonly #norm: Tensor;
   readonly #lmHead: Tensor;
-  /** The inference layout's row-major copy of the LM head for several rows at once (see #head), and the head's version. */
-  #rowMajorHead: { weight: Tensor; version: number } | null = null;
+  /** The LM head as a projection (packed in the inference layout, see WeightLayout). */
+  readonly #headLinear: Linear;
+  /** The projections that have a packed weight (inference layout, float32, CPU with AVX2). */
+  readonly #packedLinears: Linear[] = [];
   /** The fused matrices of the inference layout (parameters are views into them). */
   readonly #fused: (Tensor | null)[];
   #rope: { invFreq: Tensor; attentionScaling: number } | null = null;
@@ -503,7 +530,12 @@ export class CausalLM {
 
     const p = (name: string) => this.#parameters.get(name) as Tensor;
     const lin = (name: string): Linear => {
-      const l: Linear = { weight: p(`${name}.weight`), bias: this.#parameters.get(`${name}.bias`) ?? null, adapter: null };
+      const l: Linear = {
+        weight: p(`${name}.weight`),
+        bias: this.#parameters.get(`${name}.bias`) ?? null,
+        adapter: null,
+        packed: null,
+      };
       this.#linears.set(name, l);
       return l;
     };
@@ -528,6 +560,17 @@ export class CausalLM {
     });
     this.#norm = p('model.norm.weight');
     this.#lmHead = config.tieWordEmbeddings ? this.#embedTokens : p('lm_head.weight');
+    this.#headLinear = { weight: this.#lmHead, bias: null, adapter: null, packed: null };
+    const packable =
+      this.layout === 'inference' && this.#lmHead.device === 'cpu' && dtype === 'float32' && torch.packedLinearSupported();
+    if (packable) {
+      const projections = this.#layers.flatMap((l) => [l.qkvProj, l.gateUpProj, l.oProj, l.downProj]);
+      for (const l of [...projections, this.#headLinear]) {
+        if (l === null) continue;
+        l.packed = { weight: null, version: -1 };
+        this.#packedLinears.push(l);
+      }
+    }
   }
 
   /** Loads a Hugging Face folder: config.json and model.safetensors (or a sharded index). */
@@ -682,37 +725,9 @@ export class CausalLM {
     return this.#head(hidden);
   }
 
-  /**
-   * The LM head. The inference layout stores it column-major, which one row per sequence reads fastest; for 2 to 64
-   * float32 rows on the CPU a row-major copy multiplied in blocks of 1,024 vocabulary rows is faster (MKL, AVX2:
-   * hidden 512 and vocabulary 49,152, a decode step at batch 8 71 → 49 ms and at batch 32 122 → 79 ms of CPU time;
-   * the head alone at hidden 896 and vocabulary 151,936 only ~1.1×, so heads above 64M elements, whose copy would cost
-   * 256 MB or more, are left alone). The copy is made on first use and again whenever the head's storage was written
-   * since (a weight sync: its version counter moved).
-   */
+  /** The LM head (the inference layout's packed copy for 1 to 64 rows, see WeightLayout). */
   #head(hidden: Tensor): Tensor {
-    const head = this.#lmHead;
-    const rows = hidden.numel / hidden.size(-1);
-    const vocab = head.size(0);
-    const blocked =
-      this.layout === 'inference' &&
-      head.device === 'cpu' &&
-      head.dtype === 'float32' &&
-      vocab > HEAD_BLOCK_ROWS &&
-      head.numel <= HEAD_BLOCKS_MAX_ELEMENTS &&
-      rows >= 2 &&
-      rows <= 64;
-    if (!blocked) return torch.linear(hidden, head);
-    const version = head.version;
-    if (this.#rowMajorHead?.version !== version) {
-      this.#rowMajorHead?.weight.dispose();
-      this.#rowMajorHead = { weight: torch.noGrad(() => torch.keep(head.contiguous())), version };
-    }
-    const weight = this.#rowMajorHead.weight;
-    const blocks: Tensor[] = [];
-    for (let start = 0; start < vocab; start += HEAD_BLOCK_ROWS)
-      blocks.push(torch.linear(hidden, weight.narrow(0, start, Math.min(HEAD_BLOCK_ROWS, vocab - start))));
-    return torch.cat(blocks, -1);
+    return linear(hidden, this.#headLinear);
   }
 
   #attention(
@@ -835,8 +850,7 @@ export class CausalLM {
     this.#disposed = true;
     for (const t of this.#parameters.values()) t.dispose();
     for (const t of this.#fused) t?.dispose();
-    this.#rowMajorHead?.weight.dispose();
-    this.#rowMajorHead = null;
+    for (const l of this.#packedLinears) l.packed?.weight?.dispose();
     this.#rope?.invFreq.dispose();
     this.#rope = null;
   }

@@ -38,6 +38,30 @@ export function linear(x: Tensor, weight: Tensor, bias?: Tensor | null): Tensor 
   return fromHandle(native.linear(x.handle, weight.handle, bias?.handle ?? null));
 }
 
+/**
+ * True when this CPU runs packedLinear (x86-64 with AVX2 and FMA). Elsewhere use linear.
+ */
+export function packedLinearSupported(): boolean {
+  return native.packedLinearSupported();
+}
+
+/**
+ * A float32 CPU weight [out, in] rearranged for packedLinear: [ceil(out / 16), in, 16], 16-column panels (zero rows
+ * past `out`). A copy: pack again after the weight changed (Tensor.version tells).
+ */
+export function packLinear(weight: Tensor): Tensor {
+  return fromHandle(native.packLinear(weight.handle));
+}
+
+/**
+ * linear(x, W, bias) for float32 on the CPU with W packed by packLinear: a kernel for few rows (decoding) that streams
+ * the weight at memory speed where BLAS does not (native/src/kernels.cpp). Inference only: nothing requires grad.
+ * Equal to linear up to float32 rounding.
+ */
+export function packedLinear(x: Tensor, packed: Tensor, bias: Tensor | null, outFeatures: number): Tensor {
+  return fromHandle(native.packedLinear(x.handle, packed.handle, bias?.handle ?? null, outFeatures));
+}
+
 /** Rows of `weight` [vocab, dim] picked by integer `indices`. */
 export function embedding(weight: Tensor, indices: Tensor): Tensor {
   return fromHandle(native.embedding(weight.handle, indices.handle));

@@ -153,6 +153,9 @@ export interface NativeAddon {
   mm(a: H, b: H): H;
   bmm(a: H, b: H): H;
   linear(x: H, weight: H, bias: OptH): H;
+  packLinear(weight: H): H;
+  packedLinear(x: H, packed: H, bias: OptH, outFeatures: number): H;
+  packedLinearSupported(): boolean;
   embedding(weight: H, indices: H): H;
   rmsNorm(x: H, shape: number[], weight: OptH, eps: OptNum): H;
   layerNorm(x: H, shape: number[], weight: OptH, bias: OptH, eps: number): H;

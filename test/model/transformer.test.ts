@@ -302,13 +302,23 @@ describe('inference layout', () => {
   });
 });
 
-test('inference layout, several rows at once: the LM head in row-major blocks gives the training logits, also after its weights change', () => {
-  // 2,500 characters: a vocabulary above the head's 1,024-row blocks
+test('inference layout, 1 to 64 rows (packed float32 projections): the training logits, also after a weight sync', () => {
+  // every projection and the LM head then run torch.packedLinear on packed copies (CPUs with AVX2); they must
+  // follow writes to the parameters. A vocabulary of 2,500 and widths that are not multiples of 16 (the panels)
   const alphabet = String.fromCharCode(...Array.from({ length: 2500 }, (_, i) => 0x4e00 + i));
   for (const tieWordEmbeddings of [true, false]) {
-    const dir = mkdtempSync(join(tmpdir(), 'trinity-head-blocks-'));
+    const dir = mkdtempSync(join(tmpdir(), 'trinity-packed-'));
     try {
-      initModel(dir, { hiddenSize: 32, numLayers: 1, numHeads: 2, numKeyValueHeads: 1, alphabet, tieWordEmbeddings, seed: 5 });
+      initModel(dir, {
+        hiddenSize: 40,
+        numLayers: 2,
+        numHeads: 4,
+        numKeyValueHeads: 2,
+        intermediateSize: 72,
+        alphabet,
+        tieWordEmbeddings,
+        seed: 5,
+      });
       const training = CausalLM.load(dir);
       const inference = CausalLM.load(dir, { layout: 'inference' });
       try {
@@ -317,21 +327,33 @@ test('inference layout, several rows at once: the LM head in row-major blocks gi
           torch.scope(() => {
             const ids = torch.randint(0, inference.config.vocabSize, [4, 3], { generator: new torch.Generator(7) });
             const one = ids.narrow(0, 0, 1).narrow(1, 0, 1);
+            const many = torch.randint(0, inference.config.vocabSize, [2, 40], { generator: new torch.Generator(8) });
             const expected = training.forward(ids);
             assert.ok(maxAbsDiff(inference.forward(ids), expected) < 1e-5, `tied ${tieWordEmbeddings}`);
             assert.ok(maxAbsDiff(inference.forward(one), training.forward(one)) < 1e-5);
-            // again: now from the copy kept since the first call
-            assert.ok(maxAbsDiff(inference.forward(ids), expected) < 1e-5, `the kept copy (tied ${tieWordEmbeddings})`);
-            // a weight sync writes the head in place: the row-major copy must follow
-            const name = tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
-            for (const m of [training, inference]) {
-              const p = m.parameters().get(name) as torch.Tensor;
-              p.copy_(p.mul(-2));
+            assert.ok(maxAbsDiff(inference.forward(many), training.forward(many)) < 1e-5, '80 rows (BLAS)');
+            // again: now from the copies kept since the first call
+            assert.ok(maxAbsDiff(inference.forward(ids), expected) < 1e-5, `the kept copies (tied ${tieWordEmbeddings})`);
+            // a weight sync writes parameters in place (views into the fused matrices): the packed copies must follow
+            const head = tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
+            const names = [
+              head,
+              'model.layers.0.self_attn.k_proj.weight',
+              'model.layers.0.self_attn.v_proj.bias',
+              'model.layers.1.self_attn.o_proj.weight',
+              'model.layers.1.mlp.up_proj.weight',
+              'model.layers.0.mlp.down_proj.weight',
+            ];
+            for (const name of names) {
+              for (const m of [training, inference]) {
+                const p = m.parameters().get(name) as torch.Tensor;
+                p.copy_(p.mul(-2));
+              }
+              assert.ok(
+                maxAbsDiff(inference.forward(ids), training.forward(ids)) < 1e-5,
+                `after ${name} changed (tied ${tieWordEmbeddings})`,
+              );
             }
-            assert.ok(
-              maxAbsDiff(inference.forward(ids), training.forward(ids)) < 1e-5,
-              `after the head changed (tied ${tieWordEmbeddings})`,
-            );
           }),
         );
       } finally {

@@ -1,0 +1,87 @@
+// torch.packedLinear (native/src/kernels.cpp): the few-rows float32 kernel on a packed weight equals torch.linear.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import * as torch from '../../src/torch/index.js';
+
+const skip = torch.packedLinearSupported() ? false : 'this CPU has no AVX2/FMA: packedLinear is not used here';
+
+const maxAbsDiff = (a: torch.Tensor, b: torch.Tensor) => torch.scope(() => a.sub(b).abs().max().item());
+
+test('packedLinear equals linear: widths around the 16-column panels, rows around the 6-row blocks and 64-row chunks', {
+  skip,
+}, () => {
+  const gen = new torch.Generator(3);
+  torch.noGrad(() =>
+    torch.scope(() => {
+      for (const [outFeatures, inFeatures] of [
+        [1, 1],
+        [16, 8],
+        [21, 37],
+        [33, 5],
+        [100, 300],
+      ] as const) {
+        const weight = torch.randn([outFeatures, inFeatures], { generator: gen }).mul(0.1);
+        const bias = torch.randn([outFeatures], { generator: gen });
+        const packed = torch.packLinear(weight);
+        assert.deepEqual(packed.shape, [Math.ceil(outFeatures / 16), inFeatures, 16]);
+        for (const rows of [1, 2, 5, 6, 7, 8, 13, 64, 65, 130]) {
+          const x = torch.randn([rows, inFeatures], { generator: gen });
+          const where = `${rows} x ${inFeatures} -> ${outFeatures}`;
+          assert.ok(maxAbsDiff(torch.packedLinear(x, packed, bias, outFeatures), torch.linear(x, weight, bias)) < 1e-5, where);
+          assert.ok(maxAbsDiff(torch.packedLinear(x, packed, null, outFeatures), torch.linear(x, weight)) < 1e-5, where);
+        }
+      }
+    }),
+  );
+});
+
+test('packedLinear: leading dimensions, a column-major weight, and the same result on 1 and 2 threads', { skip }, () => {
+  const gen = new torch.Generator(4);
+  const threads = torch.getNumThreads();
+  try {
+    torch.noGrad(() =>
+      torch.scope(() => {
+        const weight = torch.randn([50, 24], { generator: gen });
+        const columnMajor = weight.t().contiguous().t();
+        assert.deepEqual(columnMajor.strides, [1, 50]);
+        const x = torch.randn([2, 3, 24], { generator: gen });
+        const packed = torch.packLinear(columnMajor);
+        assert.equal(torch.packLinear(weight).eq(packed).all().item(), 1);
+        const y = torch.packedLinear(x, packed, null, 50);
+        assert.deepEqual(y.shape, [2, 3, 50]);
+        assert.ok(maxAbsDiff(y, torch.linear(x, weight)) < 1e-5);
+        // each output is one float32 FMA chain over the inputs in order, whichever thread computes its panel
+        const big = torch.randn([300, 64], { generator: gen });
+        const bigPacked = torch.packLinear(big);
+        for (const count of [1, 8]) {
+          const rows = torch.randn([count, 64], { generator: gen });
+          torch.setNumThreads(1);
+          const one = torch.packedLinear(rows, bigPacked, null, 300);
+          torch.setNumThreads(2);
+          const two = torch.packedLinear(rows, bigPacked, null, 300);
+          assert.equal(one.eq(two).all().item(), 1, `${count} row(s)`);
+        }
+      }),
+    );
+  } finally {
+    torch.setNumThreads(threads);
+  }
+});
+
+test('packedLinear refuses what it does not compute, naming the argument', { skip }, () => {
+  torch.scope(() => {
+    const weight = torch.ones([20, 8]);
+    const packed = torch.packLinear(weight);
+    assert.throws(() => torch.packedLinear(torch.ones([2, 7]), packed, null, 20), /last dimension must be 8/);
+    assert.throws(() => torch.packedLinear(torch.ones([2, 8]), packed, null, 40), /40 out features do not match 2 panels/);
+    assert.throws(() => torch.packedLinear(torch.ones([2, 8]), weight, null, 20), /must come from packLinear/);
+    assert.throws(() => torch.packedLinear(torch.ones([2, 8]), packed, torch.ones([19]), 20), /bias must be \[20\]/);
+    assert.throws(
+      () => torch.packedLinear(torch.ones([2, 8], { dtype: 'bfloat16' }), packed, null, 20),
+      /the input must be float32/,
+    );
+    assert.throws(() => torch.packedLinear(torch.ones([2, 8]).requiresGrad_(), packed, null, 20), /inference only/);
+    assert.throws(() => torch.packLinear(torch.ones([2, 3, 4])), /must be \[out, in\]/);
+    assert.throws(() => torch.packLinear(torch.ones([4, 4], { dtype: 'float64' })), /the weight must be float32/);
+  });
+});
