@@ -110,21 +110,42 @@ const linears = [...params.entries()].filter(([k, t]) => k.endsWith('proj.weight
 const x = torch.keep(torch.randn([batch, 1, c.hiddenSize]).to({ dtype: flags.dtype as ModelDType }));
 const xm = torch.keep(torch.randn([batch, 1, c.intermediateSize]).to({ dtype: flags.dtype as ModelDType }));
 const xa = torch.keep(torch.randn([batch, 1, c.numAttentionHeads * c.headDim]).to({ dtype: flags.dtype as ModelDType }));
-const mm: number[] = [];
-const head: number[] = [];
+// BLAS (torch.linear on the parameters, as the training layout runs them) and, where this CPU runs it, the packed
+// kernel the inference layout uses for 1 to 64 rows (torch.packedLinear on packed copies)
+const packable = torch.packedLinearSupported() && flags.dtype === 'float32';
+const packed = packable ? linears.map((w) => torch.keep(torch.packLinear(w))) : [];
+const embed = params.get('model.embed_tokens.weight') as torch.Tensor;
+const packedHead = packable ? torch.keep(torch.packLinear(embed)) : null;
+const inputOf = (w: torch.Tensor) => {
+  const inF = w.size(1);
+  return inF === c.hiddenSize ? x : inF === c.intermediateSize ? xm : xa;
+};
+const timesOf = { blas: [] as number[], blasHead: [] as number[], packed: [] as number[], packedHead: [] as number[] };
 for (let r = 0; r < 10; r++) {
   torch.noGrad(() =>
     torch.scope(() => {
-      const t0 = cpuMs();
-      for (const w of linears) {
-        const inF = w.size(1);
-        torch.linear(inF === c.hiddenSize ? x : inF === c.intermediateSize ? xm : xa, w);
-      }
-      mm.push(cpuMs() - t0);
-      const t1 = cpuMs();
-      torch.linear(x, params.get('model.embed_tokens.weight') as torch.Tensor);
-      head.push(cpuMs() - t1);
+      let t = cpuMs();
+      const lap = (into: number[]) => {
+        const now = cpuMs();
+        into.push(now - t);
+        t = now;
+      };
+      for (const w of linears) torch.linear(inputOf(w), w);
+      lap(timesOf.blas);
+      torch.linear(x, embed);
+      lap(timesOf.blasHead);
+      if (packedHead === null) return;
+      linears.forEach((w, i) => torch.packedLinear(inputOf(w), packed[i] as torch.Tensor, null, w.size(0)));
+      lap(timesOf.packed);
+      torch.packedLinear(x, packedHead, null, embed.size(0));
+      lap(timesOf.packedHead);
     }),
   );
 }
-console.log(`decoder matmuls alone: ${median(mm).toFixed(2)} ms; lm head: ${median(head).toFixed(2)} ms`);
+console.log(
+  `decoder matmuls alone (BLAS): ${median(timesOf.blas).toFixed(2)} ms; lm head: ${median(timesOf.blasHead).toFixed(2)} ms`,
+);
+if (packedHead !== null)
+  console.log(
+    `decoder matmuls alone (packedLinear): ${median(timesOf.packed).toFixed(2)} ms; lm head: ${median(timesOf.packedHead).toFixed(2)} ms`,
+  );

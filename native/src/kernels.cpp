@@ -188,11 +188,24 @@ static at::Tensor packLinearWeight(const at::Tensor& weight) {
   TORCH_CHECK(weight.dim() == 2, "packLinear: the weight must be [out, in], got ", weight.sizes());
   const int64_t N = weight.size(0), K = weight.size(1);
   const int64_t count = (N + kPanel - 1) / kPanel;
-  // contiguous first: a column-major weight (the inference layout's) would stay column-major through the pad
-  return at::constant_pad_nd(weight.detach().contiguous(), {0, 0, 0, count * kPanel - N}, 0)
-      .view({count, kPanel, K})
-      .transpose(1, 2)
-      .contiguous();
+  // one pass over the weight in whatever strides it has (the inference layout's are column-major), into the only
+  // allocation: no temporaries the size of the weight (a 0.5B model's LM head is 545 MB)
+  at::Tensor out = at::zeros({count, K, kPanel}, weight.options().requires_grad(false));
+  const at::Tensor w = weight.detach();
+  const float* src = w.data_ptr<float>();
+  float* dst = out.data_ptr<float>();
+  const int64_t rowStride = w.stride(0), colStride = w.stride(1);
+  at::parallel_for(0, count, 1, [&](int64_t first, int64_t last) {
+    for (int64_t p = first; p < last; ++p) {
+      const int64_t cols = std::min(kPanel, N - p * kPanel);
+      for (int64_t k = 0; k < K; ++k) {
+        float* to = dst + (p * K + k) * kPanel;
+        const float* from = src + p * kPanel * rowStride + k * colStride;
+        for (int64_t j = 0; j < cols; ++j) to[j] = from[j * rowStride];
+      }
+    }
+  });
+  return out;
 }
 
 static at::Tensor packedLinear(const at::Tensor& input, const at::Tensor& packed, const std::optional<at::Tensor>& bias,
