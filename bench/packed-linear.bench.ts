@@ -1,0 +1,143 @@
+// The packed float32 linear kernel next to libtorch's linear (MKL): `node --import tsx bench/packed-linear.bench.ts`.
+//
+// torch.packedLinear (native/src/kernels.cpp) is what the inference layout runs for 1 to 64 rows on AVX2 CPUs; the
+// alternative is torch.linear = at::linear, the BLAS call PyTorch's F.linear makes, on the weight in the layout the
+// inference layout keeps (column-major) and in the plain row-major one. Shapes: the projections and LM head of the
+// 48.8M bench model and of Qwen2.5-0.5B. Each shape gets enough copies of its weight to exceed the L3 cache (decoding
+// streams every weight from memory once per step), and the sides take turns sample by sample (ABBA). Prints a table
+// of GFLOP/s and the ratio, then one JSON line.
+import os from 'node:os';
+import { parseArgs } from 'node:util';
+import * as torch from '../src/torch/index.js';
+import { fmt, median, r2, table } from './harness.js';
+
+const { values: flags } = parseArgs({
+  options: {
+    rows: { type: 'string', default: '1,8,32,64' },
+    threads: { type: 'string', default: `1,${os.cpus().length}` },
+    samples: { type: 'string', default: '5' },
+    'min-mb': { type: 'string', default: '96' },
+    help: { type: 'boolean', default: false },
+  },
+});
+if (flags.help) {
+  console.log(`packedLinear vs linear (MKL), GFLOP/s.
+  --rows LIST      rows per product (default 1,8,32,64)
+  --threads LIST   intra-op thread counts (default 1,<cores>)
+  --samples N      timed samples per side (default 5)
+  --min-mb N       weight copies per shape until this many MB (default 96: beyond this machine's 32 MB L3)`);
+  process.exit(0);
+}
+if (!torch.packedLinearSupported()) {
+  console.log(JSON.stringify({ bench: 'packed-linear', skipped: 'this CPU has no AVX2/FMA' }));
+  process.exit(0);
+}
+const list = (text: string) => text.split(',').map((t) => Number(t.trim()));
+const rowsList = list(flags.rows);
+const threadsList = list(flags.threads);
+const samples = Number(flags.samples);
+const minBytes = Number(flags['min-mb']) * 2 ** 20;
+
+const SHAPES: { name: string; out: number; in: number }[] = [
+  { name: '48.8M q|k|v', out: 1024, in: 512 },
+  { name: '48.8M gate|up', out: 2816, in: 512 },
+  { name: '48.8M down', out: 512, in: 1408 },
+  { name: '48.8M lm head', out: 49152, in: 512 },
+  { name: '0.5B q|k|v', out: 1152, in: 896 },
+  { name: '0.5B gate|up', out: 9728, in: 896 },
+  { name: '0.5B down', out: 896, in: 4864 },
+  { name: '0.5B lm head', out: 151669, in: 896 },
+];
+
+/** Median seconds of one call of `f` over the copies; the two sides alternate sample by sample. */
+function timeBoth(a: () => void, b: () => void): [number, number] {
+  const ta: number[] = [];
+  const tb: number[] = [];
+  const once = (f: () => void, into: number[]) => {
+    const t0 = performance.now();
+    torch.scope(f);
+    into.push((performance.now() - t0) / 1e3);
+  };
+  torch.scope(a);
+  torch.scope(b);
+  for (let s = 0; s < samples; s++) {
+    if (s % 2 === 0) {
+      once(a, ta);
+      once(b, tb);
+    } else {
+      once(b, tb);
+      once(a, ta);
+    }
+  }
+  return [median(ta), median(tb)];
+}
+
+const rows: string[][] = [];
+const results: Record<string, Record<string, number>> = {};
+const started = performance.now();
+for (const shape of SHAPES) {
+  const bytes = shape.out * shape.in * 4;
+  const copies = Math.max(1, Math.ceil(minBytes / bytes));
+  const gen = new torch.Generator(1);
+  const weights = Array.from({ length: copies }, () => torch.keep(torch.randn([shape.out, shape.in], { generator: gen })));
+  const columnMajor = weights.map((w) => torch.keep(w.t().contiguous().t()));
+  const packed = weights.map((w) => torch.keep(torch.packLinear(w)));
+  for (const threads of threadsList) {
+    torch.setNumThreads(threads);
+    for (const m of rowsList) {
+      const x = torch.keep(torch.randn([m, shape.in], { generator: gen }));
+      const [tPacked, tLinear] = timeBoth(
+        () => {
+          for (const p of packed) torch.packedLinear(x, p, null, shape.out);
+        },
+        () => {
+          for (const w of columnMajor) torch.linear(x, w);
+        },
+      );
+      const [, tRowMajor] = timeBoth(
+        () => {},
+        () => {
+          for (const w of weights) torch.linear(x, w);
+        },
+      );
+      const flop = 2 * m * shape.in * shape.out * copies;
+      const gf = (t: number) => flop / t / 1e9;
+      const best = Math.min(tLinear, tRowMajor);
+      rows.push([
+        `${shape.name} (${shape.out} x ${shape.in})`,
+        String(threads),
+        String(m),
+        fmt(gf(tPacked), 1),
+        fmt(gf(tLinear), 1),
+        fmt(gf(tRowMajor), 1),
+        `${fmt(best / tPacked)}x`,
+      ]);
+      results[`${shape.name} t${threads} m${m}`] = {
+        packed_gflops: r2(gf(tPacked)),
+        linear_column_major_gflops: r2(gf(tLinear)),
+        linear_row_major_gflops: r2(gf(tRowMajor)),
+        speedup_vs_best_linear: r2(best / tPacked),
+      };
+      x.dispose();
+    }
+  }
+  for (const t of [...weights, ...columnMajor, ...packed]) t.dispose();
+}
+table(
+  'packedLinear vs linear (libtorch, MKL), GFLOP/s; ratio = best linear time / packed time (above 1 = packed faster)',
+  ['shape (out x in)', 'threads', 'rows', 'packed', 'linear col-major', 'linear row-major', 'ratio'],
+  rows,
+);
+const speedups = Object.values(results).map((r) => r.speedup_vs_best_linear as number);
+console.log(
+  JSON.stringify({
+    bench: 'packed-linear',
+    cpu: os.cpus()[0]?.model ?? 'unknown',
+    threads: threadsList,
+    rows: rowsList,
+    min_speedup: Math.min(...speedups),
+    median_speedup: r2(median(speedups)),
+    results,
+    wall_s: r2((performance.now() - started) / 1e3),
+  }),
+);
