@@ -135,7 +135,9 @@ for (let r = 0; r < 10; r++) {
       torch.linear(x, embed);
       lap(timesOf.blasHead);
       if (packedHead === null) return;
-      linears.forEach((w, i) => torch.packedLinear(inputOf(w), packed[i] as torch.Tensor, null, w.size(0)));
+      linears.forEach((w, i) => {
+        torch.packedLinear(inputOf(w), packed[i] as torch.Tensor, null, w.size(0));
+      });
       lap(timesOf.packed);
       torch.packedLinear(x, packedHead, null, embed.size(0));
       lap(timesOf.packedHead);
