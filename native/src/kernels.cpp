@@ -1,7 +1,9 @@
-// CPU kernels libtorch lacks: a float32 linear layer for few rows (decoding) with the weight packed in advance.
+// CPU kernels libtorch lacks: a linear layer for few rows (decoding) with the weight packed in advance.
 //
 // packLinear(w[N, K]) -> [ceil(N / 16), K, 16]: 16-column panels, panel p holding W[16p .. 16p + 15, :] transposed
-// (zero rows past N). packedLinear(x[..., K], packed, bias[N] | null, N) -> x W^T + bias, [..., N].
+// (zero rows past N). packedLinear(x[..., K], packed, bias[N] | null, N) -> x W^T + bias, [..., N]. float32, or
+// bfloat16 (weights widened to float32 in registers, float32 accumulation, the output rounded to bfloat16 once, as a
+// bf16 GEMM does): CPUs without AVX512-BF16/AMX have no fast bf16 product in libtorch at all (~1 GFLOP/s).
 //
 // Why: MKL's sgemm multiplies a few rows (2-64) by a weight matrix far below both the memory bandwidth and the FMA
 // peak of an AVX2 core: measured here (Zen 3, one thread) at 8 rows ~20 GFLOP/s, i.e. the weights stream at ~5 GB/s
@@ -31,10 +33,17 @@ constexpr int64_t kPrefetchAhead = 32;  // k-steps (64-byte lines) the first row
 
 #if TRT_PACKED_LINEAR
 
+// 8 weights as float32: float32 as they are, bfloat16 (its bits) widened by a 16-bit shift (exact)
+TRT_AVX2 static inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+TRT_AVX2 static inline __m256 load8(const uint16_t* p) {
+  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+
 // Y[0..R) x [0..cols) = X rows (stride ldx) times one panel (K x 16), plus bias; R rows, 1 <= R <= 6.
-template <int R>
-TRT_AVX2 static inline void panelRows(const float* x, int64_t ldx, const float* panel, int64_t K, const float* bias,
-                                      float* y, int64_t ldy, int64_t cols, const float* prefetch) {
+template <int R, typename W>
+TRT_AVX2 static inline void panelRows(const float* x, int64_t ldx, const W* panel, int64_t K, const float* bias,
+                                      float* y, int64_t ldy, int64_t cols, const W* prefetch) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   const float* x0 = x;
@@ -45,8 +54,8 @@ TRT_AVX2 static inline void panelRows(const float* x, int64_t ldx, const float* 
   const float* x5 = x + 5 * ldx;
   for (int64_t k = 0; k < K; ++k) {
     if (prefetch != nullptr) _mm_prefetch(reinterpret_cast<const char*>(prefetch + k * kPanel), _MM_HINT_T0);
-    const __m256 b0 = _mm256_loadu_ps(panel + k * kPanel);
-    const __m256 b1 = _mm256_loadu_ps(panel + k * kPanel + 8);
+    const __m256 b0 = load8(panel + k * kPanel);
+    const __m256 b1 = load8(panel + k * kPanel + 8);
     __m256 a = _mm256_broadcast_ss(x0 + k);
     c00 = _mm256_fmadd_ps(a, b0, c00);
     c01 = _mm256_fmadd_ps(a, b1, c01);
@@ -110,23 +119,24 @@ TRT_AVX2 static inline void panelRows(const float* x, int64_t ldx, const float* 
 }
 
 // One row times 4 consecutive full panels: 4 memory streams at once (one stream reaches ~15 GB/s, four ~24 here).
-TRT_AVX2 static inline void oneRowFourPanels(const float* x, const float* panel, int64_t K, const float* bias, float* y) {
-  const float* w0 = panel;
-  const float* w1 = w0 + K * kPanel;
-  const float* w2 = w1 + K * kPanel;
-  const float* w3 = w2 + K * kPanel;
+template <typename W>
+TRT_AVX2 static inline void oneRowFourPanels(const float* x, const W* panel, int64_t K, const float* bias, float* y) {
+  const W* w0 = panel;
+  const W* w1 = w0 + K * kPanel;
+  const W* w2 = w1 + K * kPanel;
+  const W* w3 = w2 + K * kPanel;
   __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
   for (int64_t k = 0; k < K; ++k) {
     const __m256 a = _mm256_broadcast_ss(x + k);
     const int64_t o = k * kPanel;
-    c0 = _mm256_fmadd_ps(a, _mm256_loadu_ps(w0 + o), c0);
-    c1 = _mm256_fmadd_ps(a, _mm256_loadu_ps(w0 + o + 8), c1);
-    c2 = _mm256_fmadd_ps(a, _mm256_loadu_ps(w1 + o), c2);
-    c3 = _mm256_fmadd_ps(a, _mm256_loadu_ps(w1 + o + 8), c3);
-    c4 = _mm256_fmadd_ps(a, _mm256_loadu_ps(w2 + o), c4);
-    c5 = _mm256_fmadd_ps(a, _mm256_loadu_ps(w2 + o + 8), c5);
-    c6 = _mm256_fmadd_ps(a, _mm256_loadu_ps(w3 + o), c6);
-    c7 = _mm256_fmadd_ps(a, _mm256_loadu_ps(w3 + o + 8), c7);
+    c0 = _mm256_fmadd_ps(a, load8(w0 + o), c0);
+    c1 = _mm256_fmadd_ps(a, load8(w0 + o + 8), c1);
+    c2 = _mm256_fmadd_ps(a, load8(w1 + o), c2);
+    c3 = _mm256_fmadd_ps(a, load8(w1 + o + 8), c3);
+    c4 = _mm256_fmadd_ps(a, load8(w2 + o), c4);
+    c5 = _mm256_fmadd_ps(a, load8(w2 + o + 8), c5);
+    c6 = _mm256_fmadd_ps(a, load8(w3 + o), c6);
+    c7 = _mm256_fmadd_ps(a, load8(w3 + o + 8), c7);
   }
   const __m256 acc[8] = {c0, c1, c2, c3, c4, c5, c6, c7};
   for (int i = 0; i < 8; ++i)
@@ -134,7 +144,8 @@ TRT_AVX2 static inline void oneRowFourPanels(const float* x, const float* panel,
 }
 
 // Panels [first, last) for rows [0, M) (M <= kRowChunk): each panel once, its rows in balanced blocks of <= 6.
-TRT_AVX2 static void panels(const float* x, int64_t M, int64_t K, const float* packed, const float* bias, float* y,
+template <typename W>
+TRT_AVX2 static void panels(const float* x, int64_t M, int64_t K, const W* packed, const float* bias, float* y,
                             int64_t N, int64_t first, int64_t last) {
   const int64_t blocks = (M + 5) / 6;
   if (M == 1) {  // a single row reads 4 panels at once while they are full
@@ -143,10 +154,10 @@ TRT_AVX2 static void panels(const float* x, int64_t M, int64_t K, const float* p
                        y + first * kPanel);
   }
   for (int64_t p = first; p < last; ++p) {
-    const float* panel = packed + p * K * kPanel;
+    const W* panel = packed + p * K * kPanel;
     // during the first block, the line kPrefetchAhead k-steps ahead (past the panel's end: the next panel's start;
     // prefetching never faults, so the range's end needs no test)
-    const float* prefetch = panel + kPrefetchAhead * kPanel;
+    const W* prefetch = panel + kPrefetchAhead * kPanel;
     const int64_t cols = std::min(kPanel, N - p * kPanel);
     const float* b = bias != nullptr ? bias + p * kPanel : nullptr;
     int64_t m = 0;
@@ -155,12 +166,12 @@ TRT_AVX2 static void panels(const float* x, int64_t M, int64_t K, const float* p
       const float* xr = x + m * K;
       float* yr = y + m * N + p * kPanel;
       switch (rows) {
-        case 1: panelRows<1>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-        case 2: panelRows<2>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-        case 3: panelRows<3>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-        case 4: panelRows<4>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-        case 5: panelRows<5>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-        default: panelRows<6>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
+        case 1: panelRows<1, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
+        case 2: panelRows<2, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
+        case 3: panelRows<3, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
+        case 4: panelRows<4, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
+        case 5: panelRows<5, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
+        default: panelRows<6, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
       }
       m += rows;
       prefetch = nullptr;
@@ -172,14 +183,36 @@ static bool cpuSupported() {
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return supported;
 }
+// Whether libtorch multiplies bfloat16 at full speed here (oneDNN with AVX512-BF16 or AMX); else ~1 GFLOP/s
+static bool cpuBf16Matmul() {
+  static const bool fast = __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+  return fast;
+}
 
 #else
 static bool cpuSupported() { return false; }
+static bool cpuBf16Matmul() { return false; }
 #endif
 
 static void checkCpuFloat(const at::Tensor& t, const char* what) {
   TORCH_CHECK(t.device().is_cpu(), "packedLinear: ", what, " must be on the CPU, got ", t.device());
-  TORCH_CHECK(t.scalar_type() == at::kFloat, "packedLinear: ", what, " must be float32, got ", t.scalar_type());
+  TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16, "packedLinear: ", what,
+              " must be float32 or bfloat16, got ", t.scalar_type());
+}
+
+// packed[p][k][j] = weight[16p + j][k] for one element type (bfloat16 moves as its 16 bits)
+template <typename T>
+static void packInto(const T* src, T* dst, int64_t N, int64_t K, int64_t rowStride, int64_t colStride) {
+  at::parallel_for(0, (N + kPanel - 1) / kPanel, 1, [&](int64_t first, int64_t last) {
+    for (int64_t p = first; p < last; ++p) {
+      const int64_t cols = std::min(kPanel, N - p * kPanel);
+      for (int64_t k = 0; k < K; ++k) {
+        T* to = dst + (p * K + k) * kPanel;
+        const T* from = src + p * kPanel * rowStride + k * colStride;
+        for (int64_t j = 0; j < cols; ++j) to[j] = from[j * rowStride];
+      }
+    }
+  });
 }
 
 static at::Tensor packLinearWeight(const at::Tensor& weight) {
@@ -192,19 +225,11 @@ static at::Tensor packLinearWeight(const at::Tensor& weight) {
   // allocation: no temporaries the size of the weight (a 0.5B model's LM head is 545 MB)
   at::Tensor out = at::zeros({count, K, kPanel}, weight.options().requires_grad(false));
   const at::Tensor w = weight.detach();
-  const float* src = w.data_ptr<float>();
-  float* dst = out.data_ptr<float>();
-  const int64_t rowStride = w.stride(0), colStride = w.stride(1);
-  at::parallel_for(0, count, 1, [&](int64_t first, int64_t last) {
-    for (int64_t p = first; p < last; ++p) {
-      const int64_t cols = std::min(kPanel, N - p * kPanel);
-      for (int64_t k = 0; k < K; ++k) {
-        float* to = dst + (p * K + k) * kPanel;
-        const float* from = src + p * kPanel * rowStride + k * colStride;
-        for (int64_t j = 0; j < cols; ++j) to[j] = from[j * rowStride];
-      }
-    }
-  });
+  if (w.scalar_type() == at::kFloat)
+    packInto(w.data_ptr<float>(), out.data_ptr<float>(), N, K, w.stride(0), w.stride(1));
+  else
+    packInto(reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>()),
+             reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>()), N, K, w.stride(0), w.stride(1));
   return out;
 }
 
@@ -213,6 +238,8 @@ static at::Tensor packedLinear(const at::Tensor& input, const at::Tensor& packed
   TORCH_CHECK(cpuSupported(), "packedLinear: this CPU lacks AVX2/FMA (check packedLinearSupported() first)");
   checkCpuFloat(input, "the input");
   checkCpuFloat(packed, "the packed weight");
+  TORCH_CHECK(packed.scalar_type() == input.scalar_type(), "packedLinear: the input is ", input.scalar_type(),
+              " but the packed weight ", packed.scalar_type());
   TORCH_CHECK(packed.dim() == 3 && packed.size(2) == kPanel && packed.is_contiguous(),
               "packedLinear: the packed weight must come from packLinear ([panels, in, 16]), got ", packed.sizes());
   const int64_t K = packed.size(1);
@@ -234,19 +261,26 @@ static at::Tensor packedLinear(const at::Tensor& input, const at::Tensor& packed
   if (M == 0 || N == 0) return out;
   if (K == 0) return bias ? out.copy_(bias->expand(outShape)) : out.zero_();
 #if TRT_PACKED_LINEAR
-  const at::Tensor x = input.contiguous();
-  const at::Tensor b = bias ? bias->contiguous() : at::Tensor();
+  // float32 inputs, bias and accumulators (bf16 -> float32 is exact); a bf16 output is rounded once at the end
+  const bool bf16 = packed.scalar_type() == at::kBFloat16;
+  const at::Tensor x = input.to(at::kFloat).contiguous();
+  const at::Tensor b = bias ? bias->to(at::kFloat).contiguous() : at::Tensor();
+  at::Tensor y = bf16 ? at::empty(outShape, input.options().dtype(at::kFloat)) : out;
   const float* xp = x.data_ptr<float>();
-  const float* wp = packed.data_ptr<float>();
   const float* bp = bias ? b.data_ptr<float>() : nullptr;
-  float* yp = out.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
   const int64_t count = packed.size(0);
   for (int64_t m = 0; m < M; m += kRowChunk) {
     const int64_t rows = std::min(kRowChunk, M - m);
     at::parallel_for(0, count, 4, [&](int64_t first, int64_t last) {
-      panels(xp + m * K, rows, K, wp, bp, yp + m * N, N, first, last);
+      if (bf16)
+        panels(xp + m * K, rows, K, reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>()), bp,
+               yp + m * N, N, first, last);
+      else
+        panels(xp + m * K, rows, K, packed.data_ptr<float>(), bp, yp + m * N, N, first, last);
     });
   }
+  if (bf16) out.copy_(y);
 #endif
   return out;
 }
@@ -258,11 +292,15 @@ static Napi::Value packedLinearOp(const Napi::CallbackInfo& info) {
 static Napi::Value packedLinearSupported(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), cpuSupported());
 }
+static Napi::Value cpuHasBf16Matmul(const Napi::CallbackInfo& info) {
+  return Napi::Boolean::New(info.Env(), cpuBf16Matmul());
+}
 
 void registerKernels(Napi::Env env, Napi::Object exports) {
   TRT_EXPORT(exports, "packLinear", packLinear);
   TRT_EXPORT(exports, "packedLinear", packedLinearOp);
   TRT_EXPORT(exports, "packedLinearSupported", packedLinearSupported);
+  TRT_EXPORT(exports, "cpuHasBf16Matmul", cpuHasBf16Matmul);
 }
 
 }  // namespace trt

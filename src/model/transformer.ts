@@ -36,7 +36,7 @@ interface Linear {
   weight: Tensor;
   bias: Tensor | null;
   adapter: LinearAdapter | null;
-  /** Inference layout on a CPU that runs torch.packedLinear, float32: the weight packed for it (see packedWeight). */
+  /** Inference layout on a CPU that runs torch.packedLinear: the weight packed for it (see packedWeight). */
   packed: PackedWeight | null;
 }
 
@@ -44,10 +44,12 @@ interface Linear {
 interface PackedWeight {
   weight: Tensor | null;
   version: number;
+  /** Products of more rows go to BLAS (prefill); Infinity for bfloat16 where libtorch's bf16 product is slow. */
+  maxRows: number;
 }
 
-/** Rows per product that run through torch.packedLinear when a projection has a packed weight (see WeightLayout). */
-const PACKED_ROWS = { min: 1, max: 64 };
+/** Rows per product up to which a packed weight is used (decoding; see WeightLayout). */
+const PACKED_MAX_ROWS = 64;
 
 interface DecoderLayer {
   inputLayernorm: Tensor;
@@ -220,9 +222,8 @@ function rmsNorm(x: Tensor, weight: Tensor, eps: number): Tensor {
 }
 
 function linear(x: Tensor, l: Linear): Tensor {
-  const rows = l.packed === null ? 0 : x.numel / x.size(-1);
   const y =
-    rows >= PACKED_ROWS.min && rows <= PACKED_ROWS.max
+    l.packed !== null && x.numel / x.size(-1) <= l.packed.maxRows
       ? torch.packedLinear(x, packedWeight(l), l.bias, l.weight.size(0))
       : torch.linear(x, l.weight, l.bias);
   return l.adapter === null ? y : l.adapter.forward(x, y);
@@ -262,10 +263,11 @@ function mlp(layer: DecoderLayer, h: Tensor): Tensor {
  * transposed, i.e. column-major; the parameters stay views with Hugging Face names, shapes and values (save, copy_
  * and LoRA work unchanged). A layer then runs 4 matmuls instead of 7, and a product with one row per sequence
  * (decoding) reads the weights in storage order: ~2x faster with CPU BLAS for the LM head (MKL on AVX2, measured
- * with bench/model-profile.ts). Float32 products of 1 to 64 rows (decoding) on a CPU with AVX2 run
- * torch.packedLinear instead, on a packed copy of each fused matrix and of the LM head (native/src/kernels.cpp: for
- * 8 rows MKL streams a weight at ~5 GB/s, the kernel at ~10 GB/s a thread); prefill (more rows) stays with BLAS.
- * The copies cost the weights' size again, made on first use.
+ * with bench/model-profile.ts). On a CPU with AVX2, products of 1 to 64 rows (decoding) run torch.packedLinear
+ * instead, on a packed copy of each fused matrix and of the LM head (native/src/kernels.cpp: for 8 float32 rows MKL
+ * streams a weight at ~5 GB/s, the kernel at ~10 GB/s a thread); prefill (more rows) stays with BLAS, except in
+ * bfloat16 on CPUs without AVX512-BF16/AMX, where libtorch's bf16 product runs at ~1 GFLOP/s and every product goes
+ * to the kernel. The copies cost the weights' size again, made on first use.
  */
 export type WeightLayout = 'training' | 'inference';
 
@@ -465,7 +467,7 @@ export class CausalLM {
   readonly #lmHead: Tensor;
   /** The LM head as a projection (packed in the inference layout, see WeightLayout). */
   readonly #headLinear: Linear;
-  /** The projections that have a packed weight (inference layout, float32, CPU with AVX2). */
+  /** The projections that have a packed weight (inference layout, CPU with AVX2). */
   readonly #packedLinears: Linear[] = [];
   /** The fused matrices of the inference layout (parameters are views into them). */
   readonly #fused: (Tensor | null)[];
@@ -561,13 +563,12 @@ export class CausalLM {
     this.#norm = p('model.norm.weight');
     this.#lmHead = config.tieWordEmbeddings ? this.#embedTokens : p('lm_head.weight');
     this.#headLinear = { weight: this.#lmHead, bias: null, adapter: null, packed: null };
-    const packable =
-      this.layout === 'inference' && this.#lmHead.device === 'cpu' && dtype === 'float32' && torch.packedLinearSupported();
-    if (packable) {
+    if (this.layout === 'inference' && this.#lmHead.device === 'cpu' && torch.packedLinearSupported()) {
+      const maxRows = dtype === 'bfloat16' && !torch.cpuHasBf16Matmul() ? Number.POSITIVE_INFINITY : PACKED_MAX_ROWS;
       const projections = this.#layers.flatMap((l) => [l.qkvProj, l.gateUpProj, l.oProj, l.downProj]);
       for (const l of [...projections, this.#headLinear]) {
         if (l === null) continue;
-        l.packed = { weight: null, version: -1 };
+        l.packed = { weight: null, version: -1, maxRows };
         this.#packedLinears.push(l);
       }
     }

@@ -46,17 +46,26 @@ export function packedLinearSupported(): boolean {
 }
 
 /**
- * A float32 CPU weight [out, in] rearranged for packedLinear: [ceil(out / 16), in, 16], 16-column panels (zero rows
- * past `out`). A copy: pack again after the weight changed (Tensor.version tells).
+ * True when libtorch multiplies bfloat16 at full speed on this CPU (AVX512-BF16 or AMX); without either its bf16
+ * products fall back to ~1 GFLOP/s, and packedLinear is the fast bf16 product at any row count.
+ */
+export function cpuHasBf16Matmul(): boolean {
+  return native.cpuHasBf16Matmul();
+}
+
+/**
+ * A float32 or bfloat16 CPU weight [out, in] rearranged for packedLinear: [ceil(out / 16), in, 16], 16-column panels
+ * (zero rows past `out`). A copy: pack again after the weight changed (Tensor.version tells).
  */
 export function packLinear(weight: Tensor): Tensor {
   return fromHandle(native.packLinear(weight.handle));
 }
 
 /**
- * linear(x, W, bias) for float32 on the CPU with W packed by packLinear: a kernel for few rows (decoding) that streams
- * the weight at memory speed where BLAS does not (native/src/kernels.cpp). Inference only: nothing requires grad.
- * Equal to linear up to float32 rounding.
+ * linear(x, W, bias) on the CPU with W packed by packLinear (x, W and bias of one dtype: float32 or bfloat16): a
+ * kernel for few rows (decoding) that streams the weight at memory speed where BLAS does not (native/src/kernels.cpp).
+ * Inference only: nothing requires grad. Equal to linear up to float32 rounding; bfloat16 accumulates in float32
+ * and rounds the output once, as a bf16 GEMM does.
  */
 export function packedLinear(x: Tensor, packed: Tensor, bias: Tensor | null, outFeatures: number): Tensor {
   return fromHandle(native.packedLinear(x.handle, packed.handle, bias?.handle ?? null, outFeatures));

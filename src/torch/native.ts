@@ -156,6 +156,7 @@ export interface NativeAddon {
   packLinear(weight: H): H;
   packedLinear(x: H, packed: H, bias: OptH, outFeatures: number): H;
   packedLinearSupported(): boolean;
+  cpuHasBf16Matmul(): boolean;
   embedding(weight: H, indices: H): H;
   rmsNorm(x: H, shape: number[], weight: OptH, eps: OptNum): H;
   layerNorm(x: H, shape: number[], weight: OptH, bias: OptH, eps: number): H;

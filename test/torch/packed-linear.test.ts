@@ -78,10 +78,45 @@ test('packedLinear refuses what it does not compute, naming the argument', { ski
     assert.throws(() => torch.packedLinear(torch.ones([2, 8]), packed, torch.ones([19]), 20), /bias must be \[20\]/);
     assert.throws(
       () => torch.packedLinear(torch.ones([2, 8], { dtype: 'bfloat16' }), packed, null, 20),
-      /the input must be float32/,
+      /the input is BFloat16 but the packed weight Float/,
     );
+    assert.throws(() => torch.packedLinear(torch.ones([2, 8], { dtype: 'float64' }), packed, null, 20), /float32 or bfloat16/);
     assert.throws(() => torch.packedLinear(torch.ones([2, 8]).requiresGrad_(), packed, null, 20), /inference only/);
     assert.throws(() => torch.packLinear(torch.ones([2, 3, 4])), /must be \[out, in\]/);
-    assert.throws(() => torch.packLinear(torch.ones([4, 4], { dtype: 'float64' })), /the weight must be float32/);
+    assert.throws(() => torch.packLinear(torch.ones([4, 4], { dtype: 'float64' })), /the weight must be float32 or bfloat16/);
   });
+});
+
+test('bfloat16: float32 accumulation, the output rounded once (as a bf16 GEMM), at any row count', { skip }, () => {
+  const gen = new torch.Generator(6);
+  torch.noGrad(() =>
+    torch.scope(() => {
+      for (const [outFeatures, inFeatures] of [
+        [21, 37],
+        [100, 300],
+      ] as const) {
+        const weight = torch.randn([outFeatures, inFeatures], { generator: gen }).mul(0.1).bfloat16();
+        const bias = torch.randn([outFeatures], { generator: gen }).bfloat16();
+        const packed = torch.packLinear(weight.t().contiguous().t()); // column-major, as the inference layout keeps it
+        assert.equal(packed.dtype, 'bfloat16');
+        for (const rows of [1, 8, 64, 130]) {
+          const x = torch.randn([rows, inFeatures], { generator: gen }).bfloat16();
+          const got = torch.packedLinear(x, packed, bias, outFeatures);
+          assert.equal(got.dtype, 'bfloat16');
+          // the exact product of the bf16 values in float32, rounded to bf16: equal but where the float32 sums of the
+          // two accumulation orders straddle a rounding boundary (then one bf16 step apart: 2^-8 relative, or for a
+          // sum near 0 the float32 accumulation error, ~1e-6 here)
+          const exact = torch.linear(x.float(), weight.float(), bias.float());
+          const rounded = exact.bfloat16().float();
+          const step = rounded
+            .abs()
+            .mul(2 ** -7)
+            .add(1e-5);
+          assert.equal(got.float().sub(rounded).abs().le(step).all().item(), 1, `${rows} x ${inFeatures} -> ${outFeatures}`);
+          const same = got.float().eq(rounded).float().mean().item();
+          assert.ok(same > 0.97, `${rows} rows: ${same} of the outputs equal the rounded exact product`);
+        }
+      }
+    }),
+  );
 });
