@@ -304,11 +304,15 @@ function syncDevice(t: torch.Tensor): void {
   if (deviceKind === 'cuda') torch.scope(() => t.flatten().narrow(0, 0, 1).float().item());
 }
 
+// On a CPU without AVX512-BF16/AMX libtorch's bf16 matmul is a ~1 GFLOP/s fallback and our bf16 products run in
+// float32 registers (torch.packedLinear), so the peak there is float32's.
+const peakDtype: ModelDType = deviceKind === 'cpu' && dtype === 'bfloat16' && !torch.cpuHasBf16Matmul() ? 'float32' : dtype;
+
 function matmulPeak(): { n: number; gflops: number } {
-  const n = deviceKind === 'cuda' ? 8192 : dtype === 'bfloat16' ? 512 : 1024;
+  const n = deviceKind === 'cuda' ? 8192 : peakDtype === 'bfloat16' ? 512 : 1024;
   return torch.scope(() => {
-    const a = torch.randn([n, n]).to({ dtype, device });
-    const b = torch.randn([n, n]).to({ dtype, device });
+    const a = torch.randn([n, n]).to({ dtype: peakDtype, device });
+    const b = torch.randn([n, n]).to({ dtype: peakDtype, device });
     const once = (calls: number): number => {
       const t0 = now();
       let c: torch.Tensor | null = null;
@@ -663,7 +667,7 @@ async function main(): Promise<void> {
         `${dtype}, ${threads} intra-op threads each (ours ${torch.getNumThreads()}, PyTorch ${hello.threads}), load avg ${os.loadavg()[0]?.toFixed(2)}`,
     );
     const startPeak = matmulPeak();
-    console.log(`matmul peak (ours, ${dtype} ${startPeak.n}x${startPeak.n}): ${fmt(startPeak.gflops, 1)} GFLOP/s`);
+    console.log(`matmul peak (ours, ${peakDtype} ${startPeak.n}x${startPeak.n}): ${fmt(startPeak.gflops, 1)} GFLOP/s`);
 
     const reports: ModelReport[] = [];
     if (wanted.includes('small')) reports.push(await benchModel(py, smallSpec(), false, startPeak.gflops));
@@ -799,7 +803,7 @@ function report(hello: HelloReply, peak: { n: number; gflops: number }, reports:
   );
   for (const m of reports) if (m.trainingSkipped !== null) console.log(`${m.spec.name} training ${m.trainingSkipped}`);
   console.log(
-    `ratio = ours tokens/s / transformers tokens/s (above 1 = ours faster). MFU = model FLOPs / time / matmul peak (ours, ${dtype} ${peak.n}x${peak.n}: ${fmt(peak.gflops, 1)} GFLOP/s).`,
+    `ratio = ours tokens/s / transformers tokens/s (above 1 = ours faster). MFU = model FLOPs / time / matmul peak (ours, ${peakDtype} ${peak.n}x${peak.n}: ${fmt(peak.gflops, 1)} GFLOP/s).`,
   );
   const large = reports.find((m) => m.memory !== null);
   if (large?.memory) {
@@ -854,7 +858,7 @@ function report(hello: HelloReply, peak: { n: number; gflops: number }, reports:
     device: deviceKind,
     dtype,
     sampling: flags.sample ? 'sample' : 'greedy',
-    matmul_peak_gflops: { n: peak.n, ours: r2(peak.gflops) },
+    matmul_peak_gflops: { n: peak.n, dtype: peakDtype, ours: r2(peak.gflops) },
     ratio_definition: 'ours tokens/s / transformers tokens/s',
     models: modelsJson,
     memory_probes: probes,
