@@ -21,7 +21,7 @@
 // The two sides alternate sample by sample (ABBA order) after a warm-up each, and report medians. Both use the same
 // intra-op thread count (the core count). It prints tables and ends with one JSON line holding every figure.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -497,7 +497,19 @@ function initialLoss(model: CausalLM, ids: torch.Tensor): number {
 // 3. memory
 
 const mib = (bytes: number): number => bytes / 2 ** 20;
-const maxRssMiB = (): number => process.resourceUsage().maxRSS / 1024; // maxRSS is in KiB
+/**
+ * This process image's peak RSS: Linux's VmHWM (getrusage's maxRSS also keeps the peak of the process a child was
+ * spawned from: probes started by a bench that had trained the 0.5B model reported its 6.5 GB), else maxRSS.
+ */
+function maxRssMiB(): number {
+  try {
+    const hwm = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync('/proc/self/status', 'utf8'));
+    if (hwm !== null) return Number(hwm[1]) / 1024;
+  } catch {
+    // not Linux
+  }
+  return process.resourceUsage().maxRSS / 1024; // KiB
+}
 
 interface ProbeResult {
   [key: string]: Json;

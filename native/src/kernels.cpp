@@ -5,14 +5,16 @@
 // bfloat16 (weights widened to float32 in registers, float32 accumulation, the output rounded to bfloat16 once, as a
 // bf16 GEMM does): CPUs without AVX512-BF16/AMX have no fast bf16 product in libtorch at all (~1 GFLOP/s).
 //
-// Why: MKL's sgemm multiplies a few rows (2-64) by a weight matrix far below both the memory bandwidth and the FMA
+// Why: MKL's sgemm multiplies a few rows (1-64) by a weight matrix far below both the memory bandwidth and the FMA
 // peak of an AVX2 core: measured here (Zen 3, one thread) at 8 rows ~20 GFLOP/s, i.e. the weights stream at ~5 GB/s
 // where a sum reads 16 GB/s. Decoding is exactly that product. This kernel streams each panel once from memory (2 KB
-// ahead prefetched) and multiplies it, from L1, with blocks of up to 6 rows held in 12 AVX registers: ~45 GFLOP/s
-// at 8 rows and ~75 at 32 on one thread, 2x on two (bench/model-profile.ts shows it in a decode step). Each output
-// is one float32 FMA chain over k in order, so results differ from MKL's only by float32 rounding.
+// ahead prefetched) and multiplies it, from L1, with blocks of up to 6 rows held in 12 AVX registers; a single row
+// reads 4 panels at once instead. ~40 GFLOP/s at 8 rows and ~60-75 at 32 on one thread, about 2x on two
+// (`npm run bench:packed-linear` against libtorch's linear). Each output is one float32 FMA chain over k in order, so
+// results differ from MKL's only by float32 rounding and do not depend on the thread count.
 // The kernel runs on CPUs with AVX2 and FMA (checked at run time: packedLinearSupported()); elsewhere callers keep
-// at::linear. Panels are split across the intra-op threads (at::parallel_for).
+// at::linear. Panels are split across the intra-op threads (at::parallel_for: this file is compiled with -fopenmp,
+// see native/build.mjs).
 #include "common.h"
 
 #include <ATen/Parallel.h>
@@ -29,7 +31,7 @@ namespace trt {
 
 constexpr int64_t kPanel = 16;      // output columns per panel: two 8-float AVX registers
 constexpr int64_t kRowChunk = 64;   // rows multiplied per pass over the panels (their inputs stay in L2)
-constexpr int64_t kPrefetchAhead = 32;  // k-steps (64-byte lines) the first row block prefetches ahead
+constexpr int64_t kPrefetchAhead = 32;  // k-steps the first row block prefetches ahead (a float32 k-step: 64 bytes)
 
 #if TRT_PACKED_LINEAR
 
