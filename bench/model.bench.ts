@@ -304,7 +304,7 @@ function syncDevice(t: torch.Tensor): void {
   if (deviceKind === 'cuda') torch.scope(() => t.flatten().narrow(0, 0, 1).float().item());
 }
 
-// On a CPU without AVX512-BF16/AMX libtorch's bf16 matmul is a ~1 GFLOP/s fallback and our bf16 products run in
+// On a CPU without AVX512 (torch.cpuHasBf16Matmul) libtorch's bf16 matmul is a ~1 GFLOP/s fallback and our bf16 products run in
 // float32 registers (torch.packedLinear), so the peak there is float32's.
 const peakDtype: ModelDType = deviceKind === 'cpu' && dtype === 'bfloat16' && !torch.cpuHasBf16Matmul() ? 'float32' : dtype;
 

@@ -3,12 +3,12 @@
 // packLinear(w[N, K]) -> [ceil(N / 16), K, 16]: 16-column panels, panel p holding W[16p .. 16p + 15, :] transposed
 // (zero rows past N). packedLinear(x[..., K], packed, bias[N] | null, N) -> x W^T + bias, [..., N]. float32, or
 // bfloat16 (weights widened to float32 in registers, float32 accumulation, the output rounded to bfloat16 once, as a
-// bf16 GEMM does): CPUs without AVX512-BF16/AMX have no fast bf16 product in libtorch at all (~1 GFLOP/s).
+// bf16 GEMM does): on CPUs without AVX512 libtorch has no fast bf16 product at all (~1 GFLOP/s).
 //
 // Why: MKL's sgemm multiplies a few rows (1-64) by a weight matrix far below both the memory bandwidth and the FMA
 // peak of an AVX2 core: measured here (Zen 3, one thread) at 8 rows ~20 GFLOP/s, i.e. the weights stream at ~5 GB/s
 // where a sum reads 16 GB/s. Decoding is exactly that product. This kernel streams each panel once from memory (2 KB
-// ahead prefetched) and multiplies it, from L1, with blocks of up to 6 rows held in 12 AVX registers; a single row
+// ahead prefetched) and multiplies it, from L1/L2, with blocks of up to 6 rows held in 12 AVX registers; a single row
 // reads 4 panels at once instead. ~40 GFLOP/s at 8 rows and ~60-75 at 32 on one thread, about 2x on two
 // (`npm run bench:packed-linear` against libtorch's linear). Each output is one float32 FMA chain over k in order, so
 // results differ from MKL's only by float32 rounding and do not depend on the thread count.
@@ -31,7 +31,7 @@ namespace trt {
 
 constexpr int64_t kPanel = 16;      // output columns per panel: two 8-float AVX registers
 constexpr int64_t kRowChunk = 64;   // rows multiplied per pass over the panels (their inputs stay in L2)
-constexpr int64_t kPrefetchAhead = 32;  // k-steps the first row block prefetches ahead (a float32 k-step: 64 bytes)
+constexpr int64_t kPrefetchAhead = 32;  // k-steps the first row block prefetches ahead (float32: 2 KB, bf16: 1 KB)
 
 #if TRT_PACKED_LINEAR
 
@@ -46,7 +46,7 @@ TRT_AVX2 static inline __m256 load8(const uint16_t* p) {
 // spelled out one by one: with an array of accumulators GCC spills them to the stack every k (measured ~2x slower).
 template <int R, typename W>
 TRT_AVX2 static inline void panelRows(const float* x, int64_t ldx, const W* panel, int64_t K, const float* bias,
-                                      float* y, int64_t ldy, int64_t cols, const W* prefetch) {
+                                      float* y, int64_t ldy, int64_t cols, uintptr_t prefetch) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   const float* x0 = x;
@@ -56,7 +56,7 @@ TRT_AVX2 static inline void panelRows(const float* x, int64_t ldx, const W* pane
   const float* x4 = x + 4 * ldx;
   const float* x5 = x + 5 * ldx;
   for (int64_t k = 0; k < K; ++k) {
-    if (prefetch != nullptr) _mm_prefetch(reinterpret_cast<const char*>(prefetch + k * kPanel), _MM_HINT_T0);
+    if (prefetch != 0) _mm_prefetch(reinterpret_cast<const char*>(prefetch + k * kPanel * sizeof(W)), _MM_HINT_T0);
     const __m256 b0 = load8(panel + k * kPanel);
     const __m256 b1 = load8(panel + k * kPanel + 8);
     __m256 a = _mm256_broadcast_ss(x0 + k);
@@ -159,8 +159,8 @@ TRT_AVX2 static void panels(const float* x, int64_t M, int64_t K, const W* packe
   for (int64_t p = first; p < last; ++p) {
     const W* panel = packed + p * K * kPanel;
     // during the first block, the line kPrefetchAhead k-steps ahead (past the panel's end: the next panel's start;
-    // prefetching never faults, so the range's end needs no test)
-    const W* prefetch = panel + kPrefetchAhead * kPanel;
+    // prefetching never faults, so the range's end needs no test; an integer address, never an out-of-range pointer)
+    uintptr_t prefetch = reinterpret_cast<uintptr_t>(panel + kPrefetchAhead * kPanel);
     const int64_t cols = std::min(kPanel, N - p * kPanel);
     const float* b = bias != nullptr ? bias + p * kPanel : nullptr;
     int64_t m = 0;
@@ -177,7 +177,7 @@ TRT_AVX2 static void panels(const float* x, int64_t M, int64_t K, const W* packe
         default: panelRows<6, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
       }
       m += rows;
-      prefetch = nullptr;
+      prefetch = 0;
     }
   }
 }
@@ -186,9 +186,11 @@ static bool cpuSupported() {
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return supported;
 }
-// Whether libtorch multiplies bfloat16 at full speed here (oneDNN with AVX512-BF16 or AMX); else ~1 GFLOP/s
+// Whether libtorch sends bfloat16 matmuls to oneDNN here: its test (mkldnn_bf16_device_check) on x86 is AVX512 BW, VL
+// and DQ (AVX512-BF16 and AMX CPUs all have them). Without, its bf16 product is a ~1 GFLOP/s reference loop.
 static bool cpuBf16Matmul() {
-  static const bool fast = __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+  static const bool fast = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                           __builtin_cpu_supports("avx512dq");
   return fast;
 }
 
@@ -260,8 +262,8 @@ static at::Tensor packedLinear(const at::Tensor& input, const at::Tensor& packed
   std::vector<int64_t> outShape(input.sizes().begin(), input.sizes().end());
   outShape.back() = N;
   at::Tensor out = at::empty(outShape, input.options());
-  const int64_t M = input.numel() / std::max<int64_t>(K, 1);
-  if (M == 0 || N == 0) return out;
+  if (out.numel() == 0) return out;  // no rows, or N == 0
+  const int64_t M = out.numel() / N;  // rows: every dimension of the input but the last
   if (K == 0) return bias ? out.copy_(bias->expand(outShape)) : out.zero_();
 #if TRT_PACKED_LINEAR
   // float32 inputs, bias and accumulators (bf16 -> float32 is exact); a bf16 output is rounded once at the end

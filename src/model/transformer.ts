@@ -222,8 +222,9 @@ function rmsNorm(x: Tensor, weight: Tensor, eps: number): Tensor {
 }
 
 function linear(x: Tensor, l: Linear): Tensor {
+  // the kernel has no autograd: a forward that records it (trainable LoRA on an inference-layout model) takes BLAS
   const y =
-    l.packed !== null && x.numel / x.size(-1) <= l.packed.maxRows
+    l.packed !== null && x.numel / x.size(-1) <= l.packed.maxRows && !x.requiresGrad
       ? torch.packedLinear(x, packedWeight(l), l.bias, l.weight.size(0))
       : torch.linear(x, l.weight, l.bias);
   return l.adapter === null ? y : l.adapter.forward(x, y);
@@ -235,6 +236,7 @@ function packedWeight(l: Linear): Tensor {
   const version = l.weight.version;
   if (packed.weight === null || packed.version !== version) {
     packed.weight?.dispose();
+    packed.weight = null; // not left pointing at a freed tensor if packing throws (out of memory)
     packed.weight = torch.noGrad(() => torch.keep(torch.packLinear(l.weight)));
     packed.version = version;
   }
@@ -266,8 +268,8 @@ function mlp(layer: DecoderLayer, h: Tensor): Tensor {
  * with bench/model-profile.ts). On a CPU with AVX2, products of 1 to 64 rows (decoding) run torch.packedLinear
  * instead, on a packed copy of each fused matrix and of the LM head (native/src/kernels.cpp: for 8 float32 rows MKL
  * streams a weight at ~5 GB/s, the kernel at ~10 GB/s a thread); prefill (more rows) stays with BLAS, except in
- * bfloat16 on CPUs without AVX512-BF16/AMX, where libtorch's bf16 product runs at ~1 GFLOP/s and every product goes
- * to the kernel. The copies cost the weights' size again, made on first use.
+ * bfloat16 on CPUs without AVX512, where libtorch's bf16 product runs at ~1 GFLOP/s and every product goes to the
+ * kernel. The copies cost the weights' size again, made on first use.
  */
 export type WeightLayout = 'training' | 'inference';
 

@@ -46,8 +46,8 @@ export function packedLinearSupported(): boolean {
 }
 
 /**
- * True when libtorch multiplies bfloat16 at full speed on this CPU (AVX512-BF16 or AMX); without either its bf16
- * products fall back to ~1 GFLOP/s, and packedLinear is the fast bf16 product at any row count.
+ * True when libtorch sends bfloat16 matmuls on this CPU to oneDNN (x86 with AVX512 BW/VL/DQ, its own test); without,
+ * its bf16 products fall back to ~1 GFLOP/s, and packedLinear is the fast bf16 product at any row count.
  */
 export function cpuHasBf16Matmul(): boolean {
   return native.cpuHasBf16Matmul();

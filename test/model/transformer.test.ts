@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { CausalLM, initModel, LoraModel, parseModelConfig } from '../../src/model/index.js';
 import * as torch from '../../src/torch/index.js';
+import { native } from '../../src/torch/native.js';
 import { disposeAll, FIXTURE_MODELS, get, loadReference, maxAbsDiff, modelDir } from './helpers/fixtures.js';
 
 const TOLERANCE = 1e-4;
@@ -329,9 +330,27 @@ test('inference layout, 1 to 64 rows (packed float32 projections): the training 
             const one = ids.narrow(0, 0, 1).narrow(1, 0, 1);
             const many = torch.randint(0, inference.config.vocabSize, [2, 40], { generator: new torch.Generator(8) });
             const expected = training.forward(ids);
-            assert.ok(maxAbsDiff(inference.forward(ids), expected) < 1e-5, `tied ${tieWordEmbeddings}`);
+            const kernelCalls = (f: () => torch.Tensor): [torch.Tensor, number] => {
+              const original = native.packedLinear;
+              let calls = 0;
+              native.packedLinear = (...args) => {
+                calls++;
+                return original(...args);
+              };
+              try {
+                return [f(), calls];
+              } finally {
+                native.packedLinear = original;
+              }
+            };
+            const [logits, calls] = kernelCalls(() => inference.forward(ids));
+            assert.ok(maxAbsDiff(logits, expected) < 1e-5, `tied ${tieWordEmbeddings}`);
+            // 4 projections per layer and the head, on CPUs that run the kernel
+            assert.equal(calls, torch.packedLinearSupported() ? 2 * 4 + 1 : 0);
             assert.ok(maxAbsDiff(inference.forward(one), training.forward(one)) < 1e-5);
-            assert.ok(maxAbsDiff(inference.forward(many), training.forward(many)) < 1e-5, '80 rows (BLAS)');
+            const [manyLogits, manyCalls] = kernelCalls(() => inference.forward(many));
+            assert.ok(maxAbsDiff(manyLogits, training.forward(many)) < 1e-5, '80 rows (BLAS)');
+            assert.equal(manyCalls, 0);
             // again: now from the copies kept since the first call
             assert.ok(maxAbsDiff(inference.forward(ids), expected) < 1e-5, `the kept copies (tied ${tieWordEmbeddings})`);
             // a weight sync writes parameters in place (views into the fused matrices): the packed copies must follow

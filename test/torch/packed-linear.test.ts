@@ -18,6 +18,8 @@ test('packedLinear equals linear: widths around the 16-column panels, rows aroun
         [16, 8],
         [21, 37],
         [33, 5],
+        [60, 20], // one row: 3 full panels and a partial one, no group of 4
+        [120, 20], // one row: a group of 4 panels, then 3 full ones and a partial one
         [100, 300],
       ] as const) {
         const weight = torch.randn([outFeatures, inFeatures], { generator: gen }).mul(0.1);
@@ -66,6 +68,32 @@ test('packedLinear: leading dimensions, a column-major weight, and the same resu
   } finally {
     torch.setNumThreads(threads);
   }
+});
+
+test('packedLinear: no input features gives the bias (or zeros); no rows or outputs give empty results', { skip }, () => {
+  torch.noGrad(() =>
+    torch.scope(() => {
+      const packed = torch.packLinear(torch.ones([5, 0]));
+      const bias = torch.arange(5).float();
+      const y = torch.packedLinear(torch.ones([3, 0]), packed, bias, 5);
+      assert.deepEqual(y.shape, [3, 5]);
+      assert.deepEqual([...(y.toTypedArray() as Float32Array)], [0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4]);
+      assert.equal(
+        torch
+          .packedLinear(torch.ones([2, 0]), packed, null, 5)
+          .abs()
+          .sum()
+          .item(),
+        0,
+      );
+      assert.deepEqual(torch.packedLinear(torch.ones([0, 4]), torch.packLinear(torch.ones([5, 4])), null, 5).shape, [0, 5]);
+      assert.deepEqual(torch.packedLinear(torch.ones([2, 4]), torch.packLinear(torch.ones([0, 4])), null, 0).shape, [2, 0]);
+      // a non-contiguous input (a transposed view) equals its contiguous copy
+      const weight = torch.randn([30, 12], { generator: new torch.Generator(9) });
+      const x = torch.randn([12, 7], { generator: new torch.Generator(10) }).t();
+      assert.ok(maxAbsDiff(torch.packedLinear(x, torch.packLinear(weight), null, 30), torch.linear(x, weight)) < 1e-5);
+    }),
+  );
 });
 
 test('packedLinear refuses what it does not compute, naming the argument', { skip }, () => {
