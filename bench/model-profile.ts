@@ -112,7 +112,7 @@ const xm = torch.keep(torch.randn([batch, 1, c.intermediateSize]).to({ dtype: fl
 const xa = torch.keep(torch.randn([batch, 1, c.numAttentionHeads * c.headDim]).to({ dtype: flags.dtype as ModelDType }));
 // BLAS (torch.linear on the parameters, as the training layout runs them) and, where this CPU runs it, the packed
 // kernel the inference layout uses for 1 to 64 rows (torch.packedLinear on packed copies)
-const packable = torch.packedLinearSupported() && flags.dtype === 'float32';
+const packable = torch.packedLinearSupported();
 const packed = packable ? linears.map((w) => torch.keep(torch.packLinear(w))) : [];
 const embed = params.get('model.embed_tokens.weight') as torch.Tensor;
 const packedHead = packable ? torch.keep(torch.packLinear(embed)) : null;

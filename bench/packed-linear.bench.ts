@@ -4,7 +4,7 @@
 // alternative is torch.linear = at::linear, the BLAS call PyTorch's F.linear makes, on the weight in the layout the
 // inference layout keeps (column-major) and in the plain row-major one. Shapes: the projections and LM head of the
 // 48.8M bench model and of Qwen2.5-0.5B. Each shape gets enough copies of its weight to exceed the L3 cache (decoding
-// streams every weight from memory once per step), and the sides take turns sample by sample (ABBA). Prints a table
+// streams every weight from memory once per step), and the sides take turns sample by sample. Prints a table
 // of GFLOP/s and the ratio, then one JSON line.
 import os from 'node:os';
 import { parseArgs } from 'node:util';
@@ -49,27 +49,19 @@ const SHAPES: { name: string; out: number; in: number }[] = [
   { name: '0.5B lm head', out: 151669, in: 896 },
 ];
 
-/** Median seconds of one call of `f` over the copies; the two sides alternate sample by sample. */
-function timeBoth(a: () => void, b: () => void): [number, number] {
-  const ta: number[] = [];
-  const tb: number[] = [];
-  const once = (f: () => void, into: number[]) => {
-    const t0 = performance.now();
-    torch.scope(f);
-    into.push((performance.now() - t0) / 1e3);
-  };
-  torch.scope(a);
-  torch.scope(b);
+/** Median seconds of each of `sides` (one call: a pass over the copies); the sides take turns, the first rotating. */
+function timeEach(sides: (() => void)[]): number[] {
+  const times = sides.map(() => [] as number[]);
+  for (const f of sides) torch.scope(f); // warm-up
   for (let s = 0; s < samples; s++) {
-    if (s % 2 === 0) {
-      once(a, ta);
-      once(b, tb);
-    } else {
-      once(b, tb);
-      once(a, ta);
+    for (let i = 0; i < sides.length; i++) {
+      const side = (s + i) % sides.length;
+      const t0 = performance.now();
+      torch.scope(sides[side] as () => void);
+      times[side]?.push((performance.now() - t0) / 1e3);
     }
   }
-  return [median(ta), median(tb)];
+  return times.map(median);
 }
 
 const rows: string[][] = [];
@@ -86,20 +78,17 @@ for (const shape of SHAPES) {
     torch.setNumThreads(threads);
     for (const m of rowsList) {
       const x = torch.keep(torch.randn([m, shape.in], { generator: gen }));
-      const [tPacked, tLinear] = timeBoth(
+      const [tPacked, tLinear, tRowMajor] = timeEach([
         () => {
           for (const p of packed) torch.packedLinear(x, p, null, shape.out);
         },
         () => {
           for (const w of columnMajor) torch.linear(x, w);
         },
-      );
-      const [, tRowMajor] = timeBoth(
-        () => {},
         () => {
           for (const w of weights) torch.linear(x, w);
         },
-      );
+      ]) as [number, number, number];
       const flop = 2 * m * shape.in * shape.out * copies;
       const gf = (t: number) => flop / t / 1e9;
       const best = Math.min(tLinear, tRowMajor);

@@ -199,7 +199,7 @@ static bool cpuSupported() { return false; }
 static bool cpuBf16Matmul() { return false; }
 #endif
 
-static void checkCpuFloat(const at::Tensor& t, const char* what) {
+static void checkCpuFloating(const at::Tensor& t, const char* what) {
   TORCH_CHECK(t.device().is_cpu(), "packedLinear: ", what, " must be on the CPU, got ", t.device());
   TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16, "packedLinear: ", what,
               " must be float32 or bfloat16, got ", t.scalar_type());
@@ -222,7 +222,7 @@ static void packInto(const T* src, T* dst, int64_t N, int64_t K, int64_t rowStri
 
 static at::Tensor packLinearWeight(const at::Tensor& weight) {
   TORCH_CHECK(cpuSupported(), "packLinear: this CPU lacks AVX2/FMA (check packedLinearSupported() first)");
-  checkCpuFloat(weight, "the weight");
+  checkCpuFloating(weight, "the weight");
   TORCH_CHECK(weight.dim() == 2, "packLinear: the weight must be [out, in], got ", weight.sizes());
   const int64_t N = weight.size(0), K = weight.size(1);
   const int64_t count = (N + kPanel - 1) / kPanel;
@@ -241,8 +241,8 @@ static at::Tensor packLinearWeight(const at::Tensor& weight) {
 static at::Tensor packedLinear(const at::Tensor& input, const at::Tensor& packed, const std::optional<at::Tensor>& bias,
                                int64_t N) {
   TORCH_CHECK(cpuSupported(), "packedLinear: this CPU lacks AVX2/FMA (check packedLinearSupported() first)");
-  checkCpuFloat(input, "the input");
-  checkCpuFloat(packed, "the packed weight");
+  checkCpuFloating(input, "the input");
+  checkCpuFloating(packed, "the packed weight");
   TORCH_CHECK(packed.scalar_type() == input.scalar_type(), "packedLinear: the input is ", input.scalar_type(),
               " but the packed weight ", packed.scalar_type());
   TORCH_CHECK(packed.dim() == 3 && packed.size(2) == kPanel && packed.is_contiguous(),
@@ -253,7 +253,7 @@ static at::Tensor packedLinear(const at::Tensor& input, const at::Tensor& packed
   TORCH_CHECK(N > (packed.size(0) - 1) * kPanel && N <= packed.size(0) * kPanel, "packedLinear: ", N,
               " out features do not match ", packed.size(0), " panels of ", kPanel);
   if (bias) {
-    checkCpuFloat(*bias, "the bias");
+    checkCpuFloating(*bias, "the bias");
     TORCH_CHECK(bias->dim() == 1 && bias->size(0) == N, "packedLinear: the bias must be [", N, "], got ",
                 bias->sizes());
   }
