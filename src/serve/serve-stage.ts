@@ -16,7 +16,8 @@ import { type ChatResult, ConversationTracker, type ConversationTurn, WorkerRoll
 import { z } from 'zod';
 import { OpenAIHttpError, OpenAIService, type OpenAIServer, parseRequest, startOpenAIServer } from '../openai/index.js';
 import { SqliteBuffer } from '../rft/buffer/index.js';
-import { readSyncPointer, type StageHooks, type StageResult, type StageSettings } from '../rft/run/stage.js';
+import type { StageHooks, StageResult, StageSettings } from '../rft/run/settings.js';
+import { readSyncPointer } from '../rft/run/stage.js';
 import { turnExperience } from '../rft/workflow/index.js';
 
 const finite = () => z.number().refine(Number.isFinite, 'must be a finite number');

@@ -1,2 +1,3 @@
 export * from './run.js';
+export * from './settings.js';
 export * from './stage.js';

@@ -8,7 +8,8 @@ import type { Config, FormatConfig, StageConfig, TasksetConfig as TasksetSection
 import { resolveStages } from '../config/index.js';
 import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../buffer/index.js';
 import { ProgressReporter } from '../monitor/index.js';
-import { runStage, type StageHooks, type StageResult, type StageSettings } from './stage.js';
+import type { StageHooks, StageResult, StageSettings } from './settings.js';
+import { runStage } from './stage.js';
 
 type NonNullFields<T> = { [K in keyof T]?: Exclude<T[K], null> };
 const omitNulls = <T extends Record<string, unknown>>(o: T): NonNullFields<T> =>

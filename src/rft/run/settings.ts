@@ -1,0 +1,97 @@
+// The settings of one stage: what src/rft/run/run.ts derives from a resolved config section and the stage's loops
+// read. Plain data (no config key names): every field here is read by the stage; a config key that maps to none is
+// refused by validation (src/rft/config/validate.ts).
+import type { ModelDType } from '../../model/index.js';
+import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../buffer/index.js';
+import type { MonitorType, ProgressReporter } from '../monitor/index.js';
+
+export type StageMode = 'both' | 'explore' | 'train' | 'bench' | 'serve';
+
+export interface StageSettings {
+  stageName: string;
+  /** Where checkpoints, metrics and sync files of this stage go. */
+  jobDir: string;
+  mode: StageMode;
+  project: string;
+  name: string;
+  modelPath: string;
+  dtype: ModelDType;
+  lora: { rank: number; alpha: number; dropout: number; targetModules: string[] | 'all-linear' } | null;
+  /** Trinity's algorithm section. */
+  algorithm: Record<string, unknown>;
+  /** Folder that module-path plug-ins (`path/to/file.ts#export`) resolve against: the config file's. */
+  pluginBaseDir: string;
+  /** Tasks per explore step (buffer.batch_size) and experiences per train step (buffer.train_batch_size). */
+  batchSize: number;
+  trainBatchSize: number;
+  /** Steps of this stage; null: as many as the tasksets give (total_epochs). */
+  totalSteps: number | null;
+  totalEpochs: number;
+  tasksets: { taskset: TasksetConfig; selector?: SelectorConfig; weight?: number }[];
+  evalTasksets: TasksetConfig[];
+  /** Samples per task of each eval taskset (its repeat_times, same order): mean@n and pass@k use them. */
+  evalRepeatTimes: number[];
+  evalInterval: number;
+  evalOnStartup: boolean;
+  /** Default rollout arguments (temperature, top_p, top_k, max_tokens ...) for tasks that name none. */
+  rolloutArgs: Record<string, unknown>;
+  explorer: {
+    runnerPerModel: number;
+    maxTimeout: number;
+    maxRetryTimes: number;
+    slots: number;
+    maxLength: number;
+    defaultWorkflow: string;
+    /** embedded: our engine on a worker thread; openai: an external OpenAI-compatible server (src/openai). */
+    engine: { type: 'embedded' } | { type: 'openai'; baseUrl: string; apiKey: string | null; modelName: string };
+  };
+  /** Mode serve: the OpenAI-compatible endpoint (src/serve/serve-stage.ts). */
+  serve: {
+    host: string;
+    port: number;
+    apiKey: string | null;
+    maxTokens: number;
+    maxPromptTokens: number | null;
+    maxBodyBytes: number;
+    maxN: number;
+  };
+  trainer: { saveInterval: number; maxCheckpointsToKeep: number; microBatchSize: number | null; gradientCheckpointing: boolean };
+  /** maxStaleness: experiences older than (trainer step - 1 - maxStaleness) weights are dropped; null: none. */
+  sync: {
+    method: 'memory' | 'checkpoint';
+    /** fixed: the explorer waits for the version it needs; trainer_driven: it takes what the trainer published, never
+     * waiting; explorer_driven: it asks for weights every `interval` explore steps and the trainer syncs when asked. */
+    style: 'fixed' | 'trainer_driven' | 'explorer_driven';
+    interval: number;
+    offset: number;
+    timeoutMs: number;
+    maxStaleness: number | null;
+  };
+  /** Experience buffer: in memory (mode both), a shared SQLite file (explore/train), or a dataset file (train: SFT). */
+  buffer: {
+    storageType: 'queue' | 'sql' | 'file';
+    path: string | null;
+    capacity: number;
+    format?: DatasetFormat;
+    /** Priority replay instead of FIFO (experience_buffer.replay_buffer), for the in-memory buffer. */
+    replay?: { priorityFn: string; decay: number; reuseCooldownMs: number | null } | null;
+  };
+  monitorTypes: MonitorType[];
+  /** Auxiliary datasets by name (trainer_input.auxiliary_buffers), e.g. mix's expert data. */
+  auxiliaryDatasets: Record<string, { path: string; format: DatasetFormat }>;
+  seed: number;
+  threads: { explorer: number; trainer: number };
+}
+
+export interface StageResult {
+  /** The stage's final weights as a Hugging Face folder (null for explore/bench). */
+  finalModelDir: string | null;
+  steps: number;
+}
+
+export interface StageHooks {
+  log?: (line: string) => void;
+  progress?: ProgressReporter;
+  signal?: AbortSignal;
+}
+
