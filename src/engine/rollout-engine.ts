@@ -10,7 +10,8 @@
 //             (KVCache.copySlot) and draw their first token from the same logits with their own generators
 //   yield     await setImmediate: timers, I/O, HTTP handlers and other requests' callers run
 //   decode    every running sequence feeds its last token: one forward [B, 1] over the cache, one sampling pass
-//             (./sampling.ts), one read-back of [2, B] values (ids and log-probs), then stop checks (./stopping.ts)
+//             (./sampling.ts), one read-back of [2, B] values (ids and log-probs; plus each row's top-k ids and
+//             log-probs when a request asks for topLogprobs), then stop checks (./stopping.ts)
 //   yield
 //
 // Each forward runs under noGrad inside torch.scope, so a step frees everything it made; the cache is reused.
@@ -56,11 +57,24 @@ export interface GenerateOptions extends Partial<SamplingParams> {
   timeoutMs?: number;
   /** Called with each generated token as it is sampled (streaming); it must not throw. */
   onToken?: (event: TokenEvent) => void;
+  /**
+   * Also keep, at each position, this many most likely tokens of the distribution `logprobs` are read from
+   * (OpenAI's top_logprobs; default 0: none). At most the vocabulary size.
+   */
+  topLogprobs?: number;
 }
 
 /** One generated token of sample `index`, as it is sampled. */
 export interface TokenEvent {
   index: number;
+  tokenId: number;
+  logprob: number;
+  /** The most likely tokens at this position, with topLogprobs > 0. */
+  topLogprobs?: TopLogprob[];
+}
+
+/** One of the most likely tokens at a position: log_softmax(logits / temperature)[tokenId], as Completion.logprobs. */
+export interface TopLogprob {
   tokenId: number;
   logprob: number;
 }
@@ -79,6 +93,8 @@ export interface Completion {
   tokenIds: number[];
   /** log_softmax(logits / temperature)[id] of each generated id, before top-k/top-p/min-p (temperature 0: 1). */
   logprobs: number[];
+  /** With topLogprobs k > 0: per generated id, the k most likely tokens at its position, most likely first. */
+  topLogprobs?: TopLogprob[][];
   /** Decoded tokenIds without a final stop token, cut before a stop string; null when the engine has no tokenizer. */
   text: string | null;
   finishReason: FinishReason;
@@ -134,6 +150,7 @@ interface PreparedRequest {
   readonly stopIds: ReadonlySet<number>;
   readonly stops: readonly string[] | null;
   readonly skipSpecialTokens: boolean;
+  readonly topLogprobs: number;
 }
 
 interface RequestState extends PreparedRequest {
@@ -156,6 +173,7 @@ interface Sequence {
   slot: number;
   readonly tokenIds: number[];
   readonly logprobs: number[];
+  readonly topLogprobs: TopLogprob[][];
   finish: Finish | null;
 }
 
@@ -280,6 +298,7 @@ export class RolloutEngine {
           slot: -1,
           tokenIds: [],
           logprobs: [],
+          topLogprobs: [],
           finish: null,
         });
       }
@@ -402,6 +421,9 @@ export class RolloutEngine {
       throw new TypeError('generate: stop strings must be non-empty strings');
     if (stopList.length > 0 && this.tokenizer === null)
       throw new TypeError('generate: stop strings need an engine with a tokenizer (use stopTokenIds instead)');
+    const topLogprobs = request.topLogprobs ?? 0;
+    if (!Number.isInteger(topLogprobs) || topLogprobs < 0 || topLogprobs > vocab)
+      throw new RangeError(`generate: topLogprobs must be an integer in [0, ${vocab}], got ${String(topLogprobs)}`);
     return {
       promptIds,
       params: resolveSamplingParams(request),
@@ -411,6 +433,7 @@ export class RolloutEngine {
       stopIds,
       stops: stopList.length > 0 ? stopList : null,
       skipSpecialTokens: request.skipSpecialTokens ?? true,
+      topLogprobs,
     };
   }
 
@@ -462,6 +485,7 @@ export class RolloutEngine {
         index: s.index,
         tokenIds: s.tokenIds,
         logprobs: s.logprobs,
+        ...(state.topLogprobs > 0 ? { topLogprobs: s.topLogprobs } : {}),
         text:
           tokenizer === null
             ? null
@@ -593,15 +617,20 @@ export class RolloutEngine {
   /** Runs `forward` (→ logits [B, V]), samples one token per row, appends it and applies the stop rules. */
   #step(batch: Sequence[], what: 'prefill' | 'decode', forward: () => torch.Tensor): void {
     let values: Float64Array;
+    const topK = Math.max(0, ...batch.map((s) => s.request.topLogprobs));
     try {
       values = torch.noGrad(() =>
         torch.scope(() => {
-          const { tokens, logprobs } = sampleTokens(
+          const { tokens, logprobs, top } = sampleTokens(
             forward(),
             batch.map((s) => ({ params: s.request.params, generator: s.generator })),
+            { topLogprobs: topK },
           );
-          // one read-back per step: ids (exact in float64) and log-probs
-          return torch.stack([tokens.double(), logprobs.double()]).toTypedArray() as Float64Array;
+          // one read-back per step: ids (exact in float64) and log-probs [2, B]; with top log-probs also [B, K] ids
+          // and [B, K] log-probs
+          const picked = torch.stack([tokens.double(), logprobs.double()]).flatten();
+          const all = top === null ? picked : torch.cat([picked, top.tokens.double().flatten(), top.logprobs.double().flatten()]);
+          return all.toTypedArray() as Float64Array;
         }),
       );
       this.#steps++;
@@ -629,7 +658,16 @@ export class RolloutEngine {
       const logprob = values[rows + b] as number;
       seq.tokenIds.push(token);
       seq.logprobs.push(logprob);
-      request.onToken?.({ index: seq.index, tokenId: token, logprob });
+      let topLogprobs: TopLogprob[] | undefined;
+      if (request.topLogprobs > 0) {
+        const at = 2 * rows + b * topK;
+        topLogprobs = Array.from({ length: request.topLogprobs }, (_, j) => ({
+          tokenId: values[at + j] as number,
+          logprob: values[at + rows * topK + j] as number,
+        }));
+        seq.topLogprobs.push(topLogprobs);
+      }
+      request.onToken?.({ index: seq.index, tokenId: token, logprob, ...(topLogprobs ? { topLogprobs } : {}) });
       try {
         if (request.stopIds.has(token)) this.#finish(seq, { reason: 'stop', stopReason: token });
         else {

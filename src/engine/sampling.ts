@@ -13,6 +13,8 @@
 //                min-p  p_i >= minP * p_max                 (ratio test, so it commutes with renormalisation)
 //   token    ~ softmax(z with removed tokens at -inf)       drawn by inverse CDF with one uniform from row b's
 //                                                       generator (see drawFromCdf)
+//   top      = the k largest entries of log_softmax(z) and their ids, descending (only when asked: OpenAI's
+//              top_logprobs), from the same distribution as `logprob`
 // Temperature 0 is greedy: token = argmax(logits) (the first index among ties), logprob = log_softmax(logits)[token]
 // (τ = 1 for the record). Every step computes each row from that row's values alone, so a seeded row draws the same
 // tokens whatever else shares the batch.
@@ -138,13 +140,15 @@ export interface SampledTokens {
   tokens: Tensor;
   /** [B] float32: log_softmax(logits / τ)[token] of each row (τ = 1 for greedy rows), before truncation. */
   logprobs: Tensor;
+  /** With topLogprobs k > 0: the k largest log_softmax(logits / τ) of each row, descending ([B, k] float32), and their ids ([B, k] int64). */
+  top: { logprobs: Tensor; tokens: Tensor } | null;
 }
 
 /**
- * Picks one token per row of `logits` [B, V] (any floating dtype) as the header describes. Creates tensors in the
- * caller's scope; run it under noGrad.
+ * Picks one token per row of `logits` [B, V] (any floating dtype) as the header describes; with `topLogprobs` k > 0
+ * also returns each row's k most likely tokens. Creates tensors in the caller's scope; run it under noGrad.
  */
-export function sampleTokens(logits: Tensor, rows: readonly SamplerRow[]): SampledTokens {
+export function sampleTokens(logits: Tensor, rows: readonly SamplerRow[], options: { topLogprobs?: number } = {}): SampledTokens {
   if (logits.ndim !== 2) throw new TypeError(`sampleTokens: logits must be [batch, vocab], got ${logits.toString()}`);
   const batch = logits.size(0);
   if (rows.length !== batch) throw new RangeError(`sampleTokens: ${rows.length} rows of parameters for ${batch} logit rows`);
@@ -172,7 +176,15 @@ export function sampleTokens(logits: Tensor, rows: readonly SamplerRow[]): Sampl
     );
     tokens = all ? drawn : x.argmax(-1).indexPut_([rowIndex], drawn); // the greedy rows' argmax, the others' draws
   }
-  return { tokens, logprobs: logprobs.gather(1, tokens.unsqueeze(1)).squeeze(1) };
+  const k = options.topLogprobs ?? 0;
+  if (!Number.isInteger(k) || k < 0 || k > logits.size(1))
+    throw new RangeError(`sampleTokens: topLogprobs must be an integer in [0, ${logits.size(1)}], got ${String(k)}`);
+  const top = k > 0 ? logprobs.topk(k) : null;
+  return {
+    tokens,
+    logprobs: logprobs.gather(1, tokens.unsqueeze(1)).squeeze(1),
+    top: top === null ? null : { logprobs: top.values, tokens: top.indices },
+  };
 }
 
 /**
