@@ -3,7 +3,7 @@
 // { description?, defaults, run(input, options) } — and is registered under that spec, so the rest of the system
 // (presets, argument checking, the train step) treats it like a built-in. Registries are per thread: the trainer
 // worker loads the same plugins before it resolves the algorithm.
-import { isModulePath, loadModuleExport } from '../workflow/module-path.js';
+import { isModulePath, loadModuleExport } from '../../util/module-path.js';
 import { ADVANTAGE_FN } from './advantage/index.js';
 import { POLICY_LOSS_FN } from './policy-loss/index.js';
 import type { Registry } from './registry.js';

@@ -8,7 +8,7 @@
 //   math_boxed_reward  accuracy of the last \boxed{…}, and with_think: format_score = -format_score_coef when the
 //                      <think>…</think> block is missing or repeated (Trinity-RFT's MathBoxedRewardFn)
 import type { Task } from '../task.js';
-import type { RewardOutput } from '../workflow/types.js';
+import type { RewardOutput } from './types.js';
 import { hasThinkBlock, matchesFormat, THINK_ANSWER_PATTERN } from './format.js';
 import { extractBoxed, mathAccuracy } from './math-answer.js';
 

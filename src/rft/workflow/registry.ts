@@ -2,57 +2,23 @@
 // function, taken as repeatable, or a WorkflowSpec object).
 //
 //   const spec = await WORKFLOWS.resolve(task.workflow ?? 'math_workflow');
-import { didYouMean } from '../algorithm/registry.js';
+import { Registry } from '../../util/registry.js';
 import { toolAgentWorkflow } from './agents/tool-agent.js';
 import { frozenLakeWorkflow } from './env/frozen-lake.js';
 import { sokobanWorkflow } from './env/sokoban.js';
-import { isModulePath, loadModuleExport } from './module-path.js';
 import { mathBoxedWorkflow, mathWorkflow, simpleWorkflow } from './single-turn.js';
 import type { Workflow, WorkflowSpec } from './types.js';
 
-export class WorkflowRegistry {
-  readonly #workflows = new Map<string, WorkflowSpec>();
-  readonly #loaded = new Map<string, Promise<WorkflowSpec>>();
+/** The generic registry (src/util/registry.ts) of workflow specs; a bare function registers as a repeatable spec. */
+export class WorkflowRegistry extends Registry<WorkflowSpec> {
+  constructor() {
+    super('workflow', { fromExport: (value, spec) => toSpec(value, `workflow '${spec}'`) });
+  }
 
   /** Registers a workflow (a bare function is repeatable: it gets repeatTimes and returns them all). */
-  register(name: string, workflow: WorkflowSpec | Workflow): this {
-    if (this.#workflows.has(name)) throw new Error(`workflow '${name}' is already registered`);
-    this.#workflows.set(name, toSpec(workflow, `workflow '${name}'`));
-    return this;
-  }
-
-  has(name: string): boolean {
-    return this.#workflows.has(name);
-  }
-
-  names(): string[] {
-    return [...this.#workflows.keys()];
-  }
-
-  get(name: string): WorkflowSpec {
-    const spec = this.#workflows.get(name);
-    if (spec === undefined)
-      throw new Error(`unknown workflow '${name}'${didYouMean(name, this.names())}; registered: ${this.names().join(', ')}`);
-    return spec;
-  }
-
-  /** A registered name, or a module path (`file.ts#export`, relative to baseDir) imported once and cached. */
-  resolve(spec: string, baseDir?: string): Promise<WorkflowSpec> {
-    if (this.#workflows.has(spec) || !isModulePath(spec)) {
-      try {
-        return Promise.resolve(this.get(spec));
-      } catch (error) {
-        return Promise.reject(error);
-      }
-    }
-    const key = `${baseDir ?? ''}\0${spec}`;
-    let loaded = this.#loaded.get(key);
-    if (loaded === undefined) {
-      loaded = loadModuleExport(spec, 'workflow', baseDir).then((value) => toSpec(value, `workflow '${spec}'`));
-      loaded.catch(() => this.#loaded.delete(key));
-      this.#loaded.set(key, loaded);
-    }
-    return loaded;
+  override register(name: string, workflow: WorkflowSpec | Workflow, description?: string): this {
+    const spec = toSpec(workflow, `workflow '${name}'`);
+    return super.register(name, spec, description ?? spec.description ?? '');
   }
 }
 

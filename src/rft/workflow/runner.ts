@@ -9,7 +9,7 @@
 // runs repeatTimes times with n = 1 (runIdBase = the repeat). Each model serves at most runnerPerModel runs at once
 // (Trinity-RFT's explorer.runner_per_model); a run goes to the model with the most free runners.
 //
-// Isolation (DESIGN.md, "Reliability rules"): an attempt that throws, passes maxTimeout seconds (its AbortSignal
+// Isolation (docs/architecture.md, "Reliability"): an attempt that throws, passes maxTimeout seconds (its AbortSignal
 // fires and every model call it made through its handle is aborted), or returns no/malformed experiences
 // (validateExperience) is retried up to maxRetryTimes times with exponential backoff, then its run counts as failed;
 // nothing a workflow does stops the step. Experiences are stamped with info.taskId, runId, modelVersion (when

@@ -11,7 +11,7 @@
 //                        format_score_coef passed on to it
 import type { GenerateOptions } from '../../engine/index.js';
 import type { ChatMessage } from '../../tokenizer/index.js';
-import { snakeToCamel } from '../algorithm/registry.js';
+import { snakeToCamel } from '../../util/module-args.js';
 import type { ChatTurn } from '../experience.js';
 import { REWARD_FUNCTIONS, type RewardRegistry, scoreResponse } from '../reward/registry.js';
 import type { Task } from '../task.js';

@@ -132,12 +132,5 @@ export interface WorkflowSpec {
   description?: string;
 }
 
-/** A reward: a number, or a reward with named parts for metrics. */
-export type RewardOutput = number | { reward: number; metrics?: Record<string, number> };
-
-/** Scores a response against its task (task.response holds the reference answer). */
-export type RewardFn = (input: {
-  response: string;
-  task: Task;
-  args: Record<string, unknown>;
-}) => RewardOutput | Promise<RewardOutput>;
+// The reward contract lives with the rewards (src/rft/reward/types.ts); workflows call reward functions.
+export type { RewardFn, RewardOutput } from '../reward/types.js';

@@ -1,0 +1,6 @@
+// Helpers every layer may import (src/util imports nothing else from src): name suggestions, module arguments from
+// YAML, user code by module path, and the generic registry.
+export * from './did-you-mean.js';
+export * from './module-args.js';
+export * from './module-path.js';
+export * from './registry.js';
