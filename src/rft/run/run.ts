@@ -7,7 +7,7 @@ import { join, relative } from 'node:path';
 import type { Config, FormatConfig, StageConfig, TasksetConfig as TasksetSection } from '../config/index.js';
 import { resolveStages } from '../config/index.js';
 import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../buffer/index.js';
-import { ProgressReporter } from '../monitor/index.js';
+import { type MonitorArgs, ProgressReporter } from '../monitor/index.js';
 import type { StageHooks, StageResult, StageSettings } from './settings.js';
 import { runStage } from './stage.js';
 
@@ -17,9 +17,12 @@ const omitNulls = <T extends Record<string, unknown>>(o: T): NonNullFields<T> =>
 
 function tasksetSettings(t: TasksetSection, isEval: boolean): TasksetConfig {
   const f = t.format;
+  // the selector's feature columns are read into task.features (eval tasksets have no selector)
+  const featureKeys = isEval ? [] : t.task_selector.feature_keys;
   return {
     name: t.name,
     path: t.path,
+    split: t.split,
     format: omitNulls({
       promptKey: f.prompt_key,
       responseKey: f.response_key,
@@ -29,6 +32,8 @@ function tasksetSettings(t: TasksetSection, isEval: boolean): TasksetConfig {
       replyPrefix: f.reply_prefix,
       workflowKey: f.workflow_key,
       rewardFnKey: f.reward_fn_key,
+      toolsKey: f.tools_key,
+      ...(featureKeys.length > 0 ? { featureKeys } : {}),
     }),
     ...(t.default_workflow_type ? { defaultWorkflowType: t.default_workflow_type } : {}),
     ...(t.default_reward_fn_type ? { defaultRewardFnType: t.default_reward_fn_type } : {}),
@@ -39,23 +44,50 @@ function tasksetSettings(t: TasksetSection, isEval: boolean): TasksetConfig {
   };
 }
 
+/** data_selector.kwargs (snake_case, checked by the config's validation) as SelectorConfig fields. */
+const SELECTOR_KWARGS: Readonly<Record<string, keyof SelectorConfig>> = {
+  descending: 'descending',
+  target_reward: 'targetReward',
+  tau: 'tau',
+  do_sample: 'doSample',
+  prior_strength: 'priorStrength',
+};
+
 function selectorSettings(t: TasksetSection): SelectorConfig {
+  const selector = t.task_selector;
+  const kwargs = Object.fromEntries(
+    Object.entries(selector.kwargs).map(([key, value]) => [SELECTOR_KWARGS[key] ?? key, value]),
+  ) as Partial<SelectorConfig>;
   return {
-    selectorType: t.task_selector.selector_type,
-    seed: t.task_selector.seed,
-    ...(t.task_selector.feature_keys.length ? { featureKeys: t.task_selector.feature_keys } : {}),
-    ...(t.task_selector.kwargs as Partial<SelectorConfig>),
+    selectorType: selector.selector_type,
+    seed: selector.seed,
+    ...(selector.feature_keys.length ? { featureKeys: selector.feature_keys } : {}),
+    ...kwargs,
   };
 }
 
-/** How a dataset file's rows become SFT samples (the format keys of an experience or auxiliary buffer). */
-function datasetFormat(format: FormatConfig): DatasetFormat {
+/** How a dataset's rows become SFT samples (the format keys and split of an experience or auxiliary buffer). */
+function datasetFormat(format: FormatConfig, split: string): DatasetFormat {
   return omitNulls({
+    split,
     promptKey: format.prompt_key,
     responseKey: format.response_key,
     ...(format.prompt_type === 'messages' && format.messages_key !== 'message' ? { messagesKey: format.messages_key } : {}),
     systemPrompt: format.system_prompt,
+    toolsKey: format.tools_key,
     enableConcatenatedMultiTurn: format.enable_concatenated_multi_turn,
+  });
+}
+
+/** monitor.monitor_args (validated: string values of the chosen backends' keys) in the monitors' names. */
+function monitorArgs(args: Readonly<Record<string, unknown>>): MonitorArgs {
+  const text = (key: string): string | undefined => (typeof args[key] === 'string' ? args[key] : undefined);
+  return omitNulls({
+    baseUrl: text('base_url') ?? null,
+    apiKey: text('api_key') ?? null,
+    uri: text('uri') ?? null,
+    username: text('username') ?? null,
+    password: text('password') ?? null,
   });
 }
 
@@ -95,6 +127,8 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
               : [lora.target_modules],
         }
       : null,
+    loraPath: lora?.path ?? null,
+    criticModelPath: stage.model.critic_model_path,
     algorithm: Object.fromEntries(Object.entries(stage.algorithm).filter(([, v]) => v !== null && v !== undefined)),
     pluginBaseDir,
     batchSize: stage.buffer.batch_size,
@@ -106,6 +140,7 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
     evalRepeatTimes: input.eval_tasksets.map((t) => t.repeat_times ?? 1),
     evalInterval: stage.explorer.eval_interval,
     evalOnStartup: stage.explorer.eval_on_startup,
+    bench: { onLatestCheckpoint: stage.explorer.bench_on_latest_checkpoint },
     rolloutArgs: firstTaskset ? { ...firstTaskset.rollout_args } : {},
     explorer: {
       runnerPerModel: stage.explorer.runner_per_model,
@@ -161,18 +196,20 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
         : null,
       path: experienceBuffer.path,
       capacity: experienceBuffer.capacity,
+      maxReadTimeoutMs: experienceBuffer.max_read_timeout * 1000,
       format: {
-        ...datasetFormat(experienceBuffer.format),
+        ...datasetFormat(experienceBuffer.format, experienceBuffer.split),
         ...omitNulls({ chosenKey: experienceBuffer.format.chosen_key, rejectedKey: experienceBuffer.format.rejected_key }),
       },
     },
     monitorTypes: stage.monitor.monitor_type,
+    monitorArgs: monitorArgs(stage.monitor.monitor_args),
     auxiliaryDatasets: Object.fromEntries(
       Object.entries(stage.buffer.trainer_input.auxiliary_buffers).map(([name, d]) => [
         name,
         {
           path: d.path,
-          format: datasetFormat(d.format),
+          format: datasetFormat(d.format, d.split),
         },
       ]),
     ),

@@ -3,7 +3,7 @@
 // refused by validation (src/rft/config/validate.ts).
 import type { ModelDType } from '../../model/index.js';
 import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../buffer/index.js';
-import type { MonitorType, ProgressReporter } from '../monitor/index.js';
+import type { MonitorArgs, MonitorType, ProgressReporter } from '../monitor/index.js';
 
 export type StageMode = 'both' | 'explore' | 'train' | 'bench' | 'serve';
 
@@ -17,6 +17,10 @@ export interface StageSettings {
   modelPath: string;
   dtype: ModelDType;
   lora: { rank: number; alpha: number; dropout: number; targetModules: string[] | 'all-linear' } | null;
+  /** An existing PEFT adapter folder to start the LoRA adapter from (model.lora.path); null: a new adapter. */
+  loraPath: string | null;
+  /** The critic's starting weights (model.critic_model_path); null: the stage's policy weights (modelPath). */
+  criticModelPath: string | null;
   /** Trinity's algorithm section. */
   algorithm: Record<string, unknown>;
   /** Folder that module-path plug-ins (`path/to/file.ts#export`) resolve against: the config file's. */
@@ -33,6 +37,8 @@ export interface StageSettings {
   evalRepeatTimes: number[];
   evalInterval: number;
   evalOnStartup: boolean;
+  /** Mode bench: evaluate only the latest checkpoint (explorer.bench_on_latest_checkpoint), else every one. */
+  bench: { onLatestCheckpoint: boolean };
   /** Default rollout arguments (temperature, top_p, top_k, max_tokens ...) for tasks that name none. */
   rolloutArgs: Record<string, unknown>;
   explorer: {
@@ -72,11 +78,15 @@ export interface StageSettings {
     storageType: 'queue' | 'sql' | 'file';
     path: string | null;
     capacity: number;
+    /** The longest a trainer read waits for a batch (experience_buffer.max_read_timeout). */
+    maxReadTimeoutMs: number;
     format?: DatasetFormat;
     /** Priority replay instead of FIFO (experience_buffer.replay_buffer), for the in-memory buffer. */
     replay?: { priorityFn: string; decay: number; reuseCooldownMs: number | null } | null;
   };
   monitorTypes: MonitorType[];
+  /** The backends' arguments (monitor.monitor_args): W&B base_url/api_key, MLflow uri/username/password. */
+  monitorArgs: MonitorArgs;
   /** Auxiliary datasets by name (trainer_input.auxiliary_buffers), e.g. mix's expert data. */
   auxiliaryDatasets: Record<string, { path: string; format: DatasetFormat }>;
   seed: number;
@@ -94,4 +104,3 @@ export interface StageHooks {
   progress?: ProgressReporter;
   signal?: AbortSignal;
 }
-

@@ -6,7 +6,13 @@ import { join } from 'node:path';
 import { initModel } from '../../../src/model/index.js';
 
 export function makeJob(
-  options: { totalSteps: number; saveInterval: number; extra?: string } = { totalSteps: 4, saveInterval: 2 },
+  options: {
+    totalSteps: number;
+    saveInterval: number;
+    extra?: string;
+    /** The YAML of the algorithm section (default: GRPO, 4 samples per task). */
+    algorithm?: string;
+  } = { totalSteps: 4, saveInterval: 2 },
 ): {
   root: string;
   configFile: string;
@@ -31,11 +37,14 @@ model:
   max_prompt_tokens: 24
   max_response_tokens: 4
   dtype: float32
-algorithm:
+${
+  options.algorithm ??
+  `algorithm:
   algorithm_type: grpo
   repeat_times: 4
   optimizer:
-    lr: 0.001
+    lr: 0.001`
+}
 buffer:
   batch_size: 2
   total_steps: ${options.totalSteps}

@@ -1,0 +1,57 @@
+// Mode bench: the base model and every saved checkpoint of the job on the eval tasksets, one metrics line each
+// (explorer.bench_on_latest_checkpoint: only the newest checkpoint, or the base model when there is none).
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { listCheckpoints } from '../checkpoint.js';
+import { createMonitors } from '../monitor/index.js';
+import { EngineModelHandle, WorkflowRunner } from '../workflow/index.js';
+import { evaluateTasksets, formatMetrics } from './evaluation.js';
+import type { StageResult, StageSettings } from './settings.js';
+import type { ExplorerEngine } from './weight-channel.js';
+
+/** The models mode bench evaluates: step 0 is the base model (dir null). */
+export function benchTargets(jobDir: string, onLatestCheckpoint: boolean): { step: number; dir: string | null }[] {
+  const checkpoints = listCheckpoints(jobDir)
+    .map((step) => ({ step, dir: join(jobDir, 'checkpoints', `global_step_${step}`, 'model') }))
+    .filter((c) => existsSync(c.dir));
+  const latest = checkpoints.at(-1);
+  if (onLatestCheckpoint) return latest ? [latest] : [{ step: 0, dir: null }];
+  return [{ step: 0, dir: null }, ...checkpoints];
+}
+
+export async function runBench(
+  settings: StageSettings,
+  startEngine: (weightsDir: string) => Promise<ExplorerEngine>,
+  log: (line: string) => void,
+): Promise<StageResult> {
+  if (settings.evalTasksets.length === 0) throw new Error(`stage '${settings.stageName}': mode bench needs eval_tasksets`);
+  const monitors = createMonitors({
+    jobDir: settings.jobDir,
+    types: settings.monitorTypes,
+    project: settings.project,
+    name: `${settings.name}/bench`,
+  });
+  const targets = benchTargets(settings.jobDir, settings.bench.onLatestCheckpoint);
+  const engine = await startEngine(targets[0]?.dir ?? settings.modelPath);
+  try {
+    const handle = new EngineModelHandle(engine, { modelVersion: 0 });
+    const runner = new WorkflowRunner({
+      models: handle,
+      baseDir: settings.pluginBaseDir,
+      runnerPerModel: settings.explorer.runnerPerModel,
+      defaultWorkflow: settings.explorer.defaultWorkflow,
+      seed: settings.seed,
+    });
+    for (const [i, target] of targets.entries()) {
+      if (target.dir && i > 0) await engine.syncWeightsFromDir(target.dir);
+      handle.modelVersion = target.step;
+      const { metrics } = await evaluateTasksets(runner, settings, target.step);
+      monitors.log(target.step, metrics);
+      log(`[bench] ${target.step === 0 ? 'base model' : `checkpoint ${target.step}`}: ${formatMetrics(metrics)}`);
+    }
+    return { finalModelDir: null, steps: targets.length };
+  } finally {
+    await monitors.close();
+    await engine.close();
+  }
+}

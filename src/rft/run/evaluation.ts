@@ -1,0 +1,60 @@
+// Evaluation on the eval tasksets (explorer.eval_interval, and mode bench): eval/<taskset>/* metrics and a few
+// answers per eval step for the report (eval_samples.jsonl).
+import { appendFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { loadTaskset } from '../buffer/index.js';
+import type { Experience } from '../experience.js';
+import type { Task } from '../task.js';
+import type { WorkflowRunner } from '../workflow/index.js';
+import type { StageSettings } from './settings.js';
+
+export interface Evaluation {
+  tasks: Task[];
+  metrics: Record<string, number>;
+  experiences: Experience[];
+}
+
+/** Each eval taskset with its own samples per task; its eval/<taskset>/* metrics, tasks and experiences, together. */
+export async function evaluateTasksets(runner: WorkflowRunner, settings: StageSettings, step: number): Promise<Evaluation> {
+  const out: Evaluation = { tasks: [], metrics: {}, experiences: [] };
+  for (const [i, config] of settings.evalTasksets.entries()) {
+    const { tasks } = await loadTaskset({ ...config, isEval: true });
+    const result = await runner.evaluate(tasks, { step, repeatTimes: settings.evalRepeatTimes[i] ?? 1 });
+    out.tasks.push(...tasks);
+    out.experiences.push(...result.experiences);
+    for (const [k, v] of Object.entries(result.metrics)) if (k.startsWith('eval/')) out.metrics[k] = v;
+  }
+  return out;
+}
+
+/** One line of metrics for the log: `eval/x/accuracy 0.420, ...`. */
+export function formatMetrics(metrics: Record<string, number>): string {
+  return Object.entries(metrics)
+    .map(([k, v]) => `${k} ${v.toFixed(3)}`)
+    .join(', ');
+}
+
+/** A few eval answers per eval step (the report shows them before and after training). */
+export function writeEvalSamples(dir: string, step: number, evaluation: Evaluation, limit = 12): void {
+  const byId = new Map(evaluation.tasks.map((t) => [t.id, t]));
+  const seen = new Set<string>();
+  const lines: string[] = [];
+  for (const e of evaluation.experiences) {
+    const taskId = e.info.taskId ?? '';
+    if (seen.has(taskId) || lines.length >= limit) continue;
+    seen.add(taskId);
+    const task = byId.get(taskId);
+    lines.push(
+      JSON.stringify({
+        step,
+        taskset: task?.taskset ?? '',
+        taskId,
+        prompt: task?.prompt ?? '',
+        response: e.responseText ?? '',
+        reference: task?.response ?? '',
+        reward: e.reward ?? 0,
+      }),
+    );
+  }
+  if (lines.length) appendFileSync(join(dir, 'eval_samples.jsonl'), `${lines.join('\n')}\n`);
+}

@@ -1,0 +1,110 @@
+// The explorer loop: per explore step, wait for the weights the sync style requires, run the step's tasks through the
+// workflows, feed rewards back to the task selectors, write the experiences to the buffer; evaluate every
+// eval_interval steps.
+//
+// Synchronisation (sync_style fixed): explore step e (1-based) may start once the explorer holds weights of version
+//   required(e) = max(0, floor((e - 1 - sync_offset) / sync_interval) * sync_interval)
+// so offset 0, interval 1 is strictly on-policy and offset 1 lets the explorer run one step ahead. trainer_driven
+// never waits (it explores with what the trainer published last); explorer_driven asks the trainer for its newest
+// weights every sync_interval steps (after the first sync_offset) and waits for the answer.
+import type { ExperienceBuffer, TasksetScheduler } from '../buffer/index.js';
+import type { WorkflowRunner } from '../workflow/index.js';
+import { evaluateTasksets, formatMetrics, writeEvalSamples } from './evaluation.js';
+import type { StageSettings } from './settings.js';
+import type { WeightReceiver } from './weight-channel.js';
+
+/** The weights version the explorer needs before explore step `step` (sync_style fixed; see the header). */
+export function requiredVersion(step: number, syncInterval: number, syncOffset: number): number {
+  return Math.max(0, Math.floor((step - 1 - syncOffset) / syncInterval) * syncInterval);
+}
+
+export interface ExploredStep {
+  step: number;
+  /** rollout/* metrics of the step, with the weights version that explored it. */
+  metrics: Record<string, number>;
+  /** The task scheduler's state after this step (a checkpoint at this step resumes the explorer from it). */
+  schedulerState: ReturnType<TasksetScheduler['state']>;
+}
+
+export interface ExplorerLoopParts {
+  settings: StageSettings;
+  scheduler: TasksetScheduler;
+  runner: WorkflowRunner;
+  buffer: ExperienceBuffer;
+  weights: WeightReceiver;
+  repeatTimes: number;
+  startStep: number;
+  totalSteps: number;
+  /** Where eval_samples.jsonl goes (the metrics folder). */
+  metricsDir: string;
+  /** Called after each explore step (before its experiences are written). */
+  onStep: (explored: ExploredStep) => void;
+  /** Eval metrics of step `step`. */
+  onEval: (step: number, metrics: Record<string, number>) => void;
+  log: (line: string) => void;
+  signal?: AbortSignal;
+}
+
+export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
+  const { settings, scheduler, runner, buffer, weights } = parts;
+  const evaluate = async (step: number) => {
+    const evaluation = await weights.withWeights(() => evaluateTasksets(runner, settings, step));
+    parts.onEval(step, evaluation.metrics);
+    writeEvalSamples(parts.metricsDir, step, evaluation);
+    parts.log(`[${settings.stageName}] eval at step ${step}: ${formatMetrics(evaluation.metrics)}`);
+  };
+  const evalDue = (step: number) =>
+    settings.evalTasksets.length > 0 && settings.evalInterval > 0 && step % settings.evalInterval === 0;
+  try {
+    if (settings.evalOnStartup && parts.startStep === 0 && settings.evalTasksets.length) await evaluate(0);
+    for (let step = parts.startStep + 1; step <= parts.totalSteps; step++) {
+      if (parts.signal?.aborted) break;
+      try {
+        await waitForWeights(parts, step);
+      } catch (error) {
+        if (parts.signal?.aborted) break; // stopped (Ctrl-C) while waiting: not a failure
+        throw error;
+      }
+      const batch = scheduler.nextBatch();
+      if (batch === null) break;
+      const version = weights.version;
+      const result = await weights.withWeights(() =>
+        runner.runStep(batch.tasks, {
+          step,
+          repeatTimes: parts.repeatTimes,
+          ...(parts.signal ? { signal: parts.signal } : {}),
+        }),
+      );
+      for (const task of batch.tasks) {
+        const rewards = result.experiences.filter((e) => e.info.taskId === task.id).map((e) => e.reward ?? 0);
+        if (rewards.length) scheduler.feedback(task.id, rewards);
+      }
+      parts.onStep({
+        step,
+        metrics: { ...result.metrics, 'explorer/model_version': version },
+        schedulerState: scheduler.state(),
+      });
+      await buffer.write(result.experiences);
+      if (evalDue(step)) await evaluate(step);
+    }
+  } finally {
+    await buffer.finishWriting();
+  }
+}
+
+async function waitForWeights(parts: ExplorerLoopParts, step: number): Promise<void> {
+  const { interval, offset, style } = parts.settings.sync;
+  switch (style) {
+    case 'fixed': {
+      const need = requiredVersion(step, interval, offset);
+      return parts.weights.waitForVersion(need, `weights version ${need} for explore step ${step}`);
+    }
+    case 'trainer_driven':
+      return parts.weights.waitForVersion(0, `weights for explore step ${step}`);
+    case 'explorer_driven': {
+      const since = step - 1 - offset;
+      if (since > 0 && since % interval === 0)
+        return parts.weights.requestWeights(`the trainer to answer the sync requested at explore step ${step}`);
+    }
+  }
+}

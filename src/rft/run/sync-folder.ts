@@ -1,0 +1,155 @@
+// Weights between processes through the job folder (a trainer process in mode train, explorer processes in mode
+// explore, `trinity serve` following a run):
+//
+//   <jobDir>/sync/version_<N>/     the weights of version N (a Hugging Face folder; written as .tmp, then renamed)
+//   <jobDir>/sync/latest.json      {version, dir}: the newest complete version (replaced atomically)
+//   <jobDir>/sync/request.json     explorer_driven: an explorer asks for the trainer's newest weights; the trainer
+//                                  removes it when it answered
+//   <jobDir>/sync/finished         the trainer stopped (its last step): explorers stop waiting for more weights
+//
+// The explorer side polls these files (the only event two processes share here is the file system); every wait has
+// the synchronizer's timeout.
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { TrainerClient } from '../trainer/trainer.js';
+import type { ExplorerEngine, WeightPublisher, WeightReceiver } from './weight-channel.js';
+
+const POLL_MS = 200;
+
+export function syncFolder(jobDir: string): string {
+  return join(jobDir, 'sync');
+}
+
+export function readSyncPointer(jobDir: string): { version: number; dir: string } | null {
+  const file = join(syncFolder(jobDir), 'latest.json');
+  if (!existsSync(file)) return null;
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as { version: number; dir: string };
+  } catch {
+    return null; // being replaced: read it next time
+  }
+}
+
+function writeSyncPointer(jobDir: string, version: number, dir: string): void {
+  const file = join(syncFolder(jobDir), 'latest.json');
+  writeFileSync(`${file}.tmp`, JSON.stringify({ version, dir }));
+  renameSync(`${file}.tmp`, file);
+}
+
+/** Saves the trainer's weights as version `version` and points latest.json at them; returns the folder. */
+export async function publishToSyncFolder(trainer: TrainerClient, jobDir: string, version: number): Promise<string> {
+  const dir = join(syncFolder(jobDir), `version_${version}`);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(syncFolder(jobDir), { recursive: true });
+  await trainer.saveWeights(`${dir}.tmp`);
+  rmSync(dir, { recursive: true, force: true });
+  renameSync(`${dir}.tmp`, dir);
+  const previous = readSyncPointer(jobDir);
+  writeSyncPointer(jobDir, version, dir);
+  if (previous && previous.dir !== dir) rmSync(previous.dir, { recursive: true, force: true });
+  return dir;
+}
+
+const requestFile = (jobDir: string) => join(syncFolder(jobDir), 'request.json');
+const finishedFile = (jobDir: string) => join(syncFolder(jobDir), 'finished');
+
+/** Mode train: a trainer process publishing for explorer processes. */
+export class FolderWeightPublisher implements WeightPublisher {
+  readonly #trainer: TrainerClient;
+  readonly #jobDir: string;
+
+  constructor(trainer: TrainerClient, jobDir: string) {
+    this.#trainer = trainer;
+    this.#jobDir = jobDir;
+    rmSync(finishedFile(jobDir), { force: true }); // a restarted trainer: explorers wait for it again
+  }
+
+  async publish(version: number): Promise<void> {
+    await publishToSyncFolder(this.#trainer, this.#jobDir, version);
+  }
+
+  requestPending(): boolean {
+    return existsSync(requestFile(this.#jobDir));
+  }
+
+  answerRequest(): void {
+    rmSync(requestFile(this.#jobDir), { force: true });
+  }
+
+  finish(lastStep: number): void {
+    mkdirSync(syncFolder(this.#jobDir), { recursive: true });
+    writeFileSync(finishedFile(this.#jobDir), `${lastStep}\n`);
+  }
+}
+
+/** Mode train fed by a dataset (SFT, DPO): nobody explores, nothing is published. */
+export const NO_PUBLISHER: WeightPublisher = {
+  publish: async () => {},
+  requestPending: () => false,
+  answerRequest: () => {},
+  finish: () => {},
+};
+
+export interface FolderReceiverOptions {
+  jobDir: string;
+  engine: ExplorerEngine;
+  startVersion: number;
+  timeoutMs: number;
+  signal?: AbortSignal;
+  onVersion?: (version: number) => void;
+}
+
+/** Mode explore: an explorer process loading what the trainer process published. */
+export class FolderWeightReceiver implements WeightReceiver {
+  readonly #options: FolderReceiverOptions;
+  #version: number;
+
+  constructor(options: FolderReceiverOptions) {
+    this.#options = options;
+    this.#version = options.startVersion;
+  }
+
+  get version(): number {
+    return this.#version;
+  }
+
+  /** Loads the newest published weights when they are newer than the engine's. */
+  async #follow(): Promise<void> {
+    const pointer = readSyncPointer(this.#options.jobDir);
+    if (pointer && pointer.version > this.#version) {
+      await this.#options.engine.syncWeightsFromDir(pointer.dir, { timeoutMs: this.#options.timeoutMs });
+      this.#version = pointer.version;
+      this.#options.onVersion?.(pointer.version);
+    }
+  }
+
+  async #poll(done: () => boolean, what: string): Promise<void> {
+    const { timeoutMs, signal } = this.#options;
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      await this.#follow();
+      if (done()) return;
+      if (signal?.aborted) throw new Error(`stopped while waiting for ${what}`);
+      if (Date.now() > deadline)
+        throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} in ${syncFolder(this.#options.jobDir)}`);
+      await new Promise((r) => setTimeout(r, POLL_MS));
+    }
+  }
+
+  waitForVersion(version: number, what: string): Promise<void> {
+    return this.#poll(() => this.#version >= version, `${what} (have weights version ${this.#version})`);
+  }
+
+  async requestWeights(what: string): Promise<void> {
+    const { jobDir } = this.#options;
+    await this.#follow();
+    mkdirSync(syncFolder(jobDir), { recursive: true });
+    writeFileSync(requestFile(jobDir), JSON.stringify({ after: this.#version }));
+    await this.#poll(() => !existsSync(requestFile(jobDir)) || existsSync(finishedFile(jobDir)), what);
+    await this.#follow();
+  }
+
+  withWeights<T>(work: () => Promise<T>): Promise<T> {
+    return work(); // this process updates its weights only between steps, in waitForVersion / requestWeights
+  }
+}

@@ -1,0 +1,115 @@
+// The trainer loop: per train step, the algorithm's sample strategy assembles a batch from the experience source
+// (and auxiliary datasets), the trainer takes one step, the weights are published per the sync style, and every
+// save_interval steps a checkpoint records all run state (trainer: model, optimizer, critic, KL controller; run: the
+// explorer's task scheduler, the buffer's read position, the sample strategy and the auxiliary datasets' positions).
+import type { Experience } from '../experience.js';
+import type { MonitorGroup, ProgressReporter } from '../monitor/index.js';
+import type { TrainerClient } from '../trainer/trainer.js';
+import type { StageSettings } from './settings.js';
+import type { WeightPublisher } from './weight-channel.js';
+
+/** One step's batch, as the sample strategy assembled it. */
+export interface StepBatch {
+  experiences: Experience[];
+  metrics: Record<string, number>;
+  /** Experiences read from the source this step (0 with a finished, empty source: the loop ends). */
+  read: number;
+}
+
+export interface TrainerLoopParts {
+  settings: StageSettings;
+  trainer: TrainerClient;
+  weights: WeightPublication;
+  /** Assembles the batch of train step `step` (the sample strategy over the step's source). */
+  nextBatch: (step: number) => Promise<StepBatch>;
+  /** Run state saved with a checkpoint at `step` besides the trainer's own. */
+  checkpointState: (step: number) => Record<string, unknown>;
+  /** After checkpoint `step` is written (the SQLite buffer commits its read position). */
+  onCheckpoint: (step: number) => void;
+  /** The explorer's rollout metrics of step `step` (mode both), logged with the step's train metrics. */
+  rolloutMetrics: (step: number) => Record<string, number>;
+  monitors: MonitorGroup;
+  progress: ProgressReporter;
+  startStep: number;
+  totalSteps: number;
+  signal?: AbortSignal;
+}
+
+const mean = (values: readonly number[]) => (values.length ? values.reduce((a, b) => a + b, 0) / values.length : Number.NaN);
+
+/** The trainer's side of the weight channel with what it published last. */
+export class WeightPublication {
+  readonly channel: WeightPublisher;
+  lastPublished: number;
+
+  constructor(channel: WeightPublisher, lastPublished: number) {
+    this.channel = channel;
+    this.lastPublished = lastPublished;
+  }
+
+  async publish(version: number): Promise<void> {
+    await this.channel.publish(version);
+    this.lastPublished = version;
+  }
+
+  /** explorer_driven: a pending request gets the newest trained weights (or just an answer when none are newer). */
+  async answerPending(trained: number): Promise<boolean> {
+    if (!this.channel.requestPending()) return false;
+    if (trained > this.lastPublished) await this.publish(trained);
+    this.channel.answerRequest();
+    return true;
+  }
+
+  /** Publishes after train step `step` when the sync style says so; true when it synced. */
+  async afterStep(settings: StageSettings, step: number, totalSteps: number): Promise<boolean> {
+    if (settings.sync.style === 'explorer_driven') {
+      if (!(await this.answerPending(step)) && step !== totalSteps) return false;
+      if (this.lastPublished < step) await this.publish(step);
+      return true;
+    }
+    if (step % settings.sync.interval !== 0 && step !== totalSteps) return false;
+    await this.publish(step);
+    return true;
+  }
+}
+
+/** Runs the train steps; returns the last step trained. */
+export async function runTrainerLoop(parts: TrainerLoopParts): Promise<number> {
+  const { settings, trainer, weights } = parts;
+  let lastStep = parts.startStep;
+  try {
+    for (let step = parts.startStep + 1; step <= parts.totalSteps; step++) {
+      if (parts.signal?.aborted) break;
+      const batch = await parts.nextBatch(step);
+      if (batch.read === 0) break; // the explorer (or dataset) finished early
+      const started = Date.now();
+      // every rollout too stale: the step passes without an update (its metrics say so)
+      const trainMetrics = batch.experiences.length > 0 ? await trainer.step(batch.experiences) : {};
+      const trainSeconds = (Date.now() - started) / 1000;
+      const metrics: Record<string, number> = {
+        ...parts.rolloutMetrics(step),
+        ...Object.fromEntries(Object.entries(trainMetrics).map(([k, v]) => [k.startsWith('actor/') ? k : `actor/${k}`, v])),
+        'time/train_s': trainSeconds,
+        'perf/train_tokens_per_s': (trainMetrics.tokens ?? 0) / Math.max(1e-9, trainSeconds),
+        'trainer/staleness': mean(batch.experiences.map((e) => step - 1 - (e.info.modelVersion ?? step - 1))),
+        ...batch.metrics,
+      };
+      const syncStarted = Date.now();
+      if (await weights.afterStep(settings, step, parts.totalSteps)) metrics['time/sync_s'] = (Date.now() - syncStarted) / 1000;
+      if (step % settings.trainer.saveInterval === 0 || step === parts.totalSteps) {
+        const dir = await trainer.save(step, parts.checkpointState(step), settings.trainer.maxCheckpointsToKeep);
+        parts.onCheckpoint(step);
+        parts.progress.log(`[${settings.stageName}] checkpoint step ${step} saved (${dir})`);
+      }
+      parts.monitors.log(step, metrics);
+      lastStep = step;
+      parts.progress.update(step, {
+        reward: metrics['rollout/reward/mean'] ?? Number.NaN,
+        loss: metrics['actor/loss'] ?? Number.NaN,
+      });
+    }
+  } finally {
+    weights.channel.finish(lastStep);
+  }
+  return lastStep;
+}

@@ -1,0 +1,193 @@
+// The weight channel between trainer and explorer (Trinity-RFT's synchronizer). The trainer side publishes weights
+// versions; the explorer side waits for the version it needs, or (sync_style explorer_driven) asks for the newest
+// ones. Three implementations:
+//
+//   LocalWeightChannel    mode both: trainer and explorer in one process. Publishing moves the weights into the
+//                         explorer's engine right away — by reference (sync_method memory, embedded engine) or through
+//                         a folder the engine loads (sync_method checkpoint; an external OpenAI-compatible server) —
+//                         between explorer steps, never in the middle of one (a lock).
+//   FolderWeightPublisher mode train: a trainer process writes version folders + a pointer (./sync-folder.ts) for
+//   FolderWeightReceiver  mode explore: an explorer process that follows the pointer.
+//
+// A new way to move weights (NCCL broadcast, an engine pool) is a new implementation of these two interfaces.
+import { WorkerRolloutEngine } from '../../engine/index.js';
+import type { OpenAIRemoteEngine } from '../../openai/index.js';
+import type { Tensor } from '../../torch/index.js';
+import type { TrainerClient } from '../trainer/trainer.js';
+import { publishToSyncFolder } from './sync-folder.js';
+
+/** What the explorer needs of its engine: rollouts, weights from a folder, close. */
+export type ExplorerEngine = WorkerRolloutEngine | OpenAIRemoteEngine;
+
+/** The trainer's side of the channel. */
+export interface WeightPublisher {
+  /** Makes the trainer's current weights available to the explorer as `version`. */
+  publish(version: number): Promise<void>;
+  /** explorer_driven: true while the explorer waits for an answer to its request for weights. */
+  requestPending(): boolean;
+  /** Answers the pending request (after publishing, or without new weights when none are newer). */
+  answerRequest(): void;
+  /** The trainer stopped after `lastStep`: an explorer waiting for more weights stops waiting. */
+  finish(lastStep: number): void;
+}
+
+/** The explorer's side of the channel. */
+export interface WeightReceiver {
+  /** The weights version loaded in the explorer's engine. */
+  readonly version: number;
+  /** Resolves once weights of at least `version` are loaded; `what` names the wait in its timeout error. */
+  waitForVersion(version: number, what: string): Promise<void>;
+  /** explorer_driven: asks the trainer for its newest weights and resolves once it answered. */
+  requestWeights(what: string): Promise<void>;
+  /** Runs `work` (an explore or eval step) with no weight update in the middle of it. */
+  withWeights<T>(work: () => Promise<T>): Promise<T>;
+}
+
+/** How a local channel moves weights `version` from the trainer into the explorer's engine. */
+export type WeightTransport =
+  | { method: 'memory'; engine: WorkerRolloutEngine }
+  | { method: 'checkpoint'; engine: ExplorerEngine; jobDir: string };
+
+/** The transport for `method`: by reference needs the embedded engine (an external server loads folders). */
+export function weightTransport(method: 'memory' | 'checkpoint', engine: ExplorerEngine, jobDir: string): WeightTransport {
+  if (method === 'checkpoint') return { method, engine, jobDir };
+  if (!(engine instanceof WorkerRolloutEngine))
+    throw new Error('synchronizer.sync_method memory needs the embedded engine (engine_type openai syncs by checkpoint)');
+  return { method, engine };
+}
+
+/** A mutex: weight updates and explorer steps never overlap. */
+export class Lock {
+  #tail: Promise<void> = Promise.resolve();
+  run<T>(fn: () => Promise<T>): Promise<T> {
+    const result = this.#tail.then(fn);
+    this.#tail = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    return result;
+  }
+}
+
+/**
+ * A value that loops wait on: `waitUntil` resolves as soon as a change makes its condition true (no polling), or
+ * rejects with an error naming what it waited for at its deadline or when `signal` aborts.
+ */
+export class Signal {
+  readonly #waiters = new Set<() => void>();
+
+  /** Wakes every waiter to re-check its condition. */
+  notify(): void {
+    for (const wake of [...this.#waiters]) wake();
+  }
+
+  waitUntil(ready: () => boolean, timeoutMs: number, what: string, signal?: AbortSignal): Promise<void> {
+    if (ready()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const finish = (error?: Error) => {
+        clearTimeout(timer);
+        this.#waiters.delete(check);
+        signal?.removeEventListener('abort', onAbort);
+        if (error) reject(error);
+        else resolve();
+      };
+      const check = () => {
+        if (ready()) finish();
+      };
+      const onAbort = () => finish(new Error(`stopped while waiting for ${what}`));
+      const timer = setTimeout(() => finish(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)), timeoutMs);
+      this.#waiters.add(check);
+      if (signal?.aborted) onAbort();
+      else signal?.addEventListener('abort', onAbort);
+    });
+  }
+}
+
+export interface LocalChannelOptions {
+  trainer: TrainerClient;
+  transport: WeightTransport;
+  /** The version the engine starts with (the resumed step, or 0). */
+  startVersion: number;
+  timeoutMs: number;
+  signal?: AbortSignal;
+  /** Called after each update with the new version (the model handle stamps rollouts with it). */
+  onVersion?: (version: number) => void;
+}
+
+/** Mode both: trainer and explorer in one process. */
+export class LocalWeightChannel implements WeightPublisher, WeightReceiver {
+  readonly #options: LocalChannelOptions;
+  readonly #lock = new Lock();
+  readonly #changed = new Signal();
+  #version: number;
+  #requested = false;
+  #trainerFinished = false;
+
+  constructor(options: LocalChannelOptions) {
+    this.#options = options;
+    this.#version = options.startVersion;
+  }
+
+  get version(): number {
+    return this.#version;
+  }
+
+  publish(version: number): Promise<void> {
+    return this.#lock.run(async () => {
+      const { transport, trainer, timeoutMs } = this.#options;
+      if (transport.method === 'memory') {
+        const weights: Map<string, Tensor> = await trainer.beginSync();
+        try {
+          await transport.engine.syncWeights(weights, { timeoutMs });
+        } finally {
+          for (const t of weights.values()) t.dispose();
+          await trainer.endSync();
+        }
+      } else {
+        const dir = await publishToSyncFolder(trainer, transport.jobDir, version);
+        await transport.engine.syncWeightsFromDir(dir, { timeoutMs });
+      }
+      this.#version = version;
+      this.#options.onVersion?.(version);
+      this.#changed.notify();
+    });
+  }
+
+  requestPending(): boolean {
+    return this.#requested;
+  }
+
+  answerRequest(): void {
+    this.#requested = false;
+    this.#changed.notify();
+  }
+
+  finish(): void {
+    this.#trainerFinished = true;
+    this.#changed.notify();
+  }
+
+  waitForVersion(version: number, what: string): Promise<void> {
+    return this.#changed.waitUntil(
+      () => this.#version >= version || this.#trainerFinished,
+      this.#options.timeoutMs,
+      `${what} (have weights version ${this.#version})`,
+      this.#options.signal,
+    );
+  }
+
+  requestWeights(what: string): Promise<void> {
+    this.#requested = true;
+    this.#changed.notify();
+    return this.#changed.waitUntil(
+      () => !this.#requested || this.#trainerFinished,
+      this.#options.timeoutMs,
+      what,
+      this.#options.signal,
+    );
+  }
+
+  withWeights<T>(work: () => Promise<T>): Promise<T> {
+    return this.#lock.run(work);
+  }
+}
