@@ -3,9 +3,13 @@
 // Accepted beyond OpenAI's fields (vLLM's names): top_k, min_p, ignore_eos, stop_token_ids, skip_special_tokens,
 // chat_template_kwargs, return_token_ids (the response then carries prompt_token_ids and each choice's token_ids: the
 // exact ids the model read and produced), return_tokens_as_token_ids (logprob tokens as "token_id:<id>").
-// Unknown fields are ignored, as vLLM does; fields we cannot honour (penalties, logit_bias, top_logprobs > 0,
-// tool_choice 'required', JSON response formats, echo, suffix) are a 400 naming the field, never silently dropped.
+// Unknown fields are ignored, as vLLM does; fields we cannot honour (penalties, logit_bias, tool_choice 'required',
+// JSON response formats, echo, suffix, best_of) are a 400 naming the field, never silently dropped.
+//
+// parallel_tool_calls: false ends generation after the first complete <tool_call> block, so a reply carries at most
+// one tool call and its token ids end with that call (true, the default: every call the model makes).
 import { z } from 'zod';
+import { GenerationError } from '../engine/index.js';
 
 /** An error answered as OpenAI does: { error: { message, type, param, code } } with an HTTP status. */
 export class OpenAIHttpError extends Error {
@@ -89,36 +93,35 @@ const SamplingFields = {
   return_tokens_as_token_ids: z.boolean().nullish(),
 };
 
-export const ChatCompletionRequestSchema = z.object({
-  ...SamplingFields,
-  messages: z.array(ChatMessageSchema).min(1),
-  max_completion_tokens: z.number().int().min(1).nullish(),
-  logprobs: z.boolean().nullish(),
-  top_logprobs: z
-    .number()
-    .int()
-    .min(0)
-    .max(20)
-    .nullish()
-    .refine((v) => v == null || v === 0, 'top_logprobs > 0 is not supported (each token carries its own logprob)'),
-  tools: z.array(ToolSchema).nullish(),
-  tool_choice: z
-    .union([
-      z.enum(['none', 'auto', 'required']),
-      z.object({ type: z.literal('function'), function: z.object({ name: z.string() }) }),
-    ])
-    .nullish()
-    .refine(
-      (v) => v == null || v === 'none' || v === 'auto',
-      "tool_choice must be 'auto' or 'none' (forcing a tool call is not supported)",
-    ),
-  parallel_tool_calls: z.boolean().nullish(),
-  response_format: z
-    .object({ type: z.string() })
-    .nullish()
-    .refine((v) => v == null || v.type === 'text', "response_format must be {type: 'text'} (JSON modes are not supported)"),
-  chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
-});
+export const ChatCompletionRequestSchema = z
+  .object({
+    ...SamplingFields,
+    messages: z.array(ChatMessageSchema).min(1),
+    max_completion_tokens: z.number().int().min(1).nullish(),
+    logprobs: z.boolean().nullish(),
+    top_logprobs: z.number().int().min(0).max(20).nullish(),
+    tools: z.array(ToolSchema).nullish(),
+    tool_choice: z
+      .union([
+        z.enum(['none', 'auto', 'required']),
+        z.object({ type: z.literal('function'), function: z.object({ name: z.string() }) }),
+      ])
+      .nullish()
+      .refine(
+        (v) => v == null || v === 'none' || v === 'auto',
+        "tool_choice must be 'auto' or 'none' (forcing a tool call is not supported)",
+      ),
+    parallel_tool_calls: z.boolean().nullish(),
+    response_format: z
+      .object({ type: z.string() })
+      .nullish()
+      .refine((v) => v == null || v.type === 'text', "response_format must be {type: 'text'} (JSON modes are not supported)"),
+    chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
+  })
+  .superRefine((request, context) => {
+    if ((request.top_logprobs ?? 0) > 0 && request.logprobs !== true)
+      context.addIssue({ code: 'custom', path: ['top_logprobs'], message: 'top_logprobs needs logprobs: true' });
+  });
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequestSchema>;
 
 export const CompletionRequestSchema = z.object({
@@ -163,4 +166,15 @@ export function contentText(content: z.infer<typeof Content> | undefined): strin
   if (content == null) return '';
   if (typeof content === 'string') return content;
   return content.map((part) => part.text).join('');
+}
+
+/** Engine failures as HTTP errors: a bad request is a 400, a timeout 504, a closed engine 503. */
+export function asHttpError(error: unknown): OpenAIHttpError {
+  if (error instanceof OpenAIHttpError) return error;
+  if (error instanceof GenerationError) {
+    const status = { aborted: 499, timeout: 504, closed: 503, failed: 500 }[error.reason];
+    return new OpenAIHttpError(status, error.message, { code: error.reason });
+  }
+  if (error instanceof RangeError || error instanceof TypeError) return new OpenAIHttpError(400, error.message);
+  return new OpenAIHttpError(500, error instanceof Error ? error.message : String(error));
 }

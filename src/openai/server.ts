@@ -17,8 +17,10 @@ import { timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { isAbsolute, relative, resolve } from 'node:path';
-import { OpenAIHttpError } from './protocol.js';
-import { asHttpError, type OpenAIService, type RequestScope, type ServiceReply } from './service.js';
+import { checkRequestLimits } from './limits.js';
+import { asHttpError, OpenAIHttpError } from './protocol.js';
+import type { OpenAIService, RequestScope, ServiceReply } from './service.js';
+import { writeEventStream } from './streaming.js';
 
 export interface ExtraRoute {
   method: 'GET' | 'POST';
@@ -171,21 +173,21 @@ function authorized(header: string | undefined, key: Buffer): boolean {
 }
 
 async function readJson(req: IncomingMessage, maxBytes: number): Promise<unknown> {
+  const checkSize = (bodyBytes: number) => {
+    try {
+      checkRequestLimits({ bodyBytes }, { maxBodyBytes: maxBytes });
+    } catch (error) {
+      req.resume();
+      throw error;
+    }
+  };
   const declared = Number(req.headers['content-length'] ?? Number.NaN);
-  if (declared > maxBytes) {
-    req.resume();
-    throw new OpenAIHttpError(413, `the request body of ${declared} bytes exceeds the limit of ${maxBytes} bytes`, {
-      code: 'request_too_large',
-    });
-  }
+  if (Number.isFinite(declared)) checkSize(declared);
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
     size += (chunk as Buffer).length;
-    if (size > maxBytes) {
-      req.resume();
-      throw new OpenAIHttpError(413, `the request body exceeds the limit of ${maxBytes} bytes`, { code: 'request_too_large' });
-    }
+    checkSize(size); // a body without (or with a false) content-length stops at the limit
     chunks.push(chunk as Buffer);
   }
   const text = Buffer.concat(chunks).toString('utf8');
@@ -209,16 +211,5 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
 
 async function sendReply(res: ServerResponse, reply: ServiceReply): Promise<void> {
   if (!reply.stream) return sendJson(res, 200, reply.body);
-  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-  try {
-    for await (const chunk of reply.chunks) {
-      if (res.destroyed) return;
-      res.write(`data: ${JSON.stringify(chunk)}\n\n`);
-    }
-    res.write('data: [DONE]\n\n');
-  } catch (error) {
-    // Headers are out: the error travels as an event, as OpenAI's streams do.
-    res.write(`data: ${JSON.stringify(asHttpError(error).toJSON())}\n\n`);
-  }
-  res.end();
+  await writeEventStream(res, reply.chunks);
 }

@@ -5,27 +5,25 @@
 //                     has a ConversationTracker) → generate → choices with tool calls parsed (Hermes blocks)
 //   completions       prompt (text, ids, or a list of either) → generate
 //
-// Limits (all configurable): prompt tokens ≤ maxPromptTokens, max_tokens ≤ maxTokens and prompt + max_tokens ≤ the
-// engine's context (maxLength), n ≤ maxN. Streaming sends text as it is generated, holding back what could still
-// turn out to be the start of a stop string or of a <tool_call> block, so the streamed text always equals the final
-// text.
+// Request bodies are checked by ./protocol.ts (zod), their sizes by ./limits.ts (prompt tokens ≤ maxPromptTokens,
+// max_tokens ≤ maxTokens, prompt + max_tokens ≤ the engine's context, n ≤ maxN); bodies are built by ./responses.ts
+// and streams by ./streaming.ts.
 import { randomBytes } from 'node:crypto';
 import {
   type ChatEngine,
   type ChatResult,
-  type Completion,
   type ConversationTracker,
   chatResult,
   type GenerateOptions,
   type GenerateResult,
-  GenerationError,
-  IncrementalDetokenizer,
   renderChatPrompt,
-  TOOL_CALL_OPEN,
+  TOOL_CALL_CLOSE,
   type TokenEvent,
 } from '../engine/index.js';
 import type { ChatMessage, Tokenizer, ToolDefinition } from '../tokenizer/index.js';
+import { checkRequestLimits, type RequestSize } from './limits.js';
 import {
+  asHttpError,
   type ChatCompletionRequest,
   ChatCompletionRequestSchema,
   type CompletionRequest,
@@ -34,6 +32,22 @@ import {
   OpenAIHttpError,
   parseRequest,
 } from './protocol.js';
+import {
+  assistantMessage,
+  type ChatCompletionBody,
+  type ChatCompletionChunkBody,
+  chatFinishReason,
+  chatLogprobs,
+  finalChatDelta,
+  type ModelList,
+  modelList,
+  type TextCompletionBody,
+  type TextCompletionChunkBody,
+  type TokenSpan,
+  textLogprobs,
+  usage,
+} from './responses.js';
+import { streamChunks } from './streaming.js';
 
 /** What the service needs of an engine: RolloutEngine, WorkerRolloutEngine or a remote engine. */
 export interface OpenAIBackend extends ChatEngine {
@@ -73,7 +87,10 @@ export interface RequestScope {
   onChatResult?: (result: ChatResult, responseId: string) => void;
 }
 
-export type ServiceReply = { stream: false; body: Record<string, unknown> } | { stream: true; chunks: AsyncIterable<unknown> };
+/** A whole response body, or its chunks (stream: true). */
+export type ServiceReply<Body = unknown, Chunk = unknown> =
+  | { stream: false; body: Body }
+  | { stream: true; chunks: AsyncIterable<Chunk> };
 
 const DEFAULTS = { maxTokens: 4096, maxPromptTokens: 32768, maxN: 16 };
 
@@ -99,14 +116,14 @@ export class OpenAIService {
     this.#acceptAnyModel = options.acceptAnyModel ?? false;
   }
 
-  models(): Record<string, unknown> {
-    return {
-      object: 'list',
-      data: [...this.#names].map((id) => ({ id, object: 'model', created: this.#created, owned_by: 'trinity-rft' })),
-    };
+  models(): ModelList {
+    return modelList(this.#names, this.#created);
   }
 
-  async chatCompletion(body: unknown, scope: RequestScope = {}): Promise<ServiceReply> {
+  async chatCompletion(
+    body: unknown,
+    scope: RequestScope = {},
+  ): Promise<ServiceReply<ChatCompletionBody, ChatCompletionChunkBody>> {
     const request = parseRequest(ChatCompletionRequestSchema, body);
     this.#checkModel(request.model);
     const tokenizer = this.#tokenizer();
@@ -127,22 +144,32 @@ export class OpenAIService {
         param: 'messages',
       });
     }
-    const options = this.#generateOptions(request, prompt.promptIds.length, request.max_completion_tokens ?? request.max_tokens);
+    const topLogprobs = request.logprobs ? (request.top_logprobs ?? 0) : 0;
+    const options = this.#generateOptions(request, {
+      prompt: { tokens: prompt.promptIds.length, param: 'messages' },
+      maxTokens:
+        request.max_completion_tokens != null
+          ? { value: request.max_completion_tokens, param: 'max_completion_tokens' }
+          : { value: request.max_tokens ?? null, param: 'max_tokens' },
+      topLogprobs,
+      // one tool call at most: generation ends where the first call's block closes
+      extraStops: parseTools && request.parallel_tool_calls === false ? [TOOL_CALL_CLOSE] : [],
+    });
     const id = `chatcmpl-${randomBytes(12).toString('hex')}`;
     const turnMeta = {
       ...scope.turnMeta,
       responseId: id,
       ...(scope.modelVersion ? { modelVersion: scope.modelVersion() } : {}),
     };
-    const created = Math.floor(Date.now() / 1000);
-    const head = { id, created, model: request.model };
+    const head = { id, created: Math.floor(Date.now() / 1000), model: request.model };
+    const returnTokenIds = request.return_token_ids ?? false;
+    const tokenText = this.#tokenTextOf(request);
     const finish = (result: GenerateResult) => {
       const chat = chatResult(result, prompt, { ...chatOptions, parseToolCalls: parseTools, turnMeta });
       scope.onChatResult?.(chat, id);
       return chat;
     };
-    const logprobsOf = (ids: readonly number[], logprobs: readonly number[]) =>
-      request.logprobs ? { content: this.#tokenLogprobs(ids, logprobs, request.return_tokens_as_token_ids ?? false) } : null;
+    const logprobsOf = (span: TokenSpan) => (request.logprobs ? chatLogprobs(span, tokenText, topLogprobs) : null);
 
     if (!request.stream) {
       const result = await this.#generate(prompt.promptIds, options, scope);
@@ -152,88 +179,91 @@ export class OpenAIService {
         body: {
           ...head,
           object: 'chat.completion',
-          choices: chat.choices.map((choice) => ({
+          choices: chat.choices.map((choice, k) => ({
             index: choice.index,
-            message: {
-              role: 'assistant',
-              content: choice.message.tool_calls && choice.message.content === '' ? null : choice.message.content,
-              ...(choice.message.tool_calls ? { tool_calls: choice.message.tool_calls } : {}),
-            },
-            logprobs: logprobsOf(choice.completionIds, choice.logprobs),
-            finish_reason: choice.message.tool_calls ? 'tool_calls' : choice.finishReason,
-            ...(request.return_token_ids ? { token_ids: choice.completionIds } : {}),
+            message: assistantMessage(choice),
+            logprobs: logprobsOf({
+              ids: choice.completionIds,
+              logprobs: choice.logprobs,
+              topLogprobs: result.completions[k]?.topLogprobs,
+            }),
+            finish_reason: chatFinishReason(choice),
+            ...(returnTokenIds ? { token_ids: choice.completionIds } : {}),
           })),
           usage: usage(result.promptIds.length, result.completions),
-          ...(request.return_token_ids ? { prompt_token_ids: result.promptIds } : {}),
+          ...(returnTokenIds ? { prompt_token_ids: result.promptIds } : {}),
         },
       };
     }
 
-    const chunkHead = { ...head, object: 'chat.completion.chunk' };
-    return this.#stream(prompt.promptIds, options, scope, request, {
-      holdToolCalls: parseTools,
-      first: (index) => ({ ...chunkHead, choices: [{ index, delta: { role: 'assistant', content: '' }, finish_reason: null }] }),
-      delta: (index, text, ids, logprobs) => ({
-        ...chunkHead,
-        choices: [
-          {
-            index,
-            delta: { content: text },
-            logprobs: logprobsOf(ids, logprobs),
-            finish_reason: null,
-            ...(request.return_token_ids ? { token_ids: ids } : {}),
-          },
-        ],
-      }),
-      end: (result) => {
-        const chat = finish(result);
-        return {
-          texts: chat.choices.map((choice) => choice.message.content),
-          chunks: chat.choices.map((choice) => ({
-            ...chunkHead,
-            choices: [
-              {
-                index: choice.index,
-                delta: choice.message.tool_calls
-                  ? { tool_calls: choice.message.tool_calls.map((call, i) => ({ index: i, ...call })) }
-                  : {},
-                finish_reason: choice.message.tool_calls ? 'tool_calls' : choice.finishReason,
-              },
-            ],
-            ...(request.return_token_ids ? { prompt_token_ids: result.promptIds } : {}),
-          })),
-        };
+    const chunkHead = { ...head, object: 'chat.completion.chunk' as const };
+    const chunks = await streamChunks<ChatCompletionChunkBody>({
+      tokenizer,
+      n: options.n ?? 1,
+      stops: stopList(options.stop),
+      skipSpecialTokens: request.skip_special_tokens ?? true,
+      generate: (onToken) => this.#generate(prompt.promptIds, options, scope, onToken),
+      shape: {
+        holdToolCalls: parseTools,
+        first: (index) => ({
+          ...chunkHead,
+          choices: [{ index, delta: { role: 'assistant', content: '' }, finish_reason: null }],
+        }),
+        delta: (index, text, span) => ({
+          ...chunkHead,
+          choices: [
+            {
+              index,
+              delta: { content: text },
+              logprobs: logprobsOf(span),
+              finish_reason: null,
+              ...(returnTokenIds ? { token_ids: [...span.ids] } : {}),
+            },
+          ],
+        }),
+        end: (result) => {
+          const chat = finish(result);
+          return {
+            texts: chat.choices.map((choice) => choice.message.content),
+            chunks: chat.choices.map((choice) => ({
+              ...chunkHead,
+              choices: [{ index: choice.index, delta: finalChatDelta(choice), finish_reason: chatFinishReason(choice) }],
+              ...(returnTokenIds ? { prompt_token_ids: result.promptIds } : {}),
+            })),
+          };
+        },
+        usage: (result) =>
+          request.stream_options?.include_usage
+            ? { ...chunkHead, choices: [], usage: usage(result.promptIds.length, result.completions) }
+            : null,
       },
-      usage: (result) => ({ ...chunkHead, choices: [], usage: usage(result.promptIds.length, result.completions) }),
     });
+    return { stream: true, chunks };
   }
 
-  async completion(body: unknown, scope: RequestScope = {}): Promise<ServiceReply> {
+  async completion(body: unknown, scope: RequestScope = {}): Promise<ServiceReply<TextCompletionBody, TextCompletionChunkBody>> {
     const request = parseRequest(CompletionRequestSchema, body);
     this.#checkModel(request.model);
     const tokenizer = this.#tokenizer();
-    const prompts = promptList(request.prompt).map((p) => (typeof p === 'string' ? tokenizer.encode(p) : p));
-    const longest = Math.max(...prompts.map((p) => p.length));
-    const options = this.#generateOptions(request, longest, request.max_tokens ?? 16);
+    const listed = promptList(request.prompt);
+    const prompts = listed.map((p) => (typeof p === 'string' ? tokenizer.encode(p) : p));
+    const longest = prompts.reduce((best, p, i) => (p.length > (prompts[best]?.length ?? 0) ? i : best), 0);
+    const options = this.#generateOptions(request, {
+      prompt: {
+        tokens: prompts[longest]?.length ?? 0,
+        param: Array.isArray(request.prompt) && listed.length > 1 ? `prompt.${longest}` : 'prompt',
+      },
+      maxTokens: { value: request.max_tokens ?? 16, param: 'max_tokens' },
+      topLogprobs: request.logprobs ?? 0,
+      extraStops: [],
+    });
     const id = `cmpl-${randomBytes(12).toString('hex')}`;
     const head = { id, created: Math.floor(Date.now() / 1000), model: request.model };
     const n = options.n ?? 1;
-    const logprobsOf = (ids: readonly number[], logprobs: readonly number[]) => {
-      if (request.logprobs == null) return null;
-      const tokens = ids.map((t) => this.#tokenText(t, request.return_tokens_as_token_ids ?? false));
-      let offset = 0;
-      const textOffset = tokens.map((t) => {
-        const at = offset;
-        offset += t.length;
-        return at;
-      });
-      return {
-        tokens,
-        token_logprobs: [...logprobs],
-        top_logprobs: request.logprobs > 0 ? tokens.map((t, i) => ({ [t]: logprobs[i] })) : null,
-        text_offset: textOffset,
-      };
-    };
+    const returnTokenIds = request.return_token_ids ?? false;
+    const tokenText = this.#tokenTextOf(request);
+    const logprobsOf = (span: TokenSpan, textOffset: number) =>
+      request.logprobs == null ? null : textLogprobs(span, tokenText, textOffset);
     if (!request.stream || prompts.length > 1) {
       if (request.stream)
         throw new OpenAIHttpError(400, 'stream with more than one prompt is not supported', { param: 'stream' });
@@ -242,9 +272,9 @@ export class OpenAIService {
         result.completions.map((c) => ({
           index: p * n + c.index,
           text: c.text ?? '',
-          logprobs: logprobsOf(c.tokenIds, c.logprobs),
+          logprobs: logprobsOf({ ids: c.tokenIds, logprobs: c.logprobs, topLogprobs: c.topLogprobs }, 0),
           finish_reason: c.finishReason,
-          ...(request.return_token_ids ? { prompt_token_ids: result.promptIds, token_ids: c.tokenIds } : {}),
+          ...(returnTokenIds ? { prompt_token_ids: result.promptIds, token_ids: c.tokenIds } : {}),
         })),
       );
       const promptTokens = results.reduce((sum, r) => sum + r.promptIds.length, 0);
@@ -261,39 +291,56 @@ export class OpenAIService {
         },
       };
     }
-    const chunkHead = { ...head, object: 'text_completion' };
-    return this.#stream(prompts[0] as number[], options, scope, request, {
-      holdToolCalls: false,
-      first: () => null,
-      delta: (index, text, ids, logprobs) => ({
-        ...chunkHead,
-        choices: [
-          {
-            index,
-            text,
-            logprobs: logprobsOf(ids, logprobs),
-            finish_reason: null,
-            ...(request.return_token_ids ? { token_ids: ids } : {}),
-          },
-        ],
-      }),
-      end: (result) => ({
-        texts: result.completions.map((c) => c.text ?? ''),
-        chunks: result.completions.map((c) => ({
-          ...chunkHead,
-          choices: [
-            {
-              index: c.index,
-              text: '',
-              logprobs: null,
-              finish_reason: c.finishReason,
-              ...(request.return_token_ids ? { prompt_token_ids: result.promptIds } : {}),
-            },
-          ],
-        })),
-      }),
-      usage: (result) => ({ ...chunkHead, choices: [], usage: usage(result.promptIds.length, result.completions) }),
+    const chunkHead = { ...head, object: 'text_completion' as const };
+    // text_offset runs on across a choice's deltas, as in the non-streamed answer
+    const textOffsets = new Array<number>(n).fill(0);
+    const chunks = await streamChunks<TextCompletionChunkBody>({
+      tokenizer,
+      n,
+      stops: stopList(options.stop),
+      skipSpecialTokens: request.skip_special_tokens ?? true,
+      generate: (onToken) => this.#generate(prompts[0] as number[], options, scope, onToken),
+      shape: {
+        holdToolCalls: false,
+        first: () => null,
+        delta: (index, text, span) => {
+          const offset = textOffsets[index] ?? 0;
+          textOffsets[index] = offset + span.ids.reduce((sum, t) => sum + tokenText(t).length, 0);
+          return {
+            ...chunkHead,
+            choices: [
+              {
+                index,
+                text,
+                logprobs: logprobsOf(span, offset),
+                finish_reason: null,
+                ...(returnTokenIds ? { token_ids: [...span.ids] } : {}),
+              },
+            ],
+          };
+        },
+        end: (result) => ({
+          texts: result.completions.map((c) => c.text ?? ''),
+          chunks: result.completions.map((c) => ({
+            ...chunkHead,
+            choices: [
+              {
+                index: c.index,
+                text: '',
+                logprobs: null,
+                finish_reason: c.finishReason,
+                ...(returnTokenIds ? { prompt_token_ids: result.promptIds } : {}),
+              },
+            ],
+          })),
+        }),
+        usage: (result) =>
+          request.stream_options?.include_usage
+            ? { ...chunkHead, choices: [], usage: usage(result.promptIds.length, result.completions) }
+            : null,
+      },
     });
+    return { stream: true, chunks };
   }
 
   #checkModel(name: string): void {
@@ -311,61 +358,35 @@ export class OpenAIService {
     return tokenizer;
   }
 
-  /** Sampling options from a request, with the limits checked. */
+  /** Sampling options from a request, its sizes checked against this server's limits. */
   #generateOptions(
     request: ChatCompletionRequest | CompletionRequest,
-    promptLength: number,
-    requestedMaxTokens: number | null | undefined,
+    size: Required<Pick<RequestSize, 'prompt' | 'maxTokens'>> & { topLogprobs: number; extraStops: readonly string[] },
   ): GenerateOptions {
-    if (promptLength > this.maxPromptTokens) {
-      throw new OpenAIHttpError(
-        400,
-        `the prompt has ${promptLength} tokens; this server accepts at most ${this.maxPromptTokens}`,
-        {
-          param: 'messages',
-          code: 'context_length_exceeded',
-        },
-      );
-    }
-    const context = this.backend.maxLength ?? Number.POSITIVE_INFINITY;
-    const room = context - promptLength;
-    if (room < 1) {
-      throw new OpenAIHttpError(400, `the prompt has ${promptLength} tokens, which fills the model's context of ${context}`, {
-        code: 'context_length_exceeded',
-      });
-    }
-    let maxTokens: number;
-    if (requestedMaxTokens == null) maxTokens = Math.min(this.maxTokens, room);
-    else {
-      if (requestedMaxTokens > this.maxTokens) {
-        throw new OpenAIHttpError(400, `max_tokens ${requestedMaxTokens} exceeds this server's limit of ${this.maxTokens}`, {
-          param: 'max_tokens',
-        });
-      }
-      if (requestedMaxTokens > room) {
-        throw new OpenAIHttpError(
-          400,
-          `This model's maximum context length is ${context} tokens. However, you requested ${promptLength + requestedMaxTokens} ` +
-            `tokens (${promptLength} in the prompt, ${requestedMaxTokens} in the completion).`,
-          { param: 'max_tokens', code: 'context_length_exceeded' },
-        );
-      }
-      maxTokens = requestedMaxTokens;
-    }
     const n = request.n ?? 1;
-    if (n > this.maxN) throw new OpenAIHttpError(400, `n ${n} exceeds this server's limit of ${this.maxN}`, { param: 'n' });
+    const { maxTokens } = checkRequestLimits(
+      { prompt: size.prompt, maxTokens: size.maxTokens, n },
+      {
+        maxPromptTokens: this.maxPromptTokens,
+        maxTokens: this.maxTokens,
+        maxN: this.maxN,
+        ...(this.backend.maxLength !== undefined ? { contextLength: this.backend.maxLength } : {}),
+      },
+    );
+    const stop = [...stopList(request.stop ?? undefined), ...size.extraStops];
     return {
-      maxTokens,
+      ...(maxTokens !== null ? { maxTokens } : {}),
       n,
       temperature: request.temperature ?? 1,
       ...(request.top_p != null ? { topP: request.top_p } : {}),
       ...(request.top_k != null && request.top_k > 0 ? { topK: request.top_k } : {}),
       ...(request.min_p != null ? { minP: request.min_p } : {}),
       ...(request.seed != null ? { seed: request.seed } : {}),
-      ...(request.stop != null ? { stop: request.stop } : {}),
+      ...(stop.length > 0 ? { stop } : {}),
       ...(request.stop_token_ids ? { stopTokenIds: request.stop_token_ids } : {}),
       ...(request.ignore_eos ? { ignoreEos: true } : {}),
       ...(request.skip_special_tokens != null ? { skipSpecialTokens: request.skip_special_tokens } : {}),
+      ...(size.topLogprobs > 0 ? { topLogprobs: size.topLogprobs } : {}),
       ...(this.#requestTimeoutMs !== undefined ? { timeoutMs: this.#requestTimeoutMs } : {}),
     };
   }
@@ -383,106 +404,16 @@ export class OpenAIService {
     }
   }
 
-  #tokenText(id: number, asIds: boolean): string {
-    return asIds ? `token_id:${id}` : this.#tokenizer().decode([id], { skipSpecialTokens: false });
-  }
-
-  #tokenLogprobs(ids: readonly number[], logprobs: readonly number[], asIds: boolean) {
-    return ids.map((id, i) => {
-      const token = this.#tokenText(id, asIds);
-      return { token, logprob: logprobs[i] as number, bytes: [...Buffer.from(token, 'utf8')], top_logprobs: [] };
-    });
-  }
-
-  /** Streams deltas as tokens arrive, then the end chunks (and usage); see the header on what is held back. */
-  async #stream(
-    promptIds: number[],
-    options: GenerateOptions,
-    scope: RequestScope,
-    request: ChatCompletionRequest | CompletionRequest,
-    shape: {
-      holdToolCalls: boolean;
-      first: (index: number) => unknown;
-      delta: (index: number, text: string, ids: number[], logprobs: number[]) => unknown;
-      /** The final text of each completion (in result order) and the closing chunks. */
-      end: (result: GenerateResult) => { texts: string[]; chunks: unknown[] };
-      usage: (result: GenerateResult) => unknown;
-    },
-  ): Promise<ServiceReply> {
+  /** How the request wants tokens shown in log-probs: their text (special tokens included) or "token_id:<id>". */
+  #tokenTextOf(request: ChatCompletionRequest | CompletionRequest): (id: number) => string {
+    if (request.return_tokens_as_token_ids) return (id) => `token_id:${id}`;
     const tokenizer = this.#tokenizer();
-    const queue = new ChunkQueue();
-    const stops = request.stop == null ? [] : typeof request.stop === 'string' ? [request.stop] : request.stop;
-    const holdBack = Math.max(0, ...stops.map((s) => s.length - 1));
-    const skipSpecialTokens = request.skip_special_tokens ?? true;
-    const n = options.n ?? 1;
-    const streams = Array.from({ length: n }, () => ({
-      detokenizer: new IncrementalDetokenizer(tokenizer, { skipSpecialTokens }),
-      sent: '',
-      ids: [] as number[],
-      logprobs: [] as number[],
-    }));
-    for (let i = 0; i < n; i++) {
-      const first = shape.first(i);
-      if (first !== null) queue.push(first);
-    }
-    const onToken = (event: TokenEvent) => {
-      const s = streams[event.index];
-      if (s === undefined) return;
-      s.ids.push(event.tokenId);
-      s.logprobs.push(event.logprob);
-      s.detokenizer.push(event.tokenId);
-      const safe = safeText(s.detokenizer.text, holdBack, shape.holdToolCalls);
-      if (safe.length > s.sent.length && safe.startsWith(s.sent)) {
-        queue.push(shape.delta(event.index, safe.slice(s.sent.length), s.ids, s.logprobs));
-        s.sent = safe;
-        s.ids = [];
-        s.logprobs = [];
-      }
-    };
-    this.#generate(promptIds, options, scope, onToken).then(
-      (result) => {
-        const { texts, chunks } = shape.end(result);
-        result.completions.forEach((completion, k) => {
-          const s = streams[completion.index];
-          if (s === undefined) return;
-          const text = texts[k] ?? '';
-          const rest = text.startsWith(s.sent) ? text.slice(s.sent.length) : '';
-          if (rest.length > 0 || s.ids.length > 0) queue.push(shape.delta(completion.index, rest, s.ids, s.logprobs));
-        });
-        for (const chunk of chunks) queue.push(chunk);
-        if (request.stream_options?.include_usage) queue.push(shape.usage(result));
-        queue.end();
-      },
-      (error: unknown) => queue.fail(asHttpError(error)),
-    );
-    // A request that fails before its first token (bad stop ids, closed engine) is still an HTTP error, not a stream.
-    await queue.started();
-    return { stream: true, chunks: queue };
+    return (id) => tokenizer.decode([id], { skipSpecialTokens: false });
   }
 }
 
-/** Text that can be sent now: all but what might start a stop string or a tool call (and, with tools, trailing space). */
-function safeText(text: string, holdBack: number, holdToolCalls: boolean): string {
-  let end = Math.max(0, text.length - holdBack);
-  if (holdToolCalls) {
-    const open = text.indexOf(TOOL_CALL_OPEN);
-    if (open >= 0) end = Math.min(end, open);
-    else {
-      for (let k = Math.min(TOOL_CALL_OPEN.length - 1, text.length); k > 0; k--) {
-        if (TOOL_CALL_OPEN.startsWith(text.slice(text.length - k))) {
-          end = Math.min(end, text.length - k);
-          break;
-        }
-      }
-    }
-    while (end > 0 && /\s/.test(text[end - 1] as string)) end--;
-  }
-  return text.slice(0, end);
-}
-
-function usage(promptTokens: number, completions: readonly Completion[]) {
-  const completionTokens = completions.reduce((sum, c) => sum + c.tokenIds.length, 0);
-  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+function stopList(stop: string | readonly string[] | undefined | null): string[] {
+  return stop == null ? [] : typeof stop === 'string' ? [stop] : [...stop];
 }
 
 function promptList(prompt: CompletionRequest['prompt']): Array<string | number[]> {
@@ -500,77 +431,4 @@ function toChatMessage(m: ChatCompletionRequest['messages'][number]): ChatMessag
     ...(m.tool_call_id !== undefined ? { tool_call_id: m.tool_call_id } : {}),
     ...(m.reasoning_content ? { reasoning_content: m.reasoning_content } : {}),
   };
-}
-
-/** Engine failures as HTTP errors: a bad request is a 400, a timeout 504, a closed engine 503. */
-export function asHttpError(error: unknown): OpenAIHttpError {
-  if (error instanceof OpenAIHttpError) return error;
-  if (error instanceof GenerationError) {
-    const status = { aborted: 499, timeout: 504, closed: 503, failed: 500 }[error.reason];
-    return new OpenAIHttpError(status, error.message, { code: error.reason });
-  }
-  if (error instanceof RangeError || error instanceof TypeError) return new OpenAIHttpError(400, error.message);
-  return new OpenAIHttpError(500, error instanceof Error ? error.message : String(error));
-}
-
-/** An async iterable of chunks fed by push(); started() resolves at the first chunk or the end. */
-class ChunkQueue implements AsyncIterable<unknown> {
-  readonly #items: unknown[] = [];
-  #done = false;
-  #error: Error | null = null;
-  #wake: (() => void) | null = null;
-  #startedResolve!: () => void;
-  #startedReject!: (e: Error) => void;
-  readonly #started = new Promise<void>((resolve, reject) => {
-    this.#startedResolve = resolve;
-    this.#startedReject = reject;
-  });
-  #hasStarted = false;
-
-  started(): Promise<void> {
-    return this.#started;
-  }
-
-  push(item: unknown): void {
-    this.#items.push(item);
-    this.#start();
-    this.#wake?.();
-  }
-
-  end(): void {
-    this.#done = true;
-    this.#start();
-    this.#wake?.();
-  }
-
-  fail(error: Error): void {
-    this.#error = error;
-    this.#done = true;
-    if (!this.#hasStarted) {
-      this.#hasStarted = true;
-      this.#startedReject(error);
-    }
-    this.#wake?.();
-  }
-
-  #start(): void {
-    if (this.#hasStarted) return;
-    this.#hasStarted = true;
-    this.#startedResolve();
-  }
-
-  async *[Symbol.asyncIterator](): AsyncIterator<unknown> {
-    for (;;) {
-      if (this.#items.length > 0) {
-        yield this.#items.shift();
-        continue;
-      }
-      if (this.#error) throw this.#error;
-      if (this.#done) return;
-      await new Promise<void>((resolve) => {
-        this.#wake = resolve;
-      });
-      this.#wake = null;
-    }
-  }
 }
