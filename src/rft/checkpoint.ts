@@ -3,6 +3,10 @@
 //       model/                    Hugging Face folder (config.json, model.safetensors, tokenizer...) — or, with LoRA,
 //       adapter/                  the PEFT adapter only
 //       optimizer.safetensors     optimizer state tensors (AdamW moments, step counters)
+//       critic.safetensors        PPO: the critic's weights (trunk.<name>, head.weight, head.bias)
+//       critic-optimizer.safetensors   PPO: the critic optimizer's state tensors
+//       trainer.json              the trainer's other state that later steps depend on: { criticOptimizer: {kind,
+//                                 groups} | null, ...(adaptive KL coefficients, step counters, LR schedule position) }
 //       state.json                { step, optimizer: {kind, groups}, ...component state (explorer, trainer, buffer, selector) }
 //   <jobDir>/checkpoints/latest_checkpointed_iteration.txt    N of the newest complete checkpoint
 // A checkpoint is written into global_step_<N>.tmp and renamed when complete, and the "latest" file is replaced
@@ -11,14 +15,41 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, w
 import { join } from 'node:path';
 import type { CausalLM, LoraModel } from '../model/index.js';
 import * as torch from '../torch/index.js';
+import type { Critic } from './algorithm/critic.js';
 
 export interface CheckpointContents {
   model: CausalLM;
   /** With LoRA only the adapter is saved (the base model is the run's model_path). */
   lora?: LoraModel | null;
   optimizer?: torch.Optimizer | null;
+  /** The PPO critic and its optimizer. */
+  critic?: { critic: Critic; optimizer: torch.Optimizer } | null;
+  /** JSON-serialisable trainer state (trainer.json). */
+  trainer?: Record<string, unknown> | null;
   /** JSON-serialisable state of the run's components. */
   state: Record<string, unknown>;
+}
+
+interface SavedOptimizer {
+  kind: string;
+  groups: torch.OptimizerState['groups'];
+}
+
+/** Writes an optimizer's tensors to `file`; returns the JSON part (kind, groups). */
+function writeOptimizer(file: string, optimizer: torch.Optimizer): SavedOptimizer {
+  const saved = optimizer.stateDict();
+  torch.saveSafetensors(file, saved.tensors);
+  return { kind: saved.kind, groups: saved.groups };
+}
+
+/** Restores an optimizer from `file` and its JSON part. */
+function readOptimizer(file: string, saved: SavedOptimizer, optimizer: torch.Optimizer): void {
+  const tensors = torch.loadSafetensors(file);
+  try {
+    optimizer.loadStateDict({ kind: saved.kind, groups: saved.groups, tensors: Object.fromEntries(tensors) });
+  } finally {
+    for (const t of tensors.values()) t.dispose();
+  }
 }
 
 export interface SavedCheckpoint {
@@ -47,11 +78,15 @@ export function saveCheckpoint(jobDir: string, step: number, contents: Checkpoin
   mkdirSync(temporary, { recursive: true });
   if (contents.lora) contents.lora.save(join(temporary, 'adapter'));
   else contents.model.save(join(temporary, 'model'));
-  let optimizer: { kind: string; groups: unknown[] } | null = null;
-  if (contents.optimizer) {
-    const saved = contents.optimizer.stateDict();
-    torch.saveSafetensors(join(temporary, 'optimizer.safetensors'), saved.tensors);
-    optimizer = { kind: saved.kind, groups: saved.groups };
+  const optimizer = contents.optimizer ? writeOptimizer(join(temporary, 'optimizer.safetensors'), contents.optimizer) : null;
+  let criticOptimizer: SavedOptimizer | null = null;
+  if (contents.critic) {
+    torch.saveSafetensors(join(temporary, 'critic.safetensors'), contents.critic.critic.namedTensors());
+    criticOptimizer = writeOptimizer(join(temporary, 'critic-optimizer.safetensors'), contents.critic.optimizer);
+  }
+  if (contents.trainer || criticOptimizer) {
+    const trainer = { criticOptimizer, ...contents.trainer };
+    writeFileSync(join(temporary, 'trainer.json'), `${JSON.stringify(trainer, null, 2)}\n`);
   }
   writeFileSync(join(temporary, 'state.json'), `${JSON.stringify({ step, optimizer, ...contents.state }, null, 2)}\n`);
   rmSync(dir, { recursive: true, force: true });
@@ -84,6 +119,8 @@ export interface LoadedCheckpoint {
   modelDir: string | null;
   adapterDir: string | null;
   state: Record<string, unknown>;
+  /** trainer.json (null when the checkpoint has none). */
+  trainer: Record<string, unknown> | null;
 }
 
 /** The latest complete checkpoint, or null when the job has none. */
@@ -104,24 +141,49 @@ export function latestCheckpoint(jobDir: string): LoadedCheckpoint | null {
   } catch (error) {
     throw new Error(`${join(dir, 'state.json')}: unreadable checkpoint state: ${(error as Error).message}`);
   }
+  let trainer: Record<string, unknown> | null = null;
+  const trainerFile = join(dir, 'trainer.json');
+  if (existsSync(trainerFile)) {
+    try {
+      trainer = JSON.parse(readFileSync(trainerFile, 'utf8')) as Record<string, unknown>;
+    } catch (error) {
+      throw new Error(`${trainerFile}: unreadable trainer state: ${(error as Error).message}`);
+    }
+  }
   return {
     step,
     dir,
     modelDir: existsSync(join(dir, 'model')) ? join(dir, 'model') : null,
     adapterDir: existsSync(join(dir, 'adapter')) ? join(dir, 'adapter') : null,
     state,
+    trainer,
   };
 }
 
 /** Restores an optimizer's state from a checkpoint written by saveCheckpoint (same parameter layout). */
 export function loadOptimizerState(checkpoint: LoadedCheckpoint, optimizer: torch.Optimizer): void {
-  const saved = checkpoint.state.optimizer as { kind: string; groups: torch.OptimizerState['groups'] } | null | undefined;
+  const saved = checkpoint.state.optimizer as SavedOptimizer | null | undefined;
   const file = join(checkpoint.dir, 'optimizer.safetensors');
   if (!saved || !existsSync(file)) throw new Error(`${checkpoint.dir}: the checkpoint has no optimizer state`);
-  const tensors = torch.loadSafetensors(file);
+  readOptimizer(file, saved, optimizer);
+}
+
+/** Restores the critic's weights and its optimizer from a checkpoint written with `critic`. */
+export function loadCriticState(checkpoint: LoadedCheckpoint, critic: Critic, optimizer: torch.Optimizer): void {
+  const weightsFile = join(checkpoint.dir, 'critic.safetensors');
+  const optimizerFile = join(checkpoint.dir, 'critic-optimizer.safetensors');
+  const saved = checkpoint.trainer?.criticOptimizer as SavedOptimizer | null | undefined;
+  if (!existsSync(weightsFile) || !existsSync(optimizerFile) || !saved) {
+    throw new Error(
+      `${checkpoint.dir}: the checkpoint has no critic (written by a run without one, or before critics were saved); ` +
+        `a PPO run cannot resume from it as the same run`,
+    );
+  }
+  const tensors = torch.loadSafetensors(weightsFile);
   try {
-    optimizer.loadStateDict({ kind: saved.kind, groups: saved.groups, tensors: Object.fromEntries(tensors) });
+    critic.loadNamedTensors(tensors, weightsFile);
   } finally {
     for (const t of tensors.values()) t.dispose();
   }
+  readOptimizer(optimizerFile, saved, optimizer);
 }

@@ -7,6 +7,10 @@
 //   logprobs      = rollout log-probabilities of the response ids    length T - promptLength
 //   actionMask    = 1 where the model produced the response token    length T - promptLength (multi-turn: 0 for
 //                   (0 for tool/environment/user tokens spliced in)  tokens that were not generated)
+//   temperature   = τ of logprobs = log_softmax(logits / τ)[token]   the sampling temperature (greedy: 1); top-k,
+//                                                                    top-p and min-p do not enter the logprobs
+//                                                                    (../engine/sampling.ts); absent = 1 (not
+//                                                                    sampled: SFT/DPO data)
 
 export interface ExperienceInfo {
   /** Weights version that produced the rollout (synchronizer step). */
@@ -39,6 +43,11 @@ export interface Experience {
   promptLength: number;
   /** Rollout log-probs of the response tokens (absent for SFT/offline data). */
   logprobs?: number[];
+  /**
+   * The temperature the response was sampled at, which logprobs are taken at (greedy: 1); the trainer computes this
+   * row's log-probs at it. Absent: 1.
+   */
+  temperature?: number;
   actionMask?: number[];
   /** Scalar reward of the whole response. */
   reward?: number;
@@ -83,6 +92,12 @@ export function validateExperience(e: Experience): string[] {
     if (!Array.isArray(v) || v.length !== n)
       problems.push(`${key} must have one entry per response token (${n}), got ${Array.isArray(v) ? v.length : typeof v}`);
     else if (!v.every((x) => typeof x === 'number' && Number.isFinite(x))) problems.push(`${key} must hold finite numbers`);
+  }
+  if (
+    e.temperature !== undefined &&
+    !(typeof e.temperature === 'number' && Number.isFinite(e.temperature) && e.temperature > 0)
+  ) {
+    problems.push(`temperature must be a finite number > 0, got ${String(e.temperature)}`);
   }
   if (e.reward !== undefined && (typeof e.reward !== 'number' || !Number.isFinite(e.reward))) {
     problems.push(`reward must be a finite number, got ${String(e.reward)}`);

@@ -1,11 +1,13 @@
-// The PPO critic: a value head on a CausalLM trunk (verl's critic: the policy's architecture with a [1, hidden] head
-// in place of the LM head, initialised from the policy's weights). For inputIds [B, L]:
+// The PPO critic: a value head on a CausalLM trunk (verl's critic: a [1, hidden] head in place of the LM head, the
+// trunk initialised from the policy's weights, or from another model folder: Trinity-RFT's model.critic_model_path,
+// which must share the policy's tokenizer). For inputIds [B, L]:
 //   V[b, t] = w · h[b, t] + c          h = final normed hidden state (forward with output 'hidden'), w [1, hidden]
 // V[b, t] values the state after tokens[:t+1], so the value of response token j sits at position j − 1, as its
 // log-prob does (see ../trainer/train-step.ts). Trained with PPO's clipped value loss (verl compute_value_loss):
 //   V_clip = clamp(V, V_old − ε_v, V_old + ε_v)                       ε_v = cliprange_value
 //   vf_loss = ½ · aggregate(max((V − R)², (V_clip − R)²), mask, loss_agg_mode)      R = GAE returns
 // Metrics: vf_loss, vf_clipfrac (share of tokens where the clipped term is larger), vpred_mean.
+import type { ModelDType } from '../../model/index.js';
 import type { CausalLM } from '../../model/transformer.js';
 import { CausalLM as CausalLMClass } from '../../model/transformer.js';
 import * as torch from '../../torch/index.js';
@@ -79,15 +81,65 @@ export class Critic {
     const weights = torch.noGrad(
       () => new Map([...policy.parameters()].map(([name, t]) => [name, torch.keep(t.detach().clone().requiresGrad_(true))])),
     );
-    const trunk = new CausalLMClass(policy.config, weights);
+    return Critic.withFreshHead(new CausalLMClass(policy.config, weights), options);
+  }
+
+  /**
+   * A critic whose trunk is the model in `dir` (Trinity-RFT's critic_model_path; trainable) with a fresh head. Its
+   * vocabulary must cover `policy`'s token ids.
+   */
+  static load(dir: string, policy: CausalLM, options: CriticInitOptions & { dtype?: ModelDType } = {}): Critic {
+    const trunk = CausalLMClass.load(dir, { ...(options.dtype ? { dtype: options.dtype } : {}), requiresGrad: true });
+    if (trunk.config.vocabSize < policy.config.vocabSize) {
+      trunk.dispose();
+      throw new Error(
+        `critic model ${dir}: vocabulary of ${trunk.config.vocabSize} tokens, smaller than the policy's ` +
+          `${policy.config.vocabSize}; the critic reads the policy's token ids (use a model with the same tokenizer)`,
+      );
+    }
+    return Critic.withFreshHead(trunk, options);
+  }
+
+  /** `trunk` (owned) with a head drawn from N(0, 0.02) (seed: options.seed, default 0) and a zero bias. */
+  static withFreshHead(trunk: CausalLM, options: CriticInitOptions = {}): Critic {
     const generator = new torch.Generator(options.seed ?? 0);
     const dtype = trunk.dtype;
-    const device = policy.parameters().get('model.embed_tokens.weight')?.device ?? 'cpu';
+    const device = trunk.parameters().get('model.embed_tokens.weight')?.device ?? 'cpu';
     const headWeight = torch.scope(() =>
-      torch.randn([1, policy.config.hiddenSize], { generator }).mul(0.02).to({ dtype, device }).requiresGrad_(true),
+      torch.randn([1, trunk.config.hiddenSize], { generator }).mul(0.02).to({ dtype, device }).requiresGrad_(true),
     );
     const headBias = torch.zeros([1], { dtype, device, requiresGrad: true });
     return new Critic(trunk, headWeight, headBias);
+  }
+
+  /** Every weight by name (trunk.<Hugging Face name>, head.weight, head.bias), for checkpoints. */
+  namedTensors(): Map<string, Tensor> {
+    const out = new Map<string, Tensor>();
+    for (const [name, t] of this.trunk.parameters()) out.set(`trunk.${name}`, t);
+    out.set('head.weight', this.headWeight);
+    out.set('head.bias', this.headBias);
+    return out;
+  }
+
+  /** Copies saved weights (namedTensors() of a critic of the same shape) into this one; names every mismatch. */
+  loadNamedTensors(saved: ReadonlyMap<string, Tensor>, where: string): void {
+    const own = this.namedTensors();
+    const missing = [...own.keys()].filter((n) => !saved.has(n));
+    const extra = [...saved.keys()].filter((n) => !own.has(n));
+    if (missing.length > 0 || extra.length > 0) {
+      throw new Error(
+        `${where}: critic weights do not match the critic (missing: ${missing.slice(0, 4).join(', ') || 'none'}; ` +
+          `unexpected: ${extra.slice(0, 4).join(', ') || 'none'})`,
+      );
+    }
+    torch.noGrad(() => {
+      for (const [name, t] of own) {
+        const source = saved.get(name) as Tensor;
+        if (source.shape.join(',') !== t.shape.join(','))
+          throw new Error(`${where}: critic tensor '${name}' is [${source.shape.join(', ')}], expected [${t.shape.join(', ')}]`);
+        t.copy_(source);
+      }
+    });
   }
 
   /** Every trainable tensor: the trunk's parameters and the head. */

@@ -17,6 +17,31 @@ export function isLossAggMode(value: string): value is LossAggMode {
 }
 
 /**
+ * What a term of a loss averages over:
+ *   token     Σ / number of masked tokens              (token-mean)
+ *   row       mean over rows                            (seq-mean-token-sum, seq-mean-token-mean)
+ *   group     mean over groups of rowsPerGroup rows     (DPO: pairs)
+ *   constant  Σ / a normaliser independent of the rows  (seq-mean-token-sum-norm: Σ / T)
+ */
+export type AggregationUnit = 'token' | 'row' | 'group' | 'constant';
+export const AGGREGATION_UNITS: readonly AggregationUnit[] = ['token', 'row', 'group', 'constant'];
+
+/** The unit that a loss_agg_mode averages over. */
+export function aggregationUnit(mode: LossAggMode): AggregationUnit {
+  switch (mode) {
+    case 'token-mean':
+      return 'token';
+    case 'seq-mean-token-sum':
+    case 'seq-mean-token-mean':
+      return 'row';
+    case 'seq-mean-token-sum-norm':
+      return 'constant';
+    default:
+      throw new Error(`unknown loss_agg_mode '${String(mode)}'`);
+  }
+}
+
+/**
  * Aggregates per-token `values` [B, T] under `mask` into a scalar loss. `normalizer` applies only to
  * seq-mean-token-sum-norm (default: T, the padded length, i.e. the max response length of the batch).
  */

@@ -11,13 +11,17 @@
 //   oldLogprob [B, R]   rollout log-probs (experience.logprobs); rows without them get the current policy's
 //   advantages [B, R]   experience.advantages, or computed here (compute_advantage_in_trainer, or missing)
 //   rewards [B], tokenLevelRewards [B, R] (the reward on the last generated token unless given), refLogprob [B, R]
+//   temperatures [B]    the temperature each row's log-probs are taken at: experience.temperature (its sampling
+//                       temperature), 1 for rows that were not sampled (SFT/DPO/expert data)
 // Schemas: experience (as above); sft (NLL on the response tokens, no advantages); dpo (each experience holds a
 // prompt and `chosen`/`rejected` responses: two rows, chosen first). MIX/CHORD expert rows (info.isExpert) get no
 // advantages and take the SFT part of the loss.
 //
-// Gradient accumulation: each micro-batch's loss is weighted by its share of the batch in the aggregation unit —
-// tokens for token-mean, rows for seq-mean-* (and DPO pairs), 1 for seq-mean-token-sum-norm (its normaliser R is
-// already global) — so the accumulated gradient equals the whole-batch gradient.
+// Gradient accumulation: each micro-batch's loss is weighted by its share of the batch in the loss's aggregation
+// unit, as the policy loss declares it (../algorithm/policy-loss/types.ts: tokens for token-mean, rows for
+// seq-mean-*, pairs for DPO, 1 for seq-mean-token-sum-norm whose normaliser R is already global; a mix loss weighs
+// its on-policy and expert terms by their own counts), so the accumulated gradient equals the whole-batch gradient.
+// The KL, entropy and critic terms are weighted the same way by their loss_agg_mode.
 import type { LoraModel } from '../../model/lora.js';
 import { forwardBackward, tokenLogProbs } from '../../model/training.js';
 import { CausalLM } from '../../model/transformer.js';
@@ -28,9 +32,9 @@ import type { AdvantageInput } from '../algorithm/advantage/types.js';
 import { type Critic, clippedValueLoss } from '../algorithm/critic.js';
 import { createEntropyLossFn } from '../algorithm/entropy.js';
 import { createKlFn, type KlFn } from '../algorithm/kl.js';
-import { isLossAggMode, type LossAggMode } from '../algorithm/loss-agg.js';
-import { POLICY_LOSS_FN } from '../algorithm/policy-loss/index.js';
-import type { PolicyLossInput } from '../algorithm/policy-loss/types.js';
+import { aggregationUnit, isLossAggMode, type LossAggMode } from '../algorithm/loss-agg.js';
+import { POLICY_LOSS_FN, policyLossAccumulation, policyLossModule } from '../algorithm/policy-loss/index.js';
+import type { LossAccumulation, LossTerm, PolicyLossInput } from '../algorithm/policy-loss/types.js';
 import type { ResolvedAlgorithm } from '../algorithm/presets.js';
 import { type Experience, validateExperience } from '../experience.js';
 
@@ -38,7 +42,8 @@ import { type Experience, validateExperience } from '../experience.js';
 
 export interface LogProbOptions {
   chunkSize?: number;
-  temperature?: number;
+  /** One temperature, or one per row. */
+  temperature?: number | readonly number[];
   /** Only the response columns (from promptWidth − 1) are needed: rows with equal prompts run them once. */
   promptWidth?: number;
 }
@@ -96,6 +101,8 @@ export interface TrainBatch {
   tokenLevelRewards: Tensor | null;
   teacherLogprobs: Tensor | null;
   expertMask: Tensor;
+  /** Per row: the temperature its log-probs are computed at (experience.temperature, else 1). */
+  temperatures: number[];
 }
 
 /** The rows a schema trains on: dpo experiences become a chosen row and a rejected row. */
@@ -197,6 +204,7 @@ export function buildBatch(rows: readonly Experience[], padTokenId = 0): TrainBa
       rows.map((e) => e.info.isExpert === true),
       { dtype: 'bool' },
     ),
+    temperatures: rows.map((e) => e.temperature ?? 1),
   };
 }
 
@@ -220,8 +228,6 @@ export interface TrainStepSetup {
   chunkSize?: number;
   /** Activation checkpointing in forwardBackward. */
   checkpoint?: boolean;
-  /** Sampling temperature of the rollouts (log-probs are computed at the same temperature). */
-  temperature?: number;
   /** Global step of the first run() (CHORD's μ schedule); counts up by one per run(). */
   startStep?: number;
 }
@@ -239,11 +245,59 @@ const addMetric = (sink: MetricSink, key: string, value: number, weight = 1) => 
   if (Number.isFinite(value)) sink.set(key, (sink.get(key) ?? 0) + value * weight);
 };
 
-/** Micro-batch weight: its share of the aggregation unit (see the header). */
-function shareOf(mode: LossAggMode | 'pairs', rows: number, totalRows: number, tokens: number, totalTokens: number): number {
-  if (mode === 'seq-mean-token-sum-norm') return 1;
-  if (mode === 'token-mean') return totalTokens > 0 ? tokens / totalTokens : 0;
-  return rows / totalRows;
+/** Rows [start, start + n) of the batch, as the aggregation units count them. */
+interface RowCounts {
+  rows: number;
+  tokens: number;
+  usualRows: number;
+  usualTokens: number;
+}
+
+/** Counts of rows [start, start + n): rows and masked tokens, in all and in the on-policy (non-expert) rows. */
+function rowCounts(batch: TrainBatch, start: number, n: number): RowCounts {
+  return torch.scope(() => {
+    const actionMask = batch.actionMask.narrow(0, start, n);
+    const usual = batch.expertMask.narrow(0, start, n).logicalNot();
+    return {
+      rows: n,
+      tokens: actionMask.sum().item(),
+      usualRows: usual.sum().item(),
+      usualTokens: actionMask.mul(usual.unsqueeze(-1).float()).sum().item(),
+    };
+  });
+}
+
+/** How many of a term's units rows with `counts` hold. */
+function unitCount(term: Pick<LossTerm, 'rows' | 'unit'>, counts: RowCounts, rowsPerGroup: number): number {
+  const pick = (all: number, usual: number) => (term.rows === 'all' ? all : term.rows === 'usual' ? usual : all - usual);
+  switch (term.unit) {
+    case 'token':
+      return pick(counts.tokens, counts.usualTokens);
+    case 'row':
+      return pick(counts.rows, counts.usualRows);
+    case 'group':
+      return pick(counts.rows, counts.usualRows) / rowsPerGroup;
+    case 'constant':
+      return 1;
+  }
+}
+
+/** A micro-batch's weight for a term: its share of the term's units in the batch (see the header). */
+function termShare(term: Pick<LossTerm, 'rows' | 'unit'>, micro: RowCounts, batch: RowCounts, rowsPerGroup = 1): number {
+  if (term.unit === 'constant') return 1;
+  const total = unitCount(term, batch, rowsPerGroup);
+  return total > 0 ? unitCount(term, micro, rowsPerGroup) / total : 0;
+}
+
+/** The single term of a loss aggregated over every row by `mode` (KL, entropy, critic). */
+const modeTerm = (mode: LossAggMode) => ({ rows: 'all', unit: aggregationUnit(mode) }) as const;
+
+/** What a train step carries from one step to the next besides weights and optimizers (saved with checkpoints). */
+export interface TrainStepState {
+  step: number;
+  /** The KL loss's and the KL reward penalty's coefficients (the adaptive controller moves them). */
+  klLossCoef: number;
+  klPenaltyCoef: number;
 }
 
 const asLossAggMode = (v: unknown): LossAggMode | null => (typeof v === 'string' && isLossAggMode(v) ? v : null);
@@ -263,7 +317,9 @@ export class TrainStep {
       const users = [
         algorithm.klLossFn.name !== 'none' ? `kl_loss_fn '${algorithm.klLossFn.name}'` : null,
         algorithm.klPenaltyFn.name !== 'none' ? `kl_penalty_fn '${algorithm.klPenaltyFn.name}'` : null,
-        algorithm.policyLossFn.name === 'dpo' ? `policy_loss_fn 'dpo'` : null,
+        policyLossModule(algorithm.policyLossFn.name).needsReference === true
+          ? `policy_loss_fn '${algorithm.policyLossFn.name}'`
+          : null,
       ].filter((u) => u !== null);
       throw new Error(
         `train step: ${algorithm.algorithmType} needs reference log-probs (${users.join(', ')}); pass reference ` +
@@ -281,6 +337,27 @@ export class TrainStep {
     this.#params = setup.optimizer.groups.flatMap((g) => g.params);
   }
 
+  state(): TrainStepState {
+    return { step: this.step, klLossCoef: this.#klLoss.klCoef, klPenaltyCoef: this.#klPenalty.klCoef };
+  }
+
+  /** Continues from a saved state(); every field is checked. */
+  loadState(state: unknown, where = 'train step state'): void {
+    const s = (state ?? {}) as Partial<Record<keyof TrainStepState, unknown>>;
+    const number = (key: keyof TrainStepState) => {
+      const value = s[key];
+      if (typeof value !== 'number' || !Number.isFinite(value))
+        throw new Error(`${where}: ${key} must be a finite number, got ${JSON.stringify(value)}`);
+      return value;
+    };
+    const step = number('step');
+    const klLossCoef = number('klLossCoef');
+    const klPenaltyCoef = number('klPenaltyCoef');
+    this.step = step;
+    this.#klLoss.klCoef = klLossCoef;
+    this.#klPenalty.klCoef = klPenaltyCoef;
+  }
+
   /** One update from `experiences` (already sampled by the sample strategy). */
   run(experiences: readonly Experience[]): TrainStepMetrics {
     const { algorithm } = this.setup;
@@ -291,7 +368,7 @@ export class TrainStep {
       const logProbOptions: LogProbOptions = {
         promptWidth: batch.promptWidth,
         ...(this.setup.chunkSize ? { chunkSize: this.setup.chunkSize } : {}),
-        ...(this.setup.temperature ? { temperature: this.setup.temperature } : {}),
+        temperature: batch.temperatures,
       };
       const responseOf = (perPosition: Tensor) => perPosition.narrow(1, batch.promptWidth - 1, batch.responseWidth);
       const refLogprob =
@@ -330,7 +407,8 @@ export class TrainStep {
       if (keepIndex !== null) {
         const keep = keepIndex;
         const select = (t: Tensor) => t.indexSelect(0, keep);
-        const kept = [...(keep.toTypedArray() as BigInt64Array)].map((i) => batch.rows[Number(i)] as Experience);
+        const keptIndex = [...(keep.toTypedArray() as BigInt64Array)].map(Number);
+        const kept = keptIndex.map((i) => batch.rows[i] as Experience);
         addMetric(metrics, 'dropped', batch.rows.length - kept.length);
         if (kept.length === 0) throw new Error('train step: the advantage function dropped every experience of the batch');
         batch = {
@@ -340,6 +418,7 @@ export class TrainStep {
           attentionMask: select(batch.attentionMask),
           actionMask: select(batch.actionMask),
           expertMask: select(batch.expertMask),
+          temperatures: keptIndex.map((i) => batch.temperatures[i] as number),
         };
         oldLogprob = select(oldLogprob);
         advantages = advantages === null ? null : select(advantages);
@@ -422,24 +501,28 @@ export class TrainStep {
   ): void {
     const { algorithm, model } = this.setup;
     const B = batch.rows.length;
+    const accumulation: LossAccumulation = policyLossAccumulation(
+      algorithm.policyLossFn.name,
+      algorithm.policyLossFn.args,
+      algorithm.lossAggMode,
+    );
+    const group = accumulation.rowsPerGroup;
+    if (B % group !== 0) {
+      throw new Error(
+        `train step: policy_loss_fn '${algorithm.policyLossFn.name}' takes rows in groups of ${group}, got ${B} rows`,
+      );
+    }
     let micro = this.setup.microBatchSize ?? B;
     if (!Number.isInteger(micro) || micro < 1)
       throw new Error(`train step: microBatchSize must be a positive integer, got ${micro}`);
-    if (algorithm.schema === 'dpo' && micro % 2 === 1) micro += 1;
-    const policyAgg: LossAggMode | 'pairs' =
-      algorithm.policyLossFn.name === 'dpo'
-        ? 'pairs'
-        : (asLossAggMode(algorithm.policyLossFn.args.loss_agg_mode) ?? algorithm.lossAggMode);
+    micro = Math.ceil(micro / group) * group; // a group never straddles two micro-batches
     const entropyAgg = asLossAggMode(algorithm.entropyLossFn.args.loss_agg_mode) ?? algorithm.lossAggMode;
     const entropyCoef = Number(algorithm.entropyLossFn.args.entropy_coef ?? 0);
     const wantEntropy = algorithm.entropyLossFn.name !== 'none';
-    const totalTokens = batch.actionMask.sum().item();
-    const usualMask = batch.expertMask.logicalNot();
-    const usualTokens = batch.actionMask.mul(usualMask.unsqueeze(-1).float()).sum().item();
-    const expertTokens = totalTokens - usualTokens;
-    const usualRowCount = usualMask.sum().item();
-    const expertRowCount = B - usualRowCount;
-    const isMix = algorithm.policyLossFn.name === 'mix' || algorithm.policyLossFn.name === 'mix_chord';
+    const whole = rowCounts(batch, 0, B);
+    const totalTokens = whole.tokens;
+    const multiTerm = accumulation.terms.length > 1;
+    const policyLoss = POLICY_LOSS_FN.create(algorithm.policyLossFn.name, algorithm.policyLossFn.args);
     let lossTotal = 0;
     let pgTotal = 0;
     for (let start = 0; start < B; start += micro) {
@@ -447,24 +530,13 @@ export class TrainStep {
       const part = (t: Tensor) => t.narrow(0, start, n);
       const actionMask = part(batch.actionMask);
       const expertMask = part(batch.expertMask);
-      const tokens = actionMask.sum().item();
-      const share = (mode: LossAggMode | 'pairs') => shareOf(mode, n, B, tokens, totalTokens);
+      const counts = rowCounts(batch, start, n);
+      const tokens = counts.tokens;
+      const share = (mode: LossAggMode) => termShare(modeTerm(mode), counts, whole);
       const metricWeight = totalTokens > 0 ? tokens / totalTokens : n / B;
-      let policyArgs = algorithm.policyLossFn.args;
-      let policyWeight = share(policyAgg);
-      if (isMix) {
-        // the mix losses weigh their usual (token-mean PPO) and expert (SFT) parts themselves
-        const microUsual = actionMask.mul(expertMask.logicalNot().unsqueeze(-1).float()).sum().item();
-        const microUsualRows = expertMask.logicalNot().sum().item();
-        const sftMode = algorithm.policyLossFn.args.sft_loss_agg_mode;
-        const expertShare =
-          sftMode === 'token-mean'
-            ? (tokens - microUsual) / Math.max(expertTokens, 1e-9)
-            : (n - microUsualRows) / Math.max(expertRowCount, 1);
-        policyArgs = { ...policyArgs, usual_weight: microUsual / Math.max(usualTokens, 1e-9), expert_weight: expertShare };
-        policyWeight = 1;
-      }
-      const policyLoss = POLICY_LOSS_FN.create(algorithm.policyLossFn.name, policyArgs);
+      // one term: the trainer weighs the loss; several: the loss weighs each term by input.termWeights
+      const termWeights = Object.fromEntries(accumulation.terms.map((t) => [t.name, termShare(t, counts, whole, group)]));
+      const policyWeight = multiTerm ? 1 : (termWeights[(accumulation.terms[0] as LossTerm).name] as number);
       const inputIds = part(batch.inputIds);
       const result = forwardBackward(
         model,
@@ -479,6 +551,7 @@ export class TrainStep {
             ...(tensors.refLogprob === null ? {} : { refLogprob: part(tensors.refLogprob) }),
             expertMask,
             step: this.step,
+            ...(multiTerm ? { termWeights } : {}),
           };
           const policy = policyLoss(input);
           let total = policy.loss.mul(policyWeight);
@@ -510,7 +583,7 @@ export class TrainStep {
           promptWidth: batch.promptWidth,
           entropy: wantEntropy,
           ...(this.setup.chunkSize ? { chunkSize: this.setup.chunkSize } : {}),
-          ...(this.setup.temperature ? { temperature: this.setup.temperature } : {}),
+          temperature: batch.temperatures.slice(start, start + n),
           ...(this.setup.checkpoint ? { checkpoint: true } : {}),
         },
       );
@@ -535,13 +608,13 @@ export class TrainStep {
     const B = batch.rows.length;
     const micro = this.setup.microBatchSize ?? B;
     const mode = this.setup.algorithm.lossAggMode;
-    const totalTokens = batch.actionMask.sum().item();
+    const whole = rowCounts(batch, 0, B);
     for (let start = 0; start < B; start += micro) {
       const n = Math.min(micro, B - start);
       torch.scope(() => {
         const part = (t: Tensor) => t.narrow(0, start, n);
         const actionMask = part(batch.actionMask);
-        const weight = shareOf(mode, n, B, actionMask.sum().item(), totalTokens);
+        const weight = termShare(modeTerm(mode), rowCounts(batch, start, n), whole);
         const values = critic
           .values(part(batch.inputIds), part(batch.attentionMask))
           .narrow(1, batch.promptWidth - 1, batch.responseWidth);

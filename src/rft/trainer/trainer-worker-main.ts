@@ -1,14 +1,25 @@
 // The worker side of TrainerClient (./trainer.ts): the policy, its optimizer and LR schedule, the reference model
 // and critic, and the train step, all on this thread — so the main event loop keeps driving the explorer.
+// A checkpoint holds everything later steps depend on, so a resumed trainer is the trainer that was interrupted:
+// the policy (or adapter) and its optimizer, the critic and its optimizer, the LR schedule's position and the train
+// step's state (global step, adaptive KL coefficients). Training draws no random numbers (LoRA dropout is off: the
+// model stays in eval mode), so there is no generator state to keep.
 import { CausalLM, LoraModel } from '../../model/index.js';
 import * as torch from '../../torch/index.js';
 import { Critic } from '../algorithm/critic.js';
 import { loadAlgorithmPlugins } from '../algorithm/plugins.js';
 import { type ResolvedAlgorithm, resolveAlgorithm } from '../algorithm/presets.js';
-import { type LoadedCheckpoint, latestCheckpoint, loadOptimizerState, saveCheckpoint } from '../checkpoint.js';
+import { type LoadedCheckpoint, latestCheckpoint, loadCriticState, loadOptimizerState, saveCheckpoint } from '../checkpoint.js';
 import type { Experience } from '../experience.js';
 import type { TrainerInit } from './trainer.js';
-import { loraReference, modelReference, type ReferencePolicy, TrainStep } from './train-step.js';
+import { loraReference, modelReference, type ReferencePolicy, TrainStep, type TrainStepState } from './train-step.js';
+
+/** trainer.json's fields besides the critic optimizer (see ../checkpoint.ts). */
+interface SavedTrainerState {
+  trainStep: TrainStepState;
+  /** The LR scheduler's step. */
+  schedulerStep: number;
+}
 
 interface TrainerState {
   model: CausalLM;
@@ -45,11 +56,15 @@ function schedule(algorithm: ResolvedAlgorithm, totalSteps: number): torch.LrSch
 function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): TrainerState {
   const algorithm = resolveAlgorithm(init.algorithm);
   const modelDir = checkpoint?.modelDir ?? init.modelPath;
+  if (init.loraPath !== null && init.lora === null) {
+    throw new Error(`model.lora path '${init.loraPath}': an adapter to start from needs LoRA training (lora settings)`);
+  }
   const model = CausalLM.load(modelDir, { dtype: init.dtype, requiresGrad: init.lora === null });
   let lora: LoraModel | null = null;
   if (init.lora !== null) {
-    lora = checkpoint?.adapterDir
-      ? LoraModel.load(model, checkpoint.adapterDir, { trainable: true })
+    const adapterDir = checkpoint?.adapterDir ?? init.loraPath;
+    lora = adapterDir
+      ? LoraModel.load(model, adapterDir, { trainable: true })
       : LoraModel.attach(model, {
           r: init.lora.rank,
           loraAlpha: init.lora.alpha,
@@ -67,7 +82,13 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   });
   const startStep = checkpoint?.step ?? 0;
   if (checkpoint) loadOptimizerState(checkpoint, optimizer);
-  const scheduler = new torch.LrScheduler(optimizer, o.lr, schedule(algorithm, init.totalSteps), startStep);
+  const saved = checkpoint ? savedTrainerState(checkpoint) : null;
+  const scheduler = new torch.LrScheduler(
+    optimizer,
+    o.lr,
+    schedule(algorithm, init.totalSteps),
+    saved?.schedulerStep ?? startStep,
+  );
   let reference: TrainerState['reference'] = null;
   if (algorithm.useReference) {
     if (lora) reference = loraReference(lora);
@@ -79,8 +100,10 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   }
   let critic: TrainerState['critic'] = null;
   if (algorithm.useCritic) {
-    const c = Critic.fromPolicy(model);
+    const c =
+      init.criticModelPath === null ? Critic.fromPolicy(model) : Critic.load(init.criticModelPath, model, { dtype: init.dtype });
     critic = { critic: c, optimizer: new torch.AdamW([...c.parameters().values()], { lr: init.criticLr ?? o.lr }) };
+    if (checkpoint) loadCriticState(checkpoint, c, critic.optimizer);
   }
   const trainStep = new TrainStep({
     model,
@@ -90,11 +113,29 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
     critic,
     ...(init.microBatchSize ? { microBatchSize: init.microBatchSize } : {}),
     checkpoint: init.gradientCheckpointing,
-    temperature: init.temperature,
     padTokenId: init.padTokenId,
     startStep,
   });
+  if (saved) trainStep.loadState(saved.trainStep, `${checkpoint?.dir}/trainer.json trainStep`);
   return { model, lora, optimizer, scheduler, reference, critic, trainStep, algorithm, init };
+}
+
+/** The trainer state of a checkpoint (one without it would resume as a different run: an error). */
+function savedTrainerState(checkpoint: LoadedCheckpoint): SavedTrainerState {
+  const trainer = checkpoint.trainer;
+  if (trainer === null || trainer.trainStep === undefined) {
+    throw new Error(
+      `${checkpoint.dir}: the checkpoint has no trainer state (trainer.json: KL coefficients, LR schedule position); ` +
+        `it was written by an older version and cannot resume as the same run`,
+    );
+  }
+  const schedulerStep = trainer.schedulerStep;
+  if (typeof schedulerStep !== 'number' || !Number.isInteger(schedulerStep) || schedulerStep < 0) {
+    throw new Error(
+      `${checkpoint.dir}/trainer.json: schedulerStep must be a non-negative integer, got ${JSON.stringify(schedulerStep)}`,
+    );
+  }
+  return { trainStep: trainer.trainStep as TrainStepState, schedulerStep };
 }
 
 function release(s: TrainerState): void {
@@ -144,10 +185,18 @@ torch.serveTensorWorker({
   },
   save(step: number, componentState: Record<string, unknown>, keep: number) {
     const s = current();
+    const trainer: SavedTrainerState = { trainStep: s.trainStep.state(), schedulerStep: s.scheduler.currentStep };
     return saveCheckpoint(
       s.init.jobDir,
       step,
-      { model: s.model, lora: s.lora, optimizer: s.optimizer, state: componentState },
+      {
+        model: s.model,
+        lora: s.lora,
+        optimizer: s.optimizer,
+        critic: s.critic,
+        trainer: { ...trainer },
+        state: componentState,
+      },
       keep,
     ).dir;
   },

@@ -16,11 +16,16 @@ export interface TrainerInit {
   /** Folder that module-path algorithm modules resolve against. */
   pluginBaseDir: string;
   lora: { rank: number; alpha: number; dropout: number; targetModules: string[] | 'all-linear' } | null;
+  /**
+   * Start from this PEFT adapter folder instead of a fresh adapter (Trinity-RFT model.lora_configs[0].path; needs
+   * lora). Its adapter_config.json (rank, alpha, target modules) applies. A resumed run loads its checkpoint instead.
+   */
+  loraPath: string | null;
+  /** The critic's initial trunk weights from this model folder (Trinity-RFT model.critic_model_path); null: the policy's. */
+  criticModelPath: string | null;
   totalSteps: number;
   microBatchSize: number | null;
   gradientCheckpointing: boolean;
-  /** Sampling temperature of the rollouts: training log-probs are computed at the same temperature. */
-  temperature: number;
   padTokenId: number;
   criticLr?: number;
   seed: number;
@@ -73,7 +78,10 @@ export class TrainerClient {
     return this.#worker.call('saveWeights', [dir], { timeoutMs });
   }
 
-  /** Saves checkpoint `step` (model or adapter, optimizer, the given component state); returns its folder. */
+  /**
+   * Saves checkpoint `step` (model or adapter, optimizer, critic and its optimizer, the trainer's own state, and the
+   * given component state); returns its folder.
+   */
   save(step: number, state: Record<string, unknown>, keep: number, timeoutMs = 600_000): Promise<string> {
     return this.#worker.call('save', [step, state, keep], { timeoutMs });
   }

@@ -6,9 +6,12 @@
 //   const experiences = result.choices.map((c) => model.toExperience(c, { reward: score(c.message.content) }));
 //
 // An experience is built from the ids the engine returned, never from text:
-//   tokens = promptIds ++ completionIds, promptLength = |promptIds|, logprobs = the engine's, actionMask = 1 …
-// The handle remembers which call produced each choice/completion object (prompt ids, model version at the call's
-// start), so toExperience(choice) needs nothing else. A chat choice that continued a conversation (see
+//   tokens = promptIds ++ completionIds, promptLength = |promptIds|, logprobs = the engine's, actionMask = 1 …,
+//   temperature = the τ the engine's logprobs are taken at: the request's temperature (greedy 0 and unset: 1; top-k,
+//                 top-p, min-p do not change logprobs, ../../engine/sampling.ts), so the trainer recomputes them at τ
+// The handle remembers which call produced each choice/completion object (prompt ids, model version and temperature
+// of the call), so toExperience(choice) needs nothing else. Recorded conversation turns keep the temperature in
+// turn.meta.temperature; a conversation experience needs one temperature for all its replies. A chat choice that continued a conversation (see
 // ../../engine/conversation.ts) becomes one experience of the whole conversation, action mask 0 between the replies.
 //
 // Agents that speak the OpenAI API: the handle starts (once, on 127.0.0.1) an OpenAI-compatible endpoint over the
@@ -47,6 +50,13 @@ export interface RolloutBackend {
 interface Provenance {
   promptIds: readonly number[];
   modelVersion: number;
+  /** τ of its logprobs. */
+  temperature: number;
+}
+
+/** The τ an engine's logprobs are taken at for a request's `temperature` (greedy records τ = 1; the default is 1). */
+export function logprobTemperature(temperature: number | undefined): number {
+  return temperature === undefined || temperature === 0 ? 1 : temperature;
 }
 
 export class EngineModelHandle implements ModelHandle {
@@ -77,16 +87,19 @@ export class EngineModelHandle implements ModelHandle {
 
   async generate(request: GenerateRequest): Promise<GenerateResult> {
     const modelVersion = this.#modelVersion;
+    const temperature = logprobTemperature(request.temperature);
     const result = await this.engine.generate(request);
-    for (const completion of result.completions) this.#provenance.set(completion, { promptIds: result.promptIds, modelVersion });
+    for (const completion of result.completions)
+      this.#provenance.set(completion, { promptIds: result.promptIds, modelVersion, temperature });
     return result;
   }
 
   async chat(messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
     const modelVersion = this.#modelVersion;
-    const turnMeta = options.conversation ? { ...options.turnMeta, modelVersion } : options.turnMeta;
+    const temperature = logprobTemperature(options.temperature);
+    const turnMeta = options.conversation ? { ...options.turnMeta, modelVersion, temperature } : options.turnMeta;
     const result = await this.engine.chat(messages, { ...options, ...(turnMeta ? { turnMeta } : {}) });
-    const provenance = { promptIds: result.promptIds, modelVersion };
+    const provenance = { promptIds: result.promptIds, modelVersion, temperature };
     this.#provenance.set(result, provenance);
     for (const choice of result.choices) this.#provenance.set(choice, provenance);
     return result;
@@ -157,14 +170,35 @@ export class EngineModelHandle implements ModelHandle {
       ...options,
       promptIds,
       modelVersion: options.modelVersion ?? provenance?.modelVersion ?? this.#modelVersion,
+      ...(provenance ? { temperature: provenance.temperature } : {}),
     });
   }
+}
+
+/**
+ * The τ of the logprobs of `turn` and, for the whole conversation ('conversation' scope), of the replies before it:
+ * from turn.meta.temperature (undefined when no turn recorded one). Replies at different temperatures cannot share
+ * one experience.
+ */
+function conversationTemperature(turn: ConversationTurn, wholeConversation: boolean): number | undefined {
+  const seen = new Set<number>();
+  for (let t: ConversationTurn | null = turn; t !== null; t = wholeConversation ? t.prompt.parent : null) {
+    const value = t.meta.temperature;
+    if (typeof value === 'number') seen.add(value);
+  }
+  if (seen.size > 1) {
+    throw new Error(
+      `toExperience: the conversation's replies were sampled at different temperatures (${[...seen].join(', ')}), ` +
+        `and an experience has one; record it with scope: 'turn' (one experience per reply)`,
+    );
+  }
+  return seen.values().next().value;
 }
 
 /** An Experience from one output and the prompt ids it continues; see the header. */
 export function buildExperience(
   output: RolloutOutput,
-  options: ToExperienceOptions & { promptIds: readonly number[]; modelVersion: number },
+  options: ToExperienceOptions & { promptIds: readonly number[]; modelVersion: number; temperature?: number },
 ): Experience {
   const completionIds = isChatChoice(output) ? output.completionIds : output.tokenIds;
   if (output.logprobs.length !== completionIds.length) {
@@ -180,9 +214,12 @@ export function buildExperience(
         logprobs: [...output.logprobs],
         actionMask: completionIds.map(() => 1),
       };
+  const recorded = isChatChoice(output) && output.turn ? conversationTemperature(output.turn, turn !== undefined) : undefined;
+  const temperature = recorded ?? options.temperature ?? 1;
   const experience: Experience = {
     eid: options.eid ?? randomUUID(),
     ...tokens,
+    temperature,
     info: {
       ...options.info,
       modelVersion: options.modelVersion,

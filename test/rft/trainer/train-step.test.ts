@@ -6,14 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import { LoraModel } from '../../../src/model/lora.js';
 import { tokenLogProbs } from '../../../src/model/training.js';
 import type { CausalLM } from '../../../src/model/transformer.js';
-import {
-  ALGORITHM_TYPES,
-  arrayReader,
-  Critic,
-  type ResolvedAlgorithm,
-  resolveAlgorithm,
-  SAMPLE_STRATEGY,
-} from '../../../src/rft/algorithm/index.js';
+import { ALGORITHM_TYPES, Critic, type ResolvedAlgorithm, resolveAlgorithm } from '../../../src/rft/algorithm/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
 import { buildBatch, frozenCopyReference, loraReference, TrainStep } from '../../../src/rft/trainer/train-step.js';
 import * as torch from '../../../src/torch/index.js';
@@ -44,21 +37,16 @@ const margin = (model: CausalLM) =>
     0,
   ) / PROMPTS.length;
 
-/** The batch of one step for `algorithm`, through its sample strategy. */
+/** The batch of one step for `algorithm`, as its sample strategy delivers it (built here: mix appends expert rows). */
 function sampleBatch(algorithm: ResolvedAlgorithm, model: CausalLM): Experience[] {
-  const data =
-    algorithm.schema === 'sft'
-      ? expertData()
-      : algorithm.schema === 'dpo'
-        ? preferencePairs()
-        : rollouts(model, { teacher: algorithm.advantageFn?.name === 'on_policy_distill' });
-  const expert = algorithm.sampleStrategy.name === 'mix' ? expertData().length : 0;
-  const sample = SAMPLE_STRATEGY.create(algorithm.sampleStrategy.name, algorithm.sampleStrategy.args);
-  return sample({
-    read: arrayReader(data),
-    batchSize: data.length + expert,
-    auxiliary: { sft_dataset: arrayReader(expertData()) },
-  }).experiences;
+  if (algorithm.schema === 'sft') return expertData();
+  if (algorithm.schema === 'dpo') return preferencePairs();
+  const data = rollouts(model, { teacher: algorithm.advantageFn?.name === 'on_policy_distill' });
+  // reward_filter (RAFT) keeps each group's best response: GOOD, the first of each toy group
+  if (algorithm.sampleStrategy.name === 'reward_filter') return data.filter((e) => e.reward === 1);
+  if (algorithm.sampleStrategy.name !== 'mix') return data;
+  const mark = (e: Experience, isExpert: boolean): Experience => ({ ...e, info: { ...e.info, isExpert } });
+  return [...data.map((e) => mark(e, false)), ...expertData().map((e) => mark(e, true))];
 }
 
 function trainer(model: CausalLM, algorithm: ResolvedAlgorithm, options: { lr?: number; microBatchSize?: number } = {}) {

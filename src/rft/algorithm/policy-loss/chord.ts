@@ -1,6 +1,6 @@
 // CHORD — Zhang et al., "On-Policy RL Meets Off-Policy Experts: Harmonizing Supervised Fine-Tuning and Reinforcement
 // Learning via Dynamic Weighting" (arXiv 2508.11408). Trinity-RFT `policy_loss_fn: mix_chord`:
-//   loss = (1 − μ(step)) · w_usual · L_ppo(usual rows) + μ(step) · w_expert · L_sft(expert rows)
+//   loss = (1 − μ(step)) · w_usual · L_ppo(usual rows) + μ(step) · w_expert · L_sft(expert rows)   (w: see ./mix.ts)
 // with a global μ schedule (warm up linearly to μ_peak, cosine-decay to μ_valley) and, when enable_phi_function, the
 // token-wise φ = p(1 − p) weighting of the SFT term (`sft_phi`; plain NLL otherwise):
 //   μ(s) = s / warmup · μ_peak                                             s < warmup
@@ -8,7 +8,7 @@
 //        = μ_valley                                                         s ≥ warmup + decay
 import * as torch from '../../../torch/index.js';
 import type { LossAggMode } from '../loss-agg.js';
-import { mixLosses } from './mix.js';
+import { mixAccumulation, mixLosses } from './mix.js';
 import { computePpoPolicyLoss } from './ppo.js';
 import { computeSftLoss, computeSftPhiLoss } from './sft.js';
 import { need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult } from './types.js';
@@ -24,8 +24,6 @@ export interface ChordPolicyLossOptions {
   clipRangeHigh: number | null;
   /** Trinity-RFT use_token_level_loss_in_sft: true → token-mean. */
   sftLossAggMode: LossAggMode;
-  usualWeight: number;
-  expertWeight: number;
 }
 
 export const CHORD_POLICY_LOSS_DEFAULTS: Readonly<ChordPolicyLossOptions> = {
@@ -38,8 +36,6 @@ export const CHORD_POLICY_LOSS_DEFAULTS: Readonly<ChordPolicyLossOptions> = {
   clipRangeLow: null,
   clipRangeHigh: null,
   sftLossAggMode: 'token-mean',
-  usualWeight: 1,
-  expertWeight: 1,
 };
 
 /** CHORD's μ at a global step (cosine decay with linear warmup). */
@@ -61,7 +57,6 @@ export function computeChordPolicyLoss(input: PolicyLossInput, options: Partial<
     'mix_chord',
     input,
     mu,
-    { usual: o.usualWeight, expert: o.expertWeight },
     (usual) =>
       computePpoPolicyLoss(usual, { clipRange: o.clipRange, clipRangeLow: o.clipRangeLow, clipRangeHigh: o.clipRangeHigh }),
     (expert) =>
@@ -77,4 +72,5 @@ export const chordPolicyLoss: PolicyLossModule<ChordPolicyLossOptions> = {
   description: 'PPO + mu(step)-scheduled, phi-weighted SFT on expert rows (CHORD, arXiv 2508.11408)',
   defaults: CHORD_POLICY_LOSS_DEFAULTS,
   run: computeChordPolicyLoss,
+  accumulation: (o) => mixAccumulation(o.sftLossAggMode),
 };

@@ -72,4 +72,7 @@ export const dpoLoss: PolicyLossModule<DpoLossOptions> = {
   description: 'direct preference optimisation on chosen/rejected row pairs (DPO, arXiv 2305.18290)',
   defaults: DPO_LOSS_DEFAULTS,
   run: computeDpoLoss,
+  // a mean over pairs: micro-batches hold whole pairs and weigh by their share of the pairs
+  accumulation: () => ({ rowsPerGroup: 2, terms: [{ name: 'loss', rows: 'all', unit: 'group' }] }),
+  needsReference: true,
 };

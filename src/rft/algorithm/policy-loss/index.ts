@@ -1,6 +1,7 @@
 // Policy loss functions (`algorithm.policy_loss_fn`), by Trinity-RFT name. POLICY_LOSS_FN.create('ppo',
 // { clip_range_high: 0.28 }) gives input → { loss, metrics }.
-import { Registry } from '../registry.js';
+import { AGGREGATION_UNITS, aggregationUnit, isLossAggMode, type LossAggMode } from '../loss-agg.js';
+import { Registry, resolveArgs } from '../registry.js';
 import { chordPolicyLoss } from './chord.js';
 import { cispoPolicyLoss } from './cispo.js';
 import { dpoLoss } from './dpo.js';
@@ -14,7 +15,7 @@ import { sapoPolicyLoss } from './sapo.js';
 import { sftIsLoss, sftLoss, sftPhiLoss } from './sft.js';
 import { sppoPolicyLoss } from './sppo.js';
 import { toprPolicyLoss } from './topr.js';
-import type { PolicyLossInput, PolicyLossResult } from './types.js';
+import { type LossAccumulation, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult, TERM_ROWS } from './types.js';
 
 export const POLICY_LOSS_FN = new Registry<PolicyLossInput, PolicyLossResult>('policy_loss_fn')
   .register(ppoPolicyLoss)
@@ -32,6 +33,46 @@ export const POLICY_LOSS_FN = new Registry<PolicyLossInput, PolicyLossResult>('p
   .register(dpoLoss)
   .register(mixPolicyLoss)
   .register(chordPolicyLoss);
+
+/** The registered module with its contract's optional parts (the registry keeps the object it was given). */
+export function policyLossModule(name: string): PolicyLossModule<object> {
+  return POLICY_LOSS_FN.get(name) as PolicyLossModule<object>;
+}
+
+/**
+ * How policy loss `name` with `args` aggregates (see ./types.ts): its declared accumulation, checked, or one term
+ * over every row in the unit of its loss_agg_mode argument (`fallbackMode` when it has none).
+ */
+export function policyLossAccumulation(
+  name: string,
+  args: Readonly<Record<string, unknown>>,
+  fallbackMode: LossAggMode,
+): LossAccumulation {
+  const module = policyLossModule(name);
+  const options = resolveArgs(`policy_loss_fn '${name}'`, module.defaults, args);
+  if (module.accumulation === undefined) {
+    const mode = (options as { lossAggMode?: unknown }).lossAggMode;
+    const unit = aggregationUnit(typeof mode === 'string' && isLossAggMode(mode) ? mode : fallbackMode);
+    return { rowsPerGroup: 1, terms: [{ name: 'loss', rows: 'all', unit }] };
+  }
+  const declared = module.accumulation(options);
+  const where = `policy_loss_fn '${name}': accumulation()`;
+  if (!Number.isInteger(declared.rowsPerGroup) || declared.rowsPerGroup < 1)
+    throw new Error(`${where}: rowsPerGroup must be a positive integer, got ${String(declared.rowsPerGroup)}`);
+  if (!Array.isArray(declared.terms) || declared.terms.length === 0) throw new Error(`${where}: declares no terms`);
+  const names = new Set<string>();
+  for (const term of declared.terms) {
+    if (!AGGREGATION_UNITS.includes(term.unit))
+      throw new Error(
+        `${where}: term '${term.name}' has unit '${String(term.unit)}'; expected one of ${AGGREGATION_UNITS.join(', ')}`,
+      );
+    if (!TERM_ROWS.includes(term.rows))
+      throw new Error(`${where}: term '${term.name}' has rows '${String(term.rows)}'; expected one of ${TERM_ROWS.join(', ')}`);
+    if (names.has(term.name)) throw new Error(`${where}: two terms are named '${term.name}'`);
+    names.add(term.name);
+  }
+  return declared;
+}
 
 export * from './chord.js';
 export * from './cispo.js';

@@ -3,13 +3,15 @@
 // expert demonstrations:
 //   loss = (1 − μ) · w_usual · L_ppo(usual rows) + μ · w_expert · L_sft(expert rows)
 // L_ppo is the `ppo` loss (clip_range, dual clip, token-mean); L_sft the NLL aggregated with sft_loss_agg_mode.
-// w_usual / w_expert are the trainer's micro-batch weights (Python Trinity-RFT: n_rows · gradient_accumulation /
-// read_batch_size of each kind); 1 by default. A kind with no rows contributes 0.
+// w_usual / w_expert are the micro-batch weights input.termWeights.usual / .expert (1 when absent): each part is a mean
+// over its own rows' unit (usual: tokens; expert: per sft_loss_agg_mode), so the trainer weighs them separately
+// (./types.ts; Python Trinity-RFT: n_rows · gradient_accumulation / read_batch_size of each kind). A kind with no
+// rows contributes 0.
 import * as torch from '../../../torch/index.js';
-import type { LossAggMode } from '../loss-agg.js';
+import { aggregationUnit, type LossAggMode } from '../loss-agg.js';
 import { computePpoPolicyLoss, selectRows } from './ppo.js';
 import { computeSftLoss } from './sft.js';
-import { need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult } from './types.js';
+import { type LossAccumulation, need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult } from './types.js';
 
 export interface MixPolicyLossOptions {
   mu: number;
@@ -18,8 +20,6 @@ export interface MixPolicyLossOptions {
   clipRangeHigh: number | null;
   /** Trinity-RFT use_token_level_loss_in_sft: false → seq-mean-token-mean. */
   sftLossAggMode: LossAggMode;
-  usualWeight: number;
-  expertWeight: number;
 }
 
 export const MIX_POLICY_LOSS_DEFAULTS: Readonly<MixPolicyLossOptions> = {
@@ -28,16 +28,24 @@ export const MIX_POLICY_LOSS_DEFAULTS: Readonly<MixPolicyLossOptions> = {
   clipRangeLow: null,
   clipRangeHigh: null,
   sftLossAggMode: 'seq-mean-token-mean',
-  usualWeight: 1,
-  expertWeight: 1,
 };
+
+/** The two terms of the mix losses: PPO (token-mean) on the usual rows, SFT (sft_loss_agg_mode) on the expert rows. */
+export function mixAccumulation(sftLossAggMode: LossAggMode): LossAccumulation {
+  return {
+    rowsPerGroup: 1,
+    terms: [
+      { name: 'usual', rows: 'usual', unit: 'token' },
+      { name: 'expert', rows: 'expert', unit: aggregationUnit(sftLossAggMode) },
+    ],
+  };
+}
 
 /** Splits the batch by expertMask and combines an RL loss on the usual rows with an SFT loss on the expert rows. */
 export function mixLosses(
   module: string,
   input: PolicyLossInput,
   mu: number,
-  weights: { usual: number; expert: number },
   rl: (usual: PolicyLossInput) => PolicyLossResult,
   sft: (expert: PolicyLossInput) => PolicyLossResult,
 ): PolicyLossResult {
@@ -45,6 +53,7 @@ export function mixLosses(
   if (expertMask.ndim !== 1 || expertMask.size(0) !== input.logprob.size(0)) {
     throw new Error(`policy_loss_fn '${module}': expertMask must have shape [${input.logprob.size(0)}]`);
   }
+  const weights = { usual: input.termWeights?.usual ?? 1, expert: input.termWeights?.expert ?? 1 };
   return torch.scope(() => {
     const expertRows = expertMask.bool();
     const usualRows = expertRows.logicalNot();
@@ -81,7 +90,6 @@ export function computeMixPolicyLoss(input: PolicyLossInput, options: Partial<Mi
     'mix',
     input,
     o.mu,
-    { usual: o.usualWeight, expert: o.expertWeight },
     (usual) =>
       computePpoPolicyLoss(usual, { clipRange: o.clipRange, clipRangeLow: o.clipRangeLow, clipRangeHigh: o.clipRangeHigh }),
     (expert) => computeSftLoss(expert, { lossAggMode: o.sftLossAggMode }),
@@ -93,4 +101,5 @@ export const mixPolicyLoss: PolicyLossModule<MixPolicyLossOptions> = {
   description: '(1-mu) PPO on rollouts + mu SFT on expert rows (MIX)',
   defaults: MIX_POLICY_LOSS_DEFAULTS,
   run: computeMixPolicyLoss,
+  accumulation: (o) => mixAccumulation(o.sftLossAggMode),
 };

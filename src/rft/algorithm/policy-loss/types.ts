@@ -1,5 +1,15 @@
 // What policy loss functions take and give. Per-token tensors are [B, T]; `logprob` carries the gradient.
+//
+// Gradient accumulation is part of a loss's contract. The trainer splits a batch into micro-batches m and
+// accumulates Σ_m w_m · loss(m); that equals the whole batch's gradient only if the weights undo each micro-batch's
+// own normalisation. A loss declares how it normalises (`accumulation`): one or more terms, each a mean over its
+// unit (tokens, rows, groups of rows, or a constant) within its rows (all, on-policy, expert). For a term t,
+//   share_t(m) = count_t(m) / count_t(batch)          (1 for the 'constant' unit: its normaliser is global already)
+// A one-term loss is weighted by share(m) by the trainer; a loss with several terms gets
+// input.termWeights[t] = share_t(m) and multiplies each term by its own weight (the trainer then weighs it by 1).
+// Rows of a group (rowsPerGroup, e.g. DPO's chosen/rejected pair) always share a micro-batch.
 import type { Tensor } from '../../../torch/index.js';
+import type { AggregationUnit } from '../loss-agg.js';
 import type { AlgorithmModule } from '../registry.js';
 
 export interface PolicyLossInput {
@@ -17,6 +27,8 @@ export interface PolicyLossInput {
   expertMask?: Tensor;
   /** Global training step (mix_chord's μ schedule). */
   step?: number;
+  /** Multi-term losses: each term's micro-batch weight by term name (see the header); absent = 1 each. */
+  termWeights?: Readonly<Record<string, number>>;
 }
 
 export interface PolicyLossResult {
@@ -25,7 +37,33 @@ export interface PolicyLossResult {
   metrics: Record<string, number>;
 }
 
-export type PolicyLossModule<Options extends object> = AlgorithmModule<PolicyLossInput, Options, PolicyLossResult>;
+/** Which rows a term reads: every row, the on-policy rows (not expertMask) or the expert rows. */
+export type TermRows = 'all' | 'usual' | 'expert';
+export const TERM_ROWS: readonly TermRows[] = ['all', 'usual', 'expert'];
+
+export interface LossTerm {
+  /** The key of input.termWeights (multi-term losses). */
+  readonly name: string;
+  readonly rows: TermRows;
+  readonly unit: AggregationUnit;
+}
+
+export interface LossAccumulation {
+  /** Consecutive rows that belong together and share a micro-batch (default 1; DPO 2: chosen, rejected). */
+  readonly rowsPerGroup: number;
+  /** One term (the trainer weighs the loss) or several (the loss weighs each by input.termWeights). */
+  readonly terms: readonly LossTerm[];
+}
+
+export interface PolicyLossModule<Options extends object> extends AlgorithmModule<PolicyLossInput, Options, PolicyLossResult> {
+  /**
+   * How the loss aggregates, from its resolved options. Default: one term over every row in the unit of
+   * options.lossAggMode (or of algorithm.loss_agg_mode when the module has no such option).
+   */
+  readonly accumulation?: (options: Readonly<Options>) => LossAccumulation;
+  /** The loss reads input.refLogprob, so the trainer keeps a reference policy (dpo). Default false. */
+  readonly needsReference?: boolean;
+}
 
 export function need<K extends keyof PolicyLossInput>(
   input: PolicyLossInput,
