@@ -1,6 +1,7 @@
 // A task: one row of a taskset (JSONL), with the fields workflows need pulled out by the taskset's format keys
 // (Trinity-RFT's `format: {prompt_key, response_key, messages_key, system_prompt, reply_prefix, workflow_key,
-// reward_fn_key}`). The raw row stays available for custom workflows.
+// reward_fn_key, tools_key}`). The raw row stays available for custom workflows.
+import type { ToolDefinition } from '../tokenizer/index.js';
 import type { ChatTurn } from './experience.js';
 
 export interface Task {
@@ -18,6 +19,8 @@ export interface Task {
   response?: string;
   systemPrompt?: string;
   replyPrefix?: string;
+  /** The tools the model may call (tools_key), rendered by the chat template (OpenAI tool definitions). */
+  tools?: ToolDefinition[];
   /** Workflow and reward function names (workflow_key / reward_fn_key, else the taskset's defaults). */
   workflow?: string;
   rewardFn?: string;

@@ -9,19 +9,28 @@
 //   prompt; mask 0). Without it only the last assistant turn is trained.
 //   DPO row   {prompt, chosen, rejected}                  (schema dpo: chosen/rejected keys from the format config)
 //   tokens  = chat_template(...) (the prompt); chosen / rejected = encode(answer) ++ eos
+//   tools     a row's tools (format toolsKey, default "tools"; Trinity's tools_key) are given to the chat template
+//   split     a folder dataset reads the files of format.split (default 'train'; ./split.ts), in name order
 // The reader hands out rows in file order, epoch after epoch; the position follows from the step, so a resumed
 // trainer continues exactly where the checkpoint was.
+import { basename } from 'node:path';
 import {
   ConversationTracker,
   type ConversationTokens,
   type ConversationTurn,
   conversationTokens,
 } from '../../engine/conversation.js';
-import type { ChatMessage, Tokenizer } from '../../tokenizer/index.js';
+import type { ChatMessage, Tokenizer, ToolDefinition } from '../../tokenizer/index.js';
 import type { ChatTurn, Experience } from '../experience.js';
 import { readJsonl } from './jsonl.js';
+import { SplitError, splitFiles } from './split.js';
+import { parseTools, TasksetError } from './taskset.js';
 
 export interface DatasetFormat {
+  /** The split of a folder dataset (default 'train'; ./split.ts); a file is the train split. */
+  split?: string;
+  /** Column of the row's tools (default "tools"), passed to the chat template. */
+  toolsKey?: string;
   promptKey?: string;
   responseKey?: string;
   /** Rows carry a conversation (role/content list) under this key; the last assistant turn is the response. */
@@ -41,6 +50,35 @@ export class DatasetError extends Error {
   }
 }
 
+/** The JSONL rows of a dataset's split, each with where it was read (file:line). */
+async function* datasetRows(path: string, format: DatasetFormat): AsyncGenerator<{ where: string; row: string; value: unknown }> {
+  let files: string[];
+  try {
+    files = splitFiles(path, format.split ?? 'train');
+  } catch (error) {
+    if (error instanceof SplitError) throw new DatasetError(path, error.message);
+    throw error;
+  }
+  for (const file of files) {
+    // `row` names the row in default task ids: its line, with the file's name when the split has several files
+    for await (const { line, value } of readJsonl(file)) {
+      yield { where: `${file}:${line}`, row: files.length === 1 ? String(line) : `${basename(file)}:${line}`, value };
+    }
+  }
+}
+
+/** The row's tools (format toolsKey), as chat template options. */
+function rowTools(row: Record<string, unknown>, format: DatasetFormat, where: string): { tools?: ToolDefinition[] } {
+  const key = format.toolsKey ?? 'tools';
+  try {
+    const tools = parseTools(row[key], key, where);
+    return tools === undefined ? {} : { tools };
+  } catch (error) {
+    if (error instanceof TasksetError) throw new DatasetError(where, error.message.slice(where.length + 2));
+    throw error;
+  }
+}
+
 /** Reads a DPO dataset (JSONL rows {prompt, chosen, rejected}) into experiences with chosen/rejected ids. */
 export async function loadDpoDataset(file: string, tokenizer: Tokenizer, format: DatasetFormat = {}): Promise<Experience[]> {
   const promptKey = format.promptKey ?? 'prompt';
@@ -49,8 +87,7 @@ export async function loadDpoDataset(file: string, tokenizer: Tokenizer, format:
   const eos = tokenizer.eosTokenIds[0];
   const answer = (text: string) => [...tokenizer.encode(text), ...(eos === undefined ? [] : [eos])];
   const out: Experience[] = [];
-  for await (const { line, value } of readJsonl(file)) {
-    const where = `${file}:${line}`;
+  for await (const { where, row: rowName, value } of datasetRows(file, format)) {
     const row = value as Record<string, unknown>;
     for (const key of [promptKey, chosenKey, rejectedKey]) {
       if (row === null || typeof row !== 'object' || typeof row[key] !== 'string')
@@ -60,14 +97,14 @@ export async function loadDpoDataset(file: string, tokenizer: Tokenizer, format:
       ...(format.systemPrompt ? [{ role: 'system' as const, content: format.systemPrompt }] : []),
       { role: 'user' as const, content: row[promptKey] as string },
     ];
-    const promptIds = tokenizer.encodeChat(messages, { addGenerationPrompt: true });
+    const promptIds = tokenizer.encodeChat(messages, { addGenerationPrompt: true, ...rowTools(row, format, where) });
     out.push({
-      eid: `${file}:${line}`,
+      eid: where,
       tokens: promptIds,
       promptLength: promptIds.length,
       chosen: answer(row[chosenKey] as string),
       rejected: answer(row[rejectedKey] as string),
-      info: { taskId: typeof row.id === 'string' ? row.id : `dpo:${line}` },
+      info: { taskId: typeof row.id === 'string' ? row.id : `dpo:${rowName}` },
     });
   }
   if (out.length === 0) throw new DatasetError(file, 'the dataset has no rows');
@@ -80,8 +117,7 @@ export async function loadSftDataset(file: string, tokenizer: Tokenizer, format:
   const responseKey = format.responseKey ?? 'response';
   const eos = tokenizer.eosTokenIds[0];
   const out: Experience[] = [];
-  for await (const { line, value } of readJsonl(file)) {
-    const where = `${file}:${line}`;
+  for await (const { where, row: rowName, value } of datasetRows(file, format)) {
     if (value === null || typeof value !== 'object' || Array.isArray(value))
       throw new DatasetError(where, 'a row must be a JSON object');
     const row = value as Record<string, unknown>;
@@ -97,9 +133,9 @@ export async function loadSftDataset(file: string, tokenizer: Tokenizer, format:
         throw new DatasetError(where, `the last turn of '${format.messagesKey}' must be the assistant's`);
       if (format.enableConcatenatedMultiTurn) {
         out.push({
-          eid: `${file}:${line}`,
-          ...concatenatedConversationTokens(conversation as ChatTurn[], tokenizer, where),
-          info: { taskId: typeof row.id === 'string' ? row.id : `sft:${line}` },
+          eid: where,
+          ...concatenatedConversationTokens(conversation as ChatTurn[], tokenizer, where, rowTools(row, format, where).tools),
+          info: { taskId: typeof row.id === 'string' ? row.id : `sft:${rowName}` },
           messages: conversation as ChatTurn[],
         });
         continue;
@@ -117,14 +153,17 @@ export async function loadSftDataset(file: string, tokenizer: Tokenizer, format:
       ];
       response = answer;
     }
-    const promptIds = tokenizer.encodeChat(messages as Parameters<Tokenizer['encodeChat']>[0], { addGenerationPrompt: true });
+    const promptIds = tokenizer.encodeChat(messages as Parameters<Tokenizer['encodeChat']>[0], {
+      addGenerationPrompt: true,
+      ...rowTools(row, format, where),
+    });
     const responseIds = [...tokenizer.encode(response), ...(eos === undefined ? [] : [eos])];
     out.push({
-      eid: `${file}:${line}`,
+      eid: where,
       tokens: [...promptIds, ...responseIds],
       promptLength: promptIds.length,
       actionMask: responseIds.map(() => 1),
-      info: { taskId: typeof row.id === 'string' ? row.id : `sft:${line}` },
+      info: { taskId: typeof row.id === 'string' ? row.id : `sft:${rowName}` },
       responseText: response,
     });
   }
@@ -141,7 +180,9 @@ export function concatenatedConversationTokens(
   conversation: readonly ChatTurn[],
   tokenizer: Tokenizer,
   where = 'conversation',
+  tools?: readonly ToolDefinition[],
 ): Pick<ConversationTokens, 'tokens' | 'promptLength' | 'actionMask'> {
+  const options = tools === undefined ? {} : { tools };
   const eos = tokenizer.eosTokenIds[0];
   const tracker = new ConversationTracker(tokenizer);
   let last: ConversationTurn | null = null;
@@ -154,8 +195,8 @@ export function concatenatedConversationTokens(
     if (i === 0) throw new DatasetError(where, 'the conversation starts with an assistant turn (nothing to answer)');
     const before = conversation.slice(0, i) as ChatMessage[];
     const reply = message as ChatMessage;
-    const completionIds = assistantTurnIds(before, reply, tokenizer, eos);
-    last = tracker.record(tracker.prompt(before), {
+    const completionIds = assistantTurnIds(before, reply, tokenizer, eos, tools);
+    last = tracker.record(tracker.prompt(before, options), {
       completionIds,
       logprobs: completionIds.map(() => 0),
       finishReason: 'stop',
@@ -172,9 +213,16 @@ export function concatenatedConversationTokens(
  * up to and including the end-of-turn (eos) token (so tool calls are rendered as the template writes them); when the
  * template does not extend the prompt that way, the reply's text ++ eos.
  */
-function assistantTurnIds(before: ChatMessage[], reply: ChatMessage, tokenizer: Tokenizer, eos: number | undefined): number[] {
-  const prompt = tokenizer.applyChatTemplate(before, { addGenerationPrompt: true });
-  const full = tokenizer.applyChatTemplate([...before, reply], { addGenerationPrompt: false });
+function assistantTurnIds(
+  before: ChatMessage[],
+  reply: ChatMessage,
+  tokenizer: Tokenizer,
+  eos: number | undefined,
+  tools: readonly ToolDefinition[] | undefined,
+): number[] {
+  const withTools = tools === undefined ? {} : { tools: [...tools] };
+  const prompt = tokenizer.applyChatTemplate(before, { addGenerationPrompt: true, ...withTools });
+  const full = tokenizer.applyChatTemplate([...before, reply], { addGenerationPrompt: false, ...withTools });
   if (eos !== undefined && full.startsWith(prompt)) {
     const ids = tokenizer.encode(full.slice(prompt.length));
     const end = ids.indexOf(eos);

@@ -1,13 +1,16 @@
 // Tasksets: JSONL (or a JSON array) rows turned into Task objects by format keys (Trinity-RFT's `TasksetConfig`
 // with `format: {prompt_key, response_key, messages_key, system_prompt_key, system_prompt, reply_prefix,
-// workflow_key, reward_fn_key}`; defaults prompt/response). A bad row is an error naming file:line and the key.
+// workflow_key, reward_fn_key, tools_key}`; defaults prompt/response/tools) and a `split` (a file, or a folder of
+// split files: ./split.ts). A bad row is an error naming file:line and the key.
 //
 //   {"question": "1+1=", "answer": "2"}   with promptKey "question", responseKey "answer"
 //   → Task { id: "math:0", prompt: "1+1=", response: "2", workflow: <default>, ... }
-import { readFile, stat } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
+import type { ToolDefinition } from '../../tokenizer/index.js';
 import type { ChatTurn } from '../experience.js';
 import type { Task } from '../task.js';
 import { readJsonl } from './jsonl.js';
+import { SplitError, splitFiles } from './split.js';
 
 export interface TasksetFormat {
   /** Prompt text column (default "prompt"). */
@@ -24,6 +27,9 @@ export interface TasksetFormat {
   /** Per-row workflow / reward function name columns. */
   workflowKey?: string;
   rewardFnKey?: string;
+  /** Column of the tools the model may call (default "tools"; optional in rows): a list of OpenAI tool definitions,
+   * or that list as JSON text. They reach the chat template. */
+  toolsKey?: string;
   /** Row id column (default "id"; rows without it get `<taskset>:<index>`). */
   idKey?: string;
   /** Numeric columns copied into task.features for selectors (each row must have them). */
@@ -33,8 +39,10 @@ export interface TasksetFormat {
 export interface TasksetConfig {
   /** Unique name (task ids and errors use it). */
   name: string;
-  /** A .jsonl file, or a .json file holding an array of rows. */
+  /** A .jsonl file, a .json file holding an array of rows, or a folder holding the split's files (./split.ts). */
   path: string;
+  /** The split of a folder to read (default 'train'). */
+  split?: string;
   format?: TasksetFormat;
   defaultWorkflowType?: string;
   defaultRewardFnType?: string;
@@ -60,12 +68,15 @@ export class TasksetError extends Error {
   }
 }
 
-/** Reads a taskset file into tasks. */
+/** Reads a taskset (the files of its split) into tasks. */
 export async function loadTaskset(config: TasksetConfig): Promise<Taskset> {
-  const info = await stat(config.path).catch((error: Error) => {
-    throw new TasksetError(config.path, `cannot read taskset '${config.name}': ${error.message}`);
-  });
-  if (!info.isFile()) throw new TasksetError(config.path, `taskset '${config.name}' must be a .jsonl or .json file`);
+  let files: string[];
+  try {
+    files = splitFiles(config.path, config.split ?? 'train');
+  } catch (error) {
+    if (error instanceof SplitError) throw new TasksetError(config.path, `taskset '${config.name}': ${error.message}`);
+    throw error;
+  }
   const tasks: Task[] = [];
   const ids = new Map<string, string>();
   const add = (where: string, value: unknown) => {
@@ -75,19 +86,21 @@ export async function loadTaskset(config: TasksetConfig): Promise<Taskset> {
     ids.set(task.id, where);
     tasks.push(task);
   };
-  if (config.path.endsWith('.json')) {
-    let rows: unknown;
-    try {
-      rows = JSON.parse(await readFile(config.path, 'utf8'));
-    } catch (error) {
-      throw new TasksetError(config.path, `invalid JSON: ${(error as Error).message}`);
+  for (const file of files) {
+    if (file.endsWith('.json')) {
+      let rows: unknown;
+      try {
+        rows = JSON.parse(await readFile(file, 'utf8'));
+      } catch (error) {
+        throw new TasksetError(file, `invalid JSON: ${(error as Error).message}`);
+      }
+      if (!Array.isArray(rows)) throw new TasksetError(file, 'a .json taskset must hold an array of rows');
+      rows.forEach((row, i) => {
+        add(`${file}[${i}]`, row);
+      });
+    } else {
+      for await (const { line, value } of readJsonl(file)) add(`${file}:${line}`, value);
     }
-    if (!Array.isArray(rows)) throw new TasksetError(config.path, 'a .json taskset must hold an array of rows');
-    rows.forEach((row, i) => {
-      add(`${config.path}[${i}]`, row);
-    });
-  } else {
-    for await (const { line, value } of readJsonl(config.path)) add(`${config.path}:${line}`, value);
   }
   return { name: config.name, path: config.path, tasks };
 }
@@ -124,6 +137,8 @@ export function rowToTask(config: TasksetConfig, index: number, row: unknown, wh
   const systemPrompt = text(format.systemPromptKey, false) ?? format.systemPrompt;
   if (systemPrompt !== undefined) task.systemPrompt = systemPrompt;
   if (format.replyPrefix !== undefined) task.replyPrefix = format.replyPrefix;
+  const tools = parseTools(raw[format.toolsKey ?? 'tools'], format.toolsKey ?? 'tools', where);
+  if (tools !== undefined) task.tools = tools;
   const workflow = text(format.workflowKey, false) ?? config.defaultWorkflowType;
   if (workflow !== undefined) task.workflow = workflow;
   const rewardFn = text(format.rewardFnKey, false) ?? config.defaultRewardFnType;
@@ -146,6 +161,35 @@ export function rowToTask(config: TasksetConfig, index: number, row: unknown, wh
   }
   if (config.isEval) task.isEval = true;
   return task;
+}
+
+/**
+ * A row's tools (Trinity's tools_key): OpenAI tool definitions `{type: 'function', function: {name, description?,
+ * parameters?}}` (a bare `{name, ...}` is taken as the function), as a list or as JSON text of one; null/absent: none.
+ */
+export function parseTools(value: unknown, key: string, where: string): ToolDefinition[] | undefined {
+  if (value === undefined || value === null) return undefined;
+  let list = value;
+  if (typeof value === 'string') {
+    if (value.trim() === '') return undefined;
+    try {
+      list = JSON.parse(value);
+    } catch (error) {
+      throw new TasksetError(where, `key '${key}' is text but not JSON: ${(error as Error).message}`);
+    }
+  }
+  if (!Array.isArray(list)) throw new TasksetError(where, `key '${key}' must be a list of tool definitions`);
+  return list.map((tool, i): ToolDefinition => {
+    const item = tool as Record<string, unknown> | null;
+    const fn = (item !== null && typeof item === 'object' && item.type === 'function' ? item.function : item) as Record<
+      string,
+      unknown
+    > | null;
+    if (fn === null || typeof fn !== 'object' || typeof fn.name !== 'string' || fn.name === '') {
+      throw new TasksetError(where, `key '${key}'[${i}] must be {type: 'function', function: {name, ...}}`);
+    }
+    return { type: 'function', function: fn as ToolDefinition['function'] };
+  });
 }
 
 function parseMessages(value: unknown, key: string, where: string): ChatTurn[] {

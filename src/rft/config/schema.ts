@@ -52,7 +52,7 @@ export const LoraSchema = z.strictObject({
 
 export const ModelSchema = z.strictObject({
   model_path: nonEmpty(), // required: a Hugging Face model folder
-  critic_model_path: str().nullable().default(null), // derived: model_path
+  critic_model_path: str().nullable().default(null), // null: the critic starts from the policy's weights
   max_prompt_tokens: posInt().nullable().default(null), // derived: max_model_len - max_response_tokens, or half of it
   max_response_tokens: posInt().nullable().default(null), // derived: max_model_len - max_prompt_tokens
   max_model_len: posInt().nullable().default(null), // derived: max_prompt_tokens + max_response_tokens
@@ -68,10 +68,10 @@ export const OptimizerSchema = z.strictObject({
   lr_warmup_steps_ratio: num(z.number().min(0).max(1)).default(0),
   min_lr_ratio: num(z.number().min(0).max(1)).default(0.01),
   lr_scheduler_type: z.enum(LR_SCHEDULER_TYPES).default('constant'),
-  optimizer_type: nonEmpty().default('adam'),
+  optimizer_type: nonEmpty().default('adam'), // 'adam' and 'adamw' are AdamW (as Trinity's FSDP trainer); others refused
   betas: z.tuple([num(z.number().min(0).lt(1)), num(z.number().min(0).lt(1))]).default((): [number, number] => [0.9, 0.999]),
   weight_decay: num(z.number().min(0)).default(0.01),
-  clip_grad: num(z.number().positive()).default(1.0),
+  clip_grad: num(z.number().positive()).nullable().default(null), // derived: trainer.grad_clip, else 1.0
 });
 
 const moduleName = () => nonEmpty().optional();
@@ -116,7 +116,7 @@ export const FormatSchema = z.strictObject({
   enable_concatenated_multi_turn: bool().default(false), // SFT messages rows: train every assistant turn
 });
 
-/** Trinity's data_selector (task_selector before v0.5.2). */
+/** Trinity's data_selector (task_selector before v0.5.2, still accepted). kwargs: the selector's own arguments. */
 export const TaskSelectorSchema = z.strictObject({
   selector_type: z.enum(SELECTOR_TYPES).default('sequential'),
   seed: num(z.int()).default(42),
@@ -145,10 +145,11 @@ export const RolloutArgsSchema = z.strictObject({
 export const TasksetSchema = z.strictObject({
   name: str().nullable().default(null), // derived: taskset_<i> / eval_taskset_<i>
   storage_type: z.enum(['file', 'sql']).default('file'),
-  path: nonEmpty(), // required: a .jsonl file or a folder of them
-  split: nonEmpty().default('train'),
+  path: nonEmpty(), // required: a .jsonl/.json file, or a folder holding the split's files (src/rft/buffer/split.ts)
+  split: nonEmpty().default('train'), // which split of a folder to read
   format: FormatSchema.prefault({}),
-  task_selector: TaskSelectorSchema.prefault({}),
+  data_selector: TaskSelectorSchema.optional(), // Trinity >= 0.5.2's name
+  task_selector: TaskSelectorSchema.optional(), // derived: data_selector, else sequential (the name before 0.5.2)
   rollout_args: RolloutArgsSchema.prefault({}),
   workflow_args: args().default(() => ({})),
   reward_fn_args: args().default(() => ({})),
@@ -241,7 +242,7 @@ export const ExplorerSchema = z.strictObject({
 export const TrainerSchema = z.strictObject({
   save_interval: nonNegInt().default(0), // train steps; 0: only at the end
   max_checkpoints_to_keep: nonNegInt().default(0), // 0: keep all
-  grad_clip: num(z.number().positive()).default(1.0),
+  grad_clip: num(z.number().positive()).nullable().default(null), // max gradient norm; derived: algorithm.optimizer.clip_grad, else 1.0
   micro_batch_size: posInt().default(1), // Trinity/veRL ppo_micro_batch_size_per_gpu 1
   gradient_checkpointing: bool().default(true), // veRL enable_gradient_checkpointing true
   total_steps: posInt().nullable().default(null), // null: until the buffer runs out
@@ -306,26 +307,40 @@ export type StageInput = z.output<typeof StageSchema>;
 // --- resolved types (after ./validate.ts fills in the derived keys) --------------------------------------------------
 
 export type LoraConfig = z.output<typeof LoraSchema>;
-export type OptimizerConfig = z.output<typeof OptimizerSchema>;
+export type OptimizerConfig = Omit<z.output<typeof OptimizerSchema>, 'clip_grad'> & { clip_grad: number };
 export type FormatConfig = z.output<typeof FormatSchema>;
 export type TaskSelectorConfig = z.output<typeof TaskSelectorSchema>;
 export type ReplayBufferConfig = z.output<typeof ReplayBufferSchema>;
 export type RolloutModelConfig = z.output<typeof RolloutModelSchema>;
 export type ExplorerConfig = z.output<typeof ExplorerSchema>;
-export type TrainerConfig = z.output<typeof TrainerSchema>;
+export type TrainerConfig = Omit<z.output<typeof TrainerSchema>, 'grad_clip'> & { grad_clip: number };
 export type MonitorConfig = z.output<typeof MonitorSchema>;
 
 export type ModelConfig = Omit<
   z.output<typeof ModelSchema>,
   'critic_model_path' | 'max_prompt_tokens' | 'max_response_tokens' | 'max_model_len'
-> & { critic_model_path: string; max_prompt_tokens: number; max_response_tokens: number; max_model_len: number };
+> & {
+  /** null: the critic starts from the stage's policy weights (Trinity: critic_model_path defaults to model_path). */
+  critic_model_path: string | null;
+  max_prompt_tokens: number;
+  max_response_tokens: number;
+  max_model_len: number;
+};
 
-export type AlgorithmConfig = Omit<z.output<typeof AlgorithmSchema>, 'repeat_times'> & { repeat_times: number };
+export type AlgorithmConfig = Omit<z.output<typeof AlgorithmSchema>, 'repeat_times' | 'optimizer'> & {
+  repeat_times: number;
+  optimizer: OptimizerConfig;
+};
 
 export type RolloutArgs = Omit<z.output<typeof RolloutArgsSchema>, 'max_tokens'> & { max_tokens: number };
 
-export type TasksetConfig = Omit<z.output<typeof TasksetSchema>, 'name' | 'repeat_times' | 'rollout_args'> & {
+export type TasksetConfig = Omit<
+  z.output<typeof TasksetSchema>,
+  'name' | 'repeat_times' | 'rollout_args' | 'data_selector' | 'task_selector'
+> & {
   name: string;
+  /** data_selector, or task_selector (its name before Trinity 0.5.2). */
+  task_selector: TaskSelectorConfig;
   repeat_times: number;
   rollout_args: RolloutArgs;
 };

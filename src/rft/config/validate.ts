@@ -11,8 +11,12 @@ import { join, resolve } from 'node:path';
 import type { z } from 'zod';
 import { closestName } from '../algorithm/registry.js';
 import type { ConfigProblem } from './errors.js';
+import { matchesPath, REFUSED_SETTINGS } from './refusals.js';
 import {
   ConfigSchema,
+  type MonitorType,
+  type TaskSelectorConfig,
+  TaskSelectorSchema,
   type Config,
   type DatasetConfig,
   ExperienceBufferSchema,
@@ -201,10 +205,73 @@ interface RunContext extends ValidateOptions {
 
 const ALGORITHM_PROBLEM = /^(algorithm(?:\.[A-Za-z0-9_]+)*):\s*([\s\S]*)$/;
 
+/** Every concrete path of `tree` that matches `pattern` (`*`: any list index or mapping key), with its value. */
+function pathsMatching(tree: unknown, pattern: readonly string[], at: Segment[] = []): [Segment[], unknown][] {
+  const [head, ...rest] = pattern;
+  if (head === undefined) return [[at, tree]];
+  let children: [Segment, unknown][];
+  if (head !== '*') children = isMapping(tree) ? [[head, tree[head]]] : [];
+  else if (Array.isArray(tree)) children = tree.map((v, i): [Segment, unknown] => [i, v]);
+  else children = isMapping(tree) ? Object.entries(tree) : [];
+  // the last segment may be absent (an unset optional key); every segment before it must exist
+  return children
+    .filter(([, child]) => child !== undefined || rest.length === 0)
+    .flatMap(([key, child]) => pathsMatching(child, rest, [...at, key]));
+}
+
+const shown = (value: unknown): string => (typeof value === 'string' ? `'${value}'` : describeValue(value));
+
+/** The settings of ./refusals.ts set to a value that is not accepted. */
+function checkRefusals(input: unknown, problems: ConfigProblem[]): void {
+  for (const refusal of REFUSED_SETTINGS) {
+    for (const [path, value] of pathsMatching(input, refusal.path.split('.'))) {
+      if (!refusal.accepts(value)) problems.push({ path: joinPath(path), message: `got ${shown(value)}: ${refusal.message}` });
+    }
+  }
+}
+
+/** Each selector's own arguments (data_selector.kwargs, snake_case as Trinity's), by selector type. */
+const SELECTOR_KWARGS: Readonly<Record<TaskSelectorConfig['selector_type'], Readonly<Record<string, 'number' | 'boolean'>>>> = {
+  sequential: {},
+  shuffle: {},
+  random: {},
+  offline_easy2hard: { descending: 'boolean' },
+  difficulty_based: { target_reward: 'number', tau: 'number', do_sample: 'boolean', prior_strength: 'number' },
+};
+
+/** Checks a selector's kwargs against its type and that feature_keys are given where the selector needs them. */
+function checkSelector(selector: TaskSelectorConfig, path: string, problem: (path: string, message: string) => void): void {
+  const allowed = SELECTOR_KWARGS[selector.selector_type];
+  for (const [key, value] of Object.entries(selector.kwargs)) {
+    const type = allowed[key];
+    if (type === undefined) {
+      const known = Object.keys(allowed);
+      const best = closestName(key, known);
+      const hint =
+        known.length === 0 ? 'it takes none' : best !== null ? `did you mean '${best}'?` : `expected one of: ${known.join(', ')}`;
+      problem(`${path}.kwargs.${key}`, `unknown argument of selector_type ${selector.selector_type}; ${hint}`);
+    } else if (typeof value !== type) {
+      problem(`${path}.kwargs.${key}`, `expected a ${type}, got ${describeValue(value)}`);
+    }
+  }
+  if (selector.selector_type === 'offline_easy2hard' && selector.feature_keys.length === 0) {
+    problem(`${path}.feature_keys`, 'offline_easy2hard sorts tasks by these columns: set at least one');
+  }
+}
+
+/** monitor_args by monitor type (Trinity's WandbMonitor / MlflowMonitor default_args). */
+const MONITOR_ARGS: Readonly<Record<MonitorType, readonly string[]>> = {
+  jsonl: [],
+  tensorboard: [],
+  wandb: ['base_url', 'api_key'],
+  mlflow: ['uri', 'username', 'password'],
+};
+
 /** Fills in the derived keys of a schema-checked run and checks the rules between keys. */
 export function resolveRun(input: RunInput, context: RunContext, problems: ConfigProblem[]): RunConfig {
   const problem = (path: string, message: string) => problems.push({ path, message });
   const { mode } = input;
+  checkRefusals(input, problems);
 
   // checkpoint_root_dir/project/name: the job dir (Trinity adds `group`; stages add /<stage_name>)
   const name = context.stageName === undefined ? input.name : `${input.name}/${context.stageName}`;
@@ -250,7 +317,6 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
   }
   const model = {
     ...m,
-    critic_model_path: m.critic_model_path ?? m.model_path,
     max_model_len: maxModelLen ?? 0,
     max_prompt_tokens: maxPrompt ?? 0,
     max_response_tokens: maxResponse ?? 0,
@@ -262,19 +328,24 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
     );
   }
 
+  // one max gradient norm: trainer.grad_clip first (what Trinity's FSDP and Tinker trainers clip with), else
+  // algorithm.optimizer.clip_grad (its Megatron optimizer's), else 1.0 (both defaults)
+  const gradClip = input.trainer.grad_clip ?? input.algorithm.optimizer.clip_grad ?? 1.0;
+  const optimizer = { ...input.algorithm.optimizer, clip_grad: gradClip };
+
   // algorithm: module names and arguments are the resolver's; repeat_times comes from it (else 1, as Trinity)
   let repeatTimes = input.algorithm.repeat_times ?? 1;
   if (context.resolveAlgorithm !== undefined) {
     try {
-      repeatTimes = context.resolveAlgorithm(input.algorithm).repeatTimes;
+      repeatTimes = context.resolveAlgorithm({ ...input.algorithm, optimizer }).repeatTimes;
     } catch (error) {
       const text = error instanceof Error ? error.message : String(error);
       const match = ALGORITHM_PROBLEM.exec(text);
       problem(match?.[1] ?? 'algorithm', match?.[2] ?? text);
     }
   }
-  const { algorithm_type, repeat_times: _given, ...modules } = input.algorithm;
-  const algorithm = { algorithm_type, repeat_times: repeatTimes, ...modules };
+  const { algorithm_type, repeat_times: _given, optimizer: _optimizer, ...modules } = input.algorithm;
+  const algorithm = { algorithm_type, repeat_times: repeatTimes, optimizer, ...modules };
   const offline = algorithm.algorithm_type === 'sft' || algorithm.algorithm_type === 'dpo';
 
   // buffer sizes (Trinity's BufferConfigValidator)
@@ -301,6 +372,12 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
     const seen = namePaths.get(tasksetName);
     if (seen !== undefined) problem(`${path}.name`, `taskset name '${tasksetName}' is already used by ${seen}`);
     else namePaths.set(tasksetName, path);
+    if (taskset.data_selector !== undefined && taskset.task_selector !== undefined) {
+      problem(`${path}.task_selector`, 'set data_selector (its name since Trinity 0.5.2) or task_selector, not both');
+    }
+    const { data_selector, task_selector, ...rest } = taskset;
+    const selector = data_selector ?? task_selector ?? TaskSelectorSchema.parse({});
+    if (!isEval) checkSelector(selector, `${path}.${data_selector !== undefined ? 'data_selector' : 'task_selector'}`, problem);
     if (!isEval && taskset.repeat_times !== null && taskset.repeat_times !== repeatTimes) {
       problem(
         `${path}.repeat_times`,
@@ -308,7 +385,8 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
       );
     }
     return {
-      ...taskset,
+      ...rest,
+      task_selector: selector,
       name: tasksetName,
       repeat_times: isEval ? (taskset.repeat_times ?? 1) : repeatTimes,
       default_workflow_type: taskset.default_workflow_type ?? explorerInput.default_workflow_type,
@@ -337,6 +415,13 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
     trainerInput.sft_warmup_dataset === null
       ? null
       : { ...trainerInput.sft_warmup_dataset, name: trainerInput.sft_warmup_dataset.name ?? 'sft_warmup_dataset' };
+  if (trainerInput.sft_warmup_steps > 0 && context.stageName !== undefined) {
+    problem(
+      'buffer.trainer_input.sft_warmup_dataset',
+      'cannot be combined with stages: write the SFT warm-up as the first stage (mode: train, algorithm_type: sft, ' +
+        'its dataset as buffer.trainer_input.experience_buffer with storage_type file, buffer.total_steps)',
+    );
+  }
   if (trainerInput.sft_warmup_steps > 0 && sftDataset === null) {
     problem('buffer.trainer_input.sft_warmup_steps', 'is > 0 but buffer.trainer_input.sft_warmup_dataset is not set');
   }
@@ -382,6 +467,18 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
     }
   }
 
+  // monitor_args: the keys the chosen backends take
+  const monitorKeys = [...new Set(input.monitor.monitor_type.flatMap((type) => MONITOR_ARGS[type]))];
+  for (const [key, value] of Object.entries(input.monitor.monitor_args)) {
+    if (!monitorKeys.includes(key)) {
+      const types = input.monitor.monitor_type.join(', ');
+      const hint = monitorKeys.length > 0 ? `expected one of: ${monitorKeys.join(', ')}` : 'they take none';
+      problem(`monitor.monitor_args.${key}`, `is not an argument of monitor_type ${types}; ${hint}`);
+    } else if (typeof value !== 'string') {
+      problem(`monitor.monitor_args.${key}`, `expected a string, got ${describeValue(value)}`);
+    }
+  }
+
   // rollout model
   const rollout = explorer.rollout_model;
   if (rollout.engine_type === 'openai') {
@@ -416,11 +513,12 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
     }
     if (mode === 'train') {
       const readable = explicitBuffer && experienceBuffer.storage_type !== 'queue';
-      if (!readable && sftDataset === null) {
+      if (!readable) {
+        const after = sftDataset === null ? '' : ' (after the SFT warm-up of sft_warmup_dataset)';
         problem(
           bufferPath,
-          'mode train needs experiences to read: an experience_buffer with storage_type sql (shared with an explore ' +
-            'process) or file (a dataset), or an sft_warmup_dataset',
+          `mode train needs experiences to read${after}: an experience_buffer with storage_type sql (shared with an ` +
+            'explore process) or file (a dataset)',
         );
       }
     }
@@ -454,7 +552,7 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
       },
     },
     explorer,
-    trainer: input.trainer,
+    trainer: { ...input.trainer, grad_clip: gradClip },
     synchronizer: { ...sync, sync_method: syncMethod },
     monitor: input.monitor,
   };
@@ -472,6 +570,43 @@ function depthIn(tree: unknown, path: readonly Segment[]): number {
 const splitPath = (path: string): Segment[] =>
   path === '' ? [] : path.split('.').map((s): Segment => (/^\d+$/.test(s) ? Number(s) : s));
 
+const WARMUP_KEYS = 'buffer.trainer_input.sft_warmup_dataset/sft_warmup_steps';
+
+/**
+ * Trinity's SFT warm-up as the stages it stands for: `sft_warmup` (mode train, algorithm_type sft, the warm-up dataset
+ * as a file experience buffer, sft_warmup_steps steps of train_batch_size samples, the top level's optimizer), then
+ * `rft`, the run as written without the warm-up keys, starting from the warm-up's final weights.
+ */
+function sftWarmupStages(
+  rawTop: Tree,
+  trainBatchSize: number,
+  steps: number,
+): { stageName: string; override: Tree; madeFrom: string; base: Tree }[] {
+  const trainerInput = getIn(rawTop, ['buffer', 'trainer_input']) as Tree;
+  const dataset = { ...(trainerInput.sft_warmup_dataset as Tree), storage_type: 'file' };
+  const optimizer = getIn(rawTop, ['algorithm', 'optimizer']);
+  const withoutWarmup = { sft_warmup_dataset: null, sft_warmup_steps: null };
+  return [
+    {
+      stageName: 'sft_warmup',
+      madeFrom: WARMUP_KEYS,
+      // the warm-up dataset replaces the experience buffer (no key of the RL stage's buffer carries over)
+      base: deepMerge(rawTop, { buffer: { trainer_input: { experience_buffer: null } } }),
+      override: {
+        mode: 'train',
+        algorithm: { algorithm_type: 'sft', ...(isMapping(optimizer) ? { optimizer } : {}) },
+        buffer: {
+          train_batch_size: trainBatchSize,
+          total_steps: steps,
+          trainer_input: { ...withoutWarmup, experience_buffer: dataset, auxiliary_buffers: null },
+        },
+        synchronizer: { sync_method: null }, // derived for mode train (checkpoint)
+      },
+    },
+    { stageName: 'rft', madeFrom: WARMUP_KEYS, base: rawTop, override: { buffer: { trainer_input: withoutWarmup } } },
+  ];
+}
+
 /**
  * Validates a config tree (after overrides, ${ENV} and path resolution) and resolves it; returns the problems
  * instead of throwing. `config` is set only when there are none.
@@ -481,22 +616,28 @@ export function validateConfig(tree: Tree, options: ValidateOptions = {}): { con
   const input = parseWith(ConfigSchema, tree, problems);
   if (input === undefined) return { problems };
   const { stages: stageInputs, ...runInput } = input;
-  const top = resolveRun(runInput, { ...options, runnable: stageInputs.length === 0 }, problems);
+  const { sft_warmup_dataset: warmupDataset, sft_warmup_steps: warmupSteps } = runInput.buffer.trainer_input;
+  const warmup = stageInputs.length === 0 && warmupDataset !== null && warmupSteps > 0;
+  const top = resolveRun(runInput, { ...options, runnable: stageInputs.length === 0 && !warmup }, problems);
 
   const topProblems = new Set(problems.map((p) => `${p.path}\n${p.message}`));
   const rawStages = Array.isArray(tree.stages) ? (tree.stages as unknown[]) : [];
   const { stages: _stages, checkpoint_job_dir: _jobDir, ...rawTop } = tree;
+  // the stages as written, or the two stages an SFT warm-up stands for
+  const written = stageInputs.map((stageInput, i) => {
+    const { stage_name: _name, ...override } = isMapping(rawStages[i]) ? (rawStages[i] as Tree) : {};
+    return { stageName: stageInput.stage_name, override, madeFrom: null as string | null, base: rawTop };
+  });
+  const stageList = warmup ? sftWarmupStages(rawTop, top.buffer.train_batch_size, warmupSteps) : written;
   const stageNames = new Map<string, number>();
   const stages: StageConfig[] = [];
-  stageInputs.forEach((stageInput, i) => {
-    const stageName = stageInput.stage_name;
+  stageList.forEach(({ stageName, override, madeFrom, base: stageBase }, i) => {
     const first = stageNames.get(stageName);
     if (first !== undefined) {
       problems.push({ path: `stages.${i}.stage_name`, message: `'${stageName}' is already the name of stages.${first}` });
     } else stageNames.set(stageName, i);
 
-    const { stage_name: _name, ...override } = isMapping(rawStages[i]) ? (rawStages[i] as Tree) : {};
-    const base = { ...rawTop };
+    const base = { ...stageBase };
     const topType = isMapping(rawTop.algorithm) ? (rawTop.algorithm.algorithm_type ?? 'ppo') : 'ppo';
     if (
       isMapping(override.algorithm) &&
@@ -514,10 +655,11 @@ export function validateConfig(tree: Tree, options: ValidateOptions = {}): { con
     for (const p of stageProblems) {
       const path = splitPath(p.path);
       const inStage = depthIn(override, path);
+      const where = madeFrom === null ? `in stage '${stageName}'` : `in stage '${stageName}', made from ${madeFrom}`;
       const attributed: ConfigProblem =
-        inStage > 0 && inStage >= depthIn(rawTop, path)
+        madeFrom === null && inStage > 0 && inStage >= depthIn(rawTop, path)
           ? { ...p, path: joinPath(['stages', i, ...path]) }
-          : { ...p, message: `${p.message} (in stage '${stageName}')` };
+          : { ...p, message: `${p.message} (${where})` };
       if (attributed.path === p.path && topProblems.has(`${p.path}\n${p.message}`)) continue;
       problems.push(attributed);
     }

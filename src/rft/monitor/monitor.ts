@@ -275,6 +275,19 @@ export class MonitorGroup implements Monitor {
 
 export type MonitorType = 'jsonl' | 'tensorboard' | 'mlflow' | 'wandb';
 
+/**
+ * The backends' arguments (Trinity's monitor.monitor_args): each, when set, is used instead of its environment
+ * variable. W&B: baseUrl (WANDB_BASE_URL), apiKey (WANDB_API_KEY); MLflow: uri (MLFLOW_TRACKING_URI), username and
+ * password (MLFLOW_TRACKING_USERNAME / _PASSWORD).
+ */
+export interface MonitorArgs {
+  baseUrl?: string;
+  apiKey?: string;
+  uri?: string;
+  username?: string;
+  password?: string;
+}
+
 export interface CreateMonitorsOptions {
   /** The job folder: metrics.jsonl and tensorboard/ go there. */
   jobDir: string;
@@ -282,43 +295,53 @@ export interface CreateMonitorsOptions {
   project: string;
   name: string;
   config?: Record<string, unknown>;
+  /** monitor.monitor_args; what they leave unset comes from the environment. */
+  args?: MonitorArgs;
   env?: NodeJS.ProcessEnv;
   warn?: (message: string) => void;
 }
 
-/** JSONL always; the others as listed. Remote sinks read their settings from the environment, as their clients do. */
+/**
+ * JSONL always; the others as listed. Remote sinks take their settings from monitor_args, else from the environment
+ * as their clients do.
+ */
 export function createMonitors(options: CreateMonitorsOptions): MonitorGroup {
   const env = options.env ?? process.env;
+  const args = options.args ?? {};
   const monitors: Monitor[] = [new JsonlMonitor(join(options.jobDir, 'metrics.jsonl'))];
   for (const type of new Set(options.types)) {
     if (type === 'jsonl') continue;
     if (type === 'tensorboard') monitors.push(new TensorBoardMonitor(join(options.jobDir, 'tensorboard')));
     if (type === 'mlflow') {
-      const trackingUri = env.MLFLOW_TRACKING_URI;
-      if (!trackingUri) throw new Error('monitor_type mlflow needs MLFLOW_TRACKING_URI (the tracking server address)');
+      const trackingUri = args.uri ?? env.MLFLOW_TRACKING_URI;
+      if (!trackingUri) {
+        throw new Error('monitor_type mlflow needs monitor_args.uri or MLFLOW_TRACKING_URI (the tracking server address)');
+      }
+      const username = args.username ?? env.MLFLOW_TRACKING_USERNAME;
+      const password = args.password ?? env.MLFLOW_TRACKING_PASSWORD ?? '';
       monitors.push(
         new MlflowMonitor({
           trackingUri,
           experimentName: options.project,
           runName: options.name,
-          ...(env.MLFLOW_TRACKING_TOKEN ? { token: env.MLFLOW_TRACKING_TOKEN } : {}),
-          ...(env.MLFLOW_TRACKING_USERNAME
-            ? { username: env.MLFLOW_TRACKING_USERNAME, password: env.MLFLOW_TRACKING_PASSWORD ?? '' }
-            : {}),
+          // a username given in monitor_args is meant over a token from the environment
+          ...(env.MLFLOW_TRACKING_TOKEN && args.username === undefined ? { token: env.MLFLOW_TRACKING_TOKEN } : {}),
+          ...(username ? { username, password } : {}),
           ...(options.warn ? { warn: options.warn } : {}),
         }),
       );
     }
     if (type === 'wandb') {
-      const apiKey = env.WANDB_API_KEY;
-      if (!apiKey) throw new Error('monitor_type wandb needs WANDB_API_KEY');
+      const apiKey = args.apiKey ?? env.WANDB_API_KEY;
+      if (!apiKey) throw new Error('monitor_type wandb needs monitor_args.api_key or WANDB_API_KEY');
+      const baseUrl = args.baseUrl ?? env.WANDB_BASE_URL;
       monitors.push(
         new WandbMonitor({
           apiKey,
           entity: env.WANDB_ENTITY ?? 'default',
           project: options.project,
           runName: options.name,
-          ...(env.WANDB_BASE_URL ? { baseUrl: env.WANDB_BASE_URL } : {}),
+          ...(baseUrl ? { baseUrl } : {}),
           ...(options.config ? { config: options.config } : {}),
           ...(options.warn ? { warn: options.warn } : {}),
         }),

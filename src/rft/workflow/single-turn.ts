@@ -1,7 +1,8 @@
 // Single-turn workflows (Trinity-RFT's SimpleWorkflow family): one prompt, repeatTimes sampled answers in one call,
 // each scored by a reward function.
 //
-//   prompt ids = chat_template([system?, user], add_generation_prompt) ++ encode(reply_prefix)
+//   prompt ids = chat_template([system?, user], tools?, add_generation_prompt) ++ encode(reply_prefix)
+//                (tools: the task's tools_key column, rendered by the model's template)
 //   responses  = generate(prompt ids, n = repeatTimes, seed, task.rolloutArgs)
 //   reward     = rewardFn(reply_prefix + response text, task)          (the prefix is part of the answer's format)
 //
@@ -66,7 +67,7 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
       );
       const prefix = task.replyPrefix ?? '';
       const promptIds = [
-        ...tokenizer.encodeChat(messages, { addGenerationPrompt: true }),
+        ...tokenizer.encodeChat(messages, { addGenerationPrompt: true, ...(task.tools ? { tools: task.tools } : {}) }),
         ...(prefix ? tokenizer.encode(prefix) : []),
       ];
       const result = await model.generate({ ...rolloutOptions(task.rolloutArgs ?? {}, name), promptIds, n: repeatTimes, seed });

@@ -66,7 +66,7 @@ describe('loadConfig: defaults and derived keys', () => {
     assert.equal(config.continue_from_checkpoint, true);
     assert.deepEqual(config.model, {
       model_path: join(dir, 'models/tiny'),
-      critic_model_path: join(dir, 'models/tiny'),
+      critic_model_path: null, // the critic starts from the stage's policy weights
       max_prompt_tokens: 512, // half of max_model_len, as Trinity
       max_response_tokens: 512,
       max_model_len: 1024,
@@ -312,7 +312,7 @@ buffer:
       strip(problems(`${base}mode: train\nbuffer: {train_batch_size: 8}\nsynchronizer: {sync_method: memory}\n`)),
       [
         "synchronizer.sync_method: 'memory' hands weights over inside one process (mode both); mode train needs 'checkpoint'",
-        'buffer.trainer_input.experience_buffer: mode train needs experiences to read: an experience_buffer with storage_type sql (shared with an explore process) or file (a dataset), or an sft_warmup_dataset',
+        'buffer.trainer_input.experience_buffer: mode train needs experiences to read: an experience_buffer with storage_type sql (shared with an explore process) or file (a dataset)',
       ],
     );
     assert.deepEqual(
@@ -321,7 +321,11 @@ buffer:
           `${base}mode: train\nalgorithm: {algorithm_type: sft}\nbuffer: {trainer_input: {sft_warmup_dataset: {path: /d}, sft_warmup_steps: 10}}\n`,
         ),
       ),
-      ["buffer.train_batch_size: is required when mode is 'train' (there are no explore steps to derive it from)"],
+      [
+        "buffer.train_batch_size: is required when mode is 'train' (there are no explore steps to derive it from)",
+        // the RL stage after the warm-up has nothing to read (it used to wait sync_timeout for an empty queue)
+        "buffer.trainer_input.experience_buffer: mode train needs experiences to read: an experience_buffer with storage_type sql (shared with an explore process) or file (a dataset) (in stage 'rft', made from buffer.trainer_input.sft_warmup_dataset/sft_warmup_steps)",
+      ],
     );
     assert.deepEqual(
       strip(

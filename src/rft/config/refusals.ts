@@ -1,0 +1,89 @@
+// Settings of Trinity-RFT's schema that this framework does not implement (yet): the one table validation checks
+// (./validate.ts) and the schema-coverage test (test/rft/config/coverage.test.ts) reads. A key listed here accepts
+// its default (and any value `accepts` allows, all of which work); any other value is a problem naming the key,
+// saying it is not supported here and what to use instead. Every other key of the schema is read by the run.
+//
+// Paths are key paths of the schema; `*` is any list item or mapping key (`buffer.explorer_input.tasksets.*.x`).
+
+export interface Refusal {
+  /** The key path (with `*` for list items and mapping keys). */
+  readonly path: string;
+  /** True for the values that are accepted (the default, and equivalents that work). */
+  readonly accepts: (value: unknown) => boolean;
+  /** Why the value is refused and what to use instead; the problem reads `<path>: got <value>: <message>`. */
+  readonly message: string;
+}
+
+const SQL_TASKS =
+  'storage_type sql (rows in an SQL table) is not supported here for tasksets and datasets: export the rows to JSONL and use ' +
+  'storage_type file with that path (an SQLite experience buffer is buffer.trainer_input.experience_buffer)';
+
+const TASKSET_PATHS = [
+  'buffer.explorer_input.taskset',
+  'buffer.explorer_input.tasksets.*',
+  'buffer.explorer_input.eval_tasksets.*',
+] as const;
+
+export const REFUSED_SETTINGS: readonly Refusal[] = [
+  {
+    path: 'explorer.rollout_model.engine_num',
+    accepts: (v) => v === 1,
+    message:
+      'more than one rollout engine is not supported here: one engine serves all runners until engine pools come (a later ' +
+      'issue); use 1, and raise explorer.rollout_model.slots (sequences decoded at once) and ' +
+      'explorer.runner_per_model (concurrent workflow runs) for more parallel rollouts',
+  },
+  {
+    path: 'algorithm.optimizer.optimizer_type',
+    accepts: (v) => typeof v === 'string' && /^adamw?$/i.test(v),
+    message:
+      "this optimizer is not supported here: the trainer has AdamW only (decoupled weight decay, as Trinity's FSDP trainer runs " +
+      "'adam' and 'adamw'); use 'adam' or 'adamw'",
+  },
+  {
+    path: 'monitor.detailed_stats',
+    accepts: (v) => v === false,
+    message:
+      'detailed_stats is not supported here: eval metrics are logged as averages over the eval tasks (eval/<taskset>/mean@n, ' +
+      'pass@k, best@k, worst@k); the across-task std/max/min that Trinity adds are not computed; use false',
+  },
+  ...TASKSET_PATHS.map((base): Refusal => ({ path: `${base}.storage_type`, accepts: (v) => v === 'file', message: SQL_TASKS })),
+  {
+    path: 'buffer.trainer_input.sft_warmup_dataset.storage_type',
+    accepts: (v) => v === 'file',
+    message: SQL_TASKS,
+  },
+  { path: 'buffer.trainer_input.auxiliary_buffers.*.storage_type', accepts: (v) => v === 'file', message: SQL_TASKS },
+  ...(['data_selector', 'task_selector'] as const).map(
+    (key): Refusal => ({
+      path: `buffer.explorer_input.eval_tasksets.*.${key}`,
+      accepts: (v) => v === undefined,
+      message: 'a selector is not used for eval tasksets (each evaluation runs every task of the taskset): remove it',
+    }),
+  ),
+];
+
+/**
+ * Keys that config resolution folds into another key, which the run reads (the coverage test checks that it does):
+ * schema path (or prefix of paths) → the resolved key (or prefix) that carries its effect.
+ */
+export const FOLDED_SETTINGS: Readonly<Record<string, string>> = {
+  checkpoint_root_dir: 'checkpoint_job_dir', // job dir = checkpoint_root_dir/project/name
+  'trainer.grad_clip': 'algorithm.optimizer.clip_grad', // one max gradient norm, trainer.grad_clip first
+  'model.max_prompt_tokens': 'model.max_model_len', // the lengths derive one another
+  'model.max_response_tokens': 'buffer.explorer_input.tasksets.*.rollout_args.max_tokens',
+  'buffer.explorer_input.default_reward_fn_type': 'buffer.explorer_input.tasksets.*.default_reward_fn_type',
+  'buffer.explorer_input.taskset': 'buffer.explorer_input.tasksets.*', // the one taskset becomes tasksets[0]
+  'buffer.explorer_input.tasksets.*.data_selector': 'buffer.explorer_input.tasksets.*.task_selector',
+  'buffer.explorer_input.tasksets.*.repeat_times': 'algorithm.repeat_times', // must equal it (checked)
+  // sft warm-up: an SFT stage before the RL stage (validate.ts expandSftWarmup)
+  'buffer.trainer_input.sft_warmup_dataset': 'buffer.trainer_input.experience_buffer',
+  'buffer.trainer_input.sft_warmup_steps': 'buffer.total_steps',
+};
+
+/** True when `path` (concrete, with list indices and mapping keys) matches `pattern` (with `*`). */
+export function matchesPath(pattern: string, path: string): boolean {
+  const p = pattern.split('.');
+  const q = path.split('.');
+  return p.length === q.length && p.every((segment, i) => segment === '*' || segment === q[i]);
+}
