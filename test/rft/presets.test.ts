@@ -17,7 +17,6 @@ describe('presets', () => {
       const preset = ALGORITHM_PRESETS[type];
       const r = resolveAlgorithm({ algorithm_type: type });
       assert.equal(r.algorithmType, type);
-      assert.equal(r.repeatTimes, preset.repeatTimes, type);
       assert.equal(r.useReference, preset.useReference, `${type}: use_reference`);
       assert.equal(r.useCritic, preset.useCritic, `${type}: use_critic`);
       assert.equal(r.computeAdvantageInTrainer, preset.computeAdvantageInTrainer, `${type}: compute_advantage_in_trainer`);
@@ -27,6 +26,40 @@ describe('presets', () => {
       // every argument of every module is filled in
       assert.ok('loss_agg_mode' in r.entropyLossFn.args && 'entropy_coef' in r.entropyLossFn.args, type);
       assert.ok('kl_coef' in r.klLossFn.args, type);
+    }
+  });
+
+  test("repeat_times defaults: Trinity-RFT's, written out", () => {
+    // Trinity-RFT trinity/algorithm/algorithm.py default_config() repeat_times, per algorithm_type (the table "default
+    // repeat_times" of its ALGORITHM_TYPE registry). Where Trinity-RFT sets none the value is this project's own:
+    //   sft 1 (SFT rows are not sampled), raft 4 (RAFT's best-of-n needs a group), dr_grpo 2 (grpo's: not a Trinity
+    //   type).
+    const expected: Record<string, number> = {
+      ppo: 1,
+      grpo: 2,
+      dr_grpo: 2,
+      dapo: 16,
+      gspo: 2,
+      cispo: 2,
+      sapo: 2,
+      rloo: 2,
+      reinforceplusplus: 2,
+      opmd: 2,
+      asymre: 2,
+      topr: 2,
+      sppo: 2,
+      rec: 2,
+      multi_step_grpo: 8,
+      sft: 1,
+      dpo: 2,
+      mix: 8,
+      mix_chord: 8,
+      raft: 4,
+      on_policy_distill: 8,
+    };
+    assert.deepEqual([...ALGORITHM_TYPES].sort(), Object.keys(expected).sort(), 'a preset was added or removed');
+    for (const type of ALGORITHM_TYPES) {
+      assert.equal(resolveAlgorithm({ algorithm_type: type }).repeatTimes, expected[type], type);
     }
   });
 

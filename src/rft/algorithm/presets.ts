@@ -15,7 +15,7 @@ import { ADVANTAGE_COMPUTE_IN_TRAINER, ADVANTAGE_FN } from './advantage/index.js
 import { ENTROPY_LOSS_DEFAULTS, ENTROPY_LOSS_FNS } from './entropy.js';
 import { KL_DEFAULTS, KL_ESTIMATORS } from './kl.js';
 import { isLossAggMode, LOSS_AGG_MODES, type LossAggMode } from './loss-agg.js';
-import { POLICY_LOSS_FN } from './policy-loss/index.js';
+import { POLICY_LOSS_FN, policyLossAccumulation, policyLossModule } from './policy-loss/index.js';
 import { camelToSnake, didYouMean, resolveArgs, snakeToCamel } from './registry.js';
 import { SAMPLE_STRATEGY } from './sample-strategy.js';
 
@@ -290,7 +290,7 @@ export interface ResolvedAlgorithm {
   readonly repeatTimes: number;
   /** The advantage function is ppo (GAE needs critic values). */
   readonly useCritic: boolean;
-  /** Some module reads reference log-probs (a KL function other than none, or dpo). */
+  /** Some module reads reference log-probs (a KL function other than none, or a policy loss that needsReference). */
   readonly useReference: boolean;
   /** The advantage function's compute_in_trainer (false: an explorer pipeline operator computes it). */
   readonly computeAdvantageInTrainer: boolean;
@@ -446,13 +446,15 @@ export function resolveAlgorithm(config: unknown = {}): ResolvedAlgorithm {
     throw new Error(`algorithm.repeat_times: ${algorithmType} needs 2 (a chosen and a rejected response), got ${repeatTimes}`);
   }
   const schema = preset.schema;
-  if (schema === 'dpo' && policyLossFn.name !== 'dpo') {
+  if (schema === 'dpo' && policyLossAccumulation(policyLossFn.name, policyLossFn.args, lossAggMode).rowsPerGroup !== 2) {
     throw new Error(
-      `algorithm.policy_loss_fn: ${algorithmType} trains on chosen/rejected pairs and needs 'dpo', got '${policyLossFn.name}'`,
+      `algorithm.policy_loss_fn: ${algorithmType} trains on chosen/rejected pairs and needs a loss over row pairs ` +
+        `(such as 'dpo'), got '${policyLossFn.name}'`,
     );
   }
   const useCritic = advantageFn?.name === 'ppo';
-  const useReference = klLossFn.name !== 'none' || klPenaltyFn.name !== 'none' || policyLossFn.name === 'dpo';
+  const useReference =
+    klLossFn.name !== 'none' || klPenaltyFn.name !== 'none' || policyLossModule(policyLossFn.name).needsReference === true;
   const computeAdvantageInTrainer = advantageFn === null ? false : (ADVANTAGE_COMPUTE_IN_TRAINER[advantageFn.name] ?? true);
 
   const optimizerValue = config.optimizer ?? {};
