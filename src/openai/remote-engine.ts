@@ -1,9 +1,10 @@
 // A rollout engine on any OpenAI-compatible server (vLLM, SGLang, llama.cpp server, `trinity serve`): the explorer
 // and bench run workflows against it exactly as against the embedded engine.
 //
-//   generate  POST /v1/completions with the prompt as token ids, logprobs 1, return_token_ids (vLLM ≥ 0.10.2) and
-//             return_tokens_as_token_ids ("token_id:<id>" logprob tokens) — the completion's exact ids come from
-//             whichever the server answers, never from re-tokenising its text
+//   generate  POST /v1/completions with the prompt as token ids, logprobs max(1, topLogprobs), return_token_ids
+//             (vLLM ≥ 0.10.2) and return_tokens_as_token_ids ("token_id:<id>" logprob tokens) — the completion's exact
+//             ids come from whichever the server answers, never from re-tokenising its text; topLogprobs are the
+//             most likely entries of each position's top_logprobs
 //   chat      rendered here with the model folder's tokenizer and chat template (exact prompt ids), then generate;
 //             tool calls parsed as the embedded engine does (src/engine/chat.ts)
 //   weights   syncWeightsFromDir(dir): POST /update_weights_from_disk {model_path: dir} (SGLang's API; `trinity serve
@@ -21,6 +22,7 @@ import {
   type GenerateRequest,
   type GenerateResult,
   GenerationError,
+  type TopLogprob,
 } from '../engine/index.js';
 import type { ChatMessage, Tokenizer } from '../tokenizer/index.js';
 
@@ -44,7 +46,11 @@ interface CompletionChoice {
   finish_reason: string | null;
   stop_reason?: number | string | null;
   token_ids?: number[] | null;
-  logprobs?: { tokens?: string[]; token_logprobs?: Array<number | null> } | null;
+  logprobs?: {
+    tokens?: string[];
+    token_logprobs?: Array<number | null>;
+    top_logprobs?: Array<Record<string, number> | null>;
+  } | null;
 }
 
 export class OpenAIRemoteEngine implements ChatEngine {
@@ -92,7 +98,7 @@ export class OpenAIRemoteEngine implements ChatEngine {
       ...(request.stopTokenIds ? { stop_token_ids: request.stopTokenIds } : {}),
       ...(request.ignoreEos ? { ignore_eos: true } : {}),
       ...(request.skipSpecialTokens !== undefined ? { skip_special_tokens: request.skipSpecialTokens } : {}),
-      logprobs: 1,
+      logprobs: Math.max(1, request.topLogprobs ?? 0),
       return_token_ids: true,
       return_tokens_as_token_ids: true,
     };
@@ -116,10 +122,12 @@ export class OpenAIRemoteEngine implements ChatEngine {
       if (logprobs.length !== tokenIds.length)
         throw new GenerationError('failed', `${this.baseURL}: ${tokenIds.length} token ids but ${logprobs.length} logprobs`);
       const finishReason: FinishReason = choice.finish_reason === 'length' ? 'length' : 'stop';
+      const top = request.topLogprobs ?? 0;
       return {
         index,
         tokenIds,
         logprobs,
+        ...(top > 0 ? { topLogprobs: this.#topLogprobs(choice.logprobs?.top_logprobs, tokenIds.length, top) } : {}),
         text: choice.text,
         finishReason,
         stopReason: finishReason === 'stop' ? (choice.stop_reason ?? tokenIds.at(-1) ?? null) : null,
@@ -141,6 +149,24 @@ export class OpenAIRemoteEngine implements ChatEngine {
       { timeoutMs: options.timeoutMs ?? 600_000, root: true },
     )) as { success?: boolean; message?: string };
     if (reply.success === false) throw new Error(`${this.baseURL}: weight reload from ${dir} failed: ${reply.message ?? ''}`);
+  }
+
+  /** The `k` most likely of each position's top_logprobs ({"token_id:<id>": logprob}; the sampled token may be extra). */
+  #topLogprobs(entries: Array<Record<string, number> | null> | undefined, length: number, k: number): TopLogprob[][] {
+    const positions = entries ?? [];
+    if (positions.length !== length)
+      throw new GenerationError('failed', `${this.baseURL}: ${length} token ids but ${positions.length} top_logprobs`);
+    return positions.map((entry, i) => {
+      const top = Object.entries(entry ?? {}).map(([token, logprob]) => {
+        const match = /^token_id:(\d+)$/.exec(token);
+        if (!match)
+          throw new GenerationError('failed', `${this.baseURL}: top_logprobs[${i}] has token '${token}', not 'token_id:<id>'`);
+        return { tokenId: Number(match[1]), logprob };
+      });
+      if (top.length < k)
+        throw new GenerationError('failed', `${this.baseURL}: top_logprobs[${i}] has ${top.length} entries, ${k} were asked for`);
+      return top.sort((a, b) => b.logprob - a.logprob).slice(0, k);
+    });
   }
 
   /** Nothing to free here: the server is not ours. */

@@ -72,7 +72,7 @@ export function modelList(names: Iterable<string>, created: number): ModelList {
   return { object: 'list', data: [...names].map((id) => ({ id, object: 'model', created, owned_by: 'trinity-rft' })) };
 }
 
-export function usage(promptTokens: number, completions: readonly Pick<Completion, 'tokenIds'>[]): CompletionUsage {
+export function completionUsage(promptTokens: number, completions: readonly Pick<Completion, 'tokenIds'>[]): CompletionUsage {
   const completionTokens = completions.reduce((sum, c) => sum + c.tokenIds.length, 0);
   return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
 }

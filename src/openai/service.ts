@@ -45,7 +45,7 @@ import {
   type TextCompletionChunkBody,
   type TokenSpan,
   textLogprobs,
-  usage,
+  completionUsage,
 } from './responses.js';
 import { streamChunks } from './streaming.js';
 
@@ -190,7 +190,7 @@ export class OpenAIService {
             finish_reason: chatFinishReason(choice),
             ...(returnTokenIds ? { token_ids: choice.completionIds } : {}),
           })),
-          usage: usage(result.promptIds.length, result.completions),
+          usage: completionUsage(result.promptIds.length, result.completions),
           ...(returnTokenIds ? { prompt_token_ids: result.promptIds } : {}),
         },
       };
@@ -234,7 +234,7 @@ export class OpenAIService {
         },
         usage: (result) =>
           request.stream_options?.include_usage
-            ? { ...chunkHead, choices: [], usage: usage(result.promptIds.length, result.completions) }
+            ? { ...chunkHead, choices: [], usage: completionUsage(result.promptIds.length, result.completions) }
             : null,
       },
     });
@@ -284,7 +284,7 @@ export class OpenAIService {
           ...head,
           object: 'text_completion',
           choices,
-          usage: usage(
+          usage: completionUsage(
             promptTokens,
             results.flatMap((r) => r.completions),
           ),
@@ -336,7 +336,7 @@ export class OpenAIService {
         }),
         usage: (result) =>
           request.stream_options?.include_usage
-            ? { ...chunkHead, choices: [], usage: usage(result.promptIds.length, result.completions) }
+            ? { ...chunkHead, choices: [], usage: completionUsage(result.promptIds.length, result.completions) }
             : null,
       },
     });

@@ -1,15 +1,17 @@
 // Streamed completions: token events from the engine → chunks (a shape builds them: chat or text) → server-sent
 // events.
 //
-// Text is sent as it is generated, less what could still turn out to be the start of a stop string or (with tools)
-// of a <tool_call> block, so the concatenated deltas always equal the final text: a stop string is cut from the end
-// text, and a tool call leaves the text to arrive whole in the closing chunk. Each delta carries the tokens it covers
+// Text is sent as it is generated, less a stop string the text now holds (the token that completes one arrives before
+// the engine ends the sequence) and what could still turn out to be the start of one or (with tools) of a <tool_call>
+// block, so the concatenated deltas always equal the final text: a stop string is cut from the end text, and a tool
+// call leaves the text to arrive whole in the closing chunk. Each delta carries the tokens it covers
 // (ids, log-probs, top log-probs); a token whose text is held back rides with the next delta that is sent.
 //
 // A request that fails before its first chunk (a bad stop id, a closed engine) is still an HTTP error, not a stream;
 // after that, an error is one `data: {error}` event, as OpenAI's streams end.
 import type { ServerResponse } from 'node:http';
 import {
+  earliestStop,
   type GenerateResult,
   IncrementalDetokenizer,
   TOOL_CALL_OPEN,
@@ -50,7 +52,6 @@ export interface StreamOptions<Chunk> {
 export async function streamChunks<Chunk>(options: StreamOptions<Chunk>): Promise<AsyncIterable<Chunk>> {
   const { shape } = options;
   const queue = new ChunkQueue<Chunk>();
-  const holdBack = Math.max(0, ...options.stops.map((s) => s.length - 1));
   const streams = Array.from({ length: options.n }, () => ({
     detokenizer: new IncrementalDetokenizer(options.tokenizer, { skipSpecialTokens: options.skipSpecialTokens }),
     sent: '',
@@ -72,7 +73,7 @@ export async function streamChunks<Chunk>(options: StreamOptions<Chunk>): Promis
     s.pending.logprobs.push(event.logprob);
     if (event.topLogprobs) s.pending.topLogprobs.push(event.topLogprobs);
     s.detokenizer.push(event.tokenId);
-    const safe = safeText(s.detokenizer.text, holdBack, shape.holdToolCalls);
+    const safe = safeText(s.detokenizer.text, options.stops, shape.holdToolCalls);
     if (safe.length > s.sent.length && safe.startsWith(s.sent)) {
       queue.push(shape.delta(event.index, safe.slice(s.sent.length), take(s)));
       s.sent = safe;
@@ -114,9 +115,15 @@ export async function writeEventStream(res: ServerResponse, chunks: AsyncIterabl
   res.end();
 }
 
-/** Text that can be sent now: all but what might start a stop string or a tool call (and, with tools, trailing space). */
-export function safeText(text: string, holdBack: number, holdToolCalls: boolean): string {
+/**
+ * Text that can be sent now: what comes before a stop string, less what might start one or a tool call (and, with
+ * tools, trailing space).
+ */
+export function safeText(text: string, stops: readonly string[], holdToolCalls: boolean): string {
+  const holdBack = Math.max(0, ...stops.map((s) => s.length - 1));
   let end = Math.max(0, text.length - holdBack);
+  const stop = earliestStop(text, stops);
+  if (stop !== null) end = Math.min(end, stop.index);
   if (holdToolCalls) {
     const open = text.indexOf(TOOL_CALL_OPEN);
     if (open >= 0) end = Math.min(end, open);

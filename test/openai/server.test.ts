@@ -4,10 +4,12 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import OpenAI from 'openai';
 import { ConversationTracker, RolloutEngine } from '../../src/engine/index.js';
+import { CausalLM } from '../../src/model/index.js';
 import { OpenAIService, type OpenAIServer, startOpenAIServer } from '../../src/openai/index.js';
 import * as torch from '../../src/torch/index.js';
 import { fixtureModelWithTokenizer } from '../engine/helpers.js';
 
+let modelDir: string;
 let engine: RolloutEngine;
 let server: OpenAIServer;
 let client: OpenAI;
@@ -18,8 +20,8 @@ before(() => {
 });
 
 before(async () => {
-  const dir = fixtureModelWithTokenizer('qwen2-tied');
-  engine = RolloutEngine.load(dir, { slots: 8, maxLength: 64 });
+  modelDir = fixtureModelWithTokenizer('qwen2-tied');
+  engine = RolloutEngine.load(modelDir, { slots: 8, maxLength: 64 });
   const service = new OpenAIService({ modelName: 'tiny', aliases: ['tiny-alias'], backend: engine, maxTokens: 32, maxN: 4 });
   server = await startOpenAIServer({ service, apiKey: KEY, maxBodyBytes: 4096 });
   client = new OpenAI({ baseURL: server.baseURL, apiKey: KEY, maxRetries: 0, timeout: 60_000 });
@@ -90,46 +92,62 @@ describe('OpenAI server with the openai client', () => {
     assert.ok(chunks >= 3, `streamed in ${chunks} chunks`);
   });
 
-  it('stop strings, n samples with a seed, and text completions from ids', async () => {
-    const sampled = await client.chat.completions.create({
+  it('n samples with a seed: the choices differ from each other and repeat with the seed', async () => {
+    const body = {
       model: 'tiny-alias',
-      messages: [{ role: 'user', content: 'x' }],
+      messages: [{ role: 'user' as const, content: 'x' }],
       n: 3,
       seed: 7,
       max_tokens: 6,
       temperature: 1,
-    });
-    assert.equal(sampled.choices.length, 3);
-    const again = await client.chat.completions.create({
-      model: 'tiny-alias',
-      messages: [{ role: 'user', content: 'x' }],
-      n: 3,
-      seed: 7,
-      max_tokens: 6,
-      temperature: 1,
-    });
+      ignore_eos: true,
+      return_token_ids: true,
+    };
+    const ids = (reply: OpenAI.ChatCompletion) => (reply.choices as Array<{ token_ids?: number[] }>).map((c) => c.token_ids);
+    const sampled = await client.chat.completions.create(body);
     assert.deepEqual(
-      again.choices.map((c) => c.message.content),
-      sampled.choices.map((c) => c.message.content),
+      sampled.choices.map((c) => c.index),
+      [0, 1, 2],
     );
-    const completion = await client.completions.create({
-      model: 'tiny',
-      prompt: [5, 6, 7],
-      max_tokens: 5,
-      temperature: 0,
-      logprobs: 1,
-    });
-    const direct = await engine.generate({ promptIds: [5, 6, 7], maxTokens: 5, temperature: 0 });
-    assert.equal(completion.choices[0]?.text, direct.completions[0]?.text);
-    assert.equal(completion.choices[0]?.logprobs?.token_logprobs?.length, direct.completions[0]?.tokenIds.length);
-    const stopped = await client.completions.create({
-      model: 'tiny',
-      prompt: [5, 6, 7],
-      max_tokens: 5,
-      temperature: 0,
-      stop: [(direct.completions[0]?.text ?? '').slice(1, 3) || 'zz'],
-    });
-    assert.ok((stopped.choices[0]?.text.length ?? 99) <= (direct.completions[0]?.text?.length ?? 0));
+    const [a, b, c] = ids(sampled);
+    assert.equal(a?.length, 6);
+    // three different samples, not one sample three times
+    assert.ok(
+      [a, b, c].every((x, i, all) => all.every((y, j) => i === j || JSON.stringify(x) !== JSON.stringify(y))),
+      JSON.stringify([a, b, c]),
+    );
+    const again = await client.chat.completions.create(body);
+    assert.deepEqual(ids(again), ids(sampled));
+    const otherSeed = await client.chat.completions.create({ ...body, seed: 8 });
+    assert.notDeepEqual(ids(otherSeed), ids(sampled));
+  });
+
+  it('text completions from ids, and stop strings that cut the text where they begin', async () => {
+    const request = { model: 'tiny', prompt: [5, 6, 7], max_tokens: 10, temperature: 0, ignore_eos: true };
+    const completion = await client.completions.create(request);
+    const direct = await engine.generate({ promptIds: [5, 6, 7], maxTokens: 10, temperature: 0, ignoreEos: true });
+    const full = direct.completions[0]?.text ?? '';
+    assert.equal(completion.choices[0]?.text, full);
+    assert.equal(completion.choices[0]?.finish_reason, 'length');
+    // a stop string from the middle of the greedy text: the answer must end right before its first occurrence
+    const stop = full.slice(4, 6);
+    const cut = full.indexOf(stop);
+    assert.ok(stop.length === 2 && cut >= 1, `greedy text ${JSON.stringify(full)}`);
+    const expected = full.slice(0, cut);
+    const stopped = await client.completions.create({ ...request, stop: [stop] });
+    assert.equal(stopped.choices[0]?.text, expected);
+    assert.equal(stopped.choices[0]?.finish_reason, 'stop');
+    assert.ok((stopped.usage?.completion_tokens ?? 99) < 10, 'generation ended at the stop string');
+    // streamed: the held-back text never leaks the stop string
+    const stream = await client.completions.create({ ...request, stop: stop, stream: true });
+    let text = '';
+    let finish: string | null = null;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.text ?? '';
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    assert.equal(text, expected);
+    assert.equal(finish, 'stop');
   });
 
   it('records conversations in a scope: a follow-up call continues the exact ids', async () => {
