@@ -4,7 +4,6 @@
 //   eval.jsonl   held-out maps, never trained on (seeds and layouts disjoint from both training sets)
 // Usage: node --import tsx examples/frozen_lake/make-data.ts OUT_DIR [--size N] [--train N] [--eval N] [--sft N]
 import { parseArgs } from 'node:util';
-import { writeJsonlSets } from '../../src/rft/buffer/index.js';
 import {
   FROZEN_LAKE_SYSTEM_PROMPT,
   FrozenLakeEnv,
@@ -12,7 +11,8 @@ import {
   renderFrozenLake,
   seededEpisodeData,
   solveFrozenLake,
-} from '../../src/rft/workflow/env/index.js';
+  writeJsonlSets,
+} from 'trinity-rft/rft';
 
 export function makeFrozenLakeData(options: {
   size: number;

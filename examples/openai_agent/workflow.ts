@@ -2,7 +2,7 @@
 // answer it returns, and hands back what the client recorded — one experience per conversation with the exact token
 // ids the model saw and produced, and an action mask over the tokens it generated (the re-ask turn between two
 // replies is masked out). Referenced from config.yaml by module path: default_workflow_type: ./workflow.ts#agentWorkflow
-import type { WorkflowSpec } from '../../src/rft/workflow/index.js';
+import type { WorkflowSpec } from 'trinity-rft/rft';
 import { solve } from './agent.js';
 
 export const agentWorkflow: WorkflowSpec = {

@@ -6,7 +6,7 @@
 //   eval.jsonl   held-out problems, never trained on
 // Usage: node --import tsx examples/quickstart/make-data.ts OUT_DIR [--seed N] [--max N]
 import { parseArgs } from 'node:util';
-import { writeJsonlSets } from '../../src/rft/buffer/index.js';
+import { writeJsonlSets } from 'trinity-rft/rft';
 
 export interface QuickstartData {
   sft: { prompt: string; response: string }[];

@@ -4,7 +4,6 @@
 //   eval.jsonl   held-out levels, never trained on (seeds and layouts disjoint from both training sets)
 // Usage: node --import tsx examples/sokoban/make-data.ts OUT_DIR [--size N] [--max-solution-steps N] [--train N] ...
 import { parseArgs } from 'node:util';
-import { writeJsonlSets } from '../../src/rft/buffer/index.js';
 import {
   generateSokoban,
   renderSokoban,
@@ -12,7 +11,8 @@ import {
   SokobanEnv,
   seededEpisodeData,
   solveSokoban,
-} from '../../src/rft/workflow/env/index.js';
+  writeJsonlSets,
+} from 'trinity-rft/rft';
 
 export function makeSokobanData(options: {
   size: number;

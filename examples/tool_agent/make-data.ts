@@ -9,10 +9,15 @@
 //   Population of Varnia times 3?       [lookup Varnia] [calc 4821*3] 14463
 // Usage: node --import tsx examples/tool_agent/make-data.ts OUT_DIR [--train N] [--eval N] [--sft N] [--seed N]
 import { parseArgs } from 'node:util';
-import { writeJsonlSets } from '../../src/rft/buffer/index.js';
-import { seededRandom } from '../../src/rft/buffer/random.js';
-import type { ChatTurn } from '../../src/rft/experience.js';
-import { builtInDocuments, type DocumentStore, runToolCall, TOOL_AGENT_TOOLS } from '../../src/rft/workflow/agents/index.js';
+import {
+  builtInDocuments,
+  type ChatTurn,
+  type DocumentStore,
+  runToolCall,
+  seededRandom,
+  TOOL_AGENT_TOOLS,
+  writeJsonlSets,
+} from 'trinity-rft/rft';
 
 /**
  * The system turn the chat template renders for the tools (the character tokenizer's template lists their names):
