@@ -3,11 +3,19 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import OpenAI from 'openai';
-import { ConversationTracker, RolloutEngine } from '../../src/engine/index.js';
+import {
+  ConversationTracker,
+  completionText,
+  type GenerateRequest,
+  type GenerateResult,
+  RolloutEngine,
+  StopStringMatcher,
+} from '../../src/engine/index.js';
 import { CausalLM } from '../../src/model/index.js';
 import { OpenAIService, type OpenAIServer, startOpenAIServer } from '../../src/openai/index.js';
+import type { Tokenizer } from '../../src/tokenizer/index.js';
 import * as torch from '../../src/torch/index.js';
-import { fixtureModelWithTokenizer } from '../engine/helpers.js';
+import { fixtureModelWithTokenizer, fixtureTokenizer } from '../engine/helpers.js';
 
 let modelDir: string;
 let engine: RolloutEngine;
@@ -39,6 +47,36 @@ async function post(path: string, body: unknown, headers: Record<string, string>
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
   return { status: res.status, body: (await res.json()) as { error?: { message: string; param: string | null } } };
+}
+
+/**
+ * The independent reference for log-probs: the model loaded again (training layout), one full forward over prompt +
+ * completion (no KV cache, no sampling code), log_softmax(logits / temperature) at each completion position, every
+ * token sorted by log-prob in JS.
+ */
+function referenceDistributions(
+  prompt: readonly number[],
+  completion: readonly number[],
+  temperature: number,
+): Array<Array<{ tokenId: number; logprob: number }>> {
+  const model = CausalLM.load(modelDir);
+  try {
+    const rows = torch.noGrad(() =>
+      torch.scope(() => {
+        const ids = [...prompt, ...completion];
+        const logits = model.forward(torch.tensor([ids.map(BigInt)])).select(0, 0); // [T, V]
+        const scored = logits
+          .narrow(0, prompt.length - 1, completion.length)
+          .float()
+          .div(temperature)
+          .logSoftmax(-1);
+        return scored.toArray() as number[][];
+      }),
+    );
+    return rows.map((row) => row.map((logprob, tokenId) => ({ tokenId, logprob })).sort((a, b) => b.logprob - a.logprob));
+  } finally {
+    model.dispose();
+  }
 }
 
 describe('OpenAI server with the openai client', () => {
@@ -150,6 +188,121 @@ describe('OpenAI server with the openai client', () => {
     assert.equal(finish, 'stop');
   });
 
+  it('completions logprobs k: the k most likely tokens of each position, checked against a full forward', async () => {
+    const body = {
+      model: 'tiny',
+      prompt: [5, 6, 7],
+      max_tokens: 6,
+      temperature: 0.7,
+      seed: 11,
+      logprobs: 5,
+      ignore_eos: true,
+      return_token_ids: true,
+      return_tokens_as_token_ids: true,
+    };
+    const reply = await client.completions.create(body as OpenAI.CompletionCreateParamsNonStreaming);
+    const choice = reply.choices[0] as OpenAI.CompletionChoice & { token_ids: number[] };
+    const logprobs = choice.logprobs as Required<OpenAI.CompletionChoice.Logprobs>;
+    const reference = referenceDistributions([5, 6, 7], choice.token_ids, 0.7);
+    let worst = 0;
+    choice.token_ids.forEach((sampled, i) => {
+      const ref = reference[i] as Array<{ tokenId: number; logprob: number }>;
+      const top = Object.entries(logprobs.top_logprobs[i] as Record<string, number>).map(([token, logprob]) => ({
+        tokenId: Number(token.replace('token_id:', '')),
+        logprob,
+      }));
+      // the 5 most likely, most likely first, then the sampled token when it is not among them
+      const expected = ref.slice(0, 5);
+      if (!expected.some((t) => t.tokenId === sampled)) expected.push(ref.find((t) => t.tokenId === sampled) as never);
+      assert.deepEqual(
+        top.map((t) => t.tokenId),
+        expected.map((t) => t.tokenId),
+        `position ${i}`,
+      );
+      top.forEach((t, j) => {
+        worst = Math.max(worst, Math.abs(t.logprob - (expected[j]?.logprob as number)));
+      });
+      worst = Math.max(
+        worst,
+        Math.abs((logprobs.token_logprobs[i] as number) - (ref.find((t) => t.tokenId === sampled)?.logprob as number)),
+      );
+    });
+    assert.ok(worst < 1e-5, `largest difference from the reference: ${worst}`);
+
+    // streamed: the same log-probs, token by token, with text offsets running on across chunks
+    const streamBody = { ...body, stream: true };
+    const stream = await client.completions.create(streamBody as OpenAI.CompletionCreateParamsStreaming);
+    const streamed = {
+      tokens: [] as string[],
+      token_logprobs: [] as number[],
+      top_logprobs: [] as object[],
+      text_offset: [] as number[],
+    };
+    for await (const chunk of stream) {
+      const part = chunk.choices[0]?.logprobs;
+      if (!part) continue;
+      streamed.tokens.push(...(part.tokens ?? []));
+      streamed.token_logprobs.push(...(part.token_logprobs ?? []));
+      streamed.top_logprobs.push(...(part.top_logprobs ?? []));
+      streamed.text_offset.push(...(part.text_offset ?? []));
+    }
+    assert.deepEqual(streamed, logprobs);
+  });
+
+  it('chat top_logprobs: that many most likely tokens, most likely first, checked against a full forward', async () => {
+    const reply = await client.chat.completions.create({
+      model: 'tiny',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 5,
+      temperature: 0,
+      logprobs: true,
+      top_logprobs: 3,
+      // @ts-expect-error extension field (vLLM's name)
+      return_token_ids: true,
+    });
+    const ext = reply as unknown as { prompt_token_ids: number[]; choices: Array<{ token_ids: number[] }> };
+    const ids = ext.choices[0]?.token_ids as number[];
+    const content = reply.choices[0]?.logprobs?.content ?? [];
+    assert.equal(content.length, ids.length);
+    const tokenizer = engine.tokenizer as NonNullable<typeof engine.tokenizer>;
+    const text = (id: number) => tokenizer.decode([id], { skipSpecialTokens: false });
+    // greedy: the record is log_softmax(logits) (temperature 1)
+    const reference = referenceDistributions(ext.prompt_token_ids, ids, 1);
+    let worst = 0;
+    content.forEach((position, i) => {
+      const ref = (reference[i] as Array<{ tokenId: number; logprob: number }>).slice(0, 3);
+      assert.equal(position.top_logprobs.length, 3);
+      assert.deepEqual(
+        position.top_logprobs.map((t) => t.token),
+        ref.map((t) => text(t.tokenId)),
+        `position ${i}`,
+      );
+      assert.deepEqual(
+        position.top_logprobs.map((t) => t.bytes),
+        ref.map((t) => [...Buffer.from(text(t.tokenId))]),
+      );
+      position.top_logprobs.forEach((t, j) => {
+        worst = Math.max(worst, Math.abs(t.logprob - (ref[j]?.logprob as number)));
+      });
+      // greedy picks the most likely token
+      assert.equal(position.token, position.top_logprobs[0]?.token);
+      assert.equal(position.logprob, position.top_logprobs[0]?.logprob);
+    });
+    assert.ok(worst < 1e-5, `largest difference from the reference: ${worst}`);
+    // without top_logprobs each position lists none
+    const plain = await client.chat.completions.create({
+      model: 'tiny',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 2,
+      temperature: 0,
+      logprobs: true,
+    });
+    assert.deepEqual(
+      plain.choices[0]?.logprobs?.content?.map((c) => c.top_logprobs),
+      [[], []],
+    );
+  });
+
   it('records conversations in a scope: a follow-up call continues the exact ids', async () => {
     const tracker = new ConversationTracker(engine.tokenizer as NonNullable<typeof engine.tokenizer>);
     const service = new OpenAIService({ modelName: 'tiny', backend: engine });
@@ -210,6 +363,30 @@ describe('OpenAI server guards', () => {
       assert.equal(res.status, status, JSON.stringify(body).slice(0, 80));
       assert.match(res.body.error?.message ?? '', message, JSON.stringify(body).slice(0, 80));
     }
+    // the error names the field that asked for too much
+    const named: Array<[string, unknown, string]> = [
+      [
+        '/v1/chat/completions',
+        { model: 'tiny', messages: [{ role: 'user', content: 'a' }], max_completion_tokens: 33 },
+        'max_completion_tokens',
+      ],
+      ['/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'a' }], max_tokens: 33 }, 'max_tokens'],
+      ['/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'a' }], top_logprobs: 2 }, 'top_logprobs'],
+      [
+        '/v1/chat/completions',
+        { model: 'tiny', messages: [{ role: 'user', content: 'a' }], logprobs: true, top_logprobs: 21 },
+        'top_logprobs',
+      ],
+      ['/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'a'.repeat(100) }] }, 'messages'],
+      ['/v1/completions', { model: 'tiny', prompt: 'a'.repeat(100) }, 'prompt'],
+      ['/v1/completions', { model: 'tiny', prompt: ['a', 'b'.repeat(100)] }, 'prompt.1'],
+      ['/v1/completions', { model: 'tiny', prompt: [1, 2], logprobs: 6 }, 'logprobs'],
+    ];
+    for (const [path, body, param] of named) {
+      const res = await post(path, body);
+      assert.equal(res.status, 400, JSON.stringify(body).slice(0, 80));
+      assert.equal(res.body.error?.param, param, JSON.stringify(body).slice(0, 80));
+    }
     const getChat = await fetch(`${server.url}/v1/chat/completions`, { headers: { authorization: `Bearer ${KEY}` } });
     assert.equal(getChat.status, 405);
     // The server is still up and answering.
@@ -246,37 +423,47 @@ describe('OpenAI server guards', () => {
   });
 });
 
-describe('streaming tool calls', () => {
+/**
+ * A backend that answers every request with `reply` then eos, one onToken event per token, and ends at the request's
+ * stop strings as the engine does (with the engine's own StopStringMatcher and completionText).
+ */
+function scriptedBackend(tokenizer: Tokenizer, reply: string) {
+  const eos = tokenizer.eosTokenIds[0] as number;
+  return {
+    tokenizer,
+    maxLength: 4096,
+    async generate(request: GenerateRequest): Promise<GenerateResult> {
+      const stops = request.stop === undefined ? [] : typeof request.stop === 'string' ? [request.stop] : [...request.stop];
+      const matcher = stops.length > 0 ? new StopStringMatcher(stops, tokenizer) : null;
+      const ids: number[] = [];
+      let stopReason: number | string = eos;
+      for (const tokenId of [...tokenizer.encode(reply), eos]) {
+        ids.push(tokenId);
+        request.onToken?.({ index: 0, tokenId, logprob: -0.5 - ids.length });
+        if (tokenId === eos) break;
+        const stop = matcher?.push(tokenId) ?? null;
+        if (stop !== null) {
+          stopReason = stop;
+          break;
+        }
+      }
+      const text = completionText(tokenizer, ids, {
+        stopToken: typeof stopReason === 'number',
+        stops: typeof stopReason === 'string' ? stops : null,
+      });
+      return {
+        promptIds: [...(request.promptIds ?? [])],
+        completions: [{ index: 0, tokenIds: ids, logprobs: ids.map((_, i) => -1.5 - i), text, finishReason: 'stop', stopReason }],
+      };
+    },
+  };
+}
+
+describe('tool calls', () => {
   it('streams the text before a tool call and the call itself at the end, as the non-streamed reply has them', async () => {
-    const { fixtureTokenizer } = await import('../engine/helpers.js');
     const tokenizer = fixtureTokenizer();
     const reply = 'Let me add.\n<tool_call>\n{"name": "calc", "arguments": {"expr": "2+3"}}\n</tool_call>';
-    const eos = tokenizer.eosTokenIds[0] as number;
-    // Answers every request with `reply` (one onToken event per token, as the engine does).
-    const backend = {
-      tokenizer,
-      maxLength: 4096,
-      async generate(request: import('../../src/engine/index.js').GenerateRequest) {
-        const ids = [...tokenizer.encode(reply), eos];
-        ids.forEach((tokenId, i) => {
-          request.onToken?.({ index: 0, tokenId, logprob: -0.5 - i });
-        });
-        return {
-          promptIds: [...(request.promptIds ?? [])],
-          completions: [
-            {
-              index: 0,
-              tokenIds: ids,
-              logprobs: ids.map((_, i) => -0.5 - i),
-              text: reply,
-              finishReason: 'stop' as const,
-              stopReason: eos,
-            },
-          ],
-        };
-      },
-    };
-    const service = new OpenAIService({ modelName: 'scripted', backend });
+    const service = new OpenAIService({ modelName: 'scripted', backend: scriptedBackend(tokenizer, reply) });
     const s = await startOpenAIServer({ service });
     try {
       const c = new OpenAI({ baseURL: s.baseURL, apiKey: 'x', maxRetries: 0 });
@@ -301,6 +488,77 @@ describe('streaming tool calls', () => {
       assert.equal(content, 'Let me add.', 'no part of the <tool_call> block leaks into the streamed text');
       assert.deepEqual(calls, ['calc:{"expr":"2+3"}']);
       assert.equal(finish, 'tool_calls');
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('parallel_tool_calls false: generation ends after the first complete call; true and the default keep every call', async () => {
+    const tokenizer = fixtureTokenizer();
+    const firstCall = 'Both.\n<tool_call>\n{"name": "calc", "arguments": {"expr": "2+3"}}\n</tool_call>';
+    const reply = `${firstCall}\n<tool_call>\n{"name": "calc", "arguments": {"expr": "4*5"}}\n</tool_call>`;
+    const tracker = new ConversationTracker(tokenizer);
+    const service = new OpenAIService({ modelName: 'scripted', backend: scriptedBackend(tokenizer, reply) });
+    const s = await startOpenAIServer({ service, scopes: new Map([['run', { conversation: tracker }]]) });
+    try {
+      const c = new OpenAI({ baseURL: s.baseURL, apiKey: 'x', maxRetries: 0 });
+      const tools: OpenAI.ChatCompletionTool[] = [{ type: 'function', function: { name: 'calc', parameters: {} } }];
+      const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: '2+3? 4*5?' }];
+      const ask = (extra: Partial<OpenAI.ChatCompletionCreateParamsNonStreaming>, client = c) =>
+        client.chat.completions.create({ model: 'scripted', messages, tools, ...extra, return_token_ids: true } as never);
+      const exprs = (r: OpenAI.ChatCompletion) =>
+        (r.choices[0]?.message.tool_calls ?? []).map(
+          (t) => JSON.parse((t as OpenAI.ChatCompletionMessageFunctionToolCall).function.arguments).expr,
+        );
+      for (const parallel of [undefined, true]) {
+        const all = (await ask(parallel === undefined ? {} : { parallel_tool_calls: parallel })) as OpenAI.ChatCompletion;
+        assert.deepEqual(exprs(all), ['2+3', '4*5'], `parallel_tool_calls ${parallel}`);
+      }
+      const one = (await ask({ parallel_tool_calls: false })) as OpenAI.ChatCompletion;
+      assert.deepEqual(exprs(one), ['2+3']);
+      assert.equal(one.choices[0]?.message.content, 'Both.');
+      assert.equal(one.choices[0]?.finish_reason, 'tool_calls');
+      // the tokens end with the first call: nothing generated after it is trained on or lost from the message
+      const ids = (one.choices[0] as unknown as { token_ids: number[] }).token_ids;
+      assert.equal(tokenizer.decode(ids), firstCall);
+
+      let content = '';
+      const calls: string[] = [];
+      const stream = await c.chat.completions.create({
+        model: 'scripted',
+        messages,
+        tools,
+        parallel_tool_calls: false,
+        stream: true,
+      });
+      for await (const chunk of stream) {
+        content += chunk.choices[0]?.delta?.content ?? '';
+        for (const t of chunk.choices[0]?.delta?.tool_calls ?? []) calls.push(`${t.function?.name}:${t.function?.arguments}`);
+      }
+      assert.equal(content, 'Both.');
+      assert.deepEqual(calls, ['calc:{"expr":"2+3"}']);
+
+      // tool_choice 'none' parses no calls, so nothing stops early
+      const none = (await ask({ parallel_tool_calls: false, tool_choice: 'none' })) as OpenAI.ChatCompletion;
+      assert.equal(none.choices[0]?.message.content, reply);
+
+      // a recorded turn that ended at the first call is continued with its exact ids
+      const scoped = new OpenAI({ baseURL: `${s.url}/s/run/v1`, apiKey: 'x', maxRetries: 0 });
+      const first = (await ask({ parallel_tool_calls: false }, scoped)) as OpenAI.ChatCompletion;
+      const call = first.choices[0]?.message.tool_calls?.[0] as OpenAI.ChatCompletionMessageFunctionToolCall;
+      messages.push(first.choices[0]?.message as OpenAI.ChatCompletionMessageParam, {
+        role: 'tool',
+        tool_call_id: call.id,
+        content: '5',
+      });
+      await ask({ parallel_tool_calls: false }, scoped);
+      const [leaf] = tracker.leaves();
+      assert.equal(tracker.size, 2);
+      assert.ok(leaf?.prompt.parent, 'the second call continued the first');
+      assert.deepEqual(
+        leaf.prompt.promptIds.slice(0, leaf.prompt.parent.prompt.promptIds.length + leaf.prompt.parent.completionIds.length),
+        [...leaf.prompt.parent.prompt.promptIds, ...leaf.prompt.parent.completionIds],
+      );
     } finally {
       await s.close();
     }
