@@ -1,11 +1,18 @@
 // Checkpoints: resuming from one continues exactly as if the run never stopped; partial writes are ignored.
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { CausalLM, initModel } from '../../src/model/index.js';
-import { latestCheckpoint, listCheckpoints, loadOptimizerState, saveCheckpoint } from '../../src/rft/checkpoint.js';
+import { Critic } from '../../src/rft/algorithm/critic.js';
+import {
+  latestCheckpoint,
+  listCheckpoints,
+  loadCriticState,
+  loadOptimizerState,
+  saveCheckpoint,
+} from '../../src/rft/checkpoint.js';
 import * as torch from '../../src/torch/index.js';
 
 const base = mkdtempSync(join(tmpdir(), 'ckpt-model-'));
@@ -61,4 +68,49 @@ test('a half-written checkpoint is ignored; old checkpoints beyond `keep` are re
   assert.equal(latestCheckpoint(jobDir)?.step, 3);
   assert.equal(latestCheckpoint(mkdtempSync(join(tmpdir(), 'empty-'))), null);
   model.dispose();
+});
+
+test('a checkpoint with a critic restores its weights and optimizer; one without it is refused', () => {
+  const model = CausalLM.load(base);
+  const critic = Critic.fromPolicy(model, { seed: 1 });
+  const optimizer = new torch.AdamW(critic.parameters(), { lr: 0.1 });
+  torch.scope(() => {
+    critic
+      .values(torch.tensor([[1n, 2n, 3n]]))
+      .sum()
+      .backward();
+  });
+  optimizer.step();
+  const jobDir = mkdtempSync(join(tmpdir(), 'ckpt-critic-'));
+  saveCheckpoint(jobDir, 1, { model, critic: { critic, optimizer }, trainer: { note: 1 }, state: {} });
+  const checkpoint = latestCheckpoint(jobDir);
+  assert.ok(checkpoint);
+  assert.equal(checkpoint.trainer?.note, 1);
+  const fresh = Critic.fromPolicy(model, { seed: 2 });
+  const freshOptimizer = new torch.AdamW(fresh.parameters(), { lr: 0.1 });
+  loadCriticState(checkpoint, fresh, freshOptimizer);
+  torch.scope(() => {
+    for (const [name, t] of critic.namedTensors()) {
+      assert.equal(
+        t
+          .sub(fresh.namedTensors().get(name) as torch.Tensor)
+          .abs()
+          .max()
+          .item(),
+        0,
+        name,
+      );
+    }
+  });
+  assert.deepEqual(Object.keys(freshOptimizer.stateDict().tensors).sort(), Object.keys(optimizer.stateDict().tensors).sort());
+  saveCheckpoint(jobDir, 2, { model, state: {} });
+  assert.throws(
+    () => loadCriticState(latestCheckpoint(jobDir) as NonNullable<ReturnType<typeof latestCheckpoint>>, fresh, freshOptimizer),
+    /the checkpoint has no critic/,
+  );
+  for (const c of [critic, fresh]) c.dispose();
+  optimizer.dispose();
+  freshOptimizer.dispose();
+  model.dispose();
+  rmSync(jobDir, { recursive: true, force: true });
 });

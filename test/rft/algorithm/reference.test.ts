@@ -109,10 +109,18 @@ describe('policy losses vs reference (loss and gradient)', () => {
   for (const c of byKind('policy_loss')) {
     test(`${c.name}: policy_loss_fn ${c.module} ${JSON.stringify(c.args)}`, () => {
       leakFree(() => {
-        const run = POLICY_LOSS_FN.create(c.module, c.args);
+        // the mix losses' micro-batch weights (the fixture's usual_weight / expert_weight arguments) are an input:
+        // termWeights, which the trainer sets from the loss's declared accumulation
+        const { usual_weight: usual, expert_weight: expert, ...args } = c.args;
+        const termWeights =
+          usual === undefined && expert === undefined
+            ? {}
+            : { termWeights: { usual: Number(usual ?? 1), expert: Number(expert ?? 1) } };
+        const run = POLICY_LOSS_FN.create(c.module, args);
         lossAndGrad(
           (logprob) =>
             run({
+              ...termWeights,
               logprob,
               actionMask: fx('mask'),
               oldLogprob: fx('old_logprob'),
