@@ -59,6 +59,32 @@ describe('OpenAIRemoteEngine', () => {
     }
   });
 
+  test('topLogprobs: the server top_logprobs, as the embedded engine gives them', async () => {
+    const local = RolloutEngine.load(modelDir, { slots: 2 });
+    try {
+      const request = { promptIds: [3, 4, 5, 6], maxTokens: 4, temperature: 0.8, seed: 5, ignoreEos: true, topLogprobs: 3 };
+      const [a, b] = [(await remote.generate(request)).completions[0], (await local.generate(request)).completions[0]];
+      assert.deepEqual(a?.tokenIds, b?.tokenIds);
+      assert.equal(a?.topLogprobs?.length, 4);
+      assert.deepEqual(
+        a?.topLogprobs?.map((position) => position.map((t) => t.tokenId)),
+        b?.topLogprobs?.map((position) => position.map((t) => t.tokenId)),
+      );
+      const diff = Math.max(
+        ...(a?.topLogprobs ?? []).flatMap((position, i) =>
+          position.map((t, j) => Math.abs(t.logprob - (b?.topLogprobs?.[i]?.[j]?.logprob ?? 0))),
+        ),
+      );
+      assert.ok(diff < 1e-4, `top logprob diff ${diff}`);
+      // without topLogprobs a completion has none
+      assert.equal((await remote.generate({ ...request, topLogprobs: 0 })).completions[0]?.topLogprobs, undefined);
+      // more than the server's /v1/completions allows (logprobs <= 5): its 400, named
+      await assert.rejects(remote.generate({ ...request, topLogprobs: 6 }), /HTTP 400: 'logprobs'/);
+    } finally {
+      await local.close();
+    }
+  });
+
   test('errors name the server: unknown model, bad key, unreachable', async () => {
     await assert.rejects(
       OpenAIRemoteEngine.connect({ baseURL: served.server.baseURL, model: 'other', apiKey: 'k', tokenizer: null }),
