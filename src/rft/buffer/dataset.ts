@@ -37,6 +37,8 @@ export interface DatasetFormat {
   messagesKey?: string;
   /** Train every assistant turn of a messages row, not only the last (Trinity's enable_concatenated_multi_turn). */
   enableConcatenatedMultiTurn?: boolean;
+  /** Per-row system prompt column (plaintext rows); else `systemPrompt`. */
+  systemPromptKey?: string;
   systemPrompt?: string;
   /** DPO datasets: the preferred and the rejected answer columns (default chosen / rejected). */
   chosenKey?: string;
@@ -67,6 +69,15 @@ async function* datasetRows(path: string, format: DatasetFormat): AsyncGenerator
   }
 }
 
+/** The row's system prompt (format systemPromptKey, a string when present), else the format's systemPrompt. */
+function systemPromptOf(row: Record<string, unknown>, format: DatasetFormat, where: string): string | undefined {
+  const key = format.systemPromptKey;
+  const value = key === undefined ? undefined : row[key];
+  if (value === undefined || value === null) return format.systemPrompt;
+  if (typeof value !== 'string') throw new DatasetError(where, `'${key}' must be a string`);
+  return value;
+}
+
 /** The row's tools (format toolsKey), as chat template options. */
 function rowTools(row: Record<string, unknown>, format: DatasetFormat, where: string): { tools?: ToolDefinition[] } {
   const key = format.toolsKey ?? 'tools';
@@ -93,8 +104,9 @@ export async function loadDpoDataset(file: string, tokenizer: Tokenizer, format:
       if (row === null || typeof row !== 'object' || typeof row[key] !== 'string')
         throw new DatasetError(where, `'${key}' must be a string`);
     }
+    const system = systemPromptOf(row, format, where);
     const messages = [
-      ...(format.systemPrompt ? [{ role: 'system' as const, content: format.systemPrompt }] : []),
+      ...(system ? [{ role: 'system' as const, content: system }] : []),
       { role: 'user' as const, content: row[promptKey] as string },
     ];
     const promptIds = tokenizer.encodeChat(messages, { addGenerationPrompt: true, ...rowTools(row, format, where) });
@@ -147,10 +159,8 @@ export async function loadSftDataset(file: string, tokenizer: Tokenizer, format:
       const answer = row[responseKey];
       if (typeof prompt !== 'string') throw new DatasetError(where, `'${promptKey}' must be a string`);
       if (typeof answer !== 'string') throw new DatasetError(where, `'${responseKey}' must be a string`);
-      messages = [
-        ...(format.systemPrompt ? [{ role: 'system', content: format.systemPrompt }] : []),
-        { role: 'user', content: prompt },
-      ];
+      const system = systemPromptOf(row, format, where);
+      messages = [...(system ? [{ role: 'system', content: system }] : []), { role: 'user', content: prompt }];
       response = answer;
     }
     const promptIds = tokenizer.encodeChat(messages as Parameters<Tokenizer['encodeChat']>[0], {

@@ -7,4 +7,5 @@
 export * from './errors.js';
 export * from './load.js';
 export * from './schema.js';
-export { type AlgorithmResolver, type ValidateOptions, validateConfig } from './validate.js';
+export * from './refusals.js';
+export { type AlgorithmResolver, schemaLeafPaths, type ValidateOptions, validateConfig } from './validate.js';

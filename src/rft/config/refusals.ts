@@ -18,6 +18,20 @@ const SQL_TASKS =
   'storage_type sql (rows in an SQL table) is not supported here for tasksets and datasets: export the rows to JSONL and use ' +
   'storage_type file with that path (an SQLite experience buffer is buffer.trainer_input.experience_buffer)';
 
+const DATASET_PATHS = [
+  'buffer.trainer_input.experience_buffer',
+  'buffer.trainer_input.sft_warmup_dataset',
+  'buffer.trainer_input.auxiliary_buffers.*',
+] as const;
+
+/** Format keys that mean something for one kind of data only: tasks (rollouts) or training rows (SFT/DPO). */
+const TASK_ONLY_FORMAT_KEYS = ['reply_prefix', 'workflow_key', 'reward_fn_key'] as const;
+const ROW_ONLY_FORMAT_KEYS: readonly [string, unknown][] = [
+  ['chosen_key', 'chosen'],
+  ['rejected_key', 'rejected'],
+  ['enable_concatenated_multi_turn', false],
+];
+
 const TASKSET_PATHS = [
   'buffer.explorer_input.taskset',
   'buffer.explorer_input.tasksets.*',
@@ -54,6 +68,31 @@ export const REFUSED_SETTINGS: readonly Refusal[] = [
     message: SQL_TASKS,
   },
   { path: 'buffer.trainer_input.auxiliary_buffers.*.storage_type', accepts: (v) => v === 'file', message: SQL_TASKS },
+  ...DATASET_PATHS.flatMap((base) =>
+    TASK_ONLY_FORMAT_KEYS.map(
+      (key): Refusal => ({
+        path: `${base}.format.${key}`,
+        accepts: (v) => v === null,
+        message: `${key} applies to tasksets (the rollouts of a task); a training row holds its whole answer: remove it`,
+      }),
+    ),
+  ),
+  ...TASKSET_PATHS.flatMap((base) =>
+    ROW_ONLY_FORMAT_KEYS.map(
+      ([key, value]): Refusal => ({
+        path: `${base}.format.${key}`,
+        accepts: (v) => v === value,
+        message: `${key} applies to training datasets (buffer.trainer_input), not to tasks: remove it`,
+      }),
+    ),
+  ),
+  ...ROW_ONLY_FORMAT_KEYS.slice(0, 2).map(
+    ([key, value]): Refusal => ({
+      path: `buffer.trainer_input.auxiliary_buffers.*.format.${key}`,
+      accepts: (v) => v === value,
+      message: `${key} applies to DPO datasets; an auxiliary buffer holds SFT rows (e.g. mix's expert data): remove it`,
+    }),
+  ),
   ...(['data_selector', 'task_selector'] as const).map(
     (key): Refusal => ({
       path: `buffer.explorer_input.eval_tasksets.*.${key}`,

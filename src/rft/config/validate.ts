@@ -11,7 +11,7 @@ import { join, resolve } from 'node:path';
 import type { z } from 'zod';
 import { closestName } from '../algorithm/registry.js';
 import type { ConfigProblem } from './errors.js';
-import { matchesPath, REFUSED_SETTINGS } from './refusals.js';
+import { REFUSED_SETTINGS } from './refusals.js';
 import {
   ConfigSchema,
   type MonitorType,
@@ -108,6 +108,24 @@ function expectedName(schema: Schema, path: readonly Segment[], expected: string
     tuple: 'a list',
   };
   return names[expected] ?? expected;
+}
+
+/**
+ * The key paths of a schema's leaves (`*` for list items and mapping keys), e.g. `buffer.explorer_input.tasksets.*.path`:
+ * a mapping of known keys is walked into; a free-form mapping (workflow_args, monitor_args...), a scalar, a tuple or a
+ * union is a leaf. The schema-coverage test walks ConfigSchema with it.
+ */
+export function schemaLeafPaths(schema: Schema, prefix = ''): string[] {
+  const def = defOf(unwrap(schema));
+  const at = (key: string) => (prefix === '' ? key : `${prefix}.${key}`);
+  if (def.type === 'object') {
+    return Object.entries(def.shape ?? {}).flatMap(([key, child]) => schemaLeafPaths(child, at(key)));
+  }
+  const inner = def.type === 'array' ? def.element : def.type === 'record' ? def.valueType : undefined;
+  if (inner !== undefined && ['object', 'array', 'record'].includes(defOf(unwrap(inner)).type)) {
+    return schemaLeafPaths(inner, at('*'));
+  }
+  return [prefix];
 }
 
 /** Deletes keys set to null in schema-described mappings, so that their defaults apply (free-form mappings keep nulls). */
@@ -258,6 +276,12 @@ function checkSelector(selector: TaskSelectorConfig, path: string, problem: (pat
     problem(`${path}.feature_keys`, 'offline_easy2hard sorts tasks by these columns: set at least one');
   }
 }
+
+/** priority_fn_args by priority function (Trinity's linear_decay and decay_limit_randomization). */
+const PRIORITY_FN_ARGS: Readonly<Record<string, readonly string[]>> = {
+  linear_decay: ['decay'],
+  decay_limit_randomization: ['decay', 'use_count_limit', 'sigma'],
+};
 
 /** monitor_args by monitor type (Trinity's WandbMonitor / MlflowMonitor default_args). */
 const MONITOR_ARGS: Readonly<Record<MonitorType, readonly string[]>> = {
@@ -429,8 +453,39 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
     problem('buffer.trainer_input.sft_warmup_dataset', 'is set but sft_warmup_steps is 0, so it would never be read');
   }
   const auxiliaryBuffers = Object.fromEntries(
-    Object.entries(trainerInput.auxiliary_buffers).map(([key, d]) => [key, { ...d, name: d.name ?? key }]),
+    Object.entries(trainerInput.auxiliary_buffers).map(([key, d]) => {
+      if (d.name !== null && d.name !== key) {
+        problem(
+          `buffer.trainer_input.auxiliary_buffers.${key}.name`,
+          `an auxiliary buffer is named by the key it is listed under ('${key}'): remove name or use it as the key`,
+        );
+      }
+      return [key, { ...d, name: key }];
+    }),
   );
+  // priority replay: the function and its arguments (src/rft/buffer/priority.ts)
+  const replay = experienceBuffer.replay_buffer;
+  const priorityArgs = PRIORITY_FN_ARGS[replay.priority_fn];
+  const replayPath = `${bufferPath}.replay_buffer`;
+  if (priorityArgs === undefined) {
+    const known = Object.keys(PRIORITY_FN_ARGS);
+    const best = closestName(replay.priority_fn, known);
+    problem(
+      `${replayPath}.priority_fn`,
+      `unknown priority function '${replay.priority_fn}'; ${best !== null ? `did you mean '${best}'?` : `expected one of: ${known.join(', ')}`}`,
+    );
+  } else {
+    for (const [key, value] of Object.entries(replay.priority_fn_args)) {
+      if (!priorityArgs.includes(key)) {
+        problem(
+          `${replayPath}.priority_fn_args.${key}`,
+          `is not an argument of ${replay.priority_fn}; expected one of: ${priorityArgs.join(', ')}`,
+        );
+      } else if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+        problem(`${replayPath}.priority_fn_args.${key}`, `expected a number >= 0, got ${describeValue(value)}`);
+      }
+    }
+  }
 
   // synchronizer (Trinity's SynchronizerConfigValidator and IntervalConfigValidator)
   const sync = input.synchronizer;
@@ -590,8 +645,9 @@ function sftWarmupStages(
     {
       stageName: 'sft_warmup',
       madeFrom: WARMUP_KEYS,
-      // the warm-up dataset replaces the experience buffer (no key of the RL stage's buffer carries over)
-      base: deepMerge(rawTop, { buffer: { trainer_input: { experience_buffer: null } } }),
+      // the warm-up dataset replaces the experience buffer (no key of the RL stage's buffer carries over), and the
+      // stage explores nothing (its tasksets belong to the RL stage)
+      base: deepMerge(rawTop, { buffer: { explorer_input: null, trainer_input: { experience_buffer: null } } }),
       override: {
         mode: 'train',
         algorithm: { algorithm_type: 'sft', ...(isMapping(optimizer) ? { optimizer } : {}) },

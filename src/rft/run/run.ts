@@ -1,7 +1,8 @@
 // `trinity run --config FILE`: the stages of a run in order. Each stage starts from the previous stage's final
 // weights; a stage that finished (its done.json exists) is skipped when the same command runs again, and an
-// unfinished one resumes from its latest checkpoint (see ./stage.ts).
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+// unfinished one resumes from its latest checkpoint (see ./stage.ts). With continue_from_checkpoint false an existing
+// job folder is moved aside to <job dir>_<timestamp> (as Trinity-RFT renames it) and the run starts afresh.
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join, relative } from 'node:path';
 import type { Config, FormatConfig, StageConfig, TasksetConfig as TasksetSection } from '../config/index.js';
@@ -73,11 +74,14 @@ function datasetFormat(format: FormatConfig, split: string): DatasetFormat {
     promptKey: format.prompt_key,
     responseKey: format.response_key,
     ...(format.prompt_type === 'messages' && format.messages_key !== 'message' ? { messagesKey: format.messages_key } : {}),
+    systemPromptKey: format.system_prompt_key,
     systemPrompt: format.system_prompt,
     toolsKey: format.tools_key,
     enableConcatenatedMultiTurn: format.enable_concatenated_multi_turn,
   });
 }
+
+const firstNonNull = <T>(...values: (T | null)[]): T | null => values.find((v) => v !== null) ?? null;
 
 /** monitor.monitor_args (validated: string values of the chosen backends' keys) in the monitors' names. */
 function monitorArgs(args: Readonly<Record<string, unknown>>): MonitorArgs {
@@ -133,7 +137,8 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
     pluginBaseDir,
     batchSize: stage.buffer.batch_size,
     trainBatchSize: stage.buffer.train_batch_size,
-    totalSteps: stage.buffer.total_steps ?? stage.trainer.total_steps ?? null,
+    // buffer.total_steps (Trinity: the explorer's) bounds the stage; trainer.total_steps when it is not set
+    totalSteps: firstNonNull(stage.buffer.total_steps, stage.trainer.total_steps),
     totalEpochs: stage.buffer.total_epochs,
     tasksets: input.tasksets.map((t) => ({ taskset: tasksetSettings(t, false), selector: selectorSettings(t) })),
     evalTasksets: input.eval_tasksets.map((t) => tasksetSettings(t, true)),
@@ -184,10 +189,15 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
     },
     buffer: {
       storageType: experienceBuffer.storage_type,
+      name: experienceBuffer.name,
       replay: experienceBuffer.replay_buffer.enable
         ? {
             priorityFn: experienceBuffer.replay_buffer.priority_fn,
             decay: Number(experienceBuffer.replay_buffer.priority_fn_args.decay ?? 2),
+            ...omitNulls({
+              useCountLimit: (experienceBuffer.replay_buffer.priority_fn_args.use_count_limit as number | undefined) ?? null,
+              sigma: (experienceBuffer.replay_buffer.priority_fn_args.sigma as number | undefined) ?? null,
+            }),
             reuseCooldownMs:
               experienceBuffer.replay_buffer.reuse_cooldown_time === null
                 ? null
@@ -205,8 +215,8 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
     monitorTypes: stage.monitor.monitor_type,
     monitorArgs: monitorArgs(stage.monitor.monitor_args),
     auxiliaryDatasets: Object.fromEntries(
-      Object.entries(stage.buffer.trainer_input.auxiliary_buffers).map(([name, d]) => [
-        name,
+      Object.values(stage.buffer.trainer_input.auxiliary_buffers).map((d) => [
+        d.name, // the key it is listed under (validated)
         {
           path: d.path,
           format: datasetFormat(d.format, d.split),
@@ -248,6 +258,12 @@ export async function runConfig(
   const records: StageRecord[] = [];
   let modelPath = config.model.model_path;
   const progress = new ProgressReporter({ label: 'run', total: 1 });
+  if (!config.continue_from_checkpoint && existsSync(config.checkpoint_job_dir)) {
+    const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*$/, '');
+    const aside = `${config.checkpoint_job_dir}_${stamp}`;
+    renameSync(config.checkpoint_job_dir, aside);
+    log(`continue_from_checkpoint is false: the earlier run's folder moved to ${aside}`);
+  }
   // the stage folders in run order (the report reads it)
   mkdirSync(config.checkpoint_job_dir, { recursive: true });
   writeFileSync(
@@ -257,7 +273,7 @@ export async function runConfig(
   for (const [index, stage] of stages.entries()) {
     const settings = stageSettings(stage, modelPath, options.baseDir);
     const doneFile = join(settings.jobDir, 'done.json');
-    if (existsSync(doneFile) && config.continue_from_checkpoint) {
+    if (existsSync(doneFile)) {
       const record = JSON.parse(readFileSync(doneFile, 'utf8')) as StageRecord;
       log(`[${settings.stageName}] finished earlier (${doneFile}): skipped`);
       records.push(record);

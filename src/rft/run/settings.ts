@@ -76,13 +76,22 @@ export interface StageSettings {
   /** Experience buffer: in memory (mode both), a shared SQLite file (explore/train), or a dataset file (train: SFT). */
   buffer: {
     storageType: 'queue' | 'sql' | 'file';
+    /** experience_buffer.name: the SQLite table (storage_type sql) and the buffer's name in messages. */
+    name: string;
     path: string | null;
     capacity: number;
     /** The longest a trainer read waits for a batch (experience_buffer.max_read_timeout). */
     maxReadTimeoutMs: number;
     format?: DatasetFormat;
     /** Priority replay instead of FIFO (experience_buffer.replay_buffer), for the in-memory buffer. */
-    replay?: { priorityFn: string; decay: number; reuseCooldownMs: number | null } | null;
+    replay?: {
+      priorityFn: string;
+      decay: number;
+      /** decay_limit_randomization: uses after which an experience leaves, and the priority noise (priority_fn_args). */
+      useCountLimit?: number;
+      sigma?: number;
+      reuseCooldownMs: number | null;
+    } | null;
   };
   monitorTypes: MonitorType[];
   /** The backends' arguments (monitor.monitor_args): W&B base_url/api_key, MLflow uri/username/password. */
