@@ -1,6 +1,7 @@
 // Builds the native addon (native/build/trinity_torch.node) against libtorch.
 //
-// libtorch is found in this order (see ../shared/DESIGN.md, "Tensor compute"):
+// The addon is the only layer below src/torch (docs/architecture.md has the layers). libtorch is found in this order,
+// and when neither is there the build stops with a message that says what to install:
 //   1. LIBTORCH: a folder with include/ and lib/ (a libtorch zip or a torch wheel's torch/ folder);
 //   2. the `torch` package of python3 (torch >= 2.5), including the copy scripts/setup.sh installs into .cache/torch-py.
 // The result links with an rpath to that lib/ folder, so nothing needs LD_LIBRARY_PATH. With a CUDA build,
@@ -75,11 +76,13 @@ const cxxflags = [
   '-fvisibility=hidden',
   '-DNAPI_CPP_EXCEPTIONS',
   '-DNODE_ADDON_API_DISABLE_DEPRECATED',
-  `-I${join(torch.dir, 'include')}`,
-  `-I${nodeAddonApi}`,
-  `-I${nodeApiHeaders}`,
-  '-Wno-deprecated-declarations',
-  '-Wno-unused-parameter',
+  // Our sources compile warning-free under -Wall -Wextra; libtorch's and Node-API's headers are included as system
+  // headers, so their own warnings (not ours to fix) do not bury the addon's.
+  '-Wall',
+  '-Wextra',
+  `-isystem${join(torch.dir, 'include')}`,
+  `-isystem${nodeAddonApi}`,
+  `-isystem${nodeApiHeaders}`,
 ];
 const ldflags = [
   '-shared',

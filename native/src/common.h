@@ -32,6 +32,8 @@ Napi::Value wrapPair(Napi::Env env, const std::tuple<at::Tensor, at::Tensor>& pa
 std::vector<at::Tensor> tensorList(const Napi::Value& value);
 
 // ---- plain values ----
+// A value as an error message names it: 1.5, 3n, the string "x", undefined, an object.
+std::string describe(const Napi::Value& value);
 std::vector<int64_t> intList(const Napi::Value& value);
 std::optional<std::vector<int64_t>> optionalIntList(const Napi::Value& value);
 int64_t toInt(const Napi::Value& value);
@@ -72,8 +74,8 @@ Napi::Value guarded(const Napi::CallbackInfo& info) {
 #define TRT_EXPORT(exports, jsName, fn) \
   (exports).Set(jsName, Napi::Function::New<::trt::guarded<fn>>((exports).Env(), jsName))
 
-void registerCore(Napi::Env env, Napi::Object exports);
-void registerOps(Napi::Env env, Napi::Object exports);
-void registerKernels(Napi::Env env, Napi::Object exports);
+void registerCore(Napi::Object exports);
+void registerOps(Napi::Object exports);
+void registerKernels(Napi::Object exports);
 
 }  // namespace trt

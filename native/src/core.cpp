@@ -9,9 +9,13 @@
 #include <torch/headeronly/version.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fcntl.h>
+#include <mutex>
 #include <unistd.h>
+#include <unordered_map>
+#include <utility>
 
 namespace trt {
 
@@ -50,10 +54,26 @@ struct HandleTable {
 
 thread_local HandleTable table;
 
-Entry* lookup(const Napi::Value& value) {
+// A handle is an integer in [0, 2^52) (exact as a JS number). Anything else (a fraction, a negative, NaN, Infinity,
+// a number past 2^52) was never a handle: it is rejected before any conversion to an integer type, so a bad number
+// can never turn into an out-of-range cast or a slot of the table.
+constexpr double kHandleLimit = static_cast<double>(uint64_t{1} << (kSlotBits + 28));
+static_assert(kGenerationLimit << kSlotBits == uint64_t{1} << (kSlotBits + 28));
+
+std::optional<uint64_t> handleValue(const Napi::Value& value) {
   double number = value.As<Napi::Number>().DoubleValue();
-  if (!(number >= 0)) return nullptr;
-  uint64_t handle = static_cast<uint64_t>(number);
+  if (!(number >= 0 && number < kHandleLimit) || number != std::trunc(number)) return std::nullopt;
+  return static_cast<uint64_t>(number);
+}
+
+[[noreturn]] void throwMalformedHandle(const Napi::Value& value) {
+  throw Napi::TypeError::New(value.Env(), "invalid tensor handle " + value.ToString().Utf8Value() +
+                                              ": a handle is an integer the addon returned");
+}
+
+// The live entry of a well-formed handle, or nullptr when its slot was freed (maybe reused) or belongs to another
+// thread's table.
+Entry* lookup(uint64_t handle) {
   uint64_t slot = handle & kSlotMask;
   if (slot >= table.entries.size()) return nullptr;
   Entry& e = table.entries[slot];
@@ -83,16 +103,23 @@ Napi::Value wrap(Napi::Env env, at::Tensor tensor) {
 }
 
 const at::Tensor& unwrap(const Napi::Value& value, const char* what) {
-  if (!value.IsNumber()) throw Napi::TypeError::New(value.Env(), std::string("expected a ") + what + " handle");
-  Entry* e = lookup(value);
-  if (e == nullptr) throw Napi::Error::New(value.Env(), "tensor was disposed (or its handle belongs to another thread)");
+  if (!value.IsNumber())
+    throw Napi::TypeError::New(value.Env(), std::string("expected a ") + what + " handle, got " + describe(value));
+  std::optional<uint64_t> handle = handleValue(value);
+  if (!handle) throwMalformedHandle(value);
+  Entry* e = lookup(*handle);
+  if (e == nullptr)
+    throw Napi::Error::New(value.Env(), "tensor handle " + std::to_string(*handle) +
+                                            " was disposed (or belongs to another thread)");
   return e->tensor;
 }
 
 // Frees a handle's slot; a second call with the same handle is a no-op (the generation moved on).
 static void release(Napi::Env env, const Napi::Value& value) {
-  if (!value.IsNumber()) throw Napi::TypeError::New(env, "expected a tensor handle");
-  Entry* e = lookup(value);
+  if (!value.IsNumber()) throw Napi::TypeError::New(env, "expected a tensor handle, got " + describe(value));
+  std::optional<uint64_t> handle = handleValue(value);
+  if (!handle) throwMalformedHandle(value);
+  Entry* e = lookup(*handle);
   if (e == nullptr) return;
   e->tensor.reset();
   adjustExternal(env, -e->accountedBytes);
@@ -129,13 +156,37 @@ std::vector<at::Tensor> tensorList(const Napi::Value& value) {
 // ---------------------------------------------------------------------------------------------------------------
 // plain values
 
-int64_t toInt(const Napi::Value& value) {
-  if (value.IsNumber()) return value.As<Napi::Number>().Int64Value();
-  if (value.IsBigInt()) {
-    bool lossless = true;
-    return value.As<Napi::BigInt>().Int64Value(&lossless);
+std::string describe(const Napi::Value& value) {
+  switch (value.Type()) {
+    case napi_undefined: return "undefined";
+    case napi_null: return "null";
+    case napi_boolean: return value.ToBoolean().Value() ? "true" : "false";
+    case napi_number: return value.ToString().Utf8Value();
+    case napi_bigint: return value.ToString().Utf8Value() + "n";
+    case napi_string: return "the string \"" + value.As<Napi::String>().Utf8Value() + "\"";
+    case napi_symbol: return "a symbol";
+    case napi_function: return "a function";
+    case napi_external: return "an external";
+    case napi_object: return value.IsArray() ? "an array" : "an object";
   }
-  throw Napi::TypeError::New(value.Env(), "expected an integer");
+  return "a value";
+}
+
+int64_t toInt(const Napi::Value& value) {
+  if (value.IsNumber()) {
+    double number = value.As<Napi::Number>().DoubleValue();
+    // [-2^63, 2^63) holds exactly the doubles that convert to int64_t; NaN fails the comparison
+    if (!(number >= -0x1p63 && number < 0x1p63) || number != std::trunc(number))
+      throw Napi::TypeError::New(value.Env(), "expected an integer, got " + describe(value));
+    return static_cast<int64_t>(number);
+  }
+  if (value.IsBigInt()) {
+    bool lossless = false;
+    int64_t integer = value.As<Napi::BigInt>().Int64Value(&lossless);
+    if (!lossless) throw Napi::RangeError::New(value.Env(), "integer " + describe(value) + " does not fit in 64 bits");
+    return integer;
+  }
+  throw Napi::TypeError::New(value.Env(), "expected an integer, got " + describe(value));
 }
 
 double toDouble(const Napi::Value& value) {
@@ -233,9 +284,14 @@ struct GeneratorHolder {
   at::Generator generator;
 };
 
+// Marks the externals createGenerator makes, so that no other external (from another addon, say) is ever read as a
+// GeneratorHolder.
+constexpr napi_type_tag kGeneratorTag = {0x7472742d67656e65ULL, 0x7261746f722d7631ULL};
+
 std::optional<at::Generator> optionalGenerator(const Napi::Value& value) {
   if (isNullish(value)) return std::nullopt;
-  if (!value.IsExternal()) throw Napi::TypeError::New(value.Env(), "expected a generator handle");
+  if (!value.IsExternal() || !value.As<Napi::External<GeneratorHolder>>().CheckTypeTag(&kGeneratorTag))
+    throw Napi::TypeError::New(value.Env(), "expected a generator (from createGenerator), got " + describe(value));
   return value.As<Napi::External<GeneratorHolder>>().Data()->generator;
 }
 
@@ -248,8 +304,10 @@ static Napi::Value createGenerator(const Napi::CallbackInfo& info) {
     generator = at::globalContext().defaultGenerator(device).clone();
     generator.set_current_seed(static_cast<uint64_t>(toInt(info[0])));
   }
-  return Napi::External<GeneratorHolder>::New(info.Env(), new GeneratorHolder{generator},
-                                              [](Napi::BasicEnv, GeneratorHolder* h) { delete h; });
+  auto external = Napi::External<GeneratorHolder>::New(info.Env(), new GeneratorHolder{generator},
+                                                       [](Napi::BasicEnv, GeneratorHolder* h) { delete h; });
+  external.TypeTag(&kGeneratorTag);
+  return external;
 }
 
 static Napi::Value manualSeed(const Napi::CallbackInfo& info) {
@@ -276,13 +334,25 @@ static at::TensorOptions options(const Napi::Value& dtype, const Napi::Value& de
   return at::TensorOptions().dtype(isNullish(dtype) ? at::kFloat : toDtype(dtype)).device(toDevice(device));
 }
 
-// fromBytes(bytes: ArrayBufferView, dtype, shape, device): one copy into new storage.
+// fromBytes(bytes: ArrayBufferView, dtype, shape, device): one copy into new storage. Any view works (a typed array,
+// a Buffer, a DataView), over an ArrayBuffer or a SharedArrayBuffer.
 static Napi::Value fromBytes(const Napi::CallbackInfo& info) {
-  if (!info[0].IsTypedArray() && !info[0].IsBuffer() && !info[0].IsDataView())
-    throw Napi::TypeError::New(info.Env(), "expected a typed array");
-  Napi::TypedArray view = info[0].As<Napi::TypedArray>();
-  const uint8_t* data = static_cast<const uint8_t*>(view.ArrayBuffer().Data()) + view.ByteOffset();
-  size_t byteLength = view.ByteLength();
+  const void* data = nullptr;
+  size_t byteLength = 0;
+  if (info[0].IsTypedArray()) {
+    napi_typedarray_type type;
+    size_t length = 0;
+    NAPI_THROW_IF_FAILED(info.Env(), napi_get_typedarray_info(info.Env(), info[0], &type, &length,
+                                                              const_cast<void**>(&data), nullptr, nullptr),
+                         Napi::Value());
+    byteLength = info[0].As<Napi::TypedArray>().ByteLength();
+  } else if (info[0].IsDataView()) {
+    NAPI_THROW_IF_FAILED(info.Env(), napi_get_dataview_info(info.Env(), info[0], &byteLength,
+                                                            const_cast<void**>(&data), nullptr, nullptr),
+                         Napi::Value());
+  } else {
+    throw Napi::TypeError::New(info.Env(), "expected a typed array, Buffer or DataView, got " + describe(info[0]));
+  }
   at::ScalarType dtype = toDtype(info[1]);
   std::vector<int64_t> shape = intList(info[2]);
   at::Tensor cpu = at::empty(shape, at::TensorOptions().dtype(dtype));
@@ -453,22 +523,35 @@ static Napi::Value gradOf(const Napi::CallbackInfo& info) {
   std::vector<at::Tensor> gradOutputs;
   if (!isNullish(info[2])) gradOutputs = tensorList(info[2]);
   else for (const auto& o : outputs) gradOutputs.push_back(at::ones_like(o));
-  std::vector<at::Tensor> grads(inputs.size());
-  // ATen exposes only Tensor::_backward(inputs=...), which accumulates into .grad: park the inputs' existing
-  // gradients, collect the fresh ones, then put the old ones back.
-  std::vector<at::Tensor> saved;
-  for (auto& in : inputs) saved.push_back(in.grad());
-  for (auto& in : inputs) in.mutable_grad() = at::Tensor();
+  if (gradOutputs.size() != outputs.size())
+    throw Napi::RangeError::New(info.Env(), "gradOf: " + std::to_string(outputs.size()) + " outputs but " +
+                                               std::to_string(gradOutputs.size()) + " output gradients");
   std::optional<bool> retain;
   if (!isNullish(info[3])) retain = toBool(info[3]);
   bool create = toBool(info[4]);
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    bool last = i + 1 == outputs.size();
-    outputs[i]._backward(inputs, gradOutputs[i], last ? retain : std::optional<bool>(true), create);
-  }
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    grads[i] = inputs[i].grad();
-    inputs[i].mutable_grad() = saved[i];
+  // ATen exposes only Tensor::_backward(inputs=...), which accumulates into .grad: park the inputs' existing
+  // gradients, collect the fresh ones, then put the old ones back. The guard puts them back on every path, so a
+  // backward that throws (half-way through the outputs, say) leaves each input's .grad as it was.
+  struct ParkedGrads {
+    std::vector<at::Tensor>& inputs;
+    std::vector<at::Tensor> saved;
+    explicit ParkedGrads(std::vector<at::Tensor>& in) : inputs(in) {
+      saved.reserve(inputs.size());
+      for (auto& t : inputs) saved.push_back(std::exchange(t.mutable_grad(), at::Tensor()));
+    }
+    // in reverse, so an input listed twice gets back what its first entry saved
+    ~ParkedGrads() {
+      for (size_t i = inputs.size(); i-- > 0;) inputs[i].mutable_grad() = std::move(saved[i]);
+    }
+  };
+  std::vector<at::Tensor> grads(inputs.size());
+  {
+    ParkedGrads parked(inputs);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      bool last = i + 1 == outputs.size();
+      outputs[i]._backward(inputs, gradOutputs[i], last ? retain : std::optional<bool>(true), create);
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) grads[i] = inputs[i].grad();
   }
   return wrapList(info.Env(), grads);
 }
@@ -556,22 +639,108 @@ static Napi::Value buildInfo(const Napi::CallbackInfo& info) {
   return out;
 }
 
-// exportTensor(t) -> bigint: a new reference owned by the bigint until importTensor takes it (once) on any thread.
-static Napi::Value exportTensor(const Napi::CallbackInfo& info) {
-  auto* owned = new at::Tensor(unwrap(info[0]));
-  return Napi::BigInt::New(info.Env(), static_cast<uint64_t>(reinterpret_cast<uintptr_t>(owned)));
+// Cross-thread transfer. exportTensor(t, owner) puts a new reference to t in a process-wide registry under a fresh
+// id (a bigint in JS; ids are never reused) and importTensor(id), on any thread, takes it out: exactly once. A second
+// import, a released id or one that was never issued is an Error naming the id, never a memory access. An export that
+// is never imported holds its tensor until releaseExported(id) frees it, or releaseExportsOf(owner) frees every
+// export tagged with that owner (src/torch/worker.ts tags a worker's messages with its threadId and sweeps them when
+// the worker exits). liveExportCount() counts what is still registered, for leak tests.
+namespace {
+struct Exported {
+  at::Tensor tensor;
+  uint64_t owner;
+};
+struct ExportRegistry {
+  std::mutex mutex;
+  std::unordered_map<uint64_t, Exported> tensors;
+  uint64_t nextId = 1;
+};
+// Never destroyed: exports still registered at process exit must not be freed after libtorch's own statics are.
+ExportRegistry& exportRegistry() {
+  static auto* registry = new ExportRegistry();
+  return *registry;
 }
+
+uint64_t exportId(const Napi::Value& value) {
+  if (!value.IsBigInt()) throw Napi::TypeError::New(value.Env(), "expected an exported tensor id (a bigint), got " + describe(value));
+  bool lossless = false;
+  uint64_t id = value.As<Napi::BigInt>().Uint64Value(&lossless);
+  if (!lossless || id == 0) throw Napi::Error::New(value.Env(), "exported tensor " + describe(value) + " does not exist");
+  return id;
+}
+
+uint64_t exportOwner(const Napi::Value& value) {
+  if (isNullish(value)) return 0;
+  int64_t owner = toInt(value);
+  if (owner < 0) throw Napi::RangeError::New(value.Env(), "an export owner is a non-negative integer, got " + describe(value));
+  return static_cast<uint64_t>(owner);
+}
+
+// Takes an export out of the registry (an empty tensor when it is not there). The caller drops it outside the lock:
+// freeing a large storage (or a CUDA block) must not hold up other threads' transfers.
+at::Tensor takeExport(uint64_t id) {
+  ExportRegistry& registry = exportRegistry();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  auto node = registry.tensors.extract(id);
+  return node.empty() ? at::Tensor() : std::move(node.mapped().tensor);
+}
+}  // namespace
+
+static Napi::Value exportTensor(const Napi::CallbackInfo& info) {
+  at::Tensor t = unwrap(info[0]);
+  uint64_t owner = exportOwner(info[1]);
+  ExportRegistry& registry = exportRegistry();
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(registry.mutex);
+    id = registry.nextId++;
+    registry.tensors.emplace(id, Exported{std::move(t), owner});
+  }
+  return Napi::BigInt::New(info.Env(), id);
+}
+
 static Napi::Value importTensor(const Napi::CallbackInfo& info) {
-  bool lossless = true;
-  uint64_t address = info[0].As<Napi::BigInt>().Uint64Value(&lossless);
-  if (address == 0) throw Napi::Error::New(info.Env(), "invalid exported tensor");
-  auto* owned = reinterpret_cast<at::Tensor*>(static_cast<uintptr_t>(address));
-  at::Tensor t = std::move(*owned);
-  delete owned;
+  uint64_t id = exportId(info[0]);
+  at::Tensor t = takeExport(id);
+  if (!t.defined())
+    throw Napi::Error::New(info.Env(), "exported tensor " + std::to_string(id) +
+                                           "n is not registered: it was already imported or released, or never exported");
   return wrap(info.Env(), std::move(t));
 }
 
-void registerCore(Napi::Env env, Napi::Object exports) {
+// releaseExported(id) -> whether it was still registered (an id already imported or released is not an error here:
+// whoever drops a message cannot know whether the other side got to it first).
+static Napi::Value releaseExported(const Napi::CallbackInfo& info) {
+  return Napi::Boolean::New(info.Env(), takeExport(exportId(info[0])).defined());
+}
+
+// releaseExportsOf(owner) -> how many exports tagged with owner were still registered (now freed).
+static Napi::Value releaseExportsOf(const Napi::CallbackInfo& info) {
+  uint64_t owner = exportOwner(info[0]);
+  if (owner == 0) throw Napi::RangeError::New(info.Env(), "releaseExportsOf needs an owner other than 0 (untagged)");
+  std::vector<at::Tensor> dropped;
+  {
+    ExportRegistry& registry = exportRegistry();
+    std::lock_guard<std::mutex> lock(registry.mutex);
+    for (auto it = registry.tensors.begin(); it != registry.tensors.end();) {
+      if (it->second.owner == owner) {
+        dropped.push_back(std::move(it->second.tensor));
+        it = registry.tensors.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return Napi::Number::New(info.Env(), static_cast<double>(dropped.size()));
+}
+
+static Napi::Value liveExportCount(const Napi::CallbackInfo& info) {
+  ExportRegistry& registry = exportRegistry();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  return Napi::Number::New(info.Env(), static_cast<double>(registry.tensors.size()));
+}
+
+void registerCore(Napi::Object exports) {
   TRT_EXPORT(exports, "createGenerator", createGenerator);
   TRT_EXPORT(exports, "manualSeed", manualSeed);
   TRT_EXPORT(exports, "fromBytes", fromBytes);
@@ -614,6 +783,9 @@ void registerCore(Napi::Env env, Napi::Object exports) {
   TRT_EXPORT(exports, "buildInfo", buildInfo);
   TRT_EXPORT(exports, "exportTensor", exportTensor);
   TRT_EXPORT(exports, "importTensor", importTensor);
+  TRT_EXPORT(exports, "releaseExported", releaseExported);
+  TRT_EXPORT(exports, "releaseExportsOf", releaseExportsOf);
+  TRT_EXPORT(exports, "liveExportCount", liveExportCount);
 }
 
 }  // namespace trt

@@ -49,12 +49,14 @@ TRT_AVX2 static inline void panelRows(const float* x, int64_t ldx, const W* pane
                                       float* y, int64_t ldy, int64_t cols, uintptr_t prefetch) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  // row pointers only for rows that exist: x + r * ldx past the last row would point outside the input (undefined
+  // behaviour even unread); the rows R..5 alias row 0 and are never read (their uses are compiled out)
   const float* x0 = x;
-  const float* x1 = x + ldx;
-  const float* x2 = x + 2 * ldx;
-  const float* x3 = x + 3 * ldx;
-  const float* x4 = x + 4 * ldx;
-  const float* x5 = x + 5 * ldx;
+  const float* x1 = R > 1 ? x + ldx : x;
+  const float* x2 = R > 2 ? x + 2 * ldx : x;
+  const float* x3 = R > 3 ? x + 3 * ldx : x;
+  const float* x4 = R > 4 ? x + 4 * ldx : x;
+  const float* x5 = R > 5 ? x + 5 * ldx : x;
   for (int64_t k = 0; k < K; ++k) {
     if (prefetch != 0) _mm_prefetch(reinterpret_cast<const char*>(prefetch + k * kPanel * sizeof(W)), _MM_HINT_T0);
     const __m256 b0 = load8(panel + k * kPanel);
@@ -160,7 +162,7 @@ TRT_AVX2 static void panels(const float* x, int64_t M, int64_t K, const W* packe
     const W* panel = packed + p * K * kPanel;
     // during the first block, the line kPrefetchAhead k-steps ahead (past the panel's end: the next panel's start;
     // prefetching never faults, so the range's end needs no test; an integer address, never an out-of-range pointer)
-    uintptr_t prefetch = reinterpret_cast<uintptr_t>(panel + kPrefetchAhead * kPanel);
+    uintptr_t prefetch = reinterpret_cast<uintptr_t>(panel) + kPrefetchAhead * kPanel * sizeof(W);
     const int64_t cols = std::min(kPanel, N - p * kPanel);
     const float* b = bias != nullptr ? bias + p * kPanel : nullptr;
     int64_t m = 0;
@@ -301,7 +303,7 @@ static Napi::Value cpuHasBf16Matmul(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), cpuBf16Matmul());
 }
 
-void registerKernels(Napi::Env env, Napi::Object exports) {
+void registerKernels(Napi::Object exports) {
   TRT_EXPORT(exports, "packLinear", packLinear);
   TRT_EXPORT(exports, "packedLinear", packedLinearOp);
   TRT_EXPORT(exports, "packedLinearSupported", packedLinearSupported);

@@ -213,7 +213,7 @@ INPLACE_OPS(DEFINE_INPLACE_OP)
 
 #define REGISTER_OP(name, expr) TRT_EXPORT(exports, #name, name);
 
-void registerOps(Napi::Env env, Napi::Object exports) {
+void registerOps(Napi::Object exports) {
   TENSOR_OPS(REGISTER_OP)
   PAIR_OPS(REGISTER_OP)
   LIST_OPS(REGISTER_OP)

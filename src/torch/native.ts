@@ -77,8 +77,16 @@ export interface NativeAddon {
   getNumThreads(): number;
   cudaDeviceCount(): number;
   buildInfo(): { torchVersion: string; config: string; parallel: string };
-  exportTensor(t: H): bigint;
-  importTensor(address: bigint): H;
+  /** Registers a new reference to t under a fresh id (never reused), tagged with owner (0: untagged). */
+  exportTensor(t: H, owner: number): bigint;
+  /** Takes export `id` out of the registry as a handle of this thread; throws if it is not registered. */
+  importTensor(id: bigint): H;
+  /** Frees export `id` if it is still registered; returns whether it was. */
+  releaseExported(id: bigint): boolean;
+  /** Frees every export still registered with this owner tag (> 0); returns how many. */
+  releaseExportsOf(owner: number): number;
+  /** Exports registered and not yet imported or released (all threads). */
+  liveExportCount(): number;
   // elementwise
   add(a: H, b: TS, alpha: OptNum): H;
   sub(a: H, b: TS, alpha: OptNum): H;

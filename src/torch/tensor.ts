@@ -1,10 +1,11 @@
 // The Tensor class: a handle to a libtorch tensor with PyTorch's semantics, and deterministic memory.
 //
-// Memory (see ../shared/DESIGN.md, "Memory"): garbage collection alone cannot free native tensors in time, so
+// Memory: garbage collection alone cannot free native tensors in time (finalizers never run inside a synchronous
+// loop, so a training step's temporaries would stay resident until the loop yields), so
 //   - t.dispose() frees a tensor now (storage goes when no view or autograd node still uses it);
 //   - scope(fn) disposes every tensor created while fn runs, except what fn returns and what keep() marks;
 //   - a FinalizationRegistry, with external-memory accounting in the addon, is only a safety net. Tensors that a
-//     scope will free never enter it (registering costs ~0.4 µs); those that outlive every scope do.
+//     scope will free never enter it (registering has a cost per tensor); those that outlive every scope do.
 // Using a disposed tensor throws TensorDisposedError.
 import { type AnyTypedArray, DTYPE_CODES, type DType, dtypeCode, dtypeFromCode, type TypedArrayFor } from './dtype.js';
 import { type BoxedScalar, type GeneratorHandle, type Handle, native } from './native.js';

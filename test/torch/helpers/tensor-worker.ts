@@ -1,5 +1,12 @@
-// A worker module for worker.test.ts: tensor work on a worker thread.
+// A worker module for worker.test.ts and native-safety.test.ts: tensor work on a worker thread.
+import { threadId } from 'node:worker_threads';
 import * as torch from '../../../src/torch/index.js';
+
+// Blocks this thread until the main thread stores a non-zero value in flag[0] (Atomics.notify): messages queue up
+// behind it unread, and terminate() still ends the thread.
+function waitFor(flag: Int32Array): void {
+  Atomics.wait(flag, 0, 0);
+}
 
 torch.serveTensorWorker({
   matmul(a: torch.Tensor, b: torch.Tensor) {
@@ -29,5 +36,31 @@ torch.serveTensorWorker({
   },
   hang() {
     return new Promise(() => {});
+  },
+  ping() {
+    return 'pong';
+  },
+  // Tells the main thread it is blocked, then blocks until released.
+  block(flag: Int32Array) {
+    torch.postWorkerEvent('blocked', null);
+    waitFor(flag);
+  },
+  // Takes x, tells the main thread, blocks until released, then answers with a new tensor.
+  holdThenReturn(flag: Int32Array, x: torch.Tensor) {
+    x.dispose();
+    torch.postWorkerEvent('holding', null);
+    waitFor(flag);
+    return torch.ones([3]);
+  },
+  // A result that cannot be cloned: a tensor next to a function.
+  uncloneable() {
+    return { t: torch.ones([2]), f: () => 1 };
+  },
+  // Exports a tensor tagged as this worker's (as encoding a result does) and exits before sending it.
+  exportThenExit() {
+    const t = torch.ones([4]);
+    torch.exportTensor(t, threadId);
+    t.dispose();
+    process.exit(0);
   },
 });
