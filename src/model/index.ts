@@ -4,8 +4,13 @@
 //   const cache = model.createKVCache({ slots: 4, maxLength: 2048 });
 //   model.forward(prompt, { cache, slots: [2] }); model.forward(nextToken, { cache, slots: [2] });
 export * from './config.js';
-export * from './kv-cache.js';
-export * from './transformer.js';
-export * from './training.js';
+export { expectedWeights, ModelWeightsError, type SaveModelOptions } from './hf-weights.js';
+export type { WeightLayout } from './inference-layout.js';
 export * from './init.js';
+export * from './kv-cache.js';
+export type { LinearAdapter } from './linear.js';
 export * from './lora.js';
+export { ropeInverseFrequencies } from './rope.js';
+export type { SharedPrefixLayout } from './shared-prefix-attention.js';
+export * from './training.js';
+export * from './transformer.js';

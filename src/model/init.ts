@@ -8,7 +8,8 @@ import * as torch from '../torch/index.js';
 import { Tokenizer } from '../tokenizer/tokenizer.js';
 import { writeCharTokenizer } from '../tokenizer/char-tokenizer.js';
 import { type ModelType, parseModelConfig, SUPPORTED_ARCHITECTURES } from './config.js';
-import { CausalLM, expectedWeights, type ModelDType } from './transformer.js';
+import { expectedWeights } from './hf-weights.js';
+import { CausalLM, type ModelDType } from './transformer.js';
 
 export interface ModelInitOptions {
   architecture?: ModelType;

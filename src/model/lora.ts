@@ -22,7 +22,9 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
-import { type CausalLM, expectedWeights, type LinearAdapter, type ModelDType } from './transformer.js';
+import { expectedWeights } from './hf-weights.js';
+import type { LinearAdapter } from './linear.js';
+import type { CausalLM, ModelDType } from './transformer.js';
 
 /** The projections LoRA can adapt ('all-linear' = all of them; lm_head is never adapted, as in PEFT). */
 export const LORA_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;

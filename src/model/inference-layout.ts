@@ -1,0 +1,84 @@
+// The inference layout: how a model meant for decoding keeps its weights (see WeightLayout), and which of its
+// projections run on the packed-weight kernel (torch.packedLinear, native/src/kernels.cpp) instead of BLAS.
+//
+//   qkv_proj     = [q_proj; k_proj; v_proj]   [(heads + 2 kvHeads) headDim, hidden], column-major
+//   gate_up_proj = [gate_proj; up_proj]       [2 intermediate, hidden], column-major
+//   o_proj, down_proj, lm_head               column-major (a tied lm_head is embed_tokens, so that too)
+// q_proj ... up_proj stay parameters under their Hugging Face names: views into the fused matrices.
+import type { DType, Tensor } from '../torch/index.js';
+import * as torch from '../torch/index.js';
+import type { ModelConfig } from './config.js';
+import type { Linear } from './linear.js';
+
+/**
+ * How parameters sit in memory. 'training': one contiguous tensor per Hugging Face weight. 'inference': each layer's
+ * q|k|v weights are one matrix and gate|up another, and every projection matrix (and an untied lm_head) is stored
+ * transposed, i.e. column-major; the parameters stay views with Hugging Face names, shapes and values (save, copy_
+ * and LoRA work unchanged). A layer then runs 4 matmuls instead of 7, and a product with one row per sequence
+ * (decoding) reads the weights in storage order, which CPU BLAS streams faster. On a CPU with AVX2, products of 1 to
+ * PACKED_MAX_ROWS rows (decoding) run torch.packedLinear instead, on a packed copy of each fused matrix and of the LM
+ * head, which streams a weight faster than BLAS does for so few rows; prefill (more rows) stays with BLAS, except in
+ * bfloat16 on CPUs without a fast libtorch bf16 product, where every product goes to the kernel. The copies cost the
+ * weights' size again, made on first use. Measurements: bench/README.md (bench:model, bench:packed-linear).
+ */
+export type WeightLayout = 'training' | 'inference';
+
+/** Rows per product up to which a packed weight is used (decoding; see WeightLayout). */
+const PACKED_MAX_ROWS = 64;
+
+/** Column-major copy [out, in] of row-major weights stacked along dim 0 (one matrix for several projections). */
+const columnMajor = (weights: Tensor[]): Tensor =>
+  (weights.length === 1 ? (weights[0] as Tensor) : torch.cat(weights, 0)).t().contiguous().t();
+
+/**
+ * Rewrites `parameters` (Hugging Face names) in the inference layout (see WeightLayout); returns, per layer, the
+ * fused q|k|v and gate|up projections. The replaced tensors are disposed.
+ */
+export function fuseForInference(config: ModelConfig, parameters: Map<string, Tensor>): { qkv: Linear; gateUp: Linear }[] {
+  const get = (name: string) => parameters.get(name) as Tensor;
+  /** One column-major matrix for `modules`; each module's weight (and bias) becomes a view into it. */
+  const fuse = (modules: string[]): Linear =>
+    torch.noGrad(() => {
+      const weights = modules.map((m) => get(`${m}.weight`));
+      const weight = torch.keep(columnMajor(weights));
+      const hasBias = parameters.has(`${modules[0]}.bias`);
+      const bias = hasBias ? torch.keep(torch.cat(modules.map((m) => get(`${m}.bias`)))) : null;
+      let offset = 0;
+      modules.forEach((m, i) => {
+        const rows = (weights[i] as Tensor).size(0);
+        for (const [suffix, fused] of [
+          ['weight', weight],
+          ['bias', bias],
+        ] as const) {
+          if (fused === null) continue;
+          const old = get(`${m}.${suffix}`);
+          parameters.set(`${m}.${suffix}`, torch.keep(fused.narrow(0, offset, rows)));
+          old.dispose();
+        }
+        offset += rows;
+      });
+      return { weight, bias, adapter: null, packed: null };
+    });
+  const layers = Array.from({ length: config.numHiddenLayers }, (_, i) => {
+    const l = `model.layers.${i}`;
+    const qkv = fuse([`${l}.self_attn.q_proj`, `${l}.self_attn.k_proj`, `${l}.self_attn.v_proj`]);
+    const gateUp = fuse([`${l}.mlp.gate_proj`, `${l}.mlp.up_proj`]);
+    for (const single of [`${l}.self_attn.o_proj`, `${l}.mlp.down_proj`]) fuse([single]).weight.dispose();
+    return { qkv, gateUp };
+  });
+  // the LM head reads its matrix in storage order too; a tied one is the embedding, whose lookups then gather
+  // strided columns (one row of hidden values per token, against a vocabulary-sized product per decoded row)
+  fuse([config.tieWordEmbeddings ? 'model.embed_tokens' : 'lm_head']).weight.dispose();
+  return layers;
+}
+
+/**
+ * Gives each projection a packed weight for torch.packedLinear when the weights are on a CPU that runs it (made on
+ * first use; see ./linear.ts). Returns the projections that got one, whose packed weights the caller disposes.
+ */
+export function attachPackedWeights(projections: readonly Linear[], dtype: DType, device: string): Linear[] {
+  if (device !== 'cpu' || !torch.packedLinearSupported()) return [];
+  const maxRows = dtype === 'bfloat16' && !torch.cpuHasBf16Matmul() ? Number.POSITIVE_INFINITY : PACKED_MAX_ROWS;
+  for (const l of projections) l.packed = { weight: null, version: -1, maxRows };
+  return [...projections];
+}

@@ -1,0 +1,60 @@
+// A projection as the model runs it: y = x W^T + b, plus an optional adapter (LoRA) on top,
+//   y = adapter.forward(x, x W^T + b)
+// through BLAS (torch.linear), or, for the inference layout's small products, through torch.packedLinear on a packed
+// copy of W (native/src/kernels.cpp; see ./inference-layout.ts for when a projection gets one).
+import type { Tensor } from '../torch/index.js';
+import * as torch from '../torch/index.js';
+
+/** Something added to a projection's output, e.g. a LoRA adapter (./lora.ts): y = adapter.forward(x, x W^T + b). */
+export interface LinearAdapter {
+  forward(x: Tensor, base: Tensor): Tensor;
+  /** True while forward() draws random numbers (dropout in training): recomputation would then differ. */
+  readonly stochastic: boolean;
+}
+
+/** One projection: weight [out, in] and bias [out] (Hugging Face's), an adapter, and a packed copy of the weight. */
+export interface Linear {
+  weight: Tensor;
+  bias: Tensor | null;
+  adapter: LinearAdapter | null;
+  /** Inference layout on a CPU that runs torch.packedLinear: the weight packed for it (see packedWeight). */
+  packed: PackedWeight | null;
+}
+
+/** A weight packed for torch.packedLinear, made on first use and again after the weight was written (its version). */
+export interface PackedWeight {
+  weight: Tensor | null;
+  version: number;
+  /** Products of more rows go to BLAS (prefill); Infinity for bfloat16 where libtorch's bf16 product is slow. */
+  maxRows: number;
+}
+
+/** A projection over `weight` and `bias` with no adapter and no packed copy. */
+export const plainLinear = (weight: Tensor, bias: Tensor | null = null): Linear => ({
+  weight,
+  bias,
+  adapter: null,
+  packed: null,
+});
+
+export function linear(x: Tensor, l: Linear): Tensor {
+  // the kernel has no autograd: a forward that records it (trainable LoRA on an inference-layout model) takes BLAS
+  const y =
+    l.packed !== null && x.numel / x.size(-1) <= l.packed.maxRows && !x.requiresGrad
+      ? torch.packedLinear(x, packedWeight(l), l.bias, l.weight.size(0))
+      : torch.linear(x, l.weight, l.bias);
+  return l.adapter === null ? y : l.adapter.forward(x, y);
+}
+
+/** l's packed weight, packed again when l.weight's storage was written since (a weight sync, a LoRA merge). */
+function packedWeight(l: Linear): Tensor {
+  const packed = l.packed as PackedWeight;
+  const version = l.weight.version;
+  if (packed.weight === null || packed.version !== version) {
+    packed.weight?.dispose();
+    packed.weight = null; // not left pointing at a freed tensor if packing throws (out of memory)
+    packed.weight = torch.noGrad(() => torch.keep(torch.packLinear(l.weight)));
+    packed.version = version;
+  }
+  return packed.weight;
+}
