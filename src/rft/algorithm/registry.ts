@@ -23,9 +23,12 @@ export class AlgorithmRegistry<Input, Result> {
     this.#modules = new Registry(kind);
   }
 
-  register<Options extends object>(module: AlgorithmModule<Input, Options, Result>): this {
-    // A module's options type is its own; the registry holds them all as `object` (create() checks arguments).
-    this.#modules.register(module.name, module as unknown as AlgorithmModule<Input, object, Result>, module.description);
+  /**
+   * Registers `module` under its name. The object is kept as given, so a module type that extends the contract (a
+   * policy loss's `accumulation`) keeps its extra parts; its options type is its own (create() checks arguments).
+   */
+  register<Module extends AlgorithmModule<Input, object, Result>>(module: Module): this {
+    this.#modules.register(module.name, module, module.description);
     return this;
   }
 
