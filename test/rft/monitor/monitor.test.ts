@@ -189,6 +189,37 @@ test('W&B: upserts the run, streams history rows with increasing offsets, then c
   assert.deepEqual(streams[2]?.body, { complete: true, exitcode: 0 });
 });
 
+test('monitor_args reach the backends: W&B base_url/api_key and MLflow uri/username/password, over the environment', async () => {
+  recorded.length = 0;
+  const jobDir = mkdtempSync(join(tmpdir(), 'monitor-args-'));
+  const env = {
+    WANDB_API_KEY: 'env-key',
+    WANDB_BASE_URL: 'http://127.0.0.1:9',
+    MLFLOW_TRACKING_URI: 'http://127.0.0.1:9',
+    MLFLOW_TRACKING_USERNAME: 'env-user',
+    MLFLOW_TRACKING_PASSWORD: 'env-pass',
+  };
+  const monitors = createMonitors({
+    jobDir,
+    types: ['wandb', 'mlflow'],
+    project: 'p',
+    name: 'n',
+    env,
+    args: { baseUrl: base, apiKey: 'arg-key', uri: base, username: 'arg-user', password: 'arg-pass' },
+  });
+  monitors.log(1, { loss: 0.5 });
+  await monitors.close();
+  const wandbAuth = recorded.find((r) => r.url === '/graphql')?.auth;
+  assert.equal(wandbAuth, `Basic ${Buffer.from('api:arg-key').toString('base64')}`);
+  const mlflowAuth = recorded.find((r) => r.url === '/api/2.0/mlflow/runs/create')?.auth;
+  assert.equal(mlflowAuth, `Basic ${Buffer.from('arg-user:arg-pass').toString('base64')}`);
+  // with neither monitor_args.uri nor MLFLOW_TRACKING_URI there is no server to send to
+  assert.throws(
+    () => createMonitors({ jobDir, types: ['mlflow'], project: 'p', name: 'n', env: {}, args: { username: 'u' } }),
+    /monitor_type mlflow needs monitor_args\.uri or MLFLOW_TRACKING_URI/,
+  );
+});
+
 test('a failing remote sink warns once and never throws into the run', async () => {
   failAll = true;
   const warnings: string[] = [];
