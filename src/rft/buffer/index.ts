@@ -10,3 +10,4 @@ export * from './taskset.js';
 export * from './types.js';
 export * from './viewer.js';
 export * from './dataset.js';
+export * from './source.js';

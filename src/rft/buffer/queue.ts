@@ -91,6 +91,11 @@ export class QueueBuffer implements ExperienceBuffer {
     }
   }
 
+  /** The experiences waiting to be read, oldest first, left in place (a checkpoint saves the unread ones). */
+  peek(): Experience[] {
+    return [...this.#items];
+  }
+
   async finishWriting(): Promise<void> {
     this.#finished = true;
     this.#readers.notifyAll();

@@ -89,7 +89,8 @@ export class Waiters {
           reject(error);
         },
       };
-      const timer = setTimeout(() => entry.resolve(false), Math.max(0, deadlineMs - Date.now()));
+      // setTimeout fires at once for delays above 2^31 - 1 ms: a longer wait is that long (and waits again)
+      const timer = setTimeout(() => entry.resolve(false), Math.min(2 ** 31 - 1, Math.max(0, deadlineMs - Date.now())));
       this.#pending.add(entry);
     });
   }

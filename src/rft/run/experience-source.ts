@@ -1,20 +1,15 @@
-// Where the trainer loop's experiences come from: the experience buffer (in memory, priority replay or the shared
-// SQLite file) seen through staleness control, SQLite cursor tracking and — while it waits for rollouts —
-// answers to the explorer's requests for weights (sync_style explorer_driven). Sample strategies read it.
-import { BufferTimeoutError, type ExperienceBuffer, SqliteBuffer } from '../buffer/index.js';
+// The trainer's experience source in modes both and train: the experience buffer (in memory, priority replay or the
+// shared SQLite file) seen through staleness control (synchronizer.max_staleness), SQLite cursor tracking and —
+// while it waits for rollouts — answers to the explorer's requests for weights (sync_style explorer_driven). Sample
+// strategies read it with the ExperienceSource contract of src/rft/buffer/source.ts.
+import {
+  BufferTimeoutError,
+  type ExperienceBuffer,
+  type ExperienceSource,
+  type SourceReadOptions,
+  SqliteBuffer,
+} from '../buffer/index.js';
 import type { Experience } from '../experience.js';
-
-export interface SourceReadOptions {
-  timeoutMs: number;
-  /** Fewer than `count` are accepted down to this many at the deadline (default: count). */
-  minCount?: number;
-}
-
-/** An async, bounded experience source (a sample strategy's input). */
-export interface ExperienceSource {
-  /** Up to `count` experiences; fewer only when the writers finished; BufferTimeoutError at the deadline. */
-  read(count: number, options: SourceReadOptions): Promise<Experience[]>;
-}
 
 export interface BufferSourceOptions {
   buffer: ExperienceBuffer;
@@ -28,7 +23,10 @@ export interface BufferSourceOptions {
 const REQUEST_CHECK_MS = 250;
 
 export class BufferExperienceSource implements ExperienceSource {
+  readonly name: string;
   readonly #options: BufferSourceOptions;
+  /** Fresh experiences read by a read that then timed out: handed out first by the next read (nothing is lost). */
+  #held: Experience[] = [];
   /** The trainer's weights version (experiences' staleness is measured against it). */
   modelVersion = 0;
   /** The SQLite read position after the last read (committed with the next checkpoint). */
@@ -39,6 +37,7 @@ export class BufferExperienceSource implements ExperienceSource {
 
   constructor(options: BufferSourceOptions) {
     this.#options = options;
+    this.name = options.buffer.name;
   }
 
   startStep(modelVersion: number): void {
@@ -52,49 +51,60 @@ export class BufferExperienceSource implements ExperienceSource {
     if (this.#options.buffer instanceof SqliteBuffer && this.cursor !== null) this.#options.buffer.commit(this.cursor);
   }
 
-  async read(count: number, options: SourceReadOptions): Promise<Experience[]> {
-    const read = await this.#readRaw(count, options);
+  #isFresh(e: Experience): boolean {
     const maxStaleness = this.#options.maxStaleness;
-    const fresh =
-      maxStaleness === null
-        ? read
-        : read.filter((e) => this.modelVersion - (e.info.modelVersion ?? this.modelVersion) <= maxStaleness);
-    this.staleDropped += read.length - fresh.length;
-    this.delivered += read.length;
-    return fresh;
+    return maxStaleness === null || this.modelVersion - (e.info.modelVersion ?? this.modelVersion) <= maxStaleness;
   }
 
-  async #readRaw(count: number, options: SourceReadOptions): Promise<Experience[]> {
+  /**
+   * `count` fresh experiences; stale ones are dropped and replaced by reading on (the buffer contract holds: fewer only
+   * when the writers finished, or at the deadline down to minCount; a timeout below it keeps what was read).
+   */
+  async read(count: number, options: SourceReadOptions): Promise<Experience[]> {
+    const minCount = options.minCount ?? count;
+    const deadline = Date.now() + options.timeoutMs;
+    const out = this.#held.splice(0, count);
+    while (out.length < count) {
+      const want = count - out.length;
+      let read: Experience[];
+      try {
+        read = await this.#readRaw(want, Math.max(0, deadline - Date.now()), Math.max(0, minCount - out.length));
+      } catch (error) {
+        if (error instanceof BufferTimeoutError) this.#held.unshift(...out);
+        throw error;
+      }
+      const fresh = read.filter((e) => this.#isFresh(e));
+      this.staleDropped += read.length - fresh.length;
+      out.push(...fresh);
+      // short: the writers finished and the buffer is drained, or the deadline passed with at least minCount
+      if (read.length < want || Date.now() >= deadline) break;
+    }
+    this.delivered += out.length;
+    return out;
+  }
+
+  async #readRaw(count: number, timeoutMs: number, minCount: number): Promise<Experience[]> {
     const { buffer, answerRequests } = this.#options;
-    const once = async (timeoutMs: number): Promise<Experience[]> => {
-      const readOptions = { timeoutMs, ...(options.minCount !== undefined ? { minCount: options.minCount } : {}) };
+    // a slice that is not the last one accepts no short batch: only the read's own deadline does
+    const once = async (sliceMs: number, last: boolean): Promise<Experience[]> => {
+      const readOptions = { timeoutMs: sliceMs, minCount: last ? Math.min(count, minCount) : count };
       if (!(buffer instanceof SqliteBuffer)) return buffer.read(count, readOptions);
       const batch = await buffer.readBatch(count, readOptions);
       this.cursor = batch.cursor;
       return batch.experiences;
     };
-    if (answerRequests === null) return once(options.timeoutMs);
+    if (answerRequests === null) return once(timeoutMs, true);
     // keep answering the explorer's requests for weights while waiting: it may be waiting on one
-    const deadline = Date.now() + options.timeoutMs;
+    const deadline = Date.now() + timeoutMs;
     for (;;) {
       await answerRequests();
+      const remaining = Math.max(0, deadline - Date.now());
+      const last = remaining <= REQUEST_CHECK_MS;
       try {
-        return await once(Math.max(1, Math.min(REQUEST_CHECK_MS, deadline - Date.now())));
+        return await once(Math.min(REQUEST_CHECK_MS, remaining), last);
       } catch (error) {
-        if (!(error instanceof BufferTimeoutError) || Date.now() >= deadline) throw error;
+        if (!(error instanceof BufferTimeoutError) || last) throw error;
       }
     }
   }
-}
-
-/** A source over a fixed array (a dataset's batch for one step). */
-export function sourceFromArray(experiences: readonly Experience[]): ExperienceSource {
-  let position = 0;
-  return {
-    read: async (count) => {
-      const out = experiences.slice(position, position + Math.max(0, count));
-      position += out.length;
-      return out;
-    },
-  };
 }

@@ -19,9 +19,11 @@ import { OpenAIRemoteEngine } from '../../openai/index.js';
 import { Tokenizer } from '../../tokenizer/index.js';
 import { loadAlgorithmPlugins } from '../algorithm/plugins.js';
 import { type ResolvedAlgorithm, resolveAlgorithm } from '../algorithm/presets.js';
-import { AuxiliaryReader, createSampleStrategy, type SampleStrategy } from '../algorithm/sample-strategy.js';
+import { createSampleStrategy, type SampleStrategy } from '../algorithm/sample-strategy.js';
 import {
+  AuxiliaryReader,
   DatasetReader,
+  type ExperienceSource,
   type ExperienceBuffer,
   loadDpoDataset,
   loadSftDataset,
@@ -30,14 +32,16 @@ import {
   PriorityReplayBuffer,
   QueueBuffer,
   SqliteBuffer,
+  sourceFromArray,
   TasksetScheduler,
 } from '../buffer/index.js';
 import { type LoadedCheckpoint, latestCheckpoint } from '../checkpoint.js';
+import type { Experience } from '../experience.js';
 import { createMonitors, type MonitorGroup, ProgressReporter } from '../monitor/index.js';
 import { TrainerClient } from '../trainer/trainer.js';
 import { EngineModelHandle, WorkflowRunner } from '../workflow/index.js';
 import { runBench } from './bench.js';
-import { BufferExperienceSource, type ExperienceSource, sourceFromArray } from './experience-source.js';
+import { BufferExperienceSource } from './experience-source.js';
 import { type ExploredStep, runExplorerLoop } from './explorer-loop.js';
 import type { StageHooks, StageResult, StageSettings } from './settings.js';
 import { FolderWeightPublisher, FolderWeightReceiver, NO_PUBLISHER } from './sync-folder.js';
@@ -113,6 +117,9 @@ interface RunState {
   buffer: { cursor: number } | null;
   sampleStrategy: unknown;
   auxiliary: Record<string, unknown>;
+  /** Mode both, in-memory queue: rollouts of explored steps <= the checkpoint's that the trainer had not read yet
+   * (a strategy that reads fewer than a step explored leaves them for the next step); written back on resume. */
+  unread?: Experience[];
   stage: string;
 }
 
@@ -191,6 +198,8 @@ class StageBuilder {
     });
     // A LoRA run (or a resume without a full model in the checkpoint) starts the engine from the base weights.
     if (this.startStep > 0 && usesBaseWeights) await channel.publish(this.startStep);
+    const unread = this.#saved.unread ?? [];
+    if (unread.length) await buffer.write(unread);
 
     const explored = new Map<number, ExploredStep>();
     const publication = new WeightPublication(channel, this.startStep);
@@ -221,6 +230,8 @@ class StageBuilder {
         return explored.get(step)?.metrics ?? {};
       },
       explorerState: (step) => ({ scheduler: explored.get(step)?.schedulerState ?? scheduler.state(), step }),
+      unread: (step) =>
+        buffer instanceof QueueBuffer ? buffer.peek().filter((e) => (e.info.step ?? Number.POSITIVE_INFINITY) <= step) : [],
     }).finally(() => buffer.close());
     const [, lastStep] = await Promise.all([explorerTask, trainerTask]);
     progress.done();
@@ -467,6 +478,8 @@ class StageBuilder {
     progress: ProgressReporter;
     rolloutMetrics: (step: number) => Record<string, number>;
     explorerState: (step: number) => RunState['explorer'];
+    /** Unread experiences of steps <= `step` that a checkpoint at `step` keeps (mode both). */
+    unread?: (step: number) => Experience[];
   }): Promise<number> {
     const { settings, algorithm } = this;
     const strategy: SampleStrategy = createSampleStrategy(algorithm.sampleStrategy.name, algorithm.sampleStrategy.args);
@@ -498,8 +511,11 @@ class StageBuilder {
         source,
         batchSize: settings.trainBatchSize,
         modelVersion: step - 1,
+        repeatTimes: algorithm.repeatTimes,
         auxiliary,
         timeoutMs: settings.buffer.maxReadTimeoutMs,
+        // after max_read_timeout a short batch is trained (Trinity-RFT); none at all is a BufferTimeoutError
+        minCount: 1,
       });
       if (bufferSource) {
         read = bufferSource.delivered;
@@ -518,6 +534,7 @@ class StageBuilder {
           buffer: bufferSource?.cursor != null ? { cursor: bufferSource.cursor } : null,
           sampleStrategy: strategy.state(),
           auxiliary: Object.fromEntries(Object.entries(auxiliary).map(([name, reader]) => [name, reader.state()])),
+          ...(parts.unread ? { unread: parts.unread(step) } : {}),
           stage: settings.stageName,
         };
         return { ...state };

@@ -81,7 +81,7 @@ export async function runTrainerLoop(parts: TrainerLoopParts): Promise<number> {
     for (let step = parts.startStep + 1; step <= parts.totalSteps; step++) {
       if (parts.signal?.aborted) break;
       const batch = await parts.nextBatch(step);
-      if (batch.read === 0) break; // the explorer (or dataset) finished early
+      if (batch.read === 0 && batch.experiences.length === 0) break; // the explorer (or dataset) finished early
       const started = Date.now();
       // every rollout too stale: the step passes without an update (its metrics say so)
       const trainMetrics = batch.experiences.length > 0 ? await trainer.step(batch.experiences) : {};
