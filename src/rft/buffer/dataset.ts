@@ -58,7 +58,7 @@ async function* datasetRows(path: string, format: DatasetFormat): AsyncGenerator
   try {
     files = splitFiles(path, format.split ?? 'train');
   } catch (error) {
-    if (error instanceof SplitError) throw new DatasetError(path, error.message);
+    if (error instanceof SplitError) throw new DatasetError(error.where, error.detail);
     throw error;
   }
   for (const file of files) {

@@ -20,7 +20,10 @@ const OTHER_DATA_EXTENSIONS = new Set(['.parquet', '.csv', '.arrow']);
 const SPLIT_NAMES = ['train', 'training', 'test', 'testing', 'eval', 'evaluation', 'validation', 'valid', 'val', 'dev'];
 
 export class SplitError extends Error {
-  constructor(where: string, detail: string) {
+  constructor(
+    readonly where: string,
+    readonly detail: string,
+  ) {
     super(`${where}: ${detail}`);
     this.name = 'SplitError';
   }

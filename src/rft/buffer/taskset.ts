@@ -74,7 +74,13 @@ export async function loadTaskset(config: TasksetConfig): Promise<Taskset> {
   try {
     files = splitFiles(config.path, config.split ?? 'train');
   } catch (error) {
-    if (error instanceof SplitError) throw new TasksetError(config.path, `taskset '${config.name}': ${error.message}`);
+    if (error instanceof SplitError) {
+      const { where, detail } = error;
+      const text = detail.startsWith('cannot read: ')
+        ? `cannot read taskset '${config.name}': ${detail.slice('cannot read: '.length)}`
+        : `taskset '${config.name}': ${detail}`;
+      throw new TasksetError(where, text);
+    }
     throw error;
   }
   const tasks: Task[] = [];
