@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { BufferClosedError, BufferTimeoutError, PriorityReplayBuffer, QueueBuffer } from '../../../src/rft/buffer/index.js';
+import type { Experience } from '../../../src/rft/experience.js';
 import { makeExperience } from './helpers.js';
 
 const ids = (xs: { eid: string }[]) => xs.map((x) => x.eid);
@@ -19,20 +20,22 @@ describe('QueueBuffer', () => {
 
   test('a read waits for a full batch written later', async () => {
     const q = new QueueBuffer();
-    const pending = q.read(3, { timeoutMs: 1000 });
+    // read() looks once before it returns its promise: it found 0 of 3 and waits; each write wakes it to look again
+    const pending = q.read(3, { timeoutMs: 60_000 });
     await q.write(batch('a', 1));
-    setTimeout(() => void q.write(batch('b', 2)), 20);
+    await q.write(batch('b', 2));
     assert.deepEqual(ids(await pending), ['a0', 'b0', 'b1']);
   });
 
   test('a writer waits while full and resumes when a reader makes room', async () => {
     const q = new QueueBuffer({ capacity: 2 });
-    const writing = q.write(batch('a', 5), { timeoutMs: 1000 });
+    const writing = q.write(batch('a', 5));
     let done = false;
     void writing.then(() => {
       done = true;
     });
-    await new Promise((r) => setTimeout(r, 20));
+    // one whole event-loop turn: a write that did not wait for space would have settled by now
+    await new Promise((r) => setImmediate(r));
     assert.equal(done, false, 'the writer must block while the queue is full');
     assert.equal(q.size, 2);
     const got: string[] = [];
@@ -110,17 +113,34 @@ describe('PriorityReplayBuffer', () => {
     await assert.rejects(limited.read(1, { timeoutMs: 20 }), BufferTimeoutError);
   });
 
-  test('reuse cooldown: a read experience comes back only after the cooldown', async () => {
+  test('reuse cooldown: a read experience comes back exactly when the cooldown has passed', async (t) => {
+    // A mocked clock (Date and setTimeout) that moves only on tick(): the buffer sees exactly the times we set.
+    t.mock.timers.enable({ apis: ['Date', 'setTimeout'], now: 0 });
+    const turn = () => new Promise((r) => setImmediate(r)); // setImmediate is real: it lets settled promises run
     const buffer = new PriorityReplayBuffer({ name: 'replay', reuseCooldownMs: 150 });
     await buffer.write([makeExperience('x')]);
-    const started = Date.now();
-    await buffer.read(1, { timeoutMs: 50 });
+    await buffer.read(1, { timeoutMs: 50 }); // at t = 0: x is available again at t = 150
     assert.equal(buffer.size, 1);
     assert.equal(buffer.availableCount, 0);
-    await assert.rejects(buffer.read(1, { timeoutMs: 30 }), /buffer 'replay'.*1 experiences \(0 available, 1 cooling down/);
-    const again = await buffer.read(1, { timeoutMs: 1000 });
-    assert.ok(Date.now() - started >= 145, 'came back before the cooldown');
-    assert.equal(again[0]?.info.useCount, 2);
+    const short = assert.rejects(
+      buffer.read(1, { timeoutMs: 30 }),
+      /buffer 'replay'.*1 experiences \(0 available, 1 cooling down/,
+    );
+    t.mock.timers.tick(30);
+    await short;
+    let again: Experience[] | undefined;
+    const reading = buffer.read(1, { timeoutMs: 1000 }).then((got) => {
+      again = got;
+    });
+    t.mock.timers.tick(119); // t = 149
+    await turn();
+    assert.equal(again, undefined, 'came back before the cooldown');
+    assert.equal(buffer.availableCount, 0);
+    t.mock.timers.tick(1); // t = 150
+    await turn();
+    assert.equal(again?.length, 1, 'not back when the cooldown had passed');
+    await reading;
+    assert.equal(again?.[0]?.info.useCount, 2);
   });
 
   test('when full, a higher-priority experience evicts the lowest; a lower one is dropped', async () => {
