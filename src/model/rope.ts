@@ -86,12 +86,7 @@ export function ropeInverseFrequencies(
  * cos, sin [B, 1, T, headDim] for integer positions [B, T]: emb = cat(freqs, freqs), freqs = pos * inv_freq; sin comes
  * with its first half negated, so that rotate_half(x) * sin(emb) = roll(x, headDim/2) * sin (see applyRotary).
  */
-export function rotaryCosSin(
-  invFreq: Tensor,
-  attentionScaling: number,
-  positions: Tensor,
-  dtype: DType,
-): { cos: Tensor; sin: Tensor } {
+function rotaryCosSin(invFreq: Tensor, attentionScaling: number, positions: Tensor, dtype: DType): { cos: Tensor; sin: Tensor } {
   const freqs = positions.float().unsqueeze(-1).mul(invFreq).unsqueeze(1); // [B, 1, T, headDim/2], float32
   const scale = (t: Tensor) => (attentionScaling === 1 ? t : t.mul(attentionScaling));
   const cos = scale(freqs.cos());
