@@ -569,11 +569,10 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
     if (mode === 'train') {
       const readable = explicitBuffer && experienceBuffer.storage_type !== 'queue';
       if (!readable) {
-        const after = sftDataset === null ? '' : ' (after the SFT warm-up of sft_warmup_dataset)';
         problem(
           bufferPath,
-          `mode train needs experiences to read${after}: an experience_buffer with storage_type sql (shared with an ` +
-            'explore process) or file (a dataset)',
+          'mode train needs experiences to read: an experience_buffer with storage_type sql (shared with an explore ' +
+            'process) or file (a dataset)',
         );
       }
     }
