@@ -160,6 +160,9 @@ export class OpenAIService {
       ...scope.turnMeta,
       responseId: id,
       ...(scope.modelVersion ? { modelVersion: scope.modelVersion() } : {}),
+      // the τ the reply's logprobs are taken at (greedy and unset: 1): the trainer recomputes them at the same τ
+      temperature:
+        request.temperature === undefined || request.temperature === null || request.temperature === 0 ? 1 : request.temperature,
     };
     const head = { id, created: Math.floor(Date.now() / 1000), model: request.model };
     const returnTokenIds = request.return_token_ids ?? false;

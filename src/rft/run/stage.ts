@@ -46,7 +46,8 @@ import { type ExploredStep, runExplorerLoop } from './explorer-loop.js';
 import type { StageHooks, StageResult, StageSettings } from './settings.js';
 import { FolderWeightPublisher, FolderWeightReceiver, NO_PUBLISHER } from './sync-folder.js';
 import { runTrainerLoop, type StepBatch, WeightPublication } from './trainer-loop.js';
-import { type ExplorerEngine, LocalWeightChannel, type WeightReceiver, weightTransport } from './weight-channel.js';
+import { LocalWeightChannel } from './local-weight-channel.js';
+import { type ExplorerEngine, type WeightReceiver, weightTransport } from './weight-channel.js';
 
 export { requiredVersion } from './explorer-loop.js';
 export { readSyncPointer } from './sync-folder.js';

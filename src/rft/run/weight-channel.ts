@@ -2,7 +2,7 @@
 // versions; the explorer side waits for the version it needs, or (sync_style explorer_driven) asks for the newest
 // ones. Three implementations:
 //
-//   LocalWeightChannel    mode both: trainer and explorer in one process. Publishing moves the weights into the
+//   LocalWeightChannel    mode both (./local-weight-channel.ts): trainer and explorer in one process. Publishing moves the weights into the
 //                         explorer's engine right away — by reference (sync_method memory, embedded engine) or through
 //                         a folder the engine loads (sync_method checkpoint; an external OpenAI-compatible server) —
 //                         between explorer steps, never in the middle of one (a lock).
@@ -12,9 +12,6 @@
 // A new way to move weights (NCCL broadcast, an engine pool) is a new implementation of these two interfaces.
 import { WorkerRolloutEngine } from '../../engine/index.js';
 import type { OpenAIRemoteEngine } from '../../openai/index.js';
-import type { Tensor } from '../../torch/index.js';
-import type { TrainerClient } from '../trainer/trainer.js';
-import { publishToSyncFolder } from './sync-folder.js';
 
 /** What the explorer needs of its engine: rollouts, weights from a folder, close. */
 export type ExplorerEngine = WorkerRolloutEngine | OpenAIRemoteEngine;
@@ -100,94 +97,5 @@ export class Signal {
       if (signal?.aborted) onAbort();
       else signal?.addEventListener('abort', onAbort);
     });
-  }
-}
-
-export interface LocalChannelOptions {
-  trainer: TrainerClient;
-  transport: WeightTransport;
-  /** The version the engine starts with (the resumed step, or 0). */
-  startVersion: number;
-  timeoutMs: number;
-  signal?: AbortSignal;
-  /** Called after each update with the new version (the model handle stamps rollouts with it). */
-  onVersion?: (version: number) => void;
-}
-
-/** Mode both: trainer and explorer in one process. */
-export class LocalWeightChannel implements WeightPublisher, WeightReceiver {
-  readonly #options: LocalChannelOptions;
-  readonly #lock = new Lock();
-  readonly #changed = new Signal();
-  #version: number;
-  #requested = false;
-  #trainerFinished = false;
-
-  constructor(options: LocalChannelOptions) {
-    this.#options = options;
-    this.#version = options.startVersion;
-  }
-
-  get version(): number {
-    return this.#version;
-  }
-
-  publish(version: number): Promise<void> {
-    return this.#lock.run(async () => {
-      const { transport, trainer, timeoutMs } = this.#options;
-      if (transport.method === 'memory') {
-        const weights: Map<string, Tensor> = await trainer.beginSync();
-        try {
-          await transport.engine.syncWeights(weights, { timeoutMs });
-        } finally {
-          for (const t of weights.values()) t.dispose();
-          await trainer.endSync();
-        }
-      } else {
-        const dir = await publishToSyncFolder(trainer, transport.jobDir, version);
-        await transport.engine.syncWeightsFromDir(dir, { timeoutMs });
-      }
-      this.#version = version;
-      this.#options.onVersion?.(version);
-      this.#changed.notify();
-    });
-  }
-
-  requestPending(): boolean {
-    return this.#requested;
-  }
-
-  answerRequest(): void {
-    this.#requested = false;
-    this.#changed.notify();
-  }
-
-  finish(): void {
-    this.#trainerFinished = true;
-    this.#changed.notify();
-  }
-
-  waitForVersion(version: number, what: string): Promise<void> {
-    return this.#changed.waitUntil(
-      () => this.#version >= version || this.#trainerFinished,
-      this.#options.timeoutMs,
-      `${what} (have weights version ${this.#version})`,
-      this.#options.signal,
-    );
-  }
-
-  requestWeights(what: string): Promise<void> {
-    this.#requested = true;
-    this.#changed.notify();
-    return this.#changed.waitUntil(
-      () => !this.#requested || this.#trainerFinished,
-      this.#options.timeoutMs,
-      what,
-      this.#options.signal,
-    );
-  }
-
-  withWeights<T>(work: () => Promise<T>): Promise<T> {
-    return this.#lock.run(work);
   }
 }

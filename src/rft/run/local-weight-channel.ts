@@ -1,0 +1,96 @@
+// Mode both: trainer and explorer in one process share a LocalWeightChannel (see ./weight-channel.ts). Publishing
+// moves the weights into the explorer's engine right away, between explorer steps (a lock), and wakes the explorer
+// waiting for that version (an event, no polling).
+import type { Tensor } from '../../torch/index.js';
+import type { TrainerClient } from '../trainer/trainer.js';
+import { publishToSyncFolder } from './sync-folder.js';
+import { Lock, Signal, type WeightPublisher, type WeightReceiver, type WeightTransport } from './weight-channel.js';
+
+export interface LocalChannelOptions {
+  trainer: TrainerClient;
+  transport: WeightTransport;
+  /** The version the engine starts with (the resumed step, or 0). */
+  startVersion: number;
+  timeoutMs: number;
+  signal?: AbortSignal;
+  /** Called after each update with the new version (the model handle stamps rollouts with it). */
+  onVersion?: (version: number) => void;
+}
+
+/** Mode both: trainer and explorer in one process. */
+export class LocalWeightChannel implements WeightPublisher, WeightReceiver {
+  readonly #options: LocalChannelOptions;
+  readonly #lock = new Lock();
+  readonly #changed = new Signal();
+  #version: number;
+  #requested = false;
+  #trainerFinished = false;
+
+  constructor(options: LocalChannelOptions) {
+    this.#options = options;
+    this.#version = options.startVersion;
+  }
+
+  get version(): number {
+    return this.#version;
+  }
+
+  publish(version: number): Promise<void> {
+    return this.#lock.run(async () => {
+      const { transport, trainer, timeoutMs } = this.#options;
+      if (transport.method === 'memory') {
+        const weights: Map<string, Tensor> = await trainer.beginSync();
+        try {
+          await transport.engine.syncWeights(weights, { timeoutMs });
+        } finally {
+          for (const t of weights.values()) t.dispose();
+          await trainer.endSync();
+        }
+      } else {
+        const dir = await publishToSyncFolder(trainer, transport.jobDir, version);
+        await transport.engine.syncWeightsFromDir(dir, { timeoutMs });
+      }
+      this.#version = version;
+      this.#options.onVersion?.(version);
+      this.#changed.notify();
+    });
+  }
+
+  requestPending(): boolean {
+    return this.#requested;
+  }
+
+  answerRequest(): void {
+    this.#requested = false;
+    this.#changed.notify();
+  }
+
+  finish(): void {
+    this.#trainerFinished = true;
+    this.#changed.notify();
+  }
+
+  waitForVersion(version: number, what: string): Promise<void> {
+    return this.#changed.waitUntil(
+      () => this.#version >= version || this.#trainerFinished,
+      this.#options.timeoutMs,
+      `${what} (have weights version ${this.#version})`,
+      this.#options.signal,
+    );
+  }
+
+  requestWeights(what: string): Promise<void> {
+    this.#requested = true;
+    this.#changed.notify();
+    return this.#changed.waitUntil(
+      () => !this.#requested || this.#trainerFinished,
+      this.#options.timeoutMs,
+      what,
+      this.#options.signal,
+    );
+  }
+
+  withWeights<T>(work: () => Promise<T>): Promise<T> {
+    return this.#lock.run(work);
+  }
+}
