@@ -227,7 +227,7 @@ export class RolloutEngine {
 
   /**
    * Loads a Hugging Face model folder (and its tokenizer, when it has tokenizer.json) in the inference layout (see
-   * WeightLayout in ../model/transformer.ts); close() frees the model.
+   * WeightLayout in ../model/inference-layout.ts); close() frees the model.
    */
   static load(
     dir: string,
