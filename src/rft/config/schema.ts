@@ -2,6 +2,9 @@
 // key as `// default` with Trinity's value where ours differs or Trinity has none. Keys marked "derived" are filled in
 // after validation (./validate.ts) from other keys, as Trinity's config validators do; a derived key may still be set.
 //
+// Every key is read by the run, or refused when set to a value this framework does not implement (./refusals.ts:
+// the message says what to use instead); test/rft/config/coverage.test.ts walks this schema to keep it so.
+//
 // Conventions: every mapping is strict (an unknown key is an error with the closest known key); a key set to null or
 // left empty takes its default; numbers and booleans written as strings ("8", "true", e.g. from ${ENV}) are accepted
 // as OmegaConf does, and numbers where a string is expected become strings (`name: 7`).
@@ -116,7 +119,11 @@ export const FormatSchema = z.strictObject({
   enable_concatenated_multi_turn: bool().default(false), // SFT messages rows: train every assistant turn
 });
 
-/** Trinity's data_selector (task_selector before v0.5.2, still accepted). kwargs: the selector's own arguments. */
+/**
+ * Trinity's data_selector (task_selector before v0.5.2, still accepted). kwargs: the selector's own arguments,
+ * offline_easy2hard {descending}, difficulty_based {target_reward, tau, do_sample, prior_strength}
+ * (src/rft/buffer/selector.ts); feature_keys: the numeric columns offline_easy2hard sorts by.
+ */
 export const TaskSelectorSchema = z.strictObject({
   selector_type: z.enum(SELECTOR_TYPES).default('sequential'),
   seed: num(z.int()).default(42),
