@@ -1,6 +1,6 @@
 // The durable SQLite buffer: a writer process and a reader process, restart/resume, crash between read and commit.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { promisify } from 'node:util';
@@ -16,15 +16,36 @@ describe('SqliteBuffer', () => {
   test('a trainer reads everything an explorer process writes, in order, once (reader started first)', async () => {
     const path = join(tempDir('sqlite'), 'buffer.db');
     const reader = new SqliteBuffer({ path, pollIntervalMs: 5 });
-    const writer = child('write', path, '40', '5', '10');
+    // 8 chunks of 5, each written when the parent asks (a line on the child's stdin)
+    const writer = spawn(process.execPath, ['--import', 'tsx', CHILD, 'write', path, '40', '5'], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let output = '';
+    writer.stdout.on('data', (d) => {
+      output += d;
+    });
+    writer.stderr.on('data', (d) => {
+      output += d;
+    });
+    const exited = new Promise<number | null>((resolve) => writer.on('exit', (code) => resolve(code)));
     const got: string[] = [];
+    let chunksAsked = 0;
     for (;;) {
-      const { experiences, cursor } = await reader.readBatch(4, { timeoutMs: 10_000 });
+      const ready = reader.size;
+      // readBatch looks once before it returns: with fewer than 4 rows it is now waiting, and the chunk asked for
+      // next is written by the other process while it waits
+      const reading = reader.readBatch(4, { timeoutMs: 60_000 });
+      if (ready < 4 && chunksAsked < 8) {
+        chunksAsked++;
+        writer.stdin.write('next\n');
+      }
+      const { experiences, cursor } = await reading;
       if (experiences.length === 0) break;
       got.push(...experiences.map((e) => e.eid));
       reader.commit(cursor);
     }
-    await writer;
+    writer.stdin.end();
+    assert.equal(await exited, 0, `writer:\n${output}`);
     assert.deepEqual(got, eids(40), 'no loss, no duplicates, write order');
     assert.equal(reader.total, 40, 'duplicate eids were ignored');
     await reader.close();
@@ -91,8 +112,9 @@ describe('SqliteBuffer', () => {
     await buffer.finishWriting();
     assert.deepEqual(await buffer.read(2, { timeoutMs: 1000 }), []);
     await other.write([makeExperience('b')]);
-    const waiting = buffer.read(2, { timeoutMs: 2000 });
-    setTimeout(() => void other.write([makeExperience('c')]), 20);
+    // read() looks once before it returns (1 of 2 rows): it waits, and sees the row another instance writes next
+    const waiting = buffer.read(2, { timeoutMs: 60_000 });
+    assert.equal(await other.write([makeExperience('c')]), 1);
     assert.deepEqual(
       (await waiting).map((e) => e.eid),
       ['b', 'c'],
