@@ -9,13 +9,21 @@
 // Adapters are float32 by default whatever the model dtype (PEFT's autocast_adapter_dtype): x is cast to their dtype
 // and the sum back to the model's. While adapters are attached the base weights are frozen (requiresGrad false).
 //
+// Dropout (PEFT's lora_dropout, nn.Dropout on the LoRA branch's input) acts in training mode only (train(); the
+// default is eval), and not while the adapters are merged or disabled:
+//   dropout(x) = x * (keep / (1 - p)),   keep = U[0, 1) < 1 - p     (torch.dropout: bernoulli(1 - p), then / (1 - p))
+// Its random numbers form a counter-based stream: draw n (one per adapted projection per forward, in forward order)
+// takes U from a fresh generator seeded with splitmix64(dropoutSeed, n). The stream's whole state is therefore
+// { seed, draws } (randomState()): saved with a checkpoint it makes a resumed run draw the masks the interrupted one
+// would have, and restored before a recomputed layer (activation checkpointing) it redraws the same masks.
+//
 // Files (PEFT's save_pretrained / from_pretrained): adapter_config.json (peft_type LORA, r, lora_alpha, ...) and
 // adapter_model.safetensors with base_model.model.<module>.lora_A.weight [r, in] and .lora_B.weight [out, r], where
 // <module> is the Hugging Face module name, e.g. model.layers.0.self_attn.q_proj.
 //
 //   const lora = LoraModel.attach(model, { r: 16, loraAlpha: 32, targetModules: 'all-linear' });
 //   const optimizer = new torch.AdamW([...lora.loraParameters().values()]);
-//   lora.train(); model.forward(ids) ...                      // the adapters run inside the model's projections
+//   lora.train(); model.forward(ids) ...; lora.eval()         // the adapters run inside the model's projections
 //   const ref = lora.withAdaptersDisabled(() => model.forward(ids));   // the base model: the KL reference
 //   lora.save(dir); LoraModel.load(otherModel, dir);
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -58,11 +66,26 @@ export interface LoraOptions extends Partial<LoraConfig> {
   dtype?: ModelDType;
   /** Adapters require gradients (default true). */
   trainable?: boolean;
+  /** Seed of the dropout stream (default: `seed`, else drawn from libtorch's global generator). */
+  dropoutSeed?: number;
 }
 
 export interface LoadLoraOptions {
   dtype?: ModelDType;
   trainable?: boolean;
+  /**
+   * The dropout to train with, in place of adapter_config.json's lora_dropout (a training setting, not part of what
+   * the adapter computes; what save() then writes).
+   */
+  loraDropout?: number;
+  /** Seed of the dropout stream (default: drawn from libtorch's global generator). */
+  dropoutSeed?: number;
+}
+
+/** The dropout stream's state (see the header): its seed and how many masks it has drawn. */
+export interface LoraDropoutState {
+  seed: number;
+  draws: number;
 }
 
 export class LoraAdapterError extends Error {
@@ -101,6 +124,55 @@ interface LoraState {
   enabled: boolean;
   merged: boolean;
   training: boolean;
+  dropout: DropoutStream;
+}
+
+const U64 = (1n << 64n) - 1n;
+/** Generator seeds stay below 2^63 (the addon reads them as int64). */
+const SEED_MASK = (1n << 63n) - 1n;
+
+/** splitmix64's output n for `seed` (Steele, Lea, Flood 2014): well-mixed 64-bit values from (seed, n). */
+function splitmix64(seed: number, n: number): bigint {
+  let z = (BigInt.asUintN(64, BigInt(seed)) + BigInt(n + 1) * 0x9e3779b97f4a7c15n) & U64;
+  z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & U64;
+  z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & U64;
+  return z ^ (z >> 31n);
+}
+
+/** The counter-based stream of dropout masks (see the header). */
+class DropoutStream {
+  #seed: number | null;
+  draws = 0;
+
+  /** Without a seed, one is drawn from libtorch's global generator when first needed (so torch.manualSeed governs it). */
+  constructor(seed: number | null) {
+    this.#seed = seed;
+  }
+
+  get seed(): number {
+    this.#seed ??= torch.scope(() => torch.randint(0, 2 ** 31 - 1, [1]).item());
+    return this.#seed;
+  }
+
+  set seed(seed: number) {
+    this.#seed = seed;
+  }
+
+  /** keep [shape] (bool): U[0, 1) < 1 - p from the stream's next generator. */
+  nextKeepMask(shape: readonly number[], p: number, device: string): Tensor {
+    const generator = new torch.Generator(splitmix64(this.seed, this.draws) & SEED_MASK, device);
+    this.draws++;
+    return torch.rand(shape, { dtype: 'float32', device, generator }).lt(1 - p);
+  }
+}
+
+function checkDropoutState(state: unknown, where: string): LoraDropoutState {
+  const s = (state ?? {}) as Partial<Record<keyof LoraDropoutState, unknown>>;
+  if (typeof s.seed !== 'number' || !Number.isSafeInteger(s.seed))
+    throw new RangeError(`${where}: seed must be an integer, got ${JSON.stringify(s.seed)}`);
+  if (typeof s.draws !== 'number' || !Number.isSafeInteger(s.draws) || s.draws < 0)
+    throw new RangeError(`${where}: draws must be a non-negative integer, got ${JSON.stringify(s.draws)}`);
+  return { seed: s.seed, draws: s.draws };
 }
 
 class LoraLinear implements LinearAdapter {
@@ -121,7 +193,10 @@ class LoraLinear implements LinearAdapter {
   forward(x: Tensor, base: Tensor): Tensor {
     if (!this.state.enabled || this.state.merged) return base;
     let h = x.to({ dtype: this.a.dtype });
-    if (this.state.training && this.dropout > 0) h = h.dropout(this.dropout, true);
+    if (this.state.training && this.dropout > 0) {
+      const keep = this.state.dropout.nextKeepMask(h.shape, this.dropout, h.device);
+      h = h.mul(keep.to({ dtype: h.dtype }).div(1 - this.dropout));
+    }
     return base.add(torch.linear(torch.linear(h, this.a), this.b).mul(this.scale)).to({ dtype: base.dtype });
   }
 
@@ -141,7 +216,7 @@ export class LoraModel {
   /** scale = alpha / r (or alpha / sqrt(r)). */
   readonly scale: number;
   readonly #adapters: Map<string, LoraLinear>;
-  readonly #state: LoraState = { enabled: true, merged: false, training: false };
+  readonly #state: LoraState;
   /** requiresGrad of each base parameter before attach, restored by unload(). */
   readonly #frozen = new Map<Tensor, boolean>();
   #attached = true;
@@ -151,8 +226,11 @@ export class LoraModel {
     config: LoraConfig,
     makeWeights: (module: string, outFeatures: number, inFeatures: number) => { a: Tensor; b: Tensor },
     trainable: boolean,
+    dropoutSeed: number | undefined,
   ) {
     if (withAdapters.has(base)) throw new Error('LoRA: this model already has adapters attached; unload() them first');
+    if (dropoutSeed !== undefined) checkDropoutState({ seed: dropoutSeed, draws: 0 }, 'LoRA dropoutSeed');
+    this.#state = { enabled: true, merged: false, training: false, dropout: new DropoutStream(dropoutSeed ?? null) };
     const modules = adaptedModules(base, config);
     this.base = base;
     this.config = config;
@@ -204,6 +282,7 @@ export class LoraModel {
         return { a, b };
       },
       options.trainable ?? true,
+      options.dropoutSeed ?? options.seed,
     );
   }
 
@@ -219,6 +298,10 @@ export class LoraModel {
       throw new LoraAdapterError(weightsFile, detail);
     }
     const config = parseAdapterConfig(configFile, model);
+    if (options.loraDropout !== undefined) {
+      config.loraDropout = options.loraDropout;
+      validateConfig(config, 'LoRA loraDropout');
+    }
     const dtype = options.dtype ?? 'float32';
     const device = model.parameters().get('model.embed_tokens.weight')?.device ?? 'cpu';
     const tensors = torch.loadSafetensors(weightsFile, { dtype, ...(device === 'cpu' ? {} : { device }) });
@@ -257,6 +340,7 @@ export class LoraModel {
           return { a: get(names.a), b: get(names.b) };
         },
         options.trainable ?? true,
+        options.dropoutSeed,
       );
     } catch (error) {
       for (const t of tensors.values()) t.dispose();
@@ -293,6 +377,19 @@ export class LoraModel {
 
   get training(): boolean {
     return this.#state.training;
+  }
+
+  /** The dropout stream's state: a checkpoint saves it so that a resumed run draws the same masks. */
+  randomState(): LoraDropoutState {
+    const { seed, draws } = this.#state.dropout;
+    return { seed, draws };
+  }
+
+  /** Continues the dropout stream from a randomState() (checked; `where` names its source in errors). */
+  setRandomState(state: LoraDropoutState, where = 'LoRA dropout state'): void {
+    const checked = checkDropoutState(state, where);
+    this.#state.dropout.seed = checked.seed;
+    this.#state.dropout.draws = checked.draws;
   }
 
   get merged(): boolean {
@@ -540,6 +637,19 @@ function isEmpty(value: unknown): boolean {
   if (value === null || value === undefined || value === false) return true;
   if (Array.isArray(value)) return value.length === 0;
   return typeof value === 'object' && Object.keys(value).length === 0;
+}
+
+/** The LoRA config of a PEFT adapter folder (its adapter_config.json, checked as load() checks it). */
+export function readAdapterConfig(dir: string, model: CausalLM): LoraConfig {
+  const file = join(dir, ADAPTER_CONFIG_FILE);
+  if (!existsSync(file)) throw new LoraAdapterError(file, 'not found: not a PEFT adapter folder');
+  return parseAdapterConfig(file, model);
+}
+
+/** The projections of `model` that `targetModules` names ('all-linear' for all), before exclusions, in model order. */
+export function targetedModules(model: CausalLM, targetModules: readonly string[] | string): string[] {
+  const pattern = targetModules === 'all-linear' ? LORA_TARGETS : targetModules;
+  return [...projections(model).keys()].filter((module) => matches(module, pattern));
 }
 
 function parseAdapterConfig(file: string, model: CausalLM): LoraConfig {

@@ -221,9 +221,22 @@ export function tokenLogProbs(model: CausalLM, inputIds: Tensor, options: TokenL
   });
 }
 
+/**
+ * Random numbers a forward draws (LoRA dropout: LoraModel), as a state that can be read and set. With activation
+ * checkpointing forwardBackward sets the state each layer started from before recomputing it, so the recomputation
+ * draws the masks the forward drew (torch.utils.checkpoint's preserve_rng_state), and leaves the state where the
+ * forward left it.
+ */
+export interface ReplayableRandom<State> {
+  randomState(): State;
+  setRandomState(state: State): void;
+}
+
 export interface ForwardBackwardOptions extends TokenLogProbsOptions {
   /** Recompute each decoder layer during backward instead of keeping its activations (default false). */
   checkpoint?: boolean;
+  /** Needed with checkpoint when the forward draws random numbers (model.isStochastic: LoRA dropout in training). */
+  random?: ReplayableRandom<unknown>;
 }
 
 export interface ForwardBackwardResult {
@@ -245,10 +258,12 @@ export function forwardBackward(
 ): ForwardBackwardResult {
   const checked = checkInputs(inputIds, options);
   const { chunkSize } = checked;
-  if (options.checkpoint && model.isStochastic) {
+  const random = options.random ?? null;
+  if (options.checkpoint && model.isStochastic && random === null) {
     throw new Error(
       'activation checkpointing recomputes each layer, so dropout would draw a different mask than the forward did: ' +
-        'use LoRA dropout 0, eval mode, or checkpoint: false',
+        'pass the random state to replay (options.random: the LoraModel), or use LoRA dropout 0, eval mode, or ' +
+        'checkpoint: false',
     );
   }
   const withEntropy = options.entropy ?? false;
@@ -259,6 +274,8 @@ export function forwardBackward(
 
     // 1. trunk forward
     const layerInputs: Tensor[] = [];
+    const layerRandom: unknown[] = []; // the random state each layer's forward started from (checkpointing)
+    let randomAfterForward: unknown = null;
     let trunkOut: Tensor; // what the final norm reads: with checkpointing, a leaf that collects its gradient
     let trunkGraphEnd: Tensor | null = null; // without checkpointing, the trunk's graph ends here
     if (options.checkpoint) {
@@ -266,10 +283,12 @@ export function forwardBackward(
         let x = pass.embed();
         for (let i = 0; i < pass.numLayers; i++) {
           layerInputs.push(x);
+          if (random !== null) layerRandom.push(random.randomState());
           x = pass.layer(i, x);
         }
         return x;
       });
+      if (random !== null) randomAfterForward = random.randomState();
       trunkOut = last.detach().requiresGrad_();
     } else {
       let x = pass.embed();
@@ -293,10 +312,12 @@ export function forwardBackward(
         const upstream: Tensor = grad;
         grad = torch.scope(() => {
           const input = (layerInputs[layerIndex] as Tensor).detach().requiresGrad_();
+          if (random !== null) random.setRandomState(layerRandom[layerIndex]);
           pass.layer(layerIndex, input).backward(upstream);
           return input.grad;
         });
       }
+      if (random !== null) random.setRandomState(randomAfterForward);
       const embedded = pass.embed(); // frozen embeddings (LoRA) need no backward
       if (grad !== null && embedded.requiresGrad) embedded.backward(grad);
     };

@@ -10,8 +10,11 @@ import { after, test } from 'node:test';
 import {
   CausalLM,
   forwardBackward,
+  type LinearAdapter,
   LoraAdapterError,
   LoraModel,
+  readAdapterConfig,
+  targetedModules,
   type TokenLogProbs,
   tokenLogProbs,
 } from '../../src/model/index.js';
@@ -346,7 +349,7 @@ test('bad adapters and configs are precise errors', () => {
   }
 });
 
-test('activation checkpointing refuses a model whose LoRA dropout is active (recomputation would draw new masks)', () => {
+test('activation checkpointing refuses active LoRA dropout unless given its random state to replay', () => {
   const model = CausalLM.load(modelDir('qwen2-tied'));
   const lora = LoraModel.attach(model, { r: 2, loraDropout: 0.1 });
   const ids = torch.keep(torch.randint(0, 100, [1, 6]));
@@ -354,6 +357,7 @@ test('activation checkpointing refuses a model whose LoRA dropout is active (rec
   lora.train();
   assert.equal(model.isStochastic, true);
   assert.throws(() => forwardBackward(model, ids, loss, { checkpoint: true }), /activation checkpointing recomputes each layer/);
+  forwardBackward(model, ids, loss, { checkpoint: true, random: lora });
   lora.eval();
   assert.equal(model.isStochastic, false);
   forwardBackward(model, ids, loss, { checkpoint: true });
@@ -385,4 +389,193 @@ test('with a frozen base, forwardBackward (checkpointed or not) gives the adapte
   });
   lora.dispose();
   model.dispose();
+});
+
+// --- LoRA dropout ---------------------------------------------------------------------------------------------------
+
+/**
+ * The dropout stream as lora.ts documents it, written out independently: draw n takes U[0, 1) from a generator seeded
+ * with splitmix64(seed, n) (Steele et al.'s constants; kept below 2^63), keep = U < 1 - p.
+ */
+function documentedKeepMask(seed: number, n: number, shape: readonly number[], p: number): torch.Tensor {
+  const mask64 = (1n << 64n) - 1n;
+  let z = (BigInt(seed) + BigInt(n + 1) * 0x9e3779b97f4a7c15n) & mask64;
+  z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & mask64;
+  z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & mask64;
+  z = (z ^ (z >> 31n)) & ((1n << 63n) - 1n);
+  return torch.rand(shape, { generator: new torch.Generator(z) }).lt(1 - p);
+}
+
+/**
+ * PEFT's LoRA forward by hand on a second copy of the model: y = base + scale * (x * keep / (1 - p)) A^T B^T with the
+ * documented masks, drawn in call order; A and B are leaves of their own (copies of the adapter's).
+ */
+function handLoraModel(lora: LoraModel, seed: number, p: number) {
+  const model = CausalLM.load(modelDir('qwen3-untied'));
+  const params = lora.loraParameters();
+  const leaves = new Map<string, torch.Tensor>();
+  let draws = 0;
+  for (const module of lora.modules) {
+    const copy = (name: string) => torch.keep((params.get(name) as torch.Tensor).detach().clone().requiresGrad_());
+    const a = copy(`base_model.model.${module}.lora_A.weight`);
+    const b = copy(`base_model.model.${module}.lora_B.weight`);
+    leaves.set(`base_model.model.${module}.lora_A.weight`, a).set(`base_model.model.${module}.lora_B.weight`, b);
+    const adapter: LinearAdapter = {
+      stochastic: true,
+      forward: (x, base) => {
+        const keep = documentedKeepMask(seed, draws++, x.shape, p);
+        const dropped = x.mul(keep.float()).div(1 - p);
+        return base.add(dropped.matmul(a.t()).matmul(b.t()).mul(lora.scale));
+      },
+    };
+    model.setAdapter(module, adapter);
+  }
+  return {
+    model,
+    leaves,
+    restart: () => {
+      draws = 0;
+    },
+    get draws() {
+      return draws;
+    },
+    dispose: () => {
+      for (const module of lora.modules) model.setAdapter(module, null);
+      disposeAll(leaves.values());
+      model.dispose();
+    },
+  };
+}
+
+test("dropout: training forward differs from eval, equals PEFT's formula with the stream's masks, and so do its gradients (checkpointed or not)", () => {
+  const p = 0.3;
+  const seed = 123;
+  const model = CausalLM.load(modelDir('qwen3-untied'));
+  const lora = LoraModel.attach(model, {
+    r: 4,
+    loraAlpha: 8,
+    loraDropout: p,
+    targetModules: 'all-linear',
+    seed: 1,
+    dropoutSeed: seed,
+  });
+  const hand = handLoraModel(lora, seed, p);
+  try {
+    torch.scope(() => {
+      // non-zero B: dropout then reaches the outputs and A's gradients
+      torch.noGrad(() => {
+        const generator = new torch.Generator(5);
+        for (const [name, t] of lora.loraParameters()) if (name.includes('lora_B')) t.normal_(0, 0.05, generator);
+        for (const [name, t] of hand.leaves) t.copy_(lora.loraParameters().get(name) as torch.Tensor);
+      });
+      const ids = torch.randint(0, 100, [2, 9], { generator: new torch.Generator(2) });
+      const evalLogits = torch.noGrad(() => model.forward(ids));
+      assert.deepEqual(lora.randomState(), { seed, draws: 0 });
+      lora.train();
+      const trainLogits = torch.noGrad(() => model.forward(ids));
+      // one mask per adapted projection per forward
+      assert.equal(lora.randomState().draws, lora.modules.length);
+      assert.ok(maxAbsDiff(trainLogits, evalLogits) > 1e-3, 'dropout changes nothing in training mode');
+      hand.restart();
+      const handLogits = torch.noGrad(() => hand.model.forward(ids));
+      assert.ok(
+        maxAbsDiff(trainLogits, handLogits) < 1e-5,
+        `training logits vs the hand formula: ${maxAbsDiff(trainLogits, handLogits)}`,
+      );
+      lora.eval();
+      assert.equal(
+        maxAbsDiff(
+          torch.noGrad(() => model.forward(ids)),
+          evalLogits,
+        ),
+        0,
+        'eval mode after training mode',
+      );
+      assert.equal(lora.randomState().draws, lora.modules.length, 'eval mode draws no masks');
+
+      // gradients: the hand model under plain autograd, the adapters under forwardBackward, both from draw 0
+      const loss = ({ logProbs }: TokenLogProbs) => logProbs.mean().neg();
+      hand.restart();
+      torch.scope(() => loss(tokenLogProbs(hand.model, ids)).backward());
+      assert.equal(hand.draws, lora.modules.length);
+      const params = lora.loraParameters();
+      lora.train();
+      for (const checkpoint of [false, true]) {
+        for (const t of params.values()) t.grad = null;
+        lora.setRandomState({ seed, draws: 0 });
+        forwardBackward(model, ids, loss, { checkpoint, chunkSize: 4, random: lora });
+        // the recomputed layers redraw the forward's masks, and the stream ends where the forward left it
+        assert.equal(lora.randomState().draws, lora.modules.length, `checkpoint=${checkpoint}: draws`);
+        for (const [name, t] of params) {
+          const expected = (hand.leaves.get(name) as torch.Tensor).grad as torch.Tensor;
+          const diff = maxAbsDiff(t.grad as torch.Tensor, expected);
+          assert.ok(diff < 1e-6, `checkpoint=${checkpoint}: ${name} gradient differs by ${diff}`);
+        }
+      }
+      lora.eval();
+      for (const t of params.values()) t.grad = null;
+    });
+  } finally {
+    hand.dispose();
+    lora.dispose();
+    model.dispose();
+  }
+});
+
+test('dropout: a restored stream state redraws the same masks; dropout 0 draws none and changes nothing', () => {
+  const model = CausalLM.load(modelDir('qwen2-tied'));
+  try {
+    torch.scope(() => {
+      const ids = torch.randint(0, 100, [1, 7], { generator: new torch.Generator(3) });
+      const lora = LoraModel.attach(model, { r: 2, loraDropout: 0.5, initLoraWeights: false, seed: 4, dropoutSeed: 9 });
+      lora.train();
+      const first = model.forward(ids);
+      const state = lora.randomState();
+      const second = model.forward(ids);
+      assert.ok(maxAbsDiff(first, second) > 1e-4, 'two training forwards drew the same masks');
+      lora.setRandomState(state);
+      assert.equal(maxAbsDiff(model.forward(ids), second), 0, 'the restored state did not redraw the masks');
+      assert.throws(
+        () => lora.setRandomState({ seed: 9, draws: -1 }, 'trainer.json loraDropout'),
+        /trainer\.json loraDropout: draws must be a non-negative integer, got -1/,
+      );
+      lora.unload();
+
+      const still = LoraModel.attach(model, { r: 2, loraDropout: 0, initLoraWeights: false, seed: 4, dropoutSeed: 9 });
+      const evalLogits = model.forward(ids);
+      still.train();
+      assert.equal(model.isStochastic, false);
+      assert.equal(maxAbsDiff(model.forward(ids), evalLogits), 0, 'dropout 0 changed the training forward');
+      assert.deepEqual(still.randomState(), { seed: 9, draws: 0 });
+      still.unload();
+    });
+  } finally {
+    model.dispose();
+  }
+});
+
+test("load(): loraDropout replaces the adapter's lora_dropout (and is saved); readAdapterConfig and targetedModules", () => {
+  const model = CausalLM.load(modelDir('qwen2-tied'));
+  try {
+    const dir = join(loraFixtures, 'qwen2-tied-r4');
+    const config = readAdapterConfig(dir, model);
+    assert.equal(config.loraDropout, 0.1);
+    const lora = LoraModel.load(model, dir, { loraDropout: 0.25, dropoutSeed: 1 });
+    assert.equal(lora.config.loraDropout, 0.25);
+    const adapted = lora.modules;
+    const saved = join(tmp, 'dropout-override');
+    lora.save(saved);
+    assert.equal(readAdapterConfig(saved, model).loraDropout, 0.25);
+    lora.unload();
+    assert.throws(() => LoraModel.load(model, dir, { loraDropout: 1 }), /lora_dropout must be in \[0, 1\), got 1/);
+    const all = targetedModules(model, 'all-linear');
+    assert.equal(all.length, 7 * model.config.numHiddenLayers);
+    assert.deepEqual(
+      targetedModules(model, ['q_proj', 'v_proj']),
+      all.filter((m) => /\.(q|v)_proj$/.test(m)),
+    );
+    assert.deepEqual(targetedModules(model, config.targetModules).sort(), adapted.sort());
+  } finally {
+    model.dispose();
+  }
 });
