@@ -1,11 +1,15 @@
 // Tasksets: JSONL (or a JSON array) rows turned into Task objects by format keys (Trinity-RFT's `TasksetConfig`
 // with `format: {prompt_key, response_key, messages_key, system_prompt_key, system_prompt, reply_prefix,
 // workflow_key, reward_fn_key, tools_key}`; defaults prompt/response/tools) and a `split` (a file, or a folder of
-// split files: ./split.ts). A bad row is an error naming file:line and the key.
+// split files: ./split.ts), or from an SQLite table (storage_type sql, as Trinity's SQL task storage: the table named
+// after the taskset, each row's `raw_task` column a JSON object, in `id` order). A bad row is an error naming
+// file:line (or db:table:id) and the key.
 //
 //   {"question": "1+1=", "answer": "2"}   with promptKey "question", responseKey "answer"
 //   → Task { id: "math:0", prompt: "1+1=", response: "2", workflow: <default>, ... }
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import Database from 'better-sqlite3';
 import type { ToolDefinition } from '../../tokenizer/index.js';
 import type { ChatTurn } from '../experience.js';
 import type { Task } from '../task.js';
@@ -43,6 +47,8 @@ export interface TasksetConfig {
   path: string;
   /** The split of a folder to read (default 'train'). */
   split?: string;
+  /** file (default): path is a file or folder; sql: path is an SQLite file (or sqlite:///file) with a table named `name`. */
+  storageType?: 'file' | 'sql';
   format?: TasksetFormat;
   defaultWorkflowType?: string;
   defaultRewardFnType?: string;
@@ -68,8 +74,9 @@ export class TasksetError extends Error {
   }
 }
 
-/** Reads a taskset (the files of its split) into tasks. */
+/** Reads a taskset (the files of its split, or its SQLite table) into tasks. */
 export async function loadTaskset(config: TasksetConfig): Promise<Taskset> {
+  if (config.storageType === 'sql') return loadSqlTaskset(config);
   let files: string[];
   try {
     files = splitFiles(config.path, config.split ?? 'train');
@@ -109,6 +116,47 @@ export async function loadTaskset(config: TasksetConfig): Promise<Taskset> {
     }
   }
   return { name: config.name, path: config.path, tasks };
+}
+
+/** storage_type sql: the rows of table `config.name`, each `raw_task` a JSON object, in id order. */
+function loadSqlTaskset(config: TasksetConfig): Taskset {
+  const file = config.path.replace(/^sqlite:\/\/\//, '');
+  if (!existsSync(file)) throw new TasksetError(file, `cannot read taskset '${config.name}': no such SQLite file`);
+  const db = new Database(file, { readonly: true, fileMustExist: true });
+  try {
+    const table = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?").get(config.name);
+    if (table === undefined) {
+      throw new TasksetError(file, `taskset '${config.name}': the database has no table '${config.name}' (the taskset's name)`);
+    }
+    let rows: { id: unknown; raw_task: unknown }[];
+    try {
+      rows = db.prepare(`SELECT id, raw_task FROM "${config.name.replaceAll('"', '""')}" ORDER BY id`).all() as typeof rows;
+    } catch (error) {
+      throw new TasksetError(
+        file,
+        `taskset '${config.name}': table '${config.name}' needs columns id and raw_task (${(error as Error).message})`,
+      );
+    }
+    const tasks: Task[] = [];
+    const ids = new Map<string, string>();
+    for (const row of rows) {
+      const where = `${file}:${config.name}:${String(row.id)}`;
+      let value: unknown;
+      try {
+        value = typeof row.raw_task === 'string' ? JSON.parse(row.raw_task) : row.raw_task;
+      } catch (error) {
+        throw new TasksetError(where, `raw_task is not JSON: ${(error as Error).message}`);
+      }
+      const task = rowToTask(config, tasks.length, value, where);
+      const previous = ids.get(task.id);
+      if (previous !== undefined) throw new TasksetError(where, `duplicate task id '${task.id}' (also at ${previous})`);
+      ids.set(task.id, where);
+      tasks.push(task);
+    }
+    return { name: config.name, path: config.path, tasks };
+  } finally {
+    db.close();
+  }
 }
 
 /** Turns one row into a Task; `where` (file:line) prefixes every error. */

@@ -14,9 +14,10 @@ export interface Refusal {
   readonly message: string;
 }
 
-const SQL_TASKS =
-  'storage_type sql (rows in an SQL table) is not supported here for tasksets and datasets: export the rows to JSONL and use ' +
-  'storage_type file with that path (an SQLite experience buffer is buffer.trainer_input.experience_buffer)';
+const SQL_DATASETS =
+  'storage_type sql (SFT rows in an SQL table) is not supported here for training datasets: export the rows to JSONL ' +
+  'and use storage_type file with that path (an SQLite experience buffer is buffer.trainer_input.experience_buffer; ' +
+  'tasksets do read SQLite tables)';
 
 const DATASET_PATHS = [
   'buffer.trainer_input.experience_buffer',
@@ -61,13 +62,12 @@ export const REFUSED_SETTINGS: readonly Refusal[] = [
       'detailed_stats is not supported here: eval metrics are logged as averages over the eval tasks (eval/<taskset>/mean@n, ' +
       'pass@k, best@k, worst@k); the across-task std/max/min that Trinity adds are not computed; use false',
   },
-  ...TASKSET_PATHS.map((base): Refusal => ({ path: `${base}.storage_type`, accepts: (v) => v === 'file', message: SQL_TASKS })),
   {
     path: 'buffer.trainer_input.sft_warmup_dataset.storage_type',
     accepts: (v) => v === 'file',
-    message: SQL_TASKS,
+    message: SQL_DATASETS,
   },
-  { path: 'buffer.trainer_input.auxiliary_buffers.*.storage_type', accepts: (v) => v === 'file', message: SQL_TASKS },
+  { path: 'buffer.trainer_input.auxiliary_buffers.*.storage_type', accepts: (v) => v === 'file', message: SQL_DATASETS },
   ...DATASET_PATHS.flatMap((base) =>
     TASK_ONLY_FORMAT_KEYS.map(
       (key): Refusal => ({

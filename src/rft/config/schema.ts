@@ -151,8 +151,8 @@ export const RolloutArgsSchema = z.strictObject({
 
 export const TasksetSchema = z.strictObject({
   name: str().nullable().default(null), // derived: taskset_<i> / eval_taskset_<i>
-  storage_type: z.enum(['file', 'sql']).default('file'),
-  path: nonEmpty(), // required: a .jsonl/.json file, or a folder holding the split's files (src/rft/buffer/split.ts)
+  storage_type: z.enum(['file', 'sql']).default('file'), // sql: an SQLite table named after the taskset (raw_task JSON)
+  path: nonEmpty(), // required: a .jsonl/.json file, a folder of split files (src/rft/buffer/split.ts), or an SQLite file
   split: nonEmpty().default('train'), // which split of a folder to read
   format: FormatSchema.prefault({}),
   data_selector: TaskSelectorSchema.optional(), // Trinity >= 0.5.2's name

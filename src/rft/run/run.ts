@@ -24,6 +24,7 @@ function tasksetSettings(t: TasksetSection, isEval: boolean): TasksetConfig {
     name: t.name,
     path: t.path,
     split: t.split,
+    storageType: t.storage_type,
     format: omitNulls({
       promptKey: f.prompt_key,
       responseKey: f.response_key,

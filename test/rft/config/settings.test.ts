@@ -6,6 +6,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from '
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import Database from 'better-sqlite3';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
 import { createSelector, loadTaskset } from '../../../src/rft/buffer/index.js';
 import { type Config, ConfigError, parseConfig, resolveStages } from '../../../src/rft/config/index.js';
@@ -143,25 +144,23 @@ describe('refused settings name the key, say it is not supported here, and what 
     assert.match(line ?? '', /^monitor\.detailed_stats: got true: detailed_stats is not supported here: .*; use false$/);
   });
 
-  it('storage_type sql for tasksets and datasets', () => {
+  it('storage_type sql for training datasets (tasksets read SQLite tables)', () => {
     assert.deepEqual(
       problems(`model: {model_path: /m, max_model_len: 64}
 buffer:
   explorer_input:
     taskset: {path: /t, storage_type: sql}
-    eval_tasksets: [{path: /e, storage_type: sql}]
-  trainer_input: {auxiliary_buffers: {expert: {path: /x, storage_type: sql}}}
-`).map((l) => l.replace(/: got 'sql': .*/, '')),
-      [
-        'buffer.explorer_input.taskset.storage_type',
-        'buffer.explorer_input.eval_tasksets.0.storage_type',
-        'buffer.trainer_input.auxiliary_buffers.expert.storage_type',
-      ],
-    );
-    const [line] = problems(`${BASE.replace('{path: /t}', '{path: /t, storage_type: sql}')}`);
-    assert.match(
-      line ?? '',
-      /storage_type sql \(rows in an SQL table\) is not supported here for tasksets and datasets: export the rows to JSONL and use storage_type file/,
+  trainer_input:
+    sft_warmup_dataset: {path: /s, storage_type: sql}
+    sft_warmup_steps: 2
+    auxiliary_buffers: {expert: {path: /x, storage_type: sql}}
+`),
+      ['buffer.trainer_input.sft_warmup_dataset.storage_type', 'buffer.trainer_input.auxiliary_buffers.expert.storage_type'].map(
+        (path) =>
+          `${path}: got 'sql': storage_type sql (SFT rows in an SQL table) is not supported here for training datasets: ` +
+          'export the rows to JSONL and use storage_type file with that path (an SQLite experience buffer is ' +
+          'buffer.trainer_input.experience_buffer; tasksets do read SQLite tables)',
+      ),
     );
   });
 
@@ -321,6 +320,38 @@ describe('tasksets from YAML', () => {
         `${key}: highest pass rate (easiest) first`,
       );
     }
+  });
+
+  it('storage_type sql: the rows of the table named after the taskset, raw_task JSON in id order', async () => {
+    const db = join(data, 'tasks.db');
+    const sqlite = new Database(db);
+    sqlite.exec('CREATE TABLE math (id INTEGER PRIMARY KEY, raw_task TEXT)');
+    const insert = sqlite.prepare('INSERT INTO math (id, raw_task) VALUES (?, ?)');
+    insert.run(2, JSON.stringify({ question: 'second', answer: '2' }));
+    insert.run(1, JSON.stringify({ question: 'first', answer: '1' }));
+    sqlite.close();
+    const settings = settingsOf(`buffer:
+  batch_size: 2
+  explorer_input:
+    taskset: {name: math, storage_type: sql, path: "sqlite:///${db}", format: {prompt_key: question, response_key: answer}}
+`);
+    const entry = settings.tasksets[0];
+    assert.ok(entry);
+    const { tasks } = await loadTaskset(entry.taskset);
+    assert.deepEqual(
+      tasks.map((t) => [t.prompt, t.response]),
+      [
+        ['first', '1'],
+        ['second', '2'],
+      ],
+    );
+    await assert.rejects(
+      loadTaskset({ ...entry.taskset, name: 'other' }),
+      /the database has no table 'other' \(the taskset's name\)/,
+    );
+    assert.deepEqual(problems(`${BASE.replace('{path: /t}', '{path: /t.db, storage_type: sql, split: test}')}`), [
+      'buffer.explorer_input.taskset.split: applies to files; an sql taskset reads its table (named after the taskset): remove it',
+    ]);
   });
 
   it('data_selector kwargs are checked against the selector type and reach it in its own names', () => {
