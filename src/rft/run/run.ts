@@ -1,8 +1,9 @@
 // `trinity run --config FILE`: the stages of a run in order. Each stage starts from the previous stage's final
 // weights; a stage that finished (its done.json exists) is skipped when the same command runs again, and an
-// unfinished one resumes from its latest checkpoint (see ./stage.ts). With continue_from_checkpoint false an existing
-// job folder is moved aside to <job dir>_<timestamp> (as Trinity-RFT renames it) and the run starts afresh.
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+// unfinished one resumes from its latest checkpoint (see ./stage.ts). With continue_from_checkpoint false and the job
+// folder already there, the run starts afresh in <job dir>_<timestamp> (as Trinity-RFT renames the experiment), and
+// the earlier folder is left as it is.
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join, relative } from 'node:path';
 import type { Config, FormatConfig, StageConfig, TasksetConfig as TasksetSection } from '../config/index.js';
@@ -255,21 +256,23 @@ export async function runConfig(
   options: RunOptions = {},
 ): Promise<{ finalModelDir: string | null; stages: StageRecord[] }> {
   const log = options.log ?? ((line: string) => console.log(line));
-  const stages = resolveStages(config);
+  const configured = config.checkpoint_job_dir;
+  let jobDir = configured;
+  let stages = resolveStages(config);
+  if (!config.continue_from_checkpoint && existsSync(configured)) {
+    jobDir = `${configured}_${new Date().toISOString().replace(/[-:]/g, '').replace(/\..*$/, '')}`;
+    const fresh = jobDir;
+    stages = stages.map((s) => ({ ...s, checkpoint_job_dir: fresh + s.checkpoint_job_dir.slice(configured.length) }));
+    log(`continue_from_checkpoint is false and ${configured} exists: this run starts afresh in ${fresh}`);
+  }
   const records: StageRecord[] = [];
   let modelPath = config.model.model_path;
   const progress = new ProgressReporter({ label: 'run', total: 1 });
-  if (!config.continue_from_checkpoint && existsSync(config.checkpoint_job_dir)) {
-    const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*$/, '');
-    const aside = `${config.checkpoint_job_dir}_${stamp}`;
-    renameSync(config.checkpoint_job_dir, aside);
-    log(`continue_from_checkpoint is false: the earlier run's folder moved to ${aside}`);
-  }
   // the stage folders in run order (the report reads it)
-  mkdirSync(config.checkpoint_job_dir, { recursive: true });
+  mkdirSync(jobDir, { recursive: true });
   writeFileSync(
-    join(config.checkpoint_job_dir, 'stages.json'),
-    `${JSON.stringify(stages.map((s) => relative(config.checkpoint_job_dir, s.checkpoint_job_dir) || '.'))}\n`,
+    join(jobDir, 'stages.json'),
+    `${JSON.stringify(stages.map((s) => relative(jobDir, s.checkpoint_job_dir) || '.'))}\n`,
   );
   for (const [index, stage] of stages.entries()) {
     const settings = stageSettings(stage, modelPath, options.baseDir);

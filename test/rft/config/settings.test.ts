@@ -257,7 +257,7 @@ buffer:
     );
   });
 
-  it('continue_from_checkpoint: false moves the earlier job folder aside and runs afresh', async () => {
+  it('continue_from_checkpoint: false starts afresh in <job dir>_<timestamp>, leaving the earlier folder', async () => {
     const root = mkdtempSync(join(tmpdir(), 'trinity-fresh-'));
     // mode serve: the stage itself is the stand-in below (the rft layer hands serve stages to the serving layer)
     const config = parseConfig(
@@ -280,16 +280,16 @@ stages: [{stage_name: a}]
     await runConfig(config, {
       log: (l) => lines.push(l),
       serveStage: async (settings) => {
-        ran.push(settings.stageName);
+        ran.push(settings.jobDir);
         return { finalModelDir: null, steps: 0 };
       },
     });
-    assert.deepEqual(ran, ['a'], 'the finished stage runs again');
     const project = join(root, 'Trinity-RFT');
-    const folders = readdirSync(project).sort();
-    assert.equal(folders.length, 2, folders.join(', '));
-    assert.ok(folders.some((f) => /^fresh_\d{8}T\d{6}$/.test(f)));
-    assert.ok(existsSync(join(project, folders.find((f) => f !== 'fresh') ?? '', 'a', 'done.json')));
+    const fresh = readdirSync(project).find((f) => /^fresh_\d{8}T\d{6}$/.test(f));
+    assert.ok(fresh, readdirSync(project).join(', '));
+    assert.deepEqual(ran, [join(project, fresh, 'a')], 'the finished stage runs again, in the new folder');
+    assert.ok(existsSync(join(stage.checkpoint_job_dir, 'done.json')), 'the earlier run is left as it is');
+    assert.ok(existsSync(join(project, fresh, 'a', 'done.json')));
     assert.ok(lines.some((l) => l.includes('continue_from_checkpoint is false')));
   });
 });
