@@ -6,7 +6,8 @@
 //       critic.safetensors        PPO: the critic's weights (trunk.<name>, head.weight, head.bias)
 //       critic-optimizer.safetensors   PPO: the critic optimizer's state tensors
 //       trainer.json              the trainer's other state that later steps depend on: { criticOptimizer: {kind,
-//                                 groups} | null, ...(adaptive KL coefficients, step counters, LR schedule position) }
+//                                 groups} | null, ...(adaptive KL coefficients, step counters, LR schedule position,
+//                                 LoRA dropout stream {seed, draws}) }
 //       state.json                { step, optimizer: {kind, groups}, ...component state (explorer, trainer, buffer, selector) }
 //   <jobDir>/checkpoints/latest_checkpointed_iteration.txt    N of the newest complete checkpoint
 // A checkpoint is written into global_step_<N>.tmp and renamed when complete, and the "latest" file is replaced

@@ -22,6 +22,12 @@
 // seq-mean-*, pairs for DPO, 1 for seq-mean-token-sum-norm whose normaliser R is already global; a mix loss weighs
 // its on-policy and expert terms by their own counts), so the accumulated gradient equals the whole-batch gradient.
 // The KL, entropy and critic terms are weighted the same way by their loss_agg_mode.
+//
+// LoRA dropout (PEFT's lora_dropout) acts in the policy update's forward and backward only: the adapters are in
+// training mode there and in eval mode everywhere else, so the log-probs recomputed for rows without rollout
+// log-probs (PPO's old log-probs), the reference's (adapters disabled) and the weights synced to the rollout engine
+// (merged) are the deterministic policy's, as the rollout's are. Each micro-batch draws its masks from the adapters'
+// seeded stream; activation checkpointing replays them (forwardBackward's `random`).
 import type { LoraModel } from '../../model/lora.js';
 import { forwardBackward, tokenLogProbs } from '../../model/training.js';
 import { CausalLM } from '../../model/transformer.js';
@@ -213,6 +219,8 @@ export function buildBatch(rows: readonly Experience[], padTokenId = 0): TrainBa
 export interface TrainStepSetup {
   /** The policy (its trainable tensors are the optimizer's). */
   model: CausalLM;
+  /** The policy's LoRA adapters, when it has them: switched to training mode (dropout) for the policy update only. */
+  lora?: LoraModel | null;
   optimizer: Optimizer;
   algorithm: ResolvedAlgorithm;
   /** Needed when algorithm.useReference: frozenCopyReference(model) or loraReference(lora). */
@@ -363,6 +371,23 @@ export class TrainStep {
     const { algorithm } = this.setup;
     const rows = experienceRows(experiences, algorithm.schema);
     const metrics: MetricSink = new Map();
+    // eval mode (no dropout) but for the policy update's forward and backward (see the header)
+    const lora = this.setup.lora ?? null;
+    const wasTraining = lora?.training ?? false;
+    lora?.eval();
+    try {
+      this.#run(rows, metrics);
+    } finally {
+      lora?.train(wasTraining);
+    }
+    this.step++;
+    metrics.set('lr', this.setup.optimizer.lr);
+    if (!metrics.has('dropped')) metrics.set('dropped', 0);
+    return Object.fromEntries(metrics);
+  }
+
+  #run(rows: Experience[], metrics: MetricSink): void {
+    const { algorithm } = this.setup;
     torch.scope(() => {
       let batch = buildBatch(rows, this.setup.padTokenId ?? 0);
       const logProbOptions: LogProbOptions = {
@@ -431,10 +456,6 @@ export class TrainStep {
         this.#criticUpdate(batch, oldValues, returns, metrics);
       }
     });
-    this.step++;
-    metrics.set('lr', this.setup.optimizer.lr);
-    if (!metrics.has('dropped')) metrics.set('dropped', 0);
-    return Object.fromEntries(metrics);
   }
 
   #computeAdvantages(
@@ -525,69 +546,76 @@ export class TrainStep {
     const policyLoss = POLICY_LOSS_FN.create(algorithm.policyLossFn.name, algorithm.policyLossFn.args);
     let lossTotal = 0;
     let pgTotal = 0;
-    for (let start = 0; start < B; start += micro) {
-      const n = Math.min(micro, B - start);
-      const part = (t: Tensor) => t.narrow(0, start, n);
-      const actionMask = part(batch.actionMask);
-      const expertMask = part(batch.expertMask);
-      const counts = rowCounts(batch, start, n);
-      const tokens = counts.tokens;
-      const share = (mode: LossAggMode) => termShare(modeTerm(mode), counts, whole);
-      const metricWeight = totalTokens > 0 ? tokens / totalTokens : n / B;
-      // one term: the trainer weighs the loss; several: the loss weighs each term by input.termWeights
-      const termWeights = Object.fromEntries(accumulation.terms.map((t) => [t.name, termShare(t, counts, whole, group)]));
-      const policyWeight = multiTerm ? 1 : (termWeights[(accumulation.terms[0] as LossTerm).name] as number);
-      const inputIds = part(batch.inputIds);
-      const result = forwardBackward(
-        model,
-        inputIds,
-        ({ logProbs, entropy }) => {
-          const logprob = logProbs.narrow(1, batch.promptWidth - 1, batch.responseWidth);
-          const input: PolicyLossInput = {
-            logprob,
-            actionMask,
-            oldLogprob: part(tensors.oldLogprob),
-            ...(tensors.advantages === null ? {} : { advantages: part(tensors.advantages) }),
-            ...(tensors.refLogprob === null ? {} : { refLogprob: part(tensors.refLogprob) }),
-            expertMask,
-            step: this.step,
-            ...(multiTerm ? { termWeights } : {}),
-          };
-          const policy = policyLoss(input);
-          let total = policy.loss.mul(policyWeight);
-          pgTotal += policy.loss.item() * policyWeight;
-          for (const [k, v] of Object.entries(policy.metrics)) {
-            if (k === 'pg_clipfrac' || k === 'ppo_kl') addMetric(metrics, k, v, metricWeight);
-            addMetric(metrics, `policy/${k}`, v, metricWeight);
-          }
-          if (algorithm.klLossFn.name !== 'none' && tensors.refLogprob !== null) {
-            const kl = this.#klLoss.calculateLoss(
-              { logprob, refLogprob: part(tensors.refLogprob), actionMask, oldLogprob: part(tensors.oldLogprob) },
-              algorithm.lossAggMode,
-            );
-            total = total.add(kl.loss.mul(share(algorithm.lossAggMode)));
-            addMetric(metrics, 'kl', kl.metrics.kl_loss ?? 0, share(algorithm.lossAggMode));
-            metrics.set('kl_coef', this.#klLoss.klCoef);
-          }
-          if (wantEntropy && entropy !== null) {
-            const responseEntropy = entropy.narrow(1, batch.promptWidth - 1, batch.responseWidth);
-            const input = { entropy: entropyCoef === 0 ? responseEntropy.detach() : responseEntropy, actionMask, expertMask };
-            const term = this.#entropy(input);
-            if (entropyCoef !== 0) total = total.add(term.loss.mul(share(entropyAgg)));
-            if (term.metrics.entropy !== undefined) addMetric(metrics, 'entropy', term.metrics.entropy, share(entropyAgg));
-          }
-          return total;
-        },
-        {
-          attentionMask: part(batch.attentionMask),
-          promptWidth: batch.promptWidth,
-          entropy: wantEntropy,
-          ...(this.setup.chunkSize ? { chunkSize: this.setup.chunkSize } : {}),
-          temperature: batch.temperatures.slice(start, start + n),
-          ...(this.setup.checkpoint ? { checkpoint: true } : {}),
-        },
-      );
-      lossTotal += result.loss;
+    const lora = this.setup.lora ?? null;
+    lora?.train();
+    try {
+      for (let start = 0; start < B; start += micro) {
+        const n = Math.min(micro, B - start);
+        const part = (t: Tensor) => t.narrow(0, start, n);
+        const actionMask = part(batch.actionMask);
+        const expertMask = part(batch.expertMask);
+        const counts = rowCounts(batch, start, n);
+        const tokens = counts.tokens;
+        const share = (mode: LossAggMode) => termShare(modeTerm(mode), counts, whole);
+        const metricWeight = totalTokens > 0 ? tokens / totalTokens : n / B;
+        // one term: the trainer weighs the loss; several: the loss weighs each term by input.termWeights
+        const termWeights = Object.fromEntries(accumulation.terms.map((t) => [t.name, termShare(t, counts, whole, group)]));
+        const policyWeight = multiTerm ? 1 : (termWeights[(accumulation.terms[0] as LossTerm).name] as number);
+        const inputIds = part(batch.inputIds);
+        const result = forwardBackward(
+          model,
+          inputIds,
+          ({ logProbs, entropy }) => {
+            const logprob = logProbs.narrow(1, batch.promptWidth - 1, batch.responseWidth);
+            const input: PolicyLossInput = {
+              logprob,
+              actionMask,
+              oldLogprob: part(tensors.oldLogprob),
+              ...(tensors.advantages === null ? {} : { advantages: part(tensors.advantages) }),
+              ...(tensors.refLogprob === null ? {} : { refLogprob: part(tensors.refLogprob) }),
+              expertMask,
+              step: this.step,
+              ...(multiTerm ? { termWeights } : {}),
+            };
+            const policy = policyLoss(input);
+            let total = policy.loss.mul(policyWeight);
+            pgTotal += policy.loss.item() * policyWeight;
+            for (const [k, v] of Object.entries(policy.metrics)) {
+              if (k === 'pg_clipfrac' || k === 'ppo_kl') addMetric(metrics, k, v, metricWeight);
+              addMetric(metrics, `policy/${k}`, v, metricWeight);
+            }
+            if (algorithm.klLossFn.name !== 'none' && tensors.refLogprob !== null) {
+              const kl = this.#klLoss.calculateLoss(
+                { logprob, refLogprob: part(tensors.refLogprob), actionMask, oldLogprob: part(tensors.oldLogprob) },
+                algorithm.lossAggMode,
+              );
+              total = total.add(kl.loss.mul(share(algorithm.lossAggMode)));
+              addMetric(metrics, 'kl', kl.metrics.kl_loss ?? 0, share(algorithm.lossAggMode));
+              metrics.set('kl_coef', this.#klLoss.klCoef);
+            }
+            if (wantEntropy && entropy !== null) {
+              const responseEntropy = entropy.narrow(1, batch.promptWidth - 1, batch.responseWidth);
+              const input = { entropy: entropyCoef === 0 ? responseEntropy.detach() : responseEntropy, actionMask, expertMask };
+              const term = this.#entropy(input);
+              if (entropyCoef !== 0) total = total.add(term.loss.mul(share(entropyAgg)));
+              if (term.metrics.entropy !== undefined) addMetric(metrics, 'entropy', term.metrics.entropy, share(entropyAgg));
+            }
+            return total;
+          },
+          {
+            attentionMask: part(batch.attentionMask),
+            promptWidth: batch.promptWidth,
+            entropy: wantEntropy,
+            ...(this.setup.chunkSize ? { chunkSize: this.setup.chunkSize } : {}),
+            temperature: batch.temperatures.slice(start, start + n),
+            ...(this.setup.checkpoint ? { checkpoint: true } : {}),
+            ...(lora === null ? {} : { random: lora }),
+          },
+        );
+        lossTotal += result.loss;
+      }
+    } finally {
+      lora?.eval();
     }
     const maxGradNorm = this.setup.maxGradNorm ?? algorithm.optimizer.clipGrad;
     const gradNorm = torch.clipGradNorm(this.#params, maxGradNorm);

@@ -2,9 +2,21 @@
 // and critic, and the train step, all on this thread — so the main event loop keeps driving the explorer.
 // A checkpoint holds everything later steps depend on, so a resumed trainer is the trainer that was interrupted:
 // the policy (or adapter) and its optimizer, the critic and its optimizer, the LR schedule's position and the train
-// step's state (global step, adaptive KL coefficients). Training draws no random numbers (LoRA dropout is off: the
-// model stays in eval mode), so there is no generator state to keep.
-import { CausalLM, LoraModel } from '../../model/index.js';
+// step's state (global step, adaptive KL coefficients), and the LoRA dropout stream's state (seeded from the run's
+// seed; the only random numbers training draws), so a resumed run draws the masks the interrupted one would have.
+//
+// LoRA from an adapter folder (model.lora.path, or a resumed run's checkpoint): rank, alpha and target modules are
+// the adapter's, so the run's LoRA settings must say the same (a difference is an error naming both values, never
+// silently the adapter's); dropout is a training setting and the run's applies (save() writes it).
+import { join } from 'node:path';
+import {
+  ADAPTER_CONFIG_FILE,
+  CausalLM,
+  type LoraDropoutState,
+  LoraModel,
+  readAdapterConfig,
+  targetedModules,
+} from '../../model/index.js';
 import * as torch from '../../torch/index.js';
 import { Critic } from '../algorithm/critic.js';
 import { loadAlgorithmPlugins } from '../algorithm/plugins.js';
@@ -19,6 +31,8 @@ interface SavedTrainerState {
   trainStep: TrainStepState;
   /** The LR scheduler's step. */
   schedulerStep: number;
+  /** The LoRA dropout stream (LoRA runs). */
+  loraDropout?: LoraDropoutState;
 }
 
 interface TrainerState {
@@ -61,10 +75,12 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   }
   const model = CausalLM.load(modelDir, { dtype: init.dtype, requiresGrad: init.lora === null });
   let lora: LoraModel | null = null;
+  const saved = checkpoint ? savedTrainerState(checkpoint) : null;
   if (init.lora !== null) {
     const adapterDir = checkpoint?.adapterDir ?? init.loraPath;
+    if (adapterDir) checkAdapterSettings(model, init.lora, adapterDir, checkpoint?.adapterDir ? 'checkpoint' : 'path');
     lora = adapterDir
-      ? LoraModel.load(model, adapterDir, { trainable: true })
+      ? LoraModel.load(model, adapterDir, { trainable: true, loraDropout: init.lora.dropout, dropoutSeed: init.seed })
       : LoraModel.attach(model, {
           r: init.lora.rank,
           loraAlpha: init.lora.alpha,
@@ -72,7 +88,17 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
           targetModules: init.lora.targetModules,
           baseModelNameOrPath: init.modelPath,
           seed: init.seed,
+          dropoutSeed: init.seed,
         });
+    if (checkpoint && saved) {
+      if (saved.loraDropout !== undefined) lora.setRandomState(saved.loraDropout, `${checkpoint.dir}/trainer.json loraDropout`);
+      else if (init.lora.dropout > 0) {
+        throw new Error(
+          `${checkpoint.dir}/trainer.json: no LoRA dropout state (loraDropout: seed and draws), and model.lora.dropout is ` +
+            `${init.lora.dropout}: the checkpoint was written without dropout state and cannot resume as the same run`,
+        );
+      }
+    }
   }
   const named = lora ? lora.loraParameters() : model.parameters();
   const o = algorithm.optimizer;
@@ -82,7 +108,6 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   });
   const startStep = checkpoint?.step ?? 0;
   if (checkpoint) loadOptimizerState(checkpoint, optimizer);
-  const saved = checkpoint ? savedTrainerState(checkpoint) : null;
   const scheduler = new torch.LrScheduler(
     optimizer,
     o.lr,
@@ -107,6 +132,7 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   }
   const trainStep = new TrainStep({
     model,
+    lora,
     optimizer,
     algorithm,
     reference,
@@ -118,6 +144,48 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   });
   if (saved) trainStep.loadState(saved.trainStep, `${checkpoint?.dir}/trainer.json trainStep`);
   return { model, lora, optimizer, scheduler, reference, critic, trainStep, algorithm, init };
+}
+
+/**
+ * The rank, alpha and target modules of the run's LoRA settings against an adapter folder's adapter_config.json
+ * (model.lora.path, or the checkpoint a run resumes from): the adapter's weights fix them, so a difference is an error
+ * that names both values.
+ */
+function checkAdapterSettings(
+  model: CausalLM,
+  settings: NonNullable<TrainerInit['lora']>,
+  dir: string,
+  source: 'path' | 'checkpoint',
+): void {
+  const adapter = readAdapterConfig(dir, model);
+  const problems: string[] = [];
+  if (adapter.r !== settings.rank) problems.push(`model.lora.rank is ${settings.rank}, the adapter's r is ${adapter.r}`);
+  if (adapter.loraAlpha !== settings.alpha)
+    problems.push(`model.lora.alpha is ${settings.alpha}, the adapter's lora_alpha is ${adapter.loraAlpha}`);
+  const wanted = targetedModules(model, settings.targetModules);
+  const has = new Set(targetedModules(model, adapter.targetModules));
+  const onlyWanted = wanted.filter((m) => !has.has(m));
+  const onlyAdapter = [...has].filter((m) => !wanted.includes(m));
+  if (onlyWanted.length > 0 || onlyAdapter.length > 0) {
+    const list = (modules: string[]) =>
+      modules.length === 0
+        ? 'none'
+        : `${modules.slice(0, 3).join(', ')}${modules.length > 3 ? ` and ${modules.length - 3} more` : ''}`;
+    problems.push(
+      `model.lora.target_modules is ${JSON.stringify(settings.targetModules)}, the adapter's target_modules is ` +
+        `${JSON.stringify(adapter.targetModules)} (only the setting selects ${list(onlyWanted)}; only the adapter ` +
+        `selects ${list(onlyAdapter)})`,
+    );
+  }
+  if (problems.length === 0) return;
+  const remedy =
+    source === 'path'
+      ? "set them to the adapter's values, or leave model.lora.path unset to start a new adapter"
+      : 'a resumed run keeps the adapter it started with: set them back to the values the run started with';
+  throw new Error(
+    `${join(dir, ADAPTER_CONFIG_FILE)}${source === 'checkpoint' ? " (the checkpoint's adapter)" : ''} does not match the ` +
+      `LoRA settings: ${problems.join('; ')}; ${remedy}`,
+  );
 }
 
 /** The trainer state of a checkpoint (one without it would resume as a different run: an error). */
@@ -135,7 +203,11 @@ function savedTrainerState(checkpoint: LoadedCheckpoint): SavedTrainerState {
       `${checkpoint.dir}/trainer.json: schedulerStep must be a non-negative integer, got ${JSON.stringify(schedulerStep)}`,
     );
   }
-  return { trainStep: trainer.trainStep as TrainStepState, schedulerStep };
+  return {
+    trainStep: trainer.trainStep as TrainStepState,
+    schedulerStep,
+    ...(trainer.loraDropout === undefined ? {} : { loraDropout: trainer.loraDropout as LoraDropoutState }),
+  };
 }
 
 function release(s: TrainerState): void {
@@ -185,7 +257,11 @@ torch.serveTensorWorker({
   },
   save(step: number, componentState: Record<string, unknown>, keep: number) {
     const s = current();
-    const trainer: SavedTrainerState = { trainStep: s.trainStep.state(), schedulerStep: s.scheduler.currentStep };
+    const trainer: SavedTrainerState = {
+      trainStep: s.trainStep.state(),
+      schedulerStep: s.scheduler.currentStep,
+      ...(s.lora ? { loraDropout: s.lora.randomState() } : {}),
+    };
     return saveCheckpoint(
       s.init.jobDir,
       step,

@@ -15,10 +15,15 @@ export interface TrainerInit {
   algorithm: Record<string, unknown>;
   /** Folder that module-path algorithm modules resolve against. */
   pluginBaseDir: string;
+  /**
+   * LoRA training (null: full fine-tuning). dropout is PEFT's lora_dropout: in the policy update's forward only, its
+   * masks drawn from a stream seeded with `seed` and saved with checkpoints.
+   */
   lora: { rank: number; alpha: number; dropout: number; targetModules: string[] | 'all-linear' } | null;
   /**
    * Start from this PEFT adapter folder instead of a fresh adapter (Trinity-RFT model.lora_configs[0].path; needs
-   * lora). Its adapter_config.json (rank, alpha, target modules) applies. A resumed run loads its checkpoint instead.
+   * lora). Its adapter_config.json must have lora's rank, alpha and target modules (a difference is an error naming
+   * both); lora.dropout applies. A resumed run loads its checkpoint's adapter instead (checked the same way).
    */
   loraPath: string | null;
   /** The critic's initial trunk weights from this model folder (Trinity-RFT model.critic_model_path); null: the policy's. */

@@ -3,9 +3,13 @@
 //     schedule trains k steps and saves; a fresh trainer resumes from that checkpoint; both then take step k + 1 on
 //     the same experiences and must report the same metrics and hold the same weights (1e-6, float32);
 //   - model.lora.path: an adapter saved by one trainer, loaded by another, gives the same (merged) weights;
+//   - LoRA dropout: its mask stream (seeded with the run's seed) is saved in trainer.json, so a resumed LoRA run with
+//     dropout takes the same step k + 1 as the uninterrupted one;
+//   - LoRA settings beside an adapter folder (model.lora.path, or a resumed checkpoint's) that differ from its
+//     adapter_config.json (rank, alpha, target modules) are errors naming both values; the run's dropout applies;
 //   - model.critic_model_path: the critic starts from that folder's weights, not the policy's.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -140,6 +144,81 @@ describe('trainer worker', () => {
       TrainerClient.start(init(join(work, 'lora-c'), { algorithm: grpo, loraPath: adapterDir })),
       /an adapter to start from needs LoRA training/,
     );
+  });
+
+  test('LoRA dropout: a resumed trainer draws the masks the uninterrupted one draws (same step k + 1)', async () => {
+    const jobDir = join(work, 'lora-dropout');
+    const lora = { rank: 4, alpha: 8, dropout: 0.3, targetModules: 'all-linear' as const };
+    const grpo = { algorithm_type: 'grpo', optimizer: { lr: 5e-2 } };
+    const k = 2;
+    const { trainer: original } = await TrainerClient.start(init(jobDir, { algorithm: grpo, lora, seed: 5 }));
+    try {
+      for (let i = 0; i < k; i++) await original.step(batch);
+      const checkpoint = await original.save(k, {}, 0);
+      // one mask per adapted projection (7 in the toy's one layer) per step (one micro-batch)
+      const saved = JSON.parse(readFileSync(join(checkpoint, 'trainer.json'), 'utf8')) as { loraDropout: unknown };
+      assert.deepEqual(saved.loraDropout, { seed: 5, draws: k * 7 });
+      const { trainer: resumed } = await TrainerClient.start(init(jobDir, { algorithm: grpo, lora, seed: 5, resume: true }));
+      try {
+        const expected = await original.step(batch);
+        const got = await resumed.step(batch);
+        for (const [key, value] of Object.entries(expected)) {
+          const diff = Math.abs(value - (got[key] as number));
+          assert.ok(diff <= 1e-6, `metric ${key}: resumed ${got[key]}, uninterrupted ${value}`);
+        }
+        const diff = maxDifference(await weightsOf(original), await weightsOf(resumed));
+        assert.ok(diff <= 1e-6, `weights after step ${k + 1} differ by ${diff}`);
+      } finally {
+        await resumed.close();
+      }
+    } finally {
+      await original.close();
+    }
+  });
+
+  test("LoRA settings that differ from the adapter's adapter_config.json are errors naming both; dropout is the run's", async () => {
+    const lora = { rank: 4, alpha: 8, dropout: 0, targetModules: 'all-linear' as const };
+    const grpo = { algorithm_type: 'grpo' };
+    const jobDir = join(work, 'lora-settings');
+    const first = await TrainerClient.start(init(jobDir, { algorithm: grpo, lora }));
+    let adapterDir: string;
+    try {
+      adapterDir = join(await first.trainer.save(1, {}, 0), 'adapter');
+    } finally {
+      await first.trainer.close();
+    }
+    const start = (
+      dir: string,
+      settings: Partial<typeof lora> | { targetModules: string[] },
+      overrides: Partial<TrainerInit> = {},
+    ) =>
+      TrainerClient.start(
+        init(join(work, dir), { algorithm: grpo, lora: { ...lora, ...settings }, loraPath: adapterDir, ...overrides }),
+      );
+    const file = join(adapterDir, 'adapter_config.json').replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    await assert.rejects(
+      start('rank', { rank: 8 }),
+      new RegExp(`failed: ${file} does not match the LoRA settings: model\\.lora\\.rank is 8, the adapter's r is 4; set them`),
+    );
+    await assert.rejects(start('alpha', { alpha: 16 }), /model\.lora\.alpha is 16, the adapter's lora_alpha is 8/);
+    await assert.rejects(
+      start('targets', { targetModules: ['q_proj', 'v_proj'] }),
+      /model\.lora\.target_modules is \["q_proj","v_proj"\], the adapter's target_modules is \[.*\] \(only the setting selects none; only the adapter selects model\.layers\.0\.self_attn\.k_proj, model\.layers\.0\.self_attn\.o_proj, model\.layers\.0\.mlp\.gate_proj and 2 more\)/,
+    );
+    // a resumed run is checked against its checkpoint's adapter
+    await assert.rejects(
+      TrainerClient.start(init(jobDir, { algorithm: grpo, lora: { ...lora, rank: 2 }, resume: true })),
+      /\(the checkpoint's adapter\) does not match the LoRA settings: model\.lora\.rank is 2, the adapter's r is 4; a resumed run keeps/,
+    );
+    // the same settings load; the run's dropout replaces the adapter's and is what its checkpoints record
+    const { trainer } = await start('dropout', { dropout: 0.2 });
+    try {
+      const saved = await trainer.save(0, {}, 0);
+      const config = JSON.parse(readFileSync(join(saved, 'adapter', 'adapter_config.json'), 'utf8')) as Record<string, unknown>;
+      assert.equal(config.lora_dropout, 0.2);
+    } finally {
+      await trainer.close();
+    }
   });
 
   test("model.critic_model_path: the critic starts from that folder's weights", async () => {
