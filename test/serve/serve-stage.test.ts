@@ -41,7 +41,9 @@ test('serve mode records agents, takes rewards by response id, and follows the t
   const [serveConfig] = resolveStages(config);
   assert.ok(serveConfig);
   const settings = stageSettings(serveConfig, join(job.root, 'model'), job.root);
-  stage = await startServeStage(settings, { log: () => {} });
+  // the stage's log lines, as events: the test waits on "now serving weights version 1" below
+  let onLog = (_line: string) => {};
+  stage = await startServeStage(settings, { log: (line) => onLog(line) });
   const client = new OpenAI({ baseURL: stage.server.baseURL, apiKey: 'serve-key', maxRetries: 0 });
 
   // Two samples of one question: a GRPO group (same task id by default), rewards 1 and 0.
@@ -99,10 +101,16 @@ test('serve mode records agents, takes rewards by response id, and follows the t
   );
 
   // The train process (same buffer, same job folder) trains one step on the rewarded group and publishes weights.
+  // The stage reports each weight load (or failed load) it does; listen before the train process can publish.
+  const loaded = new Promise<void>((resolve, reject) => {
+    onLog = (line) => {
+      if (/now serving weights version 1 /.test(line)) resolve();
+      else if (/weight sync from .* failed/.test(line)) reject(new Error(line));
+    };
+  });
   const trainConfig = loadConfig(job.configFile, { resolveAlgorithm, overrides: ['mode=train', ...shared] });
   await runConfig(trainConfig, { log: () => {} });
-  const deadline = Date.now() + 60_000;
-  while (stage.modelVersion < 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+  await loaded;
   assert.equal(stage.modelVersion, 1, 'the server loaded the trained weights');
   const status = await fetch(`${stage.server.url}/v1/trinity/status`, { headers: { authorization: 'Bearer serve-key' } });
   assert.deepEqual(await status.json(), { model_version: 1, recorded_turns: 4, experiences_written: 3 });
