@@ -28,9 +28,16 @@ test('explore and train as two processes (trainer started first) share the buffe
   const bufferPath = join(root, 'shared.db');
   const setBuffer = `buffer.trainer_input.experience_buffer.storage_type=sql`;
   const setPath = `buffer.trainer_input.experience_buffer.path=${bufferPath}`;
-  // the same config file for both; buffer settings through --set on both processes
-  const run = (mode: string) =>
-    new Promise<{ code: number | null; output: string }>((resolve) => {
+  // the same config file for both; buffer settings through --set on both processes. `started` resolves when the
+  // process reports that its stage began ("stage 1/1: mode <mode>"), or rejects if it exits first.
+  const run = (mode: string) => {
+    let started = (): void => {};
+    let exitedEarly = (_error: Error): void => {};
+    const startedReport = new Promise<void>((resolve, reject) => {
+      started = resolve;
+      exitedEarly = reject;
+    });
+    const done = new Promise<{ code: number | null; output: string }>((resolve) => {
       const child = spawn(
         process.execPath,
         [
@@ -52,22 +59,27 @@ test('explore and train as two processes (trainer started first) share the buffe
         },
       );
       let output = '';
-      child.stdout.on('data', (d) => {
+      const take = (d: Buffer) => {
         output += d;
-      });
-      child.stderr.on('data', (d) => {
-        output += d;
-      });
+        if (output.includes(`stage 1/1: mode ${mode},`)) started();
+      };
+      child.stdout.on('data', take);
+      child.stderr.on('data', take);
+      // a failure guard only: a hung process fails the test instead of hanging it
       const deadline = setTimeout(() => child.kill('SIGKILL'), 300_000);
       child.on('exit', (code) => {
         clearTimeout(deadline);
+        exitedEarly(new Error(`trinity run (mode ${mode}) exited with ${code} before its stage began:\n${output}`));
         resolve({ code, output });
       });
     });
+    startedReport.catch(() => {}); // the explorer's is not awaited: its exit code is checked instead
+    return { started: startedReport, done };
+  };
   const trainer = run('train');
-  await new Promise((r) => setTimeout(r, 1500));
+  await trainer.started; // the explorer starts only once the trainer is running its stage
   const explorer = run('explore');
-  const [t, e] = await Promise.all([trainer, explorer]);
+  const [t, e] = await Promise.all([trainer.done, explorer.done]);
   assert.equal(t.code, 0, `trainer:\n${t.output}`);
   assert.equal(e.code, 0, `explorer:\n${e.output}`);
   const trained = lines(join(jobDir, 'metrics.jsonl'));
