@@ -6,8 +6,9 @@
 // seed; the only random numbers training draws), so a resumed run draws the masks the interrupted one would have.
 //
 // LoRA from an adapter folder (model.lora.path, or a resumed run's checkpoint): rank, alpha and target modules are
-// the adapter's, so the run's LoRA settings must say the same (a difference is an error naming both values, never
-// silently the adapter's); dropout is a training setting and the run's applies (save() writes it).
+// the adapter's, so the run's LoRA settings must say the same where they are set (a difference is an error naming
+// both values, never silently the adapter's; unset, null, they are the adapter's); dropout is a training setting and
+// the run's applies (save() writes it).
 import { join } from 'node:path';
 import {
   ADAPTER_CONFIG_FILE,
@@ -82,10 +83,8 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
     lora = adapterDir
       ? LoraModel.load(model, adapterDir, { trainable: true, loraDropout: init.lora.dropout, dropoutSeed: init.seed })
       : LoraModel.attach(model, {
-          r: init.lora.rank,
-          loraAlpha: init.lora.alpha,
+          ...newAdapterShape(init.lora),
           loraDropout: init.lora.dropout,
-          targetModules: init.lora.targetModules,
           baseModelNameOrPath: init.modelPath,
           seed: init.seed,
           dropoutSeed: init.seed,
@@ -159,11 +158,12 @@ function checkAdapterSettings(
 ): void {
   const adapter = readAdapterConfig(dir, model);
   const problems: string[] = [];
-  if (adapter.r !== settings.rank) problems.push(`model.lora.rank is ${settings.rank}, the adapter's r is ${adapter.r}`);
-  if (adapter.loraAlpha !== settings.alpha)
+  if (settings.rank !== null && adapter.r !== settings.rank)
+    problems.push(`model.lora.rank is ${settings.rank}, the adapter's r is ${adapter.r}`);
+  if (settings.alpha !== null && adapter.loraAlpha !== settings.alpha)
     problems.push(`model.lora.alpha is ${settings.alpha}, the adapter's lora_alpha is ${adapter.loraAlpha}`);
-  const wanted = targetedModules(model, settings.targetModules);
   const has = new Set(targetedModules(model, adapter.targetModules));
+  const wanted = settings.targetModules === null ? [...has] : targetedModules(model, settings.targetModules);
   const onlyWanted = wanted.filter((m) => !has.has(m));
   const onlyAdapter = [...has].filter((m) => !wanted.includes(m));
   if (onlyWanted.length > 0 || onlyAdapter.length > 0) {
@@ -186,6 +186,27 @@ function checkAdapterSettings(
     `${join(dir, ADAPTER_CONFIG_FILE)}${source === 'checkpoint' ? " (the checkpoint's adapter)" : ''} does not match the ` +
       `LoRA settings: ${problems.join('; ')}; ${remedy}`,
   );
+}
+
+/** A new adapter's rank, alpha and target modules: each must be set (null stands for an adapter folder's value). */
+function newAdapterShape(settings: NonNullable<TrainerInit['lora']>): {
+  r: number;
+  loraAlpha: number;
+  targetModules: string[] | 'all-linear';
+} {
+  const { rank, alpha, targetModules } = settings;
+  const unset = [
+    ...(rank === null ? ['rank'] : []),
+    ...(alpha === null ? ['alpha'] : []),
+    ...(targetModules === null ? ['target_modules'] : []),
+  ];
+  if (rank === null || alpha === null || targetModules === null) {
+    throw new Error(
+      `model.lora: ${unset.join(', ')} not set, and there is no adapter folder (model.lora.path) to take ` +
+        `${unset.length > 1 ? 'them' : 'it'} from: a new adapter needs them`,
+    );
+  }
+  return { r: rank, loraAlpha: alpha, targetModules };
 }
 
 /** The trainer state of a checkpoint (one without it would resume as a different run: an error). */

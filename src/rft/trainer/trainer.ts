@@ -17,13 +17,20 @@ export interface TrainerInit {
   pluginBaseDir: string;
   /**
    * LoRA training (null: full fine-tuning). dropout is PEFT's lora_dropout: in the policy update's forward only, its
-   * masks drawn from a stream seeded with `seed` and saved with checkpoints.
+   * masks drawn from a stream seeded with `seed` and saved with checkpoints. rank, alpha, targetModules null: the
+   * adapter folder's (loraPath, or the checkpoint's when resuming); a new adapter needs them set.
    */
-  lora: { rank: number; alpha: number; dropout: number; targetModules: string[] | 'all-linear' } | null;
+  lora: {
+    rank: number | null;
+    alpha: number | null;
+    dropout: number;
+    targetModules: string[] | 'all-linear' | null;
+  } | null;
   /**
    * Start from this PEFT adapter folder instead of a fresh adapter (Trinity-RFT model.lora_configs[0].path; needs
-   * lora). Its adapter_config.json must have lora's rank, alpha and target modules (a difference is an error naming
-   * both); lora.dropout applies. A resumed run loads its checkpoint's adapter instead (checked the same way).
+   * lora). Its adapter_config.json must have lora's rank, alpha and target modules where they are set (a difference
+   * is an error naming both); lora.dropout applies. A resumed run loads its checkpoint's adapter instead (checked the
+   * same way).
    */
   loraPath: string | null;
   /** The critic's initial trunk weights from this model folder (Trinity-RFT model.critic_model_path); null: the policy's. */

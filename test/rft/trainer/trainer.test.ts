@@ -187,11 +187,7 @@ describe('trainer worker', () => {
     } finally {
       await first.trainer.close();
     }
-    const start = (
-      dir: string,
-      settings: Partial<typeof lora> | { targetModules: string[] },
-      overrides: Partial<TrainerInit> = {},
-    ) =>
+    const start = (dir: string, settings: Partial<NonNullable<TrainerInit['lora']>>, overrides: Partial<TrainerInit> = {}) =>
       TrainerClient.start(
         init(join(work, dir), { algorithm: grpo, lora: { ...lora, ...settings }, loraPath: adapterDir, ...overrides }),
       );
@@ -210,12 +206,17 @@ describe('trainer worker', () => {
       TrainerClient.start(init(jobDir, { algorithm: grpo, lora: { ...lora, rank: 2 }, resume: true })),
       /\(the checkpoint's adapter\) does not match the LoRA settings: model\.lora\.rank is 2, the adapter's r is 4; a resumed run keeps/,
     );
-    // the same settings load; the run's dropout replaces the adapter's and is what its checkpoints record
-    const { trainer } = await start('dropout', { dropout: 0.2 });
+    // settings left unset (null) take the adapter's; a new adapter needs them
+    await assert.rejects(
+      TrainerClient.start(init(join(work, 'unset'), { algorithm: grpo, lora: { ...lora, rank: null, targetModules: null } })),
+      /model\.lora: rank, target_modules not set, and there is no adapter folder \(model\.lora\.path\) to take them from/,
+    );
+    // the run's dropout replaces the adapter's and is what its checkpoints record
+    const { trainer } = await start('dropout', { rank: null, alpha: null, targetModules: null, dropout: 0.2 });
     try {
       const saved = await trainer.save(0, {}, 0);
       const config = JSON.parse(readFileSync(join(saved, 'adapter', 'adapter_config.json'), 'utf8')) as Record<string, unknown>;
-      assert.equal(config.lora_dropout, 0.2);
+      assert.deepEqual([config.r, config.lora_alpha, config.lora_dropout], [4, 8, 0.2]);
     } finally {
       await trainer.close();
     }
