@@ -63,7 +63,7 @@ export async function startServeStage(settings: StageSettings, hooks: StageHooks
   }
   const bufferPath = settings.buffer.path ?? join(settings.jobDir, 'buffer.db');
   mkdirSync(dirname(bufferPath), { recursive: true });
-  const buffer = new SqliteBuffer({ path: bufferPath, name: 'experience_buffer' });
+  const buffer = new SqliteBuffer({ path: bufferPath, name: settings.buffer.name });
   const conversation = new ConversationTracker(tokenizer, { maxTurns: MAX_PENDING_RESPONSES });
   const responses = new Map<string, { turns: ConversationTurn[]; rewarded: Set<number> }>();
   let written = 0;

@@ -46,10 +46,15 @@ export type MonitorType = (typeof MONITOR_TYPES)[number];
 
 /** A LoRA adapter on the policy (Trinity: model.lora_configs[0]; PEFT's names in adapter_config.json). */
 export const LoraSchema = z.strictObject({
-  rank: posInt().default(32), // Trinity lora_rank 32
-  alpha: num(z.number().positive()).default(32), // Trinity lora_alpha 32
+  // rank, alpha, target_modules null: Trinity's defaults (lora_rank 32, lora_alpha 32, all-linear) for a new
+  // adapter; with `path`, the adapter's own (a value set here must match its adapter_config.json)
+  rank: posInt().nullable().default(null),
+  alpha: num(z.number().positive()).nullable().default(null),
   dropout: num(z.number().min(0).lt(1)).default(0), // PEFT lora_dropout 0
-  target_modules: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]).default('all-linear'),
+  target_modules: z
+    .union([z.string().min(1), z.array(z.string().min(1)).min(1)])
+    .nullable()
+    .default(null),
   path: str().nullable().default(null), // an existing PEFT adapter folder; null: a new adapter
 });
 

@@ -345,13 +345,6 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
     max_prompt_tokens: maxPrompt ?? 0,
     max_response_tokens: maxResponse ?? 0,
   };
-  if (m.lora !== null && m.lora.dropout > 0 && input.trainer.gradient_checkpointing) {
-    problem(
-      'model.lora.dropout',
-      'must be 0 with trainer.gradient_checkpointing (a recomputed forward would draw other dropout masks)',
-    );
-  }
-
   // one max gradient norm: trainer.grad_clip first (what Trinity's FSDP and Tinker trainers clip with), else
   // algorithm.optimizer.clip_grad (its Megatron optimizer's), else 1.0 (both defaults)
   const gradClip = input.trainer.grad_clip ?? input.algorithm.optimizer.clip_grad ?? 1.0;

@@ -30,6 +30,7 @@ export async function runBench(
     types: settings.monitorTypes,
     project: settings.project,
     name: `${settings.name}/bench`,
+    args: settings.monitorArgs,
   });
   const targets = benchTargets(settings.jobDir, settings.bench.onLatestCheckpoint);
   const engine = await startEngine(targets[0]?.dir ?? settings.modelPath);

@@ -84,8 +84,10 @@ export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
         metrics: { ...result.metrics, 'explorer/model_version': version },
         schedulerState: scheduler.state(),
       });
-      await buffer.write(result.experiences);
+      // eval before the step's experiences reach the trainer: its checkpoint of this step comes after the eval
+      // metrics are on disk, so a run killed after that checkpoint lost none of them
       if (evalDue(step)) await evaluate(step);
+      await buffer.write(result.experiences);
     }
   } finally {
     await buffer.finishWriting();

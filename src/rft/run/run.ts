@@ -6,7 +6,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join, relative } from 'node:path';
-import type { Config, FormatConfig, StageConfig, TasksetConfig as TasksetSection } from '../config/index.js';
+import type { Config, FormatConfig, LoraConfig, StageConfig, TasksetConfig as TasksetSection } from '../config/index.js';
 import { resolveStages } from '../config/index.js';
 import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../buffer/index.js';
 import { type MonitorArgs, ProgressReporter } from '../monitor/index.js';
@@ -69,6 +69,18 @@ function selectorSettings(t: TasksetSection): SelectorConfig {
   };
 }
 
+/** LoRA settings: unset rank/alpha/target_modules are Trinity's defaults for a new adapter, the adapter's own with a path. */
+function loraSettings(lora: LoraConfig): NonNullable<StageSettings['lora']> {
+  const fresh = lora.path === null;
+  const targets = lora.target_modules ?? (fresh ? 'all-linear' : null);
+  return {
+    rank: lora.rank ?? (fresh ? 32 : null),
+    alpha: lora.alpha ?? (fresh ? 32 : null),
+    dropout: lora.dropout,
+    targetModules: targets === null || Array.isArray(targets) ? targets : targets === 'all-linear' ? 'all-linear' : [targets],
+  };
+}
+
 /** How a dataset's rows become SFT samples (the format keys and split of an experience or auxiliary buffer). */
 function datasetFormat(format: FormatConfig, split: string): DatasetFormat {
   return omitNulls({
@@ -113,6 +125,8 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
   const cores = Math.max(1, availableParallelism());
   const lora = stage.model.lora;
   const firstTaskset = input.tasksets[0];
+  // memory or checkpoint; validation allows only checkpoint for an external server (it loads folders)
+  const weightSync = stage.synchronizer.sync_method;
   return {
     stageName: stage.stage_name || 'run',
     jobDir: stage.checkpoint_job_dir,
@@ -121,18 +135,7 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
     name: stage.name,
     modelPath,
     dtype: stage.model.dtype,
-    lora: lora
-      ? {
-          rank: lora.rank,
-          alpha: lora.alpha,
-          dropout: lora.dropout,
-          targetModules: Array.isArray(lora.target_modules)
-            ? lora.target_modules
-            : lora.target_modules === 'all-linear'
-              ? 'all-linear'
-              : [lora.target_modules],
-        }
-      : null,
+    lora: lora ? loraSettings(lora) : null,
     loraPath: lora?.path ?? null,
     criticModelPath: stage.model.critic_model_path,
     algorithm: Object.fromEntries(Object.entries(stage.algorithm).filter(([, v]) => v !== null && v !== undefined)),
@@ -148,7 +151,6 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
     evalInterval: stage.explorer.eval_interval,
     evalOnStartup: stage.explorer.eval_on_startup,
     bench: { onLatestCheckpoint: stage.explorer.bench_on_latest_checkpoint },
-    rolloutArgs: firstTaskset ? { ...firstTaskset.rollout_args } : {},
     explorer: {
       runnerPerModel: stage.explorer.runner_per_model,
       maxTimeout: stage.explorer.max_timeout,
@@ -164,7 +166,7 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
               apiKey: stage.explorer.rollout_model.api_key ?? process.env.OPENAI_API_KEY ?? null,
               modelName: stage.explorer.rollout_model.model_name ?? modelPath,
             }
-          : { type: 'embedded' },
+          : { type: 'embedded', weightSync },
     },
     serve: {
       host: stage.explorer.listen_address,
@@ -182,7 +184,6 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
       gradientCheckpointing: stage.trainer.gradient_checkpointing,
     },
     sync: {
-      method: stage.synchronizer.sync_method,
       style: stage.synchronizer.sync_style,
       interval: stage.synchronizer.sync_interval,
       offset: stage.synchronizer.sync_offset,

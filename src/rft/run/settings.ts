@@ -16,7 +16,8 @@ export interface StageSettings {
   name: string;
   modelPath: string;
   dtype: ModelDType;
-  lora: { rank: number; alpha: number; dropout: number; targetModules: string[] | 'all-linear' } | null;
+  /** rank, alpha, targetModules null: the adapter folder's (loraPath). */
+  lora: { rank: number | null; alpha: number | null; dropout: number; targetModules: string[] | 'all-linear' | null } | null;
   /** An existing PEFT adapter folder to start the LoRA adapter from (model.lora.path); null: a new adapter. */
   loraPath: string | null;
   /** The critic's starting weights (model.critic_model_path); null: the stage's policy weights (modelPath). */
@@ -39,8 +40,6 @@ export interface StageSettings {
   evalOnStartup: boolean;
   /** Mode bench: evaluate only the latest checkpoint (explorer.bench_on_latest_checkpoint), else every one. */
   bench: { onLatestCheckpoint: boolean };
-  /** Default rollout arguments (temperature, top_p, top_k, max_tokens ...) for tasks that name none. */
-  rolloutArgs: Record<string, unknown>;
   explorer: {
     runnerPerModel: number;
     maxTimeout: number;
@@ -48,8 +47,14 @@ export interface StageSettings {
     slots: number;
     maxLength: number;
     defaultWorkflow: string;
-    /** embedded: our engine on a worker thread; openai: an external OpenAI-compatible server (src/openai). */
-    engine: { type: 'embedded' } | { type: 'openai'; baseUrl: string; apiKey: string | null; modelName: string };
+    /**
+     * embedded: our engine on a worker thread; in mode both the trainer hands it weights by reference (memory) or
+     * through a folder (checkpoint) — synchronizer.sync_method. openai: an external OpenAI-compatible server
+     * (src/openai), which can only load weights from a folder, so it has no such choice.
+     */
+    engine:
+      | { type: 'embedded'; weightSync: 'memory' | 'checkpoint' }
+      | { type: 'openai'; baseUrl: string; apiKey: string | null; modelName: string };
   };
   /** Mode serve: the OpenAI-compatible endpoint (src/serve/serve-stage.ts). */
   serve: {
@@ -64,7 +69,6 @@ export interface StageSettings {
   trainer: { saveInterval: number; maxCheckpointsToKeep: number; microBatchSize: number | null; gradientCheckpointing: boolean };
   /** maxStaleness: experiences older than (trainer step - 1 - maxStaleness) weights are dropped; null: none. */
   sync: {
-    method: 'memory' | 'checkpoint';
     /** fixed: the explorer waits for the version it needs; trainer_driven: it takes what the trainer published, never
      * waiting; explorer_driven: it asks for weights every `interval` explore steps and the trainer syncs when asked. */
     style: 'fixed' | 'trainer_driven' | 'explorer_driven';

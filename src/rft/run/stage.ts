@@ -47,7 +47,7 @@ import type { StageHooks, StageResult, StageSettings } from './settings.js';
 import { FolderWeightPublisher, FolderWeightReceiver, NO_PUBLISHER } from './sync-folder.js';
 import { runTrainerLoop, type StepBatch, WeightPublication } from './trainer-loop.js';
 import { LocalWeightChannel } from './local-weight-channel.js';
-import { type ExplorerEngine, type WeightReceiver, weightTransport } from './weight-channel.js';
+import { type ExplorerEngine, type StartedEngine, type WeightReceiver, weightTransport } from './weight-channel.js';
 
 export { requiredVersion } from './explorer-loop.js';
 export { readSyncPointer } from './sync-folder.js';
@@ -59,7 +59,7 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
   const algorithm = resolveAlgorithm(settings.algorithm);
   switch (settings.mode) {
     case 'bench':
-      return runBench(settings, (dir) => startExplorerEngine(settings, dir), log);
+      return runBench(settings, async (dir) => (await startExplorerEngine(settings, dir)).engine, log);
     case 'serve':
       throw new Error(`stage '${settings.stageName}': mode serve runs in src/serve (runServeStage)`);
     case 'both':
@@ -73,15 +73,16 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
  * The explorer's engine: the embedded one on its own thread with `weightsDir`'s weights, or an external server
  * (engine_type openai), told to load `weightsDir` when that is not the model it started with.
  */
-async function startExplorerEngine(settings: StageSettings, weightsDir: string): Promise<ExplorerEngine> {
+async function startExplorerEngine(settings: StageSettings, weightsDir: string): Promise<StartedEngine> {
   const spec = settings.explorer.engine;
   if (spec.type === 'embedded') {
-    return WorkerRolloutEngine.start(weightsDir, {
+    const engine = await WorkerRolloutEngine.start(weightsDir, {
       dtype: settings.dtype,
       slots: settings.explorer.slots,
       maxLength: settings.explorer.maxLength,
       numThreads: settings.threads.explorer,
     });
+    return { type: 'embedded', engine, weightSync: spec.weightSync };
   }
   const tokenizer = existsSync(join(settings.modelPath, 'tokenizer.json')) ? Tokenizer.load(settings.modelPath) : null;
   const engine = await OpenAIRemoteEngine.connect({
@@ -91,7 +92,7 @@ async function startExplorerEngine(settings: StageSettings, weightsDir: string):
     tokenizer,
   });
   if (weightsDir !== settings.modelPath) await engine.syncWeightsFromDir(weightsDir, { timeoutMs: settings.sync.timeoutMs });
-  return engine;
+  return { type: 'openai', engine };
 }
 
 /** Keeps the JSONL lines (metrics, eval samples) of steps <= `step`: a resumed run redoes the later ones. */
@@ -126,6 +127,7 @@ interface RunState {
 
 /** Explorer parts shared by modes both and explore. */
 interface ExplorerParts {
+  started: StartedEngine;
   engine: ExplorerEngine;
   handle: EngineModelHandle;
   runner: WorkflowRunner;
@@ -189,7 +191,7 @@ class StageBuilder {
     const explorer = await this.#explorer(usesBaseWeights ? settings.modelPath : (this.checkpoint?.modelDir as string), progress);
     const channel = new LocalWeightChannel({
       trainer,
-      transport: weightTransport(settings.sync.method, explorer.engine, settings.jobDir),
+      transport: weightTransport(explorer.started, settings.jobDir),
       startVersion: this.startStep,
       timeoutMs: settings.sync.timeoutMs,
       ...(this.hooks.signal ? { signal: this.hooks.signal } : {}),
@@ -364,6 +366,7 @@ class StageBuilder {
       project: settings.project,
       name: `${settings.name}/${settings.stageName}`,
       config: { mode: settings.mode, algorithm: settings.algorithm },
+      args: settings.monitorArgs,
     });
     this.#closers.push(() => monitors.close());
     const progress = this.hooks.progress ?? new ProgressReporter({ label: settings.stageName, total: totalSteps });
@@ -380,13 +383,16 @@ class StageBuilder {
     const replay = settings.buffer.replay;
     const buffer = replay
       ? new PriorityReplayBuffer({
-          name: 'experience_buffer',
+          name: settings.buffer.name,
           capacity: settings.buffer.capacity,
           priorityFn: replay.priorityFn as PriorityFnName,
           decay: replay.decay,
           reuseCooldownMs: replay.reuseCooldownMs,
+          ...(replay.useCountLimit !== undefined ? { useCountLimit: replay.useCountLimit } : {}),
+          ...(replay.sigma !== undefined ? { sigma: replay.sigma } : {}),
+          seed: settings.seed,
         })
-      : new QueueBuffer({ name: 'experience_buffer', capacity: settings.buffer.capacity });
+      : new QueueBuffer({ name: settings.buffer.name, capacity: settings.buffer.capacity });
     this.#closers.push(() => buffer.close());
     return buffer;
   }
@@ -396,7 +402,7 @@ class StageBuilder {
     const { settings } = this;
     const buffer = new SqliteBuffer({
       path: settings.buffer.path ?? join(settings.jobDir, 'buffer.db'),
-      name: 'experience_buffer',
+      name: settings.buffer.name,
     });
     this.#closers.push(() => buffer.close());
     const cursor = this.#saved.buffer?.cursor;
@@ -430,7 +436,8 @@ class StageBuilder {
 
   async #explorer(weightsDir: string, progress: ProgressReporter): Promise<ExplorerParts> {
     const { settings } = this;
-    const engine = await startExplorerEngine(settings, weightsDir);
+    const started = await startExplorerEngine(settings, weightsDir);
+    const engine = started.engine;
     this.#closers.push(() => engine.close());
     const handle = new EngineModelHandle(engine, { modelVersion: this.startStep });
     const runner = new WorkflowRunner({
@@ -443,7 +450,7 @@ class StageBuilder {
       seed: settings.seed,
       log: (line) => progress.log(line),
     });
-    return { engine, handle, runner };
+    return { started, engine, handle, runner };
   }
 
   #explorerLoopBase(

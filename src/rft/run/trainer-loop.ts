@@ -96,12 +96,13 @@ export async function runTrainerLoop(parts: TrainerLoopParts): Promise<number> {
       };
       const syncStarted = Date.now();
       if (await weights.afterStep(settings, step, parts.totalSteps)) metrics['time/sync_s'] = (Date.now() - syncStarted) / 1000;
+      // the step's metrics are on disk before its checkpoint: a run killed after the checkpoint lost none of them
+      parts.monitors.log(step, metrics);
       if (step % settings.trainer.saveInterval === 0 || step === parts.totalSteps) {
         const dir = await trainer.save(step, parts.checkpointState(step), settings.trainer.maxCheckpointsToKeep);
         parts.onCheckpoint(step);
         parts.progress.log(`[${settings.stageName}] checkpoint step ${step} saved (${dir})`);
       }
-      parts.monitors.log(step, metrics);
       lastStep = step;
       parts.progress.update(step, {
         reward: metrics['rollout/reward/mean'] ?? Number.NaN,

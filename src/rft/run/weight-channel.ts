@@ -10,7 +10,7 @@
 //   FolderWeightReceiver  mode explore: an explorer process that follows the pointer.
 //
 // A new way to move weights (NCCL broadcast, an engine pool) is a new implementation of these two interfaces.
-import { WorkerRolloutEngine } from '../../engine/index.js';
+import type { WorkerRolloutEngine } from '../../engine/index.js';
 import type { OpenAIRemoteEngine } from '../../openai/index.js';
 
 /** What the explorer needs of its engine: rollouts, weights from a folder, close. */
@@ -40,17 +40,20 @@ export interface WeightReceiver {
   withWeights<T>(work: () => Promise<T>): Promise<T>;
 }
 
+/** The explorer's engine as started for the stage's engine settings (the `type` says which it is). */
+export type StartedEngine =
+  | { type: 'embedded'; engine: WorkerRolloutEngine; weightSync: 'memory' | 'checkpoint' }
+  | { type: 'openai'; engine: OpenAIRemoteEngine };
+
 /** How a local channel moves weights `version` from the trainer into the explorer's engine. */
 export type WeightTransport =
   | { method: 'memory'; engine: WorkerRolloutEngine }
   | { method: 'checkpoint'; engine: ExplorerEngine; jobDir: string };
 
-/** The transport for `method`: by reference needs the embedded engine (an external server loads folders). */
-export function weightTransport(method: 'memory' | 'checkpoint', engine: ExplorerEngine, jobDir: string): WeightTransport {
-  if (method === 'checkpoint') return { method, engine, jobDir };
-  if (!(engine instanceof WorkerRolloutEngine))
-    throw new Error('synchronizer.sync_method memory needs the embedded engine (engine_type openai syncs by checkpoint)');
-  return { method, engine };
+/** By reference into the embedded engine when the settings say memory; otherwise a folder the engine loads. */
+export function weightTransport(started: StartedEngine, jobDir: string): WeightTransport {
+  if (started.type === 'embedded' && started.weightSync === 'memory') return { method: 'memory', engine: started.engine };
+  return { method: 'checkpoint', engine: started.engine, jobDir };
 }
 
 /** A mutex: weight updates and explorer steps never overlap. */

@@ -341,7 +341,6 @@ explorer: {rollout_model: {engine_type: openai}}
       ),
       [
         'model.max_model_len: max_prompt_tokens + max_response_tokens (60 + 8) exceeds max_model_len (64)',
-        'model.lora.dropout: must be 0 with trainer.gradient_checkpointing (a recomputed forward would draw other dropout masks)',
         'buffer.explorer_input.taskset: set either taskset or tasksets, not both',
         'buffer.explorer_input.taskset.repeat_times: a training taskset repeats each task algorithm.repeat_times (1) times; set algorithm.repeat_times instead',
         "buffer.explorer_input.eval_tasksets.0.name: taskset name 'taskset_0' is already used by buffer.explorer_input.taskset",

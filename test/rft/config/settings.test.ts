@@ -64,7 +64,7 @@ buffer:
     assert.equal(sftSettings.buffer.path, '/sft');
     assert.equal(sftSettings.buffer.format?.promptKey, 'q');
     assert.equal(sftSettings.totalSteps, 5);
-    assert.equal(sftSettings.sync.method, 'checkpoint');
+    assert.deepEqual(sftSettings.explorer.engine, { type: 'embedded', weightSync: 'checkpoint' });
 
     assert.equal(rl.stage_name, 'rft');
     assert.equal(rl.mode, 'both');
@@ -215,6 +215,18 @@ buffer:
     assert.equal(s.criticModelPath, join(dir, 'critic'));
     const plain = stageSettings(resolveStages(parse(BASE))[0] as never, '/m');
     assert.equal(plain.criticModelPath, null, "null: the critic starts from the stage's policy weights");
+    // an adapter folder brings its own rank, alpha and targets (the trainer checks any set here against it) ...
+    assert.deepEqual(s.lora, { rank: null, alpha: null, dropout: 0, targetModules: null });
+    // ... a new adapter gets Trinity's defaults (lora_rank 32, lora_alpha 32, all-linear)
+    const fresh = settingsOf('', 0);
+    assert.equal(fresh.lora, null);
+    const freshLora = stageSettings(
+      resolveStages(
+        parse(`model: {model_path: /m, max_model_len: 64, lora: {dropout: 0.1}}\n${BASE.slice(MODEL.length)}`),
+      )[0] as never,
+      '/m',
+    );
+    assert.deepEqual(freshLora.lora, { rank: 32, alpha: 32, dropout: 0.1, targetModules: 'all-linear' });
   });
 
   it('monitor.monitor_args reach the monitors; keys of other backends are refused', () => {
