@@ -52,7 +52,7 @@ test('serve mode records agents, takes rewards by response id, and follows the t
     messages: [{ role: 'user', content: '2+3=' }],
     n: 2,
     max_tokens: 4,
-    temperature: 1,
+    temperature: 0.8,
     seed: 5,
   });
   assert.equal((await post('/feedback', { response_id: reply.id, reward: 1 })).status, 200);
@@ -91,6 +91,11 @@ test('serve mode records agents, takes rewards by response id, and follows the t
       [0, reply.id, 1],
       [0.5, 'conv', 0],
     ],
+  );
+  // the τ each reply's logprobs were taken at reaches its experience (the trainer recomputes them at it); unset: 1
+  assert.deepEqual(
+    stored.map((e) => e.temperature ?? 1),
+    [0.8, 0.8, 1],
   );
   const conv = stored[2] as (typeof stored)[number];
   const mask = conv.actionMask ?? [];

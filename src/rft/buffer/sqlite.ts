@@ -16,6 +16,8 @@
 // Queries: reads are `id > ? ORDER BY id LIMIT ?` and counts `id > ?` (rowid range scans); duplicate detection
 // uses the UNIQUE index on eid. Those are the only lookups, so there are no other indexes. WAL mode lets readers
 // poll while a writer writes; busy_timeout covers the short write locks.
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type { Experience } from '../experience.js';
 import { BufferClosedError, BufferTimeoutError, checkReadArgs, type ExperienceBuffer, type ReadOptions } from './types.js';
@@ -76,6 +78,9 @@ export class SqliteBuffer implements ExperienceBuffer {
     this.pollIntervalMs = options.pollIntervalMs ?? 20;
     if (!IDENTIFIER.test(this.table)) throw new Error(`buffer '${this.name}': table name '${this.table}' must be an identifier`);
     const t = this.table;
+    // the writer or the reader may start first: whichever does makes the file's folder (a reader opening readonly
+    // needs the file to exist already)
+    if (!options.readonly) mkdirSync(dirname(this.path), { recursive: true });
     this.#db = new Database(this.path, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false });
     this.#db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 10_000}`);
     if (!options.readonly) {

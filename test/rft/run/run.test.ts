@@ -220,3 +220,19 @@ test('eval tasksets each use their own repeat_times (greedy mean@1 beside sample
   const samples = readFileSync(join(jobDir, 'eval_samples.jsonl'), 'utf8').trim().split('\n');
   assert.ok(samples.length > 0, 'eval samples written');
 });
+
+test('a trainer with nothing to read stops after experience_buffer.max_read_timeout with an error naming the wait', async () => {
+  const { configFile } = makeJob({ totalSteps: 2, saveInterval: 2 });
+  const overrides = [
+    'mode=train',
+    'buffer.train_batch_size=8',
+    'buffer.trainer_input.experience_buffer.storage_type=sql',
+    'buffer.trainer_input.experience_buffer.max_read_timeout=1',
+  ];
+  // synchronizer.sync_timeout stays at its default (3600 s): the read's own timeout is the one that ends it
+  await assert.rejects(runConfig(loadConfig(configFile, { resolveAlgorithm, overrides }), { log: () => {} }), (error: Error) => {
+    assert.equal(error.name, 'BufferTimeoutError');
+    assert.match(error.message, /experience_buffer.*timed out after 1000 ms/);
+    return true;
+  });
+});
