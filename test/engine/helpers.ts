@@ -4,7 +4,7 @@ import { copyFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { RolloutEngine } from '../../src/engine/index.js';
+import { RolloutEngine, type TokenEvent } from '../../src/engine/index.js';
 import { CausalLM } from '../../src/model/index.js';
 import { DEFAULT_ALPHABET, Tokenizer, writeCharTokenizer } from '../../src/tokenizer/index.js';
 import * as torch from '../../src/torch/index.js';
@@ -98,11 +98,35 @@ export function referenceLogprobs(
 export const maxDiff = (a: readonly number[], b: readonly number[]): number =>
   a.reduce((m, v, i) => Math.max(m, Math.abs(v - (b[i] as number))), 0);
 
-/** Resolves once `predicate` holds, checked between event-loop turns; rejects after `timeoutMs`. */
-export async function until(predicate: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const start = Date.now();
-  while (!predicate()) {
-    if (Date.now() - start > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setImmediate(resolve));
-  }
+/**
+ * Counts a request's streamed tokens: pass `onToken` with the request, then `await reached(n, generation)`. The engine
+ * calls onToken inside a step, so the await resumes right after the step that produced the n-th token and before the
+ * next one runs: a known point of the generation, reached by an event rather than a poll or a delay. If the generation
+ * ends (or fails) before its n-th token, the wait rejects and says how many tokens came, instead of hanging.
+ */
+export function tokenCounter(): {
+  onToken: (event: TokenEvent) => void;
+  reached: (n: number, generation: Promise<unknown>) => Promise<void>;
+} {
+  let seen = 0;
+  const waiters: { n: number; resolve: () => void }[] = [];
+  return {
+    onToken: () => {
+      seen++;
+      for (const waiter of waiters) if (seen === waiter.n) waiter.resolve();
+    },
+    reached: (n, generation) => {
+      if (seen >= n) return Promise.resolve();
+      const reached = new Promise<void>((resolve) => waiters.push({ n, resolve }));
+      const ended = generation.then(
+        () => {
+          throw new Error(`the generation ended after ${seen} tokens, before its token ${n}`);
+        },
+        (error: unknown) => {
+          throw new Error(`the generation failed after ${seen} tokens, before its token ${n}`, { cause: error });
+        },
+      );
+      return Promise.race([reached, ended]);
+    },
+  };
 }

@@ -14,7 +14,7 @@ import {
   modelDir,
   referenceGreedy,
   referenceLogprobs,
-  until,
+  tokenCounter,
 } from './helpers.js';
 
 const PROMPTS = [[5, 17, 33], [9, 80, 14, 61, 22, 7, 40], [101, 3, 57, 12, 95, 44, 8, 66, 29, 70, 11, 90], [42]];
@@ -179,9 +179,10 @@ describe('batching', () => {
       ignoreEos: true,
     };
     await withEngine({ slots: 4 }, async (engine) => {
-      const a = engine.generate(first);
+      const counter = tokenCounter();
+      const a = engine.generate({ ...first, onToken: counter.onToken });
       const s = engine.generate(seeded);
-      await until(() => engine.stats.steps >= 8, 'eight engine steps');
+      await counter.reached(8, a); // a and s were prefilled together: eight engine steps ran
       const b = engine.generate(second);
       const [ra, rs, rb] = await Promise.all([a, s, b]);
       assert.ok((ra.completions[0]?.tokenIds.length ?? 0) === 30);
@@ -328,10 +329,11 @@ describe('lifecycle', () => {
     await withEngine({ slots: 1 }, async (engine) => {
       const running = new AbortController();
       const waiting = new AbortController();
-      const a = engine.generate({ ...long, signal: running.signal });
+      const counter = tokenCounter();
+      const a = engine.generate({ ...long, signal: running.signal, onToken: counter.onToken });
       const b = engine.generate({ ...long, signal: waiting.signal });
       const c = engine.generate({ ...long, maxTokens: 6 });
-      await until(() => engine.stats.steps >= 5, 'five steps');
+      await counter.reached(5, a); // a holds the one slot, b and c wait
       waiting.abort();
       running.abort(new Error('user pressed stop'));
       await assert.rejects(
@@ -359,8 +361,9 @@ describe('lifecycle', () => {
 
   test('close() rejects running and waiting requests with a clear error and frees the cache', async () => {
     const engine = new RolloutEngine(model, { slots: 1, maxLength: 64 });
-    const pending = [engine.generate(long), engine.generate(long)];
-    await until(() => engine.stats.steps >= 3, 'three steps');
+    const counter = tokenCounter();
+    const pending = [engine.generate({ ...long, onToken: counter.onToken }), engine.generate(long)];
+    await counter.reached(3, pending[0] as Promise<unknown>);
     const closing = engine.close();
     for (const p of pending) {
       await assert.rejects(
@@ -379,8 +382,9 @@ describe('lifecycle', () => {
     const doomed = CausalLM.load(modelDir('qwen2-tied'));
     const engine = new RolloutEngine(doomed, { slots: 1, maxLength: 64 });
     try {
-      const running = engine.generate(long);
-      await until(() => engine.stats.steps >= 2, 'two steps');
+      const counter = tokenCounter();
+      const running = engine.generate({ ...long, onToken: counter.onToken });
+      await counter.reached(2, running); // between its second and third step
       doomed.dispose();
       await assert.rejects(
         running,
@@ -411,21 +415,37 @@ describe('lifecycle', () => {
     assert.equal(engine.model.isDisposed, true);
   });
 
-  test('the event loop keeps running during generation', async () => {
+  // How often the loop gets a turn is a timing figure (bench/); what is checked is that it gets one at every step. A
+  // chain of setImmediate callbacks, each scheduling the next, counts loop turns: a callback queued in the check phase
+  // runs in the next iteration, after that iteration's timers and I/O poll. A generation that computed inside
+  // generate(), or ran its steps back to back (synchronously or on microtasks), would show no turn between tokens.
+  test('the event loop makes a full turn before the first engine step and between every two steps', async () => {
     await withEngine({ slots: 1 }, async (engine) => {
-      let ticks = 0;
-      const timer = setInterval(() => ticks++, 1);
+      let turns = 0;
+      let counting = true;
+      const turn = () => {
+        if (!counting) return;
+        turns++;
+        setImmediate(turn);
+      };
+      setImmediate(turn); // queued before generate(): the engine's first yield runs behind it
+      const turnsAtToken: number[] = [];
+      const stepsBefore = engine.stats.steps;
       try {
-        const generation = engine.generate({ ...long, maxTokens: 60 });
-        const first = await Promise.race([
-          generation.then(() => 'generation'),
-          new Promise((resolve) => setTimeout(() => resolve('timer'), 2)),
-        ]);
-        assert.equal(first, 'timer', 'a 2 ms timer fired before a 60-token generation finished');
-        await generation;
-        assert.ok(ticks >= 5, `interval ticked ${ticks} times`);
+        const generation = engine.generate({ ...long, maxTokens: 60, onToken: () => turnsAtToken.push(turns) });
+        assert.deepEqual(turnsAtToken, [], 'generate() returned before any token was computed');
+        const tokens = (await generation).completions[0]?.tokenIds ?? [];
+        assert.equal(tokens.length, 60);
+        // 60 tokens, one request alone: 1 prefill step (first token) + 59 decode steps, one token each
+        assert.equal(engine.stats.steps - stepsBefore, 60);
+        assert.equal(turnsAtToken.length, 60);
+        assert.ok((turnsAtToken[0] ?? 0) >= 1, 'a loop turn before the prefill');
+        for (let i = 1; i < 60; i++) {
+          const [previous, current] = [turnsAtToken[i - 1] ?? 0, turnsAtToken[i] ?? 0];
+          assert.ok(current > previous, `no loop turn between tokens ${i - 1} and ${i} (turn ${current})`);
+        }
       } finally {
-        clearInterval(timer);
+        counting = false;
       }
     });
   });
@@ -434,12 +454,15 @@ describe('lifecycle', () => {
     const before = torch.liveTensorCount();
     await withEngine({ slots: 3, tokenizer }, async (engine) => {
       const controller = new AbortController();
+      const counter = tokenCounter();
+      const sampled = engine.generate({ ...long, n: 2, temperature: 0.8, topP: 0.9, seed: 1, stop: 'ab' });
+      const aborted = engine.generate({ ...long, signal: controller.signal, onToken: counter.onToken });
       const runs = [
-        engine.generate({ ...long, n: 2, temperature: 0.8, topP: 0.9, seed: 1, stop: 'ab' }),
-        engine.generate({ ...long, signal: controller.signal }).catch(() => null),
+        sampled,
+        aborted.catch(() => null),
         engine.generate({ promptIds: PROMPTS[2] as number[], maxTokens: 10, minP: 0.1 }),
       ];
-      await until(() => engine.stats.steps >= 4, 'four steps');
+      await counter.reached(4, aborted); // mid-generation: every request holds tensors in the cache
       controller.abort();
       await Promise.all(runs);
     });
