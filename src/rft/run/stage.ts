@@ -19,11 +19,10 @@ import { OpenAIRemoteEngine } from '../../openai/index.js';
 import { Tokenizer } from '../../tokenizer/index.js';
 import { loadAlgorithmPlugins } from '../algorithm/plugins.js';
 import { type ResolvedAlgorithm, resolveAlgorithm } from '../algorithm/presets.js';
-import { createSampleStrategy, type SampleStrategy } from '../algorithm/sample-strategy.js';
+import { createSampleStrategy } from '../algorithm/sample-strategy.js';
 import {
   AuxiliaryReader,
   DatasetReader,
-  type ExperienceSource,
   type ExperienceBuffer,
   loadDpoDataset,
   loadSftDataset,
@@ -45,7 +44,8 @@ import { BufferExperienceSource } from './experience-source.js';
 import { type ExploredStep, runExplorerLoop } from './explorer-loop.js';
 import type { StageHooks, StageResult, StageSettings } from './settings.js';
 import { FolderWeightPublisher, FolderWeightReceiver, NO_PUBLISHER } from './sync-folder.js';
-import { runTrainerLoop, type StepBatch, WeightPublication } from './trainer-loop.js';
+import { StepBatches, type StepBatchesState, type TrainerSource } from './step-batches.js';
+import { runTrainerLoop, WeightPublication } from './trainer-loop.js';
 import { LocalWeightChannel } from './local-weight-channel.js';
 import { type ExplorerEngine, type StartedEngine, type WeightReceiver, weightTransport } from './weight-channel.js';
 
@@ -114,11 +114,8 @@ function truncateSteps(file: string, step: number): void {
 }
 
 /** The run state a checkpoint holds besides the trainer's own (see trainer-loop.ts). */
-interface RunState {
+interface RunState extends StepBatchesState {
   explorer: { scheduler: ReturnType<TasksetScheduler['state']>; step: number } | null;
-  buffer: { cursor: number } | null;
-  sampleStrategy: unknown;
-  auxiliary: Record<string, unknown>;
   /** Mode both, in-memory queue: rollouts of explored steps <= the checkpoint's that the trainer had not read yet
    * (a strategy that reads fewer than a step explored leaves them for the next step); written back on resume. */
   unread?: Experience[];
@@ -206,16 +203,7 @@ class StageBuilder {
 
     const explored = new Map<number, ExploredStep>();
     const publication = new WeightPublication(channel, this.startStep);
-    const source = new BufferExperienceSource({
-      buffer,
-      maxStaleness: settings.sync.maxStaleness,
-      answerRequests:
-        settings.sync.style === 'explorer_driven'
-          ? async () => {
-              await publication.answerPending(source.modelVersion);
-            }
-          : null,
-    });
+    const source = this.#bufferSource(buffer, publication);
     const explorerTask = runExplorerLoop({
       ...this.#explorerLoopBase(scheduler, explorer, buffer, channel, totalSteps),
       onStep: (step) => explored.set(step.step, step),
@@ -275,29 +263,13 @@ class StageBuilder {
   // --- mode train --------------------------------------------------------------------------------------------
 
   async #runTrain(): Promise<StageResult> {
-    const { settings } = this;
-    if (settings.buffer.storageType === 'file') return this.#runTrainOnDataset();
-    if (settings.buffer.storageType !== 'sql')
-      throw new Error(`stage '${settings.stageName}': mode train reads a shared buffer (storage_type sql) or a dataset (file)`);
-    const totalSteps = this.#totalSteps(null);
+    const input = await this.#trainInput();
+    const totalSteps = this.#totalSteps(input.stepsFromData);
     const { monitors, progress } = this.#monitoring(totalSteps);
-    const buffer = this.#sqliteBuffer();
     const trainer = await this.#trainer(totalSteps);
-    const publication = new WeightPublication(new FolderWeightPublisher(trainer, settings.jobDir), this.startStep);
-    const source = new BufferExperienceSource({
-      buffer,
-      maxStaleness: settings.sync.maxStaleness,
-      answerRequests:
-        settings.sync.style === 'explorer_driven'
-          ? async () => {
-              await publication.answerPending(source.modelVersion);
-            }
-          : null,
-    });
     const lastStep = await this.#trainerLoop({
       trainer,
-      publication,
-      source,
+      ...input.connect(trainer),
       totalSteps,
       monitors,
       progress,
@@ -308,27 +280,38 @@ class StageBuilder {
     return { finalModelDir: await this.#saveFinalModel(trainer), steps: lastStep };
   }
 
-  async #runTrainOnDataset(): Promise<StageResult> {
+  /**
+   * What a mode-train stage learns from: the SQLite buffer an explorer process fills (weights published for it in the
+   * sync folder), or a dataset (SFT, DPO: one batch per step, nothing published).
+   */
+  async #trainInput(): Promise<{
+    stepsFromData: number | null;
+    connect: (trainer: TrainerClient) => { publication: WeightPublication; source: TrainerSource };
+  }> {
     const { settings } = this;
+    if (settings.buffer.storageType === 'sql') {
+      const buffer = this.#sqliteBuffer();
+      return {
+        stepsFromData: null,
+        connect: (trainer) => {
+          const publication = new WeightPublication(new FolderWeightPublisher(trainer, settings.jobDir), this.startStep);
+          return { publication, source: this.#bufferSource(buffer, publication) };
+        },
+      };
+    }
+    if (settings.buffer.storageType !== 'file')
+      throw new Error(`stage '${settings.stageName}': mode train reads a shared buffer (storage_type sql) or a dataset (file)`);
     if (!settings.buffer.path) throw new Error(`stage '${settings.stageName}': the file experience buffer needs a path`);
     const load = this.algorithm.schema === 'dpo' ? loadDpoDataset : loadSftDataset;
     const rows = await load(settings.buffer.path, Tokenizer.load(settings.modelPath), settings.buffer.format ?? {});
     const dataset = new DatasetReader(rows, settings.trainBatchSize);
-    const totalSteps = this.#totalSteps(dataset.stepsFor(settings.totalEpochs));
-    const { monitors, progress } = this.#monitoring(totalSteps);
-    const trainer = await this.#trainer(totalSteps);
-    const lastStep = await this.#trainerLoop({
-      trainer,
-      publication: new WeightPublication(NO_PUBLISHER, this.startStep),
-      source: (step) => sourceFromArray(dataset.batch(step)),
-      totalSteps,
-      monitors,
-      progress,
-      rolloutMetrics: () => ({}),
-      explorerState: () => null,
-    });
-    progress.done();
-    return { finalModelDir: await this.#saveFinalModel(trainer), steps: lastStep };
+    return {
+      stepsFromData: dataset.stepsFor(settings.totalEpochs),
+      connect: () => ({
+        publication: new WeightPublication(NO_PUBLISHER, this.startStep),
+        source: (step) => sourceFromArray(dataset.batch(step)),
+      }),
+    };
   }
 
   // --- parts -------------------------------------------------------------------------------------------------
@@ -395,6 +378,22 @@ class StageBuilder {
       : new QueueBuffer({ name: settings.buffer.name, capacity: settings.buffer.capacity });
     this.#closers.push(() => buffer.close());
     return buffer;
+  }
+
+  /** The trainer's view of the buffer; explorer_driven: it answers the explorer's requests for weights while it waits. */
+  #bufferSource(buffer: ExperienceBuffer, publication: WeightPublication): BufferExperienceSource {
+    const { sync } = this.settings;
+    const source: BufferExperienceSource = new BufferExperienceSource({
+      buffer,
+      maxStaleness: sync.maxStaleness,
+      answerRequests:
+        sync.style === 'explorer_driven'
+          ? async () => {
+              await publication.answerPending(source.modelVersion);
+            }
+          : null,
+    });
+    return source;
   }
 
   /** The shared SQLite buffer; a resumed trainer reads on from the position its checkpoint committed. */
@@ -479,8 +478,7 @@ class StageBuilder {
   async #trainerLoop(parts: {
     trainer: TrainerClient;
     publication: WeightPublication;
-    /** The shared buffer, or a dataset's batch per step. */
-    source: BufferExperienceSource | ((step: number) => ExperienceSource);
+    source: TrainerSource;
     totalSteps: number;
     monitors: MonitorGroup;
     progress: ProgressReporter;
@@ -490,64 +488,29 @@ class StageBuilder {
     unread?: (step: number) => Experience[];
   }): Promise<number> {
     const { settings, algorithm } = this;
-    const strategy: SampleStrategy = createSampleStrategy(algorithm.sampleStrategy.name, algorithm.sampleStrategy.args);
-    const auxiliary = await this.#auxiliaryReaders();
-    const saved = this.#saved;
-    if (saved.sampleStrategy !== undefined) strategy.loadState(saved.sampleStrategy);
-    for (const [name, reader] of Object.entries(auxiliary)) {
-      const position = saved.auxiliary?.[name];
-      if (position !== undefined) reader.loadState(position);
-    }
-    const bufferSource = parts.source instanceof BufferExperienceSource ? parts.source : null;
-    const nextBatch = async (step: number): Promise<StepBatch> => {
-      let source: ExperienceSource;
-      let read = 0;
-      if (bufferSource) {
-        bufferSource.startStep(step - 1);
-        source = bufferSource;
-      } else {
-        const inner = (parts.source as (step: number) => ExperienceSource)(step);
-        source = {
-          read: async (count, options) => {
-            const out = await inner.read(count, options);
-            read += out.length;
-            return out;
-          },
-        };
-      }
-      const sampled = await strategy.sample({
-        source,
-        batchSize: settings.trainBatchSize,
-        modelVersion: step - 1,
-        repeatTimes: algorithm.repeatTimes,
-        auxiliary,
-        timeoutMs: settings.buffer.maxReadTimeoutMs,
-        // after max_read_timeout a short batch is trained (Trinity-RFT); none at all is a BufferTimeoutError
-        minCount: 1,
-      });
-      if (bufferSource) {
-        read = bufferSource.delivered;
-        sampled.metrics['trainer/stale_dropped'] = bufferSource.staleDropped;
-      }
-      return { experiences: sampled.experiences, metrics: sampled.metrics, read };
-    };
+    const batches = new StepBatches({
+      settings,
+      repeatTimes: algorithm.repeatTimes,
+      strategy: createSampleStrategy(algorithm.sampleStrategy.name, algorithm.sampleStrategy.args),
+      auxiliary: await this.#auxiliaryReaders(),
+      source: parts.source,
+    });
+    batches.loadState(this.#saved);
     return runTrainerLoop({
       settings,
       trainer: parts.trainer,
       weights: parts.publication,
-      nextBatch,
-      checkpointState: (step): Record<string, unknown> => {
+      nextBatch: (step) => batches.next(step),
+      checkpointState: (step) => {
         const state: RunState = {
           explorer: parts.explorerState(step),
-          buffer: bufferSource?.cursor != null ? { cursor: bufferSource.cursor } : null,
-          sampleStrategy: strategy.state(),
-          auxiliary: Object.fromEntries(Object.entries(auxiliary).map(([name, reader]) => [name, reader.state()])),
+          ...batches.state(),
           ...(parts.unread ? { unread: parts.unread(step) } : {}),
           stage: settings.stageName,
         };
         return { ...state };
       },
-      onCheckpoint: () => bufferSource?.commit(),
+      onCheckpoint: () => batches.committed(),
       rolloutMetrics: parts.rolloutMetrics,
       monitors: parts.monitors,
       progress: parts.progress,
