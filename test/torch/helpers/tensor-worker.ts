@@ -15,13 +15,23 @@ torch.serveTensorWorker({
     b.dispose();
     return out;
   },
-  heavy(iterations: number) {
-    // ~1 s of matrix products on this thread, while the main thread keeps its event loop.
+  // Multiplies matrices until the main thread stores a non-zero value in flag[0]; tells it (event 'computing') once
+  // the first product is done and answers with how many it computed. The answer cannot come before the release, so
+  // whatever the main thread did in between, it did while this thread computed. guardMs only turns a release that
+  // never comes (a main thread blocked by the call) into an error instead of a hang.
+  computeUntilReleased(flag: Int32Array, guardMs: number) {
+    const started = Date.now();
     return torch.scope(() => {
-      const m = torch.randn([256, 256]);
-      let acc = 0;
-      for (let i = 0; i < iterations; i++) acc += torch.scope(() => m.matmul(m).mean().item());
-      return acc;
+      const m = torch.randn([128, 128]);
+      let products = 0;
+      for (;;) {
+        torch.scope(() => m.matmul(m).mean().item());
+        if (++products === 1) torch.postWorkerEvent('computing', null);
+        if (Atomics.load(flag, 0) !== 0) return products;
+        if (Date.now() - started > guardMs) {
+          throw new Error(`computeUntilReleased: no release within ${guardMs} ms (${products} products computed)`);
+        }
+      }
     });
   },
   gradModeInsideNoGrad() {
