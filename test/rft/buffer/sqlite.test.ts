@@ -9,7 +9,11 @@ import { makeExperience, tempDir } from './helpers.js';
 
 const run = promisify(execFile);
 const CHILD = join(import.meta.dirname, 'sqlite-child.ts');
-const child = (...args: string[]) => run(process.execPath, ['--import', 'tsx', CHILD, ...args], { timeout: 15_000 });
+// Only stops a hang (a child that never exits, a read that never gets its rows) with an error instead of the test
+// timeout: minutes, far beyond any machine's time for these steps, well under the suite's 600 s test timeout. A
+// guard kill is SIGTERM, which read-crash tells apart from the SIGKILL the child sends itself.
+const HANG_GUARD_MS = 300_000;
+const child = (...args: string[]) => run(process.execPath, ['--import', 'tsx', CHILD, ...args], { timeout: HANG_GUARD_MS });
 const eids = (n: number, from = 0) => Array.from({ length: n }, (_, i) => `e${from + i}`);
 
 describe('SqliteBuffer', () => {
@@ -28,27 +32,35 @@ describe('SqliteBuffer', () => {
       output += d;
     });
     const exited = new Promise<number | null>((resolve) => writer.on('exit', (code) => resolve(code)));
-    const got: string[] = [];
-    let chunksAsked = 0;
-    for (;;) {
-      const ready = reader.size;
-      // readBatch looks once before it returns: with fewer than 4 rows it is now waiting, and the chunk asked for
-      // next is written by the other process while it waits
-      const reading = reader.readBatch(4, { timeoutMs: 60_000 });
-      if (ready < 4 && chunksAsked < 8) {
-        chunksAsked++;
-        writer.stdin.write('next\n');
+    // a writer that dies ends the wait for its rows at once, with its output, rather than at the guard
+    const writerDied = exited.then((code) =>
+      code === 0 ? new Promise<never>(() => {}) : Promise.reject(new Error(`writer exited with code ${code}:\n${output}`)),
+    );
+    try {
+      const got: string[] = [];
+      let chunksAsked = 0;
+      for (;;) {
+        const ready = reader.size;
+        // readBatch looks once before it returns: with fewer than 4 rows it is now waiting, and the chunk asked for
+        // next is written by the other process while it waits
+        const reading = reader.readBatch(4, { timeoutMs: HANG_GUARD_MS });
+        if (ready < 4 && chunksAsked < 8) {
+          chunksAsked++;
+          writer.stdin.write('next\n');
+        }
+        const { experiences, cursor } = await Promise.race([reading, writerDied]);
+        if (experiences.length === 0) break;
+        got.push(...experiences.map((e) => e.eid));
+        reader.commit(cursor);
       }
-      const { experiences, cursor } = await reading;
-      if (experiences.length === 0) break;
-      got.push(...experiences.map((e) => e.eid));
-      reader.commit(cursor);
+      writer.stdin.end();
+      assert.equal(await exited, 0, `writer:\n${output}`);
+      assert.deepEqual(got, eids(40), 'no loss, no duplicates, write order');
+      assert.equal(reader.total, 40, 'duplicate eids were ignored');
+    } finally {
+      writer.stdin.end(); // on a failure: a writer still waiting for a chunk exits (stdin closed)
+      await reader.close(); // a read still waiting (the writer died) rejects at its next look instead of at the guard
     }
-    writer.stdin.end();
-    assert.equal(await exited, 0, `writer:\n${output}`);
-    assert.deepEqual(got, eids(40), 'no loss, no duplicates, write order');
-    assert.equal(reader.total, 40, 'duplicate eids were ignored');
-    await reader.close();
   });
 
   test('a restarted reader resumes after its last commit; a kill -9 between read and commit re-delivers the batch', async () => {
@@ -113,7 +125,7 @@ describe('SqliteBuffer', () => {
     assert.deepEqual(await buffer.read(2, { timeoutMs: 1000 }), []);
     await other.write([makeExperience('b')]);
     // read() looks once before it returns (1 of 2 rows): it waits, and sees the row another instance writes next
-    const waiting = buffer.read(2, { timeoutMs: 60_000 });
+    const waiting = buffer.read(2, { timeoutMs: HANG_GUARD_MS });
     assert.equal(await other.write([makeExperience('c')]), 1);
     assert.deepEqual(
       (await waiting).map((e) => e.eid),
