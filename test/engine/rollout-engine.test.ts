@@ -349,11 +349,21 @@ describe('lifecycle', () => {
     });
   });
 
-  test('a request times out with an error that says so', async () => {
+  // The request's timer runs on a mocked clock, moved by hand between steps: a real 5 ms timer would race a 50-token
+  // generation that a fast machine finishes first.
+  test('a request times out with an error that says so, not before its time', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
     await withEngine({ slots: 1 }, async (engine) => {
+      const counter = tokenCounter();
+      const generation = engine.generate({ ...long, timeoutMs: 5, onToken: counter.onToken });
+      await counter.reached(3, generation);
+      t.mock.timers.tick(4);
+      await counter.reached(4, generation); // 4 ms in: it carries on
+      t.mock.timers.tick(1);
       await assert.rejects(
-        engine.generate({ ...long, timeoutMs: 5 }),
-        (e: GenerationError) => e.reason === 'timeout' && /timed out after 5 ms/.test(e.message),
+        generation,
+        (e: GenerationError) =>
+          e.reason === 'timeout' && /request 0 timed out after 5 ms \(4 tokens generated over 1 sample/.test(e.message),
       );
       assert.equal(engine.stats.freeSlots, 1);
     });
