@@ -105,3 +105,30 @@ export function validateExperience(e: Experience): string[] {
   if (e.info === null || typeof e.info !== 'object') problems.push('info must be an object');
   return problems;
 }
+
+/** What the trained model can take: token ids below its vocabulary size, sequences within its context length. */
+export interface ModelBounds {
+  vocabSize: number;
+  maxLength: number;
+}
+
+/**
+ * Checks an experience against the model it will train (on top of validateExperience's shape): the first problem,
+ * naming the field, or null. A rollout the model cannot have produced (a token id past the vocabulary, a sequence
+ * longer than the context) would make the trainer throw; it is rejected before it reaches the buffer.
+ */
+export function modelBoundsProblem(e: Experience, bounds: ModelBounds): string | null {
+  const shape = validateExperience(e);
+  if (shape.length) return shape[0] as string;
+  if (e.tokens.length > bounds.maxLength)
+    return `tokens: ${e.tokens.length} tokens exceed the model's max length ${bounds.maxLength}`;
+  for (const [field, ids] of [
+    ['tokens', e.tokens],
+    ['chosen', e.chosen],
+    ['rejected', e.rejected],
+  ] as const) {
+    const bad = ids?.find((t) => !(Number.isInteger(t) && t >= 0 && t < bounds.vocabSize));
+    if (bad !== undefined) return `${field}: token id ${bad} is outside the vocabulary [0, ${bounds.vocabSize})`;
+  }
+  return null;
+}

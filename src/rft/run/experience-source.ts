@@ -17,6 +17,12 @@ export interface BufferSourceOptions {
   maxStaleness: number | null;
   /** While a read waits, the explorer's weight requests are answered (explorer_driven). */
   answerRequests: (() => Promise<void>) | null;
+  /**
+   * Mode both: true once the explorer has written every explore step that should have filled train step `step`
+   * (see stage.ts). A read then takes what is there instead of waiting for rollouts that will never come (a step
+   * whose workflows failed or whose rollouts were rejected): a short batch, named in the step's metrics.
+   */
+  stepFilled: ((step: number) => boolean) | null;
 }
 
 /** Slice of a waiting read between two looks at the explorer's requests for weights (explorer_driven). */
@@ -34,6 +40,10 @@ export class BufferExperienceSource implements ExperienceSource {
   /** Counters of the current step (reset by startStep). */
   staleDropped = 0;
   delivered = 0;
+  /** The step's read ended short because the explorer's steps for it were complete (not because writers finished). */
+  shortStep = false;
+  /** The step's reads ended with fewer than they asked for (any reason). */
+  short = false;
 
   constructor(options: BufferSourceOptions) {
     this.#options = options;
@@ -44,6 +54,8 @@ export class BufferExperienceSource implements ExperienceSource {
     this.modelVersion = modelVersion;
     this.staleDropped = 0;
     this.delivered = 0;
+    this.shortStep = false;
+    this.short = false;
   }
 
   /** Makes the reads so far durable (a checkpoint was written): the SQLite buffer commits its read position. */
@@ -76,15 +88,27 @@ export class BufferExperienceSource implements ExperienceSource {
       const fresh = read.filter((e) => this.#isFresh(e));
       this.staleDropped += read.length - fresh.length;
       out.push(...fresh);
-      // short: the writers finished and the buffer is drained, or the deadline passed with at least minCount
-      if (read.length < want || Date.now() >= deadline) break;
+      // short: the writers finished and the buffer is drained, the explorer's steps for this one are complete, or
+      // the deadline passed with at least minCount
+      if (read.length < want || Date.now() >= deadline) {
+        this.short = true;
+        break;
+      }
     }
     this.delivered += out.length;
     return out;
   }
 
   async #readRaw(count: number, timeoutMs: number, minCount: number): Promise<Experience[]> {
-    const { buffer, answerRequests } = this.#options;
+    const { buffer, answerRequests, stepFilled } = this.#options;
+    const filled = () => stepFilled?.(this.modelVersion + 1) === true;
+    // what is there now, down to none (the explorer will write nothing more for this step)
+    const readNow = async (n: number): Promise<Experience[]> => {
+      if (!(buffer instanceof SqliteBuffer)) return buffer.read(n, { timeoutMs: 0, minCount: 0 });
+      const batch = await buffer.readBatch(n, { timeoutMs: 0, minCount: 0 });
+      this.cursor = batch.cursor;
+      return batch.experiences;
+    };
     // a slice that is not the last one accepts no short batch: only the read's own deadline does
     const once = async (sliceMs: number, last: boolean): Promise<Experience[]> => {
       const readOptions = { timeoutMs: sliceMs, minCount: last ? Math.min(count, minCount) : count };
@@ -93,11 +117,17 @@ export class BufferExperienceSource implements ExperienceSource {
       this.cursor = batch.cursor;
       return batch.experiences;
     };
-    if (answerRequests === null) return once(timeoutMs, true);
-    // keep answering the explorer's requests for weights while waiting: it may be waiting on one
+    if (answerRequests === null && stepFilled === null) return once(timeoutMs, true);
+    // waiting in slices: between two, answer the explorer's requests for weights (it may be waiting on one) and look
+    // whether the explorer has finished the steps that feed this one
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      await answerRequests();
+      await answerRequests?.();
+      if (filled()) {
+        const there = await readNow(count);
+        if (there.length < count) this.shortStep = true;
+        return there;
+      }
       const remaining = Math.max(0, deadline - Date.now());
       const last = remaining <= REQUEST_CHECK_MS;
       try {

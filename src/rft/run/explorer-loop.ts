@@ -8,6 +8,7 @@
 // never waits (it explores with what the trainer published last); explorer_driven asks the trainer for its newest
 // weights every sync_interval steps (after the first sync_offset) and waits for the answer.
 import type { ExperienceBuffer, TasksetScheduler } from '../buffer/index.js';
+import { type ModelBounds, modelBoundsProblem } from '../experience.js';
 import type { WorkflowRunner } from '../workflow/index.js';
 import { evaluateTasksets, formatMetrics, writeEvalSamples } from './evaluation.js';
 import type { StageSettings } from './settings.js';
@@ -33,12 +34,16 @@ export interface ExplorerLoopParts {
   buffer: ExperienceBuffer;
   weights: WeightReceiver;
   repeatTimes: number;
+  /** What the trained model can take: rollouts beyond it are rejected (counted, the first reason logged). */
+  bounds: ModelBounds;
   startStep: number;
   totalSteps: number;
   /** Where eval_samples.jsonl goes (the metrics folder). */
   metricsDir: string;
   /** Called after each explore step (before its experiences are written). */
   onStep: (explored: ExploredStep) => void;
+  /** Called once explore step `step`'s experiences are all in the buffer. */
+  onWritten?: (step: number) => void;
   /** Eval metrics of step `step`. */
   onEval: (step: number, metrics: Record<string, number>) => void;
   log: (line: string) => void;
@@ -68,6 +73,7 @@ export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
       const batch = scheduler.nextBatch();
       if (batch === null) break;
       const version = weights.version;
+      const rejected: string[] = [];
       const result = await weights.withWeights(() =>
         runner.runStep(batch.tasks, {
           step,
@@ -79,15 +85,31 @@ export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
         const rewards = result.experiences.filter((e) => e.info.taskId === task.id).map((e) => e.reward ?? 0);
         if (rewards.length) scheduler.feedback(task.id, rewards);
       }
+      const accepted = result.experiences.filter((e) => {
+        const problem = modelBoundsProblem(e, parts.bounds);
+        if (problem) rejected.push(`${e.info.taskId ?? e.eid}: ${problem}`);
+        return problem === null;
+      });
+      if (rejected.length) {
+        parts.log(
+          `[${settings.stageName}] explore step ${step}: ${rejected.length} experience(s) rejected (the model cannot ` +
+            `train on them), e.g. task ${rejected[0]}`,
+        );
+      }
       parts.onStep({
         step,
-        metrics: { ...result.metrics, 'explorer/model_version': version },
+        metrics: {
+          ...result.metrics,
+          'explorer/model_version': version,
+          'rollout/rejected_experiences': rejected.length,
+        },
         schedulerState: scheduler.state(),
       });
       // eval before the step's experiences reach the trainer: its checkpoint of this step comes after the eval
       // metrics are on disk, so a run killed after that checkpoint lost none of them
       if (evalDue(step)) await evaluate(step);
-      await buffer.write(result.experiences);
+      await buffer.write(accepted);
+      parts.onWritten?.(step);
     }
   } finally {
     await buffer.finishWriting();

@@ -16,6 +16,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync 
 import { join } from 'node:path';
 import { WorkerRolloutEngine } from '../../engine/index.js';
 import { OpenAIRemoteEngine } from '../../openai/index.js';
+import { loadModelConfig } from '../../model/index.js';
 import { Tokenizer } from '../../tokenizer/index.js';
 import { loadAlgorithmPlugins } from '../algorithm/plugins.js';
 import { type ResolvedAlgorithm, resolveAlgorithm } from '../algorithm/presets.js';
@@ -35,7 +36,7 @@ import {
   TasksetScheduler,
 } from '../buffer/index.js';
 import { type LoadedCheckpoint, latestCheckpoint } from '../checkpoint.js';
-import type { Experience } from '../experience.js';
+import type { Experience, ModelBounds } from '../experience.js';
 import { createMonitors, type MonitorGroup, ProgressReporter } from '../monitor/index.js';
 import { TrainerClient } from '../trainer/trainer.js';
 import { EngineModelHandle, WorkflowRunner } from '../workflow/index.js';
@@ -203,10 +204,20 @@ class StageBuilder {
 
     const explored = new Map<number, ExploredStep>();
     const publication = new WeightPublication(channel, this.startStep);
-    const source = this.#bufferSource(buffer, publication);
+    // train step s takes train_batch_size (T) experiences; explore steps give batch_size × repeat_times (P) each
+    // when every rollout succeeds, so explore step ceil(s·T / P) is the last that feeds it: once that one is in the
+    // buffer, waiting longer for a short step would wait for rollouts that never come
+    let writtenThrough = this.startStep;
+    const perExploreStep = settings.batchSize * this.algorithm.repeatTimes;
+    const source = this.#bufferSource(buffer, publication, (step) => {
+      return writtenThrough >= Math.ceil((step * settings.trainBatchSize) / perExploreStep);
+    });
     const explorerTask = runExplorerLoop({
       ...this.#explorerLoopBase(scheduler, explorer, buffer, channel, totalSteps),
       onStep: (step) => explored.set(step.step, step),
+      onWritten: (step) => {
+        writtenThrough = step;
+      },
       onEval: (step, metrics) => monitors.log(step, metrics),
     });
     const trainerTask = this.#trainerLoop({
@@ -381,11 +392,16 @@ class StageBuilder {
   }
 
   /** The trainer's view of the buffer; explorer_driven: it answers the explorer's requests for weights while it waits. */
-  #bufferSource(buffer: ExperienceBuffer, publication: WeightPublication): BufferExperienceSource {
+  #bufferSource(
+    buffer: ExperienceBuffer,
+    publication: WeightPublication,
+    stepFilled: ((step: number) => boolean) | null = null,
+  ): BufferExperienceSource {
     const { sync } = this.settings;
     const source: BufferExperienceSource = new BufferExperienceSource({
       buffer,
       maxStaleness: sync.maxStaleness,
+      stepFilled,
       answerRequests:
         sync.style === 'explorer_driven'
           ? async () => {
@@ -466,6 +482,7 @@ class StageBuilder {
       buffer,
       weights,
       repeatTimes: this.algorithm.repeatTimes,
+      bounds: this.#modelBounds(),
       startStep: this.startStep,
       totalSteps,
       metricsDir: this.metricsDir,
@@ -518,6 +535,16 @@ class StageBuilder {
       totalSteps: parts.totalSteps,
       ...(this.hooks.signal ? { signal: this.hooks.signal } : {}),
     });
+  }
+
+  /** The trained model's vocabulary and context length (an external server's model with no local folder: unknown). */
+  #modelBounds(): ModelBounds {
+    const { settings } = this;
+    const local = existsSync(join(settings.modelPath, 'config.json'));
+    return {
+      vocabSize: local ? loadModelConfig(settings.modelPath).vocabSize : Number.MAX_SAFE_INTEGER,
+      maxLength: settings.explorer.maxLength,
+    };
   }
 
   /** Auxiliary datasets (trainer_input.auxiliary_buffers, e.g. mix's expert data), rows marked as expert data. */

@@ -70,8 +70,14 @@ export class StepBatches {
     if (buffer) {
       read = buffer.delivered;
       sampled.metrics['trainer/stale_dropped'] = buffer.staleDropped;
+      // fewer than a batch came (rollouts failed or were rejected, or the explorer stopped): trained on what came
+      sampled.metrics['trainer/short_batch'] = buffer.short ? 1 : 0;
     }
-    return { experiences: sampled.experiences, metrics: sampled.metrics, read };
+    return {
+      experiences: sampled.experiences,
+      metrics: sampled.metrics,
+      exhausted: read === 0 && !(buffer?.shortStep ?? false),
+    };
   }
 
   state(): StepBatchesState {

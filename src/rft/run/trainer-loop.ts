@@ -12,8 +12,8 @@ import type { WeightPublisher } from './weight-channel.js';
 export interface StepBatch {
   experiences: Experience[];
   metrics: Record<string, number>;
-  /** Experiences read from the source this step (0 with a finished, empty source: the loop ends). */
-  read: number;
+  /** The source is finished and gave nothing more: the loop ends (the explorer or the dataset stopped early). */
+  exhausted: boolean;
 }
 
 export interface TrainerLoopParts {
@@ -81,7 +81,7 @@ export async function runTrainerLoop(parts: TrainerLoopParts): Promise<number> {
     for (let step = parts.startStep + 1; step <= parts.totalSteps; step++) {
       if (parts.signal?.aborted) break;
       const batch = await parts.nextBatch(step);
-      if (batch.read === 0 && batch.experiences.length === 0) break; // the explorer (or dataset) finished early
+      if (batch.exhausted && batch.experiences.length === 0) break;
       const started = Date.now();
       // every rollout too stale: the step passes without an update (its metrics say so)
       const trainMetrics = batch.experiences.length > 0 ? await trainer.step(batch.experiences) : {};

@@ -236,3 +236,33 @@ test('a trainer with nothing to read stops after experience_buffer.max_read_time
     return true;
   });
 });
+
+test('rollouts the model cannot train on are rejected and counted; a step left short trains on what came, without waiting', async () => {
+  const { root, configFile, jobDir } = makeJob({ totalSteps: 3, saveInterval: 3 });
+  // per task (4 runs): run 0 and 3 valid, run 1 a token id past the vocabulary, run 2 throws (no retries)
+  writeFileSync(
+    join(root, 'faulty.ts'),
+    `export const faulty = {
+  repeatable: false,
+  run: async ({ task, runIdBase }) => {
+    if (runIdBase === 2) throw new Error('this run fails');
+    const response = runIdBase === 1 ? [1_000_000] : [3, 4];
+    return [{ eid: task.id + '/' + runIdBase, tokens: [5, 6, ...response], promptLength: 2, reward: runIdBase === 3 ? 1 : 0, info: {} }];
+  },
+};
+`,
+  );
+  const overrides = ['buffer.explorer_input.default_workflow_type=./faulty.ts#faulty', 'explorer.max_retry_times=0'];
+  // the read timeout stays at its default (1800 s): a run that waited for the missing rollouts would not finish
+  await runConfig(loadConfig(configFile, { resolveAlgorithm, overrides }), { log: () => {}, baseDir: root });
+  const metrics = metricSteps(jobDir);
+  assert.deepEqual(
+    metrics.map((m) => m.step),
+    [1, 2, 3],
+  );
+  for (const m of metrics) {
+    assert.equal(m['rollout/rejected_experiences'], 2, 'two tasks, one out-of-vocabulary run each');
+    assert.equal(m['trainer/short_batch'], 1);
+    assert.equal(m['actor/rows'], 4, 'trained on the 4 valid rollouts of the 8 asked for');
+  }
+});
