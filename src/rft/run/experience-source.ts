@@ -42,8 +42,8 @@ export class BufferExperienceSource implements ExperienceSource {
   delivered = 0;
   /** The step's read ended short because the explorer's steps for it were complete (not because writers finished). */
   shortStep = false;
-  /** The step's reads ended with fewer than they asked for (any reason). */
-  short = false;
+  /** Why the step's reads ended with fewer than they asked for (null: they did not). */
+  shortBecause: string | null = null;
 
   constructor(options: BufferSourceOptions) {
     this.#options = options;
@@ -55,7 +55,7 @@ export class BufferExperienceSource implements ExperienceSource {
     this.staleDropped = 0;
     this.delivered = 0;
     this.shortStep = false;
-    this.short = false;
+    this.shortBecause = null;
   }
 
   /** Makes the reads so far durable (a checkpoint was written): the SQLite buffer commits its read position. */
@@ -91,7 +91,11 @@ export class BufferExperienceSource implements ExperienceSource {
       // short: the writers finished and the buffer is drained, the explorer's steps for this one are complete, or
       // the deadline passed with at least minCount
       if (read.length < want || Date.now() >= deadline) {
-        this.short = true;
+        this.shortBecause = this.shortStep
+          ? 'the explore steps that feed it are written (rollouts failed or were rejected)'
+          : read.length < want && Date.now() < deadline
+            ? 'the explorer finished'
+            : `nothing more came within max_read_timeout (${options.timeoutMs / 1000} s)`;
         break;
       }
     }

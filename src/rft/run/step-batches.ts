@@ -71,12 +71,13 @@ export class StepBatches {
       read = buffer.delivered;
       sampled.metrics['trainer/stale_dropped'] = buffer.staleDropped;
       // fewer than a batch came (rollouts failed or were rejected, or the explorer stopped): trained on what came
-      sampled.metrics['trainer/short_batch'] = buffer.short ? 1 : 0;
+      sampled.metrics['trainer/short_batch'] = buffer.shortBecause === null ? 0 : 1;
     }
     return {
       experiences: sampled.experiences,
       metrics: sampled.metrics,
       exhausted: read === 0 && !(buffer?.shortStep ?? false),
+      ...(buffer?.shortBecause ? { shortBecause: buffer.shortBecause } : {}),
     };
   }
 

@@ -14,6 +14,8 @@ export interface StepBatch {
   metrics: Record<string, number>;
   /** The source is finished and gave nothing more: the loop ends (the explorer or the dataset stopped early). */
   exhausted: boolean;
+  /** Why fewer than a batch came (logged with the step). */
+  shortBecause?: string;
 }
 
 export interface TrainerLoopParts {
@@ -82,6 +84,11 @@ export async function runTrainerLoop(parts: TrainerLoopParts): Promise<number> {
       if (parts.signal?.aborted) break;
       const batch = await parts.nextBatch(step);
       if (batch.exhausted && batch.experiences.length === 0) break;
+      if (batch.shortBecause)
+        parts.progress.log(
+          `[${settings.stageName}] train step ${step}: ${batch.experiences.length} of ${settings.trainBatchSize} ` +
+            `experiences: ${batch.shortBecause}`,
+        );
       const started = Date.now();
       // every rollout too stale: the step passes without an update (its metrics say so)
       const trainMetrics = batch.experiences.length > 0 ? await trainer.step(batch.experiences) : {};
