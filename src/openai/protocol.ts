@@ -32,7 +32,9 @@ export class OpenAIHttpError extends Error {
 }
 
 const TextPart = z.object({ type: z.literal('text'), text: z.string() });
-const Content = z.union([z.string(), z.array(TextPart), z.null()]);
+const Content = z.union([z.string(), z.array(TextPart), z.null()], {
+  error: "must be a string, an array of {type: 'text', text} parts, or null",
+});
 
 const ToolCallSchema = z.object({
   id: z.string().optional(),
@@ -59,7 +61,14 @@ export const ToolSchema = z.object({
   }),
 });
 
-const Stop = z.union([z.string(), z.array(z.string()).max(16)]).nullish();
+const StopString = z.string().min(1, 'a stop string must not be empty');
+const Stop = z
+  .union([StopString, z.array(StopString).max(16, 'at most 16 stop strings')], {
+    error: 'must be a string or an array of strings',
+  })
+  .nullish();
+/** A token id: its upper bound (the vocabulary) is checked by the service against the loaded model. */
+const TokenId = z.number().int('a token id must be an integer').min(0, 'a token id must be >= 0');
 const nonZero = (message: string) =>
   z
     .number()
@@ -69,14 +78,14 @@ const nonZero = (message: string) =>
 /** Sampling fields shared by chat and text completions. */
 const SamplingFields = {
   model: z.string().min(1),
-  n: z.number().int().min(1).nullish(),
+  n: z.number().int().min(1, 'must be >= 1').nullish(),
   temperature: z.number().min(0).max(2).nullish(),
   top_p: z.number().gt(0).max(1).nullish(),
   top_k: z.number().int().min(-1).nullish(),
   min_p: z.number().min(0).max(1).nullish(),
-  max_tokens: z.number().int().min(1).nullish(),
+  max_tokens: z.number().int().min(1, 'must be >= 1').nullish(),
   stop: Stop,
-  seed: z.number().int().nullish(),
+  seed: z.number().int().min(0, 'must be a non-negative integer').nullish(),
   stream: z.boolean().nullish(),
   stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
   frequency_penalty: nonZero('frequency_penalty is not supported (only 0)'),
@@ -87,7 +96,7 @@ const SamplingFields = {
     .refine((v) => v == null || Object.keys(v).length === 0, 'logit_bias is not supported'),
   user: z.string().nullish(),
   ignore_eos: z.boolean().nullish(),
-  stop_token_ids: z.array(z.number().int().min(0)).nullish(),
+  stop_token_ids: z.array(TokenId).nullish(),
   skip_special_tokens: z.boolean().nullish(),
   return_token_ids: z.boolean().nullish(),
   return_tokens_as_token_ids: z.boolean().nullish(),
@@ -96,8 +105,8 @@ const SamplingFields = {
 export const ChatCompletionRequestSchema = z
   .object({
     ...SamplingFields,
-    messages: z.array(ChatMessageSchema).min(1),
-    max_completion_tokens: z.number().int().min(1).nullish(),
+    messages: z.array(ChatMessageSchema).min(1, 'must hold at least one message'),
+    max_completion_tokens: z.number().int().min(1, 'must be >= 1').nullish(),
     logprobs: z.boolean().nullish(),
     top_logprobs: z.number().int().min(0).max(20).nullish(),
     tools: z.array(ToolSchema).nullish(),
@@ -126,12 +135,9 @@ export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequestSchema>;
 
 export const CompletionRequestSchema = z.object({
   ...SamplingFields,
-  prompt: z.union([
-    z.string(),
-    z.array(z.string()).min(1),
-    z.array(z.number().int().min(0)).min(1),
-    z.array(z.array(z.number().int().min(0)).min(1)).min(1),
-  ]),
+  prompt: z.union([z.string(), z.array(z.string()).min(1), z.array(TokenId).min(1), z.array(z.array(TokenId).min(1)).min(1)], {
+    error: 'must be a string, an array of strings, an array of token ids, or an array of token-id arrays (none empty)',
+  }),
   logprobs: z.number().int().min(0).max(5).nullish(),
   echo: z
     .boolean()
@@ -149,16 +155,57 @@ export const CompletionRequestSchema = z.object({
 });
 export type CompletionRequest = z.infer<typeof CompletionRequestSchema>;
 
-/** Parses a body with a schema; the first problem becomes a 400 naming its field. */
+/**
+ * Parses a body with a schema; the first problem becomes a 400 naming its field: a missing field "'X' is required",
+ * a wrong type "'X': expected number, received string", anything else "'X': <the rule it breaks>".
+ */
 export function parseRequest<T>(schema: z.ZodType<T>, body: unknown): T {
-  const parsed = schema.safeParse(body);
+  const parsed = schema.safeParse(body, { reportInput: true });
   if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0];
-  const param = issue?.path.map(String).join('.') ?? '';
-  let message = issue?.message ?? 'invalid request';
-  if (issue?.code === 'invalid_type' && issue.input === undefined) message = `'${param}' is required`;
-  else if (param) message = `'${param}': ${message}`;
+  const first = parsed.error.issues[0];
+  if (first === undefined) throw new OpenAIHttpError(400, 'invalid request', { code: 'invalid_request' });
+  const issue = innermostIssue(first);
+  const param = issue.path.map(String).join('.');
+  const value = valueAt(body, issue.path);
+  let message: string;
+  if (value.missing && issue.path.length > 0) message = `'${param}' is required`;
+  else if (issue.code === 'invalid_type')
+    message = `expected ${issue.expected === 'int' ? 'an integer' : issue.expected}, received ${describeValue(value.value)}`;
+  else if (issue.code === 'invalid_union') message = `${issue.message}; received ${describeValue(value.value)}`;
+  else message = issue.message;
+  if (param && !value.missing) message = `'${param}': ${message}`;
   throw new OpenAIHttpError(400, message, { param: param || null, code: 'invalid_request' });
+}
+
+/**
+ * The issue that says what is wrong inside a union: the one branch whose type matched (its problem lies deeper, or is
+ * a value rule), else the union's own summary. `stop: ['a', 3]` → 'stop.1': expected string.
+ */
+function innermostIssue(issue: z.core.$ZodIssue): z.core.$ZodIssue {
+  if (issue.code !== 'invalid_union') return issue;
+  const heads = issue.errors.flatMap((branch) => (branch[0] ? [branch[0]] : []));
+  const deeper = heads.filter((i) => i.path.length > 0 || i.code !== 'invalid_type');
+  const decisive = deeper.filter((i) => i.code !== 'invalid_type' && i.code !== 'invalid_union');
+  const pick = decisive.length === 1 ? decisive[0] : deeper.length === 1 ? deeper[0] : undefined;
+  return pick === undefined ? issue : innermostIssue({ ...pick, path: [...issue.path, ...pick.path] });
+}
+
+/** The value at a zod issue's path in the raw body, or missing when a key on the way is absent. */
+function valueAt(body: unknown, path: readonly PropertyKey[]): { missing: boolean; value: unknown } {
+  let value = body;
+  for (const key of path) {
+    if (value === null || typeof value !== 'object' || !Object.hasOwn(value, key)) return { missing: true, value: undefined };
+    value = (value as Record<PropertyKey, unknown>)[key];
+  }
+  return { missing: value === undefined, value };
+}
+
+/** A JSON value's kind as a client would name it: number 1.5, string, array, object, null, Infinity (too large). */
+function describeValue(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'array';
+  if (typeof value === 'number') return Number.isFinite(value) ? `number ${value}` : 'a number too large to represent';
+  return typeof value;
 }
 
 /** The text of a message's content (text parts joined). */

@@ -13,6 +13,14 @@
 // Safe by default: listens on 127.0.0.1; with an API key every route but /health needs `Authorization: Bearer <key>`
 // (else 401); bodies over maxBodyBytes get 413; every error is OpenAI's JSON error shape; a request never names a
 // file (models are the ones loaded). A client that disconnects cancels its generation.
+//
+// Web pages the user visits must not drive the server (a keyless loopback server trusts its machine, not its browser):
+//   - POST bodies must be Content-Type: application/json (else 415): a page can send text/plain or form bodies
+//     cross-origin without a CORS preflight, but not JSON;
+//   - a request with an Origin header whose host is not loopback (a page of another site) gets 403;
+//   - on a loopback address, the Host header must name a loopback host with this server's port (else 403): a
+//     DNS-rebinding page reaches 127.0.0.1 under its own name, so its requests carry that name.
+import { isIP } from 'node:net';
 import { timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -65,7 +73,13 @@ const SCOPED = /^\/s\/([A-Za-z0-9_-]{1,128})(\/v1\/.*)$/;
 export async function startOpenAIServer(options: OpenAIServerOptions): Promise<OpenAIServer> {
   const host = options.host ?? '127.0.0.1';
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY;
+  if (options.apiKey === '')
+    throw new Error(
+      'startOpenAIServer: apiKey is an empty string, which would let every request in; give a key, or null for none',
+    );
   const apiKey = options.apiKey ? Buffer.from(options.apiKey) : null;
+  let port = -1; // known once listening
+  let loopbackOnly = false;
   const server = createServer((req, res) => {
     handle(req, res).catch((error: unknown) => {
       const failure = asHttpError(error);
@@ -78,6 +92,8 @@ export async function startOpenAIServer(options: OpenAIServerOptions): Promise<O
   server.keepAliveTimeout = 5_000;
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    checkOrigin(req.headers.origin);
+    if (loopbackOnly) checkHost(req.headers.host, port);
     const url = new URL(req.url ?? '/', 'http://localhost');
     let path = url.pathname;
     if (path === '/health' && req.method === 'GET') return sendJson(res, 200, { status: 'ok' });
@@ -151,6 +167,8 @@ export async function startOpenAIServer(options: OpenAIServerOptions): Promise<O
     });
   });
   const address = server.address() as AddressInfo;
+  port = address.port;
+  loopbackOnly = isLoopbackHost(address.address);
   const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${shownHost}:${address.port}`;
   return {
@@ -165,6 +183,44 @@ export async function startOpenAIServer(options: OpenAIServerOptions): Promise<O
   };
 }
 
+/** localhost, 127.0.0.0/8, ::1 and ::ffff:127.x (IPv6 names with or without brackets). */
+function isLoopbackHost(hostname: string): boolean {
+  const name = hostname.toLowerCase().replace(/^\[(.*)\]$/, '$1');
+  if (name === 'localhost') return true;
+  if (isIP(name) === 4) return name.startsWith('127.');
+  if (isIP(name) === 6) return name === '::1' || /^::ffff:127\./.test(name) || name === '0:0:0:0:0:0:0:1';
+  return false;
+}
+
+/** A browser's request from a page of another site carries its Origin: only loopback pages may call. */
+function checkOrigin(origin: string | undefined): void {
+  if (origin === undefined) return;
+  let hostname: string | null = null;
+  try {
+    hostname = origin === 'null' ? null : new URL(origin).hostname;
+  } catch {}
+  if (hostname === null || !isLoopbackHost(hostname))
+    throw new OpenAIHttpError(403, `requests from web pages of other sites are refused (Origin: ${origin.slice(0, 200)})`, {
+      code: 'forbidden_origin',
+    });
+}
+
+/** DNS-rebinding defence of a loopback server: Host must be a loopback name with this server's port. */
+function checkHost(host: string | undefined, port: number): void {
+  let parsed: URL | null = null;
+  try {
+    parsed = host ? new URL(`http://${host}`) : null;
+  } catch {}
+  const ok = parsed !== null && isLoopbackHost(parsed.hostname) && Number(parsed.port || 80) === port && parsed.pathname === '/';
+  if (!ok)
+    throw new OpenAIHttpError(
+      403,
+      `this server listens on loopback only: the Host header must be localhost, 127.0.0.1 or [::1] with port ${port}, ` +
+        `got ${host === undefined ? 'none' : `'${host.slice(0, 200)}'`}`,
+      { code: 'forbidden_host' },
+    );
+}
+
 function authorized(header: string | undefined, key: Buffer): boolean {
   const match = /^Bearer\s+(.+)$/i.exec(header ?? '');
   if (!match) return false;
@@ -173,6 +229,16 @@ function authorized(header: string | undefined, key: Buffer): boolean {
 }
 
 async function readJson(req: IncomingMessage, maxBytes: number): Promise<unknown> {
+  const contentType = req.headers['content-type'];
+  const mediaType = (contentType ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
+  if (mediaType !== 'application/json' && !/^application\/[a-z0-9.+-]+\+json$/.test(mediaType)) {
+    req.resume();
+    throw new OpenAIHttpError(
+      415,
+      `the request body must be JSON sent with Content-Type: application/json, got ${contentType === undefined ? 'no Content-Type' : `'${contentType.slice(0, 100)}'`}`,
+      { code: 'unsupported_media_type' },
+    );
+  }
   const checkSize = (bodyBytes: number) => {
     try {
       checkRequestLimits({ bodyBytes }, { maxBodyBytes: maxBytes });

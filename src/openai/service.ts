@@ -6,8 +6,10 @@
 //   completions       prompt (text, ids, or a list of either) → generate
 //
 // Request bodies are checked by ./protocol.ts (zod), their sizes by ./limits.ts (prompt tokens ≤ maxPromptTokens,
-// max_tokens ≤ maxTokens, prompt + max_tokens ≤ the engine's context, n ≤ maxN); bodies are built by ./responses.ts
-// and streams by ./streaming.ts.
+// max_tokens ≤ maxTokens, prompt + max_tokens ≤ the engine's context, n ≤ maxN), and what depends on the loaded model
+// here, before the engine sees it: every token id (token-id prompts, stop_token_ids) < the vocabulary size, no empty
+// prompt, top log-probs ≤ the vocabulary. So a client's mistake is a 400 naming its field, never an engine failure.
+// Bodies are built by ./responses.ts and streams by ./streaming.ts.
 import { randomBytes } from 'node:crypto';
 import {
   type ChatEngine,
@@ -53,13 +55,22 @@ import { streamChunks } from './streaming.js';
 export interface OpenAIBackend extends ChatEngine {
   /** Context length (prompt + completion) of a sequence, when the engine has one. */
   readonly maxLength?: number;
+  /** The model's vocabulary size (config.json's vocab_size), when the engine knows it. */
+  readonly vocabSize?: number;
 }
 
 export interface OpenAIServiceOptions {
   /** The model id clients name (`model` in requests, /v1/models). */
   modelName: string;
-  /** Other names accepted for the same model. */
+  /** Other names accepted for the same model (listed by /v1/models). */
   aliases?: readonly string[];
+  /** Names accepted but never shown (/v1/models, errors): mode serve accepts the model's local path this way. */
+  hiddenAliases?: readonly string[];
+  /**
+   * Token ids are < this (default: the backend's vocabSize, else the tokenizer's). The model's config.json
+   * vocab_size is the true bound; a tokenizer's can be smaller (padded embeddings).
+   */
+  vocabSize?: number;
   backend: OpenAIBackend;
   /** Largest max_tokens a request may ask for (default 4096). */
   maxTokens?: number;
@@ -101,6 +112,8 @@ export class OpenAIService {
   readonly maxPromptTokens: number;
   readonly maxN: number;
   readonly #names: Set<string>;
+  readonly #hiddenNames: Set<string>;
+  readonly #vocabSize: number | undefined;
   readonly #created = Math.floor(Date.now() / 1000);
   readonly #requestTimeoutMs: number | undefined;
   readonly #acceptAnyModel: boolean;
@@ -109,6 +122,8 @@ export class OpenAIService {
     this.modelName = options.modelName;
     this.backend = options.backend;
     this.#names = new Set([options.modelName, ...(options.aliases ?? [])]);
+    this.#hiddenNames = new Set(options.hiddenAliases ?? []);
+    this.#vocabSize = options.vocabSize ?? options.backend.vocabSize;
     this.maxTokens = options.maxTokens ?? DEFAULTS.maxTokens;
     this.maxPromptTokens = options.maxPromptTokens ?? options.backend.maxLength ?? DEFAULTS.maxPromptTokens;
     this.maxN = options.maxN ?? DEFAULTS.maxN;
@@ -144,6 +159,10 @@ export class OpenAIService {
         param: 'messages',
       });
     }
+    if (prompt.promptIds.length === 0)
+      throw new OpenAIHttpError(400, "'messages': the chat template renders them to an empty prompt (no tokens)", {
+        param: 'messages',
+      });
     const topLogprobs = request.logprobs ? (request.top_logprobs ?? 0) : 0;
     const options = this.#generateOptions(request, {
       prompt: { tokens: prompt.promptIds.length, param: 'messages' },
@@ -151,7 +170,7 @@ export class OpenAIService {
         request.max_completion_tokens != null
           ? { value: request.max_completion_tokens, param: 'max_completion_tokens' }
           : { value: request.max_tokens ?? null, param: 'max_tokens' },
-      topLogprobs,
+      topLogprobs: { value: topLogprobs, param: 'top_logprobs' },
       // one tool call at most: generation ends where the first call's block closes
       extraStops: parseTools && request.parallel_tool_calls === false ? [TOOL_CALL_CLOSE] : [],
     });
@@ -250,6 +269,11 @@ export class OpenAIService {
     const tokenizer = this.#tokenizer();
     const listed = promptList(request.prompt);
     const prompts = listed.map((p) => (typeof p === 'string' ? tokenizer.encode(p) : p));
+    prompts.forEach((ids, i) => {
+      const param = listed.length > 1 ? `prompt.${i}` : 'prompt';
+      if (ids.length === 0) throw new OpenAIHttpError(400, `'${param}': the prompt is empty (no tokens)`, { param, code: 'empty_prompt' });
+      if (typeof listed[i] !== 'string') this.#checkTokenIds(ids, param);
+    });
     const longest = prompts.reduce((best, p, i) => (p.length > (prompts[best]?.length ?? 0) ? i : best), 0);
     const options = this.#generateOptions(request, {
       prompt: {
@@ -257,7 +281,7 @@ export class OpenAIService {
         param: Array.isArray(request.prompt) && listed.length > 1 ? `prompt.${longest}` : 'prompt',
       },
       maxTokens: { value: request.max_tokens ?? 16, param: 'max_tokens' },
-      topLogprobs: request.logprobs ?? 0,
+      topLogprobs: { value: request.logprobs ?? 0, param: 'logprobs' },
       extraStops: [],
     });
     const id = `cmpl-${randomBytes(12).toString('hex')}`;
@@ -347,12 +371,28 @@ export class OpenAIService {
   }
 
   #checkModel(name: string): void {
-    if (!this.#acceptAnyModel && !this.#names.has(name)) {
+    if (!this.#acceptAnyModel && !this.#names.has(name) && !this.#hiddenNames.has(name)) {
       throw new OpenAIHttpError(404, `The model '${name}' does not exist; this server serves: ${[...this.#names].join(', ')}`, {
         param: 'model',
         code: 'model_not_found',
       });
     }
+  }
+
+  /** Every id is a token of the loaded model; else a 400 naming the id's place ('prompt.3', 'stop_token_ids.0'). */
+  #checkTokenIds(ids: readonly number[], param: string): void {
+    const vocab = this.#vocab();
+    const bad = ids.findIndex((id) => id >= vocab);
+    if (bad === -1) return;
+    const where = `${param}.${bad}`;
+    throw new OpenAIHttpError(400, `'${where}': ${ids[bad]} is not a token id of this model (vocabulary size ${vocab})`, {
+      param: where,
+      code: 'invalid_token_id',
+    });
+  }
+
+  #vocab(): number {
+    return this.#vocabSize ?? this.#tokenizer().vocabSize;
   }
 
   #tokenizer(): Tokenizer {
@@ -364,9 +404,20 @@ export class OpenAIService {
   /** Sampling options from a request, its sizes checked against this server's limits. */
   #generateOptions(
     request: ChatCompletionRequest | CompletionRequest,
-    size: Required<Pick<RequestSize, 'prompt' | 'maxTokens'>> & { topLogprobs: number; extraStops: readonly string[] },
+    size: Required<Pick<RequestSize, 'prompt' | 'maxTokens'>> & {
+      topLogprobs: { value: number; param: string };
+      extraStops: readonly string[];
+    },
   ): GenerateOptions {
     const n = request.n ?? 1;
+    if (request.stop_token_ids) this.#checkTokenIds(request.stop_token_ids, 'stop_token_ids');
+    const topLogprobs = size.topLogprobs.value;
+    if (topLogprobs > this.#vocab()) {
+      const { param } = size.topLogprobs;
+      throw new OpenAIHttpError(400, `'${param}' ${topLogprobs} exceeds the model's vocabulary of ${this.#vocab()} tokens`, {
+        param,
+      });
+    }
     const { maxTokens } = checkRequestLimits(
       { prompt: size.prompt, maxTokens: size.maxTokens, n },
       {
@@ -389,7 +440,7 @@ export class OpenAIService {
       ...(request.stop_token_ids ? { stopTokenIds: request.stop_token_ids } : {}),
       ...(request.ignore_eos ? { ignoreEos: true } : {}),
       ...(request.skip_special_tokens != null ? { skipSpecialTokens: request.skip_special_tokens } : {}),
-      ...(size.topLogprobs > 0 ? { topLogprobs: size.topLogprobs } : {}),
+      ...(topLogprobs > 0 ? { topLogprobs } : {}),
       ...(this.#requestTimeoutMs !== undefined ? { timeoutMs: this.#requestTimeoutMs } : {}),
     };
   }

@@ -408,11 +408,17 @@ describe('OpenAI server guards', () => {
       },
     });
     try {
-      const ok = await fetch(`${s.url}/update_weights_from_disk`, { method: 'POST', body: JSON.stringify({ model_path: dir }) });
+      const json = { 'content-type': 'application/json' };
+      const ok = await fetch(`${s.url}/update_weights_from_disk`, {
+        method: 'POST',
+        headers: json,
+        body: JSON.stringify({ model_path: dir }),
+      });
       assert.equal(ok.status, 200);
       assert.deepEqual(loaded, [dir]);
       const outside = await fetch(`${s.url}/update_weights_from_disk`, {
         method: 'POST',
+        headers: json,
         body: JSON.stringify({ model_path: '/etc' }),
       });
       assert.equal(outside.status, 403);
