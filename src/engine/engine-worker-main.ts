@@ -36,45 +36,15 @@ torch.serveTensorWorker({
     inFlight.get(id)?.abort(new Error('aborted by the caller'));
   },
   syncWeights(weights: Record<string, torch.Tensor>) {
-    const params = running().model.parameters();
-    let copied = 0;
     try {
-      torch.noGrad(() => {
-        for (const [name, source] of Object.entries(weights)) {
-          const target = params.get(name);
-          if (target === undefined) throw new Error(`syncWeights: the engine's model has no parameter '${name}'`);
-          if (source.shape.join(',') !== target.shape.join(',')) {
-            throw new Error(
-              `syncWeights: '${name}' has shape [${source.shape.join(', ')}], the engine's [${target.shape.join(', ')}]`,
-            );
-          }
-          target.copy_(source);
-          copied++;
-        }
-      });
+      return running().syncWeights(new Map(Object.entries(weights)));
     } finally {
       for (const t of Object.values(weights)) t.dispose();
     }
-    return copied;
   },
-  /** Loads the weights of a Hugging Face folder (sync_method checkpoint) into the engine's model. */
+  /** Loads the weights of a Hugging Face folder (sync_method checkpoint, a reload) into the engine's model. */
   syncWeightsFromDir(dir: string) {
-    const params = running().model.parameters();
-    const weights = torch.loadModelWeights(dir, { dtype: running().model.dtype });
-    let copied = 0;
-    try {
-      torch.noGrad(() => {
-        for (const [name, target] of params) {
-          const source = weights.get(name);
-          if (source === undefined) throw new Error(`syncWeightsFromDir: ${dir} has no tensor '${name}'`);
-          target.copy_(source);
-          copied++;
-        }
-      });
-    } finally {
-      for (const t of weights.values()) t.dispose();
-    }
-    return copied;
+    return running().syncWeightsFromDir(dir);
   },
   stats() {
     return running().stats;

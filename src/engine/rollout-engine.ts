@@ -32,6 +32,7 @@ import * as torch from '../torch/index.js';
 import { type ChatOptions, type ChatResult, chat } from './chat.js';
 import { resolveSamplingParams, type SamplingParams, sampleTokens } from './sampling.js';
 import { completionText, type FinishReason, StopStringMatcher } from './stopping.js';
+import { syncModelWeights, syncModelWeightsFromDir } from './weight-sync.js';
 
 export interface GenerateOptions extends Partial<SamplingParams> {
   /** New tokens per sample, at most (default: whatever fits in a cache slot after the prompt). */
@@ -343,6 +344,26 @@ export class RolloutEngine {
   /** Chat completion with the tokenizer's chat template; see ./chat.ts. */
   chat(messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
     return chat(this, messages, options);
+  }
+
+  /**
+   * Copies a full set of weights (Hugging Face names, e.g. a trainer's parameters()) into the model, all or nothing
+   * (see ./weight-sync.ts); it runs between two steps, and requests in flight go on with the new weights. Returns the
+   * number of tensors copied; the caller keeps `weights`.
+   */
+  syncWeights(weights: ReadonlyMap<string, torch.Tensor>): number {
+    this.#checkOpen('syncWeights');
+    return syncModelWeights(this.model, weights);
+  }
+
+  /** As syncWeights, from a Hugging Face folder (a checkpoint): a folder that fails a check changes nothing. */
+  syncWeightsFromDir(dir: string): number {
+    this.#checkOpen('syncWeightsFromDir');
+    return syncModelWeightsFromDir(this.model, dir);
+  }
+
+  #checkOpen(what: string): void {
+    if (this.#closed) throw new Error(`RolloutEngine is closed: ${what}() was called after close()`);
   }
 
   /** Rejects every unfinished request with GenerationError('closed'); the engine stays open for new ones. */

@@ -108,7 +108,8 @@ export class WorkerRolloutEngine implements ChatEngine {
   }
 
   /**
-   * Copies weights (Hugging Face names, e.g. model.parameters()) into the worker's model between decode steps;
+   * Copies a full set of weights (Hugging Face names, e.g. model.parameters()) into the worker's model between decode
+   * steps, all or nothing: every name, shape and dtype is checked before any tensor is written (./weight-sync.ts);
    * requests in flight continue with the new weights. The tensors travel by reference: do not change them until the
    * promise resolves. Returns the number of tensors copied.
    */
@@ -117,7 +118,11 @@ export class WorkerRolloutEngine implements ChatEngine {
     return this.#worker.call<number>('syncWeights', [Object.fromEntries(weights)], { timeoutMs: options.timeoutMs ?? 600_000 });
   }
 
-  /** Loads a Hugging Face folder's weights into the worker's model (checkpoint sync); returns the tensors copied. */
+  /**
+   * Loads a Hugging Face folder's weights into the worker's model (checkpoint sync), all or nothing as syncWeights: a
+   * folder with a wrong shape, a missing or an extra tensor is refused with the model unchanged. Returns the tensors
+   * copied.
+   */
   async syncWeightsFromDir(dir: string, options: { timeoutMs?: number } = {}): Promise<number> {
     if (this.#closed) throw new Error('WorkerRolloutEngine is closed: syncWeightsFromDir() was called after close()');
     return this.#worker.call<number>('syncWeightsFromDir', [dir], { timeoutMs: options.timeoutMs ?? 600_000 });

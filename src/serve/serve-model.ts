@@ -4,7 +4,8 @@
 //   const served = await serveModel({ modelDir: 'runs/quickstart/model', port: 8000, apiKey: 'secret' });
 //   // new OpenAI({ baseURL: served.server.baseURL, apiKey: 'secret' })
 //   await served.close();
-import { basename, resolve } from 'node:path';
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import type { ModelDType } from '../model/index.js';
 import { WorkerRolloutEngine } from '../engine/index.js';
 import { OpenAIService, type OpenAIServer, startOpenAIServer } from '../openai/index.js';
@@ -68,7 +69,12 @@ export async function serveModel(options: ServeModelOptions): Promise<ServedMode
       apiKey: options.apiKey ?? null,
       ...(options.maxBodyBytes !== undefined ? { maxBodyBytes: options.maxBodyBytes } : {}),
       ...(options.reloadRoot
-        ? { reloadWeights: { root: resolve(options.reloadRoot), load: (dir: string) => engine.syncWeightsFromDir(dir) } }
+        ? {
+            reloadWeights: {
+              root: resolve(options.reloadRoot),
+              load: (dir: string) => engine.syncWeightsFromDir(resolveReloadFolder(options.reloadRoot as string, dir)),
+            },
+          }
         : {}),
       onError: (error, request) => {
         if ((error as { status?: number }).status === 500) options.log?.(`${request.method} ${request.url}: ${error.message}`);
@@ -87,4 +93,47 @@ export async function serveModel(options: ServeModelOptions): Promise<ServedMode
       await engine.close();
     },
   };
+}
+
+/**
+ * The real folder a weight reload may read: `dir` and each weight file in it (model.safetensors, or the shard index
+ * and the shards its weight_map names) must resolve, symlinks followed, inside the real `root`; else an error naming
+ * the path and where it leads. The reload then reads the returned real path, not the link.
+ */
+export function resolveReloadFolder(root: string, dir: string): string {
+  const realRoot = realpathSync(root);
+  const real = (path: string): string => {
+    let target: string;
+    try {
+      target = realpathSync(path);
+    } catch (error) {
+      throw new Error(
+        `${path}: ${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file or folder' : (error as Error).message}`,
+      );
+    }
+    const inside = relative(realRoot, target);
+    if (inside.startsWith('..') || isAbsolute(inside))
+      throw new Error(`${path} resolves to ${target}, outside the reload root ${realRoot} (symlinks are followed)`);
+    return target;
+  };
+  const folder = real(dir);
+  const index = join(folder, 'model.safetensors.index.json');
+  if (!existsSync(index)) {
+    const single = join(folder, 'model.safetensors');
+    if (existsSync(single)) real(single);
+    return folder; // nothing to read: the load says so
+  }
+  real(index);
+  let weightMap: unknown;
+  try {
+    weightMap = (JSON.parse(readFileSync(index, 'utf8')) as { weight_map?: unknown }).weight_map;
+  } catch {
+    return folder; // unreadable: the load names the error
+  }
+  if (typeof weightMap === 'object' && weightMap !== null) {
+    for (const shard of new Set(Object.values(weightMap))) {
+      if (typeof shard === 'string' && existsSync(join(folder, shard))) real(join(folder, shard));
+    }
+  }
+  return folder;
 }
