@@ -183,8 +183,8 @@ export async function startOpenAIServer(options: OpenAIServerOptions): Promise<O
   };
 }
 
-/** localhost, 127.0.0.0/8, ::1 and ::ffff:127.x (IPv6 names with or without brackets). */
-function isLoopbackHost(hostname: string): boolean {
+/** localhost, 127.0.0.0/8, ::1 and ::ffff:127.x (IPv6 names with or without brackets): this machine only. */
+export function isLoopbackHost(hostname: string): boolean {
   const name = hostname.toLowerCase().replace(/^\[(.*)\]$/, '$1');
   if (name === 'localhost') return true;
   if (isIP(name) === 4) return name.startsWith('127.');

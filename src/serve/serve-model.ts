@@ -6,7 +6,7 @@
 //   await served.close();
 import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
-import type { ModelDType } from '../model/index.js';
+import { loadModelConfig, type ModelDType } from '../model/index.js';
 import { WorkerRolloutEngine } from '../engine/index.js';
 import { OpenAIService, type OpenAIServer, startOpenAIServer } from '../openai/index.js';
 
@@ -56,6 +56,7 @@ export async function serveModel(options: ServeModelOptions): Promise<ServedMode
   const service = new OpenAIService({
     modelName,
     backend: engine,
+    vocabSize: loadModelConfig(modelDir).vocabSize, // token ids in requests are checked against the model's own
     ...(options.maxTokens !== undefined ? { maxTokens: options.maxTokens } : {}),
     ...(options.maxPromptTokens !== undefined ? { maxPromptTokens: options.maxPromptTokens } : {}),
     ...(options.maxN !== undefined ? { maxN: options.maxN } : {}),

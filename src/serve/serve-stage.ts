@@ -14,7 +14,15 @@ import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { type ChatResult, ConversationTracker, type ConversationTurn, WorkerRolloutEngine } from '../engine/index.js';
 import { z } from 'zod';
-import { OpenAIHttpError, OpenAIService, type OpenAIServer, parseRequest, startOpenAIServer } from '../openai/index.js';
+import { loadModelConfig } from '../model/index.js';
+import {
+  isLoopbackHost,
+  OpenAIHttpError,
+  OpenAIService,
+  type OpenAIServer,
+  parseRequest,
+  startOpenAIServer,
+} from '../openai/index.js';
 import { SqliteBuffer } from '../rft/buffer/index.js';
 import type { StageHooks, StageResult, StageSettings } from '../rft/run/settings.js';
 import { readSyncPointer } from '../rft/run/stage.js';
@@ -48,9 +56,20 @@ const WEIGHT_POLL_MS = 1000;
 
 export async function startServeStage(settings: StageSettings, hooks: StageHooks = {}): Promise<ServeStage> {
   const log = hooks.log ?? ((line: string) => console.log(line));
+  const { apiKey, host } = settings.serve;
+  if (apiKey === '')
+    throw new Error(
+      'mode serve: explorer.api_key (or $TRINITY_API_KEY) is an empty string; give a key, or leave it unset for none',
+    );
+  if (apiKey === null && !isLoopbackHost(host))
+    log(
+      `[${settings.stageName}] WARNING: serving on ${host} without an API key: anyone who can reach this address can ` +
+        'generate and write rewards into the training buffer (set explorer.api_key or $TRINITY_API_KEY)',
+    );
   const pointer = readSyncPointer(settings.jobDir);
   let version = pointer?.version ?? 0;
-  const engine = await WorkerRolloutEngine.start(pointer?.dir ?? settings.modelPath, {
+  const servedDir = pointer?.dir ?? settings.modelPath;
+  const engine = await WorkerRolloutEngine.start(servedDir, {
     dtype: settings.dtype,
     slots: settings.explorer.slots,
     maxLength: settings.explorer.maxLength,
@@ -106,7 +125,9 @@ export async function startServeStage(settings: StageSettings, hooks: StageHooks
 
   const service = new OpenAIService({
     modelName: settings.name || 'trinity',
-    aliases: [settings.modelPath],
+    // agents written for Trinity-RFT send the model path as `model`: accepted, but /v1/models shows the name only
+    hiddenAliases: [settings.modelPath],
+    vocabSize: loadModelConfig(servedDir).vocabSize,
     backend: engine,
     maxTokens: settings.serve.maxTokens,
     maxN: settings.serve.maxN,
@@ -116,9 +137,9 @@ export async function startServeStage(settings: StageSettings, hooks: StageHooks
   try {
     server = await startOpenAIServer({
       service,
-      host: settings.serve.host,
+      host,
       port: settings.serve.port,
-      apiKey: settings.serve.apiKey,
+      apiKey,
       maxBodyBytes: settings.serve.maxBodyBytes,
       defaultScope: { conversation, onChatResult, modelVersion: () => version },
       routes: [
