@@ -143,9 +143,11 @@ const SERVE_HELP = `trinity serve --model DIR [options]
   To record agents' calls as experiences and train on them, use a config with mode: serve (trinity run).
 
   --model DIR              the model folder (config.json, safetensors, tokenizer.json)
-  --host ADDR              listen address (default 127.0.0.1: this machine only)
+  --host ADDR              listen address (default 127.0.0.1: this machine only). Any other address needs an API
+                           key, or --allow-unauthenticated
   --port N                 default 8000
-  --api-key KEY            require "Authorization: Bearer KEY" (default: $TRINITY_API_KEY, else none)
+  --api-key KEY            require "Authorization: Bearer KEY" (default: $TRINITY_API_KEY, else none); not empty
+  --allow-unauthenticated  serve a non-loopback --host without an API key: anyone who can reach it may use it
   --model-name NAME        the model id clients send (default: the folder's name)
   --dtype float32|bfloat16 compute dtype (default: the folder's)
   --slots N                sequences decoded at once (default 16)
@@ -174,6 +176,7 @@ async function serveCommand(args: string[]): Promise<number> {
       'max-body-bytes': { type: 'string' },
       'max-n': { type: 'string' },
       'allow-reload-from': { type: 'string' },
+      'allow-unauthenticated': { type: 'boolean' },
       help: { type: 'boolean' },
     },
   });
@@ -190,12 +193,22 @@ async function serveCommand(args: string[]): Promise<number> {
   };
   if (values.dtype !== undefined && values.dtype !== 'float32' && values.dtype !== 'bfloat16')
     throw new Error(`serve: --dtype must be float32 or bfloat16, got '${values.dtype}'`);
+  const { isLoopbackHost } = await import('../openai/index.js');
+  if (values['api-key'] === '') throw new Error('serve: --api-key is empty, which would let every request in; give a key');
+  if (values['api-key'] === undefined && process.env.TRINITY_API_KEY === '')
+    throw new Error('serve: $TRINITY_API_KEY is set but empty, which would let every request in; give a key or unset it');
+  const apiKey = values['api-key'] ?? process.env.TRINITY_API_KEY ?? null;
+  if (apiKey === null && !isLoopbackHost(values.host) && !values['allow-unauthenticated'])
+    throw new Error(
+      `serve: --host ${values.host} is reachable from other machines, and no API key is set: give --api-key KEY ` +
+        '(or $TRINITY_API_KEY), or --allow-unauthenticated to serve anyone who can reach it',
+    );
   const { serveModel } = await import('../serve/index.js');
   const options = {
     modelDir: values.model,
     host: values.host,
     port: int('port', values.port, 0) as number,
-    apiKey: values['api-key'] ?? process.env.TRINITY_API_KEY ?? null,
+    apiKey,
     ...(values['model-name'] ? { modelName: values['model-name'] } : {}),
     ...(values.dtype ? { dtype: values.dtype as 'float32' | 'bfloat16' } : {}),
     slots: int('slots', values.slots),
@@ -213,6 +226,8 @@ async function serveCommand(args: string[]): Promise<number> {
   console.log(
     `serving '${served.modelName}' at ${served.server.baseURL}${options.apiKey ? ' (API key required)' : ''}; Ctrl-C stops`,
   );
+  if (apiKey === null && !isLoopbackHost(values.host))
+    console.error(`warning: no API key: anyone who can reach ${served.server.url} can use this server`);
   await new Promise<void>((resolvePromise) => {
     process.once('SIGINT', () => resolvePromise());
     process.once('SIGTERM', () => resolvePromise());
