@@ -1,8 +1,12 @@
 // The rollout engine: continuous batching over a preallocated KV cache.
 //
 // An engine owns a KV cache of `slots` independent sequences (see ../model/kv-cache.ts). Each request expands into n
-// sequences; a sequence waits in FIFO order for a free slot, is prefilled into it, then decodes one token per engine
-// step alongside every other running sequence, and leaves (freeing the slot) as soon as it finishes. One step:
+// sequences; a sequence waits for a free slot, is prefilled into it, then decodes one token per engine step alongside
+// every other running sequence, and leaves (freeing the slot) as soon as it finishes. Waiting sequences are admitted
+// round-robin over fair-share keys (a request's own, or the fairShareKey it names): one sequence of the first key in
+// line takes a slot, and that key goes to the back of the line; within a key, first come first served. So a request
+// with many samples (or an HTTP request with many prompts under one key) gets one slot per turn, and a small request
+// that arrives behind it waits for one turn, not for all of it. One step:
 //
 //   prefill   waiting sequences take free slots (lowest first) and their prompts run as one right-padded forward
 //             (at most maxPrefillTokens padded tokens); the last prompt position's logits give each its first token.
@@ -52,6 +56,11 @@ export interface GenerateOptions extends Partial<SamplingParams> {
   ignoreEos?: boolean;
   /** Leave special tokens out of the text (default true). Token ids always keep them. */
   skipSpecialTokens?: boolean;
+  /**
+   * Requests with the same key share one turn of the round-robin admission (see the header): an HTTP request with
+   * several prompts gives them all its key. Default: a key of the request's own.
+   */
+  fairShareKey?: string;
   /** Cancels the request: it is rejected with GenerationError('aborted') and its slots are freed. */
   signal?: AbortSignal;
   /** Rejects the request with GenerationError('timeout') after this long (default: the engine's requestTimeoutMs). */
@@ -156,6 +165,8 @@ interface PreparedRequest {
 
 interface RequestState extends PreparedRequest {
   readonly id: number;
+  /** The fairShareKey asked for; null: the request is its own key (see shareKey). */
+  readonly fairShareKey: string | null;
   readonly onToken: ((event: TokenEvent) => void) | null;
   readonly sequences: Sequence[];
   readonly resolve: (result: GenerateResult) => void;
@@ -197,7 +208,11 @@ export class RolloutEngine {
   readonly #device: string;
   /** Free slots, ascending: low slots first keeps running rows consecutive (the cache then reads a view, no copy). */
   readonly #freeSlots: number[];
-  #waiting: Sequence[] = [];
+  /**
+   * Waiting sequences by fair-share key, the keys in their round-robin order (a Map keeps insertion order: the key
+   * served moves to the back). Every queue here is non-empty.
+   */
+  readonly #waiting = new Map<string | RequestState, Sequence[]>();
   #running: Sequence[] = [];
   readonly #requests = new Set<RequestState>();
   #loop: Promise<void> | null = null;
@@ -252,7 +267,7 @@ export class RolloutEngine {
     return {
       requests: this.#requests.size,
       running: this.#running.length,
-      waiting: this.#waiting.length,
+      waiting: [...this.#waiting.values()].reduce((sum, queue) => sum + queue.length, 0),
       freeSlots: this.#freeSlots.length,
       steps: this.#steps,
       closed: this.#closed,
@@ -280,6 +295,7 @@ export class RolloutEngine {
         ...prepared,
         onToken: request.onToken ?? null,
         id: this.#nextRequestId++,
+        fairShareKey: request.fairShareKey ?? null,
         sequences: [],
         resolve,
         reject,
@@ -336,7 +352,9 @@ export class RolloutEngine {
         for (const c of cleanups) c();
       };
       this.#requests.add(state);
-      this.#waiting.push(...state.sequences);
+      const queue = this.#waiting.get(shareKey(state));
+      if (queue) queue.push(...state.sequences);
+      else this.#waiting.set(shareKey(state), [...state.sequences]);
       this.#startLoop();
     });
   }
@@ -442,6 +460,8 @@ export class RolloutEngine {
       throw new TypeError('generate: stop strings must be non-empty strings');
     if (stopList.length > 0 && this.tokenizer === null)
       throw new TypeError('generate: stop strings need an engine with a tokenizer (use stopTokenIds instead)');
+    if (request.fairShareKey !== undefined && typeof request.fairShareKey !== 'string')
+      throw new TypeError(`generate: fairShareKey must be a string, got ${typeof request.fairShareKey}`);
     const topLogprobs = request.topLogprobs ?? 0;
     if (!Number.isInteger(topLogprobs) || topLogprobs < 0 || topLogprobs > vocab)
       throw new RangeError(`generate: topLogprobs must be an integer in [0, ${vocab}], got ${String(topLogprobs)}`);
@@ -481,7 +501,12 @@ export class RolloutEngine {
     state.settled = true;
     state.cleanup();
     this.#requests.delete(state);
-    this.#waiting = this.#waiting.filter((s) => s.request !== state);
+    const queue = this.#waiting.get(shareKey(state));
+    if (queue) {
+      const left = queue.filter((s) => s.request !== state);
+      if (left.length > 0) this.#waiting.set(shareKey(state), left);
+      else this.#waiting.delete(shareKey(state));
+    }
     for (const s of state.sequences) if (s.slot !== -1) this.#release(s);
   }
 
@@ -535,8 +560,8 @@ export class RolloutEngine {
   async #run(): Promise<void> {
     try {
       await yieldToEventLoop(); // never compute inside the caller's generate()
-      while (!this.#closed && (this.#waiting.length > 0 || this.#running.length > 0)) {
-        if (this.#waiting.length > 0 && this.#freeSlots.length > 0) {
+      while (!this.#closed && (this.#waiting.size > 0 || this.#running.length > 0)) {
+        if (this.#waiting.size > 0 && this.#freeSlots.length > 0) {
           this.#prefill();
           await yieldToEventLoop();
           if (this.#closed) break;
@@ -558,11 +583,15 @@ export class RolloutEngine {
   #prefill(): void {
     const batch: Sequence[] = [];
     let longest = 0;
-    while (this.#waiting.length > 0 && this.#freeSlots.length > 0) {
-      const seq = this.#waiting[0] as Sequence;
+    while (this.#waiting.size > 0 && this.#freeSlots.length > 0) {
+      const [key, queue] = this.#waiting.entries().next().value as [string | RequestState, Sequence[]];
+      const seq = queue[0] as Sequence;
       const length = Math.max(longest, seq.request.promptIds.length);
       if (batch.length > 0 && length * (batch.length + 1) > this.maxPrefillTokens) break;
-      this.#waiting.shift();
+      // round-robin: this key's turn is over, it goes to the back of the line (or leaves it, served)
+      queue.shift();
+      this.#waiting.delete(key);
+      if (queue.length > 0) this.#waiting.set(key, queue);
       seq.slot = this.#freeSlots.shift() as number;
       this.#running.push(seq);
       batch.push(seq);
@@ -705,6 +734,11 @@ export class RolloutEngine {
       }
     });
   }
+}
+
+/** A request's line in the admission round-robin: the fairShareKey it asked for, else the request itself. */
+function shareKey(state: RequestState): string | RequestState {
+  return state.fairShareKey ?? state;
 }
 
 /** config.json's eos_token_id (one id or a list). */
