@@ -1,5 +1,6 @@
 // `trinity config check FILE [--set key=value ...]`: validates a run config and prints it resolved (every default
 // and derived key filled in), or every problem with its key path and where it was written.
+import { dirname, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import YAML from 'yaml';
 import { ConfigError, loadConfig, resolveStages, type StageConfig } from '../rft/config/index.js';
@@ -7,8 +8,11 @@ import type { AlgorithmResolver } from '../rft/config/index.js';
 
 export const CONFIG_HELP = `trinity config check FILE [--set key.path=value ...]
   Validates a run config (YAML, Trinity-RFT's keys) and prints it resolved, as YAML: every default and derived key
-  filled in, relative paths made absolute, one document per stage of a multi-stage run. On errors prints each
-  problem with its key path and file:line:column, and exits 1.
+  filled in, relative paths made absolute, one document per stage of a multi-stage run. Then checks what
+  "trinity run" checks before its first stage: the job folder can be made, the model folder has config.json, every
+  taskset loads (each row has the format keys), every workflow and reward function name is registered or loads as a
+  module path, dataset files exist. On errors prints each problem with its key path (and file:line:column where
+  known), and exits 1.
 
   --set key.path=value   override a key (repeatable): dotted path, list indices as numbers (stages.0.mode=train),
                          the value read as YAML (8, true, null, [a, b])
@@ -17,15 +21,22 @@ export const CONFIG_HELP = `trinity config check FILE [--set key.path=value ...]
   Strings may use \${VAR} and \${VAR:-default} (also Trinity's \${oc.env:VAR,default}).
 `;
 
+/** Where the command writes (the process's streams; tests pass their own). */
+export interface CommandOutput {
+  stdout: { write(text: string): unknown };
+  stderr: { write(text: string): unknown };
+}
+
 /** Runs `trinity config ...`; returns the exit code. */
-export async function configCommand(args: string[]): Promise<number> {
+export async function configCommand(args: string[], output: CommandOutput = process): Promise<number> {
+  const { stdout, stderr } = output;
   const [sub, ...rest] = args;
   if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help') {
-    process.stdout.write(CONFIG_HELP);
+    stdout.write(CONFIG_HELP);
     return sub === undefined ? 1 : 0;
   }
   if (sub !== 'check') {
-    process.stderr.write(`trinity config: unknown subcommand '${sub}'\n\n${CONFIG_HELP}`);
+    stderr.write(`trinity config: unknown subcommand '${sub}'\n\n${CONFIG_HELP}`);
     return 2;
   }
   const { values, positionals } = parseArgs({
@@ -38,12 +49,12 @@ export async function configCommand(args: string[]): Promise<number> {
     },
   });
   if (values.help) {
-    process.stdout.write(CONFIG_HELP);
+    stdout.write(CONFIG_HELP);
     return 0;
   }
   const [file] = positionals;
   if (file === undefined || positionals.length > 1) {
-    process.stderr.write(`trinity config check: give exactly one config file\n\n${CONFIG_HELP}`);
+    stderr.write(`trinity config check: give exactly one config file\n\n${CONFIG_HELP}`);
     return 2;
   }
   let resolveAlgorithm: AlgorithmResolver | undefined;
@@ -51,21 +62,25 @@ export async function configCommand(args: string[]): Promise<number> {
     try {
       resolveAlgorithm = (await import('../rft/algorithm/presets.js')).resolveAlgorithm;
     } catch (error) {
-      process.stderr.write(`note: the algorithm section is not checked (${(error as Error).message.split('\n')[0]})\n`);
+      stderr.write(`note: the algorithm section is not checked (${(error as Error).message.split('\n')[0]})\n`);
     }
   }
   try {
     const config = loadConfig(file, { overrides: values.set, ...(resolveAlgorithm ? { resolveAlgorithm } : {}) });
+    // what `trinity run` checks before its first stage: folders, model, tasksets and their rows, names
+    const { preflightProblems } = await import('../rft/config/preflight.js');
+    const problems = await preflightProblems(config, { baseDir: dirname(resolve(file)) });
+    if (problems.length > 0) throw new ConfigError(problems, file);
     const stages = resolveStages(config);
     const documents = stages.map((stage, i) => {
       const header = config.stages.length > 0 ? `# stage ${i + 1} of ${stages.length}: ${stage.stage_name}\n` : '';
       return header + YAML.stringify(redact(stage), { lineWidth: 0 });
     });
-    process.stdout.write(documents.join('---\n'));
+    stdout.write(documents.join('---\n'));
     return 0;
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
-    process.stderr.write(`${error.message}\n`);
+    stderr.write(`${error.message}\n`);
     return 1;
   }
 }

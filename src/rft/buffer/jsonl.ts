@@ -27,14 +27,21 @@ export interface JsonlLine {
   value: unknown;
 }
 
-/** Streams the JSON values of a JSONL file with their line numbers; blank lines are skipped. */
+/** A UTF-8 byte order mark (as Windows editors write one), decoded: not part of the data. */
+export const BOM = '\uFEFF';
+
+/** `text` without a leading byte order mark. */
+export const stripBom = (text: string): string => (text.startsWith(BOM) ? text.slice(1) : text);
+
+/** Streams the JSON values of a JSONL file with their line numbers; blank lines and a leading BOM are skipped. */
 export async function* readJsonl(file: string): AsyncGenerator<JsonlLine> {
   const stream = createReadStream(file, { encoding: 'utf8' });
   const lines = createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY });
   let line = 0;
   try {
-    for await (const text of lines) {
+    for await (const raw of lines) {
       line++;
+      const text = line === 1 ? stripBom(raw) : raw;
       if (text.trim() === '') continue;
       let value: unknown;
       try {

@@ -52,6 +52,42 @@ export interface StoredExperience {
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
+interface Statements {
+  insert: Database.Statement<[string, string | null, number | null, number | null, number, string]>;
+  rowsAfter: Database.Statement<[number, number], { id: number; eid: string; data: string }>;
+  page: Database.Statement<[number, number, number], { id: number; data: string }>;
+  countAfter: Database.Statement<[number], { n: number }>;
+  finished: Database.Statement<[], { value: string }>;
+}
+
+/** An SQLite error with the file it happened in (better-sqlite3's messages name none); `code` is SQLite's. */
+export class SqliteFileError extends Error {
+  readonly code: string | undefined;
+
+  constructor(
+    readonly path: string,
+    what: string,
+    cause: Error & { code?: unknown },
+  ) {
+    const code = typeof cause.code === 'string' ? cause.code : undefined;
+    const damaged = code === 'SQLITE_NOTADB' || code?.startsWith('SQLITE_CORRUPT') === true;
+    const hint = damaged ? ' (the file is not an SQLite database, or it is damaged: truncated, overwritten)' : '';
+    super(`${what}: ${path}: ${cause.message}${hint}`, { cause });
+    this.name = 'SqliteFileError';
+    this.code = code;
+  }
+}
+
+/** Runs `fn`; an SQLite error it throws becomes a SqliteFileError naming `path` (other errors pass unchanged). */
+export function inSqliteFile<T>(path: string, what: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (error) {
+    if (error instanceof Database.SqliteError) throw new SqliteFileError(path, what, error);
+    throw error;
+  }
+}
+
 export class SqliteBuffer implements ExperienceBuffer {
   readonly name: string;
   readonly path: string;
@@ -62,13 +98,7 @@ export class SqliteBuffer implements ExperienceBuffer {
   /** Last id handed out by this handle (starts at the committed position). */
   #position: number;
   #closed = false;
-  readonly #statements: {
-    insert: Database.Statement<[string, string | null, number | null, number | null, number, string]>;
-    rowsAfter: Database.Statement<[number, number], { id: number; eid: string; data: string }>;
-    page: Database.Statement<[number, number, number], { id: number; data: string }>;
-    countAfter: Database.Statement<[number], { n: number }>;
-    finished: Database.Statement<[], { value: string }>;
-  };
+  readonly #statements: Statements;
 
   constructor(options: SqliteBufferOptions) {
     this.path = options.path;
@@ -77,16 +107,30 @@ export class SqliteBuffer implements ExperienceBuffer {
     this.readerId = options.readerId ?? 'trainer';
     this.pollIntervalMs = options.pollIntervalMs ?? 20;
     if (!IDENTIFIER.test(this.table)) throw new Error(`buffer '${this.name}': table name '${this.table}' must be an identifier`);
-    const t = this.table;
     // the writer or the reader may start first: whichever does makes the file's folder (a reader opening readonly
     // needs the file to exist already)
     if (!options.readonly) mkdirSync(dirname(this.path), { recursive: true });
-    this.#db = new Database(this.path, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false });
-    this.#db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 10_000}`);
+    const db = this.#sql(
+      () => new Database(this.path, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false }),
+    );
+    this.#db = db;
+    try {
+      this.#statements = this.#sql(() => this.#prepare(db, options));
+      this.#position = this.committedPosition;
+    } catch (error) {
+      db.close();
+      throw error;
+    }
+  }
+
+  /** Sets the connection up (and makes the tables unless read-only); returns the statements. */
+  #prepare(db: Database.Database, options: SqliteBufferOptions): Statements {
+    const t = this.table;
+    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 10_000}`);
     if (!options.readonly) {
-      this.#db.pragma('journal_mode = WAL');
-      this.#db.pragma('synchronous = NORMAL');
-      this.#db.exec(`
+      db.pragma('journal_mode = WAL');
+      db.pragma('synchronous = NORMAL');
+      db.exec(`
         CREATE TABLE IF NOT EXISTS ${t} (
           id INTEGER PRIMARY KEY AUTOINCREMENT,
           eid TEXT NOT NULL UNIQUE,
@@ -100,36 +144,42 @@ export class SqliteBuffer implements ExperienceBuffer {
         CREATE TABLE IF NOT EXISTS ${t}_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
       `);
     }
-    this.#statements = {
-      insert: this.#db.prepare(
+    return {
+      insert: db.prepare(
         `INSERT OR IGNORE INTO ${t} (eid, task_id, model_version, reward, created_at, data) VALUES (?, ?, ?, ?, ?, ?)`,
       ),
-      rowsAfter: this.#db.prepare(`SELECT id, eid, data FROM ${t} WHERE id > ? ORDER BY id LIMIT ?`),
-      page: this.#db.prepare(`SELECT id, data FROM ${t} WHERE id > ? ORDER BY id LIMIT ? OFFSET ?`),
-      countAfter: this.#db.prepare(`SELECT COUNT(*) AS n FROM ${t} WHERE id > ?`),
-      finished: this.#db.prepare(`SELECT value FROM ${t}_meta WHERE key = 'writer_finished'`),
+      rowsAfter: db.prepare(`SELECT id, eid, data FROM ${t} WHERE id > ? ORDER BY id LIMIT ?`),
+      page: db.prepare(`SELECT id, data FROM ${t} WHERE id > ? ORDER BY id LIMIT ? OFFSET ?`),
+      countAfter: db.prepare(`SELECT COUNT(*) AS n FROM ${t} WHERE id > ?`),
+      finished: db.prepare(`SELECT value FROM ${t}_meta WHERE key = 'writer_finished'`),
     };
-    this.#position = this.committedPosition;
+  }
+
+  /** Runs `fn`; an SQLite error names this buffer and its file (a damaged or foreign file, a full disk...). */
+  #sql<T>(fn: () => T): T {
+    return inSqliteFile(this.path, `buffer '${this.name}'`, fn);
   }
 
   /** Rows this reader has not been handed yet. */
   get size(): number {
     this.#checkOpen('size');
-    return this.#statements.countAfter.get(this.#position)?.n ?? 0;
+    return this.#sql(() => this.#statements.countAfter.get(this.#position)?.n ?? 0);
   }
 
   /** Rows in the table. */
   get total(): number {
     this.#checkOpen('total');
-    return this.#statements.countAfter.get(0)?.n ?? 0;
+    return this.#sql(() => this.#statements.countAfter.get(0)?.n ?? 0);
   }
 
   /** The position persisted by the last commit of this reader id (0 = nothing committed). */
   get committedPosition(): number {
-    const row = this.#db.prepare(`SELECT position FROM ${this.table}_cursors WHERE reader = ?`).get(this.readerId) as
-      | { position: number }
-      | undefined;
-    return row?.position ?? 0;
+    return this.#sql(() => {
+      const row = this.#db.prepare(`SELECT position FROM ${this.table}_cursors WHERE reader = ?`).get(this.readerId) as
+        | { position: number }
+        | undefined;
+      return row?.position ?? 0;
+    });
   }
 
   /** Stores experiences in one transaction; duplicates (same eid) are ignored. Resolves with how many were new. */
@@ -147,7 +197,7 @@ export class SqliteBuffer implements ExperienceBuffer {
       if (inserted > 0) this.#db.prepare(`DELETE FROM ${this.table}_meta WHERE key = 'writer_finished'`).run();
       return inserted;
     });
-    return insertAll.immediate(experiences);
+    return this.#sql(() => insertAll.immediate(experiences));
   }
 
   async read(n: number, options: ReadOptions): Promise<Experience[]> {
@@ -164,11 +214,13 @@ export class SqliteBuffer implements ExperienceBuffer {
     for (;;) {
       this.#checkOpen(`read of ${n} experiences`);
       // One read transaction: the finished flag and the rows come from the same snapshot.
-      const snapshot = this.#db.transaction(() => {
-        const available = this.#statements.countAfter.get(this.#position)?.n ?? 0;
-        const finished = this.#statements.finished.get()?.value === '1';
-        return { available, finished };
-      })();
+      const snapshot = this.#sql(() =>
+        this.#db.transaction(() => {
+          const available = this.#statements.countAfter.get(this.#position)?.n ?? 0;
+          const finished = this.#statements.finished.get()?.value === '1';
+          return { available, finished };
+        })(),
+      );
       const timedOut = Date.now() >= deadline;
       if (snapshot.available >= n || snapshot.finished || (timedOut && snapshot.available >= minCount)) {
         return this.#take(n);
@@ -193,12 +245,14 @@ export class SqliteBuffer implements ExperienceBuffer {
         `buffer '${this.name}': commit cursor ${cursor} must be an integer in [0, ${this.#position}] (handed out)`,
       );
     }
-    this.#db
-      .prepare(
-        `INSERT INTO ${this.table}_cursors (reader, position) VALUES (?, ?)
-         ON CONFLICT(reader) DO UPDATE SET position = max(position, excluded.position)`,
-      )
-      .run(this.readerId, cursor);
+    this.#sql(() =>
+      this.#db
+        .prepare(
+          `INSERT INTO ${this.table}_cursors (reader, position) VALUES (?, ?)
+           ON CONFLICT(reader) DO UPDATE SET position = max(position, excluded.position)`,
+        )
+        .run(this.readerId, cursor),
+    );
   }
 
   /** Forgets uncommitted hand-outs: the next read starts again at the committed position. */
@@ -209,14 +263,17 @@ export class SqliteBuffer implements ExperienceBuffer {
   /** Rows in id order without touching any cursor (viewers, debugging). */
   peek(options: { afterId?: number; offset?: number; limit: number }): StoredExperience[] {
     this.#checkOpen('peek');
-    return this.#statements.page
-      .all(options.afterId ?? 0, options.limit, options.offset ?? 0)
-      .map((row) => ({ id: row.id, experience: this.#parse(row.id, row.data) }));
+    return this.#sql(() => this.#statements.page.all(options.afterId ?? 0, options.limit, options.offset ?? 0)).map((row) => ({
+      id: row.id,
+      experience: this.#parse(row.id, row.data),
+    }));
   }
 
   async finishWriting(): Promise<void> {
     this.#checkOpen('finishWriting');
-    this.#db.prepare(`INSERT OR REPLACE INTO ${this.table}_meta (key, value) VALUES ('writer_finished', '1')`).run();
+    this.#sql(() =>
+      this.#db.prepare(`INSERT OR REPLACE INTO ${this.table}_meta (key, value) VALUES ('writer_finished', '1')`).run(),
+    );
   }
 
   async close(): Promise<void> {
@@ -226,7 +283,7 @@ export class SqliteBuffer implements ExperienceBuffer {
   }
 
   #take(n: number): SqliteBatch {
-    const rows = this.#statements.rowsAfter.all(this.#position, n);
+    const rows = this.#sql(() => this.#statements.rowsAfter.all(this.#position, n));
     const experiences = rows.map((row) => this.#parse(row.id, row.data));
     const last = rows.at(-1);
     if (last !== undefined) this.#position = last.id;

@@ -13,8 +13,9 @@ import Database from 'better-sqlite3';
 import type { ToolDefinition } from '../../tokenizer/index.js';
 import type { ChatTurn } from '../experience.js';
 import type { Task } from '../task.js';
-import { readJsonl } from './jsonl.js';
+import { readJsonl, stripBom } from './jsonl.js';
 import { SplitError, splitFiles } from './split.js';
+import { inSqliteFile } from './sqlite.js';
 
 export interface TasksetFormat {
   /** Prompt text column (default "prompt"). */
@@ -103,7 +104,7 @@ export async function loadTaskset(config: TasksetConfig): Promise<Taskset> {
     if (file.endsWith('.json')) {
       let rows: unknown;
       try {
-        rows = JSON.parse(await readFile(file, 'utf8'));
+        rows = JSON.parse(stripBom(await readFile(file, 'utf8')));
       } catch (error) {
         throw new TasksetError(file, `invalid JSON: ${(error as Error).message}`);
       }
@@ -122,41 +123,51 @@ export async function loadTaskset(config: TasksetConfig): Promise<Taskset> {
 function loadSqlTaskset(config: TasksetConfig): Taskset {
   const file = config.path.replace(/^sqlite:\/\/\//, '');
   if (!existsSync(file)) throw new TasksetError(file, `cannot read taskset '${config.name}': no such SQLite file`);
-  const db = new Database(file, { readonly: true, fileMustExist: true });
-  try {
-    const table = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?").get(config.name);
-    if (table === undefined) {
-      throw new TasksetError(file, `taskset '${config.name}': the database has no table '${config.name}' (the taskset's name)`);
-    }
-    let rows: { id: unknown; raw_task: unknown }[];
+  // better-sqlite3's errors name no file: each names this one (not a database, damaged, locked...)
+  return inSqliteFile(file, `taskset '${config.name}'`, () => {
+    const db = new Database(file, { readonly: true, fileMustExist: true });
     try {
-      rows = db.prepare(`SELECT id, raw_task FROM "${config.name.replaceAll('"', '""')}" ORDER BY id`).all() as typeof rows;
-    } catch (error) {
-      throw new TasksetError(
-        file,
-        `taskset '${config.name}': table '${config.name}' needs columns id and raw_task (${(error as Error).message})`,
-      );
+      return readSqlTasks(db, file, config);
+    } finally {
+      db.close();
     }
-    const tasks: Task[] = [];
-    const ids = new Map<string, string>();
-    for (const row of rows) {
-      const where = `${file}:${config.name}:${String(row.id)}`;
-      let value: unknown;
-      try {
-        value = typeof row.raw_task === 'string' ? JSON.parse(row.raw_task) : row.raw_task;
-      } catch (error) {
-        throw new TasksetError(where, `raw_task is not JSON: ${(error as Error).message}`);
-      }
-      const task = rowToTask(config, tasks.length, value, where);
-      const previous = ids.get(task.id);
-      if (previous !== undefined) throw new TasksetError(where, `duplicate task id '${task.id}' (also at ${previous})`);
-      ids.set(task.id, where);
-      tasks.push(task);
-    }
-    return { name: config.name, path: config.path, tasks };
-  } finally {
-    db.close();
+  });
+}
+
+/** The tasks of table `config.name` (id, raw_task) of an open database. */
+function readSqlTasks(db: Database.Database, file: string, config: TasksetConfig): Taskset {
+  const table = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?").get(config.name);
+  if (table === undefined) {
+    throw new TasksetError(file, `taskset '${config.name}': the database has no table '${config.name}' (the taskset's name)`);
   }
+  let rows: { id: unknown; raw_task: unknown }[];
+  try {
+    rows = db.prepare(`SELECT id, raw_task FROM "${config.name.replaceAll('"', '""')}" ORDER BY id`).all() as typeof rows;
+  } catch (error) {
+    // a missing column is SQLITE_ERROR; a damaged file (SQLITE_CORRUPT...) is reported as such by the caller
+    if ((error as { code?: unknown }).code !== 'SQLITE_ERROR') throw error;
+    throw new TasksetError(
+      file,
+      `taskset '${config.name}': table '${config.name}' needs columns id and raw_task (${(error as Error).message})`,
+    );
+  }
+  const tasks: Task[] = [];
+  const ids = new Map<string, string>();
+  for (const row of rows) {
+    const where = `${file}:${config.name}:${String(row.id)}`;
+    let value: unknown;
+    try {
+      value = typeof row.raw_task === 'string' ? JSON.parse(row.raw_task) : row.raw_task;
+    } catch (error) {
+      throw new TasksetError(where, `raw_task is not JSON: ${(error as Error).message}`);
+    }
+    const task = rowToTask(config, tasks.length, value, where);
+    const previous = ids.get(task.id);
+    if (previous !== undefined) throw new TasksetError(where, `duplicate task id '${task.id}' (also at ${previous})`);
+    ids.set(task.id, where);
+    tasks.push(task);
+  }
+  return { name: config.name, path: config.path, tasks };
 }
 
 /** Turns one row into a Task; `where` (file:line) prefixes every error. */

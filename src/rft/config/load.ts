@@ -14,8 +14,10 @@ import {
   applyOverrides,
   interpolateEnv,
   isMapping,
+  joinPath,
   type Override,
   parseOverrides,
+  reservedKeyProblems,
   resolvePaths,
   type Segment,
   type Tree,
@@ -73,6 +75,17 @@ export function parseConfig(text: string, options: ParseConfigOptions = {}): Con
   const problems: ConfigProblem[] = [];
   const overrides = parseOverrides(options.overrides ?? [], problems);
   applyOverrides(tree, overrides, problems);
+  // before anything copies or merges the tree: a reserved key there would change an object's prototype
+  const reserved = reservedKeyProblems(tree);
+  if (reserved.length > 0) {
+    for (const p of reserved) {
+      const override = overrides.findLast((o) => `${p.path}.`.startsWith(`${joinPath(o.path)}.`));
+      const offset = locate(doc.contents, p.path.split('.'));
+      if (override !== undefined) p.source = override.text;
+      else if (offset !== undefined) p.source = at(offset);
+    }
+    throw new ConfigError([...problems, ...reserved], options.file);
+  }
   interpolateEnv(tree, options.env ?? process.env, problems);
   const overriddenBy = (path: readonly Segment[]): Override | undefined =>
     overrides.findLast((o) => o.path.length <= path.length && o.path.every((s, i) => String(s) === String(path[i])));

@@ -22,8 +22,27 @@ const str = () => z.preprocess(coerceString, z.string());
 const nonEmpty = () => z.preprocess(coerceString, z.string().min(1));
 const args = () => z.record(z.string(), z.unknown());
 
-const posInt = () => num(z.int().min(1));
-const nonNegInt = () => num(z.int().min(0));
+/** An integer in [min, max]. */
+const intIn = (min: number, max: number) => num(z.int().min(min).max(max));
+/** A finite number in [min, max], or (min, max] with `above`. */
+const numIn = (min: number, max: number, above = false) => num((above ? z.number().gt(min) : z.number().min(min)).max(max));
+
+// Bounds of the numeric keys: far beyond any real run, near enough that a slip (`repeat_times: 1e9`) is a config
+// error naming the key rather than an out-of-memory abort minutes into the run. Each key's range is written beside it
+// as [min, max] (a round bracket: that end excluded).
+/** Tasks per explore step (buffer.batch_size), rollouts per task (repeat_times). */
+export const MAX_TASKS_PER_STEP = 65_536;
+export const MAX_REPEAT_TIMES = 1024;
+/** Experiences of one step: train_batch_size, and batch_size × repeat_times (each step holds them all in memory). */
+export const MAX_EXPERIENCES_PER_STEP = 65_536;
+/** Token lengths (context, prompt, response, max_tokens) and token ids: 2^20. */
+export const MAX_TOKENS = 1_048_576;
+/** Step counts and intervals. */
+export const MAX_STEPS = 1_000_000_000;
+/** Seconds: the longest wait a Node timer holds (2^31 − 1 ms); a longer one would fire at once. */
+export const MAX_TIMEOUT_SECONDS = 2_147_483;
+/** Sequences decoded at once per engine, concurrent workflow runs per engine. */
+export const MAX_SLOTS = 4096;
 
 export const MODES = ['both', 'explore', 'train', 'bench', 'serve'] as const;
 export const STORAGE_TYPES = ['queue', 'sql', 'file'] as const;
@@ -48,9 +67,9 @@ export type MonitorType = (typeof MONITOR_TYPES)[number];
 export const LoraSchema = z.strictObject({
   // rank, alpha, target_modules null: Trinity's defaults (lora_rank 32, lora_alpha 32, all-linear) for a new
   // adapter; with `path`, the adapter's own (a value set here must match its adapter_config.json)
-  rank: posInt().nullable().default(null),
-  alpha: num(z.number().positive()).nullable().default(null),
-  dropout: num(z.number().min(0).lt(1)).default(0), // PEFT lora_dropout 0
+  rank: intIn(1, 4096).nullable().default(null), // [1, 4096]
+  alpha: numIn(0, 1e6, true).nullable().default(null), // (0, 1e6]
+  dropout: num(z.number().min(0).lt(1)).default(0), // [0, 1); PEFT lora_dropout 0
   target_modules: z
     .union([z.string().min(1), z.array(z.string().min(1)).min(1)])
     .nullable()
@@ -61,9 +80,9 @@ export const LoraSchema = z.strictObject({
 export const ModelSchema = z.strictObject({
   model_path: nonEmpty(), // required: a Hugging Face model folder
   critic_model_path: str().nullable().default(null), // null: the critic starts from the policy's weights
-  max_prompt_tokens: posInt().nullable().default(null), // derived: max_model_len - max_response_tokens, or half of it
-  max_response_tokens: posInt().nullable().default(null), // derived: max_model_len - max_prompt_tokens
-  max_model_len: posInt().nullable().default(null), // derived: max_prompt_tokens + max_response_tokens
+  max_prompt_tokens: intIn(1, MAX_TOKENS).nullable().default(null), // [1, 2^20]; derived: max_model_len - max_response_tokens, or half of it
+  max_response_tokens: intIn(1, MAX_TOKENS).nullable().default(null), // [1, 2^20]; derived: max_model_len - max_prompt_tokens
+  max_model_len: intIn(1, MAX_TOKENS).nullable().default(null), // [1, 2^20]; derived: max_prompt_tokens + max_response_tokens
   dtype: z.enum(DTYPES).default('bfloat16'), // Trinity rollout_model.dtype bfloat16
   lora: LoraSchema.nullable().default(null), // null: full fine-tuning
 });
@@ -71,15 +90,16 @@ export const ModelSchema = z.strictObject({
 // --- algorithm (names and module arguments are checked by src/rft/algorithm's resolveAlgorithm) -------------------
 
 export const OptimizerSchema = z.strictObject({
-  lr: num(z.number().positive()).default(1e-6),
-  lr_warmup_steps: num(z.int().min(-1)).default(-1), // -1: use lr_warmup_steps_ratio
-  lr_warmup_steps_ratio: num(z.number().min(0).max(1)).default(0),
-  min_lr_ratio: num(z.number().min(0).max(1)).default(0.01),
+  lr: numIn(0, 1, true).default(1e-6), // (0, 1]
+  lr_warmup_steps: intIn(-1, MAX_STEPS).default(-1), // [-1, 1e9]; -1: use lr_warmup_steps_ratio
+  lr_warmup_steps_ratio: numIn(0, 1).default(0), // [0, 1]
+  min_lr_ratio: numIn(0, 1).default(0.01), // [0, 1]
   lr_scheduler_type: z.enum(LR_SCHEDULER_TYPES).default('constant'),
   optimizer_type: nonEmpty().default('adam'), // 'adam' and 'adamw' are AdamW (as Trinity's FSDP trainer); others refused
+  // each in [0, 1)
   betas: z.tuple([num(z.number().min(0).lt(1)), num(z.number().min(0).lt(1))]).default((): [number, number] => [0.9, 0.999]),
-  weight_decay: num(z.number().min(0)).default(0.01),
-  clip_grad: num(z.number().positive()).nullable().default(null), // derived: trainer.grad_clip, else 1.0
+  weight_decay: numIn(0, 1).default(0.01), // [0, 1] (decoupled: each step scales weights by 1 − lr·weight_decay)
+  clip_grad: numIn(0, 1e6, true).nullable().default(null), // (0, 1e6]; derived: trainer.grad_clip, else 1.0
 });
 
 const moduleName = () => nonEmpty().optional();
@@ -88,7 +108,7 @@ const moduleArgs = () => args().optional();
 /** Trinity's AlgorithmConfig keys; unset module keys are left to the preset of algorithm_type. */
 export const AlgorithmSchema = z.strictObject({
   algorithm_type: nonEmpty().default('ppo'),
-  repeat_times: posInt().optional(), // derived: 1 (Trinity's AlgorithmConfig), or the algorithm resolver's value
+  repeat_times: intIn(1, MAX_REPEAT_TIMES).optional(), // [1, 1024]; derived: 1 (Trinity's AlgorithmConfig), or the algorithm resolver's value
   optimizer: OptimizerSchema.prefault({}),
   sample_strategy: moduleName(),
   sample_strategy_args: moduleArgs(),
@@ -131,25 +151,25 @@ export const FormatSchema = z.strictObject({
  */
 export const TaskSelectorSchema = z.strictObject({
   selector_type: z.enum(SELECTOR_TYPES).default('sequential'),
-  seed: num(z.int()).default(42),
+  seed: num(z.int()).default(42), // any safe integer (|seed| <= 2^53 − 1)
   feature_keys: z.array(z.string()).default(() => []),
   kwargs: args().default(() => ({})),
 });
 
 /** Sampling of the rollouts of a taskset (Trinity's GenerationConfig; `n` comes from repeat_times). */
 export const RolloutArgsSchema = z.strictObject({
-  temperature: num(z.number().min(0)).default(1.0),
-  top_p: num(z.number().gt(0).max(1)).default(1.0),
-  top_k: num(z.int().min(-1)).default(-1), // -1: off
-  min_p: num(z.number().min(0).max(1)).default(0),
-  max_tokens: posInt().nullable().default(null), // derived: model.max_response_tokens
-  seed: num(z.int()).nullable().default(null),
+  temperature: numIn(0, 100).default(1.0), // [0, 100]
+  top_p: numIn(0, 1, true).default(1.0), // (0, 1]
+  top_k: intIn(-1, MAX_TOKENS).default(-1), // [-1, 2^20]; -1: off
+  min_p: numIn(0, 1).default(0), // [0, 1]
+  max_tokens: intIn(1, MAX_TOKENS).nullable().default(null), // [1, 2^20]; derived: model.max_response_tokens
+  seed: intIn(0, Number.MAX_SAFE_INTEGER).nullable().default(null), // [0, 2^53 − 1]
   stop: z
     .union([z.string(), z.array(z.string())])
     .nullable()
     .default(null),
   stop_token_ids: z
-    .array(num(z.int().min(0)))
+    .array(intIn(0, MAX_TOKENS - 1)) // token ids in [0, 2^20); below the model's vocab_size (checked before a run)
     .nullable()
     .default(null),
 });
@@ -167,7 +187,7 @@ export const TasksetSchema = z.strictObject({
   reward_fn_args: args().default(() => ({})),
   default_workflow_type: str().nullable().default(null), // derived: explorer_input.default_workflow_type
   default_reward_fn_type: str().nullable().default(null), // derived: explorer_input.default_reward_fn_type
-  repeat_times: posInt().nullable().default(null), // derived: algorithm.repeat_times (training), 1 (eval)
+  repeat_times: intIn(1, MAX_REPEAT_TIMES).nullable().default(null), // [1, 1024]; derived: algorithm.repeat_times (training), 1 (eval)
 });
 
 export const ExplorerInputSchema = z.strictObject({
@@ -181,7 +201,7 @@ export const ExplorerInputSchema = z.strictObject({
 export const ReplayBufferSchema = z.strictObject({
   enable: bool().default(false),
   priority_fn: nonEmpty().default('linear_decay'),
-  reuse_cooldown_time: num(z.number().min(0)).nullable().default(null), // seconds; null: reuse at once
+  reuse_cooldown_time: numIn(0, MAX_TIMEOUT_SECONDS).nullable().default(null), // [0, 2147483] seconds; null: reuse at once
   priority_fn_args: args().default(() => ({ decay: 2.0 })),
 });
 
@@ -190,8 +210,8 @@ export const ExperienceBufferSchema = z.strictObject({
   name: nonEmpty().default('experience_buffer'),
   storage_type: z.enum(STORAGE_TYPES).default('queue'), // queue: in-process; sql: shared SQLite file; file: a dataset
   path: str().nullable().default(null), // derived for sql: <job dir>/buffer/<name>.db
-  capacity: posInt().default(10000),
-  max_read_timeout: num(z.number().positive()).default(1800), // seconds
+  capacity: intIn(1, 16_777_216).default(10000), // [1, 2^24] experiences
+  max_read_timeout: numIn(0, MAX_TIMEOUT_SECONDS, true).default(1800), // (0, 2147483] seconds
   replay_buffer: ReplayBufferSchema.prefault({}),
   split: nonEmpty().default('train'),
   format: FormatSchema.prefault({}),
@@ -209,15 +229,15 @@ export const DatasetSchema = z.strictObject({
 export const TrainerInputSchema = z.strictObject({
   experience_buffer: ExperienceBufferSchema.optional(), // derived: a queue named experience_buffer
   sft_warmup_dataset: DatasetSchema.nullable().default(null),
-  sft_warmup_steps: nonNegInt().default(0),
+  sft_warmup_steps: intIn(0, MAX_STEPS).default(0), // [0, 1e9]
   auxiliary_buffers: z.record(z.string(), DatasetSchema).default(() => ({})),
 });
 
 export const BufferSchema = z.strictObject({
-  batch_size: posInt().default(1), // tasks per explore step
-  train_batch_size: posInt().nullable().default(null), // experiences per train step; derived: batch_size * repeat_times
-  total_epochs: posInt().default(1),
-  total_steps: posInt().nullable().default(null), // overrides total_epochs
+  batch_size: intIn(1, MAX_TASKS_PER_STEP).default(1), // [1, 65536] tasks per explore step
+  train_batch_size: intIn(1, MAX_EXPERIENCES_PER_STEP).nullable().default(null), // [1, 65536] experiences per train step; derived: batch_size * repeat_times
+  total_epochs: intIn(1, 1_000_000).default(1), // [1, 1e6]
+  total_steps: intIn(1, MAX_STEPS).nullable().default(null), // [1, 1e9]; overrides total_epochs
   explorer_input: ExplorerInputSchema.prefault({}),
   trainer_input: TrainerInputSchema.prefault({}),
 });
@@ -226,47 +246,47 @@ export const BufferSchema = z.strictObject({
 
 export const RolloutModelSchema = z.strictObject({
   engine_type: z.enum(ENGINE_TYPES).default('embedded'), // Trinity vllm; openai: an external OpenAI-compatible server
-  engine_num: posInt().default(1),
-  slots: posInt().default(8), // sequences decoded at once per engine (KV-cache slots)
+  engine_num: intIn(1, 64).default(1), // [1, 64]
+  slots: intIn(1, MAX_SLOTS).default(8), // [1, 4096] sequences decoded at once per engine (KV-cache slots)
   base_url: str().nullable().default(null), // openai only
   api_key: str().nullable().default(null), // openai only
   model_name: str().nullable().default(null), // openai only; null: model.model_path
 });
 
 export const ExplorerSchema = z.strictObject({
-  runner_per_model: posInt().default(8), // concurrent workflow runs per engine
-  max_timeout: num(z.number().positive()).default(1800), // seconds per attempt
-  max_retry_times: nonNegInt().default(2),
-  eval_interval: posInt().default(100), // explore steps
+  runner_per_model: intIn(1, MAX_SLOTS).default(8), // [1, 4096] concurrent workflow runs per engine
+  max_timeout: numIn(0, MAX_TIMEOUT_SECONDS, true).default(1800), // (0, 2147483] seconds per attempt
+  max_retry_times: intIn(0, 100).default(2), // [0, 100]
+  eval_interval: intIn(1, MAX_STEPS).default(100), // [1, 1e9] explore steps
   eval_on_startup: bool().default(true),
   bench_on_latest_checkpoint: bool().default(false),
   rollout_model: RolloutModelSchema.prefault({}),
   // mode serve (Trinity's proxy): the OpenAI-compatible endpoint external agents call
-  proxy_port: z.number().int().min(0).max(65535).default(8010),
+  proxy_port: intIn(0, 65535).default(8010), // [0, 65535]; 0: any free port
   listen_address: str().default('127.0.0.1'), // Trinity 0.0.0.0; loopback unless asked
   api_key: str().nullable().default(null), // null: $TRINITY_API_KEY if set, else no key
-  serve_max_tokens: posInt().default(4096), // largest max_tokens a request may ask
-  serve_max_prompt_tokens: posInt().nullable().default(null), // null: the model's context
-  serve_max_body_bytes: posInt().default(1024 * 1024),
-  serve_max_n: posInt().default(16),
+  serve_max_tokens: intIn(1, MAX_TOKENS).default(4096), // [1, 2^20]; largest max_tokens a request may ask
+  serve_max_prompt_tokens: intIn(1, MAX_TOKENS).nullable().default(null), // [1, 2^20]; null: the model's context
+  serve_max_body_bytes: intIn(1, 1024 * 1024 * 1024).default(1024 * 1024), // [1, 1 GiB]
+  serve_max_n: intIn(1, 1024).default(16), // [1, 1024]
 });
 
 export const TrainerSchema = z.strictObject({
-  save_interval: nonNegInt().default(0), // train steps; 0: only at the end
-  max_checkpoints_to_keep: nonNegInt().default(0), // 0: keep all
-  grad_clip: num(z.number().positive()).nullable().default(null), // max gradient norm; derived: algorithm.optimizer.clip_grad, else 1.0
-  micro_batch_size: posInt().default(1), // Trinity/veRL ppo_micro_batch_size_per_gpu 1
+  save_interval: intIn(0, MAX_STEPS).default(0), // [0, 1e9] train steps; 0: only at the end
+  max_checkpoints_to_keep: intIn(0, MAX_STEPS).default(0), // [0, 1e9]; 0: keep all
+  grad_clip: numIn(0, 1e6, true).nullable().default(null), // (0, 1e6] max gradient norm; derived: algorithm.optimizer.clip_grad, else 1.0
+  micro_batch_size: intIn(1, MAX_EXPERIENCES_PER_STEP).default(1), // [1, 65536]; Trinity/veRL ppo_micro_batch_size_per_gpu 1
   gradient_checkpointing: bool().default(true), // veRL enable_gradient_checkpointing true
-  total_steps: posInt().nullable().default(null), // null: until the buffer runs out
+  total_steps: intIn(1, MAX_STEPS).nullable().default(null), // [1, 1e9]; null: until the buffer runs out
 });
 
 export const SynchronizerSchema = z.strictObject({
   sync_method: z.enum(SYNC_METHODS).nullable().default(null), // Trinity nccl; derived: memory in mode both, else checkpoint
-  sync_interval: posInt().default(1),
-  sync_offset: nonNegInt().default(0), // 1: one-step off-policy
-  sync_timeout: num(z.number().positive()).default(3600), // seconds
+  sync_interval: intIn(1, MAX_STEPS).default(1), // [1, 1e9]
+  sync_offset: intIn(0, 1024).default(0), // [0, 1024]; 1: one-step off-policy
+  sync_timeout: numIn(0, MAX_TIMEOUT_SECONDS, true).default(3600), // (0, 2147483] seconds
   sync_style: z.enum(SYNC_STYLES).default('fixed'),
-  max_staleness: nonNegInt().nullable().default(null), // most model versions an experience may lag; null: no bound
+  max_staleness: intIn(0, MAX_STEPS).nullable().default(null), // [0, 1e9]; most model versions an experience may lag; null: no bound
 });
 
 export const MonitorSchema = z.strictObject({

@@ -43,6 +43,28 @@ export function deepMerge(base: Tree, override: Tree): Tree {
   return out;
 }
 
+// --- reserved keys -------------------------------------------------------------------------------------------------
+
+/**
+ * Keys no config has and that plain-object assignment would turn into prototype changes (`tree['__proto__'] = ...`
+ * replaces the prototype; `--set __proto__.x=1` would write into Object.prototype): refused wherever they appear.
+ */
+export const RESERVED_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
+
+const reservedMessage = (key: string): string =>
+  `'${key}' is not a config key (a reserved name of JavaScript objects; rename it)`;
+
+/** One problem per reserved key (./RESERVED_KEYS) in the mappings of `tree`, named by its key path. */
+export function reservedKeyProblems(tree: unknown, path: Segment[] = []): ConfigProblem[] {
+  if (Array.isArray(tree)) return tree.flatMap((item, i) => reservedKeyProblems(item, [...path, i]));
+  if (!isMapping(tree)) return [];
+  return Object.keys(tree).flatMap((key) =>
+    RESERVED_KEYS.has(key)
+      ? [{ path: joinPath([...path, key]), message: reservedMessage(key) }]
+      : reservedKeyProblems(tree[key], [...path, key]),
+  );
+}
+
 // --- overrides ------------------------------------------------------------------------------------------------------
 
 export interface Override {
@@ -72,6 +94,11 @@ export function parseOverrides(overrides: readonly string[], problems: ConfigPro
     const key = eq < 0 ? '' : text.slice(0, eq).trim();
     if (eq < 0 || key === '' || key.split('.').some((s) => s === '')) {
       problems.push({ path: '', message: `override '${text}' is not key.path=value`, source: `--set ${text}` });
+      continue;
+    }
+    const reserved = key.split('.').find((s) => RESERVED_KEYS.has(s));
+    if (reserved !== undefined) {
+      problems.push({ path: '', message: `override '${text}': ${reservedMessage(reserved)}`, source: `--set ${text}` });
       continue;
     }
     const path = key.split('.').map((s): Segment => (/^\d+$/.test(s) ? Number(s) : s));

@@ -25,6 +25,7 @@ import {
   RunSchema,
   type StageConfig,
   type TasksetConfig,
+  MAX_EXPERIENCES_PER_STEP,
 } from './schema.js';
 import { deepMerge, describeValue, getIn, isMapping, joinPath, type Segment, type Tree } from './source.js';
 
@@ -374,6 +375,15 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
       problem('buffer.train_batch_size', `is required when ${why} (there are no explore steps to derive it from)`);
     }
     trainBatchSize = buffer.batch_size * repeatTimes;
+  }
+  // an explore step holds all its experiences at once (each key alone is bounded by the schema, their product here)
+  const explored = buffer.batch_size * repeatTimes;
+  if ((mode === 'both' || mode === 'explore') && !offline && explored > MAX_EXPERIENCES_PER_STEP) {
+    problem(
+      'buffer.batch_size',
+      `× algorithm.repeat_times (${buffer.batch_size} × ${repeatTimes} = ${explored}) experiences per explore step ` +
+        `exceeds ${MAX_EXPERIENCES_PER_STEP}: lower one of them`,
+    );
   }
 
   // tasksets: one list, names, inherited defaults

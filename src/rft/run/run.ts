@@ -8,6 +8,7 @@ import { availableParallelism } from 'node:os';
 import { join, relative } from 'node:path';
 import type { Config, FormatConfig, LoraConfig, StageConfig, TasksetConfig as TasksetSection } from '../config/index.js';
 import { resolveStages } from '../config/index.js';
+import { checkBeforeRun } from '../config/preflight.js';
 import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../buffer/index.js';
 import { type MonitorArgs, ProgressReporter } from '../monitor/index.js';
 import type { StageHooks, StageResult, StageSettings } from './settings.js';
@@ -257,6 +258,8 @@ export async function runConfig(
   options: RunOptions = {},
 ): Promise<{ finalModelDir: string | null; stages: StageRecord[] }> {
   const log = options.log ?? ((line: string) => console.log(line));
+  // what every stage needs from the disk and the registries, before anything is made or run (as `config check`)
+  await checkBeforeRun(config, options.baseDir !== undefined ? { baseDir: options.baseDir } : {});
   const configured = config.checkpoint_job_dir;
   let jobDir = configured;
   let stages = resolveStages(config);

@@ -13,6 +13,7 @@ import {
   parseConfig,
   resolveStages,
 } from '../../../src/rft/config/index.js';
+import { modelFolder, tasksetFile } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'trinity-config-'));
 let files = 0;
@@ -568,49 +569,39 @@ describe('trinity config check', () => {
   async function run(args: string[]): Promise<{ code: number; out: string; err: string }> {
     let out = '';
     let err = '';
-    const stdout = process.stdout.write;
-    const stderr = process.stderr.write;
-    process.stdout.write = ((chunk: string) => {
-      out += chunk;
-      return true;
-    }) as typeof process.stdout.write;
-    process.stderr.write = ((chunk: string) => {
-      err += chunk;
-      return true;
-    }) as typeof process.stderr.write;
-    try {
-      return { code: await configCommand(args), out, err };
-    } finally {
-      process.stdout.write = stdout;
-      process.stderr.write = stderr;
-    }
+    const output = { stdout: { write: (text: string) => (out += text) }, stderr: { write: (text: string) => (err += text) } };
+    return { code: await configCommand(args, output), out, err };
   }
 
   it('prints the resolved config as YAML, api keys masked', async () => {
     const file = write(
       `${MINIMAL}mode: bench\nexplorer: {rollout_model: {engine_type: openai, base_url: http://x/v1, api_key: sk-secret}}\n`,
     );
-    const { code, out } = await run([
+    // bench on an external server: the pre-run checks read only the eval taskset (the server has the model)
+    const evalFile = tasksetFile(join(dir, 'eval.jsonl'));
+    const { code, out, err } = await run([
       'check',
       file,
       '--no-algorithm-check',
       '--set',
-      'buffer.explorer_input.eval_tasksets.0.path=/e',
+      `buffer.explorer_input.eval_tasksets.0.path=${evalFile}`,
     ]);
-    assert.equal(code, 0);
+    assert.equal(code, 0, err);
     const printed = YAML.parse(out) as Config;
     assert.equal(printed.mode, 'bench');
     assert.equal(printed.explorer.rollout_model.api_key, '***');
-    assert.equal(printed.buffer.explorer_input.eval_tasksets[0]?.path, '/e');
+    assert.equal(printed.buffer.explorer_input.eval_tasksets[0]?.path, evalFile);
     assert.ok(!out.includes('sk-secret'));
   });
 
   it('prints one document per stage', async () => {
+    const model = modelFolder(join(dir, 'stages-model'));
+    const tasks = tasksetFile(join(dir, 'stages-tasks.jsonl'));
     const file = write(
-      'model: {model_path: /m, max_model_len: 8}\nbuffer: {explorer_input: {taskset: {path: /t}}}\nstages: [{stage_name: a}, {stage_name: b}]\n',
+      `model: {model_path: ${model}, max_model_len: 8}\nbuffer: {explorer_input: {taskset: {path: ${tasks}}}}\ncheckpoint_root_dir: ${dir}/runs\nstages: [{stage_name: a}, {stage_name: b}]\n`,
     );
-    const { code, out } = await run(['check', file, '--no-algorithm-check']);
-    assert.equal(code, 0);
+    const { code, out, err } = await run(['check', file, '--no-algorithm-check']);
+    assert.equal(code, 0, err);
     assert.deepEqual(
       YAML.parseAllDocuments(out).map((d) => (d.toJS() as { stage_name: string }).stage_name),
       ['a', 'b'],

@@ -11,6 +11,7 @@ import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
 import { createSelector, loadTaskset } from '../../../src/rft/buffer/index.js';
 import { type Config, ConfigError, parseConfig, resolveStages } from '../../../src/rft/config/index.js';
 import { runConfig, stageSettings } from '../../../src/rft/run/index.js';
+import { modelFolder } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'trinity-settings-'));
 const parse = (text: string): Config => parseConfig(text, { env: {}, cwd: dir });
@@ -271,9 +272,10 @@ buffer:
 
   it('continue_from_checkpoint: false starts afresh in <job dir>_<timestamp>, leaving the earlier folder', async () => {
     const root = mkdtempSync(join(tmpdir(), 'trinity-fresh-'));
+    const model = modelFolder(join(root, 'model'));
     // mode serve: the stage itself is the stand-in below (the rft layer hands serve stages to the serving layer)
     const config = parseConfig(
-      `model: {model_path: /m, max_model_len: 64}
+      `model: {model_path: ${model}, max_model_len: 64}
 mode: serve
 buffer: {trainer_input: {experience_buffer: {storage_type: sql}}}
 checkpoint_root_dir: ${root}

@@ -1,0 +1,308 @@
+// What a run needs from the disk and the registries, checked before it starts: `trinity config check` and runConfig
+// (src/rft/run/run.ts) call the same function, so a config that passes the check does not fail in these ways later.
+//
+//   folders      every stage's job folder (checkpoints, metrics) and an SQLite buffer's folder can be made and written
+//                (a path in a kernel file system such as /proc is refused: making folders there never succeeds)
+//   model        the folder a stage starts from has config.json; a critic folder too; a LoRA adapter has
+//                adapter_config.json
+//   tasksets     each one the stage reads loads: its file or split exists, and every row has the format keys
+//                (src/rft/buffer/taskset.ts names file:line and the key)
+//   names        every workflow and reward function the tasks name is registered or loads as a module path
+//   datasets     the files of a file experience buffer, SFT warm-up data and auxiliary buffers exist
+//   token ids    rollout_args.stop_token_ids are below the model's vocab_size
+//
+// Only stages that will run are checked: a stage whose done.json exists is skipped by runConfig, and so here (the
+// model a stage starts from is then the previous stage's final model, as runConfig passes it on).
+import { accessSync, constants, existsSync, readFileSync, realpathSync, statfsSync, statSync } from 'node:fs';
+import { dirname, join, resolve, sep } from 'node:path';
+import { SplitError, splitFiles } from '../buffer/split.js';
+import { loadTaskset, type TasksetConfig as TasksetSettings } from '../buffer/taskset.js';
+import { REWARD_FUNCTIONS } from '../reward/registry.js';
+import { stageSettings } from '../run/run.js';
+import { WORKFLOWS } from '../workflow/registry.js';
+import { ConfigError, type ConfigProblem } from './errors.js';
+import { resolveStages } from './load.js';
+import type { Config, StageConfig, TasksetConfig } from './schema.js';
+
+export interface PreflightOptions {
+  /** Where module-path workflows and reward functions resolve: the config file's folder (default: the working directory). */
+  baseDir?: string;
+}
+
+/** Every problem the run of `config` would meet before or in its first step (empty: none). Creates nothing. */
+export async function preflightProblems(config: Config, options: PreflightOptions = {}): Promise<ConfigProblem[]> {
+  const baseDir = options.baseDir ?? process.cwd();
+  const problems: ConfigProblem[] = [];
+  const seen = new Set<string>();
+  const stages = resolveStages(config);
+  const multiStage = config.stages.length > 0;
+  // as runConfig: with continue_from_checkpoint false and the job folder there, every stage starts afresh elsewhere
+  const fresh = !config.continue_from_checkpoint && existsSync(config.checkpoint_job_dir);
+  let modelPath: string | null = config.model.model_path;
+  let first = true;
+  for (const stage of stages) {
+    const done = fresh ? null : finishedRecord(stage);
+    if (done !== null) {
+      if (done.finalModelDir !== null) modelPath = done.finalModelDir;
+      continue;
+    }
+    const add = (path: string, message: string) => {
+      const text = multiStage ? `${message} (in stage '${stage.stage_name}')` : message;
+      const key = `${path}\n${message}`;
+      if (seen.has(key)) return;
+      seen.add(key);
+      problems.push({ path, message: text });
+    };
+    // the first stage to run starts from the configured model or a finished stage's; later ones from its output
+    await checkStage(stage, first ? modelPath : null, baseDir, add);
+    first = false;
+  }
+  return problems;
+}
+
+/** Throws a ConfigError listing what preflightProblems finds (runConfig calls it before any stage). */
+export async function checkBeforeRun(config: Config, options: PreflightOptions = {}): Promise<void> {
+  const problems = await preflightProblems(config, options);
+  if (problems.length > 0) throw new ConfigError(problems);
+}
+
+type Report = (path: string, message: string) => void;
+
+function finishedRecord(stage: StageConfig): { finalModelDir: string | null } | null {
+  const file = join(stage.checkpoint_job_dir, 'done.json');
+  if (!existsSync(file)) return null;
+  try {
+    const record = JSON.parse(readFileSync(file, 'utf8')) as { finalModelDir?: unknown };
+    return { finalModelDir: typeof record.finalModelDir === 'string' ? record.finalModelDir : null };
+  } catch {
+    return null; // runConfig fails on it with the parse error; the checks here do not hide that
+  }
+}
+
+async function checkStage(stage: StageConfig, modelPath: string | null, baseDir: string, add: Report): Promise<void> {
+  const { mode } = stage;
+  const remote = stage.explorer.rollout_model.engine_type === 'openai';
+
+  // folders the stage writes
+  const folderProblem = unwritableReason(stage.checkpoint_job_dir);
+  if (folderProblem !== null) add('checkpoint_root_dir', `the job folder cannot be made: ${folderProblem}`);
+  const experienceBuffer = stage.buffer.trainer_input.experience_buffer;
+  const bufferPath = 'buffer.trainer_input.experience_buffer';
+  if (experienceBuffer.storage_type === 'sql' && experienceBuffer.path !== null) {
+    const reason = unwritableReason(dirname(experienceBuffer.path));
+    if (reason !== null) add(`${bufferPath}.path`, `the SQLite buffer's folder cannot be made: ${reason}`);
+  }
+
+  // models: an external server in modes explore and bench needs no local folder (it only names the model)
+  let vocabSize: number | null = null;
+  if (modelPath !== null && !(remote && (mode === 'explore' || mode === 'bench'))) {
+    const model = readModelConfig(modelPath);
+    if (typeof model === 'string') add('model.model_path', model);
+    else if (typeof model.vocab_size === 'number') vocabSize = model.vocab_size;
+  }
+  if (stage.model.critic_model_path !== null) {
+    const critic = readModelConfig(stage.model.critic_model_path);
+    if (typeof critic === 'string') add('model.critic_model_path', critic);
+  }
+  const adapter = stage.model.lora?.path ?? null;
+  if (adapter !== null && !existsSync(join(adapter, 'adapter_config.json'))) {
+    add('model.lora.path', `${adapter} is not a PEFT adapter folder (no adapter_config.json)`);
+  }
+
+  // tasksets, and the names their tasks use
+  const settings = stageSettings(stage, modelPath ?? stage.model.model_path, baseDir);
+  const explores = mode === 'both' || mode === 'explore';
+  const evaluates = explores || mode === 'bench';
+  const input = stage.buffer.explorer_input;
+  const trainPath = (i: number) =>
+    input.tasksets.length === 1 ? 'buffer.explorer_input.taskset' : `buffer.explorer_input.tasksets.${i}`;
+  const sets: { section: TasksetConfig; settings: TasksetSettings; path: string }[] = [];
+  if (explores) {
+    settings.tasksets.forEach(({ taskset }, i) => {
+      sets.push({ section: input.tasksets[i] as TasksetConfig, settings: taskset, path: trainPath(i) });
+    });
+  }
+  if (evaluates) {
+    settings.evalTasksets.forEach((taskset, i) => {
+      const path = `buffer.explorer_input.eval_tasksets.${i}`;
+      sets.push({ section: input.eval_tasksets[i] as TasksetConfig, settings: taskset, path });
+    });
+  }
+  const names = new NameChecks(baseDir, add);
+  const defaultWorkflow = settings.explorer.defaultWorkflow;
+  if (sets.length > 0) names.workflow(defaultWorkflow, 'buffer.explorer_input.default_workflow_type', null);
+  if (input.default_reward_fn_type !== null && sets.length > 0) {
+    names.reward(input.default_reward_fn_type, 'buffer.explorer_input.default_reward_fn_type', null);
+  }
+  for (const { section, settings: tasksetSettings, path } of sets) {
+    // the taskset's own defaults, where they are not the explorer_input's (reported there already)
+    if (section.default_workflow_type !== null && section.default_workflow_type !== input.default_workflow_type) {
+      names.workflow(section.default_workflow_type, `${path}.default_workflow_type`, null);
+    }
+    if (section.default_reward_fn_type !== null && section.default_reward_fn_type !== input.default_reward_fn_type) {
+      names.reward(section.default_reward_fn_type, `${path}.default_reward_fn_type`, null);
+    }
+    if (vocabSize !== null) {
+      for (const id of section.rollout_args.stop_token_ids ?? []) {
+        if (id >= vocabSize) {
+          add(
+            `${path}.rollout_args.stop_token_ids`,
+            `token id ${id} is outside the model's vocabulary (vocab_size ${vocabSize})`,
+          );
+        }
+      }
+    }
+    let tasks: Awaited<ReturnType<typeof loadTaskset>>['tasks'];
+    try {
+      ({ tasks } = await loadTaskset(tasksetSettings));
+    } catch (error) {
+      add(`${path}.path`, (error as Error).message);
+      continue;
+    }
+    if (tasks.length === 0) add(`${path}.path`, `taskset '${section.name}' has no rows (${section.path})`);
+    // names a row gives itself (format.workflow_key / reward_fn_key): the first row with each
+    const format = section.format;
+    for (const task of tasks) {
+      const row = `taskset '${section.name}' row ${task.index + 1} (task '${task.id}')`;
+      if (task.workflow !== undefined && task.workflow !== tasksetSettings.defaultWorkflowType) {
+        names.workflow(task.workflow, `${path}.format.workflow_key`, `${row}, key '${format.workflow_key}'`);
+      }
+      if (task.rewardFn !== undefined && task.rewardFn !== tasksetSettings.defaultRewardFnType) {
+        names.reward(task.rewardFn, `${path}.format.reward_fn_key`, `${row}, key '${format.reward_fn_key}'`);
+      }
+    }
+  }
+  await names.settled();
+
+  // datasets the trainer reads
+  const datasets: { path: string; file: string; split: string }[] = [];
+  if ((mode === 'train' || mode === 'both') && experienceBuffer.storage_type === 'file' && experienceBuffer.path !== null) {
+    datasets.push({ path: `${bufferPath}.path`, file: experienceBuffer.path, split: experienceBuffer.split });
+  }
+  const warmup = stage.buffer.trainer_input.sft_warmup_dataset;
+  if (warmup !== null)
+    datasets.push({ path: 'buffer.trainer_input.sft_warmup_dataset.path', file: warmup.path, split: warmup.split });
+  for (const [key, d] of Object.entries(stage.buffer.trainer_input.auxiliary_buffers)) {
+    datasets.push({ path: `buffer.trainer_input.auxiliary_buffers.${key}.path`, file: d.path, split: d.split });
+  }
+  for (const d of datasets) {
+    try {
+      splitFiles(d.file, d.split);
+    } catch (error) {
+      if (!(error instanceof SplitError)) throw error;
+      add(d.path, error.message);
+    }
+  }
+}
+
+/** Resolves each workflow and reward function name once (module paths are imported); reports the ones that fail. */
+class NameChecks {
+  readonly #pending: Promise<void>[] = [];
+  readonly #asked = new Set<string>();
+
+  constructor(
+    readonly baseDir: string,
+    readonly add: Report,
+  ) {}
+
+  /** `row`: the row that names it (null: the key at `path` does). */
+  workflow(name: string, path: string, row: string | null): void {
+    this.#check('workflow', name, path, row, () => WORKFLOWS.resolve(name, this.baseDir));
+  }
+
+  reward(name: string, path: string, row: string | null): void {
+    this.#check('reward', name, path, row, () => REWARD_FUNCTIONS.resolve(name, this.baseDir));
+  }
+
+  #check(kind: string, name: string, path: string, row: string | null, resolveName: () => Promise<unknown>): void {
+    const key = `${kind}\0${name}`;
+    if (this.#asked.has(key)) return;
+    this.#asked.add(key);
+    this.#pending.push(
+      resolveName().then(
+        () => undefined,
+        (error: unknown) => {
+          const message = error instanceof Error ? error.message : String(error);
+          this.add(path, row === null ? message : `${message} (named by ${row})`);
+        },
+      ),
+    );
+  }
+
+  async settled(): Promise<void> {
+    await Promise.all(this.#pending);
+  }
+}
+
+/** config.json of a model folder as an object, or why it cannot be read. */
+function readModelConfig(dir: string): Record<string, unknown> | string {
+  const file = join(dir, 'config.json');
+  if (!existsSync(dir)) return `model folder ${dir} does not exist`;
+  if (!existsSync(file)) return `${dir} is not a Hugging Face model folder (no config.json)`;
+  try {
+    const value: unknown = JSON.parse(readFileSync(file, 'utf8'));
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) return `${file} does not hold a JSON object`;
+    return value as Record<string, unknown>;
+  } catch (error) {
+    return `${file} cannot be read: ${(error as Error).message}`;
+  }
+}
+
+// statfs f_type of the kernel's virtual file systems, where mkdir never makes a usable folder (Linux magic.h)
+const VIRTUAL_FILE_SYSTEMS: ReadonlyMap<number, string> = new Map([
+  [0x9fa0, 'proc'],
+  [0x62656572, 'sysfs'],
+  [0x27e0eb, 'cgroup'],
+  [0x63677270, 'cgroup2'],
+  [0x64626720, 'debugfs'],
+  [0x73636673, 'securityfs'],
+  [0x74726163, 'tracefs'],
+  [0xcafe4a11, 'bpf'],
+  [0x1cd1, 'devpts'],
+]);
+/** Folders of devices and kernel state: a run's files never belong there (/dev/shm, a memory file system, does). */
+const SYSTEM_ROOTS = ['/proc', '/sys', '/dev'];
+const SYSTEM_EXCEPTIONS = ['/dev/shm'];
+
+const under = (path: string, root: string): boolean => path === root || path.startsWith(`${root}${sep}`);
+
+/**
+ * Why the folder `dir` cannot be made (or written, when it exists), or null when it can. Creates nothing: walks up
+ * to the deepest part of the path that exists, which must be a writable folder outside the kernel's file systems.
+ */
+export function unwritableReason(dir: string): string | null {
+  let existing = resolve(dir);
+  for (;;) {
+    try {
+      statSync(existing);
+      break;
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code !== 'ENOENT' && code !== 'ENOTDIR') return `${existing}: ${(error as Error).message}`;
+      const parent = dirname(existing);
+      if (parent === existing) return `no part of ${dir} exists`;
+      existing = parent;
+    }
+  }
+  if (!statSync(existing).isDirectory()) return `${existing} is a file, not a folder`;
+  let real: string;
+  try {
+    real = realpathSync(existing);
+  } catch (error) {
+    return `${existing}: ${(error as Error).message}`;
+  }
+  const root = SYSTEM_ROOTS.find((r) => under(real, r) && !SYSTEM_EXCEPTIONS.some((e) => under(real, e)));
+  if (root !== undefined) return `${dir} is under ${root}, a system folder (choose a folder for data)`;
+  try {
+    const fsType = VIRTUAL_FILE_SYSTEMS.get(Number(statfsSync(real).type));
+    if (fsType !== undefined) return `${dir} is on a ${fsType} file system (kernel state, not storage)`;
+  } catch {
+    // statfs is not available everywhere; the checks above and below still hold
+  }
+  try {
+    accessSync(real, constants.W_OK);
+  } catch {
+    return `${existing} is not writable`;
+  }
+  return null;
+}
