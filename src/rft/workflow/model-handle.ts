@@ -21,17 +21,11 @@
 //   ... the agent's own calls ...
 //   return model.recordedExperiences({ reward });                 // one experience per conversation
 import { randomBytes, randomUUID } from 'node:crypto';
-import {
-  type ChatChoice,
-  type ChatOptions,
-  type ChatResult,
-  ConversationTracker,
-  type ConversationTurn,
-  conversationTokens,
-  type GenerateRequest,
-  type GenerateResult,
-} from '../../engine/index.js';
-import { OpenAIService, type OpenAIServer, type RequestScope, startOpenAIServer } from '../../openai/index.js';
+// Values from the engine's leaf modules and the OpenAI server imported when first served: a workflow worker thread
+// (./isolation/) runs this handle without loading libtorch.
+import type { ChatChoice, ChatOptions, ChatResult, GenerateRequest, GenerateResult } from '../../engine/index.js';
+import { ConversationTracker, type ConversationTurn, conversationTokens } from '../../engine/conversation.js';
+import type { OpenAIServer, RequestScope } from '../../openai/index.js';
 import type { ChatMessage, Tokenizer } from '../../tokenizer/index.js';
 import type { ChatTurn, Experience } from '../experience.js';
 import type { ModelHandle, RecordedExperienceOptions, RolloutOutput, ServedScope, ToExperienceOptions } from './types.js';
@@ -119,6 +113,7 @@ export class EngineModelHandle implements ModelHandle {
   /** Starts (once) the rollout endpoint on 127.0.0.1 and opens a scope recording into `conversation`. */
   async serveScope(scope: { conversation: ConversationTracker; signal?: AbortSignal }): Promise<ServedScope> {
     this.#served ??= (async () => {
+      const { OpenAIService, startOpenAIServer } = await import('../../openai/index.js');
       const scopes = new Map<string, RequestScope>();
       const service = new OpenAIService({ modelName: ROLLOUT_MODEL_NAME, backend: this.engine, acceptAnyModel: true });
       const server = await startOpenAIServer({ service, scopes });

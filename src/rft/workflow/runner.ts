@@ -14,11 +14,24 @@
 // (validateExperience) is retried up to maxRetryTimes times with exponential backoff, then its run counts as failed;
 // nothing a workflow does stops the step. Experiences are stamped with info.taskId, runId, modelVersion (when
 // missing) and step.
+//
+// Where workflow code runs:
+// - A module path (`path/to/file.ts#export`, not a registered name) is user code: it runs on a workflow worker
+//   thread (./isolation/pool.ts; one attempt per thread, up to models × runnerPerModel threads kept for reuse). A
+//   timeout or a stop terminates the thread, which ends even a synchronous infinite loop; an uncaught exception or
+//   an unhandled rejection there fails that attempt only (errored); the thread is replaced. Its model handle is the
+//   same EngineModelHandle code, generating on the main thread's model.
+// - Registered workflows (the built-ins, and functions a program registers) run in-process: they are trusted not to
+//   block the event loop (a synchronous hang there cannot be timed out). Errors escaping their promise chains are
+//   attributed to their attempt by the handlers of ./isolation/faults.ts, which a run installs.
 import { setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { isModulePath } from '../../util/module-path.js';
 import { type Experience, responseLength, validateExperience } from '../experience.js';
 import type { Task } from '../task.js';
 import { evalMetrics, type TaskSamples } from './eval-metrics.js';
+import { runInAttemptScope } from './isolation/faults.js';
+import { UnsendableResult, type WorkflowWorker, WorkflowWorkerPool } from './isolation/pool.js';
 import { attemptModelHandle } from './model-handle.js';
 import { WORKFLOWS, type WorkflowRegistry } from './registry.js';
 import type { ModelHandle, WorkflowSpec } from './types.js';
@@ -48,6 +61,8 @@ export interface WorkflowRunnerOptions {
   passThreshold?: number;
   /** One line per failed attempt (default: none; statuses carry the errors too). */
   log?: (line: string) => void;
+  /** How long starting a workflow worker thread or loading a module-path workflow in it may take. Default 120 s. */
+  workerStartTimeoutMs?: number;
 }
 
 export interface RunOptions {
@@ -104,9 +119,12 @@ class MalformedExperiences extends Error {
   override name = 'MalformedExperiences';
 }
 
+/** A workflow as the runner runs it: in this thread, or on a worker thread by module path (see the header). */
+type ResolvedWorkflow = { isolated: false; spec: WorkflowSpec } | { isolated: true; spec: string; repeatable: boolean };
+
 interface Run {
   task: Task;
-  spec: WorkflowSpec;
+  workflow: ResolvedWorkflow;
   repeatTimes: number;
   runIdBase: number;
 }
@@ -124,6 +142,9 @@ export class WorkflowRunner {
   readonly #seed: number;
   readonly #passThreshold: number;
   readonly #log: (line: string) => void;
+  readonly #workers: WorkflowWorkerPool;
+  /** Module-path workflows checked on a worker thread, by (baseDir, spec); a failed check is retried. */
+  readonly #isolated = new Map<string, Promise<ResolvedWorkflow>>();
 
   constructor(options: WorkflowRunnerOptions) {
     const models = Array.isArray(options.models)
@@ -150,6 +171,38 @@ export class WorkflowRunner {
     this.#seed = options.seed ?? 42;
     this.#passThreshold = options.passThreshold ?? 1;
     this.#log = options.log ?? (() => {});
+    this.#workers = new WorkflowWorkerPool({
+      maxIdle: models.length * runnerPerModel,
+      ...(options.workerStartTimeoutMs !== undefined ? { startTimeoutMs: options.workerStartTimeoutMs } : {}),
+      log: this.#log,
+    });
+  }
+
+  /** Workflow worker threads started so far (each terminated one is replaced by a new one when needed). */
+  get workerThreadsStarted(): number {
+    return this.#workers.started;
+  }
+
+  /** Terminates the workflow worker threads (idle ones never keep the process alive; this frees them now). */
+  close(): void {
+    this.#workers.close();
+  }
+
+  /** A registered name (in-process) or a module path (checked, then run, on a worker thread). */
+  #resolve(name: string): Promise<ResolvedWorkflow> {
+    if (this.#workflows.has(name) || !isModulePath(name))
+      return this.#workflows.resolve(name, this.#baseDir).then((spec) => ({ isolated: false, spec }));
+    const key = `${this.#baseDir ?? ''}\0${name}`;
+    let resolved = this.#isolated.get(key);
+    if (resolved === undefined) {
+      resolved = this.#workers.acquire(name, this.#baseDir).then(({ worker, repeatable }) => {
+        this.#workers.release(worker, true);
+        return { isolated: true, spec: name, repeatable };
+      });
+      resolved.catch(() => this.#isolated.delete(key));
+      this.#isolated.set(key, resolved);
+    }
+    return resolved;
   }
 
   /** Runs in flight now, over all models. */
@@ -195,24 +248,24 @@ export class WorkflowRunner {
     const started = performance.now();
     const defaultName = isEval ? this.#defaultEvalWorkflow : this.#defaultWorkflow;
     // A bad default is a config error for the whole step; a bad name in one task's row fails that task.
-    if (defaultName !== undefined) await this.#workflows.resolve(defaultName, this.#baseDir);
+    if (defaultName !== undefined) await this.#resolve(defaultName);
 
     const statuses: RunStatus[] = [];
     const runs: Run[] = [];
     for (const task of tasks) {
       const name = task.workflow ?? defaultName;
-      let spec: WorkflowSpec;
+      let workflow: ResolvedWorkflow;
       try {
         if (name === undefined) throw new Error(`task ${task.id} names no workflow and the runner has no default workflow`);
-        spec = await this.#workflows.resolve(name, this.#baseDir);
+        workflow = await this.#resolve(name);
       } catch (error) {
         statuses.push(failedStatus(task, range(0, repeatTimes), (error as Error).message));
         continue;
       }
-      if (spec.repeatable === false) {
-        for (let r = 0; r < repeatTimes; r++) runs.push({ task, spec, repeatTimes: 1, runIdBase: r });
+      if (repeatableOf(workflow)) {
+        runs.push({ task, workflow, repeatTimes, runIdBase: 0 });
       } else {
-        runs.push({ task, spec, repeatTimes, runIdBase: 0 });
+        for (let r = 0; r < repeatTimes; r++) runs.push({ task, workflow, repeatTimes: 1, runIdBase: r });
       }
     }
 
@@ -272,7 +325,7 @@ export class WorkflowRunner {
         return { experiences, status };
       } catch (error) {
         if (error instanceof AttemptTimeout) status.timedOut++;
-        else if (error instanceof MalformedExperiences) status.malformed++;
+        else if (error instanceof MalformedExperiences || error instanceof UnsendableResult) status.malformed++;
         else status.errored++;
         status.error = error instanceof Error ? error.message : String(error);
         this.#log(
@@ -295,7 +348,16 @@ export class WorkflowRunner {
     attempt: number,
     stop: AbortSignal | undefined,
   ): Promise<Experience[]> {
-    const { task } = run;
+    const { task, workflow } = run;
+    // a worker thread with the module loaded, before the clock starts: starting one is not the workflow's time
+    let worker: WorkflowWorker | null = null;
+    if (workflow.isolated) {
+      worker = (await this.#workers.acquire(workflow.spec, this.#baseDir)).worker;
+      if (stop?.aborted) {
+        this.#workers.release(worker, true);
+        throw stop.reason ?? new Error('the step was stopped');
+      }
+    }
     const controller = new AbortController();
     setMaxListeners(0, controller.signal); // every model call of a long episode listens to it
     const onStop = () => controller.abort(stop?.reason ?? new Error('the step was stopped'));
@@ -307,22 +369,49 @@ export class WorkflowRunner {
       controller.signal.addEventListener('abort', onAbort, { once: true });
     });
     const modelVersion = model.modelVersion;
+    const seed = runSeed(this.#seed, step, task.id, run.runIdBase, attempt);
+    /** The worker's attempt ended on its own (returned or threw): its thread may serve the next one. */
+    let workerFinished = false;
     try {
-      const context = {
-        task,
-        model: attemptModelHandle(model, { signal: controller.signal, taskId: task.id }),
-        repeatTimes: run.repeatTimes,
-        runIdBase: run.runIdBase,
-        seed: runSeed(this.#seed, step, task.id, run.runIdBase, attempt),
-        signal: controller.signal,
-        isEval,
-      };
-      // Promise.resolve().then: a workflow that throws synchronously fails like one that rejects.
-      const result: unknown = await Promise.race([Promise.resolve().then(() => run.spec.run(context)), aborted]);
+      let running: Promise<unknown>;
+      if (worker !== null) {
+        running = worker.run({
+          spec: workflow.spec as string,
+          baseDir: this.#baseDir,
+          task,
+          repeatTimes: run.repeatTimes,
+          runIdBase: run.runIdBase,
+          seed,
+          isEval,
+          model,
+          signal: controller.signal,
+        });
+        running.then(
+          () => (workerFinished = true),
+          () => (workerFinished = !controller.signal.aborted),
+        );
+      } else {
+        const spec = workflow.spec as WorkflowSpec;
+        const context = {
+          task,
+          model: attemptModelHandle(model, { signal: controller.signal, taskId: task.id }),
+          repeatTimes: run.repeatTimes,
+          runIdBase: run.runIdBase,
+          seed,
+          signal: controller.signal,
+          isEval,
+        };
+        // in the attempt's async context, so an error escaping its callbacks fails it (./isolation/faults.ts);
+        // Promise.resolve().then: a workflow that throws synchronously fails like one that rejects
+        running = runInAttemptScope({ fail: (error) => controller.abort(error) }, () =>
+          Promise.resolve().then(() => spec.run(context)),
+        );
+      }
+      const result: unknown = await Promise.race([running, aborted]);
       const experiences = checkExperiences(result, task.id);
       for (const [i, e] of experiences.entries()) {
         e.info.taskId ??= task.id;
-        if (run.spec.repeatable === false) e.info.runId = run.runIdBase;
+        if (!repeatableOf(workflow)) e.info.runId = run.runIdBase;
         else e.info.runId ??= run.runIdBase + i;
         e.info.modelVersion ??= modelVersion;
         e.info.step = step;
@@ -335,9 +424,14 @@ export class WorkflowRunner {
       // Whatever the workflow still has running (it returned early, or hangs) is cut off from the model now.
       if (!controller.signal.aborted) controller.abort(new Error(`the attempt for task ${task.id} has ended`));
       aborted.catch(() => {});
+      // a thread whose attempt timed out, was stopped or crashed is terminated (a synchronous loop ends with it)
+      if (worker !== null) this.#workers.release(worker, workerFinished);
     }
   }
 }
+
+const repeatableOf = (workflow: ResolvedWorkflow): boolean =>
+  workflow.isolated ? workflow.repeatable : workflow.spec.repeatable !== false;
 
 /** The workflow's result as experiences, or MalformedExperiences naming the first problems. */
 function checkExperiences(result: unknown, taskId: string): Experience[] {

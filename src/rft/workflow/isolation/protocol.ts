@@ -1,0 +1,95 @@
+// Messages between the workflow runner (main thread) and a workflow worker thread (./worker-main.ts).
+//
+// The worker runs user workflow code; the model stays on the main thread. The worker's model handle is an ordinary
+// EngineModelHandle over a backend whose generate() crosses to the main thread (chat templates, conversations,
+// toExperience, recordedExperiences and the OpenAI endpoint all run in the worker, on the same code as in-process);
+// its tokenizer's methods are synchronous, so they are asked over a second port the worker waits on with Atomics.
+import type { MessagePort } from 'node:worker_threads';
+import type { GenerateRequest, GenerateResult } from '../../../engine/rollout-engine.js';
+import type { Task } from '../../task.js';
+
+/** A generate request as it crosses threads: plain data (no signal, no onToken callback). */
+export type PlainGenerateRequest = Omit<GenerateRequest, 'signal' | 'onToken'>;
+
+/** A streamed token event (GenerateRequest.onToken's argument). */
+export type TokenEvent = Parameters<NonNullable<GenerateRequest['onToken']>>[0];
+
+/** What the worker needs to know of the main thread's tokenizer (its non-method members). */
+export interface TokenizerInfo {
+  vocabSize: number;
+  hasChatTemplate: boolean;
+  eosTokenIds: number[];
+  padTokenId: number | null;
+  bosTokenId: number | null;
+}
+
+/** The tokenizer methods a worker may call (synchronously). */
+export const TOKENIZER_METHODS = [
+  'encode',
+  'decode',
+  'tokenToId',
+  'idToToken',
+  'isSpecial',
+  'applyChatTemplate',
+  'encodeChat',
+] as const;
+export type TokenizerMethod = (typeof TOKENIZER_METHODS)[number];
+
+/** One attempt of a workflow, as the worker starts it. */
+export interface AttemptStart {
+  /** Serial of the attempt on its worker: model calls of an earlier attempt are refused. */
+  attempt: number;
+  spec: string;
+  baseDir: string | undefined;
+  task: Task;
+  repeatTimes: number;
+  runIdBase: number;
+  seed: number;
+  isEval: boolean;
+  modelVersion: number;
+  tokenizer: TokenizerInfo | null;
+}
+
+export type ToWorker =
+  | { type: 'load'; id: number; spec: string; baseDir: string | undefined }
+  | { type: 'run'; start: AttemptStart }
+  | { type: 'abort'; attempt: number; reason: string }
+  | { type: 'generated'; call: number; ok: true; value: GenerateResult; modelVersion: number }
+  | { type: 'generated'; call: number; ok: false; error: SentError }
+  | { type: 'token'; call: number; token: TokenEvent };
+
+export type FromWorker =
+  | { type: 'ready'; syncPort: MessagePort; syncFlag: SharedArrayBuffer }
+  | { type: 'loaded'; id: number; ok: true; repeatable: boolean; description: string }
+  | { type: 'loaded'; id: number; ok: false; error: SentError }
+  | { type: 'result'; attempt: number; ok: true; value: unknown }
+  | { type: 'result'; attempt: number; ok: false; error: SentError; unsendable?: boolean }
+  | { type: 'generate'; attempt: number; call: number; request: PlainGenerateRequest; stream: boolean }
+  | { type: 'cancel'; call: number }
+  | { type: 'tokenizer'; attempt: number; method: TokenizerMethod; args: unknown[] };
+
+/** The reply to a 'tokenizer' call, on the sync port. */
+export type SyncReply = { ok: true; value: unknown } | { ok: false; error: SentError };
+
+/** An error as it crosses threads (name, message and a GenerationError's reason survive). */
+export interface SentError {
+  name: string;
+  message: string;
+  reason?: string;
+}
+
+export function sendError(error: unknown): SentError {
+  if (error instanceof Error) {
+    const reason = (error as { reason?: unknown }).reason;
+    return { name: error.name, message: error.message, ...(typeof reason === 'string' ? { reason } : {}) };
+  }
+  return { name: 'Error', message: String(error) };
+}
+
+/** The error again on the receiving side (a GenerationError keeps its name and `reason`, not its class). */
+export function receivedError(sent: SentError): Error {
+  const error = new Error(sent.message);
+  error.name = sent.name;
+  if (sent.reason !== undefined) Object.assign(error, { reason: sent.reason });
+  return error;
+}
