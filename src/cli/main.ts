@@ -84,7 +84,8 @@ trinity bench --config FILE [--set key=value]...
   Runs the job a YAML config describes (Trinity-RFT's keys: mode, model, algorithm, buffer, explorer, trainer,
   synchronizer, monitor, stages). Checkpoints, metrics (metrics.jsonl, TensorBoard) and the final model go to
   checkpoint_root_dir/project/name. Running the same command again resumes from the latest checkpoint and skips
-  finished stages. Ctrl-C stops cleanly. "trinity bench" is the same with mode bench.
+  finished stages. Ctrl-C (exit code 130) or SIGTERM (143) stops cleanly: run the same command to resume.
+  "trinity bench" is the same with mode bench.
 
   --config FILE          the YAML config
   --set key.path=value   override a key (repeatable), e.g. --set buffer.batch_size=8 --set stages.0.mode=train
@@ -122,16 +123,35 @@ async function runCommand(command: 'run' | 'bench', args: string[]): Promise<num
   const { runConfig } = await import('../rft/run/run.js');
   const controller = new AbortController();
   setMaxListeners(0, controller.signal); // every in-flight request listens to it
-  const stop = () => {
-    if (controller.signal.aborted) process.exit(130);
-    process.stderr.write('\nstopping after the current step (Ctrl-C again to quit at once)...\n');
+  // SIGINT (Ctrl-C) and SIGTERM stop the run cleanly (the step in flight is cut short: its workflows are aborted,
+  // their worker threads terminated); the exit code is 128 + the signal's number; a second signal quits at once.
+  const exitCodes = { SIGINT: 130, SIGTERM: 143 } as const;
+  let stoppedBy: keyof typeof exitCodes | null = null;
+  const stop = (signal: keyof typeof exitCodes) => {
+    if (controller.signal.aborted) process.exit(exitCodes[signal]);
+    stoppedBy = signal;
+    const again = signal === 'SIGINT' ? 'Ctrl-C' : 'SIGTERM';
+    process.stderr.write(`\nstopping after the current step (${again} again to quit at once)...\n`);
     controller.abort();
   };
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
+  // An error escaping an in-process workflow's promise chain fails its attempt; one nobody owns stops the run cleanly.
+  const { installWorkflowFaultHandlers } = await import('../rft/workflow/isolation/faults.js');
+  let fault: Error | null = null;
+  installWorkflowFaultHandlers({
+    onUnattributed: (error, kind) => {
+      if (fault !== null) return;
+      fault = error;
+      process.stderr.write(`\ntrinity: an ${kind} outside any workflow attempt: ${error.stack ?? error.message}\n`);
+      process.stderr.write('stopping after the current step...\n');
+      controller.abort();
+    },
+  });
   const { runServeStage } = await import('../serve/index.js');
   const result = await runConfig(config, { signal: controller.signal, baseDir, serveStage: runServeStage });
-  if (controller.signal.aborted) return 130;
+  if (fault !== null) return 1;
+  if (stoppedBy !== null) return exitCodes[stoppedBy];
   if (result.finalModelDir) console.log(`final model: ${result.finalModelDir}`);
   return 0;
 }
