@@ -6,10 +6,18 @@
 //                   promptTokens                   < contextLength                     else 400 (no room to generate)
 //   completion      max_tokens                     ≤ maxTokens                         else 400 (param: its field)
 //                   promptTokens + max_tokens      ≤ contextLength                     else 400 (param: its field)
-//                   not given: min(maxTokens, contextLength - promptTokens)
+//                   not given: min(maxTokens, contextLength - promptTokens, the work budget's share below)
 //   samples         n                              ≤ maxN                              else 400 (param: n)
+//   work            completions = prompts × n      ≤ maxCompletions                    else 400 (param: the prompts'
+//                                                                                           field, or n for one prompt)
+//                   tokens = Σ prompt tokens + completions × budget
+//                                                  ≤ maxRequestTokens                  else 400 (param: the budget's
+//                                                                                           field, else the prompts')
+//                   not given: the budget shrinks to ⌊(maxRequestTokens - Σ prompt tokens) / completions⌋ (≥ 1)
 //
-// A limit or a measure left out is not checked. The first broken limit, in the order above, is the answer.
+// The work limits bound what one request may hold the engine for (a list of 1,000 prompts with n 32 is 32,000
+// completions: the per-prompt limits above each pass). A limit or a measure left out is not checked. The first broken
+// limit, in the order above, is the answer.
 import { OpenAIHttpError } from './protocol.js';
 
 /** What this server allows; a limit left out is not enforced. */
@@ -24,6 +32,10 @@ export interface RequestLimits {
   maxTokens?: number;
   /** Most samples per prompt. */
   maxN?: number;
+  /** Most completions per request: prompts × n. */
+  maxCompletions?: number;
+  /** Most tokens per request: its prompts' tokens + completions × the completion budget. */
+  maxRequestTokens?: number;
 }
 
 /** What a request asks for; a measure left out is not checked. */
@@ -34,6 +46,11 @@ export interface RequestSize {
   /** The completion budget asked for (null: not given), and the field that asked ('max_tokens', 'max_completion_tokens'). */
   maxTokens?: { value: number | null; param: string };
   n?: number;
+  /**
+   * A request with a list of prompts (/v1/completions): how many, their tokens together, and the field ('prompt').
+   * Left out: one prompt, `prompt`.
+   */
+  prompts?: { count: number; tokens: number; param: string };
 }
 
 /**
@@ -87,5 +104,37 @@ export function checkRequestLimits(size: RequestSize, limits: RequestLimits): { 
   if (n !== undefined && limits.maxN !== undefined && n > limits.maxN) {
     throw new OpenAIHttpError(400, `'n' ${n} exceeds this server's limit of ${limits.maxN}`, { param: 'n' });
   }
-  return { maxTokens: budget };
+  return { maxTokens: checkRequestWork(size, limits, budget) };
+}
+
+/** The work limits (see the header): returns the completion budget, shrunk to the token limit when not asked for. */
+function checkRequestWork(size: RequestSize, limits: RequestLimits, budget: number | null): number | null {
+  const { prompt, maxTokens: asked, prompts } = size;
+  const count = prompts?.count ?? 1;
+  const samples = size.n ?? 1;
+  const completions = count * samples;
+  const promptsParam = prompts?.param ?? prompt?.param ?? 'prompt';
+  const what = `${count} prompt${count === 1 ? '' : 's'} × n ${samples} = ${completions} completions`;
+  if (limits.maxCompletions !== undefined && completions > limits.maxCompletions) {
+    const param = count > 1 ? promptsParam : 'n';
+    throw new OpenAIHttpError(400, `'${param}': ${what}; this server allows at most ${limits.maxCompletions} per request`, {
+      param,
+    });
+  }
+  const max = limits.maxRequestTokens;
+  if (max === undefined || budget === null) return budget;
+  const promptTokens = prompts?.tokens ?? prompt?.tokens ?? 0;
+  if (promptTokens + completions * budget <= max) return budget;
+  const askedBudget = asked !== undefined && asked.value !== null;
+  const room = Math.floor((max - promptTokens) / completions);
+  if (!askedBudget && room >= 1) return room;
+  // a smaller budget fixes it only when one token per completion would fit
+  const param = askedBudget && room >= 1 ? asked.param : promptsParam;
+  const budgetField = askedBudget ? `'${asked.param}'` : 'the default budget';
+  throw new OpenAIHttpError(
+    400,
+    `'${param}': the request asks for up to ${promptTokens + completions * budget} tokens (${promptTokens} prompt ` +
+      `tokens + ${what} × ${budgetField} ${budget}); this server allows at most ${max} per request`,
+    { param },
+  );
 }

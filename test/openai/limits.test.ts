@@ -66,3 +66,63 @@ describe('checkRequestLimits', () => {
     assert.deepEqual(checkRequestLimits({ bodyBytes: 10 ** 9, n: 99 }, {}), { maxTokens: null });
   });
 });
+
+describe('checkRequestLimits: work per request', () => {
+  const work: RequestLimits = { contextLength: 64, maxTokens: 32, maxN: 8, maxCompletions: 16, maxRequestTokens: 200 };
+  const many = (count: number, tokens: number) => ({ count, tokens, param: 'prompt' });
+
+  it('caps completions (prompts × n) and tokens (prompt tokens + completions × budget), naming the field', () => {
+    const cases: Array<[RequestSize, string, RegExp, RequestLimits?]> = [
+      // the request in small: 1000 short prompts with n 8, each within every per-prompt limit
+      [
+        { prompt: prompt(3, 'prompt.0'), prompts: many(1000, 3000), maxTokens: asked(16), n: 8 },
+        'prompt',
+        /'prompt': 1000 prompts × n 8 = 8000 completions; this server allows at most 16 per request/,
+      ],
+      // one prompt: only n can be lowered (maxN 8 allows it, maxCompletions 4 does not)
+      [
+        { prompt: prompt(3), maxTokens: asked(1), n: 8 },
+        'n',
+        /'n': 1 prompt × n 8 = 8 completions; .* at most 4/,
+        { ...work, maxCompletions: 4 },
+      ],
+      // 10 + 4 × 2 × 24 = 202 > 200: max_tokens is what to lower
+      [
+        { prompt: prompt(3), prompts: many(4, 10), maxTokens: asked(24), n: 2 },
+        'max_tokens',
+        /up to 202 tokens \(10 prompt tokens \+ 4 prompts × n 2 = 8 completions × 'max_tokens' 24\); .* at most 200 per request/,
+      ],
+      // 195 + 8 × 1 = 203 > 200 even with one token each: the prompts are what to lower
+      [{ prompt: prompt(60), prompts: many(4, 195), maxTokens: asked(1), n: 2 }, 'prompt', /up to 203 tokens/],
+      // no budget asked and 199 + 8 × 1 > 200: no budget fits, the prompts are named
+      [{ prompt: prompt(60), prompts: many(4, 199), maxTokens: asked(null), n: 2 }, 'prompt', /the default budget 4/],
+    ];
+    for (const [size, param, message, limits = work] of cases) {
+      assert.throws(
+        () => checkRequestLimits(size, limits),
+        (error: unknown) =>
+          error instanceof OpenAIHttpError && error.status === 400 && error.param === param && message.test(error.message),
+        JSON.stringify(size),
+      );
+    }
+  });
+
+  it('allows work exactly at the limits; a default budget shrinks to its share of the token limit', () => {
+    // 16 completions; 40 + 16 × 10 = 200 tokens
+    assert.deepEqual(checkRequestLimits({ prompt: prompt(5), prompts: many(8, 40), maxTokens: asked(10), n: 2 }, work), {
+      maxTokens: 10,
+    });
+    // not asked: min(32, 64 - 10) = 32, but 10 + 4 × 32 = 138 > 100, so ⌊(100 - 10) / 4⌋ = 22
+    assert.deepEqual(
+      checkRequestLimits({ prompt: prompt(10), maxTokens: asked(null), n: 4 }, { ...work, maxRequestTokens: 100 }),
+      {
+        maxTokens: 22,
+      },
+    );
+    // the per-prompt limits answer first, in the header's order
+    assert.throws(
+      () => checkRequestLimits({ prompt: prompt(3), prompts: many(1000, 3000), maxTokens: asked(16), n: 9 }, work),
+      (error: unknown) => error instanceof OpenAIHttpError && error.param === 'n' && /'n' 9 exceeds/.test(error.message),
+    );
+  });
+});
