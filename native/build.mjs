@@ -67,7 +67,55 @@ const libs = readdirSync(libDir);
 const hasCuda = libs.some((f) => f.startsWith('libtorch_cuda'));
 const nodeAddonApi = dirname(require.resolve('node-addon-api/package.json'));
 const nodeApiHeaders = join(dirname(require.resolve('node-api-headers/package.json')), 'include');
-const sources = ['addon.cpp', 'core.cpp', 'ops.cpp', 'kernels.cpp'].map((f) => join(here, 'src', f));
+const sources = ['addon.cpp', 'core.cpp', 'ops.cpp', 'kernels.cpp', 'distributed.cpp'].map((f) => join(here, 'src', f));
+
+// distributed.cpp binds c10d (TCPStore, ProcessGroupGloo, ProcessGroupNCCL), whose headers reach into libtorch's C++
+// API folder and into the communication libraries' own headers. The libraries' code is inside libtorch (gloo is
+// compiled into libtorch_cpu; ProcessGroupNCCL into libtorch_cuda, which loads NCCL), but torch wheels ship neither
+// gloo's nor NCCL's headers, so they are looked for here; a backend whose headers are missing is left out of the
+// build, said so below, and creating a group with it is an error that says what to install.
+const firstWith = (file, dirs) => dirs.find((d) => d && existsSync(join(d, file)));
+// gloo's headers are only declarations here (every gloo symbol the addon uses is in libtorch_cpu); Debian's
+// libgloo-dev provides them.
+const glooInclude = firstWith('gloo/config.h', [
+  process.env.GLOO_INCLUDE,
+  join(torch.dir, 'include'),
+  '/usr/local/include',
+  '/usr/include',
+]);
+function ncclSetup() {
+  if (!hasCuda) return { reason: 'libtorch has no CUDA' };
+  if (!existsSync(join(torch.dir, 'include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp')))
+    return { reason: 'libtorch ships no ProcessGroupNCCL.hpp' };
+  const cudaLib = libs.find((f) => f.startsWith('libtorch_cuda.so'));
+  let symbols = '';
+  try {
+    symbols = execFileSync('nm', ['-D', '--defined-only', join(libDir, cudaLib)], { maxBuffer: 1 << 30 }).toString();
+  } catch {
+    return { reason: `could not list the symbols of ${cudaLib} (nm)` };
+  }
+  if (!symbols.includes('_ZN4c10d16ProcessGroupNCCLC')) return { reason: `${cudaLib} has no ProcessGroupNCCL` };
+  const nvidia = join(torch.dir, '..', 'nvidia');
+  const dirs = [
+    process.env.CUDA_HOME && join(process.env.CUDA_HOME, 'include'),
+    '/usr/local/cuda/include',
+    ...(existsSync(nvidia) ? readdirSync(nvidia).map((d) => join(nvidia, d, 'include')) : []),
+    '/usr/include',
+  ].filter((d) => d && existsSync(d));
+  for (const header of ['nccl.h', 'cuda_runtime_api.h'])
+    if (!firstWith(header, dirs)) return { reason: `${header} was not found (in ${dirs.join(', ') || 'no CUDA folder'})` };
+  return { dirs: dirs.filter((d) => d !== '/usr/include') };
+}
+const nccl = ncclSetup();
+const distributedFlags = [
+  `-isystem${join(torch.dir, 'include', 'torch', 'csrc', 'api', 'include')}`,
+  ...(glooInclude ? ['-DUSE_C10D_GLOO', '-DTRT_HAVE_GLOO'] : []),
+  ...(glooInclude && glooInclude !== '/usr/include' ? [`-isystem${glooInclude}`] : []),
+  ...(nccl.dirs ? ['-DUSE_C10D_NCCL', '-DTRT_HAVE_NCCL', ...nccl.dirs.map((d) => `-isystem${d}`)] : []),
+];
+const distributedSummary =
+  `gloo ${glooInclude ? `yes (gloo headers in ${glooInclude})` : 'no (gloo headers not found: apt-get install libgloo-dev, or set GLOO_INCLUDE)'}, ` +
+  `nccl ${nccl.dirs ? 'yes' : `no (${nccl.reason})`}`;
 
 const cxxflags = [
   '-std=c++20',
@@ -97,7 +145,7 @@ const ldflags = [
 ];
 
 const fingerprint = createHash('sha256')
-  .update(JSON.stringify({ torch: torch.dir, cxxflags, ldflags }))
+  .update(JSON.stringify({ torch: torch.dir, cxxflags, ldflags, distributedFlags }))
   .update(readFileSync(fileURLToPath(import.meta.url)))
   .update(readFileSync(join(here, 'src', 'common.h')));
 for (const s of sources) fingerprint.update(readFileSync(s));
@@ -111,6 +159,7 @@ if (existsSync(output) && existsSync(stampFile) && JSON.parse(readFileSync(stamp
 
 mkdirSync(buildDir, { recursive: true });
 console.log(`[native] building against ${torch.source} at ${torch.dir}${hasCuda ? ' (CUDA)' : ''}`);
+console.log(`[native] distributed backends: ${distributedSummary}`);
 
 function run(cmd, args, label) {
   return new Promise((ok, ko) => {
@@ -130,7 +179,11 @@ const objects = sources.map((s) => join(buildDir, s.split('/').pop().replace('.c
 // kernels.cpp runs at::parallel_for, whose OpenMP body is inline: it needs -fopenmp to run on the intra-op threads
 // (without it the pragma is ignored and the loop runs serially). GOMP's symbols resolve, when the addon loads, to the
 // libgomp libtorch_cpu already loaded, so the process keeps one OpenMP runtime.
-const flagsOf = (source) => (source.endsWith('kernels.cpp') ? [...cxxflags, '-O3', '-fopenmp'] : cxxflags);
+const flagsOf = (source) => {
+  if (source.endsWith('kernels.cpp')) return [...cxxflags, '-O3', '-fopenmp'];
+  if (source.endsWith('distributed.cpp')) return [...cxxflags, ...distributedFlags];
+  return cxxflags;
+};
 const queue = sources.map(
   (s, i) => () => run('g++', [...flagsOf(s), '-c', s, '-o', objects[i]], `compiled ${s.split('/').pop()}`),
 );
@@ -147,4 +200,7 @@ try {
 } catch (error) {
   fail(error.message);
 }
-writeFileSync(stampFile, JSON.stringify({ stamp, libtorch: torch.dir, source: torch.source, cuda: hasCuda }, null, 2));
+writeFileSync(
+  stampFile,
+  JSON.stringify({ stamp, libtorch: torch.dir, source: torch.source, cuda: hasCuda, distributed: distributedSummary }, null, 2),
+);

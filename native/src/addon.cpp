@@ -5,6 +5,7 @@ static Napi::Object init(Napi::Env, Napi::Object exports) {
   trt::registerCore(exports);
   trt::registerOps(exports);
   trt::registerKernels(exports);
+  trt::registerDistributed(exports);
   return exports;
 }
 

@@ -77,5 +77,6 @@ Napi::Value guarded(const Napi::CallbackInfo& info) {
 void registerCore(Napi::Object exports);
 void registerOps(Napi::Object exports);
 void registerKernels(Napi::Object exports);
+void registerDistributed(Napi::Object exports);
 
 }  // namespace trt

@@ -3,6 +3,7 @@
 //   const w = torch.randn([4, 3], { requiresGrad: true });
 //   const loss = torch.scope(() => x.matmul(w).square().mean());
 export * from './creation.js';
+export * from './distributed.js';
 export * from './dtype.js';
 export * from './functional.js';
 export * from './lr-schedule.js';

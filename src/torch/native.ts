@@ -230,6 +230,34 @@ export interface NativeAddon {
   indexPut_(a: H, indices: (H | null)[], values: H, accumulate: boolean): void;
   addcmul_(a: H, t1: H, t2: H, value: number): void;
   lerp_(a: H, end: H, weight: TS): void;
+  // distributed (native/src/distributed.cpp): stores and groups are ids in process-wide registries; each call that
+  // waits for other ranks returns a promise settled off the JS thread
+  distBackends(): { gloo: boolean; nccl: boolean };
+  distStoreCreate(
+    host: string,
+    port: number,
+    worldSize: number,
+    isMaster: boolean,
+    timeoutMs: number,
+  ): Promise<{ id: number; port: number }>;
+  distStoreSet(store: number, key: string, value: Uint8Array): Promise<void>;
+  distStoreGet(store: number, key: string, timeoutMs: number): Promise<Uint8Array>;
+  distStoreAdd(store: number, key: string, delta: number): Promise<number>;
+  distStoreFree(store: number): Promise<void>;
+  distGroupCreate(
+    store: number,
+    rank: number,
+    worldSize: number,
+    backend: string,
+    timeoutMs: number,
+    interfaces: string[],
+  ): Promise<number>;
+  distGroupDestroy(group: number): Promise<void>;
+  distAllReduce(group: number, tensors: H[], op: string, timeoutMs: number, coalesced: boolean): Promise<void>;
+  distBroadcast(group: number, tensors: H[], root: number, timeoutMs: number): Promise<void>;
+  distAllGather(group: number, tensor: H, timeoutMs: number): Promise<H[]>;
+  distReduceScatter(group: number, input: H, op: string, timeoutMs: number): Promise<H>;
+  distBarrier(group: number, timeoutMs: number): Promise<void>;
 }
 
 const here = dirname(fileURLToPath(import.meta.url));

@@ -1,0 +1,410 @@
+// Distributed communication over libtorch's own c10d: a TCPStore for rendezvous, a process group over it (Gloo for CPU
+// tensors; NCCL for CUDA tensors when the addon was built against a CUDA libtorch with NCCL's headers), and the
+// collectives. src/torch/distributed.ts is the API; this file only converts arguments, calls c10d and converts results.
+//
+// Stores and groups live in process-wide registries under numeric ids, so a group made on one JS thread can be used
+// from another (the trainer's worker, say). A collective is issued on the calling JS thread, in call order, which is
+// the order c10d needs on every rank; only the wait for its completion (which lasts until every peer arrived, or the
+// timeout) runs on a libuv pool thread, and the call returns a promise. Every failure rejects with c10d's message;
+// the TypeScript layer names the collective, the rank and the timeout around it.
+#include "common.h"
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#ifdef TRT_HAVE_GLOO
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
+#ifdef TRT_HAVE_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+
+namespace trt {
+namespace {
+
+using Milliseconds = std::chrono::milliseconds;
+using WorkList = std::vector<c10::intrusive_ptr<c10d::Work>>;
+
+struct StoreRef {
+  c10::intrusive_ptr<c10d::Store> store;
+};
+
+struct Group {
+  c10::intrusive_ptr<c10d::Store> store;  // kept alive as long as the group: Gloo's rendezvous keys live in it
+  c10::intrusive_ptr<c10d::Backend> backend;
+};
+
+// Ids are never reused. The registries are never destroyed: a group still registered at process exit must not be
+// torn down after libtorch's own statics are.
+template <typename T>
+struct Registry {
+  std::mutex mutex;
+  std::unordered_map<int64_t, std::shared_ptr<T>> items;
+  int64_t nextId = 1;
+
+  int64_t add(std::shared_ptr<T> item) {
+    std::lock_guard<std::mutex> lock(mutex);
+    int64_t id = nextId++;
+    items.emplace(id, std::move(item));
+    return id;
+  }
+  std::shared_ptr<T> get(const Napi::Value& value, const char* what) {
+    int64_t id = toInt(value);
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = items.find(id);
+    if (it == items.end())
+      throw Napi::Error::New(value.Env(), std::string(what) + " " + std::to_string(id) + " was destroyed (or never existed)");
+    return it->second;
+  }
+  std::shared_ptr<T> take(const Napi::Value& value) {
+    int64_t id = toInt(value);
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = items.find(id);
+    if (it == items.end()) return nullptr;
+    std::shared_ptr<T> item = std::move(it->second);
+    items.erase(it);
+    return item;
+  }
+};
+
+Registry<StoreRef>& stores() {
+  static auto* registry = new Registry<StoreRef>();
+  return *registry;
+}
+Registry<Group>& groups() {
+  static auto* registry = new Registry<Group>();
+  return *registry;
+}
+
+// A promise settled from a libuv pool thread: `body` runs there (blocking waits belong in it), `result` runs on the JS
+// thread afterwards and makes the resolved value (tensor handles must be made there: the table is the JS thread's).
+class Pending : public Napi::AsyncWorker {
+ public:
+  using Body = std::function<void()>;
+  using Result = std::function<Napi::Value(Napi::Env)>;
+
+  Pending(Napi::Env env, Body body, Result result)
+      : Napi::AsyncWorker(env, "trinity-distributed"),
+        deferred_(Napi::Promise::Deferred::New(env)),
+        body_(std::move(body)),
+        result_(std::move(result)) {}
+
+  static Napi::Value start(Napi::Env env, Body body, Result result = nullptr) {
+    auto* pending = new Pending(env, std::move(body), std::move(result));
+    Napi::Promise promise = pending->deferred_.Promise();
+    pending->Queue();  // the worker deletes itself after OnOK/OnError
+    return promise;
+  }
+
+ protected:
+  void Execute() override {
+    try {
+      body_();
+    } catch (const c10::Error& error) {
+      SetError(cleanMessage(error));
+    } catch (const std::exception& error) {
+      SetError(error.what());
+    }
+    // What the body held (a destroyed group, say) is released here, off the JS thread: tearing down a process group
+    // joins its threads.
+    body_ = nullptr;
+  }
+  void OnOK() override {
+    try {
+      deferred_.Resolve(result_ ? result_(Env()) : Env().Undefined());
+    } catch (const Napi::Error& error) {
+      deferred_.Reject(error.Value());
+    }
+  }
+  void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  Body body_;
+  Result result_;
+};
+
+Milliseconds toTimeout(const Napi::Value& value) {
+  int64_t ms = toInt(value);
+  if (ms <= 0) throw Napi::RangeError::New(value.Env(), "timeoutMs must be a positive integer, got " + describe(value));
+  return Milliseconds(ms);
+}
+
+c10d::ReduceOp toReduceOp(const Napi::Value& value) {
+  std::string name = value.IsString() ? value.As<Napi::String>().Utf8Value() : "";
+  if (name == "sum") return c10d::ReduceOp::SUM;
+  if (name == "avg") return c10d::ReduceOp::AVG;
+  if (name == "max") return c10d::ReduceOp::MAX;
+  if (name == "min") return c10d::ReduceOp::MIN;
+  if (name == "product") return c10d::ReduceOp::PRODUCT;
+  throw Napi::TypeError::New(value.Env(), "unknown reduce op " + describe(value) + ": expected sum, avg, max, min or product");
+}
+
+void waitAll(const WorkList& works) {
+  for (const auto& work : works) work->wait();
+}
+
+// ---- stores ----
+
+// distStoreCreate(host, port, worldSize, isMaster, timeoutMs) -> Promise<{ id, port }>. The master serves the store
+// (port 0: the OS picks one, reported back); every rank, the master included, connects to it as a client, retrying
+// until timeoutMs. The master does not wait for the others here: creating the group does (with its own timeout).
+Napi::Value distStoreCreate(const Napi::CallbackInfo& info) {
+  std::string host = info[0].As<Napi::String>().Utf8Value();
+  int64_t port = toInt(info[1]);
+  int64_t worldSize = toInt(info[2]);
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(port);
+  options.isServer = toBool(info[3]);
+  options.numWorkers = static_cast<size_t>(worldSize);
+  options.waitWorkers = false;
+  options.timeout = toTimeout(info[4]);
+  auto store = std::make_shared<c10::intrusive_ptr<c10d::TCPStore>>();
+  return Pending::start(
+      info.Env(), [host, options, store] { *store = c10::make_intrusive<c10d::TCPStore>(host, options); },
+      [store](Napi::Env env) -> Napi::Value {
+        Napi::Object out = Napi::Object::New(env);
+        out.Set("port", Napi::Number::New(env, (*store)->getPort()));
+        out.Set("id", Napi::Number::New(env, static_cast<double>(stores().add(std::make_shared<StoreRef>(StoreRef{*store})))));
+        return out;
+      });
+}
+
+Napi::Value distStoreSet(const Napi::CallbackInfo& info) {
+  auto store = stores().get(info[0], "store");
+  std::string key = info[1].As<Napi::String>().Utf8Value();
+  Napi::Uint8Array bytes = info[2].As<Napi::Uint8Array>();
+  std::vector<uint8_t> value(bytes.Data(), bytes.Data() + bytes.ByteLength());
+  return Pending::start(info.Env(), [store, key, value] { store->store->set(key, value); });
+}
+
+// distStoreGet(store, key, timeoutMs) -> Promise<Uint8Array>: waits until the key is set or the timeout passes.
+Napi::Value distStoreGet(const Napi::CallbackInfo& info) {
+  auto store = stores().get(info[0], "store");
+  std::string key = info[1].As<Napi::String>().Utf8Value();
+  Milliseconds timeout = toTimeout(info[2]);
+  auto value = std::make_shared<std::vector<uint8_t>>();
+  return Pending::start(
+      info.Env(),
+      [store, key, timeout, value] {
+        store->store->wait({key}, timeout);
+        *value = store->store->get(key);
+      },
+      [value](Napi::Env env) -> Napi::Value {
+        Napi::Uint8Array out = Napi::Uint8Array::New(env, value->size());
+        std::copy(value->begin(), value->end(), out.Data());
+        return out;
+      });
+}
+
+// distStoreAdd(store, key, delta) -> Promise<number>: the counter's value after adding (atomic across ranks).
+Napi::Value distStoreAdd(const Napi::CallbackInfo& info) {
+  auto store = stores().get(info[0], "store");
+  std::string key = info[1].As<Napi::String>().Utf8Value();
+  int64_t delta = toInt(info[2]);
+  auto value = std::make_shared<int64_t>(0);
+  return Pending::start(
+      info.Env(), [store, key, delta, value] { *value = store->store->add(key, delta); },
+      [value](Napi::Env env) -> Napi::Value { return Napi::Number::New(env, static_cast<double>(*value)); });
+}
+
+// Drops the registry's reference; a group made over the store keeps its own.
+Napi::Value distStoreFree(const Napi::CallbackInfo& info) {
+  auto store = stores().take(info[0]);
+  return Pending::start(info.Env(), [store]() mutable { store.reset(); });
+}
+
+// ---- groups ----
+
+// distGroupCreate(store, rank, worldSize, backend, timeoutMs, interfaces) -> Promise<id>. Returns once every rank
+// connected (Gloo's full mesh), or rejects at the timeout. `interfaces` (Gloo only): network interface names to use,
+// as GLOO_SOCKET_IFNAME lists them; empty: the interface the host name resolves to.
+Napi::Value distGroupCreate(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto store = stores().get(info[0], "store");
+  int rank = static_cast<int>(toInt(info[1]));
+  int worldSize = static_cast<int>(toInt(info[2]));
+  std::string backend = info[3].As<Napi::String>().Utf8Value();
+  Milliseconds timeout = toTimeout(info[4]);
+  std::vector<std::string> interfaces;
+  Napi::Array names = info[5].As<Napi::Array>();
+  for (uint32_t i = 0; i < names.Length(); ++i) interfaces.push_back(names.Get(i).As<Napi::String>().Utf8Value());
+  auto group = std::make_shared<Group>();
+  group->store = store->store;
+  Pending::Body body;
+  if (backend == "gloo") {
+#ifdef TRT_HAVE_GLOO
+    body = [group, rank, worldSize, timeout, interfaces] {
+      auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+      for (const auto& name : interfaces)
+        options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+      if (options->devices.empty()) options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      group->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(group->store, rank, worldSize, options);
+    };
+#else
+    throw Napi::Error::New(env, "this addon was built without Gloo (gloo's headers were missing at build time): " +
+                                    std::string("install them (Debian: apt-get install libgloo-dev) and run node native/build.mjs"));
+#endif
+  } else if (backend == "nccl") {
+#ifdef TRT_HAVE_NCCL
+    body = [group, rank, worldSize, timeout] {
+      auto options = c10d::ProcessGroupNCCL::Options::create();
+      options->timeout = timeout;
+      group->backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(group->store, rank, worldSize, options);
+    };
+#else
+    throw Napi::Error::New(env, "this addon was built without NCCL (it needs a CUDA libtorch with ProcessGroupNCCL and "
+                                "NCCL's headers at build time): use the gloo backend");
+#endif
+  } else {
+    throw Napi::TypeError::New(env, "unknown backend " + info[3].As<Napi::String>().Utf8Value() + ": expected gloo or nccl");
+  }
+  return Pending::start(env, std::move(body), [group](Napi::Env env) -> Napi::Value {
+    return Napi::Number::New(env, static_cast<double>(groups().add(group)));
+  });
+}
+
+// distGroupDestroy(group) -> Promise: drops the group; the process group is torn down (its threads joined) off the
+// JS thread, once no collective in flight holds it.
+Napi::Value distGroupDestroy(const Napi::CallbackInfo& info) {
+  auto group = groups().take(info[0]);
+  return Pending::start(info.Env(), [group]() mutable {
+    if (group && group.use_count() == 1 && group->backend) group->backend->shutdown();
+    group.reset();
+  });
+}
+
+// ---- collectives: each issues its work now and resolves when the work completed ----
+
+Napi::Value settle(Napi::Env env, std::shared_ptr<Group> group, WorkList works, Pending::Result result = nullptr) {
+  return Pending::start(
+      env,
+      [group = std::move(group), works = std::move(works)]() mutable {
+        waitAll(works);
+        works.clear();
+        group.reset();
+      },
+      std::move(result));
+}
+
+// distAllReduce(group, tensors, op, timeoutMs, coalesced): in place. coalesced: one collective over all the tensors
+// (c10d flattens them; they must share dtype and device); else one collective per tensor, all issued before waiting.
+Napi::Value distAllReduce(const Napi::CallbackInfo& info) {
+  auto group = groups().get(info[0], "process group");
+  std::vector<at::Tensor> tensors = tensorList(info[1]);
+  c10d::ReduceOp op = toReduceOp(info[2]);
+  Milliseconds timeout = toTimeout(info[3]);
+  bool coalesced = toBool(info[4]);
+  WorkList works;
+  if (coalesced) {
+    c10d::AllreduceCoalescedOptions options;
+    options.reduceOp = op;
+    options.timeout = timeout;
+    works.push_back(group->backend->allreduce_coalesced(tensors, options));
+  } else {
+    c10d::AllreduceOptions options;
+    options.reduceOp = op;
+    options.timeout = timeout;
+    for (const auto& tensor : tensors) {
+      std::vector<at::Tensor> one{tensor};
+      works.push_back(group->backend->allreduce(one, options));
+    }
+  }
+  return settle(info.Env(), std::move(group), std::move(works));
+}
+
+// distBroadcast(group, tensors, root, timeoutMs): in place, one collective per tensor.
+Napi::Value distBroadcast(const Napi::CallbackInfo& info) {
+  auto group = groups().get(info[0], "process group");
+  std::vector<at::Tensor> tensors = tensorList(info[1]);
+  c10d::BroadcastOptions options;
+  options.rootRank = toInt(info[2]);
+  options.timeout = toTimeout(info[3]);
+  WorkList works;
+  for (const auto& tensor : tensors) {
+    std::vector<at::Tensor> one{tensor};
+    works.push_back(group->backend->broadcast(one, options));
+  }
+  return settle(info.Env(), std::move(group), std::move(works));
+}
+
+// distAllGather(group, tensor, timeoutMs) -> Promise<handles>: world-size new tensors, rank order.
+Napi::Value distAllGather(const Napi::CallbackInfo& info) {
+  auto group = groups().get(info[0], "process group");
+  std::vector<at::Tensor> inputs{unwrap(info[1])};
+  c10d::AllgatherOptions options;
+  options.timeout = toTimeout(info[2]);
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int i = 0; i < group->backend->getSize(); ++i) outputs[0].push_back(at::empty_like(inputs[0]));
+  WorkList works{group->backend->allgather(outputs, inputs, options)};
+  return settle(info.Env(), std::move(group), std::move(works), [outputs](Napi::Env env) {
+    return wrapList(env, outputs[0]);
+  });
+}
+
+// distReduceScatter(group, input, op, timeoutMs) -> Promise<handle>: input's dim 0 is world size x the shard's; rank r
+// gets the reduction of every rank's r-th slice.
+Napi::Value distReduceScatter(const Napi::CallbackInfo& info) {
+  auto group = groups().get(info[0], "process group");
+  at::Tensor input = unwrap(info[1]).contiguous();
+  c10d::ReduceScatterOptions options;
+  options.reduceOp = toReduceOp(info[2]);
+  options.timeout = toTimeout(info[3]);
+  std::vector<int64_t> shape = input.sizes().vec();
+  shape[0] /= group->backend->getSize();
+  at::Tensor output = at::empty(shape, input.options());
+  WorkList works{group->backend->_reduce_scatter_base(output, input, options)};
+  return settle(info.Env(), std::move(group), std::move(works), [output](Napi::Env env) { return wrap(env, output); });
+}
+
+// distBarrier(group, timeoutMs)
+Napi::Value distBarrier(const Napi::CallbackInfo& info) {
+  auto group = groups().get(info[0], "process group");
+  c10d::BarrierOptions options;
+  options.timeout = toTimeout(info[1]);
+  WorkList works{group->backend->barrier(options)};
+  return settle(info.Env(), std::move(group), std::move(works));
+}
+
+// distBackends() -> { gloo, nccl }: what this build of the addon can create.
+Napi::Value distBackends(const Napi::CallbackInfo& info) {
+  Napi::Object out = Napi::Object::New(info.Env());
+#ifdef TRT_HAVE_GLOO
+  out.Set("gloo", true);
+#else
+  out.Set("gloo", false);
+#endif
+#ifdef TRT_HAVE_NCCL
+  out.Set("nccl", true);
+#else
+  out.Set("nccl", false);
+#endif
+  return out;
+}
+
+}  // namespace
+
+void registerDistributed(Napi::Object exports) {
+  TRT_EXPORT(exports, "distStoreCreate", distStoreCreate);
+  TRT_EXPORT(exports, "distStoreSet", distStoreSet);
+  TRT_EXPORT(exports, "distStoreGet", distStoreGet);
+  TRT_EXPORT(exports, "distStoreAdd", distStoreAdd);
+  TRT_EXPORT(exports, "distStoreFree", distStoreFree);
+  TRT_EXPORT(exports, "distGroupCreate", distGroupCreate);
+  TRT_EXPORT(exports, "distGroupDestroy", distGroupDestroy);
+  TRT_EXPORT(exports, "distAllReduce", distAllReduce);
+  TRT_EXPORT(exports, "distBroadcast", distBroadcast);
+  TRT_EXPORT(exports, "distAllGather", distAllGather);
+  TRT_EXPORT(exports, "distReduceScatter", distReduceScatter);
+  TRT_EXPORT(exports, "distBarrier", distBarrier);
+  TRT_EXPORT(exports, "distBackends", distBackends);
+}
+
+}  // namespace trt
