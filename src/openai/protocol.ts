@@ -179,15 +179,26 @@ export function parseRequest<T>(schema: z.ZodType<T>, body: unknown): T {
 
 /**
  * The issue that says what is wrong inside a union: the one branch whose type matched (its problem lies deeper, or is
- * a value rule), else the union's own summary. `stop: ['a', 3]` → 'stop.1': expected string.
+ * a value rule), or else the one that got furthest into the value, else the union's own summary.
+ * `stop: ['a', 3]` → 'stop.1': expected string; `prompt: [5, 1.5]` → 'prompt.1': expected an integer.
  */
 function innermostIssue(issue: z.core.$ZodIssue): z.core.$ZodIssue {
   if (issue.code !== 'invalid_union') return issue;
   const heads = issue.errors.flatMap((branch) => (branch[0] ? [branch[0]] : []));
   const deeper = heads.filter((i) => i.path.length > 0 || i.code !== 'invalid_type');
   const decisive = deeper.filter((i) => i.code !== 'invalid_type' && i.code !== 'invalid_union');
-  const pick = decisive.length === 1 ? decisive[0] : deeper.length === 1 ? deeper[0] : undefined;
+  const pick = decisive.length === 1 ? decisive[0] : furthest(deeper);
   return pick === undefined ? issue : innermostIssue({ ...pick, path: [...issue.path, ...pick.path] });
+}
+
+/** The issue whose path reaches furthest into the value (deepest, then the highest index), if only one does. */
+function furthest(issues: readonly z.core.$ZodIssue[]): z.core.$ZodIssue | undefined {
+  const reach = (i: z.core.$ZodIssue) => [i.path.length, Number(i.path.at(-1) ?? -1) || 0] as const;
+  const sorted = [...issues].sort((a, b) => reach(b)[0] - reach(a)[0] || reach(b)[1] - reach(a)[1]);
+  const [best, next] = sorted;
+  if (best === undefined) return undefined;
+  if (next !== undefined && reach(best)[0] === reach(next)[0] && reach(best)[1] === reach(next)[1]) return undefined;
+  return best;
 }
 
 /** The value at a zod issue's path in the raw body, or missing when a key on the way is absent. */

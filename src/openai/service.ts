@@ -271,7 +271,8 @@ export class OpenAIService {
     const prompts = listed.map((p) => (typeof p === 'string' ? tokenizer.encode(p) : p));
     prompts.forEach((ids, i) => {
       const param = listed.length > 1 ? `prompt.${i}` : 'prompt';
-      if (ids.length === 0) throw new OpenAIHttpError(400, `'${param}': the prompt is empty (no tokens)`, { param, code: 'empty_prompt' });
+      if (ids.length === 0)
+        throw new OpenAIHttpError(400, `'${param}': the prompt is empty (no tokens)`, { param, code: 'empty_prompt' });
       if (typeof listed[i] !== 'string') this.#checkTokenIds(ids, param);
     });
     const longest = prompts.reduce((best, p, i) => (p.length > (prompts[best]?.length ?? 0) ? i : best), 0);
