@@ -43,12 +43,16 @@ export async function runBench(
       defaultWorkflow: settings.explorer.defaultWorkflow,
       seed: settings.seed,
     });
-    for (const [i, target] of targets.entries()) {
-      if (target.dir && i > 0) await engine.syncWeightsFromDir(target.dir);
-      handle.modelVersion = target.step;
-      const { metrics } = await evaluateTasksets(runner, settings, target.step);
-      monitors.log(target.step, metrics);
-      log(`[bench] ${target.step === 0 ? 'base model' : `checkpoint ${target.step}`}: ${formatMetrics(metrics)}`);
+    try {
+      for (const [i, target] of targets.entries()) {
+        if (target.dir && i > 0) await engine.syncWeightsFromDir(target.dir);
+        handle.modelVersion = target.step;
+        const { metrics } = await evaluateTasksets(runner, settings, target.step);
+        monitors.log(target.step, metrics);
+        log(`[bench] ${target.step === 0 ? 'base model' : `checkpoint ${target.step}`}: ${formatMetrics(metrics)}`);
+      }
+    } finally {
+      await runner.close();
     }
     return { finalModelDir: null, steps: targets.length };
   } finally {

@@ -465,6 +465,7 @@ class StageBuilder {
       seed: settings.seed,
       log: (line) => progress.log(line),
     });
+    this.#closers.push(() => runner.close()); // frees its workflow worker threads (module-path workflows)
     return { started, engine, handle, runner };
   }
 

@@ -7,33 +7,20 @@ import { toolAgentWorkflow } from './agents/tool-agent.js';
 import { frozenLakeWorkflow } from './env/frozen-lake.js';
 import { sokobanWorkflow } from './env/sokoban.js';
 import { mathBoxedWorkflow, mathWorkflow, simpleWorkflow } from './single-turn.js';
+import { workflowSpecOf } from './isolation/spec.js';
 import type { Workflow, WorkflowSpec } from './types.js';
 
 /** The generic registry (src/util/registry.ts) of workflow specs; a bare function registers as a repeatable spec. */
 export class WorkflowRegistry extends Registry<WorkflowSpec> {
   constructor() {
-    super('workflow', { fromExport: (value, spec) => toSpec(value, `workflow '${spec}'`) });
+    super('workflow', { fromExport: (value, spec) => workflowSpecOf(value, `workflow '${spec}'`) });
   }
 
   /** Registers a workflow (a bare function is repeatable: it gets repeatTimes and returns them all). */
   override register(name: string, workflow: WorkflowSpec | Workflow, description?: string): this {
-    const spec = toSpec(workflow, `workflow '${name}'`);
+    const spec = workflowSpecOf(workflow, `workflow '${name}'`);
     return super.register(name, spec, description ?? spec.description ?? '');
   }
-}
-
-/** A function, or an object with a `run` function; anything else is an error naming `where`. */
-function toSpec(value: unknown, where: string): WorkflowSpec {
-  if (typeof value === 'function') return { run: value as Workflow, repeatable: true };
-  if (value !== null && typeof value === 'object' && typeof (value as { run?: unknown }).run === 'function') {
-    const spec = value as WorkflowSpec;
-    if (spec.repeatable !== undefined && typeof spec.repeatable !== 'boolean')
-      throw new Error(`${where}: 'repeatable' must be a boolean, got ${JSON.stringify(spec.repeatable)}`);
-    return { ...spec, repeatable: spec.repeatable ?? true };
-  }
-  throw new Error(
-    `${where}: expected a workflow function or an object with a run() function, got ${value === null ? 'null' : typeof value}`,
-  );
 }
 
 /** The built-in workflows; register your own here or name them by module path. */
