@@ -78,6 +78,10 @@ export interface OpenAIServiceOptions {
   maxPromptTokens?: number;
   /** Largest n (default 16). */
   maxN?: number;
+  /** Most completions per request, prompts × n (default 64). */
+  maxCompletions?: number;
+  /** Most tokens per request: prompt tokens + completions × budget (default 131072). */
+  maxRequestTokens?: number;
   /** Per-request generation timeout (default: the engine's). */
   requestTimeoutMs?: number;
   /** Accept any `model` name (an agent's hard-coded one) instead of 404 (the explorer's internal endpoint). */
@@ -103,7 +107,7 @@ export type ServiceReply<Body = unknown, Chunk = unknown> =
   | { stream: false; body: Body }
   | { stream: true; chunks: AsyncIterable<Chunk> };
 
-const DEFAULTS = { maxTokens: 4096, maxPromptTokens: 32768, maxN: 16 };
+const DEFAULTS = { maxTokens: 4096, maxPromptTokens: 32768, maxN: 16, maxCompletions: 64, maxRequestTokens: 131072 };
 
 export class OpenAIService {
   readonly modelName: string;
@@ -111,6 +115,8 @@ export class OpenAIService {
   readonly maxTokens: number;
   readonly maxPromptTokens: number;
   readonly maxN: number;
+  readonly maxCompletions: number;
+  readonly maxRequestTokens: number;
   readonly #names: Set<string>;
   readonly #hiddenNames: Set<string>;
   readonly #vocabSize: number | undefined;
@@ -127,6 +133,8 @@ export class OpenAIService {
     this.maxTokens = options.maxTokens ?? DEFAULTS.maxTokens;
     this.maxPromptTokens = options.maxPromptTokens ?? options.backend.maxLength ?? DEFAULTS.maxPromptTokens;
     this.maxN = options.maxN ?? DEFAULTS.maxN;
+    this.maxCompletions = options.maxCompletions ?? DEFAULTS.maxCompletions;
+    this.maxRequestTokens = options.maxRequestTokens ?? DEFAULTS.maxRequestTokens;
     this.#requestTimeoutMs = options.requestTimeoutMs;
     this.#acceptAnyModel = options.acceptAnyModel ?? false;
   }
@@ -282,6 +290,7 @@ export class OpenAIService {
         param: Array.isArray(request.prompt) && listed.length > 1 ? `prompt.${longest}` : 'prompt',
       },
       maxTokens: { value: request.max_tokens ?? 16, param: 'max_tokens' },
+      prompts: { count: prompts.length, tokens: prompts.reduce((sum, p) => sum + p.length, 0), param: 'prompt' },
       topLogprobs: { value: request.logprobs ?? 0, param: 'logprobs' },
       extraStops: [],
     });
@@ -295,7 +304,8 @@ export class OpenAIService {
     if (!request.stream || prompts.length > 1) {
       if (request.stream)
         throw new OpenAIHttpError(400, 'stream with more than one prompt is not supported', { param: 'stream' });
-      const results = await Promise.all(prompts.map((p) => this.#generate(p, options, scope)));
+      // one fair-share key for all the prompts: the engine gives this request one turn, not one per prompt
+      const results = await Promise.all(prompts.map((p) => this.#generate(p, { ...options, fairShareKey: id }, scope)));
       const choices = results.flatMap((result, p) =>
         result.completions.map((c) => ({
           index: p * n + c.index,
@@ -405,10 +415,11 @@ export class OpenAIService {
   /** Sampling options from a request, its sizes checked against this server's limits. */
   #generateOptions(
     request: ChatCompletionRequest | CompletionRequest,
-    size: Required<Pick<RequestSize, 'prompt' | 'maxTokens'>> & {
-      topLogprobs: { value: number; param: string };
-      extraStops: readonly string[];
-    },
+    size: Required<Pick<RequestSize, 'prompt' | 'maxTokens'>> &
+      Pick<RequestSize, 'prompts'> & {
+        topLogprobs: { value: number; param: string };
+        extraStops: readonly string[];
+      },
   ): GenerateOptions {
     const n = request.n ?? 1;
     if (request.stop_token_ids) this.#checkTokenIds(request.stop_token_ids, 'stop_token_ids');
@@ -420,11 +431,13 @@ export class OpenAIService {
       });
     }
     const { maxTokens } = checkRequestLimits(
-      { prompt: size.prompt, maxTokens: size.maxTokens, n },
+      { prompt: size.prompt, maxTokens: size.maxTokens, n, ...(size.prompts ? { prompts: size.prompts } : {}) },
       {
         maxPromptTokens: this.maxPromptTokens,
         maxTokens: this.maxTokens,
         maxN: this.maxN,
+        maxCompletions: this.maxCompletions,
+        maxRequestTokens: this.maxRequestTokens,
         ...(this.backend.maxLength !== undefined ? { contextLength: this.backend.maxLength } : {}),
       },
     );

@@ -154,6 +154,17 @@ describe('client mistakes are 400s naming the field (worker engine, as trinity s
     }
   }
 
+  it('total work per request is capped: many prompts × n is a 400 naming the prompt, not 32,000 completions', async () => {
+    // 1,000 one-token prompts × n 2 = 2,000 completions, over the default cap of 64 per request
+    const many = await post(served.server.url, TEXT, { ...text, prompt: Array.from({ length: 1000 }, () => [3]), n: 2 });
+    assert.equal(many.status, 400);
+    assert.equal(many.body.error?.param, 'prompt');
+    assert.match(many.body.error?.message ?? '', /1000 prompts × n 2 = 2000 completions; this server allows at most 64/);
+    const some = await post(served.server.url, TEXT, { ...text, prompt: Array.from({ length: 8 }, () => [3]), n: 2 });
+    assert.equal(some.status, 200);
+    assert.equal(some.body.choices?.length, 16);
+  });
+
   it('served the same model normally afterwards, and logged no server error', async () => {
     const answer = await post(served.server.url, CHAT, { ...chat, temperature: 0 });
     assert.equal(answer.status, 200);
