@@ -3,9 +3,9 @@
 // collectives. src/torch/distributed.ts is the API; this file only converts arguments, calls c10d and converts results.
 //
 // Stores and groups live in process-wide registries under numeric ids, so a group made on one JS thread can be used
-// from another (the trainer's worker, say). A collective is issued on the calling JS thread, in call order, which is
-// the order c10d needs on every rank; only the wait for its completion (which lasts until every peer arrived, or the
-// timeout) runs on a libuv pool thread, and the call returns a promise. Every failure rejects with c10d's message;
+// from another (the trainer's worker, say). A collective is issued and waited for on a libuv pool thread (the wait
+// lasts until every peer arrived, or the timeout), in the order the JS thread called them, which is the order c10d
+// needs on every rank; the call returns a promise. Every failure rejects with c10d's message;
 // the TypeScript layer names the collective, the rank and the timeout around it.
 #include "common.h"
 
@@ -13,13 +13,17 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #ifdef TRT_HAVE_GLOO
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupWrapper.hpp>
 #endif
 #ifdef TRT_HAVE_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -36,9 +40,38 @@ struct StoreRef {
   c10::intrusive_ptr<c10d::Store> store;
 };
 
+// Collectives are issued on pool threads (issuing a checked collective already waits for the peers), strictly in the
+// order the JS thread called them: each call takes a ticket on the JS thread, and its pool thread issues when the
+// ticket's turn comes. The libuv pool runs work first in, first out, so a ticket only ever waits for earlier ones,
+// which are already running.
 struct Group {
   c10::intrusive_ptr<c10d::Store> store;  // kept alive as long as the group: Gloo's rendezvous keys live in it
   c10::intrusive_ptr<c10d::Backend> backend;
+  std::atomic<uint64_t> nextTicket{0};
+  std::mutex turnMutex;
+  std::condition_variable turnChanged;
+  uint64_t serving = 0;  // under turnMutex
+
+  uint64_t takeTicket() { return nextTicket.fetch_add(1); }
+  // Runs `issue` when `ticket`'s turn comes (outside the lock: issuing may wait for the peers), then passes the turn
+  // on, also when `issue` throws.
+  WorkList issueInTurn(uint64_t ticket, const std::function<WorkList()>& issue) {
+    {
+      std::unique_lock<std::mutex> lock(turnMutex);
+      turnChanged.wait(lock, [&] { return serving == ticket; });
+    }
+    struct PassTurn {
+      Group* group;
+      ~PassTurn() {
+        {
+          std::lock_guard<std::mutex> lock(group->turnMutex);
+          group->serving++;
+        }
+        group->turnChanged.notify_all();
+      }
+    } passTurn{this};
+    return issue();
+  }
 };
 
 // Ids are never reused. The registries are never destroyed: a group still registered at process exit must not be
@@ -223,7 +256,7 @@ Napi::Value distStoreFree(const Napi::CallbackInfo& info) {
 
 // ---- groups ----
 
-// distGroupCreate(store, rank, worldSize, backend, timeoutMs, interfaces) -> Promise<id>. Returns once every rank
+// distGroupCreate(store, rank, worldSize, backend, timeoutMs, interfaces, checkCollectives) -> Promise<id>. Returns once every rank
 // connected (Gloo's full mesh), or rejects at the timeout. `interfaces` (Gloo only): network interface names to use,
 // as GLOO_SOCKET_IFNAME lists them; empty: the interface the host name resolves to.
 Napi::Value distGroupCreate(const Napi::CallbackInfo& info) {
@@ -236,17 +269,36 @@ Napi::Value distGroupCreate(const Napi::CallbackInfo& info) {
   std::vector<std::string> interfaces;
   Napi::Array names = info[5].As<Napi::Array>();
   for (uint32_t i = 0; i < names.Length(); ++i) interfaces.push_back(names.Get(i).As<Napi::String>().Utf8Value());
+  bool checkCollectives = toBool(info[6]);
   auto group = std::make_shared<Group>();
   group->store = store->store;
   Pending::Body body;
+#ifdef TRT_HAVE_GLOO
+  auto makeGloo = [rank, worldSize, timeout, interfaces](c10::intrusive_ptr<c10d::Store> store) {
+    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+    for (const auto& name : interfaces) options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+    if (options->devices.empty()) options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(std::move(store), rank, worldSize, options);
+  };
+#endif
+  // checkCollectives: c10d's ProcessGroupWrapper (PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL) runs, before each
+  // collective, a monitored barrier (which names the ranks that did not arrive) and a comparison of every rank's
+  // collective, shapes and dtypes over a second, Gloo group: ranks that disagree get an error saying how, instead of
+  // Gloo aborting the process on a size mismatch. It costs two small collectives per collective.
+  auto wrap = [checkCollectives, makeGloo](Group& group) {
+    if (!checkCollectives) return;
+#ifdef TRT_HAVE_GLOO
+    auto checks = makeGloo(c10::make_intrusive<c10d::PrefixStore>("trinity-checks", group.store));
+    group.backend = c10::make_intrusive<c10d::ProcessGroupWrapper>(group.backend, checks);
+#else
+    throw std::runtime_error("checkCollectives needs Gloo, and this addon was built without it");
+#endif
+  };
   if (backend == "gloo") {
 #ifdef TRT_HAVE_GLOO
-    body = [group, rank, worldSize, timeout, interfaces] {
-      auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-      for (const auto& name : interfaces)
-        options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
-      if (options->devices.empty()) options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-      group->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(group->store, rank, worldSize, options);
+    body = [group, makeGloo, wrap] {
+      group->backend = makeGloo(group->store);
+      wrap(*group);
     };
 #else
     throw Napi::Error::New(env, "this addon was built without Gloo (gloo's headers were missing at build time): " +
@@ -254,10 +306,11 @@ Napi::Value distGroupCreate(const Napi::CallbackInfo& info) {
 #endif
   } else if (backend == "nccl") {
 #ifdef TRT_HAVE_NCCL
-    body = [group, rank, worldSize, timeout] {
+    body = [group, rank, worldSize, timeout, wrap] {
       auto options = c10d::ProcessGroupNCCL::Options::create();
       options->timeout = timeout;
       group->backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(group->store, rank, worldSize, options);
+      wrap(*group);
     };
 #else
     throw Napi::Error::New(env, "this addon was built without NCCL (it needs a CUDA libtorch with ProcessGroupNCCL and "
@@ -283,10 +336,14 @@ Napi::Value distGroupDestroy(const Napi::CallbackInfo& info) {
 
 // ---- collectives: each issues its work now and resolves when the work completed ----
 
-Napi::Value settle(Napi::Env env, std::shared_ptr<Group> group, WorkList works, Pending::Result result = nullptr) {
+Napi::Value settle(Napi::Env env, std::shared_ptr<Group> group, std::function<WorkList(c10d::Backend&)> issue,
+                   Pending::Result result = nullptr) {
+  uint64_t ticket = group->takeTicket();
   return Pending::start(
       env,
-      [group = std::move(group), works = std::move(works)]() mutable {
+      [group = std::move(group), issue = std::move(issue), ticket]() mutable {
+        WorkList works = group->issueInTurn(ticket, [&] { return issue(*group->backend); });
+        issue = nullptr;
         waitAll(works);
         works.clear();
         group.reset();
@@ -302,22 +359,24 @@ Napi::Value distAllReduce(const Napi::CallbackInfo& info) {
   c10d::ReduceOp op = toReduceOp(info[2]);
   Milliseconds timeout = toTimeout(info[3]);
   bool coalesced = toBool(info[4]);
-  WorkList works;
-  if (coalesced) {
-    c10d::AllreduceCoalescedOptions options;
-    options.reduceOp = op;
-    options.timeout = timeout;
-    works.push_back(group->backend->allreduce_coalesced(tensors, options));
-  } else {
-    c10d::AllreduceOptions options;
-    options.reduceOp = op;
-    options.timeout = timeout;
-    for (const auto& tensor : tensors) {
-      std::vector<at::Tensor> one{tensor};
-      works.push_back(group->backend->allreduce(one, options));
+  return settle(info.Env(), std::move(group), [tensors, op, timeout, coalesced](c10d::Backend& backend) mutable {
+    WorkList works;
+    if (coalesced) {
+      c10d::AllreduceCoalescedOptions options;
+      options.reduceOp = op;
+      options.timeout = timeout;
+      works.push_back(backend.allreduce_coalesced(tensors, options));
+    } else {
+      c10d::AllreduceOptions options;
+      options.reduceOp = op;
+      options.timeout = timeout;
+      for (const auto& tensor : tensors) {
+        std::vector<at::Tensor> one{tensor};
+        works.push_back(backend.allreduce(one, options));
+      }
     }
-  }
-  return settle(info.Env(), std::move(group), std::move(works));
+    return works;
+  });
 }
 
 // distBroadcast(group, tensors, root, timeoutMs): in place, one collective per tensor.
@@ -327,12 +386,14 @@ Napi::Value distBroadcast(const Napi::CallbackInfo& info) {
   c10d::BroadcastOptions options;
   options.rootRank = toInt(info[2]);
   options.timeout = toTimeout(info[3]);
-  WorkList works;
-  for (const auto& tensor : tensors) {
-    std::vector<at::Tensor> one{tensor};
-    works.push_back(group->backend->broadcast(one, options));
-  }
-  return settle(info.Env(), std::move(group), std::move(works));
+  return settle(info.Env(), std::move(group), [tensors, options](c10d::Backend& backend) {
+    WorkList works;
+    for (const auto& tensor : tensors) {
+      std::vector<at::Tensor> one{tensor};
+      works.push_back(backend.broadcast(one, options));
+    }
+    return works;
+  });
 }
 
 // distAllGather(group, tensor, timeoutMs) -> Promise<handles>: world-size new tensors, rank order.
@@ -343,10 +404,12 @@ Napi::Value distAllGather(const Napi::CallbackInfo& info) {
   options.timeout = toTimeout(info[2]);
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int i = 0; i < group->backend->getSize(); ++i) outputs[0].push_back(at::empty_like(inputs[0]));
-  WorkList works{group->backend->allgather(outputs, inputs, options)};
-  return settle(info.Env(), std::move(group), std::move(works), [outputs](Napi::Env env) {
-    return wrapList(env, outputs[0]);
-  });
+  return settle(
+      info.Env(), std::move(group),
+      [outputs, inputs, options](c10d::Backend& backend) mutable {
+        return WorkList{backend.allgather(outputs, inputs, options)};
+      },
+      [outputs](Napi::Env env) { return wrapList(env, outputs[0]); });
 }
 
 // distReduceScatter(group, input, op, timeoutMs) -> Promise<handle>: input's dim 0 is world size x the shard's; rank r
@@ -360,8 +423,12 @@ Napi::Value distReduceScatter(const Napi::CallbackInfo& info) {
   std::vector<int64_t> shape = input.sizes().vec();
   shape[0] /= group->backend->getSize();
   at::Tensor output = at::empty(shape, input.options());
-  WorkList works{group->backend->_reduce_scatter_base(output, input, options)};
-  return settle(info.Env(), std::move(group), std::move(works), [output](Napi::Env env) { return wrap(env, output); });
+  return settle(
+      info.Env(), std::move(group),
+      [output, input, options](c10d::Backend& backend) mutable {
+        return WorkList{backend._reduce_scatter_base(output, input, options)};
+      },
+      [output](Napi::Env env) { return wrap(env, output); });
 }
 
 // distBarrier(group, timeoutMs)
@@ -369,8 +436,8 @@ Napi::Value distBarrier(const Napi::CallbackInfo& info) {
   auto group = groups().get(info[0], "process group");
   c10d::BarrierOptions options;
   options.timeout = toTimeout(info[1]);
-  WorkList works{group->backend->barrier(options)};
-  return settle(info.Env(), std::move(group), std::move(works));
+  return settle(info.Env(), std::move(group),
+                [options](c10d::Backend& backend) { return WorkList{backend.barrier(options)}; });
 }
 
 // distBackends() -> { gloo, nccl }: what this build of the addon can create.

@@ -13,7 +13,8 @@
 // that died, a timeout, a bad argument) rejects with a DistributedError that names the collective, this rank and the
 // timeout, and leaves the group unusable (the ranks are out of step): every later call fails at once saying why.
 // Destroy it and rendezvous again. In-place collectives (allReduce, broadcast) write into the tensors given: leave
-// them alone until the promise settles.
+// them alone until the promise settles. Ranks that call different collectives or shapes are only caught with
+// checkCollectives (Gloo alone aborts the process when the sizes it receives differ).
 import { DTYPE_BYTES } from './dtype.js';
 import { type Handle, native } from './native.js';
 import { fromHandle, type Tensor } from './tensor.js';
@@ -198,6 +199,13 @@ export interface InitProcessGroupOptions {
   timeoutMs?: number;
   /** Gloo: network interfaces to use; default GLOO_SOCKET_IFNAME (comma-separated), else the host name's interface. */
   socketInterfaces?: readonly string[];
+  /**
+   * Before each collective, check that every rank arrived and calls the same collective with the same shapes and
+   * dtypes (c10d's ProcessGroupWrapper, PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL): a mismatch or a missing rank is an
+   * error that says which ranks and how, where Gloo alone would abort the process on mismatched sizes. Costs two
+   * small extra collectives per collective. Default: whether TORCH_DISTRIBUTED_DEBUG is DETAIL.
+   */
+  checkCollectives?: boolean;
   /** Where the torchrun variables are read from; default process.env. */
   env?: NodeJS.ProcessEnv;
 }
@@ -260,7 +268,9 @@ export async function initProcessGroup(options: InitProcessGroupOptions = {}): P
         : `${where}: this build of the addon has no Gloo (gloo's headers were missing when native/build.mjs ran: install them, e.g. apt-get install libgloo-dev, and rebuild)`,
     );
   const timeoutMs = checkTimeout(where, options.timeoutMs ?? DEFAULT_DISTRIBUTED_TIMEOUT_MS);
-  const interfaces = options.socketInterfaces ?? splitList((options.env ?? process.env).GLOO_SOCKET_IFNAME);
+  const env = options.env ?? process.env;
+  const interfaces = options.socketInterfaces ?? splitList(env.GLOO_SOCKET_IFNAME);
+  const checkCollectives = options.checkCollectives ?? env.TORCH_DISTRIBUTED_DEBUG?.toUpperCase() === 'DETAIL';
 
   let store = options.store;
   const ownsStore = store === undefined;
@@ -272,7 +282,7 @@ export async function initProcessGroup(options: InitProcessGroupOptions = {}): P
     store = await Store.create({ host: masterAddr, port: masterPort, worldSize, isMaster: rank === 0, timeoutMs });
   }
   try {
-    const id = await native.distGroupCreate(store.id, rank, worldSize, backend, timeoutMs, [...interfaces]);
+    const id = await native.distGroupCreate(store.id, rank, worldSize, backend, timeoutMs, [...interfaces], checkCollectives);
     return new ProcessGroup(id, { rank, worldSize, localRank, backend, timeoutMs, store, ownsStore });
   } catch (error) {
     if (ownsStore) await store.close();

@@ -251,6 +251,7 @@ export interface NativeAddon {
     backend: string,
     timeoutMs: number,
     interfaces: string[],
+    checkCollectives: boolean,
   ): Promise<number>;
   distGroupDestroy(group: number): Promise<void>;
   distAllReduce(group: number, tensors: H[], op: string, timeoutMs: number, coalesced: boolean): Promise<void>;

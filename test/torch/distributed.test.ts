@@ -217,6 +217,26 @@ test('a bad shape is refused before anything is sent, and the group says it is o
   await Promise.all(ranks.map((p) => p.exited));
 });
 
+test('checkCollectives: ranks that disagree on a shape get an error saying so, not an aborted process', async () => {
+  const ranks = await startGroup(2, 'mismatch');
+  const results = await Promise.all(ranks.map((p) => p.next('result', 'error')));
+  for (const [r, m] of results.entries()) {
+    assert.equal(m.type, 'error', `rank ${r} reported ${JSON.stringify(m.value)}`);
+    assert.equal(m.collective, 'allReduce');
+    assert.match(
+      m.message ?? '',
+      new RegExp(`^allReduce on rank ${r} of 2 \\(gloo\\) failed: .*Detected mismatch between collectives`, 's'),
+    );
+    // c10d's fingerprint names the shapes each rank brought
+    assert.match(m.message ?? '', /TensorShape=\[4\]/);
+    assert.match(m.message ?? '', /TensorShape=\[5\]/);
+  }
+  assert.deepEqual(
+    (await Promise.all(ranks.map((p) => p.exited))).map((e) => e.code),
+    [0, 0],
+  );
+});
+
 describe('arguments', () => {
   const env = {};
   test('world size, rank, port and backend are checked before anything connects', async () => {

@@ -23,6 +23,7 @@ const TIMEOUT_MS = 120_000;
 const rank = Number(process.env.RANK);
 const worldSize = Number(process.env.WORLD_SIZE);
 const scenario = process.env.SCENARIO ?? '';
+const checkCollectives = scenario === 'mismatch';
 
 function describeError(error: unknown): Extract<Message, { type: 'error' }> {
   if (error instanceof torch.DistributedError)
@@ -41,10 +42,9 @@ async function join(): Promise<torch.ProcessGroup> {
   if (rank === 0) {
     const store = await torch.Store.create({ host: '127.0.0.1', port: 0, worldSize, isMaster: true, timeoutMs: TIMEOUT_MS });
     await send({ type: 'port', port: store.port });
-    const group = await torch.initProcessGroup({ store, rank, worldSize, timeoutMs: TIMEOUT_MS });
-    return group;
+    return torch.initProcessGroup({ store, rank, worldSize, timeoutMs: TIMEOUT_MS, checkCollectives });
   }
-  return torch.initProcessGroup({ timeoutMs: TIMEOUT_MS });
+  return torch.initProcessGroup({ timeoutMs: TIMEOUT_MS, checkCollectives });
 }
 
 // The values each collective returns on this rank; the test compares them with hand computations.
@@ -159,6 +159,13 @@ async function main(): Promise<void> {
           () => send({ type: 'result', value: 'barrier completed without rank 1' }),
           (error) => send(describeError(error)),
         );
+    } else if (scenario === 'mismatch') {
+      // the ranks disagree on the shape, which no rank can see alone: checkCollectives compares them first
+      await group.allReduce(torch.ones([3]));
+      await group.allReduce(torch.ones([4 + rank])).then(
+        () => send({ type: 'result', value: 'allReduce accepted mismatched shapes' }),
+        (error) => send(describeError(error)),
+      );
     } else if (scenario === 'bad-shape') {
       // both ranks make the same mistake: rejected before anything is sent
       await group.reduceScatter(torch.zeros([2 * worldSize + 1, 2])).then(
