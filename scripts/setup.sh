@@ -3,7 +3,8 @@
 #   1. npm packages (npm ci when node_modules is missing or older than package-lock.json);
 #   2. libtorch: $LIBTORCH, else python3's torch, else torch==2.13.0+cpu installed from pip's local mirror into
 #      .cache/torch-py (only the wheel: libtorch's headers and libraries, no Python environment changes);
-#   3. the native addon (native/build.mjs rebuilds only when its sources or libtorch changed).
+#   3. gloo's headers (Debian's libgloo-dev) for the distributed bindings;
+#   4. the native addon (native/build.mjs rebuilds only when its sources or libtorch changed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +23,17 @@ if [[ -z ${LIBTORCH:-} ]] && ! python3 -c 'import torch' 2>/dev/null && [[ ! -d 
       echo "        LIBTORCH to an unpacked libtorch folder (with include/ and lib/), then re-run this script." >&2
       exit 1
     }
+  fi
+fi
+
+# gloo's headers (libtorch ships gloo's code but not its headers; ProcessGroupGloo.hpp includes them): the
+# distributed bindings compile against Debian's libgloo-dev and link only libtorch's own gloo
+if [[ -z ${GLOO_INCLUDE:-} && ! -f /usr/include/gloo/config.h ]] && command -v apt-get >/dev/null; then
+  echo "[setup] installing gloo's headers (libgloo-dev) for the distributed bindings"
+  if [[ $(id -u) -eq 0 ]]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libgloo-dev
+  else
+    echo "[setup] not root: install libgloo-dev (sudo apt-get install libgloo-dev) or set GLOO_INCLUDE" >&2
   fi
 fi
 
