@@ -1,7 +1,7 @@
 // The worker side of WorkerRolloutEngine (./worker-engine.ts): one RolloutEngine on this thread.
 import * as torch from '../torch/index.js';
 import { GenerationError, RolloutEngine, type TokenEvent } from './rollout-engine.js';
-import type { WorkerEngineOptions, WorkerGenerateRequest, WorkerReply } from './worker-engine.js';
+import type { EngineShape, WorkerEngineOptions, WorkerGenerateRequest, WorkerReply } from './worker-engine.js';
 
 let engine: RolloutEngine | null = null;
 const inFlight = new Map<number, AbortController>();
@@ -12,9 +12,9 @@ function running(): RolloutEngine {
 }
 
 torch.serveTensorWorker({
-  load(dir: string, options: Omit<WorkerEngineOptions, 'numThreads' | 'startTimeoutMs'>) {
+  load(dir: string, options: Omit<WorkerEngineOptions, 'numThreads' | 'startTimeoutMs'>): EngineShape {
     engine = RolloutEngine.load(dir, options);
-    return { slots: engine.slots, maxLength: engine.maxLength };
+    return { slots: engine.slots, maxLength: engine.maxLength, vocabSize: engine.vocabSize };
   },
   async generate(id: number, { streamEvent, ...request }: WorkerGenerateRequest): Promise<WorkerReply<unknown>> {
     const controller = new AbortController();
@@ -26,6 +26,8 @@ torch.serveTensorWorker({
         value: await running().generate({ ...request, signal: controller.signal, ...(onToken ? { onToken } : {}) }),
       };
     } catch (error) {
+      // as data, so the reason ('invalid': the caller's mistake, answered 400 over HTTP) survives the boundary; an
+      // Error re-thrown here would reach the caller as a plain Error
       if (error instanceof GenerationError) return { ok: false, reason: error.reason, message: error.message };
       throw error;
     } finally {

@@ -23,9 +23,11 @@
 // whatever else is in the batch (greedy: exactly; seeded sampling: up to float rounding differences between batch
 // shapes, which can in principle flip a near-tie).
 //
-// Requests end in one of four ways besides success, each a GenerationError naming what happened: 'aborted' (its
-// AbortSignal fired), 'timeout' (timeoutMs passed), 'closed' (close() or abortAll() ran first), 'failed' (a forward
-// threw; the other requests carry on).
+// Requests end in one of five ways besides success, each a GenerationError naming what happened: 'invalid' (the
+// request fails a check: an empty prompt, an id outside the vocabulary, a bad sampling parameter; the message names
+// the field, the check's RangeError or TypeError is the cause), 'aborted' (its AbortSignal fired), 'timeout'
+// (timeoutMs passed), 'closed' (close() or abortAll() ran first), 'failed' (a forward threw; the other requests carry
+// on). The reason is data, so it survives a thread boundary (./worker-engine.ts) where an error's class does not.
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -117,7 +119,8 @@ export interface GenerateResult {
   completions: Completion[];
 }
 
-export type GenerationFailure = 'aborted' | 'timeout' | 'closed' | 'failed';
+/** Why a request failed: 'invalid' is the caller's mistake (an HTTP 400), the others are not (see the header). */
+export type GenerationFailure = 'invalid' | 'aborted' | 'timeout' | 'closed' | 'failed';
 
 export class GenerationError extends Error {
   readonly reason: GenerationFailure;
@@ -199,6 +202,11 @@ export class RolloutEngine {
   readonly tokenizer: Tokenizer | null;
   readonly slots: number;
   readonly maxLength: number;
+  /**
+   * Token ids are < this: config.json's vocab_size, the rows of the embedding, which can exceed the tokenizer's
+   * vocabulary (embeddings padded to a multiple of 64 or 128).
+   */
+  readonly vocabSize: number;
   readonly maxPrefillTokens: number;
   readonly eosTokenIds: readonly number[];
   readonly requestTimeoutMs: number;
@@ -230,6 +238,7 @@ export class RolloutEngine {
     this.tokenizer = options.tokenizer ?? null;
     this.slots = positive('slots', options.slots ?? DEFAULT_SLOTS);
     this.maxLength = positive('maxLength', options.maxLength ?? Math.min(model.config.maxPositionEmbeddings, DEFAULT_MAX_LENGTH));
+    this.vocabSize = model.config.vocabSize;
     this.maxPrefillTokens = positive('maxPrefillTokens', options.maxPrefillTokens ?? DEFAULT_MAX_PREFILL_TOKENS);
     const timeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     if (!(timeout > 0)) throw new RangeError(`RolloutEngine: requestTimeoutMs must be > 0 (Infinity: none), got ${timeout}`);
@@ -274,7 +283,10 @@ export class RolloutEngine {
     };
   }
 
-  /** Generates n completions of one prompt; resolves when all of them finished. */
+  /**
+   * Generates n completions of one prompt; resolves when all of them finished. A request that fails a check rejects
+   * with GenerationError('invalid') before anything runs.
+   */
   generate(request: GenerateRequest): Promise<GenerateResult> {
     if (this.#closed) {
       return Promise.reject(new GenerationError('closed', 'RolloutEngine is closed: generate() was called after close()'));
@@ -288,6 +300,9 @@ export class RolloutEngine {
     try {
       prepared = this.#prepare(request);
     } catch (error) {
+      // the request checks throw RangeError / TypeError (SamplingParamsError is a RangeError); anything else is a bug
+      if (error instanceof RangeError || error instanceof TypeError)
+        return Promise.reject(new GenerationError('invalid', error.message, { cause: error }));
       return Promise.reject(error);
     }
     return new Promise<GenerateResult>((resolve, reject) => {
@@ -429,7 +444,7 @@ export class RolloutEngine {
       promptIds = this.tokenizer.encode(request.prompt);
     } else throw new TypeError('generate: the request needs promptIds or prompt');
     if (promptIds.length === 0) throw new RangeError('generate: the prompt is empty (at least one token is needed)');
-    const vocab = this.model.config.vocabSize;
+    const vocab = this.vocabSize;
     this.#checkIds('prompt', promptIds, vocab);
     const room = this.maxLength - promptIds.length;
     if (room < 1) {

@@ -30,6 +30,13 @@ export interface WorkerEngineOptions
   startTimeoutMs?: number;
 }
 
+/** What the worker's `load` answers: the engine's cache shape and vocabulary. */
+export interface EngineShape {
+  slots: number;
+  maxLength: number;
+  vocabSize: number;
+}
+
 /** What the worker answers: results, or a generation failure kept as data so its reason survives the boundary. */
 export type WorkerReply<T> = { ok: true; value: T } | { ok: false; reason: GenerationFailure; message: string };
 
@@ -43,19 +50,17 @@ export class WorkerRolloutEngine implements ChatEngine {
   /** KV-cache slots and context length per sequence of the worker's engine. */
   readonly slots: number;
   readonly maxLength: number;
+  /** Token ids are < this: the model's config.json vocab_size (can exceed the tokenizer's vocabulary; see RolloutEngine). */
+  readonly vocabSize: number;
   readonly #worker: TensorWorker;
   readonly #requestTimeoutMs: number;
   #nextId = 1;
   #closed = false;
 
-  private constructor(
-    worker: TensorWorker,
-    tokenizer: Tokenizer | null,
-    requestTimeoutMs: number,
-    shape: { slots: number; maxLength: number },
-  ) {
+  private constructor(worker: TensorWorker, tokenizer: Tokenizer | null, requestTimeoutMs: number, shape: EngineShape) {
     this.slots = shape.slots;
     this.maxLength = shape.maxLength;
+    this.vocabSize = shape.vocabSize;
     this.#worker = worker;
     this.tokenizer = tokenizer;
     this.#requestTimeoutMs = requestTimeoutMs;
@@ -68,7 +73,7 @@ export class WorkerRolloutEngine implements ChatEngine {
       ...(numThreads ? { numThreads } : {}),
       startTimeoutMs: startTimeoutMs ?? 600_000,
     });
-    let shape: { slots: number; maxLength: number };
+    let shape: EngineShape;
     try {
       shape = await worker.call('load', [dir, engineOptions], { timeoutMs: startTimeoutMs ?? 600_000 });
     } catch (error) {

@@ -226,12 +226,15 @@ export function contentText(content: z.infer<typeof Content> | undefined): strin
   return content.map((part) => part.text).join('');
 }
 
-/** Engine failures as HTTP errors: a bad request is a 400, a timeout 504, a closed engine 503. */
+/**
+ * Engine failures as HTTP errors: a request the engine refuses ('invalid', its message naming the field) is a 400, a
+ * timeout 504, a closed engine 503, a client gone 499, a failed forward 500.
+ */
 export function asHttpError(error: unknown): OpenAIHttpError {
   if (error instanceof OpenAIHttpError) return error;
   if (error instanceof GenerationError) {
-    const status = { aborted: 499, timeout: 504, closed: 503, failed: 500 }[error.reason];
-    return new OpenAIHttpError(status, error.message, { code: error.reason });
+    const status = { invalid: 400, aborted: 499, timeout: 504, closed: 503, failed: 500 }[error.reason];
+    return new OpenAIHttpError(status, error.message, { code: error.reason === 'invalid' ? 'invalid_request' : error.reason });
   }
   if (error instanceof RangeError || error instanceof TypeError) return new OpenAIHttpError(400, error.message);
   return new OpenAIHttpError(500, error instanceof Error ? error.message : String(error));

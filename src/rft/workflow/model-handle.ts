@@ -36,6 +36,11 @@ export const ROLLOUT_MODEL_NAME = 'rollout-model';
 /** What EngineModelHandle needs of an engine (RolloutEngine and WorkerRolloutEngine both fit). */
 export interface RolloutBackend {
   readonly tokenizer: Tokenizer | null;
+  /**
+   * The model's vocabulary (config.json's vocab_size), when the engine knows it: the rollout endpoint checks token ids
+   * against it (OpenAIService's default bound), not against the tokenizer's, which can be smaller.
+   */
+  readonly vocabSize?: number;
   generate(request: GenerateRequest): Promise<GenerateResult>;
   chat(messages: readonly ChatMessage[], options?: ChatOptions): Promise<ChatResult>;
 }
