@@ -7,8 +7,10 @@
 //
 // Request bodies are checked by ./protocol.ts (zod), their sizes by ./limits.ts (prompt tokens ≤ maxPromptTokens,
 // max_tokens ≤ maxTokens, prompt + max_tokens ≤ the engine's context, n ≤ maxN), and what depends on the loaded model
-// here, before the engine sees it: every token id (token-id prompts, stop_token_ids) < the vocabulary size, no empty
-// prompt, top log-probs ≤ the vocabulary. So a client's mistake is a 400 naming its field, never an engine failure.
+// here, before the engine sees it: every token id (token-id prompts, stop_token_ids, and the ids text prompts and
+// rendered messages encode to: a tokenizer can hold tokens the model lacks) < the model's vocabulary size, no empty
+// prompt, top log-probs ≤ the vocabulary. So a client's mistake is a 400 naming its field; what the engine still
+// refuses (GenerationError 'invalid') is a 400 with the engine's message, never an engine failure.
 // Bodies are built by ./responses.ts and streams by ./streaming.ts.
 import { randomBytes } from 'node:crypto';
 import {
@@ -182,6 +184,8 @@ export class OpenAIService {
       // one tool call at most: generation ends where the first call's block closes
       extraStops: parseTools && request.parallel_tool_calls === false ? [TOOL_CALL_CLOSE] : [],
     });
+    // after the fields the client wrote: the rendered ids are what the template and tokenizer made of the messages
+    this.#checkTokenIds(prompt.promptIds, 'messages', 'text');
     const id = `chatcmpl-${randomBytes(12).toString('hex')}`;
     const turnMeta = {
       ...scope.turnMeta,
@@ -281,7 +285,7 @@ export class OpenAIService {
       const param = listed.length > 1 ? `prompt.${i}` : 'prompt';
       if (ids.length === 0)
         throw new OpenAIHttpError(400, `'${param}': the prompt is empty (no tokens)`, { param, code: 'empty_prompt' });
-      if (typeof listed[i] !== 'string') this.#checkTokenIds(ids, param);
+      this.#checkTokenIds(ids, param, typeof listed[i] === 'string' ? 'text' : 'ids');
     });
     const longest = prompts.reduce((best, p, i) => (p.length > (prompts[best]?.length ?? 0) ? i : best), 0);
     const options = this.#generateOptions(request, {
@@ -390,11 +394,21 @@ export class OpenAIService {
     }
   }
 
-  /** Every id is a token of the loaded model; else a 400 naming the id's place ('prompt.3', 'stop_token_ids.0'). */
-  #checkTokenIds(ids: readonly number[], param: string): void {
+  /**
+   * Every id is a token of the loaded model; else a 400 naming the id's place ('prompt.3', 'stop_token_ids.0'), or for
+   * ids the tokenizer made from text ('messages', a text prompt) the field and the id.
+   */
+  #checkTokenIds(ids: readonly number[], param: string, source: 'ids' | 'text' = 'ids'): void {
     const vocab = this.#vocab();
     const bad = ids.findIndex((id) => id >= vocab);
     if (bad === -1) return;
+    if (source === 'text') {
+      throw new OpenAIHttpError(
+        400,
+        `'${param}': the tokenizer encodes it to token id ${ids[bad]} (position ${bad}), which this model does not have (vocabulary size ${vocab})`,
+        { param, code: 'invalid_token_id' },
+      );
+    }
     const where = `${param}.${bad}`;
     throw new OpenAIHttpError(400, `'${where}': ${ids[bad]} is not a token id of this model (vocabulary size ${vocab})`, {
       param: where,
