@@ -4,14 +4,16 @@
 // folder already there, the run starts afresh in <job dir>_<timestamp> (as Trinity-RFT renames the experiment), and
 // the earlier folder is left as it is.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
+import { availableParallelism, hostname } from 'node:os';
 import { join, relative } from 'node:path';
 import type { Config, FormatConfig, LoraConfig, StageConfig, TasksetConfig as TasksetSection } from '../config/index.js';
 import { resolveStages } from '../config/index.js';
 import { checkBeforeRun } from '../config/preflight.js';
 import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../buffer/index.js';
 import { type MonitorArgs, ProgressReporter } from '../monitor/index.js';
-import type { StageHooks, StageResult, StageSettings } from './settings.js';
+import { describeRank, distributedLaunchFromEnv } from './distributed.js';
+import { runFollower } from './follower.js';
+import type { DistributedSettings, StageHooks, StageRecord, StageResult, StageSettings } from './settings.js';
 import { runStage } from './stage.js';
 
 type NonNullFields<T> = { [K in keyof T]?: Exclude<T[K], null> };
@@ -119,11 +121,20 @@ function takesTurns(stage: StageConfig): boolean {
   return sync.sync_style === 'fixed' && sync.sync_interval === 1 && sync.sync_offset === 0;
 }
 
-/** The settings of one stage from its resolved config section. */
-export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseDir: string = process.cwd()): StageSettings {
+/**
+ * The settings of one stage from its resolved config section; `distributed`: this process's place among the ranks of
+ * a data-parallel trainer (./distributed.ts), null for one process.
+ */
+export function stageSettings(
+  stage: StageConfig,
+  modelPath: string,
+  pluginBaseDir: string = process.cwd(),
+  distributed: DistributedSettings | null = null,
+): StageSettings {
   const input = stage.buffer.explorer_input;
   const experienceBuffer = stage.buffer.trainer_input.experience_buffer;
-  const cores = Math.max(1, availableParallelism());
+  // ranks started on one machine share its cores
+  const cores = Math.max(1, Math.floor(availableParallelism() / (distributed?.localWorldSize ?? 1)));
   const lora = stage.model.lora;
   const firstTaskset = input.tasksets[0];
   // memory or checkpoint; validation allows only checkpoint for an external server (it loads folders)
@@ -183,6 +194,7 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
       maxCheckpointsToKeep: stage.trainer.max_checkpoints_to_keep,
       microBatchSize: stage.trainer.micro_batch_size,
       gradientCheckpointing: stage.trainer.gradient_checkpointing,
+      distributedTimeoutMs: stage.trainer.distributed_timeout * 1000,
     },
     sync: {
       style: stage.synchronizer.sync_style,
@@ -235,6 +247,7 @@ export function stageSettings(stage: StageConfig, modelPath: string, pluginBaseD
       stage.mode === 'both' && !takesTurns(stage)
         ? { explorer: Math.max(1, Math.floor(cores / 2)), trainer: Math.max(1, Math.ceil(cores / 2)) }
         : { explorer: cores, trainer: cores },
+    distributed,
   };
 }
 
@@ -245,11 +258,8 @@ export interface RunOptions {
   signal?: AbortSignal;
   /** Runs a mode-serve stage (the CLI passes src/serve's runServeStage; the rft layer has no HTTP server of its own). */
   serveStage?: (settings: StageSettings, hooks: StageHooks) => Promise<StageResult>;
-}
-
-interface StageRecord {
-  finalModelDir: string | null;
-  steps: number;
+  /** This process's place among data-parallel trainer ranks (default: the torchrun environment; null: one process). */
+  distributed?: DistributedSettings | null;
 }
 
 /** Runs every stage of the config in order; returns the last stage's final model folder. */
@@ -258,11 +268,28 @@ export async function runConfig(
   options: RunOptions = {},
 ): Promise<{ finalModelDir: string | null; stages: StageRecord[] }> {
   const log = options.log ?? ((line: string) => console.log(line));
+  const distributed = options.distributed === undefined ? distributedLaunchFromEnv() : options.distributed;
   // what every stage needs from the disk and the registries, before anything is made or run (as `config check`)
   await checkBeforeRun(config, options.baseDir !== undefined ? { baseDir: options.baseDir } : {});
   const configured = config.checkpoint_job_dir;
   let jobDir = configured;
   let stages = resolveStages(config);
+  if (distributed !== null) {
+    log(`data-parallel trainer: ${describeRank(distributed)}, host ${hostname()}, pid ${process.pid}`);
+    if (distributed.rank > 0)
+      return runFollower(
+        stages.length,
+        config.model.model_path,
+        (index, modelPath) => stageSettings(stages[index] as StageConfig, modelPath, options.baseDir, distributed),
+        { log, ...(options.signal ? { signal: options.signal } : {}) },
+      );
+    // the other ranks could not learn the name of a renamed folder: they follow the stages of the configured one
+    if (!config.continue_from_checkpoint && existsSync(configured))
+      throw new Error(
+        `continue_from_checkpoint is false and ${configured} exists: a data-parallel run cannot start afresh in a ` +
+          'renamed folder (ranks > 0 would not know its name); move the folder away, or set continue_from_checkpoint: true',
+      );
+  }
   if (!config.continue_from_checkpoint && existsSync(configured)) {
     jobDir = `${configured}_${new Date().toISOString().replace(/[-:]/g, '').replace(/\..*$/, '')}`;
     const fresh = jobDir;
@@ -279,7 +306,7 @@ export async function runConfig(
     `${JSON.stringify(stages.map((s) => relative(jobDir, s.checkpoint_job_dir) || '.'))}\n`,
   );
   for (const [index, stage] of stages.entries()) {
-    const settings = stageSettings(stage, modelPath, options.baseDir);
+    const settings = stageSettings(stage, modelPath, options.baseDir, distributed);
     const doneFile = join(settings.jobDir, 'done.json');
     if (existsSync(doneFile)) {
       const record = JSON.parse(readFileSync(doneFile, 'utf8')) as StageRecord;

@@ -66,7 +66,14 @@ export interface StageSettings {
     maxBodyBytes: number;
     maxN: number;
   };
-  trainer: { saveInterval: number; maxCheckpointsToKeep: number; microBatchSize: number | null; gradientCheckpointing: boolean };
+  trainer: {
+    saveInterval: number;
+    maxCheckpointsToKeep: number;
+    microBatchSize: number | null;
+    gradientCheckpointing: boolean;
+    /** The longest a data-parallel rank waits for the others in the rendezvous or a collective (ms). */
+    distributedTimeoutMs: number;
+  };
   /** maxStaleness: experiences older than (trainer step - 1 - maxStaleness) weights are dropped; null: none. */
   sync: {
     /** fixed: the explorer waits for the version it needs; trainer_driven: it takes what the trainer published, never
@@ -104,10 +111,34 @@ export interface StageSettings {
   auxiliaryDatasets: Record<string, { path: string; format: DatasetFormat }>;
   seed: number;
   threads: { explorer: number; trainer: number };
+  /** Data-parallel training over c10d (the torchrun environment; ./distributed.ts); null: one trainer process. */
+  distributed: DistributedSettings | null;
+}
+
+/**
+ * This process's place among the data-parallel trainer ranks. Rank 0 runs the stage (explorer, buffer, checkpoints,
+ * metrics, weight publishing) and sends each step's batch to the others; ranks > 0 only train (./follower.ts).
+ */
+export interface DistributedSettings {
+  rank: number;
+  worldSize: number;
+  /** The rank's index on its machine (LOCAL_RANK): which GPU it would use. */
+  localRank: number;
+  /** Ranks on this machine (LOCAL_WORLD_SIZE, else 1): they share its cores. */
+  localWorldSize: number;
+  /** Where rank 0 serves the rendezvous store (MASTER_ADDR, MASTER_PORT). */
+  masterAddr: string;
+  masterPort: number;
 }
 
 export interface StageResult {
   /** The stage's final weights as a Hugging Face folder (null for explore/bench). */
+  finalModelDir: string | null;
+  steps: number;
+}
+
+/** What a finished stage leaves in its done.json (a rerun skips the stage and starts the next from its model). */
+export interface StageRecord {
   finalModelDir: string | null;
   steps: number;
 }

@@ -38,7 +38,7 @@ import {
 import { type LoadedCheckpoint, latestCheckpoint } from '../checkpoint.js';
 import type { Experience, ModelBounds } from '../experience.js';
 import { createMonitors, type MonitorGroup, ProgressReporter } from '../monitor/index.js';
-import { TrainerClient } from '../trainer/trainer.js';
+import { TrainerClient, type TrainerInit } from '../trainer/trainer.js';
 import { EngineModelHandle, WorkflowRunner } from '../workflow/index.js';
 import { runBench } from './bench.js';
 import { BufferExperienceSource } from './experience-source.js';
@@ -312,10 +312,7 @@ class StageBuilder {
     }
     if (settings.buffer.storageType !== 'file')
       throw new Error(`stage '${settings.stageName}': mode train reads a shared buffer (storage_type sql) or a dataset (file)`);
-    if (!settings.buffer.path) throw new Error(`stage '${settings.stageName}': the file experience buffer needs a path`);
-    const load = this.algorithm.schema === 'dpo' ? loadDpoDataset : loadSftDataset;
-    const rows = await load(settings.buffer.path, Tokenizer.load(settings.modelPath), settings.buffer.format ?? {});
-    const dataset = new DatasetReader(rows, settings.trainBatchSize);
+    const dataset = await loadTrainDataset(settings, this.algorithm);
     return {
       stepsFromData: dataset.stepsFor(settings.totalEpochs),
       connect: () => ({
@@ -328,25 +325,12 @@ class StageBuilder {
   // --- parts -------------------------------------------------------------------------------------------------
 
   #totalSteps(fromData: number | null): number {
-    const total = this.settings.totalSteps ?? fromData ?? 0;
-    if (total <= 0) throw new Error(`stage '${this.settings.stageName}': no steps to run (set buffer.total_steps or give tasks)`);
-    return total;
+    return stageSteps(this.settings, fromData);
   }
 
   /** The task scheduler over the tasksets (it fixes the number of steps), at its saved position on resume. */
   async #scheduler(): Promise<TasksetScheduler> {
-    const { settings } = this;
-    const tasksets = await Promise.all(settings.tasksets.map((t) => loadTaskset(t.taskset)));
-    const scheduler = new TasksetScheduler({
-      tasksets: settings.tasksets.map((t, i) => ({
-        taskset: tasksets[i] as Awaited<ReturnType<typeof loadTaskset>>,
-        ...(t.selector ? { selector: t.selector } : {}),
-        ...(t.weight !== undefined ? { weight: t.weight } : {}),
-      })),
-      batchSize: settings.batchSize,
-      totalEpochs: settings.totalEpochs,
-      ...(settings.totalSteps !== null ? { totalSteps: settings.totalSteps } : {}),
-    });
+    const scheduler = await createScheduler(this.settings);
     const saved = this.#saved.explorer;
     if (saved?.scheduler) scheduler.loadState(saved.scheduler);
     return scheduler;
@@ -427,24 +411,7 @@ class StageBuilder {
   }
 
   async #trainer(totalSteps: number): Promise<TrainerClient> {
-    const { settings } = this;
-    const { trainer } = await TrainerClient.start({
-      jobDir: settings.jobDir,
-      resume: true,
-      modelPath: settings.modelPath,
-      dtype: settings.dtype,
-      algorithm: settings.algorithm,
-      pluginBaseDir: settings.pluginBaseDir,
-      lora: settings.lora,
-      loraPath: settings.loraPath,
-      criticModelPath: settings.criticModelPath,
-      totalSteps,
-      microBatchSize: settings.trainer.microBatchSize,
-      gradientCheckpointing: settings.trainer.gradientCheckpointing,
-      padTokenId: 0,
-      seed: settings.seed,
-      numThreads: settings.threads.trainer,
-    });
+    const { trainer } = await TrainerClient.start(trainerInit(this.settings, totalSteps));
     this.#closers.push(() => trainer.close());
     return trainer;
   }
@@ -561,9 +528,89 @@ class StageBuilder {
   }
 
   async #saveFinalModel(trainer: TrainerClient): Promise<string> {
-    const dir = join(this.settings.jobDir, 'final_model');
+    const dir = finalModelDir(this.settings);
     rmSync(dir, { recursive: true, force: true });
     await trainer.saveWeights(dir);
     return dir;
   }
+}
+
+// --- shared with the follower ranks of a data-parallel trainer (./follower.ts): they must count the same steps and
+// start the same trainer as rank 0 --------------------------------------------------------------------------------
+
+/** The stage's steps: buffer.total_steps, else what the data gives (`fromData`); none is an error. */
+function stageSteps(settings: StageSettings, fromData: number | null): number {
+  const total = settings.totalSteps ?? fromData ?? 0;
+  if (total <= 0) throw new Error(`stage '${settings.stageName}': no steps to run (set buffer.total_steps or give tasks)`);
+  return total;
+}
+
+/** The task scheduler over the stage's tasksets, at its start (a resumed stage loads its saved position into it). */
+async function createScheduler(settings: StageSettings): Promise<TasksetScheduler> {
+  const tasksets = await Promise.all(settings.tasksets.map((t) => loadTaskset(t.taskset)));
+  return new TasksetScheduler({
+    tasksets: settings.tasksets.map((t, i) => ({
+      taskset: tasksets[i] as Awaited<ReturnType<typeof loadTaskset>>,
+      ...(t.selector ? { selector: t.selector } : {}),
+      ...(t.weight !== undefined ? { weight: t.weight } : {}),
+    })),
+    batchSize: settings.batchSize,
+    totalEpochs: settings.totalEpochs,
+    ...(settings.totalSteps !== null ? { totalSteps: settings.totalSteps } : {}),
+  });
+}
+
+/** Mode train from a dataset file (SFT, DPO): one batch of its rows per step. */
+async function loadTrainDataset(settings: StageSettings, algorithm: ResolvedAlgorithm): Promise<DatasetReader> {
+  if (!settings.buffer.path) throw new Error(`stage '${settings.stageName}': the file experience buffer needs a path`);
+  const load = algorithm.schema === 'dpo' ? loadDpoDataset : loadSftDataset;
+  const rows = await load(settings.buffer.path, Tokenizer.load(settings.modelPath), settings.buffer.format ?? {});
+  return new DatasetReader(rows, settings.trainBatchSize);
+}
+
+/**
+ * The train steps of a stage of mode both or train, counted as rank 0's stage counts them (the learning-rate schedule
+ * depends on it): buffer.total_steps, else the tasksets' (mode both) or the dataset's (mode train, file) steps.
+ */
+export async function countTrainSteps(settings: StageSettings, algorithm: ResolvedAlgorithm): Promise<number> {
+  if (settings.mode === 'both') return stageSteps(settings, (await createScheduler(settings)).totalSteps);
+  if (settings.mode === 'train' && settings.buffer.storageType === 'file')
+    return stageSteps(settings, (await loadTrainDataset(settings, algorithm)).stepsFor(settings.totalEpochs));
+  return stageSteps(settings, null);
+}
+
+/** What the stage's trainer starts with; every rank of a data-parallel trainer starts with the same. */
+export function trainerInit(settings: StageSettings, totalSteps: number): TrainerInit {
+  const d = settings.distributed;
+  return {
+    jobDir: settings.jobDir,
+    resume: true,
+    modelPath: settings.modelPath,
+    dtype: settings.dtype,
+    algorithm: settings.algorithm,
+    pluginBaseDir: settings.pluginBaseDir,
+    lora: settings.lora,
+    loraPath: settings.loraPath,
+    criticModelPath: settings.criticModelPath,
+    totalSteps,
+    microBatchSize: settings.trainer.microBatchSize,
+    gradientCheckpointing: settings.trainer.gradientCheckpointing,
+    padTokenId: 0,
+    seed: settings.seed,
+    numThreads: settings.threads.trainer,
+    distributed: d
+      ? {
+          rank: d.rank,
+          worldSize: d.worldSize,
+          masterAddr: d.masterAddr,
+          masterPort: d.masterPort,
+          timeoutMs: settings.trainer.distributedTimeoutMs,
+        }
+      : null,
+  };
+}
+
+/** Where a stage of mode both or train leaves its final weights (a Hugging Face folder, the next stage's start). */
+export function finalModelDir(settings: StageSettings): string {
+  return join(settings.jobDir, 'final_model');
 }

@@ -1,0 +1,50 @@
+// Data-parallel training under the torchrun environment. A launcher (torchrun, Slurm, Kubernetes, or `trinity run
+// --nproc-per-node N`) starts the same `trinity run --config F` once per rank with RANK, WORLD_SIZE, LOCAL_RANK,
+// MASTER_ADDR and MASTER_PORT set; WORLD_SIZE > 1 makes the process one rank of a data-parallel trainer:
+//
+//   rank 0     the stage as one process runs it (explorer, buffer, trainer loop, checkpoints, metrics, weights);
+//              its trainer sends each step's batch to the other ranks, and all of them step together
+//   rank > 0   a follower (./follower.ts): per stage, a trainer that takes the steps rank 0 sends until it ends
+//              the stage; nothing explored, logged or saved
+import { readTorchrunEnv } from '../../torch/index.js';
+import type { DistributedSettings } from './settings.js';
+
+/**
+ * The data-parallel launch the torchrun variables describe; null when WORLD_SIZE is unset or 1 (one process). A set
+ * variable with a bad value, or WORLD_SIZE > 1 without RANK or MASTER_PORT, is an error naming the variable.
+ */
+export function distributedLaunchFromEnv(env: NodeJS.ProcessEnv = process.env): DistributedSettings | null {
+  const vars = readTorchrunEnv(env);
+  if (vars.worldSize === undefined || vars.worldSize === 1) {
+    if (vars.rank !== undefined && vars.rank !== 0)
+      throw new RangeError(`RANK=${vars.rank} needs WORLD_SIZE > ${vars.rank} (WORLD_SIZE is ${env.WORLD_SIZE ?? 'unset'})`);
+    return null;
+  }
+  const worldSize = vars.worldSize;
+  if (vars.rank === undefined) throw new Error(`WORLD_SIZE=${worldSize} but RANK is not set: each process needs its rank`);
+  if (vars.rank >= worldSize)
+    throw new RangeError(`RANK=${vars.rank} is out of range for WORLD_SIZE=${worldSize} (ranks are 0..${worldSize - 1})`);
+  if (vars.masterPort === undefined)
+    throw new Error(`WORLD_SIZE=${worldSize} but MASTER_PORT is not set: the port where rank 0 serves the rendezvous`);
+  const localWorldSize = env.LOCAL_WORLD_SIZE ? Number(env.LOCAL_WORLD_SIZE) : 1;
+  if (!Number.isSafeInteger(localWorldSize) || localWorldSize < 1 || localWorldSize > worldSize)
+    throw new RangeError(
+      `LOCAL_WORLD_SIZE=${JSON.stringify(env.LOCAL_WORLD_SIZE)} is not an integer in [1, WORLD_SIZE=${worldSize}]`,
+    );
+  return {
+    rank: vars.rank,
+    worldSize,
+    localRank: vars.localRank ?? 0,
+    localWorldSize,
+    masterAddr: vars.masterAddr ?? '127.0.0.1',
+    masterPort: vars.masterPort,
+  };
+}
+
+/** "rank 1 of 2 (local rank 1, rendezvous at 127.0.0.1:29500)": where a rank runs, for the log. */
+export function describeRank(launch: DistributedSettings): string {
+  return (
+    `rank ${launch.rank} of ${launch.worldSize} (local rank ${launch.localRank}, ` +
+    `rendezvous at ${launch.masterAddr}:${launch.masterPort})`
+  );
+}
