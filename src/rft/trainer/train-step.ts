@@ -28,6 +28,15 @@
 // log-probs (PPO's old log-probs), the reference's (adapters disabled) and the weights synced to the rollout engine
 // (merged) are the deterministic policy's, as the rollout's are. Each micro-batch draws its masks from the adapters'
 // seeded stream; activation checkpointing replays them (forwardBackward's `random`).
+//
+// Data parallelism (runDistributed, N ranks with the same global batch; the same update as run() in one process):
+//   every rank builds the whole padded batch; reference log-probs, recomputed old log-probs and critic values are
+//   computed by each rank for its own contiguous share of rows (ownRows) and summed across ranks (zeros elsewhere);
+//   advantages, group statistics, the micro-batch plan and every micro-batch's weights are computed by every rank
+//   over the whole batch; micro-batch i runs forward/backward on rank i mod N (micro_batch_size unset: N micro-
+//   batches of ⌈B/N⌉ rows); gradients are summed across ranks (bucketed), then every rank clips the global norm and
+//   applies the same optimizer step, so parameters stay identical. Metrics that micro-batches add up (loss, pg_loss,
+//   policy/*, kl, entropy, critic/*) are summed across ranks; the rest every rank computes alike.
 import type { LoraModel } from '../../model/lora.js';
 import { forwardBackward, tokenLogProbs } from '../../model/training.js';
 import { CausalLM } from '../../model/transformer.js';
@@ -366,96 +375,217 @@ export class TrainStep {
     this.#klPenalty.klCoef = klPenaltyCoef;
   }
 
-  /** One update from `experiences` (already sampled by the sample strategy). */
+  /** One update from `experiences` (already sampled by the sample strategy), in this process alone. */
   run(experiences: readonly Experience[]): TrainStepMetrics {
-    const { algorithm } = this.setup;
-    const rows = experienceRows(experiences, algorithm.schema);
+    return this.#step(experiences, (metrics) => {
+      const program = this.#program(experienceRows(experiences, this.setup.algorithm.schema), metrics, ONE_PROCESS);
+      // one process: the sums across ranks are this process's own
+      for (let next = program.next(); !next.done; )
+        next = program.next(next.value.kind === 'metrics' ? next.value.sums : undefined);
+    });
+  }
+
+  /**
+   * The same update as run() on the same global batch, on `collectives.worldSize` ranks that each call this with the
+   * same experiences (data parallelism, see the header). Every rank ends with the same parameters and returns the
+   * metrics one process would.
+   */
+  async runDistributed(experiences: readonly Experience[], collectives: StepCollectives): Promise<TrainStepMetrics> {
     const metrics: MetricSink = new Map();
-    // eval mode (no dropout) but for the policy update's forward and backward (see the header)
+    let program: StepProgram | null = null;
+    const restore = this.#enter();
+    try {
+      program = this.#program(experienceRows(experiences, this.setup.algorithm.schema), metrics, collectives);
+      for (let next = program.next(); !next.done; ) {
+        const request = next.value;
+        let answer: MetricSink | undefined;
+        if (request.kind === 'sum') await collectives.sum(request.tensors);
+        else if (request.kind === 'gradients') await collectives.sumGradients(request.params);
+        else answer = await collectives.sumMetrics(request.sums);
+        next = program.next(answer);
+      }
+    } catch (error) {
+      program?.return(); // frees what the step held
+      throw error;
+    } finally {
+      restore();
+    }
+    return this.#finish(metrics);
+  }
+
+  #step(experiences: readonly Experience[], body: (metrics: MetricSink) => void): TrainStepMetrics {
+    const metrics: MetricSink = new Map();
+    const restore = this.#enter();
+    try {
+      body(metrics);
+    } finally {
+      restore();
+    }
+    return this.#finish(metrics);
+  }
+
+  /** Eval mode (no dropout) but for the policy update's forward and backward (see the header); returns the undo. */
+  #enter(): () => void {
     const lora = this.setup.lora ?? null;
     const wasTraining = lora?.training ?? false;
     lora?.eval();
-    try {
-      this.#run(rows, metrics);
-    } finally {
-      lora?.train(wasTraining);
-    }
+    return () => lora?.train(wasTraining);
+  }
+
+  #finish(metrics: MetricSink): TrainStepMetrics {
     this.step++;
     metrics.set('lr', this.setup.optimizer.lr);
     if (!metrics.has('dropped')) metrics.set('dropped', 0);
     return Object.fromEntries(metrics);
   }
 
-  #run(rows: Experience[], metrics: MetricSink): void {
+  // The step as phases between collectives (a generator, so that run() drives it synchronously and runDistributed()
+  // awaits each collective). Each phase runs in its own scope; tensors a later phase needs are held here and freed
+  // when the step ends. `metrics` gets what every rank computes alike; `sums` what each rank sums over its own rows
+  // and micro-batches, added across ranks at the end.
+  *#program(rows: Experience[], metrics: MetricSink, shard: Shard): StepProgram {
     const { algorithm } = this.setup;
-    torch.scope(() => {
-      let batch = buildBatch(rows, this.setup.padTokenId ?? 0);
-      const logProbOptions: LogProbOptions = {
-        promptWidth: batch.promptWidth,
-        ...(this.setup.chunkSize ? { chunkSize: this.setup.chunkSize } : {}),
-        temperature: batch.temperatures,
-      };
-      const responseOf = (perPosition: Tensor) => perPosition.narrow(1, batch.promptWidth - 1, batch.responseWidth);
-      const refLogprob =
-        algorithm.useReference && this.setup.reference
-          ? responseOf(this.setup.reference.logProbs(batch.inputIds, batch.attentionMask, logProbOptions))
-          : null;
-      // rows without rollout log-probs (SFT/expert data, or an explorer that did not record them): the current policy
-      let oldLogprob = batch.logprobs;
-      if (!batch.hasLogprobs.all().item()) {
-        const current = responseOf(
+    const held: Tensor[] = [];
+    const hold = <T extends Tensor | null>(t: T): T => {
+      if (t !== null) held.push(torch.keep(t));
+      return t;
+    };
+    const holdBatch = (b: TrainBatch) => {
+      for (const t of batchTensors(b)) hold(t);
+    };
+    const sums: MetricSink = new Map();
+    try {
+      const prepared = torch.scope(() => this.#prepare(rows, shard));
+      holdBatch(prepared.batch);
+      const perRow = [hold(prepared.refLogprob), hold(prepared.current), hold(prepared.oldValues)];
+      yield { kind: 'sum', tensors: perRow.filter((t) => t !== null) };
+      const shaped = torch.scope(() => this.#shape(prepared, metrics));
+      holdBatch(shaped.batch);
+      for (const t of [shaped.oldLogprob, shaped.advantages, shaped.returns, shaped.oldValues, shaped.refLogprob]) hold(t);
+      torch.scope(() => this.#policyMicroBatches(shaped, shard, sums));
+      if (algorithm.klLossFn.name !== 'none' && shaped.refLogprob !== null) metrics.set('kl_coef', this.#klLoss.klCoef);
+      metrics.set(
+        'tokens',
+        torch.scope(() => shaped.batch.actionMask.sum().item()),
+      );
+      metrics.set('rows', shaped.batch.rows.length);
+      yield { kind: 'gradients', params: this.#params };
+      torch.scope(() => {
+        const gradNorm = torch.clipGradNorm(this.#params, this.setup.maxGradNorm ?? algorithm.optimizer.clipGrad);
+        if (Number.isFinite(gradNorm)) this.setup.optimizer.step();
+        else metrics.set('skipped_step', 1);
+        this.setup.optimizer.zeroGrad();
+        metrics.set('grad_norm', gradNorm);
+      });
+      const critic = this.setup.critic ?? null;
+      if (algorithm.useCritic && critic !== null && shaped.oldValues !== null && shaped.returns !== null) {
+        const { oldValues, returns } = shaped;
+        torch.scope(() => this.#criticMicroBatches(shaped.batch, oldValues, returns, shard, sums));
+        const params = critic.critic.parameters();
+        yield { kind: 'gradients', params };
+        torch.scope(() => {
+          const gradNorm = torch.clipGradNorm(params, this.setup.maxGradNorm ?? algorithm.optimizer.clipGrad);
+          if (Number.isFinite(gradNorm)) critic.optimizer.step();
+          critic.optimizer.zeroGrad();
+          metrics.set('critic/grad_norm', gradNorm);
+        });
+      }
+      const total = yield { kind: 'metrics', sums };
+      for (const [key, value] of total ?? sums) metrics.set(key, value);
+    } finally {
+      for (const t of held) t.dispose();
+    }
+  }
+
+  /**
+   * The padded batch, and what the whole batch needs from a forward: reference log-probs, the current policy's
+   * log-probs for rows without rollout log-probs, the critic's values. Each rank computes its own rows (ownRows) and
+   * leaves zeros in the others', so the sum across ranks is the whole batch's.
+   */
+  #prepare(rows: Experience[], shard: Shard): Prepared {
+    const { algorithm } = this.setup;
+    const batch = buildBatch(rows, this.setup.padTokenId ?? 0);
+    const logProbOptions: LogProbOptions = {
+      promptWidth: batch.promptWidth,
+      ...(this.setup.chunkSize ? { chunkSize: this.setup.chunkSize } : {}),
+      temperature: batch.temperatures,
+    };
+    const B = batch.rows.length;
+    const responseOf = (perPosition: Tensor) => perPosition.narrow(1, batch.promptWidth - 1, batch.responseWidth);
+    const own = ownRows(B, shard);
+    const perRow = (compute: (inputIds: Tensor, attentionMask: Tensor, temperature: number[]) => Tensor): Tensor => {
+      if (shard.worldSize === 1) return responseOf(compute(batch.inputIds, batch.attentionMask, batch.temperatures));
+      const out = torch.zeros([B, batch.responseWidth]);
+      if (own.n > 0) {
+        const part = (t: Tensor) => t.narrow(0, own.start, own.n);
+        const temperatures = batch.temperatures.slice(own.start, own.start + own.n);
+        part(out).copy_(responseOf(compute(part(batch.inputIds), part(batch.attentionMask), temperatures)));
+      }
+      return out;
+    };
+    const reference = this.setup.reference ?? null;
+    const refLogprob =
+      algorithm.useReference && reference !== null
+        ? perRow((ids, mask, temperature) => reference.logProbs(ids, mask, { ...logProbOptions, temperature }))
+        : null;
+    // rows without rollout log-probs (SFT/expert data, or an explorer that did not record them): the current policy
+    const current = batch.hasLogprobs.all().item()
+      ? null
+      : perRow((ids, mask, temperature) =>
           torch.noGrad(
-            () =>
-              tokenLogProbs(this.setup.model, batch.inputIds, { ...logProbOptions, attentionMask: batch.attentionMask }).logProbs,
+            () => tokenLogProbs(this.setup.model, ids, { ...logProbOptions, temperature, attentionMask: mask }).logProbs,
           ),
         );
-        oldLogprob = torch.where(batch.hasLogprobs.unsqueeze(-1), batch.logprobs, current);
+    const critic = this.setup.critic?.critic ?? null;
+    const oldValues =
+      algorithm.advantageFn !== null && algorithm.schema !== 'dpo' && algorithm.useCritic && critic !== null
+        ? perRow((ids, mask) => torch.noGrad(() => critic.values(ids, mask)))
+        : null;
+    return { batch, refLogprob, current, oldValues };
+  }
+
+  /** Old log-probs, advantages (over the whole batch: every rank alike) and the rows the advantage function keeps. */
+  #shape(prepared: Prepared, metrics: MetricSink): Shaped {
+    const { algorithm } = this.setup;
+    let { batch, oldValues } = prepared;
+    let oldLogprob =
+      prepared.current === null ? batch.logprobs : torch.where(batch.hasLogprobs.unsqueeze(-1), batch.logprobs, prepared.current);
+    let advantages = batch.advantages;
+    let returns = batch.returns;
+    let keepIndex: Tensor | null = null;
+    if (algorithm.advantageFn !== null && algorithm.schema !== 'dpo') {
+      if (algorithm.computeAdvantageInTrainer || advantages === null) {
+        const computed = this.#computeAdvantages(batch, oldLogprob, prepared.refLogprob, oldValues, metrics);
+        advantages = computed.advantages;
+        returns = computed.returns;
+        keepIndex = computed.keepIndex;
       }
-      let advantages = batch.advantages;
-      let returns = batch.returns;
-      let oldValues: Tensor | null = null;
-      let keepIndex: Tensor | null = null;
-      if (algorithm.advantageFn !== null && algorithm.schema !== 'dpo') {
-        const critic = this.setup.critic?.critic ?? null;
-        if (algorithm.useCritic && critic !== null) {
-          oldValues = responseOf(torch.noGrad(() => critic.values(batch.inputIds, batch.attentionMask)));
-        }
-        if (algorithm.computeAdvantageInTrainer || advantages === null) {
-          const computed = this.#computeAdvantages(batch, oldLogprob, refLogprob, oldValues, metrics);
-          advantages = computed.advantages;
-          returns = computed.returns;
-          keepIndex = computed.keepIndex;
-        }
-      }
-      // rows the advantage function dropped leave the batch
-      let reference = refLogprob;
-      if (keepIndex !== null) {
-        const keep = keepIndex;
-        const select = (t: Tensor) => t.indexSelect(0, keep);
-        const keptIndex = [...(keep.toTypedArray() as BigInt64Array)].map(Number);
-        const kept = keptIndex.map((i) => batch.rows[i] as Experience);
-        addMetric(metrics, 'dropped', batch.rows.length - kept.length);
-        if (kept.length === 0) throw new Error('train step: the advantage function dropped every experience of the batch');
-        batch = {
-          ...batch,
-          rows: kept,
-          inputIds: select(batch.inputIds),
-          attentionMask: select(batch.attentionMask),
-          actionMask: select(batch.actionMask),
-          expertMask: select(batch.expertMask),
-          temperatures: keptIndex.map((i) => batch.temperatures[i] as number),
-        };
-        oldLogprob = select(oldLogprob);
-        advantages = advantages === null ? null : select(advantages);
-        returns = returns === null ? null : select(returns);
-        oldValues = oldValues === null ? null : select(oldValues);
-        reference = reference === null ? null : select(reference);
-      }
-      this.#policyUpdate(batch, { oldLogprob, advantages, refLogprob: reference }, metrics);
-      if (algorithm.useCritic && this.setup.critic && oldValues !== null && returns !== null) {
-        this.#criticUpdate(batch, oldValues, returns, metrics);
-      }
-    });
+    }
+    // rows the advantage function dropped leave the batch
+    let refLogprob = prepared.refLogprob;
+    if (keepIndex !== null) {
+      const keep = keepIndex;
+      const select = (t: Tensor) => t.indexSelect(0, keep);
+      const keptIndex = [...(keep.toTypedArray() as BigInt64Array)].map(Number);
+      const kept = keptIndex.map((i) => batch.rows[i] as Experience);
+      addMetric(metrics, 'dropped', batch.rows.length - kept.length);
+      if (kept.length === 0) throw new Error('train step: the advantage function dropped every experience of the batch');
+      batch = {
+        ...batch,
+        rows: kept,
+        inputIds: select(batch.inputIds),
+        attentionMask: select(batch.attentionMask),
+        actionMask: select(batch.actionMask),
+        expertMask: select(batch.expertMask),
+        temperatures: keptIndex.map((i) => batch.temperatures[i] as number),
+      };
+      oldLogprob = select(oldLogprob);
+      advantages = advantages === null ? null : select(advantages);
+      returns = returns === null ? null : select(returns);
+      oldValues = oldValues === null ? null : select(oldValues);
+      refLogprob = refLogprob === null ? null : select(refLogprob);
+    }
+    return { batch, oldLogprob, advantages, returns, oldValues, refLogprob };
   }
 
   #computeAdvantages(
@@ -515,12 +645,13 @@ export class TrainStep {
     return { advantages, returns, keepIndex };
   }
 
-  #policyUpdate(
-    batch: TrainBatch,
-    tensors: { oldLogprob: Tensor; advantages: Tensor | null; refLogprob: Tensor | null },
-    metrics: MetricSink,
-  ): void {
+  /**
+   * The policy's forward/backward over this rank's micro-batches (all of them in one process): gradients accumulate
+   * in the parameters' .grad, each micro-batch weighted by its share of the whole batch (see the header).
+   */
+  #policyMicroBatches(shaped: Shaped, shard: Shard, sums: MetricSink): void {
     const { algorithm, model } = this.setup;
+    const { batch } = shaped;
     const B = batch.rows.length;
     const accumulation: LossAccumulation = policyLossAccumulation(
       algorithm.policyLossFn.name,
@@ -533,10 +664,9 @@ export class TrainStep {
         `train step: policy_loss_fn '${algorithm.policyLossFn.name}' takes rows in groups of ${group}, got ${B} rows`,
       );
     }
-    let micro = this.setup.microBatchSize ?? B;
-    if (!Number.isInteger(micro) || micro < 1)
-      throw new Error(`train step: microBatchSize must be a positive integer, got ${micro}`);
+    let micro = this.#microBatchSize(B, shard);
     micro = Math.ceil(micro / group) * group; // a group never straddles two micro-batches
+    const plan = microBatches(B, micro);
     const entropyAgg = asLossAggMode(algorithm.entropyLossFn.args.loss_agg_mode) ?? algorithm.lossAggMode;
     const entropyCoef = Number(algorithm.entropyLossFn.args.entropy_coef ?? 0);
     const wantEntropy = algorithm.entropyLossFn.name !== 'none';
@@ -548,9 +678,18 @@ export class TrainStep {
     let pgTotal = 0;
     const lora = this.setup.lora ?? null;
     lora?.train();
+    // LoRA dropout on several ranks: micro-batch i draws the masks one process would, so a rank skips the draws of
+    // the micro-batches other ranks run (each forward draws once per adapted projection) and ends where one process
+    // would after all of them
+    const stream =
+      lora !== null && shard.worldSize > 1
+        ? { from: lora.randomState(), perForward: model.isStochastic ? lora.modules.length : 0 }
+        : null;
     try {
-      for (let start = 0; start < B; start += micro) {
-        const n = Math.min(micro, B - start);
+      for (const [i, { start, n }] of plan.entries()) {
+        if (!owns(i, shard)) continue;
+        if (lora !== null && stream !== null)
+          lora.setRandomState({ ...stream.from, draws: stream.from.draws + i * stream.perForward });
         const part = (t: Tensor) => t.narrow(0, start, n);
         const actionMask = part(batch.actionMask);
         const expertMask = part(batch.expertMask);
@@ -561,18 +700,17 @@ export class TrainStep {
         // one term: the trainer weighs the loss; several: the loss weighs each term by input.termWeights
         const termWeights = Object.fromEntries(accumulation.terms.map((t) => [t.name, termShare(t, counts, whole, group)]));
         const policyWeight = multiTerm ? 1 : (termWeights[(accumulation.terms[0] as LossTerm).name] as number);
-        const inputIds = part(batch.inputIds);
         const result = forwardBackward(
           model,
-          inputIds,
+          part(batch.inputIds),
           ({ logProbs, entropy }) => {
             const logprob = logProbs.narrow(1, batch.promptWidth - 1, batch.responseWidth);
             const input: PolicyLossInput = {
               logprob,
               actionMask,
-              oldLogprob: part(tensors.oldLogprob),
-              ...(tensors.advantages === null ? {} : { advantages: part(tensors.advantages) }),
-              ...(tensors.refLogprob === null ? {} : { refLogprob: part(tensors.refLogprob) }),
+              oldLogprob: part(shaped.oldLogprob),
+              ...(shaped.advantages === null ? {} : { advantages: part(shaped.advantages) }),
+              ...(shaped.refLogprob === null ? {} : { refLogprob: part(shaped.refLogprob) }),
               expertMask,
               step: this.step,
               ...(multiTerm ? { termWeights } : {}),
@@ -581,24 +719,23 @@ export class TrainStep {
             let total = policy.loss.mul(policyWeight);
             pgTotal += policy.loss.item() * policyWeight;
             for (const [k, v] of Object.entries(policy.metrics)) {
-              if (k === 'pg_clipfrac' || k === 'ppo_kl') addMetric(metrics, k, v, metricWeight);
-              addMetric(metrics, `policy/${k}`, v, metricWeight);
+              if (k === 'pg_clipfrac' || k === 'ppo_kl') addMetric(sums, k, v, metricWeight);
+              addMetric(sums, `policy/${k}`, v, metricWeight);
             }
-            if (algorithm.klLossFn.name !== 'none' && tensors.refLogprob !== null) {
+            if (algorithm.klLossFn.name !== 'none' && shaped.refLogprob !== null) {
               const kl = this.#klLoss.calculateLoss(
-                { logprob, refLogprob: part(tensors.refLogprob), actionMask, oldLogprob: part(tensors.oldLogprob) },
+                { logprob, refLogprob: part(shaped.refLogprob), actionMask, oldLogprob: part(shaped.oldLogprob) },
                 algorithm.lossAggMode,
               );
               total = total.add(kl.loss.mul(share(algorithm.lossAggMode)));
-              addMetric(metrics, 'kl', kl.metrics.kl_loss ?? 0, share(algorithm.lossAggMode));
-              metrics.set('kl_coef', this.#klLoss.klCoef);
+              addMetric(sums, 'kl', kl.metrics.kl_loss ?? 0, share(algorithm.lossAggMode));
             }
             if (wantEntropy && entropy !== null) {
               const responseEntropy = entropy.narrow(1, batch.promptWidth - 1, batch.responseWidth);
               const input = { entropy: entropyCoef === 0 ? responseEntropy.detach() : responseEntropy, actionMask, expertMask };
               const term = this.#entropy(input);
               if (entropyCoef !== 0) total = total.add(term.loss.mul(share(entropyAgg)));
-              if (term.metrics.entropy !== undefined) addMetric(metrics, 'entropy', term.metrics.entropy, share(entropyAgg));
+              if (term.metrics.entropy !== undefined) addMetric(sums, 'entropy', term.metrics.entropy, share(entropyAgg));
             }
             return total;
           },
@@ -613,32 +750,35 @@ export class TrainStep {
           },
         );
         lossTotal += result.loss;
+        if (lora !== null && stream !== null) {
+          const expected = stream.from.draws + (i + 1) * stream.perForward;
+          const drawn = lora.randomState().draws;
+          if (drawn !== expected)
+            throw new Error(
+              `train step: micro-batch ${i} left the LoRA dropout stream at draw ${drawn}, expected ${expected} ` +
+                `(${stream.perForward} per forward): ranks would draw different masks than one process`,
+            );
+        }
       }
+      if (lora !== null && stream !== null)
+        lora.setRandomState({ ...stream.from, draws: stream.from.draws + plan.length * stream.perForward });
     } finally {
       lora?.eval();
     }
-    const maxGradNorm = this.setup.maxGradNorm ?? algorithm.optimizer.clipGrad;
-    const gradNorm = torch.clipGradNorm(this.#params, maxGradNorm);
-    if (Number.isFinite(gradNorm)) this.setup.optimizer.step();
-    else metrics.set('skipped_step', 1);
-    this.setup.optimizer.zeroGrad();
-    metrics.set('loss', lossTotal);
-    metrics.set('pg_loss', pgTotal);
-    metrics.set('grad_norm', gradNorm);
-    metrics.set('tokens', totalTokens);
-    metrics.set('rows', B);
+    sums.set('loss', (sums.get('loss') ?? 0) + lossTotal);
+    sums.set('pg_loss', (sums.get('pg_loss') ?? 0) + pgTotal);
   }
 
-  #criticUpdate(batch: TrainBatch, oldValues: Tensor, returns: Tensor, metrics: MetricSink): void {
+  /** The critic's forward/backward over this rank's micro-batches (value loss weighted by its share, as the policy's). */
+  #criticMicroBatches(batch: TrainBatch, oldValues: Tensor, returns: Tensor, shard: Shard, sums: MetricSink): void {
     const setup = this.setup.critic;
     if (!setup) return;
-    const { critic, optimizer } = setup;
+    const { critic } = setup;
     const B = batch.rows.length;
-    const micro = this.setup.microBatchSize ?? B;
     const mode = this.setup.algorithm.lossAggMode;
     const whole = rowCounts(batch, 0, B);
-    for (let start = 0; start < B; start += micro) {
-      const n = Math.min(micro, B - start);
+    for (const [i, { start, n }] of microBatches(B, this.#microBatchSize(B, shard)).entries()) {
+      if (!owns(i, shard)) continue;
       torch.scope(() => {
         const part = (t: Tensor) => t.narrow(0, start, n);
         const actionMask = part(batch.actionMask);
@@ -651,12 +791,100 @@ export class TrainStep {
           { lossAggMode: mode, ...(setup.cliprangeValue === undefined ? {} : { cliprangeValue: setup.cliprangeValue }) },
         );
         loss.mul(weight).backward();
-        for (const [k, v] of Object.entries(m)) addMetric(metrics, `critic/${k}`, v, weight);
+        for (const [k, v] of Object.entries(m)) addMetric(sums, `critic/${k}`, v, weight);
       });
     }
-    const gradNorm = torch.clipGradNorm(critic.parameters(), this.setup.maxGradNorm ?? this.setup.algorithm.optimizer.clipGrad);
-    if (Number.isFinite(gradNorm)) optimizer.step();
-    optimizer.zeroGrad();
-    metrics.set('critic/grad_norm', gradNorm);
   }
+
+  /** Rows per micro-batch: the setting, else the whole batch split evenly over the ranks (one process: the batch). */
+  #microBatchSize(B: number, shard: Shard): number {
+    const micro = this.setup.microBatchSize ?? Math.ceil(B / shard.worldSize);
+    if (!Number.isInteger(micro) || micro < 1)
+      throw new Error(`train step: microBatchSize must be a positive integer, got ${micro}`);
+    return micro;
+  }
+}
+
+// --- data parallelism --------------------------------------------------------------------------------------------
+
+/** Which of `worldSize` ranks this process is (one process: rank 0 of 1). */
+export interface Shard {
+  readonly rank: number;
+  readonly worldSize: number;
+}
+
+const ONE_PROCESS: Shard = { rank: 0, worldSize: 1 };
+
+/**
+ * What runDistributed needs from the ranks (./data-parallel.ts implements it over a c10d process group). Every rank
+ * calls the same collectives in the same order with tensors of the same shapes.
+ */
+export interface StepCollectives extends Shard {
+  /** Sums each tensor across the ranks, in place. */
+  sum(tensors: readonly Tensor[]): Promise<void>;
+  /**
+   * Sums the parameters' gradients across the ranks, in place; a parameter that has a gradient on some rank gets one
+   * on every rank (zeros where it had none before the sum).
+   */
+  sumGradients(params: readonly Tensor[]): Promise<void>;
+  /** The sum across the ranks of each metric that any rank has. */
+  sumMetrics(sums: ReadonlyMap<string, number>): Promise<Map<string, number>>;
+}
+
+/** What the step asks of the ranks between its phases. */
+type Collective =
+  | { kind: 'sum'; tensors: Tensor[] }
+  | { kind: 'gradients'; params: Tensor[] }
+  | { kind: 'metrics'; sums: MetricSink };
+
+type StepProgram = Generator<Collective, void, MetricSink | undefined>;
+
+/** Rows [start, start + n) of a B-row batch whose log-probs and values this rank computes (a contiguous share). */
+export function ownRows(B: number, shard: Shard): { start: number; n: number } {
+  const start = Math.floor((shard.rank * B) / shard.worldSize);
+  return { start, n: Math.floor(((shard.rank + 1) * B) / shard.worldSize) - start };
+}
+
+/** The micro-batches of a B-row batch, `size` rows each but the last. */
+export function microBatches(B: number, size: number): { start: number; n: number }[] {
+  const out: { start: number; n: number }[] = [];
+  for (let start = 0; start < B; start += size) out.push({ start, n: Math.min(size, B - start) });
+  return out;
+}
+
+/** Micro-batch i runs on rank i mod worldSize (a rank may get none). */
+const owns = (i: number, shard: Shard) => i % shard.worldSize === shard.rank;
+
+/** #prepare's result: the batch and its per-row forward results (summed across ranks before #shape). */
+interface Prepared {
+  batch: TrainBatch;
+  refLogprob: Tensor | null;
+  current: Tensor | null;
+  oldValues: Tensor | null;
+}
+
+/** #shape's result: the rows the update trains on and the per-token tensors of the loss. */
+interface Shaped {
+  batch: TrainBatch;
+  oldLogprob: Tensor;
+  advantages: Tensor | null;
+  returns: Tensor | null;
+  oldValues: Tensor | null;
+  refLogprob: Tensor | null;
+}
+
+function batchTensors(b: TrainBatch): (Tensor | null)[] {
+  return [
+    b.inputIds,
+    b.attentionMask,
+    b.actionMask,
+    b.hasLogprobs,
+    b.logprobs,
+    b.advantages,
+    b.returns,
+    b.rewards,
+    b.tokenLevelRewards,
+    b.teacherLogprobs,
+    b.expertMask,
+  ];
 }
