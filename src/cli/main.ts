@@ -89,18 +89,49 @@ trinity bench --config FILE [--set key=value]...
 
   --config FILE          the YAML config
   --set key.path=value   override a key (repeatable), e.g. --set buffer.batch_size=8 --set stages.0.mode=train
+  --nproc-per-node N     run: train data-parallel on N ranks on this machine (Gloo on CPU): starts N copies of
+                         this command with the torchrun environment below, a free MASTER_PORT unless set, their
+                         output prefixed "[rankR]: "; if one fails the others stop (their collectives fail, within
+                         trainer.distributed_timeout, then SIGTERM); exits with the first failure's code
+
+Data-parallel training: run under torchrun, Slurm or Kubernetes unchanged. With RANK, WORLD_SIZE (> 1), LOCAL_RANK,
+  MASTER_ADDR and MASTER_PORT set (LOCAL_WORLD_SIZE: ranks sharing this machine's cores), this process is one rank.
+  Rank 0 runs the stages as one process would (explorer, buffer, checkpoints, metrics, weights to the explorer) and
+  sends each train step's batch to the other ranks; every rank trains its share and all apply the same update.
+  Ranks > 0 follow rank 0 through the stages and write nothing; stages without a trainer (explore, bench, serve)
+  are rank 0's alone. Checkpoints are a one-process run's, so a run resumes with any number of ranks. A rank that
+  dies or hangs stops the others within trainer.distributed_timeout seconds (default 600; it must exceed the
+  longest gap between train steps) with an error naming the rank and the collective; rerun the same command to
+  resume from the latest checkpoint. Example:
+    torchrun --nproc-per-node 2 --no-python trinity run --config run.yaml
+    trinity run --config run.yaml --nproc-per-node 2      # the same, without torchrun
 `;
 
 async function runCommand(command: 'run' | 'bench', args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { config: { type: 'string' }, set: { type: 'string', multiple: true }, help: { type: 'boolean' } },
+    options: {
+      config: { type: 'string' },
+      set: { type: 'string', multiple: true },
+      'nproc-per-node': { type: 'string' },
+      help: { type: 'boolean' },
+    },
   });
   if (values.help) {
     process.stdout.write(RUN_HELP);
     return 0;
   }
   if (!values.config) throw new Error(`${command}: --config FILE is required (see --help)`);
+  const nproc = values['nproc-per-node'] === undefined ? 1 : Number(values['nproc-per-node']);
+  if (values['nproc-per-node'] !== undefined) {
+    if (command === 'bench') throw new Error('bench: --nproc-per-node is for training (trinity run); bench has no trainer');
+    if (!Number.isInteger(nproc) || nproc < 1 || nproc > 1024)
+      throw new Error(`run: --nproc-per-node must be an integer in [1, 1024], got '${values['nproc-per-node']}'`);
+    if (nproc > 1 && Number(process.env.WORLD_SIZE ?? 1) > 1)
+      throw new Error(
+        `run: --nproc-per-node starts the ranks itself, but this process is already one (WORLD_SIZE=${process.env.WORLD_SIZE})`,
+      );
+  }
   const { ConfigError, loadConfig } = await import('../rft/config/index.js');
   const { resolveAlgorithm } = await import('../rft/algorithm/presets.js');
   const overrides = [...(values.set ?? []), ...(command === 'bench' ? ['mode=bench'] : [])];
@@ -119,6 +150,17 @@ async function runCommand(command: 'run' | 'bench', args: string[]): Promise<num
       return 1;
     }
     throw error;
+  }
+  if (nproc > 1) {
+    const { launchRanks } = await import('./launch.js');
+    const rankArgs = ['run', '--config', values.config, ...(values.set ?? []).flatMap((o) => ['--set', o])];
+    // a rank still running this long after another failed has missed the failure: the longest collective timeout
+    const timeouts = resolveStages(config).map((stage) => stage.trainer.distributed_timeout);
+    return launchRanks({
+      nproc,
+      command: [process.execPath, ...process.execArgv, process.argv[1] as string, ...rankArgs],
+      graceMs: Math.max(...timeouts) * 1000 + 5_000,
+    });
   }
   const { runConfig } = await import('../rft/run/run.js');
   const controller = new AbortController();
