@@ -44,7 +44,7 @@ import { runBench } from './bench.js';
 import { BufferExperienceSource } from './experience-source.js';
 import { type ExploredStep, runExplorerLoop } from './explorer-loop.js';
 import type { StageHooks, StageResult, StageSettings } from './settings.js';
-import { FolderWeightPublisher, FolderWeightReceiver, NO_PUBLISHER } from './sync-folder.js';
+import { FolderWeightPublisher, FolderWeightReceiver, NO_PUBLISHER, readSyncPointer } from './sync-folder.js';
 import { StepBatches, type StepBatchesState, type TrainerSource } from './step-batches.js';
 import { runTrainerLoop, WeightPublication } from './trainer-loop.js';
 import { LocalWeightChannel } from './local-weight-channel.js';
@@ -142,6 +142,10 @@ class StageBuilder {
   readonly checkpoint: LoadedCheckpoint | null;
   readonly startStep: number;
   readonly #closers: (() => Promise<void> | void)[] = [];
+  /** Aborted when a part of the stage failed: the other parts stop waiting (mode both: explorer and trainer). */
+  readonly #failed = new AbortController();
+  /** The stage's stop signal: the user's (Ctrl-C, SIGTERM) or a failed part's. */
+  readonly #signal: AbortSignal;
 
   constructor(settings: StageSettings, algorithm: ResolvedAlgorithm, hooks: StageHooks, log: (line: string) => void) {
     this.settings = settings;
@@ -149,6 +153,7 @@ class StageBuilder {
     this.hooks = hooks;
     this.log = log;
     this.metricsDir = settings.mode === 'explore' ? join(settings.jobDir, 'explorer') : settings.jobDir;
+    this.#signal = hooks.signal ? AbortSignal.any([hooks.signal, this.#failed.signal]) : this.#failed.signal;
     this.checkpoint = latestCheckpoint(settings.jobDir);
     this.startStep = this.checkpoint?.step ?? 0;
     truncateSteps(join(this.metricsDir, 'metrics.jsonl'), this.startStep);
@@ -162,6 +167,9 @@ class StageBuilder {
 
   async run(): Promise<StageResult> {
     const { settings } = this;
+    // every part is closed, and the first error is the one reported: a part that fails to close after the stage
+    // failed (a trainer whose ranks are gone) does not hide why the stage failed
+    let failure: { error: unknown } | null = null;
     try {
       switch (settings.mode) {
         case 'both':
@@ -171,8 +179,19 @@ class StageBuilder {
         default:
           return await this.#runTrain();
       }
+    } catch (error) {
+      failure = { error };
+      throw error;
     } finally {
-      for (const close of this.#closers.reverse()) await close();
+      for (const close of this.#closers.reverse()) {
+        try {
+          await close();
+        } catch (error) {
+          failure ??= { error };
+        }
+      }
+      // biome-ignore lint/correctness/noUnsafeFinally: a part that failed to close fails a stage that succeeded
+      if (failure !== null) throw failure.error;
     }
   }
 
@@ -192,13 +211,14 @@ class StageBuilder {
       transport: weightTransport(explorer.started, settings.jobDir),
       startVersion: this.startStep,
       timeoutMs: settings.sync.timeoutMs,
-      ...(this.hooks.signal ? { signal: this.hooks.signal } : {}),
+      signal: this.#signal,
       onVersion: (v) => {
         explorer.handle.modelVersion = v;
       },
     });
-    // A LoRA run (or a resume without a full model in the checkpoint) starts the engine from the base weights.
-    if (this.startStep > 0 && usesBaseWeights) await channel.publish(this.startStep);
+    // A LoRA run (or a resume without a full model in the checkpoint) starts the engine from the base weights: the
+    // trainer's (merged) weights go over first when they differ from those (a resume, or an adapter from lora.path)
+    if (usesBaseWeights && (this.startStep > 0 || settings.loraPath !== null)) await channel.publish(this.startStep);
     const unread = this.#saved.unread ?? [];
     if (unread.length) await buffer.write(unread);
 
@@ -235,7 +255,17 @@ class StageBuilder {
       unread: (step) =>
         buffer instanceof QueueBuffer ? buffer.peek().filter((e) => (e.info.step ?? Number.POSITIVE_INFINITY) <= step) : [],
     }).finally(() => buffer.close());
-    const [, lastStep] = await Promise.all([explorerTask, trainerTask]);
+    // one loop failing stops the other (its waits end on the stage's signal, a closed buffer), and both have ended
+    // before the parts close under them; the first failure is the stage's
+    const failFast = (error: unknown) => {
+      this.#failed.abort(error);
+      throw error;
+    };
+    const [exploring, trained] = await Promise.allSettled([explorerTask.catch(failFast), trainerTask.catch(failFast)]);
+    if (this.#failed.signal.aborted) throw this.#failed.signal.reason;
+    if (exploring.status === 'rejected') throw exploring.reason;
+    if (trained.status === 'rejected') throw trained.reason;
+    const lastStep = trained.value;
     progress.done();
     return { finalModelDir: await this.#saveFinalModel(trainer), steps: lastStep };
   }
@@ -247,14 +277,21 @@ class StageBuilder {
     const scheduler = await this.#scheduler();
     const totalSteps = this.#totalSteps(scheduler.totalSteps);
     const { monitors, progress } = this.#monitoring(totalSteps);
-    const buffer = this.#sqliteBuffer();
-    const explorer = await this.#explorer(this.checkpoint?.modelDir ?? settings.modelPath, progress);
+    const buffer = this.#sqliteBuffer('writer');
+    // the newest weights the trainer process published, else the checkpoint's full model, else the base model
+    const pointer = readSyncPointer(settings.jobDir);
+    const start = pointer
+      ? { dir: pointer.dir, version: pointer.version }
+      : this.checkpoint?.modelDir
+        ? { dir: this.checkpoint.modelDir, version: this.startStep }
+        : { dir: settings.modelPath, version: 0 };
+    const explorer = await this.#explorer(start.dir, progress, start.version);
     const receiver = new FolderWeightReceiver({
       jobDir: settings.jobDir,
       engine: explorer.engine,
-      startVersion: this.startStep,
+      startVersion: start.version,
       timeoutMs: settings.sync.timeoutMs,
-      ...(this.hooks.signal ? { signal: this.hooks.signal } : {}),
+      signal: this.#signal,
       onVersion: (v) => {
         explorer.handle.modelVersion = v;
       },
@@ -301,7 +338,7 @@ class StageBuilder {
   }> {
     const { settings } = this;
     if (settings.buffer.storageType === 'sql') {
-      const buffer = this.#sqliteBuffer();
+      const buffer = this.#sqliteBuffer('reader');
       return {
         stepsFromData: null,
         connect: (trainer) => {
@@ -355,7 +392,7 @@ class StageBuilder {
 
   #memoryBuffer(): ExperienceBuffer {
     const { settings } = this;
-    if (settings.buffer.storageType === 'sql') return this.#sqliteBuffer();
+    if (settings.buffer.storageType === 'sql') return this.#sqliteBuffer('reader');
     if (settings.buffer.storageType === 'file')
       throw new Error(`stage '${settings.stageName}': a file experience buffer (a dataset) needs mode train`);
     const replay = settings.buffer.replay;
@@ -370,7 +407,12 @@ class StageBuilder {
           ...(replay.sigma !== undefined ? { sigma: replay.sigma } : {}),
           seed: settings.seed,
         })
-      : new QueueBuffer({ name: settings.buffer.name, capacity: settings.buffer.capacity });
+      : new QueueBuffer({
+          name: settings.buffer.name,
+          capacity: settings.buffer.capacity,
+          // a full queue waits for the trainer as long as the explorer waits for weights
+          writeTimeoutMs: settings.sync.timeoutMs,
+        });
     this.#closers.push(() => buffer.close());
     return buffer;
   }
@@ -397,16 +439,19 @@ class StageBuilder {
   }
 
   /** The shared SQLite buffer; a resumed trainer reads on from the position its checkpoint committed. */
-  #sqliteBuffer(): SqliteBuffer {
+  #sqliteBuffer(role: 'reader' | 'writer'): SqliteBuffer {
     const { settings } = this;
     const buffer = new SqliteBuffer({
       path: settings.buffer.path ?? join(settings.jobDir, 'buffer.db'),
       name: settings.buffer.name,
     });
     this.#closers.push(() => buffer.close());
+    // the trainer reads on from its checkpoint's cursor, even when the commit after that checkpoint never happened
     const cursor = this.#saved.buffer?.cursor;
-    if (typeof cursor === 'number') buffer.commit(cursor);
-    if (this.checkpoint) buffer.rewind();
+    if (role === 'reader') {
+      if (typeof cursor === 'number') buffer.restore(cursor);
+      else if (this.checkpoint) buffer.rewind();
+    }
     return buffer;
   }
 
@@ -416,12 +461,12 @@ class StageBuilder {
     return trainer;
   }
 
-  async #explorer(weightsDir: string, progress: ProgressReporter): Promise<ExplorerParts> {
+  async #explorer(weightsDir: string, progress: ProgressReporter, version = this.startStep): Promise<ExplorerParts> {
     const { settings } = this;
     const started = await startExplorerEngine(settings, weightsDir);
     const engine = started.engine;
     this.#closers.push(() => engine.close());
-    const handle = new EngineModelHandle(engine, { modelVersion: this.startStep });
+    const handle = new EngineModelHandle(engine, { modelVersion: version });
     const runner = new WorkflowRunner({
       models: handle,
       baseDir: settings.pluginBaseDir,
@@ -455,7 +500,7 @@ class StageBuilder {
       totalSteps,
       metricsDir: this.metricsDir,
       log: (line: string) => this.log(line),
-      ...(this.hooks.signal ? { signal: this.hooks.signal } : {}),
+      signal: this.#signal,
     };
   }
 
@@ -501,7 +546,7 @@ class StageBuilder {
       progress: parts.progress,
       startStep: this.startStep,
       totalSteps: parts.totalSteps,
-      ...(this.hooks.signal ? { signal: this.hooks.signal } : {}),
+      signal: this.#signal,
     });
   }
 
