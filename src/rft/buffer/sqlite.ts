@@ -260,6 +260,25 @@ export class SqliteBuffer implements ExperienceBuffer {
     this.#position = this.committedPosition;
   }
 
+  /**
+   * Sets and persists this reader's position to a checkpoint's cursor (a trainer resuming: the checkpoint is the
+   * truth, whether or not the commit after it was written before the process died).
+   */
+  restore(cursor: number): void {
+    this.#checkOpen('restore');
+    if (!Number.isInteger(cursor) || cursor < 0)
+      throw new RangeError(`buffer '${this.name}': restore cursor ${cursor} must be a non-negative integer`);
+    this.#sql(() =>
+      this.#db
+        .prepare(
+          `INSERT INTO ${this.table}_cursors (reader, position) VALUES (?, ?)
+           ON CONFLICT(reader) DO UPDATE SET position = excluded.position`,
+        )
+        .run(this.readerId, cursor),
+    );
+    this.#position = cursor;
+  }
+
   /** Rows in id order without touching any cursor (viewers, debugging). */
   peek(options: { afterId?: number; offset?: number; limit: number }): StoredExperience[] {
     this.#checkOpen('peek');

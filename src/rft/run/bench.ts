@@ -9,11 +9,21 @@ import { evaluateTasksets, formatMetrics } from './evaluation.js';
 import type { StageResult, StageSettings } from './settings.js';
 import type { ExplorerEngine } from './weight-channel.js';
 
-/** The models mode bench evaluates: step 0 is the base model (dir null). */
+/**
+ * The models mode bench evaluates: step 0 is the base model (dir null). A checkpoint holding only a LoRA adapter
+ * cannot be loaded by the engine: it is an error naming it (the stage's final_model holds the merged weights).
+ */
 export function benchTargets(jobDir: string, onLatestCheckpoint: boolean): { step: number; dir: string | null }[] {
-  const checkpoints = listCheckpoints(jobDir)
-    .map((step) => ({ step, dir: join(jobDir, 'checkpoints', `global_step_${step}`, 'model') }))
-    .filter((c) => existsSync(c.dir));
+  const checkpoints = listCheckpoints(jobDir).map((step) => {
+    const folder = join(jobDir, 'checkpoints', `global_step_${step}`);
+    const dir = join(folder, 'model');
+    if (!existsSync(dir))
+      throw new Error(
+        `mode bench: checkpoint ${folder} holds a LoRA adapter, not a full model; bench a full fine-tuning run, or ` +
+          `evaluate the merged weights in ${join(jobDir, 'final_model')} (eval_tasksets with model_path there)`,
+      );
+    return { step, dir };
+  });
   const latest = checkpoints.at(-1);
   if (onLatestCheckpoint) return latest ? [latest] : [{ step: 0, dir: null }];
   return [{ step: 0, dir: null }, ...checkpoints];
@@ -23,8 +33,10 @@ export async function runBench(
   settings: StageSettings,
   startEngine: (weightsDir: string) => Promise<ExplorerEngine>,
   log: (line: string) => void,
+  signal?: AbortSignal,
 ): Promise<StageResult> {
   if (settings.evalTasksets.length === 0) throw new Error(`stage '${settings.stageName}': mode bench needs eval_tasksets`);
+  const targets = benchTargets(settings.jobDir, settings.bench.onLatestCheckpoint);
   const monitors = createMonitors({
     jobDir: settings.jobDir,
     types: settings.monitorTypes,
@@ -32,22 +44,28 @@ export async function runBench(
     name: `${settings.name}/bench`,
     args: settings.monitorArgs,
   });
-  const targets = benchTargets(settings.jobDir, settings.bench.onLatestCheckpoint);
-  const engine = await startEngine(targets[0]?.dir ?? settings.modelPath);
+  const engine = await startEngine(targets[0]?.dir ?? settings.modelPath).catch(async (error: unknown) => {
+    await monitors.close();
+    throw error;
+  });
   try {
     const handle = new EngineModelHandle(engine, { modelVersion: 0 });
     const runner = new WorkflowRunner({
       models: handle,
       baseDir: settings.pluginBaseDir,
       runnerPerModel: settings.explorer.runnerPerModel,
+      maxTimeout: settings.explorer.maxTimeout,
+      maxRetryTimes: settings.explorer.maxRetryTimes,
       defaultWorkflow: settings.explorer.defaultWorkflow,
       seed: settings.seed,
+      log,
     });
     try {
       for (const [i, target] of targets.entries()) {
         if (target.dir && i > 0) await engine.syncWeightsFromDir(target.dir);
         handle.modelVersion = target.step;
-        const { metrics } = await evaluateTasksets(runner, settings, target.step);
+        const { metrics } = await evaluateTasksets(runner, settings, target.step, signal);
+        if (signal?.aborted) break;
         monitors.log(target.step, metrics);
         log(`[bench] ${target.step === 0 ? 'base model' : `checkpoint ${target.step}`}: ${formatMetrics(metrics)}`);
       }

@@ -15,11 +15,20 @@ export interface Evaluation {
 }
 
 /** Each eval taskset with its own samples per task; its eval/<taskset>/* metrics, tasks and experiences, together. */
-export async function evaluateTasksets(runner: WorkflowRunner, settings: StageSettings, step: number): Promise<Evaluation> {
+export async function evaluateTasksets(
+  runner: WorkflowRunner,
+  settings: StageSettings,
+  step: number,
+  signal?: AbortSignal,
+): Promise<Evaluation> {
   const out: Evaluation = { tasks: [], metrics: {}, experiences: [] };
   for (const [i, config] of settings.evalTasksets.entries()) {
     const { tasks } = await loadTaskset({ ...config, isEval: true });
-    const result = await runner.evaluate(tasks, { step, repeatTimes: settings.evalRepeatTimes[i] ?? 1 });
+    const result = await runner.evaluate(tasks, {
+      step,
+      repeatTimes: settings.evalRepeatTimes[i] ?? 1,
+      ...(signal ? { signal } : {}),
+    });
     out.tasks.push(...tasks);
     out.experiences.push(...result.experiences);
     for (const [k, v] of Object.entries(result.metrics)) if (k.startsWith('eval/')) out.metrics[k] = v;

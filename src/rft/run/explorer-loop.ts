@@ -53,7 +53,8 @@ export interface ExplorerLoopParts {
 export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
   const { settings, scheduler, runner, buffer, weights } = parts;
   const evaluate = async (step: number) => {
-    const evaluation = await weights.withWeights(() => evaluateTasksets(runner, settings, step));
+    const evaluation = await weights.withWeights(() => evaluateTasksets(runner, settings, step, parts.signal));
+    if (parts.signal?.aborted) return; // cut short: not a result
     parts.onEval(step, evaluation.metrics);
     writeEvalSamples(parts.metricsDir, step, evaluation);
     parts.log(`[${settings.stageName}] eval at step ${step}: ${formatMetrics(evaluation.metrics)}`);
@@ -81,6 +82,9 @@ export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
           ...(parts.signal ? { signal: parts.signal } : {}),
         }),
       );
+      // stopped during the step: its runs were cut short, so it is dropped whole (no feedback, nothing written)
+      // and a resumed run explores it again
+      if (parts.signal?.aborted) break;
       for (const task of batch.tasks) {
         const rewards = result.experiences.filter((e) => e.info.taskId === task.id).map((e) => e.reward ?? 0);
         if (rewards.length) scheduler.feedback(task.id, rewards);

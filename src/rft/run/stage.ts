@@ -60,7 +60,7 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
   const algorithm = resolveAlgorithm(settings.algorithm);
   switch (settings.mode) {
     case 'bench':
-      return runBench(settings, async (dir) => (await startExplorerEngine(settings, dir)).engine, log);
+      return runBench(settings, async (dir) => (await startExplorerEngine(settings, dir)).engine, log, hooks.signal);
     case 'serve':
       throw new Error(`stage '${settings.stageName}': mode serve runs in src/serve (runServeStage)`);
     case 'both':

@@ -1,7 +1,8 @@
 // Weights between processes through the job folder (a trainer process in mode train, explorer processes in mode
 // explore, `trinity serve` following a run):
 //
-//   <jobDir>/sync/version_<N>/     the weights of version N (a Hugging Face folder; written as .tmp, then renamed)
+//   <jobDir>/sync/version_<N>/     the weights of version N (a Hugging Face folder; written as .tmp, then renamed;
+//                                  the newest two are kept, so a reader loading the previous one is not cut off)
 //   <jobDir>/sync/latest.json      {version, dir}: the newest complete version (replaced atomically)
 //   <jobDir>/sync/request.json     explorer_driven: an explorer asks for the trainer's newest weights; the trainer
 //                                  removes it when it answered
@@ -9,7 +10,7 @@
 //
 // The explorer side polls these files (the only event two processes share here is the file system); every wait has
 // the synchronizer's timeout.
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TrainerClient } from '../trainer/trainer.js';
 import type { ExplorerEngine, WeightPublisher, WeightReceiver } from './weight-channel.js';
@@ -46,7 +47,12 @@ export async function publishToSyncFolder(trainer: TrainerClient, jobDir: string
   renameSync(`${dir}.tmp`, dir);
   const previous = readSyncPointer(jobDir);
   writeSyncPointer(jobDir, version, dir);
-  if (previous && previous.dir !== dir) rmSync(previous.dir, { recursive: true, force: true });
+  // the previous version stays (a reader may be loading it as the pointer moves); older ones go
+  const keep = new Set([dir, previous?.dir]);
+  for (const name of readdirSync(syncFolder(jobDir))) {
+    const path = join(syncFolder(jobDir), name);
+    if (/^version_\d+$/.test(name) && !keep.has(path)) rmSync(path, { recursive: true, force: true });
+  }
   return dir;
 }
 
@@ -113,6 +119,13 @@ export class FolderWeightReceiver implements WeightReceiver {
     return this.#version;
   }
 
+  /** The trainer process wrote its finished marker since this explorer started (an older one is a stopped run's). */
+  #trainerFinished(): boolean {
+    const file = finishedFile(this.#options.jobDir);
+    return existsSync(file) && statSync(file).mtimeMs >= this.#startedAt;
+  }
+  readonly #startedAt = Date.now();
+
   /** Loads the newest published weights when they are newer than the engine's. */
   async #follow(): Promise<void> {
     const pointer = readSyncPointer(this.#options.jobDir);
@@ -137,7 +150,16 @@ export class FolderWeightReceiver implements WeightReceiver {
   }
 
   waitForVersion(version: number, what: string): Promise<void> {
-    return this.#poll(() => this.#version >= version, `${what} (have weights version ${this.#version})`);
+    const finished = finishedFile(this.#options.jobDir);
+    return this.#poll(() => {
+      if (this.#version >= version) return true;
+      if (this.#trainerFinished())
+        throw new Error(
+          `the trainer process finished (${readFileSync(finished, 'utf8').trim() || 'its last step'} ` +
+            `in ${syncFolder(this.#options.jobDir)}) without publishing ${what}`,
+        );
+      return false;
+    }, `${what} (have weights version ${this.#version})`);
   }
 
   async requestWeights(what: string): Promise<void> {
@@ -145,7 +167,7 @@ export class FolderWeightReceiver implements WeightReceiver {
     await this.#follow();
     mkdirSync(syncFolder(jobDir), { recursive: true });
     writeFileSync(requestFile(jobDir), JSON.stringify({ after: this.#version }));
-    await this.#poll(() => !existsSync(requestFile(jobDir)) || existsSync(finishedFile(jobDir)), what);
+    await this.#poll(() => !existsSync(requestFile(jobDir)) || this.#trainerFinished(), what);
     await this.#follow();
   }
 

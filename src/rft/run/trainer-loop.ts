@@ -84,13 +84,15 @@ export async function runTrainerLoop(parts: TrainerLoopParts): Promise<number> {
       if (parts.signal?.aborted) break;
       const batch = await parts.nextBatch(step);
       if (batch.exhausted && batch.experiences.length === 0) break;
+      // stopped while the batch was read (the explorer dropped its cut-short step): not trained, not checkpointed
+      if (parts.signal?.aborted) break;
       if (batch.shortBecause)
         parts.progress.log(
           `[${settings.stageName}] train step ${step}: ${batch.experiences.length} of ${settings.trainBatchSize} ` +
             `experiences: ${batch.shortBecause}`,
         );
       const started = Date.now();
-      // every rollout too stale: the step passes without an update (its metrics say so)
+      // nothing to train on (every rollout failed, was rejected or was too stale): no update; its metrics say so
       const trainMetrics = batch.experiences.length > 0 ? await trainer.step(batch.experiences) : {};
       const trainSeconds = (Date.now() - started) / 1000;
       const metrics: Record<string, number> = {

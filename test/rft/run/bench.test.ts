@@ -6,14 +6,14 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { benchTargets } from '../../../src/rft/run/bench.js';
 
-/** A job folder with complete checkpoints (state.json + model/) at `steps` and a partial one (no model/) at 5. */
-function jobWith(steps: number[]): string {
+/** A job folder with checkpoints (state.json + model/) at `steps`, and LoRA-only ones (adapter/) at `adapters`. */
+function jobWith(steps: number[], adapters: number[] = []): string {
   const jobDir = mkdtempSync(join(tmpdir(), 'bench-targets-'));
-  for (const step of [...steps, 5]) {
+  for (const step of [...steps, ...adapters]) {
     const dir = join(jobDir, 'checkpoints', `global_step_${step}`);
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, 'state.json'), '{}');
-    if (step !== 5) mkdirSync(join(dir, 'model'));
+    mkdirSync(join(dir, adapters.includes(step) ? 'adapter' : 'model'));
   }
   return jobDir;
 }
@@ -37,4 +37,9 @@ test('bench_on_latest_checkpoint: only the newest checkpoint; the base model whe
     [4],
   );
   assert.deepEqual(benchTargets(jobWith([]), true), [{ step: 0, dir: null }]);
+});
+
+test('a checkpoint holding only a LoRA adapter is an error naming it (the engine loads full models)', () => {
+  const jobDir = jobWith([2], [4]);
+  assert.throws(() => benchTargets(jobDir, false), /global_step_4 holds a LoRA adapter, not a full model/);
 });
