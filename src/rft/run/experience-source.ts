@@ -90,7 +90,7 @@ export class BufferExperienceSource implements ExperienceSource {
       out.push(...fresh);
       // short: the writers finished and the buffer is drained, the explorer's steps for this one are complete, or
       // the deadline passed with at least minCount
-      if (read.length < want || Date.now() >= deadline) {
+      if (out.length < count && (read.length < want || Date.now() >= deadline)) {
         this.shortBecause = this.shortStep
           ? 'the explore steps that feed it are written (rollouts failed or were rejected)'
           : read.length < want && Date.now() < deadline

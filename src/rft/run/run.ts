@@ -241,8 +241,7 @@ export function stageSettings(
     ),
     seed: firstTaskset?.task_selector.seed ?? 42,
     // Mode both: when the loops can overlap they share the cores (half each, at least one); strictly on-policy
-    // (fixed sync every step, no offset) they take turns, so each gets every core (the quickstart's GRPO train
-    // phase: 1.31 → 0.93 s per step on 2 cores, bench/README.md).
+    // (fixed sync every step, no offset) they take turns, so each gets every core (measured: bench/README.md, the GRPO stage bench).
     threads:
       stage.mode === 'both' && !takesTurns(stage)
         ? { explorer: Math.max(1, Math.floor(cores / 2)), trainer: Math.max(1, Math.ceil(cores / 2)) }

@@ -1,5 +1,5 @@
-// Fully asynchronous RFT: an explorer process and a trainer process sharing a SQLite buffer and the job folder,
-// started in either order; the explorer follows the trainer's published weights.
+// Fully asynchronous RFT: an explorer process and a trainer process sharing a SQLite buffer and the job folder (the
+// trainer started first); the explorer follows the trainer's published weights.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
