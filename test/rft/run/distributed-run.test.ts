@@ -70,7 +70,7 @@ const SETS = ['--set', 'trainer.micro_batch_size=2'];
 
 test('trinity run --nproc-per-node 2: every step once, the same rollouts and final parameters as one process', {
   timeout: 1_200_000,
-}, async () => {
+}, async (t) => {
   const single = makeJob({ totalSteps: 3, saveInterval: 2 });
   const ranks = makeJob({ totalSteps: 3, saveInterval: 2 });
   const one = await run(single.configFile, SETS);
@@ -95,8 +95,13 @@ test('trinity run --nproc-per-node 2: every step once, the same rollouts and fin
     twoMetrics.map((m) => m['rollout/reward/mean']),
     oneMetrics.map((m) => m['rollout/reward/mean']),
   );
-  const a = readFloat32(join(single.jobDir, 'final_model', 'model.safetensors'));
-  const b = readFloat32(join(ranks.jobDir, 'final_model', 'model.safetensors'));
+  t.diagnostic(assertSameFinalModel(single, ranks, ''));
+});
+
+/** The final models of the one-process and the 2-rank job agree within 1e-5 (float32), and training moved them. */
+function assertSameFinalModel(single: { root: string; jobDir: string }, ranks: { jobDir: string }, stage: string): string {
+  const a = readFloat32(join(single.jobDir, stage, 'final_model', 'model.safetensors'));
+  const b = readFloat32(join(ranks.jobDir, stage, 'final_model', 'model.safetensors'));
   assert.deepEqual([...b.keys()].sort(), [...a.keys()].sort());
   let worst = 0;
   let moved = 0;
@@ -111,6 +116,55 @@ test('trinity run --nproc-per-node 2: every step once, the same rollouts and fin
   }
   assert.ok(moved > 1e-4, `training moved the parameters by at most ${moved}: the comparison would prove nothing`);
   assert.ok(worst <= 1e-5, `largest parameter difference between 2 ranks and 1 process: ${worst}`);
+  return `${stage || 'run'}: largest difference ${worst.toExponential(2)}, largest change by training ${moved.toExponential(2)}`;
+}
+
+test('--nproc-per-node 2 through stages (SFT from a dataset, then GRPO): rank 1 follows each; same parameters', {
+  timeout: 1_200_000,
+}, async (t) => {
+  // the SFT stage's steps come from the dataset (25 rows / 9 per step = 3): rank 1 must count them as rank 0 does
+  const extra = `stages:
+  - stage_name: sft
+    mode: train
+    algorithm: {algorithm_type: sft, optimizer: {lr: 0.001}}
+    buffer:
+      train_batch_size: 9
+      total_steps: null
+      trainer_input:
+        experience_buffer: {storage_type: file, path: tasks.jsonl}
+  - stage_name: grpo
+    mode: both
+`;
+  const single = makeJob({ totalSteps: 2, saveInterval: 2, extra });
+  const ranks = makeJob({ totalSteps: 2, saveInterval: 2, extra });
+  const one = await run(single.configFile, SETS);
+  assert.equal(one.code, 0, one.output);
+  const two = await run(ranks.configFile, [...SETS, '--nproc-per-node', '2']);
+  assert.equal(two.code, 0, two.output);
+  const sftModel = join(ranks.jobDir, 'sft', 'final_model');
+  for (const line of [
+    "[sft] rank 1: following rank 0's trainer (stage of 3 steps",
+    '[sft] rank 1: rank 0 ended the stage; trained 3 steps from step 0',
+    `[grpo] rank 1: following rank 0's trainer (stage of 2 steps, model ${sftModel})`,
+    '[grpo] rank 1: rank 0 ended the stage; trained 2 steps from step 0',
+  ])
+    assert.ok(two.output.includes(`[rank1]: ${line}`), `missing '${line}':\n${two.output}`);
+  assert.deepEqual(
+    metricLines(join(ranks.jobDir, 'sft')).map((m) => m.step),
+    [1, 2, 3],
+  );
+  assert.deepEqual(
+    metricLines(join(ranks.jobDir, 'grpo')).map((m) => m.step),
+    [1, 2],
+  );
+  t.diagnostic(assertSameFinalModel(single, ranks, 'sft'));
+  t.diagnostic(assertSameFinalModel(single, ranks, 'grpo'));
+
+  // the same command again: both ranks skip the finished stages
+  const again = await run(ranks.configFile, [...SETS, '--nproc-per-node', '2']);
+  assert.equal(again.code, 0, again.output);
+  for (const stage of ['sft', 'grpo'])
+    assert.match(again.output, new RegExp(`\\[rank1\\]: \\[${stage}\\] rank 1: finished earlier .*: skipped`));
 });
 
 test('a rank killed with SIGKILL: the run exits non-zero naming the rank and collective; 1 rank resumes it', {
