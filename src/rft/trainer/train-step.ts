@@ -377,12 +377,17 @@ export class TrainStep {
 
   /** One update from `experiences` (already sampled by the sample strategy), in this process alone. */
   run(experiences: readonly Experience[]): TrainStepMetrics {
-    return this.#step(experiences, (metrics) => {
+    const metrics: MetricSink = new Map();
+    const restore = this.#enter();
+    try {
       const program = this.#program(experienceRows(experiences, this.setup.algorithm.schema), metrics, ONE_PROCESS);
       // one process: the sums across ranks are this process's own
       for (let next = program.next(); !next.done; )
         next = program.next(next.value.kind === 'metrics' ? next.value.sums : undefined);
-    });
+    } finally {
+      restore();
+    }
+    return this.#finish(metrics);
   }
 
   /**
@@ -407,17 +412,6 @@ export class TrainStep {
     } catch (error) {
       program?.return(); // frees what the step held
       throw error;
-    } finally {
-      restore();
-    }
-    return this.#finish(metrics);
-  }
-
-  #step(experiences: readonly Experience[], body: (metrics: MetricSink) => void): TrainStepMetrics {
-    const metrics: MetricSink = new Map();
-    const restore = this.#enter();
-    try {
-      body(metrics);
     } finally {
       restore();
     }

@@ -9,6 +9,11 @@
 // the adapter's, so the run's LoRA settings must say the same where they are set (a difference is an error naming
 // both values, never silently the adapter's; unset, null, they are the adapter's); dropout is a training setting and
 // the run's applies (save() writes it).
+//
+// Data parallelism (init.distributed, see ./trainer.ts): the process group is created on this thread after the
+// model is loaded, and rank 0's trainable parameters are broadcast to the others (as DDP does), so every rank starts
+// from the same weights. A follower that fails leaves the group at once, so rank 0's next collective fails instead of
+// waiting out its timeout.
 import { join } from 'node:path';
 import {
   ADAPTER_CONFIG_FILE,
@@ -19,13 +24,23 @@ import {
   targetedModules,
 } from '../../model/index.js';
 import * as torch from '../../torch/index.js';
+import { DistributedError, type ProcessGroup } from '../../torch/index.js';
 import { Critic } from '../algorithm/critic.js';
 import { loadAlgorithmPlugins } from '../algorithm/plugins.js';
 import { type ResolvedAlgorithm, resolveAlgorithm } from '../algorithm/presets.js';
 import { type LoadedCheckpoint, latestCheckpoint, loadCriticState, loadOptimizerState, saveCheckpoint } from '../checkpoint.js';
 import type { Experience } from '../experience.js';
-import type { TrainerInit } from './trainer.js';
-import { loraReference, modelReference, type ReferencePolicy, TrainStep, type TrainStepState } from './train-step.js';
+import { broadcastParameters, groupCollectives, receiveCommand, sendCommand } from './data-parallel.js';
+import type { DistributedOutcome, TrainerInit } from './trainer.js';
+import {
+  loraReference,
+  modelReference,
+  type ReferencePolicy,
+  type StepCollectives,
+  TrainStep,
+  type TrainStepMetrics,
+  type TrainStepState,
+} from './train-step.js';
 
 /** trainer.json's fields besides the critic optimizer (see ../checkpoint.ts). */
 interface SavedTrainerState {
@@ -48,7 +63,83 @@ interface TrainerState {
   init: TrainerInit;
 }
 
+/** This rank's place in a data-parallel trainer. */
+interface Ranks {
+  group: ProcessGroup;
+  collectives: StepCollectives;
+  commandTimeoutMs: number;
+  /** A follower's follow() loop while it runs. */
+  following: Promise<unknown> | null;
+}
+
 let state: TrainerState | null = null;
+let ranks: Ranks | null = null;
+
+/** Runs `fn`; a DistributedError becomes a result the client turns back into one (errors cross as text). */
+async function outcome<T>(fn: () => Promise<T>): Promise<DistributedOutcome<T>> {
+  try {
+    return { ok: true, value: await fn() };
+  } catch (error) {
+    if (!(error instanceof DistributedError)) throw error;
+    const { message, collective, rank, worldSize, timedOut } = error;
+    return { ok: false, error: { message, collective, rank, worldSize, timedOut } };
+  }
+}
+
+/** Checkpoints and weights are written by rank 0 alone. */
+function rankZeroOnly(operation: string): void {
+  if (ranks !== null && ranks.group.rank !== 0)
+    throw new Error(
+      `trainer rank ${ranks.group.rank} of ${ranks.group.worldSize}: ${operation} is a rank-0 operation (rank 0 alone ` +
+        'writes checkpoints and publishes weights; the other ranks follow())',
+    );
+}
+
+function takeStep(s: TrainerState, metrics: TrainStepMetrics): TrainStepMetrics {
+  const lr = s.scheduler.step();
+  return { ...metrics, lr_next: lr };
+}
+
+async function joinGroup(s: TrainerState, d: NonNullable<TrainerInit['distributed']>): Promise<Ranks> {
+  const group = await torch.initProcessGroup({
+    rank: d.rank,
+    worldSize: d.worldSize,
+    masterAddr: d.masterAddr,
+    masterPort: d.masterPort,
+    timeoutMs: d.timeoutMs,
+    backend: 'gloo',
+  });
+  try {
+    const trainable = [...s.trainStep.setup.optimizer.groups.flatMap((g) => g.params), ...(s.critic?.critic.parameters() ?? [])];
+    await broadcastParameters(group, trainable);
+  } catch (error) {
+    await group.destroy();
+    throw error;
+  }
+  return {
+    group,
+    collectives: groupCollectives(group),
+    commandTimeoutMs: d.commandTimeoutMs ?? d.timeoutMs,
+    following: null,
+  };
+}
+
+/** A follower's loop: the steps rank 0 sends, until stop. */
+async function follow(s: TrainerState, r: Ranks): Promise<{ steps: number }> {
+  let steps = 0;
+  try {
+    for (;;) {
+      const command = await receiveCommand(r.group, r.commandTimeoutMs);
+      if (command.kind === 'stop') return { steps };
+      takeStep(s, await s.trainStep.runDistributed(command.experiences, r.collectives));
+      steps++;
+    }
+  } catch (error) {
+    // out of step with rank 0 now: leave the group so that rank 0 fails at once rather than at its timeout
+    await r.group.destroy();
+    throw error;
+  }
+}
 
 function current(): TrainerState {
   if (state === null) throw new Error('the trainer worker is not initialised');
@@ -246,26 +337,61 @@ torch.serveTensorWorker({
     await loadAlgorithmPlugins(init.algorithm, init.pluginBaseDir);
     const checkpoint = init.resume ? latestCheckpoint(init.jobDir) : null;
     state = initialise(init, checkpoint);
+    const d = init.distributed ?? null;
+    if (d !== null && d.worldSize > 1) {
+      try {
+        ranks = await joinGroup(state, d);
+      } catch (error) {
+        release(state);
+        state = null;
+        throw error;
+      }
+    }
     return { step: checkpoint?.step ?? 0, state: checkpoint?.state ?? null, algorithmType: state.algorithm.algorithmType };
   },
   step(experiences: Experience[]) {
     const s = current();
-    const metrics = s.trainStep.run(experiences);
-    const lr = s.scheduler.step();
-    return { ...metrics, lr_next: lr };
+    return outcome(async () => {
+      if (ranks === null) return takeStep(s, s.trainStep.run(experiences));
+      const r = ranks;
+      if (r.group.rank !== 0)
+        throw new Error(
+          `trainer rank ${r.group.rank} of ${r.group.worldSize}: step() is driven on rank 0; the other ranks call follow()`,
+        );
+      await sendCommand(r.group, { kind: 'step', experiences });
+      return takeStep(s, await s.trainStep.runDistributed(experiences, r.collectives));
+    });
+  },
+  /** Ranks > 0: the steps rank 0 sends, until it sends stop. */
+  follow() {
+    const s = current();
+    const r = ranks;
+    if (r === null || r.group.rank === 0)
+      throw new Error(
+        r === null
+          ? 'follow(): this trainer is not data-parallel (init.distributed is not set)'
+          : 'follow(): rank 0 is driven by step(); only ranks > 0 follow it',
+      );
+    if (r.following !== null) throw new Error(`follow(): rank ${r.group.rank} is already following rank 0`);
+    const loop = follow(s, r);
+    r.following = loop;
+    return outcome(() => loop);
   },
   /** Weights for the explorer, by reference: merged with LoRA (unmerged again by endSync). */
   beginSync() {
+    rankZeroOnly('beginSync');
     const s = current();
     if (s.lora) s.lora.merge();
     return Object.fromEntries(s.model.parameters());
   },
   endSync() {
+    rankZeroOnly('endSync');
     const s = current();
     if (s.lora?.merged) s.lora.unmerge();
   },
   /** Writes the current weights as a Hugging Face folder (sync_method checkpoint). */
   saveWeights(dir: string) {
+    rankZeroOnly('saveWeights');
     const s = current();
     if (s.lora) {
       s.lora.merge();
@@ -277,6 +403,7 @@ torch.serveTensorWorker({
     } else s.model.save(dir);
   },
   save(step: number, componentState: Record<string, unknown>, keep: number) {
+    rankZeroOnly('save');
     const s = current();
     const trainer: SavedTrainerState = {
       trainStep: s.trainStep.state(),
@@ -297,7 +424,19 @@ torch.serveTensorWorker({
       keep,
     ).dir;
   },
-  close() {
+  /** Rank 0 tells the other ranks to stop; every rank leaves the group. */
+  async close() {
+    const r = ranks;
+    ranks = null;
+    if (r !== null) {
+      try {
+        if (r.group.rank === 0 && r.group.failure === null && !r.group.isDestroyed)
+          await sendCommand(r.group, { kind: 'stop' }).catch(() => {}); // a follower that is gone needs no stop
+      } finally {
+        // the group goes once no collective holds it: a follower closed while it waits for rank 0 does not wait on
+        await r.group.destroy();
+      }
+    }
     if (state) release(state);
     state = null;
   },

@@ -1,8 +1,14 @@
 // The trainer as the run loop sees it: a client for the trainer worker thread (./trainer-worker-main.ts), which
 // holds the policy, optimizer, reference, critic and train step. Experiences go in as plain data; weights come out
 // by reference for the synchronizer.
+//
+// Data parallelism (init.distributed): one trainer per rank, each loading the same model or checkpoint. The run loop
+// drives rank 0 as it drives a single trainer: step() sends the step's experiences to the other ranks, then every
+// rank takes the same step (./train-step.ts runDistributed); close() sends them stop. The other ranks call follow(),
+// which runs the steps rank 0 sends until it sends stop. Rank 0 alone writes checkpoints and weights, the same files
+// as one process writes, so a run resumes on any number of ranks.
 import type { ModelDType } from '../../model/index.js';
-import { type Tensor, TensorWorker } from '../../torch/index.js';
+import { DistributedError, type Tensor, TensorWorker } from '../../torch/index.js';
 import type { Experience } from '../experience.js';
 
 export interface TrainerInit {
@@ -42,7 +48,40 @@ export interface TrainerInit {
   criticLr?: number;
   seed: number;
   numThreads?: number;
+  /**
+   * Data-parallel training on `worldSize` ranks (null or absent: this process alone). The worker joins a Gloo process
+   * group (CPU tensors) at init: rank 0 serves its store at masterAddr:masterPort. `timeoutMs` bounds the rendezvous
+   * and every collective; a follower's wait for rank 0's next command is bounded by `commandTimeoutMs` (default
+   * timeoutMs), which must cover rank 0's longest time between two steps (exploration, evaluation, checkpoints).
+   */
+  distributed?: DistributedInit | null;
 }
+
+export interface DistributedInit {
+  rank: number;
+  worldSize: number;
+  masterAddr: string;
+  masterPort: number;
+  timeoutMs: number;
+  commandTimeoutMs?: number;
+}
+
+/** A worker result that may be a failed collective (a DistributedError crosses the thread as plain data). */
+export type DistributedOutcome<T> =
+  | { ok: true; value: T }
+  | {
+      ok: false;
+      error: { message: string; collective: string; rank: number; worldSize: number; timedOut: boolean };
+    };
+
+function unwrap<T>(outcome: DistributedOutcome<T>): T {
+  if (outcome.ok) return outcome.value;
+  const e = outcome.error;
+  throw new DistributedError(e.message, e.collective, e.rank, e.worldSize, e.timedOut);
+}
+
+/** setTimeout's longest delay: follow() lasts the whole run; its real bounds are the collectives' timeouts. */
+const FOLLOW_CALL_TIMEOUT_MS = 2_147_483_647;
 
 export interface TrainerStart {
   /** The step the trainer resumes from (0: a fresh start). */
@@ -71,12 +110,24 @@ export class TrainerClient {
     }
   }
 
-  /** One training step; returns its metrics. */
-  step(experiences: readonly Experience[], timeoutMs = 3_600_000): Promise<Record<string, number>> {
-    return this.#worker.call('step', [experiences], { timeoutMs });
+  /**
+   * One training step; returns its metrics. On rank 0 of several, the other ranks (in follow()) take it too; a failed
+   * collective rejects with a DistributedError naming it and the rank.
+   */
+  async step(experiences: readonly Experience[], timeoutMs = 3_600_000): Promise<Record<string, number>> {
+    return unwrap(await this.#worker.call<DistributedOutcome<Record<string, number>>>('step', [experiences], { timeoutMs }));
   }
 
-  /** The weights to copy (by reference); call endSync() once they are copied. */
+  /**
+   * Ranks > 0 of a data-parallel trainer: takes every step rank 0 sends, until rank 0's close() sends stop; resolves
+   * with the number of steps taken. Rejects with a DistributedError naming the collective and this rank when one
+   * fails (rank 0 died, or did not send within the timeouts), or with the step's error; then close() this trainer.
+   */
+  async follow(timeoutMs = FOLLOW_CALL_TIMEOUT_MS): Promise<{ steps: number }> {
+    return unwrap(await this.#worker.call<DistributedOutcome<{ steps: number }>>('follow', [], { timeoutMs }));
+  }
+
+  /** The weights to copy (by reference); call endSync() once they are copied. Rank 0 only. */
   async beginSync(timeoutMs = 600_000): Promise<Map<string, Tensor>> {
     const weights = await this.#worker.call<Record<string, Tensor>>('beginSync', [], { timeoutMs });
     return new Map(Object.entries(weights));
@@ -86,18 +137,20 @@ export class TrainerClient {
     return this.#worker.call('endSync', [], { timeoutMs });
   }
 
+  /** Writes the current (merged) weights as a Hugging Face folder. Rank 0 only. */
   saveWeights(dir: string, timeoutMs = 600_000): Promise<void> {
     return this.#worker.call('saveWeights', [dir], { timeoutMs });
   }
 
   /**
    * Saves checkpoint `step` (model or adapter, optimizer, critic and its optimizer, the trainer's own state, and the
-   * given component state); returns its folder.
+   * given component state); returns its folder. Rank 0 only.
    */
   save(step: number, state: Record<string, unknown>, keep: number, timeoutMs = 600_000): Promise<string> {
     return this.#worker.call('save', [step, state, keep], { timeoutMs });
   }
 
+  /** Ends the trainer; on rank 0 of several, first tells the other ranks to stop following. */
   async close(): Promise<void> {
     try {
       await this.#worker.call('close', [], { timeoutMs: 60_000 });

@@ -1,0 +1,292 @@
+// Data-parallel training (TrainerClient with init.distributed, Gloo on CPU): 2 ranks, each a forked process running
+// ./helpers/distributed-trainer-rank.ts, take 3 steps on the same global batches as one process (TrainerClient in
+// this process) and must end with the same parameters (float32, within 1e-5) and report the same metrics:
+//   - SFT with micro_batch_size 1 (4 micro-batches, 2 per rank: gradient accumulation on each rank);
+//   - GRPO with micro_batch_size unset (one process: 1 micro-batch of 8 rows; 2 ranks: one of 4 each);
+//   - GRPO with LoRA and dropout 0.1, micro_batch_size 3 (micro-batches of 3, 3, 2 rows: rank 0 runs the first and
+//     the last, rank 1 the middle one, so each rank must skip the dropout draws of the other's micro-batches);
+//   - PPO with a critic and an adaptive KL penalty, micro_batch_size 3 (critic gradients summed too).
+// A follower's save() is refused naming its rank. A follower whose rank 0 is SIGKILLed rejects with a
+// DistributedError naming the collective it waited in. The rank processes report over IPC; nothing waits on the clock.
+import assert from 'node:assert/strict';
+import { type ChildProcess, fork } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, test } from 'node:test';
+import type { Experience } from '../../../src/rft/experience.js';
+import { TrainerClient } from '../../../src/rft/trainer/trainer.js';
+import { type RankPlan, type Scenario, scenarioInit } from './helpers/distributed-scenarios.js';
+import { BAD, expertData, GOOD, loadPolicy, PROMPTS, responseLogprobs, tinyModelDir } from './toy.js';
+
+const HELPER = fileURLToPath(new URL('./helpers/distributed-trainer-rank.ts', import.meta.url));
+
+interface Message {
+  type: 'result' | 'followed' | 'ready' | 'following' | 'error';
+  scenario?: string;
+  weights?: Record<string, Float32Array>;
+  metrics?: Record<string, number>[];
+  steps?: number;
+  saveError?: string;
+  name?: string;
+  message?: string;
+  isDistributedError?: boolean;
+  collective?: string;
+  rank?: number;
+}
+
+interface RankProcess {
+  child: ChildProcess;
+  /** The next message of one of these types (in order of arrival); rejects with the rank's stderr if it exits first. */
+  next(...types: Message['type'][]): Promise<Message>;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+const children: ChildProcess[] = [];
+let toy: { dir: string; remove: () => void };
+let work: string;
+before(() => {
+  toy = tinyModelDir();
+  work = mkdtempSync(join(tmpdir(), 'trinity-dp-'));
+});
+after(() => {
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  toy.remove();
+  rmSync(work, { recursive: true, force: true });
+});
+
+/** A port the OS says is free now (the rank-0 trainer serves its store there). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() =>
+        typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port')),
+      );
+    });
+  });
+}
+
+function startRank(rank: number, worldSize: number, plan: RankPlan, kind = 'equal'): RankProcess {
+  const planFile = join(work, `plan-${kind}-${rank}.json`);
+  writeFileSync(planFile, JSON.stringify(plan));
+  const env = { ...process.env, RANK: String(rank), WORLD_SIZE: String(worldSize), SCENARIOS: planFile, SCENARIO_KIND: kind };
+  const child = fork(HELPER, [], {
+    execArgv: ['--import', 'tsx'],
+    env,
+    serialization: 'advanced',
+    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+  });
+  children.push(child);
+  let stderr = '';
+  child.stderr?.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  const received: Message[] = [];
+  const waiters: { types: Message['type'][]; resolve: (m: Message) => void; reject: (e: Error) => void }[] = [];
+  let exitInfo: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+  const settle = () => {
+    for (const waiter of [...waiters]) {
+      const index = received.findIndex((m) => waiter.types.includes(m.type));
+      if (index >= 0) waiter.resolve(received.splice(index, 1)[0] as Message);
+      else if (exitInfo !== null)
+        waiter.reject(
+          new Error(
+            `rank ${rank} exited (code ${exitInfo.code}, signal ${exitInfo.signal}) before sending ${waiter.types.join('/')}:\n${stderr}`,
+          ),
+        );
+      else continue;
+      waiters.splice(waiters.indexOf(waiter), 1);
+    }
+  };
+  child.on('message', (m: Message) => {
+    received.push(m);
+    settle();
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.on('exit', (code, signal) => {
+      exitInfo = { code, signal };
+      settle();
+      resolve(exitInfo);
+    });
+  });
+  return {
+    child,
+    exited,
+    next: (...types) =>
+      new Promise((resolve, reject) => {
+        waiters.push({ types, resolve, reject });
+        settle();
+      }),
+  };
+}
+
+/** Step k's batch: the rows rotated by 3k, so each step's micro-batches hold different rows. */
+function threeSteps(rows: Experience[]): Experience[][] {
+  return [0, 1, 2].map((k) => [...rows.slice((3 * k) % rows.length), ...rows.slice(0, (3 * k) % rows.length)]);
+}
+
+/**
+ * Two rollouts per prompt with responses of 1 to 3 tokens and their log-probs under the initial model. Responses
+ * longer than one token matter: with one token every row of a group predicts from the same context, so the
+ * group-centred advantages cancel the LM head's gradient exactly and only rounding noise is left, which Adam's
+ * normalised steps turn into updates of about lr whatever the implementation.
+ */
+function groupRollouts(): Experience[] {
+  const model = loadPolicy(toy.dir);
+  try {
+    return PROMPTS.flatMap((prompt, task) =>
+      [[GOOD, 7 + task, 20 + task], [BAD, 30 + task].slice(0, 1 + (task % 2))].map((response, run) => ({
+        eid: `t${task}-r${run}`,
+        tokens: [...prompt, ...response],
+        promptLength: prompt.length,
+        logprobs: responseLogprobs(model, prompt, response),
+        reward: run === 0 ? 1 : task / 8,
+        info: { taskId: `t${task}`, runId: run },
+      })),
+    );
+  } finally {
+    model.dispose();
+  }
+}
+
+function scenarios(): Scenario[] {
+  const grpoRows = groupRollouts();
+  const sgd = { lr: 1e-2 };
+  return [
+    {
+      name: 'sft',
+      algorithm: { algorithm_type: 'sft', optimizer: sgd },
+      lora: null,
+      microBatchSize: 1,
+      batches: threeSteps(expertData()),
+    },
+    {
+      name: 'grpo',
+      algorithm: { algorithm_type: 'grpo', optimizer: sgd },
+      lora: null,
+      microBatchSize: null,
+      batches: threeSteps(grpoRows),
+    },
+    {
+      name: 'grpo-lora',
+      algorithm: { algorithm_type: 'grpo', optimizer: { lr: 5e-2 } },
+      lora: { rank: 4, alpha: 8, dropout: 0.1, targetModules: ['q_proj', 'v_proj', 'down_proj'] },
+      microBatchSize: 3,
+      batches: threeSteps(grpoRows),
+    },
+    {
+      name: 'ppo-critic',
+      algorithm: {
+        algorithm_type: 'ppo',
+        kl_penalty_fn: 'k1',
+        kl_penalty_fn_args: { adaptive: true, kl_coef: 0.05, target_kl: 1e-4, horizon: 20 },
+        optimizer: { lr: 1e-2, lr_scheduler_type: 'cosine', lr_warmup_steps: 1 },
+      },
+      lora: null,
+      microBatchSize: 3,
+      batches: threeSteps(grpoRows),
+    },
+  ];
+}
+
+/** One process on the same batches: the reference. */
+async function oneProcess(
+  scenario: Scenario,
+): Promise<{ weights: Map<string, Float32Array>; metrics: Record<string, number>[] }> {
+  const { trainer } = await TrainerClient.start(scenarioInit(scenario, toy.dir, join(work, `${scenario.name}-single`)));
+  try {
+    const metrics: Record<string, number>[] = [];
+    for (const batch of scenario.batches) metrics.push(await trainer.step(batch));
+    const weights = await trainer.beginSync();
+    const out = new Map([...weights].map(([name, t]) => [name, t.float().toTypedArray() as Float32Array]));
+    await trainer.endSync();
+    return { weights: out, metrics };
+  } finally {
+    await trainer.close();
+  }
+}
+
+describe('data-parallel trainer (2 ranks, Gloo)', () => {
+  test('SFT, GRPO, GRPO with LoRA dropout and PPO with a critic: 2 ranks end 3 steps with the parameters of one process', async () => {
+    const all = scenarios();
+    const plan: RankPlan = {
+      modelDir: toy.dir,
+      jobDir: work,
+      scenarios: await Promise.all(all.map(async (s) => ({ ...s, port: await freePort() }))),
+    };
+    const ranks = [startRank(0, 2, plan), startRank(1, 2, plan)];
+    for (const scenario of all) {
+      const [result, followed] = await Promise.all([ranks[0]?.next('result', 'error'), ranks[1]?.next('followed', 'error')]);
+      assert.equal(result?.type, 'result', `${scenario.name}, rank 0: ${result?.message}`);
+      assert.equal(followed?.type, 'followed', `${scenario.name}, rank 1: ${followed?.message}`);
+      assert.equal(result?.scenario, scenario.name);
+      assert.equal(followed?.steps, 3, `${scenario.name}: rank 1 followed ${followed?.steps} steps`);
+      assert.match(followed?.saveError ?? '', /trainer rank 1 of 2: save is a rank-0 operation/);
+
+      const single = await oneProcess(scenario);
+      const weights = result?.weights ?? {};
+      assert.deepEqual(Object.keys(weights).sort(), [...single.weights.keys()].sort());
+      let largest = 0;
+      let moved = 0;
+      const initial = loadPolicy(toy.dir);
+      const start = new Map([...initial.parameters()].map(([n, t]) => [n, t.toTypedArray() as Float32Array]));
+      initial.dispose();
+      for (const [name, expected] of single.weights) {
+        // The key bias's gradient is 0 in exact arithmetic (it adds q·b_k to every score of a row, which softmax
+        // ignores); what backward computes is rounding noise, and Adam's first steps (m / (√v + ε)) turn noise into
+        // steps of about lr. Both runs move it by their own noise, so it is no measure of the two being the same.
+        if (name.endsWith('self_attn.k_proj.bias')) continue;
+        const got = weights[name] as Float32Array;
+        const before = start.get(name) as Float32Array;
+        for (let i = 0; i < expected.length; i++) {
+          largest = Math.max(largest, Math.abs((got[i] as number) - (expected[i] as number)));
+          moved = Math.max(moved, Math.abs((expected[i] as number) - (before[i] as number)));
+        }
+      }
+      assert.ok(
+        moved > 1e-3,
+        `${scenario.name}: training barely moved the weights (${moved}), the comparison would prove nothing`,
+      );
+      assert.ok(largest <= 1e-5, `${scenario.name}: 2 ranks and 1 process differ by ${largest} after 3 steps`);
+
+      // rank 0 reports what one process would: the same metric names and values
+      for (const [k, expected] of single.metrics.entries()) {
+        const got: Record<string, number> = result?.metrics?.[k] ?? {};
+        assert.deepEqual(Object.keys(got).sort(), Object.keys(expected).sort(), `${scenario.name} step ${k + 1}: metric names`);
+        for (const [key, value] of Object.entries(expected)) {
+          const diff = Math.abs(value - (got[key] as number));
+          assert.ok(
+            diff <= 1e-5 * Math.max(1, Math.abs(value)),
+            `${scenario.name} step ${k + 1}: ${key} is ${got[key]}, one process ${value}`,
+          );
+        }
+      }
+    }
+    const exits = await Promise.all(ranks.map((r) => r.exited));
+    assert.deepEqual(
+      exits.map((e) => e.code),
+      [0, 0],
+    );
+  });
+
+  test('a follower whose rank 0 is SIGKILLed rejects with a DistributedError naming the collective', async () => {
+    const scenario = { ...(scenarios()[1] as Scenario), name: 'kill', port: await freePort() };
+    const plan: RankPlan = { modelDir: toy.dir, jobDir: work, scenarios: [scenario] };
+    const [first, second] = [startRank(0, 2, plan, 'kill'), startRank(1, 2, plan, 'kill')] as [RankProcess, RankProcess];
+    const [ready] = await Promise.all([first.next('ready', 'error'), second.next('following', 'error')]);
+    assert.equal(ready.type, 'ready', ready.message);
+    first.child.kill('SIGKILL');
+    const failure = await second.next('error');
+    assert.equal(failure.isDistributedError, true, `${failure.name}: ${failure.message}`);
+    assert.equal(failure.name, 'DistributedError');
+    assert.equal(failure.collective, 'broadcast', failure.message);
+    assert.equal(failure.rank, 1);
+    assert.match(failure.message ?? '', /broadcast on rank 1 of 2/);
+    assert.equal((await second.exited).code, 0);
+  });
+});
