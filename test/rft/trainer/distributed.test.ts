@@ -6,8 +6,10 @@
 //   - GRPO with LoRA and dropout 0.1, micro_batch_size 3 (micro-batches of 3, 3, 2 rows: rank 0 runs the first and
 //     the last, rank 1 the middle one, so each rank must skip the dropout draws of the other's micro-batches);
 //   - PPO with a critic and an adaptive KL penalty, micro_batch_size 3 (critic gradients summed too).
-// A follower's save() is refused naming its rank. A follower whose rank 0 is SIGKILLed rejects with a
-// DistributedError naming the collective it waited in. The rank processes report over IPC; nothing waits on the clock.
+// A follower's save(), saveWeights(), beginSync() and step() are refused naming its rank, and rank 0's follow(). A
+// follower whose rank 0 is SIGKILLed rejects with a DistributedError naming the collective it waited in, and one
+// whose rank 0 sends nothing within commandTimeoutMs (1 s; the only timeout that fires here, and it must) with one
+// that says it timed out. The rank processes report over IPC.
 import assert from 'node:assert/strict';
 import { type ChildProcess, fork } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -29,7 +31,10 @@ interface Message {
   weights?: Record<string, Float32Array>;
   metrics?: Record<string, number>[];
   steps?: number;
-  saveError?: string;
+  /** What rank 1's save, saveWeights, beginSync and step were refused with. */
+  refused?: Record<string, string>;
+  followError?: string;
+  timedOut?: boolean;
   name?: string;
   message?: string;
   isDistributedError?: boolean;
@@ -211,6 +216,25 @@ async function oneProcess(
   }
 }
 
+/** Rank 0 joins and then stops (SIGKILLed at once for 'kill', only after the follower failed for 'hang'). */
+async function followerFailure(kind: 'kill' | 'hang'): Promise<Message> {
+  const scenario = { ...(scenarios()[1] as Scenario), name: kind, port: await freePort() };
+  const plan: RankPlan = { modelDir: toy.dir, jobDir: work, scenarios: [scenario] };
+  const [first, second] = [startRank(0, 2, plan, kind), startRank(1, 2, plan, kind)] as [RankProcess, RankProcess];
+  const [ready] = await Promise.all([first.next('ready', 'error'), second.next('following', 'error')]);
+  assert.equal(ready.type, 'ready', ready.message);
+  if (kind === 'kill') first.child.kill('SIGKILL');
+  const failure = await second.next('error');
+  first.child.kill('SIGKILL');
+  assert.equal(failure.isDistributedError, true, `${failure.name}: ${failure.message}`);
+  assert.equal(failure.name, 'DistributedError');
+  assert.equal(failure.collective, 'broadcast', failure.message);
+  assert.equal(failure.rank, 1);
+  assert.match(failure.message ?? '', /broadcast on rank 1 of 2/);
+  assert.equal((await second.exited).code, 0);
+  return failure;
+}
+
 describe('data-parallel trainer (2 ranks, Gloo)', () => {
   test('SFT, GRPO, GRPO with LoRA dropout and PPO with a critic: 2 ranks end 3 steps with the parameters of one process', async () => {
     const all = scenarios();
@@ -226,7 +250,13 @@ describe('data-parallel trainer (2 ranks, Gloo)', () => {
       assert.equal(followed?.type, 'followed', `${scenario.name}, rank 1: ${followed?.message}`);
       assert.equal(result?.scenario, scenario.name);
       assert.equal(followed?.steps, 3, `${scenario.name}: rank 1 followed ${followed?.steps} steps`);
-      assert.match(followed?.saveError ?? '', /trainer rank 1 of 2: save is a rank-0 operation/);
+      for (const operation of ['save', 'saveWeights', 'beginSync'])
+        assert.match(followed?.refused?.[operation] ?? '', new RegExp(`trainer rank 1 of 2: ${operation} is a rank-0 operation`));
+      assert.match(
+        followed?.refused?.step ?? '',
+        /trainer rank 1 of 2: step\(\) is driven on rank 0; the other ranks call follow\(\)/,
+      );
+      assert.match(result?.followError ?? '', /follow\(\): rank 0 is driven by step\(\)/);
 
       const single = await oneProcess(scenario);
       const weights = result?.weights ?? {};
@@ -275,18 +305,13 @@ describe('data-parallel trainer (2 ranks, Gloo)', () => {
   });
 
   test('a follower whose rank 0 is SIGKILLed rejects with a DistributedError naming the collective', async () => {
-    const scenario = { ...(scenarios()[1] as Scenario), name: 'kill', port: await freePort() };
-    const plan: RankPlan = { modelDir: toy.dir, jobDir: work, scenarios: [scenario] };
-    const [first, second] = [startRank(0, 2, plan, 'kill'), startRank(1, 2, plan, 'kill')] as [RankProcess, RankProcess];
-    const [ready] = await Promise.all([first.next('ready', 'error'), second.next('following', 'error')]);
-    assert.equal(ready.type, 'ready', ready.message);
-    first.child.kill('SIGKILL');
-    const failure = await second.next('error');
-    assert.equal(failure.isDistributedError, true, `${failure.name}: ${failure.message}`);
-    assert.equal(failure.name, 'DistributedError');
-    assert.equal(failure.collective, 'broadcast', failure.message);
-    assert.equal(failure.rank, 1);
-    assert.match(failure.message ?? '', /broadcast on rank 1 of 2/);
-    assert.equal((await second.exited).code, 0);
+    const failure = await followerFailure('kill');
+    assert.equal(failure.timedOut, false, failure.message);
+  });
+
+  test('a follower whose rank 0 sends no command within commandTimeoutMs rejects with a DistributedError', async () => {
+    const failure = await followerFailure('hang');
+    assert.equal(failure.timedOut, true, failure.message);
+    assert.match(failure.message ?? '', /timed out after 1000 ms/);
   });
 });

@@ -3,8 +3,9 @@
 // (which stops the others), the other ranks follow(). Reports over IPC:
 //   { type: 'result', scenario, weights, metrics } from rank 0 (the weights after the last step, the metrics of each)
 //   { type: 'followed', scenario, steps, saveError } from the others (saveError: what save() said on this rank)
-// With $SCENARIO_KIND=kill, rank 0 reports { type: 'ready' } once the trainers joined and then waits (the test
-// SIGKILLs it); the follower reports { type: 'following' } and then what follow() rejected with ({ type: 'error' }).
+// With $SCENARIO_KIND=kill or hang, rank 0 reports { type: 'ready' } once the trainers joined and then waits (the
+// test SIGKILLs it); the follower reports { type: 'following' } and then what follow() rejected with
+// ({ type: 'error' }). In hang, the follower waits for rank 0's next command at most 1 s (commandTimeoutMs).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { TrainerClient } from '../../../../src/rft/trainer/trainer.js';
@@ -17,11 +18,26 @@ const send = (message: unknown) =>
 const rank = Number(process.env.RANK);
 const worldSize = Number(process.env.WORLD_SIZE);
 const plan = JSON.parse(readFileSync(process.env.SCENARIOS as string, 'utf8')) as RankPlan;
-const kill = process.env.SCENARIO_KIND === 'kill';
+const kind = process.env.SCENARIO_KIND ?? 'equal';
+const kill = kind === 'kill' || kind === 'hang';
+
+/** What `call` was refused with (or that it was not). */
+const refusal = (call: () => Promise<unknown>) =>
+  call().then(
+    () => 'not refused',
+    (error: Error) => error.message,
+  );
 
 async function main(): Promise<void> {
   for (const scenario of plan.scenarios) {
-    const distributed = { rank, worldSize, masterAddr: '127.0.0.1', masterPort: scenario.port, timeoutMs: RANK_TIMEOUT_MS };
+    const distributed = {
+      rank,
+      worldSize,
+      masterAddr: '127.0.0.1',
+      masterPort: scenario.port,
+      timeoutMs: RANK_TIMEOUT_MS,
+      ...(kind === 'hang' ? { commandTimeoutMs: 1000 } : {}),
+    };
     const jobDir = join(plan.jobDir, `${scenario.name}-rank${rank}`);
     const { trainer } = await TrainerClient.start(scenarioInit(scenario, plan.modelDir, jobDir, distributed));
     if (kill) {
@@ -40,28 +56,33 @@ async function main(): Promise<void> {
           name: e.name,
           message: e.message,
           isDistributedError: error instanceof DistributedError,
-          ...(error instanceof DistributedError ? { collective: error.collective, rank: error.rank } : {}),
+          ...(error instanceof DistributedError
+            ? { collective: error.collective, rank: error.rank, timedOut: error.timedOut }
+            : {}),
         });
       }
       await trainer.close();
       return;
     }
     if (rank === 0) {
+      const followError = await refusal(() => trainer.follow());
       const metrics: Record<string, number>[] = [];
       for (const batch of scenario.batches) metrics.push(await trainer.step(batch));
       const weights = await trainer.beginSync();
       const arrays = Object.fromEntries([...weights].map(([name, t]) => [name, t.float().toTypedArray() as Float32Array]));
       await trainer.endSync();
       await trainer.close();
-      await send({ type: 'result', scenario: scenario.name, weights: arrays, metrics });
+      await send({ type: 'result', scenario: scenario.name, weights: arrays, metrics, followError });
     } else {
       const { steps } = await trainer.follow();
-      const saveError = await trainer.save(steps, {}, 0).then(
-        () => 'save() succeeded',
-        (error: Error) => error.message,
-      );
+      const refused = {
+        save: await refusal(() => trainer.save(steps, {}, 0)),
+        saveWeights: await refusal(() => trainer.saveWeights(join(jobDir, 'weights'))),
+        beginSync: await refusal(() => trainer.beginSync()),
+        step: await refusal(() => trainer.step(scenario.batches[0] ?? [])),
+      };
       await trainer.close();
-      await send({ type: 'followed', scenario: scenario.name, steps, saveError });
+      await send({ type: 'followed', scenario: scenario.name, steps, refused });
     }
   }
 }
