@@ -1,14 +1,17 @@
 // The launch side of data-parallel runs: the torchrun environment read by the run (errors name the variable), and
 // `trinity run --nproc-per-node N`'s launcher (src/cli/launch.ts) over small stand-in rank programs: the variables
 // each rank gets, output prefixed by rank, a failed rank stopping the others with the failure's exit code, and
-// SIGINT passed on once to every rank. Every wait is on an event (a line printed, a process exit).
+// SIGINT passed on once to every rank; --help, and misuse refused before anything runs. Every wait is on an event
+// (a line printed, a process exit).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { mkdirSync, readdirSync } from 'node:fs';
 import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { launchRanks } from '../../../src/cli/launch.js';
 import { distributedLaunchFromEnv } from '../../../src/rft/run/distributed.js';
+import { makeJob } from './helpers.js';
 
 const launchModule = fileURLToPath(new URL('../../../src/cli/launch.ts', import.meta.url));
 
@@ -152,4 +155,61 @@ test('--nproc-per-node launcher: SIGINT reaches every rank once; exit code 130',
   assert.equal(code, 130, `${out}\n${err}`);
   assert.deepEqual(out.match(/\[rank\d\]: SIGINT \d/g)?.sort(), ['[rank0]: SIGINT 1', '[rank1]: SIGINT 1']);
   assert.match(err, /SIGINT: passed on to every rank/);
+});
+
+const trinity = fileURLToPath(new URL('../../../bin/trinity.js', import.meta.url));
+
+/** `trinity ...args` as a process with `env` added; resolves with its exit code and output. */
+function trinityCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [trinity, ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ...env },
+    });
+    let output = '';
+    child.stdout.on('data', (d) => {
+      output += d;
+    });
+    child.stderr.on('data', (d) => {
+      output += d;
+    });
+    child.on('exit', (code) => resolve({ code, output }));
+  });
+}
+
+test('trinity run --help documents --nproc-per-node and the torchrun environment', async () => {
+  const { code, output } = await trinityCli(['run', '--help']);
+  assert.equal(code, 0);
+  for (const text of ['--nproc-per-node N', 'RANK, WORLD_SIZE', 'MASTER_PORT', 'trainer.distributed_timeout', 'torchrun'])
+    assert.ok(output.includes(text), `--help lacks '${text}':\n${output}`);
+});
+
+test('--nproc-per-node and rank misuse are refused before anything runs, naming the problem', async () => {
+  const { configFile, jobDir } = makeJob({ totalSteps: 2, saveInterval: 2 });
+  const cases: [string[], NodeJS.ProcessEnv, RegExp][] = [
+    [['run', '--config', configFile, '--nproc-per-node', '0'], {}, /--nproc-per-node must be an integer in \[1, 1024\], got '0'/],
+    [['run', '--config', configFile, '--nproc-per-node', 'two'], {}, /--nproc-per-node must be an integer/],
+    [['bench', '--config', configFile, '--nproc-per-node', '2'], {}, /bench: --nproc-per-node is for training/],
+    [
+      ['run', '--config', configFile, '--nproc-per-node', '2'],
+      { WORLD_SIZE: '2', RANK: '0', MASTER_PORT: '1' },
+      /--nproc-per-node starts the ranks itself, but this process is already one \(WORLD_SIZE=2\)/,
+    ],
+    [['run', '--config', configFile], { WORLD_SIZE: '2', MASTER_PORT: '1' }, /WORLD_SIZE=2 but RANK is not set/],
+  ];
+  for (const [args, env, message] of cases) {
+    const { code, output } = await trinityCli(args, env);
+    assert.equal(code, 1, output);
+    assert.match(output, message);
+  }
+  // a data-parallel run cannot start afresh in a renamed folder: the other ranks would not know its name
+  mkdirSync(jobDir, { recursive: true });
+  const fresh = await trinityCli(['run', '--config', configFile, '--set', 'continue_from_checkpoint=false'], {
+    WORLD_SIZE: '2',
+    RANK: '0',
+    MASTER_PORT: '1',
+  });
+  assert.equal(fresh.code, 1, fresh.output);
+  assert.match(fresh.output, /continue_from_checkpoint is false and .*e2e exists: a data-parallel run cannot start afresh/);
+  assert.deepEqual(readdirSync(jobDir), []);
 });
