@@ -2,7 +2,7 @@
 // job in one process, and a rank killed with SIGKILL mid-run, then resumed with one rank. Real processes; every wait
 // is on a line the run prints or a process exit.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -20,7 +20,7 @@ interface Exit {
 }
 
 /** Runs `trinity run --config F ...args`; `onOutput` sees the output so far after each chunk (to act on an event). */
-function run(configFile: string, args: string[] = [], onOutput?: (output: string) => void): Promise<Exit> {
+function run(configFile: string, args: string[] = [], onOutput?: (output: string, child: ChildProcess) => void): Promise<Exit> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [trinity, 'run', '--config', configFile, ...args], {
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -28,7 +28,7 @@ function run(configFile: string, args: string[] = [], onOutput?: (output: string
     let output = '';
     const take = (d: Buffer) => {
       output += d;
-      onOutput?.(output);
+      onOutput?.(output, child);
     };
     child.stdout.on('data', take);
     child.stderr.on('data', take);
@@ -196,4 +196,29 @@ test('a rank killed with SIGKILL: the run exits non-zero naming the rank and col
     Array.from({ length: TOTAL }, (_, i) => i + 1),
   );
   assert.deepEqual(listCheckpoints(jobDir).slice(-1), [TOTAL]);
+});
+
+test('Ctrl-C on --nproc-per-node 2 stops every rank after the step (130); the same command finishes the run', {
+  timeout: 1_200_000,
+}, async () => {
+  const TOTAL = 6;
+  const { configFile, jobDir } = makeJob({ totalSteps: TOTAL, saveInterval: 2 });
+  let sent = false;
+  const first = await run(configFile, [...SETS, '--nproc-per-node', '2'], (output, child) => {
+    if (!sent && /\[rank0\]: .*checkpoint step 2 saved/.test(output)) {
+      sent = true;
+      child.kill('SIGINT');
+    }
+  });
+  assert.equal(first.code, 130, first.output);
+  assert.match(first.output, /\[rank1\]: \[run\] rank 1: stopped; run the same command to resume/);
+  assert.match(first.output, /\[launcher\] rank 0 \(pid \d+\) exited: exit code 130/);
+  assert.match(first.output, /\[launcher\] rank 1 \(pid \d+\) exited: exit code 130/);
+  const second = await run(configFile, [...SETS, '--nproc-per-node', '2']);
+  assert.equal(second.code, 0, second.output);
+  assert.match(second.output, /\[rank0\]: \[run\] resuming from checkpoint step \d+ /);
+  assert.deepEqual(
+    metricLines(jobDir).map((m) => m.step),
+    Array.from({ length: TOTAL }, (_, i) => i + 1),
+  );
 });
