@@ -2,7 +2,6 @@
 // out-of-memory abort once the run has started. A walk over the schema keeps every numeric key bounded on both sides.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { z } from 'zod';
 import {
   ConfigError,
   ConfigSchema,
@@ -10,46 +9,14 @@ import {
   parseConfig,
   schemaLeafPaths,
 } from '../../../src/rft/config/index.js';
+import { numbersIn, schemaAt } from './helpers.js';
 
-interface Def {
-  type: string;
-  innerType?: z.ZodType;
-  out?: z.ZodType;
-  shape?: Record<string, z.ZodType>;
-  element?: z.ZodType;
-  valueType?: z.ZodType;
-  items?: z.ZodType[];
-  options?: z.ZodType[];
-}
-const defOf = (s: z.ZodType): Def => (s as unknown as { _zod: { def: Def } })._zod.def;
-function unwrap(s: z.ZodType): z.ZodType {
-  for (;;) {
-    const def = defOf(s);
-    if (def.innerType !== undefined) s = def.innerType;
-    else if (def.type === 'pipe' && def.out !== undefined) s = def.out;
-    else return s;
-  }
-}
-function at(schema: z.ZodType, path: string): z.ZodType {
-  let s = schema;
-  for (const segment of path.split('.')) {
-    const def = defOf(unwrap(s));
-    const next = def.type === 'object' ? def.shape?.[segment] : def.type === 'array' ? def.element : def.valueType;
-    assert.ok(next, `${path}: no schema at '${segment}'`);
-    s = next;
-  }
-  return s;
-}
-/** The number schemas at a leaf: itself, a list's items, a tuple's items, a union's members. */
-function numbersIn(s: z.ZodType): z.ZodNumber[] {
-  const inner = unwrap(s);
-  const def = defOf(inner);
-  if (def.type === 'number') return [inner as z.ZodNumber];
-  if (def.type === 'array' && def.element) return numbersIn(def.element);
-  if (def.type === 'tuple') return (def.items ?? []).flatMap(numbersIn);
-  if (def.type === 'union') return (def.options ?? []).flatMap(numbersIn);
-  return [];
-}
+/** The schema at a leaf path of schemaLeafPaths (`*`: any item or key). */
+const at = (path: string) => {
+  const schema = schemaAt(path.split('.'));
+  assert.ok(schema, `${path}: no schema`);
+  return schema;
+};
 
 const BASE = 'model: {model_path: /m, max_model_len: 64}\nbuffer: {explorer_input: {taskset: {path: /t}}}\n';
 function problems(overrides: string[], text = BASE): string[] {
@@ -64,7 +31,7 @@ function problems(overrides: string[], text = BASE): string[] {
 
 describe('numeric ranges', () => {
   it('every numeric key of the schema has a finite minimum and maximum', () => {
-    const numeric = schemaLeafPaths(ConfigSchema).filter((path) => numbersIn(at(ConfigSchema, path)).length > 0);
+    const numeric = schemaLeafPaths(ConfigSchema).filter((path) => numbersIn(at(path)).length > 0);
     // the walk reaches the keys (a schema change that hid them from it would make this test vacuous)
     assert.ok(numeric.length >= 50, `${numeric.length} numeric keys`);
     assert.ok(
@@ -72,9 +39,7 @@ describe('numeric ranges', () => {
         numeric.includes('buffer.explorer_input.tasksets.*.rollout_args.stop_token_ids'),
     );
     const unbounded = numeric.filter((path) =>
-      numbersIn(at(ConfigSchema, path)).some(
-        (n) => !Number.isFinite(n.minValue ?? Number.NaN) || !Number.isFinite(n.maxValue ?? Number.NaN),
-      ),
+      numbersIn(at(path)).some((n) => !Number.isFinite(n.minValue ?? Number.NaN) || !Number.isFinite(n.maxValue ?? Number.NaN)),
     );
     assert.deepEqual(unbounded, []);
   });

@@ -1,7 +1,9 @@
-// Files a config's pre-run checks (src/rft/config/preflight.ts) look for: a model folder (they read only its
-// config.json) and tasksets.
+// Test helpers: files a config's pre-run checks (src/rft/config/preflight.ts) look for (a model folder: they read
+// only its config.json; tasksets), and a reader of the config schema.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { z } from 'zod';
+import { ConfigSchema, RunSchema } from '../../../src/rft/config/index.js';
 
 /** A folder with the config.json of a (weightless) model of `vocabSize` tokens; returns its path. */
 export function modelFolder(dir: string, vocabSize = 100): string {
@@ -20,4 +22,65 @@ export function tasksetFile(
 ): string {
   writeFileSync(file, `${rows.map((r) => JSON.stringify(r)).join('\n')}\n`);
   return file;
+}
+
+// --- reading the config schema (zod's internal definitions, as src/rft/config/validate.ts reads them) -----------------
+
+interface SchemaDef {
+  type: string;
+  innerType?: z.ZodType;
+  out?: z.ZodType;
+  shape?: Record<string, z.ZodType>;
+  element?: z.ZodType;
+  valueType?: z.ZodType;
+  items?: z.ZodType[];
+  options?: z.ZodType[];
+}
+
+export const defOf = (s: z.ZodType): SchemaDef => (s as unknown as { _zod: { def: SchemaDef } })._zod.def;
+
+/** The schema under optional, nullable, default and preprocess wrappers. */
+export function unwrapSchema(schema: z.ZodType): z.ZodType {
+  let s = schema;
+  for (;;) {
+    const def = defOf(s);
+    if (def.innerType !== undefined) s = def.innerType;
+    else if (def.type === 'pipe' && def.out !== undefined) s = def.out;
+    else return s;
+  }
+}
+
+/**
+ * The (unwrapped) schema of the value at `path` in a config file, or undefined where the schema does not describe it
+ * (inside free-form mappings such as workflow_args). A stage's keys are the run's (RunSchema).
+ */
+export function schemaAt(path: readonly (string | number)[]): z.ZodType | undefined {
+  // a stage's overrides are written as free-form mappings and checked as the run's keys once merged
+  if (path[0] === 'stages' && path.length >= 3 && path[2] !== 'stage_name') return walk(RunSchema, path.slice(2));
+  return walk(ConfigSchema, path);
+}
+
+function walk(schema: z.ZodType, path: readonly (string | number)[]): z.ZodType | undefined {
+  let s: z.ZodType | undefined = schema;
+  for (const segment of path) {
+    if (s === undefined) return undefined;
+    const def = defOf(unwrapSchema(s));
+    if (def.type === 'object') s = def.shape?.[String(segment)];
+    else if (def.type === 'array') s = def.element;
+    else if (def.type === 'tuple') s = def.items?.[Number(segment)];
+    else if (def.type === 'record') s = def.valueType;
+    else return undefined;
+  }
+  return s === undefined ? undefined : unwrapSchema(s);
+}
+
+/** The number schemas at a leaf: itself, a list's items, a tuple's items, a union's members. */
+export function numbersIn(schema: z.ZodType): z.ZodNumber[] {
+  const inner = unwrapSchema(schema);
+  const def = defOf(inner);
+  if (def.type === 'number') return [inner as z.ZodNumber];
+  if (def.type === 'array' && def.element) return numbersIn(def.element);
+  if (def.type === 'tuple') return (def.items ?? []).flatMap(numbersIn);
+  if (def.type === 'union') return (def.options ?? []).flatMap(numbersIn);
+  return [];
 }
