@@ -3,7 +3,7 @@
 import { dirname, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import YAML from 'yaml';
-import { ConfigError, loadConfig, resolveStages, type StageConfig } from '../rft/config/index.js';
+import { ConfigError, loadConfig, locateProblems, resolveStages, type StageConfig } from '../rft/config/index.js';
 import type { AlgorithmResolver } from '../rft/config/index.js';
 
 export const CONFIG_HELP = `trinity config check FILE [--set key.path=value ...]
@@ -70,7 +70,10 @@ export async function configCommand(args: string[], output: CommandOutput = proc
     // what `trinity run` checks before its first stage: folders, model, tasksets and their rows, names
     const { preflightProblems } = await import('../rft/config/preflight.js');
     const problems = await preflightProblems(config, { baseDir: dirname(resolve(file)) });
-    if (problems.length > 0) throw new ConfigError(problems, file);
+    if (problems.length > 0) {
+      locateProblems(file, problems, values.set);
+      throw new ConfigError(problems, file);
+    }
     const stages = resolveStages(config);
     const documents = stages.map((stage, i) => {
       const header = config.stages.length > 0 ? `# stage ${i + 1} of ${stages.length}: ${stage.stage_name}\n` : '';

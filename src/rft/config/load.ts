@@ -87,8 +87,7 @@ export function parseConfig(text: string, options: ParseConfigOptions = {}): Con
     throw new ConfigError([...problems, ...reserved], options.file);
   }
   interpolateEnv(tree, options.env ?? process.env, problems);
-  const overriddenBy = (path: readonly Segment[]): Override | undefined =>
-    overrides.findLast((o) => o.path.length <= path.length && o.path.every((s, i) => String(s) === String(path[i])));
+  const overriddenBy = (path: readonly Segment[]): Override | undefined => overrideOf(overrides, path);
   const baseDir = options.file !== undefined ? dirname(resolve(cwd, options.file)) : cwd;
   resolvePaths(tree, baseDir, cwd, (path) => overriddenBy(path) !== undefined);
 
@@ -97,19 +96,53 @@ export function parseConfig(text: string, options: ParseConfigOptions = {}): Con
   const reported = new Set(problems.map((p) => p.path));
   problems.push(...result.problems.filter((p) => !reported.has(p.path)));
   if (problems.length > 0 || result.config === undefined) {
-    for (const p of problems) {
-      if (p.source !== undefined || p.path === '') continue;
-      const path = p.path.split('.');
-      const override = overriddenBy(path);
-      if (override !== undefined) p.source = override.text;
-      else {
-        const offset = locate(doc.contents, path);
-        if (offset !== undefined) p.source = at(offset);
-      }
-    }
+    addSources(problems, doc, at, overrides);
     throw new ConfigError(problems, options.file);
   }
   return result.config;
+}
+
+/** The last override that wrote `path` or a mapping above it. */
+const overrideOf = (overrides: readonly Override[], path: readonly Segment[]): Override | undefined =>
+  overrides.findLast((o) => o.path.length <= path.length && o.path.every((s, i) => String(s) === String(path[i])));
+
+/** Sets each problem's source, where it has none: the override that wrote its key, else where the file wrote it. */
+function addSources(
+  problems: ConfigProblem[],
+  doc: YAML.Document,
+  at: (offset: number) => string,
+  overrides: readonly Override[],
+): void {
+  for (const p of problems) {
+    if (p.source !== undefined || p.path === '') continue;
+    const path = p.path.split('.');
+    const override = overrideOf(overrides, path);
+    if (override !== undefined) p.source = override.text;
+    else {
+      const offset = locate(doc.contents, path);
+      if (offset !== undefined) p.source = at(offset);
+    }
+  }
+}
+
+/**
+ * Adds where each problem's key was written (`file:line:column`, or the `--set` override) to problems found after
+ * loading (the pre-run checks of ./preflight.ts); a key the file does not write keeps no source.
+ */
+export function locateProblems(file: string, problems: ConfigProblem[], overrideTexts: readonly string[] = []): void {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return; // it was read moments ago; without it the problems still name their keys
+  }
+  const lineCounter = new LineCounter();
+  const doc = YAML.parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
+  const at = (offset: number): string => {
+    const { line, col } = lineCounter.linePos(offset);
+    return `${file}:${line}:${col}`;
+  };
+  addSources(problems, doc, at, parseOverrides(overrideTexts, []));
 }
 
 /** Offset of the deepest node on `path` in the YAML document (a mapping entry's key, a list item). */

@@ -6,6 +6,7 @@ import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { configCommand } from '../../../src/cli/config-command.js';
 import { type ConfigProblem, ConfigError, parseConfig } from '../../../src/rft/config/index.js';
 import { preflightProblems, unwritableReason } from '../../../src/rft/config/preflight.js';
 import { runConfig } from '../../../src/rft/run/index.js';
@@ -284,5 +285,28 @@ describe('runConfig', () => {
       return true;
     });
     assert.equal(existsSync(c.checkpoint_job_dir), false);
+  });
+});
+
+describe('trinity config check', () => {
+  it('lists the pre-run problems with where each key was written: file:line:column or the --set override', async () => {
+    const file = join(dir, 'located.yaml');
+    writeFileSync(
+      file,
+      `model: {model_path: ${model}, max_model_len: 64}
+buffer:
+  explorer_input:
+    taskset:
+      path: missing.jsonl
+    default_workflow_type: simple_workflow
+`,
+    );
+    let err = '';
+    const output = { stdout: { write: () => true }, stderr: { write: (text: string) => (err += text) } };
+    const code = await configCommand(['check', file, '--no-algorithm-check', '--set', 'model.model_path=/no/model'], output);
+    assert.equal(code, 1);
+    assert.match(err, /^invalid config .*located\.yaml: 2 problems\n/);
+    assert.match(err, /- model\.model_path: model folder \/no\/model does not exist \(--set model\.model_path=\/no\/model\)\n/);
+    assert.match(err, /- buffer\.explorer_input\.taskset\.path: .*missing\.jsonl.* \(.*located\.yaml:5:7\)\n/);
   });
 });
