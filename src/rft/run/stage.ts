@@ -141,7 +141,8 @@ class StageBuilder {
   readonly metricsDir: string;
   readonly checkpoint: LoadedCheckpoint | null;
   readonly startStep: number;
-  readonly #closers: (() => Promise<void> | void)[] = [];
+  /** Closes the stage's parts, last made first; `failure`: what failed the stage (or an earlier part's close). */
+  readonly #closers: ((failure: { error: unknown } | null) => Promise<void> | void)[] = [];
   /** Aborted when a part of the stage failed: the other parts stop waiting (mode both: explorer and trainer). */
   readonly #failed = new AbortController();
   /** The stage's stop signal: the user's (Ctrl-C, SIGTERM) or a failed part's. */
@@ -185,7 +186,7 @@ class StageBuilder {
     } finally {
       for (const close of this.#closers.reverse()) {
         try {
-          await close();
+          await close(failure);
         } catch (error) {
           failure ??= { error };
         }
@@ -457,7 +458,8 @@ class StageBuilder {
 
   async #trainer(totalSteps: number): Promise<TrainerClient> {
     const { trainer } = await TrainerClient.start(trainerInit(this.settings, totalSteps));
-    this.#closers.push(() => trainer.close());
+    // a data-parallel trainer's other ranks fail with the stage's error instead of going on to the next stage
+    this.#closers.push((failure) => trainer.close(failure === null ? {} : { failure: failure.error }));
     return trainer;
   }
 
@@ -650,6 +652,7 @@ export function trainerInit(settings: StageSettings, totalSteps: number): Traine
           masterAddr: d.masterAddr,
           masterPort: d.masterPort,
           timeoutMs: settings.trainer.distributedTimeoutMs,
+          stage: settings.stageName,
         }
       : null,
   };

@@ -1,26 +1,141 @@
-// Data-parallel training over a c10d process group (../../torch/distributed.ts): the collectives a train step needs
-// (StepCollectives, see ./train-step.ts) and the commands rank 0 sends the other ranks.
+// Data-parallel training over a c10d process group (../../torch/distributed.ts): the rendezvous of a stage's ranks,
+// the collectives a train step needs (StepCollectives, see ./train-step.ts) and the commands rank 0 sends the other
+// ranks.
 //
 // Rank 0 is driven by the run loop; the other ranks follow it. Per command, rank 0 broadcasts a header and then, for
-// a step, the step's experiences as JSON bytes:
-//   header  int64 [2] = [kind, bytes]     kind 1: step, 0: stop
-//   payload uint8 [bytes]                 JSON of the experiences (a step only)
-// after which every rank runs the same step on the same global batch.
+// a step or a failure, a payload:
+//   header  int64 [2] = [kind, bytes]     kind 1: step, 0: stop, 2: failed (rank 0's stage failed)
+//   payload uint8 [bytes]                 step: JSON of the experiences; failed: rank 0's error message (UTF-8)
+// after a step every rank runs the same step on the same global batch; after stop or failed the followers end.
 import type { Experience } from '../experience.js';
 import * as torch from '../../torch/index.js';
-import type { ProcessGroup, Tensor } from '../../torch/index.js';
+import { DistributedError, type ProcessGroup, Store, type Tensor } from '../../torch/index.js';
 import type { StepCollectives } from './train-step.js';
 
 const STOP = 0;
 const STEP = 1;
+const FAILED = 2;
 
-export type Command = { kind: 'step'; experiences: Experience[] } | { kind: 'stop' };
+/** What rank 0 sends: a step to take, or the end of the stage (it succeeded: stop; it did not: failed). */
+export type Command = { kind: 'step'; experiences: Experience[] } | { kind: 'stop' } | { kind: 'failed'; message: string };
+
+/** A follower's end when rank 0's stage failed: names this rank and carries rank 0's error message. */
+export class RankZeroFailedError extends Error {
+  constructor(
+    readonly rank: number,
+    readonly worldSize: number,
+    /** Rank 0's error message. */
+    readonly rankZeroMessage: string,
+  ) {
+    super(`trainer rank ${rank} of ${worldSize}: rank 0's stage failed, so this rank stops too; rank 0: ${rankZeroMessage}`);
+    this.name = 'RankZeroFailedError';
+  }
+}
+
+export interface StageRendezvous {
+  rank: number;
+  worldSize: number;
+  masterAddr: string;
+  masterPort: number;
+  /** Bounds finding the stage's store, then the group's rendezvous; the default timeout of every collective. */
+  timeoutMs: number;
+  /** The stage's name for its rendezvous: the same on every rank, different for consecutive stages. */
+  stage: string;
+  /** Called on a rank > 0 that reached another stage's store (the previous one, not yet closed by rank 0). */
+  onOtherStage?: (stage: string) => void;
+}
+
+/** The store key where rank 0 writes the stage its store belongs to, before anything else. */
+const STAGE_KEY = 'trinity/stage';
+/** A key no rank ever sets: waiting on it ends when the store goes away (or at the timeout). */
+const NEVER_KEY = 'trinity/stage-closed';
+
+/**
+ * Joins the process group of one stage's trainer ranks, over a store of that stage. Each stage's rank 0 serves a
+ * fresh store at masterAddr:masterPort and first writes the stage's name there (STAGE_KEY); a rank > 0 joins only
+ * over a store of its own stage. It can reach the previous stage's store, which rank 0 closes when that stage's
+ * trainer closes, just after the followers learn that the stage ended: it then waits on that store until rank 0
+ * closes it (the wait breaks with the connection) and connects again, to the new store (the TCPStore client retries
+ * until it is served). So no rank takes part in another stage's rendezvous. destroy() the group, then close() the
+ * store.
+ */
+export async function joinStageGroup(options: StageRendezvous): Promise<{ group: ProcessGroup; store: Store }> {
+  const { rank, worldSize, timeoutMs } = options;
+  const store = await stageStore(options);
+  try {
+    const group = await torch.initProcessGroup({ rank, worldSize, store, timeoutMs, backend: 'gloo' });
+    return { group, store };
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+}
+
+/** Rank 0: a new store marked with the stage; other ranks: a connection to the store of their stage. */
+async function stageStore(options: StageRendezvous): Promise<Store> {
+  const { rank, worldSize, masterAddr, masterPort, timeoutMs, stage } = options;
+  const where = `rank ${rank} of ${worldSize}, stage ${JSON.stringify(stage)}: rendezvous at ${masterAddr}:${masterPort}`;
+  const failed = (error: unknown) =>
+    new DistributedError(`${where}: ${messageOf(error)}`, 'rendezvous', rank, worldSize, /timed? ?out/i.test(messageOf(error)), {
+      cause: error,
+    });
+  const connect = (isMaster: boolean, ms: number) =>
+    Store.create({ host: masterAddr, port: masterPort, worldSize, isMaster, timeoutMs: ms }).catch((error: unknown) => {
+      throw failed(error);
+    });
+  if (rank === 0) {
+    const store = await connect(true, timeoutMs);
+    await store.set(STAGE_KEY, stage).catch(async (error: unknown) => {
+      await store.close();
+      throw failed(error);
+    });
+    return store;
+  }
+  const deadline = Date.now() + timeoutMs;
+  let other: string | null = null;
+  for (;;) {
+    const store = await connect(false, Math.max(1, deadline - Date.now()));
+    try {
+      const of = new TextDecoder().decode(await store.get(STAGE_KEY, { timeoutMs: Math.max(1, deadline - Date.now()) }));
+      if (of === stage) return store;
+      other = of;
+      options.onOtherStage?.(of);
+      await store.get(NEVER_KEY, { timeoutMs: Math.max(1, deadline - Date.now()) });
+    } catch (error) {
+      // the store went away (the previous stage's, closed by rank 0; or rank 0 is gone): connect again, in time
+      if (Date.now() >= deadline) {
+        await store.close();
+        throw other === null
+          ? failed(error)
+          : new DistributedError(
+              `${where}: the store there is stage ${JSON.stringify(other)}'s, and rank 0 did not close it within ${timeoutMs} ms`,
+              'rendezvous',
+              rank,
+              worldSize,
+              true,
+              { cause: error },
+            );
+      }
+    }
+    await store.close();
+  }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
 
 /** Rank 0: sends `command` to every other rank. */
 export async function sendCommand(group: ProcessGroup, command: Command): Promise<void> {
   if (group.rank !== 0) throw new Error(`sendCommand: rank ${group.rank} is not rank 0; only rank 0 sends commands`);
-  const bytes = command.kind === 'step' ? new TextEncoder().encode(JSON.stringify(command.experiences)) : null;
-  const header = torch.tensor(new BigInt64Array([BigInt(command.kind === 'step' ? STEP : STOP), BigInt(bytes?.length ?? 0)]));
+  const bytes =
+    command.kind === 'step'
+      ? new TextEncoder().encode(JSON.stringify(command.experiences))
+      : command.kind === 'failed'
+        ? new TextEncoder().encode(command.message || 'an error without a message') // never an empty payload
+        : null;
+  const kind = command.kind === 'step' ? STEP : command.kind === 'failed' ? FAILED : STOP;
+  const header = torch.tensor(new BigInt64Array([BigInt(kind), BigInt(bytes?.length ?? 0)]));
   try {
     await group.broadcast(header, { root: 0 });
   } finally {
@@ -50,7 +165,7 @@ export async function receiveCommand(group: ProcessGroup, timeoutMs = group.time
     header.dispose();
   }
   if (kind === STOP) return { kind: 'stop' };
-  if (kind !== STEP || !Number.isSafeInteger(length) || length < 0)
+  if ((kind !== STEP && kind !== FAILED) || !Number.isSafeInteger(length) || length < 0)
     throw new Error(`rank ${group.rank}: rank 0 sent a command header this trainer does not know: [${kind}, ${length}]`);
   const payload = torch.zeros([length], { dtype: 'uint8' });
   let text: string;
@@ -60,7 +175,7 @@ export async function receiveCommand(group: ProcessGroup, timeoutMs = group.time
   } finally {
     payload.dispose();
   }
-  return { kind: 'step', experiences: JSON.parse(text) as Experience[] };
+  return kind === FAILED ? { kind: 'failed', message: text } : { kind: 'step', experiences: JSON.parse(text) as Experience[] };
 }
 
 /** Rank 0's parameters on every rank (as DDP does at construction), so every rank starts the same update. */

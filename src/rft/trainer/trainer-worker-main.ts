@@ -12,8 +12,11 @@
 //
 // Data parallelism (init.distributed, see ./trainer.ts): the process group is created on this thread after the
 // model is loaded, and rank 0's trainable parameters are broadcast to the others (as DDP does), so every rank starts
-// from the same weights. A follower that fails leaves the group at once, so rank 0's next collective fails instead of
-// waiting out its timeout.
+// from the same weights. Each stage's ranks meet over a store of that stage (./data-parallel.ts joinStageGroup). A
+// follower that fails leaves the group at once, so rank 0's next collective fails instead of waiting out its timeout.
+// Rank 0's close() ends the followers' follow(): with stop when its stage succeeded, with failed and its error message
+// when it did not, so that every rank ends the run at once — unless rank 0 is inside a step (one failed part way): the
+// followers may be in any of its collectives, so rank 0 sends nothing and leaves, and theirs fails.
 import { join } from 'node:path';
 import {
   ADAPTER_CONFIG_FILE,
@@ -24,13 +27,20 @@ import {
   targetedModules,
 } from '../../model/index.js';
 import * as torch from '../../torch/index.js';
-import { DistributedError, type ProcessGroup } from '../../torch/index.js';
+import { DistributedError, type ProcessGroup, type Store } from '../../torch/index.js';
 import { Critic } from '../algorithm/critic.js';
 import { loadAlgorithmPlugins } from '../algorithm/plugins.js';
 import { type ResolvedAlgorithm, resolveAlgorithm } from '../algorithm/presets.js';
 import { type LoadedCheckpoint, latestCheckpoint, loadCriticState, loadOptimizerState, saveCheckpoint } from '../checkpoint.js';
 import type { Experience } from '../experience.js';
-import { broadcastParameters, groupCollectives, receiveCommand, sendCommand } from './data-parallel.js';
+import {
+  broadcastParameters,
+  groupCollectives,
+  joinStageGroup,
+  RankZeroFailedError,
+  receiveCommand,
+  sendCommand,
+} from './data-parallel.js';
 import type { DistributedOutcome, TrainerInit } from './trainer.js';
 import {
   loraReference,
@@ -66,23 +76,46 @@ interface TrainerState {
 /** This rank's place in a data-parallel trainer. */
 interface Ranks {
   group: ProcessGroup;
+  /** The stage's store (the group's rendezvous); closed after the group. */
+  store: Store;
   collectives: StepCollectives;
   commandTimeoutMs: number;
   /** A follower's follow() loop while it runs. */
   following: Promise<unknown> | null;
+  /**
+   * Rank 0 sent a step whose collectives have not all completed (it is running, or failed part way): the followers
+   * may be in any of its collectives, where a command header would meet the wrong one.
+   */
+  midStep: boolean;
 }
 
 let state: TrainerState | null = null;
 let ranks: Ranks | null = null;
 
-/** Runs `fn`; a DistributedError becomes a result the client turns back into one (errors cross as text). */
+/**
+ * Runs `fn`; a DistributedError or RankZeroFailedError becomes a result the client turns back into one (errors cross
+ * as text).
+ */
 async function outcome<T>(fn: () => Promise<T>): Promise<DistributedOutcome<T>> {
   try {
     return { ok: true, value: await fn() };
   } catch (error) {
+    if (error instanceof RankZeroFailedError) {
+      const { rank, worldSize, rankZeroMessage } = error;
+      return { ok: false, rankZeroFailed: { rank, worldSize, message: rankZeroMessage } };
+    }
     if (!(error instanceof DistributedError)) throw error;
     const { message, collective, rank, worldSize, timedOut } = error;
     return { ok: false, error: { message, collective, rank, worldSize, timedOut } };
+  }
+}
+
+/** Leaves the stage's group, then its store. */
+async function leave(r: Ranks): Promise<void> {
+  try {
+    await r.group.destroy();
+  } finally {
+    await r.store.close();
   }
 }
 
@@ -100,28 +133,34 @@ function takeStep(s: TrainerState, metrics: TrainStepMetrics): TrainStepMetrics 
   return { ...metrics, lr_next: lr };
 }
 
+/** The rendezvous name of a trainer whose init.distributed names no stage. */
+const DEFAULT_STAGE = 'trainer';
+
 async function joinGroup(s: TrainerState, d: NonNullable<TrainerInit['distributed']>): Promise<Ranks> {
-  const group = await torch.initProcessGroup({
+  const { group, store } = await joinStageGroup({
     rank: d.rank,
     worldSize: d.worldSize,
     masterAddr: d.masterAddr,
     masterPort: d.masterPort,
     timeoutMs: d.timeoutMs,
-    backend: 'gloo',
+    stage: d.stage ?? DEFAULT_STAGE,
   });
+  const r: Ranks = {
+    group,
+    store,
+    collectives: groupCollectives(group),
+    commandTimeoutMs: d.commandTimeoutMs ?? d.timeoutMs,
+    following: null,
+    midStep: false,
+  };
   try {
     const trainable = [...s.trainStep.setup.optimizer.groups.flatMap((g) => g.params), ...(s.critic?.critic.parameters() ?? [])];
     await broadcastParameters(group, trainable);
   } catch (error) {
-    await group.destroy();
+    await leave(r);
     throw error;
   }
-  return {
-    group,
-    collectives: groupCollectives(group),
-    commandTimeoutMs: d.commandTimeoutMs ?? d.timeoutMs,
-    following: null,
-  };
+  return r;
 }
 
 /** A follower's loop: the steps rank 0 sends, until stop. */
@@ -131,12 +170,13 @@ async function follow(s: TrainerState, r: Ranks): Promise<{ steps: number }> {
     for (;;) {
       const command = await receiveCommand(r.group, r.commandTimeoutMs);
       if (command.kind === 'stop') return { steps };
+      if (command.kind === 'failed') throw new RankZeroFailedError(r.group.rank, r.group.worldSize, command.message);
       takeStep(s, await s.trainStep.runDistributed(command.experiences, r.collectives));
       steps++;
     }
   } catch (error) {
-    // out of step with rank 0 now: leave the group so that rank 0 fails at once rather than at its timeout
-    await r.group.destroy();
+    // out of step with rank 0 now (or rank 0 failed): leave the group so that rank 0 fails at once, not at its timeout
+    await leave(r);
     throw error;
   }
 }
@@ -358,8 +398,11 @@ torch.serveTensorWorker({
         throw new Error(
           `trainer rank ${r.group.rank} of ${r.group.worldSize}: step() is driven on rank 0; the other ranks call follow()`,
         );
+      r.midStep = true;
       await sendCommand(r.group, { kind: 'step', experiences });
-      return takeStep(s, await s.trainStep.runDistributed(experiences, r.collectives));
+      const metrics = takeStep(s, await s.trainStep.runDistributed(experiences, r.collectives));
+      r.midStep = false;
+      return metrics;
     });
   },
   /** Ranks > 0: the steps rank 0 sends, until it sends stop. */
@@ -424,17 +467,22 @@ torch.serveTensorWorker({
       keep,
     ).dir;
   },
-  /** Rank 0 tells the other ranks to stop; every rank leaves the group. */
-  async close() {
+  /**
+   * Rank 0 ends the other ranks' follow(): stop, or failed with `failure` (rank 0's error message) when its stage
+   * failed; every rank leaves the group.
+   */
+  async close(failure: string | null) {
     const r = ranks;
     ranks = null;
     if (r !== null) {
       try {
-        if (r.group.rank === 0 && r.group.failure === null && !r.group.isDestroyed)
-          await sendCommand(r.group, { kind: 'stop' }).catch(() => {}); // a follower that is gone needs no stop
+        if (r.group.rank === 0 && r.group.failure === null && !r.group.isDestroyed && !r.midStep)
+          await sendCommand(r.group, failure === null ? { kind: 'stop' } : { kind: 'failed', message: failure }).catch(
+            () => {}, // a follower that is gone needs no stop
+          );
       } finally {
         // the group goes once no collective holds it: a follower closed while it waits for rank 0 does not wait on
-        await r.group.destroy();
+        await leave(r);
       }
     }
     if (state) release(state);

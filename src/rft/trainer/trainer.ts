@@ -4,12 +4,16 @@
 //
 // Data parallelism (init.distributed): one trainer per rank, each loading the same model or checkpoint. The run loop
 // drives rank 0 as it drives a single trainer: step() sends the step's experiences to the other ranks, then every
-// rank takes the same step (./train-step.ts runDistributed); close() sends them stop. The other ranks call follow(),
-// which runs the steps rank 0 sends until it sends stop. Rank 0 alone writes checkpoints and weights, the same files
-// as one process writes, so a run resumes on any number of ranks.
+// rank takes the same step (./train-step.ts runDistributed); close() sends them stop, or — when rank 0's stage failed
+// — its error, so they fail at once too. The other ranks call follow(), which runs the steps rank 0 sends until it
+// sends stop. Rank 0 alone writes checkpoints and weights, the same files as one process writes, so a run resumes on
+// any number of ranks.
 import type { ModelDType } from '../../model/index.js';
 import { DistributedError, type Tensor, TensorWorker } from '../../torch/index.js';
 import type { Experience } from '../experience.js';
+import { RankZeroFailedError } from './data-parallel.js';
+
+export { RankZeroFailedError } from './data-parallel.js';
 
 export interface TrainerInit {
   jobDir: string;
@@ -64,18 +68,31 @@ export interface DistributedInit {
   masterPort: number;
   timeoutMs: number;
   commandTimeoutMs?: number;
+  /**
+   * The stage's name for the rendezvous (default 'trainer'): the same on every rank, different for consecutive
+   * stages, so that a rank joins only the store of its own stage (./data-parallel.ts joinStageGroup).
+   */
+  stage?: string;
 }
 
-/** A worker result that may be a failed collective (a DistributedError crosses the thread as plain data). */
+/**
+ * A worker result that may be a failed collective or rank 0's failure (DistributedError and RankZeroFailedError cross
+ * the thread as plain data).
+ */
 export type DistributedOutcome<T> =
   | { ok: true; value: T }
   | {
       ok: false;
       error: { message: string; collective: string; rank: number; worldSize: number; timedOut: boolean };
-    };
+    }
+  | { ok: false; rankZeroFailed: { rank: number; worldSize: number; message: string } };
 
 function unwrap<T>(outcome: DistributedOutcome<T>): T {
   if (outcome.ok) return outcome.value;
+  if ('rankZeroFailed' in outcome) {
+    const f = outcome.rankZeroFailed;
+    throw new RankZeroFailedError(f.rank, f.worldSize, f.message);
+  }
   const e = outcome.error;
   throw new DistributedError(e.message, e.collective, e.rank, e.worldSize, e.timedOut);
 }
@@ -120,8 +137,10 @@ export class TrainerClient {
 
   /**
    * Ranks > 0 of a data-parallel trainer: takes every step rank 0 sends, until rank 0's close() sends stop; resolves
-   * with the number of steps taken. Rejects with a DistributedError naming the collective and this rank when one
-   * fails (rank 0 died, or did not send within the timeouts), or with the step's error; then close() this trainer.
+   * with the number of steps taken. Rejects with a RankZeroFailedError carrying rank 0's error message when rank 0
+   * closed after its stage failed; with a DistributedError naming the collective and this rank when one fails (rank 0
+   * died, failed inside a step, or did not send within the timeouts); or with the step's error. Then close() this
+   * trainer.
    */
   async follow(timeoutMs = FOLLOW_CALL_TIMEOUT_MS): Promise<{ steps: number }> {
     return unwrap(await this.#worker.call<DistributedOutcome<{ steps: number }>>('follow', [], { timeoutMs }));
@@ -150,12 +169,21 @@ export class TrainerClient {
     return this.#worker.call('save', [step, state, keep], { timeoutMs });
   }
 
-  /** Ends the trainer; on rank 0 of several, first tells the other ranks to stop following. */
-  async close(): Promise<void> {
+  /**
+   * Ends the trainer; on rank 0 of several, first tells the other ranks to stop following. `failure`: the error that
+   * ended rank 0's stage; the other ranks' follow() then rejects with a RankZeroFailedError carrying its message
+   * instead of resolving (ignored on ranks > 0).
+   */
+  async close(options: { failure?: unknown } = {}): Promise<void> {
+    const failure = 'failure' in options ? messageOf(options.failure) : null;
     try {
-      await this.#worker.call('close', [], { timeoutMs: 60_000 });
+      await this.#worker.call('close', [failure], { timeoutMs: 60_000 });
     } finally {
       await this.#worker.terminate();
     }
   }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
