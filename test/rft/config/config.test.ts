@@ -135,6 +135,7 @@ describe('loadConfig: defaults and derived keys', () => {
       micro_batch_size: 1,
       gradient_checkpointing: true,
       total_steps: null,
+      distributed_timeout: 600, // veRL's nccl_timeout
     });
     assert.deepEqual(config.synchronizer, {
       sync_method: 'memory', // mode both; Trinity's nccl
