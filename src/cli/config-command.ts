@@ -68,7 +68,7 @@ export async function configCommand(args: string[], output: CommandOutput = proc
   try {
     const config = loadConfig(file, { overrides: values.set, ...(resolveAlgorithm ? { resolveAlgorithm } : {}) });
     // what `trinity run` checks before its first stage: folders, model, tasksets and their rows, names
-    const { preflightProblems } = await import('../rft/config/preflight.js');
+    const { preflightProblems } = await import('../rft/run/preflight.js');
     const problems = await preflightProblems(config, { baseDir: dirname(resolve(file)) });
     if (problems.length > 0) {
       locateProblems(file, problems, values.set);

@@ -1,0 +1,241 @@
+// A stage's settings from its resolved config section (src/rft/config): the one place config key names become the
+// plain StageSettings the loops read (./settings.ts). The config coverage test walks every schema key through here.
+import { availableParallelism } from 'node:os';
+import type { FormatConfig, LoraConfig, StageConfig, TasksetConfig as TasksetSection } from '../config/index.js';
+import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../buffer/index.js';
+import type { MonitorArgs } from '../monitor/index.js';
+import type { DistributedSettings, StageSettings } from './settings.js';
+
+type NonNullFields<T> = { [K in keyof T]?: Exclude<T[K], null> };
+const omitNulls = <T extends Record<string, unknown>>(o: T): NonNullFields<T> =>
+  Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null && v !== undefined)) as NonNullFields<T>;
+
+function tasksetSettings(t: TasksetSection, isEval: boolean): TasksetConfig {
+  const f = t.format;
+  // the selector's feature columns are read into task.features (eval tasksets have no selector)
+  const featureKeys = isEval ? [] : t.task_selector.feature_keys;
+  return {
+    name: t.name,
+    path: t.path,
+    split: t.split,
+    storageType: t.storage_type,
+    format: omitNulls({
+      promptKey: f.prompt_key,
+      responseKey: f.response_key,
+      ...(f.prompt_type === 'messages' && f.messages_key !== 'message' ? { messagesKey: f.messages_key } : {}),
+      systemPromptKey: f.system_prompt_key,
+      systemPrompt: f.system_prompt,
+      replyPrefix: f.reply_prefix,
+      workflowKey: f.workflow_key,
+      rewardFnKey: f.reward_fn_key,
+      toolsKey: f.tools_key,
+      ...(featureKeys.length > 0 ? { featureKeys } : {}),
+    }),
+    ...(t.default_workflow_type ? { defaultWorkflowType: t.default_workflow_type } : {}),
+    ...(t.default_reward_fn_type ? { defaultRewardFnType: t.default_reward_fn_type } : {}),
+    workflowArgs: t.workflow_args,
+    rewardFnArgs: t.reward_fn_args,
+    rolloutArgs: omitNulls({ ...t.rollout_args, top_k: t.rollout_args.top_k < 0 ? null : t.rollout_args.top_k }),
+    isEval,
+  };
+}
+
+/** data_selector.kwargs (snake_case, checked by the config's validation) as SelectorConfig fields. */
+const SELECTOR_KWARGS: Readonly<Record<string, keyof SelectorConfig>> = {
+  descending: 'descending',
+  target_reward: 'targetReward',
+  tau: 'tau',
+  do_sample: 'doSample',
+  prior_strength: 'priorStrength',
+};
+
+function selectorSettings(t: TasksetSection): SelectorConfig {
+  const selector = t.task_selector;
+  const kwargs = Object.fromEntries(
+    Object.entries(selector.kwargs).map(([key, value]) => [SELECTOR_KWARGS[key] ?? key, value]),
+  ) as Partial<SelectorConfig>;
+  return {
+    selectorType: selector.selector_type,
+    seed: selector.seed,
+    ...(selector.feature_keys.length ? { featureKeys: selector.feature_keys } : {}),
+    ...kwargs,
+  };
+}
+
+/** LoRA settings: unset rank/alpha/target_modules are Trinity's defaults for a new adapter, the adapter's own with a path. */
+function loraSettings(lora: LoraConfig): NonNullable<StageSettings['lora']> {
+  const fresh = lora.path === null;
+  const targets = lora.target_modules ?? (fresh ? 'all-linear' : null);
+  return {
+    rank: lora.rank ?? (fresh ? 32 : null),
+    alpha: lora.alpha ?? (fresh ? 32 : null),
+    dropout: lora.dropout,
+    targetModules: targets === null || Array.isArray(targets) ? targets : targets === 'all-linear' ? 'all-linear' : [targets],
+  };
+}
+
+/** How a dataset's rows become SFT samples (the format keys and split of an experience or auxiliary buffer). */
+function datasetFormat(format: FormatConfig, split: string): DatasetFormat {
+  return omitNulls({
+    split,
+    promptKey: format.prompt_key,
+    responseKey: format.response_key,
+    ...(format.prompt_type === 'messages' && format.messages_key !== 'message' ? { messagesKey: format.messages_key } : {}),
+    systemPromptKey: format.system_prompt_key,
+    systemPrompt: format.system_prompt,
+    toolsKey: format.tools_key,
+    enableConcatenatedMultiTurn: format.enable_concatenated_multi_turn,
+  });
+}
+
+const firstNonNull = <T>(...values: (T | null)[]): T | null => values.find((v) => v !== null) ?? null;
+
+/** monitor.monitor_args (validated: string values of the chosen backends' keys) in the monitors' names. */
+function monitorArgs(args: Readonly<Record<string, unknown>>): MonitorArgs {
+  const text = (key: string): string | undefined => (typeof args[key] === 'string' ? args[key] : undefined);
+  return omitNulls({
+    baseUrl: text('base_url') ?? null,
+    apiKey: text('api_key') ?? null,
+    uri: text('uri') ?? null,
+    username: text('username') ?? null,
+    password: text('password') ?? null,
+  });
+}
+
+/**
+ * True when the explorer and the trainer of a mode-both stage never run at once: explore step s waits for the
+ * weights of train step s − 1, which waits for the experiences of explore step s − 1.
+ */
+function takesTurns(stage: StageConfig): boolean {
+  const sync = stage.synchronizer;
+  return sync.sync_style === 'fixed' && sync.sync_interval === 1 && sync.sync_offset === 0;
+}
+
+/**
+ * The settings of one stage from its resolved config section; `distributed`: this process's place among the ranks of
+ * a data-parallel trainer (./distributed.ts), null for one process.
+ */
+export function stageSettings(
+  stage: StageConfig,
+  modelPath: string,
+  pluginBaseDir: string = process.cwd(),
+  distributed: DistributedSettings | null = null,
+): StageSettings {
+  const input = stage.buffer.explorer_input;
+  const experienceBuffer = stage.buffer.trainer_input.experience_buffer;
+  // ranks started on one machine share its cores
+  const cores = Math.max(1, Math.floor(availableParallelism() / (distributed?.localWorldSize ?? 1)));
+  const lora = stage.model.lora;
+  const firstTaskset = input.tasksets[0];
+  // memory or checkpoint; validation allows only checkpoint for an external server (it loads folders)
+  const weightSync = stage.synchronizer.sync_method;
+  return {
+    stageName: stage.stage_name || 'run',
+    jobDir: stage.checkpoint_job_dir,
+    mode: stage.mode,
+    project: stage.project,
+    name: stage.name,
+    modelPath,
+    dtype: stage.model.dtype,
+    lora: lora ? loraSettings(lora) : null,
+    loraPath: lora?.path ?? null,
+    criticModelPath: stage.model.critic_model_path,
+    algorithm: Object.fromEntries(Object.entries(stage.algorithm).filter(([, v]) => v !== null && v !== undefined)),
+    pluginBaseDir,
+    batchSize: stage.buffer.batch_size,
+    trainBatchSize: stage.buffer.train_batch_size,
+    // buffer.total_steps (Trinity: the explorer's) bounds the stage; trainer.total_steps when it is not set
+    totalSteps: firstNonNull(stage.buffer.total_steps, stage.trainer.total_steps),
+    totalEpochs: stage.buffer.total_epochs,
+    tasksets: input.tasksets.map((t) => ({ taskset: tasksetSettings(t, false), selector: selectorSettings(t) })),
+    evalTasksets: input.eval_tasksets.map((t) => tasksetSettings(t, true)),
+    evalRepeatTimes: input.eval_tasksets.map((t) => t.repeat_times ?? 1),
+    evalInterval: stage.explorer.eval_interval,
+    evalOnStartup: stage.explorer.eval_on_startup,
+    bench: { onLatestCheckpoint: stage.explorer.bench_on_latest_checkpoint },
+    explorer: {
+      runnerPerModel: stage.explorer.runner_per_model,
+      maxTimeout: stage.explorer.max_timeout,
+      maxRetryTimes: stage.explorer.max_retry_times,
+      slots: stage.explorer.rollout_model.slots,
+      maxLength: stage.model.max_model_len,
+      defaultWorkflow: input.default_workflow_type ?? 'simple_workflow',
+      engine:
+        stage.explorer.rollout_model.engine_type === 'openai'
+          ? {
+              type: 'openai',
+              baseUrl: stage.explorer.rollout_model.base_url as string,
+              apiKey: stage.explorer.rollout_model.api_key ?? process.env.OPENAI_API_KEY ?? null,
+              modelName: stage.explorer.rollout_model.model_name ?? modelPath,
+            }
+          : { type: 'embedded', weightSync },
+    },
+    serve: {
+      host: stage.explorer.listen_address,
+      port: stage.explorer.proxy_port,
+      apiKey: stage.explorer.api_key ?? process.env.TRINITY_API_KEY ?? null,
+      maxTokens: stage.explorer.serve_max_tokens,
+      maxPromptTokens: stage.explorer.serve_max_prompt_tokens,
+      maxBodyBytes: stage.explorer.serve_max_body_bytes,
+      maxN: stage.explorer.serve_max_n,
+    },
+    trainer: {
+      saveInterval: stage.trainer.save_interval > 0 ? stage.trainer.save_interval : Number.MAX_SAFE_INTEGER,
+      maxCheckpointsToKeep: stage.trainer.max_checkpoints_to_keep,
+      microBatchSize: stage.trainer.micro_batch_size,
+      gradientCheckpointing: stage.trainer.gradient_checkpointing,
+      distributedTimeoutMs: stage.trainer.distributed_timeout * 1000,
+    },
+    sync: {
+      style: stage.synchronizer.sync_style,
+      interval: stage.synchronizer.sync_interval,
+      offset: stage.synchronizer.sync_offset,
+      timeoutMs: stage.synchronizer.sync_timeout * 1000,
+      maxStaleness: stage.synchronizer.max_staleness,
+    },
+    buffer: {
+      storageType: experienceBuffer.storage_type,
+      name: experienceBuffer.name,
+      replay: experienceBuffer.replay_buffer.enable
+        ? {
+            priorityFn: experienceBuffer.replay_buffer.priority_fn,
+            decay: Number(experienceBuffer.replay_buffer.priority_fn_args.decay ?? 2),
+            ...omitNulls({
+              useCountLimit: (experienceBuffer.replay_buffer.priority_fn_args.use_count_limit as number | undefined) ?? null,
+              sigma: (experienceBuffer.replay_buffer.priority_fn_args.sigma as number | undefined) ?? null,
+            }),
+            reuseCooldownMs:
+              experienceBuffer.replay_buffer.reuse_cooldown_time === null
+                ? null
+                : experienceBuffer.replay_buffer.reuse_cooldown_time * 1000,
+          }
+        : null,
+      path: experienceBuffer.path,
+      capacity: experienceBuffer.capacity,
+      maxReadTimeoutMs: experienceBuffer.max_read_timeout * 1000,
+      format: {
+        ...datasetFormat(experienceBuffer.format, experienceBuffer.split),
+        ...omitNulls({ chosenKey: experienceBuffer.format.chosen_key, rejectedKey: experienceBuffer.format.rejected_key }),
+      },
+    },
+    monitorTypes: stage.monitor.monitor_type,
+    monitorArgs: monitorArgs(stage.monitor.monitor_args),
+    auxiliaryDatasets: Object.fromEntries(
+      Object.values(stage.buffer.trainer_input.auxiliary_buffers).map((d) => [
+        d.name, // the key it is listed under (validated)
+        {
+          path: d.path,
+          format: datasetFormat(d.format, d.split),
+        },
+      ]),
+    ),
+    seed: firstTaskset?.task_selector.seed ?? 42,
+    // Mode both: when the loops can overlap they share the cores (half each, at least one); strictly on-policy
+    // (fixed sync every step, no offset) they take turns, so each gets every core (measured: bench/README.md, the GRPO stage bench).
+    threads:
+      stage.mode === 'both' && !takesTurns(stage)
+        ? { explorer: Math.max(1, Math.floor(cores / 2)), trainer: Math.max(1, Math.ceil(cores / 2)) }
+        : { explorer: cores, trainer: cores },
+    distributed,
+  };
+}
