@@ -20,7 +20,14 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type { Experience } from '../experience.js';
-import { BufferClosedError, BufferTimeoutError, checkReadArgs, type ExperienceBuffer, type ReadOptions } from './types.js';
+import {
+  BufferClosedError,
+  BufferTimeoutError,
+  checkReadArgs,
+  type ExperienceBuffer,
+  type ReadOptions,
+  type WriteOptions,
+} from './types.js';
 
 export interface SqliteBufferOptions {
   /** The database file (created if missing). */
@@ -182,11 +189,19 @@ export class SqliteBuffer implements ExperienceBuffer {
     });
   }
 
-  /** Stores experiences in one transaction; duplicates (same eid) are ignored. Resolves with how many were new. */
-  async write(experiences: readonly Experience[]): Promise<number> {
+  /**
+   * Stores experiences in one transaction; duplicates (same eid) are ignored. Resolves with how many were new.
+   * `meta` entries are written in the same transaction (an explorer's position goes with the rows it wrote).
+   */
+  async write(
+    experiences: readonly Experience[],
+    options: WriteOptions & { meta?: Readonly<Record<string, string>> } = {},
+  ): Promise<number> {
     this.#checkOpen('write');
     const now = Date.now();
     const insertAll = this.#db.transaction((batch: readonly Experience[]) => {
+      for (const [key, value] of Object.entries(options.meta ?? {}))
+        this.#db.prepare(`INSERT OR REPLACE INTO ${this.table}_meta (key, value) VALUES (?, ?)`).run(key, value);
       let inserted = 0;
       for (const e of batch) {
         const taskId = e.info.taskId === undefined ? null : String(e.info.taskId);
@@ -277,6 +292,15 @@ export class SqliteBuffer implements ExperienceBuffer {
         .run(this.readerId, cursor),
     );
     this.#position = cursor;
+  }
+
+  /** A meta entry written with write({ meta }) (null when absent). */
+  readMeta(key: string): string | null {
+    this.#checkOpen('readMeta');
+    const row = this.#sql(() => this.#db.prepare(`SELECT value FROM ${this.table}_meta WHERE key = ?`).get(key)) as
+      | { value: string }
+      | undefined;
+    return row?.value ?? null;
   }
 
   /** Rows in id order without touching any cursor (viewers, debugging). */

@@ -8,7 +8,7 @@
 // never waits (it explores with what the trainer published last); explorer_driven asks the trainer for its newest
 // weights every sync_interval steps (after the first sync_offset) and waits for the answer.
 import type { ExperienceBuffer, TasksetScheduler } from '../buffer/index.js';
-import { type ModelBounds, modelBoundsProblem } from '../experience.js';
+import { type Experience, type ModelBounds, modelBoundsProblem } from '../experience.js';
 import type { WorkflowRunner } from '../workflow/index.js';
 import { evaluateTasksets, formatMetrics, writeEvalSamples } from './evaluation.js';
 import type { StageSettings } from './settings.js';
@@ -44,6 +44,8 @@ export interface ExplorerLoopParts {
   onStep: (explored: ExploredStep) => void;
   /** Called once explore step `step`'s experiences are all in the buffer. */
   onWritten?: (step: number) => void;
+  /** Writes a step's experiences (default: buffer.write); mode explore writes its position with them. */
+  write?: (explored: ExploredStep, experiences: Experience[]) => Promise<unknown>;
   /** Eval metrics of step `step`. */
   onEval: (step: number, metrics: Record<string, number>) => void;
   log: (line: string) => void;
@@ -100,7 +102,7 @@ export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
             `train on them), e.g. task ${rejected[0]}`,
         );
       }
-      parts.onStep({
+      const explored: ExploredStep = {
         step,
         metrics: {
           ...result.metrics,
@@ -108,11 +110,12 @@ export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
           'rollout/rejected_experiences': rejected.length,
         },
         schedulerState: scheduler.state(),
-      });
+      };
+      parts.onStep(explored);
       // eval before the step's experiences reach the trainer: its checkpoint of this step comes after the eval
       // metrics are on disk, so a run killed after that checkpoint lost none of them
       if (evalDue(step)) await evaluate(step);
-      await buffer.write(accepted);
+      await (parts.write ? parts.write(explored, accepted) : buffer.write(accepted));
       parts.onWritten?.(step);
     }
   } finally {

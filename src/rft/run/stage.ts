@@ -11,7 +11,9 @@
 // Resume: the trainer restarts from the latest checkpoint (model, optimizer, critic, KL controller, step); the
 // explorer from the task scheduler state saved with it (as it was after exploring that step); the sample strategy
 // and the auxiliary datasets from their saved positions; metrics.jsonl keeps only steps up to it. Steps after the
-// checkpoint are explored and trained again: none is lost, none counted twice.
+// checkpoint are explored and trained again: none is lost, none counted twice. An explorer process (mode explore)
+// resumes after the last step it wrote instead: its step and task scheduler go into the shared SQLite buffer in the
+// same transaction as that step's rows, and the trainer process reads on from its own checkpoint's cursor.
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { WorkerRolloutEngine } from '../../engine/index.js';
@@ -123,6 +125,21 @@ interface RunState extends StepBatchesState {
   stage: string;
 }
 
+/** The buffer meta entry where an explorer process keeps its position (written with each step's rows). */
+const EXPLORER_STATE_KEY = 'explorer_state';
+
+/** An explorer process's position from the shared SQLite buffer (null: none written yet). */
+function readExplorerState(path: string): NonNullable<RunState['explorer']> | null {
+  if (!existsSync(path)) return null;
+  const buffer = new SqliteBuffer({ path, readonly: true });
+  try {
+    const value = buffer.readMeta(EXPLORER_STATE_KEY);
+    return value === null ? null : (JSON.parse(value) as NonNullable<RunState['explorer']>);
+  } finally {
+    void buffer.close();
+  }
+}
+
 /** Explorer parts shared by modes both and explore. */
 interface ExplorerParts {
   started: StartedEngine;
@@ -156,14 +173,27 @@ class StageBuilder {
     this.metricsDir = settings.mode === 'explore' ? join(settings.jobDir, 'explorer') : settings.jobDir;
     this.#signal = hooks.signal ? AbortSignal.any([hooks.signal, this.#failed.signal]) : this.#failed.signal;
     this.checkpoint = latestCheckpoint(settings.jobDir);
-    this.startStep = this.checkpoint?.step ?? 0;
+    // an explorer process resumes after the last step whose rows it wrote (its position is in the shared buffer,
+    // written with them): the trainer's checkpoint says nothing of rows written after it
+    this.#explorerState = settings.mode === 'explore' ? readExplorerState(this.#sqlitePath()) : null;
+    this.startStep = settings.mode === 'explore' ? (this.#explorerState?.step ?? 0) : (this.checkpoint?.step ?? 0);
     truncateSteps(join(this.metricsDir, 'metrics.jsonl'), this.startStep);
     truncateSteps(join(this.metricsDir, 'eval_samples.jsonl'), this.startStep);
-    if (this.checkpoint) log(`[${settings.stageName}] resuming from checkpoint step ${this.startStep} (${this.checkpoint.dir})`);
+    if (this.#explorerState)
+      log(`[${settings.stageName}] resuming after explore step ${this.startStep} (its rows are in ${this.#sqlitePath()})`);
+    else if (this.checkpoint && settings.mode !== 'explore')
+      log(`[${settings.stageName}] resuming from checkpoint step ${this.startStep} (${this.checkpoint.dir})`);
   }
 
+  readonly #explorerState: NonNullable<RunState['explorer']> | null;
+
   get #saved(): Partial<RunState> {
+    if (this.settings.mode === 'explore') return { explorer: this.#explorerState };
     return (this.checkpoint?.state ?? {}) as Partial<RunState>;
+  }
+
+  #sqlitePath(): string {
+    return this.settings.buffer.path ?? join(this.settings.jobDir, 'buffer.db');
   }
 
   async run(): Promise<StageResult> {
@@ -299,6 +329,12 @@ class StageBuilder {
     });
     await runExplorerLoop({
       ...this.#explorerLoopBase(scheduler, explorer, buffer, receiver, totalSteps),
+      write: (explored, experiences) =>
+        buffer.write(experiences, {
+          meta: {
+            [EXPLORER_STATE_KEY]: JSON.stringify({ step: explored.step, scheduler: explored.schedulerState }),
+          },
+        }),
       onStep: ({ step, metrics }) => {
         monitors.log(step, metrics);
         progress.update(step, { reward: metrics['rollout/reward/mean'] ?? Number.NaN });
@@ -443,7 +479,7 @@ class StageBuilder {
   #sqliteBuffer(role: 'reader' | 'writer'): SqliteBuffer {
     const { settings } = this;
     const buffer = new SqliteBuffer({
-      path: settings.buffer.path ?? join(settings.jobDir, 'buffer.db'),
+      path: this.#sqlitePath(),
       name: settings.buffer.name,
     });
     this.#closers.push(() => buffer.close());
