@@ -1,8 +1,10 @@
 // A rank > 0 of a data-parallel trainer (./distributed.ts). It walks the run's stages in the order rank 0 runs them,
 // skipping the finished ones as rank 0 does (their done.json), and for each stage with a trainer (mode both or
 // train) starts the same trainer as rank 0 and takes the steps rank 0 sends (TrainerClient.follow) until rank 0 ends
-// the stage. It explores nothing and writes no metrics, checkpoints or weights: rank 0 owns the job folder. Stages
-// without a trainer (explore, bench, serve) are rank 0's alone.
+// the stage. When rank 0's stage fails, its trainer says so: follow() rejects with a RankZeroFailedError carrying
+// rank 0's error, and this rank fails with it rather than going on to the next stage. It explores nothing and writes
+// no metrics, checkpoints or weights: rank 0 owns the job folder. Stages without a trainer (explore, bench, serve)
+// are rank 0's alone.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadAlgorithmPlugins } from '../algorithm/plugins.js';
