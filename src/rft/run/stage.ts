@@ -32,6 +32,7 @@ import {
   loadTaskset,
   type PriorityFnName,
   PriorityReplayBuffer,
+  type PriorityReplayState,
   QueueBuffer,
   SqliteBuffer,
   sourceFromArray,
@@ -122,7 +123,43 @@ interface RunState extends StepBatchesState {
   /** Mode both, in-memory queue: rollouts of explored steps <= the checkpoint's that the trainer had not read yet
    * (a strategy that reads fewer than a step explored leaves them for the next step); written back on resume. */
   unread?: Experience[];
+  /** Mode both, priority replay buffer (replay_buffer.enable): its entries of explored steps <= the checkpoint's, with
+   * their use counts, priorities and cooldowns, and its noise generator; loaded into it on resume. */
+  replay?: PriorityReplayState;
   stage: string;
+}
+
+/**
+ * What a checkpoint at `step` keeps of mode both's in-memory buffer: what it holds from explored steps <= `step` (a
+ * resumed explorer explores the later ones again). The SQLite buffer keeps its own read position (`buffer.cursor`).
+ */
+function memoryBufferState(buffer: ExperienceBuffer, step: number): Pick<RunState, 'unread' | 'replay'> {
+  if (buffer instanceof PriorityReplayBuffer) return { replay: buffer.state({ throughStep: step }) };
+  if (buffer instanceof QueueBuffer)
+    return { unread: buffer.peek().filter((e) => (e.info.step ?? Number.POSITIVE_INFINITY) <= step) };
+  return {};
+}
+
+/**
+ * Puts a checkpoint's buffer contents back before the explorer starts. A replay state goes into a replay buffer as it
+ * was; into another buffer (replay turned off since) its experiences are written in the order it would have read them.
+ */
+async function restoreMemoryBuffer(
+  buffer: ExperienceBuffer,
+  saved: Pick<RunState, 'unread' | 'replay'>,
+  checkpointDir: string,
+): Promise<void> {
+  const experiences = [...(saved.unread ?? [])];
+  if (saved.replay && buffer instanceof PriorityReplayBuffer) {
+    try {
+      buffer.loadState(saved.replay);
+    } catch (error) {
+      throw new Error(`${join(checkpointDir, 'state.json')}: ${(error as Error).message}`);
+    }
+  } else if (saved.replay)
+    for (const entry of [...saved.replay.entries].sort((a, b) => b.priority - a.priority || a.seq - b.seq))
+      experiences.push({ ...entry.experience, info: { ...entry.experience.info, useCount: entry.useCount } });
+  if (experiences.length) await buffer.write(experiences);
 }
 
 /** The buffer meta entry where an explorer process keeps its position (written with each step's rows). */
@@ -250,8 +287,7 @@ class StageBuilder {
     // A LoRA run (or a resume without a full model in the checkpoint) starts the engine from the base weights: the
     // trainer's (merged) weights go over first when they differ from those (a resume, or an adapter from lora.path)
     if (usesBaseWeights && (this.startStep > 0 || settings.loraPath !== null)) await channel.publish(this.startStep);
-    const unread = this.#saved.unread ?? [];
-    if (unread.length) await buffer.write(unread);
+    if (this.checkpoint) await restoreMemoryBuffer(buffer, this.#saved, this.checkpoint.dir);
 
     const explored = new Map<number, ExploredStep>();
     const publication = new WeightPublication(channel, this.startStep);
@@ -283,8 +319,7 @@ class StageBuilder {
         return explored.get(step)?.metrics ?? {};
       },
       explorerState: (step) => ({ scheduler: explored.get(step)?.schedulerState ?? scheduler.state(), step }),
-      unread: (step) =>
-        buffer instanceof QueueBuffer ? buffer.peek().filter((e) => (e.info.step ?? Number.POSITIVE_INFINITY) <= step) : [],
+      bufferState: (step) => memoryBufferState(buffer, step),
     }).finally(() => buffer.close());
     // one loop failing stops the other (its waits end on the stage's signal, a closed buffer), and both have ended
     // before the parts close under them; the first failure is the stage's
@@ -552,8 +587,8 @@ class StageBuilder {
     progress: ProgressReporter;
     rolloutMetrics: (step: number) => Record<string, number>;
     explorerState: (step: number) => RunState['explorer'];
-    /** Unread experiences of steps <= `step` that a checkpoint at `step` keeps (mode both). */
-    unread?: (step: number) => Experience[];
+    /** What a checkpoint at `step` keeps of the in-memory buffer (mode both). */
+    bufferState?: (step: number) => Pick<RunState, 'unread' | 'replay'>;
   }): Promise<number> {
     const { settings, algorithm } = this;
     const batches = new StepBatches({
@@ -573,7 +608,7 @@ class StageBuilder {
         const state: RunState = {
           explorer: parts.explorerState(step),
           ...batches.state(),
-          ...(parts.unread ? { unread: parts.unread(step) } : {}),
+          ...parts.bufferState?.(step),
           stage: settings.stageName,
         };
         return { ...state };
