@@ -201,7 +201,7 @@ export const ExplorerInputSchema = z.strictObject({
 export const ReplayBufferSchema = z.strictObject({
   enable: bool().default(false),
   priority_fn: nonEmpty().default('linear_decay'),
-  reuse_cooldown_time: numIn(0, MAX_TIMEOUT_SECONDS).nullable().default(null), // [0, 2147483] seconds; null: reuse at once
+  reuse_cooldown_time: numIn(0, MAX_TIMEOUT_SECONDS).nullable().default(null), // [0, 2147483] seconds; null: read once (Trinity: not re-added)
   priority_fn_args: args().default(() => ({ decay: 2.0 })),
 });
 
