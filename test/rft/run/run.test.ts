@@ -266,3 +266,35 @@ test('rollouts the model cannot train on are rejected and counted; a step left s
     assert.equal(m['actor/rows'], 4, 'trained on the 4 valid rollouts of the 8 asked for');
   }
 });
+
+test('trainer_driven: the explorer never waits for weights (a train batch spans two explore steps, which fixed sync would deadlock on)', async () => {
+  // train step s needs explore steps 2s-1 and 2s; fixed sync (offset 0) would hold explore step 2 until weights
+  // version 1, which needs train step 1, which needs explore step 2: it fails after sync_timeout. trainer_driven runs.
+  for (const [style, finishes] of [
+    ['trainer_driven', true],
+    ['fixed', false],
+  ] as const) {
+    const { configFile, jobDir } = makeJob({
+      totalSteps: 4,
+      saveInterval: 4,
+      extra: `synchronizer:\n  sync_style: ${style}\n  sync_timeout: 20\n`,
+    });
+    const run = runConfig(loadConfig(configFile, { resolveAlgorithm, overrides: ['buffer.train_batch_size=16'] }), {
+      log: () => {},
+    });
+    if (!finishes) {
+      await assert.rejects(run, /timed out after 20000 ms waiting for weights version 1 for explore step 2/);
+      continue;
+    }
+    await run;
+    const metrics = metricSteps(jobDir);
+    assert.deepEqual(
+      metrics.map((m) => [m.step, m['actor/rows']]),
+      [
+        [1, 16],
+        [2, 16],
+      ],
+      'four explore steps of 8 rollouts fill two train steps of 16',
+    );
+  }
+});
