@@ -4,10 +4,11 @@
 // Nothing here waits on the clock: the ranks report over IPC, and the one timeout that must fire (a rank that never
 // arrives) fires because that rank is held back until the test has the error.
 import assert from 'node:assert/strict';
-import { type ChildProcess, fork } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { after, describe, test } from 'node:test';
 import * as torch from '../../src/torch/index.js';
+import { type ChildExit, forkChild, killForkedChildren } from '../helpers/forked-child.js';
 
 const HELPER = fileURLToPath(new URL('./helpers/distributed-rank.ts', import.meta.url));
 
@@ -27,66 +28,21 @@ interface RankProcess {
   child: ChildProcess;
   /** The first message of one of these types; rejects (with the rank's stderr) if the rank exits first. */
   next(...types: Message['type'][]): Promise<Message>;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  exited: Promise<ChildExit>;
 }
 
-const children: ChildProcess[] = [];
-after(() => {
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-});
+after(killForkedChildren);
 
 function startRank(rank: number, worldSize: number, scenario: string, masterPort?: number): RankProcess {
   const env: NodeJS.ProcessEnv = { ...process.env, RANK: String(rank), WORLD_SIZE: String(worldSize), SCENARIO: scenario };
   env.MASTER_ADDR = '127.0.0.1';
   if (masterPort !== undefined) env.MASTER_PORT = String(masterPort);
   else delete env.MASTER_PORT;
-  const child = fork(HELPER, [], {
-    execArgv: ['--import', 'tsx'],
-    env,
-    serialization: 'advanced',
-    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-  });
-  children.push(child);
-  let stderr = '';
-  child.stderr?.on('data', (chunk) => {
-    stderr += chunk;
-  });
-  const received: Message[] = [];
-  const waiters: { types: Message['type'][]; resolve: (m: Message) => void; reject: (e: Error) => void }[] = [];
-  let exitInfo: { code: number | null; signal: NodeJS.Signals | null } | null = null;
-  const settle = () => {
-    for (const waiter of [...waiters]) {
-      const found = received.find((m) => waiter.types.includes(m.type));
-      if (found !== undefined) waiter.resolve(found);
-      else if (exitInfo !== null)
-        waiter.reject(
-          new Error(
-            `rank ${rank} exited (code ${exitInfo.code}, signal ${exitInfo.signal}) before sending ${waiter.types.join('/')}:\n${stderr}`,
-          ),
-        );
-      else continue;
-      waiters.splice(waiters.indexOf(waiter), 1);
-    }
-  };
-  child.on('message', (m: Message) => {
-    received.push(m);
-    settle();
-  });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.on('exit', (code, signal) => {
-      exitInfo = { code, signal };
-      settle();
-      resolve(exitInfo);
-    });
-  });
+  const forked = forkChild<Message>(HELPER, { env, label: `rank ${rank}`, serialization: 'advanced' });
   return {
-    child,
-    exited,
-    next: (...types) =>
-      new Promise((resolve, reject) => {
-        waiters.push({ types, resolve, reject });
-        settle();
-      }),
+    child: forked.child,
+    exited: forked.exited,
+    next: (...types) => forked.next((m) => types.includes(m.type), types.join('/')),
   };
 }
 

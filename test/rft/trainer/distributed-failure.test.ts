@@ -7,13 +7,13 @@
 //     test's own timeout is below it).
 // Two real processes per case (./helpers/failure-rank.ts) report over IPC; every wait is on a message or an exit.
 import assert from 'node:assert/strict';
-import { type ChildProcess, fork } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../../../src/cli/launch.js';
+import { forkChild, killForkedChildren } from '../../helpers/forked-child.js';
 import { tinyModelDir } from './toy.js';
 
 const HELPER = fileURLToPath(new URL('./helpers/failure-rank.ts', import.meta.url));
@@ -44,7 +44,6 @@ interface Message {
   collective?: string;
 }
 
-const children: ChildProcess[] = [];
 let toy: { dir: string; remove: () => void };
 let work: string;
 before(() => {
@@ -53,30 +52,16 @@ before(() => {
   writeFileSync(join(work, 'fail-on-rank-0.mjs'), PLUGIN);
 });
 after(() => {
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  killForkedChildren();
   toy.remove();
   rmSync(work, { recursive: true, force: true });
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port')),
-      );
-    });
-  });
-}
 
 /** Both ranks of `kind`; resolves with every message each sent once both exited (code 0 each). */
 async function runRanks(kind: 'between-steps' | 'mid-step'): Promise<[Message[], Message[]]> {
   const port = await freePort();
   const ranks = [0, 1].map((rank) => {
-    const child = fork(HELPER, [], {
-      execArgv: ['--import', 'tsx'],
+    const forked = forkChild<Message>(HELPER, {
       env: {
         ...process.env,
         RANK: String(rank),
@@ -87,21 +72,13 @@ async function runRanks(kind: 'between-steps' | 'mid-step'): Promise<[Message[],
         FAILURE,
         PLUGIN: join(work, 'fail-on-rank-0.mjs#failOnRankZero'),
       },
+      label: `rank ${rank}`,
       serialization: 'advanced',
-      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
     });
-    children.push(child);
-    let stderr = '';
-    child.stderr?.on('data', (chunk) => {
-      stderr += chunk;
+    return forked.exited.then(({ code, signal }) => {
+      if (code !== 0) throw new Error(`rank ${rank} exited (${code ?? signal}):\n${forked.stderr()}`);
+      return forked.received;
     });
-    const messages: Message[] = [];
-    child.on('message', (m: Message) => messages.push(m));
-    return new Promise<Message[]>((resolve, reject) =>
-      child.on('exit', (code, signal) =>
-        code === 0 ? resolve(messages) : reject(new Error(`rank ${rank} exited (${code ?? signal}):\n${stderr}`)),
-      ),
-    );
   });
   return (await Promise.all(ranks)) as [Message[], Message[]];
 }

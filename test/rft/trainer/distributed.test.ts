@@ -11,15 +11,16 @@
 // whose rank 0 sends nothing within commandTimeoutMs (1 s; the only timeout that fires here, and it must) with one
 // that says it timed out. The rank processes report over IPC.
 import assert from 'node:assert/strict';
-import { type ChildProcess, fork } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import type { Experience } from '../../../src/rft/experience.js';
+import { freePort } from '../../../src/cli/launch.js';
 import { TrainerClient } from '../../../src/rft/trainer/trainer.js';
+import { type ChildExit, forkChild, killForkedChildren } from '../../helpers/forked-child.js';
 import { type RankPlan, type Scenario, scenarioInit } from './helpers/distributed-scenarios.js';
 import { BAD, expertData, GOOD, loadPolicy, PROMPTS, responseLogprobs, tinyModelDir } from './toy.js';
 
@@ -46,10 +47,9 @@ interface RankProcess {
   child: ChildProcess;
   /** The next message of one of these types (in order of arrival); rejects with the rank's stderr if it exits first. */
   next(...types: Message['type'][]): Promise<Message>;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  exited: Promise<ChildExit>;
 }
 
-const children: ChildProcess[] = [];
 let toy: { dir: string; remove: () => void };
 let work: string;
 before(() => {
@@ -57,76 +57,20 @@ before(() => {
   work = mkdtempSync(join(tmpdir(), 'trinity-dp-'));
 });
 after(() => {
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  killForkedChildren();
   toy.remove();
   rmSync(work, { recursive: true, force: true });
 });
-
-/** A port the OS says is free now (the rank-0 trainer serves its store there). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port')),
-      );
-    });
-  });
-}
 
 function startRank(rank: number, worldSize: number, plan: RankPlan, kind = 'equal'): RankProcess {
   const planFile = join(work, `plan-${kind}-${rank}.json`);
   writeFileSync(planFile, JSON.stringify(plan));
   const env = { ...process.env, RANK: String(rank), WORLD_SIZE: String(worldSize), SCENARIOS: planFile, SCENARIO_KIND: kind };
-  const child = fork(HELPER, [], {
-    execArgv: ['--import', 'tsx'],
-    env,
-    serialization: 'advanced',
-    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-  });
-  children.push(child);
-  let stderr = '';
-  child.stderr?.on('data', (chunk) => {
-    stderr += chunk;
-  });
-  const received: Message[] = [];
-  const waiters: { types: Message['type'][]; resolve: (m: Message) => void; reject: (e: Error) => void }[] = [];
-  let exitInfo: { code: number | null; signal: NodeJS.Signals | null } | null = null;
-  const settle = () => {
-    for (const waiter of [...waiters]) {
-      const index = received.findIndex((m) => waiter.types.includes(m.type));
-      if (index >= 0) waiter.resolve(received.splice(index, 1)[0] as Message);
-      else if (exitInfo !== null)
-        waiter.reject(
-          new Error(
-            `rank ${rank} exited (code ${exitInfo.code}, signal ${exitInfo.signal}) before sending ${waiter.types.join('/')}:\n${stderr}`,
-          ),
-        );
-      else continue;
-      waiters.splice(waiters.indexOf(waiter), 1);
-    }
-  };
-  child.on('message', (m: Message) => {
-    received.push(m);
-    settle();
-  });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.on('exit', (code, signal) => {
-      exitInfo = { code, signal };
-      settle();
-      resolve(exitInfo);
-    });
-  });
+  const forked = forkChild<Message>(HELPER, { env, label: `rank ${rank}`, serialization: 'advanced' });
   return {
-    child,
-    exited,
-    next: (...types) =>
-      new Promise((resolve, reject) => {
-        waiters.push({ types, resolve, reject });
-        settle();
-      }),
+    child: forked.child,
+    exited: forked.exited,
+    next: (...types) => forked.next((m) => types.includes(m.type), types.join('/')),
   };
 }
 

@@ -4,10 +4,10 @@
 // "a", then joins stage "b". Three real processes (./helpers/stage-rendezvous-rank.ts) report over IPC; every wait is
 // on a message or an exit.
 import assert from 'node:assert/strict';
-import { type ChildProcess, fork } from 'node:child_process';
-import { createServer } from 'node:net';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../../../src/cli/launch.js';
+import { forkChild, killForkedChildren } from '../../helpers/forked-child.js';
 
 const HELPER = fileURLToPath(new URL('./helpers/stage-rendezvous-rank.ts', import.meta.url));
 
@@ -18,72 +18,19 @@ interface Message {
   sum?: number;
 }
 
-const children: ChildProcess[] = [];
-after(() => {
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-});
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port')),
-      );
-    });
-  });
-}
+after(killForkedChildren);
 
 function startRank(rank: number, stages: string[], port: number) {
-  const child = fork(HELPER, [], {
-    execArgv: ['--import', 'tsx'],
+  const forked = forkChild<Message>(HELPER, {
     env: { ...process.env, RANK: String(rank), MASTER_PORT: String(port), STAGES: JSON.stringify(stages) },
-    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+    label: `rank ${rank} ${JSON.stringify(stages)}`,
   });
-  children.push(child);
-  let stderr = '';
-  child.stderr?.on('data', (chunk) => {
-    stderr += chunk;
-  });
-  const received: Message[] = [];
-  const waiters: { type: Message['type']; stage: string; resolve: (m: Message) => void; reject: (e: Error) => void }[] = [];
-  let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
-  const settle = () => {
-    for (const waiter of [...waiters]) {
-      const index = received.findIndex((m) => m.type === waiter.type && m.stage === waiter.stage);
-      if (index >= 0) waiter.resolve(received.splice(index, 1)[0] as Message);
-      else if (exit !== null)
-        waiter.reject(
-          new Error(
-            `rank ${rank} ${JSON.stringify(stages)} exited (${exit.code ?? exit.signal}) before ${waiter.type} of ${waiter.stage}:\n${stderr}`,
-          ),
-        );
-      else continue;
-      waiters.splice(waiters.indexOf(waiter), 1);
-    }
-  };
-  child.on('message', (m: Message) => {
-    received.push(m);
-    settle();
-  });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on('exit', (code, signal) => {
-      exit = { code, signal };
-      settle();
-      resolve(exit);
-    }),
-  );
   return {
-    exited,
-    received,
+    exited: forked.exited,
+    received: forked.received,
     next: (type: Message['type'], stage: string) =>
-      new Promise<Message>((resolve, reject) => {
-        waiters.push({ type, stage, resolve, reject });
-        settle();
-      }),
-    leave: (stage: string) => child.send({ type: 'leave', stage }),
+      forked.next((m) => m.type === type && m.stage === stage, `${type} of ${stage}`),
+    leave: (stage: string) => forked.child.send({ type: 'leave', stage }),
   };
 }
 
