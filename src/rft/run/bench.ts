@@ -4,8 +4,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { listCheckpoints } from '../checkpoint.js';
 import { createMonitors } from '../monitor/index.js';
-import { EngineModelHandle, WorkflowRunner } from '../workflow/index.js';
-import { evaluateTasksets, formatMetrics } from './evaluation.js';
+import { EngineModelHandle } from '../workflow/index.js';
+import { evaluateTasksets, formatMetrics, stageWorkflowRunner } from './evaluation.js';
 import type { StageResult, StageSettings } from './settings.js';
 import type { ExplorerEngine } from './weight-channel.js';
 
@@ -50,16 +50,7 @@ export async function runBench(
   });
   try {
     const handle = new EngineModelHandle(engine, { modelVersion: 0 });
-    const runner = new WorkflowRunner({
-      models: handle,
-      baseDir: settings.pluginBaseDir,
-      runnerPerModel: settings.explorer.runnerPerModel,
-      maxTimeout: settings.explorer.maxTimeout,
-      maxRetryTimes: settings.explorer.maxRetryTimes,
-      defaultWorkflow: settings.explorer.defaultWorkflow,
-      seed: settings.seed,
-      log,
-    });
+    const runner = stageWorkflowRunner(settings, handle, log);
     try {
       for (const [i, target] of targets.entries()) {
         if (target.dir && i > 0) await engine.syncWeightsFromDir(target.dir);

@@ -1,12 +1,30 @@
 // Evaluation on the eval tasksets (explorer.eval_interval, and mode bench): eval/<taskset>/* metrics and a few
-// answers per eval step for the report (eval_samples.jsonl).
+// answers per eval step for the report (eval_samples.jsonl); the workflow runner both build from the stage settings.
 import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadTaskset } from '../buffer/index.js';
 import type { Experience } from '../experience.js';
 import type { Task } from '../task.js';
-import type { WorkflowRunner } from '../workflow/index.js';
+import { type EngineModelHandle, WorkflowRunner } from '../workflow/index.js';
 import type { StageSettings } from './settings.js';
+
+/** The workflow runner of a stage's explorer (and of bench), with the stage's explorer settings. */
+export function stageWorkflowRunner(
+  settings: StageSettings,
+  handle: EngineModelHandle,
+  log: (line: string) => void,
+): WorkflowRunner {
+  return new WorkflowRunner({
+    models: handle,
+    baseDir: settings.pluginBaseDir,
+    runnerPerModel: settings.explorer.runnerPerModel,
+    maxTimeout: settings.explorer.maxTimeout,
+    maxRetryTimes: settings.explorer.maxRetryTimes,
+    defaultWorkflow: settings.explorer.defaultWorkflow,
+    seed: settings.seed,
+    log,
+  });
+}
 
 export interface Evaluation {
   tasks: Task[];

@@ -42,7 +42,8 @@ import { type LoadedCheckpoint, latestCheckpoint } from '../checkpoint.js';
 import type { Experience, ModelBounds } from '../experience.js';
 import { createMonitors, type MonitorGroup, ProgressReporter } from '../monitor/index.js';
 import { TrainerClient, type TrainerInit } from '../trainer/trainer.js';
-import { EngineModelHandle, WorkflowRunner } from '../workflow/index.js';
+import { EngineModelHandle, type WorkflowRunner } from '../workflow/index.js';
+import { stageWorkflowRunner } from './evaluation.js';
 import { runBench } from './bench.js';
 import { BufferExperienceSource } from './experience-source.js';
 import { type ExploredStep, runExplorerLoop } from './explorer-loop.js';
@@ -540,16 +541,7 @@ class StageBuilder {
     const engine = started.engine;
     this.#closers.push(() => engine.close());
     const handle = new EngineModelHandle(engine, { modelVersion: version });
-    const runner = new WorkflowRunner({
-      models: handle,
-      baseDir: settings.pluginBaseDir,
-      runnerPerModel: settings.explorer.runnerPerModel,
-      maxTimeout: settings.explorer.maxTimeout,
-      maxRetryTimes: settings.explorer.maxRetryTimes,
-      defaultWorkflow: settings.explorer.defaultWorkflow,
-      seed: settings.seed,
-      log: (line) => progress.log(line),
-    });
+    const runner = stageWorkflowRunner(settings, handle, (line) => progress.log(line));
     this.#closers.push(() => runner.close()); // frees its workflow worker threads (module-path workflows)
     return { started, engine, handle, runner };
   }
