@@ -86,6 +86,11 @@ export function checkSampleInput(where: string, input: SampleInput): number {
 }
 
 /** A step's deadline. */
+/** An option that must be a non-negative integer (max_read_rounds, max_staleness); the error names it. */
+export function checkNonNegativeInteger(where: string, key: string, value: number): void {
+  if (!(Number.isInteger(value) && value >= 0)) throw new Error(`${where}: ${key} must be a non-negative integer, got ${value}`);
+}
+
 export class Deadline {
   readonly at: number;
 

@@ -15,6 +15,7 @@
 // holds everything it read).
 import { type Experience, responseLength } from '../../experience.js';
 import {
+  checkNonNegativeInteger,
   checkSampleInput,
   consecutiveGroups,
   Deadline,
@@ -76,9 +77,7 @@ export const dynamicSamplingStrategy: SampleStrategyModule<DynamicSamplingOption
     if (o.maxResponseLength !== null && !(o.overlongBufferLen > 0 && o.overlongBufferLen <= o.maxResponseLength)) {
       throw new Error(`${where}: overlong_buffer_len must be in (0, max_response_length]`);
     }
-    if (!(Number.isInteger(o.maxReadRounds) && o.maxReadRounds >= 0)) {
-      throw new Error(`${where}: max_read_rounds must be a non-negative integer, got ${o.maxReadRounds}`);
-    }
+    checkNonNegativeInteger(where, 'max_read_rounds', o.maxReadRounds);
     const held = new HeldExperiences(where);
     return {
       state: () => held.state(),

@@ -3,7 +3,15 @@
 // Experiences without a version are kept (and counted). When the deadline leaves fewer than minCount fresh ones the
 // step rejects with BufferTimeoutError and the fresh ones it read are held for the next call (the strategy's state).
 import type { Experience } from '../../experience.js';
-import { checkSampleInput, Deadline, HeldExperiences, readRound, type SampleStrategyModule, stepTimeout } from './contract.js';
+import {
+  checkNonNegativeInteger,
+  checkSampleInput,
+  Deadline,
+  HeldExperiences,
+  readRound,
+  type SampleStrategyModule,
+  stepTimeout,
+} from './contract.js';
 
 export interface StalenessControlOptions {
   /** Oldest accepted version = modelVersion − maxStaleness (0: on-policy only). */
@@ -23,12 +31,8 @@ export const stalenessControlSampleStrategy: SampleStrategyModule<StalenessContr
   run: (init, options = {}) => {
     const { maxStaleness, maxReadRounds } = { ...STALENESS_CONTROL_DEFAULTS, ...options };
     const where = `sample_strategy '${init.name}'`;
-    if (!(Number.isInteger(maxStaleness) && maxStaleness >= 0)) {
-      throw new Error(`${where}: max_staleness must be a non-negative integer, got ${maxStaleness}`);
-    }
-    if (!(Number.isInteger(maxReadRounds) && maxReadRounds >= 0)) {
-      throw new Error(`${where}: max_read_rounds must be a non-negative integer, got ${maxReadRounds}`);
-    }
+    checkNonNegativeInteger(where, 'max_staleness', maxStaleness);
+    checkNonNegativeInteger(where, 'max_read_rounds', maxReadRounds);
     const held = new HeldExperiences(where);
     return {
       state: () => held.state(),
