@@ -11,6 +11,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 import { fixtureModelWithTokenizer } from '../engine/helpers.js';
+import { seededRandom } from '../../src/rft/buffer/random.js';
 
 const trinity = fileURLToPath(new URL('../../bin/trinity.js', import.meta.url));
 const SEED = Number(process.env.FUZZ_SEED ?? 20_261_201);
@@ -18,24 +19,12 @@ const CASES = Number(process.env.FUZZ_CASES ?? 3000);
 const CONCURRENCY = 4;
 const MODEL = 'fuzz-model';
 
-/** mulberry32: a small seeded PRNG (uniform in [0, 1)). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
 class Fuzzer {
   readonly #random: () => number;
   constructor(seed: number) {
-    this.#random = prng(seed);
+    this.#random = seededRandom(seed);
   }
   float(): number {
     return this.#random();

@@ -22,6 +22,7 @@ import { preflightProblems } from '../../../src/rft/run/preflight.js';
 import { getIn, resolvePaths, type Tree } from '../../../src/rft/config/source.js';
 import { isModulePath } from '../../../src/util/index.js';
 import { defOf, modelFolder, numbersIn, schemaAt, tasksetFile } from './helpers.js';
+import { seededRandom } from '../../../src/rft/buffer/random.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..', '..');
 const BIN = join(ROOT, 'bin', 'trinity.js');
@@ -34,18 +35,6 @@ const dir = mkdtempSync(join(tmpdir(), 'trinity-config-fuzz-'));
 const model = modelFolder(join(dir, 'model'), 151_936);
 const tasks = tasksetFile(join(dir, 'tasks.jsonl'));
 const sft = tasksetFile(join(dir, 'sft.jsonl'), [{ prompt: 'a', response: 'b' }]);
-
-/** mulberry32: a small seeded PRNG (uniform in [0, 1)). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Path = (string | number)[];
 
@@ -236,7 +225,7 @@ function checkSpawned(file: string): Promise<{ code: number | null; out: string;
 }
 
 describe('config check fuzz', () => {
-  const random = prng(SEED);
+  const random = seededRandom(SEED);
   const bases = sources();
   const files: { file: string; code: number }[] = [];
 
