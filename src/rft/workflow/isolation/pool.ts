@@ -11,9 +11,9 @@
 // terminated attempt's generations are aborted like an in-process one's. A thread is reused after an attempt that
 // returned or threw; after a timeout, a stop, or a crash it is terminated and a new one started when next needed.
 import { type MessagePort, Worker } from 'node:worker_threads';
-import type { Task } from '../../task.js';
 import type { ModelHandle } from '../types.js';
 import {
+  type AttemptStart,
   type FromWorker,
   receivedError,
   type SentError,
@@ -34,14 +34,9 @@ export class UnsendableResult extends Error {
   override name = 'UnsendableResult';
 }
 
-export interface IsolatedAttempt {
-  spec: string;
-  baseDir: string | undefined;
-  task: Task;
-  repeatTimes: number;
-  runIdBase: number;
-  seed: number;
-  isEval: boolean;
+/** One attempt as the runner asks for it: what the worker starts it with, and where its model calls go. */
+export interface IsolatedAttempt
+  extends Pick<AttemptStart, 'spec' | 'baseDir' | 'task' | 'repeatTimes' | 'runIdBase' | 'seed' | 'isEval'> {
   /** The model the attempt's generations go to. */
   model: ModelHandle;
   /** Aborted when the attempt ends (timeout, stop): its generations are aborted and the worker is told. */
