@@ -43,9 +43,9 @@ export interface ValidateOptions {
   resolveAlgorithm?: AlgorithmResolver;
 }
 
-// --- reading the schema -------------------------------------------------------------------------------------------
+// --- reading the schema (zod's internal definitions; the config tests read the schema with these too) -------------
 
-interface SchemaDef {
+export interface SchemaDef {
   type: string;
   innerType?: Schema;
   out?: Schema;
@@ -58,10 +58,10 @@ interface SchemaDef {
 }
 type Schema = z.ZodType;
 
-const defOf = (schema: Schema): SchemaDef => (schema as unknown as { _zod: { def: SchemaDef } })._zod.def;
+export const defOf = (schema: Schema): SchemaDef => (schema as unknown as { _zod: { def: SchemaDef } })._zod.def;
 
 /** The schema under wrappers (optional, nullable, default, preprocess...). */
-function unwrap(schema: Schema): Schema {
+export function unwrap(schema: Schema): Schema {
   let s = schema;
   for (;;) {
     const def = defOf(s);

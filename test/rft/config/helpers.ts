@@ -4,6 +4,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { z } from 'zod';
 import { ConfigSchema, RunSchema } from '../../../src/rft/config/index.js';
+import { defOf, unwrap as unwrapSchema } from '../../../src/rft/config/validate.js';
 
 /** A folder with the config.json of a (weightless) model of `vocabSize` tokens; returns its path. */
 export function modelFolder(dir: string, vocabSize = 100): string {
@@ -26,29 +27,7 @@ export function tasksetFile(
 
 // --- reading the config schema (zod's internal definitions, as src/rft/config/validate.ts reads them) -----------------
 
-interface SchemaDef {
-  type: string;
-  innerType?: z.ZodType;
-  out?: z.ZodType;
-  shape?: Record<string, z.ZodType>;
-  element?: z.ZodType;
-  valueType?: z.ZodType;
-  items?: z.ZodType[];
-  options?: z.ZodType[];
-}
-
-export const defOf = (s: z.ZodType): SchemaDef => (s as unknown as { _zod: { def: SchemaDef } })._zod.def;
-
-/** The schema under optional, nullable, default and preprocess wrappers. */
-export function unwrapSchema(schema: z.ZodType): z.ZodType {
-  let s = schema;
-  for (;;) {
-    const def = defOf(s);
-    if (def.innerType !== undefined) s = def.innerType;
-    else if (def.type === 'pipe' && def.out !== undefined) s = def.out;
-    else return s;
-  }
-}
+export { defOf, unwrapSchema };
 
 /**
  * The (unwrapped) schema of the value at `path` in a config file, or undefined where the schema does not describe it
