@@ -4,7 +4,8 @@
 #   2. libtorch: $LIBTORCH, else python3's torch, else torch==2.13.0+cpu installed from pip's local mirror into
 #      .cache/torch-py (only the wheel: libtorch's headers and libraries, no Python environment changes);
 #   3. gloo's headers (Debian's libgloo-dev) for the distributed bindings;
-#   4. the native addon (native/build.mjs rebuilds only when its sources or libtorch changed).
+#   4. PostgreSQL's server (Debian's postgresql) for the PostgreSQL buffer's tests;
+#   5. the native addon (native/build.mjs rebuilds only when its sources or libtorch changed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +35,17 @@ if [[ -z ${GLOO_INCLUDE:-} && ! -f /usr/include/gloo/config.h ]] && command -v a
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libgloo-dev
   else
     echo "[setup] not root: install libgloo-dev (sudo apt-get install libgloo-dev) or set GLOO_INCLUDE" >&2
+  fi
+fi
+
+# PostgreSQL's server binaries (Debian's postgresql package): the PostgreSQL buffer's tests start their own server
+# (test/helpers/postgres.ts: initdb + pg_ctl in a temporary folder, as an unprivileged user)
+if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null && [[ -z ${PG_BIN_DIR:-} ]] && command -v apt-get >/dev/null; then
+  echo "[setup] installing PostgreSQL (postgresql) for the PostgreSQL buffer's tests"
+  if [[ $(id -u) -eq 0 ]]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql
+  else
+    echo "[setup] not root: install postgresql (sudo apt-get install postgresql) or set PG_BIN_DIR" >&2
   fi
 fi
 
