@@ -1,0 +1,94 @@
+// data_processor.experience_pipeline.save_input: every explore step's experiences as they came from the workflows,
+// before any operator, in a JSONL file (one experience per line) or a SQLite file (`sqlite:///path`, or a path ending
+// in .db / .sqlite; table experience_pipeline_input: id, step, eid, task_id, reward, data = the experience as JSON).
+// A resumed run explores the steps after its checkpoint again, so opening drops what was saved for steps > startStep.
+import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname, extname } from 'node:path';
+import Database from 'better-sqlite3';
+import type { Experience } from '../../experience.js';
+
+export interface InputRecorder {
+  readonly path: string;
+  record(step: number, experiences: readonly Experience[]): void;
+  close(): void;
+}
+
+/** The file a save path names: `sqlite:///abs/path.db` → /abs/path.db (Trinity's URL form), else the path itself. */
+export function saveInputFile(spec: string): { path: string; format: 'jsonl' | 'sqlite' } {
+  if (spec.startsWith('sqlite:///')) return { path: spec.slice('sqlite://'.length), format: 'sqlite' };
+  const ext = extname(spec).toLowerCase();
+  if (ext === '.jsonl') return { path: spec, format: 'jsonl' };
+  if (ext === '.db' || ext === '.sqlite') return { path: spec, format: 'sqlite' };
+  throw new Error(
+    `data_processor.experience_pipeline.input_save_path '${spec}': expected a .jsonl file, a .db/.sqlite file or a sqlite:/// URL`,
+  );
+}
+
+export function openInputRecorder(spec: string, startStep: number): InputRecorder {
+  const { path, format } = saveInputFile(spec);
+  mkdirSync(dirname(path), { recursive: true });
+  return format === 'jsonl' ? new JsonlRecorder(path, startStep) : new SqliteRecorder(path, startStep);
+}
+
+const withStep = (step: number, e: Experience): Experience => (e.info.step === step ? e : { ...e, info: { ...e.info, step } });
+
+class JsonlRecorder implements InputRecorder {
+  constructor(
+    readonly path: string,
+    startStep: number,
+  ) {
+    if (!existsSync(path)) return;
+    const kept = readFileSync(path, 'utf8')
+      .split('\n')
+      .filter((line) => {
+        if (line.trim() === '') return false;
+        try {
+          const step = (JSON.parse(line) as Experience).info?.step;
+          return typeof step === 'number' && step <= startStep;
+        } catch {
+          return false; // a line cut short by a kill
+        }
+      });
+    writeFileSync(`${path}.tmp`, kept.length ? `${kept.join('\n')}\n` : '');
+    renameSync(`${path}.tmp`, path);
+  }
+
+  record(step: number, experiences: readonly Experience[]): void {
+    if (experiences.length === 0) return;
+    appendFileSync(this.path, `${experiences.map((e) => JSON.stringify(withStep(step, e))).join('\n')}\n`);
+  }
+
+  close(): void {}
+}
+
+class SqliteRecorder implements InputRecorder {
+  readonly #db: Database.Database;
+  readonly #insert: Database.Statement;
+
+  constructor(
+    readonly path: string,
+    startStep: number,
+  ) {
+    this.#db = new Database(path);
+    this.#db.pragma('journal_mode = WAL');
+    this.#db.exec(
+      'CREATE TABLE IF NOT EXISTS experience_pipeline_input (id INTEGER PRIMARY KEY AUTOINCREMENT, step INTEGER NOT NULL, ' +
+        'eid TEXT, task_id TEXT, reward REAL, data TEXT NOT NULL)',
+    );
+    this.#db.prepare('DELETE FROM experience_pipeline_input WHERE step > ?').run(startStep);
+    this.#insert = this.#db.prepare(
+      'INSERT INTO experience_pipeline_input (step, eid, task_id, reward, data) VALUES (?, ?, ?, ?, ?)',
+    );
+  }
+
+  record(step: number, experiences: readonly Experience[]): void {
+    this.#db.transaction(() => {
+      for (const e of experiences)
+        this.#insert.run(step, e.eid, e.info.taskId ?? null, e.reward ?? null, JSON.stringify(withStep(step, e)));
+    })();
+  }
+
+  close(): void {
+    this.#db.close();
+  }
+}
