@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { computeGrpoAdvantages } from '../../../src/rft/algorithm/index.js';
-import { ExperiencePipeline, type OperatorSpec } from '../../../src/rft/data/experience-pipeline/index.js';
+import { ExperiencePipeline } from '../../../src/rft/data/experience-pipeline/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
 import * as torch from '../../../src/torch/index.js';
 
@@ -222,7 +222,7 @@ describe('group advantages after a filter', () => {
     const advantages = grpo(kept);
     // a: survivors [1, 0.6]: mean 0.8, std sqrt((0.2² + 0.2²)/1) = 0.28284 → ±0.2/0.28284 = ±0.70711
     // b: survivor [0.9] alone: GRPO's group of one (mean 0, std 1) → 0.9
-    [Math.SQRT1_2, -Math.SQRT1_2, 0.9].forEach((want, i) => near(advantages[i], want, 1e-9));
+    for (const [i, want] of [Math.SQRT1_2, -Math.SQRT1_2, 0.9].entries()) near(advantages[i], want, 1e-9);
   });
 
   test('a group filter: the kept groups get exactly the advantages of the unfiltered step', async () => {
@@ -240,6 +240,6 @@ describe('group advantages after a filter', () => {
     const filtered = grpo(kept);
     assert.deepEqual(filtered, [...all.slice(0, 4), ...all.slice(8)]);
     // a: mean 0.75, std sqrt((3·0.0625 + 0.5625)/3) = 0.5 → [0.5, −1.5, 0.5, 0.5]
-    [0.5, -1.5, 0.5, 0.5].forEach((want, i) => near(filtered[i], want, 1e-9));
+    for (const [i, want] of [0.5, -1.5, 0.5, 0.5].entries()) near(filtered[i], want, 1e-9);
   });
 });
