@@ -1,6 +1,6 @@
 // The worker side of WorkerRolloutEngine (./worker-engine.ts): one RolloutEngine on this thread.
 import * as torch from '../torch/index.js';
-import { GenerationError, RolloutEngine, type TokenEvent } from './rollout-engine.js';
+import { GenerationError, RolloutEngine, type ScoreOptions, type TokenEvent } from './rollout-engine.js';
 import type { EngineShape, WorkerEngineOptions, WorkerGenerateRequest, WorkerReply } from './worker-engine.js';
 
 let engine: RolloutEngine | null = null;
@@ -32,6 +32,14 @@ torch.serveTensorWorker({
       throw error;
     } finally {
       inFlight.delete(id);
+    }
+  },
+  async score(tokenIds: number[], options: Omit<ScoreOptions, 'signal'>): Promise<WorkerReply<unknown>> {
+    try {
+      return { ok: true, value: await running().score(tokenIds, options) };
+    } catch (error) {
+      if (error instanceof GenerationError) return { ok: false, reason: error.reason, message: error.message };
+      throw error;
     }
   },
   abort(id: number) {

@@ -119,6 +119,23 @@ export interface GenerateResult {
   completions: Completion[];
 }
 
+export interface ScoreOptions {
+  /** Also keep each position's k most likely tokens (default 0). At most the vocabulary size. */
+  topLogprobs?: number;
+  /** τ of the distribution: log_softmax(logits / τ) (default 1: the raw distribution, as vLLM's prompt log-probs). */
+  temperature?: number;
+  /** Rejects with GenerationError('aborted') when it fires before the forward runs. */
+  signal?: AbortSignal;
+}
+
+/** Log-probs of given token ids under the model (vLLM's prompt_logprobs). */
+export interface ScoreResult {
+  /** log p(ids[t] | ids[<t]) at each position; null at position 0 (nothing precedes it). */
+  logprobs: (number | null)[];
+  /** With topLogprobs k > 0: per position the k most likely tokens, most likely first; [] at position 0. */
+  topLogprobs?: TopLogprob[][];
+}
+
 /** Why a request failed: 'invalid' is the caller's mistake (an HTTP 400), the others are not (see the header). */
 export type GenerationFailure = 'invalid' | 'aborted' | 'timeout' | 'closed' | 'failed';
 
@@ -377,6 +394,75 @@ export class RolloutEngine {
   /** Chat completion with the tokenizer's chat template; see ./chat.ts. */
   chat(messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
     return chat(this, messages, options);
+  }
+
+  /**
+   * Scores a whole token sequence in one forward without the cache (between two engine steps):
+   *   logprobs[t] = log_softmax(logits[t − 1] / τ)[ids[t]] for t ≥ 1, logprobs[0] = null
+   * Teachers, reward models and `echo` completions use it. The ids are checked as a prompt's are ('invalid').
+   */
+  async score(tokenIds: readonly number[], options: ScoreOptions = {}): Promise<ScoreResult> {
+    if (this.#closed) throw new GenerationError('closed', 'RolloutEngine is closed: score() was called after close()');
+    const ids = [...tokenIds];
+    const topK = options.topLogprobs ?? 0;
+    const temperature = options.temperature ?? 1;
+    try {
+      if (ids.length === 0) throw new RangeError('score: the token ids are empty');
+      this.#checkIds('token ids', ids, this.vocabSize);
+      if (ids.length > this.maxLength)
+        throw new RangeError(`score: ${ids.length} tokens exceed the engine's maxLength of ${this.maxLength} positions`);
+      if (!Number.isInteger(topK) || topK < 0 || topK > this.vocabSize)
+        throw new RangeError(`score: topLogprobs must be an integer in [0, ${this.vocabSize}], got ${String(topK)}`);
+      if (!(temperature > 0) || !Number.isFinite(temperature))
+        throw new RangeError(`score: temperature must be a finite number > 0, got ${String(temperature)}`);
+    } catch (error) {
+      throw new GenerationError('invalid', (error as Error).message, { cause: error });
+    }
+    await yieldToEventLoop(); // never compute inside the caller's call
+    if (options.signal?.aborted)
+      throw new GenerationError('aborted', 'score: the request was aborted before it ran', { cause: options.signal.reason });
+    if (this.#closed) throw new GenerationError('closed', 'RolloutEngine is closed: score() did not run');
+    const T = ids.length;
+    if (T === 1) return { logprobs: [null], ...(topK > 0 ? { topLogprobs: [[]] } : {}) };
+    let values: Float64Array;
+    try {
+      values = torch.noGrad(() =>
+        torch.scope(() => {
+          const device = this.#device;
+          const input = torch.tensor(BigInt64Array.from(ids, BigInt), { shape: [1, T], device });
+          const hidden = this.model
+            .forward(input, { output: 'hidden' })
+            .select(0, 0)
+            .narrow(0, 0, T - 1); // [T-1, H]
+          let logits = this.model.logits(hidden).float();
+          if (temperature !== 1) logits = logits.div(temperature);
+          const logp = logits.logSoftmax(-1); // [T-1, V]
+          const next = torch.tensor(BigInt64Array.from(ids.slice(1), BigInt), { shape: [T - 1, 1], device });
+          const picked = logp.gather(1, next).flatten().double();
+          if (topK === 0) return picked.toTypedArray() as Float64Array;
+          const top = logp.topk(topK);
+          return torch
+            .cat([picked, top.indices.double().flatten(), top.values.double().flatten()])
+            .toTypedArray() as Float64Array;
+        }),
+      );
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      throw new GenerationError('failed', `score: the forward over ${T} tokens failed: ${message}`, { cause: error });
+    }
+    const rows = T - 1;
+    const logprobs: (number | null)[] = [null, ...Array.from(values.subarray(0, rows))];
+    if (topK === 0) return { logprobs };
+    const topLogprobs: TopLogprob[][] = [[]];
+    for (let r = 0; r < rows; r++) {
+      topLogprobs.push(
+        Array.from({ length: topK }, (_, j) => ({
+          tokenId: values[rows + r * topK + j] as number,
+          logprob: values[rows + rows * topK + r * topK + j] as number,
+        })),
+      );
+    }
+    return { logprobs, topLogprobs };
   }
 
   /**

@@ -18,6 +18,8 @@ import {
   GenerationError,
   type GenerationFailure,
   type RolloutEngineOptions,
+  type ScoreOptions,
+  type ScoreResult,
   type TokenEvent,
 } from './rollout-engine.js';
 
@@ -110,6 +112,18 @@ export class WorkerRolloutEngine implements ChatEngine {
 
   chat(messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
     return chat(this, messages, options);
+  }
+
+  /** As RolloutEngine.score, on the worker's model. */
+  async score(tokenIds: readonly number[], options: ScoreOptions = {}): Promise<ScoreResult> {
+    if (this.#closed) throw new GenerationError('closed', 'WorkerRolloutEngine is closed: score() was called after close()');
+    const { signal, ...plain } = options;
+    if (signal?.aborted) throw new GenerationError('aborted', 'score: the request was aborted before it started');
+    const reply = await this.#worker.call<WorkerReply<ScoreResult>>('score', [[...tokenIds], plain], {
+      timeoutMs: this.#requestTimeoutMs + 60_000,
+    });
+    if (!reply.ok) throw new GenerationError(reply.reason, reply.message);
+    return reply.value;
   }
 
   /**

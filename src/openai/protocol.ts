@@ -133,26 +133,33 @@ export const ChatCompletionRequestSchema = z
   });
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequestSchema>;
 
-export const CompletionRequestSchema = z.object({
-  ...SamplingFields,
-  prompt: z.union([z.string(), z.array(z.string()).min(1), z.array(TokenId).min(1), z.array(z.array(TokenId).min(1)).min(1)], {
-    error: 'must be a string, an array of strings, an array of token ids, or an array of token-id arrays (none empty)',
-  }),
-  logprobs: z.number().int().min(0).max(5).nullish(),
-  echo: z
-    .boolean()
-    .nullish()
-    .refine((v) => v !== true, 'echo is not supported'),
-  suffix: z
-    .string()
-    .nullish()
-    .refine((v) => v == null || v === '', 'suffix is not supported'),
-  best_of: z
-    .number()
-    .int()
-    .nullish()
-    .refine((v) => v == null || v === 1, 'best_of is not supported (only 1)'),
-});
+export const CompletionRequestSchema = z
+  .object({
+    ...SamplingFields,
+    prompt: z.union([z.string(), z.array(z.string()).min(1), z.array(TokenId).min(1), z.array(z.array(TokenId).min(1)).min(1)], {
+      error: 'must be a string, an array of strings, an array of token ids, or an array of token-id arrays (none empty)',
+    }),
+    // 0 only with echo: the prompt's log-probs alone (scoring), as vLLM answers it
+    max_tokens: z.number().int().min(0, 'must be >= 0').nullish(),
+    logprobs: z.number().int().min(0).max(5).nullish(),
+    /** The prompt before the completion in text and log-probs (vLLM: prompt log-probs, the first one null). */
+    echo: z.boolean().nullish(),
+    suffix: z
+      .string()
+      .nullish()
+      .refine((v) => v == null || v === '', 'suffix is not supported'),
+    best_of: z
+      .number()
+      .int()
+      .nullish()
+      .refine((v) => v == null || v === 1, 'best_of is not supported (only 1)'),
+  })
+  .superRefine((request, context) => {
+    if (request.max_tokens === 0 && request.echo !== true)
+      context.addIssue({ code: 'custom', path: ['max_tokens'], message: 'must be >= 1 (0 only with echo: true)' });
+    if (request.echo === true && request.stream === true)
+      context.addIssue({ code: 'custom', path: ['echo'], message: 'echo with stream is not supported' });
+  });
 export type CompletionRequest = z.infer<typeof CompletionRequestSchema>;
 
 /**

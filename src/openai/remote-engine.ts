@@ -7,6 +7,10 @@
 //             most likely entries of each position's top_logprobs
 //   chat      rendered here with the model folder's tokenizer and chat template (exact prompt ids), then generate;
 //             tool calls parsed as the embedded engine does (src/engine/chat.ts)
+//   score     POST /v1/completions with the ids as prompt, echo: true, max_tokens 1, temperature 0, logprobs
+//             max(1, topLogprobs) and return_tokens_as_token_ids (what vLLM clients such as lm-eval send): the
+//             prompt's log-probs, the first null; the one generated token is dropped. vLLM and `trinity serve` answer
+//             it; prompt log-probs are the raw distribution (temperature 1) on both
 //   weights   syncWeightsFromDir(dir): POST /update_weights_from_disk {model_path: dir} (SGLang's API; `trinity serve
 //             --allow-reload-from ROOT` answers it too); the server must see the same file system
 //
@@ -22,6 +26,8 @@ import {
   type GenerateRequest,
   type GenerateResult,
   GenerationError,
+  type ScoreOptions,
+  type ScoreResult,
   type TopLogprob,
 } from '../engine/index.js';
 import type { ChatMessage, Tokenizer } from '../tokenizer/index.js';
@@ -138,6 +144,52 @@ export class OpenAIRemoteEngine implements ChatEngine {
 
   chat(messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
     return chat(this, messages, options);
+  }
+
+  /** Log-probs of `tokenIds` under the server's model (see the header); temperature other than 1 is refused. */
+  async score(tokenIds: readonly number[], options: ScoreOptions = {}): Promise<ScoreResult> {
+    if (tokenIds.length === 0) throw new GenerationError('invalid', 'score: the token ids are empty');
+    if (options.temperature !== undefined && options.temperature !== 1)
+      throw new GenerationError(
+        'invalid',
+        `score: an OpenAI-compatible server's prompt log-probs are at temperature 1; temperature ${options.temperature} was asked`,
+      );
+    const top = options.topLogprobs ?? 0;
+    const body = {
+      model: this.model,
+      prompt: [...tokenIds],
+      echo: true,
+      max_tokens: 1,
+      temperature: 0,
+      logprobs: Math.max(1, top),
+      return_tokens_as_token_ids: true,
+    };
+    const reply = (await this.#request('POST', '/completions', body, {
+      timeoutMs: this.#timeoutMs,
+      ...(options.signal ? { signal: options.signal } : {}),
+    })) as { choices?: CompletionChoice[] };
+    const choice = reply.choices?.[0];
+    const where = `${this.baseURL}: echo of ${tokenIds.length} prompt tokens`;
+    const tokens = tokensAsIds(choice?.logprobs?.tokens);
+    const values = choice?.logprobs?.token_logprobs;
+    if (tokens === null || values === undefined || tokens.length < tokenIds.length || values.length !== tokens.length)
+      throw new GenerationError(
+        'failed',
+        `${where}: the answer has no prompt log-probs as "token_id:<id>" tokens (does the server support echo with logprobs?)`,
+      );
+    const mismatch = tokenIds.findIndex((id, i) => tokens[i] !== id);
+    if (mismatch !== -1)
+      throw new GenerationError('failed', `${where}: echoed token ${mismatch} is ${tokens[mismatch]}, not ${tokenIds[mismatch]}`);
+    const logprobs: (number | null)[] = values.slice(0, tokenIds.length);
+    const missing = logprobs.findIndex((v, i) => i > 0 && typeof v !== 'number');
+    if (missing !== -1) throw new GenerationError('failed', `${where}: prompt token ${missing} has no log-prob`);
+    logprobs[0] = null;
+    if (top === 0) return { logprobs };
+    const topLogprobs = [
+      [],
+      ...this.#topLogprobs(choice?.logprobs?.top_logprobs?.slice(1, tokenIds.length), tokenIds.length - 1, top),
+    ];
+    return { logprobs, topLogprobs };
   }
 
   /** Asks the server to load the weights of a Hugging Face folder (it must see the same path). */

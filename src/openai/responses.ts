@@ -37,7 +37,21 @@ export type ChatCompletionChunkBody = Omit<ChatCompletionChunk, 'choices'> & {
   prompt_token_ids?: number[];
 };
 
-export type TextCompletionChoice = CompletionChoice & TokenIds & { prompt_token_ids?: number[] };
+/**
+ * Text-completion log-probs; with echo the prompt's tokens come first and its first token has no log-prob (null in
+ * token_logprobs and top_logprobs, as vLLM answers).
+ */
+export interface TextLogprobs {
+  tokens: string[];
+  token_logprobs: Array<number | null>;
+  top_logprobs: Array<Record<string, number> | null>;
+  text_offset: number[];
+}
+
+export type TextCompletionChoice = Omit<CompletionChoice, 'logprobs'> & {
+  logprobs: TextLogprobs | null;
+  prompt_token_ids?: number[];
+} & TokenIds;
 
 export type TextCompletionBody = Omit<OpenAICompletion, 'choices'> & { choices: TextCompletionChoice[] };
 
@@ -97,7 +111,7 @@ export function chatLogprobs(span: TokenSpan, tokenText: TokenText, top: number)
 }
 
 /** Text-completion log-probs of a span whose first token starts at `textOffset` characters into the completion. */
-export function textLogprobs(span: TokenSpan, tokenText: TokenText, textOffset: number): CompletionChoice.Logprobs {
+export function textLogprobs(span: TokenSpan, tokenText: TokenText, textOffset: number): TextLogprobs {
   const tokens = span.ids.map(tokenText);
   let offset = textOffset;
   const offsets = tokens.map((t) => {
@@ -144,5 +158,31 @@ function functionToolCall(call: ToolCall): ChatCompletionMessageFunctionToolCall
     id: call.id ?? '',
     type: 'function',
     function: { name: call.function.name, arguments: typeof args === 'string' ? args : JSON.stringify(args) },
+  };
+}
+
+/**
+ * echo: the prompt's log-probs (`prompt.logprobs[0]` null: nothing precedes the first token) followed by the
+ * completion's, whose text offsets continue after the prompt's tokens.
+ */
+export function echoLogprobs(
+  prompt: { ids: readonly number[]; logprobs: readonly (number | null)[]; topLogprobs?: readonly (readonly TopLogprob[])[] },
+  completion: TokenSpan,
+  tokenText: TokenText,
+): TextLogprobs {
+  const rest = textLogprobs(
+    { ids: prompt.ids.slice(1), logprobs: prompt.logprobs.slice(1) as number[], topLogprobs: prompt.topLogprobs?.slice(1) },
+    tokenText,
+    tokenText(prompt.ids[0] as number).length,
+  );
+  const first = tokenText(prompt.ids[0] as number);
+  const promptEnd =
+    rest.text_offset.length > 0 ? (rest.text_offset.at(-1) as number) + (rest.tokens.at(-1) as string).length : first.length;
+  const generated = textLogprobs(completion, tokenText, promptEnd);
+  return {
+    tokens: [first, ...rest.tokens, ...generated.tokens],
+    token_logprobs: [null, ...rest.token_logprobs, ...generated.token_logprobs],
+    top_logprobs: [null, ...rest.top_logprobs, ...generated.top_logprobs],
+    text_offset: [0, ...rest.text_offset, ...generated.text_offset],
   };
 }

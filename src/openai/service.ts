@@ -3,7 +3,8 @@
 //
 //   chat.completions  messages → chat template (continuing a recorded conversation exactly when the request scope
 //                     has a ConversationTracker) → generate → choices with tool calls parsed (Hermes blocks)
-//   completions       prompt (text, ids, or a list of either) → generate
+//   completions       prompt (text, ids, or a list of either) → generate; echo: the prompt's text and log-probs first
+//                     (backend.score: one forward over the prompt; max_tokens 0 with echo scores the prompt alone)
 //
 // Request bodies are checked by ./protocol.ts (zod), their sizes by ./limits.ts (prompt tokens ≤ maxPromptTokens,
 // max_tokens ≤ maxTokens, prompt + max_tokens ≤ the engine's context, n ≤ maxN), and what depends on the loaded model
@@ -21,6 +22,8 @@ import {
   type GenerateOptions,
   type GenerateResult,
   renderChatPrompt,
+  type ScoreOptions,
+  type ScoreResult,
   TOOL_CALL_CLOSE,
   type TokenEvent,
 } from '../engine/index.js';
@@ -50,6 +53,7 @@ import {
   type TokenSpan,
   textLogprobs,
   completionUsage,
+  echoLogprobs,
 } from './responses.js';
 import { streamChunks } from './streaming.js';
 
@@ -59,6 +63,8 @@ export interface OpenAIBackend extends ChatEngine {
   readonly maxLength?: number;
   /** The model's vocabulary size (config.json's vocab_size), when the engine knows it. */
   readonly vocabSize?: number;
+  /** Log-probs of given ids (RolloutEngine.score); without it `echo` is refused. */
+  score?(tokenIds: readonly number[], options?: ScoreOptions): Promise<ScoreResult>;
 }
 
 export interface OpenAIServiceOptions {
@@ -298,6 +304,9 @@ export class OpenAIService {
       topLogprobs: { value: request.logprobs ?? 0, param: 'logprobs' },
       extraStops: [],
     });
+    const echo = request.echo === true;
+    if (echo && this.backend.score === undefined)
+      throw new OpenAIHttpError(400, "'echo': this server's backend cannot score prompts", { param: 'echo' });
     const id = `cmpl-${randomBytes(12).toString('hex')}`;
     const head = { id, created: Math.floor(Date.now() / 1000), model: request.model };
     const n = options.n ?? 1;
@@ -309,15 +318,32 @@ export class OpenAIService {
       if (request.stream)
         throw new OpenAIHttpError(400, 'stream with more than one prompt is not supported', { param: 'stream' });
       // one fair-share key for all the prompts: the engine gives this request one turn, not one per prompt
-      const results = await Promise.all(prompts.map((p) => this.#generate(p, { ...options, fairShareKey: id }, scope)));
+      const results = await Promise.all(
+        prompts.map((p) =>
+          options.maxTokens === 0 ? noCompletions(p, n) : this.#generate(p, { ...options, fairShareKey: id }, scope),
+        ),
+      );
+      const scored = echo
+        ? await Promise.all(prompts.map((p) => this.#score(p, { topLogprobs: request.logprobs ?? 0 }, scope)))
+        : null;
       const choices = results.flatMap((result, p) =>
-        result.completions.map((c) => ({
-          index: p * n + c.index,
-          text: c.text ?? '',
-          logprobs: logprobsOf({ ids: c.tokenIds, logprobs: c.logprobs, topLogprobs: c.topLogprobs }, 0),
-          finish_reason: c.finishReason,
-          ...(returnTokenIds ? { prompt_token_ids: result.promptIds, token_ids: c.tokenIds } : {}),
-        })),
+        result.completions.map((c) => {
+          const span = { ids: c.tokenIds, logprobs: c.logprobs, topLogprobs: c.topLogprobs };
+          const promptScore = scored?.[p];
+          const promptText = promptScore === undefined ? '' : echoedPrompt(listed[p] as string | number[], tokenizer);
+          return {
+            index: p * n + c.index,
+            text: promptText + (c.text ?? ''),
+            logprobs:
+              request.logprobs == null
+                ? null
+                : promptScore === undefined
+                  ? textLogprobs(span, tokenText, 0)
+                  : echoLogprobs({ ids: result.promptIds, ...promptScore }, span, tokenText),
+            finish_reason: c.finishReason,
+            ...(returnTokenIds ? { prompt_token_ids: result.promptIds, token_ids: c.tokenIds } : {}),
+          };
+        }),
       );
       const promptTokens = results.reduce((sum, r) => sum + r.promptIds.length, 0);
       return {
@@ -486,6 +512,17 @@ export class OpenAIService {
     }
   }
 
+  async #score(promptIds: number[], options: ScoreOptions, scope: RequestScope): Promise<ScoreResult> {
+    try {
+      return await (this.backend.score as NonNullable<OpenAIBackend['score']>)(promptIds, {
+        ...options,
+        ...(scope.signal ? { signal: scope.signal } : {}),
+      });
+    } catch (error) {
+      throw asHttpError(error);
+    }
+  }
+
   /** How the request wants tokens shown in log-probs: their text (special tokens included) or "token_id:<id>". */
   #tokenTextOf(request: ChatCompletionRequest | CompletionRequest): (id: number) => string {
     if (request.return_tokens_as_token_ids) return (id) => `token_id:${id}`;
@@ -496,6 +533,26 @@ export class OpenAIService {
 
 function stopList(stop: string | readonly string[] | undefined | null): string[] {
   return stop == null ? [] : typeof stop === 'string' ? [stop] : [...stop];
+}
+
+/** max_tokens 0 (echo only): n empty completions of the prompt. */
+function noCompletions(promptIds: number[], n: number): GenerateResult {
+  return {
+    promptIds,
+    completions: Array.from({ length: n }, (_, index) => ({
+      index,
+      tokenIds: [],
+      logprobs: [],
+      text: '',
+      finishReason: 'length' as const,
+      stopReason: null,
+    })),
+  };
+}
+
+/** The prompt as echo shows it: the text sent, or the ids decoded (special tokens kept, as vLLM shows them). */
+function echoedPrompt(prompt: string | number[], tokenizer: Tokenizer): string {
+  return typeof prompt === 'string' ? prompt : tokenizer.decode(prompt, { skipSpecialTokens: false });
 }
 
 function promptList(prompt: CompletionRequest['prompt']): Array<string | number[]> {
