@@ -89,7 +89,9 @@ function traversableTmpdir(): string {
 export async function startPostgres(): Promise<PostgresServer> {
   const bin = postgresBinDir();
   if (bin === null)
-    throw new Error('PostgreSQL server binaries not found in /usr/lib/postgresql/*/bin: run scripts/setup.sh (apt-get install postgresql)');
+    throw new Error(
+      'PostgreSQL server binaries not found in /usr/lib/postgresql/*/bin: run scripts/setup.sh (apt-get install postgresql)',
+    );
   const account = serverUser();
   const dir = mkdtempSync(join(account === null ? tmpdir() : traversableTmpdir(), 'trinity-pg-'));
   if (account !== null) chownSync(dir, account.uid, account.gid);

@@ -1,10 +1,12 @@
 // The buffer layer: experience buffers (FIFO queue, priority replay, durable SQLite), JSONL files, tasksets with
 // selectors and the multi-taskset scheduler, and a text viewer.
 export * from './jsonl.js';
+export * from './postgres.js';
 export * from './priority.js';
 export * from './queue.js';
 export * from './scheduler.js';
 export * from './selector.js';
+export * from './shared.js';
 export * from './sqlite.js';
 export * from './taskset.js';
 export * from './types.js';

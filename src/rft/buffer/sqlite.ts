@@ -167,6 +167,11 @@ export class SqliteBuffer implements ExperienceBuffer {
     return inSqliteFile(this.path, `buffer '${this.name}'`, fn);
   }
 
+  /** Where it lives, for messages (the shared buffer contract, ./shared.ts). */
+  get location(): string {
+    return this.path;
+  }
+
   /** Rows this reader has not been handed yet. */
   get size(): number {
     this.#checkOpen('size');

@@ -1,0 +1,551 @@
+// Durable experience buffer in PostgreSQL (`storage_type: sql` with `path: postgresql://user:pass@host:port/db`):
+// the SqliteBuffer's contract (./shared.ts) for explorers and trainers on several machines.
+//
+// Tables (t = options.table, default "experiences"; unquoted identifiers, so PostgreSQL folds them to lower case):
+//   schema_version (table_name TEXT PRIMARY KEY, version INTEGER)  the layout version of each buffer's tables
+//   t          (id BIGSERIAL PRIMARY KEY, eid TEXT UNIQUE, task_id, model_version, reward, created_at, data TEXT)
+//   t_cursors  (reader TEXT PRIMARY KEY, position BIGINT)   last id a reader has committed
+//   t_meta     (key TEXT PRIMARY KEY, value TEXT)            writer_finished, explorer positions
+//
+// Ordering: a reader hands out rows `id > position ORDER BY id` and moves its position to the last id. That skips
+// nothing only if no row becomes visible later with a smaller id than one already seen. PostgreSQL draws ids when a
+// row is inserted, not when its transaction commits, so two concurrent writers could commit ids 6 then 5. Writers
+// therefore take a transaction-scoped advisory lock (per table) before they draw ids: ids are drawn and committed in
+// the same order, as with SQLite's single writer. Readers take no lock.
+//
+// Waiting: each write transaction sends NOTIFY on the channel t (delivered at commit); a waiting reader holds a
+// LISTEN connection and re-counts when woken, with its deadline as the only timer. A notification that arrives
+// between a reader's count and its wait bumps a generation number, so the reader counts again instead of sleeping.
+//
+// Errors name the server (host:port), database and user, never the password.
+import pg from 'pg';
+import type { Experience } from '../experience.js';
+import type { SharedBatch, SharedExperienceBuffer, SharedWriteOptions } from './shared.js';
+import type { StoredExperience } from './sqlite.js';
+import { BufferClosedError, BufferTimeoutError, checkReadArgs, type ReadOptions, Waiters } from './types.js';
+
+/** The layout of the tables this code writes; a database with a newer one was written by a newer trinity. */
+export const POSTGRES_SCHEMA_VERSION = 1;
+
+export function isPostgresUrl(path: string): boolean {
+  return /^postgres(ql)?:\/\//i.test(path);
+}
+
+/** Where a PostgreSQL URL points, for messages (no password). */
+export interface PostgresTarget {
+  host: string;
+  port: string;
+  database: string;
+  user: string;
+  /** postgresql://user@host:port/database */
+  display: string;
+}
+
+export function postgresTarget(url: string): PostgresTarget {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new Error(`'${redactUrl(url)}' is not a valid PostgreSQL URL (postgresql://user:password@host:port/database)`);
+  }
+  const host = decodeURIComponent(parsed.hostname) || parsed.searchParams.get('host') || 'localhost';
+  const port = parsed.port || parsed.searchParams.get('port') || '5432';
+  const user = decodeURIComponent(parsed.username) || process.env.PGUSER || 'postgres';
+  const database = decodeURIComponent(parsed.pathname.replace(/^\//, '')) || user;
+  return { host, port, database, user, display: `postgresql://${user}@${host}:${port}/${database}` };
+}
+
+/** The URL with its password (if any) replaced by "***". */
+function redactUrl(url: string): string {
+  return url.replace(/^(postgres(?:ql)?:\/\/[^:/@]*:)[^@]*@/i, '$1***@');
+}
+
+/** An error from the server or the connection, naming the buffer, the server and the database. */
+export class PostgresBufferError extends Error {
+  /** PostgreSQL's SQLSTATE or Node's errno code (ECONNREFUSED...). */
+  readonly code: string | undefined;
+
+  constructor(buffer: string, target: PostgresTarget, what: string, detail: string, cause?: unknown) {
+    super(
+      `buffer '${buffer}': PostgreSQL ${target.host}:${target.port}, database '${target.database}' (user ${target.user}): ${what}: ${detail}`,
+      cause === undefined ? undefined : { cause },
+    );
+    this.name = 'PostgresBufferError';
+    const code = (cause as { code?: unknown } | undefined)?.code;
+    this.code = typeof code === 'string' ? code : undefined;
+  }
+}
+
+export interface PostgresBufferOptions {
+  /** postgresql://user:password@host:port/database */
+  url: string;
+  /** Name in errors (default: the table name). */
+  name?: string;
+  /** Table name prefix, so one database holds several buffers (default "experiences"). */
+  table?: string;
+  /** Whose read position this handle uses and commits (default "trainer"); one process per reader id. */
+  readerId?: string;
+  /** Open without creating or writing anything (viewers): the tables must exist. */
+  readonly?: boolean;
+  /** Connections for queries (default 4); a waiting reader holds one more for LISTEN. */
+  poolSize?: number;
+  /** How long connecting may take before it fails (default 10 s). */
+  connectTimeoutMs?: number;
+}
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,39}$/;
+
+interface Row {
+  id: string;
+  data: string;
+}
+
+export class PostgresBuffer implements SharedExperienceBuffer {
+  readonly name: string;
+  readonly table: string;
+  readonly readerId: string;
+  readonly readonly: boolean;
+  readonly target: PostgresTarget;
+  readonly #url: string;
+  readonly #password: string;
+  readonly #pool: pg.Pool;
+  readonly #connectTimeoutMs: number;
+  readonly #readers = new Waiters();
+  /** The LISTEN connection (made by the first read that waits; remade after it drops). */
+  #listener: Promise<pg.Client> | null = null;
+  /** Bumped by every notification: a read that saw it change between its count and its wait counts again. */
+  #generation = 0;
+  /** Last id handed out by this handle (starts at the committed position). */
+  #position = 0;
+  /** Rows after the position at the last look (see size). */
+  #lastAvailable = 0;
+  #closed = false;
+  /** Resolvers of whenWaiting(). */
+  #onWait: (() => void)[] = [];
+  /** How many times reads counted the rows (one per look: the first, then one per wake-up). */
+  lookups = 0;
+
+  private constructor(options: PostgresBufferOptions) {
+    this.target = postgresTarget(options.url);
+    this.#url = options.url;
+    this.#password = safeDecode(new URL(options.url).password);
+    this.table = (options.table ?? 'experiences').toLowerCase();
+    this.name = options.name ?? this.table;
+    this.readerId = options.readerId ?? 'trainer';
+    this.readonly = options.readonly ?? false;
+    this.#connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
+    if (!IDENTIFIER.test(this.table))
+      throw new Error(`buffer '${this.name}': table name '${this.table}' must be an identifier of at most 40 characters`);
+    this.#pool = new pg.Pool({
+      connectionString: options.url,
+      max: options.poolSize ?? 4,
+      connectionTimeoutMillis: this.#connectTimeoutMs,
+      application_name: `trinity buffer ${this.name}`,
+    });
+    // an idle connection that drops (server restart) is replaced by the next query; nothing waits on it
+    this.#pool.on('error', () => {});
+  }
+
+  /** Connects, creates or checks the tables, and starts at this reader's committed position. */
+  static async open(options: PostgresBufferOptions): Promise<PostgresBuffer> {
+    const buffer = new PostgresBuffer(options);
+    try {
+      await buffer.#setUp();
+      buffer.#position = await buffer.committedPosition();
+      return buffer;
+    } catch (error) {
+      await buffer.#pool.end().catch(() => {});
+      throw error;
+    }
+  }
+
+  get location(): string {
+    return `${this.target.display} table ${this.table}`;
+  }
+
+  /** Rows this reader had not been handed yet at its last look (a read or available()): a network count is async. */
+  get size(): number {
+    return this.#lastAvailable;
+  }
+
+  /** Rows this reader has not been handed yet. */
+  async available(): Promise<number> {
+    this.#checkOpen('count');
+    const { rows } = await this.#query<{ n: string }>('count rows', `SELECT count(*) AS n FROM ${this.table} WHERE id > $1`, [
+      this.#position,
+    ]);
+    this.#lastAvailable = Number(rows[0]?.n ?? 0);
+    return this.#lastAvailable;
+  }
+
+  /** Rows in the table. */
+  get total(): Promise<number> {
+    this.#checkOpen('total');
+    return this.#query<{ n: string }>('count rows', `SELECT count(*) AS n FROM ${this.table}`).then((r) =>
+      Number(r.rows[0]?.n ?? 0),
+    );
+  }
+
+  /** The position persisted by the last commit of this reader id (0 = nothing committed). */
+  async committedPosition(): Promise<number> {
+    const { rows } = await this.#query<{ position: string }>(
+      'read the committed position',
+      `SELECT position FROM ${this.table}_cursors WHERE reader = $1`,
+      [this.readerId],
+    );
+    return Number(rows[0]?.position ?? 0);
+  }
+
+  /**
+   * Stores experiences in one transaction; duplicates (same eid) are ignored. Resolves with how many were new.
+   * `meta` entries are written in the same transaction.
+   */
+  async write(experiences: readonly Experience[], options: SharedWriteOptions = {}): Promise<number> {
+    this.#checkOpen('write');
+    this.#checkWritable('write');
+    const t = this.table;
+    const meta = Object.entries(options.meta ?? {});
+    return this.#transaction(`write ${experiences.length} experiences`, async (client) => {
+      // ids drawn and committed in lock order: see the header
+      await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`trinity:${t}`]);
+      if (meta.length > 0)
+        await client.query(
+          `INSERT INTO ${t}_meta (key, value) SELECT * FROM unnest($1::text[], $2::text[])
+           ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+          [meta.map(([k]) => k), meta.map(([, v]) => v)],
+        );
+      let inserted = 0;
+      if (experiences.length > 0) {
+        const result = await client.query(
+          `INSERT INTO ${t} (eid, task_id, model_version, reward, created_at, data)
+           SELECT r.eid, r.task_id, r.model_version, r.reward, $6, r.data
+           FROM unnest($1::text[], $2::text[], $3::bigint[], $4::float8[], $5::text[])
+             WITH ORDINALITY AS r(eid, task_id, model_version, reward, data, ord)
+           ORDER BY r.ord
+           ON CONFLICT (eid) DO NOTHING`,
+          [
+            experiences.map((e) => e.eid),
+            experiences.map((e) => (e.info.taskId === undefined ? null : String(e.info.taskId))),
+            experiences.map((e) => (Number.isSafeInteger(e.info.modelVersion) ? e.info.modelVersion : null)),
+            experiences.map((e) => (typeof e.reward === 'number' ? e.reward : null)),
+            experiences.map((e) => JSON.stringify(e)),
+            Date.now(),
+          ],
+        );
+        inserted = result.rowCount ?? 0;
+      }
+      // new data after a finish (a restarted explorer) reopens the buffer for readers
+      if (inserted > 0) await client.query(`DELETE FROM ${t}_meta WHERE key = 'writer_finished'`);
+      if (inserted > 0 || meta.length > 0) await client.query('SELECT pg_notify($1, $2)', [t, '']);
+      return inserted;
+    });
+  }
+
+  async read(n: number, options: ReadOptions): Promise<Experience[]> {
+    return (await this.readBatch(n, options)).experiences;
+  }
+
+  /**
+   * Waits (LISTEN/NOTIFY) for n rows after this reader's position, hands them out and advances the in-memory
+   * position. Nothing is persisted until commit(cursor).
+   */
+  async readBatch(n: number, options: ReadOptions): Promise<SharedBatch> {
+    const minCount = checkReadArgs(this.name, n, options);
+    const deadline = Date.now() + options.timeoutMs;
+    for (;;) {
+      this.#checkOpen(`read of ${n} experiences`);
+      // listening before counting: a write committed after the count wakes the wait below
+      if (options.timeoutMs > 0) await this.#listen();
+      const generation = this.#generation;
+      // one statement, one snapshot: the count and the finished flag agree
+      const { rows } = await this.#query<{ available: string; finished: boolean }>(
+        'count rows',
+        `SELECT (SELECT count(*) FROM ${this.table} WHERE id > $1) AS available,
+                EXISTS (SELECT 1 FROM ${this.table}_meta WHERE key = 'writer_finished' AND value = '1') AS finished`,
+        [this.#position],
+      );
+      this.lookups++;
+      const available = Number(rows[0]?.available ?? 0);
+      const finished = rows[0]?.finished === true;
+      this.#lastAvailable = available;
+      const timedOut = Date.now() >= deadline;
+      if (available >= n || finished || (timedOut && available >= minCount)) return this.#take(n);
+      if (timedOut) {
+        throw new BufferTimeoutError(
+          this.name,
+          `${n} experiences from ${this.location} for reader '${this.readerId}' after position ${this.#position} ` +
+            `(${available} available, at least ${minCount} accepted)`,
+          options.timeoutMs,
+        );
+      }
+      if (generation !== this.#generation) continue;
+      const waiting = this.#readers.wait(deadline);
+      for (const resolve of this.#onWait.splice(0)) resolve();
+      await waiting;
+    }
+  }
+
+  /** Resolves when a read next starts waiting for writes (tests and diagnostics wait on it instead of on time). */
+  whenWaiting(): Promise<void> {
+    return new Promise((resolve) => this.#onWait.push(resolve));
+  }
+
+  /** Persists this reader's position (default: everything handed out so far). Never moves backwards. */
+  async commit(cursor: number = this.#position): Promise<void> {
+    this.#checkOpen('commit');
+    this.#checkWritable('commit');
+    if (!Number.isInteger(cursor) || cursor < 0 || cursor > this.#position) {
+      throw new RangeError(
+        `buffer '${this.name}': commit cursor ${cursor} must be an integer in [0, ${this.#position}] (handed out)`,
+      );
+    }
+    await this.#query(
+      'commit the read position',
+      `INSERT INTO ${this.table}_cursors (reader, position) VALUES ($1, $2)
+       ON CONFLICT (reader) DO UPDATE SET position = GREATEST(${this.table}_cursors.position, excluded.position)`,
+      [this.readerId, cursor],
+    );
+  }
+
+  /** Forgets uncommitted hand-outs: the next read starts again at the committed position. */
+  async rewind(): Promise<void> {
+    this.#checkOpen('rewind');
+    this.#position = await this.committedPosition();
+  }
+
+  /** Sets and persists this reader's position to a checkpoint's cursor. */
+  async restore(cursor: number): Promise<void> {
+    this.#checkOpen('restore');
+    this.#checkWritable('restore');
+    if (!Number.isInteger(cursor) || cursor < 0)
+      throw new RangeError(`buffer '${this.name}': restore cursor ${cursor} must be a non-negative integer`);
+    await this.#query(
+      'restore the read position',
+      `INSERT INTO ${this.table}_cursors (reader, position) VALUES ($1, $2)
+       ON CONFLICT (reader) DO UPDATE SET position = excluded.position`,
+      [this.readerId, cursor],
+    );
+    this.#position = cursor;
+  }
+
+  /** A meta entry written with write({ meta }) (null when absent). */
+  async readMeta(key: string): Promise<string | null> {
+    this.#checkOpen('readMeta');
+    const { rows } = await this.#query<{ value: string }>('read meta', `SELECT value FROM ${this.table}_meta WHERE key = $1`, [
+      key,
+    ]);
+    return rows[0]?.value ?? null;
+  }
+
+  /** Rows in id order without touching any cursor (viewers, debugging). */
+  async peek(options: { afterId?: number; offset?: number; limit: number }): Promise<StoredExperience[]> {
+    this.#checkOpen('peek');
+    const { rows } = await this.#query<Row>(
+      'read rows',
+      `SELECT id, data FROM ${this.table} WHERE id > $1 ORDER BY id LIMIT $2 OFFSET $3`,
+      [options.afterId ?? 0, options.limit, options.offset ?? 0],
+    );
+    return rows.map((row) => ({ id: Number(row.id), experience: this.#parse(row) }));
+  }
+
+  async finishWriting(): Promise<void> {
+    this.#checkOpen('finishWriting');
+    this.#checkWritable('finishWriting');
+    await this.#transaction('mark the writer finished', async (client) => {
+      await client.query(
+        `INSERT INTO ${this.table}_meta (key, value) VALUES ('writer_finished', '1')
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+      );
+      await client.query('SELECT pg_notify($1, $2)', [this.table, '']);
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#readers.fail(new BufferClosedError(this.name, 'closed while waiting'));
+    const listener = this.#listener;
+    this.#listener = null;
+    await Promise.allSettled([this.#pool.end(), listener?.then((client) => client.end())]);
+  }
+
+  // --- internals -----------------------------------------------------------------------------------------------
+
+  async #setUp(): Promise<void> {
+    const t = this.table;
+    if (this.readonly) {
+      const { rows } = await this.#query<{ registry: boolean; buffer: boolean }>(
+        'look up the buffer tables',
+        "SELECT to_regclass('schema_version') IS NOT NULL AS registry, to_regclass($1) IS NOT NULL AS buffer",
+        [t],
+      );
+      if (rows[0]?.registry !== true || rows[0]?.buffer !== true)
+        throw this.#error('open read-only', `there is no buffer table '${t}'`);
+      const version = await this.#query<{ version: number }>(
+        'read the schema version',
+        'SELECT version FROM schema_version WHERE table_name = $1',
+        [t],
+      );
+      this.#checkVersion(version.rows[0]?.version ?? null);
+      return;
+    }
+    await this.#transaction('create the buffer tables', async (client) => {
+      // one process creates the tables; the others wait here, then find them
+      await client.query("SELECT pg_advisory_xact_lock(hashtext('trinity:schema'))");
+      await client.query('CREATE TABLE IF NOT EXISTS schema_version (table_name TEXT PRIMARY KEY, version INTEGER NOT NULL)');
+      const { rows } = await client.query<{ version: number }>('SELECT version FROM schema_version WHERE table_name = $1', [t]);
+      const version = rows[0]?.version ?? null;
+      this.#checkVersion(version);
+      if (version !== null) return;
+      await client.query(`
+        CREATE TABLE IF NOT EXISTS ${t} (
+          id BIGSERIAL PRIMARY KEY,
+          eid TEXT NOT NULL UNIQUE,
+          task_id TEXT,
+          model_version BIGINT,
+          reward DOUBLE PRECISION,
+          created_at BIGINT NOT NULL,
+          data TEXT NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS ${t}_cursors (reader TEXT PRIMARY KEY, position BIGINT NOT NULL);
+        CREATE TABLE IF NOT EXISTS ${t}_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+      `);
+      await client.query('INSERT INTO schema_version (table_name, version) VALUES ($1, $2)', [t, POSTGRES_SCHEMA_VERSION]);
+    });
+  }
+
+  #checkVersion(version: number | null): void {
+    if (version !== null && version > POSTGRES_SCHEMA_VERSION)
+      throw this.#error(
+        'open',
+        `table '${this.table}' has schema version ${version} (schema_version table), but this trinity knows versions up to ` +
+          `${POSTGRES_SCHEMA_VERSION}: it was written by a newer trinity; upgrade this one, or use another table or database`,
+      );
+  }
+
+  /** The LISTEN connection, connected and listening (remade if it dropped). */
+  async #listen(): Promise<void> {
+    if (this.#listener === null) {
+      const client = new pg.Client({ connectionString: this.#url, connectionTimeoutMillis: this.#connectTimeoutMs });
+      const connecting = (async () => {
+        try {
+          await client.connect();
+          await client.query(`LISTEN ${this.table}`);
+        } catch (error) {
+          await client.end().catch(() => {});
+          throw this.#wrap('listen for writes', error);
+        }
+        return client;
+      })();
+      this.#listener = connecting;
+      client.on('notification', () => {
+        this.#generation++;
+        this.#readers.notifyAll();
+      });
+      // a dropped connection: waiting reads count again (and listen again), nothing is missed
+      client.on('error', () => {
+        if (this.#listener === connecting) this.#listener = null;
+        this.#generation++;
+        this.#readers.notifyAll();
+        client.end().catch(() => {});
+      });
+      connecting.catch(() => {
+        if (this.#listener === connecting) this.#listener = null;
+      });
+    }
+    await this.#listener;
+  }
+
+  async #take(n: number): Promise<SharedBatch> {
+    const { rows } = await this.#query<Row>(
+      'read rows',
+      `SELECT id, data FROM ${this.table} WHERE id > $1 ORDER BY id LIMIT $2`,
+      [this.#position, n],
+    );
+    const experiences = rows.map((row) => this.#parse(row));
+    const last = rows.at(-1);
+    if (last !== undefined) this.#position = Number(last.id);
+    this.#lastAvailable = Math.max(0, this.#lastAvailable - rows.length);
+    return { experiences, cursor: this.#position };
+  }
+
+  async #query<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[] = []): Promise<pg.QueryResult<R>> {
+    try {
+      return await this.#pool.query<R>(text, values);
+    } catch (error) {
+      throw this.#wrap(what, error);
+    }
+  }
+
+  async #transaction<T>(what: string, body: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.#pool.connect();
+    } catch (error) {
+      throw this.#wrap(what, error);
+    }
+    try {
+      await client.query('BEGIN');
+      const result = await body(client);
+      await client.query('COMMIT');
+      client.release();
+      return result;
+    } catch (error) {
+      // a failed ROLLBACK means the connection is gone: release(error) discards it
+      const rolledBack = await client.query('ROLLBACK').then(
+        () => true,
+        () => false,
+      );
+      client.release(rolledBack ? undefined : true);
+      if (error instanceof PostgresBufferError) throw error;
+      throw this.#wrap(what, error);
+    }
+  }
+
+  #wrap(what: string, error: unknown): PostgresBufferError {
+    if (error instanceof PostgresBufferError) return error;
+    const message = error instanceof Error ? error.message : String(error);
+    const code = (error as { code?: unknown }).code;
+    const hint =
+      code === 'ECONNREFUSED'
+        ? ' (is the server running, and listening on that address?)'
+        : code === '28P01'
+          ? ' (check the user and password in the URL)'
+          : code === '3D000'
+            ? ' (create the database first: CREATE DATABASE)'
+            : '';
+    return this.#error(what, `${this.#redact(message)}${hint}`, error);
+  }
+
+  #error(what: string, detail: string, cause?: unknown): PostgresBufferError {
+    return new PostgresBufferError(this.name, this.target, what, this.#redact(detail), cause);
+  }
+
+  #redact(text: string): string {
+    return this.#password.length > 0 ? text.replaceAll(this.#password, '***') : text;
+  }
+
+  #parse(row: Row): Experience {
+    try {
+      return JSON.parse(row.data) as Experience;
+    } catch (error) {
+      throw this.#error('read rows', `table ${this.table} row ${row.id}: bad JSON: ${(error as Error).message}`);
+    }
+  }
+
+  #checkOpen(what: string): void {
+    if (this.#closed) throw new BufferClosedError(this.name, `cannot ${what}`);
+  }
+
+  #checkWritable(what: string): void {
+    if (this.readonly) throw new Error(`buffer '${this.name}': cannot ${what}: opened read-only (${this.location})`);
+  }
+}
+
+function safeDecode(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
