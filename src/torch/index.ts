@@ -4,6 +4,7 @@
 //   const loss = torch.scope(() => x.matmul(w).square().mean());
 export * from './creation.js';
 export * from './distributed.js';
+export * from './device.js';
 export * from './dtype.js';
 export * from './functional.js';
 export * from './lr-schedule.js';

@@ -45,6 +45,8 @@ export const MAX_TIMEOUT_SECONDS = 2_147_483;
 export const MAX_SLOTS = 4096;
 
 export const MODES = ['both', 'explore', 'train', 'bench', 'serve'] as const;
+/** The modes a config may name: MODES and Trinity's colocate (mode both on one GPU, weights synced in memory). */
+export const CONFIG_MODES = [...MODES, 'colocate'] as const;
 export const STORAGE_TYPES = ['queue', 'sql', 'file'] as const;
 export const SELECTOR_TYPES = ['sequential', 'shuffle', 'random', 'offline_easy2hard', 'difficulty_based'] as const;
 export const SYNC_METHODS = ['memory', 'checkpoint'] as const;
@@ -244,6 +246,12 @@ export const BufferSchema = z.strictObject({
 
 // --- explorer, trainer, synchronizer, monitor ----------------------------------------------------------------------
 
+/** A device: auto, cpu, cuda or cuda:N (resolved against the machine's GPUs when the run starts). */
+const deviceSetting = () =>
+  z
+    .preprocess(coerceString, z.string().regex(/^(auto|cpu|cuda(:\d+)?)$/, 'expected a device: auto, cpu, cuda or cuda:N'))
+    .default('auto');
+
 export const RolloutModelSchema = z.strictObject({
   engine_type: z.enum(ENGINE_TYPES).default('embedded'), // Trinity vllm; openai: an external OpenAI-compatible server
   engine_num: intIn(1, 64).default(1), // [1, 64]
@@ -251,6 +259,7 @@ export const RolloutModelSchema = z.strictObject({
   base_url: str().nullable().default(null), // openai only
   api_key: str().nullable().default(null), // openai only
   model_name: str().nullable().default(null), // openai only; null: model.model_path
+  device: deviceSetting(), // embedded only; auto: cuda when a GPU is visible, else cpu
 });
 
 export const ExplorerSchema = z.strictObject({
@@ -277,6 +286,7 @@ export const TrainerSchema = z.strictObject({
   grad_clip: numIn(0, 1e6, true).nullable().default(null), // (0, 1e6] max gradient norm; derived: algorithm.optimizer.clip_grad, else 1.0
   micro_batch_size: intIn(1, MAX_EXPERIENCES_PER_STEP).default(1), // [1, 65536]; Trinity/veRL ppo_micro_batch_size_per_gpu 1
   gradient_checkpointing: bool().default(true), // veRL enable_gradient_checkpointing true
+  device: deviceSetting(), // auto: cuda when a GPU is visible (a rank's own: LOCAL_RANK), else cpu
   distributed_timeout: numIn(0, MAX_TIMEOUT_SECONDS, true).default(600), // (0, 2147483] seconds a data-parallel rank waits in a collective (veRL nccl_timeout 600)
   total_steps: intIn(1, MAX_STEPS).nullable().default(null), // [1, 1e9]; null: until the buffer runs out
 });
@@ -298,6 +308,49 @@ export const MonitorSchema = z.strictObject({
   detailed_stats: bool().default(false),
 });
 
+// --- data_processor ---------------------------------------------------------------------------------------------
+
+/** One operator of a data pipeline: a registered name or a module path (`file.ts#export`), and its arguments. */
+export const OperatorSchema = z.strictObject({
+  name: nonEmpty(),
+  args: args().default(() => ({})),
+});
+
+/**
+ * Trinity's data_processor.task_pipeline: operators (src/rft/data/task-pipeline) run once over `inputs` before a
+ * stage explores; the stage's taskset then reads `output`. Data-Juicer's recipe (config_path) and priority keys are
+ * refused (./refusals.ts).
+ */
+export const TaskPipelineSchema = z.strictObject({
+  operators: z.array(OperatorSchema).default(() => []),
+  num_process: intIn(1, 1024).default(4), // [1, 1024] rows an operator works on at once (model calls)
+  config_path: str().nullable().default(null), // Data-Juicer recipe: refused
+  inputs: z.array(nonEmpty()).default(() => []), // Trinity: required; empty: the taskset's own files (its split)
+  // Trinity: a taskset config (its path); null: <job dir>/task_pipeline/<taskset>.jsonl
+  output: z
+    .union([nonEmpty(), z.strictObject({ path: nonEmpty() })])
+    .nullable()
+    .default(null),
+  target_fields: z.array(nonEmpty()).default(() => []), // the input fields kept; empty: all
+  priority_weights: z.record(z.string(), num(z.number())).default(() => ({})), // Data-Juicer priority: refused
+  top_k: num(z.int()).default(-1), // Data-Juicer priority selection: refused
+});
+
+/**
+ * Trinity's data_processor.experience_pipeline: operators (src/rft/data/experience-pipeline) over every explore step's
+ * experiences before the buffer; save_input keeps the raw ones in input_save_path (.jsonl, .db/.sqlite or sqlite:///).
+ */
+export const ExperiencePipelineSchema = z.strictObject({
+  operators: z.array(OperatorSchema).default(() => []),
+  save_input: bool().default(true), // Trinity true
+  input_save_path: str().nullable().default(null), // derived: <job dir>/buffer/explorer_output.db (Trinity's)
+});
+
+export const DataProcessorSchema = z.strictObject({
+  task_pipeline: TaskPipelineSchema.nullable().default(null),
+  experience_pipeline: ExperiencePipelineSchema.nullable().default(null), // null: experiences go to the buffer as they come
+});
+
 // --- the whole file -----------------------------------------------------------------------------------------------
 
 /** The sections a stage may override (Trinity's StageConfig, plus synchronizer). */
@@ -306,7 +359,7 @@ export const STAGE_SECTIONS = ['mode', 'algorithm', 'buffer', 'explorer', 'train
 /** A stage as written: its name and overrides of the top level (checked in full once merged, see ./validate.ts). */
 export const StageSchema = z.strictObject({
   stage_name: nonEmpty(),
-  mode: z.enum(MODES).optional(),
+  mode: z.enum(CONFIG_MODES).optional(),
   algorithm: args().optional(),
   buffer: args().optional(),
   explorer: args().optional(),
@@ -316,7 +369,7 @@ export const StageSchema = z.strictObject({
 
 /** One run: everything except stages. */
 export const RunSchema = z.strictObject({
-  mode: z.enum(MODES).default('both'),
+  mode: z.enum(CONFIG_MODES).default('both'),
   project: nonEmpty().default('Trinity-RFT'),
   name: nonEmpty().default('rft'),
   checkpoint_root_dir: str().nullable().default(null), // derived: ./checkpoints of the working directory (Trinity: '')
@@ -329,6 +382,7 @@ export const RunSchema = z.strictObject({
   trainer: TrainerSchema.prefault({}),
   synchronizer: SynchronizerSchema.prefault({}),
   monitor: MonitorSchema.prefault({}),
+  data_processor: DataProcessorSchema.prefault({}),
 });
 
 /** The whole file: a run, optionally split into stages. */
@@ -348,6 +402,9 @@ export type RolloutModelConfig = z.output<typeof RolloutModelSchema>;
 export type ExplorerConfig = z.output<typeof ExplorerSchema>;
 export type TrainerConfig = Omit<z.output<typeof TrainerSchema>, 'grad_clip'> & { grad_clip: number };
 export type MonitorConfig = z.output<typeof MonitorSchema>;
+export type TaskPipelineConfig = Omit<z.output<typeof TaskPipelineSchema>, 'output'> & { output: string | null };
+export type ExperiencePipelineConfig = z.output<typeof ExperiencePipelineSchema>;
+export type DataProcessorConfig = { task_pipeline: TaskPipelineConfig | null; experience_pipeline: ExperiencePipelineConfig | null };
 
 export type ModelConfig = Omit<
   z.output<typeof ModelSchema>,
@@ -419,6 +476,7 @@ export interface RunConfig {
   trainer: TrainerConfig;
   synchronizer: SynchronizerConfig;
   monitor: MonitorConfig;
+  data_processor: DataProcessorConfig;
 }
 
 /** A stage of a multi-stage run: the top level with the stage's overrides, resolved; name = `<name>/<stage_name>`. */
@@ -444,4 +502,8 @@ export const PATH_KEYS: readonly string[] = [
   'buffer.trainer_input.experience_buffer.path',
   'buffer.trainer_input.sft_warmup_dataset.path',
   'buffer.trainer_input.auxiliary_buffers.*.path',
+  'data_processor.task_pipeline.inputs.*',
+  'data_processor.task_pipeline.output',
+  'data_processor.task_pipeline.output.path',
+  'data_processor.experience_pipeline.input_save_path',
 ];

@@ -14,6 +14,7 @@ import type { ConfigProblem } from './errors.js';
 import { REFUSED_SETTINGS } from './refusals.js';
 import {
   ConfigSchema,
+  type Mode,
   type MonitorType,
   type TaskSelectorConfig,
   TaskSelectorSchema,
@@ -295,7 +296,9 @@ const MONITOR_ARGS: Readonly<Record<MonitorType, readonly string[]>> = {
 /** Fills in the derived keys of a schema-checked run and checks the rules between keys. */
 export function resolveRun(input: RunInput, context: RunContext, problems: ConfigProblem[]): RunConfig {
   const problem = (path: string, message: string) => problems.push({ path, message });
-  const { mode } = input;
+  // Trinity's colocate is mode both with explorer and trainer on one device, weights synced in memory
+  const colocate = input.mode === 'colocate';
+  const mode: Mode = input.mode === 'colocate' ? 'both' : input.mode;
   checkRefusals(input, problems);
 
   // checkpoint_root_dir/project/name: the job dir (Trinity adds `group`; stages add /<stage_name>)
@@ -516,7 +519,30 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
       `(${sync.max_staleness}) is less than sync_offset (${sync.sync_offset}): every experience would be too stale`,
     );
   }
-  const explorer = input.explorer;
+  let explorer = input.explorer;
+  if (remoteEngine && explorer.rollout_model.device !== 'auto')
+    problem(
+      'explorer.rollout_model.device',
+      `places the embedded engine; an external server (engine_type openai) runs where it was started: remove it`,
+    );
+  let trainerDevice = input.trainer.device;
+  if (colocate) {
+    if (sync.sync_method === 'checkpoint')
+      problem('synchronizer.sync_method', "mode colocate syncs weights in memory, on the device: remove it or set 'memory'");
+    if (remoteEngine)
+      problem('explorer.rollout_model.engine_type', "mode colocate runs the embedded engine beside the trainer: use 'embedded'");
+    const rolloutDevice = explorer.rollout_model.device;
+    if (rolloutDevice !== 'auto' && trainerDevice !== 'auto' && rolloutDevice !== trainerDevice)
+      problem(
+        'explorer.rollout_model.device',
+        `mode colocate puts the explorer and the trainer on one device: it is '${rolloutDevice}', trainer.device is ` +
+          `'${trainerDevice}'`,
+      );
+    // one of them set: both take it
+    const shared = trainerDevice !== 'auto' ? trainerDevice : rolloutDevice;
+    trainerDevice = shared;
+    explorer = { ...explorer, rollout_model: { ...explorer.rollout_model, device: shared } };
+  }
   if (evalTasksets.length > 0 && (mode === 'both' || mode === 'explore') && !offline) {
     if (explorer.eval_interval % sync.sync_interval !== 0) {
       const lower = Math.max(1, Math.floor(explorer.eval_interval / sync.sync_interval)) * sync.sync_interval;
@@ -547,6 +573,32 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
   } else {
     for (const key of ['base_url', 'api_key', 'model_name'] as const) {
       if (rollout[key] !== null) problem(`explorer.rollout_model.${key}`, "is only used with engine_type 'openai'");
+    }
+  }
+
+  // data_processor.experience_pipeline runs on the explorer's experiences (src/rft/data/experience-pipeline); in a
+  // multi-stage run the stages that explore run it and the others skip it
+  const experiencePipeline = input.data_processor.experience_pipeline;
+  if (experiencePipeline !== null) {
+    if (!experiencePipeline.save_input && experiencePipeline.input_save_path !== null)
+      problem('data_processor.experience_pipeline.input_save_path', 'is where save_input writes, and save_input is false: remove one');
+    if (context.runnable && context.stageName === undefined && mode !== 'both' && mode !== 'explore')
+      problem('data_processor.experience_pipeline', `runs on explored experiences; mode ${mode} explores nothing: remove it`);
+  }
+  // data_processor.task_pipeline: its output becomes the one training taskset (src/rft/data/task-pipeline)
+  const pipelineInput = input.data_processor.task_pipeline;
+  const taskPipeline =
+    pipelineInput === null
+      ? null
+      : {
+          ...pipelineInput,
+          output: typeof pipelineInput.output === 'object' && pipelineInput.output !== null ? pipelineInput.output.path : pipelineInput.output,
+        };
+  if (taskPipeline !== null && (mode === 'both' || mode === 'explore')) {
+    if (tasksets.length > 1) {
+      problem('data_processor.task_pipeline', `writes one taskset; this run explores ${tasksets.length} (use one taskset)`);
+    } else if (tasksets[0]?.storage_type === 'sql' && taskPipeline.inputs.length === 0) {
+      problem('data_processor.task_pipeline.inputs', 'the taskset is an SQL table: name the input files (.jsonl or .json)');
     }
   }
 
@@ -612,9 +664,10 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
       },
     },
     explorer,
-    trainer: { ...input.trainer, grad_clip: gradClip },
+    trainer: { ...input.trainer, device: trainerDevice, grad_clip: gradClip },
     synchronizer: { ...sync, sync_method: syncMethod },
     monitor: input.monitor,
+    data_processor: { task_pipeline: taskPipeline, experience_pipeline: input.data_processor.experience_pipeline },
   };
 }
 

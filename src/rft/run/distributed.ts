@@ -7,7 +7,7 @@
 //   rank > 0   a follower (./follower.ts): per stage, a trainer that takes the steps rank 0 sends until it ends
 //              the stage; nothing explored, logged or saved
 import { readTorchrunEnv } from '../../torch/index.js';
-import type { DistributedSettings } from './settings.js';
+import type { DistributedSettings, StageSettings } from './settings.js';
 
 /**
  * The data-parallel launch the torchrun variables describe; null when WORLD_SIZE is unset or 1 (one process). A set
@@ -47,4 +47,37 @@ export function describeRank(launch: DistributedSettings): string {
     `rank ${launch.rank} of ${launch.worldSize} (local rank ${launch.localRank}, ` +
     `rendezvous at ${launch.masterAddr}:${launch.masterPort})`
   );
+}
+
+/**
+ * Where each part of a stage runs, for the log: "placement: trainer on cpu (float32); rollout engine on cpu
+ * (bfloat16); weights in memory, on the same device". Ranks > 0 have no explorer.
+ */
+export function describePlacement(settings: StageSettings): string {
+  const d = settings.distributed;
+  const hasTrainer = settings.mode === 'both' || settings.mode === 'train';
+  const explores = settings.mode !== 'train' && (d === null || d.rank === 0);
+  const engine = settings.explorer.engine;
+  const parts: string[] = [];
+  if (hasTrainer) {
+    const rank = d === null ? '' : ` rank ${d.rank} of ${d.worldSize}`;
+    parts.push(`trainer${rank} on ${settings.trainer.device} (${settings.dtype})`);
+  }
+  if (explores)
+    parts.push(
+      engine.type === 'openai'
+        ? `rollout engine: external server ${engine.baseUrl}`
+        : `rollout engine on ${settings.explorer.device} (${settings.dtype})`,
+    );
+  if (hasTrainer && explores && settings.mode === 'both' && engine.type === 'embedded') {
+    const same = settings.trainer.device === settings.explorer.device;
+    parts.push(
+      engine.weightSync === 'checkpoint'
+        ? 'weights through checkpoint folders'
+        : same
+          ? `weights in memory, on the same device (${settings.trainer.device}, one process)`
+          : `weights in memory, copied ${settings.trainer.device} -> ${settings.explorer.device}`,
+    );
+  }
+  return `placement: ${parts.join('; ')}`;
 }

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { loadAlgorithmPlugins } from '../algorithm/plugins.js';
 import { resolveAlgorithm } from '../algorithm/presets.js';
 import { TrainerClient } from '../trainer/trainer.js';
+import { describePlacement } from './distributed.js';
 import type { StageRecord, StageSettings } from './settings.js';
 import { countTrainSteps, finalModelDir, trainerInit } from './stage.js';
 
@@ -56,6 +57,7 @@ export async function runFollower(
     await loadAlgorithmPlugins(settings.algorithm, settings.pluginBaseDir);
     const totalSteps = await countTrainSteps(settings, resolveAlgorithm(settings.algorithm));
     log(`${prefix}: following rank 0's trainer (stage of ${totalSteps} steps, model ${modelPath})`);
+    log(`${prefix}: ${describePlacement(settings)}`);
     const { trainer, start } = await TrainerClient.start(trainerInit(settings, totalSteps));
     let steps: number;
     try {

@@ -10,7 +10,7 @@ import type { Config, StageConfig } from '../config/index.js';
 import { resolveStages } from '../config/index.js';
 import { checkBeforeRun } from './preflight.js';
 import { ProgressReporter } from '../monitor/index.js';
-import { describeRank, distributedLaunchFromEnv } from './distributed.js';
+import { describePlacement, describeRank, distributedLaunchFromEnv } from './distributed.js';
 import { runFollower } from './follower.js';
 import type { DistributedSettings, StageHooks, StageRecord, StageResult, StageSettings } from './settings.js';
 import { runStage } from './stage.js';
@@ -85,6 +85,7 @@ export async function runConfig(
     log(
       `[${settings.stageName}] stage ${index + 1}/${stages.length}: mode ${settings.mode}, model ${modelPath}, job ${settings.jobDir}`,
     );
+    log(`[${settings.stageName}] ${describePlacement(settings)}`);
     const hooks: StageHooks = {
       log: (line) => progress.log(line),
       progress,

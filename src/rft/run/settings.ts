@@ -4,6 +4,8 @@
 import type { ModelDType } from '../../model/index.js';
 import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../buffer/index.js';
 import type { MonitorArgs, MonitorType, ProgressReporter } from '../monitor/index.js';
+import type { TaskPipelineSettings } from '../data/task-pipeline/types.js';
+import type { ExperiencePipelineSettings } from '../data/experience-pipeline/index.js';
 
 export type StageMode = 'both' | 'explore' | 'train' | 'bench' | 'serve';
 
@@ -34,6 +36,8 @@ export interface StageSettings {
   totalEpochs: number;
   tasksets: { taskset: TasksetConfig; selector?: SelectorConfig; weight?: number }[];
   evalTasksets: TasksetConfig[];
+  /** data_processor.task_pipeline: curates the (one) training taskset before the stage explores; null: none. */
+  taskPipeline: TaskPipelineSettings | null;
   /** Samples per task of each eval taskset (its repeat_times, same order): mean@n and pass@k use them. */
   evalRepeatTimes: number[];
   evalInterval: number;
@@ -47,6 +51,8 @@ export interface StageSettings {
     slots: number;
     maxLength: number;
     defaultWorkflow: string;
+    /** The embedded engine's device, resolved ('cpu' or 'cuda:N'; explorer.rollout_model.device). */
+    device: string;
     /**
      * embedded: our engine on a worker thread; in mode both the trainer hands it weights by reference (memory) or
      * through a folder (checkpoint) — synchronizer.sync_method. openai: an external OpenAI-compatible server
@@ -71,6 +77,8 @@ export interface StageSettings {
     maxCheckpointsToKeep: number;
     microBatchSize: number | null;
     gradientCheckpointing: boolean;
+    /** The trainer's device, resolved ('cpu' or 'cuda:N'; trainer.device, a rank's own GPU by LOCAL_RANK). */
+    device: string;
     /** The longest a data-parallel rank waits for the others in the rendezvous or a collective (ms). */
     distributedTimeoutMs: number;
   };
@@ -109,6 +117,11 @@ export interface StageSettings {
   monitorArgs: MonitorArgs;
   /** Auxiliary datasets by name (trainer_input.auxiliary_buffers), e.g. mix's expert data. */
   auxiliaryDatasets: Record<string, { path: string; format: DatasetFormat }>;
+  /**
+   * data_processor.experience_pipeline: operators over each explore step's experiences before the buffer, and where
+   * the raw experiences are saved (null: not saved); absent or null: no pipeline. Stages that do not explore skip it.
+   */
+  experiencePipeline?: ExperiencePipelineSettings | null;
   seed: number;
   threads: { explorer: number; trainer: number };
   /** Data-parallel training over c10d (the torchrun environment; ./distributed.ts); null: one trainer process. */

@@ -1,9 +1,11 @@
 // A stage's settings from its resolved config section (src/rft/config): the one place config key names become the
 // plain StageSettings the loops read (./settings.ts). The config coverage test walks every schema key through here.
 import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
 import type { FormatConfig, LoraConfig, StageConfig, TasksetConfig as TasksetSection } from '../config/index.js';
 import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../buffer/index.js';
 import type { MonitorArgs } from '../monitor/index.js';
+import { resolveDevice } from '../../torch/index.js';
 import type { DistributedSettings, StageSettings } from './settings.js';
 
 type NonNullFields<T> = { [K in keyof T]?: Exclude<T[K], null> };
@@ -62,6 +64,18 @@ function selectorSettings(t: TasksetSection): SelectorConfig {
   };
 }
 
+/** data_processor.experience_pipeline; save_input without input_save_path: <job dir>/buffer/explorer_output.db (Trinity's). */
+function experiencePipelineSettings(stage: StageConfig): StageSettings['experiencePipeline'] {
+  const pipeline = stage.data_processor.experience_pipeline;
+  if (pipeline === null) return null;
+  return {
+    operators: pipeline.operators.map((op) => ({ name: op.name, args: op.args })),
+    inputSavePath: pipeline.save_input
+      ? (pipeline.input_save_path ?? join(stage.checkpoint_job_dir, 'buffer', 'explorer_output.db'))
+      : null,
+  };
+}
+
 /** LoRA settings: unset rank/alpha/target_modules are Trinity's defaults for a new adapter, the adapter's own with a path. */
 function loraSettings(lora: LoraConfig): NonNullable<StageSettings['lora']> {
   const fresh = lora.path === null;
@@ -86,6 +100,19 @@ function datasetFormat(format: FormatConfig, split: string): DatasetFormat {
     toolsKey: format.tools_key,
     enableConcatenatedMultiTurn: format.enable_concatenated_multi_turn,
   });
+}
+
+/** data_processor.task_pipeline for the stages that explore (mode both, explore); null for the others. */
+function taskPipelineSettings(stage: StageConfig): StageSettings['taskPipeline'] {
+  const pipeline = stage.data_processor.task_pipeline;
+  if (pipeline === null || (stage.mode !== 'both' && stage.mode !== 'explore')) return null;
+  return {
+    operators: pipeline.operators.map((op) => ({ name: op.name, args: op.args })),
+    inputs: pipeline.inputs,
+    output: pipeline.output,
+    targetFields: pipeline.target_fields,
+    numProcess: pipeline.num_process,
+  };
 }
 
 const firstNonNull = <T>(...values: (T | null)[]): T | null => values.find((v) => v !== null) ?? null;
@@ -129,6 +156,18 @@ export function stageSettings(
   const firstTaskset = input.tasksets[0];
   // memory or checkpoint; validation allows only checkpoint for an external server (it loads folders)
   const weightSync = stage.synchronizer.sync_method;
+  // devices are resolved where their part runs: an embedded engine on rank 0 of a mode with an explorer (an external
+  // server's device is its own; validation refuses one set for it), a trainer in modes both and train
+  const rolloutSetting = stage.explorer.rollout_model.device;
+  const rolloutDevice =
+    stage.explorer.rollout_model.engine_type === 'embedded' && (distributed?.rank ?? 0) === 0 && stage.mode !== 'train'
+      ? resolveDevice(rolloutSetting, { key: 'explorer.rollout_model.device' })
+      : 'cpu';
+  const trainerSetting = stage.trainer.device;
+  const trainerDevice =
+    stage.mode === 'both' || stage.mode === 'train'
+      ? resolveDevice(trainerSetting, { key: 'trainer.device', localRank: distributed?.localRank ?? 0 })
+      : 'cpu';
   return {
     stageName: stage.stage_name || 'run',
     jobDir: stage.checkpoint_job_dir,
@@ -149,6 +188,7 @@ export function stageSettings(
     totalEpochs: stage.buffer.total_epochs,
     tasksets: input.tasksets.map((t) => ({ taskset: tasksetSettings(t, false), selector: selectorSettings(t) })),
     evalTasksets: input.eval_tasksets.map((t) => tasksetSettings(t, true)),
+    taskPipeline: taskPipelineSettings(stage),
     evalRepeatTimes: input.eval_tasksets.map((t) => t.repeat_times ?? 1),
     evalInterval: stage.explorer.eval_interval,
     evalOnStartup: stage.explorer.eval_on_startup,
@@ -160,6 +200,7 @@ export function stageSettings(
       slots: stage.explorer.rollout_model.slots,
       maxLength: stage.model.max_model_len,
       defaultWorkflow: input.default_workflow_type ?? 'simple_workflow',
+      device: rolloutDevice,
       engine:
         stage.explorer.rollout_model.engine_type === 'openai'
           ? {
@@ -184,6 +225,7 @@ export function stageSettings(
       maxCheckpointsToKeep: stage.trainer.max_checkpoints_to_keep,
       microBatchSize: stage.trainer.micro_batch_size,
       gradientCheckpointing: stage.trainer.gradient_checkpointing,
+      device: trainerDevice,
       distributedTimeoutMs: stage.trainer.distributed_timeout * 1000,
     },
     sync: {
@@ -229,6 +271,7 @@ export function stageSettings(
         },
       ]),
     ),
+    experiencePipeline: experiencePipelineSettings(stage),
     seed: firstTaskset?.task_selector.seed ?? 42,
     // Mode both: when the loops can overlap they share the cores (half each, at least one); strictly on-policy
     // (fixed sync every step, no offset) they take turns, so each gets every core (measured: bench/README.md, the GRPO stage bench).

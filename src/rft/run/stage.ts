@@ -34,7 +34,9 @@ import {
   PriorityReplayBuffer,
   type PriorityReplayState,
   QueueBuffer,
-  SqliteBuffer,
+  displayBufferPath,
+  openSharedBuffer,
+  type SharedExperienceBuffer,
   sourceFromArray,
   TasksetScheduler,
 } from '../buffer/index.js';
@@ -70,7 +72,7 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
     case 'both':
     case 'explore':
     case 'train':
-      return new StageBuilder(settings, algorithm, hooks, log).run();
+      return (await StageBuilder.create(settings, algorithm, hooks, log)).run();
   }
 }
 
@@ -83,6 +85,7 @@ async function startExplorerEngine(settings: StageSettings, weightsDir: string):
   if (spec.type === 'embedded') {
     const engine = await WorkerRolloutEngine.start(weightsDir, {
       dtype: settings.dtype,
+      device: settings.explorer.device,
       slots: settings.explorer.slots,
       maxLength: settings.explorer.maxLength,
       numThreads: settings.threads.explorer,
@@ -163,18 +166,22 @@ async function restoreMemoryBuffer(
   if (experiences.length) await buffer.write(experiences);
 }
 
+/** The shared buffer's file or PostgreSQL URL (experience_buffer.path; derived for an SQLite file). */
+function sharedBufferPath(settings: StageSettings): string {
+  return settings.buffer.path ?? join(settings.jobDir, 'buffer.db');
+}
+
 /** The buffer meta entry where an explorer process keeps its position (written with each step's rows). */
 const EXPLORER_STATE_KEY = 'explorer_state';
 
-/** An explorer process's position from the shared SQLite buffer (null: none written yet). */
-function readExplorerState(path: string): NonNullable<RunState['explorer']> | null {
-  if (!existsSync(path)) return null;
-  const buffer = new SqliteBuffer({ path, readonly: true });
+/** An explorer process's position from the shared buffer (null: none written yet). */
+async function readExplorerState(path: string, name: string): Promise<NonNullable<RunState['explorer']> | null> {
+  const buffer = await openSharedBuffer({ path, name });
   try {
-    const value = buffer.readMeta(EXPLORER_STATE_KEY);
+    const value = await buffer.readMeta(EXPLORER_STATE_KEY);
     return value === null ? null : (JSON.parse(value) as NonNullable<RunState['explorer']>);
   } finally {
-    void buffer.close();
+    await buffer.close();
   }
 }
 
@@ -203,7 +210,25 @@ class StageBuilder {
   /** The stage's stop signal: the user's (Ctrl-C, SIGTERM) or a failed part's. */
   readonly #signal: AbortSignal;
 
-  constructor(settings: StageSettings, algorithm: ResolvedAlgorithm, hooks: StageHooks, log: (line: string) => void) {
+  /** A builder for the stage; mode explore first reads its position from the shared buffer. */
+  static async create(
+    settings: StageSettings,
+    algorithm: ResolvedAlgorithm,
+    hooks: StageHooks,
+    log: (line: string) => void,
+  ): Promise<StageBuilder> {
+    const explorerState =
+      settings.mode === 'explore' ? await readExplorerState(sharedBufferPath(settings), settings.buffer.name) : null;
+    return new StageBuilder(settings, algorithm, hooks, log, explorerState);
+  }
+
+  private constructor(
+    settings: StageSettings,
+    algorithm: ResolvedAlgorithm,
+    hooks: StageHooks,
+    log: (line: string) => void,
+    explorerState: NonNullable<RunState['explorer']> | null,
+  ) {
     this.settings = settings;
     this.algorithm = algorithm;
     this.hooks = hooks;
@@ -213,12 +238,12 @@ class StageBuilder {
     this.checkpoint = latestCheckpoint(settings.jobDir);
     // an explorer process resumes after the last step whose rows it wrote (its position is in the shared buffer,
     // written with them): the trainer's checkpoint says nothing of rows written after it
-    this.#explorerState = settings.mode === 'explore' ? readExplorerState(this.#sqlitePath()) : null;
+    this.#explorerState = explorerState;
     this.startStep = settings.mode === 'explore' ? (this.#explorerState?.step ?? 0) : (this.checkpoint?.step ?? 0);
     truncateSteps(join(this.metricsDir, 'metrics.jsonl'), this.startStep);
     truncateSteps(join(this.metricsDir, 'eval_samples.jsonl'), this.startStep);
     if (this.#explorerState)
-      log(`[${settings.stageName}] resuming after explore step ${this.startStep} (its rows are in ${this.#sqlitePath()})`);
+      log(`[${settings.stageName}] resuming after explore step ${this.startStep} (its rows are in ${displayBufferPath(sharedBufferPath(settings))})`);
     else if (this.checkpoint && settings.mode !== 'explore')
       log(`[${settings.stageName}] resuming from checkpoint step ${this.startStep} (${this.checkpoint.dir})`);
   }
@@ -228,10 +253,6 @@ class StageBuilder {
   get #saved(): Partial<RunState> {
     if (this.settings.mode === 'explore') return { explorer: this.#explorerState };
     return (this.checkpoint?.state ?? {}) as Partial<RunState>;
-  }
-
-  #sqlitePath(): string {
-    return this.settings.buffer.path ?? join(this.settings.jobDir, 'buffer.db');
   }
 
   async run(): Promise<StageResult> {
@@ -271,7 +292,7 @@ class StageBuilder {
     const scheduler = await this.#scheduler();
     const totalSteps = this.#totalSteps(scheduler.totalSteps);
     const { monitors, progress } = this.#monitoring(totalSteps);
-    const buffer = this.#memoryBuffer();
+    const buffer = await this.#memoryBuffer();
     const trainer = await this.#trainer(totalSteps);
     const usesBaseWeights = settings.lora !== null || !this.checkpoint?.modelDir;
     const explorer = await this.#explorer(usesBaseWeights ? settings.modelPath : (this.checkpoint?.modelDir as string), progress);
@@ -344,7 +365,7 @@ class StageBuilder {
     const scheduler = await this.#scheduler();
     const totalSteps = this.#totalSteps(scheduler.totalSteps);
     const { monitors, progress } = this.#monitoring(totalSteps);
-    const buffer = this.#sqliteBuffer('writer');
+    const buffer = await this.#sharedBuffer('writer');
     // the newest weights the trainer process published, else the checkpoint's full model, else the base model
     const pointer = readSyncPointer(settings.jobDir);
     const start = pointer
@@ -411,7 +432,7 @@ class StageBuilder {
   }> {
     const { settings } = this;
     if (settings.buffer.storageType === 'sql') {
-      const buffer = this.#sqliteBuffer('reader');
+      const buffer = await this.#sharedBuffer('reader');
       return {
         stepsFromData: null,
         connect: (trainer) => {
@@ -463,9 +484,9 @@ class StageBuilder {
     return { monitors, progress };
   }
 
-  #memoryBuffer(): ExperienceBuffer {
+  async #memoryBuffer(): Promise<ExperienceBuffer> {
     const { settings } = this;
-    if (settings.buffer.storageType === 'sql') return this.#sqliteBuffer('reader');
+    if (settings.buffer.storageType === 'sql') return this.#sharedBuffer('reader');
     if (settings.buffer.storageType === 'file')
       throw new Error(`stage '${settings.stageName}': a file experience buffer (a dataset) needs mode train`);
     const replay = settings.buffer.replay;
@@ -511,19 +532,19 @@ class StageBuilder {
     return source;
   }
 
-  /** The shared SQLite buffer; a resumed trainer reads on from the position its checkpoint committed. */
-  #sqliteBuffer(role: 'reader' | 'writer'): SqliteBuffer {
+  /**
+   * The shared buffer (an SQLite file or PostgreSQL: ./shared.ts chooses by path); a resumed trainer reads on from
+   * the position its checkpoint committed.
+   */
+  async #sharedBuffer(role: 'reader' | 'writer'): Promise<SharedExperienceBuffer> {
     const { settings } = this;
-    const buffer = new SqliteBuffer({
-      path: this.#sqlitePath(),
-      name: settings.buffer.name,
-    });
+    const buffer = await openSharedBuffer({ path: sharedBufferPath(settings), name: settings.buffer.name });
     this.#closers.push(() => buffer.close());
     // the trainer reads on from its checkpoint's cursor, even when the commit after that checkpoint never happened
     const cursor = this.#saved.buffer?.cursor;
     if (role === 'reader') {
-      if (typeof cursor === 'number') buffer.restore(cursor);
-      else if (this.checkpoint) buffer.rewind();
+      if (typeof cursor === 'number') await buffer.restore(cursor);
+      else if (this.checkpoint) await buffer.rewind();
     }
     return buffer;
   }
@@ -697,6 +718,7 @@ export function trainerInit(settings: StageSettings, totalSteps: number): Traine
     resume: true,
     modelPath: settings.modelPath,
     dtype: settings.dtype,
+    device: settings.trainer.device,
     algorithm: settings.algorithm,
     pluginBaseDir: settings.pluginBaseDir,
     lora: settings.lora,

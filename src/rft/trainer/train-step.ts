@@ -143,7 +143,8 @@ const lastGenerated = (mask: readonly number[]): number => {
   return -1;
 };
 
-export function buildBatch(rows: readonly Experience[], padTokenId = 0): TrainBatch {
+/** The step's batch on `device` (default the CPU; the trainer's device otherwise). */
+export function buildBatch(rows: readonly Experience[], padTokenId = 0, device = 'cpu'): TrainBatch {
   if (rows.length === 0) throw new Error('train step: the batch is empty');
   for (const e of rows) {
     const problems = validateExperience(e);
@@ -197,17 +198,18 @@ export function buildBatch(rows: readonly Experience[], padTokenId = 0): TrainBa
       if (last >= 0) tokenRewards[b * R + last] = reward;
     }
   });
-  const f32 = (data: Float32Array, shape: number[]) => torch.tensor(data, { shape });
+  const on = device === 'cpu' ? {} : { device };
+  const f32 = (data: Float32Array, shape: number[]) => torch.tensor(data, { shape, ...on });
   return {
     rows: [...rows],
     promptWidth: P,
     responseWidth: R,
-    inputIds: torch.tensor(ids, { shape: [B, L] }),
-    attentionMask: torch.tensor(attention, { shape: [B, L] }),
+    inputIds: torch.tensor(ids, { shape: [B, L], ...on }),
+    attentionMask: torch.tensor(attention, { shape: [B, L], ...on }),
     actionMask: f32(action, [B, R]),
     hasLogprobs: torch.tensor(
       rows.map((e) => e.logprobs !== undefined),
-      { dtype: 'bool' },
+      { dtype: 'bool', ...on },
     ),
     logprobs: f32(logprobs, [B, R]),
     advantages: haveAdvantages ? f32(advantages, [B, R]) : null,
@@ -217,7 +219,7 @@ export function buildBatch(rows: readonly Experience[], padTokenId = 0): TrainBa
     teacherLogprobs: haveTeacher ? f32(teacher, [B, R]) : null,
     expertMask: torch.tensor(
       rows.map((e) => e.info.isExpert === true),
-      { dtype: 'bool' },
+      { dtype: 'bool', ...on },
     ),
     temperatures: rows.map((e) => e.temperature ?? 1),
   };
@@ -247,6 +249,8 @@ export interface TrainStepSetup {
   checkpoint?: boolean;
   /** Global step of the first run() (CHORD's μ schedule); counts up by one per run(). */
   startStep?: number;
+  /** The model's device, where batches are built (default 'cpu'). */
+  device?: string;
 }
 
 /**
@@ -498,7 +502,7 @@ export class TrainStep {
    */
   #prepare(rows: Experience[], shard: Shard): Prepared {
     const { algorithm } = this.setup;
-    const batch = buildBatch(rows, this.setup.padTokenId ?? 0);
+    const batch = buildBatch(rows, this.setup.padTokenId ?? 0, this.setup.device ?? 'cpu');
     const logProbOptions: LogProbOptions = {
       promptWidth: batch.promptWidth,
       ...(this.setup.chunkSize ? { chunkSize: this.setup.chunkSize } : {}),
@@ -509,7 +513,7 @@ export class TrainStep {
     const own = ownRows(B, shard);
     const perRow = (compute: (inputIds: Tensor, attentionMask: Tensor, temperature: number[]) => Tensor): Tensor => {
       if (shard.worldSize === 1) return responseOf(compute(batch.inputIds, batch.attentionMask, batch.temperatures));
-      const out = torch.zeros([B, batch.responseWidth]);
+      const out = torch.zeros([B, batch.responseWidth], { device: batch.actionMask.device });
       if (own.n > 0) {
         const part = (t: Tensor) => t.narrow(0, own.start, own.n);
         const temperatures = batch.temperatures.slice(own.start, own.start + own.n);
@@ -594,7 +598,8 @@ export class TrainStep {
     if (spec === null) throw new Error('train step: no advantage_fn');
     // expert rows take no part: the function sees the usual rows only
     const usualRows = batch.rows.flatMap((e, i) => (e.info.isExpert === true ? [] : [i]));
-    const index = torch.tensor(usualRows, { dtype: 'int64' });
+    const device = batch.actionMask.device;
+    const index = torch.tensor(usualRows, { dtype: 'int64', ...(device === 'cpu' ? {} : { device }) });
     const pick = (t: Tensor) => t.indexSelect(0, index);
     const rows = usualRows.map((i) => batch.rows[i] as Experience);
     let tokenLevelRewards = batch.tokenLevelRewards === null ? undefined : pick(batch.tokenLevelRewards);
@@ -631,10 +636,10 @@ export class TrainStep {
     }
     for (const [k, v] of Object.entries(result.metrics)) addMetric(metrics, `advantage/${k}`, v);
     const shape = batch.actionMask.shape;
-    const scatter = (t: Tensor) => torch.zeros(shape).indexCopy_(0, index, t.float());
+    const scatter = (t: Tensor) => torch.zeros(shape, { device }).indexCopy_(0, index, t.float());
     const advantages = scatter(result.advantages);
     const returns = scatter(result.returns);
-    const keep = torch.ones([batch.rows.length], { dtype: 'bool' }).indexCopy_(0, index, result.keep);
+    const keep = torch.ones([batch.rows.length], { dtype: 'bool', device }).indexCopy_(0, index, result.keep);
     const keepIndex = keep.all().item() ? null : keep.nonzero().squeeze(-1);
     return { advantages, returns, keepIndex };
   }

@@ -205,7 +205,9 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   if (init.loraPath !== null && init.lora === null) {
     throw new Error(`model.lora path '${init.loraPath}': an adapter to start from needs LoRA training (lora settings)`);
   }
-  const model = CausalLM.load(modelDir, { dtype: init.dtype, requiresGrad: init.lora === null });
+  const device = init.device ?? 'cpu';
+  const onDevice = device === 'cpu' ? {} : { device };
+  const model = CausalLM.load(modelDir, { dtype: init.dtype, ...onDevice, requiresGrad: init.lora === null });
   let lora: LoraModel | null = null;
   const saved = checkpoint ? savedTrainerState(checkpoint) : null;
   if (init.lora !== null) {
@@ -249,12 +251,17 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
     if (lora) reference = loraReference(lora);
     else {
       // the reference is the stage's starting model (also after a resume), frozen
-      const base = CausalLM.load(init.modelPath, { dtype: init.dtype });
+      const base = CausalLM.load(init.modelPath, { dtype: init.dtype, ...onDevice });
       reference = { ...modelReference(base), dispose: () => base.dispose() };
     }
   }
   let critic: TrainerState['critic'] = null;
   if (algorithm.useCritic) {
+    if (init.criticModelPath !== null && device !== 'cpu')
+      throw new Error(
+        `model.critic_model_path '${init.criticModelPath}' with trainer.device ${device}: a separate critic model loads ` +
+          'on the CPU only; leave critic_model_path unset (the critic starts from the policy, on its device) or use cpu',
+      );
     const c =
       init.criticModelPath === null ? Critic.fromPolicy(model) : Critic.load(init.criticModelPath, model, { dtype: init.dtype });
     critic = { critic: c, optimizer: new torch.AdamW([...c.parameters().values()], { lr: init.criticLr ?? o.lr }) };
@@ -271,6 +278,7 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
     checkpoint: init.gradientCheckpointing,
     padTokenId: init.padTokenId,
     startStep,
+    device,
   });
   if (saved) trainStep.loadState(saved.trainStep, `${checkpoint?.dir}/trainer.json trainStep`);
   return { model, lora, optimizer, scheduler, reference, critic, trainStep, algorithm, init };

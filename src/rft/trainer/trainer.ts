@@ -21,6 +21,8 @@ export interface TrainerInit {
   resume: boolean;
   modelPath: string;
   dtype: ModelDType;
+  /** Where the policy, its optimizer state, the reference and the critic live: 'cpu' (default) or 'cuda:N'. */
+  device?: string;
   /** Trinity's algorithm section (resolved in the worker). */
   algorithm: Record<string, unknown>;
   /** Folder that module-path algorithm modules resolve against. */

@@ -119,7 +119,15 @@ describe('loadConfig: defaults and derived keys', () => {
       eval_interval: 100,
       eval_on_startup: true,
       bench_on_latest_checkpoint: false,
-      rollout_model: { engine_type: 'embedded', engine_num: 1, slots: 8, base_url: null, api_key: null, model_name: null },
+      rollout_model: {
+        engine_type: 'embedded',
+        engine_num: 1,
+        slots: 8,
+        base_url: null,
+        api_key: null,
+        model_name: null,
+        device: 'auto',
+      },
       proxy_port: 8010,
       listen_address: '127.0.0.1',
       api_key: null,
@@ -135,6 +143,7 @@ describe('loadConfig: defaults and derived keys', () => {
       micro_batch_size: 1,
       gradient_checkpointing: true,
       total_steps: null,
+      device: 'auto',
       distributed_timeout: 600, // veRL's nccl_timeout
     });
     assert.deepEqual(config.synchronizer, {
@@ -239,7 +248,7 @@ algorithm: {optimizer: {betas: [0.9]}}
       'buffer.explorer_input.taskset.rollout_args.top_p: must be <= 1, got 2',
       'buffer.total_epochs: must be >= 1, got 0',
       'explorer.eval_on_startup: expected a boolean (true or false), got the string "maybe"',
-      "mode: expected one of 'both', 'explore', 'train', 'bench', 'serve'; got 'bothh'; did you mean 'both'?",
+      "mode: expected one of 'both', 'explore', 'train', 'bench', 'serve', 'colocate'; got 'bothh'; did you mean 'both'?",
       "model.dtype: expected one of 'float32', 'bfloat16'; got 16",
     ]);
   });
