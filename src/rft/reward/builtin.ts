@@ -8,16 +8,9 @@
 //   math_boxed_reward  accuracy of the last \boxed{…}, and with_think: format_score = -format_score_coef when the
 //                      <think>…</think> block is missing or repeated (Trinity-RFT's MathBoxedRewardFn)
 import type { Task } from '../task.js';
-import type { RewardOutput } from './types.js';
 import { hasThinkBlock, matchesFormat, THINK_ANSWER_PATTERN } from './format.js';
 import { extractBoxed, mathAccuracy } from './math-answer.js';
-
-export interface RewardModule<Options extends object> {
-  readonly name: string;
-  readonly description: string;
-  readonly defaults: Readonly<Options>;
-  score(input: { response: string; task: Task }, options: Options): RewardOutput;
-}
+import type { RewardModule } from './module.js';
 
 function reference(task: Task, who: string): string {
   if (typeof task.response !== 'string' || task.response.trim() === '')

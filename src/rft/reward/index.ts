@@ -1,5 +1,13 @@
-// Reward functions: answer verification, format checks, and the registry workflows resolve them from.
+// Reward functions: answer verification, format checks, LLM judges and reward models, and the registry workflows
+// resolve them from.
 export * from './builtin.js';
 export * from './format.js';
+export * from './judge-answer.js';
+export * from './judge-call.js';
+export * from './judge-prompt.js';
+export * from './llm-judge.js';
 export * from './math-answer.js';
+export * from './module.js';
 export * from './registry.js';
+export * from './reward-model.js';
+export * from './types.js';

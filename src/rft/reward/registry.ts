@@ -1,34 +1,54 @@
-// Reward functions by name (Trinity-RFT's REWARD_FUNCTIONS registry) or by module path (`path/to/file.ts#name`,
-// a function `(input: { response, task, args }) => number | { reward, metrics }`, possibly async).
+// Reward functions by name (Trinity-RFT's REWARD_FUNCTIONS registry) or by module path (`path/to/file.ts#name`: a
+// function `(input: { response, task, args, auxiliaryModels?, signal? }) => number | { reward, metrics }`, possibly
+// async, or a group reward `{ kind: 'group', scoreGroup({ responses, task, args, ... }) }`, see ./types.ts).
 //
 //   const rewardFn = await REWARD_FUNCTIONS.resolve(task.rewardFn ?? 'math_reward');
-//   const { reward, metrics } = await scoreResponse(rewardFn, { response, task, args: task.rewardFnArgs ?? {} });
+//   const scored = await scoreResponses(rewardFn, { responses, task, args: task.rewardFnArgs ?? {}, auxiliaryModels });
+//   // scored[i] = { reward, metrics } of responses[i], whichever kind rewardFn is
 import { resolveArgs } from '../../util/module-args.js';
 import { Registry } from '../../util/registry.js';
-import type { Task } from '../task.js';
-import { accuracyReward, formatReward, mathBoxedReward, mathReward, type RewardModule } from './builtin.js';
-import type { RewardFn } from './types.js';
+import { accuracyReward, formatReward, mathBoxedReward, mathReward } from './builtin.js';
+import { rubricJudgeReward, rulerReward } from './llm-judge.js';
+import type { GroupRewardModule, RewardModule } from './module.js';
+import { rmYesNoReward } from './reward-model.js';
+import { type AnyRewardFn, type GroupRewardFn, isGroupReward, type RewardContext, type RewardOutput } from './types.js';
 
-/** The generic registry (src/util/registry.ts) of reward functions; a module path's export must be a function. */
-export class RewardRegistry extends Registry<RewardFn> {
+/** A module export as a reward: a function, or a group reward object. */
+function rewardOfExport(value: unknown, spec: string): AnyRewardFn {
+  if (typeof value === 'function') return value as AnyRewardFn;
+  if (typeof value === 'object' && value !== null && (value as { kind?: unknown }).kind === 'group') {
+    if (typeof (value as { scoreGroup?: unknown }).scoreGroup !== 'function')
+      throw new Error(`reward function '${spec}': a group reward (kind: 'group') needs a scoreGroup function`);
+    return value as GroupRewardFn;
+  }
+  const what = value === null ? 'null' : typeof value;
+  throw new Error(
+    `reward function '${spec}': the export is a ${what}, not a function or a group reward ({ kind: 'group', scoreGroup })`,
+  );
+}
+
+/** The generic registry (src/util/registry.ts) of reward functions, per response or per group. */
+export class RewardRegistry extends Registry<AnyRewardFn> {
   constructor() {
-    super('reward function', {
-      fromExport: (value, spec) => {
-        if (typeof value !== 'function')
-          throw new Error(`reward function '${spec}': the export is a ${typeof value}, not a function`);
-        return value as RewardFn;
-      },
-    });
+    super('reward function', { fromExport: rewardOfExport });
   }
 
-  /** Registers a module: its YAML arguments are checked against its defaults (unknown names, wrong types). */
-  registerModule<Options extends object>(module: RewardModule<Options>): this {
+  /**
+   * Registers a module: its YAML arguments are checked against its defaults (unknown names, wrong types) and by its
+   * own check (ranges, templates) on every call, so a bad argument fails the first task that uses it, by name.
+   */
+  registerModule<Options extends object>(module: RewardModule<Options> | GroupRewardModule<Options>): this {
     const where = `reward function '${module.name}'`;
-    return this.register(
-      module.name,
-      ({ response, task, args }) => module.score({ response, task }, resolveArgs(where, module.defaults, args)),
-      module.description,
-    );
+    const options = (args: Readonly<Record<string, unknown>>): Options => {
+      const resolved = resolveArgs(where, module.defaults, args);
+      module.check?.(resolved, where);
+      return resolved;
+    };
+    if ('scoreGroup' in module) {
+      const group: GroupRewardFn = { kind: 'group', scoreGroup: (input) => module.scoreGroup(input, options(input.args)) };
+      return this.register(module.name, group, module.description);
+    }
+    return this.register(module.name, (input) => module.score(input, options(input.args)), module.description);
   }
 }
 
@@ -37,21 +57,57 @@ export const REWARD_FUNCTIONS = new RewardRegistry()
   .registerModule(accuracyReward)
   .registerModule(formatReward)
   .registerModule(mathReward)
-  .registerModule(mathBoxedReward);
+  .registerModule(mathBoxedReward)
+  .registerModule(rubricJudgeReward)
+  .registerModule(rulerReward)
+  .registerModule(rmYesNoReward);
 
-/** Runs a reward function and checks what it returned: a finite reward, finite metrics. */
-export async function scoreResponse(
-  fn: RewardFn,
-  input: { response: string; task: Task; args: Record<string, unknown> },
-  name = fn.name || 'reward function',
-): Promise<{ reward: number; metrics: Record<string, number> }> {
-  const output = await fn(input);
+export interface ScoredResponse {
+  reward: number;
+  metrics: Record<string, number>;
+}
+
+/** A reward function's output checked: a finite reward, finite metrics. */
+function checkedOutput(output: RewardOutput | undefined, name: string, taskId: string): ScoredResponse {
   const { reward, metrics = {} } = typeof output === 'number' ? { reward: output } : (output ?? { reward: Number.NaN });
   if (typeof reward !== 'number' || !Number.isFinite(reward))
-    throw new Error(`${name} returned reward ${String(reward)} for task ${input.task.id}; expected a finite number`);
+    throw new Error(`${name} returned reward ${String(reward)} for task ${taskId}; expected a finite number`);
   for (const [key, value] of Object.entries(metrics)) {
     if (typeof value !== 'number' || !Number.isFinite(value))
-      throw new Error(`${name} returned metric ${key} = ${String(value)} for task ${input.task.id}; expected a finite number`);
+      throw new Error(`${name} returned metric ${key} = ${String(value)} for task ${taskId}; expected a finite number`);
   }
   return { reward, metrics };
+}
+
+/** Runs a per-response reward function on one response and checks what it returned. */
+export async function scoreResponse(
+  fn: AnyRewardFn,
+  input: RewardContext & { response: string },
+  name = (typeof fn === 'function' && fn.name) || 'reward function',
+): Promise<ScoredResponse> {
+  if (isGroupReward(fn))
+    throw new Error(`${name} scores a whole group of responses at once; call scoreResponses with all of a task's responses`);
+  return checkedOutput(await fn(input), name, input.task.id);
+}
+
+/**
+ * Scores all responses of one task: a group reward in one call (its result must have one entry per response), a
+ * per-response reward on each response concurrently (judges batch them). Entry i belongs to responses[i].
+ */
+export async function scoreResponses(
+  fn: AnyRewardFn,
+  input: RewardContext & { responses: readonly string[] },
+  name = (typeof fn === 'function' && fn.name) || 'reward function',
+): Promise<ScoredResponse[]> {
+  const { responses, ...context } = input;
+  if (!isGroupReward(fn)) return Promise.all(responses.map((response) => scoreResponse(fn, { ...context, response }, name)));
+  if (responses.length === 0) return [];
+  const outputs: unknown = await fn.scoreGroup(input);
+  if (!Array.isArray(outputs) || outputs.length !== responses.length) {
+    const got = Array.isArray(outputs) ? `${outputs.length} rewards` : `a ${typeof outputs}`;
+    throw new Error(
+      `${name} returned ${got} for the ${responses.length} responses of task ${input.task.id}; expected one per response`,
+    );
+  }
+  return outputs.map((output: RewardOutput) => checkedOutput(output, name, input.task.id));
 }

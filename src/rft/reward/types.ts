@@ -1,19 +1,41 @@
 // What a reward function is: the contract between workflows (which call it) and reward code (built-in or a user's
 // `path/to/file.ts#export`). It lives with the rewards so they depend on nothing of the workflow layer above them.
+//
+// Two kinds:
+//   RewardFn       a function: one response → one reward (verifiers, pointwise judges, reward models)
+//   GroupRewardFn  { kind: 'group', scoreGroup }: all responses of one task → one reward each, in one call (RULER:
+//                  a judge ranks the group relative to itself, which is what group advantages (GRPO) need)
+// A workflow calls either through scoreResponses() (./registry.ts), so it never checks which kind it holds.
 import type { AuxiliaryModels } from '../auxiliary/types.js';
 import type { Task } from '../task.js';
 
 /** A reward: a number, or a reward with named parts for metrics. */
 export type RewardOutput = number | { reward: number; metrics?: Record<string, number> };
 
-/** Scores a response against its task (task.response holds the reference answer). */
-export type RewardFn = (input: {
-  response: string;
+/** What a reward function is given besides the response(s). */
+export interface RewardContext {
   task: Task;
+  /** The task's reward_fn_args (snake_case keys as written in YAML). */
   args: Record<string, unknown>;
   /**
    * The run's auxiliary models (explorer.auxiliary_models: judges, reward models), when the caller has them: the
    * built-in workflows pass their WorkflowContext's. Their calls are metrics, never experiences.
    */
   auxiliaryModels?: AuxiliaryModels;
-}) => RewardOutput | Promise<RewardOutput>;
+  /** Aborted when the task times out or the run stops: pass it on to judge calls. */
+  signal?: AbortSignal;
+}
+
+/** Scores a response against its task (task.response holds the reference answer). */
+export type RewardFn = (input: RewardContext & { response: string }) => RewardOutput | Promise<RewardOutput>;
+
+/** Scores all responses of one task in one call: the result has one entry per response, in order. */
+export interface GroupRewardFn {
+  readonly kind: 'group';
+  scoreGroup(input: RewardContext & { responses: readonly string[] }): readonly RewardOutput[] | Promise<readonly RewardOutput[]>;
+}
+
+/** Either kind, as the reward registry holds them. */
+export type AnyRewardFn = RewardFn | GroupRewardFn;
+
+export const isGroupReward = (fn: AnyRewardFn): fn is GroupRewardFn => typeof fn === 'object' && fn.kind === 'group';

@@ -5,6 +5,8 @@
 //                (tools: the task's tools_key column, rendered by the model's template)
 //   responses  = generate(prompt ids, n = repeatTimes, seed, task.rolloutArgs)
 //   reward     = rewardFn(reply_prefix + response text, task)          (the prefix is part of the answer's format)
+//                a group reward (ruler_reward) scores the n responses of the task in one call instead
+//                (../reward/types.ts); rewards reach the run's auxiliary models (judges) and the attempt's signal
 //
 //   simple_workflow      reward from the task's reward_fn (no default: a task without one is an error)
 //   math_workflow        <think>…</think><answer>…</answer> system prompt; default reward math_reward
@@ -13,8 +15,9 @@
 import type { GenerateOptions } from '../../engine/index.js';
 import type { ChatMessage } from '../../tokenizer/index.js';
 import { snakeToCamel } from '../../util/module-args.js';
+import type { AuxiliaryModels } from '../auxiliary/types.js';
 import type { ChatTurn } from '../experience.js';
-import { REWARD_FUNCTIONS, type RewardRegistry, scoreResponse } from '../reward/registry.js';
+import { REWARD_FUNCTIONS, type RewardRegistry, type ScoredResponse, scoreResponses } from '../reward/registry.js';
 import type { Task } from '../task.js';
 import type { WorkflowContext, WorkflowSpec } from './types.js';
 
@@ -48,7 +51,10 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
   return {
     repeatable: true,
     description: `single-turn: chat template + reply prefix, n samples, reward ${options.defaultRewardFn ?? "from the task's reward_fn"}`,
-    run: async ({ task, model, repeatTimes, seed }: WorkflowContext) => {
+    run: async (context: WorkflowContext) => {
+      const { task, model, repeatTimes, seed, signal } = context;
+      // WorkflowContext.auxiliaryModels is being added with explorer.auxiliary_models; read it whether or not it is there yet.
+      const { auxiliaryModels } = context as WorkflowContext & { auxiliaryModels?: AuxiliaryModels };
       const tokenizer = model.tokenizer;
       if (tokenizer === null) throw new Error(`${name}: the rollout model has no tokenizer (chat template needed)`);
       const rewardName = task.rewardFn ?? options.defaultRewardFn;
@@ -72,17 +78,22 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
       ];
       const result = await model.generate({ ...rolloutOptions(task.rolloutArgs ?? {}, name), promptIds, n: repeatTimes, seed });
 
-      const experiences = [];
-      for (const completion of result.completions) {
-        const response = prefix + (completion.text ?? tokenizer.decode(completion.tokenIds, { skipSpecialTokens: true }));
-        const { reward, metrics } = await scoreResponse(
-          rewardFn,
-          { response, task, args: rewardArgs },
-          `reward function '${rewardName}'`,
-        );
+      // All responses of the task are scored together: a group reward (RULER) sees them in one call, a per-response
+      // reward is called once per response.
+      const responses = result.completions.map(
+        (completion) => prefix + (completion.text ?? tokenizer.decode(completion.tokenIds, { skipSpecialTokens: true })),
+      );
+      const scored = await scoreResponses(
+        rewardFn,
+        { responses, task, args: rewardArgs, signal, ...(auxiliaryModels ? { auxiliaryModels } : {}) },
+        `reward function '${rewardName}'`,
+      );
+      const experiences = result.completions.map((completion, i) => {
+        const response = responses[i] as string;
+        const { reward, metrics } = scored[i] as ScoredResponse;
         const transcript: ChatTurn[] = [...messages.map((m) => ({ ...m })), { role: 'assistant', content: response }];
-        experiences.push(model.toExperience(completion, { reward, metrics, responseText: response, messages: transcript }));
-      }
+        return model.toExperience(completion, { reward, metrics, responseText: response, messages: transcript });
+      });
       return experiences;
     },
   };

@@ -170,7 +170,7 @@ describe('user reward functions by module path', () => {
       metrics: { chars: 4 },
     });
     const byDefault = await REWARD_FUNCTIONS.resolve(join(dir, 'my-reward.ts'));
-    assert.equal(await byDefault({ response: 'yes', task: task('x'), args: {} }), 1);
+    assert.equal((await scoreResponse(byDefault, { response: 'yes', task: task('x'), args: {} })).reward, 1);
   });
   test('errors name the path and the export', async () => {
     await assert.rejects(REWARD_FUNCTIONS.resolve('my-reward.ts#missing', dir), (error: Error) => {
