@@ -1,5 +1,6 @@
-// Training data read straight from a dataset file (trainer_input.experience_buffer with storage_type file, as
-// Trinity's SFT/DPO data): each row becomes an Experience with exact token ids.
+// Training data read straight from a dataset (trainer_input.experience_buffer with storage_type file, as
+// Trinity's SFT/DPO data): each row becomes an Experience with exact token ids. Rows come from ./rows.ts: JSONL,
+// JSON or parquet files, the `split` and `subset` of a Hugging Face dataset folder or hub cache (./split.ts).
 //   SFT row   {prompt, response}  or  {messages: [...]}   (keys from the format config)
 //   tokens  = chat_template(system?, user prompt, add_generation_prompt) ++ encode(response) ++ eos
 //   multi-turn (format enableConcatenatedMultiTurn, Trinity's enable_concatenated_multi_turn): a {messages: [...]}
@@ -7,13 +8,21 @@
 //   (src/engine/conversation.ts): the first prompt, then each assistant turn as generated (its text ++ eos, mask 1)
 //   followed by what the chat template renders before the next one (end of turn, user/tool turns, generation
 //   prompt; mask 0). Without it only the last assistant turn is trained.
-//   DPO row   {prompt, chosen, rejected}                  (schema dpo: chosen/rejected keys from the format config)
-//   tokens  = chat_template(...) (the prompt); chosen / rejected = encode(answer) ++ eos
+//   DPO row, three forms (keys from the format config: promptKey, messagesKey, chosenKey, rejectedKey):
+//     plain          {prompt: text, chosen: text, rejected: text}
+//                    tokens = chat_template(system?, user prompt); chosen / rejected = encode(answer) ++ eos
+//     messages       {messages: [prompt turns], chosen: [assistant turns], rejected: [assistant turns]}
+//                    (Trinity's prompt_type messages; the prompt turns may also be the prompt column)
+//     conversations  {chosen: [whole conversation], rejected: [whole conversation]}: the prompt is the turns both
+//                    share, the answers what follows (TRL's implicit prompt). Rows without the chosen/rejected
+//                    columns read `chosen_messages` / `rejected_messages` (the columns of Trinity's DPO experiences).
+//                    tokens = chat_template(prompt turns, add_generation_prompt); chosen / rejected = what the
+//                    template renders for the answer turns after it, up to the last end-of-turn token
+//   turns     a turn's null fields are dropped (datasets fills the fields a turn lacks with null, parquet keeps
+//             them); a column holding a conversation as JSON text is parsed
 //   tools     a row's tools (format toolsKey, default "tools"; Trinity's tools_key) are given to the chat template
-//   split     a folder dataset reads the files of format.split (default 'train'; ./split.ts), in name order
 // The reader hands out rows in file order, epoch after epoch; the position follows from the step, so a resumed
 // trainer continues exactly where the checkpoint was.
-import { basename } from 'node:path';
 import {
   ConversationTracker,
   type ConversationTokens,
@@ -22,18 +31,20 @@ import {
 } from '../../engine/conversation.js';
 import type { ChatMessage, Tokenizer, ToolDefinition } from '../../tokenizer/index.js';
 import type { ChatTurn, Experience } from '../experience.js';
-import { readJsonl } from './jsonl.js';
-import { SplitError, splitFiles } from './split.js';
+import { DatasetReadError, readDatasetRows } from './rows.js';
 import { parseTools, TasksetError } from './taskset.js';
 
 export interface DatasetFormat {
   /** The split of a folder dataset (default 'train'; ./split.ts); a file is the train split. */
   split?: string;
+  /** The subset (Hugging Face config; Trinity's subset_name) of a folder dataset; unset: the default one. */
+  subset?: string | null;
   /** Column of the row's tools (default "tools"), passed to the chat template. */
   toolsKey?: string;
   promptKey?: string;
   responseKey?: string;
-  /** Rows carry a conversation (role/content list) under this key; the last assistant turn is the response. */
+  /** Rows carry a conversation (role/content list) under this key: SFT, the last assistant turn is the response;
+   * DPO, the prompt turns. */
   messagesKey?: string;
   /** Train every assistant turn of a messages row, not only the last (Trinity's enable_concatenated_multi_turn). */
   enableConcatenatedMultiTurn?: boolean;
@@ -52,21 +63,48 @@ export class DatasetError extends Error {
   }
 }
 
-/** The JSONL rows of a dataset's split, each with where it was read (file:line). */
+/** The rows of a dataset's split (./rows.ts), each with where it was read; read errors become DatasetErrors. */
 async function* datasetRows(path: string, format: DatasetFormat): AsyncGenerator<{ where: string; row: string; value: unknown }> {
-  let files: string[];
   try {
-    files = splitFiles(path, format.split ?? 'train');
+    for await (const { where, name, value } of readDatasetRows(path, { split: format.split, subset: format.subset })) {
+      yield { where, row: name, value };
+    }
   } catch (error) {
-    if (error instanceof SplitError) throw new DatasetError(error.where, error.detail);
+    if (error instanceof DatasetReadError) throw new DatasetError(error.where, error.detail);
     throw error;
   }
-  for (const file of files) {
-    // `row` names the row in default task ids: its line, with the file's name when the split has several files
-    for await (const { line, value } of readJsonl(file)) {
-      yield { where: `${file}:${line}`, row: files.length === 1 ? String(line) : `${basename(file)}:${line}`, value };
+}
+
+/**
+ * A conversation column's turns: a list of {role, ...} objects (or that list as JSON text), each without its null
+ * fields; `key` and `where` name it in errors.
+ */
+function conversationOf(value: unknown, key: string, where: string): ChatTurn[] {
+  let list = value;
+  if (typeof value === 'string') {
+    try {
+      list = JSON.parse(value);
+    } catch (error) {
+      throw new DatasetError(where, `'${key}' is text but not JSON: ${(error as Error).message}`);
     }
   }
+  if (!Array.isArray(list)) {
+    throw new DatasetError(
+      where,
+      `'${key}' must be a list of {role, content} turns, got ${value === null ? 'null' : typeof value}`,
+    );
+  }
+  return list.map((turn, i) => {
+    if (
+      turn === null ||
+      typeof turn !== 'object' ||
+      Array.isArray(turn) ||
+      typeof (turn as { role?: unknown }).role !== 'string'
+    ) {
+      throw new DatasetError(where, `'${key}'[${i}] must be a {role, content} object`);
+    }
+    return Object.fromEntries(Object.entries(turn).filter(([, v]) => v !== null && v !== undefined)) as ChatTurn;
+  });
 }
 
 /** The row's system prompt (format systemPromptKey, a string when present), else the format's systemPrompt. */
@@ -90,32 +128,127 @@ function rowTools(row: Record<string, unknown>, format: DatasetFormat, where: st
   }
 }
 
-/** Reads a DPO dataset (JSONL rows {prompt, chosen, rejected}) into experiences with chosen/rejected ids. */
-export async function loadDpoDataset(file: string, tokenizer: Tokenizer, format: DatasetFormat = {}): Promise<Experience[]> {
+/** Turn-by-turn equality of two chat turns (the fields a dataset gives them). */
+const sameTurn = (a: ChatTurn, b: ChatTurn): boolean => JSON.stringify(a) === JSON.stringify(b);
+
+/** A DPO row as prompt turns and the two answers: text, or assistant turns (see the header's three forms). */
+function dpoParts(
+  row: Record<string, unknown>,
+  format: DatasetFormat,
+  where: string,
+): { prompt: ChatTurn[]; chosen: string | ChatTurn[]; rejected: string | ChatTurn[] } {
   const promptKey = format.promptKey ?? 'prompt';
-  const chosenKey = format.chosenKey ?? 'chosen';
-  const rejectedKey = format.rejectedKey ?? 'rejected';
+  const defaults = format.chosenKey === undefined && format.rejectedKey === undefined;
+  // rows without chosen/rejected columns: Trinity's experience columns, whole conversations
+  const [chosenKey, rejectedKey] =
+    defaults && row.chosen === undefined && row.rejected === undefined && row.chosen_messages !== undefined
+      ? ['chosen_messages', 'rejected_messages']
+      : [format.chosenKey ?? 'chosen', format.rejectedKey ?? 'rejected'];
+  const answer = (key: string): string | ChatTurn[] => {
+    const value = row[key];
+    if (typeof value === 'string') return value;
+    if (value === undefined || value === null) {
+      throw new DatasetError(where, `missing '${key}' (the ${key === chosenKey ? 'chosen' : 'rejected'} answer)`);
+    }
+    if (!Array.isArray(value)) throw new DatasetError(where, `'${key}' must be text or a list of turns, got ${typeof value}`);
+    return conversationOf(value, key, where);
+  };
+  const chosen = answer(chosenKey);
+  const rejected = answer(rejectedKey);
+  if (typeof chosen !== typeof rejected) {
+    throw new DatasetError(where, `'${chosenKey}' and '${rejectedKey}' must both be text or both be lists of turns`);
+  }
+  const promptFrom = (): ChatTurn[] => {
+    if (format.messagesKey !== undefined && row[format.messagesKey] !== undefined && row[format.messagesKey] !== null) {
+      return conversationOf(row[format.messagesKey], format.messagesKey, where);
+    }
+    const prompt = row[promptKey];
+    if (typeof prompt === 'string') {
+      const system = systemPromptOf(row, format, where);
+      return [...(system ? [{ role: 'system', content: system }] : []), { role: 'user', content: prompt }];
+    }
+    if (prompt === undefined || prompt === null) {
+      throw new DatasetError(where, `missing '${format.messagesKey ?? promptKey}' (the prompt)`);
+    }
+    return conversationOf(prompt, promptKey, where);
+  };
+  if (typeof chosen === 'string' || typeof rejected === 'string') return { prompt: promptFrom(), chosen, rejected };
+  const startsWithAnswer = (turns: ChatTurn[]) => turns[0]?.role === 'assistant';
+  if (startsWithAnswer(chosen) && startsWithAnswer(rejected)) return { prompt: promptFrom(), chosen, rejected };
+  // whole conversations: the prompt is the turns both share
+  let shared = 0;
+  while (
+    shared < chosen.length &&
+    shared < rejected.length &&
+    sameTurn(chosen[shared] as ChatTurn, rejected[shared] as ChatTurn)
+  ) {
+    shared++;
+  }
+  const parts = { prompt: chosen.slice(0, shared), chosen: chosen.slice(shared), rejected: rejected.slice(shared) };
+  for (const [key, turns] of [
+    [chosenKey, parts.chosen],
+    [rejectedKey, parts.rejected],
+  ] as const) {
+    if (turns.length === 0 || turns[0]?.role !== 'assistant') {
+      throw new DatasetError(
+        where,
+        `'${key}' must continue the shared prompt (${shared} turns) with an assistant turn, got ${turns.length === 0 ? 'nothing' : `a '${turns[0]?.role}' turn`}`,
+      );
+    }
+  }
+  if (parts.prompt.length === 0) throw new DatasetError(where, `'${chosenKey}' and '${rejectedKey}' share no prompt turn`);
+  return parts;
+}
+
+/**
+ * The ids of answer turns after a prompt: what the chat template renders for them after the generation prompt, up to
+ * and including the last end-of-turn (eos) token; when the template does not extend the prompt that way, the
+ * assistant turns' text, each ++ eos.
+ */
+function answerTurnIds(
+  prompt: ChatTurn[],
+  turns: ChatTurn[],
+  tokenizer: Tokenizer,
+  tools: ToolDefinition[] | undefined,
+): number[] {
   const eos = tokenizer.eosTokenIds[0];
-  const answer = (text: string) => [...tokenizer.encode(text), ...(eos === undefined ? [] : [eos])];
+  const options = tools === undefined ? {} : { tools };
+  const before = tokenizer.applyChatTemplate(prompt as ChatMessage[], { addGenerationPrompt: true, ...options });
+  const full = tokenizer.applyChatTemplate([...prompt, ...turns] as ChatMessage[], { addGenerationPrompt: false, ...options });
+  if (eos !== undefined && full.startsWith(before)) {
+    const ids = tokenizer.encode(full.slice(before.length));
+    const end = ids.lastIndexOf(eos);
+    if (end >= 0) return ids.slice(0, end + 1);
+  }
+  return turns
+    .filter((t) => t.role === 'assistant')
+    .flatMap((t) => [...tokenizer.encode(typeof t.content === 'string' ? t.content : ''), ...(eos === undefined ? [] : [eos])]);
+}
+
+/** Reads a DPO dataset (rows in any of the header's three forms) into experiences with chosen/rejected ids. */
+export async function loadDpoDataset(file: string, tokenizer: Tokenizer, format: DatasetFormat = {}): Promise<Experience[]> {
+  const eos = tokenizer.eosTokenIds[0];
+  const textIds = (text: string) => [...tokenizer.encode(text), ...(eos === undefined ? [] : [eos])];
   const out: Experience[] = [];
   for await (const { where, row: rowName, value } of datasetRows(file, format)) {
-    const row = value as Record<string, unknown>;
-    for (const key of [promptKey, chosenKey, rejectedKey]) {
-      if (row === null || typeof row !== 'object' || typeof row[key] !== 'string')
-        throw new DatasetError(where, `'${key}' must be a string`);
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+      throw new DatasetError(where, 'a row must be a JSON object');
     }
-    const system = systemPromptOf(row, format, where);
-    const messages = [
-      ...(system ? [{ role: 'system' as const, content: system }] : []),
-      { role: 'user' as const, content: row[promptKey] as string },
-    ];
-    const promptIds = tokenizer.encodeChat(messages, { addGenerationPrompt: true, ...rowTools(row, format, where) });
+    const row = value as Record<string, unknown>;
+    const { prompt, chosen, rejected } = dpoParts(row, format, where);
+    const { tools } = rowTools(row, format, where);
+    const promptIds = tokenizer.encodeChat(prompt as Parameters<Tokenizer['encodeChat']>[0], {
+      addGenerationPrompt: true,
+      ...(tools === undefined ? {} : { tools }),
+    });
+    const ids = (answer: string | ChatTurn[]) =>
+      typeof answer === 'string' ? textIds(answer) : answerTurnIds(prompt, answer, tokenizer, tools);
     out.push({
       eid: where,
       tokens: promptIds,
       promptLength: promptIds.length,
-      chosen: answer(row[chosenKey] as string),
-      rejected: answer(row[rejectedKey] as string),
+      chosen: ids(chosen),
+      rejected: ids(rejected),
       info: { taskId: typeof row.id === 'string' ? row.id : `dpo:${rowName}` },
     });
   }
@@ -123,7 +256,7 @@ export async function loadDpoDataset(file: string, tokenizer: Tokenizer, format:
   return out;
 }
 
-/** Reads an SFT dataset (JSONL) into experiences. */
+/** Reads an SFT dataset (rows {prompt, response} or {messages}: see the header) into experiences. */
 export async function loadSftDataset(file: string, tokenizer: Tokenizer, format: DatasetFormat = {}): Promise<Experience[]> {
   const promptKey = format.promptKey ?? 'prompt';
   const responseKey = format.responseKey ?? 'response';
@@ -136,8 +269,8 @@ export async function loadSftDataset(file: string, tokenizer: Tokenizer, format:
     let messages: ChatTurn[];
     let response: string;
     if (format.messagesKey) {
-      const conversation = row[format.messagesKey];
-      if (!Array.isArray(conversation) || conversation.length < 2) {
+      const conversation = conversationOf(row[format.messagesKey], format.messagesKey, where);
+      if (conversation.length < 2) {
         throw new DatasetError(where, `'${format.messagesKey}' must be a list of at least two {role, content} turns`);
       }
       const last = conversation.at(-1) as ChatTurn;
@@ -146,13 +279,13 @@ export async function loadSftDataset(file: string, tokenizer: Tokenizer, format:
       if (format.enableConcatenatedMultiTurn) {
         out.push({
           eid: where,
-          ...concatenatedConversationTokens(conversation as ChatTurn[], tokenizer, where, rowTools(row, format, where).tools),
+          ...concatenatedConversationTokens(conversation, tokenizer, where, rowTools(row, format, where).tools),
           info: { taskId: typeof row.id === 'string' ? row.id : `sft:${rowName}` },
-          messages: conversation as ChatTurn[],
+          messages: conversation,
         });
         continue;
       }
-      messages = conversation.slice(0, -1) as ChatTurn[];
+      messages = conversation.slice(0, -1);
       response = last.content;
     } else {
       const prompt = row[promptKey];

@@ -1,20 +1,21 @@
-// Tasksets: JSONL (or a JSON array) rows turned into Task objects by format keys (Trinity-RFT's `TasksetConfig`
-// with `format: {prompt_key, response_key, messages_key, system_prompt_key, system_prompt, reply_prefix,
-// workflow_key, reward_fn_key, tools_key}`; defaults prompt/response/tools) and a `split` (a file, or a folder of
-// split files: ./split.ts), or from an SQLite table (storage_type sql, as Trinity's SQL task storage: the table named
-// after the taskset, each row's `raw_task` column a JSON object, in `id` order). A bad row is an error naming
-// file:line (or db:table:id) and the key.
+// Tasksets: dataset rows (JSONL, JSON, parquet: ./rows.ts) turned into Task objects by format keys (Trinity-RFT's
+// `TasksetConfig` with `format: {prompt_key, response_key, messages_key, system_prompt_key, system_prompt,
+// reply_prefix, workflow_key, reward_fn_key, tools_key}`; defaults prompt/response/tools), read from the `split` and
+// `subset_name` of a file, a folder laid out as Hugging Face datasets lays them out, or the hub cache (./split.ts);
+// or from an SQLite table (storage_type sql, as Trinity's SQL task storage: the table named after the taskset, each
+// row's `raw_task` column a JSON object, in `id` order). A bad row is an error naming file:line (file row n for
+// parquet, db:table:id for SQL) and the key.
 //
 //   {"question": "1+1=", "answer": "2"}   with promptKey "question", responseKey "answer"
 //   → Task { id: "math:0", prompt: "1+1=", response: "2", workflow: <default>, ... }
 import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import Database from 'better-sqlite3';
 import type { ToolDefinition } from '../../tokenizer/index.js';
 import type { ChatTurn } from '../experience.js';
 import type { Task } from '../task.js';
-import { readJsonl, stripBom } from './jsonl.js';
-import { SplitError, splitFiles } from './split.js';
+import { DatasetReadError, readDatasetRows } from './rows.js';
+import { isPostgresUrl, postgresTarget } from './postgres.js';
+import { readPostgresTaskRows, type SqlTaskRows } from './postgres-taskset.js';
 import { inSqliteFile } from './sqlite.js';
 
 export interface TasksetFormat {
@@ -44,11 +45,16 @@ export interface TasksetFormat {
 export interface TasksetConfig {
   /** Unique name (task ids and errors use it). */
   name: string;
-  /** A .jsonl file, a .json file holding an array of rows, or a folder holding the split's files (./split.ts). */
+  /** A .jsonl/.json/.parquet file, a dataset folder, a hub cache folder or cached hub id (./split.ts). */
   path: string;
   /** The split of a folder to read (default 'train'). */
   split?: string;
-  /** file (default): path is a file or folder; sql: path is an SQLite file (or sqlite:///file) with a table named `name`. */
+  /** The subset (Hugging Face config; Trinity's subset_name) of a folder to read; unset: the default one. */
+  subset?: string | null;
+  /**
+   * file (default): path is a file or folder; sql: path is an SQLite file (or sqlite:///file), or a PostgreSQL URL
+   * (postgresql://user:pass@host:port/db), with a table named `name`.
+   */
   storageType?: 'file' | 'sql';
   format?: TasksetFormat;
   defaultWorkflowType?: string;
@@ -75,46 +81,26 @@ export class TasksetError extends Error {
   }
 }
 
-/** Reads a taskset (the files of its split, or its SQLite table) into tasks. */
+/** Reads a taskset (the rows of its split: ./rows.ts, or its SQLite table) into tasks. */
 export async function loadTaskset(config: TasksetConfig): Promise<Taskset> {
-  if (config.storageType === 'sql') return loadSqlTaskset(config);
-  let files: string[];
-  try {
-    files = splitFiles(config.path, config.split ?? 'train');
-  } catch (error) {
-    if (error instanceof SplitError) {
-      const { where, detail } = error;
-      const text = detail.startsWith('cannot read: ')
-        ? `cannot read taskset '${config.name}': ${detail.slice('cannot read: '.length)}`
-        : `taskset '${config.name}': ${detail}`;
-      throw new TasksetError(where, text);
-    }
-    throw error;
-  }
+  if (config.storageType === 'sql') return isPostgresUrl(config.path) ? loadPostgresTaskset(config) : loadSqlTaskset(config);
   const tasks: Task[] = [];
   const ids = new Map<string, string>();
-  const add = (where: string, value: unknown) => {
-    const task = rowToTask(config, tasks.length, value, where);
-    const previous = ids.get(task.id);
-    if (previous !== undefined) throw new TasksetError(where, `duplicate task id '${task.id}' (also at ${previous})`);
-    ids.set(task.id, where);
-    tasks.push(task);
-  };
-  for (const file of files) {
-    if (file.endsWith('.json')) {
-      let rows: unknown;
-      try {
-        rows = JSON.parse(stripBom(await readFile(file, 'utf8')));
-      } catch (error) {
-        throw new TasksetError(file, `invalid JSON: ${(error as Error).message}`);
-      }
-      if (!Array.isArray(rows)) throw new TasksetError(file, 'a .json taskset must hold an array of rows');
-      rows.forEach((row, i) => {
-        add(`${file}[${i}]`, row);
-      });
-    } else {
-      for await (const { line, value } of readJsonl(file)) add(`${file}:${line}`, value);
+  try {
+    for await (const { where, value } of readDatasetRows(config.path, { split: config.split, subset: config.subset })) {
+      const task = rowToTask(config, tasks.length, value, where);
+      const previous = ids.get(task.id);
+      if (previous !== undefined) throw new TasksetError(where, `duplicate task id '${task.id}' (also at ${previous})`);
+      ids.set(task.id, where);
+      tasks.push(task);
     }
+  } catch (error) {
+    if (!(error instanceof DatasetReadError)) throw error;
+    const { where, detail } = error;
+    const text = detail.startsWith('cannot read: ')
+      ? `cannot read taskset '${config.name}': ${detail.slice('cannot read: '.length)}`
+      : `taskset '${config.name}': ${detail}`;
+    throw new TasksetError(where, text);
   }
   return { name: config.name, path: config.path, tasks };
 }
@@ -134,6 +120,18 @@ function loadSqlTaskset(config: TasksetConfig): Taskset {
   });
 }
 
+/** storage_type sql with a postgresql:// path: the same table layout in PostgreSQL (./postgres-taskset.ts). */
+async function loadPostgresTaskset(config: TasksetConfig): Promise<Taskset> {
+  const target = postgresTarget(config.path).display;
+  let read: SqlTaskRows;
+  try {
+    read = await readPostgresTaskRows(config.path, config.name, config.name);
+  } catch (error) {
+    throw new TasksetError(target, (error as Error).message);
+  }
+  return sqlRowsToTaskset(config, read.location, read.rows);
+}
+
 /** The tasks of table `config.name` (id, raw_task) of an open database. */
 function readSqlTasks(db: Database.Database, file: string, config: TasksetConfig): Taskset {
   const table = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?").get(config.name);
@@ -151,10 +149,15 @@ function readSqlTasks(db: Database.Database, file: string, config: TasksetConfig
       `taskset '${config.name}': table '${config.name}' needs columns id and raw_task (${(error as Error).message})`,
     );
   }
+  return sqlRowsToTaskset(config, file, rows);
+}
+
+/** Tasks from SQL rows (id, raw_task: JSON text or an already parsed object); `location` prefixes errors. */
+function sqlRowsToTaskset(config: TasksetConfig, location: string, rows: { id: unknown; raw_task: unknown }[]): Taskset {
   const tasks: Task[] = [];
   const ids = new Map<string, string>();
   for (const row of rows) {
-    const where = `${file}:${config.name}:${String(row.id)}`;
+    const where = `${location}:${config.name}:${String(row.id)}`;
     let value: unknown;
     try {
       value = typeof row.raw_task === 'string' ? JSON.parse(row.raw_task) : row.raw_task;

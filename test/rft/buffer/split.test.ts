@@ -68,14 +68,17 @@ describe('split', () => {
     assert.throws(() => splitFiles(file, 'test'), /a single file is the 'train' split, not 'test'/);
   });
 
-  test('a missing split names what was looked for; parquet is refused with what to do', async () => {
+  test('a missing split lists the splits found; a file that is no parquet says so', async () => {
     const dir = folder({ 'train.jsonl': [{ prompt: 'a' }] });
     await assert.rejects(
       loadTaskset({ name: 't', path: dir, split: 'validation' }),
-      /taskset 't': .*no \.jsonl\/\.json files of split 'validation' \(looked for validation\.jsonl, validation-\*\.jsonl, data\/validation-\*\.jsonl, validation\/\*\.jsonl; found train\.jsonl\)/,
+      /taskset 't': no split 'validation': the dataset has train \(1 file\)/,
     );
     const parquet = folder({ 'data/train-00000-of-00001.parquet': 'PAR1' });
-    assert.throws(() => splitFiles(parquet, 'train'), /parquet files are not supported here: convert the rows to JSONL/);
+    await assert.rejects(
+      loadTaskset({ name: 't', path: parquet }),
+      /train-00000-of-00001\.parquet: taskset 't': not a parquet file \(4 bytes/,
+    );
   });
 
   test('an SFT dataset folder reads the split of its format', async () => {

@@ -61,7 +61,7 @@ describe('pre-run checks', () => {
       ],
       [
         `buffer.explorer_input.taskset.path=${testSplitOnly}`,
-        /^buffer\.explorer_input\.taskset\.path: .*no \.jsonl\/\.json files of split 'train'/,
+        /^buffer\.explorer_input\.taskset\.path: .*no split 'train': the dataset has test \(1 file\)/,
       ],
       [
         'buffer.explorer_input.taskset.storage_type=sql',
