@@ -1,6 +1,6 @@
 // The explorer loop: per explore step, wait for the weights the sync style requires, run the step's tasks through the
-// workflows, feed rewards back to the task selectors, write the experiences to the buffer; evaluate every
-// eval_interval steps.
+// workflows, pass the experiences through the experience pipeline (data_processor.experience_pipeline), feed rewards
+// back to the task selectors, write the experiences to the buffer; evaluate every eval_interval steps.
 //
 // Synchronisation (sync_style fixed): explore step e (1-based) may start once the explorer holds weights of version
 //   required(e) = max(0, floor((e - 1 - sync_offset) / sync_interval) * sync_interval)
@@ -9,6 +9,7 @@
 // weights every sync_interval steps (after the first sync_offset) and waits for the answer.
 import type { ExperienceBuffer, TasksetScheduler } from '../buffer/index.js';
 import { type Experience, type ModelBounds, modelBoundsProblem } from '../experience.js';
+import type { ExperiencePipeline } from '../data/experience-pipeline/index.js';
 import type { WorkflowRunner } from '../workflow/index.js';
 import { evaluateTasksets, formatMetrics, writeEvalSamples } from './evaluation.js';
 import type { StageSettings } from './settings.js';
@@ -34,6 +35,11 @@ export interface ExplorerLoopParts {
   buffer: ExperienceBuffer;
   weights: WeightReceiver;
   repeatTimes: number;
+  /**
+   * data_processor.experience_pipeline: each step's experiences go through it before the buffer; its metrics join the
+   * step's; with an operator that feeds the selectors (pass_rate_calculator) they learn from what it saw.
+   */
+  pipeline?: ExperiencePipeline | null;
   /** What the trained model can take: rollouts beyond it are rejected (counted, the first reason logged). */
   bounds: ModelBounds;
   startStep: number;
@@ -87,15 +93,22 @@ export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
       // stopped during the step: its runs were cut short, so it is dropped whole (no feedback, nothing written)
       // and a resumed run explores it again
       if (parts.signal?.aborted) break;
-      for (const task of batch.tasks) {
-        const rewards = result.experiences.filter((e) => e.info.taskId === task.id).map((e) => e.reward ?? 0);
-        if (rewards.length) scheduler.feedback(task.id, rewards);
-      }
       const accepted = result.experiences.filter((e) => {
         const problem = modelBoundsProblem(e, parts.bounds);
         if (problem) rejected.push(`${e.info.taskId ?? e.eid}: ${problem}`);
         return problem === null;
       });
+      const processed = parts.pipeline
+        ? await parts.pipeline.process(accepted, { step, repeatTimes: parts.repeatTimes })
+        : { experiences: accepted, metrics: {}, taskFeedback: null };
+      if (parts.pipeline?.feedsSelectors) {
+        for (const [taskId, rewards] of processed.taskFeedback ?? []) if (rewards.length) scheduler.feedback(taskId, rewards);
+      } else {
+        for (const task of batch.tasks) {
+          const rewards = result.experiences.filter((e) => e.info.taskId === task.id).map((e) => e.reward ?? 0);
+          if (rewards.length) scheduler.feedback(task.id, rewards);
+        }
+      }
       if (rejected.length) {
         parts.log(
           `[${settings.stageName}] explore step ${step}: ${rejected.length} experience(s) rejected (the model cannot ` +
@@ -108,6 +121,7 @@ export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
           ...result.metrics,
           'explorer/model_version': version,
           'rollout/rejected_experiences': rejected.length,
+          ...processed.metrics,
         },
         schedulerState: scheduler.state(),
       };
@@ -115,7 +129,7 @@ export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
       // eval before the step's experiences reach the trainer: its checkpoint of this step comes after the eval
       // metrics are on disk, so a run killed after that checkpoint lost none of them
       if (evalDue(step)) await evaluate(step);
-      await (parts.write ? parts.write(explored, accepted) : buffer.write(accepted));
+      await (parts.write ? parts.write(explored, processed.experiences) : buffer.write(processed.experiences));
       parts.onWritten?.(step);
     }
   } finally {

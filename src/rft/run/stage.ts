@@ -42,6 +42,7 @@ import {
 } from '../buffer/index.js';
 import { type LoadedCheckpoint, latestCheckpoint } from '../checkpoint.js';
 import type { Experience, ModelBounds } from '../experience.js';
+import { ExperiencePipeline } from '../data/experience-pipeline/index.js';
 import { createMonitors, type MonitorGroup, ProgressReporter } from '../monitor/index.js';
 import { TrainerClient, type TrainerInit } from '../trainer/trainer.js';
 import { EngineModelHandle, type WorkflowRunner } from '../workflow/index.js';
@@ -191,6 +192,8 @@ interface ExplorerParts {
   engine: ExplorerEngine;
   handle: EngineModelHandle;
   runner: WorkflowRunner;
+  /** data_processor.experience_pipeline; null: experiences go to the buffer as they come. */
+  pipeline: ExperiencePipeline | null;
 }
 
 /** Assembles and runs one stage of mode both, explore or train: which parts exist is decided by the mode. */
@@ -558,13 +561,21 @@ class StageBuilder {
 
   async #explorer(weightsDir: string, progress: ProgressReporter, version = this.startStep): Promise<ExplorerParts> {
     const { settings } = this;
+    // before the engine starts, so a bad operator fails fast; its save file forgets the steps that are explored again
+    const pipeline = settings.experiencePipeline
+      ? await ExperiencePipeline.create(settings.experiencePipeline, {
+          baseDir: settings.pluginBaseDir,
+          startStep: this.startStep,
+        })
+      : null;
+    if (pipeline) this.#closers.push(() => pipeline.close());
     const started = await startExplorerEngine(settings, weightsDir);
     const engine = started.engine;
     this.#closers.push(() => engine.close());
     const handle = new EngineModelHandle(engine, { modelVersion: version });
     const runner = stageWorkflowRunner(settings, handle, (line) => progress.log(line));
     this.#closers.push(() => runner.close()); // frees its workflow worker threads (module-path workflows)
-    return { started, engine, handle, runner };
+    return { started, engine, handle, runner, pipeline };
   }
 
   #explorerLoopBase(
@@ -578,6 +589,7 @@ class StageBuilder {
       settings: this.settings,
       scheduler,
       runner: explorer.runner,
+      pipeline: explorer.pipeline,
       buffer,
       weights,
       repeatTimes: this.algorithm.repeatTimes,

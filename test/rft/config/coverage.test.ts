@@ -156,6 +156,11 @@ monitor:
   monitor_type: [tensorboard, wandb, mlflow]
   monitor_args: {base_url: "http://127.0.0.1:9", api_key: w, uri: "http://127.0.0.1:9", username: u, password: p}
   detailed_stats: false
+data_processor:
+  experience_pipeline:
+    operators: [{name: reward_std_filter, args: {threshold: 0.1}}]
+    save_input: true
+    input_save_path: ${dir}/raw.jsonl
 `;
 
 /** The schema paths (with `*`) of the concrete path `path` into the resolved config (a stage's keys are the run's). */

@@ -13,9 +13,9 @@ export interface InputRecorder {
   close(): void;
 }
 
-/** The file a save path names: `sqlite:///abs/path.db` → /abs/path.db (Trinity's URL form), else the path itself. */
+/** The file a save path names: `sqlite:///<file>` → <file> (as the SQLite buffers read it), else the path itself. */
 export function saveInputFile(spec: string): { path: string; format: 'jsonl' | 'sqlite' } {
-  if (spec.startsWith('sqlite:///')) return { path: spec.slice('sqlite://'.length), format: 'sqlite' };
+  if (spec.startsWith('sqlite:///')) return { path: spec.slice('sqlite:///'.length), format: 'sqlite' };
   const ext = extname(spec).toLowerCase();
   if (ext === '.jsonl') return { path: spec, format: 'jsonl' };
   if (ext === '.db' || ext === '.sqlite') return { path: spec, format: 'sqlite' };
