@@ -56,6 +56,10 @@ describe('presets', () => {
       mix_chord: 8,
       raft: 4,
       on_policy_distill: 8,
+      grpo_verl: 2,
+      gigpo: 8,
+      m2po: 8,
+      jsd: 8,
     };
     assert.deepEqual([...ALGORITHM_TYPES].sort(), Object.keys(expected).sort(), 'a preset was added or removed');
     for (const type of ALGORITHM_TYPES) {
@@ -97,6 +101,67 @@ describe('presets', () => {
     assert.equal(resolveAlgorithm().algorithmType, 'ppo', "Trinity-RFT's default algorithm_type");
     assert.equal(resolveAlgorithm({ algorithm_type: 'chord' }).policyLossFn.name, 'mix_chord');
     assert.equal(resolveAlgorithm({ algorithm_type: 'reinforce_plus_plus' }).algorithmType, 'reinforceplusplus');
+    // Trinity-RFT v0.6's rows: grpo_verl (advantage in the trainer), gigpo, m2po (no reference, no KL, no entropy), jsd
+    const grpoVerl = resolveAlgorithm({ algorithm_type: 'grpo_verl' });
+    assert.deepEqual(
+      [grpoVerl.advantageFn?.name, grpoVerl.computeAdvantageInTrainer, grpoVerl.useReference, grpoVerl.klLossFn.name],
+      ['grpo_verl', true, true, 'k2'],
+    );
+    assert.deepEqual(grpoVerl.advantageFn?.args, { epsilon: 1e-6 });
+    const gigpo = resolveAlgorithm({ algorithm_type: 'gigpo' });
+    assert.deepEqual(
+      [gigpo.advantageFn?.name, gigpo.computeAdvantageInTrainer, gigpo.useReference, gigpo.policyLossFn.name],
+      ['gigpo', false, true, 'ppo'],
+    );
+    assert.deepEqual(gigpo.advantageFn?.args, {
+      omega: 1,
+      gamma: 1,
+      fnorm: 'none',
+      epsilon: 1e-6,
+      step_reward_key: 'step_reward',
+      env_state_hash_key: 'env_state_hash',
+    });
+    assert.deepEqual([gigpo.policyLossFn.args.clip_range, gigpo.lossAggMode], [0.2, 'token-mean']);
+    const m2po = resolveAlgorithm({ algorithm_type: 'm2po' });
+    assert.deepEqual(
+      [m2po.advantageFn?.name, m2po.policyLossFn.name, m2po.useReference, m2po.klLossFn.name, m2po.entropyLossFn.name],
+      ['grpo', 'm2po', false, 'none', 'none'],
+    );
+    assert.deepEqual(m2po.policyLossFn.args, { m2_threshold: 0.04, loss_agg_mode: 'token-mean', log_ratio_clip: 20 });
+    const jsd = resolveAlgorithm({ algorithm_type: 'jsd' });
+    assert.deepEqual(
+      [jsd.advantageFn?.name, jsd.computeAdvantageInTrainer, jsd.useReference, jsd.policyLossFn.name, jsd.klLossFn.name],
+      ['jsd', true, false, 'ppo', 'none'],
+    );
+    assert.deepEqual(jsd.advantageFn?.args, { lambda_coef: 0.5, kl_coef: 1 });
+  });
+
+  test('old log-probs and rollout correction: defaults, overrides and refusals', () => {
+    const grpo = resolveAlgorithm({ algorithm_type: 'grpo' });
+    assert.equal(grpo.bypassOldLogprobs, true, "Trinity-RFT's default: the rollout's log-probs are the old ones");
+    assert.deepEqual(grpo.rolloutCorrection, { rolloutIs: null, rolloutIsThreshold: 2 });
+    const tis = resolveAlgorithm({
+      algorithm_type: 'grpo',
+      bypass_old_logprobs: false,
+      rollout_correction: { rollout_is: 'token', rollout_is_threshold: 3 },
+    });
+    assert.equal(tis.bypassOldLogprobs, false);
+    assert.deepEqual(tis.rolloutCorrection, { rolloutIs: 'token', rolloutIsThreshold: 3 });
+    assert.throws(
+      () => resolveAlgorithm({ algorithm_type: 'opmd', rollout_correction: { rollout_is: 'token' } }),
+      /algorithm\.rollout_correction\.rollout_is: policy_loss_fn 'opmd' does not take per-token IS weights/,
+    );
+    assert.throws(
+      () => resolveAlgorithm({ rollout_correction: { rollout_is: 'geometric' } }),
+      /rollout_correction\.rollout_is: expected token, sequence or null/,
+    );
+    assert.throws(() => resolveAlgorithm({ rollout_correction: { rollout_rs: 'token' } }), /unknown argument 'rollout_rs'/);
+    assert.throws(() => resolveAlgorithm({ rollout_correction: { rollout_is_threshold: 0 } }), /must be > 0/);
+    assert.throws(() => resolveAlgorithm({ bypass_old_logprobs: 'no' }), /bypass_old_logprobs: expected true or false/);
+    assert.throws(
+      () => resolveAlgorithm({ algorithm_type: 'm2po', bypass_old_logprobs: false }),
+      /'m2po' measures the log-ratio to the rollout policy/,
+    );
   });
 
   test('overrides: modules, arguments, loss_agg_mode, repeat_times, optimizer', () => {
@@ -112,7 +177,10 @@ describe('presets', () => {
       optimizer: { lr: 2e-6, clip_grad: 0.5 },
     });
     assert.equal(r.repeatTimes, 8);
-    assert.deepEqual(r.advantageFn, { name: 'grpo', args: { epsilon: 1e-5, std_threshold: 0, std_cal_level: 'group' } });
+    assert.deepEqual(r.advantageFn, {
+      name: 'grpo',
+      args: { epsilon: 1e-5, std_threshold: 0, std_cal_level: 'group', duplicate_experiences: false, rank_penalty: null },
+    });
     assert.equal(r.policyLossFn.name, 'cispo');
     assert.equal(r.policyLossFn.args.clip_range_high, 0.28, 'the module default');
     assert.equal(r.policyLossFn.args.loss_agg_mode, 'seq-mean-token-mean', 'loss_agg_mode is passed to the policy loss');

@@ -16,6 +16,7 @@ export * from './loss-agg.js';
 export * from './policy-loss/index.js';
 export * from './presets.js';
 export * from './registry.js';
+export * from './rollout-correction.js';
 export * from './sample-strategy.js';
 export * from './utils.js';
 export * from './plugins.js';

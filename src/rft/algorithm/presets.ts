@@ -17,6 +17,7 @@ import { KL_DEFAULTS, KL_ESTIMATORS } from './kl.js';
 import { isLossAggMode, LOSS_AGG_MODES, type LossAggMode } from './loss-agg.js';
 import { POLICY_LOSS_FN, policyLossAccumulation, policyLossModule } from './policy-loss/index.js';
 import { camelToSnake, didYouMean, resolveArgs, snakeToCamel } from './registry.js';
+import { ROLLOUT_CORRECTION_DEFAULTS, ROLLOUT_IS_LEVELS, type RolloutCorrectionOptions } from './rollout-correction.js';
 import { SAMPLE_STRATEGY } from './sample-strategy.js';
 
 export type AlgorithmSchema = 'experience' | 'sft' | 'dpo';
@@ -210,6 +211,37 @@ export const ALGORITHM_PRESETS = {
     repeatTimes: 4,
     sampleStrategy: { name: 'reward_filter' },
   },
+  grpo_verl: {
+    ...groupRelative,
+    description: 'GRPO with the group advantage computed in the trainer (verl)',
+    computeAdvantageInTrainer: true,
+    advantageFn: { name: 'grpo_verl' },
+  },
+  gigpo: {
+    ...groupRelative,
+    description: 'GiGPO: episode and anchor-state step advantages for multi-step agents (arXiv 2505.10978)',
+    repeatTimes: 8,
+    advantageFn: { name: 'gigpo' },
+  },
+  m2po: {
+    ...groupRelative,
+    description: 'M2PO: second-moment trust region for stale rollouts, no KL (Trinity-RFT issue 615)',
+    useReference: false,
+    repeatTimes: 8,
+    policyLossFn: { name: 'm2po' },
+    klLossFn: none,
+    entropyLossFn: none,
+  },
+  jsd: {
+    ...groupRelative,
+    description: 'on-policy distillation with a generalised Jensen-Shannon advantage (arXiv 2306.13649)',
+    useReference: false,
+    computeAdvantageInTrainer: true,
+    repeatTimes: 8,
+    advantageFn: { name: 'jsd', args: { kl_coef: 1.0, lambda_coef: 0.5 } },
+    klLossFn: none,
+    entropyLossFn: none,
+  },
   on_policy_distill: {
     ...groupRelative,
     description: 'on-policy distillation: advantage = teacher - student log-prob per token (arXiv 2306.13649)',
@@ -251,6 +283,8 @@ export interface AlgorithmConfig {
   entropy_loss_fn_args?: Record<string, unknown>;
   loss_agg_mode?: string;
   optimizer?: Record<string, unknown>;
+  bypass_old_logprobs?: boolean;
+  rollout_correction?: Record<string, unknown>;
 }
 
 /** A module by name with every argument resolved (snake_case keys, defaults filled in). */
@@ -303,6 +337,14 @@ export interface ResolvedAlgorithm {
   readonly entropyLossFn: ResolvedModule;
   readonly lossAggMode: LossAggMode;
   readonly optimizer: Readonly<OptimizerConfig>;
+  /**
+   * Trinity-RFT `bypass_old_logprobs` (default true): the rollout's log-probs are the old log-probs. false: the
+   * trainer recomputes them with its current weights before the update (no gradient); rows without rollout log-probs
+   * take the current policy's either way.
+   */
+  readonly bypassOldLogprobs: boolean;
+  /** verl / Trinity-RFT `rollout_correction`: truncated IS weights of the rollout/training mismatch. */
+  readonly rolloutCorrection: Readonly<RolloutCorrectionOptions>;
 }
 
 const CONFIG_KEYS = [
@@ -322,6 +364,8 @@ const CONFIG_KEYS = [
   'entropy_loss_fn_args',
   'loss_agg_mode',
   'optimizer',
+  'bypass_old_logprobs',
+  'rollout_correction',
 ] as const;
 
 type Slot = 'sample_strategy' | 'advantage_fn' | 'policy_loss_fn' | 'kl_penalty_fn' | 'kl_loss_fn' | 'entropy_loss_fn';
@@ -465,6 +509,37 @@ export function resolveAlgorithm(config: unknown = {}): ResolvedAlgorithm {
   if (!(optimizer.lr > 0)) throw new Error(`algorithm.optimizer.lr: must be > 0, got ${optimizer.lr}`);
   if (!(optimizer.clipGrad > 0)) throw new Error(`algorithm.optimizer.clip_grad: must be > 0, got ${optimizer.clipGrad}`);
 
+  const bypassOldLogprobs = config.bypass_old_logprobs ?? true;
+  if (typeof bypassOldLogprobs !== 'boolean') {
+    throw new Error(`algorithm.bypass_old_logprobs: expected true or false, got ${JSON.stringify(bypassOldLogprobs)}`);
+  }
+  if (!bypassOldLogprobs && policyLossFn.name === 'm2po') {
+    throw new Error(
+      "algorithm.bypass_old_logprobs: policy_loss_fn 'm2po' measures the log-ratio to the rollout policy; keep it true",
+    );
+  }
+  const correctionValue = config.rollout_correction ?? {};
+  if (!isPlainObject(correctionValue)) {
+    throw new Error(`algorithm.rollout_correction: expected a mapping, got ${JSON.stringify(correctionValue)}`);
+  }
+  const rolloutCorrection = resolveArgs('algorithm.rollout_correction', ROLLOUT_CORRECTION_DEFAULTS, correctionValue);
+  if (rolloutCorrection.rolloutIs !== null && !ROLLOUT_IS_LEVELS.includes(rolloutCorrection.rolloutIs)) {
+    throw new Error(
+      `algorithm.rollout_correction.rollout_is: expected token, sequence or null, got ${JSON.stringify(rolloutCorrection.rolloutIs)}`,
+    );
+  }
+  if (!(rolloutCorrection.rolloutIsThreshold > 0)) {
+    throw new Error(
+      `algorithm.rollout_correction.rollout_is_threshold: must be > 0, got ${rolloutCorrection.rolloutIsThreshold}`,
+    );
+  }
+  if (rolloutCorrection.rolloutIs !== null && policyLossModule(policyLossFn.name).linearInAdvantages !== true) {
+    throw new Error(
+      `algorithm.rollout_correction.rollout_is: policy_loss_fn '${policyLossFn.name}' does not take per-token IS weights ` +
+        '(its loss is not proportional to the advantage); use ppo, gspo, cispo, sapo, importance_sampling or m2po',
+    );
+  }
+
   return {
     algorithmType,
     repeatTimes,
@@ -480,6 +555,8 @@ export function resolveAlgorithm(config: unknown = {}): ResolvedAlgorithm {
     entropyLossFn,
     lossAggMode,
     optimizer,
+    bypassOldLogprobs,
+    rolloutCorrection,
   };
 }
 

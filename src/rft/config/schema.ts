@@ -125,6 +125,14 @@ export const AlgorithmSchema = z.strictObject({
   entropy_loss_fn: moduleName(),
   entropy_loss_fn_args: moduleArgs(),
   loss_agg_mode: moduleName(),
+  bypass_old_logprobs: z.boolean().default(true), // false: the trainer recomputes old log-probs before the update
+  // truncated IS weights of the rollout/training mismatch (verl's names; rejection sampling is not offered)
+  rollout_correction: z
+    .strictObject({
+      rollout_is: z.enum(['token', 'sequence']).nullable().default(null), // null: mismatch metrics only
+      rollout_is_threshold: numIn(0, 1e6, true).default(2.0), // (0, 1e6]: C of min(π_train / π_rollout, C)
+    })
+    .prefault({}),
 });
 
 // --- buffer -----------------------------------------------------------------------------------------------------
@@ -179,8 +187,9 @@ export const RolloutArgsSchema = z.strictObject({
 export const TasksetSchema = z.strictObject({
   name: str().nullable().default(null), // derived: taskset_<i> / eval_taskset_<i>
   storage_type: z.enum(['file', 'sql']).default('file'), // sql: an SQLite table named after the taskset (raw_task JSON)
-  path: nonEmpty(), // required: a .jsonl/.json file, a folder of split files (src/rft/buffer/split.ts), or an SQLite file
+  path: nonEmpty(), // required: a .jsonl/.json/.parquet file, a dataset folder or cached hub id (src/rft/buffer/split.ts), or an SQLite file
   split: nonEmpty().default('train'), // which split of a folder to read
+  subset_name: nonEmpty().nullable().default(null), // the subset (HF config name) of a dataset folder; null: its default
   format: FormatSchema.prefault({}),
   data_selector: TaskSelectorSchema.optional(), // Trinity >= 0.5.2's name
   task_selector: TaskSelectorSchema.optional(), // derived: data_selector, else sequential (the name before 0.5.2)
@@ -216,6 +225,7 @@ export const ExperienceBufferSchema = z.strictObject({
   max_read_timeout: numIn(0, MAX_TIMEOUT_SECONDS, true).default(1800), // (0, 2147483] seconds
   replay_buffer: ReplayBufferSchema.prefault({}),
   split: nonEmpty().default('train'),
+  subset_name: nonEmpty().nullable().default(null), // the subset (HF config name) of a dataset folder; null: its default
   format: FormatSchema.prefault({}),
 });
 
@@ -225,6 +235,7 @@ export const DatasetSchema = z.strictObject({
   storage_type: z.enum(['file', 'sql']).default('file'),
   path: nonEmpty(), // required
   split: nonEmpty().default('train'),
+  subset_name: nonEmpty().nullable().default(null), // the subset (HF config name) of a dataset folder; null: its default
   format: FormatSchema.prefault({}),
 });
 
@@ -287,6 +298,9 @@ export const TrainerSchema = z.strictObject({
   micro_batch_size: intIn(1, MAX_EXPERIENCES_PER_STEP).default(1), // [1, 65536]; Trinity/veRL ppo_micro_batch_size_per_gpu 1
   gradient_checkpointing: bool().default(true), // veRL enable_gradient_checkpointing true
   device: deviceSetting(), // auto: cuda when a GPU is visible (a rank's own: LOCAL_RANK), else cpu
+  // mixed precision as verl's FSDP (mixed_precision.param_dtype bf16 over float32 parameters and optimizer state)
+  param_dtype: z.enum(DTYPES).nullable().default(null), // derived: model.dtype; forward/backward dtype
+  master_dtype: z.enum(DTYPES).nullable().default(null), // derived: float32 (with LoRA: param_dtype); weights the optimizer updates
   distributed_timeout: numIn(0, MAX_TIMEOUT_SECONDS, true).default(600), // (0, 2147483] seconds a data-parallel rank waits in a collective (veRL nccl_timeout 600)
   total_steps: intIn(1, MAX_STEPS).nullable().default(null), // [1, 1e9]; null: until the buffer runs out
 });
@@ -400,7 +414,11 @@ export type TaskSelectorConfig = z.output<typeof TaskSelectorSchema>;
 export type ReplayBufferConfig = z.output<typeof ReplayBufferSchema>;
 export type RolloutModelConfig = z.output<typeof RolloutModelSchema>;
 export type ExplorerConfig = z.output<typeof ExplorerSchema>;
-export type TrainerConfig = Omit<z.output<typeof TrainerSchema>, 'grad_clip'> & { grad_clip: number };
+export type TrainerConfig = Omit<z.output<typeof TrainerSchema>, 'grad_clip' | 'param_dtype' | 'master_dtype'> & {
+  grad_clip: number;
+  param_dtype: (typeof DTYPES)[number];
+  master_dtype: (typeof DTYPES)[number];
+};
 export type MonitorConfig = z.output<typeof MonitorSchema>;
 export type TaskPipelineConfig = Omit<z.output<typeof TaskPipelineSchema>, 'output'> & { output: string | null };
 export type ExperiencePipelineConfig = z.output<typeof ExperiencePipelineSchema>;

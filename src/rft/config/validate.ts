@@ -519,6 +519,17 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
       `(${sync.max_staleness}) is less than sync_offset (${sync.sync_offset}): every experience would be too stale`,
     );
   }
+  // mixed precision: compute in param_dtype, keep master weights and optimizer state in master_dtype
+  const paramDtype = input.trainer.param_dtype ?? input.model.dtype;
+  const masterDtype = input.trainer.master_dtype ?? (input.model.lora === null ? 'float32' : paramDtype);
+  if (paramDtype === 'float32' && masterDtype === 'bfloat16')
+    problem('trainer.master_dtype', "bfloat16 master weights under float32 compute lose precision for nothing: use 'float32'");
+  if (input.model.lora !== null && masterDtype !== paramDtype)
+    problem(
+      'trainer.master_dtype',
+      `LoRA adapters train in one dtype (param_dtype ${paramDtype}); master_dtype ${masterDtype} is for full ` +
+        'fine-tuning: remove it or set it equal',
+    );
   let explorer = input.explorer;
   if (remoteEngine && explorer.rollout_model.device !== 'auto')
     problem(
@@ -664,7 +675,13 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
       },
     },
     explorer,
-    trainer: { ...input.trainer, device: trainerDevice, grad_clip: gradClip },
+    trainer: {
+      ...input.trainer,
+      device: trainerDevice,
+      grad_clip: gradClip,
+      param_dtype: paramDtype,
+      master_dtype: masterDtype,
+    },
     synchronizer: { ...sync, sync_method: syncMethod },
     monitor: input.monitor,
     data_processor: { task_pipeline: taskPipeline, experience_pipeline: input.data_processor.experience_pipeline },

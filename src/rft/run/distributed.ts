@@ -61,7 +61,9 @@ export function describePlacement(settings: StageSettings): string {
   const parts: string[] = [];
   if (hasTrainer) {
     const rank = d === null ? '' : ` rank ${d.rank} of ${d.worldSize}`;
-    parts.push(`trainer${rank} on ${settings.trainer.device} (${settings.dtype})`);
+    const { paramDtype, masterDtype } = settings.trainer;
+    const dtypes = paramDtype === masterDtype ? paramDtype : `${paramDtype} compute, ${masterDtype} master weights`;
+    parts.push(`trainer${rank} on ${settings.trainer.device} (${dtypes})`);
   }
   if (explores)
     parts.push(

@@ -77,6 +77,9 @@ export interface StageSettings {
     maxCheckpointsToKeep: number;
     microBatchSize: number | null;
     gradientCheckpointing: boolean;
+    /** Forward/backward dtype (trainer.param_dtype) and the dtype of the weights the optimizer updates (master_dtype). */
+    paramDtype: ModelDType;
+    masterDtype: ModelDType;
     /** The trainer's device, resolved ('cpu' or 'cuda:N'; trainer.device, a rank's own GPU by LOCAL_RANK). */
     device: string;
     /** The longest a data-parallel rank waits for the others in the rendezvous or a collective (ms). */

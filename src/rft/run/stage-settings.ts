@@ -20,6 +20,7 @@ function tasksetSettings(t: TasksetSection, isEval: boolean): TasksetConfig {
     name: t.name,
     path: t.path,
     split: t.split,
+    subset: t.subset_name,
     storageType: t.storage_type,
     format: omitNulls({
       promptKey: f.prompt_key,
@@ -88,10 +89,11 @@ function loraSettings(lora: LoraConfig): NonNullable<StageSettings['lora']> {
   };
 }
 
-/** How a dataset's rows become SFT samples (the format keys and split of an experience or auxiliary buffer). */
-function datasetFormat(format: FormatConfig, split: string): DatasetFormat {
+/** How a dataset's rows become SFT samples (the format keys, split and subset of an experience or auxiliary buffer). */
+function datasetFormat(format: FormatConfig, split: string, subset: string | null): DatasetFormat {
   return omitNulls({
     split,
+    subset,
     promptKey: format.prompt_key,
     responseKey: format.response_key,
     ...(format.prompt_type === 'messages' && format.messages_key !== 'message' ? { messagesKey: format.messages_key } : {}),
@@ -225,6 +227,8 @@ export function stageSettings(
       maxCheckpointsToKeep: stage.trainer.max_checkpoints_to_keep,
       microBatchSize: stage.trainer.micro_batch_size,
       gradientCheckpointing: stage.trainer.gradient_checkpointing,
+      paramDtype: stage.trainer.param_dtype,
+      masterDtype: stage.trainer.master_dtype,
       device: trainerDevice,
       distributedTimeoutMs: stage.trainer.distributed_timeout * 1000,
     },
@@ -256,7 +260,7 @@ export function stageSettings(
       capacity: experienceBuffer.capacity,
       maxReadTimeoutMs: experienceBuffer.max_read_timeout * 1000,
       format: {
-        ...datasetFormat(experienceBuffer.format, experienceBuffer.split),
+        ...datasetFormat(experienceBuffer.format, experienceBuffer.split, experienceBuffer.subset_name),
         ...omitNulls({ chosenKey: experienceBuffer.format.chosen_key, rejectedKey: experienceBuffer.format.rejected_key }),
       },
     },
@@ -267,7 +271,7 @@ export function stageSettings(
         d.name, // the key it is listed under (validated)
         {
           path: d.path,
-          format: datasetFormat(d.format, d.split),
+          format: datasetFormat(d.format, d.split, d.subset_name),
         },
       ]),
     ),

@@ -43,6 +43,7 @@ import {
 import { type LoadedCheckpoint, latestCheckpoint } from '../checkpoint.js';
 import type { Experience, ModelBounds } from '../experience.js';
 import { ExperiencePipeline } from '../data/experience-pipeline/index.js';
+import { runTaskPipeline, type TaskPipelineSettings, workflowSampler } from '../data/task-pipeline/index.js';
 import { createMonitors, type MonitorGroup, ProgressReporter } from '../monitor/index.js';
 import { TrainerClient, type TrainerInit } from '../trainer/trainer.js';
 import { EngineModelHandle, type WorkflowRunner } from '../workflow/index.js';
@@ -72,8 +73,54 @@ export async function runStage(settings: StageSettings, hooks: StageHooks = {}):
       throw new Error(`stage '${settings.stageName}': mode serve runs in src/serve (runServeStage)`);
     case 'both':
     case 'explore':
-    case 'train':
-      return (await StageBuilder.create(settings, algorithm, hooks, log)).run();
+    case 'train': {
+      const prepared = settings.taskPipeline ? await withTaskPipeline(settings, settings.taskPipeline, hooks, log) : settings;
+      return (await StageBuilder.create(prepared, algorithm, hooks, log)).run();
+    }
+  }
+}
+
+/**
+ * data_processor.task_pipeline (src/rft/data/task-pipeline): its operators run over the taskset's rows (or its
+ * inputs) before the stage explores, and the stage explores the output instead. An operator that samples the model
+ * gets the stage's engine and workflow runner, started for it and closed before the stage starts its own.
+ */
+async function withTaskPipeline(
+  settings: StageSettings,
+  pipeline: TaskPipelineSettings,
+  hooks: StageHooks,
+  log: (line: string) => void,
+): Promise<StageSettings> {
+  const [first, ...rest] = settings.tasksets;
+  if (first === undefined || rest.length > 0)
+    throw new Error(`stage '${settings.stageName}': data_processor.task_pipeline writes one taskset; this stage has ${settings.tasksets.length}`);
+  const started: { engine: StartedEngine; runner: WorkflowRunner }[] = [];
+  try {
+    const result = await runTaskPipeline({
+      settings: pipeline,
+      taskset: first.taskset,
+      jobDir: settings.jobDir,
+      baseDir: settings.pluginBaseDir,
+      seed: settings.seed,
+      modelId: settings.modelPath,
+      model: async () => {
+        const engine = await startExplorerEngine(settings, settings.modelPath);
+        const runner = stageWorkflowRunner(settings, new EngineModelHandle(engine.engine, { modelVersion: 0 }), log);
+        started.push({ engine, runner });
+        return workflowSampler(runner, settings.modelPath);
+      },
+      auxiliaryModels: null,
+      ...(hooks.signal ? { signal: hooks.signal } : {}),
+      log: (line) => log(`[${settings.stageName}] ${line}`),
+      ...(hooks.progress ? { progress: hooks.progress } : {}),
+    });
+    const taskset = { ...first.taskset, path: result.outputPath, split: 'train', subset: null, storageType: 'file' as const };
+    return { ...settings, tasksets: [{ ...first, taskset }] };
+  } finally {
+    for (const { engine, runner } of started) {
+      runner.close();
+      await engine.engine.close();
+    }
   }
 }
 
@@ -246,7 +293,9 @@ class StageBuilder {
     truncateSteps(join(this.metricsDir, 'metrics.jsonl'), this.startStep);
     truncateSteps(join(this.metricsDir, 'eval_samples.jsonl'), this.startStep);
     if (this.#explorerState)
-      log(`[${settings.stageName}] resuming after explore step ${this.startStep} (its rows are in ${displayBufferPath(sharedBufferPath(settings))})`);
+      log(
+        `[${settings.stageName}] resuming after explore step ${this.startStep} (its rows are in ${displayBufferPath(sharedBufferPath(settings))})`,
+      );
     else if (this.checkpoint && settings.mode !== 'explore')
       log(`[${settings.stageName}] resuming from checkpoint step ${this.startStep} (${this.checkpoint.dir})`);
   }
@@ -716,6 +765,12 @@ async function loadTrainDataset(settings: StageSettings, algorithm: ResolvedAlgo
  * depends on it): buffer.total_steps, else the tasksets' (mode both) or the dataset's (mode train, file) steps.
  */
 export async function countTrainSteps(settings: StageSettings, algorithm: ResolvedAlgorithm): Promise<number> {
+  // rank 0 counts the task pipeline's output, which the other ranks cannot wait for before the rendezvous
+  if (settings.mode === 'both' && settings.taskPipeline !== null && settings.totalSteps === null)
+    throw new Error(
+      `stage '${settings.stageName}': a data-parallel trainer with data_processor.task_pipeline needs buffer.total_steps ` +
+        '(the other ranks cannot count the steps of a taskset rank 0 is still writing)',
+    );
   if (settings.mode === 'both') return stageSteps(settings, (await createScheduler(settings)).totalSteps);
   if (settings.mode === 'train' && settings.buffer.storageType === 'file')
     return stageSteps(settings, (await loadTrainDataset(settings, algorithm)).stepsFor(settings.totalEpochs));
@@ -729,7 +784,8 @@ export function trainerInit(settings: StageSettings, totalSteps: number): Traine
     jobDir: settings.jobDir,
     resume: true,
     modelPath: settings.modelPath,
-    dtype: settings.dtype,
+    dtype: settings.trainer.paramDtype,
+    masterDtype: settings.trainer.masterDtype,
     device: settings.trainer.device,
     algorithm: settings.algorithm,
     pluginBaseDir: settings.pluginBaseDir,

@@ -52,6 +52,7 @@ import { POLICY_LOSS_FN, policyLossAccumulation, policyLossModule } from '../alg
 import type { LossAccumulation, LossTerm, PolicyLossInput } from '../algorithm/policy-loss/types.js';
 import type { ResolvedAlgorithm } from '../algorithm/presets.js';
 import { type Experience, validateExperience } from '../experience.js';
+import type { MasterWeights } from './master-weights.js';
 
 // --- reference policies ------------------------------------------------------------------------------------------
 
@@ -251,6 +252,11 @@ export interface TrainStepSetup {
   startStep?: number;
   /** The model's device, where batches are built (default 'cpu'). */
   device?: string;
+  /**
+   * Mixed precision (./master-weights.ts): `model` computes in low precision, the optimizer holds float32 master
+   * weights; gradients move to them after each micro-batch, and the model takes them back after each step.
+   */
+  masterWeights?: MasterWeights | null;
 }
 
 /**
@@ -473,6 +479,7 @@ export class TrainStep {
         if (Number.isFinite(gradNorm)) this.setup.optimizer.step();
         else metrics.set('skipped_step', 1);
         this.setup.optimizer.zeroGrad();
+        this.setup.masterWeights?.publish();
         metrics.set('grad_norm', gradNorm);
       });
       const critic = this.setup.critic ?? null;
@@ -749,6 +756,7 @@ export class TrainStep {
           },
         );
         lossTotal += result.loss;
+        this.setup.masterWeights?.accumulateGradients();
         if (lora !== null && stream !== null) {
           const expected = stream.from.draws + (i + 1) * stream.perForward;
           const drawn = lora.randomState().draws;

@@ -41,6 +41,7 @@ import {
   receiveCommand,
   sendCommand,
 } from './data-parallel.js';
+import { MasterWeights } from './master-weights.js';
 import type { DistributedOutcome, TrainerInit } from './trainer.js';
 import {
   loraReference,
@@ -62,7 +63,10 @@ interface SavedTrainerState {
 }
 
 interface TrainerState {
+  /** The policy the step computes with (in init.dtype). */
   model: CausalLM;
+  /** Mixed precision: the policy's master weights (init.masterDtype), which the optimizer updates and checkpoints hold. */
+  master: { model: CausalLM; weights: MasterWeights } | null;
   lora: LoraModel | null;
   optimizer: torch.AdamW;
   scheduler: torch.LrScheduler;
@@ -156,6 +160,7 @@ async function joinGroup(s: TrainerState, d: NonNullable<TrainerInit['distribute
   try {
     const trainable = [...s.trainStep.setup.optimizer.groups.flatMap((g) => g.params), ...(s.critic?.critic.parameters() ?? [])];
     await broadcastParameters(group, trainable);
+    s.master?.weights.publish(); // the compute copy of rank 0's master weights
   } catch (error) {
     await leave(r);
     throw error;
@@ -208,6 +213,26 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   const device = init.device ?? 'cpu';
   const onDevice = device === 'cpu' ? {} : { device };
   const model = CausalLM.load(modelDir, { dtype: init.dtype, ...onDevice, requiresGrad: init.lora === null });
+  let master: TrainerState['master'] = null;
+  if (init.masterDtype !== undefined && init.masterDtype !== init.dtype) {
+    if (init.lora !== null) {
+      model.dispose();
+      throw new Error(
+        `trainer: master weights in ${init.masterDtype} under ${init.dtype} compute are for full fine-tuning; LoRA ` +
+          'adapters train in one dtype',
+      );
+    }
+    const masterModel = CausalLM.load(modelDir, { dtype: init.masterDtype, ...onDevice, requiresGrad: true });
+    const names = [...masterModel.parameters().keys()];
+    const computeParams = model.parameters();
+    master = {
+      model: masterModel,
+      weights: new MasterWeights(
+        names.map((n) => computeParams.get(n) as torch.Tensor),
+        names.map((n) => masterModel.parameters().get(n) as torch.Tensor),
+      ),
+    };
+  }
   let lora: LoraModel | null = null;
   const saved = checkpoint ? savedTrainerState(checkpoint) : null;
   if (init.lora !== null) {
@@ -232,7 +257,7 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
       }
     }
   }
-  const named = lora ? lora.loraParameters() : model.parameters();
+  const named = lora ? lora.loraParameters() : (master?.model ?? model).parameters();
   const o = algorithm.optimizer;
   const optimizer = new torch.AdamW(torch.weightDecayGroups(named, o.weightDecay), {
     lr: o.lr,
@@ -279,9 +304,10 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
     padTokenId: init.padTokenId,
     startStep,
     device,
+    masterWeights: master?.weights ?? null,
   });
   if (saved) trainStep.loadState(saved.trainStep, `${checkpoint?.dir}/trainer.json trainStep`);
-  return { model, lora, optimizer, scheduler, reference, critic, trainStep, algorithm, init };
+  return { model, master, lora, optimizer, scheduler, reference, critic, trainStep, algorithm, init };
 }
 
 /**
@@ -377,6 +403,7 @@ function release(s: TrainerState): void {
   s.reference?.dispose?.();
   s.lora?.dispose();
   s.model.dispose();
+  s.master?.model.dispose();
 }
 
 torch.serveTensorWorker({
@@ -440,10 +467,14 @@ torch.serveTensorWorker({
     const s = current();
     if (s.lora?.merged) s.lora.unmerge();
   },
-  /** Writes the current weights as a Hugging Face folder (sync_method checkpoint). */
+  /** Writes the current weights (the master weights under mixed precision) as a Hugging Face folder. */
   saveWeights(dir: string) {
     rankZeroOnly('saveWeights');
     const s = current();
+    if (s.master) {
+      s.master.model.save(dir);
+      return;
+    }
     if (s.lora) {
       s.lora.merge();
       try {
@@ -465,7 +496,7 @@ torch.serveTensorWorker({
       s.init.jobDir,
       step,
       {
-        model: s.model,
+        model: s.master?.model ?? s.model,
         lora: s.lora,
         optimizer: s.optimizer,
         critic: s.critic,

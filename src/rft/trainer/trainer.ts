@@ -20,7 +20,13 @@ export interface TrainerInit {
   /** Start from the latest checkpoint in jobDir when there is one. */
   resume: boolean;
   modelPath: string;
+  /** The policy's forward/backward dtype (and the reference's). */
   dtype: ModelDType;
+  /**
+   * The dtype of the weights the optimizer updates (default: dtype). bfloat16 dtype with float32 here: mixed precision
+   * (./master-weights.ts); full fine-tuning only. Checkpoints hold the master weights, the explorer gets dtype's.
+   */
+  masterDtype?: ModelDType;
   /** Where the policy, its optimizer state, the reference and the critic live: 'cpu' (default) or 'cuda:N'. */
   device?: string;
   /** Trinity's algorithm section (resolved in the worker). */

@@ -144,6 +144,8 @@ describe('loadConfig: defaults and derived keys', () => {
       gradient_checkpointing: true,
       total_steps: null,
       device: 'auto',
+      param_dtype: 'bfloat16', // model.dtype
+      master_dtype: 'float32', // verl FSDP's float32 parameters under bf16 compute
       distributed_timeout: 600, // veRL's nccl_timeout
     });
     assert.deepEqual(config.synchronizer, {

@@ -130,6 +130,13 @@ describe('placement line', () => {
       describePlacement(split),
       'placement: trainer on cuda:0 (float32); rollout engine on cuda:1 (float32); weights in memory, copied cuda:0 -> cuda:1',
     );
+    const [mixedStage] = resolveStages(parse(`${BASE.replace('dtype: float32', 'dtype: bfloat16')}trainer: {device: cpu}\n`));
+    assert.ok(mixedStage);
+    const mixed = stageSettings(mixedStage, '/m');
+    assert.match(
+      describePlacement(mixed),
+      /^placement: trainer on cpu \(bfloat16 compute, float32 master weights\); rollout engine on /,
+    );
     const [trainStage] = resolveStages(
       parse(
         'model: {model_path: /m, max_model_len: 64, dtype: float32}\nmode: train\nalgorithm: {algorithm_type: sft}\n' +

@@ -2,8 +2,12 @@
 // gives input → { advantages, returns, keep, metrics }.
 import { Registry } from '../registry.js';
 import { asymreAdvantage } from './asymre.js';
+import { clipbAdvantage } from './clipb.js';
 import { drGrpoAdvantage } from './dr-grpo.js';
+import { gigpoAdvantage } from './gigpo.js';
 import { grpoAdvantage } from './grpo.js';
+import { grpoVerlAdvantage } from './grpo-verl.js';
+import { jsdAdvantage } from './jsd.js';
 import { onPolicyDistillAdvantage } from './on-policy-distill.js';
 import { opmdAdvantage } from './opmd.js';
 import { ppoAdvantage } from './ppo.js';
@@ -13,7 +17,7 @@ import { reinforcePlusPlusAdvantage } from './reinforce-plus-plus.js';
 import { remaxAdvantage } from './remax.js';
 import { rlooAdvantage } from './rloo.js';
 import { stepWiseGrpoAdvantage } from './step-wise-grpo.js';
-import type { AdvantageInput, AdvantageResult } from './types.js';
+import type { AdvantageInput, AdvantageModule, AdvantageResult } from './types.js';
 
 export const ADVANTAGE_FN = new Registry<AdvantageInput, AdvantageResult>('advantage_fn')
   .register(ppoAdvantage)
@@ -27,7 +31,16 @@ export const ADVANTAGE_FN = new Registry<AdvantageInput, AdvantageResult>('advan
   .register(opmdAdvantage)
   .register(asymreAdvantage)
   .register(recAdvantage)
-  .register(onPolicyDistillAdvantage);
+  .register(onPolicyDistillAdvantage)
+  .register(jsdAdvantage)
+  .register(grpoVerlAdvantage)
+  .register(gigpoAdvantage)
+  .register(clipbAdvantage);
+
+/** Whether advantage function `name` reads input.entropy (the trainer computes it with the current policy first). */
+export function advantageNeedsEntropy(name: string): boolean {
+  return (ADVANTAGE_FN.get(name) as Partial<AdvantageModule<object>>).needsEntropy === true;
+}
 
 /** Trinity-RFT `compute_in_trainer()` of each registered advantage function. */
 export const ADVANTAGE_COMPUTE_IN_TRAINER: Readonly<Record<string, boolean>> = Object.fromEntries(
@@ -44,13 +57,21 @@ export const ADVANTAGE_COMPUTE_IN_TRAINER: Readonly<Record<string, boolean>> = O
     asymreAdvantage,
     recAdvantage,
     onPolicyDistillAdvantage,
+    jsdAdvantage,
+    grpoVerlAdvantage,
+    gigpoAdvantage,
+    clipbAdvantage,
   ].map((m) => [m.name, m.computeInTrainer]),
 );
 
 export * from './asymre.js';
+export * from './clipb.js';
 export * from './dr-grpo.js';
+export * from './gigpo.js';
 export * from './groups.js';
 export * from './grpo.js';
+export * from './grpo-verl.js';
+export * from './jsd.js';
 export * from './on-policy-distill.js';
 export * from './opmd.js';
 export * from './ppo.js';

@@ -24,7 +24,11 @@ export interface AdvantageInput {
   logprobs?: Tensor;
   /** [B, T]: log-probs of the teacher on the same tokens (on_policy_distill). */
   teacherLogprobs?: Tensor;
-  /** Random source for modules that sample (rec drop: balance). */
+  /** [B, T]: entropy of the current policy at each response position (clipb). */
+  entropy?: Tensor;
+  /** Each experience's info (Trinity-RFT `exp.info`): step rewards and state keys by name (gigpo). */
+  infos?: readonly Readonly<Record<string, unknown>>[];
+  /** Random source for modules that sample (rec drop: balance; grpo duplicate_experiences). */
   generator?: Generator;
 }
 
@@ -36,11 +40,17 @@ export interface AdvantageResult {
   /** [B] bool: false for experiences the function drops (std_threshold, rec balance); their advantages are 0. */
   keep: Tensor;
   metrics: Record<string, number>;
+  /** [B, T]: the tokens to train on, when the function filters tokens (clipb); absent: input.actionMask. */
+  actionMask?: Tensor;
+  /** [D] int64: input rows appended once more after the kept ones (grpo duplicate_experiences refills dropped groups). */
+  duplicates?: Tensor;
 }
 
 export type AdvantageModule<Options extends object> = AlgorithmModule<AdvantageInput, Options, AdvantageResult> & {
   /** Trinity-RFT `compute_in_trainer()`: false for group functions that run as an explorer pipeline operator. */
   readonly computeInTrainer: boolean;
+  /** The function reads input.entropy, so the trainer runs the current policy over the batch first (clipb). */
+  readonly needsEntropy?: boolean;
 };
 
 export function requireField<K extends keyof AdvantageInput>(

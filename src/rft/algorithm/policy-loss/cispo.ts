@@ -61,4 +61,5 @@ export const cispoPolicyLoss: PolicyLossModule<CispoPolicyLossOptions> = {
   description: 'clipped, stop-gradient IS weight times log-prob (CISPO, MiniMax-M1 arXiv 2506.13585)',
   defaults: CISPO_POLICY_LOSS_DEFAULTS,
   run: computeCispoPolicyLoss,
+  linearInAdvantages: true,
 };

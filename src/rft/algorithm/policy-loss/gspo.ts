@@ -60,4 +60,5 @@ export const gspoPolicyLoss: PolicyLossModule<GspoPolicyLossOptions> = {
   description: 'clipped sequence-level ratio, geometric mean of token ratios (GSPO, arXiv 2507.18071)',
   defaults: GSPO_POLICY_LOSS_DEFAULTS,
   run: computeGspoPolicyLoss,
+  linearInAdvantages: true,
 };

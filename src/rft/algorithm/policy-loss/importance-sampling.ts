@@ -40,4 +40,5 @@ export const importanceSamplingPolicyLoss: PolicyLossModule<ImportanceSamplingPo
   description: 'unclipped importance-weighted policy gradient (on-policy distillation)',
   defaults: IMPORTANCE_SAMPLING_POLICY_LOSS_DEFAULTS,
   run: computeImportanceSamplingPolicyLoss,
+  linearInAdvantages: true,
 };

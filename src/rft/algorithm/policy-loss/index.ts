@@ -7,6 +7,7 @@ import { cispoPolicyLoss } from './cispo.js';
 import { dpoLoss } from './dpo.js';
 import { gspoPolicyLoss } from './gspo.js';
 import { importanceSamplingPolicyLoss } from './importance-sampling.js';
+import { m2poPolicyLoss } from './m2po.js';
 import { mixPolicyLoss } from './mix.js';
 import { opmdPolicyLoss } from './opmd.js';
 import { ppoPolicyLoss } from './ppo.js';
@@ -32,7 +33,8 @@ export const POLICY_LOSS_FN = new Registry<PolicyLossInput, PolicyLossResult>('p
   .register(sftPhiLoss)
   .register(dpoLoss)
   .register(mixPolicyLoss)
-  .register(chordPolicyLoss);
+  .register(chordPolicyLoss)
+  .register(m2poPolicyLoss);
 
 /** The registered module with its contract's optional parts (the registry keeps the object it was given). */
 export function policyLossModule(name: string): PolicyLossModule<object> {
@@ -79,6 +81,7 @@ export * from './cispo.js';
 export * from './dpo.js';
 export * from './gspo.js';
 export * from './importance-sampling.js';
+export * from './m2po.js';
 export * from './mix.js';
 export * from './opmd.js';
 export * from './ppo.js';

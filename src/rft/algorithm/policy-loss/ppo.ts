@@ -94,4 +94,5 @@ export const ppoPolicyLoss: PolicyLossModule<PpoPolicyLossOptions> = {
   description: 'clipped surrogate with clip-higher and dual clip (PPO arXiv 1707.06347, DAPO, dual-clip PPO)',
   defaults: PPO_POLICY_LOSS_DEFAULTS,
   run: computePpoPolicyLoss,
+  linearInAdvantages: true,
 };

@@ -50,4 +50,5 @@ export const sapoPolicyLoss: PolicyLossModule<SapoPolicyLossOptions> = {
   description: 'soft sigmoid gate on the ratio, asymmetric temperatures (SAPO, arXiv 2511.20347)',
   defaults: SAPO_POLICY_LOSS_DEFAULTS,
   run: computeSapoPolicyLoss,
+  linearInAdvantages: true,
 };

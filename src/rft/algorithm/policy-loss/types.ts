@@ -29,6 +29,16 @@ export interface PolicyLossInput {
   step?: number;
   /** Multi-term losses: each term's micro-batch weight by term name (see the header); absent = 1 each. */
   termWeights?: Readonly<Record<string, number>>;
+  /** [B, T] bool: this micro-batch's rows of the module's wholeBatchMask (see PolicyLossModule.wholeBatchMask). */
+  wholeBatchMask?: Tensor;
+}
+
+/** What a whole-batch pass sees: every row of the batch, the current policy's log-probs without gradient. */
+export interface WholeBatchInput {
+  logprob: Tensor;
+  oldLogprob: Tensor;
+  advantages: Tensor;
+  actionMask: Tensor;
 }
 
 export interface PolicyLossResult {
@@ -63,6 +73,22 @@ export interface PolicyLossModule<Options extends object> extends AlgorithmModul
   readonly accumulation?: (options: Readonly<Options>) => LossAccumulation;
   /** The loss reads input.refLogprob, so the trainer keeps a reference policy (dpo). Default false. */
   readonly needsReference?: boolean;
+  /**
+   * A token mask that depends on the whole batch, not on one micro-batch (m2po's second-moment selection). The trainer
+   * calls it once per step with the current policy's log-probs of every row (no gradient: the weights the loss then
+   * sees, as one step makes one update) and hands each micro-batch its rows as input.wholeBatchMask; its metrics are
+   * the step's policy metrics. Without it in the input the loss computes it over the rows it is given.
+   */
+  readonly wholeBatchMask?: (
+    input: WholeBatchInput,
+    options: Readonly<Options>,
+  ) => { mask: Tensor; metrics: Record<string, number> };
+  /**
+   * Each token's loss is proportional to its advantage for a positive scale (w·A gives w·loss: ppo and its clipped
+   * kin). The trainer applies per-token rollout importance weights (algorithm.rollout_correction) by scaling the
+   * advantages; a loss without this flag refuses rollout_is.
+   */
+  readonly linearInAdvantages?: boolean;
 }
 
 export function need<K extends keyof PolicyLossInput>(
