@@ -10,8 +10,7 @@
 // /feedback body: { response_id, reward, choice_index = 0, task_id = response_id, run_id = choice_index, metrics }.
 // Choices of one response share a task id by default, so `n` samples with a reward each form a GRPO group.
 // GET /v1/trinity/status: model version, recorded turns, experiences written.
-import { mkdirSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { type ChatResult, ConversationTracker, type ConversationTurn, WorkerRolloutEngine } from '../engine/index.js';
 import { z } from 'zod';
 import { loadModelConfig } from '../model/index.js';
@@ -23,7 +22,7 @@ import {
   parseRequest,
   startOpenAIServer,
 } from '../openai/index.js';
-import { SqliteBuffer } from '../rft/buffer/index.js';
+import { openSharedBuffer } from '../rft/buffer/index.js';
 import type { StageHooks, StageResult, StageSettings } from '../rft/run/settings.js';
 import { readSyncPointer } from '../rft/run/stage.js';
 import { turnExperience } from '../rft/workflow/index.js';
@@ -81,8 +80,7 @@ export async function startServeStage(settings: StageSettings, hooks: StageHooks
     throw new Error(`mode serve: ${settings.modelPath} has no tokenizer.json (the chat API needs one)`);
   }
   const bufferPath = settings.buffer.path ?? join(settings.jobDir, 'buffer.db');
-  mkdirSync(dirname(bufferPath), { recursive: true });
-  const buffer = new SqliteBuffer({ path: bufferPath, name: settings.buffer.name });
+  const buffer = await openSharedBuffer({ path: bufferPath, name: settings.buffer.name });
   const conversation = new ConversationTracker(tokenizer, { maxTurns: MAX_PENDING_RESPONSES });
   const responses = new Map<string, { turns: ConversationTurn[]; rewarded: Set<number> }>();
   let written = 0;

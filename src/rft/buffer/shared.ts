@@ -7,7 +7,7 @@
 // The run loop talks to SharedExperienceBuffer only. Methods that are synchronous for SQLite (a local file) and
 // asynchronous for PostgreSQL (a network round trip) return Awaitable: callers always await them.
 import type { Experience } from '../experience.js';
-import { isPostgresUrl, PostgresBuffer } from './postgres.js';
+import { isPostgresUrl, PostgresBuffer, postgresTarget } from './postgres.js';
 import { SqliteBuffer, type StoredExperience } from './sqlite.js';
 import type { ExperienceBuffer, ReadOptions, WriteOptions } from './types.js';
 
@@ -71,6 +71,11 @@ export async function openSharedBuffer(options: SharedBufferOptions): Promise<Sh
   };
   if (isPostgresUrl(options.path)) return PostgresBuffer.open({ url: options.path, ...common });
   return new SqliteBuffer({ path: options.path.replace(/^sqlite:\/\/\//, ''), ...common });
+}
+
+/** A buffer path for messages and logs: a PostgreSQL URL loses its password. */
+export function displayBufferPath(path: string): string {
+  return isPostgresUrl(path) ? postgresTarget(path).display : path;
 }
 
 export function isSharedBuffer(buffer: ExperienceBuffer): buffer is SharedExperienceBuffer {

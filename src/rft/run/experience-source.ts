@@ -6,8 +6,8 @@ import {
   BufferTimeoutError,
   type ExperienceBuffer,
   type ExperienceSource,
+  isSharedBuffer,
   type SourceReadOptions,
-  SqliteBuffer,
 } from '../buffer/index.js';
 import type { Experience } from '../experience.js';
 
@@ -35,7 +35,7 @@ export class BufferExperienceSource implements ExperienceSource {
   #held: Experience[] = [];
   /** The trainer's weights version (experiences' staleness is measured against it). */
   modelVersion = 0;
-  /** The SQLite read position after the last read (committed with the next checkpoint). */
+  /** The shared buffer's read position after the last read (committed with the next checkpoint). */
   cursor: number | null = null;
   /** Counters of the current step (reset by startStep). */
   staleDropped = 0;
@@ -58,9 +58,9 @@ export class BufferExperienceSource implements ExperienceSource {
     this.shortBecause = null;
   }
 
-  /** Makes the reads so far durable (a checkpoint was written): the SQLite buffer commits its read position. */
-  commit(): void {
-    if (this.#options.buffer instanceof SqliteBuffer && this.cursor !== null) this.#options.buffer.commit(this.cursor);
+  /** Makes the reads so far durable (a checkpoint was written): the shared buffer commits its read position. */
+  async commit(): Promise<void> {
+    if (isSharedBuffer(this.#options.buffer) && this.cursor !== null) await this.#options.buffer.commit(this.cursor);
   }
 
   #isFresh(e: Experience): boolean {
@@ -108,7 +108,7 @@ export class BufferExperienceSource implements ExperienceSource {
     const filled = () => stepFilled?.(this.modelVersion + 1) === true;
     // what is there now, down to none (the explorer will write nothing more for this step)
     const readNow = async (n: number): Promise<Experience[]> => {
-      if (!(buffer instanceof SqliteBuffer)) return buffer.read(n, { timeoutMs: 0, minCount: 0 });
+      if (!isSharedBuffer(buffer)) return buffer.read(n, { timeoutMs: 0, minCount: 0 });
       const batch = await buffer.readBatch(n, { timeoutMs: 0, minCount: 0 });
       this.cursor = batch.cursor;
       return batch.experiences;
@@ -116,7 +116,7 @@ export class BufferExperienceSource implements ExperienceSource {
     // a slice that is not the last one accepts no short batch: only the read's own deadline does
     const once = async (sliceMs: number, last: boolean): Promise<Experience[]> => {
       const readOptions = { timeoutMs: sliceMs, minCount: last ? Math.min(count, minCount) : count };
-      if (!(buffer instanceof SqliteBuffer)) return buffer.read(count, readOptions);
+      if (!isSharedBuffer(buffer)) return buffer.read(count, readOptions);
       const batch = await buffer.readBatch(count, readOptions);
       this.cursor = batch.cursor;
       return batch.experiences;

@@ -15,6 +15,7 @@
 // model a stage starts from is then the previous stage's final model, as runConfig passes it on).
 import { accessSync, constants, existsSync, readFileSync, realpathSync, statfsSync, statSync } from 'node:fs';
 import { dirname, join, resolve, sep } from 'node:path';
+import { isPostgresUrl } from '../buffer/postgres.js';
 import { SplitError, splitFiles } from '../buffer/split.js';
 import { loadTaskset, type TasksetConfig as TasksetSettings } from '../buffer/taskset.js';
 import { REWARD_FUNCTIONS } from '../reward/registry.js';
@@ -88,7 +89,8 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
   if (folderProblem !== null) add('checkpoint_root_dir', `the job folder cannot be made: ${folderProblem}`);
   const experienceBuffer = stage.buffer.trainer_input.experience_buffer;
   const bufferPath = 'buffer.trainer_input.experience_buffer';
-  if (experienceBuffer.storage_type === 'sql' && experienceBuffer.path !== null) {
+  // a PostgreSQL buffer (postgresql:// path) has no folder: its server is reached when the stage opens it
+  if (experienceBuffer.storage_type === 'sql' && experienceBuffer.path !== null && !isPostgresUrl(experienceBuffer.path)) {
     const reason = unwritableReason(dirname(experienceBuffer.path));
     if (reason !== null) add(`${bufferPath}.path`, `the SQLite buffer's folder cannot be made: ${reason}`);
   }
@@ -175,19 +177,34 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
   await names.settled();
 
   // datasets the trainer reads
-  const datasets: { path: string; file: string; split: string }[] = [];
+  const datasets: { path: string; file: string; split: string; subset: string | null }[] = [];
   if ((mode === 'train' || mode === 'both') && experienceBuffer.storage_type === 'file' && experienceBuffer.path !== null) {
-    datasets.push({ path: `${bufferPath}.path`, file: experienceBuffer.path, split: experienceBuffer.split });
+    datasets.push({
+      path: `${bufferPath}.path`,
+      file: experienceBuffer.path,
+      split: experienceBuffer.split,
+      subset: experienceBuffer.subset_name,
+    });
   }
   const warmup = stage.buffer.trainer_input.sft_warmup_dataset;
   if (warmup !== null)
-    datasets.push({ path: 'buffer.trainer_input.sft_warmup_dataset.path', file: warmup.path, split: warmup.split });
+    datasets.push({
+      path: 'buffer.trainer_input.sft_warmup_dataset.path',
+      file: warmup.path,
+      split: warmup.split,
+      subset: warmup.subset_name,
+    });
   for (const [key, d] of Object.entries(stage.buffer.trainer_input.auxiliary_buffers)) {
-    datasets.push({ path: `buffer.trainer_input.auxiliary_buffers.${key}.path`, file: d.path, split: d.split });
+    datasets.push({
+      path: `buffer.trainer_input.auxiliary_buffers.${key}.path`,
+      file: d.path,
+      split: d.split,
+      subset: d.subset_name,
+    });
   }
   for (const d of datasets) {
     try {
-      splitFiles(d.file, d.split);
+      splitFiles(d.file, d.split, d.subset);
     } catch (error) {
       if (!(error instanceof SplitError)) throw error;
       add(d.path, error.message);

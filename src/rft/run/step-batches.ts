@@ -99,8 +99,8 @@ export class StepBatches {
     }
   }
 
-  /** A checkpoint was written: the SQLite buffer commits its read position. */
-  committed(): void {
-    if (this.#source instanceof BufferExperienceSource) this.#source.commit();
+  /** A checkpoint was written: the shared buffer commits its read position. */
+  async committed(): Promise<void> {
+    if (this.#source instanceof BufferExperienceSource) await this.#source.commit();
   }
 }

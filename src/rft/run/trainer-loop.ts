@@ -27,7 +27,7 @@ export interface TrainerLoopParts {
   /** Run state saved with a checkpoint at `step` besides the trainer's own. */
   checkpointState: (step: number) => Record<string, unknown>;
   /** After checkpoint `step` is written (the SQLite buffer commits its read position). */
-  onCheckpoint: (step: number) => void;
+  onCheckpoint: (step: number) => void | Promise<void>;
   /** The explorer's rollout metrics of step `step` (mode both), logged with the step's train metrics. */
   rolloutMetrics: (step: number) => Record<string, number>;
   monitors: MonitorGroup;
@@ -109,7 +109,7 @@ export async function runTrainerLoop(parts: TrainerLoopParts): Promise<number> {
       parts.monitors.log(step, metrics);
       if (step % settings.trainer.saveInterval === 0 || step === parts.totalSteps) {
         const dir = await trainer.save(step, parts.checkpointState(step), settings.trainer.maxCheckpointsToKeep);
-        parts.onCheckpoint(step);
+        await parts.onCheckpoint(step);
         parts.progress.log(`[${settings.stageName}] checkpoint step ${step} saved (${dir})`);
       }
       lastStep = step;

@@ -1,0 +1,45 @@
+// A taskset (or eval set) in PostgreSQL: `storage_type: sql` with `path: postgresql://user:pass@host:port/db`, the
+// same layout as the SQLite one (./taskset.ts): the table named after the taskset, columns `id` (the order) and
+// `raw_task` (a JSON object, as text, json or jsonb). Only rows are read here; ./taskset.ts turns them into tasks.
+import pg from 'pg';
+import { postgresTarget } from './postgres.js';
+
+export interface SqlTaskRows {
+  /** postgresql://user@host:port/db (no password), for messages. */
+  location: string;
+  /** Rows in id order; raw_task as stored (a string for text columns, parsed for json/jsonb). */
+  rows: { id: unknown; raw_task: unknown }[];
+}
+
+/** The (id, raw_task) rows of `table`; a problem (no such table, no such column, no server) as a thrown Error. */
+export async function readPostgresTaskRows(url: string, table: string, taskset: string): Promise<SqlTaskRows> {
+  const target = postgresTarget(url);
+  const where = `PostgreSQL ${target.host}:${target.port}, database '${target.database}' (user ${target.user})`;
+  const password = new URL(url).password;
+  const redact = (text: string) => (password.length > 0 ? text.replaceAll(decodeURIComponent(password), '***') : text);
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
+  try {
+    await client.connect();
+  } catch (error) {
+    throw new Error(`cannot read taskset '${taskset}': ${where}: ${redact((error as Error).message)}`);
+  }
+  try {
+    const exists = await client.query<{ found: boolean }>('SELECT to_regclass($1) IS NOT NULL AS found', [
+      `"${table.replaceAll('"', '""')}"`,
+    ]);
+    if (exists.rows[0]?.found !== true)
+      throw new Error(`taskset '${taskset}': ${where} has no table '${table}' (the taskset's name)`);
+    try {
+      const { rows } = await client.query<{ id: unknown; raw_task: unknown }>(
+        `SELECT id, raw_task FROM "${table.replaceAll('"', '""')}" ORDER BY id`,
+      );
+      return { location: target.display, rows };
+    } catch (error) {
+      throw new Error(
+        `taskset '${taskset}': table '${table}' in ${where} needs columns id and raw_task (${redact((error as Error).message)})`,
+      );
+    }
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
