@@ -405,6 +405,9 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
     if (taskset.storage_type === 'sql' && taskset.split !== 'train') {
       problem(`${path}.split`, 'applies to files; an sql taskset reads its table (named after the taskset): remove it');
     }
+    if (taskset.storage_type === 'sql' && taskset.subset_name !== null) {
+      problem(`${path}.subset_name`, 'applies to files; an sql taskset reads its table (named after the taskset): remove it');
+    }
     if (taskset.data_selector !== undefined && taskset.task_selector !== undefined) {
       problem(`${path}.task_selector`, 'set data_selector (its name since Trinity 0.5.2) or task_selector, not both');
     }
