@@ -1,0 +1,194 @@
+// The advantage functions jsd, gigpo, clipb, grpo_verl and grpo's rank_penalty, the m2po policy loss and the rollout
+// correction against an independent float64 PyTorch implementation: test/fixtures/algorithm/more.{safetensors,json},
+// written by scripts/fixtures/algorithm_reference_more.py. Losses are compared with their gradients w.r.t. the
+// log-probs; grpo's duplicate_experiences (random draws) is checked by its invariants.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import {
+  ADVANTAGE_FN,
+  computeRolloutCorrection,
+  m2poMask,
+  POLICY_LOSS_FN,
+  type RolloutIsLevel,
+} from '../../../src/rft/algorithm/index.js';
+import * as torch from '../../../src/torch/index.js';
+
+const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'fixtures', 'algorithm');
+const TOL = 1e-6;
+
+interface Case {
+  name: string;
+  kind: 'advantage' | 'policy_loss' | 'rollout_correction';
+  module: string;
+  args: Record<string, unknown>;
+  metrics: Record<string, number>;
+}
+interface Fixture {
+  shared: {
+    tasks: string[];
+    gigpo: { tasks: string[]; runs: number[]; infos: Record<string, unknown>[] };
+  };
+  cases: Case[];
+}
+
+const fixture = JSON.parse(readFileSync(join(FIXTURES, 'more.json'), 'utf8')) as Fixture;
+const tensors = torch.loadSafetensors(join(FIXTURES, 'more.safetensors'));
+for (const t of tensors.values()) torch.keep(t);
+const fx = (name: string): torch.Tensor => {
+  const t = tensors.get(name);
+  if (t === undefined) throw new Error(`fixture tensor '${name}' is missing`);
+  return t;
+};
+
+function assertClose(actual: torch.Tensor, expected: torch.Tensor, what: string): void {
+  assert.deepEqual(actual.shape, expected.shape, `${what}: shape`);
+  const a = actual.to({ dtype: 'float64' }).toTypedArray() as Float64Array;
+  const e = expected.to({ dtype: 'float64' }).toTypedArray() as Float64Array;
+  for (let i = 0; i < e.length; i++) {
+    const diff = Math.abs((a[i] as number) - (e[i] as number));
+    assert.ok(diff <= TOL * Math.max(1, Math.abs(e[i] as number)), `${what}[${i}]: ${a[i]} vs ${e[i]} (diff ${diff})`);
+  }
+}
+
+function assertMetrics(actual: Record<string, number>, expected: Record<string, number>, what: string): void {
+  assert.ok(Object.keys(expected).length > 0 || what.startsWith('grpo'), `${what}: the fixture names metrics`);
+  for (const [key, value] of Object.entries(expected)) {
+    const got = actual[key];
+    assert.ok(got !== undefined, `${what}: metric ${key} missing (have ${Object.keys(actual).join(', ')})`);
+    assert.ok(Math.abs(got - value) <= TOL * Math.max(1, Math.abs(value)), `${what}: metric ${key} ${got} vs ${value}`);
+  }
+}
+
+function leakFree(fn: () => void): void {
+  const before = torch.liveTensorCount();
+  torch.scope(fn);
+  assert.equal(torch.liveTensorCount(), before, 'tensor handles leaked');
+}
+
+const byKind = (kind: Case['kind']) => fixture.cases.filter((c) => c.kind === kind);
+
+describe('advantage functions vs reference', () => {
+  for (const c of byKind('advantage')) {
+    test(`${c.name}: advantage_fn ${c.module} ${JSON.stringify(c.args)}`, () => {
+      leakFree(() => {
+        const gigpo = c.module === 'gigpo';
+        const result = ADVANTAGE_FN.create(
+          c.module,
+          c.args,
+        )({
+          actionMask: fx('mask'),
+          rewards: fx('rewards'),
+          groupIds: gigpo ? fixture.shared.gigpo.tasks : fixture.shared.tasks,
+          ...(gigpo ? { runIds: fixture.shared.gigpo.runs, infos: fixture.shared.gigpo.infos } : {}),
+          logprobs: fx('old_logprob'),
+          teacherLogprobs: fx('teacher_logprob'),
+          entropy: fx('entropy'),
+        });
+        assertClose(result.advantages, fx(`${c.name}.advantages`), 'advantages');
+        assertClose(result.returns, fx(`${c.name}.returns`), 'returns');
+        if (c.module === 'clipb') {
+          assert.ok(result.actionMask !== undefined, 'clipb gives the tokens to train on');
+          assertClose(result.actionMask, fx(`${c.name}.action_mask`), 'actionMask');
+        }
+        assertMetrics(result.metrics, c.metrics, c.name);
+      });
+    });
+  }
+});
+
+describe('m2po vs reference (loss, gradient, whole-batch mask)', () => {
+  for (const c of byKind('policy_loss')) {
+    test(`${c.name}: policy_loss_fn ${c.module} ${JSON.stringify(c.args)}`, () => {
+      leakFree(() => {
+        const run = POLICY_LOSS_FN.create(c.module, c.args);
+        const input = { actionMask: fx('mask'), oldLogprob: fx('old_logprob'), advantages: fx('advantages') };
+        const logprob = fx('logprob').clone().requiresGrad_(true);
+        const { loss, metrics } = run({ ...input, logprob });
+        const [grad] = torch.grad(loss, [logprob]);
+        assertClose(loss, fx(`${c.name}.loss`), 'loss');
+        assertClose(grad as torch.Tensor, fx(`${c.name}.grad`), 'grad');
+        assertMetrics(metrics, c.metrics, c.name);
+        // the mask the trainer computes once over the whole batch, then hands to each micro-batch
+        const whole = m2poMask({ ...input, logprob: fx('logprob') }, { m2Threshold: c.args.m2_threshold as number });
+        assert.deepEqual(whole.mask.toArray(), fx(`${c.name}.mask`).bool().toArray(), 'whole-batch mask');
+        const half = (t: torch.Tensor, start: number) => t.narrow(0, start, 4);
+        let total = 0;
+        for (const start of [0, 4]) {
+          const part = run({
+            logprob: half(fx('logprob'), start),
+            actionMask: half(input.actionMask, start),
+            oldLogprob: half(input.oldLogprob, start),
+            advantages: half(input.advantages, start),
+            wholeBatchMask: half(whole.mask, start),
+          });
+          const tokens = half(input.actionMask, start).sum().item() / input.actionMask.sum().item();
+          total += part.loss.item() * tokens;
+        }
+        assert.ok(Math.abs(total - loss.item()) < 1e-9, `micro-batches with the whole-batch mask: ${total} vs ${loss.item()}`);
+      });
+    });
+  }
+  test('m2po refuses a loss_agg_mode other than token-mean, and bad thresholds', () => {
+    const input = { logprob: fx('logprob'), actionMask: fx('mask'), oldLogprob: fx('old_logprob'), advantages: fx('advantages') };
+    assert.throws(() => POLICY_LOSS_FN.create('m2po', { loss_agg_mode: 'seq-mean-token-mean' })(input), /token-mean/);
+    assert.throws(() => POLICY_LOSS_FN.create('m2po', { m2_threshold: -1 })(input), /m2_threshold must be finite and ≥ 0/);
+  });
+});
+
+describe('rollout correction vs reference', () => {
+  for (const c of byKind('rollout_correction')) {
+    test(`${c.name}: ${JSON.stringify(c.args)}`, () => {
+      leakFree(() => {
+        const result = computeRolloutCorrection(
+          { trainLogprob: fx('old_logprob'), rolloutLogprob: fx('rollout_logprob'), actionMask: fx('mask') },
+          { rolloutIs: c.args.rollout_is as RolloutIsLevel | null, rolloutIsThreshold: c.args.rollout_is_threshold as number },
+        );
+        if (c.args.rollout_is === null) assert.equal(result.weights, null);
+        else assertClose(result.weights as torch.Tensor, fx(`${c.name}.weights`), 'weights');
+        assertMetrics(result.metrics, c.metrics, c.name);
+      });
+    });
+  }
+});
+
+describe('grpo duplicate_experiences', () => {
+  test('refills the dropped groups with whole copies of kept groups, drawn from the generator', () => {
+    leakFree(() => {
+      // tasks a (3 rows, spread), b (2 rows, equal rewards: dropped), c (one row: dropped), d (2 rows, spread)
+      const rewards = torch.tensor([1, 0, 0.5, 0.4, 0.4, 0.7, 0.2, 0.6], { dtype: 'float64' });
+      const input = { actionMask: fx('mask'), rewards, groupIds: fixture.shared.tasks };
+      const draw = (seed: number) =>
+        ADVANTAGE_FN.create('grpo', { std_threshold: 0, duplicate_experiences: true })({
+          ...input,
+          generator: new torch.Generator(seed),
+        });
+      const result = draw(7);
+      assert.deepEqual(result.keep.toArray(), [true, true, true, false, false, false, true, true]);
+      const duplicates = [...(result.duplicates?.toTypedArray() as BigInt64Array)].map(Number);
+      // two groups dropped → two kept groups appended: each copy is a whole group, a = [0, 1, 2] or d = [6, 7]
+      const copies: number[][] = [];
+      for (let i = 0; i < duplicates.length; ) {
+        const group = duplicates[i] === 0 ? [0, 1, 2] : [6, 7];
+        assert.deepEqual(duplicates.slice(i, i + group.length), group, `copy at ${i}`);
+        copies.push(group);
+        i += group.length;
+      }
+      assert.equal(copies.length, 2, 'as many copies as dropped groups');
+      assert.equal(result.metrics.duplicated_count, duplicates.length);
+      assert.deepEqual(
+        [...(draw(7).duplicates?.toTypedArray() as BigInt64Array)].map(Number),
+        duplicates,
+        'the same seed draws the same groups',
+      );
+      assert.throws(
+        () => ADVANTAGE_FN.create('grpo', { duplicate_experiences: true })(input),
+        /duplicate_experiences refills the groups std_threshold drops; set std_threshold/,
+      );
+      const none = ADVANTAGE_FN.create('grpo', { std_threshold: 10, duplicate_experiences: true })(input);
+      assert.equal(none.duplicates, undefined, 'every group dropped: nothing to copy');
+    });
+  });
+});
