@@ -41,6 +41,28 @@ const TASKSET_PATHS = [
 
 export const REFUSED_SETTINGS: readonly Refusal[] = [
   {
+    path: 'data_processor.task_pipeline.config_path',
+    accepts: (v) => v === null,
+    message:
+      'Data-Juicer recipes are not supported here (Data-Juicer is Python): list the operators in ' +
+      'data_processor.task_pipeline.operators (docs/data-pipelines.md names the built-in ones and their Data-Juicer names)',
+  },
+  {
+    path: 'data_processor.task_pipeline.priority_weights',
+    accepts: (v) => typeof v === 'object' && v !== null && Object.keys(v).length === 0,
+    message:
+      "Data-Juicer's priority ranking is not supported here: score the tasks with an operator (difficulty_scorer, " +
+      'llm_difficulty_score_filter, llm_quality_score_filter) and let data_selector (difficulty_based, offline_easy2hard) ' +
+      'read the score through feature_keys',
+  },
+  {
+    path: 'data_processor.task_pipeline.top_k',
+    accepts: (v) => v === -1,
+    message:
+      "Data-Juicer's top-k selection is not supported here: use -1 (all rows) and drop rows with the operators' " +
+      'thresholds (e.g. difficulty_scorer min_pass_rate / max_pass_rate, llm_quality_score_filter min_score)',
+  },
+  {
     path: 'explorer.rollout_model.engine_num',
     accepts: (v) => v === 1,
     message:

@@ -606,7 +606,10 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
       ? null
       : {
           ...pipelineInput,
-          output: typeof pipelineInput.output === 'object' && pipelineInput.output !== null ? pipelineInput.output.path : pipelineInput.output,
+          output:
+            typeof pipelineInput.output === 'object' && pipelineInput.output !== null
+              ? pipelineInput.output.path
+              : pipelineInput.output,
         };
   if (taskPipeline !== null && (mode === 'both' || mode === 'explore')) {
     if (tasksets.length > 1) {

@@ -93,7 +93,9 @@ async function withTaskPipeline(
 ): Promise<StageSettings> {
   const [first, ...rest] = settings.tasksets;
   if (first === undefined || rest.length > 0)
-    throw new Error(`stage '${settings.stageName}': data_processor.task_pipeline writes one taskset; this stage has ${settings.tasksets.length}`);
+    throw new Error(
+      `stage '${settings.stageName}': data_processor.task_pipeline writes one taskset; this stage has ${settings.tasksets.length}`,
+    );
   const started: { engine: StartedEngine; runner: WorkflowRunner }[] = [];
   try {
     const result = await runTaskPipeline({
