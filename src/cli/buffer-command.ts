@@ -1,18 +1,21 @@
-// `trinity buffer view PATH`: prints the experiences of a SQLite buffer (.db) or a JSONL dump as a table.
+// `trinity buffer view PATH`: prints the experiences of a shared buffer (an SQLite file or a PostgreSQL database) or
+// a JSONL dump as a table.
 import { parseArgs } from 'node:util';
 import type { Experience } from '../rft/experience.js';
 import { readExperiencesJsonl } from '../rft/buffer/jsonl.js';
-import { SqliteBuffer } from '../rft/buffer/sqlite.js';
+import { isPostgresUrl } from '../rft/buffer/postgres.js';
+import { displayBufferPath, openSharedBuffer } from '../rft/buffer/shared.js';
 import { formatExperiences, type ViewerTokenizer } from '../rft/buffer/viewer.js';
 
 export const BUFFER_HELP = `trinity buffer view PATH [options]
   Prints the experiences in a buffer as a table: eid, task, reward, mean advantage, response length, the decoded
   response (with --tokenizer) and the token ids (prompt | response). Reading does not move any reader's cursor.
 
-  PATH                 a SQLite buffer (.db, .sqlite) or an experience dump (.jsonl)
+  PATH                 a SQLite buffer (.db, .sqlite), a PostgreSQL buffer (postgresql://user:pass@host:port/db),
+                       or an experience dump (.jsonl)
   --limit N            experiences shown, from the start (default 20)
   --offset N           skip the first N experiences (default 0)
-  --table NAME         SQLite table (default experiences)
+  --table NAME         the buffer's table (default experiences)
   --tokenizer DIR      model folder with tokenizer.json, to decode responses
 `;
 
@@ -64,19 +67,19 @@ export async function bufferCommand(args: string[], out: CommandOutput = process
       if (total >= offset && experiences.length < limit) experiences.push(e);
       total++;
     }
-  } else if (/\.(db|sqlite3?)$/.test(path)) {
-    const buffer = new SqliteBuffer({ path, table: values.table, readonly: true });
+  } else if (/\.(db|sqlite3?)$/.test(path) || isPostgresUrl(path)) {
+    const buffer = await openSharedBuffer({ path, table: values.table, readonly: true });
     try {
-      total = buffer.total;
-      experiences = buffer.peek({ offset, limit }).map((row) => row.experience);
+      total = await buffer.total;
+      experiences = (await buffer.peek({ offset, limit })).map((row) => row.experience);
     } finally {
       await buffer.close();
     }
   } else {
-    throw new Error(`buffer view: '${path}' is neither a .db/.sqlite buffer nor a .jsonl dump`);
+    throw new Error(`buffer view: '${path}' is neither a .db/.sqlite buffer nor a .jsonl dump (nor a postgresql:// URL)`);
   }
   const first = Math.min(offset + 1, total);
-  out.write(`${path}: ${total} experiences; showing ${first}-${offset + experiences.length}\n`);
+  out.write(`${displayBufferPath(path)}: ${total} experiences; showing ${first}-${offset + experiences.length}\n`);
   out.write(formatExperiences(experiences, tokenizer === undefined ? {} : { tokenizer }));
   return 0;
 }

@@ -9,8 +9,10 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import pg from 'pg';
+import { bufferCommand } from '../../../src/cli/buffer-command.js';
 import {
   BufferTimeoutError,
+  loadTaskset,
   openSharedBuffer,
   PostgresBuffer,
   PostgresBufferError,
@@ -284,6 +286,58 @@ describe('PostgreSQL buffer', () => {
       openSharedBuffer({ path, table: 'nothing_here', readonly: true }),
       /there is no buffer table 'nothing_here'/,
     );
+  });
+
+  test('trinity buffer view reads a PostgreSQL buffer without moving cursors or printing the password', async () => {
+    const path = await server.createDatabase('view');
+    const buffer = await openSharedBuffer({ path, table: 'exp' });
+    await buffer.write([makeExperience('v1'), makeExperience('v2', { reward: 0.25 }), makeExperience('v3')]);
+    const captured: string[] = [];
+    const sink = { write: (text: string) => captured.push(text) };
+    assert.equal(await bufferCommand(['view', path, '--table', 'exp', '--offset', '1', '--limit', '1'], sink), 0);
+    const out = captured.join('');
+    assert.match(out, new RegExp(`^postgresql://trinity@127\\.0\\.0\\.1:${server.port}/view: 3 experiences; showing 2-2\n`));
+    assert.match(out, /\nv2\s+task-v2\s+0\.2500\s+-\s+2\s+5 6 7 \| 8 9\n/);
+    assert.ok(!out.includes(server.password));
+    assert.equal(await available(buffer), 3, 'the viewer moved no cursor');
+    await buffer.close();
+    await assert.rejects(bufferCommand(['view', path, '--table', 'missing'], sink), /there is no buffer table 'missing'/);
+  });
+
+  test('an sql taskset and eval set read from a PostgreSQL table (id order, raw_task as text or jsonb)', async () => {
+    const path = await server.createDatabase('tasks');
+    const client = new pg.Client({ connectionString: path });
+    await client.connect();
+    try {
+      await client.query('CREATE TABLE math (id INTEGER PRIMARY KEY, raw_task JSONB NOT NULL)');
+      await client.query(
+        `INSERT INTO math VALUES (2, '{"prompt": "2+2=", "response": "4"}'), (1, '{"prompt": "1+1=", "response": "2"}')`,
+      );
+      await client.query('CREATE TABLE "Evals" (id INTEGER, raw_task TEXT)');
+      await client.query(`INSERT INTO "Evals" VALUES (1, '{"prompt": "3+3=", "response": "6"}'), (2, 'not json')`);
+    } finally {
+      await client.end();
+    }
+    const taskset = await loadTaskset({ name: 'math', path, storageType: 'sql' });
+    assert.deepEqual(
+      taskset.tasks.map((t) => [t.prompt, t.response]),
+      [
+        ['1+1=', '2'],
+        ['2+2=', '4'],
+      ],
+    );
+    await assert.rejects(
+      loadTaskset({ name: 'Evals', path, storageType: 'sql', isEval: true }),
+      /tasks:Evals:2: raw_task is not JSON/,
+    );
+    await assert.rejects(loadTaskset({ name: 'nope', path, storageType: 'sql' }), (error: unknown) => {
+      assert.match(
+        String(error),
+        new RegExp(`127\\.0\\.0\\.1:${server.port}, database 'tasks' \\(user trinity\\) has no table 'nope'`),
+      );
+      assert.ok(!String(error).includes(server.password));
+      return true;
+    });
   });
 
   test('connection errors name host, port and database, never the password', async () => {
