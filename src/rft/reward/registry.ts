@@ -29,8 +29,19 @@ function rewardOfExport(value: unknown, spec: string): AnyRewardFn {
 
 /** The generic registry (src/util/registry.ts) of reward functions, per response or per group. */
 export class RewardRegistry extends Registry<AnyRewardFn> {
+  readonly #argChecks = new Map<string, (args: Readonly<Record<string, unknown>>) => void>();
+
   constructor() {
     super('reward function', { fromExport: rewardOfExport });
+  }
+
+  /**
+   * Checks a registered module's reward_fn_args (names, types, values) without scoring anything, so a run can refuse
+   * bad arguments before its first task; throws the error a call would. Rewards without declared arguments (plain
+   * functions, module paths) check their own when called.
+   */
+  checkArgs(name: string, args: Readonly<Record<string, unknown>>): void {
+    this.#argChecks.get(name)?.(args);
   }
 
   /**
@@ -46,9 +57,12 @@ export class RewardRegistry extends Registry<AnyRewardFn> {
     };
     if ('scoreGroup' in module) {
       const group: GroupRewardFn = { kind: 'group', scoreGroup: (input) => module.scoreGroup(input, options(input.args)) };
-      return this.register(module.name, group, module.description);
+      this.register(module.name, group, module.description);
+    } else {
+      this.register(module.name, (input) => module.score(input, options(input.args)), module.description);
     }
-    return this.register(module.name, (input) => module.score(input, options(input.args)), module.description);
+    this.#argChecks.set(module.name, options);
+    return this;
   }
 }
 

@@ -257,6 +257,16 @@ describe('judge reward arguments are checked by name', () => {
       /task geo:0 has no rubric in column 'rubrics' \(rubric_key\)/,
     );
   });
+  test('checkArgs finds the same errors before any call (for pre-run checks)', () => {
+    assert.throws(() => REWARD_FUNCTIONS.checkArgs('rubric_judge_reward', {}), /argument 'rubric' .* is required/);
+    assert.throws(
+      () => REWARD_FUNCTIONS.checkArgs('ruler_reward', { max_score: -1 }),
+      /'min_score' \(0\) and 'max_score' \(-1\)/,
+    );
+    assert.throws(() => REWARD_FUNCTIONS.checkArgs('math_reward', { format_scor: 1 }), /unknown argument 'format_scor'/);
+    REWARD_FUNCTIONS.checkArgs('rubric_judge_reward', { rubric: 'r', judge_model: 'judge' });
+    REWARD_FUNCTIONS.checkArgs('./my-reward.ts#f', { anything: 1 }); // a plug-in checks its own when called
+  });
   test('ruler_reward and rm_yes_no_reward', async () => {
     await assert.rejects(score('ruler_reward', { rubric: ' ' }), /ruler_reward': argument 'rubric'.*is required/);
     await assert.rejects(score('ruler_reward', { prompt_template: '{response}' }), /unknown placeholder \{response\}/);
