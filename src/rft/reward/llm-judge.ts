@@ -10,7 +10,8 @@
 // Verdicts are parsed strictly (./judge-answer.ts). An answer that does not parse gives every response it covers
 // reward = fallback_reward and metric judge_failure = 1 (with judge_failure_<kind>: empty, no_verdict, out_of_range,
 // wrong_count), so the rollout metrics show rollout/judge_failure/mean = the share of responses the judge failed on.
-// Trinity-RFT's RULER silently gave 0 and clipped out-of-range scores; here nothing is clipped.
+// Trinity-RFT's RULER silently gave 0 and clipped out-of-range scores; here nothing is clipped. A failed RULER call
+// gives the whole group the same fallback, so its group advantages are 0: the group teaches nothing, not noise.
 //
 // Arguments (reward_fn_args): judge_model (an auxiliary model's name; '' = the first), rubric, or rubric_key (a column
 // of the task's row holding its own rubric; takes precedence over rubric), min_score / max_score, system_prompt, prompt_template (placeholders
