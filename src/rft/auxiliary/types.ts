@@ -9,6 +9,11 @@ import type { Tokenizer } from '../../tokenizer/index.js';
 export interface AuxiliaryScoreOptions {
   /** Aborts the call (a task timeout or the run stopping). */
   signal?: AbortSignal;
+  /**
+   * τ of the scored distribution, log_softmax(logits / τ) (default 1). An external endpoint scores at 1 only (vLLM's
+   * prompt log-probs are raw); another τ is refused there.
+   */
+  temperature?: number;
 }
 
 export interface AuxiliaryModel {

@@ -27,6 +27,7 @@
 import { setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isModulePath } from '../../util/module-path.js';
+import { type AuxiliaryModelSet, AuxiliaryUsage, NO_AUXILIARY_MODELS } from '../auxiliary/index.js';
 import { type Experience, responseLength, validateExperience } from '../experience.js';
 import type { Task } from '../task.js';
 import { evalMetrics, type TaskSamples } from './eval-metrics.js';
@@ -63,6 +64,8 @@ export interface WorkflowRunnerOptions {
   log?: (line: string) => void;
   /** How long starting a workflow worker thread or loading a module-path workflow in it may take. Default 120 s. */
   workerStartTimeoutMs?: number;
+  /** The run's auxiliary models (explorer.auxiliary_models), handed to every workflow. Default: none. */
+  auxiliaryModels?: AuxiliaryModelSet;
 }
 
 export interface RunOptions {
@@ -96,7 +99,8 @@ export interface StepResult {
   /**
    * rollout/reward/{mean,std,max,min}, rollout/response_length/{mean,max,min}, rollout/<metric>/mean for each
    * experience metric, rollout/experiences, rollout/tasks/{ok,failed}, rollout/runs/{ok,failed},
-   * rollout/attempts/{timed_out,malformed,errored,retried}, rollout/run_time_s/{mean,max}, rollout/time_s.
+   * rollout/attempts/{timed_out,malformed,errored,retried}, rollout/run_time_s/{mean,max}, rollout/time_s, and the
+   * step's auxiliary calls: auxiliary/<name>/{calls,failed,tokens,seconds} (src/rft/auxiliary/usage.ts).
    */
   metrics: Record<string, number>;
   statuses: RunStatus[];
@@ -143,6 +147,7 @@ export class WorkflowRunner {
   readonly #passThreshold: number;
   readonly #log: (line: string) => void;
   readonly #workers: WorkflowWorkerPool;
+  readonly #auxiliary: AuxiliaryModelSet;
   /** Module-path workflows checked on a worker thread, by (baseDir, spec); a failed check is retried. */
   readonly #isolated = new Map<string, Promise<ResolvedWorkflow>>();
 
@@ -171,6 +176,7 @@ export class WorkflowRunner {
     this.#seed = options.seed ?? 42;
     this.#passThreshold = options.passThreshold ?? 1;
     this.#log = options.log ?? (() => {});
+    this.#auxiliary = options.auxiliaryModels ?? NO_AUXILIARY_MODELS;
     this.#workers = new WorkflowWorkerPool({
       maxIdle: models.length * runnerPerModel,
       ...(options.workerStartTimeoutMs !== undefined ? { startTimeoutMs: options.workerStartTimeoutMs } : {}),
@@ -269,7 +275,8 @@ export class WorkflowRunner {
       }
     }
 
-    const outcomes = await Promise.all(runs.map((run) => this.#runWithRetry(run, step, isEval, signal)));
+    const usage = new AuxiliaryUsage();
+    const outcomes = await Promise.all(runs.map((run) => this.#runWithRetry(run, step, isEval, usage, signal)));
     const experiences: Experience[] = [];
     let retried = 0;
     for (const outcome of outcomes) {
@@ -280,6 +287,7 @@ export class WorkflowRunner {
     const metrics = stepMetrics(experiences, statuses);
     metrics['rollout/attempts/retried'] = retried;
     metrics['rollout/time_s'] = (performance.now() - started) / 1000;
+    Object.assign(metrics, usage.metrics());
     return { experiences, metrics, statuses };
   }
 
@@ -287,6 +295,7 @@ export class WorkflowRunner {
     run: Run,
     step: number,
     isEval: boolean,
+    usage: AuxiliaryUsage,
     stop: AbortSignal | undefined,
   ): Promise<{ experiences: Experience[]; status: RunStatus }> {
     const status: RunStatus = {
@@ -318,7 +327,7 @@ export class WorkflowRunner {
       status.attempts++;
       const attemptStarted = performance.now();
       try {
-        const experiences = await this.#attempt(run, lease.model, step, isEval, attempt, stop);
+        const experiences = await this.#attempt(run, lease.model, step, isEval, attempt, usage, stop);
         status.ok = true;
         delete status.error;
         status.seconds = (performance.now() - attemptStarted) / 1000;
@@ -346,6 +355,7 @@ export class WorkflowRunner {
     step: number,
     isEval: boolean,
     attempt: number,
+    usage: AuxiliaryUsage,
     stop: AbortSignal | undefined,
   ): Promise<Experience[]> {
     const { task, workflow } = run;
@@ -384,6 +394,7 @@ export class WorkflowRunner {
           seed,
           isEval,
           model,
+          auxiliary: { models: this.#auxiliary, usage },
           signal: controller.signal,
         });
         running.then(
@@ -400,6 +411,7 @@ export class WorkflowRunner {
           seed,
           signal: controller.signal,
           isEval,
+          auxiliaryModels: this.#auxiliary.forAttempt({ signal: controller.signal, usage }),
         };
         // in the attempt's async context, so an error escaping its callbacks fails it (./isolation/faults.ts);
         // Promise.resolve().then: a workflow that throws synchronously fails like one that rejects

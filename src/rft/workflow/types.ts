@@ -17,6 +17,7 @@ import type {
   GenerateResult,
 } from '../../engine/index.js';
 import type { ChatMessage, Tokenizer } from '../../tokenizer/index.js';
+import type { AuxiliaryModels } from '../auxiliary/types.js';
 import type { ChatTurn, Experience, ExperienceInfo } from '../experience.js';
 import type { Task } from '../task.js';
 
@@ -114,6 +115,12 @@ export interface WorkflowContext {
   signal: AbortSignal;
   /** True when running an eval taskset (greedy or eval rollout args, no training). */
   isEval: boolean;
+  /**
+   * The run's auxiliary models (explorer.auxiliary_models: judges, reward models, teachers), by name or in config
+   * order (`auxiliaryModels.list[0]` is Trinity's `auxiliary_models[0]`). Their calls are aborted with `signal`, counted
+   * in the step's auxiliary/<name>/* metrics, and never recorded as experiences.
+   */
+  auxiliaryModels: AuxiliaryModels;
 }
 
 /** Runs a task; returns its experiences (info.taskId/runId/modelVersion are stamped by the runner if missing). */

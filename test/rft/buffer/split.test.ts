@@ -1,5 +1,6 @@
 // Dataset splits (Trinity's `split`: a folder of split files read as Hugging Face's load_dataset reads a local folder)
 // and the tools of a row (Trinity's `tools_key`) reaching the chat template, for tasksets and SFT datasets.
+import { NO_AUXILIARY_MODELS } from '../../../src/rft/auxiliary/index.js';
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -148,6 +149,7 @@ describe('tools_key', () => {
       seed: 0,
       signal: new AbortController().signal,
       isEval: false,
+      auxiliaryModels: NO_AUXILIARY_MODELS,
     });
     const expected = tokenizer.encodeChat([{ role: 'user', content: 'weather?' }], {
       addGenerationPrompt: true,

@@ -11,6 +11,8 @@
 // terminated attempt's generations are aborted like an in-process one's. A thread is reused after an attempt that
 // returned or threw; after a timeout, a stop, or a crash it is terminated and a new one started when next needed.
 import { type MessagePort, Worker } from 'node:worker_threads';
+import type { AuxiliaryModelSet, AuxiliaryUsage } from '../../auxiliary/index.js';
+import type { Tokenizer } from '../../../tokenizer/index.js';
 import type { ModelHandle } from '../types.js';
 import {
   type AttemptStart,
@@ -39,6 +41,8 @@ export interface IsolatedAttempt
   extends Pick<AttemptStart, 'spec' | 'baseDir' | 'task' | 'repeatTimes' | 'runIdBase' | 'seed' | 'isEval'> {
   /** The model the attempt's generations go to. */
   model: ModelHandle;
+  /** The run's auxiliary models and where the attempt's calls to them are counted. */
+  auxiliary: { models: AuxiliaryModelSet; usage: AuxiliaryUsage };
   /** Aborted when the attempt ends (timeout, stop): its generations are aborted and the worker is told. */
   signal: AbortSignal;
 }
@@ -46,6 +50,7 @@ export interface IsolatedAttempt
 interface Running {
   serial: number;
   model: ModelHandle;
+  auxiliary: IsolatedAttempt['auxiliary'];
   signal: AbortSignal;
   calls: Map<number, AbortController>;
   resolve: (value: unknown) => void;
@@ -72,6 +77,7 @@ export class WorkflowWorker {
   #dead: Error | null = null;
   /** The model of the latest attempt: tokenizer calls left over from it are still answered. */
   #lastModel: ModelHandle | null = null;
+  #lastAuxiliary: AuxiliaryModelSet | null = null;
 
   private constructor(worker: Worker, ready: Extract<FromWorker, { type: 'ready' }>, onIdleFailure: (error: Error) => void) {
     this.#worker = worker;
@@ -141,14 +147,34 @@ export class WorkflowWorker {
   }
 
   /** Runs one attempt: the workflow's raw result, or its error (the caller checks the result). */
-  run(attempt: IsolatedAttempt): Promise<unknown> {
-    if (this.#dead) return Promise.reject(this.#dead);
-    if (this.#running) return Promise.reject(new Error('WorkflowWorker: an attempt is already running on this thread'));
+  async run(attempt: IsolatedAttempt): Promise<unknown> {
+    if (this.#dead) throw this.#dead;
+    if (this.#running) throw new Error('WorkflowWorker: an attempt is already running on this thread');
+    const models = attempt.auxiliary.models.list;
+    // endpoints first (an embedded model starts its endpoint on first use), so the worker can make its own clients
+    const endpoints = await Promise.all(models.map((m) => m.endpoint()));
+    if (this.#dead) throw this.#dead;
+    if (this.#running) throw new Error('WorkflowWorker: an attempt is already running on this thread');
+    const auxiliary = models.map((m, i) => ({
+      name: m.name,
+      modelName: m.modelName,
+      ...(endpoints[i] as { baseURL: string; apiKey: string | null }),
+      tokenizer: tokenizerInfo(m.tokenizer),
+    }));
     const serial = ++this.#serial;
     const { model, signal } = attempt;
     this.#lastModel = model;
+    this.#lastAuxiliary = attempt.auxiliary.models;
     return new Promise((resolve, reject) => {
-      const running: Running = { serial, model, signal, calls: new Map(), resolve, reject };
+      const running: Running = {
+        serial,
+        model,
+        auxiliary: attempt.auxiliary,
+        signal,
+        calls: new Map(),
+        resolve,
+        reject,
+      };
       const onAbort = () =>
         this.#post({ type: 'abort', attempt: serial, reason: String((signal.reason as Error)?.message ?? signal.reason) });
       signal.addEventListener('abort', onAbort, { once: true });
@@ -175,7 +201,8 @@ export class WorkflowWorker {
           seed: attempt.seed,
           isEval: attempt.isEval,
           modelVersion: model.modelVersion,
-          tokenizer: tokenizerInfo(model),
+          tokenizer: tokenizerInfo(model.tokenizer),
+          auxiliary,
         },
       });
     });
@@ -234,7 +261,13 @@ export class WorkflowWorker {
         running?.calls.get(message.call)?.abort(new Error('the workflow cancelled the call'));
         return;
       case 'tokenizer':
-        this.#answerTokenizer(message.method, message.args);
+        this.#answerTokenizer(message.method, message.args, message.model);
+        return;
+      case 'auxiliaryScore':
+        this.#auxiliaryScore(running, message);
+        return;
+      case 'auxiliaryUsage':
+        if (running?.serial === message.attempt) running.auxiliary.usage.record(message.name, message.call);
         return;
       case 'ready':
         return;
@@ -263,12 +296,39 @@ export class WorkflowWorker {
       .finally(() => running.calls.delete(call));
   }
 
+  /** An auxiliary model's logprobs() for the worker, aborted with the attempt; counted there by its metered view. */
+  #auxiliaryScore(running: Running | null, message: Extract<FromWorker, { type: 'auxiliaryScore' }>): void {
+    const { call } = message;
+    if (running === null || running.serial !== message.attempt) {
+      const error: SentError = { name: 'Error', message: 'logprobs: the attempt that made this call has ended' };
+      this.#post({ type: 'auxiliaryScored', call, ok: false, error });
+      return;
+    }
+    Promise.resolve()
+      .then(() =>
+        running.auxiliary.models.get(message.name).logprobs(message.promptIds, message.completionIds, {
+          signal: running.signal,
+          ...(message.temperature !== undefined ? { temperature: message.temperature } : {}),
+        }),
+      )
+      .then(
+        (value) => this.#post({ type: 'auxiliaryScored', call, ok: true, value }),
+        (error: unknown) => this.#post({ type: 'auxiliaryScored', call, ok: false, error: sendError(error) }),
+      );
+  }
+
   /** Answers on the sync port, then raises the flag the worker waits on (it is blocked until then). */
-  #answerTokenizer(method: string, args: unknown[]): void {
+  #answerTokenizer(method: string, args: unknown[], auxiliary: string | undefined): void {
     let reply: SyncReply;
     try {
-      const tokenizer = this.#lastModel?.tokenizer ?? null;
-      if (tokenizer === null) throw new Error('the rollout model has no tokenizer');
+      let tokenizer: Tokenizer | null;
+      if (auxiliary === undefined) {
+        tokenizer = this.#lastModel?.tokenizer ?? null;
+        if (tokenizer === null) throw new Error('the rollout model has no tokenizer');
+      } else {
+        tokenizer = this.#lastAuxiliary?.get(auxiliary).tokenizer ?? null;
+        if (tokenizer === null) throw new Error(`auxiliary model '${auxiliary}' has no tokenizer`);
+      }
       if (!(TOKENIZER_METHODS as readonly string[]).includes(method)) throw new Error(`tokenizer has no method '${method}'`);
       const fn = tokenizer[method as (typeof TOKENIZER_METHODS)[number]] as (...a: unknown[]) => unknown;
       reply = { ok: true, value: fn.apply(tokenizer, args) };
@@ -281,8 +341,7 @@ export class WorkflowWorker {
   }
 }
 
-function tokenizerInfo(model: ModelHandle): TokenizerInfo | null {
-  const t = model.tokenizer;
+function tokenizerInfo(t: Tokenizer | null): TokenizerInfo | null {
   if (t === null) return null;
   return {
     vocabSize: t.vocabSize,

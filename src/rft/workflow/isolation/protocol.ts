@@ -4,8 +4,11 @@
 // EngineModelHandle over a backend whose generate() crosses to the main thread (chat templates, conversations,
 // toExperience, recordedExperiences and the OpenAI endpoint all run in the worker, on the same code as in-process);
 // its tokenizer's methods are synchronous, so they are asked over a second port the worker waits on with Atomics.
+// Auxiliary models stay here too: the worker makes its own `openai` clients on their endpoints (HTTP works from any
+// thread) and reports each call's usage; logprobs() and their tokenizers cross to the main thread like generate().
 import type { MessagePort } from 'node:worker_threads';
 import type { GenerateRequest, GenerateResult } from '../../../engine/rollout-engine.js';
+import type { AuxiliaryCall } from '../../auxiliary/usage.js';
 import type { Task } from '../../task.js';
 
 /** A generate request as it crosses threads: plain data (no signal, no onToken callback). */
@@ -35,6 +38,15 @@ export const TOKENIZER_METHODS = [
 ] as const;
 export type TokenizerMethod = (typeof TOKENIZER_METHODS)[number];
 
+/** An auxiliary model as a worker sees it: its endpoint (for clients made there) and its tokenizer's members. */
+export interface AuxiliaryInfo {
+  name: string;
+  modelName: string;
+  baseURL: string;
+  apiKey: string | null;
+  tokenizer: TokenizerInfo | null;
+}
+
 /** One attempt of a workflow, as the worker starts it. */
 export interface AttemptStart {
   /** Serial of the attempt on its worker: model calls of an earlier attempt are refused. */
@@ -48,6 +60,8 @@ export interface AttemptStart {
   isEval: boolean;
   modelVersion: number;
   tokenizer: TokenizerInfo | null;
+  /** The run's auxiliary models, in config order. */
+  auxiliary: AuxiliaryInfo[];
 }
 
 export type ToWorker =
@@ -56,7 +70,9 @@ export type ToWorker =
   | { type: 'abort'; attempt: number; reason: string }
   | { type: 'generated'; call: number; ok: true; value: GenerateResult; modelVersion: number }
   | { type: 'generated'; call: number; ok: false; error: SentError }
-  | { type: 'token'; call: number; token: TokenEvent };
+  | { type: 'token'; call: number; token: TokenEvent }
+  | { type: 'auxiliaryScored'; call: number; ok: true; value: number[] }
+  | { type: 'auxiliaryScored'; call: number; ok: false; error: SentError };
 
 export type FromWorker =
   | { type: 'ready'; syncPort: MessagePort; syncFlag: SharedArrayBuffer }
@@ -66,7 +82,18 @@ export type FromWorker =
   | { type: 'result'; attempt: number; ok: false; error: SentError; unsendable?: boolean }
   | { type: 'generate'; attempt: number; call: number; request: PlainGenerateRequest; stream: boolean }
   | { type: 'cancel'; call: number }
-  | { type: 'tokenizer'; attempt: number; method: TokenizerMethod; args: unknown[] };
+  /** `model`: an auxiliary model's tokenizer instead of the rollout model's. */
+  | { type: 'tokenizer'; attempt: number; method: TokenizerMethod; args: unknown[]; model?: string }
+  | {
+      type: 'auxiliaryScore';
+      attempt: number;
+      call: number;
+      name: string;
+      promptIds: number[];
+      completionIds: number[];
+      temperature?: number;
+    }
+  | { type: 'auxiliaryUsage'; attempt: number; name: string; call: AuxiliaryCall };
 
 /** The reply to a 'tokenizer' call, on the sync port. */
 export type SyncReply = { ok: true; value: unknown } | { ok: false; error: SentError };

@@ -2,11 +2,15 @@
 // main thread and whose tokenizer asks the main thread's tokenizer synchronously. chat() renders here with the
 // engine's own chat(), as every engine does, so conversations continue from exact ids in the worker.
 import { type MessagePort, parentPort, receiveMessageOnPort } from 'node:worker_threads';
+import type { AuxiliaryCall } from '../../auxiliary/usage.js';
 import { type ChatOptions, type ChatResult, chat } from '../../../engine/chat.js';
 import type { GenerateRequest, GenerateResult } from '../../../engine/rollout-engine.js';
 import type { ChatMessage, Tokenizer } from '../../../tokenizer/index.js';
+import { meteredModel, NamedModels } from '../../auxiliary/metered.js';
+import type { AuxiliaryModels } from '../../auxiliary/types.js';
 import type { RolloutBackend } from '../model-handle.js';
 import {
+  type AuxiliaryInfo,
   type FromWorker,
   receivedError,
   type SyncReply,
@@ -32,6 +36,7 @@ export class WorkerBackend implements RolloutBackend {
   /** Serial of the running attempt (stamped on every call; the main thread refuses stale ones). */
   attempt = 0;
   readonly #pending = new Map<number, PendingCall>();
+  readonly #scoring = new Map<number, { resolve: (value: number[]) => void; reject: (error: Error) => void }>();
   readonly #syncPort: MessagePort;
   readonly #syncFlag: Int32Array;
   #nextCall = 1;
@@ -52,6 +57,13 @@ export class WorkerBackend implements RolloutBackend {
 
   /** Handles the main thread's answers; true when `message` was one. */
   receive(message: ToWorker): boolean {
+    if (message.type === 'auxiliaryScored') {
+      const pending = this.#scoring.get(message.call);
+      this.#scoring.delete(message.call);
+      if (message.ok) pending?.resolve(message.value);
+      else pending?.reject(receivedError(message.error));
+      return true;
+    }
     if (message.type === 'token') {
       this.#pending.get(message.call)?.onToken?.(message.token);
       return true;
@@ -93,10 +105,64 @@ export class WorkerBackend implements RolloutBackend {
     return chat(this, messages, options);
   }
 
+  /**
+   * The attempt's auxiliary models: clients made here on their endpoints, logprobs() and tokenizers answered by the
+   * main thread, every call counted there (an 'auxiliaryUsage' message) and aborted with `signal`.
+   */
+  auxiliaryModels(infos: readonly AuxiliaryInfo[], signal: AbortSignal): AuxiliaryModels {
+    const attempt = this.attempt;
+    const usage = { record: (name: string, call: AuxiliaryCall) => post({ type: 'auxiliaryUsage', attempt, name, call }) };
+    return new NamedModels(
+      infos.map((info) =>
+        meteredModel(
+          {
+            name: info.name,
+            modelName: info.modelName,
+            tokenizer:
+              info.tokenizer === null
+                ? null
+                : tokenizerProxy(info.tokenizer, (method, args) => this.#tokenizerCall(method, args, info.name)),
+            endpoint: async () => ({ baseURL: info.baseURL, apiKey: info.apiKey }),
+            baseUrl: async () => info.baseURL,
+            openai: () => Promise.reject(new Error('unused: the metered view makes its own client')),
+            logprobs: (promptIds, completionIds, options = {}) => {
+              if (options.signal?.aborted) return Promise.reject(options.signal.reason);
+              const call = this.#nextCall++;
+              return new Promise<number[]>((resolve, reject) => {
+                const onAbort = () => {
+                  this.#scoring.delete(call);
+                  reject(options.signal?.reason);
+                };
+                options.signal?.addEventListener('abort', onAbort, { once: true });
+                const settle =
+                  <T>(fn: (value: T) => void) =>
+                  (value: T) => {
+                    options.signal?.removeEventListener('abort', onAbort);
+                    fn(value);
+                  };
+                this.#scoring.set(call, { resolve: settle(resolve), reject: settle(reject) });
+                post({
+                  type: 'auxiliaryScore',
+                  attempt,
+                  call,
+                  name: info.name,
+                  promptIds: [...promptIds],
+                  completionIds: [...completionIds],
+                  ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
+                });
+              });
+            },
+          },
+          { signal, usage },
+        ),
+      ),
+    );
+  }
+
   /** A tokenizer method on the main thread, synchronously: post, then wait on the flag the main thread raises. */
-  #tokenizerCall(method: TokenizerMethod, args: unknown[]): unknown {
+  #tokenizerCall(method: TokenizerMethod, args: unknown[], model?: string): unknown {
     Atomics.store(this.#syncFlag, 0, 0);
-    post({ type: 'tokenizer', attempt: this.attempt, method, args });
+    post({ type: 'tokenizer', attempt: this.attempt, method, args, ...(model !== undefined ? { model } : {}) });
     if (Atomics.wait(this.#syncFlag, 0, 0, SYNC_TIMEOUT_MS) === 'timed-out')
       throw new Error(`tokenizer.${method}: the main thread did not answer within ${SYNC_TIMEOUT_MS / 1000} s`);
     const reply = receiveMessageOnPort(this.#syncPort)?.message as SyncReply | undefined;

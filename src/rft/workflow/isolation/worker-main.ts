@@ -54,6 +54,7 @@ async function runAttempt(start: AttemptStart): Promise<void> {
       seed: start.seed,
       signal: controller.signal,
       isEval: start.isEval,
+      auxiliaryModels: backend.auxiliaryModels(start.auxiliary, controller.signal),
     });
     try {
       post({ type: 'result', attempt: start.attempt, ok: true, value });

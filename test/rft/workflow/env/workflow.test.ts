@@ -1,6 +1,7 @@
 // Environment workflows end to end: a scripted engine (real chat templates and conversation tracking, replies chosen
 // by a policy that reads the last observation) checks episode and step experiences exactly; a tiny random model on
 // a real RolloutEngine runs frozen_lake_workflow and sokoban_workflow through the WorkflowRunner.
+import { NO_AUXILIARY_MODELS } from '../../../../src/rft/auxiliary/index.js';
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -98,6 +99,7 @@ function context(engine: ScriptedEngine, task: Task, runIdBase = 0): WorkflowCon
     seed: 9,
     signal,
     isEval: false,
+    auxiliaryModels: NO_AUXILIARY_MODELS,
   };
 }
 
