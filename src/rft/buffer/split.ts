@@ -314,10 +314,17 @@ export function resolveDatasetPath(path: string): { path: string; isFile: boolea
   return { path, isFile: false };
 }
 
-const describeSplits = (splits: ReadonlyMap<string, readonly string[]>): string =>
-  splits.size === 0
+/** The splits found, train / validation / test first (datasets' order), then the others by name. */
+const describeSplits = (splits: ReadonlyMap<string, readonly string[]>): string => {
+  const rank = (s: string) => {
+    const i = Object.keys(SPLIT_KEYWORDS).indexOf(s);
+    return i < 0 ? 3 : i;
+  };
+  const sorted = [...splits].sort(([a], [b]) => rank(a) - rank(b) || a.localeCompare(b));
+  return sorted.length === 0
     ? 'no data files'
-    : [...splits].map(([s, f]) => `${s} (${f.length} ${f.length === 1 ? 'file' : 'files'})`).join(', ');
+    : sorted.map(([s, f]) => `${s} (${f.length} ${f.length === 1 ? 'file' : 'files'})`).join(', ');
+};
 
 /** The subset's config: the named one, or the default (see the header). */
 function chooseSubset(configs: readonly SubsetConfig[], subset: string | null, where: string): SubsetConfig {
