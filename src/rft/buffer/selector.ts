@@ -12,6 +12,14 @@
 //                        p_i ~ Beta(α_i, β_i) (doSample) or α_i / (α_i + β_i)
 //                        score_i = −|target − p_i|;  tau = 0: top-k scores; tau > 0: sample ∝ exp(score/tau)
 //                      without replacement. Unseen tasks have wide posteriors, so sampling explores them.
+//
+// Where the scores come from: feature_keys name numeric columns of the task rows, read into task.features by the
+// taskset loader. The task pipeline's difficulty_scorer writes `pass_rate` (the fraction of k samples of the current
+// model that passed; src/rft/data/task-pipeline), so `feature_keys: [pass_rate]` gives difficulty_based its prior and
+// offline_easy2hard its order (descending: easy first). Online, the explorer feeds each step's rewards back
+// (feedback); with `pass_rate_calculator` in data_processor.experience_pipeline, the rewards that operator saw.
+// difficulty_based takes one prior column: Trinity's interpolation between several reference models' pass rates
+// (BOTS) is not implemented, so more than one key is an error rather than a key silently ignored.
 import type { Task } from '../task.js';
 import { betaSample, permutation, seededRandom } from './random.js';
 
@@ -201,6 +209,11 @@ class DifficultySelector extends BaseSelector {
       throw new RangeError(`targetReward must be in [0, 1], got ${this.targetReward}`);
     if (!(this.tau >= 0)) throw new RangeError(`tau must be >= 0, got ${this.tau}`);
     const strength = config.priorStrength ?? 2;
+    if ((config.featureKeys?.length ?? 0) > 1)
+      throw new Error(
+        `difficulty_based takes one prior pass-rate column in feature_keys, got ${config.featureKeys?.length} ` +
+          `(${config.featureKeys?.join(', ')}); interpolating several reference models' pass rates is not supported`,
+      );
     const priorKey = config.featureKeys?.[0];
     const prior = tasks.map((task) => {
       if (priorKey === undefined) return 0.5;

@@ -277,6 +277,15 @@ function checkSelector(selector: TaskSelectorConfig, path: string, problem: (pat
   if (selector.selector_type === 'offline_easy2hard' && selector.feature_keys.length === 0) {
     problem(`${path}.feature_keys`, 'offline_easy2hard sorts tasks by these columns: set at least one');
   }
+  if (selector.selector_type === 'difficulty_based' && selector.feature_keys.length > 1) {
+    problem(
+      `${path}.feature_keys`,
+      "difficulty_based takes one prior pass-rate column (e.g. the task pipeline's pass_rate); interpolating several reference models' pass rates is not supported",
+    );
+  }
+  if (['sequential', 'shuffle', 'random'].includes(selector.selector_type) && selector.feature_keys.length > 0) {
+    problem(`${path}.feature_keys`, `selector_type ${selector.selector_type} does not read features: remove them`);
+  }
 }
 
 /** priority_fn_args by priority function (Trinity's linear_decay and decay_limit_randomization). */
