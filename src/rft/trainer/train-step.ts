@@ -8,7 +8,11 @@
 // response, inputIds [B, P + R]. Response token j of a row sits at column P + j and is predicted at log-prob position
 // P − 1 + j, so every per-token tensor of the algorithm is [B, R] = logProbs[:, P − 1 : P − 1 + R] (needs P ≥ 1):
 //   actionMask [B, R]   1 on generated response tokens (experience.actionMask, else every response token)
-//   oldLogprob [B, R]   rollout log-probs (experience.logprobs); rows without them get the current policy's
+//   oldLogprob [B, R]   rollout log-probs (experience.logprobs); rows without them get the current policy's; with
+//                       algorithm.bypass_old_logprobs false every row gets the current policy's (no-grad, before the
+//                       update), and algorithm.rollout_correction's truncated IS weights min(π_old/π_rollout, C) scale
+//                       each token's advantage (with bypass: min(sg(π_θ)/π_rollout, C), per micro-batch); the
+//                       mismatch metrics rollout_corr/* are logged either way (../algorithm/rollout-correction.ts)
 //   advantages [B, R]   experience.advantages, or computed here (compute_advantage_in_trainer, or missing)
 //   rewards [B], tokenLevelRewards [B, R] (the reward on the last generated token unless given), refLogprob [B, R]
 //   temperatures [B]    the temperature each row's log-probs are taken at: experience.temperature (its sampling
@@ -42,15 +46,17 @@ import { forwardBackward, tokenLogProbs } from '../../model/training.js';
 import { CausalLM } from '../../model/transformer.js';
 import * as torch from '../../torch/index.js';
 import type { Optimizer, Tensor } from '../../torch/index.js';
-import { ADVANTAGE_FN } from '../algorithm/advantage/index.js';
+import { ADVANTAGE_FN, advantageNeedsEntropy } from '../algorithm/advantage/index.js';
 import type { AdvantageInput } from '../algorithm/advantage/types.js';
 import { type Critic, clippedValueLoss } from '../algorithm/critic.js';
 import { createEntropyLossFn } from '../algorithm/entropy.js';
 import { createKlFn, type KlFn } from '../algorithm/kl.js';
 import { aggregationUnit, isLossAggMode, type LossAggMode } from '../algorithm/loss-agg.js';
 import { POLICY_LOSS_FN, policyLossAccumulation, policyLossModule } from '../algorithm/policy-loss/index.js';
+import { resolveArgs } from '../algorithm/registry.js';
 import type { LossAccumulation, LossTerm, PolicyLossInput } from '../algorithm/policy-loss/types.js';
 import type { ResolvedAlgorithm } from '../algorithm/presets.js';
+import { computeRolloutCorrection } from '../algorithm/rollout-correction.js';
 import { type Experience, validateExperience } from '../experience.js';
 import type { MasterWeights } from './master-weights.js';
 
@@ -461,11 +467,12 @@ export class TrainStep {
     try {
       const prepared = torch.scope(() => this.#prepare(rows, shard));
       holdBatch(prepared.batch);
-      const perRow = [hold(prepared.refLogprob), hold(prepared.current), hold(prepared.oldValues)];
+      const perRow = [hold(prepared.refLogprob), hold(prepared.current), hold(prepared.entropy), hold(prepared.oldValues)];
       yield { kind: 'sum', tensors: perRow.filter((t) => t !== null) };
       const shaped = torch.scope(() => this.#shape(prepared, metrics));
       holdBatch(shaped.batch);
       for (const t of [shaped.oldLogprob, shaped.advantages, shaped.returns, shaped.oldValues, shaped.refLogprob]) hold(t);
+      for (const t of [shaped.rolloutMask, shaped.wholeBatchMask]) hold(t);
       torch.scope(() => this.#policyMicroBatches(shaped, shard, sums));
       if (algorithm.klLossFn.name !== 'none' && shaped.refLogprob !== null) metrics.set('kl_coef', this.#klLoss.klCoef);
       metrics.set(
@@ -533,39 +540,76 @@ export class TrainStep {
       algorithm.useReference && reference !== null
         ? perRow((ids, mask, temperature) => reference.logProbs(ids, mask, { ...logProbOptions, temperature }))
         : null;
-    // rows without rollout log-probs (SFT/expert data, or an explorer that did not record them): the current policy
-    const current = batch.hasLogprobs.all().item()
-      ? null
-      : perRow((ids, mask, temperature) =>
+    // rows without rollout log-probs (SFT/expert data, or an explorer that did not record them): the current policy;
+    // every row when the old log-probs are recomputed (bypass_old_logprobs: false) or a module reads the current
+    // policy over the whole batch (a policy loss's wholeBatchMask, an advantage function's entropy)
+    const needsEntropy = algorithm.advantageFn !== null && advantageNeedsEntropy(algorithm.advantageFn.name);
+    const wholeBatch =
+      !algorithm.bypassOldLogprobs || policyLossModule(algorithm.policyLossFn.name).wholeBatchMask !== undefined || needsEntropy;
+    const current =
+      batch.hasLogprobs.all().item() && !wholeBatch
+        ? null
+        : perRow((ids, mask, temperature) =>
+            torch.noGrad(
+              () => tokenLogProbs(this.setup.model, ids, { ...logProbOptions, temperature, attentionMask: mask }).logProbs,
+            ),
+          );
+    const entropy = needsEntropy
+      ? perRow((ids, mask, temperature) =>
           torch.noGrad(
-            () => tokenLogProbs(this.setup.model, ids, { ...logProbOptions, temperature, attentionMask: mask }).logProbs,
+            () =>
+              tokenLogProbs(this.setup.model, ids, { ...logProbOptions, temperature, attentionMask: mask, entropy: true })
+                .entropy as Tensor,
           ),
-        );
+        )
+      : null;
     const critic = this.setup.critic?.critic ?? null;
     const oldValues =
       algorithm.advantageFn !== null && algorithm.schema !== 'dpo' && algorithm.useCritic && critic !== null
         ? perRow((ids, mask) => torch.noGrad(() => critic.values(ids, mask)))
         : null;
-    return { batch, refLogprob, current, oldValues };
+    return { batch, refLogprob, current, entropy, oldValues };
   }
 
   /** Old log-probs, advantages (over the whole batch: every rank alike) and the rows the advantage function keeps. */
   #shape(prepared: Prepared, metrics: MetricSink): Shaped {
     const { algorithm } = this.setup;
     let { batch, oldValues } = prepared;
+    let rolloutMask = batch.actionMask.mul(batch.hasLogprobs.unsqueeze(-1).to({ dtype: batch.actionMask.dtype }));
+    // old log-probs: the rollout's (bypass_old_logprobs), else the current weights' (recomputed in #prepare)
     let oldLogprob =
-      prepared.current === null ? batch.logprobs : torch.where(batch.hasLogprobs.unsqueeze(-1), batch.logprobs, prepared.current);
+      prepared.current === null
+        ? batch.logprobs
+        : algorithm.bypassOldLogprobs
+          ? torch.where(batch.hasLogprobs.unsqueeze(-1), batch.logprobs, prepared.current)
+          : prepared.current;
+    // recomputed: the rollout/training mismatch is known now (with bypass: per micro-batch, see #policyMicroBatches)
+    const correction = algorithm.bypassOldLogprobs
+      ? null
+      : computeRolloutCorrection(
+          { trainLogprob: oldLogprob, rolloutLogprob: batch.logprobs, actionMask: rolloutMask },
+          algorithm.rolloutCorrection,
+        );
+    for (const [k, v] of Object.entries(correction?.metrics ?? {})) metrics.set(k, v);
     let advantages = batch.advantages;
     let returns = batch.returns;
     let keepIndex: Tensor | null = null;
     if (algorithm.advantageFn !== null && algorithm.schema !== 'dpo') {
       if (algorithm.computeAdvantageInTrainer || advantages === null) {
-        const computed = this.#computeAdvantages(batch, oldLogprob, prepared.refLogprob, oldValues, metrics);
+        const computed = this.#computeAdvantages(batch, oldLogprob, prepared.refLogprob, oldValues, prepared.entropy, metrics);
         advantages = computed.advantages;
         returns = computed.returns;
         keepIndex = computed.keepIndex;
+        if (computed.actionMask !== null) {
+          batch = { ...batch, actionMask: computed.actionMask };
+          rolloutMask = rolloutMask.mul(computed.actionMask);
+        }
       }
     }
+    // truncated IS weights scale each token's loss through its advantage (the loss is linearInAdvantages)
+    const isWeights = correction?.weights ?? null;
+    if (isWeights !== null && advantages !== null) advantages = advantages.mul(torch.where(rolloutMask.gt(0), isWeights, 1));
+    let current = prepared.current;
     // rows the advantage function dropped leave the batch
     let refLogprob = prepared.refLogprob;
     if (keepIndex !== null) {
@@ -573,7 +617,7 @@ export class TrainStep {
       const select = (t: Tensor) => t.indexSelect(0, keep);
       const keptIndex = [...(keep.toTypedArray() as BigInt64Array)].map(Number);
       const kept = keptIndex.map((i) => batch.rows[i] as Experience);
-      addMetric(metrics, 'dropped', batch.rows.length - kept.length);
+      addMetric(metrics, 'dropped', batch.rows.length - new Set(keptIndex).size);
       if (kept.length === 0) throw new Error('train step: the advantage function dropped every experience of the batch');
       batch = {
         ...batch,
@@ -585,12 +629,27 @@ export class TrainStep {
         temperatures: keptIndex.map((i) => batch.temperatures[i] as number),
       };
       oldLogprob = select(oldLogprob);
+      rolloutMask = select(rolloutMask);
+      current = current === null ? null : select(current);
       advantages = advantages === null ? null : select(advantages);
       returns = returns === null ? null : select(returns);
       oldValues = oldValues === null ? null : select(oldValues);
       refLogprob = refLogprob === null ? null : select(refLogprob);
     }
-    return { batch, oldLogprob, advantages, returns, oldValues, refLogprob };
+    // a token mask over the whole batch (m2po), from the current weights: the ones the loss sees in this step
+    const policy = policyLossModule(algorithm.policyLossFn.name);
+    let wholeBatchMask: Tensor | null = null;
+    if (policy.wholeBatchMask !== undefined && current !== null && advantages !== null) {
+      const options = resolveArgs(
+        `policy_loss_fn '${algorithm.policyLossFn.name}'`,
+        policy.defaults,
+        algorithm.policyLossFn.args,
+      );
+      const whole = policy.wholeBatchMask({ logprob: current, oldLogprob, advantages, actionMask: batch.actionMask }, options);
+      wholeBatchMask = whole.mask;
+      for (const [k, v] of Object.entries(whole.metrics)) metrics.set(`policy/${k}`, v);
+    }
+    return { batch, oldLogprob, advantages, returns, oldValues, refLogprob, rolloutMask, wholeBatchMask };
   }
 
   #computeAdvantages(
@@ -598,8 +657,9 @@ export class TrainStep {
     oldLogprob: Tensor,
     refLogprob: Tensor | null,
     values: Tensor | null,
+    entropy: Tensor | null,
     metrics: MetricSink,
-  ): { advantages: Tensor; returns: Tensor; keepIndex: Tensor | null } {
+  ): { advantages: Tensor; returns: Tensor; keepIndex: Tensor | null; actionMask: Tensor | null } {
     const { algorithm } = this.setup;
     const spec = algorithm.advantageFn;
     if (spec === null) throw new Error('train step: no advantage_fn');
@@ -633,6 +693,8 @@ export class TrainStep {
       ...(values === null ? {} : { values: pick(values) }),
       logprobs: pick(oldLogprob),
       ...(batch.teacherLogprobs === null ? {} : { teacherLogprobs: pick(batch.teacherLogprobs) }),
+      ...(entropy === null ? {} : { entropy: pick(entropy) }),
+      infos: rows.map((e) => e.info),
     };
     let result: ReturnType<ReturnType<typeof ADVANTAGE_FN.create>>;
     try {
@@ -647,8 +709,18 @@ export class TrainStep {
     const advantages = scatter(result.advantages);
     const returns = scatter(result.returns);
     const keep = torch.ones([batch.rows.length], { dtype: 'bool', device }).indexCopy_(0, index, result.keep);
-    const keepIndex = keep.all().item() ? null : keep.nonzero().squeeze(-1);
-    return { advantages, returns, keepIndex };
+    let keepIndex = keep.all().item() ? null : keep.nonzero().squeeze(-1);
+    // rows the function refills the batch with (grpo duplicate_experiences) follow the kept ones
+    if (result.duplicates !== undefined && result.duplicates.size(0) > 0) {
+      const copies = index.indexSelect(0, result.duplicates.to({ device }));
+      keepIndex = torch.cat([keepIndex ?? torch.arange(batch.rows.length, { dtype: 'int64', device }), copies]);
+      addMetric(metrics, 'duplicated', copies.size(0));
+    }
+    const actionMask =
+      result.actionMask === undefined
+        ? null
+        : batch.actionMask.clone().indexCopy_(0, index, result.actionMask.to({ dtype: batch.actionMask.dtype, device }));
+    return { advantages, returns, keepIndex, actionMask };
   }
 
   /**
@@ -678,6 +750,10 @@ export class TrainStep {
     const wantEntropy = algorithm.entropyLossFn.name !== 'none';
     const whole = rowCounts(batch, 0, B);
     const totalTokens = whole.tokens;
+    // bypass_old_logprobs: the mismatch is measured against the policy being trained (its log-probs, detached, are
+    // the trainer's: one update per step), so per micro-batch, each weighted by its share of rollout tokens
+    const bypassCorrection = algorithm.bypassOldLogprobs;
+    const rolloutTokens = bypassCorrection ? torch.scope(() => shaped.rolloutMask.sum().item()) : 0;
     const multiTerm = accumulation.terms.length > 1;
     const policyLoss = POLICY_LOSS_FN.create(algorithm.policyLossFn.name, algorithm.policyLossFn.args);
     let lossTotal = 0;
@@ -711,12 +787,25 @@ export class TrainStep {
           part(batch.inputIds),
           ({ logProbs, entropy }) => {
             const logprob = logProbs.narrow(1, batch.promptWidth - 1, batch.responseWidth);
+            let advantages = shaped.advantages === null ? null : part(shaped.advantages);
+            if (bypassCorrection && rolloutTokens > 0) {
+              const rolloutMask = part(shaped.rolloutMask);
+              const correction = computeRolloutCorrection(
+                { trainLogprob: logprob, rolloutLogprob: part(shaped.oldLogprob), actionMask: rolloutMask },
+                algorithm.rolloutCorrection,
+              );
+              const share = rolloutMask.sum().item() / rolloutTokens;
+              for (const [k, v] of Object.entries(correction.metrics)) addMetric(sums, k, v, share);
+              if (correction.weights !== null && advantages !== null)
+                advantages = advantages.mul(torch.where(rolloutMask.gt(0), correction.weights, 1));
+            }
             const input: PolicyLossInput = {
               logprob,
               actionMask,
               oldLogprob: part(shaped.oldLogprob),
-              ...(shaped.advantages === null ? {} : { advantages: part(shaped.advantages) }),
+              ...(advantages === null ? {} : { advantages }),
               ...(shaped.refLogprob === null ? {} : { refLogprob: part(shaped.refLogprob) }),
+              ...(shaped.wholeBatchMask === null ? {} : { wholeBatchMask: part(shaped.wholeBatchMask) }),
               expertMask,
               step: this.step,
               ...(multiTerm ? { termWeights } : {}),
@@ -867,6 +956,8 @@ interface Prepared {
   batch: TrainBatch;
   refLogprob: Tensor | null;
   current: Tensor | null;
+  /** The current policy's entropy, for an advantage function that reads it (clipb). */
+  entropy: Tensor | null;
   oldValues: Tensor | null;
 }
 
@@ -878,6 +969,10 @@ interface Shaped {
   returns: Tensor | null;
   oldValues: Tensor | null;
   refLogprob: Tensor | null;
+  /** [B, T] the tokens that have rollout log-probs (actionMask of the rows that carry them). */
+  rolloutMask: Tensor;
+  /** The policy loss's whole-batch token mask (m2po), or null. */
+  wholeBatchMask: Tensor | null;
 }
 
 function batchTensors(b: TrainBatch): (Tensor | null)[] {

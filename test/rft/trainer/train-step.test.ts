@@ -41,7 +41,7 @@ const margin = (model: CausalLM) =>
 function sampleBatch(algorithm: ResolvedAlgorithm, model: CausalLM): Experience[] {
   if (algorithm.schema === 'sft') return expertData();
   if (algorithm.schema === 'dpo') return preferencePairs();
-  const data = rollouts(model, { teacher: algorithm.advantageFn?.name === 'on_policy_distill' });
+  const data = rollouts(model, { teacher: ['on_policy_distill', 'jsd'].includes(algorithm.advantageFn?.name ?? '') });
   // reward_filter (RAFT) keeps each group's best response: GOOD, the first of each toy group
   if (algorithm.sampleStrategy.name === 'reward_filter') return data.filter((e) => e.reward === 1);
   if (algorithm.sampleStrategy.name !== 'mix') return data;
