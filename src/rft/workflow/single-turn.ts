@@ -15,7 +15,6 @@
 import type { GenerateOptions } from '../../engine/index.js';
 import type { ChatMessage } from '../../tokenizer/index.js';
 import { snakeToCamel } from '../../util/module-args.js';
-import type { AuxiliaryModels } from '../auxiliary/types.js';
 import type { ChatTurn } from '../experience.js';
 import { REWARD_FUNCTIONS, type RewardRegistry, type ScoredResponse, scoreResponses } from '../reward/registry.js';
 import type { Task } from '../task.js';
@@ -52,9 +51,7 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
     repeatable: true,
     description: `single-turn: chat template + reply prefix, n samples, reward ${options.defaultRewardFn ?? "from the task's reward_fn"}`,
     run: async (context: WorkflowContext) => {
-      const { task, model, repeatTimes, seed, signal } = context;
-      // WorkflowContext.auxiliaryModels is being added with explorer.auxiliary_models; read it whether or not it is there yet.
-      const { auxiliaryModels } = context as WorkflowContext & { auxiliaryModels?: AuxiliaryModels };
+      const { task, model, repeatTimes, seed, signal, auxiliaryModels } = context;
       const tokenizer = model.tokenizer;
       if (tokenizer === null) throw new Error(`${name}: the rollout model has no tokenizer (chat template needed)`);
       const rewardName = task.rewardFn ?? options.defaultRewardFn;
@@ -85,7 +82,7 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
       );
       const scored = await scoreResponses(
         rewardFn,
-        { responses, task, args: rewardArgs, signal, ...(auxiliaryModels ? { auxiliaryModels } : {}) },
+        { responses, task, args: rewardArgs, signal, auxiliaryModels },
         `reward function '${rewardName}'`,
       );
       const experiences = result.completions.map((completion, i) => {
