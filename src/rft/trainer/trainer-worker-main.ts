@@ -282,13 +282,10 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   }
   let critic: TrainerState['critic'] = null;
   if (algorithm.useCritic) {
-    if (init.criticModelPath !== null && device !== 'cpu')
-      throw new Error(
-        `model.critic_model_path '${init.criticModelPath}' with trainer.device ${device}: a separate critic model loads ` +
-          'on the CPU only; leave critic_model_path unset (the critic starts from the policy, on its device) or use cpu',
-      );
     const c =
-      init.criticModelPath === null ? Critic.fromPolicy(model) : Critic.load(init.criticModelPath, model, { dtype: init.dtype });
+      init.criticModelPath === null
+        ? Critic.fromPolicy(model)
+        : Critic.load(init.criticModelPath, model, { dtype: init.dtype, ...onDevice });
     critic = { critic: c, optimizer: new torch.AdamW([...c.parameters().values()], { lr: init.criticLr ?? o.lr }) };
     if (checkpoint) loadCriticState(checkpoint, c, critic.optimizer);
   }
