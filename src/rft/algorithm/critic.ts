@@ -88,11 +88,7 @@ export class Critic {
    * A critic whose trunk is the model in `dir` (Trinity-RFT's critic_model_path; trainable) with a fresh head. Its
    * vocabulary must cover `policy`'s token ids. It loads onto `options.device` (default: the CPU), where the policy is.
    */
-  static load(
-    dir: string,
-    policy: CausalLM,
-    options: CriticInitOptions & { dtype?: ModelDType; device?: string } = {},
-  ): Critic {
+  static load(dir: string, policy: CausalLM, options: CriticInitOptions & { dtype?: ModelDType; device?: string } = {}): Critic {
     const trunk = CausalLMClass.load(dir, {
       ...(options.dtype ? { dtype: options.dtype } : {}),
       ...(options.device && options.device !== 'cpu' ? { device: options.device } : {}),
