@@ -118,10 +118,12 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
   const input = stage.buffer.explorer_input;
   const trainPath = (i: number) =>
     input.tasksets.length === 1 ? 'buffer.explorer_input.taskset' : `buffer.explorer_input.tasksets.${i}`;
-  const sets: { section: TasksetConfig; settings: TasksetSettings; path: string }[] = [];
+  // curated: a training taskset the task pipeline writes before the stage explores (its rows are checked then)
+  const sets: { section: TasksetConfig; settings: TasksetSettings; path: string; curated?: boolean }[] = [];
   if (explores) {
     settings.tasksets.forEach(({ taskset }, i) => {
-      sets.push({ section: input.tasksets[i] as TasksetConfig, settings: taskset, path: trainPath(i) });
+      const curated = settings.taskPipeline !== null;
+      sets.push({ section: input.tasksets[i] as TasksetConfig, settings: taskset, path: trainPath(i), curated });
     });
   }
   if (evaluates) {
@@ -136,13 +138,22 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
   if (input.default_reward_fn_type !== null && sets.length > 0) {
     names.reward(input.default_reward_fn_type, 'buffer.explorer_input.default_reward_fn_type', null);
   }
-  for (const { section, settings: tasksetSettings, path } of sets) {
+  for (const { section, settings: tasksetSettings, path, curated } of sets) {
     // the taskset's own defaults, where they are not the explorer_input's (reported there already)
     if (section.default_workflow_type !== null && section.default_workflow_type !== input.default_workflow_type) {
       names.workflow(section.default_workflow_type, `${path}.default_workflow_type`, null);
     }
     if (section.default_reward_fn_type !== null && section.default_reward_fn_type !== input.default_reward_fn_type) {
       names.reward(section.default_reward_fn_type, `${path}.default_reward_fn_type`, null);
+    }
+    // a built-in reward's arguments (a judge's template, a score range) are refused before the first task
+    const rewardName = section.default_reward_fn_type ?? input.default_reward_fn_type;
+    if (rewardName !== null) {
+      try {
+        REWARD_FUNCTIONS.checkArgs(rewardName, section.reward_fn_args);
+      } catch (error) {
+        add(`${path}.reward_fn_args`, (error as Error).message);
+      }
     }
     if (vocabSize !== null) {
       for (const id of section.rollout_args.stop_token_ids ?? []) {
@@ -154,6 +165,7 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
         }
       }
     }
+    if (curated) continue;
     let tasks: Awaited<ReturnType<typeof loadTaskset>>['tasks'];
     try {
       ({ tasks } = await loadTaskset(tasksetSettings));

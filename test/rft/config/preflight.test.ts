@@ -145,6 +145,16 @@ describe('pre-run checks', () => {
         ],
         /^buffer\.explorer_input\.eval_tasksets\.0\.default_reward_fn_type: unknown reward function 'nope'/,
       ],
+      [
+        // a built-in reward's arguments are checked before the first task
+        [
+          'buffer.explorer_input.default_reward_fn_type=rubric_judge_reward',
+          'buffer.explorer_input.taskset.reward_fn_args.rubric=be correct',
+          'buffer.explorer_input.taskset.reward_fn_args.min_score=5',
+          'buffer.explorer_input.taskset.reward_fn_args.max_score=2',
+        ],
+        /^buffer\.explorer_input\.taskset\.reward_fn_args: .*rubric_judge_reward.*min_score/,
+      ],
     ];
     for (const [overrides, expected] of cases) {
       const found = await check('', overrides);
