@@ -219,8 +219,8 @@ export const ReplayBufferSchema = z.strictObject({
 /** Where the trainer reads experiences (Trinity's ExperienceBufferConfig). */
 export const ExperienceBufferSchema = z.strictObject({
   name: nonEmpty().default('experience_buffer'),
-  storage_type: z.enum(STORAGE_TYPES).default('queue'), // queue: in-process; sql: shared SQLite file; file: a dataset
-  path: str().nullable().default(null), // derived for sql: <job dir>/buffer/<name>.db
+  storage_type: z.enum(STORAGE_TYPES).default('queue'), // queue: in-process; sql: shared SQLite file or PostgreSQL (postgresql:// path); file: a dataset
+  path: str().nullable().default(null), // derived for sql: <job dir>/buffer/<name>.db; postgresql://user:pass@host:port/db: PostgreSQL
   capacity: intIn(1, 16_777_216).default(10000), // [1, 2^24] experiences
   max_read_timeout: numIn(0, MAX_TIMEOUT_SECONDS, true).default(1800), // (0, 2147483] seconds
   replay_buffer: ReplayBufferSchema.prefault({}),
@@ -273,6 +273,21 @@ export const RolloutModelSchema = z.strictObject({
   device: deviceSetting(), // embedded only; auto: cuda when a GPU is visible, else cpu
 });
 
+/** explorer.auxiliary_models[i] (Trinity's InferenceModelConfig where it applies): a judge, reward model or teacher. */
+export const AuxiliaryModelSchema = z.strictObject({
+  name: str().nullable().default(null), // null: auxiliary_<index>; workflows and rewards ask for it by this name
+  model_path: str().nullable().default(null), // embedded: required (a Hugging Face folder); openai: its tokenizer, optional
+  engine_type: z.enum(ENGINE_TYPES).default('embedded'), // Trinity vllm; openai: an external OpenAI-compatible server
+  engine_num: intIn(1, 64).default(1), // [1, 64] embedded engines (each its own thread and slots); openai: 1
+  slots: intIn(1, MAX_SLOTS).nullable().default(null), // [1, 4096] embedded only; null: 8
+  max_model_len: intIn(1, MAX_TOKENS).nullable().default(null), // [1, 2^20] embedded only; null: min(max_position_embeddings, 2048)
+  dtype: z.enum(DTYPES).nullable().default(null), // embedded only; null: model.dtype
+  device: deviceSetting(), // embedded only; auto: cuda when a GPU is visible, else cpu
+  base_url: str().nullable().default(null), // openai only (…/v1)
+  api_key: str().nullable().default(null), // openai only; null: $OPENAI_API_KEY if set
+  model_name: str().nullable().default(null), // openai only; null: model_path
+});
+
 export const ExplorerSchema = z.strictObject({
   runner_per_model: intIn(1, MAX_SLOTS).default(8), // [1, 4096] concurrent workflow runs per engine
   max_timeout: numIn(0, MAX_TIMEOUT_SECONDS, true).default(1800), // (0, 2147483] seconds per attempt
@@ -281,6 +296,7 @@ export const ExplorerSchema = z.strictObject({
   eval_on_startup: bool().default(true),
   bench_on_latest_checkpoint: bool().default(false),
   rollout_model: RolloutModelSchema.prefault({}),
+  auxiliary_models: z.array(AuxiliaryModelSchema).default([]), // judges, reward models, teachers (src/rft/auxiliary)
   // mode serve (Trinity's proxy): the OpenAI-compatible endpoint external agents call
   proxy_port: intIn(0, 65535).default(8010), // [0, 65535]; 0: any free port
   listen_address: str().default('127.0.0.1'), // Trinity 0.0.0.0; loopback unless asked
@@ -514,6 +530,7 @@ export const PATH_KEYS: readonly string[] = [
   'model.model_path',
   'model.critic_model_path',
   'model.lora.path',
+  'explorer.auxiliary_models.*.model_path',
   'buffer.explorer_input.taskset.path',
   'buffer.explorer_input.tasksets.*.path',
   'buffer.explorer_input.eval_tasksets.*.path',

@@ -488,6 +488,12 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
   const replay = experienceBuffer.replay_buffer;
   const priorityArgs = PRIORITY_FN_ARGS[replay.priority_fn];
   const replayPath = `${bufferPath}.replay_buffer`;
+  if (replay.enable && experienceBuffer.storage_type === 'sql')
+    problem(
+      `${replayPath}.enable`,
+      'priority replay works on the in-memory buffer (storage_type queue); the shared sql buffer (SQLite or ' +
+        'PostgreSQL) hands out each experience once, in write order: set enable false or storage_type queue',
+    );
   if (priorityArgs === undefined) {
     const known = Object.keys(PRIORITY_FN_ARGS);
     const best = closestName(replay.priority_fn, known);
@@ -598,6 +604,34 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
       if (rollout[key] !== null) problem(`explorer.rollout_model.${key}`, "is only used with engine_type 'openai'");
     }
   }
+
+  // auxiliary models (src/rft/auxiliary): the explorer's workflows and rewards call them
+  const auxiliaryNames = new Map<string, number>();
+  for (const [i, aux] of explorer.auxiliary_models.entries()) {
+    const at = `explorer.auxiliary_models.${i}`;
+    const name = aux.name ?? `auxiliary_${i}`;
+    const earlier = auxiliaryNames.get(name);
+    if (earlier !== undefined)
+      problem(`${at}.name`, `'${name}' is also the name of explorer.auxiliary_models.${earlier}: names must differ`);
+    auxiliaryNames.set(name, i);
+    if (aux.engine_type === 'embedded') {
+      if (aux.model_path === null)
+        problem(`${at}.model_path`, 'is required with engine_type embedded (a Hugging Face model folder)');
+      for (const key of ['base_url', 'api_key', 'model_name'] as const)
+        if (aux[key] !== null) problem(`${at}.${key}`, "is only used with engine_type 'openai'");
+    } else {
+      if (aux.base_url === null) problem(`${at}.base_url`, 'is required with engine_type openai (the server, …/v1)');
+      if (aux.engine_num !== 1)
+        problem(`${at}.engine_num`, 'an external endpoint is one server: set 1 (put several behind a load balancer)');
+      for (const key of ['slots', 'max_model_len', 'dtype'] as const)
+        if (aux[key] !== null) problem(`${at}.${key}`, "is only used with engine_type 'embedded'; the server has its own");
+      if (aux.device !== 'auto')
+        problem(`${at}.device`, 'places an embedded engine; an external server runs where it was started: remove it');
+    }
+  }
+  const explores = mode === 'both' || mode === 'explore' || mode === 'bench';
+  if (explorer.auxiliary_models.length > 0 && context.runnable && context.stageName === undefined && !explores)
+    problem('explorer.auxiliary_models', `are called by the explorer's workflows; mode ${mode} runs none: remove them`);
 
   // data_processor.experience_pipeline runs on the explorer's experiences (src/rft/data/experience-pipeline); in a
   // multi-stage run the stages that explore run it and the others skip it

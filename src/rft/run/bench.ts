@@ -4,6 +4,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { listCheckpoints } from '../checkpoint.js';
 import { createMonitors } from '../monitor/index.js';
+import { startAuxiliaryModels } from '../auxiliary/index.js';
 import { EngineModelHandle } from '../workflow/index.js';
 import { evaluateTasksets, formatMetrics, stageWorkflowRunner } from './evaluation.js';
 import type { StageResult, StageSettings } from './settings.js';
@@ -50,7 +51,8 @@ export async function runBench(
   });
   try {
     const handle = new EngineModelHandle(engine, { modelVersion: 0 });
-    const runner = stageWorkflowRunner(settings, handle, log);
+    const auxiliary = await startAuxiliaryModels(settings.auxiliaryModels);
+    const runner = stageWorkflowRunner(settings, handle, log, auxiliary);
     try {
       for (const [i, target] of targets.entries()) {
         if (target.dir && i > 0) await engine.syncWeightsFromDir(target.dir);
@@ -62,6 +64,7 @@ export async function runBench(
       }
     } finally {
       await runner.close();
+      await auxiliary.close();
     }
     return { finalModelDir: null, steps: targets.length };
   } finally {

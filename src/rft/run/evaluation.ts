@@ -2,20 +2,23 @@
 // answers per eval step for the report (eval_samples.jsonl); the workflow runner both build from the stage settings.
 import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { type AuxiliaryModelSet, NO_AUXILIARY_MODELS } from '../auxiliary/index.js';
 import { loadTaskset } from '../buffer/index.js';
 import type { Experience } from '../experience.js';
 import type { Task } from '../task.js';
 import { type EngineModelHandle, WorkflowRunner } from '../workflow/index.js';
 import type { StageSettings } from './settings.js';
 
-/** The workflow runner of a stage's explorer (and of bench), with the stage's explorer settings. */
+/** The workflow runner of a stage's explorer (and of bench), with the stage's explorer settings and auxiliary models. */
 export function stageWorkflowRunner(
   settings: StageSettings,
   handle: EngineModelHandle,
   log: (line: string) => void,
+  auxiliaryModels: AuxiliaryModelSet = NO_AUXILIARY_MODELS,
 ): WorkflowRunner {
   return new WorkflowRunner({
     models: handle,
+    auxiliaryModels,
     baseDir: settings.pluginBaseDir,
     runnerPerModel: settings.explorer.runnerPerModel,
     maxTimeout: settings.explorer.maxTimeout,

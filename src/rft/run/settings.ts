@@ -2,6 +2,7 @@
 // read. Plain data (no config key names): every field here is read by the stage; a config key that maps to none is
 // refused by validation (src/rft/config/validate.ts).
 import type { ModelDType } from '../../model/index.js';
+import type { AuxiliaryModelSettings } from '../auxiliary/index.js';
 import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../buffer/index.js';
 import type { MonitorArgs, MonitorType, ProgressReporter } from '../monitor/index.js';
 import type { TaskPipelineSettings } from '../data/task-pipeline/types.js';
@@ -62,6 +63,8 @@ export interface StageSettings {
       | { type: 'embedded'; weightSync: 'memory' | 'checkpoint' }
       | { type: 'openai'; baseUrl: string; apiKey: string | null; modelName: string };
   };
+  /** explorer.auxiliary_models, resolved (src/rft/auxiliary): started beside the explorer's engine. */
+  auxiliaryModels: AuxiliaryModelSettings[];
   /** Mode serve: the OpenAI-compatible endpoint (src/serve/serve-stage.ts). */
   serve: {
     host: string;

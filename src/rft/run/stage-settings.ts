@@ -6,6 +6,7 @@ import type { FormatConfig, LoraConfig, StageConfig, TasksetConfig as TasksetSec
 import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../buffer/index.js';
 import type { MonitorArgs } from '../monitor/index.js';
 import { resolveDevice } from '../../torch/index.js';
+import type { AuxiliaryModelSettings } from '../auxiliary/index.js';
 import type { DistributedSettings, StageSettings } from './settings.js';
 
 type NonNullFields<T> = { [K in keyof T]?: Exclude<T[K], null> };
@@ -75,6 +76,34 @@ function experiencePipelineSettings(stage: StageConfig): StageSettings['experien
       ? (pipeline.input_save_path ?? join(stage.checkpoint_job_dir, 'buffer', 'explorer_output.db'))
       : null,
   };
+}
+
+/** explorer.auxiliary_models (checked by validation); their devices are resolved where they run (rank 0 explores). */
+function auxiliaryModelSettings(stage: StageConfig, numThreads: number, rank: number): AuxiliaryModelSettings[] {
+  return stage.explorer.auxiliary_models.map((aux, i): AuxiliaryModelSettings => {
+    const name = aux.name ?? `auxiliary_${i}`;
+    if (aux.engine_type === 'openai')
+      return {
+        type: 'openai',
+        name,
+        baseUrl: aux.base_url as string,
+        apiKey: aux.api_key ?? process.env.OPENAI_API_KEY ?? null,
+        modelName: aux.model_name ?? (aux.model_path as string),
+        modelPath: aux.model_path,
+      };
+    const key = `explorer.auxiliary_models.${i}.device`;
+    return {
+      type: 'embedded',
+      name,
+      modelPath: aux.model_path as string,
+      engineNum: aux.engine_num,
+      slots: aux.slots ?? 8,
+      maxLength: aux.max_model_len ?? undefined,
+      dtype: aux.dtype ?? stage.model.dtype,
+      device: rank === 0 && stage.mode !== 'train' ? resolveDevice(aux.device, { key }) : 'cpu',
+      numThreads,
+    };
+  });
 }
 
 /** LoRA settings: unset rank/alpha/target_modules are Trinity's defaults for a new adapter, the adapter's own with a path. */
@@ -170,6 +199,13 @@ export function stageSettings(
     stage.mode === 'both' || stage.mode === 'train'
       ? resolveDevice(trainerSetting, { key: 'trainer.device', localRank: distributed?.localRank ?? 0 })
       : 'cpu';
+  // Mode both: when the loops can overlap they share the cores (half each, at least one); strictly on-policy
+  // (fixed sync every step, no offset) they take turns, so each gets every core (measured: bench/README.md, the GRPO stage bench).
+  // Auxiliary engines run inside explore steps: they take the explorer's share.
+  const threads =
+    stage.mode === 'both' && !takesTurns(stage)
+      ? { explorer: Math.max(1, Math.floor(cores / 2)), trainer: Math.max(1, Math.ceil(cores / 2)) }
+      : { explorer: cores, trainer: cores };
   return {
     stageName: stage.stage_name || 'run',
     jobDir: stage.checkpoint_job_dir,
@@ -213,6 +249,7 @@ export function stageSettings(
             }
           : { type: 'embedded', weightSync },
     },
+    auxiliaryModels: auxiliaryModelSettings(stage, threads.explorer, distributed?.rank ?? 0),
     serve: {
       host: stage.explorer.listen_address,
       port: stage.explorer.proxy_port,
@@ -277,12 +314,7 @@ export function stageSettings(
     ),
     experiencePipeline: experiencePipelineSettings(stage),
     seed: firstTaskset?.task_selector.seed ?? 42,
-    // Mode both: when the loops can overlap they share the cores (half each, at least one); strictly on-policy
-    // (fixed sync every step, no offset) they take turns, so each gets every core (measured: bench/README.md, the GRPO stage bench).
-    threads:
-      stage.mode === 'both' && !takesTurns(stage)
-        ? { explorer: Math.max(1, Math.floor(cores / 2)), trainer: Math.max(1, Math.ceil(cores / 2)) }
-        : { explorer: cores, trainer: cores },
+    threads,
     distributed,
   };
 }

@@ -46,6 +46,7 @@ import { ExperiencePipeline } from '../data/experience-pipeline/index.js';
 import { runTaskPipeline, type TaskPipelineSettings, workflowSampler } from '../data/task-pipeline/index.js';
 import { createMonitors, type MonitorGroup, ProgressReporter } from '../monitor/index.js';
 import { TrainerClient, type TrainerInit } from '../trainer/trainer.js';
+import { startAuxiliaryModels } from '../auxiliary/index.js';
 import { EngineModelHandle, type WorkflowRunner } from '../workflow/index.js';
 import { stageWorkflowRunner } from './evaluation.js';
 import { runBench } from './bench.js';
@@ -624,7 +625,9 @@ class StageBuilder {
     const engine = started.engine;
     this.#closers.push(() => engine.close());
     const handle = new EngineModelHandle(engine, { modelVersion: version });
-    const runner = stageWorkflowRunner(settings, handle, (line) => progress.log(line));
+    const auxiliary = await startAuxiliaryModels(settings.auxiliaryModels); // judges, reward models, teachers
+    this.#closers.push(() => auxiliary.close());
+    const runner = stageWorkflowRunner(settings, handle, (line) => progress.log(line), auxiliary);
     this.#closers.push(() => runner.close()); // frees its workflow worker threads (module-path workflows)
     return { started, engine, handle, runner, pipeline };
   }

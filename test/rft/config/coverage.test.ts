@@ -131,6 +131,9 @@ explorer:
   eval_on_startup: false
   bench_on_latest_checkpoint: true
   rollout_model: {engine_type: openai, engine_num: 1, slots: 4, base_url: "http://127.0.0.1:9/v1", api_key: k, model_name: m}
+  auxiliary_models:
+    - {name: teacher, model_path: /models/teacher, engine_type: embedded, engine_num: 2, slots: 2, max_model_len: 64, dtype: float32, device: cpu}
+    - {engine_type: openai, base_url: "http://127.0.0.1:9/v1", api_key: k, model_name: judge, model_path: /models/judge}
   proxy_port: 8011
   listen_address: 127.0.0.2
   api_key: serve-key
