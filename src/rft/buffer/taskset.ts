@@ -260,6 +260,7 @@ export function parseTools(value: unknown, key: string, where: string): ToolDefi
   });
 }
 
+/** A messages column: {role, content} turns, each without its null fields. */
 function parseMessages(value: unknown, key: string, where: string): ChatTurn[] {
   if (!Array.isArray(value)) {
     throw new TasksetError(
@@ -274,6 +275,7 @@ function parseMessages(value: unknown, key: string, where: string): ChatTurn[] {
     const { role, content } = turn as Record<string, unknown>;
     if (typeof role !== 'string') throw new TasksetError(where, `key '${key}'[${i}].role must be a string`);
     if (typeof content !== 'string') throw new TasksetError(where, `key '${key}'[${i}].content must be a string`);
-    return turn as ChatTurn;
+    // the fields a turn lacks, which datasets / parquet fill with null, are not the chat template's to see
+    return Object.fromEntries(Object.entries(turn).filter(([, v]) => v !== null && v !== undefined)) as ChatTurn;
   });
 }

@@ -330,3 +330,12 @@ describe('SFT and DPO datasets from parquet', () => {
     );
   });
 });
+
+test('a messages taskset from parquet: the turns without the null fields datasets fills in', async () => {
+  const { tasks } = await loadTaskset({ name: 'chat', path: fixture('sft-messages'), format: { messagesKey: 'messages' } });
+  assert.deepEqual(tasks[0]?.messages, [
+    { role: 'system', content: 'Answer briefly.' },
+    { role: 'user', content: 'What is 2 + 3?', name: 'ana' },
+    { role: 'assistant', content: '5' },
+  ]);
+});
