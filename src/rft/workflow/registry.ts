@@ -6,6 +6,7 @@ import { Registry } from '../../util/registry.js';
 import { toolAgentWorkflow } from './agents/tool-agent.js';
 import { frozenLakeWorkflow } from './env/frozen-lake.js';
 import { sokobanWorkflow } from './env/sokoban.js';
+import { onPolicyDistillWorkflow } from './on-policy-distill.js';
 import { mathBoxedWorkflow, mathWorkflow, simpleWorkflow } from './single-turn.js';
 import { workflowSpecOf } from './isolation/spec.js';
 import type { Workflow, WorkflowSpec } from './types.js';
@@ -30,4 +31,5 @@ export const WORKFLOWS = new WorkflowRegistry()
   .register('math_boxed_workflow', mathBoxedWorkflow)
   .register('tool_agent_workflow', toolAgentWorkflow)
   .register('frozen_lake_workflow', frozenLakeWorkflow)
-  .register('sokoban_workflow', sokobanWorkflow);
+  .register('sokoban_workflow', sokobanWorkflow)
+  .register('on_policy_distill_workflow', onPolicyDistillWorkflow);
