@@ -20,7 +20,7 @@
 // Errors name the server (host:port), database and user, never the password.
 import pg from 'pg';
 import type { Experience } from '../experience.js';
-import type { SharedBatch, SharedExperienceBuffer, SharedWriteOptions } from './shared.js';
+import type { SharedBatch, SharedExperienceBuffer, SharedWriteOptions } from './shared-contract.js';
 import type { StoredExperience } from './sqlite.js';
 import { BufferClosedError, BufferTimeoutError, checkReadArgs, type ReadOptions, Waiters } from './types.js';
 

@@ -265,9 +265,10 @@ const deviceSetting = () =>
 
 export const RolloutModelSchema = z.strictObject({
   engine_type: z.enum(ENGINE_TYPES).default('embedded'), // Trinity vllm; openai: an external OpenAI-compatible server
-  engine_num: intIn(1, 64).default(1), // [1, 64]
+  engine_num: intIn(1, 64).default(1), // [1, 64] embedded: engines, each on its own thread (or process) with a share of the cores; openai: 1 or the number of base_urls
+  engine_process: bool().default(false), // embedded only: each engine in its own process (weights by checkpoint reload)
   slots: intIn(1, MAX_SLOTS).default(8), // [1, 4096] sequences decoded at once per engine (KV-cache slots)
-  base_url: str().nullable().default(null), // openai only
+  base_url: z.union([z.array(str()).min(1), str()]).nullable().default(null), // openai only: one server (…/v1), or a list: a pool with health checks and failover
   api_key: str().nullable().default(null), // openai only
   model_name: str().nullable().default(null), // openai only; null: model.model_path
   device: deviceSetting(), // embedded only; auto: cuda when a GPU is visible, else cpu

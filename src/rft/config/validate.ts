@@ -518,11 +518,20 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
   const sync = input.synchronizer;
   const remoteEngine = input.explorer.rollout_model.engine_type === 'openai';
   // an external server can only take weights from disk
-  const syncMethod = sync.sync_method ?? (mode === 'both' && !remoteEngine ? 'memory' : 'checkpoint');
+  // engines in processes of their own (engine_process) load weights from disk too
+  const engineProcess = input.explorer.rollout_model.engine_process;
+  const syncMethod = sync.sync_method ?? (mode === 'both' && !remoteEngine && !engineProcess ? 'memory' : 'checkpoint');
   if (syncMethod === 'memory' && remoteEngine) {
     problem(
       'synchronizer.sync_method',
       "'memory' cannot reach an external server (engine_type openai): use 'checkpoint' (the server reloads from disk)",
+    );
+  }
+  if (syncMethod === 'memory' && engineProcess && !remoteEngine) {
+    problem(
+      'synchronizer.sync_method',
+      "'memory' cannot reach engines in other processes (explorer.rollout_model.engine_process): use 'checkpoint' " +
+        '(each engine process reloads from disk)',
     );
   }
   if (syncMethod === 'memory' && mode !== 'both') {
@@ -560,6 +569,8 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
       problem('synchronizer.sync_method', "mode colocate syncs weights in memory, on the device: remove it or set 'memory'");
     if (remoteEngine)
       problem('explorer.rollout_model.engine_type', "mode colocate runs the embedded engine beside the trainer: use 'embedded'");
+    if (explorer.rollout_model.engine_process)
+      problem('explorer.rollout_model.engine_process', 'mode colocate runs the engine in the trainer\'s process: remove it');
     const rolloutDevice = explorer.rollout_model.device;
     if (rolloutDevice !== 'auto' && trainerDevice !== 'auto' && rolloutDevice !== trainerDevice)
       problem(
@@ -599,6 +610,17 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
   const rollout = explorer.rollout_model;
   if (rollout.engine_type === 'openai') {
     if (rollout.base_url === null) problem('explorer.rollout_model.base_url', 'is required with engine_type openai');
+    const servers = Array.isArray(rollout.base_url) ? rollout.base_url.length : 1;
+    if (rollout.engine_num !== 1 && rollout.engine_num !== servers)
+      problem(
+        'explorer.rollout_model.engine_num',
+        `(${rollout.engine_num}) an external pool has one engine per base_url (${servers} given): list the servers in ` +
+          'base_url, and set engine_num to their number or leave it out',
+      );
+    if (Array.isArray(rollout.base_url) && new Set(rollout.base_url).size !== rollout.base_url.length)
+      problem('explorer.rollout_model.base_url', 'lists a server twice: each base_url is one server of the pool');
+    if (rollout.engine_process)
+      problem('explorer.rollout_model.engine_process', "starts embedded engines in processes of their own: use engine_type 'embedded'");
   } else {
     for (const key of ['base_url', 'api_key', 'model_name'] as const) {
       if (rollout[key] !== null) problem(`explorer.rollout_model.${key}`, "is only used with engine_type 'openai'");

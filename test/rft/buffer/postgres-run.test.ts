@@ -65,3 +65,19 @@ test('a both-mode GRPO run reads and writes its experiences through PostgreSQL',
   }
   assert.ok(!lines.join('\n').includes(server.password), 'the password is never logged');
 });
+
+test('priority replay on the shared sql buffer is refused, not ignored', () => {
+  const { configFile } = makeJob({ totalSteps: 2, saveInterval: 2 });
+  assert.throws(
+    () =>
+      loadConfig(configFile, {
+        resolveAlgorithm,
+        overrides: [
+          'buffer.trainer_input.experience_buffer.storage_type=sql',
+          'buffer.trainer_input.experience_buffer.path=postgresql://u@127.0.0.1:5432/db',
+          'buffer.trainer_input.experience_buffer.replay_buffer.enable=true',
+        ],
+      }),
+    /buffer\.trainer_input\.experience_buffer\.replay_buffer\.enable: priority replay works on the in-memory buffer/,
+  );
+});
