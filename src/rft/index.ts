@@ -22,6 +22,7 @@ export * from './workflow/index.js';
 export { answersMatch } from './reward/index.js';
 
 export * as config from './config/index.js';
+export * as taskPipeline from './data/task-pipeline/index.js';
 export * as monitor from './monitor/index.js';
 export * as report from './report/index.js';
 export * as run from './run/index.js';

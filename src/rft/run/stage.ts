@@ -98,6 +98,12 @@ async function withTaskPipeline(
       `stage '${settings.stageName}': data_processor.task_pipeline writes one taskset; this stage has ${settings.tasksets.length}`,
     );
   const started: { engine: StartedEngine; runner: WorkflowRunner }[] = [];
+  // explorer.auxiliary_models, started only when an operator names one (llm_*: auxiliary_model)
+  const namesAuxiliary = pipeline.operators.some((op) =>
+    [op.args.auxiliary_model, op.args.auxiliaryModel].some((name) => typeof name === 'string' && name !== ''),
+  );
+  const auxiliary =
+    namesAuxiliary && settings.auxiliaryModels.length > 0 ? await startAuxiliaryModels(settings.auxiliaryModels) : null;
   try {
     const result = await runTaskPipeline({
       settings: pipeline,
@@ -112,7 +118,7 @@ async function withTaskPipeline(
         started.push({ engine, runner });
         return workflowSampler(runner, settings.modelPath);
       },
-      auxiliaryModels: null,
+      auxiliaryModels: auxiliary,
       ...(hooks.signal ? { signal: hooks.signal } : {}),
       log: (line) => log(`[${settings.stageName}] ${line}`),
       ...(hooks.progress ? { progress: hooks.progress } : {}),
@@ -124,6 +130,7 @@ async function withTaskPipeline(
       runner.close();
       await engine.engine.close();
     }
+    await auxiliary?.close();
   }
 }
 

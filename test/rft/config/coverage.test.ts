@@ -160,6 +160,12 @@ monitor:
   monitor_args: {base_url: "http://127.0.0.1:9", api_key: w, uri: "http://127.0.0.1:9", username: u, password: p}
   detailed_stats: false
 data_processor:
+  task_pipeline:
+    operators: [{name: document_deduplicator, args: {lowercase: true}}]
+    num_process: 2
+    inputs: [/data/raw.jsonl]
+    output: {path: /data/curated.jsonl}
+    target_fields: [question, answer]
   experience_pipeline:
     operators: [{name: reward_std_filter, args: {threshold: 0.1}}]
     save_input: true

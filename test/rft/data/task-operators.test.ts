@@ -11,6 +11,7 @@ import {
   fieldFormatFilter,
   fieldMapper,
   jaccard,
+  llmDifficultyScoreFilter,
   llmQualityScoreFilter,
   llmRewriteMapper,
   type ModelSampler,
@@ -343,5 +344,42 @@ test('the registry names every built-in operator and suggests the closest for a 
   assert.throws(
     () => TASK_OPERATORS.get('document_deduplicatr'),
     /unknown task operator 'document_deduplicatr'; did you mean 'document_deduplicator'/,
+  );
+});
+
+test('llm_difficulty_score_filter through an auxiliary model by name (its OpenAI client and model name)', async () => {
+  const { url, asked } = await scriptedEndpoint({ hard: ['{"score": 0.8}'], easy: ['{"score": 0.1, "rationale": "trivial"}'] });
+  const { default: OpenAI } = await import('openai');
+  const judge = {
+    name: 'judge',
+    modelName: 'judge-model',
+    tokenizer: null,
+    openai: async () => new OpenAI({ baseURL: url, apiKey: 'none' }),
+    baseUrl: async () => url,
+    logprobs: async () => [],
+  };
+  const auxiliaryModels = {
+    list: [judge],
+    get: (name: string) => {
+      if (name !== 'judge') throw new Error(`no auxiliary model '${name}'`);
+      return judge;
+    },
+  };
+  const context = contextFor('llm_difficulty_score_filter', { auxiliaryModels });
+  const out = await run(
+    llmDifficultyScoreFilter,
+    [{ prompt: 'hard' }, { prompt: 'easy' }],
+    { auxiliary_model: 'judge' },
+    context,
+  );
+  // the default range [0, 1] keeps both, with Data-Juicer's field names
+  assert.deepEqual(out, [
+    { prompt: 'hard', llm_difficulty_score: 0.8 },
+    { prompt: 'easy', llm_difficulty_score: 0.1, llm_difficulty_record: 'trivial' },
+  ]);
+  assert.deepEqual(asked, ['hard', 'easy']);
+  await assert.rejects(
+    run(llmDifficultyScoreFilter, [{ prompt: 'x' }], { auxiliary_model: 'judge', base_url: url }, context),
+    /set either auxiliary_model or base_url \+ model, not both/,
   );
 });
