@@ -1,5 +1,6 @@
-// The buffer layer: experience buffers (FIFO queue, priority replay, durable SQLite), JSONL files, tasksets with
-// selectors and the multi-taskset scheduler, and a text viewer.
+// The buffer layer: experience buffers (FIFO queue, priority replay, durable SQLite), dataset files (JSONL, JSON,
+// parquet; Hugging Face folders and hub cache), tasksets with selectors and the multi-taskset scheduler, and a text
+// viewer.
 export * from './jsonl.js';
 export * from './postgres.js';
 export * from './priority.js';
@@ -12,4 +13,6 @@ export * from './taskset.js';
 export * from './types.js';
 export * from './viewer.js';
 export * from './dataset.js';
+export * from './parquet.js';
+export * from './rows.js';
 export * from './source.js';
