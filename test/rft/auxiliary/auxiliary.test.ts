@@ -185,12 +185,11 @@ describe('auxiliary models at work', () => {
     for (const name of ['teacher', 'remote']) {
       const got = await auxiliary.get(name).logprobs(prompt, completion);
       assert.equal(got.length, completion.length);
-      got.forEach((v, i) =>
-        assert.ok(Math.abs(v - (expected[i] as number)) < 1e-4, `${name} token ${i}: ${v} vs ${expected[i]}`),
-      );
+      for (const [i, v] of got.entries())
+        assert.ok(Math.abs(v - (expected[i] as number)) < 1e-4, `${name} token ${i}: ${v} vs ${expected[i]}`);
     }
     const hot = await auxiliary.get('teacher').logprobs(prompt, completion, { temperature: 0.5 });
-    reference(prompt, completion, 0.5).forEach((v, i) => assert.ok(Math.abs((hot[i] as number) - v) < 1e-4));
+    for (const [i, v] of reference(prompt, completion, 0.5).entries()) assert.ok(Math.abs((hot[i] as number) - v) < 1e-4);
     await assert.rejects(auxiliary.get('remote').logprobs(prompt, completion, { temperature: 0.5 }), /temperature 1/);
     assert.throws(() => auxiliary.get('techer'), /no auxiliary model 'techer'; the run has: teacher, remote/);
     await assert.rejects(async () => auxiliary.get('teacher').logprobs([], [1]), /at least one prompt id/);
@@ -247,7 +246,7 @@ describe('auxiliary models at work', () => {
       assert.ok(e?.teacherLogprobs);
       const completion = e.tokens.slice(e.promptLength);
       const expected = reference(e.tokens.slice(0, e.promptLength), completion);
-      e.teacherLogprobs.forEach((v, i) => assert.ok(Math.abs(v - (expected[i] as number)) < 1e-4));
+      for (const [i, v] of e.teacherLogprobs.entries()) assert.ok(Math.abs(v - (expected[i] as number)) < 1e-4);
       assert.equal(metrics['auxiliary/teacher/calls'], 1);
       assert.equal(metrics['auxiliary/teacher/tokens'], e.tokens.length);
       assert.equal(metrics['auxiliary/remote/calls'], 1);
