@@ -1,54 +1,19 @@
 // The shared experience buffer on both backends (SQLite file, PostgreSQL server): the SQLite buffer's behaviour
-// tests run against each through openSharedBuffer, then what is PostgreSQL's own: LISTEN/NOTIFY wake-ups, four
-// writer processes at once, the schema version, errors that name the server but not the password.
-// A real server (test/helpers/postgres.ts) for the whole file; each test gets its own database.
+// tests run against each through openSharedBuffer, then what is PostgreSQL's own: the schema version, the viewer,
+// tasksets, errors that name the server but not the password. Several processes at once: postgres-writers.test.ts.
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
-import { promisify } from 'node:util';
+import { describe, test } from 'node:test';
 import pg from 'pg';
 import { bufferCommand } from '../../../src/cli/buffer-command.js';
-import {
-  BufferTimeoutError,
-  loadTaskset,
-  openSharedBuffer,
-  PostgresBuffer,
-  PostgresBufferError,
-  type SharedExperienceBuffer,
-} from '../../../src/rft/buffer/index.js';
-import { type PostgresServer, startPostgres } from '../../helpers/postgres.js';
-import { makeExperience, tempDir } from './helpers.js';
+import { BufferTimeoutError, loadTaskset, openSharedBuffer, PostgresBufferError } from '../../../src/rft/buffer/index.js';
+import { makeExperience } from './helpers.js';
+import { available, backends, CHILD, child, eids, HANG_GUARD_MS, useServer } from './postgres-setup.js';
 
-const run = promisify(execFile);
-const CHILD = join(import.meta.dirname, 'postgres-child.ts');
-// Only stops a hang with an error instead of the suite's test timeout: minutes, far beyond any machine's time for
-// these steps. A guard kill is SIGTERM, which read-crash tells apart from the SIGKILL the child sends itself.
-const HANG_GUARD_MS = 300_000;
-const child = (...args: string[]) => run(process.execPath, ['--import', 'tsx', CHILD, ...args], { timeout: HANG_GUARD_MS });
-const eids = (n: number, from = 0) => Array.from({ length: n }, (_, i) => `e${from + i}`);
+const getServer = useServer();
 
-let server: PostgresServer;
-let databases = 0;
-before(async () => {
-  server = await startPostgres();
-});
-after(async () => {
-  await server?.stop();
-});
-
-const backends: { name: string; fresh: () => Promise<string> }[] = [
-  { name: 'SQLite', fresh: async () => join(tempDir('shared'), 'buffer.db') },
-  { name: 'PostgreSQL', fresh: () => server.createDatabase(`buffer_${++databases}`) },
-];
-
-/** Rows the reader has not been handed yet (SQLite counts synchronously, PostgreSQL over the network). */
-async function available(buffer: SharedExperienceBuffer): Promise<number> {
-  return buffer instanceof PostgresBuffer ? buffer.available() : buffer.size;
-}
-
-for (const backend of backends) {
+for (const backend of backends(getServer)) {
   describe(`shared buffer on ${backend.name}`, () => {
     test('a trainer reads everything an explorer process writes, in order, once (reader started first)', async () => {
       const path = await backend.fresh();
@@ -154,7 +119,7 @@ for (const backend of backends) {
           error.message,
           /buffer 'exp-db': timed out after 40 ms waiting for 2 experiences from .* for reader 'trainer'/,
         );
-        assert.ok(!error.message.includes(server.password), 'no password in messages');
+        assert.ok(!error.message.includes(getServer().password), 'no password in messages');
         return true;
       });
       assert.equal((await buffer.read(2, { timeoutMs: 20, minCount: 1 })).length, 1);
@@ -189,77 +154,12 @@ for (const backend of backends) {
       assert.equal(await available(buffer), 2, 'peek moves no cursor');
       await buffer.close();
     });
-
-    test('four writer processes at once, a reader reading while they write: every row exactly once', async () => {
-      const path = await backend.fresh();
-      const reader = await openSharedBuffer({ path });
-      // the tables exist before the writers start (they would also race to create them: see the next test)
-      const writers = ['a', 'b', 'c', 'd'].map((prefix) => child('write-all', path, '150', '10', prefix));
-      const got: string[] = [];
-      const done = Promise.all(writers).then(async (results) => {
-        for (const { stdout } of results)
-          assert.deepEqual(JSON.parse(stdout), { inserted: 150 }, 'each writer inserted its own rows once');
-        const last = await openSharedBuffer({ path, readerId: 'closer' });
-        await last.finishWriting();
-        await last.close();
-      });
-      for (;;) {
-        const batch = await reader.readBatch(16, { timeoutMs: HANG_GUARD_MS });
-        if (batch.experiences.length === 0) break;
-        got.push(...batch.experiences.map((e) => e.eid));
-        await reader.commit(batch.cursor);
-      }
-      await done;
-      assert.equal(got.length, 600, 'no row lost or read twice while writers were writing');
-      assert.equal(new Set(got).size, 600);
-      for (const prefix of ['a', 'b', 'c', 'd']) {
-        const mine = got.filter((eid) => eid.startsWith(prefix));
-        assert.deepEqual(
-          mine,
-          eids(150).map((e) => `${prefix}${e.slice(1)}`),
-          `writer ${prefix}'s rows in its write order`,
-        );
-      }
-      await reader.close();
-    });
   });
 }
 
 describe('PostgreSQL buffer', () => {
-  test('a waiting reader is woken by another process’s write (LISTEN/NOTIFY), not by polling', async () => {
-    const path = await server.createDatabase('notify');
-    const reader = (await openSharedBuffer({ path })) as PostgresBuffer;
-    const writer = spawn(process.execPath, ['--import', 'tsx', CHILD, 'write', path, '4', '4'], {
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let output = '';
-    writer.stderr.on('data', (d) => {
-      output += d;
-    });
-    const exited = new Promise<number | null>((resolve) => writer.on('exit', (code) => resolve(code)));
-    try {
-      const reading = reader.readBatch(4, { timeoutMs: HANG_GUARD_MS });
-      await reader.whenWaiting();
-      assert.equal(reader.lookups, 1, 'one look, then a wait');
-      writer.stdin.write('next\n');
-      const batch = await reading;
-      assert.deepEqual(
-        batch.experiences.map((e) => e.eid),
-        eids(4),
-      );
-      // the writer's 4 rows came in one transaction, its duplicate in a second (inserting nothing, so no notify):
-      // one notification, one look after it. A poll would have looked at every interval of a child's start-up.
-      assert.equal(reader.lookups, 2, 'looked again only when notified');
-      writer.stdin.end();
-      assert.equal(await exited, 0, output);
-    } finally {
-      writer.stdin.end();
-      await reader.close();
-    }
-  });
-
   test('tables created once by concurrent openers; a schema version newer than the code is a precise error', async () => {
-    const path = await server.createDatabase('schema');
+    const path = await getServer().createDatabase('schema');
     const buffers = await Promise.all([1, 2, 3, 4].map(() => openSharedBuffer({ path, table: 'exp' })));
     await Promise.all(buffers.map((b) => b.close()));
     const client = new pg.Client({ connectionString: path });
@@ -277,7 +177,7 @@ describe('PostgreSQL buffer', () => {
         assert.match(
           error.message,
           new RegExp(
-            `PostgreSQL 127\\.0\\.0\\.1:${server.port}, database 'schema' \\(user trinity\\): open: table 'exp' has schema version 7 \\(schema_version table\\), but this trinity knows versions up to 1`,
+            `PostgreSQL 127\\.0\\.0\\.1:${getServer().port}, database 'schema' \\(user trinity\\): open: table 'exp' has schema version 7 \\(schema_version table\\), but this trinity knows versions up to 1`,
           ),
         );
         return true;
@@ -289,23 +189,23 @@ describe('PostgreSQL buffer', () => {
   });
 
   test('trinity buffer view reads a PostgreSQL buffer without moving cursors or printing the password', async () => {
-    const path = await server.createDatabase('view');
+    const path = await getServer().createDatabase('view');
     const buffer = await openSharedBuffer({ path, table: 'exp' });
     await buffer.write([makeExperience('v1'), makeExperience('v2', { reward: 0.25 }), makeExperience('v3')]);
     const captured: string[] = [];
     const sink = { write: (text: string) => captured.push(text) };
     assert.equal(await bufferCommand(['view', path, '--table', 'exp', '--offset', '1', '--limit', '1'], sink), 0);
     const out = captured.join('');
-    assert.match(out, new RegExp(`^postgresql://trinity@127\\.0\\.0\\.1:${server.port}/view: 3 experiences; showing 2-2\n`));
+    assert.match(out, new RegExp(`^postgresql://trinity@127\\.0\\.0\\.1:${getServer().port}/view: 3 experiences; showing 2-2\n`));
     assert.match(out, /\nv2\s+task-v2\s+0\.2500\s+-\s+2\s+5 6 7 \| 8 9\n/);
-    assert.ok(!out.includes(server.password));
+    assert.ok(!out.includes(getServer().password));
     assert.equal(await available(buffer), 3, 'the viewer moved no cursor');
     await buffer.close();
     await assert.rejects(bufferCommand(['view', path, '--table', 'missing'], sink), /there is no buffer table 'missing'/);
   });
 
   test('an sql taskset and eval set read from a PostgreSQL table (id order, raw_task as text or jsonb)', async () => {
-    const path = await server.createDatabase('tasks');
+    const path = await getServer().createDatabase('tasks');
     const client = new pg.Client({ connectionString: path });
     await client.connect();
     try {
@@ -333,25 +233,25 @@ describe('PostgreSQL buffer', () => {
     await assert.rejects(loadTaskset({ name: 'nope', path, storageType: 'sql' }), (error: unknown) => {
       assert.match(
         String(error),
-        new RegExp(`127\\.0\\.0\\.1:${server.port}, database 'tasks' \\(user trinity\\) has no table 'nope'`),
+        new RegExp(`127\\.0\\.0\\.1:${getServer().port}, database 'tasks' \\(user trinity\\) has no table 'nope'`),
       );
-      assert.ok(!String(error).includes(server.password));
+      assert.ok(!String(error).includes(getServer().password));
       return true;
     });
   });
 
   test('connection errors name host, port and database, never the password', async () => {
-    const wrongPassword = server.url('postgres').replace(server.password, 'not-the-password-42');
+    const wrongPassword = getServer().url('postgres').replace(getServer().password, 'not-the-password-42');
     await assert.rejects(openSharedBuffer({ path: wrongPassword }), (error: unknown) => {
       assert.ok(error instanceof PostgresBufferError);
-      assert.match(error.message, new RegExp(`127\\.0\\.0\\.1:${server.port}, database 'postgres'`));
+      assert.match(error.message, new RegExp(`127\\.0\\.0\\.1:${getServer().port}, database 'postgres'`));
       assert.match(error.message, /password authentication failed.*check the user and password/);
       assert.ok(!error.message.includes('not-the-password-42'));
       return true;
     });
-    await assert.rejects(openSharedBuffer({ path: server.url('no_such_db') }), (error: unknown) => {
+    await assert.rejects(openSharedBuffer({ path: getServer().url('no_such_db') }), (error: unknown) => {
       assert.match(String(error), /database 'no_such_db'.*does not exist/);
-      assert.ok(!String(error).includes(server.password));
+      assert.ok(!String(error).includes(getServer().password));
       return true;
     });
     // a port nobody listens on: the server's own port + 1 is not guaranteed free, so use the port of a closed socket
@@ -363,13 +263,13 @@ describe('PostgreSQL buffer', () => {
       });
     });
     await assert.rejects(
-      openSharedBuffer({ path: `postgresql://trinity:${server.password}@127.0.0.1:${closedPort}/db1` }),
+      openSharedBuffer({ path: `postgresql://trinity:${getServer().password}@127.0.0.1:${closedPort}/db1` }),
       (error: unknown) => {
         assert.match(
           String(error),
           new RegExp(`127\\.0\\.0\\.1:${closedPort}, database 'db1'.*ECONNREFUSED.*is the server running`),
         );
-        assert.ok(!String(error).includes(server.password));
+        assert.ok(!String(error).includes(getServer().password));
         return true;
       },
     );
