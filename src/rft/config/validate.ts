@@ -484,6 +484,19 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
       return [key, { ...d, name: key }];
     }),
   );
+  // split and subset_name pick files of a dataset folder: a queue or an sql table has neither
+  if (experienceBuffer.storage_type !== 'file') {
+    if (experienceBuffer.split !== 'train')
+      problem(
+        `${bufferPath}.split`,
+        `applies to a dataset (storage_type file), not to ${experienceBuffer.storage_type}: remove it`,
+      );
+    if (experienceBuffer.subset_name !== null)
+      problem(
+        `${bufferPath}.subset_name`,
+        `applies to a dataset (storage_type file), not to ${experienceBuffer.storage_type}: remove it`,
+      );
+  }
   // priority replay: the function and its arguments (src/rft/buffer/priority.ts)
   const replay = experienceBuffer.replay_buffer;
   const priorityArgs = PRIORITY_FN_ARGS[replay.priority_fn];
@@ -620,7 +633,10 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
     if (Array.isArray(rollout.base_url) && new Set(rollout.base_url).size !== rollout.base_url.length)
       problem('explorer.rollout_model.base_url', 'lists a server twice: each base_url is one server of the pool');
     if (rollout.engine_process)
-      problem('explorer.rollout_model.engine_process', "starts embedded engines in processes of their own: use engine_type 'embedded'");
+      problem(
+        'explorer.rollout_model.engine_process',
+        "starts embedded engines in processes of their own: use engine_type 'embedded'",
+      );
   } else {
     for (const key of ['base_url', 'api_key', 'model_name'] as const) {
       if (rollout[key] !== null) problem(`explorer.rollout_model.${key}`, "is only used with engine_type 'openai'");
@@ -699,6 +715,20 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
         `mode ${mode} writes experiences for a separate train process: use a shared buffer, storage_type sql ` +
           `(got ${experienceBuffer.storage_type})`,
       );
+    }
+    // several explorer processes (mode explore) share the explore steps through the buffer (src/rft/run/task-claims.ts)
+    if (mode !== 'explore' && input.explorer.name !== null) {
+      problem('explorer.name', `names an explorer process of mode explore among those sharing a buffer; mode ${mode}: remove it`);
+    }
+    if (mode === 'explore') {
+      tasksets.forEach((t, i) => {
+        if (t.task_selector.selector_type === 'difficulty_based')
+          problem(
+            `${tasksetBase}${explorerInput.taskset !== undefined ? '' : `.${i}`}.data_selector.selector_type`,
+            'difficulty_based picks from the rewards one process saw; explorer processes (mode explore) share the ' +
+              'explore steps, so each must deal the same batches: use it in mode both, or a selector that needs no feedback',
+          );
+      });
     }
     if (mode === 'both' && experienceBuffer.storage_type === 'file') {
       problem(

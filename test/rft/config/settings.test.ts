@@ -366,6 +366,13 @@ describe('tasksets from YAML', () => {
     assert.deepEqual(problems(`${BASE.replace('{path: /t}', '{path: /t.db, storage_type: sql, split: test}')}`), [
       'buffer.explorer_input.taskset.split: applies to files; an sql taskset reads its table (named after the taskset): remove it',
     ]);
+    // the experience buffer: split and subset_name pick dataset files, a queue or an sql table has none
+    const withBuffer = (fields: string) =>
+      `${BASE}  trainer_input:\n    experience_buffer: {storage_type: sql, ${fields}}\n`;
+    assert.deepEqual(problems(withBuffer('split: test, subset_name: main')), [
+      'buffer.trainer_input.experience_buffer.split: applies to a dataset (storage_type file), not to sql: remove it',
+      'buffer.trainer_input.experience_buffer.subset_name: applies to a dataset (storage_type file), not to sql: remove it',
+    ]);
   });
 
   it('data_selector kwargs are checked against the selector type and reach it in its own names', () => {
