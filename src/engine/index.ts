@@ -10,3 +10,4 @@ export * from './sampling.js';
 export * from './stopping.js';
 export * from './tool-calls.js';
 export * from './worker-engine.js';
+export * from './engine-pool.js';

@@ -46,6 +46,20 @@ export interface RemoteEngineOptions {
 
 const DEFAULT_TIMEOUT_MS = 30 * 60 * 1000;
 
+/**
+ * A request the server did not answer properly: unreachable, the connection dropped, HTTP 5xx, not JSON, or no answer
+ * within the timeout. Another server may answer it (./remote-pool.ts retries it there); a 4xx is the request's fault
+ * and stays a plain GenerationError.
+ */
+export class RemoteServerError extends GenerationError {
+  readonly baseURL: string;
+  constructor(baseURL: string, reason: 'failed' | 'timeout', message: string, options?: { cause?: unknown }) {
+    super(reason, message, options);
+    this.name = 'RemoteServerError';
+    this.baseURL = baseURL;
+  }
+}
+
 interface CompletionChoice {
   index: number;
   text: string;
@@ -246,24 +260,56 @@ export class OpenAIRemoteEngine implements ChatEngine {
       });
     } catch (error) {
       if (timeout.aborted)
-        throw new GenerationError('timeout', `${method} ${base}${path} did not answer within ${options.timeoutMs} ms`);
+        throw new RemoteServerError(
+          this.baseURL,
+          'timeout',
+          `${method} ${base}${path} did not answer within ${options.timeoutMs} ms`,
+        );
       if (options.signal?.aborted) throw new GenerationError('aborted', `${method} ${base}${path} was aborted`);
-      throw new GenerationError('failed', `${method} ${base}${path} failed: ${(error as Error).message}`, { cause: error });
+      throw new RemoteServerError(this.baseURL, 'failed', `${method} ${base}${path} failed: ${describeFetchError(error)}`, {
+        cause: error,
+      });
     }
-    const text = await res.text();
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (error) {
+      if (options.signal?.aborted && !timeout.aborted)
+        throw new GenerationError('aborted', `${method} ${base}${path} was aborted`);
+      throw new RemoteServerError(
+        this.baseURL,
+        timeout.aborted ? 'timeout' : 'failed',
+        `${method} ${base}${path}: the answer broke off: ${describeFetchError(error)}`,
+        { cause: error },
+      );
+    }
     if (!res.ok) {
       let message = text.slice(0, 500);
       try {
         message = (JSON.parse(text) as { error?: { message?: string } }).error?.message ?? message;
       } catch {}
-      throw new GenerationError('failed', `${method} ${base}${path}: HTTP ${res.status}: ${message}`);
+      const what = `${method} ${base}${path}: HTTP ${res.status}: ${message}`;
+      if (res.status >= 500) throw new RemoteServerError(this.baseURL, 'failed', what);
+      throw new GenerationError('failed', what);
     }
     try {
       return JSON.parse(text);
     } catch {
-      throw new GenerationError('failed', `${method} ${base}${path}: the answer is not JSON: ${text.slice(0, 200)}`);
+      throw new RemoteServerError(
+        this.baseURL,
+        'failed',
+        `${method} ${base}${path}: the answer is not JSON: ${text.slice(0, 200)}`,
+      );
     }
   }
+}
+
+/** fetch's 'fetch failed' with the reason underneath (ECONNREFUSED, ECONNRESET, 'other side closed'). */
+function describeFetchError(error: unknown): string {
+  const message = (error as Error).message;
+  const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+  const detail = cause?.code ?? cause?.message;
+  return detail && !message.includes(detail) ? `${message} (${detail})` : message;
 }
 
 /** ["token_id:12", ...] → [12, ...]; null when the tokens are not in that form. */

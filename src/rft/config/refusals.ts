@@ -63,14 +63,6 @@ export const REFUSED_SETTINGS: readonly Refusal[] = [
       'thresholds (e.g. difficulty_scorer min_pass_rate / max_pass_rate, llm_quality_score_filter min_score)',
   },
   {
-    path: 'explorer.rollout_model.engine_num',
-    accepts: (v) => v === 1,
-    message:
-      'more than one rollout engine is not supported here: one engine serves all runners until engine pools come (a later ' +
-      'issue); use 1, and raise explorer.rollout_model.slots (sequences decoded at once) and ' +
-      'explorer.runner_per_model (concurrent workflow runs) for more parallel rollouts',
-  },
-  {
     path: 'algorithm.optimizer.optimizer_type',
     accepts: (v) => typeof v === 'string' && /^adamw?$/i.test(v),
     message:

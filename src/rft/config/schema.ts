@@ -268,7 +268,11 @@ export const RolloutModelSchema = z.strictObject({
   engine_num: intIn(1, 64).default(1), // [1, 64] embedded: engines, each on its own thread (or process) with a share of the cores; openai: 1 or the number of base_urls
   engine_process: bool().default(false), // embedded only: each engine in its own process (weights by checkpoint reload)
   slots: intIn(1, MAX_SLOTS).default(8), // [1, 4096] sequences decoded at once per engine (KV-cache slots)
-  base_url: z.union([z.array(str()).min(1), str()]).nullable().default(null), // openai only: one server (…/v1), or a list: a pool with health checks and failover
+  // openai only: one server (…/v1), or a list: a pool with health checks and failover
+  base_url: z
+    .union([z.array(str()).min(1), str()])
+    .nullable()
+    .default(null),
   api_key: str().nullable().default(null), // openai only
   model_name: str().nullable().default(null), // openai only; null: model.model_path
   device: deviceSetting(), // embedded only; auto: cuda when a GPU is visible, else cpu
@@ -290,6 +294,15 @@ export const AuxiliaryModelSchema = z.strictObject({
 });
 
 export const ExplorerSchema = z.strictObject({
+  // mode explore: this explorer process among several sharing one buffer (its claims of explore steps, its metrics
+  // folder <job dir>/<name>); null: 'explorer' (Trinity's default)
+  name: z
+    .preprocess(
+      coerceString,
+      z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, 'expected a name of letters, digits, _ . - (at most 64)'),
+    )
+    .nullable()
+    .default(null),
   runner_per_model: intIn(1, MAX_SLOTS).default(8), // [1, 4096] concurrent workflow runs per engine
   max_timeout: numIn(0, MAX_TIMEOUT_SECONDS, true).default(1800), // (0, 2147483] seconds per attempt
   max_retry_times: intIn(0, 100).default(2), // [0, 100]

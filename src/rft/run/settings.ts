@@ -46,6 +46,11 @@ export interface StageSettings {
   /** Mode bench: evaluate only the latest checkpoint (explorer.bench_on_latest_checkpoint), else every one. */
   bench: { onLatestCheckpoint: boolean };
   explorer: {
+    /**
+     * explorer.name: mode explore's explorer among the processes sharing the buffer: the owner of its claimed explore
+     * steps (./task-claims.ts) and its metrics folder (<jobDir>/<name>).
+     */
+    name: string;
     runnerPerModel: number;
     maxTimeout: number;
     maxRetryTimes: number;
@@ -60,8 +65,21 @@ export interface StageSettings {
      * (src/openai), which can only load weights from a folder, so it has no such choice.
      */
     engine:
-      | { type: 'embedded'; weightSync: 'memory' | 'checkpoint' }
-      | { type: 'openai'; baseUrl: string; apiKey: string | null; modelName: string };
+      | {
+          type: 'embedded';
+          weightSync: 'memory' | 'checkpoint';
+          /** explorer.rollout_model.engine_num: engines, sharing the explorer's threads (src/engine/engine-pool.ts). */
+          engineNum: number;
+          /** explorer.rollout_model.engine_process: each engine in a process of its own (weightSync checkpoint). */
+          engineProcess: boolean;
+        }
+      | {
+          type: 'openai';
+          /** One server, or a list: a pool with health checks and failover (src/openai/remote-pool.ts). */
+          baseUrl: string | readonly string[];
+          apiKey: string | null;
+          modelName: string;
+        };
   };
   /** explorer.auxiliary_models, resolved (src/rft/auxiliary): started beside the explorer's engine. */
   auxiliaryModels: AuxiliaryModelSettings[];

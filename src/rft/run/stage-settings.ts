@@ -187,6 +187,8 @@ export function stageSettings(
   const firstTaskset = input.tasksets[0];
   // memory or checkpoint; validation allows only checkpoint for an external server (it loads folders)
   const weightSync = stage.synchronizer.sync_method;
+  // embedded engines: how many and where (validation checks engine_num against an external pool's base_url list)
+  const { engine_num: engineNum, engine_process: engineProcess } = stage.explorer.rollout_model;
   // devices are resolved where their part runs: an embedded engine on rank 0 of a mode with an explorer (an external
   // server's device is its own; validation refuses one set for it), a trainer in modes both and train
   const rolloutSetting = stage.explorer.rollout_model.device;
@@ -232,6 +234,7 @@ export function stageSettings(
     evalOnStartup: stage.explorer.eval_on_startup,
     bench: { onLatestCheckpoint: stage.explorer.bench_on_latest_checkpoint },
     explorer: {
+      name: stage.explorer.name ?? 'explorer',
       runnerPerModel: stage.explorer.runner_per_model,
       maxTimeout: stage.explorer.max_timeout,
       maxRetryTimes: stage.explorer.max_retry_times,
@@ -243,11 +246,16 @@ export function stageSettings(
         stage.explorer.rollout_model.engine_type === 'openai'
           ? {
               type: 'openai',
-              baseUrl: stage.explorer.rollout_model.base_url as string,
+              baseUrl: stage.explorer.rollout_model.base_url as string | string[],
               apiKey: stage.explorer.rollout_model.api_key ?? process.env.OPENAI_API_KEY ?? null,
               modelName: stage.explorer.rollout_model.model_name ?? modelPath,
             }
-          : { type: 'embedded', weightSync },
+          : {
+              type: 'embedded',
+              weightSync,
+              engineNum,
+              engineProcess,
+            },
     },
     auxiliaryModels: auxiliaryModelSettings(stage, threads.explorer, distributed?.rank ?? 0),
     serve: {

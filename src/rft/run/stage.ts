@@ -16,8 +16,8 @@
 // same transaction as that step's rows, and the trainer process reads on from its own checkpoint's cursor.
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { WorkerRolloutEngine } from '../../engine/index.js';
-import { OpenAIRemoteEngine } from '../../openai/index.js';
+import { EmbeddedEnginePool, WorkerRolloutEngine } from '../../engine/index.js';
+import { OpenAIRemoteEngine, RemoteEnginePool, startEngineProcesses } from '../../openai/index.js';
 import { loadModelConfig } from '../../model/index.js';
 import { Tokenizer } from '../../tokenizer/index.js';
 import { loadAlgorithmPlugins } from '../algorithm/plugins.js';
@@ -135,28 +135,52 @@ async function withTaskPipeline(
 }
 
 /**
- * The explorer's engine: the embedded one on its own thread with `weightsDir`'s weights, or an external server
- * (engine_type openai), told to load `weightsDir` when that is not the model it started with.
+ * The explorer's engine: the embedded one on its own thread with `weightsDir`'s weights (engine_num > 1: a pool of
+ * them, on threads or in processes of their own), or external servers (engine_type openai; a list of base_url: a
+ * pool), told to load `weightsDir` when that is not the model they started with.
  */
-async function startExplorerEngine(settings: StageSettings, weightsDir: string): Promise<StartedEngine> {
+async function startExplorerEngine(
+  settings: StageSettings,
+  weightsDir: string,
+  log: (line: string) => void = () => {},
+): Promise<StartedEngine> {
   const spec = settings.explorer.engine;
+  const tokenizer = () => (existsSync(join(settings.modelPath, 'tokenizer.json')) ? Tokenizer.load(settings.modelPath) : null);
   if (spec.type === 'embedded') {
-    const engine = await WorkerRolloutEngine.start(weightsDir, {
+    const engineOptions = {
       dtype: settings.dtype,
       device: settings.explorer.device,
       slots: settings.explorer.slots,
       maxLength: settings.explorer.maxLength,
-      numThreads: settings.threads.explorer,
-    });
+    };
+    if (spec.engineProcess) {
+      const engine = await startEngineProcesses({
+        modelDir: weightsDir,
+        engineNum: spec.engineNum,
+        numThreads: settings.threads.explorer,
+        reloadRoot: settings.jobDir,
+        tokenizer: existsSync(join(weightsDir, 'tokenizer.json')) ? Tokenizer.load(weightsDir) : tokenizer(),
+        engine: engineOptions,
+        log,
+      });
+      return { type: 'openai', engine };
+    }
+    if (spec.engineNum > 1) {
+      const engine = await EmbeddedEnginePool.start(weightsDir, {
+        ...engineOptions,
+        engineNum: spec.engineNum,
+        numThreads: settings.threads.explorer,
+      });
+      return { type: 'embedded', engine, weightSync: spec.weightSync };
+    }
+    const engine = await WorkerRolloutEngine.start(weightsDir, { ...engineOptions, numThreads: settings.threads.explorer });
     return { type: 'embedded', engine, weightSync: spec.weightSync };
   }
-  const tokenizer = existsSync(join(settings.modelPath, 'tokenizer.json')) ? Tokenizer.load(settings.modelPath) : null;
-  const engine = await OpenAIRemoteEngine.connect({
-    baseURL: spec.baseUrl,
-    model: spec.modelName,
-    apiKey: spec.apiKey,
-    tokenizer,
-  });
+  const connection = { model: spec.modelName, apiKey: spec.apiKey, tokenizer: tokenizer() };
+  const engine =
+    typeof spec.baseUrl === 'string'
+      ? await OpenAIRemoteEngine.connect({ ...connection, baseURL: spec.baseUrl })
+      : await RemoteEnginePool.connect({ ...connection, baseURLs: spec.baseUrl, reloadTimeoutMs: settings.sync.timeoutMs, log });
   if (weightsDir !== settings.modelPath) await engine.syncWeightsFromDir(weightsDir, { timeoutMs: settings.sync.timeoutMs });
   return { type: 'openai', engine };
 }
@@ -628,9 +652,11 @@ class StageBuilder {
         })
       : null;
     if (pipeline) this.#closers.push(() => pipeline.close());
-    const started = await startExplorerEngine(settings, weightsDir);
+    const started = await startExplorerEngine(settings, weightsDir, (line) => progress.log(line));
     const engine = started.engine;
     this.#closers.push(() => engine.close());
+    // a pool of servers none of which answers any more stops the stage with its NoRolloutServerError
+    if (engine instanceof RemoteEnginePool) engine.onFailure((error) => this.#failed.abort(error));
     const handle = new EngineModelHandle(engine, { modelVersion: version });
     const auxiliary = await startAuxiliaryModels(settings.auxiliaryModels); // judges, reward models, teachers
     this.#closers.push(() => auxiliary.close());

@@ -10,11 +10,14 @@
 //   FolderWeightReceiver  mode explore: an explorer process that follows the pointer.
 //
 // A new way to move weights (NCCL broadcast, an engine pool) is a new implementation of these two interfaces.
-import type { WorkerRolloutEngine } from '../../engine/index.js';
-import type { OpenAIRemoteEngine } from '../../openai/index.js';
+import type { EmbeddedEnginePool, WorkerRolloutEngine } from '../../engine/index.js';
+import type { OpenAIRemoteEngine, RemoteEnginePool } from '../../openai/index.js';
 
-/** What the explorer needs of its engine: rollouts, weights from a folder, close. */
-export type ExplorerEngine = WorkerRolloutEngine | OpenAIRemoteEngine;
+/**
+ * What the explorer needs of its engine: rollouts, weights from a folder, close. A pool (engine_num > 1, a list of
+ * base_url, engine_process) is one engine here: its syncWeights/syncWeightsFromDir reach every member.
+ */
+export type ExplorerEngine = WorkerRolloutEngine | EmbeddedEnginePool | OpenAIRemoteEngine | RemoteEnginePool;
 
 /** The trainer's side of the channel. */
 export interface WeightPublisher {
@@ -42,12 +45,12 @@ export interface WeightReceiver {
 
 /** The explorer's engine as started for the stage's engine settings (the `type` says which it is). */
 export type StartedEngine =
-  | { type: 'embedded'; engine: WorkerRolloutEngine; weightSync: 'memory' | 'checkpoint' }
-  | { type: 'openai'; engine: OpenAIRemoteEngine };
+  | { type: 'embedded'; engine: WorkerRolloutEngine | EmbeddedEnginePool; weightSync: 'memory' | 'checkpoint' }
+  | { type: 'openai'; engine: OpenAIRemoteEngine | RemoteEnginePool };
 
 /** How a local channel moves weights `version` from the trainer into the explorer's engine. */
 export type WeightTransport =
-  | { method: 'memory'; engine: WorkerRolloutEngine }
+  | { method: 'memory'; engine: WorkerRolloutEngine | EmbeddedEnginePool }
   | { method: 'checkpoint'; engine: ExplorerEngine; jobDir: string };
 
 /** By reference into the embedded engine when the settings say memory; otherwise a folder the engine loads. */
