@@ -186,12 +186,16 @@ export interface EmbeddedPoolOptions extends Omit<WorkerEngineOptions, 'numThrea
   numThreads?: number;
 }
 
+/** What the embedded pool needs of each engine (WorkerRolloutEngine; a test's scripted engine). */
+export type EmbeddedPoolMember = PoolEngine &
+  Pick<WorkerRolloutEngine, 'vocabSize' | 'maxLength' | 'slots' | 'syncWeights' | 'syncWeightsFromDir' | 'stats' | 'close'>;
+
 /** engine_num embedded engines as one (see the header). */
 export class EmbeddedEnginePool implements PoolEngine {
-  readonly engines: readonly WorkerRolloutEngine[];
+  readonly engines: readonly EmbeddedPoolMember[];
   readonly router: EngineRouter;
 
-  constructor(engines: readonly WorkerRolloutEngine[], options: EngineRouterOptions = {}) {
+  constructor(engines: readonly EmbeddedPoolMember[], options: EngineRouterOptions = {}) {
     if (engines.length === 0) throw new RangeError('EmbeddedEnginePool: no engines');
     this.engines = engines;
     this.router = new EngineRouter(engines.length, options);
@@ -219,15 +223,15 @@ export class EmbeddedEnginePool implements PoolEngine {
   }
 
   get tokenizer(): Tokenizer | null {
-    return (this.engines[0] as WorkerRolloutEngine).tokenizer;
+    return (this.engines[0] as EmbeddedPoolMember).tokenizer;
   }
 
   get vocabSize(): number {
-    return (this.engines[0] as WorkerRolloutEngine).vocabSize;
+    return (this.engines[0] as EmbeddedPoolMember).vocabSize;
   }
 
   get maxLength(): number {
-    return (this.engines[0] as WorkerRolloutEngine).maxLength;
+    return (this.engines[0] as EmbeddedPoolMember).maxLength;
   }
 
   get slots(): number {
