@@ -46,7 +46,7 @@ import { forwardBackward, tokenLogProbs } from '../../model/training.js';
 import { CausalLM } from '../../model/transformer.js';
 import * as torch from '../../torch/index.js';
 import type { Optimizer, Tensor } from '../../torch/index.js';
-import { ADVANTAGE_FN, advantageNeedsEntropy } from '../algorithm/advantage/index.js';
+import { ADVANTAGE_FN, advantageNeedsEntropy, advantageNeedsNecs } from '../algorithm/advantage/index.js';
 import type { AdvantageInput } from '../algorithm/advantage/types.js';
 import { type Critic, clippedValueLoss } from '../algorithm/critic.js';
 import { createEntropyLossFn } from '../algorithm/entropy.js';
@@ -467,7 +467,7 @@ export class TrainStep {
     try {
       const prepared = torch.scope(() => this.#prepare(rows, shard));
       holdBatch(prepared.batch);
-      const perRow = [hold(prepared.refLogprob), hold(prepared.current), hold(prepared.entropy), hold(prepared.oldValues)];
+      const perRow = [prepared.refLogprob, prepared.current, prepared.entropy, prepared.necs, prepared.oldValues].map(hold);
       yield { kind: 'sum', tensors: perRow.filter((t) => t !== null) };
       const shaped = torch.scope(() => this.#shape(prepared, metrics));
       holdBatch(shaped.batch);
@@ -525,16 +525,22 @@ export class TrainStep {
     const B = batch.rows.length;
     const responseOf = (perPosition: Tensor) => perPosition.narrow(1, batch.promptWidth - 1, batch.responseWidth);
     const own = ownRows(B, shard);
-    const perRow = (compute: (inputIds: Tensor, attentionMask: Tensor, temperature: number[]) => Tensor): Tensor => {
-      if (shard.worldSize === 1) return responseOf(compute(batch.inputIds, batch.attentionMask, batch.temperatures));
-      const out = torch.zeros([B, batch.responseWidth], { device: batch.actionMask.device });
+    type RowsForward = (inputIds: Tensor, attentionMask: Tensor, temperature: number[]) => Tensor[];
+    const perRows = (count: number, compute: RowsForward): Tensor[] => {
+      if (shard.worldSize === 1) return compute(batch.inputIds, batch.attentionMask, batch.temperatures).map(responseOf);
+      const outs = Array.from({ length: count }, () =>
+        torch.zeros([B, batch.responseWidth], { device: batch.actionMask.device }),
+      );
       if (own.n > 0) {
         const part = (t: Tensor) => t.narrow(0, own.start, own.n);
         const temperatures = batch.temperatures.slice(own.start, own.start + own.n);
-        part(out).copy_(responseOf(compute(part(batch.inputIds), part(batch.attentionMask), temperatures)));
+        const results = compute(part(batch.inputIds), part(batch.attentionMask), temperatures);
+        for (const [i, t] of results.entries()) part(outs[i] as Tensor).copy_(responseOf(t));
       }
-      return out;
+      return outs;
     };
+    const perRow = (compute: (inputIds: Tensor, attentionMask: Tensor, temperature: number[]) => Tensor): Tensor =>
+      perRows(1, (...args) => [compute(...args)])[0] as Tensor;
     const reference = this.setup.reference ?? null;
     const refLogprob =
       algorithm.useReference && reference !== null
@@ -542,33 +548,38 @@ export class TrainStep {
         : null;
     // rows without rollout log-probs (SFT/expert data, or an explorer that did not record them): the current policy;
     // every row when the old log-probs are recomputed (bypass_old_logprobs: false) or a module reads the current
-    // policy over the whole batch (a policy loss's wholeBatchMask, an advantage function's entropy)
+    // policy over the whole batch (a policy loss's wholeBatchMask, an advantage function's entropy and necs), all from
+    // one pass
     const needsEntropy = algorithm.advantageFn !== null && advantageNeedsEntropy(algorithm.advantageFn.name);
+    const needsNecs = algorithm.advantageFn !== null && advantageNeedsNecs(algorithm.advantageFn.name);
     const wholeBatch =
-      !algorithm.bypassOldLogprobs || policyLossModule(algorithm.policyLossFn.name).wholeBatchMask !== undefined || needsEntropy;
-    const current =
+      !algorithm.bypassOldLogprobs ||
+      policyLossModule(algorithm.policyLossFn.name).wholeBatchMask !== undefined ||
+      needsEntropy ||
+      needsNecs;
+    const fields: ('logProbs' | 'entropy' | 'necs')[] = ['logProbs'];
+    if (needsEntropy) fields.push('entropy');
+    if (needsNecs) fields.push('necs');
+    const outputs =
       batch.hasLogprobs.all().item() && !wholeBatch
-        ? null
-        : perRow((ids, mask, temperature) =>
-            torch.noGrad(
-              () => tokenLogProbs(this.setup.model, ids, { ...logProbOptions, temperature, attentionMask: mask }).logProbs,
-            ),
+        ? []
+        : perRows(fields.length, (ids, mask, temperature) =>
+            torch.noGrad(() => {
+              const options = { ...logProbOptions, temperature, attentionMask: mask, entropy: needsEntropy, necs: needsNecs };
+              const out = tokenLogProbs(this.setup.model, ids, options);
+              return fields.map((field) => out[field] as Tensor);
+            }),
           );
-    const entropy = needsEntropy
-      ? perRow((ids, mask, temperature) =>
-          torch.noGrad(
-            () =>
-              tokenLogProbs(this.setup.model, ids, { ...logProbOptions, temperature, attentionMask: mask, entropy: true })
-                .entropy as Tensor,
-          ),
-        )
-      : null;
+    const output = (field: (typeof fields)[number]): Tensor | null => outputs[fields.indexOf(field)] ?? null;
+    const current = output('logProbs');
+    const entropy = output('entropy');
+    const necs = output('necs');
     const critic = this.setup.critic?.critic ?? null;
     const oldValues =
       algorithm.advantageFn !== null && algorithm.schema !== 'dpo' && algorithm.useCritic && critic !== null
         ? perRow((ids, mask) => torch.noGrad(() => critic.values(ids, mask)))
         : null;
-    return { batch, refLogprob, current, entropy, oldValues };
+    return { batch, refLogprob, current, entropy, necs, oldValues };
   }
 
   /** Old log-probs, advantages (over the whole batch: every rank alike) and the rows the advantage function keeps. */
@@ -596,7 +607,7 @@ export class TrainStep {
     let keepIndex: Tensor | null = null;
     if (algorithm.advantageFn !== null && algorithm.schema !== 'dpo') {
       if (algorithm.computeAdvantageInTrainer || advantages === null) {
-        const computed = this.#computeAdvantages(batch, oldLogprob, prepared.refLogprob, oldValues, prepared.entropy, metrics);
+        const computed = this.#computeAdvantages(batch, oldLogprob, prepared, oldValues, metrics);
         advantages = computed.advantages;
         returns = computed.returns;
         keepIndex = computed.keepIndex;
@@ -655,9 +666,8 @@ export class TrainStep {
   #computeAdvantages(
     batch: TrainBatch,
     oldLogprob: Tensor,
-    refLogprob: Tensor | null,
+    { refLogprob, entropy, necs }: Pick<Prepared, 'refLogprob' | 'entropy' | 'necs'>,
     values: Tensor | null,
-    entropy: Tensor | null,
     metrics: MetricSink,
   ): { advantages: Tensor; returns: Tensor; keepIndex: Tensor | null; actionMask: Tensor | null } {
     const { algorithm } = this.setup;
@@ -694,6 +704,7 @@ export class TrainStep {
       logprobs: pick(oldLogprob),
       ...(batch.teacherLogprobs === null ? {} : { teacherLogprobs: pick(batch.teacherLogprobs) }),
       ...(entropy === null ? {} : { entropy: pick(entropy) }),
+      ...(necs === null ? {} : { necs: pick(necs) }),
       infos: rows.map((e) => e.info),
     };
     let result: ReturnType<ReturnType<typeof ADVANTAGE_FN.create>>;
@@ -956,8 +967,9 @@ interface Prepared {
   batch: TrainBatch;
   refLogprob: Tensor | null;
   current: Tensor | null;
-  /** The current policy's entropy, for an advantage function that reads it (clipb). */
+  /** The current policy's entropy and necs, for an advantage function that reads them (clipb, clipv). */
   entropy: Tensor | null;
+  necs: Tensor | null;
   oldValues: Tensor | null;
 }
 

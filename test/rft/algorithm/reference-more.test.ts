@@ -1,7 +1,8 @@
-// The advantage functions jsd, gigpo, clipb, grpo_verl and grpo's rank_penalty, the m2po policy loss and the rollout
-// correction against an independent float64 PyTorch implementation: test/fixtures/algorithm/more.{safetensors,json},
-// written by scripts/fixtures/algorithm_reference_more.py. Losses are compared with their gradients w.r.t. the
-// log-probs; grpo's duplicate_experiences (random draws) is checked by its invariants.
+// The advantage functions jsd, gigpo, clipb, clipv (and its necs from logits), grpo_verl and grpo's rank_penalty, the
+// m2po policy loss and the rollout correction against an independent float64 PyTorch implementation:
+// test/fixtures/algorithm/more.{safetensors,json}, written by scripts/fixtures/algorithm_reference_more.py. Losses are
+// compared with their gradients w.r.t. the log-probs; grpo's duplicate_experiences (random draws) is checked by its
+// invariants.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -14,6 +15,7 @@ import {
   POLICY_LOSS_FN,
   type RolloutIsLevel,
 } from '../../../src/rft/algorithm/index.js';
+import { logitStatistics } from '../../../src/model/training.js';
 import * as torch from '../../../src/torch/index.js';
 
 const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'fixtures', 'algorithm');
@@ -29,6 +31,7 @@ interface Case {
 interface Fixture {
   shared: {
     tasks: string[];
+    clipv: { temperature: number };
     gigpo: { tasks: string[]; runs: number[]; infos: Record<string, unknown>[] };
   };
   cases: Case[];
@@ -75,28 +78,85 @@ describe('advantage functions vs reference', () => {
     test(`${c.name}: advantage_fn ${c.module} ${JSON.stringify(c.args)}`, () => {
       leakFree(() => {
         const gigpo = c.module === 'gigpo';
+        // clipv: its own policy (LP, H and N from one set of logits) and rewards with a tied group
+        const clipv = c.module === 'clipv';
         const result = ADVANTAGE_FN.create(
           c.module,
           c.args,
         )({
           actionMask: fx('mask'),
-          rewards: fx('rewards'),
+          rewards: fx(clipv ? 'clipv_rewards' : 'rewards'),
           groupIds: gigpo ? fixture.shared.gigpo.tasks : fixture.shared.tasks,
           ...(gigpo ? { runIds: fixture.shared.gigpo.runs, infos: fixture.shared.gigpo.infos } : {}),
-          logprobs: fx('old_logprob'),
+          logprobs: fx(clipv ? 'clipv_logprob' : 'old_logprob'),
           teacherLogprobs: fx('teacher_logprob'),
-          entropy: fx('entropy'),
+          entropy: fx(clipv ? 'clipv_entropy' : 'entropy'),
+          ...(clipv ? { necs: fx('clipv_necs') } : {}),
         });
         assertClose(result.advantages, fx(`${c.name}.advantages`), 'advantages');
         assertClose(result.returns, fx(`${c.name}.returns`), 'returns');
-        if (c.module === 'clipb') {
-          assert.ok(result.actionMask !== undefined, 'clipb gives the tokens to train on');
+        if (c.module === 'clipb' || clipv) {
+          assert.ok(result.actionMask !== undefined, `${c.module} gives the tokens to train on`);
           assertClose(result.actionMask, fx(`${c.name}.action_mask`), 'actionMask');
         }
         assertMetrics(result.metrics, c.metrics, c.name);
       });
     });
   }
+});
+
+describe('clipv: necs from logits, and the edges', () => {
+  test('log-probs, entropy and necs N = Σ p² (H + log p) from logits / τ, as Trinity-RFT computes them', () => {
+    leakFree(() => {
+      const logits = fx('clipv_logits').div(fixture.shared.clipv.temperature);
+      const targets = fx('clipv_targets');
+      const out = logitStatistics(logits, targets, { entropy: false, necs: true });
+      assertClose(out.logProbs, fx('clipv_logprob'), 'logProbs');
+      assertClose(out.entropy as torch.Tensor, fx('clipv_entropy'), 'entropy (necs needs it)');
+      assertClose(out.necs as torch.Tensor, fx('clipv_necs'), 'necs');
+      // the trainer's float32 logits
+      const f32 = logitStatistics(logits.float(), targets, { entropy: true, necs: true });
+      const err = (f32.necs as torch.Tensor).double().sub(fx('clipv_necs')).abs().max().item();
+      assert.ok(err < 1e-5, `float32 necs within 1e-5 (max error ${err})`);
+      assert.equal(logitStatistics(logits, targets, { entropy: true }).necs, null, 'necs only on request');
+    });
+  });
+
+  test('xD = 0 everywhere (σ_D = 0): nothing is clipped, whatever μ', () => {
+    leakFree(() => {
+      // N = S = p (H + LP) at every token
+      const logprobs = fx('clipv_logprob');
+      const entropy = fx('clipv_entropy');
+      const necs = logprobs.exp().mul(entropy.add(logprobs));
+      const input = {
+        actionMask: fx('mask'),
+        rewards: fx('clipv_rewards'),
+        groupIds: fixture.shared.tasks,
+        logprobs,
+        entropy,
+        necs,
+      };
+      const result = ADVANTAGE_FN.create('clipv', { mu: 0, max_frac: 1 })(input);
+      assert.deepEqual(result.actionMask?.toArray(), fx('mask').toArray());
+      assert.equal(result.metrics.frac_clipped, 0);
+      assert.ok((result.metrics.stdD as number) < 1e-12);
+    });
+  });
+
+  test('refuses missing necs and a max_frac outside [0, 1]', () => {
+    const input = {
+      actionMask: fx('mask'),
+      rewards: fx('clipv_rewards'),
+      groupIds: fixture.shared.tasks,
+      logprobs: fx('clipv_logprob'),
+      entropy: fx('clipv_entropy'),
+    };
+    assert.throws(() => ADVANTAGE_FN.create('clipv')(input), /advantage_fn 'clipv' needs input.necs/);
+    assert.throws(
+      () => ADVANTAGE_FN.create('clipv', { max_frac: 1.5 })({ ...input, necs: fx('clipv_necs') }),
+      /advantage_fn 'clipv': max_frac must be in \[0, 1\], got 1.5/,
+    );
+  });
 });
 
 describe('m2po vs reference (loss, gradient, whole-batch mask)', () => {
@@ -167,7 +227,7 @@ describe('grpo duplicate_experiences', () => {
         });
       const result = draw(7);
       assert.deepEqual(result.keep.toArray(), [true, true, true, false, false, false, true, true]);
-      const duplicates = [...(result.duplicates?.toTypedArray() as BigInt64Array)].map(Number);
+      const duplicates = [...((result.duplicates as torch.Tensor).toTypedArray() as BigInt64Array)].map(Number);
       // two groups dropped → two kept groups appended: each copy is a whole group, a = [0, 1, 2] or d = [6, 7]
       const copies: number[][] = [];
       for (let i = 0; i < duplicates.length; ) {
@@ -179,7 +239,7 @@ describe('grpo duplicate_experiences', () => {
       assert.equal(copies.length, 2, 'as many copies as dropped groups');
       assert.equal(result.metrics.duplicated_count, duplicates.length);
       assert.deepEqual(
-        [...(draw(7).duplicates?.toTypedArray() as BigInt64Array)].map(Number),
+        [...((draw(7).duplicates as torch.Tensor).toTypedArray() as BigInt64Array)].map(Number),
         duplicates,
         'the same seed draws the same groups',
       );

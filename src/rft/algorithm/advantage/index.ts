@@ -3,6 +3,7 @@
 import { Registry } from '../registry.js';
 import { asymreAdvantage } from './asymre.js';
 import { clipbAdvantage } from './clipb.js';
+import { clipvAdvantage } from './clipv.js';
 import { drGrpoAdvantage } from './dr-grpo.js';
 import { gigpoAdvantage } from './gigpo.js';
 import { grpoAdvantage } from './grpo.js';
@@ -35,11 +36,17 @@ export const ADVANTAGE_FN = new Registry<AdvantageInput, AdvantageResult>('advan
   .register(jsdAdvantage)
   .register(grpoVerlAdvantage)
   .register(gigpoAdvantage)
-  .register(clipbAdvantage);
+  .register(clipbAdvantage)
+  .register(clipvAdvantage);
 
 /** Whether advantage function `name` reads input.entropy (the trainer computes it with the current policy first). */
 export function advantageNeedsEntropy(name: string): boolean {
   return (ADVANTAGE_FN.get(name) as Partial<AdvantageModule<object>>).needsEntropy === true;
+}
+
+/** Whether advantage function `name` reads input.necs (the trainer computes it in the same pass as the entropy). */
+export function advantageNeedsNecs(name: string): boolean {
+  return (ADVANTAGE_FN.get(name) as Partial<AdvantageModule<object>>).needsNecs === true;
 }
 
 /** Trinity-RFT `compute_in_trainer()` of each registered advantage function. */
@@ -61,11 +68,13 @@ export const ADVANTAGE_COMPUTE_IN_TRAINER: Readonly<Record<string, boolean>> = O
     grpoVerlAdvantage,
     gigpoAdvantage,
     clipbAdvantage,
+    clipvAdvantage,
   ].map((m) => [m.name, m.computeInTrainer]),
 );
 
 export * from './asymre.js';
 export * from './clipb.js';
+export * from './clipv.js';
 export * from './dr-grpo.js';
 export * from './gigpo.js';
 export * from './groups.js';

@@ -24,8 +24,10 @@ export interface AdvantageInput {
   logprobs?: Tensor;
   /** [B, T]: log-probs of the teacher on the same tokens (on_policy_distill). */
   teacherLogprobs?: Tensor;
-  /** [B, T]: entropy of the current policy at each response position (clipb). */
+  /** [B, T]: entropy of the current policy at each response position (clipb, clipv). */
   entropy?: Tensor;
+  /** [B, T]: N = Σ_v p_v² (H + log p_v) of the current policy at each response position (clipv; model/training.ts). */
+  necs?: Tensor;
   /** Each experience's info (Trinity-RFT `exp.info`): step rewards and state keys by name (gigpo). */
   infos?: readonly Readonly<Record<string, unknown>>[];
   /** Random source for modules that sample (rec drop: balance; grpo duplicate_experiences). */
@@ -40,7 +42,7 @@ export interface AdvantageResult {
   /** [B] bool: false for experiences the function drops (std_threshold, rec balance); their advantages are 0. */
   keep: Tensor;
   metrics: Record<string, number>;
-  /** [B, T]: the tokens to train on, when the function filters tokens (clipb); absent: input.actionMask. */
+  /** [B, T]: the tokens to train on, when the function filters tokens (clipb, clipv); absent: input.actionMask. */
   actionMask?: Tensor;
   /** [D] int64: input rows appended once more after the kept ones (grpo duplicate_experiences refills dropped groups). */
   duplicates?: Tensor;
@@ -51,6 +53,8 @@ export type AdvantageModule<Options extends object> = AlgorithmModule<AdvantageI
   readonly computeInTrainer: boolean;
   /** The function reads input.entropy, so the trainer runs the current policy over the batch first (clipb). */
   readonly needsEntropy?: boolean;
+  /** The function reads input.necs too, from the same pass (clipv). */
+  readonly needsNecs?: boolean;
 };
 
 export function requireField<K extends keyof AdvantageInput>(
