@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { CausalLM } from '../../../src/model/transformer.js';
-import { resolveAlgorithm } from '../../../src/rft/algorithm/index.js';
+import { computeClipvAdvantages, resolveAlgorithm } from '../../../src/rft/algorithm/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
 import { TrainStep } from '../../../src/rft/trainer/train-step.js';
 import * as torch from '../../../src/torch/index.js';
@@ -116,5 +116,53 @@ describe('modules that read the current policy over the whole batch', () => {
     const m = run({ algorithm_type: 'grpo_verl', advantage_fn: 'clipb', advantage_fn_args: { mu: 0.1 } });
     assert.ok(m['advantage/frac_clipped'] !== undefined && m['advantage/ES'] !== undefined, 'clipb metrics');
     assert.ok(Number.isFinite(m.loss as number));
+  });
+
+  test('clipv: the trainer supplies the current entropy and necs and trains on the tokens the function keeps', () => {
+    // What clipv must see with recomputed old log-probs, by hand from the policy's logits z at each response position:
+    // log p = log softmax(z), H = −Σ p log p, N = Σ p² (H + log p), LP = log p[token]. On this toy the BAD rows'
+    // xD / σ_D are about 3.53, 3.51, 0.94, 1.25 (rows 1, 3, 5, 7): μ 2.5 clips rows 1 and 3, the default max_frac
+    // (K = 1 of 8 tokens) only row 1, the larger.
+    const model = loadPolicy(toy.dir);
+    const rows = rollouts(model);
+    const expected = torch.scope(() =>
+      torch.noGrad(() => {
+        const [lp, h, n] = [[], [], []] as number[][];
+        for (const e of rows) {
+          const z = model
+            .forward(torch.tensor([e.tokens.map(BigInt)]))
+            .select(0, 0)
+            .select(0, e.promptLength - 1);
+          const logp = z.double().logSoftmax(-1);
+          const p = logp.exp();
+          const entropy = p.mul(logp).sum().neg().item();
+          lp.push(logp.select(0, e.tokens[e.promptLength] as number).item());
+          h.push(entropy);
+          n.push(p.square().mul(logp.add(entropy)).sum().item());
+        }
+        const column = (values: number[]) => torch.tensor(values, { dtype: 'float64' }).reshape([rows.length, 1]);
+        return computeClipvAdvantages(
+          {
+            actionMask: torch.ones([rows.length, 1]),
+            rewards: torch.tensor(rows.map((e) => e.reward as number)),
+            groupIds: rows.map((e) => e.info.taskId as string),
+            logprobs: column(lp),
+            entropy: column(h),
+            necs: column(n),
+          },
+          { mu: 2.5, maxFrac: 1 },
+        ).metrics;
+      }),
+    );
+    model.dispose();
+    for (const [args, clipped] of [[{ mu: 2.5, max_frac: 1 }, 2] as const, [{ mu: 2.5 }, 1] as const]) {
+      const m = run({ algorithm_type: 'grpo_verl', advantage_fn: 'clipv', advantage_fn_args: args, bypass_old_logprobs: false });
+      const what = JSON.stringify(args);
+      near(m['advantage/stdD'], expected.stdD as number, `${what} stdD`, 1e-8);
+      assert.equal(m.tokens, rows.length - clipped, `${what}: the update trains on the kept tokens only`);
+      near(m['advantage/frac_clipped_neg'], clipped / 4, `${what} frac_clipped_neg`, 1e-9);
+      near(m['advantage/frac_clipped_pos'], 0, `${what} frac_clipped_pos`, 0);
+    }
+    assert.equal(expected.frac_clipped_neg, 0.5, 'the hand computation clips rows 1 and 3');
   });
 });
