@@ -5,7 +5,8 @@
 #      .cache/torch-py (only the wheel: libtorch's headers and libraries, no Python environment changes);
 #   3. gloo's headers (Debian's libgloo-dev) for the distributed bindings;
 #   4. PostgreSQL's server (Debian's postgresql) for the PostgreSQL buffer's tests;
-#   5. the native addon (native/build.mjs rebuilds only when its sources or libtorch changed).
+#   5. Chromium (Debian's chromium) for the Studio's browser tests (playwright-core drives it);
+#   6. the native addon (native/build.mjs rebuilds only when its sources or libtorch changed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,6 +47,17 @@ if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null && [[ -z ${PG_BIN_
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql
   else
     echo "[setup] not root: install postgresql (sudo apt-get install postgresql) or set PG_BIN_DIR" >&2
+  fi
+fi
+
+# Chromium (Debian's chromium package): the Studio's tests drive it through playwright-core (test/studio/browser.ts
+# finds it on PATH or in $CHROMIUM_PATH)
+if [[ -z ${CHROMIUM_PATH:-} ]] && ! command -v chromium >/dev/null && command -v apt-get >/dev/null; then
+  echo "[setup] installing Chromium (chromium) for the Studio's browser tests"
+  if [[ $(id -u) -eq 0 ]]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
+  else
+    echo "[setup] not root: install chromium (sudo apt-get install chromium) or set CHROMIUM_PATH" >&2
   fi
 fi
 

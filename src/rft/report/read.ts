@@ -53,7 +53,7 @@ export const SAMPLES_FILE = 'eval_samples.jsonl';
 export const STAGES_FILE = 'stages.json';
 
 /** Folders under `jobDir` (itself included, two levels down at most) that hold a metrics.jsonl. */
-async function findStageDirs(jobDir: string): Promise<string[]> {
+export async function findStageDirs(jobDir: string): Promise<string[]> {
   const found: string[] = [];
   const visit = async (dir: string, depth: number): Promise<void> => {
     if (existsSync(join(dir, METRICS_FILE))) found.push(dir);
@@ -139,7 +139,7 @@ const earliestTime = (stage: StageData) =>
 const normalize = (path: string) => posix.normalize(path.replaceAll('\\', '/')).replace(/\/$/, '') || '.';
 
 /** Orders stages by stages.json (names listed there first, in its order), then by earliest metric time. */
-function orderStages(stages: StageData[], order: string[] | null): StageData[] {
+export function orderStages(stages: StageData[], order: string[] | null): StageData[] {
   const rank = (s: StageData) => {
     const i = order?.findIndex((entry) => normalize(entry) === s.path) ?? -1;
     return i < 0 ? Number.POSITIVE_INFINITY : i;
@@ -147,7 +147,7 @@ function orderStages(stages: StageData[], order: string[] | null): StageData[] {
   return [...stages].sort((a, b) => rank(a) - rank(b) || earliestTime(a) - earliestTime(b) || a.name.localeCompare(b.name));
 }
 
-async function readStageOrder(jobDir: string, warnings: string[]): Promise<string[] | null> {
+export async function readStageOrder(jobDir: string, warnings: string[]): Promise<string[] | null> {
   const file = join(jobDir, STAGES_FILE);
   if (!existsSync(file)) return null;
   try {

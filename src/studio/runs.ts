@@ -1,0 +1,359 @@
+// The runs under the Studio's runs folder, read from what `trinity run` writes (src/rft/run/run.ts, stage.ts,
+// src/rft/monitor, src/rft/checkpoint.ts) with the report's readers (src/rft/report/read.ts):
+//
+//   <job>/stages.json                      the stage folders in run order (written when a run starts)
+//   <job>/<stage>/metrics.jsonl            one line per step (JsonlMonitor)
+//   <job>/<stage>/eval_samples.jsonl       eval answers per eval step
+//   <job>/<stage>/done.json                the stage finished
+//   <job>/<stage>/checkpoints/global_step_N, latest_checkpointed_iteration.txt
+//   <job>/<stage>/*.db, *.sqlite, *.jsonl  experience buffers and dumps (storage_type sql, save_input)
+//   <job>/run_status.json                  optional: {state, pid, host} (see stageStatus)
+//
+// A job folder is a folder with stages.json (or, from older runs, a metrics.jsonl and no stages.json above it), found
+// up to three levels below the runs folder, so --runs may name the checkpoint root, a project folder or one job.
+import { existsSync } from 'node:fs';
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { basename, join, relative, sep } from 'node:path';
+import {
+  type EvalSample,
+  findStageDirs,
+  METRICS_FILE,
+  type MetricsRow,
+  orderStages,
+  parseMetrics,
+  parseSamples,
+  readStageOrder,
+  SAMPLES_FILE,
+  STAGES_FILE,
+  type StageData,
+} from '../rft/report/read.js';
+import { resolveInside, StudioPathError } from './paths.js';
+import { JsonlTail } from './tail.js';
+
+/**
+ * running: written to recently (or its run_status.json names a live process); finished: done.json; failed /
+ * interrupted: as run_status.json records; stopped: not finished and quiet for longer than the liveness window, with
+ * nothing that says why (a crash and a Ctrl-C leave the same files); pending: listed in stages.json, not started.
+ */
+export type StageStatus = 'running' | 'finished' | 'failed' | 'interrupted' | 'stopped' | 'pending';
+
+export interface StageSummary {
+  /** The folder relative to the job folder ('.' for the job folder itself), as stages.json names it. */
+  path: string;
+  name: string;
+  status: StageStatus;
+  /** The highest step written, or null before the first. */
+  step: number | null;
+  rows: number;
+  /** Unix seconds of the newest metrics line. */
+  lastTime: number | null;
+  /** The newest row's metrics. */
+  lastMetrics: Record<string, number>;
+  evalSamples: number;
+  /** Steps of the complete checkpoints. */
+  checkpoints: number[];
+  /** Experience buffers and dumps in the stage folder, relative to the runs folder. */
+  buffers: string[];
+  /** Where the stage starts on the run's shared step axis (report's stageOffsets). */
+  offset: number;
+}
+
+export interface RunSummary {
+  /** The job folder relative to the runs folder ('/'-separated; '.' when --runs names the job folder). */
+  id: string;
+  status: StageStatus;
+  stages: StageSummary[];
+  /** Unix seconds of the newest metrics line of any stage. */
+  lastTime: number | null;
+  warnings: string[];
+}
+
+/** run_status.json, when a run writes one. */
+interface RecordedStatus {
+  state: 'running' | 'finished' | 'failed' | 'interrupted';
+  pid?: number;
+  host?: string;
+}
+
+export interface StageFiles {
+  dir: string;
+  path: string;
+  name: string;
+  metrics: JsonlTail<MetricsRow>;
+  samples: JsonlTail<EvalSample>;
+}
+
+interface JobCache {
+  id: string;
+  dir: string;
+  stages: Map<string, StageFiles>;
+}
+
+/** A quiet stage counts as running for max(LIVENESS_MIN_S, LIVENESS_STEPS × its median step interval). */
+export const LIVENESS_MIN_S = 120;
+export const LIVENESS_STEPS = 5;
+const BUFFER_FILE = /\.(db|sqlite3?)$/;
+const NOT_EXPERIENCES = new Set([METRICS_FILE, SAMPLES_FILE]);
+
+/** Reads and caches the runs under one folder; `root` must be a real path. */
+export class RunIndex {
+  readonly #jobs = new Map<string, JobCache>();
+
+  constructor(readonly root: string) {}
+
+  /** Job folders under the runs folder (absolute paths), sorted. */
+  async findJobDirs(): Promise<string[]> {
+    const found: string[] = [];
+    const visit = async (dir: string, depth: number): Promise<void> => {
+      let names: string[];
+      try {
+        names = (await readdir(dir, { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name);
+      } catch {
+        return; // removed while we looked, or not readable
+      }
+      if (existsSync(join(dir, STAGES_FILE)) || existsSync(join(dir, METRICS_FILE))) {
+        found.push(dir);
+        return;
+      }
+      if (depth === 3) return;
+      for (const name of names.sort())
+        if (!name.startsWith('.') && name !== 'checkpoints') await visit(join(dir, name), depth + 1);
+    };
+    await visit(this.root, 0);
+    return found;
+  }
+
+  /** Every run with its stages, newest first; reads what was appended since the last call. */
+  async list(): Promise<RunSummary[]> {
+    const dirs = await this.findJobDirs();
+    for (const known of this.#jobs.keys()) if (!dirs.includes(known)) this.#jobs.delete(known);
+    const runs = await Promise.all(dirs.map((dir) => this.#summarize(dir)));
+    return runs.sort((a, b) => (b.lastTime ?? 0) - (a.lastTime ?? 0) || a.id.localeCompare(b.id));
+  }
+
+  /** One run by id (refused when it leads outside the runs folder, 404 when it is no job folder). */
+  async run(id: string): Promise<RunSummary> {
+    return this.#summarize(await this.jobDir(id));
+  }
+
+  /** The job folder of a run id, checked. */
+  async jobDir(id: string): Promise<string> {
+    const dir = await resolveInside(this.root, id === '.' ? '' : id);
+    if (!existsSync(join(dir, STAGES_FILE)) && !existsSync(join(dir, METRICS_FILE)))
+      throw new StudioPathError(404, `'${id}' is not a run's job folder (no ${STAGES_FILE} or ${METRICS_FILE})`);
+    return dir;
+  }
+
+  /** A stage's data, read up to now; the stage path is checked to stay inside the job folder. */
+  async stage(id: string, stagePath: string): Promise<StageFiles> {
+    const jobDir = await this.jobDir(id);
+    const job = await this.#job(jobDir);
+    const dir = await resolveInside(this.root, join(relative(this.root, jobDir), stagePath === '.' ? '' : stagePath));
+    let stage = job.stages.get(dir);
+    if (stage === undefined) {
+      if (!existsSync(join(dir, METRICS_FILE))) throw new StudioPathError(404, `run '${id}' has no stage '${stagePath}'`);
+      stage = this.#stageCache(jobDir, dir);
+      job.stages.set(dir, stage);
+    }
+    await Promise.all([stage.metrics.refresh(), stage.samples.refresh()]);
+    return stage;
+  }
+
+  /** The stages of a run in run order, each read up to now. */
+  async stages(id: string): Promise<StageFiles[]> {
+    const jobDir = await this.jobDir(id);
+    const job = await this.#job(jobDir);
+    return this.#ordered(job);
+  }
+
+  async #job(jobDir: string): Promise<JobCache> {
+    let job = this.#jobs.get(jobDir);
+    if (job === undefined) {
+      const rel = relative(this.root, jobDir);
+      job = { id: rel === '' ? '.' : rel.split(sep).join('/'), dir: jobDir, stages: new Map() };
+      this.#jobs.set(jobDir, job);
+    }
+    for (const dir of await findStageDirs(jobDir)) if (!job.stages.has(dir)) job.stages.set(dir, this.#stageCache(jobDir, dir));
+    await Promise.all([...job.stages.values()].flatMap((s) => [s.metrics.refresh(), s.samples.refresh()]));
+    return job;
+  }
+
+  #stageCache(jobDir: string, dir: string): StageFiles {
+    const rel = relative(jobDir, dir);
+    const path = rel === '' ? '.' : rel.split(sep).join('/');
+    return {
+      dir,
+      path,
+      name: rel === '' ? basename(jobDir) : path,
+      metrics: new JsonlTail(join(dir, METRICS_FILE), parseMetrics),
+      samples: new JsonlTail(join(dir, SAMPLES_FILE), parseSamples),
+    };
+  }
+
+  async #ordered(job: JobCache): Promise<StageFiles[]> {
+    const warnings: string[] = [];
+    const byDir = new Map<string, StageFiles>();
+    const data: StageData[] = [...job.stages.values()].map((s) => {
+      byDir.set(s.dir, s);
+      return { name: s.name, path: s.path, dir: s.dir, rows: s.metrics.rows as MetricsRow[], samples: [] };
+    });
+    return orderStages(data, await readStageOrder(job.dir, warnings)).map((s) => byDir.get(s.dir) as StageFiles);
+  }
+
+  async #summarize(jobDir: string): Promise<RunSummary> {
+    const job = await this.#job(jobDir);
+    const warnings: string[] = [];
+    const order = (await readStageOrder(jobDir, warnings)) ?? [];
+    const stages = await this.#ordered(job);
+    const recorded = await readRecordedStatus(jobDir);
+    const now = Date.now() / 1000;
+    const summaries: StageSummary[] = [];
+    let offset = 0;
+    for (const stage of stages) {
+      const rows = stage.metrics.rows;
+      const last = rows.at(-1);
+      const step = rows.reduce<number | null>((max, r) => (max === null || r.step > max ? r.step : max), null);
+      summaries.push({
+        path: stage.path,
+        name: stage.name,
+        status: await stageStatus(stage, recorded, now),
+        step,
+        rows: rows.length,
+        lastTime: last?.time ?? null,
+        lastMetrics: last?.metrics ?? {},
+        evalSamples: stage.samples.rows.length,
+        checkpoints: await checkpointSteps(stage.dir),
+        buffers: (await bufferFiles(stage.dir)).map((f) => relative(this.root, f).split(sep).join('/')),
+        offset,
+      });
+      offset += step ?? 0;
+      warnings.push(...stage.metrics.warnings, ...stage.samples.warnings);
+    }
+    // stages listed in stages.json that have written nothing yet
+    const normalize = (p: string) => p.replace(/\/$/, '').replace(/^\.\//, '') || '.';
+    for (const path of order.map(normalize))
+      if (!summaries.some((s) => s.path === path))
+        summaries.push({
+          path,
+          name: path === '.' ? basename(jobDir) : path,
+          status: 'pending',
+          step: null,
+          rows: 0,
+          lastTime: null,
+          lastMetrics: {},
+          evalSamples: 0,
+          checkpoints: [],
+          buffers: [],
+          offset,
+        });
+    return {
+      id: job.id,
+      status: runStatus(summaries),
+      stages: summaries,
+      lastTime: summaries.reduce<number | null>(
+        (t, s) => (s.lastTime !== null && (t === null || s.lastTime > t) ? s.lastTime : t),
+        null,
+      ),
+      warnings: warnings.slice(-20),
+    };
+  }
+}
+
+/** A run is running while a stage is; finished when all are; else the first unfinished stage's status. */
+export function runStatus(stages: readonly StageSummary[]): StageStatus {
+  if (stages.some((s) => s.status === 'running')) return 'running';
+  if (stages.length > 0 && stages.every((s) => s.status === 'finished')) return 'finished';
+  return stages.find((s) => s.status !== 'finished' && s.status !== 'pending')?.status ?? 'pending';
+}
+
+async function readRecordedStatus(jobDir: string): Promise<RecordedStatus | null> {
+  try {
+    const value = JSON.parse(await readFile(join(jobDir, 'run_status.json'), 'utf8')) as Partial<RecordedStatus>;
+    if (value.state === 'running' || value.state === 'finished' || value.state === 'failed' || value.state === 'interrupted')
+      return value as RecordedStatus;
+  } catch {
+    // absent (runs that do not record it) or being replaced: decide from the other files
+  }
+  return null;
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Newest modification time (unix seconds) of the files a live stage keeps writing. */
+async function lastActivity(dir: string): Promise<number> {
+  const files = [
+    dir,
+    join(dir, METRICS_FILE),
+    join(dir, SAMPLES_FILE),
+    join(dir, 'explorer', METRICS_FILE),
+    join(dir, 'checkpoints'),
+    join(dir, 'checkpoints', 'latest_checkpointed_iteration.txt'),
+    join(dir, 'buffer.db-wal'),
+  ];
+  const times = await Promise.all(
+    files.map((f) =>
+      stat(f).then(
+        (s) => s.mtimeMs / 1000,
+        () => 0,
+      ),
+    ),
+  );
+  return Math.max(...times);
+}
+
+/** The median gap between the last 20 metric times, seconds (0 with fewer than two). */
+function medianStepSeconds(rows: readonly MetricsRow[]): number {
+  const times = rows
+    .slice(-21)
+    .map((r) => r.time)
+    .filter((t): t is number => t !== undefined);
+  const gaps = times.slice(1).map((t, i) => t - (times[i] as number));
+  if (gaps.length === 0) return 0;
+  gaps.sort((a, b) => a - b);
+  return gaps[Math.floor(gaps.length / 2)] as number;
+}
+
+async function stageStatus(stage: StageFiles, recorded: RecordedStatus | null, now: number): Promise<StageStatus> {
+  if (existsSync(join(stage.dir, 'done.json'))) return 'finished';
+  if (recorded !== null && recorded.state !== 'finished') {
+    if (recorded.state !== 'running') return recorded.state;
+    // a process of this machine that is gone ended without recording how: killed, or crashed hard
+    if (recorded.pid !== undefined && recorded.host === hostname()) return processAlive(recorded.pid) ? 'running' : 'failed';
+  }
+  const window = Math.max(LIVENESS_MIN_S, LIVENESS_STEPS * medianStepSeconds(stage.metrics.rows));
+  return now - (await lastActivity(stage.dir)) <= window ? 'running' : 'stopped';
+}
+
+async function checkpointSteps(dir: string): Promise<number[]> {
+  try {
+    const names = await readdir(join(dir, 'checkpoints'));
+    return names
+      .map((n) => /^global_step_(\d+)$/.exec(n)?.[1])
+      .filter((n): n is string => n !== undefined)
+      .map(Number)
+      .sort((a, b) => a - b);
+  } catch {
+    return [];
+  }
+}
+
+/** SQLite buffers (*.db, *.sqlite) and experience dumps (*.jsonl but metrics and eval samples) of a stage folder. */
+export async function bufferFiles(dir: string): Promise<string[]> {
+  try {
+    const entries = await readdir(dir, { withFileTypes: true });
+    return entries
+      .filter((e) => e.isFile() && (BUFFER_FILE.test(e.name) || (e.name.endsWith('.jsonl') && !NOT_EXPERIENCES.has(e.name))))
+      .map((e) => join(dir, e.name))
+      .sort();
+  } catch {
+    return [];
+  }
+}
