@@ -122,8 +122,7 @@ export class PostgresBuffer implements SharedExperienceBuffer {
   #closed = false;
   /** Resolvers of whenWaiting(). */
   #onWait: (() => void)[] = [];
-  /** How many times reads counted the rows (one per look: the first, then one per wake-up). */
-  lookups = 0;
+  #lookups = 0;
 
   private constructor(options: PostgresBufferOptions) {
     this.target = postgresTarget(options.url);
@@ -161,6 +160,11 @@ export class PostgresBuffer implements SharedExperienceBuffer {
 
   get location(): string {
     return `${this.target.display} table ${this.table}`;
+  }
+
+  /** How many times reads counted the rows (one per look: the first, then one per wake-up). */
+  get lookups(): number {
+    return this.#lookups;
   }
 
   /** Rows this reader had not been handed yet at its last look (a read or available()): a network count is async. */
@@ -264,7 +268,7 @@ export class PostgresBuffer implements SharedExperienceBuffer {
                 EXISTS (SELECT 1 FROM ${this.table}_meta WHERE key = 'writer_finished' AND value = '1') AS finished`,
         [this.#position],
       );
-      this.lookups++;
+      this.#lookups++;
       const available = Number(rows[0]?.available ?? 0);
       const finished = rows[0]?.finished === true;
       this.#lastAvailable = available;

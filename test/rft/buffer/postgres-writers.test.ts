@@ -3,7 +3,9 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { describe, test } from 'node:test';
+import pg from 'pg';
 import { openSharedBuffer, type PostgresBuffer } from '../../../src/rft/buffer/index.js';
+import { makeExperience } from './helpers.js';
 import { backends, CHILD, child, eids, HANG_GUARD_MS, useServer } from './postgres-setup.js';
 
 const getServer = useServer();
@@ -74,6 +76,40 @@ describe('PostgreSQL buffer', () => {
       assert.equal(await exited, 0, output);
     } finally {
       writer.stdin.end();
+      await reader.close();
+    }
+  });
+
+  test('a reader whose LISTEN connection drops listens again and is still woken by the next write', async () => {
+    const path = await getServer().createDatabase('reconnect');
+    const reader = (await openSharedBuffer({ path })) as PostgresBuffer;
+    const writer = await openSharedBuffer({ path, readerId: 'writer' });
+    const admin = new pg.Client({ connectionString: path });
+    await admin.connect();
+    try {
+      const reading = reader.readBatch(2, { timeoutMs: HANG_GUARD_MS });
+      await reader.whenWaiting();
+      // the server ends the reader's LISTEN session (as a restart or a network cut would); the next wait is
+      // awaited from before the kill, so it cannot be missed
+      const rewaited = reader.whenWaiting();
+      const killed = await admin.query<{ ok: boolean }>(
+        "SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE datname = 'reconnect' AND query ILIKE 'LISTEN%'",
+      );
+      assert.deepEqual(
+        killed.rows.map((r) => r.ok),
+        [true],
+        'one LISTEN session ended',
+      );
+      // woken by the drop, it counts again (nothing yet) and waits on a new LISTEN session
+      await rewaited;
+      await writer.write([makeExperience('r1'), makeExperience('r2')]);
+      assert.deepEqual(
+        (await reading).experiences.map((e) => e.eid),
+        ['r1', 'r2'],
+      );
+    } finally {
+      await admin.end();
+      await writer.close();
       await reader.close();
     }
   });
