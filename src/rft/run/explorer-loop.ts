@@ -10,6 +10,7 @@
 import type { ExperienceBuffer, TasksetScheduler } from '../buffer/index.js';
 import { type Experience, type ModelBounds, modelBoundsProblem } from '../experience.js';
 import type { ExperiencePipeline } from '../data/experience-pipeline/index.js';
+import type { Task } from '../task.js';
 import type { WorkflowRunner } from '../workflow/index.js';
 import { evaluateTasksets, formatMetrics, writeEvalSamples } from './evaluation.js';
 import type { StageSettings } from './settings.js';
@@ -28,6 +29,15 @@ export interface ExploredStep {
   schedulerState: ReturnType<TasksetScheduler['state']>;
 }
 
+/**
+ * Which explore steps this explorer runs, and their tasks. Default: steps startStep + 1 .. totalSteps from the task
+ * scheduler, in order; mode explore: the steps it claims among several explorer processes (./explorer-share.ts).
+ */
+export interface ExploreStepSource {
+  /** The next step to explore, or null when this explorer has none left. */
+  next(): Promise<{ step: number; tasks: Task[] } | null>;
+}
+
 export interface ExplorerLoopParts {
   settings: StageSettings;
   scheduler: TasksetScheduler;
@@ -44,6 +54,10 @@ export interface ExplorerLoopParts {
   bounds: ModelBounds;
   startStep: number;
   totalSteps: number;
+  /** The steps to explore (default: the scheduler's, after startStep; see ExploreStepSource). */
+  steps?: ExploreStepSource;
+  /** When the loop ends, however it ends (default: buffer.finishWriting(), telling readers no more comes). */
+  finish?: () => Promise<void>;
   /** Where eval_samples.jsonl goes (the metrics folder). */
   metricsDir: string;
   /** Called after each explore step (before its experiences are written). */
@@ -69,18 +83,24 @@ export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
   };
   const evalDue = (step: number) =>
     settings.evalTasksets.length > 0 && settings.evalInterval > 0 && step % settings.evalInterval === 0;
+  let sequential = parts.startStep;
   try {
-    if (settings.evalOnStartup && parts.startStep === 0 && settings.evalTasksets.length) await evaluate(0);
-    for (let step = parts.startStep + 1; step <= parts.totalSteps; step++) {
+    for (;;) {
       if (parts.signal?.aborted) break;
+      const claimed = parts.steps ? await parts.steps.next() : null;
+      if (parts.steps && claimed === null) break;
+      const step = claimed?.step ?? ++sequential;
+      if (step > parts.totalSteps) break;
       try {
         await waitForWeights(parts, step);
       } catch (error) {
         if (parts.signal?.aborted) break; // stopped (Ctrl-C) while waiting: not a failure
         throw error;
       }
-      const batch = scheduler.nextBatch();
+      const batch = claimed ?? scheduler.nextBatch();
       if (batch === null) break;
+      // eval at startup (step 0) comes with the first step, in whichever explorer explores it
+      if (step === 1 && settings.evalOnStartup && settings.evalTasksets.length) await evaluate(0);
       const version = weights.version;
       const rejected: string[] = [];
       const result = await weights.withWeights(() =>
@@ -133,7 +153,7 @@ export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
       parts.onWritten?.(step);
     }
   } finally {
-    await buffer.finishWriting();
+    await (parts.finish ? parts.finish() : buffer.finishWriting());
   }
 }
 

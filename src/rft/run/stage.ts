@@ -4,7 +4,8 @@
 //
 //   mode both     explorer loop (rollouts on the engine's worker thread) ─▶ buffer ─▶ trainer loop (trainer worker)
 //                 weights flow back through a LocalWeightChannel (memory: by reference; checkpoint: a folder)
-//   mode explore  explorer loop only; experiences to a shared SQLite buffer; weights from the trainer's sync folder
+//   mode explore  explorer loop only; experiences to a shared buffer (SQLite or PostgreSQL), explore steps claimed
+//                 there among the explorer processes (explorer.name); weights from the trainer's sync folder
 //   mode train    trainer loop only; experiences from the shared SQLite buffer (or a dataset for SFT/DPO)
 //   mode bench    the base model and saved checkpoints on the eval tasksets
 //
@@ -12,8 +13,8 @@
 // explorer from the task scheduler state saved with it (as it was after exploring that step); the sample strategy
 // and the auxiliary datasets from their saved positions; metrics.jsonl keeps only steps up to it. Steps after the
 // checkpoint are explored and trained again: none is lost, none counted twice. An explorer process (mode explore)
-// resumes after the last step it wrote instead: its step and task scheduler go into the shared SQLite buffer in the
-// same transaction as that step's rows, and the trainer process reads on from its own checkpoint's cursor.
+// goes on with the steps nobody finished instead (./explorer-share.ts): a step's rows and its finished marker go
+// into the shared buffer in one transaction, and the trainer process reads on from its own checkpoint's cursor.
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { EmbeddedEnginePool, WorkerRolloutEngine } from '../../engine/index.js';
@@ -34,7 +35,6 @@ import {
   PriorityReplayBuffer,
   type PriorityReplayState,
   QueueBuffer,
-  displayBufferPath,
   openSharedBuffer,
   type SharedExperienceBuffer,
   sourceFromArray,
@@ -52,6 +52,8 @@ import { stageWorkflowRunner } from './evaluation.js';
 import { runBench } from './bench.js';
 import { BufferExperienceSource } from './experience-source.js';
 import { type ExploredStep, runExplorerLoop } from './explorer-loop.js';
+import { ClaimedExploreSteps, keepFinishedSteps, stampExperienceIds } from './explorer-share.js';
+import { openTaskClaims } from './task-claims.js';
 import type { StageHooks, StageResult, StageSettings } from './settings.js';
 import { FolderWeightPublisher, FolderWeightReceiver, NO_PUBLISHER, readSyncPointer } from './sync-folder.js';
 import { StepBatches, type StepBatchesState, type TrainerSource } from './step-batches.js';
@@ -253,20 +255,6 @@ function sharedBufferPath(settings: StageSettings): string {
   return settings.buffer.path ?? join(settings.jobDir, 'buffer.db');
 }
 
-/** The buffer meta entry where an explorer process keeps its position (written with each step's rows). */
-const EXPLORER_STATE_KEY = 'explorer_state';
-
-/** An explorer process's position from the shared buffer (null: none written yet). */
-async function readExplorerState(path: string, name: string): Promise<NonNullable<RunState['explorer']> | null> {
-  const buffer = await openSharedBuffer({ path, name });
-  try {
-    const value = await buffer.readMeta(EXPLORER_STATE_KEY);
-    return value === null ? null : (JSON.parse(value) as NonNullable<RunState['explorer']>);
-  } finally {
-    await buffer.close();
-  }
-}
-
 /** Explorer parts shared by modes both and explore. */
 interface ExplorerParts {
   started: StartedEngine;
@@ -283,7 +271,8 @@ class StageBuilder {
   readonly algorithm: ResolvedAlgorithm;
   readonly hooks: StageHooks;
   readonly log: (line: string) => void;
-  /** An explorer process (mode explore) shares the job folder with its trainer process: its metrics go beside. */
+  /** An explorer process (mode explore) shares the job folder with its trainer process: its metrics go beside, in
+   * a folder of its explorer.name. */
   readonly metricsDir: string;
   readonly checkpoint: LoadedCheckpoint | null;
   readonly startStep: number;
@@ -294,50 +283,37 @@ class StageBuilder {
   /** The stage's stop signal: the user's (Ctrl-C, SIGTERM) or a failed part's. */
   readonly #signal: AbortSignal;
 
-  /** A builder for the stage; mode explore first reads its position from the shared buffer. */
+  /** A builder for the stage. */
   static async create(
     settings: StageSettings,
     algorithm: ResolvedAlgorithm,
     hooks: StageHooks,
     log: (line: string) => void,
   ): Promise<StageBuilder> {
-    const explorerState =
-      settings.mode === 'explore' ? await readExplorerState(sharedBufferPath(settings), settings.buffer.name) : null;
-    return new StageBuilder(settings, algorithm, hooks, log, explorerState);
+    return new StageBuilder(settings, algorithm, hooks, log);
   }
 
-  private constructor(
-    settings: StageSettings,
-    algorithm: ResolvedAlgorithm,
-    hooks: StageHooks,
-    log: (line: string) => void,
-    explorerState: NonNullable<RunState['explorer']> | null,
-  ) {
+  private constructor(settings: StageSettings, algorithm: ResolvedAlgorithm, hooks: StageHooks, log: (line: string) => void) {
     this.settings = settings;
     this.algorithm = algorithm;
     this.hooks = hooks;
     this.log = log;
-    this.metricsDir = settings.mode === 'explore' ? join(settings.jobDir, 'explorer') : settings.jobDir;
+    this.metricsDir = settings.mode === 'explore' ? join(settings.jobDir, settings.explorer.name) : settings.jobDir;
     this.#signal = hooks.signal ? AbortSignal.any([hooks.signal, this.#failed.signal]) : this.#failed.signal;
     this.checkpoint = latestCheckpoint(settings.jobDir);
-    // an explorer process resumes after the last step whose rows it wrote (its position is in the shared buffer,
-    // written with them): the trainer's checkpoint says nothing of rows written after it
-    this.#explorerState = explorerState;
-    this.startStep = settings.mode === 'explore' ? (this.#explorerState?.step ?? 0) : (this.checkpoint?.step ?? 0);
-    truncateSteps(join(this.metricsDir, 'metrics.jsonl'), this.startStep);
-    truncateSteps(join(this.metricsDir, 'eval_samples.jsonl'), this.startStep);
-    if (this.#explorerState)
-      log(
-        `[${settings.stageName}] resuming after explore step ${this.startStep} (its rows are in ${displayBufferPath(sharedBufferPath(settings))})`,
-      );
-    else if (this.checkpoint && settings.mode !== 'explore')
-      log(`[${settings.stageName}] resuming from checkpoint step ${this.startStep} (${this.checkpoint.dir})`);
+    // an explorer process goes on with the steps no explorer finished (claims in the shared buffer's database): the
+    // trainer's checkpoint says nothing of rows written after it
+    this.startStep = settings.mode === 'explore' ? 0 : (this.checkpoint?.step ?? 0);
+    if (settings.mode !== 'explore') {
+      truncateSteps(join(this.metricsDir, 'metrics.jsonl'), this.startStep);
+      truncateSteps(join(this.metricsDir, 'eval_samples.jsonl'), this.startStep);
+      if (this.checkpoint)
+        log(`[${settings.stageName}] resuming from checkpoint step ${this.startStep} (${this.checkpoint.dir})`);
+    }
   }
 
-  readonly #explorerState: NonNullable<RunState['explorer']> | null;
-
   get #saved(): Partial<RunState> {
-    if (this.settings.mode === 'explore') return { explorer: this.#explorerState };
+    if (this.settings.mode === 'explore') return {};
     return (this.checkpoint?.state ?? {}) as Partial<RunState>;
   }
 
@@ -450,14 +426,44 @@ class StageBuilder {
     const { settings } = this;
     const scheduler = await this.#scheduler();
     const totalSteps = this.#totalSteps(scheduler.totalSteps);
-    const { monitors, progress } = this.#monitoring(totalSteps);
     const buffer = await this.#sharedBuffer('writer');
+    // the explore steps, shared with the other explorer processes of this buffer (./explorer-share.ts)
+    const claims = await openTaskClaims({
+      path: sharedBufferPath(settings),
+      table: 'experiences',
+      stage: settings.stageName,
+      explorer: settings.explorer.name,
+      deal: JSON.stringify({
+        batchSize: settings.batchSize,
+        tasksets: settings.tasksets.map((t) => [t.taskset.name, t.selector ?? null, t.weight ?? null]),
+      }),
+      totalSteps,
+    });
+    this.#closers.push(() => claims.close());
+    const finished = new Set(await claims.completedBy());
+    for (const file of ['metrics.jsonl', 'eval_samples.jsonl']) keepFinishedSteps(join(this.metricsDir, file), finished);
+    if (finished.size > 0)
+      this.log(
+        `[${settings.stageName}] explorer '${settings.explorer.name}' resuming: ${finished.size} explore step(s) of ` +
+          `${totalSteps} finished by it (claims in ${claims.location})`,
+      );
+    const { monitors, progress } = this.#monitoring(totalSteps);
+    const steps = new ClaimedExploreSteps({
+      claims,
+      buffer,
+      stage: settings.stageName,
+      explorer: settings.explorer.name,
+      newScheduler: () => createScheduler(settings),
+      timeoutMs: settings.sync.timeoutMs,
+      signal: this.#signal,
+      log: (line) => progress.log(line),
+    });
     // the newest weights the trainer process published, else the checkpoint's full model, else the base model
     const pointer = readSyncPointer(settings.jobDir);
     const start = pointer
       ? { dir: pointer.dir, version: pointer.version }
       : this.checkpoint?.modelDir
-        ? { dir: this.checkpoint.modelDir, version: this.startStep }
+        ? { dir: this.checkpoint.modelDir, version: this.checkpoint.step }
         : { dir: settings.modelPath, version: 0 };
     const explorer = await this.#explorer(start.dir, progress, start.version);
     const receiver = new FolderWeightReceiver({
@@ -472,12 +478,16 @@ class StageBuilder {
     });
     await runExplorerLoop({
       ...this.#explorerLoopBase(scheduler, explorer, buffer, receiver, totalSteps),
-      write: (explored, experiences) =>
-        buffer.write(experiences, {
-          meta: {
-            [EXPLORER_STATE_KEY]: JSON.stringify({ step: explored.step, scheduler: explored.schedulerState }),
-          },
-        }),
+      steps,
+      // rows and the step's finished marker in one transaction, then the claim is done
+      write: async ({ step }, experiences) => {
+        await buffer.write(stampExperienceIds(settings.stageName, step, experiences), { meta: steps.writeMeta(step) });
+        await claims.complete(step);
+      },
+      // readers stop waiting only once every explorer's steps are in
+      finish: async () => {
+        if (steps.allDone) await buffer.finishWriting();
+      },
       onStep: ({ step, metrics }) => {
         monitors.log(step, metrics);
         progress.update(step, { reward: metrics['rollout/reward/mean'] ?? Number.NaN });
