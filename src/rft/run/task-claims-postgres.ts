@@ -56,7 +56,11 @@ export class PostgresTaskClaims implements TaskClaims {
       application_name: `trinity explorer ${options.explorer}`,
     });
     this.#pool.on('error', () => {}); // an idle connection that drops is replaced by the next query
-    this.#holder = new pg.Client({ connectionString: options.path, connectionTimeoutMillis: 10_000 });
+    this.#holder = new pg.Client({
+      connectionString: options.path,
+      connectionTimeoutMillis: 10_000,
+      application_name: `trinity explorer ${options.explorer} (name lock)`,
+    });
     this.#holder.on('error', (error) => {
       // the server released the name lock with the connection: another explorer may take this one's steps now
       this.#holderLost = this.#error('hold the explorer lock', error);
