@@ -73,7 +73,12 @@ export async function serveModel(options: ServeModelOptions): Promise<ServedMode
         ? {
             reloadWeights: {
               root: resolve(options.reloadRoot),
-              load: (dir: string) => engine.syncWeightsFromDir(resolveReloadFolder(options.reloadRoot as string, dir)),
+              load: async (dir: string) => {
+                const copied = await engine.syncWeightsFromDir(resolveReloadFolder(options.reloadRoot as string, dir));
+                // one line per reload: a run's operator (and the engine-pool test) counts them per server
+                options.log?.(`reloaded weights from ${dir} (${copied} tensors)`);
+                return copied;
+              },
             },
           }
         : {}),
