@@ -10,9 +10,35 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import pg from 'pg';
+import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
+import { loadConfig } from '../../../src/rft/config/index.js';
 import { openTaskClaims, type TaskClaims } from '../../../src/rft/run/task-claims.js';
 import { decideClaim } from '../../../src/rft/run/task-claims-rule.js';
 import { type PostgresServer, startPostgres } from '../../helpers/postgres.js';
+import { makeJob } from './helpers.js';
+
+test('explorer.name: refused outside mode explore, checked as a name; difficulty_based refused in mode explore', () => {
+  const { configFile } = makeJob({ totalSteps: 2, saveInterval: 2 });
+  const explore = ['mode=explore', 'buffer.trainer_input.experience_buffer.storage_type=sql'];
+  const problem = (overrides: string[]) => {
+    try {
+      loadConfig(configFile, { resolveAlgorithm, overrides });
+      return null;
+    } catch (error) {
+      return (error as Error).message;
+    }
+  };
+  assert.match(
+    problem(['explorer.name=a']) ?? '',
+    /explorer\.name: names an explorer process of mode explore .*mode both: remove it/,
+  );
+  assert.match(problem([...explore, 'explorer.name=a b']) ?? '', /explorer\.name: expected a name of letters, digits/);
+  assert.equal(problem([...explore, 'explorer.name=a']), null);
+  assert.match(
+    problem([...explore, 'buffer.explorer_input.taskset.data_selector.selector_type=difficulty_based']) ?? '',
+    /taskset\.data_selector\.selector_type: difficulty_based picks from the rewards one process saw/,
+  );
+});
 
 test('the claim rule: own step, then a dead explorer’s, then the next; wait; done', () => {
   const alive = (owner: string) => owner !== 'dead';
