@@ -12,6 +12,7 @@ Usage:
   trinity bench --config FILE [--set k=v]...   evaluate the base model and every checkpoint on the eval tasksets
   trinity config check FILE [--set k=v]...     validate a config and print it resolved
   trinity report JOB_DIR [--out FILE]          write an HTML report (charts, accuracy, sample answers) of a run
+  trinity studio [--runs DIR] [--port P]       a web app to watch runs live: curves, rollouts, buffers
   trinity serve --model DIR [options]          serve a model folder over the OpenAI API (/v1/chat/completions ...)
   trinity quickstart [--seed N]                the quickstart: a small model learns addition (SFT, then GRPO)
   trinity model init DIR [options]      create a randomly initialised Qwen2/Qwen3/Llama model folder (HF format)
@@ -57,6 +58,7 @@ async function main(argv: string[]): Promise<number> {
     const { reportCommand } = await import('./report-command.js');
     return reportCommand(rest);
   }
+  if (command === 'studio') return (await import('./studio-command.js')).studioCommand(rest);
   if (command === 'quickstart') return quickstartCommand(rest);
   if (command === 'config') {
     const { configCommand } = await import('./config-command.js');
