@@ -127,7 +127,9 @@ describe('modules that read the current policy over the whole batch', () => {
     const rows = rollouts(model);
     const expected = torch.scope(() =>
       torch.noGrad(() => {
-        const [lp, h, n] = [[], [], []] as number[][];
+        const lp: number[] = [];
+        const h: number[] = [];
+        const n: number[] = [];
         for (const e of rows) {
           const z = model
             .forward(torch.tensor([e.tokens.map(BigInt)]))
