@@ -95,6 +95,8 @@ interface Member {
   probeDelayMs: number;
   reloads: number;
   departures: number;
+  /** Times it joined the pool. */
+  joins: number;
 }
 
 const DEFAULT_TIMEOUT_MS = 30 * 60 * 1000;
@@ -153,6 +155,7 @@ export class RemoteEnginePool implements ChatEngine {
       probeDelayMs: FIRST_PROBE_MS,
       reloads: 0,
       departures: 0,
+      joins: 0,
     }));
   }
 
@@ -257,7 +260,7 @@ export class RemoteEnginePool implements ChatEngine {
     if (refused.length > 0) throw new Error(`weight reload from ${dir} was refused: ${refused.join('; ')}`);
     if (!outcomes.some(Boolean)) {
       // every server left the pool: the first to rejoin loads `dir` before it takes requests
-      await this.#waitForMember(Date.now() + this.#options.downGraceMs, new Set(), undefined, `a server to load ${dir}`);
+      await this.#waitForMember(Date.now() + this.#options.downGraceMs, () => false, undefined, `a server to load ${dir}`);
     }
   }
 
@@ -283,17 +286,19 @@ export class RemoteEnginePool implements ChatEngine {
     attempt: (engine: OpenAIRemoteEngine, i: number, signal: AbortSignal, timeoutMs: number) => Promise<T>,
   ): Promise<T> {
     const deadline = Date.now() + timeoutMs;
-    const failedOn = new Set<number>();
+    // member → its join count when this request failed on it: it is tried again only after it rejoined
+    const failedOn = new Map<number, number>();
+    const excluded = (k: number) => failedOn.get(k) === (this.#members[k] as Member).joins;
+    const maxAttempts = 3 * this.#members.length; // a server that fails every request but answers /health
     let lastError: Error | null = null;
-    for (;;) {
+    for (let attempts = 0; ; ) {
       if (this.#failure) throw this.#failure;
       if (this.#closed) throw new GenerationError('closed', 'the rollout server pool is closed');
       if (signal?.aborted) throw new GenerationError('aborted', 'the request was aborted');
-      const i = this.router.pick(promptIds, (k) => (this.#members[k] as Member).inPool, failedOn);
+      if (attempts >= maxAttempts && lastError) throw lastError;
+      const i = this.router.pick(promptIds, (k) => (this.#members[k] as Member).inPool && !excluded(k));
       if (i < 0) {
-        const untried = this.#members.some((_, k) => !failedOn.has(k));
-        if (!untried) throw lastError ?? new GenerationError('failed', 'no rollout server could take the request');
-        await this.#waitForMember(deadline, failedOn, signal, 'a rollout server to rejoin the pool', lastError);
+        await this.#waitForMember(deadline, excluded, signal, 'a rollout server to rejoin the pool', lastError);
         continue;
       }
       const remaining = deadline - Date.now();
@@ -301,6 +306,7 @@ export class RemoteEnginePool implements ChatEngine {
       const member = this.#members[i] as Member;
       const leave = member.leave.signal;
       const end = this.router.begin(i, sequences);
+      attempts++;
       try {
         return await attempt(member.engine, i, signal ? AbortSignal.any([signal, leave]) : leave, remaining);
       } catch (error) {
@@ -308,23 +314,23 @@ export class RemoteEnginePool implements ChatEngine {
         const serverFault = error instanceof RemoteServerError || leave.aborted;
         if (!serverFault) throw error;
         lastError = error as Error;
-        failedOn.add(i);
         if (!leave.aborted) this.#leave(i, (error as Error).message);
+        failedOn.set(i, member.joins);
       } finally {
         end();
       }
     }
   }
 
-  /** Resolves when a server not in `exclude` is in the pool; rejects at `deadline`, on abort, or when the pool fails. */
+  /** Resolves when a server not `excluded` is in the pool; rejects at `deadline`, on abort, or when the pool fails. */
   #waitForMember(
     deadline: number,
-    exclude: ReadonlySet<number>,
+    excluded: (i: number) => boolean,
     signal: AbortSignal | undefined,
     what: string,
     lastError: Error | null = null,
   ): Promise<void> {
-    const ready = () => this.#members.some((m, k) => m.inPool && !exclude.has(k));
+    const ready = () => this.#members.some((m, k) => m.inPool && !excluded(k));
     if (ready()) return Promise.resolve();
     return new Promise((resolve, reject) => {
       const finish = (error?: Error) => {
@@ -363,6 +369,7 @@ export class RemoteEnginePool implements ChatEngine {
     if (this.#closed || this.#failure) return;
     const rejoined = member.reason !== 'not checked yet';
     member.inPool = true;
+    member.joins++;
     member.reason = null;
     member.probeDelayMs = FIRST_PROBE_MS;
     member.leave = new AbortController();
