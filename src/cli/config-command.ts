@@ -1,9 +1,7 @@
 // `trinity config check FILE [--set key=value ...]`: validates a run config and prints it resolved (every default
 // and derived key filled in), or every problem with its key path and where it was written.
-import { dirname, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import YAML from 'yaml';
-import { ConfigError, loadConfig, locateProblems, resolveStages, type StageConfig } from '../rft/config/index.js';
+import { ConfigError } from '../rft/config/index.js';
 import type { AlgorithmResolver } from '../rft/config/index.js';
 
 export const CONFIG_HELP = `trinity config check FILE [--set key.path=value ...]
@@ -66,32 +64,17 @@ export async function configCommand(args: string[], output: CommandOutput = proc
     }
   }
   try {
-    const config = loadConfig(file, { overrides: values.set, ...(resolveAlgorithm ? { resolveAlgorithm } : {}) });
-    // what `trinity run` checks before its first stage: folders, model, tasksets and their rows, names
-    const { preflightProblems } = await import('../rft/run/preflight.js');
-    const problems = await preflightProblems(config, { baseDir: dirname(resolve(file)) });
-    if (problems.length > 0) {
-      locateProblems(file, problems, values.set);
-      throw new ConfigError(problems, file);
-    }
-    const stages = resolveStages(config);
-    const documents = stages.map((stage, i) => {
-      const header = config.stages.length > 0 ? `# stage ${i + 1} of ${stages.length}: ${stage.stage_name}\n` : '';
-      return header + YAML.stringify(redact(stage), { lineWidth: 0 });
+    // the same function the Studio's config builder calls (src/rft/run/config-check.ts)
+    const { checkConfigFile } = await import('../rft/run/config-check.js');
+    const { resolvedYaml } = await checkConfigFile(file, {
+      overrides: values.set,
+      ...(resolveAlgorithm ? { resolveAlgorithm } : {}),
     });
-    stdout.write(documents.join('---\n'));
+    stdout.write(resolvedYaml);
     return 0;
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     stderr.write(`${error.message}\n`);
     return 1;
   }
-}
-
-/** The printable config: secrets masked, the single-stage marker left out. */
-function redact(stage: StageConfig): object {
-  const { stage_name, ...run } = stage;
-  const rollout = run.explorer.rollout_model;
-  const explorer = { ...run.explorer, rollout_model: { ...rollout, api_key: rollout.api_key === null ? null : '***' } };
-  return stage_name === '' ? { ...run, explorer } : { stage_name, ...run, explorer };
 }

@@ -129,10 +129,16 @@ function addSources(
  * Adds where each problem's key was written (`file:line:column`, or the `--set` override) to problems found after
  * loading (the pre-run checks of ../run/preflight.ts); a key the file does not write keeps no source.
  */
-export function locateProblems(file: string, problems: ConfigProblem[], overrideTexts: readonly string[] = []): void {
+export function locateProblems(
+  file: string,
+  problems: ConfigProblem[],
+  overrideTexts: readonly string[] = [],
+  /** The file's text, when the caller has it (the Studio checks text before it is saved). */
+  fileText?: string,
+): void {
   let text: string;
   try {
-    text = readFileSync(file, 'utf8');
+    text = fileText ?? readFileSync(file, 'utf8');
   } catch {
     return; // it was read moments ago; without it the problems still name their keys
   }
