@@ -79,9 +79,10 @@ describe('runs and curves', () => {
         ['grpo', 'finished', 30, 10],
       ],
     );
-    assert.equal((run.stages[1]?.lastMetrics as Record<string, number>)['actor/loss'], lossAt(30));
+    const grpo = run.stages[1] as { lastMetrics: Record<string, number>; buffers: string[] };
+    assert.equal(grpo.lastMetrics['actor/loss'], lossAt(30));
     // leak.jsonl is a link (to outside): not listed
-    assert.deepEqual(run.stages[1]?.buffers, ['proj/two-stage/grpo/buffer.db']);
+    assert.deepEqual(grpo.buffers, ['proj/two-stage/grpo/buffer.db']);
   });
 
   test('a stage without done.json that was just written to is running; the symlinked run outside is not listed', async () => {
