@@ -18,7 +18,7 @@ const NAME = 'on_policy_distill_workflow';
 export const onPolicyDistillWorkflow: WorkflowSpec = {
   repeatable: true,
   description: 'on-policy distillation: student samples, a teacher auxiliary model scores them (teacher_logprobs)',
-  run: async ({ task, model, repeatTimes, seed, auxiliaryModels, signal }: WorkflowContext) => {
+  run: async ({ task, model, repeatTimes, seed, auxiliaryModels, signal, baseDir }: WorkflowContext) => {
     const tokenizer = model.tokenizer;
     if (tokenizer === null) throw new Error(`${NAME}: the rollout model has no tokenizer (chat template needed)`);
     const args = task.workflowArgs ?? {};
@@ -31,7 +31,7 @@ export const onPolicyDistillWorkflow: WorkflowSpec = {
     const temperature = args.temperature ?? 1;
     if (typeof temperature !== 'number' || !(temperature > 0))
       throw new Error(`${NAME}: workflow_args.temperature must be a number > 0, got ${JSON.stringify(temperature)}`);
-    const rewardFn = task.rewardFn === undefined ? null : await REWARD_FUNCTIONS.resolve(task.rewardFn);
+    const rewardFn = task.rewardFn === undefined ? null : await REWARD_FUNCTIONS.resolve(task.rewardFn, baseDir);
 
     const messages = promptMessages(task, undefined, NAME);
     const prefix = task.replyPrefix ?? '';

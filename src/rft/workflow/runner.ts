@@ -411,6 +411,7 @@ export class WorkflowRunner {
           seed,
           signal: controller.signal,
           isEval,
+          ...(this.#baseDir !== undefined ? { baseDir: this.#baseDir } : {}),
           auxiliaryModels: this.#auxiliary.forAttempt({ signal: controller.signal, usage }),
         };
         // in the attempt's async context, so an error escaping its callbacks fails it (./isolation/faults.ts);

@@ -57,7 +57,7 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
       const rewardName = task.rewardFn ?? options.defaultRewardFn;
       if (rewardName === undefined)
         throw new Error(`${name}: task ${task.id} names no reward function (set the taskset's default_reward_fn_type)`);
-      const rewardFn = await rewards.resolve(rewardName, options.baseDir);
+      const rewardFn = await rewards.resolve(rewardName, options.baseDir ?? context.baseDir);
       const rewardArgs: Record<string, unknown> = { ...task.rewardFnArgs };
       for (const key of options.rewardArgsFromWorkflowArgs ?? []) {
         if (task.workflowArgs?.[key] !== undefined) rewardArgs[key] = task.workflowArgs[key];

@@ -115,6 +115,8 @@ export interface WorkflowContext {
   signal: AbortSignal;
   /** True when running an eval taskset (greedy or eval rollout args, no training). */
   isEval: boolean;
+  /** The folder relative module paths (a reward function named `file.ts#export`) resolve against: the config's. */
+  baseDir?: string;
   /**
    * The run's auxiliary models (explorer.auxiliary_models: judges, reward models, teachers), by name or in config
    * order (`auxiliaryModels.list[0]` is Trinity's `auxiliary_models[0]`). Their calls are aborted with `signal`, counted

@@ -347,11 +347,19 @@ describe('workflows by module path', () => {
         '  },',
         '};',
         'export const broken = 42;',
+        // relative module paths a workflow names (its reward function) resolve against the run's folder
+        'export const where: WorkflowSpec = {',
+        '  repeatable: false,',
+        '  run: async ({ model, baseDir }) => {',
+        '    const { completions } = await model.generate({ promptIds: [4, 5], n: 1 });',
+        `    return completions.map((c) => model.toExperience(c, { reward: baseDir === ${JSON.stringify(dir)} ? 7 : -1 }));`,
+        '  },',
+        '};',
       ].join('\n'),
     );
     const { runner } = runnerWith(new FakeBackend(1), { baseDir: dir, maxRetryTimes: 0 });
     const { experiences, statuses } = await runner.runStep(
-      [task('m', 'wf.ts#echo'), task('z', 'wf.ts#broken'), task('q', 'wf.ts#nope')],
+      [task('m', 'wf.ts#echo'), task('z', 'wf.ts#broken'), task('q', 'wf.ts#nope'), task('w', 'wf.ts#where')],
       {
         step: 0,
         repeatTimes: 2,
@@ -360,6 +368,8 @@ describe('workflows by module path', () => {
     assert.deepEqual(experiences.map((e) => [e.info.taskId, e.reward, e.tokens]).sort(), [
       ['m', 0, [4, 5, 10, 2]],
       ['m', 1, [4, 5, 10, 2]],
+      ['w', 7, [4, 5, 10, 2]],
+      ['w', 7, [4, 5, 10, 2]],
     ]);
     assert.match(
       statuses.find((s) => s.taskId === 'z')?.error ?? '',

@@ -54,6 +54,7 @@ async function runAttempt(start: AttemptStart): Promise<void> {
       seed: start.seed,
       signal: controller.signal,
       isEval: start.isEval,
+      ...(start.baseDir !== undefined ? { baseDir: start.baseDir } : {}),
       auxiliaryModels: backend.auxiliaryModels(start.auxiliary, controller.signal),
     });
     try {
