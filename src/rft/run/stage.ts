@@ -5,7 +5,8 @@
 //   mode both     explorer loop (rollouts on the engine's worker thread) ─▶ buffer ─▶ trainer loop (trainer worker)
 //                 weights flow back through a LocalWeightChannel (memory: by reference; checkpoint: a folder)
 //   mode explore  explorer loop only; experiences to a shared buffer (SQLite or PostgreSQL), explore steps claimed
-//                 there among the explorer processes (explorer.name); weights from the trainer's sync folder
+//                 there among the explorer processes (explorer.name); weights from the trainer process through a
+//                 ProcessWeightChannel (the buffer's database for PostgreSQL, else the job folder)
 //   mode train    trainer loop only; experiences from the shared SQLite buffer (or a dataset for SFT/DPO)
 //   mode bench    the base model and saved checkpoints on the eval tasksets
 //
@@ -55,11 +56,18 @@ import { type ExploredStep, runExplorerLoop } from './explorer-loop.js';
 import { ClaimedExploreSteps, keepFinishedSteps, stampExperienceIds } from './explorer-share.js';
 import { openTaskClaims } from './task-claims.js';
 import type { StageHooks, StageResult, StageSettings } from './settings.js';
-import { FolderWeightPublisher, FolderWeightReceiver, NO_PUBLISHER, readSyncPointer } from './sync-folder.js';
+import { openProcessWeightChannel } from './process-weight-channel.js';
+import { NO_PUBLISHER } from './sync-folder.js';
 import { StepBatches, type StepBatchesState, type TrainerSource } from './step-batches.js';
 import { runTrainerLoop, WeightPublication } from './trainer-loop.js';
 import { LocalWeightChannel } from './local-weight-channel.js';
-import { type ExplorerEngine, type StartedEngine, type WeightReceiver, weightTransport } from './weight-channel.js';
+import {
+  type ExplorerEngine,
+  type ProcessWeightChannel,
+  type StartedEngine,
+  type WeightReceiver,
+  weightTransport,
+} from './weight-channel.js';
 
 export { requiredVersion } from './explorer-loop.js';
 export { readSyncPointer } from './sync-folder.js';
@@ -459,15 +467,15 @@ class StageBuilder {
       log: (line) => progress.log(line),
     });
     // the newest weights the trainer process published, else the checkpoint's full model, else the base model
-    const pointer = readSyncPointer(settings.jobDir);
+    const channel = await this.#processWeightChannel();
+    const pointer = await channel.latest();
     const start = pointer
       ? { dir: pointer.dir, version: pointer.version }
       : this.checkpoint?.modelDir
         ? { dir: this.checkpoint.modelDir, version: this.checkpoint.step }
         : { dir: settings.modelPath, version: 0 };
     const explorer = await this.#explorer(start.dir, progress, start.version);
-    const receiver = new FolderWeightReceiver({
-      jobDir: settings.jobDir,
+    const receiver = channel.receiver({
       engine: explorer.engine,
       startVersion: start.version,
       timeoutMs: settings.sync.timeoutMs,
@@ -519,8 +527,8 @@ class StageBuilder {
   }
 
   /**
-   * What a mode-train stage learns from: the SQLite buffer an explorer process fills (weights published for it in the
-   * sync folder), or a dataset (SFT, DPO: one batch per step, nothing published).
+   * What a mode-train stage learns from: the shared buffer explorer processes fill (weights published for them through
+   * the process weight channel), or a dataset (SFT, DPO: one batch per step, nothing published).
    */
   async #trainInput(): Promise<{
     stepsFromData: number | null;
@@ -529,10 +537,11 @@ class StageBuilder {
     const { settings } = this;
     if (settings.buffer.storageType === 'sql') {
       const buffer = await this.#sharedBuffer('reader');
+      const channel = await this.#processWeightChannel();
       return {
         stepsFromData: null,
         connect: (trainer) => {
-          const publication = new WeightPublication(new FolderWeightPublisher(trainer, settings.jobDir), this.startStep);
+          const publication = new WeightPublication(channel.publisher(trainer), this.startStep);
           return { publication, source: this.#bufferSource(buffer, publication) };
         },
       };
@@ -643,6 +652,19 @@ class StageBuilder {
       else if (this.checkpoint) await buffer.rewind();
     }
     return buffer;
+  }
+
+  /** Where this process meets the other processes of the job to move weights (mode train or explore). */
+  async #processWeightChannel(): Promise<ProcessWeightChannel> {
+    const { settings } = this;
+    const channel = await openProcessWeightChannel({
+      path: sharedBufferPath(settings),
+      table: 'experiences',
+      jobDir: settings.jobDir,
+    });
+    // closed after the trainer: the publisher's finished marker is written before the connection goes
+    this.#closers.push(() => channel.close());
+    return channel;
   }
 
   async #trainer(totalSteps: number): Promise<TrainerClient> {

@@ -9,11 +9,18 @@
 //   <jobDir>/sync/finished         the trainer stopped (its last step): explorers stop waiting for more weights
 //
 // The explorer side polls these files (the only event two processes share here is the file system); every wait has
-// the synchronizer's timeout.
+// the synchronizer's timeout. With a PostgreSQL buffer the pointer, the requests and the finished marker live in the
+// database instead (./postgres-weight-channel.ts); the version folders are written here either way.
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import type { TrainerClient } from '../trainer/trainer.js';
-import type { ExplorerEngine, WeightPublisher, WeightReceiver } from './weight-channel.js';
+import { join, resolve } from 'node:path';
+import type {
+  ProcessReceiverOptions,
+  ProcessWeightChannel,
+  SyncPointer,
+  WeightPublisher,
+  WeightReceiver,
+  WeightSaver,
+} from './weight-channel.js';
 
 const POLL_MS = 200;
 
@@ -21,11 +28,11 @@ export function syncFolder(jobDir: string): string {
   return join(jobDir, 'sync');
 }
 
-export function readSyncPointer(jobDir: string): { version: number; dir: string } | null {
+export function readSyncPointer(jobDir: string): SyncPointer | null {
   const file = join(syncFolder(jobDir), 'latest.json');
   if (!existsSync(file)) return null;
   try {
-    return JSON.parse(readFileSync(file, 'utf8')) as { version: number; dir: string };
+    return JSON.parse(readFileSync(file, 'utf8')) as SyncPointer;
   } catch {
     return null; // being replaced: read it next time
   }
@@ -37,22 +44,35 @@ function writeSyncPointer(jobDir: string, version: number, dir: string): void {
   renameSync(`${file}.tmp`, file);
 }
 
-/** Saves the trainer's weights as version `version` and points latest.json at them; returns the folder. */
-export async function publishToSyncFolder(trainer: TrainerClient, jobDir: string, version: number): Promise<string> {
-  const dir = join(syncFolder(jobDir), `version_${version}`);
+/**
+ * Saves the trainer's weights as `<jobDir>/sync/version_<version>` (an absolute path, returned) and removes the
+ * version folders other than it and `previous` (a reader may be loading that one as the pointer moves).
+ */
+export async function saveSyncVersion(
+  trainer: WeightSaver,
+  jobDir: string,
+  version: number,
+  previous: string | undefined,
+): Promise<string> {
+  const folder = resolve(syncFolder(jobDir));
+  const dir = join(folder, `version_${version}`);
   rmSync(dir, { recursive: true, force: true });
-  mkdirSync(syncFolder(jobDir), { recursive: true });
+  mkdirSync(folder, { recursive: true });
   await trainer.saveWeights(`${dir}.tmp`);
   rmSync(dir, { recursive: true, force: true });
   renameSync(`${dir}.tmp`, dir);
-  const previous = readSyncPointer(jobDir);
-  writeSyncPointer(jobDir, version, dir);
-  // the previous version stays (a reader may be loading it as the pointer moves); older ones go
-  const keep = new Set([dir, previous?.dir]);
-  for (const name of readdirSync(syncFolder(jobDir))) {
-    const path = join(syncFolder(jobDir), name);
+  const keep = new Set([dir, previous === undefined ? undefined : resolve(previous)]);
+  for (const name of readdirSync(folder)) {
+    const path = join(folder, name);
     if (/^version_\d+$/.test(name) && !keep.has(path)) rmSync(path, { recursive: true, force: true });
   }
+  return dir;
+}
+
+/** Saves the trainer's weights as version `version` and points latest.json at them; returns the folder. */
+export async function publishToSyncFolder(trainer: WeightSaver, jobDir: string, version: number): Promise<string> {
+  const dir = await saveSyncVersion(trainer, jobDir, version, readSyncPointer(jobDir)?.dir);
+  writeSyncPointer(jobDir, version, dir);
   return dir;
 }
 
@@ -61,10 +81,10 @@ const finishedFile = (jobDir: string) => join(syncFolder(jobDir), 'finished');
 
 /** Mode train: a trainer process publishing for explorer processes. */
 export class FolderWeightPublisher implements WeightPublisher {
-  readonly #trainer: TrainerClient;
+  readonly #trainer: WeightSaver;
   readonly #jobDir: string;
 
-  constructor(trainer: TrainerClient, jobDir: string) {
+  constructor(trainer: WeightSaver, jobDir: string) {
     this.#trainer = trainer;
     this.#jobDir = jobDir;
     rmSync(finishedFile(jobDir), { force: true }); // a restarted trainer: explorers wait for it again
@@ -96,13 +116,8 @@ export const NO_PUBLISHER: WeightPublisher = {
   finish: () => {},
 };
 
-export interface FolderReceiverOptions {
+export interface FolderReceiverOptions extends ProcessReceiverOptions {
   jobDir: string;
-  engine: ExplorerEngine;
-  startVersion: number;
-  timeoutMs: number;
-  signal?: AbortSignal;
-  onVersion?: (version: number) => void;
 }
 
 /** Mode explore: an explorer process loading what the trainer process published. */
@@ -174,4 +189,31 @@ export class FolderWeightReceiver implements WeightReceiver {
   withWeights<T>(work: () => Promise<T>): Promise<T> {
     return work(); // this process updates its weights only between steps, in waitForVersion / requestWeights
   }
+}
+
+/** The job folder as the meeting point of a trainer process and its explorer processes (an SQLite buffer). */
+export class SyncFolderChannel implements ProcessWeightChannel {
+  readonly #jobDir: string;
+
+  constructor(jobDir: string) {
+    this.#jobDir = jobDir;
+  }
+
+  get location(): string {
+    return syncFolder(this.#jobDir);
+  }
+
+  async latest(): Promise<SyncPointer | null> {
+    return readSyncPointer(this.#jobDir);
+  }
+
+  publisher(trainer: WeightSaver): WeightPublisher {
+    return new FolderWeightPublisher(trainer, this.#jobDir);
+  }
+
+  receiver(options: ProcessReceiverOptions): WeightReceiver {
+    return new FolderWeightReceiver({ ...options, jobDir: this.#jobDir });
+  }
+
+  async close(): Promise<void> {}
 }

@@ -8,10 +8,16 @@
 //                         between explorer steps, never in the middle of one (a lock).
 //   FolderWeightPublisher mode train: a trainer process writes version folders + a pointer (./sync-folder.ts) for
 //   FolderWeightReceiver  mode explore: an explorer process that follows the pointer.
+//   PostgresWeightPublisher / PostgresWeightReceiver  the same with the pointer, the sync requests and the finished
+//                         marker in the PostgreSQL buffer's database (./postgres-weight-channel.ts).
+//
+// Modes train and explore meet through a ProcessWeightChannel (the job folder, or the database), opened by
+// ./process-weight-channel.ts the way the shared buffer is chosen: by the buffer's path.
 //
 // A new way to move weights (NCCL broadcast, an engine pool) is a new implementation of these two interfaces.
 import type { EmbeddedEnginePool, WorkerRolloutEngine } from '../../engine/index.js';
 import type { OpenAIRemoteEngine, RemoteEnginePool } from '../../openai/index.js';
+import type { TrainerClient } from '../trainer/trainer.js';
 
 /**
  * What the explorer needs of its engine: rollouts, weights from a folder, close. A pool (engine_num > 1, a list of
@@ -41,6 +47,43 @@ export interface WeightReceiver {
   requestWeights(what: string): Promise<void>;
   /** Runs `work` (an explore or eval step) with no weight update in the middle of it. */
   withWeights<T>(work: () => Promise<T>): Promise<T>;
+}
+
+/** What publishing needs of the trainer: its weights written as a Hugging Face folder. */
+export type WeightSaver = Pick<TrainerClient, 'saveWeights'>;
+
+/** The newest published weights: their version and the folder (an absolute path) that holds them. */
+export interface SyncPointer {
+  version: number;
+  dir: string;
+}
+
+/** An explorer process's receiver: the engine it loads published folders into, and how long it waits. */
+export interface ProcessReceiverOptions {
+  engine: Pick<ExplorerEngine, 'syncWeightsFromDir'>;
+  /** The version the engine starts with. */
+  startVersion: number;
+  timeoutMs: number;
+  signal?: AbortSignal;
+  /** Called after each update with the new version (the model handle stamps rollouts with it). */
+  onVersion?: (version: number) => void;
+}
+
+/**
+ * Where a trainer process (mode train) and its explorer processes (mode explore) meet: the sync pointer, the sync
+ * requests and the trainer's finished marker. The weights themselves are folders on storage both can read.
+ */
+export interface ProcessWeightChannel {
+  /** Where the pointer lives, for messages. */
+  readonly location: string;
+  /** The newest published weights (an explorer starts from them), or null when none were published. */
+  latest(): Promise<SyncPointer | null>;
+  /** The trainer process's side (a restarted trainer: explorers wait for it again). */
+  publisher(trainer: WeightSaver): WeightPublisher;
+  /** An explorer process's side. */
+  receiver(options: ProcessReceiverOptions): WeightReceiver;
+  /** Waits for what the publisher still writes, then lets go of connections. */
+  close(): Promise<void>;
 }
 
 /** The explorer's engine as started for the stage's engine settings (the `type` says which it is). */
