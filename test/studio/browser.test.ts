@@ -11,6 +11,13 @@ import { type StudioServer, startStudio } from '../../src/studio/index.js';
 import { launchChromium } from './browser.js';
 import { appendMetrics, writeRun } from './fixtures.js';
 
+// What the browser-side callbacks below touch (this project compiles without the DOM's types; the callbacks run in
+// the page, where these are the real document and the app's window.studio).
+declare const document: {
+  querySelector(selector: string): { textContent: string | null; getAttribute(name: string): string | null } | null;
+};
+declare const window: { studio: { charts: { key: string; plot: { data: (number | null)[][] } }[] } };
+
 let root: string;
 let shots: string;
 let studio: StudioServer;
@@ -44,13 +51,16 @@ after(async () => {
 
 const run = encodeURIComponent('demo/sft-grpo');
 
+/** Waits in the browser until the rollouts page says `n` rollouts match. */
+const waitMatched = (n: number) =>
+  page.waitForFunction((want) => document.querySelector('#rollout-summary')?.getAttribute('data-matched') === want, String(n));
+
 test('a finished run’s curves render with one point per step, across both stages', async () => {
   await page.goto(`${studio.url}/curves?run=${run}&key=actor/loss,rollout/reward/mean`);
-  await page.waitForFunction(() => (window as unknown as { studio: { charts: unknown[] } }).studio.charts.length === 2);
+  await page.waitForFunction(() => window.studio.charts.length === 2);
+  // the points each uPlot chart holds: its x values, and the run's non-null y values
   const counts = await page.evaluate(() =>
-    (window as unknown as { studio: { charts: { key: string; plot: { data: (number | null)[][] } }[] } }).studio.charts.map(
-      ({ key, plot }) => [key, plot.data[0]?.length, plot.data[1]?.filter((v) => v !== null).length],
-    ),
+    window.studio.charts.map(({ key, plot }) => [key, plot.data[0]?.length, plot.data[1]?.filter((v) => v !== null).length]),
   );
   // 12 sft steps + 25 grpo steps, each a point of its own (under the 2,000-point limit)
   assert.deepEqual(counts, [
@@ -70,10 +80,9 @@ test('a live run’s new step appears on the Runs page without a reload', async 
   const navigations: string[] = [];
   page.on('framenavigated', (frame) => navigations.push(frame.url()));
   appendMetrics(liveStage, 6);
+  // waits in the browser for the cell's text to change (no reload, no sleep)
   await page.waitForFunction(
     () => document.querySelector('tr[data-run="demo/live"][data-stage="grpo"] .step')?.textContent === '6',
-    undefined,
-    { timeout: 5000 },
   );
   assert.deepEqual(navigations, [], 'the page reloaded');
   assert.equal(await page.locator('tr[data-run="demo/live"] [data-status]').first().textContent(), 'running');
@@ -87,11 +96,11 @@ test('rollout filters change what is shown; a rollout opens with its tokens and 
   assert.equal(await summary.getAttribute('data-matched'), String(25 * 9));
   await page.fill('#f-minReward', '1');
   await page.dispatchEvent('#f-minReward', 'change');
-  await page.waitForFunction(() => document.querySelector('#rollout-summary')?.getAttribute('data-matched') === String(25 * 4));
+  await waitMatched(25 * 4);
   const rewards = await page.locator('#rollouts td.reward').allTextContents();
   assert.ok(rewards.length > 0 && rewards.every((r) => r === '1'), `rewards shown: ${rewards.join(' ')}`);
   await page.selectOption('#f-truncated', 'true');
-  await page.waitForFunction(() => document.querySelector('#rollout-summary')?.getAttribute('data-matched') === String(25));
+  await waitMatched(25);
   const lengths = await page.locator('#rollouts td.length').allTextContents();
   assert.ok(lengths.every((l) => l === '5'));
   // the multi-turn task: its turns, and the tool's tokens outlined as not generated
@@ -99,7 +108,7 @@ test('rollout filters change what is shown; a rollout opens with its tokens and 
   await page.fill('#f-minReward', '');
   await page.fill('#f-task', 'task-2');
   await page.dispatchEvent('#f-task', 'change');
-  await page.waitForFunction(() => document.querySelector('#rollout-summary')?.getAttribute('data-matched') === String(25 * 3));
+  await waitMatched(25 * 3);
   await page.locator('#rollouts tr.rollout').first().click();
   await page.locator('#rollout-detail').waitFor();
   assert.equal(await page.locator('#turns .turn').count(), 4);
