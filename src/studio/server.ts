@@ -16,6 +16,9 @@ import { dirname, extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isLoopbackHost } from '../openai/server.js';
 import { apiRoutes } from './api.js';
+import { configRoutes } from './config-builder.js';
+import { feedbackRoutes } from './feedback.js';
+import { launchRoutes } from './launches.js';
 import { SourceCache, type StudioContext } from './context.js';
 import { EventHub } from './events.js';
 import { resolveInside, StudioPathError } from './paths.js';
@@ -66,7 +69,7 @@ async function sendFile(res: ServerResponse, file: string): Promise<undefined> {
 
 /** Pages and assets: the app's shell for every page path, its files, and uPlot from node_modules. */
 export const staticRoutes: Route[] = [
-  ...['/', '/runs', '/curves', '/rollouts', '/buffer'].map(
+  ...['/', '/runs', '/curves', '/rollouts', '/buffer', '/config', '/launches', '/feedback'].map(
     (path): Route => ({
       method: 'GET',
       path,
@@ -95,7 +98,7 @@ export const staticRoutes: Route[] = [
 ];
 
 /** Every route the server answers, in match order. */
-export const routes: Route[] = [...staticRoutes, ...apiRoutes];
+export const routes: Route[] = [...staticRoutes, ...apiRoutes, ...configRoutes, ...launchRoutes, ...feedbackRoutes];
 
 function sameToken(given: string | undefined, token: string): boolean {
   if (given === undefined) return false;

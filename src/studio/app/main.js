@@ -8,6 +8,9 @@ export const PAGES = [
   { path: '/curves', title: 'Curves', load: () => import('./pages/curves.js') },
   { path: '/rollouts', title: 'Rollouts', load: () => import('./pages/rollouts.js') },
   { path: '/buffer', title: 'Buffer', load: () => import('./pages/buffer.js') },
+  { path: '/config', title: 'Config', load: () => import('./pages/config.js') },
+  { path: '/launches', title: 'Launches', load: () => import('./pages/launches.js') },
+  { path: '/feedback', title: 'Feedback', load: () => import('./pages/feedback.js') },
 ];
 
 const root = document.getElementById('page');

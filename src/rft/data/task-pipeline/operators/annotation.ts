@@ -9,7 +9,9 @@
 //
 // (docs/data-pipelines.md documents it for people and tools.) The operator waits, without polling, until every pair
 // is rated, or fails with AnnotationTimeoutError naming the pairs still pending after `timeout` seconds. Ids are
-// the rows' positions in the operator's input ("0", "1", ...).
+// the rows' positions in the operator's input ("0", "1", ...). While it listens, annotation_server.json in the work
+// folder (the output taskset's) holds its URL, so tools (Trinity Studio's feedback page) find it.
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { isAbsolute, join, resolve } from 'node:path';
@@ -51,6 +53,9 @@ export class AnnotationTimeoutError extends Error {
 }
 
 type Choice = 'answer1' | 'answer2';
+
+/** Written in the operator's work folder while its server listens: {url, operator, pid, total}. */
+export const ANNOUNCEMENT_FILE = 'annotation_server.json';
 
 export const humanPreferenceAnnotationMapper: TaskOperatorModule<AnnotationOptions> = {
   description: 'asks a person (over HTTP) which of two answers is better; writes chosen/rejected and a DPO file',
@@ -137,6 +142,11 @@ export const humanPreferenceAnnotationMapper: TaskOperatorModule<AnnotationOptio
     const address = server.address() as AddressInfo;
     const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
     const base = `http://${host}:${address.port}`;
+    // where a person's tools find the server (Trinity Studio's feedback page looks for this file in its runs folder);
+    // removed when the server closes
+    const announcement = join(context.workDir, ANNOUNCEMENT_FILE);
+    mkdirSync(context.workDir, { recursive: true });
+    writeFileSync(announcement, `${JSON.stringify({ url: base, operator: where, pid: process.pid, total: pairs.length })}\n`);
     try {
       context.log(`${where}: ${pairs.length} preference pair(s) to rate: GET ${base}/annotations, POST ${base}/annotations/<id>`);
       context.emit({ type: 'annotation_server', operator: where, url: base, pending: pairs.map((p) => p.id) });
@@ -159,6 +169,7 @@ export const humanPreferenceAnnotationMapper: TaskOperatorModule<AnnotationOptio
         if (onAbort) context.signal?.removeEventListener('abort', onAbort);
       }
     } finally {
+      rmSync(announcement, { force: true });
       server.closeAllConnections();
       await new Promise<void>((closed) => server.close(() => closed()));
     }
