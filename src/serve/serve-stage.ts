@@ -11,7 +11,13 @@
 // Choices of one response share a task id by default, so `n` samples with a reward each form a GRPO group.
 // GET /v1/trinity/status: model version, recorded turns, experiences written.
 import { join } from 'node:path';
-import { type ChatResult, ConversationTracker, type ConversationTurn, WorkerRolloutEngine } from '../engine/index.js';
+import {
+  type ChatResult,
+  ConversationTracker,
+  type ConversationTurn,
+  EmbeddedEnginePool,
+  WorkerRolloutEngine,
+} from '../engine/index.js';
 import { z } from 'zod';
 import { loadModelConfig } from '../model/index.js';
 import {
@@ -68,12 +74,17 @@ export async function startServeStage(settings: StageSettings, hooks: StageHooks
   const pointer = readSyncPointer(settings.jobDir);
   let version = pointer?.version ?? 0;
   const servedDir = pointer?.dir ?? settings.modelPath;
-  const engine = await WorkerRolloutEngine.start(servedDir, {
-    dtype: settings.dtype,
-    slots: settings.explorer.slots,
-    maxLength: settings.explorer.maxLength,
-    numThreads: settings.threads.explorer,
-  });
+  const engineOptions = { dtype: settings.dtype, slots: settings.explorer.slots, maxLength: settings.explorer.maxLength };
+  const engineSpec = settings.explorer.engine;
+  // engine_num > 1: a pool on threads (a conversation's follow-up calls go to the engine that decoded it)
+  const engine =
+    engineSpec.type === 'embedded' && engineSpec.engineNum > 1
+      ? await EmbeddedEnginePool.start(servedDir, {
+          ...engineOptions,
+          engineNum: engineSpec.engineNum,
+          numThreads: settings.threads.explorer,
+        })
+      : await WorkerRolloutEngine.start(servedDir, { ...engineOptions, numThreads: settings.threads.explorer });
   const tokenizer = engine.tokenizer;
   if (tokenizer === null) {
     await engine.close();

@@ -583,7 +583,7 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
     if (remoteEngine)
       problem('explorer.rollout_model.engine_type', "mode colocate runs the embedded engine beside the trainer: use 'embedded'");
     if (explorer.rollout_model.engine_process)
-      problem('explorer.rollout_model.engine_process', 'mode colocate runs the engine in the trainer\'s process: remove it');
+      problem('explorer.rollout_model.engine_process', "mode colocate runs the engine in the trainer's process: remove it");
     const rolloutDevice = explorer.rollout_model.device;
     if (rolloutDevice !== 'auto' && trainerDevice !== 'auto' && rolloutDevice !== trainerDevice)
       problem(
@@ -637,6 +637,8 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
         'explorer.rollout_model.engine_process',
         "starts embedded engines in processes of their own: use engine_type 'embedded'",
       );
+  } else if (mode === 'serve' && rollout.engine_process) {
+    problem('explorer.rollout_model.engine_process', 'mode serve runs its engines on threads of its own process: remove it');
   } else {
     for (const key of ['base_url', 'api_key', 'model_name'] as const) {
       if (rollout[key] !== null) problem(`explorer.rollout_model.${key}`, "is only used with engine_type 'openai'");
