@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { routes, type StudioServer, startStudio } from '../../src/studio/index.js';
+import { apiRoutes } from '../../src/studio/api.js';
 import { downsampleIndices, smooth } from '../../src/studio/series.js';
 import { appendMetrics, lossAt, writeRun } from './fixtures.js';
 
@@ -270,8 +271,9 @@ describe('access control', () => {
     }
   });
 
-  test('every route is GET (this Studio only reads)', () => {
-    assert.ok(routes.every((r) => r.method === 'GET'));
+  test('the watching routes only read (GET)', () => {
+    assert.ok(apiRoutes.every((r) => r.method === 'GET'));
+    assert.ok(routes.length > apiRoutes.length);
   });
 });
 
