@@ -82,13 +82,17 @@ async function runJob(watched: boolean): Promise<number> {
         await page.goto(`${studio.url}${path}`);
       }
     }
+    let stderr = '';
     const code = await new Promise<number | null>((resolve) => {
       const child = spawn(process.execPath, [join(repoRoot, 'bin/trinity.js'), 'run', '--config', job.configFile], {
-        stdio: ['ignore', 'ignore', 'inherit'],
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      child.stderr.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString();
       });
       child.on('exit', resolve);
     });
-    if (code !== 0) throw new Error(`trinity run exited with ${code}`);
+    if (code !== 0) throw new Error(`trinity run exited with ${code}: ${stderr.slice(-2000)}`);
     const times = readFileSync(join(job.jobDir, 'metrics.jsonl'), 'utf8')
       .trim()
       .split('\n')
@@ -102,19 +106,19 @@ async function runJob(watched: boolean): Promise<number> {
   }
 }
 
-const render = await firstRender();
-const plain: number[] = [];
-const watched: number[] = [];
-for (let r = 0; r < ROUNDS; r++)
-  for (const w of r % 2 === 0 ? [false, true] : [true, false]) (w ? watched : plain).push(await runJob(w));
-
 const cpu = cpus()[0]?.model ?? 'unknown CPU';
 console.log(`Trinity Studio benchmark (${cpu}, ${cpus().length} cores)`);
+const render = await firstRender();
 console.log(`\nfirst render, ${METRIC_ROWS} metric rows and ${ROLLOUTS} rollouts in one run (Chromium)`);
 console.log('page       cold ms   warm ms');
 console.log(`curves   ${render.curves_cold_ms?.toFixed(0).padStart(8)}  ${render.curves_warm_ms?.toFixed(0).padStart(8)}`);
 console.log(`rollouts ${render.rollouts_cold_ms?.toFixed(0).padStart(8)}  ${render.rollouts_warm_ms?.toFixed(0).padStart(8)}`);
 console.log(`(a curve: ${render.points_total} points in the run, ${render.points_sent} sent to the browser)`);
+
+const plain: number[] = [];
+const watched: number[] = [];
+for (let r = 0; r < ROUNDS; r++)
+  for (const w of r % 2 === 0 ? [false, true] : [true, false]) (w ? watched : plain).push(await runJob(w));
 console.log(`\ntrinity run step time (tiny GRPO job, ${RUN_STEPS} steps, median of step gaps; ${ROUNDS} runs each, alternated)`);
 console.log(`without Studio   ${(median(plain) * 1000).toFixed(0)} ms   (${plain.map((s) => (s * 1000).toFixed(0)).join(', ')})`);
 console.log(
