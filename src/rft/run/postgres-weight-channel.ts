@@ -148,7 +148,7 @@ export class PostgresWeightChannel implements ProcessWeightChannel {
     return version === null || dir === null ? null : { version, dir };
   }
 
-  publisher(trainer: WeightSaver): WeightPublisher {
+  publisher(trainer: WeightSaver): PostgresWeightPublisher {
     const publisher = new PostgresWeightPublisher(this, trainer, this.#options.jobDir);
     this.#publishers.push(publisher);
     return publisher;

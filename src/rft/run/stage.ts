@@ -43,7 +43,7 @@ import {
 } from '../buffer/index.js';
 import { type LoadedCheckpoint, latestCheckpoint } from '../checkpoint.js';
 import type { Experience, ModelBounds } from '../experience.js';
-import { ExperiencePipeline } from '../data/experience-pipeline/index.js';
+import { ExperiencePipeline, explorerSavePath } from '../data/experience-pipeline/index.js';
 import { runTaskPipeline, type TaskPipelineSettings, workflowSampler } from '../data/task-pipeline/index.js';
 import { createMonitors, type MonitorGroup, ProgressReporter } from '../monitor/index.js';
 import { TrainerClient, type TrainerInit } from '../trainer/trainer.js';
@@ -70,6 +70,9 @@ import {
 } from './weight-channel.js';
 
 export { requiredVersion } from './explorer-loop.js';
+
+/** explorer.name when the config names none (Trinity-RFT's default). */
+const DEFAULT_EXPLORER_NAME = 'explorer';
 export { readSyncPointer } from './sync-folder.js';
 
 export async function runStage(settings: StageSettings, hooks: StageHooks = {}): Promise<StageResult> {
@@ -438,7 +441,7 @@ class StageBuilder {
     // the explore steps, shared with the other explorer processes of this buffer (./explorer-share.ts)
     const claims = await openTaskClaims({
       path: sharedBufferPath(settings),
-      table: 'experiences',
+      table: buffer.table,
       stage: settings.stageName,
       explorer: settings.explorer.name,
       deal: JSON.stringify({
@@ -474,7 +477,7 @@ class StageBuilder {
       : this.checkpoint?.modelDir
         ? { dir: this.checkpoint.modelDir, version: this.checkpoint.step }
         : { dir: settings.modelPath, version: 0 };
-    const explorer = await this.#explorer(start.dir, progress, start.version);
+    const explorer = await this.#explorer(start.dir, progress, start.version, finished);
     const receiver = channel.receiver({
       engine: explorer.engine,
       startVersion: start.version,
@@ -643,7 +646,25 @@ class StageBuilder {
    */
   async #sharedBuffer(role: 'reader' | 'writer'): Promise<SharedExperienceBuffer> {
     const { settings } = this;
-    const buffer = await openSharedBuffer({ path: sharedBufferPath(settings), name: settings.buffer.name });
+    // a reader with replay_buffer on reads by priority, its replay state in the database (../buffer/sql-replay.ts)
+    const replay = role === 'reader' ? settings.buffer.replay : null;
+    const buffer = await openSharedBuffer({
+      path: sharedBufferPath(settings),
+      name: settings.buffer.name,
+      ...(replay
+        ? {
+            replay: {
+              capacity: settings.buffer.capacity,
+              priorityFn: replay.priorityFn as PriorityFnName,
+              decay: replay.decay,
+              reuseCooldownMs: replay.reuseCooldownMs,
+              ...(replay.useCountLimit !== undefined ? { useCountLimit: replay.useCountLimit } : {}),
+              ...(replay.sigma !== undefined ? { sigma: replay.sigma } : {}),
+              seed: settings.seed,
+            },
+          }
+        : {}),
+    });
     this.#closers.push(() => buffer.close());
     // the trainer reads on from its checkpoint's cursor, even when the commit after that checkpoint never happened
     const cursor = this.#saved.buffer?.cursor;
@@ -674,14 +695,33 @@ class StageBuilder {
     return trainer;
   }
 
-  async #explorer(weightsDir: string, progress: ProgressReporter, version = this.startStep): Promise<ExplorerParts> {
+  /**
+   * The explorer's engine, workflow runner and experience pipeline. `finishedSteps`: mode explore's steps this
+   * explorer finished, which its save_input file keeps (it forgets the rest, which are explored again).
+   */
+  async #explorer(
+    weightsDir: string,
+    progress: ProgressReporter,
+    version = this.startStep,
+    finishedSteps?: ReadonlySet<number>,
+  ): Promise<ExplorerParts> {
     const { settings } = this;
+    const pipelineSettings = settings.experiencePipeline;
+    // an explorer process of several writes save_input to a file of its own name (the default name: the file itself)
+    const inputSavePath =
+      pipelineSettings?.inputSavePath && settings.mode === 'explore' && settings.explorer.name !== DEFAULT_EXPLORER_NAME
+        ? explorerSavePath(pipelineSettings.inputSavePath, settings.explorer.name)
+        : (pipelineSettings?.inputSavePath ?? null);
     // before the engine starts, so a bad operator fails fast; its save file forgets the steps that are explored again
-    const pipeline = settings.experiencePipeline
-      ? await ExperiencePipeline.create(settings.experiencePipeline, {
-          baseDir: settings.pluginBaseDir,
-          startStep: this.startStep,
-        })
+    const pipeline = pipelineSettings
+      ? await ExperiencePipeline.create(
+          { ...pipelineSettings, inputSavePath },
+          {
+            baseDir: settings.pluginBaseDir,
+            startStep: this.startStep,
+            ...(finishedSteps ? { keepSteps: finishedSteps } : {}),
+          },
+        )
       : null;
     if (pipeline) this.#closers.push(() => pipeline.close());
     const started = await startExplorerEngine(settings, weightsDir, (line) => progress.log(line));

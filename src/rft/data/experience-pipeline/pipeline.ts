@@ -57,11 +57,12 @@ export class ExperiencePipeline {
 
   /**
    * Resolves the operators (registered names, or module paths relative to `baseDir`) and checks their arguments;
-   * opens the save file, dropping what it holds for steps after `startStep` (a resumed run explores them again).
+   * opens the save file, dropping what it holds for steps after `startStep` (a resumed run explores them again), or
+   * for steps not in `keepSteps` when given (an explorer process keeps the steps it finished).
    */
   static async create(
     settings: ExperiencePipelineSettings,
-    options: { baseDir?: string; startStep?: number } = {},
+    options: { baseDir?: string; startStep?: number; keepSteps?: ReadonlySet<number> } = {},
   ): Promise<ExperiencePipeline> {
     const stages: Stage[] = [];
     const seen = new Map<string, number>();
@@ -81,7 +82,10 @@ export class ExperiencePipeline {
         throw new Error(`${where}: ${(error as Error).message}`);
       }
     }
-    const recorder = settings.inputSavePath === null ? null : openInputRecorder(settings.inputSavePath, options.startStep ?? 0);
+    const recorder =
+      settings.inputSavePath === null
+        ? null
+        : openInputRecorder(settings.inputSavePath, options.keepSteps ?? options.startStep ?? 0);
     return new ExperiencePipeline(stages, recorder);
   }
 
