@@ -9,7 +9,7 @@
 // Rebuilds only when a source, this script or the libtorch location changed.
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -175,7 +175,12 @@ function run(cmd, args, label) {
 }
 
 // Each translation unit that includes ATen takes ~20 s and ~1 GB: compile them two at a time.
-const objects = sources.map((s) => join(buildDir, s.split('/').pop().replace('.cpp', '.o')));
+// Other builds may run at the same time in this checkout (processes that load the addon keep running): each build
+// compiles into its own folder and links to its own temporary name, and only the final rename (atomic on one file
+// system) replaces trinity_torch.node, so no process ever loads a half-written addon or another build's objects.
+const objectDir = join(buildDir, `obj-${process.pid}`);
+mkdirSync(objectDir, { recursive: true });
+const objects = sources.map((s) => join(objectDir, s.split('/').pop().replace('.cpp', '.o')));
 // kernels.cpp runs at::parallel_for, whose OpenMP body is inline: it needs -fopenmp to run on the intra-op threads
 // (without it the pragma is ignored and the loop runs serially). GOMP's symbols resolve, when the addon loads, to the
 // libgomp libtorch_cpu already loaded, so the process keeps one OpenMP runtime.
@@ -195,12 +200,16 @@ try {
     }),
   );
   // Link to a temporary name and rename: processes that have the old addon loaded keep a valid mapping.
-  await run('g++', [...objects, ...ldflags, '-o', `${output}.tmp`], 'linked trinity_torch.node');
-  renameSync(`${output}.tmp`, output);
+  const linked = `${output}.${process.pid}.tmp`;
+  await run('g++', [...objects, ...ldflags, '-o', linked], 'linked trinity_torch.node');
+  renameSync(linked, output);
 } catch (error) {
+  rmSync(objectDir, { recursive: true, force: true });
   fail(error.message);
 }
+rmSync(objectDir, { recursive: true, force: true });
 writeFileSync(
-  stampFile,
+  `${stampFile}.${process.pid}.tmp`,
   JSON.stringify({ stamp, libtorch: torch.dir, source: torch.source, cuda: hasCuda, distributed: distributedSummary }, null, 2),
 );
+renameSync(`${stampFile}.${process.pid}.tmp`, stampFile);

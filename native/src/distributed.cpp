@@ -9,6 +9,8 @@
 // the TypeScript layer names the collective, the rank and the timeout around it.
 #include "common.h"
 
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -440,6 +442,197 @@ Napi::Value distBarrier(const Napi::CallbackInfo& info) {
                 [options](c10d::Backend& backend) { return WorkList{backend.barrier(options)}; });
 }
 
+// ---- gradient buckets fed by autograd hooks: the all-reduce overlaps the backward (PyTorch DDP's Reducer, reduced
+// to what the trainer needs) ----
+//
+// Each parameter gets a post-accumulate-grad hook (the C++ slot PyTorch's register_post_accumulate_grad_hook uses; no
+// Python here, so the slot is ours). While the buckets are armed, a hook that fires moves the parameter's gradient
+// into its target's (the float32 master weight's, cast; or the parameter itself) and marks it ready; a bucket whose
+// parameters are all ready is issued as one coalesced all-reduce, in bucket order (every rank issues the same
+// buckets in the same order, as DDP does, whatever order the hooks fire in). Hooks run on the thread that runs the
+// backward (the caller's on CPU; autograd's device threads on CUDA), hence the mutex. finish() zero-fills and issues
+// the buckets the backward did not complete, then waits for all of them off the JS thread. Parameters marked
+// unhooked (reached by several backward calls of one micro-batch: a chunked LM head, tied embeddings) are never
+// marked ready by a hook: their buckets go at finish(). A hook that fires for a parameter whose bucket was already
+// issued is an error (its gradient would miss the sum).
+struct GradBuckets {
+  std::shared_ptr<Group> group;
+  std::vector<at::Tensor> params;
+  std::vector<at::Tensor> targets;
+  bool separateTargets = false;
+  std::vector<std::vector<size_t>> buckets;
+  std::vector<int64_t> bucketOf;  // -1: unhooked
+  c10d::ReduceOp op = c10d::ReduceOp::SUM;
+  Milliseconds timeout{0};
+
+  std::mutex mutex;
+  bool armed = false;
+  std::vector<bool> ready;
+  std::vector<size_t> waiting;  // per bucket: parameters not ready yet
+  size_t nextBucket = 0;        // buckets [0, nextBucket) are issued
+  WorkList works;
+
+  // The parameter's gradient into its target's .grad (the target's dtype), under `mutex`.
+  void moveGradient(size_t i) {
+    if (!separateTargets) return;
+    at::Tensor& grad = params[i].mutable_grad();
+    if (!grad.defined()) return;
+    at::Tensor& into = targets[i].mutable_grad();
+    if (into.defined())
+      into.add_(grad);
+    else
+      into = grad.to(targets[i].scalar_type(), /*non_blocking=*/false, /*copy=*/true);
+    grad = at::Tensor();
+  }
+
+  // The bucket's target gradients (zeros where a target has none), issued as one collective in the group's order.
+  void issue(size_t b) {
+    std::vector<at::Tensor> grads;
+    for (size_t i : buckets[b]) {
+      at::Tensor& g = targets[i].mutable_grad();
+      if (!g.defined()) g = at::zeros_like(targets[i]);
+      grads.push_back(g);
+    }
+    c10d::AllreduceCoalescedOptions options;
+    options.reduceOp = op;
+    options.timeout = timeout;
+    WorkList issued = group->issueInTurn(group->takeTicket(), [&] {
+      return WorkList{group->backend->allreduce_coalesced(grads, options)};
+    });
+    works.insert(works.end(), issued.begin(), issued.end());
+  }
+
+  void markReady(size_t i) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!armed || bucketOf[i] < 0) return;
+    auto b = static_cast<size_t>(bucketOf[i]);
+    if (b < nextBucket)
+      throw std::runtime_error("gradient buckets: parameter " + std::to_string(i) + " received a gradient after its bucket " +
+                               std::to_string(b) + " was all-reduced (the backward reaches it more than once: mark it unhooked)");
+    moveGradient(i);
+    if (ready[i]) return;  // a second accumulation before its bucket went: moved above, still in the sum
+    ready[i] = true;
+    waiting[b]--;
+    while (nextBucket < buckets.size() && waiting[nextBucket] == 0) issue(nextBucket++);
+  }
+};
+
+struct ReadyHook : torch::autograd::PostAccumulateGradHook {
+  std::weak_ptr<GradBuckets> owner;
+  size_t index;
+  ReadyHook(std::weak_ptr<GradBuckets> owner, size_t index) : owner(std::move(owner)), index(index) {}
+  void operator()(const torch::autograd::Variable& /*param*/) override {
+    if (auto buckets = owner.lock()) buckets->markReady(index);
+  }
+};
+
+Registry<GradBuckets>& gradBuckets() {
+  static auto* registry = new Registry<GradBuckets>();
+  return *registry;
+}
+
+// distGradBucketsCreate(group, params, targets | null, buckets, hooked, op, timeoutMs) -> id. buckets: lists of
+// parameter indices in issue order (each parameter in exactly one; all of a bucket's targets share dtype and device);
+// hooked[i]: whether parameter i's hook marks it ready. Installs the hooks (replacing any this slot held).
+Napi::Value distGradBucketsCreate(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto state = std::make_shared<GradBuckets>();
+  state->group = groups().get(info[0], "process group");
+  state->params = tensorList(info[1]);
+  state->separateTargets = !isNullish(info[2]);
+  state->targets = state->separateTargets ? tensorList(info[2]) : state->params;
+  size_t n = state->params.size();
+  if (state->targets.size() != n)
+    throw Napi::RangeError::New(env, "gradient buckets: " + std::to_string(n) + " parameters but " +
+                                         std::to_string(state->targets.size()) + " targets");
+  Napi::Array buckets = info[3].As<Napi::Array>();
+  Napi::Array hooked = info[4].As<Napi::Array>();
+  state->bucketOf.assign(n, -2);
+  std::vector<bool> isHooked(n, false);
+  for (uint32_t i = 0; i < hooked.Length() && i < n; ++i) isHooked[i] = toBool(hooked.Get(i));
+  for (uint32_t b = 0; b < buckets.Length(); ++b) {
+    std::vector<size_t> members;
+    for (int64_t i : intList(buckets.Get(b))) {
+      if (i < 0 || static_cast<size_t>(i) >= n || state->bucketOf[i] != -2)
+        throw Napi::RangeError::New(env, "gradient buckets: index " + std::to_string(i) + " in bucket " + std::to_string(b) +
+                                             " is out of range or in two buckets");
+      state->bucketOf[i] = isHooked[i] ? static_cast<int64_t>(b) : -1;
+      members.push_back(static_cast<size_t>(i));
+    }
+    state->buckets.push_back(std::move(members));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (state->bucketOf[i] == -2)
+      throw Napi::RangeError::New(env, "gradient buckets: parameter " + std::to_string(i) + " is in no bucket");
+    if (!state->params[i].is_leaf() || !state->params[i].requires_grad())
+      throw Napi::TypeError::New(env, "gradient buckets: parameter " + std::to_string(i) + " is not a leaf that requires grad");
+  }
+  state->op = toReduceOp(info[5]);
+  state->timeout = toTimeout(info[6]);
+  for (size_t i = 0; i < n; ++i)
+    if (state->bucketOf[i] >= 0)
+      torch::autograd::impl::set_post_acc_grad_hooks(state->params[i], std::make_unique<ReadyHook>(state, i));
+  return Napi::Number::New(env, static_cast<double>(gradBuckets().add(state)));
+}
+
+// distGradBucketsArm(id): the next backward's gradients are summed as they arrive (call before the last micro-batch's
+// backward of a step). Drops the state of a round that was never finished.
+Napi::Value distGradBucketsArm(const Napi::CallbackInfo& info) {
+  auto state = gradBuckets().get(info[0], "gradient buckets");
+  std::lock_guard<std::mutex> lock(state->mutex);
+  state->armed = true;
+  state->ready.assign(state->params.size(), false);
+  state->waiting.clear();
+  for (const auto& bucket : state->buckets) {
+    size_t hooked = 0;
+    for (size_t i : bucket) hooked += state->bucketOf[i] >= 0 ? 1 : 0;
+    // a bucket with unhooked members waits for finish(): one more than its hooked members
+    state->waiting.push_back(hooked + (hooked < bucket.size() ? 1 : 0));
+  }
+  state->nextBucket = 0;
+  state->works.clear();
+  return info.Env().Undefined();
+}
+
+// distGradBucketsFinish(id) -> Promise<number>: the number of buckets the hooks issued during the backward. Disarms; moves the gradients of parameters whose hooks did not run, issues the
+// remaining buckets (zeros for targets without a gradient, on this thread, in order), and resolves when every bucket
+// of the round completed. Works without arm() too (a rank that ran no backward this step): every bucket goes here.
+Napi::Value distGradBucketsFinish(const Napi::CallbackInfo& info) {
+  auto state = gradBuckets().get(info[0], "gradient buckets");
+  WorkList works;
+  size_t early = 0;
+  {
+    std::lock_guard<std::mutex> lock(state->mutex);
+    early = state->armed ? state->nextBucket : 0;
+    state->armed = false;
+    for (size_t i = 0; i < state->params.size(); ++i)
+      if (state->ready.size() != state->params.size() || !state->ready[i]) state->moveGradient(i);
+    while (state->nextBucket < state->buckets.size()) state->issue(state->nextBucket++);
+    works.swap(state->works);
+    state->ready.clear();
+    state->nextBucket = 0;  // the next round (armed or not) issues every bucket again
+  }
+  return Pending::start(
+      info.Env(),
+      [works]() mutable {
+        waitAll(works);
+        works.clear();
+      },
+      [early](Napi::Env env) -> Napi::Value { return Napi::Number::New(env, static_cast<double>(early)); });
+}
+
+// distGradBucketsFree(id): removes the hooks; a round in flight still completes.
+Napi::Value distGradBucketsFree(const Napi::CallbackInfo& info) {
+  auto state = gradBuckets().take(info[0]);
+  if (state) {
+    std::lock_guard<std::mutex> lock(state->mutex);
+    state->armed = false;
+    for (size_t i = 0; i < state->params.size(); ++i)
+      if (state->bucketOf[i] >= 0) torch::autograd::impl::set_post_acc_grad_hooks(state->params[i], nullptr);
+  }
+  return info.Env().Undefined();
+}
+
 // distBackends() -> { gloo, nccl }: what this build of the addon can create.
 Napi::Value distBackends(const Napi::CallbackInfo& info) {
   Napi::Object out = Napi::Object::New(info.Env());
@@ -472,6 +665,10 @@ void registerDistributed(Napi::Object exports) {
   TRT_EXPORT(exports, "distReduceScatter", distReduceScatter);
   TRT_EXPORT(exports, "distBarrier", distBarrier);
   TRT_EXPORT(exports, "distBackends", distBackends);
+  TRT_EXPORT(exports, "distGradBucketsCreate", distGradBucketsCreate);
+  TRT_EXPORT(exports, "distGradBucketsArm", distGradBucketsArm);
+  TRT_EXPORT(exports, "distGradBucketsFinish", distGradBucketsFinish);
+  TRT_EXPORT(exports, "distGradBucketsFree", distGradBucketsFree);
 }
 
 }  // namespace trt

@@ -405,6 +405,31 @@ export class ProcessGroup {
     });
   }
 
+  /**
+   * Gradient buckets that all-reduce while the backward runs (see OverlappedGradients): hooks on `params` mark each
+   * gradient ready as autograd accumulates it, and a full bucket is all-reduced at once, asynchronously.
+   */
+  overlappedGradients(params: readonly Tensor[], options: OverlapOptions = {}): OverlappedGradients {
+    if (this.#id === null)
+      throw new DistributedError(
+        'overlappedGradients: the process group was destroyed',
+        'overlappedGradients',
+        this.rank,
+        this.worldSize,
+        false,
+      );
+    return new OverlappedGradients(this, this.#id, params, options);
+  }
+
+  /** Internal: runs `run` as a named collective of this group (its errors become DistributedErrors). */
+  runCollective<T>(
+    collective: string,
+    options: CollectiveOptions,
+    run: (id: number, timeoutMs: number) => Promise<T>,
+  ): Promise<T> {
+    return this.#collective(collective, options, run);
+  }
+
   /** Waits until every rank reached its barrier. */
   barrier(options: CollectiveOptions = {}): Promise<void> {
     return this.#collective('barrier', options, (id, timeoutMs) => native.distBarrier(id, timeoutMs));
@@ -508,4 +533,120 @@ export function planBuckets(tensors: readonly Tensor[], bucketBytes: number): Te
     out.push(...group.buckets);
   }
   return out;
+}
+
+export interface OverlapOptions extends BucketOptions {
+  /**
+   * Where each parameter's gradient is summed: `targets[i]` (same shape; its .grad receives params[i]'s gradient in
+   * its own dtype, and params[i].grad is cleared), e.g. float32 master weights of bf16 parameters. Default: the
+   * parameters themselves.
+   */
+  targets?: readonly Tensor[];
+  /**
+   * Parameters one backward reaches more than once (a chunked LM head, tied embeddings): their hooks are not used,
+   * their buckets go last, when finish() is called.
+   */
+  unhooked?: ReadonlySet<Tensor>;
+}
+
+/**
+ * The gradient sum of DDP: a bucketed all-reduce that overlaps the backward pass (native/src/distributed.cpp,
+ * GradBuckets). The buckets are planned once, as DDP does: parameters in reverse order (the backward produces the
+ * last layers' gradients first), grouped by the targets' dtype and device, at most `bucketBytes` each; unhooked
+ * parameters in buckets of their own at the end. Every rank must plan the same buckets (same parameters, same order).
+ *
+ *   arm()        before the backward whose gradients complete the step (the last micro-batch: earlier micro-batches
+ *                only accumulate); from then on a hook moves each gradient into its target and a full bucket is
+ *                issued (in bucket order) while the backward goes on
+ *   finish()     after it: the buckets the backward did not fill are issued (zeros for targets without a gradient:
+ *                a rank that ran no micro-batch still takes part), and the promise settles when every bucket is summed
+ *   dispose()    removes the hooks
+ *
+ * Every target ends with a gradient (zeros where it had none); the caller decides what a gradient no rank produced
+ * means. Collectives issued by other calls are ordered with the buckets as usual (the order of the calls).
+ */
+export class OverlappedGradients {
+  readonly #group: ProcessGroup;
+  #id: number | null;
+  readonly #op: DistributedReduceOp;
+  readonly #timeoutMs: number | undefined;
+  /** The targets, in the order given. */
+  readonly targets: readonly Tensor[];
+  /** The buckets as parameter indices, in issue order. */
+  readonly buckets: readonly (readonly number[])[];
+
+  /** Internal: use ProcessGroup.overlappedGradients. */
+  constructor(group: ProcessGroup, groupId: number, params: readonly Tensor[], options: OverlapOptions) {
+    const where = 'overlappedGradients';
+    this.#group = group;
+    this.#op = checkOp(where, options.op);
+    this.#timeoutMs = options.timeoutMs;
+    const timeoutMs = checkTimeout(where, options.timeoutMs ?? group.timeoutMs);
+    const bucketBytes = checkInteger(`${where}: bucketBytes`, options.bucketBytes ?? DEFAULT_BUCKET_BYTES, 1);
+    const targets = options.targets ?? params;
+    if (targets.length !== params.length)
+      throw new RangeError(`${where}: ${params.length} parameters but ${targets.length} targets`);
+    targets.forEach((t, i) => {
+      const p = params[i] as Tensor;
+      if (t.shape.join(',') !== p.shape.join(','))
+        throw new RangeError(`${where}: parameter ${i} is [${p.shape}] but its target is [${t.shape}]`);
+    });
+    this.targets = targets;
+    const unhooked = options.unhooked ?? new Set<Tensor>();
+    const index = new Map(targets.map((t, i) => [t, i]));
+    const order = (keep: (i: number) => boolean) =>
+      targets
+        .map((_, i) => i)
+        .filter(keep)
+        .reverse()
+        .map((i) => targets[i] as Tensor);
+    const isUnhooked = (i: number) => unhooked.has(params[i] as Tensor);
+    const plan = [
+      ...planBuckets(
+        order((i) => !isUnhooked(i)),
+        bucketBytes,
+      ),
+      ...planBuckets(order(isUnhooked), bucketBytes),
+    ];
+    this.buckets = plan.map((bucket) => bucket.map((t) => index.get(t) as number));
+    this.#id = native.distGradBucketsCreate(
+      groupId,
+      params.map((p) => p.handle),
+      options.targets === undefined ? null : targets.map((t) => t.handle),
+      this.buckets.map((b) => [...b]),
+      params.map((_, i) => !isUnhooked(i)),
+      this.#op,
+      timeoutMs,
+    );
+  }
+
+  #live(): number {
+    if (this.#id === null) throw new Error('overlappedGradients: disposed');
+    return this.#id;
+  }
+
+  /** Sums the gradients of the next backward as they arrive (see the class comment). */
+  arm(): void {
+    native.distGradBucketsArm(this.#live());
+  }
+
+  /**
+   * Issues the buckets not issued yet and waits until every bucket of this round is summed on this rank. Resolves
+   * with how many buckets the hooks issued during the backward (the overlapped ones).
+   */
+  finish(): Promise<number> {
+    const id = this.#live();
+    return this.#group.runCollective(
+      'overlappedGradients.finish',
+      this.#timeoutMs === undefined ? {} : { timeoutMs: this.#timeoutMs },
+      () => native.distGradBucketsFinish(id),
+    );
+  }
+
+  /** Removes the hooks. Idempotent. */
+  dispose(): void {
+    if (this.#id === null) return;
+    native.distGradBucketsFree(this.#id);
+    this.#id = null;
+  }
 }

@@ -259,6 +259,18 @@ export interface NativeAddon {
   distAllGather(group: number, tensor: H, timeoutMs: number): Promise<H[]>;
   distReduceScatter(group: number, input: H, op: string, timeoutMs: number): Promise<H>;
   distBarrier(group: number, timeoutMs: number): Promise<void>;
+  distGradBucketsCreate(
+    group: number,
+    params: H[],
+    targets: H[] | null,
+    buckets: number[][],
+    hooked: boolean[],
+    op: string,
+    timeoutMs: number,
+  ): number;
+  distGradBucketsArm(id: number): void;
+  distGradBucketsFinish(id: number): Promise<number>;
+  distGradBucketsFree(id: number): void;
 }
 
 const here = dirname(fileURLToPath(import.meta.url));

@@ -127,6 +127,28 @@ for (const W of [2, 3]) {
   });
 }
 
+test('overlapped gradient buckets: issued from the backward in bucket order, summed into the parameters or master weights', async () => {
+  const ranks = await startGroup(2, 'overlap');
+  const results = await Promise.all(ranks.map((p) => p.next('result', 'error')));
+  for (const [r, m] of results.entries()) assert.equal(m.type, 'result', `rank ${r}: ${m.message}`);
+  await Promise.all(ranks.map((p) => p.exited));
+  // d loss / d p_k = (r + 1)(k + 1) on rank r: the sum over ranks 0, 1 is 3(k + 1); rank 0 alone gives k + 1
+  for (const m of results) {
+    const v = m.value as Record<string, unknown>;
+    // 256-byte leaves, 512-byte buckets, reverse order, unhooked p0 last
+    assert.deepEqual(v.buckets, [[3, 2], [1], [0]]);
+    // the two hooked buckets went out during the backward; p0's at finish
+    assert.equal(v.earlyInPlace, 2);
+    assert.deepEqual(v.inPlace, [3, 6, 9, 12]);
+    assert.deepEqual(v.onlyRank0, [1, 2, 3, 4]);
+    assert.match(String(v.secondBackward), /parameter 3 received a gradient after its bucket 0 was all-reduced/);
+    assert.equal(v.earlyMaster, 2);
+    assert.deepEqual(v.master, [3, 6, 9, 12]);
+    assert.equal(v.masterDtype, 'float32');
+    assert.deepEqual(v.compute, [null, null, null, null], 'the bf16 gradients moved into the master weights');
+  }
+});
+
 test('a rank killed with SIGKILL: the survivor’s collective fails naming the collective and its rank', async () => {
   const ranks = await startGroup(2, 'die');
   const [survivor, victim] = ranks as [RankProcess, RankProcess];

@@ -131,12 +131,88 @@ async function collectives(group: torch.ProcessGroup): Promise<Record<string, un
   return out;
 }
 
+// Gradient buckets summed while the backward runs (ProcessGroup.overlappedGradients). Four leaves p0..p3 of 64 float32
+// (256 bytes), buckets of 512 bytes, p0 unhooked: buckets [p3, p2], [p1] (hooked, reverse order), then [p0]. The loss
+// on rank r is sum_k (r + 1)(k + 1) sum(p_k), so d loss / d p_k = (r + 1)(k + 1) everywhere.
+async function overlap(group: torch.ProcessGroup): Promise<Record<string, unknown>> {
+  const r = group.rank;
+  const out: Record<string, unknown> = {};
+  const leaves = (dtype: 'float32' | 'bfloat16') => [0, 1, 2, 3].map(() => torch.zeros([64], { dtype, requiresGrad: true }));
+  const backward = (params: torch.Tensor[]) =>
+    torch.scope(() => {
+      let loss = torch.zeros([]);
+      params.forEach((p, k) => {
+        loss = loss.add(
+          p
+            .float()
+            .sum()
+            .mul((r + 1) * (k + 1)),
+        );
+      });
+      loss.backward();
+    });
+  const firstOf = (ts: readonly torch.Tensor[]) =>
+    torch.scope(() => ts.map((t) => (t.grad === null ? null : (t.grad.float().toArray() as number[])[0])));
+
+  // float32, summed in place in the parameters' .grad
+  const params = leaves('float32');
+  const sums = group.overlappedGradients(params, { bucketBytes: 512, unhooked: new Set([params[0] as torch.Tensor]) });
+  out.buckets = sums.buckets;
+  sums.arm();
+  backward(params);
+  out.earlyInPlace = await sums.finish();
+  out.inPlace = firstOf(params);
+
+  // a rank that runs no backward (rank 1) still takes part: zeros from it
+  for (const p of params) p.grad = null;
+  if (r === 0) {
+    sums.arm();
+    backward(params);
+  }
+  await sums.finish();
+  out.onlyRank0 = firstOf(params);
+
+  // a hooked parameter that receives a gradient after its bucket went: the backward throws naming it
+  for (const p of params) p.grad = null;
+  sums.arm();
+  backward(params);
+  try {
+    backward(params);
+    out.secondBackward = 'accepted';
+  } catch (error) {
+    out.secondBackward = (error as Error).message;
+  }
+  await sums.finish();
+  sums.dispose();
+
+  // bf16 parameters, float32 targets (master weights): the targets get the sums, the parameters no gradient
+  const compute = leaves('bfloat16');
+  const master = leaves('float32');
+  const mixed = group.overlappedGradients(compute, {
+    bucketBytes: 512,
+    targets: master,
+    unhooked: new Set([compute[0] as torch.Tensor]),
+  });
+  mixed.arm();
+  backward(compute);
+  // the unhooked parameter's gradient moves at finish (a trainer moves it itself after each micro-batch)
+  out.earlyMaster = await mixed.finish();
+  out.master = firstOf(master);
+  out.masterDtype = torch.scope(() => master[0]?.grad?.dtype);
+  out.compute = firstOf(compute);
+  mixed.dispose();
+  for (const t of [...params, ...compute, ...master]) t.dispose();
+  return out;
+}
+
 async function main(): Promise<void> {
   const group = await join();
   await send({ type: 'joined' });
   try {
     if (scenario === 'collectives') {
       await send({ type: 'result', value: await collectives(group) });
+    } else if (scenario === 'overlap') {
+      await send({ type: 'result', value: await overlap(group) });
     } else if (scenario === 'die') {
       await group.barrier();
       if (rank === 1) process.kill(process.pid, 'SIGKILL');
