@@ -1,7 +1,7 @@
 // Launches: the runs this Studio started (from the config builder), live: state, pid, exit code, their output, and
 // Stop (SIGINT, as Ctrl-C: the run stops after its current step) / Resume (the same config again: trinity run
 // resumes from the latest checkpoint). Other runs in the folder are listed with why they cannot be controlled here.
-import { api, el, statusBadge } from '../lib.js';
+import { api, el, listen, runPath, statusBadge } from '../lib.js';
 
 async function post(path) {
   const response = await fetch(path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
@@ -78,6 +78,10 @@ export async function render(root) {
               link(l.run, `/runs`),
               ' ',
               statusBadge(l.state),
+              ' ',
+              steps.has(l.run)
+                ? el('span', { class: 'launch-step', 'data-step': steps.get(l.run) }, `step ${steps.get(l.run)}`)
+                : el('span', { class: 'launch-step' }),
               el(
                 'span',
                 { class: 'muted' },
@@ -130,8 +134,25 @@ export async function render(root) {
     );
   }
 
-  draw(await api('/api/launches'));
+  /** The newest step each run wrote (live metrics events), shown on its launch. */
+  const steps = new Map();
+  let latest = await api('/api/launches');
+  draw(latest);
   const events = new EventSource('/api/launches/events');
-  events.addEventListener('launches', (e) => draw(JSON.parse(e.data)));
-  return () => events.close();
+  events.addEventListener('launches', (e) => {
+    latest = JSON.parse(e.data);
+    draw(latest);
+  });
+  const off = listen('metrics', async ({ run, rows, reset }) => {
+    // a reset (a run seen for the first time, or rewritten) carries no rows: read the run's steps
+    const stepsNow = reset ? (await api(runPath(run))).stages.map((s) => s.step ?? 0) : rows.map((r) => r.step);
+    const step = Math.max(steps.get(run) ?? 0, ...stepsNow);
+    if (step === 0 || step === steps.get(run)) return;
+    steps.set(run, step);
+    if (latest.some((l) => l.run === run)) draw(latest);
+  });
+  return () => {
+    events.close();
+    off();
+  };
 }
