@@ -15,7 +15,7 @@ export const BUFFER_HELP = `trinity buffer view PATH [options]
                        or an experience dump (.jsonl)
   --limit N            experiences shown, from the start (default 20)
   --offset N           skip the first N experiences (default 0)
-  --table NAME         the buffer's table (default experiences)
+  --table NAME         the buffer's table: its experience_buffer.name (default: the only buffer in PATH)
   --tokenizer DIR      model folder with tokenizer.json, to decode responses
 `;
 
@@ -40,7 +40,7 @@ export async function bufferCommand(args: string[], out: CommandOutput = process
     options: {
       limit: { type: 'string', default: '20' },
       offset: { type: 'string', default: '0' },
-      table: { type: 'string', default: 'experiences' },
+      table: { type: 'string' },
       tokenizer: { type: 'string' },
       help: { type: 'boolean' },
     },
@@ -68,7 +68,11 @@ export async function bufferCommand(args: string[], out: CommandOutput = process
       total++;
     }
   } else if (/\.(db|sqlite3?)$/.test(path) || isPostgresUrl(path)) {
-    const buffer = await openSharedBuffer({ path, table: values.table, readonly: true });
+    const buffer = await openSharedBuffer({
+      path,
+      ...(values.table !== undefined ? { table: values.table } : {}),
+      readonly: true,
+    });
     try {
       total = await buffer.total;
       experiences = (await buffer.peek({ offset, limit })).map((row) => row.experience);

@@ -1,11 +1,17 @@
 // Durable experience buffer in PostgreSQL (`storage_type: sql` with `path: postgresql://user:pass@host:port/db`):
 // the SqliteBuffer's contract (./shared.ts) for explorers and trainers on several machines.
 //
-// Tables (t = options.table, default "experiences"; unquoted identifiers, so PostgreSQL folds them to lower case):
+// Tables (t = options.table, default "experiences"; ./shared.ts passes experience_buffer.name, in lower case; quoted
+// in every statement, ./sql-names.ts):
 //   schema_version (table_name TEXT PRIMARY KEY, version INTEGER)  the layout version of each buffer's tables
 //   t          (id BIGSERIAL PRIMARY KEY, eid TEXT UNIQUE, task_id, model_version, reward, created_at, data TEXT)
 //   t_cursors  (reader TEXT PRIMARY KEY, position BIGINT)   last id a reader has committed
 //   t_meta     (key TEXT PRIMARY KEY, value TEXT)            writer_finished, explorer positions
+//   t_replay, t_replay_revs                                  priority replay state (./sql-replay.ts)
+//
+// Migrations (under the schema lock, in one transaction): version 1 gets the replay tables (version 2). Code before
+// experience_buffer.name named the table wrote every buffer to "experiences" at version 1: a buffer opened under
+// another name that has no tables yet takes those over (renamed), so a run resumed with new code reads on.
 //
 // Ordering: a reader hands out rows `id > position ORDER BY id` and moves its position to the last id. That skips
 // nothing only if no row becomes visible later with a smaller id than one already seen. PostgreSQL draws ids when a
@@ -20,12 +26,13 @@
 // Errors name the server (host:port), database and user, never the password.
 import pg from 'pg';
 import type { Experience } from '../experience.js';
-import type { SharedBatch, SharedExperienceBuffer, SharedWriteOptions } from './shared-contract.js';
+import type { ReplayStore, SharedBatch, SharedExperienceBuffer, SharedWriteOptions } from './shared-contract.js';
+import { BUFFER_SCHEMA_VERSION, bufferTablesAmong, LEGACY_TABLE, quoteIdentifier as q, tableNameProblem } from './sql-names.js';
 import type { StoredExperience } from './sqlite.js';
 import { BufferClosedError, BufferTimeoutError, checkReadArgs, type ReadOptions, Waiters } from './types.js';
 
-/** The layout of the tables this code writes; a database with a newer one was written by a newer trinity. */
-export const POSTGRES_SCHEMA_VERSION = 1;
+/** The layout of the tables this code writes (./sql-names.ts); a database with a newer one was written by a newer trinity. */
+export const POSTGRES_SCHEMA_VERSION = BUFFER_SCHEMA_VERSION;
 
 export function isPostgresUrl(path: string): boolean {
   return /^postgres(ql)?:\/\//i.test(path);
@@ -93,8 +100,6 @@ export interface PostgresBufferOptions {
   connectTimeoutMs?: number;
 }
 
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,39}$/;
-
 interface Row {
   id: string;
   data: string;
@@ -123,18 +128,27 @@ export class PostgresBuffer implements SharedExperienceBuffer {
   /** Resolvers of whenWaiting(). */
   #onWait: (() => void)[] = [];
   #lookups = 0;
+  /** The quoted table names: the rows, the cursors, the meta entries. */
+  readonly #t: string;
+  readonly #cursors: string;
+  readonly #meta: string;
+  /** The legacy table this open took over (see the header); null: none. */
+  migratedFrom: string | null = null;
 
   private constructor(options: PostgresBufferOptions) {
     this.target = postgresTarget(options.url);
     this.#url = options.url;
     this.#password = safeDecode(new URL(options.url).password);
-    this.table = (options.table ?? 'experiences').toLowerCase();
+    this.table = (options.table ?? LEGACY_TABLE).toLowerCase();
     this.name = options.name ?? this.table;
     this.readerId = options.readerId ?? 'trainer';
     this.readonly = options.readonly ?? false;
     this.#connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
-    if (!IDENTIFIER.test(this.table))
-      throw new Error(`buffer '${this.name}': table name '${this.table}' must be an identifier of at most 40 characters`);
+    const problem = tableNameProblem(this.table);
+    if (problem !== null) throw new Error(`buffer '${this.name}': table name ${problem}`);
+    this.#t = q(this.table);
+    this.#cursors = q(`${this.table}_cursors`);
+    this.#meta = q(`${this.table}_meta`);
     this.#pool = new pg.Pool({
       connectionString: options.url,
       max: options.poolSize ?? 4,
@@ -158,6 +172,31 @@ export class PostgresBuffer implements SharedExperienceBuffer {
     }
   }
 
+  /** The buffer tables in the database at `url` (viewers). */
+  static async bufferTables(url: string): Promise<string[]> {
+    const target = postgresTarget(url);
+    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
+    try {
+      await client.connect();
+      const { rows } = await client.query<{ name: string }>(
+        'SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema()',
+      );
+      return bufferTablesAmong(rows.map((r) => r.name));
+    } catch (error) {
+      const password = safeDecode(new URL(url).password);
+      const message = error instanceof Error ? error.message : String(error);
+      throw new PostgresBufferError(
+        'viewer',
+        target,
+        'list the buffer tables',
+        password.length > 0 ? message.replaceAll(password, '***') : message,
+        error,
+      );
+    } finally {
+      await client.end().catch(() => {});
+    }
+  }
+
   get location(): string {
     return `${this.target.display} table ${this.table}`;
   }
@@ -175,7 +214,7 @@ export class PostgresBuffer implements SharedExperienceBuffer {
   /** Rows this reader has not been handed yet. */
   async available(): Promise<number> {
     this.#checkOpen('count');
-    const { rows } = await this.#query<{ n: string }>('count rows', `SELECT count(*) AS n FROM ${this.table} WHERE id > $1`, [
+    const { rows } = await this.#query<{ n: string }>('count rows', `SELECT count(*) AS n FROM ${this.#t} WHERE id > $1`, [
       this.#position,
     ]);
     this.#lastAvailable = Number(rows[0]?.n ?? 0);
@@ -185,7 +224,7 @@ export class PostgresBuffer implements SharedExperienceBuffer {
   /** Rows in the table. */
   get total(): Promise<number> {
     this.#checkOpen('total');
-    return this.#query<{ n: string }>('count rows', `SELECT count(*) AS n FROM ${this.table}`).then((r) =>
+    return this.#query<{ n: string }>('count rows', `SELECT count(*) AS n FROM ${this.#t}`).then((r) =>
       Number(r.rows[0]?.n ?? 0),
     );
   }
@@ -194,7 +233,7 @@ export class PostgresBuffer implements SharedExperienceBuffer {
   async committedPosition(): Promise<number> {
     const { rows } = await this.#query<{ position: string }>(
       'read the committed position',
-      `SELECT position FROM ${this.table}_cursors WHERE reader = $1`,
+      `SELECT position FROM ${this.#cursors} WHERE reader = $1`,
       [this.readerId],
     );
     return Number(rows[0]?.position ?? 0);
@@ -214,14 +253,14 @@ export class PostgresBuffer implements SharedExperienceBuffer {
       await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`trinity:${t}`]);
       if (meta.length > 0)
         await client.query(
-          `INSERT INTO ${t}_meta (key, value) SELECT * FROM unnest($1::text[], $2::text[])
+          `INSERT INTO ${this.#meta} (key, value) SELECT * FROM unnest($1::text[], $2::text[])
            ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
           [meta.map(([k]) => k), meta.map(([, v]) => v)],
         );
       let inserted = 0;
       if (experiences.length > 0) {
         const result = await client.query(
-          `INSERT INTO ${t} (eid, task_id, model_version, reward, created_at, data)
+          `INSERT INTO ${this.#t} (eid, task_id, model_version, reward, created_at, data)
            SELECT r.eid, r.task_id, r.model_version, r.reward, $6, r.data
            FROM unnest($1::text[], $2::text[], $3::bigint[], $4::float8[], $5::text[])
              WITH ORDINALITY AS r(eid, task_id, model_version, reward, data, ord)
@@ -239,7 +278,7 @@ export class PostgresBuffer implements SharedExperienceBuffer {
         inserted = result.rowCount ?? 0;
       }
       // new data after a finish (a restarted explorer) reopens the buffer for readers
-      if (inserted > 0) await client.query(`DELETE FROM ${t}_meta WHERE key = 'writer_finished'`);
+      if (inserted > 0) await client.query(`DELETE FROM ${this.#meta} WHERE key = 'writer_finished'`);
       if (inserted > 0 || meta.length > 0) await client.query('SELECT pg_notify($1, $2)', [t, '']);
       return inserted;
     });
@@ -264,8 +303,8 @@ export class PostgresBuffer implements SharedExperienceBuffer {
       // one statement, one snapshot: the count and the finished flag agree
       const { rows } = await this.#query<{ available: string; finished: boolean }>(
         'count rows',
-        `SELECT (SELECT count(*) FROM ${this.table} WHERE id > $1) AS available,
-                EXISTS (SELECT 1 FROM ${this.table}_meta WHERE key = 'writer_finished' AND value = '1') AS finished`,
+        `SELECT (SELECT count(*) FROM ${this.#t} WHERE id > $1) AS available,
+                EXISTS (SELECT 1 FROM ${this.#meta} WHERE key = 'writer_finished' AND value = '1') AS finished`,
         [this.#position],
       );
       this.#lookups++;
@@ -305,8 +344,8 @@ export class PostgresBuffer implements SharedExperienceBuffer {
     }
     await this.#query(
       'commit the read position',
-      `INSERT INTO ${this.table}_cursors (reader, position) VALUES ($1, $2)
-       ON CONFLICT (reader) DO UPDATE SET position = GREATEST(${this.table}_cursors.position, excluded.position)`,
+      `INSERT INTO ${this.#cursors} (reader, position) VALUES ($1, $2)
+       ON CONFLICT (reader) DO UPDATE SET position = GREATEST(${this.#cursors}.position, excluded.position)`,
       [this.readerId, cursor],
     );
   }
@@ -325,7 +364,7 @@ export class PostgresBuffer implements SharedExperienceBuffer {
       throw new RangeError(`buffer '${this.name}': restore cursor ${cursor} must be a non-negative integer`);
     await this.#query(
       'restore the read position',
-      `INSERT INTO ${this.table}_cursors (reader, position) VALUES ($1, $2)
+      `INSERT INTO ${this.#cursors} (reader, position) VALUES ($1, $2)
        ON CONFLICT (reader) DO UPDATE SET position = excluded.position`,
       [this.readerId, cursor],
     );
@@ -335,9 +374,7 @@ export class PostgresBuffer implements SharedExperienceBuffer {
   /** A meta entry written with write({ meta }) (null when absent). */
   async readMeta(key: string): Promise<string | null> {
     this.#checkOpen('readMeta');
-    const { rows } = await this.#query<{ value: string }>('read meta', `SELECT value FROM ${this.table}_meta WHERE key = $1`, [
-      key,
-    ]);
+    const { rows } = await this.#query<{ value: string }>('read meta', `SELECT value FROM ${this.#meta} WHERE key = $1`, [key]);
     return rows[0]?.value ?? null;
   }
 
@@ -346,10 +383,133 @@ export class PostgresBuffer implements SharedExperienceBuffer {
     this.#checkOpen('peek');
     const { rows } = await this.#query<Row>(
       'read rows',
-      `SELECT id, data FROM ${this.table} WHERE id > $1 ORDER BY id LIMIT $2 OFFSET $3`,
+      `SELECT id, data FROM ${this.#t} WHERE id > $1 ORDER BY id LIMIT $2 OFFSET $3`,
       [options.afterId ?? 0, options.limit, options.offset ?? 0],
     );
     return rows.map((row) => ({ id: Number(row.id), experience: this.#parse(row) }));
+  }
+
+  /** Reader `reader`'s priority replay state in this database's <t>_replay tables (./shared-contract.ts ReplayStore). */
+  replayStore(reader: string): ReplayStore {
+    const entries = q(`${this.table}_replay`);
+    const revs = q(`${this.table}_replay_revs`);
+    const inTransaction = <T>(what: string, body: (client: pg.PoolClient) => Promise<T>): Promise<T> => {
+      this.#checkOpen(what);
+      this.#checkWritable(what);
+      return this.#transaction(what, body);
+    };
+    type RevisionRow = { revision: string; position: string; next_seq: string; noise_draws: string; at: number };
+    return {
+      committedRevision: async () => {
+        this.#checkOpen('read the replay state');
+        const { rows } = await this.#query<{ r: string | null }>(
+          'read the replay state',
+          `SELECT min(revision) AS r FROM ${revs} WHERE reader = $1`,
+          [reader],
+        );
+        return rows[0]?.r == null ? null : Number(rows[0].r);
+      },
+      // one transaction, one snapshot: the scalars and the entries agree
+      load: (revision) =>
+        inTransaction('read the replay state', async (client) => {
+          await client.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
+          const found = await client.query<RevisionRow>(`SELECT * FROM ${revs} WHERE reader = $1 AND revision = $2`, [
+            reader,
+            revision,
+          ]);
+          const row = found.rows[0];
+          if (row === undefined) return null;
+          const { rows } = await client.query<{
+            seq: string;
+            id: string;
+            model_version: number;
+            use_count: string;
+            priority: number;
+            available_at: number;
+          }>(
+            `SELECT seq, id, model_version, use_count, priority, available_at FROM ${entries}
+             WHERE reader = $1 AND added <= $2 AND (dropped IS NULL OR dropped > $2) ORDER BY seq`,
+            [reader, revision],
+          );
+          return {
+            revision: {
+              revision: Number(row.revision),
+              position: Number(row.position),
+              nextSeq: Number(row.next_seq),
+              noiseDraws: Number(row.noise_draws),
+              at: row.at,
+            },
+            entries: rows.map((e) => ({
+              seq: Number(e.seq),
+              id: Number(e.id),
+              modelVersion: e.model_version,
+              useCount: Number(e.use_count),
+              priority: e.priority,
+              availableAt: e.available_at,
+            })),
+          };
+        }),
+      dropAfter: (revision) =>
+        inTransaction('restore the replay state', async (client) => {
+          await client.query(`DELETE FROM ${entries} WHERE reader = $1 AND added > $2`, [reader, revision]);
+          await client.query(`UPDATE ${entries} SET dropped = NULL WHERE reader = $1 AND dropped > $2`, [reader, revision]);
+          await client.query(`DELETE FROM ${revs} WHERE reader = $1 AND revision > $2`, [reader, revision]);
+        }),
+      append: (revision, put, dropped) =>
+        inTransaction('write the replay state', async (client) => {
+          await client.query(
+            `INSERT INTO ${revs} (reader, revision, position, next_seq, noise_draws, at) VALUES ($1, $2, $3, $4, $5, $6)`,
+            [reader, revision.revision, revision.position, revision.nextSeq, revision.noiseDraws, revision.at],
+          );
+          if (put.length > 0)
+            await client.query(
+              `INSERT INTO ${entries} (reader, seq, id, model_version, use_count, priority, available_at, added)
+               SELECT $1, r.seq, r.id, r.model_version, r.use_count, r.priority, r.available_at, $8
+               FROM unnest($2::bigint[], $3::bigint[], $4::float8[], $5::bigint[], $6::float8[], $7::float8[])
+                 AS r(seq, id, model_version, use_count, priority, available_at)`,
+              [
+                reader,
+                put.map((e) => e.seq),
+                put.map((e) => e.id),
+                put.map((e) => e.modelVersion),
+                put.map((e) => e.useCount),
+                put.map((e) => e.priority),
+                put.map((e) => e.availableAt),
+                revision.revision,
+              ],
+            );
+          if (dropped.length > 0)
+            await client.query(`UPDATE ${entries} SET dropped = $1 WHERE reader = $2 AND seq = ANY($3::bigint[])`, [
+              revision.revision,
+              reader,
+              [...dropped],
+            ]);
+        }),
+      commit: (revision, cursorReader) =>
+        inTransaction('commit the replay state', async (client) => {
+          const { rows } = await client.query<{ position: string }>(
+            `SELECT position FROM ${revs} WHERE reader = $1 AND revision = $2`,
+            [reader, revision],
+          );
+          const position = rows[0]?.position;
+          if (position === undefined)
+            throw this.#error('commit the replay state', `no replay revision ${revision} of reader '${reader}' to commit`);
+          await client.query(`DELETE FROM ${entries} WHERE reader = $1 AND dropped <= $2`, [reader, revision]);
+          await client.query(`DELETE FROM ${revs} WHERE reader = $1 AND revision < $2`, [reader, revision]);
+          await client.query(
+            `INSERT INTO ${this.#cursors} (reader, position) VALUES ($1, $2)
+             ON CONFLICT (reader) DO UPDATE SET position = excluded.position`,
+            [cursorReader, position],
+          );
+        }),
+      experiences: async (ids) => {
+        this.#checkOpen('read rows');
+        const { rows } = await this.#query<Row>('read rows', `SELECT id, data FROM ${this.#t} WHERE id = ANY($1::bigint[])`, [
+          [...ids],
+        ]);
+        return new Map(rows.map((row) => [Number(row.id), this.#parse(row)]));
+      },
+    };
   }
 
   async finishWriting(): Promise<void> {
@@ -357,7 +517,7 @@ export class PostgresBuffer implements SharedExperienceBuffer {
     this.#checkWritable('finishWriting');
     await this.#transaction('mark the writer finished', async (client) => {
       await client.query(
-        `INSERT INTO ${this.table}_meta (key, value) VALUES ('writer_finished', '1')
+        `INSERT INTO ${this.#meta} (key, value) VALUES ('writer_finished', '1')
          ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
       );
       await client.query('SELECT pg_notify($1, $2)', [this.table, '']);
@@ -381,7 +541,7 @@ export class PostgresBuffer implements SharedExperienceBuffer {
       const { rows } = await this.#query<{ registry: boolean; buffer: boolean }>(
         'look up the buffer tables',
         "SELECT to_regclass('schema_version') IS NOT NULL AS registry, to_regclass($1) IS NOT NULL AS buffer",
-        [t],
+        [this.#t],
       );
       if (rows[0]?.registry !== true || rows[0]?.buffer !== true)
         throw this.#error('open read-only', `there is no buffer table '${t}'`);
@@ -397,12 +557,25 @@ export class PostgresBuffer implements SharedExperienceBuffer {
       // one process creates the tables; the others wait here, then find them
       await client.query("SELECT pg_advisory_xact_lock(hashtext('trinity:schema'))");
       await client.query('CREATE TABLE IF NOT EXISTS schema_version (table_name TEXT PRIMARY KEY, version INTEGER NOT NULL)');
-      const { rows } = await client.query<{ version: number }>('SELECT version FROM schema_version WHERE table_name = $1', [t]);
-      const version = rows[0]?.version ?? null;
+      const versionOf = async (name: string) =>
+        (await client.query<{ version: number }>('SELECT version FROM schema_version WHERE table_name = $1', [name])).rows[0]
+          ?.version ?? null;
+      const version = await versionOf(t);
       this.#checkVersion(version);
-      if (version !== null) return;
+      if (version === BUFFER_SCHEMA_VERSION) return;
+      // version 1 under the legacy name, written by code that wrote every buffer there: it becomes this buffer
+      if (version === null && t !== LEGACY_TABLE && (await versionOf(LEGACY_TABLE)) === 1) {
+        const taken = await client.query<{ taken: boolean }>('SELECT to_regclass($1) IS NOT NULL AS taken', [this.#t]);
+        if (taken.rows[0]?.taken !== true) {
+          for (const suffix of ['', '_cursors', '_meta'])
+            await client.query(`ALTER TABLE IF EXISTS ${q(`${LEGACY_TABLE}${suffix}`)} RENAME TO ${q(`${t}${suffix}`)}`);
+          await client.query('DELETE FROM schema_version WHERE table_name = $1', [LEGACY_TABLE]);
+          this.migratedFrom = LEGACY_TABLE;
+        }
+      }
+      // version 1 (or none): what is missing is created; version 2 adds the replay tables
       await client.query(`
-        CREATE TABLE IF NOT EXISTS ${t} (
+        CREATE TABLE IF NOT EXISTS ${this.#t} (
           id BIGSERIAL PRIMARY KEY,
           eid TEXT NOT NULL UNIQUE,
           task_id TEXT,
@@ -411,10 +584,35 @@ export class PostgresBuffer implements SharedExperienceBuffer {
           created_at BIGINT NOT NULL,
           data TEXT NOT NULL
         );
-        CREATE TABLE IF NOT EXISTS ${t}_cursors (reader TEXT PRIMARY KEY, position BIGINT NOT NULL);
-        CREATE TABLE IF NOT EXISTS ${t}_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE IF NOT EXISTS ${this.#cursors} (reader TEXT PRIMARY KEY, position BIGINT NOT NULL);
+        CREATE TABLE IF NOT EXISTS ${this.#meta} (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE IF NOT EXISTS ${q(`${t}_replay`)} (
+          reader TEXT NOT NULL,
+          seq BIGINT NOT NULL,
+          id BIGINT NOT NULL,
+          model_version DOUBLE PRECISION NOT NULL,
+          use_count BIGINT NOT NULL,
+          priority DOUBLE PRECISION NOT NULL,
+          available_at DOUBLE PRECISION NOT NULL,
+          added BIGINT NOT NULL,
+          dropped BIGINT,
+          PRIMARY KEY (reader, seq)
+        );
+        CREATE TABLE IF NOT EXISTS ${q(`${t}_replay_revs`)} (
+          reader TEXT NOT NULL,
+          revision BIGINT NOT NULL,
+          position BIGINT NOT NULL,
+          next_seq BIGINT NOT NULL,
+          noise_draws BIGINT NOT NULL,
+          at DOUBLE PRECISION NOT NULL,
+          PRIMARY KEY (reader, revision)
+        );
       `);
-      await client.query('INSERT INTO schema_version (table_name, version) VALUES ($1, $2)', [t, POSTGRES_SCHEMA_VERSION]);
+      await client.query(
+        `INSERT INTO schema_version (table_name, version) VALUES ($1, $2)
+         ON CONFLICT (table_name) DO UPDATE SET version = excluded.version`,
+        [t, BUFFER_SCHEMA_VERSION],
+      );
     });
   }
 
@@ -434,7 +632,7 @@ export class PostgresBuffer implements SharedExperienceBuffer {
       const connecting = (async () => {
         try {
           await client.connect();
-          await client.query(`LISTEN ${this.table}`);
+          await client.query(`LISTEN ${this.#t}`);
         } catch (error) {
           await client.end().catch(() => {});
           throw this.#wrap('listen for writes', error);
@@ -461,16 +659,15 @@ export class PostgresBuffer implements SharedExperienceBuffer {
   }
 
   async #take(n: number): Promise<SharedBatch> {
-    const { rows } = await this.#query<Row>(
-      'read rows',
-      `SELECT id, data FROM ${this.table} WHERE id > $1 ORDER BY id LIMIT $2`,
-      [this.#position, n],
-    );
+    const { rows } = await this.#query<Row>('read rows', `SELECT id, data FROM ${this.#t} WHERE id > $1 ORDER BY id LIMIT $2`, [
+      this.#position,
+      n,
+    ]);
     const experiences = rows.map((row) => this.#parse(row));
     const last = rows.at(-1);
     if (last !== undefined) this.#position = Number(last.id);
     this.#lastAvailable = Math.max(0, this.#lastAvailable - rows.length);
-    return { experiences, cursor: this.#position };
+    return { experiences, cursor: this.#position, ids: rows.map((row) => Number(row.id)) };
   }
 
   async #query<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[] = []): Promise<pg.QueryResult<R>> {

@@ -1,11 +1,18 @@
 // Durable experience buffer in one SQLite file (Trinity-RFT's `storage_type: sql`), shared by processes: explorers
 // write, a trainer reads; either may start first, and either may be killed and restarted.
 //
-// Tables (prefix = options.table, default "experiences"):
+// Tables (t = options.table, default "experiences"; ./shared.ts passes experience_buffer.name; lower case):
+//   schema_version (table_name TEXT PRIMARY KEY, version INTEGER)  the layout version of each buffer's tables
 //   <t>          (id INTEGER PRIMARY KEY AUTOINCREMENT, eid TEXT UNIQUE, task_id, model_version, reward,
 //                 created_at, data TEXT)   data = the Experience as JSON; duplicate eids are ignored on insert
 //   <t>_cursors  (reader TEXT PRIMARY KEY, position INTEGER)   last id a reader has committed
 //   <t>_meta     (key TEXT PRIMARY KEY, value TEXT)            "writer_finished" = "1" after finishWriting()
+//   <t>_replay, <t>_replay_revs                                 priority replay state (./sql-replay.ts)
+//
+// Layout versions: 1 = the three buffer tables (files written before schema_version existed are version 1), 2 = the
+// replay tables too. Code before experience_buffer.name named the table wrote every buffer to table "experiences":
+// opening such a file (no schema_version row for it) under another name renames its tables to that name once, so
+// a run resumed with new code reads on from its buffer.
 //
 // Delivery is at-least-once up to the commit and exactly-once across it: read() hands out rows after the
 // in-memory position and advances it; commit(cursor) persists the position after the trainer step succeeded. A
@@ -20,6 +27,8 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type { Experience } from '../experience.js';
+import type { ReplayStore, StoredReplayRevision } from './shared-contract.js';
+import { BUFFER_SCHEMA_VERSION, bufferTablesAmong, LEGACY_TABLE, quoteIdentifier as q, tableNameProblem } from './sql-names.js';
 import {
   BufferClosedError,
   BufferTimeoutError,
@@ -50,14 +59,14 @@ export interface SqliteBatch {
   experiences: Experience[];
   /** Pass to commit() once the batch is safely used. */
   cursor: number;
+  /** The rows' ids, one per experience. */
+  ids: number[];
 }
 
 export interface StoredExperience {
   id: number;
   experience: Experience;
 }
-
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 interface Statements {
   insert: Database.Statement<[string, string | null, number | null, number | null, number, string]>;
@@ -106,14 +115,24 @@ export class SqliteBuffer implements ExperienceBuffer {
   #position: number;
   #closed = false;
   readonly #statements: Statements;
+  /** The quoted table names: the rows, the cursors, the meta entries. */
+  readonly #t: string;
+  readonly #cursors: string;
+  readonly #meta: string;
+  /** The legacy table this open renamed to this buffer's (see the header); null: none. */
+  migratedFrom: string | null = null;
 
   constructor(options: SqliteBufferOptions) {
     this.path = options.path;
-    this.table = options.table ?? 'experiences';
+    this.table = (options.table ?? LEGACY_TABLE).toLowerCase();
     this.name = options.name ?? this.table;
     this.readerId = options.readerId ?? 'trainer';
     this.pollIntervalMs = options.pollIntervalMs ?? 20;
-    if (!IDENTIFIER.test(this.table)) throw new Error(`buffer '${this.name}': table name '${this.table}' must be an identifier`);
+    const problem = tableNameProblem(this.table);
+    if (problem !== null) throw new Error(`buffer '${this.name}': table name ${problem}`);
+    this.#t = q(this.table);
+    this.#cursors = q(`${this.table}_cursors`);
+    this.#meta = q(`${this.table}_meta`);
     // the writer or the reader may start first: whichever does makes the file's folder (a reader opening readonly
     // needs the file to exist already)
     if (!options.readonly) mkdirSync(dirname(this.path), { recursive: true });
@@ -130,26 +149,27 @@ export class SqliteBuffer implements ExperienceBuffer {
     }
   }
 
+  /** The buffer tables in the file at `path` (read-only; viewers). */
+  static bufferTables(path: string): string[] {
+    return inSqliteFile(path, 'list the buffer tables', () => {
+      const db = new Database(path, { readonly: true, fileMustExist: true });
+      try {
+        const rows = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[];
+        return bufferTablesAmong(rows.map((r) => r.name));
+      } finally {
+        db.close();
+      }
+    });
+  }
+
   /** Sets the connection up (and makes the tables unless read-only); returns the statements. */
   #prepare(db: Database.Database, options: SqliteBufferOptions): Statements {
-    const t = this.table;
+    const [t, meta] = [this.#t, this.#meta];
     db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 10_000}`);
     if (!options.readonly) {
       db.pragma('journal_mode = WAL');
       db.pragma('synchronous = NORMAL');
-      db.exec(`
-        CREATE TABLE IF NOT EXISTS ${t} (
-          id INTEGER PRIMARY KEY AUTOINCREMENT,
-          eid TEXT NOT NULL UNIQUE,
-          task_id TEXT,
-          model_version INTEGER,
-          reward REAL,
-          created_at INTEGER NOT NULL,
-          data TEXT NOT NULL
-        );
-        CREATE TABLE IF NOT EXISTS ${t}_cursors (reader TEXT PRIMARY KEY, position INTEGER NOT NULL);
-        CREATE TABLE IF NOT EXISTS ${t}_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-      `);
+      db.transaction(() => this.#createTables(db)).immediate();
     }
     return {
       insert: db.prepare(
@@ -158,8 +178,69 @@ export class SqliteBuffer implements ExperienceBuffer {
       rowsAfter: db.prepare(`SELECT id, eid, data FROM ${t} WHERE id > ? ORDER BY id LIMIT ?`),
       page: db.prepare(`SELECT id, data FROM ${t} WHERE id > ? ORDER BY id LIMIT ? OFFSET ?`),
       countAfter: db.prepare(`SELECT COUNT(*) AS n FROM ${t} WHERE id > ?`),
-      finished: db.prepare(`SELECT value FROM ${t}_meta WHERE key = 'writer_finished'`),
+      finished: db.prepare(`SELECT value FROM ${meta} WHERE key = 'writer_finished'`),
     };
+  }
+
+  /** Creates (or migrates, see the header) this buffer's tables; runs inside a write transaction. */
+  #createTables(db: Database.Database): void {
+    const table = this.table;
+    const exists = (name: string) =>
+      db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE").get(name) !== undefined;
+    db.exec('CREATE TABLE IF NOT EXISTS schema_version (table_name TEXT PRIMARY KEY, version INTEGER NOT NULL)');
+    const versionOf = (name: string) =>
+      (db.prepare('SELECT version FROM schema_version WHERE table_name = ?').get(name) as { version: number } | undefined)
+        ?.version ?? null;
+    const version = versionOf(table);
+    if (version !== null && version > BUFFER_SCHEMA_VERSION)
+      throw new Error(
+        `buffer '${this.name}': ${this.path}: table '${table}' has schema version ${version} (schema_version table), but ` +
+          `this trinity knows versions up to ${BUFFER_SCHEMA_VERSION}: it was written by a newer trinity; upgrade this one`,
+      );
+    if (version === BUFFER_SCHEMA_VERSION) return;
+    const legacy =
+      version === null && table !== LEGACY_TABLE && !exists(table) && exists(LEGACY_TABLE) && versionOf(LEGACY_TABLE) === null;
+    if (legacy) {
+      for (const suffix of ['', '_cursors', '_meta'])
+        if (exists(`${LEGACY_TABLE}${suffix}`))
+          db.exec(`ALTER TABLE ${q(`${LEGACY_TABLE}${suffix}`)} RENAME TO ${q(`${table}${suffix}`)}`);
+      this.migratedFrom = LEGACY_TABLE;
+    }
+    db.exec(`
+      CREATE TABLE IF NOT EXISTS ${this.#t} (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        eid TEXT NOT NULL UNIQUE,
+        task_id TEXT,
+        model_version INTEGER,
+        reward REAL,
+        created_at INTEGER NOT NULL,
+        data TEXT NOT NULL
+      );
+      CREATE TABLE IF NOT EXISTS ${this.#cursors} (reader TEXT PRIMARY KEY, position INTEGER NOT NULL);
+      CREATE TABLE IF NOT EXISTS ${this.#meta} (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS ${q(`${table}_replay`)} (
+        reader TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        id INTEGER NOT NULL,
+        model_version REAL NOT NULL,
+        use_count INTEGER NOT NULL,
+        priority REAL NOT NULL,
+        available_at REAL NOT NULL,
+        added INTEGER NOT NULL,
+        dropped INTEGER,
+        PRIMARY KEY (reader, seq)
+      );
+      CREATE TABLE IF NOT EXISTS ${q(`${table}_replay_revs`)} (
+        reader TEXT NOT NULL,
+        revision INTEGER NOT NULL,
+        position INTEGER NOT NULL,
+        next_seq INTEGER NOT NULL,
+        noise_draws INTEGER NOT NULL,
+        at REAL NOT NULL,
+        PRIMARY KEY (reader, revision)
+      );
+    `);
+    db.prepare('INSERT OR REPLACE INTO schema_version (table_name, version) VALUES (?, ?)').run(table, BUFFER_SCHEMA_VERSION);
   }
 
   /** Runs `fn`; an SQLite error names this buffer and its file (a damaged or foreign file, a full disk...). */
@@ -187,7 +268,7 @@ export class SqliteBuffer implements ExperienceBuffer {
   /** The position persisted by the last commit of this reader id (0 = nothing committed). */
   get committedPosition(): number {
     return this.#sql(() => {
-      const row = this.#db.prepare(`SELECT position FROM ${this.table}_cursors WHERE reader = ?`).get(this.readerId) as
+      const row = this.#db.prepare(`SELECT position FROM ${this.#cursors} WHERE reader = ?`).get(this.readerId) as
         | { position: number }
         | undefined;
       return row?.position ?? 0;
@@ -206,7 +287,7 @@ export class SqliteBuffer implements ExperienceBuffer {
     const now = Date.now();
     const insertAll = this.#db.transaction((batch: readonly Experience[]) => {
       for (const [key, value] of Object.entries(options.meta ?? {}))
-        this.#db.prepare(`INSERT OR REPLACE INTO ${this.table}_meta (key, value) VALUES (?, ?)`).run(key, value);
+        this.#db.prepare(`INSERT OR REPLACE INTO ${this.#meta} (key, value) VALUES (?, ?)`).run(key, value);
       let inserted = 0;
       for (const e of batch) {
         const taskId = e.info.taskId === undefined ? null : String(e.info.taskId);
@@ -214,7 +295,7 @@ export class SqliteBuffer implements ExperienceBuffer {
         inserted += this.#statements.insert.run(e.eid, taskId, version, e.reward ?? null, now, JSON.stringify(e)).changes;
       }
       // New data after a finish (a restarted explorer) reopens the buffer for readers.
-      if (inserted > 0) this.#db.prepare(`DELETE FROM ${this.table}_meta WHERE key = 'writer_finished'`).run();
+      if (inserted > 0) this.#db.prepare(`DELETE FROM ${this.#meta} WHERE key = 'writer_finished'`).run();
       return inserted;
     });
     return this.#sql(() => insertAll.immediate(experiences));
@@ -268,7 +349,7 @@ export class SqliteBuffer implements ExperienceBuffer {
     this.#sql(() =>
       this.#db
         .prepare(
-          `INSERT INTO ${this.table}_cursors (reader, position) VALUES (?, ?)
+          `INSERT INTO ${this.#cursors} (reader, position) VALUES (?, ?)
            ON CONFLICT(reader) DO UPDATE SET position = max(position, excluded.position)`,
         )
         .run(this.readerId, cursor),
@@ -291,7 +372,7 @@ export class SqliteBuffer implements ExperienceBuffer {
     this.#sql(() =>
       this.#db
         .prepare(
-          `INSERT INTO ${this.table}_cursors (reader, position) VALUES (?, ?)
+          `INSERT INTO ${this.#cursors} (reader, position) VALUES (?, ?)
            ON CONFLICT(reader) DO UPDATE SET position = excluded.position`,
         )
         .run(this.readerId, cursor),
@@ -302,7 +383,7 @@ export class SqliteBuffer implements ExperienceBuffer {
   /** A meta entry written with write({ meta }) (null when absent). */
   readMeta(key: string): string | null {
     this.#checkOpen('readMeta');
-    const row = this.#sql(() => this.#db.prepare(`SELECT value FROM ${this.table}_meta WHERE key = ?`).get(key)) as
+    const row = this.#sql(() => this.#db.prepare(`SELECT value FROM ${this.#meta} WHERE key = ?`).get(key)) as
       | { value: string }
       | undefined;
     return row?.value ?? null;
@@ -317,11 +398,119 @@ export class SqliteBuffer implements ExperienceBuffer {
     }));
   }
 
+  /** Reader `reader`'s priority replay state in this file's <t>_replay tables (./shared-contract.ts ReplayStore). */
+  replayStore(reader: string): ReplayStore {
+    const db = this.#db;
+    const entries = q(`${this.table}_replay`);
+    const revs = q(`${this.table}_replay_revs`);
+    const run = <T>(what: string, fn: () => T): Promise<T> => {
+      this.#checkOpen(what);
+      return Promise.resolve(this.#sql(() => db.transaction(fn).immediate()));
+    };
+    const revisionOf = (row: {
+      revision: number;
+      position: number;
+      next_seq: number;
+      noise_draws: number;
+      at: number;
+    }): StoredReplayRevision => ({
+      revision: row.revision,
+      position: row.position,
+      nextSeq: row.next_seq,
+      noiseDraws: row.noise_draws,
+      at: row.at,
+    });
+    return {
+      committedRevision: () =>
+        run('read the replay state', () => {
+          const row = db.prepare(`SELECT min(revision) AS r FROM ${revs} WHERE reader = ?`).get(reader) as { r: number | null };
+          return row.r;
+        }),
+      load: (revision) =>
+        run('read the replay state', () => {
+          const row = db.prepare(`SELECT * FROM ${revs} WHERE reader = ? AND revision = ?`).get(reader, revision) as
+            | Parameters<typeof revisionOf>[0]
+            | undefined;
+          if (row === undefined) return null;
+          const rows = db
+            .prepare(
+              `SELECT seq, id, model_version, use_count, priority, available_at FROM ${entries}
+               WHERE reader = ? AND added <= ? AND (dropped IS NULL OR dropped > ?) ORDER BY seq`,
+            )
+            .all(reader, revision, revision) as {
+            seq: number;
+            id: number;
+            model_version: number;
+            use_count: number;
+            priority: number;
+            available_at: number;
+          }[];
+          return {
+            revision: revisionOf(row),
+            entries: rows.map((e) => ({
+              seq: e.seq,
+              id: e.id,
+              modelVersion: e.model_version,
+              useCount: e.use_count,
+              priority: e.priority,
+              availableAt: e.available_at,
+            })),
+          };
+        }),
+      dropAfter: (revision) =>
+        run('restore the replay state', () => {
+          db.prepare(`DELETE FROM ${entries} WHERE reader = ? AND added > ?`).run(reader, revision);
+          db.prepare(`UPDATE ${entries} SET dropped = NULL WHERE reader = ? AND dropped > ?`).run(reader, revision);
+          db.prepare(`DELETE FROM ${revs} WHERE reader = ? AND revision > ?`).run(reader, revision);
+        }),
+      append: (revision, put, dropped) =>
+        run('write the replay state', () => {
+          db.prepare(`INSERT INTO ${revs} (reader, revision, position, next_seq, noise_draws, at) VALUES (?, ?, ?, ?, ?, ?)`).run(
+            reader,
+            revision.revision,
+            revision.position,
+            revision.nextSeq,
+            revision.noiseDraws,
+            revision.at,
+          );
+          const insert = db.prepare(
+            `INSERT INTO ${entries} (reader, seq, id, model_version, use_count, priority, available_at, added)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+          );
+          for (const e of put)
+            insert.run(reader, e.seq, e.id, e.modelVersion, e.useCount, e.priority, e.availableAt, revision.revision);
+          const drop = db.prepare(`UPDATE ${entries} SET dropped = ? WHERE reader = ? AND seq = ?`);
+          for (const seq of dropped) drop.run(revision.revision, reader, seq);
+        }),
+      commit: (revision, cursorReader) =>
+        run('commit the replay state', () => {
+          const row = db.prepare(`SELECT position FROM ${revs} WHERE reader = ? AND revision = ?`).get(reader, revision) as
+            | { position: number }
+            | undefined;
+          if (row === undefined)
+            throw new Error(
+              `buffer '${this.name}': ${this.path}: no replay revision ${revision} of reader '${reader}' to commit`,
+            );
+          db.prepare(`DELETE FROM ${entries} WHERE reader = ? AND dropped <= ?`).run(reader, revision);
+          db.prepare(`DELETE FROM ${revs} WHERE reader = ? AND revision < ?`).run(reader, revision);
+          db.prepare(
+            `INSERT INTO ${this.#cursors} (reader, position) VALUES (?, ?)
+             ON CONFLICT(reader) DO UPDATE SET position = excluded.position`,
+          ).run(cursorReader, row.position);
+        }),
+      experiences: (ids) =>
+        run('read rows', () => {
+          const rows = db
+            .prepare(`SELECT id, data FROM ${this.#t} WHERE id IN (SELECT value FROM json_each(?))`)
+            .all(JSON.stringify(ids)) as { id: number; data: string }[];
+          return new Map(rows.map((row) => [row.id, this.#parse(row.id, row.data)]));
+        }),
+    };
+  }
+
   async finishWriting(): Promise<void> {
     this.#checkOpen('finishWriting');
-    this.#sql(() =>
-      this.#db.prepare(`INSERT OR REPLACE INTO ${this.table}_meta (key, value) VALUES ('writer_finished', '1')`).run(),
-    );
+    this.#sql(() => this.#db.prepare(`INSERT OR REPLACE INTO ${this.#meta} (key, value) VALUES ('writer_finished', '1')`).run());
   }
 
   async close(): Promise<void> {
@@ -335,7 +524,7 @@ export class SqliteBuffer implements ExperienceBuffer {
     const experiences = rows.map((row) => this.#parse(row.id, row.data));
     const last = rows.at(-1);
     if (last !== undefined) this.#position = last.id;
-    return { experiences, cursor: this.#position };
+    return { experiences, cursor: this.#position, ids: rows.map((row) => row.id) };
   }
 
   #parse(id: number, data: string): Experience {

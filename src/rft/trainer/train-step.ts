@@ -778,9 +778,12 @@ export class TrainStep {
       lora !== null && shard.worldSize > 1
         ? { from: lora.randomState(), perForward: model.isStochastic ? lora.modules.length : 0 }
         : null;
+    // this rank's last micro-batch: its backward completes the step's gradients (the ranks may sum them meanwhile)
+    const last = plan.reduce((found, _, i) => (owns(i, shard) ? i : found), -1);
     try {
       for (const [i, { start, n }] of plan.entries()) {
         if (!owns(i, shard)) continue;
+        if (i === last) shard.beforeLastBackward?.();
         if (lora !== null && stream !== null)
           lora.setRandomState({ ...stream.from, draws: stream.from.draws + i * stream.perForward });
         const part = (t: Tensor) => t.narrow(0, start, n);
@@ -918,6 +921,11 @@ export class TrainStep {
 export interface Shard {
   readonly rank: number;
   readonly worldSize: number;
+  /**
+   * Called before this rank's last policy backward of the step (none when it runs no micro-batch): ranks that sum
+   * gradients while the backward runs (./data-parallel.ts) start listening here.
+   */
+  beforeLastBackward?(): void;
 }
 
 const ONE_PROCESS: Shard = { rank: 0, worldSize: 1 };

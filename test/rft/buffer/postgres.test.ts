@@ -111,7 +111,7 @@ for (const backend of backends(getServer)) {
 
     test('readers wait with a timeout naming the buffer; readers have separate cursors; writes reopen a finished buffer', async () => {
       const path = await backend.fresh();
-      const buffer = await openSharedBuffer({ path, name: 'exp-db' });
+      const buffer = await openSharedBuffer({ path, name: 'exp-db', table: 'experiences' });
       await buffer.write([makeExperience('a')]);
       await assert.rejects(buffer.read(2, { timeoutMs: 40 }), (error: unknown) => {
         assert.ok(error instanceof BufferTimeoutError);
@@ -166,7 +166,7 @@ describe('PostgreSQL buffer', () => {
     await client.connect();
     try {
       const { rows } = await client.query('SELECT table_name, version FROM schema_version');
-      assert.deepEqual(rows, [{ table_name: 'exp', version: 1 }]);
+      assert.deepEqual(rows, [{ table_name: 'exp', version: 2 }]);
       await client.query("UPDATE schema_version SET version = 7 WHERE table_name = 'exp'");
     } finally {
       await client.end();
@@ -177,7 +177,7 @@ describe('PostgreSQL buffer', () => {
         assert.match(
           error.message,
           new RegExp(
-            `PostgreSQL 127\\.0\\.0\\.1:${getServer().port}, database 'schema' \\(user trinity\\): open: table 'exp' has schema version 7 \\(schema_version table\\), but this trinity knows versions up to 1`,
+            `PostgreSQL 127\\.0\\.0\\.1:${getServer().port}, database 'schema' \\(user trinity\\): open: table 'exp' has schema version 7 \\(schema_version table\\), but this trinity knows versions up to 2`,
           ),
         );
         return true;

@@ -126,7 +126,7 @@ test('2 explorer processes and a trainer process on PostgreSQL finish a GRPO run
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    const { rows } = await client.query<{ task_id: string; data: string }>('SELECT task_id, data FROM experiences ORDER BY id');
+    const { rows } = await client.query<{ task_id: string; data: string }>('SELECT task_id, data FROM experience_buffer ORDER BY id');
     const keys = rows.map((r) => {
       const info = (JSON.parse(r.data) as { info: { runId: number; step: number } }).info;
       return { task: r.task_id, run: info.runId, step: info.step };
@@ -137,7 +137,7 @@ test('2 explorer processes and a trainer process on PostgreSQL finish a GRPO run
     for (let step = 1; step <= TOTAL_STEPS; step++)
       assert.equal(keys.filter((k) => k.step === step).length, 8, `explore step ${step}: 2 tasks × 4 repeats`);
     const claims = await client.query<{ step: number; owner: string; done: boolean }>(
-      'SELECT step, owner, done FROM experiences_claims ORDER BY step',
+      'SELECT step, owner, done FROM experience_buffer_claims ORDER BY step',
     );
     assert.deepEqual(
       claims.rows.map((c) => [c.step, c.done]),
