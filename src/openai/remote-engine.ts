@@ -79,6 +79,7 @@ export class OpenAIRemoteEngine implements ChatEngine {
   readonly tokenizer: Tokenizer | null;
   readonly #apiKey: string | null;
   readonly #timeoutMs: number;
+  #requestModel: string | null = null;
 
   constructor(options: RemoteEngineOptions) {
     this.baseURL = options.baseURL.replace(/\/+$/, '');
@@ -105,7 +106,7 @@ export class OpenAIRemoteEngine implements ChatEngine {
       throw new TypeError('generate: a text prompt needs the tokenizer (its exact ids are the experience)');
     const ids = promptIds ?? (this.tokenizer as Tokenizer).encode(request.prompt as string);
     const body = {
-      model: this.model,
+      model: this.requestModel,
       prompt: ids,
       n: request.n ?? 1,
       max_tokens: request.maxTokens ?? 16,
@@ -170,7 +171,7 @@ export class OpenAIRemoteEngine implements ChatEngine {
       );
     const top = options.topLogprobs ?? 0;
     const body = {
-      model: this.model,
+      model: this.requestModel,
       prompt: [...tokenIds],
       echo: true,
       max_tokens: 1,
@@ -217,6 +218,51 @@ export class OpenAIRemoteEngine implements ChatEngine {
     if (reply.success === false) throw new Error(`${this.baseURL}: weight reload from ${dir} failed: ${reply.message ?? ''}`);
   }
 
+  /**
+   * vLLM's dynamic LoRA API (the server needs --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True; `trinity serve
+   * --allow-reload-from ROOT` answers it too): POST /v1/load_lora_adapter {lora_name, lora_path}. The server must see
+   * the same file system. Requests then name the adapter as their model (useModel).
+   */
+  async loadLoraAdapter(name: string, path: string, options: { timeoutMs?: number } = {}): Promise<void> {
+    await this.#request(
+      'POST',
+      '/load_lora_adapter',
+      { lora_name: name, lora_path: path },
+      { timeoutMs: options.timeoutMs ?? 600_000, text: true },
+    );
+  }
+
+  /** POST /v1/unload_lora_adapter {lora_name}; false when the server has no adapter of that name (its 404). */
+  async unloadLoraAdapter(name: string, options: { timeoutMs?: number } = {}): Promise<boolean> {
+    try {
+      await this.#request(
+        'POST',
+        '/unload_lora_adapter',
+        { lora_name: name },
+        { timeoutMs: options.timeoutMs ?? 600_000, text: true },
+      );
+      return true;
+    } catch (error) {
+      if (
+        error instanceof GenerationError &&
+        !(error instanceof RemoteServerError) &&
+        /HTTP (404|400): .*(not|cannot be) found/i.test(error.message)
+      )
+        return false;
+      throw error;
+    }
+  }
+
+  /** The model generate() and score() ask for: a loaded LoRA adapter's name, or null for `model` again. */
+  useModel(name: string | null): void {
+    this.#requestModel = name;
+  }
+
+  /** The model id requests name now (`model`, or the adapter useModel chose). */
+  get requestModel(): string {
+    return this.#requestModel ?? this.model;
+  }
+
   /** The `k` most likely of each position's top_logprobs ({"token_id:<id>": logprob}; the sampled token may be extra). */
   #topLogprobs(entries: Array<Record<string, number> | null> | undefined, length: number, k: number): TopLogprob[][] {
     const positions = entries ?? [];
@@ -242,7 +288,7 @@ export class OpenAIRemoteEngine implements ChatEngine {
     method: 'GET' | 'POST',
     path: string,
     body: unknown,
-    options: { timeoutMs: number; signal?: AbortSignal; root?: boolean },
+    options: { timeoutMs: number; signal?: AbortSignal; root?: boolean; text?: boolean },
   ): Promise<unknown> {
     const base = options.root ? this.baseURL.replace(/\/v1$/, '') : this.baseURL;
     const timeout = AbortSignal.timeout(options.timeoutMs);
@@ -292,6 +338,7 @@ export class OpenAIRemoteEngine implements ChatEngine {
       if (res.status >= 500) throw new RemoteServerError(this.baseURL, 'failed', what);
       throw new GenerationError('failed', what);
     }
+    if (options.text) return text; // vLLM answers the LoRA endpoints with a plain-text line
     try {
       return JSON.parse(text);
     } catch {

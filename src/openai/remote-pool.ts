@@ -16,6 +16,10 @@
 //   weights    syncWeightsFromDir(dir): every server in the pool reloads the folder (POST /update_weights_from_disk);
 //              a server that fails it leaves the pool (and reloads on its way back); a folder every server refuses
 //              with a 4xx is an error
+//   LoRA       syncLoraAdapter(name, dir): every server in the pool (re)loads the PEFT adapter through vLLM's dynamic
+//              adapter API (POST /v1/unload_lora_adapter, then /v1/load_lora_adapter {lora_name, lora_path}; `trinity
+//              serve --allow-reload-from ROOT` answers it too) and requests name the adapter as their model; a server
+//              rejoining loads it as well
 //
 // Requests are idempotent: a sample's seed is the request's, so a retried request samples what the failed one would
 // have.
@@ -117,6 +121,8 @@ export class RemoteEnginePool implements ChatEngine {
   readonly #failureListeners = new Set<(error: NoRolloutServerError) => void>();
   /** The newest folder synced: a server rejoining loads it first. */
   #weightsDir: string | null = null;
+  /** The LoRA adapter requests name (syncLoraAdapter): a server rejoining loads it first. */
+  #adapter: { name: string; path: string } | null = null;
   #graceTimer: NodeJS.Timeout | null = null;
   #failure: NoRolloutServerError | null = null;
   #closed = false;
@@ -262,6 +268,43 @@ export class RemoteEnginePool implements ChatEngine {
       // every server left the pool: the first to rejoin loads `dir` before it takes requests
       await this.#waitForMember(Date.now() + this.#options.downGraceMs, () => false, undefined, `a server to load ${dir}`);
     }
+  }
+
+  /**
+   * A LoRA run's weights: every server in the pool (re)loads the PEFT adapter folder `path` as `name` (vLLM's
+   * /v1/unload_lora_adapter then /v1/load_lora_adapter), and requests name the adapter from then on; a server that
+   * rejoins loads it too. A server that fails it leaves the pool; an adapter every server refuses (4xx) is an error.
+   */
+  async syncLoraAdapter(name: string, path: string, options: { timeoutMs?: number } = {}): Promise<void> {
+    this.#adapter = { name, path };
+    const timeoutMs = options.timeoutMs ?? this.#options.reloadTimeoutMs;
+    const refused: string[] = [];
+    const outcomes = await Promise.all(
+      this.#members.flatMap((member, i) =>
+        member.inPool
+          ? [
+              this.#loadAdapter(member, name, path, timeoutMs).then(
+                () => true,
+                (error: Error) => {
+                  if (error instanceof RemoteServerError) this.#leave(i, `loading LoRA adapter ${path} failed: ${error.message}`);
+                  else refused.push(error.message);
+                  return false;
+                },
+              ),
+            ]
+          : [],
+      ),
+    );
+    if (refused.length > 0) throw new Error(`LoRA adapter ${path} was refused: ${refused.join('; ')}`);
+    if (!outcomes.some(Boolean))
+      await this.#waitForMember(Date.now() + this.#options.downGraceMs, () => false, undefined, `a server to load ${path}`);
+  }
+
+  async #loadAdapter(member: Member, name: string, path: string, timeoutMs: number): Promise<void> {
+    await member.engine.unloadLoraAdapter(name, { timeoutMs });
+    await member.engine.loadLoraAdapter(name, path, { timeoutMs });
+    member.engine.useModel(name);
+    member.reloads++;
   }
 
   async close(): Promise<void> {
@@ -443,6 +486,15 @@ export class RemoteEnginePool implements ChatEngine {
         problem = `reloading ${dir} on rejoining failed: ${(error as Error).message}`;
       }
       if (dir === this.#weightsDir) break;
+    }
+    while (problem === null && !this.#closed && this.#adapter !== null) {
+      const adapter = this.#adapter;
+      try {
+        await this.#loadAdapter(member, adapter.name, adapter.path, this.#options.reloadTimeoutMs);
+      } catch (error) {
+        problem = `loading LoRA adapter ${adapter.path} on rejoining failed: ${(error as Error).message}`;
+      }
+      if (adapter === this.#adapter) break;
     }
     if (this.#closed || this.#failure) return;
     if (problem === null) this.#join(i);

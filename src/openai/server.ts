@@ -53,6 +53,18 @@ export interface OpenAIServerOptions {
   defaultScope?: RequestScope;
   /** Enables POST /update_weights_from_disk for folders inside `root`. */
   reloadWeights?: { root: string; load: (dir: string) => Promise<unknown> };
+  /**
+   * Enables vLLM's dynamic LoRA API: POST /v1/load_lora_adapter {lora_name, lora_path} and POST
+   * /v1/unload_lora_adapter {lora_name}, answered as vLLM does (200 with a plain-text "Success: ..." line; errors as
+   * JSON). `serviceFor` answers the requests whose `model` is an adapter's name, and /v1/models lists the adapters.
+   */
+  loraAdapters?: {
+    load: (name: string, path: string) => Promise<void>;
+    unload: (name: string) => Promise<void>;
+    serviceFor: (model: string) => OpenAIService | undefined;
+    /** The loaded adapters' names (listed by /v1/models). */
+    names: () => readonly string[];
+  };
   routes?: readonly ExtraRoute[];
   /** Called for each failed request (logging); the server answers it either way. */
   onError?: (error: Error, request: { method: string; url: string }) => void;
@@ -122,13 +134,21 @@ export async function startOpenAIServer(options: OpenAIServerOptions): Promise<O
     const route = `${req.method} ${path}`;
     switch (route) {
       case 'GET /v1/models':
-        return sendJson(res, 200, options.service.models());
-      case 'POST /v1/chat/completions':
-        return sendReply(res, await options.service.chatCompletion(await readJson(req, maxBodyBytes), requestScope));
-      case 'POST /v1/completions':
-        return sendReply(res, await options.service.completion(await readJson(req, maxBodyBytes), requestScope));
+        return sendJson(res, 200, modelList());
+      case 'POST /v1/chat/completions': {
+        const body = await readJson(req, maxBodyBytes);
+        return sendReply(res, await serviceOf(body).chatCompletion(body, requestScope));
+      }
+      case 'POST /v1/completions': {
+        const body = await readJson(req, maxBodyBytes);
+        return sendReply(res, await serviceOf(body).completion(body, requestScope));
+      }
       case 'POST /update_weights_from_disk':
         if (options.reloadWeights && !scoped) return sendJson(res, 200, await reload(await readJson(req, maxBodyBytes)));
+        break;
+      case 'POST /v1/load_lora_adapter':
+      case 'POST /v1/unload_lora_adapter':
+        if (options.loraAdapters && !scoped) return sendText(res, await loraAdapter(path, await readJson(req, maxBodyBytes)));
         break;
     }
     const extra = options.routes?.find((r) => r.method === req.method && r.path === path);
@@ -136,9 +156,52 @@ export async function startOpenAIServer(options: OpenAIServerOptions): Promise<O
       const body = req.method === 'POST' ? await readJson(req, maxBodyBytes) : undefined;
       return sendJson(res, 200, await extra.handle(body));
     }
-    const known = ['/v1/models', '/v1/chat/completions', '/v1/completions', ...(options.routes ?? []).map((r) => r.path)];
+    const known = [
+      '/v1/models',
+      '/v1/chat/completions',
+      '/v1/completions',
+      ...(options.loraAdapters ? ['/v1/load_lora_adapter', '/v1/unload_lora_adapter'] : []),
+      ...(options.routes ?? []).map((r) => r.path),
+    ];
     if (known.includes(path)) throw new OpenAIHttpError(405, `${req.method} is not allowed on ${path}`);
     throw new OpenAIHttpError(404, `no route ${req.method} ${path}`, { code: 'not_found' });
+  }
+
+  /** The service that answers `body.model`: an adapter's (loraAdapters), else the server's. */
+  function serviceOf(body: unknown): OpenAIService {
+    const model = (body as { model?: unknown } | null)?.model;
+    return (typeof model === 'string' ? options.loraAdapters?.serviceFor(model) : undefined) ?? options.service;
+  }
+
+  function modelList(): unknown {
+    const list = options.service.models();
+    const adapters = options.loraAdapters?.names() ?? [];
+    if (adapters.length === 0) return list;
+    const created = list.data[0]?.created ?? Math.floor(Date.now() / 1000);
+    const root = list.data[0]?.id ?? null;
+    return {
+      ...list,
+      data: [
+        ...list.data,
+        ...adapters.map((id) => ({ id, object: 'model' as const, created, owned_by: 'trinity-rft', root: id, parent: root })),
+      ],
+    };
+  }
+
+  /** vLLM's load/unload_lora_adapter: a plain-text success line, or an OpenAIHttpError. */
+  async function loraAdapter(path: string, body: unknown): Promise<string> {
+    const adapters = options.loraAdapters as NonNullable<OpenAIServerOptions['loraAdapters']>;
+    const b = (body ?? {}) as { lora_name?: unknown; lora_path?: unknown };
+    if (typeof b.lora_name !== 'string' || b.lora_name.length === 0)
+      throw new OpenAIHttpError(400, "'lora_name' is required (the adapter's model name)", { param: 'lora_name' });
+    if (path === '/v1/unload_lora_adapter') {
+      await adapters.unload(b.lora_name);
+      return `Success: LoRA adapter '${b.lora_name}' removed successfully.`;
+    }
+    if (typeof b.lora_path !== 'string' || b.lora_path.length === 0)
+      throw new OpenAIHttpError(400, "'lora_path' is required (a PEFT adapter folder)", { param: 'lora_path' });
+    await adapters.load(b.lora_name, b.lora_path);
+    return `Success: LoRA adapter '${b.lora_name}' added successfully.`;
   }
 
   async function reload(body: unknown): Promise<unknown> {
@@ -272,6 +335,11 @@ async function readJson(req: IncomingMessage, maxBytes: number): Promise<unknown
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function sendText(res: ServerResponse, text: string): void {
+  res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(text) });
   res.end(text);
 }
 

@@ -6,9 +6,11 @@
 //   await served.close();
 import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
-import { loadModelConfig, type ModelDType } from '../model/index.js';
 import { WorkerRolloutEngine } from '../engine/index.js';
-import { OpenAIService, type OpenAIServer, startOpenAIServer } from '../openai/index.js';
+import { syncModelWeightsFromDir } from '../engine/weight-sync.js';
+import { CausalLM, LoraModel, loadModelConfig, type ModelDType } from '../model/index.js';
+import { OpenAIHttpError, OpenAIService, type OpenAIServer, startOpenAIServer } from '../openai/index.js';
+import * as torch from '../torch/index.js';
 
 export interface ServeModelOptions {
   modelDir: string;
@@ -42,12 +44,13 @@ export interface ServedModel {
 export async function serveModel(options: ServeModelOptions): Promise<ServedModel> {
   const modelDir = resolve(options.modelDir);
   const modelName = options.modelName ?? basename(modelDir);
-  const engine = await WorkerRolloutEngine.start(modelDir, {
+  const engineOptions = {
     slots: options.slots ?? 16,
     ...(options.maxLength !== undefined ? { maxLength: options.maxLength } : {}),
     ...(options.dtype ? { dtype: options.dtype } : {}),
     ...(options.numThreads ? { numThreads: options.numThreads } : {}),
-  });
+  };
+  const engine = await WorkerRolloutEngine.start(modelDir, engineOptions);
   const tokenizer = engine.tokenizer;
   if (tokenizer === null) {
     await engine.close();
@@ -61,6 +64,55 @@ export async function serveModel(options: ServeModelOptions): Promise<ServedMode
     ...(options.maxPromptTokens !== undefined ? { maxPromptTokens: options.maxPromptTokens } : {}),
     ...(options.maxN !== undefined ? { maxN: options.maxN } : {}),
   });
+  const serviceLimits = {
+    vocabSize: loadModelConfig(modelDir).vocabSize,
+    ...(options.maxTokens !== undefined ? { maxTokens: options.maxTokens } : {}),
+    ...(options.maxPromptTokens !== undefined ? { maxPromptTokens: options.maxPromptTokens } : {}),
+    ...(options.maxN !== undefined ? { maxN: options.maxN } : {}),
+  };
+  // The base weights now served (a reload replaces them): a LoRA adapter is merged into these.
+  let baseWeightsDir: string | null = null;
+  const adapters = new Map<string, { engine: WorkerRolloutEngine; service: OpenAIService }>();
+  const loraAdapters = options.reloadRoot
+    ? {
+        names: () => [...adapters.keys()],
+        serviceFor: (model: string) => adapters.get(model)?.service,
+        load: async (name: string, path: string) => {
+          if (name === modelName || adapters.has(name))
+            throw new OpenAIHttpError(400, `The lora adapter '${name}' has already been loaded.`, { param: 'lora_name' });
+          let folder: string;
+          try {
+            folder = resolveReloadFolder(options.reloadRoot as string, resolve(options.reloadRoot as string, path));
+          } catch (error) {
+            throw new OpenAIHttpError(403, (error as Error).message, { param: 'lora_path' });
+          }
+          const engine = await WorkerRolloutEngine.start(modelDir, engineOptions);
+          try {
+            const weights = mergedAdapterWeights(modelDir, baseWeightsDir, folder);
+            try {
+              await engine.syncWeights(weights);
+            } finally {
+              for (const t of weights.values()) t.dispose();
+            }
+          } catch (error) {
+            await engine.close();
+            throw new OpenAIHttpError(400, `cannot load LoRA adapter '${name}' from ${folder}: ${(error as Error).message}`, {
+              param: 'lora_path',
+            });
+          }
+          adapters.set(name, { engine, service: new OpenAIService({ modelName: name, backend: engine, ...serviceLimits }) });
+          options.log?.(`loaded LoRA adapter '${name}' from ${folder}`);
+        },
+        unload: async (name: string) => {
+          const adapter = adapters.get(name);
+          if (adapter === undefined)
+            throw new OpenAIHttpError(404, `The lora adapter '${name}' cannot be found.`, { param: 'lora_name' });
+          adapters.delete(name);
+          await adapter.engine.close(`LoRA adapter '${name}' was unloaded`);
+          options.log?.(`unloaded LoRA adapter '${name}'`);
+        },
+      }
+    : undefined;
   let server: OpenAIServer;
   try {
     server = await startOpenAIServer({
@@ -74,7 +126,9 @@ export async function serveModel(options: ServeModelOptions): Promise<ServedMode
             reloadWeights: {
               root: resolve(options.reloadRoot),
               load: async (dir: string) => {
-                const copied = await engine.syncWeightsFromDir(resolveReloadFolder(options.reloadRoot as string, dir));
+                const folder = resolveReloadFolder(options.reloadRoot as string, dir);
+                const copied = await engine.syncWeightsFromDir(folder);
+                baseWeightsDir = folder;
                 // one line per reload: a run's operator (and the engine-pool test) counts them per server
                 options.log?.(`reloaded weights from ${dir} (${copied} tensors)`);
                 return copied;
@@ -82,6 +136,7 @@ export async function serveModel(options: ServeModelOptions): Promise<ServedMode
             },
           }
         : {}),
+      ...(loraAdapters ? { loraAdapters } : {}),
       onError: (error, request) => {
         if ((error as { status?: number }).status === 500) options.log?.(`${request.method} ${request.url}: ${error.message}`);
       },
@@ -97,8 +152,25 @@ export async function serveModel(options: ServeModelOptions): Promise<ServedMode
     close: async () => {
       await server.close();
       await engine.close();
+      for (const adapter of adapters.values()) await adapter.engine.close();
+      adapters.clear();
     },
   };
+}
+
+/**
+ * The weights of the model in `modelDir` (with the weights of `baseWeightsDir` when a reload replaced them) with the
+ * PEFT adapter in `adapterDir` merged in (W + scale·B·A, ../model/lora.ts), computed on this thread.
+ */
+function mergedAdapterWeights(modelDir: string, baseWeightsDir: string | null, adapterDir: string): Map<string, torch.Tensor> {
+  const model = CausalLM.load(modelDir);
+  try {
+    if (baseWeightsDir !== null) syncModelWeightsFromDir(model, baseWeightsDir);
+    LoraModel.load(model, adapterDir, { trainable: false }).mergeAndUnload();
+    return new Map([...model.parameters()].map(([name, t]) => [name, torch.keep(t.detach().clone())]));
+  } finally {
+    model.dispose();
+  }
 }
 
 /**
