@@ -183,15 +183,90 @@ export async function broadcastParameters(group: ProcessGroup, params: readonly 
   if (params.length > 0) await group.broadcast(params, { root: 0 });
 }
 
-/** StepCollectives over a process group: gradients in buckets (c10d flattens each into one all-reduce). */
-export function groupCollectives(group: ProcessGroup, options: { bucketBytes?: number } = {}): StepCollectives {
+/** The policy's gradients as the trainer's backward produces them, for overlappedGradients. */
+export interface OverlapPlan {
+  /** The leaves the backward accumulates into (the model's, or LoRA's, trainable tensors). */
+  params: readonly Tensor[];
+  /** What the optimizer updates, params[i]'s in targets[i] (float32 master weights); default params. */
+  targets?: readonly Tensor[];
+  /** Parameters one forwardBackward reaches more than once (the LM head, chunk by chunk; tied embeddings). */
+  unhooked: ReadonlySet<Tensor>;
+}
+
+/**
+ * The overlap plan of a model trained by TrainStep: `named` are the trainable tensors the optimizer updates (by
+ * Hugging Face or PEFT name), `computeOf` gives the tensor the backward reaches for each (the bf16 compute copy of a
+ * master weight; absent: itself). The LM head and the embeddings are unhooked (model/training.ts runs the head's
+ * backward chunk by chunk, and a tied head is the embedding matrix).
+ */
+export function overlapPlan(named: ReadonlyMap<string, Tensor>, computeOf?: (target: Tensor) => Tensor): OverlapPlan {
+  const targets = [...named.values()];
+  const params = targets.map((t) => computeOf?.(t) ?? t);
+  const unhooked = new Set<Tensor>();
+  [...named.keys()].forEach((name, i) => {
+    if (/(^|\.)(lm_head|embed_tokens)(\.|$)/.test(name)) unhooked.add(params[i] as Tensor);
+  });
+  return { params, ...(computeOf === undefined ? {} : { targets }), unhooked };
+}
+
+export interface GroupCollectivesOptions {
+  /** Gradient bucket size (default DDP's 25 MiB). */
+  bucketBytes?: number;
+  /**
+   * Sum the policy's gradients while the last micro-batch's backward runs (OverlappedGradients), instead of after it.
+   * Absent: after it, in buckets.
+   */
+  overlap?: OverlapPlan;
+}
+
+/** StepCollectives with the resources they hold (the overlap's autograd hooks): dispose() when the group goes. */
+export interface GroupStepCollectives extends StepCollectives {
+  dispose(): void;
+}
+
+/**
+ * StepCollectives over a process group: gradients in buckets (c10d flattens each into one all-reduce), summed while
+ * the backward runs when `overlap` plans it. Both ways give the same sums (the same additions, in the same order on
+ * every rank: Gloo's all-reduce of a bucket does not depend on when it was issued).
+ */
+export function groupCollectives(group: ProcessGroup, options: GroupCollectivesOptions = {}): GroupStepCollectives {
+  const bucketOptions = options.bucketBytes === undefined ? {} : { bucketBytes: options.bucketBytes };
+  const overlap =
+    options.overlap === undefined
+      ? null
+      : group.overlappedGradients(options.overlap.params, {
+          op: 'sum',
+          ...bucketOptions,
+          ...(options.overlap.targets === undefined ? {} : { targets: options.overlap.targets }),
+          unhooked: options.overlap.unhooked,
+        });
+  const overlapped = overlap === null ? null : new Set(overlap.targets);
   return {
     rank: group.rank,
     worldSize: group.worldSize,
+    beforeLastBackward() {
+      overlap?.arm();
+    },
+    dispose() {
+      overlap?.dispose();
+    },
     async sum(tensors) {
-      if (tensors.length > 0) await group.allReduceBuckets(tensors, { op: 'sum', ...options });
+      if (tensors.length > 0) await group.allReduceBuckets(tensors, { op: 'sum', ...bucketOptions });
     },
     async sumGradients(params) {
+      if (
+        overlap !== null &&
+        overlapped !== null &&
+        params.length === overlapped.size &&
+        params.every((p) => overlapped.has(p))
+      ) {
+        // which targets had a gradient on this rank before finish() zero-fills the rest (its hooks moved theirs)
+        const plan = options.overlap as OverlapPlan;
+        const had = torch.scope(() => overlap.targets.map((t, i) => (t.grad !== null || overlapParamHasGrad(plan, i) ? 1 : 0)));
+        await overlap.finish();
+        await dropGradientsNoRankHad(group, overlap.targets, had);
+        return;
+      }
       // a parameter some rank has a gradient for (a rank that ran no micro-batch has none) gets one on every rank
       const present = torch.tensor(
         params.map((p) => (p.grad === null ? 0 : 1)),
@@ -212,7 +287,7 @@ export function groupCollectives(group: ProcessGroup, options: { bucketBytes?: n
             grads.push(grad as Tensor);
           });
         });
-        if (grads.length > 0) await group.allReduceBuckets(grads, { op: 'sum', ...options });
+        if (grads.length > 0) await group.allReduceBuckets(grads, { op: 'sum', ...bucketOptions });
       } finally {
         present.dispose();
         for (const g of grads) g.dispose(); // handles only: the gradients stay with their parameters
@@ -231,6 +306,28 @@ export function groupCollectives(group: ProcessGroup, options: { bucketBytes?: n
       }
     },
   };
+}
+
+/** Whether the backward's own leaf still holds a gradient for target i (not moved into the target yet). */
+function overlapParamHasGrad(plan: OverlapPlan, i: number): boolean {
+  return plan.targets !== undefined && (plan.params[i] as Tensor).grad !== null;
+}
+
+/**
+ * After an overlapped sum every target has a gradient; one that no rank had before the sum is set back to none, as
+ * one process leaves it (AdamW skips a parameter without a gradient, weight decay included).
+ */
+async function dropGradientsNoRankHad(group: ProcessGroup, targets: readonly Tensor[], had: readonly number[]): Promise<void> {
+  const present = torch.tensor(had, { dtype: 'float32' });
+  try {
+    await group.allReduce(present, { op: 'max' });
+    const anywhere = present.toTypedArray() as Float32Array;
+    targets.forEach((t, i) => {
+      if (anywhere[i] === 0) t.grad = null;
+    });
+  } finally {
+    present.dispose();
+  }
 }
 
 /** Every rank's names, merged and sorted: each rank's JSON padded to the longest and gathered. */

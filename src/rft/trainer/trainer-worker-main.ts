@@ -35,7 +35,9 @@ import { type LoadedCheckpoint, latestCheckpoint, loadCriticState, loadOptimizer
 import type { Experience } from '../experience.js';
 import {
   broadcastParameters,
+  type GroupStepCollectives,
   groupCollectives,
+  overlapPlan,
   joinStageGroup,
   RankZeroFailedError,
   receiveCommand,
@@ -47,7 +49,6 @@ import {
   loraReference,
   modelReference,
   type ReferencePolicy,
-  type StepCollectives,
   TrainStep,
   type TrainStepMetrics,
   type TrainStepState,
@@ -82,7 +83,7 @@ interface Ranks {
   group: ProcessGroup;
   /** The stage's store (the group's rendezvous); closed after the group. */
   store: Store;
-  collectives: StepCollectives;
+  collectives: GroupStepCollectives;
   commandTimeoutMs: number;
   /** A follower's follow() loop while it runs. */
   following: Promise<unknown> | null;
@@ -117,6 +118,7 @@ async function outcome<T>(fn: () => Promise<T>): Promise<DistributedOutcome<T>> 
 /** Leaves the stage's group, then its store. */
 async function leave(r: Ranks): Promise<void> {
   try {
+    r.collectives.dispose();
     await r.group.destroy();
   } finally {
     await r.store.close();
@@ -152,7 +154,10 @@ async function joinGroup(s: TrainerState, d: NonNullable<TrainerInit['distribute
   const r: Ranks = {
     group,
     store,
-    collectives: groupCollectives(group),
+    collectives: groupCollectives(group, {
+      overlap: policyOverlap(s),
+      ...(d.bucketBytes === undefined ? {} : { bucketBytes: d.bucketBytes }),
+    }),
     commandTimeoutMs: d.commandTimeoutMs ?? d.timeoutMs,
     following: null,
     midStep: false,
@@ -166,6 +171,15 @@ async function joinGroup(s: TrainerState, d: NonNullable<TrainerInit['distribute
     throw error;
   }
   return r;
+}
+
+/** The policy's gradients are summed while the last micro-batch's backward runs (./data-parallel.ts overlapPlan). */
+function policyOverlap(s: TrainerState) {
+  if (s.lora) return overlapPlan(s.lora.loraParameters());
+  const master = s.master;
+  if (master === null) return overlapPlan(s.model.parameters());
+  const computeOf = new Map(master.weights.master.map((m, i) => [m, master.weights.compute[i] as torch.Tensor]));
+  return overlapPlan(master.model.parameters(), (m) => computeOf.get(m) as torch.Tensor);
 }
 
 /** A follower's loop: the steps rank 0 sends, until stop. */

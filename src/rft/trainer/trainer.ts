@@ -81,6 +81,8 @@ export interface DistributedInit {
    * stages, so that a rank joins only the store of its own stage (./data-parallel.ts joinStageGroup).
    */
   stage?: string;
+  /** Gradient bucket size in bytes (default PyTorch DDP's 25 MiB); buckets are summed while the backward runs. */
+  bucketBytes?: number;
 }
 
 /**

@@ -6,6 +6,9 @@
 //   - GRPO with LoRA and dropout 0.1, micro_batch_size 3 (micro-batches of 3, 3, 2 rows: rank 0 runs the first and
 //     the last, rank 1 the middle one, so each rank must skip the dropout draws of the other's micro-batches);
 //   - PPO with a critic and an adaptive KL penalty, micro_batch_size 3 (critic gradients summed too).
+// The ranks sum the policy's gradients while their last micro-batch's backward runs (autograd hooks fill buckets of
+// 4 KiB, several for the tiny model, issued from inside the backward): the sums, and so the parameters, must not
+// change.
 // A follower's save(), saveWeights(), beginSync() and step() are refused naming its rank, and rank 0's follow(). A
 // follower whose rank 0 is SIGKILLed rejects with a DistributedError naming the collective it waited in, and one
 // whose rank 0 sends nothing within commandTimeoutMs (1 s; the only timeout that fires here, and it must) with one

@@ -45,5 +45,8 @@ export function scenarioInit(
   };
 }
 
+/** Gradient bucket size of the ranks: a few KiB, so the tiny model's gradients fill several buckets. */
+export const SMALL_BUCKET_BYTES = 4096;
+
 /** Generous and finite: collectives complete as soon as every rank arrives; this only bounds a broken run. */
 export const RANK_TIMEOUT_MS = 120_000;

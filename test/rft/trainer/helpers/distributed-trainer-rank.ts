@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { TrainerClient } from '../../../../src/rft/trainer/trainer.js';
 import { DistributedError } from '../../../../src/torch/index.js';
-import { RANK_TIMEOUT_MS, type RankPlan, scenarioInit } from './distributed-scenarios.js';
+import { RANK_TIMEOUT_MS, type RankPlan, SMALL_BUCKET_BYTES, scenarioInit } from './distributed-scenarios.js';
 
 const send = (message: unknown) =>
   new Promise<void>((resolve, reject) => process.send?.(message, (error: Error | null) => (error ? reject(error) : resolve())));
@@ -36,6 +36,8 @@ async function main(): Promise<void> {
       masterAddr: '127.0.0.1',
       masterPort: scenario.port,
       timeoutMs: RANK_TIMEOUT_MS,
+      // small buckets: the tiny model's gradients fill several, so buckets go out from the backward's hooks
+      bucketBytes: SMALL_BUCKET_BYTES,
       ...(kind === 'hang' ? { commandTimeoutMs: 1000 } : {}),
     };
     const jobDir = join(plan.jobDir, `${scenario.name}-rank${rank}`);
