@@ -10,6 +10,7 @@
 import { join, resolve } from 'node:path';
 import type { z } from 'zod';
 import { closestName } from '../algorithm/registry.js';
+import { tableNameProblem } from '../buffer/sql-names.js';
 import type { ConfigProblem } from './errors.js';
 import { REFUSED_SETTINGS } from './refusals.js';
 import {
@@ -451,6 +452,11 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
   const explicitBuffer = trainerInput.experience_buffer !== undefined;
   const experienceBuffer = trainerInput.experience_buffer ?? ExperienceBufferSchema.parse({});
   const bufferPath = 'buffer.trainer_input.experience_buffer';
+  // an sql buffer's tables are named after it (src/rft/buffer/sql-names.ts)
+  if (experienceBuffer.storage_type === 'sql') {
+    const nameProblem = tableNameProblem(experienceBuffer.name);
+    if (nameProblem !== null) problem(`${bufferPath}.name`, `${nameProblem} (storage_type sql names its tables after it)`);
+  }
   if (experienceBuffer.path === null) {
     if (experienceBuffer.storage_type === 'sql') experienceBuffer.path = join(jobDir, 'buffer', `${experienceBuffer.name}.db`);
     if (experienceBuffer.storage_type === 'file')
@@ -501,12 +507,6 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
   const replay = experienceBuffer.replay_buffer;
   const priorityArgs = PRIORITY_FN_ARGS[replay.priority_fn];
   const replayPath = `${bufferPath}.replay_buffer`;
-  if (replay.enable && experienceBuffer.storage_type === 'sql')
-    problem(
-      `${replayPath}.enable`,
-      'priority replay works on the in-memory buffer (storage_type queue); the shared sql buffer (SQLite or ' +
-        'PostgreSQL) hands out each experience once, in write order: set enable false or storage_type queue',
-    );
   if (priorityArgs === undefined) {
     const known = Object.keys(PRIORITY_FN_ARGS);
     const best = closestName(replay.priority_fn, known);

@@ -119,14 +119,14 @@ export interface StageSettings {
   /** Experience buffer: in memory (mode both), a shared SQLite file (explore/train), or a dataset file (train: SFT). */
   buffer: {
     storageType: 'queue' | 'sql' | 'file';
-    /** experience_buffer.name: the SQLite table (storage_type sql) and the buffer's name in messages. */
+    /** experience_buffer.name: the buffer's table (storage_type sql, SQLite or PostgreSQL) and its name in messages. */
     name: string;
     path: string | null;
     capacity: number;
     /** The longest a trainer read waits for a batch (experience_buffer.max_read_timeout). */
     maxReadTimeoutMs: number;
     format?: DatasetFormat;
-    /** Priority replay instead of FIFO (experience_buffer.replay_buffer), for the in-memory buffer. */
+    /** Priority replay instead of FIFO (experience_buffer.replay_buffer): in memory (queue) or in the sql buffer's tables. */
     replay?: {
       priorityFn: string;
       decay: number;
