@@ -10,6 +10,14 @@
 // and bus bandwidth (algbw x 2(n-1)/n, the bytes each rank moves in a ring: nccl-tests' convention), the memcpy
 // bandwidth, and bus bandwidth / memcpy bandwidth. Prints the CPU, its vector features and libtorch's CPU capability,
 // a table, then one JSON line.
+//
+// Then the gradient sum of a training step, after the backward against overlapped with it: every rank runs the
+// forward and backward of an MLP (--mlp-layers square float32 layers of --mlp-width, tanh between, a batch of 64
+// rows; ~4 MB per layer at the default width 1024) and sums the gradients in 4 MB buckets either after the backward
+// (ProcessGroup.allReduceBuckets) or while it runs (ProcessGroup.overlappedGradients: buckets issued from autograd
+// hooks as they fill). Each sample is one whole step (forward, backward, sum complete); the two ways alternate ABBA,
+// after a barrier each; also the step without any sum (the floor). Reported: medians, and the buckets the hooks
+// issued before the backward returned.
 import { fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
@@ -22,13 +30,18 @@ const { values: flags } = parseArgs({
   options: {
     ranks: { type: 'string', default: '2' },
     'max-mb': { type: 'string', default: '64' },
+    'mlp-layers': { type: 'string', default: '8' },
+    'mlp-width': { type: 'string', default: '1024' },
+    'step-iterations': { type: 'string', default: '20' },
     help: { type: 'boolean', default: false },
   },
 });
 if (flags.help) {
   console.log(`Gloo all-reduce vs memcpy bandwidth between local ranks.
   --ranks N      processes in the group (default 2)
-  --max-mb N     largest message in MB (default 64; sizes are 1 KB x 4^k up to it)`);
+  --max-mb N     largest message in MB (default 64; sizes are 1 KB x 4^k up to it)
+  --mlp-layers N, --mlp-width N, --step-iterations N
+                 the overlap comparison's MLP (default 8 layers of 1024) and samples per way (default 20)`);
   process.exit(0);
 }
 
@@ -59,6 +72,98 @@ async function timeAsync(iterations: number, fn: () => Promise<void>): Promise<n
     samples.push(secondsSince(t0));
   }
   return median(samples);
+}
+
+interface OverlapResult {
+  layers: number;
+  width: number;
+  gradientMB: number;
+  buckets: number;
+  iterations: number;
+  backwardOnlyMs: number;
+  afterBackwardMs: number;
+  overlappedMs: number;
+  /** Buckets the hooks issued before the backward returned (median over samples). */
+  issuedDuringBackward: number;
+}
+
+const OVERLAP_BUCKET_BYTES = 4 * KB * KB;
+
+async function overlapComparison(group: torch.ProcessGroup): Promise<OverlapResult> {
+  const layers = Number(flags['mlp-layers']);
+  const width = Number(flags['mlp-width']);
+  const iterations = Number(flags['step-iterations']);
+  const generator = new torch.Generator(group.rank + 1);
+  const weights = Array.from({ length: layers }, () =>
+    torch.keep(
+      torch.scope(() =>
+        torch
+          .randn([width, width], { generator })
+          .mul(1 / Math.sqrt(width))
+          .requiresGrad_(true),
+      ),
+    ),
+  );
+  const input = torch.keep(torch.randn([64, width], { generator }));
+  const step = () =>
+    torch.scope(() => {
+      let x = input;
+      for (const w of weights) x = x.matmul(w).tanh();
+      x.mean().backward();
+    });
+  const clear = () => {
+    for (const w of weights) w.grad = null;
+  };
+  const overlapped = group.overlappedGradients(weights, { op: 'sum', bucketBytes: OVERLAP_BUCKET_BYTES });
+  const ways: Record<string, () => Promise<number>> = {
+    backwardOnly: async () => {
+      step();
+      return 0;
+    },
+    afterBackward: async () => {
+      step();
+      await group.allReduceBuckets(
+        weights.map((w) => w.grad as torch.Tensor),
+        { op: 'sum', bucketBytes: OVERLAP_BUCKET_BYTES },
+      );
+      return 0;
+    },
+    overlapped: async () => {
+      overlapped.arm();
+      step();
+      return overlapped.finish();
+    },
+  };
+  const samples: Record<string, number[]> = { backwardOnly: [], afterBackward: [], overlapped: [] };
+  const issued: number[] = [];
+  const order = Object.keys(ways);
+  for (let i = 0; i < iterations + 1; i++) {
+    const round = i % 2 === 0 ? order : [...order].reverse();
+    for (const way of round) {
+      clear();
+      await group.barrier();
+      const t0 = now();
+      const early = await (ways[way] as () => Promise<number>)();
+      const seconds = secondsSince(t0);
+      if (i === 0) continue; // warm-up
+      (samples[way] as number[]).push(seconds);
+      if (way === 'overlapped') issued.push(early);
+    }
+  }
+  overlapped.dispose();
+  for (const w of weights) w.dispose();
+  input.dispose();
+  return {
+    layers,
+    width,
+    gradientMB: r2((layers * width * width * 4) / (KB * KB)),
+    buckets: overlapped.buckets.length,
+    iterations,
+    backwardOnlyMs: r2(median(samples.backwardOnly as number[]) * 1e3),
+    afterBackwardMs: r2(median(samples.afterBackward as number[]) * 1e3),
+    overlappedMs: r2(median(samples.overlapped as number[]) * 1e3),
+    issuedDuringBackward: median(issued),
+  };
 }
 
 async function rankMain(): Promise<void> {
@@ -106,8 +211,9 @@ async function rankMain(): Promise<void> {
     }
     await group.barrier();
   }
+  const overlap = await overlapComparison(group);
   await group.destroy();
-  if (rank === 0) await new Promise<void>((resolve) => process.send?.({ results }, () => resolve()));
+  if (rank === 0) await new Promise<void>((resolve) => process.send?.({ results, overlap }, () => resolve()));
   process.disconnect?.();
 }
 
@@ -149,8 +255,10 @@ async function parentMain(): Promise<void> {
       ),
     );
   const exits = [exited(first, 0)];
+  let overlap: OverlapResult | null = null;
   const results = new Promise<SizeResult[]>((resolve) => {
-    first.on('message', (m: { port?: number; results?: SizeResult[] }) => {
+    first.on('message', (m: { port?: number; results?: SizeResult[]; overlap?: OverlapResult }) => {
+      if (m.overlap !== undefined) overlap = m.overlap;
       if (m.port !== undefined)
         for (let r = 1; r < worldSize; r++) {
           const child = start(r, m.port);
@@ -183,9 +291,25 @@ async function parentMain(): Promise<void> {
         fmt(r.busOverMemcpy, 3),
       ]),
     );
+    const o = overlap as OverlapResult | null;
+    if (o !== null)
+      table(
+        `gradient sum of a step: ${o.layers}x${o.width} float32 MLP (${o.gradientMB} MB of gradients, ${o.buckets} buckets of 4 MB), median ms per step of ${o.iterations}`,
+        ['forward+backward only', 'sum after backward', 'sum overlapped', 'overlapped/after', 'buckets issued in backward'],
+        [
+          [
+            fmt(o.backwardOnlyMs, 1),
+            fmt(o.afterBackwardMs, 1),
+            fmt(o.overlappedMs, 1),
+            fmt(o.overlappedMs / o.afterBackwardMs, 3),
+            `${o.issuedDuringBackward} of ${o.buckets}`,
+          ],
+        ],
+      );
     console.log(
       JSON.stringify({
         bench: 'allreduce',
+        overlap: o,
         backend: 'gloo',
         ranks: worldSize,
         cpu: os.cpus()[0]?.model ?? 'unknown',
