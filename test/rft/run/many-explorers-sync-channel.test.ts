@@ -70,6 +70,30 @@ describe('weight sync through PostgreSQL', () => {
     assert.ok(folder instanceof SyncFolderChannel);
   });
 
+  test('the job folder channel (SQLite buffers) behind the same interface: pointer file, version folders, finished', async () => {
+    const jobDir = mkdtempSync(join(tmpdir(), 'folder-sync-'));
+    const channel = new SyncFolderChannel(jobDir);
+    const publisher = channel.publisher(standInTrainer());
+    const engine = standInEngine();
+    const receiver = channel.receiver({ engine, startVersion: 0, timeoutMs: WAIT_MS });
+    assert.equal(await channel.latest(), null);
+    const waiting = receiver.waitForVersion(1, 'weights version 1');
+    await publisher.publish(1);
+    await waiting;
+    const dir = join(jobDir, 'sync', 'version_1');
+    assert.deepEqual(await channel.latest(), { version: 1, dir });
+    assert.deepEqual(engine.loaded, [{ dir, content: 'save 1\n' }]);
+    await publisher.publish(2);
+    await publisher.publish(3);
+    assert.deepEqual(readdirSync(join(jobDir, 'sync')).sort(), ['latest.json', 'version_2', 'version_3']);
+    publisher.finish(3);
+    await assert.rejects(
+      receiver.waitForVersion(5, 'weights version 5'),
+      /the trainer process finished \(3 in .*without publishing weights version 5/,
+    );
+    await channel.close();
+  });
+
   test('a published version reaches a waiting explorer through the database; the job folder holds only weights', async () => {
     const { url, jobDir, trainerSide, explorerSide } = await openBoth('publish');
     try {
