@@ -27,6 +27,7 @@ import { type ResolvedAlgorithm, resolveAlgorithm } from '../algorithm/presets.j
 import { createSampleStrategy } from '../algorithm/sample-strategy.js';
 import {
   AuxiliaryReader,
+  BufferClosedError,
   DatasetReader,
   type ExperienceBuffer,
   loadDpoDataset,
@@ -402,6 +403,7 @@ class StageBuilder {
       },
       onEval: (step, metrics) => monitors.log(step, metrics),
     });
+    let trainerFinished = false;
     const trainerTask = this.#trainerLoop({
       trainer,
       publication,
@@ -415,14 +417,24 @@ class StageBuilder {
       },
       explorerState: (step) => ({ scheduler: explored.get(step)?.schedulerState ?? scheduler.state(), step }),
       bufferState: (step) => memoryBufferState(buffer, step),
-    }).finally(() => buffer.close());
+    })
+      .then((lastStep) => {
+        trainerFinished = true;
+        return lastStep;
+      })
+      .finally(() => buffer.close());
     // one loop failing stops the other (its waits end on the stage's signal, a closed buffer), and both have ended
     // before the parts close under them; the first failure is the stage's
     const failFast = (error: unknown) => {
       this.#failed.abort(error);
       throw error;
     };
-    const [exploring, trained] = await Promise.allSettled([explorerTask.catch(failFast), trainerTask.catch(failFast)]);
+    // with priority replay the trainer can finish on reused experiences before the explorer's last write: what the
+    // explorer still had to write into the closed buffer is needed by no one
+    const explorerDone = explorerTask.catch((error: unknown) =>
+      trainerFinished && error instanceof BufferClosedError ? undefined : failFast(error),
+    );
+    const [exploring, trained] = await Promise.allSettled([explorerDone, trainerTask.catch(failFast)]);
     if (this.#failed.signal.aborted) throw this.#failed.signal.reason;
     if (exploring.status === 'rejected') throw exploring.reason;
     if (trained.status === 'rejected') throw trained.reason;
