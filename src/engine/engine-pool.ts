@@ -34,7 +34,8 @@ export interface EngineRouterOptions {
 
 interface Remembered {
   member: number;
-  ids: readonly number[];
+  /** Token ids are < 2^31 (vocabularies are far smaller): 4 bytes each. */
+  ids: Int32Array;
 }
 
 const FNV_OFFSET = 0x811c9dc5;
@@ -104,7 +105,7 @@ export class EngineRouter {
     const hashes = prefixHashes(ids);
     const key = `${ids.length}:${hashes[ids.length - 1]}`;
     this.#sequences.delete(key);
-    this.#sequences.set(key, { member: i, ids: [...ids] });
+    this.#sequences.set(key, { member: i, ids: Int32Array.from(ids) });
     while (this.#sequences.size > this.#capacity) {
       const oldest = this.#sequences.keys().next().value as string;
       this.#sequences.delete(oldest);
@@ -150,7 +151,7 @@ function prefixHashes(ids: readonly number[]): number[] {
   return out;
 }
 
-function startsWith(ids: readonly number[], prefix: readonly number[]): boolean {
+function startsWith(ids: readonly number[], prefix: Int32Array): boolean {
   if (prefix.length > ids.length) return false;
   for (let i = 0; i < prefix.length; i++) if (ids[i] !== prefix[i]) return false;
   return true;
