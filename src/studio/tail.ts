@@ -26,8 +26,33 @@ export class JsonlTail<T> {
     return this.#rows;
   }
 
-  /** Reads what was appended; `added` are the rows parsed now (all rows after a reset). */
-  async refresh(): Promise<{ change: TailChange; added: T[] }> {
+  #reading: Promise<unknown> | null = null;
+  #queued: Promise<{ change: TailChange; added: T[] }> | null = null;
+
+  /**
+   * Reads what was appended; `added` are the rows parsed now (all rows after a reset). Reads never overlap (two
+   * reads from the same offset would add the same rows twice): a call during a read waits for it and then reads
+   * once more, shared by every call that came meanwhile, so bytes appended during a read are not missed.
+   */
+  refresh(): Promise<{ change: TailChange; added: T[] }> {
+    if (this.#reading === null) return this.#start();
+    if (this.#queued === null)
+      this.#queued = this.#reading.then(() => {
+        this.#queued = null;
+        return this.#start();
+      });
+    return this.#queued;
+  }
+
+  #start(): Promise<{ change: TailChange; added: T[] }> {
+    const reading = this.#read().finally(() => {
+      if (this.#reading === reading) this.#reading = null;
+    });
+    this.#reading = reading;
+    return reading;
+  }
+
+  async #read(): Promise<{ change: TailChange; added: T[] }> {
     let info: Awaited<ReturnType<typeof stat>>;
     try {
       info = await stat(this.file);
