@@ -60,7 +60,7 @@ function run(configFile: string, cwd: string, sets: string[]): Promise<Exit> {
 }
 
 /** All of `runs`; the first to fail stops the others (they would wait for it until their sync timeout). */
-async function allSucceed(runs: Promise<Exit>[]): Promise<Exit[]> {
+async function allSucceed<T extends Promise<Exit>[]>(runs: [...T]): Promise<{ [K in keyof T]: Exit }> {
   const started = children.slice(-runs.length);
   return Promise.all(
     runs.map((r) =>
@@ -69,7 +69,7 @@ async function allSucceed(runs: Promise<Exit>[]): Promise<Exit[]> {
         return exit;
       }),
     ),
-  );
+  ) as Promise<{ [K in keyof T]: Exit }>;
 }
 
 /** An explorer's own folder (its working directory and checkpoint_root_dir): not the trainer's job folder. */
