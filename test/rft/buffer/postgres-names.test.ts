@@ -23,7 +23,9 @@ async function sql(path: string, text: string): Promise<Record<string, unknown>[
     const db = new Database(path);
     try {
       const statement = db.prepare(text);
-      return statement.reader ? (statement.all() as Record<string, unknown>[]) : (statement.run(), []);
+      if (statement.reader) return statement.all() as Record<string, unknown>[];
+      statement.run();
+      return [];
     } finally {
       db.close();
     }
