@@ -18,6 +18,7 @@ export const LAYER_RANK: Readonly<Record<string, number>> = {
   openai: 4,
   rft: 5,
   serve: 6,
+  studio: 6,
   cli: 7,
 };
 

@@ -1,6 +1,6 @@
 // The architecture's two import rules (docs/architecture.md, "Layers"), checked on the real source: every relative
 // import of src/**/*.ts goes down (or sideways within its layer) the order util < torch < model, tokenizer < engine <
-// openai < rft < serve < cli, and src/rft has no import cycle, neither between files nor between its parts (its
+// openai < rft < serve, studio < cli, and src/rft has no import cycle, neither between files nor between its parts (its
 // folders and top-level files: algorithm/, reward/, workflow/, experience.ts, ...). Failures name the files.
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -124,13 +124,13 @@ describe('the checks find what they look for', () => {
       ['model/init.ts', ['tokenizer/tokenizer.ts']],
       ['engine/chat.ts', ['rft/task.ts']],
       ['openai/server.ts', ['index.ts']],
-      ['studio/app.ts', ['rft/task.ts']],
+      ['dashboard/app.ts', ['rft/task.ts']],
       ['index.ts', ['cli/main.ts']],
     ]);
     assert.deepEqual(upwardImports(g), [
       'engine/chat.ts (engine) imports rft/task.ts (rft)',
       'openai/server.ts (openai) imports index.ts (root)',
-      "studio/app.ts: folder 'studio' has no place in the layer order (add it to docs/architecture.md)",
+      "dashboard/app.ts: folder 'dashboard' has no place in the layer order (add it to docs/architecture.md)",
     ]);
   });
 
