@@ -344,8 +344,10 @@ class StageBuilder {
           return await this.#runTrain();
       }
     } catch (error) {
-      failure = { error };
-      throw error;
+      // a part that failed the stage (a rollout pool with no server left) names why, not the wait it cut short
+      const reason: unknown = this.#failed.signal.aborted ? this.#failed.signal.reason : error;
+      failure = { error: reason };
+      throw reason;
     } finally {
       for (const close of this.#closers.reverse()) {
         try {
