@@ -2,10 +2,15 @@
 // PostgresBuffer (./postgres.ts); ./shared.ts opens one by path. Methods that are synchronous for SQLite (a local
 // file) and asynchronous for PostgreSQL (a network round trip) return Awaitable: callers always await them.
 import type { Experience } from '../experience.js';
-import type { StoredExperience } from './sqlite.js';
 import type { ExperienceBuffer, ReadOptions, WriteOptions } from './types.js';
 
 export type Awaitable<T> = T | Promise<T>;
+
+/** A stored row: its id (ascending in commit order) and experience. */
+export interface StoredExperience {
+  id: number;
+  experience: Experience;
+}
 
 export interface SharedBatch {
   experiences: Experience[];

@@ -37,7 +37,7 @@ import type {
   SharedWriteOptions,
   StoredReplayEntry,
 } from './shared-contract.js';
-import type { StoredExperience } from './sqlite.js';
+import type { StoredExperience } from './shared-contract.js';
 import { BufferClosedError, BufferTimeoutError, checkReadArgs, type ReadOptions } from './types.js';
 
 /** Rows taken in per query. */

@@ -27,7 +27,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type { Experience } from '../experience.js';
-import type { ReplayStore, StoredReplayRevision } from './shared-contract.js';
+import type { ReplayStore, StoredExperience, StoredReplayRevision } from './shared-contract.js';
 import { BUFFER_SCHEMA_VERSION, bufferTablesAmong, LEGACY_TABLE, quoteIdentifier as q, tableNameProblem } from './sql-names.js';
 import {
   BufferClosedError,
@@ -63,10 +63,7 @@ export interface SqliteBatch {
   ids: number[];
 }
 
-export interface StoredExperience {
-  id: number;
-  experience: Experience;
-}
+export type { StoredExperience } from './shared-contract.js';
 
 interface Statements {
   insert: Database.Statement<[string, string | null, number | null, number | null, number, string]>;
