@@ -175,6 +175,7 @@ async function startExplorerEngine(
         reloadRoot: settings.jobDir,
         tokenizer: existsSync(join(weightsDir, 'tokenizer.json')) ? Tokenizer.load(weightsDir) : tokenizer(),
         engine: engineOptions,
+        downGraceMs: Math.min(60_000, settings.explorer.maxTimeout * 1000),
         log,
       });
       return { type: 'openai', engine };
@@ -194,7 +195,14 @@ async function startExplorerEngine(
   const engine =
     typeof spec.baseUrl === 'string'
       ? await OpenAIRemoteEngine.connect({ ...connection, baseURL: spec.baseUrl })
-      : await RemoteEnginePool.connect({ ...connection, baseURLs: spec.baseUrl, reloadTimeoutMs: settings.sync.timeoutMs, log });
+      : await RemoteEnginePool.connect({
+          ...connection,
+          baseURLs: spec.baseUrl,
+          reloadTimeoutMs: settings.sync.timeoutMs,
+          // no server for as long as a workflow attempt may take (at most a minute): the run cannot go on
+          downGraceMs: Math.min(60_000, settings.explorer.maxTimeout * 1000),
+          log,
+        });
   if (weightsDir !== settings.modelPath) await engine.syncWeightsFromDir(weightsDir, { timeoutMs: settings.sync.timeoutMs });
   return { type: 'openai', engine };
 }
@@ -930,6 +938,7 @@ export function trainerInit(settings: StageSettings, totalSteps: number): Traine
           masterPort: d.masterPort,
           timeoutMs: settings.trainer.distributedTimeoutMs,
           stage: settings.stageName,
+          zeroStage: settings.trainer.zeroStage,
         }
       : null,
   };

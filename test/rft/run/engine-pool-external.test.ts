@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { after, test } from 'node:test';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
 import { loadConfig } from '../../../src/rft/config/index.js';
+import { NoRolloutServerError } from '../../../src/openai/index.js';
 import { runConfig } from '../../../src/rft/run/index.js';
 import { makeJob } from './helpers.js';
 
@@ -145,4 +146,34 @@ test('a pool of two trinity serve processes: one is killed mid-run, the run fini
   assert.deepEqual(reloadedVersions(b), [1, 2, 3, 4], 'B reloaded every version');
   assert.deepEqual(reloadedVersions(a), [1], 'A reloaded the version published while it was up');
   assert.ok(b.child.exitCode === null && b.child.signalCode === null, 'B is still serving');
+});
+
+test('when every server of the pool is gone the run stops with NoRolloutServerError', { timeout: 300_000 }, async () => {
+  const { root, configFile } = makeJob({ totalSteps: 4, saveInterval: 100 });
+  const modelDir = join(root, 'model');
+  const [a, b] = await Promise.all([startServer(modelDir, root, 'A'), startServer(modelDir, root, 'B')]);
+  // max_timeout 10: the pool waits that long (the longest a workflow attempt may take) for a server to come back
+  writeFileSync(
+    configFile,
+    readFileSync(configFile, 'utf8').replace(
+      '  rollout_model:\n    slots: 8\n',
+      `  max_timeout: 10\n  rollout_model:\n    engine_type: openai\n    model_name: tiny\n    base_url: [${a.baseURL}, ${b.baseURL}]\n`,
+    ),
+  );
+  // both die once both have reloaded version 1
+  const reloaded = new Set<Server>();
+  for (const server of [a, b])
+    server.onLine((line) => {
+      if (!/^reloaded weights from \S*version_1 /.test(line)) return;
+      reloaded.add(server);
+      if (reloaded.size === 2) for (const s of [a, b]) s.child.kill('SIGKILL');
+    });
+  await assert.rejects(runConfig(loadConfig(configFile, { resolveAlgorithm }), { log: () => {} }), (error: Error) => {
+    assert.ok(error instanceof NoRolloutServerError, `${error.name}: ${error.message}`);
+    assert.match(error.message, /no rollout server has answered for 10000 ms/);
+    assert.ok(error.message.includes(a.baseURL) && error.message.includes(b.baseURL), error.message);
+    return true;
+  });
+  assert.equal((await a.exited).signal, 'SIGKILL');
+  assert.equal((await b.exited).signal, 'SIGKILL');
 });
