@@ -14,7 +14,8 @@
 // Modes train and explore meet through a ProcessWeightChannel (the job folder, or the database), opened by
 // ./process-weight-channel.ts the way the shared buffer is chosen: by the buffer's path.
 //
-// A new way to move weights (NCCL broadcast, an engine pool) is a new implementation of these two interfaces.
+// A new way to move weights (NCCL broadcast) is a new implementation of these two interfaces; an engine pool is one
+// engine here (its syncWeights/syncWeightsFromDir reach every member).
 import type { EmbeddedEnginePool, WorkerRolloutEngine } from '../../engine/index.js';
 import type { OpenAIRemoteEngine, RemoteEnginePool } from '../../openai/index.js';
 import type { TrainerClient } from '../trainer/trainer.js';
