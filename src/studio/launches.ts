@@ -17,6 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { ConfigError } from '../rft/config/index.js';
 import { checkConfigFile } from '../rft/run/config-check.js';
+import { writeRunStatus } from '../rft/run/run-status.js';
 import { readJson, relativeToRoot } from './body.js';
 import type { StudioContext } from './context.js';
 import { isInside, resolveInside } from './paths.js';
@@ -222,9 +223,9 @@ export class LaunchManager {
   }
 
   #writeStatus(launch: Launch, state: Exclude<LaunchState, 'stopping'>): void {
-    mkdirSync(launch.jobDir, { recursive: true });
-    const status = state === 'running' ? { state, pid: launch.child?.pid, host: hostname() } : { state };
-    writeFileSync(join(launch.jobDir, 'run_status.json'), `${JSON.stringify(status)}\n`);
+    // `trinity run` records its own status (src/rft/run/run-status.ts); this covers a child killed before it could
+    const pid = launch.child?.pid;
+    writeRunStatus(launch.jobDir, state === 'running' && pid !== undefined ? { state, pid, host: hostname() } : { state });
   }
 
   #line(launch: Launch, line: string): void {

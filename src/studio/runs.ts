@@ -28,6 +28,7 @@ import {
   STAGES_FILE,
   type StageData,
 } from '../rft/report/read.js';
+import { RUN_STATUS_FILE, type RunStatus } from '../rft/run/run-status.js';
 import { resolveInside, StudioPathError } from './paths.js';
 import { JsonlTail } from './tail.js';
 
@@ -69,12 +70,8 @@ export interface RunSummary {
   warnings: string[];
 }
 
-/** run_status.json, when a run writes one. */
-interface RecordedStatus {
-  state: 'running' | 'finished' | 'failed' | 'interrupted';
-  pid?: number;
-  host?: string;
-}
+/** run_status.json, when a run writes one (src/rft/run/run-status.ts). */
+type RecordedStatus = RunStatus;
 
 export interface StageFiles {
   dir: string;
@@ -269,7 +266,7 @@ export function runStatus(stages: readonly StageSummary[]): StageStatus {
 
 async function readRecordedStatus(jobDir: string): Promise<RecordedStatus | null> {
   try {
-    const value = JSON.parse(await readFile(join(jobDir, 'run_status.json'), 'utf8')) as Partial<RecordedStatus>;
+    const value = JSON.parse(await readFile(join(jobDir, RUN_STATUS_FILE), 'utf8')) as Partial<RecordedStatus>;
     if (value.state === 'running' || value.state === 'finished' || value.state === 'failed' || value.state === 'interrupted')
       return value as RecordedStatus;
   } catch {

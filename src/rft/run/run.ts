@@ -12,6 +12,7 @@ import { checkBeforeRun } from './preflight.js';
 import { ProgressReporter } from '../monitor/index.js';
 import { describePlacement, describeRank, distributedLaunchFromEnv } from './distributed.js';
 import { runFollower } from './follower.js';
+import { runningStatus, writeRunStatus } from './run-status.js';
 import type { DistributedSettings, StageHooks, StageRecord, StageResult, StageSettings } from './settings.js';
 import { runStage } from './stage.js';
 import { stageSettings } from './stage-settings.js';
@@ -63,15 +64,35 @@ export async function runConfig(
     stages = stages.map((s) => ({ ...s, checkpoint_job_dir: fresh + s.checkpoint_job_dir.slice(configured.length) }));
     log(`continue_from_checkpoint is false and ${configured} exists: this run starts afresh in ${fresh}`);
   }
-  const records: StageRecord[] = [];
-  let modelPath = config.model.model_path;
-  const progress = new ProgressReporter({ label: 'run', total: 1 });
   // the stage folders in run order (the report reads it)
   mkdirSync(jobDir, { recursive: true });
   writeFileSync(
     join(jobDir, 'stages.json'),
     `${JSON.stringify(stages.map((s) => relative(jobDir, s.checkpoint_job_dir) || '.'))}\n`,
   );
+  writeRunStatus(jobDir, runningStatus());
+  try {
+    const result = await runStages(stages, config.model.model_path, options, distributed, log);
+    writeRunStatus(jobDir, { state: result.finalModelDir === null && options.signal?.aborted ? 'interrupted' : 'finished' });
+    return result;
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    writeRunStatus(jobDir, { state: 'failed', error: message.split('\n')[0] ?? '' });
+    throw error;
+  }
+}
+
+/** The stages in order, each from the previous one's final model; a finished stage (done.json) is skipped. */
+async function runStages(
+  stages: readonly StageConfig[],
+  firstModelPath: string,
+  options: RunOptions,
+  distributed: DistributedSettings | null,
+  log: (line: string) => void,
+): Promise<{ finalModelDir: string | null; stages: StageRecord[] }> {
+  const records: StageRecord[] = [];
+  let modelPath = firstModelPath;
+  const progress = new ProgressReporter({ label: 'run', total: 1 });
   for (const [index, stage] of stages.entries()) {
     const settings = stageSettings(stage, modelPath, options.baseDir, distributed);
     const doneFile = join(settings.jobDir, 'done.json');

@@ -194,6 +194,9 @@ test('SIGTERM ends a run whose workflow is stuck in a synchronous loop: exit 143
   assert.match(first.output, /stopped; run the same command to resume/);
   const saved = listCheckpoints(jobDir);
   assert.ok(saved.length > 0 && (saved.at(-1) as number) < totalSteps, `checkpoints: ${saved}`);
+  // what the run recorded for whoever watches the folder (the Studio): stopped, not crashed
+  const status = () => JSON.parse(readFileSync(join(jobDir, 'run_status.json'), 'utf8')) as { state: string };
+  assert.equal(status().state, 'interrupted');
 
   rmSync(join(root, 'spin'));
   const second = await run(configFile, args);
@@ -204,4 +207,5 @@ test('SIGTERM ends a run whose workflow is stuck in a synchronous loop: exit 143
     Array.from({ length: totalSteps }, (_, i) => i + 1),
   );
   assert.ok(existsSync(join(jobDir, 'final_model', 'model.safetensors')));
+  assert.equal(status().state, 'finished');
 });
