@@ -331,6 +331,11 @@ export const TrainerSchema = z.strictObject({
   // mixed precision as verl's FSDP (mixed_precision.param_dtype bf16 over float32 parameters and optimizer state)
   param_dtype: z.enum(DTYPES).nullable().default(null), // derived: model.dtype; forward/backward dtype
   master_dtype: z.enum(DTYPES).nullable().default(null), // derived: float32 (with LoRA: param_dtype); weights the optimizer updates
+  zero_stage: z // 1: ZeRO-1, AdamW state sharded over the data-parallel ranks
+    .literal([0, 1], {
+      error: 'must be 0 (off) or 1 (ZeRO-1: AdamW state sharded over the ranks); ZeRO stages 2 and 3 (gradients, parameters sharded) are not implemented',
+    })
+    .default(0),
   distributed_timeout: numIn(0, MAX_TIMEOUT_SECONDS, true).default(600), // (0, 2147483] seconds a data-parallel rank waits in a collective (veRL nccl_timeout 600)
   total_steps: intIn(1, MAX_STEPS).nullable().default(null), // [1, 1e9]; null: until the buffer runs out
 });

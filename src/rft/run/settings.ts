@@ -105,6 +105,8 @@ export interface StageSettings {
     device: string;
     /** The longest a data-parallel rank waits for the others in the rendezvous or a collective (ms). */
     distributedTimeoutMs: number;
+    /** trainer.zero_stage: 1 shards the policy's AdamW state over the data-parallel ranks (ZeRO-1). */
+    zeroStage: 0 | 1;
   };
   /** maxStaleness: experiences older than (trainer step - 1 - maxStaleness) weights are dropped; null: none. */
   sync: {

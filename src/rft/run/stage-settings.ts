@@ -276,6 +276,7 @@ export function stageSettings(
       masterDtype: stage.trainer.master_dtype,
       device: trainerDevice,
       distributedTimeoutMs: stage.trainer.distributed_timeout * 1000,
+      zeroStage: stage.trainer.zero_stage,
     },
     sync: {
       style: stage.synchronizer.sync_style,

@@ -4,20 +4,27 @@
 //
 // Rank 0 is driven by the run loop; the other ranks follow it. Per command, rank 0 broadcasts a header and then, for
 // a step or a failure, a payload:
-//   header  int64 [2] = [kind, bytes]     kind 1: step, 0: stop, 2: failed (rank 0's stage failed)
+//   header  int64 [2] = [kind, bytes]     kind 1: step, 0: stop, 2: failed (rank 0's stage failed),
+//                                         3: gather the sharded optimizer state (ZeRO-1, ./zero.ts: a checkpoint)
 //   payload uint8 [bytes]                 step: JSON of the experiences; failed: rank 0's error message (UTF-8)
 // after a step every rank runs the same step on the same global batch; after stop or failed the followers end.
 import type { Experience } from '../experience.js';
 import * as torch from '../../torch/index.js';
 import { DistributedError, type ProcessGroup, Store, type Tensor } from '../../torch/index.js';
 import type { StepCollectives } from './train-step.js';
+import type { ZeroAdamW } from './zero.js';
 
 const STOP = 0;
 const STEP = 1;
 const FAILED = 2;
+const GATHER_OPTIMIZER = 3;
 
 /** What rank 0 sends: a step to take, or the end of the stage (it succeeded: stop; it did not: failed). */
-export type Command = { kind: 'step'; experiences: Experience[] } | { kind: 'stop' } | { kind: 'failed'; message: string };
+export type Command =
+  | { kind: 'step'; experiences: Experience[] }
+  | { kind: 'stop' }
+  | { kind: 'failed'; message: string }
+  | { kind: 'gatherOptimizer' };
 
 /** A follower's end when rank 0's stage failed: names this rank and carries rank 0's error message. */
 export class RankZeroFailedError extends Error {
@@ -134,7 +141,7 @@ export async function sendCommand(group: ProcessGroup, command: Command): Promis
       : command.kind === 'failed'
         ? new TextEncoder().encode(command.message || 'an error without a message') // never an empty payload
         : null;
-  const kind = command.kind === 'step' ? STEP : command.kind === 'failed' ? FAILED : STOP;
+  const kind = { step: STEP, failed: FAILED, stop: STOP, gatherOptimizer: GATHER_OPTIMIZER }[command.kind];
   const header = torch.tensor(new BigInt64Array([BigInt(kind), BigInt(bytes?.length ?? 0)]));
   try {
     await group.broadcast(header, { root: 0 });
@@ -165,6 +172,7 @@ export async function receiveCommand(group: ProcessGroup, timeoutMs = group.time
     header.dispose();
   }
   if (kind === STOP) return { kind: 'stop' };
+  if (kind === GATHER_OPTIMIZER) return { kind: 'gatherOptimizer' };
   if ((kind !== STEP && kind !== FAILED) || !Number.isSafeInteger(length) || length < 0)
     throw new Error(`rank ${group.rank}: rank 0 sent a command header this trainer does not know: [${kind}, ${length}]`);
   const payload = torch.zeros([length], { dtype: 'uint8' });
@@ -217,6 +225,8 @@ export interface GroupCollectivesOptions {
    * Absent: after it, in buckets.
    */
   overlap?: OverlapPlan;
+  /** ZeRO-1: the policy's optimizer, sharded over the group's ranks; its updated shards are all-gathered after a step. */
+  zero?: ZeroAdamW | null;
 }
 
 /** StepCollectives with the resources they hold (the overlap's autograd hooks): dispose() when the group goes. */
@@ -292,6 +302,9 @@ export function groupCollectives(group: ProcessGroup, options: GroupCollectivesO
         present.dispose();
         for (const g of grads) g.dispose(); // handles only: the gradients stay with their parameters
       }
+    },
+    async afterOptimizerStep() {
+      await options.zero?.gatherParameters(group);
     },
     async sumMetrics(sums) {
       // the union of the ranks' metric names (in order), then one all-reduce of their values

@@ -422,6 +422,7 @@ export class TrainStep {
         let answer: MetricSink | undefined;
         if (request.kind === 'sum') await collectives.sum(request.tensors);
         else if (request.kind === 'gradients') await collectives.sumGradients(request.params);
+        else if (request.kind === 'stepped') await collectives.afterOptimizerStep?.(request.params);
         else answer = await collectives.sumMetrics(request.sums);
         next = program.next(answer);
       }
@@ -486,9 +487,10 @@ export class TrainStep {
         if (Number.isFinite(gradNorm)) this.setup.optimizer.step();
         else metrics.set('skipped_step', 1);
         this.setup.optimizer.zeroGrad();
-        this.setup.masterWeights?.publish();
         metrics.set('grad_norm', gradNorm);
       });
+      yield { kind: 'stepped', params: this.#params };
+      torch.scope(() => this.setup.masterWeights?.publish());
       const critic = this.setup.critic ?? null;
       if (algorithm.useCritic && critic !== null && shaped.oldValues !== null && shaped.returns !== null) {
         const { oldValues, returns } = shaped;
@@ -942,6 +944,11 @@ export interface StepCollectives extends Shard {
    * on every rank (zeros where it had none before the sum).
    */
   sumGradients(params: readonly Tensor[]): Promise<void>;
+  /**
+   * After the policy's optimizer step, before the compute weights are published: a sharded optimizer (./zero.ts)
+   * all-gathers the parameters each rank updated. Absent: nothing to do.
+   */
+  afterOptimizerStep?(params: readonly Tensor[]): Promise<void>;
   /** The sum across the ranks of each metric that any rank has. */
   sumMetrics(sums: ReadonlyMap<string, number>): Promise<Map<string, number>>;
 }
@@ -950,6 +957,7 @@ export interface StepCollectives extends Shard {
 type Collective =
   | { kind: 'sum'; tensors: Tensor[] }
   | { kind: 'gradients'; params: Tensor[] }
+  | { kind: 'stepped'; params: Tensor[] }
   | { kind: 'metrics'; sums: MetricSink };
 
 type StepProgram = Generator<Collective, void, MetricSink | undefined>;

@@ -33,6 +33,7 @@ import { loadAlgorithmPlugins } from '../algorithm/plugins.js';
 import { type ResolvedAlgorithm, resolveAlgorithm } from '../algorithm/presets.js';
 import { type LoadedCheckpoint, latestCheckpoint, loadCriticState, loadOptimizerState, saveCheckpoint } from '../checkpoint.js';
 import type { Experience } from '../experience.js';
+import { ZeroAdamW } from './zero.js';
 import {
   broadcastParameters,
   type GroupStepCollectives,
@@ -156,6 +157,7 @@ async function joinGroup(s: TrainerState, d: NonNullable<TrainerInit['distribute
     store,
     collectives: groupCollectives(group, {
       overlap: policyOverlap(s),
+      zero: s.optimizer instanceof ZeroAdamW ? s.optimizer : null,
       ...(d.bucketBytes === undefined ? {} : { bucketBytes: d.bucketBytes }),
     }),
     commandTimeoutMs: d.commandTimeoutMs ?? d.timeoutMs,
@@ -190,6 +192,15 @@ async function follow(s: TrainerState, r: Ranks): Promise<{ steps: number }> {
       const command = await receiveCommand(r.group, r.commandTimeoutMs);
       if (command.kind === 'stop') return { steps };
       if (command.kind === 'failed') throw new RankZeroFailedError(r.group.rank, r.group.worldSize, command.message);
+      if (command.kind === 'gatherOptimizer') {
+        // rank 0 saves a checkpoint: the whole optimizer state, from every rank's shard
+        if (!(s.optimizer instanceof ZeroAdamW))
+          throw new Error(
+            `trainer rank ${r.group.rank}: rank 0 asked for the ZeRO-1 optimizer state; this rank's is not sharded`,
+          );
+        await s.optimizer.gatherState(r.group);
+        continue;
+      }
       takeStep(s, await s.trainStep.runDistributed(command.experiences, r.collectives));
       steps++;
     }
@@ -273,10 +284,12 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   }
   const named = lora ? lora.loraParameters() : (master?.model ?? model).parameters();
   const o = algorithm.optimizer;
-  const optimizer = new torch.AdamW(torch.weightDecayGroups(named, o.weightDecay), {
-    lr: o.lr,
-    betas: [o.betas[0] ?? 0.9, o.betas[1] ?? 0.999],
-  });
+  const d = init.distributed ?? null;
+  const adamW = { lr: o.lr, betas: [o.betas[0] ?? 0.9, o.betas[1] ?? 0.999] as [number, number] };
+  const optimizer =
+    d !== null && d.worldSize > 1 && d.zeroStage === 1
+      ? new ZeroAdamW(torch.weightDecayGroups(named, o.weightDecay), adamW, d)
+      : new torch.AdamW(torch.weightDecayGroups(named, o.weightDecay), adamW);
   const startStep = checkpoint?.step ?? 0;
   if (checkpoint) loadOptimizerState(checkpoint, optimizer);
   const scheduler = new torch.LrScheduler(
@@ -466,6 +479,15 @@ torch.serveTensorWorker({
     r.following = loop;
     return outcome(() => loop);
   },
+  /** The policy optimizer's state elements here, and the elements of the parameters it updates. */
+  optimizerStateElements() {
+    const s = current();
+    const local =
+      s.optimizer instanceof ZeroAdamW
+        ? s.optimizer.localStateElements()
+        : Object.values(s.optimizer.stateDict().tensors).reduce((n, t) => n + t.numel, 0);
+    return { local, parameters: s.optimizer.groups.flatMap((g) => g.params).reduce((n, p) => n + p.numel, 0) };
+  },
   /** Weights for the explorer, by reference: merged with LoRA (unmerged again by endSync). */
   beginSync() {
     rankZeroOnly('beginSync');
@@ -495,9 +517,14 @@ torch.serveTensorWorker({
       }
     } else s.model.save(dir);
   },
-  save(step: number, componentState: Record<string, unknown>, keep: number) {
+  async save(step: number, componentState: Record<string, unknown>, keep: number) {
     rankZeroOnly('save');
     const s = current();
+    if (s.optimizer instanceof ZeroAdamW && ranks !== null) {
+      // the checkpoint holds the whole optimizer state, as one process writes it: every rank joins the gather
+      await sendCommand(ranks.group, { kind: 'gatherOptimizer' });
+      await s.optimizer.gatherState(ranks.group);
+    }
     const trainer: SavedTrainerState = {
       trainStep: s.trainStep.state(),
       schedulerStep: s.scheduler.currentStep,

@@ -83,6 +83,11 @@ export interface DistributedInit {
   stage?: string;
   /** Gradient bucket size in bytes (default PyTorch DDP's 25 MiB); buckets are summed while the backward runs. */
   bucketBytes?: number;
+  /**
+   * 1: ZeRO-1, the policy's AdamW state sharded over the ranks (./zero.ts); 0 or absent: every rank holds all of it
+   * (trainer.zero_stage).
+   */
+  zeroStage?: 0 | 1;
 }
 
 /**
@@ -164,6 +169,14 @@ export class TrainerClient {
 
   endSync(timeoutMs = 600_000): Promise<void> {
     return this.#worker.call('endSync', [], { timeoutMs });
+  }
+
+  /**
+   * Elements of the policy's optimizer state this process holds (`local`: its shard only under ZeRO-1) and of the
+   * parameters that optimizer updates (`parameters`).
+   */
+  optimizerStateElements(timeoutMs = 60_000): Promise<{ local: number; parameters: number }> {
+    return this.#worker.call('optimizerStateElements', [], { timeoutMs });
   }
 
   /** Writes the current (merged) weights as a Hugging Face folder. Rank 0 only. */
