@@ -80,7 +80,7 @@ test('serve mode records agents, takes rewards by response id, and follows the t
   });
   assert.equal((await post('/feedback', { response_id: second.id, reward: 0.5, task_id: 'conv' })).status, 200);
 
-  const buffer = new SqliteBuffer({ path: settings.buffer.path as string, name: 'experience_buffer' });
+  const buffer = new SqliteBuffer({ path: settings.buffer.path as string, table: 'experience_buffer' });
   const stored = buffer.peek({ limit: 10 }).map((s) => s.experience);
   await buffer.close();
   assert.equal(stored.length, 3);

@@ -27,7 +27,14 @@
 import pg from 'pg';
 import type { Experience } from '../experience.js';
 import type { ReplayStore, SharedBatch, SharedExperienceBuffer, SharedWriteOptions } from './shared-contract.js';
-import { BUFFER_SCHEMA_VERSION, bufferTablesAmong, LEGACY_TABLE, quoteIdentifier as q, tableNameProblem } from './sql-names.js';
+import {
+  BUFFER_SCHEMA_VERSION,
+  bufferTablesAmong,
+  LEGACY_TABLE,
+  onlyBufferTable,
+  quoteIdentifier as q,
+  tableNameProblem,
+} from './sql-names.js';
 import type { StoredExperience } from './sqlite.js';
 import { BufferClosedError, BufferTimeoutError, checkReadArgs, type ReadOptions, Waiters } from './types.js';
 
@@ -88,7 +95,7 @@ export interface PostgresBufferOptions {
   url: string;
   /** Name in errors (default: the table name). */
   name?: string;
-  /** Table name prefix, so one database holds several buffers (default "experiences"). */
+  /** Table name prefix, so one database holds several buffers (default "experiences"; read-only: the only buffer). */
   table?: string;
   /** Whose read position this handle uses and commits (default "trainer"); one process per reader id. */
   readerId?: string;
@@ -161,7 +168,13 @@ export class PostgresBuffer implements SharedExperienceBuffer {
 
   /** Connects, creates or checks the tables, and starts at this reader's committed position. */
   static async open(options: PostgresBufferOptions): Promise<PostgresBuffer> {
-    const buffer = new PostgresBuffer(options);
+    // read-only without a table: the database's only buffer (viewers)
+    const table =
+      options.table ??
+      (options.readonly
+        ? onlyBufferTable(await PostgresBuffer.bufferTables(options.url), postgresTarget(options.url).display)
+        : undefined);
+    const buffer = new PostgresBuffer({ ...options, ...(table !== undefined ? { table } : {}) });
     try {
       await buffer.#setUp();
       buffer.#position = await buffer.committedPosition();

@@ -51,9 +51,10 @@ export interface SharedBufferOptions {
 /** Opens the shared buffer at `options.path`: PostgreSQL for a postgresql:// URL, else an SQLite file. */
 export async function openSharedBuffer(options: SharedBufferOptions): Promise<SharedExperienceBuffer> {
   const readerId = options.readerId ?? 'trainer';
-  const table = options.table ?? options.name ?? (options.readonly ? await onlyBufferTable(options.path) : LEGACY_TABLE);
+  // read-only without a table or name: the backend opens the database's only buffer
+  const table = options.table ?? options.name ?? (options.readonly ? undefined : LEGACY_TABLE);
   const common = {
-    table,
+    ...(table !== undefined ? { table } : {}),
     ...(options.name !== undefined ? { name: options.name } : {}),
     // a replay takes rows in under a cursor of its own: the plain reader's cursor stays its own
     readerId: options.replay ? `${readerId}.replay` : readerId,
@@ -69,22 +70,6 @@ export async function openSharedBuffer(options: SharedBufferOptions): Promise<Sh
     await buffer.close();
     throw error;
   }
-}
-
-/**
- * The buffer table of the database at `path` when it holds exactly one (a table X with X_cursors and X_meta beside
- * it); else an error that lists them.
- */
-async function onlyBufferTable(path: string): Promise<string> {
-  const tables = isPostgresUrl(path)
-    ? await PostgresBuffer.bufferTables(path)
-    : SqliteBuffer.bufferTables(path.replace(/^sqlite:\/\/\//, ''));
-  if (tables.length === 1) return tables[0] as string;
-  throw new Error(
-    tables.length === 0
-      ? `${displayBufferPath(path)} holds no experience buffer tables`
-      : `${displayBufferPath(path)} holds several buffers (${tables.join(', ')}): name the table`,
-  );
 }
 
 /** A buffer path for messages and logs: a PostgreSQL URL loses its password. */

@@ -36,3 +36,13 @@ export function bufferTablesAmong(names: readonly string[]): string[] {
   const all = new Set(names.map((n) => n.toLowerCase()));
   return [...all].filter((n) => all.has(`${n}_cursors`) && all.has(`${n}_meta`)).sort();
 }
+
+/** The only buffer table of `tables` (a database's, from bufferTablesAmong); else an error that lists them. */
+export function onlyBufferTable(tables: readonly string[], where: string): string {
+  if (tables.length === 1) return tables[0] as string;
+  throw new Error(
+    tables.length === 0
+      ? `${where} holds no experience buffer tables`
+      : `${where} holds several buffers (${tables.join(', ')}): name the table`,
+  );
+}

@@ -28,7 +28,14 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type { Experience } from '../experience.js';
 import type { ReplayStore, StoredExperience, StoredReplayRevision } from './shared-contract.js';
-import { BUFFER_SCHEMA_VERSION, bufferTablesAmong, LEGACY_TABLE, quoteIdentifier as q, tableNameProblem } from './sql-names.js';
+import {
+  BUFFER_SCHEMA_VERSION,
+  bufferTablesAmong,
+  LEGACY_TABLE,
+  onlyBufferTable,
+  quoteIdentifier as q,
+  tableNameProblem,
+} from './sql-names.js';
 import {
   BufferClosedError,
   BufferTimeoutError,
@@ -43,7 +50,7 @@ export interface SqliteBufferOptions {
   path: string;
   /** Name in errors (default: the table name). */
   name?: string;
-  /** Table name prefix, so one file can hold several buffers (default "experiences"). */
+  /** Table name prefix, so one file can hold several buffers (default "experiences"; read-only: the file's only buffer). */
   table?: string;
   /** Whose read position this handle uses and commits (default "trainer"); one process per reader id. */
   readerId?: string;
@@ -121,7 +128,10 @@ export class SqliteBuffer implements ExperienceBuffer {
 
   constructor(options: SqliteBufferOptions) {
     this.path = options.path;
-    this.table = (options.table ?? LEGACY_TABLE).toLowerCase();
+    // read-only without a table: the file's only buffer (viewers)
+    const table =
+      options.table ?? (options.readonly ? onlyBufferTable(SqliteBuffer.bufferTables(this.path), this.path) : LEGACY_TABLE);
+    this.table = table.toLowerCase();
     this.name = options.name ?? this.table;
     this.readerId = options.readerId ?? 'trainer';
     this.pollIntervalMs = options.pollIntervalMs ?? 20;
