@@ -3,7 +3,7 @@
 // waiting for that version (an event, no polling).
 import type { Tensor } from '../../torch/index.js';
 import type { TrainerClient } from '../trainer/trainer.js';
-import { publishToSyncFolder } from './sync-folder.js';
+import { publishAdapterToSyncFolder, publishToSyncFolder } from './sync-folder.js';
 import { Lock, Signal, type WeightPublisher, type WeightReceiver, type WeightTransport } from './weight-channel.js';
 
 export interface LocalChannelOptions {
@@ -25,6 +25,8 @@ export class LocalWeightChannel implements WeightPublisher, WeightReceiver {
   #version: number;
   #requested = false;
   #trainerFinished = false;
+  /** The adapter folder the servers loaded last (transport adapter): kept while the next one is written. */
+  #adapterDir: string | undefined;
 
   constructor(options: LocalChannelOptions) {
     this.#options = options;
@@ -46,6 +48,10 @@ export class LocalWeightChannel implements WeightPublisher, WeightReceiver {
           for (const t of weights.values()) t.dispose();
           await trainer.endSync();
         }
+      } else if (transport.method === 'adapter') {
+        const dir = await publishAdapterToSyncFolder(trainer, transport.jobDir, version, this.#adapterDir);
+        await transport.engine.syncLoraAdapter(transport.name, dir, { timeoutMs });
+        this.#adapterDir = dir;
       } else {
         const dir = await publishToSyncFolder(trainer, transport.jobDir, version);
         await transport.engine.syncWeightsFromDir(dir, { timeoutMs });

@@ -207,6 +207,17 @@ async function startExplorerEngine(
   return { type: 'openai', engine };
 }
 
+/**
+ * The name a LoRA run's adapter is served under on an external pool of servers (requests ask for it as their model):
+ * the run's name, unless that is the served base model's name (vLLM refuses an adapter named like its model). Null
+ * without LoRA, and for embedded engines (engine_process children take merged weights: they have no adapter API).
+ */
+export function loraAdapterName(settings: StageSettings): string | null {
+  const spec = settings.explorer.engine;
+  if (settings.lora === null || spec.type !== 'openai') return null;
+  return settings.name === spec.modelName ? `${settings.name}-lora` : settings.name;
+}
+
 /** Keeps the JSONL lines (metrics, eval samples) of steps <= `step`: a resumed run redoes the later ones. */
 function truncateSteps(file: string, step: number): void {
   if (!existsSync(file)) return;
@@ -382,7 +393,7 @@ class StageBuilder {
     const explorer = await this.#explorer(usesBaseWeights ? settings.modelPath : (this.checkpoint?.modelDir as string), progress);
     const channel = new LocalWeightChannel({
       trainer,
-      transport: weightTransport(explorer.started, settings.jobDir),
+      transport: weightTransport(explorer.started, settings.jobDir, loraAdapterName(settings)),
       startVersion: this.startStep,
       timeoutMs: settings.sync.timeoutMs,
       signal: this.#signal,
@@ -405,8 +416,17 @@ class StageBuilder {
     const source = this.#bufferSource(buffer, publication, (step) => {
       return writtenThrough >= Math.ceil((step * settings.trainBatchSize) / perExploreStep);
     });
+    // an SQL buffer outlives the process: the steps a resumed run explores again (those after its checkpoint) write
+    // the same ids as before the crash, which the buffer stores once (in-memory buffers start from the checkpoint)
+    const stampIds = settings.buffer.storageType === 'sql';
     const explorerTask = runExplorerLoop({
       ...this.#explorerLoopBase(scheduler, explorer, buffer, channel, totalSteps),
+      ...(stampIds
+        ? {
+            write: ({ step }: ExploredStep, experiences: Experience[]) =>
+              buffer.write(stampExperienceIds(settings.stageName, step, experiences)),
+          }
+        : {}),
       onStep: (step) => explored.set(step.step, step),
       onWritten: (step) => {
         writtenThrough = step;
@@ -492,7 +512,7 @@ class StageBuilder {
       log: (line) => progress.log(line),
     });
     // the newest weights the trainer process published, else the checkpoint's full model, else the base model
-    const channel = await this.#processWeightChannel();
+    const channel = await this.#processWeightChannel(buffer);
     const pointer = await channel.latest();
     const start = pointer
       ? { dir: pointer.dir, version: pointer.version }
@@ -562,7 +582,7 @@ class StageBuilder {
     const { settings } = this;
     if (settings.buffer.storageType === 'sql') {
       const buffer = await this.#sharedBuffer('reader');
-      const channel = await this.#processWeightChannel();
+      const channel = await this.#processWeightChannel(buffer);
       return {
         stepsFromData: null,
         connect: (trainer) => {
@@ -697,12 +717,15 @@ class StageBuilder {
     return buffer;
   }
 
-  /** Where this process meets the other processes of the job to move weights (mode train or explore). */
-  async #processWeightChannel(): Promise<ProcessWeightChannel> {
+  /**
+   * Where this process meets the other processes of the job to move weights (mode train or explore): on PostgreSQL,
+   * the table `<buffer's table>_sync`, so the buffers of one database (experience_buffer.name) sync apart.
+   */
+  async #processWeightChannel(buffer: SharedExperienceBuffer): Promise<ProcessWeightChannel> {
     const { settings } = this;
     const channel = await openProcessWeightChannel({
       path: sharedBufferPath(settings),
-      table: 'experiences',
+      table: buffer.table,
       jobDir: settings.jobDir,
     });
     // closed after the trainer: the publisher's finished marker is written before the connection goes

@@ -3,6 +3,8 @@
 //
 //   <jobDir>/sync/version_<N>/     the weights of version N (a Hugging Face folder; written as .tmp, then renamed;
 //                                  the newest two are kept, so a reader loading the previous one is not cut off)
+//   <jobDir>/sync/adapter_<N>/     a LoRA run on an external pool: the adapter of version N (PEFT's format), which
+//                                  every server loads by name (vLLM's /v1/load_lora_adapter); no pointer names it
 //   <jobDir>/sync/latest.json      {version, dir}: the newest complete version (replaced atomically)
 //   <jobDir>/sync/request.json     explorer_driven: an explorer asks for the trainer's newest weights; the trainer
 //                                  removes it when it answered
@@ -13,6 +15,7 @@
 // database instead (./postgres-weight-channel.ts); the version folders are written here either way.
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import type { TrainerClient } from '../trainer/trainer.js';
 import type {
   ProcessReceiverOptions,
   ProcessWeightChannel,
@@ -54,19 +57,48 @@ export async function saveSyncVersion(
   version: number,
   previous: string | undefined,
 ): Promise<string> {
+  return saveVersionFolder((dir) => trainer.saveWeights(dir), jobDir, 'version', version, previous);
+}
+
+/**
+ * `save` writes `<jobDir>/sync/<prefix>_<version>` (as .tmp, then renamed; an absolute path, returned); the other
+ * `<prefix>_<N>` folders but `previous` are removed.
+ */
+async function saveVersionFolder(
+  save: (dir: string) => Promise<void>,
+  jobDir: string,
+  prefix: string,
+  version: number,
+  previous: string | undefined,
+): Promise<string> {
   const folder = resolve(syncFolder(jobDir));
-  const dir = join(folder, `version_${version}`);
+  const dir = join(folder, `${prefix}_${version}`);
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(folder, { recursive: true });
-  await trainer.saveWeights(`${dir}.tmp`);
+  await save(`${dir}.tmp`);
   rmSync(dir, { recursive: true, force: true });
   renameSync(`${dir}.tmp`, dir);
   const keep = new Set([dir, previous === undefined ? undefined : resolve(previous)]);
+  const pattern = new RegExp(`^${prefix}_\\d+$`);
   for (const name of readdirSync(folder)) {
     const path = join(folder, name);
-    if (/^version_\d+$/.test(name) && !keep.has(path)) rmSync(path, { recursive: true, force: true });
+    if (pattern.test(name) && !keep.has(path)) rmSync(path, { recursive: true, force: true });
   }
   return dir;
+}
+
+/**
+ * A LoRA run's weights for an external pool: the trainer's adapter alone (PEFT format) as
+ * `<jobDir>/sync/adapter_<version>`, the previous adapter folder kept (a server may still be loading it). The sync
+ * pointer (latest.json) is left alone: it names full-weight folders, which followers load as a model.
+ */
+export function publishAdapterToSyncFolder(
+  trainer: Pick<TrainerClient, 'saveAdapter'>,
+  jobDir: string,
+  version: number,
+  previous: string | undefined,
+): Promise<string> {
+  return saveVersionFolder((dir) => trainer.saveAdapter(dir), jobDir, 'adapter', version, previous);
 }
 
 /** Saves the trainer's weights as version `version` and points latest.json at them; returns the folder. */

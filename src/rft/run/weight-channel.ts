@@ -92,14 +92,24 @@ export type StartedEngine =
   | { type: 'embedded'; engine: WorkerRolloutEngine | EmbeddedEnginePool; weightSync: 'memory' | 'checkpoint' }
   | { type: 'openai'; engine: OpenAIRemoteEngine | RemoteEnginePool };
 
-/** How a local channel moves weights `version` from the trainer into the explorer's engine. */
+/**
+ * How a local channel moves weights `version` from the trainer into the explorer's engine. `adapter`: a LoRA run on a
+ * pool of servers (a list of base_url, engine_process) gets the adapter alone, loaded by every server as `name`
+ * (vLLM's dynamic adapter API), and rollouts ask for model `name`.
+ */
 export type WeightTransport =
   | { method: 'memory'; engine: WorkerRolloutEngine | EmbeddedEnginePool }
-  | { method: 'checkpoint'; engine: ExplorerEngine; jobDir: string };
+  | { method: 'checkpoint'; engine: ExplorerEngine; jobDir: string }
+  | { method: 'adapter'; engine: RemoteEnginePool; jobDir: string; name: string };
 
-/** By reference into the embedded engine when the settings say memory; otherwise a folder the engine loads. */
-export function weightTransport(started: StartedEngine, jobDir: string): WeightTransport {
+/**
+ * By reference into the embedded engine when the settings say memory; a LoRA run's adapter (`loraAdapterName`, null
+ * without LoRA) into a pool of servers; otherwise a folder the engine loads.
+ */
+export function weightTransport(started: StartedEngine, jobDir: string, loraAdapterName: string | null = null): WeightTransport {
   if (started.type === 'embedded' && started.weightSync === 'memory') return { method: 'memory', engine: started.engine };
+  if (started.type === 'openai' && loraAdapterName !== null && 'syncLoraAdapter' in started.engine)
+    return { method: 'adapter', engine: started.engine, jobDir, name: loraAdapterName };
   return { method: 'checkpoint', engine: started.engine, jobDir };
 }
 

@@ -517,6 +517,13 @@ torch.serveTensorWorker({
       }
     } else s.model.save(dir);
   },
+  /** Writes the LoRA adapter alone (PEFT's adapter_config.json + adapter_model.safetensors): a LoRA run's weights sync. */
+  saveAdapter(dir: string) {
+    rankZeroOnly('saveAdapter');
+    const s = current();
+    if (!s.lora) throw new Error(`saveAdapter(${dir}): this trainer has no LoRA adapter (model.lora is not set)`);
+    s.lora.save(dir);
+  },
   async save(step: number, componentState: Record<string, unknown>, keep: number) {
     rankZeroOnly('save');
     const s = current();

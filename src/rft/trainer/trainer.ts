@@ -184,6 +184,11 @@ export class TrainerClient {
     return this.#worker.call('saveWeights', [dir], { timeoutMs });
   }
 
+  /** Writes the LoRA adapter alone, in PEFT's format (a LoRA trainer only). Rank 0 only. */
+  saveAdapter(dir: string, timeoutMs = 600_000): Promise<void> {
+    return this.#worker.call('saveAdapter', [dir], { timeoutMs });
+  }
+
   /**
    * Saves checkpoint `step` (model or adapter, optimizer, critic and its optimizer, the trainer's own state, and the
    * given component state); returns its folder. Rank 0 only.
