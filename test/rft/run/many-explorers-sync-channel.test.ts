@@ -58,10 +58,11 @@ async function openBoth(database: string) {
 describe('weight sync through PostgreSQL', () => {
   test('the buffer path chooses it: a PostgreSQL URL gives the database channel, a file the job folder', async () => {
     const url = await server.createDatabase('choose');
-    const channel = await openProcessWeightChannel({ path: url, table: 'experiences', jobDir: '/unused' });
+    // the buffer's table names the sync table (a run passes its buffer's: experience_buffer.name, folded to lower case)
+    const channel = await openProcessWeightChannel({ path: url, table: 'My_Buffer', jobDir: '/unused' });
     try {
       assert.ok(channel instanceof PostgresWeightChannel);
-      assert.match(channel.location, /table experiences_sync$/);
+      assert.match(channel.location, /table my_buffer_sync$/);
       assert.doesNotMatch(channel.location, /test-secret-pw/, 'no password in messages');
     } finally {
       await channel.close();

@@ -86,7 +86,8 @@ const jsonl = <T>(file: string): T[] =>
     .filter((l) => l.trim())
     .map((l) => JSON.parse(l) as T);
 
-async function syncRow(url: string) {
+/** The sync row of the buffer whose table is `table` (the sync table is `<table>_sync`). */
+async function syncRow(url: string, table: string) {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
@@ -96,7 +97,7 @@ async function syncRow(url: string) {
       requested: string;
       answered: string;
       finished_step: number | null;
-    }>('SELECT version, dir, requested, answered, finished_step FROM experiences_sync');
+    }>(`SELECT version, dir, requested, answered, finished_step FROM ${table}_sync`);
     return rows;
   } finally {
     await client.end();
@@ -134,6 +135,8 @@ test('explorer_driven across processes: requests and answers through the databas
   const shared = [
     'buffer.trainer_input.experience_buffer.storage_type=sql',
     `buffer.trainer_input.experience_buffer.path=${url}`,
+    // a named buffer: the sync row follows its table (PostgreSQL folds the name to lower case)
+    'buffer.trainer_input.experience_buffer.name=DrivenRun',
     'buffer.train_batch_size=8',
   ];
   const homes = { a: explorerHome(root, 'a'), b: explorerHome(root, 'b') };
@@ -145,7 +148,7 @@ test('explorer_driven across processes: requests and answers through the databas
   assert.equal(b.code, 0, `explorer b:\n${b.output}`);
 
   // explore steps 2..4 each asked once (sync_interval 1, offset 0), and the trainer answered every request
-  const rows = await syncRow(url);
+  const rows = await syncRow(url, 'drivenrun');
   assert.equal(rows.length, 1);
   const row = rows[0] as (typeof rows)[number];
   assert.equal(Number(row.requested), TOTAL_STEPS - 1, 'one request per explore step after the first');
@@ -203,7 +206,7 @@ test("weights through the database's pointer, and the trainer's finished marker 
   assert.notEqual(e.code, 0, `the explorer cannot get version 2:\n${e.output}`);
   assert.match(
     e.output,
-    /the trainer process finished \(its last step 1, in postgresql:\/\/trinity@127\.0\.0\.1:\d+\/finished table experiences_sync\) without publishing weights version 2 for explore step 3/,
+    /the trainer process finished \(its last step 1, in postgresql:\/\/trinity@127\.0\.0\.1:\d+\/finished table experience_buffer_sync\) without publishing weights version 2 for explore step 3/,
   );
   // step 2 was explored with version 1, loaded from the folder the database pointed at
   const metrics = jsonl<{ step: number; 'explorer/model_version'?: number }>(join(home, 'test', 'e2e', 'solo', 'metrics.jsonl'));
@@ -214,7 +217,8 @@ test("weights through the database's pointer, and the trainer's finished marker 
       [2, 1],
     ],
   );
-  const [row] = await syncRow(url);
+  // the default buffer name (experience_buffer) names the sync table
+  const [row] = await syncRow(url, 'experience_buffer');
   assert.deepEqual([row?.version, row?.dir, row?.finished_step], [1, join(jobDir, 'sync', 'version_1'), 1]);
   assertOnlyWeightFolders(jobDir);
   assert.equal(existsSync(join(home, 'test', 'e2e', 'sync')), false, 'the explorer made no sync folder');
