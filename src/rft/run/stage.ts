@@ -29,6 +29,7 @@ import {
   AuxiliaryReader,
   BufferClosedError,
   DatasetReader,
+  displayBufferPath,
   type ExperienceBuffer,
   loadDpoDataset,
   loadSftDataset,
@@ -245,6 +246,11 @@ interface RunState extends StepBatchesState {
   /** Mode both, priority replay buffer (replay_buffer.enable): its entries of explored steps <= the checkpoint's, with
    * their use counts, priorities and cooldowns, and its noise generator; loaded into it on resume. */
   replay?: PriorityReplayState;
+  /**
+   * What `buffer.cursor` counts (an SQL buffer): row ids (a plain reader) or the priority replay's revisions
+   * (replay_buffer.enable); the other reader cannot read on from it. Absent in checkpoints written before it was kept.
+   */
+  bufferCursor?: 'rows' | 'replay';
   stage: string;
 }
 
@@ -710,6 +716,22 @@ class StageBuilder {
     this.#closers.push(() => buffer.close());
     // the trainer reads on from its checkpoint's cursor, even when the commit after that checkpoint never happened
     const cursor = this.#saved.buffer?.cursor;
+    const savedKind = this.#saved.bufferCursor;
+    const kind = replay ? 'replay' : 'rows';
+    if (role === 'reader' && typeof cursor === 'number' && savedKind !== undefined && savedKind !== kind) {
+      await buffer.close();
+      const state = join(this.checkpoint?.dir ?? settings.jobDir, 'state.json');
+      const why =
+        savedKind === 'replay'
+          ? 'a priority replay revision (written with experience_buffer.replay_buffer.enable: true), but ' +
+            "replay_buffer is off now: a plain reader cannot read on from the replay's position; turn it back on"
+          : 'a row id (written with experience_buffer.replay_buffer off), but replay_buffer.enable is true now: ' +
+            "the replay cannot take over a plain reader's position; turn it off";
+      throw new Error(
+        `${state}: its buffer cursor ${cursor} is ${why} to resume this run, or start a new one ` +
+          `(buffer '${settings.buffer.name}' in ${displayBufferPath(sharedBufferPath(settings))})`,
+      );
+    }
     if (role === 'reader') {
       if (typeof cursor === 'number') await buffer.restore(cursor);
       else if (this.checkpoint) await buffer.rewind();
@@ -840,6 +862,7 @@ class StageBuilder {
           ...parts.bufferState?.(step),
           stage: settings.stageName,
         };
+        if (state.buffer) state.bufferCursor = settings.buffer.replay ? 'replay' : 'rows';
         return { ...state };
       },
       onCheckpoint: () => batches.committed(),
