@@ -65,7 +65,12 @@ buffer:
     assert.equal(sftSettings.buffer.path, '/sft');
     assert.equal(sftSettings.buffer.format?.promptKey, 'q');
     assert.equal(sftSettings.totalSteps, 5);
-    assert.deepEqual(sftSettings.explorer.engine, { type: 'embedded', weightSync: 'checkpoint' });
+    assert.deepEqual(sftSettings.explorer.engine, {
+      type: 'embedded',
+      weightSync: 'checkpoint',
+      engineNum: 1,
+      engineProcess: false,
+    });
 
     assert.equal(rl.stage_name, 'rft');
     assert.equal(rl.mode, 'both');
@@ -132,11 +137,21 @@ describe('refused settings name the key, say it is not supported here, and what 
     assert.equal(parse(`${BASE}algorithm: {optimizer: {optimizer_type: AdamW}}\n`).algorithm.optimizer.optimizer_type, 'AdamW');
   });
 
-  it('explorer.rollout_model.engine_num > 1 (engine pools come later)', () => {
-    const [line] = problems(`${BASE}explorer: {rollout_model: {engine_num: 2}}\n`);
-    assert.match(
-      line ?? '',
-      /^explorer\.rollout_model\.engine_num: got 2: more than one rollout engine is not supported here: .*engine pools.*; use 1, and raise explorer\.rollout_model\.slots/,
+  it('explorer.rollout_model.engine_num > 1: engine pools (no longer refused); an external pool takes one per base_url', () => {
+    // embedded: two engines reach the stage (test/rft/run/engine-pool-config.test.ts checks the rest of the pool's keys)
+    assert.deepEqual(settingsOf('explorer: {rollout_model: {engine_num: 2}}\n').explorer.engine, {
+      type: 'embedded',
+      weightSync: 'memory',
+      engineNum: 2,
+      engineProcess: false,
+    });
+    // what is still refused names the key, the value and what to use
+    assert.deepEqual(
+      problems(`${BASE}explorer: {rollout_model: {engine_type: openai, engine_num: 2, base_url: http://a/v1}}\n`),
+      [
+        'explorer.rollout_model.engine_num: (2) an external pool has one engine per base_url (1 given): list the servers in ' +
+          'base_url, and set engine_num to their number or leave it out',
+      ],
     );
   });
 
@@ -367,8 +382,7 @@ describe('tasksets from YAML', () => {
       'buffer.explorer_input.taskset.split: applies to files; an sql taskset reads its table (named after the taskset): remove it',
     ]);
     // the experience buffer: split and subset_name pick dataset files, a queue or an sql table has none
-    const withBuffer = (fields: string) =>
-      `${BASE}  trainer_input:\n    experience_buffer: {storage_type: sql, ${fields}}\n`;
+    const withBuffer = (fields: string) => `${BASE}  trainer_input:\n    experience_buffer: {storage_type: sql, ${fields}}\n`;
     assert.deepEqual(problems(withBuffer('split: test, subset_name: main')), [
       'buffer.trainer_input.experience_buffer.split: applies to a dataset (storage_type file), not to sql: remove it',
       'buffer.trainer_input.experience_buffer.subset_name: applies to a dataset (storage_type file), not to sql: remove it',
