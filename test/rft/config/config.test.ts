@@ -110,9 +110,11 @@ describe('loadConfig: defaults and derived keys', () => {
       max_read_timeout: 1800,
       replay_buffer: { enable: false, priority_fn: 'linear_decay', reuse_cooldown_time: null, priority_fn_args: { decay: 2 } },
       split: 'train',
+      subset_name: null,
       format: config.buffer.trainer_input.experience_buffer.format,
     });
     assert.deepEqual(config.explorer, {
+      name: null, // mode explore's process name among several; 'explorer' (Trinity's) when left out
       runner_per_model: 8,
       max_timeout: 1800,
       max_retry_times: 2,
@@ -122,12 +124,14 @@ describe('loadConfig: defaults and derived keys', () => {
       rollout_model: {
         engine_type: 'embedded',
         engine_num: 1,
+        engine_process: false, // embedded engines on worker threads
         slots: 8,
         base_url: null,
         api_key: null,
         model_name: null,
         device: 'auto',
       },
+      auxiliary_models: [],
       proxy_port: 8010,
       listen_address: '127.0.0.1',
       api_key: null,
@@ -146,6 +150,7 @@ describe('loadConfig: defaults and derived keys', () => {
       device: 'auto',
       param_dtype: 'bfloat16', // model.dtype
       master_dtype: 'float32', // verl FSDP's float32 parameters under bf16 compute
+      zero_stage: 0, // data-parallel ranks keep the whole AdamW state (1: each its shard)
       distributed_timeout: 600, // veRL's nccl_timeout
     });
     assert.deepEqual(config.synchronizer, {
@@ -495,8 +500,15 @@ stages:
     assert.equal(sft.checkpoint_job_dir, '/ckpt/Trinity-RFT/run/sft');
     assert.equal(sft.mode, 'train');
     assert.equal(sft.synchronizer.sync_method, 'checkpoint');
-    // another algorithm_type replaces the section: grpo's repeat_times and arguments do not leak into sft
-    assert.deepEqual(Object.keys(sft.algorithm), ['algorithm_type', 'repeat_times', 'optimizer']);
+    // another algorithm_type replaces the section: grpo's repeat_times and arguments (policy_loss_fn_args) do not leak
+    // into sft; bypass_old_logprobs and rollout_correction are the schema's defaults of every algorithm section
+    assert.deepEqual(Object.keys(sft.algorithm), [
+      'algorithm_type',
+      'repeat_times',
+      'optimizer',
+      'bypass_old_logprobs',
+      'rollout_correction',
+    ]);
     assert.equal(sft.algorithm.repeat_times, 1);
     assert.deepEqual(sft.buffer.explorer_input.tasksets, []); // removed by null
     assert.equal(sft.buffer.trainer_input.experience_buffer.path, '/sft.jsonl');
