@@ -53,6 +53,23 @@ export function describeRank(launch: DistributedSettings): string {
  * Where each part of a stage runs, for the log: "placement: trainer on cpu (float32); rollout engine on cpu
  * (bfloat16); weights in memory, on the same device". Ranks > 0 have no explorer.
  */
+/**
+ * The rollout engines of the placement line: one embedded engine, an embedded pool (engine_num on threads or in
+ * processes of their own, engine_process), one external server or an external pool (a base_url list).
+ */
+function describeEngines(settings: StageSettings): string {
+  const engine = settings.explorer.engine;
+  if (engine.type === 'openai') {
+    if (!Array.isArray(engine.baseUrl)) return `rollout engine: external server ${engine.baseUrl}`;
+    const n = engine.baseUrl.length;
+    return `rollout engines: external pool of ${n} server${n === 1 ? '' : 's'} (${engine.baseUrl.join(', ')})`;
+  }
+  const where = `on ${settings.explorer.device} (${settings.dtype})`;
+  const n = engine.engineNum;
+  if (engine.engineProcess) return `rollout engines: ${n} process${n === 1 ? '' : 'es'} ${where}`;
+  return n === 1 ? `rollout engine ${where}` : `rollout engines: ${n} on threads ${where}`;
+}
+
 export function describePlacement(settings: StageSettings): string {
   const d = settings.distributed;
   const hasTrainer = settings.mode === 'both' || settings.mode === 'train';
@@ -65,12 +82,7 @@ export function describePlacement(settings: StageSettings): string {
     const dtypes = paramDtype === masterDtype ? paramDtype : `${paramDtype} compute, ${masterDtype} master weights`;
     parts.push(`trainer${rank} on ${settings.trainer.device} (${dtypes})`);
   }
-  if (explores)
-    parts.push(
-      engine.type === 'openai'
-        ? `rollout engine: external server ${engine.baseUrl}`
-        : `rollout engine on ${settings.explorer.device} (${settings.dtype})`,
-    );
+  if (explores) parts.push(describeEngines(settings));
   if (hasTrainer && explores && settings.mode === 'both' && engine.type === 'embedded') {
     const same = settings.trainer.device === settings.explorer.device;
     parts.push(

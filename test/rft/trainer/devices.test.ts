@@ -147,6 +147,36 @@ describe('placement line', () => {
     const train = stageSettings(trainStage, '/m');
     assert.equal(describePlacement(train), `placement: trainer on ${gpus > 0 ? 'cuda:0' : 'cpu'} (float32)`);
   });
+  it('names the rollout engines: a pool on threads or in processes, one external server, an external pool', () => {
+    const cpu = 'trainer: {device: cpu}\n';
+    assert.equal(
+      describePlacement(settingsOf(`${cpu}explorer: {rollout_model: {device: cpu, engine_num: 2}}\n`)),
+      'placement: trainer on cpu (float32); rollout engines: 2 on threads on cpu (float32); weights in memory, on the ' +
+        'same device (cpu, one process)',
+    );
+    assert.equal(
+      describePlacement(
+        settingsOf(
+          `${cpu}synchronizer: {sync_method: checkpoint}\nexplorer: {rollout_model: {device: cpu, engine_num: 2, engine_process: true}}\n`,
+        ),
+      ),
+      'placement: trainer on cpu (float32); rollout engines: 2 processes on cpu (float32); weights through checkpoint folders',
+    );
+    assert.equal(
+      describePlacement(
+        settingsOf(`${cpu}explorer: {rollout_model: {engine_type: openai, model_name: m, base_url: http://a/v1}}\n`),
+      ),
+      'placement: trainer on cpu (float32); rollout engine: external server http://a/v1',
+    );
+    assert.equal(
+      describePlacement(
+        settingsOf(
+          `${cpu}explorer: {rollout_model: {engine_type: openai, model_name: m, base_url: [http://a/v1, http://b/v1]}}\n`,
+        ),
+      ),
+      'placement: trainer on cpu (float32); rollout engines: external pool of 2 servers (http://a/v1, http://b/v1)',
+    );
+  });
   it('trinity run prints it: a colocate run of one step on this machine', async () => {
     const { configFile } = makeJob({ totalSteps: 1, saveInterval: 1 });
     const config = loadConfig(configFile, { resolveAlgorithm, overrides: ['mode=colocate'] });
