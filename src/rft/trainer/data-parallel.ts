@@ -78,6 +78,56 @@ export async function joinStageGroup(options: StageRendezvous): Promise<{ group:
   }
 }
 
+/** The store key where rank 0 writes the port of the device group's store (joinDeviceGroup). */
+const DEVICE_STORE_KEY = 'trinity/device-store-port';
+
+/**
+ * The stage's second process group, on NCCL, for the collectives of CUDA tensors (gradient buckets, ZeRO-1 gathers,
+ * parameter broadcasts); the Gloo group of joinStageGroup keeps the commands and the small CPU bookkeeping. NCCL
+ * only moves device tensors, and Gloo would stage CUDA tensors through the host. The NCCL group rendezvous over a
+ * store of its own (rank 0 serves it on a free port and publishes the port in the stage's store), since two
+ * groups over one store would read each other's rendezvous keys. Every rank of the stage must call this, after
+ * joinStageGroup. destroy() the group, then close() the store.
+ */
+export async function joinDeviceGroup(
+  stageStore: Store,
+  options: { rank: number; worldSize: number; masterAddr: string; timeoutMs: number; localRank?: number },
+): Promise<{ group: ProcessGroup; store: Store }> {
+  const { rank, worldSize, masterAddr, timeoutMs } = options;
+  let store: Store;
+  if (rank === 0) {
+    store = await Store.create({ host: masterAddr, port: 0, worldSize, isMaster: true, timeoutMs });
+    try {
+      await stageStore.set(DEVICE_STORE_KEY, String(store.port));
+    } catch (error) {
+      await store.close();
+      throw error;
+    }
+  } else {
+    const port = Number(new TextDecoder().decode(await stageStore.get(DEVICE_STORE_KEY, { timeoutMs })));
+    store = await Store.create({ host: masterAddr, port, worldSize, isMaster: false, timeoutMs });
+  }
+  try {
+    const group = await torch.initProcessGroup({
+      rank,
+      worldSize,
+      store,
+      timeoutMs,
+      backend: 'nccl',
+      ...(options.localRank === undefined ? {} : { localRank: options.localRank }),
+    });
+    return { group, store };
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+}
+
+/** Whether tensors on `device` travel on a device (NCCL) group rather than the Gloo group. */
+export function needsDeviceGroup(device: string): boolean {
+  return device.startsWith('cuda');
+}
+
 /** Rank 0: a new store marked with the stage; other ranks: a connection to the store of their stage. */
 async function stageStore(options: StageRendezvous): Promise<Store> {
   const { rank, worldSize, masterAddr, masterPort, timeoutMs, stage } = options;
@@ -187,8 +237,21 @@ export async function receiveCommand(group: ProcessGroup, timeoutMs = group.time
 }
 
 /** Rank 0's parameters on every rank (as DDP does at construction), so every rank starts the same update. */
-export async function broadcastParameters(group: ProcessGroup, params: readonly Tensor[]): Promise<void> {
-  if (params.length > 0) await group.broadcast(params, { root: 0 });
+export async function broadcastParameters(
+  group: ProcessGroup,
+  params: readonly Tensor[],
+  deviceGroup: ProcessGroup | null = null,
+): Promise<void> {
+  if (params.length > 0) await groupFor(group, deviceGroup, params).broadcast(params, { root: 0 });
+}
+
+/**
+ * Where `tensors` are exchanged: the device group when there is one and they are not on the CPU (NCCL takes CUDA
+ * tensors only), else the Gloo group. All the tensors of one collective share a device.
+ */
+function groupFor(group: ProcessGroup, deviceGroup: ProcessGroup | null, tensors: readonly Tensor[]): ProcessGroup {
+  const first = tensors[0];
+  return deviceGroup !== null && first !== undefined && first.device !== 'cpu' ? deviceGroup : group;
 }
 
 /** The policy's gradients as the trainer's backward produces them, for overlappedGradients. */
@@ -227,6 +290,11 @@ export interface GroupCollectivesOptions {
   overlap?: OverlapPlan;
   /** ZeRO-1: the policy's optimizer, sharded over the group's ranks; its updated shards are all-gathered after a step. */
   zero?: ZeroAdamW | null;
+  /**
+   * The NCCL group of the same ranks (joinDeviceGroup) when the trainer's tensors are on a GPU: gradient buckets,
+   * device tensors' sums and ZeRO-1 gathers go over it; the masks and metrics (CPU tensors) stay on `group`.
+   */
+  deviceGroup?: ProcessGroup | null;
 }
 
 /** StepCollectives with the resources they hold (the overlap's autograd hooks): dispose() when the group goes. */
@@ -241,15 +309,19 @@ export interface GroupStepCollectives extends StepCollectives {
  */
 export function groupCollectives(group: ProcessGroup, options: GroupCollectivesOptions = {}): GroupStepCollectives {
   const bucketOptions = options.bucketBytes === undefined ? {} : { bucketBytes: options.bucketBytes };
+  const deviceGroup = options.deviceGroup ?? null;
   const overlap =
     options.overlap === undefined
       ? null
-      : group.overlappedGradients(options.overlap.params, {
-          op: 'sum',
-          ...bucketOptions,
-          ...(options.overlap.targets === undefined ? {} : { targets: options.overlap.targets }),
-          unhooked: options.overlap.unhooked,
-        });
+      : groupFor(group, deviceGroup, options.overlap.targets ?? options.overlap.params).overlappedGradients(
+          options.overlap.params,
+          {
+            op: 'sum',
+            ...bucketOptions,
+            ...(options.overlap.targets === undefined ? {} : { targets: options.overlap.targets }),
+            unhooked: options.overlap.unhooked,
+          },
+        );
   const overlapped = overlap === null ? null : new Set(overlap.targets);
   return {
     rank: group.rank,
@@ -261,7 +333,7 @@ export function groupCollectives(group: ProcessGroup, options: GroupCollectivesO
       overlap?.dispose();
     },
     async sum(tensors) {
-      if (tensors.length > 0) await group.allReduceBuckets(tensors, { op: 'sum', ...bucketOptions });
+      await sumByDevice(group, deviceGroup, tensors, bucketOptions);
     },
     async sumGradients(params) {
       if (
@@ -297,14 +369,14 @@ export function groupCollectives(group: ProcessGroup, options: GroupCollectivesO
             grads.push(grad as Tensor);
           });
         });
-        if (grads.length > 0) await group.allReduceBuckets(grads, { op: 'sum', ...bucketOptions });
+        await sumByDevice(group, deviceGroup, grads, bucketOptions);
       } finally {
         present.dispose();
         for (const g of grads) g.dispose(); // handles only: the gradients stay with their parameters
       }
     },
     async afterOptimizerStep() {
-      await options.zero?.gatherParameters(group);
+      await options.zero?.gatherParameters(group, deviceGroup ?? group);
     },
     async sumMetrics(sums) {
       // the union of the ranks' metric names (in order), then one all-reduce of their values
@@ -319,6 +391,22 @@ export function groupCollectives(group: ProcessGroup, options: GroupCollectivesO
       }
     },
   };
+}
+
+/** Sums `tensors` in buckets: the CPU ones over `group`, the others over `deviceGroup` when there is one. */
+async function sumByDevice(
+  group: ProcessGroup,
+  deviceGroup: ProcessGroup | null,
+  tensors: readonly Tensor[],
+  bucketOptions: { bucketBytes?: number },
+): Promise<void> {
+  const onDevice = deviceGroup === null ? [] : tensors.filter((t) => t.device !== 'cpu');
+  const onHost = deviceGroup === null ? tensors : tensors.filter((t) => t.device === 'cpu');
+  // issued in one order on every rank (host first), both awaited together: the two groups do not wait on each other
+  await Promise.all([
+    onHost.length > 0 ? group.allReduceBuckets(onHost, { op: 'sum', ...bucketOptions }) : undefined,
+    onDevice.length > 0 ? (deviceGroup as ProcessGroup).allReduceBuckets(onDevice, { op: 'sum', ...bucketOptions }) : undefined,
+  ]);
 }
 
 /** Whether the backward's own leaf still holds a gradient for target i (not moved into the target yet). */

@@ -39,7 +39,9 @@ import {
   type GroupStepCollectives,
   groupCollectives,
   overlapPlan,
+  joinDeviceGroup,
   joinStageGroup,
+  needsDeviceGroup,
   RankZeroFailedError,
   receiveCommand,
   sendCommand,
@@ -84,6 +86,8 @@ interface Ranks {
   group: ProcessGroup;
   /** The stage's store (the group's rendezvous); closed after the group. */
   store: Store;
+  /** A CUDA trainer's NCCL group for its device tensors' collectives (./data-parallel.ts joinDeviceGroup), and its store. */
+  device: { group: ProcessGroup; store: Store } | null;
   collectives: GroupStepCollectives;
   commandTimeoutMs: number;
   /** A follower's follow() loop while it runs. */
@@ -120,6 +124,13 @@ async function outcome<T>(fn: () => Promise<T>): Promise<DistributedOutcome<T>> 
 async function leave(r: Ranks): Promise<void> {
   try {
     r.collectives.dispose();
+    if (r.device !== null) {
+      try {
+        await r.device.group.destroy();
+      } finally {
+        await r.device.store.close();
+      }
+    }
     await r.group.destroy();
   } finally {
     await r.store.close();
@@ -152,12 +163,24 @@ async function joinGroup(s: TrainerState, d: NonNullable<TrainerInit['distribute
     timeoutMs: d.timeoutMs,
     stage: d.stage ?? DEFAULT_STAGE,
   });
+  let device: Ranks['device'] = null;
+  if (needsDeviceGroup(s.init.device ?? 'cpu')) {
+    try {
+      device = await joinDeviceGroup(store, d);
+    } catch (error) {
+      await group.destroy();
+      await store.close();
+      throw error;
+    }
+  }
   const r: Ranks = {
     group,
     store,
+    device,
     collectives: groupCollectives(group, {
       overlap: policyOverlap(s),
       zero: s.optimizer instanceof ZeroAdamW ? s.optimizer : null,
+      deviceGroup: device?.group ?? null,
       ...(d.bucketBytes === undefined ? {} : { bucketBytes: d.bucketBytes }),
     }),
     commandTimeoutMs: d.commandTimeoutMs ?? d.timeoutMs,
@@ -166,7 +189,7 @@ async function joinGroup(s: TrainerState, d: NonNullable<TrainerInit['distribute
   };
   try {
     const trainable = [...s.trainStep.setup.optimizer.groups.flatMap((g) => g.params), ...(s.critic?.critic.parameters() ?? [])];
-    await broadcastParameters(group, trainable);
+    await broadcastParameters(group, trainable, device?.group ?? null);
     s.master?.weights.publish(); // the compute copy of rank 0's master weights
   } catch (error) {
     await leave(r);
@@ -198,7 +221,7 @@ async function follow(s: TrainerState, r: Ranks): Promise<{ steps: number }> {
           throw new Error(
             `trainer rank ${r.group.rank}: rank 0 asked for the ZeRO-1 optimizer state; this rank's is not sharded`,
           );
-        await s.optimizer.gatherState(r.group);
+        await s.optimizer.gatherState(r.group, r.device?.group ?? r.group);
         continue;
       }
       takeStep(s, await s.trainStep.runDistributed(command.experiences, r.collectives));
@@ -530,7 +553,7 @@ torch.serveTensorWorker({
     if (s.optimizer instanceof ZeroAdamW && ranks !== null) {
       // the checkpoint holds the whole optimizer state, as one process writes it: every rank joins the gather
       await sendCommand(ranks.group, { kind: 'gatherOptimizer' });
-      await s.optimizer.gatherState(ranks.group);
+      await s.optimizer.gatherState(ranks.group, ranks.device?.group ?? ranks.group);
     }
     const trainer: SavedTrainerState = {
       trainStep: s.trainStep.state(),

@@ -132,10 +132,11 @@ export class ZeroAdamW extends torch.AdamW {
   }
 
   /** Every rank: all-gathers the shards updated by step(), so every rank holds the whole updated parameters. */
-  async gatherParameters(group: ProcessGroup): Promise<void> {
+  async gatherParameters(group: ProcessGroup, deviceGroup: ProcessGroup = group): Promise<void> {
     this.#checkGroup(group);
+    this.#checkGroup(deviceGroup);
     const all = this.groups.flatMap((g) => g.params);
-    const flat = await this.#allGatherFlat(group, (piece) => piece.view);
+    const flat = await this.#allGatherFlat(deviceGroup, (piece) => piece.view);
     try {
       torch.noGrad(() =>
         torch.scope(() => {
@@ -156,8 +157,9 @@ export class ZeroAdamW extends torch.AdamW {
    * Every rank: rebuilds the whole optimizer state (what one process's AdamW holds) from the shards; stateDict()
    * returns it until the next step.
    */
-  async gatherState(group: ProcessGroup): Promise<void> {
+  async gatherState(group: ProcessGroup, deviceGroup: ProcessGroup = group): Promise<void> {
     this.#checkGroup(group);
+    this.#checkGroup(deviceGroup);
     const all = this.groups.flatMap((g) => g.params);
     const stateOf = (piece: Piece) => this.#innerState(piece.view);
     // a parameter's step count, from any rank that holds a piece of it (-1: no state anywhere)
@@ -183,7 +185,7 @@ export class ZeroAdamW extends torch.AdamW {
     }
     const moments: Record<string, Tensor> = {};
     for (const name of ['exp_avg', 'exp_avg_sq'] as const) {
-      const flat = await this.#allGatherFlat(group, (piece) => stateOf(piece)?.[name] ?? null);
+      const flat = await this.#allGatherFlat(deviceGroup, (piece) => stateOf(piece)?.[name] ?? null);
       try {
         all.forEach((p, i) => {
           if ((stepValues[i] as number) < 0) return;
