@@ -252,3 +252,40 @@ describe('grpo duplicate_experiences', () => {
     });
   });
 });
+
+describe('jsd: the advantage is the policy gradient of the generalised JSD', () => {
+  // For P positions over a vocabulary of V tokens: E_{y~S}[A(y)·∇_logits log S(y)] = Σ_y S(y)·A(y)·(onehot(y) − S)
+  // must equal −∂JSD/∂(student logits), which the fixture script takes by autograd of the full-vocabulary JSD.
+  for (const beta of [0.5, 0.2, 0.0, 1.0]) {
+    test(`lambda_coef ${beta}`, () => {
+      leakFree(() => {
+        const student = fx('jsd_grad.student_logprob');
+        const [positions, vocab] = student.shape as [number, number];
+        const result = ADVANTAGE_FN.create('jsd', { lambda_coef: beta })({
+          actionMask: torch.ones([positions, vocab], { dtype: 'bool' }),
+          rewards: torch.zeros([positions], { dtype: 'float64' }),
+          groupIds: Array.from({ length: positions }, (_, i) => `p${i}`),
+          logprobs: student,
+          teacherLogprobs: fx('jsd_grad.teacher_logprob'),
+        });
+        const a = result.advantages.toTypedArray() as Float64Array;
+        const p = student.exp().toTypedArray() as Float64Array;
+        const descent = new Float64Array(positions * vocab);
+        for (let row = 0; row < positions; row++) {
+          for (let y = 0; y < vocab; y++) {
+            const weight = (p[row * vocab + y] as number) * (a[row * vocab + y] as number);
+            for (let k = 0; k < vocab; k++) {
+              descent[row * vocab + k] =
+                (descent[row * vocab + k] as number) + weight * ((k === y ? 1 : 0) - (p[row * vocab + k] as number));
+            }
+          }
+        }
+        assertClose(
+          torch.tensor(Array.from(descent), { dtype: 'float64' }).reshape([positions, vocab]),
+          fx(`jsd_grad_${beta.toFixed(1)}.descent`),
+          'E_S[A ∇log S]',
+        );
+      });
+    });
+  }
+});
