@@ -276,7 +276,18 @@ export class WorkflowRunner {
     }
 
     const usage = new AuxiliaryUsage();
-    const outcomes = await Promise.all(runs.map((run) => this.#runWithRetry(run, step, isEval, usage, signal)));
+    // every concurrent attempt listens to the step's signal: one step-local signal, so the caller's gets one listener
+    const stepStop = new AbortController();
+    setMaxListeners(0, stepStop.signal);
+    const onStop = () => stepStop.abort(signal?.reason);
+    if (signal?.aborted) onStop();
+    else signal?.addEventListener('abort', onStop, { once: true });
+    let outcomes: { experiences: Experience[]; status: RunStatus }[];
+    try {
+      outcomes = await Promise.all(runs.map((run) => this.#runWithRetry(run, step, isEval, usage, stepStop.signal)));
+    } finally {
+      signal?.removeEventListener('abort', onStop);
+    }
     const experiences: Experience[] = [];
     let retried = 0;
     for (const outcome of outcomes) {
