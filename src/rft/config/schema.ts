@@ -333,7 +333,8 @@ export const TrainerSchema = z.strictObject({
   master_dtype: z.enum(DTYPES).nullable().default(null), // derived: float32 (with LoRA: param_dtype); weights the optimizer updates
   zero_stage: z // 1: ZeRO-1, AdamW state sharded over the data-parallel ranks
     .literal([0, 1], {
-      error: 'must be 0 (off) or 1 (ZeRO-1: AdamW state sharded over the ranks); ZeRO stages 2 and 3 (gradients, parameters sharded) are not implemented',
+      error:
+        'must be 0 (off) or 1 (ZeRO-1: AdamW state sharded over the ranks); ZeRO stages 2 and 3 (gradients, parameters sharded) are not implemented',
     })
     .default(0),
   distributed_timeout: numIn(0, MAX_TIMEOUT_SECONDS, true).default(600), // (0, 2147483] seconds a data-parallel rank waits in a collective (veRL nccl_timeout 600)
@@ -457,7 +458,10 @@ export type TrainerConfig = Omit<z.output<typeof TrainerSchema>, 'grad_clip' | '
 export type MonitorConfig = z.output<typeof MonitorSchema>;
 export type TaskPipelineConfig = Omit<z.output<typeof TaskPipelineSchema>, 'output'> & { output: string | null };
 export type ExperiencePipelineConfig = z.output<typeof ExperiencePipelineSchema>;
-export type DataProcessorConfig = { task_pipeline: TaskPipelineConfig | null; experience_pipeline: ExperiencePipelineConfig | null };
+export type DataProcessorConfig = {
+  task_pipeline: TaskPipelineConfig | null;
+  experience_pipeline: ExperiencePipelineConfig | null;
+};
 
 export type ModelConfig = Omit<
   z.output<typeof ModelSchema>,

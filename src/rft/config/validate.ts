@@ -678,7 +678,10 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
   const experiencePipeline = input.data_processor.experience_pipeline;
   if (experiencePipeline !== null) {
     if (!experiencePipeline.save_input && experiencePipeline.input_save_path !== null)
-      problem('data_processor.experience_pipeline.input_save_path', 'is where save_input writes, and save_input is false: remove one');
+      problem(
+        'data_processor.experience_pipeline.input_save_path',
+        'is where save_input writes, and save_input is false: remove one',
+      );
     if (context.runnable && context.stageName === undefined && mode !== 'both' && mode !== 'explore')
       problem('data_processor.experience_pipeline', `runs on explored experiences; mode ${mode} explores nothing: remove it`);
   }

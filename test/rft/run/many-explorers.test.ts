@@ -126,7 +126,9 @@ test('2 explorer processes and a trainer process on PostgreSQL finish a GRPO run
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    const { rows } = await client.query<{ task_id: string; data: string }>('SELECT task_id, data FROM experience_buffer ORDER BY id');
+    const { rows } = await client.query<{ task_id: string; data: string }>(
+      'SELECT task_id, data FROM experience_buffer ORDER BY id',
+    );
     const keys = rows.map((r) => {
       const info = (JSON.parse(r.data) as { info: { runId: number; step: number } }).info;
       return { task: r.task_id, run: info.runId, step: info.step };
