@@ -133,7 +133,7 @@ describe('presets', () => {
       [jsd.advantageFn?.name, jsd.computeAdvantageInTrainer, jsd.useReference, jsd.policyLossFn.name, jsd.klLossFn.name],
       ['jsd', true, false, 'ppo', 'none'],
     );
-    assert.deepEqual(jsd.advantageFn?.args, { lambda_coef: 0.5, kl_coef: 1 });
+    assert.deepEqual(jsd.advantageFn?.args, { lambda_coef: 0.5, kl_coef: 1, temperature: 1 });
   });
 
   test('old log-probs and rollout correction: defaults, overrides and refusals', () => {
