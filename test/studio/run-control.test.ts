@@ -48,14 +48,46 @@ async function post(path: string, body: unknown = {}): Promise<{ status: number;
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
-// many steps after the stop: the run cannot finish before the signal lands (as test/rft/run/resume.test.ts)
 const TOTAL_STEPS = 12;
+
+// The run cannot finish before Stop lands, whatever the machine's speed: from step 2 on, the workflow waits for a
+// `release` file (woken by fs.watch, not a poll), which the test writes only once the Studio shows the launch stopping.
+// A repeatable workflow runs once per task, so with batch_size 2 the first two calls are step 1's. Stop ends the run
+// after its last trained step (the gated exploration is cut off); save_interval 1 checkpoints every step to resume from.
+const GATE = `import { appendFileSync, existsSync, readFileSync, watch } from 'node:fs';
+const calls = new URL('./calls', import.meta.url);
+const release = new URL('./release', import.meta.url);
+const here = new URL('./', import.meta.url);
+function released(signal) {
+  return new Promise((resolve, reject) => {
+    const watcher = watch(here, () => { if (existsSync(release)) { watcher.close(); resolve(); } });
+    signal.addEventListener('abort', () => { watcher.close(); reject(signal.reason); }, { once: true });
+    if (existsSync(release)) { watcher.close(); resolve(); }
+  });
+}
+export const gated = {
+  run: async ({ task, model, repeatTimes, seed, signal }) => {
+    const earlier = existsSync(calls) ? readFileSync(calls, 'utf8').length : 0;
+    appendFileSync(calls, '.');
+    if (earlier >= 2) await released(signal);
+    const { completions } = await model.generate({ prompt: task.prompt, n: repeatTimes, maxTokens: 4, temperature: 1, seed });
+    return completions.map((c) => model.toExperience(c, { reward: c.text.trim() === task.response ? 1 : 0 }));
+  },
+};
+`;
 
 test('Stop from the UI stops the run after its current step; Resume finishes it with every step once', {
   timeout: 540_000,
 }, async () => {
   mkdirSync(join(root, 'configs'));
-  writeFileSync(join(root, 'configs', 'long.yaml'), tinyConfig(root, 'long', TOTAL_STEPS, 2));
+  writeFileSync(join(root, 'configs', 'gate.mts'), GATE);
+  writeFileSync(
+    join(root, 'configs', 'long.yaml'),
+    tinyConfig(root, 'long', TOTAL_STEPS, 1).replace(
+      'default_workflow_type: simple_workflow',
+      'default_workflow_type: gate.mts#gated',
+    ),
+  );
   await page.goto(`${studio.url}/launches`);
   await page.locator('#live.on').waitFor(); // live metrics events are flowing
   const started = await post('/api/launches', { config: 'configs/long.yaml' });
@@ -68,6 +100,8 @@ test('Stop from the UI stops the run after its current step; Resume finishes it 
   });
   const shownAtStop = Number(await step.getAttribute('data-step'));
   await launch.locator('button.stop').click();
+  await page.locator('.launch[data-launch="1"][data-state="stopping"]').waitFor({ timeout: 60_000 });
+  writeFileSync(join(root, 'configs', 'release'), '');
   await page.locator('.launch[data-launch="1"][data-state="interrupted"]').waitFor({ timeout: 240_000 });
   assert.equal(await launch.getAttribute('data-exit'), '130');
   await page.screenshot({ path: join(shots, 'launch-stopped.png'), fullPage: true });

@@ -4,10 +4,10 @@
 // run's steps was explored exactly once (counted by task id and repeat index in the buffer), each step by one
 // explorer, and each explorer's metrics hold exactly the steps it finished.
 //
-// Why a second claim always comes (no race decides whether the kill happens): sync_interval 2 lets steps 1 and 2
-// explore with the base weights; steps 3.. need weights version 2, which needs the trainer's steps 1 and 2, which need
-// the rows of explore steps 1 and 2. So neither explorer can claim past step 3 alone, and a, which claims a step as
-// soon as it started, finishes its first and claims another.
+// Why a second claim always comes (no race decides whether the kill happens): a starts alone and claims step 1; then
+// b starts. sync_interval 2 lets steps 1 and 2 explore with the base weights; steps 3.. need weights version 2, which
+// needs the trainer's steps 1 and 2, which need the rows of explore steps 1 and 2. So b, holding step 2 then step 3,
+// cannot finish step 3 before a finishes step 1, and a then claims another step (3 or 4).
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -106,6 +106,8 @@ test('2 explorer processes and a trainer process on PostgreSQL finish a GRPO run
   const trainer = run(configFile, ['mode=train', ...shared]);
   await trainer.waitFor(/stage 1\/1: mode train,/);
   const a = run(configFile, ['mode=explore', 'explorer.name=a', ...shared]);
+  // b starts once a holds step 1, so a's first claim is step 1 whichever process starts faster
+  await a.waitFor(/explorer 'a' claimed explore step 1\b/);
   const b = run(configFile, ['mode=explore', 'explorer.name=b', ...shared]);
   // a's second claim: it holds that step, unfinished, when the signal lands
   const claimed = await a.waitFor(/explorer 'a' claimed explore step (\d+)/, 2);
