@@ -6,6 +6,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { parseExperienceLine } from '../rft/buffer/jsonl.js';
+import { PostgresBuffer, PostgresBufferError } from '../rft/buffer/postgres.js';
 import { SqliteBuffer } from '../rft/buffer/sqlite.js';
 import { type Experience, responseLength } from '../rft/experience.js';
 import { type Tokenizer, Tokenizer as TokenizerClass } from '../tokenizer/index.js';
@@ -75,6 +76,20 @@ export interface SqliteTable {
   kind: 'buffer' | 'save_input';
 }
 
+/** A PostgreSQL buffer a stage's buffer.json points at (the URL has no password: pg takes PGPASSWORD or ~/.pgpass). */
+export interface PostgresSource {
+  url: string;
+  table: string;
+}
+
+/** A PostgreSQL buffer could not be read (server down, no such table, authentication): the message names the server. */
+export class PostgresSourceError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'PostgresSourceError';
+  }
+}
+
 const PREVIEW_CHARS = 600;
 const SAVE_INPUT_TABLE = 'experience_pipeline_input';
 
@@ -110,11 +125,13 @@ export class ExperienceSource {
 
   constructor(
     readonly file: string,
-    /** SQLite: the table; null for a JSONL dump. */
+    /** SQLite: the table; null for a JSONL dump or a PostgreSQL buffer. */
     readonly table: SqliteTable | null,
     readonly tokenizer: TokenizerCache,
+    /** A PostgreSQL buffer (`file` is then the stage's buffer.json: its folder finds the tokenizer). */
+    readonly postgres: PostgresSource | null = null,
   ) {
-    this.#tail = table === null ? new JsonlTail(file, parseExperiences) : null;
+    this.#tail = table === null && postgres === null ? new JsonlTail(file, parseExperiences) : null;
   }
 
   get rows(): readonly RolloutRow[] {
@@ -133,11 +150,46 @@ export class ExperienceSource {
       } else for (const e of added) this.#add(e);
       return;
     }
+    if (this.postgres !== null) {
+      await this.#refreshPostgres(this.postgres);
+      return;
+    }
     const table = this.table as SqliteTable;
     for (;;) {
       const page = table.kind === 'buffer' ? this.#peekBuffer(table.name) : this.#peekSaveInput();
       for (const { id, experience } of page) this.#add(experience, id);
       if (page.length < PAGE) break;
+    }
+  }
+
+  /**
+   * The rows after the last one read, through the buffer's own read-only handle: its connections run every
+   * transaction read-only (default_transaction_read_only) and it only SELECTs. Connected per refresh, then closed:
+   * an idle Studio holds no connection.
+   */
+  async #refreshPostgres(source: PostgresSource): Promise<void> {
+    let buffer: PostgresBuffer;
+    try {
+      buffer = await PostgresBuffer.open({
+        url: source.url,
+        table: source.table,
+        readonly: true,
+        poolSize: 1,
+        name: source.table,
+      });
+    } catch (error) {
+      throw postgresSourceError(error);
+    }
+    try {
+      for (;;) {
+        const page = await buffer.peek({ afterId: this.#lastId, limit: PAGE });
+        for (const { id, experience } of page) this.#add(experience, id);
+        if (page.length < PAGE) break;
+      }
+    } catch (error) {
+      throw postgresSourceError(error);
+    } finally {
+      await buffer.close();
     }
   }
 
@@ -218,6 +270,14 @@ export class ExperienceSource {
 }
 
 const PAGE = 5000;
+
+/** The buffer's error (it names server, database and user); a password from this process's environment scrubbed too. */
+function postgresSourceError(error: unknown): PostgresSourceError {
+  let message = error instanceof PostgresBufferError || error instanceof Error ? error.message : String(error);
+  const password = process.env.PGPASSWORD;
+  if (password) message = message.replaceAll(password, '***');
+  return new PostgresSourceError(message);
+}
 
 function parseExperiences(text: string, file: string, warnings: string[]): Experience[] {
   const out: Experience[] = [];

@@ -7,6 +7,7 @@
 //   <job>/<stage>/done.json                the stage finished
 //   <job>/<stage>/checkpoints/global_step_N, latest_checkpointed_iteration.txt
 //   <job>/<stage>/*.db, *.sqlite, *.jsonl  experience buffers and dumps (storage_type sql, save_input)
+//   <job>/<stage>/buffer.json              where the stage's shared buffer is (a PostgreSQL one is not in the folder)
 //   <job>/run_status.json                  optional: {state, pid, host} (see stageStatus)
 //
 // A job folder is a folder with stages.json (or, from older runs, a metrics.jsonl and no stages.json above it), found
@@ -15,6 +16,7 @@ import { existsSync } from 'node:fs';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { basename, join, relative, sep } from 'node:path';
+import { BUFFER_RECORD } from '../rft/buffer/buffer-record.js';
 import {
   type EvalSample,
   findStageDirs,
@@ -342,12 +344,19 @@ async function checkpointSteps(dir: string): Promise<number[]> {
   }
 }
 
-/** SQLite buffers (*.db, *.sqlite) and experience dumps (*.jsonl but metrics and eval samples) of a stage folder. */
+/**
+ * SQLite buffers (*.db, *.sqlite), the record of a buffer kept elsewhere (buffer.json: PostgreSQL) and experience dumps
+ * (*.jsonl but metrics and eval samples) of a stage folder.
+ */
 export async function bufferFiles(dir: string): Promise<string[]> {
   try {
     const entries = await readdir(dir, { withFileTypes: true });
     return entries
-      .filter((e) => e.isFile() && (BUFFER_FILE.test(e.name) || (e.name.endsWith('.jsonl') && !NOT_EXPERIENCES.has(e.name))))
+      .filter(
+        (e) =>
+          e.isFile() &&
+          (BUFFER_FILE.test(e.name) || e.name === BUFFER_RECORD || (e.name.endsWith('.jsonl') && !NOT_EXPERIENCES.has(e.name))),
+      )
       .map((e) => join(dir, e.name))
       .sort();
   } catch {

@@ -22,6 +22,7 @@ import { launchRoutes } from './launches.js';
 import { SourceCache, type StudioContext } from './context.js';
 import { EventHub } from './events.js';
 import { resolveInside, StudioPathError } from './paths.js';
+import { PostgresSourceError } from './rollouts.js';
 import { HttpError, matchPath, type Route } from './router.js';
 import { RunIndex } from './runs.js';
 
@@ -206,6 +207,8 @@ export async function startStudio(options: StudioOptions): Promise<StudioServer>
       else fail(res, 404, `no such page or API route: ${url.pathname}`);
     } catch (error) {
       if (error instanceof HttpError || error instanceof StudioPathError) fail(res, error.status, error.message);
+      // the buffer's database did not answer: the message names its server and database (never a password)
+      else if (error instanceof PostgresSourceError) fail(res, 502, error.message);
       else fail(res, 500, (error as Error).message);
     }
   }

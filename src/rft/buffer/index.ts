@@ -1,6 +1,7 @@
 // The buffer layer: experience buffers (FIFO queue, priority replay, durable SQLite), dataset files (JSONL, JSON,
 // parquet; Hugging Face folders and hub cache), tasksets with selectors and the multi-taskset scheduler, and a text
 // viewer.
+export * from './buffer-record.js';
 export * from './jsonl.js';
 export * from './postgres.js';
 export * from './priority.js';

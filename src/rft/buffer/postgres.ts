@@ -69,6 +69,22 @@ export function postgresTarget(url: string): PostgresTarget {
   return { host, port, database, user, display: `postgresql://${user}@${host}:${port}/${database}` };
 }
 
+/**
+ * The URL without its password (user info and `?password=` both), for records a run leaves on disk
+ * (./buffer-record.ts): whoever connects with it brings the password from its own environment (PGPASSWORD, ~/.pgpass).
+ */
+export function postgresUrlWithoutPassword(url: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new Error(`'${redactUrl(url)}' is not a valid PostgreSQL URL (postgresql://user:password@host:port/database)`);
+  }
+  parsed.password = '';
+  parsed.searchParams.delete('password');
+  return parsed.toString();
+}
+
 /** The URL with its password (if any) replaced by "***". */
 function redactUrl(url: string): string {
   return url.replace(/^(postgres(?:ql)?:\/\/[^:/@]*:)[^@]*@/i, '$1***@');
@@ -161,6 +177,8 @@ export class PostgresBuffer implements SharedExperienceBuffer {
       max: options.poolSize ?? 4,
       connectionTimeoutMillis: this.#connectTimeoutMs,
       application_name: `trinity buffer ${this.name}`,
+      // a read-only handle cannot write even by mistake: the server refuses writes in every transaction it opens
+      ...(this.readonly ? { options: '-c default_transaction_read_only=on' } : {}),
     });
     // an idle connection that drops (server restart) is replaced by the next query; nothing waits on it
     this.#pool.on('error', () => {});

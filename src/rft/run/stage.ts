@@ -42,6 +42,7 @@ import {
   type SharedExperienceBuffer,
   sourceFromArray,
   TasksetScheduler,
+  writeBufferRecord,
 } from '../buffer/index.js';
 import { type LoadedCheckpoint, latestCheckpoint } from '../checkpoint.js';
 import type { Experience, ModelBounds } from '../experience.js';
@@ -714,6 +715,8 @@ class StageBuilder {
         : {}),
     });
     this.#closers.push(() => buffer.close());
+    // where the buffer is, for readers of the job folder (the Studio): a PostgreSQL buffer is not in it
+    writeBufferRecord(settings.jobDir, sharedBufferPath(settings), buffer.table);
     // the trainer reads on from its checkpoint's cursor, even when the commit after that checkpoint never happened
     const cursor = this.#saved.buffer?.cursor;
     const savedKind = this.#saved.bufferCursor;
