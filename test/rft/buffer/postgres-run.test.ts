@@ -64,6 +64,14 @@ test('a both-mode GRPO run reads and writes its experiences through PostgreSQL',
     await client.end();
   }
   assert.ok(!lines.join('\n').includes(server.password), 'the password is never logged');
+  // where the buffer is, for the Studio: the server and table, without the password
+  const record = readFileSync(join(jobDir, 'buffer.json'), 'utf8');
+  assert.ok(!record.includes(server.password), record);
+  assert.deepEqual(JSON.parse(record), {
+    backend: 'postgresql',
+    url: url.replace(`:${server.password}@`, '@'),
+    table: 'experience_buffer',
+  });
 });
 
 test('a both-mode run with priority replay on the PostgreSQL buffer finishes; its replay state is committed at the checkpoint', async () => {

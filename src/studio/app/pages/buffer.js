@@ -21,7 +21,14 @@ export async function render(root) {
     'select',
     { id: 'source' },
     sources.map((s) =>
-      el('option', { value: `${s.file}#${s.table ?? ''}` }, `${s.file}${s.table ? ` (${s.table}, ${s.kind})` : ''}`),
+      el(
+        'option',
+        { value: `${s.file}#${s.table ?? ''}` },
+        // a PostgreSQL buffer: where it is (from the stage's buffer.json), not the record's file
+        s.backend === 'postgresql'
+          ? `${s.location} table ${s.table} (${s.stage}, PostgreSQL)`
+          : `${s.file}${s.table ? ` (${s.table}, ${s.kind})` : ''}`,
+      ),
     ),
   );
   const info = el('p', { class: 'muted', id: 'buffer-summary' });
@@ -40,7 +47,15 @@ export async function render(root) {
     }
     const [file, table] = sourceSelect.value.split('#');
     setParams({ offset: offset || '' });
-    const page = await api('/api/rollouts', { file, table, order: 'id', offset, limit });
+    let page;
+    try {
+      page = await api('/api/rollouts', { file, table, order: 'id', offset, limit });
+    } catch (error) {
+      // a database that does not answer (its message names host, port and database): the selectors stay usable
+      info.textContent = '';
+      list.replaceChildren(el('p', { class: 'error', id: 'buffer-error' }, String(error.message ?? error)));
+      return;
+    }
     info.textContent = `${page.total} experiences · showing ${page.total ? offset + 1 : 0}–${Math.min(offset + limit, page.total)}`;
     list.replaceChildren(
       el(
