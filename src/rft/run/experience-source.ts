@@ -92,7 +92,7 @@ export class BufferExperienceSource implements ExperienceSource {
       // the deadline passed with at least minCount
       if (out.length < count && (read.length < want || Date.now() >= deadline)) {
         this.shortBecause = this.shortStep
-          ? 'the explore steps that feed it are written (rollouts failed or were rejected)'
+          ? 'the explore steps that feed it are written (rollouts failed, or were rejected or filtered out)'
           : read.length < want && Date.now() < deadline
             ? 'the explorer finished'
             : `nothing more came within max_read_timeout (${options.timeoutMs / 1000} s)`;

@@ -70,7 +70,7 @@ export class StepBatches {
     if (buffer) {
       read = buffer.delivered;
       sampled.metrics['trainer/stale_dropped'] = buffer.staleDropped;
-      // fewer than a batch came (rollouts failed or were rejected, or the explorer stopped): trained on what came
+      // fewer than a batch came (rollouts failed, were rejected or filtered out, or the explorer stopped): trained on what came
       sampled.metrics['trainer/short_batch'] = buffer.shortBecause === null ? 0 : 1;
     }
     return {
