@@ -717,18 +717,8 @@ export class PostgresBuffer implements SharedExperienceBuffer {
       throw this.#wrap(what, error);
     }
     try {
-      await client.query('BEGIN');
-      const result = await body(client);
-      await client.query('COMMIT');
-      client.release();
-      return result;
+      return await runTransaction(client, body);
     } catch (error) {
-      // a failed ROLLBACK means the connection is gone: release(error) discards it
-      const rolledBack = await client.query('ROLLBACK').then(
-        () => true,
-        () => false,
-      );
-      client.release(rolledBack ? undefined : true);
       if (error instanceof PostgresBufferError) throw error;
       throw this.#wrap(what, error);
     }
@@ -779,5 +769,26 @@ function safeDecode(text: string): string {
     return decodeURIComponent(text);
   } catch {
     return text;
+  }
+}
+
+/**
+ * BEGIN, `body`, COMMIT on a connected pool client, then releases it. On an error: ROLLBACK, release (a client whose
+ * ROLLBACK fails has lost its connection and is discarded), and rethrow the error as it came, for the caller to name.
+ */
+export async function runTransaction<T>(client: pg.PoolClient, body: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  try {
+    await client.query('BEGIN');
+    const result = await body(client);
+    await client.query('COMMIT');
+    client.release();
+    return result;
+  } catch (error) {
+    const rolledBack = await client.query('ROLLBACK').then(
+      () => true,
+      () => false,
+    );
+    client.release(rolledBack ? undefined : true);
+    throw error;
   }
 }

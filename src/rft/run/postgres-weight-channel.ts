@@ -21,7 +21,7 @@
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import pg from 'pg';
-import { postgresTarget } from '../buffer/index.js';
+import { postgresTarget, runTransaction } from '../buffer/index.js';
 import { saveSyncVersion } from './sync-folder.js';
 import {
   type ProcessReceiverOptions,
@@ -242,46 +242,40 @@ export class PostgresWeightChannel implements ProcessWeightChannel {
       throw this.#error('connect', error);
     });
     try {
-      await client.query('BEGIN');
-      // one process creates the tables; the others wait here, then find them
-      await client.query("SELECT pg_advisory_xact_lock(hashtext('trinity:schema'))");
-      await client.query('CREATE TABLE IF NOT EXISTS schema_version (table_name TEXT PRIMARY KEY, version INTEGER NOT NULL)');
-      const { rows } = await client.query<{ version: number }>('SELECT version FROM schema_version WHERE table_name = $1', [
-        this.#table,
-      ]);
-      const found = rows[0]?.version ?? null;
-      if (found !== null && found > WEIGHT_SYNC_SCHEMA_VERSION)
-        throw new Error(
-          `table '${this.#table}' has schema version ${found} (schema_version table), but this trinity knows versions up ` +
-            `to ${WEIGHT_SYNC_SCHEMA_VERSION}: it was written by a newer trinity`,
-        );
-      if (found === null) {
-        await client.query(`
-          CREATE TABLE IF NOT EXISTS ${this.#table} (
-            id INTEGER PRIMARY KEY CHECK (id = 1),
-            revision BIGINT NOT NULL,
-            version INTEGER,
-            dir TEXT,
-            requested BIGINT NOT NULL,
-            answered BIGINT NOT NULL,
-            finished_step INTEGER,
-            finished_revision BIGINT
-          );
-          INSERT INTO ${this.#table} (id, revision, requested, answered) VALUES (1, 0, 0, 0) ON CONFLICT (id) DO NOTHING;
-        `);
-        await client.query('INSERT INTO schema_version (table_name, version) VALUES ($1, $2)', [
+      await runTransaction(client, async () => {
+        // one process creates the tables; the others wait here, then find them
+        await client.query("SELECT pg_advisory_xact_lock(hashtext('trinity:schema'))");
+        await client.query('CREATE TABLE IF NOT EXISTS schema_version (table_name TEXT PRIMARY KEY, version INTEGER NOT NULL)');
+        const { rows } = await client.query<{ version: number }>('SELECT version FROM schema_version WHERE table_name = $1', [
           this.#table,
-          WEIGHT_SYNC_SCHEMA_VERSION,
         ]);
-      }
-      await client.query('COMMIT');
-      client.release();
+        const found = rows[0]?.version ?? null;
+        if (found !== null && found > WEIGHT_SYNC_SCHEMA_VERSION)
+          throw new Error(
+            `table '${this.#table}' has schema version ${found} (schema_version table), but this trinity knows versions up ` +
+              `to ${WEIGHT_SYNC_SCHEMA_VERSION}: it was written by a newer trinity`,
+          );
+        if (found === null) {
+          await client.query(`
+            CREATE TABLE IF NOT EXISTS ${this.#table} (
+              id INTEGER PRIMARY KEY CHECK (id = 1),
+              revision BIGINT NOT NULL,
+              version INTEGER,
+              dir TEXT,
+              requested BIGINT NOT NULL,
+              answered BIGINT NOT NULL,
+              finished_step INTEGER,
+              finished_revision BIGINT
+            );
+            INSERT INTO ${this.#table} (id, revision, requested, answered) VALUES (1, 0, 0, 0) ON CONFLICT (id) DO NOTHING;
+          `);
+          await client.query('INSERT INTO schema_version (table_name, version) VALUES ($1, $2)', [
+            this.#table,
+            WEIGHT_SYNC_SCHEMA_VERSION,
+          ]);
+        }
+      });
     } catch (error) {
-      const rolledBack = await client.query('ROLLBACK').then(
-        () => true,
-        () => false,
-      );
-      client.release(rolledBack ? undefined : true);
       throw this.#error('create the weight sync table', error);
     }
   }

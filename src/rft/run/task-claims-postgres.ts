@@ -7,7 +7,7 @@
 // The tables are registered in the buffer's schema_version table (./../buffer/postgres.ts) with their own version.
 import { hostname } from 'node:os';
 import pg from 'pg';
-import { postgresTarget } from '../buffer/index.js';
+import { postgresTarget, runTransaction } from '../buffer/index.js';
 import {
   type Claim,
   dealMismatch,
@@ -223,17 +223,8 @@ export class PostgresTaskClaims implements TaskClaims {
       throw this.#error(what, error);
     }
     try {
-      await client.query('BEGIN');
-      const result = await body(client);
-      await client.query('COMMIT');
-      client.release();
-      return result;
+      return await runTransaction(client, body);
     } catch (error) {
-      const rolledBack = await client.query('ROLLBACK').then(
-        () => true,
-        () => false,
-      );
-      client.release(rolledBack ? undefined : true);
       throw this.#error(what, error);
     }
   }
