@@ -34,27 +34,43 @@ export function computeClipbAdvantages(input: AdvantageInput, options: Partial<C
     const a = grpo.advantages.detach();
     const keep =
       Math.sqrt(varS) < 1e-12 ? torch.onesLike(mask).bool() : a.ge(0).logicalOr(s.sub(meanS).ge(-mu * Math.sqrt(varS)));
-    const kept = mask.mul(keep.to({ dtype: mask.dtype }));
-    const fraction = (rows: torch.Tensor) => {
-      const m = mask.mul(rows.to({ dtype: mask.dtype }));
-      return 1 - kept.mul(m).sum().item() / Math.max(m.sum().item(), 1);
-    };
-    const actionMask = kept.to({ dtype: input.actionMask.dtype });
-    return {
-      ...grpo,
-      advantages: grpo.advantages.mul(floatMask(actionMask, grpo.advantages)),
-      returns: grpo.returns.mul(floatMask(actionMask, grpo.returns)),
-      actionMask,
-      metrics: {
-        ...grpo.metrics,
-        frac_clipped: 1 - kept.sum().item() / n,
-        frac_clipped_pos: fraction(a.gt(0)),
-        frac_clipped_neg: fraction(a.lt(0)),
-        ES: meanS,
-        varS,
-      },
-    };
+    return tokenClippedResult(grpo, input.actionMask, mask, mask.mul(keep.to({ dtype: mask.dtype })), {
+      ES: meanS,
+      varS,
+    });
   });
+}
+
+/**
+ * A GRPO result trained only on the `kept` tokens (clipb, clipv): its actionMask, advantages and returns zeroed
+ * elsewhere, and the share of masked tokens removed — frac_clipped over all, and over the rows with A > 0 / A < 0.
+ */
+export function tokenClippedResult(
+  grpo: AdvantageResult,
+  inputMask: torch.Tensor,
+  mask: torch.Tensor,
+  kept: torch.Tensor,
+  metrics: Record<string, number>,
+): AdvantageResult {
+  const a = grpo.advantages.detach();
+  const fraction = (rows: torch.Tensor) => {
+    const m = mask.mul(rows.to({ dtype: mask.dtype }));
+    return 1 - kept.mul(m).sum().item() / Math.max(m.sum().item(), 1);
+  };
+  const actionMask = kept.to({ dtype: inputMask.dtype });
+  return {
+    ...grpo,
+    advantages: grpo.advantages.mul(floatMask(actionMask, grpo.advantages)),
+    returns: grpo.returns.mul(floatMask(actionMask, grpo.returns)),
+    actionMask,
+    metrics: {
+      ...grpo.metrics,
+      frac_clipped: 1 - kept.sum().item() / Math.max(mask.sum().item(), 1),
+      frac_clipped_pos: fraction(a.gt(0)),
+      frac_clipped_neg: fraction(a.lt(0)),
+      ...metrics,
+    },
+  };
 }
 
 export const clipbAdvantage: AdvantageModule<ClipbAdvantageOptions> = {

@@ -14,6 +14,7 @@
 // Metrics: frac_clipped (all, pos, neg: the share of masked tokens removed), stdD.
 import * as torch from '../../../torch/index.js';
 import { floatMask } from '../utils.js';
+import { tokenClippedResult } from './clipb.js';
 import { computeGrpoAdvantages } from './grpo.js';
 import { type AdvantageInput, type AdvantageModule, type AdvantageResult, requireField } from './types.js';
 
@@ -62,24 +63,7 @@ export function computeClipvAdvantages(input: AdvantageInput, options: Partial<C
       }
     }
     const kept = mask.mul(clipped.logicalNot().to({ dtype: mask.dtype }));
-    const fraction = (rows: torch.Tensor) => {
-      const m = mask.mul(rows.to({ dtype: mask.dtype }));
-      return 1 - kept.mul(m).sum().item() / Math.max(m.sum().item(), 1);
-    };
-    const actionMask = kept.to({ dtype: input.actionMask.dtype });
-    return {
-      ...grpo,
-      advantages: grpo.advantages.mul(floatMask(actionMask, grpo.advantages)),
-      returns: grpo.returns.mul(floatMask(actionMask, grpo.returns)),
-      actionMask,
-      metrics: {
-        ...grpo.metrics,
-        frac_clipped: 1 - kept.sum().item() / n,
-        frac_clipped_pos: fraction(a.gt(0)),
-        frac_clipped_neg: fraction(negative),
-        stdD,
-      },
-    };
+    return tokenClippedResult(grpo, input.actionMask, mask, kept, { stdD });
   });
 }
 
