@@ -1,21 +1,31 @@
 // GRPO benchmark, side by side with TRL: `node --import tsx bench/grpo.bench.ts [--help]`.
 //
 // The quickstart's GRPO stage (examples/quickstart/config.yaml: its model settings, algorithm, batch, group size,
-// max tokens, learning rate and warm-up, rollout temperature, taskset files) run from the same SFT checkpoint, for the
-// same number of steps, in one run:
+// max tokens, learning rate and warm-up, rollout temperature, taskset files) run from several SFT checkpoints (one
+// per quickstart seed), for the same number of steps, each through:
 //   ours  `trinity run` on a one-stage copy of the config (mode both: rollouts on the engine's worker thread, training
 //         on the trainer's), in a child process; figures from its metrics.jsonl. The quickstart's stage runs one step
 //         off-policy (sync_offset 1: the next step's rollouts are sampled while this step trains); when the config
 //         has an offset, the same stage also runs strictly on-policy (sync_offset 0) as a third column.
 //   TRL   GRPOTrainer (bench/grpo_trl.py, in a child process), with the same settings mapped to GRPOConfig
-// The runs go one after the other (not interleaved: each is a whole training run), each with the machine's cores.
-// Figures: seconds per training step (median over the steps after the first; rollout + train, as each side's loop
-// runs them), generated tokens per second of generation, and held-out greedy accuracy after the last step — measured
-// for both final models by the same Python eval (grpo_trl.py --eval-only: transformers generate, greedy, the model's
-// chat template, every eval problem). It prints a table and ends with one JSON line of figures.
+// Both sides use the seed of the checkpoint (ours: the task order; TRL: GRPOConfig.seed). The runs go one after the
+// other (each is a whole training run), each with the machine's cores.
 //
-// Setup: the model is the quickstart's SFT checkpoint (runs/quickstart/addition/sft/final_model); when it is
-// missing the bench runs `trinity quickstart` first, which makes it.
+// Every run saves its model every --eval-every steps; afterwards one Python process scores the starting model and
+// every saved model with the same eval (grpo_trl.py --eval-only: transformers generate, greedy, the model's chat
+// template, every eval problem). So the accuracies are at equal samples (step s = s × batch × group rollouts on every
+// side) and on one clock per side that counts rollouts + training only:
+//   ours  t(s) = time(s) − time(1) + rollout_s(1) + train_s(1)   (metrics.jsonl: each step's line is written when
+//         its training ends; the first step's own rollout + train time stands for its start; no eval runs in-stage)
+//   TRL   t(s) = Σ_{i ≤ s} step_s(i)                              (on_step_begin → on_step_end: generation + update;
+//         the checkpoint saves fall between steps, outside it)
+// Time to target: the first eval step whose accuracy ≥ start + --target-gain, on that clock; TRL / ours is the speed-up
+// to the same accuracy. It prints a table per seed, a summary over seeds (mean and min–max), and ends with one JSON
+// line of figures (with the CPU's vector features and the thread counts).
+//
+// Setup: the model of seed N is the quickstart's SFT checkpoint (runs/quickstart/addition/sft/final_model for seed 0,
+// runs/quickstart/addition-seedN/sft/final_model otherwise); when it is missing the bench runs `trinity quickstart
+// --seed N` first, which makes it. --models DIR,DIR,... gives the checkpoints instead.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -26,25 +36,35 @@ import { findPython, fmt, median, now, r2, r3, repoRoot, secondsSince, table } f
 
 const benchStart = now();
 
-const HELP = `GRPO benchmark: the quickstart's GRPO stage through this framework and through TRL's GRPOTrainer.
+const HELP = `GRPO benchmark: the quickstart's GRPO stage through this framework and through TRL's GRPOTrainer, from
+several SFT checkpoints; held-out greedy accuracy at equal samples and time to a target accuracy.
   node --import tsx bench/grpo.bench.ts [options]
 
-  --model DIR      starting model (default runs/quickstart/addition/sft/final_model; made by trinity quickstart)
-  --config FILE    config whose GRPO stage is benchmarked (default examples/quickstart/config.yaml)
-  --steps N        training steps on each side (default: the stage's total_steps, 360 for the quickstart)
-  --seed N         seed of both sides (default 0)
-  --threads N      intra-op threads of TRL's side (default: the core count; ours uses its own defaults)
-  --out DIR        working folder (default runs/bench-grpo)
+  --seeds N,N,...    seeds (default 0,1,2): seed N starts from quickstart seed N's SFT checkpoint (made by
+                     trinity quickstart --seed N when missing) and seeds both sides
+  --models DIR,...   starting models instead (one per seed; seeds default to 0,1,2,... in this order)
+  --config FILE      config whose GRPO stage is benchmarked (default examples/quickstart/config.yaml)
+  --steps N          training steps on each side (default: the stage's total_steps)
+  --eval-every K     steps between the saved models that are evaluated (default: the config's
+                     explorer.eval_interval, else 30); the last step is always evaluated
+  --target-gain P    accuracy target = start accuracy + P (default 0.10: +10 points), per seed
+  --threads N        intra-op threads of TRL's side (default: the core count; ours splits the cores as
+                     trinity run does: half each to the explorer and the trainer when they overlap)
+  --skip-on-policy   do not run ours strictly on-policy (sync_offset 0) as a third column
+  --out DIR          working folder (default runs/bench-grpo; seed N's runs in DIR/seed-N)
 
 Environment: TRINITY_BENCH_PYTHON (default .cache/python-ref/bin/python, which has trl).`;
 
 const { values } = parseArgs({
   options: {
-    model: { type: 'string' },
+    seeds: { type: 'string' },
+    models: { type: 'string' },
     config: { type: 'string' },
     steps: { type: 'string' },
-    seed: { type: 'string', default: '0' },
+    'eval-every': { type: 'string' },
+    'target-gain': { type: 'string', default: '0.1' },
     threads: { type: 'string' },
+    'skip-on-policy': { type: 'boolean', default: false },
     out: { type: 'string' },
     help: { type: 'boolean' },
   },
@@ -53,10 +73,31 @@ if (values.help) {
   console.log(HELP);
   process.exit(0);
 }
-const seed = Number(values.seed);
+
+const integerList = (flag: string, text: string): number[] =>
+  text.split(',').map((part) => {
+    const n = Number(part.trim());
+    if (part.trim() === '' || !Number.isInteger(n) || n < 0) throw new Error(`${flag}: '${part}' is not a non-negative integer`);
+    return n;
+  });
+const givenModels = values.models?.split(',').map((m) => resolve(m.trim()));
+const seeds =
+  values.seeds !== undefined ? integerList('--seeds', values.seeds) : givenModels ? givenModels.map((_, i) => i) : [0, 1, 2];
+if (givenModels && givenModels.length !== seeds.length) {
+  throw new Error(
+    `--models gives ${givenModels.length} folders but --seeds gives ${seeds.length} seeds: give one seed per model`,
+  );
+}
+const quickstartModel = (seed: number) =>
+  join(repoRoot, 'runs', 'quickstart', seed === 0 ? 'addition' : `addition-seed${seed}`, 'sft', 'final_model');
+const models = givenModels ?? seeds.map(quickstartModel);
 const threads = Number(values.threads ?? os.availableParallelism());
+const cores = os.availableParallelism();
+const targetGain = Number(values['target-gain']);
+if (!Number.isFinite(targetGain) || targetGain <= 0 || targetGain >= 1) {
+  throw new Error(`--target-gain must be in (0, 1) (a share of the eval problems), got '${values['target-gain']}'`);
+}
 const configFile = resolve(values.config ?? join(repoRoot, 'examples', 'quickstart', 'config.yaml'));
-const modelDir = resolve(values.model ?? join(repoRoot, 'runs', 'quickstart', 'addition', 'sft', 'final_model'));
 const outDir = resolve(values.out ?? join(repoRoot, 'runs', 'bench-grpo'));
 const python = findPython();
 
@@ -73,7 +114,7 @@ function merge(base: Doc, over: Doc): Doc {
   return out;
 }
 
-/** Runs a command, streaming its stderr through; resolves with its stdout. */
+/** Runs a command, collecting its output; resolves with its stdout. */
 function run(command: string, args: string[], label: string): Promise<string> {
   return new Promise((done, fail) => {
     const child = spawn(command, args, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -104,13 +145,24 @@ const lastJsonLine = (text: string): Doc => {
   return JSON.parse(line) as Doc;
 };
 
-// --- setup: the SFT checkpoint and the GRPO stage's settings --------------------------------------------------------
-
-if (!existsSync(join(modelDir, 'config.json'))) {
-  if (values.model !== undefined) throw new Error(`--model ${modelDir}: no config.json there`);
-  console.log(`no SFT checkpoint at ${modelDir}: running trinity quickstart to make it`);
-  await run(process.execPath, [join(repoRoot, 'bin', 'trinity.js'), 'quickstart'], 'trinity quickstart');
+/** The CPU's model name and the vector features that decide which kernels run (Linux /proc/cpuinfo). */
+function cpuInfo(): { model: string; cores: number; avx2: boolean; avx512f: boolean; avx512_bf16: boolean; amx: boolean } {
+  const text = existsSync('/proc/cpuinfo') ? readFileSync('/proc/cpuinfo', 'utf8') : '';
+  const flags = new Set((/^flags\s*:\s*(.*)$/m.exec(text)?.[1] ?? '').split(/\s+/));
+  return {
+    model: /^model name\s*:\s*(.*)$/m.exec(text)?.[1]?.trim() ?? os.cpus()[0]?.model ?? 'unknown',
+    cores,
+    avx2: flags.has('avx2'),
+    avx512f: flags.has('avx512f'),
+    avx512_bf16: flags.has('avx512_bf16'),
+    amx: flags.has('amx_tile'),
+  };
 }
+const cpu = cpuInfo();
+const cpuFlags =
+  (['avx2', 'avx512f', 'avx512_bf16', 'amx'] as const).filter((f) => cpu[f]).join(', ') || 'none of avx2/avx512f/amx';
+
+// --- the GRPO stage's settings --------------------------------------------------------------------------------------
 
 const base = asDoc(YAML.parse(readFileSync(configFile, 'utf8')));
 const stages = (base.stages as Doc[] | undefined) ?? [];
@@ -123,6 +175,12 @@ const stepsGiven = values.steps ?? at(stage, 'buffer', 'total_steps');
 if (stepsGiven === undefined) throw new Error(`${configFile}: the GRPO stage has no buffer.total_steps; pass --steps N`);
 const steps = Number(stepsGiven);
 if (!Number.isInteger(steps) || steps < 2) throw new Error(`--steps must be an integer >= 2, got '${stepsGiven}'`);
+const evalEveryGiven = values['eval-every'] ?? at(stage, 'explorer', 'eval_interval') ?? 30;
+const evalEvery = Number(evalEveryGiven);
+if (!Number.isInteger(evalEvery) || evalEvery < 1)
+  throw new Error(`--eval-every must be an integer >= 1, got '${evalEveryGiven}'`);
+/** The steps whose models are evaluated: 0 (the start), every evalEvery-th, and the last. */
+const evalSteps = [0, ...Array.from({ length: Math.floor((steps - 1) / evalEvery) }, (_, i) => (i + 1) * evalEvery), steps];
 const fromConfig = (p: unknown) => resolve(configDir, String(p));
 const taskset = asDoc(at(stage, 'buffer', 'explorer_input', 'taskset'));
 const evalTaskset = asDoc((at(stage, 'buffer', 'explorer_input', 'eval_tasksets') as Doc[] | undefined)?.[0]);
@@ -145,25 +203,46 @@ for (const [k, v] of Object.entries(settings)) {
   if (typeof v === 'number' && !Number.isFinite(v)) throw new Error(`${configFile}: the GRPO stage has no usable ${k}`);
 }
 const beta = settings.klLoss === 'none' ? 0 : settings.klCoef;
+/** The stage's synchronizer offset: 1 = the explorer samples step s + 1 while the trainer trains step s. */
+const syncOffset = Number(at(stage, 'synchronizer', 'sync_offset') ?? 0);
+const withOnPolicy = syncOffset > 0 && !values['skip-on-policy'];
+// how trinity run splits the cores in mode both (src/rft/run/stage-settings.ts): half each when the loops overlap
+const ourThreads = (offset: number) =>
+  offset > 0
+    ? { explorer: Math.max(1, Math.floor(cores / 2)), trainer: Math.max(1, Math.ceil(cores / 2)) }
+    : { explorer: cores, trainer: cores };
 console.log(
-  `GRPO stage of ${configFile}\n  model ${modelDir}\n  ${steps} steps x ${settings.batch} tasks x ${settings.group} samples, ` +
-    `max ${settings.maxTokens} tokens, T ${settings.temperature}, lr ${settings.lr} (warm-up ${settings.warmupSteps}), KL coef ${beta}`,
+  `GRPO stage of ${configFile}\n  ${steps} steps x ${settings.batch} tasks x ${settings.group} samples, ` +
+    `max ${settings.maxTokens} tokens, T ${settings.temperature}, lr ${settings.lr} (warm-up ${settings.warmupSteps}), KL coef ${beta}\n` +
+    `  seeds ${seeds.join(', ')}; eval at steps ${evalSteps.join(', ')}; target: start + ${fmt(targetGain * 100, 1)} points\n` +
+    `  CPU ${cpu.model}, ${cores} cores (${cpuFlags}); threads: TRL ${threads}, ours explorer/trainer ` +
+    `${ourThreads(syncOffset).explorer}/${ourThreads(syncOffset).trainer}${withOnPolicy ? `, on-policy ${cores}/${cores}` : ''}`,
 );
 rmSync(outDir, { recursive: true, force: true });
 mkdirSync(outDir, { recursive: true });
 
-// --- ours ----------------------------------------------------------------------------------------------------------
+// --- one side's run -------------------------------------------------------------------------------------------------
 
-/** The stage's synchronizer offset: 1 = the explorer samples step s + 1 while the trainer trains step s. */
-const syncOffset = Number(at(stage, 'synchronizer', 'sync_offset') ?? 0);
+/** A training run: its clock at every evaluated step, the model saved there, and its speed figures. */
+interface Run {
+  /** Seconds of rollouts + training up to the end of step s (see the header), for every s in evalSteps (0 at 0). */
+  clock: number[];
+  /** The saved model of every evaluated step after 0. */
+  checkpoints: string[];
+  sPerStep: number;
+  generatedTokensPerS: number;
+  rewardFirst: number;
+  rewardLast: number;
+  wallS: number;
+}
 
-/** One `trinity run` of the stage (with `overrides`) in a child process; figures from its metrics.jsonl. */
-async function runOurs(name: string, overrides: Doc) {
+/** One `trinity run` of the stage from `modelDir` (with `overrides`) in a child process; figures from its metrics.jsonl. */
+async function runOurs(seedDir: string, name: string, modelDir: string, seed: number, overrides: Doc): Promise<Run> {
   const config = merge(
     merge(stage, {
-      project: basename(outDir), // the job folder is checkpoint_root_dir/project/name = outDir/name
+      project: basename(seedDir), // the job folder is checkpoint_root_dir/project/name = seedDir/name
       name,
-      checkpoint_root_dir: dirname(outDir),
+      checkpoint_root_dir: dirname(seedDir),
       model: { model_path: modelDir },
       mode: 'both',
       // a coefficient-0 KL term only measures the drift (the quickstart's KL curve); TRL with beta 0 loads no
@@ -174,19 +253,19 @@ async function runOurs(name: string, overrides: Doc) {
         explorer_input: { taskset: { ...taskset, path: settings.trainFile, task_selector: { selector_type: 'shuffle', seed } } },
       },
       explorer: { eval_interval: 1_000_000, eval_on_startup: false },
-      trainer: { save_interval: 1_000_000 },
+      trainer: { save_interval: evalEvery, max_checkpoints_to_keep: 0 },
       monitor: { monitor_type: ['jsonl'] },
     }),
     overrides,
   );
   asDoc(at(config, 'buffer', 'explorer_input')).eval_tasksets = undefined;
-  const configPath = join(outDir, `${name}.yaml`);
+  const configPath = join(seedDir, `${name}.yaml`);
   writeFileSync(configPath, YAML.stringify(JSON.parse(JSON.stringify(config))));
-  console.log(`\nours (${name}): trinity run --config ${configPath}`);
+  console.log(`  ours (${name}): trinity run --config ${configPath}`);
   const start = now();
   await run(process.execPath, [join(repoRoot, 'bin', 'trinity.js'), 'run', '--config', configPath], 'trinity run');
-  const wall = secondsSince(start);
-  const job = join(outDir, name);
+  const wallS = secondsSince(start);
+  const job = join(seedDir, name);
   const metrics = readFileSync(join(job, 'metrics.jsonl'), 'utf8')
     .trim()
     .split('\n')
@@ -197,121 +276,293 @@ async function runOurs(name: string, overrides: Doc) {
       experiences: m['rollout/experiences'] ?? Number.NaN,
       responseLength: m['rollout/response_length/mean'] ?? Number.NaN,
       rolloutS: m['rollout/time_s'] ?? Number.NaN,
+      trainS: m['time/train_s'] ?? Number.NaN,
       reward: m['rollout/reward/mean'] ?? Number.NaN,
     }));
   if (metrics.length !== steps) throw new Error(`ours (${name}): ${metrics.length} steps in metrics.jsonl, expected ${steps}`);
+  const first = metrics[0] as (typeof metrics)[number];
+  const origin = first.time - first.rolloutS - first.trainS;
   return {
-    stepS: metrics.slice(1).map((m, i) => m.time - (metrics[i]?.time ?? Number.NaN)),
-    tokens: metrics.reduce((a, m) => a + m.responseLength * m.experiences, 0),
-    generateS: metrics.reduce((a, m) => a + m.rolloutS, 0),
-    rewardFirst: metrics[0]?.reward ?? Number.NaN,
+    clock: evalSteps.map((s) => (s === 0 ? 0 : (metrics[s - 1] as (typeof metrics)[number]).time - origin)),
+    checkpoints: evalSteps
+      .slice(1)
+      .map((s) => (s === steps ? join(job, 'final_model') : join(job, 'checkpoints', `global_step_${s}`, 'model'))),
+    sPerStep: median(metrics.slice(1).map((m, i) => m.time - (metrics[i]?.time ?? Number.NaN))),
+    generatedTokensPerS:
+      metrics.reduce((a, m) => a + m.responseLength * m.experiences, 0) / metrics.reduce((a, m) => a + m.rolloutS, 0),
+    rewardFirst: first.reward,
     rewardLast: metrics.at(-1)?.reward ?? Number.NaN,
-    wall,
-    finalModel: join(job, 'final_model'),
+    wallS,
   };
 }
-const ours = await runOurs('ours', {});
-// the same stage strictly on-policy (rollouts and training take turns), when the config overlaps them
-const onPolicy = syncOffset > 0 ? await runOurs('ours-on-policy', { synchronizer: { sync_offset: 0 } }) : null;
 
-// --- TRL -----------------------------------------------------------------------------------------------------------
-
-console.log(`TRL: ${python} bench/grpo_trl.py`);
-const trlStart = now();
-const trl = lastJsonLine(
-  await run(
-    python,
-    [
-      join(repoRoot, 'bench', 'grpo_trl.py'),
-      ...['--model', modelDir, '--train', settings.trainFile, '--eval', settings.evalFile],
-      ...['--group', String(settings.group), '--batch', String(settings.batch), '--max-tokens', String(settings.maxTokens)],
-      ...['--lr', String(settings.lr), '--warmup-steps', String(settings.warmupSteps), '--steps', String(steps)],
-      ...['--scheduler', settings.scheduler, '--min-lr-ratio', String(settings.minLrRatio)],
-      ...['--temperature', String(settings.temperature), '--beta', String(beta), '--seed', String(seed)],
-      ...['--threads', String(threads), '--out', join(outDir, 'trl')],
-    ],
-    'grpo_trl.py',
-  ),
-);
-const trlWall = secondsSince(trlStart);
-const trlStepS = (trl.step_s as number[]).slice(1);
-const trlTokens = (trl.generated_tokens as number[]).reduce((a, b) => a + b, 0);
-const trlGenerateS = (trl.generate_s as number[]).reduce((a, b) => a + b, 0);
-
-// --- the same eval for both final models ---------------------------------------------------------------------------
-
-const evalOf = async (dir: string) =>
-  Number(
-    lastJsonLine(
-      await run(
-        python,
-        [
-          join(repoRoot, 'bench', 'grpo_trl.py'),
-          '--eval-only',
-          dir,
-          '--eval',
-          settings.evalFile,
-          '--max-tokens',
-          String(settings.maxTokens),
-        ],
-        `eval of ${dir}`,
-      ),
-    ).accuracy,
+/** TRL's GRPOTrainer on the same stage (bench/grpo_trl.py in a child process), saving every evalEvery steps. */
+async function runTrl(seedDir: string, modelDir: string, seed: number): Promise<Run & { versions: Doc }> {
+  const out = join(seedDir, 'trl');
+  console.log(`  TRL: ${python} bench/grpo_trl.py --out ${out}`);
+  const start = now();
+  const trl = lastJsonLine(
+    await run(
+      python,
+      [
+        join(repoRoot, 'bench', 'grpo_trl.py'),
+        ...['--model', modelDir, '--train', settings.trainFile, '--eval', settings.evalFile],
+        ...['--group', String(settings.group), '--batch', String(settings.batch), '--max-tokens', String(settings.maxTokens)],
+        ...['--lr', String(settings.lr), '--warmup-steps', String(settings.warmupSteps), '--steps', String(steps)],
+        ...['--scheduler', settings.scheduler, '--min-lr-ratio', String(settings.minLrRatio)],
+        ...['--temperature', String(settings.temperature), '--beta', String(beta), '--seed', String(seed)],
+        ...['--threads', String(threads), '--save-every', String(evalEvery), '--out', out],
+      ],
+      'grpo_trl.py',
+    ),
   );
-const startAccuracy = await evalOf(modelDir);
-const trlAccuracy = Number(trl.accuracy);
-const ourFigures = async (o: Awaited<ReturnType<typeof runOurs>>) => ({
-  s_per_step: r3(median(o.stepS)),
-  generated_tokens_per_s: r2(o.tokens / o.generateS),
-  accuracy: r3(await evalOf(o.finalModel)),
-  wall_s: r2(o.wall),
-  reward_first: r3(o.rewardFirst),
-  reward_last: r3(o.rewardLast),
-});
-const figures = {
-  ours: { sync_offset: syncOffset, ...(await ourFigures(ours)) },
-  ...(onPolicy ? { ours_on_policy: { sync_offset: 0, ...(await ourFigures(onPolicy)) } } : {}),
-  trl: {
-    s_per_step: r3(median(trlStepS)),
-    generated_tokens_per_s: r2(trlTokens / trlGenerateS),
-    accuracy: r3(trlAccuracy),
-    wall_s: r2(trlWall),
-    reward_first: r3((trl.rewards as number[])[0] ?? Number.NaN),
-    reward_last: r3((trl.rewards as number[]).at(-1) ?? Number.NaN),
-  },
+  const wallS = secondsSince(start);
+  const stepS = trl.step_s as number[];
+  if (stepS.length !== steps) throw new Error(`TRL: ${stepS.length} step times, expected ${steps}`);
+  let sum = 0;
+  const elapsed = stepS.map((s) => {
+    sum += s;
+    return sum;
+  });
+  const saved = trl.checkpoints as Record<string, string>;
+  const rewards = trl.rewards as number[];
+  return {
+    clock: evalSteps.map((s) => (s === 0 ? 0 : (elapsed[s - 1] as number))),
+    checkpoints: evalSteps.slice(1).map((s) => {
+      const dir = s === steps ? String(trl.final_model) : saved[String(s)];
+      if (dir === undefined) throw new Error(`TRL: no checkpoint saved at step ${s}`);
+      return resolve(repoRoot, dir);
+    }),
+    sPerStep: median(stepS.slice(1)),
+    generatedTokensPerS:
+      (trl.generated_tokens as number[]).reduce((a, b) => a + b, 0) / (trl.generate_s as number[]).reduce((a, b) => a + b, 0),
+    rewardFirst: rewards[0] ?? Number.NaN,
+    rewardLast: rewards.at(-1) ?? Number.NaN,
+    wallS,
+    versions: trl.versions as Doc,
+  };
+}
+
+/** The same eval for every folder (one Python process): greedy held-out accuracy, in the folders' order. */
+async function evaluate(dirs: string[], tokenizerDir: string): Promise<number[]> {
+  const reply = lastJsonLine(
+    await run(
+      python,
+      [
+        join(repoRoot, 'bench', 'grpo_trl.py'),
+        ...['--eval-only', ...dirs],
+        ...['--tokenizer', tokenizerDir, '--eval', settings.evalFile, '--max-tokens', String(settings.maxTokens)],
+        ...['--threads', String(cores)],
+      ],
+      'grpo_trl.py --eval-only',
+    ),
+  );
+  const accuracies = reply.accuracies as number[];
+  if (accuracies.length !== dirs.length) throw new Error(`eval: ${accuracies.length} accuracies for ${dirs.length} folders`);
+  return accuracies;
+}
+
+// --- per seed -------------------------------------------------------------------------------------------------------
+
+const sideNames = ['ours', ...(withOnPolicy ? ['ours_on_policy'] : []), 'trl'] as const;
+type SideName = (typeof sideNames)[number];
+const sideLabel: Record<string, string> = {
+  ours: syncOffset > 0 ? `ours (sync_offset ${syncOffset})` : 'ours',
+  ours_on_policy: 'ours, on-policy',
+  trl: 'TRL',
 };
-const columns = [
-  { name: syncOffset > 0 ? `ours (sync_offset ${syncOffset})` : 'ours', f: figures.ours },
-  ...(figures.ours_on_policy ? [{ name: 'ours, on-policy', f: figures.ours_on_policy }] : []),
-];
-const perColumn = (cell: (f: typeof figures.trl) => string, ratio?: (f: typeof figures.trl) => string) => [
-  ...columns.map((c) => cell(c.f)),
-  cell(figures.trl),
-  ...(ratio ? columns.map((c) => ratio(c.f)) : columns.map(() => '')),
-];
+
+interface SideResult {
+  accuracy: number[];
+  clock: number[];
+  /** Seconds (on the side's clock) to the first evaluated step at or above the target; null: not reached. */
+  timeToTarget: number | null;
+  stepToTarget: number | null;
+  run: Run;
+}
+interface SeedResult {
+  seed: number;
+  model: string;
+  startAccuracy: number;
+  target: number;
+  sides: Record<string, SideResult>;
+}
+
+let versions: Doc = {};
+const results: SeedResult[] = [];
+for (const [i, seed] of seeds.entries()) {
+  const modelDir = models[i] as string;
+  console.log(`\nseed ${seed}: ${modelDir}`);
+  if (!existsSync(join(modelDir, 'config.json'))) {
+    if (givenModels) throw new Error(`--models ${modelDir}: no config.json there`);
+    console.log(`  no SFT checkpoint there: running trinity quickstart --seed ${seed} to make it`);
+    await run(
+      process.execPath,
+      [join(repoRoot, 'bin', 'trinity.js'), 'quickstart', '--seed', String(seed)],
+      'trinity quickstart',
+    );
+  }
+  const seedDir = join(outDir, `seed-${seed}`);
+  mkdirSync(seedDir, { recursive: true });
+  const runs: Partial<Record<SideName, Run>> = {};
+  runs.ours = await runOurs(seedDir, 'ours', modelDir, seed, {});
+  // the same stage strictly on-policy (rollouts and training take turns)
+  if (withOnPolicy)
+    runs.ours_on_policy = await runOurs(seedDir, 'ours-on-policy', modelDir, seed, { synchronizer: { sync_offset: 0 } });
+  const trl = await runTrl(seedDir, modelDir, seed);
+  runs.trl = trl;
+  versions = trl.versions;
+  const ordered = sideNames.map((name) => [name, runs[name] as Run] as const);
+  console.log(`  eval: ${1 + ordered.length * (evalSteps.length - 1)} models`);
+  const accuracies = await evaluate([modelDir, ...ordered.flatMap(([, r]) => r.checkpoints)], modelDir);
+  const startAccuracy = accuracies[0] as number;
+  const target = startAccuracy + targetGain;
+  const sides: Record<string, SideResult> = {};
+  for (const [k, [name, r]] of ordered.entries()) {
+    const accuracy = [startAccuracy, ...accuracies.slice(1 + k * (evalSteps.length - 1), 1 + (k + 1) * (evalSteps.length - 1))];
+    const reached = accuracy.findIndex((a) => a >= target - 1e-9);
+    sides[name] = {
+      accuracy,
+      clock: r.clock,
+      timeToTarget: reached < 0 ? null : (r.clock[reached] as number),
+      stepToTarget: reached < 0 ? null : (evalSteps[reached] as number),
+      run: r,
+    };
+  }
+  const result: SeedResult = { seed, model: modelDir, startAccuracy, target, sides };
+  results.push(result);
+  printSeed(result);
+}
+
+function printSeed(r: SeedResult): void {
+  const names = Object.keys(r.sides);
+  table(
+    `seed ${r.seed}: held-out greedy accuracy % (seconds of rollouts + training) by step; start ${fmt(r.startAccuracy * 100, 1)}%, target ${fmt(r.target * 100, 1)}%`,
+    ['step', 'samples', ...names.map((n) => sideLabel[n] ?? n)],
+    evalSteps.map((s, j) => [
+      String(s),
+      String(s * settings.batch * settings.group),
+      ...names.map((n) => {
+        const side = r.sides[n] as SideResult;
+        return `${fmt((side.accuracy[j] as number) * 100, 1)} (${fmt(side.clock[j] as number, 1)} s)`;
+      }),
+    ]),
+  );
+  const trl = r.sides.trl as SideResult;
+  table(
+    `seed ${r.seed}: speed`,
+    ['', ...names.map((n) => sideLabel[n] ?? n)],
+    [
+      ['s per training step', ...names.map((n) => fmt((r.sides[n] as SideResult).run.sPerStep, 3))],
+      ['generated tokens/s', ...names.map((n) => fmt((r.sides[n] as SideResult).run.generatedTokensPerS, 0))],
+      [
+        'rollout reward, first -> last step',
+        ...names.map(
+          (n) => `${fmt((r.sides[n] as SideResult).run.rewardFirst)} -> ${fmt((r.sides[n] as SideResult).run.rewardLast)}`,
+        ),
+      ],
+      [
+        `s to ${fmt(r.target * 100, 1)}% (step)`,
+        ...names.map((n) => {
+          const side = r.sides[n] as SideResult;
+          return side.timeToTarget === null ? 'not reached' : `${fmt(side.timeToTarget, 1)} (${side.stepToTarget})`;
+        }),
+      ],
+      ['TRL time / this time to target', ...names.map((n) => fmt(speedupToTarget(trl, r.sides[n] as SideResult)))],
+      ['whole run s (with setup)', ...names.map((n) => fmt((r.sides[n] as SideResult).run.wallS, 1))],
+    ],
+  );
+}
+
+/** TRL's time to the target over `side`'s; null when either side did not reach it (a lower bound when only TRL missed). */
+function speedupToTarget(trl: SideResult, side: SideResult): number | null {
+  if (trl.timeToTarget === null || side.timeToTarget === null || side.timeToTarget === 0) return null;
+  return trl.timeToTarget / side.timeToTarget;
+}
+
+// --- over seeds -----------------------------------------------------------------------------------------------------
+
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+/** Mean and range of per-seed values (nulls, e.g. "not reached", are left out and counted). */
+function spread(xs: (number | null)[]): { mean: number | null; min: number | null; max: number | null; n: number } {
+  const v = xs.filter((x): x is number => x !== null && Number.isFinite(x));
+  return v.length === 0
+    ? { mean: null, min: null, max: null, n: 0 }
+    : { mean: mean(v), min: Math.min(...v), max: Math.max(...v), n: v.length };
+}
+const showSpread = (s: ReturnType<typeof spread>, scale = 1, digits = 1) =>
+  s.mean === null
+    ? 'none'
+    : `${fmt(s.mean * scale, digits)} (${fmt((s.min as number) * scale, digits)}..${fmt((s.max as number) * scale, digits)})${s.n < results.length ? ` [${s.n} of ${results.length}]` : ''}`;
+
+/** Mean accuracy over the evaluated steps after 0: the area under the accuracy-vs-samples curve, per step. */
+const curveMean = (side: SideResult) => mean(side.accuracy.slice(1));
+const names = sideNames as readonly string[];
+const perSeed = (f: (r: SeedResult, side: SideResult, name: string) => number | null) =>
+  Object.fromEntries(names.map((n) => [n, results.map((r) => f(r, r.sides[n] as SideResult, n))]));
+const finals = perSeed((_, s) => s.accuracy.at(-1) as number);
+const curves = perSeed((_, s) => curveMean(s));
+const gains = perSeed((r, s) => (s.accuracy.at(-1) as number) - r.startAccuracy);
+const timesToTarget = perSeed((_, s) => s.timeToTarget);
+const speedups = perSeed((r, s) => speedupToTarget(r.sides.trl as SideResult, s));
+const minusTrl = (values: Record<string, (number | null)[]>, n: string) =>
+  (values[n] as number[]).map((v, i) => v - ((values.trl as number[])[i] as number));
+
 table(
-  `GRPO, ${steps} steps x ${settings.batch} tasks x ${settings.group} samples (start accuracy ${fmt(startAccuracy * 100, 1)}%)`,
-  ['', ...columns.map((c) => c.name), 'TRL', ...columns.map((c) => `TRL / ${c.name}`)],
+  `over seeds ${seeds.join(', ')}: mean (min..max); accuracies in %, ${results.length} x 500-problem evals (±~2 points standard error each)`,
+  ['', ...names.map((n) => sideLabel[n] ?? n)],
   [
+    ['start accuracy', ...names.map(() => showSpread(spread(results.map((r) => r.startAccuracy)), 100))],
+    ['final accuracy', ...names.map((n) => showSpread(spread(finals[n] as number[]), 100))],
+    ['gain over start, points', ...names.map((n) => showSpread(spread(gains[n] as number[]), 100))],
+    ['mean accuracy over eval steps', ...names.map((n) => showSpread(spread(curves[n] as number[]), 100))],
+    ['final - TRL final, points', ...names.map((n) => (n === 'trl' ? '' : showSpread(spread(minusTrl(finals, n)), 100)))],
     [
-      's per training step',
-      ...perColumn(
-        (f) => fmt(f.s_per_step, 3),
-        (f) => fmt(figures.trl.s_per_step / f.s_per_step),
-      ),
+      'curve mean - TRL curve mean, points',
+      ...names.map((n) => (n === 'trl' ? '' : showSpread(spread(minusTrl(curves, n)), 100))),
     ],
-    [
-      'generated tokens/s',
-      ...perColumn(
-        (f) => fmt(f.generated_tokens_per_s, 0),
-        (f) => fmt(figures.trl.generated_tokens_per_s / f.generated_tokens_per_s),
-      ),
-    ],
-    ['held-out accuracy (greedy) %', ...perColumn((f) => fmt(f.accuracy * 100, 1))],
-    ['rollout reward, first -> last step', ...perColumn((f) => `${fmt(f.reward_first)} -> ${fmt(f.reward_last)}`)],
-    ['whole run s', ...perColumn((f) => fmt(f.wall_s, 1))],
+    ['s to target (rollouts + training)', ...names.map((n) => showSpread(spread(timesToTarget[n] as (number | null)[])))],
+    ['TRL time / this time to target', ...names.map((n) => showSpread(spread(speedups[n] as (number | null)[]), 1, 2))],
   ],
 );
+// the verdict the issue asks for: does ours learn at least as much per sample as TRL, seed by seed and on average
+for (const n of names.filter((x) => x !== 'trl')) {
+  const d = minusTrl(curves, n);
+  const f = minusTrl(finals, n);
+  const perSeedText = results
+    .map((r, i) => `seed ${r.seed} ${fmt((f[i] as number) * 100, 1)}/${fmt((d[i] as number) * 100, 1)}`)
+    .join(', ');
+  console.log(
+    `${sideLabel[n]} - TRL, points (final/curve mean): ${perSeedText}; mean ${fmt(mean(f) * 100, 1)}/${fmt(mean(d) * 100, 1)}: ` +
+      (mean(d) >= 0 && mean(f) >= 0
+        ? 'learns at least as much per sample'
+        : 'LEARNS LESS PER SAMPLE than TRL (see bench/README.md: grpo-same-batch)'),
+  );
+}
+
+const sideJson = (r: SeedResult, n: string) => {
+  const s = r.sides[n] as SideResult;
+  return {
+    accuracy: s.accuracy.map(r3),
+    seconds: s.clock.map(r2),
+    time_to_target_s: s.timeToTarget === null ? null : r2(s.timeToTarget),
+    step_to_target: s.stepToTarget,
+    s_per_step: r3(s.run.sPerStep),
+    generated_tokens_per_s: r2(s.run.generatedTokensPerS),
+    reward_first: r3(s.run.rewardFirst),
+    reward_last: r3(s.run.rewardLast),
+    wall_s: r2(s.run.wallS),
+  };
+};
+const spreadJson = (xs: (number | null)[]) => {
+  const s = spread(xs);
+  return {
+    mean: s.mean === null ? null : r3(s.mean),
+    min: s.min === null ? null : r3(s.min),
+    max: s.max === null ? null : r3(s.max),
+    n: s.n,
+  };
+};
 console.log(
   JSON.stringify({
     bench: 'grpo',
@@ -320,13 +571,40 @@ console.log(
     group: settings.group,
     max_tokens: settings.maxTokens,
     lr: settings.lr,
-    start_accuracy: r3(startAccuracy),
-    ...figures,
-    speedup_per_step: r2(figures.trl.s_per_step / figures.ours.s_per_step),
-    ...(figures.ours_on_policy
-      ? { speedup_per_step_on_policy: r2(figures.trl.s_per_step / figures.ours_on_policy.s_per_step) }
-      : {}),
-    versions: trl.versions as Doc,
+    sync_offset: syncOffset,
+    eval_steps: evalSteps,
+    target_gain: targetGain,
+    cpu,
+    threads: { trl: threads, ours: ourThreads(syncOffset), ...(withOnPolicy ? { ours_on_policy: ourThreads(0) } : {}) },
+    seeds: results.map((r) => ({
+      seed: r.seed,
+      model: r.model,
+      start_accuracy: r3(r.startAccuracy),
+      target: r3(r.target),
+      ...Object.fromEntries(names.map((n) => [n, sideJson(r, n)])),
+    })),
+    mean: Object.fromEntries(
+      names.map((n) => [
+        n,
+        {
+          final_accuracy: spreadJson(finals[n] as number[]),
+          curve_mean_accuracy: spreadJson(curves[n] as number[]),
+          gain: spreadJson(gains[n] as number[]),
+          time_to_target_s: spreadJson(timesToTarget[n] as (number | null)[]),
+          ...(n === 'trl'
+            ? {}
+            : {
+                final_minus_trl: spreadJson(minusTrl(finals, n)),
+                curve_mean_minus_trl: spreadJson(minusTrl(curves, n)),
+                trl_time_over_this_to_target: spreadJson(speedups[n] as (number | null)[]),
+                s_per_step_speedup: spreadJson(
+                  results.map((r) => (r.sides.trl as SideResult).run.sPerStep / (r.sides[n] as SideResult).run.sPerStep),
+                ),
+              }),
+        },
+      ]),
+    ),
+    versions,
     bench_s: r2(secondsSince(benchStart)),
   }),
 );

@@ -2,8 +2,8 @@
 
   python bench/grpo_trl.py --model DIR --train FILE --eval FILE --group 16 --batch 16 --max-tokens 6 --lr 1e-4 \
       --steps 40 [--temperature 1.0] [--beta 0.0] [--warmup-steps 0] [--scheduler constant_with_warmup|cosine]
-      [--min-lr-ratio 0.0] [--seed 0] [--threads 2] [--out DIR]
-  python bench/grpo_trl.py --eval-only DIR --eval FILE [--max-tokens 6]
+      [--min-lr-ratio 0.0] [--seed 0] [--threads 2] [--save-every K] [--out DIR]
+  python bench/grpo_trl.py --eval-only DIR [DIR ...] --eval FILE [--max-tokens 6] [--tokenizer DIR]
 
 Train: one optimizer step per GRPO step, on `batch` prompts x `group` completions sampled at `temperature` (TRL's
 generation_batch_size = per_device_train_batch_size = batch * group, steps_per_generation 1, one iteration per
@@ -11,12 +11,16 @@ generation), reward = exact answer (the last integer of the completion equals th
 group-normalised advantages (scale_rewards "group"), token-mean clipped loss (loss_type "dapo", epsilon 0.2), KL
 `beta` (k3 to the starting model; 0 loads no reference), AdamW (betas 0.9/0.999, weight decay 0.01), grad norm clip
 1.0, `warmup_steps` of linear warm-up then a constant LR or a cosine down to min_lr_ratio × LR, float32 on the CPU.
+With --save-every K the model is saved every K steps (OUT/checkpoint-K, the Trainer's own checkpoints, model only);
+saving happens between steps, outside the step times.
 
 Eval: greedy `model.generate` over every eval prompt rendered with the model's chat template (add_generation_prompt),
 at most `max-tokens` new tokens, scored with the same reward; the accuracy is the share of prompts answered right.
+--eval-only scores each model folder given, in one process (the tokenizer of --tokenizer, else of each folder), and
+prints {"accuracies": [...], "eval_s": [...]} in the folders' order.
 
-Prints one JSON line: seconds of every training step (generation included), generation seconds and generated tokens of
-every step, the accuracy after training, and the final model folder.
+Train prints one JSON line: seconds of every training step (generation included), generation seconds and generated
+tokens of every step, the accuracy after training, the final model folder and the saved checkpoints by step.
 """
 
 import argparse
@@ -78,11 +82,15 @@ def load_tokenizer(folder):
 def eval_only(args):
     from transformers import AutoModelForCausalLM
 
-    tokenizer = load_tokenizer(args.eval_only)
-    model = AutoModelForCausalLM.from_pretrained(args.eval_only, dtype=torch.float32)
-    t0 = time.perf_counter()
-    accuracy = greedy_accuracy(model, tokenizer, read_jsonl(args.eval), args.max_tokens)
-    print(json.dumps({"accuracy": accuracy, "eval_s": time.perf_counter() - t0}))
+    rows = read_jsonl(args.eval)
+    accuracies, seconds = [], []
+    for folder in args.eval_only:
+        tokenizer = load_tokenizer(args.tokenizer or folder)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+        t0 = time.perf_counter()
+        accuracies.append(greedy_accuracy(model, tokenizer, rows, args.max_tokens))
+        seconds.append(time.perf_counter() - t0)
+    print(json.dumps({"accuracies": accuracies, "eval_s": seconds}))
 
 
 def train(args):
@@ -125,7 +133,7 @@ def train(args):
         use_cpu=True,
         bf16=False,
         logging_steps=1,
-        save_strategy="no",
+        **({"save_strategy": "steps", "save_steps": args.save_every, "save_only_model": True} if args.save_every else {"save_strategy": "no"}),
         report_to="none",
         seed=args.seed,
         disable_tqdm=True,
@@ -186,6 +194,9 @@ def train(args):
                 "accuracy": accuracy,
                 "eval_s": eval_s,
                 "final_model": final,
+                "checkpoints": {str(k): os.path.join(args.out, f"checkpoint-{k}") for k in range(args.save_every, args.steps + 1, args.save_every or 1)}
+                if args.save_every
+                else {},
                 "versions": {"trl": __import__("trl").__version__, "transformers": __import__("transformers").__version__, "torch": torch.__version__},
             }
         )
@@ -197,7 +208,9 @@ def main():
     p.add_argument("--model")
     p.add_argument("--train")
     p.add_argument("--eval", required=True)
-    p.add_argument("--eval-only", metavar="DIR")
+    p.add_argument("--eval-only", metavar="DIR", nargs="+")
+    p.add_argument("--tokenizer", metavar="DIR")
+    p.add_argument("--save-every", type=int, default=0)
     p.add_argument("--group", type=int, default=16)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--max-tokens", type=int, default=6)
