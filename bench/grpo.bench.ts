@@ -32,6 +32,7 @@ import os from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import YAML from 'yaml';
+import { asDoc, at, type Doc, merge, readGrpoStage } from './grpo-stage.js';
 import { findPython, fmt, median, now, r2, r3, repoRoot, secondsSince, table } from './harness.js';
 
 const benchStart = now();
@@ -101,19 +102,6 @@ const configFile = resolve(values.config ?? join(repoRoot, 'examples', 'quicksta
 const outDir = resolve(values.out ?? join(repoRoot, 'runs', 'bench-grpo'));
 const python = findPython();
 
-type Doc = Record<string, unknown>;
-const asDoc = (v: unknown): Doc => (v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Doc) : {});
-const at = (doc: Doc, ...path: string[]): unknown => path.reduce<unknown>((d, k) => asDoc(d)[k], doc);
-
-/** Deep merge of a stage's overrides onto the base config (objects merge, everything else replaces). */
-function merge(base: Doc, over: Doc): Doc {
-  const out: Doc = { ...base };
-  for (const [k, v] of Object.entries(over)) {
-    out[k] = v !== null && typeof v === 'object' && !Array.isArray(v) ? merge(asDoc(base[k]), v as Doc) : v;
-  }
-  return out;
-}
-
 /** Runs a command, collecting its output; resolves with its stdout. */
 function run(command: string, args: string[], label: string): Promise<string> {
   return new Promise((done, fail) => {
@@ -164,47 +152,18 @@ const cpuFlags =
 
 // --- the GRPO stage's settings --------------------------------------------------------------------------------------
 
-const base = asDoc(YAML.parse(readFileSync(configFile, 'utf8')));
-const stages = (base.stages as Doc[] | undefined) ?? [];
-const grpoStage = stages.find((s) => s.mode === 'both' || s.mode === undefined) ?? {};
-const { stages: _stages, ...baseWithoutStages } = base;
-const stage = merge(baseWithoutStages, grpoStage);
-delete stage.stage_name;
-const configDir = dirname(configFile);
-const stepsGiven = values.steps ?? at(stage, 'buffer', 'total_steps');
+const settings = readGrpoStage(configFile);
+const { stage, taskset, syncOffset, beta } = settings;
+const stepsGiven = values.steps ?? settings.totalSteps;
 if (stepsGiven === undefined) throw new Error(`${configFile}: the GRPO stage has no buffer.total_steps; pass --steps N`);
 const steps = Number(stepsGiven);
 if (!Number.isInteger(steps) || steps < 2) throw new Error(`--steps must be an integer >= 2, got '${stepsGiven}'`);
-const evalEveryGiven = values['eval-every'] ?? at(stage, 'explorer', 'eval_interval') ?? 30;
+const evalEveryGiven = values['eval-every'] ?? settings.evalInterval ?? 30;
 const evalEvery = Number(evalEveryGiven);
 if (!Number.isInteger(evalEvery) || evalEvery < 1)
   throw new Error(`--eval-every must be an integer >= 1, got '${evalEveryGiven}'`);
 /** The steps whose models are evaluated: 0 (the start), every evalEvery-th, and the last. */
 const evalSteps = [0, ...Array.from({ length: Math.floor((steps - 1) / evalEvery) }, (_, i) => (i + 1) * evalEvery), steps];
-const fromConfig = (p: unknown) => resolve(configDir, String(p));
-const taskset = asDoc(at(stage, 'buffer', 'explorer_input', 'taskset'));
-const evalTaskset = asDoc((at(stage, 'buffer', 'explorer_input', 'eval_tasksets') as Doc[] | undefined)?.[0]);
-const optimizer = asDoc(at(stage, 'algorithm', 'optimizer'));
-const settings = {
-  trainFile: fromConfig(taskset.path),
-  evalFile: fromConfig(evalTaskset.path),
-  group: Number(at(stage, 'algorithm', 'repeat_times')),
-  batch: Number(at(stage, 'buffer', 'batch_size')),
-  maxTokens: Number(at(stage, 'model', 'max_response_tokens')),
-  lr: Number(optimizer.lr),
-  warmupSteps: Math.max(0, Number(optimizer.lr_warmup_steps ?? 0)),
-  scheduler: optimizer.lr_scheduler_type === 'cosine' ? 'cosine' : 'constant_with_warmup',
-  minLrRatio: Number(optimizer.min_lr_ratio ?? 0),
-  temperature: Number(at(taskset, 'rollout_args', 'temperature') ?? 1),
-  klCoef: Number(at(stage, 'algorithm', 'kl_loss_fn_args', 'kl_coef') ?? 0.001),
-  klLoss: String(at(stage, 'algorithm', 'kl_loss_fn') ?? 'k2'),
-};
-for (const [k, v] of Object.entries(settings)) {
-  if (typeof v === 'number' && !Number.isFinite(v)) throw new Error(`${configFile}: the GRPO stage has no usable ${k}`);
-}
-const beta = settings.klLoss === 'none' ? 0 : settings.klCoef;
-/** The stage's synchronizer offset: 1 = the explorer samples step s + 1 while the trainer trains step s. */
-const syncOffset = Number(at(stage, 'synchronizer', 'sync_offset') ?? 0);
 const withOnPolicy = syncOffset > 0 && !values['skip-on-policy'];
 // how trinity run splits the cores in mode both (src/rft/run/stage-settings.ts): half each when the loops overlap
 const ourThreads = (offset: number) =>

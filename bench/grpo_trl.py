@@ -93,20 +93,21 @@ def eval_only(args):
     print(json.dumps({"accuracies": accuracies, "eval_s": seconds}))
 
 
-def train(args):
+def train_dataset(path):
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
 
-    tokenizer = load_tokenizer(args.model)
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
-    rows = read_jsonl(args.train)
-    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": r["prompt"]}], "answer": r["response"]} for r in rows])
+    return Dataset.from_list([{"prompt": [{"role": "user", "content": r["prompt"]}], "answer": r["response"]} for r in read_jsonl(path)])
 
-    def accuracy_reward(completions, answer, **_):
-        return [is_correct(c[0]["content"] if isinstance(c, list) else c, a) for c, a in zip(completions, answer, strict=True)]
 
-    config = GRPOConfig(
+def accuracy_reward(completions, answer, **_):
+    return [is_correct(c[0]["content"] if isinstance(c, list) else c, a) for c, a in zip(completions, answer, strict=True)]
+
+
+def grpo_config(args):
+    """The GRPOConfig of the quickstart's GRPO stage (see the header); bench/grpo_same_batch.py uses it too."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(
         output_dir=args.out,
         max_steps=args.steps,
         per_device_train_batch_size=args.batch * args.group,
@@ -138,6 +139,16 @@ def train(args):
         seed=args.seed,
         disable_tqdm=True,
     )
+
+
+def train(args):
+    from transformers import AutoModelForCausalLM, TrainerCallback
+    from trl import GRPOTrainer
+
+    tokenizer = load_tokenizer(args.model)
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+    dataset = train_dataset(args.train)
+    config = grpo_config(args)
 
     class Timed(GRPOTrainer):
         """Times every generation call and counts the tokens it generated (up to and including the eos)."""
