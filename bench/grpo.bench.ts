@@ -32,6 +32,7 @@ import os from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import YAML from 'yaml';
+import { evalSchedule, firstReaching, ourClock, spread, summedClock } from './grpo-figures.js';
 import { asDoc, at, type Doc, merge, readGrpoStage } from './grpo-stage.js';
 import { findPython, fmt, median, now, r2, r3, repoRoot, secondsSince, table } from './harness.js';
 
@@ -162,8 +163,7 @@ const evalEveryGiven = values['eval-every'] ?? settings.evalInterval ?? 30;
 const evalEvery = Number(evalEveryGiven);
 if (!Number.isInteger(evalEvery) || evalEvery < 1)
   throw new Error(`--eval-every must be an integer >= 1, got '${evalEveryGiven}'`);
-/** The steps whose models are evaluated: 0 (the start), every evalEvery-th, and the last. */
-const evalSteps = [0, ...Array.from({ length: Math.floor((steps - 1) / evalEvery) }, (_, i) => (i + 1) * evalEvery), steps];
+const evalSteps = evalSchedule(steps, evalEvery);
 const withOnPolicy = syncOffset > 0 && !values['skip-on-policy'];
 // how trinity run splits the cores in mode both (src/rft/run/stage-settings.ts): half each when the loops overlap
 const ourThreads = (offset: number) =>
@@ -239,17 +239,15 @@ async function runOurs(seedDir: string, name: string, modelDir: string, seed: nu
       reward: m['rollout/reward/mean'] ?? Number.NaN,
     }));
   if (metrics.length !== steps) throw new Error(`ours (${name}): ${metrics.length} steps in metrics.jsonl, expected ${steps}`);
-  const first = metrics[0] as (typeof metrics)[number];
-  const origin = first.time - first.rolloutS - first.trainS;
   return {
-    clock: evalSteps.map((s) => (s === 0 ? 0 : (metrics[s - 1] as (typeof metrics)[number]).time - origin)),
+    clock: ourClock(metrics, evalSteps),
     checkpoints: evalSteps
       .slice(1)
       .map((s) => (s === steps ? join(job, 'final_model') : join(job, 'checkpoints', `global_step_${s}`, 'model'))),
     sPerStep: median(metrics.slice(1).map((m, i) => m.time - (metrics[i]?.time ?? Number.NaN))),
     generatedTokensPerS:
       metrics.reduce((a, m) => a + m.responseLength * m.experiences, 0) / metrics.reduce((a, m) => a + m.rolloutS, 0),
-    rewardFirst: first.reward,
+    rewardFirst: metrics[0]?.reward ?? Number.NaN,
     rewardLast: metrics.at(-1)?.reward ?? Number.NaN,
     wallS,
   };
@@ -278,15 +276,10 @@ async function runTrl(seedDir: string, modelDir: string, seed: number): Promise<
   const wallS = secondsSince(start);
   const stepS = trl.step_s as number[];
   if (stepS.length !== steps) throw new Error(`TRL: ${stepS.length} step times, expected ${steps}`);
-  let sum = 0;
-  const elapsed = stepS.map((s) => {
-    sum += s;
-    return sum;
-  });
   const saved = trl.checkpoints as Record<string, string>;
   const rewards = trl.rewards as number[];
   return {
-    clock: evalSteps.map((s) => (s === 0 ? 0 : (elapsed[s - 1] as number))),
+    clock: summedClock(stepS, evalSteps),
     checkpoints: evalSteps.slice(1).map((s) => {
       const dir = s === steps ? String(trl.final_model) : saved[String(s)];
       if (dir === undefined) throw new Error(`TRL: no checkpoint saved at step ${s}`);
@@ -379,12 +372,12 @@ for (const [i, seed] of seeds.entries()) {
   const sides: Record<string, SideResult> = {};
   for (const [k, [name, r]] of ordered.entries()) {
     const accuracy = [startAccuracy, ...accuracies.slice(1 + k * (evalSteps.length - 1), 1 + (k + 1) * (evalSteps.length - 1))];
-    const reached = accuracy.findIndex((a) => a >= target - 1e-9);
+    const reached = firstReaching(accuracy, r.clock, evalSteps, target);
     sides[name] = {
       accuracy,
       clock: r.clock,
-      timeToTarget: reached < 0 ? null : (r.clock[reached] as number),
-      stepToTarget: reached < 0 ? null : (evalSteps[reached] as number),
+      timeToTarget: reached?.seconds ?? null,
+      stepToTarget: reached?.step ?? null,
       run: r,
     };
   }
@@ -427,28 +420,35 @@ function printSeed(r: SeedResult): void {
           return side.timeToTarget === null ? 'not reached' : `${fmt(side.timeToTarget, 1)} (${side.stepToTarget})`;
         }),
       ],
-      ['TRL time / this time to target', ...names.map((n) => fmt(speedupToTarget(trl, r.sides[n] as SideResult)))],
+      [
+        'TRL time / this time to target',
+        ...names.map((n) => {
+          if (n === 'trl') return '';
+          const side = r.sides[n] as SideResult;
+          const bound = trlBoundToTarget(trl, side);
+          return bound === null ? fmt(speedupToTarget(trl, side)) : `> ${fmt(bound)}`;
+        }),
+      ],
       ['whole run s (with setup)', ...names.map((n) => fmt((r.sides[n] as SideResult).run.wallS, 1))],
     ],
   );
 }
 
-/** TRL's time to the target over `side`'s; null when either side did not reach it (a lower bound when only TRL missed). */
+/** TRL's time to the target over `side`'s; null when either side did not reach it. */
 function speedupToTarget(trl: SideResult, side: SideResult): number | null {
   if (trl.timeToTarget === null || side.timeToTarget === null || side.timeToTarget === 0) return null;
   return trl.timeToTarget / side.timeToTarget;
 }
 
+/** When only TRL missed the target: TRL's whole clock over `side`'s time to it, a lower bound of the ratio; else null. */
+function trlBoundToTarget(trl: SideResult, side: SideResult): number | null {
+  if (trl.timeToTarget !== null || side.timeToTarget === null || side.timeToTarget === 0) return null;
+  return (trl.clock.at(-1) as number) / side.timeToTarget;
+}
+
 // --- over seeds -----------------------------------------------------------------------------------------------------
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-/** Mean and range of per-seed values (nulls, e.g. "not reached", are left out and counted). */
-function spread(xs: (number | null)[]): { mean: number | null; min: number | null; max: number | null; n: number } {
-  const v = xs.filter((x): x is number => x !== null && Number.isFinite(x));
-  return v.length === 0
-    ? { mean: null, min: null, max: null, n: 0 }
-    : { mean: mean(v), min: Math.min(...v), max: Math.max(...v), n: v.length };
-}
 const showSpread = (s: ReturnType<typeof spread>, scale = 1, digits = 1) =>
   s.mean === null
     ? 'none'
@@ -481,7 +481,10 @@ table(
       ...names.map((n) => (n === 'trl' ? '' : showSpread(spread(minusTrl(curves, n)), 100))),
     ],
     ['s to target (rollouts + training)', ...names.map((n) => showSpread(spread(timesToTarget[n] as (number | null)[])))],
-    ['TRL time / this time to target', ...names.map((n) => showSpread(spread(speedups[n] as (number | null)[]), 1, 2))],
+    [
+      'TRL time / this time to target',
+      ...names.map((n) => (n === 'trl' ? '' : showSpread(spread(speedups[n] as (number | null)[]), 1, 2))),
+    ],
   ],
 );
 // the verdict the issue asks for: does ours learn at least as much per sample as TRL, seed by seed and on average
@@ -499,13 +502,20 @@ for (const n of names.filter((x) => x !== 'trl')) {
   );
 }
 
+const maybe = (f: (v: number) => number, v: number | null) => (v === null ? null : f(v));
 const sideJson = (r: SeedResult, n: string) => {
   const s = r.sides[n] as SideResult;
   return {
     accuracy: s.accuracy.map(r3),
     seconds: s.clock.map(r2),
-    time_to_target_s: s.timeToTarget === null ? null : r2(s.timeToTarget),
+    time_to_target_s: maybe(r2, s.timeToTarget),
     step_to_target: s.stepToTarget,
+    ...(n === 'trl'
+      ? {}
+      : {
+          trl_time_over_this_to_target: maybe(r2, speedupToTarget(r.sides.trl as SideResult, s)),
+          trl_time_over_this_lower_bound: maybe(r2, trlBoundToTarget(r.sides.trl as SideResult, s)),
+        }),
     s_per_step: r3(s.run.sPerStep),
     generated_tokens_per_s: r2(s.run.generatedTokensPerS),
     reward_first: r3(s.run.rewardFirst),
@@ -516,9 +526,9 @@ const sideJson = (r: SeedResult, n: string) => {
 const spreadJson = (xs: (number | null)[]) => {
   const s = spread(xs);
   return {
-    mean: s.mean === null ? null : r3(s.mean),
-    min: s.min === null ? null : r3(s.min),
-    max: s.max === null ? null : r3(s.max),
+    mean: maybe(r3, s.mean),
+    min: maybe(r3, s.min),
+    max: maybe(r3, s.max),
     n: s.n,
   };
 };
