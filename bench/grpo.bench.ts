@@ -217,7 +217,9 @@ async function runOurs(seedDir: string, name: string, modelDir: string, seed: nu
     }),
     overrides,
   );
+  // no eval inside the stage (the saved models are scored afterwards, all by the same eval), so no stop rule on one
   asDoc(at(config, 'buffer', 'explorer_input')).eval_tasksets = undefined;
+  asDoc(config.trainer).stop_when = undefined;
   const configPath = join(seedDir, `${name}.yaml`);
   writeFileSync(configPath, YAML.stringify(JSON.parse(JSON.stringify(config))));
   console.log(`  ours (${name}): trinity run --config ${configPath}`);
