@@ -321,6 +321,18 @@ export const ExplorerSchema = z.strictObject({
   serve_max_n: intIn(1, 1024).default(16), // [1, 1024]
 });
 
+/**
+ * trainer.stop_when (not in Trinity): a mode-train stage (e.g. an SFT warm-up) evaluates the eval tasksets every
+ * explorer.eval_interval train steps and ends at the first evaluation whose `metric` (as logged:
+ * eval/<taskset>/mean@1, eval/<taskset>/pass@8, ...) is >= at_least (or <= at_most); total_steps stays the most it
+ * trains. One of at_least / at_most.
+ */
+export const StopWhenSchema = z.strictObject({
+  metric: nonEmpty(),
+  at_least: numIn(-1e12, 1e12).nullable().default(null), // [-1e12, 1e12]
+  at_most: numIn(-1e12, 1e12).nullable().default(null), // [-1e12, 1e12]
+});
+
 export const TrainerSchema = z.strictObject({
   save_interval: intIn(0, MAX_STEPS).default(0), // [0, 1e9] train steps; 0: only at the end
   max_checkpoints_to_keep: intIn(0, MAX_STEPS).default(0), // [0, 1e9]; 0: keep all
@@ -339,6 +351,7 @@ export const TrainerSchema = z.strictObject({
     .default(0),
   distributed_timeout: numIn(0, MAX_TIMEOUT_SECONDS, true).default(600), // (0, 2147483] seconds a data-parallel rank waits in a collective (veRL nccl_timeout 600)
   total_steps: intIn(1, MAX_STEPS).nullable().default(null), // [1, 1e9]; null: until the buffer runs out
+  stop_when: StopWhenSchema.nullable().default(null), // mode train: end the stage once an eval metric reaches a value
 });
 
 export const SynchronizerSchema = z.strictObject({

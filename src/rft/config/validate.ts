@@ -607,6 +607,30 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
     }
   }
 
+  // trainer.stop_when: a train stage over a dataset evaluates between its steps and ends at the target
+  const stopWhen = input.trainer.stop_when;
+  if (stopWhen !== null) {
+    const at = 'trainer.stop_when';
+    if ((stopWhen.at_least === null) === (stopWhen.at_most === null))
+      problem(at, 'give one of at_least or at_most: the value the metric must reach for the stage to end');
+    if (context.runnable && (mode !== 'train' || experienceBuffer.storage_type !== 'file'))
+      problem(
+        at,
+        `ends a mode-train stage that learns from a dataset (storage_type file: SFT, DPO) early; this stage is mode ${mode}` +
+          (mode === 'train' ? ` reading storage_type ${experienceBuffer.storage_type}` : '') +
+          ' (stopping explorers and trainer together is not implemented)',
+      );
+    const [scope, taskset, statistic] = stopWhen.metric.split('/');
+    const names = evalTasksets.map((t) => t.name);
+    if (scope !== 'eval' || taskset === undefined || statistic === undefined || !/^(mean|best|worst|pass)@\d+$/.test(statistic))
+      problem(`${at}.metric`, `'${stopWhen.metric}' is not an eval metric: write eval/<taskset>/<mean@k|best@k|worst@k|pass@k>`);
+    else if (!names.includes(taskset))
+      problem(
+        `${at}.metric`,
+        `names eval taskset '${taskset}', which is not in buffer.explorer_input.eval_tasksets (${names.join(', ') || 'none set'})`,
+      );
+  }
+
   // monitor_args: the keys the chosen backends take
   const monitorKeys = [...new Set(input.monitor.monitor_type.flatMap((type) => MONITOR_ARGS[type]))];
   for (const [key, value] of Object.entries(input.monitor.monitor_args)) {

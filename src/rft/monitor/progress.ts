@@ -86,6 +86,8 @@ export class ProgressReporter {
 
   /** Switches to another phase (e.g. the next stage) keeping the line. */
   setLabel(label: string, total = this.#total): void {
+    // another phase's fields (the last stage's reward) say nothing about this one
+    if (label !== this.#label) this.#fields = {};
     this.#label = label;
     this.#total = total;
   }

@@ -6,7 +6,7 @@ import { listCheckpoints } from '../checkpoint.js';
 import { createMonitors } from '../monitor/index.js';
 import { startAuxiliaryModels } from '../auxiliary/index.js';
 import { EngineModelHandle } from '../workflow/index.js';
-import { evaluateTasksets, formatMetrics, stageWorkflowRunner } from './evaluation.js';
+import { evaluateTasksets, formatEvalMetrics, stageWorkflowRunner } from './evaluation.js';
 import type { StageResult, StageSettings } from './settings.js';
 import type { ExplorerEngine } from './weight-channel.js';
 
@@ -60,7 +60,7 @@ export async function runBench(
         const { metrics } = await evaluateTasksets(runner, settings, target.step, signal);
         if (signal?.aborted) break;
         monitors.log(target.step, metrics);
-        log(`[bench] ${target.step === 0 ? 'base model' : `checkpoint ${target.step}`}: ${formatMetrics(metrics)}`);
+        log(`[bench] ${target.step === 0 ? 'base model' : `checkpoint ${target.step}`}: ${formatEvalMetrics(metrics)}`);
       }
     } finally {
       await runner.close();

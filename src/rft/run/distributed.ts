@@ -83,6 +83,8 @@ export function describePlacement(settings: StageSettings): string {
     parts.push(`trainer${rank} on ${settings.trainer.device} (${dtypes})`);
   }
   if (explores) parts.push(describeEngines(settings));
+  if (settings.mode === 'train' && settings.trainer.stopWhen !== null && (d === null || d.rank === 0))
+    parts.push(`${describeEngines(settings)} for trainer.stop_when's evaluations`);
   if (hasTrainer && explores && settings.mode === 'both' && engine.type === 'embedded') {
     const same = settings.trainer.device === settings.explorer.device;
     parts.push(

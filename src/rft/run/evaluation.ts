@@ -57,6 +57,34 @@ export async function evaluateTasksets(
   return out;
 }
 
+/**
+ * The eval metrics a person reads in the log, per taskset: mean@n (n = samples per task; with one greedy sample, the
+ * accuracy) and pass@n when n > 1 — `eval mean@1 0.420 | eval_sampled mean@8 0.385, pass@8 0.702`. The other
+ * statistics (best@k, worst@k, pass@k for smaller k: eval-metrics.ts) stay in metrics.jsonl; a metric of another
+ * form is shown as it is.
+ */
+export function formatEvalMetrics(metrics: Readonly<Record<string, number>>): string {
+  const tasksets = new Map<string, Map<string, number>>();
+  const other: Record<string, number> = {};
+  for (const [key, value] of Object.entries(metrics)) {
+    const match = /^eval\/(.+)\/((?:mean|best|worst|pass)@(\d+))$/.exec(key);
+    if (!match) {
+      other[key] = value;
+      continue;
+    }
+    const [, taskset, statistic] = match as unknown as [string, string, string];
+    if (!tasksets.has(taskset)) tasksets.set(taskset, new Map());
+    tasksets.get(taskset)?.set(statistic, value);
+  }
+  const parts = [...tasksets].map(([taskset, stats]) => {
+    const n = Math.max(...[...stats.keys()].filter((k) => k.startsWith('mean@')).map((k) => Number(k.slice(5))), 1);
+    const shown = [`mean@${n}`, ...(n > 1 ? [`pass@${n}`] : [])].filter((k) => stats.has(k));
+    return `${taskset} ${shown.map((k) => `${k} ${(stats.get(k) as number).toFixed(3)}`).join(', ')}`;
+  });
+  const rest = formatMetrics(other);
+  return [...parts, ...(rest ? [rest] : [])].join(' | ');
+}
+
 /** One line of metrics for the log: `eval/x/accuracy 0.420, ...`. */
 export function formatMetrics(metrics: Record<string, number>): string {
   return Object.entries(metrics)

@@ -12,7 +12,7 @@ import { type Experience, type ModelBounds, modelBoundsProblem } from '../experi
 import type { ExperiencePipeline } from '../data/experience-pipeline/index.js';
 import type { Task } from '../task.js';
 import type { WorkflowRunner } from '../workflow/index.js';
-import { evaluateTasksets, formatMetrics, writeEvalSamples } from './evaluation.js';
+import { evaluateTasksets, formatEvalMetrics, writeEvalSamples } from './evaluation.js';
 import type { StageSettings } from './settings.js';
 import type { WeightReceiver } from './weight-channel.js';
 
@@ -79,7 +79,7 @@ export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
     if (parts.signal?.aborted) return; // cut short: not a result
     parts.onEval(step, evaluation.metrics);
     writeEvalSamples(parts.metricsDir, step, evaluation);
-    parts.log(`[${settings.stageName}] eval at step ${step}: ${formatMetrics(evaluation.metrics)}`);
+    parts.log(`[${settings.stageName}] eval at step ${step}: ${formatEvalMetrics(evaluation.metrics)}`);
   };
   const evalDue = (step: number) =>
     settings.evalTasksets.length > 0 && settings.evalInterval > 0 && step % settings.evalInterval === 0;

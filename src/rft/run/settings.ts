@@ -107,6 +107,9 @@ export interface StageSettings {
     distributedTimeoutMs: number;
     /** trainer.zero_stage: 1 shards the policy's AdamW state over the data-parallel ranks (ZeRO-1). */
     zeroStage: 0 | 1;
+    /** trainer.stop_when (mode train over a dataset): evaluate every evalInterval steps, end once the metric reaches
+     * the bound; null: train total_steps without evaluating. */
+    stopWhen: StopRule | null;
   };
   /** maxStaleness: experiences older than (trainer step - 1 - maxStaleness) weights are dropped; null: none. */
   sync: {
@@ -186,4 +189,11 @@ export interface StageHooks {
   log?: (line: string) => void;
   progress?: ProgressReporter;
   signal?: AbortSignal;
+}
+
+/** trainer.stop_when: the stage ends at the first evaluation where `metric` >= atLeast (or <= atMost). */
+export interface StopRule {
+  metric: string;
+  atLeast: number | null;
+  atMost: number | null;
 }

@@ -193,7 +193,9 @@ export function stageSettings(
   // server's device is its own; validation refuses one set for it), a trainer in modes both and train
   const rolloutSetting = stage.explorer.rollout_model.device;
   const rolloutDevice =
-    stage.explorer.rollout_model.engine_type === 'embedded' && (distributed?.rank ?? 0) === 0 && stage.mode !== 'train'
+    stage.explorer.rollout_model.engine_type === 'embedded' &&
+    (distributed?.rank ?? 0) === 0 &&
+    (stage.mode !== 'train' || stage.trainer.stop_when !== null)
       ? resolveDevice(rolloutSetting, { key: 'explorer.rollout_model.device' })
       : 'cpu';
   const trainerSetting = stage.trainer.device;
@@ -277,6 +279,13 @@ export function stageSettings(
       device: trainerDevice,
       distributedTimeoutMs: stage.trainer.distributed_timeout * 1000,
       zeroStage: stage.trainer.zero_stage,
+      stopWhen: stage.trainer.stop_when
+        ? {
+            metric: stage.trainer.stop_when.metric,
+            atLeast: stage.trainer.stop_when.at_least,
+            atMost: stage.trainer.stop_when.at_most,
+          }
+        : null,
     },
     sync: {
       style: stage.synchronizer.sync_style,

@@ -53,6 +53,7 @@ import { TrainerClient, type TrainerInit } from '../trainer/trainer.js';
 import { startAuxiliaryModels } from '../auxiliary/index.js';
 import { EngineModelHandle, type WorkflowRunner } from '../workflow/index.js';
 import { stageWorkflowRunner } from './evaluation.js';
+import { describeStopRule, TrainStageEvaluator } from './train-eval.js';
 import { runBench } from './bench.js';
 import { BufferExperienceSource } from './experience-source.js';
 import { type ExploredStep, runExplorerLoop } from './explorer-loop.js';
@@ -252,6 +253,8 @@ interface RunState extends StepBatchesState {
    * (replay_buffer.enable); the other reader cannot read on from it. Absent in checkpoints written before it was kept.
    */
   bufferCursor?: 'rows' | 'replay';
+  /** trainer.stop_when was met at this step (the checkpoint's own): the stage ended there. */
+  stoppedAt?: number;
   stage: string;
 }
 
@@ -565,6 +568,11 @@ class StageBuilder {
     const totalSteps = this.#totalSteps(input.stepsFromData);
     const { monitors, progress } = this.#monitoring(totalSteps);
     const trainer = await this.#trainer(totalSteps);
+    const stop = await this.#stopRule(trainer, monitors, progress);
+    if (stop.endedAt !== null) {
+      progress.done();
+      return { finalModelDir: await this.#saveFinalModel(trainer), steps: stop.endedAt };
+    }
     const lastStep = await this.#trainerLoop({
       trainer,
       ...input.connect(trainer),
@@ -573,9 +581,61 @@ class StageBuilder {
       progress,
       rolloutMetrics: () => ({}),
       explorerState: () => null,
+      ...(stop.after ? { stopAfter: stop.after, stopState: stop.state } : {}),
     });
     progress.done();
     return { finalModelDir: await this.#saveFinalModel(trainer), steps: lastStep };
+  }
+
+  /**
+   * trainer.stop_when (mode train over a dataset): an evaluator on a rollout engine of the stage's own
+   * (./train-eval.ts), asked after every train step. `endedAt`: the step the stage already ended at — a resumed run
+   * whose checkpoint recorded the rule met, or the evaluation at startup meeting it.
+   */
+  async #stopRule(
+    trainer: TrainerClient,
+    monitors: MonitorGroup,
+    progress: ProgressReporter,
+  ): Promise<{
+    endedAt: number | null;
+    after?: (step: number) => Promise<boolean | undefined>;
+    state?: (step: number) => Pick<RunState, 'stoppedAt'>;
+  }> {
+    const { settings } = this;
+    const rule = settings.trainer.stopWhen;
+    if (rule === null) return { endedAt: null };
+    const saved = this.#saved.stoppedAt;
+    if (saved !== undefined) {
+      this.log(`[${settings.stageName}] ${describeStopRule(rule)} was met at step ${saved} (checkpoint): the stage ended there`);
+      return { endedAt: saved };
+    }
+    const started = await startExplorerEngine(settings, this.checkpoint?.modelDir ?? settings.modelPath, (line) =>
+      progress.log(line),
+    );
+    const evaluator = new TrainStageEvaluator({
+      settings,
+      rule,
+      trainer,
+      started,
+      monitors,
+      metricsDir: this.metricsDir,
+      log: this.log,
+      signal: this.#signal,
+    });
+    this.#closers.push(() => evaluator.close());
+    let metAt: number | null = null;
+    if (this.startStep === 0 && evaluator.due(0) && (await evaluator.evaluate(0))) return { endedAt: 0 };
+    return {
+      endedAt: null,
+      after: async (step) => {
+        if (!evaluator.due(step)) return false;
+        const met = await evaluator.evaluate(step);
+        if (met) metAt = step;
+        return met;
+      },
+      // a checkpoint at the step the rule was met says so: a resumed run does not train on past it
+      state: (step) => (metAt === step ? { stoppedAt: step } : {}),
+    };
   }
 
   /**
@@ -843,6 +903,9 @@ class StageBuilder {
     explorerState: (step: number) => RunState['explorer'];
     /** What a checkpoint at `step` keeps of the in-memory buffer (mode both). */
     bufferState?: (step: number) => Pick<RunState, 'unread' | 'replay'>;
+    /** trainer.stop_when: after each step, whether the stage ends there, and what a checkpoint records of it. */
+    stopAfter?: (step: number) => Promise<boolean | undefined>;
+    stopState?: (step: number) => Pick<RunState, 'stoppedAt'>;
   }): Promise<number> {
     const { settings, algorithm } = this;
     const batches = new StepBatches({
@@ -863,6 +926,7 @@ class StageBuilder {
           explorer: parts.explorerState(step),
           ...batches.state(),
           ...parts.bufferState?.(step),
+          ...parts.stopState?.(step),
           stage: settings.stageName,
         };
         if (state.buffer) state.bufferCursor = settings.buffer.replay ? 'replay' : 'rows';
@@ -874,6 +938,7 @@ class StageBuilder {
       progress: parts.progress,
       startStep: this.startStep,
       totalSteps: parts.totalSteps,
+      ...(parts.stopAfter ? { stopAfter: parts.stopAfter } : {}),
       signal: this.#signal,
     });
   }

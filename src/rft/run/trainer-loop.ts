@@ -34,6 +34,11 @@ export interface TrainerLoopParts {
   progress: ProgressReporter;
   startStep: number;
   totalSteps: number;
+  /**
+   * After step `step`'s metrics are logged (mode train with trainer.stop_when: evaluates when due): true ends the
+   * stage at this step, with a checkpoint; undefined when the stage was stopped meanwhile.
+   */
+  stopAfter?: (step: number) => Promise<boolean | undefined>;
   signal?: AbortSignal;
 }
 
@@ -107,16 +112,23 @@ export async function runTrainerLoop(parts: TrainerLoopParts): Promise<number> {
       if (await weights.afterStep(settings, step, parts.totalSteps)) metrics['time/sync_s'] = (Date.now() - syncStarted) / 1000;
       // the step's metrics are on disk before its checkpoint: a run killed after the checkpoint lost none of them
       parts.monitors.log(step, metrics);
-      if (step % settings.trainer.saveInterval === 0 || step === parts.totalSteps) {
+      const stopping = parts.stopAfter ? await parts.stopAfter(step) : false;
+      if (stopping === undefined) break; // stopped (Ctrl-C) during the evaluation: the step is checkpointed later
+      if (step % settings.trainer.saveInterval === 0 || step === parts.totalSteps || stopping) {
         const dir = await trainer.save(step, parts.checkpointState(step), settings.trainer.maxCheckpointsToKeep);
         await parts.onCheckpoint(step);
         parts.progress.log(`[${settings.stageName}] checkpoint step ${step} saved (${dir})`);
       }
       lastStep = step;
-      parts.progress.update(step, {
-        reward: metrics['rollout/reward/mean'] ?? Number.NaN,
-        loss: metrics['actor/loss'] ?? Number.NaN,
-      });
+      // what the step has: an SFT step has no reward, a step with nothing to train on no loss
+      const shown: Record<string, number> = {};
+      for (const [field, key] of [
+        ['reward', 'rollout/reward/mean'],
+        ['loss', 'actor/loss'],
+      ] as const)
+        if (metrics[key] !== undefined) shown[field] = metrics[key];
+      parts.progress.update(step, shown);
+      if (stopping) break;
     }
   } finally {
     weights.channel.finish(lastStep);

@@ -151,6 +151,7 @@ describe('loadConfig: defaults and derived keys', () => {
       param_dtype: 'bfloat16', // model.dtype
       master_dtype: 'float32', // verl FSDP's float32 parameters under bf16 compute
       zero_stage: 0, // data-parallel ranks keep the whole AdamW state (1: each its shard)
+      stop_when: null, // train the stage's total_steps
       distributed_timeout: 600, // veRL's nccl_timeout
     });
     assert.deepEqual(config.synchronizer, {

@@ -172,6 +172,23 @@ data_processor:
     input_save_path: ${dir}/raw.jsonl
 `;
 
+/** A train stage that stops at an eval metric (trainer.stop_when is refused in FULL's mode both). */
+const STOP_WHEN = `
+mode: train
+project: cov
+name: stop
+checkpoint_root_dir: ${dir}/ckpt
+model: {model_path: /models/policy, max_model_len: 64}
+algorithm: {algorithm_type: sft}
+buffer:
+  total_steps: 4
+  train_batch_size: 4
+  explorer_input: {eval_tasksets: [{name: eval, path: /data/eval.jsonl}]}
+  trainer_input: {experience_buffer: {storage_type: file, path: /data/sft.jsonl}}
+trainer:
+  stop_when: {metric: eval/eval/mean@1, at_least: 0.5}
+`;
+
 /** The schema paths (with `*`) of the concrete path `path` into the resolved config (a stage's keys are the run's). */
 function normalize(path: readonly (string | number)[]): string {
   const out: string[] = [];
@@ -241,12 +258,12 @@ function uncovered(reads: ReadonlySet<string>): string[] {
 }
 
 /** The keys read while a config with every key set is translated into the settings of its stages. */
-async function translationReads(): Promise<Set<string>> {
-  const config: Config = parseConfig(FULL, { env: {}, cwd: dir });
+async function translationReads(text = FULL, stageNames = ['sft_warmup', 'rft']): Promise<Set<string>> {
+  const config: Config = parseConfig(text, { env: {}, cwd: dir });
   const stages = resolveStages(config);
   assert.deepEqual(
     stages.map((s) => s.stage_name),
-    ['sft_warmup', 'rft'],
+    stageNames,
   );
   // every stage finished: runConfig translates each stage's settings and skips it (nothing is loaded or trained)
   for (const stage of stages) {
@@ -257,19 +274,19 @@ async function translationReads(): Promise<Set<string>> {
   const proxied = recording(config, reads);
   const lines: string[] = [];
   await runConfig(proxied, { log: (line) => lines.push(line) });
-  assert.equal(lines.filter((l) => l.includes('finished earlier')).length, 2);
+  assert.equal(lines.filter((l) => l.includes('finished earlier')).length, stageNames.length);
   // what the stage does with settings.algorithm: the algorithm layer resolves every key of it
   for (const stage of resolveStages(proxied)) resolveAlgorithm(stageSettings(stage, '/models/policy').algorithm);
   return reads;
 }
 
 test('every schema key is read by the run, refused by validation, or folded into a key that is read', async () => {
-  const missing = uncovered(await translationReads());
+  const missing = uncovered(new Set([...(await translationReads()), ...(await translationReads(STOP_WHEN, ['']))]));
   assert.deepEqual(missing, [], `schema keys neither read by the run nor refused:\n  ${missing.join('\n  ')}`);
 });
 
 test('the coverage check names a key that nothing reads', async () => {
-  const reads = await translationReads();
+  const reads = new Set([...(await translationReads()), ...(await translationReads(STOP_WHEN, ['']))]);
   reads.delete('explorer.max_timeout');
   reads.delete('buffer.trainer_input.experience_buffer.max_read_timeout');
   assert.deepEqual(uncovered(reads), ['buffer.trainer_input.experience_buffer.max_read_timeout', 'explorer.max_timeout']);
