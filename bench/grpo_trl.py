@@ -4,6 +4,7 @@
       --steps 40 [--temperature 1.0] [--beta 0.0] [--warmup-steps 0] [--scheduler constant_with_warmup|cosine]
       [--min-lr-ratio 0.0] [--seed 0] [--threads 2] [--save-every K] [--out DIR]
   python bench/grpo_trl.py --eval-only DIR [DIR ...] --eval FILE [--max-tokens 6] [--tokenizer DIR]
+      [--sampled K --temperature T --seed 0]
 
 Train: one optimizer step per GRPO step, on `batch` prompts x `group` completions sampled at `temperature` (TRL's
 generation_batch_size = per_device_train_batch_size = batch * group, steps_per_generation 1, one iteration per
@@ -17,7 +18,8 @@ saving happens between steps, outside the step times.
 Eval: greedy `model.generate` over every eval prompt rendered with the model's chat template (add_generation_prompt),
 at most `max-tokens` new tokens, scored with the same reward; the accuracy is the share of prompts answered right.
 --eval-only scores each model folder given, in one process (the tokenizer of --tokenizer, else of each folder), and
-prints {"accuracies": [...], "eval_s": [...]} in the folders' order.
+prints {"accuracies": [...], "eval_s": [...]} in the folders' order; with --sampled K the accuracy is mean@K of K
+answers per prompt sampled at --temperature (torch seed --seed) instead of the greedy one.
 
 Train prints one JSON line: seconds of every training step (generation included), generation seconds and generated
 tokens of every step, the accuracy after training, the final model folder and the saved checkpoints by step.
@@ -46,8 +48,10 @@ def is_correct(text, reference):
     return 1.0 if numbers and int(numbers[-1]) == int(reference) else 0.0
 
 
-def greedy_accuracy(model, tokenizer, rows, max_tokens, batch_size=64):
-    """Greedy answers to every eval prompt (chat template, left padding); the share scored 1 by is_correct."""
+def greedy_accuracy(model, tokenizer, rows, max_tokens, batch_size=64, samples=0, temperature=1.0):
+    """Greedy answers to every eval prompt (chat template, left padding); the share scored 1 by is_correct. With
+    samples > 0: that many answers per prompt sampled at `temperature` (no top-k/top-p), the share of right ones
+    (mean@samples)."""
     tokenizer.padding_side = "left"
     model.eval()
     correct = 0.0
@@ -59,16 +63,18 @@ def greedy_accuracy(model, tokenizer, rows, max_tokens, batch_size=64):
                 for r in chunk
             ]
             enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+            sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0, "num_return_sequences": samples}
             out = model.generate(
                 **enc,
-                do_sample=False,
+                **(sampling if samples > 0 else {"do_sample": False}),
                 max_new_tokens=max_tokens,
                 eos_token_id=tokenizer.eos_token_id,
                 pad_token_id=tokenizer.pad_token_id,
             )
-            for row, ids in zip(chunk, out[:, enc["input_ids"].shape[1] :], strict=True):
+            answers = [row for row in chunk for _ in range(max(samples, 1))]
+            for row, ids in zip(answers, out[:, enc["input_ids"].shape[1] :], strict=True):
                 correct += is_correct(tokenizer.decode(ids, skip_special_tokens=True), row["response"])
-    return correct / len(rows)
+    return correct / (len(rows) * max(samples, 1))
 
 
 def load_tokenizer(folder):
@@ -88,7 +94,7 @@ def eval_only(args):
         tokenizer = load_tokenizer(args.tokenizer or folder)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
         t0 = time.perf_counter()
-        accuracies.append(greedy_accuracy(model, tokenizer, rows, args.max_tokens))
+        accuracies.append(greedy_accuracy(model, tokenizer, rows, args.max_tokens, samples=args.sampled, temperature=args.temperature))
         seconds.append(time.perf_counter() - t0)
     print(json.dumps({"accuracies": accuracies, "eval_s": seconds}))
 
@@ -222,6 +228,7 @@ def main():
     p.add_argument("--eval-only", metavar="DIR", nargs="+")
     p.add_argument("--tokenizer", metavar="DIR")
     p.add_argument("--save-every", type=int, default=0)
+    p.add_argument("--sampled", type=int, default=0, metavar="K", help="--eval-only: mean@K of K answers sampled at --temperature")
     p.add_argument("--group", type=int, default=16)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--max-tokens", type=int, default=6)
@@ -238,6 +245,7 @@ def main():
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     if args.eval_only:
+        torch.manual_seed(args.seed)
         eval_only(args)
     elif not (args.model and args.train):
         sys.exit("grpo_trl.py: give --model and --train (or --eval-only DIR)")
