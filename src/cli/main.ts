@@ -14,7 +14,7 @@ Usage:
   trinity report JOB_DIR [--out FILE]          write an HTML report (charts, accuracy, sample answers) of a run
   trinity studio [--runs DIR] [--port P]       a web app to watch runs live: curves, rollouts, buffers
   trinity serve --model DIR [options]          serve a model folder over the OpenAI API (/v1/chat/completions ...)
-  trinity quickstart [--seed N]                the quickstart: a small model learns addition (SFT, then GRPO)
+  trinity quickstart [--seed N] [--threads N]  the quickstart: a small model learns addition (SFT, then GRPO)
   trinity model init DIR [options]      create a randomly initialised Qwen2/Qwen3/Llama model folder (HF format)
   trinity model convert SRC DST [opts]  re-save a model folder: another dtype, shard size, or a LoRA adapter merged in
   trinity buffer view PATH [options]    print experiences from a buffer (.db SQLite or .jsonl)
@@ -300,18 +300,24 @@ async function serveCommand(args: string[]): Promise<number> {
   return 0;
 }
 
-const QUICKSTART_HELP = `trinity quickstart [--seed N] [--set key=value]...
+const QUICKSTART_HELP = `trinity quickstart [--seed N] [--threads N] [--set key=value]...
   The main job: creates a small Qwen2-architecture model (runs/quickstart/model), then runs
   examples/quickstart/config.yaml — held-out accuracy of the base model, SFT on expert demonstrations of two-digit
   addition, then GRPO with an exact verifier reward — and ends with a summary table and an HTML report
   (runs/quickstart/addition/report.html). --seed N (default 0) seeds the model's initialisation and the task order
-  (runs/quickstart/addition-seedN). Running it again resumes an unfinished run.
+  (runs/quickstart/addition-seedN). --threads N computes with N threads (OMP_NUM_THREADS; default: every core),
+  another float rounding (runs/quickstart/addition[-seedN]-threadsN). Running it again resumes an unfinished run.
 `;
 
 async function quickstartCommand(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { seed: { type: 'string', default: '0' }, set: { type: 'string', multiple: true }, help: { type: 'boolean' } },
+    options: {
+      seed: { type: 'string', default: '0' },
+      threads: { type: 'string' },
+      set: { type: 'string', multiple: true },
+      help: { type: 'boolean' },
+    },
   });
   if (values.help) {
     process.stdout.write(QUICKSTART_HELP);
@@ -320,6 +326,12 @@ async function quickstartCommand(args: string[]): Promise<number> {
   const root = fileURLToPath(new URL('../../', import.meta.url));
   const seed = Number(values.seed);
   if (!Number.isInteger(seed) || seed < 0) throw new Error(`--seed must be a non-negative integer, got '${values.seed}'`);
+  const threads = values.threads === undefined ? null : Number(values.threads);
+  if (threads !== null && (!Number.isInteger(threads) || threads < 1 || threads > 4096))
+    throw new Error(`--threads must be a whole number of threads from 1 to 4096, got '${values.threads}'`);
+  // the run's thread budget (src/rft/run/stage-settings.ts coreBudget); another rounding, so a job of its own
+  if (threads !== null) process.env.OMP_NUM_THREADS = String(threads);
+  const jobName = `addition${seed === 0 ? '' : `-seed${seed}`}${threads === null ? '' : `-threads${threads}`}`;
   const modelDir = join(root, 'runs', 'quickstart', seed === 0 ? 'model' : `model-seed${seed}`);
   if (!existsSync(join(modelDir, 'config.json'))) {
     const { initModel } = await import('../model/init.js');
@@ -336,7 +348,8 @@ async function quickstartCommand(args: string[]): Promise<number> {
   }
   const overrides = [
     `model.model_path=${modelDir}`,
-    ...(seed === 0 ? [] : [`name=addition-seed${seed}`, `buffer.explorer_input.taskset.task_selector.seed=${seed}`]),
+    ...(jobName === 'addition' ? [] : [`name=${jobName}`]),
+    ...(seed === 0 ? [] : [`buffer.explorer_input.taskset.task_selector.seed=${seed}`]),
     ...(values.set ?? []),
   ];
   const code = await runCommand('run', [
@@ -345,7 +358,7 @@ async function quickstartCommand(args: string[]): Promise<number> {
     ...overrides.flatMap((o) => ['--set', o]),
   ]);
   if (code !== 0) return code;
-  const jobDir = join(root, 'runs', 'quickstart', seed === 0 ? 'addition' : `addition-seed${seed}`);
+  const jobDir = join(root, 'runs', 'quickstart', jobName);
   const { formatSummaryTable, summarizeRun, writeReport } = await import('../rft/report/index.js');
   console.log(`\n${formatSummaryTable(await summarizeRun(jobDir))}`);
   const report = await writeReport(jobDir);

@@ -173,6 +173,22 @@ function takesTurns(stage: StageConfig): boolean {
  * The settings of one stage from its resolved config section; `distributed`: this process's place among the ranks of
  * a data-parallel trainer (./distributed.ts), null for one process.
  */
+/**
+ * The threads a process of the run computes with: OMP_NUM_THREADS when set (per process, as PyTorch reads it), else
+ * the cores it may run on (CPU affinity respected), shared by the ranks started on one machine. Mode both splits them
+ * between explorer and trainer when those overlap.
+ */
+export function coreBudget(localWorldSize: number, env: NodeJS.ProcessEnv = process.env): number {
+  const set = env.OMP_NUM_THREADS;
+  if (set !== undefined && set.trim() !== '') {
+    const n = Number(set);
+    if (!Number.isInteger(n) || n < 1 || n > 4096)
+      throw new Error(`OMP_NUM_THREADS must be a whole number of threads from 1 to 4096, got '${set}'`);
+    return n;
+  }
+  return Math.max(1, Math.floor(availableParallelism() / localWorldSize));
+}
+
 export function stageSettings(
   stage: StageConfig,
   modelPath: string,
@@ -181,8 +197,7 @@ export function stageSettings(
 ): StageSettings {
   const input = stage.buffer.explorer_input;
   const experienceBuffer = stage.buffer.trainer_input.experience_buffer;
-  // ranks started on one machine share its cores
-  const cores = Math.max(1, Math.floor(availableParallelism() / (distributed?.localWorldSize ?? 1)));
+  const cores = coreBudget(distributed?.localWorldSize ?? 1);
   const lora = stage.model.lora;
   const firstTaskset = input.tasksets[0];
   // memory or checkpoint; validation allows only checkpoint for an external server (it loads folders)
