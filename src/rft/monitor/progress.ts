@@ -49,10 +49,11 @@ export class ProgressReporter {
     this.#total = options.total;
   }
 
-  /** Starts counting from `step` (a resumed run), so the ETA uses only this session's pace. */
+  /** Starts counting from `step` now (a stage starting, or resumed), so the ETA uses only this stage's pace. */
   resumeAt(step: number): void {
     this.#step = step;
     this.#startStep = step;
+    this.#startedAt = this.#now();
   }
 
   /** The status line for the current state. */

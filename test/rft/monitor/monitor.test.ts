@@ -262,6 +262,18 @@ test('progress: a redrawn status line on a terminal, plain lines elsewhere, with
     chunks.at(-1)?.slice(redraw.length) ?? '',
     /^\[grpo\] █+░+ {2}4\/10 {2}40% \| reward 0\.500 \| 2\.00 s\/step \| ETA 12s$/,
   );
+  // the next stage: its own pace from its own start, none of the last stage's fields (an SFT stage has no reward)
+  live.setLabel('sft', 100);
+  clock = 10_000;
+  live.resumeAt(0);
+  clock = 11_000;
+  live.update(2, { loss: 1.5 });
+  assert.match(
+    chunks.at(-1)?.slice(redraw.length) ?? '',
+    /^\[sft\] ░+ {3}2\/100 {3}2% \| loss 1\.500 \| 0\.50 s\/step \| ETA 49s$/,
+  );
+  live.setLabel('grpo', 10);
+  live.resumeAt(4);
   live.log('evaluated: accuracy 0.3');
   assert.ok(chunks.includes('evaluated: accuracy 0.3\n'));
   live.done();
