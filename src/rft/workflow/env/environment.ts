@@ -232,8 +232,9 @@ const DATA_SEEDS = { eval: 0, train: 100_000, sft: 200_000 } as const;
 
 /**
  * An environment's data in three disjoint sets of seeds (the examples' make-data scripts): `eval` held-out seeds,
- * `train` seeds for RL and `sft` expert episodes played by `expert` (solved ones only, as conversations); train and
- * SFT seeds whose layout equals an eval seed's are skipped, so no held-out layout is trained on.
+ * `train` seeds for RL and `sft` expert episodes played by `expert` (as conversations; solved ones only unless
+ * keepFailed, for imperfect demonstrations); train and SFT seeds whose layout equals an eval seed's are skipped, so
+ * no held-out layout is trained on.
  */
 export async function seededEpisodeData<E extends Environment>(options: {
   counts: { train: number; eval: number; sft: number };
@@ -244,6 +245,8 @@ export async function seededEpisodeData<E extends Environment>(options: {
   expert: (env: E) => string;
   systemPrompt: string;
   maxSteps: number;
+  /** Keep the expert's unsolved episodes too (default: only episodes with reward 1). */
+  keepFailed?: boolean;
 }): Promise<{ train: { seed: number }[]; eval: { seed: number }[]; sft: { seed: number; messages: ChatTurn[] }[] }> {
   const { counts } = options;
   const evalSeeds = Array.from({ length: counts.eval }, (_, i) => DATA_SEEDS.eval + i);
@@ -260,7 +263,9 @@ export async function seededEpisodeData<E extends Environment>(options: {
       systemPrompt: options.systemPrompt,
       maxSteps: options.maxSteps,
     });
-    if (episode.reward === 1) sft.push({ seed, messages: episode.messages });
+    // an episode cut at maxSteps ends with an observation; as SFT data it ends with the last move
+    const messages = episode.messages.at(-1)?.role === 'user' ? episode.messages.slice(0, -1) : episode.messages;
+    if (episode.reward === 1 || options.keepFailed) sft.push({ seed, messages });
   }
   return {
     train: pick(DATA_SEEDS.train, counts.train).map((seed) => ({ seed })),

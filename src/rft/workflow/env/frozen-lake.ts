@@ -1,8 +1,9 @@
 // FrozenLake (after gymnasium's FrozenLake-v1, as Trinity-RFT's frozen_lake_workflow plays it): walk across a
 // frozen lake from the start to the goal without falling into a hole. Reward 1 on reaching the goal, else 0.
 //
-// A map is generated from (seed, size, p): start and goal on random distinct cells, every other cell frozen with
-// probability p or a hole; maps without a path are drawn again, so every generated map is solvable (BFS).
+// A map is generated from (seed, size, p): start and goal on random distinct cells (Trinity's layout), or with
+// corners the start top-left and the goal bottom-right (gymnasium's generate_random_map); every other cell frozen
+// with probability p or a hole; maps without a path are drawn again, so every generated map is solvable (BFS).
 // The model sees the grid as text, one row per line, and answers with a move:
 //
 //   _P__        P player   _ frozen   O hole   G goal
@@ -11,7 +12,7 @@
 //   O__G
 //
 // Task arguments (row fields or workflow_args): seed (default: the task's index), size (4), p (0.8),
-// is_slippery (false), plus the environment workflow's max_steps (default 10), experience_mode ('episode') and
+// corners (false), is_slippery (false), plus the environment workflow's max_steps (default 10), experience_mode ('episode') and
 // invalid_action_penalty (default 0.1 per invalid reply; set 0 on eval tasksets so the mean reward is the success rate).
 import { seededRandom } from '../../buffer/random.js';
 import type { Environment, EnvironmentStep } from './environment.js';
@@ -33,18 +34,24 @@ export interface FrozenLakeParams {
   size: number;
   /** Probability that a cell (other than start and goal) is frozen. */
   p: number;
+  /** Start top-left and goal bottom-right (gymnasium's layout) instead of two random cells. */
+  corners?: boolean;
 }
 
 /** A random solvable map; the same params always give the same map. */
-export function generateFrozenLake({ seed, size, p }: FrozenLakeParams): FrozenLakeMap {
+export function generateFrozenLake({ seed, size, p, corners = false }: FrozenLakeParams): FrozenLakeMap {
   if (!Number.isInteger(size) || size < 2) throw new RangeError(`frozen lake: size must be an integer >= 2, got ${size}`);
   if (!(p > 0 && p <= 1)) throw new RangeError(`frozen lake: p must be in (0, 1], got ${p}`);
   const random = seededRandom(seed, size, Math.round(p * 1e6));
   const cells = size * size;
   for (let attempt = 0; attempt < 10_000; attempt++) {
-    const start = Math.floor(random() * cells);
-    let goal = Math.floor(random() * (cells - 1));
-    if (goal >= start) goal++;
+    let start = 0;
+    let goal = cells - 1;
+    if (!corners) {
+      start = Math.floor(random() * cells);
+      goal = Math.floor(random() * (cells - 1));
+      if (goal >= start) goal++;
+    }
     const chars = Array.from({ length: cells }, (_, i) => (i === start ? 'S' : i === goal ? 'G' : random() < p ? 'F' : 'H'));
     const rows = Array.from({ length: size }, (_, r) => chars.slice(r * size, (r + 1) * size).join(''));
     const map = { size, rows, start, goal };
@@ -163,6 +170,7 @@ export function frozenLakeFromArgs(
     seed: intArg(args, 'seed', defaults.seed, who),
     size: intArg(args, 'size', 4, who, 2, 32),
     p: numberArg(args, 'p', 0.8, who, Number.MIN_VALUE, 1),
+    corners: boolArg(args, 'corners', false, who),
   });
   return { map, isSlippery: boolArg(args, 'is_slippery', false, who) };
 }

@@ -74,6 +74,25 @@ describe('FrozenLake', () => {
     assert.ok(layouts.size > 280, `only ${layouts.size} distinct maps of 300`);
   });
 
+  test("corners: start top-left and goal bottom-right (gymnasium's layout), holes still random, always solvable", () => {
+    const layouts = new Set<string>();
+    for (let seed = 0; seed < 100; seed++) {
+      const map = generateFrozenLake({ seed, size: 4, p: 0.8, corners: true });
+      assert.equal(map.start, 0);
+      assert.equal(map.goal, 15);
+      assert.equal(map.rows[0]?.[0], 'S');
+      assert.equal(map.rows[3]?.[3], 'G');
+      assert.ok(solveFrozenLake(map) !== null, `seed ${seed} unsolvable`);
+      layouts.add(map.rows.join('/'));
+    }
+    assert.ok(layouts.size > 80, `only ${layouts.size} distinct maps of 100`);
+    assert.deepEqual(
+      frozenLakeFromArgs({ corners: true }, { seed: 9 }).map,
+      generateFrozenLake({ seed: 9, size: 4, p: 0.8, corners: true }),
+    );
+    assert.throws(() => frozenLakeFromArgs({ corners: 1 }, { seed: 0 }), /corners must be true or false/);
+  });
+
   test('task arguments: defaults, row overrides, precise errors', () => {
     const { map, isSlippery } = frozenLakeFromArgs({ size: 5 }, { seed: 3 });
     assert.equal(map.size, 5);
@@ -221,4 +240,23 @@ test('seededEpisodeData: disjoint seed ranges, no eval layout trained on, only s
     assert.equal(messages[0]?.role, 'system');
     assert.equal(messages.at(-1)?.role, 'assistant', 'a solved episode ends on the winning move');
   }
+});
+
+test('seededEpisodeData keepFailed: unsolved demonstrations kept, each ending on the last move', async () => {
+  const map = (seed: number) => generateFrozenLake({ seed, size: 3, p: 0.8 });
+  const data = await seededEpisodeData({
+    counts: { train: 0, eval: 0, sft: 30 },
+    layout: (seed) => renderFrozenLake(map(seed), map(seed).start),
+    environment: (seed) => new FrozenLakeEnv(map(seed)),
+    expert: () => 'Up', // mostly fails: bumps into the top edge until maxSteps, or falls in
+    systemPrompt: FROZEN_LAKE_SYSTEM_PROMPT,
+    maxSteps: 2,
+    keepFailed: true,
+  });
+  assert.equal(data.sft.length, 30);
+  for (const { messages } of data.sft) assert.equal(messages.at(-1)?.role, 'assistant');
+  assert.ok(
+    data.sft.some(({ messages }) => messages.length === 5),
+    'an episode cut after 2 moves: system, 2 x (user, move)',
+  );
 });
