@@ -30,11 +30,14 @@ export class ProgressReporter {
   readonly #live: boolean;
   readonly #plainIntervalMs: number;
   readonly #now: () => number;
-  readonly #startedAt: number;
   #label: string;
   #total: number;
   #step = 0;
-  #startStep = 0;
+  /**
+   * Where the pace is measured from: the first update after the stage started (or resumed) — the setup before it
+   * (loading the model, starting engines) is no step's time.
+   */
+  #paceFrom: { step: number; at: number } | null = null;
   #fields: Record<string, number | string> = {};
   #lastPlain = Number.NEGATIVE_INFINITY;
   #drawn = false;
@@ -44,16 +47,14 @@ export class ProgressReporter {
     this.#live = options.live ?? Boolean(this.#stream.isTTY);
     this.#plainIntervalMs = options.plainIntervalMs ?? 10_000;
     this.#now = options.now ?? (() => Date.now());
-    this.#startedAt = this.#now();
     this.#label = options.label;
     this.#total = options.total;
   }
 
-  /** Starts counting from `step` now (a stage starting, or resumed), so the ETA uses only this stage's pace. */
+  /** A stage starts (or resumes) at `step`: the ETA will use only its own pace, from its first update on. */
   resumeAt(step: number): void {
     this.#step = step;
-    this.#startStep = step;
-    this.#startedAt = this.#now();
+    this.#paceFrom = null;
   }
 
   /** The status line for the current state. */
@@ -62,9 +63,9 @@ export class ProgressReporter {
     const fraction = this.#total > 0 ? done / this.#total : 0;
     const width = 16;
     const filled = Math.round(fraction * width);
-    const elapsed = (this.#now() - this.#startedAt) / 1000;
-    const stepsThisSession = this.#step - this.#startStep;
-    const perStep = stepsThisSession > 0 ? elapsed / stepsThisSession : Number.NaN;
+    const from = this.#paceFrom;
+    const perStep =
+      from !== null && this.#step > from.step ? (this.#now() - from.at) / 1000 / (this.#step - from.step) : Number.NaN;
     const eta = perStep * (this.#total - done);
     const parts = [
       `[${this.#label}] ${'█'.repeat(filled)}${'░'.repeat(width - filled)} ${String(done).padStart(String(this.#total).length)}/${this.#total} ${String(Math.round(fraction * 100)).padStart(3)}%`,
@@ -76,6 +77,7 @@ export class ProgressReporter {
   }
 
   update(step: number, fields: Record<string, number | string> = {}): void {
+    this.#paceFrom ??= { step, at: this.#now() };
     this.#step = step;
     this.#fields = { ...this.#fields, ...fields };
     if (this.#live) this.#draw();

@@ -254,7 +254,10 @@ test('progress: a redrawn status line on a terminal, plain lines elsewhere, with
   );
   const live = new ProgressReporter({ label: 'grpo', total: 10, stream: sink, now: () => clock });
   live.resumeAt(2);
-  clock = 4000;
+  clock = 3000; // setup: loading, engines (not a step's time)
+  live.update(3, { reward: 0.4 });
+  assert.match(chunks.at(-1) ?? '', /3\/10 {2}30% \| reward 0\.400 \| ETA \?$/, 'no pace from one update');
+  clock = 5000;
   live.update(4, { reward: 0.5 });
   const redraw = '\r\u001b[2K'; // carriage return + erase line
   assert.ok(chunks.at(-1)?.startsWith(redraw));
@@ -266,7 +269,9 @@ test('progress: a redrawn status line on a terminal, plain lines elsewhere, with
   live.setLabel('sft', 100);
   clock = 10_000;
   live.resumeAt(0);
-  clock = 11_000;
+  clock = 20_000;
+  live.update(1, { loss: 1.6 });
+  clock = 20_500;
   live.update(2, { loss: 1.5 });
   assert.match(
     chunks.at(-1)?.slice(redraw.length) ?? '',
