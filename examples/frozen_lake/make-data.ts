@@ -1,38 +1,76 @@
-// Generates the FrozenLake example's data: 4x4 maps named by seed, in three disjoint sets.
-//   sft.jsonl    expert demonstrations: whole episodes played by the BFS solver, as chat messages (multi-turn SFT)
+// Generates the FrozenLake example's data: 4x4 maps in gymnasium's layout (start top-left, goal bottom-right, random
+// holes), named by seed, in three disjoint sets.
+//   sft.jsonl    demonstrations as chat messages (multi-turn SFT), played by a walker that heads for the goal but
+//                never looks at the holes: each move is Down or Right (the moves that bring it closer), drawn at
+//                random; its episodes are kept whether they reach the goal or fall in (--expert optimal: the BFS
+//                solver's shortest paths instead, solved episodes only)
 //   train.jsonl  maps for GRPO ({seed}; frozen_lake_workflow generates the map from it)
 //   eval.jsonl   held-out maps, never trained on (seeds and layouts disjoint from both training sets)
-// Usage: node --import tsx examples/frozen_lake/make-data.ts OUT_DIR [--size N] [--train N] [--eval N] [--sft N]
+// Usage: node --import tsx examples/frozen_lake/make-data.ts OUT_DIR [--size N] [--p P] [--max-steps N]
+//          [--random-corners] [--expert blind|optimal] [--train N] [--eval N] [--sft N]
 import { parseArgs } from 'node:util';
 import {
+  DELTA,
+  DIRECTIONS,
+  type Direction,
   FROZEN_LAKE_SYSTEM_PROMPT,
   FrozenLakeEnv,
   generateFrozenLake,
   renderFrozenLake,
   seededEpisodeData,
+  seededRandom,
   solveFrozenLake,
   writeJsonlSets,
 } from 'trinity-rft/rft';
 
+export type FrozenLakeExpert = 'blind' | 'optimal';
+
+/** The moves from `position` that bring the player closer to the goal (Manhattan distance), holes ignored. */
+export function movesTowardGoal(size: number, position: number, goal: number): Direction[] {
+  const [r, c] = [Math.floor(position / size), position % size];
+  const [gr, gc] = [Math.floor(goal / size), goal % size];
+  return DIRECTIONS.filter((d) => {
+    const [dr, dc] = DELTA[d];
+    return Math.abs(gr - (r + dr)) + Math.abs(gc - (c + dc)) < Math.abs(gr - r) + Math.abs(gc - c);
+  });
+}
+
 export function makeFrozenLakeData(options: {
   size: number;
   p: number;
+  corners: boolean;
+  expert: FrozenLakeExpert;
+  /** Probability that the demonstrator makes a random move (any of the four) instead of the expert's. */
+  epsilon: number;
   maxSteps: number;
   train: number;
   eval: number;
   sft: number;
 }) {
-  const map = (seed: number) => generateFrozenLake({ seed, size: options.size, p: options.p });
+  const map = (seed: number) => generateFrozenLake({ seed, size: options.size, p: options.p, corners: options.corners });
+  // The blind walker's draws, one stream per demonstration (seeded by its map's seed).
+  const draws = new WeakMap<FrozenLakeEnv, () => number>();
   return seededEpisodeData({
     counts: options,
     layout: (seed) => {
       const m = map(seed);
       return renderFrozenLake(m, m.start);
     },
-    environment: (seed) => new FrozenLakeEnv(map(seed)),
-    expert: (env) => solveFrozenLake(env.map, env.position)?.[0] ?? 'Up',
+    environment: (seed) => {
+      const env = new FrozenLakeEnv(map(seed));
+      draws.set(env, seededRandom(seed, 0xb1d));
+      return env;
+    },
+    expert: (env) => {
+      const random = draws.get(env) as () => number;
+      if (random() < options.epsilon) return DIRECTIONS[Math.floor(random() * DIRECTIONS.length)] as Direction;
+      if (options.expert === 'optimal') return solveFrozenLake(env.map, env.position)?.[0] ?? 'Up';
+      const moves = movesTowardGoal(env.map.size, env.position, env.map.goal);
+      return moves[Math.floor(random() * moves.length)] ?? 'Up';
+    },
     systemPrompt: FROZEN_LAKE_SYSTEM_PROMPT,
     maxSteps: options.maxSteps,
+    keepFailed: options.expert === 'blind' || options.epsilon > 0,
   });
 }
 
@@ -42,22 +80,32 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     options: {
       size: { type: 'string', default: '4' },
       p: { type: 'string', default: '0.8' },
+      'random-corners': { type: 'boolean', default: false },
+      expert: { type: 'string', default: 'optimal' },
+      epsilon: { type: 'string', default: '0.25' },
       'max-steps': { type: 'string', default: '8' },
-      train: { type: 'string', default: '2000' },
+      train: { type: 'string', default: '4000' },
       eval: { type: 'string', default: '100' },
       sft: { type: 'string', default: '2000' },
     },
   });
   const out = positionals[0];
-  if (!out) throw new Error('usage: make-data.ts OUT_DIR [--size N] [--p P] [--max-steps N] [--train N] [--eval N] [--sft N]');
+  const expert = values.expert;
+  if (!out || (expert !== 'blind' && expert !== 'optimal'))
+    throw new Error(
+      'usage: make-data.ts OUT_DIR [--size N] [--p P] [--max-steps N] [--random-corners] [--expert blind|optimal] [--train N] [--eval N] [--sft N]',
+    );
   const data = await makeFrozenLakeData({
     size: Number(values.size),
     p: Number(values.p),
+    corners: !values['random-corners'],
+    expert,
+    epsilon: Number(values.epsilon),
     maxSteps: Number(values['max-steps']),
     train: Number(values.train),
     eval: Number(values.eval),
     sft: Number(values.sft),
   });
   writeJsonlSets(out, data);
-  console.log(`wrote ${out}: ${data.sft.length} expert episodes, ${data.train.length} GRPO maps, ${data.eval.length} eval maps`);
+  console.log(`wrote ${out}: ${data.sft.length} demonstrations, ${data.train.length} GRPO maps, ${data.eval.length} eval maps`);
 }
