@@ -1,13 +1,14 @@
 // Generates the FrozenLake example's data: 4x4 maps in gymnasium's layout (start top-left, goal bottom-right, random
 // holes), named by seed, in three disjoint sets.
-//   sft.jsonl    demonstrations as chat messages (multi-turn SFT), played by a walker that heads for the goal but
-//                never looks at the holes: each move is Down or Right (the moves that bring it closer), drawn at
-//                random; its episodes are kept whether they reach the goal or fall in (--expert optimal: the BFS
-//                solver's shortest paths instead, solved episodes only)
+//   sft.jsonl    demonstrations as chat messages (multi-turn SFT) by an ε-greedy demonstrator: the BFS expert's move
+//                (--expert optimal, the default) or a walker that heads for the goal without looking at the holes
+//                (--expert blind: Down or Right, whichever brings it closer, drawn at random), except that with
+//                probability ε (--epsilon, default 0.25) it makes a random move; episodes are kept whether they reach
+//                the goal or not when ε > 0 or blind (only solved ones otherwise)
 //   train.jsonl  maps for GRPO ({seed}; frozen_lake_workflow generates the map from it)
 //   eval.jsonl   held-out maps, never trained on (seeds and layouts disjoint from both training sets)
 // Usage: node --import tsx examples/frozen_lake/make-data.ts OUT_DIR [--size N] [--p P] [--max-steps N]
-//          [--random-corners] [--expert blind|optimal] [--train N] [--eval N] [--sft N]
+//          [--random-corners] [--expert optimal|blind] [--epsilon E] [--train N] [--eval N] [--sft N]
 import { parseArgs } from 'node:util';
 import {
   DELTA,
@@ -93,7 +94,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const expert = values.expert;
   if (!out || (expert !== 'blind' && expert !== 'optimal'))
     throw new Error(
-      'usage: make-data.ts OUT_DIR [--size N] [--p P] [--max-steps N] [--random-corners] [--expert blind|optimal] [--train N] [--eval N] [--sft N]',
+      'usage: make-data.ts OUT_DIR [--size N] [--p P] [--max-steps N] [--random-corners] [--expert optimal|blind] [--epsilon E] [--train N] [--eval N] [--sft N]',
     );
   const data = await makeFrozenLakeData({
     size: Number(values.size),
