@@ -7,7 +7,7 @@
 // in the policy and GRPO removes many of them, a margin float rounding (CPU kind) should not decide; the test fixes
 // the intra-op threads at 1.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -45,7 +45,10 @@ before(async () => {
   // GRPO trains and is measured on the same maps: the check is that the reward on them rises
   writeJsonlSets(root, { sft: data.sft, train: data.train, eval: data.train });
 });
-after(() => torch.setNumThreads(threads));
+after(() => {
+  torch.setNumThreads(threads);
+  rmSync(root, { recursive: true, force: true });
+});
 
 describe('examples/frozen_lake, shortened', () => {
   it('GRPO raises the success rate the SFT model reaches on the maps it trains on', async () => {
