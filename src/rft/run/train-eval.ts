@@ -4,7 +4,7 @@
 // stop at a held-out accuracy instead of after a step count whose outcome depends on the seed.
 import type { MonitorGroup } from '../monitor/index.js';
 import type { TrainerClient } from '../trainer/trainer.js';
-import { EngineModelHandle } from '../workflow/index.js';
+import { EngineModelHandle, type WorkflowRunner } from '../workflow/index.js';
 import { evaluateTasksets, formatEvalMetrics, stageWorkflowRunner, writeEvalSamples } from './evaluation.js';
 import { LocalWeightChannel } from './local-weight-channel.js';
 import type { StageSettings, StopRule } from './settings.js';
@@ -39,7 +39,7 @@ export interface TrainStageEvaluatorParts {
 export class TrainStageEvaluator {
   readonly #parts: TrainStageEvaluatorParts;
   readonly #channel: LocalWeightChannel;
-  readonly #runner;
+  readonly #runner: WorkflowRunner;
   readonly #handle: EngineModelHandle;
 
   constructor(parts: TrainStageEvaluatorParts) {
