@@ -67,7 +67,9 @@ const libs = readdirSync(libDir);
 const hasCuda = libs.some((f) => f.startsWith('libtorch_cuda'));
 const nodeAddonApi = dirname(require.resolve('node-addon-api/package.json'));
 const nodeApiHeaders = join(dirname(require.resolve('node-api-headers/package.json')), 'include');
-const sources = ['addon.cpp', 'core.cpp', 'ops.cpp', 'kernels.cpp', 'distributed.cpp'].map((f) => join(here, 'src', f));
+const sources = ['addon.cpp', 'core.cpp', 'ops.cpp', 'kernels.cpp', 'distributed.cpp', 'capture.cpp'].map((f) =>
+  join(here, 'src', f),
+);
 
 // distributed.cpp binds c10d (TCPStore, ProcessGroupGloo, ProcessGroupNCCL), whose headers reach into libtorch's C++
 // API folder and into the communication libraries' own headers. The libraries' code is inside libtorch (gloo is
@@ -147,7 +149,8 @@ const ldflags = [
 const fingerprint = createHash('sha256')
   .update(JSON.stringify({ torch: torch.dir, cxxflags, ldflags, distributedFlags }))
   .update(readFileSync(fileURLToPath(import.meta.url)))
-  .update(readFileSync(join(here, 'src', 'common.h')));
+  .update(readFileSync(join(here, 'src', 'common.h')))
+  .update(readFileSync(join(here, 'src', 'capture.h')));
 for (const s of sources) fingerprint.update(readFileSync(s));
 const stamp = fingerprint.digest('hex');
 const stampFile = join(buildDir, 'build.json');

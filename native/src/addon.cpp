@@ -6,6 +6,7 @@ static Napi::Object init(Napi::Env, Napi::Object exports) {
   trt::registerOps(exports);
   trt::registerKernels(exports);
   trt::registerDistributed(exports);
+  trt::registerCapture(exports);
   return exports;
 }
 

@@ -58,8 +58,25 @@ inline bool isNullish(const Napi::Value& value) { return value.IsUndefined() || 
 // ---- the error boundary: every binding runs inside it ----
 std::string cleanMessage(const c10::Error& error);
 
-template <Napi::Value (*Fn)(const Napi::CallbackInfo&)>
+// What a binding does while a capture is open on its thread (capture.h): Records (an op: it records itself),
+// Passive (metadata or memory management: allowed, nothing to replay) or Poisons (it reads values back, makes a
+// tensor from JavaScript data or has effects outside the recorded ops: the capture is marked not replayable).
+enum class DuringCapture { Records, Passive, Poisons };
+
+class Recorder;
+Recorder* activeRecorder();
+void poisonCapture(Recorder* recorder, const void* binding);
+void registerBindingName(const void* binding, const char* name);
+
+// Native calls made by the calling thread (every binding counts one; a replay counts one).
+extern thread_local uint64_t nativeCalls;
+
+template <Napi::Value (*Fn)(const Napi::CallbackInfo&), DuringCapture Use = DuringCapture::Poisons>
 Napi::Value guarded(const Napi::CallbackInfo& info) {
+  ++nativeCalls;
+  if constexpr (Use == DuringCapture::Poisons) {
+    if (Recorder* recorder = activeRecorder()) poisonCapture(recorder, reinterpret_cast<const void*>(Fn));
+  }
   try {
     return Fn(info);
   } catch (const Napi::Error&) {
@@ -71,12 +88,23 @@ Napi::Value guarded(const Napi::CallbackInfo& info) {
   }
 }
 
-#define TRT_EXPORT(exports, jsName, fn) \
-  (exports).Set(jsName, Napi::Function::New<::trt::guarded<fn>>((exports).Env(), jsName))
+#define TRT_EXPORT_AS(exports, jsName, fn, use)                                              \
+  do {                                                                                       \
+    ::trt::registerBindingName(reinterpret_cast<const void*>(&fn), jsName);                  \
+    (exports).Set(jsName, Napi::Function::New<::trt::guarded<fn, use>>((exports).Env(), jsName)); \
+  } while (0)
+// A binding that poisons an open capture (the default), one that is harmless during one, one that records itself.
+#define TRT_EXPORT(exports, jsName, fn) TRT_EXPORT_AS(exports, jsName, fn, ::trt::DuringCapture::Poisons)
+#define TRT_EXPORT_PASSIVE(exports, jsName, fn) TRT_EXPORT_AS(exports, jsName, fn, ::trt::DuringCapture::Passive)
+#define TRT_EXPORT_RECORDED(exports, jsName, fn) TRT_EXPORT_AS(exports, jsName, fn, ::trt::DuringCapture::Records)
+
+// The text of a string argument.
+std::string toText(const Napi::Value& value);
 
 void registerCore(Napi::Object exports);
 void registerOps(Napi::Object exports);
 void registerKernels(Napi::Object exports);
 void registerDistributed(Napi::Object exports);
+void registerCapture(Napi::Object exports);
 
 }  // namespace trt

@@ -1,5 +1,5 @@
 // Handles, conversions, creation, metadata, read-back, autograd, optimizers, file I/O, threads.
-#include "common.h"
+#include "capture.h"
 
 #include <ATen/ScalarOps.h>
 #include <ATen/Parallel.h>
@@ -330,7 +330,8 @@ static Napi::Value manualSeed(const Napi::CallbackInfo& info) {
 // ---------------------------------------------------------------------------------------------------------------
 // creation
 
-static at::TensorOptions options(const Napi::Value& dtype, const Napi::Value& device) {
+template <class Value>
+static at::TensorOptions options(const Value& dtype, const Value& device) {
   return at::TensorOptions().dtype(isNullish(dtype) ? at::kFloat : toDtype(dtype)).device(toDevice(device));
 }
 
@@ -365,23 +366,35 @@ static Napi::Value fromBytes(const Napi::CallbackInfo& info) {
   return wrap(info.Env(), device.is_cpu() ? cpu : cpu.to(device));
 }
 
-static Napi::Value empty(const Napi::CallbackInfo& info) {
-  return wrap(info.Env(), at::empty(intList(info[0]), options(info[1], info[2])));
+// Creation from shapes and numbers only: recorded inside a capture (capture.h), like the ops.
+template <class Info>
+static at::Tensor emptyOp(const Info& info) {
+  return at::empty(intList(info[0]), options(info[1], info[2]));
 }
-static Napi::Value full(const Napi::CallbackInfo& info) {
+template <class Info>
+static at::Tensor fullOp(const Info& info) {
   at::Scalar value = toScalar(info[1]);
   at::TensorOptions opts = options(info[2], info[3]);
   // zeros/ones have faster kernels than the general fill (zeros is a memset)
-  if (value.isIntegral(false) && value.toLong() == 0) return wrap(info.Env(), at::zeros(intList(info[0]), opts));
-  if (value.isIntegral(false) && value.toLong() == 1) return wrap(info.Env(), at::ones(intList(info[0]), opts));
-  return wrap(info.Env(), at::full(intList(info[0]), value, opts));
+  if (value.isIntegral(false) && value.toLong() == 0) return at::zeros(intList(info[0]), opts);
+  if (value.isIntegral(false) && value.toLong() == 1) return at::ones(intList(info[0]), opts);
+  return at::full(intList(info[0]), value, opts);
 }
-static Napi::Value arange(const Napi::CallbackInfo& info) {
-  return wrap(info.Env(), at::arange(toScalar(info[0]), toScalar(info[1]), toScalar(info[2]), options(info[3], info[4])));
+template <class Info>
+static at::Tensor arangeOp(const Info& info) {
+  return at::arange(toScalar(info[0]), toScalar(info[1]), toScalar(info[2]), options(info[3], info[4]));
 }
-static Napi::Value linspace(const Napi::CallbackInfo& info) {
-  return wrap(info.Env(), at::linspace(toScalar(info[0]), toScalar(info[1]), toInt(info[2]), options(info[3], info[4])));
+template <class Info>
+static at::Tensor linspaceOp(const Info& info) {
+  return at::linspace(toScalar(info[0]), toScalar(info[1]), toInt(info[2]), options(info[3], info[4]));
 }
+#define DEFINE_CREATION(name)                                                                                   \
+  static void name##Replay(const ReplayInfo& info, std::vector<at::Tensor>& out) { out.push_back(name##Op(info)); } \
+  TRT_RECORDED_BINDING(name, name##Op, oneOutput, wrap)
+DEFINE_CREATION(empty)
+DEFINE_CREATION(full)
+DEFINE_CREATION(arange)
+DEFINE_CREATION(linspace)
 static Napi::Value randn(const Napi::CallbackInfo& info) {
   return wrap(info.Env(), at::randn(intList(info[0]), optionalGenerator(info[3]), options(info[1], info[2])));
 }
@@ -392,6 +405,18 @@ static Napi::Value rand(const Napi::CallbackInfo& info) {
 static Napi::Value randint(const Napi::CallbackInfo& info) {
   at::TensorOptions opts = at::TensorOptions().dtype(isNullish(info[3]) ? at::kLong : toDtype(info[3])).device(toDevice(info[4]));
   return wrap(info.Env(), at::randint(toInt(info[0]), toInt(info[1]), intList(info[2]), optionalGenerator(info[5]), opts));
+}
+// uniformPerGenerator(generators: (generator | null)[], device) -> [S] float64: one U[0, 1) draw from each generator
+// (null: the default one), exactly what rand([1], float64, generator) gives for each, in one call (a sampler's
+// per-row draws).
+static Napi::Value uniformPerGenerator(const Napi::CallbackInfo& info) {
+  if (!info[0].IsArray()) throw Napi::TypeError::New(info.Env(), "uniformPerGenerator: expected an array of generators");
+  Napi::Array generators = info[0].As<Napi::Array>();
+  at::TensorOptions opts = at::TensorOptions().dtype(at::kDouble).device(toDevice(info[1]));
+  std::vector<at::Tensor> draws;
+  draws.reserve(generators.Length());
+  for (uint32_t i = 0; i < generators.Length(); ++i) draws.push_back(at::rand({1}, optionalGenerator(generators.Get(i)), opts));
+  return wrap(info.Env(), draws.empty() ? at::empty({0}, opts) : at::cat(draws));
 }
 // normal_(t, mean, std, generator), uniform_(t, from, to, generator): in place, for initialisation.
 static Napi::Value normal_(const Napi::CallbackInfo& info) {
@@ -507,10 +532,19 @@ static Napi::Value retainGrad(const Napi::CallbackInfo& info) {
   unwrap(info[0]).retain_grad();
   return info.Env().Undefined();
 }
-// Grad mode is thread-local in libtorch: this sets it for the calling JS thread (main or worker).
+// Grad mode is thread-local in libtorch: this sets it for the calling JS thread (main or worker). Recorded inside a
+// capture, so that a replay switches grad mode where the step did.
+template <class Info>
+static bool setGradEnabledOp(const Info& info) {
+  c10::GradMode::set_enabled(toBool(info[0]));
+  return true;
+}
+static void setGradEnabledBindingReplay(const ReplayInfo& info, std::vector<at::Tensor>&) { setGradEnabledOp(info); }
+static Napi::Value previousGradMode(Napi::Env env, bool) { return env.Undefined(); }
+TRT_RECORDED_BINDING(setGradEnabledBinding, setGradEnabledOp, noOutputs, previousGradMode)
 static Napi::Value setGradEnabled(const Napi::CallbackInfo& info) {
   bool previous = c10::GradMode::is_enabled();
-  c10::GradMode::set_enabled(toBool(info[0]));
+  setGradEnabledBinding(info);
   return Napi::Boolean::New(info.Env(), previous);
 }
 static Napi::Value isGradEnabled(const Napi::CallbackInfo& info) {
@@ -744,43 +778,44 @@ void registerCore(Napi::Object exports) {
   TRT_EXPORT(exports, "createGenerator", createGenerator);
   TRT_EXPORT(exports, "manualSeed", manualSeed);
   TRT_EXPORT(exports, "fromBytes", fromBytes);
-  TRT_EXPORT(exports, "empty", empty);
-  TRT_EXPORT(exports, "full", full);
-  TRT_EXPORT(exports, "arange", arange);
-  TRT_EXPORT(exports, "linspace", linspace);
+  TRT_EXPORT_RECORDED(exports, "empty", empty);
+  TRT_EXPORT_RECORDED(exports, "full", full);
+  TRT_EXPORT_RECORDED(exports, "arange", arange);
+  TRT_EXPORT_RECORDED(exports, "linspace", linspace);
   TRT_EXPORT(exports, "randn", randn);
   TRT_EXPORT(exports, "rand", rand);
   TRT_EXPORT(exports, "randint", randint);
+  TRT_EXPORT(exports, "uniformPerGenerator", uniformPerGenerator);
   TRT_EXPORT(exports, "normal_", normal_);
   TRT_EXPORT(exports, "uniform_", uniform_);
-  TRT_EXPORT(exports, "shape", shape);
-  TRT_EXPORT(exports, "strides", strides);
-  TRT_EXPORT(exports, "dtype", dtype);
-  TRT_EXPORT(exports, "device", device);
-  TRT_EXPORT(exports, "isContiguous", isContiguous);
-  TRT_EXPORT(exports, "version", version);
+  TRT_EXPORT_PASSIVE(exports, "shape", shape);
+  TRT_EXPORT_PASSIVE(exports, "strides", strides);
+  TRT_EXPORT_PASSIVE(exports, "dtype", dtype);
+  TRT_EXPORT_PASSIVE(exports, "device", device);
+  TRT_EXPORT_PASSIVE(exports, "isContiguous", isContiguous);
+  TRT_EXPORT_PASSIVE(exports, "version", version);
   TRT_EXPORT(exports, "dataPtr", dataPtr);
   TRT_EXPORT(exports, "toBytes", toBytes);
   TRT_EXPORT(exports, "item", item);
-  TRT_EXPORT(exports, "dispose", dispose);
-  TRT_EXPORT(exports, "liveHandleCount", liveHandleCount);
+  TRT_EXPORT_PASSIVE(exports, "dispose", dispose);
+  TRT_EXPORT_PASSIVE(exports, "liveHandleCount", liveHandleCount);
   TRT_EXPORT(exports, "setRequiresGrad", setRequiresGrad);
-  TRT_EXPORT(exports, "requiresGrad", requiresGrad);
-  TRT_EXPORT(exports, "isLeaf", isLeaf);
+  TRT_EXPORT_PASSIVE(exports, "requiresGrad", requiresGrad);
+  TRT_EXPORT_PASSIVE(exports, "isLeaf", isLeaf);
   TRT_EXPORT(exports, "backward", backward);
   TRT_EXPORT(exports, "grad", grad);
   TRT_EXPORT(exports, "setGrad", setGrad);
   TRT_EXPORT(exports, "retainGrad", retainGrad);
-  TRT_EXPORT(exports, "setGradEnabled", setGradEnabled);
-  TRT_EXPORT(exports, "isGradEnabled", isGradEnabled);
+  TRT_EXPORT_RECORDED(exports, "setGradEnabled", setGradEnabled);
+  TRT_EXPORT_PASSIVE(exports, "isGradEnabled", isGradEnabled);
   TRT_EXPORT(exports, "gradOf", gradOf);
   TRT_EXPORT(exports, "fusedAdamW", fusedAdamW);
   TRT_EXPORT(exports, "clipGradNorm", clipGradNorm);
   TRT_EXPORT(exports, "readFileInto", readFileInto);
   TRT_EXPORT(exports, "setNumThreads", setNumThreads);
-  TRT_EXPORT(exports, "getNumThreads", getNumThreads);
-  TRT_EXPORT(exports, "cudaDeviceCount", cudaDeviceCount);
-  TRT_EXPORT(exports, "buildInfo", buildInfo);
+  TRT_EXPORT_PASSIVE(exports, "getNumThreads", getNumThreads);
+  TRT_EXPORT_PASSIVE(exports, "cudaDeviceCount", cudaDeviceCount);
+  TRT_EXPORT_PASSIVE(exports, "buildInfo", buildInfo);
   TRT_EXPORT(exports, "exportTensor", exportTensor);
   TRT_EXPORT(exports, "importTensor", importTensor);
   TRT_EXPORT(exports, "releaseExported", releaseExported);

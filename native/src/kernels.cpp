@@ -15,7 +15,7 @@
 // The kernel runs on CPUs with AVX2 and FMA (checked at run time: packedLinearSupported()); elsewhere callers keep
 // at::linear. Panels are split across the intra-op threads (at::parallel_for: this file is compiled with -fopenmp,
 // see native/build.mjs).
-#include "common.h"
+#include "capture.h"
 
 #include <ATen/Parallel.h>
 
@@ -293,9 +293,14 @@ static at::Tensor packedLinear(const at::Tensor& input, const at::Tensor& packed
 }
 
 static Napi::Value packLinear(const Napi::CallbackInfo& info) { return wrap(info.Env(), packLinearWeight(unwrap(info[0]))); }
-static Napi::Value packedLinearOp(const Napi::CallbackInfo& info) {
-  return wrap(info.Env(), packedLinear(unwrap(info[0]), unwrap(info[1]), unwrapOptional(info[2]), toInt(info[3])));
+template <class Info>
+static at::Tensor packedLinearOp(const Info& info) {
+  return packedLinear(unwrap(info[0]), unwrap(info[1]), unwrapOptional(info[2]), toInt(info[3]));
 }
+static void packedLinearBindingReplay(const ReplayInfo& info, std::vector<at::Tensor>& out) {
+  out.push_back(packedLinearOp(info));
+}
+TRT_RECORDED_BINDING(packedLinearBinding, packedLinearOp, oneOutput, wrap)
 static Napi::Value packedLinearSupported(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), cpuSupported());
 }
@@ -305,9 +310,9 @@ static Napi::Value cpuHasBf16Matmul(const Napi::CallbackInfo& info) {
 
 void registerKernels(Napi::Object exports) {
   TRT_EXPORT(exports, "packLinear", packLinear);
-  TRT_EXPORT(exports, "packedLinear", packedLinearOp);
-  TRT_EXPORT(exports, "packedLinearSupported", packedLinearSupported);
-  TRT_EXPORT(exports, "cpuHasBf16Matmul", cpuHasBf16Matmul);
+  TRT_EXPORT_RECORDED(exports, "packedLinear", packedLinearBinding);
+  TRT_EXPORT_PASSIVE(exports, "packedLinearSupported", packedLinearSupported);
+  TRT_EXPORT_PASSIVE(exports, "cpuHasBf16Matmul", cpuHasBf16Matmul);
 }
 
 }  // namespace trt

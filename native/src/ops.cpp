@@ -3,7 +3,7 @@
 // B(i) boolean, S(i) scalar, OS(i) optional scalar, L(i) integer list, OL(i) optional integer list,
 // OD(i) optional double, DT(i) optional dtype, G(i) optional generator, TL(i) tensor list.
 // The TypeScript side (src/torch/tensor.ts, src/torch/functional.ts) documents each op for users.
-#include "common.h"
+#include "capture.h"
 
 namespace trt {
 
@@ -73,7 +73,7 @@ static at::OptionalIntArrayRef optionalDims(const std::optional<std::vector<int6
   /* activations */                                                                                        \
   X(relu, at::relu(T(0)))                                                                                  \
   X(silu, at::silu(T(0)))                                                                                  \
-  X(gelu, at::gelu(T(0), info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : "none"))           \
+  X(gelu, at::gelu(T(0), info[1].IsString() ? toText(info[1]) : std::string("none")))           \
   X(tanh, at::tanh(T(0)))                                                                                  \
   X(sigmoid, at::sigmoid(T(0)))                                                                            \
   X(logsigmoid, at::log_sigmoid(T(0)))                                                                     \
@@ -108,7 +108,7 @@ static at::OptionalIntArrayRef optionalDims(const std::optional<std::vector<int6
   X(scaledDotProductAttention, at::scaled_dot_product_attention(T(0), T(1), T(2), OT(3), D(4), B(5), OD(6), B(7))) \
   /* crossEntropy(logits[N,C], target[N], ignoreIndex, reduction 0 none 1 mean 2 sum, labelSmoothing) */   \
   X(crossEntropy, at::cross_entropy_loss(T(0), T(1), std::nullopt, I(3), I(2), D(4)))                       \
-  X(einsum, at::einsum(info[0].As<Napi::String>().Utf8Value(), TL(1)))                                     \
+  X(einsum, at::einsum(toText(info[0]), TL(1)))                                     \
   X(outer, at::outer(T(0), T(1)))                                                                          \
   /* indexing */                                                                                           \
   X(gather, at::gather(T(0), I(1), T(2)))                                                                  \
@@ -194,24 +194,49 @@ static c10::List<std::optional<at::Tensor>> indexList(const Napi::Value& value) 
   return out;
 }
 
-#define DEFINE_TENSOR_OP(name, expr) \
-  static Napi::Value name(const Napi::CallbackInfo& info) { return wrap(info.Env(), expr); }
-#define DEFINE_PAIR_OP(name, expr) \
-  static Napi::Value name(const Napi::CallbackInfo& info) { return wrapPair(info.Env(), expr); }
-#define DEFINE_LIST_OP(name, expr) \
-  static Napi::Value name(const Napi::CallbackInfo& info) { return wrapList(info.Env(), expr); }
-#define DEFINE_INPLACE_OP(name, expr)                               \
-  static Napi::Value name(const Napi::CallbackInfo& info) {        \
-    expr;                                                           \
-    return info.Env().Undefined();                                  \
-  }
+// Each op is one expression over `info`, compiled three times (capture.h): over the JS arguments (eager), over
+// recording arguments (while a capture is open on this thread) and over a record (replay).
+#define DEFINE_TENSOR_OP(name, expr)                                                                    \
+  template <class Info>                                                                                 \
+  static at::Tensor name##Op(const Info& info) {                                                        \
+    return expr;                                                                                        \
+  }                                                                                                     \
+  static void name##Replay(const ReplayInfo& info, std::vector<at::Tensor>& out) { out.push_back(name##Op(info)); } \
+  TRT_RECORDED_BINDING(name, name##Op, oneOutput, wrap)
+#define DEFINE_PAIR_OP(name, expr)                                                       \
+  template <class Info>                                                                  \
+  static std::tuple<at::Tensor, at::Tensor> name##Op(const Info& info) {                 \
+    return expr;                                                                         \
+  }                                                                                      \
+  static void name##Replay(const ReplayInfo& info, std::vector<at::Tensor>& out) {       \
+    auto pair = name##Op(info);                                                          \
+    out.push_back(std::get<0>(pair));                                                    \
+    out.push_back(std::get<1>(pair));                                                    \
+  }                                                                                      \
+  TRT_RECORDED_BINDING(name, name##Op, pairOutputs, wrapPair)
+#define DEFINE_LIST_OP(name, expr)                                                       \
+  template <class Info>                                                                  \
+  static std::vector<at::Tensor> name##Op(const Info& info) {                            \
+    return expr;                                                                         \
+  }                                                                                      \
+  static void name##Replay(const ReplayInfo& info, std::vector<at::Tensor>& out) { out = name##Op(info); } \
+  TRT_RECORDED_BINDING(name, name##Op, listOutputs, wrapList)
+// in-place ops return their first argument's tensor so that the shared binding shape applies; the JS gets undefined
+#define DEFINE_INPLACE_OP(name, expr)                                                          \
+  template <class Info>                                                                        \
+  static bool name##Op(const Info& info) {                                                     \
+    expr;                                                                                      \
+    return true;                                                                               \
+  }                                                                                            \
+  static void name##Replay(const ReplayInfo& info, std::vector<at::Tensor>&) { name##Op(info); } \
+  TRT_RECORDED_BINDING(name, name##Op, noOutputs, undefinedResult)
 
 TENSOR_OPS(DEFINE_TENSOR_OP)
 PAIR_OPS(DEFINE_PAIR_OP)
 LIST_OPS(DEFINE_LIST_OP)
 INPLACE_OPS(DEFINE_INPLACE_OP)
 
-#define REGISTER_OP(name, expr) TRT_EXPORT(exports, #name, name);
+#define REGISTER_OP(name, expr) TRT_EXPORT_RECORDED(exports, #name, name);
 
 void registerOps(Napi::Object exports) {
   TENSOR_OPS(REGISTER_OP)

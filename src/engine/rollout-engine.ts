@@ -39,6 +39,7 @@ import { type ChatOptions, type ChatResult, chat } from './chat.js';
 import { resolveSamplingParams, type SamplingParams, sampleTokens } from './sampling.js';
 import { completionText, type FinishReason, StopStringMatcher } from './stopping.js';
 import { syncModelWeights, syncModelWeightsFromDir } from './weight-sync.js';
+import { DecodeSteps, type DecodeStepStats } from './decode-steps.js';
 
 export interface GenerateOptions extends Partial<SamplingParams> {
   /** New tokens per sample, at most (default: whatever fits in a cache slot after the prompt). */
@@ -163,6 +164,16 @@ export interface RolloutEngineOptions {
   requestTimeoutMs?: number;
   /** close() also disposes the model (RolloutEngine.load sets this). Default false. */
   ownsModel?: boolean;
+  /**
+   * Capture each decode step's forward once per shape and replay it in one native call (./decode-steps.ts); replays
+   * give the same results bit for bit as eager steps of the same shape. Default true.
+   */
+  captureDecode?: boolean;
+  /**
+   * With captureDecode: decode steps attend over the cache rounded up to a multiple of this many positions (the extra
+   * ones masked), so one captured shape serves that many tokens. Default 32.
+   */
+  decodeKeyBucket?: number;
 }
 
 interface Finish {
@@ -213,6 +224,7 @@ const DEFAULT_SLOTS = 8;
 const DEFAULT_MAX_LENGTH = 2048;
 const DEFAULT_MAX_PREFILL_TOKENS = 8192;
 const DEFAULT_REQUEST_TIMEOUT_MS = 30 * 60 * 1000;
+const DEFAULT_DECODE_KEY_BUCKET = 32;
 
 export class RolloutEngine {
   readonly model: CausalLM;
@@ -229,6 +241,8 @@ export class RolloutEngine {
   readonly requestTimeoutMs: number;
   readonly #ownsModel: boolean;
   readonly #cache: KVCache;
+  /** Captured decode steps (null: captureDecode off). */
+  readonly #decodeSteps: DecodeSteps | null;
   /** The model's device: inputs are created there. */
   readonly #device: string;
   /** Free slots, ascending: low slots first keeps running rows consecutive (the cache then reads a view, no copy). */
@@ -262,6 +276,8 @@ export class RolloutEngine {
     this.requestTimeoutMs = timeout;
     this.eosTokenIds = [...(options.eosTokenIds ?? this.tokenizer?.eosTokenIds ?? configEosIds(model))];
     this.#ownsModel = options.ownsModel ?? false;
+    this.#decodeSteps =
+      options.captureDecode === false ? null : new DecodeSteps(options.decodeKeyBucket ?? DEFAULT_DECODE_KEY_BUCKET);
     this.#cache = model.createKVCache({ slots: this.slots, maxLength: this.maxLength });
     this.#device = model.parameters().get('model.embed_tokens.weight')?.device ?? 'cpu';
     this.#freeSlots = Array.from({ length: this.slots }, (_, s) => s);
@@ -472,12 +488,14 @@ export class RolloutEngine {
    */
   syncWeights(weights: ReadonlyMap<string, torch.Tensor>): number {
     this.#checkOpen('syncWeights');
+    this.#decodeSteps?.invalidate(); // captured steps hold packed copies of the old weights
     return syncModelWeights(this.model, weights);
   }
 
   /** As syncWeights, from a Hugging Face folder (a checkpoint): a folder that fails a check changes nothing. */
   syncWeightsFromDir(dir: string): number {
     this.#checkOpen('syncWeightsFromDir');
+    this.#decodeSteps?.invalidate();
     return syncModelWeightsFromDir(this.model, dir);
   }
 
@@ -502,6 +520,7 @@ export class RolloutEngine {
       this.abortAll(reason);
     }
     await this.#loop;
+    this.#decodeSteps?.invalidate();
     if (!this.#cache.isDisposed) {
       this.#cache.dispose();
       if (this.#ownsModel) this.model.dispose();
@@ -757,12 +776,22 @@ export class RolloutEngine {
     const batch = [...this.#running].sort((a, b) => a.slot - b.slot);
     this.#step(batch, 'decode', () => {
       const last = BigInt64Array.from(batch, (s) => BigInt(s.tokenIds[s.tokenIds.length - 1] as number));
-      const logits = this.model.forward(torch.tensor(last, { shape: [batch.length, 1], device: this.#device }), {
-        cache: this.#cache,
-        slots: batch.map((s) => s.slot),
-      }); // [B, 1, V]
-      return logits.select(1, 0);
+      const ids = torch.tensor(last, { shape: [batch.length, 1], device: this.#device });
+      const slots = batch.map((s) => s.slot);
+      const plan = this.#cache.plan(slots, 1, null, { keyBucket: this.#decodeSteps?.keyBucket ?? 1 });
+      const forward = () => [this.model.forward(ids, { cache: this.#cache, slots, cachePlan: plan }).select(1, 0)]; // [B, V]
+      const [logits] =
+        this.#decodeSteps === null
+          ? forward()
+          : this.#decodeSteps.run(plan.shapeKey, [ids, plan.slotList, plan.cachePositions, plan.tokenOffsets], forward);
+      plan.commit(); // a replay runs no JavaScript of the forward, so the lengths advance here
+      return logits as torch.Tensor;
     });
+  }
+
+  /** How decode steps ran so far (captured, replayed, eager); null when captureDecode is off. */
+  get decodeStepStats(): DecodeStepStats | null {
+    return this.#decodeSteps?.stats ?? null;
   }
 
   /** Runs `forward` (→ logits [B, V]), samples one token per row, appends it and applies the stop rules. */

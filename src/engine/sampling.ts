@@ -197,9 +197,7 @@ export function drawFromCdf(probs: Tensor, generators: readonly (torch.Generator
   const rows = probs.size(0);
   const cdf = probs.cumsum(-1, 'float64'); // [S, V]
   const total = cdf.narrow(1, probs.size(1) - 1, 1); // [S, 1]
-  const uniforms = generators.map((generator) =>
-    torch.rand([1], { dtype: 'float64', device: probs.device, ...(generator ? { generator } : {}) }),
-  );
-  const target = torch.cat(uniforms).neg().add(1).view([rows, 1]).mul(total); // (1 - U[0, 1)) * total, in (0, total]
+  const uniforms = torch.uniformPerGenerator(generators, { device: probs.device }); // [S], one native call
+  const target = uniforms.neg().add(1).view([rows, 1]).mul(total); // (1 - U[0, 1)) * total, in (0, total]
   return cdf.lt(target).sum(-1); // [S] int64: how many cumulative sums fall short of the target
 }

@@ -28,14 +28,45 @@ export interface KVCacheOptions {
   device?: string;
 }
 
+/**
+ * What a forward will do to the cache, decided in JavaScript before any tensor op of the forward (KVCache.plan):
+ * the scalars the forward's ops depend on (batch, new tokens, key length, how the rows read the buffers) and the
+ * per-step values as small tensors. A forward over a plan (KVCache.begin) makes no tensor from JavaScript data, so a
+ * captured decode step (../torch/capture.ts) can be replayed with the next plan's tensors when its `shapeKey` is the
+ * same.
+ */
+export interface CachePlan {
+  readonly slots: readonly number[];
+  readonly newTokens: number;
+  /** Keys/values attended over: positions [0, keyLength) of each row's slot (rounded up to the plan's bucket). */
+  readonly keyLength: number;
+  /** Rows in consecutive slots from this one read the buffers through a view; null: the rows are gathered. */
+  readonly consecutiveFrom: number | null;
+  /** Everything besides the tensors' values that the forward's ops depend on. */
+  readonly shapeKey: string;
+  /** [B] int64: each row's slot. */
+  readonly slotList: Tensor;
+  /** [B, T] int64: the cache position of each new token (row b, token t at length(slot_b) + t). */
+  readonly cachePositions: Tensor;
+  /** [B, T] bool: which new tokens are real; null when all are. */
+  readonly realTokens: Tensor | null;
+  /** [B, 1] int64: real tokens already in each row's slot (the RoPE position offset of the new tokens). */
+  readonly tokenOffsets: Tensor;
+  /** Advances the slots' lengths (once; later calls do nothing). Call after every layer has written. */
+  commit(): void;
+}
+
+export interface PlanOptions {
+  /**
+   * Round the key length up to a multiple of this (at most maxLength): steps of one batch then share a shape for
+   * many tokens (captured decode steps). The extra positions are masked. Default 1 (the exact length).
+   */
+  keyBucket?: number;
+}
+
 /** One forward's view of the cache (internal to the model): where each row's new tokens go, and the attention mask. */
 export interface CacheStep {
-  /** Cache position of each new token: [B, T] int64 (row b, token t at length(slot_b) + t). */
-  readonly cachePositions: Tensor;
-  /** Real tokens already in each row's slot (the RoPE position offset of the new tokens). */
-  readonly tokenOffsets: readonly number[];
-  /** Keys/values attended over: positions [0, keyLength) of each row's slot. */
-  readonly keyLength: number;
+  readonly plan: CachePlan;
   /** Boolean mask [B, 1, T, keyLength], true = attend: causal within the slot, real keys only, plus the diagonal. */
   readonly attentionMask: Tensor;
   /** Writes layer `layer`'s new keys/values [B, kvHeads, T, headDim]; returns the row's keys/values [B, kvHeads, keyLength, headDim]. */
@@ -169,11 +200,19 @@ export class KVCache {
 
   /**
    * Plans a forward of T new tokens for batch rows placed in `slots` (one distinct slot per row). `realTokens[b][t]`
-   * says whether token t of row b is real (null: all real). Creates tensors in the caller's scope.
+   * says whether token t of row b is real (null: all real). Creates the plan's tensors in the caller's scope.
    */
-  begin(slots: readonly number[], newTokens: number, realTokens: readonly (readonly boolean[])[] | null): CacheStep {
+  plan(
+    slots: readonly number[],
+    newTokens: number,
+    realTokens: readonly (readonly boolean[])[] | null,
+    options: PlanOptions = {},
+  ): CachePlan {
     if (this.#disposed) throw new Error('KV cache was disposed');
     if (new Set(slots).size !== slots.length) throw new RangeError(`KV cache slots must be distinct, got [${slots.join(', ')}]`);
+    const bucket = options.keyBucket ?? 1;
+    if (!Number.isInteger(bucket) || bucket <= 0)
+      throw new RangeError(`KV cache keyBucket must be a positive integer, got ${bucket}`);
     const starts = slots.map((s) => this.length(s));
     starts.forEach((start, b) => {
       if (start + newTokens > this.maxLength) {
@@ -183,7 +222,8 @@ export class KVCache {
       }
     });
     const batch = slots.length;
-    const keyLength = Math.max(...starts) + newTokens;
+    const exactKeyLength = Math.max(...starts) + newTokens;
+    const keyLength = Math.min(this.maxLength, Math.ceil(exactKeyLength / bucket) * bucket);
     const tokenOffsets = slots.map((s) => this.tokenCount(s));
     const positions = new BigInt64Array(batch * newTokens);
     const valid = new Uint8Array(batch * newTokens);
@@ -205,21 +245,47 @@ export class KVCache {
       newTokenCounts.push((tokenOffsets[b] as number) + real);
     }
     const device = this.#keyValid.device;
-    const slotList = torch.tensor(BigInt64Array.from(slots, BigInt), { device });
-    const slotIndex = slotList.unsqueeze(1); // [B, 1], broadcast against [B, T]
-    const cachePositions = torch.tensor(positions, { shape: [batch, newTokens], device });
-    noGrad(() =>
-      this.#keyValid.indexPut_(
-        [slotIndex, cachePositions],
-        torch.tensor(valid, { shape: [batch, newTokens], dtype: 'bool', device }),
-      ),
-    );
-
-    // Rows in consecutive slots read the buffers through a view; otherwise gather the rows' prefixes.
+    // rows in consecutive slots read the buffers through a view (from the first slot); otherwise gather the rows
     const consecutive = slots.every((s, b) => s === (slots[0] as number) + b);
+    let committed = false;
+    return {
+      slots: [...slots],
+      newTokens,
+      keyLength,
+      consecutiveFrom: consecutive ? (slots[0] as number) : null,
+      shapeKey: `${batch}x${newTokens}:${keyLength}:${consecutive ? `from${slots[0]}` : 'gather'}:${realTokens === null ? 'real' : 'masked'}`,
+      slotList: torch.tensor(BigInt64Array.from(slots, BigInt), { device }),
+      cachePositions: torch.tensor(positions, { shape: [batch, newTokens], device }),
+      realTokens: realTokens === null ? null : torch.tensor(valid, { shape: [batch, newTokens], dtype: 'bool', device }),
+      tokenOffsets: torch.tensor(BigInt64Array.from(tokenOffsets, BigInt), { shape: [batch, 1], device }),
+      commit: () => {
+        if (committed) return;
+        committed = true;
+        slots.forEach((s, b) => {
+          this.#lengths[s] = newLengths[b] as number;
+          this.#tokens[s] = newTokenCounts[b] as number;
+        });
+      },
+    };
+  }
+
+  /**
+   * Starts a forward over `plan` (from plan() on this cache, not yet committed): marks the new positions, builds the
+   * attention mask. Its ops depend on the plan's tensors and its shapeKey only. Creates tensors in the caller's scope.
+   */
+  begin(plan: CachePlan): CacheStep {
+    if (this.#disposed) throw new Error('KV cache was disposed');
+    const { slots, newTokens, keyLength, slotList, cachePositions } = plan;
+    const batch = slots.length;
+    const device = this.#keyValid.device;
+    const slotIndex = slotList.unsqueeze(1); // [B, 1], broadcast against [B, T]
+    const real = plan.realTokens ?? torch.full([batch, newTokens], true, { dtype: 'bool', device });
+    noGrad(() => this.#keyValid.indexPut_([slotIndex, cachePositions], real));
+
+    const from = plan.consecutiveFrom;
     const rows = (buffer: Tensor): Tensor => {
       const prefix = buffer.narrow(buffer.ndim === 4 ? 2 : 1, 0, keyLength);
-      return consecutive ? prefix.narrow(0, slots[0] as number, batch) : prefix.indexSelect(0, slotList);
+      return from !== null ? prefix.narrow(0, from, batch) : prefix.indexSelect(0, slotList);
     };
     // mask[b, 0, t, j] = (keyValid[slot_b, j] && j <= pos[b, t]) || j == pos[b, t]
     const query = cachePositions.unsqueeze(-1).unsqueeze(1); // [B, 1, T, 1]
@@ -227,9 +293,7 @@ export class KVCache {
     const attentionMask = rows(this.#keyValid).view([batch, 1, 1, keyLength]).logicalAnd(key.le(query)).logicalOr(key.eq(query));
 
     return {
-      cachePositions,
-      tokenOffsets,
-      keyLength,
+      plan,
       attentionMask,
       update: (layer, keys, values) => {
         // [B, kvHeads, T, D] -> [B, T, kvHeads, D]: indexing [slot, :, position] puts the indexed dims first.
@@ -239,12 +303,7 @@ export class KVCache {
         });
         return { keys: rows(this.#keys[layer] as Tensor), values: rows(this.#values[layer] as Tensor) };
       },
-      commit: () => {
-        slots.forEach((s, b) => {
-          this.#lengths[s] = newLengths[b] as number;
-          this.#tokens[s] = newTokenCounts[b] as number;
-        });
-      },
+      commit: () => plan.commit(),
     };
   }
 }

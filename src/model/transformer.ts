@@ -25,7 +25,7 @@ import { causalPadMask } from './attention-mask.js';
 import { loadModelConfig, type ModelConfig } from './config.js';
 import { checkWeights, expectedWeights, readModelWeights, type SaveModelOptions, writeModelFolder } from './hf-weights.js';
 import { attachPackedWeights, fuseForInference, type WeightLayout } from './inference-layout.js';
-import { type CacheStep, KVCache } from './kv-cache.js';
+import { type CachePlan, type CacheStep, KVCache } from './kv-cache.js';
 import { type Linear, type LinearAdapter, linear, plainLinear } from './linear.js';
 import { RotaryEmbedding, applyRotary } from './rope.js';
 import {
@@ -98,6 +98,11 @@ export interface ForwardOptions {
   positionIds?: Tensor;
   /** Append the new tokens to this cache and attend over each row's cached prefix. */
   cache?: KVCache;
+  /**
+   * The cache's plan for this forward (cache.plan(slots, T, null, ...)), made by the caller: the forward then makes no
+   * tensor from JavaScript data, so it can be captured (../torch/capture.ts). Default: planned here.
+   */
+  cachePlan?: CachePlan;
   /** The cache slot of each batch row (distinct; default 0..B-1). */
   slots?: readonly number[];
   /** 'logits' (default): [B, T, vocab]; 'hidden': final normed hidden states [B, T, hidden] for logits() chunk by chunk. */
@@ -306,7 +311,16 @@ export class CausalLM {
     }
     const real = attentionMask?.bool() ?? null; // [B, T]
     const realRows = cache && real ? (real.toArray() as boolean[][]) : null;
-    const step: CacheStep | null = cache ? cache.begin(slots, seqLen, realRows) : null;
+    if (
+      options.cachePlan !== undefined &&
+      (cache === undefined ||
+        options.cachePlan.slots.length !== batch ||
+        options.cachePlan.newTokens !== seqLen ||
+        attentionMask !== undefined)
+    ) {
+      throw new TypeError("forward: cachePlan takes a cache, no attentionMask, and must plan inputIds' [batch, seq]");
+    }
+    const step: CacheStep | null = cache ? cache.begin(options.cachePlan ?? cache.plan(slots, seqLen, realRows)) : null;
 
     // positions: explicit, or count of real tokens before each one (pads get 1, as generate() does)
     let positions: Tensor;
@@ -314,9 +328,7 @@ export class CausalLM {
     else if (real !== null) positions = real.long().cumsum(-1).sub(1).maskedFill(real.logicalNot(), 1);
     else positions = torch.arange(seqLen, { device: inputIds.device }).unsqueeze(0).expand([batch, seqLen]);
     if (step !== null && positionIds === undefined) {
-      positions = positions.add(
-        torch.tensor(BigInt64Array.from(step.tokenOffsets, BigInt), { shape: [batch, 1], device: inputIds.device }),
-      );
+      positions = positions.add(step.plan.tokenOffsets);
     }
     const { cos, sin } = this.#rope.cosSin(positions, this.dtype);
 

@@ -183,6 +183,19 @@ export function rand(shape: readonly number[], options: RandomOptions = {}): Ten
   return finish(fromHandle(h), options);
 }
 
+/**
+ * One float64 draw uniform in [0, 1) from each generator (null: the default one), as a [S] tensor: what
+ * rand([1], { dtype: 'float64', generator }) gives for each, in one native call.
+ */
+export function uniformPerGenerator(generators: readonly (Generator | null)[], options: { device?: string } = {}): Tensor {
+  return fromHandle(
+    native.uniformPerGenerator(
+      generators.map((g) => g?.handle ?? null),
+      dev(options.device),
+    ),
+  );
+}
+
 /** Integers uniform in [low, high). */
 export function randint(low: number, high: number, shape: readonly number[], options: RandomOptions = {}): Tensor {
   const h = native.randint(

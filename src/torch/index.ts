@@ -2,6 +2,7 @@
 //   import * as torch from 'trinity-rft/torch';
 //   const w = torch.randn([4, 3], { requiresGrad: true });
 //   const loss = torch.scope(() => x.matmul(w).square().mean());
+export * from './capture.js';
 export * from './creation.js';
 export * from './distributed.js';
 export * from './device.js';

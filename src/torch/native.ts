@@ -9,6 +9,8 @@ import { fileURLToPath } from 'node:url';
 export type Handle = number & { readonly __brand: 'TensorHandle' };
 /** A number operand where a tensor may also stand: boxed, since a bare number is a handle. */
 export type BoxedScalar = [number | boolean];
+/** An opaque reference to a captured step (native/src/capture.h). */
+export type CaptureProgramHandle = { readonly __brand: 'CaptureProgram' };
 /** An opaque reference to a libtorch random generator. */
 export type GeneratorHandle = { readonly __brand: 'GeneratorHandle' };
 
@@ -33,6 +35,7 @@ export interface NativeAddon {
   randn(shape: number[], dtype: Dt, device: string | null, gen: Gen): H;
   rand(shape: number[], dtype: Dt, device: string | null, gen: Gen): H;
   randint(low: number, high: number, shape: number[], dtype: Dt, device: string | null, gen: Gen): H;
+  uniformPerGenerator(generators: Gen[], device: string | null): H;
   normal_(t: H, mean: number, std: number, gen: Gen): void;
   uniform_(t: H, from: number, to: number, gen: Gen): void;
   // metadata and read-back
@@ -230,6 +233,14 @@ export interface NativeAddon {
   indexPut_(a: H, indices: (H | null)[], values: H, accumulate: boolean): void;
   addcmul_(a: H, t1: H, t2: H, value: number): void;
   lerp_(a: H, end: H, weight: TS): void;
+  // capture and replay (native/src/capture.h): one capture open per thread at a time
+  captureBegin(inputs: H[]): void;
+  captureEnd(outputs: H[]): { step: CaptureProgramHandle | null; reason: string | null; ops: number; constants?: number };
+  captureAbort(): void;
+  replayCapture(step: CaptureProgramHandle, inputs: H[]): H[];
+  releaseCapture(step: CaptureProgramHandle): void;
+  /** Native calls made so far by the calling thread (a replay counts one). */
+  nativeCallCount(): number;
   // distributed (native/src/distributed.cpp): stores and groups are ids in process-wide registries; each call that
   // waits for other ranks returns a promise settled off the JS thread
   distBackends(): { gloo: boolean; nccl: boolean };
