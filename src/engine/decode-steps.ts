@@ -2,7 +2,7 @@
 // shape (../torch/capture.ts) and replayed in one native call, instead of ~10 native calls per layer from JavaScript.
 //
 // A step's shape is its KV-cache plan's shapeKey (../model/kv-cache.ts): batch rows, the key length rounded up to
-// `keyBucket` positions, how the rows read the cache. Per-step values (the tokens, slots, cache positions, RoPE
+// the engine's decodeKeyBucket positions, how the rows read the cache. Per-step values (the tokens, slots, cache positions, RoPE
 // offsets) are the captured step's inputs. A shape seen for the first time runs eagerly while it is captured; a step
 // that cannot be replayed (a dynamic-RoPE model reads a value back, packing a weight ran inside it) runs eagerly, and
 // after two such captures its shape stays eager. Weights and caches are used by reference: a weight sync must call
@@ -34,16 +34,8 @@ export interface DecodeStepStats {
 }
 
 export class DecodeSteps {
-  readonly keyBucket: number;
   readonly #entries = new Map<string, Entry>();
   readonly #stats: DecodeStepStats = { replays: 0, captures: 0, eager: 0, held: 0, lastReason: null };
-
-  constructor(keyBucket: number) {
-    if (!Number.isInteger(keyBucket) || keyBucket <= 0) {
-      throw new RangeError(`decode capture: keyBucket must be a positive integer, got ${String(keyBucket)}`);
-    }
-    this.keyBucket = keyBucket;
-  }
 
   /** Runs the step of shape `key`: a replay over `inputs` if captured, else `forward` (capturing it when worth it). */
   run(key: string, inputs: readonly torch.Tensor[], forward: () => torch.Tensor[]): torch.Tensor[] {

@@ -170,8 +170,8 @@ export interface RolloutEngineOptions {
    */
   captureDecode?: boolean;
   /**
-   * With captureDecode: decode steps attend over the cache rounded up to a multiple of this many positions (the extra
-   * ones masked), so one captured shape serves that many tokens. Default 32.
+   * Decode steps attend over the cache rounded up to a multiple of this many positions (the extra ones masked), so
+   * that one captured shape serves that many tokens. Default 32 with captureDecode, else 1 (the exact length).
    */
   decodeKeyBucket?: number;
 }
@@ -237,6 +237,7 @@ export class RolloutEngine {
    */
   readonly vocabSize: number;
   readonly maxPrefillTokens: number;
+  readonly decodeKeyBucket: number;
   readonly eosTokenIds: readonly number[];
   readonly requestTimeoutMs: number;
   readonly #ownsModel: boolean;
@@ -276,8 +277,9 @@ export class RolloutEngine {
     this.requestTimeoutMs = timeout;
     this.eosTokenIds = [...(options.eosTokenIds ?? this.tokenizer?.eosTokenIds ?? configEosIds(model))];
     this.#ownsModel = options.ownsModel ?? false;
-    this.#decodeSteps =
-      options.captureDecode === false ? null : new DecodeSteps(options.decodeKeyBucket ?? DEFAULT_DECODE_KEY_BUCKET);
+    const capture = options.captureDecode ?? true;
+    this.decodeKeyBucket = positive('decodeKeyBucket', options.decodeKeyBucket ?? (capture ? DEFAULT_DECODE_KEY_BUCKET : 1));
+    this.#decodeSteps = capture ? new DecodeSteps() : null;
     this.#cache = model.createKVCache({ slots: this.slots, maxLength: this.maxLength });
     this.#device = model.parameters().get('model.embed_tokens.weight')?.device ?? 'cpu';
     this.#freeSlots = Array.from({ length: this.slots }, (_, s) => s);
@@ -778,7 +780,7 @@ export class RolloutEngine {
       const last = BigInt64Array.from(batch, (s) => BigInt(s.tokenIds[s.tokenIds.length - 1] as number));
       const ids = torch.tensor(last, { shape: [batch.length, 1], device: this.#device });
       const slots = batch.map((s) => s.slot);
-      const plan = this.#cache.plan(slots, 1, null, { keyBucket: this.#decodeSteps?.keyBucket ?? 1 });
+      const plan = this.#cache.plan(slots, 1, null, { keyBucket: this.decodeKeyBucket });
       const forward = () => [this.model.forward(ids, { cache: this.#cache, slots, cachePlan: plan }).select(1, 0)]; // [B, V]
       const [logits] =
         this.#decodeSteps === null

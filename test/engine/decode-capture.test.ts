@@ -1,0 +1,106 @@
+// Captured decode steps (src/engine/decode-steps.ts): a RolloutEngine that replays its decode steps gives the same
+// tokens and log-probs, bit for bit, as one that runs them eagerly over the same cache shapes; a weight sync drops
+// the captured steps (they hold packed copies of the old weights); a step that cannot be replayed runs eagerly.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { RolloutEngine } from '../../src/engine/index.js';
+import * as torch from '../../src/torch/index.js';
+import { fixtureModelWithTokenizer } from './helpers.js';
+
+const dir = fixtureModelWithTokenizer('qwen2-tied');
+// prompts of different lengths, n > 1 and max tokens that end rows at different steps: the batch shrinks, rows leave
+// gaps in the slots (gathered rows), and the key length crosses buckets
+const requests = [
+  { promptIds: [5, 9, 14, 20], maxTokens: 40, n: 3, temperature: 1, seed: 11 },
+  { promptIds: [40], maxTokens: 12, temperature: 0 },
+  { promptIds: [7, 8, 9, 10, 11, 12, 13, 14, 15], maxTokens: 25, n: 2, temperature: 0.7, topP: 0.9, seed: 3 },
+  { promptIds: [60, 61], maxTokens: 33, temperature: 1.3, topK: 20, seed: 5 },
+];
+
+async function generateAll(engine: RolloutEngine): Promise<{ tokens: number[][]; logprobs: number[][] }> {
+  const results = await Promise.all(requests.map((r) => engine.generate({ ...r, ignoreEos: true })));
+  const completions = results.flatMap((r) => r.completions);
+  return { tokens: completions.map((c) => c.tokenIds), logprobs: completions.map((c) => c.logprobs) };
+}
+
+before(() => {
+  torch.setNumThreads(1);
+});
+
+describe('RolloutEngine: captured decode steps', () => {
+  let captured: RolloutEngine;
+  let eager: RolloutEngine;
+  before(() => {
+    captured = RolloutEngine.load(dir, { slots: 8, decodeKeyBucket: 16 });
+    eager = RolloutEngine.load(dir, { slots: 8, decodeKeyBucket: 16, captureDecode: false });
+  });
+  after(async () => {
+    await captured.close();
+    await eager.close();
+  });
+
+  it('gives the eager engine’s tokens and log-probs bit for bit, replaying most steps', async () => {
+    const reference = await generateAll(eager);
+    const first = await generateAll(captured); // captures each shape once
+    const second = await generateAll(captured); // replays them
+    assert.deepEqual(first, reference);
+    assert.deepEqual(second, reference);
+    const stats = captured.decodeStepStats;
+    assert.ok(stats !== null);
+    assert.equal(stats.eager, 0);
+    assert.ok(stats.replays > 2 * stats.captures, `${stats.replays} replays, ${stats.captures} captures`);
+    assert.equal(eager.decodeStepStats, null);
+  });
+
+  it('matches exact-length attention to float rounding (the bucket only adds masked positions)', async () => {
+    const exact = RolloutEngine.load(dir, { slots: 8, captureDecode: false });
+    try {
+      assert.equal(exact.decodeKeyBucket, 1);
+      const a = await generateAll(exact);
+      const b = await generateAll(captured);
+      assert.deepEqual(b.tokens, a.tokens);
+      const diff = Math.max(...a.logprobs.flatMap((row, i) => row.map((v, t) => Math.abs(v - (b.logprobs[i]?.[t] ?? Number.NaN)))));
+      assert.ok(diff < 1e-5, `max log-prob difference ${diff}`);
+    } finally {
+      await exact.close();
+    }
+  });
+
+  it('drops its captured steps on a weight sync, so replays use the new weights', async () => {
+    const weights = torch.loadModelWeights(dir);
+    for (const [name, t] of weights) {
+      weights.set(name, torch.keep(t.mul(1.5).add(0.01)));
+      t.dispose();
+    }
+    try {
+      await generateAll(captured);
+      captured.syncWeights(weights);
+      eager.syncWeights(weights);
+      const reference = await generateAll(eager);
+      assert.deepEqual(await generateAll(captured), reference);
+      assert.deepEqual(await generateAll(captured), reference);
+    } finally {
+      for (const t of weights.values()) t.dispose();
+    }
+  });
+});
+
+describe('DecodeSteps', () => {
+  it('runs a shape whose capture cannot be replayed eagerly, retrying the capture once', async () => {
+    const { DecodeSteps } = await import('../../src/engine/decode-steps.js');
+    const steps = new DecodeSteps();
+    const x = torch.tensor([1, 2, 3]);
+    const readsBack = () => [x.mul(x.sum().item() as number)];
+    for (let i = 0; i < 4; i++) assert.deepEqual(steps.run('k', [x], readsBack)[0]?.toArray(), [6, 12, 18]);
+    assert.deepEqual(steps.stats, { replays: 0, captures: 2, eager: 2, held: 0, lastReason: 'item ran inside the captured step' });
+    const y = torch.tensor([1, 2, 3]);
+    const fine = () => [y.mul(2)];
+    steps.run('other', [y], fine);
+    y.copy_(torch.tensor([4, 5, 6]));
+    assert.deepEqual(steps.run('other', [y], fine)[0]?.toArray(), [8, 10, 12]);
+    assert.equal(steps.stats.replays, 1);
+    assert.equal(steps.stats.held, 1);
+    steps.invalidate();
+    assert.equal(steps.stats.held, 0);
+  });
+});
