@@ -1,6 +1,7 @@
 // The packed float32 linear kernel next to libtorch's linear (MKL): `node --import tsx bench/packed-linear.bench.ts`.
 //
-// torch.packedLinear (native/src/kernels.cpp) is what the inference layout runs for 1 to 64 rows on AVX2 CPUs; the
+// torch.packedLinear (native/src/kernels.cpp) is what the inference layout runs for 1 to 64 rows on AVX2 CPUs (with
+// AVX-512 registers where present; the table then also shows the kernel held to AVX2); the
 // alternative is torch.linear = at::linear, the BLAS call PyTorch's F.linear makes, on the weight in the layout the
 // inference layout keeps (column-major) and in the plain row-major one. Shapes: the projections and LM head of the
 // 48.8M bench model and of Qwen2.5-0.5B. Each shape gets enough copies of its weight to exceed the L3 cache (decoding
@@ -32,6 +33,8 @@ if (!torch.packedLinearSupported()) {
   console.log(JSON.stringify({ bench: 'packed-linear', skipped: 'this CPU has no AVX2/FMA' }));
   process.exit(0);
 }
+// where AVX-512 is present, the packed kernel also runs held to AVX2 registers (the path of AVX2-only CPUs)
+const wide = torch.packedLinearIsa() === 'avx512';
 const list = (text: string) => text.split(',').map((t) => Number(t.trim()));
 const rowsList = list(flags.rows);
 const threadsList = list(flags.threads);
@@ -78,7 +81,7 @@ for (const shape of SHAPES) {
     torch.setNumThreads(threads);
     for (const m of rowsList) {
       const x = torch.keep(torch.randn([m, shape.in], { generator: gen }));
-      const [tPacked, tLinear, tRowMajor] = timeEach([
+      const [tPacked, tLinear, tRowMajor, tAvx2] = timeEach([
         () => {
           for (const p of packed) torch.packedLinear(x, p, null, shape.out);
         },
@@ -88,7 +91,19 @@ for (const shape of SHAPES) {
         () => {
           for (const w of weights) torch.linear(x, w);
         },
-      ]) as [number, number, number];
+        ...(wide
+          ? [
+              () => {
+                torch.setPackedLinearIsa('avx2');
+                try {
+                  for (const p of packed) torch.packedLinear(x, p, null, shape.out);
+                } finally {
+                  torch.setPackedLinearIsa('auto');
+                }
+              },
+            ]
+          : []),
+      ]) as [number, number, number, number?];
       const flop = 2 * m * shape.in * shape.out * copies;
       const gf = (t: number) => flop / t / 1e9;
       const best = Math.min(tLinear, tRowMajor);
@@ -100,12 +115,14 @@ for (const shape of SHAPES) {
         fmt(gf(tLinear), 1),
         fmt(gf(tRowMajor), 1),
         `${fmt(best / tPacked)}x`,
+        ...(tAvx2 === undefined ? [] : [fmt(gf(tAvx2), 1), `${fmt(tAvx2 / tPacked)}x`]),
       ]);
       results[`${shape.name} t${threads} m${m}`] = {
         packed_gflops: r2(gf(tPacked)),
         linear_column_major_gflops: r2(gf(tLinear)),
         linear_row_major_gflops: r2(gf(tRowMajor)),
         speedup_vs_best_linear: r2(best / tPacked),
+        ...(tAvx2 === undefined ? {} : { packed_avx2_gflops: r2(gf(tAvx2)), avx512_vs_avx2: r2(tAvx2 / tPacked) }),
       };
       x.dispose();
     }
@@ -114,7 +131,16 @@ for (const shape of SHAPES) {
 }
 table(
   'packedLinear vs linear (libtorch, MKL), GFLOP/s; ratio = best linear time / packed time (above 1 = packed faster)',
-  ['shape (out x in)', 'threads', 'rows', 'packed', 'linear col-major', 'linear row-major', 'ratio'],
+  [
+    'shape (out x in)',
+    'threads',
+    'rows',
+    `packed (${torch.packedLinearIsa()})`,
+    'linear col-major',
+    'linear row-major',
+    'ratio',
+    ...(wide ? ['packed (avx2)', 'avx512 / avx2'] : []),
+  ],
   rows,
 );
 const speedups = Object.values(results).map((r) => r.speedup_vs_best_linear as number);
@@ -122,6 +148,7 @@ console.log(
   JSON.stringify({
     bench: 'packed-linear',
     cpu: os.cpus()[0]?.model ?? 'unknown',
+    isa: torch.packedLinearIsa(),
     threads: threadsList,
     rows: rowsList,
     min_speedup: Math.min(...speedups),

@@ -7,6 +7,7 @@
 //                    (mask: all real keys of prefix p, then causal over b's own real keys)
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
+import { attention } from './attention.js';
 import { causalPadMask } from './attention-mask.js';
 
 /**
@@ -93,12 +94,12 @@ function splitPacked(t: Tensor, p: SharedPrefixPass): { prefix: Tensor; suffix: 
 export function sharedPrefixAttention(q: Tensor, k: Tensor, v: Tensor, pass: SharedPrefixPass): Tensor {
   const [qs, ks, vs] = [splitPacked(q, pass), splitPacked(k, pass), splitPacked(v, pass)];
   const ofRow = (t: Tensor) => t.indexSelect(0, pass.rowPrefix);
-  const prefixOut = torch.scaledDotProductAttention(qs.prefix, ks.prefix, vs.prefix, { mask: pass.prefixMask });
-  const suffixOut = torch.scaledDotProductAttention(
+  const prefixOut = attention(qs.prefix, ks.prefix, vs.prefix, pass.prefixMask);
+  const suffixOut = attention(
     qs.suffix,
     torch.cat([ofRow(ks.prefix), ks.suffix], 2),
     torch.cat([ofRow(vs.prefix), vs.suffix], 2),
-    { mask: pass.suffixMask },
+    pass.suffixMask,
   );
   const [, heads, , headDim] = q.shape as [number, number, number, number];
   const merge = (t: Tensor) => t.transpose(1, 2).reshape([1, -1, heads * headDim]);

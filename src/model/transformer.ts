@@ -21,6 +21,7 @@
 // column-major weights for decoding), ./kv-cache.ts, ./shared-prefix-attention.ts (GRPO groups packed in one row).
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
+import { attention } from './attention.js';
 import { causalPadMask } from './attention-mask.js';
 import { loadModelConfig, type ModelConfig } from './config.js';
 import { checkWeights, expectedWeights, readModelWeights, type SaveModelOptions, writeModelFolder } from './hf-weights.js';
@@ -398,10 +399,7 @@ export class CausalLM {
     let keys = k;
     let values = v;
     if (step !== null) ({ keys, values } = step.update(index, k, v));
-    const out =
-      mask === null
-        ? torch.scaledDotProductAttention(q, keys, values, { causal: true })
-        : torch.scaledDotProductAttention(q, keys, values, { mask });
+    const out = attention(q, keys, values, mask);
     return linear(out.transpose(1, 2).reshape([batch, seqLen, heads * headDim]), layer.oProj);
   }
 

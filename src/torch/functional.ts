@@ -53,6 +53,19 @@ export function cpuHasBf16Matmul(): boolean {
   return native.cpuHasBf16Matmul();
 }
 
+/** The registers packedLinear computes with on this CPU now: 'avx512' where present, else 'avx2' ('none': no kernel). */
+export function packedLinearIsa(): 'avx512' | 'avx2' | 'none' {
+  return native.packedLinearIsa();
+}
+
+/**
+ * 'avx2' keeps packedLinear on AVX2 registers even where AVX-512 is present ('auto': the widest the CPU has). Both
+ * give the same bits; this is for comparing their speed on one machine.
+ */
+export function setPackedLinearIsa(isa: 'auto' | 'avx2'): void {
+  native.setPackedLinearIsa(isa);
+}
+
 /**
  * A float32 or bfloat16 CPU weight [out, in] rearranged for packedLinear: [ceil(out / 16), in, 16], 16-column panels
  * (zero rows past `out`). A copy: pack again after the weight changed (Tensor.version tells).

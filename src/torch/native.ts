@@ -168,6 +168,8 @@ export interface NativeAddon {
   packedLinear(x: H, packed: H, bias: OptH, outFeatures: number): H;
   packedLinearSupported(): boolean;
   cpuHasBf16Matmul(): boolean;
+  packedLinearIsa(): 'avx512' | 'avx2' | 'none';
+  setPackedLinearIsa(isa: 'auto' | 'avx2'): void;
   embedding(weight: H, indices: H): H;
   rmsNorm(x: H, shape: number[], weight: OptH, eps: OptNum): H;
   layerNorm(x: H, shape: number[], weight: OptH, bias: OptH, eps: number): H;

@@ -148,3 +148,39 @@ test('bfloat16: float32 accumulation, the output rounded once (as a bf16 GEMM), 
     }),
   );
 });
+
+test('packedLinear gives the same bits with AVX-512 and AVX2 registers (12- and 6-row blocks, 1 and 4 panels at once)', {
+  skip: torch.packedLinearIsa() === 'avx512' ? false : 'this CPU has no AVX-512: packedLinear runs on AVX2 only',
+}, () => {
+  const gen = new torch.Generator(5);
+  const bytes = (t: torch.Tensor) => Buffer.from(t.toTypedArray().buffer);
+  torch.noGrad(() =>
+    torch.scope(() => {
+      for (const dtype of ['float32', 'bfloat16'] as const) {
+        for (const [outFeatures, inFeatures] of [
+          [21, 37],
+          [120, 20],
+          [100, 300],
+        ] as const) {
+          const weight = torch.randn([outFeatures, inFeatures], { generator: gen }).mul(0.1).to({ dtype });
+          const bias = torch.randn([outFeatures], { generator: gen }).to({ dtype });
+          const packed = torch.packLinear(weight);
+          for (const rows of [1, 5, 12, 13, 25, 64, 70]) {
+            const x = torch.randn([rows, inFeatures], { generator: gen }).to({ dtype });
+            const wide = torch.packedLinear(x, packed, bias, outFeatures);
+            torch.setPackedLinearIsa('avx2');
+            try {
+              assert.equal(torch.packedLinearIsa(), 'avx2');
+              const narrow = torch.packedLinear(x, packed, bias, outFeatures);
+              assert.ok(bytes(wide).equals(bytes(narrow)), `${dtype} ${rows} x ${inFeatures} -> ${outFeatures}`);
+            } finally {
+              torch.setPackedLinearIsa('auto');
+            }
+          }
+        }
+      }
+    }),
+  );
+  assert.equal(torch.packedLinearIsa(), 'avx512');
+  assert.throws(() => torch.setPackedLinearIsa('sse' as 'avx2'), /setPackedLinearIsa: expected 'auto' or 'avx2', got "sse"/);
+});
