@@ -59,7 +59,9 @@ describe('RolloutEngine: captured decode steps', () => {
       const a = await generateAll(exact);
       const b = await generateAll(captured);
       assert.deepEqual(b.tokens, a.tokens);
-      const diff = Math.max(...a.logprobs.flatMap((row, i) => row.map((v, t) => Math.abs(v - (b.logprobs[i]?.[t] ?? Number.NaN)))));
+      const diff = Math.max(
+        ...a.logprobs.flatMap((row, i) => row.map((v, t) => Math.abs(v - (b.logprobs[i]?.[t] ?? Number.NaN)))),
+      );
       assert.ok(diff < 1e-5, `max log-prob difference ${diff}`);
     } finally {
       await exact.close();
@@ -92,7 +94,13 @@ describe('DecodeSteps', () => {
     const x = torch.tensor([1, 2, 3]);
     const readsBack = () => [x.mul(x.sum().item() as number)];
     for (let i = 0; i < 4; i++) assert.deepEqual(steps.run('k', [x], readsBack)[0]?.toArray(), [6, 12, 18]);
-    assert.deepEqual(steps.stats, { replays: 0, captures: 2, eager: 2, held: 0, lastReason: 'item ran inside the captured step' });
+    assert.deepEqual(steps.stats, {
+      replays: 0,
+      captures: 2,
+      eager: 2,
+      held: 0,
+      lastReason: 'item ran inside the captured step',
+    });
     const y = torch.tensor([1, 2, 3]);
     const fine = () => [y.mul(2)];
     steps.run('other', [y], fine);

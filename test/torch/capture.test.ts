@@ -118,7 +118,10 @@ describe('capture and replay', () => {
       () => step.replay([torch.randn([3, 3])]),
       /replay: input 0 has shape \[3, 3\] strides \[3, 1\] Float on cpu, the step was captured with shape \[2, 3\] strides \[3, 1\] Float on cpu/,
     );
-    assert.throws(() => step.replay([torch.randn([3, 2]).transpose(0, 1)]), /replay: input 0 has shape \[2, 3\] strides \[1, 2\]/);
+    assert.throws(
+      () => step.replay([torch.randn([3, 2]).transpose(0, 1)]),
+      /replay: input 0 has shape \[2, 3\] strides \[1, 2\]/,
+    );
     assert.throws(() => step.replay([torch.randn([2, 3], { dtype: 'float64' })]), /Double on cpu, the step was captured with/);
     assert.throws(() => step.replay([]), /replay: 0 inputs, the step was captured with 1/);
     step.dispose();
@@ -127,7 +130,10 @@ describe('capture and replay', () => {
 
   it('does not nest, closes on a throw, and refuses one tensor given twice as input', () => {
     const x = torch.randn([2]);
-    assert.throws(() => torch.capture([x], () => [torch.capture([x], () => [x]).outputs[0] as torch.Tensor]), /captures do not nest/);
+    assert.throws(
+      () => torch.capture([x], () => [torch.capture([x], () => [x]).outputs[0] as torch.Tensor]),
+      /captures do not nest/,
+    );
     assert.throws(
       () =>
         torch.capture([x], () => {
