@@ -34,7 +34,7 @@ import { parseArgs } from 'node:util';
 import YAML from 'yaml';
 import { evalSchedule, firstReaching, ourClock, spread, summedClock } from './grpo-figures.js';
 import { asDoc, at, type Doc, merge, readGrpoStage } from './grpo-stage.js';
-import { findPython, fmt, median, now, r2, r3, repoRoot, secondsSince, table } from './harness.js';
+import { cpuFeatures, findPython, fmt, median, now, r2, r3, repoRoot, secondsSince, table } from './harness.js';
 
 const benchStart = now();
 
@@ -50,8 +50,12 @@ several SFT checkpoints; held-out greedy accuracy at equal samples and time to a
   --eval-every K     steps between the saved models that are evaluated (default: the config's
                      explorer.eval_interval, else 30); the last step is always evaluated
   --target-gain P    accuracy target = start accuracy + P (default 0.10: +10 points), per seed
-  --threads N        intra-op threads of TRL's side (default: the core count; ours splits the cores as
-                     trinity run does: half each to the explorer and the trainer when they overlap)
+  --threads N        intra-op threads: TRL's side uses N, ours gets a budget of N (OMP_NUM_THREADS) and splits
+                     it as trinity run does: half each to the explorer and the trainer when they overlap
+                     (default: the core count)
+  --isa native|avx2  avx2 runs both sides as on a CPU without AVX-512 (ATEN_CPU_CAPABILITY=avx2,
+                     MKL_ENABLE_INSTRUCTIONS=AVX2, ONEDNN_MAX_CPU_ISA=AVX2; our packed kernel follows libtorch's
+                     setting); default native
   --skip-on-policy   do not run ours strictly on-policy (sync_offset 0) as a third column
   --out DIR          working folder (default runs/bench-grpo; seed N's runs in DIR/seed-N)
 
@@ -66,6 +70,7 @@ const { values } = parseArgs({
     'eval-every': { type: 'string' },
     'target-gain': { type: 'string', default: '0.1' },
     threads: { type: 'string' },
+    isa: { type: 'string', default: 'native' },
     'skip-on-policy': { type: 'boolean', default: false },
     out: { type: 'string' },
     help: { type: 'boolean' },
@@ -94,7 +99,17 @@ const quickstartModel = (seed: number) =>
   join(repoRoot, 'runs', 'quickstart', seed === 0 ? 'addition' : `addition-seed${seed}`, 'sft', 'final_model');
 const models = givenModels ?? seeds.map(quickstartModel);
 const threads = Number(values.threads ?? os.availableParallelism());
-const cores = os.availableParallelism();
+if (!Number.isInteger(threads) || threads < 1) throw new Error(`--threads must be a positive integer, got '${values.threads}'`);
+// ours splits this budget (trinity run reads OMP_NUM_THREADS as its core budget)
+const cores = threads;
+const isa = values.isa;
+if (isa !== 'native' && isa !== 'avx2') throw new Error(`--isa must be native or avx2, got '${isa}'`);
+// what every child process (trinity run, TRL, the evals) runs with
+const childEnv: NodeJS.ProcessEnv = {
+  ...process.env,
+  ...(values.threads !== undefined ? { OMP_NUM_THREADS: String(threads) } : {}),
+  ...(isa === 'avx2' ? { ATEN_CPU_CAPABILITY: 'avx2', MKL_ENABLE_INSTRUCTIONS: 'AVX2', ONEDNN_MAX_CPU_ISA: 'AVX2' } : {}),
+};
 const targetGain = Number(values['target-gain']);
 if (!Number.isFinite(targetGain) || targetGain <= 0 || targetGain >= 1) {
   throw new Error(`--target-gain must be in (0, 1) (a share of the eval problems), got '${values['target-gain']}'`);
@@ -106,7 +121,7 @@ const python = findPython();
 /** Runs a command, collecting its output; resolves with its stdout. */
 function run(command: string, args: string[], label: string): Promise<string> {
   return new Promise((done, fail) => {
-    const child = spawn(command, args, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command, args, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'], env: childEnv });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (c: string) => {
@@ -134,22 +149,8 @@ const lastJsonLine = (text: string): Doc => {
   return JSON.parse(line) as Doc;
 };
 
-/** The CPU's model name and the vector features that decide which kernels run (Linux /proc/cpuinfo). */
-function cpuInfo(): { model: string; cores: number; avx2: boolean; avx512f: boolean; avx512_bf16: boolean; amx: boolean } {
-  const text = existsSync('/proc/cpuinfo') ? readFileSync('/proc/cpuinfo', 'utf8') : '';
-  const flags = new Set((/^flags\s*:\s*(.*)$/m.exec(text)?.[1] ?? '').split(/\s+/));
-  return {
-    model: /^model name\s*:\s*(.*)$/m.exec(text)?.[1]?.trim() ?? os.cpus()[0]?.model ?? 'unknown',
-    cores,
-    avx2: flags.has('avx2'),
-    avx512f: flags.has('avx512f'),
-    avx512_bf16: flags.has('avx512_bf16'),
-    amx: flags.has('amx_tile'),
-  };
-}
-const cpu = cpuInfo();
-const cpuFlags =
-  (['avx2', 'avx512f', 'avx512_bf16', 'amx'] as const).filter((f) => cpu[f]).join(', ') || 'none of avx2/avx512f/amx';
+const cpu = cpuFeatures();
+const cpuFlags = `${cpu.features.filter((f) => f !== 'sse4_2' && f !== 'fma').join(', ') || 'none of avx2/avx512f/amx'}${isa === 'avx2' ? '; run as AVX2-only (--isa avx2)' : ''}`;
 
 // --- the GRPO stage's settings --------------------------------------------------------------------------------------
 
@@ -174,7 +175,7 @@ console.log(
   `GRPO stage of ${configFile}\n  ${steps} steps x ${settings.batch} tasks x ${settings.group} samples, ` +
     `max ${settings.maxTokens} tokens, T ${settings.temperature}, lr ${settings.lr} (warm-up ${settings.warmupSteps}), KL coef ${beta}\n` +
     `  seeds ${seeds.join(', ')}; eval at steps ${evalSteps.join(', ')}; target: start + ${fmt(targetGain * 100, 1)} points\n` +
-    `  CPU ${cpu.model}, ${cores} cores (${cpuFlags}); threads: TRL ${threads}, ours explorer/trainer ` +
+    `  CPU ${cpu.model}, ${os.availableParallelism()} cores (${cpuFlags}); threads: TRL ${threads}, ours explorer/trainer ` +
     `${ourThreads(syncOffset).explorer}/${ourThreads(syncOffset).trainer}${withOnPolicy ? `, on-policy ${cores}/${cores}` : ''}`,
 );
 rmSync(outDir, { recursive: true, force: true });
@@ -545,7 +546,7 @@ console.log(
     sync_offset: syncOffset,
     eval_steps: evalSteps,
     target_gain: targetGain,
-    cpu,
+    cpu: { ...cpu, isa },
     threads: { trl: threads, ours: ourThreads(syncOffset), ...(withOnPolicy ? { ours_on_policy: ourThreads(0) } : {}) },
     seeds: results.map((r) => ({
       seed: r.seed,

@@ -18,6 +18,7 @@
 #include "capture.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/Version.h>
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
@@ -280,8 +281,10 @@ TRT_AVX512 static void panels512(const float* x, int64_t M, int64_t K, const W* 
   }
 }
 
+// AVX-512F present, and libtorch's own kernels allowed to use it: ATEN_CPU_CAPABILITY=avx2 (libtorch's setting)
+// narrows ours too, so one variable (with MKL_ENABLE_INSTRUCTIONS=AVX2 for BLAS) runs this CPU as an AVX2-only one.
 static bool cpuHasAvx512() {
-  static const bool present = __builtin_cpu_supports("avx512f");
+  static const bool present = __builtin_cpu_supports("avx512f") && at::get_cpu_capability() == "AVX512";
   return present;
 }
 
@@ -330,21 +333,32 @@ static void packInto(const T* src, T* dst, int64_t N, int64_t K, int64_t rowStri
   });
 }
 
-static at::Tensor packLinearWeight(const at::Tensor& weight) {
+// Packs `weight` into `out` ([ceil(N / 16), K, 16], its dtype; rows past N stay as they are: zeros).
+static void packLinearInto(const at::Tensor& weight, const at::Tensor& out) {
   TORCH_CHECK(cpuSupported(), "packLinear: this CPU lacks AVX2/FMA (check packedLinearSupported() first)");
   checkCpuFloating(weight, "the weight");
   TORCH_CHECK(weight.dim() == 2, "packLinear: the weight must be [out, in], got ", weight.sizes());
   const int64_t N = weight.size(0), K = weight.size(1);
   const int64_t count = (N + kPanel - 1) / kPanel;
-  // one pass over the weight in whatever strides it has (the inference layout's are column-major), into the only
-  // allocation: no temporaries the size of the weight (a 0.5B model's LM head is 545 MB)
-  at::Tensor out = at::zeros({count, K, kPanel}, weight.options().requires_grad(false));
+  TORCH_CHECK(out.dim() == 3 && out.size(0) == count && out.size(1) == K && out.size(2) == kPanel && out.is_contiguous() &&
+                  out.scalar_type() == weight.scalar_type() && out.device().is_cpu(),
+              "packLinear_: the packed weight must be [", count, ", ", K, ", 16] ", weight.scalar_type(),
+              " (from packLinear of a weight of this shape), got ", out.sizes(), " ", out.scalar_type());
   const at::Tensor w = weight.detach();
   if (w.scalar_type() == at::kFloat)
     packInto(w.data_ptr<float>(), out.data_ptr<float>(), N, K, w.stride(0), w.stride(1));
   else
     packInto(reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>()),
              reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>()), N, K, w.stride(0), w.stride(1));
+}
+
+static at::Tensor packLinearWeight(const at::Tensor& weight) {
+  TORCH_CHECK(weight.dim() == 2, "packLinear: the weight must be [out, in], got ", weight.sizes());
+  const int64_t count = (weight.size(0) + kPanel - 1) / kPanel;
+  // one pass over the weight in whatever strides it has (the inference layout's are column-major), into the only
+  // allocation: no temporaries the size of the weight (a 0.5B model's LM head is 545 MB)
+  at::Tensor out = at::zeros({count, weight.size(1), kPanel}, weight.options().requires_grad(false));
+  packLinearInto(weight, out);
   return out;
 }
 
@@ -403,6 +417,11 @@ static at::Tensor packedLinear(const at::Tensor& input, const at::Tensor& packed
 }
 
 static Napi::Value packLinear(const Napi::CallbackInfo& info) { return wrap(info.Env(), packLinearWeight(unwrap(info[0]))); }
+// packLinear_(weight, packed): packs again into an existing packed weight (a captured step that reads it stays valid).
+static Napi::Value packLinear_(const Napi::CallbackInfo& info) {
+  packLinearInto(unwrap(info[0]), unwrap(info[1]));
+  return info.Env().Undefined();
+}
 template <class Info>
 static at::Tensor packedLinearOp(const Info& info) {
   return packedLinear(unwrap(info[0]), unwrap(info[1]), unwrapOptional(info[2]), toInt(info[3]));
@@ -434,6 +453,7 @@ static Napi::Value setPackedLinearIsa(const Napi::CallbackInfo& info) {
 
 void registerKernels(Napi::Object exports) {
   TRT_EXPORT(exports, "packLinear", packLinear);
+  TRT_EXPORT(exports, "packLinear_", packLinear_);
   TRT_EXPORT_RECORDED(exports, "packedLinear", packedLinearBinding);
   TRT_EXPORT_PASSIVE(exports, "packedLinearSupported", packedLinearSupported);
   TRT_EXPORT_PASSIVE(exports, "cpuHasBf16Matmul", cpuHasBf16Matmul);

@@ -2,22 +2,25 @@
 // shape (../torch/capture.ts) and replayed in one native call, instead of ~10 native calls per layer from JavaScript.
 //
 // A step's shape is its KV-cache plan's shapeKey (../model/kv-cache.ts): batch rows, the key length rounded up to
-// the engine's decodeKeyBucket positions, how the rows read the cache. Per-step values (the tokens, slots, cache positions, RoPE
-// offsets) are the captured step's inputs. A shape seen for the first time runs eagerly while it is captured; a step
-// that cannot be replayed (a dynamic-RoPE model reads a value back, packing a weight ran inside it) runs eagerly, and
-// after two such captures its shape stays eager. Weights and caches are used by reference: a weight sync must call
-// invalidate(), since a captured step holds the packed weights the eager path would pack again.
+// the engine's decodeKeyBucket positions, how the rows read the cache. Per-step values (the tokens, slots, cache
+// positions, RoPE offsets) are the captured step's inputs. A shape seen for the first time runs eagerly; the second
+// time it runs eagerly while it is captured (recording costs about a step, so shapes that never come back are not
+// recorded); from then on it is replayed. A step that cannot be replayed (a dynamic-RoPE model reads a value back)
+// runs eagerly, and after two such captures its shape stays eager. Weights and caches are used by reference: weight
+// syncs write them in place and repack the packed copies in place (CausalLM.refreshPackedWeights), so captured
+// steps stay valid across syncs.
 import * as torch from '../torch/index.js';
 
 /** Captured steps kept at most (least recently replayed go first). */
 const MAX_STEPS = 64;
+/** Shapes remembered at most (seen once, captured, or unreplayable). */
+const MAX_SHAPES = 1024;
 /** Captures of one shape that came back unreplayable before the shape stays eager. */
 const MAX_FAILED_CAPTURES = 2;
 
 interface Entry {
   step: torch.CapturedStep | null;
   failures: number;
-  reason: string | null;
 }
 
 export interface DecodeStepStats {
@@ -25,7 +28,7 @@ export interface DecodeStepStats {
   replays: number;
   /** Steps run eagerly while being captured. */
   captures: number;
-  /** Steps run eagerly (capture off, or a shape that cannot be replayed). */
+  /** Steps run eagerly: a shape's first time, or a shape that cannot be replayed. */
   eager: number;
   /** Captured steps held now. */
   held: number;
@@ -34,6 +37,7 @@ export interface DecodeStepStats {
 }
 
 export class DecodeSteps {
+  /** Shapes seen, least recently used first (a replay or capture moves its shape to the end). */
   readonly #entries = new Map<string, Entry>();
   readonly #stats: DecodeStepStats = { replays: 0, captures: 0, eager: 0, held: 0, lastReason: null };
 
@@ -41,12 +45,12 @@ export class DecodeSteps {
   run(key: string, inputs: readonly torch.Tensor[], forward: () => torch.Tensor[]): torch.Tensor[] {
     const entry = this.#entries.get(key);
     if (entry?.step) {
-      this.#entries.delete(key); // re-inserted: the Map's order is the replay order, oldest first
-      this.#entries.set(key, entry);
+      this.#touch(key, entry);
       this.#stats.replays++;
       return entry.step.replay(inputs);
     }
-    if (entry !== undefined && entry.failures >= MAX_FAILED_CAPTURES) {
+    if (entry === undefined || entry.failures >= MAX_FAILED_CAPTURES) {
+      if (entry === undefined) this.#touch(key, { step: null, failures: 0 });
       this.#stats.eager++;
       return forward();
     }
@@ -54,32 +58,38 @@ export class DecodeSteps {
     this.#stats.captures++;
     if (step === null) {
       this.#stats.lastReason = reason;
-      this.#entries.set(key, { step: null, failures: (entry?.failures ?? 0) + 1, reason });
-      return outputs;
+      entry.failures++;
+    } else {
+      entry.step = step;
+      this.#stats.held++;
     }
-    this.#entries.set(key, { step, failures: 0, reason: null });
-    for (const [oldKey, old] of this.#entries) {
-      if (this.#held() <= MAX_STEPS) break;
-      if (old.step === null) continue;
-      old.step.dispose();
-      this.#entries.delete(oldKey);
-    }
+    this.#touch(key, entry);
     return outputs;
   }
 
-  /** Drops every captured step (after the model's weights changed; on close). */
+  /** Drops every captured step (on close). */
   invalidate(): void {
     for (const entry of this.#entries.values()) entry.step?.dispose();
     this.#entries.clear();
+    this.#stats.held = 0;
   }
 
   get stats(): DecodeStepStats {
-    return { ...this.#stats, held: this.#held() };
+    return { ...this.#stats };
   }
 
-  #held(): number {
-    let held = 0;
-    for (const entry of this.#entries.values()) if (entry.step !== null) held++;
-    return held;
+  /** Moves `key` to the end of the order, then drops the least recently used shapes beyond the limits. */
+  #touch(key: string, entry: Entry): void {
+    this.#entries.delete(key);
+    this.#entries.set(key, entry);
+    for (const [oldKey, old] of this.#entries) {
+      if (this.#stats.held <= MAX_STEPS && this.#entries.size <= MAX_SHAPES) break;
+      if (old.step === null && this.#entries.size <= MAX_SHAPES) continue;
+      if (old.step !== null) {
+        old.step.dispose();
+        this.#stats.held--;
+      }
+      this.#entries.delete(oldKey);
+    }
   }
 }

@@ -281,6 +281,7 @@ export class RolloutEngine {
     this.decodeKeyBucket = positive('decodeKeyBucket', options.decodeKeyBucket ?? (capture ? DEFAULT_DECODE_KEY_BUCKET : 1));
     this.#decodeSteps = capture ? new DecodeSteps() : null;
     this.#cache = model.createKVCache({ slots: this.slots, maxLength: this.maxLength });
+    if (capture) model.refreshPackedWeights(); // packed now, not inside the first captured steps
     this.#device = model.parameters().get('model.embed_tokens.weight')?.device ?? 'cpu';
     this.#freeSlots = Array.from({ length: this.slots }, (_, s) => s);
   }
@@ -490,15 +491,17 @@ export class RolloutEngine {
    */
   syncWeights(weights: ReadonlyMap<string, torch.Tensor>): number {
     this.#checkOpen('syncWeights');
-    this.#decodeSteps?.invalidate(); // captured steps hold packed copies of the old weights
-    return syncModelWeights(this.model, weights);
+    const copied = syncModelWeights(this.model, weights);
+    this.model.refreshPackedWeights(); // in place: captured decode steps hold the packed tensors and stay valid
+    return copied;
   }
 
   /** As syncWeights, from a Hugging Face folder (a checkpoint): a folder that fails a check changes nothing. */
   syncWeightsFromDir(dir: string): number {
     this.#checkOpen('syncWeightsFromDir');
-    this.#decodeSteps?.invalidate();
-    return syncModelWeightsFromDir(this.model, dir);
+    const copied = syncModelWeightsFromDir(this.model, dir);
+    this.model.refreshPackedWeights();
+    return copied;
   }
 
   #checkOpen(what: string): void {

@@ -46,14 +46,18 @@ export function linear(x: Tensor, l: Linear): Tensor {
   return l.adapter === null ? y : l.adapter.forward(x, y);
 }
 
-/** l's packed weight, packed again when l.weight's storage was written since (a weight sync, a LoRA merge). */
-function packedWeight(l: Linear): Tensor {
+/**
+ * l's packed weight, packed again when l.weight's storage was written since (a weight sync, a LoRA merge): into the
+ * same tensor, so that captured steps holding it (../engine/decode-steps.ts) read the new weights.
+ */
+export function packedWeight(l: Linear): Tensor {
   const packed = l.packed as PackedWeight;
   const version = l.weight.version;
-  if (packed.weight === null || packed.version !== version) {
-    packed.weight?.dispose();
-    packed.weight = null; // not left pointing at a freed tensor if packing throws (out of memory)
+  if (packed.weight === null) {
     packed.weight = torch.noGrad(() => torch.keep(torch.packLinear(l.weight)));
+    packed.version = version;
+  } else if (packed.version !== version) {
+    torch.noGrad(() => torch.packLinear_(l.weight, packed.weight as Tensor));
     packed.version = version;
   }
   return packed.weight;

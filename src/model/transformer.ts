@@ -27,7 +27,7 @@ import { loadModelConfig, type ModelConfig } from './config.js';
 import { checkWeights, expectedWeights, readModelWeights, type SaveModelOptions, writeModelFolder } from './hf-weights.js';
 import { attachPackedWeights, fuseForInference, type WeightLayout } from './inference-layout.js';
 import { type CachePlan, type CacheStep, KVCache } from './kv-cache.js';
-import { type Linear, type LinearAdapter, linear, plainLinear } from './linear.js';
+import { type Linear, type LinearAdapter, linear, packedWeight, plainLinear } from './linear.js';
 import { RotaryEmbedding, applyRotary } from './rope.js';
 import {
   type SharedPrefixLayout,
@@ -243,6 +243,16 @@ export class CausalLM {
     const l = this.#linears.get(module);
     if (l === undefined) throw new RangeError(`setAdapter: '${module}' is not a projection of this ${this.config.architecture}`);
     l.adapter = adapter;
+  }
+
+  /**
+   * Packs now every packed weight of the inference layout that is missing or older than its weight (otherwise packed
+   * on first use): after a weight sync, so that captured decode steps, which hold the packed tensors and run no
+   * JavaScript, read the new weights (repacked in place). No-op in the training layout.
+   */
+  refreshPackedWeights(): void {
+    this.#checkAlive();
+    for (const l of this.#packedLinears) if (l.packed !== null) packedWeight(l);
   }
 
   /** True when a forward pass draws random numbers (an adapter with dropout in training mode). */

@@ -74,6 +74,12 @@ export function packLinear(weight: Tensor): Tensor {
   return fromHandle(native.packLinear(weight.handle));
 }
 
+/** packLinear into an existing packed weight of the same shape (packLinear(weight)'s), in place. */
+export function packLinear_(weight: Tensor, packed: Tensor): Tensor {
+  native.packLinear_(weight.handle, packed.handle);
+  return packed;
+}
+
 /**
  * linear(x, W, bias) on the CPU with W packed by packLinear (x, W and bias of one dtype: float32 or bfloat16): a
  * kernel for few rows (decoding) that streams the weight at memory speed where BLAS does not (native/src/kernels.cpp).

@@ -166,6 +166,7 @@ export interface NativeAddon {
   linear(x: H, weight: H, bias: OptH): H;
   packLinear(weight: H): H;
   packedLinear(x: H, packed: H, bias: OptH, outFeatures: number): H;
+  packLinear_(weight: H, packed: H): void;
   packedLinearSupported(): boolean;
   cpuHasBf16Matmul(): boolean;
   packedLinearIsa(): 'avx512' | 'avx2' | 'none';
