@@ -90,6 +90,9 @@ export class KVCache {
   readonly #lengths: number[];
   readonly #tokens: number[];
   #disposed = false;
+  /** Bumped whenever slot lengths change (commit, reset, copySlot): a plan is valid for the state it was made in. */
+  #state = 0;
+  readonly #planState = new WeakMap<CachePlan, number>();
 
   constructor(options: KVCacheOptions) {
     const { numLayers, numKeyValueHeads, headDim, slots, maxLength } = options;
@@ -131,6 +134,7 @@ export class KVCache {
   reset(slot: number): void {
     this.#checkSlot(slot);
     this.#lengths[slot] = 0;
+    this.#state++;
     this.#tokens[slot] = 0;
     torch.scope(() => this.#keyValid.select(0, slot).fill_(false));
   }
@@ -170,12 +174,14 @@ export class KVCache {
     );
     for (const slot of to) {
       this.#lengths[slot] = length;
+      this.#state++;
       this.#tokens[slot] = this.#tokens[from] as number;
     }
   }
 
   resetAll(): void {
     this.#lengths.fill(0);
+    this.#state++;
     this.#tokens.fill(0);
     this.#keyValid.fill_(false);
   }
@@ -248,7 +254,7 @@ export class KVCache {
     // rows in consecutive slots read the buffers through a view (from the first slot); otherwise gather the rows
     const consecutive = slots.every((s, b) => s === (slots[0] as number) + b);
     let committed = false;
-    return {
+    const plan: CachePlan = {
       slots: [...slots],
       newTokens,
       keyLength,
@@ -261,12 +267,15 @@ export class KVCache {
       commit: () => {
         if (committed) return;
         committed = true;
+        this.#state++;
         slots.forEach((s, b) => {
           this.#lengths[s] = newLengths[b] as number;
           this.#tokens[s] = newTokenCounts[b] as number;
         });
       },
     };
+    this.#planState.set(plan, this.#state);
+    return plan;
   }
 
   /**
@@ -275,6 +284,9 @@ export class KVCache {
    */
   begin(plan: CachePlan): CacheStep {
     if (this.#disposed) throw new Error('KV cache was disposed');
+    if (this.#planState.get(plan) !== this.#state) {
+      throw new Error('KV cache: this plan was made by another cache, or the slots changed since (commit, reset, copySlot)');
+    }
     const { slots, newTokens, keyLength, slotList, cachePositions } = plan;
     const batch = slots.length;
     const device = this.#keyValid.device;

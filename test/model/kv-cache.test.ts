@@ -177,6 +177,18 @@ describe('slots', () => {
         );
         assert.throws(() => model.forward(ids.narrow(1, 0, 1), { cache, slots: [0, 0] }), /slots must be distinct/);
         assert.throws(() => model.forward(ids.narrow(1, 0, 1), { cache, slots: [0] }), /1 slots for 2 batch rows/);
+        // a plan is for the cache state it was made in: used again after its forward, or after a reset, it is refused
+        const plan = cache.plan([0], 1, null);
+        model.forward(row(ids, 0, 0, 1), { cache, slots: [0], cachePlan: plan });
+        assert.equal(cache.length(0), 1);
+        assert.throws(
+          () => model.forward(row(ids, 0, 1, 1), { cache, slots: [0], cachePlan: plan }),
+          /this plan was made by another cache, or the slots changed since/,
+        );
+        const stale = cache.plan([0], 1, null);
+        cache.reset(0);
+        assert.throws(() => model.forward(row(ids, 0, 0, 1), { cache, slots: [0], cachePlan: stale }), /the slots changed since/);
+        assert.throws(() => cache.plan([0], 1, null, { keyBucket: 0 }), /keyBucket must be a positive integer, got 0/);
       });
     } finally {
       cache.dispose();
