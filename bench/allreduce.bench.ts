@@ -19,12 +19,11 @@
 // after a barrier each; also the step without any sum (the floor). Reported: medians, and the buckets the hooks
 // issued before the backward returned.
 import { fork } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import * as torch from '../src/torch/index.js';
-import { clamp, fmt, median, now, r2, r3, secondsSince, table } from './harness.js';
+import { clamp, cpuFeatures, fmt, median, now, r2, r3, secondsSince, table } from './harness.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -217,17 +216,6 @@ async function rankMain(): Promise<void> {
   process.disconnect?.();
 }
 
-function cpuFeatures(): string[] {
-  let flagsLine = '';
-  try {
-    flagsLine = readFileSync('/proc/cpuinfo', 'utf8').match(/^flags\s*:(.*)$/m)?.[1] ?? '';
-  } catch {
-    return [];
-  }
-  const present = new Set(flagsLine.trim().split(/\s+/));
-  return ['sse4_2', 'avx2', 'fma', 'avx512f', 'avx512_bf16', 'amx_tile', 'amx_bf16'].filter((f) => present.has(f));
-}
-
 const humanBytes = (bytes: number): string => (bytes >= KB * KB ? `${bytes / (KB * KB)} MB` : `${bytes / KB} KB`);
 
 async function parentMain(): Promise<void> {
@@ -276,7 +264,7 @@ async function parentMain(): Promise<void> {
     console.log(
       `allreduce bench: ${worldSize} ranks on one machine, Gloo over loopback TCP, float32 sum, 1 intra-op thread per rank; ` +
         `libtorch ${torch.buildInfo().torchVersion}; ${os.cpus()[0]?.model ?? 'cpu'} (${os.cpus().length} cores; ` +
-        `features ${cpuFeatures().join(' ') || 'unknown'}; libtorch CPU capability ${capability}), load avg ${os.loadavg()[0]?.toFixed(2)}`,
+        `features ${cpuFeatures().features.join(' ') || 'unknown'}; libtorch CPU capability ${capability}), load avg ${os.loadavg()[0]?.toFixed(2)}`,
     );
     table(
       'all-reduce (median of iterations) vs memcpy of the same bytes; bus/memcpy = bus bandwidth / memcpy bandwidth',
@@ -313,7 +301,7 @@ async function parentMain(): Promise<void> {
         backend: 'gloo',
         ranks: worldSize,
         cpu: os.cpus()[0]?.model ?? 'unknown',
-        features: cpuFeatures(),
+        features: cpuFeatures().features,
         sizes: rows,
       }),
     );

@@ -24,7 +24,7 @@ import { initModel } from '../src/model/init.js';
 import type { Experience } from '../src/rft/experience.js';
 import { TrainerClient, type TrainerInit } from '../src/rft/trainer/trainer.js';
 import * as torch from '../src/torch/index.js';
-import { fmt, median, now, r3, secondsSince, table } from './harness.js';
+import { cpuFeatures, fmt, median, now, r3, secondsSince, table } from './harness.js';
 
 const HELP = `Data-parallel step time: 1 process × 2 threads against 2 ranks × 1 thread, the quickstart's GRPO and SFT steps.
   node --import tsx bench/dp-step.bench.ts [--steps N] [--warmup N] [--zero 0|1]`;
@@ -154,17 +154,6 @@ async function layout(plan: Omit<ChildPlan, 'rank' | 'port'>): Promise<number[]>
   return results[0] as number[];
 }
 
-function cpuFeatures(): string[] {
-  let flagsLine = '';
-  try {
-    flagsLine = readFileSync('/proc/cpuinfo', 'utf8').match(/^flags\s*:(.*)$/m)?.[1] ?? '';
-  } catch {
-    return [];
-  }
-  const present = new Set(flagsLine.trim().split(/\s+/));
-  return ['sse4_2', 'avx2', 'fma', 'avx512f', 'avx512_bf16', 'amx_tile', 'amx_bf16'].filter((f) => present.has(f));
-}
-
 async function parentMain(): Promise<void> {
   const steps = Number(flags.steps);
   const warmup = Number(flags.warmup);
@@ -187,7 +176,7 @@ async function parentMain(): Promise<void> {
     });
     console.log(
       `libtorch ${torch.buildInfo().torchVersion}; ${os.cpus()[0]?.model ?? 'cpu'} (${os.cpus().length} cores; features ` +
-        `${cpuFeatures().join(' ') || 'unknown'}), load avg ${os.loadavg()[0]?.toFixed(2)}; model ${(parameters / 1e6).toFixed(2)}M parameters`,
+        `${cpuFeatures().features.join(' ') || 'unknown'}), load avg ${os.loadavg()[0]?.toFixed(2)}; model ${(parameters / 1e6).toFixed(2)}M parameters`,
     );
     const figures: Record<string, { oneProcess: number; ranks: number }> = {};
     for (const kind of ['grpo', 'sft'] as const) {
@@ -210,7 +199,7 @@ async function parentMain(): Promise<void> {
         bench: 'dp-step',
         cpu: os.cpus()[0]?.model ?? 'unknown',
         cores: os.cpus().length,
-        features: cpuFeatures(),
+        features: cpuFeatures().features,
         loadAvg: os.loadavg()[0],
         zeroStage: zero,
         steps,

@@ -15,7 +15,7 @@
 //
 //   node --import tsx bench/engine-pool.bench.ts [--rounds 5] [--steps 2]
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -25,7 +25,7 @@ import { initModel } from '../src/model/init.js';
 import { RemoteEnginePool, startEngineProcesses } from '../src/openai/index.js';
 import { Tokenizer } from '../src/tokenizer/index.js';
 import * as torch from '../src/torch/index.js';
-import { median, now, repoRoot, secondsSince } from './harness.js';
+import { cpuFeatures, median, now, repoRoot, secondsSince } from './harness.js';
 
 const { values } = parseArgs({
   options: { rounds: { type: 'string', default: '5' }, steps: { type: 'string', default: '2' }, help: { type: 'boolean' } },
@@ -151,17 +151,6 @@ for (let round = 0; round < rounds; round++) {
 for (const s of setups) await s.engine.close();
 for (const s of serves) s.child.kill('SIGTERM');
 
-function cpuFeatures(): string[] {
-  let flags = '';
-  try {
-    flags = readFileSync('/proc/cpuinfo', 'utf8').match(/^flags\s*:(.*)$/m)?.[1] ?? '';
-  } catch {
-    return [];
-  }
-  const present = new Set(flags.trim().split(/\s+/));
-  return ['sse4_2', 'avx2', 'fma', 'avx512f', 'avx512_bf16', 'amx_tile', 'amx_bf16'].filter((f) => present.has(f));
-}
-
 const baseline = median(rates.get(setups[0]?.name as string) ?? []);
 const cpu = os.cpus()[0]?.model ?? 'unknown';
 const capability = torch.buildInfo().config.match(/CPU capability usage: (\S+)/)?.[1] ?? 'unknown';
@@ -170,7 +159,7 @@ console.log(
     `${rounds} rounds × ${stepsPerRound} steps per setup`,
 );
 console.log(
-  `CPU: ${cpu}, ${cores} cores, features ${cpuFeatures().join(' ')}; libtorch ${capability}; load avg ${os.loadavg()[0]?.toFixed(2)}`,
+  `CPU: ${cpu}, ${cores} cores, features ${cpuFeatures().features.join(' ')}; libtorch ${capability}; load avg ${os.loadavg()[0]?.toFixed(2)}`,
 );
 console.log('| setup | median tokens/s | min | max | × 1 engine |');
 console.log('|-------|-----------------|-----|-----|------------|');
@@ -194,7 +183,7 @@ console.log(
     steps_per_round: stepsPerRound,
     cpu,
     cores,
-    features: cpuFeatures(),
+    features: cpuFeatures().features,
     libtorch_capability: capability,
     load_avg: os.loadavg()[0],
   }),
