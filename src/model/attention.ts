@@ -38,9 +38,8 @@ export function attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null):
     .mul(1 / Math.sqrt(headDim))
     .view([batch, kvHeads, group, queries, keys]);
   const weights = scores.maskedFill(allowed.unsqueeze(2).logicalNot(), Number.NEGATIVE_INFINITY).softmax(-1);
-  const out = weights
+  return weights
     .view([batch, kvHeads, group * queries, keys])
     .matmul(v)
     .view([batch, heads, queries, headDim]);
-  return out;
 }
