@@ -8,8 +8,10 @@
 //         off-policy (sync_offset 1: the next step's rollouts are sampled while this step trains); when the config
 //         has an offset, the same stage also runs strictly on-policy (sync_offset 0) as a third column.
 //   TRL   GRPOTrainer (bench/grpo_trl.py, in a child process), with the same settings mapped to GRPOConfig
-// Both sides use the seed of the checkpoint (ours: the task order; TRL: GRPOConfig.seed). The runs go one after the
-// other (each is a whole training run), each with the machine's cores.
+// Both sides use the seed of the checkpoint (ours: engine sampling; TRL: GRPOConfig.seed) and, by default, train on the
+// same tasks in the same order (--task-order shared: one seeded shuffle of the train file per seed, read in order by
+// both), so that what differs between them is the algorithm's implementation and the sampling's random draws. The
+// runs go one after the other (each is a whole training run), each with the machine's cores.
 //
 // Every run saves its model every --eval-every steps; afterwards one Python process scores the starting model and
 // every saved model with the same eval (grpo_trl.py --eval-only: transformers generate, greedy, the model's chat
@@ -33,6 +35,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import YAML from 'yaml';
 import { evalSchedule, firstReaching, ourClock, spread, summedClock } from './grpo-figures.js';
+import { seededRandom } from '../src/rft/buffer/random.js';
 import { asDoc, at, type Doc, merge, readGrpoStage } from './grpo-stage.js';
 import { cpuFeatures, findPython, fmt, median, now, r2, r3, repoRoot, secondsSince, table } from './harness.js';
 
@@ -56,6 +59,10 @@ several SFT checkpoints; held-out greedy accuracy at equal samples and time to a
   --isa native|avx2  avx2 runs both sides as on a CPU without AVX-512 (ATEN_CPU_CAPABILITY=avx2,
                      MKL_ENABLE_INSTRUCTIONS=AVX2, ONEDNN_MAX_CPU_ISA=AVX2; our packed kernel follows libtorch's
                      setting); default native
+  --task-order shared|own
+                     shared (default): both sides train on the same tasks in the same order, one seeded shuffle of
+                     the train file per seed (ours reads it sequentially, TRL with shuffle_dataset off); own: each
+                     side shuffles with the seed itself (ours' task selector, TRL's sampler)
   --skip-on-policy   do not run ours strictly on-policy (sync_offset 0) as a third column
   --out DIR          working folder (default runs/bench-grpo; seed N's runs in DIR/seed-N)
 
@@ -71,6 +78,7 @@ const { values } = parseArgs({
     'target-gain': { type: 'string', default: '0.1' },
     threads: { type: 'string' },
     isa: { type: 'string', default: 'native' },
+    'task-order': { type: 'string', default: 'shared' },
     'skip-on-policy': { type: 'boolean', default: false },
     out: { type: 'string' },
     help: { type: 'boolean' },
@@ -110,6 +118,10 @@ const childEnv: NodeJS.ProcessEnv = {
   ...(values.threads !== undefined ? { OMP_NUM_THREADS: String(threads) } : {}),
   ...(isa === 'avx2' ? { ATEN_CPU_CAPABILITY: 'avx2', MKL_ENABLE_INSTRUCTIONS: 'AVX2', ONEDNN_MAX_CPU_ISA: 'AVX2' } : {}),
 };
+const taskOrderMode = values['task-order'];
+if (taskOrderMode !== 'shared' && taskOrderMode !== 'own') {
+  throw new Error(`--task-order must be shared or own, got '${taskOrderMode}'`);
+}
 const targetGain = Number(values['target-gain']);
 if (!Number.isFinite(targetGain) || targetGain <= 0 || targetGain >= 1) {
   throw new Error(`--target-gain must be in (0, 1) (a share of the eval problems), got '${values['target-gain']}'`);
@@ -174,7 +186,7 @@ const ourThreads = (offset: number) =>
 console.log(
   `GRPO stage of ${configFile}\n  ${steps} steps x ${settings.batch} tasks x ${settings.group} samples, ` +
     `max ${settings.maxTokens} tokens, T ${settings.temperature}, lr ${settings.lr} (warm-up ${settings.warmupSteps}), KL coef ${beta}\n` +
-    `  seeds ${seeds.join(', ')}; eval at steps ${evalSteps.join(', ')}; target: start + ${fmt(targetGain * 100, 1)} points\n` +
+    `  seeds ${seeds.join(', ')}; eval at steps ${evalSteps.join(', ')}; target: start + ${fmt(targetGain * 100, 1)} points; task order: ${taskOrderMode}\n` +
     `  CPU ${cpu.model}, ${os.availableParallelism()} cores (${cpuFlags}); threads: TRL ${threads}, ours explorer/trainer ` +
     `${ourThreads(syncOffset).explorer}/${ourThreads(syncOffset).trainer}${withOnPolicy ? `, on-policy ${cores}/${cores}` : ''}`,
 );
@@ -196,8 +208,45 @@ interface Run {
   wallS: number;
 }
 
+/** The train file both sides read, and whether in its order (see --task-order). */
+interface TaskOrder {
+  file: string;
+  inOrder: boolean;
+}
+
+/**
+ * --task-order shared: the train file's rows in one seeded order (a fresh permutation per pass until steps × batch
+ * tasks), written to seedDir/tasks.jsonl and read in order by both sides; own: the train file, each side shuffling.
+ */
+function taskOrder(seedDir: string, seed: number): TaskOrder {
+  if (taskOrderMode === 'own') return { file: settings.trainFile, inOrder: false };
+  const rows = readFileSync(settings.trainFile, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '');
+  const random = seededRandom(seed);
+  const ordered: string[] = [];
+  while (ordered.length < steps * settings.batch) {
+    const pass = [...rows];
+    for (let i = pass.length - 1; i > 0; i--) {
+      const j = Math.floor(random() * (i + 1));
+      [pass[i], pass[j]] = [pass[j] as string, pass[i] as string];
+    }
+    ordered.push(...pass);
+  }
+  const file = join(seedDir, 'tasks.jsonl');
+  writeFileSync(file, `${ordered.join('\n')}\n`);
+  return { file, inOrder: true };
+}
+
 /** One `trinity run` of the stage from `modelDir` (with `overrides`) in a child process; figures from its metrics.jsonl. */
-async function runOurs(seedDir: string, name: string, modelDir: string, seed: number, overrides: Doc): Promise<Run> {
+async function runOurs(
+  seedDir: string,
+  name: string,
+  modelDir: string,
+  seed: number,
+  tasks: TaskOrder,
+  overrides: Doc,
+): Promise<Run> {
   const config = merge(
     merge(stage, {
       project: basename(seedDir), // the job folder is checkpoint_root_dir/project/name = seedDir/name
@@ -210,7 +259,14 @@ async function runOurs(seedDir: string, name: string, modelDir: string, seed: nu
       ...(beta === 0 ? { algorithm: { kl_loss_fn: 'none' } } : {}),
       buffer: {
         total_steps: steps,
-        explorer_input: { taskset: { ...taskset, path: settings.trainFile, task_selector: { selector_type: 'shuffle', seed } } },
+        explorer_input: {
+          taskset: {
+            ...taskset,
+            path: tasks.file,
+            // the selector's seed is also the run's seed (engine sampling)
+            task_selector: { selector_type: tasks.inOrder ? 'sequential' : 'shuffle', seed },
+          },
+        },
       },
       explorer: { eval_interval: 1_000_000, eval_on_startup: false },
       trainer: { save_interval: evalEvery, max_checkpoints_to_keep: 0 },
@@ -257,7 +313,7 @@ async function runOurs(seedDir: string, name: string, modelDir: string, seed: nu
 }
 
 /** TRL's GRPOTrainer on the same stage (bench/grpo_trl.py in a child process), saving every evalEvery steps. */
-async function runTrl(seedDir: string, modelDir: string, seed: number): Promise<Run & { versions: Doc }> {
+async function runTrl(seedDir: string, modelDir: string, seed: number, tasks: TaskOrder): Promise<Run & { versions: Doc }> {
   const out = join(seedDir, 'trl');
   console.log(`  TRL: ${python} bench/grpo_trl.py --out ${out}`);
   const start = now();
@@ -266,7 +322,7 @@ async function runTrl(seedDir: string, modelDir: string, seed: number): Promise<
       python,
       [
         join(repoRoot, 'bench', 'grpo_trl.py'),
-        ...['--model', modelDir, '--train', settings.trainFile, '--eval', settings.evalFile],
+        ...['--model', modelDir, '--train', tasks.file, '--eval', settings.evalFile, ...(tasks.inOrder ? ['--in-order'] : [])],
         ...['--group', String(settings.group), '--batch', String(settings.batch), '--max-tokens', String(settings.maxTokens)],
         ...['--lr', String(settings.lr), '--warmup-steps', String(settings.warmupSteps), '--steps', String(steps)],
         ...['--scheduler', settings.scheduler, '--min-lr-ratio', String(settings.minLrRatio)],
@@ -360,11 +416,14 @@ for (const [i, seed] of seeds.entries()) {
   const seedDir = join(outDir, `seed-${seed}`);
   mkdirSync(seedDir, { recursive: true });
   const runs: Partial<Record<SideName, Run>> = {};
-  runs.ours = await runOurs(seedDir, 'ours', modelDir, seed, {});
+  const tasks = taskOrder(seedDir, seed);
+  runs.ours = await runOurs(seedDir, 'ours', modelDir, seed, tasks, {});
   // the same stage strictly on-policy (rollouts and training take turns)
-  if (withOnPolicy)
-    runs.ours_on_policy = await runOurs(seedDir, 'ours-on-policy', modelDir, seed, { synchronizer: { sync_offset: 0 } });
-  const trl = await runTrl(seedDir, modelDir, seed);
+  if (withOnPolicy) {
+    const onPolicy = { synchronizer: { sync_offset: 0 } };
+    runs.ours_on_policy = await runOurs(seedDir, 'ours-on-policy', modelDir, seed, tasks, onPolicy);
+  }
+  const trl = await runTrl(seedDir, modelDir, seed, tasks);
   runs.trl = trl;
   versions = trl.versions;
   const ordered = sideNames.map((name) => [name, runs[name] as Run] as const);
@@ -546,6 +605,7 @@ console.log(
     sync_offset: syncOffset,
     eval_steps: evalSteps,
     target_gain: targetGain,
+    task_order: taskOrderMode,
     cpu: { ...cpu, isa },
     threads: { trl: threads, ours: ourThreads(syncOffset), ...(withOnPolicy ? { ours_on_policy: ourThreads(0) } : {}) },
     seeds: results.map((r) => ({

@@ -2,7 +2,7 @@
 
   python bench/grpo_trl.py --model DIR --train FILE --eval FILE --group 16 --batch 16 --max-tokens 6 --lr 1e-4 \
       --steps 40 [--temperature 1.0] [--beta 0.0] [--warmup-steps 0] [--scheduler constant_with_warmup|cosine]
-      [--min-lr-ratio 0.0] [--seed 0] [--threads 2] [--save-every K] [--out DIR]
+      [--min-lr-ratio 0.0] [--seed 0] [--in-order] [--threads 2] [--save-every K] [--out DIR]
   python bench/grpo_trl.py --eval-only DIR [DIR ...] --eval FILE [--max-tokens 6] [--tokenizer DIR]
       [--sampled K --temperature T --seed 0]
 
@@ -12,6 +12,8 @@ generation), reward = exact answer (the last integer of the completion equals th
 group-normalised advantages (scale_rewards "group"), token-mean clipped loss (loss_type "dapo", epsilon 0.2), KL
 `beta` (k3 to the starting model; 0 loads no reference), AdamW (betas 0.9/0.999, weight decay 0.01), grad norm clip
 1.0, `warmup_steps` of linear warm-up then a constant LR or a cosine down to min_lr_ratio × LR, float32 on the CPU.
+The prompts come in the sampler's seeded shuffle, or with --in-order in the file's order (shuffle_dataset False: the
+benchmark then gives both sides one shuffled file).
 With --save-every K the model is saved every K steps (OUT/checkpoint-K, the Trainer's own checkpoints, model only);
 saving happens between steps, outside the step times.
 
@@ -143,6 +145,7 @@ def grpo_config(args):
         **({"save_strategy": "steps", "save_steps": args.save_every, "save_only_model": True} if args.save_every else {"save_strategy": "no"}),
         report_to="none",
         seed=args.seed,
+        shuffle_dataset=not getattr(args, "in_order", False),
         disable_tqdm=True,
     )
 
@@ -240,6 +243,7 @@ def main():
     p.add_argument("--scheduler", choices=["constant_with_warmup", "cosine"], default="constant_with_warmup")
     p.add_argument("--min-lr-ratio", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--in-order", action="store_true", help="prompts in the file's order (no shuffle)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--out", default="runs/bench-grpo/trl")
     args = p.parse_args()
