@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import YAML from 'yaml';
+import { seededRandom } from '../src/rft/buffer/random.js';
 
 export type Doc = Record<string, unknown>;
 export const asDoc = (v: unknown): Doc => (v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Doc) : {});
@@ -79,4 +80,23 @@ export function readGrpoStage(configFile: string): GrpoStage {
     totalSteps: optional(at(stage, 'buffer', 'total_steps')),
     evalInterval: optional(at(stage, 'explorer', 'eval_interval')),
   };
+}
+
+/**
+ * `count` or more of `rows` in one seeded order (bench:grpo --task-order shared): a fresh Fisher–Yates permutation of
+ * all rows per pass, passes appended until there are at least `count`.
+ */
+export function sharedTaskOrder(rows: readonly string[], seed: number, count: number): string[] {
+  if (rows.length === 0) throw new Error('sharedTaskOrder: the train file has no rows');
+  const random = seededRandom(seed);
+  const ordered: string[] = [];
+  while (ordered.length < count) {
+    const pass = [...rows];
+    for (let i = pass.length - 1; i > 0; i--) {
+      const j = Math.floor(random() * (i + 1));
+      [pass[i], pass[j]] = [pass[j] as string, pass[i] as string];
+    }
+    ordered.push(...pass);
+  }
+  return ordered;
 }

@@ -35,8 +35,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import YAML from 'yaml';
 import { evalSchedule, firstReaching, ourClock, spread, summedClock } from './grpo-figures.js';
-import { seededRandom } from '../src/rft/buffer/random.js';
-import { asDoc, at, type Doc, merge, readGrpoStage } from './grpo-stage.js';
+import { asDoc, at, type Doc, merge, readGrpoStage, sharedTaskOrder } from './grpo-stage.js';
 import { cpuFeatures, findPython, fmt, median, now, r2, r3, repoRoot, secondsSince, table } from './harness.js';
 
 const benchStart = now();
@@ -223,16 +222,7 @@ function taskOrder(seedDir: string, seed: number): TaskOrder {
   const rows = readFileSync(settings.trainFile, 'utf8')
     .split('\n')
     .filter((l) => l.trim() !== '');
-  const random = seededRandom(seed);
-  const ordered: string[] = [];
-  while (ordered.length < steps * settings.batch) {
-    const pass = [...rows];
-    for (let i = pass.length - 1; i > 0; i--) {
-      const j = Math.floor(random() * (i + 1));
-      [pass[i], pass[j]] = [pass[j] as string, pass[i] as string];
-    }
-    ordered.push(...pass);
-  }
+  const ordered = sharedTaskOrder(rows, seed, steps * settings.batch);
   const file = join(seedDir, 'tasks.jsonl');
   writeFileSync(file, `${ordered.join('\n')}\n`);
   return { file, inOrder: true };
