@@ -1,14 +1,4 @@
-// Decode steps, eager vs captured: `npm run bench:decode-step` (node --import tsx bench/decode-step.bench.ts [--help]).
-//
-// For the quickstart's model and a model of Qwen2.5-0.5B's shape, at several batch sizes, two RolloutEngines over the
-// same model folder decode the same greedy batch: one runs every decode step's forward from JavaScript (captureDecode
-// off: the engine before captured steps), the other replays each step shape captured once (src/engine/decode-steps.ts).
-// Per decode step it counts the native calls (the addon's own counter) and times the step: each side generates
-// `short` and then `long` new tokens per row, and the differences (long - short) divide out the prefill. The
-// captured side runs once first so that its shapes are captured; the sides alternate (ABBA) and the table shows
-// medians. Ends with one JSON line of every figure.
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -16,7 +6,7 @@ import { RolloutEngine } from '../src/engine/index.js';
 import { initModel } from '../src/model/index.js';
 import * as torch from '../src/torch/index.js';
 import {
-  benchModelFolder,
+  ensureBenchModel,
   cpuFeatures,
   fmt,
   HALF_BILLION_SPEC,
@@ -87,18 +77,7 @@ function quickstartModel(): string {
 }
 
 /** Qwen2.5-0.5B's shape with the Qwen tokenizer: the folder bench:model creates (made by it on first use). */
-function halfBillionModel(): string {
-  const spec = HALF_BILLION_SPEC;
-  const dir = join(flags['models-dir'] as string, benchModelFolder(spec));
-  if (existsSync(join(dir, 'model.safetensors'))) return dir;
-  const result = spawnSync(
-    process.execPath,
-    [...process.execArgv, join(repoRoot, 'bench', 'model.bench.ts'), '--create-model', dir, '--spec', JSON.stringify(spec)],
-    { stdio: 'inherit' },
-  );
-  if (result.status !== 0) throw new Error(`creating ${dir} failed (exit ${result.status})`);
-  return dir;
-}
+const halfBillionModel = (): string => ensureBenchModel(HALF_BILLION_SPEC, flags['models-dir'] as string);
 
 interface Sample {
   calls: number;

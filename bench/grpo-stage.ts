@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import YAML from 'yaml';
-import { seededRandom } from '../src/rft/buffer/random.js';
+import { permutation, seededRandom } from '../src/rft/buffer/random.js';
 
 export type Doc = Record<string, unknown>;
 export const asDoc = (v: unknown): Doc => (v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Doc) : {});
@@ -90,13 +90,6 @@ export function sharedTaskOrder(rows: readonly string[], seed: number, count: nu
   if (rows.length === 0) throw new Error('sharedTaskOrder: the train file has no rows');
   const random = seededRandom(seed);
   const ordered: string[] = [];
-  while (ordered.length < count) {
-    const pass = [...rows];
-    for (let i = pass.length - 1; i > 0; i--) {
-      const j = Math.floor(random() * (i + 1));
-      [pass[i], pass[j]] = [pass[j] as string, pass[i] as string];
-    }
-    ordered.push(...pass);
-  }
+  while (ordered.length < count) ordered.push(...permutation(rows.length, random).map((i) => rows[i] as string));
   return ordered;
 }

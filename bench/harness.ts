@@ -1,6 +1,6 @@
 // What the side-by-side benchmarks share: the Python half (a child process driven over JSON lines), ABBA
 // alternation, medians, and the printed table. See bench/README.md.
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -169,7 +169,27 @@ export const HALF_BILLION_SPEC: ModelSpec = {
 };
 
 /** The folder name of a bench model of this shape (under --models-dir, default .cache/bench-models). */
-export function benchModelFolder(spec: ModelSpec): string {
+function benchModelFolder(spec: ModelSpec): string {
   const vocab = spec.vocab === null ? 'qwen-tokenizer' : `v${spec.vocab}`;
   return `qwen2-h${spec.hidden}-l${spec.layers}-a${spec.heads}-kv${spec.kvHeads}-i${spec.intermediate}-${vocab}`;
+}
+
+/**
+ * The folder of a random bench model of this shape under `modelsDir`, created on first use (float32, seed 0) by
+ * `bench/model.bench.ts --create-model` in a child process.
+ */
+export function ensureBenchModel(spec: ModelSpec, modelsDir: string): string {
+  const dir = join(modelsDir, benchModelFolder(spec));
+  if (existsSync(join(dir, 'model.safetensors'))) return dir;
+  console.log(`creating ${dir} ...`);
+  const script = join(repoRoot, 'bench', 'model.bench.ts');
+  const result = spawnSync(
+    process.execPath,
+    [...process.execArgv, script, '--create-model', dir, '--spec', JSON.stringify(spec)],
+    {
+      stdio: 'inherit',
+    },
+  );
+  if (result.status !== 0) throw new Error(`creating the model ${dir} failed (exit ${result.status})`);
+  return dir;
 }

@@ -21,7 +21,7 @@
 // The two sides alternate sample by sample (ABBA order) after a warm-up each, and report medians. Both use the same
 // intra-op thread count (the core count). It prints tables and ends with one JSON line holding every figure.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -31,7 +31,7 @@ import { CausalLM, forwardBackward, initModel, type ModelDType } from '../src/mo
 import * as torch from '../src/torch/index.js';
 import {
   alternate,
-  benchModelFolder,
+  ensureBenchModel,
   findPython,
   fmt,
   HALF_BILLION_SPEC,
@@ -163,8 +163,6 @@ function smallSpec(): ModelSpec {
   };
 }
 
-const LARGE_SPEC = HALF_BILLION_SPEC;
-
 /** `size - 4` distinct characters (the char tokenizer adds 4 special tokens): CJK ideographs, then CJK extension B. */
 function alphabetOf(size: number): string {
   const chars: string[] = [];
@@ -173,26 +171,8 @@ function alphabetOf(size: number): string {
   return chars.join('');
 }
 
-function modelDir(spec: ModelSpec): string {
-  return join(flags['models-dir'], benchModelFolder(spec));
-}
-
 /** The model folder, created (float32, seed 0) in a child process on first use. */
-function ensureModel(spec: ModelSpec): string {
-  const dir = modelDir(spec);
-  if (existsSync(join(dir, 'model.safetensors'))) return dir;
-  console.log(`creating ${dir} ...`);
-  const script = fileURLToPath(import.meta.url);
-  const result = spawnSync(
-    process.execPath,
-    [...process.execArgv, script, '--create-model', dir, '--spec', JSON.stringify(spec)],
-    {
-      stdio: 'inherit',
-    },
-  );
-  if (result.status !== 0) throw new Error(`creating the model ${dir} failed (exit ${result.status})`);
-  return dir;
-}
+const ensureModel = (spec: ModelSpec): string => ensureBenchModel(spec, flags['models-dir']);
 
 function createModel(dir: string, spec: ModelSpec): void {
   const tmp = `${dir}.tmp-${process.pid}`;
@@ -661,10 +641,10 @@ async function main(): Promise<void> {
     const reports: ModelReport[] = [];
     if (wanted.includes('small')) reports.push(await benchModel(py, smallSpec(), false, startPeak.gflops));
     const largeWanted = wanted.includes('0.5b');
-    if (largeWanted) reports.push(await benchModel(py, LARGE_SPEC, true, startPeak.gflops));
+    if (largeWanted) reports.push(await benchModel(py, HALF_BILLION_SPEC, true, startPeak.gflops));
     const probes: ProbeResult[] = [];
     if (largeWanted && oneOf('rss', flags.rss, ['on', 'off'] as const) === 'on') {
-      const dir = modelDir(LARGE_SPEC);
+      const dir = ensureModel(HALF_BILLION_SPEC); // made by benchModel above
       for (const d of new Set<ModelDType>([dtype, 'bfloat16'])) {
         probes.push(runProbe(dir, d));
         console.log(`  memory probe ${d}: max RSS ${fmt(probes[probes.length - 1]?.maxRssMiB ?? null, 0)} MiB`);
