@@ -4,9 +4,10 @@
 // max tokens, learning rate and warm-up, rollout temperature, taskset files) run from several SFT checkpoints (one
 // per quickstart seed), for the same number of steps, each through:
 //   ours  `trinity run` on a one-stage copy of the config (mode both: rollouts on the engine's worker thread, training
-//         on the trainer's), in a child process; figures from its metrics.jsonl. The quickstart's stage runs one step
-//         off-policy (sync_offset 1: the next step's rollouts are sampled while this step trains); when the config
-//         has an offset, the same stage also runs strictly on-policy (sync_offset 0) as a third column.
+//         on the trainer's), in a child process; figures from its metrics.jsonl. The quickstart's stage runs
+//         strictly on-policy (sync_offset 0); the same stage also runs with another offset as a third column
+//         (--compare-offset: by default 1, one step off-policy: the next step's rollouts are sampled while this step
+//         trains; 0 when the config's stage has an offset).
 //   TRL   GRPOTrainer (bench/grpo_trl.py, in a child process), with the same settings mapped to GRPOConfig
 // Both sides use the seed of the checkpoint (ours: engine sampling; TRL: GRPOConfig.seed) and, by default, train on the
 // same tasks in the same order (--task-order shared: one seeded shuffle of the train file per seed, read in order by
@@ -62,7 +63,10 @@ several SFT checkpoints; held-out greedy accuracy at equal samples and time to a
                      shared (default): both sides train on the same tasks in the same order, one seeded shuffle of
                      the train file per seed (ours reads it sequentially, TRL with shuffle_dataset off); own: each
                      side shuffles with the seed itself (ours' task selector, TRL's sampler)
-  --skip-on-policy   do not run ours strictly on-policy (sync_offset 0) as a third column
+  --compare-offset N|none
+                     also run ours with synchronizer.sync_offset N as a third column (default: 0, strictly
+                     on-policy, when the config's stage has an offset; 1, one step off-policy, when it has none);
+                     none: no third column
   --out DIR          working folder (default runs/bench-grpo; seed N's runs in DIR/seed-N)
 
 Environment: TRINITY_BENCH_PYTHON (default .cache/python-ref/bin/python, which has trl).`;
@@ -78,7 +82,7 @@ const { values } = parseArgs({
     threads: { type: 'string' },
     isa: { type: 'string', default: 'native' },
     'task-order': { type: 'string', default: 'shared' },
-    'skip-on-policy': { type: 'boolean', default: false },
+    'compare-offset': { type: 'string' },
     out: { type: 'string' },
     help: { type: 'boolean' },
   },
@@ -176,7 +180,14 @@ const evalEvery = Number(evalEveryGiven);
 if (!Number.isInteger(evalEvery) || evalEvery < 1)
   throw new Error(`--eval-every must be an integer >= 1, got '${evalEveryGiven}'`);
 const evalSteps = evalSchedule(steps, evalEvery);
-const withOnPolicy = syncOffset > 0 && !values['skip-on-policy'];
+// the third column: the same stage with another sync_offset (on-policy against one step off-policy)
+const compareOffsetGiven = values['compare-offset'] ?? (syncOffset > 0 ? '0' : '1');
+const compareOffset = compareOffsetGiven === 'none' ? null : Number(compareOffsetGiven);
+if (compareOffset !== null && !(Number.isInteger(compareOffset) && compareOffset >= 0 && compareOffset !== syncOffset))
+  throw new Error(
+    `--compare-offset must be none or a non-negative integer other than the stage's sync_offset ${syncOffset}, got '${compareOffsetGiven}'`,
+  );
+const offsetLabel = (offset: number) => (offset > 0 ? `ours (sync_offset ${offset})` : 'ours, on-policy');
 // how trinity run splits the cores in mode both (src/rft/run/stage-settings.ts): half each when the loops overlap
 const ourThreads = (offset: number) =>
   offset > 0
@@ -187,7 +198,10 @@ console.log(
     `max ${settings.maxTokens} tokens, T ${settings.temperature}, lr ${settings.lr} (warm-up ${settings.warmupSteps}), KL coef ${beta}\n` +
     `  seeds ${seeds.join(', ')}; eval at steps ${evalSteps.join(', ')}; target: start + ${fmt(targetGain * 100, 1)} points; task order: ${taskOrderMode}\n` +
     `  CPU ${cpu.model}, ${os.availableParallelism()} cores (${cpuFlags}); threads: TRL ${threads}, ours explorer/trainer ` +
-    `${ourThreads(syncOffset).explorer}/${ourThreads(syncOffset).trainer}${withOnPolicy ? `, on-policy ${cores}/${cores}` : ''}`,
+    `${ourThreads(syncOffset).explorer}/${ourThreads(syncOffset).trainer}` +
+    (compareOffset === null
+      ? ''
+      : `, sync_offset ${compareOffset} ${ourThreads(compareOffset).explorer}/${ourThreads(compareOffset).trainer}`),
 );
 rmSync(outDir, { recursive: true, force: true });
 mkdirSync(outDir, { recursive: true });
@@ -365,11 +379,11 @@ async function evaluate(dirs: string[], tokenizerDir: string): Promise<number[]>
 
 // --- per seed -------------------------------------------------------------------------------------------------------
 
-const sideNames = ['ours', ...(withOnPolicy ? ['ours_on_policy'] : []), 'trl'] as const;
+const sideNames = ['ours', ...(compareOffset === null ? [] : ['ours_compare']), 'trl'] as const;
 type SideName = (typeof sideNames)[number];
 const sideLabel: Record<string, string> = {
-  ours: syncOffset > 0 ? `ours (sync_offset ${syncOffset})` : 'ours',
-  ours_on_policy: 'ours, on-policy',
+  ours: offsetLabel(syncOffset),
+  ...(compareOffset === null ? {} : { ours_compare: offsetLabel(compareOffset) }),
   trl: 'TRL',
 };
 
@@ -408,10 +422,10 @@ for (const [i, seed] of seeds.entries()) {
   const runs: Partial<Record<SideName, Run>> = {};
   const tasks = taskOrder(seedDir, seed);
   runs.ours = await runOurs(seedDir, 'ours', modelDir, seed, tasks, {});
-  // the same stage strictly on-policy (rollouts and training take turns)
-  if (withOnPolicy) {
-    const onPolicy = { synchronizer: { sync_offset: 0 } };
-    runs.ours_on_policy = await runOurs(seedDir, 'ours-on-policy', modelDir, seed, tasks, onPolicy);
+  // the same stage with the other sync_offset (0: rollouts and training take turns; 1: they overlap)
+  if (compareOffset !== null) {
+    const other = { synchronizer: { sync_offset: compareOffset } };
+    runs.ours_compare = await runOurs(seedDir, `ours-sync-offset-${compareOffset}`, modelDir, seed, tasks, other);
   }
   const trl = await runTrl(seedDir, modelDir, seed, tasks);
   runs.trl = trl;
@@ -597,7 +611,12 @@ console.log(
     target_gain: targetGain,
     task_order: taskOrderMode,
     cpu: { ...cpu, isa },
-    threads: { trl: threads, ours: ourThreads(syncOffset), ...(withOnPolicy ? { ours_on_policy: ourThreads(0) } : {}) },
+    compare_sync_offset: compareOffset,
+    threads: {
+      trl: threads,
+      ours: ourThreads(syncOffset),
+      ...(compareOffset === null ? {} : { ours_compare: ourThreads(compareOffset) }),
+    },
     seeds: results.map((r) => ({
       seed: r.seed,
       model: r.model,
