@@ -71,3 +71,23 @@ export function spread(values: readonly (number | null)[]): {
   if (v.length === 0) return { mean: null, min: null, max: null, n: 0 };
   return { mean: v.reduce((a, b) => a + b, 0) / v.length, min: Math.min(...v), max: Math.max(...v), n: v.length };
 }
+
+/**
+ * Whether one side learns more, as much or less per sample than another, from per-seed differences (this − other):
+ * their mean and its standard error (sample sd / √n); 'less' when mean + 2·se < 0, 'more' when mean − 2·se > 0, else
+ * 'level' (no difference beyond the seeds' noise). With one seed there is no error estimate: the sign decides.
+ */
+export function perSampleVerdict(differences: readonly number[]): {
+  mean: number;
+  standardError: number | null;
+  verdict: 'more' | 'level' | 'less';
+} {
+  const n = differences.length;
+  if (n === 0) throw new RangeError('perSampleVerdict: no differences');
+  const mean = differences.reduce((a, b) => a + b, 0) / n;
+  if (n === 1) return { mean, standardError: null, verdict: mean < 0 ? 'less' : 'level' };
+  const variance = differences.reduce((a, d) => a + (d - mean) ** 2, 0) / (n - 1);
+  const standardError = Math.sqrt(variance / n);
+  const verdict = mean + 2 * standardError < 0 ? 'less' : mean - 2 * standardError > 0 ? 'more' : 'level';
+  return { mean, standardError, verdict };
+}

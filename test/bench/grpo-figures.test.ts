@@ -2,7 +2,7 @@
 // side's clock at them, the time to a target accuracy and the spread over seeds.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { evalSchedule, firstReaching, ourClock, spread, summedClock } from '../../bench/grpo-figures.js';
+import { evalSchedule, firstReaching, ourClock, perSampleVerdict, spread, summedClock } from '../../bench/grpo-figures.js';
 
 describe('GRPO bench figures', () => {
   test('the eval schedule is the start, every K-th step and the last step (once)', () => {
@@ -44,5 +44,20 @@ describe('GRPO bench figures', () => {
     assert.deepEqual(spread([1, 2, 6]), { mean: 3, min: 1, max: 6, n: 3 });
     assert.deepEqual(spread([4, null, 2]), { mean: 3, min: 2, max: 4, n: 2 });
     assert.deepEqual(spread([null, null]), { mean: null, min: null, max: null, n: 0 });
+  });
+
+  test('the per-sample verdict calls a difference only beyond two standard errors of the mean over seeds', () => {
+    // [1, 2, 6]: mean 3, sample variance (4 + 1 + 9) / 2 = 7, standard error √(7 / 3) = 1.528; 3 − 3.055 < 0: level
+    const wide = perSampleVerdict([1, 2, 6]);
+    assert.equal(wide.mean, 3);
+    assert.ok(Math.abs((wide.standardError as number) - Math.sqrt(7 / 3)) < 1e-12);
+    assert.equal(wide.verdict, 'level');
+    // [3, 4, 5]: mean 4, standard error √(1 / 3) = 0.577; 4 ± 1.155 excludes 0
+    assert.equal(perSampleVerdict([3, 4, 5]).verdict, 'more');
+    assert.equal(perSampleVerdict([-3, -4, -5]).verdict, 'less');
+    // one seed: no error estimate, the sign decides
+    assert.deepEqual(perSampleVerdict([-0.02]), { mean: -0.02, standardError: null, verdict: 'less' });
+    assert.deepEqual(perSampleVerdict([0.01]), { mean: 0.01, standardError: null, verdict: 'level' });
+    assert.throws(() => perSampleVerdict([]), /no differences/);
   });
 });
