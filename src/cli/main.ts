@@ -331,8 +331,9 @@ async function quickstartCommand(args: string[]): Promise<number> {
     throw new Error(`--threads must be a whole number of threads from 1 to 4096, got '${values.threads}'`);
   // the run's thread budget (src/rft/run/stage-settings.ts coreBudget); another rounding, so a job of its own
   if (threads !== null) process.env.OMP_NUM_THREADS = String(threads);
-  const jobName = `addition${seed === 0 ? '' : `-seed${seed}`}${threads === null ? '' : `-threads${threads}`}`;
-  const modelDir = join(root, 'runs', 'quickstart', seed === 0 ? 'model' : `model-seed${seed}`);
+  const { quickstartJobDir, quickstartPlan } = await import('./quickstart.js');
+  const plan = quickstartPlan(root, seed, threads, values.set ?? []);
+  const { modelDir } = plan;
   if (!existsSync(join(modelDir, 'config.json'))) {
     const { initModel } = await import('../model/init.js');
     const { parameters } = initModel(modelDir, {
@@ -346,19 +347,9 @@ async function quickstartCommand(args: string[]): Promise<number> {
     });
     console.log(`created ${modelDir}: qwen2, ${(parameters / 1e6).toFixed(2)}M parameters (trinity model init)`);
   }
-  const overrides = [
-    `model.model_path=${modelDir}`,
-    ...(jobName === 'addition' ? [] : [`name=${jobName}`]),
-    ...(seed === 0 ? [] : [`buffer.explorer_input.taskset.task_selector.seed=${seed}`]),
-    ...(values.set ?? []),
-  ];
-  const code = await runCommand('run', [
-    '--config',
-    join(root, 'examples', 'quickstart', 'config.yaml'),
-    ...overrides.flatMap((o) => ['--set', o]),
-  ]);
+  const code = await runCommand('run', ['--config', plan.configFile, ...plan.overrides.flatMap((o) => ['--set', o])]);
   if (code !== 0) return code;
-  const jobDir = join(root, 'runs', 'quickstart', jobName);
+  const jobDir = quickstartJobDir(plan);
   const { formatSummaryTable, summarizeRun, writeReport } = await import('../rft/report/index.js');
   console.log(`\n${formatSummaryTable(await summarizeRun(jobDir))}`);
   const report = await writeReport(jobDir);
