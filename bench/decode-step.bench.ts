@@ -1,3 +1,12 @@
+// Decode steps, eager vs captured: `npm run bench:decode-step` (node --import tsx bench/decode-step.bench.ts [--help]).
+//
+// For the quickstart's model and a model of Qwen2.5-0.5B's shape, at several batch sizes, two RolloutEngines over the
+// same model folder decode the same greedy batch: one runs every decode step's forward from JavaScript (captureDecode
+// off: the engine before captured steps), the other replays each step shape captured once (src/engine/decode-steps.ts).
+// Per decode step it counts the native calls (the addon's own counter) and times the step: each side generates
+// `short` and then `long` new tokens per row, and the differences (long - short) divide out the prefill. The
+// captured side runs once first so that its shapes are captured; the sides alternate (ABBA) and the table shows
+// medians. Ends with one JSON line of every figure.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
