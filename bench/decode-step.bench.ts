@@ -6,7 +6,8 @@
 // Per decode step it counts the native calls (the addon's own counter) and times the step: each side generates
 // `short` and then `long` new tokens per row, and the differences (long - short) divide out the prefill. The
 // captured side runs once first so that its shapes are captured; the sides alternate (ABBA) and the table shows
-// medians. Ends with one JSON line of every figure.
+// medians. With --device cuda a third engine replays each captured step as a CUDA graph (one launch a step) and the
+// captured side replays op by op (cudaGraphs off). Ends with one JSON line of every figure.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +19,7 @@ import {
   ensureBenchModel,
   cpuFeatures,
   fmt,
+  gpuName,
   HALF_BILLION_SPEC,
   median,
   now,
@@ -39,6 +41,8 @@ const { values: flags } = parseArgs({
     short: { type: 'string', default: '8' },
     long: { type: 'string', default: '40' },
     rounds: { type: 'string', default: '3' },
+    device: { type: 'string', default: 'cpu' },
+    dtype: { type: 'string' },
     'models-dir': { type: 'string', default: join(repoRoot, '.cache', 'bench-models') },
   },
 });
@@ -53,6 +57,8 @@ if (flags.help) {
   --prompt N             prompt tokens per row (default 16)
   --short N, --long N    new tokens per row of the two generations whose difference is timed (default 8, 40)
   --rounds N             ABBA rounds (default 3)
+  --device cpu|cuda      where the engines run (default cpu; cuda adds a side with CUDA graphs)
+  --dtype float32|bfloat16  model dtype (default float32)
   --models-dir DIR       where the 0.5b model is cached (default .cache/bench-models, shared with bench:model)`);
   process.exit(0);
 }
@@ -69,6 +75,11 @@ const short = int('short', flags.short);
 const long = int('long', flags.long);
 if (long <= short) throw new Error('--long must be larger than --short');
 const rounds = int('rounds', flags.rounds);
+const device = flags.device as string;
+if (device !== 'cpu' && device !== 'cuda') throw new Error(`--device must be cpu or cuda, got ${device}`);
+const dtype = (flags.dtype ?? 'float32') as 'float32' | 'bfloat16';
+if (dtype !== 'float32' && dtype !== 'bfloat16') throw new Error(`--dtype must be float32 or bfloat16, got ${dtype}`);
+if (device === 'cuda' && torch.cuda.deviceCount() === 0) throw new Error('--device cuda: no CUDA device is visible');
 
 /** The quickstart's model shape (src/cli/main.ts) with a character vocabulary; created in a temporary folder. */
 function quickstartModel(): string {
@@ -118,8 +129,11 @@ async function perStep(engine: RolloutEngine, batch: number): Promise<Sample> {
 
 const cpu = cpuFeatures();
 console.log(
-  `decode-step bench: ${cpu.model} (${cpu.features.join(', ') || 'no avx2'}), ${threads} intra-op thread(s), float32, prompt ${prompt}, ${short} vs ${long} new tokens`,
+  `decode-step bench: ${cpu.model} (${cpu.features.join(', ') || 'no avx2'}), ${threads} intra-op thread(s), ${device}, ${dtype}, prompt ${prompt}, ${short} vs ${long} new tokens`,
 );
+/** The engines compared: eager steps, captured steps replayed op by op, and (on CUDA) replayed as CUDA graphs. */
+type Side = 'eager' | 'captured' | 'graphs';
+const sides: readonly Side[] = device === 'cuda' ? ['eager', 'captured', 'graphs'] : ['eager', 'captured'];
 const results: Record<string, unknown>[] = [];
 const rows: string[][] = [];
 for (const name of (flags.models as string).split(',')) {
@@ -127,19 +141,29 @@ for (const name of (flags.models as string).split(',')) {
   const dir = name === 'quickstart' ? quickstartModel() : halfBillionModel();
   const batches = name === 'quickstart' ? list('batches', flags.batches) : list('large-batches', flags['large-batches']);
   for (const batch of batches) {
-    const options = { slots: batch, maxLength: prompt + long + 1 };
-    const eager = RolloutEngine.load(dir, { ...options, captureDecode: false });
-    const captured = RolloutEngine.load(dir, options);
+    const options = { slots: batch, maxLength: prompt + long + 1, device, dtype };
+    const engines = new Map<Side, RolloutEngine>();
     try {
-      await perStep(captured, batch); // captures every shape the measured runs use
-      await perStep(eager, batch); // the same warm-up for the eager side
-      const samples = { eager: [] as Sample[], captured: [] as Sample[] };
+      for (const side of sides)
+        engines.set(
+          side,
+          RolloutEngine.load(dir, {
+            ...options,
+            captureDecode: side !== 'eager',
+            ...(device === 'cuda' && side !== 'eager' ? { cudaGraphs: side === 'graphs' } : {}),
+          }),
+        );
+      const engine = (side: Side) => engines.get(side) as RolloutEngine;
+      // the same warm-up for every side; it captures (and records as graphs) every shape the measured runs use
+      for (const side of sides) await perStep(engine(side), batch);
+      const samples = new Map<Side, Sample[]>(sides.map((side) => [side, []]));
       for (let r = 0; r < rounds; r++) {
-        const order = r % 2 === 0 ? (['eager', 'captured'] as const) : (['captured', 'eager'] as const);
-        for (const side of order) samples[side].push(await perStep(side === 'eager' ? eager : captured, batch));
+        const order = r % 2 === 0 ? [...sides] : [...sides].reverse();
+        for (const side of order) samples.get(side)?.push(await perStep(engine(side), batch));
       }
-      const m = (side: 'eager' | 'captured', key: keyof Sample) => median(samples[side].map((s) => s[key]));
-      const stats = captured.decodeStepStats;
+      const m = (side: Side, key: keyof Sample) => median((samples.get(side) ?? []).map((s) => s[key]));
+      const stats = engine('captured').decodeStepStats;
+      const graphStats = sides.includes('graphs') ? engine('graphs').decodeStepStats : null;
       const figure = {
         model: name,
         batch,
@@ -149,6 +173,15 @@ for (const name of (flags.models as string).split(',')) {
         msPerStepCaptured: r3(m('captured', 'seconds') * 1000),
         speedup: r2(m('eager', 'seconds') / m('captured', 'seconds')),
         eagerStepsOfCapturedSide: stats?.eager ?? null,
+        ...(graphStats === null
+          ? {}
+          : {
+              msPerStepGraphs: r3(m('graphs', 'seconds') * 1000),
+              graphsSpeedup: r2(m('eager', 'seconds') / m('graphs', 'seconds')),
+              graphsHeld: graphStats.graphs,
+              graphFailures: graphStats.graphFailures,
+              lastGraphReason: graphStats.lastGraphReason,
+            }),
       };
       results.push(figure);
       rows.push([
@@ -159,16 +192,38 @@ for (const name of (flags.models as string).split(',')) {
         fmt(figure.msPerStepEager, 3),
         fmt(figure.msPerStepCaptured, 3),
         `${fmt(figure.speedup)}x`,
+        ...(graphStats === null
+          ? []
+          : [fmt(figure.msPerStepGraphs ?? Number.NaN, 3), `${fmt(figure.graphsSpeedup ?? Number.NaN)}x`]),
       ]);
     } finally {
-      await eager.close();
-      await captured.close();
+      for (const e of engines.values()) await e.close();
     }
   }
 }
 table(
   'per decode step (forward + sampling), medians',
-  ['model', 'batch', 'calls eager', 'calls captured', 'ms eager', 'ms captured', 'speedup'],
+  [
+    'model',
+    'batch',
+    'calls eager',
+    'calls captured',
+    'ms eager',
+    'ms captured',
+    'speedup',
+    ...(device === 'cuda' ? ['ms graphs', 'graphs speedup'] : []),
+  ],
   rows,
 );
-console.log(JSON.stringify({ bench: 'decode-step', cpu: cpu.model, features: cpu.features, threads, results }));
+console.log(
+  JSON.stringify({
+    bench: 'decode-step',
+    cpu: cpu.model,
+    features: cpu.features,
+    threads,
+    device,
+    gpu: device === 'cuda' ? gpuName() : null,
+    dtype,
+    results,
+  }),
+);

@@ -6,12 +6,18 @@
 #   bash bench/gpu-run.sh              on a GPU machine
 #   bash bench/gpu-run.sh --dry-run    on the CPU with a tiny model, no CUDA build: exercises the script itself
 #
-# CUDA torch: the torch wheel (CUDA build) from the pip mirror's files folder, installed into .cache/gpu-venv:
+# CUDA torch: python3's own torch when it is a CUDA build (the GPU machines' image has one, with CUDA's compiler and
+# headers), else the torch wheel (CUDA build) from the pip mirror's files folder, installed into .cache/gpu-venv:
 #   TORCH_WHEELS   folder holding the wheels (default /opt/pypi-more/files)
 #   TORCH_VERSION  the CUDA wheel's version (default 2.14.1, the plain PyPI build, which is the CUDA one)
-# The addon is built into native/build with LIBTORCH=<venv>/site-packages/torch (native/build.mjs links libtorch_cuda
-# with --no-as-needed); the transformers side runs in the same venv (TRINITY_BENCH_PYTHON), so both sides use the
-# same CUDA libraries. A later CPU build (node native/build.mjs with no LIBTORCH) rebuilds against the CPU torch.
+# The addon is built into native/build with LIBTORCH=<that torch folder> (native/build.mjs links libtorch_cuda with
+# --no-as-needed; with CUDA's runtime headers, from the toolkit or the nvidia-cuda-runtime and nvidia-cuda-crt wheels,
+# it also builds CUDA graphs for captured decode steps); the transformers side runs in the same Python
+# (TRINITY_BENCH_PYTHON), so both sides use the same CUDA libraries. A later CPU build (node native/build.mjs with no
+# LIBTORCH) rebuilds against the CPU torch.
+#
+# After the build: bench/gpu-check.ts (ops on CUDA against the CPU), the CUDA-graph tests, bench:decode-step on cuda
+# (eager steps, op-by-op replays, CUDA graphs), then bench/gpu-run.ts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ " $* " == *" --dry-run "* ]]; then
@@ -21,25 +27,37 @@ fi
 start=$(date +%s)
 wheels=${TORCH_WHEELS:-/opt/pypi-more/files}
 version=${TORCH_VERSION:-2.14.1}
-venv=.cache/gpu-venv
 command -v nvidia-smi >/dev/null && nvidia-smi -L || echo "warning: nvidia-smi not found"
-if [ ! -x "$venv/bin/python" ]; then python3 -m venv "$venv"; fi
-if ! "$venv/bin/python" -c "import torch, sys; sys.exit(0 if torch.version.cuda else 1)" 2>/dev/null; then
-  [ -d "$wheels" ] || { echo "no wheel folder $wheels: set TORCH_WHEELS to the folder with torch-$version*.whl and its nvidia-* wheels" >&2; exit 1; }
-  echo "== installing torch==$version (CUDA) from $wheels"
-  "$venv/bin/pip" install --no-index --find-links "$wheels" "torch==$version"
+cuda_torch() { "$1" -c "import torch, sys; sys.exit(0 if torch.version.cuda else 1)" 2>/dev/null; }
+if cuda_torch python3 && python3 -c "import transformers" 2>/dev/null; then
+  py=$(command -v python3)
+else
+  venv=.cache/gpu-venv
+  if [ ! -x "$venv/bin/python" ]; then python3 -m venv "$venv"; fi
+  if ! cuda_torch "$venv/bin/python"; then
+    [ -d "$wheels" ] || { echo "no CUDA torch in python3 and no wheel folder $wheels: set TORCH_WHEELS to the folder with torch-$version*.whl and its nvidia-* wheels" >&2; exit 1; }
+    echo "== installing torch==$version (CUDA) from $wheels"
+    "$venv/bin/pip" install --no-index --find-links "$wheels" "torch==$version"
+  fi
+  # CUDA's crt/ headers (the CUDA-graph part of the addon needs them; torch's own dependencies lack them)
+  "$venv/bin/pip" install --find-links "$wheels" nvidia-cuda-crt || echo "note: nvidia-cuda-crt not installed: the addon builds without CUDA graphs"
+  if ! "$venv/bin/python" -c "import transformers" 2>/dev/null; then
+    # transformers and its pure-Python dependencies from the configured indexes (torch is already there)
+    "$venv/bin/pip" install --find-links "$wheels" transformers safetensors
+  fi
+  py="$PWD/$venv/bin/python"
 fi
-if ! "$venv/bin/python" -c "import transformers" 2>/dev/null; then
-  # transformers and its pure-Python dependencies from the configured indexes (torch is already there)
-  "$venv/bin/pip" install --find-links "$wheels" transformers safetensors
-fi
-torch_dir=$("$venv/bin/python" -c "import torch, os; print(os.path.dirname(torch.__file__))")
-"$venv/bin/python" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())"
+torch_dir=$("$py" -c "import torch, os; print(os.path.dirname(torch.__file__))")
+"$py" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())"
 echo "== building the addon against $torch_dir"
 LIBTORCH="$torch_dir" node native/build.mjs
 node -e "const b=JSON.parse(require('fs').readFileSync('native/build/build.json','utf8'));console.log(b);if(!b.cuda)process.exit(1)" 2>/dev/null ||
   echo "note: native/build/build.json not found or not CUDA; bench/gpu-check.ts below says whether CUDA works"
 node --import tsx bench/gpu-check.ts
 echo "== setup took $(( $(date +%s) - start )) s"
-TRINITY_BENCH_PYTHON="$PWD/$venv/bin/python" node --import tsx bench/gpu-run.ts "$@"
+echo "== CUDA graphs of captured steps: tests (bit-identical to eager steps), then decode steps eager / replayed / graphs"
+node --import tsx --test test/torch/cuda-graph.test.ts test/torch/capture.test.ts test/engine/decode-capture.test.ts || echo "CUDA-graph tests FAILED"
+node --import tsx bench/decode-step.bench.ts --device cuda --dtype bfloat16 --batches 1,8,32 --large-batches 1,8,32 --rounds 3 ||
+  echo "bench:decode-step on cuda FAILED"
+TRINITY_BENCH_PYTHON="$py" node --import tsx bench/gpu-run.ts "$@"
 echo "== gpu-run.sh took $(( $(date +%s) - start )) s"

@@ -142,6 +142,12 @@ export function cpuFeatures(): { model: string; features: string[] } {
   };
 }
 
+/** The name of GPU `index` as nvidia-smi reports it; null where nvidia-smi is missing or fails. */
+export function gpuName(index = 0): string | null {
+  const out = spawnSync('nvidia-smi', ['--query-gpu=name', '--format=csv,noheader', `--id=${index}`], { encoding: 'utf8' });
+  return out.status === 0 ? out.stdout.trim() || null : null;
+}
+
 /** The shape of a random bench model (bench:model creates them; bench:decode-step reuses its 0.5B one). */
 export interface ModelSpec {
   [key: string]: Json;

@@ -67,7 +67,7 @@ const libs = readdirSync(libDir);
 const hasCuda = libs.some((f) => f.startsWith('libtorch_cuda'));
 const nodeAddonApi = dirname(require.resolve('node-addon-api/package.json'));
 const nodeApiHeaders = join(dirname(require.resolve('node-api-headers/package.json')), 'include');
-const sources = ['addon.cpp', 'core.cpp', 'ops.cpp', 'kernels.cpp', 'distributed.cpp', 'capture.cpp'].map((f) =>
+const sources = ['addon.cpp', 'core.cpp', 'ops.cpp', 'kernels.cpp', 'distributed.cpp', 'capture.cpp', 'cuda_graph.cpp'].map((f) =>
   join(here, 'src', f),
 );
 
@@ -85,6 +85,30 @@ const glooInclude = firstWith('gloo/config.h', [
   '/usr/local/include',
   '/usr/include',
 ]);
+// Where CUDA's headers may be: CUDA_HOME, the toolkit's usual place, and the nvidia-* wheels next to a torch wheel
+// (nvidia/<lib>/include, nvidia/cu13/include).
+const nvidiaWheels = join(torch.dir, '..', 'nvidia');
+const cudaIncludeDirs = [
+  process.env.CUDA_HOME && join(process.env.CUDA_HOME, 'include'),
+  '/usr/local/cuda/include',
+  ...(existsSync(nvidiaWheels) ? readdirSync(nvidiaWheels).map((d) => join(nvidiaWheels, d, 'include')) : []),
+  '/usr/include',
+].filter((d) => d && existsSync(d));
+// CUDA graphs for captured steps (src/cuda_graph.cpp) need a CUDA libtorch and CUDA's runtime headers: the
+// toolkit's, or the nvidia-cuda-runtime and nvidia-cuda-crt wheels (torch's own dependencies lack crt/).
+const cudaHeaders = ['cuda_runtime_api.h', 'crt/host_config.h'];
+const cudaHeaderDirs = hasCuda ? cudaHeaders.map((h) => firstWith(h, cudaIncludeDirs)) : [];
+const cudaGraphs = hasCuda && cudaHeaderDirs.every((d) => d !== undefined);
+const cudaGraphFlags = cudaGraphs
+  ? ['-DTRT_CUDA_GRAPHS', ...[...new Set(cudaHeaderDirs)].filter((d) => d !== '/usr/include').map((d) => `-isystem${d}`)]
+  : [];
+const cudaGraphSummary = cudaGraphs
+  ? 'yes'
+  : `no (${
+      hasCuda
+        ? `${cudaHeaders.filter((_, i) => cudaHeaderDirs[i] === undefined).join(' and ')} not found in ${cudaIncludeDirs.join(', ') || 'any CUDA folder'}`
+        : 'libtorch has no CUDA'
+    })`;
 function ncclSetup() {
   if (!hasCuda) return { reason: 'libtorch has no CUDA' };
   if (!existsSync(join(torch.dir, 'include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp')))
@@ -97,13 +121,7 @@ function ncclSetup() {
     return { reason: `could not list the symbols of ${cudaLib} (nm)` };
   }
   if (!symbols.includes('_ZN4c10d16ProcessGroupNCCLC')) return { reason: `${cudaLib} has no ProcessGroupNCCL` };
-  const nvidia = join(torch.dir, '..', 'nvidia');
-  const dirs = [
-    process.env.CUDA_HOME && join(process.env.CUDA_HOME, 'include'),
-    '/usr/local/cuda/include',
-    ...(existsSync(nvidia) ? readdirSync(nvidia).map((d) => join(nvidia, d, 'include')) : []),
-    '/usr/include',
-  ].filter((d) => d && existsSync(d));
+  const dirs = cudaIncludeDirs;
   for (const header of ['nccl.h', 'cuda_runtime_api.h'])
     if (!firstWith(header, dirs)) return { reason: `${header} was not found (in ${dirs.join(', ') || 'no CUDA folder'})` };
   return { dirs: dirs.filter((d) => d !== '/usr/include') };
@@ -147,7 +165,7 @@ const ldflags = [
 ];
 
 const fingerprint = createHash('sha256')
-  .update(JSON.stringify({ torch: torch.dir, cxxflags, ldflags, distributedFlags }))
+  .update(JSON.stringify({ torch: torch.dir, cxxflags, ldflags, distributedFlags, cudaGraphFlags }))
   .update(readFileSync(fileURLToPath(import.meta.url)))
   .update(readFileSync(join(here, 'src', 'common.h')))
   .update(readFileSync(join(here, 'src', 'capture.h')));
@@ -163,6 +181,7 @@ if (existsSync(output) && existsSync(stampFile) && JSON.parse(readFileSync(stamp
 mkdirSync(buildDir, { recursive: true });
 console.log(`[native] building against ${torch.source} at ${torch.dir}${hasCuda ? ' (CUDA)' : ''}`);
 console.log(`[native] distributed backends: ${distributedSummary}`);
+console.log(`[native] CUDA graphs: ${cudaGraphSummary}`);
 
 function run(cmd, args, label) {
   return new Promise((ok, ko) => {
@@ -190,6 +209,7 @@ const objects = sources.map((s) => join(objectDir, s.split('/').pop().replace('.
 const flagsOf = (source) => {
   if (source.endsWith('kernels.cpp')) return [...cxxflags, '-O3', '-fopenmp'];
   if (source.endsWith('distributed.cpp')) return [...cxxflags, ...distributedFlags];
+  if (source.endsWith('cuda_graph.cpp')) return [...cxxflags, ...cudaGraphFlags];
   return cxxflags;
 };
 const queue = sources.map(
@@ -213,6 +233,17 @@ try {
 rmSync(objectDir, { recursive: true, force: true });
 writeFileSync(
   `${stampFile}.${process.pid}.tmp`,
-  JSON.stringify({ stamp, libtorch: torch.dir, source: torch.source, cuda: hasCuda, distributed: distributedSummary }, null, 2),
+  JSON.stringify(
+    {
+      stamp,
+      libtorch: torch.dir,
+      source: torch.source,
+      cuda: hasCuda,
+      cudaGraphs: cudaGraphSummary,
+      distributed: distributedSummary,
+    },
+    null,
+    2,
+  ),
 );
 renameSync(`${stampFile}.${process.pid}.tmp`, stampFile);

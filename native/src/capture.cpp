@@ -294,7 +294,57 @@ struct Program {
   bool gradEnabled = false;
   bool released = false;
   bool running = false;
+  // CUDA graph (cuda_graph.cpp): Off (not asked for, or refused: graphReason says why), Pending (recorded at the next
+  // replay), Ready (replays launch it), Failed (recording failed: graphReason; replays run op by op)
+  enum class Graph : uint8_t { Off, Pending, Ready, Failed } graphState = Graph::Off;
+  std::string graphReason;
+  c10::Device graphDevice{c10::kCPU};  // the CUDA device of its inputs and outputs (when graphState is not Off)
+  std::unique_ptr<StepGraph> graph;
 };
+
+static const char* graphStateName(Program::Graph state) {
+  switch (state) {
+    case Program::Graph::Off:
+      return "off";
+    case Program::Graph::Pending:
+      return "pending";
+    case Program::Graph::Ready:
+      return "ready";
+    case Program::Graph::Failed:
+      return "failed";
+  }
+  return "off";
+}
+
+// Why a captured step cannot become a CUDA graph ("" when it can, and then its device is set): the addon, autograd,
+// devices, input layouts.
+static std::string graphRefusal(Program& program, const std::vector<at::Tensor>& inputs,
+                                const std::vector<at::Tensor>& outputs) {
+  if (const char* unavailable = cudaGraphsUnavailable()) return unavailable;
+  if (program.gradEnabled) return "the step was captured with gradients enabled (a CUDA graph replays no autograd)";
+  std::optional<c10::Device> device;
+  auto onDevice = [&](const c10::Device& d, const std::string& what) -> std::string {
+    if (!d.is_cuda()) return what + " is on " + d.str() + "; a CUDA graph needs every input and output on one CUDA device";
+    if (device && *device != d) return what + " is on " + d.str() + ", an earlier one on " + device->str();
+    device = d;
+    return "";
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::string why = onDevice(inputs[i].device(), "input " + std::to_string(i));
+    if (!why.empty()) return why;
+    // a graph reads a static copy of each input, made with the input's strides
+    if (!inputs[i].is_non_overlapping_and_dense())
+      return "input " + std::to_string(i) + " has overlapping or gapped strides " + c10::str(inputs[i].strides()) +
+             " (a CUDA graph copies its inputs into static tensors of the same layout)";
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    std::string why = onDevice(outputs[i].device(), "output " + std::to_string(i));
+    if (!why.empty()) return why;
+  }
+  if (!device) return "the step has no inputs or outputs on a CUDA device";
+  program.graphDevice = *device;
+  return "";
+}
 
 constexpr napi_type_tag kProgramTag = {0x7472742d63617074ULL, 0x7572652d70726f67ULL};
 
@@ -308,6 +358,13 @@ static std::string layoutText(const std::vector<int64_t>& sizes, const std::vect
                               const c10::Device& device) {
   return "shape " + c10::str(c10::IntArrayRef(sizes)) + " strides " + c10::str(c10::IntArrayRef(strides)) + " " + c10::toString(dtype) + " on " +
          device.str();
+}
+
+// Sets a result's graph and graphReason fields from a program.
+static void setGraphFields(Napi::Object result, const Program& program) {
+  Napi::Env env = result.Env();
+  result.Set("graph", graphStateName(program.graphState));
+  result.Set("graphReason", program.graphReason.empty() ? env.Null() : Napi::String::New(env, program.graphReason));
 }
 
 // captureBegin(inputs: handles): opens a capture on this thread; the inputs are what each replay binds anew.
@@ -335,8 +392,10 @@ static Napi::Value captureAbort(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// captureEnd(outputs: handles) -> {step: program | null, reason: string | null, ops}: closes the capture. A program
-// replays the recorded ops; null (with the reason) when a binding that cannot be replayed ran.
+// captureEnd(outputs: handles, cudaGraph?: boolean) -> {step: program | null, reason: string | null, ops, graph,
+// graphReason}: closes the capture. A program replays the recorded ops; null (with the reason) when a binding that
+// cannot be replayed ran. With cudaGraph, a step on one CUDA device is recorded as a CUDA graph at its first replay
+// (graph "pending"); graph "off" with graphReason when it cannot be.
 static Napi::Value captureEnd(const Napi::CallbackInfo& info) {
   if (openRecorder == nullptr) throw Napi::Error::New(info.Env(), "capture: no capture is open on this thread");
   std::unique_ptr<Recorder> recorder(openRecorder);
@@ -358,12 +417,18 @@ static Napi::Value captureEnd(const Napi::CallbackInfo& info) {
     if (recorder->constant[i]) program->table[i] = recorder->values[i];
   program->inputs = std::move(recorder->inputs);
   program->gradEnabled = recorder->gradEnabled;
+  if (info.Length() > 1 && !isNullish(info[1]) && toBool(info[1])) {
+    std::vector<at::Tensor> inputs(recorder->values.begin(), recorder->values.begin() + program->inputs.size());
+    program->graphReason = graphRefusal(*program, inputs, outputs);
+    if (program->graphReason.empty()) program->graphState = Program::Graph::Pending;
+  }
   auto constants = std::count(program->constant.begin(), program->constant.end(), true);
   Napi::External<Program> external = Napi::External<Program>::New(
       info.Env(), program.release(), [](Napi::BasicEnv, Program* p) { delete p; });
   external.TypeTag(&kProgramTag);
   result.Set("step", external);
   result.Set("reason", info.Env().Null());
+  setGraphFields(result, *external.Data());
   result.Set("constants", Napi::Number::New(info.Env(), static_cast<double>(constants)));
   return result;
 }
@@ -406,19 +471,49 @@ static Napi::Value replayCapture(const Napi::CallbackInfo& info) {
   std::vector<at::Tensor> results;
   {
     ReplayScope scope(program);
-    for (size_t i = 0; i < inputs.size(); ++i) program.table[i] = inputs[i];
-    std::vector<at::Tensor> outputs;
-    for (const Step& step : program.steps) {
-      outputs.clear();
-      step.fn(ReplayInfo{step.args.data(), step.args.size(), &program.table}, outputs);
-      if (outputs.size() != step.outputs.size())
-        throw std::logic_error(std::string("replay: ") + step.name + " returned " + std::to_string(outputs.size()) +
-                               " tensors, " + std::to_string(step.outputs.size()) + " when captured");
-      for (size_t k = 0; k < outputs.size(); ++k) program.table[step.outputs[k]] = std::move(outputs[k]);
+    // the recorded ops over `bound`, op by op; the table keeps only the constants afterwards
+    StepRunner runOps = [&program](const std::vector<at::Tensor>& bound) {
+      for (size_t i = 0; i < bound.size(); ++i) program.table[i] = bound[i];
+      std::vector<at::Tensor> outputs;
+      for (const Step& step : program.steps) {
+        outputs.clear();
+        step.fn(ReplayInfo{step.args.data(), step.args.size(), &program.table}, outputs);
+        if (outputs.size() != step.outputs.size())
+          throw std::logic_error(std::string("replay: ") + step.name + " returned " + std::to_string(outputs.size()) +
+                                 " tensors, " + std::to_string(step.outputs.size()) + " when captured");
+        for (size_t k = 0; k < outputs.size(); ++k) program.table[step.outputs[k]] = std::move(outputs[k]);
+      }
+      std::vector<at::Tensor> out;
+      for (int32_t slot : program.outputs) out.push_back(program.table[slot]);
+      for (size_t i = 0; i < program.table.size(); ++i)
+        if (!program.constant[i]) program.table[i].reset();
+      return out;
+    };
+    if (program.graphState == Program::Graph::Ready) {
+      results = program.graph->replay(inputs);
+    } else if (program.graphState == Program::Graph::Pending) {
+      // the step runs once eagerly (its outputs are this call's result), then is recorded as a graph; an eager run
+      // that fails throws as a replay would, a recording that fails leaves the step replaying op by op
+      try {
+        program.graph = recordStepGraph(program.graphDevice, inputs, runOps, results);
+        program.graphState = Program::Graph::Ready;
+      } catch (const GraphCaptureFailed& failure) {
+        program.graphState = Program::Graph::Failed;
+        program.graphReason = failure.what();
+      }
+    } else {
+      results = runOps(inputs);
     }
-    for (int32_t slot : program.outputs) results.push_back(program.table[slot]);
   }
   return wrapList(info.Env(), results);
+}
+
+// captureGraphState(step) -> {graph: 'off' | 'pending' | 'ready' | 'failed', graphReason: string | null}
+static Napi::Value captureGraphState(const Napi::CallbackInfo& info) {
+  Program& program = *programOf(info[0]);
+  Napi::Object result = Napi::Object::New(info.Env());
+  setGraphFields(result, program);
+  return result;
 }
 
 // releaseCapture(step): frees the step's record and constants now (otherwise when the GC collects it).
@@ -426,6 +521,7 @@ static Napi::Value releaseCapture(const Napi::CallbackInfo& info) {
   Program& program = *programOf(info[0]);
   if (program.running) throw Napi::Error::New(info.Env(), "releaseCapture: the captured step is running");
   program.released = true;
+  program.graph.reset();
   program.steps.clear();
   program.table.clear();
   program.constant.clear();
@@ -442,6 +538,7 @@ void registerCapture(Napi::Object exports) {
   TRT_EXPORT_PASSIVE(exports, "captureAbort", captureAbort);
   TRT_EXPORT(exports, "replayCapture", replayCapture);
   TRT_EXPORT(exports, "releaseCapture", releaseCapture);
+  TRT_EXPORT_PASSIVE(exports, "captureGraphState", captureGraphState);
   TRT_EXPORT_PASSIVE(exports, "nativeCallCount", nativeCallCount);
 }
 

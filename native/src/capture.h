@@ -15,6 +15,9 @@
 #pragma once
 #include "common.h"
 
+#include <functional>
+#include <memory>
+#include <stdexcept>
 #include <unordered_map>
 
 namespace trt {
@@ -138,6 +141,28 @@ void recordStep(Recorder* recorder, ReplayFn fn, const char* name, RecordingInfo
     }                                                                             \
     return result(info.Env(), run(info));                                         \
   }
+// ---- CUDA graphs for captured steps (cuda_graph.cpp) ----
+// A step recorded as a CUDA graph: replay copies the inputs into the graph's static inputs, launches it on the
+// current stream and returns copies of its static outputs.
+class StepGraph {
+ public:
+  virtual ~StepGraph() = default;
+  virtual std::vector<at::Tensor> replay(const std::vector<at::Tensor>& inputs) = 0;
+};
+// Runs a step's recorded ops over the given inputs and returns its outputs.
+using StepRunner = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>& inputs)>;
+// Recording a graph failed after the step's eager run succeeded (its outputs were already handed out): `what()` is
+// the reason, typically an op that cannot run inside a graph.
+struct GraphCaptureFailed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// Runs `run` once eagerly over copies of `inputs` (its outputs go to firstOutputs), then records it as a CUDA graph on
+// `device`. Throws GraphCaptureFailed when recording fails after the eager run, anything else when the eager run fails.
+std::unique_ptr<StepGraph> recordStepGraph(c10::Device device, const std::vector<at::Tensor>& inputs,
+                                           const StepRunner& run, std::vector<at::Tensor>& firstOutputs);
+// Why this addon cannot record CUDA graphs; nullptr when it can.
+const char* cudaGraphsUnavailable();
+
 inline std::vector<at::Tensor> oneOutput(const at::Tensor& t) { return {t}; }
 inline std::vector<at::Tensor> pairOutputs(const std::tuple<at::Tensor, at::Tensor>& p) {
   return {std::get<0>(p), std::get<1>(p)};

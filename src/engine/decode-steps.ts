@@ -9,6 +9,10 @@
 // runs eagerly, and after two such captures its shape stays eager. Weights and caches are used by reference: weight
 // syncs write them in place and repack the packed copies in place (CausalLM.refreshPackedWeights), so captured
 // steps stay valid across syncs.
+//
+// With cudaGraphs (an engine on a CUDA device), each captured step is also recorded as a CUDA graph at its first
+// replay (../torch/capture.ts): later replays are one graph launch. A step whose graph cannot be recorded keeps
+// replaying op by op (stats.graphFailures, lastGraphReason).
 import * as torch from '../torch/index.js';
 
 /** Captured steps kept at most (least recently replayed go first). */
@@ -21,6 +25,10 @@ const MAX_FAILED_CAPTURES = 2;
 interface Entry {
   step: torch.CapturedStep | null;
   failures: number;
+  /** Its CUDA graph is recorded at the next replay. */
+  graphPending: boolean;
+  /** It replays as a CUDA graph. */
+  graph: boolean;
 }
 
 export interface DecodeStepStats {
@@ -34,12 +42,37 @@ export interface DecodeStepStats {
   held: number;
   /** Why the last unreplayable capture was not replayable (null: none was). */
   lastReason: string | null;
+  /** Captured steps held now that replay as CUDA graphs (cudaGraphs). */
+  graphs: number;
+  /** Captured steps whose CUDA graph was refused or failed to record; they replay op by op. */
+  graphFailures: number;
+  /** Why the last of those has no graph (null: none). */
+  lastGraphReason: string | null;
+}
+
+export interface DecodeStepsOptions {
+  /** Record each captured step as a CUDA graph (its inputs on a CUDA device). Default false. */
+  cudaGraphs?: boolean;
 }
 
 export class DecodeSteps {
   /** Shapes seen, least recently used first (a replay or capture moves its shape to the end). */
   readonly #entries = new Map<string, Entry>();
-  readonly #stats: DecodeStepStats = { replays: 0, captures: 0, eager: 0, held: 0, lastReason: null };
+  readonly #stats: DecodeStepStats = {
+    replays: 0,
+    captures: 0,
+    eager: 0,
+    held: 0,
+    lastReason: null,
+    graphs: 0,
+    graphFailures: 0,
+    lastGraphReason: null,
+  };
+  readonly #cudaGraphs: boolean;
+
+  constructor(options: DecodeStepsOptions = {}) {
+    this.#cudaGraphs = options.cudaGraphs ?? false;
+  }
 
   /** Runs the step of shape `key`: a replay over `inputs` if captured, else `forward` (capturing it when worth it). */
   run(key: string, inputs: readonly torch.Tensor[], forward: () => torch.Tensor[]): torch.Tensor[] {
@@ -47,14 +80,16 @@ export class DecodeSteps {
     if (entry?.step) {
       this.#touch(key, entry);
       this.#stats.replays++;
-      return entry.step.replay(inputs);
+      const outputs = entry.step.replay(inputs);
+      if (entry.graphPending) this.#graphRecorded(entry, entry.step);
+      return outputs;
     }
     if (entry === undefined || entry.failures >= MAX_FAILED_CAPTURES) {
-      if (entry === undefined) this.#touch(key, { step: null, failures: 0 });
+      if (entry === undefined) this.#touch(key, { step: null, failures: 0, graphPending: false, graph: false });
       this.#stats.eager++;
       return forward();
     }
-    const { outputs, step, reason } = torch.capture(inputs, forward);
+    const { outputs, step, reason } = torch.capture(inputs, forward, { cudaGraph: this.#cudaGraphs });
     this.#stats.captures++;
     if (step === null) {
       this.#stats.lastReason = reason;
@@ -62,6 +97,11 @@ export class DecodeSteps {
     } else {
       entry.step = step;
       this.#stats.held++;
+      if (this.#cudaGraphs) {
+        const graph = step.graph;
+        if (graph.state === 'pending') entry.graphPending = true;
+        else this.#noGraph(graph.reason);
+      }
     }
     this.#touch(key, entry);
     return outputs;
@@ -72,6 +112,22 @@ export class DecodeSteps {
     for (const entry of this.#entries.values()) entry.step?.dispose();
     this.#entries.clear();
     this.#stats.held = 0;
+    this.#stats.graphs = 0;
+  }
+
+  /** After the first replay of a step whose graph was pending: it is recorded now, or it failed. */
+  #graphRecorded(entry: Entry, step: torch.CapturedStep): void {
+    const graph = step.graph;
+    entry.graphPending = false;
+    if (graph.state === 'ready') {
+      entry.graph = true;
+      this.#stats.graphs++;
+    } else this.#noGraph(graph.reason);
+  }
+
+  #noGraph(reason: string | null): void {
+    this.#stats.graphFailures++;
+    this.#stats.lastGraphReason = reason;
   }
 
   get stats(): DecodeStepStats {
@@ -88,6 +144,7 @@ export class DecodeSteps {
       if (old.step !== null) {
         old.step.dispose();
         this.#stats.held--;
+        if (old.graph) this.#stats.graphs--;
       }
       this.#entries.delete(oldKey);
     }

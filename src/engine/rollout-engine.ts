@@ -174,6 +174,11 @@ export interface RolloutEngineOptions {
    * that one captured shape serves that many tokens. Default 32 with captureDecode, else 1 (the exact length).
    */
   decodeKeyBucket?: number;
+  /**
+   * Record each captured decode step as a CUDA graph (one launch per step instead of one per op; ./decode-steps.ts).
+   * Needs captureDecode and a model on a CUDA device. Default true there.
+   */
+  cudaGraphs?: boolean;
 }
 
 interface Finish {
@@ -279,10 +284,15 @@ export class RolloutEngine {
     this.#ownsModel = options.ownsModel ?? false;
     const capture = options.captureDecode ?? true;
     this.decodeKeyBucket = positive('decodeKeyBucket', options.decodeKeyBucket ?? (capture ? DEFAULT_DECODE_KEY_BUCKET : 1));
-    this.#decodeSteps = capture ? new DecodeSteps() : null;
+    this.#device = model.parameters().get('model.embed_tokens.weight')?.device ?? 'cpu';
+    const onCuda = this.#device.startsWith('cuda');
+    if (options.cudaGraphs === true && !(capture && onCuda))
+      throw new RangeError(
+        `RolloutEngine: cudaGraphs needs captureDecode and a model on a CUDA device (captureDecode ${capture}, model on ${this.#device})`,
+      );
+    this.#decodeSteps = capture ? new DecodeSteps({ cudaGraphs: options.cudaGraphs ?? onCuda }) : null;
     this.#cache = model.createKVCache({ slots: this.slots, maxLength: this.maxLength });
     if (capture) model.refreshPackedWeights(); // packed now, not inside the first captured steps
-    this.#device = model.parameters().get('model.embed_tokens.weight')?.device ?? 'cpu';
     this.#freeSlots = Array.from({ length: this.slots }, (_, s) => s);
   }
 

@@ -11,7 +11,12 @@
 // caches) are used by reference, so in-place writes to them happen again at each replay. A step that reads values
 // back or makes tensors from JavaScript data (item, toArray, tensor(data), backward, ...) still runs, but capture
 // returns no replayable step and says which call was the reason.
-import { type CaptureProgramHandle, native } from './native.js';
+//
+// On a CUDA device, `capture(inputs, fn, { cudaGraph: true })` also records the step as a CUDA graph at its first
+// replay (native/src/cuda_graph.cpp): later replays copy the inputs into the graph's static inputs and launch it, one
+// launch instead of one per op, and return copies of its outputs. An op that cannot run inside a graph leaves the
+// step replaying op by op; `step.graph` says which happened and why.
+import { type CaptureProgramHandle, type CudaGraphState, native } from './native.js';
 import { fromHandle, type Tensor } from './tensor.js';
 
 /** What capture() returns: the step's outputs (computed eagerly), and the step to replay or why there is none. */
@@ -22,6 +27,21 @@ export interface CaptureResult {
   reason: string | null;
   /** Native ops recorded. */
   ops: number;
+}
+
+export interface CaptureOptions {
+  /**
+   * Record the step as a CUDA graph at its first replay (every input on one CUDA device; the step captured without
+   * gradients). Default false.
+   */
+  cudaGraph?: boolean;
+}
+
+/** Where a captured step stands with its CUDA graph. */
+export interface CudaGraphStatus {
+  state: CudaGraphState;
+  /** Why it is off (refused) or failed; null otherwise. */
+  reason: string | null;
 }
 
 /** A captured step (see capture()). Replays on the thread that captured it. */
@@ -53,6 +73,13 @@ export class CapturedStep {
       .map(fromHandle);
   }
 
+  /** Its CUDA graph: 'off' unless captured with cudaGraph; 'pending' until the first replay records it. */
+  get graph(): CudaGraphStatus {
+    if (this.#disposed) throw new Error('graph: the captured step was disposed');
+    const { graph, graphReason } = native.captureGraphState(this.#program);
+    return { state: graph, reason: graphReason };
+  }
+
   /** Frees the record and its references to outside tensors now (otherwise when it is garbage-collected). */
   dispose(): void {
     if (this.#disposed) return;
@@ -68,9 +95,16 @@ export class CapturedStep {
 /**
  * Runs `fn` eagerly while recording its ops; `inputs` are the tensors a replay binds anew (distinct tensors). Returns
  * fn's outputs and, when the step can be replayed, the captured step. If fn throws, nothing is kept and the error
- * propagates. Captures do not nest.
+ * propagates. Captures do not nest. With `cudaGraph`, every input must be on a CUDA device.
  */
-export function capture(inputs: readonly Tensor[], fn: () => Tensor[]): CaptureResult {
+export function capture(inputs: readonly Tensor[], fn: () => Tensor[], options: CaptureOptions = {}): CaptureResult {
+  const cudaGraph = options.cudaGraph ?? false;
+  if (cudaGraph) {
+    inputs.forEach((t, i) => {
+      if (!t.device.startsWith('cuda'))
+        throw new RangeError(`capture: cudaGraph needs every input on a CUDA device; input ${i} is on ${t.device}`);
+    });
+  }
   native.captureBegin(inputs.map((t) => t.handle));
   let outputs: Tensor[];
   try {
@@ -82,7 +116,10 @@ export function capture(inputs: readonly Tensor[], fn: () => Tensor[]): CaptureR
     native.captureAbort();
     throw error;
   }
-  const result = native.captureEnd(outputs.map((t) => t.handle));
+  const result = native.captureEnd(
+    outputs.map((t) => t.handle),
+    cudaGraph,
+  );
   return {
     outputs,
     step: result.step === null ? null : new CapturedStep(result.step, inputs.length, result.ops),

@@ -11,6 +11,11 @@ export type Handle = number & { readonly __brand: 'TensorHandle' };
 export type BoxedScalar = [number | boolean];
 /** An opaque reference to a captured step (native/src/capture.h). */
 export type CaptureProgramHandle = { readonly __brand: 'CaptureProgram' };
+/**
+ * A captured step's CUDA graph: off (not asked for, or refused), pending (recorded at its next replay), ready (replays
+ * launch it), failed (recording failed; replays run op by op).
+ */
+export type CudaGraphState = 'off' | 'pending' | 'ready' | 'failed';
 /** An opaque reference to a libtorch random generator. */
 export type GeneratorHandle = { readonly __brand: 'GeneratorHandle' };
 
@@ -238,7 +243,19 @@ export interface NativeAddon {
   lerp_(a: H, end: H, weight: TS): void;
   // capture and replay (native/src/capture.h): one capture open per thread at a time
   captureBegin(inputs: H[]): void;
-  captureEnd(outputs: H[]): { step: CaptureProgramHandle | null; reason: string | null; ops: number; constants?: number };
+  captureEnd(
+    outputs: H[],
+    cudaGraph?: boolean,
+  ): {
+    step: CaptureProgramHandle | null;
+    reason: string | null;
+    ops: number;
+    constants?: number;
+    graph?: CudaGraphState;
+    graphReason?: string | null;
+  };
+  /** Where a captured step stands with its CUDA graph (see CapturedStep.graph). */
+  captureGraphState(step: CaptureProgramHandle): { graph: CudaGraphState; graphReason: string | null };
   captureAbort(): void;
   replayCapture(step: CaptureProgramHandle, inputs: H[]): H[];
   releaseCapture(step: CaptureProgramHandle): void;

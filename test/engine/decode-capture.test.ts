@@ -133,6 +133,46 @@ describe('RolloutEngine: a weight sync between decode steps', () => {
   });
 });
 
+const gpus = torch.cuda.deviceCount();
+
+describe('RolloutEngine: CUDA graphs', () => {
+  it('give the tokens and log-probs of op-by-op replays and of eager steps, bit for bit (on a GPU)', {
+    skip: gpus === 0 ? 'no CUDA device visible' : false,
+  }, async () => {
+    const options = { slots: 8, decodeKeyBucket: 16, device: 'cuda' } as const;
+    const graphs = RolloutEngine.load(dir, options);
+    const replays = RolloutEngine.load(dir, { ...options, cudaGraphs: false });
+    const eager = RolloutEngine.load(dir, { ...options, captureDecode: false });
+    try {
+      const reference = await generateAll(eager);
+      assert.deepEqual(await generateAll(replays), reference);
+      assert.deepEqual(await generateAll(graphs), reference); // captures, records graphs
+      assert.deepEqual(await generateAll(graphs), reference); // launches them
+      const stats = graphs.decodeStepStats;
+      assert.ok(stats !== null);
+      assert.equal(stats.lastGraphReason, null, 'every captured step became a graph');
+      assert.equal(stats.graphFailures, 0);
+      assert.ok(stats.graphs > 0 && stats.graphs === stats.held, `${stats.graphs} graphs, ${stats.held} steps held`);
+      assert.equal(replays.decodeStepStats?.graphs, 0);
+    } finally {
+      await graphs.close();
+      await replays.close();
+      await eager.close();
+    }
+  });
+
+  it('are on by default only on a CUDA device; asking for them elsewhere is an error', () => {
+    assert.throws(
+      () => RolloutEngine.load(dir, { slots: 2, cudaGraphs: true }),
+      /^RangeError: RolloutEngine: cudaGraphs needs captureDecode and a model on a CUDA device \(captureDecode true, model on cpu\)$/,
+    );
+    assert.throws(
+      () => RolloutEngine.load(dir, { slots: 2, cudaGraphs: true, captureDecode: false }),
+      /cudaGraphs needs captureDecode and a model on a CUDA device \(captureDecode false, model on cpu\)/,
+    );
+  });
+});
+
 describe('DecodeSteps', () => {
   it('captures a shape the second time it runs; one whose capture cannot be replayed runs eagerly after two tries', async () => {
     const { DecodeSteps } = await import('../../src/engine/decode-steps.js');
@@ -146,6 +186,9 @@ describe('DecodeSteps', () => {
       eager: 2,
       held: 0,
       lastReason: 'item ran inside the captured step',
+      graphs: 0,
+      graphFailures: 0,
+      lastGraphReason: null,
     });
     const y = torch.tensor([1, 2, 3]);
     const fine = () => [y.mul(2)];

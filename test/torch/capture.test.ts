@@ -128,6 +128,28 @@ describe('capture and replay', () => {
     assert.throws(() => step.replay([x]), /replay: the captured step was disposed/);
   });
 
+  it('records a CUDA graph only on CUDA: a CPU input is an error; a refused graph says why and replays op by op', () => {
+    const x = torch.randn([3]);
+    assert.throws(
+      () => torch.capture([x], () => [x.mul(2)], { cudaGraph: true }),
+      /^RangeError: capture: cudaGraph needs every input on a CUDA device; input 0 is on cpu$/,
+    );
+    const plain = torch.capture([x], () => [x.mul(2)]);
+    assert.deepEqual(plain.step?.graph, { state: 'off', reason: null });
+    // no inputs to check here: the addon refuses (a CPU-only build has no CUDA graphs; a CUDA build: the output is
+    // on the CPU)
+    const refused = torch.capture([], () => [torch.ones([2]).mul(3)], { cudaGraph: true });
+    assert.ok(refused.step !== null);
+    assert.equal(refused.step.graph.state, 'off');
+    assert.match(
+      refused.step.graph.reason ?? '',
+      /^(this addon was built without CUDA graphs .*|output 0 is on cpu; a CUDA graph needs every input and output on one CUDA device)$/,
+    );
+    assert.deepEqual(refused.step.replay([])[0]?.toArray(), [3, 3]);
+    refused.step.dispose();
+    assert.throws(() => refused.step?.graph, /graph: the captured step was disposed/);
+  });
+
   it('does not nest, closes on a throw, and refuses one tensor given twice as input', () => {
     const x = torch.randn([2]);
     assert.throws(
