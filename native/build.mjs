@@ -212,9 +212,21 @@ const flagsOf = (source) => {
   if (source.endsWith('cuda_graph.cpp')) return [...cxxflags, ...cudaGraphFlags];
   return cxxflags;
 };
-const queue = sources.map(
-  (s, i) => () => run('g++', [...flagsOf(s), '-c', s, '-o', objects[i]], `compiled ${s.split('/').pop()}`),
-);
+// CUDA graphs are an addition, not a requirement: if cuda_graph.cpp does not compile against this libtorch's CUDA
+// headers (another torch version), it is compiled without them and the addon says so (cudaGraphs in build.json).
+let cudaGraphResult = cudaGraphSummary;
+const compile = async (s, i) => {
+  const label = `compiled ${s.split('/').pop()}`;
+  if (!(s.endsWith('cuda_graph.cpp') && cudaGraphs)) return run('g++', [...flagsOf(s), '-c', s, '-o', objects[i]], label);
+  try {
+    await run('g++', [...flagsOf(s), '-c', s, '-o', objects[i]], label);
+  } catch {
+    cudaGraphResult = 'no (native/src/cuda_graph.cpp did not compile against this libtorch: its errors are above)';
+    console.log(`[native] CUDA graphs: ${cudaGraphResult}; building it without them`);
+    await run('g++', [...cxxflags, '-c', s, '-o', objects[i]], `${label} (without CUDA graphs)`);
+  }
+};
+const queue = sources.map((s, i) => () => compile(s, i));
 const jobs = Math.max(1, Math.min(Number(process.env.TRINITY_BUILD_JOBS ?? 2), queue.length));
 try {
   await Promise.all(
@@ -239,7 +251,7 @@ writeFileSync(
       libtorch: torch.dir,
       source: torch.source,
       cuda: hasCuda,
-      cudaGraphs: cudaGraphSummary,
+      cudaGraphs: cudaGraphResult,
       distributed: distributedSummary,
     },
     null,

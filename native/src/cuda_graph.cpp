@@ -71,8 +71,10 @@ std::string describeError(const std::exception& error) {
 // that they hold about the memory of the largest step rather than of all of them together. That is safe because a
 // thread launches its graphs one after another on its current stream, each graph's static outputs stay allocated
 // while it lives, and a launch's other memory is dead when it ends (replays return copies).
-at::cuda::MempoolId_t sharedPool(const c10::Device& device) {
-  thread_local std::unordered_map<c10::DeviceIndex, at::cuda::MempoolId_t> pools;
+// (The pool id's type moved between torch versions, from c10::cuda to c10: it is named through graph_pool_handle.)
+using PoolId = decltype(at::cuda::graph_pool_handle());
+PoolId sharedPool(const c10::Device& device) {
+  thread_local std::unordered_map<c10::DeviceIndex, PoolId> pools;
   auto it = pools.find(device.index());
   if (it == pools.end()) it = pools.emplace(device.index(), at::cuda::graph_pool_handle()).first;
   return it->second;
@@ -107,7 +109,7 @@ std::unique_ptr<StepGraph> recordStepGraph(c10::Device device, const std::vector
     for (const at::Tensor& t : firstOutputs)
       if (t.defined() && t.is_cuda()) c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), current);
     graph->graph = std::make_unique<at::cuda::CUDAGraph>();
-    at::cuda::MempoolId_t pool = sharedPool(device);
+    PoolId pool = sharedPool(device);
     graph->graph->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
     try {
       graph->outputs = run(graph->inputs);
