@@ -5,6 +5,7 @@
 #
 #   bash bench/gpu-run.sh              on a GPU machine
 #   bash bench/gpu-run.sh --dry-run    on the CPU with a tiny model, no CUDA build: exercises the script itself
+#   bash bench/gpu-run.sh --graphs-only   the build, the CUDA-graph tests and bench:decode-step on cuda, nothing after
 #
 # CUDA torch: python3's own torch when it is a CUDA build (the GPU machines' image has one, with CUDA's compiler and
 # headers), else the torch wheel (CUDA build) from the pip mirror's files folder, installed into .cache/gpu-venv:
@@ -50,7 +51,7 @@ fi
 torch_dir=$("$py" -c "import torch, os; print(os.path.dirname(torch.__file__))")
 "$py" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())"
 echo "== building the addon against $torch_dir"
-LIBTORCH="$torch_dir" node native/build.mjs
+LIBTORCH="$torch_dir" TRINITY_BUILD_JOBS=${TRINITY_BUILD_JOBS:-8} node native/build.mjs
 node -e "const b=JSON.parse(require('fs').readFileSync('native/build/build.json','utf8'));console.log(b);if(!b.cuda)process.exit(1)" 2>/dev/null ||
   echo "note: native/build/build.json not found or not CUDA; bench/gpu-check.ts below says whether CUDA works"
 node --import tsx bench/gpu-check.ts
@@ -59,5 +60,9 @@ echo "== CUDA graphs of captured steps: tests (bit-identical to eager steps), th
 node --import tsx --test test/torch/cuda-graph.test.ts test/torch/capture.test.ts test/engine/decode-capture.test.ts || echo "CUDA-graph tests FAILED"
 node --import tsx bench/decode-step.bench.ts --device cuda --dtype bfloat16 --batches 1,8,32 --large-batches 1,8,32 --rounds 3 ||
   echo "bench:decode-step on cuda FAILED"
+if [[ " $* " == *" --graphs-only "* ]]; then
+  echo "== gpu-run.sh --graphs-only took $(( $(date +%s) - start )) s"
+  exit 0
+fi
 TRINITY_BENCH_PYTHON="$py" node --import tsx bench/gpu-run.ts "$@"
 echo "== gpu-run.sh took $(( $(date +%s) - start )) s"

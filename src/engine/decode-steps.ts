@@ -89,7 +89,9 @@ export class DecodeSteps {
       this.#stats.eager++;
       return forward();
     }
-    const { outputs, step, reason } = torch.capture(inputs, forward, { cudaGraph: this.#cudaGraphs });
+    const offCuda = this.#cudaGraphs ? inputs.findIndex((t) => !t.device.startsWith('cuda')) : -1;
+    const cudaGraph = this.#cudaGraphs && offCuda < 0;
+    const { outputs, step, reason } = torch.capture(inputs, forward, { cudaGraph });
     this.#stats.captures++;
     if (step === null) {
       this.#stats.lastReason = reason;
@@ -97,11 +99,11 @@ export class DecodeSteps {
     } else {
       entry.step = step;
       this.#stats.held++;
-      if (this.#cudaGraphs) {
+      if (cudaGraph) {
         const graph = step.graph;
         if (graph.state === 'pending') entry.graphPending = true;
         else this.#noGraph(graph.reason);
-      }
+      } else if (this.#cudaGraphs) this.#noGraph(`input ${offCuda} of the step is on ${inputs[offCuda]?.device}, not CUDA`);
     }
     this.#touch(key, entry);
     return outputs;

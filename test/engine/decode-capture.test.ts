@@ -202,4 +202,26 @@ describe('DecodeSteps', () => {
     steps.invalidate();
     assert.equal(steps.stats.held, 0);
   });
+
+  it('with cudaGraphs, a step whose inputs are not all on CUDA is captured without a graph, and says why', async () => {
+    const { DecodeSteps } = await import('../../src/engine/decode-steps.js');
+    const steps = new DecodeSteps({ cudaGraphs: true });
+    const x = torch.tensor([1, 2, 3]);
+    const double = () => [x.mul(2)];
+    for (let i = 0; i < 3; i++) steps.run('k', [x], double); // eager, captured, replayed
+    x.copy_(torch.tensor([4, 5, 6]));
+    assert.deepEqual(steps.run('k', [x], double)[0]?.toArray(), [8, 10, 12]);
+    const { replays, captures, held, graphs, graphFailures, lastGraphReason } = steps.stats;
+    assert.deepEqual(
+      { replays, captures, held, graphs, graphFailures, lastGraphReason },
+      {
+        replays: 2,
+        captures: 1,
+        held: 1,
+        graphs: 0,
+        graphFailures: 1,
+        lastGraphReason: 'input 0 of the step is on cpu, not CUDA',
+      },
+    );
+  });
 });
