@@ -369,10 +369,10 @@ export function forwardBackward(
       const padded = { logProbs: padLeft(part.logProbs, offset), entropy: part.entropy && padLeft(part.entropy, offset) };
       const loss = lossFn(padded);
       if (loss.numel !== 1) throw new TypeError(`lossFn must return a scalar, got shape [${loss.shape.join(', ')}]`);
-      const lossValue = loss.item();
       loss.backward();
       backwardTrunk();
-      return { loss: lossValue, logProbs: padded.logProbs.detach(), entropy: padded.entropy?.detach() ?? null };
+      // read after the backward is queued: on a GPU, reading it earlier would stall the host until the forward ends
+      return { loss: loss.item(), logProbs: padded.logProbs.detach(), entropy: padded.entropy?.detach() ?? null };
     }
 
     // 1b. the head chunk by chunk, values only
@@ -405,7 +405,6 @@ export function forwardBackward(
     // 2. the loss and its gradient with respect to the per-token values
     const loss = lossFn({ logProbs: logProbsLeaf, entropy: entropyLeaf });
     if (loss.numel !== 1) throw new TypeError(`lossFn must return a scalar, got shape [${loss.shape.join(', ')}]`);
-    const lossValue = loss.item();
     loss.backward();
     const gradLogProbs = logProbsLeaf.grad;
     const gradEntropy = entropyLeaf?.grad ?? null;
@@ -425,6 +424,6 @@ export function forwardBackward(
       }
       backwardTrunk();
     }
-    return { loss: lossValue, logProbs: values.logProbs, entropy: values.entropy };
+    return { loss: loss.item(), logProbs: values.logProbs, entropy: values.entropy }; // read last, as above
   });
 }
