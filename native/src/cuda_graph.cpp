@@ -71,13 +71,20 @@ std::string describeError(const std::exception& error) {
 // that they hold about the memory of the largest step rather than of all of them together. That is safe because a
 // thread launches its graphs one after another on its current stream, each graph's static outputs stay allocated
 // while it lives, and a launch's other memory is dead when it ends (replays return copies).
+// The allocator counts a pool's users and retires it when the count reaches 0 (its last graph destroyed, e.g. an
+// engine closed); a retired pool cannot be shared again. So the thread holds one count of its own for good:
+// beginAllocateToPool creates the pool with a count of 1, endAllocateToPool only stops routing allocations into it.
 // (The pool id's type moved between torch versions, from c10::cuda to c10: it is named through graph_pool_handle.)
 using PoolId = decltype(at::cuda::graph_pool_handle());
 PoolId sharedPool(const c10::Device& device) {
   thread_local std::unordered_map<c10::DeviceIndex, PoolId> pools;
   auto it = pools.find(device.index());
-  if (it == pools.end()) it = pools.emplace(device.index(), at::cuda::graph_pool_handle()).first;
-  return it->second;
+  if (it != pools.end()) return it->second;
+  PoolId pool = at::cuda::graph_pool_handle();
+  c10::cuda::CUDACachingAllocator::beginAllocateToPool(device.index(), pool, [](cudaStream_t) { return false; });
+  c10::cuda::CUDACachingAllocator::endAllocateToPool(device.index(), pool);
+  pools.emplace(device.index(), pool);
+  return pool;
 }
 
 // Makes `waiter` wait for the work queued so far on `stream`.
@@ -109,9 +116,10 @@ std::unique_ptr<StepGraph> recordStepGraph(c10::Device device, const std::vector
     for (const at::Tensor& t : firstOutputs)
       if (t.defined() && t.is_cuda()) c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), current);
     graph->graph = std::make_unique<at::cuda::CUDAGraph>();
-    PoolId pool = sharedPool(device);
-    graph->graph->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
+    PoolId pool{};
     try {
+      pool = sharedPool(device);
+      graph->graph->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
       graph->outputs = run(graph->inputs);
     } catch (const std::exception& error) {
       // end the (invalidated) capture so the stream and the allocator leave capture mode, then say which op failed

@@ -64,6 +64,21 @@ describe('CUDA graphs of captured steps', { skip }, () => {
     captured.step.dispose();
   });
 
+  it('records graphs again after every earlier graph was released (the thread keeps its graphs’ shared pool)', () => {
+    const x0 = onGpu(torch.randn([5]));
+    for (let round = 0; round < 3; round++) {
+      const captured = torch.capture([x0], () => [x0.mul(round + 2).exp()], { cudaGraph: true });
+      assert.ok(captured.step !== null);
+      for (const seed of [1, 2]) {
+        torch.manualSeed(seed);
+        const x = onGpu(torch.randn([5]));
+        assert.deepEqual(captured.step.replay([x]).map(bytes), [bytes(x.mul(round + 2).exp())]);
+      }
+      assert.deepEqual(captured.step.graph, { state: 'ready', reason: null }, `round ${round}`);
+      captured.step.dispose(); // the only graph: released before the next round records one
+    }
+  });
+
   it('an op that waits for the host fails the recording: the step replays op by op and says why', () => {
     const x0 = onGpu(torch.randn([6]));
     const step = (x: torch.Tensor) => [x.gt(0).nonzero().float().sum().add(x.sum())]; // nonzero reads its count back
