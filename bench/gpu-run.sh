@@ -21,6 +21,24 @@
 # (eager steps, op-by-op replays, CUDA graphs), then bench/gpu-run.ts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# A machine without Node.js or node_modules: unpack the bundle of scripts/device-bundle.sh (carried as .device/),
+# with python3's lzma and tarfile (no xz needed there).
+if { ! command -v node >/dev/null || [ ! -d node_modules ]; } && [ -f .device/node.xz ]; then
+  echo "== unpacking .device/ (node $(cat .device/node-version 2>/dev/null), node_modules)"
+  python3 - <<'PY'
+import lzma, os, shutil, tarfile
+os.makedirs('.device/bin', exist_ok=True)
+if shutil.which('node') is None:
+    with lzma.open('.device/node.xz') as src, open('.device/bin/node', 'wb') as dst:
+        shutil.copyfileobj(src, dst)
+    os.chmod('.device/bin/node', 0o755)
+if not os.path.isdir('node_modules'):
+    with tarfile.open('.device/node_modules.tar.xz', 'r:xz') as tar:
+        tar.extractall('node_modules')
+PY
+  export PATH="$PWD/.device/bin:$PATH"
+fi
+command -v node >/dev/null || { echo "no node on this machine: run bash scripts/device-bundle.sh where it is, and carry .device" >&2; exit 1; }
 if [[ " $* " == *" --dry-run "* ]]; then
   # no CUDA build: the addon and the Python reference env this checkout already has
   exec node --import tsx bench/gpu-run.ts "$@"
