@@ -252,6 +252,24 @@ export function liveTensorCount(): number {
   return native.liveHandleCount();
 }
 
+/** The C allocator's settings for tensor memory (native/src/core.cpp, "the C allocator"). */
+export interface AllocatorTuning {
+  /** glibc's malloc keeps blocks under mmapThreshold in its heap and up to trimThreshold bytes of free heap top. */
+  applied: boolean;
+  mmapThreshold: number | null;
+  trimThreshold: number | null;
+  /** Why not applied (the process's own malloc settings, another C library); null when applied. */
+  reason: string | null;
+}
+
+/**
+ * How the addon set up malloc for this process when it loaded: on glibc, blocks under 128 MiB stay in the heap and up
+ * to 1 GiB of free heap is kept, so that a training step does not fault in its activations afresh each time.
+ */
+export function allocatorTuning(): AllocatorTuning {
+  return native.allocatorTuning();
+}
+
 export function buildInfo(): { torchVersion: string; config: string; parallel: string } {
   return native.buildInfo();
 }

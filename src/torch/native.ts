@@ -55,6 +55,7 @@ export interface NativeAddon {
   item(t: H): number | boolean;
   dispose(t: H): void;
   liveHandleCount(): number;
+  allocatorTuning(): { applied: boolean; mmapThreshold: number | null; trimThreshold: number | null; reason: string | null };
   // autograd
   setRequiresGrad(t: H, value: boolean): void;
   requiresGrad(t: H): boolean;

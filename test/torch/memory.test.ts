@@ -1,5 +1,6 @@
 // Memory is deterministic: 10,000 forward/backward/optimizer iterations of a small MLP keep resident memory flat.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 import * as torch from '../../src/torch/index.js';
 
@@ -54,4 +55,36 @@ test('dispose() frees storage at once; the native handle count returns to where 
   assert.equal(torch.liveTensorCount(), before);
   assert.ok(process.memoryUsage.rss() < rssWith - 128 * 2 ** 20, 'the 256 MiB buffer should be returned on dispose()');
   big.dispose(); // idempotent
+});
+
+/** Whether this process runs on glibc (Node's diagnostic report names its version). */
+function glibc(): boolean {
+  const report = process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined;
+  return typeof report?.header?.glibcVersionRuntime === 'string';
+}
+
+test('malloc keeps training-sized blocks (glibc), unless the process brings its own malloc settings', {
+  skip: glibc() ? false : 'glibc only',
+}, () => {
+  assert.deepEqual(torch.allocatorTuning(), {
+    applied: true,
+    mmapThreshold: 128 * 2 ** 20,
+    trimThreshold: 2 ** 30,
+    reason: null,
+  });
+  // a block of at least mmapThreshold is still its own mapping: back to the system at once (the test above: 256 MiB)
+  const script = "import('./src/torch/index.js').then((t) => console.log(JSON.stringify(t.allocatorTuning())))";
+  for (const [name, value] of [
+    ['GLIBC_TUNABLES', 'glibc.malloc.trim_threshold=65536'],
+    ['MALLOC_MMAP_THRESHOLD_', '65536'],
+  ] as const) {
+    const child = spawnSync(process.execPath, ['--import', 'tsx', '-e', script], {
+      env: { ...process.env, [name]: value },
+      encoding: 'utf8',
+    });
+    assert.equal(child.status, 0, child.stderr);
+    const tuning = JSON.parse(child.stdout.trim().split('\n').pop() as string);
+    assert.equal(tuning.applied, false, `${name} set`);
+    assert.match(tuning.reason, name === 'GLIBC_TUNABLES' ? /^GLIBC_TUNABLES sets glibc\.malloc\.\*/ : /MALLOC_MMAP_THRESHOLD_/);
+  }
 });
