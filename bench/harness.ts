@@ -60,10 +60,10 @@ export class PythonHalf {
   readonly #lines: AsyncIterator<string>;
   #stderr = '';
 
-  constructor(python: string, script: string) {
+  constructor(python: string, script: string, env: NodeJS.ProcessEnv = {}) {
     this.#child = spawn(python, ['-u', script], {
       stdio: ['pipe', 'pipe', 'pipe'],
-      env: { ...process.env, PYTHONUNBUFFERED: '1' },
+      env: { ...process.env, ...env, PYTHONUNBUFFERED: '1' },
     });
     this.#child.stderr.setEncoding('utf8');
     this.#child.stderr.on('data', (chunk: string) => {

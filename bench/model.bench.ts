@@ -74,6 +74,8 @@ const HELP = `Model benchmark: this library next to Hugging Face transformers (g
   --large-train auto|on|off  train the 0.5b model too (auto: on cuda only; on CPU one fp32 step of both sides
                              takes minutes and ~8 GB per process)
   --rss on|off               child processes that load the 0.5b model and generate, for max RSS (default on)
+  --python-malloc default|ours  the Python side's glibc malloc: as PyTorch runs by default, or with the settings ours
+                             makes at load (torch.allocatorTuning(), via GLIBC_TUNABLES) (default: default)
   --rss-tokens N             their prompt and new tokens (default 8)
   --models-dir DIR           where the random models are cached (default .cache/bench-models)
 Environment: TRINITY_BENCH_PYTHON (default .cache/python-ref/bin/python).`;
@@ -103,6 +105,7 @@ const { values: flags } = parseArgs({
     'train-rounds': { type: 'string', default: '3' },
     'large-train': { type: 'string', default: 'auto' },
     rss: { type: 'string', default: 'on' },
+    'python-malloc': { type: 'string', default: 'default' },
     'rss-tokens': { type: 'string', default: '8' },
     'models-dir': { type: 'string', default: join(repoRoot, '.cache', 'bench-models') },
     // internal: the child processes this script starts
@@ -626,14 +629,27 @@ async function main(): Promise<void> {
   const wanted = flags.models.split(',').map((m) => oneOf('models', m.trim(), ['small', '0.5b'] as const));
   torch.setNumThreads(threads);
   torch.manualSeed(seed);
-  const py = new PythonHalf(findPython(), join(repoRoot, 'bench', 'model_bench.py'));
+  // glibc malloc: ours sets it at load (torch.allocatorTuning()); --python-malloc ours gives the Python side the same
+  // settings through GLIBC_TUNABLES, default leaves it as PyTorch runs out of the box
+  const tuning = torch.allocatorTuning();
+  const pythonMalloc = oneOf('python-malloc', flags['python-malloc'], ['default', 'ours'] as const);
+  if (pythonMalloc === 'ours' && !tuning.applied)
+    throw new Error(`--python-malloc ours: ours has no malloc settings to pass on (${tuning.reason})`);
+  const pythonEnv =
+    pythonMalloc === 'ours'
+      ? {
+          GLIBC_TUNABLES: `glibc.malloc.mmap_threshold=${tuning.mmapThreshold}:glibc.malloc.trim_threshold=${tuning.trimThreshold}`,
+        }
+      : {};
+  const mallocNote = `malloc: ours ${tuning.applied ? `heap below ${(tuning.mmapThreshold ?? 0) / 2 ** 20} MiB, ${(tuning.trimThreshold ?? 0) / 2 ** 30} GiB kept` : `glibc default (${tuning.reason})`}, PyTorch ${pythonMalloc === 'ours' ? 'the same (GLIBC_TUNABLES)' : 'glibc default'}`;
+  const py = new PythonHalf(findPython(), join(repoRoot, 'bench', 'model_bench.py'), pythonEnv);
   try {
     const hello = await py.request<HelloReply>({ kind: 'hello', threads, device: deviceKind });
     const info = torch.buildInfo();
     console.log(
       `model bench: ours libtorch ${info.torchVersion} (node ${process.version}) vs transformers ${hello.transformers} ` +
         `(PyTorch ${hello.torch}, python ${hello.python}); ${deviceKind} (${deviceKind === 'cuda' ? hello.device : (os.cpus()[0]?.model ?? 'cpu')}), ` +
-        `${dtype}, ${threads} intra-op threads each (ours ${torch.getNumThreads()}, PyTorch ${hello.threads}), load avg ${os.loadavg()[0]?.toFixed(2)}`,
+        `${dtype}, ${threads} intra-op threads each (ours ${torch.getNumThreads()}, PyTorch ${hello.threads}), load avg ${os.loadavg()[0]?.toFixed(2)}; ${mallocNote}`,
     );
     const startPeak = matmulPeak();
     console.log(`matmul peak (ours, ${peakDtype} ${startPeak.n}x${startPeak.n}): ${fmt(startPeak.gflops, 1)} GFLOP/s`);
@@ -653,7 +669,10 @@ async function main(): Promise<void> {
     // the peak is measured again at the end and the higher one kept: other load on the machine only lowers it
     const endPeak = matmulPeak();
     console.log(`matmul peak again: ${fmt(endPeak.gflops, 1)} GFLOP/s`);
-    report(hello, endPeak.gflops > startPeak.gflops ? endPeak : startPeak, reports, probes);
+    report(hello, endPeak.gflops > startPeak.gflops ? endPeak : startPeak, reports, probes, {
+      ours: tuning,
+      pytorch: pythonMalloc,
+    });
   } finally {
     await py.close();
   }
@@ -666,7 +685,13 @@ const mfu = (flops: number, seconds: number, peakGflops: number): number => flop
 const pct = (v: number): string => `${fmt(v * 100, 1)}%`;
 const verdict = (ratio: number, target: number): string => (ratio >= target ? 'met' : 'MISSED');
 
-function report(hello: HelloReply, peak: { n: number; gflops: number }, reports: ModelReport[], probes: ProbeResult[]): void {
+function report(
+  hello: HelloReply,
+  peak: { n: number; gflops: number },
+  reports: ModelReport[],
+  probes: ProbeResult[],
+  malloc: { ours: torch.AllocatorTuning; pytorch: 'default' | 'ours' },
+): void {
   const sampling = flags.sample ? 'seeded sampling, temperature 1' : 'greedy';
   const genRows: string[][] = [];
   const trainRows: string[][] = [];
@@ -829,6 +854,7 @@ function report(hello: HelloReply, peak: { n: number; gflops: number }, reports:
     sampling: flags.sample ? 'sample' : 'greedy',
     matmul_peak_gflops: { n: peak.n, dtype: peakDtype, ours: r2(peak.gflops) },
     ratio_definition: 'ours tokens/s / transformers tokens/s',
+    malloc: { ours: { ...malloc.ours }, pytorch: malloc.pytorch },
     models: modelsJson,
     memory_probes: probes,
     targets: targetsJson,
