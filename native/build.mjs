@@ -215,16 +215,14 @@ const flagsOf = (source) => {
 // CUDA graphs are an addition, not a requirement: if cuda_graph.cpp does not compile against this libtorch's CUDA
 // headers (another torch version), it is compiled without them and the addon says so (cudaGraphs in build.json).
 let cudaGraphResult = cudaGraphSummary;
-const compile = async (s, i) => {
+const compile = (s, i) => {
   const label = `compiled ${s.split('/').pop()}`;
-  if (!(s.endsWith('cuda_graph.cpp') && cudaGraphs)) return run('g++', [...flagsOf(s), '-c', s, '-o', objects[i]], label);
-  try {
-    await run('g++', [...flagsOf(s), '-c', s, '-o', objects[i]], label);
-  } catch {
+  return run('g++', [...flagsOf(s), '-c', s, '-o', objects[i]], label).catch((error) => {
+    if (!(s.endsWith('cuda_graph.cpp') && cudaGraphs)) throw error;
     cudaGraphResult = 'no (native/src/cuda_graph.cpp did not compile against this libtorch: its errors are above)';
     console.log(`[native] CUDA graphs: ${cudaGraphResult}; building it without them`);
-    await run('g++', [...cxxflags, '-c', s, '-o', objects[i]], `${label} (without CUDA graphs)`);
-  }
+    return run('g++', [...cxxflags, '-c', s, '-o', objects[i]], `${label} (without CUDA graphs)`);
+  });
 };
 const queue = sources.map((s, i) => () => compile(s, i));
 const jobs = Math.max(1, Math.min(Number(process.env.TRINITY_BUILD_JOBS ?? 2), queue.length));

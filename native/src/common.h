@@ -57,6 +57,8 @@ inline bool isNullish(const Napi::Value& value) { return value.IsUndefined() || 
 
 // ---- the error boundary: every binding runs inside it ----
 std::string cleanMessage(const c10::Error& error);
+// The message of any exception: a c10::Error's as cleanMessage gives it, else what().
+std::string errorMessage(const std::exception& error);
 
 // What a binding does while a capture is open on its thread (capture.h): Records (an op: it records itself),
 // Passive (metadata or memory management: allowed, nothing to replay) or Poisons (it reads values back, makes a
@@ -81,10 +83,8 @@ Napi::Value guarded(const Napi::CallbackInfo& info) {
     return Fn(info);
   } catch (const Napi::Error&) {
     throw;
-  } catch (const c10::Error& error) {
-    throw Napi::Error::New(info.Env(), cleanMessage(error));
   } catch (const std::exception& error) {
-    throw Napi::Error::New(info.Env(), error.what());
+    throw Napi::Error::New(info.Env(), errorMessage(error));
   }
 }
 

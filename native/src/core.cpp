@@ -281,6 +281,11 @@ std::string cleanMessage(const c10::Error& error) {
   return message;
 }
 
+std::string errorMessage(const std::exception& error) {
+  if (const auto* c10error = dynamic_cast<const c10::Error*>(&error)) return cleanMessage(*c10error);
+  return error.what();
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // generators
 

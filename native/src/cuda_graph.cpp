@@ -62,11 +62,6 @@ class CudaStepGraph final : public StepGraph {
   }
 };
 
-std::string describeError(const std::exception& error) {
-  if (auto* c10error = dynamic_cast<const c10::Error*>(&error)) return cleanMessage(*c10error);
-  return error.what();
-}
-
 // The memory pool of the graphs this thread records on `device`. Graphs share one pool, as vLLM's decode graphs do, so
 // that they hold about the memory of the largest step rather than of all of them together. That is safe because a
 // thread launches its graphs one after another on its current stream, each graph's static outputs stay allocated
@@ -123,7 +118,7 @@ std::unique_ptr<StepGraph> recordStepGraph(c10::Device device, const std::vector
       graph->outputs = run(graph->inputs);
     } catch (const std::exception& error) {
       // end the (invalidated) capture so the stream and the allocator leave capture mode, then say which op failed
-      std::string reason = describeError(error);
+      std::string reason = errorMessage(error);
       try {
         graph->graph->capture_end();
       } catch (...) {
@@ -141,7 +136,7 @@ std::unique_ptr<StepGraph> recordStepGraph(c10::Device device, const std::vector
     } catch (const std::exception& error) {
       (void)cudaGetLastError();
       streamWaits(current, side);
-      throw GraphCaptureFailed(describeError(error));
+      throw GraphCaptureFailed(errorMessage(error));
     }
   }
   streamWaits(current, side);

@@ -142,10 +142,8 @@ class Pending : public Napi::AsyncWorker {
   void Execute() override {
     try {
       body_();
-    } catch (const c10::Error& error) {
-      SetError(cleanMessage(error));
     } catch (const std::exception& error) {
-      SetError(error.what());
+      SetError(errorMessage(error));
     }
     // What the body held (a destroyed group, say) is released here, off the JS thread: tearing down a process group
     // joins its threads.
