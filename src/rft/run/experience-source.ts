@@ -137,7 +137,9 @@ export class BufferExperienceSource implements ExperienceSource {
       try {
         return await once(Math.min(REQUEST_CHECK_MS, remaining), last);
       } catch (error) {
-        if (!(error instanceof BufferTimeoutError) || last) throw error;
+        if (!(error instanceof BufferTimeoutError)) throw error;
+        // the last slice's own timeout is what was left of the read's: the error names the whole wait
+        if (last) throw new BufferTimeoutError(error.buffer, error.waitedFor, timeoutMs);
       }
     }
   }
