@@ -407,7 +407,11 @@ async function benchTraining(py: PythonHalf, dir: string, vocab: number): Promis
   const first = params[0] as torch.Tensor;
   const step = (): number => {
     const t0 = now();
-    forwardBackward(model, ids, ({ logProbs }) => logProbs.mean().neg());
+    // in a scope, as the trainer runs it: the returned log-probs are freed before the next step (left to the GC, each
+    // one pinned a hole of the heap and the next step's logits took fresh pages: ~50 MB more, +25% time, per step)
+    torch.scope(() => {
+      forwardBackward(model, ids, ({ logProbs }) => logProbs.mean().neg());
+    });
     optimizer.step();
     optimizer.zeroGrad();
     torch.noGrad(() => syncDevice(first));

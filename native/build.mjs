@@ -67,9 +67,16 @@ const libs = readdirSync(libDir);
 const hasCuda = libs.some((f) => f.startsWith('libtorch_cuda'));
 const nodeAddonApi = dirname(require.resolve('node-addon-api/package.json'));
 const nodeApiHeaders = join(dirname(require.resolve('node-api-headers/package.json')), 'include');
-const sources = ['addon.cpp', 'core.cpp', 'ops.cpp', 'kernels.cpp', 'distributed.cpp', 'capture.cpp', 'cuda_graph.cpp'].map((f) =>
-  join(here, 'src', f),
-);
+const sources = [
+  'addon.cpp',
+  'core.cpp',
+  'ops.cpp',
+  'kernels.cpp',
+  'distributed.cpp',
+  'capture.cpp',
+  'cuda_graph.cpp',
+  'profiler.cpp',
+].map((f) => join(here, 'src', f));
 
 // distributed.cpp binds c10d (TCPStore, ProcessGroupGloo, ProcessGroupNCCL), whose headers reach into libtorch's C++
 // API folder and into the communication libraries' own headers. The libraries' code is inside libtorch (gloo is

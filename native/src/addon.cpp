@@ -7,6 +7,7 @@ static Napi::Object init(Napi::Env, Napi::Object exports) {
   trt::registerKernels(exports);
   trt::registerDistributed(exports);
   trt::registerCapture(exports);
+  trt::registerProfiler(exports);
   return exports;
 }
 

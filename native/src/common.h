@@ -2,9 +2,10 @@
 //
 // A tensor crosses into JavaScript as a number: a handle into the calling thread's table of tensors (core.cpp). The
 // TypeScript Tensor class owns the handle and frees it with dispose() (directly, from a scope, or from its
-// FinalizationRegistry safety net); storage goes when no other handle, view or autograd node uses it. Handles report
-// their bytes to V8 as external memory so the GC, and with it the safety net, sees them. Where an operand may be a
-// tensor or a number, a number arrives boxed as [value] (a bare number would read as a handle).
+// FinalizationRegistry safety net); storage goes when no other handle, view or autograd node uses it. Handles under
+// that safety net report their bytes to V8 as external memory (accountMemory) so the GC sees what it would free; a
+// scope's tensors do not. Where an operand may be a tensor or a number, a number arrives boxed as [value] (a bare
+// number would read as a handle).
 #pragma once
 
 // NAPI_EXPERIMENTAL: the few finalizers left (generators, zero-copy buffers) are "basic" ones that run during GC
@@ -106,5 +107,6 @@ void registerOps(Napi::Object exports);
 void registerKernels(Napi::Object exports);
 void registerDistributed(Napi::Object exports);
 void registerCapture(Napi::Object exports);
+void registerProfiler(Napi::Object exports);
 
 }  // namespace trt

@@ -10,6 +10,7 @@ export * from './dtype.js';
 export * from './functional.js';
 export * from './lr-schedule.js';
 export * from './optim.js';
+export * from './profiler.js';
 export * from './safetensors.js';
 export { isDType, keep, scope, Tensor, TensorDisposedError } from './tensor.js';
 export type { ReduceOptions, ToOptions } from './tensor.js';

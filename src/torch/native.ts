@@ -28,6 +28,18 @@ type OptNum = number | null | undefined;
 type Gen = GeneratorHandle | null | undefined;
 
 /** The addon's functions; argument order follows native/src/ops.cpp and native/src/core.cpp. */
+/** The events of a profile as columns, one entry per event (see native/src/profiler.cpp). */
+export interface ProfilerEvents {
+  names: string[];
+  /** Index into names. */
+  name: Int32Array;
+  startUs: Float64Array;
+  durationUs: Float64Array;
+  thread: Float64Array;
+  /** 1 = a device activity (a CUDA kernel, a copy), 0 = on the CPU. */
+  onDevice: Uint8Array;
+}
+
 export interface NativeAddon {
   // creation
   createGenerator(seed: number | bigint, device: string | null): GeneratorHandle;
@@ -55,7 +67,15 @@ export interface NativeAddon {
   item(t: H): number | boolean;
   dispose(t: H): void;
   liveHandleCount(): number;
+  accountMemory(t: H): void;
+  /** Bytes this thread's tensors have reported to V8 as external memory (accountMemory). */
+  reportedMemory(): number;
   allocatorTuning(): { applied: boolean; mmapThreshold: number | null; trimThreshold: number | null; reason: string | null };
+  // profiler (native/src/profiler.cpp)
+  profilerStart(withDevice: boolean): void;
+  profilerRangePush(name: string): void;
+  profilerRangePop(): void;
+  profilerStop(tracePath: string | null): ProfilerEvents;
   // autograd
   setRequiresGrad(t: H, value: boolean): void;
   requiresGrad(t: H): boolean;

@@ -25,6 +25,25 @@ let currentScope: Tensor[] | null = null;
 // The safety net: frees the native handle of a Tensor that was garbage-collected without dispose().
 const finalizer = new FinalizationRegistry<Handle>((handle) => native.dispose(handle));
 
+// V8 is told the memory of the tensors only the GC would free (core.cpp's accountMemory), so that it collects when
+// they add up. Not at once: a FinalizationRegistry callback only runs as a task, after the synchronous code that
+// created the tensor has finished, so accounting it before then could not free anything sooner, while every
+// unscoped temporary (an optimizer reading each .grad, then disposing it) would count and force full GCs. So the
+// tensors put under the safety net wait here until the current run of JavaScript ends (a microtask); those
+// disposed by then are never counted.
+let unaccounted: Tensor[] = [];
+
+function accountUnscoped(tensor: Tensor): void {
+  if (unaccounted.length === 0) queueMicrotask(flushUnaccounted);
+  unaccounted.push(tensor);
+}
+
+function flushUnaccounted(): void {
+  const pending = unaccounted;
+  unaccounted = [];
+  for (const t of pending) if (!t.isDisposed) native.accountMemory(t.handle);
+}
+
 /**
  * Runs `fn` and disposes every tensor created inside it, except tensors in its return value (a tensor, or arrays,
  * plain objects and Maps holding tensors) and tensors marked with keep(). Returned tensors move to the enclosing
@@ -125,11 +144,15 @@ export class Tensor {
     else this.registerFinalizer();
   }
 
-  /** Internal: puts this tensor under the garbage-collection safety net (once). */
+  /**
+   * Internal: puts this tensor under the garbage-collection safety net (once); V8 learns how much memory it holds
+   * when the current synchronous run of JavaScript ends, if it is still alive then (accountUnscoped).
+   */
   registerFinalizer(): void {
     if (this.#registered || this.#handle === null) return;
     this.#registered = true;
     finalizer.register(this, this.#handle, this);
+    accountUnscoped(this);
   }
 
   /** The native handle (internal to src/torch). Throws if the tensor was disposed. */

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 import * as torch from '../../src/torch/index.js';
+import { native } from '../../src/torch/native.js';
 
 test('10,000 MLP training iterations keep resident memory flat (within 10%) and leak no tensor handles', () => {
   torch.manualSeed(0);
@@ -55,6 +56,40 @@ test('dispose() frees storage at once; the native handle count returns to where 
   assert.equal(torch.liveTensorCount(), before);
   assert.ok(process.memoryUsage.rss() < rssWith - 128 * 2 ** 20, 'the 256 MiB buffer should be returned on dispose()');
   big.dispose(); // idempotent
+});
+
+test('V8 counts the memory of tensors only the GC would free, once the synchronous code that made them has ended', async () => {
+  const MiB = 2 ** 20;
+  const external = () => native.reportedMemory(); // what napi_adjust_external_memory was told (not in memoryUsage())
+  const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
+  await tick();
+  const base = external();
+  const reported = (expected: number, what: string) =>
+    assert.equal(external(), expected, `${what}: ${external()} B reported, expected ${expected} B`);
+  // a scope's temporaries are never counted (no GC is needed to free them)
+  torch.scope(() => torch.zeros([8, MiB]).add(1).sum().item());
+  await tick();
+  reported(base, 'after a scope');
+  // an unscoped tensor disposed before the code yields is never counted either
+  torch.zeros([8, MiB]).dispose();
+  await tick();
+  reported(base, 'after an unscoped temporary');
+  // one that survives it is: the GC may be the one to free it
+  const survivor = torch.zeros([4, MiB]); // 16 MiB
+  reported(base, 'while the code that made it runs');
+  await tick();
+  reported(base + 16 * MiB, 'once that code has ended');
+  // so is one a scope returns to the top level, and one kept inside a scope
+  const returned = torch.scope(() => torch.zeros([2, MiB]).add(1)); // 8 MiB
+  const kept = torch.scope(() => torch.keep(torch.zeros([MiB]))); // 4 MiB
+  await tick();
+  reported(base + 28 * MiB, 'a returned and a kept tensor');
+  // a view adds nothing of its own; disposing gives the count back
+  const view = survivor.narrow(0, 0, 1);
+  await tick();
+  reported(base + 28 * MiB, 'a view');
+  for (const t of [view, survivor, returned, kept]) t.dispose();
+  reported(base, 'after dispose');
 });
 
 /** Whether this process runs on glibc (Node's diagnostic report names its version). */
