@@ -23,7 +23,7 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import os from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { RolloutEngine } from '../src/engine/index.js';
@@ -78,6 +78,9 @@ const HELP = `Model benchmark: this library next to Hugging Face transformers (g
                              makes at load (torch.allocatorTuning(), via GLIBC_TUNABLES) (default: default)
   --rss-tokens N             their prompt and new tokens (default 8)
   --models-dir DIR           where the random models are cached (default .cache/bench-models)
+  --profile DIR              after each measurement, one more call of each side under its profiler (torch.profile;
+                             torch.profiler): Chrome traces DIR/<model>-<generate-bN|train>-<ours|transformers>.json
+                             and the ops with the most self time of each, printed and in the JSON line
 Environment: TRINITY_BENCH_PYTHON (default .cache/python-ref/bin/python).`;
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -108,6 +111,7 @@ const { values: flags } = parseArgs({
     'python-malloc': { type: 'string', default: 'default' },
     'rss-tokens': { type: 'string', default: '8' },
     'models-dir': { type: 'string', default: join(repoRoot, '.cache', 'bench-models') },
+    profile: { type: 'string' },
     // internal: the child processes this script starts
     'create-model': { type: 'string' },
     'probe-rss': { type: 'string' },
@@ -309,6 +313,46 @@ interface GenerationResult {
   agreement: number | null;
 }
 
+// --profile: one more call of each side under its profiler
+const profileDir = flags.profile === undefined ? null : resolve(flags.profile);
+if (profileDir !== null) mkdirSync(profileDir, { recursive: true });
+const profiles: Record<string, Json> = {};
+
+interface ProfileReply extends Reply {
+  trace: string;
+  table: string;
+}
+
+const indent = (text: string): string => text.replace(/^/gm, '    ');
+
+/** With --profile: one call of ours under torch.profile and one of transformers under torch.profiler (see --help). */
+async function profileBoth(py: PythonHalf, label: string, ours: () => unknown, request: Record<string, Json>): Promise<void> {
+  if (profileDir === null) return;
+  const base = join(profileDir, label);
+  const profiler = new torch.Profiler({ trace: `${base}-ours.json` });
+  let profile: torch.Profile;
+  try {
+    await ours();
+  } finally {
+    profile = profiler.stop();
+  }
+  const theirs = await py.request<ProfileReply>({ ...request, profile: `${base}-transformers.json` });
+  console.log(`  ${label}, ours under torch.profile (${profile.trace}):\n${indent(torch.formatProfile(profile, 15))}`);
+  console.log(`  ${label}, transformers under torch.profiler (${theirs.trace}):\n${indent(theirs.table)}`);
+  const selfMs = (where: 'cpu' | 'device') =>
+    r3(profile.ops.filter((o) => o.where === where).reduce((sum, o) => sum + o.selfUs, 0) / 1e3);
+  profiles[label] = {
+    ours_trace: profile.trace,
+    transformers_trace: theirs.trace,
+    ours_wall_ms: r3(profile.wallUs / 1e3),
+    ours_cpu_self_ms: selfMs('cpu'),
+    ours_device_ms: selfMs('device'),
+    ours_top: profile.ops
+      .slice(0, 10)
+      .map((o) => ({ name: o.name, where: o.where, calls: o.calls, self_ms: r3(o.selfUs / 1e3) })),
+  };
+}
+
 async function oursGenerate(
   engine: RolloutEngine,
   prompts: number[][],
@@ -346,6 +390,7 @@ function agreement(a: number[][], b: number[][], newTokens: number): number {
 
 async function benchGeneration(
   py: PythonHalf,
+  label: string,
   model: CausalLM,
   batch: number,
   rounds: number,
@@ -364,6 +409,7 @@ async function benchGeneration(
       async () => [(await oursGenerate(engine, prompts, newTokens)).s],
       () => py.times({ ...request, samples: 1 }),
     );
+    await profileBoth(py, `${label}-generate-b${batch}`, () => oursGenerate(engine, prompts, newTokens), request);
     return {
       batch,
       samples: rounds,
@@ -395,7 +441,7 @@ interface TrainingResult {
   pytorchFusedAdamW: boolean;
 }
 
-async function benchTraining(py: PythonHalf, dir: string, vocab: number): Promise<TrainingResult> {
+async function benchTraining(py: PythonHalf, label: string, dir: string, vocab: number): Promise<TrainingResult> {
   const batch = int('train-batch', flags['train-batch']);
   const seq = int('train-seq', flags['train-seq'], 2);
   const rounds = int('train-rounds', flags['train-rounds']);
@@ -428,6 +474,7 @@ async function benchTraining(py: PythonHalf, dir: string, vocab: number): Promis
       () => [step()],
       () => py.times({ kind: 'train', ids: rows, samples: 1 }),
     );
+    await profileBoth(py, `${label}-train`, step, { kind: 'train', ids: rows });
     await py.request({ kind: 'unload' });
     return {
       batch,
@@ -583,7 +630,7 @@ async function benchModel(py: PythonHalf, spec: ModelSpec, large: boolean, peakG
     if (loaded.parameters !== shape.parameters)
       throw new Error(`transformers counts ${loaded.parameters} parameters, ours ${shape.parameters}`);
     for (const batch of batches) {
-      const r = await benchGeneration(py, model, batch, rounds, prompt, newTokens);
+      const r = await benchGeneration(py, spec.name, model, batch, rounds, prompt, newTokens);
       generation.push(r);
       console.log(
         `  ${spec.name} generate batch ${batch}: ours ${fmt((batch * newTokens) / r.ours, 1)} tok/s, transformers ${fmt((batch * newTokens) / r.pytorch, 1)} tok/s`,
@@ -612,7 +659,7 @@ async function benchModel(py: PythonHalf, spec: ModelSpec, large: boolean, peakG
       `and each process holds ~${fmt(perProcessGiB, 1)} GiB of weights, gradients and AdamW moments; pass --large-train on to run it`;
     console.log(`  ${spec.name} training ${trainingSkipped}`);
   } else {
-    training = await benchTraining(py, dir, shape.vocab);
+    training = await benchTraining(py, spec.name, dir, shape.vocab);
     const tokens = training.batch * training.seq;
     console.log(
       `  ${spec.name} train ${training.batch}x${training.seq}: ours ${fmt(tokens / training.ours, 1)} tok/s, transformers ${fmt(tokens / training.pytorch, 1)} tok/s`,
@@ -861,6 +908,7 @@ function report(
     malloc: { ours: { ...malloc.ours }, pytorch: malloc.pytorch },
     models: modelsJson,
     memory_probes: probes,
+    ...(profileDir === null ? {} : { profiles }),
     targets: targetsJson,
     wall_s: r2(wallS),
   };

@@ -16,6 +16,9 @@ Requests (every reply carries "ok"; timings are seconds per call, one entry per 
   {"kind": "train", "ids": [[ids...], ...], "samples": 1, "warmup": 0, "lr": 1e-5}
                                                          -> {"ok": true, "s": [...], "loss": first loss}
       one step = model(input_ids, labels=input_ids).loss.backward(), AdamW step, zero_grad(set_to_none=True)
+  generate or train with "profile": "PATH": one call under torch.profiler instead (CPU, and CUDA kernels on a GPU)
+                                                         -> {"ok": true, "trace": PATH, "table": key_averages table}
+      the Chrome trace goes to PATH
   {"kind": "unload"}
   {"kind": "exit"}
 """
@@ -134,6 +137,8 @@ def generate(req: dict[str, Any]) -> dict[str, Any]:
         sync()
         return out
 
+    if req.get("profile"):
+        return profiled(once, req["profile"])
     out = None
     for _ in range(int(req.get("warmup", 0))):
         out = once()
@@ -163,6 +168,8 @@ def train(req: dict[str, Any]) -> dict[str, Any]:
         sync()
         return loss.item()
 
+    if req.get("profile"):
+        return profiled(step, req["profile"])
     for _ in range(int(req.get("warmup", 0))):
         loss = step()
         if math.isnan(State.first_loss):
@@ -175,6 +182,21 @@ def train(req: dict[str, Any]) -> dict[str, Any]:
         if math.isnan(State.first_loss):
             State.first_loss = loss
     return {"ok": True, "s": times, "loss": State.first_loss, "fused": State.fused}
+
+
+def profiled(call: Any, trace: str) -> dict[str, Any]:
+    """One call under torch.profiler (CPU, and CUDA kernels on a GPU): a Chrome trace at `trace` and the op table."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    on_gpu = State.device.startswith("cuda")
+    if on_gpu:
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as prof:
+        call()
+    prof.export_chrome_trace(trace)
+    sort = "self_cuda_time_total" if on_gpu else "self_cpu_time_total"
+    return {"ok": True, "trace": trace, "table": prof.key_averages().table(sort_by=sort, row_limit=15)}
 
 
 def handle(req: dict[str, Any]) -> dict[str, Any]:

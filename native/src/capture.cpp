@@ -3,6 +3,7 @@
 #include "capture.h"
 
 #include <ATen/core/grad_mode.h>
+#include <ATen/record_function.h>
 
 #include <algorithm>
 #include <memory>
@@ -451,6 +452,7 @@ struct ReplayScope {
 
 // replayCapture(step, inputs: handles) -> handles: the recorded ops over new inputs, in one native call.
 static Napi::Value replayCapture(const Napi::CallbackInfo& info) {
+  RECORD_FUNCTION("trinity::replay", std::vector<c10::IValue>());  // a span around the replayed ops in a profile
   Program& program = *programOf(info[0]);
   if (program.released) throw Napi::Error::New(info.Env(), "replay: the captured step was released");
   if (program.running) throw Napi::Error::New(info.Env(), "replay: the captured step is already running");

@@ -8,6 +8,7 @@
 #include <c10/core/InferenceMode.h>
 #include <torch/headeronly/version.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cmath>
@@ -687,7 +688,8 @@ static Napi::Value fusedAdamW(const Napi::CallbackInfo& info) {
   at::NoGradGuard noGrad;
   std::vector<at::Tensor> params = tensorList(info[0]), grads = tensorList(info[1]), expAvgs = tensorList(info[2]),
                           expAvgSqs = tensorList(info[3]), steps = tensorList(info[4]);
-  for (auto& s : steps) s.add_(1);  // as torch.optim.AdamW(fused=True): the step count advances before the update
+  // as torch.optim.AdamW(fused=True): the step counts advance before the update (one multi-tensor op on a GPU)
+  at::_foreach_add_(steps, 1);
   at::_fused_adamw_(params, grads, expAvgs, expAvgSqs, {}, steps, toDouble(info[5]), toDouble(info[6]),
                     toDouble(info[7]), toDouble(info[8]), toDouble(info[9]), false, false);
   return info.Env().Undefined();
@@ -704,7 +706,17 @@ static Napi::Value clipGradNorm(const Napi::CallbackInfo& info) {
   for (auto& n : norms) n = n.to(at::kFloat);
   at::Tensor total = std::isinf(normType) ? at::stack(norms).max() : at::linalg_vector_norm(at::stack(norms), normType);
   at::Tensor coefficient = at::clamp_max(maxNorm / (total + 1e-6), 1.0);
-  for (auto& g : grads) g.mul_(coefficient.to(g.device(), g.scalar_type()));
+  // one multi-tensor product per device and dtype, as torch.nn.utils.clip_grad_norm_ (one kernel each on a GPU)
+  std::vector<std::vector<at::Tensor>> groups;
+  for (auto& g : grads) {
+    auto same = [&](const std::vector<at::Tensor>& group) {
+      return group[0].device() == g.device() && group[0].scalar_type() == g.scalar_type();
+    };
+    auto it = std::find_if(groups.begin(), groups.end(), same);
+    if (it == groups.end()) groups.push_back({g});
+    else it->push_back(g);
+  }
+  for (auto& group : groups) at::_foreach_mul_(group, coefficient.to(group[0].device(), group[0].scalar_type()));
   return wrap(info.Env(), total);
 }
 

@@ -19,6 +19,7 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>
+#include <ATen/record_function.h>
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
@@ -364,6 +365,7 @@ static at::Tensor packLinearWeight(const at::Tensor& weight) {
 
 static at::Tensor packedLinear(const at::Tensor& input, const at::Tensor& packed, const std::optional<at::Tensor>& bias,
                                int64_t N) {
+  RECORD_FUNCTION("trinity::packed_linear", std::vector<c10::IValue>());  // a row of its own in torch.profile
   TORCH_CHECK(cpuSupported(), "packedLinear: this CPU lacks AVX2/FMA (check packedLinearSupported() first)");
   checkCpuFloating(input, "the input");
   checkCpuFloating(packed, "the packed weight");

@@ -253,6 +253,35 @@ describe('clipGradNorm', () => {
       assert.ok(Math.abs(torch.clipGradNorm([a, b], 100) - 5) < 1e-6);
       assert.equal(b.grad, null);
     }));
+
+  test('gradients of several dtypes are each scaled by the one coefficient', () =>
+    torch.scope(() => {
+      // norms 3 (float32), 4 (bfloat16), 12 (float32): total 13, clipped to 6.5 → every gradient × (6.5 / (13 + 1e-6))
+      const grads: [number[], 'float32' | 'bfloat16'][] = [
+        [[3, 0], 'float32'],
+        [[0, 4], 'bfloat16'],
+        [[12], 'float32'],
+      ];
+      const params = grads.map(([g, dtype]) => {
+        const p = torch.zeros([g.length], { dtype, requiresGrad: true });
+        p.grad = torch.tensor(g).to({ dtype });
+        return p;
+      });
+      assert.ok(Math.abs(torch.clipGradNorm(params, 6.5) - 13) < 1e-5);
+      const coefficient = 6.5 / (13 + 1e-6);
+      params.forEach((p, i) => {
+        const [g, dtype] = grads[i] as [number[], string];
+        assert.equal(p.grad?.dtype, dtype);
+        const got = p.grad?.float().toArray() as number[];
+        g.forEach((v, j) => {
+          const tolerance = dtype === 'bfloat16' ? 2 ** -7 * Math.abs(v) : 1e-6;
+          assert.ok(
+            Math.abs((got[j] as number) - v * coefficient) <= tolerance,
+            `grad ${i}[${j}] ${got[j]}, expected ${v * coefficient}`,
+          );
+        });
+      });
+    }));
 });
 
 describe('learning-rate schedules', () => {

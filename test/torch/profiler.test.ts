@@ -51,6 +51,26 @@ test('profile counts the ATen ops of a forward and backward, with a named range 
   }
 });
 
+test('our own native work shows too: a captured step replay holds its ops, the packed kernel is a row', () =>
+  torch.scope(() => {
+    const w = torch.randn([16, 16]);
+    const x = torch.randn([2, 16]);
+    const { step } = torch.noGrad(() => torch.capture([x], () => [x.matmul(w).relu()]));
+    assert.ok(step !== null);
+    const packed = torch.packedLinearSupported() ? torch.packLinear(w) : null;
+    const { profile } = torch.profile(() => {
+      step.replay([torch.randn([2, 16])]);
+      if (packed !== null) torch.packedLinear(x, packed, null, 16);
+    });
+    step.dispose();
+    const op = (name: string) => profile.ops.find((o) => o.name === name);
+    assert.equal(op('trinity::replay')?.calls, 1);
+    const replay = op('trinity::replay') as torch.ProfiledOp;
+    const mm = op('aten::mm') ?? op('aten::matmul');
+    assert.ok(mm !== undefined && replay.totalUs >= mm.totalUs, 'the replayed product runs inside the replay');
+    if (packed !== null) assert.equal(op('trinity::packed_linear')?.calls, 1);
+  }));
+
 test('summarizeEvents: self time is the duration less the events nested inside on the same thread', () => {
   // thread 1: parent [0, 10] > child [2, 5] > grandchild [3, 4]; sibling [6, 9] inside parent; thread 2: other [1, 8]
   // (overlaps parent in time, not nested: another thread); a device kernel [2, 9] named like the child
