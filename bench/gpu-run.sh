@@ -6,6 +6,8 @@
 #   bash bench/gpu-run.sh              on a GPU machine
 #   bash bench/gpu-run.sh --dry-run    on the CPU with a tiny model, no CUDA build: exercises the script itself
 #   bash bench/gpu-run.sh --graphs-only   the build, the CUDA-graph tests and bench:decode-step on cuda, nothing after
+#   bash bench/gpu-run.sh --profile DIR   also Chrome traces and op tables of one more call of each side of the model
+#                                         bench (ours: torch.profile, transformers: torch.profiler) into DIR
 #
 # CUDA torch: python3's own torch when it is a CUDA build (the GPU machines' image has one, with CUDA's compiler and
 # headers), else the torch wheel (CUDA build) from the pip mirror's files folder, installed into .cache/gpu-venv:

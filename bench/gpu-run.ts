@@ -26,7 +26,9 @@ const HELP = `GPU run: build check, GRPO end to end on cuda, and the model bench
   --dry-run          everything on the CPU with a tiny model (exercises this script; the figures mean nothing)
   --steps N          GRPO steps (default 4)
   --work DIR         model, config and run folder (default .cache/gpu-run)
-  --skip-bench       no model bench (the GRPO run only)`;
+  --skip-bench       no model bench (the GRPO run only)
+  --profile DIR      the model bench profiles one more call of each side (bench/model.bench.ts --profile): Chrome
+                     traces and the top ops of ours and transformers into DIR`;
 
 const { values: flags } = parseArgs({
   options: {
@@ -35,6 +37,7 @@ const { values: flags } = parseArgs({
     steps: { type: 'string', default: '4' },
     work: { type: 'string', default: join(repoRoot, '.cache', 'gpu-run') },
     'skip-bench': { type: 'boolean', default: false },
+    profile: { type: 'string' },
   },
 });
 if (flags.help) {
@@ -240,6 +243,7 @@ if (!flags['skip-bench']) {
     'off',
     '--models-dir',
     join(work, 'bench-models'),
+    ...(flags.profile === undefined ? [] : ['--profile', resolve(flags.profile)]),
   ]);
   const peaks = benchSampler?.stop() ?? null;
   const last = child.stdout.trim().split('\n').pop() ?? '';
