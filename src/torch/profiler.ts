@@ -5,8 +5,10 @@
 //
 // Profiles the calling thread's ATen ops and the threads its work runs on (autograd's backward, the intra-op pool),
 // and on a CUDA libtorch the GPU's kernels and copies. profileRange(name, fn) marks a span of work by name (a row of
-// the table and a span in the trace; nearly free when no profile is running). One profile per thread at a time.
-import { statSync, writeFileSync } from 'node:fs';
+// the table and a span in the trace; nearly free when no profile is running). One profile at a time: a second one on
+// the same thread is an error, and libtorch's collector is shared by the whole process, so profile one thread at a
+// time.
+import { rmSync, statSync, writeFileSync } from 'node:fs';
 import { native, type ProfilerEvents } from './native.js';
 
 export interface ProfileOptions {
@@ -53,7 +55,12 @@ export class Profiler {
         throw new Error(`profile trace ${this.#trace}: cannot write it (${(error as Error).message})`);
       }
     }
-    native.profilerStart(options.device ?? true);
+    try {
+      native.profilerStart(options.device ?? true);
+    } catch (error) {
+      if (this.#trace !== null) rmSync(this.#trace, { force: true });
+      throw error;
+    }
   }
 
   stop(): Profile {

@@ -1,6 +1,6 @@
 // torch.profile: libtorch's profiler on the calling thread, its per-op table, ranges and Chrome trace.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -106,7 +106,9 @@ test('summarizeEvents: self time is the duration less the events nested inside o
 
 test('profiler errors: one profile per thread, an unwritable trace path, an open range, a throwing fn', () => {
   const running = new torch.Profiler();
-  assert.throws(() => new torch.Profiler(), /the profiler is already running on this thread/);
+  const second = join(tmpdir(), `trt-second-profile-${process.pid}.json`);
+  assert.throws(() => new torch.Profiler({ trace: second }), /the profiler is already running on this thread/);
+  assert.equal(existsSync(second), false, 'a profile that did not start leaves no trace file');
   running.stop();
   assert.throws(() => running.stop(), /already stopped/);
   assert.throws(
