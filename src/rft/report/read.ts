@@ -8,7 +8,7 @@
 //
 // Without stages.json the stages are ordered by their earliest metric time. Bad lines are skipped with a warning
 // that names file and line; a job folder without any metrics.jsonl is an error.
-import { existsSync } from 'node:fs';
+import { type Dirent, existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { basename, join, posix, relative, resolve, sep } from 'node:path';
 
@@ -52,13 +52,30 @@ export const METRICS_FILE = 'metrics.jsonl';
 export const SAMPLES_FILE = 'eval_samples.jsonl';
 export const STAGES_FILE = 'stages.json';
 
-/** Folders under `jobDir` (itself included, two levels down at most) that hold a metrics.jsonl. */
-export async function findStageDirs(jobDir: string): Promise<string[]> {
+/** Lists a folder's entries (readdir with file types; a parameter for tests). */
+export type ListDir = (dir: string) => Promise<Dirent[]>;
+
+/**
+ * Folders under `jobDir` (itself included, two levels down at most) that hold a metrics.jsonl. A running job replaces
+ * folders as it goes (final_model, checkpoints): one that is gone by the time it is listed is skipped; the job folder
+ * itself missing is an error.
+ */
+export async function findStageDirs(
+  jobDir: string,
+  listDir: ListDir = (dir) => readdir(dir, { withFileTypes: true }),
+): Promise<string[]> {
   const found: string[] = [];
   const visit = async (dir: string, depth: number): Promise<void> => {
     if (existsSync(join(dir, METRICS_FILE))) found.push(dir);
     if (depth === 2) return;
-    const entries = await readdir(dir, { withFileTypes: true });
+    let entries: Dirent[];
+    try {
+      entries = await listDir(dir);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (depth > 0 && (code === 'ENOENT' || code === 'ENOTDIR')) return;
+      throw error;
+    }
     for (const entry of entries.sort((a, b) => a.name.localeCompare(b.name)))
       if (entry.isDirectory() && !entry.name.startsWith('.')) await visit(join(dir, entry.name), depth + 1);
   };

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { reportCommand } from '../../../src/cli/report-command.js';
@@ -8,6 +9,7 @@ import {
   buildReport,
   compareSamples,
   evalProgression,
+  findStageDirs,
   formatSummaryTable,
   formatTick,
   niceDomain,
@@ -271,6 +273,24 @@ test('report: stages.json fixes the stage order; a single-stage job folder works
       ['2+2', 1, 1],
     ],
   );
+});
+
+test('stage folders: a folder a running job replaces while it is listed is skipped; the job folder missing is an error', async () => {
+  const job = makeJob({ stagesJson: ['grpo', 'sft'] });
+  mkdirSync(join(job, 'final_model'));
+  const gone = (dir: string) =>
+    Object.assign(new Error(`ENOENT: no such file or directory, scandir '${dir}'`), { code: 'ENOENT' });
+  // final_model is listed under the job, then replaced (removed) before it is read itself
+  const racing = (dir: string) =>
+    dir === join(job, 'final_model') ? Promise.reject(gone(dir)) : readdir(dir, { withFileTypes: true });
+  assert.deepEqual(await findStageDirs(job, racing), [join(job, 'grpo'), join(job, 'sft')]);
+  await assert.rejects(findStageDirs(join(job, 'no-such-run')), /ENOENT/);
+  // any other failure is not hidden
+  const denied = (dir: string) =>
+    dir === join(job, 'final_model')
+      ? Promise.reject(Object.assign(new Error('EACCES: permission denied'), { code: 'EACCES' }))
+      : readdir(dir, { withFileTypes: true });
+  await assert.rejects(findStageDirs(job, denied), /EACCES/);
 });
 
 test('report: missing keys, empty files and bad lines give clear messages', async () => {
