@@ -146,3 +146,21 @@ test('a run the Studio did not start is shown with why it cannot be controlled; 
   assert.equal(stop.status, 404);
   assert.match(String((stop.body.error as { message: string }).message), /only runs started from this Studio/);
 });
+
+test('a failed read of the runs list is shown on the Launches page, not thrown', async () => {
+  await page.route('**/api/runs', (route) =>
+    route.fulfill({
+      status: 500,
+      contentType: 'application/json',
+      body: JSON.stringify({ error: { message: 'the runs folder could not be read (test)' } }),
+    }),
+  );
+  try {
+    await page.goto(`${studio.url}/launches`);
+    const shown = page.locator('#uncontrolled-error');
+    await shown.waitFor();
+    assert.equal(await shown.textContent(), 'the runs folder could not be read (test)');
+  } finally {
+    await page.unroute('**/api/runs');
+  }
+});

@@ -108,7 +108,14 @@ export async function render(root) {
   }
 
   async function drawOthers(launches) {
-    const runs = await api('/api/runs');
+    let runs;
+    try {
+      runs = await api('/api/runs');
+    } catch (error) {
+      // shown in place of the list; the next update of the launches reads it again
+      others.replaceChildren(el('p', { class: 'error', id: 'uncontrolled-error' }, String(error.message ?? error)));
+      return;
+    }
     const mine = new Set(launches.map((l) => l.run));
     const rest = runs.filter((r) => !mine.has(r.id));
     others.replaceChildren(
@@ -144,8 +151,14 @@ export async function render(root) {
     draw(latest);
   });
   const off = listen('metrics', async ({ run, rows, reset }) => {
-    // a reset (a run seen for the first time, or rewritten) carries no rows: read the run's steps
-    const stepsNow = reset ? (await api(runPath(run))).stages.map((s) => s.step ?? 0) : rows.map((r) => r.step);
+    // a reset (a run seen for the first time, or rewritten) carries no rows: read the run's steps (if that read fails,
+    // the step shown waits for the run's next metrics event)
+    let stepsNow;
+    try {
+      stepsNow = reset ? (await api(runPath(run))).stages.map((s) => s.step ?? 0) : rows.map((r) => r.step);
+    } catch {
+      return;
+    }
     const step = Math.max(steps.get(run) ?? 0, ...stepsNow);
     if (step === 0 || step === steps.get(run)) return;
     steps.set(run, step);
