@@ -339,14 +339,13 @@ async function profileBoth(py: PythonHalf, label: string, ours: () => unknown, r
   const theirs = await py.request<ProfileReply>({ ...request, profile: `${base}-transformers.json` });
   console.log(`  ${label}, ours under torch.profile (${profile.trace}):\n${indent(torch.formatProfile(profile, 15))}`);
   console.log(`  ${label}, transformers under torch.profiler (${theirs.trace}):\n${indent(theirs.table)}`);
-  const selfMs = (where: 'cpu' | 'device') =>
-    r3(profile.ops.filter((o) => o.where === where).reduce((sum, o) => sum + o.selfUs, 0) / 1e3);
+  const self = torch.selfTime(profile);
   profiles[label] = {
     ours_trace: profile.trace,
     transformers_trace: theirs.trace,
     ours_wall_ms: r3(profile.wallUs / 1e3),
-    ours_cpu_self_ms: selfMs('cpu'),
-    ours_device_ms: selfMs('device'),
+    ours_cpu_self_ms: r3(self.cpu / 1e3),
+    ours_device_ms: r3(self.device / 1e3),
     ours_top: profile.ops
       .slice(0, 10)
       .map((o) => ({ name: o.name, where: o.where, calls: o.calls, self_ms: r3(o.selfUs / 1e3) })),

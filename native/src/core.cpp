@@ -122,12 +122,17 @@ const at::Tensor& unwrap(const Napi::Value& value, const char* what) {
   return e->tensor;
 }
 
-// Frees a handle's slot; a second call with the same handle is a no-op (the generation moved on).
-static void release(Napi::Env env, const Napi::Value& value) {
+// The live entry of a handle argument, or nullptr when it was freed (a value that is no handle at all is an error).
+static Entry* liveEntry(Napi::Env env, const Napi::Value& value) {
   if (!value.IsNumber()) throw Napi::TypeError::New(env, "expected a tensor handle, got " + describe(value));
   std::optional<uint64_t> handle = handleValue(value);
   if (!handle) throwMalformedHandle(value);
-  Entry* e = lookup(*handle);
+  return lookup(*handle);
+}
+
+// Frees a handle's slot; a second call with the same handle is a no-op (the generation moved on).
+static void release(Napi::Env env, const Napi::Value& value) {
+  Entry* e = liveEntry(env, value);
   if (e == nullptr) return;
   e->tensor.reset();
   adjustExternal(env, -e->accountedBytes);
@@ -570,9 +575,7 @@ static Napi::Value allocatorTuningInfo(const Napi::CallbackInfo& info) {
 // full mark-compact GC several times a step, for nothing to collect (~20 ms a step measured, 48.8M model).
 static Napi::Value accountMemory(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  std::optional<uint64_t> handle = handleValue(info[0]);
-  if (!handle) throwMalformedHandle(info[0]);
-  Entry* e = lookup(*handle);
+  Entry* e = liveEntry(env, info[0]);
   if (e == nullptr || e->accountedBytes != 0) return env.Undefined();
   e->accountedBytes = (!e->tensor.is_view() && e->tensor.has_storage()) ? static_cast<int64_t>(e->tensor.storage().nbytes()) : 0;
   adjustExternal(env, e->accountedBytes);

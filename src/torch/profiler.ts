@@ -142,10 +142,16 @@ export function summarizeEvents(events: ProfilerEvents): ProfiledOp[] {
   return [...byKey.values()].sort((a, b) => b.selfUs - a.selfUs || a.name.localeCompare(b.name));
 }
 
-/** The profile as a table: the `rows` ops with the most self time, with their share of the CPU or device total. */
-export function formatProfile(p: Profile, rows = 20): string {
+/** The self time of all ops of a profile, µs: on the CPU (every thread) and on the device. */
+export function selfTime(p: Profile): { cpu: number; device: number } {
   const total = { cpu: 0, device: 0 };
   for (const op of p.ops) total[op.where] += op.selfUs;
+  return total;
+}
+
+/** The profile as a table: the `rows` ops with the most self time, with their share of the CPU or device total. */
+export function formatProfile(p: Profile, rows = 20): string {
+  const total = selfTime(p);
   const ms = (us: number) => (us / 1e3).toFixed(3);
   const head = ['self ms', 'share', 'total ms', 'calls', 'where', 'name'];
   const body = p.ops

@@ -102,6 +102,8 @@ test('summarizeEvents: self time is the duration less the events nested inside o
     ['child', 'other', 'child', 'parent', 'grandchild'],
     'by self time, largest first (ties by name)',
   );
+  // self times add up per side: CPU 4 + 5 + 1 + 7, device 7
+  assert.deepEqual(torch.selfTime({ ops, wallUs: 10, trace: null }), { cpu: 17, device: 7 });
 });
 
 test('profiler errors: one profile per thread, an unwritable trace path, an open range, a throwing fn', () => {
