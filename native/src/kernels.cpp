@@ -3,7 +3,8 @@
 // packLinear(w[N, K]) -> [ceil(N / 16), K, 16]: 16-column panels, panel p holding W[16p .. 16p + 15, :] transposed
 // (zero rows past N). packedLinear(x[..., K], packed, bias[N] | null, N) -> x W^T + bias, [..., N]. float32, or
 // bfloat16 (weights widened to float32 in registers, float32 accumulation, the output rounded to bfloat16 once, as a
-// bf16 GEMM does): on CPUs without AVX512 libtorch has no fast bf16 product at all (~1 GFLOP/s).
+// bf16 GEMM does): on CPUs without AVX512 libtorch has no fast bf16 product at all (~1 GFLOP/s). Three paths, picked
+// by what the CPU has: AVX2 (6-row blocks), AVX-512 (12-row blocks) and, for bf16, AVX512-BF16 dot products (below).
 //
 // Why: MKL's sgemm multiplies a few rows (1-64) by a weight matrix far below both the memory bandwidth and the FMA
 // peak of an AVX2 core: measured here (Zen 3, one thread) at 8 rows ~20 GFLOP/s, i.e. the weights stream at ~5 GB/s
@@ -20,6 +21,10 @@
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>
 #include <ATen/record_function.h>
+
+#include <array>
+#include <cstring>
+#include <utility>
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
@@ -150,15 +155,26 @@ TRT_AVX2 static inline void oneRowFourPanels(const float* x, const W* panel, int
     _mm256_storeu_ps(y + 8 * i, bias != nullptr ? _mm256_add_ps(acc[i], _mm256_loadu_ps(bias + 8 * i)) : acc[i]);
 }
 
-// Panels [first, last) for rows [0, M) (M <= kRowChunk): each panel once, its rows in balanced blocks of <= 6.
-template <typename W>
-TRT_AVX2 static void panels(const float* x, int64_t M, int64_t K, const W* packed, const float* bias, float* y,
-                            int64_t N, int64_t first, int64_t last) {
-  const int64_t blocks = (M + 5) / 6;
-  if (M == 1) {  // a single row reads 4 panels at once while they are full
+// One ISA's kernels for one block of rows of one panel (rows 1..MaxRows, by index R - 1), and for one row times 4
+// panels. Called through pointers (a call per panel and block: ~K x R FMAs each), so that one loop serves every ISA.
+template <typename X, typename W>
+using BlockKernel = void (*)(const X* x, int64_t ldx, const W* panel, int64_t K, const float* bias, float* y,
+                             int64_t ldy, int64_t cols, uintptr_t prefetch);
+template <typename X, typename W>
+using FourPanelKernel = void (*)(const X* x, const W* panel, int64_t K, const float* bias, float* y);
+
+// Panels [first, last) for rows [0, M) (M <= kRowChunk): each panel once, its rows in balanced blocks of at most
+// MaxRows; a single row reads 4 panels at once while they are full.
+template <typename X, typename W, size_t MaxRows>
+static void panelLoop(const X* x, int64_t M, int64_t K, const W* packed, const float* bias, float* y, int64_t N,
+                      int64_t first, int64_t last, const std::array<BlockKernel<X, W>, MaxRows>& block,
+                      FourPanelKernel<X, W> fourPanels) {
+  const int64_t maxRows = static_cast<int64_t>(MaxRows);
+  const int64_t blocks = (M + maxRows - 1) / maxRows;
+  if (M == 1) {
     for (; first + 4 <= last && (first + 4) * kPanel <= N; first += 4)
-      oneRowFourPanels(x, packed + first * K * kPanel, K, bias != nullptr ? bias + first * kPanel : nullptr,
-                       y + first * kPanel);
+      fourPanels(x, packed + first * K * kPanel, K, bias != nullptr ? bias + first * kPanel : nullptr,
+                 y + first * kPanel);
   }
   for (int64_t p = first; p < last; ++p) {
     const W* panel = packed + p * K * kPanel;
@@ -168,22 +184,37 @@ TRT_AVX2 static void panels(const float* x, int64_t M, int64_t K, const W* packe
     const int64_t cols = std::min(kPanel, N - p * kPanel);
     const float* b = bias != nullptr ? bias + p * kPanel : nullptr;
     int64_t m = 0;
-    for (int64_t block = 0; block < blocks; ++block) {
-      const int64_t rows = (M - m) / (blocks - block);
-      const float* xr = x + m * K;
-      float* yr = y + m * N + p * kPanel;
-      switch (rows) {
-        case 1: panelRows<1, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-        case 2: panelRows<2, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-        case 3: panelRows<3, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-        case 4: panelRows<4, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-        case 5: panelRows<5, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-        default: panelRows<6, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-      }
+    for (int64_t i = 0; i < blocks; ++i) {
+      const int64_t rows = (M - m) / (blocks - i);  // balanced: 13 rows of 6-row blocks are 4 + 4 + 5
+      block[rows - 1](x + m * K, K, panel, K, b, y + m * N + p * kPanel, N, cols, prefetch);
       m += rows;
       prefetch = 0;
     }
   }
+}
+
+// {&kernel<1>, ..., &kernel<MaxRows>}
+template <typename X, typename W, template <int> class Kernel, int... R>
+constexpr std::array<BlockKernel<X, W>, sizeof...(R)> blockTable(std::integer_sequence<int, R...>) {
+  return {&Kernel<R + 1>::run...};
+}
+template <typename W>
+struct Avx2Block {
+  template <int R>
+  struct Rows {
+    TRT_AVX2 static void run(const float* x, int64_t ldx, const W* panel, int64_t K, const float* bias, float* y,
+                             int64_t ldy, int64_t cols, uintptr_t prefetch) {
+      panelRows<R, W>(x, ldx, panel, K, bias, y, ldy, cols, prefetch);
+    }
+  };
+};
+
+template <typename W>
+static void panels(const float* x, int64_t M, int64_t K, const W* packed, const float* bias, float* y, int64_t N,
+                   int64_t first, int64_t last) {
+  static constexpr auto table =
+      blockTable<float, W, Avx2Block<W>::template Rows>(std::make_integer_sequence<int, 6>{});
+  panelLoop(x, M, K, packed, bias, y, N, first, last, table, &oneRowFourPanels<W>);
 }
 
 // ---- the same products with AVX-512 registers (one 16-float register per panel row) ----
@@ -242,50 +273,144 @@ TRT_AVX512 static inline void oneRowFourPanels512(const float* x, const W* panel
     _mm512_storeu_ps(y + 16 * i, bias != nullptr ? _mm512_add_ps(acc[i], _mm512_loadu_ps(bias + 16 * i)) : acc[i]);
 }
 
-// Panels [first, last) for rows [0, M): as panels(), in balanced blocks of <= 12 rows.
 template <typename W>
-TRT_AVX512 static void panels512(const float* x, int64_t M, int64_t K, const W* packed, const float* bias, float* y,
-                                 int64_t N, int64_t first, int64_t last) {
-  const int64_t blocks = (M + 11) / 12;
-  if (M == 1) {
-    for (; first + 4 <= last && (first + 4) * kPanel <= N; first += 4)
-      oneRowFourPanels512(x, packed + first * K * kPanel, K, bias != nullptr ? bias + first * kPanel : nullptr,
-                          y + first * kPanel);
-  }
-  for (int64_t p = first; p < last; ++p) {
-    const W* panel = packed + p * K * kPanel;
-    uintptr_t prefetch = reinterpret_cast<uintptr_t>(panel) + kPrefetchAhead * kPanel * sizeof(W);
-    const int64_t cols = std::min(kPanel, N - p * kPanel);
-    const float* b = bias != nullptr ? bias + p * kPanel : nullptr;
-    int64_t m = 0;
-    for (int64_t block = 0; block < blocks; ++block) {
-      const int64_t rows = (M - m) / (blocks - block);
-      const float* xr = x + m * K;
-      float* yr = y + m * N + p * kPanel;
-      switch (rows) {
-        case 1: panelRows512<1, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-        case 2: panelRows512<2, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-        case 3: panelRows512<3, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-        case 4: panelRows512<4, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-        case 5: panelRows512<5, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-        case 6: panelRows512<6, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-        case 7: panelRows512<7, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-        case 8: panelRows512<8, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-        case 9: panelRows512<9, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-        case 10: panelRows512<10, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-        case 11: panelRows512<11, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-        default: panelRows512<12, W>(xr, K, panel, K, b, yr, N, cols, prefetch); break;
-      }
-      m += rows;
-      prefetch = 0;
+struct Avx512Block {
+  template <int R>
+  struct Rows {
+    TRT_AVX512 static void run(const float* x, int64_t ldx, const W* panel, int64_t K, const float* bias, float* y,
+                               int64_t ldy, int64_t cols, uintptr_t prefetch) {
+      panelRows512<R, W>(x, ldx, panel, K, bias, y, ldy, cols, prefetch);
     }
+  };
+};
+
+// as panels(), in blocks of up to 12 rows
+template <typename W>
+static void panels512(const float* x, int64_t M, int64_t K, const W* packed, const float* bias, float* y, int64_t N,
+                      int64_t first, int64_t last) {
+  static constexpr auto table =
+      blockTable<float, W, Avx512Block<W>::template Rows>(std::make_integer_sequence<int, 12>{});
+  panelLoop(x, M, K, packed, bias, y, N, first, last, table, &oneRowFourPanels512<W>);
+}
+
+// ---- bfloat16 products with AVX512-BF16 dot products (VDPBF16PS) ----
+// Where the CPU has AVX512-BF16 (Intel Cooper Lake, Sapphire Rapids and later; AMD Zen 4 and later), one instruction
+// multiplies 16 pairs of bf16 values and adds both products to 16 float32 accumulators: twice the multiply-adds of
+// float32 FMAs on widened weights, and no widening. The input rows stay bf16 (no float32 copy); a panel's k-steps k
+// and k + 1 (32 adjacent bf16 values) are interleaved into (w[k][j], w[k+1][j]) pairs by one permute, shared by the
+// block's rows, so the packed layout is the same as for the other paths. Each output is still one float32 chain over
+// k in order, two k-steps per instruction, rounded as the CPU's VDPBF16PS rounds (it treats bf16 denormals, below
+// 1.2e-38, as zero): the bits can differ from the FMA paths', by float32 rounding, and do not depend on the row or
+// thread count. An odd K ends with one k-step paired with zero.
+#define TRT_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512bf16,avx2,fma")))
+
+// lane j <- (row k's column j, row k + 1's column j): the permute that turns two panel rows into 16 pairs
+TRT_AVX512BF16 static inline __m512i pairOrder() {
+  alignas(64) int16_t order[32];
+  for (int j = 0; j < 16; ++j) {
+    order[2 * j] = static_cast<int16_t>(j);
+    order[2 * j + 1] = static_cast<int16_t>(16 + j);
   }
+  return _mm512_load_si512(order);
+}
+TRT_AVX512BF16 static inline __m512bh weightPairs(const uint16_t* twoRows, __m512i order) {
+  return reinterpret_cast<__m512bh>(_mm512_permutexvar_epi16(order, _mm512_loadu_si512(twoRows)));
+}
+// an odd K's last panel row: (w[k][j], 0)
+TRT_AVX512BF16 static inline __m512bh lastWeights(const uint16_t* row) {
+  return reinterpret_cast<__m512bh>(
+      _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row))));
+}
+// (x[k], x[k + 1]) in every lane; (x[k], 0) when k is the last
+TRT_AVX512BF16 static inline __m512bh inputPair(const uint16_t* x, bool last) {
+  uint32_t pair = x[0];
+  if (!last) std::memcpy(&pair, x, sizeof pair);
+  return reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(pair)));
+}
+
+// Y[0..R) x [0..cols) = R bf16 rows of X times one bf16 panel (K x 16), plus bias; 1 <= R <= 12.
+template <int R>
+TRT_AVX512BF16 static inline void panelRowsDot(const uint16_t* x, int64_t ldx, const uint16_t* panel, int64_t K,
+                                               const float* bias, float* y, int64_t ldy, int64_t cols,
+                                               uintptr_t prefetch) {
+  const __m512i order = pairOrder();
+  __m512 c[R];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) c[r] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 2 <= K; k += 2) {
+    // two k-steps of a bf16 panel are one 64-byte line
+    if (prefetch != 0) _mm_prefetch(reinterpret_cast<const char*>(prefetch + k * kPanel * 2), _MM_HINT_T0);
+    const __m512bh b = weightPairs(panel + k * kPanel, order);
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) c[r] = _mm512_dpbf16_ps(c[r], inputPair(x + r * ldx + k, false), b);
+  }
+  if (k < K) {
+    const __m512bh b = lastWeights(panel + k * kPanel);
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) c[r] = _mm512_dpbf16_ps(c[r], inputPair(x + r * ldx + k, true), b);
+  }
+  const __mmask16 lanes = cols == kPanel ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << cols) - 1);
+  const __m512 bv = bias != nullptr ? _mm512_maskz_loadu_ps(lanes, bias) : _mm512_setzero_ps();
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r)
+    _mm512_mask_storeu_ps(y + r * ldy, lanes, bias != nullptr ? _mm512_add_ps(c[r], bv) : c[r]);
+}
+
+// One bf16 row times 4 consecutive full panels (4 memory streams, as oneRowFourPanels).
+TRT_AVX512BF16 static void oneRowFourPanelsDot(const uint16_t* x, const uint16_t* panel, int64_t K, const float* bias,
+                                               float* y) {
+  const __m512i order = pairOrder();
+  const uint16_t* w[4] = {panel, panel + K * kPanel, panel + 2 * K * kPanel, panel + 3 * K * kPanel};
+  __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+  int64_t k = 0;
+  for (; k + 2 <= K; k += 2) {
+    const __m512bh a = inputPair(x + k, false);
+    const int64_t o = k * kPanel;
+    c0 = _mm512_dpbf16_ps(c0, a, weightPairs(w[0] + o, order));
+    c1 = _mm512_dpbf16_ps(c1, a, weightPairs(w[1] + o, order));
+    c2 = _mm512_dpbf16_ps(c2, a, weightPairs(w[2] + o, order));
+    c3 = _mm512_dpbf16_ps(c3, a, weightPairs(w[3] + o, order));
+  }
+  if (k < K) {
+    const __m512bh a = inputPair(x + k, true);
+    const int64_t o = k * kPanel;
+    c0 = _mm512_dpbf16_ps(c0, a, lastWeights(w[0] + o));
+    c1 = _mm512_dpbf16_ps(c1, a, lastWeights(w[1] + o));
+    c2 = _mm512_dpbf16_ps(c2, a, lastWeights(w[2] + o));
+    c3 = _mm512_dpbf16_ps(c3, a, lastWeights(w[3] + o));
+  }
+  const __m512 acc[4] = {c0, c1, c2, c3};
+  for (int i = 0; i < 4; ++i)
+    _mm512_storeu_ps(y + 16 * i, bias != nullptr ? _mm512_add_ps(acc[i], _mm512_loadu_ps(bias + 16 * i)) : acc[i]);
+}
+
+template <int R>
+struct DotRows {
+  TRT_AVX512BF16 static void run(const uint16_t* x, int64_t ldx, const uint16_t* panel, int64_t K, const float* bias,
+                                 float* y, int64_t ldy, int64_t cols, uintptr_t prefetch) {
+    panelRowsDot<R>(x, ldx, panel, K, bias, y, ldy, cols, prefetch);
+  }
+};
+
+// as panels(), bf16 rows and panels, in blocks of up to 12 rows
+static void panelsDot(const uint16_t* x, int64_t M, int64_t K, const uint16_t* packed, const float* bias, float* y,
+                      int64_t N, int64_t first, int64_t last) {
+  static constexpr auto table = blockTable<uint16_t, uint16_t, DotRows>(std::make_integer_sequence<int, 12>{});
+  panelLoop(x, M, K, packed, bias, y, N, first, last, table, &oneRowFourPanelsDot);
 }
 
 // AVX-512F present, and libtorch's own kernels allowed to use it: ATEN_CPU_CAPABILITY=avx2 (libtorch's setting)
 // narrows ours too, so one variable (with MKL_ENABLE_INSTRUCTIONS=AVX2 for BLAS) runs this CPU as an AVX2-only one.
 static bool cpuHasAvx512() {
   static const bool present = __builtin_cpu_supports("avx512f") && at::get_cpu_capability() == "AVX512";
+  return present;
+}
+
+// AVX512-BF16 dot products, where AVX-512 is in use (above) and the CPU has them (with AVX512BW, for the permute)
+static bool cpuHasAvx512Bf16() {
+  static const bool present =
+      cpuHasAvx512() && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
   return present;
 }
 
@@ -304,14 +429,20 @@ static bool cpuBf16Matmul() {
 #else
 static bool cpuSupported() { return false; }
 static bool cpuHasAvx512() { return false; }
+static bool cpuHasAvx512Bf16() { return false; }
 static bool cpuBf16Matmul() { return false; }
 #endif
 
-// The vector width packedLinear uses: AVX-512 where the CPU has it, else AVX2 (setPackedLinearIsa can narrow it, to
-// compare the two paths on one machine).
-enum class Isa { Avx2, Avx512 };
-static std::atomic<bool> preferAvx512{true};
-static Isa packedIsa() { return preferAvx512.load(std::memory_order_relaxed) && cpuHasAvx512() ? Isa::Avx512 : Isa::Avx2; }
+// The path packedLinear takes: AVX-512 where the CPU has it, else AVX2, and for bfloat16 AVX512-BF16 dot products
+// where present. setPackedLinearIsa can hold it to a narrower one, to compare the paths on one machine.
+enum class Isa { Avx2 = 0, Avx512 = 1, Avx512Bf16 = 2 };
+static std::atomic<int> widestIsa{static_cast<int>(Isa::Avx512Bf16)};
+static Isa packedIsa(bool bf16) {
+  const int widest = widestIsa.load(std::memory_order_relaxed);
+  if (bf16 && widest >= static_cast<int>(Isa::Avx512Bf16) && cpuHasAvx512Bf16()) return Isa::Avx512Bf16;
+  if (widest >= static_cast<int>(Isa::Avx512) && cpuHasAvx512()) return Isa::Avx512;
+  return Isa::Avx2;
+}
 
 static void checkCpuFloating(const at::Tensor& t, const char* what) {
   TORCH_CHECK(t.device().is_cpu(), "packedLinear: ", what, " must be on the CPU, got ", t.device());
@@ -392,25 +523,30 @@ static at::Tensor packedLinear(const at::Tensor& input, const at::Tensor& packed
   const int64_t M = out.numel() / N;  // rows: every dimension of the input but the last
   if (K == 0) return bias ? out.copy_(bias->expand(outShape)) : out.zero_();
 #if TRT_PACKED_LINEAR
-  // float32 inputs, bias and accumulators (bf16 -> float32 is exact); a bf16 output is rounded once at the end
+  // float32 bias and accumulators; float32 inputs, except on the dot-product path (bf16 -> float32 is exact); a bf16
+  // output is rounded once at the end
   const bool bf16 = packed.scalar_type() == at::kBFloat16;
-  const at::Tensor x = input.to(at::kFloat).contiguous();
+  const Isa isa = packedIsa(bf16);
+  const bool dot = isa == Isa::Avx512Bf16;
+  const at::Tensor x = dot ? input.contiguous() : input.to(at::kFloat).contiguous();
   const at::Tensor b = bias ? bias->to(at::kFloat).contiguous() : at::Tensor();
   at::Tensor y = bf16 ? at::empty(outShape, input.options().dtype(at::kFloat)) : out;
-  const float* xp = x.data_ptr<float>();
+  const float* xp = dot ? nullptr : x.data_ptr<float>();
+  const uint16_t* xh = dot ? reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>()) : nullptr;
   const float* bp = bias ? b.data_ptr<float>() : nullptr;
   float* yp = y.data_ptr<float>();
+  const uint16_t* half = bf16 ? reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>()) : nullptr;
+  const float* full = bf16 ? nullptr : packed.data_ptr<float>();
   const int64_t count = packed.size(0);
   for (int64_t m = 0; m < M; m += kRowChunk) {
     const int64_t rows = std::min(kRowChunk, M - m);
-    const bool wide = packedIsa() == Isa::Avx512;
     at::parallel_for(0, count, 4, [&](int64_t first, int64_t last) {
-      const uint16_t* half = bf16 ? reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>()) : nullptr;
-      const float* full = bf16 ? nullptr : packed.data_ptr<float>();
-      if (wide && bf16) panels512(xp + m * K, rows, K, half, bp, yp + m * N, N, first, last);
-      else if (wide) panels512(xp + m * K, rows, K, full, bp, yp + m * N, N, first, last);
-      else if (bf16) panels(xp + m * K, rows, K, half, bp, yp + m * N, N, first, last);
-      else panels(xp + m * K, rows, K, full, bp, yp + m * N, N, first, last);
+      float* yr = yp + m * N;
+      if (dot) panelsDot(xh + m * K, rows, K, half, bp, yr, N, first, last);
+      else if (isa == Isa::Avx512 && bf16) panels512(xp + m * K, rows, K, half, bp, yr, N, first, last);
+      else if (isa == Isa::Avx512) panels512(xp + m * K, rows, K, full, bp, yr, N, first, last);
+      else if (bf16) panels(xp + m * K, rows, K, half, bp, yr, N, first, last);
+      else panels(xp + m * K, rows, K, full, bp, yr, N, first, last);
     });
   }
   if (bf16) out.copy_(y);
@@ -439,17 +575,26 @@ static Napi::Value cpuHasBf16Matmul(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), cpuBf16Matmul());
 }
 
-// packedLinearIsa() -> 'avx512' | 'avx2' | 'none': the path packedLinear takes on this CPU now.
-static Napi::Value packedLinearIsa(const Napi::CallbackInfo& info) {
-  if (!cpuSupported()) return Napi::String::New(info.Env(), "none");
-  return Napi::String::New(info.Env(), packedIsa() == Isa::Avx512 ? "avx512" : "avx2");
+static const char* isaName(Isa isa) {
+  return isa == Isa::Avx512Bf16 ? "avx512bf16" : isa == Isa::Avx512 ? "avx512" : "avx2";
 }
-// setPackedLinearIsa('auto' | 'avx2'): 'avx2' keeps packedLinear on AVX2 registers even where AVX-512 is present.
+// packedLinearIsa(dtype) -> 'avx512bf16' | 'avx512' | 'avx2' | 'none': the path packedLinear takes on this CPU now
+// for 'float32' or 'bfloat16' weights.
+static Napi::Value packedLinearIsa(const Napi::CallbackInfo& info) {
+  const std::string dtype = toText(info[0]);
+  if (dtype != "float32" && dtype != "bfloat16")
+    throw Napi::RangeError::New(info.Env(), "packedLinearIsa: expected 'float32' or 'bfloat16', got \"" + dtype + "\"");
+  if (!cpuSupported()) return Napi::String::New(info.Env(), "none");
+  return Napi::String::New(info.Env(), isaName(packedIsa(dtype == "bfloat16")));
+}
+// setPackedLinearIsa('auto' | 'avx512' | 'avx2'): the widest path packedLinear may take ('avx512': AVX-512 FMAs on
+// widened bf16 weights, no dot products; 'avx2': AVX2 registers even where AVX-512 is present).
 static Napi::Value setPackedLinearIsa(const Napi::CallbackInfo& info) {
   const std::string isa = toText(info[0]);
-  if (isa != "auto" && isa != "avx2")
-    throw Napi::RangeError::New(info.Env(), "setPackedLinearIsa: expected 'auto' or 'avx2', got \"" + isa + "\"");
-  preferAvx512.store(isa == "auto");
+  if (isa != "auto" && isa != "avx512" && isa != "avx2")
+    throw Napi::RangeError::New(info.Env(),
+                                "setPackedLinearIsa: expected 'auto', 'avx512' or 'avx2', got \"" + isa + "\"");
+  widestIsa.store(static_cast<int>(isa == "auto" ? Isa::Avx512Bf16 : isa == "avx512" ? Isa::Avx512 : Isa::Avx2));
   return info.Env().Undefined();
 }
 

@@ -18,8 +18,9 @@ import type { Linear } from './linear.js';
  * (decoding) reads the weights in storage order, which CPU BLAS streams faster. On a CPU with AVX2, products of 1 to
  * PACKED_MAX_ROWS rows (decoding) run torch.packedLinear instead, on a packed copy of each fused matrix and of the LM
  * head, which streams a weight faster than BLAS does for so few rows; prefill (more rows) stays with BLAS, except in
- * bfloat16 on CPUs without a fast libtorch bf16 product, where every product goes to the kernel. The copies cost the
- * weights' size again, made on first use. Measurements: bench/README.md (bench:model, bench:packed-linear).
+ * bfloat16 on CPUs without a fast libtorch bf16 product, where every product goes to the kernel. (On CPUs with one,
+ * oneDNN's, the kernel's AVX512-BF16 dot products are ahead of it up to ~48 rows and about even at 64.) The copies
+ * cost the weights' size again, made on first use. Measurements: bench/README.md (bench:model, bench:packed-linear).
  */
 export type WeightLayout = 'training' | 'inference';
 

@@ -53,16 +53,24 @@ export function cpuHasBf16Matmul(): boolean {
   return native.cpuHasBf16Matmul();
 }
 
-/** The registers packedLinear computes with on this CPU now: 'avx512' where present, else 'avx2' ('none': no kernel). */
-export function packedLinearIsa(): 'avx512' | 'avx2' | 'none' {
-  return native.packedLinearIsa();
+/** The path packedLinear takes on this CPU now. */
+export type PackedLinearIsa = 'avx512bf16' | 'avx512' | 'avx2';
+
+/**
+ * The path packedLinear takes for weights of `dtype` on this CPU now: 'avx512' where present, else 'avx2'; for
+ * bfloat16, 'avx512bf16' (AVX512-BF16 dot products: twice the multiply-adds) where the CPU has them ('none': no
+ * kernel).
+ */
+export function packedLinearIsa(dtype: 'float32' | 'bfloat16' = 'float32'): PackedLinearIsa | 'none' {
+  return native.packedLinearIsa(dtype);
 }
 
 /**
- * 'avx2' keeps packedLinear on AVX2 registers even where AVX-512 is present ('auto': the widest the CPU has). Both
- * give the same bits; this is for comparing their speed on one machine.
+ * The widest path packedLinear may take ('auto': the widest the CPU has). 'avx512' and 'avx2' give the same bits;
+ * 'avx512bf16' (bf16 only) sums two products per instruction, so its float32 sums can differ by rounding. For
+ * comparing the paths' speed on one machine.
  */
-export function setPackedLinearIsa(isa: 'auto' | 'avx2'): void {
+export function setPackedLinearIsa(isa: 'auto' | 'avx512' | 'avx2'): void {
   native.setPackedLinearIsa(isa);
 }
 

@@ -195,8 +195,8 @@ export interface NativeAddon {
   packLinear_(weight: H, packed: H): void;
   packedLinearSupported(): boolean;
   cpuHasBf16Matmul(): boolean;
-  packedLinearIsa(): 'avx512' | 'avx2' | 'none';
-  setPackedLinearIsa(isa: 'auto' | 'avx2'): void;
+  packedLinearIsa(dtype: 'float32' | 'bfloat16'): 'avx512bf16' | 'avx512' | 'avx2' | 'none';
+  setPackedLinearIsa(isa: 'auto' | 'avx512' | 'avx2'): void;
   embedding(weight: H, indices: H): H;
   rmsNorm(x: H, shape: number[], weight: OptH, eps: OptNum): H;
   layerNorm(x: H, shape: number[], weight: OptH, bias: OptH, eps: number): H;

@@ -1,4 +1,5 @@
-// torch.packedLinear (native/src/kernels.cpp): the few-rows float32 kernel on a packed weight equals torch.linear.
+// torch.packedLinear (native/src/kernels.cpp): the few-rows float32 / bfloat16 kernel on a packed weight equals
+// torch.linear, on each path this CPU has (AVX2, AVX-512, AVX512-BF16 dot products).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as torch from '../../src/torch/index.js';
@@ -6,6 +7,22 @@ import * as torch from '../../src/torch/index.js';
 const skip = torch.packedLinearSupported() ? false : 'this CPU has no AVX2/FMA: packedLinear is not used here';
 
 const maxAbsDiff = (a: torch.Tensor, b: torch.Tensor) => torch.scope(() => a.sub(b).abs().max().item());
+
+/** Runs `fn` with packedLinear held to each path it has on this CPU for `dtype` (widest first), then back to 'auto'. */
+function forEachIsa(dtype: 'float32' | 'bfloat16', fn: (isa: string) => void): void {
+  const seen = new Set<string>();
+  try {
+    for (const setting of ['auto', 'avx512', 'avx2'] as const) {
+      torch.setPackedLinearIsa(setting);
+      const isa = torch.packedLinearIsa(dtype);
+      if (seen.has(isa)) continue;
+      seen.add(isa);
+      fn(isa);
+    }
+  } finally {
+    torch.setPackedLinearIsa('auto');
+  }
+}
 
 test('packedLinear equals linear: widths around the 16-column panels, rows around the 6-row blocks and 64-row chunks', {
   skip,
@@ -115,12 +132,14 @@ test('packedLinear refuses what it does not compute, naming the argument', { ski
   });
 });
 
-test('bfloat16: float32 accumulation, the output rounded once (as a bf16 GEMM), at any row count', { skip }, () => {
+test('bfloat16: float32 accumulation, the output rounded once (as a bf16 GEMM), at any row count, on each path', {
+  skip,
+}, () => {
   const gen = new torch.Generator(6);
   torch.noGrad(() =>
     torch.scope(() => {
       for (const [outFeatures, inFeatures] of [
-        [21, 37],
+        [21, 37], // an odd in-features count: the dot-product path's last k-step is paired with zero
         [100, 300],
       ] as const) {
         const weight = torch.randn([outFeatures, inFeatures], { generator: gen }).mul(0.1).bfloat16();
@@ -129,8 +148,6 @@ test('bfloat16: float32 accumulation, the output rounded once (as a bf16 GEMM), 
         assert.equal(packed.dtype, 'bfloat16');
         for (const rows of [1, 8, 64, 130]) {
           const x = torch.randn([rows, inFeatures], { generator: gen }).bfloat16();
-          const got = torch.packedLinear(x, packed, bias, outFeatures);
-          assert.equal(got.dtype, 'bfloat16');
           // the exact product of the bf16 values in float32, rounded to bf16: equal but where the float32 sums of the
           // two accumulation orders straddle a rounding boundary (then one bf16 step apart: 2^-8 relative, or for a
           // sum near 0 the float32 accumulation error, ~1e-6 here)
@@ -140,13 +157,52 @@ test('bfloat16: float32 accumulation, the output rounded once (as a bf16 GEMM), 
             .abs()
             .mul(2 ** -7)
             .add(1e-5);
-          assert.equal(got.float().sub(rounded).abs().le(step).all().item(), 1, `${rows} x ${inFeatures} -> ${outFeatures}`);
-          const same = got.float().eq(rounded).float().mean().item();
-          assert.ok(same > 0.97, `${rows} rows: ${same} of the outputs equal the rounded exact product`);
+          forEachIsa('bfloat16', (isa) => {
+            const got = torch.packedLinear(x, packed, bias, outFeatures);
+            assert.equal(got.dtype, 'bfloat16');
+            const where = `${isa}: ${rows} x ${inFeatures} -> ${outFeatures}`;
+            assert.equal(got.float().sub(rounded).abs().le(step).all().item(), 1, where);
+            const same = got.float().eq(rounded).float().mean().item();
+            assert.ok(same > 0.97, `${where}: ${same} of the outputs equal the rounded exact product`);
+          });
         }
       }
     }),
   );
+});
+
+test('bfloat16 with AVX512-BF16 dot products: a row gets the same bits alone or among others, on 1 and 2 threads', {
+  skip: torch.packedLinearIsa('bfloat16') === 'avx512bf16' ? false : 'this CPU has no AVX512-BF16 (or it is not in use)',
+}, () => {
+  const gen = new torch.Generator(7);
+  const threads = torch.getNumThreads();
+  const bytes = (t: torch.Tensor) => Buffer.from(t.toTypedArray().buffer);
+  try {
+    torch.noGrad(() =>
+      torch.scope(() => {
+        for (const inFeatures of [63, 64]) {
+          const weight = torch.randn([150, inFeatures], { generator: gen }).bfloat16();
+          const packed = torch.packLinear(weight);
+          const x = torch.randn([13, inFeatures], { generator: gen }).bfloat16();
+          torch.setNumThreads(1);
+          const all = torch.packedLinear(x, packed, null, 150); // blocks of 6 + 7 rows
+          // one row alone takes the 4-panels-at-once kernel; 5 rows one block
+          for (const [start, count] of [
+            [0, 1],
+            [12, 1],
+            [4, 5],
+          ] as const) {
+            const part = torch.packedLinear(x.narrow(0, start, count), packed, null, 150);
+            assert.ok(bytes(part).equals(bytes(all.narrow(0, start, count).contiguous())), `rows ${start}+${count}`);
+          }
+          torch.setNumThreads(2);
+          assert.ok(bytes(torch.packedLinear(x, packed, null, 150)).equals(bytes(all)), `${inFeatures}: 2 threads`);
+        }
+      }),
+    );
+  } finally {
+    torch.setNumThreads(threads);
+  }
 });
 
 test('packedLinear gives the same bits with AVX-512 and AVX2 registers (12- and 6-row blocks, 1 and 4 panels at once)', {
@@ -167,10 +223,13 @@ test('packedLinear gives the same bits with AVX-512 and AVX2 registers (12- and 
           const packed = torch.packLinear(weight);
           for (const rows of [1, 5, 12, 13, 25, 64, 70]) {
             const x = torch.randn([rows, inFeatures], { generator: gen }).to({ dtype });
-            const wide = torch.packedLinear(x, packed, bias, outFeatures);
-            torch.setPackedLinearIsa('avx2');
             try {
-              assert.equal(torch.packedLinearIsa(), 'avx2');
+              // 'avx512': AVX-512 FMAs for bf16 too (not the dot products, which sum in pairs)
+              torch.setPackedLinearIsa('avx512');
+              assert.equal(torch.packedLinearIsa(dtype), 'avx512');
+              const wide = torch.packedLinear(x, packed, bias, outFeatures);
+              torch.setPackedLinearIsa('avx2');
+              assert.equal(torch.packedLinearIsa(dtype), 'avx2');
               const narrow = torch.packedLinear(x, packed, bias, outFeatures);
               assert.ok(bytes(wide).equals(bytes(narrow)), `${dtype} ${rows} x ${inFeatures} -> ${outFeatures}`);
             } finally {
@@ -182,5 +241,12 @@ test('packedLinear gives the same bits with AVX-512 and AVX2 registers (12- and 
     }),
   );
   assert.equal(torch.packedLinearIsa(), 'avx512');
-  assert.throws(() => torch.setPackedLinearIsa('sse' as 'avx2'), /setPackedLinearIsa: expected 'auto' or 'avx2', got "sse"/);
+  assert.throws(
+    () => torch.setPackedLinearIsa('sse' as 'avx2'),
+    /setPackedLinearIsa: expected 'auto', 'avx512' or 'avx2', got "sse"/,
+  );
+  assert.throws(
+    () => torch.packedLinearIsa('float16' as 'float32'),
+    /packedLinearIsa: expected 'float32' or 'bfloat16', got "float16"/,
+  );
 });
