@@ -193,27 +193,13 @@ static void panelLoop(const X* x, int64_t M, int64_t K, const W* packed, const f
   }
 }
 
-// {&kernel<1>, ..., &kernel<MaxRows>}
-template <typename X, typename W, template <int> class Kernel, int... R>
-constexpr std::array<BlockKernel<X, W>, sizeof...(R)> blockTable(std::integer_sequence<int, R...>) {
-  return {&Kernel<R + 1>::run...};
-}
-template <typename W>
-struct Avx2Block {
-  template <int R>
-  struct Rows {
-    TRT_AVX2 static void run(const float* x, int64_t ldx, const W* panel, int64_t K, const float* bias, float* y,
-                             int64_t ldy, int64_t cols, uintptr_t prefetch) {
-      panelRows<R, W>(x, ldx, panel, K, bias, y, ldy, cols, prefetch);
-    }
-  };
-};
-
 template <typename W>
 static void panels(const float* x, int64_t M, int64_t K, const W* packed, const float* bias, float* y, int64_t N,
                    int64_t first, int64_t last) {
-  static constexpr auto table =
-      blockTable<float, W, Avx2Block<W>::template Rows>(std::make_integer_sequence<int, 6>{});
+  // {&panelRows<1, W>, ..., &panelRows<6, W>}
+  static constexpr auto table = []<int... R>(std::integer_sequence<int, R...>) {
+    return std::array<BlockKernel<float, W>, sizeof...(R)>{&panelRows<R + 1, W>...};
+  }(std::make_integer_sequence<int, 6>{});
   panelLoop(x, M, K, packed, bias, y, N, first, last, table, &oneRowFourPanels<W>);
 }
 
@@ -273,23 +259,13 @@ TRT_AVX512 static inline void oneRowFourPanels512(const float* x, const W* panel
     _mm512_storeu_ps(y + 16 * i, bias != nullptr ? _mm512_add_ps(acc[i], _mm512_loadu_ps(bias + 16 * i)) : acc[i]);
 }
 
-template <typename W>
-struct Avx512Block {
-  template <int R>
-  struct Rows {
-    TRT_AVX512 static void run(const float* x, int64_t ldx, const W* panel, int64_t K, const float* bias, float* y,
-                               int64_t ldy, int64_t cols, uintptr_t prefetch) {
-      panelRows512<R, W>(x, ldx, panel, K, bias, y, ldy, cols, prefetch);
-    }
-  };
-};
-
 // as panels(), in blocks of up to 12 rows
 template <typename W>
 static void panels512(const float* x, int64_t M, int64_t K, const W* packed, const float* bias, float* y, int64_t N,
                       int64_t first, int64_t last) {
-  static constexpr auto table =
-      blockTable<float, W, Avx512Block<W>::template Rows>(std::make_integer_sequence<int, 12>{});
+  static constexpr auto table = []<int... R>(std::integer_sequence<int, R...>) {
+    return std::array<BlockKernel<float, W>, sizeof...(R)>{&panelRows512<R + 1, W>...};
+  }(std::make_integer_sequence<int, 12>{});
   panelLoop(x, M, K, packed, bias, y, N, first, last, table, &oneRowFourPanels512<W>);
 }
 
@@ -385,18 +361,12 @@ TRT_AVX512BF16 static void oneRowFourPanelsDot(const uint16_t* x, const uint16_t
     _mm512_storeu_ps(y + 16 * i, bias != nullptr ? _mm512_add_ps(acc[i], _mm512_loadu_ps(bias + 16 * i)) : acc[i]);
 }
 
-template <int R>
-struct DotRows {
-  TRT_AVX512BF16 static void run(const uint16_t* x, int64_t ldx, const uint16_t* panel, int64_t K, const float* bias,
-                                 float* y, int64_t ldy, int64_t cols, uintptr_t prefetch) {
-    panelRowsDot<R>(x, ldx, panel, K, bias, y, ldy, cols, prefetch);
-  }
-};
-
 // as panels(), bf16 rows and panels, in blocks of up to 12 rows
 static void panelsDot(const uint16_t* x, int64_t M, int64_t K, const uint16_t* packed, const float* bias, float* y,
                       int64_t N, int64_t first, int64_t last) {
-  static constexpr auto table = blockTable<uint16_t, uint16_t, DotRows>(std::make_integer_sequence<int, 12>{});
+  static constexpr auto table = []<int... R>(std::integer_sequence<int, R...>) {
+    return std::array<BlockKernel<uint16_t, uint16_t>, sizeof...(R)>{&panelRowsDot<R + 1>...};
+  }(std::make_integer_sequence<int, 12>{});
   panelLoop(x, M, K, packed, bias, y, N, first, last, table, &oneRowFourPanelsDot);
 }
 
