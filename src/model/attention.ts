@@ -9,10 +9,17 @@
 // the fused kernel wins (256 x 256: 18 ms vs 47 ms) and its memory stays O(S) instead of O(S·L). One-query decode
 // steps tie or favour the fused kernel. So float32 attention on the CPU with 2 <= S and S·L <= SHORT_ATTENTION runs as
 // two batched products and a softmax; everything else takes the fused kernel. Both are the same function up to float32
-// rounding (~1e-7). Not for bfloat16: the engine's one-query decode steps take the fused kernel, and a training
-// forward through the plain products (float32 inside or not) drifted from it by 0.011 nats per token against 0.007
-// with the fused kernel on both sides (test/engine/rollout-engine.test.ts's bf16 budget). Not on CUDA, whose fused
-// kernels are fast at every size.
+// rounding (~1e-7). Not on CUDA, whose fused kernels are fast at every size.
+//
+// bfloat16 on the CPU runs in float32: q, k and v are widened (exact), attention runs as above, the output is rounded
+// to bf16 once. libtorch's bf16 CPU kernel is slow at the engine's and GRPO's shapes (2 threads, 14 query heads over 2
+// kv heads of 64: a decode step of 32 rows over 64 keys 3.8-4.7 vs 0.5 ms per layer, 256 rows of 12 tokens forward +
+// backward 167 vs 16 ms, 4 x 64 tokens 7.4 vs 2.6 ms), and its results depend on the shape: a decode step and a
+// training forward over the same tokens disagreed by 0.0054 nats per token on average, against 0.0001-0.0009 now
+// (test/engine/rollout-engine.test.ts's bf16 budget) — the PPO ratio takes the engine's log-probs as π_old. The cost:
+// long sequences, where the bf16 kernel was ahead (4 x 256 tokens forward 16 vs 9.5-12.6 ms, forward + backward
+// even; 1 x 1024 forward + backward 75-78 vs 54-58 ms), and float32 copies of q, k and v in memory (saved for the
+// backward while training).
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 
@@ -24,6 +31,9 @@ export function attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null):
   const [batch, heads, queries, headDim] = q.shape as [number, number, number, number];
   const [, kvHeads, keys] = k.shape as [number, number, number, number];
   const short = queries >= 2 && queries * keys <= SHORT_ATTENTION && q.dtype === 'float32' && q.device === 'cpu';
+  if (q.dtype === 'bfloat16' && q.device === 'cpu') {
+    return attention(q.float(), k.float(), v.float(), mask).to({ dtype: q.dtype });
+  }
   if (!short) {
     return mask === null
       ? torch.scaledDotProductAttention(q, k, v, { causal: true })
