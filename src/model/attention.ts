@@ -28,12 +28,12 @@ export const SHORT_ATTENTION = 64 * 64;
 
 /** softmax(q k^T / sqrt(d) + mask) v; `mask` null = causal (query i sees keys 0..i; S = L). */
 export function attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null): Tensor {
-  const [batch, heads, queries, headDim] = q.shape as [number, number, number, number];
-  const [, kvHeads, keys] = k.shape as [number, number, number, number];
-  const short = queries >= 2 && queries * keys <= SHORT_ATTENTION && q.dtype === 'float32' && q.device === 'cpu';
   if (q.dtype === 'bfloat16' && q.device === 'cpu') {
     return attention(q.float(), k.float(), v.float(), mask).to({ dtype: q.dtype });
   }
+  const [batch, heads, queries, headDim] = q.shape as [number, number, number, number];
+  const [, kvHeads, keys] = k.shape as [number, number, number, number];
+  const short = queries >= 2 && queries * keys <= SHORT_ATTENTION && q.dtype === 'float32' && q.device === 'cpu';
   if (!short) {
     return mask === null
       ? torch.scaledDotProductAttention(q, k, v, { causal: true })
