@@ -1,4 +1,4 @@
-// The packed linear kernel (float32 or bf16) next to libtorch's linear: `node --import tsx bench/packed-linear.bench.ts`.
+// The packed linear kernel (float32, bf16) next to libtorch's linear: `node --import tsx bench/packed-linear.bench.ts`.
 //
 // torch.packedLinear (native/src/kernels.cpp) is what the inference layout runs for 1 to 64 rows on AVX2 CPUs (with
 // AVX-512 registers where present, and AVX512-BF16 dot products for bf16; the table then also shows the kernel held
