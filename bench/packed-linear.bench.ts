@@ -41,7 +41,7 @@ if (!torch.packedLinearSupported()) {
 }
 // the packed kernel also runs held to each narrower path this CPU has (AVX-512 FMAs where bf16 dot products are
 // present; AVX2 where AVX-512 is): the paths of CPUs without them
-const order = ['avx512bf16', 'avx512', 'avx2'] as const;
+const order = ['avx512bf16', 'avx512', 'avx2'];
 const list = (text: string) => text.split(',').map((t) => Number(t.trim()));
 const rowsList = list(flags.rows);
 const threadsList = list(flags.threads);
@@ -50,9 +50,8 @@ const minBytes = Number(flags['min-mb']) * 2 ** 20;
 const dtype = flags.dtype;
 if (dtype !== 'float32' && dtype !== 'bfloat16') throw new Error(`--dtype must be float32 or bfloat16, got '${dtype}'`);
 const isa = torch.packedLinearIsa(dtype);
-const narrower = order
-  .slice(order.indexOf(isa as (typeof order)[number]) + 1)
-  .filter((i) => dtype === 'bfloat16' || i !== 'avx512bf16');
+// (the widest path comes first, so what follows it is always one setPackedLinearIsa can hold the kernel to)
+const narrower = order.slice(order.indexOf(isa) + 1) as ('avx512' | 'avx2')[];
 const shapeSet = flags.shapes;
 if (shapeSet !== 'all' && shapeSet !== 'small' && shapeSet !== '0.5b')
   throw new Error(`--shapes must be all, small or 0.5b, got '${shapeSet}'`);
@@ -112,7 +111,7 @@ for (const shape of SHAPES) {
           for (const w of weights) torch.linear(x, w);
         },
         ...narrower.map((held) => () => {
-          torch.setPackedLinearIsa(held === 'avx2' ? 'avx2' : 'avx512');
+          torch.setPackedLinearIsa(held);
           try {
             packedRun();
           } finally {

@@ -281,14 +281,15 @@ static void panels512(const float* x, int64_t M, int64_t K, const W* packed, con
 #define TRT_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512bf16,avx2,fma")))
 
 // lane j <- (row k's column j, row k + 1's column j): the permute that turns two panel rows into 16 pairs
-TRT_AVX512BF16 static inline __m512i pairOrder() {
-  alignas(64) int16_t order[32];
+alignas(64) static constexpr std::array<int16_t, 32> kPairOrder = [] {
+  std::array<int16_t, 32> order{};
   for (int j = 0; j < 16; ++j) {
     order[2 * j] = static_cast<int16_t>(j);
     order[2 * j + 1] = static_cast<int16_t>(16 + j);
   }
-  return _mm512_load_si512(order);
-}
+  return order;
+}();
+TRT_AVX512BF16 static inline __m512i pairOrder() { return _mm512_load_si512(kPairOrder.data()); }
 TRT_AVX512BF16 static inline __m512bh weightPairs(const uint16_t* twoRows, __m512i order) {
   return reinterpret_cast<__m512bh>(_mm512_permutexvar_epi16(order, _mm512_loadu_si512(twoRows)));
 }
