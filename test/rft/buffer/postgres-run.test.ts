@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
+import { ReplayEntries, resolveReplayPolicy } from '../../../src/rft/buffer/priority.js';
 import { loadConfig } from '../../../src/rft/config/index.js';
 import { runConfig } from '../../../src/rft/run/index.js';
 import { type PostgresServer, startPostgres } from '../../helpers/postgres.js';
@@ -120,13 +121,76 @@ test('a both-mode run with priority replay on the PostgreSQL buffer finishes; it
       "SELECT min(revision) AS first FROM rollouts_replay_revs WHERE reader = 'trainer'",
     );
     assert.equal(Number(revisions.rows[0]?.first), state.buffer.cursor);
-    // 3 train steps × 8 experiences from at least 16 rows: reads reused experiences (decay_limit_randomization: at
-    // most 3 uses each)
-    const uses = await client.query<{ most: string }>(
-      "SELECT max(use_count) AS most FROM rollouts_replay WHERE reader = 'trainer'",
+    const forgotten = await client.query<{ n: string }>(
+      "SELECT count(*) AS n FROM rollouts_replay WHERE reader = 'trainer' AND dropped <= $1",
+      [state.buffer.cursor],
     );
-    assert.ok(Number(uses.rows[0]?.most) >= 1 && Number(uses.rows[0]?.most) <= 2, `use counts: ${uses.rows[0]?.most}`);
+    assert.equal(Number(forgotten.rows[0]?.n), 0, 'entries that left by the committed revision are deleted');
+    // the committed revision's replay state is what the three reads of 8 make from the rows, for some order of the
+    // explorer's writes and the trainer's reads (a read takes in what is written by then; with reuse_cooldown_time 0
+    // it never waits for new rows: a trainer ahead of the explorer reuses the first 8 until their third use removes
+    // them, one behind takes each step's fresh rows)
+    const written = await client.query<{ id: string; model_version: string }>(
+      'SELECT id, model_version FROM rollouts ORDER BY id',
+    );
+    const committed = await client.query<{ position: string }>(
+      "SELECT position FROM rollouts_replay_revs WHERE reader = 'trainer' AND revision = $1",
+      [state.buffer.cursor],
+    );
+    const position = Number(committed.rows[0]?.position);
+    const cursor = await client.query<{ position: string }>(
+      "SELECT position FROM rollouts_cursors WHERE reader = 'trainer.replay'",
+    );
+    assert.equal(Number(cursor.rows[0]?.position), position, 'the rows taken in are committed with the revision');
+    const live = await client.query<{ id: string; use_count: string; priority: number }>(
+      `SELECT id, use_count, priority FROM rollouts_replay
+       WHERE reader = 'trainer' AND added <= $1 AND (dropped IS NULL OR dropped > $1) ORDER BY seq`,
+      [state.buffer.cursor],
+    );
+    const stored = live.rows.map((e) => `${e.id}:${e.use_count}:${e.priority}`).join(' ');
+    const possible = replayOrders(
+      written.rows.map((r) => ({ id: Number(r.id), modelVersion: Number(r.model_version) })),
+      position,
+      3,
+      8,
+    );
+    assert.ok(possible.has(stored), `replay state [${stored}] at position ${position}; possible: ${[...possible].join(' | ')}`);
   } finally {
     await client.end();
   }
 });
+
+/**
+ * The replay states (entries as "rowId:useCount:priority", oldest first) that `reads` reads of `n` can leave, by the
+ * replay's rules (ReplayEntries: decay_limit_randomization, no noise, reuse_cooldown_time 0), for every order of
+ * writes and reads: each read takes in the rows written by then (in id order; the last read up to row `position`)
+ * and hands out `n`; once the writers finished (every row written) a read experience leaves instead of coming back.
+ */
+function replayOrders(rows: { id: number; modelVersion: number }[], position: number, reads: number, n: number): Set<string> {
+  const states = new Set<string>();
+  const policy = resolveReplayPolicy({ priorityFn: 'decay_limit_randomization', reuseCooldownMs: 0 });
+  const last = rows.findIndex((r) => r.id === position) + 1;
+  // counts[i]: rows taken in by read i; read `finishedFrom` on ran after the writers finished
+  const visit = (counts: number[], finishedFrom: number): void => {
+    const replay = new ReplayEntries<number>(policy);
+    let taken = 0;
+    for (const [i, count] of counts.entries()) {
+      for (const row of rows.slice(taken, count)) replay.insert(row.id, row.modelVersion, 0, 0);
+      taken = count;
+      const finished = i >= finishedFrom;
+      if (replay.availableCount(0) < n && !finished) return; // that read would have waited for rows
+      replay.take(n, 0, finished ? null : 0);
+    }
+    states.add(replay.entries.map((e) => `${e.payload}:${e.useCount}:${e.priority}`).join(' '));
+  };
+  const orders = (counts: number[]): void => {
+    if (counts.length === reads) {
+      if (counts.at(-1) !== last) return;
+      for (let from = 0; from <= reads; from++) if (counts.slice(from).every((c) => c === rows.length)) visit(counts, from);
+      return;
+    }
+    for (let c = counts.at(-1) ?? 1; c <= last; c++) orders([...counts, c]);
+  };
+  orders([]);
+  return states;
+}
