@@ -73,6 +73,8 @@ const HELP = `Model benchmark: this library next to Hugging Face transformers (g
   --train-rounds N           ABBA rounds of training steps (default 3)
   --large-train auto|on|off  train the 0.5b model too (auto: on cuda only; on CPU one fp32 step of both sides
                              takes minutes and ~8 GB per process)
+  --onednn on|off            libtorch's oneDNN in both processes (default on); off runs bf16 as on a CPU without
+                             AVX-512, whose libtorch bf16 products are reference loops (torch.backends.mkldnn)
   --rss on|off               child processes that load the 0.5b model and generate, for max RSS (default on)
   --python-malloc default|ours  the Python side's glibc malloc: as PyTorch runs by default, or with the settings ours
                              makes at load (torch.allocatorTuning(), via GLIBC_TUNABLES) (default: default)
@@ -109,6 +111,7 @@ const { values: flags } = parseArgs({
     'large-train': { type: 'string', default: 'auto' },
     rss: { type: 'string', default: 'on' },
     'python-malloc': { type: 'string', default: 'default' },
+    onednn: { type: 'string', default: 'on' },
     'rss-tokens': { type: 'string', default: '8' },
     'models-dir': { type: 'string', default: join(repoRoot, '.cache', 'bench-models') },
     profile: { type: 'string' },
@@ -151,6 +154,8 @@ const dtype: ModelDType = oneOf('dtype', flags.dtype ?? (deviceKind === 'cuda' ?
 ] as const);
 const threads = flags.threads === undefined ? os.availableParallelism() : int('threads', flags.threads);
 const seed = int('seed', flags.seed, 0);
+const onednn = oneOf('onednn', flags.onednn, ['on', 'off'] as const) === 'on';
+torch.setMkldnnEnabled(onednn);
 
 // ---------------------------------------------------------------------------------------------------------------
 // models
@@ -570,7 +575,18 @@ async function probeRss(dir: string): Promise<void> {
 
 function runProbe(dir: string, probeDtype: ModelDType): ProbeResult {
   const script = fileURLToPath(import.meta.url);
-  const args = [...process.execArgv, script, '--probe-rss', dir, '--dtype', probeDtype, '--device', deviceKind];
+  const args = [
+    ...process.execArgv,
+    script,
+    '--probe-rss',
+    dir,
+    '--dtype',
+    probeDtype,
+    '--device',
+    deviceKind,
+    '--onednn',
+    flags.onednn,
+  ];
   const out = spawnSync(process.execPath, [...args, '--threads', String(threads), '--rss-tokens', flags['rss-tokens']], {
     encoding: 'utf8',
   });
@@ -588,6 +604,7 @@ interface HelloReply extends Reply {
   threads: number;
   python: string;
   device: string;
+  onednn: boolean;
 }
 
 interface LoadReply extends Reply {
@@ -694,12 +711,15 @@ async function main(): Promise<void> {
   const mallocNote = `malloc: ours ${tuning.applied ? `heap below ${(tuning.mmapThreshold ?? 0) / 2 ** 20} MiB, ${(tuning.trimThreshold ?? 0) / 2 ** 30} GiB kept` : `glibc default (${tuning.reason})`}, PyTorch ${pythonMalloc === 'ours' ? 'the same (GLIBC_TUNABLES)' : 'glibc default'}`;
   const py = new PythonHalf(findPython(), join(repoRoot, 'bench', 'model_bench.py'), pythonEnv);
   try {
-    const hello = await py.request<HelloReply>({ kind: 'hello', threads, device: deviceKind });
+    const hello = await py.request<HelloReply>({ kind: 'hello', threads, device: deviceKind, onednn });
     const info = torch.buildInfo();
     console.log(
       `model bench: ours libtorch ${info.torchVersion} (node ${process.version}) vs transformers ${hello.transformers} ` +
         `(PyTorch ${hello.torch}, python ${hello.python}); ${deviceKind} (${deviceKind === 'cuda' ? hello.device : (os.cpus()[0]?.model ?? 'cpu')}), ` +
-        `${dtype}, ${threads} intra-op threads each (ours ${torch.getNumThreads()}, PyTorch ${hello.threads}), load avg ${os.loadavg()[0]?.toFixed(2)}; ${mallocNote}`,
+        `${dtype}, ${threads} intra-op threads each (ours ${torch.getNumThreads()}, PyTorch ${hello.threads}), load avg ${os.loadavg()[0]?.toFixed(2)}; ${mallocNote}` +
+        (onednn
+          ? ''
+          : `; oneDNN off in both (ours ${torch.mkldnnEnabled()}, PyTorch ${hello.onednn}): bf16 as on a CPU without AVX-512`),
     );
     const startPeak = matmulPeak();
     console.log(`matmul peak (ours, ${peakDtype} ${startPeak.n}x${startPeak.n}): ${fmt(startPeak.gflops, 1)} GFLOP/s`);
@@ -901,6 +921,7 @@ function report(
     },
     device: deviceKind,
     dtype,
+    onednn,
     sampling: flags.sample ? 'sample' : 'greedy',
     matmul_peak_gflops: { n: peak.n, dtype: peakDtype, ours: r2(peak.gflops) },
     ratio_definition: 'ours tokens/s / transformers tokens/s',

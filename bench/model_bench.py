@@ -53,6 +53,8 @@ def hello(req: dict[str, Any]) -> dict[str, Any]:
     import transformers
 
     torch.set_num_threads(int(req["threads"]))
+    # off: libtorch's bf16 products are its reference loops, as on a CPU without AVX-512 (--onednn off)
+    torch.backends.mkldnn.enabled = bool(req.get("onednn", True))
     State.device = req["device"]
     name = torch.cuda.get_device_name() if State.device.startswith("cuda") else "cpu"
     return {
@@ -62,6 +64,7 @@ def hello(req: dict[str, Any]) -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "python": sys.version.split()[0],
         "device": name,
+        "onednn": torch.backends.mkldnn.enabled,
     }
 
 

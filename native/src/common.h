@@ -102,6 +102,13 @@ Napi::Value guarded(const Napi::CallbackInfo& info) {
 // The text of a string argument.
 std::string toText(const Napi::Value& value);
 
+// The op table's products (kernels.cpp): ATen's, except CPU bfloat16 where libtorch's bf16 product is a reference
+// loop, which runs in float32 and rounds once.
+at::Tensor productLinear(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias);
+at::Tensor productMatmul(const at::Tensor& a, const at::Tensor& b);
+at::Tensor productMm(const at::Tensor& a, const at::Tensor& b);
+at::Tensor productBmm(const at::Tensor& a, const at::Tensor& b);
+
 void registerCore(Napi::Object exports);
 void registerOps(Napi::Object exports);
 void registerKernels(Napi::Object exports);

@@ -390,11 +390,13 @@ static bool cpuSupported() {
   return supported;
 }
 // Whether libtorch sends bfloat16 matmuls to oneDNN here: its test (mkldnn_bf16_device_check) on x86 is AVX512 BW, VL
-// and DQ (AVX512-BF16 and AMX CPUs all have them). Without, its bf16 product is a ~1 GFLOP/s reference loop.
+// and DQ (AVX512-BF16 and AMX CPUs all have them), and oneDNN must be enabled (torch.backends.mkldnn.enabled, here
+// setMkldnnEnabled). Without, its bf16 products are reference loops: ~1-2 GFLOP/s for the ones without a transposed
+// operand, e.g. a linear's input gradient (bench/README.md).
 static bool cpuBf16Matmul() {
   static const bool fast = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                            __builtin_cpu_supports("avx512dq");
-  return fast;
+  return fast && at::globalContext().userEnabledMkldnn();
 }
 
 #else
@@ -403,6 +405,33 @@ static bool cpuHasAvx512() { return false; }
 static bool cpuHasAvx512Bf16() { return false; }
 static bool cpuBf16Matmul() { return false; }
 #endif
+
+// Products of two CPU bfloat16 tensors where libtorch's bf16 product is a reference loop (cpuBf16Matmul false): in
+// float32 on widened copies (exact), the result rounded to bf16 once, as oneDNN's bf16 product accumulates in float32
+// and rounds once. Autograd goes through the casts, so a training step's backward products run in float32 too.
+// (x86 only: elsewhere libtorch's bf16 product is left as it is, unmeasured.)
+static bool slowBf16Product(const at::Tensor& a, const at::Tensor& b) {
+  return TRT_PACKED_LINEAR && a.scalar_type() == at::kBFloat16 && b.scalar_type() == at::kBFloat16 &&
+         a.device().is_cpu() && b.device().is_cpu() && !cpuBf16Matmul();
+}
+at::Tensor productLinear(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
+  if (!slowBf16Product(x, weight)) return at::linear(x, weight, bias);
+  std::optional<at::Tensor> wideBias;
+  if (bias.has_value() && bias->defined()) wideBias = bias->to(at::kFloat);
+  return at::linear(x.to(at::kFloat), weight.to(at::kFloat), wideBias).to(at::kBFloat16);
+}
+at::Tensor productMatmul(const at::Tensor& a, const at::Tensor& b) {
+  if (!slowBf16Product(a, b)) return at::matmul(a, b);
+  return at::matmul(a.to(at::kFloat), b.to(at::kFloat)).to(at::kBFloat16);
+}
+at::Tensor productMm(const at::Tensor& a, const at::Tensor& b) {
+  if (!slowBf16Product(a, b)) return at::mm(a, b);
+  return at::mm(a.to(at::kFloat), b.to(at::kFloat)).to(at::kBFloat16);
+}
+at::Tensor productBmm(const at::Tensor& a, const at::Tensor& b) {
+  if (!slowBf16Product(a, b)) return at::bmm(a, b);
+  return at::bmm(a.to(at::kFloat), b.to(at::kFloat)).to(at::kBFloat16);
+}
 
 // The path packedLinear takes: AVX-512 where the CPU has it, else AVX2, and for bfloat16 AVX512-BF16 dot products
 // where present. setPackedLinearIsa can hold it to a narrower one, to compare the paths on one machine.
@@ -569,6 +598,16 @@ static Napi::Value setPackedLinearIsa(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+// setMkldnnEnabled(on) / mkldnnEnabled(): libtorch's oneDNN switch (torch.backends.mkldnn.enabled). Off, bf16
+// products take libtorch's reference loops, as on a CPU without AVX-512: benchmarks run such a CPU with it.
+static Napi::Value setMkldnnEnabled(const Napi::CallbackInfo& info) {
+  at::globalContext().setUserEnabledMkldnn(toBool(info[0]));
+  return info.Env().Undefined();
+}
+static Napi::Value mkldnnEnabled(const Napi::CallbackInfo& info) {
+  return Napi::Boolean::New(info.Env(), at::globalContext().userEnabledMkldnn());
+}
+
 void registerKernels(Napi::Object exports) {
   TRT_EXPORT(exports, "packLinear", packLinear);
   TRT_EXPORT(exports, "packLinear_", packLinear_);
@@ -577,6 +616,8 @@ void registerKernels(Napi::Object exports) {
   TRT_EXPORT_PASSIVE(exports, "cpuHasBf16Matmul", cpuHasBf16Matmul);
   TRT_EXPORT_PASSIVE(exports, "packedLinearIsa", packedLinearIsa);
   TRT_EXPORT(exports, "setPackedLinearIsa", setPackedLinearIsa);
+  TRT_EXPORT(exports, "setMkldnnEnabled", setMkldnnEnabled);
+  TRT_EXPORT_PASSIVE(exports, "mkldnnEnabled", mkldnnEnabled);
 }
 
 }  // namespace trt

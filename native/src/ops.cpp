@@ -97,10 +97,10 @@ static at::OptionalIntArrayRef optionalDims(const std::optional<std::vector<int6
   X(cumsum, at::cumsum(T(0), I(1), DT(2)))                                                                 \
   X(cumprod, at::cumprod(T(0), I(1), DT(2)))                                                               \
   /* linear algebra and layers */                                                                          \
-  X(matmul, at::matmul(T(0), T(1)))                                                                        \
-  X(mm, at::mm(T(0), T(1)))                                                                                \
-  X(bmm, at::bmm(T(0), T(1)))                                                                              \
-  X(linear, at::linear(T(0), T(1), OT(2)))                                                                 \
+  X(matmul, productMatmul(T(0), T(1)))                                                                     \
+  X(mm, productMm(T(0), T(1)))                                                                             \
+  X(bmm, productBmm(T(0), T(1)))                                                                           \
+  X(linear, productLinear(T(0), T(1), OT(2)))                                                              \
   X(embedding, at::embedding(T(0), T(1)))                                                                  \
   X(rmsNorm, at::rms_norm(T(0), L(1), OT(2), OD(3)))                                                       \
   X(layerNorm, at::layer_norm(T(0), L(1), OT(2), OT(3), D(4)))                                             \

@@ -33,7 +33,11 @@ export function matmul(a: Tensor, b: Tensor): Tensor {
   return a.matmul(b);
 }
 
-/** y = x W^T + b, with W of shape [out, in] as in torch.nn.Linear and Hugging Face checkpoints. */
+/**
+ * y = x W^T + b, with W of shape [out, in] as in torch.nn.Linear and Hugging Face checkpoints. Like matmul, mm and
+ * bmm: bfloat16 on a CPU without a fast libtorch bf16 product (cpuHasBf16Matmul false) runs in float32 on widened
+ * copies and rounds the result to bf16 once (gradients too), as oneDNN's bf16 product accumulates in float32.
+ */
 export function linear(x: Tensor, weight: Tensor, bias?: Tensor | null): Tensor {
   return fromHandle(native.linear(x.handle, weight.handle, bias?.handle ?? null));
 }
@@ -46,11 +50,25 @@ export function packedLinearSupported(): boolean {
 }
 
 /**
- * True when libtorch sends bfloat16 matmuls on this CPU to oneDNN (x86 with AVX512 BW/VL/DQ, its own test); without,
- * its bf16 products fall back to ~1 GFLOP/s, and packedLinear is the fast bf16 product at any row count.
+ * True when libtorch sends bfloat16 matmuls on this CPU to oneDNN (x86 with AVX512 BW/VL/DQ, its own test, and
+ * oneDNN enabled); without, its bf16 products are reference loops (~1-2 GFLOP/s for some layouts), so packedLinear
+ * is the bf16 product of the inference layout at any row count, and linear/matmul/mm/bmm run bf16 in float32.
  */
 export function cpuHasBf16Matmul(): boolean {
   return native.cpuHasBf16Matmul();
+}
+
+/**
+ * libtorch's oneDNN switch (PyTorch's torch.backends.mkldnn.enabled; on by default). Off, libtorch's bf16 products
+ * are its reference loops, as on a CPU without AVX-512: benchmarks and tests run such a CPU with it.
+ */
+export function setMkldnnEnabled(enabled: boolean): void {
+  if (typeof enabled !== 'boolean') throw new TypeError(`setMkldnnEnabled: expected a boolean, got ${String(enabled)}`);
+  native.setMkldnnEnabled(enabled);
+}
+
+export function mkldnnEnabled(): boolean {
+  return native.mkldnnEnabled();
 }
 
 /** The path packedLinear takes on this CPU now. */

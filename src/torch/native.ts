@@ -197,6 +197,8 @@ export interface NativeAddon {
   cpuHasBf16Matmul(): boolean;
   packedLinearIsa(dtype: 'float32' | 'bfloat16'): 'avx512bf16' | 'avx512' | 'avx2' | 'none';
   setPackedLinearIsa(isa: 'auto' | 'avx512' | 'avx2'): void;
+  setMkldnnEnabled(enabled: boolean): void;
+  mkldnnEnabled(): boolean;
   embedding(weight: H, indices: H): H;
   rmsNorm(x: H, shape: number[], weight: OptH, eps: OptNum): H;
   layerNorm(x: H, shape: number[], weight: OptH, bias: OptH, eps: number): H;
