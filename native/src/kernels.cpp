@@ -414,23 +414,25 @@ static bool slowBf16Product(const at::Tensor& a, const at::Tensor& b) {
   return TRT_PACKED_LINEAR && a.scalar_type() == at::kBFloat16 && b.scalar_type() == at::kBFloat16 &&
          a.device().is_cpu() && b.device().is_cpu() && !cpuBf16Matmul();
 }
+// op(a, b), on widened copies where slowBf16Product
+template <class Op>
+static at::Tensor widenedWhereSlow(const at::Tensor& a, const at::Tensor& b, Op op) {
+  if (!slowBf16Product(a, b)) return op(a, b);
+  return op(a.to(at::kFloat), b.to(at::kFloat)).to(at::kBFloat16);
+}
 at::Tensor productLinear(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
-  if (!slowBf16Product(x, weight)) return at::linear(x, weight, bias);
-  std::optional<at::Tensor> wideBias;
-  if (bias.has_value() && bias->defined()) wideBias = bias->to(at::kFloat);
-  return at::linear(x.to(at::kFloat), weight.to(at::kFloat), wideBias).to(at::kBFloat16);
+  const bool widen = slowBf16Product(x, weight) && bias.has_value() && bias->defined();
+  const std::optional<at::Tensor> b = widen ? std::optional<at::Tensor>(bias->to(at::kFloat)) : bias;
+  return widenedWhereSlow(x, weight, [&](const at::Tensor& u, const at::Tensor& w) { return at::linear(u, w, b); });
 }
 at::Tensor productMatmul(const at::Tensor& a, const at::Tensor& b) {
-  if (!slowBf16Product(a, b)) return at::matmul(a, b);
-  return at::matmul(a.to(at::kFloat), b.to(at::kFloat)).to(at::kBFloat16);
+  return widenedWhereSlow(a, b, [](const at::Tensor& u, const at::Tensor& v) { return at::matmul(u, v); });
 }
 at::Tensor productMm(const at::Tensor& a, const at::Tensor& b) {
-  if (!slowBf16Product(a, b)) return at::mm(a, b);
-  return at::mm(a.to(at::kFloat), b.to(at::kFloat)).to(at::kBFloat16);
+  return widenedWhereSlow(a, b, [](const at::Tensor& u, const at::Tensor& v) { return at::mm(u, v); });
 }
 at::Tensor productBmm(const at::Tensor& a, const at::Tensor& b) {
-  if (!slowBf16Product(a, b)) return at::bmm(a, b);
-  return at::bmm(a.to(at::kFloat), b.to(at::kFloat)).to(at::kBFloat16);
+  return widenedWhereSlow(a, b, [](const at::Tensor& u, const at::Tensor& v) { return at::bmm(u, v); });
 }
 
 // The path packedLinear takes: AVX-512 where the CPU has it, else AVX2, and for bfloat16 AVX512-BF16 dot products
