@@ -32,8 +32,8 @@ test('without oneDNN, a bf16 linear is the float32 linear of the widened inputs 
   assert.equal(torch.mkldnnEnabled(), false);
   assert.equal(torch.cpuHasBf16Matmul(), false, 'libtorch sends no bf16 product to oneDNN with it off');
   torch.scope(() => {
-    // a K long enough that the float32 sums need every bit: the input gradient is the product libtorch's reference
-    // loop is slowest at (no transposed operand)
+    // long float32 sums (K 1031, not a multiple of any vector width); the input gradient (no transposed operand) is
+    // the product libtorch's reference loop is slowest at
     const x = bf16([24, 1031], true);
     const w = bf16([40, 1031], true);
     const b = bf16([40], true);
