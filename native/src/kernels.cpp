@@ -420,10 +420,12 @@ static at::Tensor widenedWhereSlow(const at::Tensor& a, const at::Tensor& b, Op 
   if (!slowBf16Product(a, b)) return op(a, b);
   return op(a.to(at::kFloat), b.to(at::kFloat)).to(at::kBFloat16);
 }
+// (a bias of another dtype is left to at::linear's own error, as on every other CPU)
 at::Tensor productLinear(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
-  const bool widen = slowBf16Product(x, weight) && bias.has_value() && bias->defined();
-  const std::optional<at::Tensor> b = widen ? std::optional<at::Tensor>(bias->to(at::kFloat)) : bias;
-  return widenedWhereSlow(x, weight, [&](const at::Tensor& u, const at::Tensor& w) { return at::linear(u, w, b); });
+  const bool hasBias = bias.has_value() && bias->defined();
+  if (!slowBf16Product(x, weight) || (hasBias && bias->scalar_type() != at::kBFloat16)) return at::linear(x, weight, bias);
+  const std::optional<at::Tensor> wideBias = hasBias ? std::optional<at::Tensor>(bias->to(at::kFloat)) : std::nullopt;
+  return at::linear(x.to(at::kFloat), weight.to(at::kFloat), wideBias).to(at::kBFloat16);
 }
 at::Tensor productMatmul(const at::Tensor& a, const at::Tensor& b) {
   return widenedWhereSlow(a, b, [](const at::Tensor& u, const at::Tensor& v) { return at::matmul(u, v); });

@@ -100,6 +100,16 @@ test('each bf16 product widens its operands only where libtorch has no fast bf16
   w.dispose();
 });
 
+test("a bias of another dtype is libtorch's error with oneDNN on and off", () => {
+  torch.scope(() => {
+    const [x, w, b] = [bf16([4, 8]), bf16([3, 8]), torch.randn([3])];
+    for (const on of [true, false]) {
+      torch.setMkldnnEnabled(on);
+      assert.throws(() => torch.linear(x, w, b), /same dtype/, `oneDNN ${on ? 'on' : 'off'}`);
+    }
+  });
+});
+
 test('setMkldnnEnabled takes a boolean', () => {
   assert.throws(() => torch.setMkldnnEnabled('off' as unknown as boolean), /setMkldnnEnabled: expected a boolean, got off/);
 });
