@@ -76,8 +76,8 @@ node -e "const b=JSON.parse(require('fs').readFileSync('native/build/build.json'
   echo "note: native/build/build.json not found or not CUDA; bench/gpu-check.ts below says whether CUDA works"
 node --import tsx bench/gpu-check.ts
 echo "== setup took $(( $(date +%s) - start )) s"
-echo "== CUDA graphs of captured steps: tests (bit-identical to eager steps), then decode steps eager / replayed / graphs"
-node --import tsx --test test/torch/cuda-graph.test.ts test/torch/capture.test.ts test/engine/decode-capture.test.ts || echo "CUDA-graph tests FAILED"
+echo "== CUDA graphs of captured steps: tests (bit-identical to eager steps) and attention kernels, then decode steps eager / replayed / graphs"
+node --import tsx --test test/torch/cuda-graph.test.ts test/torch/capture.test.ts test/engine/decode-capture.test.ts test/model/attention.test.ts || echo "CUDA-graph or attention tests FAILED"
 node --import tsx bench/decode-step.bench.ts --device cuda --dtype bfloat16 --batches 1,8,32 --large-batches 1,8,32 --rounds 3 ||
   echo "bench:decode-step on cuda FAILED"
 if [[ " $* " == *" --graphs-only "* ]]; then

@@ -5,6 +5,8 @@
 // The TypeScript side (src/torch/tensor.ts, src/torch/functional.ts) documents each op for users.
 #include "capture.h"
 
+#include <ATen/SDPBackend.h>
+
 namespace trt {
 
 #define T(i) unwrap(info[i])
@@ -236,6 +238,50 @@ PAIR_OPS(DEFINE_PAIR_OP)
 LIST_OPS(DEFINE_LIST_OP)
 INPLACE_OPS(DEFINE_INPLACE_OP)
 
+// sdpBackend(q, k, v, mask?, causal, gqa): the kernel libtorch's scaled_dot_product_attention would pick for these
+// arguments ('flash', 'efficient', 'cudnn', 'math', 'overrideable'; libtorch's error when none is left on), by its
+// own rules for the device, dtype, shapes and mask (at::_fused_sdp_choice). The model asks it before grouped-query
+// attention, because a backend that admits no grouped heads leaves the call to the math kernel (../../src/model/
+// attention.ts).
+static Napi::Value sdpBackend(const Napi::CallbackInfo& info) {
+  const int64_t choice = at::_fused_sdp_choice(T(0), T(1), T(2), OT(3), 0.0, B(4), std::nullopt, B(5));
+  const char* name = nullptr;
+  switch (static_cast<at::SDPBackend>(choice)) {
+    case at::SDPBackend::math: name = "math"; break;
+    case at::SDPBackend::flash_attention: name = "flash"; break;
+    case at::SDPBackend::efficient_attention: name = "efficient"; break;
+    case at::SDPBackend::cudnn_attention: name = "cudnn"; break;
+    case at::SDPBackend::overrideable: name = "overrideable"; break;
+    default: break;
+  }
+  if (name == nullptr) throw Napi::Error::New(info.Env(), "sdpBackend: libtorch answered backend " + std::to_string(choice));
+  return Napi::String::New(info.Env(), name);
+}
+
+// setSdpBackendEnabled(name, on) / sdpBackendEnabled(name): libtorch's switches for the attention kernels
+// (PyTorch's torch.backends.cuda.enable_flash_sdp and its kin; they apply to the CPU's choice too).
+static Napi::Value setSdpBackendEnabled(const Napi::CallbackInfo& info) {
+  const std::string name = toText(info[0]);
+  const bool on = B(1);
+  auto& context = at::globalContext();
+  if (name == "flash") context.setSDPUseFlash(on);
+  else if (name == "efficient") context.setSDPUseMemEfficient(on);
+  else if (name == "math") context.setSDPUseMath(on);
+  else if (name == "cudnn") context.setSDPUseCuDNN(on);
+  else
+    throw Napi::RangeError::New(info.Env(), "setSdpBackendEnabled: expected 'flash', 'efficient', 'math' or 'cudnn', got \"" + name + "\"");
+  return info.Env().Undefined();
+}
+static Napi::Value sdpBackendEnabled(const Napi::CallbackInfo& info) {
+  const std::string name = toText(info[0]);
+  auto& context = at::globalContext();
+  if (name == "flash") return Napi::Boolean::New(info.Env(), context.userEnabledFlashSDP());
+  if (name == "efficient") return Napi::Boolean::New(info.Env(), context.userEnabledMemEfficientSDP());
+  if (name == "math") return Napi::Boolean::New(info.Env(), context.userEnabledMathSDP());
+  if (name == "cudnn") return Napi::Boolean::New(info.Env(), context.userEnabledCuDNNSDP());
+  throw Napi::RangeError::New(info.Env(), "sdpBackendEnabled: expected 'flash', 'efficient', 'math' or 'cudnn', got \"" + name + "\"");
+}
+
 #define REGISTER_OP(name, expr) TRT_EXPORT_RECORDED(exports, #name, name);
 
 void registerOps(Napi::Object exports) {
@@ -243,6 +289,9 @@ void registerOps(Napi::Object exports) {
   PAIR_OPS(REGISTER_OP)
   LIST_OPS(REGISTER_OP)
   INPLACE_OPS(REGISTER_OP)
+  TRT_EXPORT_PASSIVE(exports, "sdpBackend", sdpBackend);
+  TRT_EXPORT(exports, "setSdpBackendEnabled", setSdpBackendEnabled);
+  TRT_EXPORT_PASSIVE(exports, "sdpBackendEnabled", sdpBackendEnabled);
 }
 
 }  // namespace trt

@@ -11,6 +11,17 @@
 // two batched products and a softmax; everything else takes the fused kernel. Both are the same function up to float32
 // rounding (~1e-7). Not on CUDA, whose fused kernels are fast at every size.
 //
+// Grouped heads (KV < H) and the fused kernels: libtorch picks the kernel by its own rules, and where none of its
+// fused kernels takes the call it runs the math kernel, which copies k and v once per query head and keeps the [S, L]
+// scores (on CUDA in PyTorch 2.13 and before: flash attention takes grouped heads but no mask and no float32,
+// memory-efficient attention masks and float32 but no grouped heads; so every padded batch and every decode step over
+// the masked KV cache went to the math kernel, and a training forward kept O(S·L) scores per head per layer; later
+// versions' memory-efficient kernel takes grouped heads, and then libtorch's choice is not math). So when
+// libtorch's choice (torch.sdpBackend) is the math kernel, a one-query decode step runs as the plain products above
+// (k and v read once, no copies) and anything longer gets the fused kernel on k and v widened to one head per query
+// head, as transformers does (its repeat_kv). On the CPU libtorch's flash kernel takes grouped heads and masks, so
+// nothing changes there unless it is switched off (torch.setSdpBackendEnabled).
+//
 // bfloat16 on the CPU runs in float32: q, k and v are widened (exact), attention runs as above, the output is rounded
 // to bf16 once. libtorch's bf16 CPU kernel is slow at the engine's and GRPO's shapes (2 threads, 14 query heads over 2
 // kv heads of 64: a decode step of 32 rows over 64 keys 3.8-4.7 vs 0.5 ms per layer, 256 rows of 12 tokens forward +
@@ -31,17 +42,29 @@ export function attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null):
   if (q.dtype === 'bfloat16' && q.device === 'cpu') {
     return attention(q.float(), k.float(), v.float(), mask).to({ dtype: q.dtype });
   }
-  const [batch, heads, queries, headDim] = q.shape as [number, number, number, number];
+  const [, heads, queries] = q.shape as [number, number, number, number];
   const [, kvHeads, keys] = k.shape as [number, number, number, number];
   const short = queries >= 2 && queries * keys <= SHORT_ATTENTION && q.dtype === 'float32' && q.device === 'cpu';
-  if (!short) {
-    return mask === null
-      ? torch.scaledDotProductAttention(q, k, v, { causal: true })
-      : torch.scaledDotProductAttention(q, k, v, { mask });
+  if (short) return groupedProducts(q, k, v, mask);
+  const options = mask === null ? { causal: true } : { mask };
+  if (heads !== kvHeads && torch.sdpBackend(q, k, v, options) === 'math') {
+    // no fused kernel takes these grouped heads (on CUDA: flash attention takes no mask and no float32, the
+    // memory-efficient kernel no grouped heads); the math kernel would copy k and v for every query head and keep
+    // the [S, L] scores. A decode step's one query reads k and v once in plain products; more queries get the fused
+    // kernel over k and v widened to one head per query head, as transformers does
+    if (queries === 1) return groupedProducts(q, k, v, mask);
+    return torch.scaledDotProductAttention(q, perQueryHead(k, heads), perQueryHead(v, heads), options);
   }
+  return torch.scaledDotProductAttention(q, k, v, options);
+}
+
+/** Attention as two batched products and a softmax, each kv head's group of query heads in one product. */
+function groupedProducts(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null): Tensor {
+  const [batch, heads, queries, headDim] = q.shape as [number, number, number, number];
+  const [, kvHeads, keys] = k.shape as [number, number, number, number];
   const group = heads / kvHeads;
   const allowed = mask ?? torch.ones([queries, keys], { dtype: 'bool', device: q.device }).tril(0).view([1, 1, queries, keys]);
-  // [B, KV, group * S, d] x [B, KV, d, L]: each kv head's group of query heads in one product, no copies of k or v
+  // [B, KV, group * S, d] x [B, KV, d, L]: no copies of k or v
   const scores = q
     .reshape([batch, kvHeads, group * queries, headDim])
     .matmul(k.transpose(-1, -2))
@@ -52,4 +75,13 @@ export function attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null):
     .view([batch, kvHeads, group * queries, keys])
     .matmul(v)
     .view([batch, heads, queries, headDim]);
+}
+
+/** k or v [B, KV, L, d] → [B, heads, L, d]: kv head j serves query heads j·group .. (j+1)·group − 1 (repeat_kv). */
+function perQueryHead(t: Tensor, heads: number): Tensor {
+  const [batch, kvHeads, keys, headDim] = t.shape as [number, number, number, number];
+  return t
+    .unsqueeze(2)
+    .expand([batch, kvHeads, heads / kvHeads, keys, headDim])
+    .reshape([batch, heads, keys, headDim]);
 }

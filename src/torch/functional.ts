@@ -1,7 +1,7 @@
 // Free functions: joins, layers (linear, embedding, norms, attention, cross-entropy), sampling, autograd control,
 // and runtime settings. Methods on Tensor cover the rest.
 import type { Generator } from './creation.js';
-import { native } from './native.js';
+import { native, type SdpBackend, type SdpBackendChoice } from './native.js';
 import { fromHandle, operand, type Tensor } from './tensor.js';
 
 type TensorOrNumber = Tensor | number;
@@ -164,6 +164,45 @@ export function scaledDotProductAttention(q: Tensor, k: Tensor, v: Tensor, optio
       gqa,
     ),
   );
+}
+
+/**
+ * The kernel scaledDotProductAttention would run for these arguments, by libtorch's own rules for the device, dtype,
+ * shapes, mask and switches (at::_fused_sdp_choice): 'flash', 'efficient' (memory-efficient attention), 'cudnn',
+ * 'math' (the unfused fallback: scores materialised, grouped k/v heads copied per query head) or 'overrideable';
+ * libtorch's error when every kernel that could run is switched off. Grouped-query inputs (fewer k/v heads) are asked
+ * about as such.
+ */
+export function sdpBackend(
+  q: Tensor,
+  k: Tensor,
+  v: Tensor,
+  options: Pick<AttentionOptions, 'mask' | 'causal'> = {},
+): SdpBackendChoice {
+  const gqa = q.ndim >= 3 && k.ndim >= 3 && q.size(-3) !== k.size(-3);
+  return native.sdpBackend(q.handle, k.handle, v.handle, options.mask?.handle ?? null, options.causal ?? false, gqa);
+}
+
+const SDP_BACKENDS: readonly SdpBackend[] = ['flash', 'efficient', 'math', 'cudnn'];
+
+/**
+ * Switches one of libtorch's attention kernels on or off for this process (PyTorch's
+ * torch.backends.cuda.enable_flash_sdp, enable_mem_efficient_sdp, enable_math_sdp, enable_cudnn_sdp; all on by
+ * default). They also steer the CPU's choice (flash or math there).
+ */
+export function setSdpBackendEnabled(backend: SdpBackend, enabled: boolean): void {
+  if (!SDP_BACKENDS.includes(backend)) {
+    throw new RangeError(`setSdpBackendEnabled: expected one of ${SDP_BACKENDS.join(', ')}, got ${String(backend)}`);
+  }
+  if (typeof enabled !== 'boolean') throw new TypeError(`setSdpBackendEnabled: expected a boolean, got ${String(enabled)}`);
+  native.setSdpBackendEnabled(backend, enabled);
+}
+
+export function sdpBackendEnabled(backend: SdpBackend): boolean {
+  if (!SDP_BACKENDS.includes(backend)) {
+    throw new RangeError(`sdpBackendEnabled: expected one of ${SDP_BACKENDS.join(', ')}, got ${String(backend)}`);
+  }
+  return native.sdpBackendEnabled(backend);
 }
 
 export interface CrossEntropyOptions {

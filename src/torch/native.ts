@@ -18,6 +18,10 @@ export type CaptureProgramHandle = { readonly __brand: 'CaptureProgram' };
 export type CudaGraphState = 'off' | 'pending' | 'ready' | 'failed';
 /** An opaque reference to a libtorch random generator. */
 export type GeneratorHandle = { readonly __brand: 'GeneratorHandle' };
+/** libtorch's attention kernels, as its switches name them (see functional.ts setSdpBackendEnabled). */
+export type SdpBackend = 'flash' | 'efficient' | 'math' | 'cudnn';
+/** The kernel scaled_dot_product_attention picks: one of those, or a device's own ('overrideable'). */
+export type SdpBackendChoice = SdpBackend | 'overrideable';
 
 type H = Handle;
 type TS = Handle | BoxedScalar;
@@ -203,6 +207,9 @@ export interface NativeAddon {
   rmsNorm(x: H, shape: number[], weight: OptH, eps: OptNum): H;
   layerNorm(x: H, shape: number[], weight: OptH, bias: OptH, eps: number): H;
   scaledDotProductAttention(q: H, k: H, v: H, mask: OptH, dropout: number, causal: boolean, scale: OptNum, gqa: boolean): H;
+  sdpBackend(q: H, k: H, v: H, mask: OptH, causal: boolean, gqa: boolean): SdpBackendChoice;
+  setSdpBackendEnabled(backend: SdpBackend, enabled: boolean): void;
+  sdpBackendEnabled(backend: SdpBackend): boolean;
   crossEntropy(logits: H, target: H, ignoreIndex: number, reduction: number, labelSmoothing: number): H;
   einsum(equation: string, operands: H[]): H;
   outer(a: H, b: H): H;
