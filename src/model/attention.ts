@@ -18,7 +18,7 @@
 // the masked KV cache went to the math kernel, and a training forward kept O(S·L) scores per head per layer; later
 // versions' memory-efficient kernel takes grouped heads, and then libtorch's choice is not math). So when
 // libtorch's choice (torch.sdpBackend) is the math kernel, a one-query decode step runs as the plain products above
-// (k and v read once, no copies) and anything longer gets the fused kernel on k and v widened to one head per query
+// (k and v read once, no per-head copies; half and bf16 in float32, as the math kernel computes them) and anything longer gets the fused kernel on k and v widened to one head per query
 // head, as transformers does (its repeat_kv). On the CPU libtorch's flash kernel takes grouped heads and masks, so
 // nothing changes there unless it is switched off (torch.setSdpBackendEnabled).
 //
@@ -52,7 +52,11 @@ export function attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null):
     // memory-efficient kernel no grouped heads); the math kernel would copy k and v for every query head and keep
     // the [S, L] scores. A decode step's one query reads k and v once in plain products; more queries get the fused
     // kernel over k and v widened to one head per query head, as transformers does
-    if (queries === 1) return groupedProducts(q, k, v, mask);
+    if (queries === 1) {
+      // in float32 for half and bf16, as the math kernel (and the fused kernels' sums) would have it
+      if (q.dtype !== 'bfloat16' && q.dtype !== 'float16') return groupedProducts(q, k, v, mask);
+      return groupedProducts(q.float(), k.float(), v.float(), mask).to({ dtype: q.dtype });
+    }
     return torch.scaledDotProductAttention(q, perQueryHead(k, heads), perQueryHead(v, heads), options);
   }
   return torch.scaledDotProductAttention(q, k, v, options);

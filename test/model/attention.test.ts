@@ -154,6 +154,17 @@ test('grouped heads where the only fused choice is math: a decode step runs plai
           if (q.size(2) === 1) assert.ok(!ops.has('aten::scaled_dot_product_attention'), label);
           else assert.ok(ops.has('aten::scaled_dot_product_attention'), label);
         }
+        // half precision: the one-query products run in float32 (as the math kernel's), the output rounded once;
+        // in float16 products the scores' rounding moves these outputs by ~0.01
+        const [q16, k16, v16] = [decode.q.mul(3), decode.k.mul(3), decode.v].map((t) => t.half()) as [
+          torch.Tensor,
+          torch.Tensor,
+          torch.Tensor,
+        ];
+        const got = attention(q16, k16, v16, decodeMask);
+        assert.equal(got.dtype, 'float16');
+        const expected = attention(q16.float(), k16.float(), v16.float(), decodeMask).half();
+        assert.ok(bytes(got).equals(bytes(expected)));
       } finally {
         torch.setSdpBackendEnabled('flash', true);
       }
