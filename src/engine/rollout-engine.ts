@@ -368,7 +368,9 @@ export class RolloutEngine {
         state.sequences.push({
           request: state,
           index: i,
-          generator: state.params.temperature === 0 ? null : new torch.Generator(sampleSeed(prepared.seed, i), this.#device),
+          // a CPU generator whatever the device (see drawFromCdf): no per-row kernel launches on a GPU, and a seed
+          // draws the same uniforms on every device
+          generator: state.params.temperature === 0 ? null : new torch.Generator(sampleSeed(prepared.seed, i)),
           matcher:
             state.stops !== null && this.tokenizer !== null
               ? new StopStringMatcher(state.stops, this.tokenizer, { skipSpecialTokens: state.skipSpecialTokens })

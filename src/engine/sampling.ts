@@ -192,12 +192,17 @@ export function sampleTokens(logits: Tensor, rows: readonly SamplerRow[], option
  * row's generator, token = the first index whose cumulative probability reaches u * total (float64 cumsum, so
  * tail tokens keep their probability). Zero-probability tokens are never drawn. Batched over rows; only the uniform
  * draw is per row (one scalar each), where torch.multinomial would draw V exponentials per row (4 ms at V = 152k).
+ * The uniforms are drawn where the generators are (null ones: the default generator of probs' device) and moved to
+ * probs' device in one copy: the engine's generators are CPU generators on every device, so a GPU step makes no
+ * kernel launch per row and a seed draws the same uniforms on the CPU and on a GPU.
  */
 export function drawFromCdf(probs: Tensor, generators: readonly (torch.Generator | null)[]): Tensor {
   const rows = probs.size(0);
   const cdf = probs.cumsum(-1, 'float64'); // [S, V]
   const total = cdf.narrow(1, probs.size(1) - 1, 1); // [S, 1]
-  const uniforms = torch.uniformPerGenerator(generators, { device: probs.device }); // [S], one native call
+  const drawDevice = generators.find((g) => g !== null)?.device ?? probs.device;
+  // [S], one native call (one draw per generator), then at most one copy
+  const uniforms = torch.uniformPerGenerator(generators, { device: drawDevice }).to({ device: probs.device });
   const target = uniforms.neg().add(1).view([rows, 1]).mul(total); // (1 - U[0, 1)) * total, in (0, total]
   return cdf.lt(target).sum(-1); // [S] int64: how many cumulative sums fall short of the target
 }

@@ -13,11 +13,14 @@ export interface CreateOptions {
 /** A random number generator with its own state; pass it to random functions for reproducible streams. */
 export class Generator {
   readonly handle: GeneratorHandle;
+  /** The device whose random numbers it draws ('cpu', 'cuda:0', ...). */
+  readonly device: string;
   constructor(
     readonly seed: number | bigint,
     device = 'cpu',
   ) {
-    this.handle = native.createGenerator(seed, checkDevice(device));
+    this.device = checkDevice(device);
+    this.handle = native.createGenerator(seed, this.device);
   }
 }
 

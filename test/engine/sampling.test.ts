@@ -224,3 +224,21 @@ test('sampling parameters are checked', () => {
   }
   assert.throws(() => resolveSamplingParams({ topP: 2 }), /topP must be in \(0, 1\], got 2/);
 });
+
+test('on a GPU, rows drawn with CPU generators (the engine gives each row one) draw what they draw on the CPU', {
+  skip: torch.cuda.deviceCount() === 0 ? 'no CUDA device visible' : false,
+}, () => {
+  torch.scope(() => {
+    // well-separated probabilities, so that the GPU's float rounding cannot move a draw across a boundary
+    const logits = torch.randn([8, 12], { generator: new torch.Generator(21) }).mul(3);
+    const rows = (): SamplerRow[] =>
+      Array.from({ length: 8 }, (_, i) => ({ params: params({ temperature: 0.9 }), generator: new torch.Generator(100 + i) }));
+    const onCpu = sampleTokens(logits, rows()).tokens.toArray();
+    const onGpu = sampleTokens(logits.to({ device: 'cuda:0' }), rows());
+    assert.equal(onGpu.tokens.device, 'cuda:0');
+    assert.deepEqual(onGpu.tokens.to({ device: 'cpu' }).toArray(), onCpu);
+    // a generator of the GPU itself still draws on the GPU
+    const gpuRows = rows().map((r, i) => ({ ...r, generator: new torch.Generator(100 + i, 'cuda:0') }));
+    assert.equal(sampleTokens(logits.to({ device: 'cuda:0' }), gpuRows).tokens.numel, 8);
+  });
+});

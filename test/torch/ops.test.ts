@@ -541,6 +541,14 @@ test('random: the same seed gives the same stream, different seeds differ', () =
     const d1 = values(torch.rand([8]));
     torch.manualSeed(77);
     assert.deepEqual(values(torch.rand([8])), d1);
+    // uniformPerGenerator: one rand([1], float64) from each generator (null: the default one), in one call
+    assert.equal(a.device, 'cpu');
+    const gens = [new torch.Generator(9), null, new torch.Generator(10)];
+    torch.manualSeed(78);
+    const draws = values(torch.uniformPerGenerator(gens));
+    torch.manualSeed(78);
+    const one = (g: torch.Generator | null) => values(torch.rand([1], { dtype: 'float64', ...(g ? { generator: g } : {}) }))[0];
+    assert.deepEqual(draws, [one(new torch.Generator(9)), one(null), one(new torch.Generator(10))]);
   });
 });
 
