@@ -21,7 +21,8 @@
 // Each forward runs under noGrad inside torch.scope, so a step frees everything it made; the cache is reused.
 // Every row is computed from its own slot and sampled with its own generator, so a request gets the same tokens
 // whatever else is in the batch (greedy: exactly; seeded sampling: up to float rounding differences between batch
-// shapes, which can in principle flip a near-tie).
+// shapes, which can in principle flip a near-tie). The generators are CPU generators on every device, so a seed
+// draws the same uniforms on the CPU and on a GPU (./sampling.ts drawFromCdf).
 //
 // Requests end in one of five ways besides success, each a GenerationError naming what happened: 'invalid' (the
 // request fails a check: an empty prompt, an id outside the vocabulary, a bad sampling parameter; the message names
