@@ -37,7 +37,7 @@ import { CausalLM, type KVCache, type LoadModelOptions } from '../model/index.js
 import { type ChatMessage, Tokenizer } from '../tokenizer/index.js';
 import * as torch from '../torch/index.js';
 import { type ChatOptions, type ChatResult, chat } from './chat.js';
-import { resolveSamplingParams, type SamplingParams, sampleTokens } from './sampling.js';
+import { prepareSampling, resolveSamplingParams, type SamplingParams, sampleTokens } from './sampling.js';
 import { completionText, type FinishReason, StopStringMatcher } from './stopping.js';
 import { syncModelWeights, syncModelWeightsFromDir } from './weight-sync.js';
 import { DecodeSteps, type DecodeStepStats } from './decode-steps.js';
@@ -819,11 +819,12 @@ export class RolloutEngine {
     try {
       values = torch.noGrad(() =>
         torch.scope(() => {
-          const { tokens, logprobs, top } = sampleTokens(
-            forward(),
+          // the sampler's inputs first: on a GPU their uploads then find the stream idle, not behind the forward
+          const sampler = prepareSampling(
             batch.map((s) => ({ params: s.request.params, generator: s.generator })),
-            { topLogprobs: topK },
+            this.#device,
           );
+          const { tokens, logprobs, top } = sampleTokens(forward(), sampler, { topLogprobs: topK });
           // one read-back per step: ids (exact in float64) and log-probs [2, B]; with top log-probs also [B, K] ids
           // and [B, K] log-probs
           const picked = torch.stack([tokens.double(), logprobs.double()]).flatten();

@@ -135,6 +135,48 @@ export interface SamplerRow {
   generator: torch.Generator | null;
 }
 
+/**
+ * What sampleTokens needs from the rows besides the logits, already on the logits' device: prepareSampling makes it
+ * before the forward is queued (the engine does), so that on a GPU its uploads do not wait for the forward to finish
+ * and the sampler's own launches follow the forward's without a stop between them. Creates tensors in the caller's
+ * scope.
+ */
+export interface SamplerBatch {
+  readonly rows: readonly SamplerRow[];
+  readonly device: string;
+  /** [B, 1] float32: each row's temperature (greedy rows: 1); null when every one is 1. */
+  readonly temperatures: Tensor | null;
+  /** The rows that draw a token (the others are greedy), ascending. */
+  readonly sampled: readonly number[];
+  /** [S] int64 of `sampled`; null when no row or every row draws. */
+  readonly rowIndex: Tensor | null;
+  /** [S] float64: one U[0, 1) draw from each drawing row's generator (see drawFromCdf); null when none draws. */
+  readonly uniforms: Tensor | null;
+}
+
+/** The SamplerBatch of `rows` on `device`: draws each sampling row's uniform now (see SamplerBatch). */
+export function prepareSampling(rows: readonly SamplerRow[], device: string): SamplerBatch {
+  const batch = rows.length;
+  const temperatures = rows.map((r) => (isGreedy(r.params) ? 1 : r.params.temperature));
+  const sampled = rows.flatMap((r, b) => (isGreedy(r.params) ? [] : [b]));
+  const generators = sampled.map((b) => (rows[b] as SamplerRow).generator);
+  // drawn where the generators are (null ones: the default generator of `device`), then one copy to `device`: the
+  // engine's generators are CPU generators on every device, so a GPU step makes no kernel launch per row, and a seed
+  // draws the same uniforms on the CPU and on a GPU
+  const drawDevice = generators.find((g) => g !== null)?.device ?? device;
+  return {
+    rows,
+    device,
+    temperatures: temperatures.every((t) => t === 1)
+      ? null
+      : torch.tensor(Float32Array.from(temperatures), { shape: [batch, 1], device }),
+    sampled,
+    rowIndex:
+      sampled.length === 0 || sampled.length === batch ? null : torch.tensor(BigInt64Array.from(sampled, BigInt), { device }),
+    uniforms: sampled.length === 0 ? null : torch.uniformPerGenerator(generators, { device: drawDevice }).to({ device }),
+  };
+}
+
 export interface SampledTokens {
   /** [B] int64: the chosen token of each row. */
   tokens: Tensor;
@@ -146,39 +188,42 @@ export interface SampledTokens {
 
 /**
  * Picks one token per row of `logits` [B, V] (any floating dtype) as the header describes; with `topLogprobs` k > 0
- * also returns each row's k most likely tokens. Creates tensors in the caller's scope; run it under noGrad.
+ * also returns each row's k most likely tokens. `rows`: each row's parameters and generator, or their SamplerBatch
+ * (prepareSampling) on the logits' device. Creates tensors in the caller's scope; run it under noGrad.
  */
-export function sampleTokens(logits: Tensor, rows: readonly SamplerRow[], options: { topLogprobs?: number } = {}): SampledTokens {
+export function sampleTokens(
+  logits: Tensor,
+  rows: readonly SamplerRow[] | SamplerBatch,
+  options: { topLogprobs?: number } = {},
+): SampledTokens {
   if (logits.ndim !== 2) throw new TypeError(`sampleTokens: logits must be [batch, vocab], got ${logits.toString()}`);
   const batch = logits.size(0);
-  if (rows.length !== batch) throw new RangeError(`sampleTokens: ${rows.length} rows of parameters for ${batch} logit rows`);
   const device = logits.device;
-  const x = logits.float();
-  const temperatures = rows.map((r) => (isGreedy(r.params) ? 1 : r.params.temperature));
-  const scaled = temperatures.every((t) => t === 1)
-    ? x
-    : x.div(torch.tensor(Float32Array.from(temperatures), { shape: [batch, 1], device }));
-  const logprobs = scaled.logSoftmax(-1);
-  const sampled = rows.flatMap((r, b) => (isGreedy(r.params) ? [] : [b]));
-  let tokens: Tensor;
-  if (sampled.length === 0) tokens = x.argmax(-1);
-  else {
-    const all = sampled.length === batch;
-    const rowIndex = torch.tensor(BigInt64Array.from(sampled, BigInt), { device });
-    const candidates = all ? scaled : scaled.indexSelect(0, rowIndex);
-    const params = sampled.map((b) => (rows[b] as SamplerRow).params);
-    const probs = params.some(truncates)
-      ? candidates.maskedFill(truncationMask(candidates, params), Number.NEGATIVE_INFINITY).softmax(-1)
-      : (all ? logprobs : logprobs.indexSelect(0, rowIndex)).exp();
-    const drawn = drawFromCdf(
-      probs,
-      sampled.map((b) => (rows[b] as SamplerRow).generator),
-    );
-    tokens = all ? drawn : x.argmax(-1).indexPut_([rowIndex], drawn); // the greedy rows' argmax, the others' draws
-  }
+  const rowCount = 'device' in rows ? rows.rows.length : rows.length;
+  if (rowCount !== batch) throw new RangeError(`sampleTokens: ${rowCount} rows of parameters for ${batch} logit rows`);
   const k = options.topLogprobs ?? 0;
   if (!Number.isInteger(k) || k < 0 || k > logits.size(1))
     throw new RangeError(`sampleTokens: topLogprobs must be an integer in [0, ${logits.size(1)}], got ${String(k)}`);
+  const prepared = 'device' in rows ? rows : prepareSampling(rows, device);
+  const elsewhere = [prepared.temperatures, prepared.rowIndex, prepared.uniforms].find((t) => t !== null && t.device !== device);
+  if (elsewhere !== undefined && elsewhere !== null)
+    throw new RangeError(`sampleTokens: the sampler batch is on ${elsewhere.device}, the logits on ${device}`);
+  const x = logits.float();
+  const scaled = prepared.temperatures === null ? x : x.div(prepared.temperatures);
+  const logprobs = scaled.logSoftmax(-1);
+  const { sampled, rowIndex, uniforms } = prepared;
+  let tokens: Tensor;
+  if (uniforms === null) tokens = x.argmax(-1);
+  else {
+    const candidates = rowIndex === null ? scaled : scaled.indexSelect(0, rowIndex);
+    const params = sampled.map((b) => (prepared.rows[b] as SamplerRow).params);
+    const probs = params.some(truncates)
+      ? candidates.maskedFill(truncationMask(candidates, params), Number.NEGATIVE_INFINITY).softmax(-1)
+      : (rowIndex === null ? logprobs : logprobs.indexSelect(0, rowIndex)).exp();
+    const drawn = drawFromCdf(probs, uniforms);
+    // the greedy rows' argmax, the others' draws
+    tokens = rowIndex === null ? drawn : x.argmax(-1).indexPut_([rowIndex], drawn);
+  }
   const top = k > 0 ? logprobs.topk(k) : null;
   return {
     tokens,
@@ -188,21 +233,16 @@ export function sampleTokens(logits: Tensor, rows: readonly SamplerRow[], option
 }
 
 /**
- * One draw per row of `probs` [S, V] (non-negative, each row summing to ~1) by inversion: u ~ U(0, 1] from the
- * row's generator, token = the first index whose cumulative probability reaches u * total (float64 cumsum, so
- * tail tokens keep their probability). Zero-probability tokens are never drawn. Batched over rows; only the uniform
- * draw is per row (one scalar each), where torch.multinomial would draw V exponentials per row (4 ms at V = 152k).
- * The uniforms are drawn where the generators are (null ones: the default generator of probs' device) and moved to
- * probs' device in one copy: the engine's generators are CPU generators on every device, so a GPU step makes no
- * kernel launch per row and a seed draws the same uniforms on the CPU and on a GPU.
+ * One draw per row of `probs` [S, V] (non-negative, each row summing to ~1) by inversion: with u the row's U[0, 1)
+ * draw (`uniforms` [S], from its generator: prepareSampling), token = the first index whose cumulative probability
+ * reaches (1 - u) * total (float64 cumsum, so tail tokens keep their probability). Zero-probability tokens are never
+ * drawn. Batched over rows; only the uniform draw is per row (one scalar each), where torch.multinomial would draw V
+ * exponentials per row (4 ms at V = 152k).
  */
-export function drawFromCdf(probs: Tensor, generators: readonly (torch.Generator | null)[]): Tensor {
+export function drawFromCdf(probs: Tensor, uniforms: Tensor): Tensor {
   const rows = probs.size(0);
   const cdf = probs.cumsum(-1, 'float64'); // [S, V]
   const total = cdf.narrow(1, probs.size(1) - 1, 1); // [S, 1]
-  const drawDevice = generators.find((g) => g !== null)?.device ?? probs.device;
-  // [S], one native call (one draw per generator), then at most one copy
-  const uniforms = torch.uniformPerGenerator(generators, { device: drawDevice }).to({ device: probs.device });
   const target = uniforms.neg().add(1).view([rows, 1]).mul(total); // (1 - U[0, 1)) * total, in (0, total]
   return cdf.lt(target).sum(-1); // [S] int64: how many cumulative sums fall short of the target
 }

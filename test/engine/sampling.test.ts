@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { before, test } from 'node:test';
 import {
+  prepareSampling,
   resolveSamplingParams,
   type SamplerRow,
   type SamplingParams,
@@ -223,6 +224,37 @@ test('sampling parameters are checked', () => {
     assert.throws(() => resolveSamplingParams(bad), SamplingParamsError, JSON.stringify(bad));
   }
   assert.throws(() => resolveSamplingParams({ topP: 2 }), /topP must be in \(0, 1\], got 2/);
+});
+
+test('a sampler batch prepared ahead (as the engine does, before the forward) samples what the rows give', () => {
+  torch.scope(() => {
+    const logits = torch.randn([4, 30], { generator: new torch.Generator(31) });
+    const rows = (): SamplerRow[] => [
+      { params: params({ temperature: 0 }), generator: null },
+      { params: params({ temperature: 0.8 }), generator: new torch.Generator(7) },
+      { params: params({ temperature: 1.2, topK: 5 }), generator: new torch.Generator(8) },
+      { params: params({ temperature: 1 }), generator: new torch.Generator(9) },
+    ];
+    const direct = sampleTokens(logits, rows());
+    const ahead = rows();
+    const batch = prepareSampling(ahead, 'cpu');
+    assert.deepEqual(batch.sampled, [1, 2, 3]);
+    // the uniforms are drawn at once: each drawing row's generator has moved on by one draw
+    const fresh = new torch.Generator(7);
+    torch.uniformPerGenerator([fresh]);
+    assert.deepEqual(
+      torch.uniformPerGenerator([ahead[1]?.generator ?? null]).toArray(),
+      torch.uniformPerGenerator([fresh]).toArray(),
+    );
+    const later = sampleTokens(logits, batch);
+    assert.deepEqual(later.tokens.toArray(), direct.tokens.toArray());
+    assert.deepEqual(later.logprobs.toArray(), direct.logprobs.toArray());
+    // every row greedy: nothing drawn, no temperatures
+    const greedy = prepareSampling([{ params: params({ temperature: 0 }), generator: null }], 'cpu');
+    assert.equal(greedy.uniforms, null);
+    assert.equal(greedy.temperatures, null);
+    assert.throws(() => sampleTokens(logits.narrow(0, 0, 2), batch), /4 rows of parameters for 2 logit rows/);
+  });
 });
 
 test('on a GPU, rows drawn with CPU generators (the engine gives each row one) draw what they draw on the CPU', {
