@@ -205,8 +205,10 @@ export function sampleTokens(
   if (!Number.isInteger(k) || k < 0 || k > logits.size(1))
     throw new RangeError(`sampleTokens: topLogprobs must be an integer in [0, ${logits.size(1)}], got ${String(k)}`);
   const prepared = 'device' in rows ? rows : prepareSampling(rows, device);
-  const elsewhere = [prepared.temperatures, prepared.rowIndex, prepared.uniforms].find((t) => t !== null && t.device !== device);
-  if (elsewhere !== undefined && elsewhere !== null)
+  const elsewhere = [prepared.temperatures, prepared.rowIndex, prepared.uniforms].find(
+    (t): t is Tensor => t !== null && t.device !== device,
+  );
+  if (elsewhere !== undefined)
     throw new RangeError(`sampleTokens: the sampler batch is on ${elsewhere.device}, the logits on ${device}`);
   const x = logits.float();
   const scaled = prepared.temperatures === null ? x : x.div(prepared.temperatures);
