@@ -7,6 +7,8 @@
 
 #include <ATen/SDPBackend.h>
 
+#include <array>
+
 namespace trt {
 
 #define T(i) unwrap(info[i])
@@ -260,26 +262,29 @@ static Napi::Value sdpBackend(const Napi::CallbackInfo& info) {
 
 // setSdpBackendEnabled(name, on) / sdpBackendEnabled(name): libtorch's switches for the attention kernels
 // (PyTorch's torch.backends.cuda.enable_flash_sdp and its kin; they apply to the CPU's choice too).
-static Napi::Value setSdpBackendEnabled(const Napi::CallbackInfo& info) {
+struct SdpSwitch {
+  const char* name;
+  void (at::Context::*set)(bool);
+  bool (at::Context::*get)() const;
+};
+static const SdpSwitch& sdpSwitch(const Napi::CallbackInfo& info, const char* caller) {
+  static const std::array<SdpSwitch, 4> switches{{
+      {"flash", &at::Context::setSDPUseFlash, &at::Context::userEnabledFlashSDP},
+      {"efficient", &at::Context::setSDPUseMemEfficient, &at::Context::userEnabledMemEfficientSDP},
+      {"math", &at::Context::setSDPUseMath, &at::Context::userEnabledMathSDP},
+      {"cudnn", &at::Context::setSDPUseCuDNN, &at::Context::userEnabledCuDNNSDP},
+  }};
   const std::string name = toText(info[0]);
-  const bool on = B(1);
-  auto& context = at::globalContext();
-  if (name == "flash") context.setSDPUseFlash(on);
-  else if (name == "efficient") context.setSDPUseMemEfficient(on);
-  else if (name == "math") context.setSDPUseMath(on);
-  else if (name == "cudnn") context.setSDPUseCuDNN(on);
-  else
-    throw Napi::RangeError::New(info.Env(), "setSdpBackendEnabled: expected 'flash', 'efficient', 'math' or 'cudnn', got \"" + name + "\"");
+  for (const auto& s : switches)
+    if (name == s.name) return s;
+  throw Napi::RangeError::New(info.Env(), std::string(caller) + ": expected 'flash', 'efficient', 'math' or 'cudnn', got \"" + name + "\"");
+}
+static Napi::Value setSdpBackendEnabled(const Napi::CallbackInfo& info) {
+  (at::globalContext().*sdpSwitch(info, "setSdpBackendEnabled").set)(B(1));
   return info.Env().Undefined();
 }
 static Napi::Value sdpBackendEnabled(const Napi::CallbackInfo& info) {
-  const std::string name = toText(info[0]);
-  auto& context = at::globalContext();
-  if (name == "flash") return Napi::Boolean::New(info.Env(), context.userEnabledFlashSDP());
-  if (name == "efficient") return Napi::Boolean::New(info.Env(), context.userEnabledMemEfficientSDP());
-  if (name == "math") return Napi::Boolean::New(info.Env(), context.userEnabledMathSDP());
-  if (name == "cudnn") return Napi::Boolean::New(info.Env(), context.userEnabledCuDNNSDP());
-  throw Napi::RangeError::New(info.Env(), "sdpBackendEnabled: expected 'flash', 'efficient', 'math' or 'cudnn', got \"" + name + "\"");
+  return Napi::Boolean::New(info.Env(), (at::globalContext().*sdpSwitch(info, "sdpBackendEnabled").get)());
 }
 
 #define REGISTER_OP(name, expr) TRT_EXPORT_RECORDED(exports, #name, name);

@@ -143,7 +143,6 @@ export interface SamplerRow {
  */
 export interface SamplerBatch {
   readonly rows: readonly SamplerRow[];
-  readonly device: string;
   /** [B, 1] float32: each row's temperature (greedy rows: 1); null when every one is 1. */
   readonly temperatures: Tensor | null;
   /** The rows that draw a token (the others are greedy), ascending. */
@@ -166,7 +165,6 @@ export function prepareSampling(rows: readonly SamplerRow[], device: string): Sa
   const drawDevice = generators.find((g) => g !== null)?.device ?? device;
   return {
     rows,
-    device,
     temperatures: temperatures.every((t) => t === 1)
       ? null
       : torch.tensor(Float32Array.from(temperatures), { shape: [batch, 1], device }),
@@ -199,12 +197,12 @@ export function sampleTokens(
   if (logits.ndim !== 2) throw new TypeError(`sampleTokens: logits must be [batch, vocab], got ${logits.toString()}`);
   const batch = logits.size(0);
   const device = logits.device;
-  const rowCount = 'device' in rows ? rows.rows.length : rows.length;
+  const rowCount = 'sampled' in rows ? rows.rows.length : rows.length;
   if (rowCount !== batch) throw new RangeError(`sampleTokens: ${rowCount} rows of parameters for ${batch} logit rows`);
   const k = options.topLogprobs ?? 0;
   if (!Number.isInteger(k) || k < 0 || k > logits.size(1))
     throw new RangeError(`sampleTokens: topLogprobs must be an integer in [0, ${logits.size(1)}], got ${String(k)}`);
-  const prepared = 'device' in rows ? rows : prepareSampling(rows, device);
+  const prepared = 'sampled' in rows ? rows : prepareSampling(rows, device);
   const elsewhere = [prepared.temperatures, prepared.rowIndex, prepared.uniforms].find(
     (t): t is Tensor => t !== null && t.device !== device,
   );

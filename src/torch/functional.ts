@@ -185,23 +185,24 @@ export function sdpBackend(
 
 const SDP_BACKENDS: readonly SdpBackend[] = ['flash', 'efficient', 'math', 'cudnn'];
 
+function checkSdpBackend(caller: string, backend: SdpBackend): void {
+  if (!SDP_BACKENDS.includes(backend))
+    throw new RangeError(`${caller}: expected one of ${SDP_BACKENDS.join(', ')}, got ${String(backend)}`);
+}
+
 /**
  * Switches one of libtorch's attention kernels on or off for this process (PyTorch's
  * torch.backends.cuda.enable_flash_sdp, enable_mem_efficient_sdp, enable_math_sdp, enable_cudnn_sdp; all on by
  * default). They also steer the CPU's choice (flash or math there).
  */
 export function setSdpBackendEnabled(backend: SdpBackend, enabled: boolean): void {
-  if (!SDP_BACKENDS.includes(backend)) {
-    throw new RangeError(`setSdpBackendEnabled: expected one of ${SDP_BACKENDS.join(', ')}, got ${String(backend)}`);
-  }
+  checkSdpBackend('setSdpBackendEnabled', backend);
   if (typeof enabled !== 'boolean') throw new TypeError(`setSdpBackendEnabled: expected a boolean, got ${String(enabled)}`);
   native.setSdpBackendEnabled(backend, enabled);
 }
 
 export function sdpBackendEnabled(backend: SdpBackend): boolean {
-  if (!SDP_BACKENDS.includes(backend)) {
-    throw new RangeError(`sdpBackendEnabled: expected one of ${SDP_BACKENDS.join(', ')}, got ${String(backend)}`);
-  }
+  checkSdpBackend('sdpBackendEnabled', backend);
   return native.sdpBackendEnabled(backend);
 }
 
