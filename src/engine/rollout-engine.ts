@@ -11,14 +11,16 @@
 //   prefill   waiting sequences take free slots (lowest first) and their prompts run as one right-padded forward
 //             (at most maxPrefillTokens padded tokens); the last prompt position's logits give each its first token.
 //             The n samples of one request in the batch run their shared prompt once: the others copy that slot
-//             (KVCache.copySlot) and draw their first token from the same logits with their own generators
+//             (KVCache.planCopy) and draw their first token from the same logits with their own generators
 //   yield     await setImmediate: timers, I/O, HTTP handlers and other requests' callers run
 //   decode    every running sequence feeds its last token: one forward [B, 1] over the cache, one sampling pass
 //             (./sampling.ts), one read-back of [2, B] values (ids and log-probs; plus each row's top-k ids and
 //             log-probs when a request asks for topLogprobs), then stop checks (./stopping.ts)
 //   yield
 //
-// Each forward runs under noGrad inside torch.scope, so a step frees everything it made; the cache is reused.
+// Each forward runs under noGrad inside torch.scope, so a step frees everything it made; the cache is reused. A step
+// makes its tensors from JavaScript data before it queues the forward and reads back once at the end: on a GPU a
+// transfer in between would wait for the forward (test/engine/host-transfers.test.ts).
 // Every row is computed from its own slot and sampled with its own generator, so a request gets the same tokens
 // whatever else is in the batch (greedy: exactly; seeded sampling: up to float rounding differences between batch
 // shapes, which can in principle flip a near-tie). The generators are CPU generators on every device, so a seed
@@ -752,40 +754,41 @@ export class RolloutEngine {
       const rows = leaders.length;
       const lengths = leaders.map((s) => s.request.promptIds.length);
       const ids = new BigInt64Array(rows * longest); // right-padded with id 0; the cache trims right padding
-      const mask = new Uint8Array(rows * longest);
       leaders.forEach((s, b) => {
         s.request.promptIds.forEach((id, t) => {
           ids[b * longest + t] = BigInt(id);
-          mask[b * longest + t] = 1;
         });
       });
       const slots = leaders.map((s) => s.slot);
       for (const seq of batch) this.#cache.reset(seq.slot);
       const device = this.#device;
       const padded = lengths.some((l) => l !== longest);
-      const hidden = this.model.forward(torch.tensor(ids, { shape: [rows, longest], device }), {
-        cache: this.#cache,
-        slots,
-        output: 'hidden',
-        ...(padded ? { attentionMask: torch.tensor(mask, { shape: [rows, longest], device }) } : {}),
-      }); // [B, T, H]
-      const last = hidden.index([
+      // everything made from JavaScript data first: on a GPU an upload behind the queued forward waits for all of it
+      const inputIds = torch.tensor(ids, { shape: [rows, longest], device });
+      const realTokens = padded ? lengths.map((l) => Array.from({ length: longest }, (_, t) => t < l)) : null;
+      const cachePlan = this.#cache.plan(slots, longest, realTokens);
+      const lastPositions = [
         torch.arange(rows, { device }),
         torch.tensor(
           BigInt64Array.from(lengths, (l) => BigInt(l - 1)),
           { device },
         ),
-      ]); // [B, H]: each row's last prompt position
-      if (leaders.length === batch.length) return this.model.logits(last);
+      ];
+      const noFollowers = leaders.length === batch.length;
+      const rowIndex = noFollowers ? null : torch.tensor(BigInt64Array.from(rowOf, BigInt), { device });
       const followers = leaders.map(() => [] as number[]);
       batch.forEach((seq, b) => {
         const row = rowOf[b] as number;
         if (leaders[row] !== seq) followers[row]?.push(seq.slot);
       });
-      leaders.forEach((leader, row) => {
-        this.#cache.copySlot(leader.slot, followers[row] as number[]);
-      });
-      return this.model.logits(last).indexSelect(0, torch.tensor(BigInt64Array.from(rowOf, BigInt), { device }));
+      const copies = noFollowers
+        ? []
+        : leaders.map((leader, row) => this.#cache.planCopy(leader.slot, followers[row] as number[]));
+      const hidden = this.model.forward(inputIds, { cache: this.#cache, slots, cachePlan, output: 'hidden' }); // [B, T, H]
+      const last = hidden.index(lastPositions); // [B, H]: each row's last prompt position
+      for (const copy of copies) copy.commit();
+      const logits = this.model.logits(last);
+      return rowIndex === null ? logits : logits.indexSelect(0, rowIndex);
     });
   }
 

@@ -65,67 +65,137 @@ const truncates = (p: SamplingParams): boolean => p.topK > 0 || p.topP < 1 || p.
 const TOP_P_CANDIDATES = 1024;
 
 /**
+ * How top-p rows without top-k find their nucleus. 'candidates': the TOP_P_CANDIDATES largest logits first, 8 times
+ * more while some row's nucleus reaches past them; each try reads one flag back to the host, which costs nothing on
+ * the CPU (where a full sort of 152k logits takes ~15 ms a row). 'sort': the whole vocabulary sorted at once, no host
+ * read: on a GPU a read waits for the forward and everything queued behind it, and the sort is one kernel (vLLM's
+ * sampler sorts too). nucleusSearchFor picks by device.
+ */
+export type NucleusSearch = 'candidates' | 'sort';
+
+export const nucleusSearchFor = (device: string): NucleusSearch => (device === 'cpu' ? 'candidates' : 'sort');
+
+/** "No top-k" in the k column: more ranks than any vocabulary has. */
+const NO_TOP_K = BigInt(Number.MAX_SAFE_INTEGER);
+
+/**
+ * The truncation parameters of S rows as tensors on one device (truncationInputs), so that a sampler prepared before
+ * the forward uploads nothing after it. Columns are [S, 1].
+ */
+export interface TruncationInputs {
+  readonly params: readonly SamplingParams[];
+  readonly device: string;
+  readonly nucleus: NucleusSearch;
+  /** float32 log(minP), -inf for rows without min-p; null when no row has min-p. */
+  readonly logMinP: Tensor | null;
+  /** The top-k / top-p columns; null when no row has either. */
+  readonly cut: {
+    /** int64 k (no top-k: NO_TOP_K). */
+    readonly topK: Tensor;
+    /** float32 p (no top-p: 2, which no mass reaches). */
+    readonly topP: Tensor;
+    /** bool: the row has top-k (its nucleus is over the renormalised top-k distribution). */
+    readonly hasTopK: Tensor;
+    /** bool: the row has top-k or top-p (the others keep every token). */
+    readonly cuts: Tensor;
+  } | null;
+}
+
+/** The TruncationInputs of `params` on `device` (creates tensors in the caller's scope). */
+export function truncationInputs(
+  params: readonly SamplingParams[],
+  device: string,
+  nucleus: NucleusSearch = nucleusSearchFor(device),
+): TruncationInputs {
+  const rows = params.length;
+  const column = (values: Iterable<number>) => torch.tensor(Float32Array.from(values), { shape: [rows, 1], device });
+  const flags = (test: (p: SamplingParams) => boolean) =>
+    torch.tensor(
+      Uint8Array.from(params, (p) => Number(test(p))),
+      { shape: [rows, 1], dtype: 'bool', device },
+    );
+  return {
+    params,
+    device,
+    nucleus,
+    logMinP: params.some((p) => p.minP > 0)
+      ? column(params.map((p) => (p.minP > 0 ? Math.log(p.minP) : Number.NEGATIVE_INFINITY)))
+      : null,
+    cut: params.some((p) => p.topK > 0 || p.topP < 1)
+      ? {
+          topK: torch.tensor(
+            BigInt64Array.from(params, (p) => (p.topK > 0 ? BigInt(p.topK) : NO_TOP_K)),
+            { shape: [rows, 1], device },
+          ),
+          topP: column(params.map((p) => (p.topP < 1 ? p.topP : 2))),
+          hasTopK: flags((p) => p.topK > 0),
+          cuts: flags((p) => p.topK > 0 || p.topP < 1),
+        }
+      : null,
+  };
+}
+
+/**
  * The tokens each row's top-k / top-p / min-p removes: bool [B, V], true = removed. `scaledLogits` [B, V] are the
- * temperature-scaled logits (float32); `params[b]` belongs to row b. Creates tensors in the caller's scope.
+ * temperature-scaled logits (float32); row b's parameters are `params[b]`, given as they are or as TruncationInputs
+ * made ahead on the logits' device. Creates tensors in the caller's scope.
  *
  * min-p needs no sort: p_i < minP * p_max  ⇔  z_i < z_max + log(minP). top-k / top-p look only at the C largest
- * logits (C = the largest k, or TOP_P_CANDIDATES for top-p alone), and look at 8 times more (up to the whole sorted
- * vocabulary) while some top-p row's nucleus does not fit in them.
+ * logits (C = the largest k; for top-p rows without top-k see NucleusSearch).
  */
-export function truncationMask(scaledLogits: Tensor, params: readonly SamplingParams[]): Tensor {
+export function truncationMask(scaledLogits: Tensor, params: readonly SamplingParams[] | TruncationInputs): Tensor {
   const [batch, vocab] = scaledLogits.shape as [number, number];
-  if (params.length !== batch) throw new RangeError(`truncationMask: ${params.length} parameter sets for ${batch} rows`);
   const device = scaledLogits.device;
-  const column = (values: number[]) => torch.tensor(Float32Array.from(values), { shape: [batch, 1], device });
-  let removed = torch.zeros([batch, vocab], { dtype: 'bool', device });
-  if (params.some((p) => p.minP > 0)) {
-    const logMinP = column(params.map((p) => (p.minP > 0 ? Math.log(p.minP) : Number.NEGATIVE_INFINITY)));
-    removed = scaledLogits.lt(scaledLogits.amax(-1, true).add(logMinP));
-  }
-  const cuts = params.map((p) => p.topK > 0 || p.topP < 1);
-  if (!cuts.some(Boolean)) return removed;
-  const largestK = Math.max(0, ...params.map((p) => p.topK));
-  const nucleusOnly = params.some((p) => p.topP < 1 && p.topK === 0);
-  let candidates = Math.min(vocab, Math.max(largestK, nucleusOnly ? TOP_P_CANDIDATES : 0));
-  let cut = nucleusCut(scaledLogits, params, candidates);
+  const inputs = 'nucleus' in params ? params : truncationInputs(params, device);
+  if (inputs.params.length !== batch)
+    throw new RangeError(`truncationMask: ${inputs.params.length} parameter sets for ${batch} rows`);
+  if (inputs.device !== device)
+    throw new RangeError(`truncationMask: the truncation inputs are on ${inputs.device}, the logits on ${device}`);
+  const removed =
+    inputs.logMinP === null
+      ? torch.zeros([batch, vocab], { dtype: 'bool', device })
+      : scaledLogits.lt(scaledLogits.amax(-1, true).add(inputs.logMinP));
+  if (inputs.cut === null) return removed;
+  const largestK = Math.max(0, ...inputs.params.map((p) => p.topK));
+  const nucleusOnly = inputs.params.some((p) => p.topP < 1 && p.topK === 0);
+  const firstTry = nucleusOnly ? (inputs.nucleus === 'sort' ? vocab : Math.max(largestK, TOP_P_CANDIDATES)) : largestK;
+  let candidates = Math.min(vocab, firstTry);
+  let cut = nucleusCut(scaledLogits, inputs, candidates, nucleusOnly);
   while (cut === null) {
     candidates = Math.min(vocab, candidates * 8);
-    cut = nucleusCut(scaledLogits, params, candidates);
+    cut = nucleusCut(scaledLogits, inputs, candidates, nucleusOnly);
   }
   // rows that cut nothing keep every token
-  const cutRows = torch.tensor(Uint8Array.from(cuts, Number), { shape: [batch, 1], dtype: 'bool', device });
-  return removed.logicalOr(cut.logicalAnd(cutRows));
+  return removed.logicalOr(cut.logicalAnd(inputs.cut.cuts));
 }
 
 /**
  * top-k and top-p over the C largest logits of each row, back in vocabulary order (true = removed; everything
- * outside the C is removed). Null when C < V and some top-p row's nucleus reaches past the C candidates.
+ * outside the C is removed). Null when C < V and some top-p row without top-k has a nucleus reaching past the C
+ * candidates (found by a host read; with C = V, or no such row, nothing is read).
  */
-function nucleusCut(scaledLogits: Tensor, params: readonly SamplingParams[], candidates: number): Tensor | null {
+function nucleusCut(scaledLogits: Tensor, inputs: TruncationInputs, candidates: number, nucleusOnly: boolean): Tensor | null {
   const [batch, vocab] = scaledLogits.shape as [number, number];
   const device = scaledLogits.device;
-  const column = (values: number[]) => torch.tensor(Float32Array.from(values), { shape: [batch, 1], device });
+  const cut = inputs.cut as NonNullable<TruncationInputs['cut']>;
   const top = candidates === vocab ? scaledLogits.sort({ dim: -1, descending: true }) : scaledLogits.topk(candidates);
   const rank = torch.arange(candidates, { device }).view([1, candidates]);
-  // top-k: rank >= k (k = V when off)
-  const k = BigInt64Array.from(params, (p) => BigInt(p.topK > 0 ? p.topK : vocab));
-  let removed = rank.ge(torch.tensor(k, { shape: [batch, 1], device }));
+  // top-k: rank >= k
+  let removed = rank.ge(cut.topK);
   // top-p over the renormalised top-k distribution (the whole vocabulary without top-k): the mass before token i
-  // has already reached p (off: p = 2)
+  // has already reached p
   const values = top.values.maskedFill(removed, Number.NEGATIVE_INFINITY);
   let logNormaliser = values.logsumexp(-1, true);
-  if (params.some((p) => p.topP < 1 && p.topK === 0)) {
-    const hasTopK = torch.tensor(
-      Uint8Array.from(params, (p) => Number(p.topK > 0)),
-      { shape: [batch, 1], dtype: 'bool', device },
-    );
-    logNormaliser = torch.where(hasTopK, logNormaliser, scaledLogits.logsumexp(-1, true));
-  }
+  if (nucleusOnly) logNormaliser = torch.where(cut.hasTopK, logNormaliser, scaledLogits.logsumexp(-1, true));
   const probs = values.sub(logNormaliser).exp();
   const massBefore = probs.cumsum(-1).sub(probs);
-  const topP = column(params.map((p) => (p.topP < 1 ? p.topP : 2)));
-  if (candidates < vocab && probs.sum(-1, { keepdim: true }).lt(topP).logicalAnd(topP.le(1)).any().item() === 1) return null;
-  removed = removed.logicalOr(massBefore.ge(topP));
+  if (
+    nucleusOnly &&
+    candidates < vocab &&
+    probs.sum(-1, { keepdim: true }).lt(cut.topP).logicalAnd(cut.topP.le(1)).any().item() === 1
+  )
+    return null;
+  removed = removed.logicalOr(massBefore.ge(cut.topP));
   return torch.ones([batch, vocab], { dtype: 'bool', device }).scatter(1, top.indices, removed);
 }
 
@@ -151,10 +221,19 @@ export interface SamplerBatch {
   readonly rowIndex: Tensor | null;
   /** [S] float64: one U[0, 1) draw from each drawing row's generator (see drawFromCdf); null when none draws. */
   readonly uniforms: Tensor | null;
+  /** The drawing rows' top-k / top-p / min-p (truncationMask); null when none truncates. */
+  readonly truncation: TruncationInputs | null;
 }
 
-/** The SamplerBatch of `rows` on `device`: draws each sampling row's uniform now (see SamplerBatch). */
-export function prepareSampling(rows: readonly SamplerRow[], device: string): SamplerBatch {
+/**
+ * The SamplerBatch of `rows` on `device`: draws each sampling row's uniform now (see SamplerBatch). `nucleus`: how
+ * top-p rows find their nucleus (default: nucleusSearchFor(device)).
+ */
+export function prepareSampling(
+  rows: readonly SamplerRow[],
+  device: string,
+  options: { nucleus?: NucleusSearch } = {},
+): SamplerBatch {
   const batch = rows.length;
   const temperatures = rows.map((r) => (isGreedy(r.params) ? 1 : r.params.temperature));
   const sampled = rows.flatMap((r, b) => (isGreedy(r.params) ? [] : [b]));
@@ -163,6 +242,7 @@ export function prepareSampling(rows: readonly SamplerRow[], device: string): Sa
   // engine's generators are CPU generators on every device, so a GPU step makes no kernel launch per row, and a seed
   // draws the same uniforms on the CPU and on a GPU
   const drawDevice = generators.find((g) => g !== null)?.device ?? device;
+  const drawingParams = sampled.map((b) => (rows[b] as SamplerRow).params);
   return {
     rows,
     temperatures: temperatures.every((t) => t === 1)
@@ -172,6 +252,7 @@ export function prepareSampling(rows: readonly SamplerRow[], device: string): Sa
     rowIndex:
       sampled.length === 0 || sampled.length === batch ? null : torch.tensor(BigInt64Array.from(sampled, BigInt), { device }),
     uniforms: sampled.length === 0 ? null : torch.uniformPerGenerator(generators, { device: drawDevice }).to({ device }),
+    truncation: drawingParams.some(truncates) ? truncationInputs(drawingParams, device, options.nucleus) : null,
   };
 }
 
@@ -203,23 +284,22 @@ export function sampleTokens(
   if (!Number.isInteger(k) || k < 0 || k > logits.size(1))
     throw new RangeError(`sampleTokens: topLogprobs must be an integer in [0, ${logits.size(1)}], got ${String(k)}`);
   const prepared = 'sampled' in rows ? rows : prepareSampling(rows, device);
-  const elsewhere = [prepared.temperatures, prepared.rowIndex, prepared.uniforms].find(
-    (t): t is Tensor => t !== null && t.device !== device,
-  );
-  if (elsewhere !== undefined)
-    throw new RangeError(`sampleTokens: the sampler batch is on ${elsewhere.device}, the logits on ${device}`);
+  const elsewhere =
+    [prepared.temperatures, prepared.rowIndex, prepared.uniforms].find((t): t is Tensor => t !== null && t.device !== device)
+      ?.device ?? (prepared.truncation !== null && prepared.truncation.device !== device ? prepared.truncation.device : null);
+  if (elsewhere !== null) throw new RangeError(`sampleTokens: the sampler batch is on ${elsewhere}, the logits on ${device}`);
   const x = logits.float();
   const scaled = prepared.temperatures === null ? x : x.div(prepared.temperatures);
   const logprobs = scaled.logSoftmax(-1);
-  const { sampled, rowIndex, uniforms } = prepared;
+  const { rowIndex, uniforms, truncation } = prepared;
   let tokens: Tensor;
   if (uniforms === null) tokens = x.argmax(-1);
   else {
     const candidates = rowIndex === null ? scaled : scaled.indexSelect(0, rowIndex);
-    const params = sampled.map((b) => (prepared.rows[b] as SamplerRow).params);
-    const probs = params.some(truncates)
-      ? candidates.maskedFill(truncationMask(candidates, params), Number.NEGATIVE_INFINITY).softmax(-1)
-      : (rowIndex === null ? logprobs : logprobs.indexSelect(0, rowIndex)).exp();
+    const probs =
+      truncation !== null
+        ? candidates.maskedFill(truncationMask(candidates, truncation), Number.NEGATIVE_INFINITY).softmax(-1)
+        : (rowIndex === null ? logprobs : logprobs.indexSelect(0, rowIndex)).exp();
     const drawn = drawFromCdf(probs, uniforms);
     // the greedy rows' argmax, the others' draws
     tokens = rowIndex === null ? drawn : x.argmax(-1).indexPut_([rowIndex], drawn);

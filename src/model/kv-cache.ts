@@ -144,26 +144,45 @@ export class KVCache {
    * then shared). Only the used positions are copied.
    */
   copySlot(from: number, to: readonly number[]): void {
+    torch.scope(() => this.planCopy(from, to).commit());
+  }
+
+  /**
+   * copySlot in two halves: checks the slots and uploads the target list now, copies at commit() (once; later calls
+   * do nothing) what `from` holds then. The engine plans the copies of a prefill before queueing its forward and
+   * commits them after it: on a GPU an upload behind queued work waits for all of it. Creates tensors in the caller's
+   * scope; commit within it.
+   */
+  planCopy(from: number, to: readonly number[]): { commit(): void } {
     this.#checkSlot(from);
     for (const slot of to) {
       this.#checkSlot(slot);
       if (slot === from) throw new RangeError(`KV cache: copySlot from slot ${from} onto itself`);
     }
-    if (to.length === 0) return;
+    const targets = to.length === 0 ? null : torch.tensor(BigInt64Array.from(to, BigInt), { device: this.#keyValid.device });
+    let done = false;
+    return {
+      commit: () => {
+        if (done || targets === null) return;
+        done = true;
+        this.#copy(from, to, targets);
+      },
+    };
+  }
+
+  #copy(from: number, to: readonly number[], targets: Tensor): void {
     const length = this.#lengths[from] as number;
     noGrad(() =>
       torch.scope(() => {
-        const device = this.#keyValid.device;
-        const targets = torch.tensor(BigInt64Array.from(to, BigInt), { device });
-        const sources = torch.tensor(
-          BigInt64Array.from(to, () => BigInt(from)),
-          { device },
-        );
-        const copy = (t: Tensor) =>
-          t.narrow(-2, 0, length).indexCopy_(0, targets, t.narrow(-2, 0, length).indexSelect(0, sources));
+        // every target reads the source slot: a broadcast view of it, no source index to upload
+        const copy = (t: Tensor, positionDim: number) => {
+          const used = t.narrow(positionDim, 0, length);
+          const source = used.narrow(0, from, 1);
+          used.indexCopy_(0, targets, source.expand([to.length, ...source.shape.slice(1)]));
+        };
         if (length > 0) {
-          for (const t of [...this.#keys, ...this.#values]) copy(t);
-          this.#keyValid.narrow(1, 0, length).indexCopy_(0, targets, this.#keyValid.narrow(1, 0, length).indexSelect(0, sources));
+          for (const t of [...this.#keys, ...this.#values]) copy(t, -2);
+          copy(this.#keyValid, 1);
         }
         for (const slot of to)
           this.#keyValid

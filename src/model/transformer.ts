@@ -100,8 +100,10 @@ export interface ForwardOptions {
   /** Append the new tokens to this cache and attend over each row's cached prefix. */
   cache?: KVCache;
   /**
-   * The cache's plan for this forward (cache.plan(slots, T, null, ...)), made by the caller: the forward then makes no
-   * tensor from JavaScript data, so it can be captured (../torch/capture.ts). Default: planned here.
+   * The cache's plan for this forward (cache.plan(slots, T, realTokens, ...)), made by the caller: the forward then
+   * makes no tensor from JavaScript data and reads nothing back, so it can be captured (../torch/capture.ts), and on a
+   * GPU nothing in it waits for queued work. A plan with real tokens stands for the attention mask (give none).
+   * Default: planned here (from the attention mask, read back to the host).
    */
   cachePlan?: CachePlan;
   /** The cache slot of each batch row (distinct; default 0..B-1). */
@@ -320,8 +322,8 @@ export class CausalLM {
     if (shared !== null && (batch !== 1 || cache !== undefined || positionIds === undefined || attentionMask !== undefined)) {
       throw new TypeError('forward: sharedPrefix takes inputIds [1, tokens] with positionIds, no attentionMask and no cache');
     }
-    const real = attentionMask?.bool() ?? null; // [B, T]
-    const realRows = cache && real ? (real.toArray() as boolean[][]) : null;
+    const real = attentionMask?.bool() ?? options.cachePlan?.realTokens ?? null; // [B, T]
+    const realRows = cache && attentionMask && !options.cachePlan ? ((real as Tensor).toArray() as boolean[][]) : null;
     if (
       options.cachePlan !== undefined &&
       (cache === undefined ||

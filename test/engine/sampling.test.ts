@@ -9,9 +9,11 @@ import {
   type SamplingParams,
   SamplingParamsError,
   sampleTokens,
+  truncationInputs,
   truncationMask,
 } from '../../src/engine/index.js';
 import * as torch from '../../src/torch/index.js';
+import { HOST_TRANSFERS, recordNativeCalls } from '../helpers/native-calls.js';
 
 // probabilities of one crafted row, descending by construction except for the shuffled order below
 //   token:  0     1     2     3     4     5
@@ -84,7 +86,7 @@ function referenceKept(logits: number[], p: SamplingParams): Set<number> {
   return keep;
 }
 
-test('a large vocabulary: the candidate shortcut (and its fallback to more candidates) gives the defined sets', () => {
+test('a large vocabulary: the candidate shortcut (and its fallback to more candidates) and the full sort give the defined sets', () => {
   // V = 5000 > 1024 candidates; spread 1 needs more than 1024 tokens for top-p 0.9 (fallback), spreads 3 and 6 fewer
   const vocab = 5000;
   const settings: Partial<SamplingParams>[] = [
@@ -100,7 +102,15 @@ test('a large vocabulary: the candidate shortcut (and its fallback to more candi
       const logits = torch.randn([settings.length, vocab], { generator: new torch.Generator(spread) }).mul(spread);
       const rows = logits.toArray() as number[][];
       const all = settings.map(params);
-      const removed = truncationMask(logits, all).toArray() as boolean[][];
+      const byCandidates = truncationMask(logits, all);
+      assert.deepEqual(
+        truncationMask(logits, truncationInputs(all, 'cpu', 'candidates')).toArray(),
+        byCandidates.toArray(),
+        'the CPU default',
+      );
+      // the same sets, bit for bit: both keep a token by the same float32 sums over the same descending order
+      assert.deepEqual(truncationMask(logits, truncationInputs(all, 'cpu', 'sort')).toArray(), byCandidates.toArray());
+      const removed = byCandidates.toArray() as boolean[][];
       all.forEach((p, b) => {
         const expected = referenceKept(rows[b] as number[], p);
         const got = new Set((removed[b] as boolean[]).flatMap((r, i) => (r ? [] : [i])));
@@ -254,6 +264,43 @@ test('a sampler batch prepared ahead (as the engine does, before the forward) sa
     assert.equal(greedy.uniforms, null);
     assert.equal(greedy.temperatures, null);
     assert.throws(() => sampleTokens(logits.narrow(0, 0, 2), batch), /4 rows of parameters for 2 logit rows/);
+  });
+});
+
+test('a truncating batch prepared ahead uploads nothing when sampled; the full-sort search reads nothing back either', () => {
+  torch.scope(() => {
+    // V = 5000 > 1024 candidates, flat logits: the top-p 0.9 row's nucleus needs more than 1024 of them
+    const logits = torch.randn([5, 5000], { generator: new torch.Generator(4) });
+    const rows = (): SamplerRow[] =>
+      [{ topP: 0.9 }, { temperature: 0 }, { topK: 50, topP: 0.8 }, { minP: 0.02, temperature: 0.7 }, {}].map((p, i) => ({
+        params: params(p),
+        generator: new torch.Generator(60 + i),
+      }));
+    const direct = sampleTokens(logits, rows());
+    for (const nucleus of ['candidates', 'sort'] as const) {
+      const batch = prepareSampling(rows(), 'cpu', { nucleus });
+      assert.equal(batch.truncation?.nucleus, nucleus);
+      const recording = recordNativeCalls(HOST_TRANSFERS);
+      let result: ReturnType<typeof sampleTokens>;
+      try {
+        result = sampleTokens(logits, batch);
+      } finally {
+        recording.stop();
+      }
+      const { calls } = recording;
+      assert.deepEqual(result.tokens.toArray(), direct.tokens.toArray(), nucleus);
+      assert.deepEqual(result.logprobs.toArray(), direct.logprobs.toArray(), nucleus);
+      // candidates: one flag read per try (1024, then 8192 > V: the whole vocabulary, no read)
+      assert.deepEqual(calls, nucleus === 'sort' ? [] : ['item'], nucleus);
+    }
+    assert.equal(truncationInputs([params({})], 'cpu').nucleus, 'candidates');
+    assert.equal(truncationInputs([params({})], 'cuda:0').cut, null);
+    assert.equal(prepareSampling(rows().slice(1, 2), 'cpu').truncation, null, 'a greedy row truncates nothing');
+    const onOther = {
+      ...prepareSampling(rows(), 'cpu'),
+      truncation: { ...truncationInputs([params({ topK: 2 })], 'cpu'), device: 'cuda:0' },
+    };
+    assert.throws(() => sampleTokens(logits, onOther), /sampler batch is on cuda:0, the logits on cpu/);
   });
 });
 

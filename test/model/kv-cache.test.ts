@@ -130,6 +130,29 @@ describe('slots', () => {
     }
   });
 
+  test('planCopy: planned before the prefill (targets uploaded then), committed after it, copies what the slot holds then', () => {
+    const cache = model.createKVCache({ slots: 3, maxLength: 12 });
+    try {
+      torch.scope(() => {
+        const copy = cache.planCopy(0, [2, 1]);
+        model.forward(row(ids, 0, 0, 5), { cache, slots: [0] });
+        assert.equal(cache.length(1), 0, 'nothing copied before commit');
+        copy.commit();
+        copy.commit(); // once
+        assert.deepEqual([cache.length(1), cache.tokenCount(1), cache.length(2)], [5, 5, 5]);
+        const next = torch.cat([row(ids, 0, 5, 1), row(ids, 0, 5, 1), row(ids, 0, 5, 1)], 0);
+        const logits = model.forward(next, { cache, slots: [0, 1, 2] });
+        for (let b = 0; b < 3; b++) {
+          assert.ok(maxAbsDiff(logits.select(0, b).squeeze(0), full.select(0, 0).select(0, 5)) < TOLERANCE, `slot ${b}`);
+        }
+        assert.throws(() => cache.planCopy(1, [1]), /onto itself/, 'checked when planned');
+        cache.planCopy(0, []).commit(); // no targets: nothing to do
+      });
+    } finally {
+      cache.dispose();
+    }
+  });
+
   test('a padded prefill (left and right padding) in the cache, then decoding, equals the unpadded rows', () => {
     const cache = model.createKVCache({ slots: 3, maxLength: 12 });
     try {
