@@ -174,10 +174,11 @@ export class KVCache {
     const length = this.#lengths[from] as number;
     noGrad(() =>
       torch.scope(() => {
-        // every target reads the source slot: a broadcast view of it, no source index to upload
+        // every target reads one copy of the source slot, broadcast: no source index to upload (copied first, so
+        // that the op never reads the buffer it writes)
         const copy = (t: Tensor, positionDim: number) => {
           const used = t.narrow(positionDim, 0, length);
-          const source = used.narrow(0, from, 1);
+          const source = used.narrow(0, from, 1).clone();
           used.indexCopy_(0, targets, source.expand([to.length, ...source.shape.slice(1)]));
         };
         if (length > 0) {
