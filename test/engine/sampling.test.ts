@@ -294,7 +294,10 @@ test('a truncating batch prepared ahead uploads nothing when sampled; the full-s
       assert.deepEqual(calls, nucleus === 'sort' ? [] : ['item'], nucleus);
     }
     assert.equal(truncationInputs([params({})], 'cpu').nucleus, 'candidates');
-    assert.equal(truncationInputs([params({})], 'cuda:0').cut, null);
+    // off the CPU the nucleus is found by sorting (no host read); rows without truncation make no columns (so no
+    // tensor is made on that device here)
+    const elsewhere = truncationInputs([params({})], 'cuda:0');
+    assert.deepEqual([elsewhere.nucleus, elsewhere.cut, elsewhere.logMinP], ['sort', null, null]);
     assert.equal(prepareSampling(rows().slice(1, 2), 'cpu').truncation, null, 'a greedy row truncates nothing');
     const onOther = {
       ...prepareSampling(rows(), 'cpu'),
