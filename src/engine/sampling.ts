@@ -59,7 +59,9 @@ export function resolveSamplingParams(options: Partial<SamplingParams> = {}): Sa
 }
 
 const isGreedy = (p: SamplingParams): boolean => p.temperature === 0;
-const truncates = (p: SamplingParams): boolean => p.topK > 0 || p.topP < 1 || p.minP > 0;
+/** Top-k or top-p: the row's cut needs the sorted logits (min-p does not). */
+const cutsSorted = (p: SamplingParams): boolean => p.topK > 0 || p.topP < 1;
+const truncates = (p: SamplingParams): boolean => cutsSorted(p) || p.minP > 0;
 
 /** Candidates a top-p row without top-k looks at first (a full sort of 152k logits costs ~15 ms a row; topk ~1 ms). */
 const TOP_P_CANDIDATES = 1024;
@@ -121,7 +123,7 @@ export function truncationInputs(
     logMinP: params.some((p) => p.minP > 0)
       ? column(params.map((p) => (p.minP > 0 ? Math.log(p.minP) : Number.NEGATIVE_INFINITY)))
       : null,
-    cut: params.some((p) => p.topK > 0 || p.topP < 1)
+    cut: params.some(cutsSorted)
       ? {
           topK: torch.tensor(
             BigInt64Array.from(params, (p) => (p.topK > 0 ? BigInt(p.topK) : NO_TOP_K)),
@@ -129,7 +131,7 @@ export function truncationInputs(
           ),
           topP: column(params.map((p) => (p.topP < 1 ? p.topP : 2))),
           hasTopK: flags((p) => p.topK > 0),
-          cuts: flags((p) => p.topK > 0 || p.topP < 1),
+          cuts: flags(cutsSorted),
         }
       : null,
   };
@@ -295,10 +297,11 @@ export function sampleTokens(
   if (!Number.isInteger(k) || k < 0 || k > logits.size(1))
     throw new RangeError(`sampleTokens: topLogprobs must be an integer in [0, ${logits.size(1)}], got ${String(k)}`);
   const prepared = 'sampled' in rows ? rows : prepareSampling(rows, device);
-  const elsewhere =
-    [prepared.temperatures, prepared.rowIndex, prepared.uniforms].find((t): t is Tensor => t !== null && t.device !== device)
-      ?.device ?? (prepared.truncation !== null && prepared.truncation.device !== device ? prepared.truncation.device : null);
-  if (elsewhere !== null) throw new RangeError(`sampleTokens: the sampler batch is on ${elsewhere}, the logits on ${device}`);
+  const elsewhere = [prepared.temperatures, prepared.rowIndex, prepared.uniforms, prepared.truncation]
+    .map((t) => t?.device)
+    .find((d) => d !== undefined && d !== device);
+  if (elsewhere !== undefined)
+    throw new RangeError(`sampleTokens: the sampler batch is on ${elsewhere}, the logits on ${device}`);
   const x = logits.float();
   const scaled = prepared.temperatures === null ? x : x.div(prepared.temperatures);
   const logprobs = scaled.logSoftmax(-1);

@@ -1,6 +1,7 @@
-// Records which addon functions a piece of code calls, in order: for tests of where host <-> device transfers happen
-// (on a GPU an upload from JavaScript data or a read back to the host waits for all queued work, so code that must
-// not stall — a decode step, a sampler prepared ahead — is checked on the CPU by the order of its calls).
+// Records which addon functions a piece of code calls, in order: for tests of which native calls a step makes (a
+// kernel chosen or not) and of where host <-> device transfers happen (on a GPU an upload from JavaScript data or a
+// read back to the host waits for all queued work, so code that must not stall — a decode step, a sampler prepared
+// ahead — is checked on the CPU by the order of its calls).
 import { type NativeAddon, native } from '../../src/torch/native.js';
 
 /** Addon functions that move data between JavaScript and a device: each one waits for the device's queued work. */

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { CausalLM, initModel, LoraModel, parseModelConfig } from '../../src/model/index.js';
 import * as torch from '../../src/torch/index.js';
-import { native } from '../../src/torch/native.js';
+import { recordNativeCalls } from '../helpers/native-calls.js';
 import { disposeAll, FIXTURE_MODELS, get, loadReference, maxAbsDiff, modelDir } from './helpers/fixtures.js';
 
 const TOLERANCE = 1e-4;
@@ -331,16 +331,11 @@ test('inference layout, 1 to 64 rows (packed float32 projections): the training 
             const many = torch.randint(0, inference.config.vocabSize, [2, 40], { generator: new torch.Generator(8) });
             const expected = training.forward(ids);
             const kernelCalls = (f: () => torch.Tensor): [torch.Tensor, number] => {
-              const original = native.packedLinear;
-              let calls = 0;
-              native.packedLinear = (...args) => {
-                calls++;
-                return original(...args);
-              };
+              const recording = recordNativeCalls(['packedLinear']);
               try {
-                return [f(), calls];
+                return [f(), recording.calls.length];
               } finally {
-                native.packedLinear = original;
+                recording.stop();
               }
             };
             const [logits, calls] = kernelCalls(() => inference.forward(ids));
