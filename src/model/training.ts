@@ -45,6 +45,40 @@ export interface TokenLogProbsOptions {
    * saves a fifth of the tokens or more. The values before promptWidth - 1 are then 0 (unpacked, they are computed).
    */
   promptWidth?: number;
+  /**
+   * With promptWidth: which rows have the same first promptWidth - 1 columns (ids and attention mask), from the
+   * caller's own data (promptGroups(), made before the forward is queued). The rows are then grouped without reading
+   * the ids back and packed without an upload: on a GPU either waits for all work queued before it. Absent: the ids
+   * are read back to group the rows.
+   */
+  promptGroups?: PromptGroups;
+}
+
+/** Rows grouped by their prompt's columns: rowGroup[b] is row b's group, groups numbered in the order they first occur. */
+export interface PromptGroups {
+  readonly rowGroup: readonly number[];
+  /** [groups] int64: each group's first row. */
+  readonly representatives: Tensor;
+  /** [rows] int64: rowGroup. */
+  readonly rowPrefix: Tensor;
+}
+
+/** PromptGroups on `device` from each row's group (checked: numbered 0, 1, ... in the order groups first occur). */
+export function promptGroups(rowGroup: readonly number[], device = 'cpu'): PromptGroups {
+  const representatives: number[] = [];
+  rowGroup.forEach((group, b) => {
+    if (!Number.isInteger(group) || group < 0 || group > representatives.length)
+      throw new RangeError(
+        `promptGroups: row ${b} is in group ${group}; groups are numbered 0, 1, ... in the order they first occur (next: ${representatives.length})`,
+      );
+    if (group === representatives.length) representatives.push(b);
+  });
+  const on = device === 'cpu' ? {} : { device };
+  return {
+    rowGroup: [...rowGroup],
+    representatives: torch.tensor(representatives, { dtype: 'int64', ...on }),
+    rowPrefix: torch.tensor([...rowGroup], { dtype: 'int64', ...on }),
+  };
 }
 
 export interface TokenLogProbs {
@@ -158,26 +192,16 @@ function trunkInput(inputIds: Tensor, options: TokenLogProbsOptions): TrunkInput
   const prefixLength = promptWidth - 1; // the prompt's last token opens each continuation
   const suffixLength = length - prefixLength;
   if (prefixLength === 0 || options.positionIds !== undefined) return plain;
-  const ids = inputIds.narrow(1, 0, prefixLength).toArray() as number[][];
-  const mask = options.attentionMask?.narrow(1, 0, prefixLength).toArray() as (number | boolean)[][] | undefined;
-  const groupOf = new Map<string, number>();
-  const representatives: number[] = [];
-  const rowPrefix = ids.map((row, b) => {
-    const key = mask ? `${row.join(',')}|${mask[b]?.map(Number).join('')}` : row.join(',');
-    let group = groupOf.get(key);
-    if (group === undefined) {
-      group = representatives.length;
-      groupOf.set(key, group);
-      representatives.push(b);
-    }
-    return group;
-  });
-  const groups = representatives.length;
+  const given = options.promptGroups;
+  if (given !== undefined && given.rowGroup.length !== rows)
+    throw new RangeError(`promptGroups: ${given.rowGroup.length} rows grouped for a batch of ${rows}`);
+  const rowGroup = given?.rowGroup ?? readPromptGroups(inputIds, options.attentionMask, prefixLength);
+  const groups = rowGroup.reduce((max, g) => Math.max(max, g + 1), 0);
   if (groups * prefixLength + rows * (suffixLength - 1) > 0.8 * rows * length) return plain;
+  const { representatives, rowPrefix } = given ?? promptGroups(rowGroup, inputIds.device);
   const real = options.attentionMask?.bool() ?? torch.ones([rows, length], { dtype: 'bool', device: inputIds.device });
   const positions = real.long().cumsum(-1).sub(1).maskedFill(real.logicalNot(), 1); // forward()'s default
-  const rep = torch.tensor(representatives, { dtype: 'int64', device: inputIds.device });
-  const prefix = (t: Tensor) => t.indexSelect(0, rep).narrow(1, 0, prefixLength);
+  const prefix = (t: Tensor) => t.indexSelect(0, representatives).narrow(1, 0, prefixLength);
   // a continuation runs its prompt's last token and the response but the last token (only a target)
   const continuationLength = suffixLength - 1;
   const suffix = (t: Tensor) => t.narrow(1, prefixLength, continuationLength);
@@ -189,7 +213,7 @@ function trunkInput(inputIds: Tensor, options: TokenLogProbsOptions): TrunkInput
       sharedPrefix: {
         prefixMask: prefix(real),
         suffixMask: suffix(real),
-        rowPrefix: torch.tensor(rowPrefix, { dtype: 'int64', device: inputIds.device }),
+        rowPrefix,
       },
     },
     headHidden: (hidden) =>
@@ -197,6 +221,22 @@ function trunkInput(inputIds: Tensor, options: TokenLogProbsOptions): TrunkInput
     targets: inputIds.narrow(1, promptWidth, suffixLength - 1),
     offset: prefixLength,
   };
+}
+
+/** Each row's group by its first prefixLength columns of ids and mask, read back from the device. */
+function readPromptGroups(inputIds: Tensor, attentionMask: Tensor | undefined, prefixLength: number): number[] {
+  const ids = inputIds.narrow(1, 0, prefixLength).toArray() as number[][];
+  const mask = attentionMask?.narrow(1, 0, prefixLength).toArray() as (number | boolean)[][] | undefined;
+  const groupOf = new Map<string, number>();
+  return ids.map((row, b) => {
+    const key = mask ? `${row.join(',')}|${mask[b]?.map(Number).join('')}` : row.join(',');
+    let group = groupOf.get(key);
+    if (group === undefined) {
+      group = groupOf.size;
+      groupOf.set(key, group);
+    }
+    return group;
+  });
 }
 
 /** [B, n] → [B, offset + n], zeros first. */
@@ -278,7 +318,11 @@ export interface ForwardBackwardOptions extends Omit<TokenLogProbsOptions, 'necs
 }
 
 export interface ForwardBackwardResult {
-  loss: number;
+  /**
+   * The loss, detached ([] on the model's device). Not read to a number here: on a GPU that would wait for the
+   * backward to finish before the caller could queue more work (`.item()` it when the number is wanted).
+   */
+  loss: Tensor;
   /** Detached [B, T-1] float32 values, for metrics. */
   logProbs: Tensor;
   entropy: Tensor | null;
@@ -371,8 +415,7 @@ export function forwardBackward(
       if (loss.numel !== 1) throw new TypeError(`lossFn must return a scalar, got shape [${loss.shape.join(', ')}]`);
       loss.backward();
       backwardTrunk();
-      // read after the backward is queued: on a GPU, reading it earlier would stall the host until the forward ends
-      return { loss: loss.item(), logProbs: padded.logProbs.detach(), entropy: padded.entropy?.detach() ?? null };
+      return { loss: loss.detach(), logProbs: padded.logProbs.detach(), entropy: padded.entropy?.detach() ?? null };
     }
 
     // 1b. the head chunk by chunk, values only
@@ -424,6 +467,6 @@ export function forwardBackward(
       }
       backwardTrunk();
     }
-    return { loss: loss.item(), logProbs: values.logProbs, entropy: values.entropy }; // read last, as above
+    return { loss: loss.detach(), logProbs: values.logProbs, entropy: values.entropy };
   });
 }

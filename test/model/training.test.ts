@@ -2,8 +2,9 @@
 // without activation checkpointing) gives the same gradients as plain autograd.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { CausalLM, forwardBackward, type TokenLogProbs, tokenLogProbs } from '../../src/model/index.js';
+import { CausalLM, forwardBackward, promptGroups, type TokenLogProbs, tokenLogProbs } from '../../src/model/index.js';
 import * as torch from '../../src/torch/index.js';
+import { HOST_TRANSFERS, recordNativeCalls } from '../helpers/native-calls.js';
 import { type FixtureModel, maxAbsDiff, modelDir } from './helpers/fixtures.js';
 
 function batch() {
@@ -67,7 +68,8 @@ for (const name of ['qwen2-tied', 'qwen3-untied'] as FixtureModel[]) {
       ] as const) {
         for (const [, p] of params) p.grad = null;
         const result = forwardBackward(model, ids, loss, { attentionMask: mask, entropy: true, chunkSize, checkpoint });
-        assert.ok(Math.abs(result.loss - plainLoss) < 1e-6, `loss ${result.loss} vs ${plainLoss}`);
+        const got = result.loss.item();
+        assert.ok(Math.abs(got - plainLoss) < 1e-6, `loss ${got} vs ${plainLoss}`);
         assert.deepEqual(result.logProbs.shape, [3, 12]);
         for (const [n, p] of params) {
           const g = p.grad;
@@ -183,7 +185,7 @@ for (const name of ['qwen2-tied', 'qwen3-untied'] as FixtureModel[]) {
       const gradients = (options: { promptWidth?: number; checkpoint?: boolean; chunkSize?: number }) => {
         for (const [, p] of params) p.grad = null;
         const result = forwardBackward(model, ids, loss, { attentionMask: mask, entropy: true, temperature: 0.7, ...options });
-        return { loss: result.loss, grads: new Map(params.map(([n, p]) => [n, (p.grad as torch.Tensor).clone()])) };
+        return { loss: result.loss.item(), grads: new Map(params.map(([n, p]) => [n, (p.grad as torch.Tensor).clone()])) };
       };
       const reference = gradients({});
       for (const options of [{ promptWidth }, { promptWidth, checkpoint: true }, { promptWidth, chunkSize: 2 }]) {
@@ -202,6 +204,39 @@ for (const name of ['qwen2-tied', 'qwen3-untied'] as FixtureModel[]) {
     model.dispose();
   });
 }
+
+test('promptGroups known ahead: the packed values of the read-back grouping, with no transfer; wrong groups are errors', () => {
+  const model = CausalLM.load(modelDir('qwen2-tied'));
+  torch.scope(() => {
+    const { ids, mask, promptWidth } = groupedBatch();
+    const options = { attentionMask: mask, entropy: true, temperature: 0.7, promptWidth };
+    const readBack = tokenLogProbs(model, ids, options);
+    const groups = promptGroups([0, 0, 0, 1, 1, 1, 2, 2, 2, 3]);
+    const recording = recordNativeCalls(HOST_TRANSFERS);
+    let known: TokenLogProbs;
+    try {
+      known = tokenLogProbs(model, ids, { ...options, promptGroups: groups });
+    } finally {
+      recording.stop();
+    }
+    assert.deepEqual(recording.calls, [], 'no upload or read-back');
+    assert.equal(maxAbsDiff(known.logProbs, readBack.logProbs), 0);
+    assert.equal(maxAbsDiff(known.entropy as torch.Tensor, readBack.entropy as torch.Tensor), 0);
+    // two prompts merged into one group: the second's rows would read the first's prompt (the caller's mistake shows)
+    const merged = tokenLogProbs(model, ids, { ...options, promptGroups: promptGroups([0, 0, 0, 0, 0, 0, 1, 1, 1, 2]) });
+    assert.ok(maxAbsDiff(merged.logProbs, readBack.logProbs) > 1e-3);
+    assert.throws(
+      () => tokenLogProbs(model, ids, { ...options, promptGroups: promptGroups([0, 0, 1]) }),
+      /promptGroups: 3 rows grouped for a batch of 10/,
+    );
+    assert.throws(
+      () => promptGroups([0, 2, 1]),
+      /row 1 is in group 2; groups are numbered 0, 1, \.\.\. in the order they first occur \(next: 1\)/,
+    );
+    assert.throws(() => promptGroups([0, -1]), /row 1 is in group -1/);
+  });
+  model.dispose();
+});
 
 test('promptWidth: out-of-range widths are errors; a batch with nothing to share runs unpacked', () => {
   const model = CausalLM.load(modelDir('qwen2-tied'));

@@ -13,6 +13,7 @@ import { CausalLM as CausalLMClass } from '../../model/transformer.js';
 import * as torch from '../../torch/index.js';
 import type { Tensor } from '../../torch/index.js';
 import { aggregateLoss, type LossAggMode } from './loss-agg.js';
+import type { Metrics } from './metrics.js';
 import { maskedMean } from './utils.js';
 
 export interface ValueLossOptions {
@@ -35,7 +36,7 @@ export interface ValueLossInput {
 export function clippedValueLoss(
   input: ValueLossInput,
   options: Partial<ValueLossOptions> = {},
-): { loss: Tensor; metrics: Record<string, number> } {
+): { loss: Tensor; metrics: Metrics } {
   const { cliprangeValue, lossAggMode } = { ...VALUE_LOSS_DEFAULTS, ...options };
   return torch.scope(() => {
     const { values, returns, actionMask: mask } = input;
@@ -45,9 +46,9 @@ export function clippedValueLoss(
     const clippedLoss = clipped.sub(returns).square();
     const loss = aggregateLoss(unclippedLoss.maximum(clippedLoss), mask, lossAggMode).mul(0.5);
     const metrics = torch.noGrad(() => ({
-      vf_loss: loss.item(),
-      vf_clipfrac: maskedMean(clippedLoss.gt(unclippedLoss).to({ dtype: values.dtype }), mask).item(),
-      vpred_mean: maskedMean(values, mask).item(),
+      vf_loss: loss.detach(),
+      vf_clipfrac: maskedMean(clippedLoss.gt(unclippedLoss).to({ dtype: values.dtype }), mask),
+      vpred_mean: maskedMean(values, mask),
     }));
     return { loss, metrics };
   });

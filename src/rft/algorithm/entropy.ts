@@ -7,6 +7,7 @@
 import * as torch from '../../torch/index.js';
 import type { Tensor } from '../../torch/index.js';
 import { aggregateLoss, type LossAggMode } from './loss-agg.js';
+import type { Metrics } from './metrics.js';
 import { resolveArgs } from './registry.js';
 
 export const ENTROPY_LOSS_FNS = ['default', 'mix', 'none'] as const;
@@ -31,14 +32,14 @@ export function computeEntropyLoss(
   name: EntropyLossName,
   input: EntropyLossInput,
   options: Partial<EntropyLossOptions> = {},
-): { loss: Tensor; metrics: Record<string, number> } {
+): { loss: Tensor; metrics: Metrics } {
   const o = { ...ENTROPY_LOSS_DEFAULTS, ...options };
   if (!(ENTROPY_LOSS_FNS as readonly string[]).includes(name)) {
     throw new Error(`unknown entropy_loss_fn '${name}'; registered: ${ENTROPY_LOSS_FNS.join(', ')}`);
   }
   if (name === 'none')
     return { loss: torch.zeros([], { dtype: input.entropy.dtype, device: input.entropy.device }), metrics: {} };
-  return torch.scope((): { loss: Tensor; metrics: Record<string, number> } => {
+  return torch.scope((): { loss: Tensor; metrics: Metrics } => {
     let { entropy, actionMask } = input;
     if (name === 'mix') {
       if (input.expertMask === undefined) throw new Error(`entropy_loss_fn 'mix' needs input.expertMask`);
@@ -49,7 +50,7 @@ export function computeEntropyLoss(
       actionMask = actionMask.index([usual]);
     }
     const h = aggregateLoss(entropy, actionMask, o.lossAggMode);
-    return { loss: h.mul(-o.entropyCoef), metrics: { entropy: h.item(), entropy_coef: o.entropyCoef } };
+    return { loss: h.mul(-o.entropyCoef), metrics: { entropy: h.detach(), entropy_coef: o.entropyCoef } };
   });
 }
 
@@ -57,7 +58,7 @@ export function computeEntropyLoss(
 export function createEntropyLossFn(
   name: string,
   args: Readonly<Record<string, unknown>> = {},
-): (input: EntropyLossInput) => { loss: Tensor; metrics: Record<string, number> } {
+): (input: EntropyLossInput) => { loss: Tensor; metrics: Metrics } {
   if (!(ENTROPY_LOSS_FNS as readonly string[]).includes(name)) {
     throw new Error(`unknown entropy_loss_fn '${name}'; registered: ${ENTROPY_LOSS_FNS.join(', ')}`);
   }

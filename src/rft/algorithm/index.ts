@@ -13,6 +13,7 @@ export * from './critic.js';
 export * from './entropy.js';
 export * from './kl.js';
 export * from './loss-agg.js';
+export * from './metrics.js';
 export * from './policy-loss/index.js';
 export * from './presets.js';
 export * from './registry.js';

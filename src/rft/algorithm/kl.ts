@@ -17,6 +17,7 @@
 import * as torch from '../../torch/index.js';
 import type { Tensor } from '../../torch/index.js';
 import { aggregateLoss, type LossAggMode } from './loss-agg.js';
+import type { Metrics } from './metrics.js';
 import { resolveArgs } from './registry.js';
 import { floatMask, maskedMean } from './utils.js';
 
@@ -122,14 +123,14 @@ export class KlFn {
   calculateLoss(
     input: { logprob: Tensor; refLogprob: Tensor; actionMask: Tensor; oldLogprob?: Tensor },
     lossAggMode: LossAggMode = 'token-mean',
-  ): { loss: Tensor; metrics: Record<string, number> } {
+  ): { loss: Tensor; metrics: Metrics } {
     if (this.estimator === 'none') {
       return { loss: torch.zeros([], { dtype: input.logprob.dtype, device: input.logprob.device }), metrics: {} };
     }
     return torch.scope(() => {
       const kl = this.calculateKl(input.logprob, input.refLogprob, input.oldLogprob);
       const klLoss = aggregateLoss(kl, input.actionMask, lossAggMode);
-      return { loss: klLoss.mul(this.klCoef), metrics: { kl_loss: klLoss.item(), kl_coef: this.klCoef } };
+      return { loss: klLoss.mul(this.klCoef), metrics: { kl_loss: klLoss.detach(), kl_coef: this.klCoef } };
     });
   }
 }

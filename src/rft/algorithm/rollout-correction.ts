@@ -13,6 +13,7 @@
 //   rollout_corr/is_weight_mean = mean w,       rollout_corr/is_clip_fraction = share of tokens whose weight hit C.
 import * as torch from '../../torch/index.js';
 import type { Tensor } from '../../torch/index.js';
+import type { Metrics } from './metrics.js';
 import { floatMask, maskedMean, maskedSum } from './utils.js';
 
 export type RolloutIsLevel = 'token' | 'sequence';
@@ -39,7 +40,7 @@ export interface RolloutCorrectionInput {
 export interface RolloutCorrectionResult {
   /** [B, T] w (0 outside the mask), or null when rollout_is is null. */
   weights: Tensor | null;
-  metrics: Record<string, number>;
+  metrics: Metrics;
 }
 
 export function computeRolloutCorrection(
@@ -54,16 +55,16 @@ export function computeRolloutCorrection(
     torch.noGrad(() => {
       const mask = floatMask(input.actionMask, input.trainLogprob);
       const delta = input.trainLogprob.detach().sub(input.rolloutLogprob).mul(mask).clamp(-20, 20);
-      const metrics: Record<string, number> = {
-        'rollout_corr/abs_logprob_diff': maskedMean(delta.abs(), mask).item(),
-        'rollout_corr/kl': maskedMean(delta.neg(), mask).item(),
+      const metrics: Metrics = {
+        'rollout_corr/abs_logprob_diff': maskedMean(delta.abs(), mask),
+        'rollout_corr/kl': maskedMean(delta.neg(), mask),
       };
       if (rolloutIs === null) return { weights: null, metrics };
       const logRatio = rolloutIs === 'token' ? delta : maskedSum(delta, mask, -1).clamp(-20, 20).unsqueeze(-1).expandAs(delta);
       const ratio = logRatio.exp();
       const weights = ratio.clamp(0, c).mul(mask);
-      metrics['rollout_corr/is_weight_mean'] = maskedMean(weights, mask).item();
-      metrics['rollout_corr/is_clip_fraction'] = maskedMean(ratio.gt(c).to({ dtype: mask.dtype }), mask).item();
+      metrics['rollout_corr/is_weight_mean'] = maskedMean(weights, mask);
+      metrics['rollout_corr/is_clip_fraction'] = maskedMean(ratio.gt(c).to({ dtype: mask.dtype }), mask);
       return { weights, metrics };
     }),
   );

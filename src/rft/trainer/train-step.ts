@@ -42,7 +42,7 @@
 //   applies the same optimizer step, so parameters stay identical. Metrics that micro-batches add up (loss, pg_loss,
 //   policy/*, kl, entropy, critic/*) are summed across ranks; the rest every rank computes alike.
 import type { LoraModel } from '../../model/lora.js';
-import { forwardBackward, tokenLogProbs } from '../../model/training.js';
+import { forwardBackward, type PromptGroups, promptGroups, tokenLogProbs } from '../../model/training.js';
 import { CausalLM } from '../../model/transformer.js';
 import * as torch from '../../torch/index.js';
 import type { Optimizer, Tensor } from '../../torch/index.js';
@@ -59,6 +59,7 @@ import type { ResolvedAlgorithm } from '../algorithm/presets.js';
 import { computeRolloutCorrection } from '../algorithm/rollout-correction.js';
 import { type Experience, validateExperience } from '../experience.js';
 import type { MasterWeights } from './master-weights.js';
+import { StepMetrics } from './step-metrics.js';
 
 // --- reference policies ------------------------------------------------------------------------------------------
 
@@ -68,6 +69,8 @@ export interface LogProbOptions {
   temperature?: number | readonly number[];
   /** Only the response columns (from promptWidth − 1) are needed: rows with equal prompts run them once. */
   promptWidth?: number;
+  /** Which rows have equal prompts, known ahead (see TokenLogProbsOptions.promptGroups). */
+  promptGroups?: PromptGroups;
 }
 
 /** Log-probs of a fixed reference policy: [B, L] ids → [B, L − 1], no gradient. */
@@ -273,31 +276,66 @@ export interface TrainStepSetup {
  */
 export type TrainStepMetrics = Record<string, number>;
 
-type MetricSink = Map<string, number>;
-const addMetric = (sink: MetricSink, key: string, value: number, weight = 1) => {
-  if (Number.isFinite(value)) sink.set(key, (sink.get(key) ?? 0) + value * weight);
-};
-
 /** Rows [start, start + n) of the batch, as the aggregation units count them. */
 interface RowCounts {
   rows: number;
   tokens: number;
   usualRows: number;
   usualTokens: number;
+  /** Masked tokens that carry rollout log-probs (the rollout mask's). */
+  rolloutTokens: number;
 }
 
-/** Counts of rows [start, start + n): rows and masked tokens, in all and in the on-policy (non-expert) rows. */
-function rowCounts(batch: TrainBatch, start: number, n: number): RowCounts {
-  return torch.scope(() => {
-    const actionMask = batch.actionMask.narrow(0, start, n);
-    const usual = batch.expertMask.narrow(0, start, n).logicalNot();
-    return {
-      rows: n,
-      tokens: actionMask.sum().item(),
-      usualRows: usual.sum().item(),
-      usualTokens: actionMask.mul(usual.unsqueeze(-1).float()).sum().item(),
+/**
+ * Per-row counts of the batch (masked tokens, on-policy or not, tokens with rollout log-probs), read in one transfer
+ * before the micro-batches run: the loop then asks the host for its counts instead of the device.
+ */
+class BatchCounts {
+  readonly #perRow: Float64Array; // [B, 4]: tokens, usual, usual tokens, rollout tokens
+
+  constructor(batch: TrainBatch, rolloutMask: Tensor | null) {
+    this.#perRow = torch.scope(() =>
+      torch.noGrad(() => {
+        const tokens = batch.actionMask.sum(-1).to({ dtype: 'float64' });
+        const usual = batch.expertMask.logicalNot().to({ dtype: 'float64' });
+        const rollout = rolloutMask === null ? torch.zerosLike(tokens) : rolloutMask.sum(-1).to({ dtype: 'float64' });
+        return torch.stack([tokens, usual, tokens.mul(usual), rollout], 1).toTypedArray() as Float64Array;
+      }),
+    );
+  }
+
+  /** Counts of rows [start, start + n). */
+  rows(start: number, n: number): RowCounts {
+    const sum = (column: number) => {
+      let total = 0;
+      for (let b = start; b < start + n; b++) total += this.#perRow[b * 4 + column] as number;
+      return total;
     };
+    return { rows: n, tokens: sum(0), usualRows: sum(1), usualTokens: sum(2), rolloutTokens: sum(3) };
+  }
+}
+
+/**
+ * Each row's group by its prompt's first promptWidth − 1 padded columns (forwardBackward's shared-prefix packing), from
+ * the experiences on the host: left-padded, a row's columns are fixed by its prompt length and its prompt but the last
+ * token (the mask tells prompt lengths apart).
+ */
+export function rowPromptGroups(rows: readonly Experience[]): number[] {
+  const groupOf = new Map<string, number>();
+  return rows.map((e) => {
+    const key = `${e.promptLength}:${e.tokens.slice(0, e.promptLength - 1).join(',')}`;
+    let group = groupOf.get(key);
+    if (group === undefined) {
+      group = groupOf.size;
+      groupOf.set(key, group);
+    }
+    return group;
   });
+}
+
+/** A micro-batch's PromptGroups (rows [start, start + n) of the batch), made before the forwards are queued. */
+function microPromptGroups(batch: TrainBatch, start: number, n: number): PromptGroups {
+  return promptGroups(rowPromptGroups(batch.rows.slice(start, start + n)), batch.inputIds.device);
 }
 
 /** How many of a term's units rows with `counts` hold. */
@@ -393,13 +431,16 @@ export class TrainStep {
 
   /** One update from `experiences` (already sampled by the sample strategy), in this process alone. */
   run(experiences: readonly Experience[]): TrainStepMetrics {
-    const metrics: MetricSink = new Map();
+    const metrics = new StepMetrics();
     const restore = this.#enter();
     try {
       const program = this.#program(experienceRows(experiences, this.setup.algorithm.schema), metrics, ONE_PROCESS);
       // one process: the sums across ranks are this process's own
       for (let next = program.next(); !next.done; )
         next = program.next(next.value.kind === 'metrics' ? next.value.sums : undefined);
+    } catch (error) {
+      metrics.dispose();
+      throw error;
     } finally {
       restore();
     }
@@ -412,14 +453,14 @@ export class TrainStep {
    * metrics one process would.
    */
   async runDistributed(experiences: readonly Experience[], collectives: StepCollectives): Promise<TrainStepMetrics> {
-    const metrics: MetricSink = new Map();
+    const metrics = new StepMetrics();
     let program: StepProgram | null = null;
     const restore = this.#enter();
     try {
       program = this.#program(experienceRows(experiences, this.setup.algorithm.schema), metrics, collectives);
       for (let next = program.next(); !next.done; ) {
         const request = next.value;
-        let answer: MetricSink | undefined;
+        let answer: Map<string, number> | undefined;
         if (request.kind === 'sum') await collectives.sum(request.tensors);
         else if (request.kind === 'gradients') await collectives.sumGradients(request.params);
         else if (request.kind === 'stepped') await collectives.afterOptimizerStep?.(request.params);
@@ -428,6 +469,7 @@ export class TrainStep {
       }
     } catch (error) {
       program?.return(); // frees what the step held
+      metrics.dispose();
       throw error;
     } finally {
       restore();
@@ -443,18 +485,20 @@ export class TrainStep {
     return () => lora?.train(wasTraining);
   }
 
-  #finish(metrics: MetricSink): TrainStepMetrics {
+  /** The step's metrics as numbers: what stayed on the device is read now, in one transfer. */
+  #finish(metrics: StepMetrics): TrainStepMetrics {
     this.step++;
     metrics.set('lr', this.setup.optimizer.lr);
     if (!metrics.has('dropped')) metrics.set('dropped', 0);
-    return Object.fromEntries(metrics);
+    return Object.fromEntries(metrics.read());
   }
 
   // The step as phases between collectives (a generator, so that run() drives it synchronously and runDistributed()
   // awaits each collective). Each phase runs in its own scope; tensors a later phase needs are held here and freed
   // when the step ends. `metrics` gets what every rank computes alike; `sums` what each rank sums over its own rows
-  // and micro-batches, added across ranks at the end.
-  *#program(rows: Experience[], metrics: MetricSink, shard: Shard): StepProgram {
+  // and micro-batches, added across ranks at the end. Both hold device values until they are read (./step-metrics.ts):
+  // nothing between the first micro-batch's forward and the last one's backward waits for the device.
+  *#program(rows: Experience[], metrics: StepMetrics, shard: Shard): StepProgram {
     const { algorithm } = this.setup;
     const held: Tensor[] = [];
     const hold = <T extends Tensor | null>(t: T): T => {
@@ -464,7 +508,7 @@ export class TrainStep {
     const holdBatch = (b: TrainBatch) => {
       for (const t of batchTensors(b)) hold(t);
     };
-    const sums: MetricSink = new Map();
+    const sums = new StepMetrics();
     try {
       const prepared = torch.scope(() => this.#prepare(rows, shard));
       holdBatch(prepared.batch);
@@ -474,12 +518,10 @@ export class TrainStep {
       holdBatch(shaped.batch);
       for (const t of [shaped.oldLogprob, shaped.advantages, shaped.returns, shaped.oldValues, shaped.refLogprob]) hold(t);
       for (const t of [shaped.rolloutMask, shaped.wholeBatchMask]) hold(t);
-      torch.scope(() => this.#policyMicroBatches(shaped, shard, sums));
+      const counts = new BatchCounts(shaped.batch, shaped.rolloutMask);
+      torch.scope(() => this.#policyMicroBatches(shaped, counts, shard, sums));
       if (algorithm.klLossFn.name !== 'none' && shaped.refLogprob !== null) metrics.set('kl_coef', this.#klLoss.klCoef);
-      metrics.set(
-        'tokens',
-        torch.scope(() => shaped.batch.actionMask.sum().item()),
-      );
+      metrics.set('tokens', counts.rows(0, shaped.batch.rows.length).tokens);
       metrics.set('rows', shaped.batch.rows.length);
       yield { kind: 'gradients', params: this.#params };
       torch.scope(() => {
@@ -494,7 +536,7 @@ export class TrainStep {
       const critic = this.setup.critic ?? null;
       if (algorithm.useCritic && critic !== null && shaped.oldValues !== null && shaped.returns !== null) {
         const { oldValues, returns } = shaped;
-        torch.scope(() => this.#criticMicroBatches(shaped.batch, oldValues, returns, shard, sums));
+        torch.scope(() => this.#criticMicroBatches(shaped.batch, counts, oldValues, returns, shard, sums));
         const params = critic.critic.parameters();
         yield { kind: 'gradients', params };
         torch.scope(() => {
@@ -504,9 +546,11 @@ export class TrainStep {
           metrics.set('critic/grad_norm', gradNorm);
         });
       }
-      const total = yield { kind: 'metrics', sums };
-      for (const [key, value] of total ?? sums) metrics.set(key, value);
+      const own = sums.read();
+      const total = yield { kind: 'metrics', sums: own };
+      for (const [key, value] of total ?? own) metrics.set(key, value);
     } finally {
+      sums.dispose();
       for (const t of held) t.dispose();
     }
   }
@@ -519,34 +563,39 @@ export class TrainStep {
   #prepare(rows: Experience[], shard: Shard): Prepared {
     const { algorithm } = this.setup;
     const batch = buildBatch(rows, this.setup.padTokenId ?? 0, this.setup.device ?? 'cpu');
-    const logProbOptions: LogProbOptions = {
-      promptWidth: batch.promptWidth,
-      ...(this.setup.chunkSize ? { chunkSize: this.setup.chunkSize } : {}),
-      temperature: batch.temperatures,
-    };
     const B = batch.rows.length;
     const responseOf = (perPosition: Tensor) => perPosition.narrow(1, batch.promptWidth - 1, batch.responseWidth);
-    const own = ownRows(B, shard);
-    type RowsForward = (inputIds: Tensor, attentionMask: Tensor, temperature: number[]) => Tensor[];
+    const own = shard.worldSize === 1 ? { start: 0, n: B } : ownRows(B, shard);
+    // the log-prob options of this rank's rows (their prompt groups uploaded once, when a forward first needs them)
+    let ownOptions: LogProbOptions | null = null;
+    const logProbOptions = (): LogProbOptions => {
+      ownOptions ??= {
+        promptWidth: batch.promptWidth,
+        promptGroups: microPromptGroups(batch, own.start, own.n),
+        ...(this.setup.chunkSize ? { chunkSize: this.setup.chunkSize } : {}),
+        temperature: batch.temperatures.slice(own.start, own.start + own.n),
+      };
+      return ownOptions;
+    };
+    type RowsForward = (inputIds: Tensor, attentionMask: Tensor, options: LogProbOptions) => Tensor[];
     const perRows = (count: number, compute: RowsForward): Tensor[] => {
-      if (shard.worldSize === 1) return compute(batch.inputIds, batch.attentionMask, batch.temperatures).map(responseOf);
+      if (shard.worldSize === 1) return compute(batch.inputIds, batch.attentionMask, logProbOptions()).map(responseOf);
       const outs = Array.from({ length: count }, () =>
         torch.zeros([B, batch.responseWidth], { device: batch.actionMask.device }),
       );
       if (own.n > 0) {
         const part = (t: Tensor) => t.narrow(0, own.start, own.n);
-        const temperatures = batch.temperatures.slice(own.start, own.start + own.n);
-        const results = compute(part(batch.inputIds), part(batch.attentionMask), temperatures);
+        const results = compute(part(batch.inputIds), part(batch.attentionMask), logProbOptions());
         for (const [i, t] of results.entries()) part(outs[i] as Tensor).copy_(responseOf(t));
       }
       return outs;
     };
-    const perRow = (compute: (inputIds: Tensor, attentionMask: Tensor, temperature: number[]) => Tensor): Tensor =>
+    const perRow = (compute: (inputIds: Tensor, attentionMask: Tensor, options: LogProbOptions) => Tensor): Tensor =>
       perRows(1, (...args) => [compute(...args)])[0] as Tensor;
     const reference = this.setup.reference ?? null;
     const refLogprob =
       algorithm.useReference && reference !== null
-        ? perRow((ids, mask, temperature) => reference.logProbs(ids, mask, { ...logProbOptions, temperature }))
+        ? perRow((ids, mask, options) => reference.logProbs(ids, mask, options))
         : null;
     // rows without rollout log-probs (SFT/expert data, or an explorer that did not record them): the current policy;
     // every row when the old log-probs are recomputed (bypass_old_logprobs: false) or a module reads the current
@@ -563,12 +612,12 @@ export class TrainStep {
     if (needsEntropy) fields.push('entropy');
     if (needsNecs) fields.push('necs');
     const outputs =
-      batch.hasLogprobs.all().item() && !wholeBatch
+      batch.rows.every((e) => e.logprobs !== undefined) && !wholeBatch
         ? []
-        : perRows(fields.length, (ids, mask, temperature) =>
+        : perRows(fields.length, (ids, mask, options) =>
             torch.noGrad(() => {
-              const options = { ...logProbOptions, temperature, attentionMask: mask, entropy: needsEntropy, necs: needsNecs };
-              const out = tokenLogProbs(this.setup.model, ids, options);
+              const all = { ...options, attentionMask: mask, entropy: needsEntropy, necs: needsNecs };
+              const out = tokenLogProbs(this.setup.model, ids, all);
               return fields.map((field) => out[field] as Tensor);
             }),
           );
@@ -585,7 +634,7 @@ export class TrainStep {
   }
 
   /** Old log-probs, advantages (over the whole batch: every rank alike) and the rows the advantage function keeps. */
-  #shape(prepared: Prepared, metrics: MetricSink): Shaped {
+  #shape(prepared: Prepared, metrics: StepMetrics): Shaped {
     const { algorithm } = this.setup;
     let { batch, oldValues } = prepared;
     let rolloutMask = batch.actionMask.mul(batch.hasLogprobs.unsqueeze(-1).to({ dtype: batch.actionMask.dtype }));
@@ -630,7 +679,7 @@ export class TrainStep {
       const select = (t: Tensor) => t.indexSelect(0, keep);
       const keptIndex = [...(keep.toTypedArray() as BigInt64Array)].map(Number);
       const kept = keptIndex.map((i) => batch.rows[i] as Experience);
-      addMetric(metrics, 'dropped', batch.rows.length - new Set(keptIndex).size);
+      metrics.add('dropped', batch.rows.length - new Set(keptIndex).size);
       if (kept.length === 0) throw new Error('train step: the advantage function dropped every experience of the batch');
       batch = {
         ...batch,
@@ -670,7 +719,7 @@ export class TrainStep {
     oldLogprob: Tensor,
     { refLogprob, entropy, necs }: Pick<Prepared, 'refLogprob' | 'entropy' | 'necs'>,
     values: Tensor | null,
-    metrics: MetricSink,
+    metrics: StepMetrics,
   ): { advantages: Tensor; returns: Tensor; keepIndex: Tensor | null; actionMask: Tensor | null } {
     const { algorithm } = this.setup;
     const spec = algorithm.advantageFn;
@@ -690,7 +739,7 @@ export class TrainStep {
         actionMask: pick(batch.actionMask),
       });
       tokenLevelRewards = penalised.tokenLevelRewards;
-      for (const [k, v] of Object.entries(penalised.metrics)) addMetric(metrics, `kl_penalty/${k}`, v);
+      for (const [k, v] of Object.entries(penalised.metrics)) metrics.add(`kl_penalty/${k}`, v);
     }
     const ids = (key: 'taskId' | 'runId') => {
       const out = rows.map((e) => e.info[key]);
@@ -716,7 +765,7 @@ export class TrainStep {
       const hint = /groupIds/.test((error as Error).message) ? ' (set info.taskId on every experience)' : '';
       throw new Error(`train step: ${(error as Error).message}${hint}`);
     }
-    for (const [k, v] of Object.entries(result.metrics)) addMetric(metrics, `advantage/${k}`, v);
+    for (const [k, v] of Object.entries(result.metrics)) metrics.add(`advantage/${k}`, v);
     const shape = batch.actionMask.shape;
     const scatter = (t: Tensor) => torch.zeros(shape, { device }).indexCopy_(0, index, t.float());
     const advantages = scatter(result.advantages);
@@ -727,7 +776,7 @@ export class TrainStep {
     if (result.duplicates !== undefined && result.duplicates.size(0) > 0) {
       const copies = index.indexSelect(0, result.duplicates.to({ device }));
       keepIndex = torch.cat([keepIndex ?? torch.arange(batch.rows.length, { dtype: 'int64', device }), copies]);
-      addMetric(metrics, 'duplicated', copies.size(0));
+      metrics.add('duplicated', copies.size(0));
     }
     const actionMask =
       result.actionMask === undefined
@@ -740,7 +789,7 @@ export class TrainStep {
    * The policy's forward/backward over this rank's micro-batches (all of them in one process): gradients accumulate
    * in the parameters' .grad, each micro-batch weighted by its share of the whole batch (see the header).
    */
-  #policyMicroBatches(shaped: Shaped, shard: Shard, sums: MetricSink): void {
+  #policyMicroBatches(shaped: Shaped, counted: BatchCounts, shard: Shard, sums: StepMetrics): void {
     const { algorithm, model } = this.setup;
     const { batch } = shaped;
     const B = batch.rows.length;
@@ -761,16 +810,19 @@ export class TrainStep {
     const entropyAgg = asLossAggMode(algorithm.entropyLossFn.args.loss_agg_mode) ?? algorithm.lossAggMode;
     const entropyCoef = Number(algorithm.entropyLossFn.args.entropy_coef ?? 0);
     const wantEntropy = algorithm.entropyLossFn.name !== 'none';
-    const whole = rowCounts(batch, 0, B);
+    const whole = counted.rows(0, B);
     const totalTokens = whole.tokens;
     // bypass_old_logprobs: the mismatch is measured against the policy being trained (its log-probs, detached, are
     // the trainer's: one update per step), so per micro-batch, each weighted by its share of rollout tokens
     const bypassCorrection = algorithm.bypassOldLogprobs;
-    const rolloutTokens = bypassCorrection ? torch.scope(() => shaped.rolloutMask.sum().item()) : 0;
+    const rolloutTokens = bypassCorrection ? whole.rolloutTokens : 0;
     const multiTerm = accumulation.terms.length > 1;
     const policyLoss = POLICY_LOSS_FN.create(algorithm.policyLossFn.name, algorithm.policyLossFn.args);
-    let lossTotal = 0;
-    let pgTotal = 0;
+    // each micro-batch's prompt groups, uploaded before the first forward is queued
+    const groups = plan.map(({ start, n }, i) => (owns(i, shard) ? microPromptGroups(batch, start, n) : null));
+    // reported even by a rank that runs no micro-batch
+    sums.total('loss', 0);
+    sums.total('pg_loss', 0);
     const lora = this.setup.lora ?? null;
     lora?.train();
     // LoRA dropout on several ranks: micro-batch i draws the masks one process would, so a rank skips the draws of
@@ -791,7 +843,7 @@ export class TrainStep {
         const part = (t: Tensor) => t.narrow(0, start, n);
         const actionMask = part(batch.actionMask);
         const expertMask = part(batch.expertMask);
-        const counts = rowCounts(batch, start, n);
+        const counts = counted.rows(start, n);
         const tokens = counts.tokens;
         const share = (mode: LossAggMode) => termShare(modeTerm(mode), counts, whole);
         const metricWeight = totalTokens > 0 ? tokens / totalTokens : n / B;
@@ -810,8 +862,8 @@ export class TrainStep {
                 { trainLogprob: logprob, rolloutLogprob: part(shaped.oldLogprob), actionMask: rolloutMask },
                 algorithm.rolloutCorrection,
               );
-              const share = rolloutMask.sum().item() / rolloutTokens;
-              for (const [k, v] of Object.entries(correction.metrics)) addMetric(sums, k, v, share);
+              const share = counts.rolloutTokens / rolloutTokens;
+              for (const [k, v] of Object.entries(correction.metrics)) sums.add(k, v, share);
               if (correction.weights !== null && advantages !== null)
                 advantages = advantages.mul(torch.where(rolloutMask.gt(0), correction.weights, 1));
             }
@@ -828,10 +880,10 @@ export class TrainStep {
             };
             const policy = policyLoss(input);
             let total = policy.loss.mul(policyWeight);
-            pgTotal += policy.loss.item() * policyWeight;
+            sums.total('pg_loss', policy.loss, policyWeight);
             for (const [k, v] of Object.entries(policy.metrics)) {
-              if (k === 'pg_clipfrac' || k === 'ppo_kl') addMetric(sums, k, v, metricWeight);
-              addMetric(sums, `policy/${k}`, v, metricWeight);
+              if (k === 'pg_clipfrac' || k === 'ppo_kl') sums.add(k, v, metricWeight);
+              sums.add(`policy/${k}`, v, metricWeight);
             }
             if (algorithm.klLossFn.name !== 'none' && shaped.refLogprob !== null) {
               const kl = this.#klLoss.calculateLoss(
@@ -839,20 +891,21 @@ export class TrainStep {
                 algorithm.lossAggMode,
               );
               total = total.add(kl.loss.mul(share(algorithm.lossAggMode)));
-              addMetric(sums, 'kl', kl.metrics.kl_loss ?? 0, share(algorithm.lossAggMode));
+              sums.add('kl', kl.metrics.kl_loss ?? 0, share(algorithm.lossAggMode));
             }
             if (wantEntropy && entropy !== null) {
               const responseEntropy = entropy.narrow(1, batch.promptWidth - 1, batch.responseWidth);
               const input = { entropy: entropyCoef === 0 ? responseEntropy.detach() : responseEntropy, actionMask, expertMask };
               const term = this.#entropy(input);
               if (entropyCoef !== 0) total = total.add(term.loss.mul(share(entropyAgg)));
-              if (term.metrics.entropy !== undefined) addMetric(sums, 'entropy', term.metrics.entropy, share(entropyAgg));
+              if (term.metrics.entropy !== undefined) sums.add('entropy', term.metrics.entropy, share(entropyAgg));
             }
             return total;
           },
           {
             attentionMask: part(batch.attentionMask),
             promptWidth: batch.promptWidth,
+            promptGroups: groups[i] as PromptGroups,
             entropy: wantEntropy,
             ...(this.setup.chunkSize ? { chunkSize: this.setup.chunkSize } : {}),
             temperature: batch.temperatures.slice(start, start + n),
@@ -860,7 +913,7 @@ export class TrainStep {
             ...(lora === null ? {} : { random: lora }),
           },
         );
-        lossTotal += result.loss;
+        sums.total('loss', result.loss);
         this.setup.masterWeights?.accumulateGradients();
         if (lora !== null && stream !== null) {
           const expected = stream.from.draws + (i + 1) * stream.perForward;
@@ -877,24 +930,29 @@ export class TrainStep {
     } finally {
       lora?.eval();
     }
-    sums.set('loss', (sums.get('loss') ?? 0) + lossTotal);
-    sums.set('pg_loss', (sums.get('pg_loss') ?? 0) + pgTotal);
   }
 
   /** The critic's forward/backward over this rank's micro-batches (value loss weighted by its share, as the policy's). */
-  #criticMicroBatches(batch: TrainBatch, oldValues: Tensor, returns: Tensor, shard: Shard, sums: MetricSink): void {
+  #criticMicroBatches(
+    batch: TrainBatch,
+    counted: BatchCounts,
+    oldValues: Tensor,
+    returns: Tensor,
+    shard: Shard,
+    sums: StepMetrics,
+  ): void {
     const setup = this.setup.critic;
     if (!setup) return;
     const { critic } = setup;
     const B = batch.rows.length;
     const mode = this.setup.algorithm.lossAggMode;
-    const whole = rowCounts(batch, 0, B);
+    const whole = counted.rows(0, B);
     for (const [i, { start, n }] of microBatches(B, this.#microBatchSize(B, shard)).entries()) {
       if (!owns(i, shard)) continue;
       torch.scope(() => {
         const part = (t: Tensor) => t.narrow(0, start, n);
         const actionMask = part(batch.actionMask);
-        const weight = termShare(modeTerm(mode), rowCounts(batch, start, n), whole);
+        const weight = termShare(modeTerm(mode), counted.rows(start, n), whole);
         const values = critic
           .values(part(batch.inputIds), part(batch.attentionMask))
           .narrow(1, batch.promptWidth - 1, batch.responseWidth);
@@ -903,7 +961,7 @@ export class TrainStep {
           { lossAggMode: mode, ...(setup.cliprangeValue === undefined ? {} : { cliprangeValue: setup.cliprangeValue }) },
         );
         loss.mul(weight).backward();
-        for (const [k, v] of Object.entries(m)) addMetric(sums, `critic/${k}`, v, weight);
+        for (const [k, v] of Object.entries(m)) sums.add(`critic/${k}`, v, weight);
       });
     }
   }
@@ -958,9 +1016,9 @@ type Collective =
   | { kind: 'sum'; tensors: Tensor[] }
   | { kind: 'gradients'; params: Tensor[] }
   | { kind: 'stepped'; params: Tensor[] }
-  | { kind: 'metrics'; sums: MetricSink };
+  | { kind: 'metrics'; sums: Map<string, number> };
 
-type StepProgram = Generator<Collective, void, MetricSink | undefined>;
+type StepProgram = Generator<Collective, void, Map<string, number> | undefined>;
 
 /** Rows [start, start + n) of a B-row batch whose log-probs and values this rank computes (a contiguous share). */
 export function ownRows(B: number, shard: Shard): { start: number; n: number } {

@@ -13,6 +13,7 @@ import {
   POLICY_LOSS_FN,
 } from '../../../src/rft/algorithm/index.js';
 import * as torch from '../../../src/torch/index.js';
+import { readMetrics } from '../../../src/rft/algorithm/metrics.js';
 
 const f64 = (data: number[] | number[][]) => torch.tensor(data, { dtype: 'float64' });
 const close = (actual: unknown, expected: number[] | number[][], tol = 1e-6) => {
@@ -66,12 +67,16 @@ describe('hand-computed', () => {
       // token 2: A = −1, r = e^2 = 7.389 → max(7.389, 1.2) = 7.389, dual clip min(7.389, 3) = 3 (no gradient)
       // token 3: A = −1, r = 1 → max(1, 1) = 1, gradient d(r·1)/dlogp = r = 1
       const logprob = f64([[0.5, 2, 0]]).requiresGrad_(true);
-      const { loss, metrics } = computePpoPolicyLoss({
+      const result = computePpoPolicyLoss({
         logprob,
         oldLogprob: f64([[0, 0, 0]]),
         advantages: f64([[1, -1, -1]]),
         actionMask: f64([[1, 1, 1]]),
       });
+      const { loss } = result;
+      // the metrics are tensors, read by the trainer when its step ends
+      assert.ok(result.metrics.pg_clipfrac instanceof torch.Tensor);
+      const metrics = readMetrics(result.metrics);
       assert.ok(Math.abs(loss.item() - (-1.2 + 3 + 1) / 3) < 1e-6); // masked means carry +1e-8 in the denominator
       const [grad] = torch.grad(loss, [logprob]);
       close(grad!.toArray(), [[0, 0, 1 / 3]]);

@@ -17,6 +17,7 @@ import {
 } from '../../../src/rft/algorithm/index.js';
 import { logitStatistics } from '../../../src/model/training.js';
 import * as torch from '../../../src/torch/index.js';
+import { type Metrics, readMetrics } from '../../../src/rft/algorithm/metrics.js';
 
 const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'fixtures', 'algorithm');
 const TOL = 1e-6;
@@ -56,7 +57,8 @@ function assertClose(actual: torch.Tensor, expected: torch.Tensor, what: string)
   }
 }
 
-function assertMetrics(actual: Record<string, number>, expected: Record<string, number>, what: string): void {
+function assertMetrics(metrics: Metrics, expected: Record<string, number>, what: string): void {
+  const actual = readMetrics(metrics);
   assert.ok(Object.keys(expected).length > 0 || what.startsWith('grpo'), `${what}: the fixture names metrics`);
   for (const [key, value] of Object.entries(expected)) {
     const got = actual[key];

@@ -16,6 +16,7 @@ import {
   POLICY_LOSS_FN,
 } from '../../../src/rft/algorithm/index.js';
 import * as torch from '../../../src/torch/index.js';
+import { type Metrics, readMetrics } from '../../../src/rft/algorithm/metrics.js';
 
 const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'fixtures', 'algorithm');
 const TOL = 1e-6;
@@ -55,7 +56,8 @@ function assertClose(actual: torch.Tensor, expected: torch.Tensor, what: string)
   }
 }
 
-function assertMetrics(actual: Record<string, number>, expected: Record<string, number> | undefined, what: string): void {
+function assertMetrics(metrics: Metrics, expected: Record<string, number> | undefined, what: string): void {
+  const actual = readMetrics(metrics);
   for (const [key, value] of Object.entries(expected ?? {})) {
     const got = actual[key];
     assert.ok(got !== undefined, `${what}: metric ${key} missing (have ${Object.keys(actual).join(', ')})`);
@@ -96,7 +98,7 @@ describe('advantage functions vs reference', () => {
   }
 });
 
-function lossAndGrad(compute: (logprob: torch.Tensor) => { loss: torch.Tensor; metrics: Record<string, number> }, c: Case) {
+function lossAndGrad(compute: (logprob: torch.Tensor) => { loss: torch.Tensor; metrics: Metrics }, c: Case) {
   const logprob = fx('logprob').clone().requiresGrad_(true);
   const { loss, metrics } = compute(logprob);
   const [grad] = torch.grad(loss, [logprob]);

@@ -4,11 +4,17 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { LoraModel } from '../../../src/model/lora.js';
-import { tokenLogProbs } from '../../../src/model/training.js';
+import { promptGroups, tokenLogProbs } from '../../../src/model/training.js';
 import type { CausalLM } from '../../../src/model/transformer.js';
 import { ALGORITHM_TYPES, Critic, type ResolvedAlgorithm, resolveAlgorithm } from '../../../src/rft/algorithm/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
-import { buildBatch, frozenCopyReference, loraReference, TrainStep } from '../../../src/rft/trainer/train-step.js';
+import {
+  buildBatch,
+  frozenCopyReference,
+  loraReference,
+  rowPromptGroups,
+  TrainStep,
+} from '../../../src/rft/trainer/train-step.js';
 import * as torch from '../../../src/torch/index.js';
 import {
   BAD,
@@ -211,6 +217,38 @@ describe('train step', () => {
           Math.abs((got[0]?.[1] as number) - (a[1] as number)) < 1e-5,
       );
       assert.ok(Math.abs((got[1]?.[0] as number) - (b[0] as number)) < 1e-5);
+      model.dispose();
+    });
+  });
+
+  test('prompt groups from the experiences: rows whose padded columns before the last prompt token are equal', () => {
+    torch.scope(() => {
+      const row = (eid: string, prompt: number[]): Experience => ({
+        eid,
+        tokens: [...prompt, 40, 41],
+        promptLength: prompt.length,
+        info: {},
+      });
+      // P = 4: the packed prefix is columns 0..2; the prompt's last token starts each row's continuation
+      const rows = [
+        row('a', [1, 2, 3]), // [pad 1 2 | 3]
+        row('b', [1, 2, 4]), // [pad 1 2 | 4]: a's prefix
+        row('c', [9, 1, 2, 3]), // [9 1 2 | 3]
+        row('d', [5]), // [pad pad pad | 5]
+        row('e', [7]), // [pad pad pad | 7]: d's prefix
+        row('f', [2, 3]), // [pad pad 2 | 3]
+        row('g', [1, 2, 3]),
+      ];
+      assert.deepEqual(rowPromptGroups(rows), [0, 0, 1, 2, 2, 3, 0]);
+      // the same packing as the ids read back would give: the same log-probs, bit for bit
+      const batch = buildBatch(rows, 0);
+      const model = loadPolicy(toy.dir);
+      const options = { attentionMask: batch.attentionMask, promptWidth: batch.promptWidth };
+      const readBack = torch.noGrad(() => tokenLogProbs(model, batch.inputIds, options).logProbs);
+      const known = torch.noGrad(
+        () => tokenLogProbs(model, batch.inputIds, { ...options, promptGroups: promptGroups(rowPromptGroups(rows)) }).logProbs,
+      );
+      assert.deepEqual(known.toArray(), readBack.toArray());
       model.dispose();
     });
   });

@@ -46,11 +46,11 @@ export function computeCispoPolicyLoss(input: PolicyLossInput, options: Partial<
     const losses = advantages.neg().mul(weight).mul(keep).mul(logprob);
     const loss = aggregateLoss(losses, mask, o.lossAggMode);
     const metrics = torch.noGrad(() => ({
-      ppo_kl: maskedMean(logRatio.neg(), mask).item(),
-      masked_frac: maskedMean(keep, mask).item(),
-      is_clipfrac: maskedMean(weight.ne(ratio).to({ dtype: ratio.dtype }), mask).item(),
-      ratio_mean: maskedMean(ratio, mask).item(),
-      pg_loss: loss.item(),
+      ppo_kl: maskedMean(logRatio.neg(), mask),
+      masked_frac: maskedMean(keep, mask),
+      is_clipfrac: maskedMean(weight.ne(ratio).to({ dtype: ratio.dtype }), mask),
+      ratio_mean: maskedMean(ratio, mask),
+      pg_loss: loss.detach(),
     }));
     return { loss, metrics };
   });

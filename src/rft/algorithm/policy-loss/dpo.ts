@@ -38,10 +38,10 @@ export function dpoLossFromSequences(logps: DpoSequenceLogprobs, options: Partia
       .sub(h.neg().logsigmoid().mul(labelSmoothing));
     const loss = losses.mean();
     const metrics = torch.noGrad(() => ({
-      chosen_reward: chosenRatio.mean().item() * beta,
-      rejected_reward: rejectedRatio.mean().item() * beta,
-      accuracy_mean: chosenRatio.gt(rejectedRatio).to({ dtype: h.dtype }).mean().item(),
-      dpo_loss: loss.item(),
+      chosen_reward: chosenRatio.mean().mul(beta),
+      rejected_reward: rejectedRatio.mean().mul(beta),
+      accuracy_mean: chosenRatio.gt(rejectedRatio).to({ dtype: h.dtype }).mean(),
+      dpo_loss: loss.detach(),
     }));
     return { loss, metrics };
   });

@@ -45,11 +45,11 @@ export function computeGspoPolicyLoss(input: PolicyLossInput, options: Partial<G
     const pg2 = negA.mul(ratio.clamp(1 - low, 1 + high));
     const loss = aggregateLoss(pg1.maximum(pg2), mask, o.lossAggMode);
     const metrics = torch.noGrad(() => ({
-      pg_clipfrac: maskedMean(pg2.gt(pg1).to({ dtype: ratio.dtype }), mask).item(),
-      ppo_kl: maskedMean(logRatio.neg(), mask).item(),
-      ppo_kl_seq: sequenceLogRatio.neg().mean().item(),
-      ratio_mean: sequenceLogRatio.exp().mean().item(),
-      pg_loss: loss.item(),
+      pg_clipfrac: maskedMean(pg2.gt(pg1).to({ dtype: ratio.dtype }), mask),
+      ppo_kl: maskedMean(logRatio.neg(), mask),
+      ppo_kl_seq: sequenceLogRatio.neg().mean(),
+      ratio_mean: sequenceLogRatio.exp().mean(),
+      pg_loss: loss.detach(),
     }));
     return { loss, metrics };
   });

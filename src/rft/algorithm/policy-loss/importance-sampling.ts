@@ -27,9 +27,9 @@ export function computeImportanceSamplingPolicyLoss(
     const ratio = logRatio.exp();
     const loss = aggregateLoss(advantages.neg().mul(ratio), mask, o.lossAggMode);
     const metrics = torch.noGrad(() => ({
-      pg_loss: loss.item(),
-      'ratio/mean': maskedMean(ratio, mask).item(),
-      approx_kl: maskedMean(logRatio.neg(), mask).item(),
+      pg_loss: loss.detach(),
+      'ratio/mean': maskedMean(ratio, mask),
+      approx_kl: maskedMean(logRatio.neg(), mask),
     }));
     return { loss, metrics };
   });

@@ -12,6 +12,7 @@
 import * as torch from '../../../torch/index.js';
 import type { Tensor } from '../../../torch/index.js';
 import { aggregateLoss, type LossAggMode } from '../loss-agg.js';
+import type { Metrics } from '../metrics.js';
 import { floatMask, maskedMean } from '../utils.js';
 import { need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult, type WholeBatchInput } from './types.js';
 
@@ -95,7 +96,7 @@ export function computeM2poPolicyLoss(input: PolicyLossInput, options: Partial<M
   const advantages = need(input, 'advantages', 'm2po');
   const { logprob, actionMask: mask } = input;
   return torch.scope(() => {
-    const metrics: Record<string, number> = {};
+    const metrics: Metrics = {};
     let keep: Tensor;
     if (input.wholeBatchMask !== undefined) keep = input.wholeBatchMask;
     else {
@@ -109,9 +110,9 @@ export function computeM2poPolicyLoss(input: PolicyLossInput, options: Partial<M
     const losses = advantages.neg().mul(ratio).mul(floatMask(keep, ratio));
     const loss = aggregateLoss(losses, mask, o.lossAggMode);
     torch.noGrad(() => {
-      metrics.pg_loss = loss.item();
-      metrics.ppo_kl = maskedMean(stable.neg(), mask).item();
-      metrics['ratio/mean'] = maskedMean(ratio, mask).item();
+      metrics.pg_loss = loss.detach();
+      metrics.ppo_kl = maskedMean(stable.neg(), mask);
+      metrics['ratio/mean'] = maskedMean(ratio, mask);
     });
     return { loss, metrics };
   });

@@ -9,6 +9,7 @@
 // rows contributes 0.
 import * as torch from '../../../torch/index.js';
 import { aggregationUnit, type LossAggMode } from '../loss-agg.js';
+import { type Metrics, scaleMetric } from '../metrics.js';
 import { computePpoPolicyLoss, selectRows } from './ppo.js';
 import { computeSftLoss } from './sft.js';
 import { type LossAccumulation, need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult } from './types.js';
@@ -59,7 +60,7 @@ export function mixLosses(
     const usualRows = expertRows.logicalNot();
     const nExpert = expertRows.sum().item();
     const nUsual = expertRows.size(0) - nExpert;
-    const metrics: Record<string, number> = {};
+    const metrics: Metrics = {};
     const zero = () => torch.zeros([], { dtype: input.logprob.dtype, device: input.logprob.device });
     let rlLoss = zero();
     if (nUsual > 0) {
@@ -70,16 +71,16 @@ export function mixLosses(
         advantages: selectRows(need(input, 'advantages', module), usualRows),
       });
       rlLoss = part.loss.mul(weights.usual);
-      for (const [k, v] of Object.entries(part.metrics)) metrics[`usual/${k}`] = v * weights.usual;
+      for (const [k, v] of Object.entries(part.metrics)) metrics[`usual/${k}`] = scaleMetric(v, weights.usual);
     }
     let sftLoss = zero();
     if (nExpert > 0) {
       const part = sft({ logprob: selectRows(input.logprob, expertRows), actionMask: selectRows(input.actionMask, expertRows) });
       sftLoss = part.loss.mul(weights.expert);
-      for (const [k, v] of Object.entries(part.metrics)) metrics[`expert/${k}`] = v * weights.expert;
+      for (const [k, v] of Object.entries(part.metrics)) metrics[`expert/${k}`] = scaleMetric(v, weights.expert);
     }
     const loss = rlLoss.mul(1 - mu).add(sftLoss.mul(mu));
-    metrics.loss = loss.item();
+    metrics.loss = loss.detach();
     return { loss, metrics };
   });
 }

@@ -18,7 +18,7 @@ export function computeOpmdPolicyLoss(input: PolicyLossInput, options: Partial<O
   const advantages = need(input, 'advantages', 'opmd');
   return torch.scope(() => {
     const loss = aggregateLoss(advantages.mul(input.logprob).neg(), input.actionMask, o.lossAggMode).div(1 + o.tau);
-    return { loss, metrics: { opmd_loss: loss.item() } };
+    return { loss, metrics: { opmd_loss: loss.detach() } };
   });
 }
 

@@ -11,6 +11,7 @@
 import * as torch from '../../../torch/index.js';
 import type { Tensor } from '../../../torch/index.js';
 import { aggregateLoss, type LossAggMode } from '../loss-agg.js';
+import type { Metrics } from '../metrics.js';
 import { floatMask, maskedMean } from '../utils.js';
 import { need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult } from './types.js';
 
@@ -64,21 +65,21 @@ export function computePpoPolicyLoss(input: PolicyLossInput, options: Partial<Pp
     const pg3 = negA.mul(o.clipRatioC);
     const negative = advantages.lt(0);
     let losses = torch.where(negative, clipped1.minimum(pg3), clipped1);
-    const metrics: Record<string, number> = {};
+    const metrics: Metrics = {};
     if (o.enableSequenceMasking) {
       const sequenceKl = torch.noGrad(() => maskedMean(logRatio.neg(), mask, -1));
       const drop = negative.logicalAnd(sequenceKl.gt(o.deltaSequenceMasking).unsqueeze(-1).expandAs(advantages));
       losses = losses.mul(floatMask(drop.logicalNot(), losses));
-      metrics['seq_mask/masked_tokens'] = drop.sum().item() / (floatMask(mask, losses).sum().item() + 1e-10);
-      metrics['seq_mask/mean_sequence_kl'] = sequenceKl.mean().item();
+      metrics['seq_mask/masked_tokens'] = drop.sum().div(floatMask(mask, losses).sum().add(1e-10));
+      metrics['seq_mask/mean_sequence_kl'] = sequenceKl.mean();
     }
     const loss = aggregateLoss(losses, mask, o.lossAggMode);
     torch.noGrad(() => {
-      metrics.pg_clipfrac = maskedMean(pg2.gt(pg1).to({ dtype: ratio.dtype }), mask).item();
-      metrics.pg_clipfrac_lower = maskedMean(clipped1.gt(pg3).logicalAnd(negative).to({ dtype: ratio.dtype }), mask).item();
-      metrics.ppo_kl = maskedMean(logRatio.neg(), mask).item();
-      metrics.ratio_mean = maskedMean(ratio, mask).item();
-      metrics.pg_loss = loss.item();
+      metrics.pg_clipfrac = maskedMean(pg2.gt(pg1).to({ dtype: ratio.dtype }), mask);
+      metrics.pg_clipfrac_lower = maskedMean(clipped1.gt(pg3).logicalAnd(negative).to({ dtype: ratio.dtype }), mask);
+      metrics.ppo_kl = maskedMean(logRatio.neg(), mask);
+      metrics.ratio_mean = maskedMean(ratio, mask);
+      metrics.pg_loss = loss.detach();
     });
     return { loss, metrics };
   });

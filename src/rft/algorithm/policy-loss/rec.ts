@@ -104,9 +104,9 @@ export function computeRecPolicyLoss(input: PolicyLossInput, options: Partial<Re
     const mode = o.clipMode === 'gspo-one-side' ? 'seq-mean-token-mean' : o.lossAggMode;
     const loss = aggregateLoss(losses, mask, mode);
     const metrics = torch.noGrad(() => ({
-      pg_clipfrac: maskedMean(floatMask(inRange.logicalNot(), ratio), mask).item(),
-      ratio_mean: maskedMean(ratio, mask).item(),
-      pg_loss: loss.item(),
+      pg_clipfrac: maskedMean(floatMask(inRange.logicalNot(), ratio), mask),
+      ratio_mean: maskedMean(ratio, mask),
+      pg_loss: loss.detach(),
     }));
     return { loss, metrics };
   });

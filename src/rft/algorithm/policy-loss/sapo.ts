@@ -35,11 +35,11 @@ export function computeSapoPolicyLoss(input: PolicyLossInput, options: Partial<S
     const gate = ratio.sub(1).mul(tau).sigmoid().mul(tau.reciprocal().mul(4));
     const loss = aggregateLoss(gate.mul(advantages).neg(), mask, o.lossAggMode);
     const metrics = torch.noGrad(() => ({
-      ppo_kl: maskedMean(logRatio.neg(), mask).item(),
-      avg_soft_gate: maskedMean(gate, mask).item(),
-      ratio_mean: maskedMean(ratio, mask).item(),
-      pos_adv_frac: maskedMean(advantages.gt(0).to({ dtype: ratio.dtype }), mask).item(),
-      pg_loss: loss.item(),
+      ppo_kl: maskedMean(logRatio.neg(), mask),
+      avg_soft_gate: maskedMean(gate, mask),
+      ratio_mean: maskedMean(ratio, mask),
+      pos_adv_frac: maskedMean(advantages.gt(0).to({ dtype: ratio.dtype }), mask),
+      pg_loss: loss.detach(),
     }));
     return { loss, metrics };
   });

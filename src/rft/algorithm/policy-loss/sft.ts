@@ -26,7 +26,7 @@ export function computeSftLoss(input: PolicyLossInput, options: Partial<SftLossO
   const o = { ...SFT_LOSS_DEFAULTS, ...options };
   return torch.scope(() => {
     const loss = aggregateLoss(input.logprob.neg(), input.actionMask, o.lossAggMode);
-    return { loss, metrics: { sft_loss: loss.item() } };
+    return { loss, metrics: { sft_loss: loss.detach() } };
   });
 }
 
@@ -35,7 +35,7 @@ export function computeSftIsLoss(input: PolicyLossInput, options: Partial<SftLos
   return torch.scope(() => {
     const prob = input.logprob.detach().exp();
     const loss = aggregateLoss(input.logprob.mul(prob).neg(), input.actionMask, o.lossAggMode);
-    return { loss, metrics: { sft_is_loss: loss.item() } };
+    return { loss, metrics: { sft_is_loss: loss.detach() } };
   });
 }
 
@@ -47,7 +47,7 @@ export function computeSftPhiLoss(input: PolicyLossInput, options: Partial<SftPh
     const phi = prob.mul(prob.neg().add(1));
     const logprob = o.cutoffProb < 1 ? input.logprob.clamp(null, Math.log(o.cutoffProb)) : input.logprob;
     const loss = aggregateLoss(logprob.mul(phi).neg(), input.actionMask, o.lossAggMode);
-    return { loss, metrics: { sft_phi_loss: loss.item() } };
+    return { loss, metrics: { sft_phi_loss: loss.detach() } };
   });
 }
 

@@ -25,9 +25,9 @@ export function computeSppoPolicyLoss(input: PolicyLossInput, options: Partial<S
     const inRange = floatMask(ratio.ge(1 / (1 + o.epsilon)).logicalAnd(ratio.le(1 + o.epsilon)), ratio);
     const loss = aggregateLoss(advantages.neg().mul(logRatio).mul(inRange), mask, o.lossAggMode);
     const metrics = torch.noGrad(() => ({
-      pg_clipfrac: maskedMean(inRange.neg().add(1), mask).item(),
-      ratio_mean: maskedMean(ratio, mask).item(),
-      pg_loss: loss.item(),
+      pg_clipfrac: maskedMean(inRange.neg().add(1), mask),
+      ratio_mean: maskedMean(ratio, mask),
+      pg_loss: loss.detach(),
     }));
     return { loss, metrics };
   });

@@ -26,9 +26,9 @@ export function computeToprPolicyLoss(input: PolicyLossInput, options: Partial<T
     const alpha = torch.where(advantages.le(o.advantageThreshold), ratio.clamp(0, 1), 1).to({ dtype: ratio.dtype });
     const loss = aggregateLoss(alpha.mul(advantages).mul(logprob).neg(), mask, o.lossAggMode);
     const metrics = torch.noGrad(() => ({
-      avg_alpha: maskedMean(alpha, mask).item(),
-      ratio_mean: maskedMean(ratio, mask).item(),
-      pg_loss: loss.item(),
+      avg_alpha: maskedMean(alpha, mask),
+      ratio_mean: maskedMean(ratio, mask),
+      pg_loss: loss.detach(),
     }));
     return { loss, metrics };
   });

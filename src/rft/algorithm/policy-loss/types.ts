@@ -10,6 +10,7 @@
 // Rows of a group (rowsPerGroup, e.g. DPO's chosen/rejected pair) always share a micro-batch.
 import type { Tensor } from '../../../torch/index.js';
 import type { AggregationUnit } from '../loss-agg.js';
+import type { Metrics } from '../metrics.js';
 import type { AlgorithmModule } from '../registry.js';
 
 export interface PolicyLossInput {
@@ -44,7 +45,8 @@ export interface WholeBatchInput {
 export interface PolicyLossResult {
   /** Scalar loss to minimise. */
   loss: Tensor;
-  metrics: Record<string, number>;
+  /** Scalar tensors (read by the trainer when the step ends) or numbers: see ../metrics.ts. */
+  metrics: Metrics;
 }
 
 /** Which rows a term reads: every row, the on-policy rows (not expertMask) or the expert rows. */
@@ -79,10 +81,7 @@ export interface PolicyLossModule<Options extends object> extends AlgorithmModul
    * sees, as one step makes one update) and hands each micro-batch its rows as input.wholeBatchMask; its metrics are
    * the step's policy metrics. Without it in the input the loss computes it over the rows it is given.
    */
-  readonly wholeBatchMask?: (
-    input: WholeBatchInput,
-    options: Readonly<Options>,
-  ) => { mask: Tensor; metrics: Record<string, number> };
+  readonly wholeBatchMask?: (input: WholeBatchInput, options: Readonly<Options>) => { mask: Tensor; metrics: Metrics };
   /**
    * Each token's loss is proportional to its advantage for a positive scale (w·A gives w·loss: ppo and its clipped
    * kin). The trainer applies per-token rollout importance weights (algorithm.rollout_correction) by scaling the

@@ -1,0 +1,102 @@
+// Where a train step moves data between JavaScript and the device. On a GPU an upload or a read-back waits for all
+// work queued before it, so a read inside the micro-batch loop (a metric, a token count, the prompts read back to
+// pack them) stops the host until the micro-batch's forward or backward has finished: the next micro-batch cannot be
+// queued meanwhile and the device idles while the host catches up. Checked on the CPU by the order of the addon calls:
+// from the first micro-batch's forward to the last one's backward there is no upload and no read-back.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import type { CausalLM } from '../../../src/model/transformer.js';
+import { Critic, resolveAlgorithm } from '../../../src/rft/algorithm/index.js';
+import type { Experience } from '../../../src/rft/experience.js';
+import { frozenCopyReference, TrainStep } from '../../../src/rft/trainer/train-step.js';
+import * as torch from '../../../src/torch/index.js';
+import { HOST_TRANSFERS, recordNativeCalls } from '../../helpers/native-calls.js';
+import { loadPolicy, responseLogprobs, tinyModelDir } from './toy.js';
+
+before(() => torch.setNumThreads(1));
+let toy: { dir: string; remove: () => void };
+before(() => {
+  toy = tinyModelDir();
+});
+after(() => toy.remove());
+
+/** Two prompts of 7 and 5 tokens, four responses each of 3 to 6 tokens, with rollout log-probs: a packed batch. */
+function batch(model: CausalLM): Experience[] {
+  const prompts = [
+    [5, 11, 17, 23, 29, 31, 37],
+    [6, 13, 19, 21, 27],
+  ];
+  return prompts.flatMap((prompt, task) =>
+    [0, 1, 2, 3].map((run) => {
+      const response = Array.from({ length: 3 + run }, (_, j) => 40 + ((task * 7 + run * 3 + j * 5) % 20));
+      return {
+        eid: `t${task}-r${run}`,
+        tokens: [...prompt, ...response],
+        promptLength: prompt.length,
+        logprobs: responseLogprobs(model, prompt, response),
+        reward: (run + task) % 3,
+        info: { taskId: `t${task}`, runId: run },
+      };
+    }),
+  );
+}
+
+const cases: { name: string; config: Record<string, unknown> }[] = [
+  // GRPO's preset: reference and k2 KL loss, entropy metric, rollout log-probs (bypass: correction metrics per
+  // micro-batch)
+  { name: 'grpo', config: { algorithm_type: 'grpo', rollout_correction: { rollout_is: 'token' } } },
+  { name: 'gspo', config: { algorithm_type: 'gspo', entropy_loss_fn: 'default', entropy_loss_fn_args: { entropy_coef: 0.01 } } },
+  { name: 'ppo (critic)', config: { algorithm_type: 'ppo' } },
+];
+
+for (const { name, config } of cases) {
+  test(`${name}: no upload or read-back between the micro-batches' forwards and backwards`, () => {
+    const algorithm = resolveAlgorithm(config);
+    const model = loadPolicy(toy.dir);
+    const reference = algorithm.useReference ? frozenCopyReference(model) : null;
+    const critic = algorithm.useCritic ? Critic.fromPolicy(model, { seed: 1 }) : null;
+    const step = new TrainStep({
+      model,
+      optimizer: new torch.AdamW([...model.parameters().values()], { lr: 1e-3, weightDecay: 0 }),
+      algorithm,
+      reference,
+      critic: critic && { critic, optimizer: new torch.AdamW(critic.parameters(), { lr: 1e-3, weightDecay: 0 }) },
+      microBatchSize: 3,
+    });
+    try {
+      const experiences = batch(model);
+      step.run(experiences); // warm: the first step sets up what later steps reuse
+      const recording = recordNativeCalls([...HOST_TRANSFERS, 'embedding', 'backward']);
+      let metrics: Record<string, number>;
+      try {
+        metrics = step.run(experiences);
+      } finally {
+        recording.stop();
+      }
+      const { calls } = recording;
+      for (const key of ['loss', 'pg_loss', 'grad_norm', 'tokens']) assert.ok(Number.isFinite(metrics[key]), key);
+      console.log(name, calls.join(' '));
+      // the policy's three micro-batches: each a forward (embedding) and two backward calls (the head's, the trunk's),
+      // from the forward before the first backward; then (PPO) the critic's, one backward each, after the optimizer
+      // step (which reads the gradient norm)
+      const backwards = calls.flatMap((c, i) => (c === 'backward' ? [i] : []));
+      assert.equal(backwards.length, critic === null ? 6 : 9, calls.join(' '));
+      const loops = [{ what: 'policy', first: 0, last: 5 }];
+      if (critic !== null) loops.push({ what: 'critic', first: 6, last: 8 });
+      for (const { what, first, last } of loops) {
+        const start = calls.lastIndexOf('embedding', backwards[first]);
+        const loop = calls.slice(start, (backwards[last] as number) + 1);
+        assert.equal(loop.filter((c) => c === 'embedding').length, 3, `${what}: three micro-batches: ${loop.join(' ')}`);
+        assert.deepEqual(
+          loop.filter((c) => (HOST_TRANSFERS as readonly string[]).includes(c)),
+          [],
+          `${what}: transfers inside the micro-batch loop: ${loop.join(' ')}`,
+        );
+      }
+    } finally {
+      reference?.dispose();
+      critic?.dispose();
+      model.dispose();
+    }
+  });
+}
