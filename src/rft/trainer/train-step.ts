@@ -27,6 +27,12 @@
 // its on-policy and expert terms by their own counts), so the accumulated gradient equals the whole-batch gradient.
 // The KL, entropy and critic terms are weighted the same way by their loss_agg_mode.
 //
+// No upload or read-back inside the micro-batch loop (on a GPU each waits for everything queued before it, so the next
+// micro-batch could not be queued while this one runs): every micro-batch's token counts are read in one transfer
+// before the loop (BatchCounts), the rows sharing a prompt are grouped from the experiences and uploaded before it
+// (rowPromptGroups), and the modules' metrics and the losses stay scalar tensors until the step reads them all at its
+// end (./step-metrics.ts).
+//
 // LoRA dropout (PEFT's lora_dropout) acts in the policy update's forward and backward only: the adapters are in
 // training mode there and in eval mode everywhere else, so the log-probs recomputed for rows without rollout
 // log-probs (PPO's old log-probs), the reference's (adapters disabled) and the weights synced to the rollout engine
@@ -565,7 +571,7 @@ export class TrainStep {
     const batch = buildBatch(rows, this.setup.padTokenId ?? 0, this.setup.device ?? 'cpu');
     const B = batch.rows.length;
     const responseOf = (perPosition: Tensor) => perPosition.narrow(1, batch.promptWidth - 1, batch.responseWidth);
-    const own = shard.worldSize === 1 ? { start: 0, n: B } : ownRows(B, shard);
+    const own = ownRows(B, shard);
     // the log-prob options of this rank's rows (their prompt groups uploaded once, when a forward first needs them)
     let ownOptions: LogProbOptions | null = null;
     const logProbOptions = (): LogProbOptions => {
