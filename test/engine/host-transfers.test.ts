@@ -2,12 +2,12 @@
 // for all work queued before it, so a step that uploaded after queueing its forward (a sampler column, a prefill's
 // index, a KV-cache copy's slot list) would stop there until the forward finished. Checked on the CPU by the order of
 // the addon calls: within every step, all uploads come before the forward's first op, and the step's one read-back
-// (tokens and log-probs) comes last.
+// (tokens and log-probs) comes last, with no op in between whose result's size depends on the values (SIZE_READS).
 import assert from 'node:assert/strict';
 import { before, test } from 'node:test';
 import { RolloutEngine } from '../../src/engine/index.js';
 import * as torch from '../../src/torch/index.js';
-import { HOST_TRANSFERS, recordNativeCalls } from '../helpers/native-calls.js';
+import { HOST_TRANSFERS, recordNativeCalls, SIZE_READS } from '../helpers/native-calls.js';
 import { fixtureModelWithTokenizer } from './helpers.js';
 
 before(() => torch.setNumThreads(1));
@@ -32,7 +32,7 @@ for (const captureDecode of [true, false]) {
     try {
       const generateAll = () => Promise.all(requests.map((r) => engine.generate({ ...r, ignoreEos: true })));
       await generateAll(); // captures the decode steps' shapes
-      const recording = recordNativeCalls([...HOST_TRANSFERS, 'embedding', 'replayCapture']);
+      const recording = recordNativeCalls([...HOST_TRANSFERS, ...SIZE_READS, 'embedding', 'replayCapture']);
       try {
         await generateAll();
       } finally {

@@ -9,6 +9,7 @@ import type { Tensor } from '../../torch/index.js';
 import { aggregateLoss, type LossAggMode } from './loss-agg.js';
 import type { Metrics } from './metrics.js';
 import { resolveArgs } from './registry.js';
+import { checkExpertRows, type ExpertRows, expertRowsOf } from './utils.js';
 
 export const ENTROPY_LOSS_FNS = ['default', 'mix', 'none'] as const;
 export type EntropyLossName = (typeof ENTROPY_LOSS_FNS)[number];
@@ -26,6 +27,8 @@ export interface EntropyLossInput {
   actionMask: Tensor;
   /** [B] bool, for `mix`. */
   expertMask?: Tensor;
+  /** For `mix`: expertMask's rows as index lists made ahead (./utils.ts ExpertRows): no read of the mask. */
+  expertRows?: ExpertRows;
 }
 
 export function computeEntropyLoss(
@@ -42,12 +45,13 @@ export function computeEntropyLoss(
   return torch.scope((): { loss: Tensor; metrics: Metrics } => {
     let { entropy, actionMask } = input;
     if (name === 'mix') {
-      if (input.expertMask === undefined) throw new Error(`entropy_loss_fn 'mix' needs input.expertMask`);
-      const usual = input.expertMask.bool().logicalNot();
-      if (usual.sum().item() === 0)
-        return { loss: torch.zeros([], { dtype: entropy.dtype, device: entropy.device }), metrics: {} };
-      entropy = entropy.index([usual]);
-      actionMask = actionMask.index([usual]);
+      if (input.expertMask === undefined && input.expertRows === undefined)
+        throw new Error(`entropy_loss_fn 'mix' needs input.expertMask`);
+      if (input.expertRows !== undefined) checkExpertRows(input.expertRows, entropy.size(0), `entropy_loss_fn 'mix'`);
+      const usual = (input.expertRows ?? expertRowsOf(input.expertMask as Tensor)).usual;
+      if (usual.size(0) === 0) return { loss: torch.zeros([], { dtype: entropy.dtype, device: entropy.device }), metrics: {} };
+      entropy = entropy.indexSelect(0, usual);
+      actionMask = actionMask.indexSelect(0, usual);
     }
     const h = aggregateLoss(entropy, actionMask, o.lossAggMode);
     return { loss: h.mul(-o.entropyCoef), metrics: { entropy: h.detach(), entropy_coef: o.entropyCoef } };

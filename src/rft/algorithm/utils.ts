@@ -26,6 +26,45 @@ export function maskedMean(values: Tensor, mask: Tensor, dim?: number): Tensor {
   });
 }
 
+/**
+ * A batch's rows split into usual (on-policy) and expert rows as index lists, for losses that treat them apart (mix,
+ * mix_chord, entropy mix). Made on the host from what the caller knows (expertRows: the trainer, before its
+ * micro-batches run) the split needs no read of the mask: selecting rows by a bool mask reads it back to size the
+ * result, and on a GPU that waits for the queued forward.
+ */
+export interface ExpertRows {
+  /** [U] int64: the rows that are not expert data, ascending. */
+  readonly usual: Tensor;
+  /** [E] int64: the expert rows, ascending. */
+  readonly expert: Tensor;
+}
+
+/** ExpertRows from each row's flag, on `device` (a batch without expert rows needs no upload). */
+export function expertRows(isExpert: readonly boolean[], device = 'cpu'): ExpertRows {
+  const on = device === 'cpu' ? {} : { device };
+  const rows = (expert: boolean) => isExpert.flatMap((e, i) => (e === expert ? [i] : []));
+  const index = (list: number[]) =>
+    list.length === isExpert.length
+      ? torch.arange(list.length, { dtype: 'int64', ...on })
+      : list.length === 0
+        ? torch.zeros([0], { dtype: 'int64', ...on })
+        : torch.tensor(list, { dtype: 'int64', ...on });
+  return { usual: index(rows(false)), expert: index(rows(true)) };
+}
+
+/** ExpertRows of a [B] expert mask on the device (reads the mask back; prefer expertRows where the flags are known). */
+export function expertRowsOf(expertMask: Tensor): ExpertRows {
+  const expert = expertMask.bool();
+  return { usual: expert.logicalNot().nonzero().squeeze(-1), expert: expert.nonzero().squeeze(-1) };
+}
+
+/** Checks that `split` covers rows 0..B-1 of a B-row input by count (its indices are the caller's). */
+export function checkExpertRows(split: ExpertRows, rows: number, what: string): void {
+  const [usual, expert] = [split.usual.size(0), split.expert.size(0)];
+  if (usual + expert !== rows)
+    throw new RangeError(`${what}: expertRows splits ${usual} usual + ${expert} expert rows, the input has ${rows}`);
+}
+
 /** Variance over the masked elements with Bessel's correction (needs at least two masked elements). */
 export function maskedVar(values: Tensor, mask: Tensor, unbiased = true): Tensor {
   return torch.scope(() => {

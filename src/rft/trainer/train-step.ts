@@ -63,6 +63,7 @@ import { resolveArgs } from '../algorithm/registry.js';
 import type { LossAccumulation, LossTerm, PolicyLossInput } from '../algorithm/policy-loss/types.js';
 import type { ResolvedAlgorithm } from '../algorithm/presets.js';
 import { computeRolloutCorrection } from '../algorithm/rollout-correction.js';
+import { expertRows } from '../algorithm/utils.js';
 import { type Experience, validateExperience } from '../experience.js';
 import type { MasterWeights } from './master-weights.js';
 import { StepMetrics } from './step-metrics.js';
@@ -824,8 +825,18 @@ export class TrainStep {
     const rolloutTokens = bypassCorrection ? whole.rolloutTokens : 0;
     const multiTerm = accumulation.terms.length > 1;
     const policyLoss = POLICY_LOSS_FN.create(algorithm.policyLossFn.name, algorithm.policyLossFn.args);
-    // each micro-batch's prompt groups, uploaded before the first forward is queued
-    const groups = plan.map(({ start, n }, i) => (owns(i, shard) ? microPromptGroups(batch, start, n) : null));
+    // each micro-batch's prompt groups and expert rows, uploaded before the first forward is queued
+    const ahead = plan.map(({ start, n }, i) =>
+      owns(i, shard)
+        ? {
+            promptGroups: microPromptGroups(batch, start, n),
+            expertRows: expertRows(
+              batch.rows.slice(start, start + n).map((e) => e.info.isExpert === true),
+              batch.inputIds.device,
+            ),
+          }
+        : null,
+    );
     // reported even by a rank that runs no micro-batch
     sums.total('loss', 0);
     sums.total('pg_loss', 0);
@@ -850,6 +861,7 @@ export class TrainStep {
         const actionMask = part(batch.actionMask);
         const expertMask = part(batch.expertMask);
         const counts = counted.rows(start, n);
+        const prepared = ahead[i] as NonNullable<(typeof ahead)[number]>;
         const tokens = counts.tokens;
         const share = (mode: LossAggMode) => termShare(modeTerm(mode), counts, whole);
         const metricWeight = totalTokens > 0 ? tokens / totalTokens : n / B;
@@ -881,6 +893,7 @@ export class TrainStep {
               ...(shaped.refLogprob === null ? {} : { refLogprob: part(shaped.refLogprob) }),
               ...(shaped.wholeBatchMask === null ? {} : { wholeBatchMask: part(shaped.wholeBatchMask) }),
               expertMask,
+              expertRows: prepared.expertRows,
               step: this.step,
               ...(multiTerm ? { termWeights } : {}),
             };
@@ -901,7 +914,12 @@ export class TrainStep {
             }
             if (wantEntropy && entropy !== null) {
               const responseEntropy = entropy.narrow(1, batch.promptWidth - 1, batch.responseWidth);
-              const input = { entropy: entropyCoef === 0 ? responseEntropy.detach() : responseEntropy, actionMask, expertMask };
+              const input = {
+                entropy: entropyCoef === 0 ? responseEntropy.detach() : responseEntropy,
+                actionMask,
+                expertMask,
+                expertRows: prepared.expertRows,
+              };
               const term = this.#entropy(input);
               if (entropyCoef !== 0) total = total.add(term.loss.mul(share(entropyAgg)));
               if (term.metrics.entropy !== undefined) sums.add('entropy', term.metrics.entropy, share(entropyAgg));
@@ -911,7 +929,7 @@ export class TrainStep {
           {
             attentionMask: part(batch.attentionMask),
             promptWidth: batch.promptWidth,
-            promptGroups: groups[i] as PromptGroups,
+            promptGroups: prepared.promptGroups,
             entropy: wantEntropy,
             ...(this.setup.chunkSize ? { chunkSize: this.setup.chunkSize } : {}),
             temperature: batch.temperatures.slice(start, start + n),

@@ -9,11 +9,14 @@ import {
   computeGrpoAdvantages,
   computePpoPolicyLoss,
   computeRecAdvantages,
+  createEntropyLossFn,
   createKlFn,
+  expertRows,
+  expertRowsOf,
   POLICY_LOSS_FN,
+  readMetrics,
 } from '../../../src/rft/algorithm/index.js';
 import * as torch from '../../../src/torch/index.js';
-import { readMetrics } from '../../../src/rft/algorithm/metrics.js';
 
 const f64 = (data: number[] | number[][]) => torch.tensor(data, { dtype: 'float64' });
 const close = (actual: unknown, expected: number[] | number[][], tol = 1e-6) => {
@@ -175,6 +178,69 @@ describe('registries', () => {
       assert.throws(
         () => run({ logprob: torch.zeros([1, 2]), actionMask: torch.ones([1, 2]) }),
         /policy_loss_fn 'ppo' needs input.oldLogprob/,
+      );
+    });
+  });
+  test('expert rows split ahead: the mask read back gives the same lists; mix, mix_chord and entropy mix unchanged', () => {
+    torch.scope(() => {
+      const flags = [false, true, false, false, true];
+      const mask = torch.tensor(flags, { dtype: 'bool' });
+      const ahead = expertRows(flags);
+      const read = expertRowsOf(mask);
+      assert.deepEqual(
+        [ahead.usual.toArray(), ahead.expert.toArray()],
+        [
+          [0, 2, 3],
+          [1, 4],
+        ],
+      );
+      assert.deepEqual(
+        [read.usual.toArray(), read.expert.toArray()],
+        [
+          [0, 2, 3],
+          [1, 4],
+        ],
+      );
+      // no expert row, only expert rows: nothing to upload (arange, an empty list)
+      assert.deepEqual([expertRows([false, false]).usual.toArray(), expertRows([false, false]).expert.shape], [[0, 1], [0]]);
+      assert.deepEqual(expertRows([true]).expert.toArray(), [0]);
+      const g = new torch.Generator(7);
+      const rand = () => torch.randn([5, 4], { dtype: 'float64', generator: g });
+      const input = {
+        logprob: rand().mul(0.1).sub(1),
+        oldLogprob: rand().mul(0.1).sub(1),
+        advantages: rand(),
+        actionMask: torch.tensor(
+          [
+            [1, 1, 0, 0],
+            [1, 1, 1, 0],
+            [1, 0, 0, 0],
+            [1, 1, 1, 1],
+            [1, 1, 0, 0],
+          ],
+          { dtype: 'float64' },
+        ),
+        expertMask: mask,
+        step: 3,
+        termWeights: { usual: 0.6, expert: 0.4 },
+      };
+      for (const name of ['mix', 'mix_chord']) {
+        const run = POLICY_LOSS_FN.create(name, {});
+        const plain = run(input);
+        const split = run({ ...input, expertRows: ahead });
+        assert.equal(split.loss.item(), plain.loss.item(), name);
+        assert.deepEqual(readMetrics(split.metrics), readMetrics(plain.metrics), name);
+        assert.throws(
+          () => run({ ...input, expertRows: expertRows([false, true]) }),
+          new RegExp(`policy_loss_fn '${name}': expertRows splits 1 usual \\+ 1 expert rows, the input has 5`),
+        );
+      }
+      const entropy = createEntropyLossFn('mix', { entropy_coef: 0.01 });
+      const e = { entropy: rand().abs(), actionMask: input.actionMask, expertMask: mask };
+      assert.equal(entropy({ ...e, expertRows: ahead }).loss.item(), entropy(e).loss.item());
+      assert.equal(
+        entropy({ ...e, expertMask: undefined, expertRows: expertRows([true, true, true, true, true]) }).loss.item(),
+        0,
       );
     });
   });

@@ -2,7 +2,8 @@
 // work queued before it, so a read inside the micro-batch loop (a metric, a token count, the prompts read back to
 // pack them) stops the host until the micro-batch's forward or backward has finished: the next micro-batch cannot be
 // queued meanwhile and the device idles while the host catches up. Checked on the CPU by the order of the addon calls:
-// from the first micro-batch's forward to the last one's backward there is no upload and no read-back.
+// from the first micro-batch's forward to the last one's backward there is no upload, no read-back and no op whose
+// result's size depends on the values (nonzero, masked_select, a bool-mask index: on a GPU they read a count back).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { CausalLM } from '../../../src/model/transformer.js';
@@ -10,7 +11,7 @@ import { Critic, resolveAlgorithm } from '../../../src/rft/algorithm/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
 import { frozenCopyReference, TrainStep } from '../../../src/rft/trainer/train-step.js';
 import * as torch from '../../../src/torch/index.js';
-import { HOST_TRANSFERS, recordNativeCalls } from '../../helpers/native-calls.js';
+import { HOST_TRANSFERS, recordNativeCalls, SIZE_READS } from '../../helpers/native-calls.js';
 import { loadPolicy, responseLogprobs, tinyModelDir } from './toy.js';
 
 before(() => torch.setNumThreads(1));
@@ -20,36 +21,56 @@ before(() => {
 });
 after(() => toy.remove());
 
-/** Two prompts of 7 and 5 tokens, four responses each of 3 to 6 tokens, with rollout log-probs: a packed batch. */
-function batch(model: CausalLM): Experience[] {
+/**
+ * Two prompts of 7 and 5 tokens, four responses each of 3 to 6 tokens, with rollout log-probs: a packed batch. With
+ * `expert`, one demonstration per prompt follows (MIX / CHORD rows: no log-probs), 10 rows in all.
+ */
+function batch(model: CausalLM, expert = false): Experience[] {
   const prompts = [
     [5, 11, 17, 23, 29, 31, 37],
     [6, 13, 19, 21, 27],
   ];
-  return prompts.flatMap((prompt, task) =>
-    [0, 1, 2, 3].map((run) => {
-      const response = Array.from({ length: 3 + run }, (_, j) => 40 + ((task * 7 + run * 3 + j * 5) % 20));
-      return {
-        eid: `t${task}-r${run}`,
-        tokens: [...prompt, ...response],
-        promptLength: prompt.length,
-        logprobs: responseLogprobs(model, prompt, response),
-        reward: (run + task) % 3,
-        info: { taskId: `t${task}`, runId: run },
-      };
-    }),
-  );
+  return prompts
+    .flatMap((prompt, task) =>
+      [0, 1, 2, 3].map((run): Experience => {
+        const response = Array.from({ length: 3 + run }, (_, j) => 40 + ((task * 7 + run * 3 + j * 5) % 20));
+        return {
+          eid: `t${task}-r${run}`,
+          tokens: [...prompt, ...response],
+          promptLength: prompt.length,
+          logprobs: responseLogprobs(model, prompt, response),
+          reward: (run + task) % 3,
+          info: { taskId: `t${task}`, runId: run },
+        };
+      }),
+    )
+    .concat(
+      expert
+        ? prompts.map((prompt, task) => ({
+            eid: `expert-${task}`,
+            tokens: [...prompt, 45, 46, 47],
+            promptLength: prompt.length,
+            info: { isExpert: true },
+          }))
+        : [],
+    );
 }
 
-const cases: { name: string; config: Record<string, unknown> }[] = [
+const cases: { name: string; config: Record<string, unknown>; expert?: boolean }[] = [
   // GRPO's preset: reference and k2 KL loss, entropy metric, rollout log-probs (bypass: correction metrics per
   // micro-batch)
   { name: 'grpo', config: { algorithm_type: 'grpo', rollout_correction: { rollout_is: 'token' } } },
   { name: 'gspo', config: { algorithm_type: 'gspo', entropy_loss_fn: 'default', entropy_loss_fn_args: { entropy_coef: 0.01 } } },
   { name: 'ppo (critic)', config: { algorithm_type: 'ppo' } },
+  // expert rows: the loss and the entropy term split the rows by expertMask (with an entropy bonus, so it trains)
+  {
+    name: 'mix_chord',
+    config: { algorithm_type: 'mix_chord', entropy_loss_fn_args: { entropy_coef: 0.01 } },
+    expert: true,
+  },
 ];
 
-for (const { name, config } of cases) {
+for (const { name, config, expert } of cases) {
   test(`${name}: no upload or read-back between the micro-batches' forwards and backwards`, () => {
     const algorithm = resolveAlgorithm(config);
     const model = loadPolicy(toy.dir);
@@ -64,9 +85,10 @@ for (const { name, config } of cases) {
       microBatchSize: 3,
     });
     try {
-      const experiences = batch(model);
+      const experiences = batch(model, expert);
+      const micro = Math.ceil(experiences.length / 3);
       step.run(experiences); // warm: the first step sets up what later steps reuse
-      const recording = recordNativeCalls([...HOST_TRANSFERS, 'embedding', 'backward']);
+      const recording = recordNativeCalls([...HOST_TRANSFERS, ...SIZE_READS, 'embedding', 'backward']);
       let metrics: Record<string, number>;
       try {
         metrics = step.run(experiences);
@@ -75,20 +97,19 @@ for (const { name, config } of cases) {
       }
       const { calls } = recording;
       for (const key of ['loss', 'pg_loss', 'grad_norm', 'tokens']) assert.ok(Number.isFinite(metrics[key]), key);
-      console.log(name, calls.join(' '));
-      // the policy's three micro-batches: each a forward (embedding) and two backward calls (the head's, the trunk's),
+      // the policy's micro-batches: each a forward (embedding) and two backward calls (the head's, the trunk's),
       // from the forward before the first backward; then (PPO) the critic's, one backward each, after the optimizer
       // step (which reads the gradient norm)
       const backwards = calls.flatMap((c, i) => (c === 'backward' ? [i] : []));
-      assert.equal(backwards.length, critic === null ? 6 : 9, calls.join(' '));
-      const loops = [{ what: 'policy', first: 0, last: 5 }];
-      if (critic !== null) loops.push({ what: 'critic', first: 6, last: 8 });
+      assert.equal(backwards.length, (critic === null ? 2 : 3) * micro, calls.join(' '));
+      const loops = [{ what: 'policy', first: 0, last: 2 * micro - 1 }];
+      if (critic !== null) loops.push({ what: 'critic', first: 2 * micro, last: 3 * micro - 1 });
       for (const { what, first, last } of loops) {
         const start = calls.lastIndexOf('embedding', backwards[first]);
         const loop = calls.slice(start, (backwards[last] as number) + 1);
-        assert.equal(loop.filter((c) => c === 'embedding').length, 3, `${what}: three micro-batches: ${loop.join(' ')}`);
+        assert.equal(loop.filter((c) => c === 'embedding').length, micro, `${what}: ${micro} micro-batches: ${loop.join(' ')}`);
         assert.deepEqual(
-          loop.filter((c) => (HOST_TRANSFERS as readonly string[]).includes(c)),
+          loop.filter((c) => c !== 'embedding' && c !== 'backward'),
           [],
           `${what}: transfers inside the micro-batch loop: ${loop.join(' ')}`,
         );

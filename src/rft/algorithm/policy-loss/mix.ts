@@ -8,9 +8,11 @@
 // (./types.ts; Python Trinity-RFT: n_rows · gradient_accumulation / read_batch_size of each kind). A kind with no
 // rows contributes 0.
 import * as torch from '../../../torch/index.js';
+import type { Tensor } from '../../../torch/index.js';
 import { aggregationUnit, type LossAggMode } from '../loss-agg.js';
 import { type Metrics, scaleMetric } from '../metrics.js';
-import { computePpoPolicyLoss, selectRows } from './ppo.js';
+import { checkExpertRows, expertRowsOf } from '../utils.js';
+import { computePpoPolicyLoss } from './ppo.js';
 import { computeSftLoss } from './sft.js';
 import { type LossAccumulation, need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult } from './types.js';
 
@@ -42,6 +44,8 @@ export function mixAccumulation(sftLossAggMode: LossAggMode): LossAccumulation {
   };
 }
 
+const selectIndex = (t: Tensor, rows: Tensor) => t.indexSelect(0, rows);
+
 /** Splits the batch by expertMask and combines an RL loss on the usual rows with an SFT loss on the expert rows. */
 export function mixLosses(
   module: string,
@@ -55,27 +59,32 @@ export function mixLosses(
     throw new Error(`policy_loss_fn '${module}': expertMask must have shape [${input.logprob.size(0)}]`);
   }
   const weights = { usual: input.termWeights?.usual ?? 1, expert: input.termWeights?.expert ?? 1 };
+  if (input.expertRows !== undefined) checkExpertRows(input.expertRows, input.logprob.size(0), `policy_loss_fn '${module}'`);
   return torch.scope(() => {
-    const expertRows = expertMask.bool();
-    const usualRows = expertRows.logicalNot();
-    const nExpert = expertRows.sum().item();
-    const nUsual = expertRows.size(0) - nExpert;
+    const split = input.expertRows ?? expertRowsOf(expertMask);
+    const usualRows = split.usual;
+    const expertRows = split.expert;
+    const nExpert = expertRows.size(0);
+    const nUsual = usualRows.size(0);
     const metrics: Metrics = {};
     const zero = () => torch.zeros([], { dtype: input.logprob.dtype, device: input.logprob.device });
     let rlLoss = zero();
     if (nUsual > 0) {
       const part = rl({
-        logprob: selectRows(input.logprob, usualRows),
-        actionMask: selectRows(input.actionMask, usualRows),
-        oldLogprob: selectRows(need(input, 'oldLogprob', module), usualRows),
-        advantages: selectRows(need(input, 'advantages', module), usualRows),
+        logprob: selectIndex(input.logprob, usualRows),
+        actionMask: selectIndex(input.actionMask, usualRows),
+        oldLogprob: selectIndex(need(input, 'oldLogprob', module), usualRows),
+        advantages: selectIndex(need(input, 'advantages', module), usualRows),
       });
       rlLoss = part.loss.mul(weights.usual);
       for (const [k, v] of Object.entries(part.metrics)) metrics[`usual/${k}`] = scaleMetric(v, weights.usual);
     }
     let sftLoss = zero();
     if (nExpert > 0) {
-      const part = sft({ logprob: selectRows(input.logprob, expertRows), actionMask: selectRows(input.actionMask, expertRows) });
+      const part = sft({
+        logprob: selectIndex(input.logprob, expertRows),
+        actionMask: selectIndex(input.actionMask, expertRows),
+      });
       sftLoss = part.loss.mul(weights.expert);
       for (const [k, v] of Object.entries(part.metrics)) metrics[`expert/${k}`] = scaleMetric(v, weights.expert);
     }

@@ -11,6 +11,7 @@
 import type { Tensor } from '../../../torch/index.js';
 import type { AggregationUnit } from '../loss-agg.js';
 import type { Metrics } from '../metrics.js';
+import type { ExpertRows } from '../utils.js';
 import type { AlgorithmModule } from '../registry.js';
 
 export interface PolicyLossInput {
@@ -26,6 +27,8 @@ export interface PolicyLossInput {
   refLogprob?: Tensor;
   /** [B] bool: rows that are expert (SFT) data (mix, mix_chord). */
   expertMask?: Tensor;
+  /** expertMask's rows as index lists, made ahead (../utils.ts ExpertRows): a loss that splits rows reads no mask. */
+  expertRows?: ExpertRows;
   /** Global training step (mix_chord's μ schedule). */
   step?: number;
   /** Multi-term losses: each term's micro-batch weight by term name (see the header); absent = 1 each. */
