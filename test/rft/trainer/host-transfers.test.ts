@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { CausalLM } from '../../../src/model/transformer.js';
-import { Critic, resolveAlgorithm } from '../../../src/rft/algorithm/index.js';
+import { ALGORITHM_TYPES, Critic, type ResolvedAlgorithm, resolveAlgorithm } from '../../../src/rft/algorithm/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
 import { frozenCopyReference, TrainStep } from '../../../src/rft/trainer/train-step.js';
 import * as torch from '../../../src/torch/index.js';
@@ -21,15 +21,29 @@ before(() => {
 });
 after(() => toy.remove());
 
+const prompts = [
+  [5, 11, 17, 23, 29, 31, 37],
+  [6, 13, 19, 21, 27],
+];
+
 /**
- * Two prompts of 7 and 5 tokens, four responses each of 3 to 6 tokens, with rollout log-probs: a packed batch. With
- * `expert`, one demonstration per prompt follows (MIX / CHORD rows: no log-probs), 10 rows in all.
+ * The batch of `algorithm`'s schema over two prompts of 7 and 5 tokens (a packed batch). Experiences: four responses
+ * per prompt of 3 to 6 tokens with rollout (and teacher) log-probs; with a mix sample strategy one demonstration per
+ * prompt follows (MIX / CHORD rows: no log-probs). sft: the responses as data; dpo: two pairs per prompt.
  */
-function batch(model: CausalLM, expert = false): Experience[] {
-  const prompts = [
-    [5, 11, 17, 23, 29, 31, 37],
-    [6, 13, 19, 21, 27],
-  ];
+function batch(model: CausalLM, algorithm: ResolvedAlgorithm): Experience[] {
+  if (algorithm.schema === 'dpo')
+    return prompts.flatMap((prompt, task) =>
+      [0, 1].map((pair) => ({
+        eid: `pair-${task}-${pair}`,
+        tokens: [...prompt],
+        promptLength: prompt.length,
+        chosen: [40 + pair, 42, 43],
+        rejected: [50 + pair, 52],
+        info: { taskId: `t${task}` },
+      })),
+    );
+  const expert = algorithm.sampleStrategy.name === 'mix';
   return prompts
     .flatMap((prompt, task) =>
       [0, 1, 2, 3].map((run): Experience => {
@@ -39,6 +53,7 @@ function batch(model: CausalLM, expert = false): Experience[] {
           tokens: [...prompt, ...response],
           promptLength: prompt.length,
           logprobs: responseLogprobs(model, prompt, response),
+          teacherLogprobs: response.map((_, j) => -1 - j / 10),
           reward: (run + task) % 3,
           info: { taskId: `t${task}`, runId: run },
         };
@@ -56,21 +71,22 @@ function batch(model: CausalLM, expert = false): Experience[] {
     );
 }
 
-const cases: { name: string; config: Record<string, unknown>; expert?: boolean }[] = [
+const cases: { name: string; config: Record<string, unknown> }[] = [
   // GRPO's preset: reference and k2 KL loss, entropy metric, rollout log-probs (bypass: correction metrics per
   // micro-batch)
   { name: 'grpo', config: { algorithm_type: 'grpo', rollout_correction: { rollout_is: 'token' } } },
   { name: 'gspo', config: { algorithm_type: 'gspo', entropy_loss_fn: 'default', entropy_loss_fn_args: { entropy_coef: 0.01 } } },
   { name: 'ppo (critic)', config: { algorithm_type: 'ppo' } },
   // expert rows: the loss and the entropy term split the rows by expertMask (with an entropy bonus, so it trains)
-  {
-    name: 'mix_chord',
-    config: { algorithm_type: 'mix_chord', entropy_loss_fn_args: { entropy_coef: 0.01 } },
-    expert: true,
-  },
+  { name: 'mix_chord', config: { algorithm_type: 'mix_chord', entropy_loss_fn_args: { entropy_coef: 0.01 } } },
+  // and every other preset as it comes
+  ...ALGORITHM_TYPES.filter((type) => !['grpo', 'gspo', 'ppo', 'mix_chord'].includes(type)).map((type) => ({
+    name: type,
+    config: { algorithm_type: type },
+  })),
 ];
 
-for (const { name, config, expert } of cases) {
+for (const { name, config } of cases) {
   test(`${name}: no upload or read-back between the micro-batches' forwards and backwards`, () => {
     const algorithm = resolveAlgorithm(config);
     const model = loadPolicy(toy.dir);
@@ -85,8 +101,10 @@ for (const { name, config, expert } of cases) {
       microBatchSize: 3,
     });
     try {
-      const experiences = batch(model, expert);
-      const micro = Math.ceil(experiences.length / 3);
+      const experiences = batch(model, algorithm);
+      // micro-batches of 3 rows (DPO: 4, whole pairs)
+      const rows = algorithm.schema === 'dpo' ? 2 * experiences.length : experiences.length;
+      const micro = Math.ceil(rows / (algorithm.schema === 'dpo' ? 4 : 3));
       step.run(experiences); // warm: the first step sets up what later steps reuse
       const recording = recordNativeCalls([...HOST_TRANSFERS, ...SIZE_READS, 'embedding', 'backward']);
       let metrics: Record<string, number>;
