@@ -227,9 +227,13 @@ function trunkInput(inputIds: Tensor, options: TokenLogProbsOptions): TrunkInput
 function readPromptGroups(inputIds: Tensor, attentionMask: Tensor | undefined, prefixLength: number): number[] {
   const ids = inputIds.narrow(1, 0, prefixLength).toArray() as number[][];
   const mask = attentionMask?.narrow(1, 0, prefixLength).toArray() as (number | boolean)[][] | undefined;
+  return groupsByKey(ids.map((row, b) => (mask ? `${row.join(',')}|${mask[b]?.map(Number).join('')}` : row.join(','))));
+}
+
+/** Each row's group for promptGroups(): rows with equal keys share a group, numbered in the order groups first occur. */
+export function groupsByKey(keys: readonly string[]): number[] {
   const groupOf = new Map<string, number>();
-  return ids.map((row, b) => {
-    const key = mask ? `${row.join(',')}|${mask[b]?.map(Number).join('')}` : row.join(',');
+  return keys.map((key) => {
     let group = groupOf.get(key);
     if (group === undefined) {
       group = groupOf.size;

@@ -3,7 +3,7 @@
 // value loss) returns its metrics as tensors: reading one to a number (`.item()`) waits for every kernel queued before
 // it, so on a GPU each read would stop the host until the micro-batch's forward had finished, and the next micro-batch
 // could not be queued meanwhile. The trainer keeps them and reads all of a step's metrics at once when the step ends
-// (../trainer/metric-sums.ts); readMetrics() does the same for a caller that wants numbers now. Numbers are fine for
+// (../trainer/step-metrics.ts); readMetrics() does the same for a caller that wants numbers now. Numbers are fine for
 // what the host knows anyway (a coefficient, a count of rows).
 import * as torch from '../../torch/index.js';
 import type { Tensor } from '../../torch/index.js';

@@ -48,7 +48,7 @@
 //   applies the same optimizer step, so parameters stay identical. Metrics that micro-batches add up (loss, pg_loss,
 //   policy/*, kl, entropy, critic/*) are summed across ranks; the rest every rank computes alike.
 import type { LoraModel } from '../../model/lora.js';
-import { forwardBackward, type PromptGroups, promptGroups, tokenLogProbs } from '../../model/training.js';
+import { forwardBackward, groupsByKey, type PromptGroups, promptGroups, tokenLogProbs } from '../../model/training.js';
 import { CausalLM } from '../../model/transformer.js';
 import * as torch from '../../torch/index.js';
 import type { Optimizer, Tensor } from '../../torch/index.js';
@@ -300,12 +300,12 @@ interface RowCounts {
 class BatchCounts {
   readonly #perRow: Float64Array; // [B, 4]: tokens, usual, usual tokens, rollout tokens
 
-  constructor(batch: TrainBatch, rolloutMask: Tensor | null) {
+  constructor(batch: TrainBatch, rolloutMask: Tensor) {
     this.#perRow = torch.scope(() =>
       torch.noGrad(() => {
         const tokens = batch.actionMask.sum(-1).to({ dtype: 'float64' });
         const usual = batch.expertMask.logicalNot().to({ dtype: 'float64' });
-        const rollout = rolloutMask === null ? torch.zerosLike(tokens) : rolloutMask.sum(-1).to({ dtype: 'float64' });
+        const rollout = rolloutMask.sum(-1).to({ dtype: 'float64' });
         return torch.stack([tokens, usual, tokens.mul(usual), rollout], 1).toTypedArray() as Float64Array;
       }),
     );
@@ -328,16 +328,7 @@ class BatchCounts {
  * token (the mask tells prompt lengths apart).
  */
 export function rowPromptGroups(rows: readonly Experience[]): number[] {
-  const groupOf = new Map<string, number>();
-  return rows.map((e) => {
-    const key = `${e.promptLength}:${e.tokens.slice(0, e.promptLength - 1).join(',')}`;
-    let group = groupOf.get(key);
-    if (group === undefined) {
-      group = groupOf.size;
-      groupOf.set(key, group);
-    }
-    return group;
-  });
+  return groupsByKey(rows.map((e) => `${e.promptLength}:${e.tokens.slice(0, e.promptLength - 1).join(',')}`));
 }
 
 /** A micro-batch's PromptGroups (rows [start, start + n) of the batch), made before the forwards are queued. */
