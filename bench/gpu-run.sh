@@ -20,7 +20,8 @@
 # LIBTORCH) rebuilds against the CPU torch.
 #
 # After the build: bench/gpu-check.ts (ops on CUDA against the CPU), the CUDA-graph tests, bench:decode-step on cuda
-# (eager steps, op-by-op replays, CUDA graphs), then bench/gpu-run.ts.
+# (eager steps, op-by-op replays, CUDA graphs), then bench/gpu-run.ts, then bench:train-capture on cuda (does
+# capturing the training forward pay where the step waits on the host).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # A machine without Node.js or node_modules: unpack the bundle of scripts/device-bundle.sh (carried as .device/),
@@ -85,4 +86,6 @@ if [[ " $* " == *" --graphs-only "* ]]; then
   exit 0
 fi
 TRINITY_BENCH_PYTHON="$py" node --import tsx bench/gpu-run.ts "$@"
+echo "== training micro-step, eager forward vs captured forward (replayed with gradients) on cuda"
+node --import tsx bench/train-capture.bench.ts --device cuda || echo "bench:train-capture on cuda FAILED"
 echo "== gpu-run.sh took $(( $(date +%s) - start )) s"

@@ -94,6 +94,38 @@ describe('capture and replay', () => {
     assert.equal(torch.isGradEnabled(), true);
   });
 
+  it('captured with gradients on, a replay builds the graph: its backward gives the eager gradients bit for bit', () => {
+    // a training forward (bench/train-capture.bench.ts): weights held by reference, the loss replayed over new ids
+    const embed = torch.randn([12, 8], { requiresGrad: true });
+    const w1 = torch.randn([16, 8], { requiresGrad: true });
+    const w2 = torch.randn([12, 16], { requiresGrad: true });
+    const params = [embed, w1, w2];
+    const loss = (ids: torch.Tensor): torch.Tensor[] => {
+      const h = torch.linear(torch.embedding(embed, ids), w1).silu();
+      const logp = torch.linear(h, w2).logSoftmax(-1);
+      return [logp.gather(-1, ids.unsqueeze(-1)).mean().neg()];
+    };
+    const grads = (run: () => torch.Tensor[]): { loss: Buffer; grads: Buffer[] } => {
+      for (const p of params) p.grad = null;
+      const [l] = run() as [torch.Tensor];
+      l.backward();
+      return { loss: bytes(l), grads: params.map((p) => bytes(p.grad as torch.Tensor)) };
+    };
+    const first = torch.randint(0, 12, [3, 5]);
+    const { step } = torch.capture([first], () => loss(first));
+    assert.ok(step !== null);
+    const next = torch.randint(0, 12, [3, 5]);
+    const replayed = grads(() => step.replay([next]));
+    const eager = grads(() => loss(next));
+    assert.deepEqual(replayed.loss, eager.loss);
+    for (const [i, g] of replayed.grads.entries()) assert.deepEqual(g, eager.grads[i], `gradient of parameter ${i}`);
+    const ofFirst = grads(() => loss(first));
+    assert.ok(
+      replayed.grads.some((g, i) => !g.equals(ofFirst.grads[i] as Buffer)),
+      'the first ids give other gradients: the replay read the new ones',
+    );
+  });
+
   it('returns no step, with the binding to blame, when the step reads values or makes tensors from data', () => {
     const x = torch.tensor([1, 2, 3]);
     const read = torch.capture([x], () => [x.mul(x.sum().item() as number)]);
