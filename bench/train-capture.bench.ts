@@ -128,6 +128,7 @@ function measure(model: CausalLM, name: ModelName, rows: number, tokens: number,
   const captured = torch.scope(() => torch.capture([ids], () => loss(ids)));
   if (captured.step === null) throw new Error(`${name}: the training forward could not be captured: ${captured.reason}`);
   const step = captured.step;
+  for (const t of captured.outputs) t.dispose(); // the capture's own forward and its graph
   const sides = {
     eager: () => loss(ids),
     captured: () => step.replay([ids]),
