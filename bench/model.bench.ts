@@ -406,8 +406,13 @@ async function benchGeneration(
   const engine = new RolloutEngine(model, { slots: batch, maxLength: prompt + newTokens });
   try {
     const request = { kind: 'generate', prompts, maxNewTokens: newTokens, doSample: flags.sample, seed };
+    // warm-up calls until the engine's steps are what every later call of a long run gets (decode-steps.ts): a decode
+    // shape is captured the second time it runs and, on CUDA, recorded as a graph at its first replay; as many for
+    // transformers
+    const warmups = deviceKind === 'cuda' ? 3 : 2;
     const warm = await oursGenerate(engine, prompts, newTokens);
-    const pyWarm = await py.request<GenerateReply>({ ...request, samples: 0, warmup: 1 });
+    for (let i = 1; i < warmups; i++) await oursGenerate(engine, prompts, newTokens);
+    const pyWarm = await py.request<GenerateReply>({ ...request, samples: 0, warmup: warmups });
     const t = await alternate(
       rounds,
       async () => [(await oursGenerate(engine, prompts, newTokens)).s],
