@@ -6,10 +6,12 @@
 // Two implementations, chosen by size. libtorch's fused CPU kernel (scaled_dot_product_attention: flash attention,
 // memory O(S)) costs ~14x more than the plain product on the short, many-row attention of a GRPO batch (256 rows of
 // 6 queries over 20 keys: 26 ms vs 1.9 ms forward + backward, 2 threads), and ties around S·L = 64·64; past that
-// the fused kernel wins (256 x 256: 18 ms vs 47 ms) and its memory stays O(S) instead of O(S·L). One-query decode
-// steps tie or favour the fused kernel. So float32 attention on the CPU with 2 <= S and S·L <= SHORT_ATTENTION runs as
-// two batched products and a softmax; everything else takes the fused kernel. Both are the same function up to float32
-// rounding (~1e-7). Not on CUDA, whose fused kernels are fast at every size.
+// the fused kernel wins (256 x 256: 18 ms vs 47 ms) and its memory stays O(S) instead of O(S·L). So float32 attention
+// on the CPU with 2 <= S and S·L <= SHORT_ATTENTION runs as two batched products and a softmax; everything else takes
+// the fused kernel, but for one-query steps without gradients (decode steps), which take torch.decodeAttention
+// (native/src/kernels.cpp): both libtorch paths cost ~80-100 us a call at decode shapes whatever their size, against
+// a few microseconds of arithmetic (bench/README.md). All are the same function up to float32 rounding (~1e-7). Not
+// on CUDA, whose fused kernels are fast at every size.
 //
 // Grouped heads (KV < H) and the fused kernels: libtorch picks the kernel by its own rules, and where none of its
 // fused kernels takes the call it runs the math kernel, which copies k and v once per query head and keeps the [S, L]
@@ -44,7 +46,14 @@ export function attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null):
   }
   const [, heads, queries] = q.shape as [number, number, number, number];
   const [, kvHeads, keys] = k.shape as [number, number, number, number];
-  const short = queries >= 2 && queries * keys <= SHORT_ATTENTION && q.dtype === 'float32' && q.device === 'cpu';
+  const cpuFloat = q.dtype === 'float32' && q.device === 'cpu';
+  if (queries === 1 && cpuFloat && !recordsGradients(q, k, v) && torch.packedLinearSupported()) {
+    // (null is causal: one query sees key 0 only, so it takes the kernel only over one key)
+    const oneQueryMask = mask === null ? keys === 1 : mask.dtype === 'bool' && mask.size(1) === 1 && mask.size(2) === 1;
+    const rowsContiguous = [q, k, v].every((t) => t.strides[3] === 1);
+    if (oneQueryMask && rowsContiguous) return torch.decodeAttention(q, k, v, mask, 1 / Math.sqrt(q.size(3)));
+  }
+  const short = queries >= 2 && queries * keys <= SHORT_ATTENTION && cpuFloat;
   if (short) return groupedProducts(q, k, v, mask);
   const options = mask === null ? { causal: true } : { mask };
   if (heads !== kvHeads && torch.sdpBackend(q, k, v, options) === 'math') {
@@ -61,6 +70,9 @@ export function attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null):
   }
   return torch.scaledDotProductAttention(q, k, v, options);
 }
+
+/** Whether autograd would record an op on these tensors. */
+const recordsGradients = (...tensors: Tensor[]): boolean => torch.isGradEnabled() && tensors.some((t) => t.requiresGrad);
 
 /** Attention as two batched products and a softmax, each kv head's group of query heads in one product. */
 function groupedProducts(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null): Tensor {

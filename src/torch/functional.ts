@@ -50,6 +50,17 @@ export function packedLinearSupported(): boolean {
 }
 
 /**
+ * Attention of one query per row over a cache, for decode steps on the CPU (native/src/kernels.cpp): q [B, H, 1, d],
+ * k and v [B, KV, L, d] (H a multiple of KV: query head h reads kv head floor(h / (H / KV))), mask bool [B or 1, 1, 1,
+ * L] (true = attend) or null; softmax(scale q k^T) v, [B, H, 1, d]. float32, the last dimension of q, k and v
+ * contiguous, no autograd; runs where packedLinearSupported(). Equals scaledDotProductAttention up to float32
+ * rounding, the same bits on any thread count.
+ */
+export function decodeAttention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null, scale: number): Tensor {
+  return fromHandle(native.decodeAttention(q.handle, k.handle, v.handle, mask?.handle ?? null, scale));
+}
+
+/**
  * True when libtorch sends bfloat16 matmuls on this CPU to oneDNN (x86 with AVX512 BW/VL/DQ, its own test, and
  * oneDNN enabled); without, its bf16 products are reference loops (~1-2 GFLOP/s for some layouts), so packedLinear
  * is the bf16 product of the inference layout at any row count, and linear/matmul/mm/bmm run bf16 in float32.

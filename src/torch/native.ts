@@ -198,6 +198,7 @@ export interface NativeAddon {
   packedLinear(x: H, packed: H, bias: OptH, outFeatures: number): H;
   packLinear_(weight: H, packed: H): void;
   packedLinearSupported(): boolean;
+  decodeAttention(q: H, k: H, v: H, mask: OptH, scale: number): H;
   cpuHasBf16Matmul(): boolean;
   packedLinearIsa(dtype: 'float32' | 'bfloat16'): 'avx512bf16' | 'avx512' | 'avx2' | 'none';
   setPackedLinearIsa(isa: 'auto' | 'avx512' | 'avx2'): void;
