@@ -440,9 +440,10 @@ TRT_AVX2 static void dot8x8(const float* q, const float* keys, int64_t stride, i
   _mm256_storeu_ps(scores, sums);
 }
 // exp of 8 floats (Cephes' expf: a degree-5 polynomial on x - n ln 2, scaled by 2^n; relative error ~1e-7, as
-// float32 rounding), for x in [-88.37, 88.37] (clamped there; callers pass x <= 0)
+// float32 rounding), for x in [-88.37, 88.37] (clamped there; callers pass x <= 0); NaN stays NaN (min/max return
+// their second operand when one is NaN)
 TRT_AVX2 static __m256 exp8(__m256 x) {
-  x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.3762626647949f)), _mm256_set1_ps(-88.3762626647949f));
+  x = _mm256_max_ps(_mm256_set1_ps(-88.3762626647949f), _mm256_min_ps(_mm256_set1_ps(88.3762626647949f), x));
   const __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
   x = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
   x = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), x);

@@ -121,6 +121,20 @@ describe('decodeAttention', { skip: supported ? false : 'this CPU lacks AVX2/FMA
     );
   });
 
+  it('keeps a NaN: a row whose query or keys hold one gives NaN, as libtorch does, and the other rows do not', () => {
+    torch.noGrad(() =>
+      torch.scope(() => {
+        const { q, k, v, mask } = decodeInputs(3, 4, 2, 16, 8, 9);
+        const bad = k.clone();
+        bad.narrow(0, 1, 1).narrow(2, 3, 1).fill_(Number.NaN); // row 1, key 3
+        const out = torch.decodeAttention(q, bad, v, mask, 0.3);
+        assert.ok(out.narrow(0, 1, 1).isnan().all().item());
+        assert.ok(out.narrow(0, 0, 1).isfinite().all().item() && out.narrow(0, 2, 1).isfinite().all().item());
+        assert.ok(torch.scaledDotProductAttention(q, bad, v, { mask }).narrow(0, 1, 1).isnan().all().item());
+      }),
+    );
+  });
+
   it('refuses what it does not take, naming it', () => {
     torch.scope(() => {
       const { q, k, v, mask } = decodeInputs(2, 4, 2, 6, 8, 5);
