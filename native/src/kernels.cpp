@@ -489,7 +489,7 @@ TRT_AVX2 static void axpy8(float* y, float a, const float* x, int64_t n) {
 static at::Tensor decodeAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                   const std::optional<at::Tensor>& mask, double scale) {
   RECORD_FUNCTION("trinity::decode_attention", std::vector<c10::IValue>());
-  TORCH_CHECK(cpuSupported(), "decodeAttention: this CPU lacks AVX2/FMA (check decodeAttentionSupported() first)");
+  TORCH_CHECK(cpuSupported(), "decodeAttention: this CPU lacks AVX2/FMA (check packedLinearSupported() first)");
   for (const at::Tensor* t : {&q, &k, &v}) {
     TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == at::kFloat && t->dim() == 4,
                 "decodeAttention: q, k and v must be 4-d float32 CPU tensors, got ", t->sizes(), " ", t->scalar_type(),
@@ -572,7 +572,7 @@ static bool cpuHasAvx512() { return false; }
 static bool cpuHasAvx512Bf16() { return false; }
 static at::Tensor decodeAttention(const at::Tensor&, const at::Tensor&, const at::Tensor&,
                                   const std::optional<at::Tensor>&, double) {
-  TORCH_CHECK(false, "decodeAttention: this build has no x86 kernels (check decodeAttentionSupported() first)");
+  TORCH_CHECK(false, "decodeAttention: this build has no x86 kernels (check packedLinearSupported() first)");
 }
 static bool cpuBf16Matmul() { return false; }
 #endif
