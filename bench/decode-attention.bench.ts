@@ -8,7 +8,7 @@
 // 1 and 2 intra-op threads. Calls alternate side by side in rounds; medians of µs per call. Ends with one JSON line.
 import { parseArgs } from 'node:util';
 import * as torch from '../src/torch/index.js';
-import { cpuFeatures, fmt, median, r2, table } from './harness.js';
+import { cpuFeatures, fmt, median, positiveFlag, r2, table } from './harness.js';
 
 const HELP = `Decode-step attention: torch.decodeAttention against libtorch's fused kernel, µs per call.
   node --import tsx bench/decode-attention.bench.ts [--threads 1,2] [--rounds 15] [--calls 20]`;
@@ -24,14 +24,9 @@ if (flags.help) {
   console.log(HELP);
   process.exit(0);
 }
-const positive = (name: string, v: string): number => {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`--${name} must be a positive integer, got '${v}'`);
-  return n;
-};
-const rounds = positive('rounds', flags.rounds as string);
-const calls = positive('calls', flags.calls as string);
-const threadCounts = (flags.threads as string).split(',').map((t) => positive('threads', t));
+const rounds = positiveFlag('rounds', flags.rounds as string);
+const calls = positiveFlag('calls', flags.calls as string);
+const threadCounts = (flags.threads as string).split(',').map((t) => positiveFlag('threads', t));
 if (!torch.packedLinearSupported()) throw new Error('this CPU lacks AVX2/FMA: decodeAttention does not run here');
 
 /** [name, batch, heads, kv heads, keys, head dim] */

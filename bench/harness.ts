@@ -23,6 +23,13 @@ export function median(values: readonly number[]): number {
 
 export const clamp = (v: number, lo: number, hi: number): number => Math.min(hi, Math.max(lo, v));
 
+/** A command-line flag's value as a positive integer, or an error naming the flag. */
+export function positiveFlag(name: string, value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0) throw new Error(`--${name} must be a positive integer, got '${value}'`);
+  return n;
+}
+
 export interface Paired {
   ours: number[];
   pytorch: number[];

@@ -26,6 +26,7 @@ import {
   gpuName,
   HALF_BILLION_SPEC,
   median,
+  positiveFlag,
   now,
   r2,
   r3,
@@ -64,16 +65,11 @@ if (flags.help) {
   process.exit(0);
 }
 
-const positive = (name: string, v: string): number => {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`--${name} must be a positive integer, got '${v}'`);
-  return n;
-};
-const steps = positive('steps', flags.steps as string);
-const rounds = positive('rounds', flags.rounds as string);
+const steps = positiveFlag('steps', flags.steps as string);
+const rounds = positiveFlag('rounds', flags.rounds as string);
 const device = flags.device as string;
 if (device !== 'cpu' && device !== 'cuda') throw new Error(`--device must be cpu or cuda, got '${device}'`);
-const threadCounts = (flags.threads ?? (device === 'cuda' ? '2' : '1,2')).split(',').map((t) => positive('threads', t));
+const threadCounts = (flags.threads ?? (device === 'cuda' ? '2' : '1,2')).split(',').map((t) => positiveFlag('threads', t));
 const modelNames = (flags.models ?? (device === 'cuda' ? 'deep,0.5b' : 'quickstart,deep')).split(',');
 if (device === 'cuda' && torch.cuda.deviceCount() === 0) throw new Error('--device cuda: no CUDA device is visible');
 const dtype = (flags.dtype ?? (device === 'cuda' ? 'bfloat16' : 'float32')) as ModelDType;
@@ -99,7 +95,7 @@ function parseShapes(text: string): Map<string, [number, number][]> {
       list.split('+').map((s) => {
         const m = /^(\d+)x(\d+)$/.exec(s);
         if (m === null) throw new Error(`--shapes: '${s}' is not rows x tokens (e.g. 64x38)`);
-        return [positive('shapes', m[1] as string), positive('shapes', m[2] as string)];
+        return [positiveFlag('shapes', m[1] as string), positiveFlag('shapes', m[2] as string)];
       }),
     );
   }
