@@ -37,7 +37,7 @@ import { parseArgs } from 'node:util';
 import YAML from 'yaml';
 import { evalSchedule, firstReaching, ourClock, perSampleVerdict, spread, summedClock } from './grpo-figures.js';
 import { asDoc, at, type Doc, merge, readGrpoStage, sharedTaskOrder } from './grpo-stage.js';
-import { cpuFeatures, findPython, fmt, median, now, r2, r3, repoRoot, secondsSince, table } from './harness.js';
+import { AVX2_ONLY_ENV, cpuFeatures, findPython, fmt, median, now, r2, r3, repoRoot, secondsSince, table } from './harness.js';
 
 const benchStart = now();
 
@@ -119,7 +119,7 @@ if (isa !== 'native' && isa !== 'avx2') throw new Error(`--isa must be native or
 const childEnv: NodeJS.ProcessEnv = {
   ...process.env,
   ...(values.threads !== undefined ? { OMP_NUM_THREADS: String(threads) } : {}),
-  ...(isa === 'avx2' ? { ATEN_CPU_CAPABILITY: 'avx2', MKL_ENABLE_INSTRUCTIONS: 'AVX2', ONEDNN_MAX_CPU_ISA: 'AVX2' } : {}),
+  ...(isa === 'avx2' ? AVX2_ONLY_ENV : {}),
 };
 const taskOrderMode = values['task-order'];
 if (taskOrderMode !== 'shared' && taskOrderMode !== 'own') {

@@ -149,6 +149,14 @@ export function cpuFeatures(): { model: string; features: string[] } {
   };
 }
 
+/** `--isa avx2`: the environment under which libtorch, MKL, oneDNN and our packed kernel (it follows libtorch's
+ * setting) run as on a CPU without AVX-512. They read it when they first run, so a process needs it from its start. */
+export const AVX2_ONLY_ENV = { ATEN_CPU_CAPABILITY: 'avx2', MKL_ENABLE_INSTRUCTIONS: 'AVX2', ONEDNN_MAX_CPU_ISA: 'AVX2' };
+
+/** Whether this process already runs with AVX2_ONLY_ENV. */
+export const runsAsAvx2Only = (): boolean =>
+  Object.entries(AVX2_ONLY_ENV).every(([k, v]) => process.env[k]?.toLowerCase() === v.toLowerCase());
+
 /** The name of GPU `index` as nvidia-smi reports it; null where nvidia-smi is missing or fails. */
 export function gpuName(index = 0): string | null {
   const out = spawnSync('nvidia-smi', ['--query-gpu=name', '--format=csv,noheader', `--id=${index}`], { encoding: 'utf8' });

@@ -30,7 +30,9 @@ import { RolloutEngine } from '../src/engine/index.js';
 import { CausalLM, forwardBackward, initModel, type ModelDType } from '../src/model/index.js';
 import * as torch from '../src/torch/index.js';
 import {
+  AVX2_ONLY_ENV,
   alternate,
+  cpuFeatures,
   ensureBenchModel,
   findPython,
   fmt,
@@ -44,6 +46,7 @@ import {
   r2,
   r3,
   repoRoot,
+  runsAsAvx2Only,
   secondsSince,
   table,
 } from './harness.js';
@@ -73,6 +76,9 @@ const HELP = `Model benchmark: this library next to Hugging Face transformers (g
   --train-rounds N           ABBA rounds of training steps (default 3)
   --large-train auto|on|off  train the 0.5b model too (auto: on cuda only; on CPU one fp32 step of both sides
                              takes minutes and ~8 GB per process)
+  --isa native|avx2          avx2 runs both sides as on a CPU without AVX-512 (ATEN_CPU_CAPABILITY=avx2,
+                             MKL_ENABLE_INSTRUCTIONS=AVX2, ONEDNN_MAX_CPU_ISA=AVX2; our packed kernel follows
+                             libtorch's setting; the bench restarts itself with them); default native
   --onednn on|off            libtorch's oneDNN in both processes (default on); off runs bf16 as on a CPU without
                              AVX-512, whose libtorch bf16 products are reference loops (torch.backends.mkldnn)
   --rss on|off               child processes that load the 0.5b model and generate, for max RSS (default on)
@@ -112,6 +118,7 @@ const { values: flags } = parseArgs({
     rss: { type: 'string', default: 'on' },
     'python-malloc': { type: 'string', default: 'default' },
     onednn: { type: 'string', default: 'on' },
+    isa: { type: 'string', default: 'native' },
     'rss-tokens': { type: 'string', default: '8' },
     'models-dir': { type: 'string', default: join(repoRoot, '.cache', 'bench-models') },
     profile: { type: 'string' },
@@ -155,6 +162,16 @@ const dtype: ModelDType = oneOf('dtype', flags.dtype ?? (deviceKind === 'cuda' ?
 const threads = flags.threads === undefined ? os.availableParallelism() : int('threads', flags.threads);
 const seed = int('seed', flags.seed, 0);
 const onednn = oneOf('onednn', flags.onednn, ['on', 'off'] as const) === 'on';
+const isa = oneOf('isa', flags.isa, ['native', 'avx2'] as const);
+if (isa === 'avx2' && !runsAsAvx2Only()) {
+  // libtorch, MKL and oneDNN read their instruction-set settings when they first run: restart with them set (the
+  // Python side inherits them)
+  const child = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
+    stdio: 'inherit',
+    env: { ...process.env, ...AVX2_ONLY_ENV },
+  });
+  process.exit(child.status ?? 1);
+}
 torch.setMkldnnEnabled(onednn);
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -722,6 +739,9 @@ async function main(): Promise<void> {
       `model bench: ours libtorch ${info.torchVersion} (node ${process.version}) vs transformers ${hello.transformers} ` +
         `(PyTorch ${hello.torch}, python ${hello.python}); ${deviceKind} (${deviceKind === 'cuda' ? hello.device : (os.cpus()[0]?.model ?? 'cpu')}), ` +
         `${dtype}, ${threads} intra-op threads each (ours ${torch.getNumThreads()}, PyTorch ${hello.threads}), load avg ${os.loadavg()[0]?.toFixed(2)}; ${mallocNote}` +
+        (deviceKind === 'cpu'
+          ? `; CPU ${cpuFeatures().features.join(', ') || 'without avx2'}, packed kernel ${torch.packedLinearIsa(dtype)}${isa === 'avx2' ? ' (run as AVX2-only: --isa avx2)' : ''}`
+          : '') +
         (onednn
           ? ''
           : `; oneDNN off in both (ours ${torch.mkldnnEnabled()}, PyTorch ${hello.onednn}): bf16 as on a CPU without AVX-512`),
@@ -913,6 +933,9 @@ function report(
     bench: 'model',
     machine: {
       device: deviceKind === 'cuda' ? hello.device : (os.cpus()[0]?.model ?? ''),
+      cpu_features: cpuFeatures().features,
+      isa,
+      packed_linear_isa: torch.packedLinearIsa(dtype),
       cores: os.availableParallelism(),
       threads,
       load_avg_1m: r2(os.loadavg()[0] ?? 0),
