@@ -395,6 +395,14 @@ static bool cpuSupported() {
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return supported;
 }
+// Whether libtorch's float32 products stop at AVX2 on this CPU although it has AVX-512 (and libtorch's kernels may use
+// it, cpuHasAvx512): its x86 builds multiply through MKL, which takes its AVX-512 code on Intel CPUs only, so on AMD's
+// (Zen 4, Zen 5) its sgemm runs AVX2 code, about half of what the CPU can do (bench/README.md, bench:packed-linear).
+static bool cpuBlasHoldsToAvx2() {
+  static const bool held = cpuHasAvx512() && at::globalContext().hasMKL() && !__builtin_cpu_is("intel");
+  return held;
+}
+
 // Whether libtorch sends bfloat16 matmuls to oneDNN here: its test (mkldnn_bf16_device_check) on x86 is AVX512 BW, VL
 // and DQ (AVX512-BF16 and AMX CPUs all have them), and oneDNN must be enabled (torch.backends.mkldnn.enabled, here
 // setMkldnnEnabled). Without, its bf16 products are reference loops: ~1-2 GFLOP/s for the ones without a transposed
@@ -754,6 +762,9 @@ TRT_RECORDED_BINDING(decodeAttentionBinding, decodeAttentionOp, oneOutput, wrap)
 static Napi::Value packedLinearSupported(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), cpuSupported());
 }
+static Napi::Value blasHoldsToAvx2(const Napi::CallbackInfo& info) {
+  return Napi::Boolean::New(info.Env(), cpuBlasHoldsToAvx2());
+}
 static Napi::Value cpuHasBf16Matmul(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), cpuBf16Matmul());
 }
@@ -798,6 +809,7 @@ void registerKernels(Napi::Object exports) {
   TRT_EXPORT_PASSIVE(exports, "packedLinearSupported", packedLinearSupported);
   TRT_EXPORT_RECORDED(exports, "decodeAttention", decodeAttentionBinding);
   TRT_EXPORT_PASSIVE(exports, "cpuHasBf16Matmul", cpuHasBf16Matmul);
+  TRT_EXPORT_PASSIVE(exports, "blasHoldsToAvx2", blasHoldsToAvx2);
   TRT_EXPORT_PASSIVE(exports, "packedLinearIsa", packedLinearIsa);
   TRT_EXPORT(exports, "setPackedLinearIsa", setPackedLinearIsa);
   TRT_EXPORT(exports, "setMkldnnEnabled", setMkldnnEnabled);

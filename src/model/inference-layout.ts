@@ -17,15 +17,44 @@ import type { Linear } from './linear.js';
  * and LoRA work unchanged). A layer then runs 4 matmuls instead of 7, and a product with one row per sequence
  * (decoding) reads the weights in storage order, which CPU BLAS streams faster. On a CPU with AVX2, products of 1 to
  * PACKED_MAX_ROWS rows (decoding) run torch.packedLinear instead, on a packed copy of each fused matrix and of the LM
- * head, which streams a weight faster than BLAS does for so few rows; prefill (more rows) stays with BLAS, except in
- * bfloat16 on CPUs without a fast libtorch bf16 product, where every product goes to the kernel. (On CPUs with one,
- * oneDNN's, the kernel's AVX512-BF16 dot products are ahead of it up to ~48 rows and about even at 64.) The copies
- * cost the weights' size again, made on first use. Measurements: bench/README.md (bench:model, bench:packed-linear).
+ * head, which streams a weight faster than BLAS does for so few rows; prefill (more rows) stays with BLAS where BLAS
+ * multiplies at the CPU's full width (see packedRowLimit). The copies cost the weights' size again, made on first use.
+ * Measurements: bench/README.md (bench:model, bench:packed-linear).
  */
 export type WeightLayout = 'training' | 'inference';
 
 /** Rows per product up to which a packed weight is used (decoding; see WeightLayout). */
 const PACKED_MAX_ROWS = 64;
+
+/** What decides where the inference layout's products run on a CPU with torch.packedLinear (see packedRowLimit). */
+export interface PackedRowsCpu {
+  /** libtorch multiplies bfloat16 fast here (torch.cpuHasBf16Matmul: oneDNN). */
+  bf16Matmul: boolean;
+  /** torch.packedLinearIsa('float32'). */
+  float32Isa: 'avx512' | 'avx2' | 'avx512bf16' | 'none';
+  /** libtorch's float32 BLAS runs AVX2 code on this AVX-512 CPU (torch.blasHoldsToAvx2: MKL on AMD CPUs). */
+  blasHoldsToAvx2: boolean;
+}
+
+/** This CPU's answers (they follow libtorch's settings: ATEN_CPU_CAPABILITY, oneDNN's switch). */
+export const packedRowsCpu = (): PackedRowsCpu => ({
+  bf16Matmul: torch.cpuHasBf16Matmul(),
+  float32Isa: torch.packedLinearIsa('float32'),
+  blasHoldsToAvx2: torch.blasHoldsToAvx2(),
+});
+
+/**
+ * Rows per product up to which the inference layout runs torch.packedLinear for weights of `dtype`: PACKED_MAX_ROWS
+ * (decoding; prefill goes to libtorch) unless libtorch's product is the slower one at any row count: bfloat16 without
+ * a fast libtorch bf16 product (its reference loops; where oneDNN has one, the kernel's AVX512-BF16 dot products are
+ * ahead up to ~48 rows and about even at 64), and float32 where the kernel runs AVX-512 and libtorch's BLAS holds to
+ * AVX2 (MKL on AMD CPUs: at 1,024 rows the kernel measured ~2x its sgemm on Zen 5).
+ */
+export function packedRowLimit(dtype: DType, cpu: PackedRowsCpu): number {
+  const anyRows =
+    dtype === 'bfloat16' ? !cpu.bf16Matmul : dtype === 'float32' && cpu.float32Isa === 'avx512' && cpu.blasHoldsToAvx2;
+  return anyRows ? Number.POSITIVE_INFINITY : PACKED_MAX_ROWS;
+}
 
 /** Column-major copy [out, in] of row-major weights stacked along dim 0 (one matrix for several projections). */
 const columnMajor = (weights: Tensor[]): Tensor =>
@@ -79,7 +108,7 @@ export function fuseForInference(config: ModelConfig, parameters: Map<string, Te
  */
 export function attachPackedWeights(projections: readonly Linear[], dtype: DType, device: string): Linear[] {
   if (device !== 'cpu' || !torch.packedLinearSupported()) return [];
-  const maxRows = dtype === 'bfloat16' && !torch.cpuHasBf16Matmul() ? Number.POSITIVE_INFINITY : PACKED_MAX_ROWS;
+  const maxRows = packedRowLimit(dtype, packedRowsCpu());
   for (const l of projections) l.packed = { weight: null, version: -1, maxRows };
   return [...projections];
 }

@@ -70,6 +70,16 @@ export function cpuHasBf16Matmul(): boolean {
 }
 
 /**
+ * True when libtorch's float32 products (BLAS) run AVX2 code on this CPU although it has AVX-512 and packedLinear takes
+ * its AVX-512 path: libtorch's x86 builds multiply through MKL, which runs its AVX-512 code on Intel CPUs only, so on
+ * AMD's (Zen 4, Zen 5) packedLinear is ahead of BLAS at any row count (bench/README.md). False under
+ * ATEN_CPU_CAPABILITY=avx2 (the kernel holds to AVX2 too).
+ */
+export function blasHoldsToAvx2(): boolean {
+  return native.blasHoldsToAvx2();
+}
+
+/**
  * libtorch's oneDNN switch (PyTorch's torch.backends.mkldnn.enabled; on by default). Off, libtorch's bf16 products
  * are its reference loops, as on a CPU without AVX-512: benchmarks and tests run such a CPU with it.
  */

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { CausalLM, initModel, LoraModel, parseModelConfig } from '../../src/model/index.js';
+import { type PackedRowsCpu, packedRowLimit, packedRowsCpu } from '../../src/model/inference-layout.js';
 import * as torch from '../../src/torch/index.js';
 import { recordNativeCalls } from '../helpers/native-calls.js';
 import { disposeAll, FIXTURE_MODELS, get, loadReference, maxAbsDiff, modelDir } from './helpers/fixtures.js';
@@ -343,9 +344,11 @@ test('inference layout, 1 to 64 rows (packed float32 projections): the training 
             // 4 projections per layer and the head, on CPUs that run the kernel
             assert.equal(calls, torch.packedLinearSupported() ? 2 * 4 + 1 : 0);
             assert.ok(maxAbsDiff(inference.forward(one), training.forward(one)) < 1e-5);
+            // 80 rows: BLAS, or the kernel where BLAS is the slower one at any row count (packedRowLimit)
             const [manyLogits, manyCalls] = kernelCalls(() => inference.forward(many));
-            assert.ok(maxAbsDiff(manyLogits, training.forward(many)) < 1e-5, '80 rows (BLAS)');
-            assert.equal(manyCalls, 0);
+            assert.ok(maxAbsDiff(manyLogits, training.forward(many)) < 1e-5, '80 rows');
+            const packedPrefill = torch.packedLinearSupported() && packedRowLimit('float32', packedRowsCpu()) >= 80;
+            assert.equal(manyCalls, packedPrefill ? 2 * 4 + 1 : 0);
             // again: now from the copies kept since the first call
             assert.ok(maxAbsDiff(inference.forward(ids), expected) < 1e-5, `the kept copies (tied ${tieWordEmbeddings})`);
             // a weight sync writes parameters in place (views into the fused matrices): the packed copies must follow
@@ -378,6 +381,27 @@ test('inference layout, 1 to 64 rows (packed float32 projections): the training 
       rmSync(dir, { recursive: true, force: true });
     }
   }
+});
+
+test('packedRowLimit: the kernel for prefill too only where libtorch multiplies slower at any row count', () => {
+  const cpu = (c: Partial<PackedRowsCpu>): PackedRowsCpu => ({
+    bf16Matmul: true,
+    float32Isa: 'avx512',
+    blasHoldsToAvx2: false,
+    ...c,
+  });
+  // float32: up to 64 rows, unless the kernel runs AVX-512 and BLAS holds to AVX2 (MKL on AMD CPUs)
+  assert.equal(packedRowLimit('float32', cpu({})), 64); // Intel with AVX-512: MKL at full width
+  assert.equal(packedRowLimit('float32', cpu({ blasHoldsToAvx2: true })), Number.POSITIVE_INFINITY);
+  assert.equal(packedRowLimit('float32', cpu({ float32Isa: 'avx2', blasHoldsToAvx2: true })), 64);
+  assert.equal(packedRowLimit('float32', cpu({ float32Isa: 'avx2' })), 64); // an AVX2-only CPU
+  // bfloat16: at any row count where libtorch has no fast bf16 product, whatever BLAS does for float32
+  assert.equal(packedRowLimit('bfloat16', cpu({ bf16Matmul: false, float32Isa: 'avx2' })), Number.POSITIVE_INFINITY);
+  assert.equal(packedRowLimit('bfloat16', cpu({ bf16Matmul: true, blasHoldsToAvx2: true })), 64);
+  assert.equal(packedRowLimit('bfloat16', cpu({ bf16Matmul: false, blasHoldsToAvx2: true })), Number.POSITIVE_INFINITY);
+  // this CPU's answers are consistent: BLAS "holds to AVX2" only where the kernel runs AVX-512
+  const here = packedRowsCpu();
+  if (here.blasHoldsToAvx2) assert.equal(here.float32Isa, 'avx512');
 });
 
 test('inference layout in bfloat16 (packed bf16 products on AVX2 CPUs) gives the bf16 training logits up to bf16 rounding', () => {
