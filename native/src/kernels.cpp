@@ -583,6 +583,7 @@ static at::Tensor decodeAttention(const at::Tensor&, const at::Tensor&, const at
   TORCH_CHECK(false, "decodeAttention: this build has no x86 kernels (check packedLinearSupported() first)");
 }
 static bool cpuBf16Matmul() { return false; }
+static bool cpuBlasHoldsToAvx2() { return false; }
 #endif
 
 // Products of two CPU bfloat16 tensors where libtorch's bf16 product is a reference loop (cpuBf16Matmul false): in
