@@ -31,7 +31,7 @@ export interface PackedRowsCpu {
   /** libtorch multiplies bfloat16 fast here (torch.cpuHasBf16Matmul: oneDNN). */
   bf16Matmul: boolean;
   /** torch.packedLinearIsa('float32'). */
-  float32Isa: 'avx512' | 'avx2' | 'avx512bf16' | 'none';
+  float32Isa: torch.PackedLinearIsa | 'none';
   /** libtorch's float32 BLAS runs AVX2 code on this AVX-512 CPU (torch.blasHoldsToAvx2: MKL on AMD CPUs). */
   blasHoldsToAvx2: boolean;
 }
