@@ -1,5 +1,5 @@
-// CPU kernels libtorch lacks: a linear layer for few rows (decoding) with the weight packed in advance, and attention
-// of one query per row over a cache (decodeAttention, below).
+// CPU kernels libtorch lacks: a linear layer for few rows (decoding) with the weight packed in advance, attention
+// of one query per row over a cache (decodeAttention, below) and an RMSNorm in one pass (decodeRmsNorm).
 //
 // packLinear(w[N, K]) -> [ceil(N / 16), K, 16]: 16-column panels, panel p holding W[16p .. 16p + 15, :] transposed
 // (zero rows past N). packedLinear(x[..., K], packed, bias[N] | null, N) -> x W^T + bias, [..., N]. float32, or
@@ -574,6 +574,60 @@ static at::Tensor decodeAttention(const at::Tensor& q, const at::Tensor& k, cons
   return out;
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// decodeRmsNorm(x [..., n], weight [n], eps) -> x * rsqrt(mean(x^2) + eps) * weight, float32, no autograd
+// libtorch's CPU rms_norm runs as ~10 ATen ops (to, pow, mean = sum + div, add, rsqrt, mul, type_as, mul by the
+// weight), ~9 us a call even for one row of 512; a decode step of a small model calls it 2 x layers + 1 times (the
+// quickstart model's step at batch 8: 9 calls of 0.82 ms). One pass per row here: the sum of squares in 8 float32
+// lanes (then added in a fixed order), then the scaled product. Each row is one thread's, in a fixed order, so the
+// bits do not depend on the thread count or on the other rows; they differ from libtorch's by float32 rounding.
+TRT_AVX2 static void rmsNormRow(const float* x, const float* w, float* y, int64_t n, float eps) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    acc = _mm256_fmadd_ps(v, v, acc);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc);
+  float sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  for (; i < n; ++i) sum += x[i] * x[i];
+  const float scale = 1.0f / std::sqrt(sum / static_cast<float>(n) + eps);
+  const __m256 s = _mm256_set1_ps(scale);
+  for (i = 0; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), s), _mm256_loadu_ps(w + i)));
+  for (; i < n; ++i) y[i] = (x[i] * scale) * w[i];
+}
+
+static at::Tensor decodeRmsNorm(const at::Tensor& input, const at::Tensor& weight, double eps) {
+  RECORD_FUNCTION("trinity::decode_rms_norm", std::vector<c10::IValue>());
+  TORCH_CHECK(cpuSupported(), "decodeRmsNorm: this CPU lacks AVX2/FMA (check packedLinearSupported() first)");
+  for (const at::Tensor* t : {&input, &weight})
+    TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == at::kFloat, "decodeRmsNorm: the input and the weight must be",
+                " float32 CPU tensors, got ", t->scalar_type(), " on ", t->device());
+  TORCH_CHECK(input.dim() >= 1 && weight.dim() == 1 && weight.size(0) == input.size(-1), "decodeRmsNorm: the weight must",
+              " be [", input.dim() >= 1 ? input.size(-1) : 0, "] (the input's last dimension), got ", weight.sizes(),
+              " for an input of ", input.sizes());
+  TORCH_CHECK(!at::GradMode::is_enabled() || !(input.requires_grad() || weight.requires_grad()),
+              "decodeRmsNorm: inference only (no autograd); use rmsNorm for training");
+  TORCH_CHECK(eps >= 0, "decodeRmsNorm: eps must be >= 0, got ", eps);
+  const at::Tensor x = input.contiguous();
+  const at::Tensor w = weight.contiguous();
+  at::Tensor out = at::empty(input.sizes(), input.options());
+  const int64_t n = weight.size(0);
+  if (out.numel() == 0) return out;
+  const int64_t rows = out.numel() / n;
+  const float* xp = x.data_ptr<float>();
+  const float* wp = w.data_ptr<float>();
+  float* yp = out.data_ptr<float>();
+  const float e = static_cast<float>(eps);
+  // rows of a few hundred values: split only where there are many (a prefill), ~16K values per task
+  at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / n), [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) rmsNormRow(xp + r * n, wp, yp + r * n, n, e);
+  });
+  return out;
+}
+
 #else
 static bool cpuSupported() { return false; }
 static bool cpuHasAvx512() { return false; }
@@ -584,6 +638,9 @@ static at::Tensor decodeAttention(const at::Tensor&, const at::Tensor&, const at
 }
 static bool cpuBf16Matmul() { return false; }
 static bool cpuBlasHoldsToAvx2() { return false; }
+static at::Tensor decodeRmsNorm(const at::Tensor&, const at::Tensor&, double) {
+  TORCH_CHECK(false, "decodeRmsNorm: this build has no x86 kernels (check packedLinearSupported() first)");
+}
 #endif
 
 // Products of two CPU bfloat16 tensors where libtorch's bf16 product is a reference loop (cpuBf16Matmul false): in
@@ -760,6 +817,14 @@ static void decodeAttentionBindingReplay(const ReplayInfo& info, std::vector<at:
   out.push_back(decodeAttentionOp(info));
 }
 TRT_RECORDED_BINDING(decodeAttentionBinding, decodeAttentionOp, oneOutput, wrap)
+template <class Info>
+static at::Tensor decodeRmsNormOp(const Info& info) {
+  return decodeRmsNorm(unwrap(info[0]), unwrap(info[1]), toDouble(info[2]));
+}
+static void decodeRmsNormBindingReplay(const ReplayInfo& info, std::vector<at::Tensor>& out) {
+  out.push_back(decodeRmsNormOp(info));
+}
+TRT_RECORDED_BINDING(decodeRmsNormBinding, decodeRmsNormOp, oneOutput, wrap)
 static Napi::Value packedLinearSupported(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), cpuSupported());
 }
@@ -809,6 +874,7 @@ void registerKernels(Napi::Object exports) {
   TRT_EXPORT_RECORDED(exports, "packedLinear", packedLinearBinding);
   TRT_EXPORT_PASSIVE(exports, "packedLinearSupported", packedLinearSupported);
   TRT_EXPORT_RECORDED(exports, "decodeAttention", decodeAttentionBinding);
+  TRT_EXPORT_RECORDED(exports, "decodeRmsNorm", decodeRmsNormBinding);
   TRT_EXPORT_PASSIVE(exports, "cpuHasBf16Matmul", cpuHasBf16Matmul);
   TRT_EXPORT_PASSIVE(exports, "blasHoldsToAvx2", blasHoldsToAvx2);
   TRT_EXPORT_PASSIVE(exports, "packedLinearIsa", packedLinearIsa);

@@ -61,6 +61,16 @@ export function decodeAttention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | 
 }
 
 /**
+ * RMSNorm of the last dimension in one pass, for inference on the CPU (native/src/kernels.cpp): x * rsqrt(mean(x^2) +
+ * eps) * weight, x float32 [..., n], weight float32 [n]; no autograd; runs where packedLinearSupported(). Equals
+ * rmsNorm(x, [n], weight, eps) up to float32 rounding, the same bits on any thread count; libtorch's CPU rmsNorm is
+ * ~10 ATen ops (~9 us a call even for one row).
+ */
+export function decodeRmsNorm(x: Tensor, weight: Tensor, eps: number): Tensor {
+  return fromHandle(native.decodeRmsNorm(x.handle, weight.handle, eps));
+}
+
+/**
  * True when libtorch sends bfloat16 matmuls on this CPU to oneDNN (x86 with AVX512 BW/VL/DQ, its own test, and
  * oneDNN enabled); without, its bf16 products are reference loops (~1-2 GFLOP/s for some layouts), so packedLinear
  * is the bf16 product of the inference layout at any row count, and linear/matmul/mm/bmm run bf16 in float32.

@@ -199,6 +199,7 @@ export interface NativeAddon {
   packLinear_(weight: H, packed: H): void;
   packedLinearSupported(): boolean;
   decodeAttention(q: H, k: H, v: H, mask: OptH, scale: number): H;
+  decodeRmsNorm(x: H, weight: H, eps: number): H;
   cpuHasBf16Matmul(): boolean;
   blasHoldsToAvx2(): boolean;
   packedLinearIsa(dtype: 'float32' | 'bfloat16'): 'avx512bf16' | 'avx512' | 'avx2' | 'none';

@@ -1,0 +1,139 @@
+// torch.decodeRmsNorm (native/src/kernels.cpp): RMSNorm of the last dimension in one native pass, float32, no
+// autograd. It must equal the formula (in float64) within float32 rounding for widths on and off the 8-float vectors,
+// any leading dimensions and strided inputs, give the same bits on 1 and 2 threads and for a row alone, keep NaN to
+// its row, refuse what it does not take with a named error, and be what the inference layout's norms run on the CPU.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { CausalLM, initModel } from '../../src/model/index.js';
+import * as torch from '../../src/torch/index.js';
+import { recordNativeCalls } from '../helpers/native-calls.js';
+
+const supported = torch.packedLinearSupported();
+const bytes = (t: torch.Tensor): Buffer => Buffer.from(t.contiguous().toTypedArray().buffer);
+
+/** x * (mean(x^2) + eps)^-1/2 * weight over the last dimension, in float64: the reference. */
+function reference(x: torch.Tensor, weight: torch.Tensor, eps: number): torch.Tensor {
+  const xd = x.double();
+  return xd.mul(xd.mul(xd).mean(-1, { keepdim: true }).add(eps).rsqrt()).mul(weight.double());
+}
+
+describe('decodeRmsNorm', { skip: supported ? false : 'this CPU lacks AVX2/FMA' }, () => {
+  it('equals the formula in float64: widths on and off the vectors, leading dimensions, strided inputs', () => {
+    torch.noGrad(() =>
+      torch.scope(() => {
+        const gen = new torch.Generator(1);
+        for (const shape of [[1], [7], [8], [9], [3, 17], [2, 3, 128], [4, 1, 896], [1, 5, 1000]]) {
+          const n = shape[shape.length - 1] as number;
+          const x = torch.randn(shape, { generator: gen }).mul(3);
+          const weight = torch.randn([n], { generator: gen });
+          for (const eps of [1e-6, 0.5]) {
+            const out = torch.decodeRmsNorm(x, weight, eps);
+            assert.deepEqual(out.shape, shape);
+            assert.equal(out.dtype, 'float32');
+            // relative to the output's size: float32 rounding of a sum of n squares and two products
+            const err = out.double().sub(reference(x, weight, eps)).abs().max().item();
+            const scale = reference(x, weight, eps).abs().max().item();
+            assert.ok(err <= 2e-6 * Math.max(1, scale), `[${shape}] eps ${eps}: ${err} (max |y| ${scale})`);
+            // and ATen's rms_norm within the same rounding
+            assert.ok(out.sub(torch.rmsNorm(x, [n], weight, eps)).abs().max().item() <= 2e-6 * Math.max(1, scale));
+          }
+        }
+        // a transposed input (Qwen3's per-head norm sees views of a fused projection) and a strided weight
+        const wide = torch.randn([6, 4, 40], { generator: gen });
+        const view = wide.transpose(0, 1);
+        const strided = torch.randn([40, 2], { generator: gen }).select(1, 1);
+        for (const w of [torch.randn([40], { generator: gen }), strided]) {
+          const err = torch.decodeRmsNorm(view, w, 1e-6).double().sub(reference(view, w, 1e-6)).abs().max().item();
+          assert.ok(err < 1e-5, `strided: ${err}`);
+        }
+      }),
+    );
+  });
+
+  it('gives the same bits on one and two threads, and for a row alone as among others', () => {
+    const threads = torch.getNumThreads();
+    try {
+      torch.noGrad(() =>
+        torch.scope(() => {
+          const gen = new torch.Generator(2);
+          // 300 rows of 896: enough for the rows to be split across threads (~16K values a task)
+          const x = torch.randn([300, 896], { generator: gen });
+          const weight = torch.randn([896], { generator: gen });
+          torch.setNumThreads(1);
+          const one = bytes(torch.decodeRmsNorm(x, weight, 1e-6));
+          torch.setNumThreads(2);
+          const two = torch.decodeRmsNorm(x, weight, 1e-6);
+          assert.deepEqual(bytes(two), one);
+          assert.deepEqual(bytes(torch.decodeRmsNorm(x.narrow(0, 123, 1), weight, 1e-6)), bytes(two.narrow(0, 123, 1)));
+        }),
+      );
+    } finally {
+      torch.setNumThreads(threads);
+    }
+  });
+
+  it('keeps a NaN to its row, gives zeros for a zero row with eps > 0, and empty for no rows', () => {
+    torch.noGrad(() =>
+      torch.scope(() => {
+        const x = torch.randn([3, 20], { generator: new torch.Generator(3) });
+        x.narrow(0, 1, 1).narrow(1, 4, 1).fill_(Number.NaN);
+        x.narrow(0, 2, 1).zero_();
+        const out = torch.decodeRmsNorm(x, torch.ones([20]), 1e-6);
+        assert.ok(out.narrow(0, 0, 1).isfinite().all().item());
+        assert.ok(out.narrow(0, 1, 1).isnan().all().item());
+        assert.equal(out.narrow(0, 2, 1).abs().max().item(), 0);
+        assert.deepEqual(torch.decodeRmsNorm(torch.zeros([0, 20]), torch.ones([20]), 1e-6).shape, [0, 20]);
+      }),
+    );
+  });
+
+  it('refuses what it does not take, naming it', () => {
+    torch.scope(() => {
+      const x = torch.randn([2, 8]);
+      const w = torch.ones([8]);
+      const call = (a: torch.Tensor, b: torch.Tensor, eps = 1e-6) => () => torch.noGrad(() => torch.decodeRmsNorm(a, b, eps));
+      assert.throws(call(x.double(), w), /float32 CPU tensors, got Double/);
+      assert.throws(call(x, w.to('bfloat16')), /float32 CPU tensors, got BFloat16/);
+      assert.throws(call(x, torch.ones([7])), /the weight must be \[8\]/);
+      assert.throws(call(x, torch.ones([2, 8])), /the weight must be \[8\]/);
+      assert.throws(call(x, w, -1), /eps must be >= 0/);
+      assert.throws(() => torch.decodeRmsNorm(torch.randn([2, 8], { requiresGrad: true }), w, 1e-6), /inference only/);
+    });
+  });
+
+  it("is what the inference layout's norms run on the CPU; the training layout keeps ATen's", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'trinity-rmsnorm-'));
+    try {
+      initModel(dir, { hiddenSize: 24, numLayers: 2, numHeads: 2, numKeyValueHeads: 1, intermediateSize: 40, seed: 4 });
+      const training = CausalLM.load(dir);
+      const inference = CausalLM.load(dir, { layout: 'inference' });
+      try {
+        torch.noGrad(() =>
+          torch.scope(() => {
+            const ids = torch.randint(0, inference.config.vocabSize, [2, 5], { generator: new torch.Generator(5) });
+            const probe = recordNativeCalls(['decodeRmsNorm', 'rmsNorm']);
+            let fast: torch.Tensor;
+            let plain: torch.Tensor;
+            try {
+              fast = inference.forward(ids);
+              plain = training.forward(ids);
+            } finally {
+              probe.stop();
+            }
+            // 2 per layer and the final norm, in each model
+            assert.deepEqual(probe.calls, [...Array(5).fill('decodeRmsNorm'), ...Array(5).fill('rmsNorm')]);
+            assert.ok(fast.sub(plain).abs().max().item() < 1e-5);
+          }),
+        );
+      } finally {
+        training.dispose();
+        inference.dispose();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
