@@ -72,7 +72,7 @@ export function attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null):
 }
 
 /** Whether autograd would record an op on these tensors. */
-export const recordsGradients = (...tensors: Tensor[]): boolean => torch.isGradEnabled() && tensors.some((t) => t.requiresGrad);
+const recordsGradients = (...tensors: Tensor[]): boolean => torch.isGradEnabled() && tensors.some((t) => t.requiresGrad);
 
 /** Attention as two batched products and a softmax, each kv head's group of query heads in one product. */
 function groupedProducts(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null): Tensor {

@@ -21,7 +21,7 @@
 // column-major weights for decoding), ./kv-cache.ts, ./shared-prefix-attention.ts (GRPO groups packed in one row).
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
-import { attention, recordsGradients } from './attention.js';
+import { attention } from './attention.js';
 import { causalPadMask } from './attention-mask.js';
 import { loadModelConfig, type ModelConfig } from './config.js';
 import { checkWeights, expectedWeights, readModelWeights, type SaveModelOptions, writeModelFolder } from './hf-weights.js';
@@ -56,20 +56,15 @@ interface DecoderLayer {
 
 /**
  * transformers' RMSNorm; float32 runs ATen's fused kernel (equal to the formula), bf16 rounds before the weight.
- * `onePass` (the inference layout, on the CPU, float32, no gradients): torch.decodeRmsNorm, one native pass instead of
- * ATen's ~10 ops a call (~1.5 vs ~10 us: a sizeable share of a small model's decode step); it differs from ATen's by
- * float32 rounding, so the training layout, whose forwards give old and new log-probs alike, keeps ATen's.
+ * `onePass` (see CausalLM.#onePassNorms): torch.decodeRmsNorm, one native pass instead of ATen's ~10 ops a call
+ * (~1.5 vs ~10 us: a sizeable share of a small model's decode step).
  */
 function rmsNorm(x: Tensor, weight: Tensor, eps: number, onePass: boolean): Tensor {
-  if (x.dtype !== 'float32') return weight.mul(torch.rmsNorm(x, weight.shape, null, eps)); // weight * (x_f32 * rsqrt(...)).to(x.dtype)
-  if (onePass && x.device === 'cpu' && weight.dtype === 'float32' && cpuKernels() && !recordsGradients(x, weight))
-    return torch.decodeRmsNorm(x, weight, eps);
-  return torch.rmsNorm(x, weight.shape, weight, eps);
+  if (onePass) return torch.decodeRmsNorm(x, weight, eps);
+  return x.dtype === 'float32'
+    ? torch.rmsNorm(x, weight.shape, weight, eps)
+    : weight.mul(torch.rmsNorm(x, weight.shape, null, eps)); // weight * (x_f32 * rsqrt(...)).to(x.dtype)
 }
-
-let cpuKernelsHere: boolean | null = null;
-/** torch.packedLinearSupported(), asked once (what the CPU has does not change). */
-const cpuKernels = (): boolean => (cpuKernelsHere ??= torch.packedLinearSupported());
 
 /** SwiGLU: down(silu(gate(h)) * up(h)); gate and up in one product when the layout fused them. */
 function mlp(layer: DecoderLayer, h: Tensor): Tensor {
@@ -360,7 +355,7 @@ export class CausalLM {
     if (step !== null) mask = step.attentionMask;
     else if (real !== null) mask = causalPadMask(real);
     const eps = this.config.rmsNormEps;
-    const onePass = this.layout === 'inference';
+    const onePass = this.#onePassNorms();
     return {
       numLayers: this.#layers.length,
       embed: () => torch.embedding(this.#embedTokens, inputIds),
@@ -412,7 +407,7 @@ export class CausalLM {
     k = k.view([batch, seqLen, kvHeads, headDim]);
     v = v.view([batch, seqLen, kvHeads, headDim]).transpose(1, 2);
     if (layer.qNorm !== null && layer.kNorm !== null) {
-      const onePass = this.layout === 'inference';
+      const onePass = this.#onePassNorms();
       q = rmsNorm(q, layer.qNorm, eps, onePass);
       k = rmsNorm(k, layer.kNorm, eps, onePass);
     }
@@ -452,6 +447,22 @@ export class CausalLM {
 
   get isDisposed(): boolean {
     return this.#disposed;
+  }
+
+  #onePassCache: boolean | null = null;
+  /**
+   * Whether the norms run torch.decodeRmsNorm: the inference layout (which never records gradients: its parameters
+   * cannot require grad and its input is token ids), float32, on a CPU that runs the x86 kernels. It differs from
+   * ATen's rms_norm by float32 rounding, so the training layout, whose forwards give old and new log-probs alike, keeps
+   * ATen's. Decided once: none of it changes.
+   */
+  #onePassNorms(): boolean {
+    this.#onePassCache ??=
+      this.layout === 'inference' &&
+      this.dtype === 'float32' &&
+      this.#embedTokens.device === 'cpu' &&
+      torch.packedLinearSupported();
+    return this.#onePassCache;
   }
 
   #checkAlive(): void {

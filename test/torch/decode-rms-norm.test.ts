@@ -34,11 +34,23 @@ describe('decodeRmsNorm', { skip: supported ? false : 'this CPU lacks AVX2/FMA' 
             assert.deepEqual(out.shape, shape);
             assert.equal(out.dtype, 'float32');
             // relative to the output's size: float32 rounding of a sum of n squares and two products
-            const err = out.double().sub(reference(x, weight, eps)).abs().max().item();
+            const err = out
+              .double()
+              .sub(reference(x, weight, eps))
+              .abs()
+              .max()
+              .item();
             const scale = reference(x, weight, eps).abs().max().item();
             assert.ok(err <= 2e-6 * Math.max(1, scale), `[${shape}] eps ${eps}: ${err} (max |y| ${scale})`);
             // and ATen's rms_norm within the same rounding
-            assert.ok(out.sub(torch.rmsNorm(x, [n], weight, eps)).abs().max().item() <= 2e-6 * Math.max(1, scale));
+            assert.ok(
+              out
+                .sub(torch.rmsNorm(x, [n], weight, eps))
+                .abs()
+                .max()
+                .item() <=
+                2e-6 * Math.max(1, scale),
+            );
           }
         }
         // a transposed input (Qwen3's per-head norm sees views of a fused projection) and a strided weight
@@ -46,7 +58,13 @@ describe('decodeRmsNorm', { skip: supported ? false : 'this CPU lacks AVX2/FMA' 
         const view = wide.transpose(0, 1);
         const strided = torch.randn([40, 2], { generator: gen }).select(1, 1);
         for (const w of [torch.randn([40], { generator: gen }), strided]) {
-          const err = torch.decodeRmsNorm(view, w, 1e-6).double().sub(reference(view, w, 1e-6)).abs().max().item();
+          const err = torch
+            .decodeRmsNorm(view, w, 1e-6)
+            .double()
+            .sub(reference(view, w, 1e-6))
+            .abs()
+            .max()
+            .item();
           assert.ok(err < 1e-5, `strided: ${err}`);
         }
       }),
@@ -94,7 +112,10 @@ describe('decodeRmsNorm', { skip: supported ? false : 'this CPU lacks AVX2/FMA' 
     torch.scope(() => {
       const x = torch.randn([2, 8]);
       const w = torch.ones([8]);
-      const call = (a: torch.Tensor, b: torch.Tensor, eps = 1e-6) => () => torch.noGrad(() => torch.decodeRmsNorm(a, b, eps));
+      const call =
+        (a: torch.Tensor, b: torch.Tensor, eps = 1e-6) =>
+        () =>
+          torch.noGrad(() => torch.decodeRmsNorm(a, b, eps));
       assert.throws(call(x.double(), w), /float32 CPU tensors, got Double/);
       assert.throws(call(x, w.to('bfloat16')), /float32 CPU tensors, got BFloat16/);
       assert.throws(call(x, torch.ones([7])), /the weight must be \[8\]/);
