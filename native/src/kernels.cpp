@@ -1,5 +1,6 @@
 // CPU kernels libtorch lacks: a linear layer for few rows (decoding) with the weight packed in advance, attention
-// of one query per row over a cache (decodeAttention, below) and an RMSNorm in one pass (decodeRmsNorm).
+// of one query per row over a cache (decodeAttention, below), an RMSNorm in one pass (decodeRmsNorm) and the rotary
+// embedding in one pass (decodeRotary).
 //
 // packLinear(w[N, K]) -> [ceil(N / 16), K, 16]: 16-column panels, panel p holding W[16p .. 16p + 15, :] transposed
 // (zero rows past N). packedLinear(x[..., K], packed, bias[N] | null, N) -> x W^T + bias, [..., N]. float32, or
@@ -628,6 +629,63 @@ static at::Tensor decodeRmsNorm(const at::Tensor& input, const at::Tensor& weigh
   return out;
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// decodeRotary(x [B, H, T, d], cos [B | 1, 1, T, d], sin [B | 1, 1, T, d]) -> x * cos + roll(x, d / 2) * sin
+// Rotary embedding as src/model/rope.ts's applyRotary computes it (sin carries rotate_half's sign), in one pass
+// instead of ATen's mul, roll (two narrows and a cat), mul and add. Plain float32 products and sums, each rounded as
+// ATen's mul and add round them (no FMA: these functions are compiled without it), so the bits equal applyRotary's.
+// The output has the strides ATen's elementwise ops would give (empty_like: x's order of dimensions, dense).
+__attribute__((target("avx2"))) static void rotaryRow(const float* x, const float* c, const float* s, float* y,
+                                                     int64_t half) {
+  int64_t j = 0;
+  for (; j + 8 <= half; j += 8) {
+    const __m256 lo = _mm256_loadu_ps(x + j), hi = _mm256_loadu_ps(x + half + j);
+    _mm256_storeu_ps(y + j, _mm256_add_ps(_mm256_mul_ps(lo, _mm256_loadu_ps(c + j)),
+                                          _mm256_mul_ps(hi, _mm256_loadu_ps(s + j))));
+    _mm256_storeu_ps(y + half + j, _mm256_add_ps(_mm256_mul_ps(hi, _mm256_loadu_ps(c + half + j)),
+                                                 _mm256_mul_ps(lo, _mm256_loadu_ps(s + half + j))));
+  }
+  for (; j < half; ++j) {
+    const float lo = x[j], hi = x[half + j];
+    y[j] = lo * c[j] + hi * s[j];
+    y[half + j] = hi * c[half + j] + lo * s[half + j];
+  }
+}
+
+static at::Tensor decodeRotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  RECORD_FUNCTION("trinity::decode_rotary", std::vector<c10::IValue>());
+  TORCH_CHECK(cpuSupported(), "decodeRotary: this CPU lacks AVX2/FMA (check packedLinearSupported() first)");
+  for (const at::Tensor* t : {&x, &cos, &sin}) {
+    TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == at::kFloat && t->dim() == 4,
+                "decodeRotary: x, cos and sin must be 4-d float32 CPU tensors, got ", t->sizes(), " ",
+                t->scalar_type(), " on ", t->device());
+    TORCH_CHECK(t->stride(3) == 1 || t->size(3) <= 1, "decodeRotary: the last dimension of x, cos and sin must be contiguous");
+  }
+  const int64_t B = x.size(0), H = x.size(1), T = x.size(2), d = x.size(3);
+  TORCH_CHECK(d % 2 == 0, "decodeRotary: the head size must be even, got ", d);
+  for (const at::Tensor* t : {&cos, &sin})
+    TORCH_CHECK((t->size(0) == B || t->size(0) == 1) && t->size(1) == 1 && t->size(2) == T && t->size(3) == d,
+                "decodeRotary: cos and sin must be [", B, " or 1, 1, ", T, ", ", d, "], got ", t->sizes());
+  TORCH_CHECK(!at::GradMode::is_enabled() || !(x.requires_grad() || cos.requires_grad() || sin.requires_grad()),
+              "decodeRotary: inference only (no autograd)");
+  at::Tensor out = at::empty_like(x, at::MemoryFormat::Preserve);
+  if (out.numel() == 0) return out;
+  const float* xp = x.data_ptr<float>();
+  const float* cp = cos.data_ptr<float>();
+  const float* sp = sin.data_ptr<float>();
+  float* yp = out.data_ptr<float>();
+  const int64_t cb = cos.size(0) == 1 ? 0 : cos.stride(0), sb = sin.size(0) == 1 ? 0 : sin.stride(0);
+  const int64_t rows = B * H * T;
+  at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / d), [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const int64_t b = r / (H * T), h = (r / T) % H, t = r % T;
+      rotaryRow(xp + b * x.stride(0) + h * x.stride(1) + t * x.stride(2), cp + b * cb + t * cos.stride(2),
+                sp + b * sb + t * sin.stride(2), yp + b * out.stride(0) + h * out.stride(1) + t * out.stride(2), d / 2);
+    }
+  });
+  return out;
+}
+
 #else
 static bool cpuSupported() { return false; }
 static bool cpuHasAvx512() { return false; }
@@ -640,6 +698,9 @@ static bool cpuBf16Matmul() { return false; }
 static bool cpuBlasHoldsToAvx2() { return false; }
 static at::Tensor decodeRmsNorm(const at::Tensor&, const at::Tensor&, double) {
   TORCH_CHECK(false, "decodeRmsNorm: this build has no x86 kernels (check packedLinearSupported() first)");
+}
+static at::Tensor decodeRotary(const at::Tensor&, const at::Tensor&, const at::Tensor&) {
+  TORCH_CHECK(false, "decodeRotary: this build has no x86 kernels (check packedLinearSupported() first)");
 }
 #endif
 
@@ -825,6 +886,14 @@ static void decodeRmsNormBindingReplay(const ReplayInfo& info, std::vector<at::T
   out.push_back(decodeRmsNormOp(info));
 }
 TRT_RECORDED_BINDING(decodeRmsNormBinding, decodeRmsNormOp, oneOutput, wrap)
+template <class Info>
+static at::Tensor decodeRotaryOp(const Info& info) {
+  return decodeRotary(unwrap(info[0]), unwrap(info[1]), unwrap(info[2]));
+}
+static void decodeRotaryBindingReplay(const ReplayInfo& info, std::vector<at::Tensor>& out) {
+  out.push_back(decodeRotaryOp(info));
+}
+TRT_RECORDED_BINDING(decodeRotaryBinding, decodeRotaryOp, oneOutput, wrap)
 static Napi::Value packedLinearSupported(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), cpuSupported());
 }
@@ -875,6 +944,7 @@ void registerKernels(Napi::Object exports) {
   TRT_EXPORT_PASSIVE(exports, "packedLinearSupported", packedLinearSupported);
   TRT_EXPORT_RECORDED(exports, "decodeAttention", decodeAttentionBinding);
   TRT_EXPORT_RECORDED(exports, "decodeRmsNorm", decodeRmsNormBinding);
+  TRT_EXPORT_RECORDED(exports, "decodeRotary", decodeRotaryBinding);
   TRT_EXPORT_PASSIVE(exports, "cpuHasBf16Matmul", cpuHasBf16Matmul);
   TRT_EXPORT_PASSIVE(exports, "blasHoldsToAvx2", blasHoldsToAvx2);
   TRT_EXPORT_PASSIVE(exports, "packedLinearIsa", packedLinearIsa);

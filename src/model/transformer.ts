@@ -56,7 +56,7 @@ interface DecoderLayer {
 
 /**
  * transformers' RMSNorm; float32 runs ATen's fused kernel (equal to the formula), bf16 rounds before the weight.
- * `onePass` (see CausalLM.#onePassNorms): torch.decodeRmsNorm, one native pass instead of ATen's ~10 ops a call
+ * `onePass` (see CausalLM.#cpuDecodeKernels): torch.decodeRmsNorm, one native pass instead of ATen's ~10 ops a call
  * (~1.5 vs ~10 us: a sizeable share of a small model's decode step).
  */
 function rmsNorm(x: Tensor, weight: Tensor, eps: number, onePass: boolean): Tensor {
@@ -355,7 +355,7 @@ export class CausalLM {
     if (step !== null) mask = step.attentionMask;
     else if (real !== null) mask = causalPadMask(real);
     const eps = this.config.rmsNormEps;
-    const onePass = this.#onePassNorms();
+    const onePass = this.#cpuDecodeKernels();
     return {
       numLayers: this.#layers.length,
       embed: () => torch.embedding(this.#embedTokens, inputIds),
@@ -407,12 +407,14 @@ export class CausalLM {
     k = k.view([batch, seqLen, kvHeads, headDim]);
     v = v.view([batch, seqLen, kvHeads, headDim]).transpose(1, 2);
     if (layer.qNorm !== null && layer.kNorm !== null) {
-      const onePass = this.#onePassNorms();
+      const onePass = this.#cpuDecodeKernels();
       q = rmsNorm(q, layer.qNorm, eps, onePass);
       k = rmsNorm(k, layer.kNorm, eps, onePass);
     }
-    q = applyRotary(q.transpose(1, 2), cos, sin); // [B, heads, T, headDim]
-    k = applyRotary(k.transpose(1, 2), cos, sin); // [B, kvHeads, T, headDim]
+    // [B, heads, T, headDim], [B, kvHeads, T, headDim]; torch.decodeRotary gives applyRotary's bits in one native call
+    const rotary = this.#cpuDecodeKernels() ? torch.decodeRotary : applyRotary;
+    q = rotary(q.transpose(1, 2), cos, sin);
+    k = rotary(k.transpose(1, 2), cos, sin);
     // prefixes attend among themselves; each continuation to its prefix's keys and values, then to its own
     if (shared !== null) return linear(sharedPrefixAttention(q, k, v, shared), layer.oProj);
     let keys = k;
@@ -449,20 +451,21 @@ export class CausalLM {
     return this.#disposed;
   }
 
-  #onePassCache: boolean | null = null;
+  #cpuDecodeKernelsHere: boolean | null = null;
   /**
-   * Whether the norms run torch.decodeRmsNorm: the inference layout (which never records gradients: its parameters
-   * cannot require grad and its input is token ids), float32, on a CPU that runs the x86 kernels. It differs from
-   * ATen's rms_norm by float32 rounding, so the training layout, whose forwards give old and new log-probs alike, keeps
-   * ATen's. Decided once: none of it changes.
+   * Whether the norms and the rotary embedding run the CPU decode kernels (torch.decodeRmsNorm, torch.decodeRotary):
+   * the inference layout (which never records gradients: its parameters cannot require grad and its input is token
+   * ids), float32, on a CPU that runs the x86 kernels. decodeRmsNorm differs from ATen's rms_norm by float32 rounding,
+   * so the training layout, whose forwards give old and new log-probs alike, keeps ATen's. Decided once: none of it
+   * changes.
    */
-  #onePassNorms(): boolean {
-    this.#onePassCache ??=
+  #cpuDecodeKernels(): boolean {
+    this.#cpuDecodeKernelsHere ??=
       this.layout === 'inference' &&
       this.dtype === 'float32' &&
       this.#embedTokens.device === 'cpu' &&
       torch.packedLinearSupported();
-    return this.#onePassCache;
+    return this.#cpuDecodeKernelsHere;
   }
 
   #checkAlive(): void {

@@ -71,6 +71,16 @@ export function decodeRmsNorm(x: Tensor, weight: Tensor, eps: number): Tensor {
 }
 
 /**
+ * Rotary embedding in one pass, for inference on the CPU (native/src/kernels.cpp): x * cos + roll(x, d / 2) * sin
+ * (the model's applyRotary: sin carries rotate_half's sign), x float32 [B, H, T, d], cos and sin [B or 1, 1, T, d],
+ * last dimensions contiguous; no autograd; runs where packedLinearSupported(). The same bits as those ATen ops
+ * (products and sums rounded alike, no FMA), and the strides they would give the output.
+ */
+export function decodeRotary(x: Tensor, cos: Tensor, sin: Tensor): Tensor {
+  return fromHandle(native.decodeRotary(x.handle, cos.handle, sin.handle));
+}
+
+/**
  * True when libtorch sends bfloat16 matmuls on this CPU to oneDNN (x86 with AVX512 BW/VL/DQ, its own test, and
  * oneDNN enabled); without, its bf16 products are reference loops (~1-2 GFLOP/s for some layouts), so packedLinear
  * is the bf16 product of the inference layout at any row count, and linear/matmul/mm/bmm run bf16 in float32.
