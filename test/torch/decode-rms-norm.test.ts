@@ -3,12 +3,9 @@
 // any leading dimensions and strided inputs, give the same bits on 1 and 2 threads and for a row alone, keep NaN to
 // its row, refuse what it does not take with a named error, and be what the inference layout's norms run on the CPU.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { CausalLM, initModel } from '../../src/model/index.js';
 import * as torch from '../../src/torch/index.js';
+import { withBothLayouts } from '../helpers/both-layouts.js';
 import { recordNativeCalls } from '../helpers/native-calls.js';
 
 const supported = torch.packedLinearSupported();
@@ -126,35 +123,19 @@ describe('decodeRmsNorm', { skip: supported ? false : 'this CPU lacks AVX2/FMA' 
   });
 
   it("is what the inference layout's norms run on the CPU; the training layout keeps ATen's", () => {
-    const dir = mkdtempSync(join(tmpdir(), 'trinity-rmsnorm-'));
-    try {
-      initModel(dir, { hiddenSize: 24, numLayers: 2, numHeads: 2, numKeyValueHeads: 1, intermediateSize: 40, seed: 4 });
-      const training = CausalLM.load(dir);
-      const inference = CausalLM.load(dir, { layout: 'inference' });
+    withBothLayouts(4, ({ training, inference, ids }) => {
+      const probe = recordNativeCalls(['decodeRmsNorm', 'rmsNorm']);
+      let fast: torch.Tensor;
+      let plain: torch.Tensor;
       try {
-        torch.noGrad(() =>
-          torch.scope(() => {
-            const ids = torch.randint(0, inference.config.vocabSize, [2, 5], { generator: new torch.Generator(5) });
-            const probe = recordNativeCalls(['decodeRmsNorm', 'rmsNorm']);
-            let fast: torch.Tensor;
-            let plain: torch.Tensor;
-            try {
-              fast = inference.forward(ids);
-              plain = training.forward(ids);
-            } finally {
-              probe.stop();
-            }
-            // 2 per layer and the final norm, in each model
-            assert.deepEqual(probe.calls, [...Array(5).fill('decodeRmsNorm'), ...Array(5).fill('rmsNorm')]);
-            assert.ok(fast.sub(plain).abs().max().item() < 1e-5);
-          }),
-        );
+        fast = inference.forward(ids);
+        plain = training.forward(ids);
       } finally {
-        training.dispose();
-        inference.dispose();
+        probe.stop();
       }
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+      // 2 per layer and the final norm, in each model
+      assert.deepEqual(probe.calls, [...Array(5).fill('decodeRmsNorm'), ...Array(5).fill('rmsNorm')]);
+      assert.ok(fast.sub(plain).abs().max().item() < 1e-5);
+    });
   });
 });

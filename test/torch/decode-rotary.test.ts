@@ -4,13 +4,10 @@
 // on and off the 8-float vectors and cos / sin shared by the batch; with the strides ATen's result has; the same bits
 // on 1 and 2 threads; refuse what it does not take with a named error; and be what the inference layout runs.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { CausalLM, initModel } from '../../src/model/index.js';
 import { applyRotary } from '../../src/model/rope.js';
 import * as torch from '../../src/torch/index.js';
+import { withBothLayouts } from '../helpers/both-layouts.js';
 import { recordNativeCalls } from '../helpers/native-calls.js';
 
 const supported = torch.packedLinearSupported();
@@ -88,32 +85,16 @@ describe('decodeRotary', { skip: supported ? false : 'this CPU lacks AVX2/FMA' }
   });
 
   it('is what the inference layout runs on the CPU; the training layout keeps the ATen ops', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'trinity-rotary-'));
-    try {
-      initModel(dir, { hiddenSize: 24, numLayers: 2, numHeads: 2, numKeyValueHeads: 1, intermediateSize: 40, seed: 6 });
-      const training = CausalLM.load(dir);
-      const inference = CausalLM.load(dir, { layout: 'inference' });
+    withBothLayouts(6, ({ training, inference, ids }) => {
+      const probe = recordNativeCalls(['decodeRotary', 'roll']);
       try {
-        torch.noGrad(() =>
-          torch.scope(() => {
-            const ids = torch.randint(0, inference.config.vocabSize, [2, 5], { generator: new torch.Generator(5) });
-            const probe = recordNativeCalls(['decodeRotary', 'roll']);
-            try {
-              inference.forward(ids);
-              training.forward(ids);
-            } finally {
-              probe.stop();
-            }
-            // q and k in each layer: the kernel in the inference layout, roll in the training layout
-            assert.deepEqual(probe.calls, [...Array(4).fill('decodeRotary'), ...Array(4).fill('roll')]);
-          }),
-        );
+        inference.forward(ids);
+        training.forward(ids);
       } finally {
-        training.dispose();
-        inference.dispose();
+        probe.stop();
       }
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+      // q and k in each layer: the kernel in the inference layout, roll in the training layout
+      assert.deepEqual(probe.calls, [...Array(4).fill('decodeRotary'), ...Array(4).fill('roll')]);
+    });
   });
 });
