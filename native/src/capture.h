@@ -141,6 +141,11 @@ void recordStep(Recorder* recorder, ReplayFn fn, const char* name, RecordingInfo
     }                                                                             \
     return result(info.Env(), run(info));                                         \
   }
+// The replay function and the binding of an op with one tensor result, from its template `run` (over the argument
+// source): DEFINE_TENSOR_OP and the creation ops, and the kernels of kernels.cpp.
+#define TRT_ONE_TENSOR_BINDING(name, run)                                                                     \
+  static void name##Replay(const ReplayInfo& info, std::vector<at::Tensor>& out) { out.push_back(run(info)); } \
+  TRT_RECORDED_BINDING(name, run, oneOutput, wrap)
 // ---- CUDA graphs for captured steps (cuda_graph.cpp) ----
 // A step recorded as a CUDA graph: replay copies the inputs into the graph's static inputs, launches it on the
 // current stream and returns copies of its static outputs.

@@ -406,9 +406,7 @@ template <class Info>
 static at::Tensor linspaceOp(const Info& info) {
   return at::linspace(toScalar(info[0]), toScalar(info[1]), toInt(info[2]), options(info[3], info[4]));
 }
-#define DEFINE_CREATION(name)                                                                                   \
-  static void name##Replay(const ReplayInfo& info, std::vector<at::Tensor>& out) { out.push_back(name##Op(info)); } \
-  TRT_RECORDED_BINDING(name, name##Op, oneOutput, wrap)
+#define DEFINE_CREATION(name) TRT_ONE_TENSOR_BINDING(name, name##Op)
 DEFINE_CREATION(empty)
 DEFINE_CREATION(full)
 DEFINE_CREATION(arange)

@@ -866,34 +866,22 @@ template <class Info>
 static at::Tensor packedLinearOp(const Info& info) {
   return packedLinear(unwrap(info[0]), unwrap(info[1]), unwrapOptional(info[2]), toInt(info[3]));
 }
-static void packedLinearBindingReplay(const ReplayInfo& info, std::vector<at::Tensor>& out) {
-  out.push_back(packedLinearOp(info));
-}
-TRT_RECORDED_BINDING(packedLinearBinding, packedLinearOp, oneOutput, wrap)
+TRT_ONE_TENSOR_BINDING(packedLinearBinding, packedLinearOp)
 template <class Info>
 static at::Tensor decodeAttentionOp(const Info& info) {
   return decodeAttention(unwrap(info[0]), unwrap(info[1]), unwrap(info[2]), unwrapOptional(info[3]), toDouble(info[4]));
 }
-static void decodeAttentionBindingReplay(const ReplayInfo& info, std::vector<at::Tensor>& out) {
-  out.push_back(decodeAttentionOp(info));
-}
-TRT_RECORDED_BINDING(decodeAttentionBinding, decodeAttentionOp, oneOutput, wrap)
+TRT_ONE_TENSOR_BINDING(decodeAttentionBinding, decodeAttentionOp)
 template <class Info>
 static at::Tensor decodeRmsNormOp(const Info& info) {
   return decodeRmsNorm(unwrap(info[0]), unwrap(info[1]), toDouble(info[2]));
 }
-static void decodeRmsNormBindingReplay(const ReplayInfo& info, std::vector<at::Tensor>& out) {
-  out.push_back(decodeRmsNormOp(info));
-}
-TRT_RECORDED_BINDING(decodeRmsNormBinding, decodeRmsNormOp, oneOutput, wrap)
+TRT_ONE_TENSOR_BINDING(decodeRmsNormBinding, decodeRmsNormOp)
 template <class Info>
 static at::Tensor decodeRotaryOp(const Info& info) {
   return decodeRotary(unwrap(info[0]), unwrap(info[1]), unwrap(info[2]));
 }
-static void decodeRotaryBindingReplay(const ReplayInfo& info, std::vector<at::Tensor>& out) {
-  out.push_back(decodeRotaryOp(info));
-}
-TRT_RECORDED_BINDING(decodeRotaryBinding, decodeRotaryOp, oneOutput, wrap)
+TRT_ONE_TENSOR_BINDING(decodeRotaryBinding, decodeRotaryOp)
 static Napi::Value packedLinearSupported(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), cpuSupported());
 }

@@ -205,8 +205,7 @@ static c10::List<std::optional<at::Tensor>> indexList(const Napi::Value& value) 
   static at::Tensor name##Op(const Info& info) {                                                        \
     return expr;                                                                                        \
   }                                                                                                     \
-  static void name##Replay(const ReplayInfo& info, std::vector<at::Tensor>& out) { out.push_back(name##Op(info)); } \
-  TRT_RECORDED_BINDING(name, name##Op, oneOutput, wrap)
+  TRT_ONE_TENSOR_BINDING(name, name##Op)
 #define DEFINE_PAIR_OP(name, expr)                                                       \
   template <class Info>                                                                  \
   static std::tuple<at::Tensor, at::Tensor> name##Op(const Info& info) {                 \
