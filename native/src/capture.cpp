@@ -40,6 +40,7 @@ struct Step {
   const char* name;
   std::vector<RecordedArg> args;
   std::vector<int32_t> outputs;  // value slots its results go to
+  std::vector<int32_t> release;  // slots no later step reads and the program does not return: dropped once it has run
 };
 
 // What an input looked like when recorded: a replay binds only tensors laid out the same way.
@@ -87,7 +88,7 @@ void poisonCapture(Recorder* recorder, const void* binding) {
 
 void recordStep(Recorder* recorder, ReplayFn fn, const char* name, RecordingInfo& info,
                 const std::vector<at::Tensor>& outputs) {
-  Step step{fn, name, std::move(info.args), {}};
+  Step step{fn, name, std::move(info.args), {}, {}};
   // trailing arguments the op never read are dropped
   while (!step.args.empty() && step.args.back().kind == RecordedArg::Kind::Unread && !step.args.back().nullish &&
          !step.args.back().array && !step.args.back().string)
@@ -286,9 +287,31 @@ std::string toText(const Napi::Value& value) {
 // ---------------------------------------------------------------------------------------------------------------
 // programs: a finished capture
 
+// Fills each step's `release`: the values (inputs and results; not constants, not what the program returns) whose
+// last reader it is, or that it produced and nothing reads. A replay drops them there instead of at its end: the allocator
+// hands their memory (still in cache) to the next results, and a step's peak memory is what it needs at once rather
+// than every intermediate it makes (test/torch/capture.test.ts measures it).
+static void planReleases(std::vector<Step>& steps, const std::vector<bool>& constant, const std::vector<int32_t>& outputs) {
+  std::vector<int64_t> lastUse(constant.size(), -1);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    for (const RecordedArg& arg : steps[i].args) {
+      if (arg.kind == RecordedArg::Kind::Tensor && arg.ref >= 0) lastUse[arg.ref] = static_cast<int64_t>(i);
+      if (arg.kind == RecordedArg::Kind::Tensors)
+        for (int32_t ref : arg.refs)
+          if (ref >= 0) lastUse[ref] = static_cast<int64_t>(i);
+    }
+    for (int32_t slot : steps[i].outputs) lastUse[slot] = std::max(lastUse[slot], static_cast<int64_t>(i));
+  }
+  std::vector<bool> kept(constant);
+  for (int32_t slot : outputs) kept[slot] = true;
+  for (size_t slot = 0; slot < lastUse.size(); ++slot)
+    if (!kept[slot] && lastUse[slot] >= 0) steps[lastUse[slot]].release.push_back(static_cast<int32_t>(slot));
+}
+
 struct Program {
   std::vector<Step> steps;
-  std::vector<at::Tensor> table;  // constants stay; inputs and results are filled by a replay and cleared after it
+  std::vector<at::Tensor> table;  // constants stay; inputs and results are filled by a replay, dropped after their
+                                  // last reader (Step::release) and cleared after it
   std::vector<bool> constant;
   std::vector<InputLayout> inputs;
   std::vector<int32_t> outputs;
@@ -413,6 +436,7 @@ static Napi::Value captureEnd(const Napi::CallbackInfo& info) {
   for (const at::Tensor& t : outputs) program->outputs.push_back(recorder->refOf(t));
   program->steps = std::move(recorder->steps);
   program->constant = recorder->constant;
+  planReleases(program->steps, program->constant, program->outputs);
   program->table.resize(recorder->values.size());
   for (size_t i = 0; i < recorder->values.size(); ++i)
     if (recorder->constant[i]) program->table[i] = recorder->values[i];
@@ -484,6 +508,7 @@ static Napi::Value replayCapture(const Napi::CallbackInfo& info) {
           throw std::logic_error(std::string("replay: ") + step.name + " returned " + std::to_string(outputs.size()) +
                                  " tensors, " + std::to_string(step.outputs.size()) + " when captured");
         for (size_t k = 0; k < outputs.size(); ++k) program.table[step.outputs[k]] = std::move(outputs[k]);
+        for (int32_t slot : step.release) program.table[slot].reset();
       }
       std::vector<at::Tensor> out;
       for (int32_t slot : program.outputs) out.push_back(program.table[slot]);

@@ -31,12 +31,16 @@
 #include <limits>
 #include <vector>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
 #define TRT_PACKED_LINEAR 1
 #define TRT_AVX2 __attribute__((target("avx2,fma")))
+// without FMA: for loads, stores and conversions (inlined into either), and where products and sums must round
+// separately (decodeRotary)
+#define TRT_AVX2_NO_FMA __attribute__((target("avx2")))
 #else
 #define TRT_PACKED_LINEAR 0
 #endif
@@ -50,11 +54,47 @@ constexpr int64_t kPrefetchAhead = 32;  // k-steps the first row block prefetche
 #if TRT_PACKED_LINEAR
 
 // 8 weights as float32: float32 as they are, bfloat16 (its bits) widened by a 16-bit shift (exact)
-TRT_AVX2 static inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-TRT_AVX2 static inline __m256 load8(const uint16_t* p) {
+TRT_AVX2_NO_FMA static inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+TRT_AVX2_NO_FMA static inline __m256 load8(const uint16_t* p) {
   const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
+
+// A bfloat16 value (its bits) as float32, exactly; float32 as it is.
+static inline float widen(float v) { return v; }
+static inline float widen(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+// float32 -> bfloat16 bits, rounded to nearest even, NaN -> 0x7FC0: c10::BFloat16's rounding (ATen's vectorized
+// conversions give the same bits for every number; a NaN of theirs may carry other payload bits)
+static inline uint16_t narrowBf16(float f) {
+  if (std::isnan(f)) return 0x7FC0;
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  return static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+// 8 floats rounded as narrowBf16, in the low 16 bits of each 32-bit lane
+TRT_AVX2_NO_FMA static inline __m256i bf16Lanes(__m256 v) {
+  const __m256i bits = _mm256_castps_si256(v);
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF))), 16);
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  return _mm256_blendv_epi8(rounded, _mm256_set1_epi32(0x7FC0), nan);
+}
+// 8 floats rounded to bfloat16 and widened back (what a bf16 tensor op's result reads as)
+TRT_AVX2_NO_FMA static inline __m256 roundedToBf16(__m256 v) { return _mm256_castsi256_ps(_mm256_slli_epi32(bf16Lanes(v), 16)); }
+// stores 8 floats as the element type: float32 as they are, bfloat16 rounded (narrowBf16)
+TRT_AVX2_NO_FMA static inline void store8(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
+TRT_AVX2_NO_FMA static inline void store8(uint16_t* p, __m256 v) {
+  const __m256i lanes = bf16Lanes(v);  // 0..0xFFFF each: packus (signed 32 -> unsigned 16) keeps them
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                   _mm_packus_epi32(_mm256_castsi256_si128(lanes), _mm256_extracti128_si256(lanes, 1)));
+}
+static inline void store1(float* p, float v) { *p = v; }
+static inline void store1(uint16_t* p, float v) { *p = narrowBf16(v); }
 
 // Y[0..R) x [0..cols) = X rows (stride ldx) times one panel (K x 16), plus bias; R rows, 1 <= R <= 6. The rows are
 // spelled out one by one: with an array of accumulators GCC spills them to the stack every k (measured ~2x slower).
@@ -417,31 +457,35 @@ static bool cpuBf16Matmul() {
 
 // ---------------------------------------------------------------------------------------------------------------
 // decodeAttention(q [B, H, 1, d], k [B, KV, L, d], v [B, KV, L, d], mask bool [B | 1, 1, 1, L] | null, scale)
-//   -> softmax(scale q k^T, masked) v  [B, H, 1, d], float32, no autograd
+//   -> softmax(scale q k^T, masked) v  [B, H, 1, d], float32 or bfloat16 (all four alike), no autograd
 // One query per row (a decode step) over a cache, grouped heads (query head h reads kv head h / (H / KV)). libtorch's
 // fused CPU kernel spends ~80-100 us a call on such shapes whatever their size (32 rows x 4 heads over 64 keys: 0.13 M
 // multiply-adds); here each (row, kv head) is one task that reads its keys and values once for its query heads.
 // Every output is computed by one thread in a fixed order, so results do not depend on the thread count; they differ
-// from libtorch's kernel by float32 rounding.
-TRT_AVX2 static float dot8(const float* a, const float* b, int64_t n) {
+// from libtorch's kernel by float32 rounding. bfloat16 runs the same float32 arithmetic on the values widened as they
+// are read (exact) and rounds the output once: the bits of the float32 kernel on widened copies, rounded, without
+// widening the cache each step (the model's bf16 attention widens q, k and v to float32, src/model/attention.ts).
+template <typename T>
+TRT_AVX2 static float dot8(const float* a, const T* b, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8(b + i), acc);
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
   float sum = _mm_cvtss_f32(s);
-  for (; i < n; ++i) sum += a[i] * b[i];
+  for (; i < n; ++i) sum += a[i] * widen(b[i]);
   return sum;
 }
 // scores[l] = q . keys[l] for 8 keys at once (rows `stride` apart), n a multiple of 8: eight accumulators reduced
 // together (one hadd tree instead of eight horizontal sums)
-TRT_AVX2 static void dot8x8(const float* q, const float* keys, int64_t stride, int64_t n, float* scores) {
+template <typename T>
+TRT_AVX2 static void dot8x8(const float* q, const T* keys, int64_t stride, int64_t n, float* scores) {
   __m256 a[8];
   for (int r = 0; r < 8; ++r) a[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n; i += 8) {
     const __m256 x = _mm256_loadu_ps(q + i);
-    for (int r = 0; r < 8; ++r) a[r] = _mm256_fmadd_ps(x, _mm256_loadu_ps(keys + r * stride + i), a[r]);
+    for (int r = 0; r < 8; ++r) a[r] = _mm256_fmadd_ps(x, load8(keys + r * stride + i), a[r]);
   }
   const __m256 t0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
   const __m256 t1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
@@ -488,21 +532,74 @@ TRT_AVX2 static float softmaxWeights(float* scores, int64_t n, float max) {
   }
   return sum;
 }
-TRT_AVX2 static void axpy8(float* y, float a, const float* x, int64_t n) {
+template <typename T>
+TRT_AVX2 static void axpy8(float* y, float a, const T* x, int64_t n) {
   const __m256 va = _mm256_set1_ps(a);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-  for (; i < n; ++i) y[i] += a * x[i];
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, load8(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += a * widen(x[i]);
+}
+
+// One (row, kv head) task's query heads: q, k, v and out pointers at that row and head (element type T), scores and
+// (for bf16) two rows of d floats as scratch.
+struct AttentionTask {
+  int64_t group, d, L, qsh, ksl, vsl, msl;
+  float scale;
+};
+template <typename T>
+static void attendGroup(const AttentionTask& t, const T* query0, const T* keys, const T* values, const bool* rowMask,
+                        T* out0, float* scores, float* wideQuery, float* wideOut) {
+  const int64_t d = t.d, L = t.L;
+  for (int64_t g = 0; g < t.group; ++g) {
+    const T* q = query0 + g * t.qsh;
+    const float* query = nullptr;
+    float* o = nullptr;
+    if constexpr (std::is_same_v<T, float>) {
+      query = q;
+      o = out0 + g * d;
+    } else {
+      for (int64_t i = 0; i < d; ++i) wideQuery[i] = widen(q[i]);
+      query = wideQuery;
+      o = wideOut;
+    }
+    int64_t l = 0;
+    if (d % 8 == 0)
+      for (; l + 8 <= L; l += 8) dot8x8(query, keys + l * t.ksl, t.ksl, d, scores + l);
+    for (; l < L; ++l) scores[l] = dot8(query, keys + l * t.ksl, d);
+    float max = -std::numeric_limits<float>::infinity();
+    for (l = 0; l < L; ++l) {
+      if (rowMask && !rowMask[l * t.msl]) {
+        scores[l] = -std::numeric_limits<float>::infinity();
+        continue;
+      }
+      scores[l] *= t.scale;
+      max = std::max(max, scores[l]);
+    }
+    if (max == -std::numeric_limits<float>::infinity()) {  // every key masked: NaN, as softmax over none gives
+      std::fill(o, o + d, std::numeric_limits<float>::quiet_NaN());
+    } else {
+      std::fill(o, o + d, 0.0f);
+      const float sum = softmaxWeights(scores, L, max);
+      for (l = 0; l < L; ++l)
+        if (scores[l] != 0.0f) axpy8(o, scores[l], values + l * t.vsl, d);
+      const float inv = 1.0f / sum;
+      for (int64_t i = 0; i < d; ++i) o[i] *= inv;
+    }
+    if constexpr (!std::is_same_v<T, float>)
+      for (int64_t i = 0; i < d; ++i) store1(out0 + g * d + i, o[i]);
+  }
 }
 
 static at::Tensor decodeAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                   const std::optional<at::Tensor>& mask, double scale) {
   RECORD_FUNCTION("trinity::decode_attention", std::vector<c10::IValue>());
   TORCH_CHECK(cpuSupported(), "decodeAttention: this CPU lacks AVX2/FMA (check packedLinearSupported() first)");
+  const at::ScalarType dtype = q.scalar_type();
   for (const at::Tensor* t : {&q, &k, &v}) {
-    TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == at::kFloat && t->dim() == 4,
-                "decodeAttention: q, k and v must be 4-d float32 CPU tensors, got ", t->sizes(), " ", t->scalar_type(),
-                " on ", t->device());
+    TORCH_CHECK(t->device().is_cpu() && (dtype == at::kFloat || dtype == at::kBFloat16) &&
+                    t->scalar_type() == dtype && t->dim() == 4,
+                "decodeAttention: q, k and v must be 4-d CPU tensors, all float32 or all bfloat16, got ", t->sizes(),
+                " ", t->scalar_type(), " on ", t->device(), " (q: ", q.scalar_type(), ")");
     TORCH_CHECK(t->stride(3) == 1, "decodeAttention: the last dimension of q, k and v must be contiguous");
   }
   const int64_t B = q.size(0), H = q.size(1), d = q.size(3), KV = k.size(1), L = k.size(2);
@@ -523,89 +620,78 @@ static at::Tensor decodeAttention(const at::Tensor& q, const at::Tensor& k, cons
   }
   at::Tensor out = at::empty({B, H, 1, d}, q.options());
   const int64_t group = H / KV;
-  const float* qp = q.data_ptr<float>();
-  const float* kp = k.data_ptr<float>();
-  const float* vp = v.data_ptr<float>();
-  float* op = out.data_ptr<float>();
+  const AttentionTask task{group, d, L, q.stride(1), k.stride(2), v.stride(2), mask ? allowed.stride(3) : 0,
+                           static_cast<float>(scale)};
   const bool* mp = mask ? allowed.data_ptr<bool>() : nullptr;
-  const int64_t qsb = q.stride(0), qsh = q.stride(1), ksb = k.stride(0), ksh = k.stride(1), ksl = k.stride(2);
-  const int64_t vsb = v.stride(0), vsh = v.stride(1), vsl = v.stride(2);
-  const int64_t msb = mask ? allowed.stride(0) : 0, msl = mask ? allowed.stride(3) : 0;
-  const float s = static_cast<float>(scale);
+  const int64_t qsb = q.stride(0), qsh = q.stride(1), ksb = k.stride(0), ksh = k.stride(1);
+  const int64_t vsb = v.stride(0), vsh = v.stride(1);
+  const int64_t msb = mask ? allowed.stride(0) : 0;
   // tasks of ~16 K multiply-adds or more per chunk
   const int64_t work = std::max<int64_t>(1, group * L * d * 2);
   const int64_t grain = std::max<int64_t>(1, 16384 / work);
-  at::parallel_for(0, B * KV, grain, [&](int64_t first, int64_t last) {
-    std::vector<float> scores(L);
-    for (int64_t task = first; task < last; ++task) {
-      const int64_t b = task / KV, j = task % KV;
-      const float* keys = kp + b * ksb + j * ksh;
-      const float* values = vp + b * vsb + j * vsh;
-      const bool* rowMask = mp ? mp + b * msb : nullptr;
-      for (int64_t g = 0; g < group; ++g) {
-        const int64_t h = j * group + g;
-        const float* query = qp + b * qsb + h * qsh;
-        float* o = op + (b * H + h) * d;
-        int64_t l = 0;
-        if (d % 8 == 0)
-          for (; l + 8 <= L; l += 8) dot8x8(query, keys + l * ksl, ksl, d, scores.data() + l);
-        for (; l < L; ++l) scores[l] = dot8(query, keys + l * ksl, d);
-        float max = -std::numeric_limits<float>::infinity();
-        for (l = 0; l < L; ++l) {
-          if (rowMask && !rowMask[l * msl]) {
-            scores[l] = -std::numeric_limits<float>::infinity();
-            continue;
-          }
-          scores[l] *= s;
-          max = std::max(max, scores[l]);
-        }
-        std::fill(o, o + d, 0.0f);
-        if (max == -std::numeric_limits<float>::infinity()) {  // every key masked: NaN, as softmax over none gives
-          std::fill(o, o + d, std::numeric_limits<float>::quiet_NaN());
-          continue;
-        }
-        const float sum = softmaxWeights(scores.data(), L, max);
-        for (l = 0; l < L; ++l)
-          if (scores[l] != 0.0f) axpy8(o, scores[l], values + l * vsl, d);
-        const float inv = 1.0f / sum;
-        for (int64_t i = 0; i < d; ++i) o[i] *= inv;
+  auto run = [&](auto* qp, auto* kp, auto* vp, auto* op) {
+    at::parallel_for(0, B * KV, grain, [&](int64_t first, int64_t last) {
+      std::vector<float> scratch(L + 2 * d);
+      for (int64_t i = first; i < last; ++i) {
+        const int64_t b = i / KV, j = i % KV;
+        attendGroup(task, qp + b * qsb + j * group * qsh, kp + b * ksb + j * ksh, vp + b * vsb + j * vsh,
+                    mp ? mp + b * msb : nullptr, op + (b * H + j * group) * d, scratch.data(), scratch.data() + L,
+                    scratch.data() + L + d);
       }
-    }
-  });
+    });
+  };
+  if (dtype == at::kFloat)
+    run(q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), out.data_ptr<float>());
+  else
+    run(reinterpret_cast<const uint16_t*>(q.data_ptr<at::BFloat16>()),
+        reinterpret_cast<const uint16_t*>(k.data_ptr<at::BFloat16>()),
+        reinterpret_cast<const uint16_t*>(v.data_ptr<at::BFloat16>()),
+        reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>()));
   return out;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// decodeRmsNorm(x [..., n], weight [n], eps) -> x * rsqrt(mean(x^2) + eps) * weight, float32, no autograd
+// decodeRmsNorm(x [..., n], weight [n], eps) -> x * rsqrt(mean(x^2) + eps) * weight, float32 or bfloat16, no autograd
 // libtorch's CPU rms_norm runs as ~10 ATen ops (to, pow, mean = sum + div, add, rsqrt, mul, type_as, mul by the
 // weight), ~9 us a call even for one row of 512; a decode step of a small model calls it 2 x layers + 1 times (the
 // quickstart model's step at batch 8: 9 calls of 0.82 ms). One pass per row here: the sum of squares in 8 float32
 // lanes (then added in a fixed order), then the scaled product. Each row is one thread's, in a fixed order, so the
 // bits do not depend on the thread count or on the other rows; they differ from libtorch's by float32 rounding.
-TRT_AVX2 static void rmsNormRow(const float* x, const float* w, float* y, int64_t n, float eps) {
+// bfloat16 (input and weight) rounds as transformers' RMSNorm and the model's bf16 rmsNorm do: the normalized row in
+// float32, rounded to bf16, times the weight, rounded again (a product of two bf16 values is exact in float32).
+template <typename T>
+TRT_AVX2 static void rmsNormRow(const T* x, const T* w, T* y, int64_t n, float eps) {
   __m256 acc = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 v = load8(x + i);
     acc = _mm256_fmadd_ps(v, v, acc);
   }
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, acc);
   float sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-  for (; i < n; ++i) sum += x[i] * x[i];
+  for (; i < n; ++i) sum += widen(x[i]) * widen(x[i]);
   const float scale = 1.0f / std::sqrt(sum / static_cast<float>(n) + eps);
   const __m256 s = _mm256_set1_ps(scale);
-  for (i = 0; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), s), _mm256_loadu_ps(w + i)));
-  for (; i < n; ++i) y[i] = (x[i] * scale) * w[i];
+  if constexpr (std::is_same_v<T, float>) {
+    for (i = 0; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), s), _mm256_loadu_ps(w + i)));
+    for (; i < n; ++i) y[i] = (x[i] * scale) * w[i];
+  } else {
+    for (i = 0; i + 8 <= n; i += 8)
+      store8(y + i, _mm256_mul_ps(roundedToBf16(_mm256_mul_ps(load8(x + i), s)), load8(w + i)));
+    for (; i < n; ++i) store1(y + i, widen(narrowBf16(widen(x[i]) * scale)) * widen(w[i]));
+  }
 }
 
 static at::Tensor decodeRmsNorm(const at::Tensor& input, const at::Tensor& weight, double eps) {
   RECORD_FUNCTION("trinity::decode_rms_norm", std::vector<c10::IValue>());
   TORCH_CHECK(cpuSupported(), "decodeRmsNorm: this CPU lacks AVX2/FMA (check packedLinearSupported() first)");
+  const at::ScalarType dtype = input.scalar_type();
   for (const at::Tensor* t : {&input, &weight})
-    TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == at::kFloat, "decodeRmsNorm: the input and the weight must be",
-                " float32 CPU tensors, got ", t->scalar_type(), " on ", t->device());
+    TORCH_CHECK(t->device().is_cpu() && (dtype == at::kFloat || dtype == at::kBFloat16) && t->scalar_type() == dtype,
+                "decodeRmsNorm: the input and the weight must be CPU tensors, both float32 or both bfloat16, got ",
+                input.scalar_type(), " and ", weight.scalar_type(), " on ", t->device());
   TORCH_CHECK(input.dim() >= 1 && weight.dim() == 1 && weight.size(0) == input.size(-1), "decodeRmsNorm: the weight must",
               " be [", input.dim() >= 1 ? input.size(-1) : 0, "] (the input's last dimension), got ", weight.sizes(),
               " for an input of ", input.sizes());
@@ -618,14 +704,19 @@ static at::Tensor decodeRmsNorm(const at::Tensor& input, const at::Tensor& weigh
   const int64_t n = weight.size(0);
   if (out.numel() == 0) return out;
   const int64_t rows = out.numel() / n;
-  const float* xp = x.data_ptr<float>();
-  const float* wp = w.data_ptr<float>();
-  float* yp = out.data_ptr<float>();
   const float e = static_cast<float>(eps);
-  // rows of a few hundred values: split only where there are many (a prefill), ~16K values per task
-  at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / n), [&](int64_t first, int64_t last) {
-    for (int64_t r = first; r < last; ++r) rmsNormRow(xp + r * n, wp, yp + r * n, n, e);
-  });
+  auto run = [&](const auto* xp, const auto* wp, auto* yp) {
+    // rows of a few hundred values: split only where there are many (a prefill), ~16K values per task
+    at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / n), [&](int64_t first, int64_t last) {
+      for (int64_t r = first; r < last; ++r) rmsNormRow(xp + r * n, wp, yp + r * n, n, e);
+    });
+  };
+  if (dtype == at::kFloat)
+    run(x.data_ptr<float>(), w.data_ptr<float>(), out.data_ptr<float>());
+  else
+    run(reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>()),
+        reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>()),
+        reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>()));
   return out;
 }
 
@@ -633,32 +724,44 @@ static at::Tensor decodeRmsNorm(const at::Tensor& input, const at::Tensor& weigh
 // decodeRotary(x [B, H, T, d], cos [B | 1, 1, T, d], sin [B | 1, 1, T, d]) -> x * cos + roll(x, d / 2) * sin
 // Rotary embedding as src/model/rope.ts's applyRotary computes it (sin carries rotate_half's sign), in one pass
 // instead of ATen's mul, roll (two narrows and a cat), mul and add. Plain float32 products and sums, each rounded as
-// ATen's mul and add round them (no FMA: these functions are compiled without it), so the bits equal applyRotary's.
-// The output has the strides ATen's elementwise ops would give (empty_like: x's order of dimensions, dense).
-__attribute__((target("avx2"))) static void rotaryRow(const float* x, const float* c, const float* s, float* y,
-                                                     int64_t half) {
+// ATen's mul and add round them (no FMA: these functions are compiled without it), so the bits equal applyRotary's;
+// in bfloat16 (x, cos and sin alike) each product and the sum are rounded to bf16, as ATen's bf16 ops compute in
+// float32 and round their result. The output has the strides ATen's elementwise ops would give (empty_like: x's
+// order of dimensions, dense).
+// a product as the tensor op gives it: float32 as it is, bf16 rounded (and read back as float32)
+TRT_AVX2_NO_FMA static inline __m256 roundedProduct(__m256 a, __m256 b, float*) { return _mm256_mul_ps(a, b); }
+TRT_AVX2_NO_FMA static inline __m256 roundedProduct(__m256 a, __m256 b, uint16_t*) {
+  return roundedToBf16(_mm256_mul_ps(a, b));
+}
+static inline float roundedProduct1(float a, float b, float*) { return a * b; }
+static inline float roundedProduct1(float a, float b, uint16_t*) { return widen(narrowBf16(a * b)); }
+template <typename T>
+TRT_AVX2_NO_FMA static void rotaryRow(const T* x, const T* c, const T* s, T* y, int64_t half) {
+  T* const as = nullptr;  // picks the element type's overloads
+  auto product = [&](__m256 a, __m256 b) TRT_AVX2_NO_FMA { return roundedProduct(a, b, as); };
+  auto product1 = [&](float a, float b) { return roundedProduct1(a, b, as); };
   int64_t j = 0;
   for (; j + 8 <= half; j += 8) {
-    const __m256 lo = _mm256_loadu_ps(x + j), hi = _mm256_loadu_ps(x + half + j);
-    _mm256_storeu_ps(y + j, _mm256_add_ps(_mm256_mul_ps(lo, _mm256_loadu_ps(c + j)),
-                                          _mm256_mul_ps(hi, _mm256_loadu_ps(s + j))));
-    _mm256_storeu_ps(y + half + j, _mm256_add_ps(_mm256_mul_ps(hi, _mm256_loadu_ps(c + half + j)),
-                                                 _mm256_mul_ps(lo, _mm256_loadu_ps(s + half + j))));
+    const __m256 lo = load8(x + j), hi = load8(x + half + j);
+    store8(y + j, _mm256_add_ps(product(lo, load8(c + j)), product(hi, load8(s + j))));
+    store8(y + half + j, _mm256_add_ps(product(hi, load8(c + half + j)), product(lo, load8(s + half + j))));
   }
   for (; j < half; ++j) {
-    const float lo = x[j], hi = x[half + j];
-    y[j] = lo * c[j] + hi * s[j];
-    y[half + j] = hi * c[half + j] + lo * s[half + j];
+    const float lo = widen(x[j]), hi = widen(x[half + j]);
+    store1(y + j, product1(lo, widen(c[j])) + product1(hi, widen(s[j])));
+    store1(y + half + j, product1(hi, widen(c[half + j])) + product1(lo, widen(s[half + j])));
   }
 }
 
 static at::Tensor decodeRotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   RECORD_FUNCTION("trinity::decode_rotary", std::vector<c10::IValue>());
   TORCH_CHECK(cpuSupported(), "decodeRotary: this CPU lacks AVX2/FMA (check packedLinearSupported() first)");
+  const at::ScalarType dtype = x.scalar_type();
   for (const at::Tensor* t : {&x, &cos, &sin}) {
-    TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == at::kFloat && t->dim() == 4,
-                "decodeRotary: x, cos and sin must be 4-d float32 CPU tensors, got ", t->sizes(), " ",
-                t->scalar_type(), " on ", t->device());
+    TORCH_CHECK(t->device().is_cpu() && (dtype == at::kFloat || dtype == at::kBFloat16) &&
+                    t->scalar_type() == dtype && t->dim() == 4,
+                "decodeRotary: x, cos and sin must be 4-d CPU tensors, all float32 or all bfloat16, got ", t->sizes(),
+                " ", t->scalar_type(), " on ", t->device(), " (x: ", x.scalar_type(), ")");
     TORCH_CHECK(t->stride(3) == 1 || t->size(3) <= 1, "decodeRotary: the last dimension of x, cos and sin must be contiguous");
   }
   const int64_t B = x.size(0), H = x.size(1), T = x.size(2), d = x.size(3);
@@ -670,19 +773,25 @@ static at::Tensor decodeRotary(const at::Tensor& x, const at::Tensor& cos, const
               "decodeRotary: inference only (no autograd)");
   at::Tensor out = at::empty_like(x, at::MemoryFormat::Preserve);
   if (out.numel() == 0) return out;
-  const float* xp = x.data_ptr<float>();
-  const float* cp = cos.data_ptr<float>();
-  const float* sp = sin.data_ptr<float>();
-  float* yp = out.data_ptr<float>();
   const int64_t cb = cos.size(0) == 1 ? 0 : cos.stride(0), sb = sin.size(0) == 1 ? 0 : sin.stride(0);
   const int64_t rows = B * H * T;
-  at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / d), [&](int64_t first, int64_t last) {
-    for (int64_t r = first; r < last; ++r) {
-      const int64_t b = r / (H * T), h = (r / T) % H, t = r % T;
-      rotaryRow(xp + b * x.stride(0) + h * x.stride(1) + t * x.stride(2), cp + b * cb + t * cos.stride(2),
-                sp + b * sb + t * sin.stride(2), yp + b * out.stride(0) + h * out.stride(1) + t * out.stride(2), d / 2);
-    }
-  });
+  auto run = [&](const auto* xp, const auto* cp, const auto* sp, auto* yp) {
+    at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / d), [&](int64_t first, int64_t last) {
+      for (int64_t r = first; r < last; ++r) {
+        const int64_t b = r / (H * T), h = (r / T) % H, t = r % T;
+        rotaryRow(xp + b * x.stride(0) + h * x.stride(1) + t * x.stride(2), cp + b * cb + t * cos.stride(2),
+                  sp + b * sb + t * sin.stride(2), yp + b * out.stride(0) + h * out.stride(1) + t * out.stride(2),
+                  d / 2);
+      }
+    });
+  };
+  if (dtype == at::kFloat)
+    run(x.data_ptr<float>(), cos.data_ptr<float>(), sin.data_ptr<float>(), out.data_ptr<float>());
+  else
+    run(reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>()),
+        reinterpret_cast<const uint16_t*>(cos.data_ptr<at::BFloat16>()),
+        reinterpret_cast<const uint16_t*>(sin.data_ptr<at::BFloat16>()),
+        reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>()));
   return out;
 }
 

@@ -32,7 +32,9 @@
 // (test/engine/rollout-engine.test.ts's bf16 budget) — the PPO ratio takes the engine's log-probs as π_old. The cost:
 // long sequences, where the bf16 kernel was ahead (4 x 256 tokens forward 16 vs 9.5-12.6 ms, forward + backward
 // even; 1 x 1024 forward + backward 75-78 vs 54-58 ms), and float32 copies of q, k and v in memory (saved for the
-// backward while training).
+// backward while training). A decode step's one query takes torch.decodeAttention on the bf16 cache as it is: it
+// widens keys and values as it reads them, the same arithmetic and bits as the widened path, without copying every
+// layer's cache prefix to float32 each step.
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 
@@ -41,18 +43,21 @@ export const SHORT_ATTENTION = 64 * 64;
 
 /** softmax(q k^T / sqrt(d) + mask) v; `mask` null = causal (query i sees keys 0..i; S = L). */
 export function attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null): Tensor {
-  if (q.dtype === 'bfloat16' && q.device === 'cpu') {
-    return attention(q.float(), k.float(), v.float(), mask).to({ dtype: q.dtype });
-  }
   const [, heads, queries] = q.shape as [number, number, number, number];
   const [, kvHeads, keys] = k.shape as [number, number, number, number];
-  const cpuFloat = q.dtype === 'float32' && q.device === 'cpu';
-  if (queries === 1 && cpuFloat && !recordsGradients(q, k, v) && torch.packedLinearSupported()) {
-    // (null is causal: one query sees key 0 only, so it takes the kernel only over one key)
+  const onCpu = q.device === 'cpu';
+  const kernelDtype = q.dtype === 'float32' || q.dtype === 'bfloat16';
+  if (queries === 1 && onCpu && kernelDtype && !recordsGradients(q, k, v) && torch.packedLinearSupported()) {
+    // (null is causal: one query sees key 0 only, so it takes the kernel only over one key). bf16 reads the cache as
+    // it is, widening in registers: the bits of the float32 kernel on widened copies, rounded once
     const oneQueryMask = mask === null ? keys === 1 : mask.dtype === 'bool' && mask.size(1) === 1 && mask.size(2) === 1;
-    const rowsContiguous = [q, k, v].every((t) => t.strides[3] === 1);
+    const rowsContiguous = [q, k, v].every((t) => t.strides[3] === 1 && t.dtype === q.dtype);
     if (oneQueryMask && rowsContiguous) return torch.decodeAttention(q, k, v, mask, 1 / Math.sqrt(q.size(3)));
   }
+  if (q.dtype === 'bfloat16' && onCpu) {
+    return attention(q.float(), k.float(), v.float(), mask).to({ dtype: q.dtype });
+  }
+  const cpuFloat = q.dtype === 'float32' && onCpu;
   const short = queries >= 2 && queries * keys <= SHORT_ATTENTION && cpuFloat;
   if (short) return groupedProducts(q, k, v, mask);
   const options = mask === null ? { causal: true } : { mask };

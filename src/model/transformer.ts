@@ -455,14 +455,14 @@ export class CausalLM {
   /**
    * Whether the norms and the rotary embedding run the CPU decode kernels (torch.decodeRmsNorm, torch.decodeRotary):
    * the inference layout (which never records gradients: its parameters cannot require grad and its input is token
-   * ids), float32, on a CPU that runs the x86 kernels. decodeRmsNorm differs from ATen's rms_norm by float32 rounding,
-   * so the training layout, whose forwards give old and new log-probs alike, keeps ATen's. Decided once: none of it
-   * changes.
+   * ids), float32 or bfloat16, on a CPU that runs the x86 kernels. decodeRmsNorm differs from ATen's rms_norm by
+   * float32 rounding (in bf16, where that rounding flips a bf16 rounding), so the training layout, whose forwards give
+   * old and new log-probs alike, keeps ATen's. Decided once: none of it changes.
    */
   #cpuDecodeKernels(): boolean {
     this.#cpuDecodeKernelsHere ??=
       this.layout === 'inference' &&
-      this.dtype === 'float32' &&
+      (this.dtype === 'float32' || this.dtype === 'bfloat16') &&
       this.#embedTokens.device === 'cpu' &&
       torch.packedLinearSupported();
     return this.#cpuDecodeKernelsHere;

@@ -52,9 +52,10 @@ export function packedLinearSupported(): boolean {
 /**
  * Attention of one query per row over a cache, for decode steps on the CPU (native/src/kernels.cpp): q [B, H, 1, d],
  * k and v [B, KV, L, d] (H a multiple of KV: query head h reads kv head floor(h / (H / KV))), mask bool [B or 1, 1, 1,
- * L] (true = attend) or null; softmax(scale q k^T) v, [B, H, 1, d]. float32, the last dimension of q, k and v
- * contiguous, no autograd; runs where packedLinearSupported(). Equals scaledDotProductAttention up to float32
- * rounding, the same bits on any thread count.
+ * L] (true = attend) or null; softmax(scale q k^T) v, [B, H, 1, d]. float32 or bfloat16 (q, k and v alike: bf16 is
+ * widened as it is read, computed in float32 and rounded once), the last dimension of q, k and v contiguous, no
+ * autograd; runs where packedLinearSupported(). Equals scaledDotProductAttention up to float32 rounding, the same bits
+ * on any thread count.
  */
 export function decodeAttention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null, scale: number): Tensor {
   return fromHandle(native.decodeAttention(q.handle, k.handle, v.handle, mask?.handle ?? null, scale));
@@ -62,7 +63,8 @@ export function decodeAttention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | 
 
 /**
  * RMSNorm of the last dimension in one pass, for inference on the CPU (native/src/kernels.cpp): x * rsqrt(mean(x^2) +
- * eps) * weight, x float32 [..., n], weight float32 [n]; no autograd; runs where packedLinearSupported(). Equals
+ * eps) * weight, x [..., n] and weight [n] both float32 or both bfloat16 (bf16 as transformers' RMSNorm rounds it:
+ * the normalized row rounded, times the weight, rounded); no autograd; runs where packedLinearSupported(). Equals
  * rmsNorm(x, [n], weight, eps) up to float32 rounding, the same bits on any thread count; libtorch's CPU rmsNorm is
  * ~10 ATen ops (~9 us a call even for one row).
  */
@@ -72,9 +74,10 @@ export function decodeRmsNorm(x: Tensor, weight: Tensor, eps: number): Tensor {
 
 /**
  * Rotary embedding in one pass, for inference on the CPU (native/src/kernels.cpp): x * cos + roll(x, d / 2) * sin
- * (the model's applyRotary: sin carries rotate_half's sign), x float32 [B, H, T, d], cos and sin [B or 1, 1, T, d],
- * last dimensions contiguous; no autograd; runs where packedLinearSupported(). The same bits as those ATen ops
- * (products and sums rounded alike, no FMA), and the strides they would give the output.
+ * (the model's applyRotary: sin carries rotate_half's sign), x [B, H, T, d], cos and sin [B or 1, 1, T, d], all
+ * float32 or all bfloat16, last dimensions contiguous; no autograd; runs where packedLinearSupported(). The same bits
+ * as those ATen ops (products and sums rounded alike, no FMA; in bf16 each rounded to bf16), and the strides they
+ * would give the output.
  */
 export function decodeRotary(x: Tensor, cos: Tensor, sin: Tensor): Tensor {
   return fromHandle(native.decodeRotary(x.handle, cos.handle, sin.handle));

@@ -2,6 +2,7 @@
 // ATen calls over new inputs and must give, bit for bit, what running the step eagerly over those inputs gives —
 // outputs and in-place writes to tensors from outside the step. Steps that cannot be replayed say why.
 import assert from 'node:assert/strict';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import * as torch from '../../src/torch/index.js';
 
@@ -64,6 +65,34 @@ describe('capture and replay', () => {
       assert.deepEqual(bytes(cache), cacheReplayed, `seed ${seed}: the cache written in place`);
       assert.ok(!bytes(cache).equals(bytes(start)), 'the step wrote the cache');
     }
+  });
+
+  it('drops each intermediate after its last reader: a replay holds two of them at once, not all', () => {
+    // 5 results of 132 MiB, each read once by the next: the eager step never needs more than two at once, and
+    // neither may the replay. Blocks of 128 MiB and more are mappings of their own, unmapped when freed (see
+    // native/src/core.cpp), so the process's peak resident memory (VmHWM, reset through clear_refs) shows it: ~264 MiB
+    // more for two, ~660 if the replay kept all five to its end.
+    const MiB = 2 ** 20;
+    const hwm = () => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1]) * 1024;
+    const chain = (input: torch.Tensor): torch.Tensor[] => {
+      let h = input;
+      for (let i = 0; i < 5; i++) h = h.add(1);
+      return [h.narrow(0, 0, 4).clone()];
+    };
+    torch.scope(() => {
+      const x = torch.full([(132 * MiB) / 4], 0.5);
+      // (the capture's eager run holds every result until it ends)
+      const step = torch.scope(() => torch.capture([x], () => chain(x)).step);
+      assert.ok(step !== null);
+      const x2 = torch.fullLike(x, 2);
+      writeFileSync('/proc/self/clear_refs', '5'); // VmHWM := the current resident size
+      const before = hwm();
+      const [out] = step.replay([x2]);
+      const growth = hwm() - before;
+      assert.deepEqual([...(out as torch.Tensor).toTypedArray()], [7, 7, 7, 7]);
+      assert.ok(growth < 450 * MiB, `the replay's peak grew the process by ${(growth / MiB).toFixed(0)} MiB`);
+      step.dispose();
+    });
   });
 
   it('counts a replay as one native call, and the eager step as many', () => {

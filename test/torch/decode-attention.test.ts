@@ -1,7 +1,8 @@
 // torch.decodeAttention (native/src/kernels.cpp): one query per row over a cache, grouped heads, a bool mask. It must
 // equal libtorch's attention (float64 products as the reference) within float32 rounding on the layouts decode steps
-// give it (q a transposed view, k and v views into a larger cache), give the same bits on 1 and 2 threads, refuse
-// what it does not take with a named error, and be what the models' attention runs for decode steps on the CPU.
+// give it (q a transposed view, k and v views into a larger cache), in bf16 give the float32 kernel's bits on widened
+// copies rounded once, give the same bits on 1 and 2 threads, refuse what it does not take with a named error, and be
+// what the models' attention runs for decode steps on the CPU.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention } from '../../src/model/attention.js';
@@ -83,6 +84,63 @@ describe('decodeAttention', { skip: supported ? false : 'this CPU lacks AVX2/FMA
     );
   });
 
+  it('bfloat16: the bits of the float32 kernel on widened copies, rounded once (what attention() computed before)', () => {
+    torch.noGrad(() =>
+      torch.scope(() => {
+        const bf16 = (t: torch.Tensor) => t.to('bfloat16');
+        for (const [batch, heads, kvHeads, keys, headDim] of [
+          [3, 4, 2, 5, 8],
+          [5, 14, 2, 64, 64],
+          [2, 6, 6, 33, 12],
+          [1, 2, 1, 1, 32],
+        ] as const) {
+          const f = decodeInputs(batch, heads, kvHeads, keys, headDim, batch * 100 + keys);
+          // k and v as views into a bf16 cache, as the engine's bf16 KV cache gives them
+          const cacheK = bf16(f.k.contiguous()).unsqueeze(0).expand([2, batch, kvHeads, keys, headDim]).contiguous();
+          const [q, k, v] = [bf16(f.q), cacheK.select(0, 1), bf16(f.v)];
+          for (const m of [f.mask, null]) {
+            const scale = 1 / Math.sqrt(headDim); // the reference's
+            const out = torch.decodeAttention(q, k, v, m, scale);
+            assert.equal(out.dtype, 'bfloat16');
+            const widened = torch.decodeAttention(q.float(), k.float(), v.float(), m, scale).to('bfloat16');
+            assert.deepEqual(bytes(out), bytes(widened), `[${batch}, ${heads}/${kvHeads}, ${keys}, ${headDim}]`);
+            // and within bf16 rounding of float64 attention
+            const err = out
+              .double()
+              .sub(reference(q, k, v, m))
+              .abs()
+              .max()
+              .item();
+            assert.ok(err < 2 ** -7, `bf16 [${batch}, ${heads}/${kvHeads}, ${keys}, ${headDim}]: ${err}`);
+          }
+        }
+        // all keys masked: NaN, as in float32
+        const { q, k, v } = decodeInputs(1, 2, 1, 4, 8, 3);
+        const none = torch.zeros([1, 1, 1, 4], { dtype: 'bool' });
+        assert.ok(torch.decodeAttention(bf16(q), bf16(k), bf16(v), none, 0.3).isnan().all().item());
+        // attention() hands a bf16 decode step to the kernel as it is, with the bits of its float32 path
+        const probe = recordNativeCalls(['decodeAttention']);
+        let viaAttention: torch.Tensor;
+        try {
+          viaAttention = attention(bf16(q), bf16(k), bf16(v), null);
+        } finally {
+          probe.stop();
+        }
+        assert.deepEqual(probe.calls, []); // causal over 4 keys: not a one-query mask, the plain path
+        const mask = torch.ones([1, 1, 1, 4], { dtype: 'bool' });
+        const probe2 = recordNativeCalls(['decodeAttention']);
+        try {
+          viaAttention = attention(bf16(q), bf16(k), bf16(v), mask);
+        } finally {
+          probe2.stop();
+        }
+        assert.deepEqual(probe2.calls, ['decodeAttention']);
+        const plain = attention(q, k, v, mask); // float32 on the unrounded inputs: close, not equal
+        assert.ok(viaAttention.float().sub(plain).abs().max().item() < 0.05);
+      }),
+    );
+  });
+
   it('gives the same bits on one and two threads, and for a row alone as among others', () => {
     const threads = torch.getNumThreads();
     try {
@@ -91,9 +149,12 @@ describe('decodeAttention', { skip: supported ? false : 'this CPU lacks AVX2/FMA
           const { q, k, v, mask } = decodeInputs(64, 8, 2, 40, 32, 7);
           torch.setNumThreads(1);
           const one = bytes(torch.decodeAttention(q, k, v, mask, 0.125));
+          const oneBf16 = bytes(torch.decodeAttention(q.to('bfloat16'), k.to('bfloat16'), v.to('bfloat16'), mask, 0.125));
           torch.setNumThreads(2);
           const two = torch.decodeAttention(q, k, v, mask, 0.125);
           assert.deepEqual(bytes(two), one);
+          const twoBf16 = torch.decodeAttention(q.to('bfloat16'), k.to('bfloat16'), v.to('bfloat16'), mask, 0.125);
+          assert.deepEqual(bytes(twoBf16), oneBf16);
           const alone = torch.decodeAttention(
             q.narrow(0, 5, 1),
             k.narrow(0, 5, 1),
@@ -145,7 +206,8 @@ describe('decodeAttention', { skip: supported ? false : 'this CPU lacks AVX2/FMA
       assert.throws(call({ q: torch.randn([2, 4, 2, 8]) }), /one query per row, got 2/);
       assert.throws(call({ k: torch.randn([2, 3, 6, 8]), v: torch.randn([2, 3, 6, 8]) }), /not a multiple of 3 kv heads/);
       assert.throws(call({ v: torch.randn([2, 2, 5, 8]) }), /k and v must be/);
-      assert.throws(call({ q: q.double() }), /float32 CPU tensors/);
+      assert.throws(call({ q: q.double() }), /4-d CPU tensors, all float32 or all bfloat16, got .* Double/);
+      assert.throws(call({ v: v.to('bfloat16') }), /all float32 or all bfloat16, got .* BFloat16 on cpu \(q: Float\)/);
       assert.throws(call({ k: torch.randn([2, 2, 8, 6]).transpose(2, 3) }), /last dimension .* contiguous/);
       assert.throws(call({ mask: torch.ones([2, 1, 1, 5], { dtype: 'bool' }) }), /the mask must be bool \[2 or 1, 1, 1, 6\]/);
       assert.throws(call({ mask: torch.ones([2, 1, 1, 6]) }), /the mask must be bool/);

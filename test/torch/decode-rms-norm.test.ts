@@ -1,7 +1,8 @@
-// torch.decodeRmsNorm (native/src/kernels.cpp): RMSNorm of the last dimension in one native pass, float32, no
-// autograd. It must equal the formula (in float64) within float32 rounding for widths on and off the 8-float vectors,
-// any leading dimensions and strided inputs, give the same bits on 1 and 2 threads and for a row alone, keep NaN to
-// its row, refuse what it does not take with a named error, and be what the inference layout's norms run on the CPU.
+// torch.decodeRmsNorm (native/src/kernels.cpp): RMSNorm of the last dimension in one native pass, float32 or bfloat16,
+// no autograd. It must equal the formula (in float64) within float32 rounding for widths on and off the 8-float
+// vectors, any leading dimensions and strided inputs; in bf16 round as the model's bf16 norm does (the normalized row
+// rounded, then times the weight); give the same bits on 1 and 2 threads and for a row alone, keep NaN to its row,
+// refuse what it does not take with a named error, and be what the inference layout's norms run on the CPU.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import * as torch from '../../src/torch/index.js';
@@ -64,6 +65,45 @@ describe('decodeRmsNorm', { skip: supported ? false : 'this CPU lacks AVX2/FMA' 
     );
   });
 
+  it("bfloat16: its own float32 normalization rounded, times the weight, rounded; ATen's bf16 norm within one rounding", () => {
+    torch.noGrad(() =>
+      torch.scope(() => {
+        const gen = new torch.Generator(5);
+        let differing = 0;
+        let total = 0;
+        for (const shape of [[1], [7], [8], [9], [3, 17], [2, 3, 128], [4, 1, 896], [1, 5, 1000]]) {
+          const n = shape[shape.length - 1] as number;
+          const x = torch.randn(shape, { generator: gen }).mul(3).to('bfloat16');
+          const weight = torch.randn([n], { generator: gen }).to('bfloat16');
+          for (const eps of [1e-6, 0.5]) {
+            const out = torch.decodeRmsNorm(x, weight, eps);
+            assert.equal(out.dtype, 'bfloat16');
+            // the float32 kernel on the widened row (exact), with a weight of ones: the same sum and scale; then the
+            // two roundings of transformers' bf16 RMSNorm (a bf16 product is exact in float32, rounded once)
+            const own = torch
+              .decodeRmsNorm(x.float(), torch.ones([n]), eps)
+              .to('bfloat16')
+              .mul(weight);
+            assert.deepEqual(bytes(out), bytes(own), `[${shape}] eps ${eps}`);
+            // ATen's bf16 norm as the training layout runs it: the float32 sums differ in order, which can flip the
+            // first rounding by one bf16 step (2^-8 relative), then scaled by the weight
+            const aten = weight.mul(torch.rmsNorm(x, [n], null, eps));
+            const gap = out.float().sub(aten.float()).abs();
+            const bound = aten
+              .float()
+              .abs()
+              .mul(2 ** -7)
+              .add(1e-30);
+            assert.ok(gap.le(bound).all().item(), `[${shape}] eps ${eps}: ATen's bf16 norm differs by more than a rounding`);
+            differing += gap.gt(0).sum().item();
+            total += gap.shape.reduce((a, b) => a * b, 1);
+          }
+        }
+        assert.ok(differing <= total / 100, `${differing} of ${total} values differ from ATen's bf16 norm`);
+      }),
+    );
+  });
+
   it('gives the same bits on one and two threads, and for a row alone as among others', () => {
     const threads = torch.getNumThreads();
     try {
@@ -73,12 +113,15 @@ describe('decodeRmsNorm', { skip: supported ? false : 'this CPU lacks AVX2/FMA' 
           // 300 rows of 896: enough for the rows to be split across threads (~16K values a task)
           const x = torch.randn([300, 896], { generator: gen });
           const weight = torch.randn([896], { generator: gen });
-          torch.setNumThreads(1);
-          const one = bytes(torch.decodeRmsNorm(x, weight, 1e-6));
-          torch.setNumThreads(2);
-          const two = torch.decodeRmsNorm(x, weight, 1e-6);
-          assert.deepEqual(bytes(two), one);
-          assert.deepEqual(bytes(torch.decodeRmsNorm(x.narrow(0, 123, 1), weight, 1e-6)), bytes(two.narrow(0, 123, 1)));
+          for (const dtype of ['float32', 'bfloat16'] as const) {
+            const [xd, wd] = [x.to(dtype), weight.to(dtype)];
+            torch.setNumThreads(1);
+            const one = bytes(torch.decodeRmsNorm(xd, wd, 1e-6));
+            torch.setNumThreads(2);
+            const two = torch.decodeRmsNorm(xd, wd, 1e-6);
+            assert.deepEqual(bytes(two), one, dtype);
+            assert.deepEqual(bytes(torch.decodeRmsNorm(xd.narrow(0, 123, 1), wd, 1e-6)), bytes(two.narrow(0, 123, 1)));
+          }
         }),
       );
     } finally {
@@ -109,8 +152,8 @@ describe('decodeRmsNorm', { skip: supported ? false : 'this CPU lacks AVX2/FMA' 
         (a: torch.Tensor, b: torch.Tensor, eps = 1e-6) =>
         () =>
           torch.noGrad(() => torch.decodeRmsNorm(a, b, eps));
-      assert.throws(call(x.double(), w), /float32 CPU tensors, got Double/);
-      assert.throws(call(x, w.to('bfloat16')), /float32 CPU tensors, got BFloat16/);
+      assert.throws(call(x.double(), w), /both float32 or both bfloat16, got Double and Float/);
+      assert.throws(call(x, w.to('bfloat16')), /both float32 or both bfloat16, got Float and BFloat16/);
       assert.throws(call(x, torch.ones([7])), /the weight must be \[8\]/);
       assert.throws(call(x, torch.ones([2, 8])), /the weight must be \[8\]/);
       assert.throws(call(x, w, -1), /eps must be >= 0/);
@@ -118,20 +161,27 @@ describe('decodeRmsNorm', { skip: supported ? false : 'this CPU lacks AVX2/FMA' 
     });
   });
 
-  it("is what the inference layout's norms run on the CPU; the training layout keeps ATen's", () => {
-    withBothLayouts(4, ({ training, inference, ids }) => {
-      const probe = recordNativeCalls(['decodeRmsNorm', 'rmsNorm']);
-      let fast: torch.Tensor;
-      let plain: torch.Tensor;
-      try {
-        fast = inference.forward(ids);
-        plain = training.forward(ids);
-      } finally {
-        probe.stop();
-      }
-      // 2 per layer and the final norm, in each model
-      assert.deepEqual(probe.calls, [...Array(5).fill('decodeRmsNorm'), ...Array(5).fill('rmsNorm')]);
-      assert.ok(fast.sub(plain).abs().max().item() < 1e-5);
-    });
+  it("is what the inference layout's norms run on the CPU in float32 and bf16; the training layout keeps ATen's", () => {
+    for (const dtype of ['float32', 'bfloat16'] as const)
+      withBothLayouts(
+        4,
+        ({ training, inference, ids }) => {
+          const probe = recordNativeCalls(['decodeRmsNorm', 'rmsNorm']);
+          let fast: torch.Tensor;
+          let plain: torch.Tensor;
+          try {
+            fast = inference.forward(ids);
+            plain = training.forward(ids);
+          } finally {
+            probe.stop();
+          }
+          // 2 per layer and the final norm, in each model
+          assert.deepEqual(probe.calls, [...Array(5).fill('decodeRmsNorm'), ...Array(5).fill('rmsNorm')], dtype);
+          // float32: rounding apart; bf16: a flipped rounding here and there, carried through two layers
+          const gap = fast.float().sub(plain.float()).abs().max().item();
+          assert.ok(gap < (dtype === 'float32' ? 1e-5 : 1e-2), `${dtype}: logits ${gap} apart`);
+        },
+        dtype,
+      );
   });
 });
