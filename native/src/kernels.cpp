@@ -1,6 +1,6 @@
 // CPU kernels libtorch lacks: a linear layer for few rows (decoding) with the weight packed in advance, attention
-// of one query per row over a cache (decodeAttention, below), an RMSNorm in one pass (decodeRmsNorm) and the rotary
-// embedding in one pass (decodeRotary).
+// of one query per row over a cache (decodeAttention, below), an RMSNorm in one pass (decodeRmsNorm), the rotary
+// embedding in one pass (decodeRotary) and the KV cache's row writes (writeCacheRows).
 //
 // packLinear(w[N, K]) -> [ceil(N / 16), K, 16]: 16-column panels, panel p holding W[16p .. 16p + 15, :] transposed
 // (zero rows past N). packedLinear(x[..., K], packed, bias[N] | null, N) -> x W^T + bias, [..., N]. float32, or
@@ -813,6 +813,62 @@ static at::Tensor decodeRotary(const at::Tensor&, const at::Tensor&, const at::T
 }
 #endif
 
+// ---------------------------------------------------------------------------------------------------------------
+// writeCacheRows(buffer [S, H, L, D], slots int64 [B], positions int64 [B, T], src [B, H, T, D]): in place,
+//   buffer[slots[b], h, positions[b, t], :] = src[b, h, t, :]
+// The KV cache's write of a step's new keys and values (and, as [S, 1, L, 1], of its key-valid flags): ATen's
+// index_put_ with index tensors costs ~6 us a call at decode shapes (its indexing iterator set up for a few hundred
+// bytes), and a decode step makes 2 x layers + 1 of them. Plain copies of D elements (any dtype, the bits as they
+// are), so the result equals index_put_'s; indices out of range are an error naming them. Any CPU.
+static void writeCacheRows(const at::Tensor& buffer, const at::Tensor& slots, const at::Tensor& positions,
+                           const at::Tensor& source) {
+  RECORD_FUNCTION("trinity::write_cache_rows", std::vector<c10::IValue>());
+  TORCH_CHECK(buffer.device().is_cpu() && slots.device().is_cpu() && positions.device().is_cpu() &&
+                  source.device().is_cpu(),
+              "writeCacheRows: every tensor must be on the CPU (elsewhere use indexPut_)");
+  TORCH_CHECK(buffer.dim() == 4, "writeCacheRows: the buffer must be [slots, heads, length, width], got ", buffer.sizes());
+  const int64_t S = buffer.size(0), H = buffer.size(1), L = buffer.size(2), D = buffer.size(3);
+  TORCH_CHECK(buffer.stride(3) == 1 || D <= 1, "writeCacheRows: the buffer's last dimension must be contiguous");
+  TORCH_CHECK(slots.scalar_type() == at::kLong && slots.dim() == 1, "writeCacheRows: slots must be int64 [B], got ",
+              slots.scalar_type(), " ", slots.sizes());
+  const int64_t B = slots.size(0);
+  TORCH_CHECK(positions.scalar_type() == at::kLong && positions.dim() == 2 && positions.size(0) == B,
+              "writeCacheRows: positions must be int64 [", B, ", T], got ", positions.scalar_type(), " ",
+              positions.sizes());
+  const int64_t T = positions.size(1);
+  TORCH_CHECK(source.scalar_type() == buffer.scalar_type(), "writeCacheRows: the source is ", source.scalar_type(),
+              " but the buffer ", buffer.scalar_type());
+  TORCH_CHECK(source.dim() == 4 && source.size(0) == B && source.size(1) == H && source.size(2) == T &&
+                  source.size(3) == D,
+              "writeCacheRows: the source must be [", B, ", ", H, ", ", T, ", ", D, "], got ", source.sizes());
+  TORCH_CHECK(!at::GradMode::is_enabled() || !(buffer.requires_grad() || source.requires_grad()),
+              "writeCacheRows: no autograd (a cache write); detach the source");
+  const at::Tensor src = source.stride(3) == 1 || D <= 1 ? source : source.contiguous();
+  const at::Tensor slot = slots.contiguous();
+  const at::Tensor pos = positions.contiguous();
+  const int64_t* sp = slot.data_ptr<int64_t>();
+  const int64_t* pp = pos.data_ptr<int64_t>();
+  for (int64_t b = 0; b < B; ++b) {
+    TORCH_CHECK(sp[b] >= 0 && sp[b] < S, "writeCacheRows: slots[", b, "] = ", sp[b], " is out of range (", S, " slots)");
+    for (int64_t t = 0; t < T; ++t)
+      TORCH_CHECK(pp[b * T + t] >= 0 && pp[b * T + t] < L, "writeCacheRows: positions[", b, ", ", t, "] = ",
+                  pp[b * T + t], " is out of range (length ", L, ")");
+  }
+  if (B * H * T * D == 0) return;
+  const int64_t item = buffer.element_size();
+  char* to = static_cast<char*>(buffer.data_ptr());
+  const char* from = static_cast<const char*>(src.data_ptr());
+  const size_t bytes = static_cast<size_t>(D * item);
+  // rows of D elements, a few hundred bytes each: split only where there are many (a prefill)
+  at::parallel_for(0, B * H * T, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, D * item)), [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const int64_t b = r / (H * T), h = (r / T) % H, t = r % T;
+      std::memcpy(to + (sp[b] * buffer.stride(0) + h * buffer.stride(1) + pp[b * T + t] * buffer.stride(2)) * item,
+                  from + (b * src.stride(0) + h * src.stride(1) + t * src.stride(2)) * item, bytes);
+    }
+  });
+}
+
 // Products of two CPU bfloat16 tensors where libtorch's bf16 product is a reference loop (cpuBf16Matmul false): in
 // float32 on widened copies (exact), the result rounded to bf16 once, as oneDNN's bf16 product accumulates in float32
 // and rounds once. Autograd goes through the casts, so a training step's backward products run in float32 too.
@@ -991,6 +1047,13 @@ static at::Tensor decodeRotaryOp(const Info& info) {
   return decodeRotary(unwrap(info[0]), unwrap(info[1]), unwrap(info[2]));
 }
 TRT_ONE_TENSOR_BINDING(decodeRotaryBinding, decodeRotaryOp)
+template <class Info>
+static bool writeCacheRowsOp(const Info& info) {
+  writeCacheRows(unwrap(info[0]), unwrap(info[1]), unwrap(info[2]), unwrap(info[3]));
+  return true;
+}
+static void writeCacheRowsBindingReplay(const ReplayInfo& info, std::vector<at::Tensor>&) { writeCacheRowsOp(info); }
+TRT_RECORDED_BINDING(writeCacheRowsBinding, writeCacheRowsOp, noOutputs, undefinedResult)
 static Napi::Value packedLinearSupported(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), cpuSupported());
 }
@@ -1042,6 +1105,7 @@ void registerKernels(Napi::Object exports) {
   TRT_EXPORT_RECORDED(exports, "decodeAttention", decodeAttentionBinding);
   TRT_EXPORT_RECORDED(exports, "decodeRmsNorm", decodeRmsNormBinding);
   TRT_EXPORT_RECORDED(exports, "decodeRotary", decodeRotaryBinding);
+  TRT_EXPORT_RECORDED(exports, "writeCacheRows", writeCacheRowsBinding);
   TRT_EXPORT_PASSIVE(exports, "cpuHasBf16Matmul", cpuHasBf16Matmul);
   TRT_EXPORT_PASSIVE(exports, "blasHoldsToAvx2", blasHoldsToAvx2);
   TRT_EXPORT_PASSIVE(exports, "packedLinearIsa", packedLinearIsa);

@@ -82,7 +82,8 @@ export class KVCache {
   readonly dtype: torch.DType;
   // Layout, per layer:  keys[layer], values[layer] : [slots, kvHeads, maxLength, headDim]
   //   slot-major so that one slot's prefix is keys[layer][s, :, :length(s), :] and the rows of a batch in consecutive
-  //   slots 0..B-1 are a view (no copy); written in place with indexPut_ at [slot, :, position, :].
+  //   slots 0..B-1 are a view (no copy); written in place at [slot, :, position, :] (torch.writeCacheRows on the CPU,
+  //   indexPut_ elsewhere).
   readonly #keys: Tensor[] = [];
   readonly #values: Tensor[] = [];
   // keyValid : [slots, maxLength] bool, true where the position holds a real token.
@@ -310,9 +311,17 @@ export class KVCache {
     const { slots, newTokens, keyLength, slotList, cachePositions } = plan;
     const batch = slots.length;
     const device = this.#keyValid.device;
-    const slotIndex = slotList.unsqueeze(1); // [B, 1], broadcast against [B, T]
     const real = plan.realTokens ?? torch.full([batch, newTokens], true, { dtype: 'bool', device });
-    noGrad(() => this.#keyValid.indexPut_([slotIndex, cachePositions], real));
+    // on the CPU one pass of row copies (torch.writeCacheRows); elsewhere ATen's indexing
+    const onCpu = device === 'cpu';
+    noGrad(() => {
+      if (!onCpu) this.#keyValid.indexPut_([slotList.unsqueeze(1), cachePositions], real); // [B, 1] against [B, T]
+      else {
+        const [slots, length] = this.#keyValid.shape as [number, number];
+        const flags = this.#keyValid.view([slots, 1, length, 1]);
+        torch.writeCacheRows(flags, slotList, cachePositions, real.view([batch, 1, newTokens, 1]));
+      }
+    });
 
     const from = plan.consecutiveFrom;
     const rows = (buffer: Tensor): Tensor => {
@@ -328,10 +337,16 @@ export class KVCache {
       plan,
       attentionMask,
       update: (layer, keys, values) => {
-        // [B, kvHeads, T, D] -> [B, T, kvHeads, D]: indexing [slot, :, position] puts the indexed dims first.
         noGrad(() => {
-          (this.#keys[layer] as Tensor).indexPut_([slotIndex, null, cachePositions], keys.detach().transpose(1, 2));
-          (this.#values[layer] as Tensor).indexPut_([slotIndex, null, cachePositions], values.detach().transpose(1, 2));
+          const [k, v] = [this.#keys[layer] as Tensor, this.#values[layer] as Tensor];
+          if (onCpu) {
+            torch.writeCacheRows(k, slotList, cachePositions, keys.detach());
+            torch.writeCacheRows(v, slotList, cachePositions, values.detach());
+          } else {
+            // [B, kvHeads, T, D] -> [B, T, kvHeads, D]: indexing [slot, :, position] puts the indexed dims first.
+            k.indexPut_([slotList.unsqueeze(1), null, cachePositions], keys.detach().transpose(1, 2));
+            v.indexPut_([slotList.unsqueeze(1), null, cachePositions], values.detach().transpose(1, 2));
+          }
         });
         return { keys: rows(this.#keys[layer] as Tensor), values: rows(this.#values[layer] as Tensor) };
       },

@@ -84,6 +84,17 @@ export function decodeRotary(x: Tensor, cos: Tensor, sin: Tensor): Tensor {
 }
 
 /**
+ * In place: buffer[slots[b], h, positions[b, t], :] = source[b, h, t, :] (native/src/kernels.cpp), buffer [S, H, L, D]
+ * with its last dimension contiguous, slots int64 [B], positions int64 [B, T], source [B, H, T, D] of the buffer's
+ * dtype; CPU only, no autograd. The KV cache's write of a step's keys and values: equal to
+ * buffer.indexPut_([slots.unsqueeze(1), null, positions], source.transpose(1, 2)), in one pass of row copies instead
+ * of ATen's indexing (~6 us a call at decode shapes). An index out of range is an error naming it.
+ */
+export function writeCacheRows(buffer: Tensor, slots: Tensor, positions: Tensor, source: Tensor): void {
+  native.writeCacheRows(buffer.handle, slots.handle, positions.handle, source.handle);
+}
+
+/**
  * True when libtorch sends bfloat16 matmuls on this CPU to oneDNN (x86 with AVX512 BW/VL/DQ, its own test, and
  * oneDNN enabled); without, its bf16 products are reference loops (~1-2 GFLOP/s for some layouts), so packedLinear
  * is the bf16 product of the inference layout at any row count, and linear/matmul/mm/bmm run bf16 in float32.

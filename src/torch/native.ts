@@ -201,6 +201,7 @@ export interface NativeAddon {
   decodeAttention(q: H, k: H, v: H, mask: OptH, scale: number): H;
   decodeRmsNorm(x: H, weight: H, eps: number): H;
   decodeRotary(x: H, cos: H, sin: H): H;
+  writeCacheRows(buffer: H, slots: H, positions: H, source: H): void;
   cpuHasBf16Matmul(): boolean;
   blasHoldsToAvx2(): boolean;
   packedLinearIsa(dtype: 'float32' | 'bfloat16'): 'avx512bf16' | 'avx512' | 'avx2' | 'none';
