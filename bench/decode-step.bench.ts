@@ -1,11 +1,12 @@
 // Decode steps, eager vs captured: `npm run bench:decode-step` (node --import tsx bench/decode-step.bench.ts [--help]).
 //
 // For the quickstart's model and a model of Qwen2.5-0.5B's shape, at several batch sizes, two RolloutEngines over the
-// same model folder decode the same greedy batch: one runs every decode step's forward from JavaScript (captureDecode
-// off: the engine before captured steps), the other replays each step shape captured once (src/engine/decode-steps.ts).
-// Per decode step it counts the native calls (the addon's own counter) and times the step: each side generates
-// `short` and then `long` new tokens per row, and the differences (long - short) divide out the prefill. The
-// captured side runs once first so that its shapes are captured; the sides alternate (ABBA) and the table shows
+// same model folder decode the same batch (greedy, or sampled with a seed per row: --temperature): one runs every
+// decode step's forward and sampling from JavaScript (captureDecode off: the engine before captured steps), the other
+// replays each step shape captured once (src/engine/decode-steps.ts). Per decode step it counts the native calls
+// (the addon's own counter) and times the step: each side generates `short` and then `long` new tokens per row, and
+// the differences (long - short) divide out the prefill. The captured side runs once first so that its shapes are
+// captured; the sides alternate (ABBA) and the table shows
 // medians. With --device cuda a third engine replays each captured step as a CUDA graph (one launch a step) and the
 // captured side replays op by op (cudaGraphs off). Ends with one JSON line of every figure.
 import { mkdtempSync } from 'node:fs';
@@ -43,6 +44,7 @@ const { values: flags } = parseArgs({
     rounds: { type: 'string', default: '3' },
     device: { type: 'string', default: 'cpu' },
     dtype: { type: 'string' },
+    temperature: { type: 'string', default: '0' },
     'models-dir': { type: 'string', default: join(repoRoot, '.cache', 'bench-models') },
   },
 });
@@ -59,6 +61,8 @@ if (flags.help) {
   --rounds N             ABBA rounds (default 3)
   --device cpu|cuda      where the engines run (default cpu; cuda adds a side with CUDA graphs)
   --dtype float32|bfloat16  model dtype (default float32)
+  --temperature T        sampling temperature (default 0: greedy; above 0 each row draws with its own seed, as a
+                         GRPO rollout samples)
   --models-dir DIR       where the 0.5b model is cached (default .cache/bench-models, shared with bench:model)`);
   process.exit(0);
 }
@@ -79,6 +83,9 @@ const device = flags.device as string;
 if (device !== 'cpu' && device !== 'cuda') throw new Error(`--device must be cpu or cuda, got ${device}`);
 const dtype = (flags.dtype ?? 'float32') as 'float32' | 'bfloat16';
 if (dtype !== 'float32' && dtype !== 'bfloat16') throw new Error(`--dtype must be float32 or bfloat16, got ${dtype}`);
+const temperature = Number(flags.temperature);
+if (!Number.isFinite(temperature) || temperature < 0)
+  throw new Error(`--temperature must be a number >= 0, got ${String(flags.temperature)}`);
 if (device === 'cuda' && torch.cuda.deviceCount() === 0) throw new Error('--device cuda: no CUDA device is visible');
 
 /** The quickstart's model shape (src/cli/main.ts) with a character vocabulary; created in a temporary folder. */
@@ -114,7 +121,9 @@ async function generate(engine: RolloutEngine, batch: number, tokens: number): P
   const c0 = torch.nativeCallCount();
   const t0 = now();
   await Promise.all(
-    prompts.map((promptIds) => engine.generate({ promptIds, maxTokens: tokens, temperature: 0, ignoreEos: true })),
+    prompts.map((promptIds, b) =>
+      engine.generate({ promptIds, maxTokens: tokens, temperature, ignoreEos: true, ...(temperature > 0 ? { seed: b } : {}) }),
+    ),
   );
   return { seconds: secondsSince(t0), calls: torch.nativeCallCount() - c0, steps: engine.stats.steps - steps0 };
 }
@@ -129,7 +138,7 @@ async function perStep(engine: RolloutEngine, batch: number): Promise<Sample> {
 
 const cpu = cpuFeatures();
 console.log(
-  `decode-step bench: ${cpu.model} (${cpu.features.join(', ') || 'no avx2'}), ${threads} intra-op thread(s), ${device}, ${dtype}, prompt ${prompt}, ${short} vs ${long} new tokens`,
+  `decode-step bench: ${cpu.model} (${cpu.features.join(', ') || 'no avx2'}), ${threads} intra-op thread(s), ${device}, ${dtype}, prompt ${prompt}, ${short} vs ${long} new tokens, temperature ${temperature}`,
 );
 /** The engines compared: eager steps, captured steps replayed op by op, and (on CUDA) replayed as CUDA graphs. */
 type Side = 'eager' | 'captured' | 'graphs';
@@ -224,6 +233,7 @@ console.log(
     device,
     gpu: device === 'cuda' ? gpuName() : null,
     dtype,
+    temperature,
     results,
   }),
 );

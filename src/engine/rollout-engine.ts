@@ -39,7 +39,7 @@ import { CausalLM, type KVCache, type LoadModelOptions } from '../model/index.js
 import { type ChatMessage, Tokenizer } from '../tokenizer/index.js';
 import * as torch from '../torch/index.js';
 import { type ChatOptions, type ChatResult, chat } from './chat.js';
-import { prepareSampling, resolveSamplingParams, type SamplingParams, sampleTokens } from './sampling.js';
+import { prepareSampling, resolveSamplingParams, type SamplerBatch, type SamplingParams, sampleTokens } from './sampling.js';
 import { completionText, type FinishReason, StopStringMatcher } from './stopping.js';
 import { syncModelWeights, syncModelWeightsFromDir } from './weight-sync.js';
 import { DecodeSteps, type DecodeStepStats } from './decode-steps.js';
@@ -784,11 +784,15 @@ export class RolloutEngine {
       const copies = noFollowers
         ? []
         : leaders.map((leader, row) => this.#cache.planCopy(leader.slot, followers[row] as number[]));
-      const hidden = this.model.forward(inputIds, { cache: this.#cache, slots, cachePlan, output: 'hidden' }); // [B, T, H]
-      const last = hidden.index(lastPositions); // [B, H]: each row's last prompt position
-      for (const copy of copies) copy.commit();
-      const logits = this.model.logits(last);
-      return rowIndex === null ? logits : logits.indexSelect(0, rowIndex);
+      return {
+        logits: () => {
+          const hidden = this.model.forward(inputIds, { cache: this.#cache, slots, cachePlan, output: 'hidden' }); // [B, T, H]
+          const last = hidden.index(lastPositions); // [B, H]: each row's last prompt position
+          for (const copy of copies) copy.commit();
+          const logits = this.model.logits(last);
+          return rowIndex === null ? logits : logits.indexSelect(0, rowIndex);
+        },
+      };
     });
   }
 
@@ -800,14 +804,49 @@ export class RolloutEngine {
       const ids = torch.tensor(last, { shape: [batch.length, 1], device: this.#device });
       const slots = batch.map((s) => s.slot);
       const plan = this.#cache.plan(slots, 1, null, { keyBucket: this.decodeKeyBucket });
-      const forward = () => [this.model.forward(ids, { cache: this.#cache, slots, cachePlan: plan }).select(1, 0)]; // [B, V]
-      const [logits] =
-        this.#decodeSteps === null
-          ? forward()
-          : this.#decodeSteps.run(plan.shapeKey, [ids, plan.slotList, plan.cachePositions, plan.tokenOffsets], forward);
-      plan.commit(); // a replay runs no JavaScript of the forward, so the lengths advance here
-      return logits as torch.Tensor;
+      return {
+        logits: () => this.model.forward(ids, { cache: this.#cache, slots, cachePlan: plan }).select(1, 0), // [B, V]
+        captured: {
+          key: plan.shapeKey,
+          inputs: [ids, plan.slotList, plan.cachePositions, plan.tokenOffsets],
+          done: () => plan.commit(), // a replay runs no JavaScript of the forward, so the lengths advance here
+        },
+      };
     });
+  }
+
+  /**
+   * The step's tokens, log-probs (and top log-probs) packed for the one read-back: [2B (+ 2BK)] float64, from its
+   * logits; a decode step's forward and sampling are replayed together where DecodeSteps captured them. Sampling is
+   * in the capture unless a row truncates (top-k, top-p, min-p): truncationMask's ops depend on the rows' parameters
+   * and top-p reads values back, so then only the forward is. The capture's shape adds what the sampler's ops depend
+   * on (temperatures or not, how many rows draw, top log-probs); its per-step values (temperatures, the drawing rows,
+   * their uniforms) are inputs.
+   */
+  #sampledStep(step: StepForward, sampler: SamplerBatch, topK: number): torch.Tensor {
+    const sample = (logits: torch.Tensor): torch.Tensor => {
+      const { tokens, logprobs, top } = sampleTokens(logits, sampler, { topLogprobs: topK });
+      const picked = torch.stack([tokens.double(), logprobs.double()]).flatten(); // ids are exact in float64
+      return top === null ? picked : torch.cat([picked, top.tokens.double().flatten(), top.logprobs.double().flatten()]);
+    };
+    const captured = step.captured;
+    const steps = this.#decodeSteps;
+    if (captured === undefined || steps === null) {
+      const logits = step.logits();
+      captured?.done();
+      return sample(logits);
+    }
+    if (sampler.truncation !== null) {
+      const [logits] = steps.run(captured.key, captured.inputs, () => [step.logits()]);
+      captured.done();
+      return sample(logits as torch.Tensor);
+    }
+    const { temperatures, rowIndex, uniforms } = sampler;
+    const samplerInputs = [temperatures, rowIndex, uniforms].filter((t): t is torch.Tensor => t !== null);
+    const key = `${captured.key}|temperatures:${temperatures !== null}|draws:${sampler.sampled.length}|top:${topK}`;
+    const [packed] = steps.run(key, [...captured.inputs, ...samplerInputs], () => [sample(step.logits())]);
+    captured.done();
+    return packed as torch.Tensor;
   }
 
   /** How decode steps ran so far (captured, replayed, eager); null when captureDecode is off. */
@@ -816,23 +855,21 @@ export class RolloutEngine {
   }
 
   /** Runs `forward` (→ logits [B, V]), samples one token per row, appends it and applies the stop rules. */
-  #step(batch: Sequence[], what: 'prefill' | 'decode', forward: () => torch.Tensor): void {
+  #step(batch: Sequence[], what: 'prefill' | 'decode', prepare: () => StepForward): void {
     let values: Float64Array;
     const topK = Math.max(0, ...batch.map((s) => s.request.topLogprobs));
     try {
       values = torch.noGrad(() =>
         torch.scope(() => {
-          // the sampler's inputs first: on a GPU their uploads then find the stream idle, not behind the forward
+          const step = prepare();
+          // the sampler's inputs before the forward: on a GPU their uploads then find the stream idle, not behind it
           const sampler = prepareSampling(
             batch.map((s) => ({ params: s.request.params, generator: s.generator })),
             this.#device,
           );
-          const { tokens, logprobs, top } = sampleTokens(forward(), sampler, { topLogprobs: topK });
           // one read-back per step: ids (exact in float64) and log-probs [2, B]; with top log-probs also [B, K] ids
           // and [B, K] log-probs
-          const picked = torch.stack([tokens.double(), logprobs.double()]).flatten();
-          const all = top === null ? picked : torch.cat([picked, top.tokens.double().flatten(), top.logprobs.double().flatten()]);
-          return all.toTypedArray() as Float64Array;
+          return this.#sampledStep(step, sampler, topK).toTypedArray() as Float64Array;
         }),
       );
       this.#steps++;
@@ -886,6 +923,14 @@ export class RolloutEngine {
       }
     });
   }
+}
+
+/** A step's forward, prepared (its inputs made from JavaScript data) but not yet run. */
+interface StepForward {
+  /** Runs the model: the logits [B, V] of each row's next token. */
+  logits: () => torch.Tensor;
+  /** A decode step: its shape and per-step inputs for DecodeSteps, and what follows its forward (the cache's commit). */
+  captured?: { key: string; inputs: torch.Tensor[]; done: () => void };
 }
 
 /** A request's line in the admission round-robin: the fairShareKey it asked for, else the request itself. */

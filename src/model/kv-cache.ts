@@ -315,12 +315,11 @@ export class KVCache {
     // on the CPU one pass of row copies (torch.writeCacheRows); elsewhere ATen's indexing
     const onCpu = device === 'cpu';
     noGrad(() => {
-      if (!onCpu) this.#keyValid.indexPut_([slotList.unsqueeze(1), cachePositions], real); // [B, 1] against [B, T]
-      else {
-        const [slots, length] = this.#keyValid.shape as [number, number];
-        const flags = this.#keyValid.view([slots, 1, length, 1]);
+      if (onCpu) {
+        const [slotCount, length] = this.#keyValid.shape as [number, number];
+        const flags = this.#keyValid.view([slotCount, 1, length, 1]);
         torch.writeCacheRows(flags, slotList, cachePositions, real.view([batch, 1, newTokens, 1]));
-      }
+      } else this.#keyValid.indexPut_([slotList.unsqueeze(1), cachePositions], real); // [B, 1] against [B, T]
     });
 
     const from = plan.consecutiveFrom;

@@ -1,11 +1,12 @@
 // Captured decode steps (src/engine/decode-steps.ts): a RolloutEngine that replays its decode steps gives the same
-// tokens and log-probs, bit for bit, as one that runs them eagerly over the same cache shapes; captured steps stay
-// valid across weight syncs (the packed weights they hold are repacked in place); a step that cannot be replayed runs
-// eagerly.
+// tokens and log-probs, bit for bit, as one that runs them eagerly over the same cache shapes; where no row truncates
+// its sampling is replayed with the forward, with the same bits; captured steps stay valid across weight syncs (the
+// packed weights they hold are repacked in place); a step that cannot be replayed runs eagerly.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { RolloutEngine } from '../../src/engine/index.js';
 import * as torch from '../../src/torch/index.js';
+import { recordNativeCalls } from '../helpers/native-calls.js';
 import { fixtureModelWithTokenizer } from './helpers.js';
 
 const dir = fixtureModelWithTokenizer('qwen2-tied');
@@ -54,6 +55,35 @@ describe('RolloutEngine: captured decode steps', () => {
       `${stats.replays} replays, ${stats.captures} captures, ${stats.eager} eager`,
     );
     assert.equal(eager.decodeStepStats, null);
+  });
+
+  it('replays the sampling with the forward where no row truncates: the same bits, no sampling op from JavaScript', async () => {
+    // sampled rows (seeded), a greedy row and top log-probs; no top-k, top-p or min-p
+    const plain = [
+      { promptIds: [5, 9, 14, 20], maxTokens: 30, n: 2, temperature: 1, seed: 21, topLogprobs: 3 },
+      { promptIds: [40, 41], maxTokens: 18, temperature: 0 },
+      { promptIds: [7, 8, 9], maxTokens: 24, temperature: 0.8, seed: 4 },
+    ];
+    const run = async (engine: RolloutEngine) => {
+      const results = await Promise.all(plain.map((r) => engine.generate({ ...r, ignoreEos: true })));
+      return results.flatMap((r) => r.completions.map((c) => ({ ids: c.tokenIds, lp: c.logprobs, top: c.topLogprobs })));
+    };
+    const reference = await run(eager);
+    assert.deepEqual(await run(captured), reference); // captures the shapes
+    const steps = captured.stats.steps;
+    const replays = captured.decodeStepStats?.replays ?? 0;
+    const probe = recordNativeCalls(['logSoftmax']);
+    let again: Awaited<ReturnType<typeof run>>;
+    try {
+      again = await run(captured);
+    } finally {
+      probe.stop();
+    }
+    assert.deepEqual(again, reference);
+    const replayed = (captured.decodeStepStats?.replays ?? 0) - replays;
+    assert.ok(replayed > 20, `${replayed} replayed steps`);
+    // sampleTokens runs one log_softmax a step: from JavaScript only in the steps that were not replays
+    assert.equal(probe.calls.length, captured.stats.steps - steps - replayed);
   });
 
   it('matches exact-length attention to float rounding (the bucket only adds masked positions)', async () => {
