@@ -95,6 +95,13 @@ TRT_AVX2_NO_FMA static inline void store8(uint16_t* p, __m256 v) {
 }
 static inline void store1(float* p, float v) { *p = v; }
 static inline void store1(uint16_t* p, float v) { *p = narrowBf16(v); }
+// Calls run(pointers...) with the data of `tensors` (all float32 or all bfloat16, as `dtype`) as float* or, for bf16,
+// uint16_t* (its bits): one body for both element types.
+template <typename Run, typename... Tensors>
+static void withElements(at::ScalarType dtype, const Run& run, const Tensors&... tensors) {
+  if (dtype == at::kFloat) run(static_cast<float*>(tensors.data_ptr())...);
+  else run(static_cast<uint16_t*>(tensors.data_ptr())...);
+}
 
 // Y[0..R) x [0..cols) = X rows (stride ldx) times one panel (K x 16), plus bias; R rows, 1 <= R <= 6. The rows are
 // spelled out one by one: with an array of accumulators GCC spills them to the stack every k (measured ~2x slower).
@@ -640,13 +647,7 @@ static at::Tensor decodeAttention(const at::Tensor& q, const at::Tensor& k, cons
       }
     });
   };
-  if (dtype == at::kFloat)
-    run(q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), out.data_ptr<float>());
-  else
-    run(reinterpret_cast<const uint16_t*>(q.data_ptr<at::BFloat16>()),
-        reinterpret_cast<const uint16_t*>(k.data_ptr<at::BFloat16>()),
-        reinterpret_cast<const uint16_t*>(v.data_ptr<at::BFloat16>()),
-        reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>()));
+  withElements(dtype, run, q, k, v, out);
   return out;
 }
 
@@ -711,12 +712,7 @@ static at::Tensor decodeRmsNorm(const at::Tensor& input, const at::Tensor& weigh
       for (int64_t r = first; r < last; ++r) rmsNormRow(xp + r * n, wp, yp + r * n, n, e);
     });
   };
-  if (dtype == at::kFloat)
-    run(x.data_ptr<float>(), w.data_ptr<float>(), out.data_ptr<float>());
-  else
-    run(reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>()),
-        reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>()),
-        reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>()));
+  withElements(dtype, run, x, w, out);
   return out;
 }
 
@@ -785,13 +781,7 @@ static at::Tensor decodeRotary(const at::Tensor& x, const at::Tensor& cos, const
       }
     });
   };
-  if (dtype == at::kFloat)
-    run(x.data_ptr<float>(), cos.data_ptr<float>(), sin.data_ptr<float>(), out.data_ptr<float>());
-  else
-    run(reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>()),
-        reinterpret_cast<const uint16_t*>(cos.data_ptr<at::BFloat16>()),
-        reinterpret_cast<const uint16_t*>(sin.data_ptr<at::BFloat16>()),
-        reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>()));
+  withElements(dtype, run, x, cos, sin, out);
   return out;
 }
 

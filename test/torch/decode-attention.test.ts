@@ -30,6 +30,15 @@ function reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torc
   return scores.softmax(-1).matmul(widen(v));
 }
 
+/** The largest difference of `out` from the float64 reference. */
+const errorOf = (out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | null) =>
+  out
+    .double()
+    .sub(reference(q, k, v, mask))
+    .abs()
+    .max()
+    .item();
+
 /** A decode step's layout: q [B, H, 1, d] transposed from [B, 1, H, d]; k, v the first L positions of a cache. */
 function decodeInputs(batch: number, heads: number, kvHeads: number, keys: number, headDim: number, seed: number) {
   const gen = new torch.Generator(seed);
@@ -62,12 +71,7 @@ describe('decodeAttention', { skip: supported ? false : 'this CPU lacks AVX2/FMA
           for (const m of [mask, null]) {
             const out = torch.decodeAttention(q, k, v, m, scale);
             assert.deepEqual(out.shape, [batch, heads, 1, headDim]);
-            const err = out
-              .double()
-              .sub(reference(q, k, v, m))
-              .abs()
-              .max()
-              .item();
+            const err = errorOf(out, q, k, v, m);
             assert.ok(err < 2e-6, `[${batch}, ${heads}/${kvHeads}, ${keys}, ${headDim}] mask ${m !== null}: ${err}`);
           }
           // a mask for one row broadcast over the batch
@@ -105,12 +109,7 @@ describe('decodeAttention', { skip: supported ? false : 'this CPU lacks AVX2/FMA
             const widened = torch.decodeAttention(q.float(), k.float(), v.float(), m, scale).to('bfloat16');
             assert.deepEqual(bytes(out), bytes(widened), `[${batch}, ${heads}/${kvHeads}, ${keys}, ${headDim}]`);
             // and within bf16 rounding of float64 attention
-            const err = out
-              .double()
-              .sub(reference(q, k, v, m))
-              .abs()
-              .max()
-              .item();
+            const err = errorOf(out, q, k, v, m);
             assert.ok(err < 2 ** -7, `bf16 [${batch}, ${heads}/${kvHeads}, ${keys}, ${headDim}]: ${err}`);
           }
         }
