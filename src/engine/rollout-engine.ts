@@ -854,7 +854,7 @@ export class RolloutEngine {
     return this.#decodeSteps?.stats ?? null;
   }
 
-  /** Runs `forward` (→ logits [B, V]), samples one token per row, appends it and applies the stop rules. */
+  /** Prepares and runs the step's forward (→ logits [B, V]), samples one token per row, appends it and applies the stop rules. */
   #step(batch: Sequence[], what: 'prefill' | 'decode', prepare: () => StepForward): void {
     let values: Float64Array;
     const topK = Math.max(0, ...batch.map((s) => s.request.topLogprobs));
