@@ -111,15 +111,25 @@ test('--nproc-per-node launcher: a rank that fails stops the others; the exit co
   assert.match(exits.err, /the run failed: rank 1 first \(exit code 3\)/);
 
   // a rank killed by a signal: 128 + its number; a rank that stops by itself within the grace period is not signalled.
-  // As in a collective, rank 0 learns of rank 1's death from their connection (rank 0 listens on MASTER_PORT).
+  // As in a collective, rank 0 learns of rank 1's death from their connection (rank 0 listens on MASTER_PORT). Rank 0
+  // then exits only once rank 1 is reaped (its pid gone: the launcher has seen its exit), so the launcher sees the
+  // deaths in that order: exiting on the close alone raced rank 1's exit to the launcher (and sometimes won).
   const killed = await launch(
     `const net = require('node:net'); const port = Number(process.env.MASTER_PORT);
      if (process.env.RANK === '1') {
-       const connect = () => net.connect(port, '127.0.0.1', () => process.kill(process.pid, 'SIGKILL')).on('error', () => setTimeout(connect, 20));
+       const connect = () => {
+         const socket = net.connect(port, '127.0.0.1', () => socket.write(String(process.pid), () => process.kill(process.pid, 'SIGKILL')));
+         socket.on('error', () => setTimeout(connect, 20));
+       };
        connect();
      } else {
        process.on('SIGTERM', () => console.log('unexpected SIGTERM'));
-       net.createServer((socket) => socket.on('close', () => process.exit(1)).on('error', () => {})).listen(port, '127.0.0.1');
+       const gone = (pid) => { try { process.kill(pid, 0); return false; } catch { return true; } };
+       const exitOnceGone = (pid) => (gone(pid) ? process.exit(1) : setTimeout(() => exitOnceGone(pid), 5));
+       net.createServer((socket) => {
+         let pid = '';
+         socket.on('data', (d) => { pid += d; }).on('close', () => exitOnceGone(Number(pid))).on('error', () => {});
+       }).listen(port, '127.0.0.1');
      }`,
   );
   assert.equal(killed.code, 137, killed.err);
