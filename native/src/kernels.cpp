@@ -724,28 +724,31 @@ static at::Tensor decodeRmsNorm(const at::Tensor& input, const at::Tensor& weigh
 // in bfloat16 (x, cos and sin alike) each product and the sum are rounded to bf16, as ATen's bf16 ops compute in
 // float32 and round their result. The output has the strides ATen's elementwise ops would give (empty_like: x's
 // order of dimensions, dense).
-// a product as the tensor op gives it: float32 as it is, bf16 rounded (and read back as float32)
-TRT_AVX2_NO_FMA static inline __m256 roundedProduct(__m256 a, __m256 b, float*) { return _mm256_mul_ps(a, b); }
-TRT_AVX2_NO_FMA static inline __m256 roundedProduct(__m256 a, __m256 b, uint16_t*) {
-  return roundedToBf16(_mm256_mul_ps(a, b));
+// a product as the tensor op of element type T gives it: float32 as it is, bf16 rounded (and read back as float32)
+template <typename T>
+TRT_AVX2_NO_FMA static inline __m256 roundedProduct(__m256 a, __m256 b) {
+  const __m256 p = _mm256_mul_ps(a, b);
+  if constexpr (std::is_same_v<T, float>) return p;
+  else return roundedToBf16(p);
 }
-static inline float roundedProduct1(float a, float b, float*) { return a * b; }
-static inline float roundedProduct1(float a, float b, uint16_t*) { return widen(narrowBf16(a * b)); }
+template <typename T>
+static inline float roundedProduct1(float a, float b) {
+  if constexpr (std::is_same_v<T, float>) return a * b;
+  else return widen(narrowBf16(a * b));
+}
 template <typename T>
 TRT_AVX2_NO_FMA static void rotaryRow(const T* x, const T* c, const T* s, T* y, int64_t half) {
-  T* const as = nullptr;  // picks the element type's overloads
-  auto product = [&](__m256 a, __m256 b) TRT_AVX2_NO_FMA { return roundedProduct(a, b, as); };
-  auto product1 = [&](float a, float b) { return roundedProduct1(a, b, as); };
   int64_t j = 0;
   for (; j + 8 <= half; j += 8) {
     const __m256 lo = load8(x + j), hi = load8(x + half + j);
-    store8(y + j, _mm256_add_ps(product(lo, load8(c + j)), product(hi, load8(s + j))));
-    store8(y + half + j, _mm256_add_ps(product(hi, load8(c + half + j)), product(lo, load8(s + half + j))));
+    store8(y + j, _mm256_add_ps(roundedProduct<T>(lo, load8(c + j)), roundedProduct<T>(hi, load8(s + j))));
+    store8(y + half + j,
+           _mm256_add_ps(roundedProduct<T>(hi, load8(c + half + j)), roundedProduct<T>(lo, load8(s + half + j))));
   }
   for (; j < half; ++j) {
     const float lo = widen(x[j]), hi = widen(x[half + j]);
-    store1(y + j, product1(lo, widen(c[j])) + product1(hi, widen(s[j])));
-    store1(y + half + j, product1(hi, widen(c[half + j])) + product1(lo, widen(s[half + j])));
+    store1(y + j, roundedProduct1<T>(lo, widen(c[j])) + roundedProduct1<T>(hi, widen(s[j])));
+    store1(y + half + j, roundedProduct1<T>(hi, widen(c[half + j])) + roundedProduct1<T>(lo, widen(s[half + j])));
   }
 }
 
