@@ -312,15 +312,16 @@ export class KVCache {
     const batch = slots.length;
     const device = this.#keyValid.device;
     const real = plan.realTokens ?? torch.full([batch, newTokens], true, { dtype: 'bool', device });
-    // on the CPU one pass of row copies (torch.writeCacheRows); elsewhere ATen's indexing
-    const onCpu = device === 'cpu';
-    noGrad(() => {
-      if (onCpu) {
-        const [slotCount, length] = this.#keyValid.shape as [number, number];
-        const flags = this.#keyValid.view([slotCount, 1, length, 1]);
-        torch.writeCacheRows(flags, slotList, cachePositions, real.view([batch, 1, newTokens, 1]));
-      } else this.#keyValid.indexPut_([slotList.unsqueeze(1), cachePositions], real); // [B, 1] against [B, T]
-    });
+    // buffer [S, H, L, D][slot_b, :, pos[b, t], :] = source [B, H, T, D][b, :, t, :]: on the CPU one pass of row
+    // copies (torch.writeCacheRows); elsewhere ATen's indexing, whose indexed dims come first ([B, T, H, D])
+    // (run under noGrad, the source detached)
+    const write = (buffer: Tensor, source: Tensor) => {
+      if (device === 'cpu') torch.writeCacheRows(buffer, slotList, cachePositions, source);
+      else buffer.indexPut_([slotList.unsqueeze(1), null, cachePositions], source.transpose(1, 2));
+    };
+    // the key-valid flags [S, L] as [S, 1, L, 1]
+    const [slotCount, length] = this.#keyValid.shape as [number, number];
+    noGrad(() => write(this.#keyValid.view([slotCount, 1, length, 1]), real.view([batch, 1, newTokens, 1])));
 
     const from = plan.consecutiveFrom;
     const rows = (buffer: Tensor): Tensor => {
@@ -337,15 +338,8 @@ export class KVCache {
       attentionMask,
       update: (layer, keys, values) => {
         noGrad(() => {
-          const [k, v] = [this.#keys[layer] as Tensor, this.#values[layer] as Tensor];
-          if (onCpu) {
-            torch.writeCacheRows(k, slotList, cachePositions, keys.detach());
-            torch.writeCacheRows(v, slotList, cachePositions, values.detach());
-          } else {
-            // [B, kvHeads, T, D] -> [B, T, kvHeads, D]: indexing [slot, :, position] puts the indexed dims first.
-            k.indexPut_([slotList.unsqueeze(1), null, cachePositions], keys.detach().transpose(1, 2));
-            v.indexPut_([slotList.unsqueeze(1), null, cachePositions], values.detach().transpose(1, 2));
-          }
+          write(this.#keys[layer] as Tensor, keys.detach());
+          write(this.#values[layer] as Tensor, values.detach());
         });
         return { keys: rows(this.#keys[layer] as Tensor), values: rows(this.#values[layer] as Tensor) };
       },
