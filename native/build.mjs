@@ -69,6 +69,7 @@ const nodeAddonApi = dirname(require.resolve('node-addon-api/package.json'));
 const nodeApiHeaders = join(dirname(require.resolve('node-api-headers/package.json')), 'include');
 const sources = [
   'addon.cpp',
+  'blas.cpp',
   'core.cpp',
   'ops.cpp',
   'kernels.cpp',

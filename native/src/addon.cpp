@@ -2,6 +2,7 @@
 #include "common.h"
 
 static Napi::Object init(Napi::Env, Napi::Object exports) {
+  trt::registerBlas(exports);  // first: it refuses a bad TRINITY_MKL_AVX512 before anything runs
   trt::registerCore(exports);
   trt::registerOps(exports);
   trt::registerKernels(exports);

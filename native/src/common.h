@@ -109,6 +109,10 @@ at::Tensor productMatmul(const at::Tensor& a, const at::Tensor& b);
 at::Tensor productMm(const at::Tensor& a, const at::Tensor& b);
 at::Tensor productBmm(const at::Tensor& a, const at::Tensor& b);
 
+// Whether libtorch's float32 BLAS is MKL running its AVX-512 code on this CPU (blas.cpp: MKL's vendor check).
+bool mklRunsAvx512();
+
+void registerBlas(Napi::Object exports);
 void registerCore(Napi::Object exports);
 void registerOps(Napi::Object exports);
 void registerKernels(Napi::Object exports);

@@ -444,10 +444,11 @@ static bool cpuSupported() {
   return supported;
 }
 // Whether libtorch's float32 products stop at AVX2 on this CPU although it has AVX-512 (and libtorch's kernels may use
-// it, cpuHasAvx512): its x86 builds multiply through MKL, which takes its AVX-512 code on Intel CPUs only, so on AMD's
-// (Zen 4, Zen 5) its sgemm runs AVX2 code, about half of what the CPU can do (bench/README.md, bench:packed-linear).
+// it, cpuHasAvx512): its x86 builds multiply through MKL, which takes its AVX-512 code on Intel CPUs only unless its
+// vendor check is answered otherwise (blas.cpp, the default), so on AMD's (Zen 4, Zen 5) with TRINITY_MKL_AVX512=off
+// its sgemm runs AVX2 code, about half of what the CPU can do (bench/README.md, bench:packed-linear).
 static bool cpuBlasHoldsToAvx2() {
-  static const bool held = cpuHasAvx512() && at::globalContext().hasMKL() && !__builtin_cpu_is("intel");
+  static const bool held = cpuHasAvx512() && at::globalContext().hasMKL() && !mklRunsAvx512();
   return held;
 }
 

@@ -1,7 +1,7 @@
 // Free functions: joins, layers (linear, embedding, norms, attention, cross-entropy), sampling, autograd control,
 // and runtime settings. Methods on Tensor cover the rest.
 import type { Generator } from './creation.js';
-import { native, type SdpBackend, type SdpBackendChoice } from './native.js';
+import { type BlasInfo, native, type SdpBackend, type SdpBackendChoice } from './native.js';
 import { fromHandle, operand, type Tensor } from './tensor.js';
 
 type TensorOrNumber = Tensor | number;
@@ -105,12 +105,21 @@ export function cpuHasBf16Matmul(): boolean {
 
 /**
  * True when libtorch's float32 products (BLAS) run AVX2 code on this CPU although it has AVX-512 and packedLinear takes
- * its AVX-512 path: libtorch's x86 builds multiply through MKL, which runs its AVX-512 code on Intel CPUs only, so on
- * AMD's (Zen 4, Zen 5) packedLinear is ahead of BLAS at any row count (bench/README.md). False under
- * ATEN_CPU_CAPABILITY=avx2 (the kernel holds to AVX2 too).
+ * its AVX-512 path, so that packedLinear is ahead of BLAS at any row count (bench/README.md): MKL held to AVX2 by
+ * MKL_ENABLE_INSTRUCTIONS, or by its vendor check on CPUs not made by Intel when TRINITY_MKL_AVX512=off (blasInfo).
+ * False under ATEN_CPU_CAPABILITY=avx2 (the kernel holds to AVX2 too).
  */
 export function blasHoldsToAvx2(): boolean {
   return native.blasHoldsToAvx2();
+}
+
+/**
+ * libtorch's float32 BLAS on this CPU: MKL on x86 builds, which takes its AVX-512 code only where its vendor check
+ * says Intel; the addon answers that check from the CPU's features (native/src/blas.cpp), so on AMD CPUs with AVX-512
+ * training's and prefill's products run at the CPU's full width (bench/README.md, "MKL's vendor check").
+ */
+export function blasInfo(): BlasInfo {
+  return native.blasInfo();
 }
 
 /**

@@ -13,6 +13,6 @@ export * from './optim.js';
 export * from './profiler.js';
 export * from './safetensors.js';
 export { isDType, keep, scope, Tensor, TensorDisposedError } from './tensor.js';
-export type { SdpBackend, SdpBackendChoice } from './native.js';
+export type { BlasInfo, SdpBackend, SdpBackendChoice } from './native.js';
 export type { ReduceOptions, ToOptions } from './tensor.js';
 export * from './worker.js';

@@ -44,6 +44,26 @@ export interface ProfilerEvents {
   onDevice: Uint8Array;
 }
 
+/** What libtorch's float32 BLAS runs here (see blasInfo). */
+export interface BlasInfo {
+  /** 'mkl' on libtorch's x86 builds. */
+  library: 'mkl' | 'other';
+  /**
+   * TRINITY_MKL_AVX512: 'auto' (default) answers MKL's vendor check from the CPU's features, so MKL runs its AVX-512
+   * code on any x86 CPU with AVX-512 F/CD/BW/DQ/VL (AMD's Zen 4 and Zen 5 too, not only Intel's); 'off' leaves MKL's
+   * own answer (Intel or not). Any other value is refused when the addon loads.
+   */
+  vendorCheck: 'auto' | 'off';
+  /** MKL asked this addon's vendor check (false: another definition was found first, or no MKL). */
+  asked: boolean;
+  /** What it was told (null when it did not ask). */
+  answer: boolean | null;
+  /** MKL's float32 products run its AVX-512 code (the answer, the CPU's features, MKL_ENABLE_INSTRUCTIONS). */
+  avx512: boolean;
+  /** MKL's own dispatch code (mkl_serv_cpu_detect, undocumented: e.g. 5 for AVX2, 7 for AVX-512), null without it. */
+  dispatch: number | null;
+}
+
 export interface NativeAddon {
   // creation
   createGenerator(seed: number | bigint, device: string | null): GeneratorHandle;
@@ -204,6 +224,7 @@ export interface NativeAddon {
   writeCacheRows(buffer: H, slots: H, positions: H, source: H): void;
   cpuHasBf16Matmul(): boolean;
   blasHoldsToAvx2(): boolean;
+  blasInfo(): BlasInfo;
   packedLinearIsa(dtype: 'float32' | 'bfloat16'): 'avx512bf16' | 'avx512' | 'avx2' | 'none';
   setPackedLinearIsa(isa: 'auto' | 'avx512' | 'avx2'): void;
   setMkldnnEnabled(enabled: boolean): void;
