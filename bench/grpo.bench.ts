@@ -37,7 +37,20 @@ import { parseArgs } from 'node:util';
 import YAML from 'yaml';
 import { evalSchedule, firstReaching, ourClock, perSampleVerdict, spread, summedClock } from './grpo-figures.js';
 import { asDoc, at, type Doc, merge, readGrpoStage, sharedTaskOrder } from './grpo-stage.js';
-import { AVX2_ONLY_ENV, cpuFeatures, findPython, fmt, median, now, r2, r3, repoRoot, secondsSince, table } from './harness.js';
+import {
+  AVX2_ONLY_ENV,
+  cpuFeatures,
+  findPython,
+  fmt,
+  median,
+  now,
+  pythonMklEnv,
+  r2,
+  r3,
+  repoRoot,
+  secondsSince,
+  table,
+} from './harness.js';
 
 const benchStart = now();
 
@@ -59,6 +72,10 @@ several SFT checkpoints; held-out greedy accuracy at equal samples and time to a
   --isa native|avx2  avx2 runs both sides as on a CPU without AVX-512 (ATEN_CPU_CAPABILITY=avx2,
                      MKL_ENABLE_INSTRUCTIONS=AVX2, ONEDNN_MAX_CPU_ISA=AVX2; our packed kernel follows libtorch's
                      setting); default native
+  --python-mkl default|ours
+                     MKL's vendor check in the Python processes (TRL, the evals): default leaves MKL's own (its
+                     AVX-512 code on Intel CPUs only, as PyTorch runs out of the box); ours answers it as our addon
+                     does (torch.blasInfo(): AVX-512 code on any CPU with it; LD_PRELOAD of a shim built with cc)
   --task-order shared|own
                      shared (default): both sides train on the same tasks in the same order, one seeded shuffle of
                      the train file per seed (ours reads it sequentially, TRL with shuffle_dataset off); own: each
@@ -81,6 +98,7 @@ const { values } = parseArgs({
     'target-gain': { type: 'string', default: '0.1' },
     threads: { type: 'string' },
     isa: { type: 'string', default: 'native' },
+    'python-mkl': { type: 'string', default: 'default' },
     'task-order': { type: 'string', default: 'shared' },
     'compare-offset': { type: 'string' },
     out: { type: 'string' },
@@ -121,6 +139,10 @@ const childEnv: NodeJS.ProcessEnv = {
   ...(values.threads !== undefined ? { OMP_NUM_THREADS: String(threads) } : {}),
   ...(isa === 'avx2' ? AVX2_ONLY_ENV : {}),
 };
+const pythonMkl = values['python-mkl'];
+if (pythonMkl !== 'default' && pythonMkl !== 'ours') throw new Error(`--python-mkl must be default or ours, got '${pythonMkl}'`);
+// the Python processes' extra environment: ours' answer to MKL's vendor check, read from the addon (native/src/blas.cpp)
+const pythonEnv = pythonMkl === 'ours' ? pythonMklEnv('ours', (await import('../src/torch/index.js')).blasInfo().answer) : {};
 const taskOrderMode = values['task-order'];
 if (taskOrderMode !== 'shared' && taskOrderMode !== 'own') {
   throw new Error(`--task-order must be shared or own, got '${taskOrderMode}'`);
@@ -136,7 +158,8 @@ const python = findPython();
 /** Runs a command, collecting its output; resolves with its stdout. */
 function run(command: string, args: string[], label: string): Promise<string> {
   return new Promise((done, fail) => {
-    const child = spawn(command, args, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'], env: childEnv });
+    const env = command === python ? { ...childEnv, ...pythonEnv } : childEnv;
+    const child = spawn(command, args, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'], env });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (c: string) => {
@@ -201,7 +224,8 @@ console.log(
     `${ourThreads(syncOffset).explorer}/${ourThreads(syncOffset).trainer}` +
     (compareOffset === null
       ? ''
-      : `, sync_offset ${compareOffset} ${ourThreads(compareOffset).explorer}/${ourThreads(compareOffset).trainer}`),
+      : `, sync_offset ${compareOffset} ${ourThreads(compareOffset).explorer}/${ourThreads(compareOffset).trainer}`) +
+    `; MKL's vendor check in TRL's process: ${pythonMkl === 'ours' ? 'as ours answers it' : 'its own'}`,
 );
 rmSync(outDir, { recursive: true, force: true });
 mkdirSync(outDir, { recursive: true });
@@ -627,6 +651,7 @@ console.log(
     target_gain: targetGain,
     task_order: taskOrderMode,
     cpu: { ...cpu, isa },
+    python_mkl: pythonMkl,
     compare_sync_offset: compareOffset,
     threads: {
       trl: threads,

@@ -1,7 +1,7 @@
 // What the side-by-side benchmarks share: the Python half (a child process driven over JSON lines), ABBA
 // alternation, medians, and the printed table. See bench/README.md.
 import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -156,6 +156,30 @@ export const AVX2_ONLY_ENV = { ATEN_CPU_CAPABILITY: 'avx2', MKL_ENABLE_INSTRUCTI
 /** Whether this process already runs with AVX2_ONLY_ENV. */
 export const runsAsAvx2Only = (): boolean =>
   Object.entries(AVX2_ONLY_ENV).every(([k, v]) => process.env[k]?.toLowerCase() === v.toLowerCase());
+
+/**
+ * `--python-mkl`: the environment for a Python (PyTorch) process. 'default' adds nothing: MKL answers its own vendor
+ * check (AVX-512 code on Intel CPUs only), as PyTorch runs out of the box. 'ours' gives it MKL's vendor check as this
+ * process's addon answers it (torch.blasInfo(), native/src/blas.cpp): LD_PRELOAD of a one-function library built
+ * here with cc into .cache/bench-mkl, so that both sides' float32 products take the same MKL code.
+ */
+export function pythonMklEnv(mode: 'default' | 'ours', answer: boolean | null): Record<string, string> {
+  if (mode === 'default') return {};
+  if (answer === null)
+    throw new Error('--python-mkl ours: MKL never asked our vendor check here (no MKL in libtorch?): nothing to pass on');
+  const dir = join(repoRoot, '.cache', 'bench-mkl');
+  const library = join(dir, `mkl-vendor-${answer ? 'yes' : 'no'}.so`);
+  if (!existsSync(library)) {
+    mkdirSync(dir, { recursive: true });
+    const source = join(dir, `mkl-vendor-${answer ? 'yes' : 'no'}.c`);
+    writeFileSync(source, `int mkl_serv_intel_cpu_true(void) { return ${answer ? 1 : 0}; }\n`);
+    const built = spawnSync('cc', ['-shared', '-fPIC', '-O2', '-o', library, source], { encoding: 'utf8' });
+    if (built.status !== 0)
+      throw new Error(`--python-mkl ours: cc could not build ${library}: ${built.error?.message ?? built.stderr}`);
+  }
+  const preload = process.env.LD_PRELOAD;
+  return { LD_PRELOAD: preload ? `${library}:${preload}` : library };
+}
 
 /** The name of GPU `index` as nvidia-smi reports it; null where nvidia-smi is missing or fails. */
 export function gpuName(index = 0): string | null {

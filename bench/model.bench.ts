@@ -42,6 +42,7 @@ import {
   median,
   now,
   PythonHalf,
+  pythonMklEnv,
   type Reply,
   r2,
   r3,
@@ -84,6 +85,9 @@ const HELP = `Model benchmark: this library next to Hugging Face transformers (g
   --rss on|off               child processes that load the 0.5b model and generate, for max RSS (default on)
   --python-malloc default|ours  the Python side's glibc malloc: as PyTorch runs by default, or with the settings ours
                              makes at load (torch.allocatorTuning(), via GLIBC_TUNABLES) (default: default)
+  --python-mkl default|ours  MKL's vendor check in the Python side: its own (AVX-512 code on Intel CPUs only, as
+                             PyTorch runs by default) or as ours answers it (torch.blasInfo(): AVX-512 code on any CPU
+                             with it; LD_PRELOAD of a shim built with cc) (default: default)
   --rss-tokens N             their prompt and new tokens (default 8)
   --models-dir DIR           where the random models are cached (default .cache/bench-models)
   --profile DIR              after each measurement, one more call of each side under its profiler (torch.profile;
@@ -117,6 +121,7 @@ const { values: flags } = parseArgs({
     'large-train': { type: 'string', default: 'auto' },
     rss: { type: 'string', default: 'on' },
     'python-malloc': { type: 'string', default: 'default' },
+    'python-mkl': { type: 'string', default: 'default' },
     onednn: { type: 'string', default: 'on' },
     isa: { type: 'string', default: 'native' },
     'rss-tokens': { type: 'string', default: '8' },
@@ -724,12 +729,18 @@ async function main(): Promise<void> {
   const pythonMalloc = oneOf('python-malloc', flags['python-malloc'], ['default', 'ours'] as const);
   if (pythonMalloc === 'ours' && !tuning.applied)
     throw new Error(`--python-malloc ours: ours has no malloc settings to pass on (${tuning.reason})`);
-  const pythonEnv =
+  const pythonEnv: Record<string, string> =
     pythonMalloc === 'ours'
       ? {
           GLIBC_TUNABLES: `glibc.malloc.mmap_threshold=${tuning.mmapThreshold}:glibc.malloc.trim_threshold=${tuning.trimThreshold}`,
         }
       : {};
+  // MKL's vendor check: ours answers it from the CPU's features (torch.blasInfo()); --python-mkl ours gives the Python
+  // side the same answer, default leaves MKL's own (Intel or not)
+  const blas = torch.blasInfo();
+  const pythonMkl = oneOf('python-mkl', flags['python-mkl'], ['default', 'ours'] as const);
+  Object.assign(pythonEnv, pythonMklEnv(pythonMkl, blas.answer));
+  const blasNote = `BLAS: ours ${blas.library === 'mkl' ? `MKL ${blas.avx512 ? 'AVX-512' : 'below AVX-512'} (vendor check ${blas.vendorCheck})` : 'not MKL'}, PyTorch ${pythonMkl === 'ours' ? 'the same (LD_PRELOAD)' : "MKL's own vendor check"}`;
   const mallocNote = `malloc: ours ${tuning.applied ? `heap below ${(tuning.mmapThreshold ?? 0) / 2 ** 20} MiB, ${(tuning.trimThreshold ?? 0) / 2 ** 30} GiB kept` : `glibc default (${tuning.reason})`}, PyTorch ${pythonMalloc === 'ours' ? 'the same (GLIBC_TUNABLES)' : 'glibc default'}`;
   const py = new PythonHalf(findPython(), join(repoRoot, 'bench', 'model_bench.py'), pythonEnv);
   try {
@@ -738,7 +749,7 @@ async function main(): Promise<void> {
     console.log(
       `model bench: ours libtorch ${info.torchVersion} (node ${process.version}) vs transformers ${hello.transformers} ` +
         `(PyTorch ${hello.torch}, python ${hello.python}); ${deviceKind} (${deviceKind === 'cuda' ? hello.device : (os.cpus()[0]?.model ?? 'cpu')}), ` +
-        `${dtype}, ${threads} intra-op threads each (ours ${torch.getNumThreads()}, PyTorch ${hello.threads}), load avg ${os.loadavg()[0]?.toFixed(2)}; ${mallocNote}` +
+        `${dtype}, ${threads} intra-op threads each (ours ${torch.getNumThreads()}, PyTorch ${hello.threads}), load avg ${os.loadavg()[0]?.toFixed(2)}; ${mallocNote}; ${blasNote}` +
         (deviceKind === 'cpu'
           ? `; CPU ${cpuFeatures().features.join(', ') || 'without avx2'}, packed kernel ${torch.packedLinearIsa(dtype)}${isa === 'avx2' ? ' (run as AVX2-only: --isa avx2)' : ''}`
           : '') +
@@ -764,10 +775,17 @@ async function main(): Promise<void> {
     // the peak is measured again at the end and the higher one kept: other load on the machine only lowers it
     const endPeak = matmulPeak();
     console.log(`matmul peak again: ${fmt(endPeak.gflops, 1)} GFLOP/s`);
-    report(hello, endPeak.gflops > startPeak.gflops ? endPeak : startPeak, reports, probes, {
-      ours: tuning,
-      pytorch: pythonMalloc,
-    });
+    report(
+      hello,
+      endPeak.gflops > startPeak.gflops ? endPeak : startPeak,
+      reports,
+      probes,
+      {
+        ours: tuning,
+        pytorch: pythonMalloc,
+      },
+      { ours: blas, pytorch: pythonMkl },
+    );
   } finally {
     await py.close();
   }
@@ -786,6 +804,7 @@ function report(
   reports: ModelReport[],
   probes: ProbeResult[],
   malloc: { ours: torch.AllocatorTuning; pytorch: 'default' | 'ours' },
+  blas: { ours: torch.BlasInfo; pytorch: 'default' | 'ours' },
 ): void {
   const sampling = flags.sample ? 'seeded sampling, temperature 1' : 'greedy';
   const genRows: string[][] = [];
@@ -954,6 +973,7 @@ function report(
     matmul_peak_gflops: { n: peak.n, dtype: peakDtype, ours: r2(peak.gflops) },
     ratio_definition: 'ours tokens/s / transformers tokens/s',
     malloc: { ours: { ...malloc.ours }, pytorch: malloc.pytorch },
+    blas: { ours: { ...blas.ours }, pytorch: blas.pytorch },
     models: modelsJson,
     memory_probes: probes,
     ...(profileDir === null ? {} : { profiles }),
