@@ -32,7 +32,7 @@ export interface PackedRowsCpu {
   bf16Matmul: boolean;
   /** torch.packedLinearIsa('float32'). */
   float32Isa: torch.PackedLinearIsa | 'none';
-  /** libtorch's float32 BLAS runs AVX2 code on this AVX-512 CPU (torch.blasHoldsToAvx2: MKL on AMD CPUs). */
+  /** libtorch's float32 BLAS runs AVX2 code on this AVX-512 CPU (torch.blasHoldsToAvx2: MKL held to AVX2). */
   blasHoldsToAvx2: boolean;
 }
 
@@ -48,7 +48,8 @@ export const packedRowsCpu = (): PackedRowsCpu => ({
  * (decoding; prefill goes to libtorch) unless libtorch's product is the slower one at any row count: bfloat16 without
  * a fast libtorch bf16 product (its reference loops; where oneDNN has one, the kernel's AVX512-BF16 dot products are
  * ahead up to ~48 rows and about even at 64), and float32 where the kernel runs AVX-512 and libtorch's BLAS holds to
- * AVX2 (MKL on AMD CPUs: at 1,024 rows the kernel measured ~2x its sgemm on Zen 5).
+ * AVX2 (MKL capped by MKL_ENABLE_INSTRUCTIONS, or MKL's own vendor check on AMD CPUs with TRINITY_MKL_AVX512=off: at
+ * 1,024 rows the kernel measured ~2x its AVX2 sgemm on Zen 5, and 0.75-1.0x its AVX-512 one, bench/README.md).
  */
 export function packedRowLimit(dtype: DType, cpu: PackedRowsCpu): number {
   const anyRows =
