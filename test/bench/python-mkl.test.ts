@@ -3,16 +3,12 @@
 // the symbol search order, so MKL asks it (the addon's blasInfo says it was not asked) and follows its answer.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { pythonMklEnv } from '../../bench/harness.js';
 import * as torch from '../../src/torch/index.js';
+import { cpuHasMklAvx512, cpuIsIntel } from '../helpers/cpu.js';
 
-const cpuinfo = existsSync('/proc/cpuinfo') ? readFileSync('/proc/cpuinfo', 'utf8') : '';
-const flags = new Set((/^flags\s*:(.*)$/m.exec(cpuinfo)?.[1] ?? '').trim().split(/\s+/));
-const nonIntelAvx512 =
-  !/^vendor_id\s*:\s*GenuineIntel$/m.test(cpuinfo) &&
-  ['avx512f', 'avx512cd', 'avx512bw', 'avx512dq', 'avx512vl'].every((f) => flags.has(f));
+const nonIntelAvx512 = !cpuIsIntel && cpuHasMklAvx512;
 
 test('--python-mkl default adds nothing; ours needs an answer to pass on', () => {
   assert.deepEqual(pythonMklEnv('default', true), {});

@@ -3,22 +3,10 @@
 // TRINITY_MKL_AVX512=off keeps MKL's own answer, MKL_ENABLE_INSTRUCTIONS still caps it, a bad value is refused.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import * as torch from '../../src/torch/index.js';
+import { cpuHasMklAvx512, cpuIsIntel } from '../helpers/cpu.js';
 
-/** The CPU's vendor and flags (Linux /proc/cpuinfo; empty elsewhere). */
-function cpu(): { intel: boolean; flags: Set<string> } {
-  let text = '';
-  try {
-    text = readFileSync('/proc/cpuinfo', 'utf8');
-  } catch {}
-  const flags = new Set((/^flags\s*:(.*)$/m.exec(text)?.[1] ?? '').trim().split(/\s+/));
-  return { intel: /^vendor_id\s*:\s*GenuineIntel$/m.test(text), flags };
-}
-const here = cpu();
-/** What MKL's AVX-512 code uses (blas.cpp's cpuHasMklAvx512). */
-const mklAvx512 = ['avx512f', 'avx512cd', 'avx512bw', 'avx512dq', 'avx512vl'].every((f) => here.flags.has(f));
 const mkl = torch.blasInfo().library === 'mkl';
 
 /** blasInfo() and blasHoldsToAvx2() in a fresh process with `env` added to this one's (the settings are read once). */
@@ -40,15 +28,15 @@ test('MKL asks the addon whether it may run its AVX-512 code, and the answer fol
   assert.equal(info.library, 'mkl');
   assert.equal(info.vendorCheck, 'auto');
   assert.equal(info.asked, true, 'MKL called another mkl_serv_intel_cpu_true than the addon’s');
-  assert.equal(info.answer, here.intel || mklAvx512);
-  assert.equal(info.avx512, mklAvx512);
+  assert.equal(info.answer, cpuIsIntel || cpuHasMklAvx512);
+  assert.equal(info.avx512, cpuHasMklAvx512);
   assert.equal(typeof info.dispatch, 'number');
   // with MKL at the CPU's full width, prefill keeps BLAS (packedRowLimit): nothing holds to AVX2
   assert.equal(holds, false);
 });
 
 test('TRINITY_MKL_AVX512=off keeps MKL’s own answer: on a non-Intel CPU with AVX-512, MKL changes its code path', {
-  skip: !mkl ? 'libtorch without MKL' : here.intel || !mklAvx512 ? 'needs a non-Intel x86 CPU with AVX-512' : false,
+  skip: !mkl ? 'libtorch without MKL' : cpuIsIntel || !cpuHasMklAvx512 ? 'needs a non-Intel x86 CPU with AVX-512' : false,
 }, () => {
   const auto = child({});
   const off = child({ TRINITY_MKL_AVX512: 'off' });
@@ -63,7 +51,7 @@ test('TRINITY_MKL_AVX512=off keeps MKL’s own answer: on a non-Intel CPU with A
 });
 
 test('MKL_ENABLE_INSTRUCTIONS=AVX2 still caps MKL below AVX-512', {
-  skip: !mkl ? 'libtorch without MKL' : !mklAvx512 ? 'needs an x86 CPU with AVX-512' : false,
+  skip: !mkl ? 'libtorch without MKL' : !cpuHasMklAvx512 ? 'needs an x86 CPU with AVX-512' : false,
 }, () => {
   const capped = child({ MKL_ENABLE_INSTRUCTIONS: 'AVX2' });
   assert.equal(capped.info.answer, true);
