@@ -3,7 +3,8 @@
 // libtorch's x86 builds multiply float32 matrices (linear, matmul, mm, bmm: forward and backward) with MKL, linked
 // into libtorch_cpu. MKL takes its AVX-512 code only where its vendor check, mkl_serv_intel_cpu_true(), finds an
 // Intel CPU; on AMD's CPUs with AVX-512 (Zen 4, Zen 5) it runs its AVX2 code at about half of what the CPU can do
-// (bench/README.md, "MKL's vendor check": a training step's products 2.2-2.4x faster on Zen 5 with its AVX-512 code).
+// (bench/README.md, "MKL's vendor check": on Zen 5 its AVX-512 code multiplies 1.5-2.4x faster at training's and
+// prefill's sizes).
 // libtorch_cpu exports that function and calls it through its PLT, so the first definition in the process's symbol
 // search order is the one MKL calls. This addon, loaded before libtorch (a dependency it brings in), defines it and
 // answers from the CPU's features instead of its vendor: yes on Intel (as MKL would), and on other x86 CPUs that have
@@ -43,7 +44,7 @@ bool cpuHasMklAvx512() { return false; }
 #endif
 
 // TRINITY_MKL_AVX512: "auto" (default, unset or empty) answers MKL's vendor check from the CPU's features, "off"
-// leaves it to MKL. Anything else is refused when the addon loads (checkMklSetting).
+// leaves it to MKL. Anything else is refused when the addon loads (registerBlas).
 const char* mklSetting() {
   const char* value = std::getenv("TRINITY_MKL_AVX512");
   return value == nullptr || *value == '\0' ? "auto" : value;
@@ -57,10 +58,14 @@ bool mklAnswer() {
 }
 std::atomic<bool> mklAsked{false};
 
-// MKL_ENABLE_INSTRUCTIONS below AVX-512 (AVX2, AVX, SSE4_2, ...): MKL stays there whatever the vendor check says.
+// MKL_ENABLE_INSTRUCTIONS naming a level below AVX-512: MKL stays there whatever the vendor check says. MKL reads the
+// names as written (upper case; "avx2" is ignored and MKL runs its widest code, measured).
 bool mklCappedBelowAvx512() {
   const char* cap = std::getenv("MKL_ENABLE_INSTRUCTIONS");
-  return cap != nullptr && *cap != '\0' && std::strncmp(cap, "AVX512", 6) != 0;
+  if (cap == nullptr) return false;
+  for (const char* below : {"SSE4_2", "AVX", "AVX2", "AVX2_E1"})
+    if (std::strcmp(cap, below) == 0) return true;
+  return false;
 }
 
 // Runs one small float32 product so that MKL has made its choice (it asks on its first call).

@@ -50,7 +50,7 @@ test('TRINITY_MKL_AVX512=off keeps MKL’s own answer: on a non-Intel CPU with A
   assert.equal(off.holds, true);
 });
 
-test('MKL_ENABLE_INSTRUCTIONS=AVX2 still caps MKL below AVX-512', {
+test('MKL_ENABLE_INSTRUCTIONS=AVX2 still caps MKL below AVX-512, and blasInfo follows what MKL does with it', {
   skip: !mkl ? 'libtorch without MKL' : !cpuHasMklAvx512 ? 'needs an x86 CPU with AVX-512' : false,
 }, () => {
   const capped = child({ MKL_ENABLE_INSTRUCTIONS: 'AVX2' });
@@ -58,6 +58,11 @@ test('MKL_ENABLE_INSTRUCTIONS=AVX2 still caps MKL below AVX-512', {
   assert.equal(capped.info.avx512, false);
   assert.notEqual(capped.info.dispatch, child({}).info.dispatch);
   assert.equal(capped.holds, true); // libtorch's own kernels (and ours) still run AVX-512: prefill on the kernel
+  // MKL reads the names as written: 'avx2' is no cap, and the report says what MKL does (its AVX-512 dispatch)
+  const ignored = child({ MKL_ENABLE_INSTRUCTIONS: 'avx2' });
+  assert.equal(ignored.info.avx512, true);
+  assert.equal(ignored.info.dispatch, child({}).info.dispatch);
+  assert.equal(ignored.holds, false);
 });
 
 test('a bad TRINITY_MKL_AVX512 is refused when the addon loads, naming the variable and the value', () => {
