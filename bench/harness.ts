@@ -134,18 +134,30 @@ export function table(title: string, header: string[], rows: string[][]): void {
   for (const r of rows) console.log(line(r));
 }
 
-/** The CPU's model name and the vector features that decide which kernels run (Linux /proc/cpuinfo; empty elsewhere). */
-export function cpuFeatures(): { model: string; features: string[] } {
+/** The CPU as Linux reports it (/proc/cpuinfo): model name, whether Intel made it, its feature flags (empty elsewhere). */
+export function cpuInfo(): { model: string; intel: boolean; flags: Set<string> } {
   let text = '';
   try {
     text = readFileSync('/proc/cpuinfo', 'utf8');
-  } catch {
-    return { model: cpus()[0]?.model ?? 'unknown', features: [] };
-  }
-  const present = new Set((/^flags\s*:(.*)$/m.exec(text)?.[1] ?? '').trim().split(/\s+/));
+  } catch {}
   return {
     model: /^model name\s*:\s*(.*)$/m.exec(text)?.[1]?.trim() ?? cpus()[0]?.model ?? 'unknown',
-    features: ['sse4_2', 'avx2', 'fma', 'avx512f', 'avx512_bf16', 'amx_tile', 'amx_bf16'].filter((f) => present.has(f)),
+    intel: /^vendor_id\s*:\s*GenuineIntel$/m.test(text),
+    flags: new Set(
+      (/^flags\s*:(.*)$/m.exec(text)?.[1] ?? '')
+        .trim()
+        .split(/\s+/)
+        .filter((f) => f !== ''),
+    ),
+  };
+}
+
+/** The CPU's model name and the vector features that decide which kernels run (Linux /proc/cpuinfo; empty elsewhere). */
+export function cpuFeatures(): { model: string; features: string[] } {
+  const { model, flags } = cpuInfo();
+  return {
+    model,
+    features: ['sse4_2', 'avx2', 'fma', 'avx512f', 'avx512_bf16', 'amx_tile', 'amx_bf16'].filter((f) => flags.has(f)),
   };
 }
 

@@ -13,7 +13,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { now, r3, repoRoot, secondsSince } from './harness.js';
+import { cpuInfo, now, r3, repoRoot, secondsSince } from './harness.js';
 
 const HELP = `The quickstart across seeds and thread counts (roundings).
   node --import tsx bench/quickstart-seeds.bench.ts [--seeds 0,1,2,3,4] [--threads 1,2]
@@ -105,7 +105,7 @@ function figuresOf(seed: number, threads: number, jobDir: string, minutes: numbe
 }
 
 const cpuModel = os.cpus()[0]?.model ?? 'unknown CPU';
-const flags = new Set((/^flags\s*:(.*)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1] ?? '').trim().split(/\s+/));
+const { flags } = cpuInfo();
 const features = ['avx2', 'avx512f', 'avx512_bf16', 'amx_bf16'].filter((f) => flags.has(f));
 
 const results: RunFigures[] = [];
