@@ -729,17 +729,18 @@ async function main(): Promise<void> {
   const pythonMalloc = oneOf('python-malloc', flags['python-malloc'], ['default', 'ours'] as const);
   if (pythonMalloc === 'ours' && !tuning.applied)
     throw new Error(`--python-malloc ours: ours has no malloc settings to pass on (${tuning.reason})`);
-  const pythonEnv: Record<string, string> =
-    pythonMalloc === 'ours'
-      ? {
-          GLIBC_TUNABLES: `glibc.malloc.mmap_threshold=${tuning.mmapThreshold}:glibc.malloc.trim_threshold=${tuning.trimThreshold}`,
-        }
-      : {};
   // MKL's vendor check: ours answers it from the CPU's features (torch.blasInfo()); --python-mkl ours gives the Python
   // side the same answer, default leaves MKL's own (Intel or not)
   const blas = torch.blasInfo();
   const pythonMkl = oneOf('python-mkl', flags['python-mkl'], ['default', 'ours'] as const);
-  Object.assign(pythonEnv, pythonMklEnv(pythonMkl, blas.answer));
+  const pythonEnv = {
+    ...(pythonMalloc === 'ours'
+      ? {
+          GLIBC_TUNABLES: `glibc.malloc.mmap_threshold=${tuning.mmapThreshold}:glibc.malloc.trim_threshold=${tuning.trimThreshold}`,
+        }
+      : {}),
+    ...pythonMklEnv(pythonMkl, blas.answer),
+  };
   const blasNote = `BLAS: ours ${blas.library === 'mkl' ? `MKL ${blas.avx512 ? 'AVX-512' : 'below AVX-512'} (vendor check ${blas.vendorCheck})` : 'not MKL'}, PyTorch ${pythonMkl === 'ours' ? 'the same (LD_PRELOAD)' : "MKL's own vendor check"}`;
   const mallocNote = `malloc: ours ${tuning.applied ? `heap below ${(tuning.mmapThreshold ?? 0) / 2 ** 20} MiB, ${(tuning.trimThreshold ?? 0) / 2 ** 30} GiB kept` : `glibc default (${tuning.reason})`}, PyTorch ${pythonMalloc === 'ours' ? 'the same (GLIBC_TUNABLES)' : 'glibc default'}`;
   const py = new PythonHalf(findPython(), join(repoRoot, 'bench', 'model_bench.py'), pythonEnv);
