@@ -135,11 +135,12 @@ function ncclSetup() {
   return { dirs: dirs.filter((d) => d !== '/usr/include') };
 }
 const nccl = ncclSetup();
+const ncclFlags = (dirs) => ['-DUSE_C10D_NCCL', '-DTRT_HAVE_NCCL', ...dirs.map((d) => `-isystem${d}`)];
 const distributedFlags = [
   `-isystem${join(torch.dir, 'include', 'torch', 'csrc', 'api', 'include')}`,
   ...(glooInclude ? ['-DUSE_C10D_GLOO', '-DTRT_HAVE_GLOO'] : []),
   ...(glooInclude && glooInclude !== '/usr/include' ? [`-isystem${glooInclude}`] : []),
-  ...(nccl.dirs ? ['-DUSE_C10D_NCCL', '-DTRT_HAVE_NCCL', ...nccl.dirs.map((d) => `-isystem${d}`)] : []),
+  ...(nccl.dirs ? ncclFlags(nccl.dirs) : []),
 ];
 const distributedSummary =
   `gloo ${glooInclude ? `yes (gloo headers in ${glooInclude})` : 'no (gloo headers not found: apt-get install libgloo-dev, or set GLOO_INCLUDE)'}, ` +
@@ -171,6 +172,80 @@ const ldflags = [
   '-ltorch',
   '-Wl,--as-needed',
 ];
+
+// `node native/build.mjs --check-cuda-sources DIR` builds nothing: it compiles (g++ -fsyntax-only) the code that only
+// a CUDA libtorch builds, cuda_graph.cpp with CUDA graphs and distributed.cpp with NCCL, against this libtorch's
+// headers (a CPU wheel ships ATen's and c10's CUDA headers too) and CUDA's under DIR/nvidia/*/include
+// (scripts/cuda-headers.sh puts them there), so that a machine without CUDA catches what would break the GPU build
+// (where build errors in cuda_graph.cpp would only turn CUDA graphs off). test/torch/cuda-sources.test.ts runs it.
+const checkArg = process.argv.indexOf('--check-cuda-sources');
+if (checkArg !== -1) {
+  const dir = process.argv[checkArg + 1];
+  if (dir === undefined) fail('--check-cuda-sources needs a folder (bash scripts/cuda-headers.sh DIR fills one)');
+  await checkCudaSources(resolve(dir));
+  process.exit(0);
+}
+
+async function checkCudaSources(dir) {
+  const wheels = join(dir, 'nvidia');
+  const includeDirs = existsSync(wheels)
+    ? readdirSync(wheels)
+        .map((d) => join(wheels, d, 'include'))
+        .filter((d) => existsSync(d))
+    : [];
+  for (const header of [...cudaHeaders, 'nccl.h'])
+    if (!firstWith(header, includeDirs))
+      fail(
+        `--check-cuda-sources: ${header} is not under ${wheels}/*/include (bash scripts/cuda-headers.sh ${dir} puts it there)`,
+      );
+  for (const header of ['ATen/cuda/CUDAGraph.h', 'torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp'])
+    if (!existsSync(join(torch.dir, 'include', header))) fail(`--check-cuda-sources: this libtorch has no ${header}`);
+  // A CUDA libtorch also ships c10/cuda/impl/cuda_cmake_macros.h, which its CMake build generates (a CPU wheel has
+  // c10/cuda's other headers, not this one); for a shared-library build it holds one definition.
+  const generated = join(buildDir, `cuda-check-${process.pid}`);
+  mkdirSync(join(generated, 'c10', 'cuda', 'impl'), { recursive: true });
+  writeFileSync(
+    join(generated, 'c10', 'cuda', 'impl', 'cuda_cmake_macros.h'),
+    '#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n',
+  );
+  const cuda = [generated, ...includeDirs].map((d) => `-isystem${d}`);
+  // -H lists every header a compile opens: the CUDA-only header of each file shows that its CUDA code was compiled
+  const checks = [
+    { file: 'cuda_graph.cpp', flags: ['-DTRT_CUDA_GRAPHS', ...cuda], opens: 'ATen/cuda/CUDAGraph.h' },
+    { file: 'distributed.cpp', flags: [...distributedFlags, ...ncclFlags([]), ...cuda], opens: 'c10d/ProcessGroupNCCL.hpp' },
+  ];
+  const results = await Promise.all(
+    checks.map(
+      ({ file, flags, opens }) =>
+        new Promise((done) => {
+          const started = Date.now();
+          const args = [...cxxflags, ...flags, '-fsyntax-only', '-H', join(here, 'src', file)];
+          const child = spawn('g++', args, { stdio: ['ignore', 'inherit', 'pipe'] });
+          let stderr = '';
+          child.stderr.on('data', (d) => {
+            stderr += d;
+          });
+          child.on('exit', (code) => {
+            // -H ends with a list of headers that lack include guards (libtorch's and the system's): not ours
+            const lines = stderr.split('\nMultiple include guards may be useful for:\n')[0].split('\n');
+            const diagnostics = lines.filter((l) => !/^\.+ /.test(l) && l !== '');
+            const opened = lines.some((l) => /^\.+ /.test(l) && l.endsWith(opens));
+            const seconds = ((Date.now() - started) / 1000).toFixed(1);
+            if (diagnostics.length > 0) console.error(diagnostics.join('\n'));
+            if (code !== 0) done(`${file}: g++ exit code ${code} (its messages are above)`);
+            else if (!opened) done(`${file}: compiled without opening ${opens}, so its CUDA code was not compiled`);
+            else {
+              console.log(`[native] ${file} compiles with CUDA (${opens}; ${seconds} s)`);
+              done(null);
+            }
+          });
+        }),
+    ),
+  );
+  rmSync(generated, { recursive: true, force: true });
+  const failures = results.filter((r) => r !== null);
+  if (failures.length > 0) fail(`--check-cuda-sources: ${failures.join('; ')}`);
+}
 
 const fingerprint = createHash('sha256')
   .update(JSON.stringify({ torch: torch.dir, cxxflags, ldflags, distributedFlags, cudaGraphFlags }))
