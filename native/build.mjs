@@ -61,10 +61,24 @@ function findLibtorch() {
   );
 }
 
-const torch = findLibtorch();
+// `node native/build.mjs --check-cuda-sources DIR` builds nothing: it compiles (g++ -fsyntax-only) every source as a
+// CUDA build would, with CUDA graphs and NCCL, against a CUDA torch wheel's headers in DIR/torch/include and CUDA's in
+// DIR/nvidia/*/include (the layout of site-packages; scripts/cuda-headers.sh puts the wheels' include/ folders there,
+// by default those of the torch bench/gpu-run.sh builds with). A machine without CUDA so catches what would break the
+// GPU build, where the CPU build never compiles the CUDA code (and errors in cuda_graph.cpp would only turn CUDA
+// graphs off). test/torch/cuda-sources.test.ts runs it.
+const checkArg = process.argv.indexOf('--check-cuda-sources');
+const checkDir = checkArg === -1 ? undefined : process.argv[checkArg + 1];
+if (checkArg !== -1 && checkDir === undefined)
+  fail('--check-cuda-sources needs a folder (bash scripts/cuda-headers.sh DIR fills one)');
+if (checkDir !== undefined && !existsSync(join(checkDir, 'torch', 'include', 'ATen', 'cuda', 'CUDAGraph.h')))
+  fail(
+    `--check-cuda-sources: ${resolve(checkDir)}/torch/include has no CUDA torch headers (bash scripts/cuda-headers.sh ${checkDir} puts them there)`,
+  );
+const torch = checkDir ? { dir: resolve(checkDir, 'torch'), source: `the CUDA torch headers in ${checkDir}` } : findLibtorch();
 const libDir = join(torch.dir, 'lib');
-const libs = readdirSync(libDir);
-const hasCuda = libs.some((f) => f.startsWith('libtorch_cuda'));
+const libs = checkDir ? [] : readdirSync(libDir);
+const hasCuda = checkDir !== undefined || libs.some((f) => f.startsWith('libtorch_cuda'));
 const nodeAddonApi = dirname(require.resolve('node-addon-api/package.json'));
 const nodeApiHeaders = join(dirname(require.resolve('node-api-headers/package.json')), 'include');
 const sources = [
@@ -96,12 +110,18 @@ const glooInclude = firstWith('gloo/config.h', [
 // Where CUDA's headers may be: CUDA_HOME, the toolkit's usual place, and the nvidia-* wheels next to a torch wheel
 // (nvidia/<lib>/include, nvidia/cu13/include).
 const nvidiaWheels = join(torch.dir, '..', 'nvidia');
-const cudaIncludeDirs = [
-  process.env.CUDA_HOME && join(process.env.CUDA_HOME, 'include'),
-  '/usr/local/cuda/include',
-  ...(existsSync(nvidiaWheels) ? readdirSync(nvidiaWheels).map((d) => join(nvidiaWheels, d, 'include')) : []),
-  '/usr/include',
-].filter((d) => d && existsSync(d));
+// (--check-cuda-sources: only the wheels' headers in its folder, whatever CUDA this machine has)
+const wheelIncludeDirs = existsSync(nvidiaWheels) ? readdirSync(nvidiaWheels).map((d) => join(nvidiaWheels, d, 'include')) : [];
+const cudaIncludeDirs = (
+  checkDir
+    ? wheelIncludeDirs
+    : [
+        process.env.CUDA_HOME && join(process.env.CUDA_HOME, 'include'),
+        '/usr/local/cuda/include',
+        ...wheelIncludeDirs,
+        '/usr/include',
+      ]
+).filter((d) => d && existsSync(d));
 // CUDA graphs for captured steps (src/cuda_graph.cpp) need a CUDA libtorch and CUDA's runtime headers: the
 // toolkit's, or the nvidia-cuda-runtime and nvidia-cuda-crt wheels (torch's own dependencies lack crt/).
 const cudaHeaders = ['cuda_runtime_api.h', 'crt/host_config.h'];
@@ -121,26 +141,28 @@ function ncclSetup() {
   if (!hasCuda) return { reason: 'libtorch has no CUDA' };
   if (!existsSync(join(torch.dir, 'include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp')))
     return { reason: 'libtorch ships no ProcessGroupNCCL.hpp' };
-  const cudaLib = libs.find((f) => f.startsWith('libtorch_cuda.so'));
-  let symbols = '';
-  try {
-    symbols = execFileSync('nm', ['-D', '--defined-only', join(libDir, cudaLib)], { maxBuffer: 1 << 30 }).toString();
-  } catch {
-    return { reason: `could not list the symbols of ${cudaLib} (nm)` };
+  if (!checkDir) {
+    // (a header-only check has no library to look into)
+    const cudaLib = libs.find((f) => f.startsWith('libtorch_cuda.so'));
+    let symbols = '';
+    try {
+      symbols = execFileSync('nm', ['-D', '--defined-only', join(libDir, cudaLib)], { maxBuffer: 1 << 30 }).toString();
+    } catch {
+      return { reason: `could not list the symbols of ${cudaLib} (nm)` };
+    }
+    if (!symbols.includes('_ZN4c10d16ProcessGroupNCCLC')) return { reason: `${cudaLib} has no ProcessGroupNCCL` };
   }
-  if (!symbols.includes('_ZN4c10d16ProcessGroupNCCLC')) return { reason: `${cudaLib} has no ProcessGroupNCCL` };
   const dirs = cudaIncludeDirs;
   for (const header of ['nccl.h', 'cuda_runtime_api.h'])
     if (!firstWith(header, dirs)) return { reason: `${header} was not found (in ${dirs.join(', ') || 'no CUDA folder'})` };
   return { dirs: dirs.filter((d) => d !== '/usr/include') };
 }
 const nccl = ncclSetup();
-const ncclFlags = (dirs) => ['-DUSE_C10D_NCCL', '-DTRT_HAVE_NCCL', ...dirs.map((d) => `-isystem${d}`)];
 const distributedFlags = [
   `-isystem${join(torch.dir, 'include', 'torch', 'csrc', 'api', 'include')}`,
   ...(glooInclude ? ['-DUSE_C10D_GLOO', '-DTRT_HAVE_GLOO'] : []),
   ...(glooInclude && glooInclude !== '/usr/include' ? [`-isystem${glooInclude}`] : []),
-  ...(nccl.dirs ? ncclFlags(nccl.dirs) : []),
+  ...(nccl.dirs ? ['-DUSE_C10D_NCCL', '-DTRT_HAVE_NCCL', ...nccl.dirs.map((d) => `-isystem${d}`)] : []),
 ];
 const distributedSummary =
   `gloo ${glooInclude ? `yes (gloo headers in ${glooInclude})` : 'no (gloo headers not found: apt-get install libgloo-dev, or set GLOO_INCLUDE)'}, ` +
@@ -173,78 +195,62 @@ const ldflags = [
   '-Wl,--as-needed',
 ];
 
-// `node native/build.mjs --check-cuda-sources DIR` builds nothing: it compiles (g++ -fsyntax-only) the code that only
-// a CUDA libtorch builds, cuda_graph.cpp with CUDA graphs and distributed.cpp with NCCL, against this libtorch's
-// headers (a CPU wheel ships ATen's and c10's CUDA headers too) and CUDA's under DIR/nvidia/*/include
-// (scripts/cuda-headers.sh puts them there), so that a machine without CUDA catches what would break the GPU build
-// (where build errors in cuda_graph.cpp would only turn CUDA graphs off). test/torch/cuda-sources.test.ts runs it.
-const checkArg = process.argv.indexOf('--check-cuda-sources');
-if (checkArg !== -1) {
-  const dir = process.argv[checkArg + 1];
-  if (dir === undefined) fail('--check-cuda-sources needs a folder (bash scripts/cuda-headers.sh DIR fills one)');
-  await checkCudaSources(resolve(dir));
-  process.exit(0);
-}
+// kernels.cpp runs at::parallel_for, whose OpenMP body is inline: it needs -fopenmp to run on the intra-op threads
+// (without it the pragma is ignored and the loop runs serially). GOMP's symbols resolve, when the addon loads, to the
+// libgomp libtorch_cpu already loaded, so the process keeps one OpenMP runtime.
+const flagsOf = (source) => {
+  if (source.endsWith('kernels.cpp')) return [...cxxflags, '-O3', '-fopenmp'];
+  if (source.endsWith('distributed.cpp')) return [...cxxflags, ...distributedFlags];
+  if (source.endsWith('cuda_graph.cpp')) return [...cxxflags, ...cudaGraphFlags];
+  return cxxflags;
+};
 
-async function checkCudaSources(dir) {
-  const wheels = join(dir, 'nvidia');
-  const includeDirs = existsSync(wheels)
-    ? readdirSync(wheels)
-        .map((d) => join(wheels, d, 'include'))
-        .filter((d) => existsSync(d))
-    : [];
-  for (const header of [...cudaHeaders, 'nccl.h'])
-    if (!firstWith(header, includeDirs))
-      fail(
-        `--check-cuda-sources: ${header} is not under ${wheels}/*/include (bash scripts/cuda-headers.sh ${dir} puts it there)`,
-      );
-  for (const header of ['ATen/cuda/CUDAGraph.h', 'torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp'])
-    if (!existsSync(join(torch.dir, 'include', header))) fail(`--check-cuda-sources: this libtorch has no ${header}`);
-  // A CUDA libtorch also ships c10/cuda/impl/cuda_cmake_macros.h, which its CMake build generates (a CPU wheel has
-  // c10/cuda's other headers, not this one); for a shared-library build it holds one definition.
-  const generated = join(buildDir, `cuda-check-${process.pid}`);
-  mkdirSync(join(generated, 'c10', 'cuda', 'impl'), { recursive: true });
-  writeFileSync(
-    join(generated, 'c10', 'cuda', 'impl', 'cuda_cmake_macros.h'),
-    '#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n',
+if (checkDir !== undefined) {
+  for (const [what, missing] of [
+    ['CUDA graphs', cudaGraphs ? null : cudaGraphSummary],
+    ['NCCL', nccl.dirs ? null : nccl.reason],
+  ])
+    if (missing) fail(`--check-cuda-sources: ${what} would not be built: ${missing}`);
+  // -H lists every header a compile opens: the CUDA-only header of a file shows that its CUDA code was compiled
+  const opens = { 'cuda_graph.cpp': 'ATen/cuda/CUDAGraph.h', 'distributed.cpp': 'c10d/ProcessGroupNCCL.hpp' };
+  const check = (source) =>
+    new Promise((done) => {
+      const file = source.split('/').pop();
+      const started = Date.now();
+      const child = spawn('g++', [...flagsOf(source), '-fsyntax-only', '-H', source], { stdio: ['ignore', 'inherit', 'pipe'] });
+      let stderr = '';
+      child.stderr.on('data', (d) => {
+        stderr += d;
+      });
+      child.on('exit', (code) => {
+        // -H ends with a list of headers that lack include guards (libtorch's and the system's): not ours
+        const lines = stderr.split('\nMultiple include guards may be useful for:\n')[0].split('\n');
+        const diagnostics = lines.filter((l) => !/^\.+ /.test(l) && l !== '');
+        if (diagnostics.length > 0) console.error(diagnostics.join('\n'));
+        const needed = opens[file];
+        if (code !== 0) return done(`${file}: g++ exit code ${code} (its messages are above)`);
+        if (needed && !lines.some((l) => /^\.+ /.test(l) && l.endsWith(needed)))
+          return done(`${file}: compiled without opening ${needed}, so its CUDA code was not compiled`);
+        console.log(
+          `[native] ${file} compiles${needed ? ` with its CUDA code (${needed})` : ''} (${((Date.now() - started) / 1000).toFixed(1)} s)`,
+        );
+        done(null);
+      });
+    });
+  console.log(`[native] checking every source as a CUDA build against ${torch.source} (${distributedSummary})`);
+  const pending = [...sources];
+  const failures = [];
+  const jobs = Math.max(1, Number(process.env.TRINITY_BUILD_JOBS ?? 2));
+  await Promise.all(
+    Array.from({ length: jobs }, async () => {
+      while (pending.length) {
+        const failure = await check(pending.shift());
+        if (failure) failures.push(failure);
+      }
+    }),
   );
-  const cuda = [generated, ...includeDirs].map((d) => `-isystem${d}`);
-  // -H lists every header a compile opens: the CUDA-only header of each file shows that its CUDA code was compiled
-  const checks = [
-    { file: 'cuda_graph.cpp', flags: ['-DTRT_CUDA_GRAPHS', ...cuda], opens: 'ATen/cuda/CUDAGraph.h' },
-    { file: 'distributed.cpp', flags: [...distributedFlags, ...ncclFlags([]), ...cuda], opens: 'c10d/ProcessGroupNCCL.hpp' },
-  ];
-  const results = await Promise.all(
-    checks.map(
-      ({ file, flags, opens }) =>
-        new Promise((done) => {
-          const started = Date.now();
-          const args = [...cxxflags, ...flags, '-fsyntax-only', '-H', join(here, 'src', file)];
-          const child = spawn('g++', args, { stdio: ['ignore', 'inherit', 'pipe'] });
-          let stderr = '';
-          child.stderr.on('data', (d) => {
-            stderr += d;
-          });
-          child.on('exit', (code) => {
-            // -H ends with a list of headers that lack include guards (libtorch's and the system's): not ours
-            const lines = stderr.split('\nMultiple include guards may be useful for:\n')[0].split('\n');
-            const diagnostics = lines.filter((l) => !/^\.+ /.test(l) && l !== '');
-            const opened = lines.some((l) => /^\.+ /.test(l) && l.endsWith(opens));
-            const seconds = ((Date.now() - started) / 1000).toFixed(1);
-            if (diagnostics.length > 0) console.error(diagnostics.join('\n'));
-            if (code !== 0) done(`${file}: g++ exit code ${code} (its messages are above)`);
-            else if (!opened) done(`${file}: compiled without opening ${opens}, so its CUDA code was not compiled`);
-            else {
-              console.log(`[native] ${file} compiles with CUDA (${opens}; ${seconds} s)`);
-              done(null);
-            }
-          });
-        }),
-    ),
-  );
-  rmSync(generated, { recursive: true, force: true });
-  const failures = results.filter((r) => r !== null);
   if (failures.length > 0) fail(`--check-cuda-sources: ${failures.join('; ')}`);
+  process.exit(0);
 }
 
 const fingerprint = createHash('sha256')
@@ -286,15 +292,6 @@ function run(cmd, args, label) {
 const objectDir = join(buildDir, `obj-${process.pid}`);
 mkdirSync(objectDir, { recursive: true });
 const objects = sources.map((s) => join(objectDir, s.split('/').pop().replace('.cpp', '.o')));
-// kernels.cpp runs at::parallel_for, whose OpenMP body is inline: it needs -fopenmp to run on the intra-op threads
-// (without it the pragma is ignored and the loop runs serially). GOMP's symbols resolve, when the addon loads, to the
-// libgomp libtorch_cpu already loaded, so the process keeps one OpenMP runtime.
-const flagsOf = (source) => {
-  if (source.endsWith('kernels.cpp')) return [...cxxflags, '-O3', '-fopenmp'];
-  if (source.endsWith('distributed.cpp')) return [...cxxflags, ...distributedFlags];
-  if (source.endsWith('cuda_graph.cpp')) return [...cxxflags, ...cudaGraphFlags];
-  return cxxflags;
-};
 // CUDA graphs are an addition, not a requirement: if cuda_graph.cpp does not compile against this libtorch's CUDA
 // headers (another torch version), it is compiled without them and the addon says so (cudaGraphs in build.json).
 let cudaGraphResult = cudaGraphSummary;

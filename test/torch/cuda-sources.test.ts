@@ -1,10 +1,14 @@
-// The addon's CUDA-only code compiles on a machine without CUDA: native/src/cuda_graph.cpp with CUDA graphs and
+// The addon compiles as a CUDA build on a machine without CUDA: native/src/cuda_graph.cpp with CUDA graphs and
 // native/src/distributed.cpp with NCCL are built only against a CUDA libtorch, so the CPU build (and every other
-// test here) never compiles them. `node native/build.mjs --check-cuda-sources DIR` compiles both (g++ -fsyntax-only)
-// against this libtorch's headers and CUDA's headers from pip's mirror (scripts/cuda-headers.sh), and says which
-// CUDA-only header each compile opened. Skipped only where the mirror has no nvidia-* wheels (exit code 3).
+// test here) never compiles them, and the GPU run (bench/gpu-run.sh) builds against another torch version than the
+// CPU one. `node native/build.mjs --check-cuda-sources DIR` compiles every source (g++ -fsyntax-only) with a CUDA
+// build's flags against the headers of that CUDA torch wheel and of CUDA's libraries, from pip's mirror
+// (scripts/cuda-headers.sh), and says which CUDA-only header each CUDA file opened. Skipped only where the mirror
+// has not these wheels (exit code 3).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -28,7 +32,7 @@ function run(command: string, args: string[]): Promise<{ code: number | null; ou
   });
 }
 
-test('cuda_graph.cpp (CUDA graphs) and distributed.cpp (NCCL) compile against CUDA headers', async (t) => {
+test('every source compiles as a CUDA build: cuda_graph.cpp with CUDA graphs, distributed.cpp with NCCL', async (t) => {
   const fetched = await run('bash', [join(root, 'scripts', 'cuda-headers.sh'), headers]);
   if (fetched.code === 3) {
     t.skip(`CUDA's headers are not in pip's local mirror: ${fetched.output.trim()}`);
@@ -37,19 +41,29 @@ test('cuda_graph.cpp (CUDA graphs) and distributed.cpp (NCCL) compile against CU
   assert.equal(fetched.code, 0, fetched.output);
   const checked = await run(process.execPath, [join(root, 'native', 'build.mjs'), '--check-cuda-sources', headers]);
   assert.equal(checked.code, 0, checked.output);
-  assert.match(checked.output, /cuda_graph\.cpp compiles with CUDA \(ATen\/cuda\/CUDAGraph\.h;/);
-  assert.match(checked.output, /distributed\.cpp compiles with CUDA \(c10d\/ProcessGroupNCCL\.hpp;/);
+  assert.match(checked.output, /gloo yes .*nccl yes\)/);
+  assert.match(checked.output, /cuda_graph\.cpp compiles with its CUDA code \(ATen\/cuda\/CUDAGraph\.h\)/);
+  assert.match(checked.output, /distributed\.cpp compiles with its CUDA code \(c10d\/ProcessGroupNCCL\.hpp\)/);
+  const sources = readdirSync(join(root, 'native', 'src')).filter((f) => f.endsWith('.cpp'));
+  const compiled = [...checked.output.matchAll(/\[native\] (\S+\.cpp) compiles/g)].map((m) => m[1]);
+  assert.deepEqual(compiled.sort(), sources.sort());
 });
 
-test('--check-cuda-sources names what is missing: no folder, or a folder without the headers', async () => {
+test('--check-cuda-sources names what is missing: no folder, no torch headers, no CUDA headers', async () => {
   const noFolder = await run(process.execPath, [join(root, 'native', 'build.mjs'), '--check-cuda-sources']);
   assert.equal(noFolder.code, 1);
   assert.match(noFolder.output, /--check-cuda-sources needs a folder/);
-  const empty = join(root, 'test', 'fixtures');
-  const noHeaders = await run(process.execPath, [join(root, 'native', 'build.mjs'), '--check-cuda-sources', empty]);
-  assert.equal(noHeaders.code, 1);
+  const empty = mkdtempSync(join(tmpdir(), 'cuda-check-'));
+  const noTorch = await run(process.execPath, [join(root, 'native', 'build.mjs'), '--check-cuda-sources', empty]);
+  assert.equal(noTorch.code, 1);
+  assert.match(noTorch.output, /cuda-check-\w+\/torch\/include has no CUDA torch headers \(bash scripts\/cuda-headers\.sh/);
+  // torch's headers without CUDA's (the first test fetched them)
+  symlinkSync(join(headers, 'torch'), join(empty, 'torch'));
+  const noCuda = await run(process.execPath, [join(root, 'native', 'build.mjs'), '--check-cuda-sources', empty]);
+  assert.equal(noCuda.code, 1);
   assert.match(
-    noHeaders.output,
-    /cuda_runtime_api\.h is not under .*fixtures\/nvidia\/\*\/include \(bash scripts\/cuda-headers\.sh/,
+    noCuda.output,
+    /CUDA graphs would not be built: no \(cuda_runtime_api\.h and crt\/host_config\.h not found in any CUDA folder\)/,
   );
+  rmSync(empty, { recursive: true });
 });
