@@ -56,16 +56,25 @@ if cuda_torch python3 && python3 -c "import transformers" 2>/dev/null; then
 else
   venv=.cache/gpu-venv
   if [ ! -x "$venv/bin/python" ]; then python3 -m venv "$venv"; fi
+  # pip from local folders only, TORCH_WHEELS and those this machine's pip configuration names: nothing outside a GPU
+  # machine may be reachable, and pip would wait on a network index
+  source scripts/pip-offline.sh
+  mapfile -t links < <(pip_local_links)
+  pip_local() { "$venv/bin/pip" install --no-index --find-links "$wheels" "${links[@]}" "$@"; }
   if ! cuda_torch "$venv/bin/python"; then
     [ -d "$wheels" ] || { echo "no CUDA torch in python3 and no wheel folder $wheels: set TORCH_WHEELS to the folder with torch-$version*.whl and its nvidia-* wheels" >&2; exit 1; }
     echo "== installing torch==$version (CUDA) from $wheels"
-    "$venv/bin/pip" install --no-index --find-links "$wheels" "torch==$version"
+    # torch, then its requirements but cuda-bindings and triton (Python's CUDA bindings and torch.compile's compiler:
+    # neither the addon nor `import torch` needs them, and a local mirror may not hold them)
+    pip_local --no-deps "torch==$version"
+    "$venv/bin/python" -c "import importlib.metadata as m; print('\n'.join(r for r in m.requires('torch') if 'extra ==' not in r and not r.startswith(('cuda-bindings', 'triton'))))" > "$venv/torch-requirements.txt"
+    pip_local -r "$venv/torch-requirements.txt"
   fi
   # CUDA's crt/ headers (the CUDA-graph part of the addon needs them; torch's own dependencies lack them)
-  "$venv/bin/pip" install --find-links "$wheels" nvidia-cuda-crt || echo "note: nvidia-cuda-crt not installed: the addon builds without CUDA graphs"
+  pip_local nvidia-cuda-crt || echo "note: nvidia-cuda-crt not installed: the addon builds without CUDA graphs"
   if ! "$venv/bin/python" -c "import transformers" 2>/dev/null; then
-    # transformers and its pure-Python dependencies from the configured indexes (torch is already there)
-    "$venv/bin/pip" install --find-links "$wheels" transformers safetensors
+    # transformers and its pure-Python dependencies (torch is already there)
+    pip_local transformers safetensors
   fi
   py="$PWD/$venv/bin/python"
 fi

@@ -198,8 +198,8 @@ describe('capture and replay', () => {
     const plain = torch.capture([x], () => [x.mul(2)]);
     assert.deepEqual(plain.step?.graph, { state: 'off', reason: null });
     // no inputs to check here: the addon refuses (a CPU-only build has no CUDA graphs; a CUDA build: the output is
-    // on the CPU)
-    const refused = torch.capture([], () => [torch.ones([2]).mul(3)], { cudaGraph: true });
+    // on the CPU). Without noGrad a CUDA build refuses for autograd first (checked on a CUDA torch 2.14.1 build).
+    const refused = torch.noGrad(() => torch.capture([], () => [torch.ones([2]).mul(3)], { cudaGraph: true }));
     assert.ok(refused.step !== null);
     assert.equal(refused.step.graph.state, 'off');
     assert.match(
@@ -209,6 +209,16 @@ describe('capture and replay', () => {
     assert.deepEqual(refused.step.replay([])[0]?.toArray(), [3, 3]);
     refused.step.dispose();
     assert.throws(() => refused.step?.graph, /graph: the captured step was disposed/);
+  });
+
+  it('a step captured with gradients enabled is refused a CUDA graph, saying why (a CUDA build)', () => {
+    const withGrad = torch.capture([], () => [torch.ones([2]).mul(3)], { cudaGraph: true });
+    assert.ok(withGrad.step !== null);
+    assert.match(
+      withGrad.step.graph.reason ?? '',
+      /^(this addon was built without CUDA graphs .*|the step was captured with gradients enabled \(a CUDA graph replays no autograd\))$/,
+    );
+    withGrad.step.dispose();
   });
 
   it('does not nest, closes on a throw, and refuses one tensor given twice as input', () => {
