@@ -222,6 +222,7 @@ if (checkDir !== undefined) {
       child.stderr.on('data', (d) => {
         stderr += d;
       });
+      child.on('error', (error) => done(`${file}: g++ could not start (${error.message})`));
       child.on('exit', (code) => {
         // -H ends with a list of headers that lack include guards (libtorch's and the system's): not ours
         const lines = stderr.split('\nMultiple include guards may be useful for:\n')[0].split('\n');
