@@ -24,6 +24,23 @@ function fail(message) {
   process.exit(1);
 }
 
+// Runs `tasks` (functions that return promises) TRINITY_BUILD_JOBS at a time, default two: each translation unit that
+// includes ATen takes ~20 s and ~1 GB to compile. Resolves with their results in order; rejects with the first error.
+async function inParallel(tasks) {
+  const jobs = Math.max(1, Math.min(Number(process.env.TRINITY_BUILD_JOBS ?? 2), tasks.length));
+  const results = new Array(tasks.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: jobs }, async () => {
+      while (next < tasks.length) {
+        const i = next++;
+        results[i] = await tasks[i]();
+      }
+    }),
+  );
+  return results;
+}
+
 function torchFromPython() {
   const candidates = [join(root, '.cache', 'torch-py')];
   const script =
@@ -239,17 +256,7 @@ if (checkDir !== undefined) {
       });
     });
   console.log(`[native] checking every source as a CUDA build against ${torch.source} (${distributedSummary})`);
-  const pending = [...sources];
-  const failures = [];
-  const jobs = Math.max(1, Number(process.env.TRINITY_BUILD_JOBS ?? 2));
-  await Promise.all(
-    Array.from({ length: jobs }, async () => {
-      while (pending.length) {
-        const failure = await check(pending.shift());
-        if (failure) failures.push(failure);
-      }
-    }),
-  );
+  const failures = (await inParallel(sources.map((s) => () => check(s)))).filter((f) => f !== null);
   if (failures.length > 0) fail(`--check-cuda-sources: ${failures.join('; ')}`);
   process.exit(0);
 }
@@ -286,7 +293,6 @@ function run(cmd, args, label) {
   });
 }
 
-// Each translation unit that includes ATen takes ~20 s and ~1 GB: compile them two at a time.
 // Other builds may run at the same time in this checkout (processes that load the addon keep running): each build
 // compiles into its own folder and links to its own temporary name, and only the final rename (atomic on one file
 // system) replaces trinity_torch.node, so no process ever loads a half-written addon or another build's objects.
@@ -305,14 +311,8 @@ const compile = (s, i) => {
     return run('g++', [...cxxflags, '-c', s, '-o', objects[i]], `${label} (without CUDA graphs)`);
   });
 };
-const queue = sources.map((s, i) => () => compile(s, i));
-const jobs = Math.max(1, Math.min(Number(process.env.TRINITY_BUILD_JOBS ?? 2), queue.length));
 try {
-  await Promise.all(
-    Array.from({ length: jobs }, async () => {
-      while (queue.length) await queue.shift()();
-    }),
-  );
+  await inParallel(sources.map((s, i) => () => compile(s, i)));
   // Link to a temporary name and rename: processes that have the old addon loaded keep a valid mapping.
   const linked = `${output}.${process.pid}.tmp`;
   await run('g++', [...objects, ...ldflags, '-o', linked], 'linked trinity_torch.node');
