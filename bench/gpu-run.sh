@@ -19,9 +19,9 @@
 # (TRINITY_BENCH_PYTHON), so both sides use the same CUDA libraries. A later CPU build (node native/build.mjs with no
 # LIBTORCH) rebuilds against the CPU torch.
 #
-# After the build: bench/gpu-check.ts (ops on CUDA against the CPU), the CUDA-graph tests, bench:decode-step on cuda
-# (eager steps, op-by-op replays, CUDA graphs), then bench/gpu-run.ts, then bench:train-capture on cuda (does
-# capturing the training forward pay where the step waits on the host).
+# After the build: bench/gpu-check.ts (ops on CUDA against the CPU), the CUDA-graph tests, bench/gpu-run.ts, then
+# bench:decode-step on cuda (eager steps, op-by-op replays, CUDA graphs) and bench:train-capture on cuda (does
+# capturing the training forward pay where the step waits on the host); each stage under its own time limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # A machine without Node.js or node_modules: unpack the bundle of scripts/device-bundle.sh (carried as .device/),
@@ -84,17 +84,32 @@ echo "== building the addon against $torch_dir"
 LIBTORCH="$torch_dir" TRINITY_BUILD_JOBS=${TRINITY_BUILD_JOBS:-8} node native/build.mjs
 node -e "const b=JSON.parse(require('fs').readFileSync('native/build/build.json','utf8'));console.log(b);if(!b.cuda)process.exit(1)" 2>/dev/null ||
   echo "note: native/build/build.json not found or not CUDA; bench/gpu-check.ts below says whether CUDA works"
-node --import tsx bench/gpu-check.ts
+# each stage below has its own time limit (seconds; GNU timeout stops its whole process group), so that one that
+# hangs costs its own share of a lease, not the stages after it
+stage() {
+  local limit=$1 what=$2
+  shift 2
+  timeout "$limit" "$@" || echo "== $what FAILED (exit $?; 124: over its ${limit} s)"
+}
+stage 120 "bench/gpu-check.ts" node --import tsx bench/gpu-check.ts
 echo "== setup took $(( $(date +%s) - start )) s"
-echo "== CUDA graphs of captured steps: tests (bit-identical to eager steps) and attention kernels, then decode steps eager / replayed / graphs"
-node --import tsx --test test/torch/cuda-graph.test.ts test/torch/capture.test.ts test/engine/decode-capture.test.ts test/model/attention.test.ts || echo "CUDA-graph or attention tests FAILED"
-node --import tsx bench/decode-step.bench.ts --device cuda --dtype bfloat16 --batches 1,8,32 --large-batches 1,8,32 --rounds 3 ||
-  echo "bench:decode-step on cuda FAILED"
+echo "== CUDA graphs of captured steps: tests (bit-identical to eager steps) and attention kernels"
+stage 180 "the CUDA-graph and attention tests" node --import tsx --test test/torch/cuda-graph.test.ts \
+  test/torch/capture.test.ts test/engine/decode-capture.test.ts test/model/attention.test.ts
+decode_steps() {
+  echo "== decode steps on cuda: eager / replayed op by op / CUDA graphs"
+  stage 120 "bench:decode-step on cuda" node --import tsx bench/decode-step.bench.ts --device cuda --dtype bfloat16 \
+    --batches 1,8,32 --large-batches 1,8,32 --rounds 3
+}
 if [[ " $* " == *" --graphs-only "* ]]; then
+  decode_steps
   echo "== gpu-run.sh --graphs-only took $(( $(date +%s) - start )) s"
   exit 0
 fi
-TRINITY_BENCH_PYTHON="$py" node --import tsx bench/gpu-run.ts "$@"
+# the issue's figures first (GRPO on cuda, the model bench next to transformers), then the decode-step and
+# training-capture benches
+stage 330 "bench/gpu-run.ts" env TRINITY_BENCH_PYTHON="$py" node --import tsx bench/gpu-run.ts "$@"
+decode_steps
 echo "== training micro-step, eager forward vs captured forward (replayed with gradients) on cuda"
-node --import tsx bench/train-capture.bench.ts --device cuda || echo "bench:train-capture on cuda FAILED"
+stage 120 "bench:train-capture on cuda" node --import tsx bench/train-capture.bench.ts --device cuda
 echo "== gpu-run.sh took $(( $(date +%s) - start )) s"

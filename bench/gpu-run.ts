@@ -5,7 +5,7 @@
 //   2. a short GRPO run of it end to end on cuda (`trinity run`, mode colocate: rollouts and training in one process on
 //      the GPU, trainer.device and explorer.rollout_model.device cuda) on the quickstart's addition taskset; the step
 //      time is read from the run's metrics.jsonl (the interval between consecutive steps' `time`, and time/train_s);
-//   3. bench/model.bench.ts --device cuda --models 0.5b: training tokens/s and generation tokens/s at batch 32, ours
+//   3. bench/model.bench.ts --device cuda --models 0.5b: training tokens/s and generation tokens/s at batch 1, 8 and 32, ours
 //      next to Hugging Face transformers in the same run, with each process's GPU memory peak sampled from nvidia-smi
 //      (per process: the CUDA context and the caching allocator's reserve included, so both sides are measured alike).
 // It prints a table and ends with one JSON line.
@@ -223,16 +223,18 @@ interface BenchSide {
   ours: number | null;
   transformers: number | null;
 }
+const generationBatches = [1, 8, 32] as const;
 let bench: {
-  generation_b32_tokens_per_s: BenchSide;
+  /** generation tokens/s by batch size */
+  generation_tokens_per_s: Record<string, BenchSide>;
   training_tokens_per_s: BenchSide;
   gpu_memory_peak_mib: BenchSide;
   memory_source: string;
 } | null = null;
 if (!flags['skip-bench']) {
   const benchArgs = dry
-    ? ['--device', 'cpu', '--models', 'small', '--small', '64,2,4,2,128', '--small-vocab', '512', '--batches', '32']
-    : ['--device', 'cuda', '--models', '0.5b', '--large-batches', '32', '--large-train', 'on'];
+    ? ['--device', 'cpu', '--models', 'small', '--small', '64,2,4,2,128', '--small-vocab', '512', '--batches', '1,8,32']
+    : ['--device', 'cuda', '--models', '0.5b', '--large-batches', '1,8,32', '--large-train', 'on'];
   const benchSampler = dry ? null : sampleGpuMemory();
   const child = run('model bench', [
     '--import',
@@ -258,7 +260,6 @@ if (!flags['skip-bench']) {
   };
   const m = result.models[dry ? 'small' : '0.5b'];
   if (m === undefined) throw new Error('the model bench reported no model');
-  const g = m.generation['32'];
   const t = typeof m.training === 'object' && m.training !== null ? m.training : null;
   // the bench is one node process (ours) and its python child (transformers): the largest peak that is not ours is HF's
   let gpuPeak: BenchSide = { ours: null, transformers: null };
@@ -274,7 +275,12 @@ if (!flags['skip-bench']) {
     gpuPeak = { ours: of(true), transformers: of(false) };
   }
   bench = {
-    generation_b32_tokens_per_s: { ours: g?.ours_tokens_per_s ?? null, transformers: g?.transformers_tokens_per_s ?? null },
+    generation_tokens_per_s: Object.fromEntries(
+      generationBatches.map((b) => {
+        const g = m.generation[String(b)];
+        return [b, { ours: g?.ours_tokens_per_s ?? null, transformers: g?.transformers_tokens_per_s ?? null }];
+      }),
+    ),
     training_tokens_per_s: { ours: t?.ours_tokens_per_s ?? null, transformers: t?.transformers_tokens_per_s ?? null },
     gpu_memory_peak_mib: gpuPeak,
     memory_source:
@@ -306,12 +312,10 @@ if (bench !== null) {
       f(bench.training_tokens_per_s.transformers),
       ratio(bench.training_tokens_per_s),
     ],
-    [
-      'generation tokens/s, batch 32',
-      f(bench.generation_b32_tokens_per_s.ours),
-      f(bench.generation_b32_tokens_per_s.transformers),
-      ratio(bench.generation_b32_tokens_per_s),
-    ],
+    ...generationBatches.map((b) => {
+      const side = bench?.generation_tokens_per_s[b] ?? { ours: null, transformers: null };
+      return [`generation tokens/s, batch ${b}`, f(side.ours), f(side.transformers), ratio(side)];
+    }),
     ['GPU memory peak, MiB', f(bench.gpu_memory_peak_mib.ours, 0), f(bench.gpu_memory_peak_mib.transformers, 0), '-'],
   ];
   const widths = rowsOut[0]?.map((_, c) => Math.max(...rowsOut.map((r) => (r[c] ?? '').length))) ?? [];
