@@ -69,37 +69,58 @@ function run(what: string, args: string[], env: NodeJS.ProcessEnv = process.env)
 // ---------------------------------------------------------------------------------------------------------------
 // GPU memory: each process's peak, sampled from nvidia-smi while a child runs
 
+interface MemoryPeaks {
+  /** each process's peak used memory, MiB (empty where nvidia-smi lists no processes, as in some VMs) */
+  perProcess: Map<number, number>;
+  /** the whole GPU's used memory: its peak and its first sample (before the child allocated), MiB */
+  device: { peak: number; baseline: number } | null;
+}
+
 interface MemorySampler {
-  stop(): Map<number, number>;
+  stop(): MemoryPeaks;
 }
 
 function hasNvidiaSmi(): boolean {
   return spawnSync('nvidia-smi', ['-L'], { stdio: 'ignore' }).status === 0;
 }
 
-/** Samples `nvidia-smi --query-compute-apps` every 100 ms; stop() gives each pid's peak used memory in MiB. */
-function sampleGpuMemory(): MemorySampler | null {
-  if (!hasNvidiaSmi()) return null;
-  const peaks = new Map<number, number>();
-  const child: ChildProcess = spawn(
-    'nvidia-smi',
-    ['--query-compute-apps=pid,used_memory', '--format=csv,noheader,nounits', '-lms', '100'],
-    { stdio: ['ignore', 'pipe', 'ignore'] },
-  );
+/** Runs `nvidia-smi <query> -lms 100` and hands each CSV line's numbers to `row`. */
+function nvidiaSmiLines(query: string[], row: (values: number[]) => void): ChildProcess {
+  const child: ChildProcess = spawn('nvidia-smi', [...query, '--format=csv,noheader,nounits', '-lms', '100'], {
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
   let rest = '';
   child.stdout?.on('data', (chunk: Buffer) => {
     const lines = (rest + chunk.toString()).split('\n');
     rest = lines.pop() ?? '';
     for (const line of lines) {
-      const [pid, mib] = line.split(',').map((s) => Number(s.trim()));
-      if (Number.isFinite(pid) && Number.isFinite(mib))
-        peaks.set(pid as number, Math.max(peaks.get(pid as number) ?? 0, mib as number));
+      const values = line.split(',').map((v) => Number(v.trim()));
+      if (values.length > 0 && values.every(Number.isFinite)) row(values);
     }
+  });
+  return child;
+}
+
+/**
+ * Samples nvidia-smi every 100 ms: each process's used memory (--query-compute-apps) and the whole GPU's
+ * (--query-gpu=memory.used, the fallback where the first lists no processes); stop() gives the peaks in MiB.
+ */
+function sampleGpuMemory(): MemorySampler | null {
+  if (!hasNvidiaSmi()) return null;
+  const perProcess = new Map<number, number>();
+  let device: { peak: number; baseline: number } | null = null;
+  const apps = nvidiaSmiLines(['--query-compute-apps=pid,used_memory'], ([pid, mib]) => {
+    if (pid !== undefined && mib !== undefined) perProcess.set(pid, Math.max(perProcess.get(pid) ?? 0, mib));
+  });
+  const gpu = nvidiaSmiLines(['--query-gpu=memory.used', '--id=0'], ([mib]) => {
+    if (mib === undefined) return;
+    device = device === null ? { peak: mib, baseline: mib } : { peak: Math.max(device.peak, mib), baseline: device.baseline };
   });
   return {
     stop() {
-      child.kill('SIGTERM');
-      return peaks;
+      apps.kill('SIGTERM');
+      gpu.kill('SIGTERM');
+      return { perProcess, device };
     },
   };
 }
@@ -213,7 +234,21 @@ const grpoResult = {
   wall_s: grpo.seconds,
   // the metrics' times are when a step was recorded, which may lag the step itself: the run's wall per step beside it
   wall_per_step_s: grpo.seconds / rows.length,
-  gpu_memory_peak_mib: grpoPeaks === null ? null : Math.max(0, ...grpoPeaks.values()),
+  // one process: its own peak, or where nvidia-smi lists no processes the whole GPU's peak over its first sample
+  gpu_memory_peak_mib:
+    grpoPeaks === null
+      ? null
+      : grpoPeaks.perProcess.size > 0
+        ? Math.max(...grpoPeaks.perProcess.values())
+        : grpoPeaks.device === null
+          ? null
+          : grpoPeaks.device.peak - grpoPeaks.device.baseline,
+  gpu_memory_source:
+    grpoPeaks === null
+      ? 'not measured (no nvidia-smi)'
+      : grpoPeaks.perProcess.size > 0
+        ? 'nvidia-smi --query-compute-apps, the process'
+        : 'nvidia-smi --query-gpu=memory.used, the whole GPU over its first sample (no processes listed)',
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -263,15 +298,16 @@ if (!flags['skip-bench']) {
   const t = typeof m.training === 'object' && m.training !== null ? m.training : null;
   // the bench is one node process (ours) and its python child (transformers): the largest peak that is not ours is HF's
   let gpuPeak: BenchSide = { ours: null, transformers: null };
-  if (peaks !== null) {
+  const perProcess = peaks?.perProcess ?? new Map<number, number>();
+  if (perProcess.size > 0) {
     const ourPids = new Set<number>();
     // the bench process is the direct child of this one; nvidia-smi names pids, and ours is the one that is not python
-    for (const pid of peaks.keys()) {
+    for (const pid of perProcess.keys()) {
       const comm = spawnSync('ps', ['-o', 'comm=', '-p', String(pid)], { encoding: 'utf8' }).stdout.trim();
       if (comm.startsWith('node')) ourPids.add(pid);
     }
     const of = (mine: boolean) =>
-      Math.max(0, ...[...peaks.entries()].filter(([pid]) => ourPids.has(pid) === mine).map(([, mib]) => mib)) || null;
+      Math.max(0, ...[...perProcess.entries()].filter(([pid]) => ourPids.has(pid) === mine).map(([, mib]) => mib)) || null;
     gpuPeak = { ours: of(true), transformers: of(false) };
   }
   bench = {
@@ -286,7 +322,9 @@ if (!flags['skip-bench']) {
     memory_source:
       peaks === null
         ? 'not measured (no nvidia-smi)'
-        : 'nvidia-smi --query-compute-apps used_memory, per process, sampled every 100 ms (CUDA context and caching allocator included)',
+        : perProcess.size === 0
+          ? 'not measured (nvidia-smi --query-compute-apps lists no processes on this machine; both sides run at once, so the whole GPU cannot tell them apart)'
+          : 'nvidia-smi --query-compute-apps used_memory, per process, sampled every 100 ms (CUDA context and caching allocator included)',
   };
 }
 

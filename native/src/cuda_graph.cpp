@@ -17,6 +17,7 @@
 #include "capture.h"
 
 #ifdef TRT_CUDA_GRAPHS
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/core/Event.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -66,11 +67,38 @@ class CudaStepGraph final : public StepGraph {
 // that they hold about the memory of the largest step rather than of all of them together. That is safe because a
 // thread launches its graphs one after another on its current stream, each graph's static outputs stay allocated
 // while it lives, and a launch's other memory is dead when it ends (replays return copies).
-// The allocator counts a pool's users and retires it when the count reaches 0 (its last graph destroyed, e.g. an
-// engine closed); a retired pool cannot be shared again. So the thread holds one count of its own for good:
-// beginAllocateToPool creates the pool with a count of 1, endAllocateToPool only stops routing allocations into it.
+// The allocators count a pool's users and retire it when the count reaches 0 (its last graph destroyed, e.g. an
+// engine closed); a retired pool cannot be shared again (an internal assert, "use_count > 0", at the next capture).
+// So the thread holds one count of its own for good: beginAllocateToPool creates the pool with a count of 1,
+// endAllocateToPool only stops routing allocations into it. Since torch 2.11 the pinned-host allocator keeps pools
+// too (capture_begin routes a capture's pinned allocations into the pool of the same id, counted the same way):
+// the thread holds a count there as well, where that allocator has pools.
 // (The pool id's type moved between torch versions, from c10::cuda to c10: it is named through graph_pool_handle.)
 using PoolId = decltype(at::cuda::graph_pool_handle());
+
+// The pinned-host allocator's pool calls, where this torch has them (a template, so that `requires` can test it).
+template <typename HostAllocator>
+void holdHostPool(HostAllocator* host, const PoolId& pool) {
+  if constexpr (requires { host->begin_allocate_to_pool(pool, [](c10::Stream) { return false; }); }) {
+    try {
+      host->begin_allocate_to_pool(pool, [](c10::Stream) { return false; });
+      host->end_allocate_to_pool(pool);
+    } catch (const c10::NotImplementedError&) {
+      // an allocator without pools: capture_begin does not route into one either
+    }
+  }
+}
+template <typename HostAllocator>
+void endHostCapture(HostAllocator* host, const PoolId& pool) {
+  if constexpr (requires { host->end_allocate_to_pool(pool); }) {
+    try {
+      host->end_allocate_to_pool(pool);
+    } catch (...) {
+      // not recording to it (capture_end got that far, or the allocator has no pools)
+    }
+  }
+}
+
 PoolId sharedPool(const c10::Device& device) {
   thread_local std::unordered_map<c10::DeviceIndex, PoolId> pools;
   auto it = pools.find(device.index());
@@ -78,6 +106,7 @@ PoolId sharedPool(const c10::Device& device) {
   PoolId pool = at::cuda::graph_pool_handle();
   c10::cuda::CUDACachingAllocator::beginAllocateToPool(device.index(), pool, [](cudaStream_t) { return false; });
   c10::cuda::CUDACachingAllocator::endAllocateToPool(device.index(), pool);
+  holdHostPool(at::getHostAllocator(at::kCUDA), pool);
   pools.emplace(device.index(), pool);
   return pool;
 }
@@ -127,6 +156,7 @@ std::unique_ptr<StepGraph> recordStepGraph(c10::Device device, const std::vector
         c10::cuda::CUDACachingAllocator::endAllocateToPool(device.index(), pool);
       } catch (...) {
       }
+      endHostCapture(at::getHostAllocator(at::kCUDA), pool);
       (void)cudaGetLastError();
       streamWaits(current, side);
       throw GraphCaptureFailed(reason);

@@ -285,12 +285,14 @@ Napi::Value distGroupCreate(const Napi::CallbackInfo& info) {
   // collective, a monitored barrier (which names the ranks that did not arrive) and a comparison of every rank's
   // collective, shapes and dtypes over a second, Gloo group: ranks that disagree get an error saying how, instead of
   // Gloo aborting the process on a size mismatch. It costs two small collectives per collective.
-  auto wrap = [checkCollectives, makeGloo](Group& group) {
+  // [=]: makeGloo exists only in a build with Gloo (a CUDA build may have NCCL alone)
+  auto wrap = [=](Group& group) {
     if (!checkCollectives) return;
 #ifdef TRT_HAVE_GLOO
     auto checks = makeGloo(c10::make_intrusive<c10d::PrefixStore>("trinity-checks", group.store));
     group.backend = c10::make_intrusive<c10d::ProcessGroupWrapper>(group.backend, checks);
 #else
+    (void)group;
     throw std::runtime_error("checkCollectives needs Gloo, and this addon was built without it");
 #endif
   };

@@ -2,7 +2,8 @@
 // recorded as a CUDA graph at its first replay; graph replays give, bit for bit, what the eager step gives (outputs
 // and in-place writes to tensors from outside the step) and return copies; a step that cannot run inside a graph
 // replays op by op and says why. These need a CUDA device and an addon built against a CUDA libtorch: skipped
-// elsewhere (test/torch/capture.test.ts checks the CPU side of the option).
+// elsewhere (test/torch/capture.test.ts checks the CPU side of the option). Steps are captured under noGrad, as the
+// engine captures its decode steps: a graph replays no autograd, so a capture with gradients enabled gets none.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import * as torch from '../../src/torch/index.js';
@@ -31,68 +32,71 @@ function makeStep(weight: torch.Tensor, bias: torch.Tensor, cache: torch.Tensor)
 }
 
 describe('CUDA graphs of captured steps', { skip }, () => {
-  it('replay bit-identically to the eager step, in-place writes included, and return copies', () => {
-    torch.manualSeed(1);
-    const weight = onGpu(torch.randn([64, 32]));
-    const bias = onGpu(torch.randn([64]));
-    const cache = onGpu(torch.zeros([16, 64]));
-    const step = makeStep(weight, bias, cache);
-    const x0 = onGpu(torch.randn([4, 32]));
-    const rows0 = rowsOf(0);
-    const captured = torch.capture([x0, rows0], () => step(x0, rows0), { cudaGraph: true });
-    assert.ok(captured.step !== null, `not replayable: ${captured.reason}`);
-    assert.deepEqual(captured.step.graph, { state: 'pending', reason: null });
-    for (const seed of [2, 3, 4, 5]) {
-      torch.manualSeed(seed);
-      const x = onGpu(torch.randn([4, 32]));
-      const rows = rowsOf(seed + 100);
-      const start = onGpu(torch.randn([16, 64]));
-      cache.copy_(start);
-      const replayed = captured.step.replay([x, rows]); // the first one records the graph
-      const cacheReplayed = bytes(cache);
-      cache.copy_(start);
-      const eager = step(x, rows);
-      assert.deepEqual(replayed.map(bytes), eager.map(bytes), `outputs, seed ${seed}`);
-      assert.deepEqual(cacheReplayed, bytes(cache), `cache, seed ${seed}`);
-    }
-    assert.deepEqual(captured.step.graph, { state: 'ready', reason: null });
-    // a replay returns copies: the next launch does not overwrite what the last one returned
-    const first = captured.step.replay([onGpu(torch.randn([4, 32])), rowsOf(7)]);
-    const firstBytes = first.map(bytes);
-    captured.step.replay([onGpu(torch.randn([4, 32])), rowsOf(8)]);
-    assert.deepEqual(first.map(bytes), firstBytes);
-    captured.step.dispose();
-  });
+  it('replay bit-identically to the eager step, in-place writes included, and return copies', () =>
+    torch.noGrad(() => {
+      torch.manualSeed(1);
+      const weight = onGpu(torch.randn([64, 32]));
+      const bias = onGpu(torch.randn([64]));
+      const cache = onGpu(torch.zeros([16, 64]));
+      const step = makeStep(weight, bias, cache);
+      const x0 = onGpu(torch.randn([4, 32]));
+      const rows0 = rowsOf(0);
+      const captured = torch.capture([x0, rows0], () => step(x0, rows0), { cudaGraph: true });
+      assert.ok(captured.step !== null, `not replayable: ${captured.reason}`);
+      assert.deepEqual(captured.step.graph, { state: 'pending', reason: null });
+      for (const seed of [2, 3, 4, 5]) {
+        torch.manualSeed(seed);
+        const x = onGpu(torch.randn([4, 32]));
+        const rows = rowsOf(seed + 100);
+        const start = onGpu(torch.randn([16, 64]));
+        cache.copy_(start);
+        const replayed = captured.step.replay([x, rows]); // the first one records the graph
+        const cacheReplayed = bytes(cache);
+        cache.copy_(start);
+        const eager = step(x, rows);
+        assert.deepEqual(replayed.map(bytes), eager.map(bytes), `outputs, seed ${seed}`);
+        assert.deepEqual(cacheReplayed, bytes(cache), `cache, seed ${seed}`);
+      }
+      assert.deepEqual(captured.step.graph, { state: 'ready', reason: null });
+      // a replay returns copies: the next launch does not overwrite what the last one returned
+      const first = captured.step.replay([onGpu(torch.randn([4, 32])), rowsOf(7)]);
+      const firstBytes = first.map(bytes);
+      captured.step.replay([onGpu(torch.randn([4, 32])), rowsOf(8)]);
+      assert.deepEqual(first.map(bytes), firstBytes);
+      captured.step.dispose();
+    }));
 
-  it('records graphs again after every earlier graph was released (the thread keeps its graphs’ shared pool)', () => {
-    const x0 = onGpu(torch.randn([5]));
-    for (let round = 0; round < 3; round++) {
-      const captured = torch.capture([x0], () => [x0.mul(round + 2).exp()], { cudaGraph: true });
+  it('records graphs again after every earlier graph was released (the thread keeps its graphs’ shared pool)', () =>
+    torch.noGrad(() => {
+      const x0 = onGpu(torch.randn([5]));
+      for (let round = 0; round < 3; round++) {
+        const captured = torch.capture([x0], () => [x0.mul(round + 2).exp()], { cudaGraph: true });
+        assert.ok(captured.step !== null);
+        for (const seed of [1, 2]) {
+          torch.manualSeed(seed);
+          const x = onGpu(torch.randn([5]));
+          assert.deepEqual(captured.step.replay([x]).map(bytes), [bytes(x.mul(round + 2).exp())]);
+        }
+        assert.deepEqual(captured.step.graph, { state: 'ready', reason: null }, `round ${round}`);
+        captured.step.dispose(); // the only graph: released before the next round records one
+      }
+    }));
+
+  it('an op that waits for the host fails the recording: the step replays op by op and says why', () =>
+    torch.noGrad(() => {
+      const x0 = onGpu(torch.randn([6]));
+      const step = (x: torch.Tensor) => [x.gt(0).nonzero().float().sum().add(x.sum())]; // nonzero reads its count back
+      const captured = torch.capture([x0], () => step(x0), { cudaGraph: true });
       assert.ok(captured.step !== null);
       for (const seed of [1, 2]) {
         torch.manualSeed(seed);
-        const x = onGpu(torch.randn([5]));
-        assert.deepEqual(captured.step.replay([x]).map(bytes), [bytes(x.mul(round + 2).exp())]);
+        const x = onGpu(torch.randn([6]));
+        assert.deepEqual(captured.step.replay([x]).map(bytes), step(x).map(bytes));
       }
-      assert.deepEqual(captured.step.graph, { state: 'ready', reason: null }, `round ${round}`);
-      captured.step.dispose(); // the only graph: released before the next round records one
-    }
-  });
-
-  it('an op that waits for the host fails the recording: the step replays op by op and says why', () => {
-    const x0 = onGpu(torch.randn([6]));
-    const step = (x: torch.Tensor) => [x.gt(0).nonzero().float().sum().add(x.sum())]; // nonzero reads its count back
-    const captured = torch.capture([x0], () => step(x0), { cudaGraph: true });
-    assert.ok(captured.step !== null);
-    for (const seed of [1, 2]) {
-      torch.manualSeed(seed);
-      const x = onGpu(torch.randn([6]));
-      assert.deepEqual(captured.step.replay([x]).map(bytes), step(x).map(bytes));
-    }
-    const graph = captured.step.graph;
-    assert.equal(graph.state, 'failed');
-    assert.ok(graph.reason !== null && graph.reason.length > 0);
-  });
+      const graph = captured.step.graph;
+      assert.equal(graph.state, 'failed');
+      assert.ok(graph.reason !== null && graph.reason.length > 0);
+    }));
 
   it('a step captured with gradients enabled, or with an output on the CPU, gets no graph', () => {
     const w = onGpu(torch.randn([3])).requiresGrad_();
