@@ -248,7 +248,9 @@ const grpoResult = {
       ? 'not measured (no nvidia-smi)'
       : grpoPeaks.perProcess.size > 0
         ? 'nvidia-smi --query-compute-apps, the process'
-        : 'nvidia-smi --query-gpu=memory.used, the whole GPU over its first sample (no processes listed)',
+        : grpoPeaks.device !== null
+          ? 'nvidia-smi --query-gpu=memory.used, the whole GPU over its first sample (no processes listed)'
+          : 'not measured (nvidia-smi gave neither per-process nor whole-GPU readings)',
 };
 
 // ---------------------------------------------------------------------------------------------------------------

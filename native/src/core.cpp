@@ -450,13 +450,17 @@ static Napi::Value uniform_(const Napi::CallbackInfo& info) {
 // metadata and read-back
 
 static Napi::Value shape(const Napi::CallbackInfo& info) {
-  const at::Tensor& t = unwrap(info[0]);
+  // the handle is a named value: GCC 13+ warns (-Wdangling-reference) where unwrap's argument is a temporary,
+  // although the reference is to the tensor the handle's JavaScript object keeps
+  const Napi::Value handle = info[0];
+  const at::Tensor& t = unwrap(handle);
   Napi::Array out = Napi::Array::New(info.Env(), t.dim());
   for (int64_t i = 0; i < t.dim(); ++i) out.Set(static_cast<uint32_t>(i), Napi::Number::New(info.Env(), static_cast<double>(t.size(i))));
   return out;
 }
 static Napi::Value strides(const Napi::CallbackInfo& info) {
-  const at::Tensor& t = unwrap(info[0]);
+  const Napi::Value handle = info[0];
+  const at::Tensor& t = unwrap(handle);
   Napi::Array out = Napi::Array::New(info.Env(), t.dim());
   for (int64_t i = 0; i < t.dim(); ++i) out.Set(static_cast<uint32_t>(i), Napi::Number::New(info.Env(), static_cast<double>(t.stride(i))));
   return out;
@@ -496,7 +500,8 @@ static Napi::Value toBytes(const Napi::CallbackInfo& info) {
 }
 
 static Napi::Value item(const Napi::CallbackInfo& info) {
-  const at::Tensor& t = unwrap(info[0]);
+  const Napi::Value handle = info[0];
+  const at::Tensor& t = unwrap(handle);
   if (t.numel() != 1) throw Napi::Error::New(info.Env(), "item() needs a tensor with one element, got shape " + c10::str(t.sizes()));
   at::Scalar s = t.item();
   if (s.isBoolean()) return Napi::Boolean::New(info.Env(), s.toBool());
@@ -604,7 +609,8 @@ static Napi::Value isLeaf(const Napi::CallbackInfo& info) {
 }
 // backward(t, gradient?, retainGraph, createGraph)
 static Napi::Value backward(const Napi::CallbackInfo& info) {
-  const at::Tensor& t = unwrap(info[0]);
+  const Napi::Value handle = info[0];
+  const at::Tensor& t = unwrap(handle);
   std::optional<bool> retain;
   if (!isNullish(info[2])) retain = toBool(info[2]);
   t.backward(unwrapOptional(info[1]).value_or(at::Tensor()), retain, toBool(info[3]));
