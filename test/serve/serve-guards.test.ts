@@ -3,7 +3,6 @@
 // path), an empty API key is refused naming where it came from, and an address other machines can reach without a
 // key is refused (CLI) or warned about (mode serve).
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
@@ -11,6 +10,7 @@ import { resolveAlgorithm } from '../../src/rft/algorithm/presets.js';
 import { loadConfig, resolveStages } from '../../src/rft/config/index.js';
 import { type StageSettings, stageSettings } from '../../src/rft/run/index.js';
 import { type ServeStage, startServeStage } from '../../src/serve/index.js';
+import { runProcess } from '../helpers/run-process.js';
 import { makeJob } from '../rft/run/helpers.js';
 
 const trinity = fileURLToPath(new URL('../../bin/trinity.js', import.meta.url));
@@ -117,24 +117,10 @@ describe('mode serve: keys and addresses', () => {
 });
 
 /** `trinity serve` with these flags (it must refuse before loading anything): exit code and output. */
-function serveCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve, reject) => {
-    const childEnv = { ...process.env, ...env };
-    if (!('TRINITY_API_KEY' in env)) delete childEnv.TRINITY_API_KEY;
-    const child = spawn(process.execPath, [trinity, 'serve', '--model', '/no/such/model', ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: childEnv,
-    });
-    let output = '';
-    child.stdout.on('data', (d) => {
-      output += d;
-    });
-    child.stderr.on('data', (d) => {
-      output += d;
-    });
-    child.on('error', reject);
-    child.on('exit', (code) => resolve({ code, output }));
-  });
+function serveCli(args: string[], env: Record<string, string> = {}) {
+  const childEnv = { ...process.env, ...env };
+  if (!('TRINITY_API_KEY' in env)) delete childEnv.TRINITY_API_KEY;
+  return runProcess(process.execPath, [trinity, 'serve', '--model', '/no/such/model', ...args], { env: childEnv });
 }
 
 describe('trinity serve flags', () => {
@@ -163,14 +149,7 @@ describe('trinity serve flags', () => {
     assert.doesNotMatch(allowed?.output ?? '', /reachable from other machines/);
   });
   it('--help documents both', async () => {
-    const help = await new Promise<string>((resolve) => {
-      const child = spawn(process.execPath, [trinity, 'serve', '--help'], { stdio: ['ignore', 'pipe', 'inherit'] });
-      let out = '';
-      child.stdout.on('data', (d) => {
-        out += d;
-      });
-      child.on('exit', () => resolve(out));
-    });
+    const { output: help } = await runProcess(process.execPath, [trinity, 'serve', '--help']);
     assert.match(help, /--allow-unauthenticated/);
     assert.match(help, /--api-key KEY .*not empty/);
   });

@@ -6,31 +6,18 @@
 // (scripts/cuda-headers.sh), and says which CUDA-only header each CUDA file opened. Skipped only where the mirror
 // has not these wheels (exit code 3).
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { runProcess } from '../helpers/run-process.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const headers = join(root, '.cache', 'cuda-headers');
 
-/** Runs a command in the repository root; resolves with its exit code and output (stdout and stderr together). */
-function run(command: string, args: string[]): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (d) => {
-      output += d;
-    });
-    child.stderr.on('data', (d) => {
-      output += d;
-    });
-    child.once('error', reject);
-    child.once('close', (code) => resolve({ code, output }));
-  });
-}
+/** Runs a command in the repository root (stdout and stderr together in `output`). */
+const run = (command: string, args: string[]) => runProcess(command, args, { cwd: root });
 
 test('every source compiles as a CUDA build: cuda_graph.cpp with CUDA graphs, distributed.cpp with NCCL', async (t) => {
   const fetched = await run('bash', [join(root, 'scripts', 'cuda-headers.sh'), headers]);

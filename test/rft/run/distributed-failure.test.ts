@@ -7,11 +7,12 @@
 // 605 s before SIGTERM), far beyond the harness guard: a rank 1 that went on to wait at the second stage's rendezvous
 // would fail this test at the guard; nothing here measures time.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { runProcess } from '../../helpers/run-process.js';
 import { makeJob } from './helpers.js';
 
 const trinity = fileURLToPath(new URL('../../../bin/trinity.js', import.meta.url));
@@ -35,27 +36,9 @@ const PLUGIN = `export const failAtStep2 = {
 };
 `;
 
-function run(configFile: string, args: string[]): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [trinity, 'run', '--config', configFile, ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout.on('data', (d: Buffer) => {
-      output += d;
-    });
-    child.stderr.on('data', (d: Buffer) => {
-      output += d;
-    });
-    // a harness guard, not part of what is tested: a hung run fails the test with its output instead of hanging it
-    const guard = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`trinity run ${args.join(' ')} did not finish within 540 s:\n${output}`));
-    }, 540_000);
-    child.on('exit', (code) => {
-      clearTimeout(guard);
-      resolve({ code, output });
-    });
+function run(configFile: string, args: string[]) {
+  return runProcess(process.execPath, [trinity, 'run', '--config', configFile, ...args], {
+    guard: { seconds: 540, what: `trinity run ${args.join(' ')}` },
   });
 }
 

@@ -11,6 +11,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { launchRanks } from '../../../src/cli/launch.js';
 import { distributedLaunchFromEnv } from '../../../src/rft/run/distributed.js';
+import { runProcess } from '../../helpers/run-process.js';
 import { makeJob } from './helpers.js';
 
 const launchModule = fileURLToPath(new URL('../../../src/cli/launch.ts', import.meta.url));
@@ -170,22 +171,8 @@ test('--nproc-per-node launcher: SIGINT reaches every rank once; exit code 130',
 const trinity = fileURLToPath(new URL('../../../bin/trinity.js', import.meta.url));
 
 /** `trinity ...args` as a process with `env` added; resolves with its exit code and output. */
-function trinityCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [trinity, ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, ...env },
-    });
-    let output = '';
-    child.stdout.on('data', (d) => {
-      output += d;
-    });
-    child.stderr.on('data', (d) => {
-      output += d;
-    });
-    child.on('exit', (code) => resolve({ code, output }));
-  });
-}
+const trinityCli = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+  runProcess(process.execPath, [trinity, ...args], { env: { ...process.env, ...env } });
 
 test('trinity run --help documents --nproc-per-node and the torchrun environment', async () => {
   const { code, output } = await trinityCli(['run', '--help']);

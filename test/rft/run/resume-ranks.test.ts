@@ -3,44 +3,22 @@
 // same next step as an uninterrupted one-process run, and ends with the same parameters (float32, 1e-5). Real
 // processes (CPU, Gloo); every wait is on a line the run prints or a process exit.
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { readSafetensorsHeader } from '../../../src/torch/safetensors.js';
+import { runProcess } from '../../helpers/run-process.js';
 import { makeJob } from './helpers.js';
 
 const trinity = fileURLToPath(new URL('../../../bin/trinity.js', import.meta.url));
 
-interface Exit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  output: string;
-}
-
 /** Runs `trinity run --config F ...args`; `onOutput` sees the output so far after each chunk (to act on an event). */
-function run(configFile: string, args: string[], onOutput?: (output: string, child: ChildProcess) => void): Promise<Exit> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [trinity, 'run', '--config', configFile, ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    const take = (d: Buffer) => {
-      output += d;
-      onOutput?.(output, child);
-    };
-    child.stdout.on('data', take);
-    child.stderr.on('data', take);
-    // a harness guard, not part of what is tested: a hung run fails the test with its output instead of hanging it
-    const guard = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`trinity run ${args.join(' ')} did not finish within 540 s:\n${output}`));
-    }, 540_000);
-    child.on('exit', (code, signal) => {
-      clearTimeout(guard);
-      resolve({ code, signal, output });
-    });
+function run(configFile: string, args: string[], onOutput?: (output: string, child: ChildProcess) => void) {
+  return runProcess(process.execPath, [trinity, 'run', '--config', configFile, ...args], {
+    onOutput,
+    guard: { seconds: 540, what: `trinity run ${args.join(' ')}` },
   });
 }
 
