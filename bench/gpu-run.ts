@@ -226,6 +226,22 @@ const median = (xs: number[]): number => {
     ? (s[(s.length - 1) / 2] as number)
     : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2;
 };
+/**
+ * One process's GPU memory peak: its own where nvidia-smi lists processes, else the whole GPU's rise over its first
+ * sample.
+ */
+function singleProcessPeak(peaks: MemoryPeaks | null): { mib: number | null; source: string } {
+  if (peaks === null) return { mib: null, source: 'not measured (no nvidia-smi)' };
+  if (peaks.perProcess.size > 0)
+    return { mib: Math.max(...peaks.perProcess.values()), source: 'nvidia-smi --query-compute-apps, the process' };
+  if (peaks.device !== null)
+    return {
+      mib: peaks.device.peak - peaks.device.baseline,
+      source: 'nvidia-smi --query-gpu=memory.used, the whole GPU over its first sample (no processes listed)',
+    };
+  return { mib: null, source: 'not measured (nvidia-smi gave neither per-process nor whole-GPU readings)' };
+}
+const grpoMemory = singleProcessPeak(grpoPeaks);
 const intervals = rows.slice(1).map((r, i) => r.time - (rows[i] as StepRow).time);
 const grpoResult = {
   steps: rows.length,
@@ -234,23 +250,8 @@ const grpoResult = {
   wall_s: grpo.seconds,
   // the metrics' times are when a step was recorded, which may lag the step itself: the run's wall per step beside it
   wall_per_step_s: grpo.seconds / rows.length,
-  // one process: its own peak, or where nvidia-smi lists no processes the whole GPU's peak over its first sample
-  gpu_memory_peak_mib:
-    grpoPeaks === null
-      ? null
-      : grpoPeaks.perProcess.size > 0
-        ? Math.max(...grpoPeaks.perProcess.values())
-        : grpoPeaks.device === null
-          ? null
-          : grpoPeaks.device.peak - grpoPeaks.device.baseline,
-  gpu_memory_source:
-    grpoPeaks === null
-      ? 'not measured (no nvidia-smi)'
-      : grpoPeaks.perProcess.size > 0
-        ? 'nvidia-smi --query-compute-apps, the process'
-        : grpoPeaks.device !== null
-          ? 'nvidia-smi --query-gpu=memory.used, the whole GPU over its first sample (no processes listed)'
-          : 'not measured (nvidia-smi gave neither per-process nor whole-GPU readings)',
+  gpu_memory_peak_mib: grpoMemory.mib,
+  gpu_memory_source: grpoMemory.source,
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -270,8 +271,19 @@ let bench: {
 } | null = null;
 if (!flags['skip-bench']) {
   const benchArgs = dry
-    ? ['--device', 'cpu', '--models', 'small', '--small', '64,2,4,2,128', '--small-vocab', '512', '--batches', '1,8,32']
-    : ['--device', 'cuda', '--models', '0.5b', '--large-batches', '1,8,32', '--large-train', 'on'];
+    ? [
+        '--device',
+        'cpu',
+        '--models',
+        'small',
+        '--small',
+        '64,2,4,2,128',
+        '--small-vocab',
+        '512',
+        '--batches',
+        generationBatches.join(','),
+      ]
+    : ['--device', 'cuda', '--models', '0.5b', '--large-batches', generationBatches.join(','), '--large-train', 'on'];
   const benchSampler = dry ? null : sampleGpuMemory();
   const child = run('model bench', [
     '--import',
