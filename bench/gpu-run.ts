@@ -5,9 +5,10 @@
 //   2. a short GRPO run of it end to end on cuda (`trinity run`, mode colocate: rollouts and training in one process on
 //      the GPU, trainer.device and explorer.rollout_model.device cuda) on the quickstart's addition taskset; the step
 //      time is read from the run's metrics.jsonl (the interval between consecutive steps' `time`, and time/train_s);
-//   3. bench/model.bench.ts --device cuda --models 0.5b: training tokens/s and generation tokens/s at batch 1, 8 and 32, ours
-//      next to Hugging Face transformers in the same run, with each process's GPU memory peak sampled from nvidia-smi
-//      (per process: the CUDA context and the caching allocator's reserve included, so both sides are measured alike).
+//   3. bench/model.bench.ts --device cuda --models 0.5b: training tokens/s and generation tokens/s at batch 1, 8 and
+//      32, ours next to Hugging Face transformers in the same run, with each process's GPU memory peak sampled from
+//      nvidia-smi (per process: the CUDA context and the caching allocator's reserve included, so both sides are
+//      measured alike).
 // It prints a table and ends with one JSON line.
 //
 // --dry-run: every step on the CPU with a tiny model (char tokenizer, float32, mode both), so this script's own logic
