@@ -64,8 +64,8 @@ export async function configCommand(args: string[], output: CommandOutput = proc
     }
   }
   try {
-    // the same function the Studio's config builder calls (src/rft/run/config-check.ts)
-    const { checkConfigFile } = await import('../rft/run/config-check.js');
+    // the same function the Studio's config builder calls (src/rft/config/check.ts)
+    const { checkConfigFile } = await import('../rft/config/check.js');
     const { resolvedYaml } = await checkConfigFile(file, {
       overrides: values.set,
       ...(resolveAlgorithm ? { resolveAlgorithm } : {}),

@@ -329,7 +329,7 @@ async function quickstartCommand(args: string[]): Promise<number> {
   const threads = values.threads === undefined ? null : Number(values.threads);
   if (threads !== null && (!Number.isInteger(threads) || threads < 1 || threads > 4096))
     throw new Error(`--threads must be a whole number of threads from 1 to 4096, got '${values.threads}'`);
-  // the run's thread budget (src/rft/run/stage-settings.ts coreBudget); another rounding, so a job of its own
+  // the run's thread budget (src/rft/config/stage-settings.ts coreBudget); another rounding, so a job of its own
   if (threads !== null) process.env.OMP_NUM_THREADS = String(threads);
   const { quickstartJobDir, quickstartPlan } = await import('./quickstart.js');
   const plan = quickstartPlan(root, seed, threads, values.set ?? []);

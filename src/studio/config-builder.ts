@@ -1,6 +1,6 @@
 // The config builder's server side. The form is generated from the zod schema `trinity config check` validates
 // with (src/rft/config/schema.ts, read at request time, so a new key appears in the form by itself), and every
-// check runs the command's own function (src/rft/run/config-check.ts) on the YAML as if it were saved where the
+// check runs the command's own function (src/rft/config/check.ts) on the YAML as if it were saved where the
 // builder will save it: the same problems, with the same key paths and file:line:column.
 //
 //   GET  /api/config/schema     the form: a tree of fields (kind, default, bounds, choices)
@@ -15,7 +15,7 @@ import YAML from 'yaml';
 import { z } from 'zod';
 import { ConfigError, type ConfigProblem, ConfigSchema, formatProblem } from '../rft/config/index.js';
 import { defOf, type SchemaDef, type unwrap } from '../rft/config/validate.js';
-import { checkConfigText } from '../rft/run/config-check.js';
+import { checkConfigText } from '../rft/config/check.js';
 import { readJson, relativeToRoot, writeTarget } from './body.js';
 import { resolveInside } from './paths.js';
 import { HttpError, query, type Route, type RouteRequest } from './router.js';

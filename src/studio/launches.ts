@@ -16,7 +16,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { ConfigError } from '../rft/config/index.js';
-import { checkConfigFile } from '../rft/run/config-check.js';
+import { checkConfigFile } from '../rft/config/check.js';
 import { writeRunStatus } from '../rft/run/run-status.js';
 import { readJson, relativeToRoot } from './body.js';
 import type { StudioContext } from './context.js';

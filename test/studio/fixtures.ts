@@ -6,7 +6,7 @@ import { join, relative } from 'node:path';
 import type { Experience } from '../../src/rft/experience.js';
 import { SqliteBuffer } from '../../src/rft/buffer/sqlite.js';
 import { JsonlMonitor } from '../../src/rft/monitor/monitor.js';
-import { writeEvalSamples } from '../../src/rft/run/evaluation.js';
+import { writeEvalSamples } from '../../src/rft/explorer/evaluation.js';
 import type { Task } from '../../src/rft/task.js';
 import { Tokenizer, writeCharTokenizer } from '../../src/tokenizer/index.js';
 

@@ -127,7 +127,7 @@ function addSources(
 
 /**
  * Adds where each problem's key was written (`file:line:column`, or the `--set` override) to problems found after
- * loading (the pre-run checks of ../run/preflight.ts); a key the file does not write keeps no source.
+ * loading (the pre-run checks of ./preflight.ts); a key the file does not write keeps no source.
  */
 export function locateProblems(
   file: string,

@@ -745,7 +745,7 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
           `(got ${experienceBuffer.storage_type})`,
       );
     }
-    // several explorer processes (mode explore) share the explore steps through the buffer (src/rft/run/task-claims.ts)
+    // several explorer processes (mode explore) share the explore steps through the buffer (src/rft/explorer/task-claims.ts)
     if (mode !== 'explore' && input.explorer.name !== null) {
       problem('explorer.name', `names an explorer process of mode explore among those sharing a buffer; mode ${mode}: remove it`);
     }

@@ -1,6 +1,6 @@
-// One stage of a run, assembled from its parts: the explorer loop (./explorer-loop.ts), the trainer loop
-// (./trainer-loop.ts), the buffer between them, the weight channel (./weight-channel.ts, ./sync-folder.ts) and bench
-// (./bench.ts).
+// One stage of a run, assembled from its parts: the explorer loop (../explorer/loop.ts), the trainer loop
+// (../trainer/loop.ts), the buffer between them, the weight channel (../sync/weight-channel.ts,
+// ../sync/sync-folder.ts) and bench (../explorer/bench.ts).
 //
 //   mode both     explorer loop (rollouts on the engine's worker thread) ─▶ buffer ─▶ trainer loop (trainer worker)
 //                 weights flow back through a LocalWeightChannel (memory: by reference; checkpoint: a folder)
@@ -14,7 +14,7 @@
 // explorer from the task scheduler state saved with it (as it was after exploring that step); the sample strategy
 // and the auxiliary datasets from their saved positions; metrics.jsonl keeps only steps up to it. Steps after the
 // checkpoint are explored and trained again: none is lost, none counted twice. An explorer process (mode explore)
-// goes on with the steps nobody finished instead (./explorer-share.ts): a step's rows and its finished marker go
+// goes on with the steps nobody finished instead (../explorer/share.ts): a step's rows and its finished marker go
 // into the shared buffer in one transaction, and the trainer process reads on from its own checkpoint's cursor.
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -52,32 +52,32 @@ import { createMonitors, type MonitorGroup, ProgressReporter } from '../monitor/
 import { TrainerClient, type TrainerInit } from '../trainer/trainer.js';
 import { startAuxiliaryModels } from '../auxiliary/index.js';
 import { EngineModelHandle, type WorkflowRunner } from '../workflow/index.js';
-import { stageWorkflowRunner } from './evaluation.js';
-import { describeStopRule, TrainStageEvaluator } from './train-eval.js';
-import { runBench } from './bench.js';
-import { BufferExperienceSource } from './experience-source.js';
-import { type ExploredStep, runExplorerLoop } from './explorer-loop.js';
-import { ClaimedExploreSteps, keepFinishedSteps, stampExperienceIds } from './explorer-share.js';
-import { openTaskClaims } from './task-claims.js';
-import type { StageHooks, StageResult, StageSettings } from './settings.js';
-import { openProcessWeightChannel } from './process-weight-channel.js';
-import { NO_PUBLISHER } from './sync-folder.js';
-import { StepBatches, type StepBatchesState, type TrainerSource } from './step-batches.js';
-import { runTrainerLoop, WeightPublication } from './trainer-loop.js';
-import { LocalWeightChannel } from './local-weight-channel.js';
+import { stageWorkflowRunner } from '../explorer/evaluation.js';
+import { describeStopRule, TrainStageEvaluator } from '../trainer/train-eval.js';
+import { runBench } from '../explorer/bench.js';
+import { BufferExperienceSource } from '../trainer/experience-source.js';
+import { type ExploredStep, runExplorerLoop } from '../explorer/loop.js';
+import { ClaimedExploreSteps, keepFinishedSteps, stampExperienceIds } from '../explorer/share.js';
+import { openTaskClaims } from '../explorer/task-claims.js';
+import type { StageHooks, StageResult, StageSettings } from '../config/settings.js';
+import { openProcessWeightChannel } from '../sync/process-channel.js';
+import { NO_PUBLISHER } from '../sync/sync-folder.js';
+import { StepBatches, type StepBatchesState, type TrainerSource } from '../trainer/step-batches.js';
+import { runTrainerLoop, WeightPublication } from '../trainer/loop.js';
+import { LocalWeightChannel } from '../sync/local-channel.js';
 import {
   type ExplorerEngine,
   type ProcessWeightChannel,
   type StartedEngine,
   type WeightReceiver,
   weightTransport,
-} from './weight-channel.js';
+} from '../sync/weight-channel.js';
 
-export { requiredVersion } from './explorer-loop.js';
+export { requiredVersion } from '../explorer/loop.js';
 
 /** explorer.name when the config names none (Trinity-RFT's default). */
 const DEFAULT_EXPLORER_NAME = 'explorer';
-export { readSyncPointer } from './sync-folder.js';
+export { readSyncPointer } from '../sync/sync-folder.js';
 
 export async function runStage(settings: StageSettings, hooks: StageHooks = {}): Promise<StageResult> {
   const log = hooks.log ?? ((line: string) => console.log(line));
@@ -490,7 +490,7 @@ class StageBuilder {
     const scheduler = await this.#scheduler();
     const totalSteps = this.#totalSteps(scheduler.totalSteps);
     const buffer = await this.#sharedBuffer('writer');
-    // the explore steps, shared with the other explorer processes of this buffer (./explorer-share.ts)
+    // the explore steps, shared with the other explorer processes of this buffer (../explorer/share.ts)
     const claims = await openTaskClaims({
       path: sharedBufferPath(settings),
       table: buffer.table,
@@ -589,7 +589,7 @@ class StageBuilder {
 
   /**
    * trainer.stop_when (mode train over a dataset): an evaluator on a rollout engine of the stage's own
-   * (./train-eval.ts), asked after every train step. `endedAt`: the step the stage already ended at — a resumed run
+   * (../trainer/train-eval.ts), asked after every train step. `endedAt`: the step the stage already ended at — a resumed run
    * whose checkpoint recorded the rule met, or the evaluation at startup meeting it.
    */
   async #stopRule(

@@ -18,7 +18,7 @@ import YAML from 'yaml';
 import { configCommand } from '../../../src/cli/config-command.js';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
 import { loadConfig } from '../../../src/rft/config/index.js';
-import { preflightProblems } from '../../../src/rft/run/preflight.js';
+import { preflightProblems } from '../../../src/rft/config/preflight.js';
 import { getIn, resolvePaths, type Tree } from '../../../src/rft/config/source.js';
 import { isModulePath } from '../../../src/util/index.js';
 import { defOf, modelFolder, numbersIn, schemaAt, tasksetFile } from './helpers.js';

@@ -1,4 +1,4 @@
-// Test helpers: files a config's pre-run checks (src/rft/run/preflight.ts) look for (a model folder: they read
+// Test helpers: files a config's pre-run checks (src/rft/config/preflight.ts) look for (a model folder: they read
 // only its config.json; tasksets), and a reader of the config schema.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -8,7 +8,7 @@ import { describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { ExperiencePipeline } from '../../../src/rft/data/experience-pipeline/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
-import { runExplorerLoop } from '../../../src/rft/run/explorer-loop.js';
+import { runExplorerLoop } from '../../../src/rft/explorer/loop.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'exp-pipeline-'));
 

@@ -4,7 +4,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { benchTargets } from '../../../src/rft/run/bench.js';
+import { benchTargets } from '../../../src/rft/explorer/bench.js';
 
 /** A job folder with checkpoints (state.json + model/) at `steps`, and LoRA-only ones (adapter/) at `adapters`. */
 function jobWith(steps: number[], adapters: number[] = []): string {

@@ -1,4 +1,4 @@
-// Task claims (src/rft/run/task-claims.ts) on a real PostgreSQL server and on an SQLite file: the claim rule (own
+// Task claims (src/rft/explorer/task-claims.ts) on a real PostgreSQL server and on an SQLite file: the claim rule (own
 // unfinished step first, then a dead explorer's, then the next unclaimed one; wait while others explore; done), who
 // counts as dead (PostgreSQL: its connection is gone; SQLite: its process is gone), one process per name, and
 // explorers that deal differently refused.
@@ -12,8 +12,8 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
 import { loadConfig } from '../../../src/rft/config/index.js';
-import { openTaskClaims, type TaskClaims } from '../../../src/rft/run/task-claims.js';
-import { decideClaim } from '../../../src/rft/run/task-claims-rule.js';
+import { openTaskClaims, type TaskClaims } from '../../../src/rft/explorer/task-claims.js';
+import { decideClaim } from '../../../src/rft/explorer/task-claims-rule.js';
 import { type PostgresServer, startPostgres } from '../../helpers/postgres.js';
 import { makeJob } from './helpers.js';
 

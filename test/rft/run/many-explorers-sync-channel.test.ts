@@ -1,4 +1,4 @@
-// The weight channel through the PostgreSQL buffer's database (src/rft/run/postgres-weight-channel.ts) on a real
+// The weight channel through the PostgreSQL buffer's database (src/rft/sync/postgres-channel.ts) on a real
 // server: each side opens its own channel (its own connections, as separate processes would). The trainer side saves
 // weight folders with a stand-in trainer (a file naming the version) and the explorer side's stand-in engine records
 // the folders it was told to load. Every wait here is on the channel's change signal, which only a notification from
@@ -9,9 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
-import { PostgresWeightChannel, WEIGHT_SYNC_SCHEMA_VERSION } from '../../../src/rft/run/postgres-weight-channel.js';
-import { openProcessWeightChannel } from '../../../src/rft/run/process-weight-channel.js';
-import { SyncFolderChannel } from '../../../src/rft/run/sync-folder.js';
+import { PostgresWeightChannel, WEIGHT_SYNC_SCHEMA_VERSION } from '../../../src/rft/sync/postgres-channel.js';
+import { openProcessWeightChannel } from '../../../src/rft/sync/process-channel.js';
+import { SyncFolderChannel } from '../../../src/rft/sync/sync-folder.js';
 import { type PostgresServer, startPostgres } from '../../helpers/postgres.js';
 
 const WAIT_MS = 30_000;

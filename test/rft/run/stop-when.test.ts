@@ -8,7 +8,7 @@ import { ConfigError, loadConfig } from '../../../src/rft/config/index.js';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
 import { listCheckpoints } from '../../../src/rft/checkpoint.js';
 import { runConfig } from '../../../src/rft/run/index.js';
-import { formatEvalMetrics } from '../../../src/rft/run/evaluation.js';
+import { formatEvalMetrics } from '../../../src/rft/explorer/evaluation.js';
 import { makeJob } from './helpers.js';
 
 type Line = Record<string, number>;

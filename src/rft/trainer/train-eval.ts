@@ -3,12 +3,12 @@
 // and the stage ends at the first evaluation whose metric reaches the rule's bound. This is how an SFT warm-up can
 // stop at a held-out accuracy instead of after a step count whose outcome depends on the seed.
 import type { MonitorGroup } from '../monitor/index.js';
-import type { TrainerClient } from '../trainer/trainer.js';
+import type { TrainerClient } from './trainer.js';
 import { EngineModelHandle, type WorkflowRunner } from '../workflow/index.js';
-import { evaluateTasksets, formatEvalMetrics, stageWorkflowRunner, writeEvalSamples } from './evaluation.js';
-import { LocalWeightChannel } from './local-weight-channel.js';
-import type { StageSettings, StopRule } from './settings.js';
-import { type StartedEngine, type WeightTransport, weightTransport } from './weight-channel.js';
+import { evaluateTasksets, formatEvalMetrics, stageWorkflowRunner, writeEvalSamples } from '../explorer/evaluation.js';
+import { LocalWeightChannel } from '../sync/local-channel.js';
+import type { StageSettings, StopRule } from '../config/settings.js';
+import { type StartedEngine, type WeightTransport, weightTransport } from '../sync/weight-channel.js';
 
 /** `eval/eval/mean@1 >= 0.3` */
 export function describeStopRule(rule: StopRule): string {

@@ -8,7 +8,7 @@
 //          elsewhere) or done (every step of the stage is finished)
 //
 // so no step is explored by two live explorers and none is skipped. A step is finished when its experiences are in
-// the buffer: the explorer writes them with a marker (buffer meta `explored/<stage>/<step>`, ./explorer-share.ts) in
+// the buffer: the explorer writes them with a marker (buffer meta `explored/<stage>/<step>`, ./share.ts) in
 // the same transaction, then marks its claim done here. An explorer killed between the two finds the marker on
 // restart and claims the next step; one killed before the write explores the step again (it, or another explorer
 // once it is seen dead).

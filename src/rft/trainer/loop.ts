@@ -4,9 +4,9 @@
 // explorer's task scheduler, the buffer's read position, the sample strategy and the auxiliary datasets' positions).
 import type { Experience } from '../experience.js';
 import type { MonitorGroup, ProgressReporter } from '../monitor/index.js';
-import type { TrainerClient } from '../trainer/trainer.js';
-import type { StageSettings } from './settings.js';
-import type { WeightPublisher } from './weight-channel.js';
+import type { TrainerClient } from './trainer.js';
+import type { StageSettings } from '../config/settings.js';
+import type { WeightPublisher } from '../sync/weight-channel.js';
 
 /** One step's batch, as the sample strategy assembled it. */
 export interface StepBatch {

@@ -20,9 +20,9 @@ import { SplitError, splitFiles } from '../buffer/split.js';
 import { loadTaskset, type TasksetConfig as TasksetSettings } from '../buffer/taskset.js';
 import { REWARD_FUNCTIONS } from '../reward/registry.js';
 import { WORKFLOWS } from '../workflow/registry.js';
-import { ConfigError, type ConfigProblem } from '../config/errors.js';
-import { resolveStages } from '../config/load.js';
-import type { Config, StageConfig, TasksetConfig } from '../config/schema.js';
+import { ConfigError, type ConfigProblem } from './errors.js';
+import { resolveStages } from './load.js';
+import type { Config, StageConfig, TasksetConfig } from './schema.js';
 import { stageSettings } from './stage-settings.js';
 
 export interface PreflightOptions {

@@ -2,23 +2,23 @@
 // versions; the explorer side waits for the version it needs, or (sync_style explorer_driven) asks for the newest
 // ones. Three implementations:
 //
-//   LocalWeightChannel    mode both (./local-weight-channel.ts): trainer and explorer in one process. Publishing moves the weights into the
+//   LocalWeightChannel    mode both (./local-channel.ts): trainer and explorer in one process. Publishing moves the weights into the
 //                         explorer's engine right away — by reference (sync_method memory, embedded engine) or through
 //                         a folder the engine loads (sync_method checkpoint; an external OpenAI-compatible server) —
 //                         between explorer steps, never in the middle of one (a lock).
 //   FolderWeightPublisher mode train: a trainer process writes version folders + a pointer (./sync-folder.ts) for
 //   FolderWeightReceiver  mode explore: an explorer process that follows the pointer.
 //   PostgresWeightPublisher / PostgresWeightReceiver  the same with the pointer, the sync requests and the finished
-//                         marker in the PostgreSQL buffer's database (./postgres-weight-channel.ts).
+//                         marker in the PostgreSQL buffer's database (./postgres-channel.ts).
 //
 // Modes train and explore meet through a ProcessWeightChannel (the job folder, or the database), opened by
-// ./process-weight-channel.ts the way the shared buffer is chosen: by the buffer's path.
+// ./process-channel.ts the way the shared buffer is chosen: by the buffer's path.
 //
 // A new way to move weights (NCCL broadcast) is a new implementation of these two interfaces; an engine pool is one
 // engine here (its syncWeights/syncWeightsFromDir reach every member).
 import type { EmbeddedEnginePool, WorkerRolloutEngine } from '../../engine/index.js';
 import type { OpenAIRemoteEngine, RemoteEnginePool } from '../../openai/index.js';
-import type { TrainerClient } from '../trainer/trainer.js';
+import type { Tensor } from '../../torch/index.js';
 
 /**
  * What the explorer needs of its engine: rollouts, weights from a folder, close. A pool (engine_num > 1, a list of
@@ -50,8 +50,21 @@ export interface WeightReceiver {
   withWeights<T>(work: () => Promise<T>): Promise<T>;
 }
 
-/** What publishing needs of the trainer: its weights written as a Hugging Face folder. */
-export type WeightSaver = Pick<TrainerClient, 'saveWeights'>;
+/**
+ * What publishing needs of the trainer (src/rft/trainer/trainer.ts's TrainerClient has it): its weights written as a
+ * Hugging Face folder, its LoRA adapter as a PEFT folder, or its weights by reference (beginSync, copied, endSync).
+ * The channel names only these, so the synchronizer sits below the trainer loop that publishes through it.
+ */
+export interface WeightSource {
+  saveWeights(dir: string): Promise<void>;
+  saveAdapter(dir: string): Promise<void>;
+  /** The weights to copy (by reference); endSync() once they are copied. */
+  beginSync(): Promise<Map<string, Tensor>>;
+  endSync(): Promise<void>;
+}
+
+/** What publishing a folder needs of the trainer. */
+export type WeightSaver = Pick<WeightSource, 'saveWeights'>;
 
 /** The newest published weights: their version and the folder (an absolute path) that holds them. */
 export interface SyncPointer {

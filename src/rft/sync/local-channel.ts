@@ -2,12 +2,18 @@
 // moves the weights into the explorer's engine right away, between explorer steps (a lock), and wakes the explorer
 // waiting for that version (an event, no polling).
 import type { Tensor } from '../../torch/index.js';
-import type { TrainerClient } from '../trainer/trainer.js';
 import { publishAdapterToSyncFolder, publishToSyncFolder } from './sync-folder.js';
-import { Lock, Signal, type WeightPublisher, type WeightReceiver, type WeightTransport } from './weight-channel.js';
+import {
+  Lock,
+  Signal,
+  type WeightPublisher,
+  type WeightReceiver,
+  type WeightSource,
+  type WeightTransport,
+} from './weight-channel.js';
 
 export interface LocalChannelOptions {
-  trainer: TrainerClient;
+  trainer: WeightSource;
   transport: WeightTransport;
   /** The version the engine starts with (the resumed step, or 0). */
   startVersion: number;

@@ -48,7 +48,7 @@ export interface StageSettings {
   explorer: {
     /**
      * explorer.name: mode explore's explorer among the processes sharing the buffer: the owner of its claimed explore
-     * steps (./task-claims.ts) and its metrics folder (<jobDir>/<name>).
+     * steps (../explorer/task-claims.ts) and its metrics folder (<jobDir>/<name>).
      */
     name: string;
     runnerPerModel: number;
@@ -153,13 +153,13 @@ export interface StageSettings {
   experiencePipeline?: ExperiencePipelineSettings | null;
   seed: number;
   threads: { explorer: number; trainer: number };
-  /** Data-parallel training over c10d (the torchrun environment; ./distributed.ts); null: one trainer process. */
+  /** Data-parallel training over c10d (the torchrun environment; ../run/distributed.ts); null: one trainer process. */
   distributed: DistributedSettings | null;
 }
 
 /**
  * This process's place among the data-parallel trainer ranks. Rank 0 runs the stage (explorer, buffer, checkpoints,
- * metrics, weight publishing) and sends each step's batch to the others; ranks > 0 only train (./follower.ts).
+ * metrics, weight publishing) and sends each step's batch to the others; ranks > 0 only train (../run/follower.ts).
  */
 export interface DistributedSettings {
   rank: number;

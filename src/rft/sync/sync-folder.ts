@@ -12,10 +12,9 @@
 //
 // The explorer side polls these files (the only event two processes share here is the file system); every wait has
 // the synchronizer's timeout. With a PostgreSQL buffer the pointer, the requests and the finished marker live in the
-// database instead (./postgres-weight-channel.ts); the version folders are written here either way.
+// database instead (./postgres-channel.ts); the version folders are written here either way.
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import type { TrainerClient } from '../trainer/trainer.js';
 import type {
   ProcessReceiverOptions,
   ProcessWeightChannel,
@@ -23,6 +22,7 @@ import type {
   WeightPublisher,
   WeightReceiver,
   WeightSaver,
+  WeightSource,
 } from './weight-channel.js';
 
 const POLL_MS = 200;
@@ -93,7 +93,7 @@ async function saveVersionFolder(
  * pointer (latest.json) is left alone: it names full-weight folders, which followers load as a model.
  */
 export function publishAdapterToSyncFolder(
-  trainer: Pick<TrainerClient, 'saveAdapter'>,
+  trainer: Pick<WeightSource, 'saveAdapter'>,
   jobDir: string,
   version: number,
   previous: string | undefined,

@@ -7,8 +7,8 @@ import { createMonitors } from '../monitor/index.js';
 import { startAuxiliaryModels } from '../auxiliary/index.js';
 import { EngineModelHandle } from '../workflow/index.js';
 import { evaluateTasksets, formatEvalMetrics, stageWorkflowRunner } from './evaluation.js';
-import type { StageResult, StageSettings } from './settings.js';
-import type { ExplorerEngine } from './weight-channel.js';
+import type { StageResult, StageSettings } from '../config/settings.js';
+import type { ExplorerEngine } from '../sync/weight-channel.js';
 
 /**
  * The models mode bench evaluates: step 0 is the base model (dir null). A checkpoint holding only a LoRA adapter

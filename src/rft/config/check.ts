@@ -1,4 +1,4 @@
-// What `trinity config check` checks, as a function of the YAML text: parse + schema + rules (../config/load.ts),
+// What `trinity config check` checks, as a function of the YAML text: parse + schema + rules (./load.ts),
 // then the pre-run checks (./preflight.ts), every problem located in the text (file:line:column or the --set
 // override). The command (src/cli/config-command.ts) and the Studio's config builder (src/studio/config-builder.ts)
 // both call it, so the builder shows exactly the errors the command prints.
@@ -13,7 +13,7 @@ import {
   parseConfig,
   resolveStages,
   type StageConfig,
-} from '../config/index.js';
+} from './index.js';
 import { preflightProblems } from './preflight.js';
 
 export interface ConfigCheckOptions {

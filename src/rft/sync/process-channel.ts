@@ -1,10 +1,10 @@
 // Where a trainer process (mode train) and its explorer processes (mode explore) meet to move weights, chosen as the
 // shared buffer is: a PostgreSQL buffer keeps the sync pointer, the sync requests and the finished marker in its
-// database (./postgres-weight-channel.ts), so explorers on other machines reach them; an SQLite buffer (processes on
+// database (./postgres-channel.ts), so explorers on other machines reach them; an SQLite buffer (processes on
 // one machine) keeps them in the job folder (./sync-folder.ts). Either way the trainer writes the weights folders
 // under its job folder.
 import { isPostgresUrl } from '../buffer/index.js';
-import { PostgresWeightChannel } from './postgres-weight-channel.js';
+import { PostgresWeightChannel } from './postgres-channel.js';
 import { SyncFolderChannel } from './sync-folder.js';
 import type { ProcessWeightChannel } from './weight-channel.js';
 

@@ -13,8 +13,8 @@ import type { ExperiencePipeline } from '../data/experience-pipeline/index.js';
 import type { Task } from '../task.js';
 import type { WorkflowRunner } from '../workflow/index.js';
 import { evaluateTasksets, formatEvalMetrics, writeEvalSamples } from './evaluation.js';
-import type { StageSettings } from './settings.js';
-import type { WeightReceiver } from './weight-channel.js';
+import type { StageSettings } from '../config/settings.js';
+import type { WeightReceiver } from '../sync/weight-channel.js';
 
 /** The weights version the explorer needs before explore step `step` (sync_style fixed; see the header). */
 export function requiredVersion(step: number, syncInterval: number, syncOffset: number): number {
@@ -31,7 +31,7 @@ export interface ExploredStep {
 
 /**
  * Which explore steps this explorer runs, and their tasks. Default: steps startStep + 1 .. totalSteps from the task
- * scheduler, in order; mode explore: the steps it claims among several explorer processes (./explorer-share.ts).
+ * scheduler, in order; mode explore: the steps it claims among several explorer processes (./share.ts).
  */
 export interface ExploreStepSource {
   /** The next step to explore, or null when this explorer has none left. */

@@ -13,7 +13,7 @@ import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import type { SharedExperienceBuffer, TaskBatch, TasksetScheduler } from '../buffer/index.js';
 import type { Experience } from '../experience.js';
 import type { Task } from '../task.js';
-import type { ExploreStepSource } from './explorer-loop.js';
+import type { ExploreStepSource } from './loop.js';
 import type { TaskClaims } from './task-claims.js';
 
 /** How often an explorer with nothing to claim looks at the claims again. */

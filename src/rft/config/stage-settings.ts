@@ -2,7 +2,7 @@
 // plain StageSettings the loops read (./settings.ts). The config coverage test walks every schema key through here.
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import type { FormatConfig, LoraConfig, StageConfig, TasksetConfig as TasksetSection } from '../config/index.js';
+import type { FormatConfig, LoraConfig, StageConfig, TasksetConfig as TasksetSection } from './index.js';
 import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../buffer/index.js';
 import type { MonitorArgs } from '../monitor/index.js';
 import { resolveDevice } from '../../torch/index.js';
@@ -171,7 +171,7 @@ function takesTurns(stage: StageConfig): boolean {
 
 /**
  * The settings of one stage from its resolved config section; `distributed`: this process's place among the ranks of
- * a data-parallel trainer (./distributed.ts), null for one process.
+ * a data-parallel trainer (../run/distributed.ts), null for one process.
  */
 /**
  * The threads a process of the run computes with: OMP_NUM_THREADS when set (per process, as PyTorch reads it), else

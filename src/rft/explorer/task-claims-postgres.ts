@@ -4,7 +4,7 @@
 // alive while it holds the session advisory lock (namespace, hash of its name) on its own connection: the server
 // releases it when the process dies or its connection drops, so no heartbeat or clock decides who is dead. A hash
 // collision between two names makes a dead explorer look alive (its steps wait for its restart), never the reverse.
-// The tables are registered in the buffer's schema_version table (./../buffer/postgres.ts) with their own version.
+// The tables are registered in the buffer's schema_version table (../buffer/postgres.ts) with their own version.
 import { hostname } from 'node:os';
 import pg from 'pg';
 import { postgresTarget, runTransaction } from '../buffer/index.js';
