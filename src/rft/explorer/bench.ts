@@ -6,7 +6,13 @@ import { listCheckpoints } from '../checkpoint.js';
 import { createMonitors } from '../monitor/index.js';
 import { startAuxiliaryModels } from '../auxiliary/index.js';
 import { EngineModelHandle } from '../workflow/index.js';
-import { evaluateTasksets, formatEvalMetrics, stageWorkflowRunner } from './evaluation.js';
+import {
+  type EvaluationSettings,
+  evaluateTasksets,
+  formatEvalMetrics,
+  type RunnerSettings,
+  stageWorkflowRunner,
+} from './evaluation.js';
 import type { StageResult, StageSettings } from '../config/settings.js';
 import type { ExplorerEngine } from '../sync/weight-channel.js';
 
@@ -14,6 +20,14 @@ import type { ExplorerEngine } from '../sync/weight-channel.js';
  * The models mode bench evaluates: step 0 is the base model (dir null). A checkpoint holding only a LoRA adapter
  * cannot be loaded by the engine: it is an error naming it (the stage's final_model holds the merged weights).
  */
+
+/** What mode bench reads of the stage's settings. */
+export type BenchSettings = Pick<
+  StageSettings,
+  'stageName' | 'jobDir' | 'modelPath' | 'project' | 'name' | 'bench' | 'monitorTypes' | 'monitorArgs' | 'auxiliaryModels'
+> &
+  RunnerSettings &
+  EvaluationSettings;
 export function benchTargets(jobDir: string, onLatestCheckpoint: boolean): { step: number; dir: string | null }[] {
   const checkpoints = listCheckpoints(jobDir).map((step) => {
     const folder = join(jobDir, 'checkpoints', `global_step_${step}`);
@@ -31,7 +45,7 @@ export function benchTargets(jobDir: string, onLatestCheckpoint: boolean): { ste
 }
 
 export async function runBench(
-  settings: StageSettings,
+  settings: BenchSettings,
   startEngine: (weightsDir: string) => Promise<ExplorerEngine>,
   log: (line: string) => void,
   signal?: AbortSignal,

@@ -9,9 +9,14 @@ import type { Task } from '../task.js';
 import { type EngineModelHandle, WorkflowRunner } from '../workflow/index.js';
 import type { StageSettings } from '../config/settings.js';
 
+/** What the explorer's workflow runner reads of the stage's settings. */
+export type RunnerSettings = Pick<StageSettings, 'pluginBaseDir' | 'explorer' | 'seed'>;
+/** What an evaluation reads of the stage's settings: the eval tasksets and their samples per task. */
+export type EvaluationSettings = Pick<StageSettings, 'evalTasksets' | 'evalRepeatTimes'>;
+
 /** The workflow runner of a stage's explorer (and of bench), with the stage's explorer settings and auxiliary models. */
 export function stageWorkflowRunner(
-  settings: StageSettings,
+  settings: RunnerSettings,
   handle: EngineModelHandle,
   log: (line: string) => void,
   auxiliaryModels: AuxiliaryModelSet = NO_AUXILIARY_MODELS,
@@ -38,7 +43,7 @@ export interface Evaluation {
 /** Each eval taskset with its own samples per task; its eval/<taskset>/* metrics, tasks and experiences, together. */
 export async function evaluateTasksets(
   runner: WorkflowRunner,
-  settings: StageSettings,
+  settings: EvaluationSettings,
   step: number,
   signal?: AbortSignal,
 ): Promise<Evaluation> {

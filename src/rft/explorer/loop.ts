@@ -12,11 +12,15 @@ import { type Experience, type ModelBounds, modelBoundsProblem } from '../experi
 import type { ExperiencePipeline } from '../data/experience-pipeline/index.js';
 import type { Task } from '../task.js';
 import type { WorkflowRunner } from '../workflow/index.js';
-import { evaluateTasksets, formatEvalMetrics, writeEvalSamples } from './evaluation.js';
+import { type EvaluationSettings, evaluateTasksets, formatEvalMetrics, writeEvalSamples } from './evaluation.js';
 import type { StageSettings } from '../config/settings.js';
 import type { WeightReceiver } from '../sync/weight-channel.js';
 
 /** The weights version the explorer needs before explore step `step` (sync_style fixed; see the header). */
+
+/** What the explorer loop reads of the stage's settings (its evaluations read the eval tasksets too). */
+export type ExplorerLoopSettings = Pick<StageSettings, 'stageName' | 'evalInterval' | 'evalOnStartup' | 'sync'> &
+  EvaluationSettings;
 export function requiredVersion(step: number, syncInterval: number, syncOffset: number): number {
   return Math.max(0, Math.floor((step - 1 - syncOffset) / syncInterval) * syncInterval);
 }
@@ -39,7 +43,7 @@ export interface ExploreStepSource {
 }
 
 export interface ExplorerLoopParts {
-  settings: StageSettings;
+  settings: ExplorerLoopSettings;
   scheduler: TasksetScheduler;
   runner: WorkflowRunner;
   buffer: ExperienceBuffer;

@@ -12,7 +12,7 @@ import { resolveAlgorithm } from '../algorithm/presets.js';
 import { TrainerClient } from '../trainer/trainer.js';
 import { describePlacement } from './distributed.js';
 import type { StageRecord, StageSettings } from '../config/settings.js';
-import { countTrainSteps, finalModelDir, trainerInit } from './stage.js';
+import { countTrainSteps, finalModelDir, trainerInit } from './stage-plan.js';
 
 export interface FollowerOptions {
   log: (line: string) => void;
@@ -71,7 +71,7 @@ export async function runFollower(
       return { finalModelDir: null, stages: records };
     }
     // rank 0 saves the stage's final model there before it ends the stage; the next stage starts from it
-    const record: StageRecord = { finalModelDir: finalModelDir(settings), steps: start.step + steps };
+    const record: StageRecord = { finalModelDir: finalModelDir(settings.jobDir), steps: start.step + steps };
     records.push(record);
     modelPath = record.finalModelDir as string;
   }

@@ -9,6 +9,9 @@ import type { StageSettings } from '../config/settings.js';
 import type { WeightPublisher } from '../sync/weight-channel.js';
 
 /** One step's batch, as the sample strategy assembled it. */
+
+/** What the trainer loop reads of the stage's settings. */
+export type TrainerLoopSettings = Pick<StageSettings, 'stageName' | 'sync' | 'trainBatchSize' | 'trainer'>;
 export interface StepBatch {
   experiences: Experience[];
   metrics: Record<string, number>;
@@ -19,7 +22,7 @@ export interface StepBatch {
 }
 
 export interface TrainerLoopParts {
-  settings: StageSettings;
+  settings: TrainerLoopSettings;
   trainer: TrainerClient;
   weights: WeightPublication;
   /** Assembles the batch of train step `step` (the sample strategy over the step's source). */
@@ -68,7 +71,7 @@ export class WeightPublication {
   }
 
   /** Publishes after train step `step` when the sync style says so; true when it synced. */
-  async afterStep(settings: StageSettings, step: number, totalSteps: number): Promise<boolean> {
+  async afterStep(settings: Pick<StageSettings, 'sync'>, step: number, totalSteps: number): Promise<boolean> {
     if (settings.sync.style === 'explorer_driven') {
       if (!(await this.answerPending(step)) && step !== totalSteps) return false;
       if (this.lastPublished < step) await this.publish(step);

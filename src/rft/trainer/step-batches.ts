@@ -8,6 +8,9 @@ import type { StageSettings } from '../config/settings.js';
 import type { StepBatch } from './loop.js';
 
 /** The trainer's experiences: the shared buffer, or a dataset's batch per step. */
+
+/** What the step batches read of the stage's settings: experiences per step and the longest wait for them. */
+export type StepBatchSettings = Pick<StageSettings, 'trainBatchSize' | 'buffer'>;
 export type TrainerSource = BufferExperienceSource | ((step: number) => ExperienceSource);
 
 /** What a checkpoint keeps of the batching. */
@@ -19,14 +22,14 @@ export interface StepBatchesState {
 }
 
 export class StepBatches {
-  readonly #settings: StageSettings;
+  readonly #settings: StepBatchSettings;
   readonly #repeatTimes: number;
   readonly #strategy: SampleStrategy;
   readonly #auxiliary: Record<string, AuxiliaryReader>;
   readonly #source: TrainerSource;
 
   constructor(options: {
-    settings: StageSettings;
+    settings: StepBatchSettings;
     repeatTimes: number;
     strategy: SampleStrategy;
     auxiliary: Record<string, AuxiliaryReader>;

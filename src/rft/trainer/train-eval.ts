@@ -5,12 +5,24 @@
 import type { MonitorGroup } from '../monitor/index.js';
 import type { TrainerClient } from './trainer.js';
 import { EngineModelHandle, type WorkflowRunner } from '../workflow/index.js';
-import { evaluateTasksets, formatEvalMetrics, stageWorkflowRunner, writeEvalSamples } from '../explorer/evaluation.js';
+import {
+  type EvaluationSettings,
+  evaluateTasksets,
+  formatEvalMetrics,
+  type RunnerSettings,
+  stageWorkflowRunner,
+  writeEvalSamples,
+} from '../explorer/evaluation.js';
 import { LocalWeightChannel } from '../sync/local-channel.js';
 import type { StageSettings, StopRule } from '../config/settings.js';
 import { type StartedEngine, type WeightTransport, weightTransport } from '../sync/weight-channel.js';
 
 /** `eval/eval/mean@1 >= 0.3` */
+
+/** What the stage's evaluator reads of its settings: when to evaluate, on what, and its engine's folder. */
+export type TrainEvalSettings = Pick<StageSettings, 'stageName' | 'jobDir' | 'evalInterval' | 'evalOnStartup' | 'sync'> &
+  RunnerSettings &
+  EvaluationSettings;
 export function describeStopRule(rule: StopRule): string {
   return rule.atLeast !== null ? `${rule.metric} >= ${rule.atLeast}` : `${rule.metric} <= ${rule.atMost}`;
 }
@@ -23,7 +35,7 @@ export function stopRuleMet(rule: StopRule, metrics: Readonly<Record<string, num
 }
 
 export interface TrainStageEvaluatorParts {
-  settings: StageSettings;
+  settings: TrainEvalSettings;
   rule: StopRule;
   trainer: TrainerClient;
   /** The stage's rollout engine (started from any weights of the model: the trainer's go over before each eval). */

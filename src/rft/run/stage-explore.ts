@@ -1,0 +1,88 @@
+// Mode explore: one explorer process of several sharing a buffer (SQLite or PostgreSQL), each with its own
+// explorer.name. Explore steps are claimed in the buffer's database (../explorer/share.ts, ../explorer/task-claims.ts):
+// a step's rows and its finished marker go into the buffer in one transaction, so a restarted explorer goes on with
+// the steps nobody finished. Weights come from the trainer process through a ProcessWeightChannel (the buffer's
+// database for PostgreSQL, else the job folder).
+import { join } from 'node:path';
+import type { StageResult } from '../config/settings.js';
+import { ClaimedExploreSteps, keepFinishedSteps, stampExperienceIds } from '../explorer/share.js';
+import { runExplorerLoop } from '../explorer/loop.js';
+import { openTaskClaims } from '../explorer/task-claims.js';
+import { createScheduler } from './stage-plan.js';
+import { sharedBufferPath, type StageParts } from './stage-parts.js';
+
+export async function runExploreStage(parts: StageParts): Promise<StageResult> {
+  const { settings } = parts;
+  const scheduler = await parts.scheduler();
+  const totalSteps = parts.totalSteps(scheduler.totalSteps);
+  const buffer = await parts.sharedBuffer('writer');
+  // the explore steps, shared with the other explorer processes of this buffer (../explorer/share.ts)
+  const claims = await openTaskClaims({
+    path: sharedBufferPath(settings),
+    table: buffer.table,
+    stage: settings.stageName,
+    explorer: settings.explorer.name,
+    deal: JSON.stringify({
+      batchSize: settings.batchSize,
+      tasksets: settings.tasksets.map((t) => [t.taskset.name, t.selector ?? null, t.weight ?? null]),
+    }),
+    totalSteps,
+  });
+  parts.onClose(() => claims.close());
+  const finished = new Set(await claims.completedBy());
+  for (const file of ['metrics.jsonl', 'eval_samples.jsonl']) keepFinishedSteps(join(parts.metricsDir, file), finished);
+  if (finished.size > 0)
+    parts.log(
+      `[${settings.stageName}] explorer '${settings.explorer.name}' resuming: ${finished.size} explore step(s) of ` +
+        `${totalSteps} finished by it (claims in ${claims.location})`,
+    );
+  const { monitors, progress } = parts.monitoring(totalSteps);
+  const steps = new ClaimedExploreSteps({
+    claims,
+    buffer,
+    stage: settings.stageName,
+    explorer: settings.explorer.name,
+    newScheduler: () => createScheduler(settings),
+    timeoutMs: settings.sync.timeoutMs,
+    signal: parts.signal,
+    log: (line) => progress.log(line),
+  });
+  // the newest weights the trainer process published, else the checkpoint's full model, else the base model
+  const channel = await parts.processWeightChannel(buffer);
+  const pointer = await channel.latest();
+  const start = pointer
+    ? { dir: pointer.dir, version: pointer.version }
+    : parts.checkpoint?.modelDir
+      ? { dir: parts.checkpoint.modelDir, version: parts.checkpoint.step }
+      : { dir: settings.modelPath, version: 0 };
+  const explorer = await parts.explorer(start.dir, progress, start.version, finished);
+  const receiver = channel.receiver({
+    engine: explorer.engine,
+    startVersion: start.version,
+    timeoutMs: settings.sync.timeoutMs,
+    signal: parts.signal,
+    onVersion: (v) => {
+      explorer.handle.modelVersion = v;
+    },
+  });
+  await runExplorerLoop({
+    ...parts.explorerLoopBase(scheduler, explorer, buffer, receiver, totalSteps),
+    steps,
+    // rows and the step's finished marker in one transaction, then the claim is done
+    write: async ({ step }, experiences) => {
+      await buffer.write(stampExperienceIds(settings.stageName, step, experiences), { meta: steps.writeMeta(step) });
+      await claims.complete(step);
+    },
+    // readers stop waiting only once every explorer's steps are in
+    finish: async () => {
+      if (steps.allDone) await buffer.finishWriting();
+    },
+    onStep: ({ step, metrics }) => {
+      monitors.log(step, metrics);
+      progress.update(step, { reward: metrics['rollout/reward/mean'] ?? Number.NaN });
+    },
+    onEval: (step, metrics) => monitors.log(step, metrics),
+  });
+  progress.done();
+  return { finalModelDir: null, steps: totalSteps };
+}

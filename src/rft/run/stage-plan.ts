@@ -1,0 +1,96 @@
+// What every rank of a data-parallel trainer must agree on with rank 0 (./follower.ts runs the same functions): the
+// stage's step count (the learning-rate schedule depends on it), its task scheduler at the start, its train dataset,
+// what its trainer starts with, and where its final weights go.
+import { join } from 'node:path';
+import { Tokenizer } from '../../tokenizer/index.js';
+import type { ResolvedAlgorithm } from '../algorithm/presets.js';
+import { DatasetReader, loadTaskset, TasksetScheduler, TRAIN_DATASET_READERS } from '../buffer/index.js';
+import type { StageSettings } from '../config/settings.js';
+import type { TrainerInit } from '../trainer/trainer.js';
+
+/** The stage's steps: buffer.total_steps, else what the data gives (`fromData`); none is an error. */
+export function stageSteps(settings: StageSettings, fromData: number | null): number {
+  const total = settings.totalSteps ?? fromData ?? 0;
+  if (total <= 0) throw new Error(`stage '${settings.stageName}': no steps to run (set buffer.total_steps or give tasks)`);
+  return total;
+}
+
+/** The task scheduler over the stage's tasksets, at its start (a resumed stage loads its saved position into it). */
+export async function createScheduler(settings: StageSettings): Promise<TasksetScheduler> {
+  const tasksets = await Promise.all(settings.tasksets.map((t) => loadTaskset(t.taskset)));
+  return new TasksetScheduler({
+    tasksets: settings.tasksets.map((t, i) => ({
+      taskset: tasksets[i] as Awaited<ReturnType<typeof loadTaskset>>,
+      ...(t.selector ? { selector: t.selector } : {}),
+      ...(t.weight !== undefined ? { weight: t.weight } : {}),
+    })),
+    batchSize: settings.batchSize,
+    totalEpochs: settings.totalEpochs,
+    ...(settings.totalSteps !== null ? { totalSteps: settings.totalSteps } : {}),
+  });
+}
+
+/** Mode train from a dataset file (SFT, DPO): one batch of its rows per step. */
+export async function loadTrainDataset(settings: StageSettings, algorithm: ResolvedAlgorithm): Promise<DatasetReader> {
+  if (!settings.buffer.path) throw new Error(`stage '${settings.stageName}': the file experience buffer needs a path`);
+  const load = TRAIN_DATASET_READERS[algorithm.schema];
+  const rows = await load(settings.buffer.path, Tokenizer.load(settings.modelPath), settings.buffer.format ?? {});
+  return new DatasetReader(rows, settings.trainBatchSize);
+}
+
+/**
+ * The train steps of a stage of mode both or train, counted as rank 0's stage counts them (the learning-rate schedule
+ * depends on it): buffer.total_steps, else the tasksets' (mode both) or the dataset's (mode train, file) steps.
+ */
+export async function countTrainSteps(settings: StageSettings, algorithm: ResolvedAlgorithm): Promise<number> {
+  // rank 0 counts the task pipeline's output, which the other ranks cannot wait for before the rendezvous
+  if (settings.mode === 'both' && settings.taskPipeline !== null && settings.totalSteps === null)
+    throw new Error(
+      `stage '${settings.stageName}': a data-parallel trainer with data_processor.task_pipeline needs buffer.total_steps ` +
+        '(the other ranks cannot count the steps of a taskset rank 0 is still writing)',
+    );
+  if (settings.mode === 'both') return stageSteps(settings, (await createScheduler(settings)).totalSteps);
+  if (settings.mode === 'train' && settings.buffer.storageType === 'file')
+    return stageSteps(settings, (await loadTrainDataset(settings, algorithm)).stepsFor(settings.totalEpochs));
+  return stageSteps(settings, null);
+}
+
+/** What the stage's trainer starts with; every rank of a data-parallel trainer starts with the same. */
+export function trainerInit(settings: StageSettings, totalSteps: number): TrainerInit {
+  const d = settings.distributed;
+  return {
+    jobDir: settings.jobDir,
+    resume: true,
+    modelPath: settings.modelPath,
+    dtype: settings.trainer.paramDtype,
+    masterDtype: settings.trainer.masterDtype,
+    device: settings.trainer.device,
+    algorithm: settings.algorithm,
+    pluginBaseDir: settings.pluginBaseDir,
+    lora: settings.lora,
+    loraPath: settings.loraPath,
+    criticModelPath: settings.criticModelPath,
+    totalSteps,
+    microBatchSize: settings.trainer.microBatchSize,
+    gradientCheckpointing: settings.trainer.gradientCheckpointing,
+    padTokenId: 0,
+    seed: settings.seed,
+    numThreads: settings.threads.trainer,
+    distributed: d
+      ? {
+          rank: d.rank,
+          worldSize: d.worldSize,
+          masterAddr: d.masterAddr,
+          masterPort: d.masterPort,
+          timeoutMs: settings.trainer.distributedTimeoutMs,
+          stage: settings.stageName,
+          zeroStage: settings.trainer.zeroStage,
+        }
+      : null,
+  };
+}
+
+/** Where a stage of mode both or train leaves its final weights (a Hugging Face folder, the next stage's start). */
+export function finalModelDir(jobDir: string): string {
+  return join(jobDir, 'final_model');
+}
