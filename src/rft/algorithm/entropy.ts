@@ -14,6 +14,11 @@ import { checkExpertRows, type ExpertRows, expertRowsOf } from './utils.js';
 export const ENTROPY_LOSS_FNS = ['default', 'mix', 'none'] as const;
 export type EntropyLossName = (typeof ENTROPY_LOSS_FNS)[number];
 
+/** Whether entropy_loss_fn `name` reads the policy's entropy (so the forward computes it): every function but 'none'. */
+export function entropyLossNeedsEntropy(name: string): boolean {
+  return name !== 'none';
+}
+
 export interface EntropyLossOptions {
   entropyCoef: number;
   lossAggMode: LossAggMode;

@@ -12,6 +12,7 @@
 // Two uses:
 //   as a reward penalty  rewards[b, t] = scores[b, t] − β · KL(π_old, π_ref)[b, t] · mask[b, t]
 //   as a loss term       loss = β · aggregate(KL(π_θ, π_ref), mask, loss_agg_mode)
+// 'none' contributes nothing to either and needs no reference policy (klFnNeedsReference): callers ask that, not the name.
 // β fixed (kl_coef) or adaptive — Ziegler et al., "Fine-Tuning Language Models from Human Preferences"
 // (arXiv 1909.08593): e = clip(KL / target_kl − 1, −0.2, 0.2),  β ← β · (1 + e · batch_size / horizon).
 import * as torch from '../../torch/index.js';
@@ -56,6 +57,11 @@ export function klDivergence(estimator: KlEstimator, logprob: Tensor, refLogprob
   });
 }
 
+/** Whether kl_fn `name` contributes a term, and so reads reference log-probs: every estimator but 'none'. */
+export function klFnNeedsReference(name: string): boolean {
+  return name !== 'none';
+}
+
 export interface KlOptions {
   /** Adaptive coefficient (needs targetKl and horizon). */
   adaptive: boolean;
@@ -83,6 +89,11 @@ export class KlFn {
       throw new Error(`kl_fn '${estimator}': adaptive KL needs target_kl and horizon`);
     }
     this.klCoef = this.options.klCoef;
+  }
+
+  /** The function contributes a term (a loss or a reward penalty), from reference log-probs (klFnNeedsReference). */
+  get needsReference(): boolean {
+    return klFnNeedsReference(this.estimator);
   }
 
   calculateKl(logprob: Tensor, refLogprob: Tensor, oldLogprob?: Tensor): Tensor {

@@ -11,7 +11,7 @@
 import type { Experience } from '../experience.js';
 import * as torch from '../../torch/index.js';
 import { DistributedError, type ProcessGroup, Store, type Tensor } from '../../torch/index.js';
-import type { StepCollectives } from './train-step.js';
+import type { StepCollectives } from './row-sharding.js';
 import type { ZeroAdamW } from './zero.js';
 
 const STOP = 0;

@@ -48,14 +48,8 @@ import {
 } from './data-parallel.js';
 import { MasterWeights } from './master-weights.js';
 import type { DistributedOutcome, TrainerInit } from './trainer.js';
-import {
-  loraReference,
-  modelReference,
-  type ReferencePolicy,
-  TrainStep,
-  type TrainStepMetrics,
-  type TrainStepState,
-} from './train-step.js';
+import { loraReference, modelReference, type ReferencePolicy } from './reference-policy.js';
+import { TrainStep, type TrainStepMetrics, type TrainStepState } from './train-step.js';
 
 /** trainer.json's fields besides the critic optimizer (see ../checkpoint.ts). */
 interface SavedTrainerState {

@@ -18,7 +18,8 @@ import {
   selectRows,
 } from '../../../src/rft/algorithm/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
-import { frozenCopyReference, TrainStep } from '../../../src/rft/trainer/train-step.js';
+import { frozenCopyReference } from '../../../src/rft/trainer/reference-policy.js';
+import { TrainStep } from '../../../src/rft/trainer/train-step.js';
 import * as torch from '../../../src/torch/index.js';
 import { BAD, GOOD, loadPolicy, tinyModelDir } from './toy.js';
 

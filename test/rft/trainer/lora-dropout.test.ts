@@ -8,7 +8,8 @@ import { LoraModel } from '../../../src/model/lora.js';
 import { CausalLM } from '../../../src/model/transformer.js';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
-import { loraReference, TrainStep } from '../../../src/rft/trainer/train-step.js';
+import { loraReference } from '../../../src/rft/trainer/reference-policy.js';
+import { TrainStep } from '../../../src/rft/trainer/train-step.js';
 import * as torch from '../../../src/torch/index.js';
 import { rollouts, tinyModelDir } from './toy.js';
 

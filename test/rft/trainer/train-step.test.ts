@@ -8,13 +8,9 @@ import { promptGroups, tokenLogProbs } from '../../../src/model/training.js';
 import type { CausalLM } from '../../../src/model/transformer.js';
 import { ALGORITHM_TYPES, Critic, type ResolvedAlgorithm, resolveAlgorithm } from '../../../src/rft/algorithm/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
-import {
-  buildBatch,
-  frozenCopyReference,
-  loraReference,
-  rowPromptGroups,
-  TrainStep,
-} from '../../../src/rft/trainer/train-step.js';
+import { frozenCopyReference, loraReference } from '../../../src/rft/trainer/reference-policy.js';
+import { buildBatch, rowPromptGroups } from '../../../src/rft/trainer/train-batch.js';
+import { TrainStep } from '../../../src/rft/trainer/train-step.js';
 import * as torch from '../../../src/torch/index.js';
 import {
   BAD,

@@ -5,8 +5,11 @@
 //   loss = mean over pairs of  −(1 − ε)·log σ(β·h) − ε·log σ(−β·h)
 // Metrics: chosen_reward = β·mean(log π_θ(y_w) − log π_ref(y_w)), rejected_reward, accuracy_mean (h > 0), dpo_loss.
 // (Python Trinity-RFT sums log-probs over the whole micro-batch; here each pair has its own sums, as the paper/TRL.)
+// The pairs come from experiences of the dpo schema, each a prompt with `chosen` and `rejected` responses: dpoPairRows
+// makes them the two rows, chosen first.
 import * as torch from '../../../torch/index.js';
 import type { Tensor } from '../../../torch/index.js';
+import type { Experience } from '../../experience.js';
 import { maskedSum } from '../utils.js';
 import { need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult } from './types.js';
 
@@ -44,6 +47,23 @@ export function dpoLossFromSequences(logps: DpoSequenceLogprobs, options: Partia
       dpo_loss: loss.detach(),
     }));
     return { loss, metrics };
+  });
+}
+
+/** The rows of dpo experiences: each becomes its chosen row, then its rejected row (the same prompt). */
+export function dpoPairRows(experiences: readonly Experience[]): Experience[] {
+  return experiences.flatMap((e) => {
+    if (!Array.isArray(e.chosen) || !Array.isArray(e.rejected) || e.chosen.length === 0 || e.rejected.length === 0) {
+      throw new Error(`train step (dpo): experience '${e.eid}' needs non-empty chosen and rejected responses`);
+    }
+    const prompt = e.tokens.slice(0, e.promptLength);
+    const row = (kind: string, response: number[]): Experience => ({
+      eid: `${e.eid}/${kind}`,
+      tokens: [...prompt, ...response],
+      promptLength: e.promptLength,
+      info: { ...e.info },
+    });
+    return [row('chosen', e.chosen), row('rejected', e.rejected)];
   });
 }
 

@@ -1,0 +1,113 @@
+// The forwards a train step runs over its whole batch before the update, all without gradient: the reference's
+// log-probs, the current policy's log-probs (for rows without rollout log-probs, or every row when a module needs
+// them: bypass_old_logprobs false, a policy loss's whole-batch mask, an advantage function that reads entropy or
+// necs) and the critic's values. On several ranks each computes its own rows (./row-sharding.ts ownRows) and leaves
+// zeros in the others', so the sum across ranks is the whole batch's.
+import { tokenLogProbs } from '../../model/training.js';
+import type { CausalLM } from '../../model/transformer.js';
+import * as torch from '../../torch/index.js';
+import type { Tensor } from '../../torch/index.js';
+import { advantageNeedsEntropy, advantageNeedsNecs } from '../algorithm/advantage/index.js';
+import type { Critic } from '../algorithm/critic.js';
+import { policyLossModule } from '../algorithm/policy-loss/index.js';
+import type { ResolvedAlgorithm } from '../algorithm/presets.js';
+import type { Experience } from '../experience.js';
+import { rowsTakeAdvantages } from './experience-rows.js';
+import type { LogProbOptions, ReferencePolicy } from './reference-policy.js';
+import { ownRows, type Shard } from './row-sharding.js';
+import { buildBatch, microPromptGroups, type TrainBatch } from './train-batch.js';
+
+/** prepareBatch's result: the batch and its per-row forward results (summed across ranks before ./loss-inputs.ts). */
+export interface Prepared {
+  batch: TrainBatch;
+  refLogprob: Tensor | null;
+  current: Tensor | null;
+  /** The current policy's entropy and necs, for an advantage function that reads them (clipb, clipv). */
+  entropy: Tensor | null;
+  necs: Tensor | null;
+  oldValues: Tensor | null;
+}
+
+/** What prepareBatch computes with. */
+export interface BatchForwardModels {
+  algorithm: ResolvedAlgorithm;
+  /** The policy. */
+  model: CausalLM;
+  reference: ReferencePolicy | null;
+  critic: Critic | null;
+  padTokenId: number;
+  /** Where the batch is built. */
+  device: string;
+  /** LM-head chunk (sequence positions), unset for the default. */
+  chunkSize?: number | undefined;
+}
+
+/** The padded batch of `rows`, and what the whole batch needs from a forward (see the header). */
+export function prepareBatch(rows: Experience[], shard: Shard, models: BatchForwardModels): Prepared {
+  const { algorithm } = models;
+  const batch = buildBatch(rows, models.padTokenId, models.device);
+  const B = batch.rows.length;
+  const responseOf = (perPosition: Tensor) => perPosition.narrow(1, batch.promptWidth - 1, batch.responseWidth);
+  const own = ownRows(B, shard);
+  // the log-prob options of this rank's rows (their prompt groups uploaded once, when a forward first needs them)
+  let ownOptions: LogProbOptions | null = null;
+  const logProbOptions = (): LogProbOptions => {
+    ownOptions ??= {
+      promptWidth: batch.promptWidth,
+      promptGroups: microPromptGroups(batch, own.start, own.n),
+      ...(models.chunkSize ? { chunkSize: models.chunkSize } : {}),
+      temperature: batch.temperatures.slice(own.start, own.start + own.n),
+    };
+    return ownOptions;
+  };
+  type RowsForward = (inputIds: Tensor, attentionMask: Tensor, options: LogProbOptions) => Tensor[];
+  const perRows = (count: number, compute: RowsForward): Tensor[] => {
+    if (shard.worldSize === 1) return compute(batch.inputIds, batch.attentionMask, logProbOptions()).map(responseOf);
+    const outs = Array.from({ length: count }, () => torch.zeros([B, batch.responseWidth], { device: batch.actionMask.device }));
+    if (own.n > 0) {
+      const part = (t: Tensor) => t.narrow(0, own.start, own.n);
+      const results = compute(part(batch.inputIds), part(batch.attentionMask), logProbOptions());
+      for (const [i, t] of results.entries()) part(outs[i] as Tensor).copy_(responseOf(t));
+    }
+    return outs;
+  };
+  const perRow = (compute: (inputIds: Tensor, attentionMask: Tensor, options: LogProbOptions) => Tensor): Tensor =>
+    perRows(1, (...args) => [compute(...args)])[0] as Tensor;
+  const reference = models.reference;
+  const refLogprob =
+    algorithm.useReference && reference !== null ? perRow((ids, mask, options) => reference.logProbs(ids, mask, options)) : null;
+  // rows without rollout log-probs (SFT/expert data, or an explorer that did not record them): the current policy;
+  // every row when the old log-probs are recomputed (bypass_old_logprobs: false) or a module reads the current
+  // policy over the whole batch (a policy loss's wholeBatchMask, an advantage function's entropy and necs), all from
+  // one pass
+  const needsEntropy = algorithm.advantageFn !== null && advantageNeedsEntropy(algorithm.advantageFn.name);
+  const needsNecs = algorithm.advantageFn !== null && advantageNeedsNecs(algorithm.advantageFn.name);
+  const wholeBatch =
+    !algorithm.bypassOldLogprobs ||
+    policyLossModule(algorithm.policyLossFn.name).wholeBatchMask !== undefined ||
+    needsEntropy ||
+    needsNecs;
+  const fields: ('logProbs' | 'entropy' | 'necs')[] = ['logProbs'];
+  if (needsEntropy) fields.push('entropy');
+  if (needsNecs) fields.push('necs');
+  const outputs =
+    batch.rows.every((e) => e.logprobs !== undefined) && !wholeBatch
+      ? []
+      : perRows(fields.length, (ids, mask, options) =>
+          torch.noGrad(() => {
+            const all = { ...options, attentionMask: mask, entropy: needsEntropy, necs: needsNecs };
+            const out = tokenLogProbs(models.model, ids, all);
+            return fields.map((field) => out[field] as Tensor);
+          }),
+        );
+  const output = (field: (typeof fields)[number]): Tensor | null => outputs[fields.indexOf(field)] ?? null;
+  const current = output('logProbs');
+  const entropy = output('entropy');
+  const necs = output('necs');
+  const critic = models.critic;
+  const oldValues =
+    rowsTakeAdvantages(algorithm) && algorithm.useCritic && critic !== null
+      ? perRow((ids, mask) => torch.noGrad(() => critic.values(ids, mask)))
+      : null;
+  return { batch, refLogprob, current, entropy, necs, oldValues };
+}

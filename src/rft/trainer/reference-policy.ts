@@ -1,0 +1,48 @@
+// Reference policies of the train step: the fixed policy the KL terms and DPO compare the trained one with
+// (algorithm.useReference). A frozen model, a frozen copy of the policy's current weights, or — with LoRA — the
+// policy itself with its adapters disabled (no second copy of the weights). Each gives log-probs without gradient.
+import type { LoraModel } from '../../model/lora.js';
+import { type PromptGroups, tokenLogProbs } from '../../model/training.js';
+import { CausalLM } from '../../model/transformer.js';
+import * as torch from '../../torch/index.js';
+import type { Tensor } from '../../torch/index.js';
+
+export interface LogProbOptions {
+  chunkSize?: number;
+  /** One temperature, or one per row. */
+  temperature?: number | readonly number[];
+  /** Only the response columns (from promptWidth − 1) are needed: rows with equal prompts run them once. */
+  promptWidth?: number;
+  /** Which rows have equal prompts, known ahead (see TokenLogProbsOptions.promptGroups). */
+  promptGroups?: PromptGroups;
+}
+
+/** Log-probs of a fixed reference policy: [B, L] ids → [B, L − 1], no gradient. */
+export interface ReferencePolicy {
+  logProbs(inputIds: Tensor, attentionMask: Tensor, options?: LogProbOptions): Tensor;
+}
+
+/** A frozen model as the reference. */
+export function modelReference(model: CausalLM): ReferencePolicy {
+  return {
+    logProbs: (inputIds, attentionMask, options = {}) =>
+      torch.noGrad(() => tokenLogProbs(model, inputIds, { ...options, attentionMask }).logProbs),
+  };
+}
+
+/** A frozen copy of `model`'s current weights as the reference (owns the copy: dispose() it). */
+export function frozenCopyReference(model: CausalLM): ReferencePolicy & { readonly model: CausalLM; dispose(): void } {
+  const weights = torch.noGrad(() => new Map([...model.parameters()].map(([name, t]) => [name, torch.keep(t.detach().clone())])));
+  const copy = new CausalLM(model.config, weights);
+  return { ...modelReference(copy), model: copy, dispose: () => copy.dispose() };
+}
+
+/** With LoRA the reference is the same model with its adapters disabled: no second copy of the weights. */
+export function loraReference(lora: LoraModel): ReferencePolicy {
+  return {
+    logProbs: (inputIds, attentionMask, options = {}) =>
+      lora.withAdaptersDisabled(() =>
+        torch.noGrad(() => tokenLogProbs(lora.base, inputIds, { ...options, attentionMask }).logProbs),
+      ),
+  };
+}
