@@ -26,36 +26,40 @@
 //   lora.train(); model.forward(ids) ...; lora.eval()         // the adapters run inside the model's projections
 //   const ref = lora.withAdaptersDisabled(() => model.forward(ids));   // the base model: the KL reference
 //   lora.save(dir); LoraModel.load(otherModel, dir);
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+//
+// Neighbours: lora-config.ts (LoraConfig, which projections it selects, adapter_config.json) and lora-dropout.ts (the
+// dropout stream).
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
-import { expectedWeights } from './hf-weights.js';
 import type { LinearAdapter } from './linear.js';
+import {
+  ADAPTER_CONFIG_FILE,
+  ADAPTER_WEIGHTS_FILE,
+  adaptedModules,
+  adapterConfigJson,
+  type LoraConfig,
+  LoraAdapterError,
+  loraTensorNames,
+  parseAdapterConfig,
+  resolveConfig,
+  validateConfig,
+} from './lora-config.js';
+import { checkDropoutState, DropoutStream, type LoraDropoutState } from './lora-dropout.js';
 import type { CausalLM, ModelDType } from './transformer.js';
 
-/** The projections LoRA can adapt ('all-linear' = all of them; lm_head is never adapted, as in PEFT). */
-export const LORA_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
-
-/** PEFT's LoraConfig, the part this implementation has (camelCase of adapter_config.json's keys). */
-export interface LoraConfig {
-  r: number;
-  loraAlpha: number;
-  loraDropout: number;
-  /**
-   * Which projections: a list of names, each matching a module that it names or ends (`q_proj` matches
-   * model.layers.3.self_attn.q_proj), 'all-linear', or a regular expression over the whole module name (as PEFT).
-   */
-  targetModules: readonly string[] | string;
-  /** Modules to leave out, with the same matching; null for none. */
-  excludeModules: readonly string[] | string | null;
-  /** Only these layer indices; null for all. */
-  layersToTransform: readonly number[] | null;
-  /** scale = alpha / sqrt(r) instead of alpha / r. */
-  useRslora: boolean;
-  /** Written to adapter_config.json (default: the model's source folder). */
-  baseModelNameOrPath: string | null;
-}
+export {
+  ADAPTER_CONFIG_FILE,
+  ADAPTER_WEIGHTS_FILE,
+  LORA_TARGETS,
+  type LoraConfig,
+  LoraAdapterError,
+  loraTensorNames,
+  readAdapterConfig,
+  targetedModules,
+} from './lora-config.js';
+export type { LoraDropoutState } from './lora-dropout.js';
 
 export interface LoraOptions extends Partial<LoraConfig> {
   /** true (PEFT's default): B = 0, a no-op until trained. false: B kaiming-uniform like A (PEFT's init_lora_weights=False). */
@@ -82,37 +86,6 @@ export interface LoadLoraOptions {
   dropoutSeed?: number;
 }
 
-/** The dropout stream's state (see the header): its seed and how many masks it has drawn. */
-export interface LoraDropoutState {
-  seed: number;
-  draws: number;
-}
-
-export class LoraAdapterError extends Error {
-  constructor(file: string, detail: string) {
-    super(`${file}: ${detail}`);
-    this.name = 'LoraAdapterError';
-  }
-}
-
-export const ADAPTER_CONFIG_FILE = 'adapter_config.json';
-export const ADAPTER_WEIGHTS_FILE = 'adapter_model.safetensors';
-
-const DEFAULTS: Omit<LoraConfig, 'baseModelNameOrPath'> = {
-  r: 8,
-  loraAlpha: 8,
-  loraDropout: 0,
-  targetModules: ['q_proj', 'v_proj'], // PEFT's default for Llama and Qwen
-  excludeModules: null,
-  layersToTransform: null,
-  useRslora: false,
-};
-
-/** PEFT's names of a module's adapter tensors in adapter_model.safetensors. */
-export function loraTensorNames(module: string): { a: string; b: string } {
-  return { a: `base_model.model.${module}.lora_A.weight`, b: `base_model.model.${module}.lora_B.weight` };
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 // one adapted projection
 
@@ -125,54 +98,6 @@ interface LoraState {
   merged: boolean;
   training: boolean;
   dropout: DropoutStream;
-}
-
-const U64 = (1n << 64n) - 1n;
-/** Generator seeds stay below 2^63 (the addon reads them as int64). */
-const SEED_MASK = (1n << 63n) - 1n;
-
-/** splitmix64's output n for `seed` (Steele, Lea, Flood 2014): well-mixed 64-bit values from (seed, n). */
-function splitmix64(seed: number, n: number): bigint {
-  let z = (BigInt.asUintN(64, BigInt(seed)) + BigInt(n + 1) * 0x9e3779b97f4a7c15n) & U64;
-  z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & U64;
-  z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & U64;
-  return z ^ (z >> 31n);
-}
-
-/** The counter-based stream of dropout masks (see the header). */
-class DropoutStream {
-  #seed: number | null;
-  draws = 0;
-
-  /** Without a seed, one is drawn from libtorch's global generator when first needed (so torch.manualSeed governs it). */
-  constructor(seed: number | null) {
-    this.#seed = seed;
-  }
-
-  get seed(): number {
-    this.#seed ??= torch.scope(() => torch.randint(0, 2 ** 31 - 1, [1]).item());
-    return this.#seed;
-  }
-
-  set seed(seed: number) {
-    this.#seed = seed;
-  }
-
-  /** keep [shape] (bool): U[0, 1) < 1 - p from the stream's next generator. */
-  nextKeepMask(shape: readonly number[], p: number, device: string): Tensor {
-    const generator = new torch.Generator(splitmix64(this.seed, this.draws) & SEED_MASK, device);
-    this.draws++;
-    return torch.rand(shape, { dtype: 'float32', device, generator }).lt(1 - p);
-  }
-}
-
-function checkDropoutState(state: unknown, where: string): LoraDropoutState {
-  const s = (state ?? {}) as Partial<Record<keyof LoraDropoutState, unknown>>;
-  if (typeof s.seed !== 'number' || !Number.isSafeInteger(s.seed))
-    throw new RangeError(`${where}: seed must be an integer, got ${JSON.stringify(s.seed)}`);
-  if (typeof s.draws !== 'number' || !Number.isSafeInteger(s.draws) || s.draws < 0)
-    throw new RangeError(`${where}: draws must be a non-negative integer, got ${JSON.stringify(s.draws)}`);
-  return { seed: s.seed, draws: s.draws };
 }
 
 class LoraLinear implements LinearAdapter {
@@ -436,38 +361,9 @@ export class LoraModel {
   save(dir: string): string[] {
     this.#checkAttached();
     mkdirSync(dir, { recursive: true });
-    const c = this.config;
-    const config = {
-      alpha_pattern: {},
-      auto_mapping: null,
-      base_model_name_or_path: c.baseModelNameOrPath,
-      bias: 'none',
-      exclude_modules: c.excludeModules === null ? null : c.excludeModules,
-      fan_in_fan_out: false,
-      inference_mode: true,
-      init_lora_weights: true,
-      layer_replication: null,
-      layers_pattern: null,
-      layers_to_transform: c.layersToTransform,
-      loftq_config: {},
-      lora_alpha: c.loraAlpha,
-      lora_bias: false,
-      lora_dropout: c.loraDropout,
-      megatron_config: null,
-      megatron_core: 'megatron.core',
-      modules_to_save: null,
-      peft_type: 'LORA',
-      r: c.r,
-      rank_pattern: {},
-      revision: null,
-      target_modules: c.targetModules,
-      task_type: 'CAUSAL_LM',
-      use_dora: false,
-      use_rslora: c.useRslora,
-    };
     const configFile = join(dir, ADAPTER_CONFIG_FILE);
     const weightsFile = join(dir, ADAPTER_WEIGHTS_FILE);
-    writeFileSync(configFile, `${JSON.stringify(config, null, 2)}\n`);
+    writeFileSync(configFile, `${JSON.stringify(adapterConfigJson(this.config), null, 2)}\n`);
     torch.saveSafetensors(weightsFile, this.loraParameters(), { format: 'pt' });
     return [configFile, weightsFile];
   }
@@ -524,169 +420,4 @@ export class LoraModel {
   #checkAttached(): void {
     if (!this.#attached) throw new Error('LoraModel: the adapters were unloaded');
   }
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// which modules
-
-/** Every projection of the model: HF module name → [out, in]. */
-function projections(model: CausalLM): Map<string, [number, number]> {
-  const out = new Map<string, [number, number]>();
-  for (const [name, shape] of expectedWeights(model.config)) {
-    const m = /^(model\.layers\.\d+\.(?:self_attn|mlp)\.\w+_proj)\.weight$/.exec(name);
-    if (m !== null) out.set(m[1] as string, shape as [number, number]);
-  }
-  return out;
-}
-
-/** PEFT's check_target_module_exists: a regex must match the whole name; a list entry must equal it or end its path. */
-function matches(module: string, pattern: readonly string[] | string): boolean {
-  if (typeof pattern === 'string') return new RegExp(`^(?:${pattern})$`).test(module);
-  return pattern.some((t) => module === t || module.endsWith(`.${t}`));
-}
-
-function adaptedModules(model: CausalLM, config: LoraConfig): Map<string, [number, number]> {
-  const all = projections(model);
-  const selected = new Map<string, [number, number]>();
-  for (const [module, shape] of all) {
-    if (!matches(module, config.targetModules)) continue;
-    if (config.excludeModules !== null && matches(module, config.excludeModules)) continue;
-    const layer = Number(/^model\.layers\.(\d+)\./.exec(module)?.[1]);
-    if (config.layersToTransform !== null && !config.layersToTransform.includes(layer)) continue;
-    selected.set(module, shape);
-  }
-  if (selected.size === 0) {
-    throw new RangeError(
-      `LoRA: target_modules ${JSON.stringify(config.targetModules)} match no projection of this ${model.config.architecture} ` +
-        `(its projections: ${LORA_TARGETS.join(', ')} in model.layers.0-${model.config.numHiddenLayers - 1})`,
-    );
-  }
-  return selected;
-}
-
-function resolveConfig(model: CausalLM, options: LoraOptions): LoraConfig {
-  const targetModules = options.targetModules ?? DEFAULTS.targetModules;
-  const config: LoraConfig = {
-    r: options.r ?? DEFAULTS.r,
-    loraAlpha: options.loraAlpha ?? DEFAULTS.loraAlpha,
-    loraDropout: options.loraDropout ?? DEFAULTS.loraDropout,
-    targetModules: targetModules === 'all-linear' ? [...LORA_TARGETS] : targetModules,
-    excludeModules: options.excludeModules ?? DEFAULTS.excludeModules,
-    layersToTransform: options.layersToTransform ?? DEFAULTS.layersToTransform,
-    useRslora: options.useRslora ?? DEFAULTS.useRslora,
-    baseModelNameOrPath: options.baseModelNameOrPath ?? model.sourceDir,
-  };
-  validateConfig(config, 'LoRA config');
-  return config;
-}
-
-function validateConfig(c: LoraConfig, where: string): void {
-  const fail = (detail: string): never => {
-    throw new RangeError(`${where}: ${detail}`);
-  };
-  if (!Number.isInteger(c.r) || c.r < 1) fail(`r must be a positive integer, got ${c.r}`);
-  if (typeof c.loraAlpha !== 'number' || !Number.isFinite(c.loraAlpha)) fail(`lora_alpha must be a number, got ${c.loraAlpha}`);
-  if (typeof c.loraDropout !== 'number' || !(c.loraDropout >= 0 && c.loraDropout < 1))
-    fail(`lora_dropout must be in [0, 1), got ${c.loraDropout}`);
-  for (const [key, value] of [
-    ['target_modules', c.targetModules],
-    ['exclude_modules', c.excludeModules],
-  ] as const) {
-    if (value === null && key === 'exclude_modules') continue;
-    if (typeof value === 'string') {
-      try {
-        new RegExp(value);
-      } catch (error) {
-        fail(`${key} '${value}' is not a valid regular expression: ${(error as Error).message}`);
-      }
-    } else if (
-      !Array.isArray(value) ||
-      value.some((v) => typeof v !== 'string') ||
-      (key === 'target_modules' && value.length === 0)
-    )
-      fail(`${key} must be a non-empty list of module names, 'all-linear' or a regular expression`);
-  }
-  if (
-    c.layersToTransform !== null &&
-    (!Array.isArray(c.layersToTransform) || c.layersToTransform.some((l) => !Number.isInteger(l)))
-  )
-    fail('layers_to_transform must be a list of layer indices or null');
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// adapter_config.json
-
-// PEFT features this implementation does not have: present with a non-empty value, they are errors.
-const UNSUPPORTED_KEYS = [
-  'use_dora',
-  'lora_bias',
-  'fan_in_fan_out',
-  'modules_to_save',
-  'rank_pattern',
-  'alpha_pattern',
-  'layer_replication',
-  'target_parameters',
-  'trainable_token_indices',
-  'alora_invocation_tokens',
-  'use_qalora',
-  'use_bdlora',
-  'arrow_config',
-] as const;
-
-function isEmpty(value: unknown): boolean {
-  if (value === null || value === undefined || value === false) return true;
-  if (Array.isArray(value)) return value.length === 0;
-  return typeof value === 'object' && Object.keys(value).length === 0;
-}
-
-/** The LoRA config of a PEFT adapter folder (its adapter_config.json, checked as load() checks it). */
-export function readAdapterConfig(dir: string, model: CausalLM): LoraConfig {
-  const file = join(dir, ADAPTER_CONFIG_FILE);
-  if (!existsSync(file)) throw new LoraAdapterError(file, 'not found: not a PEFT adapter folder');
-  return parseAdapterConfig(file, model);
-}
-
-/** The projections of `model` that `targetModules` names ('all-linear' for all), before exclusions, in model order. */
-export function targetedModules(model: CausalLM, targetModules: readonly string[] | string): string[] {
-  const pattern = targetModules === 'all-linear' ? LORA_TARGETS : targetModules;
-  return [...projections(model).keys()].filter((module) => matches(module, pattern));
-}
-
-function parseAdapterConfig(file: string, model: CausalLM): LoraConfig {
-  let raw: Record<string, unknown>;
-  try {
-    raw = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
-  } catch (error) {
-    throw new LoraAdapterError(file, `cannot read JSON: ${(error as Error).message}`);
-  }
-  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new LoraAdapterError(file, 'expected a JSON object');
-  if (raw.peft_type !== 'LORA')
-    throw new LoraAdapterError(file, `peft_type is ${JSON.stringify(raw.peft_type)}, expected "LORA"`);
-  for (const key of UNSUPPORTED_KEYS) {
-    if (!isEmpty(raw[key])) throw new LoraAdapterError(file, `${key} = ${JSON.stringify(raw[key])} is not supported`);
-  }
-  if (raw.bias !== undefined && raw.bias !== 'none')
-    throw new LoraAdapterError(file, `bias = ${JSON.stringify(raw.bias)} is not supported (only "none")`);
-  if (raw.layers_pattern !== undefined && !isEmpty(raw.layers_pattern) && raw.layers_pattern !== 'layers')
-    throw new LoraAdapterError(file, `layers_pattern = ${JSON.stringify(raw.layers_pattern)} is not supported`);
-  if (raw.target_modules === null || raw.target_modules === undefined)
-    throw new LoraAdapterError(file, 'target_modules is missing: name the adapted modules');
-  const layers = raw.layers_to_transform;
-  const config: LoraConfig = {
-    r: raw.r as number,
-    loraAlpha: (raw.lora_alpha ?? DEFAULTS.loraAlpha) as number,
-    loraDropout: (raw.lora_dropout ?? 0) as number,
-    targetModules: raw.target_modules === 'all-linear' ? [...LORA_TARGETS] : (raw.target_modules as string[] | string),
-    excludeModules: (raw.exclude_modules ?? null) as string[] | string | null,
-    layersToTransform:
-      layers === null || layers === undefined ? null : typeof layers === 'number' ? [layers] : (layers as number[]),
-    useRslora: raw.use_rslora === true,
-    baseModelNameOrPath: typeof raw.base_model_name_or_path === 'string' ? raw.base_model_name_or_path : model.sourceDir,
-  };
-  try {
-    validateConfig(config, 'adapter config');
-  } catch (error) {
-    throw new LoraAdapterError(file, (error as Error).message);
-  }
-  return config;
 }

@@ -25,7 +25,7 @@
 // unpacked ones (tested).
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
-import type { CausalLM, ForwardOptions } from './transformer.js';
+import type { CausalLM, ForwardOptions, ForwardPass } from './transformer.js';
 
 export interface TokenLogProbsOptions {
   /** [B, T], 1 = real token (padding anywhere); positions follow forward()'s rules. */
@@ -358,55 +358,8 @@ export function forwardBackward(
     const input = trunkInput(inputIds, options);
     const pass = model.beginPass(input.ids, input.forward);
 
-    // 1. trunk forward
-    const layerInputs: Tensor[] = [];
-    const layerRandom: unknown[] = []; // the random state each layer's forward started from (checkpointing)
-    let randomAfterForward: unknown = null;
-    let trunkOut: Tensor; // what the final norm reads: with checkpointing, a leaf that collects its gradient
-    let trunkGraphEnd: Tensor | null = null; // without checkpointing, the trunk's graph ends here
-    if (options.checkpoint) {
-      const last = torch.noGrad(() => {
-        let x = pass.embed();
-        for (let i = 0; i < pass.numLayers; i++) {
-          layerInputs.push(x);
-          if (random !== null) layerRandom.push(random.randomState());
-          x = pass.layer(i, x);
-        }
-        return x;
-      });
-      if (random !== null) randomAfterForward = random.randomState();
-      trunkOut = last.detach().requiresGrad_();
-    } else {
-      let x = pass.embed();
-      for (let i = 0; i < pass.numLayers; i++) x = pass.layer(i, x);
-      trunkOut = x;
-      trunkGraphEnd = x;
-    }
-    pass.commit();
-    const hidden = pass.norm(trunkOut);
-    const hiddenLeaf = hidden.detach().requiresGrad_();
-
-    // the trunk's backward from hiddenLeaf.grad: at once, or layer by layer recomputing each from its saved input
-    const backwardTrunk = () => {
-      const gradHidden = hiddenLeaf.grad;
-      if (gradHidden === null || !hidden.requiresGrad) return;
-      hidden.backward(gradHidden);
-      if (trunkGraphEnd !== null) return;
-      let grad = trunkOut.grad;
-      for (let i = pass.numLayers - 1; i >= 0 && grad !== null; i--) {
-        const layerIndex = i;
-        const upstream: Tensor = grad;
-        grad = torch.scope(() => {
-          const input = (layerInputs[layerIndex] as Tensor).detach().requiresGrad_();
-          if (random !== null) random.setRandomState(layerRandom[layerIndex]);
-          pass.layer(layerIndex, input).backward(upstream);
-          return input.grad;
-        });
-      }
-      if (random !== null) random.setRandomState(randomAfterForward);
-      const embedded = pass.embed(); // frozen embeddings (LoRA) need no backward
-      if (grad !== null && embedded.requiresGrad) embedded.backward(grad);
-    };
+    // 1. trunk forward (its backward runs after the head's, from hiddenLeaf.grad)
+    const { hiddenLeaf, backwardTrunk } = trunkForward(pass, options.checkpoint ?? false, random);
 
     const headHidden = input.headHidden(hiddenLeaf);
     const { targets, offset } = input;
@@ -473,4 +426,65 @@ export function forwardBackward(
     }
     return { loss: loss.detach(), logProbs: values.logProbs, entropy: values.entropy };
   });
+}
+
+/**
+ * forwardBackward's trunk: the forward through the decoder layers and the final norm, and the trunk's backward from
+ * hiddenLeaf.grad (the gradient the head's backward left there): at once, or, with checkpoint, layer by layer from the
+ * last, recomputing each layer from its saved input (and, with `random`, the random state it started from).
+ */
+function trunkForward(
+  pass: ForwardPass,
+  checkpoint: boolean,
+  random: ReplayableRandom<unknown> | null,
+): { hiddenLeaf: Tensor; backwardTrunk: () => void } {
+  const layerInputs: Tensor[] = [];
+  const layerRandom: unknown[] = []; // the random state each layer's forward started from (checkpointing)
+  let randomAfterForward: unknown = null;
+  let trunkOut: Tensor; // what the final norm reads: with checkpointing, a leaf that collects its gradient
+  let trunkGraphEnd: Tensor | null = null; // without checkpointing, the trunk's graph ends here
+  if (checkpoint) {
+    const last = torch.noGrad(() => {
+      let x = pass.embed();
+      for (let i = 0; i < pass.numLayers; i++) {
+        layerInputs.push(x);
+        if (random !== null) layerRandom.push(random.randomState());
+        x = pass.layer(i, x);
+      }
+      return x;
+    });
+    if (random !== null) randomAfterForward = random.randomState();
+    trunkOut = last.detach().requiresGrad_();
+  } else {
+    let x = pass.embed();
+    for (let i = 0; i < pass.numLayers; i++) x = pass.layer(i, x);
+    trunkOut = x;
+    trunkGraphEnd = x;
+  }
+  pass.commit();
+  const hidden = pass.norm(trunkOut);
+  const hiddenLeaf = hidden.detach().requiresGrad_();
+
+  // the trunk's backward from hiddenLeaf.grad: at once, or layer by layer recomputing each from its saved input
+  const backwardTrunk = () => {
+    const gradHidden = hiddenLeaf.grad;
+    if (gradHidden === null || !hidden.requiresGrad) return;
+    hidden.backward(gradHidden);
+    if (trunkGraphEnd !== null) return;
+    let grad = trunkOut.grad;
+    for (let i = pass.numLayers - 1; i >= 0 && grad !== null; i--) {
+      const layerIndex = i;
+      const upstream: Tensor = grad;
+      grad = torch.scope(() => {
+        const input = (layerInputs[layerIndex] as Tensor).detach().requiresGrad_();
+        if (random !== null) random.setRandomState(layerRandom[layerIndex]);
+        pass.layer(layerIndex, input).backward(upstream);
+        return input.grad;
+      });
+    }
+    if (random !== null) random.setRandomState(randomAfterForward);
+    const embedded = pass.embed(); // frozen embeddings (LoRA) need no backward
+    if (grad !== null && embedded.requiresGrad) embedded.backward(grad);
+  };
+  return { hiddenLeaf, backwardTrunk };
 }

@@ -425,62 +425,13 @@ export function resolveAlgorithm(config: unknown = {}): ResolvedAlgorithm {
     );
   }
 
-  const resolveSlot = (
-    slot: Slot,
-    choice: ModuleChoice | null,
-    injected: Record<string, unknown> = {},
-  ): ResolvedModule | null => {
-    const nameValue = Object.hasOwn(config, slot) ? config[slot] : (choice?.name ?? null);
-    const argsValue = config[`${slot}_args`];
-    if (nameValue === null || nameValue === 'none' || nameValue === undefined) {
-      if (slot === 'advantage_fn') {
-        if (argsValue !== undefined && isPlainObject(argsValue) && Object.keys(argsValue).length > 0) {
-          throw new Error(`algorithm.advantage_fn_args: given, but ${algorithmType} has no advantage_fn (set advantage_fn)`);
-        }
-        return null;
-      }
-    }
-    if (typeof nameValue !== 'string')
-      throw new Error(`algorithm.${slot}: expected a module name, got ${JSON.stringify(nameValue)}`);
-    const names = SLOTS[slot].names();
-    if (!names.includes(nameValue)) {
-      throw new Error(
-        `algorithm.${slot}: unknown ${slot} '${nameValue}'${didYouMean(nameValue, names)}; registered: ${names.join(', ')}`,
-      );
-    }
-    if (argsValue !== undefined && argsValue !== null && !isPlainObject(argsValue)) {
-      throw new Error(`algorithm.${slot}_args: expected a mapping of arguments, got ${JSON.stringify(argsValue)}`);
-    }
-    const given = argsValue ?? {};
-    // the preset's arguments apply only while the preset's module is chosen
-    const presetArgs = choice !== null && choice.name === nameValue ? (choice.args ?? {}) : {};
-    const defaults = SLOTS[slot].defaults(nameValue);
-    const known = new Set(Object.keys(defaults));
-    for (const key of Object.keys(given)) {
-      if (!known.has(snakeToCamel(key))) {
-        const expected = [...known].map(camelToSnake);
-        throw new Error(
-          `algorithm.${slot}_args.${key}: unknown argument of ${slot} '${nameValue}'${didYouMean(key, expected)}; ` +
-            `expected one of ${expected.join(', ') || '(none)'}`,
-        );
-      }
-    }
-    const extra = Object.fromEntries(Object.entries(injected).filter(([k]) => known.has(k) && !hasArg(given, k)));
-    try {
-      const options = resolveArgs(`algorithm.${slot}_args`, defaults, { ...presetArgs, ...extra, ...given });
-      return { name: nameValue, args: toSnake(options) };
-    } catch (error) {
-      const message = (error as Error).message.replace(/^(\S+): argument '([^']+)'/, '$1.$2:');
-      throw new Error(`${message} (${slot} '${nameValue}')`);
-    }
-  };
   const inject = { lossAggMode };
-  const sampleStrategy = resolveSlot('sample_strategy', preset.sampleStrategy) as ResolvedModule;
-  const advantageFn = resolveSlot('advantage_fn', preset.advantageFn);
-  const policyLossFn = resolveSlot('policy_loss_fn', preset.policyLossFn, inject) as ResolvedModule;
-  const klPenaltyFn = resolveSlot('kl_penalty_fn', preset.klPenaltyFn) as ResolvedModule;
-  const klLossFn = resolveSlot('kl_loss_fn', preset.klLossFn) as ResolvedModule;
-  const entropyLossFn = resolveSlot('entropy_loss_fn', preset.entropyLossFn, inject) as ResolvedModule;
+  const sampleStrategy = resolveSlot(config, algorithmType, 'sample_strategy', preset.sampleStrategy) as ResolvedModule;
+  const advantageFn = resolveSlot(config, algorithmType, 'advantage_fn', preset.advantageFn);
+  const policyLossFn = resolveSlot(config, algorithmType, 'policy_loss_fn', preset.policyLossFn, inject) as ResolvedModule;
+  const klPenaltyFn = resolveSlot(config, algorithmType, 'kl_penalty_fn', preset.klPenaltyFn) as ResolvedModule;
+  const klLossFn = resolveSlot(config, algorithmType, 'kl_loss_fn', preset.klLossFn) as ResolvedModule;
+  const entropyLossFn = resolveSlot(config, algorithmType, 'entropy_loss_fn', preset.entropyLossFn, inject) as ResolvedModule;
 
   const repeatTimes = config.repeat_times ?? preset.repeatTimes;
   if (typeof repeatTimes !== 'number' || !Number.isInteger(repeatTimes) || repeatTimes < 1) {
@@ -558,6 +509,64 @@ export function resolveAlgorithm(config: unknown = {}): ResolvedAlgorithm {
     bypassOldLogprobs,
     rolloutCorrection,
   };
+}
+
+/**
+ * One module slot of resolveAlgorithm: the module `config` names for `slot` (else the preset's `choice`), checked
+ * against the slot's registry, with its arguments: the module's defaults, then the preset's arguments (while the
+ * preset's module is chosen), then `injected` ones the module takes and `config` does not set, then `config`'s.
+ * null for an advantage_fn of none.
+ */
+function resolveSlot(
+  config: Record<string, unknown>,
+  algorithmType: AlgorithmType,
+  slot: Slot,
+  choice: ModuleChoice | null,
+  injected: Record<string, unknown> = {},
+): ResolvedModule | null {
+  const nameValue = Object.hasOwn(config, slot) ? config[slot] : (choice?.name ?? null);
+  const argsValue = config[`${slot}_args`];
+  if (nameValue === null || nameValue === 'none' || nameValue === undefined) {
+    if (slot === 'advantage_fn') {
+      if (argsValue !== undefined && isPlainObject(argsValue) && Object.keys(argsValue).length > 0) {
+        throw new Error(`algorithm.advantage_fn_args: given, but ${algorithmType} has no advantage_fn (set advantage_fn)`);
+      }
+      return null;
+    }
+  }
+  if (typeof nameValue !== 'string')
+    throw new Error(`algorithm.${slot}: expected a module name, got ${JSON.stringify(nameValue)}`);
+  const names = SLOTS[slot].names();
+  if (!names.includes(nameValue)) {
+    throw new Error(
+      `algorithm.${slot}: unknown ${slot} '${nameValue}'${didYouMean(nameValue, names)}; registered: ${names.join(', ')}`,
+    );
+  }
+  if (argsValue !== undefined && argsValue !== null && !isPlainObject(argsValue)) {
+    throw new Error(`algorithm.${slot}_args: expected a mapping of arguments, got ${JSON.stringify(argsValue)}`);
+  }
+  const given = argsValue ?? {};
+  // the preset's arguments apply only while the preset's module is chosen
+  const presetArgs = choice !== null && choice.name === nameValue ? (choice.args ?? {}) : {};
+  const defaults = SLOTS[slot].defaults(nameValue);
+  const known = new Set(Object.keys(defaults));
+  for (const key of Object.keys(given)) {
+    if (!known.has(snakeToCamel(key))) {
+      const expected = [...known].map(camelToSnake);
+      throw new Error(
+        `algorithm.${slot}_args.${key}: unknown argument of ${slot} '${nameValue}'${didYouMean(key, expected)}; ` +
+          `expected one of ${expected.join(', ') || '(none)'}`,
+      );
+    }
+  }
+  const extra = Object.fromEntries(Object.entries(injected).filter(([k]) => known.has(k) && !hasArg(given, k)));
+  try {
+    const options = resolveArgs(`algorithm.${slot}_args`, defaults, { ...presetArgs, ...extra, ...given });
+    return { name: nameValue, args: toSnake(options) };
+  } catch (error) {
+    const message = (error as Error).message.replace(/^(\S+): argument '([^']+)'/, '$1.$2:');
+    throw new Error(`${message} (${slot} '${nameValue}')`);
+  }
 }
 
 function hasArg(args: Readonly<Record<string, unknown>>, camelName: string): boolean {

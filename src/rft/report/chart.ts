@@ -134,17 +134,7 @@ export function renderLineChart(chart: LineChart): string {
   const left = 64;
   const right = 16;
   const plotWidth = width - left - right;
-  const legendRows: { label: string; color: string; x: number }[][] = [[]];
-  let cursor = 0;
-  for (const s of chart.series) {
-    const entryWidth = 26 + s.label.length * CHAR_WIDTH + 14;
-    if (cursor > 0 && cursor + entryWidth > plotWidth) {
-      legendRows.push([]);
-      cursor = 0;
-    }
-    legendRows.at(-1)?.push({ label: s.label, color: s.color, x: cursor });
-    cursor += entryWidth;
-  }
+  const legendRows = layoutLegend(chart.series, plotWidth);
   const legendHeight = chart.series.length ? legendRows.length * 16 : 0;
   const stages = chart.stages ?? [];
   const stageStrip = stages.length > 1 ? 16 : 0;
@@ -184,34 +174,7 @@ export function renderLineChart(chart: LineChart): string {
   });
 
   // grid, ticks and axis labels
-  const yStep = tickStep(yDomain[0], yDomain[1]);
-  const yTicks = ticks(yDomain[0], yDomain[1], yStep);
-  const yScale = Math.max(Math.abs(yDomain[0]), Math.abs(yDomain[1]));
-  for (const t of yTicks) {
-    const y = py(t);
-    out.push(
-      `<line x1="${plot.left}" y1="${y}" x2="${plot.left + plot.width}" y2="${y}" stroke="#e5e5e5"/>` +
-        `<line x1="${plot.left - 4}" y1="${y}" x2="${plot.left}" y2="${y}" stroke="#555"/>` +
-        `<text x="${plot.left - 7}" y="${y + 4}" text-anchor="end" fill="#444">${formatTick(t, yStep, yScale)}</text>`,
-    );
-  }
-  const xStep = Math.max(1, tickStep(xDomain[0], xDomain[1], 8));
-  const xTicks = ticks(xDomain[0], xDomain[1], xStep);
-  const xScale = Math.max(Math.abs(xDomain[0]), Math.abs(xDomain[1]));
-  for (const t of xTicks) {
-    const x = px(t);
-    const y = plot.top + plot.height;
-    out.push(
-      `<line x1="${x}" y1="${plot.top}" x2="${x}" y2="${y}" stroke="#f0f0f0"/>` +
-        `<line x1="${x}" y1="${y}" x2="${x}" y2="${y + 4}" stroke="#555"/>` +
-        `<text x="${x}" y="${y + 16}" text-anchor="middle" fill="#444">${formatTick(t, xStep, xScale)}</text>`,
-    );
-  }
-  out.push(
-    `<rect x="${plot.left}" y="${plot.top}" width="${plot.width}" height="${plot.height}" fill="none" stroke="#888"/>`,
-    `<text x="${plot.left + plot.width / 2}" y="${height - 8}" text-anchor="middle" fill="#222">${escapeXml(chart.xLabel)}</text>`,
-    `<text transform="translate(16 ${plot.top + plot.height / 2}) rotate(-90)" text-anchor="middle" fill="#222">${escapeXml(chart.yLabel)}</text>`,
-  );
+  out.push(...axesSvg(plot, xDomain, yDomain, px, py, chart.xLabel, chart.yLabel, height));
 
   // stage boundaries, the stage names in a strip above the plot
   if (stages.length > 1)
@@ -260,4 +223,70 @@ export function renderLineChart(chart: LineChart): string {
     );
   out.push('</svg>');
   return out.join('\n');
+}
+
+/** The legend's rows: entries left to right (x from the plot's left edge), wrapped at the plot's width. */
+function layoutLegend(series: readonly ChartSeries[], plotWidth: number): { label: string; color: string; x: number }[][] {
+  const legendRows: { label: string; color: string; x: number }[][] = [[]];
+  let cursor = 0;
+  for (const s of series) {
+    const entryWidth = 26 + s.label.length * CHAR_WIDTH + 14;
+    if (cursor > 0 && cursor + entryWidth > plotWidth) {
+      legendRows.push([]);
+      cursor = 0;
+    }
+    legendRows.at(-1)?.push({ label: s.label, color: s.color, x: cursor });
+    cursor += entryWidth;
+  }
+  return legendRows;
+}
+
+interface PlotArea {
+  left: number;
+  top: number;
+  width: number;
+  height: number;
+}
+
+/** The grid and the ticks with their labels on both axes, the plot's frame, and the axis labels (SVG elements). */
+function axesSvg(
+  plot: PlotArea,
+  xDomain: readonly [number, number],
+  yDomain: readonly [number, number],
+  px: (x: number) => number,
+  py: (y: number) => number,
+  xLabel: string,
+  yLabel: string,
+  height: number,
+): string[] {
+  const svg: string[] = [];
+  const yStep = tickStep(yDomain[0], yDomain[1]);
+  const yTicks = ticks(yDomain[0], yDomain[1], yStep);
+  const yScale = Math.max(Math.abs(yDomain[0]), Math.abs(yDomain[1]));
+  for (const t of yTicks) {
+    const y = py(t);
+    svg.push(
+      `<line x1="${plot.left}" y1="${y}" x2="${plot.left + plot.width}" y2="${y}" stroke="#e5e5e5"/>` +
+        `<line x1="${plot.left - 4}" y1="${y}" x2="${plot.left}" y2="${y}" stroke="#555"/>` +
+        `<text x="${plot.left - 7}" y="${y + 4}" text-anchor="end" fill="#444">${formatTick(t, yStep, yScale)}</text>`,
+    );
+  }
+  const xStep = Math.max(1, tickStep(xDomain[0], xDomain[1], 8));
+  const xTicks = ticks(xDomain[0], xDomain[1], xStep);
+  const xScale = Math.max(Math.abs(xDomain[0]), Math.abs(xDomain[1]));
+  for (const t of xTicks) {
+    const x = px(t);
+    const y = plot.top + plot.height;
+    svg.push(
+      `<line x1="${x}" y1="${plot.top}" x2="${x}" y2="${y}" stroke="#f0f0f0"/>` +
+        `<line x1="${x}" y1="${y}" x2="${x}" y2="${y + 4}" stroke="#555"/>` +
+        `<text x="${x}" y="${y + 16}" text-anchor="middle" fill="#444">${formatTick(t, xStep, xScale)}</text>`,
+    );
+  }
+  svg.push(
+    `<rect x="${plot.left}" y="${plot.top}" width="${plot.width}" height="${plot.height}" fill="none" stroke="#888"/>`,
+    `<text x="${plot.left + plot.width / 2}" y="${height - 8}" text-anchor="middle" fill="#222">${escapeXml(xLabel)}</text>`,
+    `<text transform="translate(16 ${plot.top + plot.height / 2}) rotate(-90)" text-anchor="middle" fill="#222">${escapeXml(yLabel)}</text>`,
+  );
+  return svg;
 }

@@ -24,18 +24,24 @@
 // - Registered workflows (the built-ins, and functions a program registers) run in-process: they are trusted not to
 //   block the event loop (a synchronous hang there cannot be timed out). Errors escaping their promise chains are
 //   attributed to their attempt by the handlers of ./isolation/faults.ts, which a run installs.
+//
+// Neighbours: ./model-pool.ts (the runners per model), ./step-metrics.ts (RunStatus and the step's metrics).
 import { setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isModulePath } from '../../util/module-path.js';
 import { type AuxiliaryModelSet, AuxiliaryUsage, NO_AUXILIARY_MODELS } from '../auxiliary/index.js';
-import { type Experience, responseLength, validateExperience } from '../experience.js';
+import { type Experience, validateExperience } from '../experience.js';
 import type { Task } from '../task.js';
 import { evalMetrics, type TaskSamples } from './eval-metrics.js';
 import { runInAttemptScope } from './isolation/faults.js';
 import { UnsendableResult, type WorkflowWorker, WorkflowWorkerPool } from './isolation/pool.js';
+import { ModelPool } from './model-pool.js';
 import { attemptModelHandle } from './model-handle.js';
 import { WORKFLOWS, type WorkflowRegistry } from './registry.js';
+import { type RunStatus, stepMetrics } from './step-metrics.js';
 import type { ModelHandle, WorkflowSpec } from './types.js';
+
+export { type RunStatus, stepMetrics } from './step-metrics.js';
 
 export interface WorkflowRunnerOptions {
   /** Rollout models (one per engine). */
@@ -75,23 +81,6 @@ export interface RunOptions {
   repeatTimes: number;
   /** Stops the step: running attempts are aborted, nothing new starts or retries. */
   signal?: AbortSignal;
-}
-
-/** How one run went. */
-export interface RunStatus {
-  taskId: string;
-  taskset: string;
-  /** The run ids it was to produce (runIdBase .. runIdBase + repeatTimes − 1). */
-  runIds: number[];
-  ok: boolean;
-  attempts: number;
-  timedOut: number;
-  malformed: number;
-  errored: number;
-  /** The last attempt's error, when it failed. */
-  error?: string;
-  /** Wall time of the successful attempt, or of all attempts when it failed. */
-  seconds: number;
 }
 
 export interface StepResult {
@@ -502,116 +491,4 @@ export function runSeed(seed: number, step: number, taskId: string, runIdBase: n
     hash = Math.imul(hash, 0x01000193);
   }
   return hash >>> 1;
-}
-
-/** Mean, population std, max and min of a non-empty list. */
-function summary(values: readonly number[]): { mean: number; std: number; max: number; min: number } {
-  const mean = values.reduce((a, b) => a + b, 0) / values.length;
-  const variance = values.reduce((a, b) => a + (b - mean) ** 2, 0) / values.length;
-  return { mean, std: Math.sqrt(variance), max: Math.max(...values), min: Math.min(...values) };
-}
-
-/** The step's metrics; see StepResult.metrics. */
-export function stepMetrics(experiences: readonly Experience[], statuses: readonly RunStatus[]): Record<string, number> {
-  const metrics: Record<string, number> = { 'rollout/experiences': experiences.length };
-  const rewards = experiences.flatMap((e) => (e.reward === undefined ? [] : [e.reward]));
-  if (rewards.length > 0) {
-    const s = summary(rewards);
-    Object.assign(metrics, {
-      'rollout/reward/mean': s.mean,
-      'rollout/reward/std': s.std,
-      'rollout/reward/max': s.max,
-      'rollout/reward/min': s.min,
-    });
-  }
-  if (experiences.length > 0) {
-    const s = summary(experiences.map(responseLength));
-    Object.assign(metrics, {
-      'rollout/response_length/mean': s.mean,
-      'rollout/response_length/max': s.max,
-      'rollout/response_length/min': s.min,
-    });
-  }
-  const named = new Map<string, number[]>();
-  for (const e of experiences) {
-    for (const [key, value] of Object.entries(e.metrics ?? {})) named.set(key, [...(named.get(key) ?? []), value]);
-  }
-  for (const [key, values] of named) metrics[`rollout/${key}/mean`] = summary(values).mean;
-
-  const failedTasks = new Set(statuses.filter((s) => !s.ok).map((s) => s.taskId));
-  const allTasks = new Set(statuses.map((s) => s.taskId));
-  metrics['rollout/tasks/ok'] = allTasks.size - failedTasks.size;
-  metrics['rollout/tasks/failed'] = failedTasks.size;
-  metrics['rollout/runs/ok'] = statuses.filter((s) => s.ok).length;
-  metrics['rollout/runs/failed'] = statuses.filter((s) => !s.ok).length;
-  metrics['rollout/attempts/timed_out'] = statuses.reduce((a, s) => a + s.timedOut, 0);
-  metrics['rollout/attempts/malformed'] = statuses.reduce((a, s) => a + s.malformed, 0);
-  metrics['rollout/attempts/errored'] = statuses.reduce((a, s) => a + s.errored, 0);
-  const times = statuses.filter((s) => s.ok).map((s) => s.seconds);
-  if (times.length > 0) {
-    const s = summary(times);
-    metrics['rollout/run_time_s/mean'] = s.mean;
-    metrics['rollout/run_time_s/max'] = s.max;
-  }
-  return metrics;
-}
-
-/** At most `perModel` leases per model; a lease goes to the model with the most free runners, waiters in order. */
-class ModelPool {
-  readonly #models: readonly ModelHandle[];
-  readonly #busy: number[];
-  readonly #perModel: number;
-  readonly #waiters: { grant: (index: number) => void }[] = [];
-
-  constructor(models: readonly ModelHandle[], perModel: number) {
-    this.#models = models;
-    this.#perModel = perModel;
-    this.#busy = models.map(() => 0);
-  }
-
-  get busy(): number {
-    return this.#busy.reduce((a, b) => a + b, 0);
-  }
-
-  acquire(signal?: AbortSignal): Promise<{ model: ModelHandle; release: () => void }> {
-    return new Promise((resolve, reject) => {
-      if (signal?.aborted) return reject(signal.reason);
-      const waiter = {
-        grant: (index: number) => {
-          signal?.removeEventListener('abort', onAbort);
-          let released = false;
-          resolve({
-            model: this.#models[index] as ModelHandle,
-            release: () => {
-              if (released) return;
-              released = true;
-              (this.#busy[index] as number)--;
-              this.#dispatch();
-            },
-          });
-        },
-      };
-      const onAbort = () => {
-        const at = this.#waiters.indexOf(waiter);
-        if (at >= 0) this.#waiters.splice(at, 1);
-        reject(signal?.reason);
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-      this.#waiters.push(waiter);
-      this.#dispatch();
-    });
-  }
-
-  #dispatch(): void {
-    while (this.#waiters.length > 0) {
-      let best = -1;
-      for (let i = 0; i < this.#busy.length; i++) {
-        if ((this.#busy[i] as number) < this.#perModel && (best < 0 || (this.#busy[i] as number) < (this.#busy[best] as number)))
-          best = i;
-      }
-      if (best < 0) return;
-      (this.#busy[best] as number)++;
-      (this.#waiters.shift() as { grant: (index: number) => void }).grant(best);
-    }
-  }
 }

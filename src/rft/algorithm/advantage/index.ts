@@ -49,27 +49,12 @@ export function advantageNeedsNecs(name: string): boolean {
   return (ADVANTAGE_FN.get(name) as Partial<AdvantageModule<object>>).needsNecs === true;
 }
 
-/** Trinity-RFT `compute_in_trainer()` of each registered advantage function. */
+/**
+ * Trinity-RFT `compute_in_trainer()` of each built-in advantage function (read from the registry as it stands when
+ * this file loads, so a new module is registered once, above, and not listed again here).
+ */
 export const ADVANTAGE_COMPUTE_IN_TRAINER: Readonly<Record<string, boolean>> = Object.fromEntries(
-  [
-    ppoAdvantage,
-    grpoAdvantage,
-    drGrpoAdvantage,
-    stepWiseGrpoAdvantage,
-    reinforcePlusPlusAdvantage,
-    reinforceAdvantage,
-    remaxAdvantage,
-    rlooAdvantage,
-    opmdAdvantage,
-    asymreAdvantage,
-    recAdvantage,
-    onPolicyDistillAdvantage,
-    jsdAdvantage,
-    grpoVerlAdvantage,
-    gigpoAdvantage,
-    clipbAdvantage,
-    clipvAdvantage,
-  ].map((m) => [m.name, m.computeInTrainer]),
+  ADVANTAGE_FN.names().map((name) => [name, (ADVANTAGE_FN.get(name) as AdvantageModule<object>).computeInTrainer]),
 );
 
 export * from './asymre.js';

@@ -22,6 +22,8 @@ import {
   HeldExperiences,
   readRound,
   rewardOf,
+  type SampleInput,
+  type SampleResult,
   type SampleStrategyModule,
   standardDeviation,
   stepTimeout,
@@ -82,114 +84,126 @@ export const dynamicSamplingStrategy: SampleStrategyModule<DynamicSamplingOption
     return {
       state: () => held.state(),
       loadState: (state) => held.loadState(state),
-      async sample(input) {
-        const minCount = checkSampleInput(where, input);
-        const groupSize = input.repeatTimes;
-        if (groupSize === undefined) {
-          throw new Error(`${where} needs repeatTimes (algorithm.repeat_times) to know when a group is complete`);
-        }
-        const batchSize = input.batchSize;
-        const deadline = new Deadline(input.timeoutMs);
-        const kept: Experience[] = [];
-        /** `kept` before shaping: held again if the step times out. */
-        const keptRaw: Experience[] = [];
-        /** Read and not decided yet, in source order. */
-        let pending = held.take();
-        let keptGroups = 0;
-        let droppedGroups = 0;
-        let droppedExperiences = 0;
-        let penalised = 0;
-        let finished = false;
-        let timedOut = false;
-        /** An informative group did not fit: the batch is as full as it gets this step. */
-        let full = false;
-
-        const shape = (e: Experience): Experience => {
-          const penalty = overlongPenalty(responseLength(e), o);
-          if (penalty === 0) return e;
-          return { ...e, reward: rewardOf(NAME, e) + penalty, info: { ...e.info, overlongPenalty: penalty } };
-        };
-        /** Decides the complete groups at the front of `pending` and removes them from it (also when one throws). */
-        const decide = () => {
-          const groups = consecutiveGroups(NAME, pending);
-          let decided = 0;
-          try {
-            for (const [i, group] of groups.entries()) {
-              if (kept.length >= batchSize) break;
-              const open = i === groups.length - 1 && group.length < groupSize && !finished;
-              if (open) break;
-              const shaped = group.map(shape);
-              if (standardDeviation(shaped.map((e) => rewardOf(NAME, e))) <= o.stdThreshold) {
-                droppedGroups++;
-                droppedExperiences += group.length;
-              } else if (kept.length + group.length > batchSize) {
-                if (kept.length === 0) {
-                  throw new Error(
-                    `${where}: a group of ${group.length} experiences (task ${String(group[0]?.info.taskId)}) does not ` +
-                      `fit in a batch of ${batchSize}: batch_size must be at least the group size`,
-                  );
-                }
-                full = true;
-                break;
-              } else {
-                keptGroups++;
-                kept.push(...shaped);
-                keptRaw.push(...group);
-              }
-              penalised += shaped.filter((e, j) => e !== group[j]).length;
-              decided += group.length;
-            }
-          } finally {
-            pending = pending.slice(decided);
-          }
-        };
-
-        let reads = 0;
-        let read = 0;
-        const short = () => kept.length < batchSize;
-        try {
-          decide();
-          while (!full && short() && !finished && !timedOut && reads <= o.maxReadRounds) {
-            // whole groups: the missing count rounded up to groups, less what is already read of an open group
-            const count = Math.ceil((batchSize - kept.length) / groupSize) * groupSize - pending.length;
-            const round = await readRound(input.source, Math.max(1, count), deadline);
-            reads++;
-            read += round.experiences.length;
-            ({ finished, timedOut } = round);
-            pending.push(...round.experiences);
-            decide();
-          }
-          if (timedOut && short() && !full && kept.length < minCount) {
-            throw stepTimeout(
-              input.source,
-              `${batchSize} experiences from groups with reward std > ${o.stdThreshold} (${kept.length} after ${reads} ` +
-                `reads, ${droppedGroups} groups dropped; at least ${minCount} accepted)`,
-              input.timeoutMs,
-            );
-          }
-        } catch (error) {
-          // nothing read is lost: the next call starts again from here (dropped groups stay dropped)
-          held.hold([...keptRaw, ...pending]);
-          throw error;
-        }
-        held.hold(pending);
-        return {
-          experiences: kept,
-          metrics: {
-            'sample/count': kept.length,
-            'sample/read': read,
-            'sample/read_rounds': reads,
-            'sample/kept_groups': keptGroups,
-            'sample/dropped_groups': droppedGroups,
-            'sample/dropped_experiences': droppedExperiences,
-            'sample/overlong_penalised': penalised,
-            'sample/held': held.count,
-            'sample/source_finished': finished ? 1 : 0,
-            'sample/timed_out': timedOut && short() && !full ? 1 : 0,
-            'sample/max_rounds_reached': short() && !full && !finished && !timedOut ? 1 : 0,
-          },
-        };
-      },
+      sample: (input) => sampleInformativeGroups(where, o, held, input),
     };
   },
 };
+
+/**
+ * One step's sample (see the header): reads whole groups from input.source, shapes their rewards with the overlong
+ * penalty, drops those whose reward std is ≤ std_threshold and keeps the rest until the batch is full, holding in
+ * `held` what was read and not decided.
+ */
+async function sampleInformativeGroups(
+  where: string,
+  o: DynamicSamplingOptions,
+  held: HeldExperiences,
+  input: SampleInput,
+): Promise<SampleResult> {
+  const minCount = checkSampleInput(where, input);
+  const groupSize = input.repeatTimes;
+  if (groupSize === undefined) {
+    throw new Error(`${where} needs repeatTimes (algorithm.repeat_times) to know when a group is complete`);
+  }
+  const batchSize = input.batchSize;
+  const deadline = new Deadline(input.timeoutMs);
+  const kept: Experience[] = [];
+  /** `kept` before shaping: held again if the step times out. */
+  const keptRaw: Experience[] = [];
+  /** Read and not decided yet, in source order. */
+  let pending = held.take();
+  let keptGroups = 0;
+  let droppedGroups = 0;
+  let droppedExperiences = 0;
+  let penalised = 0;
+  let finished = false;
+  let timedOut = false;
+  /** An informative group did not fit: the batch is as full as it gets this step. */
+  let full = false;
+
+  const shape = (e: Experience): Experience => {
+    const penalty = overlongPenalty(responseLength(e), o);
+    if (penalty === 0) return e;
+    return { ...e, reward: rewardOf(NAME, e) + penalty, info: { ...e.info, overlongPenalty: penalty } };
+  };
+  /** Decides the complete groups at the front of `pending` and removes them from it (also when one throws). */
+  const decide = () => {
+    const groups = consecutiveGroups(NAME, pending);
+    let decided = 0;
+    try {
+      for (const [i, group] of groups.entries()) {
+        if (kept.length >= batchSize) break;
+        const open = i === groups.length - 1 && group.length < groupSize && !finished;
+        if (open) break;
+        const shaped = group.map(shape);
+        if (standardDeviation(shaped.map((e) => rewardOf(NAME, e))) <= o.stdThreshold) {
+          droppedGroups++;
+          droppedExperiences += group.length;
+        } else if (kept.length + group.length > batchSize) {
+          if (kept.length === 0) {
+            throw new Error(
+              `${where}: a group of ${group.length} experiences (task ${String(group[0]?.info.taskId)}) does not ` +
+                `fit in a batch of ${batchSize}: batch_size must be at least the group size`,
+            );
+          }
+          full = true;
+          break;
+        } else {
+          keptGroups++;
+          kept.push(...shaped);
+          keptRaw.push(...group);
+        }
+        penalised += shaped.filter((e, j) => e !== group[j]).length;
+        decided += group.length;
+      }
+    } finally {
+      pending = pending.slice(decided);
+    }
+  };
+
+  let reads = 0;
+  let read = 0;
+  const short = () => kept.length < batchSize;
+  try {
+    decide();
+    while (!full && short() && !finished && !timedOut && reads <= o.maxReadRounds) {
+      // whole groups: the missing count rounded up to groups, less what is already read of an open group
+      const count = Math.ceil((batchSize - kept.length) / groupSize) * groupSize - pending.length;
+      const round = await readRound(input.source, Math.max(1, count), deadline);
+      reads++;
+      read += round.experiences.length;
+      ({ finished, timedOut } = round);
+      pending.push(...round.experiences);
+      decide();
+    }
+    if (timedOut && short() && !full && kept.length < minCount) {
+      throw stepTimeout(
+        input.source,
+        `${batchSize} experiences from groups with reward std > ${o.stdThreshold} (${kept.length} after ${reads} ` +
+          `reads, ${droppedGroups} groups dropped; at least ${minCount} accepted)`,
+        input.timeoutMs,
+      );
+    }
+  } catch (error) {
+    // nothing read is lost: the next call starts again from here (dropped groups stay dropped)
+    held.hold([...keptRaw, ...pending]);
+    throw error;
+  }
+  held.hold(pending);
+  return {
+    experiences: kept,
+    metrics: {
+      'sample/count': kept.length,
+      'sample/read': read,
+      'sample/read_rounds': reads,
+      'sample/kept_groups': keptGroups,
+      'sample/dropped_groups': droppedGroups,
+      'sample/dropped_experiences': droppedExperiences,
+      'sample/overlong_penalised': penalised,
+      'sample/held': held.count,
+      'sample/source_finished': finished ? 1 : 0,
+      'sample/timed_out': timedOut && short() && !full ? 1 : 0,
+      'sample/max_rounds_reached': short() && !full && !finished && !timedOut ? 1 : 0,
+    },
+  };
+}

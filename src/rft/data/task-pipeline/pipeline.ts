@@ -81,35 +81,12 @@ export async function runTaskPipeline(options: TaskPipelineOptions): Promise<Tas
   const manifestPath = `${outputPath}.manifest.json`;
 
   // the operators and their arguments first: a misspelt name or argument fails before anything is read or run
-  const operators = await Promise.all(
-    settings.operators.map(async (op, i) => {
-      const where = `data_processor.task_pipeline.operators[${i}] (${op.name})`;
-      let module: TaskOperatorModule<Record<string, unknown>>;
-      try {
-        module = await TASK_OPERATORS.resolve(op.name, options.baseDir);
-      } catch (error) {
-        throw new TaskPipelineError(`${where}: ${(error as Error).message}`, { cause: error });
-      }
-      const resolved = resolveArgs(where, module.defaults, op.args);
-      const plugin = !TASK_OPERATORS.has(op.name) && isModulePath(op.name) ? pluginFile(op.name, options.baseDir) : null;
-      return { ...op, where, module, options: resolved, pluginSha256: plugin ? await fileSha256(plugin) : null };
-    }),
-  );
+  const operators = await resolveOperators(settings, options.baseDir);
 
   const inputs = settings.inputs.length > 0 ? settings.inputs : tasksetFiles(taskset);
   for (const file of inputs) if (!existsSync(file)) throw new TaskPipelineError(`task pipeline input ${file} does not exist`);
   const inputHashes = await Promise.all(inputs.map(async (path) => ({ path, sha256: await fileSha256(path) })));
-  const usesModel = operators.some((op) => op.module.usesModel === true);
-  const key = sha256(
-    JSON.stringify({
-      version: 1,
-      inputs: inputHashes,
-      targetFields: settings.targetFields,
-      format: taskset.format ?? {},
-      operators: operators.map((op) => ({ name: op.name, args: op.options, plugin: op.pluginSha256 })),
-      model: usesModel ? options.modelId : null,
-    }),
-  );
+  const key = reuseKey(inputHashes, settings.targetFields, taskset, operators, options.modelId);
 
   const earlier = readManifest(manifestPath);
   if (earlier?.key === key && existsSync(outputPath) && (await fileSha256(outputPath)) === earlier.outputSha256) {
@@ -200,6 +177,55 @@ export async function runTaskPipeline(options: TaskPipelineOptions): Promise<Tas
   renameSync(`${manifestPath}.tmp`, manifestPath);
   log(`task pipeline: ${rows.length} rows written to ${outputPath}`);
   return { outputPath, reused: false, rows: rows.length, operators: reports };
+}
+
+/** A pipeline operator resolved: its module, its checked options, and the hash of its file when it is a plug-in. */
+interface ResolvedOperator {
+  name: string;
+  args: Record<string, unknown>;
+  where: string;
+  module: TaskOperatorModule<Record<string, unknown>>;
+  options: Record<string, unknown>;
+  pluginSha256: string | null;
+}
+
+/** The settings' operators, each module resolved (registered name or module path) and its arguments checked. */
+function resolveOperators(settings: TaskPipelineSettings, baseDir: string): Promise<ResolvedOperator[]> {
+  return Promise.all(
+    settings.operators.map(async (op, i) => {
+      const where = `data_processor.task_pipeline.operators[${i}] (${op.name})`;
+      let module: TaskOperatorModule<Record<string, unknown>>;
+      try {
+        module = await TASK_OPERATORS.resolve(op.name, baseDir);
+      } catch (error) {
+        throw new TaskPipelineError(`${where}: ${(error as Error).message}`, { cause: error });
+      }
+      const resolved = resolveArgs(where, module.defaults, op.args);
+      const plugin = !TASK_OPERATORS.has(op.name) && isModulePath(op.name) ? pluginFile(op.name, baseDir) : null;
+      return { ...op, where, module, options: resolved, pluginSha256: plugin ? await fileSha256(plugin) : null };
+    }),
+  );
+}
+
+/** The run's reuse key (see the header): the same inputs, fields, format, operators and model give the same key. */
+function reuseKey(
+  inputHashes: readonly { path: string; sha256: string }[],
+  targetFields: readonly string[],
+  taskset: TasksetConfig,
+  operators: readonly ResolvedOperator[],
+  modelId: string,
+): string {
+  const usesModel = operators.some((op) => op.module.usesModel === true);
+  return sha256(
+    JSON.stringify({
+      version: 1,
+      inputs: inputHashes,
+      targetFields,
+      format: taskset.format ?? {},
+      operators: operators.map((op) => ({ name: op.name, args: op.options, plugin: op.pluginSha256 })),
+      model: usesModel ? modelId : null,
+    }),
+  );
 }
 
 /** `[2/3] document_minhash_deduplicator: 120 → 97 rows (23 dropped; candidates_checked 40) in 0.41 s`. */

@@ -76,60 +76,23 @@ export const humanPreferenceAnnotationMapper: TaskOperatorModule<AnnotationOptio
     if (!(o.timeout > 0)) throw new Error(`${where}: timeout must be > 0 seconds`);
     if (!Number.isInteger(o.port) || o.port < 0 || o.port > 65535) throw new Error(`${where}: port must be in [0, 65535]`);
     const promptKey = o.promptKey || context.textKey;
-    const pairs = rows.map((row, i) => ({
+    const pairs: PreferencePair[] = rows.map((row, i) => ({
       id: String(i),
       prompt: requireText(row, promptKey, where, i),
       answer1: requireText(row, o.answer1Key, where, i),
       answer2: requireText(row, o.answer2Key, where, i),
     }));
     const ratings = new Map<string, Choice>();
-    const byId = new Map(pairs.map((p) => [p.id, p]));
     let allRated: () => void = () => {};
     const finished = new Promise<void>((resolveAll) => {
       allRated = resolveAll;
     });
     if (pairs.length === 0) allRated();
 
-    const send = (res: ServerResponse, status: number, body: unknown): void => {
-      res.writeHead(status, { 'content-type': 'application/json' }).end(`${JSON.stringify(body)}\n`);
-    };
-    const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-      const url = new URL(req.url ?? '/', 'http://localhost');
-      if (url.pathname === '/annotations' && req.method === 'GET') {
-        const pending = pairs.filter((p) => !ratings.has(p.id));
-        return send(res, 200, { pending, rated: ratings.size, total: pairs.length });
-      }
-      const match = /^\/annotations\/([^/]+)$/.exec(url.pathname);
-      if (match === null) return send(res, 404, { error: `no such endpoint: ${req.method} ${url.pathname}` });
-      if (req.method !== 'POST') return send(res, 405, { error: `use POST ${url.pathname}` });
-      const id = decodeURIComponent(match[1] as string);
-      let size = 0;
-      const chunks: Buffer[] = [];
-      for await (const chunk of req) {
-        size += (chunk as Buffer).length;
-        if (size > o.maxBodyBytes) return send(res, 413, { error: `body over ${o.maxBodyBytes} bytes` });
-        chunks.push(chunk as Buffer);
-      }
-      let body: unknown;
-      try {
-        body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-      } catch {
-        return send(res, 400, { error: 'the body must be JSON: {"preferred": "answer1" | "answer2"}' });
-      }
-      const preferred = (body as { preferred?: unknown } | null)?.preferred;
-      const keys = body !== null && typeof body === 'object' && !Array.isArray(body) ? Object.keys(body) : null;
-      if (keys === null || keys.length !== 1 || (preferred !== 'answer1' && preferred !== 'answer2'))
-        return send(res, 400, {
-          error: `expected {"preferred": "answer1" | "answer2"}, got ${JSON.stringify(body)}`,
-        });
-      if (!byId.has(id)) return send(res, 404, { error: `no pair with id '${id}' (ids 0..${pairs.length - 1})` });
-      if (ratings.has(id)) return send(res, 409, { error: `pair '${id}' is already rated (${ratings.get(id)})` });
-      ratings.set(id, preferred);
-      const remaining = pairs.length - ratings.size;
-      send(res, 200, { id, remaining });
+    const handle = annotationRequestHandler(pairs, ratings, o.maxBodyBytes, (id, remaining) => {
       context.emit({ type: 'annotation_rated', operator: where, id, remaining });
       if (remaining === 0) allRated();
-    };
+    });
     const server = createServer((req, res) => {
       handle(req, res).catch((error: unknown) => {
         if (!res.headersSent) send(res, 500, { error: (error as Error).message });
@@ -196,3 +159,63 @@ export const humanPreferenceAnnotationMapper: TaskOperatorModule<AnnotationOptio
     return out;
   },
 };
+
+interface PreferencePair {
+  id: string;
+  prompt: string;
+  answer1: string;
+  answer2: string;
+}
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json' }).end(`${JSON.stringify(body)}\n`);
+}
+
+/**
+ * The annotation server's requests (the API in the header): GET lists the pending pairs; POST records a pair's
+ * rating in `ratings`, answers, then calls onRated with the pairs still unrated.
+ */
+function annotationRequestHandler(
+  pairs: readonly PreferencePair[],
+  ratings: Map<string, Choice>,
+  maxBodyBytes: number,
+  onRated: (id: string, remaining: number) => void,
+): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
+  const byId = new Map(pairs.map((p) => [p.id, p]));
+  return async (req, res) => {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    if (url.pathname === '/annotations' && req.method === 'GET') {
+      const pending = pairs.filter((p) => !ratings.has(p.id));
+      return send(res, 200, { pending, rated: ratings.size, total: pairs.length });
+    }
+    const match = /^\/annotations\/([^/]+)$/.exec(url.pathname);
+    if (match === null) return send(res, 404, { error: `no such endpoint: ${req.method} ${url.pathname}` });
+    if (req.method !== 'POST') return send(res, 405, { error: `use POST ${url.pathname}` });
+    const id = decodeURIComponent(match[1] as string);
+    let size = 0;
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) {
+      size += (chunk as Buffer).length;
+      if (size > maxBodyBytes) return send(res, 413, { error: `body over ${maxBodyBytes} bytes` });
+      chunks.push(chunk as Buffer);
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    } catch {
+      return send(res, 400, { error: 'the body must be JSON: {"preferred": "answer1" | "answer2"}' });
+    }
+    const preferred = (body as { preferred?: unknown } | null)?.preferred;
+    const keys = body !== null && typeof body === 'object' && !Array.isArray(body) ? Object.keys(body) : null;
+    if (keys === null || keys.length !== 1 || (preferred !== 'answer1' && preferred !== 'answer2'))
+      return send(res, 400, {
+        error: `expected {"preferred": "answer1" | "answer2"}, got ${JSON.stringify(body)}`,
+      });
+    if (!byId.has(id)) return send(res, 404, { error: `no pair with id '${id}' (ids 0..${pairs.length - 1})` });
+    if (ratings.has(id)) return send(res, 409, { error: `pair '${id}' is already rated (${ratings.get(id)})` });
+    ratings.set(id, preferred);
+    const remaining = pairs.length - ratings.size;
+    send(res, 200, { id, remaining });
+    onRated(id, remaining);
+  };
+}

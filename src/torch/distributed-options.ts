@@ -1,0 +1,111 @@
+// The distributed layer's vocabulary (distributed.ts is its entry): backends, reduce ops, the options every
+// collective takes and their defaults, the DistributedError a failed collective raises, the torchrun environment
+// read and checked, and the argument checks every entry point (store, process group, gradient buckets) applies.
+
+export type DistributedBackend = 'gloo' | 'nccl';
+export type DistributedReduceOp = 'sum' | 'avg' | 'max' | 'min' | 'product';
+
+const REDUCE_OPS: readonly DistributedReduceOp[] = ['sum', 'avg', 'max', 'min', 'product'];
+
+/** Default time a collective, a store read or the rendezvous may wait for the other ranks. */
+export const DEFAULT_DISTRIBUTED_TIMEOUT_MS = 300_000;
+/** Default bucket size of allReduceBuckets (PyTorch DDP's default bucket_cap_mb is 25). */
+export const DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024;
+
+export interface CollectiveOptions {
+  /** Default: the group's timeoutMs. */
+  timeoutMs?: number;
+}
+
+export interface ReduceCollectiveOptions extends CollectiveOptions {
+  /** Default 'sum'. 'avg' is the sum divided by the world size. */
+  op?: DistributedReduceOp;
+}
+
+export interface BucketOptions extends ReduceCollectiveOptions {
+  /** Size cap of one bucket in bytes; a tensor larger than the cap travels alone. Default 25 MiB. */
+  bucketBytes?: number;
+}
+
+/** A collective that failed: names it, this rank, the world size and the timeout; `cause` holds c10d's error. */
+export class DistributedError extends Error {
+  constructor(
+    message: string,
+    readonly collective: string,
+    readonly rank: number,
+    readonly worldSize: number,
+    readonly timedOut: boolean,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+    this.name = 'DistributedError';
+  }
+}
+
+/** The message of anything thrown. */
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// argument checks
+
+export function checkInteger(name: string, value: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `an integer >= ${min}` : `an integer in [${min}, ${max}]`;
+    throw new RangeError(`${name} must be ${range}, got ${JSON.stringify(value) ?? String(value)}`);
+  }
+  return value;
+}
+
+export function checkTimeout(where: string, timeoutMs: unknown): number {
+  return checkInteger(`${where}: timeoutMs`, timeoutMs, 1);
+}
+
+export function checkRank(where: string, rank: unknown, worldSize: number): number {
+  checkInteger(`${where}: rank`, rank, 0);
+  if ((rank as number) >= worldSize)
+    throw new RangeError(`${where}: rank ${rank} is out of range for world size ${worldSize} (ranks are 0..${worldSize - 1})`);
+  return rank as number;
+}
+
+/** The torchrun environment: what RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT say, checked. */
+export interface TorchrunEnv {
+  rank?: number;
+  worldSize?: number;
+  localRank?: number;
+  masterAddr?: string;
+  masterPort?: number;
+}
+
+/** Reads the torchrun variables that are set; a set variable that is not a valid value is an error naming it. */
+export function readTorchrunEnv(env: NodeJS.ProcessEnv = process.env): TorchrunEnv {
+  const integer = (name: string, min: number, max?: number): number | undefined => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return undefined;
+    const value = /^\d+$/.test(raw.trim()) ? Number(raw.trim()) : Number.NaN;
+    if (!Number.isSafeInteger(value) || value < min || (max !== undefined && value > max))
+      throw new RangeError(
+        `${name}=${JSON.stringify(raw)} is not ${max === undefined ? `an integer >= ${min}` : `an integer in [${min}, ${max}]`}`,
+      );
+    return value;
+  };
+  const out: TorchrunEnv = {};
+  const rank = integer('RANK', 0);
+  const worldSize = integer('WORLD_SIZE', 1);
+  const localRank = integer('LOCAL_RANK', 0);
+  const masterPort = integer('MASTER_PORT', 1, 65535);
+  if (rank !== undefined) out.rank = rank;
+  if (worldSize !== undefined) out.worldSize = worldSize;
+  if (localRank !== undefined) out.localRank = localRank;
+  if (masterPort !== undefined) out.masterPort = masterPort;
+  if (env.MASTER_ADDR) out.masterAddr = env.MASTER_ADDR;
+  return out;
+}
+
+export function checkOp(collective: string, op: DistributedReduceOp | undefined): DistributedReduceOp {
+  const value = op ?? 'sum';
+  if (!REDUCE_OPS.includes(value))
+    throw new TypeError(`${collective}: op must be one of ${REDUCE_OPS.join(', ')}, got ${JSON.stringify(value)}`);
+  return value;
+}
