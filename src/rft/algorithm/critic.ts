@@ -3,7 +3,7 @@
 // which must share the policy's tokenizer). For inputIds [B, L]:
 //   V[b, t] = w · h[b, t] + c          h = final normed hidden state (forward with output 'hidden'), w [1, hidden]
 // V[b, t] values the state after tokens[:t+1], so the value of response token j sits at position j − 1, as its
-// log-prob does (see ../trainer/train-step.ts). Trained with PPO's clipped value loss (verl compute_value_loss):
+// log-prob does (see ../trainer/train-batch.ts). Trained with PPO's clipped value loss (verl compute_value_loss):
 //   V_clip = clamp(V, V_old − ε_v, V_old + ε_v)                       ε_v = cliprange_value
 //   vf_loss = ½ · aggregate(max((V − R)², (V_clip − R)²), mask, loss_agg_mode)      R = GAE returns
 // Metrics: vf_loss, vf_clipfrac (share of tokens where the clipped term is larger), vpred_mean.

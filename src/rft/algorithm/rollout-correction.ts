@@ -7,7 +7,7 @@
 //   rollout_is: token      w_t = min(exp(Δ_t), C)                  C = rollout_is_threshold
 //   rollout_is: sequence   w_t = min(exp(Σ_t' Δ_t'), C)            (one weight per sequence, on each of its tokens)
 //   rollout_is: null       no weights; the metrics only
-// The trainer multiplies each token's policy loss by w (see ../trainer/train-step.ts: π_train is the recomputed old
+// The trainer multiplies each token's policy loss by w (see ../trainer/objective.ts: π_train is the recomputed old
 // policy, or with bypass_old_logprobs the policy being trained, detached). Metrics, token means:
 //   rollout_corr/abs_logprob_diff = mean |Δ|,   rollout_corr/kl = mean(−Δ)  (k1 estimate of KL(π_rollout ‖ π_train)),
 //   rollout_corr/is_weight_mean = mean w,       rollout_corr/is_clip_fraction = share of tokens whose weight hit C.

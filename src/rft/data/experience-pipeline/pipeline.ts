@@ -10,7 +10,7 @@
 //   experience_pipeline/<op>/<key>     the operator's own metrics
 //
 // Group advantages and filters. The advantage function runs in the trainer over each train batch, grouping by
-// info.taskId (src/rft/trainer/train-step.ts), so it sees what the pipeline kept — as Trinity-RFT, which appends the
+// info.taskId (src/rft/trainer/loss-inputs.ts), so it sees what the pipeline kept — as Trinity-RFT, which appends the
 // group advantage operator after the user's operators:
 //   - group filters (reward_std_filter, dapo_dynamic_sampling) drop whole groups: the groups they keep get exactly
 //     the advantages they would have had without the pipeline;
