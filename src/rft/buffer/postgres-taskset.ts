@@ -1,8 +1,7 @@
 // A taskset (or eval set) in PostgreSQL: `storage_type: sql` with `path: postgresql://user:pass@host:port/db`, the
 // same layout as the SQLite one (./taskset.ts): the table named after the taskset, columns `id` (the order) and
 // `raw_task` (a JSON object, as text, json or jsonb). Only rows are read here; ./taskset.ts turns them into tasks.
-import pg from 'pg';
-import { postgresTarget } from './postgres.js';
+import { hidePassword, postgresClient, postgresTarget, urlPassword } from '../store/postgres.js';
 
 export interface SqlTaskRows {
   /** postgresql://user@host:port/db (no password), for messages. */
@@ -15,9 +14,9 @@ export interface SqlTaskRows {
 export async function readPostgresTaskRows(url: string, table: string, taskset: string): Promise<SqlTaskRows> {
   const target = postgresTarget(url);
   const where = `PostgreSQL ${target.host}:${target.port}, database '${target.database}' (user ${target.user})`;
-  const password = new URL(url).password;
-  const redact = (text: string) => (password.length > 0 ? text.replaceAll(decodeURIComponent(password), '***') : text);
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
+  const password = urlPassword(url);
+  const redact = (text: string) => hidePassword(text, password);
+  const client = postgresClient({ url });
   try {
     await client.connect();
   } catch (error) {
