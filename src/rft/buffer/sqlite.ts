@@ -22,11 +22,20 @@
 //
 // Queries: reads are `id > ? ORDER BY id LIMIT ?` and counts `id > ?` (rowid range scans); duplicate detection
 // uses the UNIQUE index on eid. Those are the only lookups, so there are no other indexes. WAL mode lets readers
-// poll while a writer writes; busy_timeout covers the short write locks.
+// poll while a writer writes; busy_timeout covers the short write locks (the file's plumbing: ../store/sqlite.ts).
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import type { Experience } from '../experience.js';
+import { newerSchemaProblem } from '../store/schema-version.js';
+import {
+  createSchemaVersionTable,
+  inSqliteFile,
+  inWriteTransaction,
+  openSqliteFile,
+  setSqliteSchemaVersion,
+  sqliteSchemaVersion,
+} from '../store/sqlite.js';
 import type { ReplayStore, StoredExperience, StoredReplayRevision } from './shared-contract.js';
 import {
   BUFFER_SCHEMA_VERSION,
@@ -80,33 +89,8 @@ interface Statements {
   finished: Database.Statement<[], { value: string }>;
 }
 
-/** An SQLite error with the file it happened in (better-sqlite3's messages name none); `code` is SQLite's. */
-export class SqliteFileError extends Error {
-  readonly code: string | undefined;
-
-  constructor(
-    readonly path: string,
-    what: string,
-    cause: Error & { code?: unknown },
-  ) {
-    const code = typeof cause.code === 'string' ? cause.code : undefined;
-    const damaged = code === 'SQLITE_NOTADB' || code?.startsWith('SQLITE_CORRUPT') === true;
-    const hint = damaged ? ' (the file is not an SQLite database, or it is damaged: truncated, overwritten)' : '';
-    super(`${what}: ${path}: ${cause.message}${hint}`, { cause });
-    this.name = 'SqliteFileError';
-    this.code = code;
-  }
-}
-
-/** Runs `fn`; an SQLite error it throws becomes a SqliteFileError naming `path` (other errors pass unchanged). */
-export function inSqliteFile<T>(path: string, what: string, fn: () => T): T {
-  try {
-    return fn();
-  } catch (error) {
-    if (error instanceof Database.SqliteError) throw new SqliteFileError(path, what, error);
-    throw error;
-  }
-}
+// the file plumbing lives in ../store/sqlite.ts; these names stay importable from the buffer
+export { inSqliteFile, SqliteFileError } from '../store/sqlite.js';
 
 export class SqliteBuffer implements ExperienceBuffer {
   readonly name: string;
@@ -143,8 +127,12 @@ export class SqliteBuffer implements ExperienceBuffer {
     // the writer or the reader may start first: whichever does makes the file's folder (a reader opening readonly
     // needs the file to exist already)
     if (!options.readonly) mkdirSync(dirname(this.path), { recursive: true });
-    const db = this.#sql(
-      () => new Database(this.path, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false }),
+    const db = this.#sql(() =>
+      openSqliteFile(this.path, {
+        readonly: options.readonly ?? false,
+        busyTimeoutMs: options.busyTimeoutMs ?? 10_000,
+        ...(options.readonly ? {} : { wal: true, synchronousNormal: true }),
+      }),
     );
     this.#db = db;
     try {
@@ -159,7 +147,7 @@ export class SqliteBuffer implements ExperienceBuffer {
   /** The buffer tables in the file at `path` (read-only; viewers). */
   static bufferTables(path: string): string[] {
     return inSqliteFile(path, 'list the buffer tables', () => {
-      const db = new Database(path, { readonly: true, fileMustExist: true });
+      const db = openSqliteFile(path, { readonly: true });
       try {
         const rows = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[];
         return bufferTablesAmong(rows.map((r) => r.name));
@@ -169,15 +157,10 @@ export class SqliteBuffer implements ExperienceBuffer {
     });
   }
 
-  /** Sets the connection up (and makes the tables unless read-only); returns the statements. */
+  /** Makes the tables (unless read-only); returns the statements. */
   #prepare(db: Database.Database, options: SqliteBufferOptions): Statements {
     const [t, meta] = [this.#t, this.#meta];
-    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 10_000}`);
-    if (!options.readonly) {
-      db.pragma('journal_mode = WAL');
-      db.pragma('synchronous = NORMAL');
-      db.transaction(() => this.#createTables(db)).immediate();
-    }
+    if (!options.readonly) inWriteTransaction(db, () => this.#createTables(db));
     return {
       insert: db.prepare(
         `INSERT OR IGNORE INTO ${t} (eid, task_id, model_version, reward, created_at, data) VALUES (?, ?, ?, ?, ?, ?)`,
@@ -194,16 +177,11 @@ export class SqliteBuffer implements ExperienceBuffer {
     const table = this.table;
     const exists = (name: string) =>
       db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE").get(name) !== undefined;
-    db.exec('CREATE TABLE IF NOT EXISTS schema_version (table_name TEXT PRIMARY KEY, version INTEGER NOT NULL)');
-    const versionOf = (name: string) =>
-      (db.prepare('SELECT version FROM schema_version WHERE table_name = ?').get(name) as { version: number } | undefined)
-        ?.version ?? null;
+    createSchemaVersionTable(db);
+    const versionOf = (name: string) => sqliteSchemaVersion(db, name);
     const version = versionOf(table);
-    if (version !== null && version > BUFFER_SCHEMA_VERSION)
-      throw new Error(
-        `buffer '${this.name}': ${this.path}: table '${table}' has schema version ${version} (schema_version table), but ` +
-          `this trinity knows versions up to ${BUFFER_SCHEMA_VERSION}: it was written by a newer trinity; upgrade this one`,
-      );
+    const problem = newerSchemaProblem(table, version, BUFFER_SCHEMA_VERSION);
+    if (problem !== null) throw new Error(`buffer '${this.name}': ${this.path}: ${problem}; upgrade this one`);
     if (version === BUFFER_SCHEMA_VERSION) return;
     const legacy =
       version === null && table !== LEGACY_TABLE && !exists(table) && exists(LEGACY_TABLE) && versionOf(LEGACY_TABLE) === null;
@@ -247,7 +225,7 @@ export class SqliteBuffer implements ExperienceBuffer {
         PRIMARY KEY (reader, revision)
       );
     `);
-    db.prepare('INSERT OR REPLACE INTO schema_version (table_name, version) VALUES (?, ?)').run(table, BUFFER_SCHEMA_VERSION);
+    setSqliteSchemaVersion(db, table, BUFFER_SCHEMA_VERSION);
   }
 
   /** Runs `fn`; an SQLite error names this buffer and its file (a damaged or foreign file, a full disk...). */
@@ -292,11 +270,11 @@ export class SqliteBuffer implements ExperienceBuffer {
   ): Promise<number> {
     this.#checkOpen('write');
     const now = Date.now();
-    const insertAll = this.#db.transaction((batch: readonly Experience[]) => {
+    const insertAll = () => {
       for (const [key, value] of Object.entries(options.meta ?? {}))
         this.#db.prepare(`INSERT OR REPLACE INTO ${this.#meta} (key, value) VALUES (?, ?)`).run(key, value);
       let inserted = 0;
-      for (const e of batch) {
+      for (const e of experiences) {
         const taskId = e.info.taskId === undefined ? null : String(e.info.taskId);
         const version = typeof e.info.modelVersion === 'number' ? e.info.modelVersion : null;
         inserted += this.#statements.insert.run(e.eid, taskId, version, e.reward ?? null, now, JSON.stringify(e)).changes;
@@ -304,8 +282,8 @@ export class SqliteBuffer implements ExperienceBuffer {
       // New data after a finish (a restarted explorer) reopens the buffer for readers.
       if (inserted > 0) this.#db.prepare(`DELETE FROM ${this.#meta} WHERE key = 'writer_finished'`).run();
       return inserted;
-    });
-    return this.#sql(() => insertAll.immediate(experiences));
+    };
+    return this.#sql(() => inWriteTransaction(this.#db, insertAll));
   }
 
   async read(n: number, options: ReadOptions): Promise<Experience[]> {
@@ -412,7 +390,7 @@ export class SqliteBuffer implements ExperienceBuffer {
     const revs = q(`${this.table}_replay_revs`);
     const run = <T>(what: string, fn: () => T): Promise<T> => {
       this.#checkOpen(what);
-      return Promise.resolve(this.#sql(() => db.transaction(fn).immediate()));
+      return Promise.resolve(this.#sql(() => inWriteTransaction(db, fn)));
     };
     const revisionOf = (row: {
       revision: number;
