@@ -7,7 +7,7 @@
 //   t          (id BIGSERIAL PRIMARY KEY, eid TEXT UNIQUE, task_id, model_version, reward, created_at, data TEXT)
 //   t_cursors  (reader TEXT PRIMARY KEY, position BIGINT)   last id a reader has committed
 //   t_meta     (key TEXT PRIMARY KEY, value TEXT)            writer_finished, explorer positions
-//   t_replay, t_replay_revs                                  priority replay state (./sql-replay.ts)
+//   t_replay, t_replay_revs                                  priority replay state (./sql-replay.ts, ./sql-replay-store.ts)
 //
 // Migrations (under the schema lock, in one transaction): version 1 gets the replay tables (version 2). Code before
 // experience_buffer.name named the table wrote every buffer to "experiences" at version 1: a buffer opened under
@@ -23,8 +23,8 @@
 // LISTEN connection and re-counts when woken, with its deadline as the only timer. A notification that arrives
 // between a reader's count and its wait bumps a generation number, so the reader counts again instead of sleeping.
 //
-// Errors name the server (host:port), database and user, never the password.
-import type pg from 'pg';
+// Errors name the server (host:port), database and user, never the password. The pool, transactions, LISTEN with
+// reconnect, the schema lock and the redaction are ../store/postgres.ts's and ../store/postgres-listen.ts's.
 import { PostgresListener } from '../store/postgres-listen.js';
 import {
   hidePassword,
@@ -39,8 +39,10 @@ import {
   urlPassword,
 } from '../store/postgres.js';
 import { newerSchemaProblem } from '../store/schema-version.js';
+import { postgresPlaceholders, runSteps } from '../store/sql-steps.js';
 import type { Experience } from '../experience.js';
 import type { ReplayStore, SharedBatch, SharedExperienceBuffer, SharedWriteOptions } from './shared-contract.js';
+import { type ReplaySqlDialect, sqlReplayStore } from './sql-replay-store.js';
 import {
   BUFFER_SCHEMA_VERSION,
   bufferTablesAmong,
@@ -400,128 +402,48 @@ export class PostgresBuffer implements SharedExperienceBuffer {
     return rows.map((row) => ({ id: Number(row.id), experience: this.#parse(row) }));
   }
 
-  /** Reader `reader`'s priority replay state in this database's <t>_replay tables (./shared-contract.ts ReplayStore). */
+  /** Reader `reader`'s priority replay state in this database's <t>_replay tables (./sql-replay-store.ts). */
   replayStore(reader: string): ReplayStore {
-    const entries = q(`${this.table}_replay`);
-    const revs = q(`${this.table}_replay_revs`);
-    const inTransaction = <T>(what: string, body: (client: pg.PoolClient) => Promise<T>): Promise<T> => {
-      this.#checkOpen(what);
-      this.#checkWritable(what);
-      return this.#db.transaction(what, body);
-    };
-    type RevisionRow = { revision: string; position: string; next_seq: string; noise_draws: string; at: number };
-    return {
-      committedRevision: async () => {
-        this.#checkOpen('read the replay state');
-        const { rows } = await this.#db.query<{ r: string | null }>(
-          'read the replay state',
-          `SELECT min(revision) AS r FROM ${revs} WHERE reader = $1`,
-          [reader],
-        );
-        return rows[0]?.r == null ? null : Number(rows[0].r);
-      },
-      // one transaction, one snapshot: the scalars and the entries agree
-      load: (revision) =>
-        inTransaction('read the replay state', async (client) => {
-          await client.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
-          const found = await client.query<RevisionRow>(`SELECT * FROM ${revs} WHERE reader = $1 AND revision = $2`, [
-            reader,
-            revision,
-          ]);
-          const row = found.rows[0];
-          if (row === undefined) return null;
-          const { rows } = await client.query<{
-            seq: string;
-            id: string;
-            model_version: number;
-            use_count: string;
-            priority: number;
-            available_at: number;
-          }>(
-            `SELECT seq, id, model_version, use_count, priority, available_at FROM ${entries}
-             WHERE reader = $1 AND added <= $2 AND (dropped IS NULL OR dropped > $2) ORDER BY seq`,
-            [reader, revision],
-          );
-          return {
-            revision: {
-              revision: Number(row.revision),
-              position: Number(row.position),
-              nextSeq: Number(row.next_seq),
-              noiseDraws: Number(row.noise_draws),
-              at: row.at,
-            },
-            entries: rows.map((e) => ({
-              seq: Number(e.seq),
-              id: Number(e.id),
-              modelVersion: e.model_version,
-              useCount: Number(e.use_count),
-              priority: e.priority,
-              availableAt: e.available_at,
-            })),
-          };
-        }),
-      dropAfter: (revision) =>
-        inTransaction('restore the replay state', async (client) => {
-          await client.query(`DELETE FROM ${entries} WHERE reader = $1 AND added > $2`, [reader, revision]);
-          await client.query(`UPDATE ${entries} SET dropped = NULL WHERE reader = $1 AND dropped > $2`, [reader, revision]);
-          await client.query(`DELETE FROM ${revs} WHERE reader = $1 AND revision > $2`, [reader, revision]);
-        }),
-      append: (revision, put, dropped) =>
-        inTransaction('write the replay state', async (client) => {
-          await client.query(
-            `INSERT INTO ${revs} (reader, revision, position, next_seq, noise_draws, at) VALUES ($1, $2, $3, $4, $5, $6)`,
-            [reader, revision.revision, revision.position, revision.nextSeq, revision.noiseDraws, revision.at],
-          );
-          if (put.length > 0)
-            await client.query(
-              `INSERT INTO ${entries} (reader, seq, id, model_version, use_count, priority, available_at, added)
-               SELECT $1, r.seq, r.id, r.model_version, r.use_count, r.priority, r.available_at, $8
-               FROM unnest($2::bigint[], $3::bigint[], $4::float8[], $5::bigint[], $6::float8[], $7::float8[])
-                 AS r(seq, id, model_version, use_count, priority, available_at)`,
-              [
-                reader,
-                put.map((e) => e.seq),
-                put.map((e) => e.id),
-                put.map((e) => e.modelVersion),
-                put.map((e) => e.useCount),
-                put.map((e) => e.priority),
-                put.map((e) => e.availableAt),
-                revision.revision,
-              ],
-            );
-          if (dropped.length > 0)
-            await client.query(`UPDATE ${entries} SET dropped = $1 WHERE reader = $2 AND seq = ANY($3::bigint[])`, [
-              revision.revision,
-              reader,
-              [...dropped],
-            ]);
-        }),
-      commit: (revision, cursorReader) =>
-        inTransaction('commit the replay state', async (client) => {
-          const { rows } = await client.query<{ position: string }>(
-            `SELECT position FROM ${revs} WHERE reader = $1 AND revision = $2`,
-            [reader, revision],
-          );
-          const position = rows[0]?.position;
-          if (position === undefined)
-            throw this.#error('commit the replay state', `no replay revision ${revision} of reader '${reader}' to commit`);
-          await client.query(`DELETE FROM ${entries} WHERE reader = $1 AND dropped <= $2`, [reader, revision]);
-          await client.query(`DELETE FROM ${revs} WHERE reader = $1 AND revision < $2`, [reader, revision]);
-          await client.query(
-            `INSERT INTO ${this.#cursors} (reader, position) VALUES ($1, $2)
-             ON CONFLICT (reader) DO UPDATE SET position = excluded.position`,
-            [cursorReader, position],
-          );
-        }),
-      experiences: async (ids) => {
-        this.#checkOpen('read rows');
-        const { rows } = await this.#db.query<Row>('read rows', `SELECT id, data FROM ${this.#t} WHERE id = ANY($1::bigint[])`, [
-          [...ids],
-        ]);
-        return new Map(rows.map((row) => [Number(row.id), this.#parse(row)]));
-      },
-    };
+    return sqlReplayStore(this.#replaySql, this.table, reader);
   }
+
+  /** What PostgreSQL writes its own way for the replay store: arrays in one statement, a snapshot for a load. */
+  readonly #replaySql: ReplaySqlDialect = {
+    run: async (what, kind, steps) => {
+      this.#checkOpen(what);
+      if (kind === 'read')
+        return runSteps(
+          steps(),
+          async ({ text, values }) => (await this.#db.query(what, postgresPlaceholders(text), values)).rows,
+        );
+      this.#checkWritable(what);
+      return this.#db.transaction(what, async (client) => {
+        if (kind === 'snapshot') await client.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
+        return runSteps(steps(), async ({ text, values }) => (await client.query(postgresPlaceholders(text), values)).rows);
+      });
+    },
+    insertEntries: (entries, reader, put, added) => [
+      {
+        text: `INSERT INTO ${entries} (reader, seq, id, model_version, use_count, priority, available_at, added)
+               SELECT ?, r.seq, r.id, r.model_version, r.use_count, r.priority, r.available_at, ?
+               FROM unnest(?::bigint[], ?::bigint[], ?::float8[], ?::bigint[], ?::float8[], ?::float8[])
+                 AS r(seq, id, model_version, use_count, priority, available_at)`,
+        values: [
+          reader,
+          added,
+          put.map((e) => e.seq),
+          put.map((e) => e.id),
+          put.map((e) => e.modelVersion),
+          put.map((e) => e.useCount),
+          put.map((e) => e.priority),
+          put.map((e) => e.availableAt),
+        ],
+      },
+    ],
+    oneOf: (column, values) => ({ text: `${column} = ANY(?::bigint[])`, values: [[...values]] }),
+    error: (what, detail) => this.#error(what, detail),
+    experience: (id, data) => this.#parse({ id: String(id), data }),
+  };
 
   async finishWriting(): Promise<void> {
     this.#checkOpen('finishWriting');

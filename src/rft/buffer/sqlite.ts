@@ -7,7 +7,7 @@
 //                 created_at, data TEXT)   data = the Experience as JSON; duplicate eids are ignored on insert
 //   <t>_cursors  (reader TEXT PRIMARY KEY, position INTEGER)   last id a reader has committed
 //   <t>_meta     (key TEXT PRIMARY KEY, value TEXT)            "writer_finished" = "1" after finishWriting()
-//   <t>_replay, <t>_replay_revs                                 priority replay state (./sql-replay.ts)
+//   <t>_replay, <t>_replay_revs                                 priority replay state (./sql-replay.ts, ./sql-replay-store.ts)
 //
 // Layout versions: 1 = the three buffer tables (files written before schema_version existed are version 1), 2 = the
 // replay tables too. Code before experience_buffer.name named the table wrote every buffer to table "experiences":
@@ -36,7 +36,9 @@ import {
   setSqliteSchemaVersion,
   sqliteSchemaVersion,
 } from '../store/sqlite.js';
-import type { ReplayStore, StoredExperience, StoredReplayRevision } from './shared-contract.js';
+import { runStepsSync, type SqlRow, type SqlStatement } from '../store/sql-steps.js';
+import type { ReplayStore, StoredExperience } from './shared-contract.js';
+import { type ReplaySqlDialect, sqlReplayStore } from './sql-replay-store.js';
 import {
   BUFFER_SCHEMA_VERSION,
   bufferTablesAmong,
@@ -103,6 +105,8 @@ export class SqliteBuffer implements ExperienceBuffer {
   #position: number;
   #closed = false;
   readonly #statements: Statements;
+  /** The replay store's statements, by text (./sql-replay-store.ts). */
+  readonly #prepared = new Map<string, Database.Statement>();
   /** The quoted table names: the rows, the cursors, the meta entries. */
   readonly #t: string;
   readonly #cursors: string;
@@ -383,114 +387,40 @@ export class SqliteBuffer implements ExperienceBuffer {
     }));
   }
 
-  /** Reader `reader`'s priority replay state in this file's <t>_replay tables (./shared-contract.ts ReplayStore). */
+  /** Reader `reader`'s priority replay state in this file's <t>_replay tables (./sql-replay-store.ts). */
   replayStore(reader: string): ReplayStore {
-    const db = this.#db;
-    const entries = q(`${this.table}_replay`);
-    const revs = q(`${this.table}_replay_revs`);
-    const run = <T>(what: string, fn: () => T): Promise<T> => {
+    return sqlReplayStore(this.#replaySql, this.table, reader);
+  }
+
+  /** What SQLite does its own way for the replay store: every call one BEGIN IMMEDIATE, a row per insert. */
+  readonly #replaySql: ReplaySqlDialect = {
+    run: (what, _kind, steps) => {
       this.#checkOpen(what);
-      return Promise.resolve(this.#sql(() => inWriteTransaction(db, fn)));
-    };
-    const revisionOf = (row: {
-      revision: number;
-      position: number;
-      next_seq: number;
-      noise_draws: number;
-      at: number;
-    }): StoredReplayRevision => ({
-      revision: row.revision,
-      position: row.position,
-      nextSeq: row.next_seq,
-      noiseDraws: row.noise_draws,
-      at: row.at,
-    });
-    return {
-      committedRevision: () =>
-        run('read the replay state', () => {
-          const row = db.prepare(`SELECT min(revision) AS r FROM ${revs} WHERE reader = ?`).get(reader) as { r: number | null };
-          return row.r;
-        }),
-      load: (revision) =>
-        run('read the replay state', () => {
-          const row = db.prepare(`SELECT * FROM ${revs} WHERE reader = ? AND revision = ?`).get(reader, revision) as
-            | Parameters<typeof revisionOf>[0]
-            | undefined;
-          if (row === undefined) return null;
-          const rows = db
-            .prepare(
-              `SELECT seq, id, model_version, use_count, priority, available_at FROM ${entries}
-               WHERE reader = ? AND added <= ? AND (dropped IS NULL OR dropped > ?) ORDER BY seq`,
-            )
-            .all(reader, revision, revision) as {
-            seq: number;
-            id: number;
-            model_version: number;
-            use_count: number;
-            priority: number;
-            available_at: number;
-          }[];
-          return {
-            revision: revisionOf(row),
-            entries: rows.map((e) => ({
-              seq: e.seq,
-              id: e.id,
-              modelVersion: e.model_version,
-              useCount: e.use_count,
-              priority: e.priority,
-              availableAt: e.available_at,
-            })),
-          };
-        }),
-      dropAfter: (revision) =>
-        run('restore the replay state', () => {
-          db.prepare(`DELETE FROM ${entries} WHERE reader = ? AND added > ?`).run(reader, revision);
-          db.prepare(`UPDATE ${entries} SET dropped = NULL WHERE reader = ? AND dropped > ?`).run(reader, revision);
-          db.prepare(`DELETE FROM ${revs} WHERE reader = ? AND revision > ?`).run(reader, revision);
-        }),
-      append: (revision, put, dropped) =>
-        run('write the replay state', () => {
-          db.prepare(`INSERT INTO ${revs} (reader, revision, position, next_seq, noise_draws, at) VALUES (?, ?, ?, ?, ?, ?)`).run(
-            reader,
-            revision.revision,
-            revision.position,
-            revision.nextSeq,
-            revision.noiseDraws,
-            revision.at,
-          );
-          const insert = db.prepare(
-            `INSERT INTO ${entries} (reader, seq, id, model_version, use_count, priority, available_at, added)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-          );
-          for (const e of put)
-            insert.run(reader, e.seq, e.id, e.modelVersion, e.useCount, e.priority, e.availableAt, revision.revision);
-          const drop = db.prepare(`UPDATE ${entries} SET dropped = ? WHERE reader = ? AND seq = ?`);
-          for (const seq of dropped) drop.run(revision.revision, reader, seq);
-        }),
-      commit: (revision, cursorReader) =>
-        run('commit the replay state', () => {
-          const row = db.prepare(`SELECT position FROM ${revs} WHERE reader = ? AND revision = ?`).get(reader, revision) as
-            | { position: number }
-            | undefined;
-          if (row === undefined)
-            throw new Error(
-              `buffer '${this.name}': ${this.path}: no replay revision ${revision} of reader '${reader}' to commit`,
-            );
-          db.prepare(`DELETE FROM ${entries} WHERE reader = ? AND dropped <= ?`).run(reader, revision);
-          db.prepare(`DELETE FROM ${revs} WHERE reader = ? AND revision < ?`).run(reader, revision);
-          db.prepare(
-            `INSERT INTO ${this.#cursors} (reader, position) VALUES (?, ?)
-             ON CONFLICT(reader) DO UPDATE SET position = excluded.position`,
-          ).run(cursorReader, row.position);
-        }),
-      experiences: (ids) =>
-        run('read rows', () => {
-          const rows = db
-            .prepare(`SELECT id, data FROM ${this.#t} WHERE id IN (SELECT value FROM json_each(?))`)
-            .all(JSON.stringify(ids)) as { id: number; data: string }[];
-          return new Map(rows.map((row) => [row.id, this.#parse(row.id, row.data)]));
-        }),
-    };
+      return Promise.resolve(
+        this.#sql(() => inWriteTransaction(this.#db, () => runStepsSync(steps(), (statement) => this.#execute(statement)))),
+      );
+    },
+    insertEntries: (entries, reader, put, added) =>
+      put.map((e) => ({
+        text: `INSERT INTO ${entries} (reader, seq, id, model_version, use_count, priority, available_at, added)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+        values: [reader, e.seq, e.id, e.modelVersion, e.useCount, e.priority, e.availableAt, added],
+      })),
+    oneOf: (column, values) => ({ text: `${column} IN (SELECT value FROM json_each(?))`, values: [JSON.stringify(values)] }),
+    error: (_what, detail) => new Error(`buffer '${this.name}': ${this.path}: ${detail}`),
+    experience: (id, data) => this.#parse(id, data),
+  };
+
+  /** Runs one statement (prepared once per text): a query's rows, else none. */
+  #execute({ text, values }: SqlStatement): SqlRow[] {
+    let statement = this.#prepared.get(text);
+    if (statement === undefined) {
+      statement = this.#db.prepare(text);
+      this.#prepared.set(text, statement);
+    }
+    if (statement.reader) return statement.all(...values) as SqlRow[];
+    statement.run(...values);
+    return [];
   }
 
   async finishWriting(): Promise<void> {
