@@ -9,9 +9,10 @@
 //   t_meta     (key TEXT PRIMARY KEY, value TEXT)            writer_finished, explorer positions
 //   t_replay, t_replay_revs                                  priority replay state (./sql-replay.ts, ./sql-replay-store.ts)
 //
-// Migrations (under the schema lock, in one transaction): version 1 gets the replay tables (version 2). Code before
-// experience_buffer.name named the table wrote every buffer to "experiences" at version 1: a buffer opened under
-// another name that has no tables yet takes those over (renamed), so a run resumed with new code reads on.
+// Migrations (./postgres-tables.ts, under the schema lock, in one transaction): version 1 gets the replay tables
+// (version 2). Code before experience_buffer.name named the table wrote every buffer to "experiences" at version 1: a
+// buffer opened under another name that has no tables yet takes those over (renamed), so a run resumed with new code
+// reads on.
 //
 // Ordering: a reader hands out rows `id > position ORDER BY id` and moves its position to the last id. That skips
 // nothing only if no row becomes visible later with a smaller id than one already seen. PostgreSQL draws ids when a
@@ -27,21 +28,20 @@
 // reconnect, the schema lock and the redaction are ../store/postgres.ts's and ../store/postgres-listen.ts's.
 import { PostgresListener } from '../store/postgres-listen.js';
 import {
+  CONNECT_TIMEOUT_MS,
   hidePassword,
-  lockSchema,
   messageOf,
   PostgresDatabase,
   type PostgresTarget,
   postgresClient,
   postgresTarget,
-  schemaVersion,
-  setSchemaVersion,
   urlPassword,
 } from '../store/postgres.js';
 import { newerSchemaProblem } from '../store/schema-version.js';
 import { postgresPlaceholders, runSteps } from '../store/sql-steps.js';
 import type { Experience } from '../experience.js';
 import type { ReplayStore, SharedBatch, SharedExperienceBuffer, SharedWriteOptions } from './shared-contract.js';
+import { createBufferTables } from './postgres-tables.js';
 import { type ReplaySqlDialect, sqlReplayStore } from './sql-replay-store.js';
 import {
   BUFFER_SCHEMA_VERSION,
@@ -144,7 +144,7 @@ export class PostgresBuffer implements SharedExperienceBuffer {
     this.#t = q(this.table);
     this.#cursors = q(`${this.table}_cursors`);
     this.#meta = q(`${this.table}_meta`);
-    const connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
+    const connectTimeoutMs = options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS;
     this.#db = new PostgresDatabase(
       {
         url: options.url,
@@ -156,7 +156,7 @@ export class PostgresBuffer implements SharedExperienceBuffer {
       },
       (what, error) => this.#wrap(what, error),
     );
-    // a dropped connection: waiting reads count again (and listen again), nothing is missed
+    // a write, or a dropped connection: waiting reads count again (and listen again), nothing is missed
     const wake = () => {
       this.#generation++;
       this.#readers.notifyAll();
@@ -485,57 +485,8 @@ export class PostgresBuffer implements SharedExperienceBuffer {
       return;
     }
     await this.#db.transaction('create the buffer tables', async (client) => {
-      // one process creates the tables; the others wait here, then find them
-      await lockSchema(client);
-      const version = await schemaVersion(client, t);
-      this.#checkVersion(version);
-      if (version === BUFFER_SCHEMA_VERSION) return;
-      // version 1 under the legacy name, written by code that wrote every buffer there: it becomes this buffer
-      if (version === null && t !== LEGACY_TABLE && (await schemaVersion(client, LEGACY_TABLE)) === 1) {
-        const taken = await client.query<{ taken: boolean }>('SELECT to_regclass($1) IS NOT NULL AS taken', [this.#t]);
-        if (taken.rows[0]?.taken !== true) {
-          for (const suffix of ['', '_cursors', '_meta'])
-            await client.query(`ALTER TABLE IF EXISTS ${q(`${LEGACY_TABLE}${suffix}`)} RENAME TO ${q(`${t}${suffix}`)}`);
-          await client.query('DELETE FROM schema_version WHERE table_name = $1', [LEGACY_TABLE]);
-          this.migratedFrom = LEGACY_TABLE;
-        }
-      }
-      // version 1 (or none): what is missing is created; version 2 adds the replay tables
-      await client.query(`
-        CREATE TABLE IF NOT EXISTS ${this.#t} (
-          id BIGSERIAL PRIMARY KEY,
-          eid TEXT NOT NULL UNIQUE,
-          task_id TEXT,
-          model_version BIGINT,
-          reward DOUBLE PRECISION,
-          created_at BIGINT NOT NULL,
-          data TEXT NOT NULL
-        );
-        CREATE TABLE IF NOT EXISTS ${this.#cursors} (reader TEXT PRIMARY KEY, position BIGINT NOT NULL);
-        CREATE TABLE IF NOT EXISTS ${this.#meta} (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-        CREATE TABLE IF NOT EXISTS ${q(`${t}_replay`)} (
-          reader TEXT NOT NULL,
-          seq BIGINT NOT NULL,
-          id BIGINT NOT NULL,
-          model_version DOUBLE PRECISION NOT NULL,
-          use_count BIGINT NOT NULL,
-          priority DOUBLE PRECISION NOT NULL,
-          available_at DOUBLE PRECISION NOT NULL,
-          added BIGINT NOT NULL,
-          dropped BIGINT,
-          PRIMARY KEY (reader, seq)
-        );
-        CREATE TABLE IF NOT EXISTS ${q(`${t}_replay_revs`)} (
-          reader TEXT NOT NULL,
-          revision BIGINT NOT NULL,
-          position BIGINT NOT NULL,
-          next_seq BIGINT NOT NULL,
-          noise_draws BIGINT NOT NULL,
-          at DOUBLE PRECISION NOT NULL,
-          PRIMARY KEY (reader, revision)
-        );
-      `);
-      await setSchemaVersion(client, t, BUFFER_SCHEMA_VERSION);
+      if (await createBufferTables(client, this.table, (version) => this.#checkVersion(version)))
+        this.migratedFrom = LEGACY_TABLE;
     });
   }
 

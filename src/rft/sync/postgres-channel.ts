@@ -22,6 +22,7 @@
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import {
+  CONNECT_TIMEOUT_MS,
   hidePassword,
   lockSchema,
   messageOf,
@@ -122,7 +123,7 @@ export class PostgresWeightChannel implements ProcessWeightChannel {
     this.#password = urlPassword(options.url);
     if (!IDENTIFIER.test(this.#table))
       throw new Error(`weight sync: table name '${this.#table}' must be an identifier of at most 40 characters`);
-    const connection = { url: options.url, connectTimeoutMs: options.connectTimeoutMs ?? 10_000 };
+    const connection = { url: options.url, connectTimeoutMs: options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS };
     this.#db = new PostgresDatabase({ ...connection, max: 2, applicationName: 'trinity weight sync' }, (what, error) =>
       this.#error(what, error),
     );
