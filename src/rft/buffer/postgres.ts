@@ -29,6 +29,7 @@
 import { PostgresListener } from '../store/postgres-listen.js';
 import {
   CONNECT_TIMEOUT_MS,
+  describeServer,
   hidePassword,
   messageOf,
   PostgresDatabase,
@@ -72,10 +73,7 @@ export class PostgresBufferError extends Error {
   readonly code: string | undefined;
 
   constructor(buffer: string, target: PostgresTarget, what: string, detail: string, cause?: unknown) {
-    super(
-      `buffer '${buffer}': PostgreSQL ${target.host}:${target.port}, database '${target.database}' (user ${target.user}): ${what}: ${detail}`,
-      cause === undefined ? undefined : { cause },
-    );
+    super(`buffer '${buffer}': ${describeServer(target)}: ${what}: ${detail}`, cause === undefined ? undefined : { cause });
     this.name = 'PostgresBufferError';
     const code = (cause as { code?: unknown } | undefined)?.code;
     this.code = typeof code === 'string' ? code : undefined;

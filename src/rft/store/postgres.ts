@@ -2,7 +2,8 @@
 // (../buffer/postgres.ts), the weight sync row (../sync/postgres-channel.ts), the explorers' task claims
 // (../explorer/task-claims-postgres.ts), tasksets and viewers. Each user names its own errors; what they share is here:
 //
-//   postgresTarget, postgresUrlWithoutPassword   where a URL points, for messages and records (never the password)
+//   postgresTarget, describeServer,               where a URL points, for messages and records (never the password)
+//   postgresUrlWithoutPassword
 //   urlPassword, hidePassword                     a server's message can echo the password back: it becomes ***
 //   postgresClient, PostgresDatabase              one connection / a pool with the house's connect timeout (10 s);
 //                                                 query and transaction name every failure through the user's namer
@@ -37,6 +38,11 @@ export function postgresTarget(url: string): PostgresTarget {
   const user = decodeURIComponent(parsed.username) || process.env.PGUSER || 'postgres';
   const database = decodeURIComponent(parsed.pathname.replace(/^\//, '')) || user;
   return { host, port, database, user, display: `postgresql://${user}@${host}:${port}/${database}` };
+}
+
+/** The server, database and user, as errors name them: PostgreSQL host:port, database 'db' (user u). */
+export function describeServer(target: PostgresTarget): string {
+  return `PostgreSQL ${target.host}:${target.port}, database '${target.database}' (user ${target.user})`;
 }
 
 /**
