@@ -4,7 +4,8 @@
 // alive while it holds the session advisory lock (namespace, hash of its name) on its own connection: the server
 // releases it when the process dies or its connection drops, so no heartbeat or clock decides who is dead. A hash
 // collision between two names makes a dead explorer look alive (its steps wait for its restart), never the reverse.
-// The tables are registered in the buffer's schema_version table (../buffer/postgres.ts) with their own version.
+// The tables are registered in the database's schema_version table (../store/schema-version.ts) with their own
+// version; the pool, transactions and redaction are ../store/postgres.ts's.
 import { hostname } from 'node:os';
 import type pg from 'pg';
 import {
