@@ -1,8 +1,8 @@
 // A taskset (or eval set) in PostgreSQL: `storage_type: sql` with `path: postgresql://user:pass@host:port/db`, the
 // same layout as the SQLite one (./taskset.ts): the table named after the taskset, columns `id` (the order) and
 // `raw_task` (a JSON object, as text, json or jsonb). Only rows are read here; ./taskset.ts turns them into tasks.
-import pg from 'pg';
-import { postgresTarget } from './postgres.js';
+import { describeServer, hidePassword, postgresClient, postgresTarget, urlPassword } from '../store/postgres.js';
+import { quoteIdentifier } from './sql-names.js';
 
 export interface SqlTaskRows {
   /** postgresql://user@host:port/db (no password), for messages. */
@@ -14,10 +14,10 @@ export interface SqlTaskRows {
 /** The (id, raw_task) rows of `table`; a problem (no such table, no such column, no server) as a thrown Error. */
 export async function readPostgresTaskRows(url: string, table: string, taskset: string): Promise<SqlTaskRows> {
   const target = postgresTarget(url);
-  const where = `PostgreSQL ${target.host}:${target.port}, database '${target.database}' (user ${target.user})`;
-  const password = new URL(url).password;
-  const redact = (text: string) => (password.length > 0 ? text.replaceAll(decodeURIComponent(password), '***') : text);
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
+  const where = describeServer(target);
+  const password = urlPassword(url);
+  const redact = (text: string) => hidePassword(text, password);
+  const client = postgresClient({ url });
   try {
     await client.connect();
   } catch (error) {
@@ -25,13 +25,13 @@ export async function readPostgresTaskRows(url: string, table: string, taskset: 
   }
   try {
     const exists = await client.query<{ found: boolean }>('SELECT to_regclass($1) IS NOT NULL AS found', [
-      `"${table.replaceAll('"', '""')}"`,
+      quoteIdentifier(table),
     ]);
     if (exists.rows[0]?.found !== true)
       throw new Error(`taskset '${taskset}': ${where} has no table '${table}' (the taskset's name)`);
     try {
       const { rows } = await client.query<{ id: unknown; raw_task: unknown }>(
-        `SELECT id, raw_task FROM "${table.replaceAll('"', '""')}" ORDER BY id`,
+        `SELECT id, raw_task FROM ${quoteIdentifier(table)} ORDER BY id`,
       );
       return { location: target.display, rows };
     } catch (error) {

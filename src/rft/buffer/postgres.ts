@@ -7,11 +7,12 @@
 //   t          (id BIGSERIAL PRIMARY KEY, eid TEXT UNIQUE, task_id, model_version, reward, created_at, data TEXT)
 //   t_cursors  (reader TEXT PRIMARY KEY, position BIGINT)   last id a reader has committed
 //   t_meta     (key TEXT PRIMARY KEY, value TEXT)            writer_finished, explorer positions
-//   t_replay, t_replay_revs                                  priority replay state (./sql-replay.ts)
+//   t_replay, t_replay_revs                                  priority replay state (./sql-replay.ts, ./sql-replay-store.ts)
 //
-// Migrations (under the schema lock, in one transaction): version 1 gets the replay tables (version 2). Code before
-// experience_buffer.name named the table wrote every buffer to "experiences" at version 1: a buffer opened under
-// another name that has no tables yet takes those over (renamed), so a run resumed with new code reads on.
+// Migrations (./postgres-tables.ts, under the schema lock, in one transaction): version 1 gets the replay tables
+// (version 2). Code before experience_buffer.name named the table wrote every buffer to "experiences" at version 1: a
+// buffer opened under another name that has no tables yet takes those over (renamed), so a run resumed with new code
+// reads on.
 //
 // Ordering: a reader hands out rows `id > position ORDER BY id` and moves its position to the last id. That skips
 // nothing only if no row becomes visible later with a smaller id than one already seen. PostgreSQL draws ids when a
@@ -23,10 +24,26 @@
 // LISTEN connection and re-counts when woken, with its deadline as the only timer. A notification that arrives
 // between a reader's count and its wait bumps a generation number, so the reader counts again instead of sleeping.
 //
-// Errors name the server (host:port), database and user, never the password.
-import pg from 'pg';
+// Errors name the server (host:port), database and user, never the password. The pool, transactions, LISTEN with
+// reconnect, the schema lock and the redaction are ../store/postgres.ts's and ../store/postgres-listen.ts's.
+import { PostgresListener } from '../store/postgres-listen.js';
+import {
+  CONNECT_TIMEOUT_MS,
+  describeServer,
+  hidePassword,
+  messageOf,
+  PostgresDatabase,
+  type PostgresTarget,
+  postgresClient,
+  postgresTarget,
+  urlPassword,
+} from '../store/postgres.js';
+import { newerSchemaProblem } from '../store/schema-version.js';
+import { postgresPlaceholders, runSteps } from '../store/sql-steps.js';
 import type { Experience } from '../experience.js';
 import type { ReplayStore, SharedBatch, SharedExperienceBuffer, SharedWriteOptions } from './shared-contract.js';
+import { createBufferTables } from './postgres-tables.js';
+import { type ReplaySqlDialect, sqlReplayStore } from './sql-replay-store.js';
 import {
   BUFFER_SCHEMA_VERSION,
   bufferTablesAmong,
@@ -38,57 +55,17 @@ import {
 import type { StoredExperience } from './sqlite.js';
 import { BufferClosedError, BufferTimeoutError, checkReadArgs, type ReadOptions, Waiters } from './types.js';
 
+// the URL plumbing lives in ../store/postgres.ts; these names stay importable from the buffer
+export {
+  isPostgresUrl,
+  type PostgresTarget,
+  postgresTarget,
+  postgresUrlWithoutPassword,
+  runTransaction,
+} from '../store/postgres.js';
+
 /** The layout of the tables this code writes (./sql-names.ts); a database with a newer one was written by a newer trinity. */
 export const POSTGRES_SCHEMA_VERSION = BUFFER_SCHEMA_VERSION;
-
-export function isPostgresUrl(path: string): boolean {
-  return /^postgres(ql)?:\/\//i.test(path);
-}
-
-/** Where a PostgreSQL URL points, for messages (no password). */
-export interface PostgresTarget {
-  host: string;
-  port: string;
-  database: string;
-  user: string;
-  /** postgresql://user@host:port/database */
-  display: string;
-}
-
-export function postgresTarget(url: string): PostgresTarget {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new Error(`'${redactUrl(url)}' is not a valid PostgreSQL URL (postgresql://user:password@host:port/database)`);
-  }
-  const host = decodeURIComponent(parsed.hostname) || parsed.searchParams.get('host') || 'localhost';
-  const port = parsed.port || parsed.searchParams.get('port') || '5432';
-  const user = decodeURIComponent(parsed.username) || process.env.PGUSER || 'postgres';
-  const database = decodeURIComponent(parsed.pathname.replace(/^\//, '')) || user;
-  return { host, port, database, user, display: `postgresql://${user}@${host}:${port}/${database}` };
-}
-
-/**
- * The URL without its password (user info and `?password=` both), for records a run leaves on disk
- * (./buffer-record.ts): whoever connects with it brings the password from its own environment (PGPASSWORD, ~/.pgpass).
- */
-export function postgresUrlWithoutPassword(url: string): string {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new Error(`'${redactUrl(url)}' is not a valid PostgreSQL URL (postgresql://user:password@host:port/database)`);
-  }
-  parsed.password = '';
-  parsed.searchParams.delete('password');
-  return parsed.toString();
-}
-
-/** The URL with its password (if any) replaced by "***". */
-function redactUrl(url: string): string {
-  return url.replace(/^(postgres(?:ql)?:\/\/[^:/@]*:)[^@]*@/i, '$1***@');
-}
 
 /** An error from the server or the connection, naming the buffer, the server and the database. */
 export class PostgresBufferError extends Error {
@@ -96,10 +73,7 @@ export class PostgresBufferError extends Error {
   readonly code: string | undefined;
 
   constructor(buffer: string, target: PostgresTarget, what: string, detail: string, cause?: unknown) {
-    super(
-      `buffer '${buffer}': PostgreSQL ${target.host}:${target.port}, database '${target.database}' (user ${target.user}): ${what}: ${detail}`,
-      cause === undefined ? undefined : { cause },
-    );
+    super(`buffer '${buffer}': ${describeServer(target)}: ${what}: ${detail}`, cause === undefined ? undefined : { cause });
     this.name = 'PostgresBufferError';
     const code = (cause as { code?: unknown } | undefined)?.code;
     this.code = typeof code === 'string' ? code : undefined;
@@ -134,13 +108,11 @@ export class PostgresBuffer implements SharedExperienceBuffer {
   readonly readerId: string;
   readonly readonly: boolean;
   readonly target: PostgresTarget;
-  readonly #url: string;
   readonly #password: string;
-  readonly #pool: pg.Pool;
-  readonly #connectTimeoutMs: number;
+  readonly #db: PostgresDatabase;
   readonly #readers = new Waiters();
   /** The LISTEN connection (made by the first read that waits; remade after it drops). */
-  #listener: Promise<pg.Client> | null = null;
+  readonly #listener: PostgresListener;
   /** Bumped by every notification: a read that saw it change between its count and its wait counts again. */
   #generation = 0;
   /** Last id handed out by this handle (starts at the committed position). */
@@ -160,28 +132,41 @@ export class PostgresBuffer implements SharedExperienceBuffer {
 
   private constructor(options: PostgresBufferOptions) {
     this.target = postgresTarget(options.url);
-    this.#url = options.url;
-    this.#password = safeDecode(new URL(options.url).password);
+    this.#password = urlPassword(options.url);
     this.table = (options.table ?? LEGACY_TABLE).toLowerCase();
     this.name = options.name ?? this.table;
     this.readerId = options.readerId ?? 'trainer';
     this.readonly = options.readonly ?? false;
-    this.#connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
     const problem = tableNameProblem(this.table);
     if (problem !== null) throw new Error(`buffer '${this.name}': table name ${problem}`);
     this.#t = q(this.table);
     this.#cursors = q(`${this.table}_cursors`);
     this.#meta = q(`${this.table}_meta`);
-    this.#pool = new pg.Pool({
-      connectionString: options.url,
-      max: options.poolSize ?? 4,
-      connectionTimeoutMillis: this.#connectTimeoutMs,
-      application_name: `trinity buffer ${this.name}`,
-      // a read-only handle cannot write even by mistake: the server refuses writes in every transaction it opens
-      ...(this.readonly ? { options: '-c default_transaction_read_only=on' } : {}),
+    const connectTimeoutMs = options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS;
+    this.#db = new PostgresDatabase(
+      {
+        url: options.url,
+        max: options.poolSize ?? 4,
+        connectTimeoutMs,
+        applicationName: `trinity buffer ${this.name}`,
+        // a read-only handle cannot write even by mistake: the server refuses writes in every transaction it opens
+        readonly: this.readonly,
+      },
+      (what, error) => this.#wrap(what, error),
+    );
+    // a write, or a dropped connection: waiting reads count again (and listen again), nothing is missed
+    const wake = () => {
+      this.#generation++;
+      this.#readers.notifyAll();
+    };
+    this.#listener = new PostgresListener({
+      url: options.url,
+      connectTimeoutMs,
+      channel: this.#t,
+      onNotification: wake,
+      onDropped: wake,
+      nameError: (error) => this.#wrap('listen for writes', error),
     });
-    // an idle connection that drops (server restart) is replaced by the next query; nothing waits on it
-    this.#pool.on('error', () => {});
   }
 
   /** Connects, creates or checks the tables, and starts at this reader's committed position. */
@@ -198,7 +183,7 @@ export class PostgresBuffer implements SharedExperienceBuffer {
       buffer.#position = await buffer.committedPosition();
       return buffer;
     } catch (error) {
-      await buffer.#pool.end().catch(() => {});
+      await buffer.#db.end().catch(() => {});
       throw error;
     }
   }
@@ -206,7 +191,7 @@ export class PostgresBuffer implements SharedExperienceBuffer {
   /** The buffer tables in the database at `url` (viewers). */
   static async bufferTables(url: string): Promise<string[]> {
     const target = postgresTarget(url);
-    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
+    const client = postgresClient({ url });
     try {
       await client.connect();
       const { rows } = await client.query<{ name: string }>(
@@ -214,15 +199,8 @@ export class PostgresBuffer implements SharedExperienceBuffer {
       );
       return bufferTablesAmong(rows.map((r) => r.name));
     } catch (error) {
-      const password = safeDecode(new URL(url).password);
-      const message = error instanceof Error ? error.message : String(error);
-      throw new PostgresBufferError(
-        'viewer',
-        target,
-        'list the buffer tables',
-        password.length > 0 ? message.replaceAll(password, '***') : message,
-        error,
-      );
+      const detail = hidePassword(messageOf(error), urlPassword(url));
+      throw new PostgresBufferError('viewer', target, 'list the buffer tables', detail, error);
     } finally {
       await client.end().catch(() => {});
     }
@@ -245,7 +223,7 @@ export class PostgresBuffer implements SharedExperienceBuffer {
   /** Rows this reader has not been handed yet. */
   async available(): Promise<number> {
     this.#checkOpen('count');
-    const { rows } = await this.#query<{ n: string }>('count rows', `SELECT count(*) AS n FROM ${this.#t} WHERE id > $1`, [
+    const { rows } = await this.#db.query<{ n: string }>('count rows', `SELECT count(*) AS n FROM ${this.#t} WHERE id > $1`, [
       this.#position,
     ]);
     this.#lastAvailable = Number(rows[0]?.n ?? 0);
@@ -255,14 +233,14 @@ export class PostgresBuffer implements SharedExperienceBuffer {
   /** Rows in the table. */
   get total(): Promise<number> {
     this.#checkOpen('total');
-    return this.#query<{ n: string }>('count rows', `SELECT count(*) AS n FROM ${this.#t}`).then((r) =>
-      Number(r.rows[0]?.n ?? 0),
-    );
+    return this.#db
+      .query<{ n: string }>('count rows', `SELECT count(*) AS n FROM ${this.#t}`)
+      .then((r) => Number(r.rows[0]?.n ?? 0));
   }
 
   /** The position persisted by the last commit of this reader id (0 = nothing committed). */
   async committedPosition(): Promise<number> {
-    const { rows } = await this.#query<{ position: string }>(
+    const { rows } = await this.#db.query<{ position: string }>(
       'read the committed position',
       `SELECT position FROM ${this.#cursors} WHERE reader = $1`,
       [this.readerId],
@@ -279,7 +257,7 @@ export class PostgresBuffer implements SharedExperienceBuffer {
     this.#checkWritable('write');
     const t = this.table;
     const meta = Object.entries(options.meta ?? {});
-    return this.#transaction(`write ${experiences.length} experiences`, async (client) => {
+    return this.#db.transaction(`write ${experiences.length} experiences`, async (client) => {
       // ids drawn and committed in lock order: see the header
       await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`trinity:${t}`]);
       if (meta.length > 0)
@@ -329,10 +307,10 @@ export class PostgresBuffer implements SharedExperienceBuffer {
     for (;;) {
       this.#checkOpen(`read of ${n} experiences`);
       // listening before counting: a write committed after the count wakes the wait below
-      if (options.timeoutMs > 0) await this.#listen();
+      if (options.timeoutMs > 0) await this.#listener.listen();
       const generation = this.#generation;
       // one statement, one snapshot: the count and the finished flag agree
-      const { rows } = await this.#query<{ available: string; finished: boolean }>(
+      const { rows } = await this.#db.query<{ available: string; finished: boolean }>(
         'count rows',
         `SELECT (SELECT count(*) FROM ${this.#t} WHERE id > $1) AS available,
                 EXISTS (SELECT 1 FROM ${this.#meta} WHERE key = 'writer_finished' AND value = '1') AS finished`,
@@ -373,7 +351,7 @@ export class PostgresBuffer implements SharedExperienceBuffer {
         `buffer '${this.name}': commit cursor ${cursor} must be an integer in [0, ${this.#position}] (handed out)`,
       );
     }
-    await this.#query(
+    await this.#db.query(
       'commit the read position',
       `INSERT INTO ${this.#cursors} (reader, position) VALUES ($1, $2)
        ON CONFLICT (reader) DO UPDATE SET position = GREATEST(${this.#cursors}.position, excluded.position)`,
@@ -393,7 +371,7 @@ export class PostgresBuffer implements SharedExperienceBuffer {
     this.#checkWritable('restore');
     if (!Number.isInteger(cursor) || cursor < 0)
       throw new RangeError(`buffer '${this.name}': restore cursor ${cursor} must be a non-negative integer`);
-    await this.#query(
+    await this.#db.query(
       'restore the read position',
       `INSERT INTO ${this.#cursors} (reader, position) VALUES ($1, $2)
        ON CONFLICT (reader) DO UPDATE SET position = excluded.position`,
@@ -405,14 +383,16 @@ export class PostgresBuffer implements SharedExperienceBuffer {
   /** A meta entry written with write({ meta }) (null when absent). */
   async readMeta(key: string): Promise<string | null> {
     this.#checkOpen('readMeta');
-    const { rows } = await this.#query<{ value: string }>('read meta', `SELECT value FROM ${this.#meta} WHERE key = $1`, [key]);
+    const { rows } = await this.#db.query<{ value: string }>('read meta', `SELECT value FROM ${this.#meta} WHERE key = $1`, [
+      key,
+    ]);
     return rows[0]?.value ?? null;
   }
 
   /** Rows in id order without touching any cursor (viewers, debugging). */
   async peek(options: { afterId?: number; offset?: number; limit: number }): Promise<StoredExperience[]> {
     this.#checkOpen('peek');
-    const { rows } = await this.#query<Row>(
+    const { rows } = await this.#db.query<Row>(
       'read rows',
       `SELECT id, data FROM ${this.#t} WHERE id > $1 ORDER BY id LIMIT $2 OFFSET $3`,
       [options.afterId ?? 0, options.limit, options.offset ?? 0],
@@ -420,133 +400,53 @@ export class PostgresBuffer implements SharedExperienceBuffer {
     return rows.map((row) => ({ id: Number(row.id), experience: this.#parse(row) }));
   }
 
-  /** Reader `reader`'s priority replay state in this database's <t>_replay tables (./shared-contract.ts ReplayStore). */
+  /** Reader `reader`'s priority replay state in this database's <t>_replay tables (./sql-replay-store.ts). */
   replayStore(reader: string): ReplayStore {
-    const entries = q(`${this.table}_replay`);
-    const revs = q(`${this.table}_replay_revs`);
-    const inTransaction = <T>(what: string, body: (client: pg.PoolClient) => Promise<T>): Promise<T> => {
-      this.#checkOpen(what);
-      this.#checkWritable(what);
-      return this.#transaction(what, body);
-    };
-    type RevisionRow = { revision: string; position: string; next_seq: string; noise_draws: string; at: number };
-    return {
-      committedRevision: async () => {
-        this.#checkOpen('read the replay state');
-        const { rows } = await this.#query<{ r: string | null }>(
-          'read the replay state',
-          `SELECT min(revision) AS r FROM ${revs} WHERE reader = $1`,
-          [reader],
-        );
-        return rows[0]?.r == null ? null : Number(rows[0].r);
-      },
-      // one transaction, one snapshot: the scalars and the entries agree
-      load: (revision) =>
-        inTransaction('read the replay state', async (client) => {
-          await client.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
-          const found = await client.query<RevisionRow>(`SELECT * FROM ${revs} WHERE reader = $1 AND revision = $2`, [
-            reader,
-            revision,
-          ]);
-          const row = found.rows[0];
-          if (row === undefined) return null;
-          const { rows } = await client.query<{
-            seq: string;
-            id: string;
-            model_version: number;
-            use_count: string;
-            priority: number;
-            available_at: number;
-          }>(
-            `SELECT seq, id, model_version, use_count, priority, available_at FROM ${entries}
-             WHERE reader = $1 AND added <= $2 AND (dropped IS NULL OR dropped > $2) ORDER BY seq`,
-            [reader, revision],
-          );
-          return {
-            revision: {
-              revision: Number(row.revision),
-              position: Number(row.position),
-              nextSeq: Number(row.next_seq),
-              noiseDraws: Number(row.noise_draws),
-              at: row.at,
-            },
-            entries: rows.map((e) => ({
-              seq: Number(e.seq),
-              id: Number(e.id),
-              modelVersion: e.model_version,
-              useCount: Number(e.use_count),
-              priority: e.priority,
-              availableAt: e.available_at,
-            })),
-          };
-        }),
-      dropAfter: (revision) =>
-        inTransaction('restore the replay state', async (client) => {
-          await client.query(`DELETE FROM ${entries} WHERE reader = $1 AND added > $2`, [reader, revision]);
-          await client.query(`UPDATE ${entries} SET dropped = NULL WHERE reader = $1 AND dropped > $2`, [reader, revision]);
-          await client.query(`DELETE FROM ${revs} WHERE reader = $1 AND revision > $2`, [reader, revision]);
-        }),
-      append: (revision, put, dropped) =>
-        inTransaction('write the replay state', async (client) => {
-          await client.query(
-            `INSERT INTO ${revs} (reader, revision, position, next_seq, noise_draws, at) VALUES ($1, $2, $3, $4, $5, $6)`,
-            [reader, revision.revision, revision.position, revision.nextSeq, revision.noiseDraws, revision.at],
-          );
-          if (put.length > 0)
-            await client.query(
-              `INSERT INTO ${entries} (reader, seq, id, model_version, use_count, priority, available_at, added)
-               SELECT $1, r.seq, r.id, r.model_version, r.use_count, r.priority, r.available_at, $8
-               FROM unnest($2::bigint[], $3::bigint[], $4::float8[], $5::bigint[], $6::float8[], $7::float8[])
-                 AS r(seq, id, model_version, use_count, priority, available_at)`,
-              [
-                reader,
-                put.map((e) => e.seq),
-                put.map((e) => e.id),
-                put.map((e) => e.modelVersion),
-                put.map((e) => e.useCount),
-                put.map((e) => e.priority),
-                put.map((e) => e.availableAt),
-                revision.revision,
-              ],
-            );
-          if (dropped.length > 0)
-            await client.query(`UPDATE ${entries} SET dropped = $1 WHERE reader = $2 AND seq = ANY($3::bigint[])`, [
-              revision.revision,
-              reader,
-              [...dropped],
-            ]);
-        }),
-      commit: (revision, cursorReader) =>
-        inTransaction('commit the replay state', async (client) => {
-          const { rows } = await client.query<{ position: string }>(
-            `SELECT position FROM ${revs} WHERE reader = $1 AND revision = $2`,
-            [reader, revision],
-          );
-          const position = rows[0]?.position;
-          if (position === undefined)
-            throw this.#error('commit the replay state', `no replay revision ${revision} of reader '${reader}' to commit`);
-          await client.query(`DELETE FROM ${entries} WHERE reader = $1 AND dropped <= $2`, [reader, revision]);
-          await client.query(`DELETE FROM ${revs} WHERE reader = $1 AND revision < $2`, [reader, revision]);
-          await client.query(
-            `INSERT INTO ${this.#cursors} (reader, position) VALUES ($1, $2)
-             ON CONFLICT (reader) DO UPDATE SET position = excluded.position`,
-            [cursorReader, position],
-          );
-        }),
-      experiences: async (ids) => {
-        this.#checkOpen('read rows');
-        const { rows } = await this.#query<Row>('read rows', `SELECT id, data FROM ${this.#t} WHERE id = ANY($1::bigint[])`, [
-          [...ids],
-        ]);
-        return new Map(rows.map((row) => [Number(row.id), this.#parse(row)]));
-      },
-    };
+    return sqlReplayStore(this.#replaySql, this.table, reader);
   }
+
+  /** What PostgreSQL writes its own way for the replay store: arrays in one statement, a snapshot for a load. */
+  readonly #replaySql: ReplaySqlDialect = {
+    run: async (what, kind, steps) => {
+      this.#checkOpen(what);
+      if (kind === 'read')
+        return runSteps(
+          steps(),
+          async ({ text, values }) => (await this.#db.query(what, postgresPlaceholders(text), values)).rows,
+        );
+      this.#checkWritable(what);
+      return this.#db.transaction(what, async (client) => {
+        if (kind === 'snapshot') await client.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
+        return runSteps(steps(), async ({ text, values }) => (await client.query(postgresPlaceholders(text), values)).rows);
+      });
+    },
+    insertEntries: (entries, reader, put, added) => [
+      {
+        text: `INSERT INTO ${entries} (reader, seq, id, model_version, use_count, priority, available_at, added)
+               SELECT ?, r.seq, r.id, r.model_version, r.use_count, r.priority, r.available_at, ?
+               FROM unnest(?::bigint[], ?::bigint[], ?::float8[], ?::bigint[], ?::float8[], ?::float8[])
+                 AS r(seq, id, model_version, use_count, priority, available_at)`,
+        values: [
+          reader,
+          added,
+          put.map((e) => e.seq),
+          put.map((e) => e.id),
+          put.map((e) => e.modelVersion),
+          put.map((e) => e.useCount),
+          put.map((e) => e.priority),
+          put.map((e) => e.availableAt),
+        ],
+      },
+    ],
+    oneOf: (column, values) => ({ text: `${column} = ANY(?::bigint[])`, values: [[...values]] }),
+    error: (what, detail) => this.#error(what, detail),
+    experience: (id, data) => this.#parse({ id: String(id), data }),
+  };
 
   async finishWriting(): Promise<void> {
     this.#checkOpen('finishWriting');
     this.#checkWritable('finishWriting');
-    await this.#transaction('mark the writer finished', async (client) => {
+    await this.#db.transaction('mark the writer finished', async (client) => {
       await client.query(
         `INSERT INTO ${this.#meta} (key, value) VALUES ('writer_finished', '1')
          ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
@@ -559,9 +459,7 @@ export class PostgresBuffer implements SharedExperienceBuffer {
     if (this.#closed) return;
     this.#closed = true;
     this.#readers.fail(new BufferClosedError(this.name, 'closed while waiting'));
-    const listener = this.#listener;
-    this.#listener = null;
-    await Promise.allSettled([this.#pool.end(), listener?.then((client) => client.end())]);
+    await Promise.allSettled([this.#db.end(), this.#listener.close()]);
   }
 
   // --- internals -----------------------------------------------------------------------------------------------
@@ -569,14 +467,14 @@ export class PostgresBuffer implements SharedExperienceBuffer {
   async #setUp(): Promise<void> {
     const t = this.table;
     if (this.readonly) {
-      const { rows } = await this.#query<{ registry: boolean; buffer: boolean }>(
+      const { rows } = await this.#db.query<{ registry: boolean; buffer: boolean }>(
         'look up the buffer tables',
         "SELECT to_regclass('schema_version') IS NOT NULL AS registry, to_regclass($1) IS NOT NULL AS buffer",
         [this.#t],
       );
       if (rows[0]?.registry !== true || rows[0]?.buffer !== true)
         throw this.#error('open read-only', `there is no buffer table '${t}'`);
-      const version = await this.#query<{ version: number }>(
+      const version = await this.#db.query<{ version: number }>(
         'read the schema version',
         'SELECT version FROM schema_version WHERE table_name = $1',
         [t],
@@ -584,116 +482,23 @@ export class PostgresBuffer implements SharedExperienceBuffer {
       this.#checkVersion(version.rows[0]?.version ?? null);
       return;
     }
-    await this.#transaction('create the buffer tables', async (client) => {
-      // one process creates the tables; the others wait here, then find them
-      await client.query("SELECT pg_advisory_xact_lock(hashtext('trinity:schema'))");
-      await client.query('CREATE TABLE IF NOT EXISTS schema_version (table_name TEXT PRIMARY KEY, version INTEGER NOT NULL)');
-      const versionOf = async (name: string) =>
-        (await client.query<{ version: number }>('SELECT version FROM schema_version WHERE table_name = $1', [name])).rows[0]
-          ?.version ?? null;
-      const version = await versionOf(t);
-      this.#checkVersion(version);
-      if (version === BUFFER_SCHEMA_VERSION) return;
-      // version 1 under the legacy name, written by code that wrote every buffer there: it becomes this buffer
-      if (version === null && t !== LEGACY_TABLE && (await versionOf(LEGACY_TABLE)) === 1) {
-        const taken = await client.query<{ taken: boolean }>('SELECT to_regclass($1) IS NOT NULL AS taken', [this.#t]);
-        if (taken.rows[0]?.taken !== true) {
-          for (const suffix of ['', '_cursors', '_meta'])
-            await client.query(`ALTER TABLE IF EXISTS ${q(`${LEGACY_TABLE}${suffix}`)} RENAME TO ${q(`${t}${suffix}`)}`);
-          await client.query('DELETE FROM schema_version WHERE table_name = $1', [LEGACY_TABLE]);
-          this.migratedFrom = LEGACY_TABLE;
-        }
-      }
-      // version 1 (or none): what is missing is created; version 2 adds the replay tables
-      await client.query(`
-        CREATE TABLE IF NOT EXISTS ${this.#t} (
-          id BIGSERIAL PRIMARY KEY,
-          eid TEXT NOT NULL UNIQUE,
-          task_id TEXT,
-          model_version BIGINT,
-          reward DOUBLE PRECISION,
-          created_at BIGINT NOT NULL,
-          data TEXT NOT NULL
-        );
-        CREATE TABLE IF NOT EXISTS ${this.#cursors} (reader TEXT PRIMARY KEY, position BIGINT NOT NULL);
-        CREATE TABLE IF NOT EXISTS ${this.#meta} (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-        CREATE TABLE IF NOT EXISTS ${q(`${t}_replay`)} (
-          reader TEXT NOT NULL,
-          seq BIGINT NOT NULL,
-          id BIGINT NOT NULL,
-          model_version DOUBLE PRECISION NOT NULL,
-          use_count BIGINT NOT NULL,
-          priority DOUBLE PRECISION NOT NULL,
-          available_at DOUBLE PRECISION NOT NULL,
-          added BIGINT NOT NULL,
-          dropped BIGINT,
-          PRIMARY KEY (reader, seq)
-        );
-        CREATE TABLE IF NOT EXISTS ${q(`${t}_replay_revs`)} (
-          reader TEXT NOT NULL,
-          revision BIGINT NOT NULL,
-          position BIGINT NOT NULL,
-          next_seq BIGINT NOT NULL,
-          noise_draws BIGINT NOT NULL,
-          at DOUBLE PRECISION NOT NULL,
-          PRIMARY KEY (reader, revision)
-        );
-      `);
-      await client.query(
-        `INSERT INTO schema_version (table_name, version) VALUES ($1, $2)
-         ON CONFLICT (table_name) DO UPDATE SET version = excluded.version`,
-        [t, BUFFER_SCHEMA_VERSION],
-      );
+    await this.#db.transaction('create the buffer tables', async (client) => {
+      if (await createBufferTables(client, this.table, (version) => this.#checkVersion(version)))
+        this.migratedFrom = LEGACY_TABLE;
     });
   }
 
   #checkVersion(version: number | null): void {
-    if (version !== null && version > POSTGRES_SCHEMA_VERSION)
-      throw this.#error(
-        'open',
-        `table '${this.table}' has schema version ${version} (schema_version table), but this trinity knows versions up to ` +
-          `${POSTGRES_SCHEMA_VERSION}: it was written by a newer trinity; upgrade this one, or use another table or database`,
-      );
-  }
-
-  /** The LISTEN connection, connected and listening (remade if it dropped). */
-  async #listen(): Promise<void> {
-    if (this.#listener === null) {
-      const client = new pg.Client({ connectionString: this.#url, connectionTimeoutMillis: this.#connectTimeoutMs });
-      const connecting = (async () => {
-        try {
-          await client.connect();
-          await client.query(`LISTEN ${this.#t}`);
-        } catch (error) {
-          await client.end().catch(() => {});
-          throw this.#wrap('listen for writes', error);
-        }
-        return client;
-      })();
-      this.#listener = connecting;
-      client.on('notification', () => {
-        this.#generation++;
-        this.#readers.notifyAll();
-      });
-      // a dropped connection: waiting reads count again (and listen again), nothing is missed
-      client.on('error', () => {
-        if (this.#listener === connecting) this.#listener = null;
-        this.#generation++;
-        this.#readers.notifyAll();
-        client.end().catch(() => {});
-      });
-      connecting.catch(() => {
-        if (this.#listener === connecting) this.#listener = null;
-      });
-    }
-    await this.#listener;
+    const problem = newerSchemaProblem(this.table, version, POSTGRES_SCHEMA_VERSION);
+    if (problem !== null) throw this.#error('open', `${problem}; upgrade this one, or use another table or database`);
   }
 
   async #take(n: number): Promise<SharedBatch> {
-    const { rows } = await this.#query<Row>('read rows', `SELECT id, data FROM ${this.#t} WHERE id > $1 ORDER BY id LIMIT $2`, [
-      this.#position,
-      n,
-    ]);
+    const { rows } = await this.#db.query<Row>(
+      'read rows',
+      `SELECT id, data FROM ${this.#t} WHERE id > $1 ORDER BY id LIMIT $2`,
+      [this.#position, n],
+    );
     const experiences = rows.map((row) => this.#parse(row));
     const last = rows.at(-1);
     if (last !== undefined) this.#position = Number(last.id);
@@ -701,32 +506,9 @@ export class PostgresBuffer implements SharedExperienceBuffer {
     return { experiences, cursor: this.#position, ids: rows.map((row) => Number(row.id)) };
   }
 
-  async #query<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[] = []): Promise<pg.QueryResult<R>> {
-    try {
-      return await this.#pool.query<R>(text, values);
-    } catch (error) {
-      throw this.#wrap(what, error);
-    }
-  }
-
-  async #transaction<T>(what: string, body: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    let client: pg.PoolClient;
-    try {
-      client = await this.#pool.connect();
-    } catch (error) {
-      throw this.#wrap(what, error);
-    }
-    try {
-      return await runTransaction(client, body);
-    } catch (error) {
-      if (error instanceof PostgresBufferError) throw error;
-      throw this.#wrap(what, error);
-    }
-  }
-
   #wrap(what: string, error: unknown): PostgresBufferError {
     if (error instanceof PostgresBufferError) return error;
-    const message = error instanceof Error ? error.message : String(error);
+    const message = messageOf(error);
     const code = (error as { code?: unknown }).code;
     const hint =
       code === 'ECONNREFUSED'
@@ -744,7 +526,7 @@ export class PostgresBuffer implements SharedExperienceBuffer {
   }
 
   #redact(text: string): string {
-    return this.#password.length > 0 ? text.replaceAll(this.#password, '***') : text;
+    return hidePassword(text, this.#password);
   }
 
   #parse(row: Row): Experience {
@@ -761,34 +543,5 @@ export class PostgresBuffer implements SharedExperienceBuffer {
 
   #checkWritable(what: string): void {
     if (this.readonly) throw new Error(`buffer '${this.name}': cannot ${what}: opened read-only (${this.location})`);
-  }
-}
-
-function safeDecode(text: string): string {
-  try {
-    return decodeURIComponent(text);
-  } catch {
-    return text;
-  }
-}
-
-/**
- * BEGIN, `body`, COMMIT on a connected pool client, then releases it. On an error: ROLLBACK, release (a client whose
- * ROLLBACK fails has lost its connection and is discarded), and rethrow the error as it came, for the caller to name.
- */
-export async function runTransaction<T>(client: pg.PoolClient, body: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  try {
-    await client.query('BEGIN');
-    const result = await body(client);
-    await client.query('COMMIT');
-    client.release();
-    return result;
-  } catch (error) {
-    const rolledBack = await client.query('ROLLBACK').then(
-      () => true,
-      () => false,
-    );
-    client.release(rolledBack ? undefined : true);
-    throw error;
   }
 }

@@ -14,6 +14,7 @@
 // cursor of the rows taken in. restore(r) (a resumed trainer, r from its checkpoint) forgets the revisions after r —
 // the reads a killed process made after its checkpoint — and loads r: the next reads are those an uninterrupted run
 // made after r. Entries hold row ids, not experiences: a read fetches its rows.
+// The store, one implementation over both databases: ./sql-replay-store.ts.
 //
 // Time: availableAt is Date.now() based; a loaded revision's cooldowns run on from the load for what was left of
 // them at the revision's time (as the in-memory replay's state does from the checkpoint's). The priority noise goes on

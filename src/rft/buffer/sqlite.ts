@@ -7,7 +7,7 @@
 //                 created_at, data TEXT)   data = the Experience as JSON; duplicate eids are ignored on insert
 //   <t>_cursors  (reader TEXT PRIMARY KEY, position INTEGER)   last id a reader has committed
 //   <t>_meta     (key TEXT PRIMARY KEY, value TEXT)            "writer_finished" = "1" after finishWriting()
-//   <t>_replay, <t>_replay_revs                                 priority replay state (./sql-replay.ts)
+//   <t>_replay, <t>_replay_revs                                 priority replay state (./sql-replay.ts, ./sql-replay-store.ts)
 //
 // Layout versions: 1 = the three buffer tables (files written before schema_version existed are version 1), 2 = the
 // replay tables too. Code before experience_buffer.name named the table wrote every buffer to table "experiences":
@@ -22,12 +22,23 @@
 //
 // Queries: reads are `id > ? ORDER BY id LIMIT ?` and counts `id > ?` (rowid range scans); duplicate detection
 // uses the UNIQUE index on eid. Those are the only lookups, so there are no other indexes. WAL mode lets readers
-// poll while a writer writes; busy_timeout covers the short write locks.
+// poll while a writer writes; busy_timeout covers the short write locks (the file's plumbing: ../store/sqlite.ts).
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import type { Experience } from '../experience.js';
-import type { ReplayStore, StoredExperience, StoredReplayRevision } from './shared-contract.js';
+import { newerSchemaProblem } from '../store/schema-version.js';
+import {
+  createSchemaVersionTable,
+  inSqliteFile,
+  inWriteTransaction,
+  openSqliteFile,
+  setSqliteSchemaVersion,
+  sqliteSchemaVersion,
+} from '../store/sqlite.js';
+import { runStepsSync, type SqlRow, type SqlStatement } from '../store/sql-steps.js';
+import type { ReplayStore, StoredExperience } from './shared-contract.js';
+import { type ReplaySqlDialect, sqlReplayStore } from './sql-replay-store.js';
 import {
   BUFFER_SCHEMA_VERSION,
   bufferTablesAmong,
@@ -80,33 +91,8 @@ interface Statements {
   finished: Database.Statement<[], { value: string }>;
 }
 
-/** An SQLite error with the file it happened in (better-sqlite3's messages name none); `code` is SQLite's. */
-export class SqliteFileError extends Error {
-  readonly code: string | undefined;
-
-  constructor(
-    readonly path: string,
-    what: string,
-    cause: Error & { code?: unknown },
-  ) {
-    const code = typeof cause.code === 'string' ? cause.code : undefined;
-    const damaged = code === 'SQLITE_NOTADB' || code?.startsWith('SQLITE_CORRUPT') === true;
-    const hint = damaged ? ' (the file is not an SQLite database, or it is damaged: truncated, overwritten)' : '';
-    super(`${what}: ${path}: ${cause.message}${hint}`, { cause });
-    this.name = 'SqliteFileError';
-    this.code = code;
-  }
-}
-
-/** Runs `fn`; an SQLite error it throws becomes a SqliteFileError naming `path` (other errors pass unchanged). */
-export function inSqliteFile<T>(path: string, what: string, fn: () => T): T {
-  try {
-    return fn();
-  } catch (error) {
-    if (error instanceof Database.SqliteError) throw new SqliteFileError(path, what, error);
-    throw error;
-  }
-}
+// the file plumbing lives in ../store/sqlite.ts; these names stay importable from the buffer
+export { inSqliteFile, SqliteFileError } from '../store/sqlite.js';
 
 export class SqliteBuffer implements ExperienceBuffer {
   readonly name: string;
@@ -119,6 +105,8 @@ export class SqliteBuffer implements ExperienceBuffer {
   #position: number;
   #closed = false;
   readonly #statements: Statements;
+  /** The replay store's statements, by text (./sql-replay-store.ts). */
+  readonly #prepared = new Map<string, Database.Statement>();
   /** The quoted table names: the rows, the cursors, the meta entries. */
   readonly #t: string;
   readonly #cursors: string;
@@ -143,8 +131,12 @@ export class SqliteBuffer implements ExperienceBuffer {
     // the writer or the reader may start first: whichever does makes the file's folder (a reader opening readonly
     // needs the file to exist already)
     if (!options.readonly) mkdirSync(dirname(this.path), { recursive: true });
-    const db = this.#sql(
-      () => new Database(this.path, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false }),
+    const db = this.#sql(() =>
+      openSqliteFile(this.path, {
+        readonly: options.readonly ?? false,
+        busyTimeoutMs: options.busyTimeoutMs ?? 10_000,
+        ...(options.readonly ? {} : { wal: true, synchronousNormal: true }),
+      }),
     );
     this.#db = db;
     try {
@@ -159,7 +151,7 @@ export class SqliteBuffer implements ExperienceBuffer {
   /** The buffer tables in the file at `path` (read-only; viewers). */
   static bufferTables(path: string): string[] {
     return inSqliteFile(path, 'list the buffer tables', () => {
-      const db = new Database(path, { readonly: true, fileMustExist: true });
+      const db = openSqliteFile(path, { readonly: true });
       try {
         const rows = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[];
         return bufferTablesAmong(rows.map((r) => r.name));
@@ -169,15 +161,10 @@ export class SqliteBuffer implements ExperienceBuffer {
     });
   }
 
-  /** Sets the connection up (and makes the tables unless read-only); returns the statements. */
+  /** Makes the tables (unless read-only); returns the statements. */
   #prepare(db: Database.Database, options: SqliteBufferOptions): Statements {
     const [t, meta] = [this.#t, this.#meta];
-    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 10_000}`);
-    if (!options.readonly) {
-      db.pragma('journal_mode = WAL');
-      db.pragma('synchronous = NORMAL');
-      db.transaction(() => this.#createTables(db)).immediate();
-    }
+    if (!options.readonly) inWriteTransaction(db, () => this.#createTables(db));
     return {
       insert: db.prepare(
         `INSERT OR IGNORE INTO ${t} (eid, task_id, model_version, reward, created_at, data) VALUES (?, ?, ?, ?, ?, ?)`,
@@ -194,16 +181,11 @@ export class SqliteBuffer implements ExperienceBuffer {
     const table = this.table;
     const exists = (name: string) =>
       db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE").get(name) !== undefined;
-    db.exec('CREATE TABLE IF NOT EXISTS schema_version (table_name TEXT PRIMARY KEY, version INTEGER NOT NULL)');
-    const versionOf = (name: string) =>
-      (db.prepare('SELECT version FROM schema_version WHERE table_name = ?').get(name) as { version: number } | undefined)
-        ?.version ?? null;
+    createSchemaVersionTable(db);
+    const versionOf = (name: string) => sqliteSchemaVersion(db, name);
     const version = versionOf(table);
-    if (version !== null && version > BUFFER_SCHEMA_VERSION)
-      throw new Error(
-        `buffer '${this.name}': ${this.path}: table '${table}' has schema version ${version} (schema_version table), but ` +
-          `this trinity knows versions up to ${BUFFER_SCHEMA_VERSION}: it was written by a newer trinity; upgrade this one`,
-      );
+    const problem = newerSchemaProblem(table, version, BUFFER_SCHEMA_VERSION);
+    if (problem !== null) throw new Error(`buffer '${this.name}': ${this.path}: ${problem}; upgrade this one`);
     if (version === BUFFER_SCHEMA_VERSION) return;
     const legacy =
       version === null && table !== LEGACY_TABLE && !exists(table) && exists(LEGACY_TABLE) && versionOf(LEGACY_TABLE) === null;
@@ -247,7 +229,7 @@ export class SqliteBuffer implements ExperienceBuffer {
         PRIMARY KEY (reader, revision)
       );
     `);
-    db.prepare('INSERT OR REPLACE INTO schema_version (table_name, version) VALUES (?, ?)').run(table, BUFFER_SCHEMA_VERSION);
+    setSqliteSchemaVersion(db, table, BUFFER_SCHEMA_VERSION);
   }
 
   /** Runs `fn`; an SQLite error names this buffer and its file (a damaged or foreign file, a full disk...). */
@@ -292,11 +274,11 @@ export class SqliteBuffer implements ExperienceBuffer {
   ): Promise<number> {
     this.#checkOpen('write');
     const now = Date.now();
-    const insertAll = this.#db.transaction((batch: readonly Experience[]) => {
+    const insertAll = () => {
       for (const [key, value] of Object.entries(options.meta ?? {}))
         this.#db.prepare(`INSERT OR REPLACE INTO ${this.#meta} (key, value) VALUES (?, ?)`).run(key, value);
       let inserted = 0;
-      for (const e of batch) {
+      for (const e of experiences) {
         const taskId = e.info.taskId === undefined ? null : String(e.info.taskId);
         const version = typeof e.info.modelVersion === 'number' ? e.info.modelVersion : null;
         inserted += this.#statements.insert.run(e.eid, taskId, version, e.reward ?? null, now, JSON.stringify(e)).changes;
@@ -304,8 +286,8 @@ export class SqliteBuffer implements ExperienceBuffer {
       // New data after a finish (a restarted explorer) reopens the buffer for readers.
       if (inserted > 0) this.#db.prepare(`DELETE FROM ${this.#meta} WHERE key = 'writer_finished'`).run();
       return inserted;
-    });
-    return this.#sql(() => insertAll.immediate(experiences));
+    };
+    return this.#sql(() => inWriteTransaction(this.#db, insertAll));
   }
 
   async read(n: number, options: ReadOptions): Promise<Experience[]> {
@@ -405,114 +387,40 @@ export class SqliteBuffer implements ExperienceBuffer {
     }));
   }
 
-  /** Reader `reader`'s priority replay state in this file's <t>_replay tables (./shared-contract.ts ReplayStore). */
+  /** Reader `reader`'s priority replay state in this file's <t>_replay tables (./sql-replay-store.ts). */
   replayStore(reader: string): ReplayStore {
-    const db = this.#db;
-    const entries = q(`${this.table}_replay`);
-    const revs = q(`${this.table}_replay_revs`);
-    const run = <T>(what: string, fn: () => T): Promise<T> => {
+    return sqlReplayStore(this.#replaySql, this.table, reader);
+  }
+
+  /** What SQLite does its own way for the replay store: every call one BEGIN IMMEDIATE, a row per insert. */
+  readonly #replaySql: ReplaySqlDialect = {
+    run: (what, _kind, steps) => {
       this.#checkOpen(what);
-      return Promise.resolve(this.#sql(() => db.transaction(fn).immediate()));
-    };
-    const revisionOf = (row: {
-      revision: number;
-      position: number;
-      next_seq: number;
-      noise_draws: number;
-      at: number;
-    }): StoredReplayRevision => ({
-      revision: row.revision,
-      position: row.position,
-      nextSeq: row.next_seq,
-      noiseDraws: row.noise_draws,
-      at: row.at,
-    });
-    return {
-      committedRevision: () =>
-        run('read the replay state', () => {
-          const row = db.prepare(`SELECT min(revision) AS r FROM ${revs} WHERE reader = ?`).get(reader) as { r: number | null };
-          return row.r;
-        }),
-      load: (revision) =>
-        run('read the replay state', () => {
-          const row = db.prepare(`SELECT * FROM ${revs} WHERE reader = ? AND revision = ?`).get(reader, revision) as
-            | Parameters<typeof revisionOf>[0]
-            | undefined;
-          if (row === undefined) return null;
-          const rows = db
-            .prepare(
-              `SELECT seq, id, model_version, use_count, priority, available_at FROM ${entries}
-               WHERE reader = ? AND added <= ? AND (dropped IS NULL OR dropped > ?) ORDER BY seq`,
-            )
-            .all(reader, revision, revision) as {
-            seq: number;
-            id: number;
-            model_version: number;
-            use_count: number;
-            priority: number;
-            available_at: number;
-          }[];
-          return {
-            revision: revisionOf(row),
-            entries: rows.map((e) => ({
-              seq: e.seq,
-              id: e.id,
-              modelVersion: e.model_version,
-              useCount: e.use_count,
-              priority: e.priority,
-              availableAt: e.available_at,
-            })),
-          };
-        }),
-      dropAfter: (revision) =>
-        run('restore the replay state', () => {
-          db.prepare(`DELETE FROM ${entries} WHERE reader = ? AND added > ?`).run(reader, revision);
-          db.prepare(`UPDATE ${entries} SET dropped = NULL WHERE reader = ? AND dropped > ?`).run(reader, revision);
-          db.prepare(`DELETE FROM ${revs} WHERE reader = ? AND revision > ?`).run(reader, revision);
-        }),
-      append: (revision, put, dropped) =>
-        run('write the replay state', () => {
-          db.prepare(`INSERT INTO ${revs} (reader, revision, position, next_seq, noise_draws, at) VALUES (?, ?, ?, ?, ?, ?)`).run(
-            reader,
-            revision.revision,
-            revision.position,
-            revision.nextSeq,
-            revision.noiseDraws,
-            revision.at,
-          );
-          const insert = db.prepare(
-            `INSERT INTO ${entries} (reader, seq, id, model_version, use_count, priority, available_at, added)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-          );
-          for (const e of put)
-            insert.run(reader, e.seq, e.id, e.modelVersion, e.useCount, e.priority, e.availableAt, revision.revision);
-          const drop = db.prepare(`UPDATE ${entries} SET dropped = ? WHERE reader = ? AND seq = ?`);
-          for (const seq of dropped) drop.run(revision.revision, reader, seq);
-        }),
-      commit: (revision, cursorReader) =>
-        run('commit the replay state', () => {
-          const row = db.prepare(`SELECT position FROM ${revs} WHERE reader = ? AND revision = ?`).get(reader, revision) as
-            | { position: number }
-            | undefined;
-          if (row === undefined)
-            throw new Error(
-              `buffer '${this.name}': ${this.path}: no replay revision ${revision} of reader '${reader}' to commit`,
-            );
-          db.prepare(`DELETE FROM ${entries} WHERE reader = ? AND dropped <= ?`).run(reader, revision);
-          db.prepare(`DELETE FROM ${revs} WHERE reader = ? AND revision < ?`).run(reader, revision);
-          db.prepare(
-            `INSERT INTO ${this.#cursors} (reader, position) VALUES (?, ?)
-             ON CONFLICT(reader) DO UPDATE SET position = excluded.position`,
-          ).run(cursorReader, row.position);
-        }),
-      experiences: (ids) =>
-        run('read rows', () => {
-          const rows = db
-            .prepare(`SELECT id, data FROM ${this.#t} WHERE id IN (SELECT value FROM json_each(?))`)
-            .all(JSON.stringify(ids)) as { id: number; data: string }[];
-          return new Map(rows.map((row) => [row.id, this.#parse(row.id, row.data)]));
-        }),
-    };
+      return Promise.resolve(
+        this.#sql(() => inWriteTransaction(this.#db, () => runStepsSync(steps(), (statement) => this.#execute(statement)))),
+      );
+    },
+    insertEntries: (entries, reader, put, added) =>
+      put.map((e) => ({
+        text: `INSERT INTO ${entries} (reader, seq, id, model_version, use_count, priority, available_at, added)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+        values: [reader, e.seq, e.id, e.modelVersion, e.useCount, e.priority, e.availableAt, added],
+      })),
+    oneOf: (column, values) => ({ text: `${column} IN (SELECT value FROM json_each(?))`, values: [JSON.stringify(values)] }),
+    error: (_what, detail) => new Error(`buffer '${this.name}': ${this.path}: ${detail}`),
+    experience: (id, data) => this.#parse(id, data),
+  };
+
+  /** Runs one statement (prepared once per text): a query's rows, else none. */
+  #execute({ text, values }: SqlStatement): SqlRow[] {
+    let statement = this.#prepared.get(text);
+    if (statement === undefined) {
+      statement = this.#db.prepare(text);
+      this.#prepared.set(text, statement);
+    }
+    if (statement.reader) return statement.all(...values) as SqlRow[];
+    statement.run(...values);
+    return [];
   }
 
   async finishWriting(): Promise<void> {

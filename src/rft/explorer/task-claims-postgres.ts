@@ -4,10 +4,22 @@
 // alive while it holds the session advisory lock (namespace, hash of its name) on its own connection: the server
 // releases it when the process dies or its connection drops, so no heartbeat or clock decides who is dead. A hash
 // collision between two names makes a dead explorer look alive (its steps wait for its restart), never the reverse.
-// The tables are registered in the buffer's schema_version table (../buffer/postgres.ts) with their own version.
+// The tables are registered in the database's schema_version table (../store/schema-version.ts) with their own
+// version; the pool, transactions and redaction are ../store/postgres.ts's.
 import { hostname } from 'node:os';
-import pg from 'pg';
-import { postgresTarget, runTransaction } from '../buffer/index.js';
+import type pg from 'pg';
+import {
+  hidePassword,
+  lockSchema,
+  messageOf,
+  PostgresDatabase,
+  postgresClient,
+  postgresTarget,
+  schemaVersion,
+  setSchemaVersion,
+  urlPassword,
+} from '../store/postgres.js';
+import { newerSchemaProblem } from '../store/schema-version.js';
 import {
   type Claim,
   dealMismatch,
@@ -31,7 +43,7 @@ function lockKey(text: string): number {
 export class PostgresTaskClaims implements TaskClaims {
   readonly location: string;
   readonly #options: TaskClaimsOptions;
-  readonly #pool: pg.Pool;
+  readonly #db: PostgresDatabase;
   /** The connection holding this explorer's name lock (alive while it is). */
   readonly #holder: pg.Client;
   readonly #password: string;
@@ -45,21 +57,17 @@ export class PostgresTaskClaims implements TaskClaims {
     this.#options = options;
     const target = postgresTarget(options.path);
     this.location = `${target.display} table ${options.table}_claims`;
-    this.#password = decodeURIComponent(new URL(options.path).password);
+    this.#password = urlPassword(options.path);
     this.#claims = `${options.table}_claims`;
     this.#deals = `${options.table}_deals`;
     this.#namespace = lockKey(`trinity:${options.table}:explorers`);
-    this.#pool = new pg.Pool({
-      connectionString: options.path,
-      max: 2,
-      connectionTimeoutMillis: 10_000,
-      application_name: `trinity explorer ${options.explorer}`,
-    });
-    this.#pool.on('error', () => {}); // an idle connection that drops is replaced by the next query
-    this.#holder = new pg.Client({
-      connectionString: options.path,
-      connectionTimeoutMillis: 10_000,
-      application_name: `trinity explorer ${options.explorer} (name lock)`,
+    this.#db = new PostgresDatabase(
+      { url: options.path, max: 2, applicationName: `trinity explorer ${options.explorer}` },
+      (what, error) => this.#error(what, error),
+    );
+    this.#holder = postgresClient({
+      url: options.path,
+      applicationName: `trinity explorer ${options.explorer} (name lock)`,
     });
     this.#holder.on('error', (error) => {
       // the server released the name lock with the connection: another explorer may take this one's steps now
@@ -73,7 +81,7 @@ export class PostgresTaskClaims implements TaskClaims {
       await claims.#setUp();
       return claims;
     } catch (error) {
-      await Promise.allSettled([claims.#pool.end(), claims.#holder.end()]);
+      await Promise.allSettled([claims.#db.end(), claims.#holder.end()]);
       throw error;
     }
   }
@@ -81,7 +89,7 @@ export class PostgresTaskClaims implements TaskClaims {
   async claim(): Promise<Claim> {
     if (this.#holderLost) throw this.#holderLost;
     const { stage, explorer, totalSteps } = this.#options;
-    return this.#transaction('claim an explore step', async (client) => {
+    return this.#db.transaction('claim an explore step', async (client) => {
       await client.query('SELECT pg_advisory_xact_lock($1::int, $2::int)', [this.#namespace, lockKey('claims')]);
       const open = await client.query<{ step: number; owner: string }>(
         `SELECT step, owner FROM ${this.#claims} WHERE stage = $1 AND NOT done ORDER BY step`,
@@ -121,7 +129,7 @@ export class PostgresTaskClaims implements TaskClaims {
 
   async complete(step: number): Promise<void> {
     const { stage, explorer } = this.#options;
-    const result = await this.#query(
+    const result = await this.#db.query(
       `mark explore step ${step} finished`,
       `UPDATE ${this.#claims} SET done = true WHERE stage = $1 AND step = $2 AND owner = $3`,
       [stage, step, explorer],
@@ -132,7 +140,7 @@ export class PostgresTaskClaims implements TaskClaims {
 
   async completedBy(): Promise<number[]> {
     const { stage, explorer } = this.#options;
-    const { rows } = await this.#query<{ step: number }>(
+    const { rows } = await this.#db.query<{ step: number }>(
       'read the finished steps',
       `SELECT step FROM ${this.#claims} WHERE stage = $1 AND owner = $2 AND done ORDER BY step`,
       [stage, explorer],
@@ -141,7 +149,7 @@ export class PostgresTaskClaims implements TaskClaims {
   }
 
   async close(): Promise<void> {
-    await Promise.allSettled([this.#pool.end(), this.#holder.end()]);
+    await Promise.allSettled([this.#db.end(), this.#holder.end()]);
   }
 
   // --- internals -----------------------------------------------------------------------------------------------
@@ -159,18 +167,11 @@ export class PostgresTaskClaims implements TaskClaims {
         throw this.#error('take the explorer lock', error);
       });
     if (locked.rows[0]?.ok !== true) throw nameTaken(this.location, explorer, 'another process holds its lock');
-    await this.#transaction('create the claims tables', async (client) => {
-      await client.query("SELECT pg_advisory_xact_lock(hashtext('trinity:schema'))");
-      await client.query('CREATE TABLE IF NOT EXISTS schema_version (table_name TEXT PRIMARY KEY, version INTEGER NOT NULL)');
-      const version = await client.query<{ version: number }>('SELECT version FROM schema_version WHERE table_name = $1', [
-        this.#claims,
-      ]);
-      const found = version.rows[0]?.version ?? null;
-      if (found !== null && found > CLAIMS_SCHEMA_VERSION)
-        throw new Error(
-          `table '${this.#claims}' has schema version ${found}, this trinity knows versions up to ${CLAIMS_SCHEMA_VERSION}: ` +
-            'it was written by a newer trinity',
-        );
+    await this.#db.transaction('create the claims tables', async (client) => {
+      await lockSchema(client);
+      const found = await schemaVersion(client, this.#claims);
+      const problem = newerSchemaProblem(this.#claims, found, CLAIMS_SCHEMA_VERSION);
+      if (problem !== null) throw new Error(problem);
       if (found === null) {
         await client.query(`
           CREATE TABLE IF NOT EXISTS ${this.#claims} (
@@ -179,10 +180,7 @@ export class PostgresTaskClaims implements TaskClaims {
           );
           CREATE TABLE IF NOT EXISTS ${this.#deals} (stage TEXT PRIMARY KEY, deal TEXT NOT NULL);
         `);
-        await client.query('INSERT INTO schema_version (table_name, version) VALUES ($1, $2)', [
-          this.#claims,
-          CLAIMS_SCHEMA_VERSION,
-        ]);
+        await setSchemaVersion(client, this.#claims, CLAIMS_SCHEMA_VERSION);
       }
       await client.query(`INSERT INTO ${this.#deals} (stage, deal) VALUES ($1, $2) ON CONFLICT (stage) DO NOTHING`, [
         stage,
@@ -207,32 +205,10 @@ export class PostgresTaskClaims implements TaskClaims {
     return rows[0]?.held === true;
   }
 
-  async #query<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
-    try {
-      return await this.#pool.query<R>(text, values);
-    } catch (error) {
-      throw this.#error(what, error);
-    }
-  }
-
-  async #transaction<T>(what: string, body: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    let client: pg.PoolClient;
-    try {
-      client = await this.#pool.connect();
-    } catch (error) {
-      throw this.#error(what, error);
-    }
-    try {
-      return await runTransaction(client, body);
-    } catch (error) {
-      throw this.#error(what, error);
-    }
-  }
-
   #error(what: string, error: unknown): Error {
-    const message = error instanceof Error ? error.message : String(error);
+    const message = messageOf(error);
     if (error instanceof Error && message.startsWith(`explorer '`)) return error; // ours, already precise
-    const redacted = this.#password.length > 0 ? message.replaceAll(this.#password, '***') : message;
+    const redacted = hidePassword(message, this.#password);
     return new Error(
       `explorer '${this.#options.explorer}' (${hostname()}): task claims in ${this.location}: cannot ${what}: ${redacted}`,
       { cause: error },

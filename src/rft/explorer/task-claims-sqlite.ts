@@ -5,8 +5,8 @@
 // program since makes a dead explorer look alive (its steps wait for its restart under the same name), never the
 // reverse. An explorer registered from another host is taken as alive: an SQLite file is for one machine.
 import { hostname } from 'node:os';
-import Database from 'better-sqlite3';
-import { inSqliteFile } from '../buffer/index.js';
+import type Database from 'better-sqlite3';
+import { inSqliteFile, inWriteTransaction, openSqliteFile } from '../store/sqlite.js';
 import {
   type Claim,
   type ClaimDecision,
@@ -40,7 +40,7 @@ export class SqliteTaskClaims implements TaskClaims {
     this.#t = options.table;
     const path = options.path.replace(/^sqlite:\/\/\//, '');
     this.location = path;
-    this.#db = this.#sql('open', () => new Database(path));
+    this.#db = this.#sql('open', () => openSqliteFile(path, { busyTimeoutMs: 10_000, wal: true }));
   }
 
   static async open(options: TaskClaimsOptions): Promise<SqliteTaskClaims> {
@@ -57,7 +57,7 @@ export class SqliteTaskClaims implements TaskClaims {
   async claim(): Promise<Claim> {
     const { stage, explorer, totalSteps } = this.#options;
     const t = this.#t;
-    const claimStep = this.#db.transaction((): Claim => {
+    const claimStep = (): Claim => {
       const open = this.#db
         .prepare(`SELECT step, owner FROM ${t}_claims WHERE stage = ? AND done = 0 ORDER BY step`)
         .all(stage) as OpenClaim[];
@@ -65,8 +65,8 @@ export class SqliteTaskClaims implements TaskClaims {
         step: number | null;
       };
       return this.#apply(decideClaim(open, highest.step ?? 0, totalSteps, explorer, (owner) => this.#alive(owner)));
-    });
-    return this.#sql('claim an explore step', () => claimStep.immediate());
+    };
+    return this.#sql('claim an explore step', () => inWriteTransaction(this.#db, claimStep));
   }
 
   async complete(step: number): Promise<void> {
@@ -110,8 +110,6 @@ export class SqliteTaskClaims implements TaskClaims {
     const { explorer, stage, deal } = this.#options;
     const t = this.#t;
     this.#sql('create the claims tables', () => {
-      this.#db.pragma('busy_timeout = 10000');
-      this.#db.pragma('journal_mode = WAL');
       this.#db.exec(`
         CREATE TABLE IF NOT EXISTS ${t}_claims (
           stage TEXT NOT NULL, step INTEGER NOT NULL, owner TEXT NOT NULL, done INTEGER NOT NULL,
@@ -121,7 +119,7 @@ export class SqliteTaskClaims implements TaskClaims {
         CREATE TABLE IF NOT EXISTS ${t}_explorers (name TEXT PRIMARY KEY, pid INTEGER NOT NULL, host TEXT NOT NULL);
       `);
     });
-    const register = this.#db.transaction(() => {
+    const register = () => {
       const row = this.#db.prepare(`SELECT pid, host FROM ${t}_explorers WHERE name = ?`).get(explorer) as
         | { pid: number; host: string }
         | undefined;
@@ -133,8 +131,8 @@ export class SqliteTaskClaims implements TaskClaims {
       this.#db.prepare(`INSERT OR IGNORE INTO ${t}_deals (stage, deal) VALUES (?, ?)`).run(stage, deal);
       const theirs = (this.#db.prepare(`SELECT deal FROM ${t}_deals WHERE stage = ?`).get(stage) as { deal: string }).deal;
       if (theirs !== deal) throw dealMismatch(this.location, stage, explorer, deal, theirs);
-    });
-    this.#sql('register the explorer', () => register.immediate());
+    };
+    this.#sql('register the explorer', () => inWriteTransaction(this.#db, register));
   }
 
   /** Alive: registered, and its process runs here (or it runs on another host: see the header). */

@@ -17,11 +17,24 @@
 // Every change is one UPDATE that also sends NOTIFY t_sync (delivered at commit). Each process holds a LISTEN
 // connection and re-reads the row when notified, so `requestPending()` (the trainer, between buffer reads) answers
 // from memory, and explorers waiting for a version or an answer wake on the change (no polling; the synchronizer's
-// timeout is the only timer). A dropped LISTEN connection is remade and the row re-read before the next wait.
+// timeout is the only timer). A dropped LISTEN connection is remade and the row re-read before the next wait
+// (../store/postgres-listen.ts).
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
-import pg from 'pg';
-import { postgresTarget, runTransaction } from '../buffer/index.js';
+import {
+  CONNECT_TIMEOUT_MS,
+  hidePassword,
+  lockSchema,
+  messageOf,
+  PostgresDatabase,
+  postgresTarget,
+  runTransaction,
+  schemaVersion,
+  setSchemaVersion,
+  urlPassword,
+} from '../store/postgres.js';
+import { PostgresListener } from '../store/postgres-listen.js';
+import { newerSchemaProblem } from '../store/schema-version.js';
 import { saveSyncVersion } from './sync-folder.js';
 import {
   type ProcessReceiverOptions,
@@ -88,7 +101,8 @@ export class PostgresWeightChannel implements ProcessWeightChannel {
   readonly #options: PostgresWeightChannelOptions;
   readonly #table: string;
   readonly #password: string;
-  readonly #pool: pg.Pool;
+  readonly #db: PostgresDatabase;
+  readonly #listener: PostgresListener;
   readonly #publishers: PostgresWeightPublisher[] = [];
   #row: SyncRow = {
     revision: -1,
@@ -99,7 +113,6 @@ export class PostgresWeightChannel implements ProcessWeightChannel {
     finishedStep: null,
     finishedRevision: null,
   };
-  #listener: Promise<pg.Client> | null = null;
   #closed = false;
 
   private constructor(options: PostgresWeightChannelOptions) {
@@ -107,16 +120,26 @@ export class PostgresWeightChannel implements ProcessWeightChannel {
     this.#table = `${(options.table ?? 'experiences').toLowerCase()}_sync`;
     const target = postgresTarget(options.url);
     this.location = `${target.display} table ${this.#table}`;
-    this.#password = safeDecode(new URL(options.url).password);
+    this.#password = urlPassword(options.url);
     if (!IDENTIFIER.test(this.#table))
       throw new Error(`weight sync: table name '${this.#table}' must be an identifier of at most 40 characters`);
-    this.#pool = new pg.Pool({
-      connectionString: options.url,
-      max: 2,
-      connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
-      application_name: 'trinity weight sync',
+    const connection = { url: options.url, connectTimeoutMs: options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS };
+    this.#db = new PostgresDatabase({ ...connection, max: 2, applicationName: 'trinity weight sync' }, (what, error) =>
+      this.#error(what, error),
+    );
+    this.#listener = new PostgresListener({
+      ...connection,
+      applicationName: 'trinity weight sync (listen)',
+      channel: this.#table,
+      // a new connection re-reads the row: a change while none was up is not missed
+      onConnected: () => this.refresh(),
+      // a failed re-read drops the connection: the next listen() connects and reads again, or reports why not
+      onNotification: (drop) => {
+        this.refresh().catch(drop);
+      },
+      onDropped: () => this.changed.notify(),
+      nameError: (error) => this.#error('listen for weight sync changes', error),
     });
-    this.#pool.on('error', () => {}); // an idle connection that drops is replaced by the next query
   }
 
   /** Connects, creates or checks the sync table, listens for its changes and reads the row. */
@@ -139,7 +162,7 @@ export class PostgresWeightChannel implements ProcessWeightChannel {
 
   /** False while no LISTEN connection is up (the next listen() makes one). */
   get listening(): boolean {
-    return this.#listener !== null;
+    return this.#listener.listening;
   }
 
   async latest(): Promise<SyncPointer | null> {
@@ -163,54 +186,21 @@ export class PostgresWeightChannel implements ProcessWeightChannel {
     if (this.#closed) return;
     const flushed = await Promise.allSettled(this.#publishers.map((p) => p.flush()));
     this.#closed = true;
-    const listener = this.#listener;
-    this.#listener = null;
+    const listenerClosed = this.#listener.close();
     this.changed.notify();
-    await Promise.allSettled([this.#pool.end(), listener?.then((client) => client.end())]);
+    await Promise.allSettled([this.#db.end(), listenerClosed]);
     for (const result of flushed) if (result.status === 'rejected') throw result.reason;
   }
 
   /** Makes sure a LISTEN connection is up; a new one re-reads the row (a change while none was up is not missed). */
   async listen(): Promise<void> {
     if (this.#closed) throw new Error(`weight sync in ${this.location}: closed`);
-    if (this.#listener === null) {
-      const client = new pg.Client({
-        connectionString: this.#options.url,
-        connectionTimeoutMillis: this.#options.connectTimeoutMs ?? 10_000,
-        application_name: 'trinity weight sync (listen)',
-      });
-      const drop = () => {
-        if (this.#listener === connecting) this.#listener = null;
-        client.end().catch(() => {});
-        this.changed.notify();
-      };
-      const connecting = (async () => {
-        try {
-          await client.connect();
-          await client.query(`LISTEN ${this.#table}`);
-          await this.refresh();
-        } catch (error) {
-          await client.end().catch(() => {});
-          throw this.#error('listen for weight sync changes', error);
-        }
-        return client;
-      })();
-      this.#listener = connecting;
-      // a failed re-read drops the connection: the next listen() connects and reads again, or reports why not
-      client.on('notification', () => {
-        this.refresh().catch(drop);
-      });
-      client.on('error', drop);
-      connecting.catch(() => {
-        if (this.#listener === connecting) this.#listener = null;
-      });
-    }
-    await this.#listener;
+    await this.#listener.listen();
   }
 
   /** Reads the row and keeps it when it is newer than the one held. */
   async refresh(): Promise<void> {
-    const { rows } = await this.#query<RawRow>('read the sync row', `SELECT * FROM ${this.#table} WHERE id = 1`, []);
+    const { rows } = await this.#db.query<RawRow>('read the sync row', `SELECT * FROM ${this.#table} WHERE id = 1`, []);
     const raw = rows[0];
     if (raw === undefined) throw this.#error('read the sync row', `table ${this.#table} has no row 1`);
     this.#keep(parseRow(raw));
@@ -218,7 +208,7 @@ export class PostgresWeightChannel implements ProcessWeightChannel {
 
   /** One change of the row (`set`: assignments, parameters from $2), notified to every listener at commit. */
   async update(what: string, set: string, values: unknown[]): Promise<Readonly<SyncRow>> {
-    const { rows } = await this.#query<RawRow>(
+    const { rows } = await this.#db.query<RawRow>(
       what,
       `WITH changed AS (UPDATE ${this.#table} SET ${set}, revision = revision + 1 WHERE id = 1 RETURNING *)
        SELECT changed.*, pg_notify($1, changed.revision::text) FROM changed`,
@@ -238,23 +228,16 @@ export class PostgresWeightChannel implements ProcessWeightChannel {
   }
 
   async #setUp(): Promise<void> {
-    const client = await this.#pool.connect().catch((error: unknown) => {
+    const client = await this.#db.pool.connect().catch((error: unknown) => {
       throw this.#error('connect', error);
     });
     try {
       await runTransaction(client, async () => {
         // one process creates the tables; the others wait here, then find them
-        await client.query("SELECT pg_advisory_xact_lock(hashtext('trinity:schema'))");
-        await client.query('CREATE TABLE IF NOT EXISTS schema_version (table_name TEXT PRIMARY KEY, version INTEGER NOT NULL)');
-        const { rows } = await client.query<{ version: number }>('SELECT version FROM schema_version WHERE table_name = $1', [
-          this.#table,
-        ]);
-        const found = rows[0]?.version ?? null;
-        if (found !== null && found > WEIGHT_SYNC_SCHEMA_VERSION)
-          throw new Error(
-            `table '${this.#table}' has schema version ${found} (schema_version table), but this trinity knows versions up ` +
-              `to ${WEIGHT_SYNC_SCHEMA_VERSION}: it was written by a newer trinity`,
-          );
+        await lockSchema(client);
+        const found = await schemaVersion(client, this.#table);
+        const problem = newerSchemaProblem(this.#table, found, WEIGHT_SYNC_SCHEMA_VERSION);
+        if (problem !== null) throw new Error(problem);
         if (found === null) {
           await client.query(`
             CREATE TABLE IF NOT EXISTS ${this.#table} (
@@ -269,10 +252,7 @@ export class PostgresWeightChannel implements ProcessWeightChannel {
             );
             INSERT INTO ${this.#table} (id, revision, requested, answered) VALUES (1, 0, 0, 0) ON CONFLICT (id) DO NOTHING;
           `);
-          await client.query('INSERT INTO schema_version (table_name, version) VALUES ($1, $2)', [
-            this.#table,
-            WEIGHT_SYNC_SCHEMA_VERSION,
-          ]);
+          await setSchemaVersion(client, this.#table, WEIGHT_SYNC_SCHEMA_VERSION);
         }
       });
     } catch (error) {
@@ -280,18 +260,9 @@ export class PostgresWeightChannel implements ProcessWeightChannel {
     }
   }
 
-  async #query<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
-    try {
-      return await this.#pool.query<R>(text, values);
-    } catch (error) {
-      throw this.#error(what, error);
-    }
-  }
-
   #error(what: string, error: unknown): Error {
-    const message = error instanceof Error ? error.message : String(error);
-    const redacted = this.#password.length > 0 ? message.replaceAll(this.#password, '***') : message;
-    return new Error(`weight sync in ${this.location} (${hostname()}): cannot ${what}: ${redacted}`, { cause: error });
+    const detail = hidePassword(messageOf(error), this.#password);
+    return new Error(`weight sync in ${this.location} (${hostname()}): cannot ${what}: ${detail}`, { cause: error });
   }
 }
 
@@ -461,13 +432,5 @@ export class PostgresWeightReceiver implements WeightReceiver {
         throw signal?.aborted ? error : timedOut;
       }
     }
-  }
-}
-
-function safeDecode(text: string): string {
-  try {
-    return decodeURIComponent(text);
-  } catch {
-    return text;
   }
 }

@@ -7,8 +7,9 @@
 // default-named explorer keeps the file's own name), so no two processes write one file.
 import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { basename, dirname, extname, join } from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import type { Experience } from '../../experience.js';
+import { openSqliteFile } from '../../store/sqlite.js';
 
 export interface InputRecorder {
   readonly path: string;
@@ -88,8 +89,7 @@ class SqliteRecorder implements InputRecorder {
     readonly path: string,
     keepStep: (step: number) => boolean,
   ) {
-    this.#db = new Database(path);
-    this.#db.pragma('journal_mode = WAL');
+    this.#db = openSqliteFile(path, { wal: true });
     this.#db.exec(
       'CREATE TABLE IF NOT EXISTS experience_pipeline_input (id INTEGER PRIMARY KEY AUTOINCREMENT, step INTEGER NOT NULL, ' +
         'eid TEXT, task_id TEXT, reward REAL, data TEXT NOT NULL)',
