@@ -6,6 +6,7 @@
 export * from './chat.js';
 export * from './conversation.js';
 export * from './rollout-engine.js';
+export * from './types.js';
 export * from './sampling.js';
 export * from './stopping.js';
 export * from './tool-calls.js';
