@@ -31,7 +31,6 @@
 // the field, the check's RangeError or TypeError is the cause), 'aborted' (its AbortSignal fired), 'timeout'
 // (timeoutMs passed), 'closed' (close() or abortAll() ran first), 'failed' (a forward threw; the other requests carry
 // on). The reason is data, so it survives a thread boundary (./worker-engine.ts) where an error's class does not.
-import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
@@ -39,7 +38,8 @@ import { CausalLM, type KVCache, type LoadModelOptions } from '../model/index.js
 import { type ChatMessage, Tokenizer } from '../tokenizer/index.js';
 import * as torch from '../torch/index.js';
 import { type ChatOptions, type ChatResult, chat } from './chat.js';
-import { prepareSampling, resolveSamplingParams, type SamplerBatch, type SamplingParams, sampleTokens } from './sampling.js';
+import { checkTokenIds, type PreparedRequest, prepareRequest, sampleSeed } from './prepare-request.js';
+import { prepareSampling, type SamplerBatch, sampleTokens } from './sampling.js';
 import { completionText, type FinishReason, StopStringMatcher } from './stopping.js';
 import { syncModelWeights, syncModelWeightsFromDir } from './weight-sync.js';
 import { DecodeSteps, type DecodeStepStats } from './decode-steps.js';
@@ -58,19 +58,6 @@ import {
 interface Finish {
   reason: FinishReason;
   stopReason: number | string | null;
-}
-
-/** A checked request with its defaults filled in. */
-interface PreparedRequest {
-  readonly promptIds: number[];
-  readonly params: SamplingParams;
-  readonly maxTokens: number;
-  readonly n: number;
-  readonly seed: number | bigint;
-  readonly stopIds: ReadonlySet<number>;
-  readonly stops: readonly string[] | null;
-  readonly skipSpecialTokens: boolean;
-  readonly topLogprobs: number;
 }
 
 interface RequestState extends PreparedRequest {
@@ -218,7 +205,7 @@ export class RolloutEngine {
     }
     let prepared: PreparedRequest;
     try {
-      prepared = this.#prepare(request);
+      prepared = prepareRequest(request, this);
     } catch (error) {
       // the request checks throw RangeError / TypeError (SamplingParamsError is a RangeError); anything else is a bug
       if (error instanceof RangeError || error instanceof TypeError)
@@ -313,7 +300,7 @@ export class RolloutEngine {
     const temperature = options.temperature ?? 1;
     try {
       if (ids.length === 0) throw new RangeError('score: the token ids are empty');
-      this.#checkIds('token ids', ids, this.vocabSize);
+      checkTokenIds('token ids', ids, this.vocabSize);
       if (ids.length > this.maxLength)
         throw new RangeError(`score: ${ids.length} tokens exceed the engine's maxLength of ${this.maxLength} positions`);
       if (!Number.isInteger(topK) || topK < 0 || topK > this.vocabSize)
@@ -427,73 +414,6 @@ export class RolloutEngine {
   }
 
   // ---- requests ----
-
-  /** Checks a request against the engine and fills its defaults. */
-  #prepare(request: GenerateRequest): PreparedRequest {
-    let promptIds: number[];
-    if (request.promptIds !== undefined && request.prompt !== undefined)
-      throw new TypeError('generate: give promptIds or prompt, not both');
-    if (request.promptIds !== undefined) promptIds = [...request.promptIds];
-    else if (request.prompt !== undefined) {
-      if (this.tokenizer === null)
-        throw new TypeError('generate: a text prompt needs an engine with a tokenizer (or give promptIds)');
-      promptIds = this.tokenizer.encode(request.prompt);
-    } else throw new TypeError('generate: the request needs promptIds or prompt');
-    if (promptIds.length === 0) throw new RangeError('generate: the prompt is empty (at least one token is needed)');
-    const vocab = this.vocabSize;
-    this.#checkIds('prompt', promptIds, vocab);
-    const room = this.maxLength - promptIds.length;
-    if (room < 1) {
-      throw new RangeError(
-        `generate: the prompt has ${promptIds.length} tokens; the engine's maxLength (${this.maxLength} positions per slot) leaves no room for a completion`,
-      );
-    }
-    const maxTokens = request.maxTokens ?? room;
-    if (!Number.isInteger(maxTokens) || maxTokens < 1)
-      throw new RangeError(`generate: maxTokens must be a positive integer, got ${String(maxTokens)}`);
-    if (maxTokens > room) {
-      throw new RangeError(
-        `generate: prompt (${promptIds.length} tokens) + maxTokens (${maxTokens}) exceeds the engine's maxLength of ${this.maxLength} positions per slot`,
-      );
-    }
-    const n = request.n ?? 1;
-    if (!Number.isInteger(n) || n < 1) throw new RangeError(`generate: n must be a positive integer, got ${String(n)}`);
-    const seed = request.seed ?? randomSeed();
-    if (typeof seed === 'number' ? !Number.isSafeInteger(seed) || seed < 0 : seed < 0n || seed >= 1n << 64n)
-      throw new RangeError(`generate: seed must be a non-negative integer below 2^64, got ${String(seed)}`);
-    if (request.timeoutMs !== undefined && !(request.timeoutMs > 0))
-      throw new RangeError(`generate: timeoutMs must be > 0 (Infinity: none), got ${String(request.timeoutMs)}`);
-    const stopTokenIds = [...(request.stopTokenIds ?? [])];
-    this.#checkIds('stopTokenIds', stopTokenIds, vocab);
-    const stopIds = new Set([...stopTokenIds, ...(request.ignoreEos ? [] : this.eosTokenIds)]);
-    const stopList = request.stop === undefined ? [] : typeof request.stop === 'string' ? [request.stop] : [...request.stop];
-    if (stopList.some((s) => typeof s !== 'string' || s.length === 0))
-      throw new TypeError('generate: stop strings must be non-empty strings');
-    if (stopList.length > 0 && this.tokenizer === null)
-      throw new TypeError('generate: stop strings need an engine with a tokenizer (use stopTokenIds instead)');
-    if (request.fairShareKey !== undefined && typeof request.fairShareKey !== 'string')
-      throw new TypeError(`generate: fairShareKey must be a string, got ${typeof request.fairShareKey}`);
-    const topLogprobs = request.topLogprobs ?? 0;
-    if (!Number.isInteger(topLogprobs) || topLogprobs < 0 || topLogprobs > vocab)
-      throw new RangeError(`generate: topLogprobs must be an integer in [0, ${vocab}], got ${String(topLogprobs)}`);
-    return {
-      promptIds,
-      params: resolveSamplingParams(request),
-      maxTokens,
-      n,
-      seed,
-      stopIds,
-      stops: stopList.length > 0 ? stopList : null,
-      skipSpecialTokens: request.skipSpecialTokens ?? true,
-      topLogprobs,
-    };
-  }
-
-  #checkIds(what: string, ids: readonly number[], vocab: number): void {
-    const bad = ids.findIndex((id) => !Number.isInteger(id) || id < 0 || id >= vocab);
-    if (bad !== -1)
-      throw new RangeError(`generate: ${what}[${bad}] = ${String(ids[bad])} is not a token id (vocabulary size ${vocab})`);
-  }
 
   #progress(state: RequestState): string {
     const tokens = state.sequences.reduce((sum, s) => sum + s.tokenIds.length, 0);
@@ -814,18 +734,4 @@ function configEosIds(model: CausalLM): number[] {
   const eos = model.config.raw.eos_token_id;
   if (typeof eos === 'number') return [eos];
   return Array.isArray(eos) ? eos.filter((v): v is number => typeof v === 'number') : [];
-}
-
-function randomSeed(): bigint {
-  return randomBytes(8).readBigUInt64LE() >> 1n;
-}
-
-/** Sample 0 uses the seed itself; sample i > 0 a splitmix64 mix of (seed, i), so samples never share a stream. */
-export function sampleSeed(seed: number | bigint, index: number): number | bigint {
-  if (index === 0) return seed;
-  const mask = (1n << 64n) - 1n;
-  let z = (BigInt(seed) + BigInt(index) * 0x9e3779b97f4a7c15n) & mask;
-  z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & mask;
-  z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & mask;
-  return (z ^ (z >> 31n)) >> 1n;
 }
