@@ -38,8 +38,9 @@ import { CausalLM, type KVCache, type LoadModelOptions } from '../model/index.js
 import { type ChatMessage, Tokenizer } from '../tokenizer/index.js';
 import * as torch from '../torch/index.js';
 import { type ChatOptions, type ChatResult, chat } from './chat.js';
-import { checkTokenIds, type PreparedRequest, prepareRequest, sampleSeed } from './prepare-request.js';
+import { type PreparedRequest, prepareRequest, sampleSeed } from './prepare-request.js';
 import { prepareSampling, type SamplerBatch, sampleTokens } from './sampling.js';
+import { checkScoreRequest, scoreTokens } from './score.js';
 import { completionText, type FinishReason, StopStringMatcher } from './stopping.js';
 import { syncModelWeights, syncModelWeightsFromDir } from './weight-sync.js';
 import { DecodeSteps, type DecodeStepStats } from './decode-steps.js';
@@ -291,70 +292,17 @@ export class RolloutEngine {
   /**
    * Scores a whole token sequence in one forward without the cache (between two engine steps):
    *   logprobs[t] = log_softmax(logits[t − 1] / τ)[ids[t]] for t ≥ 1, logprobs[0] = null
-   * Teachers, reward models and `echo` completions use it. The ids are checked as a prompt's are ('invalid').
+   * Teachers, reward models and `echo` completions use it. The ids are checked as a prompt's are ('invalid'); see
+   * ./score.ts.
    */
   async score(tokenIds: readonly number[], options: ScoreOptions = {}): Promise<ScoreResult> {
     if (this.#closed) throw new GenerationError('closed', 'RolloutEngine is closed: score() was called after close()');
-    const ids = [...tokenIds];
-    const topK = options.topLogprobs ?? 0;
-    const temperature = options.temperature ?? 1;
-    try {
-      if (ids.length === 0) throw new RangeError('score: the token ids are empty');
-      checkTokenIds('token ids', ids, this.vocabSize);
-      if (ids.length > this.maxLength)
-        throw new RangeError(`score: ${ids.length} tokens exceed the engine's maxLength of ${this.maxLength} positions`);
-      if (!Number.isInteger(topK) || topK < 0 || topK > this.vocabSize)
-        throw new RangeError(`score: topLogprobs must be an integer in [0, ${this.vocabSize}], got ${String(topK)}`);
-      if (!(temperature > 0) || !Number.isFinite(temperature))
-        throw new RangeError(`score: temperature must be a finite number > 0, got ${String(temperature)}`);
-    } catch (error) {
-      throw new GenerationError('invalid', (error as Error).message, { cause: error });
-    }
+    const request = checkScoreRequest(tokenIds, options, this);
     await yieldToEventLoop(); // never compute inside the caller's call
     if (options.signal?.aborted)
       throw new GenerationError('aborted', 'score: the request was aborted before it ran', { cause: options.signal.reason });
     if (this.#closed) throw new GenerationError('closed', 'RolloutEngine is closed: score() did not run');
-    const T = ids.length;
-    if (T === 1) return { logprobs: [null], ...(topK > 0 ? { topLogprobs: [[]] } : {}) };
-    let values: Float64Array;
-    try {
-      values = torch.noGrad(() =>
-        torch.scope(() => {
-          const device = this.#device;
-          const input = torch.tensor(BigInt64Array.from(ids, BigInt), { shape: [1, T], device });
-          const hidden = this.model
-            .forward(input, { output: 'hidden' })
-            .select(0, 0)
-            .narrow(0, 0, T - 1); // [T-1, H]
-          let logits = this.model.logits(hidden).float();
-          if (temperature !== 1) logits = logits.div(temperature);
-          const logp = logits.logSoftmax(-1); // [T-1, V]
-          const next = torch.tensor(BigInt64Array.from(ids.slice(1), BigInt), { shape: [T - 1, 1], device });
-          const picked = logp.gather(1, next).flatten().double();
-          if (topK === 0) return picked.toTypedArray() as Float64Array;
-          const top = logp.topk(topK);
-          return torch
-            .cat([picked, top.indices.double().flatten(), top.values.double().flatten()])
-            .toTypedArray() as Float64Array;
-        }),
-      );
-    } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      throw new GenerationError('failed', `score: the forward over ${T} tokens failed: ${message}`, { cause: error });
-    }
-    const rows = T - 1;
-    const logprobs: (number | null)[] = [null, ...Array.from(values.subarray(0, rows))];
-    if (topK === 0) return { logprobs };
-    const topLogprobs: TopLogprob[][] = [[]];
-    for (let r = 0; r < rows; r++) {
-      topLogprobs.push(
-        Array.from({ length: topK }, (_, j) => ({
-          tokenId: values[rows + r * topK + j] as number,
-          logprob: values[rows + rows * topK + r * topK + j] as number,
-        })),
-      );
-    }
-    return { logprobs, topLogprobs };
+    return scoreTokens(this.model, this.#device, request);
   }
 
   /**
