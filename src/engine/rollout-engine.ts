@@ -38,54 +38,28 @@ import { CausalLM, type KVCache, type LoadModelOptions } from '../model/index.js
 import { type ChatMessage, Tokenizer } from '../tokenizer/index.js';
 import * as torch from '../torch/index.js';
 import { type ChatOptions, type ChatResult, chat } from './chat.js';
-import { type PreparedRequest, prepareRequest, sampleSeed } from './prepare-request.js';
+import { type PreparedRequest, prepareRequest } from './prepare-request.js';
+import {
+  completionOf,
+  createSequences,
+  type Finish,
+  type RequestState,
+  requestProgress,
+  type Sequence,
+} from './request-state.js';
 import { prepareSampling, type SamplerBatch, sampleTokens } from './sampling.js';
 import { checkScoreRequest, scoreTokens } from './score.js';
-import { completionText, type FinishReason, StopStringMatcher } from './stopping.js';
 import { syncModelWeights, syncModelWeightsFromDir } from './weight-sync.js';
 import { DecodeSteps, type DecodeStepStats } from './decode-steps.js';
 import {
-  type Completion,
   type GenerateRequest,
   type GenerateResult,
   GenerationError,
   type RolloutEngineOptions,
   type ScoreOptions,
   type ScoreResult,
-  type TokenEvent,
   type TopLogprob,
 } from './types.js';
-
-interface Finish {
-  reason: FinishReason;
-  stopReason: number | string | null;
-}
-
-interface RequestState extends PreparedRequest {
-  readonly id: number;
-  /** The fairShareKey asked for; null: the request is its own key (see shareKey). */
-  readonly fairShareKey: string | null;
-  readonly onToken: ((event: TokenEvent) => void) | null;
-  readonly sequences: Sequence[];
-  readonly resolve: (result: GenerateResult) => void;
-  readonly reject: (error: Error) => void;
-  settled: boolean;
-  unfinished: number;
-  cleanup: () => void;
-}
-
-interface Sequence {
-  readonly request: RequestState;
-  readonly index: number;
-  readonly generator: torch.Generator | null;
-  readonly matcher: StopStringMatcher | null;
-  /** The cache slot while prefilled or decoding; -1 while waiting or after it left. */
-  slot: number;
-  readonly tokenIds: number[];
-  readonly logprobs: number[];
-  readonly topLogprobs: TopLogprob[][];
-  finish: Finish | null;
-}
 
 const DEFAULT_SLOTS = 8;
 const DEFAULT_MAX_LENGTH = 2048;
@@ -226,31 +200,14 @@ export class RolloutEngine {
         unfinished: prepared.n,
         cleanup: () => {},
       };
-      for (let i = 0; i < prepared.n; i++) {
-        state.sequences.push({
-          request: state,
-          index: i,
-          // a CPU generator whatever the device (see drawFromCdf): no per-row kernel launches on a GPU, and a seed
-          // draws the same uniforms on every device
-          generator: state.params.temperature === 0 ? null : new torch.Generator(sampleSeed(prepared.seed, i)),
-          matcher:
-            state.stops !== null && this.tokenizer !== null
-              ? new StopStringMatcher(state.stops, this.tokenizer, { skipSpecialTokens: state.skipSpecialTokens })
-              : null,
-          slot: -1,
-          tokenIds: [],
-          logprobs: [],
-          topLogprobs: [],
-          finish: null,
-        });
-      }
+      state.sequences.push(...createSequences(state, this.tokenizer));
       const cleanups: (() => void)[] = [];
       const signal = request.signal;
       if (signal) {
         const onAbort = () =>
           this.#fail(
             state,
-            new GenerationError('aborted', `generate: request ${state.id} was aborted ${this.#progress(state)}`, {
+            new GenerationError('aborted', `generate: request ${state.id} was aborted ${requestProgress(state)}`, {
               cause: signal.reason,
             }),
           );
@@ -265,7 +222,7 @@ export class RolloutEngine {
               state,
               new GenerationError(
                 'timeout',
-                `generate: request ${state.id} timed out after ${timeoutMs} ms ${this.#progress(state)}`,
+                `generate: request ${state.id} timed out after ${timeoutMs} ms ${requestProgress(state)}`,
               ),
             ),
           timeoutMs,
@@ -332,7 +289,7 @@ export class RolloutEngine {
   /** Rejects every unfinished request with GenerationError('closed'); the engine stays open for new ones. */
   abortAll(reason = 'RolloutEngine.abortAll() was called'): void {
     for (const state of [...this.#requests]) {
-      this.#fail(state, new GenerationError('closed', `${reason}: request ${state.id} did not finish ${this.#progress(state)}`));
+      this.#fail(state, new GenerationError('closed', `${reason}: request ${state.id} did not finish ${requestProgress(state)}`));
     }
   }
 
@@ -362,12 +319,6 @@ export class RolloutEngine {
   }
 
   // ---- requests ----
-
-  #progress(state: RequestState): string {
-    const tokens = state.sequences.reduce((sum, s) => sum + s.tokenIds.length, 0);
-    const waiting = state.sequences.filter((s) => s.slot === -1 && s.finish === null).length;
-    return `(${tokens} tokens generated over ${state.sequences.length} sample(s)${waiting > 0 ? `, ${waiting} still waiting for a free slot` : ''})`;
-  }
 
   /** Ends a request with an error: its sequences leave the queue and their slots (between steps). */
   #fail(state: RequestState, error: Error): void {
@@ -403,27 +354,7 @@ export class RolloutEngine {
     const state = seq.request;
     state.unfinished--;
     if (state.unfinished > 0 || state.settled) return;
-    const tokenizer = this.tokenizer;
-    const completions = state.sequences.map((s): Completion => {
-      const f = s.finish as Finish;
-      return {
-        index: s.index,
-        tokenIds: s.tokenIds,
-        logprobs: s.logprobs,
-        ...(state.topLogprobs > 0 ? { topLogprobs: s.topLogprobs } : {}),
-        text:
-          tokenizer === null
-            ? null
-            : completionText(
-                tokenizer,
-                s.tokenIds,
-                { stopToken: typeof f.stopReason === 'number', stops: typeof f.stopReason === 'string' ? state.stops : null },
-                { skipSpecialTokens: state.skipSpecialTokens },
-              ),
-        finishReason: f.reason,
-        stopReason: f.stopReason,
-      };
-    });
+    const completions = state.sequences.map((s) => completionOf(s, this.tokenizer));
     // settle only once the texts decoded: if decoding throws, the caller fails the request instead
     this.#settle(state);
     state.resolve({ promptIds: state.promptIds, completions });
