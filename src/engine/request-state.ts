@@ -1,12 +1,13 @@
 // One generate() request inside the engine (./rollout-engine.ts): its state (the prepared request, the settle
 // functions of its promise, its cleanup), its n sequences (one per sample, each with its own generator, stop-string
-// matcher, cache slot and tokens so far), and the Completion each sequence ends as. The engine's loop decides when a
-// sequence waits, runs and finishes; this file says what a request and a sequence are.
+// matcher, cache slot and tokens so far), the Completion each sequence ends as, and the abort signal and timeout that
+// can end it early. The engine's loop decides when a sequence waits, runs and finishes; this file says what a request
+// and a sequence are.
 import type { Tokenizer } from '../tokenizer/index.js';
 import * as torch from '../torch/index.js';
 import { type PreparedRequest, sampleSeed } from './prepare-request.js';
 import { completionText, type FinishReason, StopStringMatcher } from './stopping.js';
-import type { Completion, GenerateResult, TokenEvent, TopLogprob } from './types.js';
+import { type Completion, type GenerateResult, GenerationError, type TokenEvent, type TopLogprob } from './types.js';
 
 export interface Finish {
   reason: FinishReason;
@@ -87,4 +88,44 @@ export function requestProgress(state: RequestState): string {
   const tokens = state.sequences.reduce((sum, s) => sum + s.tokenIds.length, 0);
   const waiting = state.sequences.filter((s) => s.slot === -1 && s.finish === null).length;
   return `(${tokens} tokens generated over ${state.sequences.length} sample(s)${waiting > 0 ? `, ${waiting} still waiting for a free slot` : ''})`;
+}
+
+/**
+ * Ends the request through `fail` when its signal fires (GenerationError('aborted')) or timeoutMs passes ('timeout';
+ * Infinity: never). Returns the request's cleanup, which removes the listener and the timer when it settles.
+ */
+export function watchAbortAndTimeout(
+  state: RequestState,
+  signal: AbortSignal | undefined,
+  timeoutMs: number,
+  fail: (error: GenerationError) => void,
+): () => void {
+  const cleanups: (() => void)[] = [];
+  if (signal) {
+    const onAbort = () =>
+      fail(
+        new GenerationError('aborted', `generate: request ${state.id} was aborted ${requestProgress(state)}`, {
+          cause: signal.reason,
+        }),
+      );
+    signal.addEventListener('abort', onAbort, { once: true });
+    cleanups.push(() => signal.removeEventListener('abort', onAbort));
+  }
+  if (Number.isFinite(timeoutMs)) {
+    const timer = setTimeout(
+      () =>
+        fail(
+          new GenerationError(
+            'timeout',
+            `generate: request ${state.id} timed out after ${timeoutMs} ms ${requestProgress(state)}`,
+          ),
+        ),
+      timeoutMs,
+    );
+    timer.unref();
+    cleanups.push(() => clearTimeout(timer));
+  }
+  return () => {
+    for (const c of cleanups) c();
+  };
 }

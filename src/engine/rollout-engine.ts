@@ -31,6 +31,11 @@
 // the field, the check's RangeError or TypeError is the cause), 'aborted' (its AbortSignal fired), 'timeout'
 // (timeoutMs passed), 'closed' (close() or abortAll() ran first), 'failed' (a forward threw; the other requests carry
 // on). The reason is data, so it survives a thread boundary (./worker-engine.ts) where an error's class does not.
+//
+// This file is the loop: admission (generate), prefill, decode, settle. Its neighbours: ./types.ts (the public request,
+// result and error types), ./prepare-request.ts (a request checked and its defaults filled in), ./request-state.ts (a
+// request and its sequences inside the engine), ./sampled-step.ts (a step's forward and sampling, eager or captured),
+// ./score.ts (teacher-forced log-probs, score()).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
@@ -46,8 +51,10 @@ import {
   type RequestState,
   requestProgress,
   type Sequence,
+  watchAbortAndTimeout,
 } from './request-state.js';
-import { prepareSampling, type SamplerBatch, sampleTokens } from './sampling.js';
+import { runSampledStep, type StepForward } from './sampled-step.js';
+import { prepareSampling } from './sampling.js';
 import { checkScoreRequest, scoreTokens } from './score.js';
 import { syncModelWeights, syncModelWeightsFromDir } from './weight-sync.js';
 import { DecodeSteps, type DecodeStepStats } from './decode-steps.js';
@@ -201,38 +208,9 @@ export class RolloutEngine {
         cleanup: () => {},
       };
       state.sequences.push(...createSequences(state, this.tokenizer));
-      const cleanups: (() => void)[] = [];
-      const signal = request.signal;
-      if (signal) {
-        const onAbort = () =>
-          this.#fail(
-            state,
-            new GenerationError('aborted', `generate: request ${state.id} was aborted ${requestProgress(state)}`, {
-              cause: signal.reason,
-            }),
-          );
-        signal.addEventListener('abort', onAbort, { once: true });
-        cleanups.push(() => signal.removeEventListener('abort', onAbort));
-      }
-      const timeoutMs = request.timeoutMs ?? this.requestTimeoutMs;
-      if (Number.isFinite(timeoutMs)) {
-        const timer = setTimeout(
-          () =>
-            this.#fail(
-              state,
-              new GenerationError(
-                'timeout',
-                `generate: request ${state.id} timed out after ${timeoutMs} ms ${requestProgress(state)}`,
-              ),
-            ),
-          timeoutMs,
-        );
-        timer.unref();
-        cleanups.push(() => clearTimeout(timer));
-      }
-      state.cleanup = () => {
-        for (const c of cleanups) c();
-      };
+      state.cleanup = watchAbortAndTimeout(state, request.signal, request.timeoutMs ?? this.requestTimeoutMs, (error) =>
+        this.#fail(state, error),
+      );
       this.#requests.add(state);
       const queue = this.#waiting.get(shareKey(state));
       if (queue) queue.push(...state.sequences);
@@ -318,7 +296,7 @@ export class RolloutEngine {
     return this.#closed;
   }
 
-  // ---- requests ----
+  // ---- settling requests: a request ends (resolved or rejected) and its sequences leave their slots ----
 
   /** Ends a request with an error: its sequences leave the queue and their slots (between steps). */
   #fail(state: RequestState, error: Error): void {
@@ -485,40 +463,6 @@ export class RolloutEngine {
     });
   }
 
-  /**
-   * The step's tokens, log-probs (and top log-probs) packed for the one read-back: [2B (+ 2BK)] float64, from its
-   * logits; a decode step's forward and sampling are replayed together where DecodeSteps captured them. Sampling is
-   * in the capture unless a row truncates (top-k, top-p, min-p): truncationMask's ops depend on the rows' parameters
-   * and top-p reads values back, so then only the forward is. The capture's shape adds what the sampler's ops depend
-   * on (temperatures or not, how many rows draw, top log-probs); its per-step values (temperatures, the drawing rows,
-   * their uniforms) are inputs.
-   */
-  #sampledStep(step: StepForward, sampler: SamplerBatch, topK: number): torch.Tensor {
-    const sample = (logits: torch.Tensor): torch.Tensor => {
-      const { tokens, logprobs, top } = sampleTokens(logits, sampler, { topLogprobs: topK });
-      const picked = torch.stack([tokens.double(), logprobs.double()]).flatten(); // ids are exact in float64
-      return top === null ? picked : torch.cat([picked, top.tokens.double().flatten(), top.logprobs.double().flatten()]);
-    };
-    const captured = step.captured;
-    const steps = this.#decodeSteps;
-    if (captured === undefined || steps === null) {
-      const logits = step.logits();
-      captured?.done();
-      return sample(logits);
-    }
-    if (sampler.truncation !== null) {
-      const [logits] = steps.run(captured.key, captured.inputs, () => [step.logits()]);
-      captured.done();
-      return sample(logits as torch.Tensor);
-    }
-    const { temperatures, rowIndex, uniforms } = sampler;
-    const samplerInputs = [temperatures, rowIndex, uniforms].filter((t): t is torch.Tensor => t !== null);
-    const key = `${captured.key}|temperatures:${temperatures !== null}|draws:${sampler.sampled.length}|top:${topK}`;
-    const [packed] = steps.run(key, [...captured.inputs, ...samplerInputs], () => [sample(step.logits())]);
-    captured.done();
-    return packed as torch.Tensor;
-  }
-
   /** How decode steps ran so far (captured, replayed, eager); null when captureDecode is off. */
   get decodeStepStats(): DecodeStepStats | null {
     return this.#decodeSteps?.stats ?? null;
@@ -539,7 +483,7 @@ export class RolloutEngine {
           );
           // one read-back per step: ids (exact in float64) and log-probs [2, B]; with top log-probs also [B, K] ids
           // and [B, K] log-probs
-          return this.#sampledStep(step, sampler, topK).toTypedArray() as Float64Array;
+          return runSampledStep(step, sampler, topK, this.#decodeSteps).toTypedArray() as Float64Array;
         }),
       );
       this.#steps++;
@@ -593,14 +537,6 @@ export class RolloutEngine {
       }
     });
   }
-}
-
-/** A step's forward, prepared (its inputs made from JavaScript data) but not yet run. */
-interface StepForward {
-  /** Runs the model: the logits [B, V] of each row's next token. */
-  logits: () => torch.Tensor;
-  /** A decode step: its shape and per-step inputs for DecodeSteps, and what follows its forward (the cache's commit). */
-  captured?: { key: string; inputs: torch.Tensor[]; done: () => void };
 }
 
 /** A request's line in the admission round-robin: the fairShareKey it asked for, else the request itself. */
