@@ -7,7 +7,7 @@
 // <tool_call> blocks in the text become the message's tool_calls (./tool-calls.ts).
 import type { ChatMessage, Tokenizer, ToolCall, ToolDefinition } from '../tokenizer/index.js';
 import type { ConversationPrompt, ConversationTracker, ConversationTurn } from './conversation.js';
-import type { Completion, GenerateOptions, GenerateRequest, GenerateResult } from './rollout-engine.js';
+import type { Completion, GenerateOptions, GenerateRequest, GenerateResult } from './types.js';
 import type { FinishReason } from './stopping.js';
 import { parseToolCalls } from './tool-calls.js';
 

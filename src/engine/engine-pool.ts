@@ -24,7 +24,7 @@ import type { Tokenizer } from '../tokenizer/index.js';
 import type { ChatMessage } from '../tokenizer/index.js';
 import type { Tensor } from '../torch/index.js';
 import { type ChatEngine, type ChatOptions, type ChatResult, chat } from './chat.js';
-import type { GenerateRequest, GenerateResult, ScoreOptions, ScoreResult } from './rollout-engine.js';
+import type { GenerateRequest, GenerateResult, ScoreOptions, ScoreResult } from './types.js';
 import { WorkerRolloutEngine, type WorkerEngineOptions } from './worker-engine.js';
 
 export interface EngineRouterOptions {

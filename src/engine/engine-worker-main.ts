@@ -1,6 +1,7 @@
 // The worker side of WorkerRolloutEngine (./worker-engine.ts): one RolloutEngine on this thread.
 import * as torch from '../torch/index.js';
-import { GenerationError, RolloutEngine, type ScoreOptions, type TokenEvent } from './rollout-engine.js';
+import { RolloutEngine } from './rollout-engine.js';
+import { GenerationError, type ScoreOptions, type TokenEvent } from './types.js';
 import type { EngineShape, WorkerEngineOptions, WorkerGenerateRequest, WorkerReply } from './worker-engine.js';
 
 let engine: RolloutEngine | null = null;

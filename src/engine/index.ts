@@ -5,7 +5,9 @@
 //   await engine.close();
 export * from './chat.js';
 export * from './conversation.js';
+export { sampleSeed } from './prepare-request.js';
 export * from './rollout-engine.js';
+export * from './types.js';
 export * from './sampling.js';
 export * from './stopping.js';
 export * from './tool-calls.js';

@@ -31,7 +31,11 @@
 // the field, the check's RangeError or TypeError is the cause), 'aborted' (its AbortSignal fired), 'timeout'
 // (timeoutMs passed), 'closed' (close() or abortAll() ran first), 'failed' (a forward threw; the other requests carry
 // on). The reason is data, so it survives a thread boundary (./worker-engine.ts) where an error's class does not.
-import { randomBytes } from 'node:crypto';
+//
+// This file is the loop: admission (generate), prefill, decode, settle. Its neighbours: ./types.ts (the public request,
+// result and error types), ./prepare-request.ts (a request checked and its defaults filled in), ./request-state.ts (a
+// request and its sequences inside the engine), ./sampled-step.ts (a step's forward and sampling, eager or captured),
+// ./score.ts (teacher-forced log-probs, score()).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
@@ -39,194 +43,30 @@ import { CausalLM, type KVCache, type LoadModelOptions } from '../model/index.js
 import { type ChatMessage, Tokenizer } from '../tokenizer/index.js';
 import * as torch from '../torch/index.js';
 import { type ChatOptions, type ChatResult, chat } from './chat.js';
-import { prepareSampling, resolveSamplingParams, type SamplerBatch, type SamplingParams, sampleTokens } from './sampling.js';
-import { completionText, type FinishReason, StopStringMatcher } from './stopping.js';
+import { type PreparedRequest, prepareRequest } from './prepare-request.js';
+import {
+  completionOf,
+  createSequences,
+  type Finish,
+  type RequestState,
+  requestProgress,
+  type Sequence,
+  watchAbortAndTimeout,
+} from './request-state.js';
+import { runSampledStep, type StepForward } from './sampled-step.js';
+import { prepareSampling } from './sampling.js';
+import { checkScoreRequest, scoreTokens } from './score.js';
 import { syncModelWeights, syncModelWeightsFromDir } from './weight-sync.js';
 import { DecodeSteps, type DecodeStepStats } from './decode-steps.js';
-
-export interface GenerateOptions extends Partial<SamplingParams> {
-  /** New tokens per sample, at most (default: whatever fits in a cache slot after the prompt). */
-  maxTokens?: number;
-  /** Samples of the prompt (default 1); each decodes in its own slot. */
-  n?: number;
-  /**
-   * Seed of the sampling generators: sample 0 uses `seed`, sample i a seed derived from (seed, i). Without a seed
-   * each sample gets a random one. Greedy decoding (temperature 0) draws nothing.
-   */
-  seed?: number | bigint;
-  /** Ids that end a sample (added to the eos ids). The stop id stays in the token ids; the text leaves it out. */
-  stopTokenIds?: readonly number[];
-  /** Strings that end a sample (needs a tokenizer): the text is cut where the string begins; see ./stopping.ts. */
-  stop?: string | readonly string[];
-  /** Do not stop at the eos ids (benchmarks, fixed-length rollouts). */
-  ignoreEos?: boolean;
-  /** Leave special tokens out of the text (default true). Token ids always keep them. */
-  skipSpecialTokens?: boolean;
-  /**
-   * Requests with the same key share one turn of the round-robin admission (see the header): an HTTP request with
-   * several prompts gives them all its key. Default: a key of the request's own.
-   */
-  fairShareKey?: string;
-  /** Cancels the request: it is rejected with GenerationError('aborted') and its slots are freed. */
-  signal?: AbortSignal;
-  /** Rejects the request with GenerationError('timeout') after this long (default: the engine's requestTimeoutMs). */
-  timeoutMs?: number;
-  /** Called with each generated token as it is sampled (streaming); it must not throw. */
-  onToken?: (event: TokenEvent) => void;
-  /**
-   * Also keep, at each position, this many most likely tokens of the distribution `logprobs` are read from
-   * (OpenAI's top_logprobs; default 0: none). At most the vocabulary size.
-   */
-  topLogprobs?: number;
-}
-
-/** One generated token of sample `index`, as it is sampled. */
-export interface TokenEvent {
-  index: number;
-  tokenId: number;
-  logprob: number;
-  /** The most likely tokens at this position, with topLogprobs > 0. */
-  topLogprobs?: TopLogprob[];
-}
-
-/** One of the most likely tokens at a position: log_softmax(logits / temperature)[tokenId], as Completion.logprobs. */
-export interface TopLogprob {
-  tokenId: number;
-  logprob: number;
-}
-
-export interface GenerateRequest extends GenerateOptions {
-  /** The prompt's token ids (used exactly as given)... */
-  promptIds?: readonly number[];
-  /** ...or its text, encoded with the engine's tokenizer (no special tokens added). */
-  prompt?: string;
-}
-
-export interface Completion {
-  /** Which of the n samples. */
-  index: number;
-  /** Generated ids, ending with the stop token or the token that completed a stop string when finishReason is 'stop'. */
-  tokenIds: number[];
-  /** log_softmax(logits / temperature)[id] of each generated id, before top-k/top-p/min-p (temperature 0: 1). */
-  logprobs: number[];
-  /** With topLogprobs k > 0: per generated id, the k most likely tokens at its position, most likely first. */
-  topLogprobs?: TopLogprob[][];
-  /** Decoded tokenIds without a final stop token, cut before a stop string; null when the engine has no tokenizer. */
-  text: string | null;
-  finishReason: FinishReason;
-  /** The stop token id or stop string that ended the sample; null for 'length'. */
-  stopReason: number | string | null;
-}
-
-export interface GenerateResult {
-  promptIds: number[];
-  completions: Completion[];
-}
-
-export interface ScoreOptions {
-  /** Also keep each position's k most likely tokens (default 0). At most the vocabulary size. */
-  topLogprobs?: number;
-  /** τ of the distribution: log_softmax(logits / τ) (default 1: the raw distribution, as vLLM's prompt log-probs). */
-  temperature?: number;
-  /** Rejects with GenerationError('aborted') when it fires before the forward runs. */
-  signal?: AbortSignal;
-}
-
-/** Log-probs of given token ids under the model (vLLM's prompt_logprobs). */
-export interface ScoreResult {
-  /** log p(ids[t] | ids[<t]) at each position; null at position 0 (nothing precedes it). */
-  logprobs: (number | null)[];
-  /** With topLogprobs k > 0: per position the k most likely tokens, most likely first; [] at position 0. */
-  topLogprobs?: TopLogprob[][];
-}
-
-/** Why a request failed: 'invalid' is the caller's mistake (an HTTP 400), the others are not (see the header). */
-export type GenerationFailure = 'invalid' | 'aborted' | 'timeout' | 'closed' | 'failed';
-
-export class GenerationError extends Error {
-  readonly reason: GenerationFailure;
-  constructor(reason: GenerationFailure, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'GenerationError';
-    this.reason = reason;
-  }
-}
-
-export interface RolloutEngineOptions {
-  /** Needed for text, stop strings, `prompt` and chat(); its eos ids stop generation. */
-  tokenizer?: Tokenizer | null;
-  /** Sequences decoded at once (KV-cache slots). Default 8. */
-  slots?: number;
-  /** Cache positions per slot: prompt + completion. Default min(max_position_embeddings, 2048). */
-  maxLength?: number;
-  /** Padded prompt tokens per prefill forward (a longer prompt still runs, alone). Default 8192. */
-  maxPrefillTokens?: number;
-  /** Ids that end generation. Default: the tokenizer's eos ids, else config.json's eos_token_id. */
-  eosTokenIds?: readonly number[];
-  /** Default per-request timeout in ms (Infinity: none). Default 30 minutes. */
-  requestTimeoutMs?: number;
-  /** close() also disposes the model (RolloutEngine.load sets this). Default false. */
-  ownsModel?: boolean;
-  /**
-   * Capture each decode step's forward once per shape and replay it in one native call (./decode-steps.ts); replays
-   * give the same results bit for bit as eager steps of the same shape. Default true.
-   */
-  captureDecode?: boolean;
-  /**
-   * Decode steps attend over the cache rounded up to a multiple of this many positions (the extra ones masked), so
-   * that one captured shape serves that many tokens. Default 32 with captureDecode, else 1 (the exact length).
-   */
-  decodeKeyBucket?: number;
-  /**
-   * Record each captured decode step as a CUDA graph (one launch per step instead of one per op; ./decode-steps.ts).
-   * Needs captureDecode and a model on a CUDA device. Default true there.
-   */
-  cudaGraphs?: boolean;
-}
-
-interface Finish {
-  reason: FinishReason;
-  stopReason: number | string | null;
-}
-
-/** A checked request with its defaults filled in. */
-interface PreparedRequest {
-  readonly promptIds: number[];
-  readonly params: SamplingParams;
-  readonly maxTokens: number;
-  readonly n: number;
-  readonly seed: number | bigint;
-  readonly stopIds: ReadonlySet<number>;
-  readonly stops: readonly string[] | null;
-  readonly skipSpecialTokens: boolean;
-  readonly topLogprobs: number;
-}
-
-interface RequestState extends PreparedRequest {
-  readonly id: number;
-  /** The fairShareKey asked for; null: the request is its own key (see shareKey). */
-  readonly fairShareKey: string | null;
-  readonly onToken: ((event: TokenEvent) => void) | null;
-  readonly sequences: Sequence[];
-  readonly resolve: (result: GenerateResult) => void;
-  readonly reject: (error: Error) => void;
-  settled: boolean;
-  unfinished: number;
-  cleanup: () => void;
-}
-
-interface Sequence {
-  readonly request: RequestState;
-  readonly index: number;
-  readonly generator: torch.Generator | null;
-  readonly matcher: StopStringMatcher | null;
-  /** The cache slot while prefilled or decoding; -1 while waiting or after it left. */
-  slot: number;
-  readonly tokenIds: number[];
-  readonly logprobs: number[];
-  readonly topLogprobs: TopLogprob[][];
-  finish: Finish | null;
-}
+import {
+  type GenerateRequest,
+  type GenerateResult,
+  GenerationError,
+  type RolloutEngineOptions,
+  type ScoreOptions,
+  type ScoreResult,
+  type TopLogprob,
+} from './types.js';
 
 const DEFAULT_SLOTS = 8;
 const DEFAULT_MAX_LENGTH = 2048;
@@ -347,7 +187,7 @@ export class RolloutEngine {
     }
     let prepared: PreparedRequest;
     try {
-      prepared = this.#prepare(request);
+      prepared = prepareRequest(request, this);
     } catch (error) {
       // the request checks throw RangeError / TypeError (SamplingParamsError is a RangeError); anything else is a bug
       if (error instanceof RangeError || error instanceof TypeError)
@@ -367,56 +207,10 @@ export class RolloutEngine {
         unfinished: prepared.n,
         cleanup: () => {},
       };
-      for (let i = 0; i < prepared.n; i++) {
-        state.sequences.push({
-          request: state,
-          index: i,
-          // a CPU generator whatever the device (see drawFromCdf): no per-row kernel launches on a GPU, and a seed
-          // draws the same uniforms on every device
-          generator: state.params.temperature === 0 ? null : new torch.Generator(sampleSeed(prepared.seed, i)),
-          matcher:
-            state.stops !== null && this.tokenizer !== null
-              ? new StopStringMatcher(state.stops, this.tokenizer, { skipSpecialTokens: state.skipSpecialTokens })
-              : null,
-          slot: -1,
-          tokenIds: [],
-          logprobs: [],
-          topLogprobs: [],
-          finish: null,
-        });
-      }
-      const cleanups: (() => void)[] = [];
-      const signal = request.signal;
-      if (signal) {
-        const onAbort = () =>
-          this.#fail(
-            state,
-            new GenerationError('aborted', `generate: request ${state.id} was aborted ${this.#progress(state)}`, {
-              cause: signal.reason,
-            }),
-          );
-        signal.addEventListener('abort', onAbort, { once: true });
-        cleanups.push(() => signal.removeEventListener('abort', onAbort));
-      }
-      const timeoutMs = request.timeoutMs ?? this.requestTimeoutMs;
-      if (Number.isFinite(timeoutMs)) {
-        const timer = setTimeout(
-          () =>
-            this.#fail(
-              state,
-              new GenerationError(
-                'timeout',
-                `generate: request ${state.id} timed out after ${timeoutMs} ms ${this.#progress(state)}`,
-              ),
-            ),
-          timeoutMs,
-        );
-        timer.unref();
-        cleanups.push(() => clearTimeout(timer));
-      }
-      state.cleanup = () => {
-        for (const c of cleanups) c();
-      };
+      state.sequences.push(...createSequences(state, this.tokenizer));
+      state.cleanup = watchAbortAndTimeout(state, request.signal, request.timeoutMs ?? this.requestTimeoutMs, (error) =>
+        this.#fail(state, error),
+      );
       this.#requests.add(state);
       const queue = this.#waiting.get(shareKey(state));
       if (queue) queue.push(...state.sequences);
@@ -433,70 +227,17 @@ export class RolloutEngine {
   /**
    * Scores a whole token sequence in one forward without the cache (between two engine steps):
    *   logprobs[t] = log_softmax(logits[t − 1] / τ)[ids[t]] for t ≥ 1, logprobs[0] = null
-   * Teachers, reward models and `echo` completions use it. The ids are checked as a prompt's are ('invalid').
+   * Teachers, reward models and `echo` completions use it. The ids are checked as a prompt's are ('invalid'); see
+   * ./score.ts.
    */
   async score(tokenIds: readonly number[], options: ScoreOptions = {}): Promise<ScoreResult> {
     if (this.#closed) throw new GenerationError('closed', 'RolloutEngine is closed: score() was called after close()');
-    const ids = [...tokenIds];
-    const topK = options.topLogprobs ?? 0;
-    const temperature = options.temperature ?? 1;
-    try {
-      if (ids.length === 0) throw new RangeError('score: the token ids are empty');
-      this.#checkIds('token ids', ids, this.vocabSize);
-      if (ids.length > this.maxLength)
-        throw new RangeError(`score: ${ids.length} tokens exceed the engine's maxLength of ${this.maxLength} positions`);
-      if (!Number.isInteger(topK) || topK < 0 || topK > this.vocabSize)
-        throw new RangeError(`score: topLogprobs must be an integer in [0, ${this.vocabSize}], got ${String(topK)}`);
-      if (!(temperature > 0) || !Number.isFinite(temperature))
-        throw new RangeError(`score: temperature must be a finite number > 0, got ${String(temperature)}`);
-    } catch (error) {
-      throw new GenerationError('invalid', (error as Error).message, { cause: error });
-    }
+    const request = checkScoreRequest(tokenIds, options, this);
     await yieldToEventLoop(); // never compute inside the caller's call
     if (options.signal?.aborted)
       throw new GenerationError('aborted', 'score: the request was aborted before it ran', { cause: options.signal.reason });
     if (this.#closed) throw new GenerationError('closed', 'RolloutEngine is closed: score() did not run');
-    const T = ids.length;
-    if (T === 1) return { logprobs: [null], ...(topK > 0 ? { topLogprobs: [[]] } : {}) };
-    let values: Float64Array;
-    try {
-      values = torch.noGrad(() =>
-        torch.scope(() => {
-          const device = this.#device;
-          const input = torch.tensor(BigInt64Array.from(ids, BigInt), { shape: [1, T], device });
-          const hidden = this.model
-            .forward(input, { output: 'hidden' })
-            .select(0, 0)
-            .narrow(0, 0, T - 1); // [T-1, H]
-          let logits = this.model.logits(hidden).float();
-          if (temperature !== 1) logits = logits.div(temperature);
-          const logp = logits.logSoftmax(-1); // [T-1, V]
-          const next = torch.tensor(BigInt64Array.from(ids.slice(1), BigInt), { shape: [T - 1, 1], device });
-          const picked = logp.gather(1, next).flatten().double();
-          if (topK === 0) return picked.toTypedArray() as Float64Array;
-          const top = logp.topk(topK);
-          return torch
-            .cat([picked, top.indices.double().flatten(), top.values.double().flatten()])
-            .toTypedArray() as Float64Array;
-        }),
-      );
-    } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      throw new GenerationError('failed', `score: the forward over ${T} tokens failed: ${message}`, { cause: error });
-    }
-    const rows = T - 1;
-    const logprobs: (number | null)[] = [null, ...Array.from(values.subarray(0, rows))];
-    if (topK === 0) return { logprobs };
-    const topLogprobs: TopLogprob[][] = [[]];
-    for (let r = 0; r < rows; r++) {
-      topLogprobs.push(
-        Array.from({ length: topK }, (_, j) => ({
-          tokenId: values[rows + r * topK + j] as number,
-          logprob: values[rows + rows * topK + r * topK + j] as number,
-        })),
-      );
-    }
-    return { logprobs, topLogprobs };
+    return scoreTokens(this.model, this.#device, request);
   }
 
   /**
@@ -526,7 +267,7 @@ export class RolloutEngine {
   /** Rejects every unfinished request with GenerationError('closed'); the engine stays open for new ones. */
   abortAll(reason = 'RolloutEngine.abortAll() was called'): void {
     for (const state of [...this.#requests]) {
-      this.#fail(state, new GenerationError('closed', `${reason}: request ${state.id} did not finish ${this.#progress(state)}`));
+      this.#fail(state, new GenerationError('closed', `${reason}: request ${state.id} did not finish ${requestProgress(state)}`));
     }
   }
 
@@ -555,80 +296,7 @@ export class RolloutEngine {
     return this.#closed;
   }
 
-  // ---- requests ----
-
-  /** Checks a request against the engine and fills its defaults. */
-  #prepare(request: GenerateRequest): PreparedRequest {
-    let promptIds: number[];
-    if (request.promptIds !== undefined && request.prompt !== undefined)
-      throw new TypeError('generate: give promptIds or prompt, not both');
-    if (request.promptIds !== undefined) promptIds = [...request.promptIds];
-    else if (request.prompt !== undefined) {
-      if (this.tokenizer === null)
-        throw new TypeError('generate: a text prompt needs an engine with a tokenizer (or give promptIds)');
-      promptIds = this.tokenizer.encode(request.prompt);
-    } else throw new TypeError('generate: the request needs promptIds or prompt');
-    if (promptIds.length === 0) throw new RangeError('generate: the prompt is empty (at least one token is needed)');
-    const vocab = this.vocabSize;
-    this.#checkIds('prompt', promptIds, vocab);
-    const room = this.maxLength - promptIds.length;
-    if (room < 1) {
-      throw new RangeError(
-        `generate: the prompt has ${promptIds.length} tokens; the engine's maxLength (${this.maxLength} positions per slot) leaves no room for a completion`,
-      );
-    }
-    const maxTokens = request.maxTokens ?? room;
-    if (!Number.isInteger(maxTokens) || maxTokens < 1)
-      throw new RangeError(`generate: maxTokens must be a positive integer, got ${String(maxTokens)}`);
-    if (maxTokens > room) {
-      throw new RangeError(
-        `generate: prompt (${promptIds.length} tokens) + maxTokens (${maxTokens}) exceeds the engine's maxLength of ${this.maxLength} positions per slot`,
-      );
-    }
-    const n = request.n ?? 1;
-    if (!Number.isInteger(n) || n < 1) throw new RangeError(`generate: n must be a positive integer, got ${String(n)}`);
-    const seed = request.seed ?? randomSeed();
-    if (typeof seed === 'number' ? !Number.isSafeInteger(seed) || seed < 0 : seed < 0n || seed >= 1n << 64n)
-      throw new RangeError(`generate: seed must be a non-negative integer below 2^64, got ${String(seed)}`);
-    if (request.timeoutMs !== undefined && !(request.timeoutMs > 0))
-      throw new RangeError(`generate: timeoutMs must be > 0 (Infinity: none), got ${String(request.timeoutMs)}`);
-    const stopTokenIds = [...(request.stopTokenIds ?? [])];
-    this.#checkIds('stopTokenIds', stopTokenIds, vocab);
-    const stopIds = new Set([...stopTokenIds, ...(request.ignoreEos ? [] : this.eosTokenIds)]);
-    const stopList = request.stop === undefined ? [] : typeof request.stop === 'string' ? [request.stop] : [...request.stop];
-    if (stopList.some((s) => typeof s !== 'string' || s.length === 0))
-      throw new TypeError('generate: stop strings must be non-empty strings');
-    if (stopList.length > 0 && this.tokenizer === null)
-      throw new TypeError('generate: stop strings need an engine with a tokenizer (use stopTokenIds instead)');
-    if (request.fairShareKey !== undefined && typeof request.fairShareKey !== 'string')
-      throw new TypeError(`generate: fairShareKey must be a string, got ${typeof request.fairShareKey}`);
-    const topLogprobs = request.topLogprobs ?? 0;
-    if (!Number.isInteger(topLogprobs) || topLogprobs < 0 || topLogprobs > vocab)
-      throw new RangeError(`generate: topLogprobs must be an integer in [0, ${vocab}], got ${String(topLogprobs)}`);
-    return {
-      promptIds,
-      params: resolveSamplingParams(request),
-      maxTokens,
-      n,
-      seed,
-      stopIds,
-      stops: stopList.length > 0 ? stopList : null,
-      skipSpecialTokens: request.skipSpecialTokens ?? true,
-      topLogprobs,
-    };
-  }
-
-  #checkIds(what: string, ids: readonly number[], vocab: number): void {
-    const bad = ids.findIndex((id) => !Number.isInteger(id) || id < 0 || id >= vocab);
-    if (bad !== -1)
-      throw new RangeError(`generate: ${what}[${bad}] = ${String(ids[bad])} is not a token id (vocabulary size ${vocab})`);
-  }
-
-  #progress(state: RequestState): string {
-    const tokens = state.sequences.reduce((sum, s) => sum + s.tokenIds.length, 0);
-    const waiting = state.sequences.filter((s) => s.slot === -1 && s.finish === null).length;
-    return `(${tokens} tokens generated over ${state.sequences.length} sample(s)${waiting > 0 ? `, ${waiting} still waiting for a free slot` : ''})`;
-  }
+  // ---- settling requests: a request ends (resolved or rejected) and its sequences leave their slots ----
 
   /** Ends a request with an error: its sequences leave the queue and their slots (between steps). */
   #fail(state: RequestState, error: Error): void {
@@ -664,27 +332,7 @@ export class RolloutEngine {
     const state = seq.request;
     state.unfinished--;
     if (state.unfinished > 0 || state.settled) return;
-    const tokenizer = this.tokenizer;
-    const completions = state.sequences.map((s): Completion => {
-      const f = s.finish as Finish;
-      return {
-        index: s.index,
-        tokenIds: s.tokenIds,
-        logprobs: s.logprobs,
-        ...(state.topLogprobs > 0 ? { topLogprobs: s.topLogprobs } : {}),
-        text:
-          tokenizer === null
-            ? null
-            : completionText(
-                tokenizer,
-                s.tokenIds,
-                { stopToken: typeof f.stopReason === 'number', stops: typeof f.stopReason === 'string' ? state.stops : null },
-                { skipSpecialTokens: state.skipSpecialTokens },
-              ),
-        finishReason: f.reason,
-        stopReason: f.stopReason,
-      };
-    });
+    const completions = state.sequences.map((s) => completionOf(s, this.tokenizer));
     // settle only once the texts decoded: if decoding throws, the caller fails the request instead
     this.#settle(state);
     state.resolve({ promptIds: state.promptIds, completions });
@@ -815,40 +463,6 @@ export class RolloutEngine {
     });
   }
 
-  /**
-   * The step's tokens, log-probs (and top log-probs) packed for the one read-back: [2B (+ 2BK)] float64, from its
-   * logits; a decode step's forward and sampling are replayed together where DecodeSteps captured them. Sampling is
-   * in the capture unless a row truncates (top-k, top-p, min-p): truncationMask's ops depend on the rows' parameters
-   * and top-p reads values back, so then only the forward is. The capture's shape adds what the sampler's ops depend
-   * on (temperatures or not, how many rows draw, top log-probs); its per-step values (temperatures, the drawing rows,
-   * their uniforms) are inputs.
-   */
-  #sampledStep(step: StepForward, sampler: SamplerBatch, topK: number): torch.Tensor {
-    const sample = (logits: torch.Tensor): torch.Tensor => {
-      const { tokens, logprobs, top } = sampleTokens(logits, sampler, { topLogprobs: topK });
-      const picked = torch.stack([tokens.double(), logprobs.double()]).flatten(); // ids are exact in float64
-      return top === null ? picked : torch.cat([picked, top.tokens.double().flatten(), top.logprobs.double().flatten()]);
-    };
-    const captured = step.captured;
-    const steps = this.#decodeSteps;
-    if (captured === undefined || steps === null) {
-      const logits = step.logits();
-      captured?.done();
-      return sample(logits);
-    }
-    if (sampler.truncation !== null) {
-      const [logits] = steps.run(captured.key, captured.inputs, () => [step.logits()]);
-      captured.done();
-      return sample(logits as torch.Tensor);
-    }
-    const { temperatures, rowIndex, uniforms } = sampler;
-    const samplerInputs = [temperatures, rowIndex, uniforms].filter((t): t is torch.Tensor => t !== null);
-    const key = `${captured.key}|temperatures:${temperatures !== null}|draws:${sampler.sampled.length}|top:${topK}`;
-    const [packed] = steps.run(key, [...captured.inputs, ...samplerInputs], () => [sample(step.logits())]);
-    captured.done();
-    return packed as torch.Tensor;
-  }
-
   /** How decode steps ran so far (captured, replayed, eager); null when captureDecode is off. */
   get decodeStepStats(): DecodeStepStats | null {
     return this.#decodeSteps?.stats ?? null;
@@ -869,7 +483,7 @@ export class RolloutEngine {
           );
           // one read-back per step: ids (exact in float64) and log-probs [2, B]; with top log-probs also [B, K] ids
           // and [B, K] log-probs
-          return this.#sampledStep(step, sampler, topK).toTypedArray() as Float64Array;
+          return runSampledStep(step, sampler, topK, this.#decodeSteps).toTypedArray() as Float64Array;
         }),
       );
       this.#steps++;
@@ -925,14 +539,6 @@ export class RolloutEngine {
   }
 }
 
-/** A step's forward, prepared (its inputs made from JavaScript data) but not yet run. */
-interface StepForward {
-  /** Runs the model: the logits [B, V] of each row's next token. */
-  logits: () => torch.Tensor;
-  /** A decode step: its shape and per-step inputs for DecodeSteps, and what follows its forward (the cache's commit). */
-  captured?: { key: string; inputs: torch.Tensor[]; done: () => void };
-}
-
 /** A request's line in the admission round-robin: the fairShareKey it asked for, else the request itself. */
 function shareKey(state: RequestState): string | RequestState {
   return state.fairShareKey ?? state;
@@ -943,18 +549,4 @@ function configEosIds(model: CausalLM): number[] {
   const eos = model.config.raw.eos_token_id;
   if (typeof eos === 'number') return [eos];
   return Array.isArray(eos) ? eos.filter((v): v is number => typeof v === 'number') : [];
-}
-
-function randomSeed(): bigint {
-  return randomBytes(8).readBigUInt64LE() >> 1n;
-}
-
-/** Sample 0 uses the seed itself; sample i > 0 a splitmix64 mix of (seed, i), so samples never share a stream. */
-export function sampleSeed(seed: number | bigint, index: number): number | bigint {
-  if (index === 0) return seed;
-  const mask = (1n << 64n) - 1n;
-  let z = (BigInt(seed) + BigInt(index) * 0x9e3779b97f4a7c15n) & mask;
-  z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & mask;
-  z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & mask;
-  return (z ^ (z >> 31n)) >> 1n;
 }

@@ -21,7 +21,7 @@ import {
   type ScoreOptions,
   type ScoreResult,
   type TokenEvent,
-} from './rollout-engine.js';
+} from './types.js';
 
 export interface WorkerEngineOptions
   extends Omit<RolloutEngineOptions, 'tokenizer' | 'ownsModel'>,

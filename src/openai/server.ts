@@ -84,16 +84,19 @@ const SCOPED = /^\/s\/([A-Za-z0-9_-]{1,128})(\/v1\/.*)$/;
 
 export async function startOpenAIServer(options: OpenAIServerOptions): Promise<OpenAIServer> {
   const host = options.host ?? '127.0.0.1';
-  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY;
   if (options.apiKey === '')
     throw new Error(
       'startOpenAIServer: apiKey is an empty string, which would let every request in; give a key, or null for none',
     );
-  const apiKey = options.apiKey ? Buffer.from(options.apiKey) : null;
-  let port = -1; // known once listening
-  let loopbackOnly = false;
+  const state: ServerState = {
+    options,
+    apiKey: options.apiKey ? Buffer.from(options.apiKey) : null,
+    maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY,
+    port: -1, // known once listening
+    loopbackOnly: false,
+  };
   const server = createServer((req, res) => {
-    handle(req, res).catch((error: unknown) => {
+    handleRequest(state, req, res).catch((error: unknown) => {
       const failure = asHttpError(error);
       options.onError?.(failure, { method: req.method ?? '', url: req.url ?? '' });
       if (!res.headersSent) sendJson(res, failure.status, failure.toJSON());
@@ -103,125 +106,6 @@ export async function startOpenAIServer(options: OpenAIServerOptions): Promise<O
   // Keep-alive sockets must not hold close() forever.
   server.keepAliveTimeout = 5_000;
 
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    checkOrigin(req.headers.origin);
-    if (loopbackOnly) checkHost(req.headers.host, port);
-    const url = new URL(req.url ?? '/', 'http://localhost');
-    let path = url.pathname;
-    if (path === '/health' && req.method === 'GET') return sendJson(res, 200, { status: 'ok' });
-    if (apiKey !== null && !authorized(req.headers.authorization, apiKey)) {
-      throw new OpenAIHttpError(401, 'Incorrect or missing API key: send Authorization: Bearer <key>', {
-        code: 'invalid_api_key',
-      });
-    }
-    let scope = options.defaultScope ?? {};
-    const scoped = SCOPED.exec(path);
-    if (scoped) {
-      const found = options.scopes?.get(scoped[1] as string);
-      if (found === undefined) throw new OpenAIHttpError(404, `unknown scope '${scoped[1]}' (its workflow run has ended?)`);
-      scope = found;
-      path = scoped[2] as string;
-    }
-    const abort = new AbortController();
-    res.on('close', () => {
-      if (!res.writableFinished) abort.abort(new Error('the client closed the connection'));
-    });
-    const requestScope: RequestScope = {
-      ...scope,
-      signal: scope.signal ? AbortSignal.any([scope.signal, abort.signal]) : abort.signal,
-    };
-
-    const route = `${req.method} ${path}`;
-    switch (route) {
-      case 'GET /v1/models':
-        return sendJson(res, 200, modelList());
-      case 'POST /v1/chat/completions': {
-        const body = await readJson(req, maxBodyBytes);
-        return sendReply(res, await serviceOf(body).chatCompletion(body, requestScope));
-      }
-      case 'POST /v1/completions': {
-        const body = await readJson(req, maxBodyBytes);
-        return sendReply(res, await serviceOf(body).completion(body, requestScope));
-      }
-      case 'POST /update_weights_from_disk':
-        if (options.reloadWeights && !scoped) return sendJson(res, 200, await reload(await readJson(req, maxBodyBytes)));
-        break;
-      case 'POST /v1/load_lora_adapter':
-      case 'POST /v1/unload_lora_adapter':
-        if (options.loraAdapters && !scoped) return sendText(res, await loraAdapter(path, await readJson(req, maxBodyBytes)));
-        break;
-    }
-    const extra = options.routes?.find((r) => r.method === req.method && r.path === path);
-    if (extra && !scoped) {
-      const body = req.method === 'POST' ? await readJson(req, maxBodyBytes) : undefined;
-      return sendJson(res, 200, await extra.handle(body));
-    }
-    const known = [
-      '/v1/models',
-      '/v1/chat/completions',
-      '/v1/completions',
-      ...(options.loraAdapters ? ['/v1/load_lora_adapter', '/v1/unload_lora_adapter'] : []),
-      ...(options.routes ?? []).map((r) => r.path),
-    ];
-    if (known.includes(path)) throw new OpenAIHttpError(405, `${req.method} is not allowed on ${path}`);
-    throw new OpenAIHttpError(404, `no route ${req.method} ${path}`, { code: 'not_found' });
-  }
-
-  /** The service that answers `body.model`: an adapter's (loraAdapters), else the server's. */
-  function serviceOf(body: unknown): OpenAIService {
-    const model = (body as { model?: unknown } | null)?.model;
-    return (typeof model === 'string' ? options.loraAdapters?.serviceFor(model) : undefined) ?? options.service;
-  }
-
-  function modelList(): unknown {
-    const list = options.service.models();
-    const adapters = options.loraAdapters?.names() ?? [];
-    if (adapters.length === 0) return list;
-    const created = list.data[0]?.created ?? Math.floor(Date.now() / 1000);
-    const root = list.data[0]?.id ?? null;
-    return {
-      ...list,
-      data: [
-        ...list.data,
-        ...adapters.map((id) => ({ id, object: 'model' as const, created, owned_by: 'trinity-rft', root: id, parent: root })),
-      ],
-    };
-  }
-
-  /** vLLM's load/unload_lora_adapter: a plain-text success line, or an OpenAIHttpError. */
-  async function loraAdapter(path: string, body: unknown): Promise<string> {
-    const adapters = options.loraAdapters as NonNullable<OpenAIServerOptions['loraAdapters']>;
-    const b = (body ?? {}) as { lora_name?: unknown; lora_path?: unknown };
-    if (typeof b.lora_name !== 'string' || b.lora_name.length === 0)
-      throw new OpenAIHttpError(400, "'lora_name' is required (the adapter's model name)", { param: 'lora_name' });
-    if (path === '/v1/unload_lora_adapter') {
-      await adapters.unload(b.lora_name);
-      return `Success: LoRA adapter '${b.lora_name}' removed successfully.`;
-    }
-    if (typeof b.lora_path !== 'string' || b.lora_path.length === 0)
-      throw new OpenAIHttpError(400, "'lora_path' is required (a PEFT adapter folder)", { param: 'lora_path' });
-    await adapters.load(b.lora_name, b.lora_path);
-    return `Success: LoRA adapter '${b.lora_name}' added successfully.`;
-  }
-
-  async function reload(body: unknown): Promise<unknown> {
-    const reloadWeights = options.reloadWeights;
-    if (!reloadWeights) throw new OpenAIHttpError(404, 'weight reload is not enabled');
-    const modelPath = (body as { model_path?: unknown } | null)?.model_path;
-    if (typeof modelPath !== 'string' || modelPath.length === 0)
-      throw new OpenAIHttpError(400, "'model_path' is required (a folder inside the reload root)", { param: 'model_path' });
-    const dir = resolve(reloadWeights.root, modelPath);
-    const inside = relative(resolve(reloadWeights.root), dir);
-    if (inside.startsWith('..') || isAbsolute(inside))
-      throw new OpenAIHttpError(403, `model_path must be inside ${reloadWeights.root}`, { param: 'model_path' });
-    try {
-      await reloadWeights.load(dir);
-    } catch (error) {
-      throw new OpenAIHttpError(400, `cannot load weights from ${dir}: ${(error as Error).message}`, { param: 'model_path' });
-    }
-    return { success: true, message: `loaded weights from ${dir}` };
-  }
-
   await new Promise<void>((resolvePromise, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? 0, host, () => {
@@ -230,8 +114,8 @@ export async function startOpenAIServer(options: OpenAIServerOptions): Promise<O
     });
   });
   const address = server.address() as AddressInfo;
-  port = address.port;
-  loopbackOnly = isLoopbackHost(address.address);
+  state.port = address.port;
+  state.loopbackOnly = isLoopbackHost(address.address);
   const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${shownHost}:${address.port}`;
   return {
@@ -244,6 +128,142 @@ export async function startOpenAIServer(options: OpenAIServerOptions): Promise<O
         server.closeAllConnections();
       }),
   };
+}
+
+/** What a request's handling reads: the server's options, its key, and where it listens. */
+interface ServerState {
+  readonly options: OpenAIServerOptions;
+  readonly apiKey: Buffer | null;
+  readonly maxBodyBytes: number;
+  /** The listening port (-1 until then). */
+  port: number;
+  /** Listening on a loopback address: the Host header is checked (see the header). */
+  loopbackOnly: boolean;
+}
+
+/** One request: the guards (origin, host, key), its scope, then its route; a failure throws an OpenAIHttpError. */
+async function handleRequest(state: ServerState, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const { options, apiKey, maxBodyBytes } = state;
+  checkOrigin(req.headers.origin);
+  if (state.loopbackOnly) checkHost(req.headers.host, state.port);
+  const url = new URL(req.url ?? '/', 'http://localhost');
+  let path = url.pathname;
+  if (path === '/health' && req.method === 'GET') return sendJson(res, 200, { status: 'ok' });
+  if (apiKey !== null && !authorized(req.headers.authorization, apiKey)) {
+    throw new OpenAIHttpError(401, 'Incorrect or missing API key: send Authorization: Bearer <key>', {
+      code: 'invalid_api_key',
+    });
+  }
+  let scope = options.defaultScope ?? {};
+  const scoped = SCOPED.exec(path);
+  if (scoped) {
+    const found = options.scopes?.get(scoped[1] as string);
+    if (found === undefined) throw new OpenAIHttpError(404, `unknown scope '${scoped[1]}' (its workflow run has ended?)`);
+    scope = found;
+    path = scoped[2] as string;
+  }
+  const abort = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) abort.abort(new Error('the client closed the connection'));
+  });
+  const requestScope: RequestScope = {
+    ...scope,
+    signal: scope.signal ? AbortSignal.any([scope.signal, abort.signal]) : abort.signal,
+  };
+
+  const route = `${req.method} ${path}`;
+  switch (route) {
+    case 'GET /v1/models':
+      return sendJson(res, 200, modelList(options));
+    case 'POST /v1/chat/completions': {
+      const body = await readJson(req, maxBodyBytes);
+      return sendReply(res, await serviceOf(options, body).chatCompletion(body, requestScope));
+    }
+    case 'POST /v1/completions': {
+      const body = await readJson(req, maxBodyBytes);
+      return sendReply(res, await serviceOf(options, body).completion(body, requestScope));
+    }
+    case 'POST /update_weights_from_disk':
+      if (options.reloadWeights && !scoped)
+        return sendJson(res, 200, await reloadWeightsFromDisk(options, await readJson(req, maxBodyBytes)));
+      break;
+    case 'POST /v1/load_lora_adapter':
+    case 'POST /v1/unload_lora_adapter':
+      if (options.loraAdapters && !scoped)
+        return sendText(res, await loraAdapter(options, path, await readJson(req, maxBodyBytes)));
+      break;
+  }
+  const extra = options.routes?.find((r) => r.method === req.method && r.path === path);
+  if (extra && !scoped) {
+    const body = req.method === 'POST' ? await readJson(req, maxBodyBytes) : undefined;
+    return sendJson(res, 200, await extra.handle(body));
+  }
+  const known = [
+    '/v1/models',
+    '/v1/chat/completions',
+    '/v1/completions',
+    ...(options.loraAdapters ? ['/v1/load_lora_adapter', '/v1/unload_lora_adapter'] : []),
+    ...(options.routes ?? []).map((r) => r.path),
+  ];
+  if (known.includes(path)) throw new OpenAIHttpError(405, `${req.method} is not allowed on ${path}`);
+  throw new OpenAIHttpError(404, `no route ${req.method} ${path}`, { code: 'not_found' });
+}
+
+/** The service that answers `body.model`: an adapter's (loraAdapters), else the server's. */
+function serviceOf(options: OpenAIServerOptions, body: unknown): OpenAIService {
+  const model = (body as { model?: unknown } | null)?.model;
+  return (typeof model === 'string' ? options.loraAdapters?.serviceFor(model) : undefined) ?? options.service;
+}
+
+/** GET /v1/models: the service's models, then the loaded LoRA adapters (their parent is the base model). */
+function modelList(options: OpenAIServerOptions): unknown {
+  const list = options.service.models();
+  const adapters = options.loraAdapters?.names() ?? [];
+  if (adapters.length === 0) return list;
+  const created = list.data[0]?.created ?? Math.floor(Date.now() / 1000);
+  const root = list.data[0]?.id ?? null;
+  return {
+    ...list,
+    data: [
+      ...list.data,
+      ...adapters.map((id) => ({ id, object: 'model' as const, created, owned_by: 'trinity-rft', root: id, parent: root })),
+    ],
+  };
+}
+
+/** vLLM's load/unload_lora_adapter: a plain-text success line, or an OpenAIHttpError. */
+async function loraAdapter(options: OpenAIServerOptions, path: string, body: unknown): Promise<string> {
+  const adapters = options.loraAdapters as NonNullable<OpenAIServerOptions['loraAdapters']>;
+  const b = (body ?? {}) as { lora_name?: unknown; lora_path?: unknown };
+  if (typeof b.lora_name !== 'string' || b.lora_name.length === 0)
+    throw new OpenAIHttpError(400, "'lora_name' is required (the adapter's model name)", { param: 'lora_name' });
+  if (path === '/v1/unload_lora_adapter') {
+    await adapters.unload(b.lora_name);
+    return `Success: LoRA adapter '${b.lora_name}' removed successfully.`;
+  }
+  if (typeof b.lora_path !== 'string' || b.lora_path.length === 0)
+    throw new OpenAIHttpError(400, "'lora_path' is required (a PEFT adapter folder)", { param: 'lora_path' });
+  await adapters.load(b.lora_name, b.lora_path);
+  return `Success: LoRA adapter '${b.lora_name}' added successfully.`;
+}
+
+/** POST /update_weights_from_disk {model_path}: loads a folder inside the reload root (SGLang's API). */
+async function reloadWeightsFromDisk(options: OpenAIServerOptions, body: unknown): Promise<unknown> {
+  const reloadWeights = options.reloadWeights;
+  if (!reloadWeights) throw new OpenAIHttpError(404, 'weight reload is not enabled');
+  const modelPath = (body as { model_path?: unknown } | null)?.model_path;
+  if (typeof modelPath !== 'string' || modelPath.length === 0)
+    throw new OpenAIHttpError(400, "'model_path' is required (a folder inside the reload root)", { param: 'model_path' });
+  const dir = resolve(reloadWeights.root, modelPath);
+  const inside = relative(resolve(reloadWeights.root), dir);
+  if (inside.startsWith('..') || isAbsolute(inside))
+    throw new OpenAIHttpError(403, `model_path must be inside ${reloadWeights.root}`, { param: 'model_path' });
+  try {
+    await reloadWeights.load(dir);
+  } catch (error) {
+    throw new OpenAIHttpError(400, `cannot load weights from ${dir}: ${(error as Error).message}`, { param: 'model_path' });
+  }
+  return { success: true, message: `loaded weights from ${dir}` };
 }
 
 /** localhost, 127.0.0.0/8, ::1 and ::ffff:127.x (IPv6 names with or without brackets): this machine only. */

@@ -12,7 +12,7 @@
 // rendered messages encode to: a tokenizer can hold tokens the model lacks) < the model's vocabulary size, no empty
 // prompt, top log-probs ≤ the vocabulary. So a client's mistake is a 400 naming its field; what the engine still
 // refuses (GenerationError 'invalid') is a 400 with the engine's message, never an engine failure.
-// Bodies are built by ./responses.ts and streams by ./streaming.ts.
+// Bodies are built by ./responses.ts, streams by ./streaming.ts with the chunk shapes of ./stream-shapes.ts.
 import { randomBytes } from 'node:crypto';
 import {
   type ChatEngine,
@@ -45,9 +45,9 @@ import {
   type ChatCompletionChunkBody,
   chatFinishReason,
   chatLogprobs,
-  finalChatDelta,
   type ModelList,
   modelList,
+  type ResponseHead,
   type TextCompletionBody,
   type TextCompletionChunkBody,
   type TokenSpan,
@@ -55,7 +55,8 @@ import {
   completionUsage,
   echoLogprobs,
 } from './responses.js';
-import { streamChunks } from './streaming.js';
+import { chatChunkShape, textChunkShape } from './stream-shapes.js';
+import { type StreamShape, streamChunks } from './streaming.js';
 
 /** What the service needs of an engine: RolloutEngine, WorkerRolloutEngine or a remote engine. */
 export interface OpenAIBackend extends ChatEngine {
@@ -158,27 +159,7 @@ export class OpenAIService {
     const request = parseRequest(ChatCompletionRequestSchema, body);
     this.#checkModel(request.model);
     const tokenizer = this.#tokenizer();
-    const tools = request.tools?.map((t) => t as ToolDefinition);
-    const parseTools = tools !== undefined && tools.length > 0 && request.tool_choice !== 'none';
-    const messages = request.messages.map(toChatMessage);
-    const chatOptions = {
-      ...(tools && tools.length > 0 ? { tools } : {}),
-      ...(request.chat_template_kwargs ? { templateVariables: request.chat_template_kwargs } : {}),
-      ...(scope.conversation ? { conversation: scope.conversation } : {}),
-      ...(scope.turnMeta ? { turnMeta: scope.turnMeta } : {}),
-    };
-    let prompt: ReturnType<typeof renderChatPrompt>;
-    try {
-      prompt = renderChatPrompt(tokenizer, messages, chatOptions);
-    } catch (error) {
-      throw new OpenAIHttpError(400, `messages: cannot render the chat template: ${(error as Error).message}`, {
-        param: 'messages',
-      });
-    }
-    if (prompt.promptIds.length === 0)
-      throw new OpenAIHttpError(400, "'messages': the chat template renders them to an empty prompt (no tokens)", {
-        param: 'messages',
-      });
+    const { prompt, chatOptions, parseTools } = renderChat(request, tokenizer, scope);
     const topLogprobs = request.logprobs ? (request.top_logprobs ?? 0) : 0;
     const options = this.#generateOptions(request, {
       prompt: { tokens: prompt.promptIds.length, param: 'messages' },
@@ -192,21 +173,20 @@ export class OpenAIService {
     });
     // after the fields the client wrote: the rendered ids are what the template and tokenizer made of the messages
     this.#checkTokenIds(prompt.promptIds, 'messages', 'text');
-    const id = `chatcmpl-${randomBytes(12).toString('hex')}`;
+    const head = responseHead('chatcmpl', request.model);
     const turnMeta = {
       ...scope.turnMeta,
-      responseId: id,
+      responseId: head.id,
       ...(scope.modelVersion ? { modelVersion: scope.modelVersion() } : {}),
       // the τ the reply's logprobs are taken at (greedy and unset: 1): the trainer recomputes them at the same τ
       temperature:
         request.temperature === undefined || request.temperature === null || request.temperature === 0 ? 1 : request.temperature,
     };
-    const head = { id, created: Math.floor(Date.now() / 1000), model: request.model };
     const returnTokenIds = request.return_token_ids ?? false;
     const tokenText = this.#tokenTextOf(request);
     const finish = (result: GenerateResult) => {
       const chat = chatResult(result, prompt, { ...chatOptions, parseToolCalls: parseTools, turnMeta });
-      scope.onChatResult?.(chat, id);
+      scope.onChatResult?.(chat, head.id);
       return chat;
     };
     const logprobsOf = (span: TokenSpan) => (request.logprobs ? chatLogprobs(span, tokenText, topLogprobs) : null);
@@ -235,50 +215,15 @@ export class OpenAIService {
         },
       };
     }
-
-    const chunkHead = { ...head, object: 'chat.completion.chunk' as const };
-    const chunks = await streamChunks<ChatCompletionChunkBody>({
-      tokenizer,
-      n: options.n ?? 1,
-      stops: stopList(options.stop),
-      skipSpecialTokens: request.skip_special_tokens ?? true,
-      generate: (onToken) => this.#generate(prompt.promptIds, options, scope, onToken),
-      shape: {
-        holdToolCalls: parseTools,
-        first: (index) => ({
-          ...chunkHead,
-          choices: [{ index, delta: { role: 'assistant', content: '' }, finish_reason: null }],
-        }),
-        delta: (index, text, span) => ({
-          ...chunkHead,
-          choices: [
-            {
-              index,
-              delta: { content: text },
-              logprobs: logprobsOf(span),
-              finish_reason: null,
-              ...(returnTokenIds ? { token_ids: [...span.ids] } : {}),
-            },
-          ],
-        }),
-        end: (result) => {
-          const chat = finish(result);
-          return {
-            texts: chat.choices.map((choice) => choice.message.content),
-            chunks: chat.choices.map((choice) => ({
-              ...chunkHead,
-              choices: [{ index: choice.index, delta: finalChatDelta(choice), finish_reason: chatFinishReason(choice) }],
-              ...(returnTokenIds ? { prompt_token_ids: result.promptIds } : {}),
-            })),
-          };
-        },
-        usage: (result) =>
-          request.stream_options?.include_usage
-            ? { ...chunkHead, choices: [], usage: completionUsage(result.promptIds.length, result.completions) }
-            : null,
-      },
+    const shape = chatChunkShape({
+      head,
+      holdToolCalls: parseTools,
+      returnTokenIds,
+      includeUsage: request.stream_options?.include_usage === true,
+      logprobsOf,
+      finish,
     });
-    return { stream: true, chunks };
+    return this.#stream(tokenizer, request, prompt.promptIds, options, scope, shape);
   }
 
   async completion(body: unknown, scope: RequestScope = {}): Promise<ServiceReply<TextCompletionBody, TextCompletionChunkBody>> {
@@ -307,20 +252,17 @@ export class OpenAIService {
     const echo = request.echo === true;
     if (echo && this.backend.score === undefined)
       throw new OpenAIHttpError(400, "'echo': this server's backend cannot score prompts", { param: 'echo' });
-    const id = `cmpl-${randomBytes(12).toString('hex')}`;
-    const head = { id, created: Math.floor(Date.now() / 1000), model: request.model };
+    const head = responseHead('cmpl', request.model);
     const n = options.n ?? 1;
     const returnTokenIds = request.return_token_ids ?? false;
     const tokenText = this.#tokenTextOf(request);
-    const logprobsOf = (span: TokenSpan, textOffset: number) =>
-      request.logprobs == null ? null : textLogprobs(span, tokenText, textOffset);
     if (!request.stream || prompts.length > 1) {
       if (request.stream)
         throw new OpenAIHttpError(400, 'stream with more than one prompt is not supported', { param: 'stream' });
       // one fair-share key for all the prompts: the engine gives this request one turn, not one per prompt
       const results = await Promise.all(
         prompts.map((p) =>
-          options.maxTokens === 0 ? noCompletions(p, n) : this.#generate(p, { ...options, fairShareKey: id }, scope),
+          options.maxTokens === 0 ? noCompletions(p, n) : this.#generate(p, { ...options, fairShareKey: head.id }, scope),
         ),
       );
       const scored = echo
@@ -359,54 +301,33 @@ export class OpenAIService {
         },
       };
     }
-    const chunkHead = { ...head, object: 'text_completion' as const };
-    // text_offset runs on across a choice's deltas, as in the non-streamed answer
-    const textOffsets = new Array<number>(n).fill(0);
-    const chunks = await streamChunks<TextCompletionChunkBody>({
-      tokenizer,
+    const shape = textChunkShape({
+      head,
       n,
+      returnTokenIds,
+      includeUsage: request.stream_options?.include_usage === true,
+      tokenText,
+      logprobsOf: (span, textOffset) => (request.logprobs == null ? null : textLogprobs(span, tokenText, textOffset)),
+    });
+    return this.#stream(tokenizer, request, prompts[0] as number[], options, scope, shape);
+  }
+
+  /** Streams one prompt's completions, their chunks built by `shape` (./stream-shapes.ts); both endpoints end here. */
+  async #stream<Chunk>(
+    tokenizer: Tokenizer,
+    request: ChatCompletionRequest | CompletionRequest,
+    promptIds: number[],
+    options: GenerateOptions,
+    scope: RequestScope,
+    shape: StreamShape<Chunk>,
+  ): Promise<ServiceReply<never, Chunk>> {
+    const chunks = await streamChunks<Chunk>({
+      tokenizer,
+      n: options.n ?? 1,
       stops: stopList(options.stop),
       skipSpecialTokens: request.skip_special_tokens ?? true,
-      generate: (onToken) => this.#generate(prompts[0] as number[], options, scope, onToken),
-      shape: {
-        holdToolCalls: false,
-        first: () => null,
-        delta: (index, text, span) => {
-          const offset = textOffsets[index] ?? 0;
-          textOffsets[index] = offset + span.ids.reduce((sum, t) => sum + tokenText(t).length, 0);
-          return {
-            ...chunkHead,
-            choices: [
-              {
-                index,
-                text,
-                logprobs: logprobsOf(span, offset),
-                finish_reason: null,
-                ...(returnTokenIds ? { token_ids: [...span.ids] } : {}),
-              },
-            ],
-          };
-        },
-        end: (result) => ({
-          texts: result.completions.map((c) => c.text ?? ''),
-          chunks: result.completions.map((c) => ({
-            ...chunkHead,
-            choices: [
-              {
-                index: c.index,
-                text: '',
-                logprobs: null,
-                finish_reason: c.finishReason,
-                ...(returnTokenIds ? { prompt_token_ids: result.promptIds } : {}),
-              },
-            ],
-          })),
-        }),
-        usage: (result) =>
-          request.stream_options?.include_usage
-            ? { ...chunkHead, choices: [], usage: completionUsage(result.promptIds.length, result.completions) }
-            : null,
-      },
+      generate: (onToken) => this.#generate(promptIds, options, scope, onToken),
+      shape,
     });
     return { stream: true, chunks };
   }
@@ -529,6 +450,37 @@ export class OpenAIService {
     const tokenizer = this.#tokenizer();
     return (id) => tokenizer.decode([id], { skipSpecialTokens: false });
   }
+}
+
+/** A chat request's messages through the chat template (continuing the scope's conversation): a 400 if they fail. */
+function renderChat(request: ChatCompletionRequest, tokenizer: Tokenizer, scope: RequestScope) {
+  const tools = request.tools?.map((t) => t as ToolDefinition);
+  const parseTools = tools !== undefined && tools.length > 0 && request.tool_choice !== 'none';
+  const messages = request.messages.map(toChatMessage);
+  const chatOptions = {
+    ...(tools && tools.length > 0 ? { tools } : {}),
+    ...(request.chat_template_kwargs ? { templateVariables: request.chat_template_kwargs } : {}),
+    ...(scope.conversation ? { conversation: scope.conversation } : {}),
+    ...(scope.turnMeta ? { turnMeta: scope.turnMeta } : {}),
+  };
+  let prompt: ReturnType<typeof renderChatPrompt>;
+  try {
+    prompt = renderChatPrompt(tokenizer, messages, chatOptions);
+  } catch (error) {
+    throw new OpenAIHttpError(400, `messages: cannot render the chat template: ${(error as Error).message}`, {
+      param: 'messages',
+    });
+  }
+  if (prompt.promptIds.length === 0)
+    throw new OpenAIHttpError(400, "'messages': the chat template renders them to an empty prompt (no tokens)", {
+      param: 'messages',
+    });
+  return { prompt, chatOptions, parseTools };
+}
+
+/** A new response's id ('chatcmpl-…', 'cmpl-…'), creation time and model: the fields its body and chunks share. */
+function responseHead(prefix: string, model: string): ResponseHead {
+  return { id: `${prefix}-${randomBytes(12).toString('hex')}`, created: Math.floor(Date.now() / 1000), model };
 }
 
 function stopList(stop: string | readonly string[] | undefined | null): string[] {

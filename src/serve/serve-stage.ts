@@ -28,7 +28,7 @@ import {
   parseRequest,
   startOpenAIServer,
 } from '../openai/index.js';
-import { openSharedBuffer } from '../rft/buffer/index.js';
+import { openSharedBuffer, type SharedExperienceBuffer } from '../rft/buffer/index.js';
 import type { StageHooks, StageResult, StageSettings } from '../rft/config/settings.js';
 import { readSyncPointer } from '../rft/run/stage.js';
 import { turnExperience } from '../rft/workflow/index.js';
@@ -62,18 +62,96 @@ const WEIGHT_POLL_MS = 1000;
 export async function startServeStage(settings: StageSettings, hooks: StageHooks = {}): Promise<ServeStage> {
   const log = hooks.log ?? ((line: string) => console.log(line));
   const { apiKey, host } = settings.serve;
+  checkServeAccess(apiKey, host, settings.stageName, log);
+  const pointer = readSyncPointer(settings.jobDir);
+  let version = pointer?.version ?? 0;
+  const servedDir = pointer?.dir ?? settings.modelPath;
+  const { engine, tokenizer } = await startServeEngine(servedDir, settings);
+  const bufferPath = settings.buffer.path ?? join(settings.jobDir, 'buffer.db');
+  const buffer = await openSharedBuffer({ path: bufferPath, name: settings.buffer.name });
+  const conversation = new ConversationTracker(tokenizer, { maxTurns: MAX_PENDING_RESPONSES });
+  const feedback = feedbackRoute(buffer);
+
+  const service = new OpenAIService({
+    modelName: settings.name || 'trinity',
+    // agents written for Trinity-RFT send the model path as `model`: accepted, but /v1/models shows the name only
+    hiddenAliases: [settings.modelPath],
+    vocabSize: loadModelConfig(servedDir).vocabSize,
+    backend: engine,
+    maxTokens: settings.serve.maxTokens,
+    maxN: settings.serve.maxN,
+    ...(settings.serve.maxPromptTokens !== null ? { maxPromptTokens: settings.serve.maxPromptTokens } : {}),
+  });
+  let server: OpenAIServer;
+  try {
+    server = await startOpenAIServer({
+      service,
+      host,
+      port: settings.serve.port,
+      apiKey,
+      maxBodyBytes: settings.serve.maxBodyBytes,
+      defaultScope: { conversation, onChatResult: feedback.onChatResult, modelVersion: () => version },
+      routes: [
+        { method: 'POST', path: '/feedback', handle: feedback.handle },
+        {
+          method: 'GET',
+          path: '/v1/trinity/status',
+          handle: () => ({ model_version: version, recorded_turns: conversation.size, experiences_written: feedback.written }),
+        },
+      ],
+      onError: (error, request) => {
+        if ((error as OpenAIHttpError).status >= 500) log(`[serve] ${request.method} ${request.url}: ${error.message}`);
+      },
+    });
+  } catch (error) {
+    await engine.close();
+    await buffer.close();
+    throw error;
+  }
+  log(
+    `[${settings.stageName}] serving ${settings.modelPath} (version ${version}) at ${server.baseURL}` +
+      `${settings.serve.apiKey ? ' (API key required)' : ''}; experiences → ${bufferPath}`,
+  );
+  const poll = pollPublishedWeights(engine, settings, log, {
+    current: () => version,
+    loaded: (next) => {
+      version = next;
+    },
+  });
+
+  let stopped = false;
+  return {
+    server,
+    get modelVersion() {
+      return version;
+    },
+    stop: async () => {
+      if (stopped) return;
+      stopped = true;
+      clearInterval(poll);
+      await server.close();
+      await engine.close();
+      await buffer.finishWriting();
+      await buffer.close();
+    },
+  };
+}
+
+/** An empty key is refused (it would let everyone in); no key on a non-loopback address is warned about. */
+function checkServeAccess(apiKey: string | null, host: string, stageName: string, log: (line: string) => void): void {
   if (apiKey === '')
     throw new Error(
       'mode serve: explorer.api_key (or $TRINITY_API_KEY) is an empty string; give a key, or leave it unset for none',
     );
   if (apiKey === null && !isLoopbackHost(host))
     log(
-      `[${settings.stageName}] WARNING: serving on ${host} without an API key: anyone who can reach this address can ` +
+      `[${stageName}] WARNING: serving on ${host} without an API key: anyone who can reach this address can ` +
         'generate and write rewards into the training buffer (set explorer.api_key or $TRINITY_API_KEY)',
     );
-  const pointer = readSyncPointer(settings.jobDir);
-  let version = pointer?.version ?? 0;
-  const servedDir = pointer?.dir ?? settings.modelPath;
+}
+
+/** The served engine on worker threads, and its tokenizer (the chat API needs one: without it the engine is closed). */
+async function startServeEngine(servedDir: string, settings: StageSettings) {
   const engineOptions = { dtype: settings.dtype, slots: settings.explorer.slots, maxLength: settings.explorer.maxLength };
   const engineSpec = settings.explorer.engine;
   // engine_num > 1: a pool on threads (a conversation's follow-up calls go to the engine that decoded it)
@@ -90,9 +168,14 @@ export async function startServeStage(settings: StageSettings, hooks: StageHooks
     await engine.close();
     throw new Error(`mode serve: ${settings.modelPath} has no tokenizer.json (the chat API needs one)`);
   }
-  const bufferPath = settings.buffer.path ?? join(settings.jobDir, 'buffer.db');
-  const buffer = await openSharedBuffer({ path: bufferPath, name: settings.buffer.name });
-  const conversation = new ConversationTracker(tokenizer, { maxTurns: MAX_PENDING_RESPONSES });
+  return { engine, tokenizer };
+}
+
+/**
+ * POST /feedback (see the header): the chat replies remembered by response id (the newest MAX_PENDING_RESPONSES),
+ * each choice rewarded once into an experience written to the buffer.
+ */
+function feedbackRoute(buffer: Pick<SharedExperienceBuffer, 'write'>) {
   const responses = new Map<string, { turns: ConversationTurn[]; rewarded: Set<number> }>();
   let written = 0;
 
@@ -102,7 +185,7 @@ export async function startServeStage(settings: StageSettings, hooks: StageHooks
     while (responses.size > MAX_PENDING_RESPONSES) responses.delete(responses.keys().next().value as string);
   };
 
-  const feedback = async (body: unknown) => {
+  const handle = async (body: unknown) => {
     const b = parseRequest(FeedbackSchema, body);
     const choiceIndex = b.choice_index;
     const metrics = b.metrics;
@@ -132,59 +215,37 @@ export async function startServeStage(settings: StageSettings, hooks: StageHooks
     return { status: 'ok', eid: experience.eid, tokens: experience.tokens.length };
   };
 
-  const service = new OpenAIService({
-    modelName: settings.name || 'trinity',
-    // agents written for Trinity-RFT send the model path as `model`: accepted, but /v1/models shows the name only
-    hiddenAliases: [settings.modelPath],
-    vocabSize: loadModelConfig(servedDir).vocabSize,
-    backend: engine,
-    maxTokens: settings.serve.maxTokens,
-    maxN: settings.serve.maxN,
-    ...(settings.serve.maxPromptTokens !== null ? { maxPromptTokens: settings.serve.maxPromptTokens } : {}),
-  });
-  let server: OpenAIServer;
-  try {
-    server = await startOpenAIServer({
-      service,
-      host,
-      port: settings.serve.port,
-      apiKey,
-      maxBodyBytes: settings.serve.maxBodyBytes,
-      defaultScope: { conversation, onChatResult, modelVersion: () => version },
-      routes: [
-        { method: 'POST', path: '/feedback', handle: feedback },
-        {
-          method: 'GET',
-          path: '/v1/trinity/status',
-          handle: () => ({ model_version: version, recorded_turns: conversation.size, experiences_written: written }),
-        },
-      ],
-      onError: (error, request) => {
-        if ((error as OpenAIHttpError).status >= 500) log(`[serve] ${request.method} ${request.url}: ${error.message}`);
-      },
-    });
-  } catch (error) {
-    await engine.close();
-    await buffer.close();
-    throw error;
-  }
-  log(
-    `[${settings.stageName}] serving ${settings.modelPath} (version ${version}) at ${server.baseURL}` +
-      `${settings.serve.apiKey ? ' (API key required)' : ''}; experiences → ${bufferPath}`,
-  );
+  return {
+    onChatResult,
+    handle,
+    /** Experiences written so far. */
+    get written() {
+      return written;
+    },
+  };
+}
 
-  // Weights the train process publishes (sync/latest.json in the shared job folder) are loaded between requests.
+/**
+ * Weights the train process publishes (sync/latest.json in the shared job folder) are loaded between requests: a
+ * version newer than the one served is synced into the engine, one sync at a time. Returns the poll's interval.
+ */
+function pollPublishedWeights(
+  engine: Pick<WorkerRolloutEngine, 'syncWeightsFromDir'>,
+  settings: StageSettings,
+  log: (line: string) => void,
+  version: { current: () => number; loaded: (version: number) => void },
+): NodeJS.Timeout {
   let syncing = false;
   const poll = setInterval(() => {
     if (syncing) return;
     const next = readSyncPointer(settings.jobDir);
-    if (!next || next.version <= version) return;
+    if (!next || next.version <= version.current()) return;
     syncing = true;
     engine
       .syncWeightsFromDir(next.dir, { timeoutMs: settings.sync.timeoutMs })
       .then(() => {
-        version = next.version;
-        log(`[${settings.stageName}] now serving weights version ${version} (${next.dir})`);
+        version.loaded(next.version);
+        log(`[${settings.stageName}] now serving weights version ${next.version} (${next.dir})`);
       })
       .catch((error: unknown) => log(`[${settings.stageName}] weight sync from ${next.dir} failed: ${(error as Error).message}`))
       .finally(() => {
@@ -192,23 +253,7 @@ export async function startServeStage(settings: StageSettings, hooks: StageHooks
       });
   }, WEIGHT_POLL_MS);
   poll.unref();
-
-  let stopped = false;
-  return {
-    server,
-    get modelVersion() {
-      return version;
-    },
-    stop: async () => {
-      if (stopped) return;
-      stopped = true;
-      clearInterval(poll);
-      await server.close();
-      await engine.close();
-      await buffer.finishWriting();
-      await buffer.close();
-    },
-  };
+  return poll;
 }
 
 /** Runs a serve stage until hooks.signal aborts (Ctrl-C); the stage never finishes on its own. */

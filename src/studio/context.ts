@@ -3,7 +3,7 @@
 import { basename, extname, relative, sep } from 'node:path';
 import { BUFFER_RECORD, type BufferRecord, readBufferRecord } from '../rft/buffer/buffer-record.js';
 import { resolveInside, StudioPathError } from './paths.js';
-import { HttpError } from './router.js';
+import { HttpError } from './http-error.js';
 import { ExperienceSource, sqliteExperienceTables, TokenizerCache } from './rollouts.js';
 import type { RunIndex } from './runs.js';
 import type { EventHub } from './events.js';

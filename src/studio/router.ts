@@ -4,6 +4,11 @@
 // itself (static files, server-sent events).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { StudioContext } from './context.js';
+import { HttpError } from './http-error.js';
+
+// A handler fails with an HttpError (./http-error.ts): re-exported so that handlers import the route types, the query
+// readers and the error from one place.
+export { HttpError };
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
 
@@ -22,17 +27,6 @@ export interface Route {
   /** One line for docs/studio.md and the route listing. */
   description: string;
   handle(request: RouteRequest): Promise<unknown> | unknown;
-}
-
-/** An error with the HTTP status it answers with. */
-export class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'HttpError';
-  }
 }
 
 /** The :params of `pattern` in `pathname`, or null when it does not match. */

@@ -1,6 +1,6 @@
-// The architecture's two import rules (docs/architecture.md, "Layers"), checked on the real source: every relative
-// import of src/**/*.ts goes down (or sideways within its layer) the order util < torch < model, tokenizer < engine <
-// openai < rft < serve, studio < cli, and src/rft has no import cycle, neither between files nor between its parts (its
+// The architecture's import rules (docs/architecture.md, "Layers"), checked on the real source: every relative import
+// of src/**/*.ts goes down (or sideways within its layer) the order util < torch < model, tokenizer < engine < openai <
+// rft < serve, studio < cli; src has no import cycle between files; and src/rft none between its parts either (its
 // folders and top-level files: algorithm/, reward/, workflow/, experience.ts, ...). Failures name the files.
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -33,6 +33,11 @@ describe('the import graph of src', () => {
   test('the layers themselves form no cycle (siblings of one rank import one way only)', () => {
     const cycles = findCycles(collapse(graph, (f) => (f.includes('/') ? (f.split('/')[0] as string) : null)));
     assert.deepEqual(cycles, [], `layer cycles:\n  ${cycles.join('\n  ')}`);
+  });
+
+  test('src has no import cycle between files', () => {
+    const cycles = findCycles(graph);
+    assert.deepEqual(cycles, [], `import cycles in src:\n  ${cycles.join('\n  ')}`);
   });
 
   test('src/rft has no import cycle between files', () => {

@@ -7,7 +7,7 @@
 // Auxiliary models stay here too: the worker makes its own `openai` clients on their endpoints (HTTP works from any
 // thread) and reports each call's usage; logprobs() and their tokenizers cross to the main thread like generate().
 import type { MessagePort } from 'node:worker_threads';
-import type { GenerateRequest, GenerateResult } from '../../../engine/rollout-engine.js';
+import type { GenerateRequest, GenerateResult } from '../../../engine/types.js';
 import type { AuxiliaryCall } from '../../auxiliary/usage.js';
 import type { Task } from '../../task.js';
 

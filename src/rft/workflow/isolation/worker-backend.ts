@@ -4,7 +4,7 @@
 import { type MessagePort, parentPort, receiveMessageOnPort } from 'node:worker_threads';
 import type { AuxiliaryCall } from '../../auxiliary/usage.js';
 import { type ChatOptions, type ChatResult, chat } from '../../../engine/chat.js';
-import type { GenerateRequest, GenerateResult } from '../../../engine/rollout-engine.js';
+import type { GenerateRequest, GenerateResult } from '../../../engine/types.js';
 import type { ChatMessage, Tokenizer } from '../../../tokenizer/index.js';
 import { meteredModel, NamedModels } from '../../auxiliary/metered.js';
 import type { AuxiliaryModels } from '../../auxiliary/types.js';

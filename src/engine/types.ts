@@ -1,0 +1,150 @@
+// The rollout engine's public types: what generate() and score() take (GenerateRequest, ScoreOptions), what they
+// resolve with (GenerateResult, ScoreResult), how they fail (GenerationError and its reason), and the engine's options.
+// The engine (./rollout-engine.ts), the worker engine (./worker-engine.ts), the pool (./engine-pool.ts) and chat
+// (./chat.ts) all speak these types, so they live apart from any one engine.
+import type { Tokenizer } from '../tokenizer/index.js';
+import type { SamplingParams } from './sampling.js';
+import type { FinishReason } from './stopping.js';
+
+export interface GenerateOptions extends Partial<SamplingParams> {
+  /** New tokens per sample, at most (default: whatever fits in a cache slot after the prompt). */
+  maxTokens?: number;
+  /** Samples of the prompt (default 1); each decodes in its own slot. */
+  n?: number;
+  /**
+   * Seed of the sampling generators: sample 0 uses `seed`, sample i a seed derived from (seed, i). Without a seed
+   * each sample gets a random one. Greedy decoding (temperature 0) draws nothing.
+   */
+  seed?: number | bigint;
+  /** Ids that end a sample (added to the eos ids). The stop id stays in the token ids; the text leaves it out. */
+  stopTokenIds?: readonly number[];
+  /** Strings that end a sample (needs a tokenizer): the text is cut where the string begins; see ./stopping.ts. */
+  stop?: string | readonly string[];
+  /** Do not stop at the eos ids (benchmarks, fixed-length rollouts). */
+  ignoreEos?: boolean;
+  /** Leave special tokens out of the text (default true). Token ids always keep them. */
+  skipSpecialTokens?: boolean;
+  /**
+   * Requests with the same key share one turn of the round-robin admission (./rollout-engine.ts's header): an
+   * HTTP request with several prompts gives them all its key. Default: a key of the request's own.
+   */
+  fairShareKey?: string;
+  /** Cancels the request: it is rejected with GenerationError('aborted') and its slots are freed. */
+  signal?: AbortSignal;
+  /** Rejects the request with GenerationError('timeout') after this long (default: the engine's requestTimeoutMs). */
+  timeoutMs?: number;
+  /** Called with each generated token as it is sampled (streaming); it must not throw. */
+  onToken?: (event: TokenEvent) => void;
+  /**
+   * Also keep, at each position, this many most likely tokens of the distribution `logprobs` are read from
+   * (OpenAI's top_logprobs; default 0: none). At most the vocabulary size.
+   */
+  topLogprobs?: number;
+}
+
+/** One generated token of sample `index`, as it is sampled. */
+export interface TokenEvent {
+  index: number;
+  tokenId: number;
+  logprob: number;
+  /** The most likely tokens at this position, with topLogprobs > 0. */
+  topLogprobs?: TopLogprob[];
+}
+
+/** One of the most likely tokens at a position: log_softmax(logits / temperature)[tokenId], as Completion.logprobs. */
+export interface TopLogprob {
+  tokenId: number;
+  logprob: number;
+}
+
+export interface GenerateRequest extends GenerateOptions {
+  /** The prompt's token ids (used exactly as given)... */
+  promptIds?: readonly number[];
+  /** ...or its text, encoded with the engine's tokenizer (no special tokens added). */
+  prompt?: string;
+}
+
+export interface Completion {
+  /** Which of the n samples. */
+  index: number;
+  /** Generated ids, ending with the stop token or the token that completed a stop string when finishReason is 'stop'. */
+  tokenIds: number[];
+  /** log_softmax(logits / temperature)[id] of each generated id, before top-k/top-p/min-p (temperature 0: 1). */
+  logprobs: number[];
+  /** With topLogprobs k > 0: per generated id, the k most likely tokens at its position, most likely first. */
+  topLogprobs?: TopLogprob[][];
+  /** Decoded tokenIds without a final stop token, cut before a stop string; null when the engine has no tokenizer. */
+  text: string | null;
+  finishReason: FinishReason;
+  /** The stop token id or stop string that ended the sample; null for 'length'. */
+  stopReason: number | string | null;
+}
+
+export interface GenerateResult {
+  promptIds: number[];
+  completions: Completion[];
+}
+
+export interface ScoreOptions {
+  /** Also keep each position's k most likely tokens (default 0). At most the vocabulary size. */
+  topLogprobs?: number;
+  /** τ of the distribution: log_softmax(logits / τ) (default 1: the raw distribution, as vLLM's prompt log-probs). */
+  temperature?: number;
+  /** Rejects with GenerationError('aborted') when it fires before the forward runs. */
+  signal?: AbortSignal;
+}
+
+/** Log-probs of given token ids under the model (vLLM's prompt_logprobs). */
+export interface ScoreResult {
+  /** log p(ids[t] | ids[<t]) at each position; null at position 0 (nothing precedes it). */
+  logprobs: (number | null)[];
+  /** With topLogprobs k > 0: per position the k most likely tokens, most likely first; [] at position 0. */
+  topLogprobs?: TopLogprob[][];
+}
+
+/**
+ * Why a request failed: 'invalid' is the caller's mistake (an HTTP 400), the others are not (./rollout-engine.ts's
+ * header says when each happens).
+ */
+export type GenerationFailure = 'invalid' | 'aborted' | 'timeout' | 'closed' | 'failed';
+
+export class GenerationError extends Error {
+  readonly reason: GenerationFailure;
+  constructor(reason: GenerationFailure, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'GenerationError';
+    this.reason = reason;
+  }
+}
+
+export interface RolloutEngineOptions {
+  /** Needed for text, stop strings, `prompt` and chat(); its eos ids stop generation. */
+  tokenizer?: Tokenizer | null;
+  /** Sequences decoded at once (KV-cache slots). Default 8. */
+  slots?: number;
+  /** Cache positions per slot: prompt + completion. Default min(max_position_embeddings, 2048). */
+  maxLength?: number;
+  /** Padded prompt tokens per prefill forward (a longer prompt still runs, alone). Default 8192. */
+  maxPrefillTokens?: number;
+  /** Ids that end generation. Default: the tokenizer's eos ids, else config.json's eos_token_id. */
+  eosTokenIds?: readonly number[];
+  /** Default per-request timeout in ms (Infinity: none). Default 30 minutes. */
+  requestTimeoutMs?: number;
+  /** close() also disposes the model (RolloutEngine.load sets this). Default false. */
+  ownsModel?: boolean;
+  /**
+   * Capture each decode step's forward once per shape and replay it in one native call (./decode-steps.ts); replays
+   * give the same results bit for bit as eager steps of the same shape. Default true.
+   */
+  captureDecode?: boolean;
+  /**
+   * Decode steps attend over the cache rounded up to a multiple of this many positions (the extra ones masked), so
+   * that one captured shape serves that many tokens. Default 32 with captureDecode, else 1 (the exact length).
+   */
+  decodeKeyBucket?: number;
+  /**
+   * Record each captured decode step as a CUDA graph (one launch per step instead of one per op; ./decode-steps.ts).
+   * Needs captureDecode and a model on a CUDA device. Default true there.
+   */
+  cudaGraphs?: boolean;
+}
