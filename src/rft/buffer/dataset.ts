@@ -392,12 +392,3 @@ export class DatasetReader {
     return Math.ceil((this.rows.length * epochs) / this.batchSize);
   }
 }
-
-/**
- * The reader of a mode-train dataset file (experience_buffer storage_type file) by the algorithm's experience schema
- * (src/rft/algorithm/presets.ts: experience | sft | dpo): a DPO row becomes chosen/rejected ids, every other schema
- * reads prompt/response rows. A new schema adds its reader here, and the stage needs no change.
- */
-export const TRAIN_DATASET_READERS: Readonly<
-  Record<'experience' | 'sft' | 'dpo', (file: string, tokenizer: Tokenizer, format?: DatasetFormat) => Promise<Experience[]>>
-> = { experience: loadSftDataset, sft: loadSftDataset, dpo: loadDpoDataset };

@@ -4,7 +4,8 @@
 import { join } from 'node:path';
 import { Tokenizer } from '../../tokenizer/index.js';
 import type { ResolvedAlgorithm } from '../algorithm/presets.js';
-import { DatasetReader, loadTaskset, TasksetScheduler, TRAIN_DATASET_READERS } from '../buffer/index.js';
+import { EXPERIENCE_SCHEMAS } from '../algorithm/schemas.js';
+import { DatasetReader, loadTaskset, TasksetScheduler } from '../buffer/index.js';
 import type { StageSettings } from '../config/settings.js';
 import type { TrainerInit } from '../trainer/trainer.js';
 
@@ -33,7 +34,7 @@ export async function createScheduler(settings: StageSettings): Promise<TasksetS
 /** Mode train from a dataset file (SFT, DPO): one batch of its rows per step. */
 export async function loadTrainDataset(settings: StageSettings, algorithm: ResolvedAlgorithm): Promise<DatasetReader> {
   if (!settings.buffer.path) throw new Error(`stage '${settings.stageName}': the file experience buffer needs a path`);
-  const load = TRAIN_DATASET_READERS[algorithm.schema];
+  const load = EXPERIENCE_SCHEMAS[algorithm.schema].readDataset;
   const rows = await load(settings.buffer.path, Tokenizer.load(settings.modelPath), settings.buffer.format ?? {});
   return new DatasetReader(rows, settings.trainBatchSize);
 }

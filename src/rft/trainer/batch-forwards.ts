@@ -12,7 +12,7 @@ import type { Critic } from '../algorithm/critic.js';
 import { policyLossModule } from '../algorithm/policy-loss/index.js';
 import type { ResolvedAlgorithm } from '../algorithm/presets.js';
 import type { Experience } from '../experience.js';
-import { rowsTakeAdvantages } from './experience-rows.js';
+import { rowsTakeAdvantages } from '../algorithm/schemas.js';
 import type { LogProbOptions, ReferencePolicy } from './reference-policy.js';
 import { ownRows, type Shard } from './row-sharding.js';
 import { buildBatch, microPromptGroups, type TrainBatch } from './train-batch.js';

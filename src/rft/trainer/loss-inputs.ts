@@ -16,7 +16,7 @@ import { resolveArgs } from '../algorithm/registry.js';
 import { computeRolloutCorrection } from '../algorithm/rollout-correction.js';
 import type { Experience } from '../experience.js';
 import type { Prepared } from './batch-forwards.js';
-import { rowsTakeAdvantages } from './experience-rows.js';
+import { rowsTakeAdvantages } from '../algorithm/schemas.js';
 import type { StepMetrics } from './step-metrics.js';
 import type { TrainBatch } from './train-batch.js';
 

@@ -1,4 +1,4 @@
-// A train step's batch: its rows (./experience-rows.ts) as padded tensors on the trainer's device.
+// A train step's batch: its rows (../algorithm/schemas.ts) as padded tensors on the trainer's device.
 //
 // Batch layout (verl's): prompts left-padded to P = the longest prompt, responses right-padded to R = the longest
 // response, inputIds [B, P + R]. Response token j of a row sits at column P + j and is predicted at log-prob position

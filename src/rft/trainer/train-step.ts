@@ -5,7 +5,7 @@
 //     ──▶ clip grad norm ──▶ optimizer step ──▶ [critic: clipped value loss, its own step] ──▶ metrics
 //
 // This file runs the step as one program of phases (#program); the parts it names, in the order they run:
-//   ./experience-rows.ts   the rows each schema trains on (dpo: a chosen and a rejected row per experience)
+//   ../algorithm/schemas.ts the rows each schema trains on (dpo: a chosen and a rejected row per experience)
 //   ./train-batch.ts       the batch layout: rows → padded tensors (prompts left-, responses right-padded)
 //   ./batch-forwards.ts    the no-grad forwards over the whole batch: reference (./reference-policy.ts), current
 //                          policy, critic values
@@ -34,7 +34,7 @@ import type { ResolvedAlgorithm } from '../algorithm/presets.js';
 import { expertRows } from '../algorithm/utils.js';
 import type { Experience } from '../experience.js';
 import { prepareBatch } from './batch-forwards.js';
-import { ROW_SCHEMAS } from './experience-rows.js';
+import { EXPERIENCE_SCHEMAS } from '../algorithm/schemas.js';
 import { type Shaped, shapeBatch } from './loss-inputs.js';
 import { enterEvalMode, RankDropoutStream } from './lora-dropout.js';
 import type { MasterWeights } from './master-weights.js';
@@ -161,7 +161,7 @@ export class TrainStep {
     const metrics = new StepMetrics();
     const restore = enterEvalMode(this.setup.lora ?? null);
     try {
-      const program = this.#program(ROW_SCHEMAS[this.setup.algorithm.schema].rows(experiences), metrics, ONE_PROCESS);
+      const program = this.#program(EXPERIENCE_SCHEMAS[this.setup.algorithm.schema].rows(experiences), metrics, ONE_PROCESS);
       // one process: the sums across ranks are this process's own
       for (let next = program.next(); !next.done; )
         next = program.next(next.value.kind === 'metrics' ? next.value.sums : undefined);
@@ -184,7 +184,7 @@ export class TrainStep {
     let program: StepProgram | null = null;
     const restore = enterEvalMode(this.setup.lora ?? null);
     try {
-      program = this.#program(ROW_SCHEMAS[this.setup.algorithm.schema].rows(experiences), metrics, collectives);
+      program = this.#program(EXPERIENCE_SCHEMAS[this.setup.algorithm.schema].rows(experiences), metrics, collectives);
       for (let next = program.next(); !next.done; ) {
         const request = next.value;
         let answer: Map<string, number> | undefined;
