@@ -9,7 +9,7 @@
 // before its claim was marked done finds it and moves on), and rows are keyed by (stage, step, task, repeat, index)
 // (Experience.eid), which the buffer stores once. An explorer with nothing to claim while others still explore waits
 // for them (polling the claims: a dead explorer sends no event), and takes over the steps of any that died.
-import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { keepStepLines } from '../monitor/index.js';
 import type { SharedExperienceBuffer, TaskBatch, TasksetScheduler } from '../buffer/index.js';
 import type { Experience } from '../experience.js';
 import type { Task } from '../task.js';
@@ -123,20 +123,7 @@ export function stampExperienceIds(stage: string, step: number, experiences: rea
  * with step 1. The other lines are of steps cut short, which are explored again.
  */
 export function keepFinishedSteps(file: string, finished: ReadonlySet<number>): void {
-  if (!existsSync(file)) return;
-  const kept = readFileSync(file, 'utf8')
-    .split('\n')
-    .filter((line) => {
-      if (line.trim() === '') return false;
-      try {
-        const step = (JSON.parse(line) as { step?: unknown }).step;
-        return typeof step === 'number' && finished.has(step === 0 ? 1 : step);
-      } catch {
-        return false;
-      }
-    });
-  writeFileSync(`${file}.tmp`, kept.length ? `${kept.join('\n')}\n` : '');
-  renameSync(`${file}.tmp`, file);
+  keepStepLines(file, (step) => finished.has(step === 0 ? 1 : step));
 }
 
 function pause(ms: number, signal?: AbortSignal): Promise<void> {

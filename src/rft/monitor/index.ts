@@ -1,3 +1,4 @@
 export * from './monitor.js';
 export * from './progress.js';
 export * from './tensorboard.js';
+export * from './step-lines.js';

@@ -12,7 +12,6 @@
 // Resume: the trainer restarts from the latest checkpoint's tensors and trainer.json; the explorer from the task
 // scheduler state saved with it (as it was after exploring that step); the sample strategy and the auxiliary datasets
 // from their saved positions; an in-memory buffer from its saved contents; metrics.jsonl keeps only steps up to it.
-import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   type ExperienceBuffer,
@@ -22,6 +21,7 @@ import {
   type TasksetScheduler,
 } from '../buffer/index.js';
 import type { Experience } from '../experience.js';
+import { keepStepLines } from '../monitor/index.js';
 import type { StepBatchesState } from '../trainer/step-batches.js';
 
 /** state.json: the run state a checkpoint holds besides the trainer's own. */
@@ -78,18 +78,5 @@ export async function restoreMemoryBuffer(
 
 /** Keeps the JSONL lines (metrics, eval samples) of steps <= `step`: a resumed run redoes the later ones. */
 export function truncateSteps(file: string, step: number): void {
-  if (!existsSync(file)) return;
-  const kept = readFileSync(file, 'utf8')
-    .split('\n')
-    .filter((line) => {
-      if (line.trim() === '') return false;
-      try {
-        const recorded = (JSON.parse(line) as { step?: unknown }).step;
-        return typeof recorded === 'number' && recorded <= step;
-      } catch {
-        return false;
-      }
-    });
-  writeFileSync(`${file}.tmp`, kept.length ? `${kept.join('\n')}\n` : '');
-  renameSync(`${file}.tmp`, file);
+  keepStepLines(file, (recorded) => recorded <= step);
 }

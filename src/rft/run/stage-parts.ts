@@ -200,16 +200,7 @@ export class StageParts {
       throw new Error(`stage '${settings.stageName}': a file experience buffer (a dataset) needs mode train`);
     const replay = settings.buffer.replay;
     const buffer = replay
-      ? new PriorityReplayBuffer({
-          name: settings.buffer.name,
-          capacity: settings.buffer.capacity,
-          priorityFn: replay.priorityFn as PriorityFnName,
-          decay: replay.decay,
-          reuseCooldownMs: replay.reuseCooldownMs,
-          ...(replay.useCountLimit !== undefined ? { useCountLimit: replay.useCountLimit } : {}),
-          ...(replay.sigma !== undefined ? { sigma: replay.sigma } : {}),
-          seed: settings.seed,
-        })
+      ? new PriorityReplayBuffer({ name: settings.buffer.name, ...this.replayOptions(replay) })
       : new QueueBuffer({
           name: settings.buffer.name,
           capacity: settings.buffer.capacity,
@@ -218,6 +209,19 @@ export class StageParts {
         });
     this.#closers.push(() => buffer.close());
     return buffer;
+  }
+
+  /** Priority replay (experience_buffer.replay_buffer) as both its stores take it: in memory, or in the SQL buffer. */
+  replayOptions(replay: NonNullable<StageSettings['buffer']['replay']>) {
+    return {
+      capacity: this.settings.buffer.capacity,
+      priorityFn: replay.priorityFn as PriorityFnName,
+      decay: replay.decay,
+      reuseCooldownMs: replay.reuseCooldownMs,
+      ...(replay.useCountLimit !== undefined ? { useCountLimit: replay.useCountLimit } : {}),
+      ...(replay.sigma !== undefined ? { sigma: replay.sigma } : {}),
+      seed: this.settings.seed,
+    };
   }
 
   /** The trainer's view of the buffer; explorer_driven: it answers the explorer's requests for weights while it waits. */
@@ -252,19 +256,7 @@ export class StageParts {
     const buffer = await openSharedBuffer({
       path: sharedBufferPath(settings),
       name: settings.buffer.name,
-      ...(replay
-        ? {
-            replay: {
-              capacity: settings.buffer.capacity,
-              priorityFn: replay.priorityFn as PriorityFnName,
-              decay: replay.decay,
-              reuseCooldownMs: replay.reuseCooldownMs,
-              ...(replay.useCountLimit !== undefined ? { useCountLimit: replay.useCountLimit } : {}),
-              ...(replay.sigma !== undefined ? { sigma: replay.sigma } : {}),
-              seed: settings.seed,
-            },
-          }
-        : {}),
+      ...(replay ? { replay: this.replayOptions(replay) } : {}),
     });
     this.#closers.push(() => buffer.close());
     // where the buffer is, for readers of the job folder (the Studio): a PostgreSQL buffer is not in it
