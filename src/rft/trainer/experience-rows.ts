@@ -4,7 +4,7 @@
 //   sft         the same: the loss is the NLL of the response tokens, no advantages
 //   dpo         each experience holds a prompt and `chosen`/`rejected` responses: two rows, chosen first, as the pair
 //               losses read them (../algorithm/policy-loss/dpo.ts dpoPairRows); pairs take no advantages or values
-import { dpoPairRows } from '../algorithm/policy-loss/dpo.js';
+import { dpoPairRows } from '../algorithm/policy-loss/index.js';
 import type { AlgorithmSchema, ResolvedAlgorithm } from '../algorithm/presets.js';
 import type { Experience } from '../experience.js';
 
