@@ -14,7 +14,7 @@ const src = fileURLToPath(new URL('../../src/', import.meta.url));
 const graph = readImportGraph(src);
 
 /** The files that list self-registering modules, in registration order. */
-const REGISTRATION_LISTS = ['rft/algorithm/policy-loss/index.ts'];
+const REGISTRATION_LISTS = ['rft/algorithm/policy-loss/index.ts', 'rft/algorithm/advantage/index.ts'];
 
 /** A file registers itself when a line starts with `NAME.register(` (a top-level statement). */
 const SELF_REGISTERING = /^[A-Z][A-Z0-9_]*\.register\(/m;
