@@ -14,10 +14,14 @@ const src = fileURLToPath(new URL('../../src/', import.meta.url));
 const graph = readImportGraph(src);
 
 /** The files that list self-registering modules, in registration order. */
-const REGISTRATION_LISTS = ['rft/algorithm/policy-loss/index.ts', 'rft/algorithm/advantage/index.ts'];
+const REGISTRATION_LISTS = [
+  'rft/algorithm/policy-loss/index.ts',
+  'rft/algorithm/advantage/index.ts',
+  'rft/data/task-pipeline/operators/index.ts',
+];
 
-/** A file registers itself when a line starts with `NAME.register(` (a top-level statement). */
-const SELF_REGISTERING = /^[A-Z][A-Z0-9_]*\.register\(/m;
+/** A file registers itself when a line starts with `NAME.register(` or `registerSomething(` (a top-level statement). */
+const SELF_REGISTERING = /^(?:[A-Z][A-Z0-9_]*\.register|register[A-Z]\w*)\(/m;
 const selfRegistering = [...graph.keys()].filter((file) => SELF_REGISTERING.test(readFileSync(join(src, file), 'utf8')));
 
 /** Each self-registering file's list and its place in it. */
