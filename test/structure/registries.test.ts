@@ -18,6 +18,7 @@ const REGISTRATION_LISTS = [
   'rft/algorithm/policy-loss/index.ts',
   'rft/algorithm/advantage/index.ts',
   'rft/data/task-pipeline/operators/index.ts',
+  'rft/data/experience-pipeline/operators/index.ts',
 ];
 
 /** A file registers itself when a line starts with `NAME.register(` or `registerSomething(` (a top-level statement). */
