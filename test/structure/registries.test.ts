@@ -17,6 +17,7 @@ const graph = readImportGraph(src);
 const REGISTRATION_LISTS = [
   'rft/algorithm/policy-loss/index.ts',
   'rft/algorithm/advantage/index.ts',
+  'rft/algorithm/sample-strategy.ts',
   'rft/data/task-pipeline/operators/index.ts',
   'rft/data/experience-pipeline/operators/index.ts',
 ];
