@@ -26,6 +26,7 @@ const REGISTRATION_LISTS = [
   'rft/data/task-pipeline/operators/index.ts',
   'rft/data/experience-pipeline/operators/index.ts',
   'rft/reward/registry.ts',
+  'rft/workflow/registry.ts',
 ];
 
 /** A file registers itself when a line starts with `NAME.register…(` or `registerSomething(` (a top-level statement). */
