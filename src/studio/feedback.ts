@@ -17,7 +17,7 @@ import { readdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { isLoopbackHost } from '../openai/server.js';
-import { ANNOUNCEMENT_FILE } from '../rft/data/task-pipeline/operators/annotation.js';
+import { ANNOUNCEMENT_FILE } from '../rft/data/task-pipeline/operators/index.js';
 import { readJson, relativeToRoot, writeTarget } from './body.js';
 import { HttpError, query, type Route } from './router.js';
 

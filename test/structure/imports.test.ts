@@ -21,7 +21,7 @@ const withinRft = (g: ImportGraph): ImportGraph =>
 describe('the import graph of src', () => {
   test('is read from the real tree: known imports are there', () => {
     assert.ok(graph.size > 100, `only ${graph.size} source files under ${src}`);
-    assert.ok(graph.get('rft/workflow/registry.ts')?.includes('util/registry.ts'));
+    assert.ok(graph.get('rft/workflow/workflow-registry.ts')?.includes('util/registry.ts'));
     assert.ok(graph.get('index.ts')?.includes('torch/index.ts'));
   });
 

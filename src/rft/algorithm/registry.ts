@@ -53,7 +53,7 @@ export class AlgorithmRegistry<Input, Result> {
   }
 }
 
-/** The name the module registries (advantage/, policy-loss/, sample-strategy.ts) import it by. */
+/** The name the module registries (advantage/, policy-loss/ and sample-strategy/, each in its registry.ts) import it by. */
 export { AlgorithmRegistry as Registry };
 // Moved to src/util (every layer imports them from there); re-exported for the files that import them from here.
 export { closestName, didYouMean, editDistance } from '../../util/did-you-mean.js';

@@ -30,19 +30,13 @@
 // A plug-in (`algorithm.sample_strategy: path/file.ts#export`, ./plugins.ts) is a module { defaults, run(init,
 // options) } whose run() returns { sample(input), state?(), loadState?(state) } (./sample-strategy/contract.ts); it
 // gets the same SampleInput as the built-ins, checked, through createSampleStrategy.
-import {
-  checkSampleInput,
-  type SampleInput,
-  type SampleResult,
-  type SampleStrategyInit,
-  type SampleStrategyInstance,
-} from './sample-strategy/contract.js';
-import { defaultSampleStrategy, warmupSampleStrategy } from './sample-strategy/default.js';
-import { dynamicSamplingStrategy } from './sample-strategy/dynamic-sampling.js';
-import { mixSampleStrategy } from './sample-strategy/mix.js';
-import { rewardFilterSampleStrategy } from './sample-strategy/reward-filter.js';
-import { stalenessControlSampleStrategy } from './sample-strategy/staleness-control.js';
-import { Registry } from './registry.js';
+//
+// A built-in strategy is one file in ./sample-strategy/ that ends by registering its module
+// (SAMPLE_STRATEGY.register(...)), plus one line in the list below, which is the registration order
+// (SAMPLE_STRATEGY.names()). Outside that folder, import the strategies from here only: a strategy's file imported
+// before this one would register first and reorder the names.
+import { checkSampleInput, type SampleInput, type SampleResult } from './sample-strategy/contract.js';
+import { SAMPLE_STRATEGY } from './sample-strategy/registry.js';
 
 export {
   type ArraySource,
@@ -54,19 +48,12 @@ export {
   sourceFromArray,
 } from '../buffer/source.js';
 export * from './sample-strategy/contract.js';
-export * from './sample-strategy/default.js';
-export * from './sample-strategy/dynamic-sampling.js';
-export * from './sample-strategy/mix.js';
-export * from './sample-strategy/reward-filter.js';
+export * from './sample-strategy/default.js'; // default, warmup
 export * from './sample-strategy/staleness-control.js';
-
-export const SAMPLE_STRATEGY = new Registry<SampleStrategyInit, SampleStrategyInstance>('sample_strategy')
-  .register(defaultSampleStrategy)
-  .register(warmupSampleStrategy)
-  .register(stalenessControlSampleStrategy)
-  .register(mixSampleStrategy)
-  .register(dynamicSamplingStrategy)
-  .register(rewardFilterSampleStrategy);
+export * from './sample-strategy/mix.js';
+export * from './sample-strategy/dynamic-sampling.js';
+export * from './sample-strategy/reward-filter.js';
+export { SAMPLE_STRATEGY };
 
 /** A strategy's checkpoint state: which strategy, and its own state (JSON). */
 export interface SampleStrategyState {

@@ -10,7 +10,7 @@
 import type { Tokenizer } from '../../tokenizer/index.js';
 import { type DatasetFormat, loadDpoDataset, loadSftDataset } from '../buffer/index.js';
 import type { Experience } from '../experience.js';
-import { dpoPairRows } from './policy-loss/dpo.js';
+import { dpoPairRows } from './policy-loss/index.js';
 import type { AlgorithmSchema, ResolvedAlgorithm } from './presets.js';
 
 export interface ExperienceSchema {

@@ -11,6 +11,7 @@ import type { Task } from '../task.js';
 import { hasThinkBlock, matchesFormat, THINK_ANSWER_PATTERN } from './format.js';
 import { extractBoxed, mathAccuracy } from './math-answer.js';
 import type { RewardModule } from './module.js';
+import { REWARD_FUNCTIONS } from './reward-registry.js';
 
 function reference(task: Task, who: string): string {
   if (typeof task.response !== 'string' || task.response.trim() === '')
@@ -59,3 +60,8 @@ export const mathBoxedReward: RewardModule<{ withThink: boolean; formatScoreCoef
     return { reward: accuracy + format, metrics: { accuracy, format_score: format } };
   },
 };
+
+REWARD_FUNCTIONS.registerModule(accuracyReward);
+REWARD_FUNCTIONS.registerModule(formatReward);
+REWARD_FUNCTIONS.registerModule(mathReward);
+REWARD_FUNCTIONS.registerModule(mathBoxedReward);

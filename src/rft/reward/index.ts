@@ -1,5 +1,6 @@
 // Reward functions: answer verification, format checks, LLM judges and reward models, and the registry workflows
-// resolve them from.
+// resolve them from. The registry's list comes first: it registers the built-ins in their order (./registry.ts).
+export * from './registry.js';
 export * from './builtin.js';
 export * from './format.js';
 export * from './judge-answer.js';
@@ -8,6 +9,5 @@ export * from './judge-prompt.js';
 export * from './llm-judge.js';
 export * from './math-answer.js';
 export * from './module.js';
-export * from './registry.js';
 export * from './reward-model.js';
 export * from './types.js';

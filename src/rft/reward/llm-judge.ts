@@ -27,6 +27,7 @@ import {
 import { askJudge, checkJudgeArgs, judgeMessages, judgeModel } from './judge-call.js';
 import { checkRubricSource, checkTemplate, fillTemplate, taskQuestion, taskReference, taskRubric } from './judge-prompt.js';
 import type { GroupRewardModule, RewardModule } from './module.js';
+import { REWARD_FUNCTIONS } from './reward-registry.js';
 import type { RewardOutput } from './types.js';
 
 export const RUBRIC_JUDGE_SYSTEM_PROMPT =
@@ -193,3 +194,6 @@ export const rulerReward: GroupRewardModule<RubricJudgeOptions> = {
     }));
   },
 };
+
+REWARD_FUNCTIONS.registerModule(rubricJudgeReward);
+REWARD_FUNCTIONS.registerModule(rulerReward);

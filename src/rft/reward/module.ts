@@ -1,6 +1,6 @@
 // A named reward module: a reward with typed options, their defaults (which also give the YAML argument names and
 // types, ../../util/module-args.ts) and a check of the values beyond their types. The registry turns one into a
-// RewardFn or a GroupRewardFn (./registry.ts), so built-ins and plug-ins are called the same way.
+// RewardFn or a GroupRewardFn (./reward-registry.ts registerModule), so built-ins and plug-ins are called the same way.
 import type { RewardContext, RewardOutput } from './types.js';
 
 interface ModuleBase<Options extends object> {

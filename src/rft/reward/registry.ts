@@ -5,76 +5,16 @@
 //   const rewardFn = await REWARD_FUNCTIONS.resolve(task.rewardFn ?? 'math_reward');
 //   const scored = await scoreResponses(rewardFn, { responses, task, args: task.rewardFnArgs ?? {}, auxiliaryModels });
 //   // scored[i] = { reward, metrics } of responses[i], whichever kind rewardFn is
-import { resolveArgs } from '../../util/module-args.js';
-import { Registry } from '../../util/registry.js';
-import { accuracyReward, formatReward, mathBoxedReward, mathReward } from './builtin.js';
-import { rubricJudgeReward, rulerReward } from './llm-judge.js';
-import type { GroupRewardModule, RewardModule } from './module.js';
-import { rmYesNoReward } from './reward-model.js';
-import { type AnyRewardFn, type GroupRewardFn, isGroupReward, type RewardContext, type RewardOutput } from './types.js';
+//
+// The built-ins, in registration order (REWARD_FUNCTIONS.names()): each file registers its modules at its bottom, so a
+// new reward function is one file plus one line here. Import the built-ins' files through this list or ./index.ts
+// (which imports it first): a file imported before this list would register first and reorder the names.
+import './builtin.js'; // accuracy_reward, format_reward, math_reward, math_boxed_reward
+import './llm-judge.js'; // rubric_judge_reward, ruler_reward
+import './reward-model.js'; // rm_yes_no_reward
+import { type AnyRewardFn, isGroupReward, type RewardContext, type RewardOutput } from './types.js';
 
-/** A module export as a reward: a function, or a group reward object. */
-function rewardOfExport(value: unknown, spec: string): AnyRewardFn {
-  if (typeof value === 'function') return value as AnyRewardFn;
-  if (typeof value === 'object' && value !== null && (value as { kind?: unknown }).kind === 'group') {
-    if (typeof (value as { scoreGroup?: unknown }).scoreGroup !== 'function')
-      throw new Error(`reward function '${spec}': a group reward (kind: 'group') needs a scoreGroup function`);
-    return value as GroupRewardFn;
-  }
-  const what = value === null ? 'null' : typeof value;
-  throw new Error(
-    `reward function '${spec}': the export is a ${what}, not a function or a group reward ({ kind: 'group', scoreGroup })`,
-  );
-}
-
-/** The generic registry (src/util/registry.ts) of reward functions, per response or per group. */
-export class RewardRegistry extends Registry<AnyRewardFn> {
-  readonly #argChecks = new Map<string, (args: Readonly<Record<string, unknown>>) => void>();
-
-  constructor() {
-    super('reward function', { fromExport: rewardOfExport });
-  }
-
-  /**
-   * Checks a registered module's reward_fn_args (names, types, values) without scoring anything, so a run can refuse
-   * bad arguments before its first task; throws the error a call would. Rewards without declared arguments (plain
-   * functions, module paths) check their own when called.
-   */
-  checkArgs(name: string, args: Readonly<Record<string, unknown>>): void {
-    this.#argChecks.get(name)?.(args);
-  }
-
-  /**
-   * Registers a module: its YAML arguments are checked against its defaults (unknown names, wrong types) and by its
-   * own check (ranges, templates) on every call, so a bad argument fails the first task that uses it, by name.
-   */
-  registerModule<Options extends object>(module: RewardModule<Options> | GroupRewardModule<Options>): this {
-    const where = `reward function '${module.name}'`;
-    const options = (args: Readonly<Record<string, unknown>>): Options => {
-      const resolved = resolveArgs(where, module.defaults, args);
-      module.check?.(resolved, where);
-      return resolved;
-    };
-    if ('scoreGroup' in module) {
-      const group: GroupRewardFn = { kind: 'group', scoreGroup: (input) => module.scoreGroup(input, options(input.args)) };
-      this.register(module.name, group, module.description);
-    } else {
-      this.register(module.name, (input) => module.score(input, options(input.args)), module.description);
-    }
-    this.#argChecks.set(module.name, options);
-    return this;
-  }
-}
-
-/** The built-in reward functions; register your own here or name them by module path. */
-export const REWARD_FUNCTIONS = new RewardRegistry()
-  .registerModule(accuracyReward)
-  .registerModule(formatReward)
-  .registerModule(mathReward)
-  .registerModule(mathBoxedReward)
-  .registerModule(rubricJudgeReward)
-  .registerModule(rulerReward)
-  .registerModule(rmYesNoReward);
+export { REWARD_FUNCTIONS, RewardRegistry } from './reward-registry.js';
 
 export interface ScoredResponse {
   reward: number;

@@ -18,6 +18,7 @@ import { judgeFailureMetrics } from './judge-answer.js';
 import { checkJudgeArgs, judgeMessages, judgeModel } from './judge-call.js';
 import { checkRubricSource, checkTemplate, fillTemplate, taskQuestion, taskReference, taskRubric } from './judge-prompt.js';
 import type { RewardModule } from './module.js';
+import { REWARD_FUNCTIONS } from './reward-registry.js';
 
 export const YES_NO_SYSTEM_PROMPT = 'You are a strict and fair judge. You answer with one word.';
 
@@ -146,3 +147,5 @@ export const rmYesNoReward: RewardModule<YesNoOptions> = {
     };
   },
 };
+
+REWARD_FUNCTIONS.registerModule(rmYesNoReward);

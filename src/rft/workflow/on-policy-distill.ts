@@ -12,6 +12,7 @@
 import { REWARD_FUNCTIONS, scoreResponse } from '../reward/registry.js';
 import { promptMessages, rolloutOptions } from './single-turn.js';
 import type { WorkflowContext, WorkflowSpec } from './types.js';
+import { WORKFLOWS } from './workflow-registry.js';
 
 const NAME = 'on_policy_distill_workflow';
 
@@ -64,3 +65,5 @@ export const onPolicyDistillWorkflow: WorkflowSpec = {
     );
   },
 };
+
+WORKFLOWS.register(NAME, onPolicyDistillWorkflow);

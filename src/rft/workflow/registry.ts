@@ -2,34 +2,15 @@
 // function, taken as repeatable, or a WorkflowSpec object).
 //
 //   const spec = await WORKFLOWS.resolve(task.workflow ?? 'math_workflow');
-import { Registry } from '../../util/registry.js';
-import { toolAgentWorkflow } from './agents/tool-agent.js';
-import { frozenLakeWorkflow } from './env/frozen-lake.js';
-import { sokobanWorkflow } from './env/sokoban.js';
-import { onPolicyDistillWorkflow } from './on-policy-distill.js';
-import { mathBoxedWorkflow, mathWorkflow, simpleWorkflow } from './single-turn.js';
-import { workflowSpecOf } from './isolation/spec.js';
-import type { Workflow, WorkflowSpec } from './types.js';
+//
+// The built-ins, in registration order (WORKFLOWS.names()): each file registers its workflows at its bottom, so a new
+// built-in workflow is one file plus one line here. Import the built-ins' files through this list or ./index.ts (which
+// imports it first): a file imported before this list would register first and reorder the names. single-turn.ts comes
+// first, so the other workflows and env/environment.ts may import its helpers directly.
+import './single-turn.js'; // simple_workflow, math_workflow, math_boxed_workflow
+import './agents/tool-agent.js'; // tool_agent_workflow
+import './env/frozen-lake.js'; // frozen_lake_workflow
+import './env/sokoban.js'; // sokoban_workflow
+import './on-policy-distill.js'; // on_policy_distill_workflow
 
-/** The generic registry (src/util/registry.ts) of workflow specs; a bare function registers as a repeatable spec. */
-export class WorkflowRegistry extends Registry<WorkflowSpec> {
-  constructor() {
-    super('workflow', { fromExport: (value, spec) => workflowSpecOf(value, `workflow '${spec}'`) });
-  }
-
-  /** Registers a workflow (a bare function is repeatable: it gets repeatTimes and returns them all). */
-  override register(name: string, workflow: WorkflowSpec | Workflow, description?: string): this {
-    const spec = workflowSpecOf(workflow, `workflow '${name}'`);
-    return super.register(name, spec, description ?? spec.description ?? '');
-  }
-}
-
-/** The built-in workflows; register your own here or name them by module path. */
-export const WORKFLOWS = new WorkflowRegistry()
-  .register('simple_workflow', simpleWorkflow)
-  .register('math_workflow', mathWorkflow)
-  .register('math_boxed_workflow', mathBoxedWorkflow)
-  .register('tool_agent_workflow', toolAgentWorkflow)
-  .register('frozen_lake_workflow', frozenLakeWorkflow)
-  .register('sokoban_workflow', sokobanWorkflow)
-  .register('on_policy_distill_workflow', onPolicyDistillWorkflow);
+export { WORKFLOWS, WorkflowRegistry } from './workflow-registry.js';

@@ -19,6 +19,7 @@ import type { ChatTurn } from '../experience.js';
 import { REWARD_FUNCTIONS, type RewardRegistry, type ScoredResponse, scoreResponses } from '../reward/registry.js';
 import type { Task } from '../task.js';
 import type { WorkflowContext, WorkflowSpec } from './types.js';
+import { WORKFLOWS } from './workflow-registry.js';
 
 export const MATH_SYSTEM_PROMPT =
   'You are a helpful assistant that solves math problems. First think about the reasoning process, then give the ' +
@@ -156,3 +157,7 @@ export const mathBoxedWorkflow = singleTurnWorkflow('math_boxed_workflow', {
   defaultRewardFn: 'math_boxed_reward',
   rewardArgsFromWorkflowArgs: ['with_think', 'format_score_coef'],
 });
+
+WORKFLOWS.register('simple_workflow', simpleWorkflow);
+WORKFLOWS.register('math_workflow', mathWorkflow);
+WORKFLOWS.register('math_boxed_workflow', mathBoxedWorkflow);

@@ -4,6 +4,7 @@
 // A group of one has baseline 0 (Trinity-RFT `advantage_fn: asymre`).
 import * as torch from '../../../torch/index.js';
 import { groupStats, groupsOf, keepAll, outcomeRewards, perRow, scoresToResult } from './groups.js';
+import { ADVANTAGE_FN } from './registry.js';
 import type { AdvantageInput, AdvantageModule, AdvantageResult } from './types.js';
 
 export interface AsymreAdvantageOptions {
@@ -34,3 +35,5 @@ export const asymreAdvantage: AdvantageModule<AsymreAdvantageOptions> = {
   computeInTrainer: false,
   run: computeAsymreAdvantages,
 };
+
+ADVANTAGE_FN.register(asymreAdvantage);

@@ -9,6 +9,7 @@
 import * as torch from '../../../torch/index.js';
 import { floatMask } from '../utils.js';
 import { computeGrpoAdvantages } from './grpo.js';
+import { ADVANTAGE_FN } from './registry.js';
 import { type AdvantageInput, type AdvantageModule, type AdvantageResult, requireField } from './types.js';
 
 export interface ClipbAdvantageOptions {
@@ -81,3 +82,5 @@ export const clipbAdvantage: AdvantageModule<ClipbAdvantageOptions> = {
   needsEntropy: true,
   run: computeClipbAdvantages,
 };
+
+ADVANTAGE_FN.register(clipbAdvantage);

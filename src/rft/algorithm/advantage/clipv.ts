@@ -16,6 +16,7 @@ import * as torch from '../../../torch/index.js';
 import { floatMask } from '../utils.js';
 import { tokenClippedResult } from './clipb.js';
 import { computeGrpoAdvantages } from './grpo.js';
+import { ADVANTAGE_FN } from './registry.js';
 import { type AdvantageInput, type AdvantageModule, type AdvantageResult, requireField } from './types.js';
 
 export interface ClipvAdvantageOptions {
@@ -76,3 +77,5 @@ export const clipvAdvantage: AdvantageModule<ClipvAdvantageOptions> = {
   needsNecs: true,
   run: computeClipvAdvantages,
 };
+
+ADVANTAGE_FN.register(clipvAdvantage);

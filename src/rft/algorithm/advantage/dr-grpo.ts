@@ -4,6 +4,7 @@
 // Pair it with loss_agg_mode seq-mean-token-sum-norm (a constant normaliser) to remove the length bias as well.
 // Not a module of Python Trinity-RFT (there: grpo with its std turned off); same options as grpo otherwise.
 import { computeGrpoAdvantages } from './grpo.js';
+import { ADVANTAGE_FN } from './registry.js';
 import type { AdvantageInput, AdvantageModule, AdvantageResult } from './types.js';
 
 export interface DrGrpoAdvantageOptions {
@@ -25,3 +26,5 @@ export const drGrpoAdvantage: AdvantageModule<DrGrpoAdvantageOptions> = {
   computeInTrainer: false,
   run: computeDrGrpoAdvantages,
 };
+
+ADVANTAGE_FN.register(drGrpoAdvantage);

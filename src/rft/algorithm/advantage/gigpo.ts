@@ -11,6 +11,7 @@
 //   A[step, t] = (A^E + ω · A^S) · mask[step, t]
 import * as torch from '../../../torch/index.js';
 import { scoresToResult } from './groups.js';
+import { ADVANTAGE_FN } from './registry.js';
 import { type AdvantageInput, type AdvantageModule, type AdvantageResult, requireField } from './types.js';
 
 export interface GigpoAdvantageOptions {
@@ -155,3 +156,5 @@ export const gigpoAdvantage: AdvantageModule<GigpoAdvantageOptions> = {
   computeInTrainer: false,
   run: computeGigpoAdvantages,
 };
+
+ADVANTAGE_FN.register(gigpoAdvantage);

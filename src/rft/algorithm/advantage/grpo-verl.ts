@@ -3,6 +3,7 @@
 // but ε, run by the trainer on the batch it trains (compute_in_trainer) instead of by the explorer's pipeline:
 //   A_i = (r_i − mean_g(r)) / (std_g(r) + ε)          (a group of one: mean 0, std 1)
 import { computeGrpoAdvantages } from './grpo.js';
+import { ADVANTAGE_FN } from './registry.js';
 import type { AdvantageInput, AdvantageModule, AdvantageResult } from './types.js';
 
 export interface GrpoVerlAdvantageOptions {
@@ -26,3 +27,5 @@ export const grpoVerlAdvantage: AdvantageModule<GrpoVerlAdvantageOptions> = {
   computeInTrainer: true,
   run: computeGrpoVerlAdvantages,
 };
+
+ADVANTAGE_FN.register(grpoVerlAdvantage);

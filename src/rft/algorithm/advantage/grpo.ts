@@ -19,6 +19,7 @@ import * as torch from '../../../torch/index.js';
 import type { Tensor } from '../../../torch/index.js';
 import { maskedMean } from '../utils.js';
 import { type Groups, groupStats, groupsOf, outcomeRewards, perRow, scoresToResult } from './groups.js';
+import { ADVANTAGE_FN } from './registry.js';
 import { type AdvantageInput, type AdvantageModule, type AdvantageResult, requireField } from './types.js';
 
 export type StdCalLevel = 'group' | 'batch' | 'none';
@@ -135,3 +136,5 @@ export const grpoAdvantage: AdvantageModule<GrpoAdvantageOptions> = {
   computeInTrainer: false,
   run: computeGrpoAdvantages,
 };
+
+ADVANTAGE_FN.register(grpoAdvantage);

@@ -18,6 +18,7 @@
 // advantages/mean. (Trinity's chunk_size only bounds its peak memory; these are a few element-wise ops on [B, R].)
 import * as torch from '../../../torch/index.js';
 import { floatMask, maskedSum } from '../utils.js';
+import { ADVANTAGE_FN } from './registry.js';
 import { type AdvantageInput, type AdvantageModule, type AdvantageResult, requireField } from './types.js';
 
 export interface JsdAdvantageOptions {
@@ -82,3 +83,5 @@ export const jsdAdvantage: AdvantageModule<JsdAdvantageOptions> = {
   computeInTrainer: true,
   run: computeJsdAdvantages,
 };
+
+ADVANTAGE_FN.register(jsdAdvantage);

@@ -4,6 +4,7 @@
 //   A[b, t] = kl_coef · (log π_teacher(y_t) − log π_old(y_t)) · mask[b, t]
 import * as torch from '../../../torch/index.js';
 import { floatMask, maskedSum } from '../utils.js';
+import { ADVANTAGE_FN } from './registry.js';
 import { type AdvantageInput, type AdvantageModule, type AdvantageResult, requireField } from './types.js';
 
 export interface OnPolicyDistillAdvantageOptions {
@@ -39,3 +40,5 @@ export const onPolicyDistillAdvantage: AdvantageModule<OnPolicyDistillAdvantageO
   computeInTrainer: true,
   run: computeOnPolicyDistillAdvantages,
 };
+
+ADVANTAGE_FN.register(onPolicyDistillAdvantage);

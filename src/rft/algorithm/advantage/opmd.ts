@@ -5,6 +5,7 @@
 // A group of one has baseline 0.
 import * as torch from '../../../torch/index.js';
 import { groupMembership, groupStats, groupsOf, keepAll, outcomeRewards, perRow, scoresToResult } from './groups.js';
+import { ADVANTAGE_FN } from './registry.js';
 import type { AdvantageInput, AdvantageModule, AdvantageResult } from './types.js';
 
 export interface OpmdAdvantageOptions {
@@ -45,3 +46,5 @@ export const opmdAdvantage: AdvantageModule<OpmdAdvantageOptions> = {
   computeInTrainer: false,
   run: computeOpmdAdvantages,
 };
+
+ADVANTAGE_FN.register(opmdAdvantage);

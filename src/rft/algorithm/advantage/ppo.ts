@@ -7,6 +7,7 @@
 // Trinity-RFT `advantage_fn: ppo` (gamma 1.0, lam 1.0).
 import * as torch from '../../../torch/index.js';
 import { discountedReverseCumsum, maskedWhiten } from '../utils.js';
+import { ADVANTAGE_FN } from './registry.js';
 import { type AdvantageInput, type AdvantageModule, type AdvantageResult, requireField } from './types.js';
 
 export interface PpoAdvantageOptions {
@@ -42,3 +43,5 @@ export const ppoAdvantage: AdvantageModule<PpoAdvantageOptions> = {
   computeInTrainer: true,
   run: computeGaeAdvantages,
 };
+
+ADVANTAGE_FN.register(ppoAdvantage);

@@ -6,6 +6,7 @@
 // (keep = false, advantage 0) before the statistics. Fewer than two kept responses: mean 0, std 1.
 import * as torch from '../../../torch/index.js';
 import { groupIndex, outcomeRewards, scoresToResult } from './groups.js';
+import { ADVANTAGE_FN } from './registry.js';
 import { type AdvantageInput, type AdvantageModule, type AdvantageResult, requireField } from './types.js';
 
 export interface RecAdvantageOptions {
@@ -72,3 +73,5 @@ export const recAdvantage: AdvantageModule<RecAdvantageOptions> = {
   computeInTrainer: false,
   run: computeRecAdvantages,
 };
+
+ADVANTAGE_FN.register(recAdvantage);

@@ -5,6 +5,7 @@
 // returns = G. Trinity-RFT `advantage_fn: reinforceplusplus`.
 import * as torch from '../../../torch/index.js';
 import { discountedReverseCumsum, floatMask, maskedWhiten } from '../utils.js';
+import { ADVANTAGE_FN } from './registry.js';
 import { type AdvantageInput, type AdvantageModule, type AdvantageResult, requireField } from './types.js';
 
 export interface ReinforcePlusPlusAdvantageOptions {
@@ -38,3 +39,5 @@ export const reinforcePlusPlusAdvantage: AdvantageModule<ReinforcePlusPlusAdvant
   computeInTrainer: true,
   run: computeReinforcePlusPlusAdvantages,
 };
+
+ADVANTAGE_FN.register(reinforcePlusPlusAdvantage);

@@ -5,6 +5,7 @@
 //   A_i = r_i − mean_g(r)               baseline: group_mean (a group baseline; groups of one keep r_i)
 import * as torch from '../../../torch/index.js';
 import { groupStats, groupsOf, keepAll, outcomeRewards, perRow, scoresToResult } from './groups.js';
+import { ADVANTAGE_FN } from './registry.js';
 import type { AdvantageInput, AdvantageModule, AdvantageResult } from './types.js';
 
 export interface ReinforceAdvantageOptions {
@@ -42,3 +43,5 @@ export const reinforceAdvantage: AdvantageModule<ReinforceAdvantageOptions> = {
   computeInTrainer: false,
   run: computeReinforceAdvantages,
 };
+
+ADVANTAGE_FN.register(reinforceAdvantage);

@@ -5,6 +5,7 @@
 // returns = G. Trinity-RFT `advantage_fn: remax` (reward_baselines come from the rollout).
 import * as torch from '../../../torch/index.js';
 import { floatMask } from '../utils.js';
+import { ADVANTAGE_FN } from './registry.js';
 import { type AdvantageInput, type AdvantageModule, type AdvantageResult, requireField } from './types.js';
 
 export type RemaxAdvantageOptions = Record<string, never>;
@@ -32,3 +33,5 @@ export const remaxAdvantage: AdvantageModule<RemaxAdvantageOptions> = {
   computeInTrainer: true,
   run: computeRemaxAdvantages,
 };
+
+ADVANTAGE_FN.register(remaxAdvantage);

@@ -4,6 +4,7 @@
 // A group of one keeps its raw reward (Trinity-RFT `advantage_fn: rloo`).
 import * as torch from '../../../torch/index.js';
 import { groupStats, groupsOf, keepAll, outcomeRewards, perRow, scoresToResult } from './groups.js';
+import { ADVANTAGE_FN } from './registry.js';
 import type { AdvantageInput, AdvantageModule, AdvantageResult } from './types.js';
 
 export type RlooAdvantageOptions = Record<string, never>;
@@ -29,3 +30,5 @@ export const rlooAdvantage: AdvantageModule<RlooAdvantageOptions> = {
   computeInTrainer: true,
   run: computeRlooAdvantages,
 };
+
+ADVANTAGE_FN.register(rlooAdvantage);

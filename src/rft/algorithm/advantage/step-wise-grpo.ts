@@ -7,6 +7,7 @@
 // one run. The last step of a run is its last experience in batch order.
 import * as torch from '../../../torch/index.js';
 import { scoresToResult } from './groups.js';
+import { ADVANTAGE_FN } from './registry.js';
 import { type AdvantageInput, type AdvantageModule, type AdvantageResult, requireField } from './types.js';
 
 export interface StepWiseGrpoAdvantageOptions {
@@ -97,3 +98,5 @@ export const stepWiseGrpoAdvantage: AdvantageModule<StepWiseGrpoAdvantageOptions
   computeInTrainer: false,
   run: computeStepWiseGrpoAdvantages,
 };
+
+ADVANTAGE_FN.register(stepWiseGrpoAdvantage);

@@ -10,6 +10,7 @@ import * as torch from '../../../torch/index.js';
 import type { LossAggMode } from '../loss-agg.js';
 import { mixAccumulation, mixLosses } from './mix.js';
 import { computePpoPolicyLoss } from './ppo.js';
+import { POLICY_LOSS_FN } from './registry.js';
 import { computeSftLoss, computeSftPhiLoss } from './sft.js';
 import { need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult } from './types.js';
 
@@ -74,3 +75,5 @@ export const chordPolicyLoss: PolicyLossModule<ChordPolicyLossOptions> = {
   run: computeChordPolicyLoss,
   accumulation: (o) => mixAccumulation(o.sftLossAggMode),
 };
+
+POLICY_LOSS_FN.register(chordPolicyLoss);

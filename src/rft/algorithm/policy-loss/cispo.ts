@@ -8,6 +8,7 @@
 import * as torch from '../../../torch/index.js';
 import { aggregateLoss, type LossAggMode } from '../loss-agg.js';
 import { floatMask, maskedMean } from '../utils.js';
+import { POLICY_LOSS_FN } from './registry.js';
 import { need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult } from './types.js';
 
 export interface CispoPolicyLossOptions {
@@ -63,3 +64,5 @@ export const cispoPolicyLoss: PolicyLossModule<CispoPolicyLossOptions> = {
   run: computeCispoPolicyLoss,
   linearInAdvantages: true,
 };
+
+POLICY_LOSS_FN.register(cispoPolicyLoss);

@@ -11,6 +11,7 @@ import * as torch from '../../../torch/index.js';
 import type { Tensor } from '../../../torch/index.js';
 import type { Experience } from '../../experience.js';
 import { maskedSum } from '../utils.js';
+import { POLICY_LOSS_FN } from './registry.js';
 import { need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult } from './types.js';
 
 export interface DpoLossOptions {
@@ -96,3 +97,5 @@ export const dpoLoss: PolicyLossModule<DpoLossOptions> = {
   accumulation: () => ({ rowsPerGroup: 2, terms: [{ name: 'loss', rows: 'all', unit: 'group' }] }),
   needsReference: true,
 };
+
+POLICY_LOSS_FN.register(dpoLoss);

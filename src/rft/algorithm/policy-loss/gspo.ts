@@ -8,6 +8,7 @@ import * as torch from '../../../torch/index.js';
 import { aggregateLoss, type LossAggMode } from '../loss-agg.js';
 import { maskedMean } from '../utils.js';
 import { clipBounds } from './ppo.js';
+import { POLICY_LOSS_FN } from './registry.js';
 import { need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult } from './types.js';
 
 export interface GspoPolicyLossOptions {
@@ -62,3 +63,5 @@ export const gspoPolicyLoss: PolicyLossModule<GspoPolicyLossOptions> = {
   run: computeGspoPolicyLoss,
   linearInAdvantages: true,
 };
+
+POLICY_LOSS_FN.register(gspoPolicyLoss);

@@ -4,6 +4,7 @@
 import * as torch from '../../../torch/index.js';
 import { aggregateLoss, type LossAggMode } from '../loss-agg.js';
 import { maskedMean } from '../utils.js';
+import { POLICY_LOSS_FN } from './registry.js';
 import { need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult } from './types.js';
 
 export interface ImportanceSamplingPolicyLossOptions {
@@ -42,3 +43,5 @@ export const importanceSamplingPolicyLoss: PolicyLossModule<ImportanceSamplingPo
   run: computeImportanceSamplingPolicyLoss,
   linearInAdvantages: true,
 };
+
+POLICY_LOSS_FN.register(importanceSamplingPolicyLoss);

@@ -1,40 +1,32 @@
 // Policy loss functions (`algorithm.policy_loss_fn`), by Trinity-RFT name. POLICY_LOSS_FN.create('ppo',
 // { clip_range_high: 0.28 }) gives input → { loss, metrics }.
+//
+// A loss is one file that ends by registering its module (POLICY_LOSS_FN.register(...)), plus one line in the list
+// below. The list is the registration order (POLICY_LOSS_FN.names(), and the names an error message offers): ES
+// modules run in import order, each after the files it imports, so a file comes after the losses it builds on (chord
+// after mix, ppo and sft). Outside this folder, import the losses from here only, never one loss's file: a file
+// imported before this one would register first and reorder the names.
 import { AGGREGATION_UNITS, aggregationUnit, isLossAggMode, type LossAggMode } from '../loss-agg.js';
-import { Registry, resolveArgs } from '../registry.js';
-import { chordPolicyLoss } from './chord.js';
-import { cispoPolicyLoss } from './cispo.js';
-import { dpoLoss } from './dpo.js';
-import { gspoPolicyLoss } from './gspo.js';
-import { importanceSamplingPolicyLoss } from './importance-sampling.js';
-import { m2poPolicyLoss } from './m2po.js';
-import { mixPolicyLoss } from './mix.js';
-import { opmdPolicyLoss } from './opmd.js';
-import { ppoPolicyLoss } from './ppo.js';
-import { recPolicyLoss } from './rec.js';
-import { sapoPolicyLoss } from './sapo.js';
-import { sftIsLoss, sftLoss, sftPhiLoss } from './sft.js';
-import { sppoPolicyLoss } from './sppo.js';
-import { toprPolicyLoss } from './topr.js';
-import { type LossAccumulation, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult, TERM_ROWS } from './types.js';
+import { resolveArgs } from '../registry.js';
+import { POLICY_LOSS_FN } from './registry.js';
+import { type LossAccumulation, type PolicyLossModule, TERM_ROWS } from './types.js';
 
-export const POLICY_LOSS_FN = new Registry<PolicyLossInput, PolicyLossResult>('policy_loss_fn')
-  .register(ppoPolicyLoss)
-  .register(gspoPolicyLoss)
-  .register(cispoPolicyLoss)
-  .register(sapoPolicyLoss)
-  .register(toprPolicyLoss)
-  .register(opmdPolicyLoss)
-  .register(sppoPolicyLoss)
-  .register(recPolicyLoss)
-  .register(importanceSamplingPolicyLoss)
-  .register(sftLoss)
-  .register(sftIsLoss)
-  .register(sftPhiLoss)
-  .register(dpoLoss)
-  .register(mixPolicyLoss)
-  .register(chordPolicyLoss)
-  .register(m2poPolicyLoss);
+export * from './ppo.js';
+export * from './gspo.js';
+export * from './cispo.js';
+export * from './sapo.js';
+export * from './topr.js';
+export * from './opmd.js';
+export * from './sppo.js';
+export * from './rec.js';
+export * from './importance-sampling.js';
+export * from './sft.js'; // sft, sft_is, sft_phi
+export * from './dpo.js';
+export * from './mix.js';
+export * from './chord.js';
+export * from './m2po.js';
+export * from './types.js';
+export { POLICY_LOSS_FN };
 
 /** The registered module with its contract's optional parts (the registry keeps the object it was given). */
 export function policyLossModule(name: string): PolicyLossModule<object> {
@@ -75,19 +67,3 @@ export function policyLossAccumulation(
   }
   return declared;
 }
-
-export * from './chord.js';
-export * from './cispo.js';
-export * from './dpo.js';
-export * from './gspo.js';
-export * from './importance-sampling.js';
-export * from './m2po.js';
-export * from './mix.js';
-export * from './opmd.js';
-export * from './ppo.js';
-export * from './rec.js';
-export * from './sapo.js';
-export * from './sft.js';
-export * from './sppo.js';
-export * from './topr.js';
-export * from './types.js';

@@ -14,6 +14,7 @@ import type { Tensor } from '../../../torch/index.js';
 import { aggregateLoss, type LossAggMode } from '../loss-agg.js';
 import type { Metrics } from '../metrics.js';
 import { floatMask, maskedMean } from '../utils.js';
+import { POLICY_LOSS_FN } from './registry.js';
 import { need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult, type WholeBatchInput } from './types.js';
 
 export interface M2poPolicyLossOptions {
@@ -126,3 +127,5 @@ export const m2poPolicyLoss: PolicyLossModule<M2poPolicyLossOptions> = {
   wholeBatchMask: (input, options) => m2poMask(input, options),
   linearInAdvantages: true,
 };
+
+POLICY_LOSS_FN.register(m2poPolicyLoss);

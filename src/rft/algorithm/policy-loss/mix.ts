@@ -13,6 +13,7 @@ import { aggregationUnit, type LossAggMode } from '../loss-agg.js';
 import { type Metrics, scaleMetric } from '../metrics.js';
 import { checkExpertRows, expertRowsOf } from '../utils.js';
 import { computePpoPolicyLoss } from './ppo.js';
+import { POLICY_LOSS_FN } from './registry.js';
 import { computeSftLoss } from './sft.js';
 import { type LossAccumulation, need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult } from './types.js';
 
@@ -113,3 +114,5 @@ export const mixPolicyLoss: PolicyLossModule<MixPolicyLossOptions> = {
   run: computeMixPolicyLoss,
   accumulation: (o) => mixAccumulation(o.sftLossAggMode),
 };
+
+POLICY_LOSS_FN.register(mixPolicyLoss);

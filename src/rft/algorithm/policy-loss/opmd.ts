@@ -4,6 +4,7 @@
 // (π_old is not used: the off-policy correction lives in the advantage's baseline.)
 import * as torch from '../../../torch/index.js';
 import { aggregateLoss, type LossAggMode } from '../loss-agg.js';
+import { POLICY_LOSS_FN } from './registry.js';
 import { need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult } from './types.js';
 
 export interface OpmdPolicyLossOptions {
@@ -28,3 +29,5 @@ export const opmdPolicyLoss: PolicyLossModule<OpmdPolicyLossOptions> = {
   defaults: OPMD_POLICY_LOSS_DEFAULTS,
   run: computeOpmdPolicyLoss,
 };
+
+POLICY_LOSS_FN.register(opmdPolicyLoss);

@@ -13,6 +13,7 @@ import type { Tensor } from '../../../torch/index.js';
 import { aggregateLoss, type LossAggMode } from '../loss-agg.js';
 import type { Metrics } from '../metrics.js';
 import { floatMask, maskedMean } from '../utils.js';
+import { POLICY_LOSS_FN } from './registry.js';
 import { need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult } from './types.js';
 
 export interface PpoPolicyLossOptions {
@@ -97,3 +98,5 @@ export const ppoPolicyLoss: PolicyLossModule<PpoPolicyLossOptions> = {
   run: computePpoPolicyLoss,
   linearInAdvantages: true,
 };
+
+POLICY_LOSS_FN.register(ppoPolicyLoss);

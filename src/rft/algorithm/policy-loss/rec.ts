@@ -14,6 +14,7 @@ import * as torch from '../../../torch/index.js';
 import type { Tensor } from '../../../torch/index.js';
 import { aggregateLoss, type LossAggMode } from '../loss-agg.js';
 import { floatMask, maskedMean } from '../utils.js';
+import { POLICY_LOSS_FN } from './registry.js';
 import { need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult } from './types.js';
 
 export type RecClipMode = 'none' | 'one-side' | 'gspo-one-side' | 'two-side' | 'ring';
@@ -118,3 +119,5 @@ export const recPolicyLoss: PolicyLossModule<RecPolicyLossOptions> = {
   defaults: REC_POLICY_LOSS_DEFAULTS,
   run: computeRecPolicyLoss,
 };
+
+POLICY_LOSS_FN.register(recPolicyLoss);

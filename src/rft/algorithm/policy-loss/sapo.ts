@@ -8,6 +8,7 @@
 import * as torch from '../../../torch/index.js';
 import { aggregateLoss, type LossAggMode } from '../loss-agg.js';
 import { maskedMean } from '../utils.js';
+import { POLICY_LOSS_FN } from './registry.js';
 import { need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult } from './types.js';
 
 export interface SapoPolicyLossOptions {
@@ -52,3 +53,5 @@ export const sapoPolicyLoss: PolicyLossModule<SapoPolicyLossOptions> = {
   run: computeSapoPolicyLoss,
   linearInAdvantages: true,
 };
+
+POLICY_LOSS_FN.register(sapoPolicyLoss);

@@ -8,6 +8,7 @@
 //   loss = aggregate(L, mask, loss_agg_mode)
 import * as torch from '../../../torch/index.js';
 import { aggregateLoss, type LossAggMode } from '../loss-agg.js';
+import { POLICY_LOSS_FN } from './registry.js';
 import type { PolicyLossInput, PolicyLossModule, PolicyLossResult } from './types.js';
 
 export interface SftLossOptions {
@@ -71,3 +72,7 @@ export const sftPhiLoss: PolicyLossModule<SftPhiLossOptions> = {
   defaults: SFT_PHI_LOSS_DEFAULTS,
   run: computeSftPhiLoss,
 };
+
+POLICY_LOSS_FN.register(sftLoss);
+POLICY_LOSS_FN.register(sftIsLoss);
+POLICY_LOSS_FN.register(sftPhiLoss);

@@ -5,6 +5,7 @@
 import * as torch from '../../../torch/index.js';
 import { aggregateLoss, type LossAggMode } from '../loss-agg.js';
 import { floatMask, maskedMean } from '../utils.js';
+import { POLICY_LOSS_FN } from './registry.js';
 import { need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult } from './types.js';
 
 export interface SppoPolicyLossOptions {
@@ -39,3 +40,5 @@ export const sppoPolicyLoss: PolicyLossModule<SppoPolicyLossOptions> = {
   defaults: SPPO_POLICY_LOSS_DEFAULTS,
   run: computeSppoPolicyLoss,
 };
+
+POLICY_LOSS_FN.register(sppoPolicyLoss);

@@ -7,6 +7,7 @@
 import * as torch from '../../../torch/index.js';
 import { aggregateLoss, type LossAggMode } from '../loss-agg.js';
 import { maskedMean } from '../utils.js';
+import { POLICY_LOSS_FN } from './registry.js';
 import { need, type PolicyLossInput, type PolicyLossModule, type PolicyLossResult } from './types.js';
 
 export interface ToprPolicyLossOptions {
@@ -40,3 +41,5 @@ export const toprPolicyLoss: PolicyLossModule<ToprPolicyLossOptions> = {
   defaults: TOPR_POLICY_LOSS_DEFAULTS,
   run: computeToprPolicyLoss,
 };
+
+POLICY_LOSS_FN.register(toprPolicyLoss);

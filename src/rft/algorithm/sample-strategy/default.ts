@@ -1,5 +1,6 @@
 // `default` (and `warmup`, Trinity-RFT's deprecated alias): the batch as the experience source hands it out.
 import { checkSampleInput, type SampleStrategyModule } from './contract.js';
+import { SAMPLE_STRATEGY } from './registry.js';
 
 export type DefaultSampleOptions = Record<string, never>;
 
@@ -21,3 +22,6 @@ export const warmupSampleStrategy: SampleStrategyModule<DefaultSampleOptions> = 
   name: 'warmup',
   description: "deprecated alias of 'default' (Trinity-RFT)",
 };
+
+SAMPLE_STRATEGY.register(defaultSampleStrategy);
+SAMPLE_STRATEGY.register(warmupSampleStrategy);

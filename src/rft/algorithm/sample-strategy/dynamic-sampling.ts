@@ -28,6 +28,7 @@ import {
   standardDeviation,
   stepTimeout,
 } from './contract.js';
+import { SAMPLE_STRATEGY } from './registry.js';
 
 export interface OverlongPenaltyOptions {
   /** L_max: the rollout's response-token limit; null turns the penalty off. */
@@ -207,3 +208,5 @@ async function sampleInformativeGroups(
     },
   };
 }
+
+SAMPLE_STRATEGY.register(dynamicSamplingStrategy);

@@ -6,6 +6,7 @@
 // drained gives an empty batch (no expert rows either).
 import type { Experience } from '../../experience.js';
 import { checkSampleInput, type SampleStrategyModule } from './contract.js';
+import { SAMPLE_STRATEGY } from './registry.js';
 
 export interface MixSampleOptions {
   /** Share of the batch taken from the expert (SFT) buffer. */
@@ -65,3 +66,5 @@ export const mixSampleStrategy: SampleStrategyModule<MixSampleOptions> = {
     };
   },
 };
+
+SAMPLE_STRATEGY.register(mixSampleStrategy);

@@ -2,6 +2,7 @@
 // the best response is kept (best_of_group) and responses with reward < min_reward are dropped; the rest is trained
 // with SFT. The batch is the filtered read: it is not refilled (the count is what the filter leaves).
 import { checkSampleInput, groupsByTask, rewardOf, type SampleStrategyModule } from './contract.js';
+import { SAMPLE_STRATEGY } from './registry.js';
 
 export interface RewardFilterOptions {
   /** Drop responses whose reward is below this; null keeps any reward. */
@@ -44,3 +45,5 @@ export const rewardFilterSampleStrategy: SampleStrategyModule<RewardFilterOption
     };
   },
 };
+
+SAMPLE_STRATEGY.register(rewardFilterSampleStrategy);

@@ -12,6 +12,7 @@ import {
   type SampleStrategyModule,
   stepTimeout,
 } from './contract.js';
+import { SAMPLE_STRATEGY } from './registry.js';
 
 export interface StalenessControlOptions {
   /** Oldest accepted version = modelVersion − maxStaleness (0: on-policy only). */
@@ -103,3 +104,5 @@ export const stalenessControlSampleStrategy: SampleStrategyModule<StalenessContr
     };
   },
 };
+
+SAMPLE_STRATEGY.register(stalenessControlSampleStrategy);

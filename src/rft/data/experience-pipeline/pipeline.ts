@@ -20,7 +20,7 @@
 //   Put a group filter after a per-experience filter to train only on groups that still have a signal.
 import type { Experience } from '../../experience.js';
 import { resolveArgs } from '../../../util/module-args.js';
-import { EXPERIENCE_OPERATORS } from './registry.js';
+import { EXPERIENCE_OPERATORS } from './operators/index.js';
 import { type InputRecorder, openInputRecorder } from './save-input.js';
 import type { ExperienceOperator, OperatorContext, OperatorSpec } from './types.js';
 

@@ -1,13 +1,9 @@
-// Experience operators by name (Trinity-RFT's EXPERIENCE_OPERATORS) or by module path (`path/to/file.ts#export`, an
-// ExperienceOperatorModule: `{ defaults, create(options), feedsSelectors?, description? }`).
+// The experience-operator registry (Trinity-RFT's EXPERIENCE_OPERATORS), created empty. Each built-in's file
+// registers it at its bottom (`registerExperienceOperator('reward_filter', rewardFilter)`), and ./operators/index.ts
+// imports those files in registration order: import EXPERIENCE_OPERATORS from there, where every built-in is
+// registered, not from here. A name may also be a module path (`path/to/file.ts#export`, an ExperienceOperatorModule:
+// `{ defaults, create(options), feedsSelectors?, description? }`).
 import { Registry } from '../../../util/registry.js';
-import { dapoDynamicSampling } from './operators/dapo-dynamic-sampling.js';
-import { invalidRewardFilter } from './operators/invalid-reward-filter.js';
-import { overlongRewardShaping } from './operators/overlong-reward-shaping.js';
-import { passRateCalculator } from './operators/pass-rate-calculator.js';
-import { rewardFilter } from './operators/reward-filter.js';
-import { rewardShapingMapper } from './operators/reward-shaping-mapper.js';
-import { rewardStdFilter } from './operators/reward-std-filter.js';
 import type { ExperienceOperatorModule } from './types.js';
 
 function operatorFromExport(value: unknown, spec: string): ExperienceOperatorModule {
@@ -28,15 +24,13 @@ export const EXPERIENCE_OPERATORS = new Registry<ExperienceOperatorModule>('expe
   fromExport: operatorFromExport,
 });
 
-/** A module's options are checked against its defaults (resolveArgs) before create() sees them. */
-function registerBuiltIn<Options extends object>(name: string, module: ExperienceOperatorModule<Options>): void {
+/**
+ * Registers a built-in under `name` (the cast is sound: a module's options are checked against its defaults, by
+ * resolveArgs, before create() sees them).
+ */
+export function registerExperienceOperator<Options extends object>(
+  name: string,
+  module: ExperienceOperatorModule<Options>,
+): void {
   EXPERIENCE_OPERATORS.register(name, module as unknown as ExperienceOperatorModule, module.description ?? '');
 }
-
-registerBuiltIn('reward_filter', rewardFilter);
-registerBuiltIn('reward_std_filter', rewardStdFilter);
-registerBuiltIn('invalid_reward_filter', invalidRewardFilter);
-registerBuiltIn('reward_shaping_mapper', rewardShapingMapper);
-registerBuiltIn('pass_rate_calculator', passRateCalculator);
-registerBuiltIn('dapo_dynamic_sampling', dapoDynamicSampling);
-registerBuiltIn('overlong_reward_shaping', overlongRewardShaping);

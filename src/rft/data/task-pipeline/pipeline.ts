@@ -17,7 +17,7 @@ import type { AuxiliaryModels } from '../../auxiliary/types.js';
 import type { TasksetConfig } from '../../buffer/index.js';
 import { SplitError, splitFiles } from '../../buffer/split.js';
 import { ProgressReporter } from '../../monitor/index.js';
-import { TASK_OPERATORS } from './registry.js';
+import { TASK_OPERATORS } from './operators/index.js';
 import { fileSha256, readInputRows, TaskPipelineError, writeRows } from './rows.js';
 import type {
   ModelSampler,

@@ -29,6 +29,7 @@ import { rolloutOptions } from '../single-turn.js';
 import type { WorkflowContext, WorkflowSpec } from '../types.js';
 import { CalculatorError, evaluateExpression, formatNumber } from './calculator.js';
 import { builtInDocuments, DocumentStore } from './lookup.js';
+import { WORKFLOWS } from '../workflow-registry.js';
 
 type MessageParam = OpenAI.Chat.Completions.ChatCompletionMessageParam;
 type RequestParams = OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming;
@@ -260,3 +261,5 @@ export const toolAgentWorkflow: WorkflowSpec = {
     });
   },
 };
+
+WORKFLOWS.register('tool_agent_workflow', toolAgentWorkflow);

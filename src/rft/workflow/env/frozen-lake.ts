@@ -15,6 +15,7 @@
 // corners (false), is_slippery (false), plus the environment workflow's max_steps (default 10), experience_mode ('episode') and
 // invalid_action_penalty (default 0.1 per invalid reply; set 0 on eval tasksets so the mean reward is the success rate).
 import { seededRandom } from '../../buffer/random.js';
+import { WORKFLOWS } from '../workflow-registry.js';
 import type { Environment, EnvironmentStep } from './environment.js';
 import { environmentWorkflow } from './environment.js';
 import { boolArg, DELTA, DIRECTIONS, type Direction, intArg, numberArg, parseAction } from './grid.js';
@@ -188,3 +189,5 @@ export const frozenLakeWorkflow = environmentWorkflow(
     description: 'FrozenLake grid world: reach G avoiding holes, one move per turn (reward 1 on success)',
   },
 );
+
+WORKFLOWS.register('frozen_lake_workflow', frozenLakeWorkflow);

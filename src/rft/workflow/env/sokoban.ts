@@ -18,6 +18,7 @@
 // max_solution_steps (none), end_on_deadlock (true: the episode ends, unsuccessfully, as soon as no solution is
 // left), plus the environment workflow's max_steps (default 10), experience_mode and invalid_action_penalty (0.1).
 import { seededRandom } from '../../buffer/random.js';
+import { WORKFLOWS } from '../workflow-registry.js';
 import type { Environment, EnvironmentStep } from './environment.js';
 import { environmentWorkflow } from './environment.js';
 import { boolArg, DELTA, DIRECTIONS, type Direction, intArg, parseAction } from './grid.js';
@@ -267,3 +268,5 @@ export const sokobanWorkflow = environmentWorkflow(
     description: 'Sokoban: push every box onto a target, one move per turn (reward 1 on success)',
   },
 );
+
+WORKFLOWS.register('sokoban_workflow', sokobanWorkflow);

@@ -1,5 +1,6 @@
-// A module's export as a WorkflowSpec: the registry (../registry.ts) and the worker thread both use it; the worker
-// checks what a module path names without importing the registry, which loads every built-in workflow.
+// A module's export as a WorkflowSpec: the registry (../workflow-registry.ts) and the worker thread both use it; the
+// worker checks what a module path names without importing the registry's list (../registry.ts), which loads every
+// built-in workflow.
 import type { Workflow, WorkflowSpec } from '../types.js';
 
 /** A function (repeatable), or an object with a `run` function; anything else is an error naming `where`. */

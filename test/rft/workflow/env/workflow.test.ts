@@ -16,7 +16,7 @@ import {
   RolloutEngine,
 } from '../../../../src/engine/index.js';
 import { CausalLM, initModel } from '../../../../src/model/index.js';
-import { computeStepWiseGrpoAdvantages } from '../../../../src/rft/algorithm/advantage/step-wise-grpo.js';
+import { computeStepWiseGrpoAdvantages } from '../../../../src/rft/algorithm/advantage/index.js';
 import { concatenatedConversationTokens } from '../../../../src/rft/buffer/dataset.js';
 import { validateExperience } from '../../../../src/rft/experience.js';
 import type { Task } from '../../../../src/rft/task.js';

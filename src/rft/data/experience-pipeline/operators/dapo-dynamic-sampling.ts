@@ -6,6 +6,7 @@
 // batch is full) is the trainer side's `sample_strategy: dynamic_sampling`.
 import { checkFinite, groupsByTask } from '../groups.js';
 import type { Experience } from '../../../experience.js';
+import { registerExperienceOperator } from '../registry.js';
 import type { ExperienceOperatorModule } from '../types.js';
 
 export interface DapoDynamicSamplingOptions {
@@ -51,3 +52,5 @@ export const dapoDynamicSampling: ExperienceOperatorModule<DapoDynamicSamplingOp
     };
   },
 };
+
+registerExperienceOperator('dapo_dynamic_sampling', dapoDynamicSampling);

@@ -1,6 +1,7 @@
 // `invalid_reward_filter` (Trinity-RFT's InvalidRewardFilter): drops experiences without a usable reward — missing
 // (a workflow that did not score) or not finite (Trinity: None or NaN; ±Infinity is dropped here too, since no
 // advantage can be computed from it).
+import { registerExperienceOperator } from '../registry.js';
 import type { ExperienceOperatorModule } from '../types.js';
 
 export type InvalidRewardFilterOptions = Record<string, never>;
@@ -15,3 +16,5 @@ export const invalidRewardFilter: ExperienceOperatorModule<InvalidRewardFilterOp
     },
   }),
 };
+
+registerExperienceOperator('invalid_reward_filter', invalidRewardFilter);

@@ -6,8 +6,9 @@
 // the same penalty as `sample_strategy: dynamic_sampling` applies (../../../algorithm/sample-strategy/dynamic-sampling.ts);
 // the penalty goes into info.overlongPenalty.
 import { responseLength } from '../../../experience.js';
-import { overlongPenalty } from '../../../algorithm/sample-strategy/dynamic-sampling.js';
+import { overlongPenalty } from '../../../algorithm/sample-strategy.js';
 import { rewardOf } from '../groups.js';
+import { registerExperienceOperator } from '../registry.js';
 import type { ExperienceOperatorModule } from '../types.js';
 
 export interface OverlongRewardShapingOptions {
@@ -48,3 +49,5 @@ export const overlongRewardShaping: ExperienceOperatorModule<OverlongRewardShapi
     };
   },
 };
+
+registerExperienceOperator('overlong_reward_shaping', overlongRewardShaping);

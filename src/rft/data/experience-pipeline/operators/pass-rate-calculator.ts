@@ -4,6 +4,7 @@
 // place decides what they see (after a reward_shaping_mapper: shaped rewards; after a filter: only kept groups).
 // The experiences pass through unchanged.
 import { rewardOf } from '../groups.js';
+import { registerExperienceOperator } from '../registry.js';
 import type { ExperienceOperatorModule } from '../types.js';
 
 export type PassRateCalculatorOptions = Record<string, never>;
@@ -34,3 +35,5 @@ export const passRateCalculator: ExperienceOperatorModule<PassRateCalculatorOpti
     },
   }),
 };
+
+registerExperienceOperator('pass_rate_calculator', passRateCalculator);

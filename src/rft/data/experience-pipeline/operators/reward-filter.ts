@@ -2,6 +2,7 @@
 // experience, so it can drop part of a group: the group advantage is then computed over the members that remain
 // (see ../pipeline.ts).
 import { checkFinite, rewardOf } from '../groups.js';
+import { registerExperienceOperator } from '../registry.js';
 import type { ExperienceOperatorModule } from '../types.js';
 
 export interface RewardFilterOptions {
@@ -23,3 +24,5 @@ export const rewardFilter: ExperienceOperatorModule<RewardFilterOptions> = {
     };
   },
 };
+
+registerExperienceOperator('reward_filter', rewardFilter);

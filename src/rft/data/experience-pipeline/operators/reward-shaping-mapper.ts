@@ -4,6 +4,7 @@
 // As Trinity: an experience without the statistic keeps its reward for that entry (counted: missing_stats), and an
 // experience without a reward is dropped (counted: no_reward). A statistic that is not a finite number is an error.
 import type { Experience } from '../../../experience.js';
+import { registerExperienceOperator } from '../registry.js';
 import type { ExperienceOperatorModule } from '../types.js';
 
 export const OP_TYPES = ['ADD', 'SUB', 'MUL', 'DIV'] as const;
@@ -97,3 +98,5 @@ export const rewardShapingMapper: ExperienceOperatorModule<RewardShapingMapperOp
     };
   },
 };
+
+registerExperienceOperator('reward_shaping_mapper', rewardShapingMapper);

@@ -3,6 +3,7 @@
 //   keep group g  ⇔  |g| ≥ 2  and  std_g(r) > threshold,    std_g = sqrt(mean_g((r − mean_g r)²))   (np.std, ddof 0)
 // Whole groups only: the advantages of the groups it keeps are those of the unfiltered step.
 import { checkFinite, groupsByTask, populationStd, rewardOf } from '../groups.js';
+import { registerExperienceOperator } from '../registry.js';
 import type { ExperienceOperatorModule } from '../types.js';
 
 export interface RewardStdFilterOptions {
@@ -38,3 +39,5 @@ export const rewardStdFilter: ExperienceOperatorModule<RewardStdFilterOptions> =
     };
   },
 };
+
+registerExperienceOperator('reward_std_filter', rewardStdFilter);

@@ -15,6 +15,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { isAbsolute, join, resolve } from 'node:path';
+import { TASK_OPERATORS } from '../registry.js';
 import { requireText, writeRows } from '../rows.js';
 import type { TaskOperatorModule, TaskRow } from '../types.js';
 
@@ -219,3 +220,9 @@ function annotationRequestHandler(
     onRated(id, remaining);
   };
 }
+
+TASK_OPERATORS.register(
+  'human_preference_annotation_mapper',
+  humanPreferenceAnnotationMapper,
+  humanPreferenceAnnotationMapper.description,
+);

@@ -13,6 +13,7 @@
 // duplicate when its exact shingle Jaccard with a kept row is ≥ t (so only LSH misses are approximate, never a false
 // drop); rows are scanned in order and each is compared with the rows kept so far.
 import { mixSeed } from '../../../buffer/random.js';
+import { TASK_OPERATORS } from '../registry.js';
 import { requireText } from '../rows.js';
 import type { TaskOperatorModule, TaskRow } from '../types.js';
 
@@ -202,3 +203,6 @@ export const documentMinhashDeduplicator: TaskOperatorModule<MinHashDedupOptions
     return kept;
   },
 };
+
+TASK_OPERATORS.register('document_deduplicator', documentDeduplicator, documentDeduplicator.description);
+TASK_OPERATORS.register('document_minhash_deduplicator', documentMinhashDeduplicator, documentMinhashDeduplicator.description);

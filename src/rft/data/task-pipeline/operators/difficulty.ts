@@ -12,6 +12,7 @@
 // or the pipeline fails naming it (error).
 import { rowToTask } from '../../../buffer/index.js';
 import type { Task } from '../../../task.js';
+import { TASK_OPERATORS } from '../registry.js';
 import type { TaskOperatorModule, TaskRow } from '../types.js';
 
 /** The row field the difficulty scorer writes a task's pass rate to (its default; `field` may rename it). */
@@ -85,3 +86,5 @@ export const difficultyScorer: TaskOperatorModule<DifficultyScorerOptions> = {
     return out;
   },
 };
+
+TASK_OPERATORS.register('difficulty_scorer', difficultyScorer, difficultyScorer.description);

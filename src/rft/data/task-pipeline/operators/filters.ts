@@ -6,6 +6,7 @@
 //                        match their regular expression (`patterns: {field: regex}`, searched as JavaScript RegExp)
 //   field_mapper         renames and copies fields (dotted paths reach nested objects): `rename: {from: to}`,
 //                        `copy: {from: to}`; a row without a source field is an error, kept, or dropped (on_missing)
+import { TASK_OPERATORS } from '../registry.js';
 import { deleteField, getField, requireText, setField } from '../rows.js';
 import type { TaskOperatorModule, TaskRow } from '../types.js';
 
@@ -124,3 +125,7 @@ export const fieldMapper: TaskOperatorModule<FieldMapperOptions> = {
     return out;
   },
 };
+
+TASK_OPERATORS.register('text_length_filter', textLengthFilter, textLengthFilter.description);
+TASK_OPERATORS.register('field_format_filter', fieldFormatFilter, fieldFormatFilter.description);
+TASK_OPERATORS.register('field_mapper', fieldMapper, fieldMapper.description);

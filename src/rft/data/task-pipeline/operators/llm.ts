@@ -14,6 +14,7 @@
 // refused connection) is counted (request_failures) and retried the same way; a row whose every try failed so is
 // an error: the endpoint, not the row, is broken.
 import OpenAI from 'openai';
+import { TASK_OPERATORS } from '../registry.js';
 import { getField, setField, textOf } from '../rows.js';
 import type { TaskOperatorContext, TaskOperatorModule, TaskRow } from '../types.js';
 
@@ -249,3 +250,7 @@ function llmOperator(kind: Kind, field: string | null): TaskOperatorModule<LlmOp
 export const llmQualityScoreFilter = llmOperator('quality', LLM_QUALITY_SCORE_FIELD);
 export const llmDifficultyScoreFilter = llmOperator('difficulty', LLM_DIFFICULTY_SCORE_FIELD);
 export const llmRewriteMapper = llmOperator('rewrite', null);
+
+TASK_OPERATORS.register('llm_quality_score_filter', llmQualityScoreFilter, llmQualityScoreFilter.description);
+TASK_OPERATORS.register('llm_difficulty_score_filter', llmDifficultyScoreFilter, llmDifficultyScoreFilter.description);
+TASK_OPERATORS.register('llm_rewrite_mapper', llmRewriteMapper, llmRewriteMapper.description);
