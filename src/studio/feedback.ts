@@ -12,13 +12,14 @@
 //
 // The Studio calls those servers for the browser (its pages may only talk to the Studio). It only calls loopback
 // addresses, or an address an annotation_server.json in its runs folder names: a Studio is no proxy to elsewhere.
-import { appendFileSync, mkdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { z } from 'zod';
 import { isLoopbackHost } from '../openai/server.js';
 import { ANNOUNCEMENT_FILE } from '../rft/data/task-pipeline/operators/annotation.js';
 import { readJson, relativeToRoot, writeTarget } from './body.js';
+import { countLinesUnderRoot, writeUnderRoot } from './paths.js';
 import { HttpError, query, type Route } from './router.js';
 
 /** How long a call to a serve or annotation server may take (a generation on a small model is seconds). */
@@ -201,13 +202,9 @@ export const feedbackRoutes: Route[] = [
     handle: async ({ req, studio }) => {
       const { file, prompt, chosen, rejected } = await readJson(req, PreferenceBody);
       if (chosen === rejected) throw new HttpError(400, 'chosen and rejected are the same text: nothing to prefer');
-      const path = writeTarget(studio.root, file, ['.jsonl']);
-      mkdirSync(dirname(path), { recursive: true });
-      appendFileSync(path, `${JSON.stringify({ prompt, chosen, rejected })}\n`);
-      const lines = readFileSync(path, 'utf8')
-        .split('\n')
-        .filter((l) => l.trim() !== '').length;
-      return { file: relativeToRoot(studio.root, path), pairs: lines };
+      const target = writeTarget(studio.root, file, ['.jsonl']);
+      const path = writeUnderRoot(studio.root, target, `${JSON.stringify({ prompt, chosen, rejected })}\n`, { append: true });
+      return { file: relativeToRoot(studio.root, path), pairs: await countLinesUnderRoot(studio.root, path) };
     },
   },
   {
