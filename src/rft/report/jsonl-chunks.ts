@@ -4,7 +4,8 @@
 // string past V8's limit); here memory is one chunk plus the line being assembled plus the parsed rows:
 //
 //   - bytes are read READ_CHUNK_BYTES at a time; each chunk's complete lines are parsed before the next is read
-//   - a line longer than maxLineBytes is skipped up to its newline, with a warning naming file and line
+//   - a line longer than maxLineBytes is skipped up to its newline, with a warning naming file and line (the same
+//     for any chunk size: a long line inside one chunk too)
 //   - a file over maxFileBytes is not read at all: RunFileTooLargeError names it, its size and the limit, and the
 //     caller shows that on the run instead of its rows
 import type { FileHandle } from 'node:fs/promises';
@@ -44,6 +45,9 @@ export function checkRunFileSize(file: string, size: number, limits: ChunkLimits
   if (size > limit) throw new RunFileTooLargeError(file, size, limit);
 }
 
+const NEWLINE = Buffer.from('\n');
+const tooLong = (file: string, line: number, limit: number) => `${file}:${line}: a line over ${limit} bytes: skipped`;
+
 /**
  * Cuts bytes that arrive in chunks into complete lines: the bytes after the last newline wait for the next chunk
  * (at most maxLineBytes of them: a longer line is dropped up to its newline, with a warning).
@@ -79,18 +83,29 @@ export class LineAssembler {
     }
     const head = chunk.subarray(start, end + 1);
     const firstLine = this.#line;
-    const text = Buffer.concat([...this.#pending, head]).toString('utf8');
+    // the complete lines, each over the limit replaced by an empty line (so the line numbers stay)
+    const pieces: Buffer[] = [];
+    let lineStart = 0;
+    for (let i = head.indexOf(0x0a); i >= 0; i = head.indexOf(0x0a, i + 1)) {
+      const held = lineStart === 0 ? this.#pending : [];
+      const length = (lineStart === 0 ? this.#pendingBytes : 0) + i - lineStart;
+      if (length > this.maxLineBytes) {
+        warnings.push(tooLong(this.file, this.#line, this.maxLineBytes));
+        pieces.push(NEWLINE);
+      } else pieces.push(...held, head.subarray(lineStart, i + 1));
+      this.#line += 1;
+      lineStart = i + 1;
+    }
     this.#pending = [];
     this.#pendingBytes = 0;
-    for (let i = head.indexOf(0x0a); i >= 0; i = head.indexOf(0x0a, i + 1)) this.#line += 1;
     this.#hold(chunk.subarray(end + 1), warnings);
-    return { text, firstLine };
+    return { text: Buffer.concat(pieces).toString('utf8'), firstLine };
   }
 
   #hold(bytes: Buffer, warnings: string[]): void {
     if (bytes.length === 0) return;
     if (this.#pendingBytes + bytes.length > this.maxLineBytes) {
-      warnings.push(`${this.file}:${this.#line}: a line over ${this.maxLineBytes} bytes: skipped`);
+      warnings.push(tooLong(this.file, this.#line, this.maxLineBytes));
       this.#pending = [];
       this.#pendingBytes = 0;
       this.#dropping = true;
