@@ -2,7 +2,7 @@
 // 4 GiB file: costs no disk), a corrupt experience database, and a run_status.json whose pid now belongs to another
 // process. Each is an answer about that run; the Studio keeps serving the others.
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, realpathSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, realpathSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
