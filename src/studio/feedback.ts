@@ -12,20 +12,21 @@
 //
 // The Studio calls those servers for the browser (its pages may only talk to the Studio). It only calls loopback
 // addresses, or an address an annotation_server.json in its runs folder names: a Studio is no proxy to elsewhere.
-import { readFileSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { isLoopbackHost } from '../openai/server.js';
 import { ANNOUNCEMENT_FILE } from '../rft/data/task-pipeline/operators/annotation.js';
 import { readJson, relativeToRoot, writeTarget } from './body.js';
-import { countLinesUnderRoot, writeUnderRoot } from './paths.js';
+import { countLinesUnderRoot, readTextUnderRoot, writeUnderRoot } from './paths.js';
 import { HttpError, query, type Route } from './router.js';
 
 /** How long a call to a serve or annotation server may take (a generation on a small model is seconds). */
 const CALL_TIMEOUT_MS = 120_000;
 /** How deep below the runs folder annotation_server.json is looked for (job/…/task_pipeline/ is 3 or 4). */
 const ANNOUNCEMENT_DEPTH = 5;
+/** The most bytes of an annotation_server.json read (a line of JSON). */
+const MAX_ANNOUNCEMENT_BYTES = 64 * 1024;
 
 export interface AnnotationServer {
   /** The announcement file, relative to the runs folder. */
@@ -48,7 +49,8 @@ export async function findAnnotationServers(root: string): Promise<AnnotationSer
     for (const entry of entries) {
       if (entry.isFile() && entry.name === ANNOUNCEMENT_FILE) {
         try {
-          const value = JSON.parse(readFileSync(join(dir, entry.name), 'utf8')) as Partial<AnnotationServer>;
+          const text = await readTextUnderRoot(root, join(dir, entry.name), MAX_ANNOUNCEMENT_BYTES);
+          const value = JSON.parse(text) as Partial<AnnotationServer>;
           if (typeof value.url === 'string')
             found.push({
               file: relativeToRoot(root, join(dir, entry.name)),

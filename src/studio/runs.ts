@@ -205,7 +205,7 @@ export class RunIndex {
       byDir.set(s.dir, s);
       return { name: s.name, path: s.path, dir: s.dir, rows: s.metrics.rows as MetricsRow[], samples: [] };
     });
-    return orderStages(data, await readStageOrder(job.dir, warnings)).map((s) => byDir.get(s.dir) as StageFiles);
+    return orderStages(data, await readStageOrder(job.dir, warnings, this.root)).map((s) => byDir.get(s.dir) as StageFiles);
   }
 
   /** The summary of a run that cannot be read: the error named, no stages. Other errors are thrown on. */
@@ -225,7 +225,7 @@ export class RunIndex {
   async #summarize(jobDir: string): Promise<RunSummary> {
     const job = await this.#job(jobDir);
     const warnings: string[] = [];
-    const order = (await readStageOrder(jobDir, warnings)) ?? [];
+    const order = (await readStageOrder(jobDir, warnings, this.root)) ?? [];
     const stages = await this.#ordered(job);
     const recorded = await readRecordedStatus(this.root, jobDir);
     const now = Date.now() / 1000;

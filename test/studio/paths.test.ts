@@ -137,6 +137,17 @@ describe('reads through a link out of the root say nothing about what is outside
     assert.ok(!a.text.includes(SECRET));
   });
 
+  it('a stages.json that is a link out of the root is not read (its names would show as pending stages)', async () => {
+    writeFileSync(join(outside, 'stages.json'), `["${SECRET}"]\n`);
+    const job = join(root, 'linked-stages');
+    mkdirSync(job);
+    writeFileSync(join(job, 'metrics.jsonl'), '{"step":1,"loss":1}\n');
+    symlinkSync(join(outside, 'stages.json'), join(job, 'stages.json'));
+    const answer = await get('/api/runs/linked-stages');
+    assert.equal(answer.status, 200, answer.text);
+    assert.ok(!answer.text.includes(SECRET), answer.text);
+  });
+
   it('a metrics.jsonl that is a link out of the root is not read', async () => {
     const job = join(root, 'linked-metrics');
     mkdirSync(job);

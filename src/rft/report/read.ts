@@ -13,6 +13,7 @@ import { type Dirent, existsSync } from 'node:fs';
 import { open, readdir } from 'node:fs/promises';
 import { basename, join, posix, relative, resolve, sep } from 'node:path';
 import { type ChunkLimits, checkRunFileSize, LineAssembler, type LineParser, readChunkedLines } from './jsonl-chunks.js';
+import { openInside } from '../../util/confined-path.js';
 
 /** One line of metrics.jsonl: the step, the time (unix seconds) when present, and every numeric metric. */
 export interface MetricsRow {
@@ -177,11 +178,12 @@ export function orderStages(stages: StageData[], order: string[] | null): StageD
 /** The most bytes of stages.json read (a list of a few folder names). */
 const MAX_STAGES_FILE_BYTES = 1024 * 1024;
 
-export async function readStageOrder(jobDir: string, warnings: string[]): Promise<string[] | null> {
+/** stages.json's list; `root`: read it only inside that folder (the Studio's runs folder: no link out is followed). */
+export async function readStageOrder(jobDir: string, warnings: string[], root?: string): Promise<string[] | null> {
   const file = join(jobDir, STAGES_FILE);
   if (!existsSync(file)) return null;
   try {
-    const value: unknown = JSON.parse(await readSmallFile(file, MAX_STAGES_FILE_BYTES));
+    const value: unknown = JSON.parse(await readSmallFile(file, MAX_STAGES_FILE_BYTES, root));
     if (Array.isArray(value) && value.every((v) => typeof v === 'string')) return value;
     warnings.push(`${file}: not a JSON array of stage folder names: ignored`);
   } catch (error) {
@@ -234,9 +236,12 @@ export async function readJsonlFile<T>(
   }
 }
 
-/** A small file's text (stages.json, run_status.json); an error naming it when it is over `maxBytes`. */
-export async function readSmallFile(file: string, maxBytes: number): Promise<string> {
-  const handle = await open(file, 'r');
+/**
+ * A small file's text (stages.json); an error naming it when it is over `maxBytes`. With `root`, the file is opened
+ * inside that folder only (src/util/confined-path.ts).
+ */
+export async function readSmallFile(file: string, maxBytes: number, root?: string): Promise<string> {
+  const handle = root === undefined ? await open(file, 'r') : await openInside(root, relative(root, file), file);
   try {
     const { size } = await handle.stat();
     if (size > maxBytes) throw new Error(`${file} is ${size} bytes, over the ${maxBytes} it may have`);
