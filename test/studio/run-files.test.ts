@@ -2,7 +2,17 @@
 // 4 GiB file: costs no disk), a corrupt experience database, and a run_status.json whose pid now belongs to another
 // process. Each is an answer about that run; the Studio keeps serving the others.
 import assert from 'node:assert/strict';
-import { mkdtempSync, realpathSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -80,5 +90,19 @@ describe('run_status.json of a running run and pid reuse', () => {
     // the crashed run's pid given to another process (here: this one) since: another start time
     writeRunStatus(jobDir, { state: 'running', pid: process.pid, host: hostname(), startTime: `${startTime}1` });
     assert.equal((await runs.run('q/crashed')).status, 'failed');
+  });
+
+  it('writeRunStatus does not write through a link put at its temp file name (dangling, out of the folder)', () => {
+    const jobDir = join(root, 'q', 'temp-link');
+    const outside = mkdtempSync(join(tmpdir(), 'studio-run-status-outside-'));
+    try {
+      mkdirSync(jobDir, { recursive: true });
+      symlinkSync(join(outside, 'written'), join(jobDir, `run_status.json.${process.pid}.tmp`));
+      writeRunStatus(jobDir, { state: 'finished' });
+      assert.equal(existsSync(join(outside, 'written')), false);
+      assert.equal(readFileSync(join(jobDir, 'run_status.json'), 'utf8'), '{"state":"finished"}\n');
+    } finally {
+      rmSync(outside, { recursive: true, force: true });
+    }
   });
 });
