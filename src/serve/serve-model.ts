@@ -4,13 +4,14 @@
 //   const served = await serveModel({ modelDir: 'runs/quickstart/model', port: 8000, apiKey: 'secret' });
 //   // new OpenAI({ baseURL: served.server.baseURL, apiKey: 'secret' })
 //   await served.close();
-import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { WorkerRolloutEngine } from '../engine/index.js';
 import { syncModelWeightsFromDir } from '../engine/weight-sync.js';
 import { CausalLM, LoraModel, loadModelConfig, type ModelDType } from '../model/index.js';
 import { OpenAIHttpError, OpenAIService, type OpenAIServer, startOpenAIServer } from '../openai/index.js';
 import * as torch from '../torch/index.js';
+import { ConfinedPathError, isInside, pathPresent, resolveExistingInside } from '../util/confined-path.js';
 
 export interface ServeModelOptions {
   modelDir: string;
@@ -175,42 +176,41 @@ function mergedAdapterWeights(modelDir: string, baseWeightsDir: string | null, a
 
 /**
  * The real folder a weight reload may read: `dir` and each weight file in it (model.safetensors, or the shard index
- * and the shards its weight_map names) must resolve, symlinks followed, inside the real `root`; else an error naming
- * the path and where it leads. The reload then reads the returned real path, not the link.
+ * and the shards its weight_map names) must lie inside the real `root`, walked without leaving it
+ * (src/util/confined-path.ts: a symbolic link that leads outside is refused whether or not its target exists);
+ * else an error naming the path and where it leads. The reload then reads the returned real path, not the link.
  */
 export function resolveReloadFolder(root: string, dir: string): string {
   const realRoot = realpathSync(root);
+  const rootName = `the reload root ${realRoot}`;
   const real = (path: string): string => {
-    let target: string;
+    // `path` is below the root as given (a request's folder) or below its real path (a file of the folder found)
+    const inside = relative(isInside(realRoot, resolve(path)) ? realRoot : resolve(root), resolve(path));
+    if (inside.startsWith('..') || isAbsolute(inside)) throw new Error(`${path} is outside ${rootName}`);
     try {
-      target = realpathSync(path);
+      return resolveExistingInside(realRoot, inside, path, rootName);
     } catch (error) {
-      throw new Error(
-        `${path}: ${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file or folder' : (error as Error).message}`,
-      );
+      if (error instanceof ConfinedPathError && error.problem === 'missing') throw new Error(`${path}: no such file or folder`);
+      throw error;
     }
-    const inside = relative(realRoot, target);
-    if (inside.startsWith('..') || isAbsolute(inside))
-      throw new Error(`${path} resolves to ${target}, outside the reload root ${realRoot} (symlinks are followed)`);
-    return target;
   };
   const folder = real(dir);
   const index = join(folder, 'model.safetensors.index.json');
-  if (!existsSync(index)) {
+  if (!pathPresent(index)) {
     const single = join(folder, 'model.safetensors');
-    if (existsSync(single)) real(single);
+    if (pathPresent(single)) real(single);
     return folder; // nothing to read: the load says so
   }
-  real(index);
+  const realIndex = real(index);
   let weightMap: unknown;
   try {
-    weightMap = (JSON.parse(readFileSync(index, 'utf8')) as { weight_map?: unknown }).weight_map;
+    weightMap = (JSON.parse(readFileSync(realIndex, 'utf8')) as { weight_map?: unknown }).weight_map;
   } catch {
     return folder; // unreadable: the load names the error
   }
   if (typeof weightMap === 'object' && weightMap !== null) {
     for (const shard of new Set(Object.values(weightMap))) {
-      if (typeof shard === 'string' && existsSync(join(folder, shard))) real(join(folder, shard));
+      if (typeof shard === 'string' && pathPresent(join(folder, shard))) real(join(folder, shard));
     }
   }
   return folder;

@@ -1,11 +1,10 @@
 // Request bodies and write targets of the Studio's POST routes (config builder, run control, feedback): JSON read
 // with a size limit and checked by a zod schema (a bad field is a 400 naming it), and file paths the Studio may
-// write, which must stay inside the runs folder even when they do not exist yet.
-import { existsSync, realpathSync } from 'node:fs';
+// write, which must stay inside the runs folder even when they do not exist yet (./paths.ts).
 import type { IncomingMessage } from 'node:http';
-import { dirname, isAbsolute, join, relative, sep } from 'node:path';
+import { relative, sep } from 'node:path';
 import type { z } from 'zod';
-import { isInside, StudioPathError } from './paths.js';
+import { checkRequestPath, StudioPathError, walkRequestPath } from './paths.js';
 import { HttpError } from './router.js';
 
 /** The largest POST body (a config's YAML is a few kB). */
@@ -39,27 +38,25 @@ export async function readJson<T extends z.ZodType>(req: IncomingMessage, schema
 
 /**
  * The absolute path of a file the Studio may write: `relativePath` below the runs folder `root` (a real path), with
- * one of `extensions`. As resolveInside (./paths.ts) for a path that may not exist yet: no '..', not absolute, and
- * the nearest existing folder above it (and the file itself, if it exists) resolves inside the runs folder.
+ * one of `extensions`, walked as resolveInside (./paths.ts) walks, for a path that may not exist yet: a link on the
+ * way that leads outside (dangling or not) is refused. Write it with writeUnderRoot, which does not follow a link
+ * put in its place meanwhile.
  */
 export function writeTarget(root: string, relativePath: string, extensions: readonly string[]): string {
-  if (relativePath.includes('\0')) throw new StudioPathError(403, `path '${relativePath}' holds a NUL character`);
-  if (isAbsolute(relativePath) || /^[A-Za-z]:/.test(relativePath) || relativePath.startsWith('\\'))
-    throw new StudioPathError(403, `path '${relativePath}' is absolute: give it relative to the runs folder`);
+  checkRequestPath(relativePath);
   const parts = relativePath.split(/[\\/]/);
-  if (parts.includes('..'))
-    throw new StudioPathError(403, `path '${relativePath}' climbs out with '..': it must stay inside the runs folder`);
   if (parts.some((p) => p.startsWith('.') && p !== '.'))
     throw new StudioPathError(403, `path '${relativePath}': names starting with '.' are the Studio's own`);
   if (!extensions.some((e) => relativePath.endsWith(e)))
     throw new StudioPathError(403, `path '${relativePath}' must end with ${extensions.join(' or ')}`);
-  const path = join(root, relativePath);
-  let existing = existsSync(path) ? path : dirname(path);
-  while (!existsSync(existing)) existing = dirname(existing);
-  const real = realpathSync(existing);
-  if (!isInside(root, real))
-    throw new StudioPathError(403, `path '${relativePath}' leads outside the runs folder (through a symbolic link)`);
-  return existing === path ? real : join(real, relative(existing, path));
+  const { path } = walkRequestPath(root, relativePath);
+  // a link inside the runs folder to another file: that file must be one the Studio may write as well
+  if (!extensions.some((e) => path.endsWith(e)))
+    throw new StudioPathError(
+      403,
+      `path '${relativePath}' is a link to ${relativeToRoot(root, path)}, not a ${extensions.join(' or ')} file`,
+    );
+  return path;
 }
 
 /** A path below the runs folder as the Studio names it ('/'-separated). */

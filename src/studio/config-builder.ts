@@ -8,7 +8,7 @@
 //   POST /api/config/check      {file, yaml} → {ok, problems, message, resolvedYaml}
 //   POST /api/config/save       {file, yaml} → writes <runs>/<file> (.yaml/.yml)
 //   GET  /api/config/file       ?file → the YAML of a config inside the runs folder
-import { mkdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import YAML from 'yaml';
@@ -17,7 +17,7 @@ import { ConfigError, type ConfigProblem, ConfigSchema, formatProblem } from '..
 import { defOf, type SchemaDef, type unwrap } from '../rft/config/validate.js';
 import { checkConfigText } from '../rft/config/check.js';
 import { readJson, relativeToRoot, writeTarget } from './body.js';
-import { resolveInside } from './paths.js';
+import { readTextUnderRoot, resolveInside, writeUnderRoot } from './paths.js';
 import { HttpError, query, type Route, type RouteRequest } from './router.js';
 
 /** One field of the form. Lists, free-form mappings, unions and tuples are edited as YAML text (kind 'yaml'). */
@@ -174,9 +174,12 @@ export async function checkConfig(root: string, file: string, yaml: string): Pro
   }
 }
 
+/** The largest config the builder saves or opens. */
+const MAX_CONFIG_BYTES = 512 * 1024;
+
 const ConfigBody = z.strictObject({
   file: z.string().min(1).max(500),
-  yaml: z.string().max(512 * 1024),
+  yaml: z.string().max(MAX_CONFIG_BYTES),
 });
 
 const YAML_DIR = realpathSync(join(dirname(createRequire(import.meta.url).resolve('yaml/package.json')), 'browser'));
@@ -209,9 +212,7 @@ export const configRoutes: Route[] = [
     description: '{file, yaml}: writes the config to <runs>/<file> (.yaml, .yml; inside the runs folder)',
     handle: async ({ req, studio }: RouteRequest) => {
       const { file, yaml } = await readJson(req, ConfigBody);
-      const path = writeTarget(studio.root, file, ['.yaml', '.yml']);
-      mkdirSync(dirname(path), { recursive: true });
-      writeFileSync(path, yaml);
+      const path = writeUnderRoot(studio.root, writeTarget(studio.root, file, ['.yaml', '.yml']), yaml);
       return { file: relativeToRoot(studio.root, path), bytes: Buffer.byteLength(yaml) };
     },
   },
@@ -223,7 +224,7 @@ export const configRoutes: Route[] = [
       const file = query.required(url, 'file');
       if (!/\.ya?ml$/.test(file)) throw new HttpError(403, `'${file}' is not a YAML config (.yaml, .yml)`);
       const path = await resolveInside(studio.root, file);
-      return { file: relativeToRoot(studio.root, path), yaml: readFileSync(path, 'utf8') };
+      return { file: relativeToRoot(studio.root, path), yaml: await readTextUnderRoot(studio.root, path, MAX_CONFIG_BYTES) };
     },
   },
   {

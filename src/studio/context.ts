@@ -29,6 +29,25 @@ export interface SourceInfo {
 
 const SQLITE = new Set(['.db', '.sqlite', '.sqlite3']);
 
+/**
+ * `read()`, with SQLite's refusals of the file (not a database, corrupt, locked away) as a 422 naming the file: a bad
+ * buffer file is a problem of that file, not of the Studio (SQLite's errors carry a code SQLITE_*).
+ */
+function unreadableDbAs422<T>(file: string, read: () => T): T {
+  const named = (error: unknown): never => {
+    const code = (error as { code?: unknown }).code;
+    if (typeof code === 'string' && code.startsWith('SQLITE_'))
+      throw new HttpError(422, `${file} is not a readable SQLite database (${code}: ${(error as Error).message})`);
+    throw error;
+  };
+  try {
+    const value = read();
+    return value instanceof Promise ? (value.catch(named) as T) : value;
+  } catch (error) {
+    return named(error);
+  }
+}
+
 /** Experience sources by file and table, read incrementally and kept. */
 export class SourceCache {
   readonly #sources = new Map<string, ExperienceSource>();
@@ -47,7 +66,12 @@ export class SourceCache {
       return [{ file: rel, table: record.table, kind: 'buffer', backend: 'postgresql', location: record.url }];
     }
     if (!SQLITE.has(extname(path))) return [{ file: rel, table: null, kind: 'dump', backend: 'jsonl' }];
-    return sqliteExperienceTables(path).map((t) => ({ file: rel, table: t.name, kind: t.kind, backend: 'sqlite' }));
+    return unreadableDbAs422(file, () => sqliteExperienceTables(path)).map((t) => ({
+      file: rel,
+      table: t.name,
+      kind: t.kind,
+      backend: 'sqlite',
+    }));
   }
 
   /** The source, read up to now. `table` is required for an SQLite file and must be one of its experience tables. */
@@ -57,7 +81,7 @@ export class SourceCache {
     const sqlite = SQLITE.has(extname(path));
     let tableInfo = null;
     if (sqlite) {
-      const tables = sqliteExperienceTables(path);
+      const tables = unreadableDbAs422(file, () => sqliteExperienceTables(path));
       tableInfo = tables.find((t) => t.name === (table ?? tables[0]?.name)) ?? null;
       if (tableInfo === null)
         throw new StudioPathError(
@@ -71,7 +95,8 @@ export class SourceCache {
       source = new ExperienceSource(path, tableInfo, this.#tokenizers);
       this.#sources.set(key, source);
     }
-    await source.refresh();
+    const reading = source;
+    await unreadableDbAs422(file, () => reading.refresh());
     return source;
   }
 

@@ -130,6 +130,7 @@ export class EventHub {
     const watch = new Set<string>([this.runs.root]);
     for (const dir of dirs) for (let d = dir; d.startsWith(this.runs.root) && d !== this.runs.root; d = dirname(d)) watch.add(d);
     for (const run of runs) {
+      if (run.error !== undefined) continue; // unreadable: the runs list names its error
       const stages = await this.runs.stages(run.id);
       for (const stage of stages) {
         watch.add(stage.dir);

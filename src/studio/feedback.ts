@@ -12,19 +12,21 @@
 //
 // The Studio calls those servers for the browser (its pages may only talk to the Studio). It only calls loopback
 // addresses, or an address an annotation_server.json in its runs folder names: a Studio is no proxy to elsewhere.
-import { appendFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { z } from 'zod';
 import { isLoopbackHost } from '../openai/server.js';
 import { ANNOUNCEMENT_FILE } from '../rft/data/task-pipeline/operators/index.js';
 import { readJson, relativeToRoot, writeTarget } from './body.js';
+import { countLinesUnderRoot, readTextUnderRoot, writeUnderRoot } from './paths.js';
 import { HttpError, query, type Route } from './router.js';
 
 /** How long a call to a serve or annotation server may take (a generation on a small model is seconds). */
 const CALL_TIMEOUT_MS = 120_000;
 /** How deep below the runs folder annotation_server.json is looked for (job/…/task_pipeline/ is 3 or 4). */
 const ANNOUNCEMENT_DEPTH = 5;
+/** The most bytes of an annotation_server.json read (a line of JSON). */
+const MAX_ANNOUNCEMENT_BYTES = 64 * 1024;
 
 export interface AnnotationServer {
   /** The announcement file, relative to the runs folder. */
@@ -47,7 +49,8 @@ export async function findAnnotationServers(root: string): Promise<AnnotationSer
     for (const entry of entries) {
       if (entry.isFile() && entry.name === ANNOUNCEMENT_FILE) {
         try {
-          const value = JSON.parse(readFileSync(join(dir, entry.name), 'utf8')) as Partial<AnnotationServer>;
+          const text = await readTextUnderRoot(root, join(dir, entry.name), MAX_ANNOUNCEMENT_BYTES);
+          const value = JSON.parse(text) as Partial<AnnotationServer>;
           if (typeof value.url === 'string')
             found.push({
               file: relativeToRoot(root, join(dir, entry.name)),
@@ -201,13 +204,9 @@ export const feedbackRoutes: Route[] = [
     handle: async ({ req, studio }) => {
       const { file, prompt, chosen, rejected } = await readJson(req, PreferenceBody);
       if (chosen === rejected) throw new HttpError(400, 'chosen and rejected are the same text: nothing to prefer');
-      const path = writeTarget(studio.root, file, ['.jsonl']);
-      mkdirSync(dirname(path), { recursive: true });
-      appendFileSync(path, `${JSON.stringify({ prompt, chosen, rejected })}\n`);
-      const lines = readFileSync(path, 'utf8')
-        .split('\n')
-        .filter((l) => l.trim() !== '').length;
-      return { file: relativeToRoot(studio.root, path), pairs: lines };
+      const target = writeTarget(studio.root, file, ['.jsonl']);
+      const path = writeUnderRoot(studio.root, target, `${JSON.stringify({ prompt, chosen, rejected })}\n`, { append: true });
+      return { file: relativeToRoot(studio.root, path), pairs: await countLinesUnderRoot(studio.root, path) };
     },
   },
   {

@@ -9,18 +9,18 @@
 // For its runs the Studio writes <job>/run_status.json ({state, pid, host}; src/studio/runs.ts reads it): running
 // while the process lives, then finished (exit 0), interrupted (SIGINT/SIGTERM: 130/143) or failed.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, realpathSync, writeFileSync } from 'node:fs';
+import { realpathSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
-import { hostname } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { ConfigError } from '../rft/config/index.js';
 import { checkConfigFile } from '../rft/config/check.js';
-import { writeRunStatus } from '../rft/run/run-status.js';
+import { runningStatus, writeRunStatus } from '../rft/run/run-status.js';
 import { readJson, relativeToRoot } from './body.js';
 import type { StudioContext } from './context.js';
-import { isInside, resolveInside } from './paths.js';
+import { pathPresent } from '../util/confined-path.js';
+import { isInside, resolveInside, writeUnderRoot } from './paths.js';
 import { HttpError, type Route } from './router.js';
 
 /** The `trinity` command of this package (run with this Node, as `trinity run --nproc-per-node` starts its ranks). */
@@ -160,10 +160,17 @@ export class LaunchManager {
       if (!(error instanceof ConfigError)) throw error;
       throw new HttpError(400, `not started: ${error.message}`);
     }
+    // the nearest part of the path that exists, a dangling link included: its real path must be inside the runs folder
+    // (a dangling link has none: refused), and what does not exist yet is made below it by the run
     let existing = jobDir;
-    while (!existsSync(existing)) existing = dirname(existing);
-    const real = join(realpathSync(existing), jobDir.slice(existing.length));
-    if (!isInside(this.root, real) || real === this.root)
+    while (!pathPresent(existing)) existing = dirname(existing);
+    let real: string | null;
+    try {
+      real = join(realpathSync(existing), jobDir.slice(existing.length));
+    } catch {
+      real = null;
+    }
+    if (real === null || !isInside(this.root, real) || real === this.root)
       throw new HttpError(
         403,
         `not started: its job folder ${jobDir} (checkpoint_root_dir/project/name) is not inside the runs folder ${this.root}, ` +
@@ -173,9 +180,9 @@ export class LaunchManager {
   }
 
   #spawn(launch: Launch): void {
-    const logDir = join(this.root, '.studio', 'logs');
-    mkdirSync(logDir, { recursive: true });
-    const logFile = join(logDir, `launch-${launch.info.id}.log`);
+    const logFile = join(this.root, '.studio', 'logs', `launch-${launch.info.id}.log`);
+    // made (or refused: a link out of the runs folder) before the run starts
+    writeUnderRoot(this.root, logFile, '', { append: true });
     const child = spawn(process.execPath, [TRINITY_BIN, 'run', '--config', launch.configPath], {
       cwd: dirname(launch.configPath),
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -194,7 +201,11 @@ export class LaunchManager {
     this.#writeStatus(launch, 'running');
     let pending = '';
     const take = (chunk: Buffer) => {
-      writeFileSync(logFile, chunk, { flag: 'a' });
+      try {
+        writeUnderRoot(this.root, logFile, chunk, { append: true });
+      } catch {
+        // the log file was replaced (by a link out of the runs folder?) meanwhile: not followed; the page keeps the lines
+      }
       pending += chunk.toString('utf8');
       const lines = pending.split('\n');
       pending = lines.pop() ?? '';
@@ -225,7 +236,7 @@ export class LaunchManager {
   #writeStatus(launch: Launch, state: Exclude<LaunchState, 'stopping'>): void {
     // `trinity run` records its own status (src/rft/run/run-status.ts); this covers a child killed before it could
     const pid = launch.child?.pid;
-    writeRunStatus(launch.jobDir, state === 'running' && pid !== undefined ? { state, pid, host: hostname() } : { state });
+    writeRunStatus(launch.jobDir, state === 'running' && pid !== undefined ? runningStatus(pid) : { state });
   }
 
   #line(launch: Launch, line: string): void {

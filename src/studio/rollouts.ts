@@ -131,7 +131,7 @@ export class ExperienceSource {
     /** A PostgreSQL buffer (`file` is then the stage's buffer.json: its folder finds the tokenizer). */
     readonly postgres: PostgresSource | null = null,
   ) {
-    this.#tail = table === null && postgres === null ? new JsonlTail(file, parseExperiences) : null;
+    this.#tail = table === null && postgres === null ? new JsonlTail(dirname(file), file, parseExperiences) : null;
   }
 
   get rows(): readonly RolloutRow[] {

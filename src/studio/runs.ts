@@ -13,7 +13,7 @@
 // A job folder is a folder with stages.json (or, from older runs, a metrics.jsonl and no stages.json above it), found
 // up to three levels below the runs folder, so --runs may name the checkpoint root, a project folder or one job.
 import { existsSync } from 'node:fs';
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readdir, stat } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { basename, join, relative, sep } from 'node:path';
 import { BUFFER_RECORD } from '../rft/buffer/buffer-record.js';
@@ -30,8 +30,9 @@ import {
   STAGES_FILE,
   type StageData,
 } from '../rft/report/read.js';
-import { RUN_STATUS_FILE, type RunStatus } from '../rft/run/run-status.js';
-import { resolveInside, StudioPathError } from './paths.js';
+import { type ChunkLimits, RunFileTooLargeError } from '../rft/report/jsonl-chunks.js';
+import { isRecordedProcessAlive, RUN_STATUS_FILE, type RunStatus } from '../rft/run/run-status.js';
+import { readTextUnderRoot, resolveInside, StudioPathError } from './paths.js';
 import { JsonlTail } from './tail.js';
 
 /**
@@ -70,6 +71,8 @@ export interface RunSummary {
   /** Unix seconds of the newest metrics line of any stage. */
   lastTime: number | null;
   warnings: string[];
+  /** Why the run could not be read (a file over the size limit); its stages are then not listed. */
+  error?: string;
 }
 
 /** run_status.json, when a run writes one (src/rft/run/run-status.ts). */
@@ -99,7 +102,11 @@ const NOT_EXPERIENCES = new Set([METRICS_FILE, SAMPLES_FILE]);
 export class RunIndex {
   readonly #jobs = new Map<string, JobCache>();
 
-  constructor(readonly root: string) {}
+  /** `limits`: the run files' read limits (src/rft/report/jsonl-chunks.ts; smaller in tests). */
+  constructor(
+    readonly root: string,
+    readonly limits: ChunkLimits = {},
+  ) {}
 
   /** Job folders under the runs folder (absolute paths), sorted. */
   async findJobDirs(): Promise<string[]> {
@@ -127,7 +134,8 @@ export class RunIndex {
   async list(): Promise<RunSummary[]> {
     const dirs = await this.findJobDirs();
     for (const known of this.#jobs.keys()) if (!dirs.includes(known)) this.#jobs.delete(known);
-    const runs = await Promise.all(dirs.map((dir) => this.#summarize(dir)));
+    // a run whose files cannot be read (one too large) is listed with that error; the others as they are
+    const runs = await Promise.all(dirs.map((dir) => this.#summarize(dir).catch((error) => this.#unreadable(dir, error))));
     return runs.sort((a, b) => (b.lastTime ?? 0) - (a.lastTime ?? 0) || a.id.localeCompare(b.id));
   }
 
@@ -185,8 +193,8 @@ export class RunIndex {
       dir,
       path,
       name: rel === '' ? basename(jobDir) : path,
-      metrics: new JsonlTail(join(dir, METRICS_FILE), parseMetrics),
-      samples: new JsonlTail(join(dir, SAMPLES_FILE), parseSamples),
+      metrics: new JsonlTail(this.root, join(dir, METRICS_FILE), parseMetrics, this.limits),
+      samples: new JsonlTail(this.root, join(dir, SAMPLES_FILE), parseSamples, this.limits),
     };
   }
 
@@ -197,15 +205,29 @@ export class RunIndex {
       byDir.set(s.dir, s);
       return { name: s.name, path: s.path, dir: s.dir, rows: s.metrics.rows as MetricsRow[], samples: [] };
     });
-    return orderStages(data, await readStageOrder(job.dir, warnings)).map((s) => byDir.get(s.dir) as StageFiles);
+    return orderStages(data, await readStageOrder(job.dir, warnings, this.root)).map((s) => byDir.get(s.dir) as StageFiles);
+  }
+
+  /** The summary of a run that cannot be read: the error named, no stages. Other errors are thrown on. */
+  #unreadable(jobDir: string, error: unknown): RunSummary {
+    if (!(error instanceof RunFileTooLargeError)) throw error;
+    const rel = relative(this.root, jobDir);
+    return {
+      id: rel === '' ? '.' : rel.split(sep).join('/'),
+      status: 'stopped',
+      stages: [],
+      lastTime: null,
+      warnings: [error.message],
+      error: error.message,
+    };
   }
 
   async #summarize(jobDir: string): Promise<RunSummary> {
     const job = await this.#job(jobDir);
     const warnings: string[] = [];
-    const order = (await readStageOrder(jobDir, warnings)) ?? [];
+    const order = (await readStageOrder(jobDir, warnings, this.root)) ?? [];
     const stages = await this.#ordered(job);
-    const recorded = await readRecordedStatus(jobDir);
+    const recorded = await readRecordedStatus(this.root, jobDir);
     const now = Date.now() / 1000;
     const summaries: StageSummary[] = [];
     let offset = 0;
@@ -266,24 +288,19 @@ export function runStatus(stages: readonly StageSummary[]): StageStatus {
   return stages.find((s) => s.status !== 'finished' && s.status !== 'pending')?.status ?? 'pending';
 }
 
-async function readRecordedStatus(jobDir: string): Promise<RecordedStatus | null> {
+/** The most bytes of run_status.json read (a line of JSON). */
+const MAX_STATUS_BYTES = 64 * 1024;
+
+async function readRecordedStatus(root: string, jobDir: string): Promise<RecordedStatus | null> {
   try {
-    const value = JSON.parse(await readFile(join(jobDir, RUN_STATUS_FILE), 'utf8')) as Partial<RecordedStatus>;
+    const text = await readTextUnderRoot(root, join(jobDir, RUN_STATUS_FILE), MAX_STATUS_BYTES);
+    const value = JSON.parse(text) as Partial<RecordedStatus>;
     if (value.state === 'running' || value.state === 'finished' || value.state === 'failed' || value.state === 'interrupted')
       return value as RecordedStatus;
   } catch {
     // absent (runs that do not record it) or being replaced: decide from the other files
   }
   return null;
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /** Newest modification time (unix seconds) of the files a live stage keeps writing. */
@@ -324,8 +341,10 @@ async function stageStatus(stage: StageFiles, recorded: RecordedStatus | null, n
   if (existsSync(join(stage.dir, 'done.json'))) return 'finished';
   if (recorded !== null && recorded.state !== 'finished') {
     if (recorded.state !== 'running') return recorded.state;
-    // a process of this machine that is gone ended without recording how: killed, or crashed hard
-    if (recorded.pid !== undefined && recorded.host === hostname()) return processAlive(recorded.pid) ? 'running' : 'failed';
+    // a process of this machine that is gone (or whose pid another process has now) ended without recording how:
+    // killed, or crashed hard
+    if (recorded.pid !== undefined && recorded.host === hostname())
+      return isRecordedProcessAlive(recorded) ? 'running' : 'failed';
   }
   const window = Math.max(LIVENESS_MIN_S, LIVENESS_STEPS * medianStepSeconds(stage.metrics.rows));
   return now - (await lastActivity(stage.dir)) <= window ? 'running' : 'stopped';

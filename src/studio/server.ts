@@ -15,6 +15,7 @@ import { createRequire } from 'node:module';
 import { dirname, extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isLoopbackHost } from '../openai/server.js';
+import { RunFileTooLargeError } from '../rft/report/jsonl-chunks.js';
 import { apiRoutes } from './api.js';
 import { configRoutes } from './config-builder.js';
 import { feedbackRoutes } from './feedback.js';
@@ -207,6 +208,8 @@ export async function startStudio(options: StudioOptions): Promise<StudioServer>
       else fail(res, 404, `no such page or API route: ${url.pathname}`);
     } catch (error) {
       if (error instanceof HttpError || error instanceof StudioPathError) fail(res, error.status, error.message);
+      // a run file over the read limit: named, and the request refused; the Studio goes on
+      else if (error instanceof RunFileTooLargeError) fail(res, 413, error.message);
       // the buffer's database did not answer: the message names its server and database (never a password)
       else if (error instanceof PostgresSourceError) fail(res, 502, error.message);
       else fail(res, 500, (error as Error).message);

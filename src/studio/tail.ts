@@ -1,10 +1,20 @@
 // A JSONL file read incrementally: each refresh reads only the bytes appended since the last one and parses the
 // complete lines among them (a line still being written waits for its newline). A file that shrank or was replaced
 // (a resumed run truncates metrics.jsonl by writing a new file and renaming it over the old one) is read afresh.
-// Opens are read-only and closed at once, so the run that writes the file never waits for us.
-import { open, stat } from 'node:fs/promises';
+// Opens are read-only and closed at once, so the run that writes the file never waits for us. The file is opened
+// inside the runs folder only (./paths.ts: no link out of it is followed) and read in bounded chunks
+// (src/rft/report/jsonl-chunks.ts); a file over the size limit is not read: refresh() throws RunFileTooLargeError,
+// which the run index shows on the run.
+import {
+  type ChunkLimits,
+  checkRunFileSize,
+  LineAssembler,
+  type LineParser,
+  readChunkedLines,
+} from '../rft/report/jsonl-chunks.js';
+import { openUnderRoot } from './paths.js';
 
-export type LineParser<T> = (text: string, file: string, warnings: string[]) => T[];
+export type { LineParser } from '../rft/report/jsonl-chunks.js';
 
 export type TailChange = 'unchanged' | 'appended' | 'reset';
 
@@ -12,15 +22,20 @@ export class JsonlTail<T> {
   #rows: T[] = [];
   #offset = 0;
   #inode = -1;
-  /** Bytes after the last newline: the start of a line not yet complete. */
-  #pending: Buffer = Buffer.alloc(0);
+  /** Bytes after the last newline wait there: the start of a line not yet complete. */
+  #lines: LineAssembler;
   /** Problems met while parsing (bad lines), newest last; at most 100 kept. */
   readonly warnings: string[] = [];
 
+  /** `file` is an absolute path below the runs folder `root` (a real path). */
   constructor(
+    readonly root: string,
     readonly file: string,
     readonly parse: LineParser<T>,
-  ) {}
+    readonly limits: ChunkLimits = {},
+  ) {
+    this.#lines = new LineAssembler(file, limits.maxLineBytes);
+  }
 
   get rows(): readonly T[] {
     return this.#rows;
@@ -53,49 +68,48 @@ export class JsonlTail<T> {
   }
 
   async #read(): Promise<{ change: TailChange; added: T[] }> {
-    let info: Awaited<ReturnType<typeof stat>>;
+    let handle: Awaited<ReturnType<typeof openUnderRoot>>;
     try {
-      info = await stat(this.file);
+      handle = await openUnderRoot(this.root, this.file);
     } catch {
+      // not there (yet, or removed), or refused: nothing to show
       if (this.#rows.length === 0 && this.#offset === 0) return { change: 'unchanged', added: [] };
       this.#reset(-1);
       return { change: 'reset', added: [] };
     }
-    let change: TailChange = 'unchanged';
-    if (info.ino !== this.#inode || info.size < this.#offset) {
-      if (this.#inode !== -1) change = 'reset';
-      this.#reset(info.ino);
-    }
-    if (info.size === this.#offset) return { change, added: [] };
-    const handle = await open(this.file, 'r');
-    let chunk: Buffer;
     try {
-      chunk = Buffer.alloc(info.size - this.#offset);
-      const { bytesRead } = await handle.read(chunk, 0, chunk.length, this.#offset);
-      chunk = chunk.subarray(0, bytesRead);
+      const info = await handle.stat();
+      let change: TailChange = 'unchanged';
+      if (info.ino !== this.#inode || info.size < this.#offset) {
+        if (this.#inode !== -1) change = 'reset';
+        this.#reset(info.ino);
+      }
+      checkRunFileSize(this.file, info.size, this.limits);
+      if (info.size === this.#offset) return { change, added: [] };
+      const warnings: string[] = [];
+      const { rows: added, bytesRead } = await readChunkedLines(
+        handle,
+        this.#offset,
+        info.size,
+        this.#lines,
+        this.parse,
+        warnings,
+        this.limits,
+      );
+      this.#offset += bytesRead;
+      this.warnings.push(...warnings);
+      if (this.warnings.length > 100) this.warnings.splice(0, this.warnings.length - 100);
+      for (const row of added) this.#rows.push(row);
+      return { change: change === 'reset' ? 'reset' : added.length ? 'appended' : 'unchanged', added };
     } finally {
       await handle.close();
     }
-    this.#offset += chunk.length;
-    const bytes = this.#pending.length ? Buffer.concat([this.#pending, chunk]) : chunk;
-    const end = bytes.lastIndexOf(0x0a);
-    if (end < 0) {
-      this.#pending = bytes;
-      return { change, added: [] };
-    }
-    this.#pending = Buffer.from(bytes.subarray(end + 1));
-    const warnings: string[] = [];
-    const added = this.parse(bytes.subarray(0, end + 1).toString('utf8'), this.file, warnings);
-    this.warnings.push(...warnings);
-    if (this.warnings.length > 100) this.warnings.splice(0, this.warnings.length - 100);
-    for (const row of added) this.#rows.push(row);
-    return { change: change === 'reset' ? 'reset' : added.length ? 'appended' : 'unchanged', added };
   }
 
   #reset(inode: number): void {
     this.#rows = [];
     this.#offset = 0;
-    this.#pending = Buffer.alloc(0);
+    this.#lines = new LineAssembler(this.file, this.limits.maxLineBytes);
     this.#inode = inode;
   }
 }

@@ -13,7 +13,7 @@ test('overlapping refreshes add each row once; partial lines wait; a replaced fi
   try {
     const file = join(dir, 'metrics.jsonl');
     writeFileSync(file, Array.from({ length: 1000 }, (_, i) => JSON.stringify({ step: i + 1, loss: 1 })).join('\n') + '\n');
-    const tail = new JsonlTail(file, parseMetrics);
+    const tail = new JsonlTail(dir, file, parseMetrics);
     // several readers at once (the runs list, a series, the event hub) used to read the same bytes twice
     await Promise.all([tail.refresh(), tail.refresh(), tail.refresh()]);
     assert.equal(tail.rows.length, 1000);

@@ -90,20 +90,38 @@ export function tickStep(min: number, max: number, count = 5): number {
   return (normalized < 1.5 ? 1 : normalized < 3 ? 2 : normalized < 7 ? 5 : 10) * magnitude;
 }
 
-/** Multiples of `step` within [min, max] (with a little slack for rounding). */
+/** The most ticks an axis gets; more means the step is below what the numbers can resolve. */
+const MAX_TICKS = 1000;
+
+/**
+ * Multiples of `step` within [min, max] (with a little slack for rounding). Counted from 0, not by stepping the
+ * multiple itself: above 2^53 `i + 1 === i`, and a step far below the values' magnitude would never reach the end.
+ */
 export function ticks(min: number, max: number, step: number): number[] {
   const out: number[] = [];
   const first = Math.ceil(min / step - 1e-9);
   const last = Math.floor(max / step + 1e-9);
-  for (let i = first; i <= last; i++) out.push(Number((i * step).toPrecision(12)));
+  const count = last - first + 1;
+  if (!Number.isFinite(count) || count > MAX_TICKS) return [min, max];
+  for (let k = 0; k < count; k++) out.push(Number(((first + k) * step).toPrecision(12)));
   return out;
 }
 
-/** A range that holds [lo, hi] and ends on ticks; a single value gets room around it. */
+/**
+ * A spread narrower than this fraction of the values' magnitude is a constant with rounding noise (a metric that
+ * differs in its last bits): drawn as one value, since ticks that fine cannot be labelled or even counted.
+ */
+const RELATIVE_RESOLUTION = 1e-9;
+
+/** A range that holds [lo, hi] and ends on ticks; a single value (or one up to rounding) gets room around it. */
 export function niceDomain(lo: number, hi: number): [number, number] {
-  if (lo === hi) {
-    const pad = lo === 0 ? 1 : Math.abs(lo) * 0.1;
-    return niceDomain(lo - pad, hi + pad);
+  // the second test: a spread among subnormals (5e-324 ± 5e-324) whose tick step underflows to 0
+  if (hi - lo <= Math.max(Math.abs(lo), Math.abs(hi)) * RELATIVE_RESOLUTION || !(tickStep(lo, hi) > 0)) {
+    const mid = lo + (hi - lo) / 2;
+    // 10% of the value, or 1 where that is 0 or vanishes (a subnormal such as 5e-324 has no 10%)
+    const pad = Math.abs(mid) * 0.1 > Number.MIN_VALUE * 1e10 ? Math.abs(mid) * 0.1 : 1;
+    lo = mid - pad;
+    hi = mid + pad;
   }
   const step = tickStep(lo, hi);
   const clean = (v: number) => Number(v.toPrecision(12));

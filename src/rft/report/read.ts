@@ -7,10 +7,13 @@
 //   JOB_DIR/stages.json                    optional: ["sft", "grpo"], the stage folders in run order
 //
 // Without stages.json the stages are ordered by their earliest metric time. Bad lines are skipped with a warning
-// that names file and line; a job folder without any metrics.jsonl is an error.
+// that names file and line; a job folder without any metrics.jsonl is an error. Files are read in bounded chunks
+// (./jsonl-chunks.ts): one too large to read is an error naming it, not a crash.
 import { type Dirent, existsSync } from 'node:fs';
-import { readdir, readFile } from 'node:fs/promises';
+import { open, readdir } from 'node:fs/promises';
 import { basename, join, posix, relative, resolve, sep } from 'node:path';
+import { type ChunkLimits, checkRunFileSize, LineAssembler, type LineParser, readChunkedLines } from './jsonl-chunks.js';
+import { openInside } from '../../util/confined-path.js';
 
 /** One line of metrics.jsonl: the step, the time (unix seconds) when present, and every numeric metric. */
 export interface MetricsRow {
@@ -83,10 +86,10 @@ export async function findStageDirs(
   return found;
 }
 
-function lines(text: string): { line: string; number: number }[] {
+function lines(text: string, firstLine: number): { line: string; number: number }[] {
   return text
     .split('\n')
-    .map((line, i) => ({ line: line.trim(), number: i + 1 }))
+    .map((line, i) => ({ line: line.trim(), number: firstLine + i }))
     .filter((l) => l.line !== '');
 }
 
@@ -101,10 +104,19 @@ function parseLine(file: string, number: number, line: string, warnings: string[
   return null;
 }
 
-/** Parses metrics.jsonl text; `file` names it in warnings. */
-export function parseMetrics(text: string, file: string, warnings: string[]): MetricsRow[] {
+/** Parses metrics.jsonl text, warning when it holds no row; `file` names it in warnings. */
+export function parseMetrics(text: string, file: string, warnings: string[], firstLine = 1): MetricsRow[] {
+  const rows = parseMetricsLines(text, file, warnings, firstLine);
+  if (rows.length === 0) warnings.push(noMetricsLines(file));
+  return rows;
+}
+
+const noMetricsLines = (file: string) => `${file}: no metrics lines (the stage wrote nothing yet)`;
+
+/** Parses lines of metrics.jsonl (a part of the file: no warning when there is no row among them). */
+export function parseMetricsLines(text: string, file: string, warnings: string[], firstLine = 1): MetricsRow[] {
   const rows: MetricsRow[] = [];
-  for (const { line, number } of lines(text)) {
+  for (const { line, number } of lines(text, firstLine)) {
     const object = parseLine(file, number, line, warnings);
     if (object === null) continue;
     const { step, time, ...rest } = object;
@@ -121,15 +133,14 @@ export function parseMetrics(text: string, file: string, warnings: string[]): Me
     if (ignored.length) warnings.push(`${file}:${number}: not finite numbers, left out: ${ignored.join(', ')}`);
     rows.push(typeof time === 'number' ? { step, time, metrics } : { step, metrics });
   }
-  if (rows.length === 0) warnings.push(`${file}: no metrics lines (the stage wrote nothing yet)`);
   return rows;
 }
 
 /** Parses eval_samples.jsonl text; lines without a numeric step or a task id are skipped with a warning. */
-export function parseSamples(text: string, file: string, warnings: string[]): EvalSample[] {
+export function parseSamples(text: string, file: string, warnings: string[], firstLine = 1): EvalSample[] {
   const samples: EvalSample[] = [];
   const text_ = (v: unknown) => (typeof v === 'string' ? v : v === undefined || v === null ? '' : JSON.stringify(v));
-  for (const { line, number } of lines(text)) {
+  for (const { line, number } of lines(text, firstLine)) {
     const o = parseLine(file, number, line, warnings);
     if (o === null) continue;
     if (typeof o.step !== 'number' || (typeof o.taskId !== 'string' && typeof o.taskId !== 'number')) {
@@ -164,11 +175,15 @@ export function orderStages(stages: StageData[], order: string[] | null): StageD
   return [...stages].sort((a, b) => rank(a) - rank(b) || earliestTime(a) - earliestTime(b) || a.name.localeCompare(b.name));
 }
 
-export async function readStageOrder(jobDir: string, warnings: string[]): Promise<string[] | null> {
+/** The most bytes of stages.json read (a list of a few folder names). */
+const MAX_STAGES_FILE_BYTES = 1024 * 1024;
+
+/** stages.json's list; `root`: read it only inside that folder (the Studio's runs folder: no link out is followed). */
+export async function readStageOrder(jobDir: string, warnings: string[], root?: string): Promise<string[] | null> {
   const file = join(jobDir, STAGES_FILE);
   if (!existsSync(file)) return null;
   try {
-    const value: unknown = JSON.parse(await readFile(file, 'utf8'));
+    const value: unknown = JSON.parse(await readSmallFile(file, MAX_STAGES_FILE_BYTES, root));
     if (Array.isArray(value) && value.every((v) => typeof v === 'string')) return value;
     warnings.push(`${file}: not a JSON array of stage folder names: ignored`);
   } catch (error) {
@@ -190,10 +205,48 @@ export async function readRun(jobDir: string): Promise<RunData> {
     const path = rel === '' ? '.' : rel.split(sep).join('/');
     const name = rel === '' ? basename(resolve(jobDir)) : path;
     const metricsFile = join(dir, METRICS_FILE);
-    const rows = parseMetrics(await readFile(metricsFile, 'utf8'), metricsFile, warnings);
+    const rows = await readJsonlFile(metricsFile, parseMetricsLines, warnings);
+    if (rows.length === 0) warnings.push(noMetricsLines(metricsFile));
     const samplesFile = join(dir, SAMPLES_FILE);
-    const samples = existsSync(samplesFile) ? parseSamples(await readFile(samplesFile, 'utf8'), samplesFile, warnings) : [];
+    const samples = existsSync(samplesFile) ? await readJsonlFile(samplesFile, parseSamples, warnings) : [];
     stages.push({ name, path, dir, rows, samples });
   }
   return { jobDir, stages: orderStages(stages, await readStageOrder(jobDir, warnings)), warnings };
+}
+
+/** A whole JSONL file's rows, read in bounded chunks (./jsonl-chunks.ts); RunFileTooLargeError over the limit. */
+export async function readJsonlFile<T>(
+  file: string,
+  parse: LineParser<T>,
+  warnings: string[],
+  limits: ChunkLimits = {},
+): Promise<T[]> {
+  const handle = await open(file, 'r');
+  try {
+    const { size } = await handle.stat();
+    checkRunFileSize(file, size, limits);
+    const lines = new LineAssembler(file, limits.maxLineBytes);
+    const { rows } = await readChunkedLines(handle, 0, size, lines, parse, warnings, limits);
+    // a last line without its newline (a run killed mid-write) is read as the whole file's end
+    const last = lines.push(Buffer.from('\n'), warnings);
+    if (last !== null) for (const row of parse(last.text, file, warnings, last.firstLine)) rows.push(row);
+    return rows;
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * A small file's text (stages.json); an error naming it when it is over `maxBytes`. With `root`, the file is opened
+ * inside that folder only (src/util/confined-path.ts).
+ */
+export async function readSmallFile(file: string, maxBytes: number, root?: string): Promise<string> {
+  const handle = root === undefined ? await open(file, 'r') : await openInside(root, relative(root, file), file);
+  try {
+    const { size } = await handle.stat();
+    if (size > maxBytes) throw new Error(`${file} is ${size} bytes, over the ${maxBytes} it may have`);
+    return await handle.readFile('utf8');
+  } finally {
+    await handle.close();
+  }
 }

@@ -1,9 +1,13 @@
 // <job dir>/run_status.json: what a run is doing, for whoever watches the folder (the Studio) without asking the
 // process. A crash and a Ctrl-C leave the same checkpoints and metrics; only the run itself can say which happened.
-//   {"state":"running","pid":123,"host":"node-1"}   written when the run starts
+//   {"state":"running","pid":123,"host":"node-1","startTime":"8812345"}   written when the run starts
 //   {"state":"interrupted"} / {"state":"failed","error":"…"} / {"state":"finished"}   written when it ends
 // A "running" record whose process is gone means the process was killed (SIGKILL, power loss): nothing could write.
-import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+// A pid alone does not say the process is gone: after a crash the system may give the same pid to another process.
+// So the record carries the process's start time (Linux: /proc/<pid>/stat field 22, clock ticks since boot), and a
+// watcher takes the run for alive only when the pid's start time now is the one recorded (isRecordedProcessAlive).
+// Where the start time cannot be read (no /proc) it is left out, and the pid is all a watcher has.
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 
@@ -16,6 +20,8 @@ export interface RunStatus {
   /** The process and host of a running run. */
   pid?: number;
   host?: string;
+  /** The process's start time as the system counts it (see the header); absent where it cannot be read. */
+  startTime?: string;
   /** Why a failed run failed (its error's first line). */
   error?: string;
 }
@@ -25,9 +31,51 @@ export function writeRunStatus(jobDir: string, status: RunStatus): void {
   mkdirSync(jobDir, { recursive: true });
   const file = join(jobDir, RUN_STATUS_FILE);
   const temp = `${file}.${process.pid}.tmp`;
-  writeFileSync(temp, `${JSON.stringify(status)}\n`);
+  // created anew ('wx': O_CREAT | O_EXCL, which does not follow a link put at the temp name, dangling or not)
+  rmSync(temp, { force: true });
+  writeFileSync(temp, `${JSON.stringify(status)}\n`, { flag: 'wx' });
   renameSync(temp, file);
 }
 
-/** The status of this process running now. */
-export const runningStatus = (): RunStatus => ({ state: 'running', pid: process.pid, host: hostname() });
+/** The status of process `pid` (default: this one) running now, on this host. */
+export function runningStatus(pid = process.pid): RunStatus {
+  const startTime = processStartTime(pid);
+  return { state: 'running', pid, host: hostname(), ...(startTime !== null ? { startTime } : {}) };
+}
+
+/**
+ * When process `pid` started (Linux: field 22 of /proc/<pid>/stat, after the parenthesised command name, which may
+ * itself hold spaces and parentheses); null when there is no such process or no /proc to ask.
+ */
+export function processStartTime(pid: number): string | null {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return null;
+  }
+  // fields after the command name: 3 (state) is the first, so 22 is the 20th
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return fields[19] ?? null;
+}
+
+/** Whether process `pid` exists (signal 0; EPERM: it exists, owned by someone else). */
+function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Whether the process a "running" record names is still that process (on this host): it exists, and when the
+ * record has a start time, the pid's start time now is the same (else the pid was given to another process).
+ */
+export function isRecordedProcessAlive(status: Pick<RunStatus, 'pid' | 'startTime'>): boolean {
+  if (status.pid === undefined || !processExists(status.pid)) return false;
+  if (status.startTime === undefined) return true;
+  const now = processStartTime(status.pid);
+  return now === null || now === status.startTime;
+}
