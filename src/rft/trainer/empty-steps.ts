@@ -1,0 +1,85 @@
+// Train steps with nothing to train on: every rollout of the explore steps that feed them failed (a workflow that
+// throws, hangs past explorer.max_timeout, returns a reward that is not a number), was rejected by the model's bounds
+// (token ids outside the vocabulary, sequences longer than the context) or was filtered out (the experience pipeline,
+// the sample strategy). Such a step changes no weight; a few of them in a run are tolerated (logged, and its metrics
+// have no actor/* keys), but a run that cannot fill its train steps must not end as if it had trained:
+//
+//   fails after MAX_EMPTY_STEPS_IN_A_ROW train steps in a row with nothing to train on, or when the trainer loop
+//   ends (not stopped) having trained nothing in all the steps it ran
+//
+// with a NothingToTrainError naming why the batches were empty and the last rollout failures the explorer saw, so
+// `trinity run` exits non-zero, run_status.json says "failed", and no done.json marks the stage finished.
+
+/** Train steps in a row with nothing to train on after which the stage fails (a fixed bound: not a setting). */
+export const MAX_EMPTY_STEPS_IN_A_ROW = 3;
+
+/** Rollout failures quoted in the error (the newest the explorer reported). */
+const FAILURES_QUOTED = 3;
+
+export class NothingToTrainError extends Error {
+  override name = 'NothingToTrainError';
+}
+
+export class EmptyStepGuard {
+  readonly #stageName: string;
+  readonly #lastFailures: () => readonly string[];
+  /** The first step of the current run of empty steps (null: the last step trained something). */
+  #emptySince: number | null = null;
+  #emptyInARow = 0;
+  #stepsRun = 0;
+  #stepsTrained = 0;
+  #lastWhy = '';
+  #sourceEndedAt: number | null = null;
+
+  /** `lastFailures`: the newest rollout failures the explorer reported (mode both; none from another process). */
+  constructor(stageName: string, lastFailures: () => readonly string[] = () => []) {
+    this.#stageName = stageName;
+    this.#lastFailures = lastFailures;
+  }
+
+  /** Train steps run by this loop that had something to train on. */
+  get stepsTrained(): number {
+    return this.#stepsTrained;
+  }
+
+  /** Train step `step` had `count` experiences (`why`: why fewer than a batch came); throws at the bound. */
+  step(step: number, count: number, why: string | undefined): void {
+    this.#stepsRun++;
+    if (count > 0) {
+      this.#stepsTrained++;
+      this.#emptySince = null;
+      this.#emptyInARow = 0;
+      return;
+    }
+    this.#emptySince ??= step;
+    this.#emptyInARow++;
+    this.#lastWhy = why ?? 'the sample strategy kept none of the experiences it read';
+    if (this.#emptyInARow >= MAX_EMPTY_STEPS_IN_A_ROW)
+      throw this.#error(
+        `train steps ${this.#emptySince} to ${step} had nothing to train on (${MAX_EMPTY_STEPS_IN_A_ROW} in a row ` +
+          'is the most a run goes on with)',
+      );
+  }
+
+  /** The source gave nothing more before train step `step` (the explorer or the dataset stopped early). */
+  sourceEnded(step: number, why: string | undefined): void {
+    this.#sourceEndedAt = step;
+    if (this.#stepsTrained === 0) this.#lastWhy = why ?? 'the experience source ended';
+  }
+
+  /** The loop ended on its own (not stopped): throws when it trained nothing in the steps it ran or was to run. */
+  finished(): void {
+    if (this.#stepsTrained > 0 || (this.#stepsRun === 0 && this.#sourceEndedAt === null)) return;
+    const ended =
+      this.#sourceEndedAt === null ? '' : `, and the experience source ended before train step ${this.#sourceEndedAt}`;
+    throw this.#error(`none of the ${this.#stepsRun} train step(s) run had anything to train on${ended}`);
+  }
+
+  #error(what: string): NothingToTrainError {
+    const failures = this.#lastFailures().slice(-FAILURES_QUOTED);
+    const last = failures.length
+      ? `last rollout failures: ${failures.join(' | ')}`
+      : 'no rollout failure was reported to this process (an explorer process logs its own)';
+    return new NothingToTrainError(`stage '${this.#stageName}': ${what}: ${this.#lastWhy}; ${last}`);
+  }
+}
