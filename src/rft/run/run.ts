@@ -1,8 +1,9 @@
 // `trinity run --config FILE`: the stages of a run in order. Each stage starts from the previous stage's final
-// weights; a stage that finished (its done.json exists) is skipped when the same command runs again, and an
-// unfinished one resumes from its latest checkpoint (see ./stage.ts). With continue_from_checkpoint false and the job
-// folder already there, the run starts afresh in <job dir>_<timestamp> (as Trinity-RFT renames the experiment), and
-// the earlier folder is left as it is.
+// weights; a stage that finished (its done.json exists) is skipped when the same command runs again,
+// and an unfinished one resumes from its latest checkpoint (see ./stage.ts). With continue_from_checkpoint false and
+// the job folder already there, the run starts afresh in <job dir>_<timestamp> (as Trinity-RFT renames the
+// experiment), and the earlier folder is left as it is. The job folder belongs to one run at a time (./job-lock.ts):
+// a second run of it fails at once, before it writes anything there.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join, relative } from 'node:path';
@@ -12,6 +13,7 @@ import { checkBeforeRun } from '../config/preflight.js';
 import { ProgressReporter } from '../monitor/index.js';
 import { describePlacement, describeRank, distributedLaunchFromEnv } from './distributed.js';
 import { runFollower } from './follower.js';
+import { jobLockFile, lockJobFolder } from './job-lock.js';
 import { runningStatus, writeRunStatus } from './run-status.js';
 import type { DistributedSettings, StageHooks, StageRecord, StageResult, StageSettings } from '../config/settings.js';
 import { runStage } from './stage.js';
@@ -64,21 +66,26 @@ export async function runConfig(
     stages = stages.map((s) => ({ ...s, checkpoint_job_dir: fresh + s.checkpoint_job_dir.slice(configured.length) }));
     log(`continue_from_checkpoint is false and ${configured} exists: this run starts afresh in ${fresh}`);
   }
-  // the stage folders in run order (the report reads it)
-  mkdirSync(jobDir, { recursive: true });
-  writeFileSync(
-    join(jobDir, 'stages.json'),
-    `${JSON.stringify(stages.map((s) => relative(jobDir, s.checkpoint_job_dir) || '.'))}\n`,
-  );
-  writeRunStatus(jobDir, runningStatus());
+  // before anything is written there: a second run of the folder leaves the owner's files as they are
+  const unlock = lockJobFolder(jobDir, jobLockFile(stages));
   try {
-    const result = await runStages(stages, config.model.model_path, options, distributed, log);
-    writeRunStatus(jobDir, { state: result.finalModelDir === null && options.signal?.aborted ? 'interrupted' : 'finished' });
-    return result;
-  } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
-    writeRunStatus(jobDir, { state: 'failed', error: message.split('\n')[0] ?? '' });
-    throw error;
+    // the stage folders in run order (the report reads it)
+    writeFileSync(
+      join(jobDir, 'stages.json'),
+      `${JSON.stringify(stages.map((s) => relative(jobDir, s.checkpoint_job_dir) || '.'))}\n`,
+    );
+    writeRunStatus(jobDir, runningStatus());
+    try {
+      const result = await runStages(stages, config.model.model_path, options, distributed, log);
+      writeRunStatus(jobDir, { state: result.finalModelDir === null && options.signal?.aborted ? 'interrupted' : 'finished' });
+      return result;
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      writeRunStatus(jobDir, { state: 'failed', error: message.split('\n')[0] ?? '' });
+      throw error;
+    }
+  } finally {
+    unlock();
   }
 }
 
