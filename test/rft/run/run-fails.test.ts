@@ -1,6 +1,8 @@
 // A run that cannot fill its train steps fails (src/rft/trainer/empty-steps.ts): whichever way every rollout goes
 // wrong — the workflow throws, hangs past explorer.max_timeout, returns a reward that is not a number or token ids
-// outside the vocabulary, or the sequences are longer than the model's context — the run rejects with an error naming
+// outside the vocabulary, the sequences are longer than the model's context; with the built-in workflow, prompts
+// longer than the context, a chat template that throws, a tokenizer larger than the model's vocabulary — the run
+// rejects with an error naming
 // the cause and the last rollout failures, run_status.json says "failed", and there is no done.json (a rerun does not
 // skip the stage as finished) and no final model.
 import assert from 'node:assert/strict';
@@ -38,12 +40,19 @@ export const tooLong = {
 };
 `;
 
-/** Runs the tiny job with workflow `name`; asserts the run failed as it should, and returns its error. */
-async function failingRun(name: string, options: { totalSteps?: number; overrides?: string[] } = {}): Promise<Error> {
+/**
+ * Runs the tiny job (workflow `name` of WORKFLOWS, or the built-in simple_workflow for null) after `prepare` changed
+ * its files; asserts the run failed as it should, and returns its error.
+ */
+async function failingRun(
+  name: string | null,
+  options: { totalSteps?: number; overrides?: string[]; prepare?: (root: string) => void } = {},
+): Promise<Error> {
   const { root, configFile, jobDir } = makeJob({ totalSteps: options.totalSteps ?? 2, saveInterval: 1 });
   writeFileSync(join(root, 'failing.ts'), WORKFLOWS);
+  options.prepare?.(root);
   const overrides = [
-    `buffer.explorer_input.default_workflow_type=./failing.ts#${name}`,
+    ...(name === null ? [] : [`buffer.explorer_input.default_workflow_type=./failing.ts#${name}`]),
     'explorer.max_retry_times=0',
     ...(options.overrides ?? []),
   ];
@@ -90,4 +99,46 @@ test('token ids outside the vocabulary: the run fails naming the rejected experi
 test("sequences longer than the model's context: the run fails naming the rejected experiences", async () => {
   const error = await failingRun('tooLong');
   assert.match(error.message, /rejected: task \S+: tokens: 200 tokens exceed the model's max length \d+/);
+});
+
+/** Rewrites the JSON file `file` of the job's model folder. */
+function editModelFile(root: string, file: string, edit: (json: Record<string, unknown>) => void): void {
+  const path = join(root, 'model', file);
+  const json = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+  edit(json);
+  writeFileSync(path, JSON.stringify(json));
+}
+
+/** Replaces the job's taskset with prompts made by `prompt`. */
+function writeTasks(root: string, prompt: (i: number) => string): void {
+  const rows = Array.from({ length: 4 }, (_, i) => JSON.stringify({ prompt: prompt(i), response: '1' }));
+  writeFileSync(join(root, 'tasks.jsonl'), `${rows.join('\n')}\n`);
+}
+
+test('prompts longer than the context (the built-in workflow): the run fails naming the prompt length', async () => {
+  const error = await failingRun(null, { prepare: (root) => writeTasks(root, (i) => `${'1+'.repeat(40)}${i}=`) });
+  assert.match(error.message, /the prompt has \d+ tokens; the engine's maxLength \(\d+ positions per slot\) leaves no room/);
+});
+
+test('a chat template that throws: the run fails naming the template error', async () => {
+  const error = await failingRun(null, {
+    prepare: (root) =>
+      editModelFile(root, 'tokenizer_config.json', (config) => {
+        config.chat_template = "{{ raise_exception('this template refuses every conversation') }}";
+      }),
+  });
+  assert.match(error.message, /last rollout failures: .*this template refuses every conversation/);
+});
+
+test("a tokenizer larger than the model's vocabulary: the run fails naming the token id", async () => {
+  const error = await failingRun(null, {
+    prepare: (root) => {
+      // the model has 17 token ids (0..16): the tokenizer gets two more, which every prompt uses
+      editModelFile(root, 'tokenizer.json', (tokenizer) => {
+        Object.assign((tokenizer.model as { vocab: Record<string, number> }).vocab, { x: 17, y: 18 });
+      });
+      writeTasks(root, (i) => `x+${i}=y`);
+    },
+  });
+  assert.match(error.message, /prompt\[\d+\] = 17 is not a token id \(vocabulary size 17\)/);
 });
