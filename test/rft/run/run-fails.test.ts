@@ -6,9 +6,11 @@
 // the cause and the last rollout failures, run_status.json says "failed", and there is no done.json (a rerun does not
 // skip the stage as finished) and no final model.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
 import { loadConfig } from '../../../src/rft/config/index.js';
 import { runConfig } from '../../../src/rft/run/index.js';
@@ -141,4 +143,24 @@ test("a tokenizer larger than the model's vocabulary: the run fails naming the t
     },
   });
   assert.match(error.message, /prompt\[\d+\] = 17 is not a token id \(vocabulary size 17\)/);
+});
+
+test('trinity run: a run whose every rollout fails exits 1 with the cause on stderr', async () => {
+  const { root, configFile, jobDir } = makeJob({ totalSteps: 2, saveInterval: 1 });
+  // .mts: outside tsx, a module-path workflow in a folder without package.json must say it is ESM
+  writeFileSync(join(root, 'failing.mts'), WORKFLOWS);
+  const trinity = fileURLToPath(new URL('../../../bin/trinity.js', import.meta.url));
+  const args = ['run', '--config', configFile, '--set', 'buffer.explorer_input.default_workflow_type=./failing.mts#throws'];
+  const child = spawn(process.execPath, [trinity, ...args, '--set', 'explorer.max_retry_times=0'], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => {
+    stderr += d;
+  });
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  assert.equal(code, 1, stderr);
+  assert.match(stderr, /trinity: stage 'run': none of the 2 train step\(s\) run had anything to train on/);
+  assert.match(stderr, /the workflow threw on purpose/);
+  assert.ok(!existsSync(join(jobDir, 'done.json')));
 });
