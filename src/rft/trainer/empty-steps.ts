@@ -8,7 +8,9 @@
 //   ends (not stopped) having trained nothing in all the steps it ran
 //
 // with a NothingToTrainError naming why the batches were empty and the last rollout failures the explorer saw, so
-// `trinity run` exits non-zero, run_status.json says "failed", and no done.json marks the stage finished.
+// `trinity run` exits non-zero, run_status.json says "failed", and no done.json marks the stage finished. An explorer
+// process (mode explore) keeps the same count over the explore steps it wrote nothing for (../run/stage-explore.ts):
+// its trainer process, elsewhere, only sees that nothing comes.
 
 /** Train steps in a row with nothing to train on after which the stage fails (a fixed bound: not a setting). */
 export const MAX_EMPTY_STEPS_IN_A_ROW = 3;
@@ -22,42 +24,39 @@ export class NothingToTrainError extends Error {
 
 export class EmptyStepGuard {
   readonly #stageName: string;
+  readonly #unit: 'train' | 'explore';
   readonly #lastFailures: () => readonly string[];
-  /** The first step of the current run of empty steps (null: the last step trained something). */
-  #emptySince: number | null = null;
-  #emptyInARow = 0;
+  /** The current run of empty steps, in the order they came (an explorer process's claimed steps skip numbers). */
+  #emptyInARow: number[] = [];
   #stepsRun = 0;
   #stepsTrained = 0;
   #lastWhy = '';
   #sourceEndedAt: number | null = null;
 
-  /** `lastFailures`: the newest rollout failures the explorer reported (mode both; none from another process). */
-  constructor(stageName: string, lastFailures: () => readonly string[] = () => []) {
+  /**
+   * `unit`: the steps counted (the trainer's, or an explorer process's); `lastFailures`: the newest rollout failures
+   * the explorer reported (mode both, mode explore; none in a trainer process of its own).
+   */
+  constructor(stageName: string, options: { unit?: 'train' | 'explore'; lastFailures?: () => readonly string[] } = {}) {
     this.#stageName = stageName;
-    this.#lastFailures = lastFailures;
+    this.#unit = options.unit ?? 'train';
+    this.#lastFailures = options.lastFailures ?? (() => []);
   }
 
-  /** Train steps run by this loop that had something to train on. */
-  get stepsTrained(): number {
-    return this.#stepsTrained;
-  }
-
-  /** Train step `step` had `count` experiences (`why`: why fewer than a batch came); throws at the bound. */
+  /** Step `step` had `count` experiences (`why`: why fewer than a batch came); throws at the bound. */
   step(step: number, count: number, why: string | undefined): void {
     this.#stepsRun++;
     if (count > 0) {
       this.#stepsTrained++;
-      this.#emptySince = null;
-      this.#emptyInARow = 0;
+      this.#emptyInARow = [];
       return;
     }
-    this.#emptySince ??= step;
-    this.#emptyInARow++;
+    this.#emptyInARow.push(step);
     this.#lastWhy = why ?? 'the sample strategy kept none of the experiences it read';
-    if (this.#emptyInARow >= MAX_EMPTY_STEPS_IN_A_ROW)
+    if (this.#emptyInARow.length >= MAX_EMPTY_STEPS_IN_A_ROW)
       throw this.#error(
-        `train steps ${this.#emptySince} to ${step} had nothing to train on (${MAX_EMPTY_STEPS_IN_A_ROW} in a row ` +
-          'is the most a run goes on with)',
+        `${this.#unit} steps ${this.#emptyInARow.join(', ')} had nothing to train on (${MAX_EMPTY_STEPS_IN_A_ROW} in a ` +
+          'row is the most a run goes on with)',
       );
   }
 
@@ -72,7 +71,7 @@ export class EmptyStepGuard {
     if (this.#stepsTrained > 0 || (this.#stepsRun === 0 && this.#sourceEndedAt === null)) return;
     const ended =
       this.#sourceEndedAt === null ? '' : `, and the experience source ended before train step ${this.#sourceEndedAt}`;
-    throw this.#error(`none of the ${this.#stepsRun} train step(s) run had anything to train on${ended}`);
+    throw this.#error(`none of the ${this.#stepsRun} ${this.#unit} step(s) run had anything to train on${ended}`);
   }
 
   #error(what: string): NothingToTrainError {

@@ -91,7 +91,9 @@ export class WeightPublication {
 export async function runTrainerLoop(parts: TrainerLoopParts): Promise<number> {
   const { settings, trainer, weights } = parts;
   let lastStep = parts.startStep;
-  const emptySteps = new EmptyStepGuard(settings.stageName, parts.rolloutFailures);
+  const emptySteps = new EmptyStepGuard(settings.stageName, {
+    ...(parts.rolloutFailures ? { lastFailures: parts.rolloutFailures } : {}),
+  });
   try {
     for (let step = parts.startStep + 1; step <= parts.totalSteps; step++) {
       if (parts.signal?.aborted) break;

@@ -84,7 +84,7 @@ test('every workflow throws: the run fails naming the nothing-to-train cause and
 test('every workflow hangs past explorer.max_timeout: the run fails at the bound of empty steps in a row', async () => {
   // 4 steps: the third empty one in a row ends the run there, before its metrics or checkpoint
   const error = await failingRun('hangs', { totalSteps: 4, overrides: ['explorer.max_timeout=1'] });
-  assert.match(error.message, /train steps 1 to 3 had nothing to train on \(3 in a row is the most a run goes on with\)/);
+  assert.match(error.message, /train steps 1, 2, 3 had nothing to train on \(3 in a row is the most a run goes on with\)/);
   assert.match(error.message, /timed out after 1 s \(explorer.max_timeout\)/);
 });
 
@@ -143,6 +143,19 @@ test("a tokenizer larger than the model's vocabulary: the run fails naming the t
     },
   });
   assert.match(error.message, /prompt\[\d+\] = 17 is not a token id \(vocabulary size 17\)/);
+});
+
+test('an explorer process (mode explore) whose every rollout fails fails too, naming the workflow error', async () => {
+  const error = await failingRun('throws', {
+    totalSteps: 4,
+    overrides: [
+      'mode=explore',
+      'buffer.trainer_input.experience_buffer.storage_type=sql',
+      'synchronizer.sync_style=trainer_driven', // it never waits for a trainer process
+    ],
+  });
+  assert.match(error.message, /explore steps 1, 2, 3 had nothing to train on/);
+  assert.match(error.message, /the workflow threw on purpose/);
 });
 
 test('trinity run: a run whose every rollout fails exits 1 with the cause on stderr', async () => {
