@@ -29,7 +29,8 @@ export class EmptyStepGuard {
   /** The current run of empty steps, in the order they came (an explorer process's claimed steps skip numbers). */
   #emptyInARow: number[] = [];
   #stepsRun = 0;
-  #stepsTrained = 0;
+  /** Steps that had experiences (trained on, or written for the trainer). */
+  #stepsFilled = 0;
   #lastWhy = '';
   #sourceEndedAt: number | null = null;
 
@@ -47,7 +48,7 @@ export class EmptyStepGuard {
   step(step: number, count: number, why: string | undefined): void {
     this.#stepsRun++;
     if (count > 0) {
-      this.#stepsTrained++;
+      this.#stepsFilled++;
       this.#emptyInARow = [];
       return;
     }
@@ -63,12 +64,12 @@ export class EmptyStepGuard {
   /** The source gave nothing more before train step `step` (the explorer or the dataset stopped early). */
   sourceEnded(step: number, why: string | undefined): void {
     this.#sourceEndedAt = step;
-    if (this.#stepsTrained === 0) this.#lastWhy = why ?? 'the experience source ended';
+    if (this.#stepsFilled === 0) this.#lastWhy = why ?? 'the experience source ended';
   }
 
   /** The loop ended on its own (not stopped): throws when it trained nothing in the steps it ran or was to run. */
   finished(): void {
-    if (this.#stepsTrained > 0 || (this.#stepsRun === 0 && this.#sourceEndedAt === null)) return;
+    if (this.#stepsFilled > 0 || (this.#stepsRun === 0 && this.#sourceEndedAt === null)) return;
     const ended =
       this.#sourceEndedAt === null ? '' : `, and the experience source ended before train step ${this.#sourceEndedAt}`;
     throw this.#error(`none of the ${this.#stepsRun} ${this.#unit} step(s) run had anything to train on${ended}`);
