@@ -87,7 +87,11 @@ trinity bench --config FILE [--set key=value]...
   synchronizer, monitor, stages). Checkpoints, metrics (metrics.jsonl, TensorBoard) and the final model go to
   checkpoint_root_dir/project/name. Running the same command again resumes from the latest checkpoint and skips
   finished stages. Ctrl-C (exit code 130) or SIGTERM (143) stops cleanly: run the same command to resume.
-  "trinity bench" is the same with mode bench.
+  A run that cannot fill its train steps (every rollout failed, was rejected or filtered out: 3 train steps in a
+  row, or every step it ran) fails with exit code 1, naming the cause and the last rollout failures; a finished
+  run prints how many steps it trained of how many asked. One run at a time per job folder (<job>/run.lock): a
+  second one fails at once naming the owner's pid and host; a killed run's lock does not block the next.
+  "trinity bench" is the same with mode bench; after a finished run it benchmarks that run's checkpoints.
 
   --config FILE          the YAML config
   --set key.path=value   override a key (repeatable), e.g. --set buffer.batch_size=8 --set stages.0.mode=train

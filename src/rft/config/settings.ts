@@ -177,6 +177,8 @@ export interface StageResult {
   /** The stage's final weights as a Hugging Face folder (null for explore/bench). */
   finalModelDir: string | null;
   steps: number;
+  /** The train steps the stage was asked for (modes both and train; `steps` is the last one it reached). */
+  stepsAsked?: number;
 }
 
 /** What a finished stage leaves in its done.json (a rerun skips the stage and starts the next from its model). */

@@ -31,7 +31,15 @@ export interface ExploredStep {
   metrics: Record<string, number>;
   /** The task scheduler's state after this step (a checkpoint at this step resumes the explorer from it). */
   schedulerState: ReturnType<TasksetScheduler['state']>;
+  /**
+   * Why rollouts of the step gave nothing to train on: the last error of each failed run, each rejected experience,
+   * the pipeline dropping all (a stage that cannot fill its train steps names them: ../trainer/empty-steps.ts).
+   */
+  failures: string[];
 }
+
+/** Failures an explored step keeps (the first ones: enough to name the cause, not a log of the step). */
+const FAILURES_KEPT = 3;
 
 /**
  * Which explore steps this explorer runs, and their tasks. Default: steps startStep + 1 .. totalSteps from the task
@@ -139,6 +147,12 @@ export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
             `train on them), e.g. task ${rejected[0]}`,
         );
       }
+      const failures = [
+        ...result.statuses.filter((s) => !s.ok).map((s) => `task ${s.taskId} run(s) ${s.runIds.join(',')}: ${s.error}`),
+        ...rejected.map((r) => `rejected: task ${r}`),
+      ];
+      if (accepted.length > 0 && processed.experiences.length === 0)
+        failures.push(`the experience pipeline kept none of the step's ${accepted.length} experience(s)`);
       const explored: ExploredStep = {
         step,
         metrics: {
@@ -148,6 +162,7 @@ export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
           ...processed.metrics,
         },
         schedulerState: scheduler.state(),
+        failures: failures.slice(0, FAILURES_KEPT),
       };
       parts.onStep(explored);
       // eval before the step's experiences reach the trainer: its checkpoint of this step comes after the eval

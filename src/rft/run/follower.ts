@@ -5,13 +5,13 @@
 // rank 0's error, and this rank fails with it rather than going on to the next stage. It explores nothing and writes
 // no metrics, checkpoints or weights: rank 0 owns the job folder. Stages without a trainer (explore, bench, serve)
 // are rank 0's alone.
-import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadAlgorithmPlugins } from '../algorithm/plugins.js';
 import { resolveAlgorithm } from '../algorithm/presets.js';
 import { TrainerClient } from '../trainer/trainer.js';
 import { describePlacement } from './distributed.js';
 import type { StageRecord, StageSettings } from '../config/settings.js';
+import { STAGE_DONE_FILE, finishedStage } from './stage-done.js';
 import { countTrainSteps, finalModelDir, trainerInit } from './stage-plan.js';
 
 export interface FollowerOptions {
@@ -41,12 +41,11 @@ export async function runFollower(
     const rank = settings.distributed?.rank;
     if (rank === undefined || rank === 0) throw new Error(`stage '${settings.stageName}': runFollower is for ranks > 0`);
     const prefix = `[${settings.stageName}] rank ${rank}`;
-    const doneFile = join(settings.jobDir, 'done.json');
-    if (existsSync(doneFile)) {
-      const record = JSON.parse(readFileSync(doneFile, 'utf8')) as StageRecord;
-      log(`${prefix}: finished earlier (${doneFile}): skipped`);
-      records.push(record);
-      if (record.finalModelDir) modelPath = record.finalModelDir;
+    const earlier = finishedStage(settings.jobDir, settings.mode);
+    if (earlier !== null) {
+      log(`${prefix}: finished earlier (${join(settings.jobDir, STAGE_DONE_FILE)}): skipped`);
+      records.push(earlier);
+      if (earlier.finalModelDir) modelPath = earlier.finalModelDir;
       continue;
     }
     if (settings.mode !== 'both' && settings.mode !== 'train') {

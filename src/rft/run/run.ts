@@ -1,9 +1,10 @@
 // `trinity run --config FILE`: the stages of a run in order. Each stage starts from the previous stage's final
-// weights; a stage that finished (its done.json exists) is skipped when the same command runs again, and an
-// unfinished one resumes from its latest checkpoint (see ./stage.ts). With continue_from_checkpoint false and the job
-// folder already there, the run starts afresh in <job dir>_<timestamp> (as Trinity-RFT renames the experiment), and
-// the earlier folder is left as it is.
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+// weights; a stage that finished (its done.json exists: ./stage-done.ts) is skipped when the same command runs again,
+// and an unfinished one resumes from its latest checkpoint (see ./stage.ts). With continue_from_checkpoint false and
+// the job folder already there, the run starts afresh in <job dir>_<timestamp> (as Trinity-RFT renames the
+// experiment), and the earlier folder is left as it is. The job folder belongs to one run at a time (./job-lock.ts):
+// a second run of it fails at once, before it writes anything there.
+import { existsSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join, relative } from 'node:path';
 import type { Config, StageConfig } from '../config/index.js';
@@ -12,9 +13,11 @@ import { checkBeforeRun } from '../config/preflight.js';
 import { ProgressReporter } from '../monitor/index.js';
 import { describePlacement, describeRank, distributedLaunchFromEnv } from './distributed.js';
 import { runFollower } from './follower.js';
+import { jobLockFile, lockJobFolder } from './job-lock.js';
 import { runningStatus, writeRunStatus } from './run-status.js';
 import type { DistributedSettings, StageHooks, StageRecord, StageResult, StageSettings } from '../config/settings.js';
 import { runStage } from './stage.js';
+import { finishedStage, STAGE_DONE_FILE, writeStageDone } from './stage-done.js';
 import { stageSettings } from '../config/stage-settings.js';
 
 export { stageSettings } from '../config/stage-settings.js';
@@ -64,21 +67,26 @@ export async function runConfig(
     stages = stages.map((s) => ({ ...s, checkpoint_job_dir: fresh + s.checkpoint_job_dir.slice(configured.length) }));
     log(`continue_from_checkpoint is false and ${configured} exists: this run starts afresh in ${fresh}`);
   }
-  // the stage folders in run order (the report reads it)
-  mkdirSync(jobDir, { recursive: true });
-  writeFileSync(
-    join(jobDir, 'stages.json'),
-    `${JSON.stringify(stages.map((s) => relative(jobDir, s.checkpoint_job_dir) || '.'))}\n`,
-  );
-  writeRunStatus(jobDir, runningStatus());
+  // before anything is written there: a second run of the folder leaves the owner's files as they are
+  const unlock = lockJobFolder(jobDir, jobLockFile(stages));
   try {
-    const result = await runStages(stages, config.model.model_path, options, distributed, log);
-    writeRunStatus(jobDir, { state: result.finalModelDir === null && options.signal?.aborted ? 'interrupted' : 'finished' });
-    return result;
-  } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
-    writeRunStatus(jobDir, { state: 'failed', error: message.split('\n')[0] ?? '' });
-    throw error;
+    // the stage folders in run order (the report reads it)
+    writeFileSync(
+      join(jobDir, 'stages.json'),
+      `${JSON.stringify(stages.map((s) => relative(jobDir, s.checkpoint_job_dir) || '.'))}\n`,
+    );
+    writeRunStatus(jobDir, runningStatus());
+    try {
+      const result = await runStages(stages, config.model.model_path, options, distributed, log);
+      writeRunStatus(jobDir, { state: result.finalModelDir === null && options.signal?.aborted ? 'interrupted' : 'finished' });
+      return result;
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      writeRunStatus(jobDir, { state: 'failed', error: message.split('\n')[0] ?? '' });
+      throw error;
+    }
+  } finally {
+    unlock();
   }
 }
 
@@ -95,12 +103,11 @@ async function runStages(
   const progress = new ProgressReporter({ label: 'run', total: 1 });
   for (const [index, stage] of stages.entries()) {
     const settings = stageSettings(stage, modelPath, options.baseDir, distributed);
-    const doneFile = join(settings.jobDir, 'done.json');
-    if (existsSync(doneFile)) {
-      const record = JSON.parse(readFileSync(doneFile, 'utf8')) as StageRecord;
-      log(`[${settings.stageName}] finished earlier (${doneFile}): skipped`);
-      records.push(record);
-      if (record.finalModelDir) modelPath = record.finalModelDir;
+    const earlier = finishedStage(settings.jobDir, settings.mode);
+    if (earlier !== null) {
+      log(`[${settings.stageName}] finished earlier (${join(settings.jobDir, STAGE_DONE_FILE)}): skipped`);
+      records.push(earlier);
+      if (earlier.finalModelDir) modelPath = earlier.finalModelDir;
       continue;
     }
     log(
@@ -122,9 +129,9 @@ async function runStages(
       log(`[${settings.stageName}] stopped; run the same command to resume`);
       return { finalModelDir: null, stages: records };
     }
-    const record: StageRecord = { finalModelDir: result.finalModelDir, steps: result.steps };
-    mkdirSync(settings.jobDir, { recursive: true });
-    writeFileSync(doneFile, `${JSON.stringify(record, null, 2)}\n`);
+    const record = writeStageDone(settings.jobDir, settings.mode, result);
+    if (record.stepsAsked !== undefined)
+      log(`[${settings.stageName}] finished: trained ${record.steps} of ${record.stepsAsked} step(s)`);
     records.push(record);
     if (record.finalModelDir) modelPath = record.finalModelDir;
   }

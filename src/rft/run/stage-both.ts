@@ -39,6 +39,8 @@ export async function runBothStage(parts: StageParts): Promise<StageResult> {
   if (parts.checkpoint) await restoreMemoryBuffer(buffer, parts.saved, parts.checkpoint.dir);
 
   const explored = new Map<number, ExploredStep>();
+  // the newest explore step's rollout failures: a stage that cannot fill its train steps names them
+  let lastFailures: readonly string[] = [];
   const publication = new WeightPublication(channel, parts.startStep);
   // train step s takes train_batch_size (T) experiences; explore steps give batch_size × repeat_times (P) each
   // when every rollout succeeds, so explore step ceil(s·T / P) is the last that feeds it: once that one is in the
@@ -59,7 +61,10 @@ export async function runBothStage(parts: StageParts): Promise<StageResult> {
             buffer.write(stampExperienceIds(settings.stageName, step, experiences)),
         }
       : {}),
-    onStep: (step) => explored.set(step.step, step),
+    onStep: (step) => {
+      explored.set(step.step, step);
+      if (step.failures.length > 0) lastFailures = step.failures;
+    },
     onWritten: (step) => {
       writtenThrough = step;
     },
@@ -78,6 +83,7 @@ export async function runBothStage(parts: StageParts): Promise<StageResult> {
         for (const s of [...explored.keys()]) if (s < step) explored.delete(s);
         return explored.get(step)?.metrics ?? {};
       },
+      rolloutFailures: () => lastFailures,
       explorerState: (step) => ({ scheduler: explored.get(step)?.schedulerState ?? scheduler.state(), step }),
       bufferState: (step) => memoryBufferState(buffer, step),
     })
@@ -103,5 +109,5 @@ export async function runBothStage(parts: StageParts): Promise<StageResult> {
   if (trained.status === 'rejected') throw trained.reason;
   const lastStep = trained.value;
   progress.done();
-  return { finalModelDir: await parts.saveFinalModel(trainer), steps: lastStep };
+  return { finalModelDir: await parts.saveFinalModel(trainer), steps: lastStep, stepsAsked: totalSteps };
 }

@@ -2,12 +2,14 @@
 // explorer.name. Explore steps are claimed in the buffer's database (../explorer/share.ts, ../explorer/task-claims.ts):
 // a step's rows and its finished marker go into the buffer in one transaction, so a restarted explorer goes on with
 // the steps nobody finished. Weights come from the trainer process through a ProcessWeightChannel (the buffer's
-// database for PostgreSQL, else the job folder).
+// database for PostgreSQL, else the job folder). An explorer process whose every rollout fails fails as a trainer
+// with nothing to train on does (../trainer/empty-steps.ts).
 import { join } from 'node:path';
 import type { StageResult } from '../config/settings.js';
 import { ClaimedExploreSteps, keepFinishedSteps, stampExperienceIds } from '../explorer/share.js';
 import { runExplorerLoop } from '../explorer/loop.js';
 import { openTaskClaims } from '../explorer/task-claims.js';
+import { EmptyStepGuard } from '../trainer/empty-steps.js';
 import { createScheduler } from './stage-plan.js';
 import { sharedBufferPath, type StageParts } from './stage-parts.js';
 
@@ -65,6 +67,9 @@ export async function runExploreStage(parts: StageParts): Promise<StageResult> {
       explorer.handle.modelVersion = v;
     },
   });
+  // an explorer process whose rollouts all fail fails too (its trainer process only sees that nothing comes)
+  let lastFailures: readonly string[] = [];
+  const emptySteps = new EmptyStepGuard(settings.stageName, { unit: 'explore', lastFailures: () => lastFailures });
   await runExplorerLoop({
     ...parts.explorerLoopBase(scheduler, explorer, buffer, receiver, totalSteps),
     steps,
@@ -72,17 +77,20 @@ export async function runExploreStage(parts: StageParts): Promise<StageResult> {
     write: async ({ step }, experiences) => {
       await buffer.write(stampExperienceIds(settings.stageName, step, experiences), { meta: steps.writeMeta(step) });
       await claims.complete(step);
+      emptySteps.step(step, experiences.length, 'every rollout of the explore step failed, or was rejected or filtered out');
     },
     // readers stop waiting only once every explorer's steps are in
     finish: async () => {
       if (steps.allDone) await buffer.finishWriting();
     },
-    onStep: ({ step, metrics }) => {
+    onStep: ({ step, metrics, failures }) => {
+      if (failures.length > 0) lastFailures = failures;
       monitors.log(step, metrics);
       progress.update(step, { reward: metrics['rollout/reward/mean'] ?? Number.NaN });
     },
     onEval: (step, metrics) => monitors.log(step, metrics),
   });
+  if (!parts.signal.aborted) emptySteps.finished();
   progress.done();
   return { finalModelDir: null, steps: totalSteps };
 }

@@ -384,6 +384,8 @@ export class StageParts {
     monitors: MonitorGroup;
     progress: ProgressReporter;
     rolloutMetrics: (step: number) => Record<string, number>;
+    /** The newest rollout failures the explorer reported (mode both; ../trainer/empty-steps.ts names them). */
+    rolloutFailures?: () => readonly string[];
     explorerState: (step: number) => RunState['explorer'];
     /** What a checkpoint at `step` keeps of the in-memory buffer (mode both). */
     bufferState?: (step: number) => Pick<RunState, 'unread' | 'replay'>;
@@ -418,6 +420,7 @@ export class StageParts {
       },
       onCheckpoint: () => batches.committed(),
       rolloutMetrics: parts.rolloutMetrics,
+      ...(parts.rolloutFailures ? { rolloutFailures: parts.rolloutFailures } : {}),
       monitors: parts.monitors,
       progress: parts.progress,
       startStep: this.startStep,

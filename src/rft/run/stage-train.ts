@@ -23,7 +23,7 @@ export async function runTrainStage(parts: StageParts): Promise<StageResult> {
   const stop = await stopRule(parts, trainer, monitors, progress);
   if (stop.endedAt !== null) {
     progress.done();
-    return { finalModelDir: await parts.saveFinalModel(trainer), steps: stop.endedAt };
+    return { finalModelDir: await parts.saveFinalModel(trainer), steps: stop.endedAt, stepsAsked: totalSteps };
   }
   const lastStep = await parts.trainerLoop({
     trainer,
@@ -36,7 +36,7 @@ export async function runTrainStage(parts: StageParts): Promise<StageResult> {
     ...(stop.after ? { stopAfter: stop.after, stopState: stop.state } : {}),
   });
   progress.done();
-  return { finalModelDir: await parts.saveFinalModel(trainer), steps: lastStep };
+  return { finalModelDir: await parts.saveFinalModel(trainer), steps: lastStep, stepsAsked: totalSteps };
 }
 
 /**

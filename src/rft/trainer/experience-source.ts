@@ -135,7 +135,11 @@ export class BufferExperienceSource implements ExperienceSource {
       const remaining = Math.max(0, deadline - Date.now());
       const last = remaining <= REQUEST_CHECK_MS;
       try {
-        return await once(Math.min(REQUEST_CHECK_MS, remaining), last);
+        const read = await once(Math.min(REQUEST_CHECK_MS, remaining), last);
+        // the explorer wrote the steps that feed this one while the read waited, and then finished: a short step,
+        // not an exhausted source (the loop would end a step early)
+        if (read.length < count && filled()) this.shortStep = true;
+        return read;
       } catch (error) {
         if (!(error instanceof BufferTimeoutError)) throw error;
         // the last slice's own timeout is what was left of the read's: the error names the whole wait

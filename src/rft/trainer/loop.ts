@@ -2,11 +2,13 @@
 // (and auxiliary datasets), the trainer takes one step, the weights are published per the sync style, and every
 // save_interval steps a checkpoint records all run state (trainer: model, optimizer, critic, KL controller; run: the
 // explorer's task scheduler, the buffer's read position, the sample strategy and the auxiliary datasets' positions).
+// A run that cannot fill its train steps (every rollout failed, was rejected or filtered out) fails: ./empty-steps.ts.
 import type { Experience } from '../experience.js';
 import type { MonitorGroup, ProgressReporter } from '../monitor/index.js';
 import type { TrainerClient } from './trainer.js';
 import type { StageSettings } from '../config/settings.js';
 import type { WeightPublisher } from '../sync/weight-channel.js';
+import { EmptyStepGuard } from './empty-steps.js';
 
 /** One step's batch, as the sample strategy assembled it. */
 
@@ -33,6 +35,8 @@ export interface TrainerLoopParts {
   onCheckpoint: (step: number) => void | Promise<void>;
   /** The explorer's rollout metrics of step `step` (mode both), logged with the step's train metrics. */
   rolloutMetrics: (step: number) => Record<string, number>;
+  /** The newest rollout failures the explorer reported (mode both), named when the stage has nothing to train on. */
+  rolloutFailures?: () => readonly string[];
   monitors: MonitorGroup;
   progress: ProgressReporter;
   startStep: number;
@@ -87,13 +91,21 @@ export class WeightPublication {
 export async function runTrainerLoop(parts: TrainerLoopParts): Promise<number> {
   const { settings, trainer, weights } = parts;
   let lastStep = parts.startStep;
+  const emptySteps = new EmptyStepGuard(settings.stageName, {
+    ...(parts.rolloutFailures ? { lastFailures: parts.rolloutFailures } : {}),
+  });
   try {
     for (let step = parts.startStep + 1; step <= parts.totalSteps; step++) {
       if (parts.signal?.aborted) break;
       const batch = await parts.nextBatch(step);
-      if (batch.exhausted && batch.experiences.length === 0) break;
+      if (batch.exhausted && batch.experiences.length === 0) {
+        emptySteps.sourceEnded(step, batch.shortBecause);
+        break;
+      }
       // stopped while the batch was read (the explorer dropped its cut-short step): not trained, not checkpointed
       if (parts.signal?.aborted) break;
+      // too many steps in a row with nothing to train on fail the stage here, before the step is logged or saved
+      emptySteps.step(step, batch.experiences.length, batch.shortBecause);
       if (batch.shortBecause)
         parts.progress.log(
           `[${settings.stageName}] train step ${step}: ${batch.experiences.length} of ${settings.trainBatchSize} ` +
@@ -133,6 +145,8 @@ export async function runTrainerLoop(parts: TrainerLoopParts): Promise<number> {
       parts.progress.update(step, shown);
       if (stopping) break;
     }
+    // ended on its own, not stopped (Ctrl-C, a failed part): a loop that trained nothing fails the stage
+    if (!parts.signal?.aborted) emptySteps.finished();
   } finally {
     weights.channel.finish(lastStep);
   }

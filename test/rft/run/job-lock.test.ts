@@ -1,0 +1,77 @@
+// A job folder belongs to the run that holds its lock (src/rft/run/job-lock.ts): a second run of the folder fails at
+// once, naming the owner's pid and host, and writes nothing there; a lock left by a run killed with SIGKILL (which
+// could not remove it) does not block the next run.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
+import { loadConfig } from '../../../src/rft/config/index.js';
+import { runConfig } from '../../../src/rft/run/index.js';
+import { makeJob } from './helpers.js';
+
+const jobLockModule = fileURLToPath(new URL('../../../src/rft/run/job-lock.ts', import.meta.url));
+const runStatus = (jobDir: string) => JSON.parse(readFileSync(join(jobDir, 'run_status.json'), 'utf8')) as unknown;
+
+test('two runs of one job folder: the second fails at once naming the pid and host of the first, which goes on', async () => {
+  const { configFile, jobDir } = makeJob({ totalSteps: 2, saveInterval: 2 });
+  let started: () => void = () => {};
+  const firstStarted = new Promise<void>((resolve) => {
+    started = resolve;
+  });
+  const first = runConfig(loadConfig(configFile, { resolveAlgorithm }), {
+    distributed: null,
+    log: (line) => {
+      if (/stage 1\/1/.test(line)) started();
+    },
+  });
+  await firstStarted;
+  const second: string[] = [];
+  await assert.rejects(
+    runConfig(loadConfig(configFile, { resolveAlgorithm }), { distributed: null, log: (l) => second.push(l) }),
+    (error: Error) => {
+      assert.equal(error.name, 'JobFolderLockedError');
+      assert.match(error.message, new RegExp(`in use by the run of pid ${process.pid} on host ${hostname()}`));
+      return true;
+    },
+  );
+  assert.deepEqual(second, [], 'the second run ran nothing');
+  // the owner's status is left as it is (the second run wrote no "running", no "failed")
+  assert.deepEqual(runStatus(jobDir), { state: 'running', pid: process.pid, host: hostname() });
+  const result = await first;
+  assert.ok(result.finalModelDir);
+  assert.deepEqual(runStatus(jobDir), { state: 'finished' });
+  assert.ok(!existsSync(join(jobDir, 'run.lock')), 'the lock is released when the run ends');
+});
+
+test('a lock left by a run killed with SIGKILL does not block the next run', async () => {
+  const { root, configFile, jobDir } = makeJob({ totalSteps: 1, saveInterval: 1 });
+  // a process that takes the job folder's lock as a run does, says so, and waits to be killed
+  const holder = join(root, 'holder.mts');
+  writeFileSync(
+    holder,
+    `import { lockJobFolder } from ${JSON.stringify(jobLockModule)};
+lockJobFolder(${JSON.stringify(jobDir)});
+console.log('locked');
+setInterval(() => {}, 1_000_000);
+`,
+  );
+  const child = spawn(process.execPath, ['--import', 'tsx', holder], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.on('data', (d: Buffer) => {
+      if (String(d).includes('locked')) resolve();
+    });
+    child.on('exit', (code) => reject(new Error(`the lock holder exited early (${code})`)));
+  });
+  const exited = new Promise((resolve) => child.on('exit', resolve));
+  child.kill('SIGKILL');
+  await exited;
+  const left = JSON.parse(readFileSync(join(jobDir, 'run.lock'), 'utf8')) as { pid: number; host: string };
+  assert.deepEqual(left, { pid: child.pid, host: hostname() }, 'the killed holder left its lock');
+  const result = await runConfig(loadConfig(configFile, { resolveAlgorithm }), { distributed: null, log: () => {} });
+  assert.ok(result.finalModelDir && existsSync(result.finalModelDir));
+  assert.ok(!existsSync(join(jobDir, 'run.lock')));
+});
