@@ -4,18 +4,21 @@
 // could remove the file) does not block the next:
 //
 //   take     link(temp file, run.lock): atomic, fails when the file exists (no two runs both take it)
-//   held     the record's host is this one and its pid is alive (kill(pid, 0)): refused, naming pid and host;
+//   held     the record's host is this one and its process is alive (kill(pid, 0), and the pid's start time is the
+//            recorded one, so a pid the OS gave to another process since is not taken for the owner): refused,
+//            naming pid and host;
 //            another host's record cannot be checked from here: refused too, naming the file to delete
 //   stale    its pid is gone: renamed aside (only one of two takers' renames succeeds) and taken again
 //   release  the run ends (finished, failed or stopped): the file is removed if it is still this run's
 //
 // Explorer processes (mode explore) share the folder with the trainer process: each takes run.explorer-<name>.lock.
-// A pid the OS reused for another process after a SIGKILL looks alive: the lock then names it, and the user removes
-// the file (the message says so).
+// Where the start time cannot be read (no /proc), a pid the OS reused for another process after a SIGKILL looks
+// alive: the lock then names it, and the user removes the file (the message says so).
 import { linkSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { StageConfig } from '../config/index.js';
+import { isRecordedProcessAlive, processStartTime } from './run-status.js';
 
 export const JOB_LOCK_FILE = 'run.lock';
 
@@ -32,26 +35,23 @@ export function jobLockFile(stages: readonly Pick<StageConfig, 'mode' | 'explore
 interface LockRecord {
   pid: number;
   host: string;
+  /** The owner's start time (./run-status.ts processStartTime), when the host tells it. */
+  startTime?: string;
 }
 
 export class JobFolderLockedError extends Error {
   override name = 'JobFolderLockedError';
 }
 
-/** Whether process `pid` exists on this host (EPERM: it does, owned by another user). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 function readRecord(file: string): LockRecord | null {
   try {
     const record = JSON.parse(readFileSync(file, 'utf8')) as Partial<LockRecord>;
-    return typeof record.pid === 'number' && typeof record.host === 'string' ? { pid: record.pid, host: record.host } : null;
+    if (typeof record.pid !== 'number' || typeof record.host !== 'string') return null;
+    return {
+      pid: record.pid,
+      host: record.host,
+      ...(typeof record.startTime === 'string' ? { startTime: record.startTime } : {}),
+    };
   } catch {
     return null; // gone meanwhile, or half a file from a writer that died: not a live owner's record
   }
@@ -70,7 +70,8 @@ function inUse(jobDir: string, file: string, owner: LockRecord, thisHost: string
 export function lockJobFolder(jobDir: string, lockFile = JOB_LOCK_FILE): () => void {
   mkdirSync(jobDir, { recursive: true });
   const file = join(jobDir, lockFile);
-  const mine: LockRecord = { pid: process.pid, host: hostname() };
+  const startTime = processStartTime(process.pid);
+  const mine: LockRecord = { pid: process.pid, host: hostname(), ...(startTime !== null ? { startTime } : {}) };
   const temp = `${file}.${process.pid}.tmp`;
   writeFileSync(temp, `${JSON.stringify(mine)}\n`);
   try {
@@ -86,7 +87,8 @@ export function lockJobFolder(jobDir: string, lockFile = JOB_LOCK_FILE): () => v
         if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
       }
       const owner = readRecord(file);
-      if (owner !== null && (owner.host !== mine.host || alive(owner.pid))) throw inUse(jobDir, file, owner, mine.host);
+      if (owner !== null && (owner.host !== mine.host || isRecordedProcessAlive(owner)))
+        throw inUse(jobDir, file, owner, mine.host);
       // stale (its run was killed): put it aside; if another taker did so first, the rename finds nothing
       const aside = `${file}.stale.${process.pid}`;
       try {

@@ -3,7 +3,7 @@
 // could not remove it) does not block the next run.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
 import { loadConfig } from '../../../src/rft/config/index.js';
 import { runConfig } from '../../../src/rft/run/index.js';
+import { runningStatus } from '../../../src/rft/run/run-status.js';
 import { makeJob } from './helpers.js';
 
 const jobLockModule = fileURLToPath(new URL('../../../src/rft/run/job-lock.ts', import.meta.url));
@@ -40,7 +41,7 @@ test('two runs of one job folder: the second fails at once naming the pid and ho
   );
   assert.deepEqual(second, [], 'the second run ran nothing');
   // the owner's status is left as it is (the second run wrote no "running", no "failed")
-  assert.deepEqual(runStatus(jobDir), { state: 'running', pid: process.pid, host: hostname() });
+  assert.deepEqual(runStatus(jobDir), runningStatus());
   const result = await first;
   assert.ok(result.finalModelDir);
   assert.deepEqual(runStatus(jobDir), { state: 'finished' });
@@ -69,9 +70,26 @@ setInterval(() => {}, 1_000_000);
   const exited = new Promise((resolve) => child.on('exit', resolve));
   child.kill('SIGKILL');
   await exited;
-  const left = JSON.parse(readFileSync(join(jobDir, 'run.lock'), 'utf8')) as { pid: number; host: string };
-  assert.deepEqual(left, { pid: child.pid, host: hostname() }, 'the killed holder left its lock');
+  const left = JSON.parse(readFileSync(join(jobDir, 'run.lock'), 'utf8')) as { pid: number; host: string; startTime?: string };
+  assert.deepEqual({ pid: left.pid, host: left.host }, { pid: child.pid, host: hostname() }, 'the killed holder left its lock');
+  if (existsSync('/proc/self/stat')) assert.equal(typeof left.startTime, 'string', 'the lock records when its owner started');
   const result = await runConfig(loadConfig(configFile, { resolveAlgorithm }), { distributed: null, log: () => {} });
   assert.ok(result.finalModelDir && existsSync(result.finalModelDir));
   assert.ok(!existsSync(join(jobDir, 'run.lock')));
+});
+
+test("a lock whose pid now belongs to another process (the pid's start time differs) does not block the next run", async () => {
+  if (!existsSync(`/proc/${process.ppid}/stat`)) return; // start times come from /proc
+  const { configFile, jobDir } = makeJob({ totalSteps: 1, saveInterval: 1 });
+  // a live pid (this test's parent) with a start time it never had: the run that wrote this record is gone
+  mkdirSync(jobDir, { recursive: true });
+  writeFileSync(join(jobDir, 'run.lock'), `${JSON.stringify({ pid: process.ppid, host: hostname(), startTime: '1' })}\n`);
+  const result = await runConfig(loadConfig(configFile, { resolveAlgorithm }), { distributed: null, log: () => {} });
+  assert.ok(result.finalModelDir && existsSync(result.finalModelDir));
+  // the same live pid without a start time (a record from a host without /proc) is taken for a live owner
+  writeFileSync(join(jobDir, 'run.lock'), `${JSON.stringify({ pid: process.ppid, host: hostname() })}\n`);
+  await assert.rejects(
+    runConfig(loadConfig(configFile, { resolveAlgorithm }), { distributed: null, log: () => {} }),
+    new RegExp(`in use by the run of pid ${process.ppid} on host`),
+  );
 });
