@@ -7,5 +7,17 @@
 export * from './errors.js';
 export * from './load.js';
 export * from './schema.js';
+export {
+  DTYPES,
+  ENGINE_TYPES,
+  MAX_EXPERIENCES_PER_STEP,
+  MAX_REPEAT_TIMES,
+  MAX_SLOTS,
+  MAX_STEPS,
+  MAX_TASKS_PER_STEP,
+  MAX_TIMEOUT_SECONDS,
+  MAX_TOKENS,
+} from './value-schemas.js';
 export * from './refusals.js';
-export { type AlgorithmResolver, schemaLeafPaths, type ValidateOptions, validateConfig } from './validate.js';
+export { schemaLeafPaths } from './schema-walker.js';
+export { type AlgorithmResolver, type ValidateOptions, validateConfig } from './validate.js';

@@ -9,40 +9,26 @@
 // left empty takes its default; numbers and booleans written as strings ("8", "true", e.g. from ${ENV}) are accepted
 // as OmegaConf does, and numbers where a string is expected become strings (`name: 7`).
 import { z } from 'zod';
-
-const NUMBER_TEXT = /^\s*[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?\s*$/i;
-const coerceNumber = (v: unknown): unknown => (typeof v === 'string' && NUMBER_TEXT.test(v) ? Number(v) : v);
-const coerceBoolean = (v: unknown): unknown => (v === 'true' ? true : v === 'false' ? false : v);
-const coerceString = (v: unknown): unknown => (typeof v === 'number' || typeof v === 'boolean' ? String(v) : v);
-
-/** A number schema that also accepts numeric text. */
-const num = <T extends z.ZodType>(schema: T) => z.preprocess(coerceNumber, schema);
-const bool = () => z.preprocess(coerceBoolean, z.boolean());
-const str = () => z.preprocess(coerceString, z.string());
-const nonEmpty = () => z.preprocess(coerceString, z.string().min(1));
-const args = () => z.record(z.string(), z.unknown());
-
-/** An integer in [min, max]. */
-const intIn = (min: number, max: number) => num(z.int().min(min).max(max));
-/** A finite number in [min, max], or (min, max] with `above`. */
-const numIn = (min: number, max: number, above = false) => num((above ? z.number().gt(min) : z.number().min(min)).max(max));
-
-// Bounds of the numeric keys: far beyond any real run, near enough that a slip (`repeat_times: 1e9`) is a config
-// error naming the key rather than an out-of-memory abort minutes into the run. Each key's range is written beside it
-// as [min, max] (a round bracket: that end excluded).
-/** Tasks per explore step (buffer.batch_size), rollouts per task (repeat_times). */
-export const MAX_TASKS_PER_STEP = 65_536;
-export const MAX_REPEAT_TIMES = 1024;
-/** Experiences of one step: train_batch_size, and batch_size × repeat_times (each step holds them all in memory). */
-export const MAX_EXPERIENCES_PER_STEP = 65_536;
-/** Token lengths (context, prompt, response, max_tokens) and token ids: 2^20. */
-export const MAX_TOKENS = 1_048_576;
-/** Step counts and intervals. */
-export const MAX_STEPS = 1_000_000_000;
-/** Seconds: the longest wait a Node timer holds (2^31 − 1 ms); a longer one would fire at once. */
-export const MAX_TIMEOUT_SECONDS = 2_147_483;
-/** Sequences decoded at once per engine, concurrent workflow runs per engine. */
-export const MAX_SLOTS = 4096;
+import {
+  args,
+  bool,
+  coerceString,
+  DTYPES,
+  deviceSetting,
+  ENGINE_TYPES,
+  intIn,
+  MAX_EXPERIENCES_PER_STEP,
+  MAX_REPEAT_TIMES,
+  MAX_SLOTS,
+  MAX_STEPS,
+  MAX_TASKS_PER_STEP,
+  MAX_TIMEOUT_SECONDS,
+  MAX_TOKENS,
+  nonEmpty,
+  num,
+  numIn,
+  str,
+} from './value-schemas.js';
 
 export const MODES = ['both', 'explore', 'train', 'bench', 'serve'] as const;
 /** The modes a config may name: MODES and Trinity's colocate (mode both on one GPU, weights synced in memory). */
@@ -52,8 +38,6 @@ export const SELECTOR_TYPES = ['sequential', 'shuffle', 'random', 'offline_easy2
 export const SYNC_METHODS = ['memory', 'checkpoint'] as const;
 export const SYNC_STYLES = ['fixed', 'trainer_driven', 'explorer_driven'] as const;
 export const MONITOR_TYPES = ['tensorboard', 'wandb', 'mlflow', 'jsonl'] as const;
-export const ENGINE_TYPES = ['embedded', 'openai'] as const;
-export const DTYPES = ['float32', 'bfloat16'] as const;
 export const LR_SCHEDULER_TYPES = ['constant', 'constant_with_warmup', 'linear', 'cosine'] as const;
 export const PROMPT_TYPES = ['messages', 'plaintext'] as const;
 
@@ -256,12 +240,6 @@ export const BufferSchema = z.strictObject({
 });
 
 // --- explorer, trainer, synchronizer, monitor ----------------------------------------------------------------------
-
-/** A device: auto, cpu, cuda or cuda:N (resolved against the machine's GPUs when the run starts). */
-const deviceSetting = () =>
-  z
-    .preprocess(coerceString, z.string().regex(/^(auto|cpu|cuda(:\d+)?)$/, 'expected a device: auto, cpu, cuda or cuda:N'))
-    .default('auto');
 
 export const RolloutModelSchema = z.strictObject({
   engine_type: z.enum(ENGINE_TYPES).default('embedded'), // Trinity vllm; openai: an external OpenAI-compatible server

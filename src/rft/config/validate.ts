@@ -8,10 +8,10 @@
 // module arguments belong to the other algorithm). The top level of a multi-stage file is not run by itself, so the
 // rules about what each mode needs apply only to the stages.
 import { join, resolve } from 'node:path';
-import type { z } from 'zod';
-import { closestName } from '../algorithm/registry.js';
+import { closestName } from '../../util/did-you-mean.js';
 import { tableNameProblem } from '../buffer/sql-names.js';
 import type { ConfigProblem } from './errors.js';
+import { parseWith } from './parse.js';
 import { REFUSED_SETTINGS } from './refusals.js';
 import {
   ConfigSchema,
@@ -27,8 +27,8 @@ import {
   RunSchema,
   type StageConfig,
   type TasksetConfig,
-  MAX_EXPERIENCES_PER_STEP,
 } from './schema.js';
+import { MAX_EXPERIENCES_PER_STEP } from './value-schemas.js';
 import { deepMerge, describeValue, getIn, isMapping, joinPath, type Segment, type Tree } from './source.js';
 
 /**
@@ -43,177 +43,6 @@ export interface ValidateOptions {
   cwd?: string;
   /** Checks the algorithm section and supplies the default repeat_times (else: 1, Trinity's default). */
   resolveAlgorithm?: AlgorithmResolver;
-}
-
-// --- reading the schema (zod's internal definitions; the config tests read the schema with these too) -------------
-
-export interface SchemaDef {
-  type: string;
-  innerType?: Schema;
-  out?: Schema;
-  shape?: Record<string, Schema>;
-  element?: Schema;
-  valueType?: Schema;
-  items?: Schema[];
-  options?: Schema[];
-  format?: string;
-}
-type Schema = z.ZodType;
-
-export const defOf = (schema: Schema): SchemaDef => (schema as unknown as { _zod: { def: SchemaDef } })._zod.def;
-
-/** The schema under wrappers (optional, nullable, default, preprocess...). */
-export function unwrap(schema: Schema): Schema {
-  let s = schema;
-  for (;;) {
-    const def = defOf(s);
-    if (def.innerType !== undefined) s = def.innerType;
-    else if (def.type === 'pipe' && def.out !== undefined) s = def.out;
-    else return s;
-  }
-}
-
-/** The schema of the value at `path` below `schema`, if the schema describes it. */
-function schemaAt(schema: Schema, path: readonly Segment[]): Schema | undefined {
-  let s: Schema | undefined = schema;
-  for (const segment of path) {
-    if (s === undefined) return undefined;
-    const def = defOf(unwrap(s));
-    if (def.type === 'object') s = def.shape?.[String(segment)];
-    else if (def.type === 'array') s = def.element;
-    else if (def.type === 'record') s = def.valueType;
-    else if (def.type === 'tuple') s = def.items?.[Number(segment)];
-    else return undefined;
-  }
-  return s;
-}
-
-function knownKeys(schema: Schema, path: readonly Segment[]): string[] {
-  const s = schemaAt(schema, path);
-  if (s === undefined) return [];
-  const def = defOf(unwrap(s));
-  return def.type === 'object' ? Object.keys(def.shape ?? {}) : [];
-}
-
-/** "an integer", "a string", ... for the schema at `path` (zod reports integers as numbers). */
-function expectedName(schema: Schema, path: readonly Segment[], expected: string): string {
-  const leaf = schemaAt(schema, path);
-  const def = leaf === undefined ? undefined : defOf(unwrap(leaf));
-  if (def?.type === 'number' && def.format?.includes('int')) return 'an integer';
-  const names: Record<string, string> = {
-    int: 'an integer',
-    number: 'a number',
-    string: 'a string',
-    boolean: 'a boolean (true or false)',
-    object: 'a mapping',
-    record: 'a mapping',
-    array: 'a list',
-    tuple: 'a list',
-  };
-  return names[expected] ?? expected;
-}
-
-/**
- * The key paths of a schema's leaves (`*` for list items and mapping keys), e.g. `buffer.explorer_input.tasksets.*.path`:
- * a mapping of known keys is walked into; a free-form mapping (workflow_args, monitor_args...), a scalar, a tuple or a
- * union is a leaf. The schema-coverage test walks ConfigSchema with it.
- */
-export function schemaLeafPaths(schema: Schema, prefix = ''): string[] {
-  const def = defOf(unwrap(schema));
-  const at = (key: string) => (prefix === '' ? key : `${prefix}.${key}`);
-  if (def.type === 'object') {
-    return Object.entries(def.shape ?? {}).flatMap(([key, child]) => schemaLeafPaths(child, at(key)));
-  }
-  const inner = def.type === 'array' ? def.element : def.type === 'record' ? def.valueType : undefined;
-  if (inner !== undefined && ['object', 'array', 'record'].includes(defOf(unwrap(inner)).type)) {
-    return schemaLeafPaths(inner, at('*'));
-  }
-  return [prefix];
-}
-
-/** Deletes keys set to null in schema-described mappings, so that their defaults apply (free-form mappings keep nulls). */
-function stripNulls(node: unknown, schema: Schema | undefined): void {
-  if (schema === undefined) return;
-  const def = defOf(unwrap(schema));
-  if (def.type === 'object' && isMapping(node)) {
-    for (const key of Object.keys(node)) {
-      if (node[key] === null) delete node[key];
-      else stripNulls(node[key], def.shape?.[key]);
-    }
-  } else if (def.type === 'record' && isMapping(node)) {
-    for (const value of Object.values(node)) stripNulls(value, def.valueType);
-  } else if (def.type === 'array' && Array.isArray(node)) {
-    for (const item of node) stripNulls(item, def.element);
-  }
-}
-
-// --- zod issues → problems -------------------------------------------------------------------------------------------
-
-type Issue = z.core.$ZodIssue;
-
-const quoteAll = (values: readonly unknown[]): string => values.map((v) => `'${String(v)}'`).join(', ');
-
-function issueProblems(issue: Issue, input: unknown, schema: Schema, prefix: readonly Segment[] = []): ConfigProblem[] {
-  const path: Segment[] = [...prefix, ...issue.path.map((p) => (typeof p === 'number' ? p : String(p)))];
-  const value = getIn(input, path);
-  const at = joinPath(path);
-  switch (issue.code) {
-    case 'unrecognized_keys': {
-      const known = knownKeys(schema, path);
-      return issue.keys.map((key) => {
-        const best = closestName(key, known);
-        const hint = best !== null ? `did you mean '${best}'?` : `expected one of: ${known.join(', ')}`;
-        return { path: joinPath([...path, key]), message: `unknown key '${key}'; ${hint}` };
-      });
-    }
-    case 'invalid_type': {
-      const expected = expectedName(schema, path, issue.expected);
-      if (value === undefined) {
-        const last = path[path.length - 1];
-        const what = typeof last === 'number' ? `item ${last} is missing` : 'required key is missing';
-        return [{ path: at, message: `${what} (expected ${expected})` }];
-      }
-      return [{ path: at, message: `expected ${expected}, got ${describeValue(value)}` }];
-    }
-    case 'invalid_value': {
-      const best = typeof value === 'string' ? closestName(value, issue.values.map(String)) : null;
-      const hint = best !== null ? `; did you mean '${best}'?` : '';
-      const got = typeof value === 'string' ? `'${value}'` : describeValue(value);
-      return [{ path: at, message: `expected one of ${quoteAll(issue.values)}; got ${got}${hint}` }];
-    }
-    case 'too_small': {
-      const min = Number(issue.minimum);
-      if (issue.origin === 'string' && min === 1) return [{ path: at, message: 'must not be empty' }];
-      if (issue.origin === 'array') return [{ path: at, message: `must have at least ${min} item(s)` }];
-      return [{ path: at, message: `must be ${issue.inclusive ? '>=' : '>'} ${min}, got ${describeValue(value)}` }];
-    }
-    case 'too_big': {
-      const max = Number(issue.maximum);
-      if (issue.origin === 'array') return [{ path: at, message: `must have at most ${max} item(s)` }];
-      return [{ path: at, message: `must be ${issue.inclusive ? '<=' : '<'} ${max}, got ${describeValue(value)}` }];
-    }
-    case 'invalid_union': {
-      // a branch whose type matched explains the problem best; else list the types that would do
-      const isTypeMismatch = (i: Issue) => i.code === 'invalid_type' && i.path.length === 0;
-      const matched = issue.errors.find((branch) => !branch.some(isTypeMismatch));
-      if (matched !== undefined) return matched.flatMap((i) => issueProblems(i, input, schema, path));
-      const expected = issue.errors.flatMap((b) =>
-        b.filter(isTypeMismatch).map((i) => (i.code === 'invalid_type' ? i.expected : '')),
-      );
-      const names = [...new Set(expected.map((e) => expectedName(schema, [], e)))];
-      return [{ path: at, message: `expected ${names.join(' or ')}, got ${describeValue(value)}` }];
-    }
-    default:
-      return [{ path: at, message: issue.message }];
-  }
-}
-
-function parseWith<S extends Schema>(schema: S, input: Tree, problems: ConfigProblem[]): z.output<S> | undefined {
-  stripNulls(input, schema);
-  const result = schema.safeParse(input);
-  if (result.success) return result.data;
-  for (const issue of result.error.issues) problems.push(...issueProblems(issue, input, schema));
-  return undefined;
 }
 
 // --- derived keys and cross-field rules --------------------------------------------------------------------------------
