@@ -7,7 +7,7 @@ import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../buffer/ind
 import type { MonitorArgs } from '../monitor/index.js';
 import { resolveDevice } from '../../torch/index.js';
 import type { AuxiliaryModelSettings } from '../auxiliary/index.js';
-import type { DistributedSettings, StageSettings } from './settings.js';
+import type { DistributedSettings, StageSettings } from '../settings.js';
 
 type NonNullFields<T> = { [K in keyof T]?: Exclude<T[K], null> };
 const omitNulls = <T extends Record<string, unknown>>(o: T): NonNullFields<T> =>

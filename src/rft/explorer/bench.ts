@@ -7,7 +7,7 @@ import { createMonitors } from '../monitor/index.js';
 import { startAuxiliaryModels } from '../auxiliary/index.js';
 import { EngineModelHandle } from '../workflow/index.js';
 import { evaluateTasksets, formatEvalMetrics, stageWorkflowRunner } from './evaluation.js';
-import type { StageResult, StageSettings } from '../config/settings.js';
+import type { StageResult, StageSettings } from '../settings.js';
 import type { ExplorerEngine } from '../sync/weight-channel.js';
 
 /**

@@ -7,7 +7,7 @@ import { loadTaskset } from '../buffer/index.js';
 import type { Experience } from '../experience.js';
 import type { Task } from '../task.js';
 import { type EngineModelHandle, WorkflowRunner } from '../workflow/index.js';
-import type { StageSettings } from '../config/settings.js';
+import type { StageSettings } from '../settings.js';
 
 /** The workflow runner of a stage's explorer (and of bench), with the stage's explorer settings and auxiliary models. */
 export function stageWorkflowRunner(

@@ -11,7 +11,7 @@ import { loadAlgorithmPlugins } from '../algorithm/plugins.js';
 import { resolveAlgorithm } from '../algorithm/presets.js';
 import { TrainerClient } from '../trainer/trainer.js';
 import { describePlacement } from './distributed.js';
-import type { StageRecord, StageSettings } from '../config/settings.js';
+import type { StageRecord, StageSettings } from '../settings.js';
 import { countTrainSteps, finalModelDir, trainerInit } from './stage.js';
 
 export interface FollowerOptions {

@@ -13,7 +13,7 @@ import { ProgressReporter } from '../monitor/index.js';
 import { describePlacement, describeRank, distributedLaunchFromEnv } from './distributed.js';
 import { runFollower } from './follower.js';
 import { runningStatus, writeRunStatus } from './run-status.js';
-import type { DistributedSettings, StageHooks, StageRecord, StageResult, StageSettings } from '../config/settings.js';
+import type { DistributedSettings, StageHooks, StageRecord, StageResult, StageSettings } from '../settings.js';
 import { runStage } from './stage.js';
 import { stageSettings } from '../config/stage-settings.js';
 

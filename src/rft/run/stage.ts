@@ -59,7 +59,7 @@ import { BufferExperienceSource } from '../trainer/experience-source.js';
 import { type ExploredStep, runExplorerLoop } from '../explorer/loop.js';
 import { ClaimedExploreSteps, keepFinishedSteps, stampExperienceIds } from '../explorer/share.js';
 import { openTaskClaims } from '../explorer/task-claims.js';
-import type { StageHooks, StageResult, StageSettings } from '../config/settings.js';
+import type { StageHooks, StageResult, StageSettings } from '../settings.js';
 import { openProcessWeightChannel } from '../sync/process-channel.js';
 import { NO_PUBLISHER } from '../sync/sync-folder.js';
 import { StepBatches, type StepBatchesState, type TrainerSource } from '../trainer/step-batches.js';
