@@ -1,6 +1,6 @@
 // The settings of one stage: what src/rft/run/run.ts derives from a resolved config section and the stage's loops
 // read. Plain data (no config key names): every field here is read by the stage; a config key that maps to none is
-// refused by validation (src/rft/config/).
+// refused by validation (src/rft/run/config/).
 //
 // Types only, in a file of its own at the top of src/rft (beside task.ts and experience.ts): it names types of
 // buffer/, monitor/, auxiliary/ and data/ and is read by explorer/, trainer/ and run/, while src/rft/config/ (the

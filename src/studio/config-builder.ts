@@ -1,6 +1,6 @@
 // The config builder's server side. The form is generated from the zod schema `trinity config check` validates
 // with (./config-schema.ts reads it at request time, so a new key appears in the form by itself), and every
-// check runs the command's own function (src/rft/config/check.ts) on the YAML as if it were saved where the
+// check runs the command's own function (src/rft/run/config/check.ts) on the YAML as if it were saved where the
 // builder will save it: the same problems, with the same key paths and file:line:column.
 //
 //   GET  /api/config/schema     the form: a tree of fields (kind, default, bounds, choices)
@@ -13,8 +13,8 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import YAML from 'yaml';
 import { z } from 'zod';
-import { ConfigError, type ConfigProblem, formatProblem } from '../rft/config/index.js';
-import { checkConfigText } from '../rft/config/check.js';
+import { ConfigError, type ConfigProblem, formatProblem } from '../rft/run/config/index.js';
+import { checkConfigText } from '../rft/run/config/check.js';
 import { describeSchema } from './config-schema.js';
 import { readJson, relativeToRoot, writeTarget } from './body.js';
 import { resolveInside } from './paths.js';

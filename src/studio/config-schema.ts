@@ -2,7 +2,7 @@
 // with): a tree of fields, each with its kind, default, bounds and choices. Read at request time, so a new key
 // appears in the form by itself. The schema is read as data through src/rft/config/schema-walker.ts.
 import type { z } from 'zod';
-import { ConfigSchema } from '../rft/config/index.js';
+import { ConfigSchema } from '../rft/run/config/index.js';
 import { defOf, type SchemaDef } from '../rft/config/schema-walker.js';
 
 /** One field of the form. Lists, free-form mappings, unions and tuples are edited as YAML text (kind 'yaml'). */

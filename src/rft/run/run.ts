@@ -6,18 +6,18 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join, relative } from 'node:path';
-import type { Config, StageConfig } from '../config/index.js';
-import { resolveStages } from '../config/index.js';
-import { checkBeforeRun } from '../config/preflight.js';
+import type { Config, StageConfig } from './config/index.js';
+import { resolveStages } from './config/index.js';
+import { checkBeforeRun } from './config/preflight.js';
 import { ProgressReporter } from '../monitor/index.js';
 import { describePlacement, describeRank, distributedLaunchFromEnv } from './distributed.js';
 import { runFollower } from './follower.js';
 import { runningStatus, writeRunStatus } from './run-status.js';
 import type { DistributedSettings, StageHooks, StageRecord, StageResult, StageSettings } from '../settings.js';
 import { runStage } from './stage.js';
-import { stageSettings } from '../config/stage-settings.js';
+import { stageSettings } from './config/stage-settings.js';
 
-export { stageSettings } from '../config/stage-settings.js';
+export { stageSettings } from './config/stage-settings.js';
 
 export interface RunOptions {
   log?: (line: string) => void;

@@ -2,7 +2,7 @@
 // key as `// default` with Trinity's value where ours differs or Trinity has none. Keys marked "derived" are filled in
 // after validation (./validate.ts) from other keys, as Trinity's config validators do; a derived key may still be set.
 //
-// Every key is read by the run, or refused when set to a value this framework does not implement (./refusals.ts:
+// Every key is read by the run, or refused when set to a value this framework does not implement (src/rft/config/refusals.ts:
 // the message says what to use instead); test/rft/config/coverage.test.ts walks this schema to keep it so.
 //
 // Conventions: every mapping is strict (an unknown key is an error with the closest known key); a key set to null or
@@ -28,7 +28,7 @@ import {
   num,
   numIn,
   str,
-} from './value-schemas.js';
+} from '../../config/value-schemas.js';
 
 export const MODES = ['both', 'explore', 'train', 'bench', 'serve'] as const;
 /** The modes a config may name: MODES and Trinity's colocate (mode both on one GPU, weights synced in memory). */
@@ -360,7 +360,7 @@ export const OperatorSchema = z.strictObject({
 /**
  * Trinity's data_processor.task_pipeline: operators (src/rft/data/task-pipeline) run once over `inputs` before a
  * stage explores; the stage's taskset then reads `output`. Data-Juicer's recipe (config_path) and priority keys are
- * refused (./refusals.ts).
+ * refused (src/rft/config/refusals.ts).
  */
 export const TaskPipelineSchema = z.strictObject({
   operators: z.array(OperatorSchema).default(() => []),
@@ -536,23 +536,3 @@ export interface StageConfig extends RunConfig {
 export interface Config extends RunConfig {
   stages: StageConfig[];
 }
-
-/** Keys that hold file paths, resolved against the config file's folder (`*`: any list index or mapping key). */
-export const PATH_KEYS: readonly string[] = [
-  'checkpoint_root_dir',
-  'checkpoint_job_dir',
-  'model.model_path',
-  'model.critic_model_path',
-  'model.lora.path',
-  'explorer.auxiliary_models.*.model_path',
-  'buffer.explorer_input.taskset.path',
-  'buffer.explorer_input.tasksets.*.path',
-  'buffer.explorer_input.eval_tasksets.*.path',
-  'buffer.trainer_input.experience_buffer.path',
-  'buffer.trainer_input.sft_warmup_dataset.path',
-  'buffer.trainer_input.auxiliary_buffers.*.path',
-  'data_processor.task_pipeline.inputs.*',
-  'data_processor.task_pipeline.output',
-  'data_processor.task_pipeline.output.path',
-  'data_processor.experience_pipeline.input_save_path',
-];

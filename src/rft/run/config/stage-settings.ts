@@ -1,13 +1,13 @@
 // A stage's settings from its resolved config section (src/rft/config): the one place config key names become the
-// plain StageSettings the loops read (./settings.ts). The config coverage test walks every schema key through here.
+// plain StageSettings the loops read (src/rft/settings.ts). The config coverage test walks every schema key through here.
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import type { FormatConfig, LoraConfig, StageConfig, TasksetConfig as TasksetSection } from './index.js';
-import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../buffer/index.js';
-import type { MonitorArgs } from '../monitor/index.js';
-import { resolveDevice } from '../../torch/index.js';
-import type { AuxiliaryModelSettings } from '../auxiliary/index.js';
-import type { DistributedSettings, StageSettings } from '../settings.js';
+import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../../buffer/index.js';
+import type { MonitorArgs } from '../../monitor/index.js';
+import { resolveDevice } from '../../../torch/index.js';
+import type { AuxiliaryModelSettings } from '../../auxiliary/index.js';
+import type { DistributedSettings, StageSettings } from '../../settings.js';
 
 type NonNullFields<T> = { [K in keyof T]?: Exclude<T[K], null> };
 const omitNulls = <T extends Record<string, unknown>>(o: T): NonNullFields<T> =>

@@ -15,12 +15,12 @@
 // model a stage starts from is then the previous stage's final model, as runConfig passes it on).
 import { accessSync, constants, existsSync, readFileSync, realpathSync, statfsSync, statSync } from 'node:fs';
 import { dirname, join, resolve, sep } from 'node:path';
-import { isPostgresUrl } from '../buffer/postgres.js';
-import { SplitError, splitFiles } from '../buffer/split.js';
-import { loadTaskset, type TasksetConfig as TasksetSettings } from '../buffer/taskset.js';
-import { REWARD_FUNCTIONS } from '../reward/registry.js';
-import { WORKFLOWS } from '../workflow/registry.js';
-import { ConfigError, type ConfigProblem } from './errors.js';
+import { isPostgresUrl } from '../../buffer/postgres.js';
+import { SplitError, splitFiles } from '../../buffer/split.js';
+import { loadTaskset, type TasksetConfig as TasksetSettings } from '../../buffer/taskset.js';
+import { REWARD_FUNCTIONS } from '../../reward/registry.js';
+import { WORKFLOWS } from '../../workflow/registry.js';
+import { ConfigError, type ConfigProblem } from '../../config/errors.js';
 import { resolveStages } from './load.js';
 import type { Config, StageConfig, TasksetConfig } from './schema.js';
 import { stageSettings } from './stage-settings.js';

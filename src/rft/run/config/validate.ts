@@ -8,11 +8,11 @@
 // module arguments belong to the other algorithm). The top level of a multi-stage file is not run by itself, so the
 // rules about what each mode needs apply only to the stages.
 import { join, resolve } from 'node:path';
-import { closestName } from '../../util/did-you-mean.js';
-import { tableNameProblem } from '../buffer/sql-names.js';
-import type { ConfigProblem } from './errors.js';
-import { parseWith } from './parse.js';
-import { REFUSED_SETTINGS } from './refusals.js';
+import { closestName } from '../../../util/did-you-mean.js';
+import { tableNameProblem } from '../../buffer/sql-names.js';
+import type { ConfigProblem } from '../../config/errors.js';
+import { parseWith } from '../../config/parse.js';
+import { refusalProblems } from '../../config/refusals.js';
 import {
   ConfigSchema,
   type Mode,
@@ -28,8 +28,8 @@ import {
   type StageConfig,
   type TasksetConfig,
 } from './schema.js';
-import { MAX_EXPERIENCES_PER_STEP } from './value-schemas.js';
-import { deepMerge, describeValue, getIn, isMapping, joinPath, type Segment, type Tree } from './source.js';
+import { MAX_EXPERIENCES_PER_STEP } from '../../config/value-schemas.js';
+import { deepMerge, describeValue, getIn, isMapping, joinPath, type Segment, type Tree } from '../../config/source.js';
 
 /**
  * Checks the `algorithm` section (module names and arguments) and returns its repeat_times: pass
@@ -54,31 +54,6 @@ interface RunContext extends ValidateOptions {
 }
 
 const ALGORITHM_PROBLEM = /^(algorithm(?:\.[A-Za-z0-9_]+)*):\s*([\s\S]*)$/;
-
-/** Every concrete path of `tree` that matches `pattern` (`*`: any list index or mapping key), with its value. */
-function pathsMatching(tree: unknown, pattern: readonly string[], at: Segment[] = []): [Segment[], unknown][] {
-  const [head, ...rest] = pattern;
-  if (head === undefined) return [[at, tree]];
-  let children: [Segment, unknown][];
-  if (head !== '*') children = isMapping(tree) ? [[head, tree[head]]] : [];
-  else if (Array.isArray(tree)) children = tree.map((v, i): [Segment, unknown] => [i, v]);
-  else children = isMapping(tree) ? Object.entries(tree) : [];
-  // the last segment may be absent (an unset optional key); every segment before it must exist
-  return children
-    .filter(([, child]) => child !== undefined || rest.length === 0)
-    .flatMap(([key, child]) => pathsMatching(child, rest, [...at, key]));
-}
-
-const shown = (value: unknown): string => (typeof value === 'string' ? `'${value}'` : describeValue(value));
-
-/** The settings of ./refusals.ts set to a value that is not accepted. */
-function checkRefusals(input: unknown, problems: ConfigProblem[]): void {
-  for (const refusal of REFUSED_SETTINGS) {
-    for (const [path, value] of pathsMatching(input, refusal.path.split('.'))) {
-      if (!refusal.accepts(value)) problems.push({ path: joinPath(path), message: `got ${shown(value)}: ${refusal.message}` });
-    }
-  }
-}
 
 /** Each selector's own arguments (data_selector.kwargs, snake_case as Trinity's), by selector type. */
 const SELECTOR_KWARGS: Readonly<Record<TaskSelectorConfig['selector_type'], Readonly<Record<string, 'number' | 'boolean'>>>> = {
@@ -138,7 +113,7 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
   // Trinity's colocate is mode both with explorer and trainer on one device, weights synced in memory
   const colocate = input.mode === 'colocate';
   const mode: Mode = input.mode === 'colocate' ? 'both' : input.mode;
-  checkRefusals(input, problems);
+  problems.push(...refusalProblems(input));
 
   // checkpoint_root_dir/project/name: the job dir (Trinity adds `group`; stages add /<stage_name>)
   const name = context.stageName === undefined ? input.name : `${input.name}/${context.stageName}`;
