@@ -29,23 +29,29 @@ import {
   numIn,
   str,
 } from '../../config/value-schemas.js';
+import { type MonitorConfig, MonitorSchema } from '../../monitor/config.js';
+import { type SynchronizerConfig, SynchronizerSchema } from '../../sync/config.js';
+
+export { MONITOR_TYPES, type MonitorConfig, MonitorSchema, type MonitorType } from '../../monitor/config.js';
+export {
+  SYNC_METHODS,
+  SYNC_STYLES,
+  type SyncMethod,
+  type SynchronizerConfig,
+  SynchronizerSchema,
+  type SyncStyle,
+} from '../../sync/config.js';
 
 export const MODES = ['both', 'explore', 'train', 'bench', 'serve'] as const;
 /** The modes a config may name: MODES and Trinity's colocate (mode both on one GPU, weights synced in memory). */
 export const CONFIG_MODES = [...MODES, 'colocate'] as const;
 export const STORAGE_TYPES = ['queue', 'sql', 'file'] as const;
 export const SELECTOR_TYPES = ['sequential', 'shuffle', 'random', 'offline_easy2hard', 'difficulty_based'] as const;
-export const SYNC_METHODS = ['memory', 'checkpoint'] as const;
-export const SYNC_STYLES = ['fixed', 'trainer_driven', 'explorer_driven'] as const;
-export const MONITOR_TYPES = ['tensorboard', 'wandb', 'mlflow', 'jsonl'] as const;
 export const LR_SCHEDULER_TYPES = ['constant', 'constant_with_warmup', 'linear', 'cosine'] as const;
 export const PROMPT_TYPES = ['messages', 'plaintext'] as const;
 
 export type Mode = (typeof MODES)[number];
 export type StorageType = (typeof STORAGE_TYPES)[number];
-export type SyncMethod = (typeof SYNC_METHODS)[number];
-export type SyncStyle = (typeof SYNC_STYLES)[number];
-export type MonitorType = (typeof MONITOR_TYPES)[number];
 
 // --- model ------------------------------------------------------------------------------------------------------
 
@@ -332,23 +338,6 @@ export const TrainerSchema = z.strictObject({
   stop_when: StopWhenSchema.nullable().default(null), // mode train: end the stage once an eval metric reaches a value
 });
 
-export const SynchronizerSchema = z.strictObject({
-  sync_method: z.enum(SYNC_METHODS).nullable().default(null), // Trinity nccl; derived: memory in mode both, else checkpoint
-  sync_interval: intIn(1, MAX_STEPS).default(1), // [1, 1e9]
-  sync_offset: intIn(0, 1024).default(0), // [0, 1024]; 1: one-step off-policy
-  sync_timeout: numIn(0, MAX_TIMEOUT_SECONDS, true).default(3600), // (0, 2147483] seconds
-  sync_style: z.enum(SYNC_STYLES).default('fixed'),
-  max_staleness: intIn(0, MAX_STEPS).nullable().default(null), // [0, 1e9]; most model versions an experience may lag; null: no bound
-});
-
-export const MonitorSchema = z.strictObject({
-  monitor_type: z
-    .preprocess((v) => (typeof v === 'string' ? [v] : v), z.array(z.enum(MONITOR_TYPES)))
-    .default((): MonitorType[] => ['tensorboard']), // JSONL metrics are always written
-  monitor_args: args().default(() => ({})),
-  detailed_stats: bool().default(false),
-});
-
 // --- data_processor ---------------------------------------------------------------------------------------------
 
 /** One operator of a data pipeline: a registered name or a module path (`file.ts#export`), and its arguments. */
@@ -446,7 +435,6 @@ export type TrainerConfig = Omit<z.output<typeof TrainerSchema>, 'grad_clip' | '
   param_dtype: (typeof DTYPES)[number];
   master_dtype: (typeof DTYPES)[number];
 };
-export type MonitorConfig = z.output<typeof MonitorSchema>;
 export type TaskPipelineConfig = Omit<z.output<typeof TaskPipelineSchema>, 'output'> & { output: string | null };
 export type ExperiencePipelineConfig = z.output<typeof ExperiencePipelineSchema>;
 export type DataProcessorConfig = {
@@ -506,8 +494,6 @@ export type BufferConfig = Omit<z.output<typeof BufferSchema>, 'train_batch_size
   explorer_input: ExplorerInputConfig;
   trainer_input: TrainerInputConfig;
 };
-
-export type SynchronizerConfig = Omit<z.output<typeof SynchronizerSchema>, 'sync_method'> & { sync_method: SyncMethod };
 
 /** One fully resolved run. */
 export interface RunConfig {

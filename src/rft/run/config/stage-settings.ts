@@ -4,14 +4,12 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import type { FormatConfig, LoraConfig, StageConfig, TasksetConfig as TasksetSection } from './index.js';
 import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../../buffer/index.js';
-import type { MonitorArgs } from '../../monitor/index.js';
+import { firstNonNull, omitNulls } from '../../config/mapping.js';
+import { monitorSettings } from '../../monitor/config.js';
+import { syncSettings, takesTurns } from '../../sync/config.js';
 import { resolveDevice } from '../../../torch/index.js';
 import type { AuxiliaryModelSettings } from '../../auxiliary/index.js';
 import type { DistributedSettings, StageSettings } from '../../settings.js';
-
-type NonNullFields<T> = { [K in keyof T]?: Exclude<T[K], null> };
-const omitNulls = <T extends Record<string, unknown>>(o: T): NonNullFields<T> =>
-  Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null && v !== undefined)) as NonNullFields<T>;
 
 function tasksetSettings(t: TasksetSection, isEval: boolean): TasksetConfig {
   const f = t.format;
@@ -146,29 +144,6 @@ function taskPipelineSettings(stage: StageConfig): StageSettings['taskPipeline']
   };
 }
 
-const firstNonNull = <T>(...values: (T | null)[]): T | null => values.find((v) => v !== null) ?? null;
-
-/** monitor.monitor_args (validated: string values of the chosen backends' keys) in the monitors' names. */
-function monitorArgs(args: Readonly<Record<string, unknown>>): MonitorArgs {
-  const text = (key: string): string | undefined => (typeof args[key] === 'string' ? args[key] : undefined);
-  return omitNulls({
-    baseUrl: text('base_url') ?? null,
-    apiKey: text('api_key') ?? null,
-    uri: text('uri') ?? null,
-    username: text('username') ?? null,
-    password: text('password') ?? null,
-  });
-}
-
-/**
- * True when the explorer and the trainer of a mode-both stage never run at once: explore step s waits for the
- * weights of train step s − 1, which waits for the experiences of explore step s − 1.
- */
-function takesTurns(stage: StageConfig): boolean {
-  const sync = stage.synchronizer;
-  return sync.sync_style === 'fixed' && sync.sync_interval === 1 && sync.sync_offset === 0;
-}
-
 /**
  * The settings of one stage from its resolved config section; `distributed`: this process's place among the ranks of
  * a data-parallel trainer (../run/distributed.ts), null for one process.
@@ -222,7 +197,7 @@ export function stageSettings(
   // (fixed sync every step, no offset) they take turns, so each gets every core (measured: bench/README.md, the GRPO stage bench).
   // Auxiliary engines run inside explore steps: they take the explorer's share.
   const threads =
-    stage.mode === 'both' && !takesTurns(stage)
+    stage.mode === 'both' && !takesTurns(stage.synchronizer)
       ? { explorer: Math.max(1, Math.floor(cores / 2)), trainer: Math.max(1, Math.ceil(cores / 2)) }
       : { explorer: cores, trainer: cores };
   return {
@@ -302,13 +277,7 @@ export function stageSettings(
           }
         : null,
     },
-    sync: {
-      style: stage.synchronizer.sync_style,
-      interval: stage.synchronizer.sync_interval,
-      offset: stage.synchronizer.sync_offset,
-      timeoutMs: stage.synchronizer.sync_timeout * 1000,
-      maxStaleness: stage.synchronizer.max_staleness,
-    },
+    sync: syncSettings(stage.synchronizer),
     buffer: {
       storageType: experienceBuffer.storage_type,
       name: experienceBuffer.name,
@@ -334,8 +303,7 @@ export function stageSettings(
         ...omitNulls({ chosenKey: experienceBuffer.format.chosen_key, rejectedKey: experienceBuffer.format.rejected_key }),
       },
     },
-    monitorTypes: stage.monitor.monitor_type,
-    monitorArgs: monitorArgs(stage.monitor.monitor_args),
+    ...monitorSettings(stage.monitor),
     auxiliaryDatasets: Object.fromEntries(
       Object.values(stage.buffer.trainer_input.auxiliary_buffers).map((d) => [
         d.name, // the key it is listed under (validated)

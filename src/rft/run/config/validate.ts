@@ -11,12 +11,13 @@ import { join, resolve } from 'node:path';
 import { closestName } from '../../../util/did-you-mean.js';
 import { tableNameProblem } from '../../buffer/sql-names.js';
 import type { ConfigProblem } from '../../config/errors.js';
+import { checkMonitor } from '../../monitor/config.js';
+import { resolveSynchronizer } from '../../sync/config.js';
 import { parseWith } from '../../config/parse.js';
 import { refusalProblems } from '../../config/refusals.js';
 import {
   ConfigSchema,
   type Mode,
-  type MonitorType,
   type TaskSelectorConfig,
   TaskSelectorSchema,
   type Config,
@@ -97,14 +98,6 @@ function checkSelector(selector: TaskSelectorConfig, path: string, problem: (pat
 const PRIORITY_FN_ARGS: Readonly<Record<string, readonly string[]>> = {
   linear_decay: ['decay'],
   decay_limit_randomization: ['decay', 'use_count_limit', 'sigma'],
-};
-
-/** monitor_args by monitor type (Trinity's WandbMonitor / MlflowMonitor default_args). */
-const MONITOR_ARGS: Readonly<Record<MonitorType, readonly string[]>> = {
-  jsonl: [],
-  tensorboard: [],
-  wandb: ['base_url', 'api_key'],
-  mlflow: ['uri', 'username', 'password'],
 };
 
 /** Fills in the derived keys of a schema-checked run and checks the rules between keys. */
@@ -332,37 +325,9 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
   }
 
   // synchronizer (Trinity's SynchronizerConfigValidator and IntervalConfigValidator)
-  const sync = input.synchronizer;
   const remoteEngine = input.explorer.rollout_model.engine_type === 'openai';
-  // an external server can only take weights from disk
-  // engines in processes of their own (engine_process) load weights from disk too
   const engineProcess = input.explorer.rollout_model.engine_process;
-  const syncMethod = sync.sync_method ?? (mode === 'both' && !remoteEngine && !engineProcess ? 'memory' : 'checkpoint');
-  if (syncMethod === 'memory' && remoteEngine) {
-    problem(
-      'synchronizer.sync_method',
-      "'memory' cannot reach an external server (engine_type openai): use 'checkpoint' (the server reloads from disk)",
-    );
-  }
-  if (syncMethod === 'memory' && engineProcess && !remoteEngine) {
-    problem(
-      'synchronizer.sync_method',
-      "'memory' cannot reach engines in other processes (explorer.rollout_model.engine_process): use 'checkpoint' " +
-        '(each engine process reloads from disk)',
-    );
-  }
-  if (syncMethod === 'memory' && mode !== 'both') {
-    problem(
-      'synchronizer.sync_method',
-      `'memory' hands weights over inside one process (mode both); mode ${mode} needs 'checkpoint'`,
-    );
-  }
-  if (sync.max_staleness !== null && sync.max_staleness < sync.sync_offset) {
-    problem(
-      'synchronizer.max_staleness',
-      `(${sync.max_staleness}) is less than sync_offset (${sync.sync_offset}): every experience would be too stale`,
-    );
-  }
+  const sync = resolveSynchronizer(input.synchronizer, { mode, remoteEngine, engineProcess }, problem);
   // mixed precision: compute in param_dtype, keep master weights and optimizer state in master_dtype
   const paramDtype = input.trainer.param_dtype ?? input.model.dtype;
   const masterDtype = input.trainer.master_dtype ?? (input.model.lora === null ? 'float32' : paramDtype);
@@ -382,7 +347,7 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
     );
   let trainerDevice = input.trainer.device;
   if (colocate) {
-    if (sync.sync_method === 'checkpoint')
+    if (input.synchronizer.sync_method === 'checkpoint')
       problem('synchronizer.sync_method', "mode colocate syncs weights in memory, on the device: remove it or set 'memory'");
     if (remoteEngine)
       problem('explorer.rollout_model.engine_type', "mode colocate runs the embedded engine beside the trainer: use 'embedded'");
@@ -435,17 +400,7 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
       );
   }
 
-  // monitor_args: the keys the chosen backends take
-  const monitorKeys = [...new Set(input.monitor.monitor_type.flatMap((type) => MONITOR_ARGS[type]))];
-  for (const [key, value] of Object.entries(input.monitor.monitor_args)) {
-    if (!monitorKeys.includes(key)) {
-      const types = input.monitor.monitor_type.join(', ');
-      const hint = monitorKeys.length > 0 ? `expected one of: ${monitorKeys.join(', ')}` : 'they take none';
-      problem(`monitor.monitor_args.${key}`, `is not an argument of monitor_type ${types}; ${hint}`);
-    } else if (typeof value !== 'string') {
-      problem(`monitor.monitor_args.${key}`, `expected a string, got ${describeValue(value)}`);
-    }
-  }
+  checkMonitor(input.monitor, problem);
 
   // rollout model
   const rollout = explorer.rollout_model;
@@ -616,7 +571,7 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
       param_dtype: paramDtype,
       master_dtype: masterDtype,
     },
-    synchronizer: { ...sync, sync_method: syncMethod },
+    synchronizer: sync,
     monitor: input.monitor,
     data_processor: { task_pipeline: taskPipeline, experience_pipeline: input.data_processor.experience_pipeline },
   };
