@@ -31,7 +31,17 @@ import {
 } from '../../config/value-schemas.js';
 import { type MonitorConfig, MonitorSchema } from '../../monitor/config.js';
 import { type SynchronizerConfig, SynchronizerSchema } from '../../sync/config.js';
+import { type DataProcessorConfig, DataProcessorSchema } from '../../data/config.js';
 
+export {
+  type DataProcessorConfig,
+  DataProcessorSchema,
+  type ExperiencePipelineConfig,
+  ExperiencePipelineSchema,
+  OperatorSchema,
+  type TaskPipelineConfig,
+  TaskPipelineSchema,
+} from '../../data/config.js';
 export { MONITOR_TYPES, type MonitorConfig, MonitorSchema, type MonitorType } from '../../monitor/config.js';
 export {
   SYNC_METHODS,
@@ -338,49 +348,6 @@ export const TrainerSchema = z.strictObject({
   stop_when: StopWhenSchema.nullable().default(null), // mode train: end the stage once an eval metric reaches a value
 });
 
-// --- data_processor ---------------------------------------------------------------------------------------------
-
-/** One operator of a data pipeline: a registered name or a module path (`file.ts#export`), and its arguments. */
-export const OperatorSchema = z.strictObject({
-  name: nonEmpty(),
-  args: args().default(() => ({})),
-});
-
-/**
- * Trinity's data_processor.task_pipeline: operators (src/rft/data/task-pipeline) run once over `inputs` before a
- * stage explores; the stage's taskset then reads `output`. Data-Juicer's recipe (config_path) and priority keys are
- * refused (src/rft/config/refusals.ts).
- */
-export const TaskPipelineSchema = z.strictObject({
-  operators: z.array(OperatorSchema).default(() => []),
-  num_process: intIn(1, 1024).default(4), // [1, 1024] rows an operator works on at once (model calls)
-  config_path: str().nullable().default(null), // Data-Juicer recipe: refused
-  inputs: z.array(nonEmpty()).default(() => []), // Trinity: required; empty: the taskset's own files (its split)
-  // Trinity: a taskset config (its path); null: <job dir>/task_pipeline/<taskset>.jsonl
-  output: z
-    .union([nonEmpty(), z.strictObject({ path: nonEmpty() })])
-    .nullable()
-    .default(null),
-  target_fields: z.array(nonEmpty()).default(() => []), // the input fields kept; empty: all
-  priority_weights: z.record(z.string(), num(z.number())).default(() => ({})), // Data-Juicer priority: refused
-  top_k: num(z.int()).default(-1), // Data-Juicer priority selection: refused
-});
-
-/**
- * Trinity's data_processor.experience_pipeline: operators (src/rft/data/experience-pipeline) over every explore step's
- * experiences before the buffer; save_input keeps the raw ones in input_save_path (.jsonl, .db/.sqlite or sqlite:///).
- */
-export const ExperiencePipelineSchema = z.strictObject({
-  operators: z.array(OperatorSchema).default(() => []),
-  save_input: bool().default(true), // Trinity true
-  input_save_path: str().nullable().default(null), // derived: <job dir>/buffer/explorer_output.db (Trinity's)
-});
-
-export const DataProcessorSchema = z.strictObject({
-  task_pipeline: TaskPipelineSchema.nullable().default(null),
-  experience_pipeline: ExperiencePipelineSchema.nullable().default(null), // null: experiences go to the buffer as they come
-});
-
 // --- the whole file -----------------------------------------------------------------------------------------------
 
 /** The sections a stage may override (Trinity's StageConfig, plus synchronizer). */
@@ -435,13 +402,6 @@ export type TrainerConfig = Omit<z.output<typeof TrainerSchema>, 'grad_clip' | '
   param_dtype: (typeof DTYPES)[number];
   master_dtype: (typeof DTYPES)[number];
 };
-export type TaskPipelineConfig = Omit<z.output<typeof TaskPipelineSchema>, 'output'> & { output: string | null };
-export type ExperiencePipelineConfig = z.output<typeof ExperiencePipelineSchema>;
-export type DataProcessorConfig = {
-  task_pipeline: TaskPipelineConfig | null;
-  experience_pipeline: ExperiencePipelineConfig | null;
-};
-
 export type ModelConfig = Omit<
   z.output<typeof ModelSchema>,
   'critic_model_path' | 'max_prompt_tokens' | 'max_response_tokens' | 'max_model_len'

@@ -1,10 +1,10 @@
 // A stage's settings from its resolved config section (src/rft/config): the one place config key names become the
 // plain StageSettings the loops read (src/rft/settings.ts). The config coverage test walks every schema key through here.
 import { availableParallelism } from 'node:os';
-import { join } from 'node:path';
 import type { FormatConfig, LoraConfig, StageConfig, TasksetConfig as TasksetSection } from './index.js';
 import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../../buffer/index.js';
 import { firstNonNull, omitNulls } from '../../config/mapping.js';
+import { experiencePipelineSettings, taskPipelineSettings } from '../../data/config.js';
 import { monitorSettings } from '../../monitor/config.js';
 import { syncSettings, takesTurns } from '../../sync/config.js';
 import { resolveDevice } from '../../../torch/index.js';
@@ -64,18 +64,6 @@ function selectorSettings(t: TasksetSection): SelectorConfig {
   };
 }
 
-/** data_processor.experience_pipeline; save_input without input_save_path: <job dir>/buffer/explorer_output.db (Trinity's). */
-function experiencePipelineSettings(stage: StageConfig): StageSettings['experiencePipeline'] {
-  const pipeline = stage.data_processor.experience_pipeline;
-  if (pipeline === null) return null;
-  return {
-    operators: pipeline.operators.map((op) => ({ name: op.name, args: op.args })),
-    inputSavePath: pipeline.save_input
-      ? (pipeline.input_save_path ?? join(stage.checkpoint_job_dir, 'buffer', 'explorer_output.db'))
-      : null,
-  };
-}
-
 /** explorer.auxiliary_models (checked by validation); their devices are resolved where they run (rank 0 explores). */
 function auxiliaryModelSettings(stage: StageConfig, numThreads: number, rank: number): AuxiliaryModelSettings[] {
   return stage.explorer.auxiliary_models.map((aux, i): AuxiliaryModelSettings => {
@@ -129,19 +117,6 @@ function datasetFormat(format: FormatConfig, split: string, subset: string | nul
     toolsKey: format.tools_key,
     enableConcatenatedMultiTurn: format.enable_concatenated_multi_turn,
   });
-}
-
-/** data_processor.task_pipeline for the stages that explore (mode both, explore); null for the others. */
-function taskPipelineSettings(stage: StageConfig): StageSettings['taskPipeline'] {
-  const pipeline = stage.data_processor.task_pipeline;
-  if (pipeline === null || (stage.mode !== 'both' && stage.mode !== 'explore')) return null;
-  return {
-    operators: pipeline.operators.map((op) => ({ name: op.name, args: op.args })),
-    inputs: pipeline.inputs,
-    output: pipeline.output,
-    targetFields: pipeline.target_fields,
-    numProcess: pipeline.num_process,
-  };
 }
 
 /**
@@ -220,7 +195,7 @@ export function stageSettings(
     totalEpochs: stage.buffer.total_epochs,
     tasksets: input.tasksets.map((t) => ({ taskset: tasksetSettings(t, false), selector: selectorSettings(t) })),
     evalTasksets: input.eval_tasksets.map((t) => tasksetSettings(t, true)),
-    taskPipeline: taskPipelineSettings(stage),
+    taskPipeline: taskPipelineSettings(stage.data_processor.task_pipeline, stage.mode),
     evalRepeatTimes: input.eval_tasksets.map((t) => t.repeat_times ?? 1),
     evalInterval: stage.explorer.eval_interval,
     evalOnStartup: stage.explorer.eval_on_startup,
@@ -313,7 +288,7 @@ export function stageSettings(
         },
       ]),
     ),
-    experiencePipeline: experiencePipelineSettings(stage),
+    experiencePipeline: experiencePipelineSettings(stage.data_processor.experience_pipeline, stage.checkpoint_job_dir),
     seed: firstTaskset?.task_selector.seed ?? 42,
     threads,
     distributed,

@@ -11,6 +11,7 @@ import { join, resolve } from 'node:path';
 import { closestName } from '../../../util/did-you-mean.js';
 import { tableNameProblem } from '../../buffer/sql-names.js';
 import type { ConfigProblem } from '../../config/errors.js';
+import { resolveDataProcessor } from '../../data/config.js';
 import { checkMonitor } from '../../monitor/config.js';
 import { resolveSynchronizer } from '../../sync/config.js';
 import { parseWith } from '../../config/parse.js';
@@ -456,37 +457,11 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
   if (explorer.auxiliary_models.length > 0 && context.runnable && context.stageName === undefined && !explores)
     problem('explorer.auxiliary_models', `are called by the explorer's workflows; mode ${mode} runs none: remove them`);
 
-  // data_processor.experience_pipeline runs on the explorer's experiences (src/rft/data/experience-pipeline); in a
-  // multi-stage run the stages that explore run it and the others skip it
-  const experiencePipeline = input.data_processor.experience_pipeline;
-  if (experiencePipeline !== null) {
-    if (!experiencePipeline.save_input && experiencePipeline.input_save_path !== null)
-      problem(
-        'data_processor.experience_pipeline.input_save_path',
-        'is where save_input writes, and save_input is false: remove one',
-      );
-    if (context.runnable && context.stageName === undefined && mode !== 'both' && mode !== 'explore')
-      problem('data_processor.experience_pipeline', `runs on explored experiences; mode ${mode} explores nothing: remove it`);
-  }
-  // data_processor.task_pipeline: its output becomes the one training taskset (src/rft/data/task-pipeline)
-  const pipelineInput = input.data_processor.task_pipeline;
-  const taskPipeline =
-    pipelineInput === null
-      ? null
-      : {
-          ...pipelineInput,
-          output:
-            typeof pipelineInput.output === 'object' && pipelineInput.output !== null
-              ? pipelineInput.output.path
-              : pipelineInput.output,
-        };
-  if (taskPipeline !== null && (mode === 'both' || mode === 'explore')) {
-    if (tasksets.length > 1) {
-      problem('data_processor.task_pipeline', `writes one taskset; this run explores ${tasksets.length} (use one taskset)`);
-    } else if (tasksets[0]?.storage_type === 'sql' && taskPipeline.inputs.length === 0) {
-      problem('data_processor.task_pipeline.inputs', 'the taskset is an SQL table: name the input files (.jsonl or .json)');
-    }
-  }
+  const dataProcessor = resolveDataProcessor(
+    input.data_processor,
+    { mode, singleStageRun: context.runnable && context.stageName === undefined, tasksets },
+    problem,
+  );
 
   // what each mode needs (Trinity's GlobalConfigValidator / BufferConfigValidator, made explicit)
   if (context.runnable) {
@@ -573,7 +548,7 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
     },
     synchronizer: sync,
     monitor: input.monitor,
-    data_processor: { task_pipeline: taskPipeline, experience_pipeline: input.data_processor.experience_pipeline },
+    data_processor: dataProcessor,
   };
 }
 
