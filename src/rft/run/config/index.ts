@@ -10,4 +10,5 @@
 export * from '../../config/index.js';
 export * from './load.js';
 export * from './schema.js';
-export { type AlgorithmResolver, type ValidateOptions, validateConfig } from './validate.js';
+export type { AlgorithmResolver } from '../../algorithm/config.js';
+export { type ValidateOptions, validateConfig } from './validate.js';

@@ -31,8 +31,16 @@ import {
 } from '../../config/value-schemas.js';
 import { type MonitorConfig, MonitorSchema } from '../../monitor/config.js';
 import { type SynchronizerConfig, SynchronizerSchema } from '../../sync/config.js';
+import { type AlgorithmConfig, AlgorithmSchema } from '../../algorithm/config.js';
 import { type DataProcessorConfig, DataProcessorSchema } from '../../data/config.js';
 
+export {
+  type AlgorithmConfig,
+  AlgorithmSchema,
+  LR_SCHEDULER_TYPES,
+  type OptimizerConfig,
+  OptimizerSchema,
+} from '../../algorithm/config.js';
 export {
   type DataProcessorConfig,
   DataProcessorSchema,
@@ -57,7 +65,6 @@ export const MODES = ['both', 'explore', 'train', 'bench', 'serve'] as const;
 export const CONFIG_MODES = [...MODES, 'colocate'] as const;
 export const STORAGE_TYPES = ['queue', 'sql', 'file'] as const;
 export const SELECTOR_TYPES = ['sequential', 'shuffle', 'random', 'offline_easy2hard', 'difficulty_based'] as const;
-export const LR_SCHEDULER_TYPES = ['constant', 'constant_with_warmup', 'linear', 'cosine'] as const;
 export const PROMPT_TYPES = ['messages', 'plaintext'] as const;
 
 export type Mode = (typeof MODES)[number];
@@ -87,52 +94,6 @@ export const ModelSchema = z.strictObject({
   max_model_len: intIn(1, MAX_TOKENS).nullable().default(null), // [1, 2^20]; derived: max_prompt_tokens + max_response_tokens
   dtype: z.enum(DTYPES).default('bfloat16'), // Trinity rollout_model.dtype bfloat16
   lora: LoraSchema.nullable().default(null), // null: full fine-tuning
-});
-
-// --- algorithm (names and module arguments are checked by src/rft/algorithm's resolveAlgorithm) -------------------
-
-export const OptimizerSchema = z.strictObject({
-  lr: numIn(0, 1, true).default(1e-6), // (0, 1]
-  lr_warmup_steps: intIn(-1, MAX_STEPS).default(-1), // [-1, 1e9]; -1: use lr_warmup_steps_ratio
-  lr_warmup_steps_ratio: numIn(0, 1).default(0), // [0, 1]
-  min_lr_ratio: numIn(0, 1).default(0.01), // [0, 1]
-  lr_scheduler_type: z.enum(LR_SCHEDULER_TYPES).default('constant'),
-  optimizer_type: nonEmpty().default('adam'), // 'adam' and 'adamw' are AdamW (as Trinity's FSDP trainer); others refused
-  // each in [0, 1)
-  betas: z.tuple([num(z.number().min(0).lt(1)), num(z.number().min(0).lt(1))]).default((): [number, number] => [0.9, 0.999]),
-  weight_decay: numIn(0, 1).default(0.01), // [0, 1] (decoupled: each step scales weights by 1 − lr·weight_decay)
-  clip_grad: numIn(0, 1e6, true).nullable().default(null), // (0, 1e6]; derived: trainer.grad_clip, else 1.0
-});
-
-const moduleName = () => nonEmpty().optional();
-const moduleArgs = () => args().optional();
-
-/** Trinity's AlgorithmConfig keys; unset module keys are left to the preset of algorithm_type. */
-export const AlgorithmSchema = z.strictObject({
-  algorithm_type: nonEmpty().default('ppo'),
-  repeat_times: intIn(1, MAX_REPEAT_TIMES).optional(), // [1, 1024]; derived: 1 (Trinity's AlgorithmConfig), or the algorithm resolver's value
-  optimizer: OptimizerSchema.prefault({}),
-  sample_strategy: moduleName(),
-  sample_strategy_args: moduleArgs(),
-  advantage_fn: moduleName(),
-  advantage_fn_args: moduleArgs(),
-  policy_loss_fn: moduleName(),
-  policy_loss_fn_args: moduleArgs(),
-  kl_penalty_fn: moduleName(),
-  kl_penalty_fn_args: moduleArgs(),
-  kl_loss_fn: moduleName(),
-  kl_loss_fn_args: moduleArgs(),
-  entropy_loss_fn: moduleName(),
-  entropy_loss_fn_args: moduleArgs(),
-  loss_agg_mode: moduleName(),
-  bypass_old_logprobs: z.boolean().default(true), // false: the trainer recomputes old log-probs before the update
-  // truncated IS weights of the rollout/training mismatch (verl's names; rejection sampling is not offered)
-  rollout_correction: z
-    .strictObject({
-      rollout_is: z.enum(['token', 'sequence']).nullable().default(null), // null: mismatch metrics only
-      rollout_is_threshold: numIn(0, 1e6, true).default(2.0), // (0, 1e6]: C of min(π_train / π_rollout, C)
-    })
-    .prefault({}),
 });
 
 // --- buffer -----------------------------------------------------------------------------------------------------
@@ -391,7 +352,6 @@ export type StageInput = z.output<typeof StageSchema>;
 // --- resolved types (after ./validate.ts fills in the derived keys) --------------------------------------------------
 
 export type LoraConfig = z.output<typeof LoraSchema>;
-export type OptimizerConfig = Omit<z.output<typeof OptimizerSchema>, 'clip_grad'> & { clip_grad: number };
 export type FormatConfig = z.output<typeof FormatSchema>;
 export type TaskSelectorConfig = z.output<typeof TaskSelectorSchema>;
 export type ReplayBufferConfig = z.output<typeof ReplayBufferSchema>;
@@ -411,11 +371,6 @@ export type ModelConfig = Omit<
   max_prompt_tokens: number;
   max_response_tokens: number;
   max_model_len: number;
-};
-
-export type AlgorithmConfig = Omit<z.output<typeof AlgorithmSchema>, 'repeat_times' | 'optimizer'> & {
-  repeat_times: number;
-  optimizer: OptimizerConfig;
 };
 
 export type RolloutArgs = Omit<z.output<typeof RolloutArgsSchema>, 'max_tokens'> & { max_tokens: number };

@@ -3,6 +3,7 @@
 import { availableParallelism } from 'node:os';
 import type { FormatConfig, LoraConfig, StageConfig, TasksetConfig as TasksetSection } from './index.js';
 import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../../buffer/index.js';
+import { algorithmSettings } from '../../algorithm/config.js';
 import { firstNonNull, omitNulls } from '../../config/mapping.js';
 import { experiencePipelineSettings, taskPipelineSettings } from '../../data/config.js';
 import { monitorSettings } from '../../monitor/config.js';
@@ -186,7 +187,7 @@ export function stageSettings(
     lora: lora ? loraSettings(lora) : null,
     loraPath: lora?.path ?? null,
     criticModelPath: stage.model.critic_model_path,
-    algorithm: Object.fromEntries(Object.entries(stage.algorithm).filter(([, v]) => v !== null && v !== undefined)),
+    algorithm: algorithmSettings(stage.algorithm),
     pluginBaseDir,
     batchSize: stage.buffer.batch_size,
     trainBatchSize: stage.buffer.train_batch_size,

@@ -11,6 +11,7 @@ import { join, resolve } from 'node:path';
 import { closestName } from '../../../util/did-you-mean.js';
 import { tableNameProblem } from '../../buffer/sql-names.js';
 import type { ConfigProblem } from '../../config/errors.js';
+import { type AlgorithmResolver, resolveAlgorithmSection } from '../../algorithm/config.js';
 import { resolveDataProcessor } from '../../data/config.js';
 import { checkMonitor } from '../../monitor/config.js';
 import { resolveSynchronizer } from '../../sync/config.js';
@@ -33,13 +34,6 @@ import {
 import { MAX_EXPERIENCES_PER_STEP } from '../../config/value-schemas.js';
 import { deepMerge, describeValue, getIn, isMapping, joinPath, type Segment, type Tree } from '../../config/source.js';
 
-/**
- * Checks the `algorithm` section (module names and arguments) and returns its repeat_times: pass
- * `resolveAlgorithm` from src/rft/algorithm. Throw an Error whose message starts with the key path
- * (`algorithm.policy_loss_fn: ...`) to report a problem.
- */
-export type AlgorithmResolver = (algorithm: Readonly<Record<string, unknown>>) => { readonly repeatTimes: number };
-
 export interface ValidateOptions {
   /** Folder for the default checkpoint_root_dir (`./checkpoints`); default process.cwd(). */
   cwd?: string;
@@ -54,8 +48,6 @@ interface RunContext extends ValidateOptions {
   runnable: boolean;
   stageName?: string;
 }
-
-const ALGORITHM_PROBLEM = /^(algorithm(?:\.[A-Za-z0-9_]+)*):\s*([\s\S]*)$/;
 
 /** Each selector's own arguments (data_selector.kwargs, snake_case as Trinity's), by selector type. */
 const SELECTOR_KWARGS: Readonly<Record<TaskSelectorConfig['selector_type'], Readonly<Record<string, 'number' | 'boolean'>>>> = {
@@ -157,24 +149,8 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
     max_prompt_tokens: maxPrompt ?? 0,
     max_response_tokens: maxResponse ?? 0,
   };
-  // one max gradient norm: trainer.grad_clip first (what Trinity's FSDP and Tinker trainers clip with), else
-  // algorithm.optimizer.clip_grad (its Megatron optimizer's), else 1.0 (both defaults)
-  const gradClip = input.trainer.grad_clip ?? input.algorithm.optimizer.clip_grad ?? 1.0;
-  const optimizer = { ...input.algorithm.optimizer, clip_grad: gradClip };
-
-  // algorithm: module names and arguments are the resolver's; repeat_times comes from it (else 1, as Trinity)
-  let repeatTimes = input.algorithm.repeat_times ?? 1;
-  if (context.resolveAlgorithm !== undefined) {
-    try {
-      repeatTimes = context.resolveAlgorithm({ ...input.algorithm, optimizer }).repeatTimes;
-    } catch (error) {
-      const text = error instanceof Error ? error.message : String(error);
-      const match = ALGORITHM_PROBLEM.exec(text);
-      problem(match?.[1] ?? 'algorithm', match?.[2] ?? text);
-    }
-  }
-  const { algorithm_type, repeat_times: _given, optimizer: _optimizer, ...modules } = input.algorithm;
-  const algorithm = { algorithm_type, repeat_times: repeatTimes, optimizer, ...modules };
+  const algorithm = resolveAlgorithmSection(input.algorithm, input.trainer.grad_clip, context.resolveAlgorithm, problem);
+  const repeatTimes = algorithm.repeat_times;
   const offline = algorithm.algorithm_type === 'sft' || algorithm.algorithm_type === 'dpo';
 
   // buffer sizes (Trinity's BufferConfigValidator)
@@ -542,7 +518,7 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
     trainer: {
       ...input.trainer,
       device: trainerDevice,
-      grad_clip: gradClip,
+      grad_clip: algorithm.optimizer.clip_grad,
       param_dtype: paramDtype,
       master_dtype: masterDtype,
     },
