@@ -12,14 +12,11 @@ import { z } from 'zod';
 import {
   args,
   bool,
-  coerceString,
   DTYPES,
   deviceSetting,
-  ENGINE_TYPES,
   intIn,
   MAX_EXPERIENCES_PER_STEP,
   MAX_REPEAT_TIMES,
-  MAX_SLOTS,
   MAX_STEPS,
   MAX_TASKS_PER_STEP,
   MAX_TIMEOUT_SECONDS,
@@ -33,6 +30,7 @@ import { type MonitorConfig, MonitorSchema } from '../../monitor/config.js';
 import { type SynchronizerConfig, SynchronizerSchema } from '../../sync/config.js';
 import { type AlgorithmConfig, AlgorithmSchema } from '../../algorithm/config.js';
 import { type DataProcessorConfig, DataProcessorSchema } from '../../data/config.js';
+import { type ExplorerConfig, ExplorerSchema } from '../../explorer/config.js';
 
 export {
   type AlgorithmConfig,
@@ -41,6 +39,13 @@ export {
   type OptimizerConfig,
   OptimizerSchema,
 } from '../../algorithm/config.js';
+export { AuxiliaryModelSchema } from '../../auxiliary/config.js';
+export {
+  type ExplorerConfig,
+  ExplorerSchema,
+  type RolloutModelConfig,
+  RolloutModelSchema,
+} from '../../explorer/config.js';
 export {
   type DataProcessorConfig,
   DataProcessorSchema,
@@ -216,65 +221,7 @@ export const BufferSchema = z.strictObject({
   trainer_input: TrainerInputSchema.prefault({}),
 });
 
-// --- explorer, trainer, synchronizer, monitor ----------------------------------------------------------------------
-
-export const RolloutModelSchema = z.strictObject({
-  engine_type: z.enum(ENGINE_TYPES).default('embedded'), // Trinity vllm; openai: an external OpenAI-compatible server
-  engine_num: intIn(1, 64).default(1), // [1, 64] embedded: engines, each on its own thread (or process) with a share of the cores; openai: 1 or the number of base_urls
-  engine_process: bool().default(false), // embedded only: each engine in its own process (weights by checkpoint reload)
-  slots: intIn(1, MAX_SLOTS).default(8), // [1, 4096] sequences decoded at once per engine (KV-cache slots)
-  // openai only: one server (…/v1), or a list: a pool with health checks and failover
-  base_url: z
-    .union([z.array(str()).min(1), str()])
-    .nullable()
-    .default(null),
-  api_key: str().nullable().default(null), // openai only
-  model_name: str().nullable().default(null), // openai only; null: model.model_path
-  device: deviceSetting(), // embedded only; auto: cuda when a GPU is visible, else cpu
-});
-
-/** explorer.auxiliary_models[i] (Trinity's InferenceModelConfig where it applies): a judge, reward model or teacher. */
-export const AuxiliaryModelSchema = z.strictObject({
-  name: str().nullable().default(null), // null: auxiliary_<index>; workflows and rewards ask for it by this name
-  model_path: str().nullable().default(null), // embedded: required (a Hugging Face folder); openai: its tokenizer, optional
-  engine_type: z.enum(ENGINE_TYPES).default('embedded'), // Trinity vllm; openai: an external OpenAI-compatible server
-  engine_num: intIn(1, 64).default(1), // [1, 64] embedded engines (each its own thread and slots); openai: 1
-  slots: intIn(1, MAX_SLOTS).nullable().default(null), // [1, 4096] embedded only; null: 8
-  max_model_len: intIn(1, MAX_TOKENS).nullable().default(null), // [1, 2^20] embedded only; null: min(max_position_embeddings, 2048)
-  dtype: z.enum(DTYPES).nullable().default(null), // embedded only; null: model.dtype
-  device: deviceSetting(), // embedded only; auto: cuda when a GPU is visible, else cpu
-  base_url: str().nullable().default(null), // openai only (…/v1)
-  api_key: str().nullable().default(null), // openai only; null: $OPENAI_API_KEY if set
-  model_name: str().nullable().default(null), // openai only; null: model_path
-});
-
-export const ExplorerSchema = z.strictObject({
-  // mode explore: this explorer process among several sharing one buffer (its claims of explore steps, its metrics
-  // folder <job dir>/<name>); null: 'explorer' (Trinity's default)
-  name: z
-    .preprocess(
-      coerceString,
-      z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, 'expected a name of letters, digits, _ . - (at most 64)'),
-    )
-    .nullable()
-    .default(null),
-  runner_per_model: intIn(1, MAX_SLOTS).default(8), // [1, 4096] concurrent workflow runs per engine
-  max_timeout: numIn(0, MAX_TIMEOUT_SECONDS, true).default(1800), // (0, 2147483] seconds per attempt
-  max_retry_times: intIn(0, 100).default(2), // [0, 100]
-  eval_interval: intIn(1, MAX_STEPS).default(100), // [1, 1e9] explore steps
-  eval_on_startup: bool().default(true),
-  bench_on_latest_checkpoint: bool().default(false),
-  rollout_model: RolloutModelSchema.prefault({}),
-  auxiliary_models: z.array(AuxiliaryModelSchema).default([]), // judges, reward models, teachers (src/rft/auxiliary)
-  // mode serve (Trinity's proxy): the OpenAI-compatible endpoint external agents call
-  proxy_port: intIn(0, 65535).default(8010), // [0, 65535]; 0: any free port
-  listen_address: str().default('127.0.0.1'), // Trinity 0.0.0.0; loopback unless asked
-  api_key: str().nullable().default(null), // null: $TRINITY_API_KEY if set, else no key
-  serve_max_tokens: intIn(1, MAX_TOKENS).default(4096), // [1, 2^20]; largest max_tokens a request may ask
-  serve_max_prompt_tokens: intIn(1, MAX_TOKENS).nullable().default(null), // [1, 2^20]; null: the model's context
-  serve_max_body_bytes: intIn(1, 1024 * 1024 * 1024).default(1024 * 1024), // [1, 1 GiB]
-  serve_max_n: intIn(1, 1024).default(16), // [1, 1024]
-});
+// --- trainer ------------------------------------------------------------------------------------------------------
 
 /**
  * trainer.stop_when (not in Trinity): a mode-train stage (e.g. an SFT warm-up) evaluates the eval tasksets every
@@ -355,8 +302,6 @@ export type LoraConfig = z.output<typeof LoraSchema>;
 export type FormatConfig = z.output<typeof FormatSchema>;
 export type TaskSelectorConfig = z.output<typeof TaskSelectorSchema>;
 export type ReplayBufferConfig = z.output<typeof ReplayBufferSchema>;
-export type RolloutModelConfig = z.output<typeof RolloutModelSchema>;
-export type ExplorerConfig = z.output<typeof ExplorerSchema>;
 export type TrainerConfig = Omit<z.output<typeof TrainerSchema>, 'grad_clip' | 'param_dtype' | 'master_dtype'> & {
   grad_clip: number;
   param_dtype: (typeof DTYPES)[number];

@@ -6,10 +6,11 @@ import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../../buffer/
 import { algorithmSettings } from '../../algorithm/config.js';
 import { firstNonNull, omitNulls } from '../../config/mapping.js';
 import { experiencePipelineSettings, taskPipelineSettings } from '../../data/config.js';
+import { explorerSettings, serveSettings } from '../../explorer/config.js';
 import { monitorSettings } from '../../monitor/config.js';
 import { syncSettings, takesTurns } from '../../sync/config.js';
 import { resolveDevice } from '../../../torch/index.js';
-import type { AuxiliaryModelSettings } from '../../auxiliary/index.js';
+import { auxiliaryModelSettings } from '../../auxiliary/config.js';
 import type { DistributedSettings, StageSettings } from '../../settings.js';
 
 function tasksetSettings(t: TasksetSection, isEval: boolean): TasksetConfig {
@@ -63,34 +64,6 @@ function selectorSettings(t: TasksetSection): SelectorConfig {
     ...(selector.feature_keys.length ? { featureKeys: selector.feature_keys } : {}),
     ...kwargs,
   };
-}
-
-/** explorer.auxiliary_models (checked by validation); their devices are resolved where they run (rank 0 explores). */
-function auxiliaryModelSettings(stage: StageConfig, numThreads: number, rank: number): AuxiliaryModelSettings[] {
-  return stage.explorer.auxiliary_models.map((aux, i): AuxiliaryModelSettings => {
-    const name = aux.name ?? `auxiliary_${i}`;
-    if (aux.engine_type === 'openai')
-      return {
-        type: 'openai',
-        name,
-        baseUrl: aux.base_url as string,
-        apiKey: aux.api_key ?? process.env.OPENAI_API_KEY ?? null,
-        modelName: aux.model_name ?? (aux.model_path as string),
-        modelPath: aux.model_path,
-      };
-    const key = `explorer.auxiliary_models.${i}.device`;
-    return {
-      type: 'embedded',
-      name,
-      modelPath: aux.model_path as string,
-      engineNum: aux.engine_num,
-      slots: aux.slots ?? 8,
-      maxLength: aux.max_model_len ?? undefined,
-      dtype: aux.dtype ?? stage.model.dtype,
-      device: rank === 0 && stage.mode !== 'train' ? resolveDevice(aux.device, { key }) : 'cpu',
-      numThreads,
-    };
-  });
 }
 
 /** LoRA settings: unset rank/alpha/target_modules are Trinity's defaults for a new adapter, the adapter's own with a path. */
@@ -151,10 +124,6 @@ export function stageSettings(
   const cores = coreBudget(distributed?.localWorldSize ?? 1);
   const lora = stage.model.lora;
   const firstTaskset = input.tasksets[0];
-  // memory or checkpoint; validation allows only checkpoint for an external server (it loads folders)
-  const weightSync = stage.synchronizer.sync_method;
-  // embedded engines: how many and where (validation checks engine_num against an external pool's base_url list)
-  const { engine_num: engineNum, engine_process: engineProcess } = stage.explorer.rollout_model;
   // devices are resolved where their part runs: an embedded engine on rank 0 of a mode with an explorer (an external
   // server's device is its own; validation refuses one set for it), a trainer in modes both and train
   const rolloutSetting = stage.explorer.rollout_model.device;
@@ -201,40 +170,19 @@ export function stageSettings(
     evalInterval: stage.explorer.eval_interval,
     evalOnStartup: stage.explorer.eval_on_startup,
     bench: { onLatestCheckpoint: stage.explorer.bench_on_latest_checkpoint },
-    explorer: {
-      name: stage.explorer.name ?? 'explorer',
-      runnerPerModel: stage.explorer.runner_per_model,
-      maxTimeout: stage.explorer.max_timeout,
-      maxRetryTimes: stage.explorer.max_retry_times,
-      slots: stage.explorer.rollout_model.slots,
+    explorer: explorerSettings(stage.explorer, {
+      modelPath,
       maxLength: stage.model.max_model_len,
-      defaultWorkflow: input.default_workflow_type ?? 'simple_workflow',
+      defaultWorkflowType: input.default_workflow_type,
+      weightSync: stage.synchronizer.sync_method,
       device: rolloutDevice,
-      engine:
-        stage.explorer.rollout_model.engine_type === 'openai'
-          ? {
-              type: 'openai',
-              baseUrl: stage.explorer.rollout_model.base_url as string | string[],
-              apiKey: stage.explorer.rollout_model.api_key ?? process.env.OPENAI_API_KEY ?? null,
-              modelName: stage.explorer.rollout_model.model_name ?? modelPath,
-            }
-          : {
-              type: 'embedded',
-              weightSync,
-              engineNum,
-              engineProcess,
-            },
-    },
-    auxiliaryModels: auxiliaryModelSettings(stage, threads.explorer, distributed?.rank ?? 0),
-    serve: {
-      host: stage.explorer.listen_address,
-      port: stage.explorer.proxy_port,
-      apiKey: stage.explorer.api_key ?? process.env.TRINITY_API_KEY ?? null,
-      maxTokens: stage.explorer.serve_max_tokens,
-      maxPromptTokens: stage.explorer.serve_max_prompt_tokens,
-      maxBodyBytes: stage.explorer.serve_max_body_bytes,
-      maxN: stage.explorer.serve_max_n,
-    },
+    }),
+    auxiliaryModels: auxiliaryModelSettings(stage.explorer.auxiliary_models, {
+      dtype: stage.model.dtype,
+      numThreads: threads.explorer,
+      explores: (distributed?.rank ?? 0) === 0 && stage.mode !== 'train',
+    }),
+    serve: serveSettings(stage.explorer),
     trainer: {
       saveInterval: stage.trainer.save_interval > 0 ? stage.trainer.save_interval : Number.MAX_SAFE_INTEGER,
       maxCheckpointsToKeep: stage.trainer.max_checkpoints_to_keep,

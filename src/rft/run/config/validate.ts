@@ -12,7 +12,9 @@ import { closestName } from '../../../util/did-you-mean.js';
 import { tableNameProblem } from '../../buffer/sql-names.js';
 import type { ConfigProblem } from '../../config/errors.js';
 import { type AlgorithmResolver, resolveAlgorithmSection } from '../../algorithm/config.js';
+import { checkAuxiliaryModels } from '../../auxiliary/config.js';
 import { resolveDataProcessor } from '../../data/config.js';
+import { checkRolloutModel } from '../../explorer/config.js';
 import { checkMonitor } from '../../monitor/config.js';
 import { resolveSynchronizer } from '../../sync/config.js';
 import { parseWith } from '../../config/parse.js';
@@ -317,11 +319,6 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
         'fine-tuning: remove it or set it equal',
     );
   let explorer = input.explorer;
-  if (remoteEngine && explorer.rollout_model.device !== 'auto')
-    problem(
-      'explorer.rollout_model.device',
-      `places the embedded engine; an external server (engine_type openai) runs where it was started: remove it`,
-    );
   let trainerDevice = input.trainer.device;
   if (colocate) {
     if (input.synchronizer.sync_method === 'checkpoint')
@@ -379,65 +376,13 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
 
   checkMonitor(input.monitor, problem);
 
-  // rollout model
-  const rollout = explorer.rollout_model;
-  if (rollout.engine_type === 'openai') {
-    if (rollout.base_url === null) problem('explorer.rollout_model.base_url', 'is required with engine_type openai');
-    const servers = Array.isArray(rollout.base_url) ? rollout.base_url.length : 1;
-    if (rollout.engine_num !== 1 && rollout.engine_num !== servers)
-      problem(
-        'explorer.rollout_model.engine_num',
-        `(${rollout.engine_num}) an external pool has one engine per base_url (${servers} given): list the servers in ` +
-          'base_url, and set engine_num to their number or leave it out',
-      );
-    if (Array.isArray(rollout.base_url) && new Set(rollout.base_url).size !== rollout.base_url.length)
-      problem('explorer.rollout_model.base_url', 'lists a server twice: each base_url is one server of the pool');
-    if (rollout.engine_process)
-      problem(
-        'explorer.rollout_model.engine_process',
-        "starts embedded engines in processes of their own: use engine_type 'embedded'",
-      );
-  } else if (mode === 'serve' && rollout.engine_process) {
-    problem('explorer.rollout_model.engine_process', 'mode serve runs its engines on threads of its own process: remove it');
-  } else {
-    for (const key of ['base_url', 'api_key', 'model_name'] as const) {
-      if (rollout[key] !== null) problem(`explorer.rollout_model.${key}`, "is only used with engine_type 'openai'");
-    }
-  }
-
+  // as written: mode colocate's shared device (above) is not the rollout model's own setting
+  checkRolloutModel(input.explorer.rollout_model, mode, problem);
   // auxiliary models (src/rft/auxiliary): the explorer's workflows and rewards call them
-  const auxiliaryNames = new Map<string, number>();
-  for (const [i, aux] of explorer.auxiliary_models.entries()) {
-    const at = `explorer.auxiliary_models.${i}`;
-    const name = aux.name ?? `auxiliary_${i}`;
-    const earlier = auxiliaryNames.get(name);
-    if (earlier !== undefined)
-      problem(`${at}.name`, `'${name}' is also the name of explorer.auxiliary_models.${earlier}: names must differ`);
-    auxiliaryNames.set(name, i);
-    if (aux.engine_type === 'embedded') {
-      if (aux.model_path === null)
-        problem(`${at}.model_path`, 'is required with engine_type embedded (a Hugging Face model folder)');
-      for (const key of ['base_url', 'api_key', 'model_name'] as const)
-        if (aux[key] !== null) problem(`${at}.${key}`, "is only used with engine_type 'openai'");
-    } else {
-      if (aux.base_url === null) problem(`${at}.base_url`, 'is required with engine_type openai (the server, …/v1)');
-      if (aux.engine_num !== 1)
-        problem(`${at}.engine_num`, 'an external endpoint is one server: set 1 (put several behind a load balancer)');
-      for (const key of ['slots', 'max_model_len', 'dtype'] as const)
-        if (aux[key] !== null) problem(`${at}.${key}`, "is only used with engine_type 'embedded'; the server has its own");
-      if (aux.device !== 'auto')
-        problem(`${at}.device`, 'places an embedded engine; an external server runs where it was started: remove it');
-    }
-  }
-  const explores = mode === 'both' || mode === 'explore' || mode === 'bench';
-  if (explorer.auxiliary_models.length > 0 && context.runnable && context.stageName === undefined && !explores)
-    problem('explorer.auxiliary_models', `are called by the explorer's workflows; mode ${mode} runs none: remove them`);
+  const singleStageRun = context.runnable && context.stageName === undefined;
+  checkAuxiliaryModels(explorer.auxiliary_models, { mode, singleStageRun }, problem);
 
-  const dataProcessor = resolveDataProcessor(
-    input.data_processor,
-    { mode, singleStageRun: context.runnable && context.stageName === undefined, tasksets },
-    problem,
-  );
+  const dataProcessor = resolveDataProcessor(input.data_processor, { mode, singleStageRun, tasksets }, problem);
 
   // what each mode needs (Trinity's GlobalConfigValidator / BufferConfigValidator, made explicit)
   if (context.runnable) {
