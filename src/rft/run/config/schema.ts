@@ -13,7 +13,6 @@ import {
   args,
   bool,
   DTYPES,
-  deviceSetting,
   intIn,
   MAX_EXPERIENCES_PER_STEP,
   MAX_REPEAT_TIMES,
@@ -28,6 +27,7 @@ import {
 } from '../../config/value-schemas.js';
 import { type MonitorConfig, MonitorSchema } from '../../monitor/config.js';
 import { type SynchronizerConfig, SynchronizerSchema } from '../../sync/config.js';
+import { type TrainerConfig, TrainerSchema } from '../../trainer/config.js';
 import { type AlgorithmConfig, AlgorithmSchema } from '../../algorithm/config.js';
 import { type DataProcessorConfig, DataProcessorSchema } from '../../data/config.js';
 import { type ExplorerConfig, ExplorerSchema } from '../../explorer/config.js';
@@ -55,6 +55,7 @@ export {
   type TaskPipelineConfig,
   TaskPipelineSchema,
 } from '../../data/config.js';
+export { StopWhenSchema, type TrainerConfig, TrainerSchema } from '../../trainer/config.js';
 export { MONITOR_TYPES, type MonitorConfig, MonitorSchema, type MonitorType } from '../../monitor/config.js';
 export {
   SYNC_METHODS,
@@ -221,41 +222,6 @@ export const BufferSchema = z.strictObject({
   trainer_input: TrainerInputSchema.prefault({}),
 });
 
-// --- trainer ------------------------------------------------------------------------------------------------------
-
-/**
- * trainer.stop_when (not in Trinity): a mode-train stage (e.g. an SFT warm-up) evaluates the eval tasksets every
- * explorer.eval_interval train steps and ends at the first evaluation whose `metric` (as logged:
- * eval/<taskset>/mean@1, eval/<taskset>/pass@8, ...) is >= at_least (or <= at_most); total_steps stays the most it
- * trains. One of at_least / at_most.
- */
-export const StopWhenSchema = z.strictObject({
-  metric: nonEmpty(),
-  at_least: numIn(-1e12, 1e12).nullable().default(null), // [-1e12, 1e12]
-  at_most: numIn(-1e12, 1e12).nullable().default(null), // [-1e12, 1e12]
-});
-
-export const TrainerSchema = z.strictObject({
-  save_interval: intIn(0, MAX_STEPS).default(0), // [0, 1e9] train steps; 0: only at the end
-  max_checkpoints_to_keep: intIn(0, MAX_STEPS).default(0), // [0, 1e9]; 0: keep all
-  grad_clip: numIn(0, 1e6, true).nullable().default(null), // (0, 1e6] max gradient norm; derived: algorithm.optimizer.clip_grad, else 1.0
-  micro_batch_size: intIn(1, MAX_EXPERIENCES_PER_STEP).default(1), // [1, 65536]; Trinity/veRL ppo_micro_batch_size_per_gpu 1
-  gradient_checkpointing: bool().default(true), // veRL enable_gradient_checkpointing true
-  device: deviceSetting(), // auto: cuda when a GPU is visible (a rank's own: LOCAL_RANK), else cpu
-  // mixed precision as verl's FSDP (mixed_precision.param_dtype bf16 over float32 parameters and optimizer state)
-  param_dtype: z.enum(DTYPES).nullable().default(null), // derived: model.dtype; forward/backward dtype
-  master_dtype: z.enum(DTYPES).nullable().default(null), // derived: float32 (with LoRA: param_dtype); weights the optimizer updates
-  zero_stage: z // 1: ZeRO-1, AdamW state sharded over the data-parallel ranks
-    .literal([0, 1], {
-      error:
-        'must be 0 (off) or 1 (ZeRO-1: AdamW state sharded over the ranks); ZeRO stages 2 and 3 (gradients, parameters sharded) are not implemented',
-    })
-    .default(0),
-  distributed_timeout: numIn(0, MAX_TIMEOUT_SECONDS, true).default(600), // (0, 2147483] seconds a data-parallel rank waits in a collective (veRL nccl_timeout 600)
-  total_steps: intIn(1, MAX_STEPS).nullable().default(null), // [1, 1e9]; null: until the buffer runs out
-  stop_when: StopWhenSchema.nullable().default(null), // mode train: end the stage once an eval metric reaches a value
-});
-
 // --- the whole file -----------------------------------------------------------------------------------------------
 
 /** The sections a stage may override (Trinity's StageConfig, plus synchronizer). */
@@ -302,11 +268,6 @@ export type LoraConfig = z.output<typeof LoraSchema>;
 export type FormatConfig = z.output<typeof FormatSchema>;
 export type TaskSelectorConfig = z.output<typeof TaskSelectorSchema>;
 export type ReplayBufferConfig = z.output<typeof ReplayBufferSchema>;
-export type TrainerConfig = Omit<z.output<typeof TrainerSchema>, 'grad_clip' | 'param_dtype' | 'master_dtype'> & {
-  grad_clip: number;
-  param_dtype: (typeof DTYPES)[number];
-  master_dtype: (typeof DTYPES)[number];
-};
 export type ModelConfig = Omit<
   z.output<typeof ModelSchema>,
   'critic_model_path' | 'max_prompt_tokens' | 'max_response_tokens' | 'max_model_len'

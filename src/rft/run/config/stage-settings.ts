@@ -7,6 +7,7 @@ import { algorithmSettings } from '../../algorithm/config.js';
 import { firstNonNull, omitNulls } from '../../config/mapping.js';
 import { experiencePipelineSettings, taskPipelineSettings } from '../../data/config.js';
 import { explorerSettings, serveSettings } from '../../explorer/config.js';
+import { trainerSettings } from '../../trainer/config.js';
 import { monitorSettings } from '../../monitor/config.js';
 import { syncSettings, takesTurns } from '../../sync/config.js';
 import { resolveDevice } from '../../../torch/index.js';
@@ -183,24 +184,8 @@ export function stageSettings(
       explores: (distributed?.rank ?? 0) === 0 && stage.mode !== 'train',
     }),
     serve: serveSettings(stage.explorer),
-    trainer: {
-      saveInterval: stage.trainer.save_interval > 0 ? stage.trainer.save_interval : Number.MAX_SAFE_INTEGER,
-      maxCheckpointsToKeep: stage.trainer.max_checkpoints_to_keep,
-      microBatchSize: stage.trainer.micro_batch_size,
-      gradientCheckpointing: stage.trainer.gradient_checkpointing,
-      paramDtype: stage.trainer.param_dtype,
-      masterDtype: stage.trainer.master_dtype,
-      device: trainerDevice,
-      distributedTimeoutMs: stage.trainer.distributed_timeout * 1000,
-      zeroStage: stage.trainer.zero_stage,
-      stopWhen: stage.trainer.stop_when
-        ? {
-            metric: stage.trainer.stop_when.metric,
-            atLeast: stage.trainer.stop_when.at_least,
-            atMost: stage.trainer.stop_when.at_most,
-          }
-        : null,
-    },
+    trainer: trainerSettings(stage.trainer, trainerDevice),
+
     sync: syncSettings(stage.synchronizer),
     buffer: {
       storageType: experienceBuffer.storage_type,

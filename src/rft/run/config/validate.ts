@@ -15,6 +15,7 @@ import { type AlgorithmResolver, resolveAlgorithmSection } from '../../algorithm
 import { checkAuxiliaryModels } from '../../auxiliary/config.js';
 import { resolveDataProcessor } from '../../data/config.js';
 import { checkRolloutModel } from '../../explorer/config.js';
+import { checkStopWhen, trainerDtypes } from '../../trainer/config.js';
 import { checkMonitor } from '../../monitor/config.js';
 import { resolveSynchronizer } from '../../sync/config.js';
 import { parseWith } from '../../config/parse.js';
@@ -307,17 +308,7 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
   const remoteEngine = input.explorer.rollout_model.engine_type === 'openai';
   const engineProcess = input.explorer.rollout_model.engine_process;
   const sync = resolveSynchronizer(input.synchronizer, { mode, remoteEngine, engineProcess }, problem);
-  // mixed precision: compute in param_dtype, keep master weights and optimizer state in master_dtype
-  const paramDtype = input.trainer.param_dtype ?? input.model.dtype;
-  const masterDtype = input.trainer.master_dtype ?? (input.model.lora === null ? 'float32' : paramDtype);
-  if (paramDtype === 'float32' && masterDtype === 'bfloat16')
-    problem('trainer.master_dtype', "bfloat16 master weights under float32 compute lose precision for nothing: use 'float32'");
-  if (input.model.lora !== null && masterDtype !== paramDtype)
-    problem(
-      'trainer.master_dtype',
-      `LoRA adapters train in one dtype (param_dtype ${paramDtype}); master_dtype ${masterDtype} is for full ` +
-        'fine-tuning: remove it or set it equal',
-    );
+  const dtypes = trainerDtypes(input.trainer, input.model, problem);
   let explorer = input.explorer;
   let trainerDevice = input.trainer.device;
   if (colocate) {
@@ -350,29 +341,16 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
     }
   }
 
-  // trainer.stop_when: a train stage over a dataset evaluates between its steps and ends at the target
-  const stopWhen = input.trainer.stop_when;
-  if (stopWhen !== null) {
-    const at = 'trainer.stop_when';
-    if ((stopWhen.at_least === null) === (stopWhen.at_most === null))
-      problem(at, 'give one of at_least or at_most: the value the metric must reach for the stage to end');
-    if (context.runnable && (mode !== 'train' || experienceBuffer.storage_type !== 'file'))
-      problem(
-        at,
-        `ends a mode-train stage that learns from a dataset (storage_type file: SFT, DPO) early; this stage is mode ${mode}` +
-          (mode === 'train' ? ` reading storage_type ${experienceBuffer.storage_type}` : '') +
-          ' (stopping explorers and trainer together is not implemented)',
-      );
-    const [scope, taskset, statistic] = stopWhen.metric.split('/');
-    const names = evalTasksets.map((t) => t.name);
-    if (scope !== 'eval' || taskset === undefined || statistic === undefined || !/^(mean|best|worst|pass)@\d+$/.test(statistic))
-      problem(`${at}.metric`, `'${stopWhen.metric}' is not an eval metric: write eval/<taskset>/<mean@k|best@k|worst@k|pass@k>`);
-    else if (!names.includes(taskset))
-      problem(
-        `${at}.metric`,
-        `names eval taskset '${taskset}', which is not in buffer.explorer_input.eval_tasksets (${names.join(', ') || 'none set'})`,
-      );
-  }
+  checkStopWhen(
+    input.trainer.stop_when,
+    {
+      runnable: context.runnable,
+      mode,
+      storageType: experienceBuffer.storage_type,
+      evalTasksets: evalTasksets.map((t) => t.name),
+    },
+    problem,
+  );
 
   checkMonitor(input.monitor, problem);
 
@@ -464,8 +442,7 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
       ...input.trainer,
       device: trainerDevice,
       grad_clip: algorithm.optimizer.clip_grad,
-      param_dtype: paramDtype,
-      master_dtype: masterDtype,
+      ...dtypes,
     },
     synchronizer: sync,
     monitor: input.monitor,
