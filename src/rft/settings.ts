@@ -8,6 +8,7 @@
 import type { ModelDType } from '../model/index.js';
 import type { AuxiliaryModelSettings } from './auxiliary/index.js';
 import type { DatasetFormat, SelectorConfig, TasksetConfig } from './buffer/index.js';
+import type { ExperienceBufferSettings } from './buffer/config.js';
 import type { MonitorArgs, MonitorType, ProgressReporter } from './monitor/index.js';
 import type { TaskPipelineSettings } from './data/task-pipeline/types.js';
 import type { ExperiencePipelineSettings } from './data/experience-pipeline/index.js';
@@ -126,25 +127,7 @@ export interface StageSettings {
     maxStaleness: number | null;
   };
   /** Experience buffer: in memory (mode both), a shared SQLite file (explore/train), or a dataset file (train: SFT). */
-  buffer: {
-    storageType: 'queue' | 'sql' | 'file';
-    /** experience_buffer.name: the buffer's table (storage_type sql, SQLite or PostgreSQL) and its name in messages. */
-    name: string;
-    path: string | null;
-    capacity: number;
-    /** The longest a trainer read waits for a batch (experience_buffer.max_read_timeout). */
-    maxReadTimeoutMs: number;
-    format?: DatasetFormat;
-    /** Priority replay instead of FIFO (experience_buffer.replay_buffer): in memory (queue) or in the sql buffer's tables. */
-    replay?: {
-      priorityFn: string;
-      decay: number;
-      /** decay_limit_randomization: uses after which an experience leaves, and the priority noise (priority_fn_args). */
-      useCountLimit?: number;
-      sigma?: number;
-      reuseCooldownMs: number | null;
-    } | null;
-  };
+  buffer: ExperienceBufferSettings;
   monitorTypes: MonitorType[];
   /** The backends' arguments (monitor.monitor_args): W&B base_url/api_key, MLflow uri/username/password. */
   monitorArgs: MonitorArgs;

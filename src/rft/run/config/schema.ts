@@ -9,26 +9,12 @@
 // left empty takes its default; numbers and booleans written as strings ("8", "true", e.g. from ${ENV}) are accepted
 // as OmegaConf does, and numbers where a string is expected become strings (`name: 7`).
 import { z } from 'zod';
-import {
-  args,
-  bool,
-  DTYPES,
-  intIn,
-  MAX_EXPERIENCES_PER_STEP,
-  MAX_REPEAT_TIMES,
-  MAX_STEPS,
-  MAX_TASKS_PER_STEP,
-  MAX_TIMEOUT_SECONDS,
-  MAX_TOKENS,
-  nonEmpty,
-  num,
-  numIn,
-  str,
-} from '../../config/value-schemas.js';
+import { args, bool, DTYPES, intIn, MAX_TOKENS, nonEmpty, num, numIn, str } from '../../config/value-schemas.js';
 import { type MonitorConfig, MonitorSchema } from '../../monitor/config.js';
 import { type SynchronizerConfig, SynchronizerSchema } from '../../sync/config.js';
 import { type TrainerConfig, TrainerSchema } from '../../trainer/config.js';
 import { type AlgorithmConfig, AlgorithmSchema } from '../../algorithm/config.js';
+import { type BufferConfig, BufferSchema } from '../../buffer/config.js';
 import { type DataProcessorConfig, DataProcessorSchema } from '../../data/config.js';
 import { type ExplorerConfig, ExplorerSchema } from '../../explorer/config.js';
 
@@ -40,6 +26,34 @@ export {
   OptimizerSchema,
 } from '../../algorithm/config.js';
 export { AuxiliaryModelSchema } from '../../auxiliary/config.js';
+export {
+  type BufferConfig,
+  BufferSchema,
+  type DatasetConfig,
+  DatasetSchema,
+  type ExperienceBufferConfig,
+  ExperienceBufferSchema,
+  type ReplayBufferConfig,
+  ReplayBufferSchema,
+  STORAGE_TYPES,
+  type StorageType,
+  type TrainerInputConfig,
+  TrainerInputSchema,
+} from '../../buffer/config.js';
+export {
+  type ExplorerInputConfig,
+  ExplorerInputSchema,
+  type FormatConfig,
+  FormatSchema,
+  PROMPT_TYPES,
+  type RolloutArgs,
+  RolloutArgsSchema,
+  SELECTOR_TYPES,
+  type TaskSelectorConfig,
+  TaskSelectorSchema,
+  type TasksetConfig,
+  TasksetSchema,
+} from '../../buffer/taskset-config.js';
 export {
   type ExplorerConfig,
   ExplorerSchema,
@@ -69,12 +83,8 @@ export {
 export const MODES = ['both', 'explore', 'train', 'bench', 'serve'] as const;
 /** The modes a config may name: MODES and Trinity's colocate (mode both on one GPU, weights synced in memory). */
 export const CONFIG_MODES = [...MODES, 'colocate'] as const;
-export const STORAGE_TYPES = ['queue', 'sql', 'file'] as const;
-export const SELECTOR_TYPES = ['sequential', 'shuffle', 'random', 'offline_easy2hard', 'difficulty_based'] as const;
-export const PROMPT_TYPES = ['messages', 'plaintext'] as const;
 
 export type Mode = (typeof MODES)[number];
-export type StorageType = (typeof STORAGE_TYPES)[number];
 
 // --- model ------------------------------------------------------------------------------------------------------
 
@@ -100,126 +110,6 @@ export const ModelSchema = z.strictObject({
   max_model_len: intIn(1, MAX_TOKENS).nullable().default(null), // [1, 2^20]; derived: max_prompt_tokens + max_response_tokens
   dtype: z.enum(DTYPES).default('bfloat16'), // Trinity rollout_model.dtype bfloat16
   lora: LoraSchema.nullable().default(null), // null: full fine-tuning
-});
-
-// --- buffer -----------------------------------------------------------------------------------------------------
-
-/** How the rows of a dataset become tasks or training samples (Trinity's FormatConfig). */
-export const FormatSchema = z.strictObject({
-  prompt_type: z.enum(PROMPT_TYPES).default('messages'),
-  prompt_key: nonEmpty().default('prompt'),
-  response_key: nonEmpty().default('response'),
-  messages_key: nonEmpty().default('message'),
-  tools_key: nonEmpty().default('tools'),
-  system_prompt_key: str().nullable().default(null),
-  system_prompt: str().nullable().default(null),
-  reply_prefix: str().nullable().default(null), // assistant prefill, e.g. "<think>"
-  workflow_key: str().nullable().default(null), // Trinity '' (none)
-  reward_fn_key: str().nullable().default(null), // Trinity '' (none)
-  chosen_key: nonEmpty().default('chosen'),
-  rejected_key: nonEmpty().default('rejected'),
-  enable_concatenated_multi_turn: bool().default(false), // SFT messages rows: train every assistant turn
-});
-
-/**
- * Trinity's data_selector (task_selector before v0.5.2, still accepted). kwargs: the selector's own arguments,
- * offline_easy2hard {descending}, difficulty_based {target_reward, tau, do_sample, prior_strength}
- * (src/rft/buffer/selector.ts); feature_keys: the numeric columns offline_easy2hard sorts by.
- */
-export const TaskSelectorSchema = z.strictObject({
-  selector_type: z.enum(SELECTOR_TYPES).default('sequential'),
-  seed: num(z.int()).default(42), // any safe integer (|seed| <= 2^53 − 1)
-  feature_keys: z.array(z.string()).default(() => []),
-  kwargs: args().default(() => ({})),
-});
-
-/** Sampling of the rollouts of a taskset (Trinity's GenerationConfig; `n` comes from repeat_times). */
-export const RolloutArgsSchema = z.strictObject({
-  temperature: numIn(0, 100).default(1.0), // [0, 100]
-  top_p: numIn(0, 1, true).default(1.0), // (0, 1]
-  top_k: intIn(-1, MAX_TOKENS).default(-1), // [-1, 2^20]; -1: off
-  min_p: numIn(0, 1).default(0), // [0, 1]
-  max_tokens: intIn(1, MAX_TOKENS).nullable().default(null), // [1, 2^20]; derived: model.max_response_tokens
-  seed: intIn(0, Number.MAX_SAFE_INTEGER).nullable().default(null), // [0, 2^53 − 1]
-  stop: z
-    .union([z.string(), z.array(z.string())])
-    .nullable()
-    .default(null),
-  stop_token_ids: z
-    .array(intIn(0, MAX_TOKENS - 1)) // token ids in [0, 2^20); below the model's vocab_size (checked before a run)
-    .nullable()
-    .default(null),
-});
-
-export const TasksetSchema = z.strictObject({
-  name: str().nullable().default(null), // derived: taskset_<i> / eval_taskset_<i>
-  storage_type: z.enum(['file', 'sql']).default('file'), // sql: an SQLite table named after the taskset (raw_task JSON)
-  path: nonEmpty(), // required: a .jsonl/.json/.parquet file, a dataset folder or cached hub id (src/rft/buffer/split.ts), or an SQLite file
-  split: nonEmpty().default('train'), // which split of a folder to read
-  subset_name: nonEmpty().nullable().default(null), // the subset (HF config name) of a dataset folder; null: its default
-  format: FormatSchema.prefault({}),
-  data_selector: TaskSelectorSchema.optional(), // Trinity >= 0.5.2's name
-  task_selector: TaskSelectorSchema.optional(), // derived: data_selector, else sequential (the name before 0.5.2)
-  rollout_args: RolloutArgsSchema.prefault({}),
-  workflow_args: args().default(() => ({})),
-  reward_fn_args: args().default(() => ({})),
-  default_workflow_type: str().nullable().default(null), // derived: explorer_input.default_workflow_type
-  default_reward_fn_type: str().nullable().default(null), // derived: explorer_input.default_reward_fn_type
-  repeat_times: intIn(1, MAX_REPEAT_TIMES).nullable().default(null), // [1, 1024]; derived: algorithm.repeat_times (training), 1 (eval)
-});
-
-export const ExplorerInputSchema = z.strictObject({
-  taskset: TasksetSchema.optional(), // one taskset, or:
-  tasksets: z.array(TasksetSchema).default(() => []), // several, mixed in proportion to their sizes
-  eval_tasksets: z.array(TasksetSchema).default(() => []),
-  default_workflow_type: str().nullable().default(null),
-  default_reward_fn_type: str().nullable().default(null),
-});
-
-export const ReplayBufferSchema = z.strictObject({
-  enable: bool().default(false),
-  priority_fn: nonEmpty().default('linear_decay'),
-  reuse_cooldown_time: numIn(0, MAX_TIMEOUT_SECONDS).nullable().default(null), // [0, 2147483] seconds; null: read once (Trinity: not re-added)
-  priority_fn_args: args().default(() => ({ decay: 2.0 })),
-});
-
-/** Where the trainer reads experiences (Trinity's ExperienceBufferConfig). */
-export const ExperienceBufferSchema = z.strictObject({
-  name: nonEmpty().default('experience_buffer'),
-  storage_type: z.enum(STORAGE_TYPES).default('queue'), // queue: in-process; sql: shared SQLite file or PostgreSQL (postgresql:// path); file: a dataset
-  path: str().nullable().default(null), // derived for sql: <job dir>/buffer/<name>.db; postgresql://user:pass@host:port/db: PostgreSQL
-  capacity: intIn(1, 16_777_216).default(10000), // [1, 2^24] experiences
-  max_read_timeout: numIn(0, MAX_TIMEOUT_SECONDS, true).default(1800), // (0, 2147483] seconds
-  replay_buffer: ReplayBufferSchema.prefault({}),
-  split: nonEmpty().default('train'),
-  subset_name: nonEmpty().nullable().default(null), // the subset (HF config name) of a dataset folder; null: its default
-  format: FormatSchema.prefault({}),
-});
-
-/** A dataset the trainer reads (SFT warm-up data, auxiliary buffers for MIX/CHORD). */
-export const DatasetSchema = z.strictObject({
-  name: str().nullable().default(null), // derived: the key it is listed under
-  storage_type: z.enum(['file', 'sql']).default('file'),
-  path: nonEmpty(), // required
-  split: nonEmpty().default('train'),
-  subset_name: nonEmpty().nullable().default(null), // the subset (HF config name) of a dataset folder; null: its default
-  format: FormatSchema.prefault({}),
-});
-
-export const TrainerInputSchema = z.strictObject({
-  experience_buffer: ExperienceBufferSchema.optional(), // derived: a queue named experience_buffer
-  sft_warmup_dataset: DatasetSchema.nullable().default(null),
-  sft_warmup_steps: intIn(0, MAX_STEPS).default(0), // [0, 1e9]
-  auxiliary_buffers: z.record(z.string(), DatasetSchema).default(() => ({})),
-});
-
-export const BufferSchema = z.strictObject({
-  batch_size: intIn(1, MAX_TASKS_PER_STEP).default(1), // [1, 65536] tasks per explore step
-  train_batch_size: intIn(1, MAX_EXPERIENCES_PER_STEP).nullable().default(null), // [1, 65536] experiences per train step; derived: batch_size * repeat_times
-  total_epochs: intIn(1, 1_000_000).default(1), // [1, 1e6]
-  total_steps: intIn(1, MAX_STEPS).nullable().default(null), // [1, 1e9]; overrides total_epochs
-  explorer_input: ExplorerInputSchema.prefault({}),
-  trainer_input: TrainerInputSchema.prefault({}),
 });
 
 // --- the whole file -----------------------------------------------------------------------------------------------
@@ -265,9 +155,6 @@ export type StageInput = z.output<typeof StageSchema>;
 // --- resolved types (after ./validate.ts fills in the derived keys) --------------------------------------------------
 
 export type LoraConfig = z.output<typeof LoraSchema>;
-export type FormatConfig = z.output<typeof FormatSchema>;
-export type TaskSelectorConfig = z.output<typeof TaskSelectorSchema>;
-export type ReplayBufferConfig = z.output<typeof ReplayBufferSchema>;
 export type ModelConfig = Omit<
   z.output<typeof ModelSchema>,
   'critic_model_path' | 'max_prompt_tokens' | 'max_response_tokens' | 'max_model_len'
@@ -277,43 +164,6 @@ export type ModelConfig = Omit<
   max_prompt_tokens: number;
   max_response_tokens: number;
   max_model_len: number;
-};
-
-export type RolloutArgs = Omit<z.output<typeof RolloutArgsSchema>, 'max_tokens'> & { max_tokens: number };
-
-export type TasksetConfig = Omit<
-  z.output<typeof TasksetSchema>,
-  'name' | 'repeat_times' | 'rollout_args' | 'data_selector' | 'task_selector'
-> & {
-  name: string;
-  /** data_selector, or task_selector (its name before Trinity 0.5.2). */
-  task_selector: TaskSelectorConfig;
-  repeat_times: number;
-  rollout_args: RolloutArgs;
-};
-
-export interface ExplorerInputConfig {
-  /** Training tasksets (`taskset` is moved here as the only item); eval tasksets are those in eval_tasksets. */
-  tasksets: TasksetConfig[];
-  eval_tasksets: TasksetConfig[];
-  default_workflow_type: string | null;
-  default_reward_fn_type: string | null;
-}
-
-export type ExperienceBufferConfig = z.output<typeof ExperienceBufferSchema>;
-export type DatasetConfig = Omit<z.output<typeof DatasetSchema>, 'name'> & { name: string };
-
-export interface TrainerInputConfig {
-  experience_buffer: ExperienceBufferConfig;
-  sft_warmup_dataset: DatasetConfig | null;
-  sft_warmup_steps: number;
-  auxiliary_buffers: Record<string, DatasetConfig>;
-}
-
-export type BufferConfig = Omit<z.output<typeof BufferSchema>, 'train_batch_size' | 'explorer_input' | 'trainer_input'> & {
-  train_batch_size: number;
-  explorer_input: ExplorerInputConfig;
-  trainer_input: TrainerInputConfig;
 };
 
 /** One fully resolved run. */

@@ -1,10 +1,11 @@
 // A stage's settings from its resolved config section (src/rft/config): the one place config key names become the
 // plain StageSettings the loops read (src/rft/settings.ts). The config coverage test walks every schema key through here.
 import { availableParallelism } from 'node:os';
-import type { FormatConfig, LoraConfig, StageConfig, TasksetConfig as TasksetSection } from './index.js';
-import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../../buffer/index.js';
+import type { LoraConfig, StageConfig } from './index.js';
+import { auxiliaryDatasetSettings, experienceBufferSettings } from '../../buffer/config.js';
+import { selectorSettings, tasksetSettings } from '../../buffer/taskset-config.js';
 import { algorithmSettings } from '../../algorithm/config.js';
-import { firstNonNull, omitNulls } from '../../config/mapping.js';
+import { firstNonNull } from '../../config/mapping.js';
 import { experiencePipelineSettings, taskPipelineSettings } from '../../data/config.js';
 import { explorerSettings, serveSettings } from '../../explorer/config.js';
 import { trainerSettings } from '../../trainer/config.js';
@@ -13,59 +14,6 @@ import { syncSettings, takesTurns } from '../../sync/config.js';
 import { resolveDevice } from '../../../torch/index.js';
 import { auxiliaryModelSettings } from '../../auxiliary/config.js';
 import type { DistributedSettings, StageSettings } from '../../settings.js';
-
-function tasksetSettings(t: TasksetSection, isEval: boolean): TasksetConfig {
-  const f = t.format;
-  // the selector's feature columns are read into task.features (eval tasksets have no selector)
-  const featureKeys = isEval ? [] : t.task_selector.feature_keys;
-  return {
-    name: t.name,
-    path: t.path,
-    split: t.split,
-    subset: t.subset_name,
-    storageType: t.storage_type,
-    format: omitNulls({
-      promptKey: f.prompt_key,
-      responseKey: f.response_key,
-      ...(f.prompt_type === 'messages' && f.messages_key !== 'message' ? { messagesKey: f.messages_key } : {}),
-      systemPromptKey: f.system_prompt_key,
-      systemPrompt: f.system_prompt,
-      replyPrefix: f.reply_prefix,
-      workflowKey: f.workflow_key,
-      rewardFnKey: f.reward_fn_key,
-      toolsKey: f.tools_key,
-      ...(featureKeys.length > 0 ? { featureKeys } : {}),
-    }),
-    ...(t.default_workflow_type ? { defaultWorkflowType: t.default_workflow_type } : {}),
-    ...(t.default_reward_fn_type ? { defaultRewardFnType: t.default_reward_fn_type } : {}),
-    workflowArgs: t.workflow_args,
-    rewardFnArgs: t.reward_fn_args,
-    rolloutArgs: omitNulls({ ...t.rollout_args, top_k: t.rollout_args.top_k < 0 ? null : t.rollout_args.top_k }),
-    isEval,
-  };
-}
-
-/** data_selector.kwargs (snake_case, checked by the config's validation) as SelectorConfig fields. */
-const SELECTOR_KWARGS: Readonly<Record<string, keyof SelectorConfig>> = {
-  descending: 'descending',
-  target_reward: 'targetReward',
-  tau: 'tau',
-  do_sample: 'doSample',
-  prior_strength: 'priorStrength',
-};
-
-function selectorSettings(t: TasksetSection): SelectorConfig {
-  const selector = t.task_selector;
-  const kwargs = Object.fromEntries(
-    Object.entries(selector.kwargs).map(([key, value]) => [SELECTOR_KWARGS[key] ?? key, value]),
-  ) as Partial<SelectorConfig>;
-  return {
-    selectorType: selector.selector_type,
-    seed: selector.seed,
-    ...(selector.feature_keys.length ? { featureKeys: selector.feature_keys } : {}),
-    ...kwargs,
-  };
-}
 
 /** LoRA settings: unset rank/alpha/target_modules are Trinity's defaults for a new adapter, the adapter's own with a path. */
 function loraSettings(lora: LoraConfig): NonNullable<StageSettings['lora']> {
@@ -77,21 +25,6 @@ function loraSettings(lora: LoraConfig): NonNullable<StageSettings['lora']> {
     dropout: lora.dropout,
     targetModules: targets === null || Array.isArray(targets) ? targets : targets === 'all-linear' ? 'all-linear' : [targets],
   };
-}
-
-/** How a dataset's rows become SFT samples (the format keys, split and subset of an experience or auxiliary buffer). */
-function datasetFormat(format: FormatConfig, split: string, subset: string | null): DatasetFormat {
-  return omitNulls({
-    split,
-    subset,
-    promptKey: format.prompt_key,
-    responseKey: format.response_key,
-    ...(format.prompt_type === 'messages' && format.messages_key !== 'message' ? { messagesKey: format.messages_key } : {}),
-    systemPromptKey: format.system_prompt_key,
-    systemPrompt: format.system_prompt,
-    toolsKey: format.tools_key,
-    enableConcatenatedMultiTurn: format.enable_concatenated_multi_turn,
-  });
 }
 
 /**
@@ -187,41 +120,9 @@ export function stageSettings(
     trainer: trainerSettings(stage.trainer, trainerDevice),
 
     sync: syncSettings(stage.synchronizer),
-    buffer: {
-      storageType: experienceBuffer.storage_type,
-      name: experienceBuffer.name,
-      replay: experienceBuffer.replay_buffer.enable
-        ? {
-            priorityFn: experienceBuffer.replay_buffer.priority_fn,
-            decay: Number(experienceBuffer.replay_buffer.priority_fn_args.decay ?? 2),
-            ...omitNulls({
-              useCountLimit: (experienceBuffer.replay_buffer.priority_fn_args.use_count_limit as number | undefined) ?? null,
-              sigma: (experienceBuffer.replay_buffer.priority_fn_args.sigma as number | undefined) ?? null,
-            }),
-            reuseCooldownMs:
-              experienceBuffer.replay_buffer.reuse_cooldown_time === null
-                ? null
-                : experienceBuffer.replay_buffer.reuse_cooldown_time * 1000,
-          }
-        : null,
-      path: experienceBuffer.path,
-      capacity: experienceBuffer.capacity,
-      maxReadTimeoutMs: experienceBuffer.max_read_timeout * 1000,
-      format: {
-        ...datasetFormat(experienceBuffer.format, experienceBuffer.split, experienceBuffer.subset_name),
-        ...omitNulls({ chosenKey: experienceBuffer.format.chosen_key, rejectedKey: experienceBuffer.format.rejected_key }),
-      },
-    },
+    buffer: experienceBufferSettings(experienceBuffer),
     ...monitorSettings(stage.monitor),
-    auxiliaryDatasets: Object.fromEntries(
-      Object.values(stage.buffer.trainer_input.auxiliary_buffers).map((d) => [
-        d.name, // the key it is listed under (validated)
-        {
-          path: d.path,
-          format: datasetFormat(d.format, d.split, d.subset_name),
-        },
-      ]),
-    ),
+    auxiliaryDatasets: auxiliaryDatasetSettings(stage.buffer.trainer_input.auxiliary_buffers),
     experiencePipeline: experiencePipelineSettings(stage.data_processor.experience_pipeline, stage.checkpoint_job_dir),
     seed: firstTaskset?.task_selector.seed ?? 42,
     threads,

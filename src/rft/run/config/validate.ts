@@ -8,11 +8,10 @@
 // module arguments belong to the other algorithm). The top level of a multi-stage file is not run by itself, so the
 // rules about what each mode needs apply only to the stages.
 import { join, resolve } from 'node:path';
-import { closestName } from '../../../util/did-you-mean.js';
-import { tableNameProblem } from '../../buffer/sql-names.js';
 import type { ConfigProblem } from '../../config/errors.js';
 import { type AlgorithmResolver, resolveAlgorithmSection } from '../../algorithm/config.js';
 import { checkAuxiliaryModels } from '../../auxiliary/config.js';
+import { resolveBuffer } from '../../buffer/config.js';
 import { resolveDataProcessor } from '../../data/config.js';
 import { checkRolloutModel } from '../../explorer/config.js';
 import { checkStopWhen, trainerDtypes } from '../../trainer/config.js';
@@ -20,22 +19,8 @@ import { checkMonitor } from '../../monitor/config.js';
 import { resolveSynchronizer } from '../../sync/config.js';
 import { parseWith } from '../../config/parse.js';
 import { refusalProblems } from '../../config/refusals.js';
-import {
-  ConfigSchema,
-  type Mode,
-  type TaskSelectorConfig,
-  TaskSelectorSchema,
-  type Config,
-  type DatasetConfig,
-  ExperienceBufferSchema,
-  type RunConfig,
-  type RunInput,
-  RunSchema,
-  type StageConfig,
-  type TasksetConfig,
-} from './schema.js';
-import { MAX_EXPERIENCES_PER_STEP } from '../../config/value-schemas.js';
-import { deepMerge, describeValue, getIn, isMapping, joinPath, type Segment, type Tree } from '../../config/source.js';
+import { ConfigSchema, type Mode, type Config, type RunConfig, type RunInput, RunSchema, type StageConfig } from './schema.js';
+import { deepMerge, getIn, isMapping, joinPath, type Segment, type Tree } from '../../config/source.js';
 
 export interface ValidateOptions {
   /** Folder for the default checkpoint_root_dir (`./checkpoints`); default process.cwd(). */
@@ -51,50 +36,6 @@ interface RunContext extends ValidateOptions {
   runnable: boolean;
   stageName?: string;
 }
-
-/** Each selector's own arguments (data_selector.kwargs, snake_case as Trinity's), by selector type. */
-const SELECTOR_KWARGS: Readonly<Record<TaskSelectorConfig['selector_type'], Readonly<Record<string, 'number' | 'boolean'>>>> = {
-  sequential: {},
-  shuffle: {},
-  random: {},
-  offline_easy2hard: { descending: 'boolean' },
-  difficulty_based: { target_reward: 'number', tau: 'number', do_sample: 'boolean', prior_strength: 'number' },
-};
-
-/** Checks a selector's kwargs against its type and that feature_keys are given where the selector needs them. */
-function checkSelector(selector: TaskSelectorConfig, path: string, problem: (path: string, message: string) => void): void {
-  const allowed = SELECTOR_KWARGS[selector.selector_type];
-  for (const [key, value] of Object.entries(selector.kwargs)) {
-    const type = allowed[key];
-    if (type === undefined) {
-      const known = Object.keys(allowed);
-      const best = closestName(key, known);
-      const hint =
-        known.length === 0 ? 'it takes none' : best !== null ? `did you mean '${best}'?` : `expected one of: ${known.join(', ')}`;
-      problem(`${path}.kwargs.${key}`, `unknown argument of selector_type ${selector.selector_type}; ${hint}`);
-    } else if (typeof value !== type) {
-      problem(`${path}.kwargs.${key}`, `expected a ${type}, got ${describeValue(value)}`);
-    }
-  }
-  if (selector.selector_type === 'offline_easy2hard' && selector.feature_keys.length === 0) {
-    problem(`${path}.feature_keys`, 'offline_easy2hard sorts tasks by these columns: set at least one');
-  }
-  if (selector.selector_type === 'difficulty_based' && selector.feature_keys.length > 1) {
-    problem(
-      `${path}.feature_keys`,
-      "difficulty_based takes one prior pass-rate column (e.g. the task pipeline's pass_rate); interpolating several reference models' pass rates is not supported",
-    );
-  }
-  if (['sequential', 'shuffle', 'random'].includes(selector.selector_type) && selector.feature_keys.length > 0) {
-    problem(`${path}.feature_keys`, `selector_type ${selector.selector_type} does not read features: remove them`);
-  }
-}
-
-/** priority_fn_args by priority function (Trinity's linear_decay and decay_limit_randomization). */
-const PRIORITY_FN_ARGS: Readonly<Record<string, readonly string[]>> = {
-  linear_decay: ['decay'],
-  decay_limit_randomization: ['decay', 'use_count_limit', 'sigma'],
-};
 
 /** Fills in the derived keys of a schema-checked run and checks the rules between keys. */
 export function resolveRun(input: RunInput, context: RunContext, problems: ConfigProblem[]): RunConfig {
@@ -156,155 +97,26 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
   const repeatTimes = algorithm.repeat_times;
   const offline = algorithm.algorithm_type === 'sft' || algorithm.algorithm_type === 'dpo';
 
-  // buffer sizes (Trinity's BufferConfigValidator)
-  const buffer = input.buffer;
-  let trainBatchSize = buffer.train_batch_size;
-  if (trainBatchSize === null) {
-    if (mode === 'train' || offline) {
-      const why = mode === 'train' ? "mode is 'train'" : `algorithm_type is '${algorithm.algorithm_type}'`;
-      problem('buffer.train_batch_size', `is required when ${why} (there are no explore steps to derive it from)`);
-    }
-    trainBatchSize = buffer.batch_size * repeatTimes;
-  }
-  // an explore step holds all its experiences at once (each key alone is bounded by the schema, their product here)
-  const explored = buffer.batch_size * repeatTimes;
-  if ((mode === 'both' || mode === 'explore') && !offline && explored > MAX_EXPERIENCES_PER_STEP) {
-    problem(
-      'buffer.batch_size',
-      `× algorithm.repeat_times (${buffer.batch_size} × ${repeatTimes} = ${explored}) experiences per explore step ` +
-        `exceeds ${MAX_EXPERIENCES_PER_STEP}: lower one of them`,
-    );
-  }
-
-  // tasksets: one list, names, inherited defaults
-  const explorerInput = buffer.explorer_input;
-  const tasksetBase = explorerInput.taskset !== undefined ? 'buffer.explorer_input.taskset' : 'buffer.explorer_input.tasksets';
-  if (explorerInput.taskset !== undefined && explorerInput.tasksets.length > 0) {
-    problem('buffer.explorer_input.taskset', 'set either taskset or tasksets, not both');
-  }
-  const trainSets = explorerInput.taskset !== undefined ? [explorerInput.taskset] : explorerInput.tasksets;
-  const namePaths = new Map<string, string>();
-  const fillTaskset = (taskset: (typeof trainSets)[number], index: number, isEval: boolean, path: string): TasksetConfig => {
-    const tasksetName = taskset.name ?? `${isEval ? 'eval_' : ''}taskset_${index}`;
-    const seen = namePaths.get(tasksetName);
-    if (seen !== undefined) problem(`${path}.name`, `taskset name '${tasksetName}' is already used by ${seen}`);
-    else namePaths.set(tasksetName, path);
-    if (taskset.storage_type === 'sql' && taskset.split !== 'train') {
-      problem(`${path}.split`, 'applies to files; an sql taskset reads its table (named after the taskset): remove it');
-    }
-    if (taskset.storage_type === 'sql' && taskset.subset_name !== null) {
-      problem(`${path}.subset_name`, 'applies to files; an sql taskset reads its table (named after the taskset): remove it');
-    }
-    if (taskset.data_selector !== undefined && taskset.task_selector !== undefined) {
-      problem(`${path}.task_selector`, 'set data_selector (its name since Trinity 0.5.2) or task_selector, not both');
-    }
-    const { data_selector, task_selector, ...rest } = taskset;
-    const selector = data_selector ?? task_selector ?? TaskSelectorSchema.parse({});
-    if (!isEval) checkSelector(selector, `${path}.${data_selector !== undefined ? 'data_selector' : 'task_selector'}`, problem);
-    if (!isEval && taskset.repeat_times !== null && taskset.repeat_times !== repeatTimes) {
-      problem(
-        `${path}.repeat_times`,
-        `a training taskset repeats each task algorithm.repeat_times (${repeatTimes}) times; set algorithm.repeat_times instead`,
-      );
-    }
-    return {
-      ...rest,
-      task_selector: selector,
-      name: tasksetName,
-      repeat_times: isEval ? (taskset.repeat_times ?? 1) : repeatTimes,
-      default_workflow_type: taskset.default_workflow_type ?? explorerInput.default_workflow_type,
-      default_reward_fn_type: taskset.default_reward_fn_type ?? explorerInput.default_reward_fn_type,
-      rollout_args: { ...taskset.rollout_args, max_tokens: taskset.rollout_args.max_tokens ?? model.max_response_tokens },
-    };
-  };
-  const tasksets = trainSets.map((t, i) =>
-    fillTaskset(t, i, false, explorerInput.taskset !== undefined ? tasksetBase : `${tasksetBase}.${i}`),
+  const buffer = resolveBuffer(
+    input.buffer,
+    {
+      mode,
+      algorithmType: algorithm.algorithm_type,
+      offline,
+      repeatTimes,
+      maxResponseTokens: model.max_response_tokens,
+      jobDir,
+      inStage: context.stageName !== undefined,
+    },
+    problem,
   );
-  const evalTasksets = explorerInput.eval_tasksets.map((t, i) =>
-    fillTaskset(t, i, true, `buffer.explorer_input.eval_tasksets.${i}`),
-  );
-
-  // trainer input
-  const trainerInput = buffer.trainer_input;
-  const explicitBuffer = trainerInput.experience_buffer !== undefined;
-  const experienceBuffer = trainerInput.experience_buffer ?? ExperienceBufferSchema.parse({});
+  const { tasksets, eval_tasksets: evalTasksets } = buffer.explorer_input;
+  const experienceBuffer = buffer.trainer_input.experience_buffer;
+  const explicitBuffer = input.buffer.trainer_input.experience_buffer !== undefined;
   const bufferPath = 'buffer.trainer_input.experience_buffer';
-  // an sql buffer's tables are named after it (src/rft/buffer/sql-names.ts)
-  if (experienceBuffer.storage_type === 'sql') {
-    const nameProblem = tableNameProblem(experienceBuffer.name);
-    if (nameProblem !== null) problem(`${bufferPath}.name`, `${nameProblem} (storage_type sql names its tables after it)`);
-  }
-  if (experienceBuffer.path === null) {
-    if (experienceBuffer.storage_type === 'sql') experienceBuffer.path = join(jobDir, 'buffer', `${experienceBuffer.name}.db`);
-    if (experienceBuffer.storage_type === 'file')
-      problem(`${bufferPath}.path`, 'storage_type file reads a dataset: set its path');
-  }
-  const sftDataset: DatasetConfig | null =
-    trainerInput.sft_warmup_dataset === null
-      ? null
-      : { ...trainerInput.sft_warmup_dataset, name: trainerInput.sft_warmup_dataset.name ?? 'sft_warmup_dataset' };
-  if (trainerInput.sft_warmup_steps > 0 && context.stageName !== undefined) {
-    problem(
-      'buffer.trainer_input.sft_warmup_dataset',
-      'cannot be combined with stages: write the SFT warm-up as the first stage (mode: train, algorithm_type: sft, ' +
-        'its dataset as buffer.trainer_input.experience_buffer with storage_type file, buffer.total_steps)',
-    );
-  }
-  if (trainerInput.sft_warmup_steps > 0 && sftDataset === null) {
-    problem('buffer.trainer_input.sft_warmup_steps', 'is > 0 but buffer.trainer_input.sft_warmup_dataset is not set');
-  }
-  if (sftDataset !== null && trainerInput.sft_warmup_steps === 0) {
-    problem('buffer.trainer_input.sft_warmup_dataset', 'is set but sft_warmup_steps is 0, so it would never be read');
-  }
-  const auxiliaryBuffers = Object.fromEntries(
-    Object.entries(trainerInput.auxiliary_buffers).map(([key, d]) => {
-      if (d.name !== null && d.name !== key) {
-        problem(
-          `buffer.trainer_input.auxiliary_buffers.${key}.name`,
-          `an auxiliary buffer is named by the key it is listed under ('${key}'): remove name or use it as the key`,
-        );
-      }
-      return [key, { ...d, name: key }];
-    }),
-  );
-  // split and subset_name pick files of a dataset folder: a queue or an sql table has neither
-  if (experienceBuffer.storage_type !== 'file') {
-    if (experienceBuffer.split !== 'train')
-      problem(
-        `${bufferPath}.split`,
-        `applies to a dataset (storage_type file), not to ${experienceBuffer.storage_type}: remove it`,
-      );
-    if (experienceBuffer.subset_name !== null)
-      problem(
-        `${bufferPath}.subset_name`,
-        `applies to a dataset (storage_type file), not to ${experienceBuffer.storage_type}: remove it`,
-      );
-  }
-  // priority replay: the function and its arguments (src/rft/buffer/priority.ts)
-  const replay = experienceBuffer.replay_buffer;
-  const priorityArgs = PRIORITY_FN_ARGS[replay.priority_fn];
-  const replayPath = `${bufferPath}.replay_buffer`;
-  if (priorityArgs === undefined) {
-    const known = Object.keys(PRIORITY_FN_ARGS);
-    const best = closestName(replay.priority_fn, known);
-    problem(
-      `${replayPath}.priority_fn`,
-      `unknown priority function '${replay.priority_fn}'; ${best !== null ? `did you mean '${best}'?` : `expected one of: ${known.join(', ')}`}`,
-    );
-  } else {
-    for (const [key, value] of Object.entries(replay.priority_fn_args)) {
-      if (!priorityArgs.includes(key)) {
-        problem(
-          `${replayPath}.priority_fn_args.${key}`,
-          `is not an argument of ${replay.priority_fn}; expected one of: ${priorityArgs.join(', ')}`,
-        );
-      } else if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-        problem(`${replayPath}.priority_fn_args.${key}`, `expected a number >= 0, got ${describeValue(value)}`);
-      }
-    }
-  }
+  const tasksetBase =
+    input.buffer.explorer_input.taskset !== undefined ? 'buffer.explorer_input.taskset' : 'buffer.explorer_input.tasksets';
 
-  // synchronizer (Trinity's SynchronizerConfigValidator and IntervalConfigValidator)
   const remoteEngine = input.explorer.rollout_model.engine_type === 'openai';
   const engineProcess = input.explorer.rollout_model.engine_process;
   const sync = resolveSynchronizer(input.synchronizer, { mode, remoteEngine, engineProcess }, problem);
@@ -386,7 +198,7 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
       tasksets.forEach((t, i) => {
         if (t.task_selector.selector_type === 'difficulty_based')
           problem(
-            `${tasksetBase}${explorerInput.taskset !== undefined ? '' : `.${i}`}.data_selector.selector_type`,
+            `${tasksetBase}${input.buffer.explorer_input.taskset !== undefined ? '' : `.${i}`}.data_selector.selector_type`,
             'difficulty_based picks from the rewards one process saw; explorer processes (mode explore) share the ' +
               'explore steps, so each must deal the same batches: use it in mode both, or a selector that needs no feedback',
           );
@@ -419,24 +231,7 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
     continue_from_checkpoint: input.continue_from_checkpoint,
     model,
     algorithm,
-    buffer: {
-      batch_size: buffer.batch_size,
-      train_batch_size: trainBatchSize,
-      total_epochs: buffer.total_epochs,
-      total_steps: buffer.total_steps,
-      explorer_input: {
-        tasksets,
-        eval_tasksets: evalTasksets,
-        default_workflow_type: explorerInput.default_workflow_type,
-        default_reward_fn_type: explorerInput.default_reward_fn_type,
-      },
-      trainer_input: {
-        experience_buffer: experienceBuffer,
-        sft_warmup_dataset: sftDataset,
-        sft_warmup_steps: trainerInput.sft_warmup_steps,
-        auxiliary_buffers: auxiliaryBuffers,
-      },
-    },
+    buffer,
     explorer,
     trainer: {
       ...input.trainer,
