@@ -146,8 +146,24 @@ export function resolveBuffer(
 
   const explorerInput = resolveExplorerInput(buffer.explorer_input, { repeatTimes, maxResponseTokens }, problem);
 
-  // trainer input
-  const trainerInput = buffer.trainer_input;
+  const trainerInput = resolveTrainerInput(buffer.trainer_input, { jobDir, inStage }, problem);
+
+  return {
+    batch_size: buffer.batch_size,
+    train_batch_size: trainBatchSize,
+    total_epochs: buffer.total_epochs,
+    total_steps: buffer.total_steps,
+    explorer_input: explorerInput,
+    trainer_input: trainerInput,
+  };
+}
+
+/** trainer_input resolved: the experience buffer (a queue unless set; an sql buffer's path derived), the datasets named. */
+function resolveTrainerInput(
+  trainerInput: z.output<typeof TrainerInputSchema>,
+  { jobDir, inStage }: { jobDir: string; inStage: boolean },
+  problem: ReportProblem,
+): TrainerInputConfig {
   const experienceBuffer = trainerInput.experience_buffer ?? ExperienceBufferSchema.parse({});
   const bufferPath = 'buffer.trainer_input.experience_buffer';
   // an sql buffer's tables are named after it (src/rft/buffer/sql-names.ts)
@@ -201,10 +217,18 @@ export function resolveBuffer(
         `applies to a dataset (storage_type file), not to ${experienceBuffer.storage_type}: remove it`,
       );
   }
-  // priority replay: the function and its arguments (src/rft/buffer/priority.ts)
-  const replay = experienceBuffer.replay_buffer;
+  checkReplay(experienceBuffer.replay_buffer, `${bufferPath}.replay_buffer`, problem);
+  return {
+    experience_buffer: experienceBuffer,
+    sft_warmup_dataset: sftDataset,
+    sft_warmup_steps: trainerInput.sft_warmup_steps,
+    auxiliary_buffers: auxiliaryBuffers,
+  };
+}
+
+/** Priority replay: the function and its arguments (src/rft/buffer/priority.ts). */
+function checkReplay(replay: ReplayBufferConfig, replayPath: string, problem: ReportProblem): void {
   const priorityArgs = PRIORITY_FN_ARGS[replay.priority_fn];
-  const replayPath = `${bufferPath}.replay_buffer`;
   if (priorityArgs === undefined) {
     const known = Object.keys(PRIORITY_FN_ARGS);
     const best = closestName(replay.priority_fn, known);
@@ -224,22 +248,6 @@ export function resolveBuffer(
       }
     }
   }
-
-  // synchronizer (Trinity's SynchronizerConfigValidator and IntervalConfigValidator)
-
-  return {
-    batch_size: buffer.batch_size,
-    train_batch_size: trainBatchSize,
-    total_epochs: buffer.total_epochs,
-    total_steps: buffer.total_steps,
-    explorer_input: explorerInput,
-    trainer_input: {
-      experience_buffer: experienceBuffer,
-      sft_warmup_dataset: sftDataset,
-      sft_warmup_steps: trainerInput.sft_warmup_steps,
-      auxiliary_buffers: auxiliaryBuffers,
-    },
-  };
 }
 
 /** Experience buffer: in memory (mode both), a shared SQLite file (explore/train), or a dataset file (train: SFT). */

@@ -9,12 +9,13 @@
 // left empty takes its default; numbers and booleans written as strings ("8", "true", e.g. from ${ENV}) are accepted
 // as OmegaConf does, and numbers where a string is expected become strings (`name: 7`).
 import { z } from 'zod';
-import { args, bool, DTYPES, intIn, MAX_TOKENS, nonEmpty, num, numIn, str } from '../../config/value-schemas.js';
+import { args, bool, nonEmpty, str } from '../../config/value-schemas.js';
 import { type MonitorConfig, MonitorSchema } from '../../monitor/config.js';
 import { type SynchronizerConfig, SynchronizerSchema } from '../../sync/config.js';
 import { type TrainerConfig, TrainerSchema } from '../../trainer/config.js';
 import { type AlgorithmConfig, AlgorithmSchema } from '../../algorithm/config.js';
 import { type BufferConfig, BufferSchema } from '../../buffer/config.js';
+import { type ModelConfig, ModelSchema } from './model.js';
 import { type DataProcessorConfig, DataProcessorSchema } from '../../data/config.js';
 import { type ExplorerConfig, ExplorerSchema } from '../../explorer/config.js';
 
@@ -26,6 +27,7 @@ export {
   OptimizerSchema,
 } from '../../algorithm/config.js';
 export { AuxiliaryModelSchema } from '../../auxiliary/config.js';
+export { type LoraConfig, LoraSchema, type ModelConfig, ModelSchema } from './model.js';
 export {
   type BufferConfig,
   BufferSchema,
@@ -86,32 +88,6 @@ export const CONFIG_MODES = [...MODES, 'colocate'] as const;
 
 export type Mode = (typeof MODES)[number];
 
-// --- model ------------------------------------------------------------------------------------------------------
-
-/** A LoRA adapter on the policy (Trinity: model.lora_configs[0]; PEFT's names in adapter_config.json). */
-export const LoraSchema = z.strictObject({
-  // rank, alpha, target_modules null: Trinity's defaults (lora_rank 32, lora_alpha 32, all-linear) for a new
-  // adapter; with `path`, the adapter's own (a value set here must match its adapter_config.json)
-  rank: intIn(1, 4096).nullable().default(null), // [1, 4096]
-  alpha: numIn(0, 1e6, true).nullable().default(null), // (0, 1e6]
-  dropout: num(z.number().min(0).lt(1)).default(0), // [0, 1); PEFT lora_dropout 0
-  target_modules: z
-    .union([z.string().min(1), z.array(z.string().min(1)).min(1)])
-    .nullable()
-    .default(null),
-  path: str().nullable().default(null), // an existing PEFT adapter folder; null: a new adapter
-});
-
-export const ModelSchema = z.strictObject({
-  model_path: nonEmpty(), // required: a Hugging Face model folder
-  critic_model_path: str().nullable().default(null), // null: the critic starts from the policy's weights
-  max_prompt_tokens: intIn(1, MAX_TOKENS).nullable().default(null), // [1, 2^20]; derived: max_model_len - max_response_tokens, or half of it
-  max_response_tokens: intIn(1, MAX_TOKENS).nullable().default(null), // [1, 2^20]; derived: max_model_len - max_prompt_tokens
-  max_model_len: intIn(1, MAX_TOKENS).nullable().default(null), // [1, 2^20]; derived: max_prompt_tokens + max_response_tokens
-  dtype: z.enum(DTYPES).default('bfloat16'), // Trinity rollout_model.dtype bfloat16
-  lora: LoraSchema.nullable().default(null), // null: full fine-tuning
-});
-
 // --- the whole file -----------------------------------------------------------------------------------------------
 
 /** The sections a stage may override (Trinity's StageConfig, plus synchronizer). */
@@ -153,18 +129,6 @@ export type RunInput = z.output<typeof RunSchema>;
 export type StageInput = z.output<typeof StageSchema>;
 
 // --- resolved types (after ./validate.ts fills in the derived keys) --------------------------------------------------
-
-export type LoraConfig = z.output<typeof LoraSchema>;
-export type ModelConfig = Omit<
-  z.output<typeof ModelSchema>,
-  'critic_model_path' | 'max_prompt_tokens' | 'max_response_tokens' | 'max_model_len'
-> & {
-  /** null: the critic starts from the stage's policy weights (Trinity: critic_model_path defaults to model_path). */
-  critic_model_path: string | null;
-  max_prompt_tokens: number;
-  max_response_tokens: number;
-  max_model_len: number;
-};
 
 /** One fully resolved run. */
 export interface RunConfig {

@@ -1,7 +1,8 @@
 // A stage's settings from its resolved config section (src/rft/config): the one place config key names become the
 // plain StageSettings the loops read (src/rft/settings.ts). The config coverage test walks every schema key through here.
 import { availableParallelism } from 'node:os';
-import type { LoraConfig, StageConfig } from './index.js';
+import type { StageConfig } from './index.js';
+import { loraSettings } from './model.js';
 import { auxiliaryDatasetSettings, experienceBufferSettings } from '../../buffer/config.js';
 import { selectorSettings, tasksetSettings } from '../../buffer/taskset-config.js';
 import { algorithmSettings } from '../../algorithm/config.js';
@@ -14,18 +15,6 @@ import { syncSettings, takesTurns } from '../../sync/config.js';
 import { resolveDevice } from '../../../torch/index.js';
 import { auxiliaryModelSettings } from '../../auxiliary/config.js';
 import type { DistributedSettings, StageSettings } from '../../settings.js';
-
-/** LoRA settings: unset rank/alpha/target_modules are Trinity's defaults for a new adapter, the adapter's own with a path. */
-function loraSettings(lora: LoraConfig): NonNullable<StageSettings['lora']> {
-  const fresh = lora.path === null;
-  const targets = lora.target_modules ?? (fresh ? 'all-linear' : null);
-  return {
-    rank: lora.rank ?? (fresh ? 32 : null),
-    alpha: lora.alpha ?? (fresh ? 32 : null),
-    dropout: lora.dropout,
-    targetModules: targets === null || Array.isArray(targets) ? targets : targets === 'all-linear' ? 'all-linear' : [targets],
-  };
-}
 
 /**
  * The settings of one stage from its resolved config section; `distributed`: this process's place among the ranks of
