@@ -22,6 +22,7 @@ import {
   str,
 } from '../config/value-schemas.js';
 import type { DatasetFormat } from './dataset.js';
+import { SplitError, splitFiles } from './split.js';
 import { tableNameProblem } from './sql-names.js';
 import {
   type ExplorerInputConfig,
@@ -323,4 +324,46 @@ export function auxiliaryDatasetSettings(
       { path: d.path, format: datasetFormat(d.format, d.split, d.subset_name) },
     ]),
   );
+}
+
+/**
+ * The files of the datasets a stage's trainer reads, checked before it runs: a file experience buffer (modes train
+ * and both), the SFT warm-up data and the auxiliary buffers — each file or split exists (./split.ts).
+ */
+export function checkDatasetFiles(buffer: BufferConfig, mode: string, report: ReportProblem): void {
+  const experienceBuffer = buffer.trainer_input.experience_buffer;
+  const bufferPath = 'buffer.trainer_input.experience_buffer';
+  const datasets: { path: string; file: string; split: string; subset: string | null }[] = [];
+  if ((mode === 'train' || mode === 'both') && experienceBuffer.storage_type === 'file' && experienceBuffer.path !== null) {
+    datasets.push({
+      path: `${bufferPath}.path`,
+      file: experienceBuffer.path,
+      split: experienceBuffer.split,
+      subset: experienceBuffer.subset_name,
+    });
+  }
+  const warmup = buffer.trainer_input.sft_warmup_dataset;
+  if (warmup !== null)
+    datasets.push({
+      path: 'buffer.trainer_input.sft_warmup_dataset.path',
+      file: warmup.path,
+      split: warmup.split,
+      subset: warmup.subset_name,
+    });
+  for (const [key, d] of Object.entries(buffer.trainer_input.auxiliary_buffers)) {
+    datasets.push({
+      path: `buffer.trainer_input.auxiliary_buffers.${key}.path`,
+      file: d.path,
+      split: d.split,
+      subset: d.subset_name,
+    });
+  }
+  for (const d of datasets) {
+    try {
+      splitFiles(d.file, d.split, d.subset);
+    } catch (error) {
+      if (!(error instanceof SplitError)) throw error;
+      report(d.path, error.message);
+    }
+  }
 }

@@ -3,6 +3,8 @@
 // ModelConfigValidator._check_model_len, without its silent clamping), and the LoRA settings. The policy model is read
 // by the explorer and the trainer alike and src/model (the layer below src/rft) knows no config, so this section sits
 // with the composition. Written in the config language of src/rft/config/.
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { z } from 'zod';
 import type { ReportProblem } from '../../config/errors.js';
 import { DTYPES, intIn, MAX_TOKENS, nonEmpty, num, numIn, str } from '../../config/value-schemas.js';
@@ -93,4 +95,41 @@ export function loraSettings(lora: LoraConfig): NonNullable<StageSettings['lora'
     dropout: lora.dropout,
     targetModules: targets === null || Array.isArray(targets) ? targets : targets === 'all-linear' ? 'all-linear' : [targets],
   };
+}
+
+/**
+ * The model folders a stage reads, checked before it runs: the policy's (`policyPath`: the folder the stage starts
+ * from, null where none is read) and the critic's have config.json, a LoRA adapter has adapter_config.json. Returns
+ * the policy's vocab_size where it says one.
+ */
+export function checkModelFolders(model: ModelConfig, policyPath: string | null, report: ReportProblem): number | null {
+  let vocabSize: number | null = null;
+  if (policyPath !== null) {
+    const config = readModelConfig(policyPath);
+    if (typeof config === 'string') report('model.model_path', config);
+    else if (typeof config.vocab_size === 'number') vocabSize = config.vocab_size;
+  }
+  if (model.critic_model_path !== null) {
+    const critic = readModelConfig(model.critic_model_path);
+    if (typeof critic === 'string') report('model.critic_model_path', critic);
+  }
+  const adapter = model.lora?.path ?? null;
+  if (adapter !== null && !existsSync(join(adapter, 'adapter_config.json'))) {
+    report('model.lora.path', `${adapter} is not a PEFT adapter folder (no adapter_config.json)`);
+  }
+  return vocabSize;
+}
+
+/** config.json of a model folder as an object, or why it cannot be read. */
+function readModelConfig(dir: string): Record<string, unknown> | string {
+  const file = join(dir, 'config.json');
+  if (!existsSync(dir)) return `model folder ${dir} does not exist`;
+  if (!existsSync(file)) return `${dir} is not a Hugging Face model folder (no config.json)`;
+  try {
+    const value: unknown = JSON.parse(readFileSync(file, 'utf8'));
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) return `${file} does not hold a JSON object`;
+    return value as Record<string, unknown>;
+  } catch (error) {
+    return `${file} cannot be read: ${(error as Error).message}`;
+  }
 }
