@@ -161,7 +161,7 @@ export const FOLDED_SETTINGS: Readonly<Record<string, string>> = {
   'buffer.explorer_input.taskset': 'buffer.explorer_input.tasksets.*', // the one taskset becomes tasksets[0]
   'buffer.explorer_input.tasksets.*.data_selector': 'buffer.explorer_input.tasksets.*.task_selector',
   'buffer.explorer_input.tasksets.*.repeat_times': 'algorithm.repeat_times', // must equal it (checked)
-  // sft warm-up: an SFT stage before the RL stage (validate.ts expandSftWarmup)
+  // sft warm-up: an SFT stage before the RL stage (src/rft/run/config/validate.ts sftWarmupStages)
   'buffer.trainer_input.sft_warmup_dataset': 'buffer.trainer_input.experience_buffer',
   'buffer.trainer_input.sft_warmup_steps': 'buffer.total_steps',
 };

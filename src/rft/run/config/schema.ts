@@ -1,6 +1,8 @@
-// The run configuration's schema: Trinity-RFT's key names (trinity/common/config.py) and defaults, written beside each
-// key as `// default` with Trinity's value where ours differs or Trinity has none. Keys marked "derived" are filled in
-// after validation (./validate.ts) from other keys, as Trinity's config validators do; a derived key may still be set.
+// The whole config file's schema, composed: each section's schema is declared in its part, with Trinity-RFT's key
+// names (trinity/common/config.py) and defaults, written beside each key as `// default` with Trinity's value where
+// ours differs or Trinity has none (src/rft/<part>/config.ts; the model's in ./model.ts). Keys marked "derived" are
+// filled in by resolveRun (./resolve-run.ts) from other keys, as Trinity's config validators do; a derived key may
+// still be set. The section names and types are re-exported here, so the config's public names stay in one place.
 //
 // Every key is read by the run, or refused when set to a value this framework does not implement (src/rft/config/refusals.ts:
 // the message says what to use instead); test/rft/config/coverage.test.ts walks this schema to keep it so.
