@@ -11,15 +11,15 @@
 // left empty takes its default; numbers and booleans written as strings ("8", "true", e.g. from ${ENV}) are accepted
 // as OmegaConf does, and numbers where a string is expected become strings (`name: 7`).
 import { z } from 'zod';
+import { type AlgorithmConfig, AlgorithmSchema } from '../../algorithm/config.js';
+import { type BufferConfig, BufferSchema } from '../../buffer/config.js';
 import { args, bool, nonEmpty, str } from '../../config/value-schemas.js';
+import { type DataProcessorConfig, DataProcessorSchema } from '../../data/config.js';
+import { type ExplorerConfig, ExplorerSchema } from '../../explorer/config.js';
 import { type MonitorConfig, MonitorSchema } from '../../monitor/config.js';
 import { type SynchronizerConfig, SynchronizerSchema } from '../../sync/config.js';
 import { type TrainerConfig, TrainerSchema } from '../../trainer/config.js';
-import { type AlgorithmConfig, AlgorithmSchema } from '../../algorithm/config.js';
-import { type BufferConfig, BufferSchema } from '../../buffer/config.js';
 import { type ModelConfig, ModelSchema } from './model.js';
-import { type DataProcessorConfig, DataProcessorSchema } from '../../data/config.js';
-import { type ExplorerConfig, ExplorerSchema } from '../../explorer/config.js';
 
 export {
   type AlgorithmConfig,

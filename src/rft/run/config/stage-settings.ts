@@ -1,25 +1,23 @@
-// A stage's settings from its resolved config section (src/rft/config): the one place config key names become the
-// plain StageSettings the loops read (src/rft/settings.ts). The config coverage test walks every schema key through here.
+// A stage's settings from its resolved config: each section's part maps its own keys (the *Settings functions of
+// src/rft/<part>/config.ts and ./model.ts), and this assembles them into the plain StageSettings the loops read
+// (src/rft/settings.ts), with what spans sections: devices resolved where their part runs, the cores split between
+// explorer and trainer. The config coverage test walks every schema key through here.
 import { availableParallelism } from 'node:os';
-import type { StageConfig } from './index.js';
-import { loraSettings } from './model.js';
+import { resolveDevice } from '../../../torch/index.js';
+import { algorithmSettings } from '../../algorithm/config.js';
+import { auxiliaryModelSettings } from '../../auxiliary/config.js';
 import { auxiliaryDatasetSettings, experienceBufferSettings } from '../../buffer/config.js';
 import { selectorSettings, tasksetSettings } from '../../buffer/taskset-config.js';
-import { algorithmSettings } from '../../algorithm/config.js';
 import { firstNonNull } from '../../config/mapping.js';
 import { experiencePipelineSettings, taskPipelineSettings } from '../../data/config.js';
 import { explorerSettings, serveSettings } from '../../explorer/config.js';
-import { trainerSettings } from '../../trainer/config.js';
 import { monitorSettings } from '../../monitor/config.js';
-import { syncSettings, takesTurns } from '../../sync/config.js';
-import { resolveDevice } from '../../../torch/index.js';
-import { auxiliaryModelSettings } from '../../auxiliary/config.js';
 import type { DistributedSettings, StageSettings } from '../../settings.js';
+import { syncSettings, takesTurns } from '../../sync/config.js';
+import { trainerSettings } from '../../trainer/config.js';
+import type { StageConfig } from './schema.js';
+import { loraSettings } from './model.js';
 
-/**
- * The settings of one stage from its resolved config section; `distributed`: this process's place among the ranks of
- * a data-parallel trainer (../run/distributed.ts), null for one process.
- */
 /**
  * The threads a process of the run computes with: OMP_NUM_THREADS when set (per process, as PyTorch reads it), else
  * the cores it may run on (CPU affinity respected), shared by the ranks started on one machine. Mode both splits them
@@ -36,6 +34,10 @@ export function coreBudget(localWorldSize: number, env: NodeJS.ProcessEnv = proc
   return Math.max(1, Math.floor(availableParallelism() / localWorldSize));
 }
 
+/**
+ * The settings of one stage from its resolved config section; `distributed`: this process's place among the ranks of
+ * a data-parallel trainer (../distributed.ts), null for one process.
+ */
 export function stageSettings(
   stage: StageConfig,
   modelPath: string,
@@ -107,7 +109,6 @@ export function stageSettings(
     }),
     serve: serveSettings(stage.explorer),
     trainer: trainerSettings(stage.trainer, trainerDevice),
-
     sync: syncSettings(stage.synchronizer),
     buffer: experienceBufferSettings(experienceBuffer),
     ...monitorSettings(stage.monitor),
