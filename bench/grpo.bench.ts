@@ -211,7 +211,7 @@ if (compareOffset !== null && !(Number.isInteger(compareOffset) && compareOffset
     `--compare-offset must be none or a non-negative integer other than the stage's sync_offset ${syncOffset}, got '${compareOffsetGiven}'`,
   );
 const offsetLabel = (offset: number) => (offset > 0 ? `ours (sync_offset ${offset})` : 'ours, on-policy');
-// how trinity run splits the cores in mode both (src/rft/config/stage-settings.ts): half each when the loops overlap
+// how trinity run splits the cores in mode both (src/rft/run/config/stage-settings.ts): half each when the loops overlap
 const ourThreads = (offset: number) =>
   offset > 0
     ? { explorer: Math.max(1, Math.floor(cores / 2)), trainer: Math.max(1, Math.ceil(cores / 2)) }

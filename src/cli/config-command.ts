@@ -1,8 +1,8 @@
 // `trinity config check FILE [--set key=value ...]`: validates a run config and prints it resolved (every default
 // and derived key filled in), or every problem with its key path and where it was written.
 import { parseArgs } from 'node:util';
-import { ConfigError } from '../rft/config/index.js';
-import type { AlgorithmResolver } from '../rft/config/index.js';
+import { ConfigError } from '../rft/run/config/index.js';
+import type { AlgorithmResolver } from '../rft/run/config/index.js';
 
 export const CONFIG_HELP = `trinity config check FILE [--set key.path=value ...]
   Validates a run config (YAML, Trinity-RFT's keys) and prints it resolved, as YAML: every default and derived key
@@ -64,8 +64,8 @@ export async function configCommand(args: string[], output: CommandOutput = proc
     }
   }
   try {
-    // the same function the Studio's config builder calls (src/rft/config/check.ts)
-    const { checkConfigFile } = await import('../rft/config/check.js');
+    // the same function the Studio's config builder calls (src/rft/run/config/check.ts)
+    const { checkConfigFile } = await import('../rft/run/config/check.js');
     const { resolvedYaml } = await checkConfigFile(file, {
       overrides: values.set,
       ...(resolveAlgorithm ? { resolveAlgorithm } : {}),

@@ -138,11 +138,11 @@ async function runCommand(command: 'run' | 'bench', args: string[]): Promise<num
         `run: --nproc-per-node starts the ranks itself, but this process is already one (WORLD_SIZE=${process.env.WORLD_SIZE})`,
       );
   }
-  const { ConfigError, loadConfig } = await import('../rft/config/index.js');
+  const { ConfigError, loadConfig } = await import('../rft/run/config/index.js');
   const { resolveAlgorithm } = await import('../rft/algorithm/presets.js');
   const overrides = [...(values.set ?? []), ...(command === 'bench' ? ['mode=bench'] : [])];
   const { loadAlgorithmPlugins } = await import('../rft/algorithm/plugins.js');
-  const { resolveStages } = await import('../rft/config/index.js');
+  const { resolveStages } = await import('../rft/run/config/index.js');
   const baseDir = dirname(resolve(values.config));
   let config: Awaited<ReturnType<typeof loadConfig>>;
   try {
@@ -333,7 +333,7 @@ async function quickstartCommand(args: string[]): Promise<number> {
   const threads = values.threads === undefined ? null : Number(values.threads);
   if (threads !== null && (!Number.isInteger(threads) || threads < 1 || threads > 4096))
     throw new Error(`--threads must be a whole number of threads from 1 to 4096, got '${values.threads}'`);
-  // the run's thread budget (src/rft/config/stage-settings.ts coreBudget); another rounding, so a job of its own
+  // the run's thread budget (src/rft/run/config/stage-settings.ts coreBudget); another rounding, so a job of its own
   if (threads !== null) process.env.OMP_NUM_THREADS = String(threads);
   const { quickstartJobDir, quickstartPlan } = await import('./quickstart.js');
   const plan = quickstartPlan(root, seed, threads, values.set ?? []);

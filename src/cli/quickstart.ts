@@ -1,7 +1,7 @@
 // `trinity quickstart`: what it runs (examples/quickstart/config.yaml with the seed's model and task order, and the
 // user's --set overrides) and where that run writes (the job folder its summary and report are read from).
 import { join } from 'node:path';
-import { loadConfig } from '../rft/config/index.js';
+import { loadConfig } from '../rft/run/config/index.js';
 
 export interface QuickstartPlan {
   /** examples/quickstart/config.yaml under the repository root. */

@@ -21,7 +21,7 @@ export * from './workflow/index.js';
 // Both reward/ and workflow/agents/ define one: the top level's is the reward's answer check (math-answer.ts).
 export { answersMatch } from './reward/index.js';
 
-export * as config from './config/index.js';
+export * as config from './run/config/index.js';
 export * as taskPipeline from './data/task-pipeline/index.js';
 export * as monitor from './monitor/index.js';
 export * as report from './report/index.js';

@@ -29,7 +29,7 @@ import {
   startOpenAIServer,
 } from '../openai/index.js';
 import { openSharedBuffer, type SharedExperienceBuffer } from '../rft/buffer/index.js';
-import type { StageHooks, StageResult, StageSettings } from '../rft/config/settings.js';
+import type { StageHooks, StageResult, StageSettings } from '../rft/settings.js';
 import { readSyncPointer } from '../rft/run/stage.js';
 import { turnExperience } from '../rft/workflow/index.js';
 

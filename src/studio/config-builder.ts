@@ -1,6 +1,6 @@
 // The config builder's server side. The form is generated from the zod schema `trinity config check` validates
-// with (src/rft/config/schema.ts, read at request time, so a new key appears in the form by itself), and every
-// check runs the command's own function (src/rft/config/check.ts) on the YAML as if it were saved where the
+// with (./config-schema.ts reads it at request time, so a new key appears in the form by itself), and every
+// check runs the command's own function (src/rft/run/config/check.ts) on the YAML as if it were saved where the
 // builder will save it: the same problems, with the same key paths and file:line:column.
 //
 //   GET  /api/config/schema     the form: a tree of fields (kind, default, bounds, choices)
@@ -13,95 +13,12 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import YAML from 'yaml';
 import { z } from 'zod';
-import { ConfigError, type ConfigProblem, ConfigSchema, formatProblem } from '../rft/config/index.js';
-import { defOf, type SchemaDef, type unwrap } from '../rft/config/validate.js';
-import { checkConfigText } from '../rft/config/check.js';
+import { ConfigError, type ConfigProblem, formatProblem } from '../rft/run/config/index.js';
+import { checkConfigText } from '../rft/run/config/check.js';
+import { describeSchema } from './config-schema.js';
 import { readJson, relativeToRoot, writeTarget } from './body.js';
 import { readTextUnderRoot, resolveInside, writeUnderRoot } from './paths.js';
 import { HttpError, query, type Route, type RouteRequest } from './router.js';
-
-/** One field of the form. Lists, free-form mappings, unions and tuples are edited as YAML text (kind 'yaml'). */
-export type FieldSpec =
-  | { kind: 'object'; key: string; path: string; nullable: boolean; required: boolean; fields: FieldSpec[] }
-  | {
-      kind: 'string' | 'number' | 'integer' | 'boolean' | 'enum' | 'yaml';
-      key: string;
-      path: string;
-      required: boolean;
-      nullable: boolean;
-      /** The schema's default (undefined: none, or derived from other keys). */
-      default?: unknown;
-      /** enum: the choices. */
-      choices?: string[];
-      /** number/integer bounds; `exclusive` marks an open end. */
-      min?: { value: number; exclusive: boolean };
-      max?: { value: number; exclusive: boolean };
-    };
-
-type Schema = Parameters<typeof unwrap>[0];
-
-interface Wrappers {
-  nullable: boolean;
-  optional: boolean;
-  default?: unknown;
-}
-
-/** Walks the wrappers (default, prefault, nullable, optional, preprocess) down to the value's own schema. */
-function peel(schema: Schema): { inner: Schema; wrappers: Wrappers } {
-  const wrappers: Wrappers = { nullable: false, optional: false };
-  let s = schema;
-  for (;;) {
-    const def = defOf(s) as SchemaDef & { defaultValue?: unknown };
-    if (def.type === 'default' || def.type === 'prefault') {
-      wrappers.optional = true;
-      if (wrappers.default === undefined) wrappers.default = def.defaultValue;
-    }
-    if (def.type === 'nullable') wrappers.nullable = true;
-    if (def.type === 'optional') wrappers.optional = true;
-    if (def.innerType !== undefined) s = def.innerType;
-    else if (def.type === 'pipe' && def.out !== undefined) s = def.out;
-    else return { inner: s, wrappers };
-  }
-}
-
-interface Check {
-  check: string;
-  value?: number;
-  inclusive?: boolean;
-}
-
-/** The form's field tree for `schema` (ConfigSchema by default). */
-export function describeSchema(schema: Schema = ConfigSchema as unknown as Schema, key = '', path = ''): FieldSpec {
-  const { inner, wrappers } = peel(schema);
-  const def = defOf(inner) as SchemaDef & {
-    entries?: Record<string, string>;
-    checks?: { _zod: { def: Check } }[];
-  };
-  const base = { key, path, required: !wrappers.optional, nullable: wrappers.nullable };
-  if (def.type === 'object')
-    return {
-      kind: 'object',
-      ...base,
-      fields: Object.entries(def.shape ?? {}).map(([k, child]) => describeSchema(child, k, path === '' ? k : `${path}.${k}`)),
-    };
-  const field: FieldSpec = { kind: 'yaml', ...base };
-  if (wrappers.default !== undefined && wrappers.default !== null) field.default = wrappers.default;
-  if (def.type === 'enum') {
-    field.kind = 'enum';
-    field.choices = Object.values(def.entries ?? {});
-  } else if (def.type === 'boolean') field.kind = 'boolean';
-  else if (def.type === 'string') field.kind = 'string';
-  else if (def.type === 'number') {
-    field.kind = def.format?.includes('int') ? 'integer' : 'number';
-    for (const c of def.checks ?? []) {
-      const { check, value, inclusive } = c._zod.def;
-      if (value === undefined) continue;
-      if (check === 'greater_than') field.min = { value, exclusive: inclusive === false };
-      if (check === 'less_than') field.max = { value, exclusive: inclusive === false };
-    }
-  }
-  return field;
-}
 
 /** A starting config per algorithm preset: the keys a run of its kind needs, the rest left to defaults. */
 export async function configPresets(root: string) {

@@ -6,7 +6,7 @@ import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { resolveAlgorithm } from '../../src/rft/algorithm/presets.js';
-import { loadConfig, resolveStages } from '../../src/rft/config/index.js';
+import { loadConfig, resolveStages } from '../../src/rft/run/config/index.js';
 import { WORKFLOWS } from '../../src/rft/workflow/index.js';
 
 const examples = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'examples');

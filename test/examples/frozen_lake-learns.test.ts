@@ -16,7 +16,7 @@ import { makeFrozenLakeData } from '../../examples/frozen_lake/make-data.js';
 import { initModel } from '../../src/model/index.js';
 import { resolveAlgorithm } from '../../src/rft/algorithm/presets.js';
 import { writeJsonlSets } from '../../src/rft/buffer/index.js';
-import { loadConfig } from '../../src/rft/config/index.js';
+import { loadConfig } from '../../src/rft/run/config/index.js';
 import { runConfig } from '../../src/rft/run/index.js';
 import { FROZEN_LAKE_SYSTEM_PROMPT } from '../../src/rft/workflow/index.js';
 import * as torch from '../../src/torch/index.js';

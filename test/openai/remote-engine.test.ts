@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import { RolloutEngine } from '../../src/engine/index.js';
 import { OpenAIRemoteEngine } from '../../src/openai/index.js';
 import { resolveAlgorithm } from '../../src/rft/algorithm/presets.js';
-import { loadConfig } from '../../src/rft/config/index.js';
+import { loadConfig } from '../../src/rft/run/config/index.js';
 import { runConfig } from '../../src/rft/run/index.js';
 import { type ServedModel, serveModel } from '../../src/serve/index.js';
 import { Tokenizer } from '../../src/tokenizer/index.js';

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { resolveAlgorithm } from '../../src/rft/algorithm/presets.js';
-import { loadConfig, resolveStages } from '../../src/rft/config/index.js';
+import { loadConfig, resolveStages } from '../../src/rft/run/config/index.js';
 import { type StageSettings, stageSettings } from '../../src/rft/run/index.js';
 import { type ServeStage, startServeStage } from '../../src/serve/index.js';
 import { runProcess } from '../helpers/run-process.js';

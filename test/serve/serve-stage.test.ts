@@ -7,7 +7,7 @@ import { after, test } from 'node:test';
 import OpenAI from 'openai';
 import { resolveAlgorithm } from '../../src/rft/algorithm/presets.js';
 import { SqliteBuffer } from '../../src/rft/buffer/index.js';
-import { loadConfig, resolveStages } from '../../src/rft/config/index.js';
+import { loadConfig, resolveStages } from '../../src/rft/run/config/index.js';
 import { runConfig, stageSettings } from '../../src/rft/run/index.js';
 import { type ServeStage, startServeStage } from '../../src/serve/index.js';
 import { makeJob } from '../rft/run/helpers.js';

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { configCommand } from '../../src/cli/config-command.js';
-import { ConfigSchema, schemaLeafPaths } from '../../src/rft/config/index.js';
+import { ConfigSchema, schemaLeafPaths } from '../../src/rft/run/config/index.js';
 import { type StudioServer, startStudio } from '../../src/studio/index.js';
 import { launchChromium } from './browser.js';
 import { makeRunsFolder, metricSteps, tinyConfig } from './launch-fixtures.js';

@@ -9,7 +9,7 @@ import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { resolveAlgorithm } from '../../src/rft/algorithm/presets.js';
 import { loadDpoDataset, SqliteBuffer } from '../../src/rft/buffer/index.js';
-import { loadConfig, resolveStages } from '../../src/rft/config/index.js';
+import { loadConfig, resolveStages } from '../../src/rft/run/config/index.js';
 import { humanPreferenceAnnotationMapper } from '../../src/rft/data/task-pipeline/operators/annotation.js';
 import type { TaskOperatorContext, TaskPipelineEvent } from '../../src/rft/data/task-pipeline/types.js';
 import { stageSettings } from '../../src/rft/run/index.js';

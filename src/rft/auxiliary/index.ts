@@ -29,7 +29,7 @@ export {
 export type { AuxiliaryModel, AuxiliaryModels, AuxiliaryScoreOptions } from './types.js';
 export { type AuxiliaryCall, AuxiliaryUsage, meteredFetch } from './usage.js';
 
-/** One auxiliary model as the stage settings describe it (src/rft/config/stage-settings.ts). */
+/** One auxiliary model as the stage settings describe it (src/rft/auxiliary/config.ts auxiliaryModelSettings). */
 export type AuxiliaryModelSettings =
   | ({ type: 'embedded' } & EmbeddedAuxiliarySettings)
   | {

@@ -10,6 +10,9 @@ export interface ConfigProblem {
   source?: string;
 }
 
+/** How a section's rules report a problem: the key path and what is wrong there. */
+export type ReportProblem = (path: string, message: string) => void;
+
 /** Formats one problem as `path: message (source)`. */
 export function formatProblem(problem: ConfigProblem): string {
   const where = problem.source === undefined ? '' : ` (${problem.source})`;

@@ -1,11 +1,20 @@
-// The run configuration of the RFT core: a YAML file with Trinity-RFT's key names, `--set` overrides, ${ENV}
-// interpolation, a zod schema with precise errors, derived keys and cross-field rules, and multi-stage runs.
-//
-//   import { loadConfig, resolveStages } from './rft/config/index.js';
-//   const config = loadConfig('run.yaml', { overrides: ['buffer.batch_size=16'] });   // throws ConfigError
-//   for (const stage of resolveStages(config)) ...
+// The config language of the RFT core, below every part of src/rft: problems and the error that carries them, the
+// YAML tree's handling before the schema (overrides, ${ENV}, paths: ./source.ts), the value schemas each section is
+// written with (./value-schemas.ts), parsing with a schema (./parse.ts), the schema read as data
+// (./schema-walker.ts) and the refused settings (./refusals.ts). Each part declares its own section in these terms
+// (src/rft/<part>/config.ts); the whole file, its rules across sections and loadConfig are src/rft/run/config/.
 export * from './errors.js';
-export * from './load.js';
-export * from './schema.js';
 export * from './refusals.js';
-export { type AlgorithmResolver, schemaLeafPaths, type ValidateOptions, validateConfig } from './validate.js';
+export { PATH_KEYS } from './source.js';
+export { schemaLeafPaths } from './schema-walker.js';
+export {
+  DTYPES,
+  ENGINE_TYPES,
+  MAX_EXPERIENCES_PER_STEP,
+  MAX_REPEAT_TIMES,
+  MAX_SLOTS,
+  MAX_STEPS,
+  MAX_TASKS_PER_STEP,
+  MAX_TIMEOUT_SECONDS,
+  MAX_TOKENS,
+} from './value-schemas.js';

@@ -1,9 +1,12 @@
 // Settings of Trinity-RFT's schema that this framework does not implement (yet): the one table validation checks
-// (./validate.ts) and the schema-coverage test (test/rft/config/coverage.test.ts) reads. A key listed here accepts
+// (refusalProblems below) and the schema-coverage test (test/rft/config/coverage.test.ts) reads. A key listed here accepts
 // its default (and any value `accepts` allows, all of which work); any other value is a problem naming the key,
 // saying it is not supported here and what to use instead. Every other key of the schema is read by the run.
 //
 // Paths are key paths of the schema; `*` is any list item or mapping key (`buffer.explorer_input.tasksets.*.x`).
+
+import type { ConfigProblem } from './errors.js';
+import { describeValue, isMapping, joinPath, type Segment } from './source.js';
 
 export interface Refusal {
   /** The key path (with `*` for list items and mapping keys). */
@@ -116,6 +119,33 @@ export const REFUSED_SETTINGS: readonly Refusal[] = [
   ),
 ];
 
+/** Every concrete path of `tree` that matches `pattern` (`*`: any list index or mapping key), with its value. */
+function pathsMatching(tree: unknown, pattern: readonly string[], at: Segment[] = []): [Segment[], unknown][] {
+  const [head, ...rest] = pattern;
+  if (head === undefined) return [[at, tree]];
+  let children: [Segment, unknown][];
+  if (head !== '*') children = isMapping(tree) ? [[head, tree[head]]] : [];
+  else if (Array.isArray(tree)) children = tree.map((v, i): [Segment, unknown] => [i, v]);
+  else children = isMapping(tree) ? Object.entries(tree) : [];
+  // the last segment may be absent (an unset optional key); every segment before it must exist
+  return children
+    .filter(([, child]) => child !== undefined || rest.length === 0)
+    .flatMap(([key, child]) => pathsMatching(child, rest, [...at, key]));
+}
+
+const shown = (value: unknown): string => (typeof value === 'string' ? `'${value}'` : describeValue(value));
+
+/** The settings of REFUSED_SETTINGS set to a value that is not accepted, one problem each. */
+export function refusalProblems(input: unknown): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  for (const refusal of REFUSED_SETTINGS) {
+    for (const [path, value] of pathsMatching(input, refusal.path.split('.'))) {
+      if (!refusal.accepts(value)) problems.push({ path: joinPath(path), message: `got ${shown(value)}: ${refusal.message}` });
+    }
+  }
+  return problems;
+}
+
 /**
  * Keys that config resolution folds into another key, which the run reads (the coverage test checks that it does):
  * schema path (or prefix of paths) → the resolved key (or prefix) that carries its effect.
@@ -131,7 +161,7 @@ export const FOLDED_SETTINGS: Readonly<Record<string, string>> = {
   'buffer.explorer_input.taskset': 'buffer.explorer_input.tasksets.*', // the one taskset becomes tasksets[0]
   'buffer.explorer_input.tasksets.*.data_selector': 'buffer.explorer_input.tasksets.*.task_selector',
   'buffer.explorer_input.tasksets.*.repeat_times': 'algorithm.repeat_times', // must equal it (checked)
-  // sft warm-up: an SFT stage before the RL stage (validate.ts expandSftWarmup)
+  // sft warm-up: an SFT stage before the RL stage (src/rft/run/config/validate.ts sftWarmupStages)
   'buffer.trainer_input.sft_warmup_dataset': 'buffer.trainer_input.experience_buffer',
   'buffer.trainer_input.sft_warmup_steps': 'buffer.total_steps',
 };

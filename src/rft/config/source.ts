@@ -4,7 +4,6 @@ import { homedir } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import YAML from 'yaml';
 import type { ConfigProblem } from './errors.js';
-import { PATH_KEYS } from './schema.js';
 
 export type Segment = string | number;
 export type Tree = Record<string, unknown>;
@@ -203,6 +202,26 @@ function resolvePath(value: string, baseDir: string): string {
   if (value === '~' || value.startsWith('~/')) return resolve(homedir(), value.slice(2));
   return isAbsolute(value) ? value : resolve(baseDir, value);
 }
+
+/** Keys that hold file paths, resolved against the config file's folder (`*`: any list index or mapping key). */
+export const PATH_KEYS: readonly string[] = [
+  'checkpoint_root_dir',
+  'checkpoint_job_dir',
+  'model.model_path',
+  'model.critic_model_path',
+  'model.lora.path',
+  'explorer.auxiliary_models.*.model_path',
+  'buffer.explorer_input.taskset.path',
+  'buffer.explorer_input.tasksets.*.path',
+  'buffer.explorer_input.eval_tasksets.*.path',
+  'buffer.trainer_input.experience_buffer.path',
+  'buffer.trainer_input.sft_warmup_dataset.path',
+  'buffer.trainer_input.auxiliary_buffers.*.path',
+  'data_processor.task_pipeline.inputs.*',
+  'data_processor.task_pipeline.output',
+  'data_processor.task_pipeline.output.path',
+  'data_processor.experience_pipeline.input_save_path',
+];
 
 /**
  * Resolves the relative file paths of PATH_KEYS (at the top level and in each stage) in place: against `baseDir`,

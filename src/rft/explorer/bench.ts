@@ -13,7 +13,7 @@ import {
   type RunnerSettings,
   stageWorkflowRunner,
 } from './evaluation.js';
-import type { StageResult, StageSettings } from '../config/settings.js';
+import type { StageResult, StageSettings } from '../settings.js';
 import type { ExplorerEngine } from '../sync/weight-channel.js';
 
 /**

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { EmbeddedEnginePool, WorkerRolloutEngine } from '../../engine/index.js';
 import { OpenAIRemoteEngine, RemoteEnginePool, startEngineProcesses } from '../../openai/index.js';
 import { Tokenizer } from '../../tokenizer/index.js';
-import type { StageSettings } from '../config/settings.js';
+import type { StageSettings } from '../settings.js';
 import type { StartedEngine } from '../sync/weight-channel.js';
 
 /** What starting the explorer's engine reads of the stage's settings. */

@@ -7,7 +7,7 @@ import { loadTaskset } from '../buffer/index.js';
 import type { Experience } from '../experience.js';
 import type { Task } from '../task.js';
 import { type EngineModelHandle, WorkflowRunner } from '../workflow/index.js';
-import type { StageSettings } from '../config/settings.js';
+import type { StageSettings } from '../settings.js';
 
 /** What the explorer's workflow runner reads of the stage's settings. */
 export type RunnerSettings = Pick<StageSettings, 'pluginBaseDir' | 'explorer' | 'seed'>;

@@ -13,7 +13,7 @@ import type { ExperiencePipeline } from '../data/experience-pipeline/index.js';
 import type { Task } from '../task.js';
 import type { WorkflowRunner } from '../workflow/index.js';
 import { type EvaluationSettings, evaluateTasksets, formatEvalMetrics, writeEvalSamples } from './evaluation.js';
-import type { StageSettings } from '../config/settings.js';
+import type { StageSettings } from '../settings.js';
 import type { WeightReceiver } from '../sync/weight-channel.js';
 
 /** The weights version the explorer needs before explore step `step` (sync_style fixed; see the header). */

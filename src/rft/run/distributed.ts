@@ -7,7 +7,7 @@
 //   rank > 0   a follower (./follower.ts): per stage, a trainer that takes the steps rank 0 sends until it ends
 //              the stage; nothing explored, logged or saved
 import { readTorchrunEnv } from '../../torch/index.js';
-import type { DistributedSettings, StageSettings } from '../config/settings.js';
+import type { DistributedSettings, StageSettings } from '../settings.js';
 
 /**
  * The data-parallel launch the torchrun variables describe; null when WORLD_SIZE is unset or 1 (one process). A set

@@ -10,7 +10,7 @@ import { loadAlgorithmPlugins } from '../algorithm/plugins.js';
 import { resolveAlgorithm } from '../algorithm/presets.js';
 import { TrainerClient } from '../trainer/trainer.js';
 import { describePlacement } from './distributed.js';
-import type { StageRecord, StageSettings } from '../config/settings.js';
+import type { StageRecord, StageSettings } from '../settings.js';
 import { STAGE_DONE_FILE, finishedStage } from './stage-done.js';
 import { countTrainSteps, finalModelDir, trainerInit } from './stage-plan.js';
 

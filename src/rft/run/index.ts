@@ -1,3 +1,3 @@
 export * from './run.js';
-export * from '../config/settings.js';
+export * from '../settings.js';
 export * from './stage.js';

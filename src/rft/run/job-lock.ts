@@ -17,7 +17,7 @@
 import { linkSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import type { StageConfig } from '../config/index.js';
+import type { StageConfig } from './config/index.js';
 import { isRecordedProcessAlive, processStartTime } from './run-status.js';
 
 export const JOB_LOCK_FILE = 'run.lock';

@@ -7,20 +7,20 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join, relative } from 'node:path';
-import type { Config, StageConfig } from '../config/index.js';
-import { resolveStages } from '../config/index.js';
-import { checkBeforeRun } from '../config/preflight.js';
+import type { Config, StageConfig } from './config/index.js';
+import { resolveStages } from './config/index.js';
+import { checkBeforeRun } from './config/preflight.js';
 import { ProgressReporter } from '../monitor/index.js';
 import { describePlacement, describeRank, distributedLaunchFromEnv } from './distributed.js';
 import { runFollower } from './follower.js';
 import { jobLockFile, lockJobFolder } from './job-lock.js';
 import { runningStatus, writeRunStatus } from './run-status.js';
-import type { DistributedSettings, StageHooks, StageRecord, StageResult, StageSettings } from '../config/settings.js';
+import type { DistributedSettings, StageHooks, StageRecord, StageResult, StageSettings } from '../settings.js';
 import { runStage } from './stage.js';
 import { finishedStage, STAGE_DONE_FILE, writeStageDone } from './stage-done.js';
-import { stageSettings } from '../config/stage-settings.js';
+import { stageSettings } from './config/stage-settings.js';
 
-export { stageSettings } from '../config/stage-settings.js';
+export { stageSettings } from './config/stage-settings.js';
 
 export interface RunOptions {
   log?: (line: string) => void;

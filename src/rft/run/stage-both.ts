@@ -2,7 +2,7 @@
 // worker), in one process; weights flow back through a LocalWeightChannel (sync_method memory: by reference;
 // checkpoint: a folder). One loop failing stops the other; a resumed stage puts the checkpoint's in-memory buffer
 // contents back before the explorer starts (./checkpoint-state.ts).
-import type { StageResult } from '../config/settings.js';
+import type { StageResult } from '../settings.js';
 import { BufferClosedError } from '../buffer/index.js';
 import type { Experience } from '../experience.js';
 import { loraAdapterName } from '../explorer/engines.js';

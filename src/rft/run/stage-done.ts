@@ -10,7 +10,7 @@
 // is a training stage's when it has a final model (bench has none), else it counts for any mode (as it did).
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { StageRecord, StageResult, StageSettings } from '../config/settings.js';
+import type { StageRecord, StageResult, StageSettings } from '../settings.js';
 
 export const STAGE_DONE_FILE = 'done.json';
 

@@ -5,7 +5,7 @@
 // database for PostgreSQL, else the job folder). An explorer process whose every rollout fails fails as a trainer
 // with nothing to train on does (../trainer/empty-steps.ts).
 import { join } from 'node:path';
-import type { StageResult } from '../config/settings.js';
+import type { StageResult } from '../settings.js';
 import { ClaimedExploreSteps, keepFinishedSteps, stampExperienceIds } from '../explorer/share.js';
 import { runExplorerLoop } from '../explorer/loop.js';
 import { openTaskClaims } from '../explorer/task-claims.js';

@@ -26,7 +26,7 @@ import {
   writeBufferRecord,
 } from '../buffer/index.js';
 import { type LoadedCheckpoint, latestCheckpoint } from '../checkpoint.js';
-import type { StageHooks, StageResult, StageSettings } from '../config/settings.js';
+import type { StageHooks, StageResult, StageSettings } from '../settings.js';
 import { ExperiencePipeline, explorerSavePath } from '../data/experience-pipeline/index.js';
 import type { ModelBounds } from '../experience.js';
 import { startExplorerEngine } from '../explorer/engines.js';

@@ -6,7 +6,7 @@ import { Tokenizer } from '../../tokenizer/index.js';
 import type { ResolvedAlgorithm } from '../algorithm/presets.js';
 import { EXPERIENCE_SCHEMAS } from '../algorithm/schemas.js';
 import { DatasetReader, loadTaskset, TasksetScheduler } from '../buffer/index.js';
-import type { StageSettings } from '../config/settings.js';
+import type { StageSettings } from '../settings.js';
 import type { TrainerInit } from '../trainer/trainer.js';
 
 /** The stage's steps: buffer.total_steps, else what the data gives (`fromData`); none is an error. */

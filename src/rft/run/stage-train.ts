@@ -2,7 +2,7 @@
 // through the process weight channel) or over a dataset (SFT, DPO: one batch per step, nothing published); with
 // trainer.stop_when, an evaluator on an engine of the stage's own ends the stage at the first evaluation that meets
 // the rule (../trainer/train-eval.ts).
-import type { StageResult } from '../config/settings.js';
+import type { StageResult } from '../settings.js';
 import { sourceFromArray } from '../buffer/index.js';
 import type { MonitorGroup, ProgressReporter } from '../monitor/index.js';
 import { startExplorerEngine } from '../explorer/engines.js';

@@ -20,7 +20,7 @@
 import { mkdirSync } from 'node:fs';
 import { loadAlgorithmPlugins } from '../algorithm/plugins.js';
 import { resolveAlgorithm } from '../algorithm/presets.js';
-import type { StageHooks, StageResult, StageSettings } from '../config/settings.js';
+import type { StageHooks, StageResult, StageSettings } from '../settings.js';
 import { runBench } from '../explorer/bench.js';
 import { startExplorerEngine } from '../explorer/engines.js';
 import { runBothStage } from './stage-both.js';

@@ -1,6 +1,6 @@
 // The task pipeline's pre-stage (data_processor.task_pipeline): before a stage explores, the pipeline's operators
 // curate its one training taskset into a file, and the stage explores that file instead.
-import type { StageHooks, StageSettings } from '../config/settings.js';
+import type { StageHooks, StageSettings } from '../settings.js';
 import { startAuxiliaryModels } from '../auxiliary/index.js';
 import { runTaskPipeline, type TaskPipelineSettings, workflowSampler } from '../data/task-pipeline/index.js';
 import { startExplorerEngine } from '../explorer/engines.js';

@@ -6,7 +6,7 @@
 import type { Experience } from '../experience.js';
 import type { MonitorGroup, ProgressReporter } from '../monitor/index.js';
 import type { TrainerClient } from './trainer.js';
-import type { StageSettings } from '../config/settings.js';
+import type { StageSettings } from '../settings.js';
 import type { WeightPublisher } from '../sync/weight-channel.js';
 import { EmptyStepGuard } from './empty-steps.js';
 

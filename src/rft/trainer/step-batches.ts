@@ -4,7 +4,7 @@
 import type { SampleStrategy } from '../algorithm/sample-strategy.js';
 import type { AuxiliaryReader, ExperienceSource } from '../buffer/index.js';
 import { BufferExperienceSource } from './experience-source.js';
-import type { StageSettings } from '../config/settings.js';
+import type { StageSettings } from '../settings.js';
 import type { StepBatch } from './loop.js';
 
 /** The trainer's experiences: the shared buffer, or a dataset's batch per step. */

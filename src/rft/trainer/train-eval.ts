@@ -14,7 +14,7 @@ import {
   writeEvalSamples,
 } from '../explorer/evaluation.js';
 import { LocalWeightChannel } from '../sync/local-channel.js';
-import type { StageSettings, StopRule } from '../config/settings.js';
+import type { StageSettings, StopRule } from '../settings.js';
 import { type StartedEngine, type WeightTransport, weightTransport } from '../sync/weight-channel.js';
 
 /** `eval/eval/mean@1 >= 0.3` */

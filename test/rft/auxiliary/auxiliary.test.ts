@@ -16,7 +16,7 @@ import {
   type AuxiliaryModelSettings,
   startAuxiliaryModels,
 } from '../../../src/rft/auxiliary/index.js';
-import { ConfigError, loadConfig } from '../../../src/rft/config/index.js';
+import { ConfigError, loadConfig } from '../../../src/rft/run/config/index.js';
 import { stageSettings } from '../../../src/rft/run/index.js';
 import type { Task } from '../../../src/rft/task.js';
 import { EngineModelHandle, WorkflowRunner } from '../../../src/rft/workflow/index.js';

@@ -12,7 +12,7 @@ import { before, describe, it } from 'node:test';
 import { RolloutEngine } from '../../../src/engine/index.js';
 import { initModel } from '../../../src/model/index.js';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
-import { loadConfig } from '../../../src/rft/config/index.js';
+import { loadConfig } from '../../../src/rft/run/config/index.js';
 import { runConfig } from '../../../src/rft/run/index.js';
 import * as torch from '../../../src/torch/index.js';
 

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
 import { loadTaskset } from '../../../src/rft/buffer/taskset.js';
-import { loadConfig, resolveStages } from '../../../src/rft/config/index.js';
+import { loadConfig, resolveStages } from '../../../src/rft/run/config/index.js';
 import { runConfig, stageSettings } from '../../../src/rft/run/index.js';
 import { makeJob } from '../run/helpers.js';
 

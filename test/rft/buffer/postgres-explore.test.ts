@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
 import { openSharedBuffer } from '../../../src/rft/buffer/index.js';
-import { loadConfig } from '../../../src/rft/config/index.js';
+import { loadConfig } from '../../../src/rft/run/config/index.js';
 import { runConfig } from '../../../src/rft/run/index.js';
 import { makeJob } from '../run/helpers.js';
 import { useServer } from './postgres-setup.js';

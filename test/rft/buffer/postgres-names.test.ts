@@ -10,7 +10,7 @@ import pg from 'pg';
 import { bufferCommand } from '../../../src/cli/buffer-command.js';
 import { isPostgresUrl, openSharedBuffer, PostgresBuffer, SqliteBuffer } from '../../../src/rft/buffer/index.js';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
-import { loadConfig } from '../../../src/rft/config/index.js';
+import { loadConfig } from '../../../src/rft/run/config/index.js';
 import { makeJob } from '../run/helpers.js';
 import { makeExperience } from './helpers.js';
 import { backends, eids, useServer } from './postgres-setup.js';

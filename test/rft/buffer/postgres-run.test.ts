@@ -8,7 +8,7 @@ import { after, before, test } from 'node:test';
 import pg from 'pg';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
 import { ReplayEntries, resolveReplayPolicy } from '../../../src/rft/buffer/priority.js';
-import { loadConfig } from '../../../src/rft/config/index.js';
+import { loadConfig } from '../../../src/rft/run/config/index.js';
 import { runConfig } from '../../../src/rft/run/index.js';
 import { type PostgresServer, startPostgres } from '../../helpers/postgres.js';
 import { makeJob } from '../run/helpers.js';

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { createSelector, loadTaskset } from '../../../src/rft/buffer/index.js';
-import { ConfigError, parseConfig, resolveStages } from '../../../src/rft/config/index.js';
+import { ConfigError, parseConfig, resolveStages } from '../../../src/rft/run/config/index.js';
 import { ExperiencePipeline } from '../../../src/rft/data/experience-pipeline/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
 import { stageSettings } from '../../../src/rft/run/index.js';

@@ -8,7 +8,7 @@ import {
   MAX_EXPERIENCES_PER_STEP,
   parseConfig,
   schemaLeafPaths,
-} from '../../../src/rft/config/index.js';
+} from '../../../src/rft/run/config/index.js';
 import { numbersIn, schemaAt } from './helpers.js';
 
 /** The schema at a leaf path of schemaLeafPaths (`*`: any item or key). */

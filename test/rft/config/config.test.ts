@@ -12,7 +12,7 @@ import {
   loadConfig,
   parseConfig,
   resolveStages,
-} from '../../../src/rft/config/index.js';
+} from '../../../src/rft/run/config/index.js';
 import { modelFolder, tasksetFile } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'trinity-config-'));

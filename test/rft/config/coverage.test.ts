@@ -19,7 +19,7 @@ import {
   REFUSED_SETTINGS,
   resolveStages,
   schemaLeafPaths,
-} from '../../../src/rft/config/index.js';
+} from '../../../src/rft/run/config/index.js';
 import { runConfig, stageSettings } from '../../../src/rft/run/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'trinity-coverage-'));

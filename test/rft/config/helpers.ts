@@ -1,10 +1,10 @@
-// Test helpers: files a config's pre-run checks (src/rft/config/preflight.ts) look for (a model folder: they read
+// Test helpers: files a config's pre-run checks (src/rft/run/config/preflight.ts) look for (a model folder: they read
 // only its config.json; tasksets), and a reader of the config schema.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { z } from 'zod';
-import { ConfigSchema, RunSchema } from '../../../src/rft/config/index.js';
-import { defOf, unwrap as unwrapSchema } from '../../../src/rft/config/validate.js';
+import { ConfigSchema, RunSchema } from '../../../src/rft/run/config/index.js';
+import { defOf, unwrap as unwrapSchema } from '../../../src/rft/config/schema-walker.js';
 
 /** A folder with the config.json of a (weightless) model of `vocabSize` tokens; returns its path. */
 export function modelFolder(dir: string, vocabSize = 100): string {
@@ -25,7 +25,7 @@ export function tasksetFile(
   return file;
 }
 
-// --- reading the config schema (zod's internal definitions, as src/rft/config/validate.ts reads them) -----------------
+// --- reading the config schema (zod's internal definitions, through src/rft/config/schema-walker.ts) -----------------
 
 export { defOf, unwrapSchema };
 

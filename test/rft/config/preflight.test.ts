@@ -1,4 +1,4 @@
-// The pre-run checks (src/rft/config/preflight.ts) that `trinity config check` and runConfig share: what a run would
+// The pre-run checks (src/rft/run/config/preflight.ts) that `trinity config check` and runConfig share: what a run would
 // refuse (a missing taskset, model, workflow or reward function; rows without the prompt key; a job folder that
 // cannot be made) is reported before anything runs, as problems naming the key path and the reason.
 import assert from 'node:assert/strict';
@@ -7,8 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { configCommand } from '../../../src/cli/config-command.js';
-import { type ConfigProblem, ConfigError, parseConfig } from '../../../src/rft/config/index.js';
-import { preflightProblems, unwritableReason } from '../../../src/rft/config/preflight.js';
+import { type ConfigProblem, ConfigError, parseConfig } from '../../../src/rft/run/config/index.js';
+import { preflightProblems, unwritableReason } from '../../../src/rft/run/config/preflight.js';
 import { runConfig } from '../../../src/rft/run/index.js';
 import { modelFolder, tasksetFile } from './helpers.js';
 

@@ -3,7 +3,7 @@
 // Before, `--set __proto__.x=1` wrote x into Object.prototype and a YAML `__proto__:` key was an internal error.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ConfigError, formatProblem, parseConfig } from '../../../src/rft/config/index.js';
+import { ConfigError, formatProblem, parseConfig } from '../../../src/rft/run/config/index.js';
 
 const BASE = 'model: {model_path: /m, max_model_len: 64}\nbuffer: {explorer_input: {taskset: {path: /t}}}\n';
 

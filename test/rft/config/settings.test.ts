@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
 import { createSelector, loadTaskset } from '../../../src/rft/buffer/index.js';
-import { type Config, ConfigError, parseConfig, resolveStages } from '../../../src/rft/config/index.js';
+import { type Config, ConfigError, parseConfig, resolveStages } from '../../../src/rft/run/config/index.js';
 import { runConfig, stageSettings } from '../../../src/rft/run/index.js';
 import { modelFolder } from './helpers.js';
 

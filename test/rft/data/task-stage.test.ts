@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import { initModel } from '../../../src/model/index.js';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
 import { createSelector, loadTaskset } from '../../../src/rft/buffer/index.js';
-import { loadConfig, parseConfig } from '../../../src/rft/config/index.js';
+import { loadConfig, parseConfig } from '../../../src/rft/run/config/index.js';
 import { PASS_RATE_FIELD } from '../../../src/rft/data/task-pipeline/index.js';
 import { runConfig } from '../../../src/rft/run/index.js';
 

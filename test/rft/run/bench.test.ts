@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
-import { loadConfig } from '../../../src/rft/config/index.js';
+import { loadConfig } from '../../../src/rft/run/config/index.js';
 import { benchTargets } from '../../../src/rft/explorer/bench.js';
 import { runConfig } from '../../../src/rft/run/index.js';
 import { makeJob } from './helpers.js';

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { availableParallelism } from 'node:os';
 import { test } from 'node:test';
-import { coreBudget } from '../../../src/rft/config/stage-settings.js';
+import { coreBudget } from '../../../src/rft/run/config/stage-settings.js';
 
 test('OMP_NUM_THREADS sets the thread budget per process; unset, the cores are shared by the ranks of the machine', () => {
   assert.equal(coreBudget(1, { OMP_NUM_THREADS: '1' }), 1);

@@ -6,7 +6,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { ConfigError, loadConfig, resolveStages } from '../../../src/rft/config/index.js';
+import { ConfigError, loadConfig, resolveStages } from '../../../src/rft/run/config/index.js';
 import { stageSettings } from '../../../src/rft/run/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'engine-pool-config-'));

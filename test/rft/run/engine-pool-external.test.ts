@@ -11,7 +11,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { after, test } from 'node:test';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
-import { loadConfig } from '../../../src/rft/config/index.js';
+import { loadConfig } from '../../../src/rft/run/config/index.js';
 import { NoRolloutServerError } from '../../../src/openai/index.js';
 import { runConfig } from '../../../src/rft/run/index.js';
 import { makeJob } from './helpers.js';

@@ -16,7 +16,7 @@ import { RolloutEngine } from '../../../src/engine/index.js';
 import { CausalLM } from '../../../src/model/index.js';
 import { OpenAIRemoteEngine } from '../../../src/openai/index.js';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
-import { loadConfig } from '../../../src/rft/config/index.js';
+import { loadConfig } from '../../../src/rft/run/config/index.js';
 import { runConfig } from '../../../src/rft/run/index.js';
 import { makeJob } from './helpers.js';
 

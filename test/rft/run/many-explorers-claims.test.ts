@@ -11,7 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
-import { loadConfig } from '../../../src/rft/config/index.js';
+import { loadConfig } from '../../../src/rft/run/config/index.js';
 import { openTaskClaims, type TaskClaims } from '../../../src/rft/explorer/task-claims.js';
 import { decideClaim } from '../../../src/rft/explorer/task-claims-rule.js';
 import { type PostgresServer, startPostgres } from '../../helpers/postgres.js';

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
-import { loadConfig } from '../../../src/rft/config/index.js';
+import { loadConfig } from '../../../src/rft/run/config/index.js';
 import { runConfig } from '../../../src/rft/run/index.js';
 import { makeJob } from './helpers.js';
 

@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { parseConfig } from '../../../src/rft/config/index.js';
+import { parseConfig } from '../../../src/rft/run/config/index.js';
 import { runConfig } from '../../../src/rft/run/index.js';
 import { writeRunStatus } from '../../../src/rft/run/run-status.js';
 import { modelFolder, tasksetFile } from '../config/helpers.js';

@@ -4,7 +4,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { CausalLM } from '../../../src/model/index.js';
-import { loadConfig } from '../../../src/rft/config/index.js';
+import { loadConfig } from '../../../src/rft/run/config/index.js';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
 import { listCheckpoints } from '../../../src/rft/checkpoint.js';
 import { requiredVersion, runConfig } from '../../../src/rft/run/index.js';

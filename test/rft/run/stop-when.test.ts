@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { ConfigError, loadConfig } from '../../../src/rft/config/index.js';
+import { ConfigError, loadConfig } from '../../../src/rft/run/config/index.js';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
 import { listCheckpoints } from '../../../src/rft/checkpoint.js';
 import { runConfig } from '../../../src/rft/run/index.js';

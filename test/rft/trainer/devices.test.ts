@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
-import { type Config, ConfigError, loadConfig, parseConfig, resolveStages } from '../../../src/rft/config/index.js';
+import { type Config, ConfigError, loadConfig, parseConfig, resolveStages } from '../../../src/rft/run/config/index.js';
 import { describePlacement } from '../../../src/rft/run/distributed.js';
 import { runConfig, stageSettings } from '../../../src/rft/run/index.js';
 import * as torch from '../../../src/torch/index.js';

@@ -10,7 +10,7 @@ import type { Task } from '../../task.js';
 /** One row of a taskset as read from its file (a JSON object). */
 export type TaskRow = Record<string, unknown>;
 
-/** `data_processor.task_pipeline` as the stage reads it (src/rft/config/stage-settings.ts). */
+/** `data_processor.task_pipeline` as the stage reads it (src/rft/data/config.ts taskPipelineSettings). */
 export interface TaskPipelineSettings {
   /** The operators in order: a registered name or a module path, and its YAML arguments (snake_case). */
   operators: { name: string; args: Record<string, unknown> }[];

@@ -5,15 +5,8 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import YAML from 'yaml';
-import {
-  type AlgorithmResolver,
-  type Config,
-  ConfigError,
-  locateProblems,
-  parseConfig,
-  resolveStages,
-  type StageConfig,
-} from './index.js';
+import type { AlgorithmResolver } from '../../algorithm/config.js';
+import { type Config, ConfigError, locateProblems, parseConfig, resolveStages, type StageConfig } from './index.js';
 import { preflightProblems } from './preflight.js';
 
 export interface ConfigCheckOptions {

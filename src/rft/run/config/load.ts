@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import YAML, { isMap, isPair, isScalar, isSeq, LineCounter, type Node as YamlNode } from 'yaml';
-import { ConfigError, type ConfigProblem } from './errors.js';
+import { ConfigError, type ConfigProblem } from '../../config/errors.js';
 import type { Config, StageConfig } from './schema.js';
 import {
   applyOverrides,
@@ -21,7 +21,7 @@ import {
   resolvePaths,
   type Segment,
   type Tree,
-} from './source.js';
+} from '../../config/source.js';
 import { type ValidateOptions, validateConfig } from './validate.js';
 
 export interface LoadConfigOptions extends ValidateOptions {

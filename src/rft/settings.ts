@@ -1,12 +1,17 @@
 // The settings of one stage: what src/rft/run/run.ts derives from a resolved config section and the stage's loops
 // read. Plain data (no config key names): every field here is read by the stage; a config key that maps to none is
-// refused by validation (src/rft/config/validate.ts).
-import type { ModelDType } from '../../model/index.js';
-import type { AuxiliaryModelSettings } from '../auxiliary/index.js';
-import type { DatasetFormat, SelectorConfig, TasksetConfig } from '../buffer/index.js';
-import type { MonitorArgs, MonitorType, ProgressReporter } from '../monitor/index.js';
-import type { TaskPipelineSettings } from '../data/task-pipeline/types.js';
-import type { ExperiencePipelineSettings } from '../data/experience-pipeline/index.js';
+// refused by validation (src/rft/run/config/).
+//
+// Types only, in a file of its own at the top of src/rft (beside task.ts and experience.ts): it names types of
+// buffer/, monitor/, auxiliary/ and data/ and is read by explorer/, trainer/ and run/, while src/rft/config/ (the
+// config language every part's config section is written in) stays below all of them.
+import type { ModelDType } from '../model/index.js';
+import type { AuxiliaryModelSettings } from './auxiliary/index.js';
+import type { DatasetFormat, SelectorConfig, TasksetConfig } from './buffer/index.js';
+import type { ExperienceBufferSettings } from './buffer/config.js';
+import type { MonitorArgs, MonitorType, ProgressReporter } from './monitor/index.js';
+import type { TaskPipelineSettings } from './data/task-pipeline/types.js';
+import type { ExperiencePipelineSettings } from './data/experience-pipeline/index.js';
 
 export type StageMode = 'both' | 'explore' | 'train' | 'bench' | 'serve';
 
@@ -48,7 +53,7 @@ export interface StageSettings {
   explorer: {
     /**
      * explorer.name: mode explore's explorer among the processes sharing the buffer: the owner of its claimed explore
-     * steps (../explorer/task-claims.ts) and its metrics folder (<jobDir>/<name>).
+     * steps (./explorer/task-claims.ts) and its metrics folder (<jobDir>/<name>).
      */
     name: string;
     runnerPerModel: number;
@@ -122,25 +127,7 @@ export interface StageSettings {
     maxStaleness: number | null;
   };
   /** Experience buffer: in memory (mode both), a shared SQLite file (explore/train), or a dataset file (train: SFT). */
-  buffer: {
-    storageType: 'queue' | 'sql' | 'file';
-    /** experience_buffer.name: the buffer's table (storage_type sql, SQLite or PostgreSQL) and its name in messages. */
-    name: string;
-    path: string | null;
-    capacity: number;
-    /** The longest a trainer read waits for a batch (experience_buffer.max_read_timeout). */
-    maxReadTimeoutMs: number;
-    format?: DatasetFormat;
-    /** Priority replay instead of FIFO (experience_buffer.replay_buffer): in memory (queue) or in the sql buffer's tables. */
-    replay?: {
-      priorityFn: string;
-      decay: number;
-      /** decay_limit_randomization: uses after which an experience leaves, and the priority noise (priority_fn_args). */
-      useCountLimit?: number;
-      sigma?: number;
-      reuseCooldownMs: number | null;
-    } | null;
-  };
+  buffer: ExperienceBufferSettings;
   monitorTypes: MonitorType[];
   /** The backends' arguments (monitor.monitor_args): W&B base_url/api_key, MLflow uri/username/password. */
   monitorArgs: MonitorArgs;
@@ -153,13 +140,13 @@ export interface StageSettings {
   experiencePipeline?: ExperiencePipelineSettings | null;
   seed: number;
   threads: { explorer: number; trainer: number };
-  /** Data-parallel training over c10d (the torchrun environment; ../run/distributed.ts); null: one trainer process. */
+  /** Data-parallel training over c10d (the torchrun environment; ./run/distributed.ts); null: one trainer process. */
   distributed: DistributedSettings | null;
 }
 
 /**
  * This process's place among the data-parallel trainer ranks. Rank 0 runs the stage (explorer, buffer, checkpoints,
- * metrics, weight publishing) and sends each step's batch to the others; ranks > 0 only train (../run/follower.ts).
+ * metrics, weight publishing) and sends each step's batch to the others; ranks > 0 only train (./run/follower.ts).
  */
 export interface DistributedSettings {
   rank: number;

@@ -4,25 +4,27 @@
 //   folders      every stage's job folder (checkpoints, metrics) and an SQLite buffer's folder can be made and written
 //                (a path in a kernel file system such as /proc is refused: making folders there never succeeds)
 //   model        the folder a stage starts from has config.json; a critic folder too; a LoRA adapter has
-//                adapter_config.json
+//                adapter_config.json (./model.ts checkModelFolders)
 //   tasksets     each one the stage reads loads: its file or split exists, and every row has the format keys
 //                (src/rft/buffer/taskset.ts names file:line and the key)
 //   names        every workflow and reward function the tasks name is registered or loads as a module path
 //   datasets     the files of a file experience buffer, SFT warm-up data and auxiliary buffers exist
+//                (src/rft/buffer/config.ts checkDatasetFiles)
 //   token ids    rollout_args.stop_token_ids are below the model's vocab_size
 //
 // Only stages that will run are checked: a stage whose done.json exists is skipped by runConfig, and so here (the
 // model a stage starts from is then the previous stage's final model, as runConfig passes it on).
 import { accessSync, constants, existsSync, readFileSync, realpathSync, statfsSync, statSync } from 'node:fs';
 import { dirname, join, resolve, sep } from 'node:path';
-import { isPostgresUrl } from '../buffer/postgres.js';
-import { SplitError, splitFiles } from '../buffer/split.js';
-import { loadTaskset, type TasksetConfig as TasksetSettings } from '../buffer/taskset.js';
-import { REWARD_FUNCTIONS } from '../reward/registry.js';
-import { WORKFLOWS } from '../workflow/registry.js';
-import { ConfigError, type ConfigProblem } from './errors.js';
+import { isPostgresUrl } from '../../buffer/postgres.js';
+import { checkDatasetFiles } from '../../buffer/config.js';
+import { loadTaskset, type TasksetConfig as TasksetSettings } from '../../buffer/taskset.js';
+import { REWARD_FUNCTIONS } from '../../reward/registry.js';
+import { WORKFLOWS } from '../../workflow/registry.js';
+import { ConfigError, type ConfigProblem, type ReportProblem } from '../../config/errors.js';
 import { resolveStages } from './load.js';
 import type { Config, StageConfig, TasksetConfig } from './schema.js';
+import { checkModelFolders } from './model.js';
 import { stageSettings } from './stage-settings.js';
 
 export interface PreflightOptions {
@@ -67,7 +69,7 @@ export async function checkBeforeRun(config: Config, options: PreflightOptions =
   if (problems.length > 0) throw new ConfigError(problems);
 }
 
-type Report = (path: string, message: string) => void;
+type Report = ReportProblem;
 
 function finishedRecord(stage: StageConfig): { finalModelDir: string | null } | null {
   const file = join(stage.checkpoint_job_dir, 'done.json');
@@ -96,20 +98,8 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
   }
 
   // models: an external server in modes explore and bench needs no local folder (it only names the model)
-  let vocabSize: number | null = null;
-  if (modelPath !== null && !(remote && (mode === 'explore' || mode === 'bench'))) {
-    const model = readModelConfig(modelPath);
-    if (typeof model === 'string') add('model.model_path', model);
-    else if (typeof model.vocab_size === 'number') vocabSize = model.vocab_size;
-  }
-  if (stage.model.critic_model_path !== null) {
-    const critic = readModelConfig(stage.model.critic_model_path);
-    if (typeof critic === 'string') add('model.critic_model_path', critic);
-  }
-  const adapter = stage.model.lora?.path ?? null;
-  if (adapter !== null && !existsSync(join(adapter, 'adapter_config.json'))) {
-    add('model.lora.path', `${adapter} is not a PEFT adapter folder (no adapter_config.json)`);
-  }
+  const policyPath = modelPath !== null && !(remote && (mode === 'explore' || mode === 'bench')) ? modelPath : null;
+  const vocabSize = checkModelFolders(stage.model, policyPath, add);
 
   // tasksets, and the names their tasks use
   const settings = stageSettings(stage, modelPath ?? stage.model.model_path, baseDir);
@@ -188,40 +178,7 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
   }
   await names.settled();
 
-  // datasets the trainer reads
-  const datasets: { path: string; file: string; split: string; subset: string | null }[] = [];
-  if ((mode === 'train' || mode === 'both') && experienceBuffer.storage_type === 'file' && experienceBuffer.path !== null) {
-    datasets.push({
-      path: `${bufferPath}.path`,
-      file: experienceBuffer.path,
-      split: experienceBuffer.split,
-      subset: experienceBuffer.subset_name,
-    });
-  }
-  const warmup = stage.buffer.trainer_input.sft_warmup_dataset;
-  if (warmup !== null)
-    datasets.push({
-      path: 'buffer.trainer_input.sft_warmup_dataset.path',
-      file: warmup.path,
-      split: warmup.split,
-      subset: warmup.subset_name,
-    });
-  for (const [key, d] of Object.entries(stage.buffer.trainer_input.auxiliary_buffers)) {
-    datasets.push({
-      path: `buffer.trainer_input.auxiliary_buffers.${key}.path`,
-      file: d.path,
-      split: d.split,
-      subset: d.subset_name,
-    });
-  }
-  for (const d of datasets) {
-    try {
-      splitFiles(d.file, d.split, d.subset);
-    } catch (error) {
-      if (!(error instanceof SplitError)) throw error;
-      add(d.path, error.message);
-    }
-  }
+  checkDatasetFiles(stage.buffer, mode, add);
 }
 
 /** Resolves each workflow and reward function name once (module paths are imported); reports the ones that fail. */
@@ -260,20 +217,6 @@ class NameChecks {
 
   async settled(): Promise<void> {
     await Promise.all(this.#pending);
-  }
-}
-
-/** config.json of a model folder as an object, or why it cannot be read. */
-function readModelConfig(dir: string): Record<string, unknown> | string {
-  const file = join(dir, 'config.json');
-  if (!existsSync(dir)) return `model folder ${dir} does not exist`;
-  if (!existsSync(file)) return `${dir} is not a Hugging Face model folder (no config.json)`;
-  try {
-    const value: unknown = JSON.parse(readFileSync(file, 'utf8'));
-    if (value === null || typeof value !== 'object' || Array.isArray(value)) return `${file} does not hold a JSON object`;
-    return value as Record<string, unknown>;
-  } catch (error) {
-    return `${file} cannot be read: ${(error as Error).message}`;
   }
 }
 

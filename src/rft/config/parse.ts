@@ -1,0 +1,95 @@
+// Parsing a config tree with a zod schema: keys set to null take their defaults, and each of zod's issues becomes a
+// ConfigProblem that names the key path in the config's words (`expected an integer, got 'abc'`, `unknown key
+// 'batchsize'; did you mean 'batch_size'?`). Every section's schema, and the whole file's, is parsed through here.
+import type { z } from 'zod';
+import { closestName } from '../../util/did-you-mean.js';
+import type { ConfigProblem } from './errors.js';
+import { defOf, knownKeys, schemaAt, stripNulls, unwrap } from './schema-walker.js';
+import { describeValue, getIn, joinPath, type Segment, type Tree } from './source.js';
+
+type Schema = z.ZodType;
+
+/** "an integer", "a string", ... for the schema at `path` (zod reports integers as numbers). */
+function expectedName(schema: Schema, path: readonly Segment[], expected: string): string {
+  const leaf = schemaAt(schema, path);
+  const def = leaf === undefined ? undefined : defOf(unwrap(leaf));
+  if (def?.type === 'number' && def.format?.includes('int')) return 'an integer';
+  const names: Record<string, string> = {
+    int: 'an integer',
+    number: 'a number',
+    string: 'a string',
+    boolean: 'a boolean (true or false)',
+    object: 'a mapping',
+    record: 'a mapping',
+    array: 'a list',
+    tuple: 'a list',
+  };
+  return names[expected] ?? expected;
+}
+
+type Issue = z.core.$ZodIssue;
+
+const quoteAll = (values: readonly unknown[]): string => values.map((v) => `'${String(v)}'`).join(', ');
+
+function issueProblems(issue: Issue, input: unknown, schema: Schema, prefix: readonly Segment[] = []): ConfigProblem[] {
+  const path: Segment[] = [...prefix, ...issue.path.map((p) => (typeof p === 'number' ? p : String(p)))];
+  const value = getIn(input, path);
+  const at = joinPath(path);
+  switch (issue.code) {
+    case 'unrecognized_keys': {
+      const known = knownKeys(schema, path);
+      return issue.keys.map((key) => {
+        const best = closestName(key, known);
+        const hint = best !== null ? `did you mean '${best}'?` : `expected one of: ${known.join(', ')}`;
+        return { path: joinPath([...path, key]), message: `unknown key '${key}'; ${hint}` };
+      });
+    }
+    case 'invalid_type': {
+      const expected = expectedName(schema, path, issue.expected);
+      if (value === undefined) {
+        const last = path[path.length - 1];
+        const what = typeof last === 'number' ? `item ${last} is missing` : 'required key is missing';
+        return [{ path: at, message: `${what} (expected ${expected})` }];
+      }
+      return [{ path: at, message: `expected ${expected}, got ${describeValue(value)}` }];
+    }
+    case 'invalid_value': {
+      const best = typeof value === 'string' ? closestName(value, issue.values.map(String)) : null;
+      const hint = best !== null ? `; did you mean '${best}'?` : '';
+      const got = typeof value === 'string' ? `'${value}'` : describeValue(value);
+      return [{ path: at, message: `expected one of ${quoteAll(issue.values)}; got ${got}${hint}` }];
+    }
+    case 'too_small': {
+      const min = Number(issue.minimum);
+      if (issue.origin === 'string' && min === 1) return [{ path: at, message: 'must not be empty' }];
+      if (issue.origin === 'array') return [{ path: at, message: `must have at least ${min} item(s)` }];
+      return [{ path: at, message: `must be ${issue.inclusive ? '>=' : '>'} ${min}, got ${describeValue(value)}` }];
+    }
+    case 'too_big': {
+      const max = Number(issue.maximum);
+      if (issue.origin === 'array') return [{ path: at, message: `must have at most ${max} item(s)` }];
+      return [{ path: at, message: `must be ${issue.inclusive ? '<=' : '<'} ${max}, got ${describeValue(value)}` }];
+    }
+    case 'invalid_union': {
+      // a branch whose type matched explains the problem best; else list the types that would do
+      const isTypeMismatch = (i: Issue) => i.code === 'invalid_type' && i.path.length === 0;
+      const matched = issue.errors.find((branch) => !branch.some(isTypeMismatch));
+      if (matched !== undefined) return matched.flatMap((i) => issueProblems(i, input, schema, path));
+      const expected = issue.errors.flatMap((b) =>
+        b.filter(isTypeMismatch).map((i) => (i.code === 'invalid_type' ? i.expected : '')),
+      );
+      const names = [...new Set(expected.map((e) => expectedName(schema, [], e)))];
+      return [{ path: at, message: `expected ${names.join(' or ')}, got ${describeValue(value)}` }];
+    }
+    default:
+      return [{ path: at, message: issue.message }];
+  }
+}
+
+export function parseWith<S extends Schema>(schema: S, input: Tree, problems: ConfigProblem[]): z.output<S> | undefined {
+  stripNulls(input, schema);
+  const result = schema.safeParse(input);
+  if (result.success) return result.data;
+  for (const issue of result.error.issues) problems.push(...issueProblems(issue, input, schema));
+  return undefined;
+}

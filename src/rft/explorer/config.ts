@@ -1,0 +1,156 @@
+// The `explorer` section of the run config (Trinity's ExplorerConfig): the rollout model and its engines, the
+// workflow runners, evaluation, and mode serve's endpoint — the schema with its defaults, the rollout model's rules
+// (embedded engines or an external OpenAI-compatible pool), and the explorer's and the endpoint's settings. Its
+// auxiliary models are ../auxiliary/config.ts. Written in the config language of src/rft/config/.
+import { z } from 'zod';
+import { AuxiliaryModelSchema } from '../auxiliary/config.js';
+import type { ReportProblem } from '../config/errors.js';
+import {
+  bool,
+  coerceString,
+  deviceSetting,
+  ENGINE_TYPES,
+  intIn,
+  MAX_SLOTS,
+  MAX_STEPS,
+  MAX_TIMEOUT_SECONDS,
+  MAX_TOKENS,
+  numIn,
+  str,
+} from '../config/value-schemas.js';
+import type { StageMode, StageSettings } from '../settings.js';
+
+export const RolloutModelSchema = z.strictObject({
+  engine_type: z.enum(ENGINE_TYPES).default('embedded'), // Trinity vllm; openai: an external OpenAI-compatible server
+  engine_num: intIn(1, 64).default(1), // [1, 64] embedded: engines, each on its own thread (or process) with a share of the cores; openai: 1 or the number of base_urls
+  engine_process: bool().default(false), // embedded only: each engine in its own process (weights by checkpoint reload)
+  slots: intIn(1, MAX_SLOTS).default(8), // [1, 4096] sequences decoded at once per engine (KV-cache slots)
+  // openai only: one server (…/v1), or a list: a pool with health checks and failover
+  base_url: z
+    .union([z.array(str()).min(1), str()])
+    .nullable()
+    .default(null),
+  api_key: str().nullable().default(null), // openai only
+  model_name: str().nullable().default(null), // openai only; null: model.model_path
+  device: deviceSetting(), // embedded only; auto: cuda when a GPU is visible, else cpu
+});
+
+export const ExplorerSchema = z.strictObject({
+  // mode explore: this explorer process among several sharing one buffer (its claims of explore steps, its metrics
+  // folder <job dir>/<name>); null: 'explorer' (Trinity's default)
+  name: z
+    .preprocess(
+      coerceString,
+      z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, 'expected a name of letters, digits, _ . - (at most 64)'),
+    )
+    .nullable()
+    .default(null),
+  runner_per_model: intIn(1, MAX_SLOTS).default(8), // [1, 4096] concurrent workflow runs per engine
+  max_timeout: numIn(0, MAX_TIMEOUT_SECONDS, true).default(1800), // (0, 2147483] seconds per attempt
+  max_retry_times: intIn(0, 100).default(2), // [0, 100]
+  eval_interval: intIn(1, MAX_STEPS).default(100), // [1, 1e9] explore steps
+  eval_on_startup: bool().default(true),
+  bench_on_latest_checkpoint: bool().default(false),
+  rollout_model: RolloutModelSchema.prefault({}),
+  auxiliary_models: z.array(AuxiliaryModelSchema).default([]), // judges, reward models, teachers (src/rft/auxiliary)
+  // mode serve (Trinity's proxy): the OpenAI-compatible endpoint external agents call
+  proxy_port: intIn(0, 65535).default(8010), // [0, 65535]; 0: any free port
+  listen_address: str().default('127.0.0.1'), // Trinity 0.0.0.0; loopback unless asked
+  api_key: str().nullable().default(null), // null: $TRINITY_API_KEY if set, else no key
+  serve_max_tokens: intIn(1, MAX_TOKENS).default(4096), // [1, 2^20]; largest max_tokens a request may ask
+  serve_max_prompt_tokens: intIn(1, MAX_TOKENS).nullable().default(null), // [1, 2^20]; null: the model's context
+  serve_max_body_bytes: intIn(1, 1024 * 1024 * 1024).default(1024 * 1024), // [1, 1 GiB]
+  serve_max_n: intIn(1, 1024).default(16), // [1, 1024]
+});
+
+export type RolloutModelConfig = z.output<typeof RolloutModelSchema>;
+export type ExplorerConfig = z.output<typeof ExplorerSchema>;
+
+/** The rollout model's rules: an external pool (engine_type openai) or embedded engines, each with its own keys. */
+export function checkRolloutModel(rollout: RolloutModelConfig, mode: StageMode, problem: ReportProblem): void {
+  if (rollout.engine_type === 'openai') {
+    if (rollout.device !== 'auto')
+      problem(
+        'explorer.rollout_model.device',
+        `places the embedded engine; an external server (engine_type openai) runs where it was started: remove it`,
+      );
+    if (rollout.base_url === null) problem('explorer.rollout_model.base_url', 'is required with engine_type openai');
+    const servers = Array.isArray(rollout.base_url) ? rollout.base_url.length : 1;
+    if (rollout.engine_num !== 1 && rollout.engine_num !== servers)
+      problem(
+        'explorer.rollout_model.engine_num',
+        `(${rollout.engine_num}) an external pool has one engine per base_url (${servers} given): list the servers in ` +
+          'base_url, and set engine_num to their number or leave it out',
+      );
+    if (Array.isArray(rollout.base_url) && new Set(rollout.base_url).size !== rollout.base_url.length)
+      problem('explorer.rollout_model.base_url', 'lists a server twice: each base_url is one server of the pool');
+    if (rollout.engine_process)
+      problem(
+        'explorer.rollout_model.engine_process',
+        "starts embedded engines in processes of their own: use engine_type 'embedded'",
+      );
+  } else if (mode === 'serve' && rollout.engine_process) {
+    problem('explorer.rollout_model.engine_process', 'mode serve runs its engines on threads of its own process: remove it');
+  } else {
+    for (const key of ['base_url', 'api_key', 'model_name'] as const) {
+      if (rollout[key] !== null) problem(`explorer.rollout_model.${key}`, "is only used with engine_type 'openai'");
+    }
+  }
+}
+
+/** What the explorer's settings take from other sections, and the engine's device resolved where it runs. */
+export interface ExplorerSettingsContext {
+  /** The weights the stage starts from: an external server's model name when it sets none. */
+  modelPath: string;
+  /** model.max_model_len. */
+  maxLength: number;
+  /** buffer.explorer_input.default_workflow_type. */
+  defaultWorkflowType: string | null;
+  /** synchronizer.sync_method: how an embedded engine gets weights (validation allows only checkpoint for a server). */
+  weightSync: 'memory' | 'checkpoint';
+  /** The embedded engine's device, resolved ('cpu' or 'cuda:N'). */
+  device: string;
+}
+
+/** The stage's explorer settings. */
+export function explorerSettings(explorer: ExplorerConfig, context: ExplorerSettingsContext): StageSettings['explorer'] {
+  const rollout = explorer.rollout_model;
+  return {
+    name: explorer.name ?? 'explorer',
+    runnerPerModel: explorer.runner_per_model,
+    maxTimeout: explorer.max_timeout,
+    maxRetryTimes: explorer.max_retry_times,
+    slots: rollout.slots,
+    maxLength: context.maxLength,
+    defaultWorkflow: context.defaultWorkflowType ?? 'simple_workflow',
+    device: context.device,
+    engine:
+      rollout.engine_type === 'openai'
+        ? {
+            type: 'openai',
+            baseUrl: rollout.base_url as string | string[],
+            apiKey: rollout.api_key ?? process.env.OPENAI_API_KEY ?? null,
+            modelName: rollout.model_name ?? context.modelPath,
+          }
+        : // embedded engines: how many and where (validation checks engine_num against an external pool's base_url list)
+          {
+            type: 'embedded',
+            weightSync: context.weightSync,
+            engineNum: rollout.engine_num,
+            engineProcess: rollout.engine_process,
+          },
+  };
+}
+
+/** Mode serve's endpoint (src/serve/serve-stage.ts). */
+export function serveSettings(explorer: ExplorerConfig): StageSettings['serve'] {
+  return {
+    host: explorer.listen_address,
+    port: explorer.proxy_port,
+    apiKey: explorer.api_key ?? process.env.TRINITY_API_KEY ?? null,
+    maxTokens: explorer.serve_max_tokens,
+    maxPromptTokens: explorer.serve_max_prompt_tokens,
+    maxBodyBytes: explorer.serve_max_body_bytes,
+    maxN: explorer.serve_max_n,
+  };
+}

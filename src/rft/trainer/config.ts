@@ -1,0 +1,137 @@
+// The `trainer` section of the run config (Trinity's TrainerConfig): checkpoints, micro-batches, device, mixed
+// precision, ZeRO-1, data-parallel timeouts and stop_when — the schema with its defaults, the dtypes derived from the
+// model with their rules, stop_when's rules, and the trainer's settings (./loop.ts, ./train-step.ts). Written in the
+// config language of src/rft/config/.
+import { z } from 'zod';
+import type { ReportProblem } from '../config/errors.js';
+import {
+  bool,
+  DTYPES,
+  deviceSetting,
+  intIn,
+  MAX_EXPERIENCES_PER_STEP,
+  MAX_STEPS,
+  MAX_TIMEOUT_SECONDS,
+  nonEmpty,
+  numIn,
+} from '../config/value-schemas.js';
+import type { StageMode, StageSettings } from '../settings.js';
+
+/**
+ * trainer.stop_when (not in Trinity): a mode-train stage (e.g. an SFT warm-up) evaluates the eval tasksets every
+ * explorer.eval_interval train steps and ends at the first evaluation whose `metric` (as logged:
+ * eval/<taskset>/mean@1, eval/<taskset>/pass@8, ...) is >= at_least (or <= at_most); total_steps stays the most it
+ * trains. One of at_least / at_most.
+ */
+export const StopWhenSchema = z.strictObject({
+  metric: nonEmpty(),
+  at_least: numIn(-1e12, 1e12).nullable().default(null), // [-1e12, 1e12]
+  at_most: numIn(-1e12, 1e12).nullable().default(null), // [-1e12, 1e12]
+});
+
+export const TrainerSchema = z.strictObject({
+  save_interval: intIn(0, MAX_STEPS).default(0), // [0, 1e9] train steps; 0: only at the end
+  max_checkpoints_to_keep: intIn(0, MAX_STEPS).default(0), // [0, 1e9]; 0: keep all
+  grad_clip: numIn(0, 1e6, true).nullable().default(null), // (0, 1e6] max gradient norm; derived: algorithm.optimizer.clip_grad, else 1.0
+  micro_batch_size: intIn(1, MAX_EXPERIENCES_PER_STEP).default(1), // [1, 65536]; Trinity/veRL ppo_micro_batch_size_per_gpu 1
+  gradient_checkpointing: bool().default(true), // veRL enable_gradient_checkpointing true
+  device: deviceSetting(), // auto: cuda when a GPU is visible (a rank's own: LOCAL_RANK), else cpu
+  // mixed precision as verl's FSDP (mixed_precision.param_dtype bf16 over float32 parameters and optimizer state)
+  param_dtype: z.enum(DTYPES).nullable().default(null), // derived: model.dtype; forward/backward dtype
+  master_dtype: z.enum(DTYPES).nullable().default(null), // derived: float32 (with LoRA: param_dtype); weights the optimizer updates
+  zero_stage: z // 1: ZeRO-1, AdamW state sharded over the data-parallel ranks
+    .literal([0, 1], {
+      error:
+        'must be 0 (off) or 1 (ZeRO-1: AdamW state sharded over the ranks); ZeRO stages 2 and 3 (gradients, parameters sharded) are not implemented',
+    })
+    .default(0),
+  distributed_timeout: numIn(0, MAX_TIMEOUT_SECONDS, true).default(600), // (0, 2147483] seconds a data-parallel rank waits in a collective (veRL nccl_timeout 600)
+  total_steps: intIn(1, MAX_STEPS).nullable().default(null), // [1, 1e9]; null: until the buffer runs out
+  stop_when: StopWhenSchema.nullable().default(null), // mode train: end the stage once an eval metric reaches a value
+});
+
+export type TrainerConfig = Omit<z.output<typeof TrainerSchema>, 'grad_clip' | 'param_dtype' | 'master_dtype'> & {
+  grad_clip: number;
+  param_dtype: (typeof DTYPES)[number];
+  master_dtype: (typeof DTYPES)[number];
+};
+
+type Dtype = (typeof DTYPES)[number];
+
+/**
+ * Mixed precision: compute in param_dtype (derived: model.dtype), keep master weights and optimizer state in
+ * master_dtype (derived: float32, with LoRA param_dtype).
+ */
+export function trainerDtypes(
+  trainer: z.output<typeof TrainerSchema>,
+  model: { dtype: Dtype; lora: unknown },
+  problem: ReportProblem,
+): { param_dtype: Dtype; master_dtype: Dtype } {
+  const paramDtype = trainer.param_dtype ?? model.dtype;
+  const masterDtype = trainer.master_dtype ?? (model.lora === null ? 'float32' : paramDtype);
+  if (paramDtype === 'float32' && masterDtype === 'bfloat16')
+    problem('trainer.master_dtype', "bfloat16 master weights under float32 compute lose precision for nothing: use 'float32'");
+  if (model.lora !== null && masterDtype !== paramDtype)
+    problem(
+      'trainer.master_dtype',
+      `LoRA adapters train in one dtype (param_dtype ${paramDtype}); master_dtype ${masterDtype} is for full ` +
+        'fine-tuning: remove it or set it equal',
+    );
+  return { param_dtype: paramDtype, master_dtype: masterDtype };
+}
+
+/** What stop_when's rules read from the rest of the stage. */
+export interface StopWhenContext {
+  /** False for the top level of a multi-stage file (it never runs by itself). */
+  runnable: boolean;
+  mode: StageMode;
+  /** buffer.trainer_input.experience_buffer.storage_type. */
+  storageType: string;
+  /** The names of the eval tasksets. */
+  evalTasksets: readonly string[];
+}
+
+/** trainer.stop_when: a train stage over a dataset evaluates between its steps and ends at the target. */
+export function checkStopWhen(
+  stopWhen: z.output<typeof StopWhenSchema> | null,
+  { runnable, mode, storageType, evalTasksets }: StopWhenContext,
+  problem: ReportProblem,
+): void {
+  if (stopWhen === null) return;
+  const at = 'trainer.stop_when';
+  if ((stopWhen.at_least === null) === (stopWhen.at_most === null))
+    problem(at, 'give one of at_least or at_most: the value the metric must reach for the stage to end');
+  if (runnable && (mode !== 'train' || storageType !== 'file'))
+    problem(
+      at,
+      `ends a mode-train stage that learns from a dataset (storage_type file: SFT, DPO) early; this stage is mode ${mode}` +
+        (mode === 'train' ? ` reading storage_type ${storageType}` : '') +
+        ' (stopping explorers and trainer together is not implemented)',
+    );
+  const [scope, taskset, statistic] = stopWhen.metric.split('/');
+  if (scope !== 'eval' || taskset === undefined || statistic === undefined || !/^(mean|best|worst|pass)@\d+$/.test(statistic))
+    problem(`${at}.metric`, `'${stopWhen.metric}' is not an eval metric: write eval/<taskset>/<mean@k|best@k|worst@k|pass@k>`);
+  else if (!evalTasksets.includes(taskset))
+    problem(
+      `${at}.metric`,
+      `names eval taskset '${taskset}', which is not in buffer.explorer_input.eval_tasksets (${evalTasksets.join(', ') || 'none set'})`,
+    );
+}
+
+/** The stage's trainer settings; `device`: trainer.device resolved where the trainer runs ('cpu' or 'cuda:N'). */
+export function trainerSettings(trainer: TrainerConfig, device: string): StageSettings['trainer'] {
+  return {
+    saveInterval: trainer.save_interval > 0 ? trainer.save_interval : Number.MAX_SAFE_INTEGER,
+    maxCheckpointsToKeep: trainer.max_checkpoints_to_keep,
+    microBatchSize: trainer.micro_batch_size,
+    gradientCheckpointing: trainer.gradient_checkpointing,
+    paramDtype: trainer.param_dtype,
+    masterDtype: trainer.master_dtype,
+    device,
+    distributedTimeoutMs: trainer.distributed_timeout * 1000,
+    zeroStage: trainer.zero_stage,
+    stopWhen: trainer.stop_when
+      ? { metric: trainer.stop_when.metric, atLeast: trainer.stop_when.at_least, atMost: trainer.stop_when.at_most }
+      : null,
+  };
+}
