@@ -10,6 +10,7 @@ import { WorkerRolloutEngine } from '../engine/index.js';
 import { syncModelWeightsFromDir } from '../engine/weight-sync.js';
 import { CausalLM, LoraModel, loadModelConfig, type ModelDType } from '../model/index.js';
 import { OpenAIHttpError, OpenAIService, type OpenAIServer, startOpenAIServer } from '../openai/index.js';
+import { checkChatTemplate } from '../tokenizer/index.js';
 import * as torch from '../torch/index.js';
 
 export interface ServeModelOptions {
@@ -55,6 +56,12 @@ export async function serveModel(options: ServeModelOptions): Promise<ServedMode
   if (tokenizer === null) {
     await engine.close();
     throw new Error(`${modelDir}: no tokenizer.json (the OpenAI API needs a tokenizer)`);
+  }
+  try {
+    checkChatTemplate(tokenizer, modelDir);
+  } catch (error) {
+    await engine.close();
+    throw error;
   }
   const service = new OpenAIService({
     modelName,
