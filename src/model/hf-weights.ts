@@ -14,10 +14,11 @@
 //   model.norm.weight                                 [hidden]
 //   lm_head.weight                                    [vocab, hidden]            (absent when tied to embed_tokens)
 // plus .bias beside q/k/v (qkvBias), o (outputBias) and the MLP (mlpBias) where the config says so.
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { DType, Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
+import { readRegularFile } from '../util/index.js';
 import type { ModelConfig } from './config.js';
 
 /** Every weight the config implies, in Hugging Face's names and order, with its shape. */
@@ -137,7 +138,9 @@ export function readModelWeights(
   for (const t of weights.values()) torch.keep(t);
   // loadModelWeights validated the index; here it only names the shard of a tensor in errors
   const indexFile = join(dir, 'model.safetensors.index.json');
-  const weightMap = existsSync(indexFile) ? (JSON.parse(readFileSync(indexFile, 'utf8')) as torch.ShardIndex).weight_map : null;
+  const weightMap = existsSync(indexFile)
+    ? (JSON.parse(readRegularFile(indexFile, 'utf8')) as torch.ShardIndex).weight_map
+    : null;
   const fileOf = (tensor: string | null): string => {
     if (weightMap === null) return join(dir, 'model.safetensors');
     const shard = tensor === null ? undefined : weightMap[tensor];

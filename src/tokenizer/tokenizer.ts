@@ -4,10 +4,11 @@
 //   generation_config.json eos_token_id (one id or a list), used for stopping
 // Token ids are the currency of RL: a rollout keeps the exact ids the model produced, so callers encode prompts
 // once and never re-tokenise generated text.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Template } from '@huggingface/jinja';
 import { Tokenizer as HfTokenizer } from '@huggingface/tokenizers';
+import { fileErrorDetail, readRegularFile } from '../util/index.js';
 import { type ChatTemplateBudget, ChatTemplateError, DEFAULT_CHAT_TEMPLATE_BUDGET, renderChatTemplate } from './chat-template.js';
 
 export interface ToolCall {
@@ -52,9 +53,9 @@ type JsonObject = Record<string, unknown>;
 function readJson(file: string): JsonObject {
   let text: string;
   try {
-    text = readFileSync(file, 'utf8');
+    text = readRegularFile(file, 'utf8');
   } catch (error) {
-    throw new TokenizerError(file, `cannot read: ${(error as Error).message}`);
+    throw new TokenizerError(file, `cannot read: ${fileErrorDetail(error)}`);
   }
   try {
     const value: unknown = JSON.parse(text);

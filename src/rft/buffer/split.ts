@@ -28,6 +28,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { basename, extname, join, sep } from 'node:path';
 import { parse as parseYaml } from 'yaml';
+import { describeFileError, nonRegularKind } from '../../util/index.js';
 
 /** Extensions read here, by format family (a split must hold one family). */
 const FORMATS: Readonly<Record<string, 'json' | 'parquet'>> = { '.jsonl': 'json', '.json': 'json', '.parquet': 'parquet' };
@@ -305,9 +306,11 @@ export function resolveDatasetPath(path: string): { path: string; isFile: boolea
           `${path}\`, and copy the cache or the folder)`,
       );
     }
-    throw new SplitError(path, `cannot read: ${(error as Error).message}`);
+    throw new SplitError(path, `cannot read: ${describeFileError(error)}`);
   }
   if (info.isFile()) return { path, isFile: true };
+  // a FIFO read as a folder would list nothing ('no data files'), and opened as a file would block
+  if (!info.isDirectory()) throw new SplitError(path, `is ${nonRegularKind(info)}, not a data file or a folder`);
   if (/^(datasets|models|spaces)--/.test(basename(path)) && isDir(join(path, 'snapshots'))) {
     return { path: snapshotOf(path), isFile: false };
   }

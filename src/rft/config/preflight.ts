@@ -18,6 +18,7 @@ import { dirname, join, resolve, sep } from 'node:path';
 import { isPostgresUrl } from '../buffer/postgres.js';
 import { SplitError, splitFiles } from '../buffer/split.js';
 import { loadTaskset, type TasksetConfig as TasksetSettings } from '../buffer/taskset.js';
+import { fileErrorDetail, readRegularFile } from '../../util/index.js';
 import { REWARD_FUNCTIONS } from '../reward/registry.js';
 import { WORKFLOWS } from '../workflow/registry.js';
 import { ConfigError, type ConfigProblem } from './errors.js';
@@ -269,11 +270,11 @@ function readModelConfig(dir: string): Record<string, unknown> | string {
   if (!existsSync(dir)) return `model folder ${dir} does not exist`;
   if (!existsSync(file)) return `${dir} is not a Hugging Face model folder (no config.json)`;
   try {
-    const value: unknown = JSON.parse(readFileSync(file, 'utf8'));
+    const value: unknown = JSON.parse(readRegularFile(file, 'utf8')); // a FIFO here would block the run for ever
     if (value === null || typeof value !== 'object' || Array.isArray(value)) return `${file} does not hold a JSON object`;
     return value as Record<string, unknown>;
   } catch (error) {
-    return `${file} cannot be read: ${(error as Error).message}`;
+    return `${file} cannot be read: ${fileErrorDetail(error)}`;
   }
 }
 
