@@ -4,13 +4,14 @@
 //   const served = await serveModel({ modelDir: 'runs/quickstart/model', port: 8000, apiKey: 'secret' });
 //   // new OpenAI({ baseURL: served.server.baseURL, apiKey: 'secret' })
 //   await served.close();
-import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { WorkerRolloutEngine } from '../engine/index.js';
 import { syncModelWeightsFromDir } from '../engine/weight-sync.js';
 import { CausalLM, LoraModel, loadModelConfig, type ModelDType } from '../model/index.js';
 import { OpenAIHttpError, OpenAIService, type OpenAIServer, startOpenAIServer } from '../openai/index.js';
 import { checkChatTemplate } from '../tokenizer/index.js';
+import { readRegularFile } from '../util/index.js';
 import * as torch from '../torch/index.js';
 
 export interface ServeModelOptions {
@@ -42,6 +43,25 @@ export interface ServedModel {
   close(): Promise<void>;
 }
 
+/**
+ * The engine on its worker thread, with a tokenizer whose chat template renders a one-message chat (the OpenAI API
+ * needs both): else the engine is closed and the error names the folder.
+ */
+async function startServedEngine(
+  modelDir: string,
+  engineOptions: Parameters<typeof WorkerRolloutEngine.start>[1],
+): Promise<WorkerRolloutEngine> {
+  const engine = await WorkerRolloutEngine.start(modelDir, engineOptions);
+  try {
+    if (engine.tokenizer === null) throw new Error(`${modelDir}: no tokenizer.json (the OpenAI API needs a tokenizer)`);
+    checkChatTemplate(engine.tokenizer, modelDir);
+    return engine;
+  } catch (error) {
+    await engine.close();
+    throw error;
+  }
+}
+
 export async function serveModel(options: ServeModelOptions): Promise<ServedModel> {
   const modelDir = resolve(options.modelDir);
   const modelName = options.modelName ?? basename(modelDir);
@@ -51,18 +71,7 @@ export async function serveModel(options: ServeModelOptions): Promise<ServedMode
     ...(options.dtype ? { dtype: options.dtype } : {}),
     ...(options.numThreads ? { numThreads: options.numThreads } : {}),
   };
-  const engine = await WorkerRolloutEngine.start(modelDir, engineOptions);
-  const tokenizer = engine.tokenizer;
-  if (tokenizer === null) {
-    await engine.close();
-    throw new Error(`${modelDir}: no tokenizer.json (the OpenAI API needs a tokenizer)`);
-  }
-  try {
-    checkChatTemplate(tokenizer, modelDir);
-  } catch (error) {
-    await engine.close();
-    throw error;
-  }
+  const engine = await startServedEngine(modelDir, engineOptions);
   const service = new OpenAIService({
     modelName,
     backend: engine,
@@ -211,7 +220,7 @@ export function resolveReloadFolder(root: string, dir: string): string {
   real(index);
   let weightMap: unknown;
   try {
-    weightMap = (JSON.parse(readFileSync(index, 'utf8')) as { weight_map?: unknown }).weight_map;
+    weightMap = (JSON.parse(readRegularFile(index, 'utf8')) as { weight_map?: unknown }).weight_map;
   } catch {
     return folder; // unreadable: the load names the error
   }
