@@ -4,11 +4,10 @@
 //   generation_config.json eos_token_id (one id or a list), used for stopping
 // Token ids are the currency of RL: a rollout keeps the exact ids the model produced, so callers encode prompts
 // once and never re-tokenise generated text.
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Template } from '@huggingface/jinja';
 import { Tokenizer as HfTokenizer } from '@huggingface/tokenizers';
-import { fileErrorDetail, readRegularFile } from '../util/index.js';
+import { fileErrorDetail, pathExists, readRegularFile } from '../util/index.js';
 import { type ChatTemplateBudget, ChatTemplateError, DEFAULT_CHAT_TEMPLATE_BUDGET, renderChatTemplate } from './chat-template.js';
 
 export interface ToolCall {
@@ -127,13 +126,13 @@ export class Tokenizer {
   /** Loads tokenizer.json, tokenizer_config.json and (if present) generation_config.json from a model folder. */
   static load(dir: string): Tokenizer {
     const tokenizerFile = join(dir, 'tokenizer.json');
-    if (!existsSync(tokenizerFile)) throw new TokenizerError(tokenizerFile, 'missing: a model folder needs tokenizer.json');
+    if (!pathExists(tokenizerFile)) throw new TokenizerError(tokenizerFile, 'missing: a model folder needs tokenizer.json');
     const configFile = join(dir, 'tokenizer_config.json');
     const generationFile = join(dir, 'generation_config.json');
     return new Tokenizer(
       readJson(tokenizerFile),
-      existsSync(configFile) ? readJson(configFile) : {},
-      existsSync(generationFile) ? readJson(generationFile) : {},
+      pathExists(configFile) ? readJson(configFile) : {},
+      pathExists(generationFile) ? readJson(generationFile) : {},
       dir,
     );
   }

@@ -19,7 +19,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { fileErrorDetail, openRegularFile, readRegularFile } from '../util/index.js';
+import { fileErrorDetail, openRegularFile, pathExists, readRegularFile } from '../util/index.js';
 import { empty } from './creation.js';
 import { DTYPE_BYTES, type DType } from './dtype.js';
 import { native } from './native.js';
@@ -238,9 +238,9 @@ export interface ShardIndex {
  */
 export function loadModelWeights(path: string, options: LoadOptions = {}): Map<string, Tensor> {
   const indexFile = path.endsWith('.index.json') ? path : join(path, 'model.safetensors.index.json');
-  if (existsSync(indexFile)) return loadShardedSafetensors(indexFile, options);
+  if (pathExists(indexFile)) return loadShardedSafetensors(indexFile, options);
   const single = path.endsWith('.safetensors') ? path : join(path, 'model.safetensors');
-  if (!existsSync(single)) throw new SafetensorsError(path, 'no model.safetensors or model.safetensors.index.json found');
+  if (!pathExists(single)) throw new SafetensorsError(path, 'no model.safetensors or model.safetensors.index.json found');
   return loadSafetensors(single, options);
 }
 

@@ -4,7 +4,7 @@
 // error that names no file. So the file is opened non-blocking (O_NONBLOCK: a FIFO's open returns at once), its kind
 // checked on the open descriptor (no window for the path to change), and anything but a regular file refused with a
 // message naming the path and what it is. Open failures are named too: a symlink loop is not "does not exist".
-import { closeSync, constants, fstatSync, openSync, readFileSync, type Stats } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync, type Stats, statSync } from 'node:fs';
 import { type FileHandle, open } from 'node:fs/promises';
 
 /** A path that cannot be opened as a regular file; `detail` says why without the path (for callers' own errors). */
@@ -44,6 +44,21 @@ export function describeFileError(error: unknown): string {
 function refusal(file: string, stats: Stats): FileOpenError | null {
   const kind = nonRegularKind(stats);
   return kind === null ? null : new FileOpenError(file, `is ${kind}, not a regular file`);
+}
+
+/**
+ * Whether `path` exists (links followed), for optional files: false only when nothing is there (ENOENT, ENOTDIR);
+ * any other failure (a symlink loop, no permission) is a FileOpenError, where existsSync would call it missing.
+ */
+export function pathExists(path: string): boolean {
+  try {
+    statSync(path);
+    return true;
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return false;
+    throw new FileOpenError(path, describeFileError(error));
+  }
 }
 
 /** A read-only descriptor of `file`, which must be a regular file (else FileOpenError); the caller closes it. */

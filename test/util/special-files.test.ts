@@ -60,6 +60,13 @@ test('a symbolic link loop is called one', () => {
   symlinkSync(join(dir, 'b.json'), join(dir, 'a.json'));
   symlinkSync(join(dir, 'a.json'), join(dir, 'b.json'));
   assert.throws(() => readRegularFile(join(dir, 'a.json')), /a\.json: a symbolic link loop \(ELOOP/);
+  // in a model folder: not 'missing'
+  symlinkSync(join(dir, 'tokenizer.json'), join(dir, 'tokenizer.json.link'));
+  symlinkSync(join(dir, 'tokenizer.json.link'), join(dir, 'tokenizer.json'));
+  assert.throws(() => Tokenizer.load(dir), /tokenizer\.json: a symbolic link loop \(ELOOP/);
+  symlinkSync(join(dir, 'model.safetensors'), join(dir, 'model.safetensors.link'));
+  symlinkSync(join(dir, 'model.safetensors.link'), join(dir, 'model.safetensors'));
+  assert.throws(() => torch.loadModelWeights(dir), /model\.safetensors: a symbolic link loop \(ELOOP/);
 });
 
 test('a FIFO as a dataset path, or as a dataset file (.jsonl, .json, .parquet) inside a dataset folder', async () => {
