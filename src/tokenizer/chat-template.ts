@@ -10,9 +10,10 @@
 //            items of any list a step produces, and of range(...) before it   ≤ maxListItems
 //            is built (the one builtin that allocates in proportion to a number the template chooses)
 //
-// The count lives in the interpreter's own `evaluate` (every node goes through it, loops and macros included): a
-// render here is Template.render's four lines with a subclass of the library's Interpreter that charges a meter, over
-// the library's own global scope, so a template that fits renders byte-identically.
+// The count lives in the interpreter itself (every node goes through its evaluate, every block through its
+// evaluateBlock): a render here is Template.render's four lines with a subclass of the library's Interpreter that
+// charges a meter, over the library's own global scope, so a template that fits renders byte-identically. The time
+// limit is the backstop for steps of uneven cost; the step limit is what makes a failure the same on every machine.
 //
 // Failures are named by whose fault they are: ChatTemplateRefusal is the template's own raise_exception (it
 // declined these messages: the request's fault), ChatTemplateBudgetError a crossed limit and ChatTemplateError any
@@ -41,10 +42,13 @@ export interface ChatTemplateBudget {
   maxListItems: number;
 }
 
-/** Generous for real templates: a Qwen3 chat of 1,000 messages takes about 50,000 steps (bench nothing here). */
+/**
+ * Generous for real templates, whose work grows with their messages (a Qwen3 chat takes some tens of steps per
+ * message); the server's event loop waits at most about maxMillis for a template that loops.
+ */
 export const DEFAULT_CHAT_TEMPLATE_BUDGET: Readonly<ChatTemplateBudget> = Object.freeze({
   maxSteps: 5_000_000,
-  maxMillis: 1_000,
+  maxMillis: 2_000,
   maxOutputChars: 64 * 1024 * 1024,
   maxListItems: 1_000_000,
 });
