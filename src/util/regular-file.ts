@@ -7,17 +7,26 @@
 import { closeSync, constants, fstatSync, openSync, readFileSync, type Stats, statSync } from 'node:fs';
 import { type FileHandle, open } from 'node:fs/promises';
 
-/** A path that cannot be opened as a regular file; `detail` says why without the path (for callers' own errors). */
+/**
+ * A path that cannot be opened as a regular file; `detail` says why without the path (for callers' own errors),
+ * `code` is the errno code of a failed open or stat ('ENOENT', 'ELOOP', ...), null for a file of the wrong kind.
+ */
 export class FileOpenError extends Error {
   readonly file: string;
   readonly detail: string;
-  constructor(file: string, detail: string) {
+  readonly code: string | null;
+  constructor(file: string, detail: string, code: string | null = null) {
     super(`${file}: ${detail}`);
     this.name = 'FileOpenError';
     this.file = file;
     this.detail = detail;
+    this.code = code;
   }
 }
+
+/** FileOpenError for a failed open or stat of `file`. */
+const openFailure = (file: string, error: unknown): FileOpenError =>
+  new FileOpenError(file, describeFileError(error), (error as { code?: string }).code ?? null);
 
 // O_NONBLOCK is POSIX; where it is missing (Windows) there are no FIFOs to block on
 const READ_NONBLOCKING = constants.O_RDONLY | (constants.O_NONBLOCK ?? 0);
@@ -57,7 +66,7 @@ export function pathExists(path: string): boolean {
   } catch (error) {
     const code = (error as { code?: string }).code;
     if (code === 'ENOENT' || code === 'ENOTDIR') return false;
-    throw new FileOpenError(path, describeFileError(error));
+    throw openFailure(path, error);
   }
 }
 
@@ -67,14 +76,14 @@ export function openRegularFile(file: string): number {
   try {
     fd = openSync(file, READ_NONBLOCKING);
   } catch (error) {
-    throw new FileOpenError(file, describeFileError(error));
+    throw openFailure(file, error);
   }
   let refused: FileOpenError | null;
   try {
     refused = refusal(file, fstatSync(fd));
   } catch (error) {
     closeSync(fd);
-    throw new FileOpenError(file, describeFileError(error));
+    throw openFailure(file, error);
   }
   if (refused !== null) {
     closeSync(fd);
@@ -106,13 +115,13 @@ export async function openRegularFileHandle(file: string): Promise<FileHandle> {
   try {
     handle = await open(file, READ_NONBLOCKING);
   } catch (error) {
-    throw new FileOpenError(file, describeFileError(error));
+    throw openFailure(file, error);
   }
   let refused: FileOpenError | null;
   try {
     refused = refusal(file, await handle.stat());
   } catch (error) {
-    refused = new FileOpenError(file, describeFileError(error));
+    refused = openFailure(file, error);
   }
   if (refused !== null) {
     await handle.close();

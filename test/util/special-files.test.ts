@@ -71,6 +71,10 @@ test('a symbolic link loop is called one', () => {
 
 test('a FIFO as a dataset path, or as a dataset file (.jsonl, .json, .parquet) inside a dataset folder', async () => {
   const dir = tmp();
+  const card = join(dir, 'with-card');
+  mkdirSync(card);
+  mkfifo(join(card, 'README.md'));
+  await assert.rejects(drain(readDatasetRows(card)), /README\.md: cannot read the dataset card: is a FIFO \(named pipe\)/);
   const path = mkfifo(join(dir, 'tasks.jsonl'));
   await assert.rejects(drain(readDatasetRows(path)), /tasks\.jsonl: is a FIFO \(named pipe\), not a data file or a folder/);
   for (const name of ['train.jsonl', 'train.json', 'train.parquet']) {
