@@ -14,11 +14,11 @@
 //   model.norm.weight                                 [hidden]
 //   lm_head.weight                                    [vocab, hidden]            (absent when tied to embed_tokens)
 // plus .bias beside q/k/v (qkvBias), o (outputBias) and the MLP (mlpBias) where the config says so.
-import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { DType, Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
-import { readRegularFile } from '../util/index.js';
+import { copyRegularFile, pathExists, readRegularFile } from '../util/index.js';
 import type { ModelConfig } from './config.js';
 
 /** Every weight the config implies, in Hugging Face's names and order, with its shape. */
@@ -260,8 +260,8 @@ export function writeModelFolder(
   if (model.sourceDir !== null && resolve(model.sourceDir) !== resolve(dir)) {
     for (const name of COPIED_FILES) {
       const source = join(model.sourceDir, name);
-      if (existsSync(source)) {
-        copyFileSync(source, join(dir, name));
+      if (pathExists(source)) {
+        copyRegularFile(source, join(dir, name));
         written.push(join(dir, name));
       }
     }

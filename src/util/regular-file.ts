@@ -4,7 +4,7 @@
 // error that names no file. So the file is opened non-blocking (O_NONBLOCK: a FIFO's open returns at once), its kind
 // checked on the open descriptor (no window for the path to change), and anything but a regular file refused with a
 // message naming the path and what it is. Open failures are named too: a symlink loop is not "does not exist".
-import { closeSync, constants, fstatSync, openSync, readFileSync, type Stats, statSync } from 'node:fs';
+import { closeSync, constants, copyFileSync, fstatSync, openSync, readFileSync, type Stats, statSync } from 'node:fs';
 import { type FileHandle, open } from 'node:fs/promises';
 
 /**
@@ -95,6 +95,12 @@ export function openRegularFile(file: string): number {
 /** Throws FileOpenError unless `file` opens as a regular file (for libraries that open the path themselves). */
 export function checkRegularFile(file: string): void {
   closeSync(openRegularFile(file));
+}
+
+/** Copies the regular file `source` to `target` (FileOpenError for anything else: copying a FIFO would block). */
+export function copyRegularFile(source: string, target: string): void {
+  checkRegularFile(source);
+  copyFileSync(source, target);
 }
 
 /** The contents of the regular file `file` (FileOpenError for anything else). */

@@ -10,11 +10,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { bufferCommand } from '../../src/cli/buffer-command.js';
-import { loadModelConfig } from '../../src/model/index.js';
+import { initModel, loadModelConfig } from '../../src/model/index.js';
 import { readDatasetRows } from '../../src/rft/buffer/rows.js';
 import { checkConfigFile } from '../../src/rft/config/check.js';
 import { loadConfig } from '../../src/rft/config/index.js';
-import { Tokenizer } from '../../src/tokenizer/index.js';
+import { Tokenizer, writeCharTokenizer } from '../../src/tokenizer/index.js';
 import * as torch from '../../src/torch/index.js';
 import { readRegularFile } from '../../src/util/index.js';
 
@@ -47,6 +47,13 @@ test('a FIFO as a model folder file: config.json, tokenizer.json, model.safetens
   assert.throws(() => torch.loadModelWeights(dir), /model\.safetensors: cannot open: is a FIFO \(named pipe\)/);
   mkfifo(join(dir, 'model.safetensors.index.json'));
   assert.throws(() => torch.loadModelWeights(dir), /index\.json: cannot read the shard index: is a FIFO/);
+});
+
+test('`trinity model init --tokenizer DIR` with a FIFO among the tokenizer files refuses to copy it', () => {
+  const source = tmp();
+  writeCharTokenizer(source);
+  mkfifo(join(source, 'special_tokens_map.json'));
+  assert.throws(() => initModel(join(tmp(), 'model'), { tokenizer: source }), /special_tokens_map\.json: is a FIFO/);
 });
 
 test('a folder where a file should be names the file (not a bare EISDIR)', () => {
