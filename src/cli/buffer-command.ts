@@ -1,11 +1,13 @@
 // `trinity buffer view PATH`: prints the experiences of a shared buffer (an SQLite file or a PostgreSQL database) or
 // a JSONL dump as a table.
+import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { Experience } from '../rft/experience.js';
 import { readExperiencesJsonl } from '../rft/buffer/jsonl.js';
 import { isPostgresUrl } from '../rft/buffer/postgres.js';
 import { displayBufferPath, openSharedBuffer } from '../rft/buffer/shared.js';
 import { formatExperiences, type ViewerTokenizer } from '../rft/buffer/viewer.js';
+import { checkRegularFile } from '../util/index.js';
 
 export const BUFFER_HELP = `trinity buffer view PATH [options]
   Prints the experiences in a buffer as a table: eid, task, reward, mean advantage, response length, the decoded
@@ -68,6 +70,7 @@ export async function bufferCommand(args: string[], out: CommandOutput = process
       total++;
     }
   } else if (/\.(db|sqlite3?)$/.test(path) || isPostgresUrl(path)) {
+    if (!isPostgresUrl(path) && existsSync(path)) checkRegularFile(path); // SQLite's open of a FIFO blocks for ever
     const buffer = await openSharedBuffer({
       path,
       ...(values.table !== undefined ? { table: values.table } : {}),

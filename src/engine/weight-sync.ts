@@ -40,7 +40,7 @@ export function syncModelWeights(model: CausalLM, weights: ReadonlyMap<string, t
  * leaves the model unchanged; the error names the file and the tensor.
  */
 export function syncModelWeightsFromDir(model: CausalLM, dir: string): number {
-  const { weights, fileOf } = readModelWeights(dir, { dtype: model.dtype });
+  const { weights, fileOf } = readModelWeights(dir, model.config, { dtype: model.dtype });
   try {
     checkWeights(model.config, weights, fileOf);
     return copyChecked(model, weights);

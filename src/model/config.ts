@@ -8,8 +8,8 @@
 //
 // RoPE parameters come in two spellings: transformers ≥ 5 writes `rope_parameters: { rope_type, rope_theta, ... }`;
 // older checkpoints (most of the Hub) have `rope_theta` plus `rope_scaling: { rope_type | type, factor, ... } | null`.
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileErrorDetail, readRegularFile } from '../util/index.js';
 
 export type ModelType = 'llama' | 'qwen2' | 'qwen3';
 
@@ -87,9 +87,9 @@ export function loadModelConfig(dirOrFile: string): ModelConfig {
   const file = dirOrFile.endsWith('.json') ? dirOrFile : join(dirOrFile, 'config.json');
   let text: string;
   try {
-    text = readFileSync(file, 'utf8');
+    text = readRegularFile(file, 'utf8');
   } catch (error) {
-    throw new ModelConfigError(file, null, `cannot read the model config: ${(error as Error).message}`);
+    throw new ModelConfigError(file, null, `cannot read the model config: ${fileErrorDetail(error)}`);
   }
   let raw: unknown;
   try {

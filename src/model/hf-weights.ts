@@ -14,10 +14,11 @@
 //   model.norm.weight                                 [hidden]
 //   lm_head.weight                                    [vocab, hidden]            (absent when tied to embed_tokens)
 // plus .bias beside q/k/v (qkvBias), o (outputBias) and the MLP (mlpBias) where the config says so.
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { DType, Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
+import { copyRegularFile, pathExists, readRegularFile } from '../util/index.js';
 import type { ModelConfig } from './config.js';
 
 /** Every weight the config implies, in Hugging Face's names and order, with its shape. */
@@ -87,13 +88,8 @@ export function checkWeights(
   const expected = expectedWeights(config);
   for (const [name, shape] of expected) {
     const t = weights.get(name);
-    if (t === undefined) throw new ModelWeightsError(file, `missing tensor '${name}' (expected shape [${shape.join(', ')}])`);
-    if (t.shape.length !== shape.length || t.shape.some((s, i) => s !== shape[i])) {
-      throw new ModelWeightsError(
-        fileOf(name),
-        `tensor '${name}' has shape [${t.shape.join(', ')}], expected [${shape.join(', ')}]`,
-      );
-    }
+    if (t === undefined) throw missingTensor(file, name, shape);
+    if (!sameShape(t.shape, shape)) throw wrongShape(fileOf(name), name, t.shape, shape);
     if (!torch.isFloatingPoint(t.dtype))
       throw new ModelWeightsError(fileOf(name), `tensor '${name}' has dtype ${t.dtype}, expected floating point`);
   }
@@ -107,17 +103,89 @@ export function checkWeights(
   if (unexpected.length > 0) {
     const tiedHead = config.tieWordEmbeddings && unexpected.length === 1 && unexpected[0] === 'lm_head.weight';
     if (!tiedHead || !sameValues(weights.get('lm_head.weight') as Tensor, weights.get('model.embed_tokens.weight') as Tensor)) {
-      throw new ModelWeightsError(
-        fileOf(unexpected[0] ?? null),
-        `unexpected tensors ${unexpected.map((n) => `'${n}'`).join(', ')} (not part of a ${config.architecture} with this config${
-          config.tieWordEmbeddings && unexpected.includes('lm_head.weight')
-            ? '; tie_word_embeddings is true but lm_head.weight differs from embed_tokens'
-            : ''
-        })`,
-      );
+      throw unexpectedTensors(config, unexpected, fileOf);
     }
   }
   return dtype;
+}
+
+/**
+ * checkWeights' name and shape checks on the safetensors headers of a folder, before any tensor data is read: a
+ * missing, misshapen or unexpected tensor (an extra 2 GB one, say) is refused without reading the weights, with
+ * checkWeights' messages. A tied lm_head passes here when its shape is embed_tokens'; checkWeights compares values.
+ * A folder these headers do not describe plainly (no weights file, an unreadable or inconsistent index) is left to
+ * the load, which names its problem.
+ */
+export function checkWeightHeaders(config: ModelConfig, dir: string): void {
+  const headers = headerShapes(dir);
+  if (headers === null) return;
+  const { shapes, fileOf } = headers;
+  const expected = expectedWeights(config);
+  for (const [name, shape] of expected) {
+    const actual = shapes.get(name);
+    if (actual === undefined) throw missingTensor(fileOf(null), name, shape);
+    if (!sameShape(actual, shape)) throw wrongShape(fileOf(name), name, actual, shape);
+  }
+  const unexpected = [...shapes.keys()].filter((n) => !expected.has(n) && !IGNORABLE_WEIGHT.test(n));
+  const embed = expected.get('model.embed_tokens.weight') as number[];
+  const tiedHead =
+    config.tieWordEmbeddings &&
+    unexpected.length === 1 &&
+    unexpected[0] === 'lm_head.weight' &&
+    sameShape(shapes.get('lm_head.weight') as number[], embed);
+  if (unexpected.length > 0 && !tiedHead) throw unexpectedTensors(config, unexpected, fileOf);
+}
+
+/** Tensor name → shape from the headers of a folder's model.safetensors or shards, with the file of each. */
+function headerShapes(dir: string): { shapes: Map<string, readonly number[]>; fileOf: (tensor: string | null) => string } | null {
+  const shapes = new Map<string, readonly number[]>();
+  const indexFile = join(dir, 'model.safetensors.index.json');
+  if (!existsSync(indexFile)) {
+    const single = join(dir, 'model.safetensors');
+    if (!existsSync(single)) return null;
+    for (const [name, entry] of torch.readSafetensorsHeader(single).entries) shapes.set(name, entry.shape);
+    return { shapes, fileOf: () => single };
+  }
+  let weightMap: unknown;
+  try {
+    weightMap = (JSON.parse(readRegularFile(indexFile, 'utf8')) as { weight_map?: unknown }).weight_map;
+  } catch {
+    return null;
+  }
+  if (weightMap === null || typeof weightMap !== 'object') return null;
+  const map = weightMap as Record<string, unknown>;
+  for (const shard of new Set(Object.values(map))) {
+    if (typeof shard !== 'string' || shard.includes('/') || shard.includes('\\')) return null;
+    const file = join(dir, shard);
+    if (!existsSync(file)) return null;
+    for (const [name, entry] of torch.readSafetensorsHeader(file).entries) if (map[name] === shard) shapes.set(name, entry.shape);
+  }
+  // a listed tensor its shard lacks: the load's own message says so
+  if (Object.keys(map).some((name) => !shapes.has(name))) return null;
+  return {
+    shapes,
+    fileOf: (tensor) => (tensor !== null && typeof map[tensor] === 'string' ? join(dir, map[tensor]) : indexFile),
+  };
+}
+
+const sameShape = (actual: readonly number[], expected: readonly number[]): boolean =>
+  actual.length === expected.length && actual.every((s, i) => s === expected[i]);
+
+const missingTensor = (file: string, name: string, shape: readonly number[]) =>
+  new ModelWeightsError(file, `missing tensor '${name}' (expected shape [${shape.join(', ')}])`);
+
+const wrongShape = (file: string, name: string, actual: readonly number[], expected: readonly number[]) =>
+  new ModelWeightsError(file, `tensor '${name}' has shape [${actual.join(', ')}], expected [${expected.join(', ')}]`);
+
+function unexpectedTensors(config: ModelConfig, unexpected: readonly string[], fileOf: (tensor: string | null) => string) {
+  return new ModelWeightsError(
+    fileOf(unexpected[0] ?? null),
+    `unexpected tensors ${unexpected.map((n) => `'${n}'`).join(', ')} (not part of a ${config.architecture} with this config${
+      config.tieWordEmbeddings && unexpected.includes('lm_head.weight')
+        ? '; tie_word_embeddings is true but lm_head.weight differs from embed_tokens'
+        : ''
+    })`,
+  );
 }
 
 function sameValues(a: Tensor, b: Tensor): boolean {
@@ -127,17 +195,23 @@ function sameValues(a: Tensor, b: Tensor): boolean {
 
 /**
  * Reads the weights of a folder (model.safetensors or a sharded index) in `dtype`, kept (they outlive any enclosing
- * scope), with `fileOf(tensor)`: the file a tensor came from, for errors (null: the weights as a whole).
+ * scope), with `fileOf(tensor)`: the file a tensor came from, for errors (null: the weights as a whole). Their names
+ * and shapes are checked against `config` from the headers first (checkWeightHeaders), so no data is read for a
+ * folder that would be refused.
  */
 export function readModelWeights(
   dir: string,
+  config: ModelConfig,
   options: { dtype: 'float32' | 'bfloat16'; device?: string },
 ): { weights: Map<string, Tensor>; fileOf: (tensor: string | null) => string } {
+  checkWeightHeaders(config, dir);
   const weights = torch.loadModelWeights(dir, options);
   for (const t of weights.values()) torch.keep(t);
   // loadModelWeights validated the index; here it only names the shard of a tensor in errors
   const indexFile = join(dir, 'model.safetensors.index.json');
-  const weightMap = existsSync(indexFile) ? (JSON.parse(readFileSync(indexFile, 'utf8')) as torch.ShardIndex).weight_map : null;
+  const weightMap = existsSync(indexFile)
+    ? (JSON.parse(readRegularFile(indexFile, 'utf8')) as torch.ShardIndex).weight_map
+    : null;
   const fileOf = (tensor: string | null): string => {
     if (weightMap === null) return join(dir, 'model.safetensors');
     const shard = tensor === null ? undefined : weightMap[tensor];
@@ -186,8 +260,8 @@ export function writeModelFolder(
   if (model.sourceDir !== null && resolve(model.sourceDir) !== resolve(dir)) {
     for (const name of COPIED_FILES) {
       const source = join(model.sourceDir, name);
-      if (existsSync(source)) {
-        copyFileSync(source, join(dir, name));
+      if (pathExists(source)) {
+        copyRegularFile(source, join(dir, name));
         written.push(join(dir, name));
       }
     }

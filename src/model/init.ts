@@ -2,11 +2,12 @@
 // model.safetensors, generation_config.json and a tokenizer (a character tokenizer, or one copied from a folder).
 // Initialisation follows transformers' _init_weights for these models: linear and embedding weights ~ N(0, 0.02),
 // biases 0, RMSNorm weights 1. The folder is the starting point for tests and for the quickstart.
-import { copyFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as torch from '../torch/index.js';
 import { Tokenizer } from '../tokenizer/tokenizer.js';
 import { writeCharTokenizer } from '../tokenizer/char-tokenizer.js';
+import { copyRegularFile, pathExists } from '../util/index.js';
 import { type ModelType, parseModelConfig, SUPPORTED_ARCHITECTURES } from './config.js';
 import { expectedWeights } from './hf-weights.js';
 import { CausalLM, type ModelDType } from './transformer.js';
@@ -63,7 +64,7 @@ export function initModel(dir: string, options: ModelInitOptions = {}): { parame
       throw new Error(`model init: --tokenizer ${tokenizerSource} has no tokenizer.json (use 'char' or a model folder)`);
     }
     for (const name of TOKENIZER_FILES) {
-      if (existsSync(join(tokenizerSource, name))) copyFileSync(join(tokenizerSource, name), join(dir, name));
+      if (pathExists(join(tokenizerSource, name))) copyRegularFile(join(tokenizerSource, name), join(dir, name));
     }
   }
   const tokenizer = Tokenizer.load(dir);

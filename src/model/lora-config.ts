@@ -2,8 +2,9 @@
 // selects (target_modules / exclude_modules / layers_to_transform, matched as PEFT's check_target_module_exists), and
 // the adapter folder's adapter_config.json (read, checked and written in PEFT's format). The adapters themselves are
 // in lora.ts.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileErrorDetail, readRegularFile } from '../util/index.js';
 import { expectedWeights } from './hf-weights.js';
 import type { CausalLM } from './transformer.js';
 
@@ -216,9 +217,9 @@ export function targetedModules(model: CausalLM, targetModules: readonly string[
 export function parseAdapterConfig(file: string, model: CausalLM): LoraConfig {
   let raw: Record<string, unknown>;
   try {
-    raw = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+    raw = JSON.parse(readRegularFile(file, 'utf8')) as Record<string, unknown>;
   } catch (error) {
-    throw new LoraAdapterError(file, `cannot read JSON: ${(error as Error).message}`);
+    throw new LoraAdapterError(file, `cannot read JSON: ${fileErrorDetail(error)}`);
   }
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new LoraAdapterError(file, 'expected a JSON object');
   if (raw.peft_type !== 'LORA')

@@ -224,7 +224,7 @@ export class CausalLM {
       throw new TypeError(`CausalLM.load: layout must be training or inference, got ${String(layout)}`);
     if (layout === 'inference' && options.requiresGrad)
       throw new TypeError('CausalLM.load: the inference layout is for decoding; requiresGrad needs the training layout');
-    const { weights, fileOf } = readModelWeights(dir, { dtype, ...(options.device ? { device: options.device } : {}) });
+    const { weights, fileOf } = readModelWeights(dir, config, { dtype, ...(options.device ? { device: options.device } : {}) });
     try {
       const model = new CausalLM(config, weights, { sourceDir: dir, fileOf, layout });
       if (options.requiresGrad) for (const t of model.#parameters.values()) t.requiresGrad_(true);

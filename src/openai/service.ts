@@ -27,7 +27,7 @@ import {
   TOOL_CALL_CLOSE,
   type TokenEvent,
 } from '../engine/index.js';
-import type { ChatMessage, Tokenizer, ToolDefinition } from '../tokenizer/index.js';
+import { type ChatMessage, ChatTemplateError, type Tokenizer, type ToolDefinition } from '../tokenizer/index.js';
 import { checkRequestLimits, type RequestSize } from './limits.js';
 import {
   asHttpError,
@@ -452,7 +452,11 @@ export class OpenAIService {
   }
 }
 
-/** A chat request's messages through the chat template (continuing the scope's conversation): a 400 if they fail. */
+/**
+ * A chat request's messages through the chat template (continuing the scope's conversation). The template's own
+ * refusal (raise_exception) and any other input the messages cannot be rendered from are the client's (400); the
+ * template failing or running past its budget is the served model's (500, code 'chat_template_failed').
+ */
 function renderChat(request: ChatCompletionRequest, tokenizer: Tokenizer, scope: RequestScope) {
   const tools = request.tools?.map((t) => t as ToolDefinition);
   const parseTools = tools !== undefined && tools.length > 0 && request.tool_choice !== 'none';
@@ -467,6 +471,11 @@ function renderChat(request: ChatCompletionRequest, tokenizer: Tokenizer, scope:
   try {
     prompt = renderChatPrompt(tokenizer, messages, chatOptions);
   } catch (error) {
+    if (error instanceof ChatTemplateError) {
+      throw new OpenAIHttpError(500, `the served model's chat template cannot render these messages: ${error.message}`, {
+        code: 'chat_template_failed',
+      });
+    }
     throw new OpenAIHttpError(400, `messages: cannot render the chat template: ${(error as Error).message}`, {
       param: 'messages',
     });

@@ -4,12 +4,14 @@
 //   const served = await serveModel({ modelDir: 'runs/quickstart/model', port: 8000, apiKey: 'secret' });
 //   // new OpenAI({ baseURL: served.server.baseURL, apiKey: 'secret' })
 //   await served.close();
-import { readFileSync, realpathSync } from 'node:fs';
+import { realpathSync } from 'node:fs';
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { WorkerRolloutEngine } from '../engine/index.js';
 import { syncModelWeightsFromDir } from '../engine/weight-sync.js';
 import { CausalLM, LoraModel, loadModelConfig, type ModelDType } from '../model/index.js';
 import { OpenAIHttpError, OpenAIService, type OpenAIServer, startOpenAIServer } from '../openai/index.js';
+import { checkChatTemplate } from '../tokenizer/index.js';
+import { readRegularFile } from '../util/index.js';
 import * as torch from '../torch/index.js';
 import { ConfinedPathError, isInside, pathPresent, resolveExistingInside } from '../util/confined-path.js';
 
@@ -42,6 +44,25 @@ export interface ServedModel {
   close(): Promise<void>;
 }
 
+/**
+ * The engine on its worker thread, with a tokenizer whose chat template renders a one-message chat (the OpenAI API
+ * needs both): else the engine is closed and the error names the folder.
+ */
+async function startServedEngine(
+  modelDir: string,
+  engineOptions: Parameters<typeof WorkerRolloutEngine.start>[1],
+): Promise<WorkerRolloutEngine> {
+  const engine = await WorkerRolloutEngine.start(modelDir, engineOptions);
+  try {
+    if (engine.tokenizer === null) throw new Error(`${modelDir}: no tokenizer.json (the OpenAI API needs a tokenizer)`);
+    checkChatTemplate(engine.tokenizer, modelDir);
+    return engine;
+  } catch (error) {
+    await engine.close();
+    throw error;
+  }
+}
+
 export async function serveModel(options: ServeModelOptions): Promise<ServedModel> {
   const modelDir = resolve(options.modelDir);
   const modelName = options.modelName ?? basename(modelDir);
@@ -51,12 +72,7 @@ export async function serveModel(options: ServeModelOptions): Promise<ServedMode
     ...(options.dtype ? { dtype: options.dtype } : {}),
     ...(options.numThreads ? { numThreads: options.numThreads } : {}),
   };
-  const engine = await WorkerRolloutEngine.start(modelDir, engineOptions);
-  const tokenizer = engine.tokenizer;
-  if (tokenizer === null) {
-    await engine.close();
-    throw new Error(`${modelDir}: no tokenizer.json (the OpenAI API needs a tokenizer)`);
-  }
+  const engine = await startServedEngine(modelDir, engineOptions);
   const service = new OpenAIService({
     modelName,
     backend: engine,
@@ -204,7 +220,7 @@ export function resolveReloadFolder(root: string, dir: string): string {
   const realIndex = real(index);
   let weightMap: unknown;
   try {
-    weightMap = (JSON.parse(readFileSync(realIndex, 'utf8')) as { weight_map?: unknown }).weight_map;
+    weightMap = (JSON.parse(readRegularFile(realIndex, 'utf8')) as { weight_map?: unknown }).weight_map;
   } catch {
     return folder; // unreadable: the load names the error
   }

@@ -32,6 +32,7 @@ import { openSharedBuffer, type SharedExperienceBuffer } from '../rft/buffer/ind
 import type { StageHooks, StageResult, StageSettings } from '../rft/settings.js';
 import { readSyncPointer } from '../rft/run/stage.js';
 import { turnExperience } from '../rft/workflow/index.js';
+import { checkChatTemplate } from '../tokenizer/index.js';
 
 const finite = () => z.number().refine(Number.isFinite, 'must be a finite number');
 
@@ -167,6 +168,12 @@ async function startServeEngine(servedDir: string, settings: StageSettings) {
   if (tokenizer === null) {
     await engine.close();
     throw new Error(`mode serve: ${settings.modelPath} has no tokenizer.json (the chat API needs one)`);
+  }
+  try {
+    checkChatTemplate(tokenizer, servedDir); // a template that cannot render a one-message chat is the model's error, here
+  } catch (error) {
+    await engine.close();
+    throw error;
   }
   return { engine, tokenizer };
 }

@@ -1,2 +1,3 @@
 export * from './char-tokenizer.js';
+export * from './chat-template.js';
 export * from './tokenizer.js';

@@ -4,10 +4,11 @@
 //   generation_config.json eos_token_id (one id or a list), used for stopping
 // Token ids are the currency of RL: a rollout keeps the exact ids the model produced, so callers encode prompts
 // once and never re-tokenise generated text.
-import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Template } from '@huggingface/jinja';
 import { Tokenizer as HfTokenizer } from '@huggingface/tokenizers';
+import { fileErrorDetail, pathExists, readRegularFile } from '../util/index.js';
+import { type ChatTemplateBudget, ChatTemplateError, DEFAULT_CHAT_TEMPLATE_BUDGET, renderChatTemplate } from './chat-template.js';
 
 export interface ToolCall {
   id?: string;
@@ -35,6 +36,8 @@ export interface ChatTemplateOptions {
   tools?: ToolDefinition[];
   /** Extra template variables (e.g. enable_thinking for Qwen3). */
   variables?: Record<string, unknown>;
+  /** Limits on the render (./chat-template.ts); default DEFAULT_CHAT_TEMPLATE_BUDGET. */
+  budget?: ChatTemplateBudget;
 }
 
 export class TokenizerError extends Error {
@@ -49,9 +52,9 @@ type JsonObject = Record<string, unknown>;
 function readJson(file: string): JsonObject {
   let text: string;
   try {
-    text = readFileSync(file, 'utf8');
+    text = readRegularFile(file, 'utf8');
   } catch (error) {
-    throw new TokenizerError(file, `cannot read: ${(error as Error).message}`);
+    throw new TokenizerError(file, `cannot read: ${fileErrorDetail(error)}`);
   }
   try {
     const value: unknown = JSON.parse(text);
@@ -123,13 +126,13 @@ export class Tokenizer {
   /** Loads tokenizer.json, tokenizer_config.json and (if present) generation_config.json from a model folder. */
   static load(dir: string): Tokenizer {
     const tokenizerFile = join(dir, 'tokenizer.json');
-    if (!existsSync(tokenizerFile)) throw new TokenizerError(tokenizerFile, 'missing: a model folder needs tokenizer.json');
+    if (!pathExists(tokenizerFile)) throw new TokenizerError(tokenizerFile, 'missing: a model folder needs tokenizer.json');
     const configFile = join(dir, 'tokenizer_config.json');
     const generationFile = join(dir, 'generation_config.json');
     return new Tokenizer(
       readJson(tokenizerFile),
-      existsSync(configFile) ? readJson(configFile) : {},
-      existsSync(generationFile) ? readJson(generationFile) : {},
+      pathExists(configFile) ? readJson(configFile) : {},
+      pathExists(generationFile) ? readJson(generationFile) : {},
       dir,
     );
   }
@@ -175,11 +178,14 @@ export class Tokenizer {
     return this.#specialIds.has(id);
   }
 
-  /** Renders messages with the model's chat template (tokenizer_config.json's chat_template). */
+  /**
+   * Renders messages with the model's chat template (tokenizer_config.json's chat_template), within options.budget.
+   * Throws ChatTemplateRefusal (the template's raise_exception), ChatTemplateBudgetError or ChatTemplateError.
+   */
   applyChatTemplate(messages: readonly ChatMessage[], options: ChatTemplateOptions = {}): string {
     if (this.#template === null) throw new Error('this tokenizer has no chat_template (tokenizer_config.json)');
     const special = (key: string) => tokenContent(this.#config[key]) ?? '';
-    return this.#template.render({
+    const variables = {
       messages: messages.map((m) => ({
         ...m,
         ...(m.tool_calls
@@ -201,12 +207,29 @@ export class Tokenizer {
       pad_token: special('pad_token'),
       unk_token: special('unk_token'),
       ...options.variables,
-    });
+    };
+    return renderChatTemplate(this.#template, variables, options.budget ?? DEFAULT_CHAT_TEMPLATE_BUDGET);
   }
 
   /** Token ids of the rendered chat (the template already holds every special token). */
   encodeChat(messages: readonly ChatMessage[], options: ChatTemplateOptions = {}): number[] {
     return this.encode(this.applyChatTemplate(messages, options));
+  }
+}
+
+/**
+ * Renders a one-message chat, so that a template that fails or runs past its budget on the plainest input is the
+ * model's error when it is loaded (naming `source`, its folder), not each request's. The template declining the
+ * probe (raise_exception) is fine.
+ */
+export function checkChatTemplate(tokenizer: Tokenizer, source: string): void {
+  if (!tokenizer.hasChatTemplate) return;
+  try {
+    tokenizer.applyChatTemplate([{ role: 'user', content: 'Hello.' }], { addGenerationPrompt: true });
+  } catch (error) {
+    if (error instanceof ChatTemplateError) {
+      throw new TokenizerError(source, `chat_template cannot render a one-message chat: ${error.message}`);
+    }
   }
 }
 

@@ -12,7 +12,6 @@ import {
   mkdirSync,
   openSync,
   readdirSync,
-  readFileSync,
   readSync,
   renameSync,
   unlinkSync,
@@ -20,6 +19,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { fileErrorDetail, openRegularFile, pathExists, readRegularFile } from '../util/index.js';
 import { empty } from './creation.js';
 import { DTYPE_BYTES, type DType } from './dtype.js';
 import { native } from './native.js';
@@ -65,9 +65,9 @@ export interface SafetensorsHeader {
 export function readSafetensorsHeader(file: string): SafetensorsHeader {
   let fd: number;
   try {
-    fd = openSync(file, 'r');
+    fd = openRegularFile(file);
   } catch (error) {
-    throw new SafetensorsError(file, `cannot open: ${(error as Error).message}`);
+    throw new SafetensorsError(file, `cannot open: ${fileErrorDetail(error)}`);
   }
   try {
     const fileSize = fstatSync(fd).size;
@@ -238,18 +238,18 @@ export interface ShardIndex {
  */
 export function loadModelWeights(path: string, options: LoadOptions = {}): Map<string, Tensor> {
   const indexFile = path.endsWith('.index.json') ? path : join(path, 'model.safetensors.index.json');
-  if (existsSync(indexFile)) return loadShardedSafetensors(indexFile, options);
+  if (pathExists(indexFile)) return loadShardedSafetensors(indexFile, options);
   const single = path.endsWith('.safetensors') ? path : join(path, 'model.safetensors');
-  if (!existsSync(single)) throw new SafetensorsError(path, 'no model.safetensors or model.safetensors.index.json found');
+  if (!pathExists(single)) throw new SafetensorsError(path, 'no model.safetensors or model.safetensors.index.json found');
   return loadSafetensors(single, options);
 }
 
 export function loadShardedSafetensors(indexFile: string, options: LoadOptions = {}): Map<string, Tensor> {
   let index: ShardIndex;
   try {
-    index = JSON.parse(readFileSync(indexFile, 'utf8')) as ShardIndex;
+    index = JSON.parse(readRegularFile(indexFile, 'utf8')) as ShardIndex;
   } catch (error) {
-    throw new SafetensorsError(indexFile, `cannot read the shard index: ${(error as Error).message}`);
+    throw new SafetensorsError(indexFile, `cannot read the shard index: ${fileErrorDetail(error)}`);
   }
   if (!index || typeof index.weight_map !== 'object' || index.weight_map === null) {
     throw new SafetensorsError(indexFile, "the shard index has no 'weight_map' object");

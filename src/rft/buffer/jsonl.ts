@@ -4,10 +4,11 @@
 //   - Writes append whole lines with one write() per batch on a file opened for appending, so several writers and
 //     restarts only ever add lines. A file whose last line was cut off by a crash gets a newline first, so the torn
 //     line stays alone (and is reported, by line number, when read).
-import { createReadStream, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { type FileHandle, open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { openRegularFileHandle } from '../../util/index.js';
 import { type Experience, validateExperience } from '../experience.js';
 
 export class JsonlError extends Error {
@@ -33,9 +34,12 @@ export const BOM = '\uFEFF';
 /** `text` without a leading byte order mark. */
 export const stripBom = (text: string): string => (text.startsWith(BOM) ? text.slice(1) : text);
 
-/** Streams the JSON values of a JSONL file with their line numbers; blank lines and a leading BOM are skipped. */
+/**
+ * Streams the JSON values of a JSONL file with their line numbers; blank lines and a leading BOM are skipped.
+ * Anything but a regular file (a FIFO would block the read for ever) is a FileOpenError naming it.
+ */
 export async function* readJsonl(file: string): AsyncGenerator<JsonlLine> {
-  const stream = createReadStream(file, { encoding: 'utf8' });
+  const stream = (await openRegularFileHandle(file)).createReadStream({ encoding: 'utf8' });
   const lines = createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY });
   let line = 0;
   try {

@@ -10,7 +10,7 @@
 //             block decoder below), zstd where node:zlib has it (Node ≥ 22.15); any other codec is an error naming
 //             the column and the codec before a row is read
 //   encodings dictionary pages, plain, RLE, delta and byte-stream-split pages, data pages v1 and v2 (hyparquet)
-import { type FileHandle, open } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
 import * as zlib from 'node:zlib';
 import {
   type AsyncBuffer,
@@ -21,6 +21,7 @@ import {
   parquetReadObjects,
   parquetSchema,
 } from 'hyparquet';
+import { fileErrorDetail, openRegularFileHandle } from '../../util/index.js';
 
 export class ParquetError extends Error {
   constructor(
@@ -164,9 +165,9 @@ function unsupportedCodecs(metadata: FileMetaData): string[] {
 export async function* readParquet(file: string): AsyncGenerator<ParquetRow> {
   let handle: FileHandle;
   try {
-    handle = await open(file, 'r');
+    handle = await openRegularFileHandle(file);
   } catch (error) {
-    throw new ParquetError(file, `cannot read: ${(error as Error).message}`);
+    throw new ParquetError(file, `cannot read: ${fileErrorDetail(error)}`);
   }
   try {
     const { size } = await handle.stat();

@@ -8,8 +8,8 @@
 //
 // `name` names a row in default ids (task ids, experience ids): its line / index / row number, prefixed with the
 // file's path in the dataset folder when the split has several files.
-import { readFile } from 'node:fs/promises';
 import { extname } from 'node:path';
+import { FileOpenError, fileErrorDetail, readRegularFileAsync } from '../../util/index.js';
 import { JsonlError, readJsonl, stripBom } from './jsonl.js';
 import { ParquetError, readParquet } from './parquet.js';
 import { datasetFiles, relativeName, SplitError } from './split.js';
@@ -55,9 +55,9 @@ export async function* readFileRows(file: string): AsyncGenerator<{ where: strin
     } else if (ext === '.json') {
       let text: string;
       try {
-        text = stripBom(await readFile(file, 'utf8'));
+        text = stripBom(await readRegularFileAsync(file, 'utf8'));
       } catch (error) {
-        throw new DatasetReadError(file, `cannot read: ${(error as Error).message}`, false);
+        throw new DatasetReadError(file, `cannot read: ${fileErrorDetail(error)}`, false);
       }
       let rows: unknown;
       try {
@@ -79,6 +79,7 @@ export async function* readFileRows(file: string): AsyncGenerator<{ where: strin
   } catch (error) {
     if (error instanceof JsonlError) throw new DatasetReadError(`${error.file}:${error.line}`, detailOf(error), false);
     if (error instanceof ParquetError) throw new DatasetReadError(error.file, error.detail, false);
+    if (error instanceof FileOpenError) throw new DatasetReadError(error.file, `cannot read: ${error.detail}`, false);
     throw error;
   }
 }

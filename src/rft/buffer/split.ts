@@ -24,10 +24,11 @@
 //              Hidden files and folders (.x) and __x folders are skipped, like datasets does. .csv/.tsv/.arrow are
 //              refused with what to do; a split mixing JSON and parquet files is refused (datasets would silently keep
 //              the more common format).
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readdirSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { basename, extname, join, sep } from 'node:path';
 import { parse as parseYaml } from 'yaml';
+import { describeFileError, FileOpenError, fileErrorDetail, nonRegularKind, readRegularFile } from '../../util/index.js';
 
 /** Extensions read here, by format family (a split must hold one family). */
 const FORMATS: Readonly<Record<string, 'json' | 'parquet'>> = { '.jsonl': 'json', '.json': 'json', '.parquet': 'parquet' };
@@ -183,9 +184,10 @@ interface SubsetConfig {
 function readConfigs(dir: string): SubsetConfig[] | null {
   let text: string;
   try {
-    text = readFileSync(join(dir, 'README.md'), 'utf8');
-  } catch {
-    return null;
+    text = readRegularFile(join(dir, 'README.md'), 'utf8');
+  } catch (error) {
+    if (error instanceof FileOpenError && error.code === 'ENOENT') return null; // no dataset card
+    throw new SplitError(join(dir, 'README.md'), `cannot read the dataset card: ${fileErrorDetail(error)}`);
   }
   const m = /^---\r?\n([\s\S]*?)\r?\n---\s*(\r?\n|$)/.exec(text.replace(/^\uFEFF/, ''));
   if (!m) return null;
@@ -258,7 +260,7 @@ const isDir = (path: string): boolean => {
 function snapshotOf(repo: string): string {
   let revision: string | undefined;
   try {
-    revision = readFileSync(join(repo, 'refs', 'main'), 'utf8').trim();
+    revision = readRegularFile(join(repo, 'refs', 'main'), 'utf8').trim();
   } catch {
     revision = undefined;
   }
@@ -305,9 +307,11 @@ export function resolveDatasetPath(path: string): { path: string; isFile: boolea
           `${path}\`, and copy the cache or the folder)`,
       );
     }
-    throw new SplitError(path, `cannot read: ${(error as Error).message}`);
+    throw new SplitError(path, `cannot read: ${describeFileError(error)}`);
   }
   if (info.isFile()) return { path, isFile: true };
+  // a FIFO read as a folder would list nothing ('no data files'), and opened as a file would block
+  if (!info.isDirectory()) throw new SplitError(path, `is ${nonRegularKind(info)}, not a data file or a folder`);
   if (/^(datasets|models|spaces)--/.test(basename(path)) && isDir(join(path, 'snapshots'))) {
     return { path: snapshotOf(path), isFile: false };
   }

@@ -2,9 +2,9 @@
 // then the pre-run checks (./preflight.ts), every problem located in the text (file:line:column or the --set
 // override). The command (src/cli/config-command.ts) and the Studio's config builder (src/studio/config-builder.ts)
 // both call it, so the builder shows exactly the errors the command prints.
-import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import YAML from 'yaml';
+import { fileErrorDetail, readRegularFile } from '../../../util/index.js';
 import type { AlgorithmResolver } from '../../algorithm/config.js';
 import { type Config, ConfigError, locateProblems, parseConfig, resolveStages, type StageConfig } from './index.js';
 import { preflightProblems } from './preflight.js';
@@ -26,9 +26,9 @@ export interface ConfigCheckResult {
 export async function checkConfigFile(file: string, options: ConfigCheckOptions = {}): Promise<ConfigCheckResult> {
   let text: string;
   try {
-    text = readFileSync(file, 'utf8');
+    text = readRegularFile(file, 'utf8');
   } catch (error) {
-    throw new ConfigError([{ path: '', message: `cannot read the config file: ${(error as Error).message}` }], file);
+    throw new ConfigError([{ path: '', message: `cannot read the config file: ${fileErrorDetail(error)}` }], file);
   }
   return checkConfigText(text, file, options);
 }

@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import YAML, { isMap, isPair, isScalar, isSeq, LineCounter, type Node as YamlNode } from 'yaml';
+import { fileErrorDetail, readRegularFile } from '../../../util/index.js';
 import { ConfigError, type ConfigProblem } from '../../config/errors.js';
 import type { Config, StageConfig } from './schema.js';
 import {
@@ -35,9 +36,9 @@ export interface LoadConfigOptions extends ValidateOptions {
 export function loadConfig(file: string, options: LoadConfigOptions = {}): Config {
   let text: string;
   try {
-    text = readFileSync(file, 'utf8');
+    text = readRegularFile(file, 'utf8');
   } catch (error) {
-    throw new ConfigError([{ path: '', message: `cannot read the config file: ${(error as Error).message}` }], file);
+    throw new ConfigError([{ path: '', message: `cannot read the config file: ${fileErrorDetail(error)}` }], file);
   }
   return parseConfig(text, { ...options, file });
 }

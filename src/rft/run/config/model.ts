@@ -3,12 +3,13 @@
 // ModelConfigValidator._check_model_len, without its silent clamping), and the LoRA settings. The policy model is read
 // by the explorer and the trainer alike and src/model (the layer below src/rft) knows no config, so this section sits
 // with the composition. Written in the config language of src/rft/config/.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { ReportProblem } from '../../config/errors.js';
 import { DTYPES, intIn, MAX_TOKENS, nonEmpty, num, numIn, str } from '../../config/value-schemas.js';
 import type { StageSettings } from '../../settings.js';
+import { fileErrorDetail, readRegularFile } from '../../../util/index.js';
 
 /** A LoRA adapter on the policy (Trinity: model.lora_configs[0]; PEFT's names in adapter_config.json). */
 export const LoraSchema = z.strictObject({
@@ -126,10 +127,10 @@ function readModelConfig(dir: string): Record<string, unknown> | string {
   if (!existsSync(dir)) return `model folder ${dir} does not exist`;
   if (!existsSync(file)) return `${dir} is not a Hugging Face model folder (no config.json)`;
   try {
-    const value: unknown = JSON.parse(readFileSync(file, 'utf8'));
+    const value: unknown = JSON.parse(readRegularFile(file, 'utf8')); // a FIFO here would block the run for ever
     if (value === null || typeof value !== 'object' || Array.isArray(value)) return `${file} does not hold a JSON object`;
     return value as Record<string, unknown>;
   } catch (error) {
-    return `${file} cannot be read: ${(error as Error).message}`;
+    return `${file} cannot be read: ${fileErrorDetail(error)}`;
   }
 }
