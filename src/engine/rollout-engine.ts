@@ -142,7 +142,10 @@ export class RolloutEngine {
     this.eosTokenIds = [...(options.eosTokenIds ?? this.tokenizer?.eosTokenIds ?? configEosIds(model))];
     this.#ownsModel = options.ownsModel ?? false;
     const capture = options.captureDecode ?? true;
-    this.decodeKeyBucket = positiveOption('decodeKeyBucket', options.decodeKeyBucket ?? (capture ? DEFAULT_DECODE_KEY_BUCKET : 1));
+    this.decodeKeyBucket = positiveOption(
+      'decodeKeyBucket',
+      options.decodeKeyBucket ?? (capture ? DEFAULT_DECODE_KEY_BUCKET : 1),
+    );
     this.#device = model.parameters().get('model.embed_tokens.weight')?.device ?? 'cpu';
     const onCuda = this.#device.startsWith('cuda');
     if (options.cudaGraphs === true && !(capture && onCuda))
