@@ -39,7 +39,14 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
-import { CausalLM, type KVCache, type LoadModelOptions } from '../model/index.js';
+import {
+  CausalLM,
+  checkKVCacheFits,
+  type KVCache,
+  type LoadModelOptions,
+  loadModelConfig,
+  type ModelConfig,
+} from '../model/index.js';
 import { type ChatMessage, Tokenizer } from '../tokenizer/index.js';
 import * as torch from '../torch/index.js';
 import { type ChatOptions, type ChatResult, chat } from './chat.js';
@@ -73,6 +80,21 @@ const DEFAULT_MAX_LENGTH = 2048;
 const DEFAULT_MAX_PREFILL_TOKENS = 8192;
 const DEFAULT_REQUEST_TIMEOUT_MS = 30 * 60 * 1000;
 const DEFAULT_DECODE_KEY_BUCKET = 32;
+
+/** A positive integer option, or a RangeError naming it. */
+function positiveOption(name: string, value: number): number {
+  if (!Number.isInteger(value) || value <= 0)
+    throw new RangeError(`RolloutEngine: ${name} must be a positive integer, got ${String(value)}`);
+  return value;
+}
+
+/** The KV cache's size settings with their defaults (the constructor, and load() before it reads any weight). */
+function cacheSettings(config: ModelConfig, options: RolloutEngineOptions): { slots: number; maxLength: number } {
+  return {
+    slots: positiveOption('slots', options.slots ?? DEFAULT_SLOTS),
+    maxLength: positiveOption('maxLength', options.maxLength ?? Math.min(config.maxPositionEmbeddings, DEFAULT_MAX_LENGTH)),
+  };
+}
 
 export class RolloutEngine {
   readonly model: CausalLM;
@@ -109,24 +131,21 @@ export class RolloutEngine {
   #steps = 0;
 
   constructor(model: CausalLM, options: RolloutEngineOptions = {}) {
-    const positive = (name: string, value: number) => {
-      if (!Number.isInteger(value) || value <= 0)
-        throw new RangeError(`RolloutEngine: ${name} must be a positive integer, got ${String(value)}`);
-      return value;
-    };
     this.model = model;
     this.tokenizer = options.tokenizer ?? null;
-    this.slots = positive('slots', options.slots ?? DEFAULT_SLOTS);
-    this.maxLength = positive('maxLength', options.maxLength ?? Math.min(model.config.maxPositionEmbeddings, DEFAULT_MAX_LENGTH));
+    ({ slots: this.slots, maxLength: this.maxLength } = cacheSettings(model.config, options));
     this.vocabSize = model.config.vocabSize;
-    this.maxPrefillTokens = positive('maxPrefillTokens', options.maxPrefillTokens ?? DEFAULT_MAX_PREFILL_TOKENS);
+    this.maxPrefillTokens = positiveOption('maxPrefillTokens', options.maxPrefillTokens ?? DEFAULT_MAX_PREFILL_TOKENS);
     const timeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     if (!(timeout > 0)) throw new RangeError(`RolloutEngine: requestTimeoutMs must be > 0 (Infinity: none), got ${timeout}`);
     this.requestTimeoutMs = timeout;
     this.eosTokenIds = [...(options.eosTokenIds ?? this.tokenizer?.eosTokenIds ?? configEosIds(model))];
     this.#ownsModel = options.ownsModel ?? false;
     const capture = options.captureDecode ?? true;
-    this.decodeKeyBucket = positive('decodeKeyBucket', options.decodeKeyBucket ?? (capture ? DEFAULT_DECODE_KEY_BUCKET : 1));
+    this.decodeKeyBucket = positiveOption(
+      'decodeKeyBucket',
+      options.decodeKeyBucket ?? (capture ? DEFAULT_DECODE_KEY_BUCKET : 1),
+    );
     this.#device = model.parameters().get('model.embed_tokens.weight')?.device ?? 'cpu';
     const onCuda = this.#device.startsWith('cuda');
     if (options.cudaGraphs === true && !(capture && onCuda))
@@ -148,6 +167,16 @@ export class RolloutEngine {
     options: Omit<RolloutEngineOptions, 'ownsModel'> & Pick<LoadModelOptions, 'dtype' | 'device'> = {},
   ): RolloutEngine {
     const { dtype, device, ...engineOptions } = options;
+    // the cache's size checked from config.json before any weight is read (a cache that cannot fit is refused now)
+    const config = loadModelConfig(dir);
+    checkKVCacheFits({
+      numLayers: config.numHiddenLayers,
+      numKeyValueHeads: config.numKeyValueHeads,
+      headDim: config.headDim,
+      ...cacheSettings(config, engineOptions),
+      dtype: dtype ?? 'float32',
+      ...(device ? { device } : {}),
+    });
     const tokenizer =
       options.tokenizer !== undefined ? options.tokenizer : existsSync(join(dir, 'tokenizer.json')) ? Tokenizer.load(dir) : null;
     // the inference layout (fused, column-major projections) decodes faster; weight syncs copy into it unchanged

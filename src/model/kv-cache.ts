@@ -13,6 +13,10 @@
 // overwrites the pads. Left padding (pads before real tokens) occupies cache positions that are masked forever.
 //
 // The cache is for inference: values are written detached, so no gradient flows through cached keys and values.
+//
+// Its size is computed and checked before anything is allocated (kvCacheSize, checkKVCacheFits): a cache larger than
+// the machine's memory is refused with a message naming the settings that sized it, not the allocator's text.
+import { totalmem } from 'node:os';
 import { noGrad, type Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 
@@ -75,6 +79,42 @@ export interface CacheStep {
   commit(): void;
 }
 
+const GIB = 2 ** 30;
+const gib = (bytes: number) => `${(bytes / GIB).toFixed(bytes < 10 * GIB ? 2 : 0)} GiB`;
+
+/**
+ * The bytes a cache allocates, and the product that gives them, for messages:
+ *   bytes = 2 (keys, values) × layers × slots × kvHeads × maxLength × headDim × bytes(dtype)   the buffers
+ *         + slots × maxLength                                                                 keyValid (bool)
+ */
+export function kvCacheSize(options: KVCacheOptions): { bytes: number; formula: string } {
+  const { numLayers, numKeyValueHeads, headDim, slots, maxLength } = options;
+  const dtype = options.dtype ?? 'float32';
+  const elementBytes = torch.DTYPE_BYTES[dtype];
+  const bytes = 2 * numLayers * slots * numKeyValueHeads * maxLength * headDim * elementBytes + slots * maxLength;
+  const formula =
+    `${slots} slots × ${maxLength} positions (maxLength) × ${numLayers} layers × 2 (keys, values) × ` +
+    `${numKeyValueHeads} KV heads × ${headDim} head dims × ${elementBytes} bytes (${dtype})`;
+  return { bytes, formula };
+}
+
+/**
+ * Throws a RangeError naming the settings when the cache is larger than the memory it would live in: on the CPU this
+ * machine's (os.totalmem()). The addon does not report a GPU's memory, so a cache on one is checked only when its
+ * allocation fails (the constructor names the sizes then).
+ */
+export function checkKVCacheFits(options: KVCacheOptions, memoryBytes = totalmem()): void {
+  const device = options.device ?? 'cpu';
+  if (device !== 'cpu') return;
+  const { bytes, formula } = kvCacheSize(options);
+  if (bytes <= memoryBytes) return;
+  throw new RangeError(
+    `the KV cache needs ${gib(bytes)} (${formula}), more than this machine's memory (${gib(memoryBytes)}): ` +
+      `lower the slots (serve --slots, explorer.rollout_model.slots) or the context per sequence (serve --max-length, ` +
+      `model.max_model_len), or use a smaller dtype`,
+  );
+}
+
 export class KVCache {
   readonly numLayers: number;
   readonly numSlots: number;
@@ -104,6 +144,7 @@ export class KVCache {
     this.numSlots = slots;
     this.maxLength = maxLength;
     this.dtype = options.dtype ?? 'float32';
+    checkKVCacheFits(options);
     const create = { dtype: this.dtype, ...(options.device ? { device: options.device } : {}) };
     try {
       for (let layer = 0; layer < numLayers; layer++) {
@@ -115,7 +156,11 @@ export class KVCache {
       );
     } catch (error) {
       for (const t of [...this.#keys, ...this.#values]) t.dispose();
-      throw error;
+      const { bytes, formula } = kvCacheSize(options);
+      throw new Error(
+        `allocating the KV cache (${gib(bytes)}: ${formula}) on ${options.device ?? 'cpu'} failed: ${(error as Error).message}`,
+        { cause: error },
+      );
     }
     this.#lengths = new Array<number>(slots).fill(0);
     this.#tokens = new Array<number>(slots).fill(0);

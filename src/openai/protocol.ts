@@ -4,12 +4,14 @@
 // chat_template_kwargs, return_token_ids (the response then carries prompt_token_ids and each choice's token_ids: the
 // exact ids the model read and produced), return_tokens_as_token_ids (logprob tokens as "token_id:<id>").
 // Unknown fields are ignored, as vLLM does; fields we cannot honour (penalties, logit_bias, tool_choice 'required',
-// JSON response formats, echo, suffix, best_of) are a 400 naming the field, never silently dropped.
+// JSON response formats, echo, suffix, best_of) are a 400 naming the field, never silently dropped. A tool's
+// parameters must be a JSON Schema object, bounded in depth (./json-schema.ts): the template renders it into the prompt.
 //
 // parallel_tool_calls: false ends generation after the first complete <tool_call> block, so a reply carries at most
 // one tool call and its token ids end with that call (true, the default: every call the model makes).
 import { z } from 'zod';
 import { GenerationError } from '../engine/index.js';
+import { findToolParametersProblem, MAX_SCHEMA_DEPTH, nestsDeeperThan } from './json-schema.js';
 
 /** An error answered as OpenAI does: { error: { message, type, param, code } } with an HTTP status. */
 export class OpenAIHttpError extends Error {
@@ -56,7 +58,14 @@ export const ToolSchema = z.object({
   function: z.object({
     name: z.string().min(1),
     description: z.string().optional(),
-    parameters: z.record(z.string(), z.unknown()).optional(),
+    /** A JSON Schema object (./json-schema.ts): the chat template renders it into the prompt. */
+    parameters: z
+      .record(z.string(), z.unknown())
+      .optional()
+      .superRefine((parameters, context) => {
+        const problem = parameters === undefined ? undefined : findToolParametersProblem(parameters);
+        if (problem !== undefined) context.addIssue({ code: 'custom', path: problem.path, message: problem.message });
+      }),
     strict: z.boolean().nullish(),
   }),
 });
@@ -125,7 +134,11 @@ export const ChatCompletionRequestSchema = z
       .object({ type: z.string() })
       .nullish()
       .refine((v) => v == null || v.type === 'text', "response_format must be {type: 'text'} (JSON modes are not supported)"),
-    chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
+    // rendered by the template too, so bounded like a tool's parameters
+    chat_template_kwargs: z
+      .record(z.string(), z.unknown())
+      .nullish()
+      .refine((v) => v == null || !nestsDeeperThan(v, MAX_SCHEMA_DEPTH), `nests more than ${MAX_SCHEMA_DEPTH} levels deep`),
   })
   .superRefine((request, context) => {
     if ((request.top_logprobs ?? 0) > 0 && request.logprobs !== true)

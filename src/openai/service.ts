@@ -28,7 +28,7 @@ import {
   type TokenEvent,
 } from '../engine/index.js';
 import { type ChatMessage, ChatTemplateError, type Tokenizer, type ToolDefinition } from '../tokenizer/index.js';
-import { checkRequestLimits, type RequestSize } from './limits.js';
+import { checkRequestLimits, type RequestLimits, type RequestSize } from './limits.js';
 import {
   asHttpError,
   type ChatCompletionRequest,
@@ -231,7 +231,12 @@ export class OpenAIService {
     this.#checkModel(request.model);
     const tokenizer = this.#tokenizer();
     const listed = promptList(request.prompt);
-    const prompts = listed.map((p) => (typeof p === 'string' ? tokenizer.encode(p) : p));
+    // each prompt's size is checked as soon as it is encoded: one over the limits is refused before the next is encoded
+    const prompts = listed.map((p, i) => {
+      const ids = typeof p === 'string' ? tokenizer.encode(p) : p;
+      checkRequestLimits({ prompt: { tokens: ids.length, param: listed.length > 1 ? `prompt.${i}` : 'prompt' } }, this.#limits());
+      return ids;
+    });
     prompts.forEach((ids, i) => {
       const param = listed.length > 1 ? `prompt.${i}` : 'prompt';
       if (ids.length === 0)
@@ -373,6 +378,18 @@ export class OpenAIService {
     return tokenizer;
   }
 
+  /** This server's request limits (./limits.ts). */
+  #limits(): RequestLimits {
+    return {
+      maxPromptTokens: this.maxPromptTokens,
+      maxTokens: this.maxTokens,
+      maxN: this.maxN,
+      maxCompletions: this.maxCompletions,
+      maxRequestTokens: this.maxRequestTokens,
+      ...(this.backend.maxLength !== undefined ? { contextLength: this.backend.maxLength } : {}),
+    };
+  }
+
   /** Sampling options from a request, its sizes checked against this server's limits. */
   #generateOptions(
     request: ChatCompletionRequest | CompletionRequest,
@@ -393,14 +410,7 @@ export class OpenAIService {
     }
     const { maxTokens } = checkRequestLimits(
       { prompt: size.prompt, maxTokens: size.maxTokens, n, ...(size.prompts ? { prompts: size.prompts } : {}) },
-      {
-        maxPromptTokens: this.maxPromptTokens,
-        maxTokens: this.maxTokens,
-        maxN: this.maxN,
-        maxCompletions: this.maxCompletions,
-        maxRequestTokens: this.maxRequestTokens,
-        ...(this.backend.maxLength !== undefined ? { contextLength: this.backend.maxLength } : {}),
-      },
+      this.#limits(),
     );
     const stop = [...stopList(request.stop ?? undefined), ...size.extraStops];
     return {

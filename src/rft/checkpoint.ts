@@ -12,11 +12,13 @@
 //                                 keeps, listed in src/rft/run/checkpoint-state.ts) }
 //   <jobDir>/checkpoints/latest_checkpointed_iteration.txt    N of the newest complete checkpoint
 // A checkpoint is written into global_step_<N>.tmp and renamed when complete, and the "latest" file is replaced
-// atomically after that, so a kill -9 at any moment leaves the previous checkpoint usable.
+// atomically after that, so a kill -9 at any moment leaves the previous checkpoint usable. A write that fails names
+// the checkpoint, the part and the file (../util/file-write.ts): a full disk otherwise said only "ENOSPC ..., write".
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CausalLM, LoraModel } from '../model/index.js';
 import * as torch from '../torch/index.js';
+import { writingFile } from '../util/file-write.js';
 import type { Critic } from './algorithm/critic.js';
 
 export interface CheckpointContents {
@@ -76,24 +78,43 @@ export function saveCheckpoint(jobDir: string, step: number, contents: Checkpoin
   const root = checkpointsDir(jobDir);
   const dir = join(root, `global_step_${step}`);
   const temporary = `${dir}.tmp`;
-  rmSync(temporary, { recursive: true, force: true });
-  mkdirSync(temporary, { recursive: true });
-  if (contents.lora) contents.lora.save(join(temporary, 'adapter'));
-  else contents.model.save(join(temporary, 'model'));
-  const optimizer = contents.optimizer ? writeOptimizer(join(temporary, 'optimizer.safetensors'), contents.optimizer) : null;
+  /** Writes one part of the checkpoint; its error names the part and the file. */
+  const write = <T>(part: string, file: string, action: () => T): T => writingFile(`checkpoint ${step}'s ${part}`, file, action);
+  write('folder', temporary, () => {
+    rmSync(temporary, { recursive: true, force: true });
+    mkdirSync(temporary, { recursive: true });
+  });
+  const { lora, optimizer: optimizerState } = contents;
+  if (lora) write('LoRA adapter', join(temporary, 'adapter'), () => lora.save(join(temporary, 'adapter')));
+  else write('model', join(temporary, 'model'), () => contents.model.save(join(temporary, 'model')));
+  const optimizerFile = join(temporary, 'optimizer.safetensors');
+  const optimizer = optimizerState
+    ? write('optimizer state', optimizerFile, () => writeOptimizer(optimizerFile, optimizerState))
+    : null;
   let criticOptimizer: SavedOptimizer | null = null;
   if (contents.critic) {
-    torch.saveSafetensors(join(temporary, 'critic.safetensors'), contents.critic.critic.namedTensors());
-    criticOptimizer = writeOptimizer(join(temporary, 'critic-optimizer.safetensors'), contents.critic.optimizer);
+    const { critic, optimizer: criticOptimizerState } = contents.critic;
+    const criticFile = join(temporary, 'critic.safetensors');
+    write('critic', criticFile, () => torch.saveSafetensors(criticFile, critic.namedTensors()));
+    const criticOptimizerFile = join(temporary, 'critic-optimizer.safetensors');
+    criticOptimizer = write('critic optimizer state', criticOptimizerFile, () =>
+      writeOptimizer(criticOptimizerFile, criticOptimizerState),
+    );
   }
   if (contents.trainer || criticOptimizer) {
     const trainer = { criticOptimizer, ...contents.trainer };
-    writeFileSync(join(temporary, 'trainer.json'), `${JSON.stringify(trainer, null, 2)}\n`);
+    const trainerFile = join(temporary, 'trainer.json');
+    write('trainer state', trainerFile, () => writeFileSync(trainerFile, `${JSON.stringify(trainer, null, 2)}\n`));
   }
-  writeFileSync(join(temporary, 'state.json'), `${JSON.stringify({ step, optimizer, ...contents.state }, null, 2)}\n`);
-  rmSync(dir, { recursive: true, force: true });
-  renameSync(temporary, dir);
-  writeFileAtomic(join(root, LATEST), `${step}\n`);
+  const stateFile = join(temporary, 'state.json');
+  write('run state', stateFile, () =>
+    writeFileSync(stateFile, `${JSON.stringify({ step, optimizer, ...contents.state }, null, 2)}\n`),
+  );
+  write('folder', dir, () => {
+    rmSync(dir, { recursive: true, force: true });
+    renameSync(temporary, dir);
+  });
+  write('latest-checkpoint marker', join(root, LATEST), () => writeFileAtomic(join(root, LATEST), `${step}\n`));
   if (keep > 0) {
     const steps = listCheckpoints(jobDir);
     for (const old of steps.slice(0, Math.max(0, steps.length - keep)))

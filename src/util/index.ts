@@ -1,6 +1,8 @@
 // Helpers every layer may import (src/util imports nothing else from src): name suggestions, module arguments from
-// YAML, user code by module path, the generic registry, and opening user-given files that must be regular files.
+// YAML, user code by module path, the generic registry, opening user-given files that must be regular files, and
+// writes whose errors name their file.
 export * from './did-you-mean.js';
+export * from './file-write.js';
 export * from './module-args.js';
 export * from './module-path.js';
 export * from './registry.js';

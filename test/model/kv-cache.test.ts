@@ -2,7 +2,7 @@
 // different slots at different lengths, padded prefills, slot reset and reuse, and precise errors.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { CausalLM, KVCache } from '../../src/model/index.js';
+import { CausalLM, checkKVCacheFits, KVCache, kvCacheSize } from '../../src/model/index.js';
 import * as torch from '../../src/torch/index.js';
 import { disposeAll, FIXTURE_MODELS, get, loadReference, maxAbsDiff, modelDir } from './helpers/fixtures.js';
 
@@ -234,5 +234,39 @@ describe('slots', () => {
     } finally {
       cache.dispose();
     }
+  });
+});
+
+describe('the cache is sized before it is allocated', () => {
+  // 28 layers × 8 KV heads × 128 dims, float32: 2 × 28 × 8 × 128 × 4 = 229,376 bytes per cached position
+  const shape = { numLayers: 28, numKeyValueHeads: 8, headDim: 128 };
+
+  test('kvCacheSize: 2 × layers × slots × kvHeads × maxLength × headDim × bytes(dtype) + slots × maxLength', () => {
+    const { bytes, formula } = kvCacheSize({ ...shape, slots: 4, maxLength: 1024, dtype: 'bfloat16' });
+    assert.equal(bytes, 2 * 28 * 4 * 8 * 1024 * 128 * 2 + 4 * 1024);
+    assert.equal(
+      formula,
+      '4 slots × 1024 positions (maxLength) × 28 layers × 2 (keys, values) × 8 KV heads × 128 head dims × 2 bytes (bfloat16)',
+    );
+  });
+
+  test('a cache larger than the memory is refused naming the settings, before any allocation', () => {
+    // 100,000 slots × 32,768 positions: 751 TB, beyond any machine (the allocator's own text named no setting)
+    assert.throws(
+      () => new KVCache({ ...shape, slots: 100_000, maxLength: 32_768 }),
+      (error: unknown) => {
+        assert.ok(error instanceof RangeError, String(error));
+        assert.match(error.message, /^the KV cache needs 700003 GiB \(100000 slots × 32768 positions \(maxLength\) × 28 layers/);
+        assert.match(error.message, /4 bytes \(float32\)\), more than this machine's memory \([\d.]+ GiB\)/);
+        assert.match(error.message, /lower the slots \(serve --slots, explorer\.rollout_model\.slots\)/);
+        assert.match(error.message, /\(serve --max-length, model\.max_model_len\), or use a smaller dtype$/);
+        return true;
+      },
+    );
+    const oneGiB = { ...shape, slots: 1, maxLength: 8192, dtype: 'bfloat16' as const }; // 2 × 28 × 8192 × 8 × 128 × 2 B = 0.88 GiB
+    assert.throws(() => checkKVCacheFits(oneGiB, 2 ** 29), /needs 0\.88 GiB .*more than this machine's memory \(0\.50 GiB\)/);
+    checkKVCacheFits(oneGiB, 2 ** 30);
+    // the addon reports no GPU memory: a cache on a GPU is checked by its allocation
+    checkKVCacheFits({ ...oneGiB, device: 'cuda:0' }, 2 ** 29);
   });
 });

@@ -70,6 +70,25 @@ test('a half-written checkpoint is ignored; old checkpoints beyond `keep` are re
   model.dispose();
 });
 
+test('a failed write names the checkpoint, the part and the file (EISDIR: a folder where the file goes)', () => {
+  const jobDir = mkdtempSync(join(tmpdir(), 'ckpt-job-'));
+  const model = CausalLM.load(base);
+  const latest = join(jobDir, 'checkpoints', 'latest_checkpointed_iteration.txt');
+  mkdirSync(join(latest, 'in-the-way'), { recursive: true });
+  assert.throws(
+    () => saveCheckpoint(jobDir, 3, { model, state: {} }),
+    (error: Error & { code?: string }) => {
+      assert.equal(error.code, 'EISDIR');
+      assert.ok(
+        error.message.startsWith(`cannot write checkpoint 3's latest-checkpoint marker to ${latest}: EISDIR`),
+        error.message,
+      );
+      return true;
+    },
+  );
+  model.dispose();
+});
+
 test('a checkpoint with a critic restores its weights and optimizer; one without it is refused', () => {
   const model = CausalLM.load(base);
   const critic = Critic.fromPolicy(model, { seed: 1 });

@@ -3,6 +3,7 @@
 // timeout per request; a failing sink warns once and never stops the run.
 import { appendFileSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { writingFile } from '../../util/file-write.js';
 import { TensorBoardWriter } from './tensorboard.js';
 
 export type Metrics = Record<string, number>;
@@ -15,14 +16,18 @@ export interface Monitor {
   close(timeoutMs?: number): Promise<void>;
 }
 
-/** One JSON object per line: {"step": n, "time": unix_s, ...metrics}. Appended synchronously (survives a kill). */
+/**
+ * One JSON object per line: {"step": n, "time": unix_s, ...metrics}. Appended synchronously (survives a kill); a failed
+ * append names the step and the file.
+ */
 export class JsonlMonitor implements Monitor {
   constructor(readonly file: string) {
     mkdirSync(dirname(file), { recursive: true });
   }
   log(step: number, metrics: Metrics): void {
     const finite = Object.fromEntries(Object.entries(metrics).filter(([, v]) => Number.isFinite(v)));
-    appendFileSync(this.file, `${JSON.stringify({ step, time: Date.now() / 1000, ...finite })}\n`);
+    const line = `${JSON.stringify({ step, time: Date.now() / 1000, ...finite })}\n`;
+    writingFile(`step ${step}'s metrics`, this.file, () => appendFileSync(this.file, line));
   }
   async flush(): Promise<void> {}
   async close(): Promise<void> {}

@@ -7,6 +7,7 @@
 import { closeSync, fsyncSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { writingFile } from '../../util/file-write.js';
 
 const CRC32C_TABLE = (() => {
   const table = new Uint32Array(256);
@@ -98,8 +99,11 @@ export class TensorBoardWriter {
     mkdirSync(dir, { recursive: true });
     const now = Date.now() / 1000;
     this.file = join(dir, `events.out.tfevents.${Math.floor(now)}.${hostname()}.${process.pid}`);
-    this.#fd = openSync(this.file, 'a');
-    writeSync(this.#fd, frame(encodeEvent(now, 0, { fileVersion: 'brain.Event:2' })));
+    const fd = writingFile('a TensorBoard event file', this.file, () => openSync(this.file, 'a'));
+    this.#fd = fd;
+    writingFile('the TensorBoard file header', this.file, () =>
+      writeSync(fd, frame(encodeEvent(now, 0, { fileVersion: 'brain.Event:2' }))),
+    );
   }
 
   /** Writes the finite values of `scalars` at `step` (TensorBoard shows each tag as a curve). */
@@ -107,7 +111,10 @@ export class TensorBoardWriter {
     if (this.#fd === null) throw new Error(`TensorBoardWriter for ${this.file} is closed`);
     const finite = Object.fromEntries(Object.entries(scalars).filter(([, v]) => Number.isFinite(v)));
     if (Object.keys(finite).length === 0) return;
-    writeSync(this.#fd, frame(encodeEvent(wallTime, step, { scalars: finite })));
+    const fd = this.#fd;
+    writingFile(`step ${step}'s TensorBoard scalars`, this.file, () =>
+      writeSync(fd, frame(encodeEvent(wallTime, step, { scalars: finite }))),
+    );
   }
 
   flush(): void {

@@ -12,7 +12,7 @@
 import './builtin.js'; // accuracy_reward, format_reward, math_reward, math_boxed_reward
 import './llm-judge.js'; // rubric_judge_reward, ruler_reward
 import './reward-model.js'; // rm_yes_no_reward
-import { type AnyRewardFn, isGroupReward, type RewardContext, type RewardOutput } from './types.js';
+import { type AnyRewardFn, isGroupReward, type RewardContext } from './types.js';
 
 export { REWARD_FUNCTIONS, RewardRegistry } from './reward-registry.js';
 
@@ -21,16 +21,49 @@ export interface ScoredResponse {
   metrics: Record<string, number>;
 }
 
-/** A reward function's output checked: a finite reward, finite metrics. */
-function checkedOutput(output: RewardOutput | undefined, name: string, taskId: string): ScoredResponse {
-  const { reward, metrics = {} } = typeof output === 'number' ? { reward: output } : (output ?? { reward: Number.NaN });
-  if (typeof reward !== 'number' || !Number.isFinite(reward))
-    throw new Error(`${name} returned reward ${String(reward)} for task ${taskId}; expected a finite number`);
-  for (const [key, value] of Object.entries(metrics)) {
-    if (typeof value !== 'number' || !Number.isFinite(value))
-      throw new Error(`${name} returned metric ${key} = ${String(value)} for task ${taskId}; expected a finite number`);
+/** The longest excerpt of a reward function's output that an error quotes. */
+const QUOTED_OUTPUT_CHARS = 200;
+
+/**
+ * What a reward function returned, as an error quotes it: JSON, with NaN, ±Infinity, undefined and bigints written as
+ * JavaScript would (JSON would print null or drop them), cut to QUOTED_OUTPUT_CHARS so a function that returned a
+ * whole document still gives a readable error.
+ */
+function quoteOutput(output: unknown): string {
+  const mark = '\u0000'; // wraps the stand-ins, which are unquoted after stringify
+  const replacer = (_key: string, value: unknown) =>
+    value === undefined || typeof value === 'bigint' || (typeof value === 'number' && !Number.isFinite(value))
+      ? `${mark}${String(value)}${typeof value === 'bigint' ? 'n' : ''}${mark}`
+      : value;
+  let text: string;
+  try {
+    text = (JSON.stringify(output, replacer) ?? String(output)).replace(/"\\u0000(.*?)\\u0000"/g, '$1');
+  } catch {
+    text = String(output); // a cycle
   }
-  return { reward, metrics };
+  return text.length <= QUOTED_OUTPUT_CHARS ? text : `${text.slice(0, QUOTED_OUTPUT_CHARS)}… (${text.length} chars)`;
+}
+
+/**
+ * A reward function's output checked: a finite reward, finite metrics. The error quotes what the function returned
+ * (not the reward read out of it), so `{ score: 1 }`, `'0.5'` and `undefined` are told apart.
+ */
+function checkedOutput(output: unknown, name: string, taskId: string): ScoredResponse {
+  const fail = (what: string): never => {
+    throw new Error(`${name} returned ${quoteOutput(output)} for task ${taskId}: ${what}`);
+  };
+  const finite = (value: unknown): value is number => typeof value === 'number' && Number.isFinite(value);
+  if (typeof output === 'number') return finite(output) ? { reward: output, metrics: {} } : fail('not a finite number');
+  if (typeof output !== 'object' || output === null || Array.isArray(output))
+    return fail('expected a finite number or { reward, metrics? }');
+  const { reward, metrics = {} } = output as { reward?: unknown; metrics?: unknown };
+  if (!finite(reward)) return fail(`reward ${quoteOutput(reward)} is not a finite number`);
+  if (typeof metrics !== 'object' || metrics === null || Array.isArray(metrics))
+    return fail('metrics must be an object of finite numbers');
+  for (const [key, value] of Object.entries(metrics)) {
+    if (!finite(value)) fail(`metric ${key} = ${quoteOutput(value)} is not a finite number`);
+  }
+  return { reward, metrics: metrics as Record<string, number> };
 }
 
 /** Runs a per-response reward function on one response and checks what it returned. */
@@ -63,5 +96,5 @@ export async function scoreResponses(
       `${name} returned ${got} for the ${responses.length} responses of task ${input.task.id}; expected one per response`,
     );
   }
-  return outputs.map((output: RewardOutput) => checkedOutput(output, name, input.task.id));
+  return outputs.map((output: unknown) => checkedOutput(output, name, input.task.id));
 }

@@ -12,8 +12,10 @@
 // Isolation (docs/architecture.md, "Reliability"): an attempt that throws, passes maxTimeout seconds (its AbortSignal
 // fires and every model call it made through its handle is aborted), or returns no/malformed experiences
 // (validateExperience) is retried up to maxRetryTimes times with exponential backoff, then its run counts as failed;
-// nothing a workflow does stops the step. Experiences are stamped with info.taskId, runId, modelVersion (when
-// missing) and step.
+// nothing a workflow does stops the step. Stopping the step (RunOptions.signal) cancels the runs in flight: their
+// statuses say `cancelled` and name the stop's reason (a stage that failed elsewhere, e.g. a checkpoint write), which
+// is logged once for the step, never as a failure of each attempt it cut short. Experiences are stamped with
+// info.taskId, runId, modelVersion (when missing) and step.
 //
 // Where workflow code runs:
 // - A module path (`path/to/file.ts#export`, not a registered name) is user code: it runs on a workflow worker
@@ -284,6 +286,8 @@ export class WorkflowRunner {
       experiences.push(...outcome.experiences);
       retried += Math.max(0, outcome.status.attempts - 1);
     }
+    const cancelled = statuses.filter((s) => s.cancelled).length;
+    if (cancelled > 0) this.#log(`step ${step}: ${cancelled} workflow runs ${stopMessage(stepStop.signal)}`);
     const metrics = stepMetrics(experiences, statuses);
     metrics['rollout/attempts/retried'] = retried;
     metrics['rollout/time_s'] = (performance.now() - started) / 1000;
@@ -316,12 +320,12 @@ export class WorkflowRunner {
         await sleep(wait, undefined, stop ? { signal: stop } : {}).catch(() => {});
       }
       if (stop?.aborted) {
-        status.error = `the step was stopped${status.error ? ` (last error: ${status.error})` : ''}`;
+        cancel(status, stop);
         break;
       }
       const lease = await this.#pool.acquire(stop).catch(() => null);
       if (lease === null) {
-        status.error = `the step was stopped${status.error ? ` (last error: ${status.error})` : ''}`;
+        cancel(status, stop);
         break;
       }
       status.attempts++;
@@ -333,6 +337,11 @@ export class WorkflowRunner {
         status.seconds = (performance.now() - attemptStarted) / 1000;
         return { experiences, status };
       } catch (error) {
+        // cut short by the step stopping: whatever it threw (the stop's reason, an aborted model call) is not its own
+        if (stop?.aborted) {
+          cancel(status, stop);
+          break;
+        }
         if (error instanceof AttemptTimeout) status.timedOut++;
         else if (error instanceof MalformedExperiences || error instanceof UnsendableResult) status.malformed++;
         else status.errored++;
@@ -464,6 +473,19 @@ function checkExperiences(result: unknown, taskId: string): Experience[] {
       `task ${taskId}: malformed experiences: ${problems.slice(0, 3).join(' | ')}${problems.length > 3 ? ` (+${problems.length - 3} more)` : ''}`,
     );
   return result as Experience[];
+}
+
+/** `cancelled: the step was stopped by: <its reason>` (a plain abort() has no reason worth naming). */
+function stopMessage(stop: AbortSignal | undefined): string {
+  const reason: unknown = stop?.reason;
+  const named = reason instanceof Error ? reason.name !== 'AbortError' && reason.message : reason !== undefined && String(reason);
+  return `cancelled: the step was stopped${named ? ` by: ${named}` : ''}`;
+}
+
+/** Marks a run cut short by the step stopping; an error of its own from an earlier attempt is kept after the reason. */
+function cancel(status: RunStatus, stop: AbortSignal | undefined): void {
+  status.cancelled = true;
+  status.error = `${stopMessage(stop)}${status.error ? ` (its last error of its own: ${status.error})` : ''}`;
 }
 
 function failedStatus(task: Task, runIds: number[], error: string): RunStatus {

@@ -16,6 +16,11 @@ export interface RunStatus {
   errored: number;
   /** The last attempt's error, when it failed. */
   error?: string;
+  /**
+   * Cut short by the step stopping (a Ctrl-C, or the stage failing elsewhere: a checkpoint that could not be written):
+   * not a failure of this run. `error` then names the stop's reason; its attempt is counted in no failure column.
+   */
+  cancelled?: boolean;
   /** Wall time of the successful attempt, or of all attempts when it failed. */
   seconds: number;
 }

@@ -2,7 +2,7 @@
 // server records the requests), a failing sink that warns once, and the progress line.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import {
   createMonitors,
   crc32c,
+  JsonlMonitor,
   MlflowMonitor,
   ProgressReporter,
   TensorBoardWriter,
@@ -120,6 +121,19 @@ before(async () => {
 });
 after(() => {
   server.close();
+});
+
+test('a failed metrics append names the step and the file (EISDIR: a folder where metrics.jsonl goes)', () => {
+  const file = join(mkdtempSync(join(tmpdir(), 'jsonl-')), 'metrics.jsonl');
+  mkdirSync(join(file, 'in-the-way'), { recursive: true });
+  assert.throws(
+    () => new JsonlMonitor(file).log(3, { loss: 1 }),
+    (error: Error & { code?: string }) => {
+      assert.equal(error.code, 'EISDIR');
+      assert.ok(error.message.startsWith(`cannot write step 3's metrics to ${file}: EISDIR`), error.message);
+      return true;
+    },
+  );
 });
 
 test('MLflow: creates the experiment and run, logs each step as a batch, finishes the run', async () => {

@@ -138,7 +138,7 @@ describe('registered reward functions', () => {
   test('scoreResponse rejects non-finite rewards and metrics', async () => {
     await assert.rejects(
       scoreResponse(() => Number.NaN, { response: '', task: task('1'), args: {} }, 'nan_fn'),
-      /nan_fn returned reward NaN/,
+      /nan_fn returned NaN for task t:0: not a finite number/,
     );
     await assert.rejects(
       scoreResponse(
@@ -148,6 +148,21 @@ describe('registered reward functions', () => {
       ),
       /metric x = Infinity/,
     );
+  });
+  test("scoreResponse's error quotes what the function returned, not the value it was coerced to", async () => {
+    const scoreWith = (output: unknown) =>
+      scoreResponse(() => output as number, { response: '', task: task('1'), args: {} }, 'f');
+    await assert.rejects(scoreWith({ score: 1 }), /^Error: f returned \{"score":1\} for task t:0: reward undefined is not/);
+    await assert.rejects(scoreWith('0.5'), /^Error: f returned "0\.5" for task t:0: expected a finite number or \{ reward/);
+    await assert.rejects(scoreWith(undefined), /^Error: f returned undefined for task t:0/);
+    await assert.rejects(scoreWith(null), /^Error: f returned null for task t:0/);
+    await assert.rejects(scoreWith({ reward: Number.NaN, metrics: {} }), /f returned \{"reward":NaN,"metrics":\{\}\}/);
+    // a long output is quoted in part, with its length
+    await assert.rejects(scoreWith({ text: 'x'.repeat(10_000) }), (error: Error) => {
+      assert.match(error.message, /^f returned \{"text":"x+… \(10011 chars\) for task t:0/);
+      assert.ok(error.message.length < 400, error.message);
+      return true;
+    });
   });
 });
 

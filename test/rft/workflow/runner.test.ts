@@ -297,6 +297,42 @@ describe('isolation', () => {
   });
 });
 
+describe('a stopped step', () => {
+  // the stage stopped the step with another part's error (a checkpoint that could not be written): the runs it cut
+  // short are cancelled by that error, not failures of their own, and the log says so once for the step
+  test("runs cut short are cancelled with the stop's reason, not logged as their own failures", { timeout: 60_000 }, async () => {
+    const backend = new FakeBackend(1);
+    const logged: string[] = [];
+    const { runner } = runnerWith(backend, {
+      runnerPerModel: 2,
+      maxRetryTimes: 2,
+      maxTimeout: 3600,
+      log: (line) => logged.push(line),
+    });
+    const stop = new AbortController();
+    const reason = new Error("cannot write checkpoint 3's optimizer state to /job/x: ENOSPC");
+    let started = 0;
+    backend.onCall = () => {
+      if (++started === 2) queueMicrotask(() => stop.abort(reason));
+    };
+    const tasks = [task('h1', 'hangs_in_model'), task('h2', 'hangs_in_model'), task('h3', 'hangs_in_model')];
+    const { statuses, metrics } = await runner.runStep(tasks, { step: 3, repeatTimes: 1, signal: stop.signal });
+    assert.equal(statuses.length, 3);
+    for (const status of statuses) {
+      assert.equal(status.ok, false);
+      assert.equal(status.cancelled, true, status.taskId);
+      assert.equal(
+        status.error,
+        "cancelled: the step was stopped by: cannot write checkpoint 3's optimizer state to /job/x: ENOSPC",
+      );
+    }
+    assert.equal(metrics['rollout/attempts/errored'], 0);
+    assert.deepEqual(logged, [
+      "step 3: 3 workflow runs cancelled: the step was stopped by: cannot write checkpoint 3's optimizer state to /job/x: ENOSPC",
+    ]);
+  });
+});
+
 describe('eval', () => {
   test('mean@k, best@k and pass@k per taskset', async () => {
     const backend = new FakeBackend(1);
