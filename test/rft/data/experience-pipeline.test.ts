@@ -176,7 +176,7 @@ describe('explorer loop with a pipeline', () => {
         feedback: (id: string, rewards: readonly number[]) => feedback.push([id, [...rewards]]),
         state: () => ({}),
       },
-      runner: { runStep: async () => ({ experiences: produced, metrics: {} }) },
+      runner: { runStep: async () => ({ experiences: produced, metrics: {}, statuses: [] }) },
       buffer: { write: async (es: Experience[]) => written.push(...es), finishWriting: async () => {} },
       weights: { version: 0, waitForVersion: async () => {}, withWeights: <T>(fn: () => T) => fn() },
       pipeline,
