@@ -2,6 +2,7 @@
 // YAML, user code by module path, the generic registry, opening user-given files that must be regular files, and
 // writes whose errors name their file.
 export * from './did-you-mean.js';
+export * from './process.js';
 export * from './file-write.js';
 export * from './module-args.js';
 export * from './module-path.js';

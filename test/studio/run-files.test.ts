@@ -16,7 +16,8 @@ import {
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { processStartTime, writeRunStatus } from '../../src/rft/run/run-status.js';
+import { writeRunStatus } from '../../src/rft/run/run-status.js';
+import { processStartTime } from '../../src/util/index.js';
 import { type StudioServer, startStudio } from '../../src/studio/index.js';
 import { RunIndex } from '../../src/studio/runs.js';
 import { writeRun } from './fixtures.js';

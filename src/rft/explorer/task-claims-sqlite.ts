@@ -5,6 +5,7 @@
 // program since makes a dead explorer look alive (its steps wait for its restart under the same name), never the
 // reverse. An explorer registered from another host is taken as alive: an SQLite file is for one machine.
 import { hostname } from 'node:os';
+import { processExists } from '../../util/index.js';
 import type Database from 'better-sqlite3';
 import { inSqliteFile, inWriteTransaction, openSqliteFile } from '../store/sqlite.js';
 import {
@@ -17,16 +18,6 @@ import {
   type TaskClaims,
   type TaskClaimsOptions,
 } from './task-claims-rule.js';
-
-/** True while process `pid` runs on this machine (EPERM: it runs, as another user). */
-function processRuns(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 export class SqliteTaskClaims implements TaskClaims {
   readonly location: string;
@@ -123,7 +114,7 @@ export class SqliteTaskClaims implements TaskClaims {
       const row = this.#db.prepare(`SELECT pid, host FROM ${t}_explorers WHERE name = ?`).get(explorer) as
         | { pid: number; host: string }
         | undefined;
-      if (row !== undefined && row.pid !== process.pid && (row.host !== this.#host || processRuns(row.pid)))
+      if (row !== undefined && row.pid !== process.pid && (row.host !== this.#host || processExists(row.pid)))
         throw nameTaken(this.location, explorer, `process ${row.pid} on ${row.host}`);
       this.#db
         .prepare(`INSERT OR REPLACE INTO ${t}_explorers (name, pid, host) VALUES (?, ?, ?)`)
@@ -141,7 +132,7 @@ export class SqliteTaskClaims implements TaskClaims {
       | { pid: number; host: string }
       | undefined;
     if (row === undefined) return false;
-    return row.host !== this.#host || processRuns(row.pid);
+    return row.host !== this.#host || processExists(row.pid);
   }
 
   #apply(decision: ClaimDecision): Claim {

@@ -18,7 +18,8 @@ import { linkSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } 
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { StageConfig } from './config/index.js';
-import { isRecordedProcessAlive, processStartTime } from './run-status.js';
+import { processStartTime } from '../../util/index.js';
+import { isRecordedProcessAlive } from './run-status.js';
 
 export const JOB_LOCK_FILE = 'run.lock';
 
@@ -35,7 +36,7 @@ export function jobLockFile(stages: readonly Pick<StageConfig, 'mode' | 'explore
 interface LockRecord {
   pid: number;
   host: string;
-  /** The owner's start time (./run-status.ts processStartTime), when the host tells it. */
+  /** The owner's start time (src/util/process.ts processStartTime), when the host tells it. */
   startTime?: string;
 }
 

@@ -7,9 +7,10 @@
 // So the record carries the process's start time (Linux: /proc/<pid>/stat field 22, clock ticks since boot), and a
 // watcher takes the run for alive only when the pid's start time now is the one recorded (isRecordedProcessAlive).
 // Where the start time cannot be read (no /proc) it is left out, and the pid is all a watcher has.
-import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { processExists, processStartTime } from '../../util/index.js';
 
 export const RUN_STATUS_FILE = 'run_status.json';
 
@@ -41,32 +42,6 @@ export function writeRunStatus(jobDir: string, status: RunStatus): void {
 export function runningStatus(pid = process.pid): RunStatus {
   const startTime = processStartTime(pid);
   return { state: 'running', pid, host: hostname(), ...(startTime !== null ? { startTime } : {}) };
-}
-
-/**
- * When process `pid` started (Linux: field 22 of /proc/<pid>/stat, after the parenthesised command name, which may
- * itself hold spaces and parentheses); null when there is no such process or no /proc to ask.
- */
-export function processStartTime(pid: number): string | null {
-  let stat: string;
-  try {
-    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  } catch {
-    return null;
-  }
-  // fields after the command name: 3 (state) is the first, so 22 is the 20th
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return fields[19] ?? null;
-}
-
-/** Whether process `pid` exists (signal 0; EPERM: it exists, owned by someone else). */
-function processExists(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /**
