@@ -1,4 +1,5 @@
-// Loading a run config: YAML → `--set` overrides → ${ENV} interpolation → relative paths → schema and rules.
+// Loading a run config: YAML → `--set` overrides → ${...} interpolation (environment, key references) → relative
+// paths → schema and rules.
 //
 //   const config = loadConfig('examples/grpo.yaml', { overrides: ['buffer.batch_size=16', 'stages.0.mode=train'] });
 //   for (const stage of resolveStages(config)) run(stage);
@@ -10,10 +11,10 @@ import { dirname, resolve } from 'node:path';
 import YAML, { isMap, isPair, isScalar, isSeq, LineCounter, type Node as YamlNode } from 'yaml';
 import { fileErrorDetail, readRegularFile } from '../../../util/index.js';
 import { ConfigError, type ConfigProblem } from '../../config/errors.js';
+import { interpolateConfig } from '../../config/interpolate.js';
 import type { Config, StageConfig } from './schema.js';
 import {
   applyOverrides,
-  interpolateEnv,
   isMapping,
   joinPath,
   type Override,
@@ -87,7 +88,7 @@ export function parseConfig(text: string, options: ParseConfigOptions = {}): Con
     }
     throw new ConfigError([...problems, ...reserved], options.file);
   }
-  interpolateEnv(tree, options.env ?? process.env, problems);
+  interpolateConfig(tree, options.env ?? process.env, problems);
   const overriddenBy = (path: readonly Segment[]): Override | undefined => overrideOf(overrides, path);
   const baseDir = options.file !== undefined ? dirname(resolve(cwd, options.file)) : cwd;
   resolvePaths(tree, baseDir, cwd, (path) => overriddenBy(path) !== undefined);
