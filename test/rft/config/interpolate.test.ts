@@ -85,3 +85,40 @@ buffer:
     assert.equal(parse(`${MODEL}name: "$\${a.b}"\n`).name, '${a.b}');
   });
 });
+
+describe('YAML merge keys', () => {
+  const text = (temperature: string) => `${MODEL}buffer:
+  explorer_input:
+    taskset:
+      path: /t
+      rollout_args: &rollout
+        temperature: ${temperature}
+        max_tokens: 32
+    eval_tasksets:
+      - name: e
+        path: /e
+        rollout_args:
+          <<: *rollout
+          max_tokens: 16
+`;
+
+  it('`<<: *base` merges a mapping, as Trinity-RFT reads it; the keys written beside it win', () => {
+    const config = parse(text('0.5'));
+    assert.deepEqual(
+      config.buffer.explorer_input.eval_tasksets.map((t) => [t.rollout_args.temperature, t.rollout_args.max_tokens]),
+      [[0.5, 16]],
+    );
+  });
+
+  it('a problem in a merged key is located where the merged mapping wrote it', () => {
+    try {
+      parse(text('hot'), { file: 'run.yaml' });
+      assert.fail('the config loaded');
+    } catch (error) {
+      assert.ok(error instanceof ConfigError, String(error));
+      const merged = error.problems.find((p) => p.path.startsWith('buffer.explorer_input.eval_tasksets.0.'));
+      assert.equal(merged?.path, 'buffer.explorer_input.eval_tasksets.0.rollout_args.temperature');
+      assert.equal(merged?.source, 'run.yaml:7:9');
+    }
+  });
+});

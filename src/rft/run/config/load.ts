@@ -8,7 +8,7 @@
 // written (file:line:column, or the override).
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import YAML, { isMap, isPair, isScalar, isSeq, LineCounter, type Node as YamlNode } from 'yaml';
+import YAML, { isAlias, isMap, isPair, isScalar, isSeq, LineCounter, type Node as YamlNode, type Pair, type YAMLMap } from 'yaml';
 import { fileErrorDetail, readRegularFile } from '../../../util/index.js';
 import { ConfigError, type ConfigProblem } from '../../config/errors.js';
 import { interpolateConfig } from '../../config/interpolate.js';
@@ -53,12 +53,7 @@ export interface ParseConfigOptions extends LoadConfigOptions {
 export function parseConfig(text: string, options: ParseConfigOptions = {}): Config {
   const cwd = options.cwd ?? process.cwd();
   const label = options.file ?? '<config>';
-  const lineCounter = new LineCounter();
-  const doc = YAML.parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
-  const at = (offset: number): string => {
-    const { line, col } = lineCounter.linePos(offset);
-    return `${label}:${line}:${col}`;
-  };
+  const { doc, at } = parseYaml(text, label);
   const [syntaxError] = doc.errors;
   if (syntaxError !== undefined) {
     // the first error only: the parser's later ones mostly follow from it
@@ -82,7 +77,7 @@ export function parseConfig(text: string, options: ParseConfigOptions = {}): Con
   if (reserved.length > 0) {
     for (const p of reserved) {
       const override = overrides.findLast((o) => `${p.path}.`.startsWith(`${joinPath(o.path)}.`));
-      const offset = locate(doc.contents, p.path.split('.'));
+      const offset = locate(doc, p.path.split('.'));
       if (override !== undefined) p.source = override.text;
       else if (offset !== undefined) p.source = at(offset);
     }
@@ -104,6 +99,20 @@ export function parseConfig(text: string, options: ParseConfigOptions = {}): Con
   return result.config;
 }
 
+/**
+ * The YAML document of `text` and `at(offset)`, the `label:line:column` of an offset in it. Merge keys (`<<: *base`)
+ * are YAML that Trinity-RFT's loader (PyYAML, OmegaConf) accepts: they are read as such, not as a key named `<<`.
+ */
+function parseYaml(text: string, label: string): { doc: YAML.Document; at: (offset: number) => string } {
+  const lineCounter = new LineCounter();
+  const doc = YAML.parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true, merge: true });
+  const at = (offset: number): string => {
+    const { line, col } = lineCounter.linePos(offset);
+    return `${label}:${line}:${col}`;
+  };
+  return { doc, at };
+}
+
 /** The last override that wrote `path` or a mapping above it. */
 const overrideOf = (overrides: readonly Override[], path: readonly Segment[]): Override | undefined =>
   overrides.findLast((o) => o.path.length <= path.length && o.path.every((s, i) => String(s) === String(path[i])));
@@ -121,7 +130,7 @@ function addSources(
     const override = overrideOf(overrides, path);
     if (override !== undefined) p.source = override.text;
     else {
-      const offset = locate(doc.contents, path);
+      const offset = locate(doc, path);
       if (offset !== undefined) p.source = at(offset);
     }
   }
@@ -144,22 +153,18 @@ export function locateProblems(
   } catch {
     return; // it was read moments ago; without it the problems still name their keys
   }
-  const lineCounter = new LineCounter();
-  const doc = YAML.parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
-  const at = (offset: number): string => {
-    const { line, col } = lineCounter.linePos(offset);
-    return `${file}:${line}:${col}`;
-  };
+  const { doc, at } = parseYaml(text, file);
   addSources(problems, doc, at, parseOverrides(overrideTexts, []));
 }
 
 /** Offset of the deepest node on `path` in the YAML document (a mapping entry's key, a list item). */
-function locate(root: unknown, path: readonly string[]): number | undefined {
-  let node: unknown = root;
+function locate(doc: YAML.Document, path: readonly string[]): number | undefined {
+  let node: unknown = doc.contents;
   let offset: number | undefined;
   for (const segment of path) {
+    if (isAlias(node)) node = node.resolve(doc);
     if (isMap(node)) {
-      const pair = node.items.find((p) => isPair(p) && isScalar(p.key) && String(p.key.value) === segment);
+      const pair = entryOf(doc, node, segment);
       if (pair === undefined) break;
       offset = (pair.key as YamlNode).range?.[0] ?? offset;
       node = pair.value;
@@ -171,6 +176,24 @@ function locate(root: unknown, path: readonly string[]): number | undefined {
     } else break;
   }
   return offset;
+}
+
+/** The entry of `key` in `map`, or in the mappings it merges (`<<: *base`, `<<: [*a, *b]`), where it was written. */
+function entryOf(doc: YAML.Document, map: YAMLMap, key: string): Pair | undefined {
+  const pair = map.items.find((p) => isPair(p) && isScalar(p.key) && String(p.key.value) === key);
+  if (pair !== undefined) return pair;
+  for (const merge of map.items) {
+    // the parser reads a merge key as a scalar whose value is Symbol('<<')
+    const isMergeKey = isScalar(merge.key) && String(merge.key.source ?? merge.key.value) === '<<';
+    if (!isMergeKey) continue;
+    const sources = isSeq(merge.value) ? merge.value.items : [merge.value];
+    for (const source of sources) {
+      const base = isAlias(source) ? source.resolve(doc) : source;
+      const found = isMap(base) ? entryOf(doc, base, key) : undefined;
+      if (found !== undefined) return found;
+    }
+  }
+  return undefined;
 }
 
 /**
