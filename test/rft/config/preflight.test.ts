@@ -2,7 +2,7 @@
 // refuse (a missing taskset, model, workflow or reward function; rows without the prompt key; a job folder that
 // cannot be made) is reported before anything runs, as problems naming the key path and the reason.
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -96,6 +96,19 @@ describe('pre-run checks', () => {
       const found = await check('', [override]);
       assert.equal(found.length, 1, `${override}: ${found.join('\n')}`);
       assert.match(found[0] as string, expected, override);
+    }
+  });
+
+  it('name a model folder or adapter behind a symlink loop as such, not as missing', async () => {
+    symlinkSync(join(dir, 'loop-b'), join(dir, 'loop-a'));
+    symlinkSync(join(dir, 'loop-a'), join(dir, 'loop-b'));
+    const loop = /too many (levels of )?symbolic links|ELOOP/i;
+    for (const key of ['model.model_path', 'model.lora.path']) {
+      const found = await check('', [`${key}=${dir}/loop-a`]);
+      assert.equal(found.length, 1, found.join('\n'));
+      assert.ok(found[0]?.startsWith(`${key}: ${dir}/loop-a`), found[0]);
+      assert.match(found[0] as string, loop);
+      assert.doesNotMatch(found[0] as string, /does not exist|no (adapter_)?config\.json/);
     }
   });
 

@@ -14,7 +14,7 @@
 //
 // Only stages that will run are checked: a stage whose done.json exists is skipped by runConfig, and so here (the
 // model a stage starts from is then the previous stage's final model, as runConfig passes it on).
-import { accessSync, constants, existsSync, readFileSync, realpathSync, statfsSync, statSync } from 'node:fs';
+import { accessSync, constants, readFileSync, realpathSync, statfsSync, statSync } from 'node:fs';
 import { dirname, join, resolve, sep } from 'node:path';
 import { isPostgresUrl } from '../../buffer/postgres.js';
 import { checkDatasetFiles } from '../../buffer/config.js';
@@ -24,7 +24,7 @@ import { WORKFLOWS } from '../../workflow/registry.js';
 import { ConfigError, type ConfigProblem, type ReportProblem } from '../../config/errors.js';
 import { resolveStages } from './load.js';
 import type { Config, StageConfig, TasksetConfig } from './schema.js';
-import { checkModelFolders } from './model.js';
+import { checkModelFolders, presence } from './model.js';
 import { stageSettings } from './stage-settings.js';
 
 export interface PreflightOptions {
@@ -40,7 +40,8 @@ export async function preflightProblems(config: Config, options: PreflightOption
   const stages = resolveStages(config);
   const multiStage = config.stages.length > 0;
   // as runConfig: with continue_from_checkpoint false and the job folder there, every stage starts afresh elsewhere
-  const fresh = !config.continue_from_checkpoint && existsSync(config.checkpoint_job_dir);
+  // (a job folder that cannot be looked at, a symlink loop, is not "absent": the folder check below names it)
+  const fresh = !config.continue_from_checkpoint && presence(config.checkpoint_job_dir) !== false;
   let modelPath: string | null = config.model.model_path;
   let first = true;
   for (const stage of stages) {
@@ -73,7 +74,7 @@ type Report = ReportProblem;
 
 function finishedRecord(stage: StageConfig): { finalModelDir: string | null } | null {
   const file = join(stage.checkpoint_job_dir, 'done.json');
-  if (!existsSync(file)) return null;
+  if (presence(file) !== true) return null; // a done.json that cannot be looked at: runConfig fails on it, naming why
   try {
     const record = JSON.parse(readFileSync(file, 'utf8')) as { finalModelDir?: unknown };
     return { finalModelDir: typeof record.finalModelDir === 'string' ? record.finalModelDir : null };
