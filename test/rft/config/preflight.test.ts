@@ -125,6 +125,33 @@ describe('pre-run checks', () => {
     assert.match((await check('', remote.slice(0, 3)))[0] ?? '', /^model\.model_path: model folder \/no\/such\/model/);
   });
 
+  it("refuse workflow_args keys a built-in workflow does not read, suggesting the closest; a user's are not checked", async () => {
+    const taskset = 'buffer.explorer_input.taskset';
+    const found = await check('', [
+      'buffer.explorer_input.default_workflow_type=frozen_lake_workflow',
+      `${taskset}.workflow_args={sizee: 4, corners: true, max_step: 8}`,
+    ]);
+    assert.deepEqual(found, [
+      `${taskset}.workflow_args.sizee: unknown argument 'sizee' of workflow 'frozen_lake_workflow'; did you mean 'size'?; it reads max_steps, experience_mode, invalid_action_penalty, seed, size, p, corners, is_slippery`,
+      `${taskset}.workflow_args.max_step: unknown argument 'max_step' of workflow 'frozen_lake_workflow'; did you mean 'max_steps'?; it reads max_steps, experience_mode, invalid_action_penalty, seed, size, p, corners, is_slippery`,
+    ]);
+    // math_boxed_workflow reads with_think and format_score_coef; simple_workflow reads none
+    assert.deepEqual(
+      await check('', [`${taskset}.workflow_args={with_think: true}`, `${taskset}.default_workflow_type=math_boxed_workflow`]),
+      [],
+    );
+    assert.match(
+      (await check('', [`${taskset}.workflow_args={with_think: true}`]))[0] ?? '',
+      /^buffer\.explorer_input\.taskset\.workflow_args\.with_think: unknown argument 'with_think' of workflow 'simple_workflow'; it reads none$/,
+    );
+    // a workflow from a module path declares nothing: its arguments are its own business
+    writeFileSync(join(dir, 'my-workflow.ts'), 'export const run = async () => [];\n');
+    assert.deepEqual(
+      await check('', [`${taskset}.workflow_args={anything: 1}`, `${taskset}.default_workflow_type=my-workflow.ts#run`]),
+      [],
+    );
+  });
+
   it('name unknown workflows and reward functions, in the defaults and in rows', async () => {
     const cases: [string[], RegExp][] = [
       [

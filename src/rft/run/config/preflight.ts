@@ -21,6 +21,7 @@ import { checkDatasetFiles } from '../../buffer/config.js';
 import { loadTaskset, type TasksetConfig as TasksetSettings } from '../../buffer/taskset.js';
 import { REWARD_FUNCTIONS } from '../../reward/registry.js';
 import { WORKFLOWS } from '../../workflow/registry.js';
+import { didYouMean } from '../../../util/index.js';
 import { ConfigError, type ConfigProblem, type ReportProblem } from '../../config/errors.js';
 import { resolveStages } from './load.js';
 import type { Config, StageConfig, TasksetConfig } from './schema.js';
@@ -156,7 +157,14 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
         }
       }
     }
-    if (curated) continue;
+    if (curated) {
+      names.workflowArgs(
+        [tasksetSettings.defaultWorkflowType ?? defaultWorkflow],
+        section.workflow_args,
+        `${path}.workflow_args`,
+      );
+      continue;
+    }
     let tasks: Awaited<ReturnType<typeof loadTaskset>>['tasks'];
     try {
       ({ tasks } = await loadTaskset(tasksetSettings));
@@ -167,7 +175,9 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
     if (tasks.length === 0) add(`${path}.path`, `taskset '${section.name}' has no rows (${section.path})`);
     // names a row gives itself (format.workflow_key / reward_fn_key): the first row with each
     const format = section.format;
+    const workflows = new Set([tasksetSettings.defaultWorkflowType ?? defaultWorkflow]);
     for (const task of tasks) {
+      if (task.workflow !== undefined) workflows.add(task.workflow);
       const row = `taskset '${section.name}' row ${task.index + 1} (task '${task.id}')`;
       if (task.workflow !== undefined && task.workflow !== tasksetSettings.defaultWorkflowType) {
         names.workflow(task.workflow, `${path}.format.workflow_key`, `${row}, key '${format.workflow_key}'`);
@@ -176,6 +186,7 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
         names.reward(task.rewardFn, `${path}.format.reward_fn_key`, `${row}, key '${format.reward_fn_key}'`);
       }
     }
+    names.workflowArgs([...workflows], section.workflow_args, `${path}.workflow_args`);
   }
   await names.settled();
 
@@ -195,6 +206,28 @@ class NameChecks {
   /** `row`: the row that names it (null: the key at `path` does). */
   workflow(name: string, path: string, row: string | null): void {
     this.#check('workflow', name, path, row, () => WORKFLOWS.resolve(name, this.baseDir));
+  }
+
+  /**
+   * Refuses the keys of `args` (a taskset's workflow_args, at `path`) that none of `workflows` (the workflows its
+   * tasks run) reads, where each declares the keys it reads (WorkflowSpec.workflowArgs; a built-in does).
+   */
+  workflowArgs(workflows: readonly string[], args: Readonly<Record<string, unknown>>, path: string): void {
+    if (Object.keys(args).length === 0) return;
+    const declared = Promise.all(workflows.map((name) => WORKFLOWS.resolve(name, this.baseDir)));
+    const check = declared.then(
+      (specs) => {
+        if (specs.some((spec) => spec.workflowArgs === undefined)) return;
+        const known = [...new Set(specs.flatMap((spec) => spec.workflowArgs ?? []))];
+        const reads = known.length > 0 ? `it reads ${known.join(', ')}` : 'it reads none';
+        const named = workflows.map((name) => `'${name}'`).join(', ');
+        for (const key of Object.keys(args).filter((k) => !known.includes(k))) {
+          this.add(`${path}.${key}`, `unknown argument '${key}' of workflow ${named}${didYouMean(key, known)}; ${reads}`);
+        }
+      },
+      () => undefined, // a workflow that does not resolve is reported by workflow()
+    );
+    this.#pending.push(check);
   }
 
   reward(name: string, path: string, row: string | null): void {
