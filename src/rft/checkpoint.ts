@@ -9,7 +9,8 @@
 //                                 groups} | null, ...(adaptive KL coefficients, step counters, LR schedule position,
 //                                 LoRA dropout stream {seed, draws}) }
 //       state.json                { step, optimizer: {kind, groups}, ...the run's state (RunState: what each part
-//                                 keeps, listed in src/rft/run/checkpoint-state.ts) }
+//                                 keeps, listed in src/rft/run/checkpoint-state.ts; `settings`, compared on resume:
+//                                 src/rft/run/resume-settings.ts) }
 //   <jobDir>/checkpoints/latest_checkpointed_iteration.txt    N of the newest complete checkpoint
 // A checkpoint is written into global_step_<N>.tmp and renamed when complete, and the "latest" file is replaced
 // atomically after that, so a kill -9 at any moment leaves the previous checkpoint usable.
