@@ -163,6 +163,21 @@ export function latestCheckpoint(jobDir: string): LoadedCheckpoint | null {
   };
 }
 
+/**
+ * Throws when a tensor of a checkpoint's weights (as loaded) holds NaN or ±Inf, naming the checkpoint and the first
+ * such tensor: a run that diverged saved them, and resuming would train on NaN without a word. One reduction per
+ * tensor, all(isfinite(t)), read back as one number.
+ */
+export function checkFiniteWeights(checkpointDir: string, weights: ReadonlyMap<string, torch.Tensor>): void {
+  for (const [name, tensor] of weights) {
+    if (torch.scope(() => tensor.isfinite().all().item()) === 1) continue;
+    throw new Error(
+      `${checkpointDir}: the checkpoint's weights are not finite (${name} holds NaN or Inf; the run that wrote it ` +
+        'diverged): resume from an earlier checkpoint by removing this one, or start the run afresh',
+    );
+  }
+}
+
 /** Restores an optimizer's state from a checkpoint written by saveCheckpoint (same parameter layout). */
 export function loadOptimizerState(checkpoint: LoadedCheckpoint, optimizer: torch.Optimizer): void {
   const saved = checkpoint.state.optimizer as SavedOptimizer | null | undefined;
