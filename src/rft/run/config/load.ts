@@ -6,7 +6,6 @@
 //
 // Every problem is collected and thrown at once as a ConfigError, each with its key path and where the value was
 // written (file:line:column, or the override).
-import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import YAML, { isAlias, isMap, isPair, isScalar, isSeq, LineCounter, type Node as YamlNode, type Pair, type YAMLMap } from 'yaml';
 import { fileErrorDetail, readRegularFile } from '../../../util/index.js';
@@ -51,6 +50,22 @@ export interface ParseConfigOptions extends LoadConfigOptions {
 
 /** As loadConfig, for YAML text (relative paths resolve against the folder of `file`, else the working directory). */
 export function parseConfig(text: string, options: ParseConfigOptions = {}): Config {
+  return parseConfigText(text, options).config;
+}
+
+/** A config parsed from YAML text, with what locates later problems in that text. */
+export interface ParsedConfig {
+  config: Config;
+  /**
+   * Adds where each problem's key was written (`file:line:column`, or the `--set` override) to problems found after
+   * loading (the pre-run checks of ./preflight.ts), from the document parsed once: parsing a large file again costs
+   * as much as loading it did. A key the file does not write keeps no source.
+   */
+  locate(problems: ConfigProblem[]): void;
+}
+
+/** As parseConfig, keeping the parsed document to locate later problems (`trinity config check`, the Studio). */
+export function parseConfigText(text: string, options: ParseConfigOptions = {}): ParsedConfig {
   const cwd = options.cwd ?? process.cwd();
   const label = options.file ?? '<config>';
   const { doc, at } = parseYaml(text, label);
@@ -96,7 +111,7 @@ export function parseConfig(text: string, options: ParseConfigOptions = {}): Con
     addSources(problems, doc, at, overrides);
     throw new ConfigError(problems, options.file);
   }
-  return result.config;
+  return { config: result.config, locate: (found) => addSources(found, doc, at, overrides) };
 }
 
 /**
@@ -134,27 +149,6 @@ function addSources(
       if (offset !== undefined) p.source = at(offset);
     }
   }
-}
-
-/**
- * Adds where each problem's key was written (`file:line:column`, or the `--set` override) to problems found after
- * loading (the pre-run checks of ./preflight.ts); a key the file does not write keeps no source.
- */
-export function locateProblems(
-  file: string,
-  problems: ConfigProblem[],
-  overrideTexts: readonly string[] = [],
-  /** The file's text, when the caller has it (the Studio checks text before it is saved). */
-  fileText?: string,
-): void {
-  let text: string;
-  try {
-    text = fileText ?? readFileSync(file, 'utf8');
-  } catch {
-    return; // it was read moments ago; without it the problems still name their keys
-  }
-  const { doc, at } = parseYaml(text, file);
-  addSources(problems, doc, at, parseOverrides(overrideTexts, []));
 }
 
 /** Offset of the deepest node on `path` in the YAML document (a mapping entry's key, a list item). */
