@@ -11,7 +11,8 @@
 // here, before the engine sees it: every token id (token-id prompts, stop_token_ids, and the ids text prompts and
 // rendered messages encode to: a tokenizer can hold tokens the model lacks) < the model's vocabulary size, no empty
 // prompt, top log-probs ≤ the vocabulary. So a client's mistake is a 400 naming its field; what the engine still
-// refuses (GenerationError 'invalid') is a 400 with the engine's message, never an engine failure.
+// refuses (GenerationError 'invalid') is a 400 with the engine's message, never an engine failure. A tokenizer larger
+// than the model's vocabulary is said once when the model is loaded (tokenizerVocabularyWarning), not only per request.
 // Bodies are built by ./responses.ts, streams by ./streaming.ts with the chunk shapes of ./stream-shapes.ts.
 import { randomBytes } from 'node:crypto';
 import {
@@ -95,6 +96,19 @@ export interface OpenAIServiceOptions {
   requestTimeoutMs?: number;
   /** Accept any `model` name (an agent's hard-coded one) instead of 404 (the explorer's internal endpoint). */
   acceptAnyModel?: boolean;
+}
+
+/**
+ * The warning for a model whose tokenizer makes ids its vocabulary lacks (tokenizer vocabSize > the model's
+ * vocab_size), naming both sizes and `modelDir`; null when the tokenizer fits. Whoever loads a model to serve logs it
+ * once: each request that encodes to such an id is refused (400) either way.
+ */
+export function tokenizerVocabularyWarning(tokenizer: Tokenizer | null, modelVocabSize: number, modelDir: string): string | null {
+  if (tokenizer === null || tokenizer.vocabSize <= modelVocabSize) return null;
+  return (
+    `warning: ${modelDir}: the tokenizer has ${tokenizer.vocabSize} token ids, the model ${modelVocabSize} ` +
+    `(config.json vocab_size): text that encodes to ids ${modelVocabSize}..${tokenizer.vocabSize - 1} is refused (400)`
+  );
 }
 
 /** Per-request context from the caller (the HTTP route): conversation recording and cancellation. */

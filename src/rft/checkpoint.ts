@@ -9,7 +9,8 @@
 //                                 groups} | null, ...(adaptive KL coefficients, step counters, LR schedule position,
 //                                 LoRA dropout stream {seed, draws}) }
 //       state.json                { step, optimizer: {kind, groups}, ...the run's state (RunState: what each part
-//                                 keeps, listed in src/rft/run/checkpoint-state.ts) }
+//                                 keeps, listed in src/rft/run/checkpoint-state.ts; `settings`, compared on resume:
+//                                 src/rft/run/resume-settings.ts) }
 //   <jobDir>/checkpoints/latest_checkpointed_iteration.txt    N of the newest complete checkpoint
 // A checkpoint is written into global_step_<N>.tmp and renamed when complete, and the "latest" file is replaced
 // atomically after that, so a kill -9 at any moment leaves the previous checkpoint usable. A write that fails names
@@ -181,6 +182,21 @@ export function latestCheckpoint(jobDir: string): LoadedCheckpoint | null {
     state,
     trainer,
   };
+}
+
+/**
+ * Throws when a tensor of a checkpoint's weights (as loaded) holds NaN or ±Inf, naming the checkpoint and the first
+ * such tensor: a run that diverged saved them, and resuming would train on NaN without a word. One reduction per
+ * tensor, all(isfinite(t)), read back as one number.
+ */
+export function checkFiniteWeights(checkpointDir: string, weights: ReadonlyMap<string, torch.Tensor>): void {
+  for (const [name, tensor] of weights) {
+    if (torch.scope(() => tensor.isfinite().all().item()) === 1) continue;
+    throw new Error(
+      `${checkpointDir}: the checkpoint's weights are not finite (${name} holds NaN or Inf; the run that wrote it ` +
+        'diverged): resume from an earlier checkpoint by removing this one, or start the run afresh',
+    );
+  }
 }
 
 /** Restores an optimizer's state from a checkpoint written by saveCheckpoint (same parameter layout). */

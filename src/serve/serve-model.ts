@@ -9,7 +9,13 @@ import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { WorkerRolloutEngine } from '../engine/index.js';
 import { syncModelWeightsFromDir } from '../engine/weight-sync.js';
 import { CausalLM, LoraModel, loadModelConfig, type ModelDType } from '../model/index.js';
-import { OpenAIHttpError, OpenAIService, type OpenAIServer, startOpenAIServer } from '../openai/index.js';
+import {
+  OpenAIHttpError,
+  OpenAIService,
+  type OpenAIServer,
+  startOpenAIServer,
+  tokenizerVocabularyWarning,
+} from '../openai/index.js';
 import { checkChatTemplate } from '../tokenizer/index.js';
 import { readRegularFile } from '../util/index.js';
 import * as torch from '../torch/index.js';
@@ -73,16 +79,19 @@ export async function serveModel(options: ServeModelOptions): Promise<ServedMode
     ...(options.numThreads ? { numThreads: options.numThreads } : {}),
   };
   const engine = await startServedEngine(modelDir, engineOptions);
+  const { vocabSize } = loadModelConfig(modelDir);
+  const vocabularyWarning = tokenizerVocabularyWarning(engine.tokenizer, vocabSize, modelDir);
+  if (vocabularyWarning !== null) options.log?.(vocabularyWarning);
   const service = new OpenAIService({
     modelName,
     backend: engine,
-    vocabSize: loadModelConfig(modelDir).vocabSize, // token ids in requests are checked against the model's own
+    vocabSize, // token ids in requests are checked against the model's own
     ...(options.maxTokens !== undefined ? { maxTokens: options.maxTokens } : {}),
     ...(options.maxPromptTokens !== undefined ? { maxPromptTokens: options.maxPromptTokens } : {}),
     ...(options.maxN !== undefined ? { maxN: options.maxN } : {}),
   });
   const serviceLimits = {
-    vocabSize: loadModelConfig(modelDir).vocabSize,
+    vocabSize,
     ...(options.maxTokens !== undefined ? { maxTokens: options.maxTokens } : {}),
     ...(options.maxPromptTokens !== undefined ? { maxPromptTokens: options.maxPromptTokens } : {}),
     ...(options.maxN !== undefined ? { maxN: options.maxN } : {}),

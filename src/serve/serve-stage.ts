@@ -27,6 +27,7 @@ import {
   type OpenAIServer,
   parseRequest,
   startOpenAIServer,
+  tokenizerVocabularyWarning,
 } from '../openai/index.js';
 import { openSharedBuffer, type SharedExperienceBuffer } from '../rft/buffer/index.js';
 import type { StageHooks, StageResult, StageSettings } from '../rft/settings.js';
@@ -68,6 +69,9 @@ export async function startServeStage(settings: StageSettings, hooks: StageHooks
   let version = pointer?.version ?? 0;
   const servedDir = pointer?.dir ?? settings.modelPath;
   const { engine, tokenizer } = await startServeEngine(servedDir, settings);
+  const { vocabSize } = loadModelConfig(servedDir);
+  const vocabularyWarning = tokenizerVocabularyWarning(tokenizer, vocabSize, servedDir);
+  if (vocabularyWarning !== null) log(`[${settings.stageName}] ${vocabularyWarning}`);
   const bufferPath = settings.buffer.path ?? join(settings.jobDir, 'buffer.db');
   const buffer = await openSharedBuffer({ path: bufferPath, name: settings.buffer.name });
   const conversation = new ConversationTracker(tokenizer, { maxTurns: MAX_PENDING_RESPONSES });
@@ -77,7 +81,7 @@ export async function startServeStage(settings: StageSettings, hooks: StageHooks
     modelName: settings.name || 'trinity',
     // agents written for Trinity-RFT send the model path as `model`: accepted, but /v1/models shows the name only
     hiddenAliases: [settings.modelPath],
-    vocabSize: loadModelConfig(servedDir).vocabSize,
+    vocabSize,
     backend: engine,
     maxTokens: settings.serve.maxTokens,
     maxN: settings.serve.maxN,

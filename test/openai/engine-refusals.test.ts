@@ -6,6 +6,7 @@
 // Token ids are bounded by the model's vocab_size, which the engine reports (vocabSize): a padded embedding has ids
 // the tokenizer does not know, and they are valid.
 import assert from 'node:assert/strict';
+import { resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import {
   type GenerateRequest,
@@ -94,10 +95,12 @@ describe('trinity serve (worker engine): text the tokenizer encodes past the mod
   // the fixture model has 128 token ids, its tokenizer 132: BEYOND_MODEL_CHAR is id 128 (this used to reach the
   // engine, and came back 500 "tensor worker 'generate' failed")
   let served: ServedModel;
+  let modelDir: string;
   const logged: string[] = [];
   before(async () => {
+    modelDir = widerTokenizerModel();
     served = await serveModel({
-      modelDir: widerTokenizerModel(),
+      modelDir,
       modelName: MODEL,
       port: 0,
       slots: 2,
@@ -142,10 +145,13 @@ describe('trinity serve (worker engine): text the tokenizer encodes past the mod
     });
   }
 
-  it('serves normally afterwards and logged no server error', async () => {
+  it('serves normally afterwards; logged one warning at load naming both sizes, and no server error', async () => {
     const answer = await post(served.server.url, TEXT, { model: MODEL, prompt: 'ab', max_tokens: 2, temperature: 0 });
     assert.equal(answer.status, 200, answer.text);
-    assert.deepEqual(logged, []);
+    assert.deepEqual(logged, [
+      `warning: ${resolve(modelDir)}: the tokenizer has 132 token ids, the model 128 (config.json vocab_size): text ` +
+        'that encodes to ids 128..131 is refused (400)',
+    ]);
   });
 });
 

@@ -1,5 +1,6 @@
-// What happens to the YAML tree before the schema sees it: `--set` overrides, ${ENV} interpolation and resolution of
-// relative paths. Each step reports problems with the key path instead of throwing at the first one.
+// What happens to the YAML tree before the schema sees it: `--set` overrides and resolution of relative paths
+// (${...} interpolation, between the two, is ./interpolate.ts). Each step reports problems with the key path instead
+// of throwing at the first one.
 import { homedir } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import YAML from 'yaml';
@@ -138,59 +139,6 @@ export function applyOverrides(tree: Tree, overrides: readonly Override[], probl
       node = container[segment];
     }
   }
-}
-
-// --- ${ENV} interpolation ----------------------------------------------------------------------------------------
-
-// ${VAR}, ${VAR:-default}, and Trinity-RFT's (OmegaConf's) ${oc.env:VAR} and ${oc.env:VAR,default}; $${...} is a
-// literal ${...}.
-const INTERPOLATION = /\$?\$\{([^}]*)\}/g;
-const SHELL_FORM = /^([A-Za-z_][A-Za-z0-9_]*)(?::-([\s\S]*))?$/;
-const OMEGACONF_FORM = /^oc\.env:\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:,\s*([\s\S]*))?$/;
-
-function interpolateString(
-  text: string,
-  env: Readonly<Record<string, string | undefined>>,
-  path: string,
-  problems: ConfigProblem[],
-): string {
-  return text.replace(INTERPOLATION, (match: string, body: string) => {
-    if (match.startsWith('$$')) return match.slice(1);
-    const form = SHELL_FORM.exec(body) ?? OMEGACONF_FORM.exec(body);
-    if (form === null) {
-      problems.push({
-        path,
-        message: `unsupported interpolation '${match}'; write \${VAR} or \${VAR:-default} (or $\${...} for a literal)`,
-      });
-      return match;
-    }
-    const [, name, fallback] = form as unknown as [string, string, string | undefined];
-    const value = env[name];
-    // as the shell: ${VAR:-default} also replaces an empty value, ${VAR} keeps it
-    if (value !== undefined && (value !== '' || fallback === undefined)) return value;
-    if (fallback !== undefined) return fallback;
-    problems.push({
-      path,
-      message: `environment variable ${name} is not set (in '${match}'); set it or give a default: \${${name}:-value}`,
-    });
-    return match;
-  });
-}
-
-/** Replaces ${ENV} references in every string of the tree (in place). */
-export function interpolateEnv(
-  tree: unknown,
-  env: Readonly<Record<string, string | undefined>>,
-  problems: ConfigProblem[],
-  path: Segment[] = [],
-): unknown {
-  if (typeof tree === 'string') return tree.includes('${') ? interpolateString(tree, env, joinPath(path), problems) : tree;
-  if (Array.isArray(tree)) {
-    for (let i = 0; i < tree.length; i++) tree[i] = interpolateEnv(tree[i], env, problems, [...path, i]);
-  } else if (isMapping(tree)) {
-    for (const key of Object.keys(tree)) tree[key] = interpolateEnv(tree[key], env, problems, [...path, key]);
-  }
-  return tree;
 }
 
 // --- relative paths ------------------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ import { StepBatches, type TrainerSource } from '../trainer/step-batches.js';
 import { TrainerClient } from '../trainer/trainer.js';
 import { EngineModelHandle, type WorkflowRunner } from '../workflow/index.js';
 import { type RunState, truncateSteps } from './checkpoint-state.js';
+import { changedSettingsWarning, recordedSettings } from './resume-settings.js';
 import { createScheduler, finalModelDir, stageSteps, trainerInit } from './stage-plan.js';
 
 /** explorer.name when the config names none (Trinity-RFT's default). */
@@ -110,8 +111,12 @@ export class StageParts {
     if (!options.explorerProcess) {
       truncateSteps(join(this.metricsDir, 'metrics.jsonl'), this.startStep);
       truncateSteps(join(this.metricsDir, 'eval_samples.jsonl'), this.startStep);
-      if (this.checkpoint)
+      if (this.checkpoint) {
         log(`[${settings.stageName}] resuming from checkpoint step ${this.startStep} (${this.checkpoint.dir})`);
+        const current = recordedSettings(settings, algorithm);
+        const warning = changedSettingsWarning(this.checkpoint.state.settings, current, this.checkpoint.dir);
+        if (warning !== null) log(`[${settings.stageName}] ${warning}`);
+      }
     }
   }
 
@@ -416,7 +421,7 @@ export class StageParts {
           stage: settings.stageName,
         };
         if (state.buffer) state.bufferCursor = settings.buffer.replay ? 'replay' : 'rows';
-        return { ...state };
+        return { ...state, settings: recordedSettings(settings, algorithm) };
       },
       onCheckpoint: () => batches.committed(),
       rolloutMetrics: parts.rolloutMetrics,

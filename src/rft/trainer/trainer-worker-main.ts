@@ -31,7 +31,8 @@ import { DistributedError, type ProcessGroup, type Store } from '../../torch/ind
 import { Critic } from '../algorithm/critic.js';
 import { loadAlgorithmPlugins } from '../algorithm/plugins.js';
 import { type ResolvedAlgorithm, resolveAlgorithm } from '../algorithm/presets.js';
-import { type LoadedCheckpoint, latestCheckpoint, loadCriticState, loadOptimizerState, saveCheckpoint } from '../checkpoint.js';
+import { checkFiniteWeights, type LoadedCheckpoint, latestCheckpoint } from '../checkpoint.js';
+import { loadCriticState, loadOptimizerState, saveCheckpoint } from '../checkpoint.js';
 import type { Experience } from '../experience.js';
 import { ZeroAdamW } from './zero.js';
 import {
@@ -452,18 +453,19 @@ torch.serveTensorWorker({
   async init(init: TrainerInit) {
     await loadAlgorithmPlugins(init.algorithm, init.pluginBaseDir);
     const checkpoint = init.resume ? latestCheckpoint(init.jobDir) : null;
-    state = initialise(init, checkpoint);
+    const s = initialise(init, checkpoint);
+    state = s;
     const d = init.distributed ?? null;
-    if (d !== null && d.worldSize > 1) {
-      try {
-        ranks = await joinGroup(state, d);
-      } catch (error) {
-        release(state);
-        state = null;
-        throw error;
-      }
+    try {
+      // a diverged run's checkpoint is refused: the weights it held (the adapter, the master copy in mixed precision)
+      if (checkpoint) checkFiniteWeights(checkpoint.dir, s.lora?.loraParameters() ?? (s.master?.model ?? s.model).parameters());
+      if (d !== null && d.worldSize > 1) ranks = await joinGroup(s, d);
+    } catch (error) {
+      release(s);
+      state = null;
+      throw error;
     }
-    return { step: checkpoint?.step ?? 0, state: checkpoint?.state ?? null, algorithmType: state.algorithm.algorithmType };
+    return { step: checkpoint?.step ?? 0, state: checkpoint?.state ?? null, algorithmType: s.algorithm.algorithmType };
   },
   step(experiences: Experience[]) {
     const s = current();

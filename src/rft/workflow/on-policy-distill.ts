@@ -18,6 +18,7 @@ const NAME = 'on_policy_distill_workflow';
 
 export const onPolicyDistillWorkflow: WorkflowSpec = {
   repeatable: true,
+  workflowArgs: ['teacher', 'temperature'],
   description: 'on-policy distillation: student samples, a teacher auxiliary model scores them (teacher_logprobs)',
   run: async ({ task, model, repeatTimes, seed, auxiliaryModels, signal, baseDir }: WorkflowContext) => {
     const tokenizer = model.tokenizer;

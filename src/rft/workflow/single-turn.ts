@@ -50,6 +50,7 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
   const rewards = options.rewards ?? REWARD_FUNCTIONS;
   return {
     repeatable: true,
+    workflowArgs: options.rewardArgsFromWorkflowArgs ?? [],
     description: `single-turn: chat template + reply prefix, n samples, reward ${options.defaultRewardFn ?? "from the task's reward_fn"}`,
     run: async (context: WorkflowContext) => {
       const { task, model, repeatTimes, seed, signal, auxiliaryModels } = context;

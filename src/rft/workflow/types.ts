@@ -139,6 +139,11 @@ export interface WorkflowSpec {
   repeatable?: boolean;
   /** One line for listings. */
   description?: string;
+  /**
+   * The workflow_args keys it reads: `config check` (and the run's pre-run checks) refuse any other key of a taskset
+   * that runs it, suggesting the closest. Undefined: not declared, any key is accepted (a user's workflow).
+   */
+  workflowArgs?: readonly string[];
 }
 
 // The reward contract lives with the rewards (src/rft/reward/types.ts); workflows call reward functions.

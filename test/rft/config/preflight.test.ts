@@ -2,7 +2,7 @@
 // refuse (a missing taskset, model, workflow or reward function; rows without the prompt key; a job folder that
 // cannot be made) is reported before anything runs, as problems naming the key path and the reason.
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -99,6 +99,19 @@ describe('pre-run checks', () => {
     }
   });
 
+  it('name a model folder or adapter behind a symlink loop as such, not as missing', async () => {
+    symlinkSync(join(dir, 'loop-b'), join(dir, 'loop-a'));
+    symlinkSync(join(dir, 'loop-a'), join(dir, 'loop-b'));
+    const loop = /too many (levels of )?symbolic links|ELOOP/i;
+    for (const key of ['model.model_path', 'model.lora.path']) {
+      const found = await check('', [`${key}=${dir}/loop-a`]);
+      assert.equal(found.length, 1, found.join('\n'));
+      assert.ok(found[0]?.startsWith(`${key}: ${dir}/loop-a`), found[0]);
+      assert.match(found[0] as string, loop);
+      assert.doesNotMatch(found[0] as string, /does not exist|no (adapter_)?config\.json/);
+    }
+  });
+
   it('an external server in mode explore or bench needs no local model folder', async () => {
     const remote = [
       'model.model_path=/no/such/model',
@@ -110,6 +123,33 @@ describe('pre-run checks', () => {
     assert.deepEqual(await check('', [...remote, 'mode=explore']), []);
     // mode both trains the local weights: the folder is needed
     assert.match((await check('', remote.slice(0, 3)))[0] ?? '', /^model\.model_path: model folder \/no\/such\/model/);
+  });
+
+  it("refuse workflow_args keys a built-in workflow does not read, suggesting the closest; a user's are not checked", async () => {
+    const taskset = 'buffer.explorer_input.taskset';
+    const found = await check('', [
+      'buffer.explorer_input.default_workflow_type=frozen_lake_workflow',
+      `${taskset}.workflow_args={sizee: 4, corners: true, max_step: 8}`,
+    ]);
+    assert.deepEqual(found, [
+      `${taskset}.workflow_args.sizee: unknown argument 'sizee' of workflow 'frozen_lake_workflow'; did you mean 'size'?; it reads max_steps, experience_mode, invalid_action_penalty, seed, size, p, corners, is_slippery`,
+      `${taskset}.workflow_args.max_step: unknown argument 'max_step' of workflow 'frozen_lake_workflow'; did you mean 'max_steps'?; it reads max_steps, experience_mode, invalid_action_penalty, seed, size, p, corners, is_slippery`,
+    ]);
+    // math_boxed_workflow reads with_think and format_score_coef; simple_workflow reads none
+    assert.deepEqual(
+      await check('', [`${taskset}.workflow_args={with_think: true}`, `${taskset}.default_workflow_type=math_boxed_workflow`]),
+      [],
+    );
+    assert.match(
+      (await check('', [`${taskset}.workflow_args={with_think: true}`]))[0] ?? '',
+      /^buffer\.explorer_input\.taskset\.workflow_args\.with_think: unknown argument 'with_think' of workflow 'simple_workflow'; it reads none$/,
+    );
+    // a workflow from a module path declares nothing: its arguments are its own business
+    writeFileSync(join(dir, 'my-workflow.ts'), 'export const run = async () => [];\n');
+    assert.deepEqual(
+      await check('', [`${taskset}.workflow_args={anything: 1}`, `${taskset}.default_workflow_type=my-workflow.ts#run`]),
+      [],
+    );
   });
 
   it('name unknown workflows and reward functions, in the defaults and in rows', async () => {

@@ -6,7 +6,7 @@ import { dirname, resolve } from 'node:path';
 import YAML from 'yaml';
 import { fileErrorDetail, readRegularFile } from '../../../util/index.js';
 import type { AlgorithmResolver } from '../../algorithm/config.js';
-import { type Config, ConfigError, locateProblems, parseConfig, resolveStages, type StageConfig } from './index.js';
+import { type Config, ConfigError, parseConfigText, resolveStages, type StageConfig } from './index.js';
 import { preflightProblems } from './preflight.js';
 
 export interface ConfigCheckOptions {
@@ -39,7 +39,7 @@ export async function checkConfigFile(file: string, options: ConfigCheckOptions 
  */
 export async function checkConfigText(text: string, file: string, options: ConfigCheckOptions = {}): Promise<ConfigCheckResult> {
   const overrides = options.overrides ?? [];
-  const config = parseConfig(text, {
+  const { config, locate } = parseConfigText(text, {
     file,
     overrides,
     ...(options.resolveAlgorithm ? { resolveAlgorithm: options.resolveAlgorithm } : {}),
@@ -47,7 +47,7 @@ export async function checkConfigText(text: string, file: string, options: Confi
   // what `trinity run` checks before its first stage: folders, model, tasksets and their rows, names
   const problems = await preflightProblems(config, { baseDir: dirname(resolve(file)) });
   if (problems.length > 0) {
-    locateProblems(file, problems, overrides, text);
+    locate(problems);
     throw new ConfigError(problems, file);
   }
   const stages = resolveStages(config);

@@ -1,19 +1,19 @@
-// Loading a run config: YAML → `--set` overrides → ${ENV} interpolation → relative paths → schema and rules.
+// Loading a run config: YAML → `--set` overrides → ${...} interpolation (environment, key references) → relative
+// paths → schema and rules.
 //
 //   const config = loadConfig('examples/grpo.yaml', { overrides: ['buffer.batch_size=16', 'stages.0.mode=train'] });
 //   for (const stage of resolveStages(config)) run(stage);
 //
 // Every problem is collected and thrown at once as a ConfigError, each with its key path and where the value was
 // written (file:line:column, or the override).
-import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import YAML, { isMap, isPair, isScalar, isSeq, LineCounter, type Node as YamlNode } from 'yaml';
+import YAML, { isAlias, isMap, isPair, isScalar, isSeq, LineCounter, type Node as YamlNode, type Pair, type YAMLMap } from 'yaml';
 import { fileErrorDetail, readRegularFile } from '../../../util/index.js';
 import { ConfigError, type ConfigProblem } from '../../config/errors.js';
+import { interpolateConfig } from '../../config/interpolate.js';
 import type { Config, StageConfig } from './schema.js';
 import {
   applyOverrides,
-  interpolateEnv,
   isMapping,
   joinPath,
   type Override,
@@ -50,14 +50,25 @@ export interface ParseConfigOptions extends LoadConfigOptions {
 
 /** As loadConfig, for YAML text (relative paths resolve against the folder of `file`, else the working directory). */
 export function parseConfig(text: string, options: ParseConfigOptions = {}): Config {
+  return parseConfigText(text, options).config;
+}
+
+/** A config parsed from YAML text, with what locates later problems in that text. */
+export interface ParsedConfig {
+  config: Config;
+  /**
+   * Adds where each problem's key was written (`file:line:column`, or the `--set` override) to problems found after
+   * loading (the pre-run checks of ./preflight.ts), from the document parsed once: parsing a large file again costs
+   * as much as loading it did. A key the file does not write keeps no source.
+   */
+  locate(problems: ConfigProblem[]): void;
+}
+
+/** As parseConfig, keeping the parsed document to locate later problems (`trinity config check`, the Studio). */
+export function parseConfigText(text: string, options: ParseConfigOptions = {}): ParsedConfig {
   const cwd = options.cwd ?? process.cwd();
   const label = options.file ?? '<config>';
-  const lineCounter = new LineCounter();
-  const doc = YAML.parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
-  const at = (offset: number): string => {
-    const { line, col } = lineCounter.linePos(offset);
-    return `${label}:${line}:${col}`;
-  };
+  const { doc, at } = parseYaml(text, label);
   const [syntaxError] = doc.errors;
   if (syntaxError !== undefined) {
     // the first error only: the parser's later ones mostly follow from it
@@ -81,13 +92,13 @@ export function parseConfig(text: string, options: ParseConfigOptions = {}): Con
   if (reserved.length > 0) {
     for (const p of reserved) {
       const override = overrides.findLast((o) => `${p.path}.`.startsWith(`${joinPath(o.path)}.`));
-      const offset = locate(doc.contents, p.path.split('.'));
+      const offset = locate(doc, p.path.split('.'));
       if (override !== undefined) p.source = override.text;
       else if (offset !== undefined) p.source = at(offset);
     }
     throw new ConfigError([...problems, ...reserved], options.file);
   }
-  interpolateEnv(tree, options.env ?? process.env, problems);
+  interpolateConfig(tree, options.env ?? process.env, problems);
   const overriddenBy = (path: readonly Segment[]): Override | undefined => overrideOf(overrides, path);
   const baseDir = options.file !== undefined ? dirname(resolve(cwd, options.file)) : cwd;
   resolvePaths(tree, baseDir, cwd, (path) => overriddenBy(path) !== undefined);
@@ -100,7 +111,21 @@ export function parseConfig(text: string, options: ParseConfigOptions = {}): Con
     addSources(problems, doc, at, overrides);
     throw new ConfigError(problems, options.file);
   }
-  return result.config;
+  return { config: result.config, locate: (found) => addSources(found, doc, at, overrides) };
+}
+
+/**
+ * The YAML document of `text` and `at(offset)`, the `label:line:column` of an offset in it. Merge keys (`<<: *base`)
+ * are YAML that Trinity-RFT's loader (PyYAML, OmegaConf) accepts: they are read as such, not as a key named `<<`.
+ */
+function parseYaml(text: string, label: string): { doc: YAML.Document; at: (offset: number) => string } {
+  const lineCounter = new LineCounter();
+  const doc = YAML.parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true, merge: true });
+  const at = (offset: number): string => {
+    const { line, col } = lineCounter.linePos(offset);
+    return `${label}:${line}:${col}`;
+  };
+  return { doc, at };
 }
 
 /** The last override that wrote `path` or a mapping above it. */
@@ -120,45 +145,20 @@ function addSources(
     const override = overrideOf(overrides, path);
     if (override !== undefined) p.source = override.text;
     else {
-      const offset = locate(doc.contents, path);
+      const offset = locate(doc, path);
       if (offset !== undefined) p.source = at(offset);
     }
   }
 }
 
-/**
- * Adds where each problem's key was written (`file:line:column`, or the `--set` override) to problems found after
- * loading (the pre-run checks of ./preflight.ts); a key the file does not write keeps no source.
- */
-export function locateProblems(
-  file: string,
-  problems: ConfigProblem[],
-  overrideTexts: readonly string[] = [],
-  /** The file's text, when the caller has it (the Studio checks text before it is saved). */
-  fileText?: string,
-): void {
-  let text: string;
-  try {
-    text = fileText ?? readFileSync(file, 'utf8');
-  } catch {
-    return; // it was read moments ago; without it the problems still name their keys
-  }
-  const lineCounter = new LineCounter();
-  const doc = YAML.parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
-  const at = (offset: number): string => {
-    const { line, col } = lineCounter.linePos(offset);
-    return `${file}:${line}:${col}`;
-  };
-  addSources(problems, doc, at, parseOverrides(overrideTexts, []));
-}
-
 /** Offset of the deepest node on `path` in the YAML document (a mapping entry's key, a list item). */
-function locate(root: unknown, path: readonly string[]): number | undefined {
-  let node: unknown = root;
+function locate(doc: YAML.Document, path: readonly string[]): number | undefined {
+  let node: unknown = doc.contents;
   let offset: number | undefined;
   for (const segment of path) {
+    if (isAlias(node)) node = node.resolve(doc);
     if (isMap(node)) {
-      const pair = node.items.find((p) => isPair(p) && isScalar(p.key) && String(p.key.value) === segment);
+      const pair = entryOf(doc, node, segment);
       if (pair === undefined) break;
       offset = (pair.key as YamlNode).range?.[0] ?? offset;
       node = pair.value;
@@ -170,6 +170,24 @@ function locate(root: unknown, path: readonly string[]): number | undefined {
     } else break;
   }
   return offset;
+}
+
+/** The entry of `key` in `map`, or in the mappings it merges (`<<: *base`, `<<: [*a, *b]`), where it was written. */
+function entryOf(doc: YAML.Document, map: YAMLMap, key: string): Pair | undefined {
+  const pair = map.items.find((p) => isPair(p) && isScalar(p.key) && String(p.key.value) === key);
+  if (pair !== undefined) return pair;
+  for (const merge of map.items) {
+    // the parser reads a merge key as a scalar whose value is Symbol('<<')
+    const isMergeKey = isScalar(merge.key) && String(merge.key.source ?? merge.key.value) === '<<';
+    if (!isMergeKey) continue;
+    const sources = isSeq(merge.value) ? merge.value.items : [merge.value];
+    for (const source of sources) {
+      const base = isAlias(source) ? source.resolve(doc) : source;
+      const found = isMap(base) ? entryOf(doc, base, key) : undefined;
+      if (found !== undefined) return found;
+    }
+  }
+  return undefined;
 }
 
 /**

@@ -3,13 +3,12 @@
 // ModelConfigValidator._check_model_len, without its silent clamping), and the LoRA settings. The policy model is read
 // by the explorer and the trainer alike and src/model (the layer below src/rft) knows no config, so this section sits
 // with the composition. Written in the config language of src/rft/config/.
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { ReportProblem } from '../../config/errors.js';
 import { DTYPES, intIn, MAX_TOKENS, nonEmpty, num, numIn, str } from '../../config/value-schemas.js';
 import type { StageSettings } from '../../settings.js';
-import { fileErrorDetail, readRegularFile } from '../../../util/index.js';
+import { fileErrorDetail, pathExists, readRegularFile } from '../../../util/index.js';
 
 /** A LoRA adapter on the policy (Trinity: model.lora_configs[0]; PEFT's names in adapter_config.json). */
 export const LoraSchema = z.strictObject({
@@ -115,8 +114,10 @@ export function checkModelFolders(model: ModelConfig, policyPath: string | null,
     if (typeof critic === 'string') report('model.critic_model_path', critic);
   }
   const adapter = model.lora?.path ?? null;
-  if (adapter !== null && !existsSync(join(adapter, 'adapter_config.json'))) {
-    report('model.lora.path', `${adapter} is not a PEFT adapter folder (no adapter_config.json)`);
+  if (adapter !== null) {
+    const adapterConfig = presence(join(adapter, 'adapter_config.json'));
+    if (typeof adapterConfig === 'string') report('model.lora.path', adapterConfig);
+    else if (!adapterConfig) report('model.lora.path', `${adapter} is not a PEFT adapter folder (no adapter_config.json)`);
   }
   return vocabSize;
 }
@@ -124,13 +125,27 @@ export function checkModelFolders(model: ModelConfig, policyPath: string | null,
 /** config.json of a model folder as an object, or why it cannot be read. */
 function readModelConfig(dir: string): Record<string, unknown> | string {
   const file = join(dir, 'config.json');
-  if (!existsSync(dir)) return `model folder ${dir} does not exist`;
-  if (!existsSync(file)) return `${dir} is not a Hugging Face model folder (no config.json)`;
+  const folder = presence(dir);
+  if (folder !== true) return folder || `model folder ${dir} does not exist`;
+  const configFile = presence(file);
+  if (configFile !== true) return configFile || `${dir} is not a Hugging Face model folder (no config.json)`;
   try {
     const value: unknown = JSON.parse(readRegularFile(file, 'utf8')); // a FIFO here would block the run for ever
     if (value === null || typeof value !== 'object' || Array.isArray(value)) return `${file} does not hold a JSON object`;
     return value as Record<string, unknown>;
   } catch (error) {
     return `${file} cannot be read: ${fileErrorDetail(error)}`;
+  }
+}
+
+/**
+ * Whether `path` exists: true, false where nothing is there, or why it cannot be looked at (a symlink loop, no
+ * permission: `path: too many levels of symbolic links`), which existsSync would call missing.
+ */
+export function presence(path: string): boolean | string {
+  try {
+    return pathExists(path);
+  } catch (error) {
+    return `${path}: ${fileErrorDetail(error)}`;
   }
 }

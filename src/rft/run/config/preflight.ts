@@ -14,17 +14,18 @@
 //
 // Only stages that will run are checked: a stage whose done.json exists is skipped by runConfig, and so here (the
 // model a stage starts from is then the previous stage's final model, as runConfig passes it on).
-import { accessSync, constants, existsSync, readFileSync, realpathSync, statfsSync, statSync } from 'node:fs';
+import { accessSync, constants, readFileSync, realpathSync, statfsSync, statSync } from 'node:fs';
 import { dirname, join, resolve, sep } from 'node:path';
 import { isPostgresUrl } from '../../buffer/postgres.js';
 import { checkDatasetFiles } from '../../buffer/config.js';
 import { loadTaskset, type TasksetConfig as TasksetSettings } from '../../buffer/taskset.js';
 import { REWARD_FUNCTIONS } from '../../reward/registry.js';
 import { WORKFLOWS } from '../../workflow/registry.js';
+import { didYouMean } from '../../../util/index.js';
 import { ConfigError, type ConfigProblem, type ReportProblem } from '../../config/errors.js';
 import { resolveStages } from './load.js';
 import type { Config, StageConfig, TasksetConfig } from './schema.js';
-import { checkModelFolders } from './model.js';
+import { checkModelFolders, presence } from './model.js';
 import { stageSettings } from './stage-settings.js';
 
 export interface PreflightOptions {
@@ -40,7 +41,8 @@ export async function preflightProblems(config: Config, options: PreflightOption
   const stages = resolveStages(config);
   const multiStage = config.stages.length > 0;
   // as runConfig: with continue_from_checkpoint false and the job folder there, every stage starts afresh elsewhere
-  const fresh = !config.continue_from_checkpoint && existsSync(config.checkpoint_job_dir);
+  // (a job folder that cannot be looked at, a symlink loop, is not "absent": the folder check below names it)
+  const fresh = !config.continue_from_checkpoint && presence(config.checkpoint_job_dir) !== false;
   let modelPath: string | null = config.model.model_path;
   let first = true;
   for (const stage of stages) {
@@ -73,7 +75,7 @@ type Report = ReportProblem;
 
 function finishedRecord(stage: StageConfig): { finalModelDir: string | null } | null {
   const file = join(stage.checkpoint_job_dir, 'done.json');
-  if (!existsSync(file)) return null;
+  if (presence(file) !== true) return null; // a done.json that cannot be looked at: runConfig fails on it, naming why
   try {
     const record = JSON.parse(readFileSync(file, 'utf8')) as { finalModelDir?: unknown };
     return { finalModelDir: typeof record.finalModelDir === 'string' ? record.finalModelDir : null };
@@ -155,7 +157,14 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
         }
       }
     }
-    if (curated) continue;
+    if (curated) {
+      names.workflowArgs(
+        [tasksetSettings.defaultWorkflowType ?? defaultWorkflow],
+        section.workflow_args,
+        `${path}.workflow_args`,
+      );
+      continue;
+    }
     let tasks: Awaited<ReturnType<typeof loadTaskset>>['tasks'];
     try {
       ({ tasks } = await loadTaskset(tasksetSettings));
@@ -166,7 +175,9 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
     if (tasks.length === 0) add(`${path}.path`, `taskset '${section.name}' has no rows (${section.path})`);
     // names a row gives itself (format.workflow_key / reward_fn_key): the first row with each
     const format = section.format;
+    const workflows = new Set([tasksetSettings.defaultWorkflowType ?? defaultWorkflow]);
     for (const task of tasks) {
+      if (task.workflow !== undefined) workflows.add(task.workflow);
       const row = `taskset '${section.name}' row ${task.index + 1} (task '${task.id}')`;
       if (task.workflow !== undefined && task.workflow !== tasksetSettings.defaultWorkflowType) {
         names.workflow(task.workflow, `${path}.format.workflow_key`, `${row}, key '${format.workflow_key}'`);
@@ -175,6 +186,7 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
         names.reward(task.rewardFn, `${path}.format.reward_fn_key`, `${row}, key '${format.reward_fn_key}'`);
       }
     }
+    names.workflowArgs([...workflows], section.workflow_args, `${path}.workflow_args`);
   }
   await names.settled();
 
@@ -194,6 +206,28 @@ class NameChecks {
   /** `row`: the row that names it (null: the key at `path` does). */
   workflow(name: string, path: string, row: string | null): void {
     this.#check('workflow', name, path, row, () => WORKFLOWS.resolve(name, this.baseDir));
+  }
+
+  /**
+   * Refuses the keys of `args` (a taskset's workflow_args, at `path`) that none of `workflows` (the workflows its
+   * tasks run) reads, where each declares the keys it reads (WorkflowSpec.workflowArgs; a built-in does).
+   */
+  workflowArgs(workflows: readonly string[], args: Readonly<Record<string, unknown>>, path: string): void {
+    if (Object.keys(args).length === 0) return;
+    const declared = Promise.all(workflows.map((name) => WORKFLOWS.resolve(name, this.baseDir)));
+    const check = declared.then(
+      (specs) => {
+        if (specs.some((spec) => spec.workflowArgs === undefined)) return;
+        const known = [...new Set(specs.flatMap((spec) => spec.workflowArgs ?? []))];
+        const reads = known.length > 0 ? `it reads ${known.join(', ')}` : 'it reads none';
+        const named = workflows.map((name) => `'${name}'`).join(', ');
+        for (const key of Object.keys(args).filter((k) => !known.includes(k))) {
+          this.add(`${path}.${key}`, `unknown argument '${key}' of workflow ${named}${didYouMean(key, known)}; ${reads}`);
+        }
+      },
+      () => undefined, // a workflow that does not resolve is reported by workflow()
+    );
+    this.#pending.push(check);
   }
 
   reward(name: string, path: string, row: string | null): void {

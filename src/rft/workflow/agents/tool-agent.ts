@@ -231,6 +231,7 @@ function requestFields(task: Task): Partial<RequestParams> {
 
 export const toolAgentWorkflow: WorkflowSpec = {
   repeatable: false,
+  workflowArgs: ['max_turns', 'documents'],
   description: 'tool_agent: calc + lookup through the OpenAI client with function calling (max_turns, documents)',
   run: async ({ task, model, runIdBase, seed, signal }: WorkflowContext) => {
     const args = { ...task.workflowArgs, ...task.raw };

@@ -64,6 +64,8 @@ export type ExperienceMode = 'episode' | 'step';
 export interface EnvironmentWorkflowOptions {
   /** System prompt when the task has none. */
   systemPrompt?: string | ((task: Task) => string | undefined);
+  /** The workflow_args keys the environment factory reads (the episode's own, ENVIRONMENT_ARGS, are added). */
+  environmentArgs?: readonly string[];
   /** Default max_steps (10). */
   maxSteps?: number;
   /** Default experience_mode ('episode'). */
@@ -79,6 +81,9 @@ export interface EpisodeSettings {
   experienceMode: ExperienceMode;
   invalidActionPenalty: number;
 }
+
+/** The workflow_args keys every environment workflow reads (./episodeSettings). */
+export const ENVIRONMENT_ARGS: readonly string[] = ['max_steps', 'experience_mode', 'invalid_action_penalty'];
 
 /** The task's workflow_args overridden by its row's fields (a row names its own seed, size, max_steps ...). */
 export function environmentArgs(task: Task): Record<string, unknown> {
@@ -115,6 +120,7 @@ export function environmentWorkflow(
 ): WorkflowSpec {
   return {
     repeatable: false,
+    workflowArgs: [...ENVIRONMENT_ARGS, ...(options.environmentArgs ?? [])],
     description: options.description ?? `${name}: one multi-turn episode per run (experience_mode episode | step, max_steps)`,
     run: async ({ task, model, runIdBase, seed, signal, isEval }: WorkflowContext): Promise<Experience[]> => {
       const args = environmentArgs(task);

@@ -184,6 +184,7 @@ export const frozenLakeWorkflow = environmentWorkflow(
   },
   {
     systemPrompt: FROZEN_LAKE_SYSTEM_PROMPT,
+    environmentArgs: ['seed', 'size', 'p', 'corners', 'is_slippery'],
     maxSteps: 10,
     invalidActionPenalty: 0.1,
     description: 'FrozenLake grid world: reach G avoiding holes, one move per turn (reward 1 on success)',

@@ -263,6 +263,16 @@ export const sokobanWorkflow = environmentWorkflow(
   },
   {
     systemPrompt: SOKOBAN_SYSTEM_PROMPT,
+    environmentArgs: [
+      'seed',
+      'width',
+      'height',
+      'num_boxes',
+      'num_walls',
+      'reverse_steps',
+      'max_solution_steps',
+      'end_on_deadlock',
+    ],
     maxSteps: 10,
     invalidActionPenalty: 0.1,
     description: 'Sokoban: push every box onto a target, one move per turn (reward 1 on success)',

@@ -1,0 +1,87 @@
+// A checkpoint whose weights hold NaN or Inf (a diverged run saved them) is refused when a trainer resumes from it,
+// naming the checkpoint and a tensor (src/rft/checkpoint.ts checkFiniteWeights), instead of training on NaN.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import type { Experience } from '../../../src/rft/experience.js';
+import { TrainerClient, type TrainerInit } from '../../../src/rft/trainer/trainer.js';
+import * as torch from '../../../src/torch/index.js';
+import { loadPolicy, rollouts, tinyModelDir } from './toy.js';
+
+let toy: { dir: string; remove: () => void };
+let work: string;
+let batch: Experience[];
+before(() => {
+  toy = tinyModelDir();
+  work = mkdtempSync(join(tmpdir(), 'trinity-trainer-nan-'));
+  const model = loadPolicy(toy.dir);
+  batch = rollouts(model);
+  model.dispose();
+});
+after(() => {
+  toy.remove();
+  rmSync(work, { recursive: true, force: true });
+});
+
+const init = (jobDir: string, resume: boolean): TrainerInit => ({
+  jobDir,
+  resume,
+  modelPath: toy.dir,
+  dtype: 'float32',
+  algorithm: { algorithm_type: 'grpo', optimizer: { lr: 1e-2 } },
+  pluginBaseDir: toy.dir,
+  lora: null,
+  loraPath: null,
+  criticModelPath: null,
+  totalSteps: 4,
+  microBatchSize: null,
+  gradientCheckpointing: false,
+  padTokenId: 0,
+  seed: 1,
+  numThreads: 1,
+});
+
+/** Rewrites the checkpoint's model weights with `name` multiplied by `factor` (NaN, Infinity). */
+function poison(checkpointDir: string, name: string, factor: number): void {
+  const file = join(checkpointDir, 'model', 'model.safetensors');
+  const tensors = torch.loadSafetensors(file);
+  const original = tensors.get(name);
+  assert.ok(original !== undefined, `no tensor ${name} in ${[...tensors.keys()].join(', ')}`);
+  tensors.set(name, original.mul(factor));
+  torch.saveSafetensors(file, Object.fromEntries(tensors));
+  for (const t of tensors.values()) t.dispose();
+  original.dispose();
+}
+
+describe('resuming from a checkpoint with non-finite weights', () => {
+  test('is refused, naming the checkpoint and the tensor; a finite one resumes', async () => {
+    const jobDir = join(work, 'job');
+    const { trainer } = await TrainerClient.start(init(jobDir, false));
+    let checkpointDir: string;
+    try {
+      await trainer.step(batch);
+      checkpointDir = await trainer.save(1, {}, 0);
+    } finally {
+      await trainer.close();
+    }
+    const resumed = await TrainerClient.start(init(jobDir, true));
+    assert.equal(resumed.start.step, 1);
+    await resumed.trainer.close();
+
+    const name = 'model.norm.weight';
+    poison(checkpointDir, name, Number.NaN);
+    const refused = await TrainerClient.start(init(jobDir, true)).then(
+      async (started) => {
+        await started.trainer.close(); // a trainer that resumed: closed, so that the failing test ends
+        return null;
+      },
+      (error: Error) => error.message,
+    );
+    assert.ok(refused !== null, 'the trainer resumed from NaN weights');
+    assert.match(refused, /the checkpoint's weights are not finite/);
+    assert.ok(refused.includes(checkpointDir), refused);
+    assert.ok(refused.includes(`${name} holds NaN or Inf`), refused);
+  });
+});
