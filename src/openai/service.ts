@@ -103,11 +103,17 @@ export interface OpenAIServiceOptions {
  * vocab_size), naming both sizes and `modelDir`; null when the tokenizer fits. Whoever loads a model to serve logs it
  * once: each request that encodes to such an id is refused (400) either way.
  */
-export function tokenizerVocabularyWarning(tokenizer: Tokenizer | null, modelVocabSize: number, modelDir: string): string | null {
+export function tokenizerVocabularyWarning(
+  tokenizer: Tokenizer | null,
+  modelVocabSize: number,
+  modelDir: string,
+  /** What happens to text with those ids (default: what the server does with such a request). */
+  consequence = 'is refused (400)',
+): string | null {
   if (tokenizer === null || tokenizer.vocabSize <= modelVocabSize) return null;
   return (
     `warning: ${modelDir}: the tokenizer has ${tokenizer.vocabSize} token ids, the model ${modelVocabSize} ` +
-    `(config.json vocab_size): text that encodes to ids ${modelVocabSize}..${tokenizer.vocabSize - 1} is refused (400)`
+    `(config.json vocab_size): text that encodes to ids ${modelVocabSize}..${tokenizer.vocabSize - 1} ${consequence}`
   );
 }
 

@@ -6,7 +6,7 @@
 // (./stage-both.ts, ./stage-explore.ts, ./stage-train.ts); what a checkpoint holds: ./checkpoint-state.ts.
 import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { RemoteEnginePool } from '../../openai/index.js';
+import { RemoteEnginePool, tokenizerVocabularyWarning } from '../../openai/index.js';
 import { loadModelConfig } from '../../model/index.js';
 import { Tokenizer } from '../../tokenizer/index.js';
 import type { ResolvedAlgorithm } from '../algorithm/presets.js';
@@ -349,6 +349,11 @@ export class StageParts {
     // a pool of servers none of which answers any more stops the stage with its NoRolloutServerError
     if (engine instanceof RemoteEnginePool) engine.onFailure((error) => this.fail(error));
     const handle = new EngineModelHandle(engine, { modelVersion: version });
+    // said once here, not found per rollout: rollouts with ids the model has no row for are rejected before the buffer
+    const { vocabSize } = this.modelBounds();
+    const rejectedIds = 'cannot be trained on: rollouts holding them are rejected before the buffer';
+    const vocabularyWarning = tokenizerVocabularyWarning(handle.tokenizer, vocabSize, settings.modelPath, rejectedIds);
+    if (vocabularyWarning !== null) this.log(`[${settings.stageName}] ${vocabularyWarning}`);
     const auxiliary = await startAuxiliaryModels(settings.auxiliaryModels); // judges, reward models, teachers
     this.#closers.push(() => auxiliary.close());
     const runner = stageWorkflowRunner(settings, handle, (line) => progress.log(line), auxiliary);

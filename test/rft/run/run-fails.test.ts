@@ -48,7 +48,7 @@ export const tooLong = {
  */
 async function failingRun(
   name: string | null,
-  options: { totalSteps?: number; overrides?: string[]; prepare?: (root: string) => void } = {},
+  options: { totalSteps?: number; overrides?: string[]; prepare?: (root: string) => void; log?: (line: string) => void } = {},
 ): Promise<Error> {
   const { root, configFile, jobDir } = makeJob({ totalSteps: options.totalSteps ?? 2, saveInterval: 1 });
   writeFileSync(join(root, 'failing.ts'), WORKFLOWS);
@@ -60,10 +60,22 @@ async function failingRun(
   ];
   const config = loadConfig(configFile, { resolveAlgorithm, overrides });
   let failure: Error | null = null;
-  await assert.rejects(runConfig(config, { log: () => {}, baseDir: root, distributed: null }), (error: Error) => {
-    failure = error;
-    return true;
-  });
+  // a stage's lines go to the progress reporter's stderr: `log` gets those too
+  const write = process.stderr.write.bind(process.stderr);
+  const log = options.log;
+  if (log)
+    process.stderr.write = ((chunk: string | Uint8Array) => {
+      for (const line of String(chunk).split('\n')) if (line !== '') log(line);
+      return true;
+    }) as typeof process.stderr.write;
+  try {
+    await assert.rejects(runConfig(config, { log: log ?? (() => {}), baseDir: root, distributed: null }), (error: Error) => {
+      failure = error;
+      return true;
+    });
+  } finally {
+    process.stderr.write = write;
+  }
   const error = failure as unknown as Error;
   assert.equal(error.name, 'NothingToTrainError', error.stack);
   const status = JSON.parse(readFileSync(join(jobDir, 'run_status.json'), 'utf8')) as { state: string; error: string };
@@ -132,8 +144,10 @@ test('a chat template that throws: the run fails naming the template error', asy
   assert.match(error.message, /last rollout failures: .*this template refuses every conversation/);
 });
 
-test("a tokenizer larger than the model's vocabulary: the run fails naming the token id", async () => {
+test("a tokenizer larger than the model's vocabulary: said once when the engine starts; the run fails naming the token id", async () => {
+  const lines: string[] = [];
   const error = await failingRun(null, {
+    log: (line) => lines.push(line),
     prepare: (root) => {
       // the model has 17 token ids (0..16): the tokenizer gets two more, which every prompt uses
       editModelFile(root, 'tokenizer.json', (tokenizer) => {
@@ -143,6 +157,9 @@ test("a tokenizer larger than the model's vocabulary: the run fails naming the t
     },
   });
   assert.match(error.message, /prompt\[\d+\] = 17 is not a token id \(vocabulary size 17\)/);
+  const warnings = lines.filter((line) => line.includes('the tokenizer has 19 token ids, the model 17'));
+  assert.equal(warnings.length, 1, lines.join('\n'));
+  assert.match(warnings[0] as string, /ids 17\.\.18 cannot be trained on: rollouts holding them are rejected before the buffer/);
 });
 
 test('an explorer process (mode explore) whose every rollout fails fails too, naming the workflow error', async () => {
