@@ -1,5 +1,5 @@
 // A run that cannot fill its train steps fails (src/rft/trainer/empty-steps.ts): whichever way every rollout goes
-// wrong — the workflow throws, hangs past explorer.max_timeout, returns a reward that is not a number or token ids
+// wrong — the workflow throws, hangs or spins past explorer.max_timeout, returns a reward that is not a number or token ids
 // outside the vocabulary, the sequences are longer than the model's context; with the built-in workflow, prompts
 // longer than the context, a chat template that throws, a tokenizer larger than the model's vocabulary — the run
 // rejects with an error naming
@@ -25,6 +25,12 @@ const WORKFLOWS = `export const throws = {
 
 export const hangs = {
   run: () => new Promise(() => {}),
+};
+
+export const spins = {
+  run: () => {
+    for (;;) {}
+  },
 };
 
 const experience = (task, tokens, reward) => [{ eid: task.id, tokens, promptLength: 2, reward, info: {} }];
@@ -96,6 +102,12 @@ test('every workflow throws: the run fails naming the nothing-to-train cause and
 test('every workflow hangs past explorer.max_timeout: the run fails at the bound of empty steps in a row', async () => {
   // 4 steps: the third empty one in a row ends the run there, before its metrics or checkpoint
   const error = await failingRun('hangs', { totalSteps: 4, overrides: ['explorer.max_timeout=1'] });
+  assert.match(error.message, /train steps 1, 2, 3 had nothing to train on \(3 in a row is the most a run goes on with\)/);
+  assert.match(error.message, /timed out after 1 s \(explorer.max_timeout\)/);
+});
+
+test('every workflow spins in a synchronous loop: its thread is ended at explorer.max_timeout and the run fails', async () => {
+  const error = await failingRun('spins', { totalSteps: 4, overrides: ['explorer.max_timeout=1'] });
   assert.match(error.message, /train steps 1, 2, 3 had nothing to train on \(3 in a row is the most a run goes on with\)/);
   assert.match(error.message, /timed out after 1 s \(explorer.max_timeout\)/);
 });
