@@ -1,10 +1,9 @@
 // A run that cannot fill its train steps fails (src/rft/trainer/empty-steps.ts): whichever way every rollout goes
-// wrong — the workflow throws, hangs or spins past explorer.max_timeout, returns a reward that is not a number or token ids
-// outside the vocabulary, the sequences are longer than the model's context; with the built-in workflow, prompts
-// longer than the context, a chat template that throws, a tokenizer larger than the model's vocabulary — the run
-// rejects with an error naming
-// the cause and the last rollout failures, run_status.json says "failed", and there is no done.json (a rerun does not
-// skip the stage as finished) and no final model.
+// wrong — the workflow throws, hangs or spins past explorer.max_timeout, returns a reward that is not a number or
+// token ids outside the vocabulary, the sequences are longer than the model's context; with the built-in workflow,
+// prompts longer than the context, a chat template that throws, a tokenizer larger than the model's vocabulary — the
+// run rejects with an error naming the cause and the last rollout failures, run_status.json says "failed", and there
+// is no done.json (a rerun does not skip the stage as finished) and no final model.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
