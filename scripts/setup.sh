@@ -4,11 +4,21 @@
 #   2. libtorch: $LIBTORCH, else python3's torch, else torch==2.13.0+cpu installed from pip's local mirror into
 #      .cache/torch-py (only the wheel: libtorch's headers and libraries, no Python environment changes);
 #   3. gloo's headers (Debian's libgloo-dev) for the distributed bindings;
-#   4. PostgreSQL's server (Debian's postgresql) for the PostgreSQL buffer's tests;
-#   5. Chromium (Debian's chromium) for the Studio's browser tests (playwright-core drives it);
-#   6. the native addon (native/build.mjs rebuilds only when its sources or libtorch changed).
+#   4. the native addon (native/build.mjs rebuilds only when its sources or libtorch changed).
+# With --tests (the test command; benchmarks that need them), also what only the tests use:
+#   5. PostgreSQL's server (Debian's postgresql) for the PostgreSQL buffer's tests;
+#   6. Chromium (Debian's chromium) for the Studio's browser tests (playwright-core drives it).
+# A run (npm run quickstart, trinity run) needs 1-4 only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+for_tests=false
+for argument in "$@"; do
+  case "$argument" in
+    --tests) for_tests=true ;;
+    *) echo "[setup] unknown argument '$argument' (usage: setup.sh [--tests])" >&2; exit 2 ;;
+  esac
+done
 
 if [[ ! -d node_modules || package-lock.json -nt node_modules/.package-lock.json ]]; then
   echo "[setup] installing npm packages"
@@ -39,26 +49,28 @@ if [[ -z ${GLOO_INCLUDE:-} && ! -f /usr/include/gloo/config.h ]] && command -v a
   fi
 fi
 
-# PostgreSQL's server binaries (Debian's postgresql package): the PostgreSQL buffer's tests start their own server
-# (test/helpers/postgres.ts: initdb + pg_ctl in a temporary folder, as an unprivileged user)
-if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null && [[ -z ${PG_BIN_DIR:-} ]] && command -v apt-get >/dev/null; then
-  echo "[setup] installing PostgreSQL (postgresql) for the PostgreSQL buffer's tests"
-  if [[ $(id -u) -eq 0 ]]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql
-  else
-    echo "[setup] not root: install postgresql (sudo apt-get install postgresql) or set PG_BIN_DIR" >&2
-  fi
-fi
-
-# Chromium (Debian's chromium package): the Studio's tests drive it through playwright-core (test/studio/browser.ts
-# finds it on PATH or in $CHROMIUM_PATH)
-if [[ -z ${CHROMIUM_PATH:-} ]] && ! command -v chromium >/dev/null && command -v apt-get >/dev/null; then
-  echo "[setup] installing Chromium (chromium) for the Studio's browser tests"
-  if [[ $(id -u) -eq 0 ]]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
-  else
-    echo "[setup] not root: install chromium (sudo apt-get install chromium) or set CHROMIUM_PATH" >&2
-  fi
-fi
-
 node native/build.mjs
+
+if [[ $for_tests == true ]]; then
+  # PostgreSQL's server binaries (Debian's postgresql package): the PostgreSQL buffer's tests start their own server
+  # (test/helpers/postgres.ts: initdb + pg_ctl in a temporary folder, as an unprivileged user)
+  if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null && [[ -z ${PG_BIN_DIR:-} ]] && command -v apt-get >/dev/null; then
+    echo "[setup] installing PostgreSQL (postgresql) for the PostgreSQL buffer's tests"
+    if [[ $(id -u) -eq 0 ]]; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql
+    else
+      echo "[setup] not root: install postgresql (sudo apt-get install postgresql) or set PG_BIN_DIR" >&2
+    fi
+  fi
+
+  # Chromium (Debian's chromium package): the Studio's tests drive it through playwright-core (test/studio/browser.ts
+  # finds it on PATH or in $CHROMIUM_PATH)
+  if [[ -z ${CHROMIUM_PATH:-} ]] && ! command -v chromium >/dev/null && command -v apt-get >/dev/null; then
+    echo "[setup] installing Chromium (chromium) for the Studio's browser tests"
+    if [[ $(id -u) -eq 0 ]]; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
+    else
+      echo "[setup] not root: install chromium (sudo apt-get install chromium) or set CHROMIUM_PATH" >&2
+    fi
+  fi
+fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole check: type-check (tsc --noEmit, strict), lint + format check (biome), then every test file with
-# node's test runner (TypeScript through tsx). Assumes scripts/setup.sh ran (npm test does both). Interop tests
-# check our files against the Python reference packages, so the reference environment is set up first (once).
+# node's test runner (TypeScript through tsx). Assumes scripts/setup.sh --tests ran (npm test does both). Interop
+# tests check our files against the Python reference packages, so the reference environment is set up first (once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/python-env.sh
