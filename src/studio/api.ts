@@ -125,7 +125,7 @@ export const apiRoutes: Route[] = [
   {
     method: 'GET',
     path: '/api/runs/:run/series',
-    description: 'one metric over the run (?key, ?points, ?smooth): smoothed and downsampled on the server',
+    description: 'one metric over the run (?key, ?points, ?smooth): smoothed (eval/ series never) and downsampled on the server',
     handle: series,
   },
   {

@@ -61,7 +61,8 @@ export class SourceCache {
     const rel = relative(this.root, path).split(sep).join('/');
     if (basename(path) === BUFFER_RECORD) {
       const record = this.#record(path, file);
-      // an SQLite buffer is listed as its file when it is in the stage folder; one elsewhere is not the Studio's to open
+      // an SQLite buffer is listed as its file when it is under the runs folder (runs.ts bufferFiles); one elsewhere
+      // is not the Studio's to open
       if (record.backend !== 'postgresql') return [];
       return [{ file: rel, table: record.table, kind: 'buffer', backend: 'postgresql', location: record.url }];
     }
@@ -107,7 +108,7 @@ export class SourceCache {
   async #postgres(path: string, file: string, table: string | null): Promise<ExperienceSource> {
     const record = this.#record(path, file);
     if (record.backend !== 'postgresql')
-      throw new StudioPathError(404, `${file} records an SQLite buffer: open its .db file in the stage folder`);
+      throw new StudioPathError(404, `${file} records an SQLite buffer: open the file it records (${record.url})`);
     if (table !== null && table !== '' && table !== record.table)
       throw new StudioPathError(404, `${file} records the buffer table '${record.table}', not '${table}'`);
     const key = `${path}#${record.url}#${record.table}`;

@@ -356,15 +356,16 @@ interface LoadedTokenizer {
 
 /**
  * The tokenizer of the run a source belongs to, to show token texts: the first tokenizer.json found in the source's
- * stage folder's final_model/ or newest checkpoint's model/. Looked up once per stage folder.
+ * stage folder's final_model/ or newest checkpoint's model/. The stage folder is the source's folder, or the one above
+ * it for a shared buffer in its default place, <stage>/buffer/<name>.db. Looked up once per source folder.
  */
 export class TokenizerCache {
   readonly #byDir = new Map<string, LoadedTokenizer | null>();
 
   get(sourceFile: string): LoadedTokenizer | null {
-    const stageDir = dirname(sourceFile);
-    if (!this.#byDir.has(stageDir)) this.#byDir.set(stageDir, findTokenizer(stageDir));
-    return this.#byDir.get(stageDir) ?? null;
+    const dir = dirname(sourceFile);
+    if (!this.#byDir.has(dir)) this.#byDir.set(dir, findTokenizer(dir) ?? findTokenizer(dirname(dir)));
+    return this.#byDir.get(dir) ?? null;
   }
 }
 

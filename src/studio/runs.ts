@@ -7,16 +7,19 @@
 //   <job>/<stage>/done.json                the stage finished
 //   <job>/<stage>/checkpoints/global_step_N, latest_checkpointed_iteration.txt
 //   <job>/<stage>/*.db, *.sqlite, *.jsonl  experience buffers and dumps (storage_type sql, save_input)
-//   <job>/<stage>/buffer.json              where the stage's shared buffer is (a PostgreSQL one is not in the folder)
+//   <job>/<stage>/buffer.json              where the stage's shared buffer is (src/rft/buffer/buffer-record.ts):
+//                                          an SQLite file anywhere under the runs folder, or a PostgreSQL table
+//   <job>/<stage>/buffer/<name>.db         the shared SQLite buffer's default place (src/rft/buffer/config.ts),
+//                                          looked at when a stage has no buffer.json (it died before opening one)
 //   <job>/run_status.json                  optional: {state, pid, host} (see stageStatus)
 //
 // A job folder is a folder with stages.json (or, from older runs, a metrics.jsonl and no stages.json above it), found
 // up to three levels below the runs folder, so --runs may name the checkpoint root, a project folder or one job.
 import { existsSync } from 'node:fs';
-import { readdir, stat } from 'node:fs/promises';
+import { readdir, realpath, stat } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { basename, join, relative, sep } from 'node:path';
-import { BUFFER_RECORD } from '../rft/buffer/buffer-record.js';
+import { basename, isAbsolute, join, relative, sep } from 'node:path';
+import { BUFFER_RECORD, readBufferRecord } from '../rft/buffer/buffer-record.js';
 import {
   type EvalSample,
   findStageDirs,
@@ -235,17 +238,18 @@ export class RunIndex {
       const rows = stage.metrics.rows;
       const last = rows.at(-1);
       const step = rows.reduce<number | null>((max, r) => (max === null || r.step > max ? r.step : max), null);
+      const buffers = await bufferFiles(this.root, stage.dir);
       summaries.push({
         path: stage.path,
         name: stage.name,
-        status: await stageStatus(stage, recorded, now),
+        status: await stageStatus(stage, buffers, recorded, now),
         step,
         rows: rows.length,
         lastTime: last?.time ?? null,
         lastMetrics: last?.metrics ?? {},
         evalSamples: stage.samples.rows.length,
         checkpoints: await checkpointSteps(stage.dir),
-        buffers: (await bufferFiles(stage.dir)).map((f) => relative(this.root, f).split(sep).join('/')),
+        buffers: buffers.map((f) => relative(this.root, f).split(sep).join('/')),
         offset,
       });
       offset += step ?? 0;
@@ -303,8 +307,8 @@ async function readRecordedStatus(root: string, jobDir: string): Promise<Recorde
   return null;
 }
 
-/** Newest modification time (unix seconds) of the files a live stage keeps writing. */
-async function lastActivity(dir: string): Promise<number> {
+/** Newest modification time (unix seconds) of the files a live stage keeps writing (`buffers`: its bufferFiles). */
+async function lastActivity(dir: string, buffers: readonly string[]): Promise<number> {
   const files = [
     dir,
     join(dir, METRICS_FILE),
@@ -312,7 +316,7 @@ async function lastActivity(dir: string): Promise<number> {
     join(dir, 'explorer', METRICS_FILE),
     join(dir, 'checkpoints'),
     join(dir, 'checkpoints', 'latest_checkpointed_iteration.txt'),
-    join(dir, 'buffer.db-wal'),
+    ...buffers.filter((f) => BUFFER_FILE.test(f)).map((f) => `${f}-wal`),
   ];
   const times = await Promise.all(
     files.map((f) =>
@@ -337,7 +341,12 @@ function medianStepSeconds(rows: readonly MetricsRow[]): number {
   return gaps[Math.floor(gaps.length / 2)] as number;
 }
 
-async function stageStatus(stage: StageFiles, recorded: RecordedStatus | null, now: number): Promise<StageStatus> {
+async function stageStatus(
+  stage: StageFiles,
+  buffers: readonly string[],
+  recorded: RecordedStatus | null,
+  now: number,
+): Promise<StageStatus> {
   if (existsSync(join(stage.dir, 'done.json'))) return 'finished';
   if (recorded !== null && recorded.state !== 'finished') {
     if (recorded.state !== 'running') return recorded.state;
@@ -347,7 +356,7 @@ async function stageStatus(stage: StageFiles, recorded: RecordedStatus | null, n
       return isRecordedProcessAlive(recorded) ? 'running' : 'failed';
   }
   const window = Math.max(LIVENESS_MIN_S, LIVENESS_STEPS * medianStepSeconds(stage.metrics.rows));
-  return now - (await lastActivity(stage.dir)) <= window ? 'running' : 'stopped';
+  return now - (await lastActivity(stage.dir, buffers)) <= window ? 'running' : 'stopped';
 }
 
 async function checkpointSteps(dir: string): Promise<number[]> {
@@ -365,19 +374,41 @@ async function checkpointSteps(dir: string): Promise<number[]> {
 
 /**
  * SQLite buffers (*.db, *.sqlite), the record of a buffer kept elsewhere (buffer.json: PostgreSQL) and experience dumps
- * (*.jsonl but metrics and eval samples) of a stage folder.
+ * (*.jsonl but metrics and eval samples) of a stage folder, and the stage's shared SQLite buffer wherever the run put
+ * it under the runs folder (sharedSqliteBuffers).
  */
-export async function bufferFiles(dir: string): Promise<string[]> {
+export async function bufferFiles(root: string, dir: string): Promise<string[]> {
+  return [...new Set([...(await filesOf(dir, isExperienceFile)), ...(await sharedSqliteBuffers(root, dir))])].sort();
+}
+
+const isExperienceFile = (name: string) =>
+  BUFFER_FILE.test(name) || name === BUFFER_RECORD || (name.endsWith('.jsonl') && !NOT_EXPERIENCES.has(name));
+
+/**
+ * The stage's shared SQLite buffer: the file its buffer.json records (written by the stage when it opens the buffer),
+ * when that file is under the runs folder (one elsewhere is not the Studio's to open); without a buffer.json, the
+ * SQLite files in the default place, <stage>/buffer/. A PostgreSQL record lists no file: buffer.json stands for it.
+ */
+async function sharedSqliteBuffers(root: string, dir: string): Promise<string[]> {
+  const recordFile = join(dir, BUFFER_RECORD);
+  if (!existsSync(recordFile)) return filesOf(join(dir, 'buffer'), (name) => BUFFER_FILE.test(name));
+  try {
+    const record = readBufferRecord(recordFile);
+    if (record.backend !== 'sqlite') return [];
+    const file = await realpath(record.url);
+    const inside = relative(root, file);
+    return inside === '..' || inside.startsWith(`..${sep}`) || isAbsolute(inside) ? [] : [file];
+  } catch {
+    // a record being replaced, or naming a file not written yet: the next read lists it
+    return [];
+  }
+}
+
+/** The plain files of a folder whose names pass `keep`, with their folder; none when it cannot be read. */
+async function filesOf(dir: string, keep: (name: string) => boolean): Promise<string[]> {
   try {
     const entries = await readdir(dir, { withFileTypes: true });
-    return entries
-      .filter(
-        (e) =>
-          e.isFile() &&
-          (BUFFER_FILE.test(e.name) || e.name === BUFFER_RECORD || (e.name.endsWith('.jsonl') && !NOT_EXPERIENCES.has(e.name))),
-      )
-      .map((e) => join(dir, e.name))
-      .sort();
+    return entries.filter((e) => e.isFile() && keep(e.name)).map((e) => join(dir, e.name));
   } catch {
     return [];
   }

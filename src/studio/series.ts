@@ -3,6 +3,8 @@
 //   x = offset_stage + step          stages one after another on one axis (the report's stageOffsets)
 //   smoothing (TensorBoard's debiased EMA, weight w in [0, 1)):
 //     m_i = w·m_(i−1) + (1 − w)·y_i,   m_0 = 0,   ŷ_i = m_i / (1 − w^(i+1))
+//   eval series (eval/...) are never smoothed (seriesSmoothing): each point is a score measured at its step over a
+//   few eval steps, and an average with earlier evals would show a score the model never had
 //   downsampling to at most `points` points: the points are cut into points/2 buckets of equal count and each
 //   bucket keeps its lowest and highest point, in step order, so spikes survive and the line's envelope is exact.
 import type { MetricsRow } from '../rft/report/read.js';
@@ -18,6 +20,8 @@ export interface Series {
   y: number[];
   /** Points before downsampling. */
   total: number;
+  /** The smoothing weight applied: the one asked for, 0 for an eval series. */
+  smoothing: number;
   stages: SeriesStage[];
 }
 
@@ -32,6 +36,14 @@ export function smooth(values: readonly number[], weight: number): number[] {
     out.push(m / (1 - debias));
   }
   return out;
+}
+
+/** The metrics named eval/... (src/rft/explorer/evaluation.ts): scores of the eval tasksets at eval steps. */
+export const EVAL_PREFIX = 'eval/';
+
+/** The smoothing weight for the series `key`: the one asked for, but 0 (raw values) for an eval series. */
+export function seriesSmoothing(key: string, weight: number): number {
+  return key.startsWith(EVAL_PREFIX) ? 0 : weight;
 }
 
 /** Indices of the kept points (see the header); all of them when there are at most `points`. */
@@ -55,7 +67,7 @@ export function downsampleIndices(y: readonly number[], points: number): number[
   return kept;
 }
 
-/** The metric `key` over the stages (in run order, with their offsets), smoothed then downsampled. */
+/** The metric `key` over the stages (in run order, with their offsets), smoothed (seriesSmoothing) then downsampled. */
 export function metricSeries(
   key: string,
   stages: readonly { name: string; offset: number; rows: readonly MetricsRow[] }[],
@@ -70,13 +82,15 @@ export function metricSeries(
       x.push(stage.offset + row.step);
       raw.push(value);
     }
-  const y = smooth(raw, options.smoothing);
+  const smoothing = seriesSmoothing(key, options.smoothing);
+  const y = smooth(raw, smoothing);
   const kept = downsampleIndices(y, options.points);
   return {
     key,
     x: kept.map((i) => x[i] as number),
     y: kept.map((i) => y[i] as number),
     total: raw.length,
+    smoothing,
     stages: stages.map((s) => ({ name: s.name, offset: s.offset })),
   };
 }

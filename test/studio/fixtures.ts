@@ -1,9 +1,11 @@
 // Runs on disk for the Studio's tests and benchmark, written with the writers `trinity run` uses so they cannot
 // drift: JsonlMonitor (metrics.jsonl), writeEvalSamples (eval_samples.jsonl), SqliteBuffer (buffer.db),
-// writeCharTokenizer (the final model's tokenizer); stages.json and done.json as src/rft/run/run.ts writes them.
+// writeBufferRecord (buffer.json, as the stage writes it when it opens its shared buffer), writeCharTokenizer (the
+// final model's tokenizer); stages.json and done.json as src/rft/run/run.ts writes them.
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import type { Experience } from '../../src/rft/experience.js';
+import { writeBufferRecord } from '../../src/rft/buffer/buffer-record.js';
 import { SqliteBuffer } from '../../src/rft/buffer/sqlite.js';
 import { JsonlMonitor } from '../../src/rft/monitor/monitor.js';
 import { writeEvalSamples } from '../../src/rft/explorer/evaluation.js';
@@ -20,6 +22,13 @@ export interface StageSpec {
   /** Tasks per step and responses per task in buffer.db (0: no buffer). */
   tasksPerStep?: number;
   repeats?: number;
+  /**
+   * Where the buffer goes, relative to the stage folder (default 'buffer.db', beside the stage's files). A run's
+   * shared SQLite buffer is at 'buffer/experience_buffer.db' unless its config sets a path (src/rft/buffer/config.ts).
+   */
+  bufferAt?: string;
+  /** Also write the stage's buffer.json naming the buffer (table experiences), as the run's stage does. */
+  recordBuffer?: boolean;
   /** Write final_model/tokenizer.json (token texts in the rollout view). */
   tokenizer?: boolean;
 }
@@ -40,8 +49,12 @@ export async function writeRun(root: string, project: string, name: string, stag
       monitor.log(step, { 'rollout/reward/mean': rewardAt(step), 'actor/loss': lossAt(step) });
     if (stage.tokenizer) writeCharTokenizer(join(dir, 'final_model'));
     for (const step of stage.evalSteps ?? []) writeEvalSamples(dir, step, evaluation(step));
-    if ((stage.tasksPerStep ?? 0) > 0)
-      await writeBuffer(join(dir, 'buffer.db'), stage.steps, stage.tasksPerStep ?? 0, stage.repeats ?? 2);
+    if ((stage.tasksPerStep ?? 0) > 0) {
+      const file = join(dir, stage.bufferAt ?? 'buffer.db');
+      mkdirSync(dirname(file), { recursive: true });
+      await writeBuffer(file, stage.steps, stage.tasksPerStep ?? 0, stage.repeats ?? 2);
+      if (stage.recordBuffer) writeBufferRecord(dir, file, 'experiences');
+    }
     if (stage.done)
       writeFileSync(join(dir, 'done.json'), `${JSON.stringify({ finalModelDir: null, steps: stage.steps }, null, 2)}\n`);
   }

@@ -1,5 +1,5 @@
 // Curves: any metric of one or more runs, overlaid; smoothing and downsampling happen on the server (so 100,000 steps
-// arrive as a few thousand points), log scale and stage boundaries here. Live: a metrics event for a shown run
+// arrive as a few thousand points; eval/ series are never smoothed, and say so), log scale and stage boundaries here. Live: a metrics event for a shown run
 // re-fetches its series.
 import { api, el, listen, params, runPath, setParams } from '../lib.js';
 
@@ -47,7 +47,7 @@ async function drawChart(holder, key, runIds, options) {
   const width = Math.max(400, holder.clientWidth - 20);
   const plot = new uPlot(
     {
-      title: key,
+      title: options.smooth > 0 && shown.every((s) => s.smoothing === 0) ? `${key} (raw: eval series are not smoothed)` : key,
       width,
       height: 260,
       scales: { x: { time: false }, y: options.log ? { distr: 3 } : {} },
