@@ -63,7 +63,7 @@ export type AlgorithmConfig = Omit<z.output<typeof AlgorithmSchema>, 'repeat_tim
 /**
  * Checks the `algorithm` section (module names and arguments) and returns its repeat_times: pass
  * `resolveAlgorithm` from src/rft/algorithm. Throw an Error whose message starts with the key path
- * (`algorithm.policy_loss_fn: ...`) to report a problem.
+ * (`algorithm.policy_loss_fn: ...`) to report a problem, or an AggregateError of such Errors to report several.
  */
 export type AlgorithmResolver = (algorithm: Readonly<Record<string, unknown>>) => { readonly repeatTimes: number };
 
@@ -90,9 +90,13 @@ export function resolveAlgorithmSection(
     try {
       repeatTimes = resolveAlgorithm({ ...section, optimizer }).repeatTimes;
     } catch (error) {
-      const text = error instanceof Error ? error.message : String(error);
-      const match = ALGORITHM_PROBLEM.exec(text);
-      problem(match?.[1] ?? 'algorithm', match?.[2] ?? text);
+      // an AggregateError carries several problems (every bad module argument), each reported at its key path
+      const texts = error instanceof AggregateError ? error.errors.map((e) => (e instanceof Error ? e.message : String(e))) : [];
+      if (texts.length === 0) texts.push(error instanceof Error ? error.message : String(error));
+      for (const text of texts) {
+        const match = ALGORITHM_PROBLEM.exec(text);
+        problem(match?.[1] ?? 'algorithm', match?.[2] ?? text);
+      }
     }
   }
   const { algorithm_type, repeat_times: _given, optimizer: _optimizer, ...modules } = section;

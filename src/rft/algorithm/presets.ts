@@ -11,22 +11,24 @@
 // `dapo`'s dynamic sampling and overlong penalty are the `dynamic_sampling` sample strategy (there: a pipeline filter
 // and the reward function); `raft` filters rollouts with the `reward_filter` sample strategy (there: in the
 // workflow); `dpo` keeps kl_loss_fn none (there: k2 is forced only so that verl computes reference log-probs).
-import { ADVANTAGE_COMPUTE_IN_TRAINER, ADVANTAGE_FN } from './advantage/index.js';
-import { ENTROPY_LOSS_DEFAULTS, ENTROPY_LOSS_FNS } from './entropy.js';
-import { KL_DEFAULTS, KL_ESTIMATORS } from './kl.js';
+import { ADVANTAGE_COMPUTE_IN_TRAINER } from './advantage/index.js';
 import { isLossAggMode, LOSS_AGG_MODES, type LossAggMode } from './loss-agg.js';
-import { POLICY_LOSS_FN, policyLossAccumulation, policyLossModule } from './policy-loss/index.js';
-import { camelToSnake, didYouMean, resolveArgs, snakeToCamel } from './registry.js';
+import {
+  algorithmProblemMessages,
+  algorithmProblemsError,
+  isPlainObject,
+  type ModuleChoice,
+  type ResolvedModule,
+  resolveSlot,
+  type Slot,
+} from './module-slots.js';
+import { policyLossAccumulation, policyLossModule } from './policy-loss/index.js';
+import { didYouMean, resolveArgs } from './registry.js';
 import { ROLLOUT_CORRECTION_DEFAULTS, ROLLOUT_IS_LEVELS, type RolloutCorrectionOptions } from './rollout-correction.js';
-import { SAMPLE_STRATEGY } from './sample-strategy.js';
+
+export type { ModuleChoice, ResolvedModule } from './module-slots.js';
 
 export type AlgorithmSchema = 'experience' | 'sft' | 'dpo';
-
-/** A module by name with the arguments that differ from its own defaults (snake_case, as in YAML). */
-export interface ModuleChoice {
-  readonly name: string;
-  readonly args?: Readonly<Record<string, unknown>>;
-}
 
 export interface AlgorithmPreset {
   readonly description: string;
@@ -287,12 +289,6 @@ export interface AlgorithmConfig {
   rollout_correction?: Record<string, unknown>;
 }
 
-/** A module by name with every argument resolved (snake_case keys, defaults filled in). */
-export interface ResolvedModule {
-  readonly name: string;
-  readonly args: Readonly<Record<string, unknown>>;
-}
-
 /** Trinity-RFT's `algorithm.optimizer` (OptimizerConfig), camelCased. */
 export interface OptimizerConfig {
   lr: number;
@@ -368,23 +364,6 @@ const CONFIG_KEYS = [
   'rollout_correction',
 ] as const;
 
-type Slot = 'sample_strategy' | 'advantage_fn' | 'policy_loss_fn' | 'kl_penalty_fn' | 'kl_loss_fn' | 'entropy_loss_fn';
-
-/** Each slot's module names and each module's defaults (camelCase). */
-const SLOTS: Record<Slot, { names: () => readonly string[]; defaults: (name: string) => Readonly<object> }> = {
-  sample_strategy: { names: () => SAMPLE_STRATEGY.names(), defaults: (n) => SAMPLE_STRATEGY.get(n).defaults },
-  advantage_fn: { names: () => ADVANTAGE_FN.names(), defaults: (n) => ADVANTAGE_FN.get(n).defaults },
-  policy_loss_fn: { names: () => POLICY_LOSS_FN.names(), defaults: (n) => POLICY_LOSS_FN.get(n).defaults },
-  kl_penalty_fn: { names: () => KL_ESTIMATORS, defaults: () => KL_DEFAULTS },
-  kl_loss_fn: { names: () => KL_ESTIMATORS, defaults: () => KL_DEFAULTS },
-  entropy_loss_fn: { names: () => ENTROPY_LOSS_FNS, defaults: () => ENTROPY_LOSS_DEFAULTS },
-};
-
-const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-const toSnake = (options: object): Record<string, unknown> =>
-  Object.fromEntries(Object.entries(options).map(([k, v]) => [camelToSnake(k), v]));
-
 /** The preset of an algorithm_type (aliases accepted), or an error with the closest name. */
 export function algorithmPreset(algorithmType: string, where = 'algorithm.algorithm_type'): AlgorithmPreset {
   const name = (ALGORITHM_ALIASES[algorithmType] ?? algorithmType) as AlgorithmType;
@@ -401,7 +380,8 @@ export function algorithmPreset(algorithmType: string, where = 'algorithm.algori
  * The algorithm a trainer runs: the preset of `algorithm_type` (default ppo, as Trinity-RFT) with every slot,
  * argument and flag that `config` sets; every argument filled from the module's defaults. loss_agg_mode is passed to
  * the policy loss and the entropy loss unless their args set it. Throws on unknown keys, names, arguments, and bad
- * values, naming the key path (algorithm.policy_loss_fn_args.clip_range) and the closest valid name.
+ * values, naming the key path (algorithm.policy_loss_fn_args.clip_range) and the closest valid name; the module
+ * slots' problems all at once (an AggregateError, ./module-slots.ts).
  */
 export function resolveAlgorithm(config: unknown = {}): ResolvedAlgorithm {
   if (!isPlainObject(config)) throw new Error(`algorithm: expected a mapping, got ${JSON.stringify(config)}`);
@@ -425,13 +405,24 @@ export function resolveAlgorithm(config: unknown = {}): ResolvedAlgorithm {
     );
   }
 
+  // every slot is resolved before any problem is thrown, so that one run reports the bad arguments of all of them
   const inject = { lossAggMode };
-  const sampleStrategy = resolveSlot(config, algorithmType, 'sample_strategy', preset.sampleStrategy) as ResolvedModule;
-  const advantageFn = resolveSlot(config, algorithmType, 'advantage_fn', preset.advantageFn);
-  const policyLossFn = resolveSlot(config, algorithmType, 'policy_loss_fn', preset.policyLossFn, inject) as ResolvedModule;
-  const klPenaltyFn = resolveSlot(config, algorithmType, 'kl_penalty_fn', preset.klPenaltyFn) as ResolvedModule;
-  const klLossFn = resolveSlot(config, algorithmType, 'kl_loss_fn', preset.klLossFn) as ResolvedModule;
-  const entropyLossFn = resolveSlot(config, algorithmType, 'entropy_loss_fn', preset.entropyLossFn, inject) as ResolvedModule;
+  const slotProblems: string[] = [];
+  const slot = (name: Slot, choice: ModuleChoice | null, injected?: Record<string, unknown>): ResolvedModule | null => {
+    try {
+      return resolveSlot(config, algorithmType, name, choice, injected);
+    } catch (error) {
+      slotProblems.push(...algorithmProblemMessages(error));
+      return null;
+    }
+  };
+  const sampleStrategy = slot('sample_strategy', preset.sampleStrategy) as ResolvedModule;
+  const advantageFn = slot('advantage_fn', preset.advantageFn);
+  const policyLossFn = slot('policy_loss_fn', preset.policyLossFn, inject) as ResolvedModule;
+  const klPenaltyFn = slot('kl_penalty_fn', preset.klPenaltyFn) as ResolvedModule;
+  const klLossFn = slot('kl_loss_fn', preset.klLossFn) as ResolvedModule;
+  const entropyLossFn = slot('entropy_loss_fn', preset.entropyLossFn, inject) as ResolvedModule;
+  if (slotProblems.length > 0) throw algorithmProblemsError(slotProblems);
 
   const repeatTimes = config.repeat_times ?? preset.repeatTimes;
   if (typeof repeatTimes !== 'number' || !Number.isInteger(repeatTimes) || repeatTimes < 1) {
@@ -509,66 +500,4 @@ export function resolveAlgorithm(config: unknown = {}): ResolvedAlgorithm {
     bypassOldLogprobs,
     rolloutCorrection,
   };
-}
-
-/**
- * One module slot of resolveAlgorithm: the module `config` names for `slot` (else the preset's `choice`), checked
- * against the slot's registry, with its arguments: the module's defaults, then the preset's arguments (while the
- * preset's module is chosen), then `injected` ones the module takes and `config` does not set, then `config`'s.
- * null for an advantage_fn of none.
- */
-function resolveSlot(
-  config: Record<string, unknown>,
-  algorithmType: AlgorithmType,
-  slot: Slot,
-  choice: ModuleChoice | null,
-  injected: Record<string, unknown> = {},
-): ResolvedModule | null {
-  const nameValue = Object.hasOwn(config, slot) ? config[slot] : (choice?.name ?? null);
-  const argsValue = config[`${slot}_args`];
-  if (nameValue === null || nameValue === 'none' || nameValue === undefined) {
-    if (slot === 'advantage_fn') {
-      if (argsValue !== undefined && isPlainObject(argsValue) && Object.keys(argsValue).length > 0) {
-        throw new Error(`algorithm.advantage_fn_args: given, but ${algorithmType} has no advantage_fn (set advantage_fn)`);
-      }
-      return null;
-    }
-  }
-  if (typeof nameValue !== 'string')
-    throw new Error(`algorithm.${slot}: expected a module name, got ${JSON.stringify(nameValue)}`);
-  const names = SLOTS[slot].names();
-  if (!names.includes(nameValue)) {
-    throw new Error(
-      `algorithm.${slot}: unknown ${slot} '${nameValue}'${didYouMean(nameValue, names)}; registered: ${names.join(', ')}`,
-    );
-  }
-  if (argsValue !== undefined && argsValue !== null && !isPlainObject(argsValue)) {
-    throw new Error(`algorithm.${slot}_args: expected a mapping of arguments, got ${JSON.stringify(argsValue)}`);
-  }
-  const given = argsValue ?? {};
-  // the preset's arguments apply only while the preset's module is chosen
-  const presetArgs = choice !== null && choice.name === nameValue ? (choice.args ?? {}) : {};
-  const defaults = SLOTS[slot].defaults(nameValue);
-  const known = new Set(Object.keys(defaults));
-  for (const key of Object.keys(given)) {
-    if (!known.has(snakeToCamel(key))) {
-      const expected = [...known].map(camelToSnake);
-      throw new Error(
-        `algorithm.${slot}_args.${key}: unknown argument of ${slot} '${nameValue}'${didYouMean(key, expected)}; ` +
-          `expected one of ${expected.join(', ') || '(none)'}`,
-      );
-    }
-  }
-  const extra = Object.fromEntries(Object.entries(injected).filter(([k]) => known.has(k) && !hasArg(given, k)));
-  try {
-    const options = resolveArgs(`algorithm.${slot}_args`, defaults, { ...presetArgs, ...extra, ...given });
-    return { name: nameValue, args: toSnake(options) };
-  } catch (error) {
-    const message = (error as Error).message.replace(/^(\S+): argument '([^']+)'/, '$1.$2:');
-    throw new Error(`${message} (${slot} '${nameValue}')`);
-  }
-}
-
-function hasArg(args: Readonly<Record<string, unknown>>, camelName: string): boolean {
-  return Object.hasOwn(args, camelName) || Object.hasOwn(args, camelToSnake(camelName));
 }

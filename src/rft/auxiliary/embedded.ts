@@ -129,6 +129,10 @@ export class EmbeddedAuxiliaryModel implements AuxiliaryModel {
     return this.#pool.tokenizer;
   }
 
+  get contextLength(): number {
+    return this.#pool.maxLength;
+  }
+
   /** Its endpoint and key (workflow worker threads make their own clients from them). */
   async endpoint(): Promise<{ baseURL: string; apiKey: string | null }> {
     this.#server ??= (async () => {

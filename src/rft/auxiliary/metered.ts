@@ -57,6 +57,7 @@ export function meteredModel(
     name: model.name,
     modelName: model.modelName,
     tokenizer: model.tokenizer,
+    ...(model.contextLength !== undefined ? { contextLength: model.contextLength } : {}),
     baseUrl: () => model.baseUrl(),
     openai: async (): Promise<OpenAI> => {
       const { OpenAI } = await import('openai');

@@ -23,6 +23,11 @@ export interface AuxiliaryModel {
   readonly modelName: string;
   /** Its tokenizer when the model is embedded or its folder is known; null for a remote endpoint without one. */
   readonly tokenizer: Tokenizer | null;
+  /**
+   * Positions per sequence (prompt + completion) when known: an embedded model's max_model_len. Undefined for a
+   * remote endpoint. A judge bounds its max_tokens by what the prompt leaves of it (src/rft/reward/judge-call.ts).
+   */
+  readonly contextLength?: number;
   /** An official `openai` client on this model (chat.completions, completions). */
   openai(): Promise<OpenAI>;
   /** The same endpoint as a base URL (…/v1) for other SDKs. */

@@ -306,6 +306,50 @@ export interface CreateMonitorsOptions {
   warn?: (message: string) => void;
 }
 
+/** A setting a remote sink cannot start without: the monitor_args key, else the environment variable, that gives it. */
+export interface MissingMonitorSetting {
+  readonly type: 'mlflow' | 'wandb';
+  /** The monitor_args key, as written in YAML (snake_case). */
+  readonly key: string;
+  readonly envVar: string;
+  /** `monitor_type wandb needs monitor_args.api_key or WANDB_API_KEY` (what createMonitors throws). */
+  readonly message: string;
+}
+
+/** Each remote sink's required setting, and where it comes from (monitor_args first, as createMonitors reads it). */
+const REQUIRED_SETTINGS: readonly (Omit<MissingMonitorSetting, 'message'> & {
+  readonly why: string;
+  readonly value: (args: MonitorArgs, env: NodeJS.ProcessEnv) => string | undefined;
+})[] = [
+  {
+    type: 'mlflow',
+    key: 'uri',
+    envVar: 'MLFLOW_TRACKING_URI',
+    why: ' (the tracking server address)',
+    value: (args, env) => args.uri ?? env.MLFLOW_TRACKING_URI,
+  },
+  { type: 'wandb', key: 'api_key', envVar: 'WANDB_API_KEY', why: '', value: (args, env) => args.apiKey ?? env.WANDB_API_KEY },
+];
+
+/**
+ * The settings the sinks of `types` lack, given monitor_args and the environment: createMonitors refuses to start
+ * on the first, and `trinity config check` (src/rft/run/config/preflight.ts) reports all of them.
+ */
+export function missingMonitorSettings(
+  types: readonly MonitorType[],
+  args: MonitorArgs,
+  env: NodeJS.ProcessEnv,
+): MissingMonitorSetting[] {
+  return REQUIRED_SETTINGS.filter((setting) => types.includes(setting.type) && !setting.value(args, env)).map(
+    ({ type, key, envVar, why }) => ({
+      type,
+      key,
+      envVar,
+      message: `monitor_type ${type} needs monitor_args.${key} or ${envVar}${why}`,
+    }),
+  );
+}
+
 /**
  * JSONL always; the others as listed. Remote sinks take their settings from monitor_args, else from the environment
  * as their clients do.
@@ -313,15 +357,14 @@ export interface CreateMonitorsOptions {
 export function createMonitors(options: CreateMonitorsOptions): MonitorGroup {
   const env = options.env ?? process.env;
   const args = options.args ?? {};
+  const [missing] = missingMonitorSettings(options.types, args, env);
+  if (missing !== undefined) throw new Error(missing.message);
   const monitors: Monitor[] = [new JsonlMonitor(join(options.jobDir, 'metrics.jsonl'))];
   for (const type of new Set(options.types)) {
     if (type === 'jsonl') continue;
     if (type === 'tensorboard') monitors.push(new TensorBoardMonitor(join(options.jobDir, 'tensorboard')));
     if (type === 'mlflow') {
-      const trackingUri = args.uri ?? env.MLFLOW_TRACKING_URI;
-      if (!trackingUri) {
-        throw new Error('monitor_type mlflow needs monitor_args.uri or MLFLOW_TRACKING_URI (the tracking server address)');
-      }
+      const trackingUri = args.uri ?? env.MLFLOW_TRACKING_URI ?? ''; // set: missingMonitorSettings found none missing
       const username = args.username ?? env.MLFLOW_TRACKING_USERNAME;
       const password = args.password ?? env.MLFLOW_TRACKING_PASSWORD ?? '';
       monitors.push(
@@ -337,8 +380,7 @@ export function createMonitors(options: CreateMonitorsOptions): MonitorGroup {
       );
     }
     if (type === 'wandb') {
-      const apiKey = args.apiKey ?? env.WANDB_API_KEY;
-      if (!apiKey) throw new Error('monitor_type wandb needs monitor_args.api_key or WANDB_API_KEY');
+      const apiKey = args.apiKey ?? env.WANDB_API_KEY ?? ''; // set: missingMonitorSettings found none missing
       const baseUrl = args.baseUrl ?? env.WANDB_BASE_URL;
       monitors.push(
         new WandbMonitor({

@@ -29,6 +29,31 @@ export interface JudgeCallOptions {
   signal?: AbortSignal;
 }
 
+/**
+ * The max_tokens of a judge call: the reward's max_tokens, bounded by what the prompt leaves of the judge's context
+ * when both are known (an embedded judge with its tokenizer):
+ *   max_tokens = min(requested, contextLength − promptTokens)
+ * An embedded engine refuses prompt + max_tokens > its context, so an unbounded default failed every call on a judge
+ * with a small max_model_len. A prompt that leaves no room is an error that names both lengths.
+ */
+export function judgeMaxTokens(
+  judge: AuxiliaryModel,
+  messages: readonly JudgeMessage[],
+  requested: number,
+  where: string,
+): number {
+  if (judge.contextLength === undefined || judge.tokenizer === null) return requested;
+  const promptTokens = judge.tokenizer.encodeChat(messages, { addGenerationPrompt: true }).length;
+  const room = judge.contextLength - promptTokens;
+  if (room < 1) {
+    throw new Error(
+      `${where}: the judge prompt is ${promptTokens} tokens and judge '${judge.name}' has a context of ` +
+        `${judge.contextLength} (max_model_len): no room for its answer; raise its max_model_len or shorten the prompt`,
+    );
+  }
+  return Math.min(requested, room);
+}
+
 /** The judge's answer text to one chat call ('' when it returned no choice or no content). */
 export async function askJudge(
   judge: AuxiliaryModel,
@@ -42,7 +67,7 @@ export async function askJudge(
       {
         model: judge.modelName,
         messages: messages.map(({ role, content }) => ({ role, content })),
-        max_tokens: options.maxTokens,
+        max_tokens: judgeMaxTokens(judge, messages, options.maxTokens, where),
         temperature: options.temperature,
       },
       options.signal ? { signal: options.signal } : {},

@@ -108,12 +108,13 @@ async function judgeServer(answer: (body: ChatBody) => string): Promise<JudgeSer
 function auxiliaryModel(
   name: string,
   baseURL: string,
-  extra: { tokenizer?: Tokenizer; logprobs?: AuxiliaryModel['logprobs'] } = {},
+  extra: { tokenizer?: Tokenizer; logprobs?: AuxiliaryModel['logprobs']; contextLength?: number } = {},
 ): AuxiliaryModel {
   return {
     name,
     modelName: `${name}-model`,
     tokenizer: extra.tokenizer ?? null,
+    ...(extra.contextLength !== undefined ? { contextLength: extra.contextLength } : {}),
     openai: async () => new OpenAI({ baseURL, apiKey: 'unused', maxRetries: 0 }),
     baseUrl: async () => baseURL,
     logprobs:
@@ -418,6 +419,34 @@ describe('ruler_reward: one call per group', () => {
       },
     ]);
     assert.equal(judge.requests[0]?.max_tokens, 2048);
+  });
+
+  test("max_tokens is bounded by what the prompt leaves of the judge's context; a prompt that cannot fit names both", async () => {
+    // one token per character: the RULER prompt is about 1,100 tokens, so a 2,500-position judge leaves less than
+    // the default 2,048 for the answer (the embedded engine refused prompt + 2,048 on every call)
+    const tokenizer = fixtureTokenizer();
+    const small = (contextLength: number) =>
+      scoreResponses(REWARD_FUNCTIONS.get('ruler_reward'), {
+        responses: ['Paris', 'Rome'],
+        task: task(),
+        args: {},
+        auxiliaryModels: auxiliaryModels(auxiliaryModel('judge', judge.baseURL, { tokenizer, contextLength })),
+      });
+    judge.requests.length = 0;
+    verdict = 'Scores: [1, 0]';
+    await small(2500);
+    const request = judge.requests[0];
+    const sent = (request?.messages ?? []).map(({ role, content }) => ({ role: role as 'system' | 'user', content }));
+    const promptTokens = tokenizer.encodeChat(sent, { addGenerationPrompt: true }).length;
+    assert.ok(promptTokens > 500 && promptTokens < 2500, `prompt tokens ${promptTokens}`);
+    assert.equal(request?.max_tokens, 2500 - promptTokens); // min(2048, 2500 − prompt)
+    await small(100_000);
+    assert.equal(judge.requests[1]?.max_tokens, 2048); // the default where the context has room
+    await assert.rejects(
+      small(100),
+      /ruler_reward': the judge prompt is \d+ tokens and judge 'judge' has a context of 100 \(max_model_len\): no room/,
+    );
+    assert.equal(judge.requests.length, 2); // the prompt that cannot fit is never sent
   });
 
   test('a list of the wrong length or garbage fails the whole group, counted, with the fallback', async () => {

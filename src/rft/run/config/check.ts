@@ -14,6 +14,8 @@ export interface ConfigCheckOptions {
   overrides?: readonly string[];
   /** Checks the algorithm section (src/rft/algorithm's resolveAlgorithm); without it the section is not checked. */
   resolveAlgorithm?: AlgorithmResolver;
+  /** The environment the run would have (monitor credentials); default process.env. */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface ConfigCheckResult {
@@ -45,7 +47,10 @@ export async function checkConfigText(text: string, file: string, options: Confi
     ...(options.resolveAlgorithm ? { resolveAlgorithm: options.resolveAlgorithm } : {}),
   });
   // what `trinity run` checks before its first stage: folders, model, tasksets and their rows, names
-  const problems = await preflightProblems(config, { baseDir: dirname(resolve(file)) });
+  const problems = await preflightProblems(config, {
+    baseDir: dirname(resolve(file)),
+    ...(options.env ? { env: options.env } : {}),
+  });
   if (problems.length > 0) {
     locate(problems);
     throw new ConfigError(problems, file);

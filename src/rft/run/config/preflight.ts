@@ -11,6 +11,7 @@
 //   datasets     the files of a file experience buffer, SFT warm-up data and auxiliary buffers exist
 //                (src/rft/buffer/config.ts checkDatasetFiles)
 //   token ids    rollout_args.stop_token_ids are below the model's vocab_size
+//   monitors     a wandb or mlflow monitor has its credentials (monitor_args, else the environment)
 //
 // Only stages that will run are checked: a stage whose done.json exists is skipped by runConfig, and so here (the
 // model a stage starts from is then the previous stage's final model, as runConfig passes it on).
@@ -19,6 +20,8 @@ import { dirname, join, resolve, sep } from 'node:path';
 import { isPostgresUrl } from '../../buffer/postgres.js';
 import { checkDatasetFiles } from '../../buffer/config.js';
 import { loadTaskset, type TasksetConfig as TasksetSettings } from '../../buffer/taskset.js';
+import { monitorSettings } from '../../monitor/config.js';
+import { missingMonitorSettings } from '../../monitor/monitor.js';
 import { REWARD_FUNCTIONS } from '../../reward/registry.js';
 import { WORKFLOWS } from '../../workflow/registry.js';
 import { didYouMean } from '../../../util/index.js';
@@ -31,6 +34,8 @@ import { stageSettings } from './stage-settings.js';
 export interface PreflightOptions {
   /** Where module-path workflows and reward functions resolve: the config file's folder (default: the working directory). */
   baseDir?: string;
+  /** The environment the run's monitors read their credentials from (default: process.env). */
+  env?: NodeJS.ProcessEnv;
 }
 
 /** Every problem the run of `config` would meet before or in its first step (empty: none). Creates nothing. */
@@ -60,6 +65,11 @@ export async function preflightProblems(config: Config, options: PreflightOption
     };
     // the first stage to run starts from the configured model or a finished stage's; later ones from its output
     await checkStage(stage, first ? modelPath : null, baseDir, add);
+    // a wandb or mlflow monitor without its credentials: the stage's createMonitors would refuse to start
+    const { monitorTypes, monitorArgs } = monitorSettings(stage.monitor);
+    for (const missing of missingMonitorSettings(monitorTypes, monitorArgs, options.env ?? process.env)) {
+      add('monitor.monitor_type', missing.message);
+    }
     first = false;
   }
   return problems;

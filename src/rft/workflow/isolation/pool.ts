@@ -160,6 +160,7 @@ export class WorkflowWorker {
       modelName: m.modelName,
       ...(endpoints[i] as { baseURL: string; apiKey: string | null }),
       tokenizer: tokenizerInfo(m.tokenizer),
+      contextLength: m.contextLength ?? null,
     }));
     const serial = ++this.#serial;
     const { model, signal } = attempt;

@@ -45,6 +45,8 @@ export interface AuxiliaryInfo {
   baseURL: string;
   apiKey: string | null;
   tokenizer: TokenizerInfo | null;
+  /** Its positions per sequence when known (AuxiliaryModel.contextLength); null: unknown. */
+  contextLength: number | null;
 }
 
 /** One attempt of a workflow, as the worker starts it. */

@@ -122,6 +122,7 @@ export class WorkerBackend implements RolloutBackend {
               info.tokenizer === null
                 ? null
                 : tokenizerProxy(info.tokenizer, (method, args) => this.#tokenizerCall(method, args, info.name)),
+            ...(info.contextLength !== null ? { contextLength: info.contextLength } : {}),
             endpoint: async () => ({ baseURL: info.baseURL, apiKey: info.apiKey }),
             baseUrl: async () => info.baseURL,
             openai: () => Promise.reject(new Error('unused: the metered view makes its own client')),
