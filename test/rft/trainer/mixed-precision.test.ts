@@ -4,15 +4,12 @@
 //   - the trainer computes in bf16, hands the explorer bf16 weights, and checkpoints float32 master weights;
 //   - three GRPO steps stay close to float32 training (bound stated at the assertion).
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
-import type { Experience } from '../../../src/rft/experience.js';
+import { describe, test } from 'node:test';
 import { MasterWeights } from '../../../src/rft/trainer/master-weights.js';
 import { TrainerClient, type TrainerInit } from '../../../src/rft/trainer/trainer.js';
 import * as torch from '../../../src/torch/index.js';
-import { loadPolicy, rollouts, tinyModelDir } from './toy.js';
+import { toyTrainerJob } from './toy.js';
 
 describe('MasterWeights', () => {
   // AdamW with a constant gradient moves a weight by exactly lr per step (m̂ = g, v̂ = g², eps negligible). At w = 1
@@ -76,27 +73,14 @@ describe('MasterWeights', () => {
 });
 
 describe('trainer with param_dtype bfloat16, master_dtype float32', () => {
-  let toy: { dir: string; remove: () => void };
-  let work: string;
-  let batch: Experience[];
-  before(() => {
-    toy = tinyModelDir();
-    work = mkdtempSync(join(tmpdir(), 'trinity-mixed-'));
-    const model = loadPolicy(toy.dir);
-    batch = rollouts(model);
-    model.dispose();
-  });
-  after(() => {
-    toy.remove();
-    rmSync(work, { recursive: true, force: true });
-  });
+  const job = toyTrainerJob('trinity-mixed-');
   const init = (jobDir: string, overrides: Partial<TrainerInit>): TrainerInit => ({
     jobDir,
     resume: false,
-    modelPath: toy.dir,
+    modelPath: job.dir,
     dtype: 'float32',
     algorithm: { algorithm_type: 'grpo', repeat_times: 2, optimizer: { lr: 1e-3 } },
-    pluginBaseDir: toy.dir,
+    pluginBaseDir: job.dir,
     lora: null,
     loraPath: null,
     criticModelPath: null,
@@ -110,13 +94,14 @@ describe('trainer with param_dtype bfloat16, master_dtype float32', () => {
   });
 
   test('bf16 weights to the explorer, float32 master weights in checkpoints, close to float32 training', async () => {
-    const fp32 = (await TrainerClient.start(init(join(work, 'fp32'), {}))).trainer;
-    const mixed = (await TrainerClient.start(init(join(work, 'mixed'), { dtype: 'bfloat16', masterDtype: 'float32' }))).trainer;
+    const fp32 = (await TrainerClient.start(init(join(job.work, 'fp32'), {}))).trainer;
+    const mixed = (await TrainerClient.start(init(join(job.work, 'mixed'), { dtype: 'bfloat16', masterDtype: 'float32' })))
+      .trainer;
     try {
       const losses: [number, number][] = [];
       for (let i = 0; i < 3; i++) {
-        const a = await fp32.step(batch);
-        const b = await mixed.step(batch);
+        const a = await fp32.step(job.batch);
+        const b = await mixed.step(job.batch);
         losses.push([a.loss as number, b.loss as number]);
       }
       const synced = await mixed.beginSync();

@@ -1,37 +1,21 @@
 // A checkpoint whose weights hold NaN or Inf (a diverged run saved them) is refused when a trainer resumes from it,
 // naming the checkpoint and a tensor (src/rft/checkpoint.ts checkFiniteWeights), instead of training on NaN.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
-import type { Experience } from '../../../src/rft/experience.js';
+import { describe, test } from 'node:test';
 import { TrainerClient, type TrainerInit } from '../../../src/rft/trainer/trainer.js';
 import * as torch from '../../../src/torch/index.js';
-import { loadPolicy, rollouts, tinyModelDir } from './toy.js';
+import { toyTrainerJob } from './toy.js';
 
-let toy: { dir: string; remove: () => void };
-let work: string;
-let batch: Experience[];
-before(() => {
-  toy = tinyModelDir();
-  work = mkdtempSync(join(tmpdir(), 'trinity-trainer-nan-'));
-  const model = loadPolicy(toy.dir);
-  batch = rollouts(model);
-  model.dispose();
-});
-after(() => {
-  toy.remove();
-  rmSync(work, { recursive: true, force: true });
-});
+const job = toyTrainerJob('trinity-trainer-nan-');
 
 const init = (jobDir: string, resume: boolean): TrainerInit => ({
   jobDir,
   resume,
-  modelPath: toy.dir,
+  modelPath: job.dir,
   dtype: 'float32',
   algorithm: { algorithm_type: 'grpo', optimizer: { lr: 1e-2 } },
-  pluginBaseDir: toy.dir,
+  pluginBaseDir: job.dir,
   lora: null,
   loraPath: null,
   criticModelPath: null,
@@ -57,11 +41,11 @@ function poison(checkpointDir: string, name: string, factor: number): void {
 
 describe('resuming from a checkpoint with non-finite weights', () => {
   test('is refused, naming the checkpoint and the tensor; a finite one resumes', async () => {
-    const jobDir = join(work, 'job');
+    const jobDir = join(job.work, 'job');
     const { trainer } = await TrainerClient.start(init(jobDir, false));
     let checkpointDir: string;
     try {
-      await trainer.step(batch);
+      await trainer.step(job.batch);
       checkpointDir = await trainer.save(1, {}, 0);
     } finally {
       await trainer.close();

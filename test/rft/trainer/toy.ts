@@ -3,6 +3,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { after, before } from 'node:test';
 import { CausalLM, initModel, tokenLogProbs } from '../../../src/model/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
 import * as torch from '../../../src/torch/index.js';
@@ -21,6 +22,29 @@ export function tinyModelDir(): { dir: string; remove: () => void } {
   const dir = mkdtempSync(join(tmpdir(), 'trinity-toy-'));
   initModel(dir, { hiddenSize: 32, numLayers: 1, numHeads: 2, numKeyValueHeads: 1, seed: 3 });
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/**
+ * The toy job of a trainer test file (or suite): a tiny model folder (`dir`), a work folder for job folders (`work`)
+ * and a batch of the model's rollouts (`batch`), made before its tests and removed after them. Read the fields inside
+ * the tests: they are filled when the tests start.
+ */
+export function toyTrainerJob(prefix: string): { readonly dir: string; readonly work: string; readonly batch: Experience[] } {
+  const job = { dir: '', work: '', batch: [] as Experience[] };
+  let toy: { dir: string; remove: () => void } | undefined;
+  before(() => {
+    toy = tinyModelDir();
+    job.dir = toy.dir;
+    job.work = mkdtempSync(join(tmpdir(), prefix));
+    const model = loadPolicy(toy.dir);
+    job.batch = rollouts(model);
+    model.dispose();
+  });
+  after(() => {
+    toy?.remove();
+    if (job.work !== '') rmSync(job.work, { recursive: true, force: true });
+  });
+  return job;
 }
 
 export function loadPolicy(dir: string): CausalLM {

@@ -12,27 +12,13 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { initModel } from '../../../src/model/index.js';
-import type { Experience } from '../../../src/rft/experience.js';
 import { TrainerClient, type TrainerInit } from '../../../src/rft/trainer/trainer.js';
 import * as torch from '../../../src/torch/index.js';
-import { loadPolicy, rollouts, tinyModelDir } from './toy.js';
+import { toyTrainerJob } from './toy.js';
 
-let toy: { dir: string; remove: () => void };
-let work: string;
-let batch: Experience[];
-before(() => {
-  toy = tinyModelDir();
-  work = mkdtempSync(join(tmpdir(), 'trinity-trainer-'));
-  const model = loadPolicy(toy.dir);
-  batch = rollouts(model);
-  model.dispose();
-});
-after(() => {
-  toy.remove();
-  rmSync(work, { recursive: true, force: true });
-});
+const job = toyTrainerJob('trinity-trainer-');
 
 const ppoWithAdaptiveKl = {
   algorithm_type: 'ppo',
@@ -45,10 +31,10 @@ function init(jobDir: string, overrides: Partial<TrainerInit> = {}): TrainerInit
   return {
     jobDir,
     resume: false,
-    modelPath: toy.dir,
+    modelPath: job.dir,
     dtype: 'float32',
     algorithm: ppoWithAdaptiveKl,
-    pluginBaseDir: toy.dir,
+    pluginBaseDir: job.dir,
     lora: null,
     loraPath: null,
     criticModelPath: null,
@@ -82,20 +68,20 @@ function maxDifference(a: Map<string, Float32Array>, b: Map<string, Float32Array
 
 describe('trainer worker', () => {
   test('a resumed PPO trainer (critic, adaptive KL, LR schedule) takes the same step k + 1 as the uninterrupted one', async () => {
-    const jobDir = join(work, 'resume');
+    const jobDir = join(job.work, 'resume');
     const k = 3;
     const { trainer: original, start } = await TrainerClient.start(init(jobDir));
     assert.equal(start.step, 0);
     const coefs: number[] = [];
     try {
-      for (let i = 0; i < k; i++) coefs.push((await original.step(batch))['kl_penalty/kl_coef'] as number);
+      for (let i = 0; i < k; i++) coefs.push((await original.step(job.batch))['kl_penalty/kl_coef'] as number);
       await original.save(k, { note: 'component state' }, 0);
       const { trainer: resumed, start: resumedStart } = await TrainerClient.start(init(jobDir, { resume: true }));
       try {
         assert.equal(resumedStart.step, k);
         assert.deepEqual(resumedStart.state?.note, 'component state');
-        const expected = await original.step(batch);
-        const got = await resumed.step(batch);
+        const expected = await original.step(job.batch);
+        const got = await resumed.step(job.batch);
         // the state the test is about really moves: the KL coefficient adapts, the critic trains, the LR follows
         // its schedule
         coefs.push(expected['kl_penalty/kl_coef'] as number);
@@ -120,18 +106,18 @@ describe('trainer worker', () => {
   test('model.lora.path: an adapter saved by one trainer starts another with the same weights', async () => {
     const lora = { rank: 4, alpha: 8, dropout: 0, targetModules: 'all-linear' as const };
     const grpo = { algorithm_type: 'grpo', optimizer: { lr: 5e-2 } };
-    const first = await TrainerClient.start(init(join(work, 'lora-a'), { algorithm: grpo, lora }));
+    const first = await TrainerClient.start(init(join(job.work, 'lora-a'), { algorithm: grpo, lora }));
     let adapterDir: string;
     let trained: Map<string, Float32Array>;
     try {
-      await first.trainer.step(batch);
+      await first.trainer.step(job.batch);
       adapterDir = join(await first.trainer.save(1, {}, 0), 'adapter');
       trained = await weightsOf(first.trainer);
     } finally {
       await first.trainer.close();
     }
-    const fresh = await TrainerClient.start(init(join(work, 'lora-fresh'), { algorithm: grpo, lora }));
-    const second = await TrainerClient.start(init(join(work, 'lora-b'), { algorithm: grpo, lora, loraPath: adapterDir }));
+    const fresh = await TrainerClient.start(init(join(job.work, 'lora-fresh'), { algorithm: grpo, lora }));
+    const second = await TrainerClient.start(init(join(job.work, 'lora-b'), { algorithm: grpo, lora, loraPath: adapterDir }));
     try {
       assert.ok(maxDifference(trained, await weightsOf(second.trainer)) <= 1e-6, 'the loaded adapter differs');
       // a fresh adapter (B = 0) is the base model: the trained adapter is not
@@ -141,27 +127,27 @@ describe('trainer worker', () => {
       await fresh.trainer.close();
     }
     await assert.rejects(
-      TrainerClient.start(init(join(work, 'lora-c'), { algorithm: grpo, loraPath: adapterDir })),
+      TrainerClient.start(init(join(job.work, 'lora-c'), { algorithm: grpo, loraPath: adapterDir })),
       /an adapter to start from needs LoRA training/,
     );
   });
 
   test('LoRA dropout: a resumed trainer draws the masks the uninterrupted one draws (same step k + 1)', async () => {
-    const jobDir = join(work, 'lora-dropout');
+    const jobDir = join(job.work, 'lora-dropout');
     const lora = { rank: 4, alpha: 8, dropout: 0.3, targetModules: 'all-linear' as const };
     const grpo = { algorithm_type: 'grpo', optimizer: { lr: 5e-2 } };
     const k = 2;
     const { trainer: original } = await TrainerClient.start(init(jobDir, { algorithm: grpo, lora, seed: 5 }));
     try {
-      for (let i = 0; i < k; i++) await original.step(batch);
+      for (let i = 0; i < k; i++) await original.step(job.batch);
       const checkpoint = await original.save(k, {}, 0);
       // one mask per adapted projection (7 in the toy's one layer) per step (one micro-batch)
       const saved = JSON.parse(readFileSync(join(checkpoint, 'trainer.json'), 'utf8')) as { loraDropout: unknown };
       assert.deepEqual(saved.loraDropout, { seed: 5, draws: k * 7 });
       const { trainer: resumed } = await TrainerClient.start(init(jobDir, { algorithm: grpo, lora, seed: 5, resume: true }));
       try {
-        const expected = await original.step(batch);
-        const got = await resumed.step(batch);
+        const expected = await original.step(job.batch);
+        const got = await resumed.step(job.batch);
         for (const [key, value] of Object.entries(expected)) {
           const diff = Math.abs(value - (got[key] as number));
           assert.ok(diff <= 1e-6, `metric ${key}: resumed ${got[key]}, uninterrupted ${value}`);
@@ -179,7 +165,7 @@ describe('trainer worker', () => {
   test("LoRA settings that differ from the adapter's adapter_config.json are errors naming both; dropout is the run's", async () => {
     const lora = { rank: 4, alpha: 8, dropout: 0, targetModules: 'all-linear' as const };
     const grpo = { algorithm_type: 'grpo' };
-    const jobDir = join(work, 'lora-settings');
+    const jobDir = join(job.work, 'lora-settings');
     const first = await TrainerClient.start(init(jobDir, { algorithm: grpo, lora }));
     let adapterDir: string;
     try {
@@ -189,7 +175,7 @@ describe('trainer worker', () => {
     }
     const start = (dir: string, settings: Partial<NonNullable<TrainerInit['lora']>>, overrides: Partial<TrainerInit> = {}) =>
       TrainerClient.start(
-        init(join(work, dir), { algorithm: grpo, lora: { ...lora, ...settings }, loraPath: adapterDir, ...overrides }),
+        init(join(job.work, dir), { algorithm: grpo, lora: { ...lora, ...settings }, loraPath: adapterDir, ...overrides }),
       );
     const file = join(adapterDir, 'adapter_config.json').replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
     await assert.rejects(
@@ -208,7 +194,7 @@ describe('trainer worker', () => {
     );
     // settings left unset (null) take the adapter's; a new adapter needs them
     await assert.rejects(
-      TrainerClient.start(init(join(work, 'unset'), { algorithm: grpo, lora: { ...lora, rank: null, targetModules: null } })),
+      TrainerClient.start(init(join(job.work, 'unset'), { algorithm: grpo, lora: { ...lora, rank: null, targetModules: null } })),
       /model\.lora: rank, target_modules not set, and there is no adapter folder \(model\.lora\.path\) to take them from/,
     );
     // the run's dropout replaces the adapter's and is what its checkpoints record
@@ -232,7 +218,7 @@ describe('trainer worker', () => {
         for (const t of tensors.values()) t.dispose();
         return out;
       };
-      const { trainer } = await TrainerClient.start(init(join(work, 'critic'), { criticModelPath: criticDir }));
+      const { trainer } = await TrainerClient.start(init(join(job.work, 'critic'), { criticModelPath: criticDir }));
       let checkpoint: string;
       try {
         checkpoint = await trainer.save(0, {}, 0); // before any step: the critic as initialised
@@ -247,7 +233,7 @@ describe('trainer worker', () => {
       );
       for (const t of saved.values()) t.dispose();
       const critic = read(criticDir);
-      const policy = read(toy.dir);
+      const policy = read(job.dir);
       // tied embeddings: the folder has no lm_head.weight, the critic's trunk does not need one either
       const shared = [...trunk.keys()].filter((name) => critic.has(name));
       assert.ok(shared.length > 5, `critic trunk tensors: ${[...trunk.keys()].join(', ')}`);
