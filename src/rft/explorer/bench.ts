@@ -16,11 +16,6 @@ import {
 import type { StageResult, StageSettings } from '../settings.js';
 import type { ExplorerEngine } from '../sync/weight-channel.js';
 
-/**
- * The models mode bench evaluates: step 0 is the base model (dir null). A checkpoint holding only a LoRA adapter
- * cannot be loaded by the engine: it is an error naming it (the stage's final_model holds the merged weights).
- */
-
 /** What mode bench reads of the stage's settings. */
 export type BenchSettings = Pick<
   StageSettings,
@@ -28,6 +23,11 @@ export type BenchSettings = Pick<
 > &
   RunnerSettings &
   EvaluationSettings;
+
+/**
+ * The models mode bench evaluates: step 0 is the base model (dir null). A checkpoint holding only a LoRA adapter
+ * cannot be loaded by the engine: it is an error naming it (the stage's final_model holds the merged weights).
+ */
 export function benchTargets(jobDir: string, onLatestCheckpoint: boolean): { step: number; dir: string | null }[] {
   const checkpoints = listCheckpoints(jobDir).map((step) => {
     const folder = join(jobDir, 'checkpoints', `global_step_${step}`);

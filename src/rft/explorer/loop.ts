@@ -16,11 +16,11 @@ import { type EvaluationSettings, evaluateTasksets, formatEvalMetrics, writeEval
 import type { StageSettings } from '../settings.js';
 import type { WeightReceiver } from '../sync/weight-channel.js';
 
-/** The weights version the explorer needs before explore step `step` (sync_style fixed; see the header). */
-
 /** What the explorer loop reads of the stage's settings (its evaluations read the eval tasksets too). */
 export type ExplorerLoopSettings = Pick<StageSettings, 'stageName' | 'evalInterval' | 'evalOnStartup' | 'sync'> &
   EvaluationSettings;
+
+/** The weights version the explorer needs before explore step `step` (sync_style fixed; see the header). */
 export function requiredVersion(step: number, syncInterval: number, syncOffset: number): number {
   return Math.max(0, Math.floor((step - 1 - syncOffset) / syncInterval) * syncInterval);
 }

@@ -10,10 +10,10 @@ import type { StageSettings } from '../settings.js';
 import type { WeightPublisher } from '../sync/weight-channel.js';
 import { EmptyStepGuard } from './empty-steps.js';
 
-/** One step's batch, as the sample strategy assembled it. */
-
 /** What the trainer loop reads of the stage's settings. */
 export type TrainerLoopSettings = Pick<StageSettings, 'stageName' | 'sync' | 'trainBatchSize' | 'trainer'>;
+
+/** One step's batch, as the sample strategy assembled it. */
 export interface StepBatch {
   experiences: Experience[];
   metrics: Record<string, number>;

@@ -7,10 +7,10 @@ import { BufferExperienceSource } from './experience-source.js';
 import type { StageSettings } from '../settings.js';
 import type { StepBatch } from './loop.js';
 
-/** The trainer's experiences: the shared buffer, or a dataset's batch per step. */
-
 /** What the step batches read of the stage's settings: experiences per step and the longest wait for them. */
 export type StepBatchSettings = Pick<StageSettings, 'trainBatchSize' | 'buffer'>;
+
+/** The trainer's experiences: the shared buffer, or a dataset's batch per step. */
 export type TrainerSource = BufferExperienceSource | ((step: number) => ExperienceSource);
 
 /** What a checkpoint keeps of the batching. */

@@ -17,12 +17,12 @@ import { LocalWeightChannel } from '../sync/local-channel.js';
 import type { StageSettings, StopRule } from '../settings.js';
 import { type StartedEngine, type WeightTransport, weightTransport } from '../sync/weight-channel.js';
 
-/** `eval/eval/mean@1 >= 0.3` */
-
 /** What the stage's evaluator reads of its settings: when to evaluate, on what, and its engine's folder. */
 export type TrainEvalSettings = Pick<StageSettings, 'stageName' | 'jobDir' | 'evalInterval' | 'evalOnStartup' | 'sync'> &
   RunnerSettings &
   EvaluationSettings;
+
+/** `eval/eval/mean@1 >= 0.3` */
 export function describeStopRule(rule: StopRule): string {
   return rule.atLeast !== null ? `${rule.metric} >= ${rule.atLeast}` : `${rule.metric} <= ${rule.atMost}`;
 }
