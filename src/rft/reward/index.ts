@@ -2,6 +2,7 @@
 // resolve them from. The registry's list comes first: it registers the built-ins in their order (./registry.ts).
 export * from './registry.js';
 export * from './builtin.js';
+export * from './countdown.js';
 export * from './format.js';
 export * from './judge-answer.js';
 export * from './judge-call.js';

@@ -12,6 +12,7 @@
 import './builtin.js'; // accuracy_reward, format_reward, math_reward, math_boxed_reward
 import './llm-judge.js'; // rubric_judge_reward, ruler_reward
 import './reward-model.js'; // rm_yes_no_reward
+import './countdown.js'; // countdown_reward
 import { type AnyRewardFn, isGroupReward, type RewardContext } from './types.js';
 
 export { REWARD_FUNCTIONS, RewardRegistry } from './reward-registry.js';
