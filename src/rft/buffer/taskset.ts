@@ -58,6 +58,11 @@ export interface TasksetConfig {
   storageType?: 'file' | 'sql';
   format?: TasksetFormat;
   defaultWorkflowType?: string;
+  /**
+   * Rows may lack the prompt column: the default workflow builds its tasks from the rows' own fields (a FrozenLake
+   * row's seed, size, p; WorkflowSpec.readsPrompt false). Default false: a row without it is an error.
+   */
+  promptOptional?: boolean;
   defaultRewardFnType?: string;
   workflowArgs?: Record<string, unknown>;
   rewardFnArgs?: Record<string, unknown>;
@@ -198,7 +203,8 @@ export function rowToTask(config: TasksetConfig, index: number, row: unknown, wh
   if (format.messagesKey !== undefined) {
     task.messages = parseMessages(raw[format.messagesKey], format.messagesKey, where);
   } else {
-    task.prompt = text(format.promptKey ?? 'prompt', true);
+    const prompt = text(format.promptKey ?? 'prompt', config.promptOptional !== true);
+    if (prompt !== undefined) task.prompt = prompt;
   }
   const response = text(format.responseKey ?? 'response', false);
   if (response !== undefined) task.response = response;

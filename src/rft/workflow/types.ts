@@ -144,6 +144,12 @@ export interface WorkflowSpec {
    * that runs it, suggesting the closest. Undefined: not declared, any key is accepted (a user's workflow).
    */
   workflowArgs?: readonly string[];
+  /**
+   * False: the workflow builds its task from the row's own fields (an environment's seed, size, p), so the rows of a
+   * taskset whose default workflow it is need no prompt column (format.prompt_key); a row that has one still gets it.
+   * Default true. Read for registered workflows (a module-path default workflow is taken as reading the prompt).
+   */
+  readsPrompt?: boolean;
 }
 
 // The reward contract lives with the rewards (src/rft/reward/types.ts); workflows call reward functions.

@@ -218,6 +218,19 @@ describe('pre-run checks', () => {
     );
   });
 
+  it("let Trinity's environment rows ({seed, size, p}) go without a prompt for an environment workflow only", async () => {
+    const rows = tasksetFile(join(dir, 'frozenlake.jsonl'), [
+      { seed: 27589, size: 3, p: 0.71, index: 0, uid: '27589_3_0.71' },
+      { seed: 412, size: 5, p: 0.62, index: 1, uid: '412_5_0.62' },
+    ]);
+    const taskset = `buffer.explorer_input.taskset.path=${rows}`;
+    for (const workflow of ['frozen_lake_workflow', 'sokoban_workflow'])
+      assert.deepEqual(await check('', [taskset, `buffer.explorer_input.default_workflow_type=${workflow}`]), [], workflow);
+    const found = await check('', [taskset]); // simple_workflow reads the prompt
+    assert.equal(found.length, 1, found.join('\n'));
+    assert.match(found[0] as string, /frozenlake\.jsonl:1: missing key 'prompt'/);
+  });
+
   it('name the file, line and key of rows without the prompt key (each format)', async () => {
     const cases: [unknown[], string[], RegExp][] = [
       [[{ prompt: 'a' }, { question: 'b' }], [], /row-keys-0\.jsonl:2: missing key 'prompt'/],

@@ -7,7 +7,7 @@ import { resolveDevice } from '../../../torch/index.js';
 import { algorithmSettings } from '../../algorithm/config.js';
 import { auxiliaryModelSettings } from '../../auxiliary/config.js';
 import { auxiliaryDatasetSettings, experienceBufferSettings } from '../../buffer/config.js';
-import { selectorSettings, tasksetSettings } from '../../buffer/taskset-config.js';
+import { selectorSettings, type TasksetConfig, tasksetSettings } from '../../buffer/taskset-config.js';
 import { firstNonNull } from '../../config/mapping.js';
 import { experiencePipelineSettings, taskPipelineSettings } from '../../data/config.js';
 import { explorerSettings, serveSettings } from '../../explorer/config.js';
@@ -15,8 +15,21 @@ import { monitorSettings } from '../../monitor/config.js';
 import type { DistributedSettings, StageSettings } from '../../settings.js';
 import { syncSettings, takesTurns } from '../../sync/config.js';
 import { trainerSettings } from '../../trainer/config.js';
+import { WORKFLOWS } from '../../workflow/registry.js';
 import type { StageConfig } from './schema.js';
 import { loraSettings } from './model.js';
+
+/**
+ * A taskset as the loader reads it, with whether its rows may lack the prompt column: they may when its default
+ * workflow is a registered one that builds tasks from the rows' own fields (WorkflowSpec.readsPrompt false: FrozenLake
+ * rows are {seed, size, p}).
+ */
+function tasksetLoading(t: TasksetConfig, isEval: boolean) {
+  const settings = tasksetSettings(t, isEval);
+  const workflow = settings.defaultWorkflowType;
+  const promptFree = workflow !== undefined && WORKFLOWS.has(workflow) && WORKFLOWS.get(workflow).readsPrompt === false;
+  return promptFree ? { ...settings, promptOptional: true } : settings;
+}
 
 /**
  * The threads a process of the run computes with: OMP_NUM_THREADS when set (per process, as PyTorch reads it), else
@@ -88,8 +101,8 @@ export function stageSettings(
     // buffer.total_steps (Trinity: the explorer's) bounds the stage; trainer.total_steps when it is not set
     totalSteps: firstNonNull(stage.buffer.total_steps, stage.trainer.total_steps),
     totalEpochs: stage.buffer.total_epochs,
-    tasksets: input.tasksets.map((t) => ({ taskset: tasksetSettings(t, false), selector: selectorSettings(t) })),
-    evalTasksets: input.eval_tasksets.map((t) => tasksetSettings(t, true)),
+    tasksets: input.tasksets.map((t) => ({ taskset: tasksetLoading(t, false), selector: selectorSettings(t) })),
+    evalTasksets: input.eval_tasksets.map((t) => tasksetLoading(t, true)),
     taskPipeline: taskPipelineSettings(stage.data_processor.task_pipeline, stage.mode),
     evalRepeatTimes: input.eval_tasksets.map((t) => t.repeat_times ?? 1),
     evalInterval: stage.explorer.eval_interval,

@@ -16,8 +16,11 @@
 // The workflow is not repeatable: the runner plays repeat_times episodes concurrently, each its own run id.
 //
 // Workflow arguments (taskset workflow_args, overridden by the same keys in the task's row): max_steps (default
-// options.maxSteps), experience_mode, invalid_action_penalty; the environment factory reads its own keys from the
-// same merged arguments.
+// options.maxSteps; agent_max_steps is Trinity's newer name for it), experience_mode, invalid_action_penalty; the
+// environment factory reads its own keys from the same merged arguments. The rows need no prompt column (Trinity's
+// environment rows are {seed, size, p}: WorkflowSpec.readsPrompt false), but a task with no prompt must name its
+// layout (options.layoutArgs, in its row or workflow_args): a row with none of them is not this environment's row.
+// An argument the environment cannot use is an error naming the task and its taskset row.
 import { ConversationTracker } from '../../../engine/index.js';
 import type { ChatResult } from '../../../engine/index.js';
 import type { ChatMessage } from '../../../tokenizer/index.js';
@@ -72,6 +75,8 @@ export interface EnvironmentWorkflowOptions {
   experienceMode?: ExperienceMode;
   /** Default invalid_action_penalty (0): subtracted from the episode's reward per invalid action. */
   invalidActionPenalty?: number;
+  /** The arguments that name a task's layout (e.g. seed, size, p): a task without a prompt must have one. */
+  layoutArgs?: readonly string[];
   description?: string;
 }
 
@@ -83,7 +88,7 @@ export interface EpisodeSettings {
 }
 
 /** The workflow_args keys every environment workflow reads (./episodeSettings). */
-export const ENVIRONMENT_ARGS: readonly string[] = ['max_steps', 'experience_mode', 'invalid_action_penalty'];
+export const ENVIRONMENT_ARGS: readonly string[] = ['max_steps', 'agent_max_steps', 'experience_mode', 'invalid_action_penalty'];
 
 /** The task's workflow_args overridden by its row's fields (a row names its own seed, size, max_steps ...). */
 export function environmentArgs(task: Task): Record<string, unknown> {
@@ -95,7 +100,12 @@ export function episodeSettings(
   options: EnvironmentWorkflowOptions,
   who: string,
 ): EpisodeSettings {
-  const maxSteps = args.max_steps ?? options.maxSteps ?? 10;
+  if (args.max_steps !== undefined && args.agent_max_steps !== undefined && args.max_steps !== args.agent_max_steps)
+    throw new Error(
+      `${who}: max_steps (${JSON.stringify(args.max_steps)}) and agent_max_steps (${JSON.stringify(args.agent_max_steps)}) ` +
+        'are one setting (agent_max_steps is its newer Trinity name): give one',
+    );
+  const maxSteps = args.max_steps ?? args.agent_max_steps ?? options.maxSteps ?? 10;
   if (typeof maxSteps !== 'number' || !Number.isInteger(maxSteps) || maxSteps < 1)
     throw new Error(`${who}: max_steps must be a positive integer, got ${JSON.stringify(maxSteps)}`);
   const experienceMode = args.experience_mode ?? options.experienceMode ?? 'episode';
@@ -105,6 +115,33 @@ export function episodeSettings(
   if (typeof invalidActionPenalty !== 'number' || !Number.isFinite(invalidActionPenalty) || invalidActionPenalty < 0)
     throw new Error(`${who}: invalid_action_penalty must be a non-negative number, got ${JSON.stringify(invalidActionPenalty)}`);
   return { maxSteps, experienceMode, invalidActionPenalty };
+}
+
+/** Where a task came from, as an error names it. */
+const taskRow = (task: Task): string => `task '${task.id}', taskset '${task.taskset}' row ${task.index + 1}`;
+
+/** The episode settings and the environment of one task; an unusable argument is an error naming the task's row. */
+async function prepareEpisode(
+  name: string,
+  factory: EnvironmentFactory,
+  options: EnvironmentWorkflowOptions,
+  context: { task: Task; seed: number; isEval: boolean },
+): Promise<{ settings: EpisodeSettings; env: Environment }> {
+  const { task } = context;
+  const args = environmentArgs(task);
+  const layout = options.layoutArgs ?? [];
+  if (task.prompt === undefined && task.messages === undefined && layout.length > 0 && !layout.some((k) => k in args))
+    throw new Error(
+      `${name}: ${taskRow(task)} has none of ${layout.join(', ')} (in its row or workflow_args) and no prompt: ` +
+        `it is not a ${name} row (row keys: ${Object.keys(task.raw).join(', ') || 'none'})`,
+    );
+  try {
+    const settings = episodeSettings(args, options, name);
+    const env = await factory({ task, args, seed: mixSeed(context.seed, 0x5eed), isEval: context.isEval });
+    return { settings, env };
+  } catch (error) {
+    throw new Error(`${(error as Error).message} (${taskRow(task)})`, { cause: error });
+  }
 }
 
 /** The engine refused a call because the conversation no longer fits its context (maxLength positions). */
@@ -121,14 +158,13 @@ export function environmentWorkflow(
   return {
     repeatable: false,
     workflowArgs: [...ENVIRONMENT_ARGS, ...(options.environmentArgs ?? [])],
+    readsPrompt: false,
     description: options.description ?? `${name}: one multi-turn episode per run (experience_mode episode | step, max_steps)`,
     run: async ({ task, model, runIdBase, seed, signal, isEval }: WorkflowContext): Promise<Experience[]> => {
-      const args = environmentArgs(task);
-      const settings = episodeSettings(args, options, name);
+      const { settings, env } = await prepareEpisode(name, factory, options, { task, seed, isEval });
       const generation = rolloutOptions(task.rolloutArgs ?? {}, name);
       const system =
         task.systemPrompt ?? (typeof options.systemPrompt === 'function' ? options.systemPrompt(task) : options.systemPrompt);
-      const env = await factory({ task, args, seed: mixSeed(seed, 0x5eed), isEval });
       // One conversation per episode, so each call continues the previous one's exact ids.
       const conversation = model.tokenizer ? new ConversationTracker(model.tokenizer) : undefined;
       try {

@@ -3,7 +3,10 @@
 //
 // A map is generated from (seed, size, p): start and goal on random distinct cells (Trinity's layout), or with
 // corners the start top-left and the goal bottom-right (gymnasium's generate_random_map); every other cell frozen
-// with probability p or a hole; maps without a path are drawn again, so every generated map is solvable (BFS).
+// with probability p or a hole; maps without a path (with env_max_steps: without one of at most that many moves)
+// are drawn again, so every generated map is solvable (BFS). The same (seed, size, p) always gives the same map, but
+// not the map upstream gives: Trinity draws with numpy's PCG64 (gymnasium's seeding), this with ../../buffer/random.ts,
+// so a seed names a different map here than there (the distribution of maps is the same).
 // The model sees the grid as text, one row per line, and answers with a move:
 //
 //   _P__        P player   _ frozen   O hole   G goal
@@ -12,8 +15,11 @@
 //   O__G
 //
 // Task arguments (row fields or workflow_args): seed (default: the task's index), size (4), p (0.8),
-// corners (false), is_slippery (false), plus the environment workflow's max_steps (default 10), experience_mode ('episode') and
+// corners (false), is_slippery (false), env_max_steps (none: the longest shortest path a generated map may have;
+// Trinity's default is 8), desc (a fixed map, rows of S F H G, instead of a generated one), plus the environment
+// workflow's max_steps (default 10; Trinity's newer name agent_max_steps), experience_mode ('episode') and
 // invalid_action_penalty (default 0.1 per invalid reply; set 0 on eval tasksets so the mean reward is the success rate).
+// Trinity's rows, {seed, size, p, index, uid} with no prompt column, are tasks as they are.
 import { seededRandom } from '../../buffer/random.js';
 import { WORKFLOWS } from '../workflow-registry.js';
 import type { Environment, EnvironmentStep } from './environment.js';
@@ -37,10 +43,12 @@ export interface FrozenLakeParams {
   p: number;
   /** Start top-left and goal bottom-right (gymnasium's layout) instead of two random cells. */
   corners?: boolean;
+  /** Only maps whose shortest path from start to goal has at most this many moves (Trinity's env_max_steps). */
+  maxPathSteps?: number;
 }
 
 /** A random solvable map; the same params always give the same map. */
-export function generateFrozenLake({ seed, size, p, corners = false }: FrozenLakeParams): FrozenLakeMap {
+export function generateFrozenLake({ seed, size, p, corners = false, maxPathSteps }: FrozenLakeParams): FrozenLakeMap {
   if (!Number.isInteger(size) || size < 2) throw new RangeError(`frozen lake: size must be an integer >= 2, got ${size}`);
   if (!(p > 0 && p <= 1)) throw new RangeError(`frozen lake: p must be in (0, 1], got ${p}`);
   const random = seededRandom(seed, size, Math.round(p * 1e6));
@@ -56,9 +64,11 @@ export function generateFrozenLake({ seed, size, p, corners = false }: FrozenLak
     const chars = Array.from({ length: cells }, (_, i) => (i === start ? 'S' : i === goal ? 'G' : random() < p ? 'F' : 'H'));
     const rows = Array.from({ length: size }, (_, r) => chars.slice(r * size, (r + 1) * size).join(''));
     const map = { size, rows, start, goal };
-    if (solveFrozenLake(map) !== null) return map;
+    const path = solveFrozenLake(map);
+    if (path !== null && (maxPathSteps === undefined || path.length <= maxPathSteps)) return map;
   }
-  throw new Error(`frozen lake: no solvable map found for seed ${seed}, size ${size}, p ${p}`);
+  const within = maxPathSteps === undefined ? '' : ` within ${maxPathSteps} moves (env_max_steps)`;
+  throw new Error(`frozen lake: no map solvable${within} found for seed ${seed}, size ${size}, p ${p} in 10000 draws`);
 }
 
 const cellAt = (map: FrozenLakeMap, index: number): string => map.rows[Math.floor(index / map.size)]?.[index % map.size] ?? 'H';
@@ -161,19 +171,42 @@ export class FrozenLakeEnv implements Environment {
   }
 }
 
+/**
+ * A fixed map as Trinity's workflow_args desc gives it: square, rows of S (start), F (frozen), H (hole), G (goal),
+ * one S and one G. Throws naming what is wrong.
+ */
+export function frozenLakeFromDesc(desc: unknown, who = 'frozen_lake_workflow'): FrozenLakeMap {
+  const rows = desc;
+  if (!Array.isArray(rows) || rows.length < 2 || !rows.every((row) => typeof row === 'string'))
+    throw new Error(`${who}: desc must be a list of at least 2 rows of S/F/H/G, got ${JSON.stringify(desc)}`);
+  const size = rows.length;
+  const bad = rows.findIndex((row: string) => row.length !== size || !/^[SFHG]+$/.test(row));
+  if (bad >= 0)
+    throw new Error(`${who}: desc row ${bad} (${JSON.stringify(rows[bad])}) must be ${size} of S/F/H/G (the map is square)`);
+  const cells = rows.join('');
+  const count = (c: string) => cells.split(c).length - 1;
+  if (count('S') !== 1 || count('G') !== 1)
+    throw new Error(`${who}: desc must have one S and one G, got ${count('S')} and ${count('G')}`);
+  return { size, rows: [...rows], start: cells.indexOf('S'), goal: cells.indexOf('G') };
+}
+
 /** The map and options of a task from its arguments (see the header). */
 export function frozenLakeFromArgs(
   args: Readonly<Record<string, unknown>>,
   defaults: { seed: number },
 ): { map: FrozenLakeMap; isSlippery: boolean } {
   const who = 'frozen_lake_workflow';
+  const isSlippery = boolArg(args, 'is_slippery', false, who);
+  if (args.desc !== undefined && args.desc !== null) return { map: frozenLakeFromDesc(args.desc, who), isSlippery };
+  const maxPathSteps = args.env_max_steps === undefined ? undefined : intArg(args, 'env_max_steps', 0, who, 1);
   const map = generateFrozenLake({
     seed: intArg(args, 'seed', defaults.seed, who),
     size: intArg(args, 'size', 4, who, 2, 32),
     p: numberArg(args, 'p', 0.8, who, Number.MIN_VALUE, 1),
     corners: boolArg(args, 'corners', false, who),
+    ...(maxPathSteps !== undefined ? { maxPathSteps } : {}),
   });
-  return { map, isSlippery: boolArg(args, 'is_slippery', false, who) };
+  return { map, isSlippery };
 }
 
 export const frozenLakeWorkflow = environmentWorkflow(
@@ -184,7 +217,8 @@ export const frozenLakeWorkflow = environmentWorkflow(
   },
   {
     systemPrompt: FROZEN_LAKE_SYSTEM_PROMPT,
-    environmentArgs: ['seed', 'size', 'p', 'corners', 'is_slippery'],
+    environmentArgs: ['seed', 'size', 'p', 'corners', 'is_slippery', 'env_max_steps', 'desc'],
+    layoutArgs: ['seed', 'size', 'p', 'desc'],
     maxSteps: 10,
     invalidActionPenalty: 0.1,
     description: 'FrozenLake grid world: reach G avoiding holes, one move per turn (reward 1 on success)',

@@ -17,6 +17,7 @@
 // included), num_boxes (1), num_walls (at most this many inner walls, default 2), reverse_steps (30),
 // max_solution_steps (none), end_on_deadlock (true: the episode ends, unsuccessfully, as soon as no solution is
 // left), plus the environment workflow's max_steps (default 10), experience_mode and invalid_action_penalty (0.1).
+// Rows are {seed, ...} with no prompt column (Trinity-RFT has no Sokoban workflow; the rows take FrozenLake's form).
 import { seededRandom } from '../../buffer/random.js';
 import { WORKFLOWS } from '../workflow-registry.js';
 import type { Environment, EnvironmentStep } from './environment.js';
@@ -273,6 +274,7 @@ export const sokobanWorkflow = environmentWorkflow(
       'max_solution_steps',
       'end_on_deadlock',
     ],
+    layoutArgs: ['seed', 'width', 'height', 'num_boxes'],
     maxSteps: 10,
     invalidActionPenalty: 0.1,
     description: 'Sokoban: push every box onto a target, one move per turn (reward 1 on success)',

@@ -3,7 +3,7 @@
 // a real RolloutEngine runs frozen_lake_workflow and sokoban_workflow through the WorkflowRunner.
 import { NO_AUXILIARY_MODELS } from '../../../../src/rft/auxiliary/index.js';
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -18,6 +18,7 @@ import {
 import { CausalLM, initModel } from '../../../../src/model/index.js';
 import { computeStepWiseGrpoAdvantages } from '../../../../src/rft/algorithm/advantage/index.js';
 import { concatenatedConversationTokens } from '../../../../src/rft/buffer/dataset.js';
+import { loadTaskset } from '../../../../src/rft/buffer/taskset.js';
 import { validateExperience } from '../../../../src/rft/experience.js';
 import type { Task } from '../../../../src/rft/task.js';
 import {
@@ -26,7 +27,10 @@ import {
   FROZEN_LAKE_SYSTEM_PROMPT,
   frozenLakeFromArgs,
   frozenLakeWorkflow,
+  generateFrozenLake,
+  renderFrozenLake,
   solveFrozenLake,
+  sokobanWorkflow,
   WORKFLOWS,
   type WorkflowContext,
   WorkflowRunner,
@@ -194,6 +198,104 @@ describe('environment workflow (scripted replies)', () => {
     await assert.rejects(
       frozenLakeWorkflow.run(context(engine, lakeTask({ max_steps: 0 }))),
       /max_steps must be a positive integer/,
+    );
+  });
+});
+
+describe("Trinity's environment rows: {seed, size, p} and no prompt column", () => {
+  /** Upstream's get_frozen_lake_data.py rows: seed, size, p, index, uid. */
+  const trinityRows = [
+    { seed: 27589, size: 3, p: 0.71, index: 0, uid: '27589_3_0.71' },
+    { seed: 412, size: 5, p: 0.62, index: 1, uid: '412_5_0.62' },
+    { seed: 9031, size: 4, p: 0.83, index: 2, uid: '9031_4_0.83' },
+  ];
+  const rowsFile = join(mkdtempSync(join(tmpdir(), 'lake-rows-')), 'train.jsonl');
+  writeFileSync(rowsFile, `${trinityRows.map((r) => JSON.stringify(r)).join('\n')}\n`);
+  const lakeTaskset = { name: 'frozenlake', path: rowsFile, defaultWorkflowType: 'frozen_lake_workflow' };
+
+  test('load without a prompt when the loader is told so (an environment default workflow); play the seed/size/p map', async () => {
+    await assert.rejects(loadTaskset(lakeTaskset), /train\.jsonl:1: missing key 'prompt'/);
+    const { tasks } = await loadTaskset({
+      ...lakeTaskset,
+      promptOptional: true,
+      workflowArgs: { max_steps: 10, is_slippery: false },
+    });
+    assert.equal(tasks.length, 3);
+    for (const [i, task] of tasks.entries()) {
+      const row = trinityRows[i] as (typeof trinityRows)[number];
+      assert.equal(task.prompt, undefined);
+      const map = generateFrozenLake({ seed: row.seed, size: row.size, p: row.p });
+      const [experience] = await frozenLakeWorkflow.run(context(new ScriptedEngine(tokenizer, lakeExpert(task)), task));
+      assert.equal(experience?.messages?.[1]?.content, renderFrozenLake(map, map.start), `row ${i}: the map seed/size/p make`);
+      assert.equal(experience?.reward, 1, `row ${i}: the expert reaches the goal`);
+      // the same row plays the same map again
+      const [again] = await frozenLakeWorkflow.run(context(new ScriptedEngine(tokenizer, () => 'x'), task));
+      assert.equal(again?.messages?.[1]?.content, renderFrozenLake(map, map.start));
+    }
+  });
+
+  test('workflow_args as Trinity names them: agent_max_steps, env_max_steps, desc', async () => {
+    const engine = new ScriptedEngine(tokenizer, () => 'jump');
+    await frozenLakeWorkflow.run(context(engine, lakeTask({ agent_max_steps: 2 })));
+    assert.equal(engine.calls.length, 2, 'agent_max_steps bounds the turns as max_steps does');
+    await assert.rejects(
+      frozenLakeWorkflow.run(context(engine, lakeTask({ max_steps: 3, agent_max_steps: 4 }))),
+      /max_steps \(3\) and agent_max_steps \(4\) are one setting/,
+    );
+    // env_max_steps: every generated map has a path of at most that many moves; unbounded maps often do not
+    let differs = 0;
+    for (let seed = 0; seed < 30; seed++) {
+      const bounded = frozenLakeFromArgs({ seed, size: 6, env_max_steps: 3 }, { seed: 0 }).map;
+      assert.ok((solveFrozenLake(bounded)?.length ?? 99) <= 3, `seed ${seed}`);
+      if (bounded.rows.join() !== frozenLakeFromArgs({ seed, size: 6 }, { seed: 0 }).map.rows.join()) differs++;
+    }
+    assert.ok(differs > 0, 'the bound redraws some maps');
+    // desc: a fixed map (gymnasium's letters)
+    const fixed = lakeTask({ desc: ['SFF', 'FHF', 'FFG'] });
+    const [won] = await frozenLakeWorkflow.run(context(new ScriptedEngine(tokenizer, lakeExpert(fixed)), fixed));
+    assert.equal(won?.messages?.[1]?.content, 'P__\n_O_\n__G');
+    assert.equal(won?.reward, 1);
+    await assert.rejects(
+      frozenLakeWorkflow.run(context(engine, lakeTask({ desc: ['SF', 'FFG'] }))),
+      /desc row 1 \("FFG"\) must be 2 of S\/F\/H\/G/,
+    );
+    await assert.rejects(
+      frozenLakeWorkflow.run(context(engine, lakeTask({ desc: ['SF', 'FF'] }))),
+      /desc must have one S and one G, got 1 and 0/,
+    );
+  });
+
+  test('rows that are not environment rows, or carry unusable values, are errors naming the task and its row', async () => {
+    const engine = new ScriptedEngine(tokenizer, () => 'x');
+    const row = (raw: Record<string, unknown>, workflowArgs: Record<string, unknown> = { max_steps: 10 }): Task => ({
+      id: 'frozenlake:4',
+      taskset: 'frozenlake',
+      index: 4,
+      raw,
+      workflowArgs,
+    });
+    await assert.rejects(
+      frozenLakeWorkflow.run(context(engine, row({ question: '1+1=', answer: '2' }))),
+      /frozen_lake_workflow: task 'frozenlake:4', taskset 'frozenlake' row 5 has none of seed, size, p, desc \(in its row or workflow_args\) and no prompt: it is not a frozen_lake_workflow row \(row keys: question, answer\)/,
+    );
+    await assert.rejects(
+      frozenLakeWorkflow.run(context(engine, row({ seed: 1, size: '4' }))),
+      /frozen_lake_workflow: size must be an integer in \[2, 32\], got "4" \(task 'frozenlake:4', taskset 'frozenlake' row 5\)/,
+    );
+    await assert.rejects(
+      frozenLakeWorkflow.run(context(engine, row({ seed: 1, size: 4, p: 1.5 }))),
+      /p must be a number in .* got 1\.5 \(task 'frozenlake:4'/,
+    );
+    await assert.rejects(
+      frozenLakeWorkflow.run(context(engine, row({ seed: 2.5 }))),
+      /seed must be an integer .* got 2\.5 \(task 'frozenlake:4'/,
+    );
+    // Sokoban rows take the same form: {seed} plays, a row with none of its layout keys is refused
+    const [played] = await sokobanWorkflow.run(context(engine, row({ seed: 3 }, { max_steps: 2 })));
+    assert.equal(played?.metrics?.steps, 2);
+    await assert.rejects(
+      sokobanWorkflow.run(context(engine, row({ level: 3 }))),
+      /sokoban_workflow: task 'frozenlake:4', taskset 'frozenlake' row 5 has none of seed, width, height, num_boxes/,
     );
   });
 });
