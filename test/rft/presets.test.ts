@@ -32,7 +32,7 @@ describe('presets', () => {
   test("repeat_times defaults: Trinity-RFT's, written out", () => {
     // Trinity-RFT trinity/algorithm/algorithm.py default_config() repeat_times, per algorithm_type (the table "default
     // repeat_times" of its ALGORITHM_TYPE registry). Where Trinity-RFT sets none the value is this project's own:
-    //   sft 1 (SFT rows are not sampled), raft 4 (RAFT's best-of-n needs a group), dr_grpo 2 (grpo's: not a Trinity
+    //   sft and cpt 1 (their rows are not sampled), raft 4 (RAFT's best-of-n needs a group), dr_grpo 2 (grpo's: not a Trinity
     //   type).
     const expected: Record<string, number> = {
       ppo: 1,
@@ -51,6 +51,7 @@ describe('presets', () => {
       rec: 2,
       multi_step_grpo: 8,
       sft: 1,
+      cpt: 1,
       dpo: 2,
       mix: 8,
       mix_chord: 8,

@@ -3,7 +3,7 @@
 // the modules a trainer runs. A preset names one module per slot with default arguments:
 //   sample_strategy → advantage_fn → policy_loss_fn (+ kl_loss_fn + entropy_loss_fn, aggregated by loss_agg_mode),
 //   kl_penalty_fn (KL in the reward, before the advantage)
-// plus flags: use_critic, use_reference, compute_advantage_in_trainer, schema (experience | sft | dpo) and the default
+// plus flags: use_critic, use_reference, compute_advantage_in_trainer, schema (experience | sft | dpo | cpt) and the default
 // repeat_times. Every slot and argument can be overridden in YAML; resolution fills in every module's defaults and
 // checks every name and argument (errors name the key path and suggest the closest name).
 //
@@ -28,7 +28,7 @@ import { ROLLOUT_CORRECTION_DEFAULTS, ROLLOUT_IS_LEVELS, type RolloutCorrectionO
 
 export type { ModuleChoice, ResolvedModule } from './module-slots.js';
 
-export type AlgorithmSchema = 'experience' | 'sft' | 'dpo';
+export type AlgorithmSchema = 'experience' | 'sft' | 'dpo' | 'cpt';
 
 export interface AlgorithmPreset {
   readonly description: string;
@@ -182,6 +182,11 @@ export const ALGORITHM_PRESETS = {
     advantageFn: { name: 'step_wise_grpo' },
   },
   sft: { ...supervised, description: 'supervised fine-tuning: NLL of the response tokens' },
+  cpt: {
+    ...supervised,
+    description: 'continued pre-training: NLL of every token of plain-text rows, no chat template (Trinity-RFT v0.6)',
+    schema: 'cpt',
+  },
   dpo: {
     ...supervised,
     description: 'DPO on chosen/rejected pairs against a frozen reference (arXiv 2305.18290)',

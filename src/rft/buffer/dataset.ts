@@ -64,7 +64,10 @@ export class DatasetError extends Error {
 }
 
 /** The rows of a dataset's split (./rows.ts), each with where it was read; read errors become DatasetErrors. */
-async function* datasetRows(path: string, format: DatasetFormat): AsyncGenerator<{ where: string; row: string; value: unknown }> {
+export async function* datasetRows(
+  path: string,
+  format: DatasetFormat,
+): AsyncGenerator<{ where: string; row: string; value: unknown }> {
   try {
     for await (const { where, name, value } of readDatasetRows(path, { split: format.split, subset: format.subset })) {
       yield { where, row: name, value };

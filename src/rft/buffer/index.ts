@@ -14,6 +14,7 @@ export * from './taskset.js';
 export * from './types.js';
 export * from './viewer.js';
 export * from './dataset.js';
+export * from './cpt.js';
 export * from './parquet.js';
 export * from './rows.js';
 export * from './source.js';

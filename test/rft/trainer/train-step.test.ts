@@ -41,7 +41,7 @@ const margin = (model: CausalLM) =>
 
 /** The batch of one step for `algorithm`, as its sample strategy delivers it (built here: mix appends expert rows). */
 function sampleBatch(algorithm: ResolvedAlgorithm, model: CausalLM): Experience[] {
-  if (algorithm.schema === 'sft') return expertData();
+  if (algorithm.schema === 'sft' || algorithm.schema === 'cpt') return expertData();
   if (algorithm.schema === 'dpo') return preferencePairs();
   const data = rollouts(model, { teacher: ['on_policy_distill', 'jsd'].includes(algorithm.advantageFn?.name ?? '') });
   // reward_filter (RAFT) keeps each group's best response: GOOD, the first of each toy group

@@ -12,6 +12,7 @@
 // only downwards (explorer's schema names auxiliary's); what a rule needs from another section is passed in.
 import { join, resolve } from 'node:path';
 import { type AlgorithmResolver, resolveAlgorithmSection } from '../../algorithm/config.js';
+import { trainsOffline } from '../../algorithm/schemas.js';
 import { checkAuxiliaryModels } from '../../auxiliary/config.js';
 import { type BufferConfig, resolveBuffer } from '../../buffer/config.js';
 import type { ConfigProblem, ReportProblem } from '../../config/errors.js';
@@ -49,7 +50,7 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
   const { name, rootDir, jobDir } = resolveJobDir(input, mode, context, problem);
   const model = resolveModel(input.model, problem);
   const algorithm = resolveAlgorithmSection(input.algorithm, input.trainer.grad_clip, context.resolveAlgorithm, problem);
-  const offline = algorithm.algorithm_type === 'sft' || algorithm.algorithm_type === 'dpo';
+  const offline = trainsOffline(algorithm.algorithm_type);
   const bufferContext = {
     mode,
     algorithmType: algorithm.algorithm_type,
