@@ -83,6 +83,21 @@ describe('config check: monitor credentials', () => {
     ]);
   });
 
+  it('refuses swanlab by name, saying why and what to use instead (alone or beside a monitor that works)', async () => {
+    for (const monitor of ['swanlab', '[tensorboard, swanlab]']) {
+      const problems = await problemsOf(configText(grpo, `monitor: {monitor_type: ${monitor}}\n`));
+      assert.equal(problems.length, 1, problems.join('\n'));
+      assert.match(
+        problems[0] as string,
+        /^monitor\.monitor_type: got 'swanlab': SwanLab is not supported here: it has no JavaScript client .*; use wandb or mlflow .*tensorboard/,
+      );
+    }
+    // a name that is nothing at all stays an unknown value
+    const unknown = await problemsOf(configText(grpo, 'monitor: {monitor_type: swanlabs}\n'));
+    assert.equal(unknown.length, 1, unknown.join('\n'));
+    assert.doesNotMatch(unknown[0] as string, /JavaScript client/);
+  });
+
   it('passes when monitor_args or the environment give them', async () => {
     const withArgs = configText(grpo, 'monitor: {monitor_type: wandb, monitor_args: {api_key: k}}\n');
     await checkConfigText(withArgs, join(dir, 'c.yaml'), { resolveAlgorithm, env: {} });
