@@ -18,7 +18,9 @@
 // corners (false), is_slippery (false), env_max_steps (none: the longest shortest path a generated map may have;
 // Trinity's default is 8), desc (a fixed map, rows of S F H G, instead of a generated one), plus the environment
 // workflow's max_steps (default 10; Trinity's newer name agent_max_steps), experience_mode ('episode') and
-// invalid_action_penalty (default 0.1 per invalid reply; set 0 on eval tasksets so the mean reward is the success rate).
+// invalid_action_penalty (default 0, as Trinity scores an invalid reply: a no-op worth 0; a penalty such as 0.1 per
+// invalid reply teaches the answer format sooner, and belongs on training tasksets only, so that an eval taskset's mean
+// reward stays the success rate).
 // Trinity's rows, {seed, size, p, index, uid} with no prompt column, are tasks as they are.
 import { seededRandom } from '../../buffer/random.js';
 import { WORKFLOWS } from '../workflow-registry.js';
@@ -220,7 +222,7 @@ export const frozenLakeWorkflow = environmentWorkflow(
     environmentArgs: ['seed', 'size', 'p', 'corners', 'is_slippery', 'env_max_steps', 'desc'],
     layoutArgs: ['seed', 'size', 'p', 'desc'],
     maxSteps: 10,
-    invalidActionPenalty: 0.1,
+    invalidActionPenalty: 0,
     description: 'FrozenLake grid world: reach G avoiding holes, one move per turn (reward 1 on success)',
   },
 );
