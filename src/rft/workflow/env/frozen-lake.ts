@@ -1,12 +1,17 @@
 // FrozenLake (after gymnasium's FrozenLake-v1, as Trinity-RFT's frozen_lake_workflow plays it): walk across a
 // frozen lake from the start to the goal without falling into a hole. Reward 1 on reaching the goal, else 0.
 //
-// A map is generated from (seed, size, p): start and goal on random distinct cells (Trinity's layout), or with
-// corners the start top-left and the goal bottom-right (gymnasium's generate_random_map); every other cell frozen
-// with probability p or a hole; maps without a path (with env_max_steps: without one of at most that many moves)
-// are drawn again, so every generated map is solvable (BFS). The same (seed, size, p) always gives the same map, but
-// not the map upstream gives: Trinity draws with numpy's PCG64 (gymnasium's seeding), this with ../../buffer/random.ts,
-// so a seed names a different map here than there (the distribution of maps is the same).
+// A map is generated from (seed, size, p), two layouts:
+//   Trinity's (default)  Trinity-RFT v0.6's generate_random_map bit for bit, so a Trinity row's seed names the same
+//                        map here as there: numpy's Generator(PCG64(SeedSequence(seed))) (./numpy-random.ts) draws
+//                        every cell F with probability p else H (choice, row by row), then start and goal cells
+//                        (integers(0, size) for start row, start column, goal row, goal column; again while equal),
+//                        which overwrite those cells; a map is kept when Trinity's depth-first check reaches G from a
+//                        cell at most env_max_steps (default 8) moves deep, else the next one is drawn
+//   corners              start top-left, goal bottom-right (gymnasium's own generate_random_map layout), the other
+//                        cells frozen with probability p, drawn with ../../buffer/random.ts; kept when a path exists
+//                        (BFS; with env_max_steps, one of at most that many moves)
+// Either way the same (seed, size, p) always gives the same map, and every map has a path.
 // The model sees the grid as text, one row per line, and answers with a move:
 //
 //   _P__        P player   _ frozen   O hole   G goal
@@ -15,14 +20,15 @@
 //   O__G
 //
 // Task arguments (row fields or workflow_args): seed (default: the task's index), size (4), p (0.8),
-// corners (false), is_slippery (false), env_max_steps (none: the longest shortest path a generated map may have;
-// Trinity's default is 8), desc (a fixed map, rows of S F H G, instead of a generated one), plus the environment
+// corners (false), is_slippery (false), env_max_steps (the map check's depth, above; Trinity's layout 8, corners none),
+// desc (a fixed map, rows of S F H G, instead of a generated one), plus the environment
 // workflow's max_steps (default 10; Trinity's newer name agent_max_steps), experience_mode ('episode') and
 // invalid_action_penalty (default 0, as Trinity scores an invalid reply: a no-op worth 0; a penalty such as 0.1 per
 // invalid reply teaches the answer format sooner, and belongs on training tasksets only, so that an eval taskset's mean
 // reward stays the success rate).
 // Trinity's rows, {seed, size, p, index, uid} with no prompt column, are tasks as they are.
 import { seededRandom } from '../../buffer/random.js';
+import { NumpyGenerator } from './numpy-random.js';
 import { WORKFLOWS } from '../workflow-registry.js';
 import type { Environment, EnvironmentStep } from './environment.js';
 import { environmentWorkflow } from './environment.js';
@@ -45,32 +51,92 @@ export interface FrozenLakeParams {
   p: number;
   /** Start top-left and goal bottom-right (gymnasium's layout) instead of two random cells. */
   corners?: boolean;
-  /** Only maps whose shortest path from start to goal has at most this many moves (Trinity's env_max_steps). */
+  /**
+   * Trinity's env_max_steps: the depth its map check searches to (Trinity's layout; default 8), or the longest
+   * shortest path a corners map may have (default: any).
+   */
   maxPathSteps?: number;
 }
 
-/** A random solvable map; the same params always give the same map. */
-export function generateFrozenLake({ seed, size, p, corners = false, maxPathSteps }: FrozenLakeParams): FrozenLakeMap {
+/** Trinity's default env_max_steps (v0.6). */
+export const TRINITY_ENV_MAX_STEPS = 8;
+/** Maps drawn before giving up on (seed, size, p) (Trinity draws forever). */
+const MAX_DRAWS = 10_000;
+
+/** A random map with a path from start to goal (see the header for the two layouts); the same params, the same map. */
+export function generateFrozenLake(params: FrozenLakeParams): FrozenLakeMap {
+  const { seed, size, p } = params;
   if (!Number.isInteger(size) || size < 2) throw new RangeError(`frozen lake: size must be an integer >= 2, got ${size}`);
   if (!(p > 0 && p <= 1)) throw new RangeError(`frozen lake: p must be in (0, 1], got ${p}`);
-  const random = seededRandom(seed, size, Math.round(p * 1e6));
-  const cells = size * size;
-  for (let attempt = 0; attempt < 10_000; attempt++) {
-    let start = 0;
-    let goal = cells - 1;
-    if (!corners) {
-      start = Math.floor(random() * cells);
-      goal = Math.floor(random() * (cells - 1));
-      if (goal >= start) goal++;
+  const map = params.corners ? cornersLake(params) : trinityLake(params);
+  if (map !== null) return map;
+  const within = params.maxPathSteps === undefined ? '' : ` within ${params.maxPathSteps} moves (env_max_steps)`;
+  throw new Error(`frozen lake: no map with a path${within} found for seed ${seed}, size ${size}, p ${p} in ${MAX_DRAWS} draws`);
+}
+
+const lakeOf = (size: number, cells: readonly string[]): FrozenLakeMap => ({
+  size,
+  rows: Array.from({ length: size }, (_, r) => cells.slice(r * size, (r + 1) * size).join('')),
+  start: cells.indexOf('S'),
+  goal: cells.indexOf('G'),
+});
+
+/** Trinity-RFT's generate_random_map on numpy's generator (the header's first layout), or null after MAX_DRAWS. */
+function trinityLake({ seed, size, p, maxPathSteps = TRINITY_ENV_MAX_STEPS }: FrozenLakeParams): FrozenLakeMap | null {
+  const numpy = new NumpyGenerator(seed);
+  const probabilities = [p, 1 - p]; // choice(['F', 'H'], p=[p, 1 - p])
+  for (let draw = 0; draw < MAX_DRAWS; draw++) {
+    const cells: string[] = Array.from({ length: size * size }, () => (numpy.choiceIndex(probabilities) === 0 ? 'F' : 'H'));
+    let start: number;
+    let goal: number;
+    do {
+      start = numpy.integers(0, size) * size;
+      start += numpy.integers(0, size);
+      goal = numpy.integers(0, size) * size;
+      goal += numpy.integers(0, size);
+    } while (start === goal);
+    cells[start] = 'S';
+    cells[goal] = 'G';
+    const map = lakeOf(size, cells);
+    if (trinityReachesGoal(map, maxPathSteps)) return map;
+  }
+  return null;
+}
+
+/**
+ * Trinity's map check (its is_valid): depth-first from S over non-hole cells, each cell expanded once, neighbours
+ * in the order down, right, up, left; true as soon as a cell at most maxDepth moves deep (along the search's own
+ * path, not the shortest) has G beside it.
+ */
+function trinityReachesGoal(map: FrozenLakeMap, maxDepth: number): boolean {
+  const order: readonly Direction[] = ['Down', 'Right', 'Up', 'Left'];
+  const stack: [number, number][] = [[map.start, 0]];
+  const expanded = new Set<number>();
+  while (stack.length > 0) {
+    const [cell, depth] = stack.pop() as [number, number];
+    if (depth > maxDepth || expanded.has(cell)) continue;
+    expanded.add(cell);
+    for (const direction of order) {
+      const next = frozenLakeMove(map, cell, direction);
+      if (next === cell) continue; // off the grid
+      if (next === map.goal) return true;
+      if (cellAt(map, next) !== 'H') stack.push([next, depth + 1]);
     }
-    const chars = Array.from({ length: cells }, (_, i) => (i === start ? 'S' : i === goal ? 'G' : random() < p ? 'F' : 'H'));
-    const rows = Array.from({ length: size }, (_, r) => chars.slice(r * size, (r + 1) * size).join(''));
-    const map = { size, rows, start, goal };
+  }
+  return false;
+}
+
+/** The corners layout (the header's second), or null after MAX_DRAWS. */
+function cornersLake({ seed, size, p, maxPathSteps }: FrozenLakeParams): FrozenLakeMap | null {
+  const random = seededRandom(seed, size, Math.round(p * 1e6));
+  const last = size * size - 1;
+  for (let draw = 0; draw < MAX_DRAWS; draw++) {
+    const cells = Array.from({ length: last + 1 }, (_, i) => (i === 0 ? 'S' : i === last ? 'G' : random() < p ? 'F' : 'H'));
+    const map = lakeOf(size, cells);
     const path = solveFrozenLake(map);
     if (path !== null && (maxPathSteps === undefined || path.length <= maxPathSteps)) return map;
   }
-  const within = maxPathSteps === undefined ? '' : ` within ${maxPathSteps} moves (env_max_steps)`;
-  throw new Error(`frozen lake: no map solvable${within} found for seed ${seed}, size ${size}, p ${p} in 10000 draws`);
+  return null;
 }
 
 const cellAt = (map: FrozenLakeMap, index: number): string => map.rows[Math.floor(index / map.size)]?.[index % map.size] ?? 'H';
