@@ -1,8 +1,10 @@
 // Shared pieces of the grid environments (FrozenLake, Sokoban): the four moves, the action parser, argument readers.
 //
-// The action parser takes the model's whole reply: the action is the one move word it contains (Up, Down, Left,
-// Right; any case, any surrounding text or punctuation such as "```Right```" or "right."). A reply with no move word,
-// or with two different ones, is invalid.
+// The action parser takes the model's whole reply. A reply with a fenced block (```…```, as Trinity-RFT's FrozenLake
+// prompt asks for after the model's reasoning) is read as Trinity reads it: the last block's content, trimmed, must be
+// a move word in any case or Trinity's action number (1 Left, 2 Down, 3 Right, 4 Up), else the reply is invalid.
+// Any other reply's action is the one move word it contains (Up, Down, Left, Right; any case, any surrounding text or
+// punctuation such as "right."); a reply with no move word, or with two different ones, is invalid.
 
 export type Direction = 'Up' | 'Down' | 'Left' | 'Right';
 
@@ -18,8 +20,16 @@ export const DELTA: Readonly<Record<Direction, readonly [number, number]>> = {
 
 const BY_WORD = new Map(DIRECTIONS.map((d) => [d.toLowerCase(), d]));
 
+/** Trinity's action numbers (its FrozenLake action space starts at 1). */
+const BY_NUMBER: Readonly<Record<string, Direction>> = { '1': 'Left', '2': 'Down', '3': 'Right', '4': 'Up' };
+
 /** The move a reply names, or null when it names none or several; see the header. */
 export function parseAction(reply: string): Direction | null {
+  const fenced = [...reply.matchAll(/```([\s\S]*?)```/g)].at(-1);
+  if (fenced !== undefined) {
+    const content = (fenced[1] ?? '').trim();
+    return BY_WORD.get(content.toLowerCase()) ?? (/^\d+$/.test(content) ? (BY_NUMBER[String(Number(content))] ?? null) : null);
+  }
   const found = new Set<Direction>();
   for (const word of reply.toLowerCase().match(/[a-z]+/g) ?? []) {
     const direction = BY_WORD.get(word);

@@ -32,6 +32,15 @@ describe('parseAction', () => {
   test('no move word, a misspelling or two different moves are invalid', () => {
     for (const reply of ['', 'jump', 'Rigth', 'upward', 'Up or Down', 'U']) assert.equal(parseAction(reply), null, reply);
   });
+  test("a fenced block is read as Trinity reads it: the last one's content, a move word or 1-4", () => {
+    // reasoning that names other moves before the answer (Trinity's prompt: think, then the action in ``` ```)
+    assert.equal(parseAction('Up leads to a hole and Left off the grid, so I go down. ```Down```'), 'Down');
+    assert.equal(parseAction('```Up``` no wait ``` right ```'), 'Right');
+    assert.equal(parseAction('Action: ```3```'), 'Right'); // 1 Left, 2 Down, 3 Right, 4 Up
+    assert.equal(parseAction('```04```'), 'Up');
+    for (const reply of ['```go up```', '```5```', '``````', 'Down ```jump```', '```Up or Down```'])
+      assert.equal(parseAction(reply), null, reply);
+  });
 });
 
 // S at (0,0), G at (2,2); holes block the direct column.
