@@ -58,6 +58,7 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
     maxResponseTokens: model.max_response_tokens,
     jobDir,
     inStage: context.stageName !== undefined,
+    runnable: context.runnable,
   };
   const buffer = resolveBuffer(input.buffer, bufferContext, problem);
   const { tasksets, eval_tasksets: evalTasksets } = buffer.explorer_input;
