@@ -8,6 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { type Config, ConfigError, loadConfig, resolveStages } from '../../../src/rft/run/config/index.js';
+import { loraAdapterName } from '../../../src/rft/explorer/engines.js';
+import { stageSettings } from '../../../src/rft/run/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'trinity-semantics-'));
 let files = 0;
@@ -16,6 +18,13 @@ const load = (text: string): Config => {
   const file = join(dir, `c${files++}.yaml`);
   writeFileSync(file, text);
   return loadConfig(file, { env: {}, cwd: dir });
+};
+
+/** The settings of a single-stage config's run. */
+const stageSettingsOf = (config: Config) => {
+  const [stage] = resolveStages(config);
+  assert.ok(stage);
+  return stageSettings(stage, stage.model.model_path);
 };
 
 /** The problems of an invalid config, as `path: message` lines (the source left out). */
@@ -125,5 +134,70 @@ describe('synchronizer.sync_style: Trinity names, aliases and any case', () => {
       line ?? '',
       /^synchronizer\.sync_style: expected one of 'fixed', 'trainer_driven', 'explorer_driven'.*; got 'dynamic_by_explorr'/,
     );
+  });
+});
+
+describe("model.lora_configs: Trinity's LoRA key", () => {
+  const withLora = (loras: string) =>
+    RL.replace(
+      'model: {model_path: /m, max_model_len: 64}',
+      `model:\n  model_path: /m\n  max_model_len: 64\n  lora_configs:\n${loras}`,
+    );
+
+  it('one adapter becomes model.lora: rank, alpha, targets, name; path null is a new adapter (Trinity: a dummy one)', () => {
+    const config = load(withLora('  - {name: lora, lora_rank: 16, lora_alpha: 8, target_modules: [q_proj, v_proj]}\n'));
+    assert.deepEqual(config.model.lora, {
+      rank: 16,
+      alpha: 8,
+      dropout: 0,
+      target_modules: ['q_proj', 'v_proj'],
+      path: null,
+      name: 'lora',
+    });
+    assert.equal('lora_configs' in config.model, false);
+  });
+
+  it("Trinity's defaults: all-linear, rank and alpha 32 for a new adapter; a path is resolved against the file", () => {
+    const config = load(withLora('  - {path: adapters/a}\n'));
+    assert.equal(config.model.lora?.target_modules, 'all-linear');
+    assert.equal(config.model.lora?.path, join(dir, 'adapters/a'));
+    assert.equal(config.model.lora?.rank, null); // an adapter folder's own rank
+    const fresh = load(withLora('  - {name: lora}\n'));
+    assert.deepEqual(stageSettingsOf(fresh).lora, {
+      rank: 32,
+      alpha: 32,
+      dropout: 0,
+      targetModules: 'all-linear',
+      adapterName: 'lora',
+    });
+  });
+
+  it('what has no counterpart is refused with what to write instead', () => {
+    const lines = problems(
+      withLora(
+        '  - {name: a, base_model_name: Qwen, lora_dtype: float16, exclude_modules: lm_head, target_modules: ".*proj"}\n' +
+          '  - {name: b}\n',
+      ),
+    );
+    assert.deepEqual(lines, [
+      "model.lora_configs.0.base_model_name: got 'Qwen': names the base model in vLLM's list of served adapters; here the adapter always sits on model.model_path: remove it",
+      "model.lora_configs.0.lora_dtype: got 'float16': the adapter's weights take the trainer's dtype here (trainer.param_dtype): use 'auto' or remove it",
+      "model.lora_configs.0.exclude_modules: got 'lm_head': excluding modules is not supported here: list the modules to adapt in target_modules instead",
+      'model.lora_configs: lists 2 adapters; one is supported (as in Trinity-RFT): keep one',
+      "model.lora_configs.0.target_modules: got '.*proj': a string other than 'all-linear' is a PEFT regular expression over module paths, which is not supported here: list the module names (e.g. ['q_proj', 'v_proj']) or use 'all-linear'",
+    ]);
+  });
+
+  it("the adapter's name is the one an external server serves it under (else the run's name)", () => {
+    const external = `explorer:\n  rollout_model: {engine_type: openai, base_url: "http://127.0.0.1:9/v1", model_name: base}\n`;
+    const named = stageSettingsOf(load(`${withLora('  - {name: math-lora}\n')}${external}`));
+    assert.equal(loraAdapterName(named), 'math-lora');
+    const unnamed = stageSettingsOf(load(`name: run1\n${withLora('  - {lora_rank: 8}\n')}${external}`));
+    assert.equal(loraAdapterName(unnamed), 'run1');
+  });
+
+  it('model.lora and model.lora_configs together are refused', () => {
+    const lines = problems(withLora('  - {name: a}\n  lora: {rank: 4}\n'));
+    assert.deepEqual(lines, ["model.lora_configs: is Trinity's form of model.lora: set one of them"]);
   });
 });

@@ -66,7 +66,7 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
   const rollout = input.explorer.rollout_model;
   const remoteEngine = rollout.engine_type === 'openai';
   const sync = resolveSynchronizer(input.synchronizer, { mode, remoteEngine, engineProcess: rollout.engine_process }, problem);
-  const dtypes = trainerDtypes(input.trainer, input.model, problem);
+  const dtypes = trainerDtypes(input.trainer, model, problem);
   const devices = colocate ? colocatedDevices(input, problem) : { rollout: rollout.device, trainer: input.trainer.device };
   const explorer = colocate ? { ...input.explorer, rollout_model: { ...rollout, device: devices.rollout } } : input.explorer;
   // evaluation runs at sync points
