@@ -534,7 +534,7 @@ stages:
       "buffer.trainer_input.experience_buffer.storage_type: mode explore writes experiences for a separate train process: use a shared buffer, storage_type sql (got queue) (in stage 'sft')",
     ]);
     assert.deepEqual(problems(`${STAGED}  - {stage_name: x, model: {}}\n`).map(bare), [
-      "stages.2.model: unknown key 'model'; did you mean 'mode'?",
+      "stages.2.model: unknown key 'model'; it is a key of the top level: move it there",
     ]);
   });
 

@@ -201,3 +201,33 @@ describe("model.lora_configs: Trinity's LoRA key", () => {
     assert.deepEqual(lines, ["model.lora_configs: is Trinity's form of model.lora: set one of them"]);
   });
 });
+
+describe('unknown keys say what to write instead', () => {
+  it("an older Trinity-RFT key names today's key", () => {
+    const lines = problems(
+      `${RL}synchronizer: {sync_iteration_interval: 2}\ntrainer: {algorithm_type: grpo}\n` +
+        'explorer: {engine_num: 2, repeat_times: 4, temperature: 0.7}\nmonitor: {project: p}\nglobal_config: {batch_size: 4}\n',
+    );
+    assert.deepEqual(lines, [
+      "explorer.engine_num: unknown key 'engine_num'; an older Trinity-RFT key, renamed or moved since: use explorer.rollout_model.engine_num",
+      "explorer.repeat_times: unknown key 'repeat_times'; an older Trinity-RFT key, renamed or moved since: use algorithm.repeat_times",
+      "explorer.temperature: unknown key 'temperature'; an older Trinity-RFT key, renamed or moved since: use buffer.explorer_input.taskset.rollout_args.temperature",
+      "trainer.algorithm_type: unknown key 'algorithm_type'; an older Trinity-RFT key, renamed or moved since: use algorithm.algorithm_type",
+      "synchronizer.sync_iteration_interval: unknown key 'sync_iteration_interval'; an older Trinity-RFT key, renamed or moved since: use synchronizer.sync_interval",
+      "monitor.project: unknown key 'project'; an older Trinity-RFT key, renamed or moved since: use project",
+      "global_config: unknown key 'global_config'; an older Trinity-RFT key, renamed or moved since: use buffer (batch_size, total_epochs) and explorer (eval_interval)",
+    ]);
+  });
+
+  it('a misspelt key gets the closest key of its mapping', () => {
+    assert.deepEqual(problems(`${RL}synchronizer: {sync_intervall: 2}\n`), [
+      "synchronizer.sync_intervall: unknown key 'sync_intervall'; did you mean 'sync_interval'?",
+    ]);
+  });
+
+  it('a key written in the wrong section names the section that has it', () => {
+    assert.deepEqual(problems(`${RL}trainer: {eval_interval: 4}\n`), [
+      "trainer.eval_interval: unknown key 'eval_interval'; it is a key of explorer: move it there",
+    ]);
+  });
+});
