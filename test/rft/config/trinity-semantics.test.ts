@@ -159,9 +159,9 @@ describe("model.lora_configs: Trinity's LoRA key", () => {
 
   it("Trinity's defaults: all-linear, rank and alpha 32 for a new adapter; a path is resolved against the file", () => {
     const config = load(withLora('  - {path: adapters/a}\n'));
-    assert.equal(config.model.lora?.target_modules, 'all-linear');
     assert.equal(config.model.lora?.path, join(dir, 'adapters/a'));
-    assert.equal(config.model.lora?.rank, null); // an adapter folder's own rank
+    // an adapter folder's own rank, alpha and targets (the trainer checks any written here against it)
+    assert.deepEqual([config.model.lora?.rank, config.model.lora?.alpha, config.model.lora?.target_modules], [null, null, null]);
     const fresh = load(withLora('  - {name: lora}\n'));
     assert.deepEqual(stageSettingsOf(fresh).lora, {
       rank: 32,

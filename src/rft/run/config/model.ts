@@ -29,8 +29,9 @@ export const LoraSchema = z.strictObject({
  * Trinity's LoRA key, model.lora_configs: a list of adapters of which Trinity supports one (config.py LoRAConfig).
  * It becomes model.lora (resolveModel): name → name, path → path (null: a new adapter, which is what Trinity's
  * "dummy" adapter at path null is: PEFT's initialisation, B = 0, so it starts as the base model), lora_rank → rank,
- * lora_alpha → alpha (unset: Trinity's 32 for a new adapter, the folder's own with a path), target_modules
- * ('all-linear' or a list of module names). base_model_name, lora_dtype and exclude_modules have no counterpart here:
+ * lora_alpha → alpha, target_modules ('all-linear' or a list of module names); unset, these are Trinity's defaults
+ * (32, 32, all-linear) for a new adapter and the folder's own with a path (Trinity passes its defaults to vLLM, which
+ * loads the adapter as saved). base_model_name, lora_dtype and exclude_modules have no counterpart here:
  * src/rft/config/refusals.ts accepts their defaults only.
  */
 export const TrinityLoraSchema = z.strictObject({
@@ -40,7 +41,11 @@ export const TrinityLoraSchema = z.strictObject({
   lora_rank: intIn(1, 4096).nullable().default(null), // [1, 4096]
   lora_alpha: numIn(0, 1e6, true).nullable().default(null), // (0, 1e6]
   lora_dtype: nonEmpty().default('auto'),
-  target_modules: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]).default('all-linear'),
+  // null: Trinity's 'all-linear' for a new adapter; with a path, the folder's own (as lora_rank and lora_alpha)
+  target_modules: z
+    .union([z.string().min(1), z.array(z.string().min(1)).min(1)])
+    .nullable()
+    .default(null),
   exclude_modules: str().nullable().default(null),
 });
 
