@@ -120,3 +120,16 @@ trainer: {save_interval: soon}
     }
   });
 });
+
+describe('config check: a bad mode', () => {
+  it('reports the mode alone, not the rules of the default mode', async () => {
+    const problems = await problemsOf(
+      configText('{algorithm_type: grpo, repeat_times: 2}', 'mode: trian\n').replace(
+        'buffer:\n',
+        'buffer:\n  trainer_input: {experience_buffer: {storage_type: file, path: /d.jsonl}}\n',
+      ),
+    );
+    assert.equal(problems.length, 1, problems.join('\n'));
+    assert.match(problems[0] ?? '', /^mode: expected one of .*; got 'trian'; did you mean 'train'\?$/);
+  });
+});
