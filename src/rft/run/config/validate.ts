@@ -67,7 +67,8 @@ function sftWarmupStages(
 /**
  * `tree` without the keys the schema found problems at (their defaults apply once removed), or null where that cannot
  * make it pass the schema (a required key missing, a problem of the file as a whole) or the default would change what
- * the rules check (a bad mode): what the cross-key rules can still check after a schema problem. `removed`: the key paths taken out (rules about them are not reported).
+ * the rules check (a bad mode): what the cross-key rules can still check after a schema problem. `removed`: the key
+ * paths taken out (rules about them are not reported).
  */
 function withoutProblemKeys(tree: Tree, schemaProblems: readonly ConfigProblem[]): { tree: Tree; removed: string[] } | null {
   const rest = structuredClone(tree);
