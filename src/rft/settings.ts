@@ -24,8 +24,14 @@ export interface StageSettings {
   name: string;
   modelPath: string;
   dtype: ModelDType;
-  /** rank, alpha, targetModules null: the adapter folder's (loraPath). */
-  lora: { rank: number | null; alpha: number | null; dropout: number; targetModules: string[] | 'all-linear' | null } | null;
+  /** rank, alpha, targetModules null: the adapter folder's (loraPath); adapterName null: the run's name. */
+  lora: {
+    rank: number | null;
+    alpha: number | null;
+    dropout: number;
+    targetModules: string[] | 'all-linear' | null;
+    adapterName: string | null;
+  } | null;
   /** An existing PEFT adapter folder to start the LoRA adapter from (model.lora.path); null: a new adapter. */
   loraPath: string | null;
   /** The critic's starting weights (model.critic_model_path); null: the stage's policy weights (modelPath). */

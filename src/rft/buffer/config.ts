@@ -74,7 +74,8 @@ export const TrainerInputSchema = z.strictObject({
 
 export const BufferSchema = z.strictObject({
   batch_size: intIn(1, MAX_TASKS_PER_STEP).default(1), // [1, 65536] tasks per explore step
-  train_batch_size: intIn(1, MAX_EXPERIENCES_PER_STEP).nullable().default(null), // [1, 65536] experiences per train step; derived: batch_size * repeat_times
+  // [1, 65536] experiences per train step; null or 0 (Trinity's default): derived as batch_size * repeat_times
+  train_batch_size: intIn(0, MAX_EXPERIENCES_PER_STEP).nullable().default(null),
   total_epochs: intIn(1, 1_000_000).default(1), // [1, 1e6]
   total_steps: intIn(1, MAX_STEPS).nullable().default(null), // [1, 1e9]; overrides total_epochs
   explorer_input: ExplorerInputSchema.prefault({}),
@@ -118,23 +119,21 @@ export interface BufferContext {
   jobDir: string;
   /** True for a stage of a multi-stage file (an SFT warm-up cannot be combined with stages). */
   inStage: boolean;
+  /** False for the top level of a multi-stage file: each stage derives (or needs) its own train_batch_size. */
+  runnable: boolean;
 }
 
 /** The section resolved: train_batch_size, the tasksets, the experience buffer and datasets, with their rules. */
 export function resolveBuffer(
   buffer: z.output<typeof BufferSchema>,
-  { mode, algorithmType, offline, repeatTimes, maxResponseTokens, jobDir, inStage }: BufferContext,
+  { mode, algorithmType, offline, repeatTimes, maxResponseTokens, jobDir, inStage, runnable }: BufferContext,
   problem: ReportProblem,
 ): BufferConfig {
-  // buffer sizes (Trinity's BufferConfigValidator)
-  let trainBatchSize = buffer.train_batch_size;
-  if (trainBatchSize === null) {
-    if (mode === 'train' || offline) {
-      const why = mode === 'train' ? "mode is 'train'" : `algorithm_type is '${algorithmType}'`;
-      problem('buffer.train_batch_size', `is required when ${why} (there are no explore steps to derive it from)`);
-    }
-    trainBatchSize = buffer.batch_size * repeatTimes;
-  }
+  // an SFT warm-up's stage trains with the top level's train_batch_size, so the top level needs it then
+  const { sft_warmup_dataset: warmupDataset, sft_warmup_steps: warmupSteps } = buffer.trainer_input;
+  const trainsHere = runnable || (warmupDataset !== null && warmupSteps > 0);
+  const sizeContext = { mode, algorithmType, offline, repeatTimes, required: trainsHere };
+  const trainBatchSize = deriveTrainBatchSize(buffer, sizeContext, problem);
   // an explore step holds all its experiences at once (each key alone is bounded by the schema, their product here)
   const explored = buffer.batch_size * repeatTimes;
   if ((mode === 'both' || mode === 'explore') && !offline && explored > MAX_EXPERIENCES_PER_STEP) {
@@ -157,6 +156,28 @@ export function resolveBuffer(
     explorer_input: explorerInput,
     trainer_input: trainerInput,
   };
+}
+
+/**
+ * train_batch_size as Trinity's BufferConfigValidator derives it: unset (null, or 0, Trinity's default) it is
+ *   train_batch_size = batch_size × repeat_times   (every experience of an explore step, trained in one step)
+ * With no explore steps to count from — mode train (reading an sql buffer or a dataset) or algorithm_type sft/dpo
+ * (rows of a dataset) — it must be written (`required`: the level that trains with it). A multi-stage file's top level
+ * is not run: each stage derives it from its own keys; an SFT warm-up's stage takes the top level's
+ * (src/rft/run/config/validate.ts).
+ */
+function deriveTrainBatchSize(
+  buffer: z.output<typeof BufferSchema>,
+  context: { mode: string; algorithmType: string; offline: boolean; repeatTimes: number; required: boolean },
+  problem: ReportProblem,
+): number {
+  const { mode, algorithmType, offline, repeatTimes, required } = context;
+  if (buffer.train_batch_size !== null && buffer.train_batch_size > 0) return buffer.train_batch_size;
+  if (required && (mode === 'train' || offline)) {
+    const why = mode === 'train' ? "mode is 'train'" : `algorithm_type is '${algorithmType}'`;
+    problem('buffer.train_batch_size', `is required when ${why} (there are no explore steps to derive it from)`);
+  }
+  return buffer.batch_size * repeatTimes;
 }
 
 /** trainer_input resolved: the experience buffer (a queue unless set; an sql buffer's path derived), the datasets named. */

@@ -170,12 +170,16 @@ export function resolveExplorerInput(
     problem('buffer.explorer_input.taskset', 'set either taskset or tasksets, not both');
   }
   const trainSets = explorerInput.taskset !== undefined ? [explorerInput.taskset] : explorerInput.tasksets;
-  const namePaths = new Map<string, string>();
+  // names are unique among the training tasksets and among the eval tasksets; an eval taskset may share a training
+  // taskset's name, as Trinity's examples do (grpo_frozen_lake: both 'frozenlake'): its scores are eval/<name>/...,
+  // the training series rollout/..., and its tasks are loaded and run apart from the training ones
+  const namePaths = { train: new Map<string, string>(), eval: new Map<string, string>() };
   const fillTaskset = (taskset: (typeof trainSets)[number], index: number, isEval: boolean, path: string): TasksetConfig => {
     const tasksetName = taskset.name ?? `${isEval ? 'eval_' : ''}taskset_${index}`;
-    const seen = namePaths.get(tasksetName);
+    const names = isEval ? namePaths.eval : namePaths.train;
+    const seen = names.get(tasksetName);
     if (seen !== undefined) problem(`${path}.name`, `taskset name '${tasksetName}' is already used by ${seen}`);
-    else namePaths.set(tasksetName, path);
+    else names.set(tasksetName, path);
     if (taskset.storage_type === 'sql' && taskset.split !== 'train') {
       problem(`${path}.split`, 'applies to files; an sql taskset reads its table (named after the taskset): remove it');
     }

@@ -1,10 +1,13 @@
 // Parsing a config tree with a zod schema: keys set to null take their defaults, and each of zod's issues becomes a
 // ConfigProblem that names the key path in the config's words (`expected an integer, got 'abc'`, `unknown key
-// 'batchsize'; did you mean 'batch_size'?`). Every section's schema, and the whole file's, is parsed through here.
+// 'batchsize'; did you mean 'batch_size'?`, `unknown key 'sync_iteration_interval'; an older Trinity-RFT key, renamed
+// or moved since: use synchronizer.sync_interval`). Every section's schema, and the whole file's, is parsed through here.
 import type { z } from 'zod';
 import { closestName } from '../../util/did-you-mean.js';
 import type { ConfigProblem } from './errors.js';
-import { defOf, knownKeys, schemaAt, stripNulls, unwrap } from './schema-walker.js';
+import { movedKeyHint } from './moved-keys.js';
+import { matchesPath } from './refusals.js';
+import { defOf, knownKeys, schemaAt, schemaLeafPaths, stripNulls, unwrap } from './schema-walker.js';
 import { describeValue, getIn, joinPath, type Segment, type Tree } from './source.js';
 
 type Schema = z.ZodType;
@@ -36,14 +39,11 @@ function issueProblems(issue: Issue, input: unknown, schema: Schema, prefix: rea
   const value = getIn(input, path);
   const at = joinPath(path);
   switch (issue.code) {
-    case 'unrecognized_keys': {
-      const known = knownKeys(schema, path);
+    case 'unrecognized_keys':
       return issue.keys.map((key) => {
-        const best = closestName(key, known);
-        const hint = best !== null ? `did you mean '${best}'?` : `expected one of: ${known.join(', ')}`;
-        return { path: joinPath([...path, key]), message: `unknown key '${key}'; ${hint}` };
+        const keyPath = joinPath([...path, key]);
+        return { path: keyPath, message: `unknown key '${key}'; ${unknownKeyHint(schema, path, key)}` };
       });
-    }
     case 'invalid_type': {
       const expected = expectedName(schema, path, issue.expected);
       if (value === undefined) {
@@ -84,6 +84,47 @@ function issueProblems(issue: Issue, input: unknown, schema: Schema, prefix: rea
     default:
       return [{ path: at, message: issue.message }];
   }
+}
+
+/**
+ * What to write instead of the unknown key `key` in the mapping at `path`, the first that applies: where an older
+ * Trinity-RFT version's key went (./moved-keys.ts); the places elsewhere in the schema that have a key of that name
+ * (a key written in the wrong section; at most three, as a name used everywhere says nothing); the closest key of
+ * that mapping by edit distance; else that mapping's keys.
+ */
+function unknownKeyHint(schema: Schema, path: readonly Segment[], key: string): string {
+  const keyPath = joinPath([...path, key]);
+  const moved = movedKeyHint(keyPath);
+  if (moved !== null) return moved;
+  const elsewhere = placesOfKey(schema, key).filter((place) => !matchesPath(place, keyPath));
+  if (elsewhere.length > 0 && elsewhere.length <= 3) {
+    const sections = elsewhere.map((place) => (place === key ? 'the top level' : place.slice(0, -key.length - 1)));
+    return `it is a key of ${sections.join(', ')}: move it there`;
+  }
+  const known = knownKeys(schema, path);
+  const best = closestName(key, known);
+  return best !== null ? `did you mean '${best}'?` : `expected one of: ${known.join(', ')}`;
+}
+
+const keyPlaces = new WeakMap<Schema, Map<string, string[]>>();
+
+/** The key paths (`*` for list items and mapping keys) whose last key is `key`, outside the stages' free-form overrides. */
+function placesOfKey(schema: Schema, key: string): string[] {
+  let places = keyPlaces.get(schema);
+  if (places === undefined) {
+    places = new Map();
+    for (const leaf of schemaLeafPaths(schema)) {
+      const segments = leaf.split('.');
+      if (segments[0] === 'stages') continue;
+      segments.forEach((segment, i) => {
+        const place = segments.slice(0, i + 1).join('.');
+        const list = places?.get(segment) ?? [];
+        if (segment !== '*' && !list.includes(place)) places?.set(segment, [...list, place]);
+      });
+    }
+    keyPlaces.set(schema, places);
+  }
+  return places.get(key) ?? [];
 }
 
 export function parseWith<S extends Schema>(schema: S, input: Tree, problems: ConfigProblem[]): z.output<S> | undefined {

@@ -110,6 +110,23 @@ export const REFUSED_SETTINGS: readonly Refusal[] = [
       message: `${key} applies to DPO datasets; an auxiliary buffer holds SFT rows (e.g. mix's expert data): remove it`,
     }),
   ),
+  // Trinity's LoRA key (src/rft/run/config/model.ts TrinityLoraSchema): what vLLM or PEFT read that has no counterpart
+  {
+    path: 'model.lora_configs.*.base_model_name',
+    accepts: (v) => v === null,
+    message:
+      "names the base model in vLLM's list of served adapters; here the adapter always sits on model.model_path: remove it",
+  },
+  {
+    path: 'model.lora_configs.*.lora_dtype',
+    accepts: (v) => v === 'auto',
+    message: "the adapter's weights take the trainer's dtype here (trainer.param_dtype): use 'auto' or remove it",
+  },
+  {
+    path: 'model.lora_configs.*.exclude_modules',
+    accepts: (v) => v === null,
+    message: 'excluding modules is not supported here: list the modules to adapt in target_modules instead',
+  },
   ...(['data_selector', 'task_selector'] as const).map(
     (key): Refusal => ({
       path: `buffer.explorer_input.eval_tasksets.*.${key}`,
@@ -164,6 +181,12 @@ export const FOLDED_SETTINGS: Readonly<Record<string, string>> = {
   // sft warm-up: an SFT stage before the RL stage (src/rft/run/config/validate.ts sftWarmupStages)
   'buffer.trainer_input.sft_warmup_dataset': 'buffer.trainer_input.experience_buffer',
   'buffer.trainer_input.sft_warmup_steps': 'buffer.total_steps',
+  // Trinity's form of the LoRA adapter, model.lora_configs[0] (src/rft/run/config/model.ts TrinityLoraSchema)
+  'model.lora_configs.*.name': 'model.lora.name',
+  'model.lora_configs.*.path': 'model.lora.path',
+  'model.lora_configs.*.lora_rank': 'model.lora.rank',
+  'model.lora_configs.*.lora_alpha': 'model.lora.alpha',
+  'model.lora_configs.*.target_modules': 'model.lora.target_modules',
 };
 
 /** True when `path` (concrete, with list indices and mapping keys) matches `pattern` (with `*`). */

@@ -158,6 +158,7 @@ export const PATH_KEYS: readonly string[] = [
   'model.model_path',
   'model.critic_model_path',
   'model.lora.path',
+  'model.lora_configs.*.path',
   'explorer.auxiliary_models.*.model_path',
   'buffer.explorer_input.taskset.path',
   'buffer.explorer_input.tasksets.*.path',

@@ -74,11 +74,13 @@ export async function startExplorerEngine(
 
 /**
  * The name a LoRA run's adapter is served under on an external pool of servers (requests ask for it as their model):
- * the run's name, unless that is the served base model's name (vLLM refuses an adapter named like its model). Null
- * without LoRA, and for embedded engines (engine_process children take merged weights: they have no adapter API).
+ * model.lora.name (Trinity's lora_configs[0].name) or else the run's name, unless that is the served base model's name
+ * (vLLM refuses an adapter named like its model). Null without LoRA, and for embedded engines (engine_process
+ * children take merged weights: they have no adapter API).
  */
 export function loraAdapterName(settings: Pick<StageSettings, 'lora' | 'name' | 'explorer'>): string | null {
   const spec = settings.explorer.engine;
   if (settings.lora === null || spec.type !== 'openai') return null;
-  return settings.name === spec.modelName ? `${settings.name}-lora` : settings.name;
+  const name = settings.lora.adapterName ?? settings.name;
+  return name === spec.modelName ? `${name}-lora` : name;
 }

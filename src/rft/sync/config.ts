@@ -12,12 +12,29 @@ export const SYNC_STYLES = ['fixed', 'trainer_driven', 'explorer_driven'] as con
 export type SyncMethod = (typeof SYNC_METHODS)[number];
 export type SyncStyle = (typeof SYNC_STYLES)[number];
 
+/**
+ * Trinity's other spellings of a sync style: its enum is case-insensitive (`FIXED`, `Explorer_Driven`), and the names
+ * of v0.3-v0.4 (`dynamic_by_trainer`, `dynamic_by_explorer`) are aliases of trainer_driven / explorer_driven since
+ * v0.5 (trinity/common/constants.py SyncStyleEnumMeta). The resolved config shows the name it became.
+ */
+const SYNC_STYLE_ALIASES: Readonly<Record<string, SyncStyle>> = {
+  dynamic_by_trainer: 'trainer_driven',
+  dynamic_by_explorer: 'explorer_driven',
+};
+
+/** A sync_style as written, in this project's name: lower-cased, an alias replaced; anything else as it was. */
+export function canonicalSyncStyle(value: unknown): unknown {
+  if (typeof value !== 'string') return value;
+  const lower = value.toLowerCase();
+  return SYNC_STYLE_ALIASES[lower] ?? ((SYNC_STYLES as readonly string[]).includes(lower) ? lower : value);
+}
+
 export const SynchronizerSchema = z.strictObject({
   sync_method: z.enum(SYNC_METHODS).nullable().default(null), // Trinity nccl; derived: memory in mode both, else checkpoint
   sync_interval: intIn(1, MAX_STEPS).default(1), // [1, 1e9]
   sync_offset: intIn(0, 1024).default(0), // [0, 1024]; 1: one-step off-policy
   sync_timeout: numIn(0, MAX_TIMEOUT_SECONDS, true).default(3600), // (0, 2147483] seconds
-  sync_style: z.enum(SYNC_STYLES).default('fixed'),
+  sync_style: z.preprocess(canonicalSyncStyle, z.enum(SYNC_STYLES)).default('fixed'), // Trinity's aliases and any case
   max_staleness: intIn(0, MAX_STEPS).nullable().default(null), // [0, 1e9]; most model versions an experience may lag; null: no bound
 });
 

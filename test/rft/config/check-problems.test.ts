@@ -106,3 +106,45 @@ describe('config check: monitor credentials', () => {
     await checkConfigText(fromEnv, join(dir, 'c.yaml'), { resolveAlgorithm, env });
   });
 });
+
+describe('config check: every problem of a file in one run', () => {
+  it('problems in five sections, an unknown key and policy_loss_fn_args all appear together', async () => {
+    const problems = await problemsOf(`model: {model_path: ${model}, max_model_len: 64, max_prompt_tokens: 80}
+checkpoint_root_dir: ${dir}/runs
+algorithm: {algorithm_type: grpo, repeat_times: 2, policy_loss_fn_args: {clip_rnge: 0.2}}
+buffer:
+  batch_size: 0
+  explorer_input:
+    taskset: {path: ${tasks}, fromat: {prompt_key: q}}
+    default_workflow_type: simple_workflow
+explorer: {eval_interval: -1}
+synchronizer: {sync_style: sometimes}
+trainer: {save_interval: soon}
+`);
+    const paths = problems.map((p) => p.split(':')[0]);
+    for (const path of [
+      'model.max_prompt_tokens',
+      'algorithm.policy_loss_fn_args.clip_rnge',
+      'buffer.batch_size',
+      'buffer.explorer_input.taskset.fromat',
+      'explorer.eval_interval',
+      'synchronizer.sync_style',
+      'trainer.save_interval',
+    ]) {
+      assert.ok(paths.includes(path), `${path} in:\n${problems.join('\n')}`);
+    }
+  });
+});
+
+describe('config check: a bad mode', () => {
+  it('reports the mode alone, not the rules of the default mode', async () => {
+    const problems = await problemsOf(
+      configText('{algorithm_type: grpo, repeat_times: 2}', 'mode: trian\n').replace(
+        'buffer:\n',
+        'buffer:\n  trainer_input: {experience_buffer: {storage_type: file, path: /d.jsonl}}\n',
+      ),
+    );
+    assert.equal(problems.length, 1, problems.join('\n'));
+    assert.match(problems[0] ?? '', /^mode: expected one of .*; got 'trian'; did you mean 'train'\?$/);
+  });
+});

@@ -353,7 +353,7 @@ buffer:
   explorer_input:
     taskset: {path: /t, repeat_times: 3}
     tasksets: [{path: /u}]
-    eval_tasksets: [{name: taskset_0, path: /e}]
+    eval_tasksets: [{name: taskset_0, path: /e}, {name: taskset_0, path: /f}]
 synchronizer: {sync_method: memory, sync_interval: 3, sync_offset: 2, max_staleness: 1}
 explorer: {rollout_model: {engine_type: openai}}
 `),
@@ -362,7 +362,8 @@ explorer: {rollout_model: {engine_type: openai}}
         'model.max_model_len: max_prompt_tokens + max_response_tokens (60 + 8) exceeds max_model_len (64)',
         'buffer.explorer_input.taskset: set either taskset or tasksets, not both',
         'buffer.explorer_input.taskset.repeat_times: a training taskset repeats each task algorithm.repeat_times (1) times; set algorithm.repeat_times instead',
-        "buffer.explorer_input.eval_tasksets.0.name: taskset name 'taskset_0' is already used by buffer.explorer_input.taskset",
+        // an eval taskset may share a training taskset's name (Trinity's grpo_frozen_lake does), not another eval's
+        "buffer.explorer_input.eval_tasksets.1.name: taskset name 'taskset_0' is already used by buffer.explorer_input.eval_tasksets.0",
         "synchronizer.sync_method: 'memory' cannot reach an external server (engine_type openai): use 'checkpoint' (the server reloads from disk)",
         'synchronizer.max_staleness: (1) is less than sync_offset (2): every experience would be too stale',
         'explorer.eval_interval: (100) must be a multiple of synchronizer.sync_interval (3): evaluation runs at sync points; use 99 or 102',
@@ -533,7 +534,7 @@ stages:
       "buffer.trainer_input.experience_buffer.storage_type: mode explore writes experiences for a separate train process: use a shared buffer, storage_type sql (got queue) (in stage 'sft')",
     ]);
     assert.deepEqual(problems(`${STAGED}  - {stage_name: x, model: {}}\n`).map(bare), [
-      "stages.2.model: unknown key 'model'; did you mean 'mode'?",
+      "stages.2.model: unknown key 'model'; it is a key of the top level: move it there",
     ]);
   });
 

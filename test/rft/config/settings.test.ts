@@ -232,7 +232,7 @@ buffer:
     const plain = stageSettings(resolveStages(parse(BASE))[0] as never, '/m');
     assert.equal(plain.criticModelPath, null, "null: the critic starts from the stage's policy weights");
     // an adapter folder brings its own rank, alpha and targets (the trainer checks any set here against it) ...
-    assert.deepEqual(s.lora, { rank: null, alpha: null, dropout: 0, targetModules: null });
+    assert.deepEqual(s.lora, { rank: null, alpha: null, dropout: 0, targetModules: null, adapterName: null });
     // ... a new adapter gets Trinity's defaults (lora_rank 32, lora_alpha 32, all-linear)
     const fresh = settingsOf('', 0);
     assert.equal(fresh.lora, null);
@@ -242,7 +242,7 @@ buffer:
       )[0] as never,
       '/m',
     );
-    assert.deepEqual(freshLora.lora, { rank: 32, alpha: 32, dropout: 0.1, targetModules: 'all-linear' });
+    assert.deepEqual(freshLora.lora, { rank: 32, alpha: 32, dropout: 0.1, targetModules: 'all-linear', adapterName: null });
   });
 
   it('monitor.monitor_args reach the monitors; keys of other backends are refused', () => {

@@ -22,6 +22,31 @@ export const LoraSchema = z.strictObject({
     .nullable()
     .default(null),
   path: str().nullable().default(null), // an existing PEFT adapter folder; null: a new adapter
+  name: nonEmpty().nullable().default(null), // served under this name on external servers; null: the run's name
+});
+
+/**
+ * Trinity's LoRA key, model.lora_configs: a list of adapters of which Trinity supports one (config.py LoRAConfig).
+ * It becomes model.lora (resolveModel): name → name, path → path (null: a new adapter, which is what Trinity's
+ * "dummy" adapter at path null is: PEFT's initialisation, B = 0, so it starts as the base model), lora_rank → rank,
+ * lora_alpha → alpha, target_modules ('all-linear' or a list of module names); unset, these are Trinity's defaults
+ * (32, 32, all-linear) for a new adapter and the folder's own with a path (Trinity passes its defaults to vLLM, which
+ * loads the adapter as saved). base_model_name, lora_dtype and exclude_modules have no counterpart here:
+ * src/rft/config/refusals.ts accepts their defaults only.
+ */
+export const TrinityLoraSchema = z.strictObject({
+  name: nonEmpty().nullable().default(null),
+  path: str().nullable().default(null),
+  base_model_name: str().nullable().default(null),
+  lora_rank: intIn(1, 4096).nullable().default(null), // [1, 4096]
+  lora_alpha: numIn(0, 1e6, true).nullable().default(null), // (0, 1e6]
+  lora_dtype: nonEmpty().default('auto'),
+  // null: Trinity's 'all-linear' for a new adapter; with a path, the folder's own (as lora_rank and lora_alpha)
+  target_modules: z
+    .union([z.string().min(1), z.array(z.string().min(1)).min(1)])
+    .nullable()
+    .default(null),
+  exclude_modules: str().nullable().default(null),
 });
 
 export const ModelSchema = z.strictObject({
@@ -32,12 +57,13 @@ export const ModelSchema = z.strictObject({
   max_model_len: intIn(1, MAX_TOKENS).nullable().default(null), // [1, 2^20]; derived: max_prompt_tokens + max_response_tokens
   dtype: z.enum(DTYPES).default('bfloat16'), // Trinity rollout_model.dtype bfloat16
   lora: LoraSchema.nullable().default(null), // null: full fine-tuning
+  lora_configs: z.array(TrinityLoraSchema).min(1).nullable().default(null), // Trinity's form of `lora` (one adapter)
 });
 
 export type LoraConfig = z.output<typeof LoraSchema>;
 export type ModelConfig = Omit<
   z.output<typeof ModelSchema>,
-  'critic_model_path' | 'max_prompt_tokens' | 'max_response_tokens' | 'max_model_len'
+  'critic_model_path' | 'max_prompt_tokens' | 'max_response_tokens' | 'max_model_len' | 'lora_configs'
 > & {
   /** null: the critic starts from the stage's policy weights (Trinity: critic_model_path defaults to model_path). */
   critic_model_path: string | null;
@@ -77,11 +103,47 @@ export function resolveModel(m: z.output<typeof ModelSchema>, problem: ReportPro
       maxResponse = Math.max(1, maxModelLen - maxPrompt);
     }
   }
+  const { lora_configs: trinityLoras, ...model } = m;
+  const trinityLora = loraFromTrinity(trinityLoras, m.lora !== null, problem);
   return {
-    ...m,
+    ...model,
+    lora: m.lora ?? trinityLora,
     max_model_len: maxModelLen ?? 0,
     max_prompt_tokens: maxPrompt ?? 0,
     max_response_tokens: maxResponse ?? 0,
+  };
+}
+
+/** model.lora_configs (Trinity's form, see TrinityLoraSchema) as model.lora; null when it is not set. */
+function loraFromTrinity(
+  loras: z.output<typeof TrinityLoraSchema>[] | null,
+  loraSet: boolean,
+  problem: ReportProblem,
+): LoraConfig | null {
+  if (loras === null) return null;
+  if (loraSet) {
+    problem('model.lora_configs', "is Trinity's form of model.lora: set one of them");
+    return null;
+  }
+  if (loras.length > 1) {
+    problem('model.lora_configs', `lists ${loras.length} adapters; one is supported (as in Trinity-RFT): keep one`);
+  }
+  const [first] = loras as [z.output<typeof TrinityLoraSchema>];
+  const targets = first.target_modules;
+  if (typeof targets === 'string' && targets !== 'all-linear') {
+    problem(
+      'model.lora_configs.0.target_modules',
+      `got '${targets}': a string other than 'all-linear' is a PEFT regular expression over module paths, which is ` +
+        "not supported here: list the module names (e.g. ['q_proj', 'v_proj']) or use 'all-linear'",
+    );
+  }
+  return {
+    rank: first.lora_rank,
+    alpha: first.lora_alpha,
+    dropout: 0, // PEFT's lora_dropout default; Trinity's LoRAConfig has no dropout
+    target_modules: targets,
+    path: first.path,
+    name: first.name,
   };
 }
 
@@ -93,6 +155,7 @@ export function loraSettings(lora: LoraConfig): NonNullable<StageSettings['lora'
     rank: lora.rank ?? (fresh ? 32 : null),
     alpha: lora.alpha ?? (fresh ? 32 : null),
     dropout: lora.dropout,
+    adapterName: lora.name,
     targetModules: targets === null || Array.isArray(targets) ? targets : targets === 'all-linear' ? 'all-linear' : [targets],
   };
 }

@@ -59,6 +59,7 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
     maxResponseTokens: model.max_response_tokens,
     jobDir,
     inStage: context.stageName !== undefined,
+    runnable: context.runnable,
   };
   const buffer = resolveBuffer(input.buffer, bufferContext, problem);
   const { tasksets, eval_tasksets: evalTasksets } = buffer.explorer_input;
@@ -66,7 +67,7 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
   const rollout = input.explorer.rollout_model;
   const remoteEngine = rollout.engine_type === 'openai';
   const sync = resolveSynchronizer(input.synchronizer, { mode, remoteEngine, engineProcess: rollout.engine_process }, problem);
-  const dtypes = trainerDtypes(input.trainer, input.model, problem);
+  const dtypes = trainerDtypes(input.trainer, model, problem);
   const devices = colocate ? colocatedDevices(input, problem) : { rollout: rollout.device, trainer: input.trainer.device };
   const explorer = colocate ? { ...input.explorer, rollout_model: { ...rollout, device: devices.rollout } } : input.explorer;
   // evaluation runs at sync points

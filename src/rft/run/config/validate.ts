@@ -1,6 +1,7 @@
 // Validating a whole config file: the schema (./schema.ts) checks each key's type, then each run is resolved by
 // `resolveRun` (./resolve-run.ts: derived keys and the rules that tie keys together, section by section). Every
-// problem is collected; the caller throws one ConfigError with all of them.
+// problem is collected; the caller throws one ConfigError with all of them. After a schema problem the rules still
+// run on the file without the offending keys (their defaults in their place), so one run reports both kinds.
 //
 // Stages: each stage's overrides are deep-merged onto the top level as written (before defaults), then validated
 // and resolved as a run of its own, so derived keys (train_batch_size, ...) follow the stage's values. A stage that
@@ -64,13 +65,45 @@ function sftWarmupStages(
 }
 
 /**
+ * `tree` without the keys the schema found problems at (their defaults apply once removed), or null where that cannot
+ * make it pass the schema (a required key missing, a problem of the file as a whole) or the default would change what
+ * the rules check (a bad mode): what the cross-key rules can still check after a schema problem. `removed`: the key
+ * paths taken out (rules about them are not reported).
+ */
+function withoutProblemKeys(tree: Tree, schemaProblems: readonly ConfigProblem[]): { tree: Tree; removed: string[] } | null {
+  const rest = structuredClone(tree);
+  const removed: string[] = [];
+  for (const { path } of schemaProblems) {
+    if (path === 'mode') return null; // the rules of another mode than the one meant would only mislead
+    if (removed.includes(path)) continue;
+    const segments = splitPath(path);
+    const key = segments[segments.length - 1];
+    const parent = getIn(rest, segments.slice(0, -1));
+    // a required key that is missing, or a list item (removing it would renumber the rest): the rules cannot run
+    if (key === undefined || !isMapping(parent) || parent[String(key)] === undefined) return null;
+    delete parent[String(key)];
+    removed.push(path);
+  }
+  const check: ConfigProblem[] = [];
+  parseWith(ConfigSchema, structuredClone(rest), check);
+  return check.length === 0 ? { tree: rest, removed } : null;
+}
+
+/**
  * Validates a config tree (after overrides, ${ENV} and path resolution) and resolves it; returns the problems
  * instead of throwing. `config` is set only when there are none.
  */
 export function validateConfig(tree: Tree, options: ValidateOptions = {}): { config?: Config; problems: ConfigProblem[] } {
   const problems: ConfigProblem[] = [];
   const input = parseWith(ConfigSchema, tree, problems);
-  if (input === undefined) return { problems };
+  if (input === undefined) {
+    // the rules between keys still run on the rest of the file, so that one run reports every problem
+    const rest = withoutProblemKeys(tree, problems);
+    if (rest === null) return { problems };
+    const ruleProblems = validateConfig(rest.tree, options).problems;
+    const removed = (path: string) => rest.removed.some((r) => path === r || path.startsWith(`${r}.`));
+    return { problems: [...problems, ...ruleProblems.filter((p) => !removed(p.path))] };
+  }
   const { stages: stageInputs, ...runInput } = input;
   const { sft_warmup_dataset: warmupDataset, sft_warmup_steps: warmupSteps } = runInput.buffer.trainer_input;
   const warmup = stageInputs.length === 0 && warmupDataset !== null && warmupSteps > 0;
