@@ -65,7 +65,7 @@ export async function runBench(
     throw error;
   });
   try {
-    const handle = new EngineModelHandle(engine, { modelVersion: 0, promptLimit: settings.explorer.promptLimit });
+    const handle = new EngineModelHandle(engine, { modelVersion: 0 });
     const auxiliary = await startAuxiliaryModels(settings.auxiliaryModels);
     const runner = stageWorkflowRunner(settings, handle, log, auxiliary);
     try {

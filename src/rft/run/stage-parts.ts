@@ -349,7 +349,7 @@ export class StageParts {
     this.#closers.push(() => engine.close());
     // a pool of servers none of which answers any more stops the stage with its NoRolloutServerError
     if (engine instanceof RemoteEnginePool) engine.onFailure((error) => this.fail(error));
-    const handle = new EngineModelHandle(engine, { modelVersion: version, promptLimit: settings.explorer.promptLimit });
+    const handle = new EngineModelHandle(engine, { modelVersion: version });
     // said once here, not found per rollout: rollouts with ids the model has no row for are rejected before the buffer
     const { vocabSize } = this.modelBounds();
     const rejectedIds = 'cannot be trained on: rollouts holding them are rejected before the buffer';
