@@ -2,7 +2,8 @@
 // whole text's tokenization wherever the prompt would be truncated anyway, and tokenizes a bounded number of
 // characters of a 50 MB prompt; an attempt's handle answers a prompt over the limit with masked placeholder samples
 // (generate, and chat starting a conversation) where the engine used to fail the rollout, lets a conversation's
-// continuation go to the engine's max_model_len, and with truncation off leaves prompts as they are.
+// continuation go to the engine's max_model_len, leaves the OpenAI endpoint untruncated (a later turn over the
+// context is the agent's 400, the turns before it stay recorded), and with truncation off leaves prompts as they are.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ConversationTracker } from '../../../src/engine/conversation.js';
@@ -168,6 +169,33 @@ describe('an attempt handle under model.max_prompt_tokens', () => {
     const e = model.toExperience(second);
     assert.equal(e.truncateStatus === 'prompt_truncated', false);
     assert.ok((e.actionMask ?? []).some((m) => m === 1));
+  });
+
+  test('the OpenAI endpoint is not truncated (as in Trinity): a later turn over max_model_len is a 400, earlier turns stay', async () => {
+    const handle = new EngineModelHandle(fixture.engine, { promptLimit: { ...limit, maxPromptTokens: 10 } });
+    try {
+      const model = attemptModelHandle(handle, { signal: new AbortController().signal, taskId: 't' });
+      const client = await model.openai();
+      const messages: import('openai').OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: '1+2=3+4=' }];
+      // over max_prompt_tokens (10) but within max_model_len: generated as it is
+      const first = await client.chat.completions.create({ model: 'any', messages, max_tokens: 3, seed: 1 });
+      assert.notEqual(first.choices[0]?.message.content, PROMPT_TRUNCATED_TEXT);
+      messages.push(first.choices[0]?.message as import('openai').OpenAI.ChatCompletionMessageParam);
+      messages.push({ role: 'user', content: '1+2='.repeat(15) });
+      await assert.rejects(
+        client.chat.completions.create({ model: 'any', messages, max_tokens: 3 }),
+        (error: Error & { status?: number }) => {
+          assert.equal(error.status, 400);
+          assert.match(error.message, /the prompt has \d+ tokens; this server accepts at most 64/);
+          return true;
+        },
+      );
+      const recorded = model.recordedExperiences();
+      assert.equal(recorded.length, 1);
+      assert.ok(recorded[0]?.truncateStatus !== 'prompt_truncated' && recorded[0]?.actionMask?.includes(1));
+    } finally {
+      await handle.close();
+    }
   });
 
   test('enable_prompt_truncation false: a prompt over max_prompt_tokens that fits max_model_len is generated', async () => {
