@@ -92,7 +92,8 @@ export interface ModelHandle {
   chat(messages: readonly ChatMessage[], options?: ChatOptions): Promise<ChatResult>;
   /**
    * An Experience of one output of generate()/chat(), exactly: tokens = prompt ids ++ completion ids (never
-   * re-tokenised), logprobs = the engine's, actionMask all 1.
+   * re-tokenised), logprobs = the engine's, actionMask all 1. The placeholder of a prompt over promptLimit is the
+   * prompt's head with actionMask [0] and truncateStatus 'prompt_truncated' (./prompt-truncation.ts).
    */
   toExperience(output: RolloutOutput, options?: ToExperienceOptions): Experience;
   /**
