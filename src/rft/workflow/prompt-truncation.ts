@@ -24,8 +24,9 @@
 //   chars_0 = 4 · (keep + HEAD_MARGIN),  chars_{i+1} = 2 · chars_i;  stop at the first slice that yields at least
 //   keep + HEAD_MARGIN ids (return its first keep + HEAD_MARGIN), or once the slice is the whole text.
 //
-// A token covers at most L characters of text (L: the tokenizer's longest token), so the slices stop by
-// chars ≤ 2 · L · (keep + HEAD_MARGIN), and all of them together hold under twice that many characters. Tokenizers
+// A token covers at most L characters of text (L: the tokenizer's longest token), so a slice that yields too few ids
+// is shorter than L · (keep + HEAD_MARGIN) characters: the slices stop by chars ≤ max(4, 2L) · (keep + HEAD_MARGIN),
+// and all of them together hold under twice that many characters. Tokenizers
 // split text into pieces (words, whitespace runs, special tokens) and encode each piece alone, so cutting the text
 // can change only the ids of the piece the cut falls in; with HEAD_MARGIN ids between the kept ids and the cut, the
 // kept ids are the whole text's. (A piece longer than HEAD_MARGIN ids, e.g. a run of letters with no space or
