@@ -26,11 +26,11 @@
 //
 // A token covers at most L characters of text (L: the tokenizer's longest token), so a slice that yields too few ids
 // is shorter than L · (keep + HEAD_MARGIN) characters: the slices stop by chars ≤ max(4, 2L) · (keep + HEAD_MARGIN),
-// and all of them together hold under twice that many characters. Tokenizers
-// split text into pieces (words, whitespace runs, special tokens) and encode each piece alone, so cutting the text
-// can change only the ids of the piece the cut falls in; with HEAD_MARGIN ids between the kept ids and the cut, the
-// kept ids are the whole text's. (A piece longer than HEAD_MARGIN ids, e.g. a run of letters with no space or
-// punctuation, is the one case whose merges near the cut could in principle reach back further.)
+// and all of them together hold under twice that many characters. Tokenizers split text into pieces (words,
+// whitespace runs, special tokens) and encode each piece alone, so cutting the text can change only the ids of the
+// piece the cut falls in; with HEAD_MARGIN ids between the kept ids and the cut, the kept ids are the whole text's.
+// (A piece longer than HEAD_MARGIN ids, e.g. a run of letters with no space or punctuation, is the one case whose
+// merges near the cut could in principle reach back further.)
 import type { Completion, GenerateResult } from '../../engine/index.js';
 import type { Tokenizer } from '../../tokenizer/index.js';
 
