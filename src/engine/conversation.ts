@@ -102,11 +102,8 @@ export class ConversationTracker {
   /** The prompt for a chat call: continues the longest recorded conversation the messages extend, else fresh. */
   prompt(messages: readonly ChatMessage[], options: ConversationOptions = {}): ConversationPrompt {
     if (messages.length === 0) throw new RangeError('chat: messages is empty');
-    for (let i = messages.length - 2; i >= 1; i--) {
-      if (messages[i]?.role !== 'assistant') continue;
-      const parent = this.#byKey.get(conversationKey(messages.slice(0, i + 1), options));
-      if (parent !== undefined) return this.#continuation(parent, messages, i + 1, options);
-    }
+    const continued = this.continues(messages, options);
+    if (continued !== null) return this.#continuation(continued.parent, messages, continued.newFrom, options);
     const promptIds = this.tokenizer.encodeChat(messages, templateOptions(options));
     return {
       promptIds,
@@ -117,6 +114,22 @@ export class ConversationTracker {
       messages: [...messages],
       options,
     };
+  }
+
+  /**
+   * The recorded turn a chat call with these messages continues (the longest conversation they extend, its reply
+   * included) and where its new messages start, or null for a fresh conversation. Tokenizes nothing.
+   */
+  continues(
+    messages: readonly ChatMessage[],
+    options: ConversationOptions = {},
+  ): { parent: ConversationTurn; newFrom: number } | null {
+    for (let i = messages.length - 2; i >= 1; i--) {
+      if (messages[i]?.role !== 'assistant') continue;
+      const parent = this.#byKey.get(conversationKey(messages.slice(0, i + 1), options));
+      if (parent !== undefined) return { parent, newFrom: i + 1 };
+    }
+    return null;
   }
 
   /** Records one reply generated from `prompt`; later calls that send it back continue from its exact ids. */

@@ -12,6 +12,7 @@ import type { ExperienceBufferSettings } from './buffer/config.js';
 import type { MonitorArgs, MonitorType, ProgressReporter } from './monitor/index.js';
 import type { TaskPipelineSettings } from './data/task-pipeline/types.js';
 import type { ExperiencePipelineSettings } from './data/experience-pipeline/index.js';
+import type { PromptLimit } from './workflow/prompt-truncation.js';
 
 export type StageMode = 'both' | 'explore' | 'train' | 'bench' | 'serve';
 
@@ -67,6 +68,11 @@ export interface StageSettings {
     maxRetryTimes: number;
     slots: number;
     maxLength: number;
+    /**
+     * model.max_prompt_tokens, max_model_len and enable_prompt_truncation: what a rollout does with a prompt over
+     * max_prompt_tokens (./workflow/prompt-truncation.ts).
+     */
+    promptLimit: PromptLimit;
     defaultWorkflow: string;
     /** The embedded engine's device, resolved ('cpu' or 'cuda:N'; explorer.rollout_model.device). */
     device: string;

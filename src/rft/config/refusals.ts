@@ -170,9 +170,6 @@ export function refusalProblems(input: unknown): ConfigProblem[] {
 export const FOLDED_SETTINGS: Readonly<Record<string, string>> = {
   checkpoint_root_dir: 'checkpoint_job_dir', // job dir = checkpoint_root_dir/project/name
   'trainer.grad_clip': 'algorithm.optimizer.clip_grad', // one max gradient norm, trainer.grad_clip first
-  // the lengths derive one another; a prompt longer than max_prompt_tokens leaves less than max_tokens of room, and
-  // the engine fails that generation naming the lengths (Trinity truncates such prompts instead)
-  'model.max_prompt_tokens': 'model.max_model_len',
   'model.max_response_tokens': 'buffer.explorer_input.tasksets.*.rollout_args.max_tokens',
   'buffer.explorer_input.default_reward_fn_type': 'buffer.explorer_input.tasksets.*.default_reward_fn_type',
   'buffer.explorer_input.taskset': 'buffer.explorer_input.tasksets.*', // the one taskset becomes tasksets[0]

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { listCheckpoints } from '../checkpoint.js';
 import { createMonitors } from '../monitor/index.js';
 import { startAuxiliaryModels } from '../auxiliary/index.js';
+import { checkRewardModels } from '../reward/index.js';
 import { EngineModelHandle } from '../workflow/index.js';
 import {
   type EvaluationSettings,
@@ -68,6 +69,7 @@ export async function runBench(
     const auxiliary = await startAuxiliaryModels(settings.auxiliaryModels);
     const runner = stageWorkflowRunner(settings, handle, log, auxiliary);
     try {
+      checkRewardModels(settings.evalTasksets, auxiliary); // a judge that cannot fit its prompt: said now, not per call
       for (const [i, target] of targets.entries()) {
         if (target.dir && i > 0) await engine.syncWeightsFromDir(target.dir);
         handle.modelVersion = target.step;

@@ -104,6 +104,8 @@ export interface ExplorerSettingsContext {
   modelPath: string;
   /** model.max_model_len. */
   maxLength: number;
+  /** model.max_prompt_tokens, max_model_len and enable_prompt_truncation. */
+  promptLimit: StageSettings['explorer']['promptLimit'];
   /** buffer.explorer_input.default_workflow_type. */
   defaultWorkflowType: string | null;
   /** synchronizer.sync_method: how an embedded engine gets weights (validation allows only checkpoint for a server). */
@@ -122,6 +124,7 @@ export function explorerSettings(explorer: ExplorerConfig, context: ExplorerSett
     maxRetryTimes: explorer.max_retry_times,
     slots: rollout.slots,
     maxLength: context.maxLength,
+    promptLimit: context.promptLimit,
     defaultWorkflow: context.defaultWorkflowType ?? 'simple_workflow',
     device: context.device,
     engine:

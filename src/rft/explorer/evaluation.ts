@@ -14,13 +14,18 @@ export type RunnerSettings = Pick<StageSettings, 'pluginBaseDir' | 'explorer' | 
 /** What an evaluation reads of the stage's settings: the eval tasksets and their samples per task. */
 export type EvaluationSettings = Pick<StageSettings, 'evalTasksets' | 'evalRepeatTimes'>;
 
-/** The workflow runner of a stage's explorer (and of bench), with the stage's explorer settings and auxiliary models. */
+/**
+ * The workflow runner of a stage's explorer (and of bench, a task pipeline's sampler, a train stage's evaluator), with
+ * the stage's explorer settings and auxiliary models; its handle takes the stage's prompt rule (model.max_prompt_tokens,
+ * enable_prompt_truncation: ../workflow/prompt-truncation.ts).
+ */
 export function stageWorkflowRunner(
   settings: RunnerSettings,
   handle: EngineModelHandle,
   log: (line: string) => void,
   auxiliaryModels: AuxiliaryModelSet = NO_AUXILIARY_MODELS,
 ): WorkflowRunner {
+  handle.promptLimit = settings.explorer.promptLimit;
   return new WorkflowRunner({
     models: handle,
     auxiliaryModels,

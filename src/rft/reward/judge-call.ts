@@ -54,6 +54,26 @@ export function judgeMaxTokens(
   return Math.min(requested, room);
 }
 
+/**
+ * At the start of a run: the judge must fit its fixed prompt (`messages`: the template with the responses and every
+ * per-task value left empty) and the shortest useful reply (`reply`: its verdict line) in its context,
+ *   tokens(chat_template(messages, add_generation_prompt)) + tokens(reply) ≤ contextLength,
+ * else every call would fail: an error naming the judge, its context and the prompt's size. Not checked where a size
+ * is unknown (a remote judge without a tokenizer or a context length).
+ */
+export function checkJudgeRoom(judge: AuxiliaryModel, messages: readonly JudgeMessage[], reply: string, where: string): void {
+  if (judge.contextLength === undefined || judge.tokenizer === null) return;
+  const promptTokens = judge.tokenizer.encodeChat(messages, { addGenerationPrompt: true }).length;
+  const replyTokens = judge.tokenizer.encode(reply).length;
+  if (promptTokens + replyTokens <= judge.contextLength) return;
+  throw new Error(
+    `${where}: judge '${judge.name}' has a context of ${judge.contextLength} tokens (max_model_len), and its prompt ` +
+      `without the task's text and the responses is already ${promptTokens} tokens: no room for its reply ` +
+      `(${JSON.stringify(reply)} alone is ${replyTokens}), so every call would fail; raise the judge's max_model_len ` +
+      'or shorten system_prompt, prompt_template or the rubric',
+  );
+}
+
 /** The judge's answer text to one chat call ('' when it returned no choice or no content). */
 export async function askJudge(
   judge: AuxiliaryModel,

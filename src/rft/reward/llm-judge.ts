@@ -24,7 +24,7 @@ import {
   parseScoresVerdict,
   parseScoreVerdict,
 } from './judge-answer.js';
-import { askJudge, checkJudgeArgs, judgeMessages, judgeModel } from './judge-call.js';
+import { askJudge, checkJudgeArgs, checkJudgeRoom, type JudgeMessage, judgeMessages, judgeModel } from './judge-call.js';
 import { checkRubricSource, checkTemplate, fillTemplate, taskQuestion, taskReference, taskRubric } from './judge-prompt.js';
 import type { GroupRewardModule, RewardModule } from './module.js';
 import { REWARD_FUNCTIONS } from './reward-registry.js';
@@ -80,6 +80,22 @@ function taskValues(task: Task, options: JudgeOptions, where: string): Record<st
   };
 }
 
+/**
+ * The judge's fixed prompt: the template with the task's text (question, reference, a per-row rubric) and the
+ * responses left empty, as checkJudgeRoom measures it at the start of a run.
+ */
+function fixedPrompt(options: RubricJudgeOptions, extra: Record<string, string>): JudgeMessage[] {
+  const prompt = fillTemplate(options.promptTemplate, {
+    question: '',
+    reference: '',
+    rubric: options.rubricKey === '' ? options.rubric : '',
+    min_score: String(options.minScore),
+    max_score: String(options.maxScore),
+    ...extra,
+  });
+  return judgeMessages(options.systemPrompt, prompt);
+}
+
 const normalised = (score: number, { minScore, maxScore }: JudgeOptions): number => (score - minScore) / (maxScore - minScore);
 
 export const rubricJudgeReward: RewardModule<RubricJudgeOptions> = {
@@ -101,6 +117,10 @@ export const rubricJudgeReward: RewardModule<RubricJudgeOptions> = {
     checkRubricSource(options, where);
     checkJudgeArgs(options, where);
     checkTemplate(options.promptTemplate, RUBRIC_JUDGE_PLACEHOLDERS, ['response'], `${where}: prompt_template`);
+  },
+  checkModels: (options, models, where) => {
+    const judge = judgeModel(models, options.judgeModel, where);
+    checkJudgeRoom(judge, fixedPrompt(options, { response: '' }), `Score: ${options.maxScore}`, where);
   },
   score: async ({ response, task, auxiliaryModels, signal }, options) => {
     const where = "reward function 'rubric_judge_reward'";
@@ -173,6 +193,10 @@ export const rulerReward: GroupRewardModule<RubricJudgeOptions> = {
     checkRubricSource(options, where);
     checkJudgeArgs(options, where);
     checkTemplate(options.promptTemplate, RULER_PLACEHOLDERS, ['responses'], `${where}: prompt_template`);
+  },
+  checkModels: (options, models, where) => {
+    const judge = judgeModel(models, options.judgeModel, where);
+    checkJudgeRoom(judge, fixedPrompt(options, { responses: '', count: '1' }), `Scores: [${options.maxScore}]`, where);
   },
   scoreGroup: async ({ responses, task, auxiliaryModels, signal }, options): Promise<RewardOutput[]> => {
     const where = "reward function 'ruler_reward'";

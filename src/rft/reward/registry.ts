@@ -13,9 +13,45 @@ import './builtin.js'; // accuracy_reward, format_reward, math_reward, math_boxe
 import './llm-judge.js'; // rubric_judge_reward, ruler_reward
 import './reward-model.js'; // rm_yes_no_reward
 import './countdown.js'; // countdown_reward
+import type { AuxiliaryModels } from '../auxiliary/types.js';
+import { REWARD_FUNCTIONS } from './reward-registry.js';
 import { type AnyRewardFn, isGroupReward, type RewardContext } from './types.js';
 
 export { REWARD_FUNCTIONS, RewardRegistry } from './reward-registry.js';
+
+/** What checkRewardModels reads of a taskset: its reward function and arguments. */
+export interface TasksetReward {
+  name: string;
+  defaultRewardFnType?: string;
+  rewardFnArgs?: Record<string, unknown>;
+}
+
+/**
+ * When a run has started its auxiliary models: each taskset's reward function (its default_reward_fn_type with its
+ * reward_fn_args) checked against them (RewardRegistry.checkModels: a judge whose fixed prompt cannot fit its context
+ * with room for its reply), so the run stops now with one error naming every taskset that cannot work, instead of
+ * failing every call. A reward a row names for itself (format.reward_fn_key) is checked by its calls.
+ */
+export function checkRewardModels(
+  tasksets: readonly TasksetReward[],
+  models: AuxiliaryModels,
+  registry = REWARD_FUNCTIONS,
+): void {
+  const problems: string[] = [];
+  const seen = new Set<string>();
+  for (const { name, defaultRewardFnType, rewardFnArgs } of tasksets) {
+    if (defaultRewardFnType === undefined) continue;
+    const key = JSON.stringify([defaultRewardFnType, rewardFnArgs ?? {}]);
+    if (seen.has(key)) continue; // the same reward on several tasksets: said once
+    seen.add(key);
+    try {
+      registry.checkModels(defaultRewardFnType, rewardFnArgs ?? {}, models);
+    } catch (error) {
+      problems.push(`taskset '${name}': ${(error as Error).message}`);
+    }
+  }
+  if (problems.length > 0) throw new Error(problems.join('\n'));
+}
 
 export interface ScoredResponse {
   reward: number;

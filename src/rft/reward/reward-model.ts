@@ -15,7 +15,7 @@
 import type { AuxiliaryModel } from '../auxiliary/types.js';
 import type { Tokenizer } from '../../tokenizer/index.js';
 import { judgeFailureMetrics } from './judge-answer.js';
-import { checkJudgeArgs, judgeMessages, judgeModel } from './judge-call.js';
+import { checkJudgeArgs, checkJudgeRoom, judgeMessages, judgeModel } from './judge-call.js';
 import { checkRubricSource, checkTemplate, fillTemplate, taskQuestion, taskReference, taskRubric } from './judge-prompt.js';
 import type { RewardModule } from './module.js';
 import { REWARD_FUNCTIONS } from './reward-registry.js';
@@ -111,6 +111,20 @@ export const rmYesNoReward: RewardModule<YesNoOptions> = {
       throw new Error(`${where}: arguments 'yes_token' and 'no_token' must be two different non-empty strings`);
     if (!(options.minMass >= 0 && options.minMass <= 1))
       throw new Error(`${where}: argument 'min_mass' must be in [0, 1], got ${options.minMass}`);
+  },
+  checkModels: (options, models, where) => {
+    // the fixed prompt, then each answer word scored after it
+    const prompt = fillTemplate(options.promptTemplate, {
+      question: '',
+      reference: '',
+      rubric: options.rubricKey === '' ? options.rubric : '',
+      response: '',
+      yes_token: options.yesToken,
+      no_token: options.noToken,
+    });
+    const judge = judgeModel(models, options.judgeModel, where);
+    for (const answer of [options.yesToken, options.noToken])
+      checkJudgeRoom(judge, judgeMessages(options.systemPrompt, prompt), answer, where);
   },
   score: async ({ response, task, auxiliaryModels, signal }, options) => {
     const where = "reward function 'rm_yes_no_reward'";

@@ -4,6 +4,7 @@
 // registered, not from here.
 import { resolveArgs } from '../../util/module-args.js';
 import { Registry } from '../../util/registry.js';
+import type { AuxiliaryModels } from '../auxiliary/types.js';
 import type { GroupRewardModule, RewardModule } from './module.js';
 import type { AnyRewardFn, GroupRewardFn } from './types.js';
 
@@ -24,6 +25,7 @@ function rewardOfExport(value: unknown, spec: string): AnyRewardFn {
 /** The generic registry (src/util/registry.ts) of reward functions, per response or per group. */
 export class RewardRegistry extends Registry<AnyRewardFn> {
   readonly #argChecks = new Map<string, (args: Readonly<Record<string, unknown>>) => void>();
+  readonly #modelChecks = new Map<string, (args: Readonly<Record<string, unknown>>, models: AuxiliaryModels) => void>();
 
   constructor() {
     super('reward function', { fromExport: rewardOfExport });
@@ -36,6 +38,14 @@ export class RewardRegistry extends Registry<AnyRewardFn> {
    */
   checkArgs(name: string, args: Readonly<Record<string, unknown>>): void {
     this.#argChecks.get(name)?.(args);
+  }
+
+  /**
+   * Checks a registered module's options against the run's started auxiliary models (its checkModels: a judge's
+   * fixed prompt against the judge's context); throws the error naming what cannot work. Others are not checked.
+   */
+  checkModels(name: string, args: Readonly<Record<string, unknown>>, models: AuxiliaryModels): void {
+    this.#modelChecks.get(name)?.(args, models);
   }
 
   /**
@@ -56,6 +66,8 @@ export class RewardRegistry extends Registry<AnyRewardFn> {
       this.register(module.name, (input) => module.score(input, options(input.args)), module.description);
     }
     this.#argChecks.set(module.name, options);
+    if (module.checkModels !== undefined)
+      this.#modelChecks.set(module.name, (args, models) => module.checkModels?.(options(args), models, where));
     return this;
   }
 }

@@ -12,6 +12,7 @@ import { Tokenizer } from '../../tokenizer/index.js';
 import type { ResolvedAlgorithm } from '../algorithm/presets.js';
 import { createSampleStrategy } from '../algorithm/sample-strategy.js';
 import { startAuxiliaryModels } from '../auxiliary/index.js';
+import { checkRewardModels } from '../reward/index.js';
 import {
   AuxiliaryReader,
   displayBufferPath,
@@ -356,6 +357,8 @@ export class StageParts {
     if (vocabularyWarning !== null) this.log(`[${settings.stageName}] ${vocabularyWarning}`);
     const auxiliary = await startAuxiliaryModels(settings.auxiliaryModels); // judges, reward models, teachers
     this.#closers.push(() => auxiliary.close());
+    // a judge whose fixed prompt cannot fit its context: the stage's error now, not a failure of every call
+    checkRewardModels([...settings.tasksets.map(({ taskset }) => taskset), ...settings.evalTasksets], auxiliary);
     const runner = stageWorkflowRunner(settings, handle, (line) => progress.log(line), auxiliary);
     this.#closers.push(() => runner.close()); // frees its workflow worker threads (module-path workflows)
     return { started, engine, handle, runner, pipeline };

@@ -20,14 +20,25 @@
 //   const client = await model.openai();                          // an `openai` npm client; any model name
 //   ... the agent's own calls ...
 //   return model.recordedExperiences({ reward });                 // one experience per conversation
+//
+// Prompts over model.max_prompt_tokens (the handle's promptLimit): each attempt's handle makes them placeholder
+// samples that are never generated and train nothing (./prompt-truncation.ts).
 import { randomBytes, randomUUID } from 'node:crypto';
 // Values from the engine's leaf modules and the OpenAI server imported when first served: a workflow worker thread
 // (./isolation/) runs this handle without loading libtorch.
 import type { ChatChoice, ChatOptions, ChatResult, GenerateRequest, GenerateResult } from '../../engine/index.js';
+import { chatResult } from '../../engine/chat.js';
 import { ConversationTracker, type ConversationTurn, conversationTokens } from '../../engine/conversation.js';
 import type { OpenAIServer, RequestScope } from '../../openai/index.js';
 import type { ChatMessage, Tokenizer } from '../../tokenizer/index.js';
 import type { ChatTurn, Experience } from '../experience.js';
+import {
+  limitedPromptIds,
+  overPromptLimit,
+  PROMPT_TRUNCATED_TEXT,
+  type PromptLimit,
+  placeholderResult,
+} from './prompt-truncation.js';
 import type { ModelHandle, RecordedExperienceOptions, RolloutOutput, ServedScope, ToExperienceOptions } from './types.js';
 
 /** The model name the rollout endpoint reports (it accepts any name a client sends). */
@@ -62,11 +73,14 @@ export class EngineModelHandle implements ModelHandle {
   readonly engine: RolloutBackend;
   #modelVersion: number;
   readonly #provenance = new WeakMap<object, Provenance>();
+  /** The stage's prompt rule, applied by each attempt's handle (attemptModelHandle); null: none. */
+  promptLimit: PromptLimit | null;
 
-  constructor(engine: RolloutBackend, options: { modelVersion?: number } = {}) {
+  constructor(engine: RolloutBackend, options: { modelVersion?: number; promptLimit?: PromptLimit | null } = {}) {
     this.engine = engine;
     this.#modelVersion = 0;
     this.modelVersion = options.modelVersion ?? 0;
+    this.promptLimit = options.promptLimit ?? null;
   }
 
   get tokenizer(): Tokenizer | null {
@@ -294,7 +308,8 @@ function isChatChoice(output: RolloutOutput): output is ChatChoice {
 
 /**
  * The handle one workflow attempt sees: every model call also carries `signal` (so a timeout aborts generations
- * the workflow started, and calls after the attempt ended fail at once), and toExperience() defaults the task id.
+ * the workflow started, and calls after the attempt ended fail at once), toExperience() defaults the task id, and
+ * prompts over the base handle's promptLimit become placeholder samples (./prompt-truncation.ts).
  */
 export function attemptModelHandle(base: ModelHandle, attempt: { signal: AbortSignal; taskId: string }): ModelHandle {
   const withSignal = <T extends { signal?: AbortSignal }>(options: T): T => ({
@@ -314,6 +329,8 @@ export function attemptModelHandle(base: ModelHandle, attempt: { signal: AbortSi
     served ??= base.serveScope({ conversation: history, signal: attempt.signal });
     return (await served).baseURL;
   };
+  const limit = base.promptLimit ?? null;
+  const rule = limit !== null && base.tokenizer !== null ? new PromptRule(limit, base.tokenizer) : null;
   return {
     get tokenizer() {
       return base.tokenizer;
@@ -321,12 +338,27 @@ export function attemptModelHandle(base: ModelHandle, attempt: { signal: AbortSi
     get modelVersion() {
       return base.modelVersion;
     },
-    generate: (request) => base.generate(withSignal(request)),
-    chat: (messages, options = {}) => {
+    promptLimit: limit,
+    generate: async (request) => {
+      const checked = rule ? rule.generate(request) : request;
+      return 'completions' in checked ? checked : base.generate(withSignal(checked));
+    },
+    chat: async (messages, options = {}) => {
       const history = options.conversation ?? tracker();
+      const placeholder = rule?.chat(messages, options, history) ?? null;
+      if (placeholder !== null) return placeholder;
       return base.chat(messages, withSignal(history ? { ...options, conversation: history } : options));
     },
-    toExperience: (output, options = {}) => base.toExperience(output, { taskId: attempt.taskId, ...options }),
+    toExperience: (output, options = {}) => {
+      const promptIds = rule?.promptIdsOf(output);
+      if (promptIds === undefined) return base.toExperience(output, { taskId: attempt.taskId, ...options });
+      return placeholderExperience(output, {
+        taskId: attempt.taskId,
+        ...options,
+        promptIds,
+        modelVersion: options.modelVersion ?? base.modelVersion,
+      });
+    },
     openaiBaseUrl: baseUrl,
     openai: async () => openaiClient(await baseUrl()),
     recordedExperiences: (options = {}) =>
@@ -334,4 +366,73 @@ export function attemptModelHandle(base: ModelHandle, attempt: { signal: AbortSi
     serveScope: (scope) =>
       base.serveScope({ ...scope, signal: scope.signal ? AbortSignal.any([scope.signal, attempt.signal]) : attempt.signal }),
   };
+}
+
+/**
+ * An attempt's calls under model.max_prompt_tokens (./prompt-truncation.ts): a text prompt is tokenized within the
+ * bound, a prompt over the limit is answered with placeholder samples (remembered here, for toExperience), a chat
+ * call that continues a recorded conversation is left to the engine's max_model_len.
+ */
+class PromptRule {
+  readonly #limit: PromptLimit;
+  readonly #tokenizer: Tokenizer;
+  /** Placeholder outputs (results, choices, completions) → the prompt ids they stand after. */
+  readonly #placeholders = new WeakMap<object, readonly number[]>();
+
+  constructor(limit: PromptLimit, tokenizer: Tokenizer) {
+    this.#limit = limit;
+    this.#tokenizer = tokenizer;
+  }
+
+  /** The request to send (a text prompt as its ids), or the placeholder result of a prompt over the limit. */
+  generate(request: GenerateRequest): GenerateRequest | GenerateResult {
+    if (request.promptIds !== undefined && request.prompt !== undefined) return request; // the engine says why not
+    let ids = request.promptIds;
+    if (ids === undefined && request.prompt !== undefined) ids = limitedPromptIds(this.#tokenizer, request.prompt, this.#limit);
+    if (ids === undefined) return request;
+    if (this.#limit.truncate && overPromptLimit(ids, this.#limit)) return this.#placeholder(ids, request.n ?? 1);
+    if (request.promptIds !== undefined) return request;
+    const { prompt: _text, ...rest } = request;
+    return { ...rest, promptIds: ids };
+  }
+
+  /** The placeholder result of a chat call whose (fresh) prompt is over the limit, else null: the call goes ahead. */
+  chat(messages: readonly ChatMessage[], options: ChatOptions, history: ConversationTracker | null): ChatResult | null {
+    if (messages.length === 0 || !this.#tokenizer.hasChatTemplate) return null; // the engine says why not
+    const { tools, templateVariables } = options;
+    const template = { ...(tools ? { tools } : {}), ...(templateVariables ? { templateVariables } : {}) };
+    if (history?.continues(messages, template)) return null;
+    const text = this.#tokenizer.applyChatTemplate(messages, {
+      addGenerationPrompt: true,
+      ...(tools ? { tools } : {}),
+      ...(templateVariables ? { variables: templateVariables } : {}),
+    });
+    const ids = limitedPromptIds(this.#tokenizer, text, this.#limit);
+    if (!(this.#limit.truncate && overPromptLimit(ids, this.#limit))) return null;
+    const result = chatResult(this.#placeholder(ids, options.n ?? 1), { promptIds: ids, conversation: null });
+    for (const output of [result, ...result.choices]) this.#placeholders.set(output, result.promptIds);
+    return result;
+  }
+
+  promptIdsOf(output: RolloutOutput): readonly number[] | undefined {
+    return this.#placeholders.get(output);
+  }
+
+  #placeholder(promptIds: readonly number[], n: number): GenerateResult {
+    const result = placeholderResult(promptIds, this.#limit, n);
+    for (const completion of result.completions) this.#placeholders.set(completion, result.promptIds);
+    return result;
+  }
+}
+
+/** The experience of a placeholder sample: the prompt's head and one masked token (./prompt-truncation.ts). */
+function placeholderExperience(
+  output: RolloutOutput,
+  options: ToExperienceOptions & { promptIds: readonly number[]; modelVersion: number },
+): Experience {
+  const experience = buildExperience(output, { ...options, scope: 'turn' });
+  experience.actionMask = [0];
+  experience.truncateStatus = 'prompt_truncated';
+  experience.responseText = PROMPT_TRUNCATED_TEXT;
+  return experience;
 }

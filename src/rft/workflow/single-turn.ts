@@ -3,6 +3,8 @@
 //
 //   prompt ids = chat_template([system?, user], tools?, add_generation_prompt) ++ encode(reply_prefix)
 //                (tools: the task's tools_key column, rendered by the model's template)
+//                (over model.max_prompt_tokens: its bounded head, and the n responses are masked placeholders,
+//                ./prompt-truncation.ts)
 //   responses  = generate(prompt ids, n = repeatTimes, seed, task.rolloutArgs)
 //   reward     = rewardFn(reply_prefix + response text, task)          (the prefix is part of the answer's format)
 //                a group reward (ruler_reward) scores the n responses of the task in one call instead
@@ -18,6 +20,7 @@ import { snakeToCamel } from '../../util/module-args.js';
 import type { ChatTurn } from '../experience.js';
 import { REWARD_FUNCTIONS, type RewardRegistry, type ScoredResponse, scoreResponses } from '../reward/registry.js';
 import type { Task } from '../task.js';
+import { limitedPromptIds, overPromptLimit } from './prompt-truncation.js';
 import type { WorkflowContext, WorkflowSpec } from './types.js';
 import { WORKFLOWS } from './workflow-registry.js';
 
@@ -71,10 +74,15 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
         name,
       );
       const prefix = task.replyPrefix ?? '';
-      const promptIds = [
-        ...tokenizer.encodeChat(messages, { addGenerationPrompt: true, ...(task.tools ? { tools: task.tools } : {}) }),
-        ...(prefix ? tokenizer.encode(prefix) : []),
-      ];
+      const limit = model.promptLimit ?? null;
+      const chatText = tokenizer.applyChatTemplate(messages, {
+        addGenerationPrompt: true,
+        ...(task.tools ? { tools: task.tools } : {}),
+      });
+      // a prompt over the limit is only ever needed up to its head: the rest of a huge one is never tokenized
+      const chatIds = limit ? limitedPromptIds(tokenizer, chatText, limit) : tokenizer.encode(chatText);
+      const over = limit ? limit.truncate && overPromptLimit(chatIds, limit) : false;
+      const promptIds = prefix && !over ? [...chatIds, ...tokenizer.encode(prefix)] : chatIds;
       const result = await model.generate({ ...rolloutOptions(task.rolloutArgs ?? {}, name), promptIds, n: repeatTimes, seed });
 
       // All responses of the task are scored together: a group reward (RULER) sees them in one call, a per-response

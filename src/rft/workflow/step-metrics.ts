@@ -1,6 +1,7 @@
 // How a step's runs went (RunStatus, one per run of the workflow runner) and the step's rollout metrics over its
-// experiences and statuses: reward and response-length summaries, each experience metric's mean, and counts of
-// tasks, runs and attempts that succeeded, failed, timed out or returned malformed experiences.
+// experiences and statuses: reward and response-length summaries, each experience metric's mean, the share of
+// experiences whose prompt was over model.max_prompt_tokens (masked placeholders, ./prompt-truncation.ts), and
+// counts of tasks, runs and attempts that succeeded, failed, timed out or returned malformed experiences.
 import { type Experience, responseLength } from '../experience.js';
 
 /** How one run went. */
@@ -52,6 +53,8 @@ export function stepMetrics(experiences: readonly Experience[], statuses: readon
       'rollout/response_length/max': s.max,
       'rollout/response_length/min': s.min,
     });
+    const truncated = experiences.filter((e) => e.truncateStatus === 'prompt_truncated').length;
+    metrics['rollout/prompt_truncated_ratio'] = truncated / experiences.length;
   }
   const named = new Map<string, number[]>();
   for (const e of experiences) {

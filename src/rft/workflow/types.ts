@@ -20,6 +20,7 @@ import type { ChatMessage, Tokenizer } from '../../tokenizer/index.js';
 import type { AuxiliaryModels } from '../auxiliary/types.js';
 import type { ChatTurn, Experience, ExperienceInfo } from '../experience.js';
 import type { Task } from '../task.js';
+import type { PromptLimit } from './prompt-truncation.js';
 
 /** What toExperience() may be given: a chat choice (or the whole ChatResult, meaning choice 0) or a completion. */
 export type RolloutOutput = ChatChoice | Completion;
@@ -78,6 +79,11 @@ export interface ModelHandle {
   readonly tokenizer: Tokenizer | null;
   /** Weights version currently served (bumped by the synchronizer). */
   readonly modelVersion: number;
+  /**
+   * What the attempt's calls do with a prompt over model.max_prompt_tokens (./prompt-truncation.ts); null or absent:
+   * prompts go to the engine as they are. A workflow that tokenizes its own prompt bounds the work with it.
+   */
+  readonly promptLimit?: PromptLimit | null;
   generate(request: GenerateRequest): Promise<GenerateResult>;
   /**
    * Chat with exact token ids. Messages that extend an earlier call's messages plus its reply (the choice's message
@@ -86,7 +92,8 @@ export interface ModelHandle {
   chat(messages: readonly ChatMessage[], options?: ChatOptions): Promise<ChatResult>;
   /**
    * An Experience of one output of generate()/chat(), exactly: tokens = prompt ids ++ completion ids (never
-   * re-tokenised), logprobs = the engine's, actionMask all 1.
+   * re-tokenised), logprobs = the engine's, actionMask all 1. The placeholder of a prompt over promptLimit is the
+   * prompt's head with actionMask [0] and truncateStatus 'prompt_truncated' (./prompt-truncation.ts).
    */
   toExperience(output: RolloutOutput, options?: ToExperienceOptions): Experience;
   /**

@@ -71,6 +71,7 @@ describe('loadConfig: defaults and derived keys', () => {
       max_prompt_tokens: 512, // half of max_model_len, as Trinity
       max_response_tokens: 512,
       max_model_len: 1024,
+      enable_prompt_truncation: true,
       dtype: 'bfloat16',
       lora: null,
     });

@@ -37,6 +37,7 @@ model:
   max_prompt_tokens: 96
   max_response_tokens: 32
   max_model_len: 128
+  enable_prompt_truncation: false
   dtype: float32
   lora: {rank: 4, alpha: 8, dropout: 0, target_modules: [q_proj, v_proj], path: /adapters/start}
 algorithm:

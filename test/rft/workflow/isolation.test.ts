@@ -165,6 +165,44 @@ describe('the model handle on a worker thread', () => {
   });
 });
 
+describe('the prompt limit on a worker thread', () => {
+  test('a prompt over max_prompt_tokens gives the same masked placeholders there as in-process', {
+    timeout: 120_000,
+  }, async () => {
+    const source = `async ({ model, repeatTimes }) => {
+  const { completions } = await model.generate({ prompt: '1+2='.repeat(30), n: repeatTimes, maxTokens: 4 });
+  return completions.map((c) => model.toExperience(c, { reward: 1 }));
+}`;
+    const dir = moduleDir({ 'long.ts': `export const long = { repeatable: true, run: ${source} };\n` });
+    const promptLimit = { maxPromptTokens: 16, maxModelLen: 2048, truncate: true };
+    const scripted = backend();
+    const make = (options: Partial<WorkflowRunnerOptions>) =>
+      new WorkflowRunner({
+        models: new EngineModelHandle(scripted, { modelVersion: 3, promptLimit }),
+        retryBackoffMs: 1,
+        maxRetryTimes: 0,
+        maxTimeout: 60,
+        ...options,
+      });
+    const workflow = new Function(`return ${source}`)() as Workflow;
+    const inProcess = make({ workflows: new WorkflowRegistry().register('long', { repeatable: true, run: workflow }) });
+    const isolated = make({ baseDir: dir });
+    const here = await inProcess.runStep([task('l', 'long')], { step: 1, repeatTimes: 2 });
+    const there = await isolated.runStep([task('l', 'long.ts#long')], { step: 1, repeatTimes: 2 });
+    assert.ok(isolated.workerThreadsStarted >= 1, 'the module-path workflow ran on a worker thread');
+    assert.equal(scripted.calls, 0, 'nothing was generated from the overlong prompt');
+    assert.deepEqual(
+      there.experiences.map((e) => [e.truncateStatus, e.tokens.length, e.actionMask]),
+      [
+        ['prompt_truncated', 17, [0]],
+        ['prompt_truncated', 17, [0]],
+      ],
+    );
+    assert.deepEqual(comparable(there.experiences), comparable(here.experiences));
+    isolated.close();
+  });
+});
+
 describe('faults in module-path workflows', () => {
   test('a synchronous infinite loop is ended by max_timeout; its thread is terminated, never reused', {
     timeout: 120_000,

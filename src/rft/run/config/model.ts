@@ -6,7 +6,7 @@
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { ReportProblem } from '../../config/errors.js';
-import { DTYPES, intIn, MAX_TOKENS, nonEmpty, num, numIn, str } from '../../config/value-schemas.js';
+import { bool, DTYPES, intIn, MAX_TOKENS, nonEmpty, num, numIn, str } from '../../config/value-schemas.js';
 import type { StageSettings } from '../../settings.js';
 import { fileErrorDetail, pathExists, readRegularFile } from '../../../util/index.js';
 
@@ -55,6 +55,9 @@ export const ModelSchema = z.strictObject({
   max_prompt_tokens: intIn(1, MAX_TOKENS).nullable().default(null), // [1, 2^20]; derived: max_model_len - max_response_tokens, or half of it
   max_response_tokens: intIn(1, MAX_TOKENS).nullable().default(null), // [1, 2^20]; derived: max_model_len - max_prompt_tokens
   max_model_len: intIn(1, MAX_TOKENS).nullable().default(null), // [1, 2^20]; derived: max_prompt_tokens + max_response_tokens
+  // Trinity's default: a rollout prompt over max_prompt_tokens becomes a masked placeholder experience, not a failure
+  // (src/rft/workflow/prompt-truncation.ts); false: such a prompt is generated from as it is while it fits max_model_len
+  enable_prompt_truncation: bool().default(true),
   dtype: z.enum(DTYPES).default('bfloat16'), // Trinity rollout_model.dtype bfloat16
   lora: LoraSchema.nullable().default(null), // null: full fine-tuning
   lora_configs: z.array(TrinityLoraSchema).min(1).nullable().default(null), // Trinity's form of `lora` (one adapter)

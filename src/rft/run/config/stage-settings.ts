@@ -111,6 +111,11 @@ export function stageSettings(
     explorer: explorerSettings(stage.explorer, {
       modelPath,
       maxLength: stage.model.max_model_len,
+      promptLimit: {
+        maxPromptTokens: stage.model.max_prompt_tokens,
+        maxModelLen: stage.model.max_model_len,
+        truncate: stage.model.enable_prompt_truncation,
+      },
       defaultWorkflowType: input.default_workflow_type,
       weightSync: stage.synchronizer.sync_method,
       device: rolloutDevice,

@@ -203,6 +203,7 @@ export class WorkflowWorker {
           isEval: attempt.isEval,
           modelVersion: model.modelVersion,
           tokenizer: tokenizerInfo(model.tokenizer),
+          promptLimit: model.promptLimit ?? null,
           auxiliary,
         },
       });

@@ -10,6 +10,7 @@ import type { MessagePort } from 'node:worker_threads';
 import type { GenerateRequest, GenerateResult } from '../../../engine/types.js';
 import type { AuxiliaryCall } from '../../auxiliary/usage.js';
 import type { Task } from '../../task.js';
+import type { PromptLimit } from '../prompt-truncation.js';
 
 /** A generate request as it crosses threads: plain data (no signal, no onToken callback). */
 export type PlainGenerateRequest = Omit<GenerateRequest, 'signal' | 'onToken'>;
@@ -62,6 +63,8 @@ export interface AttemptStart {
   isEval: boolean;
   modelVersion: number;
   tokenizer: TokenizerInfo | null;
+  /** The rollout model's prompt rule (../prompt-truncation.ts), applied by the worker's attempt handle. */
+  promptLimit: PromptLimit | null;
   /** The run's auxiliary models, in config order. */
   auxiliary: AuxiliaryInfo[];
 }

@@ -43,6 +43,7 @@ async function runAttempt(start: AttemptStart): Promise<void> {
   backend.attempt = start.attempt;
   backend.useTokenizer(start.tokenizer);
   handle.modelVersion = start.modelVersion;
+  handle.promptLimit = start.promptLimit;
   try {
     const spec = await load(start.spec, start.baseDir);
     const model = attemptModelHandle(handle, { signal: controller.signal, taskId: start.task.id });
