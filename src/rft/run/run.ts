@@ -19,6 +19,7 @@ import type { DistributedSettings, StageHooks, StageRecord, StageResult, StageSe
 import { runStage } from './stage.js';
 import { finishedStage, STAGE_DONE_FILE, writeStageDone } from './stage-done.js';
 import { stageSettings } from './config/stage-settings.js';
+import { describeTrinityKeys } from './config/trinity-report.js';
 
 export { stageSettings } from './config/stage-settings.js';
 
@@ -45,6 +46,8 @@ export async function runConfig(
   const configured = config.checkpoint_job_dir;
   let jobDir = configured;
   let stages = resolveStages(config);
+  // once per run, before the first stage: the Trinity keys this backend ignores or maps
+  for (const line of await describeTrinityKeys(config, stages)) log(line);
   if (distributed !== null) {
     log(`data-parallel trainer: ${describeRank(distributed)}, host ${hostname()}, pid ${process.pid}`);
     if (distributed.rank > 0)
