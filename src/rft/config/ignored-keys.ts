@@ -57,6 +57,16 @@ const MIX_BATCH_KNOBS: readonly [string, Kind][] = [
   ['train_batch_size_usual', 'integer'],
 ];
 
+/** Every dataset and buffer of the buffer section (Trinity's StorageConfig). */
+const STORAGE_PATHS = [
+  'buffer.explorer_input.taskset',
+  'buffer.explorer_input.tasksets.*',
+  'buffer.explorer_input.eval_tasksets.*',
+  'buffer.trainer_input.experience_buffer',
+  'buffer.trainer_input.sft_warmup_dataset',
+  'buffer.trainer_input.auxiliary_buffers.*',
+] as const;
+
 const DYNAMIC_BATCH =
   "veRL's token-budget micro-batches: the trainer here packs trainer.micro_batch_size sequences per micro-batch";
 
@@ -104,6 +114,22 @@ export const IGNORED_KEYS: readonly IgnoredKey[] = [
     kind: 'any',
     why: "Trinity's helper services (the Data-Juicer server): operators run in-process here (docs/data-pipelines.md)",
   },
+  ...STORAGE_PATHS.map(
+    (base): IgnoredKey => ({
+      path: `${base}.enable_progress_bar`,
+      kind: 'boolean',
+      why: "a progress bar while Trinity loads the dataset: the run's progress line counts the steps",
+    }),
+  ),
+  ...STORAGE_PATHS.slice(0, 3).map(
+    (base): IgnoredKey => ({
+      path: `${base}.rollout_args.logprobs`,
+      kind: 'integer',
+      why:
+        "how many of vLLM's top log-probs come back per token: the engine here records the sampled token's log-prob, " +
+        'which is what training reads',
+    }),
+  ),
   ...MIX_BATCH_KNOBS.map(
     ([key, kind]): IgnoredKey => ({
       path: `algorithm.policy_loss_fn_args.${key}`,

@@ -10,8 +10,12 @@
 //   buffer.trainer_input.experience_buffer storage_type queue|sql with path sqlite:///file.db (SQLAlchemy's URL)
 //                                            → storage_type sql on file.db, a relative file resolved against the
 //                                              config file's folder (as every other path), so two configs in one
-//                                              folder share it; postgresql:// stays a URL
+//                                              folder share it; postgresql:// stays a URL. A queue in mode both
+//                                              stays the in-process queue (Trinity's backup copy is not written)
 //   explorer.runner_num (Trinity's deprecated total) → runner_per_model = ⌈runner_num / engine_num⌉
+//   algorithm.optimizer.warmup_style         → lr_scheduler_type (its older name)
+//   algorithm.policy_loss_fn_args.use_token_level_loss_in_sft true | false → sft_loss_agg_mode token-mean |
+//                                              seq-mean-token-mean (the mix losses' SFT term)
 //   explorer.rollout_model.dtype             → model.dtype (the embedded engine's dtype; the trainer computes in it
 //                                              too unless trainer.param_dtype is set)
 //   cluster.node_num, cluster.gpu_per_node   → taken out here; the placement they imply is checked against the
@@ -64,8 +68,11 @@ export function takeTrinityKeys(tree: Tree, options: TrinityKeyOptions, problems
     const at = (path: readonly Segment[]) => joinPath([...root, ...path]);
     mapSyncMethod(node, at, mapped);
     mapEngineTypes(node, at, mapped);
-    mapDatabaseUrl(node, at, options.baseDir, mapped);
+    const mode = node.mode ?? tree.mode ?? 'both';
+    mapDatabaseUrl(node, at, { baseDir: options.baseDir, inOneProcess: mode === 'both' || mode === 'colocate' }, mapped);
     mapRunnerNum(node, at, mapped, problem);
+    mapWarmupStyle(node, at, mapped, problem);
+    mapTokenLevelSftLoss(node, at, mapped, problem);
   }
   mapRolloutDtype(tree, mapped, problem);
   const cluster = takeCluster(tree, problem);
@@ -114,7 +121,18 @@ function mapEngineTypes(node: Tree, at: (path: readonly Segment[]) => string, ma
 
 const SQLITE_URL = /^sqlite:\/\/\/(.+)$/;
 
-function mapDatabaseUrl(node: Tree, at: (path: readonly Segment[]) => string, baseDir: string, mapped: MappedSetting[]): void {
+/**
+ * An experience buffer on a database URL. Trinity's queue is a Ray actor that every process of the run reaches and
+ * that keeps a backup copy of the experiences in the database at `path`. Here, where explorer and trainer share one
+ * process (mode both) the in-process queue is that actor's counterpart and the copy is not written (a leftover file
+ * of an earlier run cannot leak into this one); in separate processes the SQL buffer on that database is what they share.
+ */
+function mapDatabaseUrl(
+  node: Tree,
+  at: (path: readonly Segment[]) => string,
+  { baseDir, inOneProcess }: { baseDir: string; inOneProcess: boolean },
+  mapped: MappedSetting[],
+): void {
   const bufferPath = ['buffer', 'trainer_input', 'experience_buffer'];
   const buffer = getIn(node, bufferPath);
   if (!isMapping(buffer) || typeof buffer.path !== 'string') return;
@@ -128,6 +146,17 @@ function mapDatabaseUrl(node: Tree, at: (path: readonly Segment[]) => string, ba
   const file =
     sqlite === null ? null : isAbsolute(sqlite[1] as string) ? (sqlite[1] as string) : resolve(baseDir, sqlite[1] as string);
   const where = file ?? 'that PostgreSQL database';
+  if (storage === 'queue' && inOneProcess) {
+    delete buffer.path;
+    mapped.push({
+      path: at([...bufferPath, 'path']),
+      value: url,
+      to:
+        "not used: mode both hands experiences over in this process's queue (Trinity's backup copy of them in that " +
+        'database is not written; storage_type sql with a file path keeps them in SQLite)',
+    });
+    return;
+  }
   if (storage === 'queue') {
     buffer.storage_type = 'sql';
     mapped.push({
@@ -177,6 +206,53 @@ function mapRunnerNum(
     value,
     to: `explorer.runner_per_model ${perModel} (runner_num is the total over the ${engines} engine(s) of engine_num)`,
   });
+}
+
+/** algorithm.optimizer.warmup_style: Trinity's older name of lr_scheduler_type. */
+function mapWarmupStyle(
+  node: Tree,
+  at: (path: readonly Segment[]) => string,
+  mapped: MappedSetting[],
+  problem: (path: string, message: string) => void,
+): void {
+  const optimizer = getIn(node, ['algorithm', 'optimizer']);
+  if (!isMapping(optimizer) || optimizer.warmup_style === undefined || optimizer.warmup_style === null) return;
+  const value = optimizer.warmup_style;
+  delete optimizer.warmup_style;
+  const path = at(['algorithm', 'optimizer', 'warmup_style']);
+  const written = optimizer.lr_scheduler_type;
+  if (written !== undefined && written !== null && written !== value) {
+    problem(path, `is Trinity's older name of lr_scheduler_type, which is set to ${describeValue(written)}: remove one`);
+    return;
+  }
+  optimizer.lr_scheduler_type = value; // the schema checks the name
+  mapped.push({ path, value, to: `algorithm.optimizer.lr_scheduler_type ${String(value)} (its older name)` });
+}
+
+/** policy_loss_fn_args.use_token_level_loss_in_sft (Trinity's mix losses): sft_loss_agg_mode's older switch. */
+function mapTokenLevelSftLoss(
+  node: Tree,
+  at: (path: readonly Segment[]) => string,
+  mapped: MappedSetting[],
+  problem: (path: string, message: string) => void,
+): void {
+  const args = getIn(node, ['algorithm', 'policy_loss_fn_args']);
+  if (!isMapping(args) || args.use_token_level_loss_in_sft === undefined || args.use_token_level_loss_in_sft === null) return;
+  const value = args.use_token_level_loss_in_sft;
+  delete args.use_token_level_loss_in_sft;
+  const path = at(['algorithm', 'policy_loss_fn_args', 'use_token_level_loss_in_sft']);
+  const flag = value === 'true' ? true : value === 'false' ? false : value;
+  if (typeof flag !== 'boolean') {
+    problem(path, `expected a boolean (true or false), got ${describeValue(value)}`);
+    return;
+  }
+  const mode = flag ? 'token-mean' : 'seq-mean-token-mean';
+  if (args.sft_loss_agg_mode !== undefined && args.sft_loss_agg_mode !== null && args.sft_loss_agg_mode !== mode) {
+    problem(path, `means sft_loss_agg_mode ${mode}, which is set to ${describeValue(args.sft_loss_agg_mode)}: remove one`);
+    return;
+  }
+  args.sft_loss_agg_mode = mode;
+  mapped.push({ path, value, to: `algorithm.policy_loss_fn_args.sft_loss_agg_mode ${mode}` });
 }
 
 function mapRolloutDtype(tree: Tree, mapped: MappedSetting[], problem: (path: string, message: string) => void): void {
