@@ -130,6 +130,7 @@ describe('loadConfig: defaults and derived keys', () => {
         api_key: null,
         model_name: null,
         device: 'auto',
+        seed: null, // the workflow runs' seed base: the first taskset's selector seed, else 42
       },
       auxiliary_models: [],
       proxy_port: 8010,
@@ -168,7 +169,7 @@ describe('loadConfig: defaults and derived keys', () => {
 
   it('round-trips: the printed config loads back to the same config', () => {
     const config = load(MINIMAL);
-    const { stages: _stages, ...run } = config;
+    const { stages: _stages, trinity_keys: _trinityKeys, ...run } = config;
     assert.deepEqual(load(YAML.stringify(run)), config);
   });
 
@@ -453,7 +454,8 @@ buffer:
     assert.equal(config.model.critic_model_path, join(cwd, 'critic'));
     assert.equal(config.model.lora?.path, resolve(process.env.HOME ?? '/', 'adapters/a'));
     assert.equal(config.buffer.explorer_input.tasksets[0]?.path, join(sub, 'data/t.jsonl'));
-    assert.equal(config.buffer.trainer_input.experience_buffer.path, 'sqlite:///buffer.db');
+    // SQLAlchemy's sqlite:///relative.db is a file relative to the config's folder, as the other paths
+    assert.equal(config.buffer.trainer_input.experience_buffer.path, join(sub, 'buffer.db'));
     assert.equal(config.buffer.trainer_input.auxiliary_buffers.sft?.path, '/abs/sft.jsonl');
     assert.equal(config.buffer.trainer_input.auxiliary_buffers.sft?.name, 'sft');
   });
