@@ -3,13 +3,14 @@
 // reported with its value and why, what is mapped says what it became, bad values are problems at their key path,
 // and cluster.* is checked against the machine.
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { type Config, ConfigError, parseConfig, resolveStages, type StageConfig } from '../../../src/rft/run/config/index.js';
 import { checkConfigText } from '../../../src/rft/run/config/check.js';
 import { stageSettings } from '../../../src/rft/run/config/stage-settings.js';
+import { runConfig, trinityKeysFile } from '../../../src/rft/run/run.js';
 import { clusterPlacement, type Machine } from '../../../src/rft/run/config/trinity-report.js';
 import { modelFolder, tasksetFile } from './helpers.js';
 
@@ -107,7 +108,7 @@ stages:
       'algorithm.policy_loss_fn_args.ppo_micro_batch_size_per_gpu',
       'stages.0.trainer.use_dynamic_bsz',
     ]);
-    assert.equal(config.stages[0]?.algorithm.policy_loss_fn_args.clip_range, 0.2);
+    assert.equal(config.stages[0]?.algorithm.policy_loss_fn_args?.clip_range, 0.2);
   });
 
   it('leaves keys it does not list to the schema (an unknown key is still a problem)', () => {
@@ -191,7 +192,7 @@ algorithm: {algorithm_type: grpo, repeat_times: 2, optimizer: {warmup_style: cos
         `{auxiliary_buffers: {sft_dataset: {path: ${tasks}}}}`,
       ),
     );
-    assert.equal(chord.algorithm.policy_loss_fn_args.sft_loss_agg_mode, 'seq-mean-token-mean');
+    assert.equal(chord.algorithm.policy_loss_fn_args?.sft_loss_agg_mode, 'seq-mean-token-mean');
   });
 
   it("explorer.rollout_model.seed is the base of the workflow runs' sampling seeds", () => {
@@ -247,5 +248,39 @@ explorer: {rollout_model: {enforce_eager: true}}
       "# mapped (Trinity keys read in this backend's terms):",
       '#   synchronizer.sync_method=nccl -> memory (the trainer and the embedded engine share this process, mode both: weights are handed over in memory)',
     ]);
+  });
+});
+
+describe('trinity run', () => {
+  it('prints the blocks once, before its stages, and keeps them in the job folder', async () => {
+    const config = load(
+      configText(`name: printed
+trainer: {use_dynamic_bsz: true}
+synchronizer: {sync_method: nccl}
+stages: [{stage_name: a}, {stage_name: b}]
+`),
+    );
+    // both stages finished already: runConfig prints, records and skips them (nothing is loaded or trained)
+    for (const stage of resolveStages(config)) {
+      mkdirSync(stage.checkpoint_job_dir, { recursive: true });
+      writeFileSync(join(stage.checkpoint_job_dir, 'done.json'), '{"finalModelDir": null, "steps": 0}\n');
+    }
+    const lines: string[] = [];
+    await runConfig(config, { log: (line) => lines.push(line), distributed: null });
+    assert.equal(lines.filter((l) => l.startsWith('ignored on this backend')).length, 1);
+    assert.equal(lines.filter((l) => l.startsWith('mapped (')).length, 1);
+    const first = lines.findIndex((l) => l.includes('finished earlier'));
+    const printed = lines.findIndex((l) => l.startsWith('  trainer.use_dynamic_bsz=true'));
+    assert.ok(printed >= 0 && printed < first, 'printed before the first stage');
+    const kept = readFileSync(join(config.checkpoint_job_dir, 'trinity-keys.txt'), 'utf8');
+    assert.match(
+      kept,
+      /^ignored on this backend .*\n {2}trainer\.use_dynamic_bsz=true .*\nmapped .*\n {2}synchronizer\.sync_method=nccl -> memory/s,
+    );
+  });
+
+  it('an explorer process keeps its own record beside its own lock', () => {
+    assert.equal(trinityKeysFile('run.lock'), 'trinity-keys.txt');
+    assert.equal(trinityKeysFile('run.explorer-a.lock'), 'trinity-keys.explorer-a.txt');
   });
 });
