@@ -195,6 +195,36 @@ algorithm: {algorithm_type: grpo, repeat_times: 2, optimizer: {warmup_style: cos
     assert.equal(chord.algorithm.policy_loss_fn_args?.sft_loss_agg_mode, 'seq-mean-token-mean');
   });
 
+  it("trainer_config's veRL knobs that mean something here set their keys; the rest stays ignored", () => {
+    const config = load(
+      configText(`trainer:
+  trainer_config:
+    actor_rollout_ref:
+      model: {enable_gradient_checkpointing: false, use_remove_padding: true}
+      actor: {ppo_micro_batch_size_per_gpu: 4, optim: {lr: 2.0e-5, warmup_style: cosine}}
+`),
+    );
+    assert.equal(config.trainer.micro_batch_size, 4);
+    assert.equal(config.trainer.gradient_checkpointing, false);
+    assert.equal(config.algorithm.optimizer.lr, 2e-5);
+    assert.equal(config.algorithm.optimizer.lr_scheduler_type, 'cosine');
+    assert.deepEqual(config.trinity_keys.ignored, [
+      {
+        path: 'trainer.trainer_config',
+        value: { actor_rollout_ref: { model: { use_remove_padding: true } } },
+        why: config.trinity_keys.ignored[0]?.why,
+      },
+    ]);
+    const conflict = problemsOf(
+      configText(
+        'trainer: {micro_batch_size: 2, trainer_config: {actor_rollout_ref: {actor: {ppo_micro_batch_size_per_gpu: 4}}}}\n',
+      ),
+    );
+    assert.deepEqual(conflict, [
+      'trainer.trainer_config.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu: sets trainer.micro_batch_size, which is set to 2: remove one',
+    ]);
+  });
+
   it("explorer.rollout_model.seed is the base of the workflow runs' sampling seeds", () => {
     const [seeded] = resolveStages(load(configText('explorer: {rollout_model: {seed: 7}}\n')));
     const [unseeded] = resolveStages(load(configText('')));
@@ -241,6 +271,7 @@ describe('trinity config check', () => {
 explorer: {rollout_model: {enforce_eager: true}}
 `);
     const { resolvedYaml } = await checkConfigText(text, join(dir, 'check.yaml'));
+    assert.ok(!resolvedYaml.includes('trinity_keys'), 'the record is not a key of the printed config');
     const head = resolvedYaml.split('\n').slice(0, 4);
     assert.deepEqual(head, [
       '# ignored on this backend (Trinity keys for vLLM/veRL/Ray that have no counterpart here):',

@@ -202,6 +202,6 @@ function entryOf(doc: YAML.Document, map: YAMLMap, key: string): Pair | undefine
  */
 export function resolveStages(config: Config): StageConfig[] {
   if (config.stages.length > 0) return config.stages;
-  const { stages: _stages, ...run } = config;
+  const { stages: _stages, trinity_keys: _trinityKeys, ...run } = config;
   return [{ ...run, stage_name: '' }];
 }

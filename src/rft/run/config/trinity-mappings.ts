@@ -18,6 +18,8 @@
 //                                              seq-mean-token-mean (the mix losses' SFT term)
 //   explorer.rollout_model.dtype             → model.dtype (the embedded engine's dtype; the trainer computes in it
 //                                              too unless trainer.param_dtype is set)
+//   trainer.trainer_config's knobs that mean something here (micro-batch, gradient clipping and checkpointing, the
+//                                              actor's optimizer) → their keys (./trinity-trainer-config.ts)
 //   cluster.node_num, cluster.gpu_per_node   → taken out here; the placement they imply is checked against the
 //                                              machine when the run is checked (./trinity-report.ts)
 //
@@ -29,6 +31,7 @@ import { type IgnoredSetting, takeIgnoredKeys } from '../../config/ignored-keys.
 import { pathsMatching } from '../../config/refusals.js';
 import { describeValue, getIn, isMapping, joinPath, type Segment, type Tree } from '../../config/source.js';
 import { DTYPES } from '../../config/value-schemas.js';
+import { mapTrainerConfig } from './trinity-trainer-config.js';
 
 /** One mapped key: where it was written, the value, and what it became (null: decided once the run is resolved). */
 export interface MappedSetting {
@@ -73,6 +76,7 @@ export function takeTrinityKeys(tree: Tree, options: TrinityKeyOptions, problems
     mapRunnerNum(node, at, mapped, problem);
     mapWarmupStyle(node, at, mapped, problem);
     mapTokenLevelSftLoss(node, at, mapped, problem);
+    mapTrainerConfig(node, at, mapped, problem);
   }
   mapRolloutDtype(tree, mapped, problem);
   const cluster = takeCluster(tree, problem);
