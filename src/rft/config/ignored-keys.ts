@@ -47,14 +47,21 @@ const VLLM_KEYS: readonly [string, Kind, string][] = [
 
 const ENGINE_PATHS = ['explorer.rollout_model', 'explorer.auxiliary_models.*'] as const;
 
+const MIX_WEIGHTS =
+  "veRL's batch split that Trinity's mix losses read to weigh expert and usual micro-batches: the trainer here " +
+  'weighs each kind by the rows it holds (src/rft/algorithm/policy-loss/mix.ts)';
+const MIX_SPLIT =
+  "the expert/usual rows of a train step, which Trinity's mix losses are told: here they are counted in the batch " +
+  '(sample_strategy_args.expert_data_ratio of buffer.train_batch_size)';
+
 /** veRL's batch knobs that Trinity's mix losses read to weigh expert and usual micro-batches. */
-const MIX_BATCH_KNOBS: readonly [string, Kind][] = [
-  ['use_dynamic_bsz', 'boolean'],
-  ['ppo_mini_batch_size', 'integer'],
-  ['ppo_micro_batch_size_per_gpu', 'integer'],
-  ['ngpus_trainer', 'integer'],
-  ['train_batch_size_expert', 'integer'],
-  ['train_batch_size_usual', 'integer'],
+const MIX_BATCH_KNOBS: readonly [string, Kind, string][] = [
+  ['use_dynamic_bsz', 'boolean', MIX_WEIGHTS],
+  ['ppo_mini_batch_size', 'integer', MIX_WEIGHTS],
+  ['ppo_micro_batch_size_per_gpu', 'integer', MIX_WEIGHTS],
+  ['ngpus_trainer', 'integer', MIX_WEIGHTS],
+  ['train_batch_size_expert', 'integer', MIX_SPLIT],
+  ['train_batch_size_usual', 'integer', MIX_SPLIT],
 ];
 
 /** Every dataset and buffer of the buffer section (Trinity's StorageConfig). */
@@ -130,15 +137,7 @@ export const IGNORED_KEYS: readonly IgnoredKey[] = [
         'which is what training reads',
     }),
   ),
-  ...MIX_BATCH_KNOBS.map(
-    ([key, kind]): IgnoredKey => ({
-      path: `algorithm.policy_loss_fn_args.${key}`,
-      kind,
-      why:
-        "veRL's batch split that Trinity's mix losses read to weigh expert and usual micro-batches: the trainer here " +
-        'weighs each kind by the rows it holds',
-    }),
-  ),
+  ...MIX_BATCH_KNOBS.map(([key, kind, why]): IgnoredKey => ({ path: `algorithm.policy_loss_fn_args.${key}`, kind, why })),
 ];
 
 /** Sections that Trinity has and this backend does not: removed once the keys above are taken out of them. */
