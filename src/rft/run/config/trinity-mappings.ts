@@ -76,7 +76,7 @@ export function takeTrinityKeys(tree: Tree, options: TrinityKeyOptions, problems
     mapRunnerNum(node, at, mapped, problem);
     mapWarmupStyle(node, at, mapped, problem);
     mapTokenLevelSftLoss(node, at, mapped, problem);
-    mapTrainerConfig(node, at, mapped, problem);
+    mapped.push(...mapTrainerConfig(node, at, problem));
   }
   mapRolloutDtype(tree, mapped, problem);
   const cluster = takeCluster(tree, problem);

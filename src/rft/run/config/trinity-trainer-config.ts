@@ -12,7 +12,6 @@
 // A target key the config also sets to another value is a problem at the veRL key (one of the two would be dropped).
 import type { Segment, Tree } from '../../config/source.js';
 import { describeValue, getIn, isMapping, joinPath } from '../../config/source.js';
-import type { MappedSetting } from './trinity-mappings.js';
 
 const ACTOR = ['actor_rollout_ref', 'actor'];
 const OPTIM = [...ACTOR, 'optim'];
@@ -63,15 +62,15 @@ function removeIn(tree: Tree, path: readonly string[]): void {
 
 const same = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
 
-/** Maps the veRL knobs of `node`'s trainer.trainer_config (a run or a stage) onto their keys. */
+/** Maps the veRL knobs of `node`'s trainer.trainer_config (a run or a stage) onto their keys; returns what it mapped. */
 export function mapTrainerConfig(
   node: Tree,
   at: (path: readonly Segment[]) => string,
-  mapped: MappedSetting[],
   problem: (path: string, message: string) => void,
-): void {
+): { path: string; value: unknown; to: string }[] {
+  const mapped: { path: string; value: unknown; to: string }[] = [];
   const trainer = node.trainer;
-  if (!isMapping(trainer) || !isMapping(trainer.trainer_config)) return;
+  if (!isMapping(trainer) || !isMapping(trainer.trainer_config)) return mapped;
   const verl = trainer.trainer_config;
   for (const [from, to] of VERL_KEYS) {
     const value = getIn(verl, from);
@@ -87,4 +86,5 @@ export function mapTrainerConfig(
     mapped.push({ path, value, to: `${joinPath(to)} ${JSON.stringify(value)}` });
   }
   if (Object.keys(verl).length === 0) delete trainer.trainer_config;
+  return mapped;
 }
