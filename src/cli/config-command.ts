@@ -10,7 +10,9 @@ export const CONFIG_HELP = `trinity config check FILE [--set key.path=value ...]
   "trinity run" checks before its first stage: the job folder can be made, the model folder has config.json, every
   taskset loads (each row has the format keys), every workflow and reward function name is registered or loads as a
   module path, dataset files exist. On errors prints each problem with its key path (and file:line:column where
-  known), and exits 1.
+  known), and exits 1. A config written for Trinity-RFT runs with only its paths changed: its keys for vLLM, veRL
+  and Ray are listed as "ignored on this backend" and its values read in this backend's terms as "mapped", in
+  comment lines above the resolved config (trinity run prints them too; docs/trinity-configs.md).
 
   --set key.path=value   override a key (repeatable): dotted path, list indices as numbers (stages.0.mode=train),
                          the value read as YAML (8, true, null, [a, b])

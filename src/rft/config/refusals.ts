@@ -137,7 +137,7 @@ export const REFUSED_SETTINGS: readonly Refusal[] = [
 ];
 
 /** Every concrete path of `tree` that matches `pattern` (`*`: any list index or mapping key), with its value. */
-function pathsMatching(tree: unknown, pattern: readonly string[], at: Segment[] = []): [Segment[], unknown][] {
+export function pathsMatching(tree: unknown, pattern: readonly string[], at: Segment[] = []): [Segment[], unknown][] {
   const [head, ...rest] = pattern;
   if (head === undefined) return [[at, tree]];
   let children: [Segment, unknown][];

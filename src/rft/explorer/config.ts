@@ -33,6 +33,8 @@ export const RolloutModelSchema = z.strictObject({
   api_key: str().nullable().default(null), // openai only
   model_name: str().nullable().default(null), // openai only; null: model.model_path
   device: deviceSetting(), // embedded only; auto: cuda when a GPU is visible, else cpu
+  // the base of each workflow run's sampling seed (Trinity: vLLM's seed 42); null: the first taskset's selector seed, else 42
+  seed: intIn(0, Number.MAX_SAFE_INTEGER).nullable().default(null), // [0, 2^53 − 1]
 });
 
 export const ExplorerSchema = z.strictObject({

@@ -3,7 +3,8 @@
 // and an unfinished one resumes from its latest checkpoint (see ./stage.ts). With continue_from_checkpoint false and
 // the job folder already there, the run starts afresh in <job dir>_<timestamp> (as Trinity-RFT renames the
 // experiment), and the earlier folder is left as it is. The job folder belongs to one run at a time (./job-lock.ts):
-// a second run of it fails at once, before it writes anything there.
+// a second run of it fails at once, before it writes anything there. The Trinity-RFT keys the config carried that this
+// backend ignores or maps are printed once, before the first stage, and kept in the job folder.
 import { existsSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join, relative } from 'node:path';
@@ -19,8 +20,16 @@ import type { DistributedSettings, StageHooks, StageRecord, StageResult, StageSe
 import { runStage } from './stage.js';
 import { finishedStage, STAGE_DONE_FILE, writeStageDone } from './stage-done.js';
 import { stageSettings } from './config/stage-settings.js';
+import { describeTrinityKeys } from './config/trinity-report.js';
 
 export { stageSettings } from './config/stage-settings.js';
+
+/**
+ * Where a run keeps the ignored and mapped Trinity keys it printed at its start (./config/trinity-report.ts):
+ * `trinity-keys.txt`, or beside an explorer process's own lock (`trinity-keys.explorer-<name>.txt`), as the processes
+ * of one job folder each keep their own.
+ */
+export const trinityKeysFile = (lockFile: string): string => lockFile.replace(/^run(.*)\.lock$/, 'trinity-keys$1.txt');
 
 export interface RunOptions {
   log?: (line: string) => void;
@@ -45,6 +54,8 @@ export async function runConfig(
   const configured = config.checkpoint_job_dir;
   let jobDir = configured;
   let stages = resolveStages(config);
+  // once per run (rank 0's), before the first stage: the Trinity keys this backend ignores or maps
+  const trinityKeys = await describeTrinityKeys(config, stages);
   if (distributed !== null) {
     log(`data-parallel trainer: ${describeRank(distributed)}, host ${hostname()}, pid ${process.pid}`);
     if (distributed.rank > 0)
@@ -61,6 +72,7 @@ export async function runConfig(
           'renamed folder (ranks > 0 would not know its name); move the folder away, or set continue_from_checkpoint: true',
       );
   }
+  for (const line of trinityKeys) log(line);
   if (!config.continue_from_checkpoint && existsSync(configured)) {
     jobDir = `${configured}_${new Date().toISOString().replace(/[-:]/g, '').replace(/\..*$/, '')}`;
     const fresh = jobDir;
@@ -68,13 +80,15 @@ export async function runConfig(
     log(`continue_from_checkpoint is false and ${configured} exists: this run starts afresh in ${fresh}`);
   }
   // before anything is written there: a second run of the folder leaves the owner's files as they are
-  const unlock = lockJobFolder(jobDir, jobLockFile(stages));
+  const lockFile = jobLockFile(stages);
+  const unlock = lockJobFolder(jobDir, lockFile);
   try {
     // the stage folders in run order (the report reads it)
     writeFileSync(
       join(jobDir, 'stages.json'),
       `${JSON.stringify(stages.map((s) => relative(jobDir, s.checkpoint_job_dir) || '.'))}\n`,
     );
+    if (trinityKeys.length > 0) writeFileSync(join(jobDir, trinityKeysFile(lockFile)), `${trinityKeys.join('\n')}\n`);
     writeRunStatus(jobDir, runningStatus());
     try {
       const result = await runStages(stages, config.model.model_path, options, distributed, log);

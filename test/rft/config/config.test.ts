@@ -131,6 +131,7 @@ describe('loadConfig: defaults and derived keys', () => {
         api_key: null,
         model_name: null,
         device: 'auto',
+        seed: null, // the workflow runs' seed base: the first taskset's selector seed, else 42
       },
       auxiliary_models: [],
       proxy_port: 8010,
@@ -169,7 +170,7 @@ describe('loadConfig: defaults and derived keys', () => {
 
   it('round-trips: the printed config loads back to the same config', () => {
     const config = load(MINIMAL);
-    const { stages: _stages, ...run } = config;
+    const { stages: _stages, trinity_keys: _trinityKeys, ...run } = config;
     assert.deepEqual(load(YAML.stringify(run)), config);
   });
 
@@ -455,7 +456,8 @@ buffer:
     assert.equal(config.model.critic_model_path, join(cwd, 'critic'));
     assert.equal(config.model.lora?.path, resolve(process.env.HOME ?? '/', 'adapters/a'));
     assert.equal(config.buffer.explorer_input.tasksets[0]?.path, join(sub, 'data/t.jsonl'));
-    assert.equal(config.buffer.trainer_input.experience_buffer.path, 'sqlite:///buffer.db');
+    // SQLAlchemy's sqlite:///relative.db is a file relative to the config's folder, as the other paths
+    assert.equal(config.buffer.trainer_input.experience_buffer.path, join(sub, 'buffer.db'));
     assert.equal(config.buffer.trainer_input.auxiliary_buffers.sft?.path, '/abs/sft.jsonl');
     assert.equal(config.buffer.trainer_input.auxiliary_buffers.sft?.name, 'sft');
   });
@@ -490,7 +492,7 @@ stages:
     assert.equal(stages.length, 1);
     const { stage_name, ...run } = stages[0] as (typeof stages)[number];
     assert.equal(stage_name, '');
-    const { stages: _s, ...top } = config;
+    const { stages: _s, trinity_keys: _keys, ...top } = config; // the record of Trinity keys is the whole run's
     assert.deepEqual(run, top);
   });
 

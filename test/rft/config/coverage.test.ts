@@ -10,10 +10,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
+import { POLICY_LOSS_FN } from '../../../src/rft/algorithm/policy-loss/index.js';
+import { snakeToCamel } from '../../../src/rft/algorithm/registry.js';
 import {
   type Config,
   ConfigSchema,
   FOLDED_SETTINGS,
+  IGNORED_KEYS,
   matchesPath,
   parseConfig,
   REFUSED_SETTINGS,
@@ -314,4 +317,42 @@ test('every refusal names a schema key, and the default of each refused key is a
       `${from} is not a key of the schema`,
     );
   }
+});
+
+// a pattern and a path name the same key when they match segment by segment, `*` matching anything on either side
+function overlaps(a: string, b: string): boolean {
+  const [p, q] = [a.split('.'), b.split('.')];
+  return p.slice(0, Math.min(p.length, q.length)).every((s, i) => s === '*' || q[i] === '*' || s === q[i]);
+}
+
+/** The schema key at `path` or below it (a mapping of the schema), or undefined. */
+const schemaKeyAt = (path: string): string | undefined =>
+  schemaLeafPaths(ConfigSchema).find((leaf) => overlaps(path, leaf) && leaf.split('.').length >= path.split('.').length);
+
+test('every ignored Trinity key is listed once and is no key of the schema, of a refusal or of a policy loss', () => {
+  const paths = IGNORED_KEYS.map((k) => k.path);
+  assert.deepEqual(
+    paths.filter((p, i) => paths.indexOf(p) !== i),
+    [],
+    'listed twice',
+  );
+  const lossArguments = new Set(POLICY_LOSS_FN.names().flatMap((name) => Object.keys(POLICY_LOSS_FN.get(name).defaults)));
+  for (const path of paths) {
+    const schemaKey = schemaKeyAt(path);
+    assert.equal(schemaKey, undefined, `${path} is ignored, but the schema has ${schemaKey}: a key read here is not ignored`);
+    const refusal = REFUSED_SETTINGS.find((r) => overlaps(path, r.path));
+    assert.equal(refusal, undefined, `${path} is ignored and refused`);
+    const argument = /^algorithm\.policy_loss_fn_args\.(.+)$/.exec(path)?.[1];
+    if (argument !== undefined)
+      assert.ok(!lossArguments.has(snakeToCamel(argument)), `${path} is ignored, but a policy loss reads it`);
+  }
+});
+
+test('the ignored-key check finds the schema key a pattern names', () => {
+  assert.equal(schemaKeyAt('explorer.rollout_model.seed'), 'explorer.rollout_model.seed');
+  assert.equal(
+    schemaKeyAt('buffer.explorer_input.tasksets.*.rollout_args.top_k'),
+    'buffer.explorer_input.tasksets.*.rollout_args.top_k',
+  );
+  assert.equal(schemaKeyAt('trainer.use_dynamic_bsz'), undefined);
 });

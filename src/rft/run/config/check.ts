@@ -8,6 +8,7 @@ import { fileErrorDetail, readRegularFile } from '../../../util/index.js';
 import type { AlgorithmResolver } from '../../algorithm/config.js';
 import { type Config, ConfigError, parseConfigText, resolveStages, type StageConfig } from './index.js';
 import { preflightProblems } from './preflight.js';
+import { describeTrinityKeys } from './trinity-report.js';
 
 export interface ConfigCheckOptions {
   /** `key.path=value` overrides (`--set`). */
@@ -20,7 +21,10 @@ export interface ConfigCheckOptions {
 
 export interface ConfigCheckResult {
   config: Config;
-  /** The resolved config as `trinity config check` prints it: one YAML document per stage, secrets masked. */
+  /**
+   * The resolved config as `trinity config check` prints it: one YAML document per stage, secrets masked, after the
+   * Trinity keys ignored here and those mapped, as comment lines (./trinity-report.ts).
+   */
   resolvedYaml: string;
 }
 
@@ -60,7 +64,9 @@ export async function checkConfigText(text: string, file: string, options: Confi
     const header = config.stages.length > 0 ? `# stage ${i + 1} of ${stages.length}: ${stage.stage_name}\n` : '';
     return header + YAML.stringify(redact(stage), { lineWidth: 0 });
   });
-  return { config, resolvedYaml: documents.join('---\n') };
+  const trinityKeys = await describeTrinityKeys(config, stages, options.env);
+  const comments = trinityKeys.map((line) => `# ${line}\n`).join('');
+  return { config, resolvedYaml: comments + documents.join('---\n') };
 }
 
 /** The printable config: secrets masked, the single-stage marker left out. */

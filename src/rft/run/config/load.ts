@@ -23,6 +23,8 @@ import {
   type Segment,
   type Tree,
 } from '../../config/source.js';
+import { takeTrinityKeys } from './trinity-mappings.js';
+import { finishMappings } from './trinity-report.js';
 import { type ValidateOptions, validateConfig } from './validate.js';
 
 export interface LoadConfigOptions extends ValidateOptions {
@@ -102,6 +104,8 @@ export function parseConfigText(text: string, options: ParseConfigOptions = {}):
   const overriddenBy = (path: readonly Segment[]): Override | undefined => overrideOf(overrides, path);
   const baseDir = options.file !== undefined ? dirname(resolve(cwd, options.file)) : cwd;
   resolvePaths(tree, baseDir, cwd, (path) => overriddenBy(path) !== undefined);
+  // Trinity's keys for vLLM/veRL/Ray taken out, its values in Trinity's terms mapped (printed once per run)
+  const trinityKeys = takeTrinityKeys(tree, { baseDir }, problems);
 
   // validate even after problems above, to report everything at once (but each key once)
   const result = validateConfig(tree, { ...options, cwd });
@@ -111,7 +115,9 @@ export function parseConfigText(text: string, options: ParseConfigOptions = {}):
     addSources(problems, doc, at, overrides);
     throw new ConfigError(problems, options.file);
   }
-  return { config: result.config, locate: (found) => addSources(found, doc, at, overrides) };
+  const mapped = finishMappings(trinityKeys.mapped, result.config, resolveStages(result.config));
+  const config: Config = { ...result.config, trinity_keys: { ...trinityKeys, mapped } };
+  return { config, locate: (found) => addSources(found, doc, at, overrides) };
 }
 
 /**
@@ -196,6 +202,6 @@ function entryOf(doc: YAML.Document, map: YAMLMap, key: string): Pair | undefine
  */
 export function resolveStages(config: Config): StageConfig[] {
   if (config.stages.length > 0) return config.stages;
-  const { stages: _stages, ...run } = config;
+  const { stages: _stages, trinity_keys: _trinityKeys, ...run } = config;
   return [{ ...run, stage_name: '' }];
 }

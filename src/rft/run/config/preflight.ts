@@ -30,12 +30,15 @@ import { resolveStages } from './load.js';
 import type { Config, StageConfig, TasksetConfig } from './schema.js';
 import { checkModelFolders, presence } from './model.js';
 import { stageSettings } from './stage-settings.js';
+import { clusterPlacement, type Machine, thisMachine } from './trinity-report.js';
 
 export interface PreflightOptions {
   /** Where module-path workflows and reward functions resolve: the config file's folder (default: the working directory). */
   baseDir?: string;
   /** The environment the run's monitors read their credentials from (default: process.env). */
   env?: NodeJS.ProcessEnv;
+  /** The GPUs and ranks cluster.* is checked against (default: this machine's). */
+  machine?: Machine;
 }
 
 /** Every problem the run of `config` would meet before or in its first step (empty: none). Creates nothing. */
@@ -45,6 +48,11 @@ export async function preflightProblems(config: Config, options: PreflightOption
   const seen = new Set<string>();
   const stages = resolveStages(config);
   const multiStage = config.stages.length > 0;
+  // cluster.{node_num, gpu_per_node}: the placement they imply must exist here
+  if (config.trinity_keys.cluster !== null) {
+    const machine = options.machine ?? (await thisMachine(options.env));
+    problems.push(...clusterPlacement(config.trinity_keys.cluster, stages, machine).problems);
+  }
   // as runConfig: with continue_from_checkpoint false and the job folder there, every stage starts afresh elsewhere
   // (a job folder that cannot be looked at, a symlink loop, is not "absent": the folder check below names it)
   const fresh = !config.continue_from_checkpoint && presence(config.checkpoint_job_dir) !== false;

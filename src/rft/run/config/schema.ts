@@ -20,6 +20,7 @@ import { type MonitorConfig, MonitorSchema } from '../../monitor/config.js';
 import { type SynchronizerConfig, SynchronizerSchema } from '../../sync/config.js';
 import { type TrainerConfig, TrainerSchema } from '../../trainer/config.js';
 import { type ModelConfig, ModelSchema } from './model.js';
+import type { TrinityKeys } from './trinity-mappings.js';
 
 export {
   type AlgorithmConfig,
@@ -158,4 +159,6 @@ export interface StageConfig extends RunConfig {
 /** A loaded config: the top level resolved, and its stages (empty for a single-stage run) each resolved in full. */
 export interface Config extends RunConfig {
   stages: StageConfig[];
+  /** The Trinity-RFT keys the file carried that this backend ignores or maps (./trinity-mappings.ts), printed once. */
+  trinity_keys: TrinityKeys;
 }

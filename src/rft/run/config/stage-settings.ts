@@ -132,7 +132,7 @@ export function stageSettings(
     ...monitorSettings(stage.monitor),
     auxiliaryDatasets: auxiliaryDatasetSettings(stage.buffer.trainer_input.auxiliary_buffers),
     experiencePipeline: experiencePipelineSettings(stage.data_processor.experience_pipeline, stage.checkpoint_job_dir),
-    seed: firstTaskset?.task_selector.seed ?? 42,
+    seed: stage.explorer.rollout_model.seed ?? firstTaskset?.task_selector.seed ?? 42,
     threads,
     distributed,
   };

@@ -13,6 +13,7 @@ import { parseWith } from '../../config/parse.js';
 import { deepMerge, getIn, isMapping, joinPath, type Segment, type Tree } from '../../config/source.js';
 import { resolveRun, type ValidateOptions } from './resolve-run.js';
 import { type Config, ConfigSchema, RunSchema, type StageConfig } from './schema.js';
+import { NO_TRINITY_KEYS } from './trinity-mappings.js';
 
 export type { ValidateOptions } from './resolve-run.js';
 
@@ -154,5 +155,5 @@ export function validateConfig(tree: Tree, options: ValidateOptions = {}): { con
     }
     if (resolved !== undefined) stages.push({ ...resolved, stage_name: stageName });
   });
-  return problems.length > 0 ? { problems } : { config: { ...top, stages }, problems };
+  return problems.length > 0 ? { problems } : { config: { ...top, stages, trinity_keys: NO_TRINITY_KEYS }, problems };
 }

@@ -1,0 +1,153 @@
+// Configs in the form of upstream Trinity-RFT examples (test/fixtures/trinity-examples/*.yaml: the upstream keys as
+// written, only the paths ours) pass `trinity config check` and train two steps with `trinity run`, printing the
+// Trinity keys this backend ignores and those it maps. Each file's header comments drive its test:
+//
+//   # expect-ignored: key.path ...   each must be a line of the printed "ignored on this backend" block
+//   # expect-mapped: key.path ...    each must be a line of the printed "mapped" block
+//   # run-set: key.path=value ...    --set overrides for a small machine (sizes only), for the check and the run
+//   # run-with: other.yaml           run together with that file, as two processes (e.g. an explorer and a trainer
+//                                    sharing one SQLite buffer); the pair is run once, by the file listed first
+//
+// Every file runs with TRINITY_MODEL_PATH (one tiny random model with a printable-ASCII character tokenizer, made once)
+// and TRINITY_CHECKPOINT_ROOT_DIR (a temporary folder, one per run group), from a copy of the fixture folder, so a
+// sqlite:/// path relative to the YAML lands in the copy. A process that trains must print "trained 2 of 2 step(s)".
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, it } from 'node:test';
+import { configCommand } from '../../../src/cli/config-command.js';
+import { initModel } from '../../../src/model/index.js';
+import { IGNORED_HEADER, MAPPED_HEADER } from '../../../src/rft/run/config/trinity-report.js';
+
+const FIXTURES = fileURLToPath(new URL('../../fixtures/trinity-examples/', import.meta.url));
+const TRINITY = fileURLToPath(new URL('../../../bin/trinity.js', import.meta.url));
+
+interface Example {
+  file: string;
+  ignored: string[];
+  mapped: string[];
+  runSet: string[];
+  runWith: string | null;
+}
+
+/** The header comments of a fixture (`# key: words ...`). */
+function readExample(file: string): Example {
+  const text = readFileSync(join(FIXTURES, file), 'utf8');
+  const header = (key: string): string[] => {
+    const line = text.split('\n').find((l) => l.startsWith(`# ${key}:`));
+    return line === undefined ? [] : line.slice(`# ${key}:`.length).trim().split(/\s+/).filter(Boolean);
+  };
+  return {
+    file,
+    ignored: header('expect-ignored'),
+    mapped: header('expect-mapped'),
+    runSet: header('run-set'),
+    runWith: header('run-with')[0] ?? null,
+  };
+}
+
+/** The key paths of the lines of the block under `title` (`  key.path=value ...`), `# ` prefixes removed. */
+function blockKeys(output: string, title: string): string[] {
+  const lines = output.split('\n').map((l) => l.replace(/^# /, ''));
+  const start = lines.indexOf(title);
+  if (start < 0) return [];
+  const keys: string[] = [];
+  for (const line of lines.slice(start + 1)) {
+    const entry = /^ {2}(\S+?)=/.exec(line);
+    if (entry === null) break;
+    keys.push(entry[1] as string);
+  }
+  return keys;
+}
+
+function assertBlocks(output: string, example: Example, where: string): void {
+  const ignored = blockKeys(output, IGNORED_HEADER);
+  const mapped = blockKeys(output, MAPPED_HEADER);
+  for (const key of example.ignored) assert.ok(ignored.includes(key), `${where}: ${key} not in the ignored block:\n${output}`);
+  for (const key of example.mapped) assert.ok(mapped.includes(key), `${where}: ${key} not in the mapped block:\n${output}`);
+}
+
+const examples = readdirSync(FIXTURES)
+  .filter((f) => f.endsWith('.yaml'))
+  .sort()
+  .map(readExample);
+const partners = new Set(examples.flatMap((e) => (e.runWith !== null && e.file < e.runWith ? [e.runWith] : [])));
+
+const root = mkdtempSync(join(tmpdir(), 'trinity-examples-'));
+const modelPath = join(root, 'model');
+initModel(modelPath, { hiddenSize: 32, numLayers: 1, numHeads: 2, seed: 1 });
+
+/** A copy of the fixture folder of its own for each run group (files a run writes beside its YAML stay there). */
+function folderFor(group: string): string {
+  const folder = join(root, `examples-${group}`);
+  if (!existsSync(folder)) cpSync(FIXTURES, folder, { recursive: true });
+  return folder;
+}
+
+const envFor = (group: string): NodeJS.ProcessEnv => ({
+  ...process.env,
+  TRINITY_MODEL_PATH: modelPath,
+  TRINITY_CHECKPOINT_ROOT_DIR: join(root, `checkpoints-${group}`),
+});
+
+function trinityRun(example: Example, folder: string, env: NodeJS.ProcessEnv): Promise<{ code: number; output: string }> {
+  const args = [TRINITY, 'run', '--config', join(folder, example.file), ...example.runSet.flatMap((s) => ['--set', s])];
+  return new Promise((done) => {
+    execFile(process.execPath, args, { env, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : 1;
+      done({ code, output: `${stdout}${stderr}` });
+    });
+  });
+}
+
+describe('configs in the form of upstream Trinity-RFT examples', () => {
+  for (const example of examples) {
+    it(`${example.file}: trinity config check prints its ignored and mapped keys`, async () => {
+      let out = '';
+      let err = '';
+      const saved = { model: process.env.TRINITY_MODEL_PATH, root: process.env.TRINITY_CHECKPOINT_ROOT_DIR };
+      Object.assign(process.env, envFor(example.file));
+      try {
+        const args = [
+          'check',
+          join(folderFor(`check-${example.file}`), example.file),
+          ...example.runSet.flatMap((s) => ['--set', s]),
+        ];
+        const code = await configCommand(args, {
+          stdout: { write: (t: string) => (out += t) },
+          stderr: { write: (t: string) => (err += t) },
+        });
+        assert.equal(code, 0, err);
+      } finally {
+        for (const [name, value] of [
+          ['TRINITY_MODEL_PATH', saved.model],
+          ['TRINITY_CHECKPOINT_ROOT_DIR', saved.root],
+        ] as const) {
+          if (value === undefined) delete process.env[name];
+          else process.env[name] = value;
+        }
+      }
+      assertBlocks(out, example, 'config check');
+    });
+
+    if (partners.has(example.file)) continue; // run by the file it is paired with
+    const group = [example, ...examples.filter((e) => e.file === example.runWith)];
+    it(`${group.map((e) => e.file).join(' + ')}: trinity run trains 2 steps, printing the blocks once`, async () => {
+      const env = envFor(example.file);
+      const folder = folderFor(example.file);
+      const results = await Promise.all(group.map((e) => trinityRun(e, folder, env)));
+      results.forEach(({ code, output }, i) => {
+        const member = group[i] as Example;
+        assert.equal(code, 0, `${member.file}:\n${output}`);
+        assertBlocks(output, member, `trinity run ${member.file}`);
+        if (member.ignored.length > 0)
+          assert.equal(output.split(IGNORED_HEADER).length - 1, 1, 'the ignored block is printed once');
+        const explores = /stage 1\/1: mode explore/.test(output);
+        if (!explores) assert.match(output, /trained 2 of 2 step\(s\)/, `${member.file}:\n${output}`);
+      });
+    });
+  }
+});
