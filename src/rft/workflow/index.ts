@@ -9,3 +9,4 @@ export * from './module-path.js';
 export * from './runner.js';
 export * from './single-turn.js';
 export * from './types.js';
+export * from './weight-swap-gate.js';

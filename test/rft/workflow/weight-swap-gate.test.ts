@@ -1,0 +1,111 @@
+// WeightSwapGate (sync_style fully_async): a swap waits for the model calls in flight, which keep the version they
+// started with; calls made after the swap was asked wait for it and carry the new version. The order is driven by
+// promises the test resolves, never by time.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { GenerateRequest, GenerateResult } from '../../../src/engine/index.js';
+import { EngineModelHandle, type RolloutBackend, WeightSwapGate } from '../../../src/rft/workflow/index.js';
+
+/** A backend whose every generate() waits until the test releases it; `events` records what ran in which order. */
+class HeldBackend implements RolloutBackend {
+  readonly tokenizer = null;
+  readonly events: string[] = [];
+  readonly #held = new Map<string, () => void>();
+  readonly #started = new Map<string, () => void>();
+
+  generate(request: GenerateRequest): Promise<GenerateResult> {
+    const name = String(request.seed);
+    this.events.push(`start ${name}`);
+    this.#started.get(name)?.();
+    return new Promise((resolve) => {
+      this.#held.set(name, () => {
+        this.events.push(`end ${name}`);
+        const tokenIds = [Number(request.seed)];
+        resolve({
+          promptIds: [...(request.promptIds ?? [])],
+          completions: [{ index: 0, tokenIds, logprobs: [-1], text: '', finishReason: 'stop', stopReason: null }],
+        });
+      });
+    });
+  }
+
+  async chat(): Promise<never> {
+    throw new Error('not used');
+  }
+
+  /** Resolves once call `seed` reached the backend. */
+  started(seed: number): Promise<void> {
+    if (this.events.includes(`start ${seed}`)) return Promise.resolve();
+    return new Promise((resolve) => this.#started.set(String(seed), resolve));
+  }
+
+  release(seed: number): void {
+    const release = this.#held.get(String(seed));
+    assert.ok(release, `call ${seed} is not running`);
+    release();
+  }
+}
+
+function setUp() {
+  const backend = new HeldBackend();
+  const gate = new WeightSwapGate();
+  const handle = new EngineModelHandle(gate.gated(backend), { modelVersion: 0 });
+  const generate = (seed: number) =>
+    handle.generate({ promptIds: [1], seed }).then((result) => {
+      const completion = result.completions[0];
+      assert.ok(completion);
+      return handle.toExperience(completion).info.modelVersion;
+    });
+  /** The channel's side: load weights `version` (recorded), then set the handle's version. */
+  const swapTo = (version: number) =>
+    gate.swap(async () => {
+      backend.events.push(`swap ${version}`);
+      handle.modelVersion = version;
+    });
+  return { backend, gate, handle, generate, swapTo };
+}
+
+test('a swap waits for the call in flight (it keeps version 0); a call made after it waits and gets version 1', async () => {
+  const { backend, generate, swapTo } = setUp();
+  const first = generate(1);
+  await backend.started(1);
+  const swapped = swapTo(1);
+  const second = generate(2); // asked after the swap: waits at the gate
+  backend.release(1);
+  assert.equal(await first, 0, 'the call in flight finished on the weights it started with');
+  await swapped;
+  await backend.started(2);
+  backend.release(2);
+  assert.equal(await second, 1, 'the call after the swap ran on the new weights');
+  assert.deepEqual(backend.events, ['start 1', 'end 1', 'swap 1', 'start 2', 'end 2']);
+});
+
+test('with nothing in flight a swap runs at once; swaps run one at a time, in order; a failed load reopens the gate', async () => {
+  const { backend, gate, generate, swapTo } = setUp();
+  await swapTo(3);
+  const failed = gate.swap(async () => {
+    throw new Error('the folder did not load');
+  });
+  const after = swapTo(4);
+  const call = generate(5); // waits for both swaps
+  await assert.rejects(failed, /did not load/);
+  await after;
+  await backend.started(5);
+  backend.release(5);
+  assert.equal(await call, 4);
+  assert.deepEqual(backend.events, ['swap 3', 'swap 4', 'start 5', 'end 5']);
+});
+
+test('several calls in flight: the swap waits for the last of them', async () => {
+  const { backend, generate, swapTo } = setUp();
+  const calls = [generate(1), generate(2)];
+  await Promise.all([backend.started(1), backend.started(2)]);
+  const swapped = swapTo(1);
+  backend.release(2);
+  assert.equal(await calls[1], 0);
+  assert.ok(!backend.events.includes('swap 1'), 'call 1 is still running');
+  backend.release(1);
+  assert.equal(await calls[0], 0);
+  await swapped;
+  assert.deepEqual(backend.events, ['start 1', 'start 2', 'end 2', 'end 1', 'swap 1']);
+});
