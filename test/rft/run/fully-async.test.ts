@@ -6,9 +6,11 @@
 //    other log-probs after the swap (the weights really changed).
 // 2. mode both: trainer and explorer in one process; every train step's staleness metrics agree with the versions of
 //    the experiences it trained on (no experience newer than the trainer's weights).
-// 3. sync_offset has no meaning with fully_async: refused, naming the key.
+// 3. mode both resumed from a checkpoint: the explorer goes on from the checkpoint's weights version, and so do the
+//    versions its experiences carry.
+// 4. sync_offset has no meaning with fully_async: refused, naming the key.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { initModel } from '../../../src/model/index.js';
@@ -136,4 +138,23 @@ test('mode both: staleness metrics per train step agree with the versions traine
     assert.equal(m['trainer/staleness/max'], trainerVersion - min);
   }
   assert.equal(metrics[0]?.['sample/model_version/max'], 0, 'step 1 trains on rollouts of the base model');
+});
+
+test('mode both resumed from checkpoint 2: explores and trains steps 3 and 4 from weights version 2 on', {
+  timeout: 600_000,
+}, async () => {
+  const { configFile, jobDir } = makeJob({ totalSteps: 4, saveInterval: 2, extra: 'synchronizer:\n  sync_style: fully_async\n' });
+  // a run that stopped after its checkpoint at step 2 (the stage's done marker removed: it did not finish)
+  await runConfig(loadConfig(configFile, { resolveAlgorithm, overrides: ['buffer.total_steps=2'] }), { log: () => {} });
+  rmSync(join(jobDir, 'done.json'));
+  await runConfig(loadConfig(configFile, { resolveAlgorithm }), { log: () => {} });
+  const metrics = metricLines(jobDir);
+  assert.deepEqual(
+    metrics.map((m) => m.step),
+    [1, 2, 3, 4],
+  );
+  for (const m of metrics.slice(2)) {
+    assert.ok((m['explorer/model_version'] as number) >= 2, `explore step ${m.step} started from version 2 or newer`);
+    assert.ok((m['sample/model_version/min'] as number) >= 2, `train step ${m.step}: experiences of version 2 or newer`);
+  }
 });
