@@ -4,8 +4,8 @@
 //    until a call comes back stamped 1 (the explorer's follower loaded the folder through the gate). What ends the
 //    wait is the swap itself, not a time: the step's rows carry versions 0 and 1, and the same seeded call gives
 //    other log-probs after the swap (the weights really changed).
-// 2. mode both: trainer and explorer in one process; every train step's staleness metrics agree with the versions of
-//    the experiences it trained on (no experience newer than the trainer's weights).
+// 2. mode both (one engine, a pool of two): trainer and explorer in one process; every train step's staleness
+//    metrics agree with the versions of the experiences it trained on (none newer than the trainer's weights).
 // 3. mode both resumed from a checkpoint: the explorer goes on from the checkpoint's weights version, and so do the
 //    versions its experiences carry.
 // 4. sync_offset has no meaning with fully_async: refused, naming the key.
@@ -113,32 +113,40 @@ test('mode explore: a version published mid-step is swapped in at once; one expl
   }
 });
 
-test('mode both: staleness metrics per train step agree with the versions trained on', { timeout: 600_000 }, async () => {
-  const totalSteps = 4;
-  const { configFile, jobDir } = makeJob({
-    totalSteps,
-    saveInterval: 2,
-    extra: 'synchronizer:\n  sync_style: fully_async\n',
+for (const [label, engines] of [
+  ['one engine', null],
+  ['a pool of 2 engines (engine_num 2)', 'explorer.rollout_model.engine_num=2'],
+] as const) {
+  test(`mode both (${label}): staleness metrics per train step agree with the versions trained on`, {
+    timeout: 600_000,
+  }, async () => {
+    const totalSteps = 4;
+    const { configFile, jobDir } = makeJob({
+      totalSteps,
+      saveInterval: 2,
+      extra: 'synchronizer:\n  sync_style: fully_async\n',
+    });
+    const overrides = engines === null ? [] : [engines];
+    await runConfig(loadConfig(configFile, { resolveAlgorithm, overrides }), { log: () => {} });
+    const metrics = metricLines(jobDir);
+    assert.deepEqual(
+      metrics.map((m) => m.step),
+      [1, 2, 3, 4],
+    );
+    for (const m of metrics) {
+      const trainerVersion = (m.step as number) - 1;
+      const mean = m['sample/model_version/mean'] as number;
+      const min = m['sample/model_version/min'] as number;
+      const max = m['sample/model_version/max'] as number;
+      assert.ok(min <= mean && mean <= max, `step ${m.step}: min ${min} ≤ mean ${mean} ≤ max ${max}`);
+      // version v exists once train step v ended: an experience trained at step s was made with v ≤ s − 1
+      assert.ok(max <= trainerVersion, `step ${m.step}: no experience newer than the trainer's weights (${max})`);
+      assert.ok(Math.abs((m['trainer/staleness'] as number) - (trainerVersion - mean)) < 1e-9, `step ${m.step}`);
+      assert.equal(m['trainer/staleness/max'], trainerVersion - min);
+    }
+    assert.equal(metrics[0]?.['sample/model_version/max'], 0, 'step 1 trains on rollouts of the base model');
   });
-  await runConfig(loadConfig(configFile, { resolveAlgorithm }), { log: () => {} });
-  const metrics = metricLines(jobDir);
-  assert.deepEqual(
-    metrics.map((m) => m.step),
-    [1, 2, 3, 4],
-  );
-  for (const m of metrics) {
-    const trainerVersion = (m.step as number) - 1;
-    const mean = m['sample/model_version/mean'] as number;
-    const min = m['sample/model_version/min'] as number;
-    const max = m['sample/model_version/max'] as number;
-    assert.ok(min <= mean && mean <= max, `step ${m.step}: min ${min} ≤ mean ${mean} ≤ max ${max}`);
-    // version v exists once train step v ended: an experience trained at step s was made with v ≤ s − 1
-    assert.ok(max <= trainerVersion, `step ${m.step}: no experience newer than the trainer's weights (${max})`);
-    assert.ok(Math.abs((m['trainer/staleness'] as number) - (trainerVersion - mean)) < 1e-9, `step ${m.step}`);
-    assert.equal(m['trainer/staleness/max'], trainerVersion - min);
-  }
-  assert.equal(metrics[0]?.['sample/model_version/max'], 0, 'step 1 trains on rollouts of the base model');
-});
+}
 
 test('mode both resumed from checkpoint 2: explores and trains steps 3 and 4 from weights version 2 on', {
   timeout: 600_000,
