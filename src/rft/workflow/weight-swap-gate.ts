@@ -56,15 +56,19 @@ export class WeightSwapGate {
     return swapped;
   }
 
-  /** `backend` with every call passing through the gate (tokenizer and sizes as they are). */
+  /** `backend` with every call passing through the gate (tokenizer and sizes read from it as they are). */
   gated(backend: GatedBackend): GatedBackend {
     const through = <T>(call: () => Promise<T>) => this.#through(call);
     const gated: GatedBackend = {
       get tokenizer() {
         return backend.tokenizer;
       },
-      ...(backend.vocabSize !== undefined ? { vocabSize: backend.vocabSize } : {}),
-      ...(backend.maxLength !== undefined ? { maxLength: backend.maxLength } : {}),
+      get vocabSize() {
+        return backend.vocabSize;
+      },
+      get maxLength() {
+        return backend.maxLength;
+      },
       generate: (request) => through(() => backend.generate(request)),
       chat: (messages, options) => through(() => backend.chat(messages, options)),
     };
