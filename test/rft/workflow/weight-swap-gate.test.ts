@@ -1,10 +1,14 @@
 // WeightSwapGate (sync_style fully_async): a swap waits for the model calls in flight, which keep the version they
-// started with; calls made after the swap was asked wait for it and carry the new version. The order is driven by
-// promises the test resolves, never by time.
+// started with; calls made after the swap was asked wait for it and carry the new version — in process and from a
+// workflow on a worker thread. The order is driven by promises the test resolves, never by time.
 import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import type { GenerateRequest, GenerateResult } from '../../../src/engine/index.js';
-import { EngineModelHandle, type RolloutBackend, WeightSwapGate } from '../../../src/rft/workflow/index.js';
+import type { Task } from '../../../src/rft/task.js';
+import { EngineModelHandle, type RolloutBackend, WeightSwapGate, WorkflowRunner } from '../../../src/rft/workflow/index.js';
 
 /** A backend whose every generate() waits until the test releases it; `events` records what ran in which order. */
 class HeldBackend implements RolloutBackend {
@@ -108,4 +112,43 @@ test('several calls in flight: the swap waits for the last of them', async () =>
   assert.equal(await calls[0], 0);
   await swapped;
   assert.deepEqual(backend.events, ['start 1', 'start 2', 'end 2', 'end 1', 'swap 1']);
+});
+
+test('a module-path workflow on a worker thread: its calls carry the version that served them on the main thread', {
+  timeout: 120_000,
+}, async () => {
+  const { backend, handle, swapTo } = setUp();
+  const dir = mkdtempSync(join(tmpdir(), 'swap-gate-'));
+  writeFileSync(
+    join(dir, 'probe.mjs'),
+    [
+      'export const probe = {',
+      '  repeatable: false,',
+      '  run: async ({ model }) => {',
+      '    const first = await model.generate({ promptIds: [1], seed: 1 });',
+      '    const second = await model.generate({ promptIds: [1], seed: 2 });',
+      '    return [model.toExperience(first.completions[0]), model.toExperience(second.completions[0])];',
+      '  },',
+      '};',
+    ].join('\n'),
+  );
+  const runner = new WorkflowRunner({ models: handle, baseDir: dir, maxRetryTimes: 0, maxTimeout: 60 });
+  try {
+    const task: Task = { id: 'a', taskset: 'train', index: 0, raw: {}, workflow: 'probe.mjs#probe' };
+    const running = runner.runStep([task], { step: 1, repeatTimes: 1 });
+    await backend.started(1);
+    const swapped = swapTo(1); // the thread's second call, made after this, waits for it
+    backend.release(1);
+    await swapped;
+    await backend.started(2);
+    backend.release(2);
+    const result = await running;
+    assert.equal(runner.workerThreadsStarted, 1);
+    assert.deepEqual(
+      result.experiences.map((e) => e.info.modelVersion),
+      [0, 1],
+    );
+  } finally {
+    await runner.close();
+  }
 });
