@@ -9,6 +9,8 @@ import { test } from 'node:test';
 import type { GenerateRequest, GenerateResult } from '../../../src/engine/index.js';
 import type { Task } from '../../../src/rft/task.js';
 import { EngineModelHandle, type RolloutBackend, WeightSwapGate, WorkflowRunner } from '../../../src/rft/workflow/index.js';
+import { fixtureTokenizer } from '../../engine/helpers.js';
+import { ScriptedBackend } from './scripted-backend.js';
 
 /** A backend whose every generate() waits until the test releases it; `events` records what ran in which order. */
 class HeldBackend implements RolloutBackend {
@@ -150,5 +152,65 @@ test('a module-path workflow on a worker thread: its calls carry the version tha
     );
   } finally {
     await runner.close();
+  }
+});
+
+test("an agent's calls over the handle's OpenAI endpoint: each recorded turn carries the version that served it", {
+  timeout: 120_000,
+}, async () => {
+  const scripted = new ScriptedBackend(fixtureTokenizer(), () => '4');
+  const calls: { release: () => void }[] = [];
+  const callMade: (() => void)[] = [];
+  const held: RolloutBackend = {
+    tokenizer: scripted.tokenizer,
+    generate: (request) =>
+      new Promise((resolve, reject) => {
+        calls.push({ release: () => scripted.generate(request).then(resolve, reject) });
+        callMade.shift()?.();
+      }),
+    chat: () => Promise.reject(new Error('not used')),
+  };
+  /** Resolves once the backend received `count` calls. */
+  const received = (count: number) =>
+    calls.length >= count ? Promise.resolve() : new Promise<void>((resolve) => callMade.push(resolve));
+  const gate = new WeightSwapGate();
+  const gated = gate.gated(held);
+  // the endpoint's calls as they reach the gate (the request was read and its turn prepared)
+  let atGate = 0;
+  let secondAtGate = () => {};
+  const reachedGate = new Promise<void>((resolve) => {
+    secondAtGate = resolve;
+  });
+  const observed: RolloutBackend = {
+    ...gated,
+    tokenizer: scripted.tokenizer,
+    generate: (request) => {
+      if (++atGate === 2) secondAtGate();
+      return gated.generate(request);
+    },
+  };
+  const handle = new EngineModelHandle(observed, { modelVersion: 0 });
+  try {
+    const client = await handle.openai();
+    const ask = (content: string) => client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content }] });
+    const first = ask('2+2');
+    await received(1);
+    const swapped = gate.swap(async () => {
+      handle.modelVersion = 1;
+    });
+    const second = ask('1+3'); // reaches the gate while the swap waits: its reply runs on version 1
+    await reachedGate;
+    calls[0]?.release();
+    await first;
+    await swapped;
+    await received(2);
+    calls[1]?.release();
+    await second;
+    assert.deepEqual(
+      handle.recordedExperiences({ reward: 0 }).map((e) => e.info.modelVersion),
+      [0, 1],
+    );
+  } finally {
+    await handle.close();
   }
 });
