@@ -197,7 +197,6 @@ export class OpenAIService {
     const turnMeta = {
       ...scope.turnMeta,
       responseId: head.id,
-      ...(scope.modelVersion ? { modelVersion: scope.modelVersion() } : {}),
       // the τ the reply's logprobs are taken at (greedy and unset: 1): the trainer recomputes them at the same τ
       temperature:
         request.temperature === undefined || request.temperature === null || request.temperature === 0 ? 1 : request.temperature,
@@ -205,7 +204,10 @@ export class OpenAIService {
     const returnTokenIds = request.return_token_ids ?? false;
     const tokenText = this.#tokenTextOf(request);
     const finish = (result: GenerateResult) => {
-      const chat = chatResult(result, prompt, { ...chatOptions, parseToolCalls: parseTools, turnMeta });
+      // the weights version read once the reply is generated: weights swapped between calls (sync_style
+      // fully_async) never change under one, so this is the version that served it
+      const meta = scope.modelVersion ? { ...turnMeta, modelVersion: scope.modelVersion() } : turnMeta;
+      const chat = chatResult(result, prompt, { ...chatOptions, parseToolCalls: parseTools, turnMeta: meta });
       scope.onChatResult?.(chat, head.id);
       return chat;
     };

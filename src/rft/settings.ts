@@ -131,8 +131,9 @@ export interface StageSettings {
   /** maxStaleness: experiences older than (trainer step - 1 - maxStaleness) weights are dropped; null: none. */
   sync: {
     /** fixed: the explorer waits for the version it needs; trainer_driven: it takes what the trainer published, never
-     * waiting; explorer_driven: it asks for weights every `interval` explore steps and the trainer syncs when asked. */
-    style: 'fixed' | 'trainer_driven' | 'explorer_driven';
+     * waiting; explorer_driven: it asks for weights every `interval` explore steps and the trainer syncs when asked;
+     * fully_async: it never waits and swaps each published version in at once, mid-step (../workflow/weight-swap-gate.ts). */
+    style: 'fixed' | 'trainer_driven' | 'explorer_driven' | 'fully_async';
     interval: number;
     offset: number;
     timeoutMs: number;

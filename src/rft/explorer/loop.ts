@@ -6,7 +6,9 @@
 //   required(e) = max(0, floor((e - 1 - sync_offset) / sync_interval) * sync_interval)
 // so offset 0, interval 1 is strictly on-policy and offset 1 lets the explorer run one step ahead. trainer_driven
 // never waits (it explores with what the trainer published last); explorer_driven asks the trainer for its newest
-// weights every sync_interval steps (after the first sync_offset) and waits for the answer.
+// weights every sync_interval steps (after the first sync_offset) and waits for the answer. fully_async never waits
+// either, and its weights change in the middle of a step: each version the trainer publishes is swapped in between
+// two model calls (../workflow/weight-swap-gate.ts), so one step's experiences can carry several model versions.
 import type { ExperienceBuffer, TasksetScheduler } from '../buffer/index.js';
 import { type Experience, type ModelBounds, modelBoundsProblem } from '../experience.js';
 import type { ExperiencePipeline } from '../data/experience-pipeline/index.js';
@@ -185,6 +187,8 @@ async function waitForWeights(parts: ExplorerLoopParts, step: number): Promise<v
     }
     case 'trainer_driven':
       return parts.weights.waitForVersion(0, `weights for explore step ${step}`);
+    case 'fully_async':
+      return; // the weights come as they are published, mid-step
     case 'explorer_driven': {
       const since = step - 1 - offset;
       if (since > 0 && since % interval === 0)

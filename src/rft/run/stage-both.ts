@@ -32,6 +32,7 @@ export async function runBothStage(parts: StageParts): Promise<StageResult> {
     onVersion: (v) => {
       explorer.handle.modelVersion = v;
     },
+    swapGate: explorer.swapGate,
   });
   // A LoRA run (or a resume without a full model in the checkpoint) starts the engine from the base weights: the
   // trainer's (merged) weights go over first when they differ from those (a resume, or an adapter from lora.path)

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { StageResult } from '../settings.js';
 import { ClaimedExploreSteps, keepFinishedSteps, stampExperienceIds } from '../explorer/share.js';
 import { runExplorerLoop } from '../explorer/loop.js';
+import { followPublishedWeights } from '../sync/weight-channel.js';
 import { openTaskClaims } from '../explorer/task-claims.js';
 import { EmptyStepGuard } from '../trainer/empty-steps.js';
 import { createScheduler } from './stage-plan.js';
@@ -58,19 +59,27 @@ export async function runExploreStage(parts: StageParts): Promise<StageResult> {
       ? { dir: parts.checkpoint.modelDir, version: parts.checkpoint.step }
       : { dir: settings.modelPath, version: 0 };
   const explorer = await parts.explorer(start.dir, progress, start.version, finished);
+  // fully_async: the receiver follows each published version while the steps run, until the loop ends
+  const exploring = new AbortController();
   const receiver = channel.receiver({
     engine: explorer.engine,
     startVersion: start.version,
     timeoutMs: settings.sync.timeoutMs,
-    signal: parts.signal,
+    signal: AbortSignal.any([parts.signal, exploring.signal]),
     onVersion: (v) => {
       explorer.handle.modelVersion = v;
+      // mid-step: said once per version, when the calls made from now on run on it
+      if (explorer.swapGate) progress.log(`[${settings.stageName}] weights version ${v} swapped in (sync_style fully_async)`);
     },
+    swapGate: explorer.swapGate,
   });
+  const following = explorer.swapGate
+    ? followPublishedWeights(receiver, exploring.signal).catch((error: unknown) => parts.fail(error))
+    : null;
   // an explorer process whose rollouts all fail fails too (its trainer process only sees that nothing comes)
   let lastFailures: readonly string[] = [];
   const emptySteps = new EmptyStepGuard(settings.stageName, { unit: 'explore', lastFailures: () => lastFailures });
-  await runExplorerLoop({
+  const explored = runExplorerLoop({
     ...parts.explorerLoopBase(scheduler, explorer, buffer, receiver, totalSteps),
     steps,
     // rows and the step's finished marker in one transaction, then the claim is done
@@ -90,6 +99,13 @@ export async function runExploreStage(parts: StageParts): Promise<StageResult> {
     },
     onEval: (step, metrics) => monitors.log(step, metrics),
   });
+  try {
+    await explored;
+  } finally {
+    exploring.abort();
+    await following;
+  }
+  if (parts.failed) throw parts.failedReason;
   if (!parts.signal.aborted) emptySteps.finished();
   progress.done();
   return { finalModelDir: null, steps: totalSteps };

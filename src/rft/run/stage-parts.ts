@@ -39,7 +39,7 @@ import { BufferExperienceSource } from '../trainer/experience-source.js';
 import { runTrainerLoop, type WeightPublication } from '../trainer/loop.js';
 import { StepBatches, type TrainerSource } from '../trainer/step-batches.js';
 import { TrainerClient } from '../trainer/trainer.js';
-import { EngineModelHandle, type WorkflowRunner } from '../workflow/index.js';
+import { EngineModelHandle, WeightSwapGate, type WorkflowRunner } from '../workflow/index.js';
 import { type RunState, truncateSteps } from './checkpoint-state.js';
 import { changedSettingsWarning, recordedSettings } from './resume-settings.js';
 import { createScheduler, finalModelDir, stageSteps, trainerInit } from './stage-plan.js';
@@ -57,6 +57,8 @@ export interface ExplorerParts {
   started: StartedEngine;
   engine: ExplorerEngine;
   handle: EngineModelHandle;
+  /** sync_style fully_async: the gate the handle's calls pass, through which the channel swaps weights mid-step. */
+  swapGate: WeightSwapGate | null;
   runner: WorkflowRunner;
   /** data_processor.experience_pipeline; null: experiences go to the buffer as they come. */
   pipeline: ExperiencePipeline | null;
@@ -349,7 +351,8 @@ export class StageParts {
     this.#closers.push(() => engine.close());
     // a pool of servers none of which answers any more stops the stage with its NoRolloutServerError
     if (engine instanceof RemoteEnginePool) engine.onFailure((error) => this.fail(error));
-    const handle = new EngineModelHandle(engine, { modelVersion: version });
+    const swapGate = settings.sync.style === 'fully_async' ? new WeightSwapGate() : null;
+    const handle = new EngineModelHandle(swapGate ? swapGate.gated(engine) : engine, { modelVersion: version });
     // said once here, not found per rollout: rollouts with ids the model has no row for are rejected before the buffer
     const { vocabSize } = this.modelBounds();
     const rejectedIds = 'cannot be trained on: rollouts holding them are rejected before the buffer';
@@ -361,7 +364,7 @@ export class StageParts {
     checkRewardModels([...settings.tasksets.map(({ taskset }) => taskset), ...settings.evalTasksets], auxiliary);
     const runner = stageWorkflowRunner(settings, handle, (line) => progress.log(line), auxiliary);
     this.#closers.push(() => runner.close()); // frees its workflow worker threads (module-path workflows)
-    return { started, engine, handle, runner, pipeline };
+    return { started, engine, handle, swapGate, runner, pipeline };
   }
 
   explorerLoopBase(

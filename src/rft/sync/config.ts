@@ -8,7 +8,7 @@ import { intIn, MAX_STEPS, MAX_TIMEOUT_SECONDS, numIn } from '../config/value-sc
 import type { StageMode, StageSettings } from '../settings.js';
 
 export const SYNC_METHODS = ['memory', 'checkpoint'] as const;
-export const SYNC_STYLES = ['fixed', 'trainer_driven', 'explorer_driven'] as const;
+export const SYNC_STYLES = ['fixed', 'trainer_driven', 'explorer_driven', 'fully_async'] as const;
 export type SyncMethod = (typeof SYNC_METHODS)[number];
 export type SyncStyle = (typeof SYNC_STYLES)[number];
 
@@ -73,6 +73,13 @@ export function resolveSynchronizer(
     problem(
       'synchronizer.sync_method',
       `'memory' hands weights over inside one process (mode both); mode ${mode} needs 'checkpoint'`,
+    );
+  }
+  if (sync.sync_style === 'fully_async' && sync.sync_offset !== 0) {
+    problem(
+      'synchronizer.sync_offset',
+      `(${sync.sync_offset}) has no meaning with sync_style fully_async: the explorer never waits for weights, it ` +
+        'swaps in each version as soon as the trainer publishes it (every sync_interval steps); remove it',
     );
   }
   if (sync.max_staleness !== null && sync.max_staleness < sync.sync_offset) {

@@ -1,7 +1,9 @@
 // Mode both: trainer and explorer in one process share a LocalWeightChannel (see ./weight-channel.ts). Publishing
 // moves the weights into the explorer's engine right away, between explorer steps (a lock), and wakes the explorer
-// waiting for that version (an event, no polling).
+// waiting for that version (an event, no polling). sync_style fully_async (a swapGate): between two model calls
+// instead, in the middle of an explore step (../workflow/weight-swap-gate.ts); steps hold no lock.
 import type { Tensor } from '../../torch/index.js';
+import type { WeightSwapGate } from '../workflow/index.js';
 import { publishAdapterToSyncFolder, publishToSyncFolder } from './sync-folder.js';
 import {
   Lock,
@@ -21,6 +23,8 @@ export interface LocalChannelOptions {
   signal?: AbortSignal;
   /** Called after each update with the new version (the model handle stamps rollouts with it). */
   onVersion?: (version: number) => void;
+  /** fully_async: the gate in front of the explorer's engine; publishing swaps through it, mid-step. */
+  swapGate?: WeightSwapGate | null;
 }
 
 /** Mode both: trainer and explorer in one process. */
@@ -43,8 +47,14 @@ export class LocalWeightChannel implements WeightPublisher, WeightReceiver {
     return this.#version;
   }
 
+  /** Runs a weight update: between model calls (fully_async), else between explorer steps. */
+  #update(load: () => Promise<void>): Promise<void> {
+    const gate = this.#options.swapGate;
+    return gate ? gate.swap(load) : this.#lock.run(load);
+  }
+
   publish(version: number): Promise<void> {
-    return this.#lock.run(async () => {
+    return this.#update(async () => {
       const { transport, trainer, timeoutMs } = this.#options;
       if (transport.method === 'memory') {
         const weights: Map<string, Tensor> = await trainer.beginSync();
@@ -82,6 +92,10 @@ export class LocalWeightChannel implements WeightPublisher, WeightReceiver {
     this.#changed.notify();
   }
 
+  get trainerFinished(): boolean {
+    return this.#trainerFinished;
+  }
+
   waitForVersion(version: number, what: string): Promise<void> {
     return this.#changed.waitUntil(
       () => this.#version >= version || this.#trainerFinished,
@@ -103,6 +117,6 @@ export class LocalWeightChannel implements WeightPublisher, WeightReceiver {
   }
 
   withWeights<T>(work: () => Promise<T>): Promise<T> {
-    return this.#lock.run(work);
+    return this.#options.swapGate ? work() : this.#lock.run(work);
   }
 }

@@ -41,6 +41,7 @@ import {
   type ProcessWeightChannel,
   Signal,
   type SyncPointer,
+  SyncTimeoutError,
   type WeightPublisher,
   type WeightReceiver,
   type WeightSaver,
@@ -358,7 +359,7 @@ export class PostgresWeightReceiver implements WeightReceiver {
   waitForVersion(version: number, what: string): Promise<void> {
     return this.#wait(() => {
       if (this.#version >= version) return true;
-      if (this.#trainerFinished())
+      if (this.trainerFinished)
         throw new Error(
           `the trainer process finished (its last step ${this.#channel.row.finishedStep}, in ${this.#channel.location}) ` +
             `without publishing ${what}`,
@@ -375,14 +376,16 @@ export class PostgresWeightReceiver implements WeightReceiver {
       'requested = requested + 1',
       [],
     );
-    await this.#wait(() => this.#channel.row.answered >= requested || this.#trainerFinished(), what);
+    await this.#wait(() => this.#channel.row.answered >= requested || this.trainerFinished, what);
   }
 
   withWeights<T>(work: () => Promise<T>): Promise<T> {
-    return work(); // this process updates its weights only between steps, in waitForVersion / requestWeights
+    // this process updates its weights between steps, in waitForVersion / requestWeights (fully_async: through the
+    // gate, from followPublishedWeights)
+    return work();
   }
 
-  #trainerFinished(): boolean {
+  get trainerFinished(): boolean {
     const { finishedRevision } = this.#channel.row;
     return finishedRevision !== null && finishedRevision > this.#startedRevision;
   }
@@ -391,6 +394,13 @@ export class PostgresWeightReceiver implements WeightReceiver {
   async #follow(): Promise<void> {
     const { version, dir } = this.#channel.row;
     if (version === null || dir === null || version <= this.#version) return;
+    // fully_async: between two model calls, mid-step; otherwise the explorer is between steps here
+    const gate = this.#options.swapGate;
+    await (gate ? gate.swap(() => this.#load(version, dir)) : this.#load(version, dir));
+  }
+
+  async #load(version: number, dir: string): Promise<void> {
+    if (version <= this.#version) return; // a swap asked earlier loaded it meanwhile
     try {
       await this.#options.engine.syncWeightsFromDir(dir, { timeoutMs: this.#options.timeoutMs });
     } catch (error) {
@@ -419,7 +429,9 @@ export class PostgresWeightReceiver implements WeightReceiver {
       if (done()) return;
       const seen = this.#channel.row.revision;
       const remaining = deadline - Date.now();
-      const timedOut = new Error(`timed out after ${timeoutMs} ms waiting for ${what} (sync state in ${this.#channel.location})`);
+      const timedOut = new SyncTimeoutError(
+        `timed out after ${timeoutMs} ms waiting for ${what} (sync state in ${this.#channel.location})`,
+      );
       if (remaining <= 0) throw timedOut;
       try {
         await this.#channel.changed.waitUntil(

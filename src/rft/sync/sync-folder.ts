@@ -15,14 +15,15 @@
 // database instead (./postgres-channel.ts); the version folders are written here either way.
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import type {
-  ProcessReceiverOptions,
-  ProcessWeightChannel,
-  SyncPointer,
-  WeightPublisher,
-  WeightReceiver,
-  WeightSaver,
-  WeightSource,
+import {
+  type ProcessReceiverOptions,
+  type ProcessWeightChannel,
+  type SyncPointer,
+  SyncTimeoutError,
+  type WeightPublisher,
+  type WeightReceiver,
+  type WeightSaver,
+  type WeightSource,
 } from './weight-channel.js';
 
 const POLL_MS = 200;
@@ -167,7 +168,7 @@ export class FolderWeightReceiver implements WeightReceiver {
   }
 
   /** The trainer process wrote its finished marker since this explorer started (an older one is a stopped run's). */
-  #trainerFinished(): boolean {
+  get trainerFinished(): boolean {
     const file = finishedFile(this.#options.jobDir);
     return existsSync(file) && statSync(file).mtimeMs >= this.#startedAt;
   }
@@ -176,11 +177,15 @@ export class FolderWeightReceiver implements WeightReceiver {
   /** Loads the newest published weights when they are newer than the engine's. */
   async #follow(): Promise<void> {
     const pointer = readSyncPointer(this.#options.jobDir);
-    if (pointer && pointer.version > this.#version) {
+    if (pointer === null || pointer.version <= this.#version) return;
+    const load = async () => {
+      if (pointer.version <= this.#version) return; // a swap asked earlier loaded it meanwhile
       await this.#options.engine.syncWeightsFromDir(pointer.dir, { timeoutMs: this.#options.timeoutMs });
       this.#version = pointer.version;
       this.#options.onVersion?.(pointer.version);
-    }
+    };
+    // fully_async: between two model calls, mid-step; otherwise the explorer is between steps here
+    await (this.#options.swapGate ? this.#options.swapGate.swap(load) : load());
   }
 
   async #poll(done: () => boolean, what: string): Promise<void> {
@@ -191,7 +196,7 @@ export class FolderWeightReceiver implements WeightReceiver {
       if (done()) return;
       if (signal?.aborted) throw new Error(`stopped while waiting for ${what}`);
       if (Date.now() > deadline)
-        throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} in ${syncFolder(this.#options.jobDir)}`);
+        throw new SyncTimeoutError(`timed out after ${timeoutMs} ms waiting for ${what} in ${syncFolder(this.#options.jobDir)}`);
       await new Promise((r) => setTimeout(r, POLL_MS));
     }
   }
@@ -200,7 +205,7 @@ export class FolderWeightReceiver implements WeightReceiver {
     const finished = finishedFile(this.#options.jobDir);
     return this.#poll(() => {
       if (this.#version >= version) return true;
-      if (this.#trainerFinished())
+      if (this.trainerFinished)
         throw new Error(
           `the trainer process finished (${readFileSync(finished, 'utf8').trim() || 'its last step'} ` +
             `in ${syncFolder(this.#options.jobDir)}) without publishing ${what}`,
@@ -214,12 +219,14 @@ export class FolderWeightReceiver implements WeightReceiver {
     await this.#follow();
     mkdirSync(syncFolder(jobDir), { recursive: true });
     writeFileSync(requestFile(jobDir), JSON.stringify({ after: this.#version }));
-    await this.#poll(() => !existsSync(requestFile(jobDir)) || this.#trainerFinished(), what);
+    await this.#poll(() => !existsSync(requestFile(jobDir)) || this.trainerFinished, what);
     await this.#follow();
   }
 
   withWeights<T>(work: () => Promise<T>): Promise<T> {
-    return work(); // this process updates its weights only between steps, in waitForVersion / requestWeights
+    // this process updates its weights between steps, in waitForVersion / requestWeights (fully_async: through the
+    // gate, from followPublishedWeights)
+    return work();
   }
 }
 

@@ -16,9 +16,14 @@
 //
 // A new way to move weights (NCCL broadcast) is a new implementation of these two interfaces; an engine pool is one
 // engine here (its syncWeights/syncWeightsFromDir reach every member).
+//
+// sync_style fully_async: the explorer's engine is behind a WeightSwapGate (../workflow/weight-swap-gate.ts) and
+// every implementation loads new weights through it, in the middle of an explore step. In one process publishing
+// swaps at once; an explorer process follows the published versions as they come (followPublishedWeights).
 import type { EmbeddedEnginePool, WorkerRolloutEngine } from '../../engine/index.js';
 import type { OpenAIRemoteEngine, RemoteEnginePool } from '../../openai/index.js';
 import type { Tensor } from '../../torch/index.js';
+import type { WeightSwapGate } from '../workflow/index.js';
 
 /**
  * What the explorer needs of its engine: rollouts, weights from a folder, close. A pool (engine_num > 1, a list of
@@ -46,8 +51,32 @@ export interface WeightReceiver {
   waitForVersion(version: number, what: string): Promise<void>;
   /** explorer_driven: asks the trainer for its newest weights and resolves once it answered. */
   requestWeights(what: string): Promise<void>;
-  /** Runs `work` (an explore or eval step) with no weight update in the middle of it. */
+  /** Runs `work` (an explore or eval step) with no weight update in the middle of it (fully_async: as it comes). */
   withWeights<T>(work: () => Promise<T>): Promise<T>;
+  /** The trainer said it stopped (it publishes nothing more). */
+  readonly trainerFinished: boolean;
+}
+
+/** A wait for weights ran past the synchronizer's timeout (sync_timeout). */
+export class SyncTimeoutError extends Error {
+  override name = 'SyncTimeoutError';
+}
+
+/**
+ * fully_async in an explorer process: loads every version the trainer process publishes as soon as it is seen
+ * (through the receiver's gate, mid-step) until the trainer finishes or `signal` aborts (the explorer loop ended). A
+ * trainer slower than sync_timeout between two versions is waited for again; any other failure (a folder that does
+ * not load) is the stage's.
+ */
+export async function followPublishedWeights(receiver: WeightReceiver, signal: AbortSignal): Promise<void> {
+  while (!signal.aborted && !receiver.trainerFinished) {
+    try {
+      await receiver.waitForVersion(receiver.version + 1, `weights version ${receiver.version + 1} (sync_style fully_async)`);
+    } catch (error) {
+      if (signal.aborted || receiver.trainerFinished) return;
+      if (!(error instanceof SyncTimeoutError)) throw error;
+    }
+  }
 }
 
 /**
@@ -81,6 +110,8 @@ export interface ProcessReceiverOptions {
   signal?: AbortSignal;
   /** Called after each update with the new version (the model handle stamps rollouts with it). */
   onVersion?: (version: number) => void;
+  /** fully_async: the gate in front of the engine, through which updates happen mid-step. */
+  swapGate?: WeightSwapGate | null;
 }
 
 /**
@@ -165,7 +196,10 @@ export class Signal {
         if (ready()) finish();
       };
       const onAbort = () => finish(new Error(`stopped while waiting for ${what}`));
-      const timer = setTimeout(() => finish(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)), timeoutMs);
+      const timer = setTimeout(
+        () => finish(new SyncTimeoutError(`timed out after ${timeoutMs} ms waiting for ${what}`)),
+        timeoutMs,
+      );
       this.#waiters.add(check);
       if (signal?.aborted) onAbort();
       else signal?.addEventListener('abort', onAbort);

@@ -51,6 +51,30 @@ export interface TrainerLoopParts {
 
 const mean = (values: readonly number[]) => (values.length ? values.reduce((a, b) => a + b, 0) / values.length : Number.NaN);
 
+/**
+ * How stale train step `step`'s batch is. The trainer's weights version during step s is s − 1 (the weights it starts
+ * from); each experience carries the version that generated it (info.modelVersion):
+ *   sample/model_version/{mean,min,max}  over the batch's versioned experiences (Trinity's names)
+ *   trainer/staleness      = mean over the batch of (s − 1 − modelVersion)   (an unversioned experience counts 0)
+ *   trainer/staleness/max  = s − 1 − min modelVersion
+ */
+export function stalenessMetrics(experiences: readonly Experience[], step: number): Record<string, number> {
+  const trainerVersion = step - 1;
+  const versions = experiences.flatMap((e) => (e.info.modelVersion === undefined ? [] : [e.info.modelVersion]));
+  const metrics: Record<string, number> = {
+    'trainer/staleness': mean(experiences.map((e) => trainerVersion - (e.info.modelVersion ?? trainerVersion))),
+  };
+  if (versions.length === 0) return metrics;
+  const oldest = versions.reduce((a, b) => Math.min(a, b));
+  return {
+    ...metrics,
+    'trainer/staleness/max': trainerVersion - oldest,
+    'sample/model_version/mean': mean(versions),
+    'sample/model_version/min': oldest,
+    'sample/model_version/max': versions.reduce((a, b) => Math.max(a, b)),
+  };
+}
+
 /** The trainer's side of the weight channel with what it published last. */
 export class WeightPublication {
   readonly channel: WeightPublisher;
@@ -120,7 +144,7 @@ export async function runTrainerLoop(parts: TrainerLoopParts): Promise<number> {
         ...Object.fromEntries(Object.entries(trainMetrics).map(([k, v]) => [k.startsWith('actor/') ? k : `actor/${k}`, v])),
         'time/train_s': trainSeconds,
         'perf/train_tokens_per_s': (trainMetrics.tokens ?? 0) / Math.max(1e-9, trainSeconds),
-        'trainer/staleness': mean(batch.experiences.map((e) => step - 1 - (e.info.modelVersion ?? step - 1))),
+        ...stalenessMetrics(batch.experiences, step),
         ...batch.metrics,
       };
       const syncStarted = Date.now();

@@ -10,3 +10,4 @@ export * from './prompt-truncation.js';
 export * from './runner.js';
 export * from './single-turn.js';
 export * from './types.js';
+export * from './weight-swap-gate.js';

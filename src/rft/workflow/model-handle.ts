@@ -99,19 +99,25 @@ export class EngineModelHandle implements ModelHandle {
   }
 
   async generate(request: GenerateRequest): Promise<GenerateResult> {
-    const modelVersion = this.#modelVersion;
     const temperature = logprobTemperature(request.temperature);
     const result = await this.engine.generate(request);
+    // read once the call returned: weights swapped mid-step (./weight-swap-gate.ts) never change under a call, and
+    // the version now is the one that served it
+    const modelVersion = this.#modelVersion;
     for (const completion of result.completions)
       this.#provenance.set(completion, { promptIds: result.promptIds, modelVersion, temperature });
     return result;
   }
 
   async chat(messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
-    const modelVersion = this.#modelVersion;
     const temperature = logprobTemperature(options.temperature);
-    const turnMeta = options.conversation ? { ...options.turnMeta, modelVersion, temperature } : options.turnMeta;
+    const turnMeta: Record<string, unknown> | undefined = options.conversation
+      ? { ...options.turnMeta, temperature }
+      : options.turnMeta;
     const result = await this.engine.chat(messages, { ...options, ...(turnMeta ? { turnMeta } : {}) });
+    // as in generate(): the version that served the call; the recorded turn keeps this meta object
+    const modelVersion = this.#modelVersion;
+    if (options.conversation && turnMeta) turnMeta.modelVersion = modelVersion;
     const provenance = { promptIds: result.promptIds, modelVersion, temperature };
     this.#provenance.set(result, provenance);
     for (const choice of result.choices) this.#provenance.set(choice, provenance);

@@ -60,6 +60,7 @@ const ALL_STEPS = Array.from({ length: TOTAL_STEPS }, (_, i) => i + 1);
 for (const [label, extra] of [
   ['on-policy', ''],
   ['one-step off-policy (sync_offset 1: the explorer runs a step ahead)', 'synchronizer: {sync_offset: 1}'],
+  ['fully_async (weights swapped mid-step)', 'synchronizer: {sync_style: fully_async}'],
 ] as const) {
   test(`kill -9 during a run, then the same command: resumes from the checkpoint, no step lost or repeated (${label})`, {
     timeout: 600_000,
