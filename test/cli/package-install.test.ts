@@ -4,11 +4,11 @@
 //
 // Offline: the project's package-lock.json is the repository's (its runtime packages, with their resolved URLs and
 // integrity hashes; devDependencies left out, so a runtime import of one fails here) plus the tarball, and `npm ci
-// --offline` takes every package from npm's cache, where the repository's own `npm ci` put them. Install scripts:
-// npm runs a dependency's only once approved (`npm install-scripts approve`); trinity-rft's postinstall
-// (scripts/postinstall.mjs) is run by `npm rebuild trinity-rft`, as the README says, with TRINITY_NATIVE_ADDON naming
-// this checkout's built addon, so it copies that instead of building one (a build takes minutes). better-sqlite3's
-// binding is not built (a compile of SQLite): nothing these commands run opens a SQLite database.
+// --offline` takes every package from npm's cache, where the repository's own `npm ci` put them. Install scripts: the
+// project's allowScripts (npm install-scripts) approves trinity-rft's postinstall (scripts/postinstall.mjs), which
+// runs with TRINITY_NATIVE_ADDON naming this checkout's built addon, so it copies that instead of building one (a
+// build takes minutes); it denies better-sqlite3's (a compile of SQLite; nothing these commands run opens a SQLite
+// database) and esbuild's (a check of its binary).
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -172,11 +172,11 @@ describe('trinity-rft installed from a packed tarball into a project of its own'
       await inProject('npm', ['pack', '--json', '--loglevel=error', '--pack-destination', project], { cwd: ROOT }),
     ) as [{ filename: string; files: { path: string }[] }];
     packedFiles = packed[0].files.map((f) => f.path);
-    writeFileSync(
-      join(project, 'package.json'),
-      `${JSON.stringify({ name: 'my-agent', private: true, dependencies: { [pkg.name]: `file:${packed[0].filename}` } }, null, 2)}\n`,
-    );
-    writeFileSync(join(project, 'package-lock.json'), `${JSON.stringify(projectLockfile(packed[0].filename), null, 2)}\n`);
+    const tarball = packed[0].filename;
+    const allowScripts = { [`file:${join(project, tarball)}`]: true, 'better-sqlite3': false, esbuild: false };
+    const packageJson = { name: 'my-agent', private: true, dependencies: { [pkg.name]: `file:${tarball}` }, allowScripts };
+    writeFileSync(join(project, 'package.json'), `${JSON.stringify(packageJson, null, 2)}\n`);
+    writeFileSync(join(project, 'package-lock.json'), `${JSON.stringify(projectLockfile(tarball), null, 2)}\n`);
   });
 
   test('the tarball holds the sources, the command, the native sources and the setup; no tests, benchmarks or builds', () => {
@@ -197,17 +197,14 @@ describe('trinity-rft installed from a packed tarball into a project of its own'
     assert.deepEqual(unwanted, []);
   });
 
-  test('npm ci installs it offline; after approval, its postinstall takes the addon TRINITY_NATIVE_ADDON names', async () => {
-    await inProject('npm', ['ci', '--offline', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error']);
-    const installed = join(project, 'node_modules', pkg.name);
-    assert.ok(existsSync(join(project, 'node_modules', '.bin', 'trinity')), 'trinity is on the PATH of npm scripts and npx');
-    assert.equal(existsSync(join(installed, 'native', 'build')), false, 'no addon before its install script ran');
-    await inProject('npm', ['install-scripts', 'approve', pkg.name, '--loglevel=error']);
-    const output = await inProject('npm', ['rebuild', pkg.name, '--offline', '--foreground-scripts'], {
+  test('npm ci installs it offline, and its postinstall takes the addon TRINITY_NATIVE_ADDON names', async () => {
+    const output = await inProject('npm', ['ci', '--offline', '--foreground-scripts', '--no-audit', '--no-fund'], {
       env: { TRINITY_NATIVE_ADDON: BUILT_ADDON },
     });
     assert.match(output, /native addon copied from .*trinity_torch\.node \(TRINITY_NATIVE_ADDON\); nothing built/);
+    const installed = join(project, 'node_modules', pkg.name);
     assert.deepEqual(readFileSync(join(installed, 'native', 'build', 'trinity_torch.node')), readFileSync(BUILT_ADDON));
+    assert.ok(existsSync(join(project, 'node_modules', '.bin', 'trinity')), 'trinity is on the PATH of npx and npm scripts');
   });
 
   test("npx trinity: a model, config check and a two-step run with the project's workflow, reward and loss", async () => {
