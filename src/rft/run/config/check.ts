@@ -69,10 +69,18 @@ export async function checkConfigText(text: string, file: string, options: Confi
 
 /**
  * Loads the module-path algorithm modules of every stage from the config's folder; one that does not load (no file,
- * no such export, not a module) is a problem of its stage's algorithm section.
+ * no such export, not a module) is a problem of its stage's algorithm section. A config that does not parse loads
+ * none: the check's own parse then reports all its problems together.
  */
 async function registerAlgorithmPlugins(text: string, file: string, overrides: readonly string[]): Promise<void> {
-  const { config, locate } = parseConfigText(text, { file, overrides });
+  let parsed: ReturnType<typeof parseConfigText>;
+  try {
+    parsed = parseConfigText(text, { file, overrides });
+  } catch (error) {
+    if (error instanceof ConfigError) return;
+    throw error;
+  }
+  const { config, locate } = parsed;
   const problems: ConfigProblem[] = [];
   for (const [i, stage] of resolveStages(config).entries()) {
     try {
