@@ -368,9 +368,10 @@ function howToBuild(): string {
   if (!addonPath.includes(`${sep}node_modules${sep}`))
     return 'Run `bash scripts/setup.sh` (or `npm run setup`) in the trinity-rft folder: it finds or installs libtorch and builds the addon.';
   return (
-    'Its build at install failed or was skipped (npm install --ignore-scripts). Run `npm rebuild trinity-rft` in your ' +
-    'project: it finds or installs libtorch and builds the addon (scripts/setup.sh); or, to reuse an addon built from ' +
-    'the same trinity-rft version, `TRINITY_NATIVE_ADDON=/path/to/trinity_torch.node npm rebuild trinity-rft`.'
+    'Its build at install failed or did not run (npm install --ignore-scripts, or an allowScripts in your package.json ' +
+    'that does not approve trinity-rft: `npm install-scripts approve trinity-rft`). Run `npm rebuild trinity-rft` in ' +
+    'your project: it finds or installs libtorch and builds the addon (scripts/setup.sh); or, to reuse an addon built ' +
+    'from the same trinity-rft version, `TRINITY_NATIVE_ADDON=/path/to/trinity_torch.node npm rebuild trinity-rft`.'
   );
 }
 

@@ -11,7 +11,7 @@
 // database) and esbuild's (a check of its binary).
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { before, describe, test } from 'node:test';
@@ -205,6 +205,22 @@ describe('trinity-rft installed from a packed tarball into a project of its own'
     const installed = join(project, 'node_modules', pkg.name);
     assert.deepEqual(readFileSync(join(installed, 'native', 'build', 'trinity_torch.node')), readFileSync(BUILT_ADDON));
     assert.ok(existsSync(join(project, 'node_modules', '.bin', 'trinity')), 'trinity is on the PATH of npx and npm scripts');
+  });
+
+  test('without its addon, npx trinity says how to get one where the package is installed', async () => {
+    const addon = join(project, 'node_modules', pkg.name, 'native', 'build', 'trinity_torch.node');
+    renameSync(addon, `${addon}.away`);
+    try {
+      const result = await runProcess('npx', ['--offline', 'trinity', 'model', 'init', 'unused'], {
+        cwd: project,
+        env: ENV,
+        guard: { seconds: GUARD_SECONDS, what: 'npx trinity model init without the addon' },
+      });
+      assert.notEqual(result.code, 0);
+      assert.match(result.output, /The native addon is not built .*Run `npm rebuild trinity-rft` in your project/);
+    } finally {
+      renameSync(`${addon}.away`, addon);
+    }
   });
 
   test("npx trinity: a model, config check and a two-step run with the project's workflow, reward and loss", async () => {
