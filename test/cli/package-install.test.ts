@@ -11,10 +11,10 @@
 // database) and esbuild's (a check of its binary).
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { before, describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import { runProcess } from '../helpers/run-process.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -178,6 +178,9 @@ describe('trinity-rft installed from a packed tarball into a project of its own'
     writeFileSync(join(project, 'package.json'), `${JSON.stringify(packageJson, null, 2)}\n`);
     writeFileSync(join(project, 'package-lock.json'), `${JSON.stringify(projectLockfile(tarball), null, 2)}\n`);
   });
+
+  // the project holds an installed copy of every runtime package (~64 MB)
+  after(() => rmSync(project, { recursive: true, force: true }));
 
   test('the tarball holds the sources, the command, the native sources and the setup; no tests, benchmarks or builds', () => {
     for (const file of [
