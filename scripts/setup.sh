@@ -9,8 +9,13 @@
 #   5. PostgreSQL's server (Debian's postgresql) for the PostgreSQL buffer's tests;
 #   6. Chromium (Debian's chromium) for the Studio's browser tests (playwright-core drives it).
 # A run (npm run quickstart, trinity run) needs 1-4 only.
+# In a copy installed as a dependency (npm install <tarball or git URL>: this folder is inside a node_modules folder,
+# and scripts/postinstall.mjs runs this script), 1 is the installing project's and 3 only says what is missing: an
+# npm install does not run apt-get.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+installed=false
+if [[ $PWD == */node_modules/* ]]; then installed=true; fi
 
 for_tests=false
 for argument in "$@"; do
@@ -20,7 +25,7 @@ for argument in "$@"; do
   esac
 done
 
-if [[ ! -d node_modules || package-lock.json -nt node_modules/.package-lock.json ]]; then
+if [[ $installed == false ]] && [[ ! -d node_modules || package-lock.json -nt node_modules/.package-lock.json ]]; then
   echo "[setup] installing npm packages"
   npm ci --no-audit --no-fund --loglevel=error
 fi
@@ -41,11 +46,12 @@ fi
 # gloo's headers (libtorch ships gloo's code but not its headers; ProcessGroupGloo.hpp includes them): the
 # distributed bindings compile against Debian's libgloo-dev and link only libtorch's own gloo
 if [[ -z ${GLOO_INCLUDE:-} && ! -f /usr/include/gloo/config.h ]] && command -v apt-get >/dev/null; then
-  echo "[setup] installing gloo's headers (libgloo-dev) for the distributed bindings"
-  if [[ $(id -u) -eq 0 ]]; then
+  if [[ $(id -u) -eq 0 && $installed == false ]]; then
+    echo "[setup] installing gloo's headers (libgloo-dev) for the distributed bindings"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libgloo-dev
   else
-    echo "[setup] not root: install libgloo-dev (sudo apt-get install libgloo-dev) or set GLOO_INCLUDE" >&2
+    echo "[setup] gloo's headers are missing (the distributed bindings need them): install libgloo-dev" \
+      "(sudo apt-get install libgloo-dev) or set GLOO_INCLUDE, then build again" >&2
   fi
 fi
 

@@ -2,7 +2,7 @@
 // Nothing outside src/torch imports this file: use the Tensor API instead.
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** A handle into the calling thread's tensor table (a number), owned by exactly one Tensor object. */
@@ -363,13 +363,20 @@ export interface NativeAddon {
 const here = dirname(fileURLToPath(import.meta.url));
 const addonPath = resolve(here, '..', '..', 'native', 'build', 'trinity_torch.node');
 
+/** What builds the addon: the setup script in a checkout; npm's install script where the package was installed. */
+function howToBuild(): string {
+  if (!addonPath.includes(`${sep}node_modules${sep}`))
+    return 'Run `bash scripts/setup.sh` (or `npm run setup`) in the trinity-rft folder: it finds or installs libtorch and builds the addon.';
+  return (
+    'Its build at install failed or did not run (npm install --ignore-scripts, or an allowScripts in your package.json ' +
+    'that does not approve trinity-rft: `npm install-scripts approve trinity-rft`). Run `npm rebuild trinity-rft` in ' +
+    'your project: it finds or installs libtorch and builds the addon (scripts/setup.sh); or, to reuse an addon built ' +
+    'from the same trinity-rft version, `TRINITY_NATIVE_ADDON=/path/to/trinity_torch.node npm rebuild trinity-rft`.'
+  );
+}
+
 function loadAddon(): NativeAddon {
-  if (!existsSync(addonPath)) {
-    throw new Error(
-      `The native addon is not built (${addonPath} is missing). Run \`bash scripts/setup.sh\` ` +
-        '(or `npm run setup`) in the trinity-rft folder: it finds or installs libtorch and builds the addon.',
-    );
-  }
+  if (!existsSync(addonPath)) throw new Error(`The native addon is not built (${addonPath} is missing). ${howToBuild()}`);
   const require = createRequire(import.meta.url);
   return require(addonPath) as NativeAddon;
 }

@@ -1,13 +1,26 @@
 // User code by module path, as Trinity-RFT's dotted paths in YAML: `path/to/file.ts#exportName` (default export
 // when no `#name`). Relative paths resolve against `baseDir` (the config file's folder, else the working directory).
-// TypeScript files load when the process runs with a TS loader (`node --import tsx`), as the `trinity` command does.
+// TypeScript files load when the process runs with a TS loader (`node --import tsx`), as the `trinity` command does,
+// and as ES modules wherever they are: a project whose package.json has no "type": "module" needs none
+// (./typescript-module-hooks.mjs, registered on the importing thread before its first user module).
 import { existsSync } from 'node:fs';
+import { register } from 'node:module';
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 /** True when `spec` names a module rather than a registered name: it has a `#`, a `/`, or a script extension. */
 export function isModulePath(spec: string): boolean {
   return spec.includes('#') || spec.includes('/') || /\.(ts|mts|js|mjs|cjs)$/.test(spec);
+}
+
+/** Whether this thread has registered ./typescript-module-hooks.mjs (module state is per thread). */
+let typescriptModuleHooksRegistered = false;
+
+/** Loads the project's .ts files as ES modules from now on, on this thread (see ./typescript-module-hooks.mjs). */
+function registerTypeScriptModuleHooks(): void {
+  if (typescriptModuleHooksRegistered) return;
+  register(new URL('./typescript-module-hooks.mjs', import.meta.url));
+  typescriptModuleHooksRegistered = true;
 }
 
 /**
@@ -23,14 +36,16 @@ export async function loadModuleExport(spec: string, kind: string, baseDir: stri
   const file = isAbsolute(path) ? path : resolve(baseDir, path);
   if (!existsSync(file)) throw new Error(`${kind} '${spec}': module file ${file} does not exist`);
   let module: Record<string, unknown>;
+  registerTypeScriptModuleHooks();
   try {
     module = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
   } catch (error) {
     const message = (error as Error).message;
-    // A .ts file outside an ES-module package is loaded as CommonJS, and its `import`s then fail obscurely.
-    const hint = /require\(\) ES Module|outside a module|ERR_REQUIRE/.test(message)
-      ? ' (put the file in a package whose package.json has "type": "module", or name it .mts)'
-      : '';
+    // A .js file outside an ES-module package is loaded as CommonJS, and its `import`s then fail obscurely.
+    const hint =
+      file.endsWith('.js') && /require\(\) ES Module|outside a module|ERR_REQUIRE/.test(message)
+        ? ' (a .js file is CommonJS unless its package.json has "type": "module": name it .mjs, or write it in .ts)'
+        : '';
     throw new Error(`${kind} '${spec}': importing ${file} failed: ${message}${hint}`, { cause: error });
   }
   if (!Object.hasOwn(module, exportName)) {

@@ -1,12 +1,15 @@
 // What `trinity config check` checks, as a function of the YAML text: parse + schema + rules (./load.ts),
 // then the pre-run checks (./preflight.ts), every problem located in the text (file:line:column or the --set
 // override). The command (src/cli/config-command.ts) and the Studio's config builder (src/studio/config-builder.ts)
-// both call it, so the builder shows exactly the errors the command prints.
+// both call it, so the builder shows exactly the errors the command prints. Module-path algorithm modules
+// (`policy_loss_fn: ./my-loss.ts#myLoss`) are loaded and registered first, as `trinity run` does, so the algorithm
+// section is checked with them.
 import { dirname, resolve } from 'node:path';
 import YAML from 'yaml';
 import { fileErrorDetail, readRegularFile } from '../../../util/index.js';
 import type { AlgorithmResolver } from '../../algorithm/config.js';
-import { type Config, ConfigError, parseConfigText, resolveStages, type StageConfig } from './index.js';
+import { loadAlgorithmPlugins } from '../../algorithm/plugins.js';
+import { type Config, ConfigError, type ConfigProblem, parseConfigText, resolveStages, type StageConfig } from './index.js';
 import { preflightProblems } from './preflight.js';
 import { describeTrinityKeys } from './trinity-report.js';
 
@@ -45,6 +48,7 @@ export async function checkConfigFile(file: string, options: ConfigCheckOptions 
  */
 export async function checkConfigText(text: string, file: string, options: ConfigCheckOptions = {}): Promise<ConfigCheckResult> {
   const overrides = options.overrides ?? [];
+  if (options.resolveAlgorithm) await registerAlgorithmPlugins(text, file, overrides);
   const { config, locate } = parseConfigText(text, {
     file,
     overrides,
@@ -67,6 +71,37 @@ export async function checkConfigText(text: string, file: string, options: Confi
   const trinityKeys = await describeTrinityKeys(config, stages, options.env);
   const comments = trinityKeys.map((line) => `# ${line}\n`).join('');
   return { config, resolvedYaml: comments + documents.join('---\n') };
+}
+
+/**
+ * Loads the module-path algorithm modules of every stage from the config's folder; one that does not load (no file,
+ * no such export, not a module) is a problem of its stage's algorithm section. A config that does not parse loads
+ * none: the check's own parse then reports all its problems together.
+ */
+async function registerAlgorithmPlugins(text: string, file: string, overrides: readonly string[]): Promise<void> {
+  let parsed: ReturnType<typeof parseConfigText>;
+  try {
+    parsed = parseConfigText(text, { file, overrides });
+  } catch (error) {
+    if (error instanceof ConfigError) return;
+    throw error;
+  }
+  const { config, locate } = parsed;
+  const problems: ConfigProblem[] = [];
+  for (const [i, stage] of resolveStages(config).entries()) {
+    try {
+      await loadAlgorithmPlugins(stage.algorithm, dirname(resolve(file)));
+    } catch (error) {
+      problems.push({
+        path: config.stages.length > 0 ? `stages.${i}.algorithm` : 'algorithm',
+        message: (error as Error).message,
+      });
+    }
+  }
+  if (problems.length > 0) {
+    locate(problems);
+    throw new ConfigError(problems, file);
+  }
 }
 
 /** The printable config: secrets masked, the single-stage marker left out. */
