@@ -4,9 +4,8 @@
 // both call it, so the builder shows exactly the errors the command prints.
 import { dirname, resolve } from 'node:path';
 import YAML from 'yaml';
-import { fileErrorDetail, readRegularFile } from '../../../util/index.js';
 import type { AlgorithmResolver } from '../../algorithm/config.js';
-import { type Config, ConfigError, parseConfigText, resolveStages, type StageConfig } from './index.js';
+import { type Config, ConfigError, parseConfigText, readConfigFile, resolveStages, type StageConfig } from './index.js';
 import { preflightProblems } from './preflight.js';
 
 export interface ConfigCheckOptions {
@@ -26,13 +25,7 @@ export interface ConfigCheckResult {
 
 /** Checks the config file `file`; throws ConfigError with every problem. */
 export async function checkConfigFile(file: string, options: ConfigCheckOptions = {}): Promise<ConfigCheckResult> {
-  let text: string;
-  try {
-    text = readRegularFile(file, 'utf8');
-  } catch (error) {
-    throw new ConfigError([{ path: '', message: `cannot read the config file: ${fileErrorDetail(error)}` }], file);
-  }
-  return checkConfigText(text, file, options);
+  return checkConfigText(readConfigFile(file), file, options);
 }
 
 /**
