@@ -31,7 +31,7 @@ import { ExperiencePipeline, explorerSavePath } from '../data/experience-pipelin
 import type { ModelBounds } from '../experience.js';
 import { startExplorerEngine } from '../explorer/engines.js';
 import { stageWorkflowRunner } from '../explorer/evaluation.js';
-import { createMonitors, type MonitorGroup, ProgressReporter } from '../monitor/index.js';
+import { ADVANTAGES_FILE, createMonitors, type MonitorGroup, ProgressReporter } from '../monitor/index.js';
 import { openProcessWeightChannel } from '../sync/process-channel.js';
 import type { ExplorerEngine, ProcessWeightChannel, StartedEngine, WeightReceiver } from '../sync/weight-channel.js';
 import { BufferExperienceSource } from '../trainer/experience-source.js';
@@ -111,6 +111,7 @@ export class StageParts {
     if (!options.explorerProcess) {
       truncateSteps(join(this.metricsDir, 'metrics.jsonl'), this.startStep);
       truncateSteps(join(this.metricsDir, 'eval_samples.jsonl'), this.startStep);
+      truncateSteps(join(this.metricsDir, ADVANTAGES_FILE), this.startStep);
       if (this.checkpoint) {
         log(`[${settings.stageName}] resuming from checkpoint step ${this.startStep} (${this.checkpoint.dir})`);
         const current = recordedSettings(settings, algorithm);
@@ -429,6 +430,7 @@ export class StageParts {
         return { ...state, settings: recordedSettings(settings, algorithm) };
       },
       onCheckpoint: () => batches.committed(),
+      advantagesFile: join(this.metricsDir, ADVANTAGES_FILE),
       rolloutMetrics: parts.rolloutMetrics,
       ...(parts.rolloutFailures ? { rolloutFailures: parts.rolloutFailures } : {}),
       monitors: parts.monitors,
