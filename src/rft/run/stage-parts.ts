@@ -333,6 +333,7 @@ export class StageParts {
         ? explorerSavePath(pipelineSettings.inputSavePath, settings.explorer.name)
         : (pipelineSettings?.inputSavePath ?? null);
     // before the engine starts, so a bad operator fails fast; its save file forgets the steps that are explored again
+    let auxiliary: Awaited<ReturnType<typeof startAuxiliaryModels>> | null = null; // started below, before any step
     const pipeline = pipelineSettings
       ? await ExperiencePipeline.create(
           { ...pipelineSettings, inputSavePath },
@@ -340,6 +341,8 @@ export class StageParts {
             baseDir: settings.pluginBaseDir,
             startStep: this.startStep,
             ...(finishedSteps ? { keepSteps: finishedSteps } : {}),
+            auxiliaryModels: () => auxiliary,
+            log: (line) => progress.log(line),
           },
         )
       : null;
@@ -355,9 +358,10 @@ export class StageParts {
     const rejectedIds = 'cannot be trained on: rollouts holding them are rejected before the buffer';
     const vocabularyWarning = tokenizerVocabularyWarning(handle.tokenizer, vocabSize, settings.modelPath, rejectedIds);
     if (vocabularyWarning !== null) this.log(`[${settings.stageName}] ${vocabularyWarning}`);
-    const auxiliary = await startAuxiliaryModels(settings.auxiliaryModels); // judges, reward models, teachers
-    this.#closers.push(() => auxiliary.close());
-    const runner = stageWorkflowRunner(settings, handle, (line) => progress.log(line), auxiliary);
+    const models = await startAuxiliaryModels(settings.auxiliaryModels); // judges, reward models, teachers
+    auxiliary = models;
+    this.#closers.push(() => models.close());
+    const runner = stageWorkflowRunner(settings, handle, (line) => progress.log(line), models);
     this.#closers.push(() => runner.close()); // frees its workflow worker threads (module-path workflows)
     return { started, engine, handle, runner, pipeline };
   }
