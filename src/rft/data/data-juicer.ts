@@ -6,10 +6,10 @@
 //     - document_deduplicator: {lowercase: true}
 //
 // Data-Juicer is Python and does not run here; its operators that have a built-in counterpart (the task operators of
-// the same name, src/rft/data/task-pipeline/operators, listed in DATA_JUICER_COUNTERPARTS) run in their place, with
-// Data-Juicer's argument names translated where ours differ (api_or_hf_model → model: an endpoint at
-// $OPENAI_BASE_URL). A recipe naming any operator without a counterpart is refused as a whole, naming exactly those
-// operators, by `trinity config check` and before a run starts (src/rft/run/config/preflight.ts), not midway.
+// the same name, src/rft/data/task-pipeline/operators, listed in DATA_JUICER_COUNTERPARTS) run in their place and take
+// Data-Juicer's argument names (api_or_hf_model, field_names, ...). A recipe naming any operator without a counterpart
+// is refused as a whole, naming exactly those operators, by `trinity config check` and before a run starts
+// (src/rft/run/config/pipeline-checks.ts), not midway.
 import YAML from 'yaml';
 import { fileErrorDetail, readRegularFile } from '../../util/index.js';
 import { resolveArgs } from '../../util/module-args.js';
@@ -30,14 +30,11 @@ export const DATA_JUICER_COUNTERPARTS: readonly string[] = [
   'human_preference_annotation_mapper',
 ];
 
-/** Data-Juicer's argument names that ours spell differently: recipe name → ours. */
-const RENAMED_ARGS: Readonly<Record<string, string>> = { api_or_hf_model: 'model' };
-
 export class DataJuicerRecipeError extends Error {
   override name = 'DataJuicerRecipeError';
 }
 
-/** One operator of a recipe, as the pipelines run it: a built-in's name and its arguments (ours). */
+/** One operator of a recipe, as the pipelines run it: a built-in's name and its arguments. */
 export interface RecipeOperator {
   name: string;
   args: Record<string, unknown>;
@@ -52,8 +49,7 @@ export interface ResolvedRecipeOperator extends RecipeOperator {
 }
 
 /**
- * The operators of the Data-Juicer recipe `file`, each mapped to its counterpart here with its arguments translated
- * and checked; DataJuicerRecipeError naming every problem (the file unreadable, no `process` list, an entry that is
+ * The operators of the Data-Juicer recipe `file`, each mapped to its counterpart here with its arguments checked; DataJuicerRecipeError naming every problem (the file unreadable, no `process` list, an entry that is
  * not `{op_name: {args}}`, operators without a counterpart, arguments the counterpart does not take).
  */
 export function readDataJuicerRecipe(file: string): ResolvedRecipeOperator[] {
@@ -86,7 +82,7 @@ export function readDataJuicerRecipe(file: string): ResolvedRecipeOperator[] {
       problems.push(`process[${i}] ${name}: its arguments must be a mapping`);
       continue;
     }
-    const args = Object.fromEntries(Object.entries(given).map(([k, v]) => [RENAMED_ARGS[k] ?? k, v]));
+    const args = given as Record<string, unknown>;
     const module = TASK_OPERATORS.get(name) as TaskOperatorModule<Record<string, unknown>>;
     try {
       out.push({ name, args, where, module, options: resolveArgs(where, module.defaults, args) });
@@ -118,8 +114,8 @@ export function recipeFileOf(args: Readonly<Record<string, unknown>>, where: str
 }
 
 /**
- * The task pipeline's operators with each `data_juicer` entry replaced by its recipe's operators (built-ins, their
- * arguments translated); DataJuicerRecipeError naming the entry and the recipe's problems.
+ * The task pipeline's operators with each `data_juicer` entry replaced by its recipe's operators (built-ins);
+ * DataJuicerRecipeError naming the entry and the recipe's problems.
  */
 export function expandDataJuicer(operators: readonly RecipeOperator[], where: string): RecipeOperator[] {
   return operators.flatMap((op, i) => {

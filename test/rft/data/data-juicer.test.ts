@@ -69,16 +69,16 @@ buffer:
 `;
 
 describe('a Data-Juicer recipe', () => {
-  it('maps its operators to the built-ins, translating api_or_hf_model to model', () => {
+  it("maps its operators to the built-ins, which take Data-Juicer's argument names", () => {
     const [op] = readDataJuicerRecipe(SCORING);
     assert.equal(op?.name, 'llm_quality_score_filter');
     assert.deepEqual(op?.args, {
-      model: 'judge',
+      api_or_hf_model: 'judge',
       input_keys: ['prompt', 'response'],
       field_names: ['Question', 'Answer'],
       try_num: 1,
     });
-    assert.equal((op?.options as { model?: string } | undefined)?.model, 'judge');
+    assert.equal((op?.options as { apiOrHfModel?: string } | undefined)?.apiOrHfModel, 'judge');
   });
 
   it('naming operators without a counterpart is refused naming exactly those; so is an argument the built-in does not take', () => {

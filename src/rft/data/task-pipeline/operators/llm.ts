@@ -23,9 +23,11 @@ export const LLM_QUALITY_SCORE_FIELD = 'llm_quality_score';
 export const LLM_DIFFICULTY_SCORE_FIELD = 'llm_difficulty_score';
 
 export interface LlmOperatorOptions {
-  /** External endpoint: its base URL (…/v1) and model name. */
+  /** External endpoint: its base URL (…/v1; '': $OPENAI_BASE_URL) and model name. */
   baseUrl: string;
   model: string;
+  /** Data-Juicer's name for `model` (an API model; Data-Juicer's Hugging Face models do not run here). */
+  apiOrHfModel: string;
   /** '' : $OPENAI_API_KEY (else no key). */
   apiKey: string;
   /** Instead of an endpoint: an auxiliary model of the run by name. */
@@ -49,6 +51,7 @@ export interface LlmOperatorOptions {
 const DEFAULTS: LlmOperatorOptions = {
   baseUrl: '',
   model: '',
+  apiOrHfModel: '',
   apiKey: '',
   auxiliaryModel: '',
   inputKeys: [],
@@ -130,21 +133,25 @@ async function chatClient(
   context: TaskOperatorContext,
 ): Promise<{ client: OpenAI; model: string; where: string }> {
   const where = context.name;
+  if (o.model !== '' && o.apiOrHfModel !== '')
+    throw new Error(`${where}: model and api_or_hf_model (Data-Juicer's name for it) are both set: keep one`);
+  const modelName = o.model || o.apiOrHfModel;
   if (o.auxiliaryModel !== '') {
-    if (o.baseUrl !== '' || o.model !== '') throw new Error(`${where}: set either auxiliary_model or base_url + model, not both`);
+    if (o.baseUrl !== '' || modelName !== '')
+      throw new Error(`${where}: set either auxiliary_model or base_url + model, not both`);
     if (context.auxiliaryModels === null)
       throw new Error(`${where}: auxiliary_model '${o.auxiliaryModel}' is named, but the run has no explorer.auxiliary_models`);
     const model = context.auxiliaryModels.get(o.auxiliaryModel);
     return { client: await model.openai(), model: model.modelName, where: `auxiliary model '${model.name}'` };
   }
   // a model without base_url is served at $OPENAI_BASE_URL (as Data-Juicer's api_or_hf_model API models are)
-  const baseUrl = o.baseUrl || (o.model !== '' ? (process.env.OPENAI_BASE_URL ?? '') : '');
-  if (baseUrl === '' || o.model === '')
+  const baseUrl = o.baseUrl || (modelName !== '' ? (process.env.OPENAI_BASE_URL ?? '') : '');
+  if (baseUrl === '' || modelName === '')
     throw new Error(
       `${where}: name the model: base_url (or $OPENAI_BASE_URL) and model (an OpenAI-compatible endpoint), or auxiliary_model`,
     );
   const apiKey = o.apiKey || process.env.OPENAI_API_KEY || 'none';
-  return { client: new OpenAI({ baseURL: baseUrl, apiKey, maxRetries: 0 }), model: o.model, where: baseUrl };
+  return { client: new OpenAI({ baseURL: baseUrl, apiKey, maxRetries: 0 }), model: modelName, where: baseUrl };
 }
 
 /** Runs `work` over 0..n-1 with at most `limit` at once, in any order; the first error rejects. */
