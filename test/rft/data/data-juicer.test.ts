@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { readDataJuicerRecipe } from '../../../src/rft/data/data-juicer.js';
 import { ExperiencePipeline } from '../../../src/rft/data/experience-pipeline/index.js';
 import { runTaskPipeline } from '../../../src/rft/data/task-pipeline/index.js';
@@ -79,6 +80,14 @@ describe('a Data-Juicer recipe', () => {
       try_num: 1,
     });
     assert.equal((op?.options as { apiOrHfModel?: string } | undefined)?.apiOrHfModel, 'judge');
+  });
+
+  it("the trinity-examples fixture's recipe (upstream's dj_scoring_exp.yaml, our version) maps whole", () => {
+    const file = fileURLToPath(new URL('../../fixtures/trinity-examples/recipes/dj_scoring_exp.yaml', import.meta.url));
+    assert.deepEqual(
+      readDataJuicerRecipe(file).map((op) => [op.name, op.options.auxiliaryModel, op.options.onUnscored]),
+      [['llm_quality_score_filter', 'judge', 'keep']],
+    );
   });
 
   it('naming operators without a counterpart is refused naming exactly those; so is an argument the built-in does not take', () => {
