@@ -40,7 +40,7 @@ export function loadConfig(file: string, options: LoadConfigOptions = {}): Confi
 
 /**
  * The largest config, in bytes (1 MiB). A config names its data by path; a YAML that size holds data (rows, prompts,
- * long lists), and the yaml library's parse of it costs far more than the data: 6.5 MB took 5 s and 738 MB of memory.
+ * long lists), and the yaml library's parse of it costs seconds and a hundred times its size in memory.
  */
 export const MAX_CONFIG_BYTES = 1024 * 1024;
 
