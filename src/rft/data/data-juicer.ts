@@ -19,6 +19,14 @@ import type { TaskOperatorModule } from './task-pipeline/types.js';
 /** The operator name that stands for a Data-Juicer recipe (Trinity's DataJuicerOperator). */
 export const DATA_JUICER_OPERATOR = 'data_juicer';
 
+/** Which pipeline a recipe runs in: the experience pipeline runs each explore step, so no operator waits for a person. */
+export type RecipePipeline = 'task' | 'experience';
+
+/** Counterparts that run in the task pipeline only, and why. */
+const TASK_PIPELINE_ONLY: Readonly<Record<string, string>> = {
+  human_preference_annotation_mapper: 'it waits for a person to rate each pair: the task pipeline only',
+};
+
 /** Data-Juicer operators that run here: each is the built-in task operator of the same name. */
 export const DATA_JUICER_COUNTERPARTS: readonly string[] = [
   'document_deduplicator',
@@ -52,7 +60,7 @@ export interface ResolvedRecipeOperator extends RecipeOperator {
  * The operators of the Data-Juicer recipe `file`, each mapped to its counterpart here with its arguments checked; DataJuicerRecipeError naming every problem (the file unreadable, no `process` list, an entry that is
  * not `{op_name: {args}}`, operators without a counterpart, arguments the counterpart does not take).
  */
-export function readDataJuicerRecipe(file: string): ResolvedRecipeOperator[] {
+export function readDataJuicerRecipe(file: string, pipeline: RecipePipeline = 'task'): ResolvedRecipeOperator[] {
   let recipe: unknown;
   try {
     recipe = YAML.parse(readRegularFile(file, 'utf8'));
@@ -75,6 +83,11 @@ export function readDataJuicerRecipe(file: string): ResolvedRecipeOperator[] {
     const where = `Data-Juicer recipe ${file} process[${i}] ${name}`;
     if (!DATA_JUICER_COUNTERPARTS.includes(name)) {
       missing.push(`process[${i}] ${name}`);
+      continue;
+    }
+    const taskOnly = TASK_PIPELINE_ONLY[name];
+    if (pipeline === 'experience' && taskOnly !== undefined) {
+      problems.push(`process[${i}] ${name} does not run in the experience pipeline: ${taskOnly}`);
       continue;
     }
     const given: unknown = (entry as Record<string, unknown>)[name] ?? {};
@@ -126,18 +139,22 @@ export function expandDataJuicer(operators: readonly RecipeOperator[], where: st
 }
 
 /**
- * The problems of every `data_juicer` operator of `operators` (at `path`, e.g. data_processor.experience_pipeline),
- * each reported at the key that names the recipe (`<path>.operators.<i>.args.config_path`).
+ * The problems of every `data_juicer` operator of a pipeline's `operators`, each reported at the key that names the
+ * recipe (`data_processor.<pipeline>_pipeline.operators.<i>.args.config_path`).
  */
 export function dataJuicerProblems(
   operators: readonly RecipeOperator[],
-  path: string,
+  pipeline: RecipePipeline,
   report: (path: string, message: string) => void,
 ): void {
+  const path = `data_processor.${pipeline}_pipeline`;
   for (const [i, op] of operators.entries()) {
     if (op.name !== DATA_JUICER_OPERATOR) continue;
     try {
-      readDataJuicerRecipe(recipeFileOf(op.args, `${path}.operators.${i}`));
+      // the experience operator's other argument (num_process) is checked with its arguments when it is created
+      const { num_process: _snake, numProcess: _camel, ...recipeArgs } = op.args;
+      const args = pipeline === 'experience' ? recipeArgs : op.args;
+      readDataJuicerRecipe(recipeFileOf(args, `${path}.operators.${i}`), pipeline);
     } catch (error) {
       if (!(error instanceof DataJuicerRecipeError)) throw error;
       report(`${path}.operators.${i}.args.config_path`, error.message);

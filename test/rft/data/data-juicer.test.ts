@@ -108,6 +108,13 @@ describe('a Data-Juicer recipe', () => {
       /process\[0\] text_length_filter: unknown argument 'min_length'.*did you mean 'min_len'/,
     );
     assert.throws(() => readDataJuicerRecipe(recipe('empty.yaml', 'project_name: x\n')), /expected a 'process' list/);
+    // a person cannot rate every explore step's experiences: the annotation operator runs in the task pipeline only
+    const annotation = recipe('annotate.yaml', 'process:\n  - human_preference_annotation_mapper: {}\n');
+    assert.equal(readDataJuicerRecipe(annotation, 'task')[0]?.name, 'human_preference_annotation_mapper');
+    assert.throws(
+      () => readDataJuicerRecipe(annotation, 'experience'),
+      /process\[0\] human_preference_annotation_mapper does not run in the experience pipeline: it waits for a person/,
+    );
   });
 
   it('config check refuses an experience pipeline data_juicer recipe with foreign operators, at its config_path', async () => {
@@ -130,7 +137,7 @@ describe('a Data-Juicer recipe', () => {
       'experience-fine.yaml',
       `${BASE}data_processor:
   experience_pipeline:
-    operators: [{name: data_juicer, args: {config_path: recipes/scoring.yaml}}]
+    operators: [{name: data_juicer, args: {config_path: recipes/scoring.yaml, num_process: 2}}]
 `,
     );
     assert.deepEqual(fine, []);

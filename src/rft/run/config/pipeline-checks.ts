@@ -21,7 +21,7 @@ export function dataProcessorProblems(
 ): void {
   const section = stage.data_processor;
   const experience = section.experience_pipeline;
-  if (experience !== null && explores) dataJuicerProblems(experience.operators, 'data_processor.experience_pipeline', add);
+  if (experience !== null && explores) dataJuicerProblems(experience.operators, 'experience', add);
   const task = section.task_pipeline;
   if (task === null || settings.taskPipeline === null) return;
   if (task.config_path !== null) {
@@ -31,7 +31,7 @@ export function dataProcessorProblems(
       if (!(error instanceof DataJuicerRecipeError)) throw error;
       add('data_processor.task_pipeline.config_path', error.message);
     }
-  } else dataJuicerProblems(task.operators, 'data_processor.task_pipeline', add);
+  } else dataJuicerProblems(task.operators, 'task', add);
 
   task.inputs.forEach((file, i) => {
     if (!existsSync(file))

@@ -100,16 +100,12 @@ export class WorkflowWorker {
     this.#syncFlag = new Int32Array(ready.syncFlag);
     this.#onIdleFailure = onIdleFailure;
     worker.on('message', (message: FromWorker) => this.#receive(message));
-    worker.on('error', (error: Error & { code?: string }) =>
+    worker.on('error', (error: Error) =>
       this.#die(
-        error.code === 'ERR_WORKER_OUT_OF_MEMORY'
-          ? new WorkflowOutOfMemory(
-              `out of memory: the workflow's worker thread reached its heap limit of ${maxHeapMb} MB ` +
-                '(explorer.workflow_max_heap_mb) and was ended',
-            )
-          : new WorkflowWorkerCrash(
-              `the workflow's code failed outside its attempt (an uncaught exception or unhandled promise rejection in its worker thread): ${error.message}`,
-            ),
+        outOfMemory(error, maxHeapMb) ??
+          new WorkflowWorkerCrash(
+            `the workflow's code failed outside its attempt (an uncaught exception or unhandled promise rejection in its worker thread): ${error.message}`,
+          ),
       ),
     );
     worker.on('exit', (code) => this.#die(new WorkflowWorkerCrash(`the workflow's worker thread exited (code ${code})`)));
@@ -131,6 +127,7 @@ export class WorkflowWorker {
         void worker.terminate();
         reject(error);
       };
+      const onError = (error: Error) => fail(outOfMemory(error, options.maxHeapMb) ?? error);
       const timer = setTimeout(
         () => fail(new Error(`a workflow worker thread did not start within ${options.timeoutMs / 1000} s`)),
         options.timeoutMs,
@@ -138,10 +135,10 @@ export class WorkflowWorker {
       worker.once('message', (message: FromWorker) => {
         if (message.type !== 'ready') return fail(new Error(`a workflow worker thread sent '${message.type}' before 'ready'`));
         clearTimeout(timer);
-        worker.off('error', fail);
+        worker.off('error', onError);
         resolve(new WorkflowWorker(worker, message, options.onIdleFailure, options.maxHeapMb));
       });
-      worker.once('error', fail);
+      worker.once('error', onError);
     });
   }
 
@@ -367,6 +364,15 @@ export class WorkflowWorker {
     Atomics.store(this.#syncFlag, 0, 1);
     Atomics.notify(this.#syncFlag, 0);
   }
+}
+
+/** WorkflowOutOfMemory when `error` is Node's report of a worker that reached its heap limit, else null. */
+function outOfMemory(error: Error & { code?: string }, maxHeapMb: number): WorkflowOutOfMemory | null {
+  if (error.code !== 'ERR_WORKER_OUT_OF_MEMORY') return null;
+  return new WorkflowOutOfMemory(
+    `out of memory: the workflow's worker thread reached its heap limit of ${maxHeapMb} MB ` +
+      '(explorer.workflow_max_heap_mb) and was ended',
+  );
 }
 
 function tokenizerInfo(t: Tokenizer | null): TokenizerInfo | null {

@@ -17,6 +17,8 @@ import type { ExperienceOperatorModule } from '../types.js';
 export interface DataJuicerOptions {
   /** The Data-Juicer recipe (YAML with a `process` list); relative to the config file. */
   configPath: string;
+  /** Experiences an operator works on at once where it waits on a model (the task pipeline's num_process). */
+  numProcess: number;
 }
 
 const NAME = 'data_juicer';
@@ -33,10 +35,12 @@ function rowOf(e: Experience, index: number): TaskRow {
 
 export const dataJuicer: ExperienceOperatorModule<DataJuicerOptions> = {
   description: "runs a Data-Juicer recipe's operators (their built-in counterparts) over the experiences",
-  defaults: { configPath: '' },
+  defaults: { configPath: '', numProcess: 4 },
   create: (options, setup) => {
+    if (!Number.isInteger(options.numProcess) || options.numProcess < 1)
+      throw new Error(`${NAME}: num_process must be an integer >= 1, got ${options.numProcess}`);
     const file = recipeFileOf({ config_path: options.configPath }, NAME);
-    const operators = readDataJuicerRecipe(file);
+    const operators = readDataJuicerRecipe(file, 'experience');
     return {
       async process(experiences, { step }) {
         let rows: TaskRow[] = experiences.map(rowOf);
@@ -47,9 +51,9 @@ export const dataJuicer: ExperienceOperatorModule<DataJuicerOptions> = {
             position: i + 1,
             taskset: { name: `experiences of explore step ${step}`, path: file, format: { promptKey: 'prompt' } },
             textKey: 'response',
-            workDir: setup.baseDir,
+            workDir: setup.baseDir, // nothing that runs here writes files (the annotation operator is refused)
             seed: step,
-            numProcess: 8,
+            numProcess: options.numProcess,
             baseDir: setup.baseDir,
             model: () => Promise.reject(new Error(`${op.where}: the experience pipeline has no model to sample`)),
             auxiliaryModels: setup.auxiliaryModels(),
