@@ -5,7 +5,7 @@
 // advantages (GRPO and the other estimators computed in the trainer) takes the one its stage trained it with, from
 // the stage's trainer_advantages.jsonl (src/rft/monitor/advantage-record.ts), joined by experience id.
 import { existsSync, readdirSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative } from 'node:path';
 import Database from 'better-sqlite3';
 import { parseExperienceLine } from '../rft/buffer/jsonl.js';
 import { PostgresBuffer, PostgresBufferError } from '../rft/buffer/postgres.js';
@@ -139,6 +139,8 @@ export class ExperienceSource {
     readonly tokenizer: TokenizerCache,
     /** A PostgreSQL buffer (`file` is then the stage's buffer.json: its folder finds the tokenizer). */
     readonly postgres: PostgresSource | null = null,
+    /** The runs folder (a real path): the stage's trainer_advantages.jsonl is looked for inside it only. */
+    readonly runsRoot: string | null = null,
   ) {
     this.#tail = table === null && postgres === null ? new JsonlTail(dirname(file), file, parseExperiences) : null;
   }
@@ -151,8 +153,9 @@ export class ExperienceSource {
   async refresh(): Promise<void> {
     await this.#refreshExperiences();
     // looked for until found: the trainer writes it after its first step
-    const advantagesFile = this.#advantages === null ? stageAdvantagesFile(this.file) : null;
-    if (advantagesFile !== null) this.#advantages = new JsonlTail(dirname(advantagesFile), advantagesFile, parseAdvantages);
+    const advantagesFile = this.#advantages === null ? stageAdvantagesFile(this.file, this.runsRoot) : null;
+    if (advantagesFile !== null)
+      this.#advantages = new JsonlTail(this.runsRoot ?? dirname(advantagesFile), advantagesFile, parseAdvantages);
     if (this.#advantages === null) return;
     const { change, added } = await this.#advantages.refresh();
     if (change === 'reset') this.#recorded.clear();
@@ -307,10 +310,16 @@ function postgresSourceError(error: unknown): PostgresSourceError {
 
 /**
  * The trainer_advantages.jsonl of the stage a source belongs to: in the source's folder (<stage>/buffer.db, a dump,
- * buffer.json) or the one above it (<stage>/buffer/<name>.db); null when neither has one.
+ * buffer.json) or the one above it (<stage>/buffer/<name>.db) where that is inside the runs folder `runsRoot` (without
+ * one: the source's folder only); null when none has one.
  */
-function stageAdvantagesFile(source: string): string | null {
-  for (const dir of [dirname(source), dirname(dirname(source))]) {
+function stageAdvantagesFile(source: string, runsRoot: string | null): string | null {
+  const inside = (dir: string) => {
+    const rel = runsRoot === null ? '..' : relative(runsRoot, dir);
+    return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
+  };
+  const parent = dirname(dirname(source));
+  for (const dir of [dirname(source), ...(inside(parent) ? [parent] : [])]) {
     const file = join(dir, ADVANTAGES_FILE);
     if (existsSync(file)) return file;
   }

@@ -3,12 +3,13 @@
 // the Studio's rollout API joins it by experience id. Checked on a real two-step GRPO run against a hand computation
 // over the buffer's rewards: per train step and task, A_i = (r_i − mean(r)) / (std(r) + 1e-6), std unbiased.
 import assert from 'node:assert/strict';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import Database from 'better-sqlite3';
 import { resolveAlgorithm } from '../../src/rft/algorithm/presets.js';
-import { ADVANTAGES_FILE } from '../../src/rft/monitor/advantage-record.js';
+import { ADVANTAGES_FILE, appendAdvantages } from '../../src/rft/monitor/advantage-record.js';
 import { loadConfig } from '../../src/rft/run/config/index.js';
 import { runConfig } from '../../src/rft/run/index.js';
 import { startStudio } from '../../src/studio/index.js';
@@ -95,6 +96,31 @@ test('a GRPO run records the advantage of every trained rollout, and the Studio 
     const detail = await fetch(`${studio.url}/api/rollouts/detail?file=${file}&table=experience_buffer&id=${first.id}`);
     const shown = (await detail.json()) as { advantage: number | null };
     assert.ok(Math.abs((shown.advantage as number) - (expected.get(first.eid) as number)) < 1e-4);
+  } finally {
+    await studio.close();
+  }
+});
+
+test('the Studio looks for trainer_advantages.jsonl inside the runs folder only', async () => {
+  const base = mkdtempSync(join(tmpdir(), 'studio-advantages-'));
+  const runs = join(base, 'runs');
+  mkdirSync(join(runs, 'job', 'buffer'), { recursive: true });
+  const line = (eid: string) =>
+    `${JSON.stringify({ eid, tokens: [1, 2], promptLength: 1, reward: 1, info: { taskId: 't', step: 1 } })}\n`;
+  writeFileSync(join(runs, 'top.jsonl'), line('top'));
+  writeFileSync(join(runs, 'job', 'buffer', 'dump.jsonl'), line('inner'));
+  // above the runs folder: a top-level dump's parent folder, which the Studio must not read
+  appendAdvantages(join(base, ADVANTAGES_FILE), 1, new Map([['top', 0.25]]));
+  appendAdvantages(join(runs, 'job', ADVANTAGES_FILE), 1, new Map([['inner', -0.5]]));
+  const studio = await startStudio({ runsDir: runs, port: 0 });
+  try {
+    const advantageOf = async (file: string) => {
+      const response = await fetch(`${studio.url}/api/rollouts?file=${encodeURIComponent(file)}`);
+      assert.equal(response.status, 200);
+      return ((await response.json()) as { rows: { advantage: number | null }[] }).rows[0]?.advantage;
+    };
+    assert.equal(await advantageOf('job/buffer/dump.jsonl'), -0.5);
+    assert.equal(await advantageOf('top.jsonl'), null);
   } finally {
     await studio.close();
   }

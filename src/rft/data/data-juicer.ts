@@ -57,8 +57,10 @@ export interface ResolvedRecipeOperator extends RecipeOperator {
 }
 
 /**
- * The operators of the Data-Juicer recipe `file`, each mapped to its counterpart here with its arguments checked; DataJuicerRecipeError naming every problem (the file unreadable, no `process` list, an entry that is
- * not `{op_name: {args}}`, operators without a counterpart, arguments the counterpart does not take).
+ * The operators of the Data-Juicer recipe `file`, each mapped to its counterpart here with its arguments checked;
+ * DataJuicerRecipeError naming every problem (the file unreadable, no `process` list, an entry that is not
+ * `{op_name: {args}}`, operators without a counterpart, arguments the counterpart does not take, and in the experience
+ * pipeline an operator that runs in the task pipeline only).
  */
 export function readDataJuicerRecipe(file: string, pipeline: RecipePipeline = 'task'): ResolvedRecipeOperator[] {
   let recipe: unknown;

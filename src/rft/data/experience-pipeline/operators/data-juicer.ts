@@ -7,7 +7,8 @@
 //     info, where reward_shaping_mapper reads a stats_key;
 //   - a mapper that rewrites the text (llm_rewrite_mapper) changes nothing of the experience: its tokens were sampled.
 // LLM operators call an endpoint or one of the run's auxiliary models (`auxiliary_model`); nothing samples the policy
-// model here. Each operator's counts (unscored, parse_failures, ...) are metrics experience_pipeline/data_juicer/<op>/<key>.
+// model here. Each operator's counts (unscored, parse_failures, ...) are metrics
+// experience_pipeline/data_juicer/<op>/<key>.
 import type { Experience } from '../../../experience.js';
 import { readDataJuicerRecipe, recipeFileOf } from '../../data-juicer.js';
 import type { TaskOperatorContext, TaskRow } from '../../task-pipeline/types.js';
