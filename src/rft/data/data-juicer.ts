@@ -140,26 +140,30 @@ export function expandDataJuicer(operators: readonly RecipeOperator[], where: st
   });
 }
 
-/**
- * The problems of every `data_juicer` operator of a pipeline's `operators`, each reported at the key that names the
- * recipe (`data_processor.<pipeline>_pipeline.operators.<i>.args.config_path`).
- */
-export function dataJuicerProblems(
-  operators: readonly RecipeOperator[],
-  pipeline: RecipePipeline,
-  report: (path: string, message: string) => void,
-): void {
-  const path = `data_processor.${pipeline}_pipeline`;
+/** A pipeline's operators as they will run: each `data_juicer` entry's recipe resolved, at the key that names it. */
+export interface PipelineRecipes {
+  /** `data_processor.<pipeline>_pipeline.operators.<i>.args.config_path` and the recipe's operators. */
+  recipes: { path: string; operators: ResolvedRecipeOperator[] }[];
+  /** The recipes that do not read or map, at the key that names each. */
+  problems: { path: string; message: string }[];
+}
+
+/** The recipes of every `data_juicer` operator of a pipeline's `operators` (the pre-run checks read them). */
+export function pipelineRecipes(operators: readonly RecipeOperator[], pipeline: RecipePipeline): PipelineRecipes {
+  const out: PipelineRecipes = { recipes: [], problems: [] };
+  const at = `data_processor.${pipeline}_pipeline`;
   for (const [i, op] of operators.entries()) {
     if (op.name !== DATA_JUICER_OPERATOR) continue;
+    const path = `${at}.operators.${i}.args.config_path`;
     try {
       // the experience operator's other argument (num_process) is checked with its arguments when it is created
       const { num_process: _snake, numProcess: _camel, ...recipeArgs } = op.args;
       const args = pipeline === 'experience' ? recipeArgs : op.args;
-      readDataJuicerRecipe(recipeFileOf(args, `${path}.operators.${i}`), pipeline);
+      out.recipes.push({ path, operators: readDataJuicerRecipe(recipeFileOf(args, `${at}.operators.${i}`), pipeline) });
     } catch (error) {
       if (!(error instanceof DataJuicerRecipeError)) throw error;
-      report(`${path}.operators.${i}.args.config_path`, error.message);
+      out.problems.push({ path, message: error.message });
     }
   }
+  return out;
 }

@@ -164,14 +164,37 @@ describe('a Data-Juicer recipe', () => {
   });
 });
 
+describe("an LLM operator's auxiliary_model", () => {
+  it('config check refuses one explorer.auxiliary_models does not have, in a recipe and as an operator', async () => {
+    const judged = recipe('judged.yaml', 'process:\n  - llm_quality_score_filter: {auxiliary_model: judge}\n');
+    const problems = await checkProblems(
+      'aux.yaml',
+      `${BASE}explorer:
+  auxiliary_models: [{name: grader, model_path: ${model}}]
+data_processor:
+  experience_pipeline:
+    operators: [{name: data_juicer, args: {config_path: ${judged}}}]
+  task_pipeline:
+    inputs: [${tasks}]
+    operators: [{name: llm_difficulty_score_filter, args: {auxiliary_model: judge}}]
+`,
+    );
+    assert.deepEqual(problems, [
+      `data_processor.experience_pipeline.operators.0.args.config_path: Data-Juicer recipe ${judged} process[0] llm_quality_score_filter names auxiliary_model 'judge', which explorer.auxiliary_models does not have (grader)`,
+      "data_processor.task_pipeline.operators.0.args.auxiliary_model: data_processor.task_pipeline.operators[0] (llm_difficulty_score_filter) names auxiliary_model 'judge', which explorer.auxiliary_models does not have (grader)",
+    ]);
+  });
+});
+
 describe('a task pipeline whose inputs are missing', () => {
   it('config check names the input key and the file', async () => {
     const problems = await checkProblems(
       'inputs.yaml',
-      `${BASE}data_processor:\n  task_pipeline:\n    inputs: [${tasks}, raw/missing.jsonl]\n    operators: [{name: document_deduplicator}]\n`,
+      `${BASE}data_processor:\n  task_pipeline:\n    inputs: [${tasks}, raw/missing.jsonl, recipes]\n    operators: [{name: document_deduplicator}]\n`,
     );
     assert.deepEqual(problems, [
       `data_processor.task_pipeline.inputs.1: input file ${join(dir, 'raw', 'missing.jsonl')} does not exist (the pipeline reads it first)`,
+      `data_processor.task_pipeline.inputs.2: ${join(dir, 'recipes')} is not a file (an input is a .jsonl, .json or .parquet file)`,
     ]);
   });
 
