@@ -66,6 +66,8 @@ export interface StageSettings {
     runnerPerModel: number;
     maxTimeout: number;
     maxRetryTimes: number;
+    /** explorer.workflow_max_heap_mb: each module-path workflow thread's heap limit (src/rft/workflow/isolation/pool.ts). */
+    workflowMaxHeapMb: number;
     slots: number;
     maxLength: number;
     /**

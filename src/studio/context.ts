@@ -93,7 +93,7 @@ export class SourceCache {
     const key = `${path}#${tableInfo?.name ?? ''}`;
     let source = this.#sources.get(key);
     if (source === undefined) {
-      source = new ExperienceSource(path, tableInfo, this.#tokenizers);
+      source = new ExperienceSource(path, tableInfo, this.#tokenizers, null, this.root);
       this.#sources.set(key, source);
     }
     const reading = source;
@@ -114,7 +114,7 @@ export class SourceCache {
     const key = `${path}#${record.url}#${record.table}`;
     let source = this.#sources.get(key);
     if (source === undefined) {
-      source = new ExperienceSource(path, null, this.#tokenizers, { url: record.url, table: record.table });
+      source = new ExperienceSource(path, null, this.#tokenizers, { url: record.url, table: record.table }, this.root);
       this.#sources.set(key, source);
     }
     await source.refresh();

@@ -1,14 +1,17 @@
 // Rollouts as runs store them: experience buffers (the shared SQLite buffer's tables, through the buffer's own
 // read-only reader; the experience pipeline's save_input table) and experience dumps (*.jsonl, one Experience a line).
 // A source is read incrementally (rows after the last id, bytes after the last offset) and kept in memory, so a
-// filter over 10,000 rollouts is an array scan, not a query per request.
+// filter over 10,000 rollouts is an array scan, not a query per request. A rollout whose experience carries no
+// advantages (GRPO and the other estimators computed in the trainer) takes the one its stage trained it with, from
+// the stage's trainer_advantages.jsonl (src/rft/monitor/advantage-record.ts), joined by experience id.
 import { existsSync, readdirSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative } from 'node:path';
 import Database from 'better-sqlite3';
 import { parseExperienceLine } from '../rft/buffer/jsonl.js';
 import { PostgresBuffer, PostgresBufferError } from '../rft/buffer/postgres.js';
 import { SqliteBuffer } from '../rft/buffer/sqlite.js';
 import { type Experience, responseLength } from '../rft/experience.js';
+import { ADVANTAGES_FILE, parseAdvantageLine } from '../rft/monitor/advantage-record.js';
 import { type Tokenizer, Tokenizer as TokenizerClass } from '../tokenizer/index.js';
 import { JsonlTail } from './tail.js';
 
@@ -22,7 +25,10 @@ export interface RolloutRow {
   /** Which repeat of the task (info.runId). */
   repeat: number | null;
   reward: number | null;
-  /** Mean advantage over the response tokens the model produced (action mask 1), when computed. */
+  /**
+   * Mean advantage over the response tokens the model produced (action mask 1): the experience's own, else the one
+   * the trainer recorded for it; null when neither has one (not trained yet, or an algorithm without advantages).
+   */
   advantage: number | null;
   responseLength: number;
   /** 'length' when the response hit max_tokens, 'prompt_truncated', else 'stop'. */
@@ -121,6 +127,9 @@ export class ExperienceSource {
   #rows: RolloutRow[] = [];
   #lastId = 0;
   readonly #tail: JsonlTail<Experience> | null;
+  /** The stage's recorded advantages by experience id, and the file they are read from (null: none found). */
+  readonly #recorded = new Map<string, number>();
+  #advantages: JsonlTail<[string, number][]> | null = null;
   readonly warnings: string[] = [];
 
   constructor(
@@ -130,6 +139,8 @@ export class ExperienceSource {
     readonly tokenizer: TokenizerCache,
     /** A PostgreSQL buffer (`file` is then the stage's buffer.json: its folder finds the tokenizer). */
     readonly postgres: PostgresSource | null = null,
+    /** The runs folder (a real path): the stage's trainer_advantages.jsonl is looked for inside it only. */
+    readonly runsRoot: string | null = null,
   ) {
     this.#tail = table === null && postgres === null ? new JsonlTail(dirname(file), file, parseExperiences) : null;
   }
@@ -138,8 +149,26 @@ export class ExperienceSource {
     return this.#rows;
   }
 
-  /** Reads what was added since the last call. */
+  /** Reads what was added since the last call, then the advantages recorded since. */
   async refresh(): Promise<void> {
+    await this.#refreshExperiences();
+    // looked for until found: the trainer writes it after its first step
+    const advantagesFile = this.#advantages === null ? stageAdvantagesFile(this.file, this.runsRoot) : null;
+    if (advantagesFile !== null)
+      this.#advantages = new JsonlTail(this.runsRoot ?? dirname(advantagesFile), advantagesFile, parseAdvantages);
+    if (this.#advantages === null) return;
+    const { change, added } = await this.#advantages.refresh();
+    if (change === 'reset') this.#recorded.clear();
+    const lines = change === 'reset' ? this.#advantages.rows : added;
+    if (lines.length === 0 && change !== 'reset') return;
+    for (const entries of lines) for (const [eid, advantage] of entries) this.#recorded.set(eid, advantage);
+    for (const [i, row] of this.#rows.entries()) {
+      const own = this.#loaded[i]?.experience.advantages;
+      if (own === undefined || own.length === 0) row.advantage = this.#recorded.get(row.eid) ?? null;
+    }
+  }
+
+  async #refreshExperiences(): Promise<void> {
     if (this.#tail !== null) {
       const { change, added } = await this.#tail.refresh();
       if (change === 'reset') {
@@ -217,7 +246,7 @@ export class ExperienceSource {
   #add(experience: Experience, id = this.#loaded.length + 1): void {
     this.#lastId = id;
     this.#loaded.push({ id, experience });
-    this.#rows.push(rolloutRow(id, experience, this.tokenizer.get(this.file)));
+    this.#rows.push(rolloutRow(id, experience, this.tokenizer.get(this.file), this.#recorded));
   }
 
   /** The filtered rows, grouped (step, then task, then repeat) or in id order, one page of them. */
@@ -256,7 +285,7 @@ export class ExperienceSource {
       mask: e.actionMask?.[i] ?? 1,
     }));
     return {
-      ...rolloutRow(found.id, e, tok, Number.POSITIVE_INFINITY),
+      ...rolloutRow(found.id, e, tok, this.#recorded, Number.POSITIVE_INFINITY),
       promptTokens: e.promptLength,
       messages: (e.messages ?? []).map((m) => ({
         role: m.role,
@@ -279,6 +308,37 @@ function postgresSourceError(error: unknown): PostgresSourceError {
   return new PostgresSourceError(message);
 }
 
+/**
+ * The trainer_advantages.jsonl of the stage a source belongs to: in the source's folder (<stage>/buffer.db, a dump,
+ * buffer.json) or the one above it (<stage>/buffer/<name>.db) where that is inside the runs folder `runsRoot` (without
+ * one: the source's folder only); null when none has one.
+ */
+function stageAdvantagesFile(source: string, runsRoot: string | null): string | null {
+  const inside = (dir: string) => {
+    const rel = runsRoot === null ? '..' : relative(runsRoot, dir);
+    return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
+  };
+  const parent = dirname(dirname(source));
+  for (const dir of [dirname(source), ...(inside(parent) ? [parent] : [])]) {
+    const file = join(dir, ADVANTAGES_FILE);
+    if (existsSync(file)) return file;
+  }
+  return null;
+}
+
+function parseAdvantages(text: string, file: string, warnings: string[]): [string, number][][] {
+  const out: [string, number][][] = [];
+  for (const line of text.split('\n')) {
+    if (line.trim() === '') continue;
+    try {
+      out.push(parseAdvantageLine(JSON.parse(line)));
+    } catch (error) {
+      warnings.push(`${file}: ${(error as Error).message}: skipped`);
+    }
+  }
+  return out;
+}
+
 function parseExperiences(text: string, file: string, warnings: string[]): Experience[] {
   const out: Experience[] = [];
   for (const line of text.split('\n')) {
@@ -296,7 +356,13 @@ function clip(text: string, limit: number): string {
   return text.length > limit ? `${text.slice(0, limit)}…` : text;
 }
 
-function rolloutRow(id: number, e: Experience, tok: LoadedTokenizer | null, limit = PREVIEW_CHARS): RolloutRow {
+function rolloutRow(
+  id: number,
+  e: Experience,
+  tok: LoadedTokenizer | null,
+  recorded: ReadonlyMap<string, number>,
+  limit = PREVIEW_CHARS,
+): RolloutRow {
   const length = responseLength(e);
   const mask = e.actionMask;
   let advantage: number | null = null;
@@ -310,7 +376,7 @@ function rolloutRow(id: number, e: Experience, tok: LoadedTokenizer | null, limi
       }
     });
     advantage = n > 0 ? sum / n : null;
-  }
+  } else advantage = recorded.get(e.eid) ?? null;
   const decode = (ids: readonly number[]) => (tok === null ? ids.join(' ') : tok.tokenizer.decode([...ids]));
   const turns = (e.messages ?? []).filter((m) => m.role === 'assistant').length;
   const prompt =

@@ -4,6 +4,7 @@
 //   <job>/stages.json                      the stage folders in run order (written when a run starts)
 //   <job>/<stage>/metrics.jsonl            one line per step (JsonlMonitor)
 //   <job>/<stage>/eval_samples.jsonl       eval answers per eval step
+//   <job>/<stage>/trainer_advantages.jsonl each rollout's advantage as trained (./rollouts.ts joins it by id)
 //   <job>/<stage>/done.json                the stage finished
 //   <job>/<stage>/checkpoints/global_step_N, latest_checkpointed_iteration.txt
 //   <job>/<stage>/*.db, *.sqlite, *.jsonl  experience buffers and dumps (storage_type sql, save_input)
@@ -20,6 +21,7 @@ import { readdir, realpath, stat } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { basename, isAbsolute, join, relative, sep } from 'node:path';
 import { BUFFER_RECORD, readBufferRecord } from '../rft/buffer/buffer-record.js';
+import { ADVANTAGES_FILE } from '../rft/monitor/advantage-record.js';
 import {
   type EvalSample,
   findStageDirs,
@@ -99,7 +101,7 @@ interface JobCache {
 export const LIVENESS_MIN_S = 120;
 export const LIVENESS_STEPS = 5;
 const BUFFER_FILE = /\.(db|sqlite3?)$/;
-const NOT_EXPERIENCES = new Set([METRICS_FILE, SAMPLES_FILE]);
+const NOT_EXPERIENCES = new Set([METRICS_FILE, SAMPLES_FILE, ADVANTAGES_FILE]);
 
 /** Reads and caches the runs under one folder; `root` must be a real path. */
 export class RunIndex {

@@ -31,7 +31,17 @@ before(async () => {
   mkdirSync(shots, { recursive: true });
   await writeRun(root, 'demo', 'sft-grpo', [
     { name: 'sft', steps: 12, done: true, evalSteps: [0, 12] },
-    { name: 'grpo', steps: 25, done: true, evalSteps: [25], tasksPerStep: 3, repeats: 3, tokenizer: true },
+    // GRPO's advantages as a run keeps them: in trainer_advantages.jsonl, not in the buffer
+    {
+      name: 'grpo',
+      steps: 25,
+      done: true,
+      evalSteps: [25],
+      tasksPerStep: 3,
+      repeats: 3,
+      tokenizer: true,
+      trainerAdvantages: true,
+    },
   ]);
   liveStage = join(await writeRun(root, 'demo', 'live', [{ name: 'grpo', steps: 5 }]), 'grpo');
   studio = await startStudio({ runsDir: root, port: 0 });
@@ -99,6 +109,9 @@ test('rollout filters change what is shown; a rollout opens with its tokens and 
   await waitMatched(25 * 4);
   const rewards = await page.locator('#rollouts td.reward').allTextContents();
   assert.ok(rewards.length > 0 && rewards.every((r) => r === '1'), `rewards shown: ${rewards.join(' ')}`);
+  // each shows the advantage the trainer recorded for it (reward − 0.5 in the fixture), not '–'
+  const advantages = await page.locator('#rollouts td.advantage').allTextContents();
+  assert.ok(advantages.length === rewards.length && advantages.every((a) => a === '0.5000'), `advantages: ${advantages}`);
   await page.selectOption('#f-truncated', 'true');
   await waitMatched(25);
   const lengths = await page.locator('#rollouts td.length').allTextContents();

@@ -1,12 +1,14 @@
 // Runs on disk for the Studio's tests and benchmark, written with the writers `trinity run` uses so they cannot
 // drift: JsonlMonitor (metrics.jsonl), writeEvalSamples (eval_samples.jsonl), SqliteBuffer (buffer.db),
 // writeBufferRecord (buffer.json, as the stage writes it when it opens its shared buffer), writeCharTokenizer (the
-// final model's tokenizer); stages.json and done.json as src/rft/run/run.ts writes them.
+// final model's tokenizer), appendAdvantages (trainer_advantages.jsonl); stages.json and done.json as
+// src/rft/run/run.ts writes them.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import type { Experience } from '../../src/rft/experience.js';
 import { writeBufferRecord } from '../../src/rft/buffer/buffer-record.js';
 import { SqliteBuffer } from '../../src/rft/buffer/sqlite.js';
+import { ADVANTAGES_FILE, appendAdvantages } from '../../src/rft/monitor/advantage-record.js';
 import { JsonlMonitor } from '../../src/rft/monitor/monitor.js';
 import { writeEvalSamples } from '../../src/rft/explorer/evaluation.js';
 import type { Task } from '../../src/rft/task.js';
@@ -31,6 +33,11 @@ export interface StageSpec {
   recordBuffer?: boolean;
   /** Write final_model/tokenizer.json (token texts in the rollout view). */
   tokenizer?: boolean;
+  /**
+   * The advantages as a GRPO run keeps them: not in the buffer's experiences but in the stage's
+   * trainer_advantages.jsonl (appendAdvantages, one line per step), each rollout's mean advantage.
+   */
+  trainerAdvantages?: boolean;
 }
 
 /** metric value at step s of stage k: a known function, so tests can check what is drawn. */
@@ -52,7 +59,7 @@ export async function writeRun(root: string, project: string, name: string, stag
     if ((stage.tasksPerStep ?? 0) > 0) {
       const file = join(dir, stage.bufferAt ?? 'buffer.db');
       mkdirSync(dirname(file), { recursive: true });
-      await writeBuffer(file, stage.steps, stage.tasksPerStep ?? 0, stage.repeats ?? 2);
+      await writeBuffer(file, stage.steps, stage.tasksPerStep ?? 0, stage.repeats ?? 2, stage.trainerAdvantages ? dir : null);
       if (stage.recordBuffer) writeBufferRecord(dir, file, 'experiences');
     }
     if (stage.done)
@@ -138,10 +145,24 @@ export function makeExperiences(steps: number, tasksPerStep: number, repeats: nu
   return out;
 }
 
-async function writeBuffer(file: string, steps: number, tasksPerStep: number, repeats: number): Promise<void> {
+/** `advantagesDir`: the advantages go to its trainer_advantages.jsonl instead of the experiences (StageSpec). */
+async function writeBuffer(
+  file: string,
+  steps: number,
+  tasksPerStep: number,
+  repeats: number,
+  advantagesDir: string | null,
+): Promise<void> {
   const buffer = new SqliteBuffer({ path: file });
   try {
-    const all = makeExperiences(steps, tasksPerStep, repeats);
+    let all = makeExperiences(steps, tasksPerStep, repeats);
+    if (advantagesDir !== null) {
+      for (let step = 1; step <= steps; step++) {
+        const trained = all.filter((e) => e.info.step === step).map((e) => [e.eid, e.advantages?.[0] ?? 0] as const);
+        appendAdvantages(join(advantagesDir, ADVANTAGES_FILE), step, new Map(trained));
+      }
+      all = all.map(({ advantages: _, ...e }) => e);
+    }
     for (let i = 0; i < all.length; i += 1000) await buffer.write(all.slice(i, i + 1000));
   } finally {
     await buffer.close();

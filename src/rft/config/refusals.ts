@@ -44,13 +44,6 @@ const TASKSET_PATHS = [
 
 export const REFUSED_SETTINGS: readonly Refusal[] = [
   {
-    path: 'data_processor.task_pipeline.config_path',
-    accepts: (v) => v === null,
-    message:
-      'Data-Juicer recipes are not supported here (Data-Juicer is Python): list the operators in ' +
-      'data_processor.task_pipeline.operators (docs/data-pipelines.md names the built-in ones and their Data-Juicer names)',
-  },
-  {
     path: 'data_processor.task_pipeline.priority_weights',
     accepts: (v) => typeof v === 'object' && v !== null && Object.keys(v).length === 0,
     message:

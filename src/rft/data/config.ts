@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import type { ReportProblem } from '../config/errors.js';
 import { args, bool, intIn, nonEmpty, num, str } from '../config/value-schemas.js';
+import { DATA_JUICER_OPERATOR } from './data-juicer.js';
 import type { ExperiencePipelineSettings } from './experience-pipeline/index.js';
 import type { TaskPipelineSettings } from './task-pipeline/types.js';
 
@@ -17,13 +18,14 @@ export const OperatorSchema = z.strictObject({
 
 /**
  * Trinity's data_processor.task_pipeline: operators (src/rft/data/task-pipeline) run once over `inputs` before a
- * stage explores; the stage's taskset then reads `output`. Data-Juicer's recipe (config_path) and priority keys are
- * refused (src/rft/config/refusals.ts).
+ * stage explores; the stage's taskset then reads `output`. A Data-Juicer recipe (config_path, or an operator
+ * data_juicer) runs through the built-in counterparts of its operators (./data-juicer.ts); Data-Juicer's priority keys
+ * are refused (src/rft/config/refusals.ts).
  */
 export const TaskPipelineSchema = z.strictObject({
   operators: z.array(OperatorSchema).default(() => []),
   num_process: intIn(1, 1024).default(4), // [1, 1024] rows an operator works on at once (model calls)
-  config_path: str().nullable().default(null), // Data-Juicer recipe: refused
+  config_path: str().nullable().default(null), // a Data-Juicer recipe: its operators instead of `operators` (./data-juicer.ts)
   inputs: z.array(nonEmpty()).default(() => []), // Trinity: required; empty: the taskset's own files (its split)
   // Trinity: a taskset config (its path); null: <job dir>/task_pipeline/<taskset>.jsonl
   output: z
@@ -96,6 +98,11 @@ export function resolveDataProcessor(
               ? pipelineInput.output.path
               : pipelineInput.output,
         };
+  if (taskPipeline !== null && taskPipeline.config_path !== null && taskPipeline.operators.length > 0)
+    problem(
+      'data_processor.task_pipeline.config_path',
+      "names a Data-Juicer recipe, whose operators replace 'operators' (as in Trinity-RFT): keep one of the two",
+    );
   if (taskPipeline !== null && (mode === 'both' || mode === 'explore')) {
     if (tasksets.length > 1) {
       problem('data_processor.task_pipeline', `writes one taskset; this run explores ${tasksets.length} (use one taskset)`);
@@ -122,7 +129,11 @@ export function experiencePipelineSettings(
 export function taskPipelineSettings(pipeline: TaskPipelineConfig | null, mode: string): TaskPipelineSettings | null {
   if (pipeline === null || (mode !== 'both' && mode !== 'explore')) return null;
   return {
-    operators: pipeline.operators.map((op) => ({ name: op.name, args: op.args })),
+    // config_path: the recipe as one data_juicer operator (expanded where the pipeline runs and in the pre-run checks)
+    operators:
+      pipeline.config_path !== null
+        ? [{ name: DATA_JUICER_OPERATOR, args: { config_path: pipeline.config_path } }]
+        : pipeline.operators.map((op) => ({ name: op.name, args: op.args })),
     inputs: pipeline.inputs,
     output: pipeline.output,
     targetFields: pipeline.target_fields,

@@ -19,6 +19,7 @@ import {
   str,
 } from '../config/value-schemas.js';
 import type { StageMode, StageSettings } from '../settings.js';
+import { DEFAULT_WORKFLOW_MAX_HEAP_MB } from '../workflow/isolation/pool.js';
 
 export const RolloutModelSchema = z.strictObject({
   engine_type: z.enum(ENGINE_TYPES).default('embedded'), // Trinity vllm; openai: an external OpenAI-compatible server
@@ -50,6 +51,8 @@ export const ExplorerSchema = z.strictObject({
   runner_per_model: intIn(1, MAX_SLOTS).default(8), // [1, 4096] concurrent workflow runs per engine
   max_timeout: numIn(0, MAX_TIMEOUT_SECONDS, true).default(1800), // (0, 2147483] seconds per attempt
   max_retry_times: intIn(0, 100).default(2), // [0, 100]
+  // [16, 1048576] MB of JavaScript heap per module-path workflow's worker thread; over it the attempt fails (out of memory)
+  workflow_max_heap_mb: intIn(16, 1024 * 1024).default(DEFAULT_WORKFLOW_MAX_HEAP_MB),
   eval_interval: intIn(1, MAX_STEPS).default(100), // [1, 1e9] explore steps
   eval_on_startup: bool().default(true),
   bench_on_latest_checkpoint: bool().default(false),
@@ -124,6 +127,7 @@ export function explorerSettings(explorer: ExplorerConfig, context: ExplorerSett
     runnerPerModel: explorer.runner_per_model,
     maxTimeout: explorer.max_timeout,
     maxRetryTimes: explorer.max_retry_times,
+    workflowMaxHeapMb: explorer.workflow_max_heap_mb,
     slots: rollout.slots,
     maxLength: context.maxLength,
     promptLimit: context.promptLimit,

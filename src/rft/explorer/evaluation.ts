@@ -33,6 +33,7 @@ export function stageWorkflowRunner(
     runnerPerModel: settings.explorer.runnerPerModel,
     maxTimeout: settings.explorer.maxTimeout,
     maxRetryTimes: settings.explorer.maxRetryTimes,
+    workflowMaxHeapMb: settings.explorer.workflowMaxHeapMb,
     defaultWorkflow: settings.explorer.defaultWorkflow,
     seed: settings.seed,
     log,

@@ -32,7 +32,7 @@ import { ExperiencePipeline, explorerSavePath } from '../data/experience-pipelin
 import type { ModelBounds } from '../experience.js';
 import { startExplorerEngine } from '../explorer/engines.js';
 import { stageWorkflowRunner } from '../explorer/evaluation.js';
-import { createMonitors, type MonitorGroup, ProgressReporter } from '../monitor/index.js';
+import { ADVANTAGES_FILE, createMonitors, type MonitorGroup, ProgressReporter } from '../monitor/index.js';
 import { openProcessWeightChannel } from '../sync/process-channel.js';
 import type { ExplorerEngine, ProcessWeightChannel, StartedEngine, WeightReceiver } from '../sync/weight-channel.js';
 import { BufferExperienceSource } from '../trainer/experience-source.js';
@@ -114,6 +114,7 @@ export class StageParts {
     if (!options.explorerProcess) {
       truncateSteps(join(this.metricsDir, 'metrics.jsonl'), this.startStep);
       truncateSteps(join(this.metricsDir, 'eval_samples.jsonl'), this.startStep);
+      truncateSteps(join(this.metricsDir, ADVANTAGES_FILE), this.startStep);
       if (this.checkpoint) {
         log(`[${settings.stageName}] resuming from checkpoint step ${this.startStep} (${this.checkpoint.dir})`);
         const current = recordedSettings(settings, algorithm);
@@ -335,6 +336,7 @@ export class StageParts {
         ? explorerSavePath(pipelineSettings.inputSavePath, settings.explorer.name)
         : (pipelineSettings?.inputSavePath ?? null);
     // before the engine starts, so a bad operator fails fast; its save file forgets the steps that are explored again
+    let auxiliary: Awaited<ReturnType<typeof startAuxiliaryModels>> | null = null; // started below, before any step
     const pipeline = pipelineSettings
       ? await ExperiencePipeline.create(
           { ...pipelineSettings, inputSavePath },
@@ -342,6 +344,8 @@ export class StageParts {
             baseDir: settings.pluginBaseDir,
             startStep: this.startStep,
             ...(finishedSteps ? { keepSteps: finishedSteps } : {}),
+            auxiliaryModels: () => auxiliary,
+            log: (line) => progress.log(line),
           },
         )
       : null;
@@ -358,11 +362,12 @@ export class StageParts {
     const rejectedIds = 'cannot be trained on: rollouts holding them are rejected before the buffer';
     const vocabularyWarning = tokenizerVocabularyWarning(handle.tokenizer, vocabSize, settings.modelPath, rejectedIds);
     if (vocabularyWarning !== null) this.log(`[${settings.stageName}] ${vocabularyWarning}`);
-    const auxiliary = await startAuxiliaryModels(settings.auxiliaryModels); // judges, reward models, teachers
-    this.#closers.push(() => auxiliary.close());
+    const models = await startAuxiliaryModels(settings.auxiliaryModels); // judges, reward models, teachers
+    auxiliary = models;
+    this.#closers.push(() => models.close());
     // a judge whose fixed prompt cannot fit its context: the stage's error now, not a failure of every call
-    checkRewardModels([...settings.tasksets.map(({ taskset }) => taskset), ...settings.evalTasksets], auxiliary);
-    const runner = stageWorkflowRunner(settings, handle, (line) => progress.log(line), auxiliary);
+    checkRewardModels([...settings.tasksets.map(({ taskset }) => taskset), ...settings.evalTasksets], models);
+    const runner = stageWorkflowRunner(settings, handle, (line) => progress.log(line), models);
     this.#closers.push(() => runner.close()); // frees its workflow worker threads (module-path workflows)
     return { started, engine, handle, swapGate, runner, pipeline };
   }
@@ -435,6 +440,7 @@ export class StageParts {
         return { ...state, settings: recordedSettings(settings, algorithm) };
       },
       onCheckpoint: () => batches.committed(),
+      advantagesFile: join(this.metricsDir, ADVANTAGES_FILE),
       rolloutMetrics: parts.rolloutMetrics,
       ...(parts.rolloutFailures ? { rolloutFailures: parts.rolloutFailures } : {}),
       monitors: parts.monitors,

@@ -2,6 +2,7 @@
 // curate its one training taskset into a file, and the stage explores that file instead.
 import type { StageHooks, StageSettings } from '../settings.js';
 import { startAuxiliaryModels } from '../auxiliary/index.js';
+import { expandDataJuicer } from '../data/data-juicer.js';
 import { runTaskPipeline, type TaskPipelineSettings, workflowSampler } from '../data/task-pipeline/index.js';
 import { startExplorerEngine } from '../explorer/engines.js';
 import { stageWorkflowRunner } from '../explorer/evaluation.js';
@@ -25,8 +26,8 @@ export async function withTaskPipeline(
       `stage '${settings.stageName}': data_processor.task_pipeline writes one taskset; this stage has ${settings.tasksets.length}`,
     );
   const started: { engine: StartedEngine; runner: WorkflowRunner }[] = [];
-  // explorer.auxiliary_models, started only when an operator names one (llm_*: auxiliary_model)
-  const namesAuxiliary = pipeline.operators.some((op) =>
+  // explorer.auxiliary_models, started only when an operator names one (llm_*: auxiliary_model; in a recipe too)
+  const namesAuxiliary = expandDataJuicer(pipeline.operators, 'data_processor.task_pipeline').some((op) =>
     [op.args.auxiliary_model, op.args.auxiliaryModel].some((name) => typeof name === 'string' && name !== ''),
   );
   const auxiliary =

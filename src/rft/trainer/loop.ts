@@ -1,10 +1,11 @@
 // The trainer loop: per train step, the algorithm's sample strategy assembles a batch from the experience source
-// (and auxiliary datasets), the trainer takes one step, the weights are published per the sync style, and every
-// save_interval steps a checkpoint records all run state (trainer: model, optimizer, critic, KL controller; run: the
+// (and auxiliary datasets), the trainer takes one step (its advantages per experience recorded beside the rollouts:
+// ../monitor/advantage-record.ts), the weights are published per the sync style, and every save_interval steps a
+// checkpoint records all run state (trainer: model, optimizer, critic, KL controller; run: the
 // explorer's task scheduler, the buffer's read position, the sample strategy and the auxiliary datasets' positions).
 // A run that cannot fill its train steps (every rollout failed, was rejected or filtered out) fails: ./empty-steps.ts.
 import type { Experience } from '../experience.js';
-import type { MonitorGroup, ProgressReporter } from '../monitor/index.js';
+import { appendAdvantages, type MonitorGroup, type ProgressReporter } from '../monitor/index.js';
 import type { TrainerClient } from './trainer.js';
 import type { StageSettings } from '../settings.js';
 import type { WeightPublisher } from '../sync/weight-channel.js';
@@ -33,6 +34,8 @@ export interface TrainerLoopParts {
   checkpointState: (step: number) => Record<string, unknown>;
   /** After checkpoint `step` is written (the SQLite buffer commits its read position). */
   onCheckpoint: (step: number) => void | Promise<void>;
+  /** Where each step's advantages per experience go (../monitor/advantage-record.ts); null: not recorded. */
+  advantagesFile: string | null;
   /** The explorer's rollout metrics of step `step` (mode both), logged with the step's train metrics. */
   rolloutMetrics: (step: number) => Record<string, number>;
   /** The newest rollout failures the explorer reported (mode both), named when the stage has nothing to train on. */
@@ -139,6 +142,8 @@ export async function runTrainerLoop(parts: TrainerLoopParts): Promise<number> {
       // nothing to train on (every rollout failed, was rejected or was too stale): no update; its metrics say so
       const trainMetrics = batch.experiences.length > 0 ? await trainer.step(batch.experiences) : {};
       const trainSeconds = (Date.now() - started) / 1000;
+      if (parts.advantagesFile !== null && batch.experiences.length > 0)
+        appendAdvantages(parts.advantagesFile, step, await trainer.lastAdvantages());
       const metrics: Record<string, number> = {
         ...parts.rolloutMetrics(step),
         ...Object.fromEntries(Object.entries(trainMetrics).map(([k, v]) => [k.startsWith('actor/') ? k : `actor/${k}`, v])),

@@ -4,6 +4,8 @@
 //   advantages, returns the experiences', or the advantage function's over the usual rows (expert rows take no part),
 //                       after the KL penalty in their rewards (kl_penalty_fn)
 //   rows                those the advantage function keeps, then its duplicates (grpo duplicate_experiences)
+//   rowAdvantages       each kept row's advantage as the run records it (./advantage-record.ts): the mean over its
+//                       response tokens, Σ_t A[i,t]·mask[i,t] / Σ_t mask[i,t], before the rollout IS weights
 //   wholeBatchMask      a policy loss's token mask over the whole batch (m2po), from the current weights
 import * as torch from '../../torch/index.js';
 import type { Tensor } from '../../torch/index.js';
@@ -14,6 +16,7 @@ import { policyLossModule } from '../algorithm/policy-loss/index.js';
 import type { ResolvedAlgorithm } from '../algorithm/presets.js';
 import { resolveArgs } from '../algorithm/registry.js';
 import { computeRolloutCorrection } from '../algorithm/rollout-correction.js';
+import { maskedMean } from '../algorithm/utils.js';
 import type { Experience } from '../experience.js';
 import type { Prepared } from './batch-forwards.js';
 import { rowsTakeAdvantages } from '../algorithm/schemas.js';
@@ -32,6 +35,8 @@ export interface Shaped {
   rolloutMask: Tensor;
   /** The policy loss's whole-batch token mask (m2po), or null. */
   wholeBatchMask: Tensor | null;
+  /** [B] each row's mean advantage over its response tokens, before IS weights (see the header); null: none. */
+  rowAdvantages: Tensor | null;
 }
 
 /** Old log-probs, advantages (over the whole batch: every rank alike) and the rows the advantage function keeps. */
@@ -68,6 +73,7 @@ export function shapeBatch(prepared: Prepared, metrics: StepMetrics, algorithm: 
       }
     }
   }
+  let rowAdvantages = advantages === null ? null : maskedMean(advantages, batch.actionMask, -1);
   // truncated IS weights scale each token's loss through its advantage (the loss is linearInAdvantages)
   const isWeights = correction?.weights ?? null;
   if (isWeights !== null && advantages !== null) advantages = advantages.mul(torch.where(rolloutMask.gt(0), isWeights, 1));
@@ -95,6 +101,7 @@ export function shapeBatch(prepared: Prepared, metrics: StepMetrics, algorithm: 
     current = current === null ? null : select(current);
     advantages = advantages === null ? null : select(advantages);
     returns = returns === null ? null : select(returns);
+    rowAdvantages = rowAdvantages === null ? null : select(rowAdvantages);
     oldValues = oldValues === null ? null : select(oldValues);
     refLogprob = refLogprob === null ? null : select(refLogprob);
   }
@@ -107,7 +114,7 @@ export function shapeBatch(prepared: Prepared, metrics: StepMetrics, algorithm: 
     wholeBatchMask = whole.mask;
     for (const [k, v] of Object.entries(whole.metrics)) metrics.set(`policy/${k}`, v);
   }
-  return { batch, oldLogprob, advantages, returns, oldValues, refLogprob, rolloutMask, wholeBatchMask };
+  return { batch, oldLogprob, advantages, returns, oldValues, refLogprob, rolloutMask, wholeBatchMask, rowAdvantages };
 }
 
 /**

@@ -108,6 +108,7 @@ export class TrainStep {
   readonly #klPenalty: KlFn;
   readonly #entropy: ReturnType<typeof createEntropyLossFn>;
   readonly #params: Tensor[];
+  #lastAdvantages: ReadonlyMap<string, number> = new Map();
 
   constructor(setup: TrainStepSetup) {
     const { algorithm } = setup;
@@ -133,6 +134,14 @@ export class TrainStep {
     this.#klPenalty = createKlFn(algorithm.klPenaltyFn.name, algorithm.klPenaltyFn.args);
     this.#entropy = createEntropyLossFn(algorithm.entropyLossFn.name, algorithm.entropyLossFn.args);
     this.#params = setup.optimizer.groups.flatMap((g) => g.params);
+  }
+
+  /**
+   * The last step's advantage per experience id (./loss-inputs.ts rowAdvantages: the mean over its response tokens,
+   * before IS weights), for the rows it trained on; rows without advantages (expert, SFT, DPO) are left out.
+   */
+  get lastAdvantages(): ReadonlyMap<string, number> {
+    return this.#lastAdvantages;
   }
 
   state(): TrainStepState {
@@ -228,6 +237,7 @@ export class TrainStep {
       for (const t of batchTensors(b)) hold(t);
     };
     const sums = new StepMetrics();
+    this.#lastAdvantages = new Map();
     try {
       const prepared = torch.scope(() =>
         prepareBatch(rows, shard, {
@@ -246,7 +256,7 @@ export class TrainStep {
       const shaped = torch.scope(() => shapeBatch(prepared, metrics, algorithm, this.#klPenalty));
       holdBatch(shaped.batch);
       for (const t of [shaped.oldLogprob, shaped.advantages, shaped.returns, shaped.oldValues, shaped.refLogprob]) hold(t);
-      for (const t of [shaped.rolloutMask, shaped.wholeBatchMask]) hold(t);
+      for (const t of [shaped.rolloutMask, shaped.wholeBatchMask, shaped.rowAdvantages]) hold(t);
       const counts = new BatchCounts(shaped.batch, shaped.rolloutMask);
       torch.scope(() => this.#policyMicroBatches(shaped, counts, shard, sums));
       if (this.#klLoss.needsReference && shaped.refLogprob !== null) metrics.set('kl_coef', this.#klLoss.klCoef);
@@ -278,6 +288,7 @@ export class TrainStep {
       const own = sums.read();
       const total = yield { kind: 'metrics', sums: own };
       for (const [key, value] of total ?? own) metrics.set(key, value);
+      this.#lastAdvantages = rowAdvantagesById(shaped.batch.rows, shaped.rowAdvantages);
     } finally {
       sums.dispose();
       for (const t of held) t.dispose();
@@ -394,4 +405,15 @@ export class TrainStep {
       });
     }
   }
+}
+
+/** eid → the row's advantage, read in one transfer; expert rows (which take none) are left out. */
+function rowAdvantagesById(rows: readonly Experience[], means: Tensor | null): Map<string, number> {
+  const out = new Map<string, number>();
+  if (means === null) return out;
+  const values = torch.scope(() => means.to({ dtype: 'float64', device: 'cpu' }).toTypedArray() as Float64Array);
+  rows.forEach((row, i) => {
+    if (row.info.isExpert !== true) out.set(row.eid, values[i] as number);
+  });
+  return out;
 }

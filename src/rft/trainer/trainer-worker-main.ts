@@ -498,6 +498,10 @@ torch.serveTensorWorker({
     r.following = loop;
     return outcome(() => loop);
   },
+  /** The last step's advantage per experience id (TrainStep.lastAdvantages), as entries. */
+  lastAdvantages() {
+    return [...current().trainStep.lastAdvantages];
+  },
   /** The policy optimizer's state elements here, and the elements of the parameters it updates. */
   optimizerStateElements() {
     const s = current();

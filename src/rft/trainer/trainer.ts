@@ -151,6 +151,14 @@ export class TrainerClient {
   }
 
   /**
+   * The last step's advantage per experience id: the mean over its response tokens of the advantage it trained with
+   * (./train-step.ts lastAdvantages); what the run records beside the rollouts (./advantage-record.ts).
+   */
+  async lastAdvantages(timeoutMs = 60_000): Promise<Map<string, number>> {
+    return new Map(await this.#worker.call<[string, number][]>('lastAdvantages', [], { timeoutMs }));
+  }
+
+  /**
    * Ranks > 0 of a data-parallel trainer: takes every step rank 0 sends, until rank 0's close() sends stop; resolves
    * with the number of steps taken. Rejects with a RankZeroFailedError carrying rank 0's error message when rank 0
    * closed after its stage failed; with a DistributedError naming the collective and this rank when one fails (rank 0

@@ -20,8 +20,9 @@
 // Where workflow code runs:
 // - A module path (`path/to/file.ts#export`, not a registered name) is user code: it runs on a workflow worker
 //   thread (./isolation/pool.ts; one attempt per thread, up to models × runnerPerModel threads kept for reuse). A
-//   timeout or a stop terminates the thread, which ends even a synchronous infinite loop; an uncaught exception or
-//   an unhandled rejection there fails that attempt only (errored); the thread is replaced. Its model handle is the
+//   timeout or a stop terminates the thread, which ends even a synchronous infinite loop; an uncaught exception,
+//   an unhandled rejection or running out of its heap (workflowMaxHeapMb) there fails that attempt only (errored);
+//   the thread is replaced. Its model handle is the
 //   same EngineModelHandle code, generating on the main thread's model.
 // - Registered workflows (the built-ins, and functions a program registers) run in-process: they are trusted not to
 //   block the event loop (a synchronous hang there cannot be timed out). Errors escaping their promise chains are
@@ -74,6 +75,8 @@ export interface WorkflowRunnerOptions {
   workerStartTimeoutMs?: number;
   /** The run's auxiliary models (explorer.auxiliary_models), handed to every workflow. Default: none. */
   auxiliaryModels?: AuxiliaryModelSet;
+  /** Heap limit of each workflow worker thread in MB (explorer.workflow_max_heap_mb; ./isolation/pool.ts). */
+  workflowMaxHeapMb?: number;
 }
 
 export interface RunOptions {
@@ -171,6 +174,7 @@ export class WorkflowRunner {
     this.#workers = new WorkflowWorkerPool({
       maxIdle: models.length * runnerPerModel,
       ...(options.workerStartTimeoutMs !== undefined ? { startTimeoutMs: options.workerStartTimeoutMs } : {}),
+      ...(options.workflowMaxHeapMb !== undefined ? { maxHeapMb: options.workflowMaxHeapMb } : {}),
       log: this.#log,
     });
   }

@@ -119,6 +119,7 @@ describe('loadConfig: defaults and derived keys', () => {
       runner_per_model: 8,
       max_timeout: 1800,
       max_retry_times: 2,
+      workflow_max_heap_mb: 1024,
       eval_interval: 100,
       eval_on_startup: true,
       bench_on_latest_checkpoint: false,

@@ -218,6 +218,14 @@ buffer:
     assert.equal(settingsOf('').buffer.maxReadTimeoutMs, 1_800_000, "Trinity's 1800 s");
   });
 
+  it('explorer.workflow_max_heap_mb (default 1024 MB; at least 16)', () => {
+    assert.equal(settingsOf('explorer: {workflow_max_heap_mb: 256}\n').explorer.workflowMaxHeapMb, 256);
+    assert.equal(settingsOf('').explorer.workflowMaxHeapMb, 1024);
+    assert.deepEqual(problems(`${BASE}explorer: {workflow_max_heap_mb: 8}\n`), [
+      'explorer.workflow_max_heap_mb: must be >= 16, got 8',
+    ]);
+  });
+
   it('model.lora.path and model.critic_model_path (relative paths resolve against the config folder)', () => {
     assert.equal(settingsOf('').loraPath, null, 'no adapter: a new one');
     const config = parseConfig(

@@ -266,6 +266,40 @@ async function scriptedEndpoint(script: Record<string, string[]>): Promise<{ url
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, asked, server };
 }
 
+test('llm score filters: on_unscored keep keeps a row the model gave no score; field_names label the input_keys', async () => {
+  const { url, asked } = await scriptedEndpoint({
+    'Question: q1\nAnswer: a1': ['{"score": 0.2}'],
+    'Question: q2\nAnswer: a2': ['no'],
+  });
+  const context = contextFor('llm_quality_score_filter');
+  const rows = [
+    { prompt: 'q1', response: 'a1' },
+    { prompt: 'q2', response: 'a2' },
+  ];
+  const args = {
+    base_url: url,
+    model: 'judge',
+    try_num: 1,
+    input_keys: ['prompt', 'response'],
+    field_names: ['Question', 'Answer'],
+  };
+  const kept = await run(llmQualityScoreFilter, rows, { ...args, on_unscored: 'keep' }, context);
+  assert.deepEqual(kept, [
+    { prompt: 'q1', response: 'a1', llm_quality_score: 0.2 },
+    { prompt: 'q2', response: 'a2' },
+  ]);
+  assert.deepEqual(asked, ['Question: q1\nAnswer: a1', 'Question: q2\nAnswer: a2']);
+  assert.equal(context.counts.unscored, 1);
+  await assert.rejects(
+    run(llmQualityScoreFilter, rows, { ...args, on_unscored: 'maybe' }, context),
+    /on_unscored must be drop or keep/,
+  );
+  await assert.rejects(
+    run(llmQualityScoreFilter, rows, { ...args, field_names: ['Question'] }, context),
+    /field_names names the input_keys in order: 1 name\(s\) for 2 key\(s\)/,
+  );
+});
+
 test('parseScoreAnswer is strict: one JSON object, score in [0, 1], only score and rationale', () => {
   assert.deepEqual(parseScoreAnswer('{"score": 0.5, "rationale": "ok"}'), { score: 0.5, rationale: 'ok' });
   assert.deepEqual(parseScoreAnswer('```json\n{"score": 1}\n```'), { score: 1, rationale: null });
@@ -325,7 +359,10 @@ test('llm_rewrite_mapper replaces the text; an unreachable endpoint is an error 
     /row 0: 2 requests to http:\/\/127\.0\.0\.1:9\/v1 failed/,
   );
   await assert.rejects(run(llmRewriteMapper, [{ prompt: 'x' }], { auxiliary_model: 'judge' }), /no explorer\.auxiliary_models/);
-  await assert.rejects(run(llmRewriteMapper, [{ prompt: 'x' }], {}), /name the model: base_url and model/);
+  await assert.rejects(
+    run(llmRewriteMapper, [{ prompt: 'x' }], {}),
+    /name the model: base_url \(or \$OPENAI_BASE_URL\) and model/,
+  );
 });
 
 test('the registry names every built-in operator and suggests the closest for a typo', () => {

@@ -2,8 +2,9 @@
 // exactly what the in-process handle gives (chat continuations, generate with streamed tokens, toExperience,
 // recordedExperiences, the OpenAI client, the tokenizer); a synchronous infinite loop is ended by max_timeout or by
 // stopping the step, its thread terminated and never reused; a throw in a timer or an unhandled rejection fails that
-// attempt only; a result that cannot leave the thread is malformed. In-process workflows get the process-level
-// handlers of isolation/faults.ts (checked in a child process, where they may own the process's handlers).
+// attempt only; so does running out of the thread's heap (explorer.workflow_max_heap_mb); a result that cannot leave
+// the thread is malformed. In-process workflows get the process-level handlers of isolation/faults.ts (checked in a
+// child process, where they may own the process's handlers).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -119,6 +120,11 @@ const FAULTS = moduleDir({
     'export const strayRejection = async () => {',
     "  void Promise.reject(new Error('nobody caught this'));",
     '  await new Promise(() => {});',
+    '};',
+    // keeps every string it makes: only the heap limit ends it
+    'export const hoard = async () => {',
+    '  const kept = [];',
+    "  for (let i = 0; ; i++) kept.push('x'.repeat(1024) + i);",
     '};',
     'export const unsendable = async (context) => {',
     '  const [e] = await fine(context);',
@@ -252,6 +258,33 @@ describe('faults in module-path workflows', () => {
     assert.match(statuses.find((s) => s.taskId === 't')?.error ?? '', crash);
     assert.match(statuses.find((s) => s.taskId === 't')?.error ?? '', /late boom/);
     assert.match(statuses.find((s) => s.taskId === 'p')?.error ?? '', /nobody caught this/);
+    r.close();
+  });
+
+  test('a workflow that allocates without bound fails its attempt (out of memory); the runner goes on', {
+    timeout: 120_000,
+  }, async () => {
+    const r = runner({ workflowMaxHeapMb: 32, maxRetryTimes: 1 });
+    const { metrics, statuses, experiences } = await r.runStep([task('h', 'faults.ts#hoard'), task('f', 'faults.ts#fine')], {
+      step: 1,
+      repeatTimes: 1,
+    });
+    const hoarded = statuses.find((s) => s.taskId === 'h');
+    assert.equal(hoarded?.ok, false);
+    assert.equal(hoarded?.errored, 2, 'both attempts ran out of memory');
+    assert.match(
+      hoarded?.error ?? '',
+      /^out of memory: the workflow's worker thread reached its heap limit of 32 MB \(explorer\.workflow_max_heap_mb\)/,
+    );
+    assert.equal(metrics['rollout/runs/failed'], 1);
+    assert.equal(metrics['rollout/attempts/errored'], 2);
+    assert.deepEqual(
+      experiences.map((e) => e.info.taskId),
+      ['f'],
+    );
+    // and the next step runs on a fresh thread
+    const after = await r.runStep([task('g', 'faults.ts#fine')], { step: 2, repeatTimes: 1 });
+    assert.equal(after.experiences.length, 1);
     r.close();
   });
 

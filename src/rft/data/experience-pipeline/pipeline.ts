@@ -18,11 +18,12 @@
 //     can drop part of a group: the group's baseline is then the survivors', A_i = (r_i − mean_kept) / (std_kept + ε),
 //     and a lone survivor is a group of one (GRPO: mean 0, std 1, so A = r; dropped when std_threshold is set).
 //   Put a group filter after a per-experience filter to train only on groups that still have a signal.
+import type { AuxiliaryModels } from '../../auxiliary/types.js';
 import type { Experience } from '../../experience.js';
 import { resolveArgs } from '../../../util/module-args.js';
 import { EXPERIENCE_OPERATORS } from './operators/index.js';
 import { type InputRecorder, openInputRecorder } from './save-input.js';
-import type { ExperienceOperator, OperatorContext, OperatorSpec } from './types.js';
+import type { ExperienceOperator, ExperienceOperatorSetup, OperatorContext, OperatorSpec } from './types.js';
 
 export interface ExperiencePipelineSettings {
   operators: OperatorSpec[];
@@ -62,15 +63,27 @@ export class ExperiencePipeline {
    */
   static async create(
     settings: ExperiencePipelineSettings,
-    options: { baseDir?: string; startStep?: number; keepSteps?: ReadonlySet<number> } = {},
+    options: {
+      baseDir?: string;
+      startStep?: number;
+      keepSteps?: ReadonlySet<number>;
+      /** The run's auxiliary models, once started (operators that call a model ask for them in process()). */
+      auxiliaryModels?: () => AuxiliaryModels | null;
+      log?: (line: string) => void;
+    } = {},
   ): Promise<ExperiencePipeline> {
+    const setup: ExperienceOperatorSetup = {
+      baseDir: options.baseDir ?? process.cwd(),
+      auxiliaryModels: options.auxiliaryModels ?? (() => null),
+      log: options.log ?? (() => {}),
+    };
     const stages: Stage[] = [];
     const seen = new Map<string, number>();
     for (const [i, spec] of settings.operators.entries()) {
       const where = `data_processor.experience_pipeline.operators[${i}] '${spec.name}'`;
       try {
         const module = await EXPERIENCE_OPERATORS.resolve(spec.name, options.baseDir);
-        const operator = module.create(resolveArgs(`experience operator '${spec.name}'`, module.defaults, spec.args));
+        const operator = module.create(resolveArgs(`experience operator '${spec.name}'`, module.defaults, spec.args), setup);
         const count = (seen.get(spec.name) ?? 0) + 1;
         seen.set(spec.name, count);
         stages.push({

@@ -17,6 +17,7 @@ import type { AuxiliaryModels } from '../../auxiliary/types.js';
 import type { TasksetConfig } from '../../buffer/index.js';
 import { SplitError, splitFiles } from '../../buffer/split.js';
 import { ProgressReporter } from '../../monitor/index.js';
+import { expandDataJuicer } from '../data-juicer.js';
 import { TASK_OPERATORS } from './operators/index.js';
 import { fileSha256, readInputRows, TaskPipelineError, writeRows } from './rows.js';
 import type {
@@ -191,8 +192,15 @@ interface ResolvedOperator {
 
 /** The settings' operators, each module resolved (registered name or module path) and its arguments checked. */
 function resolveOperators(settings: TaskPipelineSettings, baseDir: string): Promise<ResolvedOperator[]> {
+  let operators: TaskPipelineSettings['operators'];
+  try {
+    // each data_juicer entry: its recipe's operators, run by their built-in counterparts
+    operators = expandDataJuicer(settings.operators, 'data_processor.task_pipeline');
+  } catch (error) {
+    return Promise.reject(new TaskPipelineError((error as Error).message, { cause: error }));
+  }
   return Promise.all(
-    settings.operators.map(async (op, i) => {
+    operators.map(async (op, i) => {
       const where = `data_processor.task_pipeline.operators[${i}] (${op.name})`;
       let module: TaskOperatorModule<Record<string, unknown>>;
       try {

@@ -6,10 +6,17 @@
 // section is checked with them.
 import { dirname, resolve } from 'node:path';
 import YAML from 'yaml';
-import { fileErrorDetail, readRegularFile } from '../../../util/index.js';
 import type { AlgorithmResolver } from '../../algorithm/config.js';
 import { loadAlgorithmPlugins } from '../../algorithm/plugins.js';
-import { type Config, ConfigError, type ConfigProblem, parseConfigText, resolveStages, type StageConfig } from './index.js';
+import {
+  type Config,
+  ConfigError,
+  type ConfigProblem,
+  parseConfigText,
+  readConfigFile,
+  resolveStages,
+  type StageConfig,
+} from './index.js';
 import { preflightProblems } from './preflight.js';
 import { describeTrinityKeys } from './trinity-report.js';
 
@@ -33,13 +40,7 @@ export interface ConfigCheckResult {
 
 /** Checks the config file `file`; throws ConfigError with every problem. */
 export async function checkConfigFile(file: string, options: ConfigCheckOptions = {}): Promise<ConfigCheckResult> {
-  let text: string;
-  try {
-    text = readRegularFile(file, 'utf8');
-  } catch (error) {
-    throw new ConfigError([{ path: '', message: `cannot read the config file: ${fileErrorDetail(error)}` }], file);
-  }
-  return checkConfigText(text, file, options);
+  return checkConfigText(readConfigFile(file), file, options);
 }
 
 /**

@@ -6,6 +6,7 @@
 //
 // Every problem is collected and thrown at once as a ConfigError, each with its key path and where the value was
 // written (file:line:column, or the override).
+import { statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import YAML, { isAlias, isMap, isPair, isScalar, isSeq, LineCounter, type Node as YamlNode, type Pair, type YAMLMap } from 'yaml';
 import { fileErrorDetail, readRegularFile } from '../../../util/index.js';
@@ -36,13 +37,46 @@ export interface LoadConfigOptions extends ValidateOptions {
 
 /** Reads, validates and resolves a YAML run config; throws ConfigError listing every problem. */
 export function loadConfig(file: string, options: LoadConfigOptions = {}): Config {
-  let text: string;
+  return parseConfig(readConfigFile(file), { ...options, file });
+}
+
+/**
+ * The largest config, in bytes (1 MiB). A config names its data by path; a YAML that size holds data (rows, prompts,
+ * long lists), and the yaml library's parse of it costs seconds and a hundred times its size in memory.
+ */
+export const MAX_CONFIG_BYTES = 1024 * 1024;
+
+/** The refusal of a config of `bytes` bytes, or null when it is within MAX_CONFIG_BYTES. */
+function oversizeProblem(bytes: number): ConfigProblem | null {
+  if (bytes <= MAX_CONFIG_BYTES) return null;
+  const mb = (n: number) => `${(n / (1024 * 1024)).toFixed(1)} MB`;
+  return {
+    path: '',
+    message:
+      `the config is ${mb(bytes)}, over the ${mb(MAX_CONFIG_BYTES)} a config may be (MAX_CONFIG_BYTES): it holds data, ` +
+      'not settings. Put rows, prompts and long lists in a dataset file (.jsonl, .json, .parquet) and name it by ' +
+      'path (buffer.explorer_input.taskset.path, a workflow_args value)',
+  };
+}
+
+/**
+ * The text of the config file `file` (`trinity run`, `trinity config check`); ConfigError when it cannot be read or
+ * is over MAX_CONFIG_BYTES (refused from its size, before it is read).
+ */
+export function readConfigFile(file: string): string {
+  let size = 0;
   try {
-    text = readRegularFile(file, 'utf8');
+    size = statSync(file).size;
+  } catch {
+    // readRegularFile below names why it cannot be read
+  }
+  const tooLarge = oversizeProblem(size);
+  if (tooLarge !== null) throw new ConfigError([tooLarge], file);
+  try {
+    return readRegularFile(file, 'utf8');
   } catch (error) {
     throw new ConfigError([{ path: '', message: `cannot read the config file: ${fileErrorDetail(error)}` }], file);
   }
-  return parseConfig(text, { ...options, file });
 }
 
 export interface ParseConfigOptions extends LoadConfigOptions {
@@ -70,6 +104,9 @@ export interface ParsedConfig {
 export function parseConfigText(text: string, options: ParseConfigOptions = {}): ParsedConfig {
   const cwd = options.cwd ?? process.cwd();
   const label = options.file ?? '<config>';
+  // before the parse, whose time and memory grow far faster than the text
+  const tooLarge = oversizeProblem(Buffer.byteLength(text, 'utf8'));
+  if (tooLarge !== null) throw new ConfigError([tooLarge], options.file);
   const { doc, at } = parseYaml(text, label);
   const [syntaxError] = doc.errors;
   if (syntaxError !== undefined) {

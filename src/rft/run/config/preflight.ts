@@ -10,6 +10,7 @@
 //   names        every workflow and reward function the tasks name is registered or loads as a module path
 //   datasets     the files of a file experience buffer, SFT warm-up data and auxiliary buffers exist
 //                (src/rft/buffer/config.ts checkDatasetFiles)
+//   pipelines    Data-Juicer recipes map to operators here; the task pipeline's inputs exist (./pipeline-checks.ts)
 //   token ids    rollout_args.stop_token_ids are below the model's vocab_size
 //   monitors     a wandb or mlflow monitor has its credentials (monitor_args, else the environment)
 //
@@ -29,6 +30,7 @@ import { ConfigError, type ConfigProblem, type ReportProblem } from '../../confi
 import { resolveStages } from './load.js';
 import type { Config, StageConfig, TasksetConfig } from './schema.js';
 import { checkModelFolders, presence } from './model.js';
+import { dataProcessorProblems } from './pipeline-checks.js';
 import { stageSettings } from './stage-settings.js';
 import { clusterPlacement, type Machine, thisMachine } from './trinity-report.js';
 
@@ -209,6 +211,7 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
   await names.settled();
 
   checkDatasetFiles(stage.buffer, mode, add);
+  dataProcessorProblems(stage, settings, explores, add);
 }
 
 /** Resolves each workflow and reward function name once (module paths are imported); reports the ones that fail. */

@@ -10,6 +10,11 @@
 // thread's ports (./protocol.ts), and this side answers them through the attempt's model handle and signal, so a
 // terminated attempt's generations are aborted like an in-process one's. A thread is reused after an attempt that
 // returned or threw; after a timeout, a stop, or a crash it is terminated and a new one started when next needed.
+//
+// Each thread's JavaScript heap is bounded (resourceLimits.maxOldGenerationSizeMb = maxHeapMb, the setting
+// explorer.workflow_max_heap_mb): a workflow that allocates without bound ends its own thread with
+// WorkflowOutOfMemory, which fails that attempt, instead of taking the process (and the machine's memory) with it.
+// Buffers and ArrayBuffers live outside that heap and are not bounded by it.
 import { type MessagePort, Worker } from 'node:worker_threads';
 import type { AuxiliaryModelSet, AuxiliaryUsage } from '../../auxiliary/index.js';
 import type { Tokenizer } from '../../../tokenizer/index.js';
@@ -29,6 +34,11 @@ import {
 /** The worker's code failed outside the attempt's promise chain, or its thread died. */
 export class WorkflowWorkerCrash extends Error {
   override name = 'WorkflowWorkerCrash';
+}
+
+/** The workflow's thread reached its heap limit (explorer.workflow_max_heap_mb) and was ended by Node. */
+export class WorkflowOutOfMemory extends Error {
+  override name = 'WorkflowOutOfMemory';
 }
 
 /** The workflow returned something that cannot be sent between threads (a function, a symbol, ...). */
@@ -79,31 +89,45 @@ export class WorkflowWorker {
   #lastModel: ModelHandle | null = null;
   #lastAuxiliary: AuxiliaryModelSet | null = null;
 
-  private constructor(worker: Worker, ready: Extract<FromWorker, { type: 'ready' }>, onIdleFailure: (error: Error) => void) {
+  private constructor(
+    worker: Worker,
+    ready: Extract<FromWorker, { type: 'ready' }>,
+    onIdleFailure: (error: Error) => void,
+    maxHeapMb: number,
+  ) {
     this.#worker = worker;
     this.#syncPort = ready.syncPort;
     this.#syncFlag = new Int32Array(ready.syncFlag);
     this.#onIdleFailure = onIdleFailure;
     worker.on('message', (message: FromWorker) => this.#receive(message));
-    worker.on('error', (error) =>
+    worker.on('error', (error: Error) =>
       this.#die(
-        new WorkflowWorkerCrash(
-          `the workflow's code failed outside its attempt (an uncaught exception or unhandled promise rejection in its worker thread): ${error.message}`,
-        ),
+        outOfMemory(error, maxHeapMb) ??
+          new WorkflowWorkerCrash(
+            `the workflow's code failed outside its attempt (an uncaught exception or unhandled promise rejection in its worker thread): ${error.message}`,
+          ),
       ),
     );
     worker.on('exit', (code) => this.#die(new WorkflowWorkerCrash(`the workflow's worker thread exited (code ${code})`)));
   }
 
-  /** Starts a thread and waits for it to report ready (at most `timeoutMs`). */
-  static start(options: { timeoutMs: number; onIdleFailure: (error: Error) => void }): Promise<WorkflowWorker> {
-    const worker = new Worker(WORKER_ENTRY, { workerData: { trinityWorkerModule: WORKER_MAIN.href } });
+  /** Starts a thread with a heap of at most `maxHeapMb` and waits for it to report ready (at most `timeoutMs`). */
+  static start(options: {
+    timeoutMs: number;
+    maxHeapMb: number;
+    onIdleFailure: (error: Error) => void;
+  }): Promise<WorkflowWorker> {
+    const worker = new Worker(WORKER_ENTRY, {
+      workerData: { trinityWorkerModule: WORKER_MAIN.href },
+      resourceLimits: { maxOldGenerationSizeMb: options.maxHeapMb },
+    });
     return new Promise((resolve, reject) => {
       const fail = (error: Error) => {
         clearTimeout(timer);
         void worker.terminate();
         reject(error);
       };
+      const onError = (error: Error) => fail(outOfMemory(error, options.maxHeapMb) ?? error);
       const timer = setTimeout(
         () => fail(new Error(`a workflow worker thread did not start within ${options.timeoutMs / 1000} s`)),
         options.timeoutMs,
@@ -111,10 +135,10 @@ export class WorkflowWorker {
       worker.once('message', (message: FromWorker) => {
         if (message.type !== 'ready') return fail(new Error(`a workflow worker thread sent '${message.type}' before 'ready'`));
         clearTimeout(timer);
-        worker.off('error', fail);
-        resolve(new WorkflowWorker(worker, message, options.onIdleFailure));
+        worker.off('error', onError);
+        resolve(new WorkflowWorker(worker, message, options.onIdleFailure, options.maxHeapMb));
       });
-      worker.once('error', fail);
+      worker.once('error', onError);
     });
   }
 
@@ -343,6 +367,15 @@ export class WorkflowWorker {
   }
 }
 
+/** WorkflowOutOfMemory when `error` is Node's report of a worker that reached its heap limit, else null. */
+function outOfMemory(error: Error & { code?: string }, maxHeapMb: number): WorkflowOutOfMemory | null {
+  if (error.code !== 'ERR_WORKER_OUT_OF_MEMORY') return null;
+  return new WorkflowOutOfMemory(
+    `out of memory: the workflow's worker thread reached its heap limit of ${maxHeapMb} MB ` +
+      '(explorer.workflow_max_heap_mb) and was ended',
+  );
+}
+
 function tokenizerInfo(t: Tokenizer | null): TokenizerInfo | null {
   if (t === null) return null;
   return {
@@ -361,7 +394,12 @@ export interface WorkflowWorkerPoolOptions {
   startTimeoutMs?: number;
   /** A line when an idle thread fails (code a finished attempt left running threw). */
   log?: (line: string) => void;
+  /** Each thread's JavaScript heap limit in MB (explorer.workflow_max_heap_mb; see the header). Default 1024. */
+  maxHeapMb?: number;
 }
+
+/** explorer.workflow_max_heap_mb's default. */
+export const DEFAULT_WORKFLOW_MAX_HEAP_MB = 1024;
 
 /** Threads for module-path workflows, started when needed and reused; see the header. */
 export class WorkflowWorkerPool {
@@ -370,6 +408,7 @@ export class WorkflowWorkerPool {
   readonly #maxIdle: number;
   readonly #startTimeoutMs: number;
   readonly #log: (line: string) => void;
+  readonly #maxHeapMb: number;
   #closed = false;
   /** Threads started, over the pool's life (a new one replaces each terminated one). */
   started = 0;
@@ -378,6 +417,7 @@ export class WorkflowWorkerPool {
     this.#maxIdle = options.maxIdle;
     this.#startTimeoutMs = options.startTimeoutMs ?? 120_000;
     this.#log = options.log ?? (() => {});
+    this.#maxHeapMb = options.maxHeapMb ?? DEFAULT_WORKFLOW_MAX_HEAP_MB;
   }
 
   /** A thread with `spec` loaded (its import is not part of any attempt's time). */
@@ -389,6 +429,7 @@ export class WorkflowWorkerPool {
       this.started++;
       worker = await WorkflowWorker.start({
         timeoutMs: this.#startTimeoutMs,
+        maxHeapMb: this.#maxHeapMb,
         onIdleFailure: (error) =>
           this.#log(`a workflow worker thread failed between attempts and was replaced: ${error.message}`),
       });

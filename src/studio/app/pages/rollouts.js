@@ -40,7 +40,7 @@ function rolloutTable(page, onPick) {
         { class: 'clickable rollout', 'data-id': r.id, onclick: () => onPick(r.id) },
         el('td', { class: 'num' }, r.repeat ?? '–'),
         el('td', { class: 'num reward' }, fmt(r.reward)),
-        el('td', { class: 'num' }, fmt(r.advantage)),
+        el('td', { class: 'num advantage' }, fmt(r.advantage)),
         el('td', { class: 'num length' }, r.responseLength),
         el('td', {}, r.finishReason, r.turns ? ` · ${r.turns} turns` : ''),
         el('td', {}, el('div', { class: 'text' }, r.prompt)),

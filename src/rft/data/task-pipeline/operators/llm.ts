@@ -4,7 +4,8 @@
 //
 //   llm_quality_score_filter     writes llm_quality_score (0 bad … 1 good) and llm_quality_record (the rationale)
 //   llm_difficulty_score_filter  writes llm_difficulty_score (0 trivial … 1 very hard) and llm_difficulty_record
-//                                both keep rows with min_score ≤ score ≤ max_score (default: all)
+//                                both keep rows with min_score ≤ score ≤ max_score (default: all); a row left
+//                                unscored is dropped, or kept without a score with on_unscored: keep
 //   llm_rewrite_mapper           replaces the text field with the model's rewrite
 //
 // The answer is parsed strictly: one JSON object (a ```json fence around it is allowed) with exactly the expected
@@ -22,15 +23,19 @@ export const LLM_QUALITY_SCORE_FIELD = 'llm_quality_score';
 export const LLM_DIFFICULTY_SCORE_FIELD = 'llm_difficulty_score';
 
 export interface LlmOperatorOptions {
-  /** External endpoint: its base URL (…/v1) and model name. */
+  /** External endpoint: its base URL (…/v1; '': $OPENAI_BASE_URL) and model name. */
   baseUrl: string;
   model: string;
+  /** Data-Juicer's name for `model` (an API model; Data-Juicer's Hugging Face models do not run here). */
+  apiOrHfModel: string;
   /** '' : $OPENAI_API_KEY (else no key). */
   apiKey: string;
   /** Instead of an endpoint: an auxiliary model of the run by name. */
   auxiliaryModel: string;
   /** Fields shown to the model, as `field: value` lines (empty: the text field). */
   inputKeys: string[];
+  /** The names those lines show for input_keys, in order (Data-Juicer's field_names; empty: the keys themselves). */
+  fieldNames: string[];
   textKey: string;
   /** '' : the operator's own instruction. */
   systemPrompt: string;
@@ -39,14 +44,18 @@ export interface LlmOperatorOptions {
   maxTokens: number;
   minScore: number;
   maxScore: number;
+  /** Score filters: a row the model gave no valid score is dropped ('drop') or kept without a score ('keep'). */
+  onUnscored: string;
 }
 
 const DEFAULTS: LlmOperatorOptions = {
   baseUrl: '',
   model: '',
+  apiOrHfModel: '',
   apiKey: '',
   auxiliaryModel: '',
   inputKeys: [],
+  fieldNames: [],
   textKey: '',
   systemPrompt: '',
   tryNum: 3,
@@ -54,6 +63,7 @@ const DEFAULTS: LlmOperatorOptions = {
   maxTokens: 512,
   minScore: 0,
   maxScore: 1,
+  onUnscored: 'drop',
 };
 
 type Kind = 'quality' | 'difficulty' | 'rewrite';
@@ -123,17 +133,25 @@ async function chatClient(
   context: TaskOperatorContext,
 ): Promise<{ client: OpenAI; model: string; where: string }> {
   const where = context.name;
+  if (o.model !== '' && o.apiOrHfModel !== '')
+    throw new Error(`${where}: model and api_or_hf_model (Data-Juicer's name for it) are both set: keep one`);
+  const modelName = o.model || o.apiOrHfModel;
   if (o.auxiliaryModel !== '') {
-    if (o.baseUrl !== '' || o.model !== '') throw new Error(`${where}: set either auxiliary_model or base_url + model, not both`);
+    if (o.baseUrl !== '' || modelName !== '')
+      throw new Error(`${where}: set either auxiliary_model or base_url + model, not both`);
     if (context.auxiliaryModels === null)
       throw new Error(`${where}: auxiliary_model '${o.auxiliaryModel}' is named, but the run has no explorer.auxiliary_models`);
     const model = context.auxiliaryModels.get(o.auxiliaryModel);
     return { client: await model.openai(), model: model.modelName, where: `auxiliary model '${model.name}'` };
   }
-  if (o.baseUrl === '' || o.model === '')
-    throw new Error(`${where}: name the model: base_url and model (an OpenAI-compatible endpoint), or auxiliary_model`);
+  // a model without base_url is served at $OPENAI_BASE_URL (as Data-Juicer's api_or_hf_model API models are)
+  const baseUrl = o.baseUrl || (modelName !== '' ? (process.env.OPENAI_BASE_URL ?? '') : '');
+  if (baseUrl === '' || modelName === '')
+    throw new Error(
+      `${where}: name the model: base_url (or $OPENAI_BASE_URL) and model (an OpenAI-compatible endpoint), or auxiliary_model`,
+    );
   const apiKey = o.apiKey || process.env.OPENAI_API_KEY || 'none';
-  return { client: new OpenAI({ baseURL: o.baseUrl, apiKey, maxRetries: 0 }), model: o.model, where: o.baseUrl };
+  return { client: new OpenAI({ baseURL: baseUrl, apiKey, maxRetries: 0 }), model: modelName, where: baseUrl };
 }
 
 /** Runs `work` over 0..n-1 with at most `limit` at once, in any order; the first error rejects. */
@@ -160,6 +178,12 @@ function llmOperator(kind: Kind, field: string | null): TaskOperatorModule<LlmOp
       if (!Number.isInteger(o.tryNum) || o.tryNum < 1) throw new Error(`${where}: try_num must be an integer >= 1`);
       if (!(o.minScore >= 0 && o.minScore <= o.maxScore && o.maxScore <= 1))
         throw new Error(`${where}: need 0 <= min_score <= max_score <= 1`);
+      if (o.onUnscored !== 'drop' && o.onUnscored !== 'keep')
+        throw new Error(`${where}: on_unscored must be drop or keep, got '${o.onUnscored}'`);
+      if (o.fieldNames.length > 0 && o.fieldNames.length !== o.inputKeys.length)
+        throw new Error(
+          `${where}: field_names names the input_keys in order: ${o.fieldNames.length} name(s) for ${o.inputKeys.length} key(s)`,
+        );
       const { client, model, where: endpoint } = await chatClient(o, context);
       const textKey = o.textKey || context.textKey;
       const inputKeys = o.inputKeys.length > 0 ? o.inputKeys : [textKey];
@@ -169,9 +193,9 @@ function llmOperator(kind: Kind, field: string | null): TaskOperatorModule<LlmOp
       await forEachLimited(rows.length, context.numProcess, async (i) => {
         const row = rows[i] as TaskRow;
         const user = inputKeys
-          .map((key) => {
+          .map((key, k) => {
             const text = textOf(row, key) ?? JSON.stringify(getField(row, key) ?? null);
-            return inputKeys.length === 1 ? text : `${key}: ${text}`;
+            return inputKeys.length === 1 ? text : `${o.fieldNames[k] ?? key}: ${text}`;
           })
           .join('\n');
         let lastRequestError: unknown = null;
@@ -230,7 +254,8 @@ function llmOperator(kind: Kind, field: string | null): TaskOperatorModule<LlmOp
       const out: TaskRow[] = [];
       results.forEach((result, i) => {
         if (result === null) {
-          if (kind === 'rewrite') out.push(rows[i] as TaskRow); // kept as it was (counted: unscored)
+          // kept as it was (counted: unscored): the rewriter always, a score filter with on_unscored: keep
+          if (kind === 'rewrite' || o.onUnscored === 'keep') out.push(rows[i] as TaskRow);
           return;
         }
         if (kind !== 'rewrite') {
