@@ -16,15 +16,13 @@ const WRITTEN_KEY = 'env_state_hash';
 
 /** The advantage function of `algorithmSection` and the info key it groups steps by; null when it groups by none. */
 export function stateKeyOf(algorithmSection: unknown): { advantage: string; key: string } | null {
-  let advantageFn: { name: string; args?: Readonly<Record<string, unknown>> } | null;
   try {
-    advantageFn = resolveAlgorithm(algorithmSection).advantageFn;
+    const { advantageFn } = resolveAlgorithm(algorithmSection);
+    const key = advantageFn === null ? null : advantageStateKey(advantageFn);
+    return advantageFn === null || key === null ? null : { advantage: advantageFn.name, key };
   } catch {
     return null; // an algorithm section that does not resolve is reported by the config's own checks
   }
-  if (advantageFn === null) return null;
-  const key = advantageStateKey(advantageFn);
-  return key === null ? null : { advantage: advantageFn.name, key };
 }
 
 /** One task as the check sees it: the workflow it runs and its arguments (workflow_args overridden by the row). */
