@@ -27,6 +27,10 @@ export interface ExperienceInfo {
   useCount?: number;
   /** Expert (SFT) data mixed into RL (MIX/CHORD). */
   isExpert?: boolean;
+  /** Step-wise runs: the state the step acted from, hashed (advantage_fn gigpo's anchor states; Trinity's name). */
+  env_state_hash?: string;
+  /** Step-wise runs: the step's own reward r_t (advantage_fn gigpo; Trinity's name). */
+  step_reward?: number;
   [key: string]: unknown;
 }
 

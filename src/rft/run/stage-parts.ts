@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { RemoteEnginePool, tokenizerVocabularyWarning } from '../../openai/index.js';
 import { loadModelConfig } from '../../model/index.js';
 import { Tokenizer } from '../../tokenizer/index.js';
+import { missingStateKeyWarning } from '../algorithm/advantage/index.js';
 import type { ResolvedAlgorithm } from '../algorithm/presets.js';
 import { createSampleStrategy } from '../algorithm/sample-strategy.js';
 import { startAuxiliaryModels } from '../auxiliary/index.js';
@@ -423,11 +424,23 @@ export class StageParts {
       source: parts.source,
     });
     batches.loadState(this.saved);
+    // a batch without the states the advantage function groups steps by (gigpo, a module-path workflow or rows from
+    // elsewhere: config check refuses the built-in workflows that write none) is said once, at the first such step
+    let statesWarned = false;
+    const nextBatch = async (step: number) => {
+      const batch = await batches.next(step);
+      const usual = batch.experiences.filter((e) => e.info.isExpert !== true).map((e) => e.info);
+      const warning =
+        statesWarned || algorithm.advantageFn === null ? null : missingStateKeyWarning(algorithm.advantageFn, usual);
+      if (warning !== null) parts.progress.log(`[${settings.stageName}] train step ${step}: ${warning}`);
+      statesWarned ||= warning !== null;
+      return batch;
+    };
     return runTrainerLoop({
       settings,
       trainer: parts.trainer,
       weights: parts.publication,
-      nextBatch: (step) => batches.next(step),
+      nextBatch,
       checkpointState: (step) => {
         const state: RunState = {
           explorer: parts.explorerState(step),

@@ -157,6 +157,13 @@ export interface WorkflowSpec {
    * Default true. Read for registered workflows (a module-path default workflow is taken as reading the prompt).
    */
   readsPrompt?: boolean;
+  /**
+   * Whether each experience of a task with these arguments (workflow_args overridden by the row) carries
+   * info.env_state_hash, the state its step acted from (advantage_fn gigpo's anchor states): true, or why not (the
+   * fix included). Absent: a registered workflow writes none (a run with gigpo is refused at start); a module-path
+   * workflow is not known until it runs (the first train step whose batch has no state hash warns).
+   */
+  stateHashes?: (args: Readonly<Record<string, unknown>>) => true | string;
 }
 
 // The reward contract lives with the rewards (src/rft/reward/types.ts); workflows call reward functions.

@@ -154,6 +154,7 @@ export const gigpoAdvantage: AdvantageModule<GigpoAdvantageOptions> = {
   description: 'episode-level GRPO plus anchor-state step-level advantages for agents (GiGPO, arXiv 2505.10978)',
   defaults: GIGPO_ADVANTAGE_DEFAULTS,
   computeInTrainer: false,
+  stateKey: (options) => options.envStateHashKey,
   run: computeGigpoAdvantages,
 };
 

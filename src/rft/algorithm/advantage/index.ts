@@ -7,6 +7,7 @@
 // builds on (dr_grpo, grpo_verl and clipb after grpo; clipv after clipb). Outside this folder, import the functions
 // from here only, never one function's file: a file imported before this one would register first and reorder the
 // names.
+import { resolveArgs } from '../../../util/module-args.js';
 import { ADVANTAGE_FN } from './registry.js';
 import type { AdvantageModule } from './types.js';
 
@@ -39,6 +40,31 @@ export function advantageNeedsEntropy(name: string): boolean {
 /** Whether advantage function `name` reads input.necs (the trainer computes it in the same pass as the entropy). */
 export function advantageNeedsNecs(name: string): boolean {
   return (ADVANTAGE_FN.get(name) as Partial<AdvantageModule<object>>).needsNecs === true;
+}
+
+/** The info key advantage function `choice` groups steps by (AdvantageModule.stateKey: gigpo's), or null. */
+export function advantageStateKey(choice: { name: string; args?: Readonly<Record<string, unknown>> }): string | null {
+  const module = ADVANTAGE_FN.get(choice.name) as Partial<AdvantageModule<object>>;
+  if (module.stateKey === undefined) return null;
+  return module.stateKey(resolveArgs(`advantage_fn '${choice.name}'`, module.defaults ?? {}, choice.args ?? {}));
+}
+
+/**
+ * What to tell the user when no experience of a train batch has the state key advantage function `choice` groups
+ * steps by (null: it has none, or some experience has it): its step-level advantages are then all 0.
+ */
+export function missingStateKeyWarning(
+  choice: { name: string; args?: Readonly<Record<string, unknown>> },
+  infos: readonly Readonly<Record<string, unknown>>[],
+): string | null {
+  const key = advantageStateKey(choice);
+  if (key === null || infos.length === 0 || infos.some((info) => info[key] !== undefined && info[key] !== null)) return null;
+  return (
+    `advantage_fn '${choice.name}': none of the ${infos.length} experiences of this batch has info.${key}, so no ` +
+    'two steps share an anchor state and every step-level advantage is 0 (anchor_groups_total 0): only the ' +
+    `episode-level advantage trains. The workflow must write info.${key} with each step's experience (the built-in ` +
+    'environment workflows do with experience_mode: step)'
+  );
 }
 
 /**

@@ -55,6 +55,11 @@ export type AdvantageModule<Options extends object> = AlgorithmModule<AdvantageI
   readonly needsEntropy?: boolean;
   /** The function reads input.necs too, from the same pass (clipv). */
   readonly needsNecs?: boolean;
+  /**
+   * The info key each step names the environment state it acted from by, which the function groups steps by (gigpo:
+   * env_state_hash_key). A run refuses a built-in workflow that writes none; a batch with none is warned about.
+   */
+  readonly stateKey?: (options: Options) => string;
 };
 
 export function requireField<K extends keyof AdvantageInput>(

@@ -8,6 +8,8 @@
 //   tasksets     each one the stage reads loads: its file or split exists, and every row has the format keys
 //                (src/rft/buffer/taskset.ts names file:line and the key)
 //   names        every workflow and reward function the tasks name is registered or loads as a module path
+//   states       an advantage function that groups steps by environment state (gigpo) trains on tasks whose
+//                workflow writes it (./state-hashes.ts)
 //   datasets     the files of a file experience buffer, SFT warm-up data and auxiliary buffers exist
 //                (src/rft/buffer/config.ts checkDatasetFiles)
 //   pipelines    Data-Juicer recipes map to operators here; the task pipeline's inputs exist (./pipeline-checks.ts)
@@ -32,6 +34,7 @@ import type { Config, StageConfig, TasksetConfig } from './schema.js';
 import { checkModelFolders, presence } from './model.js';
 import { dataProcessorProblems } from './pipeline-checks.js';
 import { stageSettings } from './stage-settings.js';
+import { missingStateHashes, stateKeyOf, type TaskWorkflow, taskWorkflow } from './state-hashes.js';
 import { clusterPlacement, type Machine, thisMachine } from './trinity-report.js';
 
 export interface PreflightOptions {
@@ -131,13 +134,15 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
   const trainPath = (i: number) =>
     input.tasksets.length === 1 ? 'buffer.explorer_input.taskset' : `buffer.explorer_input.tasksets.${i}`;
   // curated: a training taskset the task pipeline writes before the stage explores (its rows are checked then)
-  const sets: { section: TasksetConfig; settings: TasksetSettings; path: string; curated?: boolean }[] = [];
+  const sets: { section: TasksetConfig; settings: TasksetSettings; path: string; curated?: boolean; trains?: boolean }[] = [];
   if (explores) {
     settings.tasksets.forEach(({ taskset }, i) => {
       const curated = settings.taskPipeline !== null;
-      sets.push({ section: input.tasksets[i] as TasksetConfig, settings: taskset, path: trainPath(i), curated });
+      sets.push({ section: input.tasksets[i] as TasksetConfig, settings: taskset, path: trainPath(i), curated, trains: true });
     });
   }
+  // gigpo: the training tasks' workflows must write the states it groups steps by (./state-hashes.ts)
+  const stateKey = explores ? stateKeyOf(stage.algorithm) : null;
   if (evaluates) {
     settings.evalTasksets.forEach((taskset, i) => {
       const path = `buffer.explorer_input.eval_tasksets.${i}`;
@@ -150,7 +155,12 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
   if (input.default_reward_fn_type !== null && sets.length > 0) {
     names.reward(input.default_reward_fn_type, 'buffer.explorer_input.default_reward_fn_type', null);
   }
-  for (const { section, settings: tasksetSettings, path, curated } of sets) {
+  for (const { section, settings: tasksetSettings, path, curated, trains } of sets) {
+    const workflowOf = tasksetSettings.defaultWorkflowType ?? defaultWorkflow;
+    const checkStates = (tasks: Iterable<TaskWorkflow>) => {
+      const problem = trains && stateKey !== null ? missingStateHashes(stateKey, tasks) : null;
+      if (problem !== null) add(`${path}.workflow_args`, problem);
+    };
     // the taskset's own defaults, where they are not the explorer_input's (reported there already)
     if (section.default_workflow_type !== null && section.default_workflow_type !== input.default_workflow_type) {
       names.workflow(section.default_workflow_type, `${path}.default_workflow_type`, null);
@@ -178,11 +188,8 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
       }
     }
     if (curated) {
-      names.workflowArgs(
-        [tasksetSettings.defaultWorkflowType ?? defaultWorkflow],
-        section.workflow_args,
-        `${path}.workflow_args`,
-      );
+      checkStates([{ workflow: workflowOf, args: section.workflow_args, row: null }]);
+      names.workflowArgs([workflowOf], section.workflow_args, `${path}.workflow_args`);
       continue;
     }
     let tasks: Awaited<ReturnType<typeof loadTaskset>>['tasks'];
@@ -195,7 +202,7 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
     if (tasks.length === 0) add(`${path}.path`, `taskset '${section.name}' has no rows (${section.path})`);
     // names a row gives itself (format.workflow_key / reward_fn_key): the first row with each
     const format = section.format;
-    const workflows = new Set([tasksetSettings.defaultWorkflowType ?? defaultWorkflow]);
+    const workflows = new Set([workflowOf]);
     for (const task of tasks) {
       if (task.workflow !== undefined) workflows.add(task.workflow);
       const row = `taskset '${section.name}' row ${task.index + 1} (task '${task.id}')`;
@@ -207,6 +214,7 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
       }
     }
     names.workflowArgs([...workflows], section.workflow_args, `${path}.workflow_args`);
+    checkStates(tasks.map((task) => taskWorkflow(task, workflowOf, `taskset '${section.name}' row ${task.index + 1}`)));
   }
   await names.settled();
 

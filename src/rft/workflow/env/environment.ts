@@ -12,7 +12,14 @@
 //              tokens the model generated and 0 on the observations between them (concatenated multi-turn)
 //   'step'     one experience per call (its whole context as prompt, its reply as response), info.stepIndex = t,
 //              every step carrying the episode's reward: for algorithm multi_step_grpo (advantage step_wise_grpo,
-//              which scores each run by its last step's reward and broadcasts that to all its steps)
+//              which scores each run by its last step's reward and broadcasts that to all its steps) and gigpo, which
+//              also reads each step's
+//                info.step_reward     r_t = the step's reward − invalid_action_penalty if the reply was invalid
+//                                     (so Σ_t r_t is the episode's reward)
+//                info.env_state_hash  sha256 (hex) of the state the step acted from: env.stateKey() before the
+//                                     step, else the observation the model was shown (the grid environments render
+//                                     their whole state, so equal states of any run of any task hash equal, in any
+//                                     process or worker thread); GiGPO's anchor states are the steps sharing one
 // The workflow is not repeatable: the runner plays repeat_times episodes concurrently, each its own run id.
 //
 // Workflow arguments (taskset workflow_args, overridden by the same keys in the task's row): max_steps (default
@@ -21,6 +28,7 @@
 // environment rows are {seed, size, p}: WorkflowSpec.readsPrompt false), but a task with no prompt must name its
 // layout (options.layoutArgs, in its row or workflow_args): a row with none of them is not this environment's row.
 // An argument the environment cannot use is an error naming the task and its taskset row.
+import { createHash } from 'node:crypto';
 import { ConversationTracker } from '../../../engine/index.js';
 import type { ChatResult } from '../../../engine/index.js';
 import type { ChatMessage } from '../../../tokenizer/index.js';
@@ -46,6 +54,12 @@ export interface Environment {
   reset(): string | Promise<string>;
   /** Applies the model's reply (the raw assistant text: parsing the action is the environment's job). */
   step(reply: string): EnvironmentStep | Promise<EnvironmentStep>;
+  /**
+   * The current state as text, equal exactly when two states are equal (hashed into each step's info.env_state_hash,
+   * GiGPO's anchor states). Absent: the last observation is the state (right when it shows the whole state, as the
+   * grid environments' do; wrong when it also shows a turn counter or history).
+   */
+  stateKey?(): string;
   /** Episode metrics at the end (e.g. success); the workflow adds steps, invalid_actions and truncated. */
   metrics?(): Record<string, number>;
   close?(): void | Promise<void>;
@@ -144,6 +158,20 @@ async function prepareEpisode(
   }
 }
 
+/** info.env_state_hash of a state: sha256 of its key (stateKey() or the observation), hex. */
+export function environmentStateHash(stateKey: string): string {
+  return createHash('sha256').update(stateKey, 'utf8').digest('hex');
+}
+
+/** Why a task with these arguments gets no info.env_state_hash (WorkflowSpec.stateHashes), or true when it does. */
+function stepStateHashes(args: Readonly<Record<string, unknown>>, options: EnvironmentWorkflowOptions): true | string {
+  const mode = args.experience_mode ?? options.experienceMode ?? 'episode';
+  return mode === 'step'
+    ? true
+    : `its experience_mode is ${JSON.stringify(mode)}: one experience per episode, no steps to group by state ` +
+        '(set workflow_args.experience_mode: step)';
+}
+
 /** The engine refused a call because the conversation no longer fits its context (maxLength positions). */
 function isContextFull(error: unknown): boolean {
   return error instanceof Error && /maxLength/.test(error.message);
@@ -159,6 +187,7 @@ export function environmentWorkflow(
     repeatable: false,
     workflowArgs: [...ENVIRONMENT_ARGS, ...(options.environmentArgs ?? [])],
     readsPrompt: false,
+    stateHashes: (args) => stepStateHashes(args, options),
     description: options.description ?? `${name}: one multi-turn episode per run (experience_mode episode | step, max_steps)`,
     run: async ({ task, model, runIdBase, seed, signal, isEval }: WorkflowContext): Promise<Experience[]> => {
       const { settings, env } = await prepareEpisode(name, factory, options, { task, seed, isEval });
@@ -168,11 +197,16 @@ export function environmentWorkflow(
       // One conversation per episode, so each call continues the previous one's exact ids.
       const conversation = model.tokenizer ? new ConversationTracker(model.tokenizer) : undefined;
       try {
+        // the observation the next call acts from
+        let observation = await env.reset();
         const messages: ChatMessage[] = [
           ...(system !== undefined ? [{ role: 'system' as const, content: system }] : []),
-          { role: 'user', content: await env.reset() },
+          { role: 'user', content: observation },
         ];
         const calls: ChatResult[] = [];
+        // per call: the hash of the state it acted from and its step reward (info.env_state_hash, info.step_reward)
+        const stateHashes: string[] = [];
+        const stepRewards: number[] = [];
         let total = 0;
         let invalidActions = 0;
         let done = false;
@@ -195,14 +229,15 @@ export function environmentWorkflow(
             throw error;
           }
           calls.push(result);
+          stateHashes.push(environmentStateHash(env.stateKey?.() ?? observation));
           messages.push(result.message);
           const step = await env.step(result.message.content);
-          total += step.reward;
-          if (step.invalidAction) {
-            invalidActions++;
-            total -= settings.invalidActionPenalty;
-          }
+          const penalty = step.invalidAction ? settings.invalidActionPenalty : 0;
+          if (step.invalidAction) invalidActions++;
+          stepRewards.push(step.reward - penalty);
+          total += step.reward - penalty;
           done = step.done;
+          observation = step.observation;
           if (!done) messages.push({ role: 'user', content: step.observation });
         }
         const metrics: Record<string, number> = {
@@ -223,7 +258,12 @@ export function environmentWorkflow(
             reward: total,
             metrics,
             runId: runIdBase,
-            info: { stepIndex, episodeSteps: calls.length },
+            info: {
+              stepIndex,
+              episodeSteps: calls.length,
+              env_state_hash: stateHashes[stepIndex],
+              step_reward: stepRewards[stepIndex],
+            },
           }),
         );
       } finally {
