@@ -73,6 +73,8 @@ export interface StageSettings {
      * max_prompt_tokens (./workflow/prompt-truncation.ts).
      */
     promptLimit: PromptLimit;
+    /** Variables every render of the rollout model's chat template gets (explorer.rollout_model.enable_thinking). */
+    chatTemplateVariables: Readonly<Record<string, unknown>>;
     defaultWorkflow: string;
     /** The embedded engine's device, resolved ('cpu' or 'cuda:N'; explorer.rollout_model.device). */
     device: string;
