@@ -10,6 +10,9 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { type Config, ConfigError, parseConfig, resolveStages, type StageConfig } from '../../../src/rft/run/config/index.js';
 import { stageSettings } from '../../../src/rft/run/config/stage-settings.js';
+import { startExplorerEngine } from '../../../src/rft/explorer/engines.js';
+import { initModel } from '../../../src/model/index.js';
+import { startServeStage } from '../../../src/serve/index.js';
 import { Tokenizer } from '../../../src/tokenizer/index.js';
 import { modelFolder, tasksetFile } from './helpers.js';
 
@@ -127,6 +130,55 @@ describe('enable_thinking', () => {
       plain,
       'a call may override',
     );
+  });
+
+  it("the explorer's engine renders its chats with it", async () => {
+    const qwenModel = join(dir, 'qwen-tiny');
+    initModel(qwenModel, { hiddenSize: 16, numLayers: 1, numHeads: 2, seed: 1, tokenizer: qwenDir });
+    const text = configText({ extra: 'explorer: {rollout_model: {enable_thinking: false}}\n' }).replace(model, qwenModel);
+    const started = await startExplorerEngine(stageSettings(firstStage(load(text)), qwenModel), qwenModel);
+    try {
+      const messages = [{ role: 'user' as const, content: 'Hi' }];
+      const prompt = started.engine.tokenizer?.applyChatTemplate(messages, { addGenerationPrompt: true }) ?? '';
+      assert.ok(prompt.endsWith('<|im_start|>assistant\n<think>\n\n</think>\n\n'), prompt);
+      const reply = await started.engine.chat(messages, { maxTokens: 1, temperature: 0 });
+      assert.equal(started.engine.tokenizer?.decode(reply.promptIds), prompt, 'the prompt the engine generated from');
+    } finally {
+      await started.engine.close();
+    }
+  });
+
+  it('mode serve renders the chats it serves with it', async () => {
+    const qwenModel = join(dir, 'qwen-tiny-serve');
+    initModel(qwenModel, { hiddenSize: 16, numLayers: 1, numHeads: 2, seed: 1, tokenizer: qwenDir });
+    const text = configText({
+      extra: `mode: serve
+explorer: {proxy_port: 0, rollout_model: {enable_thinking: false}}
+`,
+    })
+      .replace(model, qwenModel)
+      .replace(
+        '  total_steps: 1',
+        `  total_steps: 1\n  train_batch_size: 2\n  trainer_input: {experience_buffer: {storage_type: sql, path: ${dir}/serve.db}}`,
+      );
+    const stage = await startServeStage(stageSettings(firstStage(load(text)), qwenModel, dir), { log: () => {} });
+    try {
+      const response = await fetch(`${stage.server.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: 'rft',
+          messages: [{ role: 'user', content: 'Hi' }],
+          max_tokens: 1,
+          return_token_ids: true,
+        }),
+      });
+      const body = (await response.json()) as { prompt_token_ids?: number[] };
+      const prompt = Tokenizer.load(qwenDir).decode(body.prompt_token_ids ?? []);
+      assert.ok(prompt.endsWith('<|im_start|>assistant\n<think>\n\n</think>\n\n'), JSON.stringify(body));
+    } finally {
+      await stage.stop();
+    }
   });
 });
 
