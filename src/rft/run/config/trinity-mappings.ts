@@ -22,6 +22,8 @@
 //                                              actor's optimizer) → their keys (./trinity-trainer-config.ts)
 //   model.temperature, model.enable_thinking, <taskset>.rollout_args.n, explorer.max_inflight_batches
 //                                            → ./trinity-rollout-mappings.ts
+//   buffer.trainer_input.sft_warmup_dataset as mix's expert data (Trinity 0.2) → auxiliary_buffers
+//                                              (./trinity-mix-mappings.ts)
 //   cluster.node_num, cluster.gpu_per_node   → taken out here; the placement they imply is checked against the
 //                                              machine when the run is checked (./trinity-report.ts)
 //
@@ -40,6 +42,7 @@ import {
   mapRolloutN,
   writtenRepeatTimes,
 } from './trinity-rollout-mappings.js';
+import { mapMixExpertData } from './trinity-mix-mappings.js';
 import { mapTrainerConfig } from './trinity-trainer-config.js';
 
 /** One mapped key: where it was written, the value, and what it became (null: decided once the run is resolved). */
@@ -88,6 +91,7 @@ export function takeTrinityKeys(tree: Tree, options: TrinityKeyOptions, problems
     mapped.push(...mapTrainerConfig(node, at, problem));
     mapRolloutN(node, at, mapped, problem, writtenRepeatTimes(tree, node));
     mapMaxInflightBatches(node, at, mapped, problem);
+    mapMixExpertData(node, node.algorithm ?? tree.algorithm, at, mapped, problem);
   }
   mapRolloutDtype(tree, mapped, problem);
   mapModelTemperature(tree, mapped, problem);
