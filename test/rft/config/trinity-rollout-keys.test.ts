@@ -73,6 +73,14 @@ describe('model.temperature', () => {
 
   it('without it the tasksets keep their default (1.0); a bad value is a problem at model.temperature', () => {
     assert.equal(firstStage(load(configText({}))).buffer.explorer_input.tasksets[0]?.rollout_args.temperature, 1);
+    const own = load(
+      configText({
+        modelKeys: ', temperature: 0.7',
+        taskset: ', rollout_args: {temperature: 0.3}',
+        evalTaskset: ', rollout_args: {temperature: 0.2}',
+      }),
+    );
+    assert.equal(mappedTo(own, 'model.temperature'), 'not used: every taskset sets its own rollout_args.temperature');
     assert.deepEqual(problemsOf(configText({ modelKeys: ', temperature: hot' })), [
       'model.temperature: expected a number in [0, 100], got the string "hot"',
     ]);

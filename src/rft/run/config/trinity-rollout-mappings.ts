@@ -57,9 +57,11 @@ export function mapModelTemperature(tree: Tree, mapped: MappedSetting[], problem
   const stages = Array.isArray(tree.stages) ? tree.stages : [];
   const roots: [Segment[], unknown][] = [[[], tree], ...stages.map((s, i): [Segment[], unknown] => [['stages', i], s])];
   const filled: string[] = [];
+  let tasksets = 0;
   for (const [root, node] of roots) {
     if (!isMapping(node)) continue;
     for (const { path, taskset } of tasksetsOf(node)) {
+      tasksets++;
       const args = isMapping(taskset.rollout_args) ? taskset.rollout_args : {};
       if (args.temperature !== undefined && args.temperature !== null) continue; // the taskset's own wins
       taskset.rollout_args = { ...args, temperature };
@@ -72,7 +74,9 @@ export function mapModelTemperature(tree: Tree, mapped: MappedSetting[], problem
     to:
       filled.length > 0
         ? `${filled.join(', ')} (the tasksets that set no temperature of their own)`
-        : 'not used: every taskset sets its own rollout_args.temperature',
+        : tasksets > 0
+          ? 'not used: every taskset sets its own rollout_args.temperature'
+          : 'not used: the config has no taskset (rollouts sample at the temperature each request asks for)',
   });
 }
 
