@@ -7,8 +7,8 @@
 // config language every part's config section is written in) stays below all of them.
 import type { ModelDType } from '../model/index.js';
 import type { AuxiliaryModelSettings } from './auxiliary/index.js';
-import type { DatasetFormat, SelectorConfig, TasksetConfig } from './buffer/index.js';
-import type { ExperienceBufferSettings } from './buffer/config.js';
+import type { SelectorConfig, TasksetConfig } from './buffer/index.js';
+import type { AuxiliaryDatasetSettings, ExperienceBufferSettings } from './buffer/config.js';
 import type { MonitorArgs, MonitorType, ProgressReporter } from './monitor/index.js';
 import type { TaskPipelineSettings } from './data/task-pipeline/types.js';
 import type { ExperiencePipelineSettings } from './data/experience-pipeline/index.js';
@@ -75,6 +75,8 @@ export interface StageSettings {
      * max_prompt_tokens (./workflow/prompt-truncation.ts).
      */
     promptLimit: PromptLimit;
+    /** Variables every render of the rollout model's chat template gets (explorer.rollout_model.enable_thinking). */
+    chatTemplateVariables: Readonly<Record<string, unknown>>;
     defaultWorkflow: string;
     /** The embedded engine's device, resolved ('cpu' or 'cuda:N'; explorer.rollout_model.device). */
     device: string;
@@ -147,7 +149,7 @@ export interface StageSettings {
   /** The backends' arguments (monitor.monitor_args): W&B base_url/api_key, MLflow uri/username/password. */
   monitorArgs: MonitorArgs;
   /** Auxiliary datasets by name (trainer_input.auxiliary_buffers), e.g. mix's expert data. */
-  auxiliaryDatasets: Record<string, { path: string; format: DatasetFormat }>;
+  auxiliaryDatasets: Record<string, AuxiliaryDatasetSettings>;
   /**
    * data_processor.experience_pipeline: operators over each explore step's experiences before the buffer, and where
    * the raw experiences are saved (null: not saved); absent or null: no pipeline. Stages that do not explore skip it.

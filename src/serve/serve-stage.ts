@@ -173,6 +173,7 @@ async function startServeEngine(servedDir: string, settings: StageSettings) {
     await engine.close();
     throw new Error(`mode serve: ${settings.modelPath} has no tokenizer.json (the chat API needs one)`);
   }
+  tokenizer.templateDefaults = settings.explorer.chatTemplateVariables; // explorer.rollout_model.enable_thinking
   try {
     checkChatTemplate(tokenizer, servedDir); // a template that cannot render a one-message chat is the model's error, here
   } catch (error) {

@@ -84,6 +84,11 @@ export class Tokenizer {
   readonly eosTokenIds: readonly number[];
   readonly padTokenId: number | null;
   readonly bosTokenId: number | null;
+  /**
+   * Template variables every render starts from, under each call's own `variables` (a run's chat-template switches,
+   * e.g. { enable_thinking: false } from explorer.rollout_model.enable_thinking); none by default.
+   */
+  templateDefaults: Readonly<Record<string, unknown>> = {};
 
   constructor(tokenizerJson: JsonObject, tokenizerConfig: JsonObject, generationConfig: JsonObject = {}, source = 'tokenizer') {
     try {
@@ -206,6 +211,7 @@ export class Tokenizer {
       eos_token: special('eos_token'),
       pad_token: special('pad_token'),
       unk_token: special('unk_token'),
+      ...this.templateDefaults,
       ...options.variables,
     };
     return renderChatTemplate(this.#template, variables, options.budget ?? DEFAULT_CHAT_TEMPLATE_BUDGET);

@@ -57,7 +57,9 @@ export const ExperienceBufferSchema = z.strictObject({
 
 /** A dataset the trainer reads (SFT warm-up data, auxiliary buffers for MIX/CHORD). */
 export const DatasetSchema = z.strictObject({
-  name: str().nullable().default(null), // derived: the key it is listed under
+  // Trinity's storage name (its Ray actor / table); an auxiliary buffer is looked up by the key it is listed under
+  // (mix: sample_strategy_args.sft_dataset_name), which may differ. Derived: that key
+  name: str().nullable().default(null),
   storage_type: z.enum(['file', 'sql']).default('file'),
   path: nonEmpty(), // required
   split: nonEmpty().default('train'),
@@ -65,11 +67,18 @@ export const DatasetSchema = z.strictObject({
   format: FormatSchema.prefault({}),
 });
 
+/** An auxiliary buffer (e.g. mix's expert data): a dataset, read epoch after epoch. */
+export const AuxiliaryBufferSchema = DatasetSchema.extend({
+  // passes over the rows the trainer reads at most (Trinity's reader stops there, and so does training); null:
+  // cycled for as long as the run trains
+  total_epochs: intIn(1, 1_000_000).nullable().default(null), // [1, 1e6]
+});
+
 export const TrainerInputSchema = z.strictObject({
   experience_buffer: ExperienceBufferSchema.optional(), // derived: a queue named experience_buffer
   sft_warmup_dataset: DatasetSchema.nullable().default(null),
   sft_warmup_steps: intIn(0, MAX_STEPS).default(0), // [0, 1e9]
-  auxiliary_buffers: z.record(z.string(), DatasetSchema).default(() => ({})),
+  auxiliary_buffers: z.record(z.string(), AuxiliaryBufferSchema).default(() => ({})),
 });
 
 export const BufferSchema = z.strictObject({
@@ -85,12 +94,23 @@ export const BufferSchema = z.strictObject({
 export type ReplayBufferConfig = z.output<typeof ReplayBufferSchema>;
 export type ExperienceBufferConfig = z.output<typeof ExperienceBufferSchema>;
 export type DatasetConfig = Omit<z.output<typeof DatasetSchema>, 'name'> & { name: string };
+export type AuxiliaryBufferConfig = Omit<z.output<typeof AuxiliaryBufferSchema>, 'name'> & { name: string };
+
+/** What the trainer reads of an auxiliary buffer (src/rft/buffer/source.ts AuxiliaryReader). */
+export interface AuxiliaryDatasetSettings {
+  /** Its name in messages (Trinity's storage name; the key it is listed under when none). */
+  name: string;
+  path: string;
+  format: DatasetFormat;
+  /** Passes over the rows read at most; null: cycled for as long as the run trains. */
+  totalEpochs: number | null;
+}
 
 export interface TrainerInputConfig {
   experience_buffer: ExperienceBufferConfig;
   sft_warmup_dataset: DatasetConfig | null;
   sft_warmup_steps: number;
-  auxiliary_buffers: Record<string, DatasetConfig>;
+  auxiliary_buffers: Record<string, AuxiliaryBufferConfig>;
 }
 
 export type BufferConfig = Omit<z.output<typeof BufferSchema>, 'train_batch_size' | 'explorer_input' | 'trainer_input'> & {
@@ -216,15 +236,7 @@ function resolveTrainerInput(
     problem('buffer.trainer_input.sft_warmup_dataset', 'is set but sft_warmup_steps is 0, so it would never be read');
   }
   const auxiliaryBuffers = Object.fromEntries(
-    Object.entries(trainerInput.auxiliary_buffers).map(([key, d]) => {
-      if (d.name !== null && d.name !== key) {
-        problem(
-          `buffer.trainer_input.auxiliary_buffers.${key}.name`,
-          `an auxiliary buffer is named by the key it is listed under ('${key}'): remove name or use it as the key`,
-        );
-      }
-      return [key, { ...d, name: key }];
-    }),
+    Object.entries(trainerInput.auxiliary_buffers).map(([key, d]) => [key, { ...d, name: d.name ?? key }]),
   );
   // split and subset_name pick files of a dataset folder: a queue or an sql table has neither
   if (experienceBuffer.storage_type !== 'file') {
@@ -335,14 +347,19 @@ export function experienceBufferSettings(experienceBuffer: ExperienceBufferConfi
   };
 }
 
-/** Auxiliary datasets by name (trainer_input.auxiliary_buffers), e.g. mix's expert data. */
+/** Auxiliary datasets by the key they are listed under (trainer_input.auxiliary_buffers), e.g. mix's expert data. */
 export function auxiliaryDatasetSettings(
-  buffers: Readonly<Record<string, DatasetConfig>>,
-): Record<string, { path: string; format: DatasetFormat }> {
+  buffers: Readonly<Record<string, AuxiliaryBufferConfig>>,
+): Record<string, AuxiliaryDatasetSettings> {
   return Object.fromEntries(
-    Object.values(buffers).map((d) => [
-      d.name, // the key it is listed under (validated)
-      { path: d.path, format: datasetFormat(d.format, d.split, d.subset_name) },
+    Object.entries(buffers).map(([key, d]) => [
+      key, // what a strategy looks it up by (mix: sft_dataset_name); its name may differ (Trinity's storage name)
+      {
+        name: d.name,
+        path: d.path,
+        format: datasetFormat(d.format, d.split, d.subset_name),
+        totalEpochs: d.total_epochs,
+      },
     ]),
   );
 }

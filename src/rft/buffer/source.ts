@@ -9,7 +9,9 @@
 //                      Every ExperienceBuffer (QueueBuffer, PriorityReplayBuffer, SqliteBuffer) is one as it is.
 //   sourceFromArray    a finished source over an array (a dataset's batch, tests): never waits.
 //   AuxiliaryReader    an in-memory dataset read in order and cycled (epoch after epoch), with its read position as
-//                      checkpoint state (state() / loadState()), so a resumed run continues where it stopped.
+//                      checkpoint state (state() / loadState()), so a resumed run continues where it stopped. With
+//                      totalEpochs (Trinity's total_epochs of an auxiliary buffer) it hands out at most
+//                      totalEpochs × size rows: remaining() says how many are left, and a read past them throws.
 import { type Experience, validateExperience } from '../experience.js';
 import { checkReadArgs, type ReadOptions } from './types.js';
 
@@ -59,6 +61,8 @@ export function sourceFromArray(experiences: readonly Experience[], options: { n
 /** What a strategy reads an auxiliary buffer through: `count` rows (an AuxiliaryReader always gives `count`). */
 export interface AuxiliarySource {
   read(count: number): Experience[] | Promise<Experience[]>;
+  /** Rows left to read (Infinity: cycled without end); a source without it never runs out. */
+  remaining?(): number;
 }
 
 /** An AuxiliaryReader's checkpoint state. */
@@ -73,11 +77,21 @@ export interface AuxiliaryReaderState {
 export class AuxiliaryReader implements AuxiliarySource {
   readonly name: string;
   readonly #rows: readonly Experience[];
+  /** Passes over the rows it hands out at most; null: cycled without end. */
+  readonly totalEpochs: number | null;
   #position = 0;
 
-  constructor(name: string, rows: readonly Experience[]) {
+  constructor(name: string, rows: readonly Experience[], totalEpochs: number | null = null) {
+    if (totalEpochs !== null && !(Number.isInteger(totalEpochs) && totalEpochs >= 1))
+      throw new RangeError(`auxiliary buffer '${name}': totalEpochs must be a positive integer or null, got ${totalEpochs}`);
     this.name = name;
     this.#rows = [...rows];
+    this.totalEpochs = totalEpochs;
+  }
+
+  /** Rows left to hand out: totalEpochs × size − position, or Infinity without totalEpochs. */
+  remaining(): number {
+    return this.totalEpochs === null ? Number.POSITIVE_INFINITY : this.totalEpochs * this.#rows.length - this.#position;
   }
 
   /** Rows in the dataset. */
@@ -102,6 +116,11 @@ export class AuxiliaryReader implements AuxiliarySource {
     }
     if (count === 0) return [];
     if (this.#rows.length === 0) throw new Error(`auxiliary buffer '${this.name}' is empty: cannot read ${count} rows`);
+    if (count > this.remaining())
+      throw new Error(
+        `auxiliary buffer '${this.name}': ${count} rows asked, ${this.remaining()} left of its total_epochs ` +
+          `(${this.totalEpochs} × ${this.#rows.length} rows)`,
+      );
     const out: Experience[] = [];
     for (let i = 0; i < count; i++) out.push(this.#rows[(this.#position + i) % this.#rows.length] as Experience);
     this.#position += count;

@@ -138,6 +138,16 @@ export const IGNORED_KEYS: readonly IgnoredKey[] = [
     }),
   ),
   ...MIX_BATCH_KNOBS.map(([key, kind, why]): IgnoredKey => ({ path: `algorithm.policy_loss_fn_args.${key}`, kind, why })),
+  {
+    path: 'model.fully_sharded_loras',
+    kind: 'boolean',
+    why: "vLLM's LoRA sharding across tensor-parallel ranks: an embedded engine holds the adapter whole on one device",
+  },
+  {
+    path: 'model.max_cpu_loras',
+    kind: 'integer',
+    why: "vLLM's CPU cache of LoRA adapters: a run here serves its one adapter (model.lora), kept with the engine's weights",
+  },
 ];
 
 /** Sections that Trinity has and this backend does not: removed once the keys above are taken out of them. */

@@ -36,6 +36,9 @@ export const RolloutModelSchema = z.strictObject({
   device: deviceSetting(), // embedded only; auto: cuda when a GPU is visible, else cpu
   // the base of each workflow run's sampling seed (Trinity: vLLM's seed 42); null: the first taskset's selector seed, else 42
   seed: intIn(0, Number.MAX_SAFE_INTEGER).nullable().default(null), // [0, 2^53 − 1]
+  // Qwen3's chat-template switch (Trinity's enable_thinking; model.enable_thinking is mapped here): passed to every
+  // render of the rollout model's chat template as the variable enable_thinking; null: not passed (the template's default)
+  enable_thinking: bool().nullable().default(null),
 });
 
 export const ExplorerSchema = z.strictObject({
@@ -131,6 +134,7 @@ export function explorerSettings(explorer: ExplorerConfig, context: ExplorerSett
     slots: rollout.slots,
     maxLength: context.maxLength,
     promptLimit: context.promptLimit,
+    chatTemplateVariables: rollout.enable_thinking === null ? {} : { enable_thinking: rollout.enable_thinking },
     defaultWorkflow: context.defaultWorkflowType ?? 'simple_workflow',
     device: context.device,
     engine:

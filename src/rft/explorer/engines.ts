@@ -23,6 +23,14 @@ export async function startExplorerEngine(
   weightsDir: string,
   log: (line: string) => void = () => {},
 ): Promise<StartedEngine> {
+  const started = await startEngine(settings, weightsDir, log);
+  // every chat render of the rollout model (workflows, its OpenAI endpoint) starts from the run's template variables
+  const tokenizer = started.engine.tokenizer;
+  if (tokenizer !== null) tokenizer.templateDefaults = settings.explorer.chatTemplateVariables;
+  return started;
+}
+
+async function startEngine(settings: EngineSettings, weightsDir: string, log: (line: string) => void): Promise<StartedEngine> {
   const spec = settings.explorer.engine;
   const tokenizer = () => (existsSync(join(settings.modelPath, 'tokenizer.json')) ? Tokenizer.load(settings.modelPath) : null);
   if (spec.type === 'embedded') {

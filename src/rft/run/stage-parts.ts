@@ -482,7 +482,7 @@ export class StageParts {
     for (const [name, dataset] of Object.entries(settings.auxiliaryDatasets)) {
       const rows = await loadSftDataset(dataset.path, Tokenizer.load(settings.modelPath), dataset.format);
       for (const row of rows) row.info.isExpert = true;
-      readers[name] = new AuxiliaryReader(name, rows);
+      readers[name] = new AuxiliaryReader(dataset.name, rows, dataset.totalEpochs);
     }
     return readers;
   }

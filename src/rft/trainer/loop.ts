@@ -127,6 +127,8 @@ export async function runTrainerLoop(parts: TrainerLoopParts): Promise<number> {
       const batch = await parts.nextBatch(step);
       if (batch.exhausted && batch.experiences.length === 0) {
         emptySteps.sourceEnded(step, batch.shortBecause);
+        if (batch.shortBecause)
+          parts.progress.log(`[${settings.stageName}] train step ${step}: ${batch.shortBecause}; training ends`);
         break;
       }
       // stopped while the batch was read (the explorer dropped its cut-short step): not trained, not checkpointed

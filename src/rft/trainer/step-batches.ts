@@ -76,11 +76,13 @@ export class StepBatches {
       // fewer than a batch came (rollouts failed, were rejected or filtered out, or the explorer stopped): trained on what came
       sampled.metrics['trainer/short_batch'] = buffer.shortBecause === null ? 0 : 1;
     }
+    // a strategy that can make no more batches (sampled.ended) ends training as a drained source does
+    const shortBecause = sampled.ended ?? buffer?.shortBecause ?? null;
     return {
       experiences: sampled.experiences,
       metrics: sampled.metrics,
-      exhausted: read === 0 && !(buffer?.shortStep ?? false),
-      ...(buffer?.shortBecause ? { shortBecause: buffer.shortBecause } : {}),
+      exhausted: sampled.ended !== undefined || (read === 0 && !(buffer?.shortStep ?? false)),
+      ...(shortBecause !== null ? { shortBecause } : {}),
     };
   }
 

@@ -109,6 +109,27 @@ describe('sample strategies', () => {
     );
   });
 
+  test("mix ends training, reading nothing, once the expert data's total_epochs leave less than a batch's share", async () => {
+    const usual = Array.from({ length: 30 }, (_, i) => experience(`u${i}`, {}));
+    const expert = Array.from({ length: 3 }, (_, i) => experience(`x${i}`, {}));
+    // 6 usual rows per batch; 2 epochs of 3 rows: 6 expert rows in all; ⌈0.25 · 8⌉ = 2 per batch, so 3 batches, then the end
+    const reader = new AuxiliaryReader('SFT_data', expert, 2);
+    const source = sourceFromArray(usual);
+    const mix = createSampleStrategy('mix', { expert_data_ratio: 0.25 });
+    const batch = () => mix.sample({ source, batchSize: 8, timeoutMs: 1000, auxiliary: { sft_dataset: reader } });
+    assert.equal((await batch()).experiences.length, 8);
+    assert.equal(reader.remaining(), 4);
+    const second = await batch();
+    assert.deepEqual(eids(second.experiences.filter((e) => e.info.isExpert)), ['x2', 'x0'], 'the second epoch wraps');
+    await batch();
+    const last = await batch();
+    assert.deepEqual(last.experiences, []);
+    assert.match(last.ended ?? '', /the expert data 'sft_dataset' has 0 row\(s\) left of its total_epochs/);
+    assert.equal((await source.read(30, { timeoutMs: 0 })).length, 12, 'the ending batch consumed no usual experience');
+    assert.throws(() => reader.read(1), /auxiliary buffer 'SFT_data': 1 rows asked, 0 left of its total_epochs \(2 × 3 rows\)/);
+    assert.equal(new AuxiliaryReader('cycled', expert).remaining(), Number.POSITIVE_INFINITY);
+  });
+
   test('dynamic_sampling drops zero-variance groups and refills from the source (DAPO)', async () => {
     // groups of 2: a (1, 0) informative, b (1, 1) and c (0, 0) flat, d (0, 1) informative, e (1, 0) informative
     const all = groups({ a: [1, 0], b: [1, 1], c: [0, 0], d: [0, 1], e: [1, 0] });

@@ -133,6 +133,7 @@ describe('loadConfig: defaults and derived keys', () => {
         model_name: null,
         device: 'auto',
         seed: null, // the workflow runs' seed base: the first taskset's selector seed, else 42
+        enable_thinking: null, // not passed to the chat template (its own default)
       },
       auxiliary_models: [],
       proxy_port: 8010,

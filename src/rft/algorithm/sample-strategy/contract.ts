@@ -37,6 +37,11 @@ export interface SampleInput {
 export interface SampleResult {
   experiences: Experience[];
   metrics: Record<string, number>;
+  /**
+   * Set (with no experiences, nothing read) when the strategy can make no more batches — e.g. mix's expert data has
+   * given its total_epochs: why, and training ends there as when the experience source is drained.
+   */
+  ended?: string;
 }
 
 /**

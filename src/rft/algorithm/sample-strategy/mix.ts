@@ -3,9 +3,10 @@
 // rest, batch_size − ⌈expert_data_ratio · batch_size⌉, usual ones read from the source (info.isExpert = false).
 // Exactly that many usual experiences are read: the rest stay in the source for the next steps. The expert rows are
 // read only once the usual ones are there, so a timed-out step consumes nothing; a source that is finished and
-// drained gives an empty batch (no expert rows either).
+// drained gives an empty batch (no expert rows either). Expert data with fewer rows left than a batch's share (its
+// total_epochs given, AuxiliarySource.remaining) ends training before anything is read, as Trinity's reader does.
 import type { Experience } from '../../experience.js';
-import { checkSampleInput, type SampleStrategyModule } from './contract.js';
+import { checkSampleInput, type SampleResult, type SampleStrategyModule } from './contract.js';
 import { SAMPLE_STRATEGY } from './registry.js';
 
 export interface MixSampleOptions {
@@ -37,7 +38,7 @@ export const mixSampleStrategy: SampleStrategyModule<MixSampleOptions> = {
       throw new Error(`${where}: expert_data_ratio must be in [0, 1], got ${expertDataRatio}`);
     }
     return {
-      async sample(input) {
+      async sample(input): Promise<SampleResult> {
         const minCount = checkSampleInput(where, input);
         const readExpert = input.auxiliary?.[sftDatasetName];
         if (readExpert === undefined) {
@@ -47,6 +48,11 @@ export const mixSampleStrategy: SampleStrategyModule<MixSampleOptions> = {
           );
         }
         const split = mixSplit(input.batchSize, expertDataRatio);
+        const left = readExpert.remaining?.() ?? Number.POSITIVE_INFINITY;
+        if (split.expert > 0 && left < split.expert) {
+          const ended = `the expert data '${sftDatasetName}' has ${left} row(s) left of its total_epochs, fewer than the ${split.expert} a batch takes`;
+          return { experiences: [], metrics: { 'sample/count': 0 }, ended };
+        }
         let usual: Experience[] = [];
         if (split.usual > 0) {
           usual = await input.source.read(split.usual, { timeoutMs: input.timeoutMs, minCount: Math.min(split.usual, minCount) });

@@ -20,6 +20,10 @@
 //                                              too unless trainer.param_dtype is set)
 //   trainer.trainer_config's knobs that mean something here (micro-batch, gradient clipping and checkpointing, the
 //                                              actor's optimizer) → their keys (./trinity-trainer-config.ts)
+//   model.temperature, model.enable_thinking, <taskset>.rollout_args.n, explorer.max_inflight_batches
+//                                            → ./trinity-rollout-mappings.ts
+//   buffer.trainer_input.sft_warmup_dataset as mix's expert data (Trinity 0.2) → auxiliary_buffers
+//                                              (./trinity-mix-mappings.ts)
 //   cluster.node_num, cluster.gpu_per_node   → taken out here; the placement they imply is checked against the
 //                                              machine when the run is checked (./trinity-report.ts)
 //
@@ -31,6 +35,14 @@ import { type IgnoredSetting, takeIgnoredKeys } from '../../config/ignored-keys.
 import { pathsMatching } from '../../config/refusals.js';
 import { describeValue, getIn, isMapping, joinPath, type Segment, type Tree } from '../../config/source.js';
 import { DTYPES } from '../../config/value-schemas.js';
+import {
+  mapMaxInflightBatches,
+  mapModelEnableThinking,
+  mapModelTemperature,
+  mapRolloutN,
+  writtenRepeatTimes,
+} from './trinity-rollout-mappings.js';
+import { mapMixExpertData } from './trinity-mix-mappings.js';
 import { mapTrainerConfig } from './trinity-trainer-config.js';
 
 /** One mapped key: where it was written, the value, and what it became (null: decided once the run is resolved). */
@@ -77,8 +89,13 @@ export function takeTrinityKeys(tree: Tree, options: TrinityKeyOptions, problems
     mapWarmupStyle(node, at, mapped, problem);
     mapTokenLevelSftLoss(node, at, mapped, problem);
     mapped.push(...mapTrainerConfig(node, at, problem));
+    mapRolloutN(node, at, mapped, problem, writtenRepeatTimes(tree, node));
+    mapMaxInflightBatches(node, at, mapped, problem);
+    mapMixExpertData(node, node.algorithm ?? tree.algorithm, at, mapped, problem);
   }
   mapRolloutDtype(tree, mapped, problem);
+  mapModelTemperature(tree, mapped, problem);
+  mapModelEnableThinking(tree, mapped, problem);
   const cluster = takeCluster(tree, problem);
   const ignored = takeIgnoredKeys(tree, problems);
   return { ignored, mapped, cluster };

@@ -181,6 +181,7 @@ function tokenizerProxy(info: TokenizerInfo, call: (method: TokenizerMethod, arg
     eosTokenIds: info.eosTokenIds,
     padTokenId: info.padTokenId,
     bosTokenId: info.bosTokenId,
+    templateDefaults: {}, // renders run on the main thread's tokenizer, with its defaults (the run's enable_thinking)
     encode: (...args) => call('encode', args) as number[],
     decode: (...args) => call('decode', args) as string,
     tokenToId: (...args) => call('tokenToId', args) as number | null,

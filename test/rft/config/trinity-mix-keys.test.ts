@@ -1,0 +1,100 @@
+// Mix's expert data in Trinity-RFT's forms (src/rft/run/config/trinity-mix-mappings.ts, src/rft/buffer/config.ts):
+// the older trainer_input.sft_warmup_dataset (v0.2, read by mix when no warm-up steps are set) becomes
+// auxiliary_buffers.<sft_dataset_name>; in the newer auxiliary_buffers an entry's name may differ from its key (the
+// strategy looks it up by the key) and total_epochs bounds its reads.
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { type Config, ConfigError, parseConfig, resolveStages, type StageConfig } from '../../../src/rft/run/config/index.js';
+import { stageSettings } from '../../../src/rft/run/config/stage-settings.js';
+import { modelFolder, tasksetFile } from './helpers.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'trinity-mix-keys-'));
+const model = modelFolder(join(dir, 'model'));
+const tasks = tasksetFile(join(dir, 'tasks.jsonl'));
+const sft = tasksetFile(join(dir, 'sft.jsonl'));
+
+function configText(algorithm: string, trainerInput: string): string {
+  return `model: {model_path: ${model}, max_model_len: 64}
+checkpoint_root_dir: ${dir}/runs
+algorithm: ${algorithm}
+buffer:
+  batch_size: 2
+  total_steps: 1
+  explorer_input:
+    taskset: {path: ${tasks}}
+    default_workflow_type: simple_workflow
+    default_reward_fn_type: accuracy_reward
+  trainer_input: ${trainerInput}
+`;
+}
+
+const load = (text: string): Config => parseConfig(text, { env: {}, cwd: dir, file: join(dir, 'run.yaml') });
+const settingsOf = (config: Config) => stageSettings(resolveStages(config)[0] as StageConfig, model);
+
+function problemsOf(text: string): string[] {
+  try {
+    load(text);
+  } catch (error) {
+    if (error instanceof ConfigError) return error.problems.map((p) => `${p.path}: ${p.message}`);
+    throw error;
+  }
+  return [];
+}
+
+describe("mix's expert data in Trinity's forms", () => {
+  it('sft_warmup_dataset (v0.2) is the mix expert data when no warm-up steps are set', () => {
+    const config = load(
+      configText(
+        '{algorithm_type: mix_chord}',
+        `{sft_warmup_dataset: {name: SFT_data, storage_type: file, algorithm_type: sft, path: ${sft}}}`,
+      ),
+    );
+    assert.deepEqual(Object.keys(settingsOf(config).auxiliaryDatasets), ['sft_dataset']);
+    assert.equal(settingsOf(config).auxiliaryDatasets.sft_dataset?.name, 'SFT_data');
+    const line = config.trinity_keys.mapped.find((m) => m.path === 'buffer.trainer_input.sft_warmup_dataset');
+    assert.match(line?.to ?? '', /^buffer\.trainer_input\.auxiliary_buffers\.sft_dataset \(mix's expert data/);
+    // sample_strategy_args.sft_dataset_name names the key
+    const named = load(
+      configText(
+        '{algorithm_type: mix, sample_strategy_args: {sft_dataset_name: expert}}',
+        `{sft_warmup_dataset: {path: ${sft}}}`,
+      ),
+    );
+    assert.deepEqual(Object.keys(settingsOf(named).auxiliaryDatasets), ['expert']);
+  });
+
+  it('stays an SFT warm-up with warm-up steps, and is not moved for an algorithm that does not sample with mix', () => {
+    const warmup = load(
+      configText(
+        '{algorithm_type: mix}',
+        `{sft_warmup_dataset: {path: ${sft}}, sft_warmup_steps: 1, auxiliary_buffers: {sft_dataset: {path: ${sft}}}}`,
+      ),
+    );
+    assert.equal(warmup.trinity_keys.mapped.length, 0);
+    assert.deepEqual(problemsOf(configText('{algorithm_type: grpo}', `{sft_warmup_dataset: {path: ${sft}}}`)), [
+      'buffer.trainer_input.sft_warmup_dataset: is set but sft_warmup_steps is 0, so it would never be read',
+    ]);
+    assert.deepEqual(
+      problemsOf(configText('{algorithm_type: mix}', `{sft_warmup_dataset: {path: ${sft}, algorithm_type: dpo}}`)),
+      [
+        'buffer.trainer_input.sft_warmup_dataset.algorithm_type: mix\'s expert rows are SFT rows: expected sft, got the string "dpo"',
+      ],
+    );
+  });
+
+  it("auxiliary_buffers: the key is the look-up, the name Trinity's storage name; total_epochs is read", () => {
+    const config = load(
+      configText('{algorithm_type: mix}', `{auxiliary_buffers: {sft_dataset: {name: SFT_data, total_epochs: 25, path: ${sft}}}}`),
+    );
+    const expert = settingsOf(config).auxiliaryDatasets.sft_dataset;
+    assert.deepEqual([expert?.name, expert?.totalEpochs], ['SFT_data', 25]);
+    assert.equal(
+      settingsOf(load(configText('{algorithm_type: mix}', `{auxiliary_buffers: {x: {path: ${sft}}}}`))).auxiliaryDatasets.x
+        ?.totalEpochs,
+      null,
+    );
+  });
+});
