@@ -93,7 +93,12 @@ export interface StageSettings {
     host: string;
     port: number;
     apiKey: string | null;
+    /** A reply's max_tokens when a request gives none, and its cap when it asks more. */
     maxTokens: number;
+    /** The key maxTokens came from (said at start). */
+    maxTokensKey: 'explorer.serve_max_tokens' | 'model.max_response_tokens';
+    /** model.max_model_len (the context, explorer.maxLength) = max_prompt_tokens + max_response_tokens (said at start). */
+    contextIsPromptPlusResponse: boolean;
     maxPromptTokens: number | null;
     maxBodyBytes: number;
     maxN: number;
