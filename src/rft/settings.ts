@@ -171,6 +171,11 @@ export interface StageResult {
   steps: number;
   /** The train steps the stage was asked for (modes both and train; `steps` is the last one it reached). */
   stepsAsked?: number;
+  /**
+   * The stage has no end step (online training: mode train over a shared buffer without total_steps) and stopped
+   * because the processes writing its buffer finished: it is not done, the same command trains on when they write again.
+   */
+  openEnded?: boolean;
 }
 
 /** What a finished stage leaves in its done.json (a rerun skips the stage and starts the next from its model). */

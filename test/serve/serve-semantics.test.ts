@@ -186,7 +186,7 @@ describe('mode serve: model name, API key, task_id groups', () => {
       const { advantages } = computeGrpoAdvantages({
         actionMask: torch.ones([8, 1], { dtype: 'float64' }),
         rewards: torch.tensor(
-          stored.map((e) => e.reward),
+          stored.map((e) => e.reward ?? Number.NaN),
           { dtype: 'float64' },
         ),
         groupIds: stored.map((e) => e.info.taskId as string),

@@ -237,7 +237,9 @@ function current(): TrainerState {
 /** LR schedule from Trinity's optimizer keys: constant, or cosine/linear with warmup and min_lr_ratio. */
 function schedule(algorithm: ResolvedAlgorithm, totalSteps: number): torch.LrSchedule {
   const o = algorithm.optimizer;
-  const warmupSteps = o.lrWarmupSteps >= 0 ? o.lrWarmupSteps : Math.floor(o.lrWarmupStepsRatio * totalSteps);
+  if (!Number.isFinite(totalSteps)) checkOnlineSchedule(o);
+  const warmupSteps =
+    o.lrWarmupSteps >= 0 ? o.lrWarmupSteps : o.lrWarmupStepsRatio === 0 ? 0 : Math.floor(o.lrWarmupStepsRatio * totalSteps);
   const type =
     o.lrSchedulerType === 'cosine' || o.lrSchedulerType === 'linear'
       ? o.lrSchedulerType
@@ -245,6 +247,21 @@ function schedule(algorithm: ResolvedAlgorithm, totalSteps: number): torch.LrSch
         ? 'constant_with_warmup'
         : 'constant';
   return { type, warmupSteps, totalSteps: Math.max(totalSteps, warmupSteps + 1), minLrRatio: o.minLrRatio };
+}
+
+/** A stage with no end step (online training, ../run/stage-plan.ts trainsOnline) has no schedule that needs one. */
+function checkOnlineSchedule(o: ResolvedAlgorithm['optimizer']): void {
+  const online = 'this stage trains online with no end step (mode train over a shared buffer without buffer.total_steps)';
+  if (o.lrSchedulerType === 'cosine' || o.lrSchedulerType === 'linear')
+    throw new Error(
+      `algorithm.optimizer.lr_scheduler_type '${o.lrSchedulerType}' decays towards the last step, and ${online}: ` +
+        "use 'constant', or set buffer.total_steps",
+    );
+  if (o.lrWarmupSteps < 0 && o.lrWarmupStepsRatio > 0)
+    throw new Error(
+      `algorithm.optimizer.lr_warmup_steps_ratio ${o.lrWarmupStepsRatio} is a share of the steps, and ${online}: ` +
+        'set lr_warmup_steps instead, or buffer.total_steps',
+    );
 }
 
 function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): TrainerState {
