@@ -159,8 +159,8 @@ export function describeServeLengths(settings: Pick<StageSettings, 'explorer' | 
   return (
     `a conversation's context (all its turns and the reply): ${context} tokens (model.max_model_len` +
     (contextIsPromptPlusResponse
-      ? ' = max_prompt_tokens + max_response_tokens, as Trinity-RFT derives it when unset; set model.max_model_len ' +
-        'for longer conversations)'
+      ? ', here max_prompt_tokens + max_response_tokens: the value Trinity-RFT derives when max_model_len is unset; ' +
+        'set it for longer conversations)'
       : ')') +
     `; a reply: ${maxTokens} tokens when a request gives no max_tokens, and at most that (${maxTokensKey}) or ` +
     'what the context has left'

@@ -111,7 +111,7 @@ describe('mode serve without max_model_len: the context is max_prompt_tokens + m
 
   it('lowers a reply to what the context has left, and refuses a prompt that fills it naming the context', async () => {
     assert.ok(
-      lines.some((l) => /: 28 tokens \(model\.max_model_len = max_prompt_tokens \+ max_response_tokens, as Trinity-RFT/.test(l)),
+      lines.some((l) => /: 28 tokens \(model\.max_model_len, here max_prompt_tokens \+ max_response_tokens: the value/.test(l)),
       lines.join('\n'),
     );
     const first = await chat([{ role: 'user', content: '1' }], { max_tokens: 4 });
