@@ -34,6 +34,7 @@ import { type ResolvedAlgorithm, resolveAlgorithm } from '../algorithm/presets.j
 import { checkFiniteWeights, type LoadedCheckpoint, latestCheckpoint } from '../checkpoint.js';
 import { loadCriticState, loadOptimizerState, saveCheckpoint } from '../checkpoint.js';
 import type { Experience } from '../experience.js';
+import { trainerLrSchedule } from './lr-schedule.js';
 import { ZeroAdamW } from './zero.js';
 import {
   broadcastParameters,
@@ -234,36 +235,6 @@ function current(): TrainerState {
   return state;
 }
 
-/** LR schedule from Trinity's optimizer keys: constant, or cosine/linear with warmup and min_lr_ratio. */
-function schedule(algorithm: ResolvedAlgorithm, totalSteps: number): torch.LrSchedule {
-  const o = algorithm.optimizer;
-  if (!Number.isFinite(totalSteps)) checkOnlineSchedule(o);
-  const warmupSteps =
-    o.lrWarmupSteps >= 0 ? o.lrWarmupSteps : o.lrWarmupStepsRatio === 0 ? 0 : Math.floor(o.lrWarmupStepsRatio * totalSteps);
-  const type =
-    o.lrSchedulerType === 'cosine' || o.lrSchedulerType === 'linear'
-      ? o.lrSchedulerType
-      : warmupSteps > 0
-        ? 'constant_with_warmup'
-        : 'constant';
-  return { type, warmupSteps, totalSteps: Math.max(totalSteps, warmupSteps + 1), minLrRatio: o.minLrRatio };
-}
-
-/** A stage with no end step (online training, ../run/stage-plan.ts trainsOnline) has no schedule that needs one. */
-function checkOnlineSchedule(o: ResolvedAlgorithm['optimizer']): void {
-  const online = 'this stage trains online with no end step (mode train over a shared buffer without buffer.total_steps)';
-  if (o.lrSchedulerType === 'cosine' || o.lrSchedulerType === 'linear')
-    throw new Error(
-      `algorithm.optimizer.lr_scheduler_type '${o.lrSchedulerType}' decays towards the last step, and ${online}: ` +
-        "use 'constant', or set buffer.total_steps",
-    );
-  if (o.lrWarmupSteps < 0 && o.lrWarmupStepsRatio > 0)
-    throw new Error(
-      `algorithm.optimizer.lr_warmup_steps_ratio ${o.lrWarmupStepsRatio} is a share of the steps, and ${online}: ` +
-        'set lr_warmup_steps instead, or buffer.total_steps',
-    );
-}
-
 function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): TrainerState {
   const algorithm = resolveAlgorithm(init.algorithm);
   const modelDir = checkpoint?.modelDir ?? init.modelPath;
@@ -330,7 +301,7 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   const scheduler = new torch.LrScheduler(
     optimizer,
     o.lr,
-    schedule(algorithm, init.totalSteps),
+    trainerLrSchedule(algorithm.optimizer, init.totalSteps),
     saved?.schedulerStep ?? startStep,
   );
   let reference: TrainerState['reference'] = null;
