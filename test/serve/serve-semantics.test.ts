@@ -2,7 +2,7 @@
 // max_prompt_tokens + max_response_tokens when unset, and said at start), a reply gets model.max_response_tokens when
 // the request gives no max_tokens and at most that when it asks more, turns after the first are served while they fit
 // the context, any model name reaches the one model served, the API key is required when set, and the feedback of
-// n=1 calls that name one task_id forms one GRPO group.
+// n=1 calls that name one task_id forms one GRPO group. `trinity serve` without the LoRA API accepts any name too.
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -11,7 +11,7 @@ import { computeGrpoAdvantages } from '../../src/rft/algorithm/index.js';
 import { SqliteBuffer } from '../../src/rft/buffer/index.js';
 import { loadConfig, resolveStages } from '../../src/rft/run/config/index.js';
 import { type StageSettings, stageSettings } from '../../src/rft/run/index.js';
-import { type ServeStage, startServeStage } from '../../src/serve/index.js';
+import { type ServeStage, serveModel, startServeStage } from '../../src/serve/index.js';
 import * as torch from '../../src/torch/index.js';
 import { makeJob } from '../rft/run/helpers.js';
 
@@ -198,5 +198,27 @@ describe('mode serve: model name, API key, task_id groups', () => {
       // groups of one: mean 0, std 1 → the raw reward, no comparison between the calls
       for (const [i, expected] of rewards.entries()) assert.ok(Math.abs((a[4 + i] as number) - expected) < 1e-4, `${a}`);
     });
+  });
+});
+
+describe('trinity serve (serveModel) without the LoRA API: one model, any name', () => {
+  it('answers a request naming another model with the folder served', async () => {
+    const job = makeJob({ totalSteps: 1, saveInterval: 1 });
+    const served = await serveModel({ modelDir: join(job.root, 'model'), port: 0, slots: 2 });
+    try {
+      const res = await fetch(`${served.server.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: '1+1=' }], max_tokens: 2 }),
+      });
+      assert.equal(res.status, 200, await res.clone().text());
+      const models = (await (await fetch(`${served.server.baseURL}/models`)).json()) as { data: { id: string }[] };
+      assert.deepEqual(
+        models.data.map((m) => m.id),
+        ['model'],
+      );
+    } finally {
+      await served.close();
+    }
   });
 });
