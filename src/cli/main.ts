@@ -216,7 +216,8 @@ const SERVE_HELP = `trinity serve --model DIR [options]
   --port N                 default 8000
   --api-key KEY            require "Authorization: Bearer KEY" (default: $TRINITY_API_KEY, else none); not empty
   --allow-unauthenticated  serve a non-loopback --host without an API key: anyone who can reach it may use it
-  --model-name NAME        the model id clients send (default: the folder's name)
+  --model-name NAME        the id /v1/models lists (default: the folder's name); requests may name any model
+                           unless --allow-reload-from is given (its LoRA API serves several: names are exact)
   --dtype float32|bfloat16 compute dtype (default: the folder's)
   --slots N                sequences decoded at once (default 16)
   --max-length N           context per sequence (default: the model's, at most 2048)

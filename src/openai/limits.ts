@@ -7,6 +7,8 @@
 //   completion      max_tokens                     ≤ maxTokens                         else 400 (param: its field)
 //                   promptTokens + max_tokens      ≤ contextLength                     else 400 (param: its field)
 //                   not given: min(maxTokens, contextLength - promptTokens, the work budget's share below)
+//                   capTokens: a max_tokens over either bound is lowered to min(max_tokens, maxTokens,
+//                   contextLength - promptTokens) instead of refused (mode serve: the run's max_response_tokens)
 //   samples         n                              ≤ maxN                              else 400 (param: n)
 //   work            completions = prompts × n      ≤ maxCompletions                    else 400 (param: the prompts'
 //                                                                                           field, or n for one prompt)
@@ -36,6 +38,11 @@ export interface RequestLimits {
   maxCompletions?: number;
   /** Most tokens per request: its prompts' tokens + completions × the completion budget. */
   maxRequestTokens?: number;
+  /**
+   * A completion budget asked for over maxTokens or over the room the prompt leaves in the context is lowered to fit
+   * instead of refused (the reply ends with finish_reason 'length' there). Default false: refused (400).
+   */
+  capTokens?: boolean;
 }
 
 /** What a request asks for; a measure left out is not checked. */
@@ -81,8 +88,10 @@ export function checkRequestLimits(size: RequestSize, limits: RequestLimits): { 
       );
     }
   }
+  // capTokens: a budget asked for is lowered like the default one, and the work limits shrink it as they shrink that
+  const capped = asked !== undefined && asked.value !== null && limits.capTokens === true;
   let budget: number | null = null;
-  if (asked !== undefined && asked.value !== null) {
+  if (asked !== undefined && asked.value !== null && !capped) {
     if (limits.maxTokens !== undefined && asked.value > limits.maxTokens) {
       throw new OpenAIHttpError(400, `'${asked.param}' ${asked.value} exceeds this server's limit of ${limits.maxTokens}`, {
         param: asked.param,
@@ -97,12 +106,17 @@ export function checkRequestLimits(size: RequestSize, limits: RequestLimits): { 
       );
     }
     budget = asked.value;
-  } else if (prompt !== undefined) {
-    budget = Math.min(limits.maxTokens ?? Number.POSITIVE_INFINITY, context - prompt.tokens);
+  } else if (prompt !== undefined || capped) {
+    const wanted = capped ? (asked?.value ?? Number.POSITIVE_INFINITY) : Number.POSITIVE_INFINITY;
+    budget = Math.min(wanted, limits.maxTokens ?? Number.POSITIVE_INFINITY, context - (prompt?.tokens ?? 0));
     if (!Number.isFinite(budget)) budget = null;
   }
   if (n !== undefined && limits.maxN !== undefined && n > limits.maxN) {
     throw new OpenAIHttpError(400, `'n' ${n} exceeds this server's limit of ${limits.maxN}`, { param: 'n' });
+  }
+  if (capped) {
+    const { maxTokens: _lowered, ...unasked } = size;
+    return { maxTokens: checkRequestWork(unasked, limits, budget) };
   }
   return { maxTokens: checkRequestWork(size, limits, budget) };
 }

@@ -209,10 +209,26 @@ async function handleRequest(state: ServerState, req: IncomingMessage, res: Serv
   throw new OpenAIHttpError(404, `no route ${req.method} ${path}`, { code: 'not_found' });
 }
 
-/** The service that answers `body.model`: an adapter's (loraAdapters), else the server's. */
+/**
+ * The service that answers `body.model`: an adapter's (loraAdapters), else the server's. With adapters loaded the
+ * server serves several models, so a name that is none of them is a 404 naming them all (with one model, the service
+ * decides: a server of one model may accept any name).
+ */
 function serviceOf(options: OpenAIServerOptions, body: unknown): OpenAIService {
   const model = (body as { model?: unknown } | null)?.model;
-  return (typeof model === 'string' ? options.loraAdapters?.serviceFor(model) : undefined) ?? options.service;
+  if (typeof model !== 'string') return options.service; // the request schema names the missing field
+  const adapter = options.loraAdapters?.serviceFor(model);
+  if (adapter !== undefined) return adapter;
+  const adapters = options.loraAdapters?.names() ?? [];
+  if (adapters.length > 0 && !options.service.servesModel(model)) {
+    const served = [...options.service.models().data.map((m) => m.id), ...adapters];
+    throw new OpenAIHttpError(
+      404,
+      `The model '${model}' does not exist; this server serves ${served.length} models: ${served.join(', ')}`,
+      { param: 'model', code: 'model_not_found' },
+    );
+  }
+  return options.service;
 }
 
 /** GET /v1/models: the service's models, then the loaded LoRA adapters (their parent is the base model). */

@@ -82,8 +82,13 @@ export interface OpenAIServiceOptions {
    */
   vocabSize?: number;
   backend: OpenAIBackend;
-  /** Largest max_tokens a request may ask for (default 4096). */
+  /** Largest max_tokens a request may ask for (default 4096), and the budget of a request that asks none. */
   maxTokens?: number;
+  /**
+   * A max_tokens over maxTokens, or over the room the prompt leaves in the context, is lowered to fit instead of
+   * refused (./limits.ts capTokens; mode serve: an agent's max_tokens is a wish, the run's max_response_tokens the bound).
+   */
+  capMaxTokens?: boolean;
   /** Longest prompt in tokens (default: the engine's maxLength, else 32768). */
   maxPromptTokens?: number;
   /** Largest n (default 16). */
@@ -94,7 +99,10 @@ export interface OpenAIServiceOptions {
   maxRequestTokens?: number;
   /** Per-request generation timeout (default: the engine's). */
   requestTimeoutMs?: number;
-  /** Accept any `model` name (an agent's hard-coded one) instead of 404 (the explorer's internal endpoint). */
+  /**
+   * Accept any `model` name (an agent's hard-coded one) instead of 404: the explorer's internal endpoint, and servers
+   * of one model (mode serve, `trinity serve` without the LoRA API; ./server.ts answers 404 when adapters make several).
+   */
   acceptAnyModel?: boolean;
 }
 
@@ -152,6 +160,7 @@ export class OpenAIService {
   readonly #created = Math.floor(Date.now() / 1000);
   readonly #requestTimeoutMs: number | undefined;
   readonly #acceptAnyModel: boolean;
+  readonly #capMaxTokens: boolean;
 
   constructor(options: OpenAIServiceOptions) {
     this.modelName = options.modelName;
@@ -166,6 +175,12 @@ export class OpenAIService {
     this.maxRequestTokens = options.maxRequestTokens ?? DEFAULTS.maxRequestTokens;
     this.#requestTimeoutMs = options.requestTimeoutMs;
     this.#acceptAnyModel = options.acceptAnyModel ?? false;
+    this.#capMaxTokens = options.capMaxTokens ?? false;
+  }
+
+  /** `name` is this model's name, an alias or a hidden alias (whether or not any name is accepted). */
+  servesModel(name: string): boolean {
+    return this.#names.has(name) || this.#hiddenNames.has(name);
   }
 
   models(): ModelList {
@@ -360,7 +375,7 @@ export class OpenAIService {
   }
 
   #checkModel(name: string): void {
-    if (!this.#acceptAnyModel && !this.#names.has(name) && !this.#hiddenNames.has(name)) {
+    if (!this.#acceptAnyModel && !this.servesModel(name)) {
       throw new OpenAIHttpError(404, `The model '${name}' does not exist; this server serves: ${[...this.#names].join(', ')}`, {
         param: 'model',
         code: 'model_not_found',
@@ -408,6 +423,7 @@ export class OpenAIService {
       maxN: this.maxN,
       maxCompletions: this.maxCompletions,
       maxRequestTokens: this.maxRequestTokens,
+      capTokens: this.#capMaxTokens,
       ...(this.backend.maxLength !== undefined ? { contextLength: this.backend.maxLength } : {}),
     };
   }

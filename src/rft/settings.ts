@@ -109,7 +109,12 @@ export interface StageSettings {
     host: string;
     port: number;
     apiKey: string | null;
+    /** A reply's max_tokens when a request gives none, and its cap when it asks more. */
     maxTokens: number;
+    /** The key maxTokens came from (said at start). */
+    maxTokensKey: 'explorer.serve_max_tokens' | 'model.max_response_tokens';
+    /** model.max_model_len (the context, explorer.maxLength) = max_prompt_tokens + max_response_tokens (said at start). */
+    contextIsPromptPlusResponse: boolean;
     maxPromptTokens: number | null;
     maxBodyBytes: number;
     maxN: number;
@@ -183,6 +188,11 @@ export interface StageResult {
   steps: number;
   /** The train steps the stage was asked for (modes both and train; `steps` is the last one it reached). */
   stepsAsked?: number;
+  /**
+   * The stage has no end step (online training: mode train over a shared buffer without total_steps) and stopped
+   * because the processes writing its buffer finished: it is not done, the same command trains on when they write again.
+   */
+  openEnded?: boolean;
 }
 
 /** What a finished stage leaves in its done.json (a rerun skips the stage and starts the next from its model). */

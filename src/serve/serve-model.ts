@@ -23,7 +23,7 @@ import { ConfinedPathError, isInside, pathPresent, resolveExistingInside } from 
 
 export interface ServeModelOptions {
   modelDir: string;
-  /** The id clients name (default: the folder's name). */
+  /** The id /v1/models lists (default: the folder's name); requests may name any model unless reloadRoot is set. */
   modelName?: string;
   host?: string;
   port?: number;
@@ -84,6 +84,9 @@ export async function serveModel(options: ServeModelOptions): Promise<ServedMode
   if (vocabularyWarning !== null) options.log?.(vocabularyWarning);
   const service = new OpenAIService({
     modelName,
+    // one model served: any name answers (an agent's hard-coded one). With the LoRA API on, names are exact: a pool
+    // asking for an adapter a server has lost must get a 404, not the base model (../openai/server.ts names them all)
+    acceptAnyModel: !options.reloadRoot,
     backend: engine,
     vocabSize, // token ids in requests are checked against the model's own
     ...(options.maxTokens !== undefined ? { maxTokens: options.maxTokens } : {}),

@@ -8,7 +8,13 @@
 //   train process (mode train, same buffer) ──▶ sync/latest.json ──▶ this engine reloads the weights
 //
 // /feedback body: { response_id, reward, choice_index = 0, task_id = response_id, run_id = choice_index, metrics }.
-// Choices of one response share a task id by default, so `n` samples with a reward each form a GRPO group.
+// Choices of one response share a task id by default, so `n` samples with a reward each form a GRPO group; separate
+// n=1 calls form one when their feedback names the same task_id (the trainer groups a batch's experiences by it).
+//
+// Lengths: a conversation (every turn, and the reply) fits model.max_model_len, the engine's context. A reply gets
+// explorer.serve_max_tokens (default model.max_response_tokens) when the request gives no max_tokens, and at most
+// that or what the context has left: a larger max_tokens is lowered, not refused (an agent written for a bigger model
+// runs unchanged; finish_reason 'length' says where a reply was cut). Any `model` name is accepted: one model is served.
 // GET /v1/trinity/status: model version, recorded turns, experiences written.
 import { join } from 'node:path';
 import {
@@ -78,12 +84,15 @@ export async function startServeStage(settings: StageSettings, hooks: StageHooks
   const feedback = feedbackRoute(buffer);
 
   const service = new OpenAIService({
+    // /v1/models lists the run's name; one model is served, so any `model` a request names is this one (an agent's
+    // hard-coded name, or the model path agents written for Trinity-RFT send)
     modelName: settings.name || 'trinity',
-    // agents written for Trinity-RFT send the model path as `model`: accepted, but /v1/models shows the name only
-    hiddenAliases: [settings.modelPath],
+    acceptAnyModel: true,
     vocabSize,
     backend: engine,
+    // a reply's default and cap (see the header): a larger max_tokens is lowered, not refused
     maxTokens: settings.serve.maxTokens,
+    capMaxTokens: true,
     maxN: settings.serve.maxN,
     ...(settings.serve.maxPromptTokens !== null ? { maxPromptTokens: settings.serve.maxPromptTokens } : {}),
   });
@@ -117,6 +126,7 @@ export async function startServeStage(settings: StageSettings, hooks: StageHooks
     `[${settings.stageName}] serving ${settings.modelPath} (version ${version}) at ${server.baseURL}` +
       `${settings.serve.apiKey ? ' (API key required)' : ''}; experiences → ${bufferPath}`,
   );
+  log(`[${settings.stageName}] ${describeServeLengths(settings)}`);
   const poll = pollPublishedWeights(engine, settings, log, {
     current: () => version,
     loaded: (next) => {
@@ -140,6 +150,21 @@ export async function startServeStage(settings: StageSettings, hooks: StageHooks
       await buffer.close();
     },
   };
+}
+
+/** The lengths a conversation and a reply get (said at start: the context may be a derived one). */
+export function describeServeLengths(settings: Pick<StageSettings, 'explorer' | 'serve'>): string {
+  const { maxTokens, maxTokensKey, contextIsPromptPlusResponse } = settings.serve;
+  const context = settings.explorer.maxLength;
+  return (
+    `a conversation's context (all its turns and the reply): ${context} tokens (model.max_model_len` +
+    (contextIsPromptPlusResponse
+      ? ', here max_prompt_tokens + max_response_tokens: the value Trinity-RFT derives when max_model_len is unset; ' +
+        'set it for longer conversations)'
+      : ')') +
+    `; a reply: ${maxTokens} tokens when a request gives no max_tokens, and at most that (${maxTokensKey}) or ` +
+    'what the context has left'
+  );
 }
 
 /** An empty key is refused (it would let everyone in); no key on a non-loopback address is warned about. */

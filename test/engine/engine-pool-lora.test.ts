@@ -118,6 +118,10 @@ describe('LoRA adapters on a pool of two trinity serve servers (serveModel, in t
       status: 200,
       text: "Success: LoRA adapter 'x' added successfully.",
     });
+    // several models served (the base, the first test's adapter, x): a name that is none of them is a 404 naming them
+    const unknown = await post(server, '/chat/completions', { model: 'nope', messages: [{ role: 'user', content: 'hi' }] });
+    assert.equal(unknown.status, 404);
+    assert.match(unknown.text, /The model 'nope' does not exist; this server serves 3 models: tiny, policy, x/);
     const again = await post(server, '/load_lora_adapter', { lora_name: 'x', lora_path: dir });
     assert.equal(again.status, 400);
     assert.match(again.text, /The lora adapter 'x' has already been loaded/);

@@ -1,5 +1,6 @@
 // Every example config validates (keys, cross-field rules, algorithm presets) and names workflows that resolve, so
-// `trinity run --config examples/<name>/config.yaml` does not fail on its config after a model is created.
+// `trinity run --config examples/<name>/config.yaml` (or its other .yaml) does not fail on its config after a model
+// is created.
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -11,9 +12,15 @@ import { WORKFLOWS } from '../../src/rft/workflow/index.js';
 
 const examples = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'examples');
 
-for (const name of readdirSync(examples)) {
-  test(`examples/${name}/config.yaml is valid and its workflows resolve`, async () => {
-    const file = join(examples, name, 'config.yaml');
+// config.yaml, or the configs of an example's processes (agent_traffic: serve.yaml and train.yaml)
+const exampleConfigs = readdirSync(examples).flatMap((name) => {
+  const yaml = readdirSync(join(examples, name)).filter((f) => f.endsWith('.yaml'));
+  return (yaml.length > 0 ? yaml : ['config.yaml']).map((file) => [name, file] as const);
+});
+
+for (const [name, configName] of exampleConfigs) {
+  test(`examples/${name}/${configName} is valid and its workflows resolve`, async () => {
+    const file = join(examples, name, configName);
     const config = loadConfig(file, { resolveAlgorithm });
     const stages = resolveStages(config);
     assert.ok(stages.length >= 1);

@@ -67,6 +67,33 @@ describe('checkRequestLimits', () => {
   });
 });
 
+describe('checkRequestLimits with capTokens (mode serve)', () => {
+  const capping: RequestLimits = { ...limits, capTokens: true };
+  it('lowers a max_tokens over maxTokens or over the room left in the context instead of refusing it', () => {
+    assert.deepEqual(checkRequestLimits({ prompt: prompt(10), maxTokens: asked(500) }, capping), { maxTokens: 32 });
+    // 40 and 60 prompt tokens leave 24 and 4 of the context of 64 (refused without capTokens: 60 + 32 > 64)
+    assert.deepEqual(checkRequestLimits({ prompt: prompt(40), maxTokens: asked(32) }, { ...capping, maxPromptTokens: 64 }), {
+      maxTokens: 24,
+    });
+    assert.deepEqual(checkRequestLimits({ prompt: prompt(60), maxTokens: asked(32) }, { ...capping, maxPromptTokens: 64 }), {
+      maxTokens: 4,
+    });
+    assert.throws(() => checkRequestLimits({ prompt: prompt(60), maxTokens: asked(32) }, { ...limits, maxPromptTokens: 64 }), {
+      status: 400,
+    });
+    // a smaller budget asked for is kept; none asked: maxTokens, as without capTokens
+    assert.deepEqual(checkRequestLimits({ prompt: prompt(10), maxTokens: asked(3) }, capping), { maxTokens: 3 });
+    assert.deepEqual(checkRequestLimits({ prompt: prompt(10), maxTokens: asked(null) }, capping), { maxTokens: 32 });
+    // the other limits still refuse: the prompt, n; the work limit shrinks the lowered budget as it does a default one
+    assert.throws(() => checkRequestLimits({ prompt: prompt(41), maxTokens: asked(5) }, capping), { param: 'messages' });
+    assert.throws(() => checkRequestLimits({ prompt: prompt(10), maxTokens: asked(5), n: 5 }, capping), { param: 'n' });
+    assert.deepEqual(
+      checkRequestLimits({ prompt: prompt(10), maxTokens: asked(500), n: 4 }, { ...capping, maxRequestTokens: 50 }),
+      { maxTokens: 10 },
+    );
+  });
+});
+
 describe('checkRequestLimits: work per request', () => {
   const work: RequestLimits = { contextLength: 64, maxTokens: 32, maxN: 8, maxCompletions: 16, maxRequestTokens: 200 };
   const many = (count: number, tokens: number) => ({ count, tokens, param: 'prompt' });

@@ -65,7 +65,8 @@ export const ExplorerSchema = z.strictObject({
   proxy_port: intIn(0, 65535).default(8010), // [0, 65535]; 0: any free port
   listen_address: str().default('127.0.0.1'), // Trinity 0.0.0.0; loopback unless asked
   api_key: str().nullable().default(null), // null: $TRINITY_API_KEY if set, else no key
-  serve_max_tokens: intIn(1, MAX_TOKENS).default(4096), // [1, 2^20]; largest max_tokens a request may ask
+  // [1, 2^20]; a reply's default and cap (a request asking more gets this); null: model.max_response_tokens
+  serve_max_tokens: intIn(1, MAX_TOKENS).nullable().default(null),
   serve_max_prompt_tokens: intIn(1, MAX_TOKENS).nullable().default(null), // [1, 2^20]; null: the model's context
   serve_max_body_bytes: intIn(1, 1024 * 1024 * 1024).default(1024 * 1024), // [1, 1 GiB]
   serve_max_n: intIn(1, 1024).default(16), // [1, 1024]
@@ -155,13 +156,22 @@ export function explorerSettings(explorer: ExplorerConfig, context: ExplorerSett
   };
 }
 
-/** Mode serve's endpoint (src/serve/serve-stage.ts). */
-export function serveSettings(explorer: ExplorerConfig): StageSettings['serve'] {
+/**
+ * Mode serve's endpoint (src/serve/serve-stage.ts). `lengths`: the model section's, resolved (max_model_len is the
+ * context of a whole conversation; max_response_tokens a reply's default and cap unless serve_max_tokens is set).
+ */
+export function serveSettings(
+  explorer: ExplorerConfig,
+  lengths: { max_model_len: number; max_prompt_tokens: number; max_response_tokens: number },
+): StageSettings['serve'] {
   return {
     host: explorer.listen_address,
     port: explorer.proxy_port,
     apiKey: explorer.api_key ?? process.env.TRINITY_API_KEY ?? null,
-    maxTokens: explorer.serve_max_tokens,
+    maxTokens: explorer.serve_max_tokens ?? lengths.max_response_tokens,
+    maxTokensKey: explorer.serve_max_tokens !== null ? 'explorer.serve_max_tokens' : 'model.max_response_tokens',
+    // equal to the sum: derived from it (Trinity's rule when max_model_len is unset), or set to it
+    contextIsPromptPlusResponse: lengths.max_model_len === lengths.max_prompt_tokens + lengths.max_response_tokens,
     maxPromptTokens: explorer.serve_max_prompt_tokens,
     maxBodyBytes: explorer.serve_max_body_bytes,
     maxN: explorer.serve_max_n,

@@ -59,13 +59,12 @@ export class ProgressReporter {
 
   /** The status line for the current state. */
   render(): string {
+    if (!Number.isFinite(this.#total)) return this.#renderOpenEnded();
     const done = Math.min(this.#step, this.#total);
     const fraction = this.#total > 0 ? done / this.#total : 0;
     const width = 16;
     const filled = Math.round(fraction * width);
-    const from = this.#paceFrom;
-    const perStep =
-      from !== null && this.#step > from.step ? (this.#now() - from.at) / 1000 / (this.#step - from.step) : Number.NaN;
+    const perStep = this.#secondsPerStep();
     const eta = perStep * (this.#total - done);
     const parts = [
       `[${this.#label}] ${'█'.repeat(filled)}${'░'.repeat(width - filled)} ${String(done).padStart(String(this.#total).length)}/${this.#total} ${String(Math.round(fraction * 100)).padStart(3)}%`,
@@ -74,6 +73,24 @@ export class ProgressReporter {
       `ETA ${formatDuration(eta)}`,
     ].filter((p) => p.length > 0);
     return parts.join(' | ');
+  }
+
+  /** The pace since the first update (NaN before a second one). */
+  #secondsPerStep(): number {
+    const from = this.#paceFrom;
+    return from !== null && this.#step > from.step ? (this.#now() - from.at) / 1000 / (this.#step - from.step) : Number.NaN;
+  }
+
+  /** A stage with no end step (online training): the step and its pace, no bar or ETA. */
+  #renderOpenEnded(): string {
+    const perStep = this.#secondsPerStep();
+    return [
+      `[${this.#label}] step ${this.#step} (no end step)`,
+      ...Object.entries(this.#fields).map(([k, v]) => `${k} ${formatValue(v)}`),
+      Number.isFinite(perStep) ? `${perStep.toFixed(2)} s/step` : '',
+    ]
+      .filter((p) => p.length > 0)
+      .join(' | ');
   }
 
   update(step: number, fields: Record<string, number | string> = {}): void {

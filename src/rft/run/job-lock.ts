@@ -11,7 +11,8 @@
 //   stale    its pid is gone: renamed aside (only one of two takers' renames succeeds) and taken again
 //   release  the run ends (finished, failed or stopped): the file is removed if it is still this run's
 //
-// Explorer processes (mode explore) share the folder with the trainer process: each takes run.explorer-<name>.lock.
+// Explorer processes (mode explore) share the folder with the trainer process: each takes run.explorer-<name>.lock;
+// the serving process (mode serve) shares it with its trainer process the same way: it takes run.serve.lock.
 // Where the start time cannot be read (no /proc), a pid the OS reused for another process after a SIGKILL looks
 // alive: the lock then names it, and the user removes the file (the message says so).
 import { linkSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -25,10 +26,12 @@ export const JOB_LOCK_FILE = 'run.lock';
 
 /**
  * The lock a run of these stages takes. Explorer processes (mode explore) share the job folder with the trainer
- * process and with each other: each holds the lock of its own explorer.name, so only two of one name conflict.
+ * process and with each other: each holds the lock of its own explorer.name, so only two of one name conflict. A
+ * serving process (mode serve) shares it with the trainer process: two serving processes of one folder conflict.
  */
 export function jobLockFile(stages: readonly Pick<StageConfig, 'mode' | 'explorer'>[]): string {
   const first = stages[0];
+  if (first !== undefined && stages.every((s) => s.mode === 'serve')) return 'run.serve.lock';
   if (first === undefined || !stages.every((s) => s.mode === 'explore')) return JOB_LOCK_FILE;
   return `run.explorer-${first.explorer.name ?? 'explorer'}.lock`;
 }

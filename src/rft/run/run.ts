@@ -143,6 +143,15 @@ async function runStages(
       log(`[${settings.stageName}] stopped; run the same command to resume`);
       return { finalModelDir: null, stages: records };
     }
+    if (result.openEnded) {
+      log(
+        `[${settings.stageName}] the processes writing the buffer finished: trained to step ${result.steps} ` +
+          `(final model ${result.finalModelDir}); run the same command to train on when they write again`,
+      );
+      records.push({ finalModelDir: result.finalModelDir, steps: result.steps });
+      if (result.finalModelDir) modelPath = result.finalModelDir;
+      continue;
+    }
     const record = writeStageDone(settings.jobDir, settings.mode, result);
     if (record.stepsAsked !== undefined)
       log(`[${settings.stageName}] finished: trained ${record.steps} of ${record.stepsAsked} step(s)`);

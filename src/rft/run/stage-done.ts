@@ -35,6 +35,7 @@ const benchRecord = (record: StageDoneRecord): boolean | null =>
  * training stage's record (or the other way round). Otherwise a changed mode reruns nothing, as before.
  */
 export function finishedStage(jobDir: string, mode: Mode): StageDoneRecord | null {
+  if (mode === 'serve') return null; // it never finishes: its folder's done.json is its trainer process's
   const record = readDone(jobDir);
   if (record === null) return null;
   const bench = benchRecord(record);

@@ -245,6 +245,7 @@ export class StageParts {
       buffer,
       maxStaleness: sync.maxStaleness,
       stepFilled,
+      signal: this.#signal,
       answerRequests:
         sync.style === 'explorer_driven'
           ? async () => {

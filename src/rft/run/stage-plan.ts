@@ -9,11 +9,25 @@ import { DatasetReader, loadTaskset, TasksetScheduler } from '../buffer/index.js
 import type { StageSettings } from '../settings.js';
 import type { TrainerInit } from '../trainer/trainer.js';
 
-/** The stage's steps: buffer.total_steps, else what the data gives (`fromData`); none is an error. */
+/**
+ * The stage's steps: buffer.total_steps, else what the data gives (`fromData`); none is an error, but for a stage that
+ * trains online (trainsOnline): Infinity.
+ */
 export function stageSteps(settings: StageSettings, fromData: number | null): number {
+  if (trainsOnline(settings)) return Number.POSITIVE_INFINITY;
   const total = settings.totalSteps ?? fromData ?? 0;
   if (total <= 0) throw new Error(`stage '${settings.stageName}': no steps to run (set buffer.total_steps or give tasks)`);
   return total;
+}
+
+/**
+ * Mode train over a shared buffer with no buffer.total_steps (nor trainer.total_steps) trains online: a step each
+ * time a batch of experiences has come, until the writers finish (the serve or explore processes filling the buffer
+ * ended: the rest is drained) or the stage is stopped (Ctrl-C: a checkpoint to resume from). Its learning rate cannot
+ * decay towards an end step (../trainer/trainer-worker-main.ts says so at start).
+ */
+export function trainsOnline(settings: Pick<StageSettings, 'mode' | 'buffer' | 'totalSteps'>): boolean {
+  return settings.mode === 'train' && settings.buffer.storageType === 'sql' && settings.totalSteps === null;
 }
 
 /** The task scheduler over the stage's tasksets, at its start (a resumed stage loads its saved position into it). */

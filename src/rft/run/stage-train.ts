@@ -17,13 +17,19 @@ import type { StageParts } from './stage-parts.js';
 
 export async function runTrainStage(parts: StageParts): Promise<StageResult> {
   const input = await trainInput(parts);
-  const totalSteps = parts.totalSteps(input.stepsFromData);
+  const totalSteps = parts.totalSteps(input.stepsFromData); // Infinity: online (./stage-plan.ts trainsOnline)
+  if (!Number.isFinite(totalSteps))
+    parts.log(
+      `[${parts.settings.stageName}] training online (no buffer.total_steps): a step per ${parts.settings.trainBatchSize} ` +
+        'experiences as they come, until the processes writing the buffer finish or this one is stopped',
+    );
+  const stepsAsked = Number.isFinite(totalSteps) ? { stepsAsked: totalSteps } : { openEnded: true };
   const { monitors, progress } = parts.monitoring(totalSteps);
   const trainer = await parts.trainer(totalSteps);
   const stop = await stopRule(parts, trainer, monitors, progress);
   if (stop.endedAt !== null) {
     progress.done();
-    return { finalModelDir: await parts.saveFinalModel(trainer), steps: stop.endedAt, stepsAsked: totalSteps };
+    return { finalModelDir: await parts.saveFinalModel(trainer), steps: stop.endedAt, ...stepsAsked };
   }
   const lastStep = await parts.trainerLoop({
     trainer,
@@ -36,7 +42,7 @@ export async function runTrainStage(parts: StageParts): Promise<StageResult> {
     ...(stop.after ? { stopAfter: stop.after, stopState: stop.state } : {}),
   });
   progress.done();
-  return { finalModelDir: await parts.saveFinalModel(trainer), steps: lastStep, stepsAsked: totalSteps };
+  return { finalModelDir: await parts.saveFinalModel(trainer), steps: lastStep, ...stepsAsked };
 }
 
 /**

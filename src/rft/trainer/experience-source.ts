@@ -23,6 +23,11 @@ export interface BufferSourceOptions {
    * whose workflows failed or whose rollouts were rejected): a short batch, named in the step's metrics.
    */
   stepFilled: ((step: number) => boolean) | null;
+  /**
+   * The stage's stop signal: a read waiting for experiences ends with none when it aborts (Ctrl-C while an online
+   * trainer waits for traffic), taking nothing from the buffer.
+   */
+  signal?: AbortSignal;
 }
 
 /** Slice of a waiting read between two looks at the explorer's requests for weights (explorer_driven). */
@@ -104,7 +109,7 @@ export class BufferExperienceSource implements ExperienceSource {
   }
 
   async #readRaw(count: number, timeoutMs: number, minCount: number): Promise<Experience[]> {
-    const { buffer, answerRequests, stepFilled } = this.#options;
+    const { buffer, answerRequests, stepFilled, signal } = this.#options;
     const filled = () => stepFilled?.(this.modelVersion + 1) === true;
     // what is there now, down to none (the explorer will write nothing more for this step)
     const readNow = async (n: number): Promise<Experience[]> => {
@@ -121,11 +126,12 @@ export class BufferExperienceSource implements ExperienceSource {
       this.cursor = batch.cursor;
       return batch.experiences;
     };
-    if (answerRequests === null && stepFilled === null) return once(timeoutMs, true);
-    // waiting in slices: between two, answer the explorer's requests for weights (it may be waiting on one) and look
-    // whether the explorer has finished the steps that feed this one
+    if (answerRequests === null && stepFilled === null && signal === undefined) return once(timeoutMs, true);
+    // waiting in slices: between two, answer the explorer's requests for weights (it may be waiting on one), look
+    // whether the explorer has finished the steps that feed this one, and whether the stage was stopped
     const deadline = Date.now() + timeoutMs;
     for (;;) {
+      if (signal?.aborted) return [];
       await answerRequests?.();
       if (filled()) {
         const there = await readNow(count);

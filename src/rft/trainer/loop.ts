@@ -114,6 +114,14 @@ export class WeightPublication {
   }
 }
 
+/** Writes the checkpoint of `step` (trainer and run state) and commits what it records. */
+async function save(parts: TrainerLoopParts, step: number): Promise<void> {
+  const { settings } = parts;
+  const dir = await parts.trainer.save(step, parts.checkpointState(step), settings.trainer.maxCheckpointsToKeep);
+  await parts.onCheckpoint(step);
+  parts.progress.log(`[${settings.stageName}] checkpoint step ${step} saved (${dir})`);
+}
+
 /** Runs the train steps; returns the last step trained. */
 export async function runTrainerLoop(parts: TrainerLoopParts): Promise<number> {
   const { settings, trainer, weights } = parts;
@@ -122,17 +130,18 @@ export async function runTrainerLoop(parts: TrainerLoopParts): Promise<number> {
     ...(parts.rolloutFailures ? { lastFailures: parts.rolloutFailures } : {}),
   });
   try {
+    let lastSaved = parts.startStep;
     for (let step = parts.startStep + 1; step <= parts.totalSteps; step++) {
       if (parts.signal?.aborted) break;
       const batch = await parts.nextBatch(step);
+      // stopped while the batch was read (the explorer dropped its cut-short step): not trained, not checkpointed
+      if (parts.signal?.aborted) break;
       if (batch.exhausted && batch.experiences.length === 0) {
         emptySteps.sourceEnded(step, batch.shortBecause);
         if (batch.shortBecause)
           parts.progress.log(`[${settings.stageName}] train step ${step}: ${batch.shortBecause}; training ends`);
         break;
       }
-      // stopped while the batch was read (the explorer dropped its cut-short step): not trained, not checkpointed
-      if (parts.signal?.aborted) break;
       // too many steps in a row with nothing to train on fail the stage here, before the step is logged or saved
       emptySteps.step(step, batch.experiences.length, batch.shortBecause);
       if (batch.shortBecause)
@@ -161,9 +170,8 @@ export async function runTrainerLoop(parts: TrainerLoopParts): Promise<number> {
       const stopping = parts.stopAfter ? await parts.stopAfter(step) : false;
       if (stopping === undefined) break; // stopped (Ctrl-C) during the evaluation: the step is checkpointed later
       if (step % settings.trainer.saveInterval === 0 || step === parts.totalSteps || stopping) {
-        const dir = await trainer.save(step, parts.checkpointState(step), settings.trainer.maxCheckpointsToKeep);
-        await parts.onCheckpoint(step);
-        parts.progress.log(`[${settings.stageName}] checkpoint step ${step} saved (${dir})`);
+        await save(parts, step);
+        lastSaved = step;
       }
       lastStep = step;
       // what the step has: an SFT step has no reward, a step with nothing to train on no loss
@@ -178,6 +186,8 @@ export async function runTrainerLoop(parts: TrainerLoopParts): Promise<number> {
     }
     // ended on its own, not stopped (Ctrl-C, a failed part): a loop that trained nothing fails the stage
     if (!parts.signal?.aborted) emptySteps.finished();
+    // no end step (online training): it ends when the writers finish or it is stopped, and resumes from that step
+    if (!Number.isFinite(parts.totalSteps) && lastStep > lastSaved) await save(parts, lastStep);
   } finally {
     weights.channel.finish(lastStep);
   }

@@ -34,6 +34,7 @@ import { type ResolvedAlgorithm, resolveAlgorithm } from '../algorithm/presets.j
 import { checkFiniteWeights, type LoadedCheckpoint, latestCheckpoint } from '../checkpoint.js';
 import { loadCriticState, loadOptimizerState, saveCheckpoint } from '../checkpoint.js';
 import type { Experience } from '../experience.js';
+import { trainerLrSchedule } from './lr-schedule.js';
 import { ZeroAdamW } from './zero.js';
 import {
   broadcastParameters,
@@ -234,19 +235,6 @@ function current(): TrainerState {
   return state;
 }
 
-/** LR schedule from Trinity's optimizer keys: constant, or cosine/linear with warmup and min_lr_ratio. */
-function schedule(algorithm: ResolvedAlgorithm, totalSteps: number): torch.LrSchedule {
-  const o = algorithm.optimizer;
-  const warmupSteps = o.lrWarmupSteps >= 0 ? o.lrWarmupSteps : Math.floor(o.lrWarmupStepsRatio * totalSteps);
-  const type =
-    o.lrSchedulerType === 'cosine' || o.lrSchedulerType === 'linear'
-      ? o.lrSchedulerType
-      : warmupSteps > 0
-        ? 'constant_with_warmup'
-        : 'constant';
-  return { type, warmupSteps, totalSteps: Math.max(totalSteps, warmupSteps + 1), minLrRatio: o.minLrRatio };
-}
-
 function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): TrainerState {
   const algorithm = resolveAlgorithm(init.algorithm);
   const modelDir = checkpoint?.modelDir ?? init.modelPath;
@@ -313,7 +301,7 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   const scheduler = new torch.LrScheduler(
     optimizer,
     o.lr,
-    schedule(algorithm, init.totalSteps),
+    trainerLrSchedule(algorithm.optimizer, init.totalSteps),
     saved?.schedulerStep ?? startStep,
   );
   let reference: TrainerState['reference'] = null;

@@ -139,7 +139,7 @@ describe('loadConfig: defaults and derived keys', () => {
       proxy_port: 8010,
       listen_address: '127.0.0.1',
       api_key: null,
-      serve_max_tokens: 4096,
+      serve_max_tokens: null,
       serve_max_prompt_tokens: null,
       serve_max_body_bytes: 1048576,
       serve_max_n: 16,

@@ -317,3 +317,12 @@ test('progress: a redrawn status line on a terminal, plain lines elsewhere, with
   assert.ok(chunks.every((c) => !c.includes('\r')));
   assert.match(chunks[1] ?? '', /3\/3 100% \| loss 0\.500/);
 });
+
+test('progress: a stage with no end step (online training) shows its step and pace, no bar or ETA', () => {
+  let clock = 0;
+  const progress = new ProgressReporter({ label: 'run', total: Number.POSITIVE_INFINITY, live: false, now: () => clock });
+  progress.update(1, { loss: 2 });
+  clock = 3000;
+  progress.update(3, { loss: 0.5 });
+  assert.equal(progress.render(), '[run] step 3 (no end step) | loss 0.500 | 1.50 s/step');
+});

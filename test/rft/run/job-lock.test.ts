@@ -11,11 +11,25 @@ import { fileURLToPath } from 'node:url';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
 import { loadConfig } from '../../../src/rft/run/config/index.js';
 import { runConfig } from '../../../src/rft/run/index.js';
+import { jobLockFile } from '../../../src/rft/run/job-lock.js';
 import { runningStatus } from '../../../src/rft/run/run-status.js';
 import { makeJob } from './helpers.js';
 
 const jobLockModule = fileURLToPath(new URL('../../../src/rft/run/job-lock.ts', import.meta.url));
 const runStatus = (jobDir: string) => JSON.parse(readFileSync(join(jobDir, 'run_status.json'), 'utf8')) as unknown;
+
+test('the serving process (mode serve) and its trainer process (mode train) of one folder hold different locks', () => {
+  const explorer = { name: null } as never;
+  assert.equal(jobLockFile([{ mode: 'serve', explorer }]), 'run.serve.lock');
+  assert.equal(jobLockFile([{ mode: 'train', explorer }]), 'run.lock');
+  assert.equal(
+    jobLockFile([
+      { mode: 'serve', explorer },
+      { mode: 'train', explorer },
+    ]),
+    'run.lock',
+  );
+});
 
 test('two runs of one job folder: the second fails at once naming the pid and host of the first, which goes on', async () => {
   const { configFile, jobDir } = makeJob({ totalSteps: 2, saveInterval: 2 });

@@ -125,7 +125,7 @@ export function stageSettings(
       numThreads: threads.explorer,
       explores: (distributed?.rank ?? 0) === 0 && stage.mode !== 'train',
     }),
-    serve: serveSettings(stage.explorer),
+    serve: serveSettings(stage.explorer, stage.model),
     trainer: trainerSettings(stage.trainer, trainerDevice),
     sync: syncSettings(stage.synchronizer),
     buffer: experienceBufferSettings(experienceBuffer),
