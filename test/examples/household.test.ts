@@ -17,6 +17,7 @@ import { resolveAlgorithm } from '../../src/rft/algorithm/presets.js';
 import { writeJsonlSets } from '../../src/rft/buffer/index.js';
 import { loadConfig } from '../../src/rft/run/config/index.js';
 import { runConfig } from '../../src/rft/run/index.js';
+import { generateHousehold } from '../../src/rft/workflow/index.js';
 import * as torch from '../../src/torch/index.js';
 
 const example = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'examples', 'household');
@@ -112,7 +113,13 @@ describe('examples/household, shortened', () => {
       const expected = rows.map((r) => JSON.stringify(r));
       assert.deepEqual(lines.slice(0, expected.length), expected, `${set}.jsonl is stale: rerun make-data.ts`);
     }
+    // held out: no train or SFT house has an eval house's seed or layout (the whole generated house)
+    const layout = (seed: number) => JSON.stringify(generateHousehold({ seed }));
     const heldOut = new Set(data.eval.map((r) => r.seed));
-    assert.ok(![...data.train, ...data.sft].some((r) => heldOut.has(r.seed)), 'no eval seed is trained on');
+    const heldOutLayouts = new Set(data.eval.map((r) => layout(r.seed)));
+    for (const { seed } of [...data.train, ...data.sft]) {
+      assert.ok(!heldOut.has(seed), `seed ${seed} is held out`);
+      assert.ok(!heldOutLayouts.has(layout(seed)), `seed ${seed} has a held-out layout`);
+    }
   });
 });

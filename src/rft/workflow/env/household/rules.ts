@@ -2,7 +2,8 @@
 // what each does, what the agent is told, and when the goal holds.
 //
 // Commands (X an object, R a receptacle, ROOM a room; all lower case, as ALFWorld writes them):
-//   go to R           walk to a receptacle of the room you are in        go to ROOM   walk to another room's middle
+//   go to R           walk to a receptacle of the room you are in
+//   go to ROOM        walk to the middle of another room (or of this one, from one of its receptacles)
 //   open R / close R  at a closed / open container                       take X from R   hands empty, R open or a surface
 //   put X in/on R     holding X, at R, R open or a surface ("put X in R" and "put X on R" are read the same)
 //   clean X with R    holding a cleanable X at a sinkbasin    heat X with R (microwave)    cool X with R (fridge)
