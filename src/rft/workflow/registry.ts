@@ -11,6 +11,7 @@ import './single-turn.js'; // simple_workflow, math_workflow, math_boxed_workflo
 import './agents/tool-agent.js'; // tool_agent_workflow
 import './env/frozen-lake.js'; // frozen_lake_workflow
 import './env/sokoban.js'; // sokoban_workflow
+import './env/household/household.js'; // household_workflow
 import './on-policy-distill.js'; // on_policy_distill_workflow
 
 export { WORKFLOWS, WorkflowRegistry } from './workflow-registry.js';

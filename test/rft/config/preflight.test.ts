@@ -224,7 +224,7 @@ describe('pre-run checks', () => {
       { seed: 412, size: 5, p: 0.62, index: 1, uid: '412_5_0.62' },
     ]);
     const taskset = `buffer.explorer_input.taskset.path=${rows}`;
-    for (const workflow of ['frozen_lake_workflow', 'sokoban_workflow'])
+    for (const workflow of ['frozen_lake_workflow', 'sokoban_workflow', 'household_workflow'])
       assert.deepEqual(await check('', [taskset, `buffer.explorer_input.default_workflow_type=${workflow}`]), [], workflow);
     const found = await check('', [taskset]); // simple_workflow reads the prompt
     assert.equal(found.length, 1, found.join('\n'));

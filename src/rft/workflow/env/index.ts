@@ -4,4 +4,18 @@ import '../registry.js'; // the built-in workflows' list first: it, not this fil
 export * from './environment.js';
 export * from './frozen-lake.js';
 export * from './grid.js';
+export * from './household/household.js';
+export {
+  admissibleActions as householdAdmissibleActions,
+  type HouseholdState,
+  initialState as initialHouseholdState,
+} from './household/rules.js';
+export { solveHousehold } from './household/solver.js';
+export {
+  generateHousehold,
+  type Household,
+  type HouseholdParams,
+  TASK_TYPES as HOUSEHOLD_TASK_TYPES,
+  type TaskType as HouseholdTaskType,
+} from './household/world.js';
 export * from './sokoban.js';

@@ -1,0 +1,125 @@
+// examples/household in a shortened form: the example's config.yaml (its workflow, stages and algorithms) and its data
+// generator (make-data.ts) on a tiny random model, 2-room houses and a few steps, once per experience mode: the
+// config as it is (GRPO over whole episodes) and step-wise (gigpo, experience_mode step: one experience per command,
+// each with the hash of the world state it acted from). No learning is asserted (that is a measurement, README.md);
+// the runs must go end to end: a bench, SFT on the expert's episodes, GRPO steps over household episodes whose
+// metrics say how they went, and in step mode anchor states that GiGPO found (every run of a task starts from the
+// same state). Also: the committed data is what make-data.ts writes.
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { makeHouseholdData } from '../../examples/household/make-data.js';
+import { initModel } from '../../src/model/index.js';
+import { resolveAlgorithm } from '../../src/rft/algorithm/presets.js';
+import { writeJsonlSets } from '../../src/rft/buffer/index.js';
+import { loadConfig } from '../../src/rft/run/config/index.js';
+import { runConfig } from '../../src/rft/run/index.js';
+import { generateHousehold } from '../../src/rft/workflow/index.js';
+import * as torch from '../../src/torch/index.js';
+
+const example = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'examples', 'household');
+let root: string;
+let threads: number;
+
+before(async () => {
+  threads = torch.getNumThreads();
+  torch.setNumThreads(1);
+  root = mkdtempSync(join(tmpdir(), 'household-'));
+  initModel(join(root, 'model'), { hiddenSize: 32, numLayers: 1, numHeads: 2, maxPositionEmbeddings: 4096, seed: 0 });
+  writeJsonlSets(root, await makeHouseholdData({ maxRooms: 2, maxSteps: 30, train: 4, eval: 2, sft: 4 }));
+});
+after(() => {
+  torch.setNumThreads(threads);
+  rmSync(root, { recursive: true, force: true });
+});
+
+/** Runs the example's config, shortened, into `runs`; the GRPO stage's metric rows. */
+async function runExample(runs: string, extra: string[]): Promise<Record<string, number>[]> {
+  const args = (taskset: string) => [`${taskset}.path=${join(root, `${taskset.includes('eval') ? 'eval' : 'train'}.jsonl`)}`];
+  const config = loadConfig(join(example, 'config.yaml'), {
+    resolveAlgorithm,
+    overrides: [
+      `checkpoint_root_dir=${runs}`,
+      `model.model_path=${join(root, 'model')}`,
+      'model.max_prompt_tokens=4000',
+      'model.max_response_tokens=8',
+      ...args('buffer.explorer_input.taskset'),
+      'buffer.explorer_input.taskset.workflow_args.max_steps=3',
+      ...args('buffer.explorer_input.eval_tasksets.0'),
+      'buffer.explorer_input.eval_tasksets.0.workflow_args.max_steps=2',
+      'buffer.batch_size=2',
+      'buffer.total_steps=2',
+      'algorithm.repeat_times=2',
+      'explorer.eval_interval=2',
+      'explorer.runner_per_model=4',
+      'explorer.rollout_model.slots=4',
+      'trainer.save_interval=0',
+      'monitor.monitor_type=[jsonl]',
+      `stages.1.buffer.trainer_input.experience_buffer.path=${join(root, 'sft.jsonl')}`,
+      'stages.1.buffer.train_batch_size=2',
+      'stages.1.buffer.total_steps=2',
+      ...extra,
+    ],
+  });
+  const result = await runConfig(config, { log: () => {} });
+  assert.ok(result.finalModelDir && existsSync(result.finalModelDir), 'the run wrote its final model');
+  for (const stage of ['base', 'sft'])
+    assert.ok(existsSync(join(runs, 'household', 'chores', stage, 'metrics.jsonl')), `stage ${stage} ran`);
+  return readFileSync(join(runs, 'household', 'chores', 'grpo', 'metrics.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as Record<string, number>);
+}
+
+/** The value of the metric whose name ends with `suffix`. */
+const metric = (row: Record<string, number> | undefined, suffix: string) =>
+  Object.entries(row ?? {}).find(([key]) => key.endsWith(suffix))?.[1];
+
+describe('examples/household, shortened', () => {
+  it('experience_mode episode (the config as it is): bench, SFT, then GRPO steps over household episodes', async () => {
+    const rows = await runExample(join(root, 'episode'), []);
+    const rollouts = rows.filter((r) => typeof r['rollout/steps/mean'] === 'number');
+    assert.equal(rollouts.length, 2, 'two GRPO steps');
+    for (const row of rollouts) {
+      const steps = row['rollout/steps/mean'] as number;
+      assert.ok(steps >= 1 && steps <= 3, `episode steps ${steps} within max_steps 3`);
+      assert.equal(typeof row['rollout/success/mean'], 'number');
+      assert.equal(typeof row['rollout/invalid_actions/mean'], 'number');
+    }
+  });
+
+  it('experience_mode step with gigpo: one experience per command, anchor states found from the world state', async () => {
+    const rows = await runExample(join(root, 'step'), [
+      'algorithm.algorithm_type=gigpo',
+      'buffer.explorer_input.taskset.workflow_args.experience_mode=step',
+    ]);
+    const trained = rows.filter((r) => metric(r, 'gigpo/anchor_groups_total') !== undefined);
+    assert.equal(trained.length, 2, 'two GRPO steps');
+    for (const row of trained) {
+      // a train step takes batch_size × repeat_times = 4 step experiences; the two runs of a task both act first from
+      // its start state, and a command the world rejects leaves the state as it was: states repeat, anchors form
+      assert.ok((metric(row, 'gigpo/anchor_groups_total') as number) >= 1, JSON.stringify(row));
+      assert.equal(metric(row, 'advantage/experience_count'), 4);
+    }
+  });
+
+  it('the committed data is what make-data.ts writes with its defaults (the SFT file: its first 20 episodes)', async () => {
+    const data = await makeHouseholdData({ maxRooms: 4, maxSteps: 30, train: 1000, eval: 100, sft: 20 });
+    for (const [set, rows] of Object.entries(data)) {
+      const lines = readFileSync(join(example, 'data', `${set}.jsonl`), 'utf8').split('\n');
+      const expected = rows.map((r) => JSON.stringify(r));
+      assert.deepEqual(lines.slice(0, expected.length), expected, `${set}.jsonl is stale: rerun make-data.ts`);
+    }
+    // held out: no train or SFT house has an eval house's seed or layout (the whole generated house)
+    const layout = (seed: number) => JSON.stringify(generateHousehold({ seed }));
+    const heldOut = new Set(data.eval.map((r) => r.seed));
+    const heldOutLayouts = new Set(data.eval.map((r) => layout(r.seed)));
+    for (const { seed } of [...data.train, ...data.sft]) {
+      assert.ok(!heldOut.has(seed), `seed ${seed} is held out`);
+      assert.ok(!heldOutLayouts.has(layout(seed)), `seed ${seed} has a held-out layout`);
+    }
+  });
+});
