@@ -58,7 +58,7 @@ after(() => toy.remove());
 function gradient(
   algorithmConfig: Record<string, unknown>,
   batch: Experience[],
-  split: Pick<TrainStepSetup, 'microBatchSize' | 'microBatchTokens' | 'warn'>,
+  split: Pick<TrainStepSetup, 'microBatchSize' | 'microBatchTokens' | 'checkpoint'>,
 ): Float32Array[] {
   const algorithm = resolveAlgorithm(algorithmConfig);
   const model: CausalLM = loadPolicy(toy.dir);
@@ -135,6 +135,12 @@ describe('token-budget micro-batches', () => {
       assertSameGradient(byTokens, byRows, `${mode}: tokens vs rows`);
     });
   }
+
+  test('with gradient checkpointing and without: the same gradient by tokens as by rows', () => {
+    const config = { algorithm_type: 'grpo', loss_agg_mode: 'seq-mean-token-mean' };
+    const byRows = gradient(config, longTailRows(), { microBatchSize: 3 });
+    assertSameGradient(gradient(config, longTailRows(), { microBatchTokens: 30, checkpoint: true }), byRows, 'checkpointed');
+  });
 
   test('a row over the budget is trained alone and said once per run; micro_batches is a step metric', () => {
     const algorithm = resolveAlgorithm({ algorithm_type: 'grpo' });
