@@ -197,7 +197,7 @@ function trunkInput(inputIds: Tensor, options: TokenLogProbsOptions): TrunkInput
     throw new RangeError(`promptGroups: ${given.rowGroup.length} rows grouped for a batch of ${rows}`);
   const rowGroup = given?.rowGroup ?? readPromptGroups(inputIds, options.attentionMask, prefixLength);
   const groups = rowGroup.reduce((max, g) => Math.max(max, g + 1), 0);
-  if (groups * prefixLength + rows * (suffixLength - 1) > 0.8 * rows * length) return plain;
+  if (!computedPositions(rows, length, promptWidth, groups).packed) return plain;
   const { representatives, rowPrefix } = given ?? promptGroups(rowGroup, inputIds.device);
   const real = options.attentionMask?.bool() ?? torch.ones([rows, length], { dtype: 'bool', device: inputIds.device });
   const positions = real.long().cumsum(-1).sub(1).maskedFill(real.logicalNot(), 1); // forward()'s default
@@ -221,6 +221,24 @@ function trunkInput(inputIds: Tensor, options: TokenLogProbsOptions): TrunkInput
     targets: inputIds.narrow(1, promptWidth, suffixLength - 1),
     offset: prefixLength,
   };
+}
+
+/**
+ * Positions the trunk computes for `rows` rows of `length` columns whose prompts end at column promptWidth, with
+ * `groups` distinct prompts (forwardBackward and tokenLogProbs with promptWidth and promptGroups):
+ *   packed  groups·(promptWidth − 1) + rows·(length − promptWidth)   when that is ≤ 0.8·rows·length
+ *   plain   rows·length                                              otherwise
+ * (the trainer's token-budget micro-batches count their tokens with it: src/rft/trainer/token-budget.ts).
+ */
+export function computedPositions(
+  rows: number,
+  length: number,
+  promptWidth: number,
+  groups: number,
+): { packed: boolean; positions: number } {
+  const plain = rows * length;
+  const packed = promptWidth > 1 ? groups * (promptWidth - 1) + rows * (length - promptWidth) : plain;
+  return packed <= 0.8 * plain ? { packed: true, positions: packed } : { packed: false, positions: plain };
 }
 
 /** Each row's group by its first prefixLength columns of ids and mask, read back from the device. */

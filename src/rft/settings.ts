@@ -123,6 +123,8 @@ export interface StageSettings {
     saveInterval: number;
     maxCheckpointsToKeep: number;
     microBatchSize: number | null;
+    /** trainer.use_dynamic_bsz: micro-batches of at most this many computed positions (max_token_len_per_gpu); null: by rows. */
+    microBatchTokens: number | null;
     gradientCheckpointing: boolean;
     /** Forward/backward dtype (trainer.param_dtype) and the dtype of the weights the optimizer updates (master_dtype). */
     paramDtype: ModelDType;

@@ -6,7 +6,7 @@
 // test/rft/config/coverage.test.ts checks that each key is listed once and is not also a key of the schema.
 //
 // Paths are key paths of a run, in the notation of ./refusals.ts (`*`: any list item or mapping key); keys of the
-// sections a stage may override are also taken from each stage (`stages.<i>.trainer.use_dynamic_bsz`). Values are
+// sections a stage may override are also taken from each stage (`stages.<i>.trainer.trainer_type`). Values are
 // type-checked loosely, as Trinity's dataclasses would (a number where Trinity has a number, a mapping where it has a
 // mapping): a wrong type is a problem naming the key.
 import type { ConfigProblem } from './errors.js';
@@ -74,16 +74,10 @@ const STORAGE_PATHS = [
   'buffer.trainer_input.auxiliary_buffers.*',
 ] as const;
 
-const DYNAMIC_BATCH =
-  "veRL's token-budget micro-batches: the trainer here packs trainer.micro_batch_size sequences per micro-batch";
-
 export const IGNORED_KEYS: readonly IgnoredKey[] = [
   ...ENGINE_PATHS.flatMap((base) => VLLM_KEYS.map(([key, kind, why]): IgnoredKey => ({ path: `${base}.${key}`, kind, why }))),
   { path: 'trainer.trainer_type', kind: 'string', why: 'the training backend (veRL, Tinker): the trainer here is its own' },
   { path: 'trainer.trainer_strategy', kind: 'string', why: "veRL's sharding strategy (FSDP, FSDP2, Megatron)" },
-  { path: 'trainer.use_dynamic_bsz', kind: 'boolean', why: DYNAMIC_BATCH },
-  { path: 'trainer.max_token_len_per_gpu', kind: 'integer', why: DYNAMIC_BATCH },
-  { path: 'trainer.ppo_max_token_len_per_gpu', kind: 'integer', why: DYNAMIC_BATCH },
   {
     path: 'trainer.ulysses_sequence_parallel_size',
     kind: 'integer',

@@ -163,6 +163,7 @@ export function refusalProblems(input: unknown): ConfigProblem[] {
 export const FOLDED_SETTINGS: Readonly<Record<string, string>> = {
   checkpoint_root_dir: 'checkpoint_job_dir', // job dir = checkpoint_root_dir/project/name
   'trainer.grad_clip': 'algorithm.optimizer.clip_grad', // one max gradient norm, trainer.grad_clip first
+  'trainer.ppo_max_token_len_per_gpu': 'trainer.max_token_len_per_gpu', // veRL's name (src/rft/trainer/config.ts)
   'model.max_response_tokens': 'buffer.explorer_input.tasksets.*.rollout_args.max_tokens',
   'buffer.explorer_input.default_reward_fn_type': 'buffer.explorer_input.tasksets.*.default_reward_fn_type',
   'buffer.explorer_input.taskset': 'buffer.explorer_input.tasksets.*', // the one taskset becomes tasksets[0]

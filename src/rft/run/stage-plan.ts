@@ -87,6 +87,7 @@ export function trainerInit(settings: StageSettings, totalSteps: number): Traine
     criticModelPath: settings.criticModelPath,
     totalSteps,
     microBatchSize: settings.trainer.microBatchSize,
+    microBatchTokens: settings.trainer.microBatchTokens,
     gradientCheckpointing: settings.trainer.gradientCheckpointing,
     padTokenId: 0,
     seed: settings.seed,

@@ -1,4 +1,5 @@
-// The `trainer` section of the run config (Trinity's TrainerConfig): checkpoints, micro-batches, device, mixed
+// The `trainer` section of the run config (Trinity's TrainerConfig): checkpoints, micro-batches (by rows, or by a
+// token budget: use_dynamic_bsz, ./token-budget.ts), device, mixed
 // precision, ZeRO-1, data-parallel timeouts and stop_when — the schema with its defaults, the dtypes derived from the
 // model with their rules, stop_when's rules, and the trainer's settings (./loop.ts, ./train-step.ts). Written in the
 // config language of src/rft/config/.
@@ -12,6 +13,7 @@ import {
   MAX_EXPERIENCES_PER_STEP,
   MAX_STEPS,
   MAX_TIMEOUT_SECONDS,
+  MAX_TOKENS,
   nonEmpty,
   numIn,
 } from '../config/value-schemas.js';
@@ -33,7 +35,16 @@ export const TrainerSchema = z.strictObject({
   save_interval: intIn(0, MAX_STEPS).default(0), // [0, 1e9] train steps; 0: only at the end
   max_checkpoints_to_keep: intIn(0, MAX_STEPS).default(0), // [0, 1e9]; 0: keep all
   grad_clip: numIn(0, 1e6, true).nullable().default(null), // (0, 1e6] max gradient norm; derived: algorithm.optimizer.clip_grad, else 1.0
-  micro_batch_size: intIn(1, MAX_EXPERIENCES_PER_STEP).default(1), // [1, 65536]; Trinity/veRL ppo_micro_batch_size_per_gpu 1
+  micro_batch_size: intIn(1, MAX_EXPERIENCES_PER_STEP).default(1), // [1, 65536]; Trinity/veRL ppo_micro_batch_size_per_gpu 1; not read with use_dynamic_bsz
+  // micro-batches by a token budget (./token-budget.ts); derived: true when a budget below is set, else false
+  // (Trinity's default is true: here the row count stays the default, same gradients either way)
+  use_dynamic_bsz: bool().nullable().default(null),
+  max_token_len_per_gpu: intIn(1, 64 * MAX_TOKENS)
+    .nullable()
+    .default(null), // [1, 2^26] positions per micro-batch; derived: ppo_max_token_len_per_gpu, else 2 * model.max_model_len (Trinity)
+  ppo_max_token_len_per_gpu: intIn(1, 64 * MAX_TOKENS)
+    .nullable()
+    .default(null), // veRL's name for max_token_len_per_gpu (Trinity's older key)
   gradient_checkpointing: bool().default(true), // veRL enable_gradient_checkpointing true
   device: deviceSetting(), // auto: cuda when a GPU is visible (a rank's own: LOCAL_RANK), else cpu
   // mixed precision as verl's FSDP (mixed_precision.param_dtype bf16 over float32 parameters and optimizer state)
@@ -50,11 +61,36 @@ export const TrainerSchema = z.strictObject({
   stop_when: StopWhenSchema.nullable().default(null), // mode train: end the stage once an eval metric reaches a value
 });
 
-export type TrainerConfig = Omit<z.output<typeof TrainerSchema>, 'grad_clip' | 'param_dtype' | 'master_dtype'> & {
+export type TrainerConfig = Omit<
+  z.output<typeof TrainerSchema>,
+  'grad_clip' | 'param_dtype' | 'master_dtype' | 'use_dynamic_bsz' | 'max_token_len_per_gpu'
+> & {
   grad_clip: number;
   param_dtype: (typeof DTYPES)[number];
   master_dtype: (typeof DTYPES)[number];
+  use_dynamic_bsz: boolean;
+  max_token_len_per_gpu: number;
 };
+
+/**
+ * The token budget of use_dynamic_bsz: max_token_len_per_gpu, or its veRL name ppo_max_token_len_per_gpu (both set
+ * to different values is a problem), else Trinity's default 2 · model.max_model_len (ulysses_sequence_parallel_size 1);
+ * use_dynamic_bsz unset is true when either budget key is set.
+ */
+export function trainerTokenBudget(
+  trainer: z.output<typeof TrainerSchema>,
+  maxModelLen: number,
+  problem: ReportProblem,
+): { use_dynamic_bsz: boolean; max_token_len_per_gpu: number } {
+  const { max_token_len_per_gpu: budget, ppo_max_token_len_per_gpu: veRLBudget } = trainer;
+  if (budget !== null && veRLBudget !== null && budget !== veRLBudget)
+    problem(
+      'trainer.ppo_max_token_len_per_gpu',
+      `(${veRLBudget}) is veRL's name for trainer.max_token_len_per_gpu, which is set to ${budget}: remove one`,
+    );
+  const given = budget ?? veRLBudget;
+  return { use_dynamic_bsz: trainer.use_dynamic_bsz ?? given !== null, max_token_len_per_gpu: given ?? 2 * maxModelLen };
+}
 
 type Dtype = (typeof DTYPES)[number];
 
@@ -120,10 +156,12 @@ export function checkStopWhen(
 
 /** The stage's trainer settings; `device`: trainer.device resolved where the trainer runs ('cpu' or 'cuda:N'). */
 export function trainerSettings(trainer: TrainerConfig, device: string): StageSettings['trainer'] {
+  const tokenBudget = trainer.max_token_len_per_gpu; // read either way: it is resolved (derived) either way
   return {
     saveInterval: trainer.save_interval > 0 ? trainer.save_interval : Number.MAX_SAFE_INTEGER,
     maxCheckpointsToKeep: trainer.max_checkpoints_to_keep,
     microBatchSize: trainer.micro_batch_size,
+    microBatchTokens: trainer.use_dynamic_bsz ? tokenBudget : null,
     gradientCheckpointing: trainer.gradient_checkpointing,
     paramDtype: trainer.param_dtype,
     masterDtype: trainer.master_dtype,

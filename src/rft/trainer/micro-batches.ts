@@ -93,6 +93,12 @@ export function microBatches(B: number, size: number): { start: number; n: numbe
   return out;
 }
 
+/** A B-row batch is whole groups of the loss's rows (`lossName` names the loss in the error). */
+export function checkWholeGroups(B: number, rowsPerGroup: number, lossName: string): void {
+  if (B % rowsPerGroup !== 0)
+    throw new Error(`train step: policy_loss_fn '${lossName}' takes rows in groups of ${rowsPerGroup}, got ${B} rows`);
+}
+
 /**
  * The policy update's micro-batches: microBatchSize rounded up to whole groups of the loss's rows, so that a group never
  * straddles two micro-batches (`lossName` names the loss in the error when the batch is not whole groups).
@@ -104,9 +110,7 @@ export function groupedMicroBatches(
   setting: number | undefined,
   worldSize: number,
 ): { start: number; n: number }[] {
-  if (B % rowsPerGroup !== 0) {
-    throw new Error(`train step: policy_loss_fn '${lossName}' takes rows in groups of ${rowsPerGroup}, got ${B} rows`);
-  }
+  checkWholeGroups(B, rowsPerGroup, lossName);
   const size = microBatchSize(setting, B, worldSize);
   return microBatches(B, Math.ceil(size / rowsPerGroup) * rowsPerGroup);
 }

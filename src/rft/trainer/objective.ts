@@ -76,6 +76,8 @@ export interface MicroBatch {
   readonly shaped: Shaped;
   /** Rows [start, start + n) of a whole-batch tensor. */
   part(t: Tensor): Tensor;
+  /** The forward's per-position values [n, its width] → the batch's response columns [n, R] (./token-budget.ts). */
+  response(perPosition: Tensor): Tensor;
   readonly actionMask: Tensor;
   readonly expertMask: Tensor;
   /** expertMask's rows as index lists, uploaded ahead. */
@@ -92,8 +94,7 @@ export interface ForwardOutput {
 /** The micro-batch's weighted loss (see the header); its terms' metrics go to `sums`. */
 export function microBatchLoss(objective: Objective, micro: MicroBatch, forward: ForwardOutput, sums: StepMetrics): Tensor {
   const { shaped, part, actionMask, expertMask, weights } = micro;
-  const { promptWidth, responseWidth } = shaped.batch;
-  const logprob = forward.logProbs.narrow(1, promptWidth - 1, responseWidth);
+  const logprob = micro.response(forward.logProbs);
   const advantages = correctedAdvantages(objective, micro, logprob, sums);
   const input: PolicyLossInput = {
     logprob,
@@ -124,7 +125,7 @@ export function microBatchLoss(objective: Objective, micro: MicroBatch, forward:
   }
   if (objective.entropy !== null && forward.entropy !== null) {
     const { fn, coef, mode } = objective.entropy;
-    const responseEntropy = forward.entropy.narrow(1, promptWidth - 1, responseWidth);
+    const responseEntropy = micro.response(forward.entropy);
     const term = fn({
       entropy: coef === 0 ? responseEntropy.detach() : responseEntropy,
       actionMask,

@@ -6,7 +6,7 @@
 //   computed by each rank for its own contiguous share of rows (ownRows) and summed across ranks (zeros elsewhere);
 //   advantages, group statistics, the micro-batch plan and every micro-batch's weights are computed by every rank
 //   over the whole batch; micro-batch i runs forward/backward on rank i mod N (micro_batch_size unset: N micro-
-//   batches of ⌈B/N⌉ rows); gradients are summed across ranks (bucketed), then every rank clips the global norm and
+//   batches of ⌈B/N⌉ rows; by a token budget: the plan of ./token-budget.ts, the same on every rank); gradients are summed across ranks (bucketed), then every rank clips the global norm and
 //   applies the same optimizer step, so parameters stay identical. Metrics that micro-batches add up (loss, pg_loss,
 //   policy/*, kl, entropy, critic/*) are summed across ranks; the rest every rank computes alike.
 import type { Tensor } from '../../torch/index.js';

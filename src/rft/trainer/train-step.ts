@@ -11,6 +11,7 @@
 //                          policy, critic values
 //   ./loss-inputs.ts       old log-probs, rollout correction, advantages, the rows kept, a whole-batch token mask
 //   ./micro-batches.ts     the micro-batch plan and each micro-batch's weights (gradient accumulation)
+//   ./token-budget.ts      micro-batches by a token budget (use_dynamic_bsz), each at its own widths
 //   ./objective.ts         one micro-batch's loss: the policy, KL and entropy terms and their shares
 //   ./lora-dropout.ts      eval mode outside the policy update; the dropout stream across ranks
 //   ./row-sharding.ts      data parallelism: each rank's rows and micro-batches, the collectives between phases
@@ -40,6 +41,7 @@ import { enterEvalMode, RankDropoutStream } from './lora-dropout.js';
 import type { MasterWeights } from './master-weights.js';
 import {
   BatchCounts,
+  checkWholeGroups,
   groupedMicroBatches,
   microBatches,
   microBatchSize,
@@ -51,7 +53,8 @@ import { type MicroBatch, microBatchLoss, stepObjective } from './objective.js';
 import type { ReferencePolicy } from './reference-policy.js';
 import { ONE_PROCESS, owns, type Shard, type StepCollectives, type StepProgram } from './row-sharding.js';
 import { StepMetrics } from './step-metrics.js';
-import { batchTensors, microPromptGroups, type TrainBatch } from './train-batch.js';
+import { batchTensors, microPromptGroups, rowPromptGroups, type TrainBatch } from './train-batch.js';
+import { type MicroBatchRange, microBatchView, tokenBudgetMicroBatches } from './token-budget.js';
 
 export interface TrainStepSetup {
   /** The policy (its trainable tensors are the optimizer's). */
@@ -66,6 +69,13 @@ export interface TrainStepSetup {
   critic?: { critic: Critic; optimizer: Optimizer; cliprangeValue?: number } | null;
   /** Rows per forward/backward (default: the whole batch; DPO rounds it up to whole pairs). */
   microBatchSize?: number;
+  /**
+   * Micro-batches by a token budget instead (trainer.use_dynamic_bsz with max_token_len_per_gpu, ./token-budget.ts):
+   * the most positions one forward computes; microBatchSize is then not read.
+   */
+  microBatchTokens?: number | null;
+  /** Where the step says what a user should know once (a row group over the token budget); default console.warn. */
+  warn?: (message: string) => void;
   /** Max global gradient norm (default algorithm.optimizer.clip_grad). */
   maxGradNorm?: number;
   padTokenId?: number;
@@ -109,6 +119,7 @@ export class TrainStep {
   readonly #entropy: ReturnType<typeof createEntropyLossFn>;
   readonly #params: Tensor[];
   #lastAdvantages: ReadonlyMap<string, number> = new Map();
+  #toldOversized = false;
 
   constructor(setup: TrainStepSetup) {
     const { algorithm } = setup;
@@ -305,7 +316,7 @@ export class TrainStep {
     const B = batch.rows.length;
     const { policyLossFn } = algorithm;
     const accumulation = policyLossAccumulation(policyLossFn.name, policyLossFn.args, algorithm.lossAggMode);
-    const plan = groupedMicroBatches(B, accumulation.rowsPerGroup, policyLossFn.name, this.setup.microBatchSize, shard.worldSize);
+    const { plan, ownWidths } = this.#plan(batch, accumulation.rowsPerGroup, policyLossFn.name, shard, sums);
     const whole = counted.rows(0, B);
     const objective = stepObjective(algorithm, { klLoss: this.#klLoss, entropy: this.#entropy }, accumulation, {
       step: this.step,
@@ -338,29 +349,26 @@ export class TrainStep {
         stream?.seek(i);
         const part = (t: Tensor) => t.narrow(0, start, n);
         const prepared = ahead[i] as NonNullable<(typeof ahead)[number]>;
+        const view = microBatchView(batch, start, n, ownWidths);
         const micro: MicroBatch = {
           shaped,
           part,
+          response: view.response,
           actionMask: part(batch.actionMask),
           expertMask: part(batch.expertMask),
           expertRows: prepared.expertRows,
           weights: microBatchWeights(accumulation, counted.rows(start, n), whole),
         };
-        const result = forwardBackward(
-          model,
-          part(batch.inputIds),
-          (forward) => microBatchLoss(objective, micro, forward, sums),
-          {
-            attentionMask: part(batch.attentionMask),
-            promptWidth: batch.promptWidth,
-            promptGroups: prepared.promptGroups,
-            entropy: objective.entropy !== null,
-            ...(this.setup.chunkSize ? { chunkSize: this.setup.chunkSize } : {}),
-            temperature: batch.temperatures.slice(start, start + n),
-            ...(this.setup.checkpoint ? { checkpoint: true } : {}),
-            ...(lora === null ? {} : { random: lora }),
-          },
-        );
+        const result = forwardBackward(model, view.inputIds, (forward) => microBatchLoss(objective, micro, forward, sums), {
+          attentionMask: view.attentionMask,
+          promptWidth: view.promptWidth,
+          promptGroups: prepared.promptGroups,
+          entropy: objective.entropy !== null,
+          ...(this.setup.chunkSize ? { chunkSize: this.setup.chunkSize } : {}),
+          temperature: batch.temperatures.slice(start, start + n),
+          ...(this.setup.checkpoint ? { checkpoint: true } : {}),
+          ...(lora === null ? {} : { random: lora }),
+        });
         sums.total('loss', result.loss);
         this.setup.masterWeights?.accumulateGradients();
         stream?.check(i);
@@ -369,6 +377,45 @@ export class TrainStep {
     } finally {
       lora?.eval();
     }
+  }
+
+  /**
+   * The step's micro-batches: by the token budget (each at its own widths; `sums`, when given, gets how many there
+   * are and how many hold a row group over the budget), else by microBatchSize rounded up to whole groups of
+   * `rowsPerGroup` rows (`lossName` names the policy loss that needs them; null for the critic).
+   */
+  #plan(
+    batch: TrainBatch,
+    rowsPerGroup: number,
+    lossName: string | null,
+    shard: Shard,
+    sums: StepMetrics | null,
+  ): { plan: MicroBatchRange[]; ownWidths: boolean } {
+    const B = batch.rows.length;
+    const budget = this.setup.microBatchTokens ?? null;
+    if (budget === null) {
+      const plan =
+        lossName === null
+          ? microBatches(B, microBatchSize(this.setup.microBatchSize, B, shard.worldSize))
+          : groupedMicroBatches(B, rowsPerGroup, lossName, this.setup.microBatchSize, shard.worldSize);
+      return { plan, ownWidths: false };
+    }
+    if (lossName !== null) checkWholeGroups(B, rowsPerGroup, lossName);
+    const { plan, oversized } = tokenBudgetMicroBatches(batch.rows, rowPromptGroups(batch.rows), rowsPerGroup, budget);
+    if (sums !== null && shard.rank === 0) {
+      sums.total('micro_batches', plan.length);
+      sums.total('oversized_micro_batches', oversized.length);
+    }
+    const first = oversized[0];
+    if (first !== undefined && !this.#toldOversized) {
+      this.#toldOversized = true;
+      (this.setup.warn ?? console.warn)(
+        `trainer: ${first.n === 1 ? 'a row' : `a group of ${first.n} rows`} computes ${first.tokens} positions, over ` +
+          `trainer.max_token_len_per_gpu (${budget}): it is trained as a micro-batch of its own (said once per run; ` +
+          'the step metric oversized_micro_batches counts them)',
+      );
+    }
+    return { plan, ownWidths: true };
   }
 
   /** The critic's forward/backward over this rank's micro-batches (value loss weighted by its share, as the policy's). */
@@ -386,16 +433,15 @@ export class TrainStep {
     const B = batch.rows.length;
     const mode = this.setup.algorithm.lossAggMode;
     const whole = counted.rows(0, B);
-    const size = microBatchSize(this.setup.microBatchSize, B, shard.worldSize);
-    for (const [i, { start, n }] of microBatches(B, size).entries()) {
+    const { plan, ownWidths } = this.#plan(batch, 1, null, shard, null);
+    for (const [i, { start, n }] of plan.entries()) {
       if (!owns(i, shard)) continue;
       torch.scope(() => {
         const part = (t: Tensor) => t.narrow(0, start, n);
         const actionMask = part(batch.actionMask);
         const weight = termShare(modeTerm(mode), counted.rows(start, n), whole);
-        const values = critic
-          .values(part(batch.inputIds), part(batch.attentionMask))
-          .narrow(1, batch.promptWidth - 1, batch.responseWidth);
+        const view = microBatchView(batch, start, n, ownWidths);
+        const values = view.response(critic.values(view.inputIds, view.attentionMask));
         const { loss, metrics: m } = clippedValueLoss(
           { values, oldValues: part(oldValues), returns: part(returns), actionMask },
           { lossAggMode: mode, ...(setup.cliprangeValue === undefined ? {} : { cliprangeValue: setup.cliprangeValue }) },

@@ -330,6 +330,7 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
     reference,
     critic,
     ...(init.microBatchSize ? { microBatchSize: init.microBatchSize } : {}),
+    microBatchTokens: init.microBatchTokens ?? null,
     checkpoint: init.gradientCheckpointing,
     padTokenId: init.padTokenId,
     startStep,

@@ -55,6 +55,8 @@ export interface TrainerInit {
   criticModelPath: string | null;
   totalSteps: number;
   microBatchSize: number | null;
+  /** Micro-batches by this token budget instead of microBatchSize rows (trainer.use_dynamic_bsz); null or absent: rows. */
+  microBatchTokens?: number | null;
   gradientCheckpointing: boolean;
   padTokenId: number;
   criticLr?: number;

@@ -150,6 +150,8 @@ trainer:
   max_checkpoints_to_keep: 1
   grad_clip: 0.25
   micro_batch_size: 2
+  use_dynamic_bsz: true
+  ppo_max_token_len_per_gpu: 4096
   gradient_checkpointing: false
   total_steps: 4
 synchronizer:
@@ -354,5 +356,6 @@ test('the ignored-key check finds the schema key a pattern names', () => {
     schemaKeyAt('buffer.explorer_input.tasksets.*.rollout_args.top_k'),
     'buffer.explorer_input.tasksets.*.rollout_args.top_k',
   );
-  assert.equal(schemaKeyAt('trainer.use_dynamic_bsz'), undefined);
+  assert.equal(schemaKeyAt('trainer.use_dynamic_bsz'), 'trainer.use_dynamic_bsz');
+  assert.equal(schemaKeyAt('trainer.trainer_type'), undefined);
 });

@@ -55,7 +55,7 @@ describe('Trinity keys this backend ignores', () => {
     const config = load(
       configText(`explorer:
   rollout_model: {gpu_memory_utilization: 0.7, tensor_parallel_size: 2, enforce_eager: "true"}
-trainer: {use_dynamic_bsz: true, trainer_config: {actor_rollout_ref: {actor: {fsdp_config: {param_offload: true}}}}}
+trainer: {ulysses_sequence_parallel_size: 1, trainer_config: {actor_rollout_ref: {actor: {fsdp_config: {param_offload: true}}}}}
 ray_namespace: demo
 log: {level: INFO}
 cluster: {ray_address: auto}
@@ -70,7 +70,7 @@ cluster: {ray_address: auto}
       'log.level',
       'ray_namespace',
       'trainer.trainer_config',
-      'trainer.use_dynamic_bsz',
+      'trainer.ulysses_sequence_parallel_size',
     ]);
     assert.equal(ignored.get('explorer.rollout_model.gpu_memory_utilization')?.value, 0.7);
     assert.match(ignored.get('explorer.rollout_model.gpu_memory_utilization')?.why ?? '', /KV-cache/);
@@ -99,14 +99,14 @@ trainer: {ulysses_sequence_parallel_size: 1.5, trainer_config: 3}
   policy_loss_fn_args: {clip_range: 0.2, ppo_micro_batch_size_per_gpu: 4, ngpus_trainer: 4}
 stages:
   - stage_name: a
-    trainer: {use_dynamic_bsz: false}
+    trainer: {trainer_type: verl}
 `),
     );
     const paths = config.trinity_keys.ignored.map((k) => k.path).sort();
     assert.deepEqual(paths, [
       'algorithm.policy_loss_fn_args.ngpus_trainer',
       'algorithm.policy_loss_fn_args.ppo_micro_batch_size_per_gpu',
-      'stages.0.trainer.use_dynamic_bsz',
+      'stages.0.trainer.trainer_type',
     ]);
     assert.equal(config.stages[0]?.algorithm.policy_loss_fn_args?.clip_range, 0.2);
   });
@@ -225,6 +225,28 @@ algorithm: {algorithm_type: grpo, repeat_times: 2, optimizer: {warmup_style: cos
     ]);
   });
 
+  it('trainer.use_dynamic_bsz: micro-batches by max_token_len_per_gpu (veRL name too, default 2 · max_model_len)', () => {
+    const budget = (trainer: string): number | null => {
+      const [stage] = resolveStages(load(configText(`trainer: ${trainer}\n`)));
+      return stageSettings(stage as StageConfig, model).trainer.microBatchTokens;
+    };
+    assert.equal(budget('{use_dynamic_bsz: true, max_token_len_per_gpu: 512}'), 512);
+    assert.equal(budget('{use_dynamic_bsz: true}'), 128, "Trinity's default: 2 · model.max_model_len (64)");
+    assert.equal(budget('{ppo_max_token_len_per_gpu: 300}'), 300, 'a budget alone turns it on');
+    assert.equal(budget('{use_dynamic_bsz: false, max_token_len_per_gpu: 512}'), null);
+    assert.equal(budget('{micro_batch_size: 2}'), null, 'rows by default');
+    const veRL = load(
+      configText(
+        'trainer: {trainer_config: {actor_rollout_ref: {actor: {use_dynamic_bsz: true, ppo_max_token_len_per_gpu: 256}}}}\n',
+      ),
+    );
+    assert.equal(veRL.trainer.use_dynamic_bsz, true);
+    assert.equal(veRL.trainer.max_token_len_per_gpu, 256);
+    assert.deepEqual(problemsOf(configText('trainer: {max_token_len_per_gpu: 512, ppo_max_token_len_per_gpu: 256}\n')), [
+      "trainer.ppo_max_token_len_per_gpu: (256) is veRL's name for trainer.max_token_len_per_gpu, which is set to 512: remove one",
+    ]);
+  });
+
   it("explorer.rollout_model.seed is the base of the workflow runs' sampling seeds", () => {
     const [seeded] = resolveStages(load(configText('explorer: {rollout_model: {seed: 7}}\n')));
     const [unseeded] = resolveStages(load(configText('')));
@@ -286,7 +308,7 @@ describe('trinity run', () => {
   it('prints the blocks once, before its stages, and keeps them in the job folder', async () => {
     const config = load(
       configText(`name: printed
-trainer: {use_dynamic_bsz: true}
+trainer: {ulysses_sequence_parallel_size: 1}
 synchronizer: {sync_method: nccl}
 stages: [{stage_name: a}, {stage_name: b}]
 `),
@@ -301,12 +323,12 @@ stages: [{stage_name: a}, {stage_name: b}]
     assert.equal(lines.filter((l) => l.startsWith('ignored on this backend')).length, 1);
     assert.equal(lines.filter((l) => l.startsWith('mapped (')).length, 1);
     const first = lines.findIndex((l) => l.includes('finished earlier'));
-    const printed = lines.findIndex((l) => l.startsWith('  trainer.use_dynamic_bsz=true'));
+    const printed = lines.findIndex((l) => l.startsWith('  trainer.ulysses_sequence_parallel_size=1'));
     assert.ok(printed >= 0 && printed < first, 'printed before the first stage');
     const kept = readFileSync(join(config.checkpoint_job_dir, 'trinity-keys.txt'), 'utf8');
     assert.match(
       kept,
-      /^ignored on this backend .*\n {2}trainer\.use_dynamic_bsz=true .*\nmapped .*\n {2}synchronizer\.sync_method=nccl -> memory/s,
+      /^ignored on this backend .*\n {2}trainer\.ulysses_sequence_parallel_size=1 .*\nmapped .*\n {2}synchronizer\.sync_method=nccl -> memory/s,
     );
   });
 

@@ -143,6 +143,15 @@ function scenarios(): Scenario[] {
       microBatchSize: 3,
       batches: threeSteps(grpoRows),
     },
+    {
+      // token-budget micro-batches (use_dynamic_bsz): 5 positions hold one row each, cut to its own response width
+      name: 'ppo-critic-tokens',
+      algorithm: { algorithm_type: 'ppo', optimizer: { lr: 1e-2 } },
+      lora: null,
+      microBatchSize: null,
+      microBatchTokens: 5,
+      batches: threeSteps(grpoRows),
+    },
   ];
 }
 
@@ -183,7 +192,7 @@ async function followerFailure(kind: 'kill' | 'hang'): Promise<Message> {
 }
 
 describe('data-parallel trainer (2 ranks, Gloo)', () => {
-  test('SFT, GRPO, GRPO with LoRA dropout and PPO with a critic: 2 ranks end 3 steps with the parameters of one process', async () => {
+  test('SFT, GRPO, GRPO with LoRA dropout, PPO with a critic (by rows and by a token budget): 2 ranks end 3 steps with the parameters of one process', async () => {
     const all = scenarios();
     const plan: RankPlan = {
       modelDir: toy.dir,

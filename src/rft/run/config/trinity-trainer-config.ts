@@ -3,6 +3,8 @@
 // the knobs that mean something here are taken out of it first and mapped onto their keys:
 //
 //   actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu  → trainer.micro_batch_size (sequences per micro-batch)
+//   actor_rollout_ref.actor.use_dynamic_bsz               → trainer.use_dynamic_bsz (micro-batches by a token budget)
+//   actor_rollout_ref.actor.ppo_max_token_len_per_gpu     → trainer.max_token_len_per_gpu (the budget)
 //   actor_rollout_ref.actor.grad_clip                      → trainer.grad_clip
 //   actor_rollout_ref.model.enable_gradient_checkpointing  → trainer.gradient_checkpointing
 //   actor_rollout_ref.actor.optim.{lr, lr_warmup_steps, lr_warmup_steps_ratio, min_lr_ratio, weight_decay, betas}
@@ -21,6 +23,14 @@ const VERL_KEYS: readonly [readonly string[], readonly string[]][] = [
   [
     [...ACTOR, 'ppo_micro_batch_size_per_gpu'],
     ['trainer', 'micro_batch_size'],
+  ],
+  [
+    [...ACTOR, 'use_dynamic_bsz'],
+    ['trainer', 'use_dynamic_bsz'],
+  ],
+  [
+    [...ACTOR, 'ppo_max_token_len_per_gpu'],
+    ['trainer', 'max_token_len_per_gpu'],
   ],
   [
     [...ACTOR, 'grad_clip'],

@@ -8,6 +8,8 @@ export interface Scenario {
   algorithm: Record<string, unknown>;
   lora: TrainerInit['lora'];
   microBatchSize: number | null;
+  /** Micro-batches by this token budget instead (trainer.use_dynamic_bsz). */
+  microBatchTokens?: number;
   /** The batch of each step (the same global batch on every rank and in the one process). */
   batches: Experience[][];
 }
@@ -37,6 +39,7 @@ export function scenarioInit(
     criticModelPath: null,
     totalSteps: 8,
     microBatchSize: scenario.microBatchSize,
+    microBatchTokens: scenario.microBatchTokens ?? null,
     gradientCheckpointing: false,
     padTokenId: 0,
     seed: 7,
