@@ -20,6 +20,7 @@
 //                                              too unless trainer.param_dtype is set)
 //   trainer.trainer_config's knobs that mean something here (micro-batch, gradient clipping and checkpointing, the
 //                                              actor's optimizer) → their keys (./trinity-trainer-config.ts)
+//   explorer.eval_interval, experience_buffer.use_priority_queue → as Trinity adjusts them (./trinity-adjustments.ts)
 //   cluster.node_num, cluster.gpu_per_node   → taken out here; the placement they imply is checked against the
 //                                              machine when the run is checked (./trinity-report.ts)
 //
@@ -31,6 +32,7 @@ import { type IgnoredSetting, takeIgnoredKeys } from '../../config/ignored-keys.
 import { pathsMatching } from '../../config/refusals.js';
 import { describeValue, getIn, isMapping, joinPath, type Segment, type Tree } from '../../config/source.js';
 import { DTYPES } from '../../config/value-schemas.js';
+import { mapTrinityAdjustments } from './trinity-adjustments.js';
 import { mapTrainerConfig } from './trinity-trainer-config.js';
 
 /** One mapped key: where it was written, the value, and what it became (null: decided once the run is resolved). */
@@ -77,6 +79,7 @@ export function takeTrinityKeys(tree: Tree, options: TrinityKeyOptions, problems
     mapWarmupStyle(node, at, mapped, problem);
     mapTokenLevelSftLoss(node, at, mapped, problem);
     mapped.push(...mapTrainerConfig(node, at, problem));
+    mapped.push(...mapTrinityAdjustments(node, tree, at, problem));
   }
   mapRolloutDtype(tree, mapped, problem);
   const cluster = takeCluster(tree, problem);
