@@ -9,4 +9,5 @@ export * from './reward-shaping-mapper.js';
 export * from './pass-rate-calculator.js';
 export * from './dapo-dynamic-sampling.js';
 export * from './overlong-reward-shaping.js';
+export * from './mask-response-truncated.js';
 export { EXPERIENCE_OPERATORS } from '../registry.js';
