@@ -177,6 +177,13 @@ export const IGNORED_KEYS: readonly IgnoredKey[] = [
     },
   ]),
   {
+    path: 'model.tinker',
+    kind: 'mapping',
+    why:
+      "Tinker's remote training service (base_model, LoRA rank): the trainer here trains model.model_path in this " +
+      'process (LoRA with model.lora_configs), as trainer.trainer_type is ignored',
+  },
+  {
     path: 'explorer.max_repeat_times_per_runner',
     kind: 'integer',
     why:

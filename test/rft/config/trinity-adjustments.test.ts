@@ -123,7 +123,7 @@ describe("upstream examples' agent and judge settings", () => {
     - {model_path: ${model}, max_prompt_tokens: 32, max_response_tokens: 8}
 trainer: {enable_preview: true}
 data_processor: {data_processor_url: 'http://127.0.0.1:5005'}
-`),
+`).replace('max_model_len: 64}', 'max_model_len: 64, tinker: {enable: true, base_model: Qwen/Qwen3-4B}}'),
     );
     assert.deepEqual(config.trinity_keys.ignored.map((k) => k.path).sort(), [
       'data_processor.data_processor_url',
@@ -136,6 +136,7 @@ data_processor: {data_processor_url: 'http://127.0.0.1:5005'}
       'explorer.rollout_model.max_response_tokens',
       'explorer.rollout_model.reasoning_parser',
       'explorer.rollout_model.tool_call_parser',
+      'model.tinker',
       'trainer.enable_preview',
     ]);
     for (const key of config.trinity_keys.ignored) assert.ok(key.why.length > 20, key.path);
