@@ -12,6 +12,9 @@
 import { didYouMean } from './did-you-mean.js';
 import { isModulePath, loadModuleExport } from './module-path.js';
 
+/** `package.module.ClassName`: how Trinity-RFT names a plugin class (a dotted path ending in a capitalized name). */
+const PYTHON_CLASS_PATH = /^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\.[A-Z]\w*$/;
+
 export interface RegistryOptions<T> {
   /**
    * Turns a module's export into an entry (throwing an error that names `spec` when it does not fit). Given, resolve()
@@ -71,6 +74,11 @@ export class Registry<T> {
     if (entry === undefined) {
       const reason = this.#unavailable.get(name);
       if (reason !== undefined) throw new Error(`${this.kind} '${name}' is not available here: ${reason}`);
+      if (this.#fromExport !== undefined && PYTHON_CLASS_PATH.test(name))
+        throw new Error(
+          `${this.kind} '${name}' is a Python class path (Trinity-RFT's plugin form): a ${this.kind} module here is a ` +
+            'TypeScript or JavaScript file, named as path/to/file.ts#export',
+        );
       const names = this.names();
       throw new Error(`unknown ${this.kind} '${name}'${didYouMean(name, names)}; registered: ${names.join(', ')}`);
     }

@@ -55,6 +55,17 @@ describe('Registry', () => {
     assert.equal(colors().unavailable('red', 'ignored: red is registered').get('red'), '#f00');
   });
 
+  test("a Python class path (Trinity's plugin form) is told how modules are named here, when modules are accepted", () => {
+    const withModules = new Registry<string>('workflow', { fromExport: (v) => String(v) });
+    assert.throws(() => withModules.get('examples.bots.workflow.bots_math_boxed_workflow.BOTSMathBoxedWorkflow'), {
+      message:
+        "workflow 'examples.bots.workflow.bots_math_boxed_workflow.BOTSMathBoxedWorkflow' is a Python class path " +
+        "(Trinity-RFT's plugin form): a workflow module here is a TypeScript or JavaScript file, named as path/to/file.ts#export",
+    });
+    assert.throws(() => colors().get('palette.Warm'), /^Error: unknown color 'palette.Warm'/, 'no modules: unknown');
+    assert.throws(() => withModules.get('math.workflow'), /^Error: unknown workflow/, 'no class name: unknown');
+  });
+
   test('a name is registered once', () => {
     assert.throws(() => colors().register('red', '#e00'), { message: "color 'red' is already registered" });
   });

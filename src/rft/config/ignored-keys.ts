@@ -184,6 +184,13 @@ export const IGNORED_KEYS: readonly IgnoredKey[] = [
       'process (LoRA with model.lora_configs), as trainer.trainer_type is ignored',
   },
   {
+    path: 'explorer.env_vars',
+    kind: 'mapping',
+    why:
+      "environment variables of Trinity's Ray workers: workflows here run in this process and its worker threads, " +
+      'with the environment trinity run was started with',
+  },
+  {
     path: 'explorer.max_repeat_times_per_runner',
     kind: 'integer',
     why:

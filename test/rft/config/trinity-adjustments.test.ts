@@ -112,6 +112,7 @@ describe("upstream examples' agent and judge settings", () => {
     const config = load(
       configText(`explorer:
   max_repeat_times_per_runner: 1
+  env_vars: {TMPDIR: /tmp}
   rollout_model:
     enable_history: true
     enable_auto_tool_choice: true
@@ -129,6 +130,7 @@ data_processor: {data_processor_url: 'http://127.0.0.1:5005'}
       'data_processor.data_processor_url',
       'explorer.auxiliary_models.0.max_prompt_tokens',
       'explorer.auxiliary_models.0.max_response_tokens',
+      'explorer.env_vars',
       'explorer.max_repeat_times_per_runner',
       'explorer.rollout_model.enable_auto_tool_choice',
       'explorer.rollout_model.enable_history',
