@@ -57,6 +57,8 @@ export const UNAVAILABLE_WORKFLOWS: readonly (readonly [string, string])[] = [
   ['agentscope_react_math_workflow', AGENTSCOPE],
   ['agentscopev0_react_math_workflow', AGENTSCOPE],
   ['agentscope_reactv2_math_workflow', AGENTSCOPE],
+  ['agentscope_reactv2_gsm8k_workflow', AGENTSCOPE],
+  ['agentopia_workflow', AGENTSCOPE],
   ['agentscope_v1_react_search_workflow', AGENTSCOPE],
   ['math_ruler_workflow', RULER],
   ['async_math_ruler_workflow', RULER],
@@ -102,6 +104,19 @@ export const UNAVAILABLE_WORKFLOWS: readonly (readonly [string, string])[] = [
     'learn2ask_workflow',
     "the learn_to_ask example's own workflow (its data format and LLM-judge reward, in Python): port it as a " +
       'workflow file (a module path in default_workflow_type)',
+  ],
+  [
+    'bcp_simple_react_workflow',
+    PYTHON_SIMULATOR("BrowseComp-Plus's search index (Pyserini BM25 or a dense index) behind its search tools"),
+  ],
+  [
+    'RAFT_baseline_countdown_workflow',
+    "the R3L example's own RAFT baseline workflow: math_workflow with default_reward_fn_type countdown_reward and " +
+      'algorithm_type raft trains on the same task',
+  ],
+  [
+    'RAFT_baseline_dapo_workflow',
+    "the R3L example's own RAFT baseline workflow: math_boxed_workflow with algorithm_type raft trains on the same task",
   ],
   [
     'bots_math_boxed_workflow',
