@@ -145,3 +145,22 @@ data_processor: {data_processor_url: 'http://127.0.0.1:5005'}
     assert.equal(config.explorer.auxiliary_models.length, 1, 'the auxiliary model itself stays');
   });
 });
+
+describe("Trinity 0.2's task pipeline keys (upstream grpo_gsm8k_task_pipeline)", () => {
+  it('name what to write today', () => {
+    const problems = problemsOf(
+      configText(`data_processor:
+  task_pipeline:
+    input_buffers: [{name: raw, path: ${tasks}}]
+    output_buffer: {name: out, path: ${dir}/out.jsonl}
+    dj_process_desc: 'Please compute difficulty scores.'
+`),
+    );
+    const moved = 'an older Trinity-RFT key, renamed or moved since: use data_processor.task_pipeline';
+    assert.deepEqual(problems, [
+      `data_processor.task_pipeline.input_buffers: unknown key 'input_buffers'; ${moved}.inputs (paths)`,
+      `data_processor.task_pipeline.output_buffer: unknown key 'output_buffer'; ${moved}.output (a path)`,
+      `data_processor.task_pipeline.dj_process_desc: unknown key 'dj_process_desc'; ${moved}.operators (the operators written out; the recipe-writing agent is gone)`,
+    ]);
+  });
+});
