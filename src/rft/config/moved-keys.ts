@@ -16,7 +16,17 @@ export interface MovedKey {
 }
 
 /** v0.1's flat explorer section: the engine's keys moved into explorer.rollout_model in v0.2. */
-const ENGINE_KEYS = ['engine_type', 'engine_num', 'tensor_parallel_size', 'gpu_memory_utilization', 'enforce_eager', 'dtype'];
+const ENGINE_KEYS = [
+  'engine_type',
+  'engine_num',
+  'tensor_parallel_size',
+  'gpu_memory_utilization',
+  'enforce_eager',
+  'enable_prefix_caching',
+  'enable_chunked_prefill',
+  'dtype',
+  'seed',
+];
 
 /** v0.1's sampling keys in the explorer section: per taskset since v0.2 (rollout_args). */
 const SAMPLING_KEYS = ['temperature', 'top_p', 'top_k', 'logprobs'];

@@ -146,6 +146,17 @@ data_processor: {data_processor_url: 'http://127.0.0.1:5005'}
   });
 });
 
+describe("Trinity 0.1's flat explorer section (upstream grpo_math/math.yaml)", () => {
+  it("names the engine keys' place today, the prefix cache and seed among them", () => {
+    const problems = problemsOf(configText('explorer: {enable_prefix_caching: false, seed: 42}\n'));
+    const moved = 'an older Trinity-RFT key, renamed or moved since: use explorer.rollout_model';
+    assert.deepEqual(problems, [
+      `explorer.enable_prefix_caching: unknown key 'enable_prefix_caching'; ${moved}.enable_prefix_caching`,
+      `explorer.seed: unknown key 'seed'; ${moved}.seed`,
+    ]);
+  });
+});
+
 describe("Trinity 0.2's task pipeline keys (upstream grpo_gsm8k_task_pipeline)", () => {
   it('name what to write today', () => {
     const problems = problemsOf(
