@@ -1,11 +1,14 @@
 // Trinity-RFT's workflow names (its WORKFLOWS registry and its examples' default_workflow_type) that have no
 // workflow of their own here: an async twin is the same workflow under its other name (Trinity registers both for
-// one class), and the rest are refused with why and what to use instead, not as an unknown name:
+// one class), math_ruler_workflow is math_workflow's prompt with the RULER reward (as Trinity's MathRULERWorkflow:
+// there math_reward only adds a "golden reward" metric, which is not computed here), and the rest are refused with
+// why and what to use instead, not as an unknown name:
 //
 //   default_workflow_type: alfworld_workflow
 //   → workflow 'alfworld_workflow' is not available here: needs ALFWorld (TextWorld's game engine), a Python ...
 //
 // Imported last by ./registry.ts: the aliases look up the built-ins registered before them.
+import { MATH_SYSTEM_PROMPT, singleTurnWorkflow } from './single-turn.js';
 import { WORKFLOWS } from './workflow-registry.js';
 
 /** Trinity's async twins: the same workflow (this runner awaits every workflow), under the other name. */
@@ -19,6 +22,10 @@ for (const [twin, name] of ASYNC_TWINS) {
   WORKFLOWS.register(twin, WORKFLOWS.get(name), `Trinity-RFT's async form of ${name} (the same workflow)`);
 }
 
+for (const name of ['math_ruler_workflow', 'async_math_ruler_workflow']) {
+  WORKFLOWS.register(name, singleTurnWorkflow(name, { systemPrompt: MATH_SYSTEM_PROMPT, defaultRewardFn: 'ruler_reward' }));
+}
+
 const PYTHON_SIMULATOR = (simulator: string): string =>
   `needs ${simulator}, a Python simulator this backend cannot run: write the environment as a workflow file ` +
   '(an Environment, as src/rft/workflow/env/frozen-lake.ts does), or serve the model (mode serve) to the Python ' +
@@ -30,8 +37,8 @@ const AGENTSCOPE =
   'talks to the model served in mode serve';
 
 const RULER =
-  'RULER (an auxiliary model ranks the responses of a task) is a reward function here: use math_workflow (or ' +
-  'simple_workflow) with default_reward_fn_type ruler_reward and an auxiliary model';
+  "RULER over the medical example's own prompts: math_ruler_workflow (math_workflow's prompt) or simple_workflow " +
+  'with default_reward_fn_type ruler_reward and an auxiliary model rank the responses of a task the same way';
 
 const RUBRIC =
   'the rubric judge is a reward function here: use simple_workflow with default_reward_fn_type rubric_judge_reward ' +
@@ -60,8 +67,6 @@ export const UNAVAILABLE_WORKFLOWS: readonly (readonly [string, string])[] = [
   ['agentscope_reactv2_gsm8k_workflow', AGENTSCOPE],
   ['agentopia_workflow', AGENTSCOPE],
   ['agentscope_v1_react_search_workflow', AGENTSCOPE],
-  ['math_ruler_workflow', RULER],
-  ['async_math_ruler_workflow', RULER],
   ['medicine_ruler_workflow', RULER],
   [
     'math_trainable_ruler_workflow',

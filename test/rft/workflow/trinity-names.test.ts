@@ -30,8 +30,14 @@ describe("Trinity's workflow names", () => {
     assert.throws(() => WORKFLOWS.get('sciworld_workflow'), /ScienceWorld/);
   });
 
+  test("math_ruler_workflow is math_workflow's prompt with the RULER reward (Trinity's MathRULERWorkflow)", () => {
+    for (const name of ['math_ruler_workflow', 'async_math_ruler_workflow']) {
+      assert.equal(WORKFLOWS.describe(name), 'single-turn: chat template + reply prefix, n samples, reward ruler_reward');
+    }
+  });
+
   test('a judge workflow names the reward function that does its job here', () => {
-    assert.throws(() => WORKFLOWS.get('math_ruler_workflow'), /default_reward_fn_type ruler_reward/);
+    assert.throws(() => WORKFLOWS.get('medicine_ruler_workflow'), /default_reward_fn_type ruler_reward/);
     assert.throws(() => WORKFLOWS.get('rubric_judge_workflow'), /default_reward_fn_type rubric_judge_reward/);
   });
 
