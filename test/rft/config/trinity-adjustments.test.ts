@@ -175,3 +175,21 @@ describe("Trinity 0.2's task pipeline keys (upstream grpo_gsm8k_task_pipeline)",
     ]);
   });
 });
+
+describe("Trinity's keys whose feature is not here (src/rft/config/unsupported-keys.ts)", () => {
+  it('are refused saying what is missing, not only as unknown keys', () => {
+    const problems = problemsOf(
+      configText(
+        `explorer:\n  auxiliary_models: [{model_path: ${model}, enable_thinking: false}]\n`,
+        `{experience_buffer: {name: e, storage_type: queue}}`,
+      ).replace(`taskset: {path: ${tasks}}`, `taskset: {path: ${tasks}, format: {image_key: images}}`),
+    );
+    assert.deepEqual(problems, [
+      "buffer.explorer_input.taskset.format.image_key: unknown key 'image_key'; Trinity-RFT's key, not supported here: " +
+        'images or video for a vision-language model: the models here are text-only (no vision encoder)',
+      "explorer.auxiliary_models.0.enable_thinking: unknown key 'enable_thinking'; Trinity-RFT's key, not supported " +
+        "here: Qwen3's chat-template switch for an auxiliary model (a judge) is not implemented: its template renders " +
+        'with its default; remove the key to accept that',
+    ]);
+  });
+});
