@@ -3,10 +3,17 @@
 //
 //   const COLORS = new Registry<string>('color').register('red', '#f00');
 //   COLORS.get('rde')   // Error: unknown color 'rde'; did you mean 'red'?; registered: red
+//   COLORS.unavailable('teal', 'needs a wider palette: use red').get('teal')
+//                       // Error: color 'teal' is not available here: needs a wider palette: use red
 //
+// unavailable() names what another implementation registers (Trinity-RFT's own names) and this one does not, so a
+// config written for it is told why and what to use instead, not only "unknown".
 // The algorithm, reward and workflow registries of src/rft are this class with a domain-shaped `register`.
 import { didYouMean } from './did-you-mean.js';
 import { isModulePath, loadModuleExport } from './module-path.js';
+
+/** `package.module.ClassName`: how Trinity-RFT names a plugin class (a dotted path ending in a capitalized name). */
+const PYTHON_CLASS_PATH = /^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\.[A-Z]\w*$/;
 
 export interface RegistryOptions<T> {
   /**
@@ -19,6 +26,7 @@ export interface RegistryOptions<T> {
 export class Registry<T> {
   readonly #entries = new Map<string, { value: T; description: string }>();
   readonly #loaded = new Map<string, Promise<T>>();
+  readonly #unavailable = new Map<string, string>();
   readonly #fromExport: ((value: unknown, spec: string) => T) | undefined;
 
   /** `kind` words the errors: "unknown <kind> 'name'". */
@@ -33,6 +41,16 @@ export class Registry<T> {
   register(name: string, value: T, description = ''): this {
     if (this.#entries.has(name)) throw new Error(`${this.kind} '${name}' is already registered`);
     this.#entries.set(name, { value, description });
+    this.#unavailable.delete(name);
+    return this;
+  }
+
+  /**
+   * Marks `name` as one this registry lacks on purpose: get() refuses it with `reason` (why, and what to use
+   * instead). A later register() of the name takes over.
+   */
+  unavailable(name: string, reason: string): this {
+    if (!this.#entries.has(name)) this.#unavailable.set(name, reason);
     return this;
   }
 
@@ -54,6 +72,13 @@ export class Registry<T> {
   get(name: string): T {
     const entry = this.#entries.get(name);
     if (entry === undefined) {
+      const reason = this.#unavailable.get(name);
+      if (reason !== undefined) throw new Error(`${this.kind} '${name}' is not available here: ${reason}`);
+      if (this.#fromExport !== undefined && PYTHON_CLASS_PATH.test(name))
+        throw new Error(
+          `${this.kind} '${name}' is a Python class path (Trinity-RFT's plugin form): a ${this.kind} module here is a ` +
+            'TypeScript or JavaScript file, named as path/to/file.ts#export',
+        );
       const names = this.names();
       throw new Error(`unknown ${this.kind} '${name}'${didYouMean(name, names)}; registered: ${names.join(', ')}`);
     }

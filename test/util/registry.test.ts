@@ -43,6 +43,29 @@ describe('Registry', () => {
     assert.throws(() => colors().get('purple'), { message: "unknown color 'purple'; registered: red, blue" });
   });
 
+  test('an unavailable name is refused with its reason, not as unknown; registering it takes over', async () => {
+    const registry = colors().unavailable('teal', 'needs a wider palette: use blue');
+    const message = "color 'teal' is not available here: needs a wider palette: use blue";
+    assert.throws(() => registry.get('teal'), { message });
+    await assert.rejects(registry.resolve('teal'), { message });
+    assert.equal(registry.has('teal'), false);
+    assert.deepEqual(registry.names(), ['red', 'blue'], 'an unavailable name is not listed as registered');
+    registry.register('teal', '#088');
+    assert.equal(registry.get('teal'), '#088');
+    assert.equal(colors().unavailable('red', 'ignored: red is registered').get('red'), '#f00');
+  });
+
+  test("a Python class path (Trinity's plugin form) is told how modules are named here, when modules are accepted", () => {
+    const withModules = new Registry<string>('workflow', { fromExport: (v) => String(v) });
+    assert.throws(() => withModules.get('examples.bots.workflow.bots_math_boxed_workflow.BOTSMathBoxedWorkflow'), {
+      message:
+        "workflow 'examples.bots.workflow.bots_math_boxed_workflow.BOTSMathBoxedWorkflow' is a Python class path " +
+        "(Trinity-RFT's plugin form): a workflow module here is a TypeScript or JavaScript file, named as path/to/file.ts#export",
+    });
+    assert.throws(() => colors().get('palette.Warm'), /^Error: unknown color 'palette.Warm'/, 'no modules: unknown');
+    assert.throws(() => withModules.get('math.workflow'), /^Error: unknown workflow/, 'no class name: unknown');
+  });
+
   test('a name is registered once', () => {
     assert.throws(() => colors().register('red', '#e00'), { message: "color 'red' is already registered" });
   });

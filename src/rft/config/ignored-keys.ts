@@ -47,6 +47,27 @@ const VLLM_KEYS: readonly [string, Kind, string][] = [
 
 const ENGINE_PATHS = ['explorer.rollout_model', 'explorer.auxiliary_models.*'] as const;
 
+/** vLLM's OpenAI-server options (Trinity's agent examples): what the engine's OpenAI endpoint here does instead. */
+const OPENAI_SERVER_KEYS: readonly [string, Kind, string][] = [
+  [
+    'enable_history',
+    'boolean',
+    "records a workflow's OpenAI calls as experiences: the model handle here records every call of each attempt " +
+      '(model.openai(), model.recordedExperiences)',
+  ],
+  ['enable_auto_tool_choice', 'boolean', "vLLM's tool_choice auto: the engine's OpenAI endpoint always accepts tools"],
+  [
+    'tool_call_parser',
+    'string',
+    "vLLM's tool-call parser: the engine here parses Hermes-style <tool_call> blocks (vLLM's hermes, Qwen's format)",
+  ],
+  [
+    'reasoning_parser',
+    'string',
+    "vLLM's parser that moves <think> text into reasoning_content: the engine here returns it in the message content",
+  ],
+];
+
 const MIX_WEIGHTS =
   "veRL's batch split that Trinity's mix losses read to weigh expert and usual micro-batches: the trainer here " +
   'weighs each kind by the rows it holds (src/rft/algorithm/policy-loss/mix.ts)';
@@ -141,6 +162,54 @@ export const IGNORED_KEYS: readonly IgnoredKey[] = [
     path: 'model.max_cpu_loras',
     kind: 'integer',
     why: "vLLM's CPU cache of LoRA adapters: a run here serves its one adapter (model.lora), kept with the engine's weights",
+  },
+  ...ENGINE_PATHS.flatMap((base) =>
+    OPENAI_SERVER_KEYS.map(([key, kind, why]): IgnoredKey => ({ path: `${base}.${key}`, kind, why })),
+  ),
+  ...(['max_prompt_tokens', 'max_response_tokens'] as const).flatMap((key): IgnoredKey[] => [
+    {
+      path: `explorer.rollout_model.${key}`,
+      kind: 'integer',
+      why: `the rollout engine's own length limit: here model.${key} bounds every rollout (engine and trainer share it)`,
+    },
+    {
+      path: `explorer.auxiliary_models.*.${key}`,
+      kind: 'integer',
+      why:
+        "vLLM's length limit of an auxiliary model: here its context is its max_model_len, and a reply is bounded by " +
+        'the max_tokens of each call',
+    },
+  ]),
+  {
+    path: 'model.tinker',
+    kind: 'mapping',
+    why:
+      "Tinker's remote training service (base_model, LoRA rank): the trainer here trains model.model_path in this " +
+      'process (LoRA with model.lora_configs), as trainer.trainer_type is ignored',
+  },
+  {
+    path: 'explorer.env_vars',
+    kind: 'mapping',
+    why:
+      "environment variables of Trinity's Ray workers: workflows here run in this process and its worker threads, " +
+      'with the environment trinity run was started with',
+  },
+  {
+    path: 'explorer.max_repeat_times_per_runner',
+    kind: 'integer',
+    why:
+      "how many of a task's repeats one Trinity runner takes (the rest go to other runners): here a repeatable " +
+      'workflow samples all repeat_times in one batched call, and a non-repeatable one runs each repeat concurrently',
+  },
+  {
+    path: 'trainer.enable_preview',
+    kind: 'boolean',
+    why: "a preview of experiences in Trinity's monitor: here every rollout is kept for the Studio (trinity studio)",
+  },
+  {
+    path: 'data_processor.data_processor_url',
+    kind: 'string',
+    why: 'the URL of the data-processor server of older Trinity versions: operators run in-process here (docs/data-pipelines.md)',
   },
 ];
 

@@ -11,6 +11,11 @@
 // does. A string that is exactly one reference takes the referenced value as it is (a number, a list), as OmegaConf's
 // node interpolation; inside other text a value reads as text. References read the tree after the `--set` overrides,
 // each referenced key is resolved once (in place), and a reference cycle is a problem, not a hang.
+//
+// Inside trainer.trainer_config (veRL's own config, which Trinity completes with veRL's defaults before OmegaConf
+// resolves it) a reference to a key of that config that the file does not set is left as written: upstream
+// ppo_countdown_megatron's critic reads `${trainer.trainer_config.actor_rollout_ref.actor.ppo_epochs}`, a veRL default.
+// That section is reported as ignored here (src/rft/config/ignored-keys.ts), apart from the knobs it maps.
 import type { ConfigProblem } from './errors.js';
 import { clone, getIn, isMapping, joinPath, type Segment, type Tree } from './source.js';
 
@@ -24,6 +29,12 @@ const REFERENCE_FORM = /^\.*[\w-]+(?:\.[\w-]+)*$/;
 /** Replaces the ${...} interpolations of every string of the tree (in place); problems name the key path. */
 export function interpolateConfig(tree: Tree, env: Env, problems: ConfigProblem[]): void {
   new Interpolation(tree, env, problems).resolveTree([]);
+}
+
+/** A key path inside trainer.trainer_config, of the run or of a stage. */
+function inVerlConfig(path: readonly Segment[]): boolean {
+  const at = path[0] === 'stages' ? path.slice(2) : path;
+  return at[0] === 'trainer' && at[1] === 'trainer_config';
 }
 
 /** Index of the `}` that closes a `${` whose body starts at `from` (nested `${...}` counted), or -1 if unclosed. */
@@ -136,6 +147,7 @@ class Interpolation {
       return match;
     }
     const value = getIn(this.tree, target);
+    if (value === undefined && inVerlConfig(path) && inVerlConfig(target)) return match; // a veRL default (header)
     if (value === undefined) {
       const message = `config reference '${match}' names key ${key}, which the config does not set (a reference reads keys written in the file or with --set; for an environment variable write \${oc.env:NAME})`;
       this.problem(path, message);

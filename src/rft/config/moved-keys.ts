@@ -16,7 +16,17 @@ export interface MovedKey {
 }
 
 /** v0.1's flat explorer section: the engine's keys moved into explorer.rollout_model in v0.2. */
-const ENGINE_KEYS = ['engine_type', 'engine_num', 'tensor_parallel_size', 'gpu_memory_utilization', 'enforce_eager', 'dtype'];
+const ENGINE_KEYS = [
+  'engine_type',
+  'engine_num',
+  'tensor_parallel_size',
+  'gpu_memory_utilization',
+  'enforce_eager',
+  'enable_prefix_caching',
+  'enable_chunked_prefill',
+  'dtype',
+  'seed',
+];
 
 /** v0.1's sampling keys in the explorer section: per taskset since v0.2 (rollout_args). */
 const SAMPLING_KEYS = ['temperature', 'top_p', 'top_k', 'logprobs'];
@@ -40,6 +50,16 @@ export const MOVED_KEYS: readonly MovedKey[] = [
   { path: 'buffer.train_dataset', use: 'buffer.trainer_input.experience_buffer' },
   { path: 'buffer.read_batch_size', use: 'buffer.train_batch_size' },
   { path: 'algorithm.optimizer.warmup_style', use: 'algorithm.optimizer.lr_scheduler_type' },
+  // the task pipeline of Trinity 0.2 (grpo_gsm8k_task_pipeline): buffers in and out, and a Data-Juicer recipe agent
+  { path: 'data_processor.task_pipeline.input_buffers', use: 'data_processor.task_pipeline.inputs (paths)' },
+  { path: 'data_processor.task_pipeline.output_buffer', use: 'data_processor.task_pipeline.output (a path)' },
+  { path: 'data_processor.task_pipeline.format', use: 'the format of the taskset that reads the output' },
+  ...['dj_process_desc', 'agent_model_name', 'agent_model_config', 'clean_strategy', 'dynamic'].map(
+    (key): MovedKey => ({
+      path: `data_processor.task_pipeline.${key}`,
+      use: 'data_processor.task_pipeline.operators (the operators written out; the recipe-writing agent is gone)',
+    }),
+  ),
 ];
 
 /** The hint for an unknown key at `path` (concrete, dotted) that an older Trinity-RFT version had, or null. */

@@ -6,6 +6,7 @@ import type { z } from 'zod';
 import { closestName } from '../../util/did-you-mean.js';
 import type { ConfigProblem } from './errors.js';
 import { movedKeyHint } from './moved-keys.js';
+import { unsupportedKeyHint } from './unsupported-keys.js';
 import { matchesPath } from './refusals.js';
 import { defOf, knownKeys, schemaAt, schemaLeafPaths, stripNulls, unwrap } from './schema-walker.js';
 import { describeValue, getIn, joinPath, type Segment, type Tree } from './source.js';
@@ -88,7 +89,8 @@ function issueProblems(issue: Issue, input: unknown, schema: Schema, prefix: rea
 
 /**
  * What to write instead of the unknown key `key` in the mapping at `path`, the first that applies: where an older
- * Trinity-RFT version's key went (./moved-keys.ts); the places elsewhere in the schema that have a key of that name
+ * Trinity-RFT version's key went (./moved-keys.ts); why a key of Trinity's has no counterpart here
+ * (./unsupported-keys.ts); the places elsewhere in the schema that have a key of that name
  * (a key written in the wrong section; at most three, as a name used everywhere says nothing); the closest key of
  * that mapping by edit distance; else that mapping's keys.
  */
@@ -96,6 +98,8 @@ function unknownKeyHint(schema: Schema, path: readonly Segment[], key: string): 
   const keyPath = joinPath([...path, key]);
   const moved = movedKeyHint(keyPath);
   if (moved !== null) return moved;
+  const unsupported = unsupportedKeyHint(keyPath);
+  if (unsupported !== null) return unsupported;
   const elsewhere = placesOfKey(schema, key).filter((place) => !matchesPath(place, keyPath));
   if (elsewhere.length > 0 && elsewhere.length <= 3) {
     const sections = elsewhere.map((place) => (place === key ? 'the top level' : place.slice(0, -key.length - 1)));

@@ -13,6 +13,7 @@ import './builtin.js'; // accuracy_reward, format_reward, math_reward, math_boxe
 import './llm-judge.js'; // rubric_judge_reward, ruler_reward
 import './reward-model.js'; // rm_yes_no_reward
 import './countdown.js'; // countdown_reward
+import './trinity-names.js'; // Trinity's reward names that are refused here, with why
 import type { AuxiliaryModels } from '../auxiliary/types.js';
 import { REWARD_FUNCTIONS } from './reward-registry.js';
 import { type AnyRewardFn, isGroupReward, type RewardContext } from './types.js';

@@ -84,6 +84,26 @@ buffer:
     );
     assert.equal(parse(`${MODEL}name: "$\${a.b}"\n`).name, '${a.b}');
   });
+
+  it('inside trainer.trainer_config a reference to a veRL default the file does not set stays as written', () => {
+    // upstream ppo_countdown_megatron: the critic's ppo_epochs reads the actor's, which only veRL's defaults set
+    const verl = `${MODEL}trainer:
+  trainer_config:
+    actor_rollout_ref: {actor: {use_dynamic_bsz: true}}
+    critic:
+      ppo_epochs: \${trainer.trainer_config.actor_rollout_ref.actor.ppo_epochs}
+      use_dynamic_bsz: \${trainer.trainer_config.actor_rollout_ref.actor.use_dynamic_bsz}
+`;
+    const config = parse(verl);
+    const critic = config.trinity_keys.ignored.find((k) => k.path === 'trainer.trainer_config')?.value as {
+      critic: Record<string, unknown>;
+    };
+    assert.equal(critic.critic.ppo_epochs, '${trainer.trainer_config.actor_rollout_ref.actor.ppo_epochs}');
+    assert.equal(critic.critic.use_dynamic_bsz, true, 'a key the file sets is still resolved');
+    // outside that section, or pointing out of it, an unset key is still a problem
+    assert.equal(problemsOf(`${MODEL}name: \${trainer.trainer_config.actor_rollout_ref.actor.ppo_epochs}\n`).length, 1);
+    assert.equal(problemsOf(`${MODEL}trainer: {trainer_config: {critic: {x: \${trainer.missing}}}}\n`).length, 1);
+  });
 });
 
 describe('YAML merge keys', () => {

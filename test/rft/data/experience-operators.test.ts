@@ -83,6 +83,20 @@ describe('experience operators', () => {
     assert.equal(metrics.filtered_count, 3);
   });
 
+  test('mask_response_truncated zeroes the action mask of responses cut off at the length limit, keeping them', async () => {
+    const truncated = exp('a', 1, { responseTokens: 3, truncateStatus: 'response_truncated', actionMask: [1, 1, 1] });
+    const unmasked = exp('a', 0, { responseTokens: 2, truncateStatus: 'response_truncated' }); // no mask: all tokens
+    const whole = exp('a', 0, { responseTokens: 2, actionMask: [1, 0] });
+    const promptCut = exp('a', 0, { responseTokens: 1, truncateStatus: 'prompt_truncated', actionMask: [0] });
+    const { kept, metrics } = await run('mask_response_truncated', {}, [truncated, unmasked, whole, promptCut]);
+    assert.deepEqual(
+      kept.map((e) => e.actionMask),
+      [[0, 0, 0], [0, 0], [1, 0], [0]],
+    );
+    assert.deepEqual(rewards(kept), [1, 0, 0, 0], 'rewards stay for the group statistics');
+    assert.equal(metrics.masked_truncated_count, 2);
+  });
+
   test('reward_shaping_mapper: ADD, SUB, MUL, DIV with weights, stats from info then metrics', async () => {
     const configs = [
       { stats_key: 'quality', op_type: 'ADD', weight: 0.5 },

@@ -24,6 +24,7 @@
 //                                            → ./trinity-rollout-mappings.ts
 //   buffer.trainer_input.sft_warmup_dataset as mix's expert data (Trinity 0.2) → auxiliary_buffers
 //                                              (./trinity-mix-mappings.ts)
+//   explorer.eval_interval, experience_buffer.use_priority_queue → as Trinity adjusts them (./trinity-adjustments.ts)
 //   cluster.node_num, cluster.gpu_per_node   → taken out here; the placement they imply is checked against the
 //                                              machine when the run is checked (./trinity-report.ts)
 //
@@ -43,6 +44,7 @@ import {
   writtenRepeatTimes,
 } from './trinity-rollout-mappings.js';
 import { mapMixExpertData } from './trinity-mix-mappings.js';
+import { mapTrinityAdjustments } from './trinity-adjustments.js';
 import { mapTrainerConfig } from './trinity-trainer-config.js';
 
 /** One mapped key: where it was written, the value, and what it became (null: decided once the run is resolved). */
@@ -92,6 +94,7 @@ export function takeTrinityKeys(tree: Tree, options: TrinityKeyOptions, problems
     mapRolloutN(node, at, mapped, problem, writtenRepeatTimes(tree, node));
     mapMaxInflightBatches(node, at, mapped, problem);
     mapMixExpertData(node, node.algorithm ?? tree.algorithm, at, mapped, problem);
+    mapped.push(...mapTrinityAdjustments(node, tree, at, problem));
   }
   mapRolloutDtype(tree, mapped, problem);
   mapModelTemperature(tree, mapped, problem);

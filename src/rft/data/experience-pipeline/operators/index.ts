@@ -10,4 +10,5 @@ export * from './pass-rate-calculator.js';
 export * from './dapo-dynamic-sampling.js';
 export * from './overlong-reward-shaping.js';
 export * from './data-juicer.js';
+export * from './mask-response-truncated.js';
 export { EXPERIENCE_OPERATORS } from '../registry.js';

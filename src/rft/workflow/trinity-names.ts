@@ -1,0 +1,137 @@
+// Trinity-RFT's workflow names (its WORKFLOWS registry and its examples' default_workflow_type) that have no
+// workflow of their own here: an async twin is the same workflow under its other name (Trinity registers both for
+// one class), math_ruler_workflow is math_workflow's prompt with the RULER reward (as Trinity's MathRULERWorkflow:
+// there math_reward only adds a "golden reward" metric, which is not computed here), and the rest are refused with
+// why and what to use instead, not as an unknown name:
+//
+//   default_workflow_type: alfworld_workflow
+//   → workflow 'alfworld_workflow' is not available here: needs ALFWorld (TextWorld's game engine), a Python ...
+//
+// Imported last by ./registry.ts: the aliases look up the built-ins registered before them.
+import { MATH_SYSTEM_PROMPT, singleTurnWorkflow } from './single-turn.js';
+import { WORKFLOWS } from './workflow-registry.js';
+
+/** Trinity's async twins: the same workflow (this runner awaits every workflow), under the other name. */
+const ASYNC_TWINS = [
+  ['async_simple_workflow', 'simple_workflow'],
+  ['async_math_workflow', 'math_workflow'],
+  ['async_math_boxed_workflow', 'math_boxed_workflow'],
+] as const;
+
+for (const [twin, name] of ASYNC_TWINS) {
+  WORKFLOWS.register(twin, WORKFLOWS.get(name), `Trinity-RFT's async form of ${name} (the same workflow)`);
+}
+
+for (const name of ['math_ruler_workflow', 'async_math_ruler_workflow']) {
+  WORKFLOWS.register(name, singleTurnWorkflow(name, { systemPrompt: MATH_SYSTEM_PROMPT, defaultRewardFn: 'ruler_reward' }));
+}
+
+const PYTHON_SIMULATOR = (simulator: string): string =>
+  `needs ${simulator}, a Python simulator this backend cannot run: write the environment as a workflow file ` +
+  '(an Environment, as src/rft/workflow/env/frozen-lake.ts does), or serve the model (mode serve) to the Python ' +
+  'agent and train on its traffic (README, "Serving and agents")';
+
+const AGENTSCOPE =
+  'runs an AgentScope agent (a Python library) inside the workflow: here an agent is a workflow file that calls ' +
+  'model.openai() (examples/openai_agent), tool_agent_workflow (a ReAct loop over tools), or a Python agent that ' +
+  'talks to the model served in mode serve';
+
+const RULER =
+  "RULER over the medical example's own prompts: math_ruler_workflow (math_workflow's prompt) or simple_workflow " +
+  'with default_reward_fn_type ruler_reward and an auxiliary model rank the responses of a task the same way';
+
+const RUBRIC =
+  'the rubric judge is a reward function here: use simple_workflow with default_reward_fn_type rubric_judge_reward ' +
+  'and an auxiliary model';
+
+export const UNAVAILABLE_WORKFLOWS: readonly (readonly [string, string])[] = [
+  ['alfworld_workflow', PYTHON_SIMULATOR("ALFWorld (TextWorld's game engine)")],
+  ['step_wise_alfworld_workflow', PYTHON_SIMULATOR("ALFWorld (TextWorld's game engine)")],
+  ['RAFT_alfworld_workflow', PYTHON_SIMULATOR("ALFWorld (TextWorld's game engine)")],
+  ['RAFT_reflect_alfworld_workflow', PYTHON_SIMULATOR("ALFWorld (TextWorld's game engine)")],
+  ['alfworld_workflow_v2', PYTHON_SIMULATOR("ALFWorld (TextWorld's game engine)")],
+  ['RAFT_baseline_alfworld_workflow', PYTHON_SIMULATOR("ALFWorld (TextWorld's game engine)")],
+  ['RAFT_baseline_scienceworld_workflow', PYTHON_SIMULATOR('ScienceWorld (a Python package over a Java simulator)')],
+  ['RAFT_baseline_webshop_workflow', PYTHON_SIMULATOR('WebShop (a web-shop simulator with a Pyserini search index)')],
+  ['sciworld_workflow', PYTHON_SIMULATOR('ScienceWorld (a Python package over a Java simulator)')],
+  ['webshop_workflow', PYTHON_SIMULATOR('WebShop (a web-shop simulator with a Pyserini search index)')],
+  ['intercode_sql_workflow', PYTHON_SIMULATOR("InterCode's SQL environment (queries run in a Docker database)")],
+  [
+    'email_search_workflow',
+    "needs the Enron email index (a SQLite full-text database built by the example's Python scripts) behind its " +
+      'search tools: tool_agent_workflow runs a multi-turn agent over tools that a workflow file defines',
+  ],
+  ['agentscope_workflow_adapter', AGENTSCOPE],
+  ['agentscope_workflow_adapter_v1', AGENTSCOPE],
+  ['agentscope_react_workflow', AGENTSCOPE],
+  ['as_react_workflow', AGENTSCOPE],
+  ['agentscope_react_math_workflow', AGENTSCOPE],
+  ['agentscopev0_react_math_workflow', AGENTSCOPE],
+  ['agentscope_reactv2_math_workflow', AGENTSCOPE],
+  ['agentscope_reactv2_gsm8k_workflow', AGENTSCOPE],
+  ['agentopia_workflow', AGENTSCOPE],
+  ['agentscope_v1_react_search_workflow', AGENTSCOPE],
+  ['medicine_ruler_workflow', RULER],
+  [
+    'math_trainable_ruler_workflow',
+    'trains the policy as its own RULER judge too, which is not implemented: ruler_reward (with math_workflow and an ' +
+      'auxiliary model as the judge) ranks the responses without training the judge',
+  ],
+  ['rubric_judge_workflow', RUBRIC],
+  ['rubric_judge_openai_workflow', RUBRIC],
+  ['simple_mm_workflow', 'takes images or video: the models here are text-only (no vision encoder)'],
+  ['async_simple_mm_workflow', 'takes images or video: the models here are text-only (no vision encoder)'],
+  [
+    'tool_call_workflow',
+    "ToolACE's single-call workflow (the reward compares the model's function call with the dataset's) is not " +
+      'implemented: tool_agent_workflow runs the tools a workflow file defines over several turns',
+  ],
+  [
+    'toolcall_workflow',
+    "ToolACE's single-call workflow (the reward compares the model's function call with the dataset's) is not " +
+      'implemented: tool_agent_workflow runs the tools a workflow file defines over several turns',
+  ],
+  [
+    'math_eval_workflow',
+    "Qwen2.5-Math's answer extraction for evaluation is not implemented: math_boxed_workflow scores \\boxed{} answers",
+  ],
+  [
+    'async_math_eval_workflow',
+    "Qwen2.5-Math's answer extraction for evaluation is not implemented: math_boxed_workflow scores \\boxed{} answers",
+  ],
+  [
+    'math_rm_workflow',
+    'a reward from an auxiliary reward model is a reward function here: math_workflow with default_reward_fn_type ' +
+      'rm_yes_no_reward (or ruler_reward) and an auxiliary model',
+  ],
+  [
+    'async_math_rm_workflow',
+    'a reward from an auxiliary reward model is a reward function here: math_workflow with default_reward_fn_type ' +
+      'rm_yes_no_reward (or ruler_reward) and an auxiliary model',
+  ],
+  [
+    'learn2ask_workflow',
+    "the learn_to_ask example's own workflow (its data format and LLM-judge reward, in Python): port it as a " +
+      'workflow file (a module path in default_workflow_type)',
+  ],
+  [
+    'bcp_simple_react_workflow',
+    PYTHON_SIMULATOR("BrowseComp-Plus's search index (Pyserini BM25 or a dense index) behind its search tools"),
+  ],
+  [
+    'RAFT_baseline_countdown_workflow',
+    "the R3L example's own RAFT baseline workflow: math_workflow with default_reward_fn_type countdown_reward and " +
+      'algorithm_type raft trains on the same task',
+  ],
+  [
+    'RAFT_baseline_dapo_workflow',
+    "the R3L example's own RAFT baseline workflow: math_boxed_workflow with algorithm_type raft trains on the same task",
+  ],
+  [
+    'bots_math_boxed_workflow',
+    "the BOTS example's own workflow: math_boxed_workflow with the experience operator pass_rate_calculator feeds " +
+      'the difficulty_based task selector here',
+  ],
+];
+
+for (const [name, reason] of UNAVAILABLE_WORKFLOWS) WORKFLOWS.unavailable(name, reason);

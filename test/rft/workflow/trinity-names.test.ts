@@ -1,0 +1,67 @@
+// Trinity-RFT's workflow and reward names that have no module of their own here (src/rft/workflow/trinity-names.ts,
+// src/rft/reward/trinity-names.ts): an async twin is the same workflow, and the others are refused with why and what
+// to use instead — never as an unknown name with a list to guess from.
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { REWARD_FUNCTIONS } from '../../../src/rft/reward/registry.js';
+import { UNAVAILABLE_REWARDS } from '../../../src/rft/reward/trinity-names.js';
+import { WORKFLOWS } from '../../../src/rft/workflow/registry.js';
+import { UNAVAILABLE_WORKFLOWS } from '../../../src/rft/workflow/trinity-names.js';
+
+describe("Trinity's workflow names", () => {
+  test('the async twins are the built-in workflows under their other names', async () => {
+    for (const [twin, name] of [
+      ['async_simple_workflow', 'simple_workflow'],
+      ['async_math_workflow', 'math_workflow'],
+      ['async_math_boxed_workflow', 'math_boxed_workflow'],
+    ]) {
+      assert.equal((await WORKFLOWS.resolve(twin as string)).run, WORKFLOWS.get(name as string).run, twin);
+    }
+  });
+
+  test('an environment that needs a Python simulator is refused naming the simulator and what to do instead', async () => {
+    await assert.rejects(WORKFLOWS.resolve('alfworld_workflow'), (error: Error) => {
+      assert.match(error.message, /^workflow 'alfworld_workflow' is not available here: needs ALFWorld/);
+      assert.match(error.message, /Python simulator/);
+      assert.match(error.message, /frozen-lake\.ts/);
+      return true;
+    });
+    assert.throws(() => WORKFLOWS.get('webshop_workflow'), /WebShop/);
+    assert.throws(() => WORKFLOWS.get('sciworld_workflow'), /ScienceWorld/);
+  });
+
+  test("math_ruler_workflow is math_workflow's prompt with the RULER reward (Trinity's MathRULERWorkflow)", () => {
+    for (const name of ['math_ruler_workflow', 'async_math_ruler_workflow']) {
+      assert.equal(WORKFLOWS.describe(name), 'single-turn: chat template + reply prefix, n samples, reward ruler_reward');
+    }
+  });
+
+  test('a judge workflow names the reward function that does its job here', () => {
+    assert.throws(() => WORKFLOWS.get('medicine_ruler_workflow'), /default_reward_fn_type ruler_reward/);
+    assert.throws(() => WORKFLOWS.get('rubric_judge_workflow'), /default_reward_fn_type rubric_judge_reward/);
+  });
+
+  test('every refused name is not registered, and its message says why (no "unknown")', () => {
+    for (const [name] of UNAVAILABLE_WORKFLOWS) {
+      if (WORKFLOWS.has(name)) continue; // implemented since: the registration took over
+      assert.throws(
+        () => WORKFLOWS.get(name),
+        (error: Error) => {
+          assert.ok(error.message.startsWith(`workflow '${name}' is not available here: `), error.message);
+          return true;
+        },
+      );
+    }
+  });
+});
+
+describe("Trinity's reward names", () => {
+  test('are refused with what to use instead', () => {
+    assert.throws(() => REWARD_FUNCTIONS.get('math_dapo_reward'), /overlong_reward_shaping/);
+    assert.throws(() => REWARD_FUNCTIONS.get('rlcr_reward'), /Brier score/);
+    for (const [name] of UNAVAILABLE_REWARDS) {
+      if (REWARD_FUNCTIONS.has(name)) continue;
+      assert.throws(() => REWARD_FUNCTIONS.get(name), new RegExp(`^Error: reward function '${name}' is not available here: `));
+    }
+  });
+});
