@@ -149,6 +149,9 @@ describe('loadConfig: defaults and derived keys', () => {
       max_checkpoints_to_keep: 0,
       grad_clip: 1,
       micro_batch_size: 1,
+      use_dynamic_bsz: false, // micro-batches of micro_batch_size rows (Trinity's default is true: see docs/trinity-configs.md)
+      max_token_len_per_gpu: 2048, // 2 · model.max_model_len, Trinity's default; read only with use_dynamic_bsz
+      ppo_max_token_len_per_gpu: null, // veRL's name of the budget
       gradient_checkpointing: true,
       total_steps: null,
       device: 'auto',
