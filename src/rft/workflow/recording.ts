@@ -67,7 +67,10 @@ export function workflowWithRecording(definition: WorkflowWithRecording): Workfl
       const tokenizer = context.model.tokenizer;
       if (tokenizer === null) throw new Error('workflowWithRecording: the rollout model has no tokenizer, which recording needs');
       const conversation = new ConversationTracker(tokenizer);
-      const served = await context.model.serveScope({ conversation, signal: context.signal, byApiKey: true });
+      // the run's end (return, throw, timeout, stop) revokes the key and cancels the calls still in flight
+      const runEnd = new AbortController();
+      const signal = AbortSignal.any([context.signal, runEnd.signal]);
+      const served = await context.model.serveScope({ conversation, signal, byApiKey: true });
       const rewards = new RunRewards();
       const experiencesNow = () =>
         conversation.leaves().map((turn) => rewards.apply(leafExperience(turn, context.task.id, context.runIdBase)));
@@ -82,7 +85,8 @@ export function workflowWithRecording(definition: WorkflowWithRecording): Workfl
           updateReward: (reward, info, sampleIds) => rewards.set(reward, info, sampleIds),
         });
       } finally {
-        served.release(); // the key is revoked: a straggling call of the agent gets 401
+        runEnd.abort(new Error('the recording run has ended')); // a straggling call of the agent: 401, or cancelled
+        served.release();
       }
       const experiences = experiencesNow();
       if (experiences.length === 0)
