@@ -4,6 +4,7 @@
 // merge into one experience whose action mask is 1 exactly on the replies' tokens; the workflow sets the reward.
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
+import { OpenAIService, startOpenAIServer } from '../../../src/openai/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
 import type { Task } from '../../../src/rft/task.js';
 import {
@@ -188,4 +189,11 @@ describe('workflowWithRecording: the merge rule', () => {
     });
     assert.match(unknown.statuses[0]?.error ?? '', /sample ids that are no experience of the run: no-such-eid/);
   });
+});
+
+test('startOpenAIServer refuses keyScopes with a server-wide apiKey or defaultScope (the key picks the scope)', async () => {
+  const service = new OpenAIService({ modelName: 'm', backend });
+  for (const extra of [{ apiKey: 'secret' }, { defaultScope: {} }]) {
+    await assert.rejects(startOpenAIServer({ service, keyScopes: new Map(), ...extra }), /keyScopes picks the scope/);
+  }
 });
