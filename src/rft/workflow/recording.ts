@@ -9,11 +9,12 @@
 //     },
 //   });
 //
-// The endpoint is the explorer's one rollout server on 127.0.0.1 (EngineModelHandle.serveScope, started once and
-// reused by every run). A run's key is `sk-run-<128 random bits>`; the server records each chat completion made with
-// it into the run's own conversation history, with exact token ids, log-probs and the model version that served it.
-// A call with another run's key, a revoked key or none gets 401, so concurrent runs never mix. The key is revoked
-// when runAsync returns or throws, or the attempt is aborted (timeout, stop); a call still in flight is cancelled.
+// The endpoint is the model handle's rollout server on 127.0.0.1 (EngineModelHandle.serveScope, started once and
+// reused by every run: one per explorer, or per worker thread for workflows loaded by module path, ./isolation/).
+// A run's key is `sk-run-<128 random bits>`; the server records each chat completion made with it into the run's own
+// conversation history, with exact token ids, log-probs and the model version that served it. A call with another
+// run's key, a revoked key or none gets 401, so concurrent runs never mix. The key is revoked when runAsync returns
+// or throws, or the attempt is aborted (timeout, stop); a call still in flight is cancelled.
 //
 // The merge rule (../../engine/conversation.ts, Trinity's PrefixExperienceMerger): a call whose messages extend an
 // earlier call's messages plus its reply continues that call's exact ids, and the chain becomes ONE experience:
