@@ -9,6 +9,10 @@
 //   + routes the caller adds (serve mode's /feedback)
 //   /s/<scope>/v1/...                 the same API within a scope (the explorer gives each workflow run its own,
 //                                     so its calls are recorded into that run's conversations)
+//   /v1/... with `keyScopes`          the API key picks the scope (a recording workflow's per-run key, given to a
+//                                     black-box agent as OPENAI_API_KEY): an unknown, revoked or missing key is a
+//                                     401, so runs never mix; /v1/completions is refused there (only chat calls are
+//                                     recorded, and every call with a run's key must be)
 //
 // Safe by default: listens on 127.0.0.1; with an API key every route but /health needs `Authorization: Bearer <key>`
 // (else 401); bodies over maxBodyBytes get 413; every error is OpenAI's JSON error shape; a request never names a
@@ -51,6 +55,11 @@ export interface OpenAIServerOptions {
   scopes?: ReadonlyMap<string, RequestScope>;
   /** Scope of the plain /v1/... routes (serve mode records here). */
   defaultScope?: RequestScope;
+  /**
+   * Scopes by API key for the plain /v1/... routes (recording workflows' per-run keys): a request whose bearer key is
+   * not in the map gets 401. Takes the place of `defaultScope` and `apiKey` (give neither).
+   */
+  keyScopes?: ReadonlyMap<string, RequestScope>;
   /** Enables POST /update_weights_from_disk for folders inside `root`. */
   reloadWeights?: { root: string; load: (dir: string) => Promise<unknown> };
   /**
@@ -84,6 +93,8 @@ const SCOPED = /^\/s\/([A-Za-z0-9_-]{1,128})(\/v1\/.*)$/;
 
 export async function startOpenAIServer(options: OpenAIServerOptions): Promise<OpenAIServer> {
   const host = options.host ?? '127.0.0.1';
+  if (options.keyScopes && (options.apiKey || options.defaultScope))
+    throw new Error('startOpenAIServer: keyScopes picks the scope of /v1/... by key; give no apiKey or defaultScope with it');
   if (options.apiKey === '')
     throw new Error(
       'startOpenAIServer: apiKey is an empty string, which would let every request in; give a key, or null for none',
@@ -162,6 +173,16 @@ async function handleRequest(state: ServerState, req: IncomingMessage, res: Serv
     scope = found;
     path = scoped[2] as string;
   }
+  const keyed = !scoped && options.keyScopes !== undefined;
+  if (keyed) {
+    const found = keyScopeOf(req.headers.authorization, options.keyScopes as ReadonlyMap<string, RequestScope>);
+    if (found === undefined) {
+      throw new OpenAIHttpError(401, "Unknown or revoked API key: send Authorization: Bearer <the run's key>", {
+        code: 'invalid_api_key',
+      });
+    }
+    scope = found;
+  }
   const abort = new AbortController();
   res.on('close', () => {
     if (!res.writableFinished) abort.abort(new Error('the client closed the connection'));
@@ -180,6 +201,10 @@ async function handleRequest(state: ServerState, req: IncomingMessage, res: Serv
       return sendReply(res, await serviceOf(options, body).chatCompletion(body, requestScope));
     }
     case 'POST /v1/completions': {
+      if (keyed)
+        throw new OpenAIHttpError(400, 'a recording run records chat completions only: use POST /v1/chat/completions', {
+          code: 'unsupported_endpoint',
+        });
       const body = await readJson(req, maxBodyBytes);
       return sendReply(res, await serviceOf(options, body).completion(body, requestScope));
     }
@@ -325,6 +350,12 @@ function authorized(header: string | undefined, key: Buffer): boolean {
   if (!match) return false;
   const given = Buffer.from((match[1] as string).trim());
   return given.length === key.length && timingSafeEqual(given, key);
+}
+
+/** The scope of a request's bearer key (a Map lookup: the keys are 128-bit random, not guessable by timing). */
+function keyScopeOf(header: string | undefined, scopes: ReadonlyMap<string, RequestScope>): RequestScope | undefined {
+  const match = /^Bearer\s+(.+)$/i.exec(header ?? '');
+  return match ? scopes.get((match[1] as string).trim()) : undefined;
 }
 
 async function readJson(req: IncomingMessage, maxBytes: number): Promise<unknown> {

@@ -7,6 +7,7 @@ export * from './eval-metrics.js';
 export * from './model-handle.js';
 export * from './module-path.js';
 export * from './prompt-truncation.js';
+export * from './recording.js';
 export * from './runner.js';
 export * from './single-turn.js';
 export * from './types.js';

@@ -39,7 +39,14 @@ import {
   type PromptLimit,
   placeholderResult,
 } from './prompt-truncation.js';
-import type { ModelHandle, RecordedExperienceOptions, RolloutOutput, ServedScope, ToExperienceOptions } from './types.js';
+import type {
+  ModelHandle,
+  RecordedExperienceOptions,
+  RolloutOutput,
+  ServedScope,
+  ServeScopeOptions,
+  ToExperienceOptions,
+} from './types.js';
 
 /** The model name the rollout endpoint reports (it accepts any name a client sends). */
 export const ROLLOUT_MODEL_NAME = 'rollout-model';
@@ -126,7 +133,8 @@ export class EngineModelHandle implements ModelHandle {
 
   /** The handle's own conversation history (calls made on the handle itself, outside workflow attempts). */
   #conversation: ConversationTracker | null = null;
-  #served: Promise<{ server: OpenAIServer; scopes: Map<string, RequestScope> }> | null = null;
+  #served: Promise<{ server: OpenAIServer; scopes: Map<string, RequestScope>; keyScopes: Map<string, RequestScope> }> | null =
+    null;
   #ownScope: Promise<ServedScope> | null = null;
 
   #history(): ConversationTracker {
@@ -135,26 +143,36 @@ export class EngineModelHandle implements ModelHandle {
     return this.#conversation;
   }
 
-  /** Starts (once) the rollout endpoint on 127.0.0.1 and opens a scope recording into `conversation`. */
-  async serveScope(scope: { conversation: ConversationTracker; signal?: AbortSignal }): Promise<ServedScope> {
+  /**
+   * Starts (once) the rollout endpoint on 127.0.0.1 and opens a scope recording into `conversation`: under a path of
+   * its own (/s/<id>/v1), or (byApiKey) under a fresh per-run API key on the plain /v1 (other keys get 401).
+   */
+  async serveScope(scope: ServeScopeOptions): Promise<ServedScope> {
     this.#served ??= (async () => {
       const { OpenAIService, startOpenAIServer } = await import('../../openai/index.js');
       const scopes = new Map<string, RequestScope>();
+      const keyScopes = new Map<string, RequestScope>();
       const service = new OpenAIService({ modelName: ROLLOUT_MODEL_NAME, backend: this.engine, acceptAnyModel: true });
-      const server = await startOpenAIServer({ service, scopes });
+      const server = await startOpenAIServer({ service, scopes, keyScopes });
       server.server.unref(); // the endpoint never keeps the process alive
-      return { server, scopes };
+      return { server, scopes, keyScopes };
     })();
-    const { server, scopes } = await this.#served;
-    const id = randomBytes(16).toString('hex');
-    scopes.set(id, {
+    const { server, scopes, keyScopes } = await this.#served;
+    const requestScope: RequestScope = {
       conversation: scope.conversation,
       ...(scope.signal ? { signal: scope.signal } : {}),
       modelVersion: () => this.#modelVersion,
-    });
-    const release = () => void scopes.delete(id);
+    };
+    const id = randomBytes(16).toString('hex');
+    const table = scope.byApiKey ? keyScopes : scopes;
+    const key = scope.byApiKey ? `sk-run-${id}` : id;
+    table.set(key, requestScope);
+    const release = () => void table.delete(key);
     scope.signal?.addEventListener('abort', release, { once: true });
-    return { baseURL: `${server.url}/s/${id}/v1`, modelName: ROLLOUT_MODEL_NAME, release };
+    if (scope.signal?.aborted) release();
+    return scope.byApiKey
+      ? { baseURL: server.baseURL, apiKey: key, modelName: ROLLOUT_MODEL_NAME, release }
+      : { baseURL: `${server.url}/s/${id}/v1`, modelName: ROLLOUT_MODEL_NAME, release };
   }
 
   async openaiBaseUrl(): Promise<string> {

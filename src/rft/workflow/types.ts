@@ -65,10 +65,25 @@ export interface RecordedExperienceOptions {
   info?: ExperienceInfo;
 }
 
+/** What ModelHandle.serveScope records and how a client reaches it. */
+export interface ServeScopeOptions {
+  conversation: ConversationTracker;
+  /** Ends the scope (its calls are aborted, later ones refused). */
+  signal?: AbortSignal;
+  /**
+   * True: the scope is reached with a per-run API key on the endpoint's plain /v1 (./recording.ts, Trinity's
+   * WorkflowWithRecording): a black-box agent needs only OPENAI_BASE_URL and OPENAI_API_KEY, and any other key gets
+   * 401. False (default): by a path of its own, /s/<id>/v1, with any key.
+   */
+  byApiKey?: boolean;
+}
+
 /** An OpenAI-compatible endpoint for one scope of calls (see ModelHandle.serveScope). */
 export interface ServedScope {
   /** …/v1, for any OpenAI-compatible SDK. */
   baseURL: string;
+  /** The scope's API key (byApiKey): the only key its calls are accepted with, revoked by release(). */
+  apiKey?: string;
   /** The model name the endpoint expects (any name is accepted). */
   modelName: string;
   release(): void;
@@ -106,7 +121,7 @@ export interface ModelHandle {
   /** Experiences of the chat calls recorded so far (chat() and the OpenAI endpoint), oldest first. */
   recordedExperiences(options?: RecordedExperienceOptions): Experience[];
   /** For wrappers: an HTTP endpoint whose chat calls are recorded into `conversation`. */
-  serveScope(scope: { conversation: ConversationTracker; signal?: AbortSignal }): Promise<ServedScope>;
+  serveScope(scope: ServeScopeOptions): Promise<ServedScope>;
 }
 
 export interface WorkflowContext {
