@@ -1,4 +1,5 @@
-// The model configuration: Hugging Face's config.json for the Llama / Qwen2 / Qwen3 family, read into a typed object.
+// The model configuration: Hugging Face's config.json for the Llama / Qwen2 / Qwen3 family and the Qwen3-MoE
+// mixture of experts, read into a typed object.
 //
 // Every key that shapes the network is checked; a missing or invalid one is an error naming the file and the key.
 // Keys that transformers itself defaults (attention_bias, mlp_bias, tie_word_embeddings, hidden_act, rms_norm_eps,
@@ -11,13 +12,34 @@
 import { join } from 'node:path';
 import { fileErrorDetail, readRegularFile } from '../util/index.js';
 
-export type ModelType = 'llama' | 'qwen2' | 'qwen3';
+export type ModelType = 'llama' | 'qwen2' | 'qwen3' | 'qwen3_moe';
 
 export const SUPPORTED_ARCHITECTURES: Readonly<Record<ModelType, string>> = {
   llama: 'LlamaForCausalLM',
   qwen2: 'Qwen2ForCausalLM',
   qwen3: 'Qwen3ForCausalLM',
+  qwen3_moe: 'Qwen3MoeForCausalLM',
 };
+
+/**
+ * The sparse MLP of a mixture-of-experts model (Qwen3MoeConfig's keys and defaults). Layer i is sparse when
+ * i is not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0; the others keep a dense SwiGLU MLP of
+ * intermediate_size.
+ */
+export interface MoeConfig {
+  /** num_experts (transformers 5 writes it as num_local_experts). */
+  numExperts: number;
+  /** num_experts_per_tok: the k of the router's top-k. */
+  numExpertsPerTok: number;
+  /** moe_intermediate_size: each expert's SwiGLU width. */
+  moeIntermediateSize: number;
+  /** norm_topk_prob: renormalise the k chosen probabilities to sum to 1. */
+  normTopkProb: boolean;
+  /** router_aux_loss_coef: weight of the load-balancing loss added to the SFT loss (./moe.ts). */
+  routerAuxLossCoef: number;
+  /** Per layer: true when its MLP is the sparse expert block. */
+  sparseLayers: readonly boolean[];
+}
 
 /** How inverse frequencies are computed (transformers' modeling_rope_utils, same names). */
 export type RopeScaling =
@@ -71,6 +93,8 @@ export interface ModelConfig {
   /** RMSNorm over head_dim on queries and keys before RoPE (Qwen3). */
   qkNorm: boolean;
   rope: RopeConfig;
+  /** The experts of a mixture-of-experts model (qwen3_moe); null for dense models. */
+  moe: MoeConfig | null;
   /** The parsed JSON, kept so that save() writes every key back unchanged. */
   raw: Readonly<Record<string, unknown>>;
 }
@@ -138,7 +162,7 @@ export function parseModelConfig(raw: Record<string, unknown>, file = 'config.js
       `${numKeyValueHeads} does not divide num_attention_heads ${numAttentionHeads}`,
     );
   }
-  // Qwen3Config's head_dim defaults to 128; Llama and Qwen2 derive it.
+  // Qwen3Config's head_dim defaults to 128; Llama, Qwen2 and Qwen3-MoE (getattr(config, "head_dim", ...)) derive it.
   const derivedHeadDim = type === 'qwen3' ? 128 : hiddenSize / numAttentionHeads;
   if (raw.head_dim === undefined || raw.head_dim === null) {
     if (!Number.isInteger(derivedHeadDim)) {
@@ -182,6 +206,7 @@ export function parseModelConfig(raw: Record<string, unknown>, file = 'config.js
 
   const maxPositionEmbeddings = read.positiveInt('max_position_embeddings');
   const attentionBias = read.bool('attention_bias', false);
+  const numHiddenLayers = read.positiveInt('num_hidden_layers');
   const config: ModelConfig = {
     file,
     modelType: type,
@@ -189,7 +214,7 @@ export function parseModelConfig(raw: Record<string, unknown>, file = 'config.js
     vocabSize: read.positiveInt('vocab_size'),
     hiddenSize,
     intermediateSize: read.positiveInt('intermediate_size'),
-    numHiddenLayers: read.positiveInt('num_hidden_layers'),
+    numHiddenLayers,
     numAttentionHeads,
     numKeyValueHeads,
     headDim,
@@ -199,11 +224,43 @@ export function parseModelConfig(raw: Record<string, unknown>, file = 'config.js
     qkvBias: type === 'qwen2' ? true : attentionBias,
     outputBias: type === 'qwen2' ? false : attentionBias,
     mlpBias: type === 'llama' ? read.bool('mlp_bias', false) : false,
-    qkNorm: type === 'qwen3',
+    qkNorm: type === 'qwen3' || type === 'qwen3_moe',
     rope: parseRope(raw, file, maxPositionEmbeddings),
+    moe: type === 'qwen3_moe' ? parseMoe(read, numHiddenLayers) : null,
     raw,
   };
   return config;
+}
+
+/** Qwen3MoeConfig's expert keys, with its defaults. */
+function parseMoe(read: Reader, numHiddenLayers: number): MoeConfig {
+  const expertsKey = read.has('num_experts') ? 'num_experts' : 'num_local_experts';
+  const numExperts = read.positiveInt(expertsKey, 128);
+  const numExpertsPerTok = read.positiveInt('num_experts_per_tok', 8);
+  if (numExpertsPerTok > numExperts) {
+    throw new ModelConfigError(read.file, 'num_experts_per_tok', `${numExpertsPerTok} exceeds ${expertsKey} ${numExperts}`);
+  }
+  const sparseStep = read.positiveInt('decoder_sparse_step', 1);
+  const mlpOnly = read.value('mlp_only_layers') ?? [];
+  if (!Array.isArray(mlpOnly) || mlpOnly.some((i) => !Number.isInteger(i) || i < 0 || i >= numHiddenLayers)) {
+    throw new ModelConfigError(
+      read.file,
+      'mlp_only_layers',
+      `expected a list of layer indices in 0..${numHiddenLayers - 1}, got ${JSON.stringify(mlpOnly)}`,
+    );
+  }
+  const auxCoef = read.value('router_aux_loss_coef') ?? 0.001;
+  if (typeof auxCoef !== 'number' || !Number.isFinite(auxCoef) || auxCoef < 0) {
+    throw new ModelConfigError(read.file, 'router_aux_loss_coef', `expected a number >= 0, got ${JSON.stringify(auxCoef)}`);
+  }
+  return {
+    numExperts,
+    numExpertsPerTok,
+    moeIntermediateSize: read.positiveInt('moe_intermediate_size', 768),
+    normTopkProb: read.bool('norm_topk_prob', false),
+    routerAuxLossCoef: auxCoef,
+    sparseLayers: Array.from({ length: numHiddenLayers }, (_, i) => !mlpOnly.includes(i) && (i + 1) % sparseStep === 0),
+  };
 }
 
 function parseRope(raw: Record<string, unknown>, file: string, maxPositionEmbeddings: number): RopeConfig {
