@@ -97,28 +97,71 @@ function expertCounts(pairExperts: Tensor, numExperts: number): number[] {
  * real token) leaves padding out. A float32 scalar.
  */
 export function loadBalancingLoss(routerLogits: readonly Tensor[], moe: MoeConfig, realTokens?: Tensor): Tensor {
-  if (routerLogits.length === 0) throw new RangeError('loadBalancingLoss: no router logits (the model has no sparse layer)');
-  const E = moe.numExperts;
-  let chosen: Tensor | null = null; // [E]
-  let probability: Tensor | null = null; // [E]
-  let rows: Tensor | number = 0;
-  const mask = realTokens?.float().unsqueeze(1); // [N, 1]
-  for (const logits of routerLogits) {
-    const probs = logits.softmax(-1, 'float32'); // [N, E]
-    const top = torch.noGrad(() => probs.topk(moe.numExpertsPerTok, { dim: -1 }).indices);
-    // one-hot of the chosen experts summed over k: [N, E]
-    const hits = top
-      .unsqueeze(-1)
-      .eq(torch.arange(E, { device: logits.device }))
-      .float()
-      .sum(1);
-    const c = mask === undefined ? hits.sum(0) : hits.mul(mask).sum(0);
-    const p = mask === undefined ? probs.sum(0) : probs.mul(mask).sum(0);
-    chosen = chosen === null ? c : chosen.add(c);
-    probability = probability === null ? p : probability.add(p);
-    rows = mask === undefined ? (rows as number) + logits.size(0) : mask.sum().add(rows);
+  const balancing = new LoadBalancing(moe, realTokens ?? null);
+  for (const logits of routerLogits) balancing.observe(logits);
+  return balancing.loss();
+}
+
+/**
+ * The load-balancing loss of one pass, gathered as its sparse layers run. The top-k counts C carry no gradient, so
+ * given the forward's counts the loss is a sum of one term per layer, each differentiable through that layer alone:
+ *   aux = sum over sparse layers l of  sum_e (E C_e / R^2) * sum_n mask_n p_{l,n,e}      (= E sum_e f_e P_e)
+ * which lets activation checkpointing (./training.ts) take each layer's term when it recomputes that layer.
+ */
+export class LoadBalancing {
+  readonly #moe: MoeConfig;
+  readonly #mask: Tensor | null; // [N, 1] float32
+  #chosen: Tensor | null = null; // [E], summed over layers and real tokens
+  readonly #probabilities: Tensor[] = []; // per layer [E]
+  #layers = 0;
+  #rowsPerLayer = 0; // N
+
+  constructor(moe: MoeConfig, realTokens: Tensor | null) {
+    this.#moe = moe;
+    this.#mask = realTokens === null ? null : realTokens.float().reshape([-1, 1]);
   }
-  const f = (chosen as Tensor).div(rows);
-  const P = (probability as Tensor).div(rows);
-  return f.mul(P).sum().mul(E);
+
+  /** Adds one sparse layer's router logits [N, E]. */
+  observe(logits: Tensor): void {
+    const chosen = torch.noGrad(() => {
+      const top = logits.softmax(-1, 'float32').topk(this.#moe.numExpertsPerTok, { dim: -1 }).indices;
+      const hits = top
+        .unsqueeze(-1)
+        .eq(torch.arange(this.#moe.numExperts, { device: logits.device }))
+        .float()
+        .sum(1);
+      return this.#masked(hits); // [E]
+    });
+    this.#chosen = this.#chosen === null ? chosen : this.#chosen.add(chosen);
+    this.#probabilities.push(this.#masked(logits.softmax(-1, 'float32')));
+    this.#layers++;
+  }
+
+  /** aux over the layers observed (differentiable through their logits where those carry a graph). */
+  loss(): Tensor {
+    return this.#perExpert().mul(torch.stack(this.#probabilities).sum(0)).sum();
+  }
+
+  /** One layer's term of loss() over its router logits [N, E] (the same layer recomputed), after every layer was observed. */
+  layerTerm(logits: Tensor): Tensor {
+    return this.#perExpert()
+      .mul(this.#masked(logits.softmax(-1, 'float32')))
+      .sum();
+  }
+
+  /** E C_e / R^2 (no gradient), so that aux = sum_e of it times P_e (C, P: counts and probabilities summed). */
+  #perExpert(): Tensor {
+    const chosen = this.#chosen;
+    if (chosen === null) throw new RangeError('LoadBalancing: no router logits (the model has no sparse layer)');
+    return torch.noGrad(() => {
+      const rows = this.#mask === null ? this.#rowsPerLayer * this.#layers : this.#mask.sum().mul(this.#layers);
+      return chosen.div(rows).div(rows).mul(this.#moe.numExperts);
+    });
+  }
+
+  /** Sum over real tokens of [N, E] → [E]. */
+  #masked(perToken: Tensor): Tensor {
+    this.#rowsPerLayer = perToken.size(0);
+    return this.#mask === null ? perToken.sum(0) : perToken.mul(this.#mask).sum(0);
+  }
 }

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { RolloutEngine } from '../../src/engine/index.js';
-import { CausalLM, initModel, loadModelConfig, parseModelConfig } from '../../src/model/index.js';
+import { CausalLM, forwardBackward, initModel, loadModelConfig, parseModelConfig } from '../../src/model/index.js';
 import { loadBalancingLoss } from '../../src/model/moe.js';
 import * as torch from '../../src/torch/index.js';
 import { disposeAll, fixturesDir, get, maxAbsDiff, repoRoot } from './helpers/fixtures.js';
@@ -168,6 +168,43 @@ test("without the aux term the router's gradient differs from transformers' (the
     model.dispose();
   }
 });
+
+for (const [checkpoint, chunkSize] of [
+  [false, 256],
+  [true, 3],
+] as const) {
+  test(`forwardBackward with routerAuxLoss (checkpoint ${checkpoint}, chunkSize ${chunkSize}): loss and gradients equal transformers`, () => {
+    const model = CausalLM.load(dir, { requiresGrad: true });
+    try {
+      torch.scope(() => {
+        const moe = model.config.moe as NonNullable<typeof model.config.moe>;
+        const mask = get(ref, 'train.mask');
+        // transformers' loss: mean NLL over the labels that are not -100, each predicted from the position before
+        const labelled = get(ref, 'train.labels').slice(1, 1).ne(-100).float();
+        const result = forwardBackward(
+          model,
+          get(ref, 'train.ids'),
+          ({ logProbs }) => logProbs.mul(labelled).sum().neg().div(labelled.sum()),
+          {
+            attentionMask: mask,
+            checkpoint,
+            chunkSize,
+            routerAuxLoss: moe.routerAuxLossCoef,
+          },
+        );
+        assert.ok(Math.abs((result.routerAuxLoss as torch.Tensor).item() - get(ref, 'train.aux_loss').item()) < 1e-5);
+        assert.ok(Math.abs(result.loss.item() - get(ref, 'train.loss').item()) < TOLERANCE, `loss ${result.loss.item()}`);
+        for (const [name, p] of model.parameters()) {
+          const expected = get(ref, `grad.${name}`);
+          const diff = p.grad === null ? expected.abs().max().item() : maxAbsDiff(p.grad, expected);
+          assert.ok(diff < TOLERANCE, `${name}: max |grad diff| = ${diff}`);
+        }
+      });
+    } finally {
+      model.dispose();
+    }
+  });
+}
 
 describe('saving and model init', () => {
   const tmp = mkdtempSync(join(tmpdir(), 'moe-'));
