@@ -26,7 +26,8 @@
 //
 // A mixture of experts (routerAuxLoss): the router's load-balancing loss (./moe.ts) of the pass's real tokens,
 // weighted, joins the loss; its gradient enters the trunk's backward with the head's (with checkpointing, each sparse
-// layer's term when that layer is recomputed).
+// layer's term when that layer is recomputed). With a weight, the batch is not packed (the loss covers every token);
+// with weight 0 (logged only) a packed pass's value covers the tokens the pass ran.
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import { LoadBalancing } from './moe.js';
@@ -384,8 +385,11 @@ export function forwardBackward(
   const withEntropy = options.entropy ?? false;
   return torch.scope(() => {
     const temperature = headTemperature(checked.temperature, inputIds.device);
-    const input = trunkInput(inputIds, options);
     const moe = model.config.moe;
+    // a weighted load-balancing loss covers every real token, as transformers': no shared-prompt packing, which
+    // runs each prompt once and leaves out each row's last token
+    const weightedAux = moe !== null && (options.routerAuxLoss ?? 0) !== 0;
+    const input = trunkInput(inputIds, weightedAux ? { ...options, promptWidth: undefined } : options);
     const aux: RouterAux | null =
       moe !== null && options.routerAuxLoss !== undefined
         ? {
