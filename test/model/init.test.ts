@@ -17,6 +17,7 @@ const cases = [
   { architecture: 'qwen2', tieWordEmbeddings: true },
   { architecture: 'qwen3', tieWordEmbeddings: false },
   { architecture: 'llama', tieWordEmbeddings: false },
+  { architecture: 'qwen3_moe', tieWordEmbeddings: false },
 ] as const;
 
 for (const c of cases) {

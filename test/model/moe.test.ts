@@ -264,6 +264,27 @@ describe('saving and model init', () => {
     } finally {
       model.dispose();
     }
+    const cli = (...args: string[]) =>
+      execFileSync(process.execPath, ['--import', 'tsx', join(repoRoot, 'src/cli/main.ts'), 'model', 'init', ...args], {
+        encoding: 'utf8',
+        stdio: 'pipe',
+      });
+    cli(
+      join(tmp, 'cli'),
+      '--arch',
+      'qwen3_moe',
+      '--hidden-size',
+      '32',
+      '--layers',
+      '1',
+      '--experts',
+      '4',
+      '--experts-per-tok',
+      '1',
+    );
+    const written = JSON.parse(readFileSync(join(tmp, 'cli', 'config.json'), 'utf8')) as Record<string, unknown>;
+    assert.deepEqual([written.architectures, written.num_experts, written.num_experts_per_tok], [['Qwen3MoeForCausalLM'], 4, 1]);
+    assert.throws(() => cli(join(tmp, 'cli2'), '--experts', '4'), /--experts needs --arch qwen3_moe, got --arch qwen2/);
     assert.throws(
       () => initModel(join(tmp, 'bad'), { architecture: 'qwen3_moe', numExperts: 2, numExpertsPerTok: 3 }),
       /num_experts_per_tok': 3 exceeds num_experts 2/,
