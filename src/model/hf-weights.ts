@@ -15,6 +15,8 @@
 //   model.layers.{i}.mlp.gate.weight                  [experts, hidden]          the router
 //   model.layers.{i}.mlp.experts.{e}.{gate,up}_proj.weight  [moeIntermediate, hidden]
 //   model.layers.{i}.mlp.experts.{e}.down_proj.weight       [hidden, moeIntermediate]
+//   model.layers.{i}.mlp.shared_expert.{gate,up,down}_proj.weight, mlp.shared_expert_gate.weight [1, hidden]
+//                                                     (qwen2_moe: shared [sharedIntermediate, hidden] / transposed)
 //     (the layout save_pretrained writes: transformers 5 fuses experts into 3-d tensors in memory only)
 //   model.norm.weight                                 [hidden]
 //   lm_head.weight                                    [vocab, hidden]            (absent when tied to embed_tokens)
@@ -53,6 +55,13 @@ export function expectedWeights(config: ModelConfig): Map<string, number[]> {
         linear(`${p}.mlp.experts.${e}.gate_proj`, moe.moeIntermediateSize, h, false);
         linear(`${p}.mlp.experts.${e}.up_proj`, moe.moeIntermediateSize, h, false);
         linear(`${p}.mlp.experts.${e}.down_proj`, h, moe.moeIntermediateSize, false);
+      }
+      const shared = moe.sharedExpertIntermediateSize;
+      if (shared !== null) {
+        linear(`${p}.mlp.shared_expert.gate_proj`, shared, h, false);
+        linear(`${p}.mlp.shared_expert.up_proj`, shared, h, false);
+        linear(`${p}.mlp.shared_expert.down_proj`, h, shared, false);
+        linear(`${p}.mlp.shared_expert_gate`, 1, h, false);
       }
       continue;
     }

@@ -32,11 +32,11 @@ export interface ModelInitOptions {
   seed?: number;
   dtype?: ModelDType;
   initializerRange?: number;
-  /** qwen3_moe: experts per sparse layer (default 8). */
+  /** qwen2_moe / qwen3_moe: experts per sparse layer (default 8). */
   numExperts?: number;
-  /** qwen3_moe: experts each token is routed to (default 2). */
+  /** qwen2_moe / qwen3_moe: experts each token is routed to (default 2). */
   numExpertsPerTok?: number;
-  /** qwen3_moe: each expert's SwiGLU width (default intermediateSize / numExpertsPerTok, at least 1). */
+  /** qwen2_moe / qwen3_moe: each expert's SwiGLU width (default intermediateSize / numExpertsPerTok, at least 1). */
   moeIntermediateSize?: number;
 }
 
@@ -106,9 +106,8 @@ export function initModel(dir: string, options: ModelInitOptions = {}): { parame
     ...(architecture === 'qwen2' ? { use_sliding_window: false, sliding_window: null } : {}),
     ...(architecture === 'qwen3' ? { attention_bias: false, use_sliding_window: false, sliding_window: null } : {}),
     ...(architecture === 'llama' ? { attention_bias: false, mlp_bias: false } : {}),
-    ...(architecture === 'qwen3_moe'
+    ...(architecture === 'qwen3_moe' || architecture === 'qwen2_moe'
       ? {
-          attention_bias: false,
           use_sliding_window: false,
           sliding_window: null,
           num_experts: options.numExperts ?? 8,
@@ -116,9 +115,12 @@ export function initModel(dir: string, options: ModelInitOptions = {}): { parame
           moe_intermediate_size: options.moeIntermediateSize ?? Math.max(1, Math.floor(intermediateSize / numExpertsPerTok)),
           decoder_sparse_step: 1,
           mlp_only_layers: [],
-          norm_topk_prob: true,
           router_aux_loss_coef: 0.001,
           output_router_logits: false,
+          // as the released checkpoints: Qwen3-MoE renormalises the top-k weights, Qwen1.5-MoE has a shared expert
+          ...(architecture === 'qwen3_moe'
+            ? { attention_bias: false, norm_topk_prob: true }
+            : { qkv_bias: true, norm_topk_prob: false, shared_expert_intermediate_size: intermediateSize }),
         }
       : {}),
   };

@@ -1,10 +1,12 @@
-// The sparse mixture-of-experts MLP (Qwen3MoeSparseMoeBlock in transformers) and its load-balancing loss.
+// The sparse mixture-of-experts MLP (Qwen3MoeSparseMoeBlock, Qwen2MoeSparseMoeBlock in transformers) and its
+// load-balancing loss.
 //
 //   h                                   [N, hidden]      N = batch * seq tokens
 //   router_logits = h Wr^T              [N, E]           Wr = mlp.gate.weight [E, hidden]
 //   p = softmax_f32(router_logits)      [N, E]
 //   w, chosen = topk(p, k)              [N, k]           (norm_topk_prob) w = w / sum(w); w cast to h's dtype
 //   y[n] = sum_j w[n, j] * expert_{chosen[n, j]}(h[n])   expert_e(x) = down_e(silu(gate_e(x)) * up_e(x))
+//   (qwen2_moe) y[n] += sigmoid(h[n] . shared_expert_gate) * shared_expert(h[n])      every token, a SwiGLU too
 //
 // Computed by grouping, not token by token: the N*k (token, expert) pairs are sorted by expert (stable), the tokens
 // gathered in that order (index_select), each expert's contiguous run goes through its three projections once,
@@ -35,7 +37,12 @@ export interface SparseMoeBlock {
   experts: Expert[];
   topK: number;
   normTopkProb: boolean;
+  /** qwen2_moe: mlp.shared_expert and its gate mlp.shared_expert_gate ([1, hidden]); null for qwen3_moe. */
+  shared: { expert: Expert; gate: Linear } | null;
 }
+
+const swiGlu = (x: Tensor, expert: Expert): Tensor =>
+  linear(linear(x, expert.gateProj).silu().mul(linear(x, expert.upProj)), expert.downProj);
 
 /** The router's decision for N tokens. */
 export interface Routing {
@@ -77,11 +84,14 @@ export function sparseMoe(block: SparseMoeBlock, h: Tensor, onRouting?: (routing
   const runs = flat.indexSelect(0, pairTokens).split(counts, 0);
   const outputs = runs.map((x, e) => {
     const expert = block.experts[e] as Expert;
-    return x.size(0) === 0 ? x : linear(linear(x, expert.gateProj).silu().mul(linear(x, expert.upProj)), expert.downProj);
+    return x.size(0) === 0 ? x : swiGlu(x, expert);
   });
   const weighted = torch.cat(outputs, 0).mul(pairWeights); // [N k, hidden]
   const into = torch.zeros([tokens, hidden], { dtype: h.dtype, device: h.device });
-  return into.scatterAdd(0, pairTokens.unsqueeze(1).expand([tokens * k, hidden]), weighted).reshape(shape);
+  const routed = into.scatterAdd(0, pairTokens.unsqueeze(1).expand([tokens * k, hidden]), weighted);
+  const shared = block.shared;
+  if (shared === null) return routed.reshape(shape);
+  return routed.add(linear(flat, shared.gate).sigmoid().mul(swiGlu(flat, shared.expert))).reshape(shape);
 }
 
 /** How many of the pairs each expert got (read back to the host: the split sizes). */

@@ -1,5 +1,6 @@
-// The Llama / Qwen2 / Qwen3 / Qwen3-MoE decoder-only transformer, as transformers computes it (LlamaForCausalLM,
-// Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM), loading and saving Hugging Face model folders.
+// The Llama / Qwen2 / Qwen3 / Qwen2-MoE / Qwen3-MoE decoder-only transformer, as transformers computes it
+// (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM), loading and
+// saving Hugging Face model folders.
 //
 //   x = embed_tokens[ids]                                                     [B, T, H]
 //   for each layer:
@@ -221,6 +222,17 @@ export class CausalLM {
               })),
               topK: config.moe.numExpertsPerTok,
               normTopkProb: config.moe.normTopkProb,
+              shared:
+                config.moe.sharedExpertIntermediateSize === null
+                  ? null
+                  : {
+                      expert: {
+                        gateProj: lin(`${l}.mlp.shared_expert.gate_proj`),
+                        upProj: lin(`${l}.mlp.shared_expert.up_proj`),
+                        downProj: lin(`${l}.mlp.shared_expert.down_proj`),
+                      },
+                      gate: lin(`${l}.mlp.shared_expert_gate`),
+                    },
             }
           : {
               gateProj: lin(`${l}.mlp.gate_proj`),

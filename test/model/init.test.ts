@@ -18,6 +18,7 @@ const cases = [
   { architecture: 'qwen3', tieWordEmbeddings: false },
   { architecture: 'llama', tieWordEmbeddings: false },
   { architecture: 'qwen3_moe', tieWordEmbeddings: false },
+  { architecture: 'qwen2_moe', tieWordEmbeddings: true },
 ] as const;
 
 for (const c of cases) {
