@@ -5,8 +5,8 @@
 //   gate_up_proj = [gate_proj; up_proj]       [2 intermediate, hidden], column-major
 //   o_proj, down_proj, lm_head               column-major (a tied lm_head is embed_tokens, so that too)
 // q_proj ... up_proj stay parameters under their Hugging Face names: views into the fused matrices.
-// A mixture of experts' sparse layers keep their router and experts as they are (row-major, BLAS): each expert sees
-// a varying number of rows per step, and the router's product is small.
+// A mixture of experts' sparse layers keep their router and experts row-major and unfused; the experts' products
+// (a few rows each in a decode step) run torch.packedLinear on packed copies like the other projections.
 import type { DType, Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import type { ModelConfig } from './config.js';

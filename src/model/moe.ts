@@ -10,7 +10,7 @@
 //
 // Computed by grouping, not token by token: the N*k (token, expert) pairs are sorted by expert (stable), the tokens
 // gathered in that order (index_select), each expert's contiguous run goes through its three projections once,
-// the rows are weighted and scatter-added back to their tokens. The run lengths are read back to the host, so the
+// the rows are weighted and added back to their tokens (index_put_ with accumulate). The run lengths are read back to the host, so the
 // block's shapes depend on the routing: a decode step of an MoE model cannot be captured or replayed as a CUDA graph
 // (../engine/rollout-engine.ts runs such models eagerly).
 //
@@ -87,8 +87,9 @@ export function sparseMoe(block: SparseMoeBlock, h: Tensor, onRouting?: (routing
     return x.size(0) === 0 ? x : swiGlu(x, expert);
   });
   const weighted = torch.cat(outputs, 0).mul(pairWeights); // [N k, hidden]
-  const into = torch.zeros([tokens, hidden], { dtype: h.dtype, device: h.device });
-  const routed = into.scatterAdd(0, pairTokens.unsqueeze(1).expand([tokens * k, hidden]), weighted);
+  // index_put_ with accumulate adds each row into its token's row (ATen's scatter_add over an expanded index
+  // takes a slow path on the CPU: bench/README.md, moe-experts)
+  const routed = torch.zeros([tokens, hidden], { dtype: h.dtype, device: h.device }).indexPut_([pairTokens], weighted, true);
   const shared = block.shared;
   if (shared === null) return routed.reshape(shape);
   return routed.add(linear(flat, shared.gate).sigmoid().mul(swiGlu(flat, shared.expert))).reshape(shape);

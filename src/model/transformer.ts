@@ -93,6 +93,10 @@ function mlp(layer: DenseMlp, h: Tensor): Tensor {
   );
 }
 
+/** A sparse block's expert projections (each expert's run of a decode step is a few rows: the packed kernel's case). */
+const expertProjections = (block: SparseMoeBlock): Linear[] =>
+  [...block.experts, ...(block.shared ? [block.shared.expert] : [])].flatMap((e) => [e.gateProj, e.upProj, e.downProj]);
+
 // ---------------------------------------------------------------------------------------------------------------
 // the model
 
@@ -247,7 +251,9 @@ export class CausalLM {
     this.#lmHead = config.tieWordEmbeddings ? this.#embedTokens : p('lm_head.weight');
     this.#headLinear = plainLinear(this.#lmHead);
     const projections = this.#layers.flatMap((l) =>
-      'router' in l.mlp ? [l.qkvProj, l.oProj] : [l.qkvProj, l.mlp.gateUpProj, l.oProj, l.mlp.downProj],
+      'router' in l.mlp
+        ? [l.qkvProj, l.oProj, ...expertProjections(l.mlp)]
+        : [l.qkvProj, l.mlp.gateUpProj, l.oProj, l.mlp.downProj],
     );
     this.#packedLinears =
       this.layout === 'inference'
