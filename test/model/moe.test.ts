@@ -105,6 +105,52 @@ for (const name of ['qwen3-moe', 'qwen2-moe'] as const) {
       });
     }
 
+    test('bfloat16 (both layouts): logits close to the float32 reference wherever the routing is the same', () => {
+      // bf16 rounding can flip a near-tie of the router: that token then takes another expert (transformers' bf16
+      // flips its own ties), so the closeness is checked on the tokens every layer routes as transformers' fp32 did
+      const ids = get(ref, 'plain.ids');
+      const [batch, seq] = ids.shape as [number, number];
+      for (const layout of ['training', 'inference'] as const) {
+        const model = CausalLM.load(dir, { dtype: 'bfloat16', layout });
+        try {
+          torch.scope(() => {
+            const same = torch.ones([batch * seq], { dtype: 'bool' });
+            let j = 0;
+            const logits = model.forward(ids, {
+              onRouting: (_, r) => {
+                const expected = get(ref, `plain.experts.${j++}`).sort({ dim: -1 }).values;
+                same.copy_(same.logicalAnd(r.experts.sort({ dim: -1 }).values.eq(expected).all(-1)));
+              },
+            });
+            assert.equal(logits.dtype, 'bfloat16');
+            const share = same.float().mean().item();
+            assert.ok(share >= 0.75, `${layout}: bf16 routes only ${share} of the tokens as fp32`);
+            const expected = get(ref, 'plain.logits');
+            const scale = expected.abs().max().item();
+            const diff = maxAbsDiff(logits, expected, same.reshape([batch, seq, 1]));
+            assert.ok(diff < 0.05 * scale, `${layout}: bf16 differs by ${diff} (logit scale ${scale})`);
+          });
+        } finally {
+          model.dispose();
+        }
+      }
+    });
+
+    test('the engine decodes a batch of prompts (each routed on its own) as it decodes each alone', async () => {
+      const engine = new RolloutEngine(CausalLM.load(dir, { layout: 'inference' }), { maxLength: 32, slots: 3, ownsModel: true });
+      try {
+        const prompts = (get(ref, 'padded.ids').toArray() as number[][]).map((row) => row.slice(0, 5).filter((t) => t > 2));
+        const request = (promptIds: number[]) => ({ promptIds, temperature: 0, maxTokens: 6, ignoreEos: true });
+        const together = await Promise.all(prompts.map((p) => engine.generate(request(p))));
+        for (const [i, p] of prompts.entries()) {
+          const alone = await engine.generate(request(p));
+          assert.deepEqual(together[i]?.completions[0]?.tokenIds, alone.completions[0]?.tokenIds, `prompt ${i}`);
+        }
+      } finally {
+        await engine.close();
+      }
+    });
+
     test("greedy generation through the rollout engine equals transformers' generate(), decoding eagerly", async () => {
       const model = CausalLM.load(dir, { layout: 'inference' });
       assert.throws(
