@@ -9,10 +9,10 @@
 //   (qwen2_moe) y[n] += sigmoid(h[n] . shared_expert_gate) * shared_expert(h[n])      every token, a SwiGLU too
 //
 // Computed by grouping, not token by token: the N*k (token, expert) pairs are sorted by expert (stable), the tokens
-// gathered in that order (index_select), each expert's contiguous run goes through its three projections once,
-// the rows are weighted and added back to their tokens (index_put_ with accumulate). The run lengths are read back to the host, so the
-// block's shapes depend on the routing: a decode step of an MoE model cannot be captured or replayed as a CUDA graph
-// (../engine/rollout-engine.ts runs such models eagerly).
+// gathered in that order (index_select), each expert's contiguous run goes through its three projections once, the
+// rows are weighted and added back to their tokens (index_put_ with accumulate). The run lengths are read back to
+// the host, so the block's shapes depend on the routing: a decode step of an MoE model cannot be captured or replayed
+// as a CUDA graph (../engine/rollout-engine.ts runs such models eagerly).
 //
 // Load-balancing loss (Switch Transformer, arXiv 2101.03961, eqs. 4-6; transformers' load_balancing_loss_func),
 // over the router logits of every sparse layer and the real tokens (mask) of the batch:
