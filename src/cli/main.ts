@@ -366,13 +366,17 @@ const MODEL_INIT_HELP = `trinity model init DIR [options]
   Writes a new randomly initialised model as a Hugging Face folder (config.json, model.safetensors,
   generation_config.json, tokenizer) that transformers and this framework load.
 
-  --arch qwen2|qwen3|llama      architecture (default qwen2)
+  --arch qwen2|qwen3|qwen2_moe|qwen3_moe|llama   architecture (default qwen2)
   --hidden-size N               hidden size (default 128)
   --layers N                    decoder layers (default 2)
   --heads N                     attention heads (default 4)
   --kv-heads N                  key/value heads for grouped-query attention (default heads/2)
   --intermediate-size N         MLP width (default 8/3 hidden, rounded up to 32)
   --max-positions N             max_position_embeddings (default 2048)
+  --experts N                   qwen2_moe/qwen3_moe: experts per layer (default 8)
+  --experts-per-tok N           qwen2_moe/qwen3_moe: experts each token is routed to (default 2)
+  --moe-intermediate-size N     qwen2_moe/qwen3_moe: each expert's MLP width (default intermediate-size /
+                                experts-per-tok; qwen2_moe's shared expert: intermediate-size)
   --untied                      separate lm_head instead of tied embeddings
   --tokenizer char|DIR          character tokenizer (default) or copy the tokenizer of a model folder
   --seed N                      initialisation seed (default 0)
@@ -444,6 +448,9 @@ async function modelCommand(args: string[]): Promise<number> {
       'kv-heads': { type: 'string' },
       'intermediate-size': { type: 'string' },
       'max-positions': { type: 'string' },
+      experts: { type: 'string' },
+      'experts-per-tok': { type: 'string' },
+      'moe-intermediate-size': { type: 'string' },
       untied: { type: 'boolean', default: false },
       tokenizer: { type: 'string', default: 'char' },
       seed: { type: 'string', default: '0' },
@@ -465,8 +472,12 @@ async function modelCommand(args: string[]): Promise<number> {
   };
   if (values.dtype !== 'float32' && values.dtype !== 'bfloat16')
     throw new Error(`--dtype must be float32 or bfloat16, got '${values.dtype}'`);
-  if (values.arch !== 'qwen2' && values.arch !== 'qwen3' && values.arch !== 'llama') {
-    throw new Error(`--arch must be qwen2, qwen3 or llama, got '${values.arch}'`);
+  if (!['qwen2', 'qwen3', 'qwen2_moe', 'qwen3_moe', 'llama'].includes(values.arch)) {
+    throw new Error(`--arch must be qwen2, qwen3, qwen2_moe, qwen3_moe or llama, got '${values.arch}'`);
+  }
+  if (values.arch !== 'qwen3_moe' && values.arch !== 'qwen2_moe') {
+    for (const flag of ['experts', 'experts-per-tok', 'moe-intermediate-size'] as const)
+      if (values[flag] !== undefined) throw new Error(`--${flag} needs --arch qwen2_moe or qwen3_moe, got --arch ${values.arch}`);
   }
   const { initModel } = await import('../model/init.js');
   const options: Record<string, unknown> = {
@@ -477,6 +488,9 @@ async function modelCommand(args: string[]): Promise<number> {
     numKeyValueHeads: int('kv-heads', values['kv-heads']),
     intermediateSize: int('intermediate-size', values['intermediate-size']),
     maxPositionEmbeddings: int('max-positions', values['max-positions']),
+    numExperts: int('experts', values.experts),
+    numExpertsPerTok: int('experts-per-tok', values['experts-per-tok']),
+    moeIntermediateSize: int('moe-intermediate-size', values['moe-intermediate-size']),
     tieWordEmbeddings: !values.untied,
     tokenizer: values.tokenizer,
     seed: Number(values.seed),

@@ -141,7 +141,14 @@ export class RolloutEngine {
     this.requestTimeoutMs = timeout;
     this.eosTokenIds = [...(options.eosTokenIds ?? this.tokenizer?.eosTokenIds ?? configEosIds(model))];
     this.#ownsModel = options.ownsModel ?? false;
-    const capture = options.captureDecode ?? true;
+    // a mixture of experts' decode step reads its routing back to size each expert's rows (../model/moe.ts): no step
+    // of it can be captured or replayed as a CUDA graph, so it runs eagerly (capture would only fail each new shape)
+    const isMoe = model.config.moe !== null;
+    if (isMoe && options.captureDecode === true)
+      throw new RangeError(
+        `RolloutEngine: captureDecode is not available for ${model.config.architecture} (a mixture of experts decodes eagerly)`,
+      );
+    const capture = options.captureDecode ?? !isMoe;
     this.decodeKeyBucket = positiveOption(
       'decodeKeyBucket',
       options.decodeKeyBucket ?? (capture ? DEFAULT_DECODE_KEY_BUCKET : 1),

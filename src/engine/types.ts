@@ -134,7 +134,8 @@ export interface RolloutEngineOptions {
   ownsModel?: boolean;
   /**
    * Capture each decode step's forward once per shape and replay it in one native call (./decode-steps.ts); replays
-   * give the same results bit for bit as eager steps of the same shape. Default true.
+   * give the same results bit for bit as eager steps of the same shape. Default true; false (and true refused) for a
+   * mixture-of-experts model, whose steps' shapes follow the routing (so no CUDA graphs for it either).
    */
   captureDecode?: boolean;
   /**

@@ -1,4 +1,5 @@
-// The model configuration: Hugging Face's config.json for the Llama / Qwen2 / Qwen3 family, read into a typed object.
+// The model configuration: Hugging Face's config.json for the Llama / Qwen2 / Qwen3 family and the Qwen2-MoE and
+// Qwen3-MoE mixtures of experts, read into a typed object.
 //
 // Every key that shapes the network is checked; a missing or invalid one is an error naming the file and the key.
 // Keys that transformers itself defaults (attention_bias, mlp_bias, tie_word_embeddings, hidden_act, rms_norm_eps,
@@ -11,13 +12,41 @@
 import { join } from 'node:path';
 import { fileErrorDetail, readRegularFile } from '../util/index.js';
 
-export type ModelType = 'llama' | 'qwen2' | 'qwen3';
+export type ModelType = 'llama' | 'qwen2' | 'qwen3' | 'qwen2_moe' | 'qwen3_moe';
 
 export const SUPPORTED_ARCHITECTURES: Readonly<Record<ModelType, string>> = {
   llama: 'LlamaForCausalLM',
   qwen2: 'Qwen2ForCausalLM',
   qwen3: 'Qwen3ForCausalLM',
+  qwen2_moe: 'Qwen2MoeForCausalLM',
+  qwen3_moe: 'Qwen3MoeForCausalLM',
 };
+
+/**
+ * The sparse MLP of a mixture-of-experts model (Qwen2MoeConfig's and Qwen3MoeConfig's keys; defaults: their class
+ * defaults). Layer i is sparse when
+ * i is not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0; the others keep a dense SwiGLU MLP of
+ * intermediate_size.
+ */
+export interface MoeConfig {
+  /** num_experts (transformers 5 writes it as num_local_experts). */
+  numExperts: number;
+  /** num_experts_per_tok: the k of the router's top-k. */
+  numExpertsPerTok: number;
+  /** moe_intermediate_size: each expert's SwiGLU width. */
+  moeIntermediateSize: number;
+  /** norm_topk_prob: renormalise the k chosen probabilities to sum to 1. */
+  normTopkProb: boolean;
+  /** router_aux_loss_coef: weight of the load-balancing loss added to the SFT loss (./moe.ts). */
+  routerAuxLossCoef: number;
+  /** Per layer: true when its MLP is the sparse expert block. */
+  sparseLayers: readonly boolean[];
+  /**
+   * qwen2_moe's shared_expert_intermediate_size: a SwiGLU every token goes through, scaled by
+   * sigmoid(shared_expert_gate(h)) and added to the routed experts' sum; null for qwen3_moe (none).
+   */
+  sharedExpertIntermediateSize: number | null;
+}
 
 /** How inverse frequencies are computed (transformers' modeling_rope_utils, same names). */
 export type RopeScaling =
@@ -71,6 +100,8 @@ export interface ModelConfig {
   /** RMSNorm over head_dim on queries and keys before RoPE (Qwen3). */
   qkNorm: boolean;
   rope: RopeConfig;
+  /** The experts of a mixture-of-experts model (qwen3_moe); null for dense models. */
+  moe: MoeConfig | null;
   /** The parsed JSON, kept so that save() writes every key back unchanged. */
   raw: Readonly<Record<string, unknown>>;
 }
@@ -138,7 +169,7 @@ export function parseModelConfig(raw: Record<string, unknown>, file = 'config.js
       `${numKeyValueHeads} does not divide num_attention_heads ${numAttentionHeads}`,
     );
   }
-  // Qwen3Config's head_dim defaults to 128; Llama and Qwen2 derive it.
+  // Qwen3Config's head_dim defaults to 128; Llama, Qwen2 and the MoEs (getattr(config, "head_dim", ...)) derive it.
   const derivedHeadDim = type === 'qwen3' ? 128 : hiddenSize / numAttentionHeads;
   if (raw.head_dim === undefined || raw.head_dim === null) {
     if (!Number.isInteger(derivedHeadDim)) {
@@ -182,6 +213,7 @@ export function parseModelConfig(raw: Record<string, unknown>, file = 'config.js
 
   const maxPositionEmbeddings = read.positiveInt('max_position_embeddings');
   const attentionBias = read.bool('attention_bias', false);
+  const numHiddenLayers = read.positiveInt('num_hidden_layers');
   const config: ModelConfig = {
     file,
     modelType: type,
@@ -189,21 +221,64 @@ export function parseModelConfig(raw: Record<string, unknown>, file = 'config.js
     vocabSize: read.positiveInt('vocab_size'),
     hiddenSize,
     intermediateSize: read.positiveInt('intermediate_size'),
-    numHiddenLayers: read.positiveInt('num_hidden_layers'),
+    numHiddenLayers,
     numAttentionHeads,
     numKeyValueHeads,
     headDim,
     rmsNormEps: read.positiveNumber('rms_norm_eps', 1e-6),
     maxPositionEmbeddings,
     tieWordEmbeddings: read.bool('tie_word_embeddings', false),
-    qkvBias: type === 'qwen2' ? true : attentionBias,
-    outputBias: type === 'qwen2' ? false : attentionBias,
+    qkvBias: type === 'qwen2' ? true : type === 'qwen2_moe' ? read.bool('qkv_bias', true) : attentionBias,
+    outputBias: type === 'qwen2' || type === 'qwen2_moe' ? false : attentionBias,
     mlpBias: type === 'llama' ? read.bool('mlp_bias', false) : false,
-    qkNorm: type === 'qwen3',
+    qkNorm: type === 'qwen3' || type === 'qwen3_moe',
     rope: parseRope(raw, file, maxPositionEmbeddings),
+    moe: type === 'qwen3_moe' || type === 'qwen2_moe' ? parseMoe(read, type, numHiddenLayers) : null,
     raw,
   };
   return config;
+}
+
+/** The class defaults of the expert keys (transformers' Qwen2MoeConfig, Qwen3MoeConfig). */
+const MOE_DEFAULTS = {
+  qwen2_moe: { numExperts: 60, numExpertsPerTok: 4, moeIntermediateSize: 1408, sharedExpertIntermediateSize: 5632 },
+  qwen3_moe: { numExperts: 128, numExpertsPerTok: 8, moeIntermediateSize: 768, sharedExpertIntermediateSize: null },
+} as const;
+
+/** The expert keys of a qwen2_moe / qwen3_moe config. */
+function parseMoe(read: Reader, type: 'qwen2_moe' | 'qwen3_moe', numHiddenLayers: number): MoeConfig {
+  const defaults = MOE_DEFAULTS[type];
+  const expertsKey = read.has('num_experts') ? 'num_experts' : 'num_local_experts';
+  const numExperts = read.positiveInt(expertsKey, defaults.numExperts);
+  const numExpertsPerTok = read.positiveInt('num_experts_per_tok', defaults.numExpertsPerTok);
+  if (numExpertsPerTok > numExperts) {
+    throw new ModelConfigError(read.file, 'num_experts_per_tok', `${numExpertsPerTok} exceeds ${expertsKey} ${numExperts}`);
+  }
+  const sparseStep = read.positiveInt('decoder_sparse_step', 1);
+  const mlpOnly = read.value('mlp_only_layers') ?? [];
+  if (!Array.isArray(mlpOnly) || mlpOnly.some((i) => !Number.isInteger(i) || i < 0 || i >= numHiddenLayers)) {
+    throw new ModelConfigError(
+      read.file,
+      'mlp_only_layers',
+      `expected a list of layer indices in 0..${numHiddenLayers - 1}, got ${JSON.stringify(mlpOnly)}`,
+    );
+  }
+  const auxCoef = read.value('router_aux_loss_coef') ?? 0.001;
+  if (typeof auxCoef !== 'number' || !Number.isFinite(auxCoef) || auxCoef < 0) {
+    throw new ModelConfigError(read.file, 'router_aux_loss_coef', `expected a number >= 0, got ${JSON.stringify(auxCoef)}`);
+  }
+  return {
+    numExperts,
+    numExpertsPerTok,
+    moeIntermediateSize: read.positiveInt('moe_intermediate_size', defaults.moeIntermediateSize),
+    normTopkProb: read.bool('norm_topk_prob', false),
+    routerAuxLossCoef: auxCoef,
+    sparseLayers: Array.from({ length: numHiddenLayers }, (_, i) => !mlpOnly.includes(i) && (i + 1) % sparseStep === 0),
+    sharedExpertIntermediateSize:
+      defaults.sharedExpertIntermediateSize === null
+        ? null
+        : read.positiveInt('shared_expert_intermediate_size', defaults.sharedExpertIntermediateSize),
+  };
 }
 
 function parseRope(raw: Record<string, unknown>, file: string, maxPositionEmbeddings: number): RopeConfig {

@@ -11,6 +11,13 @@
 //   model.layers.{i}.post_attention_layernorm.weight  [hidden]
 //   model.layers.{i}.mlp.{gate,up}_proj.weight        [intermediate, hidden]
 //   model.layers.{i}.mlp.down_proj.weight             [hidden, intermediate]
+//   (sparse layers of a mixture of experts, instead of the three above:)
+//   model.layers.{i}.mlp.gate.weight                  [experts, hidden]          the router
+//   model.layers.{i}.mlp.experts.{e}.{gate,up}_proj.weight  [moeIntermediate, hidden]
+//   model.layers.{i}.mlp.experts.{e}.down_proj.weight       [hidden, moeIntermediate]
+//   model.layers.{i}.mlp.shared_expert.{gate,up,down}_proj.weight, mlp.shared_expert_gate.weight [1, hidden]
+//                                                     (qwen2_moe: shared [sharedIntermediate, hidden] / transposed)
+//     (the layout save_pretrained writes: transformers 5 fuses experts into 3-d tensors in memory only)
 //   model.norm.weight                                 [hidden]
 //   lm_head.weight                                    [vocab, hidden]            (absent when tied to embed_tokens)
 // plus .bias beside q/k/v (qkvBias), o (outputBias) and the MLP (mlpBias) where the config says so.
@@ -41,6 +48,23 @@ export function expectedWeights(config: ModelConfig): Map<string, number[]> {
       out.set(`${p}.self_attn.k_norm.weight`, [d]);
     }
     out.set(`${p}.post_attention_layernorm.weight`, [h]);
+    const moe = config.moe;
+    if (moe?.sparseLayers[i]) {
+      linear(`${p}.mlp.gate`, moe.numExperts, h, false);
+      for (let e = 0; e < moe.numExperts; e++) {
+        linear(`${p}.mlp.experts.${e}.gate_proj`, moe.moeIntermediateSize, h, false);
+        linear(`${p}.mlp.experts.${e}.up_proj`, moe.moeIntermediateSize, h, false);
+        linear(`${p}.mlp.experts.${e}.down_proj`, h, moe.moeIntermediateSize, false);
+      }
+      const shared = moe.sharedExpertIntermediateSize;
+      if (shared !== null) {
+        linear(`${p}.mlp.shared_expert.gate_proj`, shared, h, false);
+        linear(`${p}.mlp.shared_expert.up_proj`, shared, h, false);
+        linear(`${p}.mlp.shared_expert.down_proj`, h, shared, false);
+        linear(`${p}.mlp.shared_expert_gate`, 1, h, false);
+      }
+      continue;
+    }
     linear(`${p}.mlp.gate_proj`, m, h, config.mlpBias);
     linear(`${p}.mlp.up_proj`, m, h, config.mlpBias);
     linear(`${p}.mlp.down_proj`, h, m, config.mlpBias);

@@ -5,6 +5,8 @@
 //   gate_up_proj = [gate_proj; up_proj]       [2 intermediate, hidden], column-major
 //   o_proj, down_proj, lm_head               column-major (a tied lm_head is embed_tokens, so that too)
 // q_proj ... up_proj stay parameters under their Hugging Face names: views into the fused matrices.
+// A mixture of experts' sparse layers keep their router and experts row-major and unfused; the experts' products
+// (a few rows each in a decode step) run torch.packedLinear on packed copies like the other projections.
 import type { DType, Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import type { ModelConfig } from './config.js';
@@ -65,7 +67,7 @@ const columnMajor = (weights: Tensor[]): Tensor =>
  * Rewrites `parameters` (Hugging Face names) in the inference layout (see WeightLayout); returns, per layer, the
  * fused q|k|v and gate|up projections. The replaced tensors are disposed.
  */
-export function fuseForInference(config: ModelConfig, parameters: Map<string, Tensor>): { qkv: Linear; gateUp: Linear }[] {
+export function fuseForInference(config: ModelConfig, parameters: Map<string, Tensor>): { qkv: Linear; gateUp: Linear | null }[] {
   const get = (name: string) => parameters.get(name) as Tensor;
   /** One column-major matrix for `modules`; each module's weight (and bias) becomes a view into it. */
   const fuse = (modules: string[]): Linear =>
@@ -93,8 +95,10 @@ export function fuseForInference(config: ModelConfig, parameters: Map<string, Te
   const layers = Array.from({ length: config.numHiddenLayers }, (_, i) => {
     const l = `model.layers.${i}`;
     const qkv = fuse([`${l}.self_attn.q_proj`, `${l}.self_attn.k_proj`, `${l}.self_attn.v_proj`]);
+    fuse([`${l}.self_attn.o_proj`]).weight.dispose();
+    if (config.moe?.sparseLayers[i]) return { qkv, gateUp: null };
     const gateUp = fuse([`${l}.mlp.gate_proj`, `${l}.mlp.up_proj`]);
-    for (const single of [`${l}.self_attn.o_proj`, `${l}.mlp.down_proj`]) fuse([single]).weight.dispose();
+    fuse([`${l}.mlp.down_proj`]).weight.dispose();
     return { qkv, gateUp };
   });
   // the LM head reads its matrix in storage order too; a tied one is the embedding, whose lookups then gather

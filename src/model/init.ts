@@ -32,6 +32,12 @@ export interface ModelInitOptions {
   seed?: number;
   dtype?: ModelDType;
   initializerRange?: number;
+  /** qwen2_moe / qwen3_moe: experts per sparse layer (default 8). */
+  numExperts?: number;
+  /** qwen2_moe / qwen3_moe: experts each token is routed to (default 2). */
+  numExpertsPerTok?: number;
+  /** qwen2_moe / qwen3_moe: each expert's SwiGLU width (default intermediateSize / numExpertsPerTok, at least 1). */
+  moeIntermediateSize?: number;
 }
 
 const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'vocab.json', 'merges.txt'];
@@ -72,12 +78,14 @@ export function initModel(dir: string, options: ModelInitOptions = {}): { parame
   const pad = tokenizer.padTokenId ?? eos;
 
   const isQwen = architecture !== 'llama';
+  const intermediateSize = options.intermediateSize ?? Math.ceil((hiddenSize * 8) / 3 / 32) * 32;
+  const numExpertsPerTok = options.numExpertsPerTok ?? 2;
   const raw: Record<string, unknown> = {
     architectures: [SUPPORTED_ARCHITECTURES[architecture]],
     model_type: architecture,
     vocab_size: tokenizer.vocabSize,
     hidden_size: hiddenSize,
-    intermediate_size: options.intermediateSize ?? Math.ceil((hiddenSize * 8) / 3 / 32) * 32,
+    intermediate_size: intermediateSize,
     num_hidden_layers: options.numLayers ?? 2,
     num_attention_heads: numHeads,
     num_key_value_heads: numKeyValueHeads,
@@ -98,6 +106,23 @@ export function initModel(dir: string, options: ModelInitOptions = {}): { parame
     ...(architecture === 'qwen2' ? { use_sliding_window: false, sliding_window: null } : {}),
     ...(architecture === 'qwen3' ? { attention_bias: false, use_sliding_window: false, sliding_window: null } : {}),
     ...(architecture === 'llama' ? { attention_bias: false, mlp_bias: false } : {}),
+    ...(architecture === 'qwen3_moe' || architecture === 'qwen2_moe'
+      ? {
+          use_sliding_window: false,
+          sliding_window: null,
+          num_experts: options.numExperts ?? 8,
+          num_experts_per_tok: numExpertsPerTok,
+          moe_intermediate_size: options.moeIntermediateSize ?? Math.max(1, Math.floor(intermediateSize / numExpertsPerTok)),
+          decoder_sparse_step: 1,
+          mlp_only_layers: [],
+          router_aux_loss_coef: 0.001,
+          output_router_logits: false,
+          // as the released checkpoints: Qwen3-MoE renormalises the top-k weights, Qwen1.5-MoE has a shared expert
+          ...(architecture === 'qwen3_moe'
+            ? { attention_bias: false, norm_topk_prob: true }
+            : { qkv_bias: true, norm_topk_prob: false, shared_expert_intermediate_size: intermediateSize }),
+        }
+      : {}),
   };
   const config = parseModelConfig(raw, join(dir, 'config.json'));
 

@@ -23,8 +23,14 @@
 // quickstart's packed tokens). The plain path still runs it: leaving it out saves ~1/T there but changes the rounding
 // of every matmul, and the quickstart's SFT landing moved with it (README). Log-probs, entropy and gradients equal the
 // unpacked ones (tested).
+//
+// A mixture of experts (routerAuxLoss): the router's load-balancing loss (./moe.ts) of the pass's real tokens,
+// weighted, joins the loss; its gradient enters the trunk's backward with the head's (with checkpointing, each sparse
+// layer's term when that layer is recomputed). With a weight, the batch is not packed (the loss covers every token);
+// with weight 0 (logged only) a packed pass's value covers the tokens the pass ran.
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
+import { LoadBalancing } from './moe.js';
 import type { CausalLM, ForwardOptions, ForwardPass } from './transformer.js';
 
 export interface TokenLogProbsOptions {
@@ -337,6 +343,11 @@ export interface ForwardBackwardOptions extends Omit<TokenLogProbsOptions, 'necs
   checkpoint?: boolean;
   /** Needed with checkpoint when the forward draws random numbers (model.isStochastic: LoRA dropout in training). */
   random?: ReplayableRandom<unknown>;
+  /**
+   * A mixture of experts: add this weight times the router's load-balancing loss (./moe.ts) to the loss; 0 only
+   * computes it (result.routerAuxLoss). Ignored by dense models.
+   */
+  routerAuxLoss?: number;
 }
 
 export interface ForwardBackwardResult {
@@ -348,6 +359,25 @@ export interface ForwardBackwardResult {
   /** Detached [B, T-1] float32 values, for metrics. */
   logProbs: Tensor;
   entropy: Tensor | null;
+  /** The load-balancing loss, unweighted and detached, when routerAuxLoss was given to a mixture of experts. */
+  routerAuxLoss: Tensor | null;
+}
+
+/** The load-balancing loss of a pass and its weight (see ForwardBackwardOptions.routerAuxLoss). */
+interface RouterAux {
+  balancing: LoadBalancing;
+  weight: number;
+  /** Set by the pass's onRouting while a layer is recomputed (checkpointing): that layer's term. */
+  recomputed: Tensor | null;
+  recomputing: boolean;
+}
+
+/** The real tokens of a pass's input [N] (null: all), as forward() lays them out. */
+function passRealTokens(forward: ForwardOptions): Tensor | null {
+  if (forward.attentionMask !== undefined) return forward.attentionMask.reshape([-1]);
+  const shared = forward.sharedPrefix;
+  if (shared === undefined) return null;
+  return torch.cat([shared.prefixMask.reshape([-1]), shared.suffixMask.reshape([-1])]);
 }
 
 /**
@@ -373,11 +403,34 @@ export function forwardBackward(
   const withEntropy = options.entropy ?? false;
   return torch.scope(() => {
     const temperature = headTemperature(checked.temperature, inputIds.device);
-    const input = trunkInput(inputIds, options);
-    const pass = model.beginPass(input.ids, input.forward);
+    const moe = model.config.moe;
+    // a weighted load-balancing loss covers every real token, as transformers': no shared-prompt packing, which
+    // runs each prompt once and leaves out each row's last token
+    const weightedAux = moe !== null && (options.routerAuxLoss ?? 0) !== 0;
+    const input = trunkInput(inputIds, weightedAux ? { ...options, promptWidth: undefined } : options);
+    const aux: RouterAux | null =
+      moe !== null && options.routerAuxLoss !== undefined
+        ? {
+            balancing: new LoadBalancing(moe, passRealTokens(input.forward)),
+            weight: options.routerAuxLoss,
+            recomputed: null,
+            recomputing: false,
+          }
+        : null;
+    const onRouting = (_layer: number, routing: { logits: Tensor }) => {
+      if (aux === null) return;
+      if (aux.recomputing) aux.recomputed = aux.balancing.layerTerm(routing.logits);
+      else aux.balancing.observe(routing.logits);
+    };
+    const pass = model.beginPass(input.ids, aux === null ? input.forward : { ...input.forward, onRouting });
 
     // 1. trunk forward (its backward runs after the head's, from hiddenLeaf.grad)
-    const { hiddenLeaf, backwardTrunk } = trunkForward(pass, options.checkpoint ?? false, random);
+    const { hiddenLeaf, backwardTrunk } = trunkForward(pass, options.checkpoint ?? false, random, aux);
+    const withAux = (result: Omit<ForwardBackwardResult, 'routerAuxLoss'>): ForwardBackwardResult => {
+      if (aux === null) return { ...result, routerAuxLoss: null };
+      const value = torch.noGrad(() => aux.balancing.loss());
+      return { ...result, loss: aux.weight === 0 ? result.loss : result.loss.add(value.mul(aux.weight)), routerAuxLoss: value };
+    };
 
     const headHidden = input.headHidden(hiddenLeaf);
     const { targets, offset } = input;
@@ -390,7 +443,7 @@ export function forwardBackward(
       if (loss.numel !== 1) throw new TypeError(`lossFn must return a scalar, got shape [${loss.shape.join(', ')}]`);
       loss.backward();
       backwardTrunk();
-      return { loss: loss.detach(), logProbs: padded.logProbs.detach(), entropy: padded.entropy?.detach() ?? null };
+      return withAux({ loss: loss.detach(), logProbs: padded.logProbs.detach(), entropy: padded.entropy?.detach() ?? null });
     }
 
     // 1b. the head chunk by chunk, values only
@@ -428,7 +481,7 @@ export function forwardBackward(
     const gradEntropy = entropyLeaf?.grad ?? null;
 
     // 3. the head again with a graph, one chunk at a time, into hiddenLeaf.grad (and the LM head's weight)
-    if (gradLogProbs !== null || gradEntropy !== null) {
+    if (gradLogProbs !== null || gradEntropy !== null || aux !== null) {
       for (const [s, n] of spans) {
         torch.scope(() => {
           const part = headChunk(model, headHidden.narrow(1, s, n), targets.narrow(1, s, n), temperature, gradEntropy !== null);
@@ -442,7 +495,7 @@ export function forwardBackward(
       }
       backwardTrunk();
     }
-    return { loss: loss.detach(), logProbs: values.logProbs, entropy: values.entropy };
+    return withAux({ loss: loss.detach(), logProbs: values.logProbs, entropy: values.entropy });
   });
 }
 
@@ -455,6 +508,7 @@ function trunkForward(
   pass: ForwardPass,
   checkpoint: boolean,
   random: ReplayableRandom<unknown> | null,
+  aux: RouterAux | null,
 ): { hiddenLeaf: Tensor; backwardTrunk: () => void } {
   const layerInputs: Tensor[] = [];
   const layerRandom: unknown[] = []; // the random state each layer's forward started from (checkpointing)
@@ -484,19 +538,36 @@ function trunkForward(
   const hiddenLeaf = hidden.detach().requiresGrad_();
 
   // the trunk's backward from hiddenLeaf.grad: at once, or layer by layer recomputing each from its saved input
+  // with a weighted load-balancing loss: backward of hidden . gradHidden + weight * aux (same gradients as both)
+  const auxWeight = aux !== null && aux.weight !== 0 ? aux.weight : 0;
   const backwardTrunk = () => {
     const gradHidden = hiddenLeaf.grad;
-    if (gradHidden === null || !hidden.requiresGrad) return;
-    hidden.backward(gradHidden);
+    if (!hidden.requiresGrad || (gradHidden === null && auxWeight === 0)) return;
+    if (auxWeight !== 0 && trunkGraphEnd !== null) {
+      const auxLoss = (aux as RouterAux).balancing.loss().mul(auxWeight);
+      (gradHidden === null ? auxLoss : hidden.mul(gradHidden).sum().add(auxLoss)).backward();
+      return;
+    }
+    if (gradHidden !== null) hidden.backward(gradHidden);
     if (trunkGraphEnd !== null) return;
-    let grad = trunkOut.grad;
+    // no gradient from the head (a loss of the aux term alone) still walks the layers for their aux terms
+    let grad = trunkOut.grad ?? (auxWeight !== 0 ? torch.zerosLike(trunkOut) : null);
     for (let i = pass.numLayers - 1; i >= 0 && grad !== null; i--) {
       const layerIndex = i;
       const upstream: Tensor = grad;
       grad = torch.scope(() => {
         const input = (layerInputs[layerIndex] as Tensor).detach().requiresGrad_();
         if (random !== null) random.setRandomState(layerRandom[layerIndex]);
-        pass.layer(layerIndex, input).backward(upstream);
+        if (auxWeight === 0) pass.layer(layerIndex, input).backward(upstream);
+        else {
+          const rerun = aux as RouterAux;
+          rerun.recomputing = true;
+          rerun.recomputed = null;
+          const output = pass.layer(layerIndex, input);
+          rerun.recomputing = false;
+          const term = rerun.recomputed as Tensor | null;
+          (term === null ? output.mul(upstream).sum() : output.mul(upstream).sum().add(term.mul(auxWeight))).backward();
+        }
         return input.grad;
       });
     }

@@ -1,5 +1,6 @@
-// The Llama / Qwen2 / Qwen3 decoder-only transformer, as transformers computes it (LlamaForCausalLM,
-// Qwen2ForCausalLM, Qwen3ForCausalLM), loading and saving Hugging Face model folders.
+// The Llama / Qwen2 / Qwen3 / Qwen2-MoE / Qwen3-MoE decoder-only transformer, as transformers computes it
+// (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM), loading and
+// saving Hugging Face model folders.
 //
 //   x = embed_tokens[ids]                                                     [B, T, H]
 //   for each layer:
@@ -9,6 +10,7 @@
 //     (cache) append k, v to the slot; attend over its prefix
 //     x = x + softmax(q k^T / sqrt(headDim) + mask) v Wo (+bo)              grouped-query: kvHeads shared by groups
 //     x = x + down(silu(gate(rmsnorm(x))) * up(rmsnorm(x)))                 SwiGLU
+//       (sparse layers of a mixture of experts: x = x + sparseMoe(rmsnorm(x)), top-k routed experts, ./moe.ts)
 //   logits = rmsnorm(x) lm_head^T                                            lm_head = embed_tokens when tied
 //
 // RMSNorm as transformers: y = weight * (x_f32 * rsqrt(mean(x_f32^2) + eps)).to(x.dtype).
@@ -18,7 +20,8 @@
 //
 // Beside this file: ./rope.ts (rotary tables for each rope type), ./hf-weights.ts (weight names, checks, reading and
 // writing folders), ./linear.ts (a projection, with adapter and packed kernel), ./inference-layout.ts (fused,
-// column-major weights for decoding), ./kv-cache.ts, ./shared-prefix-attention.ts (GRPO groups packed in one row).
+// column-major weights for decoding), ./kv-cache.ts, ./shared-prefix-attention.ts (GRPO groups packed in one row),
+// ./moe.ts (the sparse expert MLP and its load-balancing loss).
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import { attention } from './attention.js';
@@ -28,6 +31,7 @@ import { checkWeights, expectedWeights, readModelWeights, type SaveModelOptions,
 import { attachPackedWeights, fuseForInference, type WeightLayout } from './inference-layout.js';
 import { type CachePlan, type CacheStep, KVCache } from './kv-cache.js';
 import { type Linear, type LinearAdapter, linear, packedWeight, plainLinear } from './linear.js';
+import { type Routing, type SparseMoeBlock, sparseMoe } from './moe.js';
 import { RotaryEmbedding, applyRotary } from './rope.js';
 import {
   type SharedPrefixLayout,
@@ -46,11 +50,18 @@ interface DecoderLayer {
   qNorm: Tensor | null;
   kNorm: Tensor | null;
   postAttentionLayernorm: Tensor;
+  /** The dense SwiGLU MLP, or a mixture of experts' sparse block (model.layers.{i}.mlp.gate + mlp.experts.{e}). */
+  mlp: DenseMlp | SparseMoeBlock;
+  /** Inference layout only: q|k|v as one projection (q/k/v_proj are views into it). */
+  qkvProj: Linear | null;
+}
+
+/** model.layers.{i}.mlp.{gate,up,down}_proj. */
+interface DenseMlp {
   gateProj: Linear;
   upProj: Linear;
   downProj: Linear;
-  /** Inference layout only: q|k|v and gate|up as one projection each (the separate ones are views into them). */
-  qkvProj: Linear | null;
+  /** Inference layout only: gate|up as one projection (gate/up_proj are views into it). */
   gateUpProj: Linear | null;
 }
 
@@ -67,7 +78,7 @@ function rmsNorm(x: Tensor, weight: Tensor, eps: number, onePass: boolean): Tens
 }
 
 /** SwiGLU: down(silu(gate(h)) * up(h)); gate and up in one product when the layout fused them. */
-function mlp(layer: DecoderLayer, h: Tensor): Tensor {
+function mlp(layer: DenseMlp, h: Tensor): Tensor {
   const fused = layer.gateUpProj;
   if (fused === null || layer.gateProj.adapter !== null || layer.upProj.adapter !== null)
     return linear(linear(h, layer.gateProj).silu().mul(linear(h, layer.upProj)), layer.downProj);
@@ -81,6 +92,10 @@ function mlp(layer: DecoderLayer, h: Tensor): Tensor {
     layer.downProj,
   );
 }
+
+/** A sparse block's expert projections (each expert's run of a decode step is a few rows: the packed kernel's case). */
+const expertProjections = (block: SparseMoeBlock): Linear[] =>
+  [...block.experts, ...(block.shared ? [block.shared.expert] : [])].flatMap((e) => [e.gateProj, e.upProj, e.downProj]);
 
 // ---------------------------------------------------------------------------------------------------------------
 // the model
@@ -117,6 +132,12 @@ export interface ForwardOptions {
   output?: 'logits' | 'hidden';
   /** inputIds is a packed batch of shared prompts and their continuations (see SharedPrefixLayout); needs positionIds. */
   sharedPrefix?: SharedPrefixLayout;
+  /**
+   * Mixture of experts: called with each sparse layer's routing of the B*T tokens (row-major), for the
+   * load-balancing loss and the routed experts. Its tensors belong to the pass's scope (forward() frees them when
+   * it returns: use them inside the call, or keep() them).
+   */
+  onRouting?: (layer: number, routing: Routing) => void;
 }
 
 /** forward() taken apart: see CausalLM.beginPass. */
@@ -175,7 +196,7 @@ export class CausalLM {
     if (this.layout === 'inference' && [...this.#parameters.values()].some((t) => t.requiresGrad))
       throw new TypeError(`${config.architecture}: the inference layout is for decoding; its parameters cannot require grad`);
     const fused = this.layout === 'inference' ? fuseForInference(config, this.#parameters) : null;
-    this.#fused = fused?.flatMap((f) => [f.qkv.weight, f.qkv.bias, f.gateUp.weight, f.gateUp.bias]) ?? [];
+    this.#fused = fused?.flatMap((f) => [f.qkv.weight, f.qkv.bias, f.gateUp?.weight ?? null, f.gateUp?.bias ?? null]) ?? [];
 
     const p = (name: string) => this.#parameters.get(name) as Tensor;
     const lin = (name: string): Linear => {
@@ -195,17 +216,45 @@ export class CausalLM {
         qNorm: config.qkNorm ? p(`${l}.self_attn.q_norm.weight`) : null,
         kNorm: config.qkNorm ? p(`${l}.self_attn.k_norm.weight`) : null,
         postAttentionLayernorm: p(`${l}.post_attention_layernorm.weight`),
-        gateProj: lin(`${l}.mlp.gate_proj`),
-        upProj: lin(`${l}.mlp.up_proj`),
-        downProj: lin(`${l}.mlp.down_proj`),
+        mlp: config.moe?.sparseLayers[i]
+          ? {
+              router: lin(`${l}.mlp.gate`),
+              experts: Array.from({ length: config.moe.numExperts }, (_, e) => ({
+                gateProj: lin(`${l}.mlp.experts.${e}.gate_proj`),
+                upProj: lin(`${l}.mlp.experts.${e}.up_proj`),
+                downProj: lin(`${l}.mlp.experts.${e}.down_proj`),
+              })),
+              topK: config.moe.numExpertsPerTok,
+              normTopkProb: config.moe.normTopkProb,
+              shared:
+                config.moe.sharedExpertIntermediateSize === null
+                  ? null
+                  : {
+                      expert: {
+                        gateProj: lin(`${l}.mlp.shared_expert.gate_proj`),
+                        upProj: lin(`${l}.mlp.shared_expert.up_proj`),
+                        downProj: lin(`${l}.mlp.shared_expert.down_proj`),
+                      },
+                      gate: lin(`${l}.mlp.shared_expert_gate`),
+                    },
+            }
+          : {
+              gateProj: lin(`${l}.mlp.gate_proj`),
+              upProj: lin(`${l}.mlp.up_proj`),
+              downProj: lin(`${l}.mlp.down_proj`),
+              gateUpProj: fused?.[i]?.gateUp ?? null,
+            },
         qkvProj: fused?.[i]?.qkv ?? null,
-        gateUpProj: fused?.[i]?.gateUp ?? null,
       };
     });
     this.#norm = p('model.norm.weight');
     this.#lmHead = config.tieWordEmbeddings ? this.#embedTokens : p('lm_head.weight');
     this.#headLinear = plainLinear(this.#lmHead);
-    const projections = this.#layers.flatMap((l) => [l.qkvProj, l.gateUpProj, l.oProj, l.downProj]);
+    const projections = this.#layers.flatMap((l) =>
+      'router' in l.mlp
+        ? [l.qkvProj, l.oProj, ...expertProjections(l.mlp)]
+        : [l.qkvProj, l.mlp.gateUpProj, l.oProj, l.mlp.downProj],
+    );
     this.#packedLinears =
       this.layout === 'inference'
         ? attachPackedWeights([...projections.filter((l) => l !== null), this.#headLinear], dtype, this.#lmHead.device)
@@ -363,7 +412,10 @@ export class CausalLM {
         const layer = this.#layers[i];
         if (layer === undefined) throw new RangeError(`layer ${i} out of range (${this.#layers.length} layers)`);
         const h = x.add(this.#attention(layer, i, rmsNorm(x, layer.inputLayernorm, eps, onePass), cos, sin, mask, step, shared));
-        return h.add(mlp(layer, rmsNorm(h, layer.postAttentionLayernorm, eps, onePass)));
+        const normed = rmsNorm(h, layer.postAttentionLayernorm, eps, onePass);
+        if (!('router' in layer.mlp)) return h.add(mlp(layer.mlp, normed));
+        const onRouting = options.onRouting;
+        return h.add(sparseMoe(layer.mlp, normed, onRouting && ((routing) => onRouting(i, routing))));
       },
       norm: (x) => rmsNorm(x, this.#norm, eps, onePass),
       commit: () => step?.commit(),

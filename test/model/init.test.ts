@@ -17,6 +17,8 @@ const cases = [
   { architecture: 'qwen2', tieWordEmbeddings: true },
   { architecture: 'qwen3', tieWordEmbeddings: false },
   { architecture: 'llama', tieWordEmbeddings: false },
+  { architecture: 'qwen3_moe', tieWordEmbeddings: false },
+  { architecture: 'qwen2_moe', tieWordEmbeddings: true },
 ] as const;
 
 for (const c of cases) {

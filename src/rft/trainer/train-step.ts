@@ -51,6 +51,7 @@ import {
 } from './micro-batches.js';
 import { type MicroBatch, microBatchLoss, stepObjective } from './objective.js';
 import type { ReferencePolicy } from './reference-policy.js';
+import { ROUTER_AUX_LOSS_METRIC, routerAuxLossWeight } from './router-aux.js';
 import { ONE_PROCESS, owns, type Shard, type StepCollectives, type StepProgram } from './row-sharding.js';
 import { StepMetrics } from './step-metrics.js';
 import { batchTensors, microPromptGroups, rowPromptGroups, type TrainBatch } from './train-batch.js';
@@ -359,6 +360,7 @@ export class TrainStep {
           expertRows: prepared.expertRows,
           weights: microBatchWeights(accumulation, counted.rows(start, n), whole),
         };
+        const auxWeight = routerAuxLossWeight(model.config, algorithm.schema, n / B);
         const result = forwardBackward(model, view.inputIds, (forward) => microBatchLoss(objective, micro, forward, sums), {
           attentionMask: view.attentionMask,
           promptWidth: view.promptWidth,
@@ -368,8 +370,10 @@ export class TrainStep {
           temperature: batch.temperatures.slice(start, start + n),
           ...(this.setup.checkpoint ? { checkpoint: true } : {}),
           ...(lora === null ? {} : { random: lora }),
+          ...(auxWeight === undefined ? {} : { routerAuxLoss: auxWeight }),
         });
         sums.total('loss', result.loss);
+        if (result.routerAuxLoss !== null) sums.add(ROUTER_AUX_LOSS_METRIC, result.routerAuxLoss, n / B);
         this.setup.masterWeights?.accumulateGradients();
         stream?.check(i);
       }
