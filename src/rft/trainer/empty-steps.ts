@@ -1,7 +1,8 @@
 // Train steps with nothing to train on: every rollout of the explore steps that feed them failed (a workflow that
 // throws, hangs past explorer.max_timeout, returns a reward that is not a number), was rejected by the model's bounds
 // (token ids outside the vocabulary, sequences longer than the context) or was filtered out (the experience pipeline,
-// the sample strategy). Such a step changes no weight; a few of them in a run are tolerated (logged, and its metrics
+// the sample strategy), or every experience that came has no token to train (the placeholders of prompts over
+// model.max_prompt_tokens: action mask all 0, see trainableExperiences). Such a step changes no weight; a few of them in a run are tolerated (logged, and its metrics
 // have no actor/* keys), but a run that cannot fill its train steps must not end as if it had trained:
 //
 //   fails after MAX_EMPTY_STEPS_IN_A_ROW train steps in a row with nothing to train on, or when the trainer loop
@@ -11,6 +12,26 @@
 // `trinity run` exits non-zero, run_status.json says "failed", and no done.json marks the stage finished. An explorer
 // process (mode explore) keeps the same count over the explore steps it wrote nothing for (../run/stage-explore.ts):
 // its trainer process, elsewhere, only sees that nothing comes.
+
+import type { Experience } from '../experience.js';
+
+/**
+ * The experiences of a batch that have a token to train: an action mask with a 1, or none (every response token is
+ * trained). The placeholders of prompts over model.max_prompt_tokens (truncateStatus prompt_truncated) have an action
+ * mask of 0s: a batch of only those trains nothing.
+ */
+export function trainableExperiences(experiences: readonly Experience[]): number {
+  return experiences.filter((e) => e.actionMask === undefined || e.actionMask.some((m) => m > 0)).length;
+}
+
+/** Why a batch whose experiences all have an empty action mask trains nothing. */
+export function untrainableWhy(experiences: readonly Experience[]): string {
+  const placeholders = experiences.filter((e) => e.truncateStatus === 'prompt_truncated').length;
+  return placeholders === experiences.length
+    ? `every experience is the placeholder of a prompt over model.max_prompt_tokens (rollout/prompt_truncated_ratio 1): ` +
+        'shorten the prompts, or raise model.max_prompt_tokens (and max_model_len)'
+    : 'no experience has a token to train (their action masks are all 0)';
+}
 
 /** Train steps in a row with nothing to train on after which the stage fails (a fixed bound: not a setting). */
 export const MAX_EMPTY_STEPS_IN_A_ROW = 3;

@@ -9,7 +9,7 @@ import { appendAdvantages, type MonitorGroup, type ProgressReporter } from '../m
 import type { TrainerClient } from './trainer.js';
 import type { StageSettings } from '../settings.js';
 import type { WeightPublisher } from '../sync/weight-channel.js';
-import { EmptyStepGuard } from './empty-steps.js';
+import { EmptyStepGuard, trainableExperiences, untrainableWhy } from './empty-steps.js';
 
 /** What the trainer loop reads of the stage's settings. */
 export type TrainerLoopSettings = Pick<StageSettings, 'stageName' | 'sync' | 'trainBatchSize' | 'trainer'>;
@@ -143,7 +143,12 @@ export async function runTrainerLoop(parts: TrainerLoopParts): Promise<number> {
         break;
       }
       // too many steps in a row with nothing to train on fail the stage here, before the step is logged or saved
-      emptySteps.step(step, batch.experiences.length, batch.shortBecause);
+      const trainable = trainableExperiences(batch.experiences);
+      emptySteps.step(
+        step,
+        trainable,
+        trainable === 0 && batch.experiences.length > 0 ? untrainableWhy(batch.experiences) : batch.shortBecause,
+      );
       if (batch.shortBecause)
         parts.progress.log(
           `[${settings.stageName}] train step ${step}: ${batch.experiences.length} of ${settings.trainBatchSize} ` +

@@ -140,9 +140,18 @@ function writeTasks(root: string, prompt: (i: number) => string): void {
   writeFileSync(join(root, 'tasks.jsonl'), `${rows.join('\n')}\n`);
 }
 
-test('prompts longer than the context (the built-in workflow): the run fails naming the prompt length', async () => {
-  const error = await failingRun(null, { prepare: (root) => writeTasks(root, (i) => `${'1+'.repeat(40)}${i}=`) });
+test('prompts longer than the context, truncation off (the built-in workflow): the run fails naming the prompt length', async () => {
+  const error = await failingRun(null, {
+    prepare: (root) => writeTasks(root, (i) => `${'1+'.repeat(40)}${i}=`),
+    overrides: ['model.enable_prompt_truncation=false'],
+  });
   assert.match(error.message, /the prompt has \d+ tokens; the engine's maxLength \(\d+ positions per slot\) leaves no room/);
+});
+
+test('every prompt over max_prompt_tokens (truncation on, the default): placeholders only, the run fails naming them', async () => {
+  const error = await failingRun(null, { prepare: (root) => writeTasks(root, (i) => `${'1+'.repeat(40)}${i}=`) });
+  assert.equal(error.name, 'NothingToTrainError');
+  assert.match(error.message, /every experience is the placeholder of a prompt over model\.max_prompt_tokens/);
 });
 
 test('a chat template that throws: the run fails naming the template error', async () => {
