@@ -15,10 +15,10 @@
 // The cache is for inference: values are written detached, so no gradient flows through cached keys and values.
 //
 // Its size is computed and checked before anything is allocated (kvCacheSize, checkKVCacheFits): a cache larger than
-// the machine's memory is refused with a message naming the settings that sized it, not the allocator's text.
-import { totalmem } from 'node:os';
+// the memory of the device it would live on (the machine's, or a GPU's as nvidia-smi reports it) is refused with a message naming the settings that sized it, not the allocator's text.
 import { noGrad, type Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
+import { type DeviceMemory, deviceMemory } from '../util/index.js';
 
 export interface KVCacheOptions {
   numLayers: number;
@@ -99,17 +99,21 @@ export function kvCacheSize(options: KVCacheOptions): { bytes: number; formula: 
 }
 
 /**
- * Throws a RangeError naming the settings when the cache is larger than the memory it would live in: on the CPU this
- * machine's (os.totalmem()). The addon does not report a GPU's memory, so a cache on one is checked only when its
- * allocation fails (the constructor names the sizes then).
+ * Throws a RangeError naming the settings when the cache alone is larger than the memory of the device it would live
+ * on (`memoryOf`, default ../util/device-memory.ts: the machine's on the CPU, a GPU's total as nvidia-smi reports it).
+ * A device whose memory cannot be known here (no nvidia-smi) is checked only when the allocation fails (the
+ * constructor names the sizes then).
  */
-export function checkKVCacheFits(options: KVCacheOptions, memoryBytes = totalmem()): void {
-  const device = options.device ?? 'cpu';
-  if (device !== 'cpu') return;
+export function checkKVCacheFits(
+  options: KVCacheOptions,
+  memoryOf: (device: string) => DeviceMemory | null = deviceMemory,
+): void {
+  const memory = memoryOf(options.device ?? 'cpu');
+  if (memory === null) return;
   const { bytes, formula } = kvCacheSize(options);
-  if (bytes <= memoryBytes) return;
+  if (bytes <= memory.bytes) return;
   throw new RangeError(
-    `the KV cache needs ${gib(bytes)} (${formula}), more than this machine's memory (${gib(memoryBytes)}): ` +
+    `the KV cache needs ${gib(bytes)} (${formula}), more than ${memory.what} (${gib(memory.bytes)}): ` +
       `lower the slots (serve --slots, explorer.rollout_model.slots) or the context per sequence (serve --max-length, ` +
       `model.max_model_len), or use a smaller dtype`,
   );

@@ -1,6 +1,7 @@
 // Helpers every layer may import (src/util imports nothing else from src): name suggestions, module arguments from
 // YAML, user code by module path, the generic registry, opening user-given files that must be regular files, and
 // writes whose errors name their file.
+export * from './device-memory.js';
 export * from './did-you-mean.js';
 export * from './process.js';
 export * from './file-write.js';

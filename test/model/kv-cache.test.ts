@@ -264,9 +264,18 @@ describe('the cache is sized before it is allocated', () => {
       },
     );
     const oneGiB = { ...shape, slots: 1, maxLength: 8192, dtype: 'bfloat16' as const }; // 2 × 28 × 8192 × 8 × 128 × 2 B = 0.88 GiB
-    assert.throws(() => checkKVCacheFits(oneGiB, 2 ** 29), /needs 0\.88 GiB .*more than this machine's memory \(0\.50 GiB\)/);
-    checkKVCacheFits(oneGiB, 2 ** 30);
-    // the addon reports no GPU memory: a cache on a GPU is checked by its allocation
-    checkKVCacheFits({ ...oneGiB, device: 'cuda:0' }, 2 ** 29);
+    const machine = (bytes: number) => (device: string) => (device === 'cpu' ? { bytes, what: "this machine's memory" } : null);
+    assert.throws(
+      () => checkKVCacheFits(oneGiB, machine(2 ** 29)),
+      /needs 0\.88 GiB .*more than this machine's memory \(0\.50 GiB\)/,
+    );
+    checkKVCacheFits(oneGiB, machine(2 ** 30));
+    // a GPU's memory as nvidia-smi reports it (src/util/device-memory.ts); where it cannot be known, the allocation checks
+    const gpu = (device: string) => (device === 'cuda:0' ? { bytes: 2 ** 29, what: "cuda:0's memory (H100)" } : null);
+    assert.throws(
+      () => checkKVCacheFits({ ...oneGiB, device: 'cuda:0' }, gpu),
+      /needs 0\.88 GiB .*more than cuda:0's memory \(H100\) \(0\.50 GiB\)/,
+    );
+    checkKVCacheFits({ ...oneGiB, device: 'cuda:1' }, gpu);
   });
 });
