@@ -1,6 +1,7 @@
 // Reward functions by name (Trinity-RFT's REWARD_FUNCTIONS registry) or by module path (`path/to/file.ts#name`: a
-// function `(input: { response, task, args, auxiliaryModels?, signal? }) => number | { reward, metrics }`, possibly
-// async, or a group reward `{ kind: 'group', scoreGroup({ responses, task, args, ... }) }`, see ./types.ts).
+// function `(input: { response, task, args, responseTokens?, auxiliaryModels?, signal? }) => number | { reward,
+// metrics }`, possibly async, or a group reward `{ kind: 'group', scoreGroup({ responses, task, args, ... }) }`, see
+// ./types.ts).
 //
 //   const rewardFn = await REWARD_FUNCTIONS.resolve(task.rewardFn ?? 'math_reward');
 //   const scored = await scoreResponses(rewardFn, { responses, task, args: task.rewardFnArgs ?? {}, auxiliaryModels });
