@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { resolveDevice } from '../../torch/index.js';
 import type { ReportProblem } from '../config/errors.js';
-import { DTYPES, deviceSetting, ENGINE_TYPES, intIn, MAX_SLOTS, MAX_TOKENS, str } from '../config/value-schemas.js';
+import { bool, DTYPES, deviceSetting, ENGINE_TYPES, intIn, MAX_SLOTS, MAX_TOKENS, str } from '../config/value-schemas.js';
 import type { AuxiliaryModelSettings } from './index.js';
 
 /** explorer.auxiliary_models[i] (Trinity's InferenceModelConfig where it applies): a judge, reward model or teacher. */
@@ -21,6 +21,10 @@ export const AuxiliaryModelSchema = z.strictObject({
   base_url: str().nullable().default(null), // openai only (…/v1)
   api_key: str().nullable().default(null), // openai only; null: $OPENAI_API_KEY if set
   model_name: str().nullable().default(null), // openai only; null: model_path
+  // embedded only: Qwen3's chat-template switch, passed to every render of this model's chat template (its judge
+  // prompts) as the variable enable_thinking, as explorer.rollout_model.enable_thinking is the rollout model's;
+  // null: not passed (the template's default)
+  enable_thinking: bool().nullable().default(null),
 });
 
 export type AuxiliaryModelConfig = z.output<typeof AuxiliaryModelSchema>;
@@ -53,6 +57,11 @@ export function checkAuxiliaryModels(
         problem(`${at}.engine_num`, 'an external endpoint is one server: set 1 (put several behind a load balancer)');
       for (const key of ['slots', 'max_model_len', 'dtype'] as const)
         if (aux[key] !== null) problem(`${at}.${key}`, "is only used with engine_type 'embedded'; the server has its own");
+      if (aux.enable_thinking !== null)
+        problem(
+          `${at}.enable_thinking`,
+          "is only used with engine_type 'embedded': an external server renders its own chat template (set it there)",
+        );
       if (aux.device !== 'auto')
         problem(`${at}.device`, 'places an embedded engine; an external server runs where it was started: remove it');
     }
@@ -92,6 +101,7 @@ export function auxiliaryModelSettings(
       dtype: aux.dtype ?? dtype,
       device: explores ? resolveDevice(aux.device, { key }) : 'cpu',
       numThreads,
+      chatTemplateVariables: aux.enable_thinking === null ? {} : { enable_thinking: aux.enable_thinking },
     };
   });
 }

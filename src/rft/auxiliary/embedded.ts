@@ -35,6 +35,8 @@ export interface EmbeddedAuxiliarySettings {
   device: string;
   /** Intra-op threads of each engine. */
   numThreads: number;
+  /** Variables every render of its chat template gets (explorer.auxiliary_models[i].enable_thinking); none: {}. */
+  chatTemplateVariables?: Readonly<Record<string, unknown>>;
 }
 
 /** engine_num engines as one backend: each call goes to the engine with the fewest calls in flight. */
@@ -121,6 +123,10 @@ export class EmbeddedAuxiliaryModel implements AuxiliaryModel {
       await Promise.all(engines.map((e) => e.close()));
       const reason = failed.reason instanceof Error ? failed.reason.message : String(failed.reason);
       throw new Error(`auxiliary model '${settings.name}': loading ${settings.modelPath} failed: ${reason}`);
+    }
+    // every render of its chat template (a judge's prompts, over its endpoint or not) starts from these variables
+    for (const engine of engines) {
+      if (engine.tokenizer !== null) engine.tokenizer.templateDefaults = settings.chatTemplateVariables ?? {};
     }
     return new EmbeddedAuxiliaryModel(settings.name, new EnginePool(engines));
   }

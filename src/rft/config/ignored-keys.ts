@@ -83,6 +83,10 @@ const MIX_BATCH_KNOBS: readonly [string, Kind, string][] = [
   ['ngpus_trainer', 'integer', MIX_WEIGHTS],
   ['train_batch_size_expert', 'integer', MIX_SPLIT],
   ['train_batch_size_usual', 'integer', MIX_SPLIT],
+  // the older mix form's names (mix_math, grpo_math's math_mix)
+  ['repeat_times', 'integer', MIX_WEIGHTS],
+  ['read_batch_size_expert', 'integer', MIX_SPLIT],
+  ['read_batch_size_usual', 'integer', MIX_SPLIT],
 ];
 
 /** Every dataset and buffer of the buffer section (Trinity's StorageConfig). */

@@ -49,6 +49,15 @@ export const MOVED_KEYS: readonly MovedKey[] = [
   { path: 'data', use: 'buffer (batch_size, total_epochs, explorer_input.taskset)' },
   { path: 'buffer.train_dataset', use: 'buffer.trainer_input.experience_buffer' },
   { path: 'buffer.read_batch_size', use: 'buffer.train_batch_size' },
+  // the older mix form (mix_math, grpo_math's math_mix)
+  { path: 'algorithm.mu', use: 'algorithm.policy_loss_fn_args.mu' },
+  { path: 'buffer.expert_data_ratio', use: 'algorithm.sample_strategy_args.expert_data_ratio' },
+  {
+    path: 'buffer.explore_batch_size',
+    use:
+      'buffer.batch_size for the tasks of an explore step (and buffer.train_batch_size for the experiences of a train ' +
+      "step, expert rows included); the older form's buffer.batch_size was not that: set both as you mean them",
+  },
   { path: 'algorithm.optimizer.warmup_style', use: 'algorithm.optimizer.lr_scheduler_type' },
   // the task pipeline of Trinity 0.2 (grpo_gsm8k_task_pipeline): buffers in and out, and a Data-Juicer recipe agent
   { path: 'data_processor.task_pipeline.input_buffers', use: 'data_processor.task_pipeline.inputs (paths)' },

@@ -1,8 +1,8 @@
 // Keys of Trinity-RFT's schema whose feature this backend does not have, and why: the hint an unknown key gets
 // (./parse.ts), before "did you mean", so a config written for Trinity is told what is missing rather than only
 // "unknown key". Unlike ./ignored-keys.ts these are not accepted: dropping them would change what the run does (a
-// vision-language task trained without its images, a judge that thinks when the config says it must not). Paths are
-// key paths of a run in the notation of ./refusals.ts (`*`: any list item or mapping key).
+// vision-language task trained without its images). Paths are key paths of a run in the notation of ./refusals.ts
+// (`*`: any list item or mapping key).
 import { matchesPath } from './refusals.js';
 
 export interface UnsupportedKey {
@@ -28,12 +28,6 @@ export const UNSUPPORTED_KEYS: readonly UnsupportedKey[] = [
   ...FORMAT_PATHS.flatMap((base) =>
     ['image_key', 'video_key'].map((key): UnsupportedKey => ({ path: `${base}.format.${key}`, why: TEXT_ONLY })),
   ),
-  {
-    path: 'explorer.auxiliary_models.*.enable_thinking',
-    why:
-      "Qwen3's chat-template switch for an auxiliary model (a judge) is not implemented: its template renders with its " +
-      'default; remove the key to accept that',
-  },
 ];
 
 /** The hint for an unknown key at `path` (concrete, dotted) that Trinity has and this backend does not, or null. */

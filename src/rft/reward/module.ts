@@ -2,7 +2,7 @@
 // types, ../../util/module-args.ts) and a check of the values beyond their types. The registry turns one into a
 // RewardFn or a GroupRewardFn (./reward-registry.ts registerModule), so built-ins and plug-ins are called the same way.
 import type { AuxiliaryModels } from '../auxiliary/types.js';
-import type { RewardContext, RewardOutput } from './types.js';
+import type { ResponseInput, ResponsesInput, RewardOutput } from './types.js';
 
 interface ModuleBase<Options extends object> {
   readonly name: string;
@@ -20,14 +20,11 @@ interface ModuleBase<Options extends object> {
 
 /** Scores one response. */
 export interface RewardModule<Options extends object> extends ModuleBase<Options> {
-  score(input: RewardContext & { response: string }, options: Options): RewardOutput | Promise<RewardOutput>;
+  score(input: ResponseInput, options: Options): RewardOutput | Promise<RewardOutput>;
 }
 
 /** Scores all responses of one task in one call (one output per response, in order). */
 export interface GroupRewardModule<Options extends object> extends ModuleBase<Options> {
   readonly kind: 'group';
-  scoreGroup(
-    input: RewardContext & { responses: readonly string[] },
-    options: Options,
-  ): readonly RewardOutput[] | Promise<readonly RewardOutput[]>;
+  scoreGroup(input: ResponsesInput, options: Options): readonly RewardOutput[] | Promise<readonly RewardOutput[]>;
 }

@@ -1,6 +1,7 @@
 // Reward functions by name (Trinity-RFT's REWARD_FUNCTIONS registry) or by module path (`path/to/file.ts#name`: a
-// function `(input: { response, task, args, auxiliaryModels?, signal? }) => number | { reward, metrics }`, possibly
-// async, or a group reward `{ kind: 'group', scoreGroup({ responses, task, args, ... }) }`, see ./types.ts).
+// function `(input: { response, task, args, responseTokens?, auxiliaryModels?, signal? }) => number | { reward,
+// metrics }`, possibly async, or a group reward `{ kind: 'group', scoreGroup({ responses, task, args, ... }) }`, see
+// ./types.ts).
 //
 //   const rewardFn = await REWARD_FUNCTIONS.resolve(task.rewardFn ?? 'math_reward');
 //   const scored = await scoreResponses(rewardFn, { responses, task, args: task.rewardFnArgs ?? {}, auxiliaryModels });
@@ -13,10 +14,11 @@ import './builtin.js'; // accuracy_reward, format_reward, math_reward, math_boxe
 import './llm-judge.js'; // rubric_judge_reward, ruler_reward
 import './reward-model.js'; // rm_yes_no_reward
 import './countdown.js'; // countdown_reward
+import './dapo.js'; // math_dapo_reward
 import './trinity-names.js'; // Trinity's reward names that are refused here, with why
 import type { AuxiliaryModels } from '../auxiliary/types.js';
 import { REWARD_FUNCTIONS } from './reward-registry.js';
-import { type AnyRewardFn, isGroupReward, type RewardContext } from './types.js';
+import { type AnyRewardFn, isGroupReward, type ResponseInput, type ResponsesInput } from './types.js';
 
 export { REWARD_FUNCTIONS, RewardRegistry } from './reward-registry.js';
 
@@ -107,7 +109,7 @@ function checkedOutput(output: unknown, name: string, taskId: string): ScoredRes
 /** Runs a per-response reward function on one response and checks what it returned. */
 export async function scoreResponse(
   fn: AnyRewardFn,
-  input: RewardContext & { response: string },
+  input: ResponseInput,
   name = (typeof fn === 'function' && fn.name) || 'reward function',
 ): Promise<ScoredResponse> {
   if (isGroupReward(fn))
@@ -121,11 +123,18 @@ export async function scoreResponse(
  */
 export async function scoreResponses(
   fn: AnyRewardFn,
-  input: RewardContext & { responses: readonly string[] },
+  input: ResponsesInput,
   name = (typeof fn === 'function' && fn.name) || 'reward function',
 ): Promise<ScoredResponse[]> {
-  const { responses, ...context } = input;
-  if (!isGroupReward(fn)) return Promise.all(responses.map((response) => scoreResponse(fn, { ...context, response }, name)));
+  const { responses, responseTokens, ...context } = input;
+  if (!isGroupReward(fn)) {
+    return Promise.all(
+      responses.map((response, i) => {
+        const tokens = responseTokens?.[i];
+        return scoreResponse(fn, { ...context, response, ...(tokens !== undefined ? { responseTokens: tokens } : {}) }, name);
+      }),
+    );
+  }
   if (responses.length === 0) return [];
   const outputs: unknown = await fn.scoreGroup(input);
   if (!Array.isArray(outputs) || outputs.length !== responses.length) {

@@ -13,11 +13,6 @@ const JUDGE_LIBRARY =
 
 export const UNAVAILABLE_REWARDS: readonly (readonly [string, string])[] = [
   [
-    'math_dapo_reward',
-    "DAPO's scoring (the 'Answer: ...' line, ±1) is not implemented: math_boxed_reward scores \\boxed{} answers, and " +
-      "the experience operator overlong_reward_shaping adds DAPO's overlong penalty",
-  ],
-  [
     'rlcr_reward',
     "RLCR's five-part reward (format, accuracy, the Brier score of the stated <confidence>) is not implemented: write " +
       'it as a reward file (a module path in default_reward_fn_type)',

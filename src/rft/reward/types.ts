@@ -26,13 +26,22 @@ export interface RewardContext {
   signal?: AbortSignal;
 }
 
+/**
+ * One response to score. responseTokens: how many tokens the model generated for it (its completion ids, a final
+ * stop token included; a reply prefix is not counted), when the caller generated it: DAPO's overlong penalty reads it.
+ */
+export type ResponseInput = RewardContext & { response: string; responseTokens?: number };
+
+/** All responses of one task; responseTokens[i] belongs to responses[i] (see ResponseInput). */
+export type ResponsesInput = RewardContext & { responses: readonly string[]; responseTokens?: readonly number[] };
+
 /** Scores a response against its task (task.response holds the reference answer). */
-export type RewardFn = (input: RewardContext & { response: string }) => RewardOutput | Promise<RewardOutput>;
+export type RewardFn = (input: ResponseInput) => RewardOutput | Promise<RewardOutput>;
 
 /** Scores all responses of one task in one call: the result has one entry per response, in order. */
 export interface GroupRewardFn {
   readonly kind: 'group';
-  scoreGroup(input: RewardContext & { responses: readonly string[] }): readonly RewardOutput[] | Promise<readonly RewardOutput[]>;
+  scoreGroup(input: ResponsesInput): readonly RewardOutput[] | Promise<readonly RewardOutput[]>;
 }
 
 /** Either kind, as the reward registry holds them. */

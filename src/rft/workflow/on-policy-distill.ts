@@ -52,7 +52,7 @@ export const onPolicyDistillWorkflow: WorkflowSpec = {
             ? { reward: 0, metrics: {} }
             : await scoreResponse(
                 rewardFn,
-                { response, task, args: { ...task.rewardFnArgs }, auxiliaryModels },
+                { response, responseTokens: completion.tokenIds.length, task, args: { ...task.rewardFnArgs }, auxiliaryModels },
                 `reward function '${task.rewardFn}'`,
               );
         const experience = model.toExperience(completion, {

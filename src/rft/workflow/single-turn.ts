@@ -13,7 +13,10 @@
 //   simple_workflow      reward from the task's reward_fn (no default: a task without one is an error)
 //   math_workflow        <think>…</think><answer>…</answer> system prompt; default reward math_reward
 //   math_boxed_workflow  \boxed{} system prompt; default reward math_boxed_reward, workflow_args with_think and
-//                        format_score_coef passed on to it
+//                        format_score_coef passed on to it; use_base: true prompts a base model with plain text instead
+//                        of the chat template (Trinity-RFT's format):
+//                          "System:" + system + "\nUser:\n" + prompt + "\nAssistant:\n"   ("User:\n…" with no system)
+//   The reward also gets each response's generated token count (math_dapo_reward's overlong penalty reads it).
 import type { GenerateOptions } from '../../engine/index.js';
 import type { ChatMessage } from '../../tokenizer/index.js';
 import { snakeToCamel } from '../../util/module-args.js';
@@ -46,6 +49,18 @@ export interface SingleTurnOptions {
   rewards?: RewardRegistry;
   /** Folder that relative reward module paths resolve against. */
   baseDir?: string;
+  /** workflow_args.use_base is read: true renders the prompt as basePrompt() does rather than by the chat template. */
+  basePromptArg?: boolean;
+}
+
+/** Trinity-RFT's plain-text prompt for a base model (no chat template): see the header. */
+export function basePrompt(messages: readonly ChatMessage[], who: string): string {
+  const system = messages[0]?.role === 'system' ? messages[0] : undefined;
+  const turns = system === undefined ? messages : messages.slice(1);
+  if (turns.length !== 1 || turns[0]?.role !== 'user')
+    throw new Error(`${who}: workflow_args.use_base needs one user prompt (and a system prompt), not a list of messages`);
+  const user = `User:\n${turns[0].content}\nAssistant:\n`;
+  return system?.content ? `System:${system.content}\n${user}` : user;
 }
 
 /** A single-turn workflow with the given defaults; see the header. */
@@ -53,7 +68,7 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
   const rewards = options.rewards ?? REWARD_FUNCTIONS;
   return {
     repeatable: true,
-    workflowArgs: options.rewardArgsFromWorkflowArgs ?? [],
+    workflowArgs: [...(options.rewardArgsFromWorkflowArgs ?? []), ...(options.basePromptArg ? ['use_base'] : [])],
     description: `single-turn: chat template + reply prefix, n samples, reward ${options.defaultRewardFn ?? "from the task's reward_fn"}`,
     run: async (context: WorkflowContext) => {
       const { task, model, repeatTimes, seed, signal, auxiliaryModels } = context;
@@ -75,10 +90,10 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
       );
       const prefix = task.replyPrefix ?? '';
       const limit = model.promptLimit ?? null;
-      const chatText = tokenizer.applyChatTemplate(messages, {
-        addGenerationPrompt: true,
-        ...(task.tools ? { tools: task.tools } : {}),
-      });
+      const useBase = options.basePromptArg === true && task.workflowArgs?.use_base === true;
+      const chatText = useBase
+        ? basePrompt(messages, name)
+        : tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, ...(task.tools ? { tools: task.tools } : {}) });
       // a prompt over the limit is only ever needed up to its head: the rest of a huge one is never tokenized
       const chatIds = limit ? limitedPromptIds(tokenizer, chatText, limit) : tokenizer.encode(chatText);
       const over = limit ? limit.truncate && overPromptLimit(chatIds, limit) : false;
@@ -92,7 +107,14 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
       );
       const scored = await scoreResponses(
         rewardFn,
-        { responses, task, args: rewardArgs, signal, auxiliaryModels },
+        {
+          responses,
+          responseTokens: result.completions.map((completion) => completion.tokenIds.length),
+          task,
+          args: rewardArgs,
+          signal,
+          auxiliaryModels,
+        },
         `reward function '${rewardName}'`,
       );
       const experiences = result.completions.map((completion, i) => {
@@ -165,6 +187,7 @@ export const mathBoxedWorkflow = singleTurnWorkflow('math_boxed_workflow', {
   systemPrompt: (task) => (task.workflowArgs?.with_think === true ? MATH_BOXED_THINK_SYSTEM_PROMPT : MATH_BOXED_SYSTEM_PROMPT),
   defaultRewardFn: 'math_boxed_reward',
   rewardArgsFromWorkflowArgs: ['with_think', 'format_score_coef'],
+  basePromptArg: true,
 });
 
 WORKFLOWS.register('simple_workflow', simpleWorkflow);

@@ -97,6 +97,7 @@ explorer:
         dtype: 'float32',
         device: 'cpu',
         numThreads: 0,
+        chatTemplateVariables: {},
       },
     );
     assert.deepEqual(remote, {

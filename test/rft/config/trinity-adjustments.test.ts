@@ -187,9 +187,6 @@ describe("Trinity's keys whose feature is not here (src/rft/config/unsupported-k
     assert.deepEqual(problems, [
       "buffer.explorer_input.taskset.format.image_key: unknown key 'image_key'; Trinity-RFT's key, not supported here: " +
         'images or video for a vision-language model: the models here are text-only (no vision encoder)',
-      "explorer.auxiliary_models.0.enable_thinking: unknown key 'enable_thinking'; Trinity-RFT's key, not supported " +
-        "here: Qwen3's chat-template switch for an auxiliary model (a judge) is not implemented: its template renders " +
-        'with its default; remove the key to accept that',
     ]);
   });
 });

@@ -1,7 +1,8 @@
 // Mix's expert data in Trinity-RFT's forms (src/rft/run/config/trinity-mix-mappings.ts, src/rft/buffer/config.ts):
 // the older trainer_input.sft_warmup_dataset (v0.2, read by mix when no warm-up steps are set) becomes
 // auxiliary_buffers.<sft_dataset_name>; in the newer auxiliary_buffers an entry's name may differ from its key (the
-// strategy looks it up by the key) and total_epochs bounds its reads.
+// strategy looks it up by the key) and total_epochs bounds its reads. The older mix form's loss arguments are in the
+// ignored block, and its buffer / algorithm keys name what to write today.
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -96,5 +97,38 @@ describe("mix's expert data in Trinity's forms", () => {
         ?.totalEpochs,
       null,
     );
+  });
+});
+
+describe("the older mix form's keys (mix_math, grpo_math's math_mix)", () => {
+  it("policy_loss_fn_args' repeat_times and read_batch_size_expert/_usual are reported in the ignored block", () => {
+    const config = load(
+      configText(
+        '{algorithm_type: mix, policy_loss_fn_args: {mu: 0.1, repeat_times: 8, read_batch_size_expert: 64, read_batch_size_usual: 192}}',
+        `{sft_warmup_dataset: {path: ${sft}}}`,
+      ),
+    );
+    const ignored = config.trinity_keys.ignored.map((k) => k.path).sort();
+    assert.deepEqual(ignored, [
+      'algorithm.policy_loss_fn_args.read_batch_size_expert',
+      'algorithm.policy_loss_fn_args.read_batch_size_usual',
+      'algorithm.policy_loss_fn_args.repeat_times',
+    ]);
+    assert.equal(config.algorithm.policy_loss_fn_args?.mu, 0.1);
+  });
+
+  it('buffer.explore_batch_size, algorithm.mu and buffer.expert_data_ratio name what to write today', () => {
+    const text = configText('{algorithm_type: mix, mu: 0.1}', `{sft_warmup_dataset: {path: ${sft}}}`).replace(
+      '  batch_size: 2\n',
+      '  batch_size: 2\n  explore_batch_size: 2\n  expert_data_ratio: 0.25\n',
+    );
+    const moved = 'an older Trinity-RFT key, renamed or moved since: use';
+    assert.deepEqual(problemsOf(text), [
+      `algorithm.mu: unknown key 'mu'; ${moved} algorithm.policy_loss_fn_args.mu`,
+      `buffer.explore_batch_size: unknown key 'explore_batch_size'; ${moved} buffer.batch_size for the tasks of an ` +
+        'explore step (and buffer.train_batch_size for the experiences of a train step, expert rows included); the ' +
+        "older form's buffer.batch_size was not that: set both as you mean them",
+      `buffer.expert_data_ratio: unknown key 'expert_data_ratio'; ${moved} algorithm.sample_strategy_args.expert_data_ratio`,
+    ]);
   });
 });

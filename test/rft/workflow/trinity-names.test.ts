@@ -57,7 +57,6 @@ describe("Trinity's workflow names", () => {
 
 describe("Trinity's reward names", () => {
   test('are refused with what to use instead', () => {
-    assert.throws(() => REWARD_FUNCTIONS.get('math_dapo_reward'), /overlong_reward_shaping/);
     assert.throws(() => REWARD_FUNCTIONS.get('rlcr_reward'), /Brier score/);
     for (const [name] of UNAVAILABLE_REWARDS) {
       if (REWARD_FUNCTIONS.has(name)) continue;
