@@ -66,7 +66,7 @@ test('after a router change that flips routing, replay keeps the recorded expert
       // the gradient of the replayed forward: the router's, and only the recorded experts' of layer 0
       replayed.logProbs.select(-1, 7).sum().backward();
       assert.ok((router.grad as torch.Tensor).abs().max().item() > 0, 'the router gets a gradient through the weights');
-      const used = new Set(recorded.experts[0]?.toArray().flat() as number[]);
+      const used = new Set(((recorded.experts[0] as torch.Tensor).toArray() as number[][]).flat());
       for (let e = 0; e < 8; e++) {
         const grad = model.parameters().get(`model.layers.0.mlp.experts.${e}.up_proj.weight`)?.grad ?? null;
         const moved = grad !== null && grad.abs().max().item() > 0;
