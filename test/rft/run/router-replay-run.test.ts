@@ -1,7 +1,7 @@
 // Router replay end to end (algorithm.enable_router_replay): a GRPO run on a tiny random qwen3_moe whose engine records
 // each token's experts, the experiences carry them, and the trainer routes every row through them
 // (router_replay/rows = 1). The same run without replay is the baseline: the rollout-correction metrics of both (the
-// gap between the trainer's and the engine's log-probs) are printed for the record (bench/README.md, router-replay).
+// gap between the trainer's and the engine's log-probs) are printed for the record.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
