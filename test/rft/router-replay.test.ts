@@ -10,10 +10,11 @@ import { RolloutEngine } from '../../src/engine/index.js';
 import { CausalLM, tokenLogProbs } from '../../src/model/index.js';
 import { resolveAlgorithm } from '../../src/rft/algorithm/presets.js';
 import { SqliteBuffer } from '../../src/rft/buffer/index.js';
-import { validateExperience } from '../../src/rft/experience.js';
+import { type Experience, validateExperience } from '../../src/rft/experience.js';
 import { decodeRoutedExperts } from '../../src/rft/routed-experts.js';
 import { replayRecords } from '../../src/rft/trainer/router-replay.js';
-import { TrainStep } from '../../src/rft/trainer/train-step.js';
+import { frozenCopyReference } from '../../src/rft/trainer/reference-policy.js';
+import { TrainStep, type TrainStepSetup } from '../../src/rft/trainer/train-step.js';
 import { buildBatch } from '../../src/rft/trainer/train-batch.js';
 import { buildExperience } from '../../src/rft/workflow/model-handle.js';
 import * as torch from '../../src/torch/index.js';
@@ -131,5 +132,66 @@ test('enable_router_replay and recordRoutedExperts are refused on a dense model,
     );
   } finally {
     dense.dispose();
+  }
+});
+
+/** An SGD whose step() records the accumulated gradients instead of moving the weights. */
+class GradientRecorder extends torch.SGD {
+  grads: (Float32Array | undefined)[] = [];
+  override step(): void {
+    this.grads = this.groups.flatMap((g) => g.params).map((p) => p.grad?.float().toTypedArray() as Float32Array | undefined);
+  }
+}
+
+/** One GRPO step's gradient on the fixture with layer 0's router negated (its routing flips), split by `split`. */
+function gradient(rows: Experience[], replay: boolean, split: Pick<TrainStepSetup, 'microBatchSize' | 'microBatchTokens'>) {
+  const algorithm = resolveAlgorithm({ algorithm_type: 'grpo', enable_router_replay: replay });
+  const model = CausalLM.load(dir, { requiresGrad: true });
+  torch.noGrad(() => (model.parameters().get('model.layers.0.mlp.gate.weight') as torch.Tensor).mul_(-1));
+  const optimizer = new GradientRecorder([...model.parameters().values()], { lr: 1 });
+  const reference = algorithm.useReference ? frozenCopyReference(model) : null;
+  try {
+    new TrainStep({ model, optimizer, algorithm, reference, maxGradNorm: 1e9, ...split }).run(rows);
+    return optimizer.grads;
+  } finally {
+    reference?.dispose();
+    model.dispose();
+  }
+}
+
+/** max |a - b| over every parameter's gradient (an expert no token reached has none: zeros). */
+const largestDiff = (a: (Float32Array | undefined)[], b: (Float32Array | undefined)[]) =>
+  Math.max(
+    ...a.map((ga, i) => {
+      const gb = b[i];
+      const n = Math.max(ga?.length ?? 0, gb?.length ?? 0);
+      let largest = 0;
+      for (let j = 0; j < n; j++) largest = Math.max(largest, Math.abs((ga?.[j] ?? 0) - (gb?.[j] ?? 0)));
+      return largest;
+    }),
+  );
+
+test('after a router change, the replayed gradient differs from routing anew and is the same however the batch is split', async () => {
+  const other = [9, 2, 4]; // a second prompt of another length: prompts left-padded, micro-batches of their own widths
+  const results = [await generate(), await engine.generate({ promptIds: other, n: 2, maxTokens: 3, ignoreEos: true, seed: 3 })];
+  const rows = results.flatMap((r, p) =>
+    r.completions.map((c, i) =>
+      buildExperience(c, {
+        promptIds: r.promptIds,
+        modelVersion: 0,
+        temperature: 1,
+        eid: `p${p}-${i}`,
+        reward: i,
+        taskId: `t${p}`,
+      }),
+    ),
+  );
+  assert.ok(rows.every((e) => e.routedExperts !== undefined));
+  const whole = gradient(rows, true, {});
+  const anew = gradient(rows, false, {});
+  assert.ok(largestDiff(whole, anew) > 1e-4, `replay changes the gradient (${largestDiff(whole, anew)})`);
+  for (const split of [{ microBatchSize: 1 }, { microBatchTokens: 12 }]) {
+    const diff = largestDiff(gradient(rows, true, split), whole);
+    assert.ok(diff < 1e-5, `${JSON.stringify(split)}: max |gradient - whole batch's| = ${diff}`);
   }
 });
