@@ -8,6 +8,7 @@
 import type { ChatMessage, Tokenizer, ToolCall, ToolDefinition } from '../tokenizer/index.js';
 import type { ConversationPrompt, ConversationTracker, ConversationTurn } from './conversation.js';
 import type { Completion, GenerateOptions, GenerateRequest, GenerateResult } from './types.js';
+import type { RoutedExpertIds } from './routed-experts.js';
 import type { FinishReason } from './stopping.js';
 import { parseToolCalls } from './tool-calls.js';
 
@@ -39,6 +40,8 @@ export interface ChatChoice {
   stopReason: number | string | null;
   /** The recorded turn (with `conversation`): the whole conversation's exact tokens and action mask. */
   turn?: ConversationTurn;
+  /** See Completion.routedExperts (an engine with recordRoutedExperts). */
+  routedExperts?: RoutedExpertIds;
 }
 
 /** All n choices, with the first one's fields at the top level for the common n = 1 case. */
@@ -131,5 +134,6 @@ function toChoice(completion: Completion, parseTools: boolean): ChatChoice {
     logprobs: completion.logprobs,
     finishReason: completion.finishReason,
     stopReason: completion.stopReason,
+    ...(completion.routedExperts ? { routedExperts: completion.routedExperts } : {}),
   };
 }

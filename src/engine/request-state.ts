@@ -6,6 +6,7 @@
 import type { Tokenizer } from '../tokenizer/index.js';
 import * as torch from '../torch/index.js';
 import { type PreparedRequest, sampleSeed } from './prepare-request.js';
+import type { SequenceRouting } from './routed-experts.js';
 import { completionText, type FinishReason, StopStringMatcher } from './stopping.js';
 import { type Completion, type GenerateResult, GenerationError, type TokenEvent, type TopLogprob } from './types.js';
 
@@ -37,6 +38,8 @@ export interface Sequence {
   readonly tokenIds: number[];
   readonly logprobs: number[];
   readonly topLogprobs: TopLogprob[][];
+  /** The routed experts so far (an engine with recordRoutedExperts), else null. */
+  routing: SequenceRouting | null;
   finish: Finish | null;
 }
 
@@ -56,6 +59,7 @@ export function createSequences(state: RequestState, tokenizer: Tokenizer | null
     tokenIds: [],
     logprobs: [],
     topLogprobs: [],
+    routing: null,
     finish: null,
   }));
 }
@@ -69,6 +73,7 @@ export function completionOf(s: Sequence, tokenizer: Tokenizer | null): Completi
     tokenIds: s.tokenIds,
     logprobs: s.logprobs,
     ...(state.topLogprobs > 0 ? { topLogprobs: s.topLogprobs } : {}),
+    ...(s.routing ? { routedExperts: s.routing.result() } : {}),
     text:
       tokenizer === null
         ? null

@@ -51,6 +51,7 @@ import { type ChatMessage, Tokenizer } from '../tokenizer/index.js';
 import * as torch from '../torch/index.js';
 import { type ChatOptions, type ChatResult, chat } from './chat.js';
 import { type PreparedRequest, prepareRequest } from './prepare-request.js';
+import { recordedLayers, SequenceRouting, StepRecord } from './routed-experts.js';
 import {
   completionOf,
   createSequences,
@@ -129,6 +130,7 @@ export class RolloutEngine {
   #closed = false;
   #nextRequestId = 0;
   #steps = 0;
+  readonly #recordedLayers: number[] | null;
 
   constructor(model: CausalLM, options: RolloutEngineOptions = {}) {
     this.model = model;
@@ -149,6 +151,7 @@ export class RolloutEngine {
         `RolloutEngine: captureDecode is not available for ${model.config.architecture} (a mixture of experts decodes eagerly)`,
       );
     const capture = options.captureDecode ?? !isMoe;
+    this.#recordedLayers = recordedLayers(model.config, options.recordRoutedExperts ?? false);
     this.decodeKeyBucket = positiveOption(
       'decodeKeyBucket',
       options.decodeKeyBucket ?? (capture ? DEFAULT_DECODE_KEY_BUCKET : 1),
@@ -244,6 +247,7 @@ export class RolloutEngine {
         cleanup: () => {},
       };
       state.sequences.push(...createSequences(state, this.tokenizer));
+      SequenceRouting.attach(state.sequences, this.#recordedLayers, this.model.config); // recordRoutedExperts
       state.cleanup = watchAbortAndTimeout(state, request.signal, request.timeoutMs ?? this.requestTimeoutMs, (error) =>
         this.#fail(state, error),
       );
@@ -434,6 +438,7 @@ export class RolloutEngine {
       }
       return row;
     });
+    const record = this.#recordedLayers && StepRecord.prefill(rowOf, longest, leaders); // recordRoutedExperts
     this.#step(batch, 'prefill', () => {
       const rows = leaders.length;
       const lengths = leaders.map((s) => s.request.promptIds.length);
@@ -470,12 +475,14 @@ export class RolloutEngine {
         : leaders.map((leader, row) => this.#cache.planCopy(leader.slot, followers[row] as number[]));
       return {
         logits: () => {
-          const hidden = this.model.forward(inputIds, { cache: this.#cache, slots, cachePlan, output: 'hidden' }); // [B, T, H]
+          const forward = { cache: this.#cache, slots, cachePlan, output: 'hidden' as const, ...record?.hook() };
+          const hidden = this.model.forward(inputIds, forward); // [B, T, H]
           const last = hidden.index(lastPositions); // [B, H]: each row's last prompt position
           for (const copy of copies) copy.commit();
           const logits = this.model.logits(last);
           return rowIndex === null ? logits : logits.indexSelect(0, rowIndex);
         },
+        record,
       };
     });
   }
@@ -483,13 +490,15 @@ export class RolloutEngine {
   /** One token for every running sequence. */
   #decode(): void {
     const batch = [...this.#running].sort((a, b) => a.slot - b.slot);
+    const record = this.#recordedLayers && new StepRecord((b) => [b, 1]); // row b: the token b fed
     this.#step(batch, 'decode', () => {
       const last = BigInt64Array.from(batch, (s) => BigInt(s.tokenIds[s.tokenIds.length - 1] as number));
       const ids = torch.tensor(last, { shape: [batch.length, 1], device: this.#device });
       const slots = batch.map((s) => s.slot);
       const plan = this.#cache.plan(slots, 1, null, { keyBucket: this.decodeKeyBucket });
       return {
-        logits: () => this.model.forward(ids, { cache: this.#cache, slots, cachePlan: plan }).select(1, 0), // [B, V]
+        logits: () => this.model.forward(ids, { cache: this.#cache, slots, cachePlan: plan, ...record?.hook() }).select(1, 0),
+        record,
         captured: {
           key: plan.shapeKey,
           inputs: [ids, plan.slotList, plan.cachePositions, plan.tokenOffsets],
@@ -505,13 +514,15 @@ export class RolloutEngine {
   }
 
   /** Prepares and runs the step's forward (→ logits [B, V]), samples one token per row, appends it and applies the stop rules. */
-  #step(batch: Sequence[], what: 'prefill' | 'decode', prepare: () => StepForward): void {
+  #step(batch: Sequence[], what: 'prefill' | 'decode', prepare: () => StepForward & { record?: StepRecord | null }): void {
     let values: Float64Array;
+    const recording: { step: StepRecord | null } = { step: null }; // recordRoutedExperts
     const topK = Math.max(0, ...batch.map((s) => s.request.topLogprobs));
     try {
       values = torch.noGrad(() =>
         torch.scope(() => {
           const step = prepare();
+          recording.step = step.record ?? null;
           // the sampler's inputs before the forward: on a GPU their uploads then find the stream idle, not behind it
           const sampler = prepareSampling(
             batch.map((s) => ({ params: s.request.params, generator: s.generator })),
@@ -547,6 +558,7 @@ export class RolloutEngine {
       const logprob = values[rows + b] as number;
       seq.tokenIds.push(token);
       seq.logprobs.push(logprob);
+      recording.step?.appendTo(seq.routing, b);
       let topLogprobs: TopLogprob[] | undefined;
       if (request.topLogprobs > 0) {
         const at = 2 * rows + b * topK;

@@ -3,6 +3,7 @@
 // The engine (./rollout-engine.ts), the worker engine (./worker-engine.ts), the pool (./engine-pool.ts) and chat
 // (./chat.ts) all speak these types, so they live apart from any one engine.
 import type { Tokenizer } from '../tokenizer/index.js';
+import type { RoutedExpertIds } from './routed-experts.js';
 import type { SamplingParams } from './sampling.js';
 import type { FinishReason } from './stopping.js';
 
@@ -73,6 +74,8 @@ export interface Completion {
   logprobs: number[];
   /** With topLogprobs k > 0: per generated id, the k most likely tokens at its position, most likely first. */
   topLogprobs?: TopLogprob[][];
+  /** An engine with recordRoutedExperts: each fed token's chosen experts per sparse layer (./routed-experts.ts). */
+  routedExperts?: RoutedExpertIds;
   /** Decoded tokenIds without a final stop token, cut before a stop string; null when the engine has no tokenizer. */
   text: string | null;
   finishReason: FinishReason;
@@ -148,4 +151,10 @@ export interface RolloutEngineOptions {
    * Needs captureDecode and a model on a CUDA device. Default true there.
    */
   cudaGraphs?: boolean;
+  /**
+   * Mixture of experts: record the experts each token was routed to, per sparse layer, in Completion.routedExperts
+   * (vLLM's enable_return_routed_experts; for router replay, algorithm.enable_router_replay). Default false; refused
+   * for a dense model.
+   */
+  recordRoutedExperts?: boolean;
 }

@@ -19,6 +19,12 @@
 //   f_e = (sum over layers and real tokens of [e in topk(p, k)]) / R,   P_e = (sum of p_e) / R,   R = layers * tokens
 //   aux = E * sum_e f_e P_e
 // transformers adds router_aux_loss_coef * aux to the language-model loss (./training.ts does the same for SFT).
+//
+// Router replay (R3, "rollout routing replay"; algorithm.enable_router_replay): a forward may be handed the experts
+// a rollout chose for its tokens, replayed [N, k] (-1 rows: no record). Those tokens then go through the replayed
+// experts instead of topk(p, k), weighted by the current router's probabilities of them:
+//   chosen = replayed (recorded rows) else topk(p, k).indices,   w = p[chosen] (norm_topk_prob: w / sum(w))
+// so the gradient reaches the router through w and the experts that produced the sample.
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import type { MoeConfig } from './config.js';
@@ -54,25 +60,40 @@ export interface Routing {
   weights: Tensor;
 }
 
-/** The router of `block` over h [N, hidden]. */
-export function route(block: SparseMoeBlock, h: Tensor): Routing {
+/** The router of `block` over h [N, hidden]; `replayed` [N, k] int64 (-1 rows: none) overrides its choice (see the header). */
+export function route(block: SparseMoeBlock, h: Tensor, replayed?: Tensor | null): Routing {
   const logits = linear(h, block.router);
   const probs = logits.softmax(-1, 'float32');
   const top = probs.topk(block.topK, { dim: -1 });
-  const weights = block.normTopkProb ? top.values.div(top.values.sum(-1, { keepdim: true })) : top.values;
-  return { logits, experts: top.indices, weights: weights.to({ dtype: h.dtype }) };
+  let experts = top.indices;
+  let chosen = top.values;
+  if (replayed) {
+    if (replayed.size(0) !== h.size(0) || replayed.size(1) !== block.topK)
+      throw new RangeError(
+        `router replay: [${replayed.shape.join(', ')}] recorded experts for ${h.size(0)} tokens of top-${block.topK} routing`,
+      );
+    experts = torch.where(replayed.ge(0), replayed, top.indices);
+    chosen = probs.gather(-1, experts);
+  }
+  const weights = block.normTopkProb ? chosen.div(chosen.sum(-1, { keepdim: true })) : chosen;
+  return { logits, experts, weights: weights.to({ dtype: h.dtype }) };
 }
 
 /**
  * The block over h [B, T, hidden] → [B, T, hidden]; `onRouting` receives the router's decision (for the
- * load-balancing loss and for tests of the routed experts).
+ * load-balancing loss, the engine's record of the routed experts and tests); `replayed` [B*T, k]: see route().
  */
-export function sparseMoe(block: SparseMoeBlock, h: Tensor, onRouting?: (routing: Routing) => void): Tensor {
+export function sparseMoe(
+  block: SparseMoeBlock,
+  h: Tensor,
+  onRouting?: (routing: Routing) => void,
+  replayed?: Tensor | null,
+): Tensor {
   const shape = h.shape;
   const hidden = h.size(-1);
   const flat = h.reshape([-1, hidden]); // [N, hidden]
   const tokens = flat.size(0);
-  const routing = route(block, flat);
+  const routing = route(block, flat, replayed);
   onRouting?.(routing);
   const k = block.topK;
   // (token, expert) pairs in expert order; a stable sort keeps each expert's tokens in token order

@@ -58,6 +58,11 @@ export interface TokenLogProbsOptions {
    * are read back to group the rows.
    */
   promptGroups?: PromptGroups;
+  /**
+   * Mixture of experts, router replay (./moe.ts): per layer index, the experts recorded for each token [B, T, k]
+   * int64 (-1: none, routed by the router); laid out as the trunk runs the batch (packed prompts included).
+   */
+  replayRouting?: readonly (Tensor | null | undefined)[];
 }
 
 /** Rows grouped by their prompt's columns: rowGroup[b] is row b's group, groups numbered in the order they first occur. */
@@ -184,7 +189,7 @@ interface TrunkInput {
 function trunkInput(inputIds: Tensor, options: TokenLogProbsOptions): TrunkInput {
   const plain: TrunkInput = {
     ids: inputIds,
-    forward: passOptions(options),
+    forward: { ...passOptions(options), ...replayLayout(options, (t) => t.reshape([-1, t.size(-1)])) },
     headHidden: (hidden) => hidden.narrow(1, 0, inputIds.size(1) - 1),
     targets: inputIds.slice(1, 1),
     offset: 0,
@@ -216,6 +221,7 @@ function trunkInput(inputIds: Tensor, options: TokenLogProbsOptions): TrunkInput
     ids: torch.cat([flat(prefix(inputIds)), flat(suffix(inputIds))], 1),
     forward: {
       positionIds: torch.cat([flat(prefix(positions)), flat(suffix(positions))], 1),
+      ...replayLayout(options, (t) => torch.cat([prefix(t), suffix(t)].map((part) => part.reshape([-1, t.size(-1)])))),
       sharedPrefix: {
         prefixMask: prefix(real),
         suffixMask: suffix(real),
@@ -271,6 +277,12 @@ export function groupsByKey(keys: readonly string[]): number[] {
 function padLeft(t: Tensor, offset: number): Tensor {
   if (offset === 0) return t;
   return torch.cat([torch.zeros([t.size(0), offset], { dtype: t.dtype, device: t.device }), t], 1);
+}
+
+/** forward()'s replayRouting from the [B, T, k] records, each laid out by `layout` as the trunk runs the tokens. */
+function replayLayout(options: TokenLogProbsOptions, layout: (records: Tensor) => Tensor): ForwardOptions {
+  const given = options.replayRouting;
+  return given === undefined ? {} : { replayRouting: given.map((records) => records && layout(records)) };
 }
 
 function passOptions(options: TokenLogProbsOptions): ForwardOptions {

@@ -138,6 +138,11 @@ export interface ForwardOptions {
    * it returns: use them inside the call, or keep() them).
    */
   onRouting?: (layer: number, routing: Routing) => void;
+  /**
+   * Mixture of experts, router replay (./moe.ts): per layer index, the experts recorded for the B*T tokens
+   * (row-major) [B*T, k] int64, -1 rows routed by the router; a layer without an entry routes every token itself.
+   */
+  replayRouting?: readonly (Tensor | null | undefined)[];
 }
 
 /** forward() taken apart: see CausalLM.beginPass. */
@@ -415,7 +420,8 @@ export class CausalLM {
         const normed = rmsNorm(h, layer.postAttentionLayernorm, eps, onePass);
         if (!('router' in layer.mlp)) return h.add(mlp(layer.mlp, normed));
         const onRouting = options.onRouting;
-        return h.add(sparseMoe(layer.mlp, normed, onRouting && ((routing) => onRouting(i, routing))));
+        const replayed = options.replayRouting?.[i];
+        return h.add(sparseMoe(layer.mlp, normed, onRouting && ((routing) => onRouting(i, routing)), replayed));
       },
       norm: (x) => rmsNorm(x, this.#norm, eps, onePass),
       commit: () => step?.commit(),

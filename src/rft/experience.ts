@@ -11,6 +11,10 @@
 //                                                                    top-p and min-p do not enter the logprobs
 //                                                                    (../engine/sampling.ts); absent = 1 (not
 //                                                                    sampled: SFT/DPO data)
+//   routedExperts = a mixture-of-experts rollout's chosen experts per token and sparse layer (router replay;
+//                   ./routed-experts.ts)
+
+import { type RoutedExperts, routedExpertsProblem } from './routed-experts.js';
 
 export interface ExperienceInfo {
   /** Weights version that produced the rollout (synchronizer step). */
@@ -69,6 +73,8 @@ export interface Experience {
   promptText?: string;
   responseText?: string;
   messages?: ChatTurn[];
+  /** Router replay: the experts the rollout's tokens were routed to (./routed-experts.ts). */
+  routedExperts?: RoutedExperts;
   /** DPO pairs: chosen and rejected response ids after the shared prompt. */
   chosen?: number[];
   rejected?: number[];
@@ -107,6 +113,8 @@ export function validateExperience(e: Experience): string[] {
     problems.push(`reward must be a finite number, got ${String(e.reward)}`);
   }
   if (e.info === null || typeof e.info !== 'object') problems.push('info must be an object');
+  const routed = routedExpertsProblem(e.routedExperts, e.tokens?.length ?? 0);
+  if (routed !== null) problems.push(routed);
   return problems;
 }
 

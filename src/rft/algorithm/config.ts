@@ -44,6 +44,7 @@ export const AlgorithmSchema = z.strictObject({
   entropy_loss_fn_args: moduleArgs(),
   loss_agg_mode: moduleName(),
   bypass_old_logprobs: z.boolean().default(true), // false: the trainer recomputes old log-probs before the update
+  enable_router_replay: z.boolean().optional(), // MoE (default false): the trainer routes tokens through the rollout's experts
   // truncated IS weights of the rollout/training mismatch (verl's names; rejection sampling is not offered)
   rollout_correction: z
     .strictObject({

@@ -291,6 +291,7 @@ export interface AlgorithmConfig {
   loss_agg_mode?: string;
   optimizer?: Record<string, unknown>;
   bypass_old_logprobs?: boolean;
+  enable_router_replay?: boolean;
   rollout_correction?: Record<string, unknown>;
 }
 
@@ -344,6 +345,12 @@ export interface ResolvedAlgorithm {
    * take the current policy's either way.
    */
   readonly bypassOldLogprobs: boolean;
+  /**
+   * Trinity-RFT `enable_router_replay` (default false; mixture-of-experts policies only): the engine records each
+   * token's chosen experts (Experience.routedExperts) and the trainer's forwards route those tokens through them
+   * (../trainer/router-replay.ts).
+   */
+  readonly routerReplay: boolean;
   /** verl / Trinity-RFT `rollout_correction`: truncated IS weights of the rollout/training mismatch. */
   readonly rolloutCorrection: Readonly<RolloutCorrectionOptions>;
 }
@@ -366,6 +373,7 @@ const CONFIG_KEYS = [
   'loss_agg_mode',
   'optimizer',
   'bypass_old_logprobs',
+  'enable_router_replay',
   'rollout_correction',
 ] as const;
 
@@ -465,6 +473,10 @@ export function resolveAlgorithm(config: unknown = {}): ResolvedAlgorithm {
       "algorithm.bypass_old_logprobs: policy_loss_fn 'm2po' measures the log-ratio to the rollout policy; keep it true",
     );
   }
+  const routerReplay = config.enable_router_replay ?? false;
+  if (typeof routerReplay !== 'boolean') {
+    throw new Error(`algorithm.enable_router_replay: expected true or false, got ${JSON.stringify(routerReplay)}`);
+  }
   const correctionValue = config.rollout_correction ?? {};
   if (!isPlainObject(correctionValue)) {
     throw new Error(`algorithm.rollout_correction: expected a mapping, got ${JSON.stringify(correctionValue)}`);
@@ -503,6 +515,7 @@ export function resolveAlgorithm(config: unknown = {}): ResolvedAlgorithm {
     lossAggMode,
     optimizer,
     bypassOldLogprobs,
+    routerReplay,
     rolloutCorrection,
   };
 }

@@ -11,7 +11,8 @@ import type { StageSettings } from '../settings.js';
 import type { StartedEngine } from '../sync/weight-channel.js';
 
 /** What starting the explorer's engine reads of the stage's settings. */
-export type EngineSettings = Pick<StageSettings, 'modelPath' | 'dtype' | 'jobDir' | 'explorer' | 'threads' | 'sync'>;
+export type EngineSettings = Pick<StageSettings, 'modelPath' | 'dtype' | 'jobDir' | 'explorer' | 'threads' | 'sync'> &
+  Partial<Pick<StageSettings, 'algorithm'>>;
 
 /**
  * The explorer's engine: the embedded one on its own thread with `weightsDir`'s weights (engine_num > 1: a pool of
@@ -33,12 +34,20 @@ export async function startExplorerEngine(
 async function startEngine(settings: EngineSettings, weightsDir: string, log: (line: string) => void): Promise<StartedEngine> {
   const spec = settings.explorer.engine;
   const tokenizer = () => (existsSync(join(settings.modelPath, 'tokenizer.json')) ? Tokenizer.load(settings.modelPath) : null);
+  // router replay: the engine records each token's experts for the trainer (they travel in-process only)
+  const recordRoutedExperts = settings.algorithm?.enable_router_replay === true;
+  if (recordRoutedExperts && (spec.type !== 'embedded' || spec.engineProcess))
+    throw new Error(
+      'algorithm.enable_router_replay: the routed experts are recorded by the embedded engine on threads; ' +
+        `explorer.rollout_model ${spec.type === 'embedded' ? 'engine_process' : `engine_type ${spec.type}`} cannot return them`,
+    );
   if (spec.type === 'embedded') {
     const engineOptions = {
       dtype: settings.dtype,
       device: settings.explorer.device,
       slots: settings.explorer.slots,
       maxLength: settings.explorer.maxLength,
+      ...(recordRoutedExperts ? { recordRoutedExperts } : {}),
     };
     if (spec.engineProcess) {
       const engine = await startEngineProcesses({

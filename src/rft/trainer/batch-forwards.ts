@@ -15,6 +15,7 @@ import type { Experience } from '../experience.js';
 import { rowsTakeAdvantages } from '../algorithm/schemas.js';
 import type { LogProbOptions, ReferencePolicy } from './reference-policy.js';
 import { ownRows, type Shard } from './row-sharding.js';
+import { replayPart, replayRecords } from './router-replay.js';
 import { buildBatch, microPromptGroups, type TrainBatch } from './train-batch.js';
 
 /** prepareBatch's result: the batch and its per-row forward results (summed across ranks before ./loss-inputs.ts). */
@@ -95,7 +96,11 @@ export function prepareBatch(rows: Experience[], shard: Shard, models: BatchForw
       ? []
       : perRows(fields.length, (ids, mask, options) =>
           torch.noGrad(() => {
-            const all = { ...options, attentionMask: mask, entropy: needsEntropy, necs: needsNecs };
+            // router replay: the policy's forward routes the recorded tokens through the rollout's experts
+            const replay = algorithm.routerReplay
+              ? { replayRouting: replayPart(replayRecords(batch, models.model.config), own.start, own.n) }
+              : {};
+            const all = { ...options, ...replay, attentionMask: mask, entropy: needsEntropy, necs: needsNecs };
             const out = tokenLogProbs(models.model, ids, all);
             return fields.map((field) => out[field] as Tensor);
           }),

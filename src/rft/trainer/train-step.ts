@@ -52,6 +52,7 @@ import {
 import { type MicroBatch, microBatchLoss, stepObjective } from './objective.js';
 import type { ReferencePolicy } from './reference-policy.js';
 import { ROUTER_AUX_LOSS_METRIC, routerAuxLossWeight } from './router-aux.js';
+import { checkRouterReplayModel, replayPart, replayRecords } from './router-replay.js';
 import { ONE_PROCESS, owns, type Shard, type StepCollectives, type StepProgram } from './row-sharding.js';
 import { StepMetrics } from './step-metrics.js';
 import { batchTensors, microPromptGroups, rowPromptGroups, type TrainBatch } from './train-batch.js';
@@ -124,6 +125,7 @@ export class TrainStep {
 
   constructor(setup: TrainStepSetup) {
     const { algorithm } = setup;
+    if (algorithm.routerReplay) checkRouterReplayModel(setup.model.config);
     if (algorithm.useReference && !setup.reference) {
       const users = [
         klFnNeedsReference(algorithm.klLossFn.name) ? `kl_loss_fn '${algorithm.klLossFn.name}'` : null,
@@ -273,6 +275,8 @@ export class TrainStep {
       torch.scope(() => this.#policyMicroBatches(shaped, counts, shard, sums));
       if (this.#klLoss.needsReference && shaped.refLogprob !== null) metrics.set('kl_coef', this.#klLoss.klCoef);
       metrics.set('tokens', counts.rows(0, shaped.batch.rows.length).tokens);
+      // router replay: the share of rows whose tokens went through the rollout's recorded experts (./router-replay.ts)
+      if (algorithm.routerReplay) metrics.set('router_replay/rows', rows.filter((e) => e.routedExperts).length / rows.length);
       metrics.set('rows', shaped.batch.rows.length);
       yield { kind: 'gradients', params: this.#params };
       torch.scope(() => {
@@ -335,6 +339,7 @@ export class TrainStep {
           }
         : null,
     );
+    const replay = algorithm.routerReplay ? replayRecords(batch, model.config) : null; // ./router-replay.ts
     // reported even by a rank that runs no micro-batch
     sums.total('loss', 0);
     sums.total('pg_loss', 0);
@@ -371,6 +376,11 @@ export class TrainStep {
           ...(this.setup.checkpoint ? { checkpoint: true } : {}),
           ...(lora === null ? {} : { random: lora }),
           ...(auxWeight === undefined ? {} : { routerAuxLoss: auxWeight }),
+          ...(replay === null
+            ? {}
+            : {
+                replayRouting: replayPart(replay, start, n, batch.promptWidth - view.promptWidth, view.inputIds.size(1)),
+              }),
         });
         sums.total('loss', result.loss);
         if (result.routerAuxLoss !== null) sums.add(ROUTER_AUX_LOSS_METRIC, result.routerAuxLoss, n / B);

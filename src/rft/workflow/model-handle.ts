@@ -32,6 +32,7 @@ import { ConversationTracker, type ConversationTurn, conversationTokens } from '
 import type { OpenAIServer, RequestScope } from '../../openai/index.js';
 import type { ChatMessage, Tokenizer } from '../../tokenizer/index.js';
 import type { ChatTurn, Experience } from '../experience.js';
+import { encodeRoutedExperts } from '../routed-experts.js';
 import {
   limitedPromptIds,
   overPromptLimit,
@@ -272,6 +273,11 @@ export function buildExperience(
   if (options.promptText !== undefined) experience.promptText = options.promptText;
   if (options.messages !== undefined) experience.messages = options.messages;
   if (output.finishReason === 'length') experience.truncateStatus = 'response_truncated';
+  // router replay: the engine's record covers every token it fed, all but the last (a conversation whose tokens are
+  // not this call's prompt ++ completion keeps none: its tokens then route themselves in training)
+  const routed = output.routedExperts;
+  if (routed !== undefined && routed.ids.length === (experience.tokens.length - 1) * routed.layers.length * routed.k)
+    experience.routedExperts = encodeRoutedExperts(routed.ids, routed.layers, routed.k);
   return experience;
 }
 
