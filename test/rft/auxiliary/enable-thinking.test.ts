@@ -10,9 +10,9 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { initModel } from '../../../src/model/index.js';
 import { EmbeddedAuxiliaryModel } from '../../../src/rft/auxiliary/index.js';
-import { type Config, ConfigError, parseConfig, resolveStages, type StageConfig } from '../../../src/rft/run/config/index.js';
+import { type Config, parseConfig, resolveStages, type StageConfig } from '../../../src/rft/run/config/index.js';
 import { stageSettings } from '../../../src/rft/run/config/stage-settings.js';
-import { modelFolder, tasksetFile } from '../config/helpers.js';
+import { modelFolder, tasksetFile, problemsOf } from '../config/helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'aux-enable-thinking-'));
 const model = modelFolder(join(dir, 'model'));
@@ -39,15 +39,7 @@ explorer:
 const load = (text: string): Config => parseConfig(text, { env: {}, cwd: dir, file: join(dir, 'run.yaml') });
 const auxiliaryOf = (text: string) => stageSettings(resolveStages(load(text))[0] as StageConfig, model).auxiliaryModels[0];
 
-function problemsOf(text: string): string[] {
-  try {
-    load(text);
-  } catch (error) {
-    if (error instanceof ConfigError) return error.problems.map((p) => `${p.path}: ${p.message}`);
-    throw error;
-  }
-  return [];
-}
+const problemsIn = (text: string): string[] => problemsOf(load, text);
 
 describe('explorer.auxiliary_models.*.enable_thinking', () => {
   it("is the embedded model's chat-template variable; unset: none", () => {
@@ -60,7 +52,7 @@ describe('explorer.auxiliary_models.*.enable_thinking', () => {
 
   it('is refused on an external server, which renders its own template', () => {
     assert.deepEqual(
-      problemsOf(configText('{name: judge, engine_type: openai, base_url: "http://127.0.0.1:9/v1", enable_thinking: false}')),
+      problemsIn(configText('{name: judge, engine_type: openai, base_url: "http://127.0.0.1:9/v1", enable_thinking: false}')),
       [
         "explorer.auxiliary_models.0.enable_thinking: is only used with engine_type 'embedded': an external server " +
           'renders its own chat template (set it there)',

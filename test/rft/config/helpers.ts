@@ -3,7 +3,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { z } from 'zod';
-import { ConfigSchema, RunSchema } from '../../../src/rft/run/config/index.js';
+import { ConfigError, ConfigSchema, RunSchema } from '../../../src/rft/run/config/index.js';
 import { defOf, unwrap as unwrapSchema } from '../../../src/rft/config/schema-walker.js';
 
 /** A folder with the config.json of a (weightless) model of `vocabSize` tokens; returns its path. */
@@ -23,6 +23,20 @@ export function tasksetFile(
 ): string {
   writeFileSync(file, `${rows.map((r) => JSON.stringify(r)).join('\n')}\n`);
   return file;
+}
+
+/**
+ * The problems `load(text)` throws as a ConfigError, each as `path: message` (none when it loads); any other error is
+ * rethrown.
+ */
+export function problemsOf(load: (text: string) => unknown, text: string): string[] {
+  try {
+    load(text);
+  } catch (error) {
+    if (error instanceof ConfigError) return error.problems.map((p) => `${p.path}: ${p.message}`);
+    throw error;
+  }
+  return [];
 }
 
 // --- reading the config schema (zod's internal definitions, through src/rft/config/schema-walker.ts) -----------------

@@ -7,8 +7,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { type Config, ConfigError, parseConfig } from '../../../src/rft/run/config/index.js';
-import { modelFolder, tasksetFile } from './helpers.js';
+import { type Config, parseConfig } from '../../../src/rft/run/config/index.js';
+import { modelFolder, tasksetFile, problemsOf } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'trinity-adjustments-'));
 const model = modelFolder(join(dir, 'model'));
@@ -33,15 +33,7 @@ ${extra}`;
 
 const load = (text: string): Config => parseConfig(text, { env: {}, cwd: dir, file: join(dir, 'run.yaml') });
 
-function problemsOf(text: string): string[] {
-  try {
-    load(text);
-  } catch (error) {
-    if (error instanceof ConfigError) return error.problems.map((p) => `${p.path}: ${p.message}`);
-    throw error;
-  }
-  return [];
-}
+const problemsIn = (text: string): string[] => problemsOf(load, text);
 
 const mapped = (config: Config, path: string) => config.trinity_keys.mapped.find((m) => m.path === path);
 
@@ -78,7 +70,7 @@ stages:
   });
 
   it('keeps refusing an unwritten default that is no multiple (nothing of the config to adjust)', () => {
-    const problems = problemsOf(configText('synchronizer: {sync_interval: 3}\n'));
+    const problems = problemsIn(configText('synchronizer: {sync_interval: 3}\n'));
     assert.deepEqual(problems, [
       'explorer.eval_interval: (100) must be a multiple of synchronizer.sync_interval (3): evaluation runs at sync points; use 99 or 102',
     ]);
@@ -98,10 +90,10 @@ describe('experience_buffer.use_priority_queue (Trinity’s older replay switch)
   it('refuses a contradiction with replay_buffer.enable, and a value that is no boolean, at the old key', () => {
     const path = 'buffer.trainer_input.experience_buffer.use_priority_queue';
     assert.deepEqual(
-      problemsOf(configText('', '{experience_buffer: {use_priority_queue: true, replay_buffer: {enable: false}}}')),
+      problemsIn(configText('', '{experience_buffer: {use_priority_queue: true, replay_buffer: {enable: false}}}')),
       [`${path}: is Trinity's older switch of replay_buffer.enable, which is set to false: remove one`],
     );
-    assert.deepEqual(problemsOf(configText('', '{experience_buffer: {use_priority_queue: 3}}')), [
+    assert.deepEqual(problemsIn(configText('', '{experience_buffer: {use_priority_queue: 3}}')), [
       `${path}: expected a boolean (true or false), got 3`,
     ]);
   });
@@ -148,7 +140,7 @@ data_processor: {data_processor_url: 'http://127.0.0.1:5005'}
 
 describe("Trinity 0.1's flat explorer section (upstream grpo_math/math.yaml)", () => {
   it("names the engine keys' place today, the prefix cache and seed among them", () => {
-    const problems = problemsOf(configText('explorer: {enable_prefix_caching: false, seed: 42}\n'));
+    const problems = problemsIn(configText('explorer: {enable_prefix_caching: false, seed: 42}\n'));
     const moved = 'an older Trinity-RFT key, renamed or moved since: use explorer.rollout_model';
     assert.deepEqual(problems, [
       `explorer.enable_prefix_caching: unknown key 'enable_prefix_caching'; ${moved}.enable_prefix_caching`,
@@ -159,7 +151,7 @@ describe("Trinity 0.1's flat explorer section (upstream grpo_math/math.yaml)", (
 
 describe("Trinity 0.2's task pipeline keys (upstream grpo_gsm8k_task_pipeline)", () => {
   it('name what to write today', () => {
-    const problems = problemsOf(
+    const problems = problemsIn(
       configText(`data_processor:
   task_pipeline:
     input_buffers: [{name: raw, path: ${tasks}}]
@@ -178,7 +170,7 @@ describe("Trinity 0.2's task pipeline keys (upstream grpo_gsm8k_task_pipeline)",
 
 describe("Trinity's keys whose feature is not here (src/rft/config/unsupported-keys.ts)", () => {
   it('are refused saying what is missing, not only as unknown keys', () => {
-    const problems = problemsOf(
+    const problems = problemsIn(
       configText(
         `explorer:\n  auxiliary_models: [{model_path: ${model}, enable_thinking: false}]\n`,
         `{experience_buffer: {name: e, storage_type: queue}}`,

@@ -7,12 +7,12 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { type Config, ConfigError, parseConfig, resolveStages, type StageConfig } from '../../../src/rft/run/config/index.js';
+import { type Config, parseConfig, resolveStages, type StageConfig } from '../../../src/rft/run/config/index.js';
 import { checkConfigText } from '../../../src/rft/run/config/check.js';
 import { stageSettings } from '../../../src/rft/run/config/stage-settings.js';
 import { runConfig, trinityKeysFile } from '../../../src/rft/run/run.js';
 import { clusterPlacement, type Machine } from '../../../src/rft/run/config/trinity-report.js';
-import { modelFolder, tasksetFile } from './helpers.js';
+import { modelFolder, tasksetFile, problemsOf } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'trinity-keys-'));
 const model = modelFolder(join(dir, 'model'));
@@ -37,15 +37,7 @@ ${extra}`;
 
 const load = (text: string, file = join(dir, 'run.yaml')): Config => parseConfig(text, { env: {}, cwd: dir, file });
 
-function problemsOf(text: string): string[] {
-  try {
-    load(text);
-  } catch (error) {
-    if (error instanceof ConfigError) return error.problems.map((p) => `${p.path}: ${p.message}`);
-    throw error;
-  }
-  return [];
-}
+const problemsIn = (text: string): string[] => problemsOf(load, text);
 
 const mappedTo = (config: Config, path: string): string | null =>
   config.trinity_keys.mapped.find((m) => m.path === path)?.to ?? null;
@@ -78,7 +70,7 @@ cluster: {ray_address: auto}
   });
 
   it('reports a value of the wrong type at its key path, with the others', () => {
-    const problems = problemsOf(
+    const problems = problemsIn(
       configText(`explorer: {rollout_model: {gpu_memory_utilization: high}}
 trainer: {ulysses_sequence_parallel_size: 1.5, trainer_config: 3}
 `),
@@ -112,7 +104,7 @@ stages:
   });
 
   it('leaves keys it does not list to the schema (an unknown key is still a problem)', () => {
-    const problems = problemsOf(configText('trainer: {use_dynamic_bsize: true}\n'));
+    const problems = problemsIn(configText('trainer: {use_dynamic_bsize: true}\n'));
     assert.equal(problems.length, 1);
     assert.match(problems[0] ?? '', /^trainer\.use_dynamic_bsize: unknown key 'use_dynamic_bsize'/);
   });
@@ -215,7 +207,7 @@ algorithm: {algorithm_type: grpo, repeat_times: 2, optimizer: {warmup_style: cos
         why: config.trinity_keys.ignored[0]?.why,
       },
     ]);
-    const conflict = problemsOf(
+    const conflict = problemsIn(
       configText(
         'trainer: {micro_batch_size: 2, trainer_config: {actor_rollout_ref: {actor: {ppo_micro_batch_size_per_gpu: 4}}}}\n',
       ),
@@ -242,7 +234,7 @@ algorithm: {algorithm_type: grpo, repeat_times: 2, optimizer: {warmup_style: cos
     );
     assert.equal(veRL.trainer.use_dynamic_bsz, true);
     assert.equal(veRL.trainer.max_token_len_per_gpu, 256);
-    assert.deepEqual(problemsOf(configText('trainer: {max_token_len_per_gpu: 512, ppo_max_token_len_per_gpu: 256}\n')), [
+    assert.deepEqual(problemsIn(configText('trainer: {max_token_len_per_gpu: 512, ppo_max_token_len_per_gpu: 256}\n')), [
       "trainer.ppo_max_token_len_per_gpu: (256) is veRL's name for trainer.max_token_len_per_gpu, which is set to 512: remove one",
     ]);
   });
@@ -255,7 +247,7 @@ algorithm: {algorithm_type: grpo, repeat_times: 2, optimizer: {warmup_style: cos
   });
 
   it('refuses a mapping that contradicts the key it maps to, at the Trinity key', () => {
-    const problems = problemsOf(configText('explorer: {runner_num: 8, runner_per_model: 2, rollout_model: {dtype: float16}}\n'));
+    const problems = problemsIn(configText('explorer: {runner_num: 8, runner_per_model: 2, rollout_model: {dtype: float16}}\n'));
     assert.deepEqual(problems.map((p) => p.split(':')[0]).sort(), ['explorer.rollout_model.dtype', 'explorer.runner_num']);
   });
 });

@@ -8,9 +8,9 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { type Config, ConfigError, parseConfig, resolveStages, type StageConfig } from '../../../src/rft/run/config/index.js';
+import { type Config, parseConfig, resolveStages, type StageConfig } from '../../../src/rft/run/config/index.js';
 import { stageSettings } from '../../../src/rft/run/config/stage-settings.js';
-import { modelFolder, tasksetFile } from './helpers.js';
+import { modelFolder, tasksetFile, problemsOf } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'trinity-mix-keys-'));
 const model = modelFolder(join(dir, 'model'));
@@ -35,15 +35,7 @@ buffer:
 const load = (text: string): Config => parseConfig(text, { env: {}, cwd: dir, file: join(dir, 'run.yaml') });
 const settingsOf = (config: Config) => stageSettings(resolveStages(config)[0] as StageConfig, model);
 
-function problemsOf(text: string): string[] {
-  try {
-    load(text);
-  } catch (error) {
-    if (error instanceof ConfigError) return error.problems.map((p) => `${p.path}: ${p.message}`);
-    throw error;
-  }
-  return [];
-}
+const problemsIn = (text: string): string[] => problemsOf(load, text);
 
 describe("mix's expert data in Trinity's forms", () => {
   it('sft_warmup_dataset (v0.2) is the mix expert data when no warm-up steps are set', () => {
@@ -75,11 +67,11 @@ describe("mix's expert data in Trinity's forms", () => {
       ),
     );
     assert.equal(warmup.trinity_keys.mapped.length, 0);
-    assert.deepEqual(problemsOf(configText('{algorithm_type: grpo}', `{sft_warmup_dataset: {path: ${sft}}}`)), [
+    assert.deepEqual(problemsIn(configText('{algorithm_type: grpo}', `{sft_warmup_dataset: {path: ${sft}}}`)), [
       'buffer.trainer_input.sft_warmup_dataset: is set but sft_warmup_steps is 0, so it would never be read',
     ]);
     assert.deepEqual(
-      problemsOf(configText('{algorithm_type: mix}', `{sft_warmup_dataset: {path: ${sft}, algorithm_type: dpo}}`)),
+      problemsIn(configText('{algorithm_type: mix}', `{sft_warmup_dataset: {path: ${sft}, algorithm_type: dpo}}`)),
       [
         'buffer.trainer_input.sft_warmup_dataset.algorithm_type: mix\'s expert rows are SFT rows: expected sft, got the string "dpo"',
       ],
@@ -123,7 +115,7 @@ describe("the older mix form's keys (mix_math, grpo_math's math_mix)", () => {
       '  batch_size: 2\n  explore_batch_size: 2\n  expert_data_ratio: 0.25\n',
     );
     const moved = 'an older Trinity-RFT key, renamed or moved since: use';
-    assert.deepEqual(problemsOf(text), [
+    assert.deepEqual(problemsIn(text), [
       `algorithm.mu: unknown key 'mu'; ${moved} algorithm.policy_loss_fn_args.mu`,
       `buffer.explore_batch_size: unknown key 'explore_batch_size'; ${moved} buffer.batch_size for the tasks of an ` +
         'explore step (and buffer.train_batch_size for the experiences of a train step, expert rows included); the ' +

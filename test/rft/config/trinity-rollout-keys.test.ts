@@ -8,13 +8,13 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { type Config, ConfigError, parseConfig, resolveStages, type StageConfig } from '../../../src/rft/run/config/index.js';
+import { type Config, parseConfig, resolveStages, type StageConfig } from '../../../src/rft/run/config/index.js';
 import { stageSettings } from '../../../src/rft/run/config/stage-settings.js';
 import { startExplorerEngine } from '../../../src/rft/explorer/engines.js';
 import { initModel } from '../../../src/model/index.js';
 import { startServeStage } from '../../../src/serve/index.js';
 import { Tokenizer } from '../../../src/tokenizer/index.js';
-import { modelFolder, tasksetFile } from './helpers.js';
+import { modelFolder, tasksetFile, problemsOf } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'trinity-rollout-keys-'));
 const model = modelFolder(join(dir, 'model'));
@@ -52,15 +52,7 @@ const firstStage = (config: Config): StageConfig => resolveStages(config)[0] as 
 const mappedTo = (config: Config, path: string): string | null =>
   config.trinity_keys.mapped.find((m) => m.path === path)?.to ?? null;
 
-function problemsOf(text: string): string[] {
-  try {
-    load(text);
-  } catch (error) {
-    if (error instanceof ConfigError) return error.problems.map((p) => `${p.path}: ${p.message}`);
-    throw error;
-  }
-  return [];
-}
+const problemsIn = (text: string): string[] => problemsOf(load, text);
 
 describe('model.temperature', () => {
   it("is the temperature of every taskset that sets none (training and eval); a taskset's own wins", () => {
@@ -81,7 +73,7 @@ describe('model.temperature', () => {
       }),
     );
     assert.equal(mappedTo(own, 'model.temperature'), 'not used: every taskset sets its own rollout_args.temperature');
-    assert.deepEqual(problemsOf(configText({ modelKeys: ', temperature: hot' })), [
+    assert.deepEqual(problemsIn(configText({ modelKeys: ', temperature: hot' })), [
       'model.temperature: expected a number in [0, 100], got the string "hot"',
     ]);
   });
@@ -101,7 +93,7 @@ describe('rollout_args.n', () => {
   });
 
   it('is a problem at its path when it is not a count', () => {
-    assert.deepEqual(problemsOf(configText({ evalTaskset: ', rollout_args: {n: 0}' })), [
+    assert.deepEqual(problemsIn(configText({ evalTaskset: ', rollout_args: {n: 0}' })), [
       'buffer.explorer_input.eval_tasksets.0.rollout_args.n: expected an integer >= 1, got 0',
     ]);
   });
@@ -196,7 +188,7 @@ describe('explorer.max_inflight_batches and the vLLM LoRA knobs', () => {
     assert.match(mappedTo(one, 'explorer.max_inflight_batches') ?? '', /^1 \(/);
     const four = load(configText({ extra: 'explorer: {max_inflight_batches: 4}\n' }));
     assert.match(mappedTo(four, 'explorer.max_inflight_batches') ?? '', /^1: .* not 4 in flight/);
-    assert.deepEqual(problemsOf(configText({ extra: 'explorer: {max_inflight_batches: 0}\n' })), [
+    assert.deepEqual(problemsIn(configText({ extra: 'explorer: {max_inflight_batches: 0}\n' })), [
       'explorer.max_inflight_batches: expected an integer >= 1, got 0',
     ]);
   });
