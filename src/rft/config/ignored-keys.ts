@@ -89,8 +89,8 @@ const MIX_BATCH_KNOBS: readonly [string, Kind, string][] = [
   ['read_batch_size_usual', 'integer', MIX_SPLIT],
 ];
 
-/** Every dataset and buffer of the buffer section (Trinity's StorageConfig). */
-const STORAGE_PATHS = [
+/** Every dataset and buffer of the buffer section (Trinity's StorageConfig, each with a FormatConfig). */
+export const STORAGE_PATHS = [
   'buffer.explorer_input.taskset',
   'buffer.explorer_input.tasksets.*',
   'buffer.explorer_input.eval_tasksets.*',

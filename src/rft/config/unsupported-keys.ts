@@ -3,6 +3,7 @@
 // "unknown key". Unlike ./ignored-keys.ts these are not accepted: dropping them would change what the run does (a
 // vision-language task trained without its images). Paths are key paths of a run in the notation of ./refusals.ts
 // (`*`: any list item or mapping key).
+import { STORAGE_PATHS } from './ignored-keys.js';
 import { matchesPath } from './refusals.js';
 
 export interface UnsupportedKey {
@@ -14,18 +15,8 @@ export interface UnsupportedKey {
 
 const TEXT_ONLY = 'images or video for a vision-language model: the models here are text-only (no vision encoder)';
 
-/** Every dataset of the buffer section whose rows have a format (Trinity's FormatConfig). */
-const FORMAT_PATHS = [
-  'buffer.explorer_input.taskset',
-  'buffer.explorer_input.tasksets.*',
-  'buffer.explorer_input.eval_tasksets.*',
-  'buffer.trainer_input.experience_buffer',
-  'buffer.trainer_input.sft_warmup_dataset',
-  'buffer.trainer_input.auxiliary_buffers.*',
-] as const;
-
 export const UNSUPPORTED_KEYS: readonly UnsupportedKey[] = [
-  ...FORMAT_PATHS.flatMap((base) =>
+  ...STORAGE_PATHS.flatMap((base) =>
     ['image_key', 'video_key'].map((key): UnsupportedKey => ({ path: `${base}.format.${key}`, why: TEXT_ONLY })),
   ),
 ];

@@ -69,6 +69,7 @@ algorithm:
   entropy_loss_fn: default
   entropy_loss_fn_args: {entropy_coef: 0.0}
   loss_agg_mode: token-mean
+  enable_router_replay: true
 buffer:
   batch_size: 2
   train_batch_size: 8
