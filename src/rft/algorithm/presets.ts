@@ -389,6 +389,32 @@ export function algorithmPreset(algorithmType: string, where = 'algorithm.algori
   return ALGORITHM_PRESETS[name];
 }
 
+/** algorithm.rollout_correction: its arguments, checked (IS weights need a loss linear in the advantages). */
+function resolveRolloutCorrection(value: unknown, policyLossName: string): ResolvedAlgorithm['rolloutCorrection'] {
+  const correctionValue = value ?? {};
+  if (!isPlainObject(correctionValue)) {
+    throw new Error(`algorithm.rollout_correction: expected a mapping, got ${JSON.stringify(correctionValue)}`);
+  }
+  const rolloutCorrection = resolveArgs('algorithm.rollout_correction', ROLLOUT_CORRECTION_DEFAULTS, correctionValue);
+  if (rolloutCorrection.rolloutIs !== null && !ROLLOUT_IS_LEVELS.includes(rolloutCorrection.rolloutIs)) {
+    throw new Error(
+      `algorithm.rollout_correction.rollout_is: expected token, sequence or null, got ${JSON.stringify(rolloutCorrection.rolloutIs)}`,
+    );
+  }
+  if (!(rolloutCorrection.rolloutIsThreshold > 0)) {
+    throw new Error(
+      `algorithm.rollout_correction.rollout_is_threshold: must be > 0, got ${rolloutCorrection.rolloutIsThreshold}`,
+    );
+  }
+  if (rolloutCorrection.rolloutIs !== null && policyLossModule(policyLossName).linearInAdvantages !== true) {
+    throw new Error(
+      `algorithm.rollout_correction.rollout_is: policy_loss_fn '${policyLossName}' does not take per-token IS weights ` +
+        '(its loss is not proportional to the advantage); use ppo, gspo, cispo, sapo, importance_sampling or m2po',
+    );
+  }
+  return rolloutCorrection;
+}
+
 /**
  * The algorithm a trainer runs: the preset of `algorithm_type` (default ppo, as Trinity-RFT) with every slot,
  * argument and flag that `config` sets; every argument filled from the module's defaults. loss_agg_mode is passed to
@@ -477,27 +503,7 @@ export function resolveAlgorithm(config: unknown = {}): ResolvedAlgorithm {
   if (typeof routerReplay !== 'boolean') {
     throw new Error(`algorithm.enable_router_replay: expected true or false, got ${JSON.stringify(routerReplay)}`);
   }
-  const correctionValue = config.rollout_correction ?? {};
-  if (!isPlainObject(correctionValue)) {
-    throw new Error(`algorithm.rollout_correction: expected a mapping, got ${JSON.stringify(correctionValue)}`);
-  }
-  const rolloutCorrection = resolveArgs('algorithm.rollout_correction', ROLLOUT_CORRECTION_DEFAULTS, correctionValue);
-  if (rolloutCorrection.rolloutIs !== null && !ROLLOUT_IS_LEVELS.includes(rolloutCorrection.rolloutIs)) {
-    throw new Error(
-      `algorithm.rollout_correction.rollout_is: expected token, sequence or null, got ${JSON.stringify(rolloutCorrection.rolloutIs)}`,
-    );
-  }
-  if (!(rolloutCorrection.rolloutIsThreshold > 0)) {
-    throw new Error(
-      `algorithm.rollout_correction.rollout_is_threshold: must be > 0, got ${rolloutCorrection.rolloutIsThreshold}`,
-    );
-  }
-  if (rolloutCorrection.rolloutIs !== null && policyLossModule(policyLossFn.name).linearInAdvantages !== true) {
-    throw new Error(
-      `algorithm.rollout_correction.rollout_is: policy_loss_fn '${policyLossFn.name}' does not take per-token IS weights ` +
-        '(its loss is not proportional to the advantage); use ppo, gspo, cispo, sapo, importance_sampling or m2po',
-    );
-  }
+  const rolloutCorrection = resolveRolloutCorrection(config.rollout_correction, policyLossFn.name);
 
   return {
     algorithmType,
