@@ -1,7 +1,7 @@
 // A run that cannot fill its train steps fails (src/rft/trainer/empty-steps.ts): whichever way every rollout goes
-// wrong — the workflow throws, hangs or spins past explorer.max_timeout, returns a reward that is not a number or
-// token ids outside the vocabulary, the sequences are longer than the model's context; with the built-in workflow,
-// prompts longer than the context, a chat template that throws, a tokenizer larger than the model's vocabulary — the
+// wrong — the workflow throws, hangs or spins past explorer.max_timeout, runs out of its heap, returns a reward that
+// is not a number or token ids outside the vocabulary, the sequences are longer than the model's context; with the
+// built-in workflow, prompts longer than the context (truncation off; on, the placeholders alone fail the run too), a chat template that throws, a tokenizer larger than the model's vocabulary — the
 // run rejects with an error naming the cause and the last rollout failures, run_status.json says "failed", and there
 // is no done.json (a rerun does not skip the stage as finished) and no final model.
 import assert from 'node:assert/strict';
@@ -40,6 +40,13 @@ export const nanReward = {
 
 export const badTokenIds = {
   run: async ({ task }) => experience(task, [5, 6, 3, 1_000_000], 1),
+};
+
+export const hoards = {
+  run: async () => {
+    const kept = [];
+    for (;;) kept.push(new Array(100_000).fill(kept.length));
+  },
 };
 
 export const tooLong = {
@@ -139,6 +146,12 @@ function writeTasks(root: string, prompt: (i: number) => string): void {
   const rows = Array.from({ length: 4 }, (_, i) => JSON.stringify({ prompt: prompt(i), response: '1' }));
   writeFileSync(join(root, 'tasks.jsonl'), `${rows.join('\n')}\n`);
 }
+
+test('a workflow that runs out of its heap (explorer.workflow_max_heap_mb): the run fails naming the limit', async () => {
+  const error = await failingRun('hoards', { overrides: ['explorer.workflow_max_heap_mb=32'] });
+  assert.equal(error.name, 'NothingToTrainError');
+  assert.match(error.message, /out of memory: the workflow's worker thread reached its heap limit of 32 MB/);
+});
 
 test('prompts longer than the context, truncation off (the built-in workflow): the run fails naming the prompt length', async () => {
   const error = await failingRun(null, {
