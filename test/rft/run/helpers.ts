@@ -3,7 +3,7 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { initModel } from '../../../src/model/index.js';
+import { initModel, type ModelInitOptions } from '../../../src/model/index.js';
 
 export function makeJob(
   options: {
@@ -12,6 +12,8 @@ export function makeJob(
     extra?: string;
     /** The YAML of the algorithm section (default: GRPO, 4 samples per task). */
     algorithm?: string;
+    /** `trinity model init` options over the default tiny Qwen2 (e.g. a mixture-of-experts architecture). */
+    model?: ModelInitOptions;
   } = { totalSteps: 4, saveInterval: 2 },
 ): {
   root: string;
@@ -19,7 +21,14 @@ export function makeJob(
   jobDir: string;
 } {
   const root = mkdtempSync(join(tmpdir(), 'rft-run-'));
-  initModel(join(root, 'model'), { hiddenSize: 32, numLayers: 1, numHeads: 2, seed: 1, alphabet: '0123456789+= ' });
+  initModel(join(root, 'model'), {
+    hiddenSize: 32,
+    numLayers: 1,
+    numHeads: 2,
+    seed: 1,
+    alphabet: '0123456789+= ',
+    ...options.model,
+  });
   const rows: string[] = [];
   for (let a = 0; a < 5; a++)
     for (let b = 0; b < 5; b++) rows.push(JSON.stringify({ prompt: `${a}+${b}=`, response: String(a + b) }));

@@ -7,26 +7,20 @@ import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { initModel, loadModelConfig } from '../../../src/model/index.js';
+import { loadModelConfig } from '../../../src/model/index.js';
 import * as torch from '../../../src/torch/index.js';
 import { makeJob } from './helpers.js';
 
 const trinity = fileURLToPath(new URL('../../../bin/trinity.js', import.meta.url));
 
 test('grpo on a qwen3_moe policy runs end to end and logs router_aux_loss', { timeout: 600_000 }, () => {
-  const { root, configFile, jobDir } = makeJob({ totalSteps: 2, saveInterval: 2 });
+  const { root, configFile, jobDir } = makeJob({
+    totalSteps: 2,
+    saveInterval: 2,
+    model: { architecture: 'qwen3_moe', numExperts: 4 },
+  });
   try {
     const model = join(root, 'model');
-    rmSync(model, { recursive: true });
-    initModel(model, {
-      architecture: 'qwen3_moe',
-      hiddenSize: 32,
-      numLayers: 1,
-      numHeads: 2,
-      numExperts: 4,
-      seed: 1,
-      alphabet: '0123456789+= ',
-    });
     const run = spawnSync(process.execPath, [trinity, 'run', '--config', configFile], { encoding: 'utf8', timeout: 540_000 });
     assert.equal(run.status, 0, `${run.stdout}\n${run.stderr}`);
     const lines = readFileSync(join(jobDir, 'metrics.jsonl'), 'utf8')

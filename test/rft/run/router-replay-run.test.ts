@@ -8,7 +8,6 @@ import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { initModel } from '../../../src/model/index.js';
 import { makeJob } from './helpers.js';
 
 const trinity = fileURLToPath(new URL('../../../bin/trinity.js', import.meta.url));
@@ -21,20 +20,13 @@ function grpoRun(replay: boolean): Record<string, unknown>[] {
   enable_router_replay: ${replay}
   optimizer:
     lr: 0.01`;
-  const { root, configFile, jobDir } = makeJob({ totalSteps: 2, saveInterval: 2, algorithm });
+  const { root, configFile, jobDir } = makeJob({
+    totalSteps: 2,
+    saveInterval: 2,
+    algorithm,
+    model: { architecture: 'qwen3_moe', numLayers: 2, numExperts: 8, numExpertsPerTok: 2 },
+  });
   try {
-    const model = join(root, 'model');
-    rmSync(model, { recursive: true });
-    initModel(model, {
-      architecture: 'qwen3_moe',
-      hiddenSize: 32,
-      numLayers: 2,
-      numHeads: 2,
-      numExperts: 8,
-      numExpertsPerTok: 2,
-      seed: 1,
-      alphabet: '0123456789+= ',
-    });
     const run = spawnSync(process.execPath, [trinity, 'run', '--config', configFile], { encoding: 'utf8', timeout: 540_000 });
     assert.equal(run.status, 0, `${run.stdout}\n${run.stderr}`);
     return readFileSync(join(jobDir, 'metrics.jsonl'), 'utf8')
