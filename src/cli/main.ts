@@ -306,7 +306,8 @@ async function serveCommand(args: string[]): Promise<number> {
 }
 
 const QUICKSTART_HELP = `trinity quickstart [--seed N] [--threads N] [--set key=value]...
-  The main job: creates a small Qwen2-architecture model (runs/quickstart/model), then runs
+  The main job: creates a small Qwen2-architecture model (runs/quickstart/model; runs/ is the repository's, or the
+  working directory's when trinity is an installed package), then runs
   examples/quickstart/config.yaml — held-out accuracy of the base model, SFT on expert demonstrations of two-digit
   addition, then GRPO with an exact verifier reward — and ends with a summary table and an HTML report
   (runs/quickstart/addition/report.html). --seed N (default 0) seeds the model's initialisation and the task order
@@ -336,8 +337,8 @@ async function quickstartCommand(args: string[]): Promise<number> {
     throw new Error(`--threads must be a whole number of threads from 1 to 4096, got '${values.threads}'`);
   // the run's thread budget (src/rft/run/config/stage-settings.ts coreBudget); another rounding, so a job of its own
   if (threads !== null) process.env.OMP_NUM_THREADS = String(threads);
-  const { quickstartJobDir, quickstartPlan } = await import('./quickstart.js');
-  const plan = quickstartPlan(root, seed, threads, values.set ?? []);
+  const { quickstartJobDir, quickstartPlan, quickstartRunsDir } = await import('./quickstart.js');
+  const plan = quickstartPlan(root, quickstartRunsDir(root, process.cwd()), seed, threads, values.set ?? []);
   const { modelDir } = plan;
   if (!existsSync(join(modelDir, 'config.json'))) {
     const { initModel } = await import('../model/init.js');

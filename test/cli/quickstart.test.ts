@@ -4,21 +4,22 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { quickstartJobDir, quickstartPlan } from '../../src/cli/quickstart.js';
+import { quickstartJobDir, quickstartPlan, quickstartRunsDir } from '../../src/cli/quickstart.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
-const runs = join(ROOT, 'runs', 'quickstart');
+const RUNS = join(ROOT, 'runs');
+const runs = join(RUNS, 'quickstart');
 
 describe('trinity quickstart', () => {
   test('seed 0 without threads is the config as committed, in runs/quickstart/addition', () => {
-    const plan = quickstartPlan(ROOT, 0, null, []);
+    const plan = quickstartPlan(ROOT, RUNS, 0, null, []);
     assert.equal(plan.configFile, join(ROOT, 'examples', 'quickstart', 'config.yaml'));
     assert.deepEqual(plan.overrides, [`model.model_path=${join(runs, 'model')}`]);
     assert.equal(quickstartJobDir(plan), join(runs, 'addition'));
   });
 
   test('a seed and a thread count get their own model, task order and job folder', () => {
-    const plan = quickstartPlan(ROOT, 3, 2, []);
+    const plan = quickstartPlan(ROOT, RUNS, 3, 2, []);
     assert.equal(plan.modelDir, join(runs, 'model-seed3'));
     assert.deepEqual(plan.overrides, [
       `model.model_path=${join(runs, 'model-seed3')}`,
@@ -29,10 +30,24 @@ describe('trinity quickstart', () => {
   });
 
   test("the user's --set comes last and moves the job folder the summary and report are read from", () => {
-    assert.equal(quickstartJobDir(quickstartPlan(ROOT, 1, 2, ['name=addition-avx2'])), join(runs, 'addition-avx2'));
+    assert.equal(quickstartJobDir(quickstartPlan(ROOT, RUNS, 1, 2, ['name=addition-avx2'])), join(runs, 'addition-avx2'));
     assert.equal(
-      quickstartJobDir(quickstartPlan(ROOT, 0, null, ['checkpoint_root_dir=/tmp/elsewhere', 'project=p'])),
+      quickstartJobDir(quickstartPlan(ROOT, RUNS, 0, null, ['checkpoint_root_dir=/tmp/elsewhere', 'project=p'])),
       join('/tmp/elsewhere', 'p', 'addition'),
     );
+  });
+
+  test('an installed copy (under node_modules) writes its runs in the working directory, not in the package', () => {
+    const installed = join('/home/me/project', 'node_modules', 'trinity-rft');
+    const runsDir = quickstartRunsDir(installed, '/home/me/project');
+    assert.equal(runsDir, join('/home/me/project', 'runs'));
+    assert.equal(quickstartRunsDir(ROOT, '/somewhere/else'), RUNS);
+    const plan = quickstartPlan(installed, runsDir, 0, null, []);
+    assert.equal(plan.configFile, join(installed, 'examples', 'quickstart', 'config.yaml'));
+    assert.equal(plan.modelDir, join(runsDir, 'quickstart', 'model'));
+    assert.deepEqual(plan.overrides, [
+      `checkpoint_root_dir=${runsDir}`,
+      `model.model_path=${join(runsDir, 'quickstart', 'model')}`,
+    ]);
   });
 });
