@@ -58,7 +58,9 @@ export async function startEngineProcesses(options: EngineProcessOptions): Promi
           engine: { ...options.engine, numThreads, startTimeoutMs: options.startTimeoutMs ?? 600_000 },
         };
         const child = fork(fileURLToPath(new URL('./engine-process-main.ts', import.meta.url)), [], {
-          execArgv: ['--import', 'tsx'],
+          // tsx as this package resolves it: `--import tsx` alone is resolved from the working directory, which
+          // need not see this package's dependencies (a user's folder with trinity installed under node_modules)
+          execArgv: ['--import', import.meta.resolve('tsx')],
           env: { ...process.env, TRINITY_ENGINE_PROCESS: JSON.stringify(spec) },
           stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
         });
