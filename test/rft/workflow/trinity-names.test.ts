@@ -57,7 +57,7 @@ describe("Trinity's workflow names", () => {
 
 describe("Trinity's reward names", () => {
   test('are refused with what to use instead', () => {
-    assert.throws(() => REWARD_FUNCTIONS.get('rlcr_reward'), /Brier score/);
+    assert.throws(() => REWARD_FUNCTIONS.get('openjudge_reward'), /OpenJudge \/ RM-Gallery/);
     for (const [name] of UNAVAILABLE_REWARDS) {
       if (REWARD_FUNCTIONS.has(name)) continue;
       assert.throws(() => REWARD_FUNCTIONS.get(name), new RegExp(`^Error: reward function '${name}' is not available here: `));
