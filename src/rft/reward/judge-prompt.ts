@@ -67,15 +67,25 @@ export function checkRubricSource(options: { rubric: string; rubricKey: string }
 }
 
 /**
+ * One item of a rubric list as a line: a string as it is; a RaR-style criterion { description, weight?, title? }
+ * (the RaR-Medicine rows upstream's judge examples read) as "(weight W) description"; any other object as JSON.
+ */
+function rubricItem(item: unknown): string {
+  if (typeof item === 'string') return `- ${item}`;
+  const { description, weight } = (item ?? {}) as { description?: unknown; weight?: unknown };
+  if (typeof description === 'string') return `- ${weight === undefined ? '' : `(weight ${String(weight)}) `}${description}`;
+  return `- ${JSON.stringify(item)}`;
+}
+
+/**
  * The rubric for a task: `rubric` from the arguments, or the task's own from column `rubricKey` of its row (a string,
- * or a list whose items become "- item" lines; objects as JSON). One of the two must be given.
+ * or a list whose items become "- item" lines, see rubricItem). One of the two must be given.
  */
 export function taskRubric(task: Task, options: { rubric: string; rubricKey: string }, where: string): string {
   if (options.rubricKey === '') return options.rubric;
   const value = task.raw[options.rubricKey];
   if (typeof value === 'string' && value.trim() !== '') return value;
-  if (Array.isArray(value) && value.length > 0)
-    return value.map((item) => `- ${typeof item === 'string' ? item : JSON.stringify(item)}`).join('\n');
+  if (Array.isArray(value) && value.length > 0) return value.map(rubricItem).join('\n');
   throw new Error(
     `${where}: task ${task.id} has no rubric in column '${options.rubricKey}' (rubric_key); got ${JSON.stringify(value) ?? 'nothing'}`,
   );

@@ -15,12 +15,16 @@
 //
 // Arguments (reward_fn_args): judge_model (an auxiliary model's name; '' = the first), rubric, or rubric_key (a column
 // of the task's row holding its own rubric; takes precedence over rubric), min_score / max_score, system_prompt, prompt_template (placeholders
-// below), fallback_reward, max_tokens, temperature.
+// below), fallback_reward, max_tokens, temperature, verdict_format: the verdict line above (score_line / scores_line,
+// the defaults), or the forms Trinity-RFT's judge workflows ask for (json_rating / last_list, ./judge-answer.ts;
+// ../workflow/judge-workflows.ts sets them).
 import type { Task } from '../task.js';
 import {
   GROUP_FAILURE_KINDS,
   judgeFailureMetrics,
   POINTWISE_FAILURE_KINDS,
+  parseLastListVerdict,
+  parseRatingVerdict,
   parseScoresVerdict,
   parseScoreVerdict,
 } from './judge-answer.js';
@@ -65,6 +69,17 @@ export interface RubricJudgeOptions {
   fallbackReward: number;
   maxTokens: number;
   temperature: number;
+  /** How the verdict is written: see the header (each reward lists the forms it reads). */
+  verdictFormat: string;
+}
+
+/** The verdict forms each judge reward reads, its default first. */
+const POINTWISE_VERDICTS = ['score_line', 'json_rating'] as const;
+const GROUP_VERDICTS = ['scores_line', 'last_list'] as const;
+
+function checkVerdictFormat(format: string, known: readonly string[], where: string): void {
+  if (!known.includes(format))
+    throw new Error(`${where}: argument 'verdict_format' must be one of ${known.join(', ')}, got ${JSON.stringify(format)}`);
 }
 
 type JudgeOptions = Pick<RubricJudgeOptions, 'rubric' | 'rubricKey' | 'promptTemplate' | 'minScore' | 'maxScore'>;
@@ -112,22 +127,27 @@ export const rubricJudgeReward: RewardModule<RubricJudgeOptions> = {
     fallbackReward: 0,
     maxTokens: 1024,
     temperature: 0,
+    verdictFormat: 'score_line',
   },
   check: (options, where) => {
     checkRubricSource(options, where);
     checkJudgeArgs(options, where);
+    checkVerdictFormat(options.verdictFormat, POINTWISE_VERDICTS, where);
     checkTemplate(options.promptTemplate, RUBRIC_JUDGE_PLACEHOLDERS, ['response'], `${where}: prompt_template`);
   },
   checkModels: (options, models, where) => {
     const judge = judgeModel(models, options.judgeModel, where);
-    checkJudgeRoom(judge, fixedPrompt(options, { response: '' }), `Score: ${options.maxScore}`, where);
+    const reply = options.verdictFormat === 'json_rating' ? '```json\n{"rating": 10}\n```' : `Score: ${options.maxScore}`;
+    checkJudgeRoom(judge, fixedPrompt(options, { response: '' }), reply, where);
   },
   score: async ({ response, task, auxiliaryModels, signal }, options) => {
     const where = "reward function 'rubric_judge_reward'";
     const judge = judgeModel(auxiliaryModels, options.judgeModel, where);
     const prompt = fillTemplate(options.promptTemplate, { ...taskValues(task, options, where), response });
     const answer = await askJudge(judge, judgeMessages(options.systemPrompt, prompt), { ...options, signal }, where);
-    const verdict = parseScoreVerdict(answer, { min: options.minScore, max: options.maxScore });
+    const scale = { min: options.minScore, max: options.maxScore };
+    const verdict =
+      options.verdictFormat === 'json_rating' ? parseRatingVerdict(answer, scale) : parseScoreVerdict(answer, scale);
     if (!verdict.ok)
       return { reward: options.fallbackReward, metrics: judgeFailureMetrics(verdict.kind, POINTWISE_FAILURE_KINDS) };
     return {
@@ -188,15 +208,18 @@ export const rulerReward: GroupRewardModule<RubricJudgeOptions> = {
     fallbackReward: 0,
     maxTokens: 2048,
     temperature: 0,
+    verdictFormat: 'scores_line',
   },
   check: (options, where) => {
     checkRubricSource(options, where);
     checkJudgeArgs(options, where);
+    checkVerdictFormat(options.verdictFormat, GROUP_VERDICTS, where);
     checkTemplate(options.promptTemplate, RULER_PLACEHOLDERS, ['responses'], `${where}: prompt_template`);
   },
   checkModels: (options, models, where) => {
     const judge = judgeModel(models, options.judgeModel, where);
-    checkJudgeRoom(judge, fixedPrompt(options, { responses: '', count: '1' }), `Scores: [${options.maxScore}]`, where);
+    const reply = options.verdictFormat === 'last_list' ? `[${options.maxScore}]` : `Scores: [${options.maxScore}]`;
+    checkJudgeRoom(judge, fixedPrompt(options, { responses: '', count: '1' }), reply, where);
   },
   scoreGroup: async ({ responses, task, auxiliaryModels, signal }, options): Promise<RewardOutput[]> => {
     const where = "reward function 'ruler_reward'";
@@ -207,7 +230,11 @@ export const rulerReward: GroupRewardModule<RubricJudgeOptions> = {
       count: String(responses.length),
     });
     const answer = await askJudge(judge, judgeMessages(options.systemPrompt, prompt), { ...options, signal }, where);
-    const verdict = parseScoresVerdict(answer, responses.length, { min: options.minScore, max: options.maxScore });
+    const scale = { min: options.minScore, max: options.maxScore };
+    const verdict =
+      options.verdictFormat === 'last_list'
+        ? parseLastListVerdict(answer, responses.length, scale)
+        : parseScoresVerdict(answer, responses.length, scale);
     if (!verdict.ok) {
       const metrics = judgeFailureMetrics(verdict.kind, GROUP_FAILURE_KINDS);
       return responses.map(() => ({ reward: options.fallbackReward, metrics: { ...metrics } }));

@@ -1,8 +1,8 @@
 // Trinity-RFT's reward function names (its REWARD_FUNCTIONS registry and its examples' default_reward_fn_type) that
 // have no reward function here, refused with why and what to use instead rather than as an unknown name:
 //
-//   default_reward_fn_type: rlcr_reward
-//   → reward function 'rlcr_reward' is not available here: RLCR's five-part reward ... write a reward file ...
+//   default_reward_fn_type: openjudge_reward
+//   → reward function 'openjudge_reward' is not available here: runs graders of the OpenJudge / RM-Gallery ...
 //
 // Imported last by ./registry.ts; a built-in registered under one of these names later takes over.
 import { REWARD_FUNCTIONS } from './reward-registry.js';
@@ -12,11 +12,6 @@ const JUDGE_LIBRARY =
   'per response) or ruler_reward (a ranking of the group), with an auxiliary model as the judge';
 
 export const UNAVAILABLE_REWARDS: readonly (readonly [string, string])[] = [
-  [
-    'rlcr_reward',
-    "RLCR's five-part reward (format, accuracy, the Brier score of the stated <confidence>) is not implemented: write " +
-      'it as a reward file (a module path in default_reward_fn_type)',
-  ],
   ['rm_gallery_reward', JUDGE_LIBRARY],
   ['openjudge_reward', JUDGE_LIBRARY],
   ['trajectory_accuracy_grader_reward', JUDGE_LIBRARY],

@@ -17,7 +17,7 @@
 //                        of the chat template (Trinity-RFT's format):
 //                          "System:" + system + "\nUser:\n" + prompt + "\nAssistant:\n"   ("User:\n…" with no system)
 //   The reward also gets each response's generated token count (math_dapo_reward's overlong penalty reads it).
-import type { GenerateOptions } from '../../engine/index.js';
+import type { GenerateOptions, GenerateResult } from '../../engine/index.js';
 import type { ChatMessage } from '../../tokenizer/index.js';
 import { snakeToCamel } from '../../util/module-args.js';
 import type { ChatTurn } from '../experience.js';
@@ -44,6 +44,8 @@ export interface SingleTurnOptions {
   systemPrompt?: string | ((task: Task) => string | undefined);
   /** Used when the task names no reward_fn; without one a task must name it. */
   defaultRewardFn?: string;
+  /** reward_fn_args for defaultRewardFn (a judge's prompt and verdict form); the task's reward_fn_args override them. */
+  defaultRewardArgs?: Readonly<Record<string, unknown>>;
   /** Extra reward arguments from the task's workflow_args (keys copied when present). */
   rewardArgsFromWorkflowArgs?: readonly string[];
   rewards?: RewardRegistry;
@@ -72,13 +74,14 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
     description: `single-turn: chat template + reply prefix, n samples, reward ${options.defaultRewardFn ?? "from the task's reward_fn"}`,
     run: async (context: WorkflowContext) => {
       const { task, model, repeatTimes, seed, signal, auxiliaryModels } = context;
-      const tokenizer = model.tokenizer;
-      if (tokenizer === null) throw new Error(`${name}: the rollout model has no tokenizer (chat template needed)`);
       const rewardName = task.rewardFn ?? options.defaultRewardFn;
       if (rewardName === undefined)
         throw new Error(`${name}: task ${task.id} names no reward function (set the taskset's default_reward_fn_type)`);
       const rewardFn = await rewards.resolve(rewardName, options.baseDir ?? context.baseDir);
-      const rewardArgs: Record<string, unknown> = { ...task.rewardFnArgs };
+      const rewardArgs: Record<string, unknown> = {
+        ...(rewardName === options.defaultRewardFn ? options.defaultRewardArgs : {}),
+        ...task.rewardFnArgs,
+      };
       for (const key of options.rewardArgsFromWorkflowArgs ?? []) {
         if (task.workflowArgs?.[key] !== undefined) rewardArgs[key] = task.workflowArgs[key];
       }
@@ -88,23 +91,17 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
         typeof options.systemPrompt === 'function' ? options.systemPrompt(task) : options.systemPrompt,
         name,
       );
-      const prefix = task.replyPrefix ?? '';
-      const limit = model.promptLimit ?? null;
       const useBase = options.basePromptArg === true && task.workflowArgs?.use_base === true;
-      const chatText = useBase
-        ? basePrompt(messages, name)
-        : tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, ...(task.tools ? { tools: task.tools } : {}) });
-      // a prompt over the limit is only ever needed up to its head: the rest of a huge one is never tokenized
-      const chatIds = limit ? limitedPromptIds(tokenizer, chatText, limit) : tokenizer.encode(chatText);
-      const over = limit ? limit.truncate && overPromptLimit(chatIds, limit) : false;
-      const promptIds = prefix && !over ? [...chatIds, ...tokenizer.encode(prefix)] : chatIds;
-      const result = await model.generate({ ...rolloutOptions(task.rolloutArgs ?? {}, name), promptIds, n: repeatTimes, seed });
+      const { result, responses } = await sampleResponses(context, messages, {
+        n: repeatTimes,
+        seed,
+        prefix: task.replyPrefix ?? '',
+        useBase,
+        who: name,
+      });
 
       // All responses of the task are scored together: a group reward (RULER) sees them in one call, a per-response
       // reward is called once per response.
-      const responses = result.completions.map(
-        (completion) => prefix + (completion.text ?? tokenizer.decode(completion.tokenIds, { skipSpecialTokens: true })),
-      );
       const scored = await scoreResponses(
         rewardFn,
         {
@@ -126,6 +123,42 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
       return experiences;
     },
   };
+}
+
+export interface SampleOptions {
+  n: number;
+  seed: number;
+  /** The task's reply prefix: appended to the prompt ids and put before each response's text. */
+  prefix?: string;
+  /** Render with basePrompt() instead of the chat template. */
+  useBase?: boolean;
+  who: string;
+}
+
+/**
+ * n samples of `messages` from the rollout model with the task's rollout_args and tools (see the header: the prompt
+ * ids, prompts over model.max_prompt_tokens); responses[i] is prefix + the text of completion i.
+ */
+export async function sampleResponses(
+  { task, model }: Pick<WorkflowContext, 'task' | 'model'>,
+  messages: readonly ChatMessage[],
+  { n, seed, prefix = '', useBase = false, who }: SampleOptions,
+): Promise<{ result: GenerateResult; responses: string[] }> {
+  const tokenizer = model.tokenizer;
+  if (tokenizer === null) throw new Error(`${who}: the rollout model has no tokenizer (chat template needed)`);
+  const limit = model.promptLimit ?? null;
+  const chatText = useBase
+    ? basePrompt(messages, who)
+    : tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, ...(task.tools ? { tools: task.tools } : {}) });
+  // a prompt over the limit is only ever needed up to its head: the rest of a huge one is never tokenized
+  const chatIds = limit ? limitedPromptIds(tokenizer, chatText, limit) : tokenizer.encode(chatText);
+  const over = limit ? limit.truncate && overPromptLimit(chatIds, limit) : false;
+  const promptIds = prefix && !over ? [...chatIds, ...tokenizer.encode(prefix)] : chatIds;
+  const result = await model.generate({ ...rolloutOptions(task.rolloutArgs ?? {}, who), promptIds, n, seed });
+  const responses = result.completions.map(
+    (completion) => prefix + (completion.text ?? tokenizer.decode(completion.tokenIds, { skipSpecialTokens: true })),
+  );
+  return { result, responses };
 }
 
 /** [system?, user] from the task's prompt, or the task's own messages (its system prompt first when it has none). */

@@ -36,13 +36,9 @@ const AGENTSCOPE =
   'model.openai() (examples/openai_agent), tool_agent_workflow (a ReAct loop over tools), or a Python agent that ' +
   'talks to the model served in mode serve';
 
-const RULER =
-  "RULER over the medical example's own prompts: math_ruler_workflow (math_workflow's prompt) or simple_workflow " +
-  'with default_reward_fn_type ruler_reward and an auxiliary model rank the responses of a task the same way';
-
-const RUBRIC =
-  'the rubric judge is a reward function here: use simple_workflow with default_reward_fn_type rubric_judge_reward ' +
-  'and an auxiliary model';
+const RUBRIC_API =
+  "the judge behind an external API is an auxiliary model here: rubric_judge_workflow with explorer.auxiliary_models' " +
+  'first entry engine_type: openai, base_url and model_name (the key: api_key, else $OPENAI_API_KEY)';
 
 export const UNAVAILABLE_WORKFLOWS: readonly (readonly [string, string])[] = [
   ['alfworld_workflow', PYTHON_SIMULATOR("ALFWorld (TextWorld's game engine)")],
@@ -71,14 +67,7 @@ export const UNAVAILABLE_WORKFLOWS: readonly (readonly [string, string])[] = [
   ['agentscope_reactv2_gsm8k_workflow', AGENTSCOPE],
   ['agentopia_workflow', AGENTSCOPE],
   ['agentscope_v1_react_search_workflow', AGENTSCOPE],
-  ['medicine_ruler_workflow', RULER],
-  [
-    'math_trainable_ruler_workflow',
-    'trains the policy as its own RULER judge too, which is not implemented: ruler_reward (with math_workflow and an ' +
-      'auxiliary model as the judge) ranks the responses without training the judge',
-  ],
-  ['rubric_judge_workflow', RUBRIC],
-  ['rubric_judge_openai_workflow', RUBRIC],
+  ['rubric_judge_openai_workflow', RUBRIC_API],
   ['simple_mm_workflow', 'takes images or video: the models here are text-only (no vision encoder)'],
   ['async_simple_mm_workflow', 'takes images or video: the models here are text-only (no vision encoder)'],
   [

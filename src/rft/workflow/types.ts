@@ -167,6 +167,11 @@ export interface WorkflowSpec {
    */
   workflowArgs?: readonly string[];
   /**
+   * Throws an error naming the argument when a value of a taskset's workflow_args is unusable (a range, a type), so
+   * `config check` and the run's pre-run checks refuse it before the first task; the workflow checks again when run.
+   */
+  checkArgs?: (args: Readonly<Record<string, unknown>>) => void;
+  /**
    * False: the workflow builds its task from the row's own fields (an environment's seed, size, p), so the rows of a
    * taskset whose default workflow it is need no prompt column (format.prompt_key); a row that has one still gets it.
    * Default true. Read for registered workflows (a module-path default workflow is taken as reading the prompt).

@@ -150,6 +150,12 @@ describe('pre-run checks', () => {
       await check('', [`${taskset}.workflow_args={anything: 1}`, `${taskset}.default_workflow_type=my-workflow.ts#run`]),
       [],
     );
+    // a workflow's own check of its values (WorkflowSpec.checkArgs)
+    const trainableRuler = `${taskset}.default_workflow_type=math_trainable_ruler_workflow`;
+    assert.deepEqual(await check('', [`${taskset}.workflow_args={probability_ground_truth_available: 1.5}`, trainableRuler]), [
+      `${taskset}.workflow_args: math_trainable_ruler_workflow: workflow_args.probability_ground_truth_available must be a number in [0, 1], got 1.5`,
+    ]);
+    assert.deepEqual(await check('', [`${taskset}.workflow_args={probability_ground_truth_available: 0.5}`, trainableRuler]), []);
   });
 
   it('name unknown workflows and reward functions, in the defaults and in rows', async () => {

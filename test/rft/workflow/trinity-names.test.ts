@@ -36,9 +36,11 @@ describe("Trinity's workflow names", () => {
     }
   });
 
-  test('a judge workflow names the reward function that does its job here', () => {
-    assert.throws(() => WORKFLOWS.get('medicine_ruler_workflow'), /default_reward_fn_type ruler_reward/);
-    assert.throws(() => WORKFLOWS.get('rubric_judge_workflow'), /default_reward_fn_type rubric_judge_reward/);
+  test('the judge workflow over an external API names the auxiliary model setting that does its job here', () => {
+    assert.throws(
+      () => WORKFLOWS.get('rubric_judge_openai_workflow'),
+      /rubric_judge_workflow with explorer.auxiliary_models' first entry engine_type: openai/,
+    );
   });
 
   test('every refused name is not registered, and its message says why (no "unknown")', () => {
@@ -57,7 +59,7 @@ describe("Trinity's workflow names", () => {
 
 describe("Trinity's reward names", () => {
   test('are refused with what to use instead', () => {
-    assert.throws(() => REWARD_FUNCTIONS.get('rlcr_reward'), /Brier score/);
+    assert.throws(() => REWARD_FUNCTIONS.get('openjudge_reward'), /OpenJudge \/ RM-Gallery/);
     for (const [name] of UNAVAILABLE_REWARDS) {
       if (REWARD_FUNCTIONS.has(name)) continue;
       assert.throws(() => REWARD_FUNCTIONS.get(name), new RegExp(`^Error: reward function '${name}' is not available here: `));

@@ -253,6 +253,13 @@ class NameChecks {
         for (const key of Object.keys(args).filter((k) => !known.includes(k))) {
           this.add(`${path}.${key}`, `unknown argument '${key}' of workflow ${named}${didYouMean(key, known)}; ${reads}`);
         }
+        for (const spec of specs) {
+          try {
+            spec.checkArgs?.(args);
+          } catch (error) {
+            this.add(path, (error as Error).message);
+          }
+        }
       },
       () => undefined, // a workflow that does not resolve is reported by workflow()
     );
