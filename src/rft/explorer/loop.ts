@@ -136,7 +136,10 @@ export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
         ? await parts.pipeline.process(accepted, { step, repeatTimes: parts.repeatTimes })
         : { experiences: accepted, metrics: {}, taskFeedback: null };
       if (parts.pipeline?.feedsSelectors) {
-        for (const [taskId, rewards] of processed.taskFeedback ?? []) if (rewards.length) scheduler.feedback(taskId, rewards);
+        // only the step's tasks: a workflow's own groups (math_trainable_ruler_workflow's `<id>-ruler`) are no task
+        const stepTasks = new Set(batch.tasks.map((t) => t.id));
+        for (const [taskId, rewards] of processed.taskFeedback ?? [])
+          if (rewards.length && stepTasks.has(taskId)) scheduler.feedback(taskId, rewards);
       } else {
         for (const task of batch.tasks) {
           const rewards = result.experiences.filter((e) => e.info.taskId === task.id).map((e) => e.reward ?? 0);
