@@ -28,6 +28,7 @@ import { z } from 'zod';
 import { loadModelConfig } from '../model/index.js';
 import {
   isLoopbackHost,
+  type OpenAIBackend,
   OpenAIHttpError,
   OpenAIService,
   type OpenAIServer,
@@ -39,7 +40,7 @@ import { openSharedBuffer, type SharedExperienceBuffer } from '../rft/buffer/ind
 import type { StageHooks, StageResult, StageSettings } from '../rft/settings.js';
 import { readSyncPointer } from '../rft/run/stage.js';
 import { turnExperience } from '../rft/workflow/index.js';
-import { checkChatTemplate } from '../tokenizer/index.js';
+import { checkChatTemplate, type Tokenizer } from '../tokenizer/index.js';
 
 const finite = () => z.number().refine(Number.isFinite, 'must be a finite number');
 
@@ -67,14 +68,27 @@ export interface ServeStage {
 const MAX_PENDING_RESPONSES = 10_000;
 const WEIGHT_POLL_MS = 1000;
 
-export async function startServeStage(settings: StageSettings, hooks: StageHooks = {}): Promise<ServeStage> {
+/** The served engine: what the OpenAI service calls, plus weight loading and closing. */
+export type ServeEngine = OpenAIBackend & Pick<WorkerRolloutEngine, 'syncWeightsFromDir' | 'close'>;
+
+/** Starts the served engine from a model folder (default: startServeEngine; tests script an engine's replies). */
+export type ServeEngineStarter = (
+  servedDir: string,
+  settings: StageSettings,
+) => Promise<{ engine: ServeEngine; tokenizer: Tokenizer }>;
+
+export async function startServeStage(
+  settings: StageSettings,
+  hooks: StageHooks = {},
+  startEngine: ServeEngineStarter = startServeEngine,
+): Promise<ServeStage> {
   const log = hooks.log ?? ((line: string) => console.log(line));
   const { apiKey, host } = settings.serve;
   checkServeAccess(apiKey, host, settings.stageName, log);
   const pointer = readSyncPointer(settings.jobDir);
   let version = pointer?.version ?? 0;
   const servedDir = pointer?.dir ?? settings.modelPath;
-  const { engine, tokenizer } = await startServeEngine(servedDir, settings);
+  const { engine, tokenizer } = await startEngine(servedDir, settings);
   const { vocabSize } = loadModelConfig(servedDir);
   const vocabularyWarning = tokenizerVocabularyWarning(tokenizer, vocabSize, servedDir);
   if (vocabularyWarning !== null) log(`[${settings.stageName}] ${vocabularyWarning}`);
@@ -181,7 +195,10 @@ function checkServeAccess(apiKey: string | null, host: string, stageName: string
 }
 
 /** The served engine on worker threads, and its tokenizer (the chat API needs one: without it the engine is closed). */
-async function startServeEngine(servedDir: string, settings: StageSettings) {
+async function startServeEngine(
+  servedDir: string,
+  settings: StageSettings,
+): Promise<{ engine: ServeEngine; tokenizer: Tokenizer }> {
   const engineOptions = { dtype: settings.dtype, slots: settings.explorer.slots, maxLength: settings.explorer.maxLength };
   const engineSpec = settings.explorer.engine;
   // engine_num > 1: a pool on threads (a conversation's follow-up calls go to the engine that decoded it)
