@@ -295,6 +295,8 @@ export class WorkflowRunner {
     const metrics = stepMetrics(experiences, statuses);
     metrics['rollout/attempts/retried'] = retried;
     metrics['rollout/time_s'] = (performance.now() - started) / 1000;
+    // runs (an environment workflow's episodes) finished per second of the step
+    metrics['rollout/runs_per_s'] = (metrics['rollout/runs/ok'] as number) / (metrics['rollout/time_s'] as number);
     Object.assign(metrics, usage.metrics());
     return { experiences, metrics, statuses };
   }

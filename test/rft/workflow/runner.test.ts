@@ -201,6 +201,7 @@ describe('scheduling and stamping', () => {
     assert.equal(metrics['rollout/response_length/mean'], 2);
     assert.equal(metrics['rollout/experiences'], 6);
     assert.ok((metrics['rollout/time_s'] as number) > 0);
+    assert.equal(metrics['rollout/runs_per_s'], (metrics['rollout/runs/ok'] as number) / (metrics['rollout/time_s'] as number));
   });
 });
 

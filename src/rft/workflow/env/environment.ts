@@ -22,6 +22,12 @@
 //                                     process or worker thread); GiGPO's anchor states are the steps sharing one
 // The workflow is not repeatable: the runner plays repeat_times episodes concurrently, each its own run id.
 //
+// Each experience's metrics (the rollout's rollout/<name>/mean) say how its episode went and where its time went:
+//   steps, invalid_actions, truncated (max_steps reached), context_full, and the environment's own (success, ...)
+//   context_tokens      mean over the episode's calls of the context each call read (its prompt ids)
+//   episode_tokens      the conversation's final length: the last call's prompt and reply
+//   model_time_s        wall time in model calls; env_time_s: in the environment's reset() and step()
+//
 // Workflow arguments (taskset workflow_args, overridden by the same keys in the task's row): max_steps (default
 // options.maxSteps; agent_max_steps is Trinity's newer name for it), experience_mode, invalid_action_penalty; the
 // environment factory reads its own keys from the same merged arguments. The rows need no prompt column (Trinity's
@@ -172,6 +178,16 @@ function stepStateHashes(args: Readonly<Record<string, unknown>>, options: Envir
         '(set workflow_args.experience_mode: step)';
 }
 
+/** context_tokens and episode_tokens of an episode's calls (see the header); none when it made no call. */
+function contextMetrics(calls: readonly ChatResult[]): Record<string, number> {
+  const last = calls.at(-1);
+  if (last === undefined) return {};
+  return {
+    context_tokens: calls.reduce((sum, call) => sum + call.promptIds.length, 0) / calls.length,
+    episode_tokens: last.promptIds.length + last.completionIds.length,
+  };
+}
+
 /** The engine refused a call because the conversation no longer fits its context (maxLength positions). */
 function isContextFull(error: unknown): boolean {
   return error instanceof Error && /maxLength/.test(error.message);
@@ -197,8 +213,21 @@ export function environmentWorkflow(
       // One conversation per episode, so each call continues the previous one's exact ids.
       const conversation = model.tokenizer ? new ConversationTracker(model.tokenizer) : undefined;
       try {
+        // where the episode's time goes (see the header)
+        let modelSeconds = 0;
+        let envSeconds = 0;
+        const timed = async <T>(work: () => Promise<T> | T, into: 'model' | 'env'): Promise<T> => {
+          const started = performance.now();
+          try {
+            return await work();
+          } finally {
+            const seconds = (performance.now() - started) / 1000;
+            if (into === 'model') modelSeconds += seconds;
+            else envSeconds += seconds;
+          }
+        };
         // the observation the next call acts from
-        let observation = await env.reset();
+        let observation = await timed(() => env.reset(), 'env');
         const messages: ChatMessage[] = [
           ...(system !== undefined ? [{ role: 'system' as const, content: system }] : []),
           { role: 'user', content: observation },
@@ -215,12 +244,16 @@ export function environmentWorkflow(
           signal.throwIfAborted();
           let result: ChatResult;
           try {
-            result = await model.chat(messages, {
-              ...generation,
-              seed: mixSeed(seed, calls.length),
-              signal,
-              ...(conversation ? { conversation } : {}),
-            });
+            result = await timed(
+              () =>
+                model.chat(messages, {
+                  ...generation,
+                  seed: mixSeed(seed, calls.length),
+                  signal,
+                  ...(conversation ? { conversation } : {}),
+                }),
+              'model',
+            );
           } catch (error) {
             if (calls.length > 0 && isContextFull(error)) {
               contextFull = true;
@@ -231,7 +264,7 @@ export function environmentWorkflow(
           calls.push(result);
           stateHashes.push(environmentStateHash(env.stateKey?.() ?? observation));
           messages.push(result.message);
-          const step = await env.step(result.message.content);
+          const step = await timed(() => env.step(result.message.content), 'env');
           const penalty = step.invalidAction ? settings.invalidActionPenalty : 0;
           if (step.invalidAction) invalidActions++;
           stepRewards.push(step.reward - penalty);
@@ -246,6 +279,9 @@ export function environmentWorkflow(
           invalid_actions: invalidActions,
           truncated: done ? 0 : 1,
           ...(contextFull ? { context_full: 1 } : {}),
+          ...contextMetrics(calls),
+          model_time_s: modelSeconds,
+          env_time_s: envSeconds,
         };
         const transcript: ChatTurn[] = messages.map((m) => ({ role: m.role, content: m.content ?? '' }));
         if (settings.experienceMode === 'episode') {

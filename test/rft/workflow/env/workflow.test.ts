@@ -119,7 +119,13 @@ describe('environment workflow (scripted replies)', () => {
     const steps = solveFrozenLake(map)?.length ?? 0;
     assert.ok(steps >= 2, 'the test map needs a multi-step path');
     assert.equal(experience.reward, 1);
-    assert.deepEqual(experience.metrics, { success: 1, fell: 0, steps, invalid_actions: 0, truncated: 0 });
+    const { model_time_s, env_time_s, context_tokens, episode_tokens, ...outcome } = experience.metrics ?? {};
+    assert.deepEqual(outcome, { success: 1, fell: 0, steps, invalid_actions: 0, truncated: 0 });
+    // the context each call read, on average, and the conversation's final length
+    const contexts = engine.calls.map((c) => c.length);
+    assert.equal(context_tokens, contexts.reduce((a, b) => a + b, 0) / contexts.length);
+    assert.equal(episode_tokens, experience.tokens.length);
+    assert.ok((model_time_s ?? -1) >= 0 && (env_time_s ?? -1) >= 0, 'time in the model and in the environment');
     assert.equal(experience.info.runId, 2);
     // the prompt is the first call's prompt; every later call continued the earlier ids exactly
     assert.equal(engine.calls.length, steps);
@@ -190,7 +196,12 @@ describe('environment workflow (scripted replies)', () => {
     const [experience] = await frozenLakeWorkflow.run(context(engine, task));
     assert.equal(engine.calls.length, 3);
     assert.equal(experience?.reward, -0.75);
-    assert.deepEqual(experience?.metrics, { success: 0, fell: 0, steps: 3, invalid_actions: 3, truncated: 1 });
+    const { model_time_s, env_time_s, context_tokens, episode_tokens, ...outcome } = experience?.metrics ?? {};
+    assert.deepEqual(outcome, { success: 0, fell: 0, steps: 3, invalid_actions: 3, truncated: 1 });
+    assert.deepEqual(
+      [model_time_s, env_time_s, context_tokens, episode_tokens].map((v) => typeof v),
+      ['number', 'number', 'number', 'number'],
+    );
     await assert.rejects(
       frozenLakeWorkflow.run(context(engine, lakeTask({ experience_mode: 'turns' }))),
       /experience_mode must be 'episode' or 'step'/,
