@@ -107,6 +107,8 @@ export class RotaryEmbedding {
   readonly #config: Pick<ModelConfig, 'rope' | 'headDim' | 'maxPositionEmbeddings'>;
   readonly #device: string;
   #fixed: { invFreq: Tensor; attentionScaling: number } | null = null;
+  /** cos, sin [maxPositionEmbeddings, headDim] float32 for positions 0.. (batch-invariant mode, see tableCosSin). */
+  #table: { cos: Tensor; sin: Tensor } | null = null;
 
   constructor(config: Pick<ModelConfig, 'rope' | 'headDim' | 'maxPositionEmbeddings'>, device: string) {
     this.#config = config;
@@ -117,6 +119,31 @@ export class RotaryEmbedding {
   cosSin(positions: Tensor, dtype: DType): { cos: Tensor; sin: Tensor } {
     const { invFreq, attentionScaling } = this.#inverseFrequencies(positions);
     return rotaryCosSin(invFreq, attentionScaling, positions, dtype);
+  }
+
+  /**
+   * cosSin's values read from a table of positions 0 .. maxPositionEmbeddings − 1 made once (the batch-invariant mode,
+   * ./batch-invariant.ts): computed per forward, an element's cos and sin take ATen's vectorized or scalar code by
+   * where it falls in the batch's tensor, and the two round differently. Dynamic NTK scaling is refused (its
+   * frequencies follow the longest position in the batch).
+   */
+  tableCosSin(positions: Tensor, dtype: DType): { cos: Tensor; sin: Tensor } {
+    const { rope, maxPositionEmbeddings } = this.#config;
+    if (rope.scaling.type === 'dynamic')
+      throw new Error('the batch-invariant forward does not take dynamic NTK RoPE (its frequencies follow the batch)');
+    if (this.#table === null) {
+      const { invFreq, attentionScaling } = this.#inverseFrequencies(positions);
+      const all = torch.arange(maxPositionEmbeddings, { device: this.#device }).view([1, maxPositionEmbeddings]);
+      const t = rotaryCosSin(invFreq, attentionScaling, all, 'float32'); // [1, 1, P, headDim]
+      this.#table = {
+        cos: torch.keep(t.cos.view([maxPositionEmbeddings, -1])),
+        sin: torch.keep(t.sin.view([maxPositionEmbeddings, -1])),
+      };
+    }
+    const [batch, length] = positions.shape as [number, number];
+    const index = positions.reshape([-1]);
+    const read = (table: Tensor) => table.indexSelect(0, index).view([batch, 1, length, -1]).to({ dtype });
+    return { cos: read(this.#table.cos), sin: read(this.#table.sin) };
   }
 
   /** inv_freq for these positions: fixed, except dynamic NTK which grows with the longest position (as transformers). */
@@ -142,5 +169,8 @@ export class RotaryEmbedding {
   dispose(): void {
     this.#fixed?.invFreq.dispose();
     this.#fixed = null;
+    this.#table?.cos.dispose();
+    this.#table?.sin.dispose();
+    this.#table = null;
   }
 }
