@@ -454,7 +454,11 @@ export class CausalLM {
       positions = positions.add(step.plan.tokenOffsets);
     }
     const invariant = this.#batchInvariant;
-    const { cos, sin } = invariant ? this.#rope.tableCosSin(positions, this.dtype) : this.#rope.cosSin(positions, this.dtype);
+    // the table's bound on the positions: a cache's length, else the sequence's (explicit ids: read back)
+    const limit = () => (cache ? cache.maxLength : positionIds ? positions.max().item() + 1 : seqLen);
+    const { cos, sin } = invariant
+      ? this.#rope.tableCosSin(positions, this.dtype, limit())
+      : this.#rope.cosSin(positions, this.dtype);
     if (invariant && shared !== null) throw new TypeError('forward: the batch-invariant forward takes no sharedPrefix layout');
     // batch-invariant: each row's attention starts at its first real token (left padding cut off, see rowStarts)
     const rowStarts = invariant && step === null && real !== null ? sequenceStarts(real) : null;
