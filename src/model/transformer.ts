@@ -454,6 +454,10 @@ export class CausalLM {
       positions = positions.add(step.plan.tokenOffsets);
     }
     const invariant = this.#batchInvariant;
+    // the training layout's packed copies are made again each pass: optimizers update weights in place without
+    // always bumping their version (libtorch's fused AdamW), which the inference layout's repacking relies on
+    if (invariant && this.layout === 'training')
+      for (const l of [...this.#linears.values(), this.#headLinear]) if (l.packed) l.packed.version = -1;
     // the table's bound on the positions: a cache's length, else the sequence's (explicit ids: read back)
     const limit = () => (cache ? cache.maxLength : positionIds ? positions.max().item() + 1 : seqLen);
     const { cos, sin } = invariant
