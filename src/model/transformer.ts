@@ -351,6 +351,10 @@ export class CausalLM {
       throw new Error(
         `the batch-invariant forward runs on a CPU with AVX2 and FMA; this model is on ${device}${device === 'cpu' ? ' (no AVX2/FMA)' : ''}`,
       );
+    if (on && this.config.moe !== null)
+      throw new Error(
+        `the batch-invariant forward does not cover ${this.config.architecture} yet: a mixture of experts' routing and sums follow the batch`,
+      );
     if (on && this.config.rope.scaling.type === 'dynamic')
       throw new Error('the batch-invariant forward does not take dynamic NTK RoPE (its frequencies follow the batch)');
     this.#batchInvariant = on;

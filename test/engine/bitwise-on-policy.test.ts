@@ -5,6 +5,7 @@
 // right-padded responses, as the trainer lays them out), other groupings and orders, and the forward that
 // records gradients. With the mode off the same comparison finds unequal bits (the gap the mode removes).
 import assert from 'node:assert/strict';
+import { dirname, join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import { RolloutEngine } from '../../src/engine/index.js';
 import { CausalLM, forwardBackward, type ModelDType, tokenLogProbs } from '../../src/model/index.js';
@@ -132,6 +133,17 @@ describe('bitwise on-policy: the sampler log-probs equal the trainer forward', (
       }
     });
   }
+
+  test('a mixture of experts is refused, naming the architecture', (t) => {
+    if (!torch.packedLinearSupported()) return t.skip('needs a CPU with AVX2/FMA');
+    const moe = CausalLM.load(join(dirname(modelDir('qwen2-tied')), 'qwen3-moe'));
+    try {
+      assert.throws(() => moe.setBatchInvariant(true), /does not cover Qwen3MoeForCausalLM/);
+      assert.equal(moe.batchInvariant, false);
+    } finally {
+      moe.dispose();
+    }
+  });
 
   test('the engine sets its model batch-invariant and attends over keys in eights', async (t) => {
     if (!torch.packedLinearSupported()) return t.skip('needs a CPU with AVX2/FMA');
