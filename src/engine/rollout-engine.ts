@@ -152,10 +152,10 @@ export class RolloutEngine {
       );
     const capture = options.captureDecode ?? !isMoe;
     this.#recordedLayers = recordedLayers(model.config, options.recordRoutedExperts ?? false);
-    this.decodeKeyBucket = positiveOption(
-      'decodeKeyBucket',
-      options.decodeKeyBucket ?? (capture ? DEFAULT_DECODE_KEY_BUCKET : 1),
-    );
+    if (options.batchInvariant !== undefined) model.setBatchInvariant(options.batchInvariant);
+    // batch-invariant attention takes keys in eights (a bucket of 8 spares it padding the keys each step)
+    const bucket = positiveOption('decodeKeyBucket', options.decodeKeyBucket ?? (capture ? DEFAULT_DECODE_KEY_BUCKET : 1));
+    this.decodeKeyBucket = model.batchInvariant && options.decodeKeyBucket === undefined ? Math.ceil(bucket / 8) * 8 : bucket;
     this.#device = model.parameters().get('model.embed_tokens.weight')?.device ?? 'cpu';
     const onCuda = this.#device.startsWith('cuda');
     if (options.cudaGraphs === true && !(capture && onCuda))

@@ -157,4 +157,10 @@ export interface RolloutEngineOptions {
    * for a dense model.
    */
   recordRoutedExperts?: boolean;
+  /**
+   * Decode batch-invariant (the model's setBatchInvariant, ../model/batch-invariant.ts; trainer.bitwise_on_policy): a
+   * request's tokens and log-probs then do not depend on the other requests in its steps, and equal bit for bit those
+   * of a training forward over the same sequence with the mode on. CPU with AVX2/FMA only. Default false.
+   */
+  batchInvariant?: boolean;
 }

@@ -114,6 +114,6 @@ export function fuseForInference(config: ModelConfig, parameters: Map<string, Te
 export function attachPackedWeights(projections: readonly Linear[], dtype: DType, device: string): Linear[] {
   if (device !== 'cpu' || !torch.packedLinearSupported()) return [];
   const maxRows = packedRowLimit(dtype, packedRowsCpu());
-  for (const l of projections) l.packed = { weight: null, version: -1, maxRows };
+  for (const l of projections) l.packed = { weight: null, version: -1, maxRows, fixedOrder: false };
   return [...projections];
 }

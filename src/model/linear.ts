@@ -1,9 +1,11 @@
 // A projection as the model runs it: y = x W^T + b, plus an optional adapter (LoRA) on top,
 //   y = adapter.forward(x, x W^T + b)
 // through BLAS (torch.linear), or, for the inference layout's small products, through torch.packedLinear on a packed
-// copy of W (native/src/kernels.cpp; see ./inference-layout.ts for when a projection gets one).
+// copy of W (native/src/kernels.cpp; see ./inference-layout.ts for when a projection gets one). In the batch-invariant
+// mode (./batch-invariant.ts) every product runs the packed kernel, whatever its row count, with BLAS's gradient.
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
+import { fixedValue } from './batch-invariant.js';
 
 /** Something added to a projection's output, e.g. a LoRA adapter (./lora.ts): y = adapter.forward(x, x W^T + b). */
 export interface LinearAdapter {
@@ -27,6 +29,8 @@ export interface PackedWeight {
   version: number;
   /** Products of more rows go to BLAS (prefill); Infinity for bfloat16 where libtorch's bf16 product is slow. */
   maxRows: number;
+  /** Batch-invariant mode: every product's value comes from the kernel, also under autograd (BLAS gives the gradient). */
+  fixedOrder: boolean;
 }
 
 /** A projection over `weight` and `bias` with no adapter and no packed copy. */
@@ -39,10 +43,17 @@ export const plainLinear = (weight: Tensor, bias: Tensor | null = null): Linear 
 
 export function linear(x: Tensor, l: Linear): Tensor {
   // the kernel has no autograd: a forward that records it (trainable LoRA on an inference-layout model) takes BLAS
-  const y =
-    l.packed !== null && x.numel / x.size(-1) <= l.packed.maxRows && !x.requiresGrad
-      ? torch.packedLinear(x, packedWeight(l), l.bias, l.weight.size(0))
-      : torch.linear(x, l.weight, l.bias);
+  let y: Tensor;
+  if (l.packed?.fixedOrder) {
+    const { weight, bias } = l;
+    y = fixedValue(
+      [x, weight, bias],
+      () => torch.linear(x, weight, bias),
+      () => torch.packedLinear(x.detach(), packedWeight(l), bias?.detach() ?? null, weight.size(0)),
+    );
+  } else if (l.packed !== null && x.numel / x.size(-1) <= l.packed.maxRows && !x.requiresGrad)
+    y = torch.packedLinear(x, packedWeight(l), l.bias, l.weight.size(0));
+  else y = torch.linear(x, l.weight, l.bias);
   return l.adapter === null ? y : l.adapter.forward(x, y);
 }
 

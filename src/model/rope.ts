@@ -99,6 +99,9 @@ export function applyRotary(x: Tensor, cos: Tensor, sin: Tensor): Tensor {
   return x.mul(cos).add(x.roll(x.size(-1) / 2, -1).mul(sin));
 }
 
+/** Positions per chunk of the batch-invariant mode's table (RotaryEmbedding.tableCosSin). */
+const TABLE_CHUNK = 256;
+
 /**
  * A model's RoPE tables: inv_freq computed once and kept, except for dynamic NTK scaling, whose base grows with the
  * longest position past maxPositionEmbeddings (as transformers).
@@ -107,6 +110,8 @@ export class RotaryEmbedding {
   readonly #config: Pick<ModelConfig, 'rope' | 'headDim' | 'maxPositionEmbeddings'>;
   readonly #device: string;
   #fixed: { invFreq: Tensor; attentionScaling: number } | null = null;
+  /** cos, sin [positions, headDim] float32 for positions 0.. (batch-invariant mode, see tableCosSin). */
+  #table: { cos: Tensor; sin: Tensor } | null = null;
 
   constructor(config: Pick<ModelConfig, 'rope' | 'headDim' | 'maxPositionEmbeddings'>, device: string) {
     this.#config = config;
@@ -117,6 +122,38 @@ export class RotaryEmbedding {
   cosSin(positions: Tensor, dtype: DType): { cos: Tensor; sin: Tensor } {
     const { invFreq, attentionScaling } = this.#inverseFrequencies(positions);
     return rotaryCosSin(invFreq, attentionScaling, positions, dtype);
+  }
+
+  /**
+   * cosSin's values read from a table of positions (the batch-invariant mode, ./batch-invariant.ts): computed per
+   * forward, an element's cos and sin take ATen's vectorized or scalar code by where it falls in the batch's tensor,
+   * and the two round differently. The table covers positions 0 .. `limit` − 1 (a bound on `positions`, known without
+   * reading them back), grown in chunks of TABLE_CHUNK positions that are each computed alike, so a position's entry
+   * does not depend on the table's size. Dynamic NTK scaling is refused (its frequencies follow the longest position).
+   */
+  tableCosSin(positions: Tensor, dtype: DType, limit: number): { cos: Tensor; sin: Tensor } {
+    if (this.#config.rope.scaling.type === 'dynamic')
+      throw new Error('the batch-invariant forward does not take dynamic NTK RoPE (its frequencies follow the batch)');
+    const have = this.#table?.cos.size(0) ?? 0;
+    if (limit > have) {
+      const { invFreq, attentionScaling } = this.#inverseFrequencies(positions);
+      const chunks = Array.from({ length: Math.ceil((limit - have) / TABLE_CHUNK) }, (_, c) => {
+        const first = have + c * TABLE_CHUNK;
+        const chunk = torch.arange(first, first + TABLE_CHUNK, 1, { device: this.#device }).view([1, TABLE_CHUNK]);
+        return rotaryCosSin(invFreq, attentionScaling, chunk, 'float32'); // [1, 1, TABLE_CHUNK, headDim]
+      });
+      const grown = (old: Tensor | undefined, part: 'cos' | 'sin') =>
+        torch.keep(torch.cat([...(old ? [old] : []), ...chunks.map((c) => c[part].view([TABLE_CHUNK, -1]))], 0));
+      const table = { cos: grown(this.#table?.cos, 'cos'), sin: grown(this.#table?.sin, 'sin') };
+      this.#table?.cos.dispose();
+      this.#table?.sin.dispose();
+      this.#table = table;
+    }
+    const [batch, length] = positions.shape as [number, number];
+    const index = positions.reshape([-1]);
+    const read = (table: Tensor) => table.indexSelect(0, index).view([batch, 1, length, -1]).to({ dtype });
+    const table = this.#table as { cos: Tensor; sin: Tensor };
+    return { cos: read(table.cos), sin: read(table.sin) };
   }
 
   /** inv_freq for these positions: fixed, except dynamic NTK which grows with the longest position (as transformers). */
@@ -142,5 +179,8 @@ export class RotaryEmbedding {
   dispose(): void {
     this.#fixed?.invFreq.dispose();
     this.#fixed = null;
+    this.#table?.cos.dispose();
+    this.#table?.sin.dispose();
+    this.#table = null;
   }
 }

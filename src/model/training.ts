@@ -301,7 +301,8 @@ export function tokenLogProbs(model: CausalLM, inputIds: Tensor, options: TokenL
   const { chunkSize } = checked;
   return torch.scope(() => {
     const temperature = headTemperature(checked.temperature, inputIds.device);
-    const input = trunkInput(inputIds, options);
+    // the batch-invariant forward runs each row whole (no prompt shared between rows: ./batch-invariant.ts)
+    const input = trunkInput(inputIds, model.batchInvariant ? { ...options, promptWidth: undefined } : options);
     const hidden = input.headHidden(model.forward(input.ids, { ...input.forward, output: 'hidden' }));
     const { targets } = input;
     const parts = chunks(targets.size(1), chunkSize).map(([start, size]) =>
@@ -419,7 +420,7 @@ export function forwardBackward(
     // a weighted load-balancing loss covers every real token, as transformers': no shared-prompt packing, which
     // runs each prompt once and leaves out each row's last token
     const weightedAux = moe !== null && (options.routerAuxLoss ?? 0) !== 0;
-    const input = trunkInput(inputIds, weightedAux ? { ...options, promptWidth: undefined } : options);
+    const input = trunkInput(inputIds, weightedAux || model.batchInvariant ? { ...options, promptWidth: undefined } : options);
     const aux: RouterAux | null =
       moe !== null && options.routerAuxLoss !== undefined
         ? {

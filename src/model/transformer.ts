@@ -21,10 +21,12 @@
 // Beside this file: ./rope.ts (rotary tables for each rope type), ./hf-weights.ts (weight names, checks, reading and
 // writing folders), ./linear.ts (a projection, with adapter and packed kernel), ./inference-layout.ts (fused,
 // column-major weights for decoding), ./kv-cache.ts, ./shared-prefix-attention.ts (GRPO groups packed in one row),
-// ./moe.ts (the sparse expert MLP and its load-balancing loss).
+// ./moe.ts (the sparse expert MLP and its load-balancing loss), ./batch-invariant.ts (setBatchInvariant: logits that do
+// not depend on the batch, the same bits in a decode step and a training forward).
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import { attention } from './attention.js';
+import { batchInvariantSupported, invariantAttention, invariantRmsNorm, sequenceStarts } from './batch-invariant.js';
 import { causalPadMask } from './attention-mask.js';
 import { loadModelConfig, type ModelConfig } from './config.js';
 import { checkWeights, expectedWeights, readModelWeights, type SaveModelOptions, writeModelFolder } from './hf-weights.js';
@@ -70,7 +72,8 @@ interface DenseMlp {
  * `onePass` (see CausalLM.#cpuDecodeKernels): torch.decodeRmsNorm, one native pass instead of ATen's ~10 ops a call
  * (~1.5 vs ~10 us: a sizeable share of a small model's decode step).
  */
-function rmsNorm(x: Tensor, weight: Tensor, eps: number, onePass: boolean): Tensor {
+function rmsNorm(x: Tensor, weight: Tensor, eps: number, onePass: boolean | 'invariant'): Tensor {
+  if (onePass === 'invariant') return invariantRmsNorm(x, weight, eps, () => rmsNorm(x, weight, eps, false));
   if (onePass) return torch.decodeRmsNorm(x, weight, eps);
   return x.dtype === 'float32'
     ? torch.rmsNorm(x, weight.shape, weight, eps)
@@ -91,6 +94,18 @@ function mlp(layer: DenseMlp, h: Tensor): Tensor {
       .mul(gateUp.narrow(-1, width, width)),
     layer.downProj,
   );
+}
+
+/** What one layer's attention reads of its pass (see CausalLM.beginPass). */
+interface AttentionPass {
+  cos: Tensor;
+  sin: Tensor;
+  mask: Tensor | null;
+  step: CacheStep | null;
+  shared: SharedPrefixPass | null;
+  /** Batch-invariant forwards without a cache: each row's first real token (null: all 0). */
+  rowStarts: readonly number[] | null;
+  onePass: boolean | 'invariant';
 }
 
 /** A sparse block's expert projections (each expert's run of a decode step is a few rows: the packed kernel's case). */
@@ -179,6 +194,7 @@ export class CausalLM {
   readonly #fused: (Tensor | null)[];
   readonly #rope: RotaryEmbedding;
   #disposed = false;
+  #batchInvariant = false;
 
   /**
    * Builds a model from weights with Hugging Face names, checked against the config; the model takes ownership.
@@ -316,6 +332,45 @@ export class CausalLM {
     for (const l of this.#packedLinears) if (l.packed !== null) packedWeight(l);
   }
 
+  /** Whether forwards run batch-invariant (see setBatchInvariant). */
+  get batchInvariant(): boolean {
+    return this.#batchInvariant;
+  }
+
+  /**
+   * Batch-invariant forwards on or off (./batch-invariant.ts): a sequence's logits then do not depend on its batch
+   * companions, its row, padding, or a KV cache, and are the same bits in either weight layout (the sampler's
+   * log-probs equal the trainer's). On a CPU with AVX2/FMA; the training layout keeps a packed copy of each projection
+   * (the weights' size again) while it is on.
+   */
+  setBatchInvariant(on: boolean): void {
+    this.#checkAlive();
+    if (on === this.#batchInvariant) return;
+    const device = this.#embedTokens.device;
+    if (on && !batchInvariantSupported(device))
+      throw new Error(
+        `the batch-invariant forward runs on a CPU with AVX2 and FMA; this model is on ${device}${device === 'cpu' ? ' (no AVX2/FMA)' : ''}`,
+      );
+    if (on && this.config.moe !== null)
+      throw new Error(
+        `the batch-invariant forward does not cover ${this.config.architecture} yet: a mixture of experts' routing and sums follow the batch`,
+      );
+    if (on && this.config.rope.scaling.type === 'dynamic')
+      throw new Error('the batch-invariant forward does not take dynamic NTK RoPE (its frequencies follow the batch)');
+    this.#batchInvariant = on;
+    if (this.layout === 'inference') {
+      for (const l of this.#packedLinears) if (l.packed !== null) l.packed.fixedOrder = on;
+      return;
+    }
+    for (const l of [...this.#linears.values(), this.#headLinear]) {
+      if (on) l.packed = { weight: null, version: -1, maxRows: Number.POSITIVE_INFINITY, fixedOrder: true };
+      else {
+        l.packed?.weight?.dispose();
+        l.packed = null;
+      }
+    }
+  }
+
   /** True when a forward pass draws random numbers (an adapter with dropout in training mode). */
   get isStochastic(): boolean {
     for (const l of this.#linears.values()) if (l.adapter?.stochastic) return true;
@@ -402,21 +457,34 @@ export class CausalLM {
     if (step !== null && positionIds === undefined) {
       positions = positions.add(step.plan.tokenOffsets);
     }
-    const { cos, sin } = this.#rope.cosSin(positions, this.dtype);
+    const invariant = this.#batchInvariant;
+    // the training layout's packed copies are made again each pass: optimizers update weights in place without
+    // always bumping their version (libtorch's fused AdamW), which the inference layout's repacking relies on
+    if (invariant && this.layout === 'training')
+      for (const l of [...this.#linears.values(), this.#headLinear]) if (l.packed) l.packed.version = -1;
+    // the table's bound on the positions: a cache's length, else the sequence's (explicit ids: read back)
+    const limit = () => (cache ? cache.maxLength : positionIds ? positions.max().item() + 1 : seqLen);
+    const { cos, sin } = invariant
+      ? this.#rope.tableCosSin(positions, this.dtype, limit())
+      : this.#rope.cosSin(positions, this.dtype);
+    if (invariant && shared !== null) throw new TypeError('forward: the batch-invariant forward takes no sharedPrefix layout');
+    // batch-invariant: each row's attention starts at its first real token (left padding cut off, see rowStarts)
+    const rowStarts = invariant && step === null && real !== null ? sequenceStarts(real) : null;
 
     // attention mask, true = attend: causal, real keys only, plus the diagonal (a pad query sees itself)
     let mask: Tensor | null = null;
     if (step !== null) mask = step.attentionMask;
     else if (real !== null) mask = causalPadMask(real);
     const eps = this.config.rmsNormEps;
-    const onePass = this.#cpuDecodeKernels();
+    const onePass = invariant ? 'invariant' : this.#cpuDecodeKernels();
     return {
       numLayers: this.#layers.length,
       embed: () => torch.embedding(this.#embedTokens, inputIds),
       layer: (i, x) => {
         const layer = this.#layers[i];
         if (layer === undefined) throw new RangeError(`layer ${i} out of range (${this.#layers.length} layers)`);
-        const h = x.add(this.#attention(layer, i, rmsNorm(x, layer.inputLayernorm, eps, onePass), cos, sin, mask, step, shared));
+        const normed0 = rmsNorm(x, layer.inputLayernorm, eps, onePass);
+        const h = x.add(this.#attention(layer, i, normed0, { cos, sin, mask, step, shared, rowStarts, onePass }));
         const normed = rmsNorm(h, layer.postAttentionLayernorm, eps, onePass);
         if (!('router' in layer.mlp)) return h.add(mlp(layer.mlp, normed));
         const onRouting = options.onRouting;
@@ -439,16 +507,8 @@ export class CausalLM {
     return linear(hidden, this.#headLinear);
   }
 
-  #attention(
-    layer: DecoderLayer,
-    index: number,
-    h: Tensor,
-    cos: Tensor,
-    sin: Tensor,
-    mask: Tensor | null,
-    step: CacheStep | null,
-    shared: SharedPrefixPass | null = null,
-  ): Tensor {
+  #attention(layer: DecoderLayer, index: number, h: Tensor, pass: AttentionPass): Tensor {
+    const { cos, sin, mask, step, shared, rowStarts, onePass } = pass;
     const [batch, seqLen] = h.shape as [number, number, number];
     const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim, rmsNormEps: eps } = this.config;
     const fused = layer.qkvProj;
@@ -465,7 +525,6 @@ export class CausalLM {
     k = k.view([batch, seqLen, kvHeads, headDim]);
     v = v.view([batch, seqLen, kvHeads, headDim]).transpose(1, 2);
     if (layer.qNorm !== null && layer.kNorm !== null) {
-      const onePass = this.#cpuDecodeKernels();
       q = rmsNorm(q, layer.qNorm, eps, onePass);
       k = rmsNorm(k, layer.kNorm, eps, onePass);
     }
@@ -478,7 +537,9 @@ export class CausalLM {
     let keys = k;
     let values = v;
     if (step !== null) ({ keys, values } = step.update(index, k, v));
-    const out = attention(q, keys, values, mask);
+    const out = this.#batchInvariant
+      ? invariantAttention(q, keys, values, mask, rowStarts, () => attention(q, keys, values, mask))
+      : attention(q, keys, values, mask);
     return linear(out.transpose(1, 2).reshape([batch, seqLen, heads * headDim]), layer.oProj);
   }
 

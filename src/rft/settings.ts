@@ -135,6 +135,11 @@ export interface StageSettings {
     distributedTimeoutMs: number;
     /** trainer.zero_stage: 1 shards the policy's AdamW state over the data-parallel ranks (ZeRO-1). */
     zeroStage: 0 | 1;
+    /**
+     * trainer.bitwise_on_policy: the rollout engine and the trainer run the batch-invariant forward
+     * (../model/batch-invariant.ts), so the trainer's log-probs equal the sampler's bit for bit.
+     */
+    bitwiseOnPolicy: boolean;
     /** trainer.stop_when (mode train over a dataset): evaluate every evalInterval steps, end once the metric reaches
      * the bound; null: train total_steps without evaluating. */
     stopWhen: StopRule | null;

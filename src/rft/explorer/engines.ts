@@ -12,7 +12,7 @@ import type { StartedEngine } from '../sync/weight-channel.js';
 
 /** What starting the explorer's engine reads of the stage's settings. */
 export type EngineSettings = Pick<StageSettings, 'modelPath' | 'dtype' | 'jobDir' | 'explorer' | 'threads' | 'sync'> &
-  Partial<Pick<StageSettings, 'algorithm'>>;
+  Partial<Pick<StageSettings, 'algorithm' | 'trainer'>>;
 
 /**
  * The explorer's engine: the embedded one on its own thread with `weightsDir`'s weights (engine_num > 1: a pool of
@@ -48,6 +48,8 @@ async function startEngine(settings: EngineSettings, weightsDir: string, log: (l
       slots: settings.explorer.slots,
       maxLength: settings.explorer.maxLength,
       ...(recordRoutedExperts ? { recordRoutedExperts } : {}),
+      // trainer.bitwise_on_policy: the sampler's half (the trainer's: ../trainer/trainer-worker-main.ts)
+      ...(settings.trainer?.bitwiseOnPolicy ? { batchInvariant: true } : {}),
     };
     if (spec.engineProcess) {
       const engine = await startEngineProcesses({

@@ -1,6 +1,6 @@
 // The `trainer` section of the run config (Trinity's TrainerConfig): checkpoints, micro-batches (by rows, or by a
 // token budget: use_dynamic_bsz, ./token-budget.ts), device, mixed
-// precision, ZeRO-1, data-parallel timeouts and stop_when — the schema with its defaults, the dtypes derived from the
+// precision, ZeRO-1, data-parallel timeouts, stop_when and bitwise_on_policy — the schema with its defaults, the dtypes derived from the
 // model with their rules, stop_when's rules, and the trainer's settings (./loop.ts, ./train-step.ts). Written in the
 // config language of src/rft/config/.
 import { z } from 'zod';
@@ -59,6 +59,10 @@ export const TrainerSchema = z.strictObject({
   distributed_timeout: numIn(0, MAX_TIMEOUT_SECONDS, true).default(600), // (0, 2147483] seconds a data-parallel rank waits in a collective (veRL nccl_timeout 600)
   total_steps: intIn(1, MAX_STEPS).nullable().default(null), // [1, 1e9]; null: until the buffer runs out
   stop_when: StopWhenSchema.nullable().default(null), // mode train: end the stage once an eval metric reaches a value
+  // not in Trinity: the rollout engine and the trainer run the batch-invariant forward (src/model/batch-invariant.ts),
+  // so the trainer's log-probs equal the sampler's bit for bit (rollout_corr/kl exactly 0); CPU only; its cost is in
+  // bench/README.md (bench:on-policy)
+  bitwise_on_policy: bool().default(false),
 });
 
 export type TrainerConfig = Omit<
@@ -116,6 +120,42 @@ export function trainerDtypes(
   return { param_dtype: paramDtype, master_dtype: masterDtype };
 }
 
+/** What trainer.bitwise_on_policy's rules read from the rest of the stage. */
+export interface BitwiseOnPolicyContext {
+  lora: unknown;
+  /** model.dtype: the rollout engine's. */
+  modelDtype: Dtype;
+  paramDtype: Dtype;
+  engineType: string;
+  rolloutDevice: string;
+}
+
+/**
+ * trainer.bitwise_on_policy: both sides must run the batch-invariant forward on the same weights in the same dtype, on
+ * the CPU: not an external server, not LoRA adapters (their products are not covered), not a GPU.
+ */
+export function checkBitwiseOnPolicy(
+  trainer: z.output<typeof TrainerSchema>,
+  context: BitwiseOnPolicyContext,
+  problem: ReportProblem,
+): void {
+  if (!trainer.bitwise_on_policy) return;
+  const at = 'trainer.bitwise_on_policy';
+  if (context.engineType !== 'embedded')
+    problem(at, `needs the embedded rollout engine; explorer.rollout_model.engine_type ${context.engineType} samples elsewhere`);
+  if (context.lora !== null) problem(at, "does not cover LoRA adapters' products yet: remove model.lora or this key");
+  if (context.paramDtype !== context.modelDtype)
+    problem(
+      at,
+      `needs the trainer to compute in the rollout engine's dtype: trainer.param_dtype is ${context.paramDtype}, model.dtype ${context.modelDtype}`,
+    );
+  for (const [key, device] of [
+    ['trainer.device', trainer.device],
+    ['explorer.rollout_model.device', context.rolloutDevice],
+  ] as const)
+    if (device.startsWith('cuda')) problem(at, `runs on the CPU (its fixed-order kernels are CPU kernels); ${key} is ${device}`);
+}
+
 /** What stop_when's rules read from the rest of the stage. */
 export interface StopWhenContext {
   /** False for the top level of a multi-stage file (it never runs by itself). */
@@ -168,6 +208,7 @@ export function trainerSettings(trainer: TrainerConfig, device: string): StageSe
     device,
     distributedTimeoutMs: trainer.distributed_timeout * 1000,
     zeroStage: trainer.zero_stage,
+    bitwiseOnPolicy: trainer.bitwise_on_policy,
     stopWhen: trainer.stop_when
       ? { metric: trainer.stop_when.metric, atLeast: trainer.stop_when.at_least, atMost: trainer.stop_when.at_most }
       : null,

@@ -3,12 +3,18 @@
 // the auxiliary datasets' read positions are run state: they go into checkpoints and come back on resume.
 import type { SampleStrategy } from '../algorithm/sample-strategy.js';
 import type { AuxiliaryReader, ExperienceSource } from '../buffer/index.js';
+import { canonicalExperienceOrder } from './canonical-order.js';
 import { BufferExperienceSource } from './experience-source.js';
 import type { StageSettings } from '../settings.js';
 import type { StepBatch } from './loop.js';
 
-/** What the step batches read of the stage's settings: experiences per step and the longest wait for them. */
-export type StepBatchSettings = Pick<StageSettings, 'trainBatchSize' | 'buffer'>;
+/**
+ * What the step batches read of the stage's settings: experiences per step, the longest wait for them, and
+ * trainer.bitwise_on_policy (rows in canonical order, ./canonical-order.ts).
+ */
+export type StepBatchSettings = Pick<StageSettings, 'trainBatchSize' | 'buffer'> & {
+  trainer?: Pick<StageSettings['trainer'], 'bitwiseOnPolicy'>;
+};
 
 /** The trainer's experiences: the shared buffer, or a dataset's batch per step. */
 export type TrainerSource = BufferExperienceSource | ((step: number) => ExperienceSource);
@@ -79,7 +85,7 @@ export class StepBatches {
     // a strategy that can make no more batches (sampled.ended) ends training as a drained source does
     const shortBecause = sampled.ended ?? buffer?.shortBecause ?? null;
     return {
-      experiences: sampled.experiences,
+      experiences: this.#settings.trainer?.bitwiseOnPolicy ? canonicalExperienceOrder(sampled.experiences) : sampled.experiences,
       metrics: sampled.metrics,
       exhausted: sampled.ended !== undefined || (read === 0 && !(buffer?.shortStep ?? false)),
       ...(shortBecause !== null ? { shortBecause } : {}),

@@ -244,6 +244,7 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   const device = init.device ?? 'cpu';
   const onDevice = device === 'cpu' ? {} : { device };
   const model = CausalLM.load(modelDir, { dtype: init.dtype, ...onDevice, requiresGrad: init.lora === null });
+  if (init.bitwiseOnPolicy) model.setBatchInvariant(true);
   let master: TrainerState['master'] = null;
   if (init.masterDtype !== undefined && init.masterDtype !== init.dtype) {
     if (init.lora !== null) {

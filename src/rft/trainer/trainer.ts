@@ -58,6 +58,8 @@ export interface TrainerInit {
   /** Micro-batches by this token budget instead of microBatchSize rows (trainer.use_dynamic_bsz); null or absent: rows. */
   microBatchTokens?: number | null;
   gradientCheckpointing: boolean;
+  /** trainer.bitwise_on_policy: the policy runs the batch-invariant forward (../../model/batch-invariant.ts). */
+  bitwiseOnPolicy?: boolean;
   padTokenId: number;
   criticLr?: number;
   seed: number;

@@ -159,6 +159,7 @@ describe('loadConfig: defaults and derived keys', () => {
       master_dtype: 'float32', // verl FSDP's float32 parameters under bf16 compute
       zero_stage: 0, // data-parallel ranks keep the whole AdamW state (1: each its shard)
       stop_when: null, // train the stage's total_steps
+      bitwise_on_policy: false, // the sampler's and trainer's forwards keep their own kernels
       distributed_timeout: 600, // veRL's nccl_timeout
     });
     assert.deepEqual(config.synchronizer, {

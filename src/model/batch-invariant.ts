@@ -1,0 +1,139 @@
+// Batch-invariant forward (the model's bitwise on-policy mode, trainer.bitwise_on_policy): a sequence's logits do not
+// depend on what else is in the batch, on its row, on padding, or on whether its prefix came from a KV cache (a decode
+// step) or a full forward (training), so the sampler's log-probs and the trainer's are the same bits.
+//
+// What otherwise differs between the engine's forward and the trainer's on the CPU, and what this mode runs instead:
+//   projections   BLAS (sgemm picks blocking and kernels by the row count) vs torch.packedLinear for 1-64 rows
+//                 → torch.packedLinear for every row count: each output is one float32 FMA chain over k in order
+//   attention     decode: torch.decodeAttention over the cache; training: batched products or libtorch's flash kernel
+//                 → torch.decodeAttention for every query, one query per kernel row, keys at the same cache positions
+//                   (key i of a sequence at position i: left padding is cut off per row) and the key count rounded up to
+//                   a multiple of 8 (the kernel scores keys 8 at a time and a ragged tail in another order; masked keys
+//                   add exact zeros)
+//   RMSNorm       torch.decodeRmsNorm (one pass per row) vs ATen's rms_norm → torch.decodeRmsNorm on both sides
+//   RoPE cos/sin  computed per forward from the positions (ATen's vectorized cos and its scalar tail round
+//                 differently, and which elements fall in the tail depends on the batch) → read from a table made in
+//                 fixed chunks of positions (./rope.ts)
+// Elementwise ops (residual adds, SwiGLU, the rotary products) and the log-softmax over the vocabulary (one row at a
+// time) are the same per element or row whatever the batch.
+//
+// Gradients: the fixed-order kernels have no autograd, so a forward that records one computes the ordinary op too and
+// takes its value from the kernel and its gradient from the ordinary op:
+//   out = ordinary − detach(ordinary) + fixed          (ordinary − detach(ordinary) is exactly 0; same function, so
+//                                                       the gradient is the ordinary op's)
+// That is one extra forward per projection and attention in a training forward (bench/README.md, bench:on-policy).
+// Not covered: LoRA adapters' products (ATen's matmuls; refused by the config key), mixtures of experts (measured: 711 of
+// 756 sampled tokens equal on the qwen3-moe fixture; refused), dynamic NTK RoPE (its frequencies follow the longest
+// position in the batch; refused), and CPUs without AVX2/FMA (refused).
+import type { Tensor } from '../torch/index.js';
+import * as torch from '../torch/index.js';
+
+/** Whether this machine runs the batch-invariant forward (its kernels: the CPU's AVX2/FMA ones). */
+export const batchInvariantSupported = (device: string): boolean => device === 'cpu' && torch.packedLinearSupported();
+
+/** Whether autograd would record an op on these tensors. */
+const recordsGradients = (...tensors: (Tensor | null)[]): boolean =>
+  torch.isGradEnabled() && tensors.some((t) => t?.requiresGrad === true);
+
+/**
+ * `fixed()`'s value with `ordinary`'s gradient when autograd records (see the header), else `fixed()` alone.
+ * `fixed` runs without gradients on detached inputs.
+ */
+export function fixedValue(inputs: (Tensor | null)[], ordinary: () => Tensor, fixed: () => Tensor): Tensor {
+  if (!recordsGradients(...inputs)) return fixed();
+  const y = ordinary();
+  const value = torch.noGrad(fixed);
+  return y.sub(y.detach()).add(value);
+}
+
+/** RMSNorm with the one-pass kernel's bits: y = weight * x * rsqrt(mean(x^2) + eps) (ordinary: ATen's, as transformers). */
+export function invariantRmsNorm(x: Tensor, weight: Tensor, eps: number, ordinary: () => Tensor): Tensor {
+  return fixedValue([x, weight], ordinary, () => torch.decodeRmsNorm(x.detach(), weight.detach(), eps));
+}
+
+/** Keys per decodeAttention call rounded up to this (see the header). */
+const KEY_MULTIPLE = 8;
+
+/**
+ * softmax(q k^T / sqrt(d) + mask) v through torch.decodeAttention one query per kernel row, independent of the batch:
+ *   q [B, H, S, d], k and v [B, KV, L, d], mask bool [B or 1, 1, S, L] (true = attend) or null (causal, S = L),
+ *   rowStarts: per row, the first position of its sequence (left padding before it; null: all 0). Row b's queries
+ *   and keys from rowStarts[b] on are attended as a sequence of their own; its queries before that give zeros.
+ * `ordinary` gives the gradient when autograd records (see fixedValue).
+ */
+export function invariantAttention(
+  q: Tensor,
+  k: Tensor,
+  v: Tensor,
+  mask: Tensor | null,
+  rowStarts: readonly number[] | null,
+  ordinary: () => Tensor,
+): Tensor {
+  return fixedValue([q, k, v], ordinary, () => fixedOrderAttention(q.detach(), k.detach(), v.detach(), mask, rowStarts));
+}
+
+function fixedOrderAttention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null, rowStarts: readonly number[] | null): Tensor {
+  const [batch, heads, queries, headDim] = q.shape as [number, number, number, number];
+  const keys = k.size(2);
+  const scale = 1 / Math.sqrt(headDim);
+  const allowed = mask ?? torch.ones([queries, keys], { dtype: 'bool', device: q.device }).tril(0).view([1, 1, queries, keys]);
+  if (queries === 1 && (rowStarts === null || rowStarts.every((s) => s === 0))) {
+    // a decode step: one kernel call over the batch, as the engine's eager path makes it
+    const padded = padKeys(k, v, allowed.expand([batch, 1, 1, keys]));
+    return torch.decodeAttention(q.contiguous(), padded.k, padded.v, padded.mask, scale);
+  }
+  const rows = Array.from({ length: batch }, (_, b) => {
+    const first = rowStarts?.[b] ?? 0;
+    const length = queries - first;
+    const before = torch.zeros([first, heads, 1, headDim], { dtype: q.dtype, device: q.device });
+    if (length <= 0) return before.permute([2, 1, 0, 3]);
+    // row b's queries as kernel rows [length, H, 1, d]; its keys, values and mask (from its start) seen by each
+    const keyCount = keys - first;
+    const rowQueries = q.select(0, b).narrow(1, first, length).permute([1, 0, 2]).unsqueeze(2).contiguous();
+    const rowKeys = (t: Tensor) =>
+      t
+        .select(0, b)
+        .narrow(1, first, keyCount)
+        .unsqueeze(0)
+        .expand([length, t.size(1), keyCount, headDim]);
+    const rowMask = allowed
+      .select(0, allowed.size(0) === 1 ? 0 : b)
+      .narrow(1, first, length)
+      .narrow(2, first, keyCount)
+      .permute([1, 0, 2])
+      .unsqueeze(1); // [length, 1, 1, keyCount]
+    const padded = padKeys(rowKeys(k), rowKeys(v), rowMask);
+    const attended = torch.decodeAttention(rowQueries, padded.k, padded.v, padded.mask, scale);
+    return (first === 0 ? attended : torch.cat([before, attended], 0)).permute([2, 1, 0, 3]); // [1, H, S, d]
+  });
+  return torch.cat(rows, 0);
+}
+
+/**
+ * Each row's first real token, for a mask [B, T] whose real tokens are one run per row (left and right padding);
+ * read back to the host. The batch-invariant forward attends from there (./batch-invariant.ts).
+ */
+export function sequenceStarts(real: Tensor): number[] {
+  return (real.toArray() as boolean[][]).map((row, b) => {
+    const first = row.indexOf(true);
+    const end = row.lastIndexOf(true) + 1;
+    if (first >= 0 && row.slice(first, end).includes(false))
+      throw new TypeError(
+        `forward: the batch-invariant forward needs each row's real tokens in one run; row ${b} has a pad inside`,
+      );
+    return Math.max(first, 0);
+  });
+}
+
+/** Keys, values and mask with the key count rounded up to KEY_MULTIPLE (zero keys, masked). */
+function padKeys(k: Tensor, v: Tensor, mask: Tensor): { k: Tensor; v: Tensor; mask: Tensor } {
+  const keys = k.size(2);
+  const extra = (KEY_MULTIPLE - (keys % KEY_MULTIPLE)) % KEY_MULTIPLE;
+  if (extra === 0) return { k, v, mask };
+  const pad = (t: Tensor, dim: number, value: number | boolean) => {
+    const shape = [...t.shape];
+    shape[dim] = extra;
+    return torch.cat([t, torch.full(shape, value, { dtype: t.dtype, device: t.device })], dim);
+  };
+  return { k: pad(k, 2, 0), v: pad(v, 2, 0), mask: pad(mask, 3, false) };
+}

@@ -1,0 +1,160 @@
+// The batch-invariant mode (trainer.bitwise_on_policy; src/model/batch-invariant.ts): every token the rollout engine
+// samples carries the log-prob that the trainer's forward computes for it, bit for bit — under continuous batching
+// (more requests than slots: companions change every step), shared prompts (n > 1), captured and eager decode steps,
+// in float32 and bfloat16 — whatever the trainer's batch: all sequences in one padded batch (left-padded prompts,
+// right-padded responses, as the trainer lays them out), other groupings and orders, and the forward that
+// records gradients. With the mode off the same comparison finds unequal bits (the gap the mode removes).
+import assert from 'node:assert/strict';
+import { dirname, join } from 'node:path';
+import { before, describe, test } from 'node:test';
+import { RolloutEngine } from '../../src/engine/index.js';
+import { CausalLM, forwardBackward, type ModelDType, tokenLogProbs } from '../../src/model/index.js';
+import * as torch from '../../src/torch/index.js';
+import { modelDir } from './helpers.js';
+
+interface Sampled {
+  prompt: number[];
+  tokens: number[];
+  logprobs: number[];
+  temperature: number;
+}
+
+/** 24 requests (prompts of 1-17 ids, 20-59 new tokens, temperatures 1 / 0.7 / 1.3, every fourth with n = 2) on 3 slots. */
+async function sample(dir: string, dtype: ModelDType, on: boolean, captureDecode: boolean): Promise<Sampled[]> {
+  const engine = RolloutEngine.load(dir, { dtype, slots: 3, maxLength: 96, captureDecode, batchInvariant: on });
+  try {
+    const requests = Array.from({ length: 24 }, (_, i) => ({
+      promptIds: Array.from({ length: 1 + ((i * 5) % 17) }, (_, j) => 3 + ((i * 37 + j * 11) % 120)),
+      maxTokens: 20 + ((i * 13) % 40),
+      ignoreEos: true,
+      temperature: [1, 0.7, 1.3][i % 3] as number,
+      seed: i,
+      n: i % 4 === 0 ? 2 : 1,
+    }));
+    const results = await Promise.all(requests.map((r) => engine.generate(r)));
+    return results.flatMap((r, i) =>
+      r.completions.map((c) => ({
+        prompt: requests[i]?.promptIds ?? [],
+        tokens: c.tokenIds,
+        logprobs: c.logprobs,
+        temperature: requests[i]?.temperature ?? 1,
+      })),
+    );
+  } finally {
+    await engine.close();
+  }
+}
+
+/** The trainer's layout of a batch: prompts left-padded to the longest, responses right-padded. */
+function trainerBatch(rows: readonly Sampled[]): { ids: torch.Tensor; mask: torch.Tensor; promptWidth: number } {
+  const promptWidth = Math.max(...rows.map((s) => s.prompt.length));
+  const responseWidth = Math.max(...rows.map((s) => s.tokens.length));
+  const ids = rows.map((s) => {
+    const left = promptWidth - s.prompt.length;
+    const right = responseWidth - s.tokens.length;
+    return [...Array(left).fill(0), ...s.prompt, ...s.tokens, ...Array(right).fill(0)].map(BigInt);
+  });
+  const mask = rows.map((s) => {
+    const left = promptWidth - s.prompt.length;
+    const right = responseWidth - s.tokens.length;
+    return [...Array(left).fill(0n), ...Array(s.prompt.length + s.tokens.length).fill(1n), ...Array(right).fill(0n)];
+  });
+  return { ids: torch.tensor(ids), mask: torch.tensor(mask), promptWidth };
+}
+
+/** The trainer's log-probs of each row's sampled tokens; `withGrad`: the forward that records gradients. */
+function trainerLogprobs(model: CausalLM, rows: readonly Sampled[], withGrad: boolean): number[][] {
+  return torch.scope(() => {
+    const { ids, mask, promptWidth } = trainerBatch(rows);
+    const options = { attentionMask: mask, temperature: rows.map((s) => s.temperature), promptWidth };
+    const logProbs = withGrad
+      ? forwardBackward(model, ids, (t) => t.logProbs.mean(), options).logProbs
+      : torch.noGrad(() => tokenLogProbs(model, ids, options).logProbs);
+    const table = logProbs.toArray() as number[][];
+    return rows.map((s, b) => (table[b] as number[]).slice(promptWidth - 1, promptWidth - 1 + s.tokens.length));
+  });
+}
+
+/** Groupings of the trainer's batches: all at once; reversed in sevens (other companions, rows and padding). */
+const groupings = (rows: readonly Sampled[]): Sampled[][] => [
+  [...rows],
+  ...Array.from({ length: Math.ceil(rows.length / 7) }, (_, g) => [...rows].reverse().slice(g * 7, g * 7 + 7)),
+];
+
+/** Tokens compared and those whose trainer log-prob differs from the sampler's in any bit. */
+function compare(model: CausalLM, rows: readonly Sampled[], withGrad: boolean): { tokens: number; unequal: string[] } {
+  const unequal: string[] = [];
+  let tokens = 0;
+  for (const group of withGrad ? [[...rows]] : groupings(rows)) {
+    const trained = trainerLogprobs(model, group, withGrad);
+    group.forEach((s, b) => {
+      s.logprobs.forEach((sampled, j) => {
+        tokens++;
+        const computed = trained[b]?.[j];
+        if (!Object.is(computed, sampled))
+          unequal.push(`row of ${group.length}, token ${j}: sampler ${sampled}, trainer ${computed}`);
+      });
+    });
+  }
+  return { tokens, unequal };
+}
+
+before(() => torch.setNumThreads(1));
+
+describe('bitwise on-policy: the sampler log-probs equal the trainer forward', () => {
+  for (const [fixture, dtype, captureDecode] of [
+    ['qwen3-untied', 'float32', true],
+    ['qwen2-tied', 'bfloat16', false],
+  ] as const) {
+    test(`${fixture} ${dtype} (${captureDecode ? 'captured' : 'eager'} decode steps)`, async (t) => {
+      if (!torch.packedLinearSupported()) return t.skip('needs a CPU with AVX2/FMA');
+      const dir = modelDir(fixture);
+      const rows = await sample(dir, dtype, true, captureDecode);
+      const sampledTokens = rows.reduce((n, s) => n + s.tokens.length, 0);
+      assert.ok(sampledTokens >= 1000, `${sampledTokens} tokens sampled`);
+      const model = CausalLM.load(dir, { dtype, requiresGrad: true });
+      try {
+        model.setBatchInvariant(true);
+        for (const withGrad of [false, true]) {
+          const { tokens, unequal } = compare(model, rows, withGrad);
+          assert.ok(tokens >= sampledTokens);
+          assert.deepEqual(
+            unequal.slice(0, 5),
+            [],
+            `${unequal.length} of ${tokens} tokens differ${withGrad ? ' (gradient forward)' : ''}`,
+          );
+        }
+        // the same comparison with the mode off on both sides: the kernels differ and so do bits
+        model.setBatchInvariant(false);
+        const off = await sample(dir, dtype, false, captureDecode);
+        assert.ok(compare(model, off.slice(0, 10), false).unequal.length > 0, 'with the mode off some log-probs should differ');
+      } finally {
+        model.dispose();
+      }
+    });
+  }
+
+  test('a mixture of experts is refused, naming the architecture', (t) => {
+    if (!torch.packedLinearSupported()) return t.skip('needs a CPU with AVX2/FMA');
+    const moe = CausalLM.load(join(dirname(modelDir('qwen2-tied')), 'qwen3-moe'));
+    try {
+      assert.throws(() => moe.setBatchInvariant(true), /does not cover Qwen3MoeForCausalLM/);
+      assert.equal(moe.batchInvariant, false);
+    } finally {
+      moe.dispose();
+    }
+  });
+
+  test('the engine sets its model batch-invariant and attends over keys in eights', async (t) => {
+    if (!torch.packedLinearSupported()) return t.skip('needs a CPU with AVX2/FMA');
+    const model = CausalLM.load(modelDir('qwen2-tied'), { layout: 'inference' });
+    const engine = new RolloutEngine(model, { slots: 2, maxLength: 32, captureDecode: false, batchInvariant: true });
+    try {
+      assert.equal(model.batchInvariant, true);
+      assert.equal(engine.decodeKeyBucket % 8, 0, 'keys in eights: no padding each step');
+    } finally {
+      await engine.close();
+      model.dispose();
+    }
+  });
+});
