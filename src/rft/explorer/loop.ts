@@ -135,14 +135,17 @@ export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
       const processed = parts.pipeline
         ? await parts.pipeline.process(accepted, { step, repeatTimes: parts.repeatTimes })
         : { experiences: accepted, metrics: {}, taskFeedback: null };
+      // the step's rewards by task, to the selectors once per step (BOTS' estimator updates from the whole step)
+      const feedback = new Map<string, readonly number[]>();
       if (parts.pipeline?.feedsSelectors) {
-        for (const [taskId, rewards] of processed.taskFeedback ?? []) if (rewards.length) scheduler.feedback(taskId, rewards);
+        for (const [taskId, rewards] of processed.taskFeedback ?? []) if (rewards.length) feedback.set(taskId, rewards);
       } else {
         for (const task of batch.tasks) {
           const rewards = result.experiences.filter((e) => e.info.taskId === task.id).map((e) => e.reward ?? 0);
-          if (rewards.length) scheduler.feedback(task.id, rewards);
+          if (rewards.length) feedback.set(task.id, rewards);
         }
       }
+      if (feedback.size > 0) scheduler.feedback(feedback);
       if (rejected.length) {
         parts.log(
           `[${settings.stageName}] explore step ${step}: ${rejected.length} experience(s) rejected (the model cannot ` +
