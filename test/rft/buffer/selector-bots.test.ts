@@ -51,7 +51,9 @@ async function botsSelector(kwargs: string) {
 
 const near = (actual: readonly number[], expected: readonly number[], what: string): void => {
   assert.equal(actual.length, expected.length, what);
-  actual.forEach((a, i) => assert.ok(Math.abs(a - (expected[i] as number)) < 1e-5, `${what}[${i}]: ${a} vs ${expected[i]}`));
+  for (const [i, a] of actual.entries()) {
+    assert.ok(Math.abs(a - (expected[i] as number)) < 1e-5, `${what}[${i}]: ${a} vs ${expected[i]}`);
+  }
 };
 
 type Inspectable = { state(): { alpha?: number[]; beta?: number[]; capCoef?: number | null; rho?: number } };
