@@ -15,6 +15,7 @@ import './llm-judge.js'; // rubric_judge_reward, ruler_reward
 import './reward-model.js'; // rm_yes_no_reward
 import './countdown.js'; // countdown_reward
 import './dapo.js'; // math_dapo_reward
+import './bots.js'; // bots_math_boxed_reward
 import './trinity-names.js'; // Trinity's reward names that are refused here, with why
 import type { AuxiliaryModels } from '../auxiliary/types.js';
 import { REWARD_FUNCTIONS } from './reward-registry.js';

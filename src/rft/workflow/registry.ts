@@ -13,6 +13,7 @@ import './env/frozen-lake.js'; // frozen_lake_workflow
 import './env/sokoban.js'; // sokoban_workflow
 import './env/household/household.js'; // household_workflow
 import './on-policy-distill.js'; // on_policy_distill_workflow
+import './bots.js'; // bots_math_boxed_workflow
 import './trinity-names.js'; // Trinity's async twins of the above; its names that are refused here, with why
 
 export { WORKFLOWS, WorkflowRegistry } from './workflow-registry.js';

@@ -127,11 +127,6 @@ export const UNAVAILABLE_WORKFLOWS: readonly (readonly [string, string])[] = [
     'RAFT_baseline_dapo_workflow',
     "the R3L example's own RAFT baseline workflow: math_boxed_workflow with algorithm_type raft trains on the same task",
   ],
-  [
-    'bots_math_boxed_workflow',
-    "the BOTS example's own workflow: math_boxed_workflow with the experience operator pass_rate_calculator feeds " +
-      'the difficulty_based task selector here',
-  ],
 ];
 
 for (const [name, reason] of UNAVAILABLE_WORKFLOWS) WORKFLOWS.unavailable(name, reason);
