@@ -14,6 +14,7 @@ import './env/sokoban.js'; // sokoban_workflow
 import './env/household/household.js'; // household_workflow
 import './on-policy-distill.js'; // on_policy_distill_workflow
 import './bots.js'; // bots_math_boxed_workflow
+import './toolcall.js'; // toolcall_workflow (tool_call_workflow)
 import './trinity-names.js'; // Trinity's async twins of the above; its names that are refused here, with why
 
 export { WORKFLOWS, WorkflowRegistry } from './workflow-registry.js';

@@ -17,7 +17,7 @@
 //                        of the chat template (Trinity-RFT's format):
 //                          "System:" + system + "\nUser:\n" + prompt + "\nAssistant:\n"   ("User:\n…" with no system)
 //   The reward also gets each response's generated token count (math_dapo_reward's overlong penalty reads it).
-import type { GenerateOptions } from '../../engine/index.js';
+import type { Completion, GenerateOptions } from '../../engine/index.js';
 import type { ChatMessage } from '../../tokenizer/index.js';
 import { snakeToCamel } from '../../util/module-args.js';
 import type { ChatTurn } from '../experience.js';
@@ -71,9 +71,7 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
     workflowArgs: [...(options.rewardArgsFromWorkflowArgs ?? []), ...(options.basePromptArg ? ['use_base'] : [])],
     description: `single-turn: chat template + reply prefix, n samples, reward ${options.defaultRewardFn ?? "from the task's reward_fn"}`,
     run: async (context: WorkflowContext) => {
-      const { task, model, repeatTimes, seed, signal, auxiliaryModels } = context;
-      const tokenizer = model.tokenizer;
-      if (tokenizer === null) throw new Error(`${name}: the rollout model has no tokenizer (chat template needed)`);
+      const { task, model, signal, auxiliaryModels } = context;
       const rewardName = task.rewardFn ?? options.defaultRewardFn;
       if (rewardName === undefined)
         throw new Error(`${name}: task ${task.id} names no reward function (set the taskset's default_reward_fn_type)`);
@@ -88,28 +86,19 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
         typeof options.systemPrompt === 'function' ? options.systemPrompt(task) : options.systemPrompt,
         name,
       );
-      const prefix = task.replyPrefix ?? '';
-      const limit = model.promptLimit ?? null;
       const useBase = options.basePromptArg === true && task.workflowArgs?.use_base === true;
-      const chatText = useBase
-        ? basePrompt(messages, name)
-        : tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, ...(task.tools ? { tools: task.tools } : {}) });
-      // a prompt over the limit is only ever needed up to its head: the rest of a huge one is never tokenized
-      const chatIds = limit ? limitedPromptIds(tokenizer, chatText, limit) : tokenizer.encode(chatText);
-      const over = limit ? limit.truncate && overPromptLimit(chatIds, limit) : false;
-      const promptIds = prefix && !over ? [...chatIds, ...tokenizer.encode(prefix)] : chatIds;
-      const result = await model.generate({ ...rolloutOptions(task.rolloutArgs ?? {}, name), promptIds, n: repeatTimes, seed });
+      const { completions, responses } = await sampleResponses(context, messages, name, {
+        ...(useBase ? { text: basePrompt(messages, name) } : {}),
+        ...(task.tools ? { tools: task.tools } : {}),
+      });
 
       // All responses of the task are scored together: a group reward (RULER) sees them in one call, a per-response
       // reward is called once per response.
-      const responses = result.completions.map(
-        (completion) => prefix + (completion.text ?? tokenizer.decode(completion.tokenIds, { skipSpecialTokens: true })),
-      );
       const scored = await scoreResponses(
         rewardFn,
         {
           responses,
-          responseTokens: result.completions.map((completion) => completion.tokenIds.length),
+          responseTokens: completions.map((completion) => completion.tokenIds.length),
           task,
           args: rewardArgs,
           signal,
@@ -117,7 +106,7 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
         },
         `reward function '${rewardName}'`,
       );
-      const experiences = result.completions.map((completion, i) => {
+      const experiences = completions.map((completion, i) => {
         const response = responses[i] as string;
         const { reward, metrics } = scored[i] as ScoredResponse;
         const transcript: ChatTurn[] = [...messages.map((m) => ({ ...m })), { role: 'assistant', content: response }];
@@ -126,6 +115,35 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
       return experiences;
     },
   };
+}
+
+/**
+ * The repeatTimes responses of one prompt (the header's first two lines): `messages` rendered by the chat template
+ * (with `tools`), or `text` as it is; bounded by model.max_prompt_tokens; the task's reply prefix appended to the prompt
+ * and to each response's text. Single-turn ports of Trinity's workflows (toolcall, learn2ask) sample through it too.
+ */
+export async function sampleResponses(
+  { task, model, repeatTimes, seed }: Pick<WorkflowContext, 'task' | 'model' | 'repeatTimes' | 'seed'>,
+  messages: readonly ChatMessage[],
+  name: string,
+  options: { text?: string; tools?: Task['tools'] } = {},
+): Promise<{ completions: Completion[]; responses: string[] }> {
+  const tokenizer = model.tokenizer;
+  if (tokenizer === null) throw new Error(`${name}: the rollout model has no tokenizer (chat template needed)`);
+  const prefix = task.replyPrefix ?? '';
+  const limit = model.promptLimit ?? null;
+  const chatText =
+    options.text ??
+    tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, ...(options.tools ? { tools: options.tools } : {}) });
+  // a prompt over the limit is only ever needed up to its head: the rest of a huge one is never tokenized
+  const chatIds = limit ? limitedPromptIds(tokenizer, chatText, limit) : tokenizer.encode(chatText);
+  const over = limit ? limit.truncate && overPromptLimit(chatIds, limit) : false;
+  const promptIds = prefix && !over ? [...chatIds, ...tokenizer.encode(prefix)] : chatIds;
+  const result = await model.generate({ ...rolloutOptions(task.rolloutArgs ?? {}, name), promptIds, n: repeatTimes, seed });
+  const responses = result.completions.map(
+    (completion) => prefix + (completion.text ?? tokenizer.decode(completion.tokenIds, { skipSpecialTokens: true })),
+  );
+  return { completions: result.completions, responses };
 }
 
 /** [system?, user] from the task's prompt, or the task's own messages (its system prompt first when it has none). */

@@ -82,16 +82,6 @@ export const UNAVAILABLE_WORKFLOWS: readonly (readonly [string, string])[] = [
   ['simple_mm_workflow', 'takes images or video: the models here are text-only (no vision encoder)'],
   ['async_simple_mm_workflow', 'takes images or video: the models here are text-only (no vision encoder)'],
   [
-    'tool_call_workflow',
-    "ToolACE's single-call workflow (the reward compares the model's function call with the dataset's) is not " +
-      'implemented: tool_agent_workflow runs the tools a workflow file defines over several turns',
-  ],
-  [
-    'toolcall_workflow',
-    "ToolACE's single-call workflow (the reward compares the model's function call with the dataset's) is not " +
-      'implemented: tool_agent_workflow runs the tools a workflow file defines over several turns',
-  ],
-  [
     'math_eval_workflow',
     "Qwen2.5-Math's answer extraction for evaluation is not implemented: math_boxed_workflow scores \\boxed{} answers",
   ],
