@@ -24,6 +24,8 @@
 //                                            → ./trinity-rollout-mappings.ts
 //   buffer.trainer_input.sft_warmup_dataset as mix's expert data (Trinity 0.2) → auxiliary_buffers
 //                                              (./trinity-mix-mappings.ts)
+//   the older mix form's algorithm.mu, buffer.expert_data_ratio, buffer.explore_batch_size; model.max_token_len
+//                                            → today's keys (./trinity-older-forms.ts)
 //   explorer.eval_interval, experience_buffer.use_priority_queue → as Trinity adjusts them (./trinity-adjustments.ts)
 //   cluster.node_num, cluster.gpu_per_node   → taken out here; the placement they imply is checked against the
 //                                              machine when the run is checked (./trinity-report.ts)
@@ -44,6 +46,7 @@ import {
   writtenRepeatTimes,
 } from './trinity-rollout-mappings.js';
 import { mapMixExpertData } from './trinity-mix-mappings.js';
+import { mapOlderForms } from './trinity-older-forms.js';
 import { mapTrinityAdjustments } from './trinity-adjustments.js';
 import { mapTrainerConfig } from './trinity-trainer-config.js';
 
@@ -83,6 +86,7 @@ export function takeTrinityKeys(tree: Tree, options: TrinityKeyOptions, problems
   for (const [root, node] of roots) {
     if (!isMapping(node)) continue;
     const at = (path: readonly Segment[]) => joinPath([...root, ...path]);
+    mapOlderForms(node, writtenRepeatTimes(tree, node), at, mapped, problem);
     mapSyncMethod(node, at, mapped);
     mapEngineTypes(node, at, mapped);
     const mode = node.mode ?? tree.mode ?? 'both';
