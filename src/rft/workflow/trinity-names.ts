@@ -100,11 +100,6 @@ export const UNAVAILABLE_WORKFLOWS: readonly (readonly [string, string])[] = [
       'rm_yes_no_reward (or ruler_reward) and an auxiliary model',
   ],
   [
-    'learn2ask_workflow',
-    "the learn_to_ask example's own workflow (its data format and LLM-judge reward, in Python): port it as a " +
-      'workflow file (a module path in default_workflow_type)',
-  ],
-  [
     'bcp_simple_react_workflow',
     PYTHON_SIMULATOR("BrowseComp-Plus's search index (Pyserini BM25 or a dense index) behind its search tools"),
   ],
