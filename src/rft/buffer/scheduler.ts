@@ -6,7 +6,7 @@
 // The run lasts `totalSteps` full batches, else `totalEpochs` × Σ sizes tasks (the last batch may be short).
 // state()/loadState() round-trip through JSON for resume.
 import type { Task } from '../task.js';
-import { createSelector, type SelectorConfig, type SelectorState, type TaskSelector } from './selector.js';
+import { createSelector, type SelectorConfig, type SelectorState, type TaskFeedback, type TaskSelector } from './selector.js';
 import type { Taskset } from './taskset.js';
 
 export interface ScheduledTaskset {
@@ -128,11 +128,20 @@ export class TasksetScheduler {
     return this.#step;
   }
 
-  /** Routes a task's rewards to its taskset's selector. */
-  feedback(taskId: string, rewards: readonly number[]): void {
-    const t = this.#owner.get(taskId);
-    if (t === undefined) throw new Error(`scheduler feedback: unknown task id '${taskId}'`);
-    this.#entries[t]!.selector.feedback(taskId, rewards);
+  /** Routes one explore step's rewards (task id → rewards) to the selectors of the tasks' tasksets, once each. */
+  feedback(step: TaskFeedback): void {
+    const byTaskset = new Map<number, Map<string, readonly number[]>>();
+    for (const [taskId, rewards] of step) {
+      const t = this.#owner.get(taskId);
+      if (t === undefined) throw new Error(`scheduler feedback: unknown task id '${taskId}'`);
+      let entries = byTaskset.get(t);
+      if (entries === undefined) {
+        entries = new Map();
+        byTaskset.set(t, entries);
+      }
+      entries.set(taskId, rewards);
+    }
+    for (const [t, entries] of byTaskset) this.#entries[t]!.selector.feedback(entries);
   }
 
   /** The selector of a taskset (for inspection). */

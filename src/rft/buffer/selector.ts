@@ -6,9 +6,9 @@
 //   shuffle            a fresh permutation per epoch, seeded by (seed, epoch)
 //   random             uniform with replacement, draw k seeded by (seed, k)
 //   offline_easy2hard  rows sorted by feature_keys (descending by default, as Trinity: a high pass rate is easy)
-//   difficulty_based   a Beta posterior of each task's pass rate, fed by rewards; picks tasks whose (sampled)
-//                      pass rate is nearest `targetReward` (BOTS / Trinity's InterpolationBetaPREstimator):
-//                        α_i = 1 + m·p0_i + Σ r,   β_i = 1 + m·(1 − p0_i) + Σ (1 − r)     (r clipped to [0, 1])
+//   difficulty_based   a Beta posterior of each task's pass rate, fed by each step's rewards (./pass-rate-estimators.ts:
+//                      counting, or BOTS' interpolation between two reference models' pass rates); picks tasks whose
+//                      (sampled) pass rate is nearest `targetReward`:
 //                        p_i ~ Beta(α_i, β_i) (doSample) or α_i / (α_i + β_i)
 //                        score_i = −|target − p_i|;  tau = 0: top-k scores; tau > 0: sample ∝ exp(score/tau)
 //                      without replacement. Unseen tasks have wide posteriors, so sampling explores them.
@@ -18,9 +18,17 @@
 // model that passed; src/rft/data/task-pipeline), so `feature_keys: [pass_rate]` gives difficulty_based its prior and
 // offline_easy2hard its order (descending: easy first). Online, the explorer feeds each step's rewards back
 // (feedback); with `pass_rate_calculator` in data_processor.experience_pipeline, the rewards that operator saw.
-// difficulty_based takes one prior column: Trinity's interpolation between several reference models' pass rates
-// (BOTS) is not implemented, so more than one key is an error rather than a key silently ignored.
+// difficulty_based takes no feature key, one prior pass-rate column (counting), or two: the pass rates of a weaker and
+// a stronger reference model (BOTS, Trinity's form, with its kwargs m, lamb, rho, adaptive_rho).
 import type { Task } from '../task.js';
+import {
+  BotsEstimator,
+  type BotsOptions,
+  CountingEstimator,
+  type EstimatorState,
+  type PassRateEstimator,
+  passRateFeature,
+} from './pass-rate-estimators.js';
 import { betaSample, permutation, seededRandom } from './random.js';
 
 export type SelectorType = 'sequential' | 'shuffle' | 'random' | 'offline_easy2hard' | 'difficulty_based';
@@ -47,9 +55,17 @@ export interface SelectorConfig {
   tau?: number;
   /** difficulty_based: Thompson-sample pass rates instead of using posterior means (default true). */
   doSample?: boolean;
-  /** difficulty_based: pseudo-observations given to the prior pass rate feature (default 2). */
+  /** difficulty_based with one feature key: pseudo-observations given to the prior pass rate feature (default 2). */
   priorStrength?: number;
+  /** difficulty_based with two feature keys (BOTS): ./pass-rate-estimators.ts. */
+  m?: BotsOptions['m'];
+  lamb?: BotsOptions['lamb'];
+  rho?: BotsOptions['rho'];
+  adaptiveRho?: BotsOptions['adaptiveRho'];
 }
+
+/** One explore step's feedback: task id → the rewards of its responses. */
+export type TaskFeedback = ReadonlyMap<string, readonly number[]>;
 
 export interface SelectorState {
   type: SelectorType;
@@ -57,6 +73,8 @@ export interface SelectorState {
   position: number;
   alpha?: number[];
   beta?: number[];
+  capCoef?: EstimatorState['capCoef'];
+  rho?: EstimatorState['rho'];
 }
 
 export interface TaskSelector {
@@ -67,8 +85,8 @@ export interface TaskSelector {
   readonly epoch: number;
   /** Indices of the next `count` tasks. */
   next(count: number): number[];
-  /** Rewards of a task's responses (difficulty_based learns from them; others ignore them). */
-  feedback(taskId: string, rewards: readonly number[]): void;
+  /** One explore step's rewards, by task (difficulty_based learns from them once per step; others ignore them). */
+  feedback(step: TaskFeedback): void;
   state(): SelectorState;
   loadState(state: SelectorState): void;
 }
@@ -118,9 +136,8 @@ abstract class BaseSelector implements TaskSelector {
 
   abstract next(count: number): number[];
 
-  feedback(taskId: string, rewards: readonly number[]): void {
-    this.indexOf(taskId);
-    checkRewards(taskId, rewards);
+  feedback(step: TaskFeedback): void {
+    this.indexedFeedback(step);
   }
 
   state(): SelectorState {
@@ -135,6 +152,16 @@ abstract class BaseSelector implements TaskSelector {
     if (!Number.isInteger(state.position) || state.position < 0)
       throw new Error(`selector state position ${state.position} is invalid`);
     this.positionValue = state.position;
+  }
+
+  /** The step's feedback by task index, each task known and its rewards finite. */
+  protected indexedFeedback(step: TaskFeedback): Map<number, readonly number[]> {
+    const byIndex = new Map<number, readonly number[]>();
+    for (const [taskId, rewards] of step) {
+      checkRewards(taskId, rewards);
+      byIndex.set(this.indexOf(taskId), rewards);
+    }
+    return byIndex;
   }
 
   protected indexOf(taskId: string): number {
@@ -197,8 +224,7 @@ class DifficultySelector extends BaseSelector {
   readonly targetReward: number;
   readonly tau: number;
   readonly doSample: boolean;
-  #alpha: number[];
-  #beta: number[];
+  readonly #estimator: PassRateEstimator;
 
   constructor(tasks: readonly Task[], config: SelectorConfig) {
     super(tasks, config);
@@ -208,38 +234,22 @@ class DifficultySelector extends BaseSelector {
     if (!(this.targetReward >= 0 && this.targetReward <= 1))
       throw new RangeError(`targetReward must be in [0, 1], got ${this.targetReward}`);
     if (!(this.tau >= 0)) throw new RangeError(`tau must be >= 0, got ${this.tau}`);
-    const strength = config.priorStrength ?? 2;
-    if ((config.featureKeys?.length ?? 0) > 1)
-      throw new Error(
-        `difficulty_based takes one prior pass-rate column in feature_keys, got ${config.featureKeys?.length} ` +
-          `(${config.featureKeys?.join(', ')}); interpolating several reference models' pass rates is not supported`,
-      );
-    const priorKey = config.featureKeys?.[0];
-    const prior = tasks.map((task) => {
-      if (priorKey === undefined) return 0.5;
-      const p = task.features?.[priorKey];
-      if (p === undefined || !(p >= 0 && p <= 1)) {
-        throw new Error(
-          `difficulty_based: task '${task.id}' feature '${priorKey}' must be a pass rate in [0, 1], got ${String(p)}`,
-        );
-      }
-      return p;
-    });
-    this.#alpha = prior.map((p) => 1 + (priorKey === undefined ? 0 : strength * p));
-    this.#beta = prior.map((p) => 1 + (priorKey === undefined ? 0 : strength * (1 - p)));
+    this.#estimator = difficultyEstimator(tasks, config);
   }
 
   /** Posterior mean pass rate of each task. */
   get passRates(): number[] {
-    return this.#alpha.map((a, i) => a / (a + (this.#beta[i] as number)));
+    const { alpha, beta } = this.#estimator;
+    return alpha.map((a, i) => a / (a + (beta[i] as number)));
   }
 
   next(count: number): number[] {
     this.checkCount(count);
     const n = this.tasks.length;
     const random = seededRandom(this.seed, this.positionValue);
-    const keys = this.#alpha.map((a, i) => {
-      const b = this.#beta[i] as number;
+    const { alpha, beta } = this.#estimator;
+    const keys = alpha.map((a, i) => {
+      const b = beta[i] as number;
       const p = this.doSample ? betaSample(a, b, random) : a / (a + b);
       const score = -Math.abs(this.targetReward - p);
       // Gumbel-top-k: top-k of score/tau + Gumbel noise samples k indices ∝ softmax(score/tau) without replacement.
@@ -253,29 +263,51 @@ class DifficultySelector extends BaseSelector {
     return out;
   }
 
-  override feedback(taskId: string, rewards: readonly number[]): void {
-    const index = this.indexOf(taskId);
-    checkRewards(taskId, rewards);
-    for (const r of rewards) {
-      const clipped = Math.min(1, Math.max(0, r));
-      this.#alpha[index] = (this.#alpha[index] as number) + clipped;
-      this.#beta[index] = (this.#beta[index] as number) + 1 - clipped;
-    }
+  override feedback(step: TaskFeedback): void {
+    this.#estimator.update(this.indexedFeedback(step));
   }
 
   override state(): SelectorState {
-    return { ...super.state(), alpha: [...this.#alpha], beta: [...this.#beta] };
+    return { ...super.state(), ...this.#estimator.state() };
   }
 
   override loadState(state: SelectorState): void {
     super.loadState(state);
-    const { alpha, beta } = state;
-    const n = this.tasks.length;
-    const valid = (v: number[] | undefined): v is number[] => Array.isArray(v) && v.length === n && v.every((x) => x > 0);
-    if (!valid(alpha) || !valid(beta)) throw new Error(`difficulty_based state needs alpha and beta: ${n} positive numbers each`);
-    this.#alpha = [...alpha];
-    this.#beta = [...beta];
+    this.#estimator.loadState(
+      { alpha: state.alpha ?? [], beta: state.beta ?? [], capCoef: state.capCoef, rho: state.rho },
+      this.tasks.length,
+    );
   }
+}
+
+/** difficulty_based's estimator by its feature keys: none or one (counting), two (BOTS). */
+function difficultyEstimator(tasks: readonly Task[], config: SelectorConfig): PassRateEstimator {
+  const keys = config.featureKeys ?? [];
+  if (keys.length > 2)
+    throw new Error(
+      `difficulty_based takes at most two feature_keys (a prior pass rate, or BOTS' two reference models' pass ` +
+        `rates), got ${keys.length} (${keys.join(', ')})`,
+    );
+  const bots = { m: config.m, lamb: config.lamb, rho: config.rho, adaptiveRho: config.adaptiveRho };
+  if (keys.length === 2) {
+    if (config.priorStrength !== undefined)
+      throw new Error('difficulty_based: prior_strength is for one prior feature key; BOTS (two feature keys) takes m');
+    const [weaker, stronger] = [passRateFeature(tasks, keys[0] as string), passRateFeature(tasks, keys[1] as string)];
+    return new BotsEstimator(
+      weaker.map((f0, i) => [f0, stronger[i] as number] as const),
+      Object.fromEntries(Object.entries(bots).filter(([, v]) => v !== undefined)),
+    );
+  }
+  const given = Object.entries(bots)
+    .filter(([, v]) => v !== undefined)
+    .map(([k]) => k);
+  if (given.length > 0)
+    throw new Error(
+      `difficulty_based: ${given.join(', ')} are BOTS' arguments, which need two feature_keys (a weaker and a ` +
+        `stronger reference model's pass rates), got ${keys.length}`,
+    );
+  const prior = keys.length === 1 ? passRateFeature(tasks, keys[0] as string) : null;
+  return new CountingEstimator(prior, tasks.length, config.priorStrength ?? 2);
 }
 
 function identity(n: number): number[] {

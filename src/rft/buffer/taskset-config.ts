@@ -34,8 +34,9 @@ export const FormatSchema = z.strictObject({
 
 /**
  * Trinity's data_selector (task_selector before v0.5.2, still accepted). kwargs: the selector's own arguments,
- * offline_easy2hard {descending}, difficulty_based {target_reward, tau, do_sample, prior_strength}
- * (src/rft/buffer/selector.ts); feature_keys: the numeric columns offline_easy2hard sorts by.
+ * offline_easy2hard {descending}, difficulty_based {target_reward, tau, do_sample, prior_strength; with two feature_keys
+ * BOTS' m, lamb, rho, adaptive_rho} (src/rft/buffer/selector.ts); feature_keys: the numeric columns offline_easy2hard
+ * sorts by, difficulty_based's prior pass rate or BOTS' two reference models' pass rates.
  */
 export const TaskSelectorSchema = z.strictObject({
   selector_type: z.enum(SELECTOR_TYPES).default('sequential'),
@@ -116,7 +117,16 @@ const SELECTOR_KWARGS: Readonly<Record<TaskSelectorConfig['selector_type'], Read
   shuffle: {},
   random: {},
   offline_easy2hard: { descending: 'boolean' },
-  difficulty_based: { target_reward: 'number', tau: 'number', do_sample: 'boolean', prior_strength: 'number' },
+  difficulty_based: {
+    target_reward: 'number',
+    tau: 'number',
+    do_sample: 'boolean',
+    prior_strength: 'number',
+    m: 'number',
+    lamb: 'number',
+    rho: 'number',
+    adaptive_rho: 'boolean',
+  },
 };
 
 /** Checks a selector's kwargs against its type and that feature_keys are given where the selector needs them. */
@@ -137,15 +147,44 @@ function checkSelector(selector: TaskSelectorConfig, path: string, problem: Repo
   if (selector.selector_type === 'offline_easy2hard' && selector.feature_keys.length === 0) {
     problem(`${path}.feature_keys`, 'offline_easy2hard sorts tasks by these columns: set at least one');
   }
-  if (selector.selector_type === 'difficulty_based' && selector.feature_keys.length > 1) {
-    problem(
-      `${path}.feature_keys`,
-      "difficulty_based takes one prior pass-rate column (e.g. the task pipeline's pass_rate); interpolating several reference models' pass rates is not supported",
-    );
-  }
+  if (selector.selector_type === 'difficulty_based') checkDifficultyBased(selector, path, problem);
   if (['sequential', 'shuffle', 'random'].includes(selector.selector_type) && selector.feature_keys.length > 0) {
     problem(`${path}.feature_keys`, `selector_type ${selector.selector_type} does not read features: remove them`);
   }
+}
+
+/** BOTS' kwargs of difficulty_based (src/rft/buffer/pass-rate-estimators.ts), read with two feature_keys only. */
+const BOTS_KWARGS = ['m', 'lamb', 'rho', 'adaptive_rho'];
+
+/** difficulty_based: none, one (a prior pass rate) or two feature_keys (BOTS), each form with its own kwargs. */
+function checkDifficultyBased(selector: TaskSelectorConfig, path: string, problem: ReportProblem): void {
+  const keys = selector.feature_keys.length;
+  const kwargs = selector.kwargs;
+  if (keys > 2) {
+    problem(
+      `${path}.feature_keys`,
+      `difficulty_based takes one prior pass-rate column (e.g. the task pipeline's pass_rate) or two (BOTS: a weaker ` +
+        `and a stronger reference model's pass rates), got ${keys}`,
+    );
+  }
+  if (keys !== 2) {
+    for (const key of BOTS_KWARGS.filter((k) => kwargs[k] !== undefined))
+      problem(
+        `${path}.kwargs.${key}`,
+        `BOTS' argument: it needs two feature_keys (a weaker and a stronger reference model's pass rates), got ${keys}`,
+      );
+  } else if (kwargs.prior_strength !== undefined) {
+    problem(`${path}.kwargs.prior_strength`, 'weights one prior feature key; with two (BOTS) the pseudo-count is m');
+  }
+  const range = (key: string, ok: (x: number) => boolean, what: string): void => {
+    const value = kwargs[key];
+    if (typeof value === 'number' && !ok(value)) problem(`${path}.kwargs.${key}`, `must be ${what}, got ${value}`);
+  };
+  range('m', (x) => x > 0, '> 0');
+  range('lamb', (x) => x >= 0 && x <= 1, 'in [0, 1]');
+  range('rho', (x) => x >= 0 && x <= 1, 'in [0, 1]');
+  range('target_reward', (x) => x >= 0 && x <= 1, 'in [0, 1]');
+  range('tau', (x) => x >= 0, '>= 0');
 }
 
 /** What the tasksets' resolution reads from other sections. */
@@ -261,6 +300,10 @@ const SELECTOR_FIELDS: Readonly<Record<string, keyof SelectorConfig>> = {
   tau: 'tau',
   do_sample: 'doSample',
   prior_strength: 'priorStrength',
+  m: 'm',
+  lamb: 'lamb',
+  rho: 'rho',
+  adaptive_rho: 'adaptiveRho',
 };
 
 /** A training taskset's selector as ./selector.ts reads it. */

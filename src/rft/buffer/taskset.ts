@@ -8,6 +8,10 @@
 //
 //   {"question": "1+1=", "answer": "2"}   with promptKey "question", responseKey "answer"
 //   → Task { id: "math:0", prompt: "1+1=", response: "2", workflow: <default>, ... }
+//
+// A prompt column that holds {role, content} turns is the task's conversation (task.messages), and a dotted key the
+// row has no column of that name for reads nested objects: BOTS' rows `{prompt: [{role: user, ...}],
+// reward_model: {ground_truth: "3"}}` with response_key `reward_model.ground_truth`.
 import { existsSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import type { ToolDefinition } from '../../tokenizer/index.js';
@@ -187,7 +191,7 @@ export function rowToTask(config: TasksetConfig, index: number, row: unknown, wh
   const format = config.format ?? {};
   const text = (key: string | undefined, required: boolean): string | undefined => {
     if (key === undefined) return undefined;
-    const value = raw[key];
+    const value = columnValue(raw, key);
     if (value === undefined || value === null) {
       if (required) throw new TasksetError(where, `missing key '${key}'`);
       return undefined;
@@ -202,6 +206,9 @@ export function rowToTask(config: TasksetConfig, index: number, row: unknown, wh
   task.id = text(idKey, false) ?? `${config.name}:${index}`;
   if (format.messagesKey !== undefined) {
     task.messages = parseMessages(raw[format.messagesKey], format.messagesKey, where);
+  } else if (isConversation(columnValue(raw, format.promptKey ?? 'prompt'))) {
+    // a prompt column holding the conversation ({role, content} turns: BOTS' and learn_to_ask's rows)
+    task.messages = parseMessages(columnValue(raw, format.promptKey ?? 'prompt'), format.promptKey ?? 'prompt', where);
   } else {
     const prompt = text(format.promptKey ?? 'prompt', config.promptOptional !== true);
     if (prompt !== undefined) task.prompt = prompt;
@@ -264,6 +271,29 @@ export function parseTools(value: unknown, key: string, where: string): ToolDefi
     }
     return { type: 'function', function: fn as ToolDefinition['function'] };
   });
+}
+
+/**
+ * A row's column `key`; a dotted key the row has no column of that name for is a path into nested objects
+ * (`reward_model.ground_truth`, as BOTS' rows keep their answer).
+ */
+function columnValue(raw: Record<string, unknown>, key: string): unknown {
+  if (key in raw || !key.includes('.')) return raw[key];
+  let value: unknown = raw;
+  for (const part of key.split('.')) {
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
+    value = (value as Record<string, unknown>)[part];
+  }
+  return value;
+}
+
+/** A non-empty list of {role: string, ...} objects: a conversation, not text. */
+function isConversation(value: unknown): boolean {
+  return (
+    Array.isArray(value) &&
+    value.length > 0 &&
+    value.every((turn) => turn !== null && typeof turn === 'object' && typeof (turn as { role?: unknown }).role === 'string')
+  );
 }
 
 /** A messages column: {role, content} turns, each without its null fields. */

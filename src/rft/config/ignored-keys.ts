@@ -210,6 +210,29 @@ export const IGNORED_KEYS: readonly IgnoredKey[] = [
     kind: 'boolean',
     why: "a preview of experiences in Trinity's monitor: here every rollout is kept for the Studio (trinity studio)",
   },
+  // Trinity 0.1's keys that Trinity removed in 0.2 (its grpo_math/math.yaml; the rest of v0.1's form is mapped by
+  // src/rft/run/config/trinity-v01-form.ts)
+  { path: 'explorer.use_ray', kind: 'boolean', why: "whether Trinity 0.1's explorer ran its engines as Ray actors: no Ray here" },
+  {
+    path: 'explorer.backend',
+    kind: 'string',
+    why: "Trinity 0.1's weight-sync backend of the explorer (nccl): synchronizer.sync_method chooses the channel here",
+  },
+  {
+    path: 'explorer.max_pending_requests',
+    kind: 'integer',
+    why: "Trinity 0.1's cap on requests queued at a vLLM engine: the embedded engine batches what its slots hold",
+  },
+  {
+    path: 'explorer.max_waiting_steps',
+    kind: 'integer',
+    why: "Trinity 0.1's wait for pending requests before a step ended: an explore step here ends when its tasks do",
+  },
+  {
+    path: 'monitor.cache_root_dir',
+    kind: 'string',
+    why: "Trinity 0.1's folder for monitor files: metrics are written in the run's job folder here",
+  },
   {
     path: 'data_processor.data_processor_url',
     kind: 'string',

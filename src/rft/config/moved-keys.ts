@@ -4,8 +4,9 @@
 // `use` is what to write (a key path of this schema). The old keys are from Trinity 0.1's config.py (global_config,
 // the flat explorer section, trainer.algorithm_type...) and its deprecations (sync_iteration_interval, warmup_style).
 //
-// Keys that Trinity still accepts under an old name and this backend maps are not here: they never reach the schema
-// as unknown keys (e.g. explorer.runner_num, taken by src/rft/run/config/trinity-mappings.ts).
+// Keys that Trinity still accepts under an old name, and older keys whose meaning is clear, are mapped instead and
+// are not here: they never reach the schema as unknown keys (explorer.runner_num, the older mix form's buffer keys:
+// src/rft/run/config/trinity-mappings.ts, trinity-older-forms.ts).
 import { matchesPath } from './refusals.js';
 
 export interface MovedKey {
@@ -49,15 +50,6 @@ export const MOVED_KEYS: readonly MovedKey[] = [
   { path: 'data', use: 'buffer (batch_size, total_epochs, explorer_input.taskset)' },
   { path: 'buffer.train_dataset', use: 'buffer.trainer_input.experience_buffer' },
   { path: 'buffer.read_batch_size', use: 'buffer.train_batch_size' },
-  // the older mix form (mix_math, grpo_math's math_mix)
-  { path: 'algorithm.mu', use: 'algorithm.policy_loss_fn_args.mu' },
-  { path: 'buffer.expert_data_ratio', use: 'algorithm.sample_strategy_args.expert_data_ratio' },
-  {
-    path: 'buffer.explore_batch_size',
-    use:
-      'buffer.batch_size for the tasks of an explore step (and buffer.train_batch_size for the experiences of a train ' +
-      "step, expert rows included); the older form's buffer.batch_size was not that: set both as you mean them",
-  },
   { path: 'algorithm.optimizer.warmup_style', use: 'algorithm.optimizer.lr_scheduler_type' },
   // the task pipeline of Trinity 0.2 (grpo_gsm8k_task_pipeline): buffers in and out, and a Data-Juicer recipe agent
   { path: 'data_processor.task_pipeline.input_buffers', use: 'data_processor.task_pipeline.inputs (paths)' },

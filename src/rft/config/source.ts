@@ -173,6 +173,10 @@ export const PATH_KEYS: readonly string[] = [
   'data_processor.task_pipeline.output',
   'data_processor.task_pipeline.output.path',
   'data_processor.experience_pipeline.input_save_path',
+  // Trinity 0.1's (src/rft/run/config/trinity-v01-form.ts moves them to today's keys)
+  'data.dataset_path',
+  'model.checkpoint_path',
+  'buffer.train_dataset.path',
 ];
 
 /**

@@ -135,17 +135,20 @@ export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
       const processed = parts.pipeline
         ? await parts.pipeline.process(accepted, { step, repeatTimes: parts.repeatTimes })
         : { experiences: accepted, metrics: {}, taskFeedback: null };
+      // the step's rewards by task, to the selectors once per step (BOTS' estimator updates from the whole step)
+      const feedback = new Map<string, readonly number[]>();
       if (parts.pipeline?.feedsSelectors) {
         // only the step's tasks: a workflow's own groups (math_trainable_ruler_workflow's `<id>-ruler`) are no task
         const stepTasks = new Set(batch.tasks.map((t) => t.id));
         for (const [taskId, rewards] of processed.taskFeedback ?? [])
-          if (rewards.length && stepTasks.has(taskId)) scheduler.feedback(taskId, rewards);
+          if (rewards.length && stepTasks.has(taskId)) feedback.set(taskId, rewards);
       } else {
         for (const task of batch.tasks) {
           const rewards = result.experiences.filter((e) => e.info.taskId === task.id).map((e) => e.reward ?? 0);
-          if (rewards.length) scheduler.feedback(task.id, rewards);
+          if (rewards.length) feedback.set(task.id, rewards);
         }
       }
+      if (feedback.size > 0) scheduler.feedback(feedback);
       if (rejected.length) {
         parts.log(
           `[${settings.stageName}] explore step ${step}: ${rejected.length} experience(s) rejected (the model cannot ` +

@@ -16,6 +16,7 @@ import './reward-model.js'; // rm_yes_no_reward
 import './countdown.js'; // countdown_reward
 import './dapo.js'; // math_dapo_reward
 import './rlcr.js'; // rlcr_reward
+import './bots.js'; // bots_math_boxed_reward
 import './trinity-names.js'; // Trinity's reward names that are refused here, with why
 import type { AuxiliaryModels } from '../auxiliary/types.js';
 import { REWARD_FUNCTIONS } from './reward-registry.js';

@@ -15,6 +15,9 @@ import './env/household/household.js'; // household_workflow
 import './on-policy-distill.js'; // on_policy_distill_workflow
 import './judge-workflows.js'; // medicine_ruler_workflow, rubric_judge_workflow
 import './trainable-ruler.js'; // math_trainable_ruler_workflow
+import './bots.js'; // bots_math_boxed_workflow
+import './toolcall.js'; // toolcall_workflow (tool_call_workflow)
+import './learn2ask.js'; // learn2ask_workflow
 import './trinity-names.js'; // Trinity's async twins of the above; its names that are refused here, with why
 
 export { WORKFLOWS, WorkflowRegistry } from './workflow-registry.js';

@@ -17,7 +17,7 @@
 //                        of the chat template (Trinity-RFT's format):
 //                          "System:" + system + "\nUser:\n" + prompt + "\nAssistant:\n"   ("User:\n…" with no system)
 //   The reward also gets each response's generated token count (math_dapo_reward's overlong penalty reads it).
-import type { GenerateOptions, GenerateResult } from '../../engine/index.js';
+import type { Completion, GenerateOptions } from '../../engine/index.js';
 import type { ChatMessage } from '../../tokenizer/index.js';
 import { snakeToCamel } from '../../util/module-args.js';
 import type { ChatTurn } from '../experience.js';
@@ -73,7 +73,7 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
     workflowArgs: [...(options.rewardArgsFromWorkflowArgs ?? []), ...(options.basePromptArg ? ['use_base'] : [])],
     description: `single-turn: chat template + reply prefix, n samples, reward ${options.defaultRewardFn ?? "from the task's reward_fn"}`,
     run: async (context: WorkflowContext) => {
-      const { task, model, repeatTimes, seed, signal, auxiliaryModels } = context;
+      const { task, model, signal, auxiliaryModels } = context;
       const rewardName = task.rewardFn ?? options.defaultRewardFn;
       if (rewardName === undefined)
         throw new Error(`${name}: task ${task.id} names no reward function (set the taskset's default_reward_fn_type)`);
@@ -92,12 +92,9 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
         name,
       );
       const useBase = options.basePromptArg === true && task.workflowArgs?.use_base === true;
-      const { result, responses } = await sampleResponses(context, messages, {
-        n: repeatTimes,
-        seed,
-        prefix: task.replyPrefix ?? '',
-        useBase,
-        who: name,
+      const { completions, responses } = await sampleResponses(context, messages, name, {
+        ...(useBase ? { text: basePrompt(messages, name) } : {}),
+        ...(task.tools ? { tools: task.tools } : {}),
       });
 
       // All responses of the task are scored together: a group reward (RULER) sees them in one call, a per-response
@@ -106,7 +103,7 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
         rewardFn,
         {
           responses,
-          responseTokens: result.completions.map((completion) => completion.tokenIds.length),
+          responseTokens: completions.map((completion) => completion.tokenIds.length),
           task,
           args: rewardArgs,
           signal,
@@ -114,7 +111,7 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
         },
         `reward function '${rewardName}'`,
       );
-      const experiences = result.completions.map((completion, i) => {
+      const experiences = completions.map((completion, i) => {
         const response = responses[i] as string;
         const { reward, metrics } = scored[i] as ScoredResponse;
         const transcript: ChatTurn[] = [...messages.map((m) => ({ ...m })), { role: 'assistant', content: response }];
@@ -125,40 +122,39 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
   };
 }
 
-export interface SampleOptions {
-  n: number;
-  seed: number;
-  /** The task's reply prefix: appended to the prompt ids and put before each response's text. */
-  prefix?: string;
-  /** Render with basePrompt() instead of the chat template. */
-  useBase?: boolean;
-  who: string;
-}
-
 /**
- * n samples of `messages` from the rollout model with the task's rollout_args and tools (see the header: the prompt
- * ids, prompts over model.max_prompt_tokens); responses[i] is prefix + the text of completion i.
+ * The responses of one prompt (the header's first two lines): `messages` rendered by the chat template (with `tools`),
+ * or `text` as it is; bounded by model.max_prompt_tokens; the reply prefix (default the task's) appended to the prompt
+ * and to each response's text; n samples (default repeatTimes) from `seed` (default the run's). Single-turn ports of
+ * Trinity's workflows (toolcall, learn2ask, the trainable ruler's policy and judge) sample through it too.
  */
 export async function sampleResponses(
-  { task, model }: Pick<WorkflowContext, 'task' | 'model'>,
+  { task, model, repeatTimes, seed }: Pick<WorkflowContext, 'task' | 'model' | 'repeatTimes' | 'seed'>,
   messages: readonly ChatMessage[],
-  { n, seed, prefix = '', useBase = false, who }: SampleOptions,
-): Promise<{ result: GenerateResult; responses: string[] }> {
+  name: string,
+  options: { text?: string; tools?: Task['tools']; n?: number; seed?: number; prefix?: string } = {},
+): Promise<{ completions: Completion[]; responses: string[] }> {
   const tokenizer = model.tokenizer;
-  if (tokenizer === null) throw new Error(`${who}: the rollout model has no tokenizer (chat template needed)`);
+  if (tokenizer === null) throw new Error(`${name}: the rollout model has no tokenizer (chat template needed)`);
+  const prefix = options.prefix ?? task.replyPrefix ?? '';
   const limit = model.promptLimit ?? null;
-  const chatText = useBase
-    ? basePrompt(messages, who)
-    : tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, ...(task.tools ? { tools: task.tools } : {}) });
+  const chatText =
+    options.text ??
+    tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, ...(options.tools ? { tools: options.tools } : {}) });
   // a prompt over the limit is only ever needed up to its head: the rest of a huge one is never tokenized
   const chatIds = limit ? limitedPromptIds(tokenizer, chatText, limit) : tokenizer.encode(chatText);
   const over = limit ? limit.truncate && overPromptLimit(chatIds, limit) : false;
   const promptIds = prefix && !over ? [...chatIds, ...tokenizer.encode(prefix)] : chatIds;
-  const result = await model.generate({ ...rolloutOptions(task.rolloutArgs ?? {}, who), promptIds, n, seed });
+  const result = await model.generate({
+    ...rolloutOptions(task.rolloutArgs ?? {}, name),
+    promptIds,
+    n: options.n ?? repeatTimes,
+    seed: options.seed ?? seed,
+  });
   const responses = result.completions.map(
     (completion) => prefix + (completion.text ?? tokenizer.decode(completion.tokenIds, { skipSpecialTokens: true })),
   );
-  return { result, responses };
+  return { completions: result.completions, responses };
 }
 
 /** [system?, user] from the task's prompt, or the task's own messages (its system prompt first when it has none). */

@@ -90,12 +90,12 @@ async function run(context: WorkflowContext): Promise<Experience[]> {
   const rewardName = task.rewardFn ?? 'math_reward';
   const rewardFn = await REWARD_FUNCTIONS.resolve(rewardName, baseDir);
   const messages = promptMessages(task, MATH_SYSTEM_PROMPT, NAME);
-  const policy = await sampleResponses(context, messages, { n, seed, prefix: task.replyPrefix ?? '', who: NAME });
+  const policy = await sampleResponses(context, messages, NAME, { n, seed });
   const gold = await scoreResponses(
     rewardFn,
     {
       responses: policy.responses,
-      responseTokens: policy.result.completions.map((c) => c.tokenIds.length),
+      responseTokens: policy.completions.map((c) => c.tokenIds.length),
       task,
       args: { ...task.rewardFnArgs },
       signal,
@@ -106,7 +106,7 @@ async function run(context: WorkflowContext): Promise<Experience[]> {
   const goldMetrics = (scored: ScoredResponse) => ({ ...scored.metrics, gold_reward: scored.reward });
   const transcript = (response: string) => [...messages.map((m) => ({ ...m })), { role: 'assistant', content: response }];
   const policyExperience = (i: number, reward: number, extra: Record<string, number>) =>
-    model.toExperience(policy.result.completions[i] as Completion, {
+    model.toExperience(policy.completions[i] as Completion, {
       reward,
       metrics: { ...goldMetrics(gold[i] as ScoredResponse), ...extra },
       responseText: policy.responses[i] as string,
@@ -116,7 +116,7 @@ async function run(context: WorkflowContext): Promise<Experience[]> {
 
   const known = seededRandom(seed, 0x52554c)() < probability; // 'RUL'
   const judgeAsk = judgeMessages(taskQuestion(task, NAME), policy.responses);
-  const judge = await sampleResponses(context, judgeAsk, { n: known ? n : 1, seed: seed + 1, who: `${NAME} (judge)` });
+  const judge = await sampleResponses(context, judgeAsk, `${NAME} (judge)`, { n: known ? n : 1, seed: seed + 1, prefix: '' });
   const verdicts = judge.responses.map((answer) => judgeVerdict(answer, n, known ? gold.map((g) => scaledGold(g.reward)) : null));
   const parsed = verdicts.filter((v) => v.scores !== null);
   const judgeSuccess = parsed.length / verdicts.length;
@@ -128,7 +128,7 @@ async function run(context: WorkflowContext): Promise<Experience[]> {
   }
   const responses = gold.map((scored, i) => policyExperience(i, scored.reward, { judge_success: judgeSuccess }));
   const judges = verdicts.map(({ reward }, k) =>
-    model.toExperience(judge.result.completions[k] as Completion, {
+    model.toExperience(judge.completions[k] as Completion, {
       reward,
       metrics: { judge_success: judgeSuccess, reward_for_judger: reward },
       responseText: judge.responses[k] as string,

@@ -71,16 +71,6 @@ export const UNAVAILABLE_WORKFLOWS: readonly (readonly [string, string])[] = [
   ['simple_mm_workflow', 'takes images or video: the models here are text-only (no vision encoder)'],
   ['async_simple_mm_workflow', 'takes images or video: the models here are text-only (no vision encoder)'],
   [
-    'tool_call_workflow',
-    "ToolACE's single-call workflow (the reward compares the model's function call with the dataset's) is not " +
-      'implemented: tool_agent_workflow runs the tools a workflow file defines over several turns',
-  ],
-  [
-    'toolcall_workflow',
-    "ToolACE's single-call workflow (the reward compares the model's function call with the dataset's) is not " +
-      'implemented: tool_agent_workflow runs the tools a workflow file defines over several turns',
-  ],
-  [
     'math_eval_workflow',
     "Qwen2.5-Math's answer extraction for evaluation is not implemented: math_boxed_workflow scores \\boxed{} answers",
   ],
@@ -99,11 +89,6 @@ export const UNAVAILABLE_WORKFLOWS: readonly (readonly [string, string])[] = [
       'rm_yes_no_reward (or ruler_reward) and an auxiliary model',
   ],
   [
-    'learn2ask_workflow',
-    "the learn_to_ask example's own workflow (its data format and LLM-judge reward, in Python): port it as a " +
-      'workflow file (a module path in default_workflow_type)',
-  ],
-  [
     'bcp_simple_react_workflow',
     PYTHON_SIMULATOR("BrowseComp-Plus's search index (Pyserini BM25 or a dense index) behind its search tools"),
   ],
@@ -115,11 +100,6 @@ export const UNAVAILABLE_WORKFLOWS: readonly (readonly [string, string])[] = [
   [
     'RAFT_baseline_dapo_workflow',
     "the R3L example's own RAFT baseline workflow: math_boxed_workflow with algorithm_type raft trains on the same task",
-  ],
-  [
-    'bots_math_boxed_workflow',
-    "the BOTS example's own workflow: math_boxed_workflow with the experience operator pass_rate_calculator feeds " +
-      'the difficulty_based task selector here',
   ],
 ];
 

@@ -133,6 +133,13 @@ describe('tasksets', () => {
     const conversation = await loadTaskset({ name: 'chat', path: chat, format: { messagesKey: 'msgs' } });
     assert.deepEqual(conversation.tasks[0]?.messages, [{ role: 'user', content: 'x' }]);
     assert.equal(conversation.tasks[0]?.prompt, undefined);
+
+    // BOTS' rows: the prompt column holds the conversation, the answer is nested under reward_model
+    writeFileSync(chat, JSON.stringify([{ prompt: [{ role: 'user', content: '1+2?' }], reward_model: { ground_truth: '3' } }]));
+    const bots = await loadTaskset({ name: 'bots', path: chat, format: { responseKey: 'reward_model.ground_truth' } });
+    assert.deepEqual(bots.tasks[0]?.messages, [{ role: 'user', content: '1+2?' }]);
+    assert.equal(bots.tasks[0]?.prompt, undefined);
+    assert.equal(bots.tasks[0]?.response, '3');
   });
 
   test('bad rows name file:line and the key', async () => {

@@ -77,7 +77,7 @@ describe('selectors over task-pipeline scores', () => {
       info: { taskId: task1, step: 1 },
     }));
     const { taskFeedback } = await pipeline.process(experiences, { step: 1, repeatTimes: 4 });
-    for (const [taskId, rewards] of taskFeedback ?? []) selector.feedback(taskId, rewards);
+    selector.feedback(taskFeedback ?? new Map());
     // task 1: α = 1 + 1 + 4 = 6, β = 1 + 1 + 0 = 2 → mean 0.75, distance 0.25; now 3 (0.05), then 0 and 2 (0.2)
     assert.deepEqual(selector.next(4), [3, 0, 2, 1]);
   });
@@ -102,8 +102,8 @@ describe('selectors over task-pipeline scores', () => {
       return [];
     };
     assert.match(
-      problems('data_selector: {selector_type: difficulty_based, feature_keys: [a_pass_rate, b_pass_rate]}').join('\n'),
-      /data_selector\.feature_keys: difficulty_based takes one prior pass-rate column/,
+      problems('data_selector: {selector_type: difficulty_based, feature_keys: [a, b, c]}').join('\n'),
+      /data_selector\.feature_keys: difficulty_based takes one prior pass-rate column .* or two \(BOTS: .*got 3/,
     );
     assert.match(
       problems('task_selector: {selector_type: shuffle, feature_keys: [pass_rate]}').join('\n'),
@@ -113,9 +113,9 @@ describe('selectors over task-pipeline scores', () => {
       () =>
         createSelector([{ id: 'a', taskset: 't', index: 0, raw: {} }], {
           selectorType: 'difficulty_based',
-          featureKeys: ['x', 'y'],
+          featureKeys: ['x', 'y', 'z'],
         }),
-      /difficulty_based takes one prior pass-rate column in feature_keys, got 2 \(x, y\)/,
+      /difficulty_based takes at most two feature_keys .*got 3 \(x, y, z\)/,
     );
   });
 });

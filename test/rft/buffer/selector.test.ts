@@ -82,26 +82,21 @@ describe('selectors', () => {
     for (let step = 0; step < 60; step++) {
       const picks = s.next(4);
       (step < 5 ? early : step >= 50 ? late : []).push(...picks);
-      for (const i of picks) {
-        s.feedback(
-          `t:${i}`,
-          Array.from({ length: 8 }, () => (coin() < (truth[i] as number) ? 1 : 0)),
-        );
-      }
+      s.feedback(new Map(picks.map((i) => [`t:${i}`, Array.from({ length: 8 }, () => (coin() < (truth[i] as number) ? 1 : 0))])));
     }
     // Uniform choice has mean distance 0.263; late picks must be much closer to 0.5.
     assert.ok(distance(late) < 0.12, `late distance ${distance(late)}`);
     assert.ok(distance(late) < distance(early), `late ${distance(late)} vs early ${distance(early)}`);
     const rates = (s as unknown as { passRates: number[] }).passRates;
     assert.ok((rates[0] as number) < 0.3 && (rates[n - 1] as number) > 0.7, 'extremes were learned');
-    assert.throws(() => s.feedback('nope', [1]), /unknown task id 'nope'/);
+    assert.throws(() => s.feedback(new Map([['nope', [1]]])), /unknown task id 'nope'/);
   });
 
   test('state round trip: a restored selector continues exactly', () => {
     for (const selectorType of ['sequential', 'shuffle', 'random', 'difficulty_based'] as const) {
       const a = createSelector(taskset('t', 7).tasks, { selectorType, seed: 5 });
       a.next(5);
-      a.feedback('t:2', [1, 0, 1]);
+      a.feedback(new Map([['t:2', [1, 0, 1]]]));
       const b = createSelector(taskset('t', 7).tasks, { selectorType, seed: 5 });
       b.loadState(JSON.parse(JSON.stringify(a.state())));
       assert.deepEqual(b.next(9), a.next(9), selectorType);
@@ -157,7 +152,7 @@ describe('TasksetScheduler', () => {
     const a = make();
     a.nextBatch();
     a.nextBatch();
-    a.feedback('b:1', [1, 1, 1]);
+    a.feedback(new Map([['b:1', [1, 1, 1]]]));
     const saved = JSON.stringify(a.state());
     const b = make();
     b.loadState(JSON.parse(saved));
@@ -168,7 +163,7 @@ describe('TasksetScheduler', () => {
     };
     assert.equal(b.step, 2);
     assert.deepEqual(rest(b), rest(a));
-    assert.throws(() => a.feedback('c:0', [1]), /unknown task id 'c:0'/);
+    assert.throws(() => a.feedback(new Map([['c:0', [1]]])), /unknown task id 'c:0'/);
     const other = new TasksetScheduler({ tasksets: [{ taskset: taskset('z', 3) }], batchSize: 1 });
     assert.throws(() => other.loadState(JSON.parse(saved)), /state is for tasksets \[a, b\], this run has \[z\]/);
   });

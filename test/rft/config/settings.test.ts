@@ -418,7 +418,7 @@ buffer:
 `),
       [
         'buffer.explorer_input.taskset.task_selector: set data_selector (its name since Trinity 0.5.2) or task_selector, not both',
-        'buffer.explorer_input.taskset.data_selector.kwargs.target: unknown argument of selector_type difficulty_based; expected one of: target_reward, tau, do_sample, prior_strength',
+        'buffer.explorer_input.taskset.data_selector.kwargs.target: unknown argument of selector_type difficulty_based; expected one of: target_reward, tau, do_sample, prior_strength, m, lamb, rho, adaptive_rho',
       ],
     );
     assert.deepEqual(problems(`${BASE.replace('{path: /t}', '{path: /t, data_selector: {selector_type: offline_easy2hard}}')}`), [

@@ -2,7 +2,8 @@
 // the older trainer_input.sft_warmup_dataset (v0.2, read by mix when no warm-up steps are set) becomes
 // auxiliary_buffers.<sft_dataset_name>; in the newer auxiliary_buffers an entry's name may differ from its key (the
 // strategy looks it up by the key) and total_epochs bounds its reads. The older mix form's loss arguments are in the
-// ignored block, and its buffer / algorithm keys name what to write today.
+// ignored block, and its buffer / algorithm keys (and model.max_token_len) are read as today's
+// (src/rft/run/config/trinity-older-forms.ts).
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -109,18 +110,48 @@ describe("the older mix form's keys (mix_math, grpo_math's math_mix)", () => {
     assert.equal(config.algorithm.policy_loss_fn_args?.mu, 0.1);
   });
 
-  it('buffer.explore_batch_size, algorithm.mu and buffer.expert_data_ratio name what to write today', () => {
-    const text = configText('{algorithm_type: mix, mu: 0.1}', `{sft_warmup_dataset: {path: ${sft}}}`).replace(
+  it("the older mix form's algorithm.mu, buffer.expert_data_ratio and explore_batch_size are read as today's keys", () => {
+    const text = configText('{algorithm_type: mix, mu: 0.1, repeat_times: 4}', `{sft_warmup_dataset: {path: ${sft}}}`).replace(
       '  batch_size: 2\n',
-      '  batch_size: 2\n  explore_batch_size: 2\n  expert_data_ratio: 0.25\n',
+      '  batch_size: 3\n  explore_batch_size: 2\n  expert_data_ratio: 0.25\n',
     );
-    const moved = 'an older Trinity-RFT key, renamed or moved since: use';
-    assert.deepEqual(problemsIn(text), [
-      `algorithm.mu: unknown key 'mu'; ${moved} algorithm.policy_loss_fn_args.mu`,
-      `buffer.explore_batch_size: unknown key 'explore_batch_size'; ${moved} buffer.batch_size for the tasks of an ` +
-        'explore step (and buffer.train_batch_size for the experiences of a train step, expert rows included); the ' +
-        "older form's buffer.batch_size was not that: set both as you mean them",
-      `buffer.expert_data_ratio: unknown key 'expert_data_ratio'; ${moved} algorithm.sample_strategy_args.expert_data_ratio`,
+    const config = load(text);
+    assert.equal(config.algorithm.policy_loss_fn_args?.mu, 0.1);
+    assert.equal(config.algorithm.sample_strategy_args?.expert_data_ratio, 0.25);
+    // explore_batch_size is the explore step's tasks; the older batch_size the train step's, in tasks: 3 · 4 = 12
+    assert.equal(config.buffer.batch_size, 2);
+    assert.equal(config.buffer.train_batch_size, 12);
+    const mapped = Object.fromEntries(config.trinity_keys.mapped.map((m) => [m.path, m.to]));
+    assert.equal(mapped['algorithm.mu'], "algorithm.policy_loss_fn_args.mu (the mix loss's SFT weight)");
+    assert.equal(
+      mapped['buffer.expert_data_ratio'],
+      "algorithm.sample_strategy_args.expert_data_ratio (mix's share of expert rows in a train batch)",
+    );
+    assert.match(mapped['buffer.batch_size'] ?? '', /^buffer\.train_batch_size 12 \(= batch_size · repeat_times 4: /);
+    assert.equal(
+      mapped['buffer.explore_batch_size'],
+      'buffer.batch_size (tasks per explore step, as buffer.batch_size means today)',
+    );
+  });
+
+  it('an older key beside the key it became is refused naming both', () => {
+    const withBoth = configText(
+      '{algorithm_type: mix, mu: 0.1, policy_loss_fn_args: {mu: 0.2}}',
+      `{sft_warmup_dataset: {path: ${sft}}}`,
+    ).replace('  batch_size: 2\n', '  batch_size: 2\n  train_batch_size: 16\n  explore_batch_size: 2\n');
+    assert.deepEqual(problemsIn(withBoth), [
+      "algorithm.mu: is Trinity's older name of algorithm.policy_loss_fn_args.mu, which is set too: remove one",
+      "buffer.explore_batch_size: is the older mix form's batch of an explore step, whose buffer.batch_size sized the " +
+        "train step; buffer.train_batch_size is set too: write today's form (batch_size for an explore step, train_batch_size)",
     ]);
+  });
+
+  it("model.max_token_len (modelscope's older dapo_math) is model.max_model_len", () => {
+    const config = load(configText('{algorithm_type: grpo}', '{}').replace('max_model_len: 64', 'max_token_len: 64'));
+    assert.equal(config.model.max_model_len, 64);
+    assert.deepEqual(
+      config.trinity_keys.mapped.filter((m) => m.path === 'model.max_token_len').map((m) => m.to),
+      ['model.max_model_len (prompt + response: its older name)'],
+    );
   });
 });

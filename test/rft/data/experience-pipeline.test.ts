@@ -173,7 +173,9 @@ describe('explorer loop with a pipeline', () => {
           served = true;
           return { tasks: [{ id: 'a' }, { id: 'b' }] };
         },
-        feedback: (id: string, rewards: readonly number[]) => feedback.push([id, [...rewards]]),
+        feedback: (step: ReadonlyMap<string, readonly number[]>) => {
+          for (const [id, rewards] of step) feedback.push([id, [...rewards]]);
+        },
         state: () => ({}),
       },
       runner: { runStep: async () => ({ experiences: produced, metrics: {}, statuses: [] }) },

@@ -24,6 +24,9 @@
 //                                            → ./trinity-rollout-mappings.ts
 //   buffer.trainer_input.sft_warmup_dataset as mix's expert data (Trinity 0.2) → auxiliary_buffers
 //                                              (./trinity-mix-mappings.ts)
+//   the older mix form's algorithm.mu, buffer.expert_data_ratio, buffer.explore_batch_size; model.max_token_len
+//                                            → today's keys (./trinity-older-forms.ts)
+//   Trinity 0.1's form (data:, a flat explorer section) → today's keys (./trinity-v01-form.ts)
 //   explorer.eval_interval, experience_buffer.use_priority_queue → as Trinity adjusts them (./trinity-adjustments.ts)
 //   cluster.node_num, cluster.gpu_per_node   → taken out here; the placement they imply is checked against the
 //                                              machine when the run is checked (./trinity-report.ts)
@@ -44,6 +47,8 @@ import {
   writtenRepeatTimes,
 } from './trinity-rollout-mappings.js';
 import { mapMixExpertData } from './trinity-mix-mappings.js';
+import { mapOlderForms } from './trinity-older-forms.js';
+import { mapTrinityV01Form } from './trinity-v01-form.js';
 import { mapTrinityAdjustments } from './trinity-adjustments.js';
 import { mapTrainerConfig } from './trinity-trainer-config.js';
 
@@ -78,11 +83,13 @@ export interface TrinityKeyOptions {
 export function takeTrinityKeys(tree: Tree, options: TrinityKeyOptions, problems: ConfigProblem[]): TrinityKeys {
   const mapped: MappedSetting[] = [];
   const problem = (path: string, message: string) => problems.push({ path, message });
+  mapTrinityV01Form(tree, mapped, problem);
   const stages = Array.isArray(tree.stages) ? tree.stages : [];
   const roots: [Segment[], unknown][] = [[[], tree], ...stages.map((s, i): [Segment[], unknown] => [['stages', i], s])];
   for (const [root, node] of roots) {
     if (!isMapping(node)) continue;
     const at = (path: readonly Segment[]) => joinPath([...root, ...path]);
+    mapOlderForms(node, writtenRepeatTimes(tree, node), at, mapped, problem);
     mapSyncMethod(node, at, mapped);
     mapEngineTypes(node, at, mapped);
     const mode = node.mode ?? tree.mode ?? 'both';
