@@ -70,7 +70,7 @@ interface DenseMlp {
  * `onePass` (see CausalLM.#cpuDecodeKernels): torch.decodeRmsNorm, one native pass instead of ATen's ~10 ops a call
  * (~1.5 vs ~10 us: a sizeable share of a small model's decode step).
  */
-function rmsNorm(x: Tensor, weight: Tensor, eps: number, onePass: boolean): Tensor {
+export function rmsNorm(x: Tensor, weight: Tensor, eps: number, onePass: boolean): Tensor {
   if (onePass) return torch.decodeRmsNorm(x, weight, eps);
   return x.dtype === 'float32'
     ? torch.rmsNorm(x, weight.shape, weight, eps)
@@ -143,6 +143,11 @@ export interface ForwardOptions {
    * (row-major) [B*T, k] int64, -1 rows routed by the router; a layer without an entry routes every token itself.
    */
   replayRouting?: readonly (Tensor | null | undefined)[];
+  /**
+   * RoPE tables cos, sin [B, 1, T, headDim] computed by the caller (the multimodal RoPE of ./vision/mrope.ts), used
+   * instead of the tables of the token positions.
+   */
+  rotary?: { cos: Tensor; sin: Tensor };
 }
 
 /** forward() taken apart: see CausalLM.beginPass. */
@@ -402,7 +407,7 @@ export class CausalLM {
     if (step !== null && positionIds === undefined) {
       positions = positions.add(step.plan.tokenOffsets);
     }
-    const { cos, sin } = this.#rope.cosSin(positions, this.dtype);
+    const { cos, sin } = options.rotary ?? this.#rope.cosSin(positions, this.dtype);
 
     // attention mask, true = attend: causal, real keys only, plus the diagonal (a pad query sees itself)
     let mask: Tensor | null = null;
