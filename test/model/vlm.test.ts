@@ -211,6 +211,26 @@ describe('float32 model', () => {
   });
 });
 
+test('bfloat16: logits of the image batch close to the float32 reference', () => {
+  const model = Qwen2_5VLModel.load(dir, { dtype: 'bfloat16' });
+  try {
+    torch.scope(() => {
+      const mask = get(ref, 'mm.mask');
+      const logits = model.forward(get(ref, 'mm.ids'), {
+        attentionMask: mask,
+        images: { grids, pixelValues: get(ref, 'pixel_values') },
+      });
+      assert.equal(logits.dtype, 'bfloat16');
+      const expected = get(ref, 'mm.logits');
+      const scale = expected.abs().max().item();
+      const diff = maxAbsDiff(logits, expected, mask.unsqueeze(-1));
+      assert.ok(diff < 0.05 * scale, `bf16 differs by ${diff} (logit scale ${scale})`);
+    });
+  } finally {
+    model.dispose();
+  }
+});
+
 test('one training step over the image batch: loss and every gradient (vision tower included) equal transformers (1e-4)', () => {
   const model = Qwen2_5VLModel.load(dir, { requiresGrad: true });
   try {
