@@ -7,7 +7,15 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { type GridTHW, parseQwen2_5VLConfig, Qwen2_5VLModel, ropeIndex, windowLayout } from '../../src/model/index.js';
+import {
+  type GridTHW,
+  parseQwen2_5VLConfig,
+  preprocessImages,
+  Qwen2_5VLModel,
+  ropeIndex,
+  smartResize,
+  windowLayout,
+} from '../../src/model/index.js';
 import * as torch from '../../src/torch/index.js';
 import { disposeAll, fixturesDir, get, maxAbsDiff } from './helpers/fixtures.js';
 
@@ -113,6 +121,31 @@ test('get_rope_index: the 3-D positions and rope deltas of the padded image batc
     () => ropeIndex(ids, mask, [...grids, [1, 2, 2]], config),
     /4 image grids given, but the token ids hold 3 image\(s\)/,
   );
+});
+
+describe('image processor', () => {
+  test("smart_resize: multiples of 28 by Python's round (halves to even), within min_pixels and max_pixels", () => {
+    assert.deepEqual(smartResize(50, 90, 28, 3136, 1003520), [56, 84]);
+    assert.deepEqual(smartResize(70, 70, 28, 3136, 1003520), [56, 56], '70 / 28 = 2.5 rounds to 2');
+    assert.deepEqual(smartResize(98, 98, 28, 3136, 1003520), [112, 112], '98 / 28 = 3.5 rounds to 4');
+    assert.deepEqual(smartResize(20, 30, 28, 3136, 1003520), [56, 84], 'scaled up to min_pixels');
+    assert.deepEqual(smartResize(1000, 2000, 28, 3136, 28 * 28 * 64), [140, 308], 'scaled down to max_pixels');
+    assert.throws(() => smartResize(10, 2100, 28, 3136, 1003520), /aspect ratio must be smaller than 200/);
+  });
+
+  test("pixel values and grids equal transformers' Qwen2-VL processor on the same RGB bytes (1e-5)", () => {
+    torch.scope(() => {
+      const images = [0, 1, 2].map((i) => {
+        const t = get(ref, `image.${i}`);
+        const [height, width] = t.shape as [number, number, number];
+        return { data: Uint8Array.from(t.reshape([-1]).toArray() as number[]), height, width, channels: 3 };
+      });
+      const { pixelValues, grids: ours } = preprocessImages(images);
+      assert.deepEqual(ours, grids);
+      const diff = maxAbsDiff(pixelValues, get(ref, 'pixel_values'));
+      assert.ok(diff < 1e-5, `max |ours - transformers| = ${diff}`);
+    });
+  });
 });
 
 describe('float32 model', () => {

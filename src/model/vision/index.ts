@@ -5,3 +5,5 @@ export * from './config.js';
 export { type GridTHW, imageTokenCount, MultimodalRotaryEmbedding, type RopeIndex, ropeIndex, ropeIndexOf } from './mrope.js';
 export * from './qwen2-5-vl.js';
 export { expectedVisionWeights, VisionTower, windowLayout } from './vision-tower.js';
+export { type ImageBytes, resizeBicubic } from './bicubic-resize.js';
+export * from './image-processor.js';
