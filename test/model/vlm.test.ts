@@ -3,15 +3,18 @@
 // text-only batch and of a padded batch with three images (float32, 1e-4), greedy generation with a KV cache, one
 // training step's loss and every gradient (1e-4), and a save that loads back to the same logits.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import {
   type GridTHW,
+  loadImageProcessorConfig,
+  loadQwen2_5VLConfig,
   parseQwen2_5VLConfig,
   preprocessImages,
   Qwen2_5VLModel,
+  resizeBicubic,
   ropeIndex,
   smartResize,
   windowLayout,
@@ -133,6 +136,49 @@ describe('image processor', () => {
     assert.throws(() => smartResize(10, 2100, 28, 3136, 1003520), /aspect ratio must be smaller than 200/);
   });
 
+  test("bicubic resizing gives Pillow's bytes: downscaling (antialiased), upscaling, one axis at a time", () => {
+    const source = get(ref, 'resize.source');
+    const image = { data: Uint8Array.from(source.reshape([-1]).toArray() as number[]), height: 37, width: 203, channels: 3 };
+    for (const [height, width] of [
+      [19, 61],
+      [50, 300],
+      [37, 50],
+      [11, 203],
+    ] as const) {
+      const ours = resizeBicubic(image, height, width);
+      const pillow = get(ref, `resize.${height}x${width}`).reshape([-1]).toArray() as number[];
+      const differing = pillow.filter((v, i) => v !== ours.data[i]).length;
+      assert.equal(differing, 0, `${height}x${width}: ${differing} bytes differ from Pillow's`);
+    }
+  });
+
+  test('preprocessor_config.json: its keys are read, and steps not implemented are refused naming the key', () => {
+    const folder = mkdtempSync(join(tmpdir(), 'vlm-processor-'));
+    try {
+      const write = (config: Record<string, unknown>) =>
+        writeFileSync(join(folder, 'preprocessor_config.json'), JSON.stringify(config));
+      assert.equal(loadImageProcessorConfig(folder).maxPixels, 28 * 28 * 1280, 'no file: the defaults');
+      write({ size: { shortest_edge: 3136, longest_edge: 12845056 }, patch_size: 14, merge_size: 2, resample: 3 });
+      assert.deepEqual(
+        [loadImageProcessorConfig(folder).minPixels, loadImageProcessorConfig(folder).maxPixels],
+        [3136, 12845056],
+      );
+      write({ min_pixels: 100, max_pixels: 200 });
+      assert.deepEqual([loadImageProcessorConfig(folder).minPixels, loadImageProcessorConfig(folder).maxPixels], [100, 200]);
+      write({ resample: 2 });
+      assert.throws(
+        () => loadImageProcessorConfig(folder),
+        /preprocessor_config\.json: key 'resample': only 3 \(bicubic\) is supported, got 2/,
+      );
+      write({ do_normalize: false });
+      assert.throws(() => loadImageProcessorConfig(folder), /key 'do_normalize': false is not supported/);
+      write({ image_mean: [0.5, 0.5] });
+      assert.throws(() => loadImageProcessorConfig(folder), /key 'image_mean': expected three numbers/);
+    } finally {
+      rmSync(folder, { recursive: true, force: true });
+    }
+  });
+
   test("pixel values and grids equal transformers' Qwen2-VL processor on the same RGB bytes (1e-5)", () => {
     torch.scope(() => {
       const images = [0, 1, 2].map((i) => {
@@ -146,6 +192,32 @@ describe('image processor', () => {
       assert.ok(diff < 1e-5, `max |ours - transformers| = ${diff}`);
     });
   });
+});
+
+test('weights that do not fit the config are refused, naming the tensor', () => {
+  const config = loadQwen2_5VLConfig(dir);
+  const attempt = (edit: (weights: Map<string, torch.Tensor>) => void) => () => {
+    const weights = torch.loadModelWeights(dir, { dtype: 'float32' });
+    for (const t of weights.values()) torch.keep(t);
+    edit(weights);
+    new Qwen2_5VLModel(config, weights, { fileOf: () => 'model.safetensors' }).dispose();
+  };
+  assert.throws(
+    attempt((w) => w.delete('visual.blocks.2.attn.qkv.bias')),
+    /model\.safetensors: missing tensor 'visual\.blocks\.2\.attn\.qkv\.bias' \(expected shape \[96\]\)/,
+  );
+  assert.throws(
+    attempt((w) => w.set('visual.merger.ln_q.weight', torch.keep(torch.ones([31])))),
+    /tensor 'visual\.merger\.ln_q\.weight' has shape \[31\], expected \[32\]/,
+  );
+  assert.throws(
+    attempt((w) => w.set('visual.blocks.3.norm1.weight', torch.keep(torch.ones([32])))),
+    /unexpected tensors 'visual\.blocks\.3\.norm1\.weight' \(not part of this config's vision tower\)/,
+  );
+  assert.throws(
+    attempt((w) => w.delete('model.norm.weight')),
+    /missing tensor 'model\.norm\.weight'/,
+  );
 });
 
 describe('float32 model', () => {
