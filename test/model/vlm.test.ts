@@ -13,6 +13,7 @@ import {
   loadQwen2_5VLConfig,
   parseQwen2_5VLConfig,
   preprocessImages,
+  QWEN2_VL_IMAGE_PROCESSOR,
   Qwen2_5VLModel,
   resizeBicubic,
   ropeIndex,
@@ -158,6 +159,7 @@ describe('image processor', () => {
       const write = (config: Record<string, unknown>) =>
         writeFileSync(join(folder, 'preprocessor_config.json'), JSON.stringify(config));
       assert.equal(loadImageProcessorConfig(folder).maxPixels, 28 * 28 * 1280, 'no file: the defaults');
+      assert.deepEqual(loadImageProcessorConfig(dir), QWEN2_VL_IMAGE_PROCESSOR, "the fixture's file: transformers' defaults");
       write({ size: { shortest_edge: 3136, longest_edge: 12845056 }, patch_size: 14, merge_size: 2, resample: 3 });
       assert.deepEqual(
         [loadImageProcessorConfig(folder).minPixels, loadImageProcessorConfig(folder).maxPixels],
@@ -297,10 +299,15 @@ describe('float32 model', () => {
     });
   });
 
-  test('save writes a folder that loads back to the same logits', () => {
+  test('save writes a folder that loads back to the same logits, with the image processor config', () => {
     const tmp = mkdtempSync(join(tmpdir(), 'vlm-'));
     try {
       model.save(tmp);
+      assert.deepEqual(loadImageProcessorConfig(tmp), loadImageProcessorConfig(dir));
+      assert.equal(
+        readFileSync(join(tmp, 'preprocessor_config.json'), 'utf8'),
+        readFileSync(join(dir, 'preprocessor_config.json'), 'utf8'),
+      );
       const again = Qwen2_5VLModel.load(tmp);
       try {
         torch.scope(() => {
