@@ -20,23 +20,41 @@ function cubic(x: number): number {
   return 0;
 }
 
-/** Pillow's precompute_coeffs + normalize_coeffs_8bpc: per output sample, its first tap and fixed-point weights. */
-function coefficients(inSize: number, outSize: number): { first: number; weights: number[] }[] {
+/**
+ * Pillow's precompute_coeffs + normalize_coeffs_8bpc: per output sample xx, its first tap firsts[xx], its tap count
+ * counts[xx] and fixed-point weights[xx * taps + k] (taps: the widest sample's count).
+ */
+function coefficients(
+  inSize: number,
+  outSize: number,
+): { firsts: Int32Array; counts: Int32Array; weights: Float64Array; taps: number } {
   const scale = inSize / outSize;
   const filterscale = Math.max(scale, 1);
   const support = 2 * filterscale;
-  return Array.from({ length: outSize }, (_, xx) => {
+  const taps = Math.ceil(support) * 2 + 1;
+  const firsts = new Int32Array(outSize);
+  const counts = new Int32Array(outSize);
+  const weights = new Float64Array(outSize * taps);
+  for (let xx = 0; xx < outSize; xx++) {
     const center = (xx + 0.5) * scale;
     const first = Math.max(Math.trunc(center - support + 0.5), 0);
-    const last = Math.min(Math.trunc(center + support + 0.5), inSize);
-    const raw = Array.from({ length: last - first }, (_, x) => cubic((x + first - center + 0.5) / filterscale));
-    const sum = raw.reduce((a, b) => a + b, 0);
-    const weights = raw.map((w) => {
-      const normalised = sum !== 0 ? w / sum : w;
-      return Math.trunc(normalised < 0 ? -0.5 + normalised * 2 ** PRECISION_BITS : 0.5 + normalised * 2 ** PRECISION_BITS);
-    });
-    return { first, weights };
-  });
+    const count = Math.min(Math.trunc(center + support + 0.5), inSize) - first;
+    let sum = 0;
+    for (let x = 0; x < count; x++) {
+      const w = cubic((x + first - center + 0.5) / filterscale);
+      weights[xx * taps + x] = w;
+      sum += w;
+    }
+    for (let x = 0; x < count; x++) {
+      const normalised = sum !== 0 ? (weights[xx * taps + x] as number) / sum : (weights[xx * taps + x] as number);
+      weights[xx * taps + x] = Math.trunc(
+        normalised < 0 ? -0.5 + normalised * 2 ** PRECISION_BITS : 0.5 + normalised * 2 ** PRECISION_BITS,
+      );
+    }
+    firsts[xx] = first;
+    counts[xx] = count;
+  }
+  return { firsts, counts, weights, taps };
 }
 
 /** One pass over `pixels` (rows x cols x channels, row-major) along rows (axis 0) or columns (axis 1). */
@@ -46,22 +64,25 @@ function resamplePass(
   axis: 0 | 1,
   outSize: number,
 ): Uint8Array {
-  const inSize = axis === 0 ? rows : cols;
-  const coeffs = coefficients(inSize, outSize);
+  const { firsts, counts, weights, taps } = coefficients(axis === 0 ? rows : cols, outSize);
   const [outRows, outCols] = axis === 0 ? [outSize, cols] : [rows, outSize];
   const out = new Uint8Array(outRows * outCols * channels);
   const half = 1 << (PRECISION_BITS - 1);
+  const unit = 2 ** PRECISION_BITS;
+  const tapStride = axis === 0 ? cols * channels : channels; // from one tap's byte to the next along the pass
   for (let r = 0; r < outRows; r++)
     for (let c = 0; c < outCols; c++) {
-      const { first, weights } = coeffs[axis === 0 ? r : c] as { first: number; weights: number[] };
+      const xx = axis === 0 ? r : c;
+      const first = firsts[xx] as number;
+      const count = counts[xx] as number;
+      const firstByte = axis === 0 ? (first * cols + c) * channels : (r * cols + first) * channels;
+      const outByte = (r * outCols + c) * channels;
       for (let ch = 0; ch < channels; ch++) {
         let sum = half;
-        for (let k = 0; k < weights.length; k++) {
-          const [ir, ic] = axis === 0 ? [first + k, c] : [r, first + k];
-          sum += (pixels[(ir * cols + ic) * channels + ch] as number) * (weights[k] as number);
-        }
+        for (let k = 0; k < count; k++)
+          sum += (pixels[firstByte + k * tapStride + ch] as number) * (weights[xx * taps + k] as number);
         // Pillow's clip8: (sum >> 22) clamped to 0..255 (an arithmetic shift: floor of the quotient)
-        out[(r * outCols + c) * channels + ch] = Math.min(Math.max(Math.floor(sum / 2 ** PRECISION_BITS), 0), 255);
+        out[outByte + ch] = Math.min(Math.max(Math.floor(sum / unit), 0), 255);
       }
     }
   return out;
