@@ -14,6 +14,8 @@
 // Weights: the language model's under the dense names (model.embed_tokens, model.layers.*, model.norm, lm_head), as
 // the Hub's checkpoints and transformers 5's save_pretrained write them, and visual.*; the in-memory names of
 // transformers 5 (model.language_model.*, model.visual.*) are read as well.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Tensor } from '../../torch/index.js';
 import * as torch from '../../torch/index.js';
 import { ModelWeightsError, type SaveModelOptions, writeModelFolder } from '../hf-weights.js';
@@ -123,7 +125,9 @@ export class Qwen2_5VLModel {
       throw new TypeError(`Qwen2_5VLModel.load: dtype must be float32 or bfloat16, got ${String(dtype)}`);
     const loaded = torch.loadModelWeights(dir, { dtype, ...(options.device ? { device: options.device } : {}) });
     const weights = new Map([...loaded].map(([name, t]) => [renameWeight(name), torch.keep(t)]));
-    const model = new Qwen2_5VLModel(config, weights, { sourceDir: dir, fileOf: () => dir });
+    const index = join(dir, 'model.safetensors.index.json');
+    const weightsFile = existsSync(index) ? index : join(dir, 'model.safetensors');
+    const model = new Qwen2_5VLModel(config, weights, { sourceDir: dir, fileOf: () => weightsFile });
     if (options.requiresGrad) for (const t of model.parameters().values()) t.requiresGrad_(true);
     return model;
   }
