@@ -96,6 +96,7 @@ const COPIED_FILES = [
   'tokenizer.model',
   'chat_template.jinja',
   'chat_template.json',
+  'preprocessor_config.json', // a vision-language model's image processor (./vision/image-processor.ts)
 ];
 
 /**

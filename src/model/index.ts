@@ -14,3 +14,4 @@ export { ropeInverseFrequencies } from './rope.js';
 export type { SharedPrefixLayout } from './shared-prefix-attention.js';
 export * from './training.js';
 export * from './transformer.js';
+export * from './vision/index.js';

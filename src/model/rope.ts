@@ -88,6 +88,14 @@ export function ropeInverseFrequencies(
  */
 function rotaryCosSin(invFreq: Tensor, attentionScaling: number, positions: Tensor, dtype: DType): { cos: Tensor; sin: Tensor } {
   const freqs = positions.float().unsqueeze(-1).mul(invFreq).unsqueeze(1); // [B, 1, T, headDim/2], float32
+  return cosSinOfAngles(freqs, attentionScaling, dtype);
+}
+
+/**
+ * cos, sin [..., headDim] of rotation angles [..., headDim/2] (float32), laid out for applyRotary: emb = cat(freqs,
+ * freqs), sin with its first half negated. Also serves the multimodal RoPE (./vision/mrope.ts), whose angles mix axes.
+ */
+export function cosSinOfAngles(freqs: Tensor, attentionScaling: number, dtype: DType): { cos: Tensor; sin: Tensor } {
   const scale = (t: Tensor) => (attentionScaling === 1 ? t : t.mul(attentionScaling));
   const cos = scale(freqs.cos());
   const sin = scale(freqs.sin());

@@ -72,7 +72,7 @@ interface DenseMlp {
  * `onePass` (see CausalLM.#cpuDecodeKernels): torch.decodeRmsNorm, one native pass instead of ATen's ~10 ops a call
  * (~1.5 vs ~10 us: a sizeable share of a small model's decode step).
  */
-function rmsNorm(x: Tensor, weight: Tensor, eps: number, onePass: boolean | 'invariant'): Tensor {
+export function rmsNorm(x: Tensor, weight: Tensor, eps: number, onePass: boolean | 'invariant'): Tensor {
   if (onePass === 'invariant') return invariantRmsNorm(x, weight, eps, () => rmsNorm(x, weight, eps, false));
   if (onePass) return torch.decodeRmsNorm(x, weight, eps);
   return x.dtype === 'float32'
@@ -158,6 +158,11 @@ export interface ForwardOptions {
    * (row-major) [B*T, k] int64, -1 rows routed by the router; a layer without an entry routes every token itself.
    */
   replayRouting?: readonly (Tensor | null | undefined)[];
+  /**
+   * RoPE tables cos, sin [B, 1, T, headDim] computed by the caller (the multimodal RoPE of ./vision/mrope.ts), used
+   * instead of the tables of the token positions.
+   */
+  rotary?: { cos: Tensor; sin: Tensor };
 }
 
 /** forward() taken apart: see CausalLM.beginPass. */
@@ -464,9 +469,9 @@ export class CausalLM {
       for (const l of [...this.#linears.values(), this.#headLinear]) if (l.packed) l.packed.version = -1;
     // the table's bound on the positions: a cache's length, else the sequence's (explicit ids: read back)
     const limit = () => (cache ? cache.maxLength : positionIds ? positions.max().item() + 1 : seqLen);
-    const { cos, sin } = invariant
-      ? this.#rope.tableCosSin(positions, this.dtype, limit())
-      : this.#rope.cosSin(positions, this.dtype);
+    const { cos, sin } =
+      options.rotary ??
+      (invariant ? this.#rope.tableCosSin(positions, this.dtype, limit()) : this.#rope.cosSin(positions, this.dtype));
     if (invariant && shared !== null) throw new TypeError('forward: the batch-invariant forward takes no sharedPrefix layout');
     // batch-invariant: each row's attention starts at its first real token (left padding cut off, see rowStarts)
     const rowStarts = invariant && step === null && real !== null ? sequenceStarts(real) : null;
