@@ -135,6 +135,8 @@ export interface StageSettings {
     distributedTimeoutMs: number;
     /** trainer.zero_stage: 1 shards the policy's AdamW state over the data-parallel ranks (ZeRO-1). */
     zeroStage: 0 | 1;
+    /** trainer.trainer_strategy: 'fsdp' (fsdp, fsdp2) shards the policy over the data-parallel ranks; 'ddp' replicates it. */
+    strategy: 'ddp' | 'fsdp';
     /** trainer.stop_when (mode train over a dataset): evaluate every evalInterval steps, end once the metric reaches
      * the bound; null: train total_steps without evaluating. */
     stopWhen: StopRule | null;

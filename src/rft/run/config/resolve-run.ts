@@ -21,7 +21,7 @@ import { resolveDataProcessor } from '../../data/config.js';
 import { checkRolloutModel } from '../../explorer/config.js';
 import { checkMonitor } from '../../monitor/config.js';
 import { resolveSynchronizer } from '../../sync/config.js';
-import { checkStopWhen, trainerDtypes, trainerTokenBudget } from '../../trainer/config.js';
+import { checkStopWhen, checkTrainerStrategy, trainerDtypes, trainerTokenBudget } from '../../trainer/config.js';
 import { resolveModel } from './model.js';
 import type { Mode, RunConfig, RunInput } from './schema.js';
 
@@ -68,6 +68,7 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
   const remoteEngine = rollout.engine_type === 'openai';
   const sync = resolveSynchronizer(input.synchronizer, { mode, remoteEngine, engineProcess: rollout.engine_process }, problem);
   const dtypes = trainerDtypes(input.trainer, model, problem);
+  checkTrainerStrategy(input.trainer, model, problem);
   const tokenBudget = trainerTokenBudget(input.trainer, model.max_model_len, problem);
   const devices = colocate ? colocatedDevices(input, problem) : { rollout: rollout.device, trainer: input.trainer.device };
   const explorer = colocate ? { ...input.explorer, rollout_model: { ...rollout, device: devices.rollout } } : input.explorer;
