@@ -182,7 +182,10 @@ async function joinGroup(s: TrainerState, d: NonNullable<TrainerInit['distribute
     deviceGroup: device?.group ?? null,
     ...(d.bucketBytes === undefined ? {} : { bucketBytes: d.bucketBytes }),
   });
-  const sharded = s.sharded === null ? null : shardedCollectives(base, s.sharded.sharded, device?.group ?? group);
+  const sharded =
+    s.sharded === null
+      ? null
+      : shardedCollectives(base, s.sharded.sharded, device?.group ?? group, { prefetch: d.prefetch ?? true });
   const r: Ranks = {
     group,
     store,

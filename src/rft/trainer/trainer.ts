@@ -115,6 +115,8 @@ export interface DistributedInit {
    * runs (./fsdp.ts; trainer.trainer_strategy fsdp/fsdp2). Absent or 'ddp': every rank holds the whole policy.
    */
   strategy?: 'ddp' | 'fsdp';
+  /** fsdp: issue the next layer's gather before this layer computes (default true; bench/fsdp.bench.ts measures it). */
+  prefetch?: boolean;
 }
 
 /**
