@@ -116,7 +116,8 @@ export class ShardedAdamW extends torch.AdamW {
             }
           }
         }
-        super.loadStateDict({ kind: 'AdamW', groups: saved.groups, tensors });
+        // (the base class reads its own class name as the kind: the shards' layout is this class's)
+        super.loadStateDict({ kind: this.constructor.name, groups: saved.groups, tensors });
       }),
     );
   }
