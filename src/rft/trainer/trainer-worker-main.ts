@@ -17,7 +17,7 @@
 // Rank 0's close() ends the followers' follow(): with stop when its stage succeeded, with failed and its error message
 // when it did not, so that every rank ends the run at once — unless rank 0 is inside a step (one failed part way): the
 // followers may be in any of its collectives, so rank 0 sends nothing and leaves, and theirs fails.
-import { CausalLM, type LoraDropoutState, LoraModel } from '../../model/index.js';
+import { CausalLM, LoraModel } from '../../model/index.js';
 import * as torch from '../../torch/index.js';
 import { DistributedError, type ProcessGroup, type Store } from '../../torch/index.js';
 import { Critic } from '../algorithm/critic.js';
@@ -27,6 +27,7 @@ import { checkFiniteWeights, type LoadedCheckpoint, latestCheckpoint } from '../
 import { loadCriticState, loadOptimizerState, saveCheckpoint } from '../checkpoint.js';
 import type { Experience } from '../experience.js';
 import { checkAdapterSettings, newAdapterShape } from './adapter-settings.js';
+import { type SavedTrainerState, savedTrainerState } from './saved-trainer-state.js';
 import { trainerLrSchedule } from './lr-schedule.js';
 import { ZeroAdamW } from './zero.js';
 import {
@@ -54,16 +55,7 @@ import { type ShardedPasses, shardedCollectives } from './fsdp-passes.js';
 import { MasterWeights } from './master-weights.js';
 import type { DistributedOutcome, TrainerInit } from './trainer.js';
 import { loraReference, modelReference, type ReferencePolicy } from './reference-policy.js';
-import { TrainStep, type TrainStepMetrics, type TrainStepState } from './train-step.js';
-
-/** trainer.json's fields besides the critic optimizer (see ../checkpoint.ts). */
-interface SavedTrainerState {
-  trainStep: TrainStepState;
-  /** The LR scheduler's step. */
-  schedulerStep: number;
-  /** The LoRA dropout stream (LoRA runs). */
-  loraDropout?: LoraDropoutState;
-}
+import { TrainStep, type TrainStepMetrics } from './train-step.js';
 
 interface TrainerState {
   /** The policy the step computes with (in init.dtype). */
@@ -387,28 +379,6 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   });
   if (saved) trainStep.loadState(saved.trainStep, `${checkpoint?.dir}/trainer.json trainStep`);
   return { model, master, lora, optimizer, scheduler, reference, critic, trainStep, algorithm, init, sharded };
-}
-
-/** The trainer state of a checkpoint (one without it would resume as a different run: an error). */
-function savedTrainerState(checkpoint: LoadedCheckpoint): SavedTrainerState {
-  const trainer = checkpoint.trainer;
-  if (trainer === null || trainer.trainStep === undefined) {
-    throw new Error(
-      `${checkpoint.dir}: the checkpoint has no trainer state (trainer.json: KL coefficients, LR schedule position); ` +
-        `it was written by an older version and cannot resume as the same run`,
-    );
-  }
-  const schedulerStep = trainer.schedulerStep;
-  if (typeof schedulerStep !== 'number' || !Number.isInteger(schedulerStep) || schedulerStep < 0) {
-    throw new Error(
-      `${checkpoint.dir}/trainer.json: schedulerStep must be a non-negative integer, got ${JSON.stringify(schedulerStep)}`,
-    );
-  }
-  return {
-    trainStep: trainer.trainStep as TrainStepState,
-    schedulerStep,
-    ...(trainer.loraDropout === undefined ? {} : { loraDropout: trainer.loraDropout as LoraDropoutState }),
-  };
 }
 
 function release(s: TrainerState): void {
