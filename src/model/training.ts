@@ -15,6 +15,8 @@
 //   3. per chunk, the head again with a graph, backward with those gradients into the final hidden states; then
 //      the trunk backward: at once, or layer by layer from the last, recomputing each layer from its saved input.
 // The result equals plain autograd through lossFn(tokenLogProbs(...)) (tested), with far less memory.
+// The trunk's part is ./training-trunk.ts; forwardBackwardSteps is the same pass as a program that pauses at its layer
+// boundaries (a fully sharded trainer gathers and releases each layer's parameters there).
 //
 // With promptWidth (RL batches: left-padded prompts, then responses), rows that share a prompt run it through the
 // trunk once: the batch is packed as [distinct prompts ‖ each row's last prompt token + response] (transformer.ts's
@@ -31,7 +33,10 @@
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import { LoadBalancing } from './moe.js';
-import type { CausalLM, ForwardOptions, ForwardPass } from './transformer.js';
+import { type PassSteps, type ReplayableRandom, type RouterAux, runPass, trunkForward } from './training-trunk.js';
+import type { CausalLM, ForwardOptions } from './transformer.js';
+
+export type { PassPoint, PassSteps, ReplayableRandom } from './training-trunk.js';
 
 export interface TokenLogProbsOptions {
   /** [B, T], 1 = real token (padding anywhere); positions follow forward()'s rules. */
@@ -340,17 +345,6 @@ export function tokenLogProbs(model: CausalLM, inputIds: Tensor, options: TokenL
   });
 }
 
-/**
- * Random numbers a forward draws (LoRA dropout: LoraModel), as a state that can be read and set. With activation
- * checkpointing forwardBackward sets the state each layer started from before recomputing it, so the recomputation
- * draws the masks the forward drew (torch.utils.checkpoint's preserve_rng_state), and leaves the state where the
- * forward left it.
- */
-export interface ReplayableRandom<State> {
-  randomState(): State;
-  setRandomState(state: State): void;
-}
-
 export interface ForwardBackwardOptions extends Omit<TokenLogProbsOptions, 'necs'> {
   /** Recompute each decoder layer during backward instead of keeping its activations (default false). */
   checkpoint?: boolean;
@@ -376,15 +370,6 @@ export interface ForwardBackwardResult {
   routerAuxLoss: Tensor | null;
 }
 
-/** The load-balancing loss of a pass and its weight (see ForwardBackwardOptions.routerAuxLoss). */
-interface RouterAux {
-  balancing: LoadBalancing;
-  weight: number;
-  /** Set by the pass's onRouting while a layer is recomputed (checkpointing): that layer's term. */
-  recomputed: Tensor | null;
-  recomputing: boolean;
-}
-
 /** The real tokens of a pass's input [N] (null: all), as forward() lays them out. */
 function passRealTokens(forward: ForwardOptions): Tensor | null {
   if (forward.attentionMask !== undefined) return forward.attentionMask.reshape([-1]);
@@ -403,6 +388,19 @@ export function forwardBackward(
   lossFn: (inputs: TokenLogProbs) => Tensor,
   options: ForwardBackwardOptions = {},
 ): ForwardBackwardResult {
+  return torch.scope(() => runPass(forwardBackwardSteps(model, inputIds, lossFn, options)));
+}
+
+/**
+ * forwardBackward as a program that pauses at the trunk's layer boundaries (./training-trunk.ts PassPoint), for a
+ * caller that has work to do there (a fully sharded trainer's collectives). Run it inside torch.scopeSteps.
+ */
+export function* forwardBackwardSteps(
+  model: CausalLM,
+  inputIds: Tensor,
+  lossFn: (inputs: TokenLogProbs) => Tensor,
+  options: ForwardBackwardOptions = {},
+): PassSteps<ForwardBackwardResult> {
   const checked = checkInputs(inputIds, options);
   const { chunkSize } = checked;
   const random = options.random ?? null;
@@ -414,179 +412,101 @@ export function forwardBackward(
     );
   }
   const withEntropy = options.entropy ?? false;
-  return torch.scope(() => {
-    const temperature = headTemperature(checked.temperature, inputIds.device);
-    const moe = model.config.moe;
-    // a weighted load-balancing loss covers every real token, as transformers': no shared-prompt packing, which
-    // runs each prompt once and leaves out each row's last token
-    const weightedAux = moe !== null && (options.routerAuxLoss ?? 0) !== 0;
-    const input = trunkInput(inputIds, weightedAux || model.batchInvariant ? { ...options, promptWidth: undefined } : options);
-    const aux: RouterAux | null =
-      moe !== null && options.routerAuxLoss !== undefined
-        ? {
-            balancing: new LoadBalancing(moe, passRealTokens(input.forward)),
-            weight: options.routerAuxLoss,
-            recomputed: null,
-            recomputing: false,
-          }
-        : null;
-    const onRouting = (_layer: number, routing: { logits: Tensor }) => {
-      if (aux === null) return;
-      if (aux.recomputing) aux.recomputed = aux.balancing.layerTerm(routing.logits);
-      else aux.balancing.observe(routing.logits);
-    };
-    const pass = model.beginPass(input.ids, aux === null ? input.forward : { ...input.forward, onRouting });
+  yield { at: 'start' };
+  const temperature = headTemperature(checked.temperature, inputIds.device);
+  const moe = model.config.moe;
+  // a weighted load-balancing loss covers every real token, as transformers': no shared-prompt packing, which
+  // runs each prompt once and leaves out each row's last token
+  const weightedAux = moe !== null && (options.routerAuxLoss ?? 0) !== 0;
+  const input = trunkInput(inputIds, weightedAux || model.batchInvariant ? { ...options, promptWidth: undefined } : options);
+  const aux: RouterAux | null =
+    moe !== null && options.routerAuxLoss !== undefined
+      ? {
+          balancing: new LoadBalancing(moe, passRealTokens(input.forward)),
+          weight: options.routerAuxLoss,
+          recomputed: null,
+          recomputing: false,
+        }
+      : null;
+  const onRouting = (_layer: number, routing: { logits: Tensor }) => {
+    if (aux === null) return;
+    if (aux.recomputing) aux.recomputed = aux.balancing.layerTerm(routing.logits);
+    else aux.balancing.observe(routing.logits);
+  };
+  const pass = model.beginPass(input.ids, aux === null ? input.forward : { ...input.forward, onRouting });
 
-    // 1. trunk forward (its backward runs after the head's, from hiddenLeaf.grad)
-    const { hiddenLeaf, backwardTrunk } = trunkForward(pass, options.checkpoint ?? false, random, aux);
-    const withAux = (result: Omit<ForwardBackwardResult, 'routerAuxLoss'>): ForwardBackwardResult => {
-      if (aux === null) return { ...result, routerAuxLoss: null };
-      const value = torch.noGrad(() => aux.balancing.loss());
-      return { ...result, loss: aux.weight === 0 ? result.loss : result.loss.add(value.mul(aux.weight)), routerAuxLoss: value };
-    };
+  // 1. trunk forward (its backward runs after the head's, from hiddenLeaf.grad)
+  const { hiddenLeaf, backwardTrunk } = yield* trunkForward(pass, options.checkpoint ?? false, random, aux);
+  const withAux = (result: Omit<ForwardBackwardResult, 'routerAuxLoss'>): ForwardBackwardResult => {
+    if (aux === null) return { ...result, routerAuxLoss: null };
+    const value = torch.noGrad(() => aux.balancing.loss());
+    return { ...result, loss: aux.weight === 0 ? result.loss : result.loss.add(value.mul(aux.weight)), routerAuxLoss: value };
+  };
 
-    const headHidden = input.headHidden(hiddenLeaf);
-    const { targets, offset } = input;
-    const spans = chunks(targets.size(1), chunkSize);
-    if (spans.length === 1) {
-      // the whole sequence is one chunk: one head pass with its graph, the loss straight through it
-      const part = headChunk(model, headHidden, targets, temperature, withEntropy);
-      const padded = { logProbs: padLeft(part.logProbs, offset), entropy: part.entropy && padLeft(part.entropy, offset) };
-      const loss = lossFn(padded);
-      if (loss.numel !== 1) throw new TypeError(`lossFn must return a scalar, got shape [${loss.shape.join(', ')}]`);
-      loss.backward();
-      backwardTrunk();
-      return withAux({ loss: loss.detach(), logProbs: padded.logProbs.detach(), entropy: padded.entropy?.detach() ?? null });
-    }
-
-    // 1b. the head chunk by chunk, values only
-    const values = torch.noGrad(() => {
-      const parts = spans.map(([s, n]) =>
-        headChunk(model, headHidden.narrow(1, s, n), targets.narrow(1, s, n), temperature, withEntropy),
-      );
-      return {
-        logProbs: padLeft(
-          torch.cat(
-            parts.map((p) => p.logProbs),
-            1,
-          ),
-          offset,
-        ),
-        entropy: withEntropy
-          ? padLeft(
-              torch.cat(
-                parts.map((p) => p.entropy as Tensor),
-                1,
-              ),
-              offset,
-            )
-          : null,
-      };
-    });
-    const logProbsLeaf = values.logProbs.detach().requiresGrad_();
-    const entropyLeaf = values.entropy?.detach().requiresGrad_() ?? null;
-
-    // 2. the loss and its gradient with respect to the per-token values
-    const loss = lossFn({ logProbs: logProbsLeaf, entropy: entropyLeaf });
+  const headHidden = input.headHidden(hiddenLeaf);
+  const { targets, offset } = input;
+  const spans = chunks(targets.size(1), chunkSize);
+  if (spans.length === 1) {
+    // the whole sequence is one chunk: one head pass with its graph, the loss straight through it
+    const part = headChunk(model, headHidden, targets, temperature, withEntropy);
+    const padded = { logProbs: padLeft(part.logProbs, offset), entropy: part.entropy && padLeft(part.entropy, offset) };
+    const loss = lossFn(padded);
     if (loss.numel !== 1) throw new TypeError(`lossFn must return a scalar, got shape [${loss.shape.join(', ')}]`);
     loss.backward();
-    const gradLogProbs = logProbsLeaf.grad;
-    const gradEntropy = entropyLeaf?.grad ?? null;
-
-    // 3. the head again with a graph, one chunk at a time, into hiddenLeaf.grad (and the LM head's weight)
-    if (gradLogProbs !== null || gradEntropy !== null || aux !== null) {
-      for (const [s, n] of spans) {
-        torch.scope(() => {
-          const part = headChunk(model, headHidden.narrow(1, s, n), targets.narrow(1, s, n), temperature, gradEntropy !== null);
-          let surrogate = gradLogProbs === null ? null : part.logProbs.mul(gradLogProbs.narrow(1, offset + s, n)).sum();
-          if (gradEntropy !== null && part.entropy !== null) {
-            const term = part.entropy.mul(gradEntropy.narrow(1, offset + s, n)).sum();
-            surrogate = surrogate === null ? term : surrogate.add(term);
-          }
-          surrogate?.backward();
-        });
-      }
-      backwardTrunk();
-    }
-    return withAux({ loss: loss.detach(), logProbs: values.logProbs, entropy: values.entropy });
-  });
-}
-
-/**
- * forwardBackward's trunk: the forward through the decoder layers and the final norm, and the trunk's backward from
- * hiddenLeaf.grad (the gradient the head's backward left there): at once, or, with checkpoint, layer by layer from the
- * last, recomputing each layer from its saved input (and, with `random`, the random state it started from).
- */
-function trunkForward(
-  pass: ForwardPass,
-  checkpoint: boolean,
-  random: ReplayableRandom<unknown> | null,
-  aux: RouterAux | null,
-): { hiddenLeaf: Tensor; backwardTrunk: () => void } {
-  const layerInputs: Tensor[] = [];
-  const layerRandom: unknown[] = []; // the random state each layer's forward started from (checkpointing)
-  let randomAfterForward: unknown = null;
-  let trunkOut: Tensor; // what the final norm reads: with checkpointing, a leaf that collects its gradient
-  let trunkGraphEnd: Tensor | null = null; // without checkpointing, the trunk's graph ends here
-  if (checkpoint) {
-    const last = torch.noGrad(() => {
-      let x = pass.embed();
-      for (let i = 0; i < pass.numLayers; i++) {
-        layerInputs.push(x);
-        if (random !== null) layerRandom.push(random.randomState());
-        x = pass.layer(i, x);
-      }
-      return x;
-    });
-    if (random !== null) randomAfterForward = random.randomState();
-    trunkOut = last.detach().requiresGrad_();
-  } else {
-    let x = pass.embed();
-    for (let i = 0; i < pass.numLayers; i++) x = pass.layer(i, x);
-    trunkOut = x;
-    trunkGraphEnd = x;
+    yield* backwardTrunk();
+    yield { at: 'end' };
+    return withAux({ loss: loss.detach(), logProbs: padded.logProbs.detach(), entropy: padded.entropy?.detach() ?? null });
   }
-  pass.commit();
-  const hidden = pass.norm(trunkOut);
-  const hiddenLeaf = hidden.detach().requiresGrad_();
 
-  // the trunk's backward from hiddenLeaf.grad: at once, or layer by layer recomputing each from its saved input
-  // with a weighted load-balancing loss: backward of hidden . gradHidden + weight * aux (same gradients as both)
-  const auxWeight = aux !== null && aux.weight !== 0 ? aux.weight : 0;
-  const backwardTrunk = () => {
-    const gradHidden = hiddenLeaf.grad;
-    if (!hidden.requiresGrad || (gradHidden === null && auxWeight === 0)) return;
-    if (auxWeight !== 0 && trunkGraphEnd !== null) {
-      const auxLoss = (aux as RouterAux).balancing.loss().mul(auxWeight);
-      (gradHidden === null ? auxLoss : hidden.mul(gradHidden).sum().add(auxLoss)).backward();
-      return;
-    }
-    if (gradHidden !== null) hidden.backward(gradHidden);
-    if (trunkGraphEnd !== null) return;
-    // no gradient from the head (a loss of the aux term alone) still walks the layers for their aux terms
-    let grad = trunkOut.grad ?? (auxWeight !== 0 ? torch.zerosLike(trunkOut) : null);
-    for (let i = pass.numLayers - 1; i >= 0 && grad !== null; i--) {
-      const layerIndex = i;
-      const upstream: Tensor = grad;
-      grad = torch.scope(() => {
-        const input = (layerInputs[layerIndex] as Tensor).detach().requiresGrad_();
-        if (random !== null) random.setRandomState(layerRandom[layerIndex]);
-        if (auxWeight === 0) pass.layer(layerIndex, input).backward(upstream);
-        else {
-          const rerun = aux as RouterAux;
-          rerun.recomputing = true;
-          rerun.recomputed = null;
-          const output = pass.layer(layerIndex, input);
-          rerun.recomputing = false;
-          const term = rerun.recomputed as Tensor | null;
-          (term === null ? output.mul(upstream).sum() : output.mul(upstream).sum().add(term.mul(auxWeight))).backward();
+  // 1b. the head chunk by chunk, values only
+  const values = torch.noGrad(() => {
+    const parts = spans.map(([s, n]) =>
+      headChunk(model, headHidden.narrow(1, s, n), targets.narrow(1, s, n), temperature, withEntropy),
+    );
+    return {
+      logProbs: padLeft(
+        torch.cat(
+          parts.map((p) => p.logProbs),
+          1,
+        ),
+        offset,
+      ),
+      entropy: withEntropy
+        ? padLeft(
+            torch.cat(
+              parts.map((p) => p.entropy as Tensor),
+              1,
+            ),
+            offset,
+          )
+        : null,
+    };
+  });
+  const logProbsLeaf = values.logProbs.detach().requiresGrad_();
+  const entropyLeaf = values.entropy?.detach().requiresGrad_() ?? null;
+
+  // 2. the loss and its gradient with respect to the per-token values
+  const loss = lossFn({ logProbs: logProbsLeaf, entropy: entropyLeaf });
+  if (loss.numel !== 1) throw new TypeError(`lossFn must return a scalar, got shape [${loss.shape.join(', ')}]`);
+  loss.backward();
+  const gradLogProbs = logProbsLeaf.grad;
+  const gradEntropy = entropyLeaf?.grad ?? null;
+
+  // 3. the head again with a graph, one chunk at a time, into hiddenLeaf.grad (and the LM head's weight)
+  if (gradLogProbs !== null || gradEntropy !== null || aux !== null) {
+    for (const [s, n] of spans) {
+      torch.scope(() => {
+        const part = headChunk(model, headHidden.narrow(1, s, n), targets.narrow(1, s, n), temperature, gradEntropy !== null);
+        let surrogate = gradLogProbs === null ? null : part.logProbs.mul(gradLogProbs.narrow(1, offset + s, n)).sum();
+        if (gradEntropy !== null && part.entropy !== null) {
+          const term = part.entropy.mul(gradEntropy.narrow(1, offset + s, n)).sum();
+          surrogate = surrogate === null ? term : surrogate.add(term);
         }
-        return input.grad;
+        surrogate?.backward();
       });
     }
-    if (random !== null) random.setRandomState(randomAfterForward);
-    const embedded = pass.embed(); // frozen embeddings (LoRA) need no backward
-    if (grad !== null && embedded.requiresGrad) embedded.backward(grad);
-  };
-  return { hiddenLeaf, backwardTrunk };
+    yield* backwardTrunk();
+  }
+  yield { at: 'end' };
+  return withAux({ loss: loss.detach(), logProbs: values.logProbs, entropy: values.entropy });
 }

@@ -185,12 +185,12 @@ export class CausalLM {
   /** The folder this model was loaded from (save() copies tokenizer and generation files from it). */
   readonly sourceDir: string | null;
   readonly #parameters: Map<string, Tensor>;
-  readonly #embedTokens: Tensor;
+  #embedTokens: Tensor;
   readonly #layers: DecoderLayer[];
   /** The projections of every layer by Hugging Face module name (model.layers.0.self_attn.q_proj ...). */
   readonly #linears = new Map<string, Linear>();
-  readonly #norm: Tensor;
-  readonly #lmHead: Tensor;
+  #norm: Tensor;
+  #lmHead: Tensor;
   /** The LM head as a projection (packed in the inference layout, see WeightLayout). */
   readonly #headLinear: Linear;
   /** The projections that have a packed weight (inference layout, CPU with AVX2). */
@@ -314,6 +314,61 @@ export class CausalLM {
   parameters(): Map<string, Tensor> {
     this.#checkAlive();
     return new Map(this.#parameters);
+  }
+
+  /**
+   * Swaps parameters for other tensors under the same names (training layout): the model takes `replacements` and
+   * hands back the tensors they replace, which the caller then owns. Fully sharded training (../rft/trainer/fsdp.ts)
+   * swaps a layer's gathered weights in before the layer runs and empty placeholders in after it; shapes are not
+   * checked, so a forward over a placeholder fails at its first product.
+   */
+  replaceParameters(replacements: ReadonlyMap<string, Tensor>): Map<string, Tensor> {
+    this.#checkAlive();
+    if (this.layout !== 'training')
+      throw new TypeError('replaceParameters: the inference layout fuses its weights into views; use the training layout');
+    const previous = new Map<string, Tensor>();
+    for (const [name, t] of replacements) {
+      const old = this.#parameters.get(name);
+      if (old === undefined)
+        throw new RangeError(`replaceParameters: '${name}' is not a parameter of this ${this.config.architecture}`);
+      this.#bind(name, t);
+      previous.set(name, old);
+      this.#parameters.set(name, torch.keep(t));
+    }
+    return previous;
+  }
+
+  /** Points the module that reads parameter `name` at `t`. */
+  #bind(name: string, t: Tensor): void {
+    if (name === 'model.embed_tokens.weight' || name === 'lm_head.weight') {
+      if (name === 'model.embed_tokens.weight') this.#embedTokens = t;
+      if (name === 'lm_head.weight' || this.config.tieWordEmbeddings) {
+        this.#lmHead = t;
+        this.#headLinear.weight = t;
+      }
+      return;
+    }
+    if (name === 'model.norm.weight') {
+      this.#norm = t;
+      return;
+    }
+    const [, module, kind] = /^(.*)\.(weight|bias)$/.exec(name) ?? [];
+    const projection = module === undefined ? undefined : this.#linears.get(module);
+    if (projection !== undefined) {
+      if (kind === 'weight') projection.weight = t;
+      else projection.bias = t;
+      return;
+    }
+    const [, index, norm] =
+      /^model\.layers\.(\d+)\.(input_layernorm|post_attention_layernorm|self_attn\.q_norm|self_attn\.k_norm)\.weight$/.exec(
+        name,
+      ) ?? [];
+    const layer = index === undefined ? undefined : this.#layers[Number(index)];
+    if (layer === undefined) throw new RangeError(`replaceParameters: no module of this model reads '${name}'`);
+    if (norm === 'input_layernorm') layer.inputLayernorm = t;
+    else if (norm === 'post_attention_layernorm') layer.postAttentionLayernorm = t;
+    else if (norm === 'self_attn.q_norm') layer.qNorm = t;
+    else layer.kNorm = t;
   }
 
   /**

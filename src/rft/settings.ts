@@ -140,6 +140,8 @@ export interface StageSettings {
      * (../model/batch-invariant.ts), so the trainer's log-probs equal the sampler's bit for bit.
      */
     bitwiseOnPolicy: boolean;
+    /** trainer.trainer_strategy: 'fsdp' (fsdp, fsdp2) shards the policy over the data-parallel ranks; 'ddp' replicates it. */
+    strategy: 'ddp' | 'fsdp';
     /** trainer.stop_when (mode train over a dataset): evaluate every evalInterval steps, end once the metric reaches
      * the bound; null: train total_steps without evaluating. */
     stopWhen: StopRule | null;

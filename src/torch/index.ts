@@ -12,7 +12,7 @@ export * from './lr-schedule.js';
 export * from './optim.js';
 export * from './profiler.js';
 export * from './safetensors.js';
-export { isDType, keep, scope, Tensor, TensorDisposedError } from './tensor.js';
+export { isDType, keep, scope, scopeSteps, Tensor, TensorDisposedError } from './tensor.js';
 export type { BlasInfo, SdpBackend, SdpBackendChoice } from './native.js';
 export type { ReduceOptions, ToOptions } from './tensor.js';
 export * from './worker.js';

@@ -78,6 +78,49 @@ export function scope<T>(fn: () => T): T {
   return result;
 }
 
+/**
+ * scope() over a generator: every resumption of `steps` runs inside one scope of its own, so the tensors it creates
+ * between its yields are tracked as if it ran in one piece, while the code that drives it (between two yields: an
+ * awaited collective, say) runs outside that scope. When `steps` returns, what it created is disposed except its
+ * return value (moved to the enclosing scope) and kept tensors; when it throws or is closed early, all of it is.
+ * For a program that pauses where asynchronous work must happen and is otherwise driven synchronously.
+ */
+export function* scopeSteps<Y, R, N>(steps: Generator<Y, R, N>): Generator<Y, R, N> {
+  const created: Tensor[] = [];
+  const inScope = <T>(fn: () => T): T => {
+    const parent = currentScope;
+    currentScope = created;
+    try {
+      return fn();
+    } finally {
+      currentScope = parent;
+    }
+  };
+  let finished = false;
+  try {
+    let next = inScope(() => steps.next());
+    while (next.done !== true) {
+      const input: N = yield next.value;
+      next = inScope(() => steps.next(input));
+    }
+    finished = true;
+    const returned = new Set<Tensor>();
+    collectTensors(next.value, returned, 0);
+    for (const t of created) {
+      if (t.isKept) continue;
+      if (!returned.has(t)) t.dispose();
+      else if (currentScope !== null) currentScope.push(t);
+      else t.registerFinalizer();
+    }
+    return next.value;
+  } finally {
+    if (!finished) {
+      inScope(() => steps.return(undefined as R));
+      for (const t of created) if (!t.isKept) t.dispose();
+    }
+  }
+}
+
 /** Marks a tensor so that no scope disposes it; it then lives until dispose() (or, as a last resort, GC). */
 export function keep<T extends Tensor>(tensor: T): T {
   tensor.isKept = true;

@@ -102,7 +102,6 @@ export const STORAGE_PATHS = [
 export const IGNORED_KEYS: readonly IgnoredKey[] = [
   ...ENGINE_PATHS.flatMap((base) => VLLM_KEYS.map(([key, kind, why]): IgnoredKey => ({ path: `${base}.${key}`, kind, why }))),
   { path: 'trainer.trainer_type', kind: 'string', why: 'the training backend (veRL, Tinker): the trainer here is its own' },
-  { path: 'trainer.trainer_strategy', kind: 'string', why: "veRL's sharding strategy (FSDP, FSDP2, Megatron)" },
   {
     path: 'trainer.ulysses_sequence_parallel_size',
     kind: 'integer',

@@ -102,6 +102,7 @@ export function trainerInit(settings: StageSettings, totalSteps: number): Traine
           timeoutMs: settings.trainer.distributedTimeoutMs,
           stage: settings.stageName,
           zeroStage: settings.trainer.zeroStage,
+          strategy: settings.trainer.strategy,
         }
       : null,
   };

@@ -83,28 +83,22 @@ export function prepareBatch(rows: Experience[], shard: Shard, models: BatchForw
   // one pass
   const needsEntropy = algorithm.advantageFn !== null && advantageNeedsEntropy(algorithm.advantageFn.name);
   const needsNecs = algorithm.advantageFn !== null && advantageNeedsNecs(algorithm.advantageFn.name);
-  const wholeBatch =
-    !algorithm.bypassOldLogprobs ||
-    policyLossModule(algorithm.policyLossFn.name).wholeBatchMask !== undefined ||
-    needsEntropy ||
-    needsNecs;
   const fields: ('logProbs' | 'entropy' | 'necs')[] = ['logProbs'];
   if (needsEntropy) fields.push('entropy');
   if (needsNecs) fields.push('necs');
-  const outputs =
-    batch.rows.every((e) => e.logprobs !== undefined) && !wholeBatch
-      ? []
-      : perRows(fields.length, (ids, mask, options) =>
-          torch.noGrad(() => {
-            // router replay: the policy's forward routes the recorded tokens through the rollout's experts
-            const replay = algorithm.routerReplay
-              ? { replayRouting: replayPart(replayRecords(batch, models.model.config), own.start, own.n) }
-              : {};
-            const all = { ...options, ...replay, attentionMask: mask, entropy: needsEntropy, necs: needsNecs };
-            const out = tokenLogProbs(models.model, ids, all);
-            return fields.map((field) => out[field] as Tensor);
-          }),
-        );
+  const outputs = !readsCurrentPolicy(batch.rows, algorithm)
+    ? []
+    : perRows(fields.length, (ids, mask, options) =>
+        torch.noGrad(() => {
+          // router replay: the policy's forward routes the recorded tokens through the rollout's experts
+          const replay = algorithm.routerReplay
+            ? { replayRouting: replayPart(replayRecords(batch, models.model.config), own.start, own.n) }
+            : {};
+          const all = { ...options, ...replay, attentionMask: mask, entropy: needsEntropy, necs: needsNecs };
+          const out = tokenLogProbs(models.model, ids, all);
+          return fields.map((field) => out[field] as Tensor);
+        }),
+      );
   const output = (field: (typeof fields)[number]): Tensor | null => outputs[fields.indexOf(field)] ?? null;
   const current = output('logProbs');
   const entropy = output('entropy');
@@ -115,4 +109,17 @@ export function prepareBatch(rows: Experience[], shard: Shard, models: BatchForw
       ? perRow((ids, mask) => torch.noGrad(() => critic.values(ids, mask)))
       : null;
   return { batch, refLogprob, current, entropy, necs, oldValues };
+}
+
+/**
+ * Whether prepareBatch runs the current policy over `rows`: some row has no rollout log-probs, or a module needs the
+ * current policy over the whole batch (see prepareBatch).
+ */
+export function readsCurrentPolicy(rows: readonly Experience[], algorithm: ResolvedAlgorithm): boolean {
+  const wholeBatch =
+    !algorithm.bypassOldLogprobs ||
+    policyLossModule(algorithm.policyLossFn.name).wholeBatchMask !== undefined ||
+    (algorithm.advantageFn !== null &&
+      (advantageNeedsEntropy(algorithm.advantageFn.name) || advantageNeedsNecs(algorithm.advantageFn.name)));
+  return wholeBatch || !rows.every((e) => e.logprobs !== undefined);
 }

@@ -1,6 +1,7 @@
 // The `trainer` section of the run config (Trinity's TrainerConfig): checkpoints, micro-batches (by rows, or by a
 // token budget: use_dynamic_bsz, ./token-budget.ts), device, mixed
-// precision, ZeRO-1, data-parallel timeouts, stop_when and bitwise_on_policy — the schema with its defaults, the dtypes derived from the
+// precision, ZeRO-1, fully sharded training (trainer_strategy, offload), data-parallel timeouts, stop_when and
+// bitwise_on_policy — the schema with its defaults, the dtypes derived from the
 // model with their rules, stop_when's rules, and the trainer's settings (./loop.ts, ./train-step.ts). Written in the
 // config language of src/rft/config/.
 import { z } from 'zod';
@@ -56,6 +57,14 @@ export const TrainerSchema = z.strictObject({
         'must be 0 (off) or 1 (ZeRO-1: AdamW state sharded over the ranks); ZeRO stages 2 and 3 (gradients, parameters sharded) are not implemented',
     })
     .default(0),
+  // veRL's strategy names: fsdp/fsdp2 shard the policy's parameters, gradients and AdamW state over the data-parallel
+  // ranks (./fsdp.ts; one rank: nothing to shard); null: data parallelism, every rank the whole policy (Trinity's
+  // default is fsdp: unset here, the replicated trainer stays the default); megatron is refused
+  trainer_strategy: z.enum(['fsdp', 'fsdp2', 'megatron']).nullable().default(null),
+  // Trinity 0.6's keys (veRL fsdp_config): the shards, their gradients and AdamW state live in host memory between
+  // uses and the optimizer steps there; on the CPU they already do (the config report says so)
+  param_offload: bool().default(false),
+  optimizer_offload: bool().default(false),
   distributed_timeout: numIn(0, MAX_TIMEOUT_SECONDS, true).default(600), // (0, 2147483] seconds a data-parallel rank waits in a collective (veRL nccl_timeout 600)
   total_steps: intIn(1, MAX_STEPS).nullable().default(null), // [1, 1e9]; null: until the buffer runs out
   stop_when: StopWhenSchema.nullable().default(null), // mode train: end the stage once an eval metric reaches a value
@@ -156,6 +165,44 @@ export function checkBitwiseOnPolicy(
     if (device.startsWith('cuda')) problem(at, `runs on the CPU (its fixed-order kernels are CPU kernels); ${key} is ${device}`);
 }
 
+/**
+ * trainer.trainer_strategy fsdp/fsdp2 (./fsdp.ts): what it covers. A layer is gathered again for its backward, which
+ * recomputes it (gradient checkpointing); LoRA is not sharded (yet); ZeRO-1 is subsumed; Megatron is not implemented.
+ */
+export function checkTrainerStrategy(
+  trainer: z.output<typeof TrainerSchema>,
+  model: { lora: unknown },
+  problem: ReportProblem,
+): void {
+  const strategy = trainer.trainer_strategy;
+  if (strategy === 'megatron')
+    problem(
+      'trainer.trainer_strategy',
+      'megatron (tensor and pipeline parallelism) is not implemented: use fsdp (parameters sharded over the ranks) or leave it unset (data parallelism)',
+    );
+  if (strategy !== 'fsdp' && strategy !== 'fsdp2') {
+    for (const key of ['param_offload', 'optimizer_offload'] as const)
+      if (trainer[key])
+        problem(`trainer.${key}`, 'offloads the shards of trainer.trainer_strategy fsdp/fsdp2: set that too, or remove it');
+    return;
+  }
+  if (!trainer.gradient_checkpointing)
+    problem(
+      'trainer.gradient_checkpointing',
+      `false: trainer.trainer_strategy ${strategy} gathers each layer again for its backward, which recomputes it from its input: set true`,
+    );
+  if (model.lora !== null)
+    problem(
+      'trainer.trainer_strategy',
+      `${strategy} with LoRA (model.lora) is not implemented: leave trainer_strategy unset (data parallelism replicates the frozen base and sums the adapters' gradients)`,
+    );
+  if (trainer.zero_stage !== 0)
+    problem(
+      'trainer.zero_stage',
+      `${trainer.zero_stage}: trainer.trainer_strategy ${strategy} already shards the optimizer state (and the parameters and gradients): remove zero_stage`,
+    );
+}
+
 /** What stop_when's rules read from the rest of the stage. */
 export interface StopWhenContext {
   /** False for the top level of a multi-stage file (it never runs by itself). */
@@ -209,6 +256,7 @@ export function trainerSettings(trainer: TrainerConfig, device: string): StageSe
     distributedTimeoutMs: trainer.distributed_timeout * 1000,
     zeroStage: trainer.zero_stage,
     bitwiseOnPolicy: trainer.bitwise_on_policy,
+    strategy: trainer.trainer_strategy === 'fsdp' || trainer.trainer_strategy === 'fsdp2' ? 'fsdp' : 'ddp',
     stopWhen: trainer.stop_when
       ? { metric: trainer.stop_when.metric, atLeast: trainer.stop_when.at_least, atMost: trainer.stop_when.at_most }
       : null,

@@ -5,7 +5,9 @@
 // Rank 0 is driven by the run loop; the other ranks follow it. Per command, rank 0 broadcasts a header and then, for
 // a step or a failure, a payload:
 //   header  int64 [2] = [kind, bytes]     kind 1: step, 0: stop, 2: failed (rank 0's stage failed),
-//                                         3: gather the sharded optimizer state (ZeRO-1, ./zero.ts: a checkpoint)
+//                                         3: gather the sharded state for a checkpoint (ZeRO-1's optimizer state,
+//                                            ./zero.ts; a fully sharded policy's weights and optimizer state, ./fsdp.ts)
+//                                         4: gather a fully sharded policy's parameters (a weight sync)
 //   payload uint8 [bytes]                 step: JSON of the experiences; failed: rank 0's error message (UTF-8)
 // after a step every rank runs the same step on the same global batch; after stop or failed the followers end.
 import type { Experience } from '../experience.js';
@@ -18,13 +20,15 @@ const STOP = 0;
 const STEP = 1;
 const FAILED = 2;
 const GATHER_OPTIMIZER = 3;
+const GATHER_PARAMETERS = 4;
 
 /** What rank 0 sends: a step to take, or the end of the stage (it succeeded: stop; it did not: failed). */
 export type Command =
   | { kind: 'step'; experiences: Experience[] }
   | { kind: 'stop' }
   | { kind: 'failed'; message: string }
-  | { kind: 'gatherOptimizer' };
+  | { kind: 'gatherOptimizer' }
+  | { kind: 'gatherParameters' };
 
 /** A follower's end when rank 0's stage failed: names this rank and carries rank 0's error message. */
 export class RankZeroFailedError extends Error {
@@ -191,7 +195,13 @@ export async function sendCommand(group: ProcessGroup, command: Command): Promis
       : command.kind === 'failed'
         ? new TextEncoder().encode(command.message || 'an error without a message') // never an empty payload
         : null;
-  const kind = { step: STEP, failed: FAILED, stop: STOP, gatherOptimizer: GATHER_OPTIMIZER }[command.kind];
+  const kind = {
+    step: STEP,
+    failed: FAILED,
+    stop: STOP,
+    gatherOptimizer: GATHER_OPTIMIZER,
+    gatherParameters: GATHER_PARAMETERS,
+  }[command.kind];
   const header = torch.tensor(new BigInt64Array([BigInt(kind), BigInt(bytes?.length ?? 0)]));
   try {
     await group.broadcast(header, { root: 0 });
@@ -223,6 +233,7 @@ export async function receiveCommand(group: ProcessGroup, timeoutMs = group.time
   }
   if (kind === STOP) return { kind: 'stop' };
   if (kind === GATHER_OPTIMIZER) return { kind: 'gatherOptimizer' };
+  if (kind === GATHER_PARAMETERS) return { kind: 'gatherParameters' };
   if ((kind !== STEP && kind !== FAILED) || !Number.isSafeInteger(length) || length < 0)
     throw new Error(`rank ${group.rank}: rank 0 sent a command header this trainer does not know: [${kind}, ${length}]`);
   const payload = torch.zeros([length], { dtype: 'uint8' });

@@ -9,6 +9,7 @@
 //   batches of ⌈B/N⌉ rows; by a token budget: the plan of ./token-budget.ts, the same on every rank); gradients are summed across ranks (bucketed), then every rank clips the global norm and
 //   applies the same optimizer step, so parameters stay identical. Metrics that micro-batches add up (loss, pg_loss,
 //   policy/*, kl, entropy, critic/*) are summed across ranks; the rest every rank computes alike.
+import type { PassPoint } from '../../model/index.js';
 import type { Tensor } from '../../torch/index.js';
 
 /** Which of `worldSize` ranks this process is (one process: rank 0 of 1). */
@@ -20,6 +21,12 @@ export interface Shard {
    * gradients while the backward runs (./data-parallel.ts) start listening here.
    */
   beforeLastBackward?(): void;
+  /**
+   * The policy's parameters are sharded over the ranks (./fsdp.ts): its passes run as programs that pause at their
+   * layer boundaries for the ranks' collectives (pass points), every rank runs as many passes as the rank with the
+   * most micro-batches (idle passes), and the optimizer's parameters are this rank's shards.
+   */
+  readonly shardsParameters?: boolean;
 }
 
 export const ONE_PROCESS: Shard = { rank: 0, worldSize: 1 };
@@ -43,6 +50,14 @@ export interface StepCollectives extends Shard {
   afterOptimizerStep?(params: readonly Tensor[]): Promise<void>;
   /** The sum across the ranks of each metric that any rank has. */
   sumMetrics(sums: ReadonlyMap<string, number>): Promise<Map<string, number>>;
+  /** Sharded parameters: the unit work at a policy pass's point (./fsdp-passes.ts). */
+  passPoint?(point: PassPoint): Promise<void>;
+  /** Sharded parameters: one pass's collectives without compute, for a rank with fewer micro-batches. */
+  idlePass?(): Promise<void>;
+  /** Sharded parameters: every unit gathered (true) for a forward of the whole policy, or released again (false). */
+  wholeModel?(gathered: boolean): Promise<void>;
+  /** Clips the gradients of `params` to a global norm of maxNorm across the ranks; returns the norm. Absent: local. */
+  clipGradNorm?(params: readonly Tensor[], maxNorm: number): Promise<number>;
 }
 
 /** What the step asks of the ranks between its phases. */
@@ -50,9 +65,16 @@ export type Collective =
   | { kind: 'sum'; tensors: Tensor[] }
   | { kind: 'gradients'; params: Tensor[] }
   | { kind: 'stepped'; params: Tensor[] }
-  | { kind: 'metrics'; sums: Map<string, number> };
+  | { kind: 'metrics'; sums: Map<string, number> }
+  | { kind: 'clip'; params: Tensor[]; maxNorm: number }
+  | { kind: 'pass'; point: PassPoint }
+  | { kind: 'idlePass' }
+  | { kind: 'wholeModel'; gathered: boolean };
 
-export type StepProgram = Generator<Collective, void, Map<string, number> | undefined>;
+/** What a collective answers: the metrics' sums (metrics), the gradient norm (clip); nothing for the others. */
+export type CollectiveAnswer = Map<string, number> | number | undefined;
+
+export type StepProgram = Generator<Collective, void, CollectiveAnswer>;
 
 /** Rows [start, start + n) of a B-row batch whose log-probs and values this rank computes (a contiguous share). */
 export function ownRows(B: number, shard: Shard): { start: number; n: number } {

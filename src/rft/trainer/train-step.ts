@@ -23,7 +23,14 @@
 // uploaded before it (./train-batch.ts rowPromptGroups), and the modules' metrics and the losses stay scalar tensors
 // until the step reads them all at its end (./step-metrics.ts).
 import type { LoraModel } from '../../model/lora.js';
-import { forwardBackward } from '../../model/training.js';
+import {
+  type ForwardBackwardOptions,
+  type ForwardBackwardResult,
+  forwardBackward,
+  forwardBackwardSteps,
+  type PassSteps,
+  type TokenLogProbs,
+} from '../../model/training.js';
 import type { CausalLM } from '../../model/transformer.js';
 import * as torch from '../../torch/index.js';
 import type { Optimizer, Tensor } from '../../torch/index.js';
@@ -34,7 +41,7 @@ import { policyLossAccumulation, policyLossModule } from '../algorithm/policy-lo
 import type { ResolvedAlgorithm } from '../algorithm/presets.js';
 import { expertRows } from '../algorithm/utils.js';
 import type { Experience } from '../experience.js';
-import { prepareBatch } from './batch-forwards.js';
+import { prepareBatch, readsCurrentPolicy } from './batch-forwards.js';
 import { EXPERIENCE_SCHEMAS } from '../algorithm/schemas.js';
 import { type Shaped, shapeBatch } from './loss-inputs.js';
 import { enterEvalMode, RankDropoutStream } from './lora-dropout.js';
@@ -53,7 +60,15 @@ import { type MicroBatch, microBatchLoss, stepObjective } from './objective.js';
 import type { ReferencePolicy } from './reference-policy.js';
 import { ROUTER_AUX_LOSS_METRIC, routerAuxLossWeight } from './router-aux.js';
 import { checkRouterReplayModel, replayPart, replayRecords } from './router-replay.js';
-import { ONE_PROCESS, owns, type Shard, type StepCollectives, type StepProgram } from './row-sharding.js';
+import {
+  type Collective,
+  type CollectiveAnswer,
+  ONE_PROCESS,
+  owns,
+  type Shard,
+  type StepCollectives,
+  type StepProgram,
+} from './row-sharding.js';
 import { StepMetrics } from './step-metrics.js';
 import { batchTensors, microPromptGroups, rowPromptGroups, type TrainBatch } from './train-batch.js';
 import { type MicroBatchRange, microBatchView, tokenBudgetMicroBatches } from './token-budget.js';
@@ -186,8 +201,7 @@ export class TrainStep {
     try {
       const program = this.#program(EXPERIENCE_SCHEMAS[this.setup.algorithm.schema].rows(experiences), metrics, ONE_PROCESS);
       // one process: the sums across ranks are this process's own
-      for (let next = program.next(); !next.done; )
-        next = program.next(next.value.kind === 'metrics' ? next.value.sums : undefined);
+      for (let next = program.next(); !next.done; ) next = program.next(answerInOneProcess(next.value));
     } catch (error) {
       metrics.dispose();
       throw error;
@@ -210,11 +224,18 @@ export class TrainStep {
       program = this.#program(EXPERIENCE_SCHEMAS[this.setup.algorithm.schema].rows(experiences), metrics, collectives);
       for (let next = program.next(); !next.done; ) {
         const request = next.value;
-        let answer: Map<string, number> | undefined;
+        let answer: CollectiveAnswer;
         if (request.kind === 'sum') await collectives.sum(request.tensors);
         else if (request.kind === 'gradients') await collectives.sumGradients(request.params);
         else if (request.kind === 'stepped') await collectives.afterOptimizerStep?.(request.params);
-        else answer = await collectives.sumMetrics(request.sums);
+        else if (request.kind === 'metrics') answer = await collectives.sumMetrics(request.sums);
+        else if (request.kind === 'clip')
+          answer = collectives.clipGradNorm
+            ? await collectives.clipGradNorm(request.params, request.maxNorm)
+            : answerInOneProcess(request);
+        else if (request.kind === 'pass') await collectives.passPoint?.(request.point);
+        else if (request.kind === 'idlePass') await collectives.idlePass?.();
+        else await collectives.wholeModel?.(request.gathered);
         next = program.next(answer);
       }
     } catch (error) {
@@ -253,6 +274,9 @@ export class TrainStep {
     const sums = new StepMetrics();
     this.#lastAdvantages = new Map();
     try {
+      // sharded parameters: the whole policy is gathered for a forward over the batch (./batch-forwards.ts)
+      const wholePolicy = shard.shardsParameters === true && readsCurrentPolicy(rows, algorithm);
+      if (wholePolicy) yield { kind: 'wholeModel', gathered: true };
       const prepared = torch.scope(() =>
         prepareBatch(rows, shard, {
           algorithm,
@@ -264,6 +288,7 @@ export class TrainStep {
           chunkSize: this.setup.chunkSize,
         }),
       );
+      if (wholePolicy) yield { kind: 'wholeModel', gathered: false };
       holdBatch(prepared.batch);
       const perRow = [prepared.refLogprob, prepared.current, prepared.entropy, prepared.necs, prepared.oldValues].map(hold);
       yield { kind: 'sum', tensors: perRow.filter((t) => t !== null) };
@@ -272,15 +297,16 @@ export class TrainStep {
       for (const t of [shaped.oldLogprob, shaped.advantages, shaped.returns, shaped.oldValues, shaped.refLogprob]) hold(t);
       for (const t of [shaped.rolloutMask, shaped.wholeBatchMask, shaped.rowAdvantages]) hold(t);
       const counts = new BatchCounts(shaped.batch, shaped.rolloutMask);
-      torch.scope(() => this.#policyMicroBatches(shaped, counts, shard, sums));
+      yield* torch.scopeSteps(this.#policyMicroBatches(shaped, counts, shard, sums));
       if (this.#klLoss.needsReference && shaped.refLogprob !== null) metrics.set('kl_coef', this.#klLoss.klCoef);
       metrics.set('tokens', counts.rows(0, shaped.batch.rows.length).tokens);
       // router replay: the share of rows whose tokens went through the rollout's recorded experts (./router-replay.ts)
       if (algorithm.routerReplay) metrics.set('router_replay/rows', rows.filter((e) => e.routedExperts).length / rows.length);
       metrics.set('rows', shaped.batch.rows.length);
       yield { kind: 'gradients', params: this.#params };
+      const maxNorm = this.setup.maxGradNorm ?? algorithm.optimizer.clipGrad;
+      const gradNorm = (yield { kind: 'clip', params: this.#params, maxNorm }) as number;
       torch.scope(() => {
-        const gradNorm = torch.clipGradNorm(this.#params, this.setup.maxGradNorm ?? algorithm.optimizer.clipGrad);
         if (Number.isFinite(gradNorm)) this.setup.optimizer.step();
         else metrics.set('skipped_step', 1);
         this.setup.optimizer.zeroGrad();
@@ -302,7 +328,7 @@ export class TrainStep {
         });
       }
       const own = sums.read();
-      const total = yield { kind: 'metrics', sums: own };
+      const total = (yield { kind: 'metrics', sums: own }) as Map<string, number> | undefined;
       for (const [key, value] of total ?? own) metrics.set(key, value);
       this.#lastAdvantages = rowAdvantagesById(shaped.batch.rows, shaped.rowAdvantages);
     } finally {
@@ -315,7 +341,7 @@ export class TrainStep {
    * The policy's forward/backward over this rank's micro-batches (all of them in one process): gradients accumulate
    * in the parameters' .grad, each micro-batch's loss (./objective.ts) weighted by its share of the whole batch.
    */
-  #policyMicroBatches(shaped: Shaped, counted: BatchCounts, shard: Shard, sums: StepMetrics): void {
+  *#policyMicroBatches(shaped: Shaped, counted: BatchCounts, shard: Shard, sums: StepMetrics): StepProgram {
     const { algorithm, model } = this.setup;
     const { batch } = shaped;
     const B = batch.rows.length;
@@ -366,7 +392,8 @@ export class TrainStep {
           weights: microBatchWeights(accumulation, counted.rows(start, n), whole),
         };
         const auxWeight = routerAuxLossWeight(model.config, algorithm.schema, n / B);
-        const result = forwardBackward(model, view.inputIds, (forward) => microBatchLoss(objective, micro, forward, sums), {
+        const lossOf = (forward: TokenLogProbs) => microBatchLoss(objective, micro, forward, sums);
+        const options: ForwardBackwardOptions = {
           attentionMask: view.attentionMask,
           promptWidth: view.promptWidth,
           promptGroups: prepared.promptGroups,
@@ -381,13 +408,22 @@ export class TrainStep {
             : {
                 replayRouting: replayPart(replay, start, n, batch.promptWidth - view.promptWidth, view.inputIds.size(1)),
               }),
-        });
+        };
+        // sharded parameters: the pass pauses at its layers for the ranks' gathers and reductions (./fsdp-passes.ts)
+        const result: ForwardBackwardResult = shard.shardsParameters
+          ? yield* torch.scopeSteps(passRequests(forwardBackwardSteps(model, view.inputIds, lossOf, options)))
+          : forwardBackward(model, view.inputIds, lossOf, options);
         sums.total('loss', result.loss);
         if (result.routerAuxLoss !== null) sums.add(ROUTER_AUX_LOSS_METRIC, result.routerAuxLoss, n / B);
         this.setup.masterWeights?.accumulateGradients();
         stream?.check(i);
       }
       stream?.end(plan.length);
+      if (shard.shardsParameters) {
+        // every rank runs as many passes as the rank with the most micro-batches: the others' collectives need it
+        const own = plan.filter((_, i) => owns(i, shard)).length;
+        for (let k = own; k < Math.ceil(plan.length / shard.worldSize); k++) yield { kind: 'idlePass' };
+      }
     } finally {
       lora?.eval();
     }
@@ -476,4 +512,20 @@ function rowAdvantagesById(rows: readonly Experience[], means: Tensor | null): M
     if (row.info.isExpert !== true) out.set(row.eid, values[i] as number);
   });
   return out;
+}
+
+/** A pass's points as the step's requests (sharded parameters). */
+function* passRequests<R>(steps: PassSteps<R>): Generator<Collective, R, CollectiveAnswer> {
+  for (;;) {
+    const next = steps.next();
+    if (next.done === true) return next.value;
+    yield { kind: 'pass', point: next.value };
+  }
+}
+
+/** What a request is answered with in one process: the metrics' own sums, the local gradient norm; else nothing. */
+function answerInOneProcess(request: Collective): CollectiveAnswer {
+  if (request.kind === 'metrics') return request.sums;
+  if (request.kind === 'clip') return torch.scope(() => torch.clipGradNorm(request.params, request.maxNorm));
+  return undefined;
 }

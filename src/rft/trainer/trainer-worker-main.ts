@@ -17,15 +17,7 @@
 // Rank 0's close() ends the followers' follow(): with stop when its stage succeeded, with failed and its error message
 // when it did not, so that every rank ends the run at once — unless rank 0 is inside a step (one failed part way): the
 // followers may be in any of its collectives, so rank 0 sends nothing and leaves, and theirs fails.
-import { join } from 'node:path';
-import {
-  ADAPTER_CONFIG_FILE,
-  CausalLM,
-  type LoraDropoutState,
-  LoraModel,
-  readAdapterConfig,
-  targetedModules,
-} from '../../model/index.js';
+import { CausalLM, LoraModel } from '../../model/index.js';
 import * as torch from '../../torch/index.js';
 import { DistributedError, type ProcessGroup, type Store } from '../../torch/index.js';
 import { Critic } from '../algorithm/critic.js';
@@ -34,6 +26,8 @@ import { type ResolvedAlgorithm, resolveAlgorithm } from '../algorithm/presets.j
 import { checkFiniteWeights, type LoadedCheckpoint, latestCheckpoint } from '../checkpoint.js';
 import { loadCriticState, loadOptimizerState, saveCheckpoint } from '../checkpoint.js';
 import type { Experience } from '../experience.js';
+import { checkAdapterSettings, newAdapterShape } from './adapter-settings.js';
+import { type SavedTrainerState, savedTrainerState } from './saved-trainer-state.js';
 import { trainerLrSchedule } from './lr-schedule.js';
 import { ZeroAdamW } from './zero.js';
 import {
@@ -48,19 +42,20 @@ import {
   receiveCommand,
   sendCommand,
 } from './data-parallel.js';
+import {
+  checkShardable,
+  consolidatedPolicy,
+  joinConsolidation,
+  type ShardedPolicy,
+  shardPolicy,
+  shardsByName,
+  shardsPolicy,
+} from './fsdp-trainer.js';
+import { type ShardedPasses, shardedCollectives } from './fsdp-passes.js';
 import { MasterWeights } from './master-weights.js';
 import type { DistributedOutcome, TrainerInit } from './trainer.js';
 import { loraReference, modelReference, type ReferencePolicy } from './reference-policy.js';
-import { TrainStep, type TrainStepMetrics, type TrainStepState } from './train-step.js';
-
-/** trainer.json's fields besides the critic optimizer (see ../checkpoint.ts). */
-interface SavedTrainerState {
-  trainStep: TrainStepState;
-  /** The LR scheduler's step. */
-  schedulerStep: number;
-  /** The LoRA dropout stream (LoRA runs). */
-  loraDropout?: LoraDropoutState;
-}
+import { TrainStep, type TrainStepMetrics } from './train-step.js';
 
 interface TrainerState {
   /** The policy the step computes with (in init.dtype). */
@@ -75,6 +70,8 @@ interface TrainerState {
   trainStep: TrainStep;
   algorithm: ResolvedAlgorithm;
   init: TrainerInit;
+  /** A fully sharded policy (./fsdp-trainer.ts): its shards and their optimizer (also `optimizer`). */
+  sharded: ShardedPolicy | null;
 }
 
 /** This rank's place in a data-parallel trainer. */
@@ -85,6 +82,8 @@ interface Ranks {
   /** A CUDA trainer's NCCL group for its device tensors' collectives (./data-parallel.ts joinDeviceGroup), and its store. */
   device: { group: ProcessGroup; store: Store } | null;
   collectives: GroupStepCollectives;
+  /** A fully sharded policy's pass schedule (its gathers outside a step: a weight sync). */
+  passes: ShardedPasses | null;
   commandTimeoutMs: number;
   /** A follower's follow() loop while it runs. */
   following: Promise<unknown> | null;
@@ -169,22 +168,30 @@ async function joinGroup(s: TrainerState, d: NonNullable<TrainerInit['distribute
       throw error;
     }
   }
+  const base = groupCollectives(group, {
+    ...(s.sharded === null ? { overlap: policyOverlap(s) } : {}),
+    zero: s.optimizer instanceof ZeroAdamW ? s.optimizer : null,
+    deviceGroup: device?.group ?? null,
+    ...(d.bucketBytes === undefined ? {} : { bucketBytes: d.bucketBytes }),
+  });
+  const sharded =
+    s.sharded === null
+      ? null
+      : shardedCollectives(base, s.sharded.sharded, device?.group ?? group, { prefetch: d.prefetch ?? true });
   const r: Ranks = {
     group,
     store,
     device,
-    collectives: groupCollectives(group, {
-      overlap: policyOverlap(s),
-      zero: s.optimizer instanceof ZeroAdamW ? s.optimizer : null,
-      deviceGroup: device?.group ?? null,
-      ...(d.bucketBytes === undefined ? {} : { bucketBytes: d.bucketBytes }),
-    }),
+    collectives: sharded ?? base,
+    passes: sharded?.passes ?? null,
     commandTimeoutMs: d.commandTimeoutMs ?? d.timeoutMs,
     following: null,
     midStep: false,
   };
   try {
-    const trainable = [...s.trainStep.setup.optimizer.groups.flatMap((g) => g.params), ...(s.critic?.critic.parameters() ?? [])];
+    // a sharded policy's shards differ by rank (each sharded the same files): only replicated tensors are broadcast
+    const policy = s.sharded === null ? s.trainStep.setup.optimizer.groups.flatMap((g) => g.params) : [];
+    const trainable = [...policy, ...(s.critic?.critic.parameters() ?? [])];
     await broadcastParameters(group, trainable, device?.group ?? null);
     s.master?.weights.publish(); // the compute copy of rank 0's master weights
   } catch (error) {
@@ -211,6 +218,16 @@ async function follow(s: TrainerState, r: Ranks): Promise<{ steps: number }> {
       const command = await receiveCommand(r.group, r.commandTimeoutMs);
       if (command.kind === 'stop') return { steps };
       if (command.kind === 'failed') throw new RankZeroFailedError(r.group.rank, r.group.worldSize, command.message);
+      if (command.kind === 'gatherParameters') {
+        // rank 0 syncs weights: every unit of the sharded policy is all-gathered (rank 0 keeps its copy, not this rank)
+        await r.passes?.joinGatherAll();
+        continue;
+      }
+      if (command.kind === 'gatherOptimizer' && s.sharded !== null) {
+        // rank 0 writes a checkpoint or weights folder: the whole sharded policy and optimizer state
+        await joinConsolidation(s.sharded, policyGroup(r));
+        continue;
+      }
       if (command.kind === 'gatherOptimizer') {
         // rank 0 saves a checkpoint: the whole optimizer state, from every rank's shard
         if (!(s.optimizer instanceof ZeroAdamW))
@@ -230,6 +247,21 @@ async function follow(s: TrainerState, r: Ranks): Promise<{ steps: number }> {
   }
 }
 
+/** Where a fully sharded policy's collectives run: the device group on a GPU, else the stage's group. */
+function policyGroup(r: Ranks): ProcessGroup {
+  return r.device?.group ?? r.group;
+}
+
+/**
+ * Rank 0 of a fully sharded policy: the whole policy in the master dtype as a model (every rank joins), for a
+ * checkpoint or a weights folder; the caller disposes it. Null when the policy is not sharded.
+ */
+async function consolidatedOnRankZero(s: TrainerState): Promise<CausalLM | null> {
+  if (s.sharded === null || ranks === null) return null;
+  await sendCommand(ranks.group, { kind: 'gatherOptimizer' });
+  return consolidatedPolicy(s.sharded, policyGroup(ranks));
+}
+
 function current(): TrainerState {
   if (state === null) throw new Error('the trainer worker is not initialised');
   return state;
@@ -237,6 +269,7 @@ function current(): TrainerState {
 
 function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): TrainerState {
   const algorithm = resolveAlgorithm(init.algorithm);
+  if (shardsPolicy(init)) checkShardable(init, algorithm);
   const modelDir = checkpoint?.modelDir ?? init.modelPath;
   if (init.loraPath !== null && init.lora === null) {
     throw new Error(`model.lora path '${init.loraPath}': an adapter to start from needs LoRA training (lora settings)`);
@@ -293,10 +326,17 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   const o = algorithm.optimizer;
   const d = init.distributed ?? null;
   const adamW = { lr: o.lr, betas: [o.betas[0] ?? 0.9, o.betas[1] ?? 0.999] as [number, number] };
+  // a fully sharded policy keeps its shards of the master weights; the full ones go
+  const sharded = shardsPolicy(init) ? shardPolicy(model, named, init, { ...adamW, weightDecay: o.weightDecay }) : null;
+  if (sharded !== null) {
+    master?.model.dispose();
+    master = null;
+  }
   const optimizer =
-    d !== null && d.worldSize > 1 && d.zeroStage === 1
+    sharded?.optimizer ??
+    (d !== null && d.worldSize > 1 && d.zeroStage === 1
       ? new ZeroAdamW(torch.weightDecayGroups(named, o.weightDecay), adamW, d)
-      : new torch.AdamW(torch.weightDecayGroups(named, o.weightDecay), adamW);
+      : new torch.AdamW(torch.weightDecayGroups(named, o.weightDecay), adamW));
   const startStep = checkpoint?.step ?? 0;
   if (checkpoint) loadOptimizerState(checkpoint, optimizer);
   const scheduler = new torch.LrScheduler(
@@ -339,97 +379,12 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
     masterWeights: master?.weights ?? null,
   });
   if (saved) trainStep.loadState(saved.trainStep, `${checkpoint?.dir}/trainer.json trainStep`);
-  return { model, master, lora, optimizer, scheduler, reference, critic, trainStep, algorithm, init };
-}
-
-/**
- * The rank, alpha and target modules of the run's LoRA settings against an adapter folder's adapter_config.json
- * (model.lora.path, or the checkpoint a run resumes from): the adapter's weights fix them, so a difference is an error
- * that names both values.
- */
-function checkAdapterSettings(
-  model: CausalLM,
-  settings: NonNullable<TrainerInit['lora']>,
-  dir: string,
-  source: 'path' | 'checkpoint',
-): void {
-  const adapter = readAdapterConfig(dir, model);
-  const problems: string[] = [];
-  if (settings.rank !== null && adapter.r !== settings.rank)
-    problems.push(`model.lora.rank is ${settings.rank}, the adapter's r is ${adapter.r}`);
-  if (settings.alpha !== null && adapter.loraAlpha !== settings.alpha)
-    problems.push(`model.lora.alpha is ${settings.alpha}, the adapter's lora_alpha is ${adapter.loraAlpha}`);
-  const has = new Set(targetedModules(model, adapter.targetModules));
-  const wanted = settings.targetModules === null ? [...has] : targetedModules(model, settings.targetModules);
-  const onlyWanted = wanted.filter((m) => !has.has(m));
-  const onlyAdapter = [...has].filter((m) => !wanted.includes(m));
-  if (onlyWanted.length > 0 || onlyAdapter.length > 0) {
-    const list = (modules: string[]) =>
-      modules.length === 0
-        ? 'none'
-        : `${modules.slice(0, 3).join(', ')}${modules.length > 3 ? ` and ${modules.length - 3} more` : ''}`;
-    problems.push(
-      `model.lora.target_modules is ${JSON.stringify(settings.targetModules)}, the adapter's target_modules is ` +
-        `${JSON.stringify(adapter.targetModules)} (only the setting selects ${list(onlyWanted)}; only the adapter ` +
-        `selects ${list(onlyAdapter)})`,
-    );
-  }
-  if (problems.length === 0) return;
-  const remedy =
-    source === 'path'
-      ? "set them to the adapter's values, or leave model.lora.path unset to start a new adapter"
-      : 'a resumed run keeps the adapter it started with: set them back to the values the run started with';
-  throw new Error(
-    `${join(dir, ADAPTER_CONFIG_FILE)}${source === 'checkpoint' ? " (the checkpoint's adapter)" : ''} does not match the ` +
-      `LoRA settings: ${problems.join('; ')}; ${remedy}`,
-  );
-}
-
-/** A new adapter's rank, alpha and target modules: each must be set (null stands for an adapter folder's value). */
-function newAdapterShape(settings: NonNullable<TrainerInit['lora']>): {
-  r: number;
-  loraAlpha: number;
-  targetModules: string[] | 'all-linear';
-} {
-  const { rank, alpha, targetModules } = settings;
-  const unset = [
-    ...(rank === null ? ['rank'] : []),
-    ...(alpha === null ? ['alpha'] : []),
-    ...(targetModules === null ? ['target_modules'] : []),
-  ];
-  if (rank === null || alpha === null || targetModules === null) {
-    throw new Error(
-      `model.lora: ${unset.join(', ')} not set, and there is no adapter folder (model.lora.path) to take ` +
-        `${unset.length > 1 ? 'them' : 'it'} from: a new adapter needs them`,
-    );
-  }
-  return { r: rank, loraAlpha: alpha, targetModules };
-}
-
-/** The trainer state of a checkpoint (one without it would resume as a different run: an error). */
-function savedTrainerState(checkpoint: LoadedCheckpoint): SavedTrainerState {
-  const trainer = checkpoint.trainer;
-  if (trainer === null || trainer.trainStep === undefined) {
-    throw new Error(
-      `${checkpoint.dir}: the checkpoint has no trainer state (trainer.json: KL coefficients, LR schedule position); ` +
-        `it was written by an older version and cannot resume as the same run`,
-    );
-  }
-  const schedulerStep = trainer.schedulerStep;
-  if (typeof schedulerStep !== 'number' || !Number.isInteger(schedulerStep) || schedulerStep < 0) {
-    throw new Error(
-      `${checkpoint.dir}/trainer.json: schedulerStep must be a non-negative integer, got ${JSON.stringify(schedulerStep)}`,
-    );
-  }
-  return {
-    trainStep: trainer.trainStep as TrainStepState,
-    schedulerStep,
-    ...(trainer.loraDropout === undefined ? {} : { loraDropout: trainer.loraDropout as LoraDropoutState }),
-  };
+  return { model, master, lora, optimizer, scheduler, reference, critic, trainStep, algorithm, init, sharded };
 }
 
 function release(s: TrainerState): void {
   s.optimizer.dispose();
+  s.sharded?.sharded.dispose();
   s.critic?.optimizer.dispose();
   s.critic?.critic.dispose();
   s.reference?.dispose?.();
@@ -448,7 +403,11 @@ torch.serveTensorWorker({
     const d = init.distributed ?? null;
     try {
       // a diverged run's checkpoint is refused: the weights it held (the adapter, the master copy in mixed precision)
-      if (checkpoint) checkFiniteWeights(checkpoint.dir, s.lora?.loraParameters() ?? (s.master?.model ?? s.model).parameters());
+      if (checkpoint)
+        checkFiniteWeights(
+          checkpoint.dir,
+          s.sharded !== null ? shardsByName(s.sharded) : (s.lora?.loraParameters() ?? (s.master?.model ?? s.model).parameters()),
+        );
       if (d !== null && d.worldSize > 1) ranks = await joinGroup(s, d);
     } catch (error) {
       release(s);
@@ -496,27 +455,60 @@ torch.serveTensorWorker({
   optimizerStateElements() {
     const s = current();
     const local =
-      s.optimizer instanceof ZeroAdamW
-        ? s.optimizer.localStateElements()
+      s.optimizer instanceof ZeroAdamW || s.sharded !== null
+        ? (s.sharded?.optimizer ?? (s.optimizer as ZeroAdamW)).localStateElements()
         : Object.values(s.optimizer.stateDict().tensors).reduce((n, t) => n + t.numel, 0);
     return { local, parameters: s.optimizer.groups.flatMap((g) => g.params).reduce((n, p) => n + p.numel, 0) };
   },
+  /**
+   * A fully sharded policy's resident state on this rank, in bytes: shards, their gradients (as the last step left
+   * them: none after its optimizer step), AdamW state, and the most bytes of gathered units held at once during the
+   * steps since the last call; with the whole policy's parameter bytes in the master dtype. Null when not sharded.
+   */
+  shardedStateBytes() {
+    const s = current();
+    if (s.sharded === null) return null;
+    const { sharded, optimizer } = s.sharded;
+    const bytes = sharded.stateBytes();
+    sharded.resetPeak();
+    return {
+      ...bytes,
+      optimizer: optimizer.localStateBytes(),
+      wholeParameters: sharded.wholeParameterBytes(),
+      units: sharded.units.length,
+    };
+  },
   /** Weights for the explorer, by reference: merged with LoRA (unmerged again by endSync). */
-  beginSync() {
+  async beginSync() {
     rankZeroOnly('beginSync');
     const s = current();
     if (s.lora) s.lora.merge();
+    if (s.sharded !== null && ranks?.passes) {
+      // a sharded policy is gathered whole into rank 0's model (every rank joins) until endSync
+      await sendCommand(ranks.group, { kind: 'gatherParameters' });
+      await ranks.passes.gatherAll();
+    }
     return Object.fromEntries(s.model.parameters());
   },
   endSync() {
     rankZeroOnly('endSync');
     const s = current();
     if (s.lora?.merged) s.lora.unmerge();
+    ranks?.passes?.releaseAll();
   },
   /** Writes the current weights (the master weights under mixed precision) as a Hugging Face folder. */
-  saveWeights(dir: string) {
+  async saveWeights(dir: string) {
     rankZeroOnly('saveWeights');
     const s = current();
+    const consolidated = await consolidatedOnRankZero(s);
+    if (consolidated !== null) {
+      try {
+        consolidated.save(dir);
+      } finally {
+        consolidated.dispose();
+      }
+      return;
+    }
     if (s.master) {
       s.master.model.save(dir);
       return;
@@ -545,24 +537,30 @@ torch.serveTensorWorker({
       await sendCommand(ranks.group, { kind: 'gatherOptimizer' });
       await s.optimizer.gatherState(ranks.group, ranks.device?.group ?? ranks.group);
     }
+    // a sharded policy: the whole weights and optimizer state, consolidated (every rank joins)
+    const consolidated = await consolidatedOnRankZero(s);
     const trainer: SavedTrainerState = {
       trainStep: s.trainStep.state(),
       schedulerStep: s.scheduler.currentStep,
       ...(s.lora ? { loraDropout: s.lora.randomState() } : {}),
     };
-    return saveCheckpoint(
-      s.init.jobDir,
-      step,
-      {
-        model: s.master?.model ?? s.model,
-        lora: s.lora,
-        optimizer: s.optimizer,
-        critic: s.critic,
-        trainer: { ...trainer },
-        state: componentState,
-      },
-      keep,
-    ).dir;
+    try {
+      return saveCheckpoint(
+        s.init.jobDir,
+        step,
+        {
+          model: consolidated ?? s.master?.model ?? s.model,
+          lora: s.lora,
+          optimizer: s.optimizer,
+          critic: s.critic,
+          trainer: { ...trainer },
+          state: componentState,
+        },
+        keep,
+      ).dir;
+    } finally {
+      consolidated?.dispose();
+    }
   },
   /**
    * Rank 0 ends the other ranks' follow(): stop, or failed with `failure` (rank 0's error message) when its stage

@@ -73,6 +73,26 @@ export interface TrainerInit {
   distributed?: DistributedInit | null;
 }
 
+/** TrainerClient.shardedStateBytes: one rank's share of a fully sharded policy, in bytes. */
+export interface ShardedStateBytes {
+  /** This rank's parameter shards. */
+  parameters: number;
+  /** Their gradients now, and the most at once since the last call (between the reductions and the step). */
+  gradients: number;
+  peakGradients: number;
+  /** This rank's AdamW state. */
+  optimizer: number;
+  /** The most bytes of gathered units held at once since the last call. */
+  peakGathered: number;
+  /** The whole policy's parameters (master dtype): what one process holds. */
+  wholeParameters: number;
+  units: number;
+  /** Flat classes (a unit's weight-decay classes): each pads to a multiple of the world size. */
+  classes: number;
+  /** The gathered bytes of the root and of the largest layer. */
+  largestGather: { root: number; layer: number };
+}
+
 export interface DistributedInit {
   rank: number;
   worldSize: number;
@@ -92,6 +112,13 @@ export interface DistributedInit {
    * (trainer.zero_stage).
    */
   zeroStage?: 0 | 1;
+  /**
+   * 'fsdp': the policy's parameters, gradients and AdamW state sharded over the ranks, each layer gathered while it
+   * runs (./fsdp.ts; trainer.trainer_strategy fsdp/fsdp2). Absent or 'ddp': every rank holds the whole policy.
+   */
+  strategy?: 'ddp' | 'fsdp';
+  /** fsdp: issue the next layer's gather before this layer computes (default true; bench/fsdp.bench.ts measures it). */
+  prefetch?: boolean;
 }
 
 /**
@@ -189,6 +216,15 @@ export class TrainerClient {
    */
   optimizerStateElements(timeoutMs = 60_000): Promise<{ local: number; parameters: number }> {
     return this.#worker.call('optimizerStateElements', [], { timeoutMs });
+  }
+
+  /**
+   * A fully sharded policy's resident state on this rank, in bytes (./fsdp.ts): its parameter shards, their gradients,
+   * its AdamW state, the most bytes of gathered units held at once since the last call, and the whole policy's
+   * parameter bytes (master dtype). Null when the policy is not sharded.
+   */
+  shardedStateBytes(timeoutMs = 60_000): Promise<ShardedStateBytes | null> {
+    return this.#worker.call('shardedStateBytes', [], { timeoutMs });
   }
 
   /** Writes the current (merged) weights as a Hugging Face folder. Rank 0 only. */

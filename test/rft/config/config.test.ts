@@ -158,6 +158,9 @@ describe('loadConfig: defaults and derived keys', () => {
       param_dtype: 'bfloat16', // model.dtype
       master_dtype: 'float32', // verl FSDP's float32 parameters under bf16 compute
       zero_stage: 0, // data-parallel ranks keep the whole AdamW state (1: each its shard)
+      trainer_strategy: null, // data parallelism: every rank the whole policy (fsdp/fsdp2: sharded)
+      param_offload: false,
+      optimizer_offload: false,
       stop_when: null, // train the stage's total_steps
       bitwise_on_policy: false, // the sampler's and trainer's forwards keep their own kernels
       distributed_timeout: 600, // veRL's nccl_timeout

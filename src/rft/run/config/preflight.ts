@@ -35,7 +35,7 @@ import { checkModelFolders, presence } from './model.js';
 import { dataProcessorProblems } from './pipeline-checks.js';
 import { stageSettings } from './stage-settings.js';
 import { missingStateHashes, stateKeyOf, type TaskWorkflow, taskWorkflow } from './state-hashes.js';
-import { clusterPlacement, type Machine, thisMachine } from './trinity-report.js';
+import { clusterPlacement, type Machine, shardingPlacement, thisMachine } from './trinity-report.js';
 
 export interface PreflightOptions {
   /** Where module-path workflows and reward functions resolve: the config file's folder (default: the working directory). */
@@ -57,6 +57,11 @@ export async function preflightProblems(config: Config, options: PreflightOption
   if (config.trinity_keys.cluster !== null) {
     const machine = options.machine ?? (await thisMachine(options.env));
     problems.push(...clusterPlacement(config.trinity_keys.cluster, stages, machine).problems);
+  }
+  // trainer.{param,optimizer}_offload: on a GPU (not implemented) a problem
+  if (stages.some((s) => s.trainer.param_offload || s.trainer.optimizer_offload)) {
+    const machine = options.machine ?? (await thisMachine(options.env));
+    problems.push(...shardingPlacement(stages, machine).problems);
   }
   // as runConfig: with continue_from_checkpoint false and the job folder there, every stage starts afresh elsewhere
   // (a job folder that cannot be looked at, a symlink loop, is not "absent": the folder check below names it)

@@ -21,7 +21,13 @@ import { resolveDataProcessor } from '../../data/config.js';
 import { checkRolloutModel } from '../../explorer/config.js';
 import { checkMonitor } from '../../monitor/config.js';
 import { resolveSynchronizer } from '../../sync/config.js';
-import { checkBitwiseOnPolicy, checkStopWhen, trainerDtypes, trainerTokenBudget } from '../../trainer/config.js';
+import {
+  checkBitwiseOnPolicy,
+  checkStopWhen,
+  checkTrainerStrategy,
+  trainerDtypes,
+  trainerTokenBudget,
+} from '../../trainer/config.js';
 import { resolveModel } from './model.js';
 import type { Mode, RunConfig, RunInput } from './schema.js';
 
@@ -79,6 +85,7 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
     },
     problem,
   );
+  checkTrainerStrategy(input.trainer, model, problem);
   const tokenBudget = trainerTokenBudget(input.trainer, model.max_model_len, problem);
   const devices = colocate ? colocatedDevices(input, problem) : { rollout: rollout.device, trainer: input.trainer.device };
   const explorer = colocate ? { ...input.explorer, rollout_model: { ...rollout, device: devices.rollout } } : input.explorer;

@@ -112,6 +112,54 @@ export function clusterPlacement(
   return { lines, problems };
 }
 
+/** Whether a stage shards its trainer (trainer_strategy fsdp/fsdp2) or asks to offload the shards. */
+const shardingWritten = (stage: StageConfig) =>
+  stage.trainer.trainer_strategy === 'fsdp' ||
+  stage.trainer.trainer_strategy === 'fsdp2' ||
+  stage.trainer.param_offload ||
+  stage.trainer.optimizer_offload;
+
+/**
+ * What trainer.trainer_strategy fsdp/fsdp2 and trainer.{param,optimizer}_offload do on `machine`: one line per key
+ * and stage that sets them, or the problems (offload on a GPU is not implemented). On the CPU the shards already live
+ * in host memory, so offload changes nothing: said here, not silently.
+ */
+export function shardingPlacement(
+  stages: readonly StageConfig[],
+  machine: Machine,
+): { lines: string[]; problems: ConfigProblem[] } {
+  const lines: string[] = [];
+  const problems: ConfigProblem[] = [];
+  const many = stages.length > 1;
+  for (const [i, stage] of stages.entries()) {
+    if (!shardingWritten(stage) || (stage.mode !== 'both' && stage.mode !== 'train')) continue;
+    const at = many ? ` (stage '${stage.stage_name}')` : '';
+    const { trainer_strategy: strategy } = stage.trainer;
+    if (strategy === 'fsdp' || strategy === 'fsdp2')
+      lines.push(
+        machine.worldSize > 1
+          ? `trainer.trainer_strategy=${strategy}${at} -> the policy's parameters, gradients and AdamW state sharded over ` +
+              `the ${machine.worldSize} trainer ranks, each layer gathered while it runs`
+          : `trainer.trainer_strategy=${strategy}${at} -> one trainer rank: nothing to shard, the whole policy in one process`,
+      );
+    const onGpu = stage.trainer.device.startsWith('cuda') || (stage.trainer.device === 'auto' && machine.gpus > 0);
+    for (const key of ['param_offload', 'optimizer_offload'] as const) {
+      if (!stage.trainer[key]) continue;
+      if (onGpu)
+        problems.push({
+          path: `${many ? `stages.${i}.` : ''}trainer.${key}`,
+          message:
+            'offloading the shards from a GPU to host memory is not implemented (the trainer runs on a GPU here): remove it',
+        });
+      else
+        lines.push(
+          `trainer.${key}=true${at} -> nothing: the trainer runs on the CPU, where the shards and the optimizer state already live in host memory`,
+        );
+    }
+  }
+  return { lines, problems };
+}
+
 /** The two blocks, one line per key (none when the config carried no Trinity-only key). */
 export function trinityKeyLines(keys: TrinityKeys, clusterLines: readonly string[]): string[] {
   const lines: string[] = [];
@@ -140,6 +188,9 @@ export async function describeTrinityKeys(
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<string[]> {
   const keys = config.trinity_keys;
-  const cluster = keys.cluster === null ? [] : clusterPlacement(keys.cluster, stages, await thisMachine(env)).lines;
-  return trinityKeyLines(keys, cluster);
+  const sharding = stages.some(shardingWritten);
+  const machine = keys.cluster !== null || sharding ? await thisMachine(env) : null;
+  const cluster = keys.cluster === null || machine === null ? [] : clusterPlacement(keys.cluster, stages, machine).lines;
+  const sharded = machine === null ? [] : shardingPlacement(stages, machine).lines;
+  return trinityKeyLines(keys, [...cluster, ...sharded]);
 }

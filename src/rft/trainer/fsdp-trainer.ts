@@ -1,0 +1,88 @@
+// The trainer worker's fully sharded policy (init.distributed.strategy 'fsdp', trainer.trainer_strategy fsdp/fsdp2 on
+// several ranks; ./fsdp.ts): what ./trainer-worker-main.ts does differently for it.
+//   - at start, each rank loads the model folder (or checkpoint) whole, keeps its shard of every unit in the master
+//     dtype and frees the rest; AdamW runs over the shards (./fsdp-optimizer.ts)
+//   - the step's collectives are ./fsdp-passes.ts's (no parameter broadcast: every rank sharded the same files)
+//   - a checkpoint or a weights folder is consolidated: every rank all-gathers the units and the optimizer state, and
+//     rank 0 writes the same files as one process, so a run resumes with any number of ranks
+//   - a weight sync gathers every unit into rank 0's model (compute dtype) until endSync
+import { CausalLM } from '../../model/index.js';
+import type * as torch from '../../torch/index.js';
+import type { ProcessGroup, Tensor } from '../../torch/index.js';
+import type { ResolvedAlgorithm } from '../algorithm/presets.js';
+import { FullyShardedModel } from './fsdp.js';
+import { ShardedAdamW } from './fsdp-optimizer.js';
+import type { TrainerInit } from './trainer.js';
+
+export interface ShardedPolicy {
+  sharded: FullyShardedModel;
+  optimizer: ShardedAdamW;
+}
+
+/** Whether this trainer shards its policy: strategy fsdp on more than one rank (on one, it is one process). */
+export function shardsPolicy(init: TrainerInit): boolean {
+  const d = init.distributed ?? null;
+  return d !== null && d.worldSize > 1 && d.strategy === 'fsdp';
+}
+
+/** What fully sharded training does not cover yet, as errors naming the setting (the config's rules say the same). */
+export function checkShardable(init: TrainerInit, algorithm: ResolvedAlgorithm): void {
+  const problems: string[] = [];
+  if (init.lora !== null)
+    problems.push('LoRA (model.lora) is not implemented under it: leave trainer_strategy unset (data parallelism)');
+  if (!init.gradientCheckpointing)
+    problems.push(
+      'it needs trainer.gradient_checkpointing true: a layer is gathered again for its backward, which recomputes it',
+    );
+  if (algorithm.useCritic) problems.push("a critic (advantage_fn 'ppo') is not implemented under it");
+  if (problems.length > 0) throw new Error(`trainer.trainer_strategy fsdp: ${problems.join('; ')}`);
+}
+
+/**
+ * Shards `weights` (the policy's full parameters in the master dtype) over the ranks and makes the AdamW of the
+ * shards; `model` (the compute copy) reads placeholders from now on. The caller disposes a separate master model.
+ */
+export function shardPolicy(
+  model: CausalLM,
+  weights: ReadonlyMap<string, Tensor>,
+  init: TrainerInit,
+  adamW: torch.AdamWOptions & { weightDecay: number },
+): ShardedPolicy {
+  const d = init.distributed as NonNullable<TrainerInit['distributed']>;
+  const sharded = new FullyShardedModel(model, weights, { rank: d.rank, worldSize: d.worldSize, computeDtype: init.dtype });
+  return { sharded, optimizer: new ShardedAdamW(sharded, adamW) };
+}
+
+/** The shards by a name each, for a check of the weights a rank resumed with. */
+export function shardsByName(policy: ShardedPolicy): Map<string, Tensor> {
+  return new Map(policy.sharded.shards.map((t, i) => [`shard ${i} of rank ${policy.sharded.rank}`, t]));
+}
+
+/**
+ * Every rank: the whole policy in the master dtype as a model (rank 0 writes it; the others dispose it at once), and
+ * the whole optimizer state in the optimizer's stateDict() until its next step.
+ */
+export async function consolidatedPolicy(policy: ShardedPolicy, group: ProcessGroup): Promise<CausalLM> {
+  const weights = await policy.sharded.consolidate(group);
+  try {
+    await policy.optimizer.gatherState(group);
+  } catch (error) {
+    for (const t of weights.values()) t.dispose();
+    throw error;
+  }
+  const model = policy.sharded.model;
+  return new CausalLM(model.config, weights, { sourceDir: model.sourceDir });
+}
+
+/**
+ * A rank other than 0: takes part in consolidatedPolicy() on rank 0 (the same collectives), dropping each unit's
+ * weights as they arrive and the gathered optimizer state at the end, so it holds one unit at a time.
+ */
+export async function joinConsolidation(policy: ShardedPolicy, group: ProcessGroup): Promise<void> {
+  for (const unit of policy.sharded.units) {
+    const weights = await policy.sharded.gatherTensors(unit.index, group, (c) => c.shard, policy.sharded.masterDtype);
+    for (const t of weights.values()) t.dispose();
+  }
+  await policy.optimizer.gatherState(group);
+  policy.optimizer.dropGatheredState();
+}

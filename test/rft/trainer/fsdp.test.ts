@@ -1,0 +1,249 @@
+// Fully sharded data parallelism (trainer.trainer_strategy fsdp, src/rft/trainer/fsdp.ts), on Gloo ranks that are
+// forked processes running ./helpers/fsdp-rank.ts, on a tiny qwen2 of 3 decoder layers (float32):
+//   - 2 ranks take 3 steps on the same global batches as one process without sharding and end with the same
+//     parameters (within 1e-5): SFT with micro_batch_size 1 (2 micro-batches per rank; its rows have no rollout
+//     log-probs, so the whole policy is gathered for the current log-probs), GRPO with micro_batch_size 2 (3
+//     micro-batches: rank 1 runs an idle pass beside rank 0's second);
+//   - each rank holds half the parameters, gradients and AdamW state (up to the padding of each flat class), and
+//     gathered at most the root and two layers at once (prefetch);
+//   - the checkpoint rank 0 writes is consolidated: the same optimizer file as one process writes (within 1e-5), and
+//     one process resuming from it takes step 4 to the parameters of an uninterrupted one-process run (2 → 1 ranks).
+// And a model whose whole training state (parameters, gradients, AdamW moments) is more than twice a per-rank bound
+// trains on 4 ranks (GRPO, 6 rows in micro-batches of 1: ranks 2 and 3 run an idle pass each), each within the bound:
+// 1/4 of the state plus its padding plus the gather buffers it measured.
+import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, test } from 'node:test';
+import { freePort } from '../../../src/cli/launch.js';
+import { initModel } from '../../../src/model/index.js';
+import type { Experience } from '../../../src/rft/experience.js';
+import { type ShardedStateBytes, TrainerClient } from '../../../src/rft/trainer/trainer.js';
+import * as torch from '../../../src/torch/index.js';
+import { forkChild, killForkedChildren } from '../../helpers/forked-child.js';
+import type { FsdpPlan } from './helpers/fsdp-rank.js';
+import { type Scenario, scenarioInit } from './helpers/distributed-scenarios.js';
+import { BAD, expertData, GOOD, loadPolicy, PROMPTS, responseLogprobs } from './toy.js';
+
+const HELPER = fileURLToPath(new URL('./helpers/fsdp-rank.ts', import.meta.url));
+
+interface Message {
+  type: 'result' | 'followed' | 'error';
+  scenario?: string;
+  weights?: Record<string, Float32Array>;
+  steps?: number;
+  bytes?: ShardedStateBytes;
+  checkpoint?: string;
+  message?: string;
+}
+
+let work: string;
+let threeLayers: string;
+before(() => {
+  work = mkdtempSync(join(tmpdir(), 'trinity-fsdp-'));
+  threeLayers = join(work, 'model-3-layers');
+  initModel(threeLayers, { hiddenSize: 32, numLayers: 3, numHeads: 2, numKeyValueHeads: 1, seed: 3 });
+});
+after(() => {
+  killForkedChildren();
+  rmSync(work, { recursive: true, force: true });
+});
+
+/** Step k's batch: the rows rotated by 3k (4 steps: 3 on the ranks, the 4th after resuming on one process). */
+function fourSteps(rows: Experience[]): Experience[][] {
+  return [0, 1, 2, 3].map((k) => [...rows.slice((3 * k) % rows.length), ...rows.slice(0, (3 * k) % rows.length)]);
+}
+
+/** One or two rollouts per prompt, responses of 1 to 3 tokens, with their log-probs under the initial model. */
+function groupRollouts(modelDir: string): Experience[] {
+  const model = loadPolicy(modelDir);
+  try {
+    return PROMPTS.flatMap((prompt, task) =>
+      [[GOOD, 7 + task, 20 + task], [BAD, 30 + task].slice(0, 1 + (task % 2))].map((response, run) => ({
+        eid: `t${task}-r${run}`,
+        tokens: [...prompt, ...response],
+        promptLength: prompt.length,
+        logprobs: responseLogprobs(model, prompt, response),
+        reward: run === 0 ? 1 : task / 8,
+        info: { taskId: `t${task}`, runId: run },
+      })),
+    );
+  } finally {
+    model.dispose();
+  }
+}
+
+const weightsOf = async (trainer: TrainerClient) => {
+  const weights = await trainer.beginSync();
+  const out = new Map([...weights].map(([name, t]) => [name, t.float().toTypedArray() as Float32Array]));
+  await trainer.endSync();
+  return out;
+};
+
+/** The largest difference between two sets of named float arrays (the same names). */
+function largestDifference(a: ReadonlyMap<string, Float32Array>, b: ReadonlyMap<string, Float32Array>, what: string): number {
+  assert.deepEqual([...a.keys()].sort(), [...b.keys()].sort(), `${what}: names`);
+  let largest = 0;
+  for (const [name, x] of a) {
+    // the key bias's gradient is rounding noise (softmax ignores it; see distributed.test.ts): no measure of equality
+    if (name.endsWith('self_attn.k_proj.bias')) continue;
+    const y = b.get(name) as Float32Array;
+    assert.equal(x.length, y.length, `${what}: ${name}'s size`);
+    for (let i = 0; i < x.length; i++) largest = Math.max(largest, Math.abs((x[i] as number) - (y[i] as number)));
+  }
+  return largest;
+}
+
+function safetensorsFile(file: string): Map<string, Float32Array> {
+  const tensors = torch.loadSafetensors(file);
+  try {
+    return new Map([...tensors].map(([name, t]) => [name, t.float().toTypedArray() as Float32Array]));
+  } finally {
+    for (const t of tensors.values()) t.dispose();
+  }
+}
+
+/** Forks `worldSize` ranks of ./helpers/fsdp-rank.ts over `plan`. */
+function forkRanks(plan: FsdpPlan, worldSize: number) {
+  return Array.from({ length: worldSize }, (_, rank) => {
+    const planFile = join(work, `plan-${worldSize}-${rank}.json`);
+    writeFileSync(planFile, JSON.stringify(plan));
+    const env = { ...process.env, RANK: String(rank), WORLD_SIZE: String(worldSize), SCENARIOS: planFile };
+    const forked = forkChild<Message>(HELPER, { env, label: `rank ${rank}`, serialization: 'advanced' });
+    return {
+      child: forked.child as ChildProcess,
+      exited: forked.exited,
+      next: (...types: Message['type'][]) => forked.next((m) => types.includes(m.type), types.join('/')),
+    };
+  });
+}
+
+/** The float32 elements a rank's flat classes pad with, at most: W - 1 per class, in bytes. */
+const paddingBytes = (bytes: ShardedStateBytes, worldSize: number) => bytes.classes * (worldSize - 1) * 4;
+
+test('fsdp on 2 ranks: SFT and GRPO end 3 steps as one process does, each rank holding half the state; the consolidated checkpoint resumes on one process', async () => {
+  const rows = { sft: expertData(), grpo: groupRollouts(threeLayers) };
+  const all: (Scenario & { resumeBatch: Experience[] })[] = (['sft', 'grpo'] as const).map((name) => {
+    const batches = fourSteps(rows[name]);
+    return {
+      name,
+      algorithm: { algorithm_type: name, optimizer: { lr: 1e-2 } },
+      lora: null,
+      microBatchSize: name === 'sft' ? 1 : 2,
+      batches: batches.slice(0, 3),
+      resumeBatch: batches[3] as Experience[],
+    };
+  });
+  const plan: FsdpPlan = {
+    jobDir: work,
+    scenarios: await Promise.all(
+      all.map(async ({ resumeBatch: _, ...s }) => ({ ...s, port: await freePort(), modelDir: threeLayers })),
+    ),
+  };
+  const ranks = forkRanks(plan, 2);
+  const single = (scenario: Scenario, jobDir: string, resume = false) =>
+    TrainerClient.start({ ...scenarioInit(scenario, threeLayers, jobDir), gradientCheckpointing: true, resume });
+  for (const scenario of all) {
+    const [result, followed] = await Promise.all([ranks[0]?.next('result', 'error'), ranks[1]?.next('followed', 'error')]);
+    assert.equal(result?.type, 'result', `${scenario.name}, rank 0: ${result?.message}`);
+    assert.equal(followed?.type, 'followed', `${scenario.name}, rank 1: ${followed?.message}`);
+    assert.equal(followed?.steps, 3);
+
+    // one process, not sharded: 3 steps, a checkpoint, then the 4th step
+    const { trainer: one } = await single(scenario, join(work, `${scenario.name}-single`));
+    let singleCheckpoint: string;
+    let afterThree: Map<string, Float32Array>;
+    let afterFour: Map<string, Float32Array>;
+    try {
+      for (const batch of scenario.batches) await one.step(batch);
+      singleCheckpoint = await one.save(3, {}, 0);
+      afterThree = await weightsOf(one);
+      await one.step(scenario.resumeBatch);
+      afterFour = await weightsOf(one);
+    } finally {
+      await one.close();
+    }
+    const initial = safetensorsFile(join(threeLayers, 'model.safetensors'));
+    const moved = largestDifference(afterThree, initial, `${scenario.name}: moved`);
+    assert.ok(moved > 1e-3, `${scenario.name}: training barely moved the weights (${moved}); the comparison would prove nothing`);
+    const diff = largestDifference(new Map(Object.entries(result?.weights ?? {})), afterThree, scenario.name);
+    assert.ok(diff <= 1e-5, `${scenario.name}: fsdp on 2 ranks and 1 process differ by ${diff} after 3 steps`);
+
+    // each rank: half of the parameters (float32), of their gradients and of the AdamW moments, up to padding
+    for (const bytes of [result?.bytes, followed?.bytes] as ShardedStateBytes[]) {
+      const half = bytes.wholeParameters / 2;
+      const pad = paddingBytes(bytes, 2);
+      assert.ok(bytes.parameters >= half && bytes.parameters <= half + pad, `${scenario.name}: ${bytes.parameters} of ${half}`);
+      assert.ok(bytes.gradients <= bytes.parameters, `${scenario.name}: gradients ${bytes.gradients}`);
+      assert.ok(bytes.peakGradients === bytes.parameters, `${scenario.name}: gradient shards ${bytes.peakGradients}`);
+      // two moments per element and a float32 step count per shard
+      assert.equal(bytes.optimizer, 2 * bytes.parameters + 4 * bytes.classes);
+      // GRPO: the root and two layers (one computing, one prefetched) at most, in float32 with padding; SFT rows have
+      // no rollout log-probs, and the whole policy is gathered for their current log-probs
+      const gathers = bytes.largestGather.root + 2 * bytes.largestGather.layer;
+      const limit = scenario.name === 'grpo' ? gathers : bytes.largestGather.root + 3 * bytes.largestGather.layer;
+      // (rank 1 read its bytes after rank 0's weight sync and checkpoint, which it joined one unit at a time)
+      assert.ok(bytes.peakGathered > 0 && bytes.peakGathered <= limit, `${scenario.name}: gathered ${bytes.peakGathered}`);
+    }
+
+    // the consolidated checkpoint: one process's optimizer file
+    const gathered = safetensorsFile(join(result?.checkpoint as string, 'optimizer.safetensors'));
+    const reference = safetensorsFile(join(singleCheckpoint, 'optimizer.safetensors'));
+    const stateDiff = largestDifference(gathered, reference, `${scenario.name}: optimizer.safetensors`);
+    assert.ok(stateDiff <= 1e-5, `${scenario.name}: the consolidated optimizer state differs from one process's by ${stateDiff}`);
+
+    // resume the 2-rank checkpoint on one process: step 4 as the uninterrupted run
+    const resumed = await single(scenario, join(work, `${scenario.name}-fsdp-rank0`), true);
+    try {
+      assert.equal(resumed.start.step, 3);
+      await resumed.trainer.step(scenario.resumeBatch);
+      const resumedDiff = largestDifference(await weightsOf(resumed.trainer), afterFour, `${scenario.name}: step 4`);
+      assert.ok(resumedDiff <= 1e-5, `${scenario.name}: resumed on 1 process, step 4 differs by ${resumedDiff}`);
+    } finally {
+      await resumed.trainer.close();
+    }
+  }
+  const exits = await Promise.all(ranks.map((r) => r.exited));
+  assert.deepEqual(
+    exits.map((e) => e.code),
+    [0, 0],
+  );
+});
+
+test('fsdp on 4 ranks trains a model whose whole training state is over twice the per-rank bound, each rank within it', async () => {
+  const dir = join(work, 'model-6-layers');
+  initModel(dir, { hiddenSize: 64, numLayers: 6, numHeads: 4, numKeyValueHeads: 2, seed: 5 });
+  const batches = fourSteps(groupRollouts(dir)).slice(0, 2);
+  const scenario: Scenario = {
+    name: 'grpo-4',
+    algorithm: { algorithm_type: 'grpo', optimizer: { lr: 1e-2 } },
+    lora: null,
+    microBatchSize: 1,
+    batches,
+  };
+  const ranks = forkRanks({ jobDir: work, scenarios: [{ ...scenario, port: await freePort(), modelDir: dir }] }, 4);
+  const messages = await Promise.all(ranks.map((r, rank) => r.next(rank === 0 ? 'result' : 'followed', 'error')));
+  for (const [rank, m] of messages.entries()) assert.notEqual(m.type, 'error', `rank ${rank}: ${m.message}`);
+  const whole = messages[0]?.bytes?.wholeParameters as number;
+  // one process holds the parameters, their gradients and two AdamW moments: 4x the parameters' bytes
+  const wholeState = 4 * whole;
+  const bound = wholeState / 2;
+  for (const [rank, m] of messages.entries()) {
+    const b = m.bytes as ShardedStateBytes;
+    const resident = b.parameters + b.peakGradients + b.optimizer + b.peakGathered;
+    // 1/4 of each of the four, each padded; a step count per class; the root and two layers gathered
+    const limit = wholeState / 4 + 4 * paddingBytes(b, 4) + 4 * b.classes + b.largestGather.root + 2 * b.largestGather.layer;
+    assert.ok(
+      resident <= limit,
+      `rank ${rank}: ${resident} bytes resident, over 1/4 of ${wholeState} plus the gathers (${limit})`,
+    );
+    assert.ok(resident < bound, `rank ${rank}: ${resident} bytes resident; the bound is ${bound} (half of one process's)`);
+  }
+  assert.deepEqual(
+    (await Promise.all(ranks.map((r) => r.exited))).map((e) => e.code),
+    [0, 0, 0, 0],
+  );
+});
