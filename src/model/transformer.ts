@@ -21,7 +21,8 @@
 // Beside this file: ./rope.ts (rotary tables for each rope type), ./hf-weights.ts (weight names, checks, reading and
 // writing folders), ./linear.ts (a projection, with adapter and packed kernel), ./inference-layout.ts (fused,
 // column-major weights for decoding), ./kv-cache.ts, ./shared-prefix-attention.ts (GRPO groups packed in one row),
-// ./moe.ts (the sparse expert MLP and its load-balancing loss).
+// ./packed-attention.ts (rows packed end to end without pads), ./moe.ts (the sparse expert MLP and its
+// load-balancing loss).
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import { attention } from './attention.js';
@@ -33,6 +34,7 @@ import { type CachePlan, type CacheStep, KVCache } from './kv-cache.js';
 import { type Linear, type LinearAdapter, linear, packedWeight, plainLinear } from './linear.js';
 import { type Routing, type SparseMoeBlock, sparseMoe } from './moe.js';
 import { RotaryEmbedding, applyRotary } from './rope.js';
+import { type PackedLayout, type PackedPass, packedAttention, packedPass } from './packed-attention.js';
 import {
   type SharedPrefixLayout,
   type SharedPrefixPass,
@@ -132,6 +134,8 @@ export interface ForwardOptions {
   output?: 'logits' | 'hidden';
   /** inputIds is a packed batch of shared prompts and their continuations (see SharedPrefixLayout); needs positionIds. */
   sharedPrefix?: SharedPrefixLayout;
+  /** inputIds is packed rows without pads (see PackedLayout, ./packed-attention.ts); needs positionIds. */
+  packed?: PackedLayout;
   /**
    * Mixture of experts: called with each sparse layer's routing of the B*T tokens (row-major), for the
    * load-balancing loss and the routed experts. Its tensors belong to the pass's scope (forward() frees them when
@@ -378,8 +382,18 @@ export class CausalLM {
     if (slots.length !== batch) throw new RangeError(`forward: ${slots.length} slots for ${batch} batch rows`);
 
     const shared = options.sharedPrefix ? sharedPrefixPass(options.sharedPrefix, seqLen) : null;
-    if (shared !== null && (batch !== 1 || cache !== undefined || positionIds === undefined || attentionMask !== undefined)) {
-      throw new TypeError('forward: sharedPrefix takes inputIds [1, tokens] with positionIds, no attentionMask and no cache');
+    const packed = options.packed ? packedPass(options.packed, seqLen, inputIds.device) : null;
+    if (
+      (shared !== null || packed !== null) &&
+      (batch !== 1 ||
+        cache !== undefined ||
+        positionIds === undefined ||
+        attentionMask !== undefined ||
+        (shared !== null && packed !== null))
+    ) {
+      throw new TypeError(
+        'forward: sharedPrefix or packed (one of them) takes inputIds [1, tokens] with positionIds, no attentionMask and no cache',
+      );
     }
     const real = attentionMask?.bool() ?? options.cachePlan?.realTokens ?? null; // [B, T]
     const realRows = cache && attentionMask && !options.cachePlan ? ((real as Tensor).toArray() as boolean[][]) : null;
@@ -416,7 +430,9 @@ export class CausalLM {
       layer: (i, x) => {
         const layer = this.#layers[i];
         if (layer === undefined) throw new RangeError(`layer ${i} out of range (${this.#layers.length} layers)`);
-        const h = x.add(this.#attention(layer, i, rmsNorm(x, layer.inputLayernorm, eps, onePass), cos, sin, mask, step, shared));
+        const h = x.add(
+          this.#attention(layer, i, rmsNorm(x, layer.inputLayernorm, eps, onePass), cos, sin, mask, step, shared ?? packed),
+        );
         const normed = rmsNorm(h, layer.postAttentionLayernorm, eps, onePass);
         if (!('router' in layer.mlp)) return h.add(mlp(layer.mlp, normed));
         const onRouting = options.onRouting;
@@ -447,7 +463,7 @@ export class CausalLM {
     sin: Tensor,
     mask: Tensor | null,
     step: CacheStep | null,
-    shared: SharedPrefixPass | null = null,
+    packing: SharedPrefixPass | PackedPass | null = null,
   ): Tensor {
     const [batch, seqLen] = h.shape as [number, number, number];
     const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim, rmsNormEps: eps } = this.config;
@@ -474,7 +490,8 @@ export class CausalLM {
     q = rotary(q.transpose(1, 2), cos, sin);
     k = rotary(k.transpose(1, 2), cos, sin);
     // prefixes attend among themselves; each continuation to its prefix's keys and values, then to its own
-    if (shared !== null) return linear(sharedPrefixAttention(q, k, v, shared), layer.oProj);
+    if (packing !== null && 'buckets' in packing) return linear(packedAttention(q, k, v, packing), layer.oProj);
+    if (packing !== null) return linear(sharedPrefixAttention(q, k, v, packing), layer.oProj);
     let keys = k;
     let values = v;
     if (step !== null) ({ keys, values } = step.update(index, k, v));
