@@ -53,6 +53,8 @@ interface Bucket {
 
 /** A forward's buckets and the gather back to packed order, built once per pass and shared by every layer. */
 export interface PackedPass {
+  /** Packed tokens it lays out. */
+  tokens: number;
   buckets: Bucket[];
   /** [tokens] each packed token's row in the buckets' concatenated outputs. */
   outputIndex: Tensor;
@@ -151,7 +153,7 @@ export function packedPass(layout: PackedLayout, tokens: number, device: Tensor[
       contextKeys: Lc,
     };
   });
-  return { buckets, outputIndex: index(outputRow) };
+  return { tokens, buckets, outputIndex: index(outputRow) };
 }
 
 /** [n, 1, Lq, Lc + Lq]: context key j while j < its context length, then causal over the segment's own keys. */

@@ -10,7 +10,7 @@
 // (zeros where nothing was scored, as the shared-prefix path leaves them), and the loss's gradients packed back.
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
-import type { PackedLayout } from './packed-attention.js';
+import { type PackedLayout, type PackedPass, packedPass } from './packed-attention.js';
 import type { ForwardOptions } from './transformer.js';
 
 /** The rows' real lengths in the padded batch (the host's numbers: nothing is read back). */
@@ -64,17 +64,46 @@ function checkRows(rows: PackedRows, rowGroup: readonly number[], promptWidth: n
 }
 
 /**
- * The packed trunk input of `inputIds` [B, L] (see the header), rows grouped by prompt (rowGroup, numbered in the order
- * groups first occur); `replayRouting`: router-replay records [B, L, k] per layer.
+ * The index tensors of a packed batch (see the header), made on `device` before any forward is queued: building
+ * them uploads host data, which on a GPU waits for the work queued before it. Reused by every forward over the same
+ * rows at the same widths (the policy's, the reference's, the critic's).
  */
-export function packedTrunkInput(
-  inputIds: Tensor,
-  promptWidth: number,
-  rowGroup: readonly number[],
+export interface RowPacking {
+  /** The padded batch it packs: [rows, length], prompts ending at promptWidth. */
+  readonly rows: number;
+  readonly length: number;
+  readonly promptWidth: number;
+  /** Packed tokens (Σ p_g + Σ r_b) and of them the scored ones (Σ r_b, last). */
+  readonly tokens: number;
+  readonly scored: number;
+  /** [tokens] each packed token's flat [rows·length] column. */
+  readonly sourceIndex: Tensor;
+  /** [1, tokens] position ids. */
+  readonly positions: Tensor;
+  /** [scored] each scored position's target column (flat [rows·length]). */
+  readonly targetIndex: Tensor;
+  /** [scored] each scored position's result column (flat [rows·(length − 1)]). */
+  readonly packIndex: Tensor;
+  /** [rows·(length − 1)] each result column's scored position, `scored` where none (a zero). */
+  readonly unpackIndex: Tensor;
+  /** [scored] the row of each scored position. */
+  readonly rowIndex: Tensor;
+  /** The attention's layout and buckets. */
+  readonly attention: PackedPass;
+}
+
+/**
+ * rows [B, L] whose prompts end at column promptWidth, grouped by prompt (rowGroup, numbered in the order groups
+ * first occur), packed without pads (see the header).
+ */
+export function rowPacking(
   rows: PackedRows,
-  replayRouting?: readonly (Tensor | null | undefined)[],
-): TrunkInput {
-  const [batch, length] = inputIds.shape as [number, number];
+  rowGroup: readonly number[],
+  promptWidth: number,
+  length: number,
+  device: Tensor['device'] = 'cpu',
+): RowPacking {
+  const batch = rowGroup.length;
   checkRows(rows, rowGroup, promptWidth, length);
   const { promptLengths, responseLengths } = rows;
   const firstRow: number[] = [];
@@ -110,23 +139,50 @@ export function packedTrunkInput(
       tokenRow[n] = b;
     }
   }
-  const device = inputIds.device;
   const on = device === 'cpu' ? {} : { device };
-  const index = (values: Int32Array) => torch.tensor(values, { dtype: 'int64', ...on });
-  const [sourceIndex, targetIndex, packIndex, unpackIndex, rowIndex] = [source, targetSource, packOf, unpackOf, tokenRow].map(
-    index,
-  ) as [Tensor, Tensor, Tensor, Tensor, Tensor];
+  const index = (values: Int32Array, shape = [values.length]) => torch.tensor(values, { dtype: 'int64', shape, ...on });
+  const layout: PackedLayout = { prefixLengths, continuationLengths: [...responseLengths], rowPrefix: [...rowGroup] };
+  return {
+    rows: batch,
+    length,
+    promptWidth,
+    tokens: at,
+    scored,
+    sourceIndex: index(source),
+    positions: index(positions, [1, at]),
+    targetIndex: index(targetSource),
+    packIndex: index(packOf),
+    unpackIndex: index(unpackOf),
+    rowIndex: index(tokenRow),
+    attention: packedPass(layout, at, device),
+  };
+}
+
+/**
+ * The packed trunk input of `inputIds` [B, L] (see the header), laid out by `packing` (made for these rows at these
+ * widths); `replayRouting`: router-replay records [B, L, k] per layer.
+ */
+export function packedTrunkInput(
+  inputIds: Tensor,
+  packing: RowPacking,
+  replayRouting?: readonly (Tensor | null | undefined)[],
+): TrunkInput {
+  const [batch, length] = inputIds.shape as [number, number];
+  if (batch !== packing.rows || length !== packing.length)
+    throw new RangeError(`packedRows: packed for [${packing.rows}, ${packing.length}], the batch is [${batch}, ${length}]`);
+  const { sourceIndex, scored, rowIndex, unpackIndex, packIndex } = packing;
+  const prefixTokens = packing.tokens - scored;
+  const device = inputIds.device;
   const packed = (t: Tensor) =>
     t
       .reshape([batch * length])
       .indexSelect(0, sourceIndex)
       .view([1, -1]);
-  const layout: PackedLayout = { prefixLengths, continuationLengths: responseLengths, rowPrefix: rowGroup };
   return {
     ids: packed(inputIds),
     forward: {
-      positionIds: torch.tensor(positions, { dtype: 'int64', shape: [1, positions.length], ...on }),
-      packed: layout,
+      positionIds: packing.positions,
+      packed: packing.attention,
       ...(replayRouting === undefined
         ? {}
         : {
@@ -136,7 +192,7 @@ export function packedTrunkInput(
     headHidden: (hidden) => hidden.narrow(1, prefixTokens, scored),
     targets: inputIds
       .reshape([batch * length])
-      .indexSelect(0, targetIndex)
+      .indexSelect(0, packing.targetIndex)
       .view([1, scored]),
     unpack: (values) => {
       const withZero = torch.cat([values.reshape([scored]), torch.zeros([1], { dtype: values.dtype, device })]);
@@ -155,4 +211,18 @@ export function packedTrunkInput(
             .indexSelect(0, rowIndex.narrow(0, start, size))
             .view([1, size, 1]),
   };
+}
+
+/** The packed trunk input of `inputIds` with prompts ending at promptWidth: `rows` packed ahead, or packed now. */
+export function packedRowsInput(
+  inputIds: Tensor,
+  promptWidth: number,
+  rows: PackedRows | RowPacking,
+  rowGroup: () => readonly number[],
+  replayRouting?: readonly (Tensor | null | undefined)[],
+): TrunkInput {
+  if ('sourceIndex' in rows && rows.promptWidth !== promptWidth)
+    throw new RangeError(`packedRows: packed for promptWidth ${rows.promptWidth}, given ${promptWidth}`);
+  const packing = 'sourceIndex' in rows ? rows : rowPacking(rows, rowGroup(), promptWidth, inputIds.size(1), inputIds.device);
+  return packedTrunkInput(inputIds, packing, replayRouting);
 }

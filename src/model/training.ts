@@ -31,7 +31,7 @@
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import { LoadBalancing } from './moe.js';
-import { type HeadTemperature, type PackedRows, packedTrunkInput, type TrunkInput } from './packed-rows.js';
+import { type HeadTemperature, type PackedRows, packedRowsInput, type RowPacking, type TrunkInput } from './packed-rows.js';
 import type { CausalLM, ForwardOptions, ForwardPass } from './transformer.js';
 
 export interface TokenLogProbsOptions {
@@ -62,9 +62,9 @@ export interface TokenLogProbsOptions {
   /**
    * With promptWidth: each row's real prompt and response lengths, to run the rows packed end to end without pads
    * (./packed-rows.ts, use_remove_padding), prompts still shared within a group. Absent: padded (packed by prompt
-   * when that saves a fifth of the tokens, see promptWidth).
+   * when that saves a fifth of the tokens, see promptWidth). A RowPacking made ahead (rowPacking()) uploads nothing.
    */
-  packedRows?: PackedRows;
+  packedRows?: PackedRows | RowPacking;
   /**
    * Mixture of experts, router replay (./moe.ts): per layer index, the experts recorded for each token [B, T, k]
    * int64 (-1: none, routed by the router); laid out as the trunk runs the batch (packed prompts included).
@@ -208,8 +208,8 @@ function trunkInput(inputIds: Tensor, options: TokenLogProbsOptions): TrunkInput
     throw new RangeError(`promptGroups: ${given.rowGroup.length} rows grouped for a batch of ${rows}`);
   if (options.packedRows !== undefined) {
     if (options.positionIds !== undefined) throw new TypeError('packedRows: positions restart per row; give no positionIds');
-    const rowGroup = given?.rowGroup ?? readPromptGroups(inputIds, options.attentionMask, prefixLength);
-    return packedTrunkInput(inputIds, promptWidth, rowGroup, options.packedRows, options.replayRouting);
+    const rowGroup = () => given?.rowGroup ?? readPromptGroups(inputIds, options.attentionMask, prefixLength);
+    return packedRowsInput(inputIds, promptWidth, options.packedRows, rowGroup, options.replayRouting);
   }
   if (prefixLength === 0 || options.positionIds !== undefined) return plain;
   const rowGroup = given?.rowGroup ?? readPromptGroups(inputIds, options.attentionMask, prefixLength);

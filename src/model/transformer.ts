@@ -134,8 +134,11 @@ export interface ForwardOptions {
   output?: 'logits' | 'hidden';
   /** inputIds is a packed batch of shared prompts and their continuations (see SharedPrefixLayout); needs positionIds. */
   sharedPrefix?: SharedPrefixLayout;
-  /** inputIds is packed rows without pads (see PackedLayout, ./packed-attention.ts); needs positionIds. */
-  packed?: PackedLayout;
+  /**
+   * inputIds is packed rows without pads (see PackedLayout, ./packed-attention.ts), or their pass made ahead
+   * (packedPass); needs positionIds.
+   */
+  packed?: PackedLayout | PackedPass;
   /**
    * Mixture of experts: called with each sparse layer's routing of the B*T tokens (row-major), for the
    * load-balancing loss and the routed experts. Its tensors belong to the pass's scope (forward() frees them when
@@ -382,7 +385,14 @@ export class CausalLM {
     if (slots.length !== batch) throw new RangeError(`forward: ${slots.length} slots for ${batch} batch rows`);
 
     const shared = options.sharedPrefix ? sharedPrefixPass(options.sharedPrefix, seqLen) : null;
-    const packed = options.packed ? packedPass(options.packed, seqLen, inputIds.device) : null;
+    const packed =
+      options.packed === undefined
+        ? null
+        : 'buckets' in options.packed
+          ? options.packed
+          : packedPass(options.packed, seqLen, inputIds.device);
+    if (packed !== null && packed.tokens !== seqLen)
+      throw new TypeError(`forward: packed lays out ${packed.tokens} tokens, inputIds has ${seqLen}`);
     if (
       (shared !== null || packed !== null) &&
       (batch !== 1 ||
