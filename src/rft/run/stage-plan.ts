@@ -89,6 +89,7 @@ export function trainerInit(settings: StageSettings, totalSteps: number): Traine
     microBatchSize: settings.trainer.microBatchSize,
     microBatchTokens: settings.trainer.microBatchTokens,
     gradientCheckpointing: settings.trainer.gradientCheckpointing,
+    removePadding: settings.trainer.removePadding,
     padTokenId: 0,
     seed: settings.seed,
     numThreads: settings.threads.trainer,

@@ -16,7 +16,7 @@ import { rowsTakeAdvantages } from '../algorithm/schemas.js';
 import type { LogProbOptions, ReferencePolicy } from './reference-policy.js';
 import { ownRows, type Shard } from './row-sharding.js';
 import { replayPart, replayRecords } from './router-replay.js';
-import { buildBatch, microPromptGroups, type TrainBatch } from './train-batch.js';
+import { buildBatch, microPromptGroups, microRowPacking, type TrainBatch } from './train-batch.js';
 
 /** prepareBatch's result: the batch and its per-row forward results (summed across ranks before ./loss-inputs.ts). */
 export interface Prepared {
@@ -41,6 +41,8 @@ export interface BatchForwardModels {
   device: string;
   /** LM-head chunk (sequence positions), unset for the default. */
   chunkSize?: number | undefined;
+  /** trainer.use_remove_padding: the forwards run the rows packed without pads (../../model/packed-rows.ts). */
+  removePadding?: boolean;
 }
 
 /** The padded batch of `rows`, and what the whole batch needs from a forward (see the header). */
@@ -56,6 +58,9 @@ export function prepareBatch(rows: Experience[], shard: Shard, models: BatchForw
     ownOptions ??= {
       promptWidth: batch.promptWidth,
       promptGroups: microPromptGroups(batch, own.start, own.n),
+      ...(models.removePadding
+        ? { packedRows: microRowPacking(batch, own.start, own.n, batch.promptWidth, batch.promptWidth + batch.responseWidth) }
+        : {}),
       ...(models.chunkSize ? { chunkSize: models.chunkSize } : {}),
       temperature: batch.temperatures.slice(own.start, own.start + own.n),
     };
@@ -112,7 +117,7 @@ export function prepareBatch(rows: Experience[], shard: Shard, models: BatchForw
   const critic = models.critic;
   const oldValues =
     rowsTakeAdvantages(algorithm) && algorithm.useCritic && critic !== null
-      ? perRow((ids, mask) => torch.noGrad(() => critic.values(ids, mask)))
+      ? perRow((ids, mask, options) => torch.noGrad(() => critic.values(ids, mask, options.packedRows)))
       : null;
   return { batch, refLogprob, current, entropy, necs, oldValues };
 }

@@ -18,7 +18,10 @@
 // of the loss.
 //
 // Rows with equal prompts share their prompt's forward (forwardBackward's shared-prefix packing): rowPromptGroups finds
-// them from the experiences on the host, so no micro-batch reads its ids back from the device.
+// them from the experiences on the host, so no micro-batch reads its ids back from the device. With
+// trainer.use_remove_padding the forwards run the rows packed end to end without pads (../../model/packed-rows.ts),
+// from each row's real lengths (microPackedRows); the per-token results come back in this layout.
+import { type RowPacking, rowPacking } from '../../model/packed-rows.js';
 import { groupsByKey, type PromptGroups, promptGroups } from '../../model/training.js';
 import * as torch from '../../torch/index.js';
 import type { Tensor } from '../../torch/index.js';
@@ -160,6 +163,19 @@ export function batchTensors(b: TrainBatch): (Tensor | null)[] {
  */
 export function rowPromptGroups(rows: readonly Experience[]): number[] {
   return groupsByKey(rows.map((e) => `${e.promptLength}:${e.tokens.slice(0, e.promptLength - 1).join(',')}`));
+}
+
+/**
+ * Rows [start, start + n) packed without pads for forwards over them at `promptWidth` and `length` columns (the
+ * batch's, or a micro-batch's own widths), made before the forwards are queued.
+ */
+export function microRowPacking(batch: TrainBatch, start: number, n: number, promptWidth: number, length: number): RowPacking {
+  const rows = batch.rows.slice(start, start + n);
+  const lengths = {
+    promptLengths: rows.map((e) => e.promptLength),
+    responseLengths: rows.map((e) => e.tokens.length - e.promptLength),
+  };
+  return rowPacking(lengths, rowPromptGroups(rows), promptWidth, length, batch.inputIds.device);
 }
 
 /** A micro-batch's PromptGroups (rows [start, start + n) of the batch), made before the forwards are queued. */

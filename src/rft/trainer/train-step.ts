@@ -24,6 +24,7 @@
 // until the step reads them all at its end (./step-metrics.ts).
 import type { LoraModel } from '../../model/lora.js';
 import { forwardBackward } from '../../model/training.js';
+import type { RowPacking } from '../../model/packed-rows.js';
 import type { CausalLM } from '../../model/transformer.js';
 import * as torch from '../../torch/index.js';
 import type { Optimizer, Tensor } from '../../torch/index.js';
@@ -55,7 +56,7 @@ import { ROUTER_AUX_LOSS_METRIC, routerAuxLossWeight } from './router-aux.js';
 import { checkRouterReplayModel, replayPart, replayRecords } from './router-replay.js';
 import { ONE_PROCESS, owns, type Shard, type StepCollectives, type StepProgram } from './row-sharding.js';
 import { StepMetrics } from './step-metrics.js';
-import { batchTensors, microPromptGroups, rowPromptGroups, type TrainBatch } from './train-batch.js';
+import { batchTensors, microPromptGroups, microRowPacking, rowPromptGroups, type TrainBatch } from './train-batch.js';
 import { type MicroBatchRange, microBatchView, tokenBudgetMicroBatches } from './token-budget.js';
 
 export interface TrainStepSetup {
@@ -85,6 +86,11 @@ export interface TrainStepSetup {
   chunkSize?: number;
   /** Activation checkpointing in forwardBackward. */
   checkpoint?: boolean;
+  /**
+   * trainer.use_remove_padding: every forward (policy, reference, critic) runs its rows packed end to end without pads
+   * (../../model/packed-rows.ts); same results as padded (float32 rounding).
+   */
+  removePadding?: boolean;
   /** Global step of the first run() (CHORD's μ schedule); counts up by one per run(). */
   startStep?: number;
   /** The model's device, where batches are built (default 'cpu'). */
@@ -262,6 +268,7 @@ export class TrainStep {
           padTokenId: this.setup.padTokenId ?? 0,
           device: this.setup.device ?? 'cpu',
           chunkSize: this.setup.chunkSize,
+          removePadding: this.setup.removePadding ?? false,
         }),
       );
       holdBatch(prepared.batch);
@@ -327,11 +334,12 @@ export class TrainStep {
       step: this.step,
       rolloutTokens: whole.rolloutTokens,
     });
-    // each micro-batch's prompt groups and expert rows, uploaded before the first forward is queued
+    // each micro-batch's prompt groups, expert rows and packing, uploaded before the first forward is queued
     const ahead = plan.map(({ start, n }, i) =>
       owns(i, shard)
         ? {
             promptGroups: microPromptGroups(batch, start, n),
+            packing: this.#rowPacking(batch, start, n, ownWidths),
             expertRows: expertRows(
               batch.rows.slice(start, start + n).map((e) => e.info.isExpert === true),
               batch.inputIds.device,
@@ -370,6 +378,7 @@ export class TrainStep {
           attentionMask: view.attentionMask,
           promptWidth: view.promptWidth,
           promptGroups: prepared.promptGroups,
+          ...(prepared.packing === null ? {} : { packedRows: prepared.packing }),
           entropy: objective.entropy !== null,
           ...(this.setup.chunkSize ? { chunkSize: this.setup.chunkSize } : {}),
           temperature: batch.temperatures.slice(start, start + n),
@@ -391,6 +400,13 @@ export class TrainStep {
     } finally {
       lora?.eval();
     }
+  }
+
+  /** Rows [start, start + n) packed for their micro-batch's forward (trainer.use_remove_padding), else null. */
+  #rowPacking(batch: TrainBatch, start: number, n: number, ownWidths: boolean): RowPacking | null {
+    if (!this.setup.removePadding) return null;
+    const view = microBatchView(batch, start, n, ownWidths);
+    return microRowPacking(batch, start, n, view.promptWidth, view.inputIds.size(1));
   }
 
   /**
@@ -448,6 +464,7 @@ export class TrainStep {
     const mode = this.setup.algorithm.lossAggMode;
     const whole = counted.rows(0, B);
     const { plan, ownWidths } = this.#plan(batch, 1, null, shard, null);
+    const packings = plan.map(({ start, n }, i) => (owns(i, shard) ? this.#rowPacking(batch, start, n, ownWidths) : null));
     for (const [i, { start, n }] of plan.entries()) {
       if (!owns(i, shard)) continue;
       torch.scope(() => {
@@ -455,7 +472,7 @@ export class TrainStep {
         const actionMask = part(batch.actionMask);
         const weight = termShare(modeTerm(mode), counted.rows(start, n), whole);
         const view = microBatchView(batch, start, n, ownWidths);
-        const values = view.response(critic.values(view.inputIds, view.attentionMask));
+        const values = view.response(critic.values(view.inputIds, view.attentionMask, packings[i] ?? undefined));
         const { loss, metrics: m } = clippedValueLoss(
           { values, oldValues: part(oldValues), returns: part(returns), actionMask },
           { lossAggMode: mode, ...(setup.cliprangeValue === undefined ? {} : { cliprangeValue: setup.cliprangeValue }) },

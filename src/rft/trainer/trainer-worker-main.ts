@@ -332,6 +332,7 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
     ...(init.microBatchSize ? { microBatchSize: init.microBatchSize } : {}),
     microBatchTokens: init.microBatchTokens ?? null,
     checkpoint: init.gradientCheckpointing,
+    removePadding: init.removePadding ?? false,
     padTokenId: init.padTokenId,
     startStep,
     device,
