@@ -431,7 +431,13 @@ export class TrainStep {
       return { plan, ownWidths: false };
     }
     if (lossName !== null) checkWholeGroups(B, rowsPerGroup, lossName);
-    const { plan, oversized } = tokenBudgetMicroBatches(batch.rows, rowPromptGroups(batch.rows), rowsPerGroup, budget);
+    const { plan, oversized } = tokenBudgetMicroBatches(
+      batch.rows,
+      rowPromptGroups(batch.rows),
+      rowsPerGroup,
+      budget,
+      this.setup.removePadding ?? false,
+    );
     if (sums !== null && shard.rank === 0) {
       sums.total('micro_batches', plan.length);
       sums.total('oversized_micro_batches', oversized.length);

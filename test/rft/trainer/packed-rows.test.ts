@@ -14,7 +14,9 @@ import { LoraModel } from '../../../src/model/lora.js';
 import { ALGORITHM_TYPES, Critic, type ResolvedAlgorithm, resolveAlgorithm } from '../../../src/rft/algorithm/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
 import { frozenCopyReference, loraReference } from '../../../src/rft/trainer/reference-policy.js';
-import { TrainStep } from '../../../src/rft/trainer/train-step.js';
+import { microBatchTokens, tokenBudgetMicroBatches } from '../../../src/rft/trainer/token-budget.js';
+import { rowPromptGroups } from '../../../src/rft/trainer/train-batch.js';
+import { TrainStep, type TrainStepSetup } from '../../../src/rft/trainer/train-step.js';
 import * as torch from '../../../src/torch/index.js';
 import { assertSameGradient, GradientRecorder } from './gradients.js';
 import { loadPolicy, responseLogprobs } from './toy.js';
@@ -90,7 +92,13 @@ interface StepResult {
 }
 
 /** One step of `config` on a fresh policy from `architecture`'s folder: the gradients it accumulates, its metrics. */
-function step(config: Record<string, unknown>, architecture: ModelType, removePadding: boolean, withLora = false): StepResult {
+function step(
+  config: Record<string, unknown>,
+  architecture: ModelType,
+  removePadding: boolean,
+  withLora = false,
+  split: Pick<TrainStepSetup, 'microBatchSize' | 'microBatchTokens'> = { microBatchSize: 3 },
+): StepResult {
   const algorithm = resolveAlgorithm(config);
   const model = loadPolicy(dirs.get(architecture) as string);
   const rows = batch(algorithm, model);
@@ -114,7 +122,7 @@ function step(config: Record<string, unknown>, architecture: ModelType, removePa
       algorithm,
       reference,
       critic: critic && { critic, optimizer: criticOptimizer as GradientRecorder },
-      microBatchSize: 3,
+      ...split,
       maxGradNorm: 1e9,
       removePadding,
     }).run(rows);
@@ -166,5 +174,32 @@ describe('packed rows (use_remove_padding) train steps equal padded ones', () =>
           step(config, architecture, false, true),
           `${config.algorithm_type} + LoRA on ${architecture}`,
         );
+  });
+
+  test('token-budget micro-batches (use_dynamic_bsz) count packed tokens, and the step equals the padded row split', () => {
+    const model = loadPolicy(dirs.get('qwen2') as string);
+    const rows = batch(resolveAlgorithm({ algorithm_type: 'grpo' }), model);
+    model.dispose();
+    const groups = rowPromptGroups(rows);
+    // rows 0-3: one 7-token prompt (6 tokens but its last) and responses of 1, 9, 3, 6; row 4 opens a 5-token prompt
+    assert.equal(microBatchTokens(rows, groups, 0, 4, true), 6 + 19);
+    assert.equal(microBatchTokens(rows, groups, 0, 5, true), 6 + 19 + 4 + 1);
+    assert.ok(microBatchTokens(rows, groups, 0, 4) > 25, 'padded, the same rows compute pads');
+    assert.deepEqual(
+      tokenBudgetMicroBatches(rows, groups, 1, 25, true).plan.map(({ start, n }) => [start, n]),
+      [
+        [0, 4],
+        [4, 4],
+      ],
+    );
+    const config = { algorithm_type: 'grpo' };
+    const packed = step(config, 'qwen2', true, false, { microBatchTokens: 25 });
+    assert.equal(packed.passes.length, 2, 'two micro-batches');
+    assert.equal(packed.metrics.micro_batches, 2);
+    const padded = step(config, 'qwen2', false, false, { microBatchTokens: 25 });
+    assert.ok((padded.metrics.micro_batches as number) > 2, 'padded, the budget holds fewer rows');
+    const { micro_batches: _a, ...packedMetrics } = packed.metrics;
+    const { micro_batches: _b, ...paddedMetrics } = padded.metrics;
+    assertSameStep({ ...packed, metrics: packedMetrics }, { ...padded, metrics: paddedMetrics }, 'grpo by a token budget');
   });
 });
