@@ -41,8 +41,11 @@ export interface BatchForwardModels {
   device: string;
   /** LM-head chunk (sequence positions), unset for the default. */
   chunkSize?: number | undefined;
-  /** trainer.use_remove_padding: the forwards run the rows packed without pads (../../model/packed-rows.ts). */
-  removePadding?: boolean;
+  /**
+   * trainer.use_remove_padding: the forwards run the rows packed without pads (../../model/packed-rows.ts); null:
+   * when that saves a fifth of the positions (./train-batch.ts microRowPacking). Absent: padded.
+   */
+  removePadding?: boolean | null;
 }
 
 /** The padded batch of `rows`, and what the whole batch needs from a forward (see the header). */
@@ -55,12 +58,14 @@ export function prepareBatch(rows: Experience[], shard: Shard, models: BatchForw
   // the log-prob options of this rank's rows (their prompt groups uploaded once, when a forward first needs them)
   let ownOptions: LogProbOptions | null = null;
   const logProbOptions = (): LogProbOptions => {
+    const widths = { promptWidth: batch.promptWidth, length: batch.promptWidth + batch.responseWidth };
+    const packing = ownOptions
+      ? null
+      : microRowPacking(batch, own.start, own.n, widths, models.removePadding === undefined ? false : models.removePadding);
     ownOptions ??= {
       promptWidth: batch.promptWidth,
       promptGroups: microPromptGroups(batch, own.start, own.n),
-      ...(models.removePadding
-        ? { packedRows: microRowPacking(batch, own.start, own.n, batch.promptWidth, batch.promptWidth + batch.responseWidth) }
-        : {}),
+      ...(packing === null ? {} : { packedRows: packing }),
       ...(models.chunkSize ? { chunkSize: models.chunkSize } : {}),
       temperature: batch.temperatures.slice(own.start, own.start + own.n),
     };

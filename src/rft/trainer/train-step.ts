@@ -88,9 +88,10 @@ export interface TrainStepSetup {
   checkpoint?: boolean;
   /**
    * trainer.use_remove_padding: every forward (policy, reference, critic) runs its rows packed end to end without pads
-   * (../../model/packed-rows.ts); same results as padded (float32 rounding).
+   * (../../model/packed-rows.ts); same results as padded (float32 rounding). null: each forward packs when that
+   * computes ≤ 0.8 of the padded positions (./train-batch.ts microRowPacking). Absent: padded.
    */
-  removePadding?: boolean;
+  removePadding?: boolean | null;
   /** Global step of the first run() (CHORD's μ schedule); counts up by one per run(). */
   startStep?: number;
   /** The model's device, where batches are built (default 'cpu'). */
@@ -268,7 +269,7 @@ export class TrainStep {
           padTokenId: this.setup.padTokenId ?? 0,
           device: this.setup.device ?? 'cpu',
           chunkSize: this.setup.chunkSize,
-          removePadding: this.setup.removePadding ?? false,
+          removePadding: this.setup.removePadding === undefined ? false : this.setup.removePadding,
         }),
       );
       holdBatch(prepared.batch);
@@ -404,9 +405,10 @@ export class TrainStep {
 
   /** Rows [start, start + n) packed for their micro-batch's forward (trainer.use_remove_padding), else null. */
   #rowPacking(batch: TrainBatch, start: number, n: number, ownWidths: boolean): RowPacking | null {
-    if (!this.setup.removePadding) return null;
+    if (!this.setup.removePadding && this.setup.removePadding !== null) return null;
     const view = microBatchView(batch, start, n, ownWidths);
-    return microRowPacking(batch, start, n, view.promptWidth, view.inputIds.size(1));
+    const widths = { promptWidth: view.promptWidth, length: view.inputIds.size(1) };
+    return microRowPacking(batch, start, n, widths, this.setup.removePadding);
   }
 
   /**
@@ -436,7 +438,7 @@ export class TrainStep {
       rowPromptGroups(batch.rows),
       rowsPerGroup,
       budget,
-      this.setup.removePadding ?? false,
+      this.setup.removePadding === true, // unset: counted padded, the most a micro-batch computes
     );
     if (sums !== null && shard.rank === 0) {
       sums.total('micro_batches', plan.length);

@@ -58,8 +58,8 @@ export interface TrainerInit {
   /** Micro-batches by this token budget instead of microBatchSize rows (trainer.use_dynamic_bsz); null or absent: rows. */
   microBatchTokens?: number | null;
   gradientCheckpointing: boolean;
-  /** trainer.use_remove_padding (TrainStepSetup.removePadding); absent: padded. */
-  removePadding?: boolean;
+  /** trainer.use_remove_padding (TrainStepSetup.removePadding; null: when it saves a fifth); absent: padded. */
+  removePadding?: boolean | null;
   padTokenId: number;
   criticLr?: number;
   seed: number;

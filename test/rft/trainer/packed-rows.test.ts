@@ -46,7 +46,7 @@ const RESPONSE_LENGTHS = [1, 9, 3, 6];
  * The batch of `algorithm`'s schema: 4 responses per prompt (1 to 9 tokens) with rollout log-probs near `model`'s
  * (ratios within every clip range); mix: one demonstration per prompt.
  */
-function batch(algorithm: ResolvedAlgorithm, model: CausalLM): Experience[] {
+function batch(algorithm: ResolvedAlgorithm, model: CausalLM, lengths = RESPONSE_LENGTHS): Experience[] {
   if (algorithm.schema === 'dpo')
     return PROMPTS.flatMap((prompt, task) =>
       [0, 1].map((pair) => ({
@@ -59,7 +59,7 @@ function batch(algorithm: ResolvedAlgorithm, model: CausalLM): Experience[] {
       })),
     );
   const rows = PROMPTS.flatMap((prompt, task) =>
-    RESPONSE_LENGTHS.map((length, run): Experience => {
+    lengths.map((length, run): Experience => {
       const response = Array.from({ length }, (_, j) => 40 + ((task * 7 + run * 3 + j * 5) % 20));
       return {
         eid: `t${task}-r${run}`,
@@ -95,13 +95,14 @@ interface StepResult {
 function step(
   config: Record<string, unknown>,
   architecture: ModelType,
-  removePadding: boolean,
+  removePadding: boolean | null,
   withLora = false,
   split: Pick<TrainStepSetup, 'microBatchSize' | 'microBatchTokens'> = { microBatchSize: 3 },
+  lengths = RESPONSE_LENGTHS,
 ): StepResult {
   const algorithm = resolveAlgorithm(config);
   const model = loadPolicy(dirs.get(architecture) as string);
-  const rows = batch(algorithm, model);
+  const rows = batch(algorithm, model, lengths);
   const passes: StepResult['passes'] = [];
   const beginPass = model.beginPass.bind(model);
   model.beginPass = (ids, options = {}) => {
@@ -201,5 +202,16 @@ describe('packed rows (use_remove_padding) train steps equal padded ones', () =>
     const { micro_batches: _a, ...packedMetrics } = packed.metrics;
     const { micro_batches: _b, ...paddedMetrics } = padded.metrics;
     assertSameStep({ ...packed, metrics: packedMetrics }, { ...padded, metrics: paddedMetrics }, 'grpo by a token budget');
+  });
+
+  test('use_remove_padding unset: a forward packs its rows when that saves a fifth of the positions, else pads', () => {
+    const config = { algorithm_type: 'grpo' };
+    // responses of 1 to 9 tokens: micro-batches of 3 rows pack (e.g. rows 0-2: 6 + 13 = 19 of 1·6 + 3·9 = 33 padded)
+    const longTail = step(config, 'qwen2', null);
+    assert.ok(longTail.passes.every((p) => p.packed));
+    assertSameStep(longTail, step(config, 'qwen2', false), 'grpo, long tail, unset');
+    // equal responses of 4 tokens: packed 6 + 12 = 18 of 1·6 + 3·4 = 18 padded saves nothing: padded
+    const even = step(config, 'qwen2', null, false, { microBatchSize: 3 }, [4, 4, 4, 4]);
+    assert.ok(even.passes.every((p) => !p.packed));
   });
 });
