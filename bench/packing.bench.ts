@@ -13,13 +13,23 @@
 // Rewards and rollout log-probs are made up (the step's cost does not depend on them); a new draw per step, the same
 // draws for both layouts. Each layout has its own copy of the model and optimizer; the steps alternate which layout
 // goes first (ABBA). Figures: real tokens (each distinct prompt but its last token once, each row's response with its
-// last prompt token but not its last token: what a pad-free forward runs) / tokens the policy's trunk computed, the median step time, and packed's speed-up. Prints the CPU, a table and one JSON
-// line.
+// last prompt token but not its last token: what a pad-free forward runs) / tokens the policy's trunk computed, the
+// median step time, and packed's speed-up; and (--only attention, or with the long tail) one layer's packed attention
+// by four exact methods on the first long-tail batch. Prints the CPU, tables and one JSON line.
 import os from 'node:os';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { attention } from '../src/model/attention.js';
 import { CausalLM, initModel } from '../src/model/index.js';
+import {
+  BUCKET_CALL_AREA,
+  BUCKET_WASTE,
+  type BucketRule,
+  type PackedLayout,
+  packedAttention,
+  packedPass,
+} from '../src/model/packed-attention.js';
 import { resolveAlgorithm } from '../src/rft/algorithm/index.js';
 import type { Experience } from '../src/rft/experience.js';
 import { TrainStep } from '../src/rft/trainer/train-step.js';
@@ -28,7 +38,7 @@ import { cpuFeatures, fmt, median, now, positiveFlag, r2, r3, secondsSince, tabl
 
 const HELP = `GRPO steps with rows packed without pads against padded rows, on the quickstart's rows and on a long tail.
   node --import tsx bench/packing.bench.ts [--steps N] [--warmup N] [--qs-prompts N] [--prompts N] [--samples N]
-    [--median N] [--sigma X] [--cap N] [--micro N] [--threads N] [--only quickstart|long-tail]`;
+    [--median N] [--sigma X] [--cap N] [--micro N] [--threads N] [--only quickstart|long-tail|attention]`;
 
 const { values: flags } = parseArgs({
   options: {
@@ -165,6 +175,106 @@ function runWorkload(modelDir: string, vocab: number, w: Workload, steps: number
   };
 }
 
+interface AttentionFigures {
+  tokens: number;
+  method: string;
+  calls: number;
+  seconds: number;
+  maxDiff: number;
+}
+
+/**
+ * The CPU's varlen attention methods on one long-tail batch's packed layout (one layer's shapes: 4 heads, 2 KV heads of
+ * 32; forward + backward): per segment (one call per prompt and per row), the buckets (src/model/packed-attention.ts),
+ * one call over all segments padded to the longest, and one masked call over [T, T] (block-diagonal causal). Max
+ * difference against per segment.
+ */
+function attentionMethods(rows: Experience[], reps: number): AttentionFigures[] {
+  const groups = new Map<string, number>();
+  const rowPrefix = rows.map((e) => {
+    const key = e.tokens.slice(0, e.promptLength).join(',');
+    if (!groups.has(key)) groups.set(key, groups.size);
+    return groups.get(key) as number;
+  });
+  const prefixLengths: number[] = [];
+  rows.forEach((e, b) => {
+    if ((rowPrefix[b] as number) === prefixLengths.length) prefixLengths.push(e.promptLength - 1);
+  });
+  const layout = { prefixLengths, continuationLengths: rows.map((e) => e.tokens.length - e.promptLength), rowPrefix };
+  const tokens = [...prefixLengths, ...layout.continuationLengths].reduce((a, n) => a + n, 0);
+  // the block-diagonal causal mask of the packed order: segment ids and context spans on the host
+  const segmentOf = new Int32Array(tokens);
+  const contextOf = new Int32Array(tokens).fill(-1);
+  let at = 0;
+  prefixLengths.forEach((p, g) => {
+    for (let j = 0; j < p; j++) segmentOf[at++] = g;
+  });
+  layout.continuationLengths.forEach((n, b) => {
+    for (let j = 0; j < n; j++) {
+      segmentOf[at] = prefixLengths.length + b;
+      contextOf[at++] = rowPrefix[b] as number;
+    }
+  });
+  const methods: [string, () => (q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) => torch.Tensor][] = [
+    ['per segment', () => packedAttentionWith(layout, tokens, { waste: 1, callArea: -1 })],
+    ['buckets', () => packedAttentionWith(layout, tokens, { waste: BUCKET_WASTE, callArea: BUCKET_CALL_AREA })],
+    ['one padded call', () => packedAttentionWith(layout, tokens, { waste: 1e9, callArea: 1e18 })],
+    [
+      'one masked call',
+      () => {
+        const segment = torch.tensor(segmentOf, { dtype: 'int64' });
+        const context = torch.tensor(contextOf, { dtype: 'int64' });
+        const index = torch.arange(tokens);
+        const same = segment
+          .view([tokens, 1])
+          .eq(segment.view([1, tokens]))
+          .logicalAnd(index.view([1, tokens]).le(index.view([tokens, 1])));
+        const mask = same.logicalOr(context.view([tokens, 1]).eq(segment.view([1, tokens]))).view([1, 1, tokens, tokens]);
+        return (q, k, v) => attention(q, k, v, mask).transpose(1, 2).reshape([1, tokens, -1]);
+      },
+    ],
+  ];
+  torch.manualSeed(0);
+  const [q, k, v] = [torch.randn([1, 4, tokens, 32]), torch.randn([1, 2, tokens, 32]), torch.randn([1, 2, tokens, 32])].map((t) =>
+    torch.keep(t.requiresGrad_()),
+  ) as [torch.Tensor, torch.Tensor, torch.Tensor];
+  let reference: torch.Tensor | null = null;
+  const out: AttentionFigures[] = [];
+  try {
+    for (const [method, make] of methods) {
+      const seconds: number[] = [];
+      let maxDiff = 0;
+      let calls = 1;
+      for (let r = 0; r < reps + 1; r++) {
+        torch.scope(() => {
+          const t0 = now();
+          const run = make();
+          const result = run(q, k, v);
+          result.square().sum().backward();
+          if (r > 0) seconds.push(secondsSince(t0));
+          if (reference === null) reference = torch.keep(result.detach());
+          maxDiff = result.detach().sub(reference).abs().max().item();
+          calls = (run as { calls?: number }).calls ?? 1;
+          for (const t of [q, k, v]) t.grad = null;
+        });
+      }
+      out.push({ tokens, method, calls, seconds: r3(median(seconds) * 1000) / 1000, maxDiff });
+    }
+  } finally {
+    (reference as torch.Tensor | null)?.dispose();
+    for (const t of [q, k, v]) t.dispose();
+  }
+  return out;
+}
+
+/** packedAttention over `layout` with a bucket rule; `calls`: its buckets. */
+function packedAttentionWith(layout: PackedLayout, tokens: number, rule: BucketRule) {
+  const pass = packedPass(layout, tokens, 'cpu', rule);
+  return Object.assign((q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) => packedAttention(q, k, v, pass), {
+    calls: pass.buckets.length,
+  });
+}
+
 /** Lognormal response lengths: median · e^(σ z), z standard normal (Box–Muller), rounded, in [1, cap]. */
 const lognormal = (medianTokens: number, sigma: number, cap: number) => (uniform: () => number) => {
   const z = Math.sqrt(-2 * Math.log(uniform())) * Math.cos(2 * Math.PI * uniform());
@@ -184,8 +294,8 @@ async function main(): Promise<void> {
   const medianTokens = positiveFlag('median', flags.median);
   const cap = positiveFlag('cap', flags.cap);
   const threads = positiveFlag('threads', flags.threads);
-  if (flags.only !== undefined && flags.only !== 'quickstart' && flags.only !== 'long-tail')
-    throw new Error(`--only must be quickstart or long-tail, got ${flags.only}`);
+  if (flags.only !== undefined && !['quickstart', 'long-tail', 'attention'].includes(flags.only))
+    throw new Error(`--only must be quickstart, long-tail or attention, got ${flags.only}`);
   torch.setNumThreads(threads);
   const workloads: Workload[] = [
     {
@@ -204,7 +314,9 @@ async function main(): Promise<void> {
       responseLength: lognormal(medianTokens, sigma, cap),
       microBatchSize: positiveFlag('micro', flags.micro),
     },
-  ].filter((w) => flags.only === undefined || w.name === flags.only) as Workload[];
+  ].filter(
+    (w) => flags.only === undefined || w.name === flags.only || (flags.only === 'attention' && w.name === 'long-tail'),
+  ) as Workload[];
   const work = mkdtempSync(join(os.tmpdir(), 'trinity-packing-'));
   try {
     const modelDir = join(work, 'model');
@@ -224,8 +336,16 @@ async function main(): Promise<void> {
         `load avg ${os.loadavg()[0]?.toFixed(2)}; model ${(parameters / 1e6).toFixed(2)}M parameters, ${threads} threads`,
     );
     const p99 = Math.min(cap, Math.round(medianTokens * Math.exp(2.326 * sigma)));
+    const longTail = workloads.find((w) => w.name === 'long-tail');
+    const attentionFigures = longTail ? attentionMethods(batch(longTail, 0, vocab), steps) : [];
+    if (attentionFigures.length > 0)
+      table(
+        `Packed attention on the CPU, one layer forward + backward (long-tail batch 0: ${attentionFigures[0]?.tokens} tokens)`,
+        ['method', 'calls', 'ms', 'max |diff|'],
+        attentionFigures.map((f) => [f.method, String(f.calls), fmt(f.seconds * 1000, 1), f.maxDiff.toExponential(1)]),
+      );
     const results: Record<string, WorkloadFigures> = {};
-    for (const w of workloads) results[w.name] = runWorkload(modelDir, vocab, w, steps, warmup);
+    for (const w of flags.only === 'attention' ? [] : workloads) results[w.name] = runWorkload(modelDir, vocab, w, steps, warmup);
     table(
       `GRPO step, padded vs packed rows (median of ${steps} steps after ${warmup} warm-up)`,
       [
@@ -264,6 +384,7 @@ async function main(): Promise<void> {
         steps,
         longTail: { promptTokens: [50, 500], responses: { distribution: 'lognormal', median: medianTokens, sigma, p99, cap } },
         ...results,
+        attention: Object.fromEntries(attentionFigures.map((f) => [f.method, { calls: f.calls, ms: r2(f.seconds * 1000) }])),
       }),
     );
   } finally {

@@ -94,8 +94,14 @@ function segmentsOf(layout: PackedLayout, tokens: number): Segment[] {
   return segments;
 }
 
+/** The bucket rule's two constants (see the header); other values for measurements (bench/packing.bench.ts). */
+export interface BucketRule {
+  waste: number;
+  callArea: number;
+}
+
 /** Segments sorted longest first, cut into buckets by the rule in the header. */
-function bucketsOf(segments: readonly Segment[]): Segment[][] {
+function bucketsOf(segments: readonly Segment[], rule: BucketRule): Segment[][] {
   const order = [...segments].sort((a, b) => b.length - a.length || b.contextLength - a.contextLength);
   const buckets: Segment[][] = [];
   let current: Segment[] = [];
@@ -107,7 +113,7 @@ function bucketsOf(segments: readonly Segment[]): Segment[][] {
     const q = Math.max(queries, s.length);
     const c = Math.max(context, s.contextLength);
     const padded = (current.length + 1) * q * (c + q);
-    if (current.length > 0 && padded > BUCKET_WASTE * (real + area) + BUCKET_CALL_AREA) {
+    if (current.length > 0 && padded > rule.waste * (real + area) + rule.callArea) {
       buckets.push(current);
       current = [];
       queries = 0;
@@ -124,12 +130,17 @@ function bucketsOf(segments: readonly Segment[]): Segment[][] {
 }
 
 /** Checks `layout` against the packed inputIds' `tokens` and builds its buckets (once per forward). */
-export function packedPass(layout: PackedLayout, tokens: number, device: Tensor['device']): PackedPass {
+export function packedPass(
+  layout: PackedLayout,
+  tokens: number,
+  device: Tensor['device'],
+  rule: BucketRule = { waste: BUCKET_WASTE, callArea: BUCKET_CALL_AREA },
+): PackedPass {
   const on = device === 'cpu' ? {} : { device };
   const index = (values: Int32Array) => torch.tensor(values, { dtype: 'int64', ...on });
   const outputRow = new Int32Array(tokens);
   let rowsBefore = 0;
-  const buckets = bucketsOf(segmentsOf(layout, tokens)).map((members): Bucket => {
+  const buckets = bucketsOf(segmentsOf(layout, tokens), rule).map((members): Bucket => {
     const Lq = Math.max(...members.map((s) => s.length));
     const Lc = Math.max(...members.map((s) => s.contextLength));
     const queryIndex = new Int32Array(members.length * Lq);
