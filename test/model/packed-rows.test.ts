@@ -7,7 +7,7 @@ import { CausalLM, forwardBackward, promptGroups, type TokenLogProbs, tokenLogPr
 import { attention } from '../../src/model/attention.js';
 import { packedAttention, packedPass } from '../../src/model/packed-attention.js';
 import * as torch from '../../src/torch/index.js';
-import { type FixtureModel, maxAbsDiff, modelDir } from './helpers/fixtures.js';
+import { type FixtureModel, fixturesDir, maxAbsDiff, modelDir } from './helpers/fixtures.js';
 
 /**
  * A GRPO-like batch: 3 prompts of different lengths × 3 responses of different lengths, one row alone, and one
@@ -168,6 +168,31 @@ test('packed rows: lengths that do not fit the batch are errors naming the row',
       () => tokenLogProbs(model, ids, { ...base, packedRows, positionIds: ids }),
       /positions restart per row; give no positionIds/,
     );
+  });
+  model.dispose();
+});
+
+test('qwen3-moe with router replay: packed rows route each token through its recorded experts, as padded', () => {
+  const model = CausalLM.load(`${fixturesDir}qwen3-moe`); // layers 0 and 2 sparse, 8 experts, top-2
+  torch.scope(() => {
+    torch.manualSeed(5);
+    const { ids, mask, promptWidth, packedRows, groups } = groupedRows();
+    const [B, L] = ids.shape as [number, number];
+    const records = () => {
+      const first = torch.randint(0, 4, [B, L, 1]);
+      return torch.cat([first, first.add(4)], 2); // two distinct experts per token
+    };
+    const replay = [records(), null, records()];
+    const base = { attentionMask: mask, promptWidth, promptGroups: groups, replayRouting: replay };
+    const where = mask
+      .slice(1, 1)
+      .bool()
+      .logicalAnd(torch.arange(L - 1).ge(promptWidth - 1));
+    const padded = tokenLogProbs(model, ids, base).logProbs;
+    const packed = tokenLogProbs(model, ids, { ...base, packedRows }).logProbs;
+    assert.ok(maxAbsDiff(packed, padded, where) < 1e-5, `${maxAbsDiff(packed, padded, where)}`);
+    const routed = tokenLogProbs(model, ids, { attentionMask: mask, promptWidth, promptGroups: groups, packedRows }).logProbs;
+    assert.ok(maxAbsDiff(routed, packed, where) > 1e-4, 'the records are read');
   });
   model.dispose();
 });
