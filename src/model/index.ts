@@ -11,6 +11,8 @@ export * from './kv-cache.js';
 export type { LinearAdapter } from './linear.js';
 export * from './lora.js';
 export { ropeInverseFrequencies } from './rope.js';
+export type { PackedLayout } from './packed-attention.js';
+export { type PackedRows, type RowPacking, rowPacking } from './packed-rows.js';
 export type { SharedPrefixLayout } from './shared-prefix-attention.js';
 export * from './training.js';
 export * from './transformer.js';

@@ -24,7 +24,7 @@
 // in the quickstart). A packed continuation also leaves out its last token, which is only a target (a fifth of the
 // quickstart's packed tokens). The plain path still runs it: leaving it out saves ~1/T there but changes the rounding
 // of every matmul, and the quickstart's SFT landing moved with it (README). Log-probs, entropy and gradients equal the
-// unpacked ones (tested).
+// unpacked ones (tested). With packedRows (use_remove_padding) the rows run without any pad (./packed-rows.ts).
 //
 // A mixture of experts (routerAuxLoss): the router's load-balancing loss (./moe.ts) of the pass's real tokens,
 // weighted, joins the loss; its gradient enters the trunk's backward with the head's (with checkpointing, each sparse
@@ -33,6 +33,7 @@
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import { LoadBalancing } from './moe.js';
+import { type HeadTemperature, type PackedRows, packedRowsInput, type RowPacking, type TrunkInput } from './packed-rows.js';
 import { type PassSteps, type ReplayableRandom, type RouterAux, runPass, trunkForward } from './training-trunk.js';
 import type { CausalLM, ForwardOptions } from './transformer.js';
 
@@ -63,6 +64,12 @@ export interface TokenLogProbsOptions {
    * are read back to group the rows.
    */
   promptGroups?: PromptGroups;
+  /**
+   * With promptWidth: each row's real prompt and response lengths, to run the rows packed end to end without pads
+   * (./packed-rows.ts, use_remove_padding), prompts still shared within a group. Absent: padded (packed by prompt
+   * when that saves a fifth of the tokens, see promptWidth). A RowPacking made ahead (rowPacking()) uploads nothing.
+   */
+  packedRows?: PackedRows | RowPacking;
   /**
    * Mixture of experts, router replay (./moe.ts): per layer index, the experts recorded for each token [B, T, k]
    * int64 (-1: none, routed by the router); laid out as the trunk runs the batch (packed prompts included).
@@ -109,9 +116,6 @@ export interface TokenStatistics extends TokenLogProbs {
   /** [B, T-1] float32, when requested. */
   necs: Tensor | null;
 }
-
-/** What the head's logits are divided by: a number, or per-row temperatures [B, 1, 1] (float32). */
-type HeadTemperature = number | Tensor;
 
 /**
  * log p(targets) and, on request, entropy and necs (see the header) from (temperature-scaled) logits [..., V] →
@@ -176,28 +180,25 @@ function headTemperature(temperature: number | number[], device: Tensor['device'
   return torch.tensor(Float32Array.from(temperature), { shape: [temperature.length, 1, 1], device });
 }
 
-/**
- * What the trunk runs and where the head reads: the batch as given, or its prompts packed once per distinct prompt
- * (a row's continuation starts at its prompt's last token, so it predicts the first response token).
- */
-interface TrunkInput {
-  ids: Tensor;
-  forward: ForwardOptions;
-  /** Final hidden states [1 or B, N, H] → the positions the head reads [B, T', H]. */
-  headHidden: (hidden: Tensor) => Tensor;
-  /** [B, T'] the next tokens the head scores. */
-  targets: Tensor;
-  /** Columns before the head's first position (0 unpacked): results are left-padded with this many zeros. */
-  offset: number;
-}
+/** The head's results [B, T'] left-padded with `offset` zeros to [B, T − 1], and back; one temperature per row. */
+const paddedColumns = (offset: number): Pick<TrunkInput, 'unpack' | 'pack' | 'temperatureAt'> => ({
+  unpack: (values) => padLeft(values, offset),
+  pack: (values) => (offset === 0 ? values : values.narrow(1, offset, values.size(1) - offset)),
+  temperatureAt: (temperature) => temperature,
+});
 
+/**
+ * What the trunk runs and where the head reads: the batch as given, its prompts packed once per distinct prompt
+ * (a row's continuation starts at its prompt's last token, so it predicts the first response token), or its rows
+ * packed without pads (options.packedRows, ./packed-rows.ts).
+ */
 function trunkInput(inputIds: Tensor, options: TokenLogProbsOptions): TrunkInput {
   const plain: TrunkInput = {
     ids: inputIds,
     forward: { ...passOptions(options), ...replayLayout(options, (t) => t.reshape([-1, t.size(-1)])) },
     headHidden: (hidden) => hidden.narrow(1, 0, inputIds.size(1) - 1),
     targets: inputIds.slice(1, 1),
-    offset: 0,
+    ...paddedColumns(0),
   };
   const { promptWidth } = options;
   if (promptWidth === undefined) return plain;
@@ -207,10 +208,15 @@ function trunkInput(inputIds: Tensor, options: TokenLogProbsOptions): TrunkInput
   }
   const prefixLength = promptWidth - 1; // the prompt's last token opens each continuation
   const suffixLength = length - prefixLength;
-  if (prefixLength === 0 || options.positionIds !== undefined) return plain;
   const given = options.promptGroups;
   if (given !== undefined && given.rowGroup.length !== rows)
     throw new RangeError(`promptGroups: ${given.rowGroup.length} rows grouped for a batch of ${rows}`);
+  if (options.packedRows !== undefined) {
+    if (options.positionIds !== undefined) throw new TypeError('packedRows: positions restart per row; give no positionIds');
+    const rowGroup = () => given?.rowGroup ?? readPromptGroups(inputIds, options.attentionMask, prefixLength);
+    return packedRowsInput(inputIds, promptWidth, options.packedRows, rowGroup, options.replayRouting);
+  }
+  if (prefixLength === 0 || options.positionIds !== undefined) return plain;
   const rowGroup = given?.rowGroup ?? readPromptGroups(inputIds, options.attentionMask, prefixLength);
   const groups = rowGroup.reduce((max, g) => Math.max(max, g + 1), 0);
   if (!computedPositions(rows, length, promptWidth, groups).packed) return plain;
@@ -236,7 +242,7 @@ function trunkInput(inputIds: Tensor, options: TokenLogProbsOptions): TrunkInput
     headHidden: (hidden) =>
       hidden.narrow(1, groups * prefixLength, rows * continuationLength).reshape([rows, continuationLength, -1]),
     targets: inputIds.narrow(1, promptWidth, suffixLength - 1),
-    offset: prefixLength,
+    ...paddedColumns(prefixLength),
   };
 }
 
@@ -315,7 +321,7 @@ export function tokenLogProbs(model: CausalLM, inputIds: Tensor, options: TokenL
         model,
         hidden.narrow(1, start, size),
         targets.narrow(1, start, size),
-        temperature,
+        input.temperatureAt(temperature, start, size),
         options.entropy ?? false,
         options.necs ?? false,
       ),
@@ -329,16 +335,15 @@ export function tokenLogProbs(model: CausalLM, inputIds: Tensor, options: TokenL
           );
     const joined = (wanted: boolean | undefined, field: 'entropy' | 'necs') =>
       wanted
-        ? padLeft(
+        ? input.unpack(
             torch.cat(
               parts.map((p) => p[field] as Tensor),
               1,
             ),
-            input.offset,
           )
         : null;
     return {
-      logProbs: padLeft(logProbs, input.offset),
+      logProbs: input.unpack(logProbs),
       entropy: joined(options.entropy, 'entropy'),
       necs: joined(options.necs, 'necs'),
     };
@@ -373,6 +378,7 @@ export interface ForwardBackwardResult {
 /** The real tokens of a pass's input [N] (null: all), as forward() lays them out. */
 function passRealTokens(forward: ForwardOptions): Tensor | null {
   if (forward.attentionMask !== undefined) return forward.attentionMask.reshape([-1]);
+  if (forward.packed !== undefined) return null; // no pads
   const shared = forward.sharedPrefix;
   if (shared === undefined) return null;
   return torch.cat([shared.prefixMask.reshape([-1]), shared.suffixMask.reshape([-1])]);
@@ -444,12 +450,13 @@ export function* forwardBackwardSteps(
   };
 
   const headHidden = input.headHidden(hiddenLeaf);
-  const { targets, offset } = input;
+  const { targets, unpack } = input;
+  const chunkTemperature = (s: number, n: number) => input.temperatureAt(temperature, s, n);
   const spans = chunks(targets.size(1), chunkSize);
   if (spans.length === 1) {
     // the whole sequence is one chunk: one head pass with its graph, the loss straight through it
-    const part = headChunk(model, headHidden, targets, temperature, withEntropy);
-    const padded = { logProbs: padLeft(part.logProbs, offset), entropy: part.entropy && padLeft(part.entropy, offset) };
+    const part = headChunk(model, headHidden, targets, chunkTemperature(0, targets.size(1)), withEntropy);
+    const padded = { logProbs: unpack(part.logProbs), entropy: part.entropy && unpack(part.entropy) };
     const loss = lossFn(padded);
     if (loss.numel !== 1) throw new TypeError(`lossFn must return a scalar, got shape [${loss.shape.join(', ')}]`);
     loss.backward();
@@ -461,26 +468,16 @@ export function* forwardBackwardSteps(
   // 1b. the head chunk by chunk, values only
   const values = torch.noGrad(() => {
     const parts = spans.map(([s, n]) =>
-      headChunk(model, headHidden.narrow(1, s, n), targets.narrow(1, s, n), temperature, withEntropy),
+      headChunk(model, headHidden.narrow(1, s, n), targets.narrow(1, s, n), chunkTemperature(s, n), withEntropy),
     );
-    return {
-      logProbs: padLeft(
+    const joined = (field: 'logProbs' | 'entropy') =>
+      unpack(
         torch.cat(
-          parts.map((p) => p.logProbs),
+          parts.map((p) => p[field] as Tensor),
           1,
         ),
-        offset,
-      ),
-      entropy: withEntropy
-        ? padLeft(
-            torch.cat(
-              parts.map((p) => p.entropy as Tensor),
-              1,
-            ),
-            offset,
-          )
-        : null,
-    };
+      );
+    return { logProbs: joined('logProbs'), entropy: withEntropy ? joined('entropy') : null };
   });
   const logProbsLeaf = values.logProbs.detach().requiresGrad_();
   const entropyLeaf = values.entropy?.detach().requiresGrad_() ?? null;
@@ -489,17 +486,19 @@ export function* forwardBackwardSteps(
   const loss = lossFn({ logProbs: logProbsLeaf, entropy: entropyLeaf });
   if (loss.numel !== 1) throw new TypeError(`lossFn must return a scalar, got shape [${loss.shape.join(', ')}]`);
   loss.backward();
-  const gradLogProbs = logProbsLeaf.grad;
-  const gradEntropy = entropyLeaf?.grad ?? null;
+  // in the head's layout (the packed positions, or the columns it read)
+  const gradLogProbs = logProbsLeaf.grad && input.pack(logProbsLeaf.grad);
+  const gradEntropy = entropyLeaf?.grad ? input.pack(entropyLeaf.grad) : null;
 
   // 3. the head again with a graph, one chunk at a time, into hiddenLeaf.grad (and the LM head's weight)
   if (gradLogProbs !== null || gradEntropy !== null || aux !== null) {
     for (const [s, n] of spans) {
       torch.scope(() => {
-        const part = headChunk(model, headHidden.narrow(1, s, n), targets.narrow(1, s, n), temperature, gradEntropy !== null);
-        let surrogate = gradLogProbs === null ? null : part.logProbs.mul(gradLogProbs.narrow(1, offset + s, n)).sum();
+        const narrowed = [headHidden.narrow(1, s, n), targets.narrow(1, s, n)] as const;
+        const part = headChunk(model, ...narrowed, chunkTemperature(s, n), gradEntropy !== null);
+        let surrogate = gradLogProbs === null ? null : part.logProbs.mul(gradLogProbs.narrow(1, s, n)).sum();
         if (gradEntropy !== null && part.entropy !== null) {
-          const term = part.entropy.mul(gradEntropy.narrow(1, offset + s, n)).sum();
+          const term = part.entropy.mul(gradEntropy.narrow(1, s, n)).sum();
           surrogate = surrogate === null ? term : surrogate.add(term);
         }
         surrogate?.backward();

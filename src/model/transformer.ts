@@ -21,8 +21,9 @@
 // Beside this file: ./rope.ts (rotary tables for each rope type), ./hf-weights.ts (weight names, checks, reading and
 // writing folders), ./linear.ts (a projection, with adapter and packed kernel), ./inference-layout.ts (fused,
 // column-major weights for decoding), ./kv-cache.ts, ./shared-prefix-attention.ts (GRPO groups packed in one row),
-// ./moe.ts (the sparse expert MLP and its load-balancing loss), ./batch-invariant.ts (setBatchInvariant: logits that do
-// not depend on the batch, the same bits in a decode step and a training forward).
+// ./packed-attention.ts (rows packed end to end without pads), ./moe.ts (the sparse expert MLP and its
+// load-balancing loss), ./batch-invariant.ts (setBatchInvariant: logits that do not depend on the batch, the same bits
+// in a decode step and a training forward).
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import { attention } from './attention.js';
@@ -35,6 +36,7 @@ import { type CachePlan, type CacheStep, KVCache } from './kv-cache.js';
 import { type Linear, type LinearAdapter, linear, packedWeight, plainLinear } from './linear.js';
 import { type Routing, type SparseMoeBlock, sparseMoe } from './moe.js';
 import { RotaryEmbedding, applyRotary } from './rope.js';
+import { type PackedLayout, type PackedPass, packedAttention, packedPass } from './packed-attention.js';
 import {
   type SharedPrefixLayout,
   type SharedPrefixPass,
@@ -102,7 +104,8 @@ interface AttentionPass {
   sin: Tensor;
   mask: Tensor | null;
   step: CacheStep | null;
-  shared: SharedPrefixPass | null;
+  /** Shared prompts packed with their continuations, or rows packed without pads. */
+  packing: SharedPrefixPass | PackedPass | null;
   /** Batch-invariant forwards without a cache: each row's first real token (null: all 0). */
   rowStarts: readonly number[] | null;
   onePass: boolean | 'invariant';
@@ -147,6 +150,11 @@ export interface ForwardOptions {
   output?: 'logits' | 'hidden';
   /** inputIds is a packed batch of shared prompts and their continuations (see SharedPrefixLayout); needs positionIds. */
   sharedPrefix?: SharedPrefixLayout;
+  /**
+   * inputIds is packed rows without pads (see PackedLayout, ./packed-attention.ts), or their pass made ahead
+   * (packedPass); needs positionIds.
+   */
+  packed?: PackedLayout | PackedPass;
   /**
    * Mixture of experts: called with each sparse layer's routing of the B*T tokens (row-major), for the
    * load-balancing loss and the routed experts. Its tensors belong to the pass's scope (forward() frees them when
@@ -493,8 +501,25 @@ export class CausalLM {
     if (slots.length !== batch) throw new RangeError(`forward: ${slots.length} slots for ${batch} batch rows`);
 
     const shared = options.sharedPrefix ? sharedPrefixPass(options.sharedPrefix, seqLen) : null;
-    if (shared !== null && (batch !== 1 || cache !== undefined || positionIds === undefined || attentionMask !== undefined)) {
-      throw new TypeError('forward: sharedPrefix takes inputIds [1, tokens] with positionIds, no attentionMask and no cache');
+    const packed =
+      options.packed === undefined
+        ? null
+        : 'buckets' in options.packed
+          ? options.packed
+          : packedPass(options.packed, seqLen, inputIds.device);
+    if (packed !== null && packed.tokens !== seqLen)
+      throw new TypeError(`forward: packed lays out ${packed.tokens} tokens, inputIds has ${seqLen}`);
+    if (
+      (shared !== null || packed !== null) &&
+      (batch !== 1 ||
+        cache !== undefined ||
+        positionIds === undefined ||
+        attentionMask !== undefined ||
+        (shared !== null && packed !== null))
+    ) {
+      throw new TypeError(
+        'forward: sharedPrefix or packed (one of them) takes inputIds [1, tokens] with positionIds, no attentionMask and no cache',
+      );
     }
     const real = attentionMask?.bool() ?? options.cachePlan?.realTokens ?? null; // [B, T]
     const realRows = cache && attentionMask && !options.cachePlan ? ((real as Tensor).toArray() as boolean[][]) : null;
@@ -527,7 +552,8 @@ export class CausalLM {
     const { cos, sin } =
       options.rotary ??
       (invariant ? this.#rope.tableCosSin(positions, this.dtype, limit()) : this.#rope.cosSin(positions, this.dtype));
-    if (invariant && shared !== null) throw new TypeError('forward: the batch-invariant forward takes no sharedPrefix layout');
+    if (invariant && (shared !== null || packed !== null))
+      throw new TypeError('forward: the batch-invariant forward takes no sharedPrefix or packed layout');
     // batch-invariant: each row's attention starts at its first real token (left padding cut off, see rowStarts)
     const rowStarts = invariant && step === null && real !== null ? sequenceStarts(real) : null;
 
@@ -544,7 +570,9 @@ export class CausalLM {
         const layer = this.#layers[i];
         if (layer === undefined) throw new RangeError(`layer ${i} out of range (${this.#layers.length} layers)`);
         const normed0 = rmsNorm(x, layer.inputLayernorm, eps, onePass);
-        const h = x.add(this.#attention(layer, i, normed0, { cos, sin, mask, step, shared, rowStarts, onePass }));
+        const h = x.add(
+          this.#attention(layer, i, normed0, { cos, sin, mask, step, packing: shared ?? packed, rowStarts, onePass }),
+        );
         const normed = rmsNorm(h, layer.postAttentionLayernorm, eps, onePass);
         if (!('router' in layer.mlp)) return h.add(mlp(layer.mlp, normed));
         const onRouting = options.onRouting;
@@ -568,7 +596,7 @@ export class CausalLM {
   }
 
   #attention(layer: DecoderLayer, index: number, h: Tensor, pass: AttentionPass): Tensor {
-    const { cos, sin, mask, step, shared, rowStarts, onePass } = pass;
+    const { cos, sin, mask, step, packing, rowStarts, onePass } = pass;
     const [batch, seqLen] = h.shape as [number, number, number];
     const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim, rmsNormEps: eps } = this.config;
     const fused = layer.qkvProj;
@@ -593,7 +621,8 @@ export class CausalLM {
     q = rotary(q.transpose(1, 2), cos, sin);
     k = rotary(k.transpose(1, 2), cos, sin);
     // prefixes attend among themselves; each continuation to its prefix's keys and values, then to its own
-    if (shared !== null) return linear(sharedPrefixAttention(q, k, v, shared), layer.oProj);
+    if (packing !== null && 'buckets' in packing) return linear(packedAttention(q, k, v, packing), layer.oProj);
+    if (packing !== null) return linear(sharedPrefixAttention(q, k, v, packing), layer.oProj);
     let keys = k;
     let values = v;
     if (step !== null) ({ keys, values } = step.update(index, k, v));

@@ -126,6 +126,8 @@ export interface StageSettings {
     /** trainer.use_dynamic_bsz: micro-batches of at most this many computed positions (max_token_len_per_gpu); null: by rows. */
     microBatchTokens: number | null;
     gradientCheckpointing: boolean;
+    /** trainer.use_remove_padding: training forwards run their rows packed without pads (null: when that saves a fifth). */
+    removePadding: boolean | null;
     /** Forward/backward dtype (trainer.param_dtype) and the dtype of the weights the optimizer updates (master_dtype). */
     paramDtype: ModelDType;
     masterDtype: ModelDType;

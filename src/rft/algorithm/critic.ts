@@ -8,6 +8,7 @@
 //   vf_loss = ½ · aggregate(max((V − R)², (V_clip − R)²), mask, loss_agg_mode)      R = GAE returns
 // Metrics: vf_loss, vf_clipfrac (share of tokens where the clipped term is larger), vpred_mean.
 import type { ModelDType } from '../../model/index.js';
+import { packedTrunkInput, type RowPacking } from '../../model/packed-rows.js';
 import type { CausalLM } from '../../model/transformer.js';
 import { CausalLM as CausalLMClass } from '../../model/transformer.js';
 import * as torch from '../../torch/index.js';
@@ -152,9 +153,18 @@ export class Critic {
     return [...this.trunk.parameters().values(), this.headWeight, this.headBias];
   }
 
-  /** inputIds [B, L] → values [B, L] (float32). Records autograd when grad mode is on. */
-  values(inputIds: Tensor, attentionMask?: Tensor): Tensor {
+  /**
+   * inputIds [B, L] → values [B, L] (float32). Records autograd when grad mode is on. `packed`: the rows run packed
+   * without pads (../../model/packed-rows.ts) and only the positions from promptWidth − 1 on are computed: values
+   * [B, L − 1], zeros before them.
+   */
+  values(inputIds: Tensor, attentionMask?: Tensor, packed?: RowPacking): Tensor {
     return torch.scope(() => {
+      if (packed !== undefined) {
+        const input = packedTrunkInput(inputIds, packed);
+        const hidden = input.headHidden(this.trunk.forward(input.ids, { ...input.forward, output: 'hidden' }));
+        return input.unpack(torch.linear(hidden, this.headWeight, this.headBias).squeeze(-1).float());
+      }
       const hidden = this.trunk.forward(inputIds, { ...(attentionMask ? { attentionMask } : {}), output: 'hidden' });
       return torch.linear(hidden, this.headWeight, this.headBias).squeeze(-1).float();
     });

@@ -90,6 +90,7 @@ export function trainerInit(settings: StageSettings, totalSteps: number): Traine
     microBatchTokens: settings.trainer.microBatchTokens,
     gradientCheckpointing: settings.trainer.gradientCheckpointing,
     bitwiseOnPolicy: settings.trainer.bitwiseOnPolicy,
+    removePadding: settings.trainer.removePadding,
     padTokenId: 0,
     seed: settings.seed,
     numThreads: settings.threads.trainer,

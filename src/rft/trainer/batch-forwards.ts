@@ -16,7 +16,7 @@ import { rowsTakeAdvantages } from '../algorithm/schemas.js';
 import type { LogProbOptions, ReferencePolicy } from './reference-policy.js';
 import { ownRows, type Shard } from './row-sharding.js';
 import { replayPart, replayRecords } from './router-replay.js';
-import { buildBatch, microPromptGroups, type TrainBatch } from './train-batch.js';
+import { buildBatch, microPromptGroups, microRowPacking, type TrainBatch } from './train-batch.js';
 
 /** prepareBatch's result: the batch and its per-row forward results (summed across ranks before ./loss-inputs.ts). */
 export interface Prepared {
@@ -41,6 +41,11 @@ export interface BatchForwardModels {
   device: string;
   /** LM-head chunk (sequence positions), unset for the default. */
   chunkSize?: number | undefined;
+  /**
+   * trainer.use_remove_padding: the forwards run the rows packed without pads (../../model/packed-rows.ts); null:
+   * when that saves a fifth of the positions (./train-batch.ts microRowPacking). Absent: padded.
+   */
+  removePadding?: boolean | null;
 }
 
 /** The padded batch of `rows`, and what the whole batch needs from a forward (see the header). */
@@ -53,9 +58,14 @@ export function prepareBatch(rows: Experience[], shard: Shard, models: BatchForw
   // the log-prob options of this rank's rows (their prompt groups uploaded once, when a forward first needs them)
   let ownOptions: LogProbOptions | null = null;
   const logProbOptions = (): LogProbOptions => {
+    const widths = { promptWidth: batch.promptWidth, length: batch.promptWidth + batch.responseWidth };
+    const packing = ownOptions
+      ? null
+      : microRowPacking(batch, own.start, own.n, widths, models.removePadding === undefined ? false : models.removePadding);
     ownOptions ??= {
       promptWidth: batch.promptWidth,
       promptGroups: microPromptGroups(batch, own.start, own.n),
+      ...(packing === null ? {} : { packedRows: packing }),
       ...(models.chunkSize ? { chunkSize: models.chunkSize } : {}),
       temperature: batch.temperatures.slice(own.start, own.start + own.n),
     };
@@ -106,7 +116,7 @@ export function prepareBatch(rows: Experience[], shard: Shard, models: BatchForw
   const critic = models.critic;
   const oldValues =
     rowsTakeAdvantages(algorithm) && algorithm.useCritic && critic !== null
-      ? perRow((ids, mask) => torch.noGrad(() => critic.values(ids, mask)))
+      ? perRow((ids, mask, options) => torch.noGrad(() => critic.values(ids, mask, options.packedRows)))
       : null;
   return { batch, refLogprob, current, entropy, necs, oldValues };
 }

@@ -47,6 +47,9 @@ export const TrainerSchema = z.strictObject({
     .nullable()
     .default(null), // veRL's name for max_token_len_per_gpu (Trinity's older key)
   gradient_checkpointing: bool().default(true), // veRL enable_gradient_checkpointing true
+  // training forwards run their rows packed end to end without pads (src/model/packed-rows.ts); derived (null): each
+  // forward packs when that computes <= 0.8 of the padded positions (Trinity's default is true; bench/README.md)
+  use_remove_padding: bool().nullable().default(null),
   device: deviceSetting(), // auto: cuda when a GPU is visible (a rank's own: LOCAL_RANK), else cpu
   // mixed precision as verl's FSDP (mixed_precision.param_dtype bf16 over float32 parameters and optimizer state)
   param_dtype: z.enum(DTYPES).nullable().default(null), // derived: model.dtype; forward/backward dtype
@@ -250,6 +253,7 @@ export function trainerSettings(trainer: TrainerConfig, device: string): StageSe
     microBatchSize: trainer.micro_batch_size,
     microBatchTokens: trainer.use_dynamic_bsz ? tokenBudget : null,
     gradientCheckpointing: trainer.gradient_checkpointing,
+    removePadding: trainer.use_remove_padding,
     paramDtype: trainer.param_dtype,
     masterDtype: trainer.master_dtype,
     device,

@@ -2,6 +2,7 @@
 // (algorithm.useReference). A frozen model, a frozen copy of the policy's current weights, or — with LoRA — the
 // policy itself with its adapters disabled (no second copy of the weights). Each gives log-probs without gradient.
 import type { LoraModel } from '../../model/lora.js';
+import type { RowPacking } from '../../model/packed-rows.js';
 import { type PromptGroups, tokenLogProbs } from '../../model/training.js';
 import { CausalLM } from '../../model/transformer.js';
 import * as torch from '../../torch/index.js';
@@ -15,6 +16,8 @@ export interface LogProbOptions {
   promptWidth?: number;
   /** Which rows have equal prompts, known ahead (see TokenLogProbsOptions.promptGroups). */
   promptGroups?: PromptGroups;
+  /** With promptWidth: the rows packed without pads (TokenLogProbsOptions.packedRows). */
+  packedRows?: RowPacking;
 }
 
 /** Log-probs of a fixed reference policy: [B, L] ids → [B, L − 1], no gradient. */

@@ -7,6 +7,8 @@
 // with g distinct prompts among its n rows (src/model/training.ts computedPositions):
 //   packed  g·(P_m − 1) + n·R_m      when that is ≤ 0.8·n·(P_m + R_m)
 //   plain   n·(P_m + R_m)            otherwise
+// and with rows packed without pads (trainer.use_remove_padding, src/model/packed-rows.ts): each distinct prompt but
+// its last token once, each row's response length, Σ_g (p_g − 1) + Σ_b r_b.
 // Its per-position outputs go back to the batch's response columns [n, R] (zeros past R_m, where the action mask is
 // 0), so the loss modules see the batch's layout: every loss_agg_mode (seq-mean-token-sum-norm's T = R included) and
 // the micro-batch weights (./micro-batches.ts) are what the row-count split gives, and the gradients are equal.
@@ -40,69 +42,81 @@ class OwnLayout {
   promptWidth = 0;
   responseWidth = 0;
   rows = 0;
-  readonly #groups = new Set<number>();
+  /** Σ_g (p_g − 1) + Σ_b r_b so far (rows packed without pads). */
+  packedTokens = 0;
+  groups = new Set<number>();
 
   constructor(
     private readonly batch: readonly Experience[],
     private readonly rowGroup: readonly number[],
+    private readonly packed: boolean,
   ) {}
+
+  /** The layout once rows [from, from + n) are added too (this one is not changed). */
+  #with(from: number, n: number): Pick<OwnLayout, 'promptWidth' | 'responseWidth' | 'rows' | 'packedTokens' | 'groups'> {
+    let { promptWidth, responseWidth, packedTokens } = this;
+    const groups = new Set(this.groups);
+    for (let b = from; b < from + n; b++) {
+      const e = this.batch[b] as Experience;
+      promptWidth = Math.max(promptWidth, e.promptLength);
+      responseWidth = Math.max(responseWidth, responseLength(e));
+      const group = this.rowGroup[b] as number;
+      packedTokens += responseLength(e) + (groups.has(group) ? 0 : e.promptLength - 1);
+      groups.add(group);
+    }
+    return { promptWidth, responseWidth, rows: this.rows + n, packedTokens, groups };
+  }
 
   /** The positions computed once rows [from, from + n) are added too (the layout is not changed). */
   tokensWith(from: number, n: number): number {
-    let prompt = this.promptWidth;
-    let response = this.responseWidth;
-    const groups = new Set(this.#groups);
-    for (let b = from; b < from + n; b++) {
-      const e = this.batch[b] as Experience;
-      prompt = Math.max(prompt, e.promptLength);
-      response = Math.max(response, responseLength(e));
-      groups.add(this.rowGroup[b] as number);
-    }
-    const rows = this.rows + n;
-    return computedPositions(rows, prompt + response, prompt, groups.size).positions;
+    const next = this.#with(from, n);
+    if (this.packed) return next.packedTokens;
+    const width = next.promptWidth + next.responseWidth;
+    return computedPositions(next.rows, width, next.promptWidth, next.groups.size).positions;
   }
 
   add(from: number, n: number): void {
-    for (let b = from; b < from + n; b++) {
-      const e = this.batch[b] as Experience;
-      this.promptWidth = Math.max(this.promptWidth, e.promptLength);
-      this.responseWidth = Math.max(this.responseWidth, responseLength(e));
-      this.#groups.add(this.rowGroup[b] as number);
-    }
-    this.rows += n;
+    Object.assign(this, this.#with(from, n));
   }
 }
 
 /**
  * Positions the forward computes for rows [start, start + n) of `rows` at their own widths (see the header);
- * `rowGroup`: each row's prompt group (./train-batch.ts rowPromptGroups).
+ * `rowGroup`: each row's prompt group (./train-batch.ts rowPromptGroups); `packed`: rows packed without pads.
  */
-export function microBatchTokens(rows: readonly Experience[], rowGroup: readonly number[], start: number, n: number): number {
-  return new OwnLayout(rows, rowGroup).tokensWith(start, n);
+export function microBatchTokens(
+  rows: readonly Experience[],
+  rowGroup: readonly number[],
+  start: number,
+  n: number,
+  packed = false,
+): number {
+  return new OwnLayout(rows, rowGroup, packed).tokensWith(start, n);
 }
 
 /**
  * The micro-batches of `rows` by a token budget (see the header): consecutive groups of `rowsPerGroup` rows added
- * while the micro-batch's computed positions stay ≤ `budget`.
+ * while the micro-batch's computed positions stay ≤ `budget` (`packed`: counted without pads).
  */
 export function tokenBudgetMicroBatches(
   rows: readonly Experience[],
   rowGroup: readonly number[],
   rowsPerGroup: number,
   budget: number,
+  packed = false,
 ): TokenBudgetPlan {
   if (!Number.isInteger(budget) || budget < 1)
     throw new Error(`train step: the micro-batch token budget must be a positive integer, got ${budget}`);
   const plan: MicroBatchRange[] = [];
   const oversized: TokenBudgetPlan['oversized'] = [];
   let start = 0;
-  let layout = new OwnLayout(rows, rowGroup);
+  let layout = new OwnLayout(rows, rowGroup, packed);
   for (let b = 0; b < rows.length; b += rowsPerGroup) {
     const n = Math.min(rowsPerGroup, rows.length - b);
     if (layout.rows > 0 && layout.tokensWith(b, n) > budget) {
       plan.push({ start, n: layout.rows });
       start = b;
-      layout = new OwnLayout(rows, rowGroup);
+      layout = new OwnLayout(rows, rowGroup, packed);
     }
     if (layout.rows === 0) {
       const alone = layout.tokensWith(b, n);

@@ -18,8 +18,11 @@
 // of the loss.
 //
 // Rows with equal prompts share their prompt's forward (forwardBackward's shared-prefix packing): rowPromptGroups finds
-// them from the experiences on the host, so no micro-batch reads its ids back from the device.
-import { groupsByKey, type PromptGroups, promptGroups } from '../../model/training.js';
+// them from the experiences on the host, so no micro-batch reads its ids back from the device. With
+// trainer.use_remove_padding the forwards run the rows packed end to end without pads (../../model/packed-rows.ts),
+// from each row's real lengths (microPackedRows); the per-token results come back in this layout.
+import { type RowPacking, rowPacking } from '../../model/packed-rows.js';
+import { computedPositions, groupsByKey, type PromptGroups, promptGroups } from '../../model/training.js';
 import * as torch from '../../torch/index.js';
 import type { Tensor } from '../../torch/index.js';
 import { type Experience, validateExperience } from '../experience.js';
@@ -160,6 +163,42 @@ export function batchTensors(b: TrainBatch): (Tensor | null)[] {
  */
 export function rowPromptGroups(rows: readonly Experience[]): number[] {
   return groupsByKey(rows.map((e) => `${e.promptLength}:${e.tokens.slice(0, e.promptLength - 1).join(',')}`));
+}
+
+/**
+ * trainer.use_remove_padding unset: rows are packed when that computes at most this share of the padded layout's
+ * positions (computedPositions: shared prompts once; the same bar as that layout's own prompt sharing). Below it the
+ * packed layout's gathers cost more than the pads they save (bench/README.md, bench:packing).
+ */
+export const PACK_AT_MOST = 0.8;
+
+/**
+ * Rows [start, start + n) packed without pads for forwards over them at `promptWidth` and `length` columns (the
+ * batch's, or a micro-batch's own widths), made before the forwards are queued; null: padded. `removePadding`:
+ * trainer.use_remove_padding (null: packed when that computes ≤ PACK_AT_MOST of the padded positions).
+ */
+export function microRowPacking(
+  batch: TrainBatch,
+  start: number,
+  n: number,
+  widths: { promptWidth: number; length: number },
+  removePadding: boolean | null,
+): RowPacking | null {
+  if (removePadding === false) return null;
+  const rows = batch.rows.slice(start, start + n);
+  const rowGroup = rowPromptGroups(rows);
+  const lengths = {
+    promptLengths: rows.map((e) => e.promptLength),
+    responseLengths: rows.map((e) => e.tokens.length - e.promptLength),
+  };
+  const { promptWidth, length } = widths;
+  if (removePadding === null) {
+    const firstOfGroup = rows.filter((_, b) => rowGroup.indexOf(rowGroup[b] as number) === b);
+    const packed = firstOfGroup.reduce((a, e) => a + e.promptLength - 1, 0) + lengths.responseLengths.reduce((a, r) => a + r, 0);
+    const padded = computedPositions(n, length, promptWidth, firstOfGroup.length).positions;
+    if (packed > PACK_AT_MOST * padded) return null;
+  }
+  return rowPacking(lengths, rowGroup, promptWidth, length, batch.inputIds.device);
 }
 
 /** A micro-batch's PromptGroups (rows [start, start + n) of the batch), made before the forwards are queued. */

@@ -31,6 +31,7 @@ import {
   type PassSteps,
   type TokenLogProbs,
 } from '../../model/training.js';
+import type { RowPacking } from '../../model/packed-rows.js';
 import type { CausalLM } from '../../model/transformer.js';
 import * as torch from '../../torch/index.js';
 import type { Optimizer, Tensor } from '../../torch/index.js';
@@ -70,7 +71,7 @@ import {
   type StepProgram,
 } from './row-sharding.js';
 import { StepMetrics } from './step-metrics.js';
-import { batchTensors, microPromptGroups, rowPromptGroups, type TrainBatch } from './train-batch.js';
+import { batchTensors, microPromptGroups, microRowPacking, rowPromptGroups, type TrainBatch } from './train-batch.js';
 import { type MicroBatchRange, microBatchView, tokenBudgetMicroBatches } from './token-budget.js';
 
 export interface TrainStepSetup {
@@ -100,6 +101,12 @@ export interface TrainStepSetup {
   chunkSize?: number;
   /** Activation checkpointing in forwardBackward. */
   checkpoint?: boolean;
+  /**
+   * trainer.use_remove_padding: every forward (policy, reference, critic) runs its rows packed end to end without pads
+   * (../../model/packed-rows.ts); same results as padded (float32 rounding). null: each forward packs when that
+   * computes ≤ 0.8 of the padded positions (./train-batch.ts microRowPacking). Absent: padded.
+   */
+  removePadding?: boolean | null;
   /** Global step of the first run() (CHORD's μ schedule); counts up by one per run(). */
   startStep?: number;
   /** The model's device, where batches are built (default 'cpu'). */
@@ -286,6 +293,7 @@ export class TrainStep {
           padTokenId: this.setup.padTokenId ?? 0,
           device: this.setup.device ?? 'cpu',
           chunkSize: this.setup.chunkSize,
+          removePadding: this.setup.removePadding === undefined ? false : this.setup.removePadding,
         }),
       );
       if (wholePolicy) yield { kind: 'wholeModel', gathered: false };
@@ -353,11 +361,12 @@ export class TrainStep {
       step: this.step,
       rolloutTokens: whole.rolloutTokens,
     });
-    // each micro-batch's prompt groups and expert rows, uploaded before the first forward is queued
+    // each micro-batch's prompt groups, expert rows and packing, uploaded before the first forward is queued
     const ahead = plan.map(({ start, n }, i) =>
       owns(i, shard)
         ? {
             promptGroups: microPromptGroups(batch, start, n),
+            packing: this.#rowPacking(batch, start, n, ownWidths),
             expertRows: expertRows(
               batch.rows.slice(start, start + n).map((e) => e.info.isExpert === true),
               batch.inputIds.device,
@@ -397,6 +406,7 @@ export class TrainStep {
           attentionMask: view.attentionMask,
           promptWidth: view.promptWidth,
           promptGroups: prepared.promptGroups,
+          ...(prepared.packing === null ? {} : { packedRows: prepared.packing }),
           entropy: objective.entropy !== null,
           ...(this.setup.chunkSize ? { chunkSize: this.setup.chunkSize } : {}),
           temperature: batch.temperatures.slice(start, start + n),
@@ -429,6 +439,14 @@ export class TrainStep {
     }
   }
 
+  /** Rows [start, start + n) packed for their micro-batch's forward (trainer.use_remove_padding), else null. */
+  #rowPacking(batch: TrainBatch, start: number, n: number, ownWidths: boolean): RowPacking | null {
+    if (!this.setup.removePadding && this.setup.removePadding !== null) return null;
+    const view = microBatchView(batch, start, n, ownWidths);
+    const widths = { promptWidth: view.promptWidth, length: view.inputIds.size(1) };
+    return microRowPacking(batch, start, n, widths, this.setup.removePadding);
+  }
+
   /**
    * The step's micro-batches: by the token budget (each at its own widths; `sums`, when given, gets how many there
    * are and how many hold a row group over the budget), else by microBatchSize rounded up to whole groups of
@@ -451,7 +469,13 @@ export class TrainStep {
       return { plan, ownWidths: false };
     }
     if (lossName !== null) checkWholeGroups(B, rowsPerGroup, lossName);
-    const { plan, oversized } = tokenBudgetMicroBatches(batch.rows, rowPromptGroups(batch.rows), rowsPerGroup, budget);
+    const { plan, oversized } = tokenBudgetMicroBatches(
+      batch.rows,
+      rowPromptGroups(batch.rows),
+      rowsPerGroup,
+      budget,
+      this.setup.removePadding === true, // unset: counted padded, the most a micro-batch computes
+    );
     if (sums !== null && shard.rank === 0) {
       sums.total('micro_batches', plan.length);
       sums.total('oversized_micro_batches', oversized.length);
@@ -484,6 +508,7 @@ export class TrainStep {
     const mode = this.setup.algorithm.lossAggMode;
     const whole = counted.rows(0, B);
     const { plan, ownWidths } = this.#plan(batch, 1, null, shard, null);
+    const packings = plan.map(({ start, n }, i) => (owns(i, shard) ? this.#rowPacking(batch, start, n, ownWidths) : null));
     for (const [i, { start, n }] of plan.entries()) {
       if (!owns(i, shard)) continue;
       torch.scope(() => {
@@ -491,7 +516,7 @@ export class TrainStep {
         const actionMask = part(batch.actionMask);
         const weight = termShare(modeTerm(mode), counted.rows(start, n), whole);
         const view = microBatchView(batch, start, n, ownWidths);
-        const values = view.response(critic.values(view.inputIds, view.attentionMask));
+        const values = view.response(critic.values(view.inputIds, view.attentionMask, packings[i] ?? undefined));
         const { loss, metrics: m } = clippedValueLoss(
           { values, oldValues: part(oldValues), returns: part(returns), actionMask },
           { lossAggMode: mode, ...(setup.cliprangeValue === undefined ? {} : { cliprangeValue: setup.cliprangeValue }) },

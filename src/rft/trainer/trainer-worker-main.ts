@@ -373,6 +373,7 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
     ...(init.microBatchSize ? { microBatchSize: init.microBatchSize } : {}),
     microBatchTokens: init.microBatchTokens ?? null,
     checkpoint: init.gradientCheckpointing,
+    removePadding: init.removePadding === undefined ? false : init.removePadding,
     padTokenId: init.padTokenId,
     startStep,
     device,

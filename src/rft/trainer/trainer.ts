@@ -60,6 +60,8 @@ export interface TrainerInit {
   gradientCheckpointing: boolean;
   /** trainer.bitwise_on_policy: the policy runs the batch-invariant forward (../../model/batch-invariant.ts). */
   bitwiseOnPolicy?: boolean;
+  /** trainer.use_remove_padding (TrainStepSetup.removePadding; null: when it saves a fifth); absent: padded. */
+  removePadding?: boolean | null;
   padTokenId: number;
   criticLr?: number;
   seed: number;

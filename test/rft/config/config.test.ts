@@ -153,6 +153,7 @@ describe('loadConfig: defaults and derived keys', () => {
       max_token_len_per_gpu: 2048, // 2 · model.max_model_len, Trinity's default; read only with use_dynamic_bsz
       ppo_max_token_len_per_gpu: null, // veRL's name of the budget
       gradient_checkpointing: true,
+      use_remove_padding: null, // each forward packs its rows when that saves a fifth of the positions (Trinity: true)
       total_steps: null,
       device: 'auto',
       param_dtype: 'bfloat16', // model.dtype

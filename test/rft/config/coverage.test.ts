@@ -154,6 +154,7 @@ trainer:
   use_dynamic_bsz: true
   ppo_max_token_len_per_gpu: 4096
   gradient_checkpointing: false
+  use_remove_padding: false
   total_steps: 4
 synchronizer:
   sync_method: checkpoint

@@ -192,18 +192,19 @@ algorithm: {algorithm_type: grpo, repeat_times: 2, optimizer: {warmup_style: cos
       configText(`trainer:
   trainer_config:
     actor_rollout_ref:
-      model: {enable_gradient_checkpointing: false, use_remove_padding: true}
+      model: {enable_gradient_checkpointing: false, use_remove_padding: false, use_shm: true}
       actor: {ppo_micro_batch_size_per_gpu: 4, optim: {lr: 2.0e-5, warmup_style: cosine}}
 `),
     );
     assert.equal(config.trainer.micro_batch_size, 4);
     assert.equal(config.trainer.gradient_checkpointing, false);
+    assert.equal(config.trainer.use_remove_padding, false);
     assert.equal(config.algorithm.optimizer.lr, 2e-5);
     assert.equal(config.algorithm.optimizer.lr_scheduler_type, 'cosine');
     assert.deepEqual(config.trinity_keys.ignored, [
       {
         path: 'trainer.trainer_config',
-        value: { actor_rollout_ref: { model: { use_remove_padding: true } } },
+        value: { actor_rollout_ref: { model: { use_shm: true } } },
         why: config.trinity_keys.ignored[0]?.why,
       },
     ]);

@@ -5,7 +5,9 @@
 //   - GRPO with micro_batch_size unset (one process: 1 micro-batch of 8 rows; 2 ranks: one of 4 each);
 //   - GRPO with LoRA and dropout 0.1, micro_batch_size 3 (micro-batches of 3, 3, 2 rows: rank 0 runs the first and
 //     the last, rank 1 the middle one, so each rank must skip the dropout draws of the other's micro-batches);
-//   - PPO with a critic and an adaptive KL penalty, micro_batch_size 3 (critic gradients summed too).
+//   - PPO with a critic and an adaptive KL penalty, micro_batch_size 3 (critic gradients summed too);
+//   - GRPO with LoRA and PPO with a critic, rows packed without pads (trainer.use_remove_padding) on the 2 ranks,
+//     against one process running them padded.
 // The ranks sum the policy's gradients while their last micro-batch's backward runs (autograd hooks fill buckets of
 // 4 KiB, several for the tiny model, issued from inside the backward): the sums, and so the parameters, must not
 // change.
@@ -152,6 +154,22 @@ function scenarios(): Scenario[] {
       microBatchTokens: 5,
       batches: threeSteps(grpoRows),
     },
+    {
+      name: 'grpo-lora-packed',
+      algorithm: { algorithm_type: 'grpo', optimizer: { lr: 5e-2 } },
+      lora: { rank: 4, alpha: 8, dropout: 0, targetModules: ['q_proj', 'v_proj', 'down_proj'] },
+      microBatchSize: 3,
+      removePadding: true,
+      batches: threeSteps(grpoRows),
+    },
+    {
+      name: 'ppo-critic-packed',
+      algorithm: { algorithm_type: 'ppo', optimizer: { lr: 1e-2 } },
+      lora: null,
+      microBatchSize: 3,
+      removePadding: true,
+      batches: threeSteps(grpoRows),
+    },
   ];
 }
 
@@ -192,7 +210,7 @@ async function followerFailure(kind: 'kill' | 'hang'): Promise<Message> {
 }
 
 describe('data-parallel trainer (2 ranks, Gloo)', () => {
-  test('SFT, GRPO, GRPO with LoRA dropout, PPO with a critic (by rows and by a token budget): 2 ranks end 3 steps with the parameters of one process', async () => {
+  test('SFT, GRPO, GRPO with LoRA dropout, PPO with a critic (by rows, by a token budget, packed): 2 ranks end 3 steps with the parameters of one process', async () => {
     const all = scenarios();
     const plan: RankPlan = {
       modelDir: toy.dir,
@@ -214,7 +232,7 @@ describe('data-parallel trainer (2 ranks, Gloo)', () => {
       );
       assert.match(result?.followError ?? '', /follow\(\): rank 0 is driven by step\(\)/);
 
-      const single = await oneProcess(scenario);
+      const single = await oneProcess({ ...scenario, removePadding: false });
       const weights = result?.weights ?? {};
       assert.deepEqual(Object.keys(weights).sort(), [...single.weights.keys()].sort());
       let largest = 0;

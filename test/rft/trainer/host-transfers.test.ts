@@ -72,12 +72,15 @@ function batch(model: CausalLM, algorithm: ResolvedAlgorithm): Experience[] {
     );
 }
 
-const cases: { name: string; config: Record<string, unknown> }[] = [
+const cases: { name: string; config: Record<string, unknown>; removePadding?: boolean }[] = [
   // GRPO's preset: reference and k2 KL loss, entropy metric, rollout log-probs (bypass: correction metrics per
   // micro-batch)
   { name: 'grpo', config: { algorithm_type: 'grpo', rollout_correction: { rollout_is: 'token' } } },
   { name: 'gspo', config: { algorithm_type: 'gspo', entropy_loss_fn: 'default', entropy_loss_fn_args: { entropy_coef: 0.01 } } },
   { name: 'ppo (critic)', config: { algorithm_type: 'ppo' } },
+  // rows packed without pads (trainer.use_remove_padding): each micro-batch's packing is uploaded ahead too
+  { name: 'grpo, packed rows', config: { algorithm_type: 'grpo' }, removePadding: true },
+  { name: 'ppo (critic), packed rows', config: { algorithm_type: 'ppo' }, removePadding: true },
   // expert rows: the loss and the entropy term split the rows by expertMask (with an entropy bonus, so it trains)
   { name: 'mix_chord', config: { algorithm_type: 'mix_chord', entropy_loss_fn_args: { entropy_coef: 0.01 } } },
   // and every other preset as it comes
@@ -87,7 +90,7 @@ const cases: { name: string; config: Record<string, unknown> }[] = [
   })),
 ];
 
-for (const { name, config } of cases) {
+for (const { name, config, removePadding } of cases) {
   test(`${name}: no upload or read-back between the micro-batches' forwards and backwards`, () => {
     const algorithm = resolveAlgorithm(config);
     const model = loadPolicy(toy.dir);
@@ -100,6 +103,7 @@ for (const { name, config } of cases) {
       reference,
       critic: critic && { critic, optimizer: new torch.AdamW(critic.parameters(), { lr: 1e-3, weightDecay: 0 }) },
       microBatchSize: 3,
+      removePadding: removePadding ?? false,
     });
     try {
       const experiences = batch(model, algorithm);

@@ -7,6 +7,7 @@
 //   actor_rollout_ref.actor.ppo_max_token_len_per_gpu     → trainer.max_token_len_per_gpu (the budget)
 //   actor_rollout_ref.actor.grad_clip                      → trainer.grad_clip
 //   actor_rollout_ref.model.enable_gradient_checkpointing  → trainer.gradient_checkpointing
+//   actor_rollout_ref.model.use_remove_padding             → trainer.use_remove_padding
 //   actor_rollout_ref.actor.optim.{lr, lr_warmup_steps, lr_warmup_steps_ratio, min_lr_ratio, weight_decay, betas}
 //                                                          → algorithm.optimizer.* (Trinity's older place for them)
 //   actor_rollout_ref.actor.optim.warmup_style             → algorithm.optimizer.lr_scheduler_type
@@ -39,6 +40,10 @@ const VERL_KEYS: readonly [readonly string[], readonly string[]][] = [
   [
     ['actor_rollout_ref', 'model', 'enable_gradient_checkpointing'],
     ['trainer', 'gradient_checkpointing'],
+  ],
+  [
+    ['actor_rollout_ref', 'model', 'use_remove_padding'],
+    ['trainer', 'use_remove_padding'],
   ],
   ...['lr', 'lr_warmup_steps', 'lr_warmup_steps_ratio', 'min_lr_ratio', 'weight_decay', 'betas'].map(
     (key): [string[], string[]] => [

@@ -10,6 +10,8 @@ export interface Scenario {
   microBatchSize: number | null;
   /** Micro-batches by this token budget instead (trainer.use_dynamic_bsz). */
   microBatchTokens?: number;
+  /** Rows packed without pads (trainer.use_remove_padding); the one-process reference runs them padded. */
+  removePadding?: boolean;
   /** The batch of each step (the same global batch on every rank and in the one process). */
   batches: Experience[][];
 }
@@ -41,6 +43,7 @@ export function scenarioInit(
     microBatchSize: scenario.microBatchSize,
     microBatchTokens: scenario.microBatchTokens ?? null,
     gradientCheckpointing: false,
+    removePadding: scenario.removePadding ?? false,
     padTokenId: 0,
     seed: 7,
     numThreads: 1,
