@@ -182,8 +182,13 @@ function checkServeAccess(apiKey: string | null, host: string, stageName: string
 
 /** The served engine on worker threads, and its tokenizer (the chat API needs one: without it the engine is closed). */
 async function startServeEngine(servedDir: string, settings: StageSettings) {
-  const engineOptions = { dtype: settings.dtype, slots: settings.explorer.slots, maxLength: settings.explorer.maxLength };
   const engineSpec = settings.explorer.engine;
+  const engineOptions = {
+    dtype: settings.dtype,
+    slots: settings.explorer.slots,
+    maxLength: settings.explorer.maxLength,
+    ...(engineSpec.type === 'embedded' && engineSpec.prefixCaching ? { enablePrefixCaching: true } : {}),
+  };
   // engine_num > 1: a pool on threads (a conversation's follow-up calls go to the engine that decoded it)
   const engine =
     engineSpec.type === 'embedded' && engineSpec.engineNum > 1

@@ -47,6 +47,7 @@ async function startEngine(settings: EngineSettings, weightsDir: string, log: (l
       device: settings.explorer.device,
       slots: settings.explorer.slots,
       maxLength: settings.explorer.maxLength,
+      ...(spec.prefixCaching ? { enablePrefixCaching: true } : {}),
       ...(recordRoutedExperts ? { recordRoutedExperts } : {}),
     };
     if (spec.engineProcess) {
