@@ -22,6 +22,8 @@ import {
   ConversationTracker,
   type ConversationTurn,
   EmbeddedEnginePool,
+  engineMetrics,
+  type RolloutEngineStats,
   WorkerRolloutEngine,
 } from '../engine/index.js';
 import { z } from 'zod';
@@ -112,6 +114,7 @@ export async function startServeStage(settings: StageSettings, hooks: StageHooks
           path: '/v1/trinity/status',
           handle: () => ({ model_version: version, recorded_turns: conversation.size, experiences_written: feedback.written }),
         },
+        { method: 'GET', path: '/metrics', handle: async () => engineMetrics(await engineStats(engine)) },
       ],
       onError: (error, request) => {
         if ((error as OpenAIHttpError).status >= 500) log(`[serve] ${request.method} ${request.url}: ${error.message}`);
@@ -178,6 +181,11 @@ function checkServeAccess(apiKey: string | null, host: string, stageName: string
       `[${stageName}] WARNING: serving on ${host} without an API key: anyone who can reach this address can ` +
         'generate and write rewards into the training buffer (set explorer.api_key or $TRINITY_API_KEY)',
     );
+}
+
+/** The counters of the served engine, or of each engine of its pool. */
+async function engineStats(engine: WorkerRolloutEngine | EmbeddedEnginePool): Promise<RolloutEngineStats[]> {
+  return engine instanceof EmbeddedEnginePool ? await engine.stats() : [await engine.stats()];
 }
 
 /** The served engine on worker threads, and its tokenizer (the chat API needs one: without it the engine is closed). */
