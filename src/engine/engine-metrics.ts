@@ -35,3 +35,17 @@ export function engineMetrics(engines: readonly RolloutEngineStats[]): Record<st
   }
   return metrics;
 }
+
+/**
+ * What the cumulative counters (names ending in _total) of two readings of engineMetrics added in between, named
+ * without the suffix (a run's step: prefix_cache/hits, engine/prefill_tokens ...), with
+ *   prefix_cache/hit_rate = hits / (hits + misses)   when any full prompt block was looked up
+ */
+export function counterIncrease(before: Record<string, number>, after: Record<string, number>): Record<string, number> {
+  const increase: Record<string, number> = {};
+  for (const [name, value] of Object.entries(after))
+    if (name.endsWith('_total')) increase[name.slice(0, -'_total'.length)] = value - (before[name] ?? 0);
+  const looked = (increase['prefix_cache/hits'] ?? 0) + (increase['prefix_cache/misses'] ?? 0);
+  if (looked > 0) increase['prefix_cache/hit_rate'] = (increase['prefix_cache/hits'] as number) / looked;
+  return increase;
+}
