@@ -75,6 +75,7 @@ describe('paged KV cache and prefix cache in the engine', () => {
     const paged = await withEngine({ slots: 4, kvCache: 'paged', kvBlockSize: 4 }, async (engine) => {
       const result = await run(engine, REQUESTS);
       assert.equal(engine.stats.kvCache?.hits, 0);
+      assert.ok((engine.decodeStepStats?.replays ?? 0) > 0, 'no decode step was replayed from a capture');
       return result;
     });
     assertSameRuns(paged, reference);
