@@ -50,9 +50,12 @@ if (budget < maxLength) throw new Error(`--budget (${budget}) must hold one sequ
 // lognormal lengths: ln L ~ N(ln median, σ²), p99 = median · e^(2.326 σ)
 const sigma = Math.log(p99 / medianLength) / 2.326;
 let state = 2024;
+// mulberry32: 32-bit integer arithmetic (an LCG over doubles would lose its low bits), uniform in (0, 1)
 const random = () => {
-  state = (state * 1103515245 + 12345) % 2 ** 31;
-  return (state + 0.5) / 2 ** 31;
+  state = (state + 0x6d2b79f5) | 0;
+  let t = Math.imul(state ^ (state >>> 15), 1 | state);
+  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+  return (((t ^ (t >>> 14)) >>> 0) + 0.5) / 2 ** 32;
 };
 const normal = () => Math.sqrt(-2 * Math.log(random())) * Math.cos(2 * Math.PI * random());
 const requests = Array.from({ length: sequences }, () => {

@@ -56,11 +56,14 @@ const [replyMin, replyMax] = range('reply', values.reply);
 const hidden = positiveFlag('hidden', values.hidden);
 if (values.threads) torch.setNumThreads(positiveFlag('threads', values.threads));
 
-// the lengths and observations, drawn once (a seeded LCG)
+// the lengths and observations, drawn once (seeded)
 let state = 12345;
+// mulberry32: 32-bit integer arithmetic (an LCG over doubles would lose its low bits), uniform in (0, 1)
 const random = () => {
-  state = (state * 1103515245 + 12345) % 2 ** 31;
-  return state / 2 ** 31;
+  state = (state + 0x6d2b79f5) | 0;
+  let t = Math.imul(state ^ (state >>> 15), 1 | state);
+  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+  return (((t ^ (t >>> 14)) >>> 0) + 0.5) / 2 ** 32;
 };
 const uniform = (lo: number, hi: number) => lo + Math.floor(random() * (hi - lo + 1));
 const plan = Array.from({ length: episodes }, () =>
