@@ -206,7 +206,8 @@ async function runCommand(command: 'run' | 'bench', args: string[]): Promise<num
 
 const SERVE_HELP = `trinity serve --model DIR [options]
   Serves a Hugging Face model folder over the OpenAI API: POST /v1/chat/completions (streaming, tools, n, logprobs,
-  stop, seed), POST /v1/completions, GET /v1/models, GET /health; the official openai client works unchanged.
+  stop, seed), POST /v1/completions, GET /v1/models, GET /health, GET /metrics (the engine's counters); the
+  official openai client works unchanged.
   Add "return_token_ids": true to a request to get the exact prompt and completion token ids.
   To record agents' calls as experiences and train on them, use a config with mode: serve (trinity run).
 
@@ -221,6 +222,8 @@ const SERVE_HELP = `trinity serve --model DIR [options]
   --dtype float32|bfloat16 compute dtype (default: the folder's)
   --slots N                sequences decoded at once (default 16)
   --max-length N           context per sequence (default: the model's, at most 2048)
+  --enable-prefix-caching  a paged KV cache that keeps full blocks of finished requests and prefills a prompt only
+                           past its longest cached prefix (a conversation's earlier turns); GET /metrics counts hits
   --max-tokens N           largest max_tokens a request may ask (default 4096)
   --max-prompt-tokens N    longest prompt (default: the context)
   --max-body-bytes N       largest request body (default 1048576)
@@ -240,6 +243,7 @@ async function serveCommand(args: string[]): Promise<number> {
       dtype: { type: 'string' },
       slots: { type: 'string' },
       'max-length': { type: 'string' },
+      'enable-prefix-caching': { type: 'boolean' },
       'max-tokens': { type: 'string' },
       'max-prompt-tokens': { type: 'string' },
       'max-body-bytes': { type: 'string' },
@@ -282,6 +286,7 @@ async function serveCommand(args: string[]): Promise<number> {
     ...(values.dtype ? { dtype: values.dtype as 'float32' | 'bfloat16' } : {}),
     slots: int('slots', values.slots),
     maxLength: int('max-length', values['max-length']),
+    enablePrefixCaching: values['enable-prefix-caching'],
     maxTokens: int('max-tokens', values['max-tokens']),
     maxPromptTokens: int('max-prompt-tokens', values['max-prompt-tokens']),
     maxBodyBytes: int('max-body-bytes', values['max-body-bytes']),

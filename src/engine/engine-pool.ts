@@ -24,7 +24,7 @@ import type { Tokenizer } from '../tokenizer/index.js';
 import type { ChatMessage } from '../tokenizer/index.js';
 import type { Tensor } from '../torch/index.js';
 import { type ChatEngine, type ChatOptions, type ChatResult, chat } from './chat.js';
-import type { GenerateRequest, GenerateResult, ScoreOptions, ScoreResult } from './types.js';
+import type { GenerateRequest, GenerateResult, RolloutEngineStats, ScoreOptions, ScoreResult } from './types.js';
 import { WorkerRolloutEngine, type WorkerEngineOptions } from './worker-engine.js';
 
 export interface EngineRouterOptions {
@@ -268,7 +268,7 @@ export class EmbeddedEnginePool implements PoolEngine {
   }
 
   /** Each engine's counters, plus the requests the router gave it. */
-  async stats(): Promise<Record<string, number | boolean>[]> {
+  async stats(): Promise<(RolloutEngineStats & { routed: number })[]> {
     const all = await Promise.all(this.engines.map((engine) => engine.stats()));
     return all.map((s, i) => ({ ...s, routed: this.router.routed(i) }));
   }

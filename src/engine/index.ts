@@ -5,6 +5,7 @@
 //   await engine.close();
 export * from './chat.js';
 export * from './conversation.js';
+export { counterIncrease, engineMetrics } from './engine-metrics.js';
 export { sampleSeed } from './prepare-request.js';
 export * from './rollout-engine.js';
 export * from './types.js';

@@ -134,3 +134,44 @@ export function watchAbortAndTimeout(
     for (const c of cleanups) c();
   };
 }
+
+/**
+ * Appends the token step values give row `b` (ids [rows], log-probs [rows], then with top log-probs ids [rows, topK]
+ * and log-probs [rows, topK]) to `seq`, tells the request's onToken, and applies the stop rules: the sequence's finish,
+ * or null when it goes on. `record` runs after the token is appended, before the stop checks. Throws what decoding
+ * the text for stop strings throws.
+ */
+export function acceptSampledToken(
+  seq: Sequence,
+  values: Float64Array,
+  b: number,
+  rows: number,
+  topK: number,
+  record: () => void,
+): Finish | null {
+  const request = seq.request;
+  const token = values[b] as number;
+  const logprob = values[rows + b] as number;
+  seq.tokenIds.push(token);
+  seq.logprobs.push(logprob);
+  record();
+  let topLogprobs: TopLogprob[] | undefined;
+  if (request.topLogprobs > 0) {
+    const at = 2 * rows + b * topK;
+    topLogprobs = Array.from({ length: request.topLogprobs }, (_, j) => ({
+      tokenId: values[at + j] as number,
+      logprob: values[at + rows * topK + j] as number,
+    }));
+    seq.topLogprobs.push(topLogprobs);
+  }
+  request.onToken?.({ index: seq.index, tokenId: token, logprob, ...(topLogprobs ? { topLogprobs } : {}) });
+  if (request.stopIds.has(token)) return { reason: 'stop', stopReason: token };
+  const stop = seq.matcher?.push(token) ?? null;
+  if (stop !== null) return { reason: 'stop', stopReason: stop };
+  return seq.tokenIds.length >= request.maxTokens ? { reason: 'length', stopReason: null } : null;
+}
+
+/** A request's line in the admission round-robin: the fairShareKey it asked for, else the request itself. */
+export function shareKey(state: RequestState): string | RequestState {
+  return state.fairShareKey ?? state;
+}

@@ -1,17 +1,16 @@
 // The rollout engine: continuous batching over a preallocated KV cache.
 //
-// An engine owns a KV cache of `slots` independent sequences (see ../model/kv-cache.ts). Each request expands into n
-// sequences; a sequence waits for a free slot, is prefilled into it, then decodes one token per engine step alongside
-// every other running sequence, and leaves (freeing the slot) as soon as it finishes. Waiting sequences are admitted
-// round-robin over fair-share keys (a request's own, or the fairShareKey it names): one sequence of the first key in
-// line takes a slot, and that key goes to the back of the line; within a key, first come first served. So a request
-// with many samples (or an HTTP request with many prompts under one key) gets one slot per turn, and a small request
-// that arrives behind it waits for one turn, not for all of it. One step:
+// An engine owns a KV cache of `slots` sequences (./sequence-slots.ts: slots of maxLength positions, or with kvCache
+// 'paged' block tables, a prefix cache, and preemption when blocks run out). A request expands into n sequences; a
+// sequence waits for a slot (and its blocks), is prefilled (past its cached prefix), decodes one token per step with
+// every other running sequence, and leaves as soon as it finishes. Waiting sequences start round-robin over
+// fair-share keys (a request's own, or the fairShareKey it names; within a key first come first served), so a
+// request with many samples gets one slot per turn and a small request behind it waits one turn. One step:
 //
-//   prefill   waiting sequences take free slots (lowest first) and their prompts run as one right-padded forward
-//             (at most maxPrefillTokens padded tokens); the last prompt position's logits give each its first token.
-//             The n samples of one request in the batch run their shared prompt once: the others copy that slot
-//             (KVCache.planCopy) and draw their first token from the same logits with their own generators
+//   prefill   preempted sequences recompute their tokens (nothing sampled), else waiting sequences take slots
+//             (lowest first) and their prompts run as one right-padded forward (at most maxPrefillTokens padded
+//             tokens); the last position's logits give each its first token. The n samples of a request share the
+//             prompt's forward (planCopy: the slot copied, or the blocks shared) and draw with their own generators
 //   yield     await setImmediate: timers, I/O, HTTP handlers and other requests' callers run
 //   decode    every running sequence feeds its last token: one forward [B, 1] over the cache, one sampling pass
 //             (./sampling.ts), one read-back of [2, B] values (ids and log-probs; plus each row's top-k ids and
@@ -32,21 +31,13 @@
 // (timeoutMs passed), 'closed' (close() or abortAll() ran first), 'failed' (a forward threw; the other requests carry
 // on). The reason is data, so it survives a thread boundary (./worker-engine.ts) where an error's class does not.
 //
-// This file is the loop: admission (generate), prefill, decode, settle. Its neighbours: ./types.ts (the public request,
-// result and error types), ./prepare-request.ts (a request checked and its defaults filled in), ./request-state.ts (a
-// request and its sequences inside the engine), ./sampled-step.ts (a step's forward and sampling, eager or captured),
-// ./score.ts (teacher-forced log-probs, score()).
+// This file is the loop: admission, prefill, decode, settle. Neighbours: ./types.ts (public types), ./engine-options.ts,
+// ./prepare-request.ts (a request checked), ./request-state.ts (a request and its sequences), ./sampled-step.ts (a
+// step's forward and sampling, eager or captured), ./score.ts (score()).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
-import {
-  CausalLM,
-  checkKVCacheFits,
-  type KVCache,
-  type LoadModelOptions,
-  loadModelConfig,
-  type ModelConfig,
-} from '../model/index.js';
+import { CausalLM, type LoadModelOptions } from '../model/index.js';
 import { type ChatMessage, Tokenizer } from '../tokenizer/index.js';
 import * as torch from '../torch/index.js';
 import { type ChatOptions, type ChatResult, chat } from './chat.js';
@@ -59,43 +50,34 @@ import {
   type RequestState,
   requestProgress,
   type Sequence,
+  acceptSampledToken,
+  shareKey,
   watchAbortAndTimeout,
 } from './request-state.js';
-import { runSampledStep, type StepForward } from './sampled-step.js';
+import { rightPadded, runSampledStep, type StepForward } from './sampled-step.js';
 import { prepareSampling } from './sampling.js';
 import { checkScoreRequest, scoreTokens } from './score.js';
 import { syncModelWeights, syncModelWeightsFromDir } from './weight-sync.js';
 import { DecodeSteps, type DecodeStepStats } from './decode-steps.js';
 import {
+  cacheSettings,
+  checkCacheFitsModel,
+  configEosIds,
+  DEFAULT_DECODE_KEY_BUCKET,
+  DEFAULT_MAX_PREFILL_TOKENS,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  positiveOption,
+} from './engine-options.js';
+import { SequenceSlots } from './sequence-slots.js';
+import {
   type GenerateRequest,
   type GenerateResult,
   GenerationError,
   type RolloutEngineOptions,
+  type RolloutEngineStats,
   type ScoreOptions,
   type ScoreResult,
-  type TopLogprob,
 } from './types.js';
-
-const DEFAULT_SLOTS = 8;
-const DEFAULT_MAX_LENGTH = 2048;
-const DEFAULT_MAX_PREFILL_TOKENS = 8192;
-const DEFAULT_REQUEST_TIMEOUT_MS = 30 * 60 * 1000;
-const DEFAULT_DECODE_KEY_BUCKET = 32;
-
-/** A positive integer option, or a RangeError naming it. */
-function positiveOption(name: string, value: number): number {
-  if (!Number.isInteger(value) || value <= 0)
-    throw new RangeError(`RolloutEngine: ${name} must be a positive integer, got ${String(value)}`);
-  return value;
-}
-
-/** The KV cache's size settings with their defaults (the constructor, and load() before it reads any weight). */
-function cacheSettings(config: ModelConfig, options: RolloutEngineOptions): { slots: number; maxLength: number } {
-  return {
-    slots: positiveOption('slots', options.slots ?? DEFAULT_SLOTS),
-    maxLength: positiveOption('maxLength', options.maxLength ?? Math.min(config.maxPositionEmbeddings, DEFAULT_MAX_LENGTH)),
-  };
-}
 
 export class RolloutEngine {
   readonly model: CausalLM;
@@ -112,13 +94,15 @@ export class RolloutEngine {
   readonly eosTokenIds: readonly number[];
   readonly requestTimeoutMs: number;
   readonly #ownsModel: boolean;
-  readonly #cache: KVCache;
+  readonly #cache: SequenceSlots;
   /** Captured decode steps (null: captureDecode off). */
   readonly #decodeSteps: DecodeSteps | null;
   /** The model's device: inputs are created there. */
   readonly #device: string;
-  /** Free slots, ascending: low slots first keeps running rows consecutive (the cache then reads a view, no copy). */
-  readonly #freeSlots: number[];
+  /** Preempted sequences (paged cache), to be recomputed before any waiting sequence starts. */
+  #preempted: Sequence[] = [];
+  /** Prompt (and recomputed) positions run through prefill forwards, pads and prefix-cache hits not counted. */
+  #prefillTokens = 0;
   /**
    * Waiting sequences by fair-share key, the keys in their round-robin order (a Map keeps insertion order: the key
    * served moves to the back). Every queue here is non-empty.
@@ -135,7 +119,8 @@ export class RolloutEngine {
   constructor(model: CausalLM, options: RolloutEngineOptions = {}) {
     this.model = model;
     this.tokenizer = options.tokenizer ?? null;
-    ({ slots: this.slots, maxLength: this.maxLength } = cacheSettings(model.config, options));
+    const layout = cacheSettings(model.config, options);
+    ({ slots: this.slots, maxLength: this.maxLength } = layout);
     this.vocabSize = model.config.vocabSize;
     this.maxPrefillTokens = positiveOption('maxPrefillTokens', options.maxPrefillTokens ?? DEFAULT_MAX_PREFILL_TOKENS);
     const timeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
@@ -163,9 +148,8 @@ export class RolloutEngine {
         `RolloutEngine: cudaGraphs needs captureDecode and a model on a CUDA device (captureDecode ${capture}, model on ${this.#device})`,
       );
     this.#decodeSteps = capture ? new DecodeSteps({ cudaGraphs: options.cudaGraphs ?? onCuda }) : null;
-    this.#cache = model.createKVCache({ slots: this.slots, maxLength: this.maxLength });
+    this.#cache = new SequenceSlots(model, layout);
     if (capture) model.refreshPackedWeights(); // packed now, not inside the first captured steps
-    this.#freeSlots = Array.from({ length: this.slots }, (_, s) => s);
   }
 
   /**
@@ -177,16 +161,7 @@ export class RolloutEngine {
     options: Omit<RolloutEngineOptions, 'ownsModel'> & Pick<LoadModelOptions, 'dtype' | 'device'> = {},
   ): RolloutEngine {
     const { dtype, device, ...engineOptions } = options;
-    // the cache's size checked from config.json before any weight is read (a cache that cannot fit is refused now)
-    const config = loadModelConfig(dir);
-    checkKVCacheFits({
-      numLayers: config.numHiddenLayers,
-      numKeyValueHeads: config.numKeyValueHeads,
-      headDim: config.headDim,
-      ...cacheSettings(config, engineOptions),
-      dtype: dtype ?? 'float32',
-      ...(device ? { device } : {}),
-    });
+    checkCacheFitsModel(dir, engineOptions, dtype, device); // before any weight is read
     const tokenizer =
       options.tokenizer !== undefined ? options.tokenizer : existsSync(join(dir, 'tokenizer.json')) ? Tokenizer.load(dir) : null;
     // the inference layout (fused, column-major projections) decodes faster; weight syncs copy into it unchanged
@@ -200,14 +175,17 @@ export class RolloutEngine {
   }
 
   /** What the engine is doing now. */
-  get stats(): { requests: number; running: number; waiting: number; freeSlots: number; steps: number; closed: boolean } {
+  get stats(): RolloutEngineStats {
     return {
       requests: this.#requests.size,
       running: this.#running.length,
-      waiting: [...this.#waiting.values()].reduce((sum, queue) => sum + queue.length, 0),
-      freeSlots: this.#freeSlots.length,
+      waiting: [...this.#waiting.values()].reduce((sum, queue) => sum + queue.length, this.#preempted.length),
+      freeSlots: this.#cache.freeSlots,
       steps: this.#steps,
       closed: this.#closed,
+      prefillTokens: this.#prefillTokens,
+      preemptions: this.#cache.preemptions,
+      kvCache: this.#cache.pagedStats,
     };
   }
 
@@ -289,6 +267,7 @@ export class RolloutEngine {
     this.#checkOpen('syncWeights');
     const copied = syncModelWeights(this.model, weights);
     this.model.refreshPackedWeights(); // in place: captured decode steps hold the packed tensors and stay valid
+    this.#cache.invalidatePrefixCache(); // no block computed by the old weights is reused
     return copied;
   }
 
@@ -297,6 +276,7 @@ export class RolloutEngine {
     this.#checkOpen('syncWeightsFromDir');
     const copied = syncModelWeightsFromDir(this.model, dir);
     this.model.refreshPackedWeights();
+    this.#cache.invalidatePrefixCache();
     return copied;
   }
 
@@ -322,8 +302,8 @@ export class RolloutEngine {
     }
     await this.#loop;
     this.#decodeSteps?.invalidate();
-    if (!this.#cache.isDisposed) {
-      this.#cache.dispose();
+    if (!this.#cache.cache.isDisposed) {
+      this.#cache.cache.dispose();
       if (this.#ownsModel) this.model.dispose();
     }
   }
@@ -355,15 +335,13 @@ export class RolloutEngine {
       if (left.length > 0) this.#waiting.set(shareKey(state), left);
       else this.#waiting.delete(shareKey(state));
     }
+    this.#preempted = this.#preempted.filter((s) => s.request !== state);
     for (const s of state.sequences) if (s.slot !== -1) this.#release(s);
   }
 
   #release(seq: Sequence): void {
-    const slot = seq.slot;
-    seq.slot = -1;
     this.#running = this.#running.filter((s) => s !== seq);
-    const at = this.#freeSlots.findIndex((s) => s > slot);
-    this.#freeSlots.splice(at === -1 ? this.#freeSlots.length : at, 0, slot);
+    this.#cache.release(seq);
   }
 
   #finish(seq: Sequence, finish: Finish): void {
@@ -388,12 +366,11 @@ export class RolloutEngine {
   async #run(): Promise<void> {
     try {
       await yieldToEventLoop(); // never compute inside the caller's generate()
-      while (!this.#closed && (this.#waiting.size > 0 || this.#running.length > 0)) {
-        if (this.#waiting.size > 0 && this.#freeSlots.length > 0) {
-          this.#prefill();
-          await yieldToEventLoop();
-          if (this.#closed) break;
-        }
+      while (!this.#closed && (this.#waiting.size > 0 || this.#running.length > 0 || this.#preempted.length > 0)) {
+        // preempted sequences start again before any waiting one
+        const started = this.#preempted.length > 0 ? this.#recompute() : this.#waiting.size > 0 && this.#prefill();
+        if (started) await yieldToEventLoop();
+        if (this.#closed) break;
         if (this.#running.length > 0) {
           this.#decode();
           await yieldToEventLoop();
@@ -407,55 +384,57 @@ export class RolloutEngine {
     }
   }
 
-  /** Moves waiting sequences into free slots and runs their prompts; each gets its first token. */
-  #prefill(): void {
+  /**
+   * Moves waiting sequences into free slots and runs their prompts past what the prefix cache holds; each gets its
+   * first token. False when none could start (not enough free blocks for the next in line).
+   */
+  #prefill(): boolean {
     const batch: Sequence[] = [];
+    // the n samples of a request share one prompt: it runs once (its first sample's row, a leader), the others get a
+    // copy of that slot's cache (paged: its blocks, shared) and sample their first token from the same logits
+    const leaders: Sequence[] = [];
+    const leaderRow = new Map<RequestState, number>();
+    const rowOf: number[] = [];
+    const suffixes: number[][] = []; // per leader: the prompt past its cached prefix
     let longest = 0;
-    while (this.#waiting.size > 0 && this.#freeSlots.length > 0) {
+    while (this.#waiting.size > 0 && this.#cache.freeSlots > 0) {
       const [key, queue] = this.#waiting.entries().next().value as [string | RequestState, Sequence[]];
       const seq = queue[0] as Sequence;
-      const length = Math.max(longest, seq.request.promptIds.length);
+      const prompt = seq.request.promptIds;
+      const row = leaderRow.get(seq.request);
+      const length = Math.max(longest, row === undefined ? prompt.length - this.#cache.cachedPrefix(prompt) : 0);
       if (batch.length > 0 && length * (batch.length + 1) > this.maxPrefillTokens) break;
+      if (row === undefined) {
+        const cached = this.#cache.start(seq, prompt);
+        if (cached === null) break;
+        leaderRow.set(seq.request, leaders.length);
+        rowOf.push(leaders.length);
+        leaders.push(seq);
+        suffixes.push(prompt.slice(cached));
+      } else {
+        if (!this.#cache.startSample(seq, prompt.length)) break;
+        rowOf.push(row);
+      }
       // round-robin: this key's turn is over, it goes to the back of the line (or leaves it, served)
       queue.shift();
       this.#waiting.delete(key);
       if (queue.length > 0) this.#waiting.set(key, queue);
-      seq.slot = this.#freeSlots.shift() as number;
       this.#running.push(seq);
       batch.push(seq);
       longest = length;
     }
-    // the n samples of a request share one prompt: it runs once (its first sample's row), the others get a copy of
-    // that slot's cache and sample their first token from the same logits
-    const leaders: Sequence[] = [];
-    const leaderRow = new Map<RequestState, number>();
-    const rowOf = batch.map((seq) => {
-      let row = leaderRow.get(seq.request);
-      if (row === undefined) {
-        row = leaders.length;
-        leaderRow.set(seq.request, row);
-        leaders.push(seq);
-      }
-      return row;
-    });
+    if (batch.length === 0) return false;
+    this.#prefillTokens += suffixes.reduce((sum, ids) => sum + ids.length, 0);
     const record = this.#recordedLayers && StepRecord.prefill(rowOf, longest, leaders); // recordRoutedExperts
     this.#step(batch, 'prefill', () => {
       const rows = leaders.length;
-      const lengths = leaders.map((s) => s.request.promptIds.length);
-      const ids = new BigInt64Array(rows * longest); // right-padded with id 0; the cache trims right padding
-      leaders.forEach((s, b) => {
-        s.request.promptIds.forEach((id, t) => {
-          ids[b * longest + t] = BigInt(id);
-        });
-      });
+      const lengths = suffixes.map((ids) => ids.length);
+      const { inputIds, realTokens } = rightPadded(suffixes, longest, this.#device);
       const slots = leaders.map((s) => s.slot);
-      for (const seq of batch) this.#cache.reset(seq.slot);
-      const device = this.#device;
-      const padded = lengths.some((l) => l !== longest);
       // everything made from JavaScript data first: on a GPU an upload behind the queued forward waits for all of it
-      const inputIds = torch.tensor(ids, { shape: [rows, longest], device });
-      const realTokens = padded ? lengths.map((l) => Array.from({ length: longest }, (_, t) => t < l)) : null;
-      const cachePlan = this.#cache.plan(slots, longest, realTokens);
+      const cache = this.#cache.cache;
+      const cachePlan = cache.plan(slots, longest, realTokens, { tokenIds: suffixes });
+      const device = this.#device;
       const lastPositions = [
         torch.arange(rows, { device }),
         torch.tensor(
@@ -475,7 +454,7 @@ export class RolloutEngine {
         : leaders.map((leader, row) => this.#cache.planCopy(leader.slot, followers[row] as number[]));
       return {
         logits: () => {
-          const forward = { cache: this.#cache, slots, cachePlan, output: 'hidden' as const, ...record?.hook() };
+          const forward = { cache, slots, cachePlan, output: 'hidden' as const, ...record?.hook() };
           const hidden = this.model.forward(inputIds, forward); // [B, T, H]
           const last = hidden.index(lastPositions); // [B, H]: each row's last prompt position
           for (const copy of copies) copy.commit();
@@ -485,23 +464,75 @@ export class RolloutEngine {
         record,
       };
     });
+    return true;
   }
 
-  /** One token for every running sequence. */
+  /**
+   * Starts preempted sequences again (paged cache): their prompt and tokens so far, but the last (the next decode step
+   * feeds it), run into the cache past the prefix cache's hit, nothing sampled. False when none could start.
+   */
+  #recompute(): boolean {
+    const batch: Sequence[] = [];
+    const suffixes: number[][] = [];
+    let longest = 0;
+    for (const seq of this.#preempted) {
+      const ids = [...seq.request.promptIds, ...seq.tokenIds.slice(0, -1)];
+      const length = Math.max(longest, ids.length - this.#cache.cachedPrefix(ids));
+      if (this.#cache.freeSlots === 0 || (batch.length > 0 && length * (batch.length + 1) > this.maxPrefillTokens)) break;
+      const cached = this.#cache.start(seq, ids);
+      if (cached === null) break;
+      batch.push(seq);
+      suffixes.push(ids.slice(cached));
+      longest = length;
+    }
+    if (batch.length === 0) return false;
+    this.#preempted = this.#preempted.slice(batch.length);
+    this.#running.push(...batch);
+    this.#prefillTokens += suffixes.reduce((sum, ids) => sum + ids.length, 0);
+    try {
+      torch.noGrad(() =>
+        torch.scope(() => {
+          const { inputIds, realTokens } = rightPadded(suffixes, longest, this.#device);
+          const slots = batch.map((s) => s.slot);
+          const cache = this.#cache.cache;
+          const cachePlan = cache.plan(slots, longest, realTokens, { tokenIds: suffixes });
+          this.model.forward(inputIds, { cache, slots, cachePlan, output: 'hidden' });
+        }),
+      );
+    } catch (error) {
+      this.#failStep(batch, 'recompute', error);
+    }
+    return true;
+  }
+
+  /** One token for every running sequence (paged: after taking the blocks it needs, preempting if they run out). */
   #decode(): void {
+    const preempted = this.#cache.growForDecode(this.#running);
+    if (preempted.length > 0) {
+      this.#running = this.#running.filter((s) => !preempted.includes(s));
+      this.#preempted.push(...preempted.reverse()); // the earliest started first
+      if (this.#running.length === 0) return;
+    }
     const batch = [...this.#running].sort((a, b) => a.slot - b.slot);
     const record = this.#recordedLayers && new StepRecord((b) => [b, 1]); // row b: the token b fed
     this.#step(batch, 'decode', () => {
-      const last = BigInt64Array.from(batch, (s) => BigInt(s.tokenIds[s.tokenIds.length - 1] as number));
-      const ids = torch.tensor(last, { shape: [batch.length, 1], device: this.#device });
+      const lastTokens = batch.map((s) => [s.tokenIds[s.tokenIds.length - 1] as number]);
+      const ids = torch.tensor(
+        BigInt64Array.from(lastTokens, ([id]) => BigInt(id as number)),
+        {
+          shape: [batch.length, 1],
+          device: this.#device,
+        },
+      );
       const slots = batch.map((s) => s.slot);
-      const plan = this.#cache.plan(slots, 1, null, { keyBucket: this.decodeKeyBucket });
+      const cache = this.#cache.cache;
+      const plan = cache.plan(slots, 1, null, { keyBucket: this.decodeKeyBucket, tokenIds: lastTokens });
       return {
-        logits: () => this.model.forward(ids, { cache: this.#cache, slots, cachePlan: plan, ...record?.hook() }).select(1, 0),
+        logits: () => this.model.forward(ids, { cache, slots, cachePlan: plan, ...record?.hook() }).select(1, 0),
         record,
         captured: {
           key: plan.shapeKey,
-          inputs: [ids, plan.slotList, plan.cachePositions, plan.tokenOffsets],
+          inputs: [ids, ...plan.stepInputs],
           done: () => plan.commit(), // a replay runs no JavaScript of the forward, so the lengths advance here
         },
       };
@@ -511,6 +542,15 @@ export class RolloutEngine {
   /** How decode steps ran so far (captured, replayed, eager); null when captureDecode is off. */
   get decodeStepStats(): DecodeStepStats | null {
     return this.#decodeSteps?.stats ?? null;
+  }
+
+  /** Fails every request with a sequence in a step whose forward (or sampling) threw. */
+  #failStep(batch: readonly Sequence[], what: string, error: unknown): void {
+    const message = error instanceof Error ? error.message : String(error);
+    for (const state of new Set(batch.map((s) => s.request))) {
+      const text = `generate: request ${state.id} failed in a ${what} step of ${batch.length} row(s): ${message}`;
+      this.#fail(state, new GenerationError('failed', text, { cause: error }));
+    }
   }
 
   /** Prepares and runs the step's forward (→ logits [B, V]), samples one token per row, appends it and applies the stop rules. */
@@ -535,47 +575,17 @@ export class RolloutEngine {
       );
       this.#steps++;
     } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      for (const state of new Set(batch.map((s) => s.request))) {
-        this.#fail(
-          state,
-          new GenerationError(
-            'failed',
-            `generate: request ${state.id} failed in a ${what} step of ${batch.length} row(s): ${message}`,
-            {
-              cause: error,
-            },
-          ),
-        );
-      }
+      this.#failStep(batch, what, error);
       return;
     }
     const rows = batch.length;
     batch.forEach((seq, b) => {
       const request = seq.request;
       if (request.settled) return;
-      const token = values[b] as number;
-      const logprob = values[rows + b] as number;
-      seq.tokenIds.push(token);
-      seq.logprobs.push(logprob);
-      recording.step?.appendTo(seq.routing, b);
-      let topLogprobs: TopLogprob[] | undefined;
-      if (request.topLogprobs > 0) {
-        const at = 2 * rows + b * topK;
-        topLogprobs = Array.from({ length: request.topLogprobs }, (_, j) => ({
-          tokenId: values[at + j] as number,
-          logprob: values[at + rows * topK + j] as number,
-        }));
-        seq.topLogprobs.push(topLogprobs);
-      }
-      request.onToken?.({ index: seq.index, tokenId: token, logprob, ...(topLogprobs ? { topLogprobs } : {}) });
       try {
-        if (request.stopIds.has(token)) this.#finish(seq, { reason: 'stop', stopReason: token });
-        else {
-          const stop = seq.matcher?.push(token) ?? null;
-          if (stop !== null) this.#finish(seq, { reason: 'stop', stopReason: stop });
-          else if (seq.tokenIds.length >= request.maxTokens) this.#finish(seq, { reason: 'length', stopReason: null });
-        }
+        // recorded before the stop checks, which may end the request
+        const finish = acceptSampledToken(seq, values, b, rows, topK, () => recording.step?.appendTo(seq.routing, b));
+        if (finish !== null) this.#finish(seq, finish);
       } catch (error) {
         const message = error instanceof Error ? error.message : String(error);
         this.#fail(
@@ -585,16 +595,4 @@ export class RolloutEngine {
       }
     });
   }
-}
-
-/** A request's line in the admission round-robin: the fairShareKey it asked for, else the request itself. */
-function shareKey(state: RequestState): string | RequestState {
-  return state.fairShareKey ?? state;
-}
-
-/** config.json's eos_token_id (one id or a list). */
-function configEosIds(model: CausalLM): number[] {
-  const eos = model.config.raw.eos_token_id;
-  if (typeof eos === 'number') return [eos];
-  return Array.isArray(eos) ? eos.filter((v): v is number => typeof v === 'number') : [];
 }

@@ -51,3 +51,22 @@ export function runSampledStep(
   captured.done();
   return packed as torch.Tensor;
 }
+
+/** Rows of token ids right-padded with id 0 to `longest` ([B, longest] int64), and which tokens are real (null: all). */
+export function rightPadded(
+  rows: readonly (readonly number[])[],
+  longest: number,
+  device: string,
+): { inputIds: torch.Tensor; realTokens: boolean[][] | null } {
+  const ids = new BigInt64Array(rows.length * longest);
+  rows.forEach((row, b) => {
+    row.forEach((id, t) => {
+      ids[b * longest + t] = BigInt(id);
+    });
+  });
+  const padded = rows.some((row) => row.length !== longest);
+  return {
+    inputIds: torch.tensor(ids, { shape: [rows.length, longest], device }),
+    realTokens: padded ? rows.map((row) => Array.from({ length: longest }, (_, t) => t < row.length)) : null,
+  };
+}

@@ -2,6 +2,7 @@
 // resolve with (GenerateResult, ScoreResult), how they fail (GenerationError and its reason), and the engine's options.
 // The engine (./rollout-engine.ts), the worker engine (./worker-engine.ts), the pool (./engine-pool.ts) and chat
 // (./chat.ts) all speak these types, so they live apart from any one engine.
+import type { PagedKVCacheStats } from '../model/index.js';
 import type { Tokenizer } from '../tokenizer/index.js';
 import type { RoutedExpertIds } from './routed-experts.js';
 import type { SamplingParams } from './sampling.js';
@@ -120,11 +121,45 @@ export class GenerationError extends Error {
   }
 }
 
+/** What an engine is doing now, and its counters so far (RolloutEngine.stats). */
+export interface RolloutEngineStats {
+  requests: number;
+  running: number;
+  /** Sequences waiting to start (preempted ones included). */
+  waiting: number;
+  freeSlots: number;
+  steps: number;
+  closed: boolean;
+  /** Positions run through prefill forwards so far (prompts past their cached prefix, recomputed sequences). */
+  prefillTokens: number;
+  /** Sequences preempted so far (paged: blocks ran out mid-decode); each was recomputed later. */
+  preemptions: number;
+  /** The paged cache's blocks and prefix-cache counters (hits, misses, evictions in blocks); null for 'slots'. */
+  kvCache: PagedKVCacheStats | null;
+}
+
 export interface RolloutEngineOptions {
   /** Needed for text, stop strings, `prompt` and chat(); its eos ids stop generation. */
   tokenizer?: Tokenizer | null;
-  /** Sequences decoded at once (KV-cache slots). Default 8. */
+  /** Sequences decoded at once (KV-cache slots; paged: block tables). Default 8. */
   slots?: number;
+  /**
+   * The KV cache's layout: 'slots' (each sequence reserves maxLength positions, ../model/kv-cache.ts) or 'paged'
+   * (blocks of kvBlockSize positions taken as a sequence grows, shared by the samples of a prompt, sequences
+   * preempted and recomputed when blocks run out; ../model/paged-kv-cache.ts). Default 'paged' with
+   * enablePrefixCaching, else 'slots'.
+   */
+  kvCache?: 'slots' | 'paged';
+  /** Paged: blocks of storage. Default ⌈slots × maxLength / kvBlockSize⌉ + 1 (the slot layout's memory). */
+  kvBlocks?: number;
+  /** Paged: positions per block. Default 16. */
+  kvBlockSize?: number;
+  /**
+   * Keep full blocks of finished sequences keyed by their prefix, and prefill only past the longest cached prefix of
+   * a prompt (vLLM's enable_prefix_caching). A weight sync empties it. Needs kvCache 'paged' (its default then).
+   * Default false.
+   */
+  enablePrefixCaching?: boolean;
   /** Cache positions per slot: prompt + completion. Default min(max_position_embeddings, 2048). */
   maxLength?: number;
   /** Padded prompt tokens per prefill forward (a longer prompt still runs, alone). Default 8192. */

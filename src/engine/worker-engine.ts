@@ -18,6 +18,7 @@ import {
   GenerationError,
   type GenerationFailure,
   type RolloutEngineOptions,
+  type RolloutEngineStats,
   type ScoreOptions,
   type ScoreResult,
   type TokenEvent,
@@ -148,7 +149,7 @@ export class WorkerRolloutEngine implements ChatEngine {
   }
 
   /** The engine's counters (requests, running, waiting, free slots, steps). */
-  stats(): Promise<Record<string, number | boolean>> {
+  stats(): Promise<RolloutEngineStats> {
     return this.#worker.call('stats');
   }
 

@@ -44,14 +44,10 @@ export interface CachePlan {
   readonly newTokens: number;
   /** Keys/values attended over: positions [0, keyLength) of each row's slot (rounded up to the plan's bucket). */
   readonly keyLength: number;
-  /** Rows in consecutive slots from this one read the buffers through a view; null: the rows are gathered. */
-  readonly consecutiveFrom: number | null;
   /** Everything besides the tensors' values that the forward's ops depend on. */
   readonly shapeKey: string;
-  /** [B] int64: each row's slot. */
-  readonly slotList: Tensor;
-  /** [B, T] int64: the cache position of each new token (row b, token t at length(slot_b) + t). */
-  readonly cachePositions: Tensor;
+  /** Every per-step tensor the forward's cache ops read (a captured step's inputs, besides the token ids). */
+  readonly stepInputs: readonly Tensor[];
   /** [B, T] bool: which new tokens are real; null when all are. */
   readonly realTokens: Tensor | null;
   /** [B, 1] int64: real tokens already in each row's slot (the RoPE position offset of the new tokens). */
@@ -60,12 +56,47 @@ export interface CachePlan {
   commit(): void;
 }
 
+/**
+ * A cache of independent sequences that a forward appends to (CausalLM.forward's `cache`): this file's slots, or
+ * ./paged-kv-cache.ts's blocks. Slot s is a sequence's handle in both.
+ */
+export interface SequenceKVCache {
+  readonly numSlots: number;
+  readonly maxLength: number;
+  readonly isDisposed: boolean;
+  length(slot: number): number;
+  tokenCount(slot: number): number;
+  plan(
+    slots: readonly number[],
+    newTokens: number,
+    realTokens: readonly (readonly boolean[])[] | null,
+    options?: PlanOptions,
+  ): CachePlan;
+  begin(plan: CachePlan): CacheStep;
+  dispose(): void;
+}
+
+/** The slot cache's plan: how its rows read the buffers. */
+export interface SlotCachePlan extends CachePlan {
+  /** Rows in consecutive slots from this one read the buffers through a view; null: the rows are gathered. */
+  readonly consecutiveFrom: number | null;
+  /** [B] int64: each row's slot. */
+  readonly slotList: Tensor;
+  /** [B, T] int64: the cache position of each new token (row b, token t at length(slot_b) + t). */
+  readonly cachePositions: Tensor;
+}
+
 export interface PlanOptions {
   /**
    * Round the key length up to a multiple of this (at most maxLength): steps of one batch then share a shape for
    * many tokens (captured decode steps). The extra positions are masked. Default 1 (the exact length).
    */
   keyBucket?: number;
+  /**
+   * Each row's new token ids (its real tokens, in order): a paged cache with prefix caching keys its full blocks by
+   * them (./paged-kv-cache.ts); the slot cache ignores them.
+   */
+  tokenIds?: readonly (readonly number[])[];
 }
 
 /** One forward's view of the cache (internal to the model): where each row's new tokens go, and the attention mask. */
@@ -119,7 +150,7 @@ export function checkKVCacheFits(
   );
 }
 
-export class KVCache {
+export class KVCache implements SequenceKVCache {
   readonly numLayers: number;
   readonly numSlots: number;
   readonly maxLength: number;
@@ -137,7 +168,7 @@ export class KVCache {
   #disposed = false;
   /** Bumped whenever slot lengths change (commit, reset, copySlot): a plan is valid for the state it was made in. */
   #state = 0;
-  readonly #planState = new WeakMap<CachePlan, number>();
+  readonly #planState = new WeakMap<SlotCachePlan, number>();
 
   constructor(options: KVCacheOptions) {
     const { numLayers, numKeyValueHeads, headDim, slots, maxLength } = options;
@@ -186,7 +217,9 @@ export class KVCache {
     this.#lengths[slot] = 0;
     this.#state++;
     this.#tokens[slot] = 0;
-    torch.scope(() => this.#keyValid.select(0, slot).fill_(false));
+    torch.scope(() => {
+      this.#keyValid.select(0, slot).fill_(false); // (a scope's return value outlives it: return nothing)
+    });
   }
 
   /**
@@ -283,7 +316,7 @@ export class KVCache {
     newTokens: number,
     realTokens: readonly (readonly boolean[])[] | null,
     options: PlanOptions = {},
-  ): CachePlan {
+  ): SlotCachePlan {
     if (this.#disposed) throw new Error('KV cache was disposed');
     if (new Set(slots).size !== slots.length) throw new RangeError(`KV cache slots must be distinct, got [${slots.join(', ')}]`);
     const bucket = options.keyBucket ?? 1;
@@ -324,16 +357,20 @@ export class KVCache {
     // rows in consecutive slots read the buffers through a view (from the first slot); otherwise gather the rows
     const consecutive = slots.every((s, b) => s === (slots[0] as number) + b);
     let committed = false;
-    const plan: CachePlan = {
+    const slotList = torch.tensor(BigInt64Array.from(slots, BigInt), { device });
+    const cachePositions = torch.tensor(positions, { shape: [batch, newTokens], device });
+    const offsets = torch.tensor(BigInt64Array.from(tokenOffsets, BigInt), { shape: [batch, 1], device });
+    const plan: SlotCachePlan = {
       slots: [...slots],
       newTokens,
       keyLength,
       consecutiveFrom: consecutive ? (slots[0] as number) : null,
       shapeKey: `${batch}x${newTokens}:${keyLength}:${consecutive ? `from${slots[0]}` : 'gather'}:${realTokens === null ? 'real' : 'masked'}`,
-      slotList: torch.tensor(BigInt64Array.from(slots, BigInt), { device }),
-      cachePositions: torch.tensor(positions, { shape: [batch, newTokens], device }),
+      slotList,
+      cachePositions,
       realTokens: realTokens === null ? null : torch.tensor(valid, { shape: [batch, newTokens], dtype: 'bool', device }),
-      tokenOffsets: torch.tensor(BigInt64Array.from(tokenOffsets, BigInt), { shape: [batch, 1], device }),
+      tokenOffsets: offsets,
+      stepInputs: [slotList, cachePositions, offsets],
       commit: () => {
         if (committed) return;
         committed = true;
@@ -354,10 +391,10 @@ export class KVCache {
    */
   begin(plan: CachePlan): CacheStep {
     if (this.#disposed) throw new Error('KV cache was disposed');
-    if (this.#planState.get(plan) !== this.#state) {
+    if (!isSlotPlan(plan) || this.#planState.get(plan) !== this.#state) {
       throw new Error('KV cache: this plan was made by another cache, or the slots changed since (commit, reset, copySlot)');
     }
-    const { slots, newTokens, keyLength, slotList, cachePositions } = plan;
+    const { slots, newTokens, keyLength, slotList, cachePositions } = plan as SlotCachePlan;
     const batch = slots.length;
     const device = this.#keyValid.device;
     const real = plan.realTokens ?? torch.full([batch, newTokens], true, { dtype: 'bool', device });
@@ -372,7 +409,7 @@ export class KVCache {
     const [slotCount, length] = this.#keyValid.shape as [number, number];
     noGrad(() => write(this.#keyValid.view([slotCount, 1, length, 1]), real.view([batch, 1, newTokens, 1])));
 
-    const from = plan.consecutiveFrom;
+    const from = (plan as SlotCachePlan).consecutiveFrom;
     const rows = (buffer: Tensor): Tensor => {
       const prefix = buffer.narrow(buffer.ndim === 4 ? 2 : 1, 0, keyLength);
       return from !== null ? prefix.narrow(0, from, batch) : prefix.indexSelect(0, slotList);
@@ -395,4 +432,8 @@ export class KVCache {
       commit: () => plan.commit(),
     };
   }
+}
+
+function isSlotPlan(plan: CachePlan): plan is SlotCachePlan {
+  return 'consecutiveFrom' in plan;
 }

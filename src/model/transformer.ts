@@ -32,7 +32,8 @@ import { causalPadMask } from './attention-mask.js';
 import { loadModelConfig, type ModelConfig } from './config.js';
 import { checkWeights, expectedWeights, readModelWeights, type SaveModelOptions, writeModelFolder } from './hf-weights.js';
 import { attachPackedWeights, fuseForInference, type WeightLayout } from './inference-layout.js';
-import { type CachePlan, type CacheStep, KVCache } from './kv-cache.js';
+import { type CachePlan, type CacheStep, KVCache, type SequenceKVCache } from './kv-cache.js';
+import { PagedKVCache } from './paged-kv-cache.js';
 import { type Linear, type LinearAdapter, linear, packedWeight, plainLinear } from './linear.js';
 import { type Routing, type SparseMoeBlock, sparseMoe } from './moe.js';
 import { RotaryEmbedding, applyRotary } from './rope.js';
@@ -135,8 +136,8 @@ export interface ForwardOptions {
   attentionMask?: Tensor;
   /** [B, T] int64 RoPE positions. Default: cumsum(mask) - 1, offset by the tokens already in each row's cache slot. */
   positionIds?: Tensor;
-  /** Append the new tokens to this cache and attend over each row's cached prefix. */
-  cache?: KVCache;
+  /** Append the new tokens to this cache (slots or paged) and attend over each row's cached prefix. */
+  cache?: SequenceKVCache;
   /**
    * The cache's plan for this forward (cache.plan(slots, T, realTokens, ...)), made by the caller: the forward then
    * makes no tensor from JavaScript data and reads nothing back, so it can be captured (../torch/capture.ts), and on a
@@ -457,6 +458,28 @@ export class CausalLM {
       headDim: this.config.headDim,
       slots: options.slots,
       maxLength: options.maxLength,
+      dtype: this.dtype,
+      device: this.#embedTokens.device,
+    });
+  }
+
+  /**
+   * A paged KV cache shaped for this model (same dtype and device; see ./paged-kv-cache.ts):
+   *   keys[layer], values[layer]   [numBlocks · blockSize, kvHeads, headDim]
+   */
+  createPagedKVCache(options: {
+    slots: number;
+    maxLength: number;
+    numBlocks: number;
+    blockSize?: number;
+    prefixCaching: boolean;
+  }): PagedKVCache {
+    this.#checkAlive();
+    return new PagedKVCache({
+      numLayers: this.config.numHiddenLayers,
+      numKeyValueHeads: this.config.numKeyValueHeads,
+      headDim: this.config.headDim,
+      ...options,
       dtype: this.dtype,
       device: this.#embedTokens.device,
     });

@@ -93,6 +93,8 @@ export interface StageSettings {
           engineNum: number;
           /** explorer.rollout_model.engine_process: each engine in a process of its own (weightSync checkpoint). */
           engineProcess: boolean;
+          /** explorer.rollout_model.enable_prefix_caching: a paged KV cache with a prefix cache (src/engine). */
+          prefixCaching: boolean;
         }
       | {
           type: 'openai';

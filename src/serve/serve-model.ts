@@ -6,7 +6,7 @@
 //   await served.close();
 import { realpathSync } from 'node:fs';
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
-import { WorkerRolloutEngine } from '../engine/index.js';
+import { engineMetrics, WorkerRolloutEngine } from '../engine/index.js';
 import { syncModelWeightsFromDir } from '../engine/weight-sync.js';
 import { CausalLM, LoraModel, loadModelConfig, type ModelDType } from '../model/index.js';
 import {
@@ -33,6 +33,8 @@ export interface ServeModelOptions {
   slots?: number;
   /** Context per sequence (default: the model's, at most 2048). */
   maxLength?: number;
+  /** A paged KV cache whose full blocks are reused by requests with the same prefix (the engine's enablePrefixCaching). */
+  enablePrefixCaching?: boolean;
   maxTokens?: number;
   maxPromptTokens?: number;
   maxBodyBytes?: number;
@@ -75,6 +77,7 @@ export async function serveModel(options: ServeModelOptions): Promise<ServedMode
   const engineOptions = {
     slots: options.slots ?? 16,
     ...(options.maxLength !== undefined ? { maxLength: options.maxLength } : {}),
+    ...(options.enablePrefixCaching ? { enablePrefixCaching: true } : {}),
     ...(options.dtype ? { dtype: options.dtype } : {}),
     ...(options.numThreads ? { numThreads: options.numThreads } : {}),
   };
@@ -166,6 +169,8 @@ export async function serveModel(options: ServeModelOptions): Promise<ServedMode
           }
         : {}),
       ...(loraAdapters ? { loraAdapters } : {}),
+      // the engine's counters: requests, prefill tokens, preemptions, prefix-cache hits/misses/evictions, KV blocks
+      routes: [{ method: 'GET', path: '/metrics', handle: async () => engineMetrics([await engine.stats()]) }],
       onError: (error, request) => {
         if ((error as { status?: number }).status === 500) options.log?.(`${request.method} ${request.url}: ${error.message}`);
       },

@@ -22,6 +22,8 @@ import {
   ConversationTracker,
   type ConversationTurn,
   EmbeddedEnginePool,
+  engineMetrics,
+  type RolloutEngineStats,
   WorkerRolloutEngine,
 } from '../engine/index.js';
 import { z } from 'zod';
@@ -69,7 +71,11 @@ const MAX_PENDING_RESPONSES = 10_000;
 const WEIGHT_POLL_MS = 1000;
 
 /** The served engine: what the OpenAI service calls, plus weight loading and closing. */
-export type ServeEngine = OpenAIBackend & Pick<WorkerRolloutEngine, 'syncWeightsFromDir' | 'close'>;
+export type ServeEngine = OpenAIBackend &
+  Pick<WorkerRolloutEngine, 'syncWeightsFromDir' | 'close'> & {
+    /** The engine's counters (GET /metrics): one engine's, or each of a pool's. */
+    stats(): Promise<RolloutEngineStats | RolloutEngineStats[]>;
+  };
 
 /** Starts the served engine from a model folder (default: startServeEngine; tests script an engine's replies). */
 export type ServeEngineStarter = (
@@ -126,6 +132,7 @@ export async function startServeStage(
           path: '/v1/trinity/status',
           handle: () => ({ model_version: version, recorded_turns: conversation.size, experiences_written: feedback.written }),
         },
+        { method: 'GET', path: '/metrics', handle: async () => engineMetrics(await engineStats(engine)) },
       ],
       onError: (error, request) => {
         if ((error as OpenAIHttpError).status >= 500) log(`[serve] ${request.method} ${request.url}: ${error.message}`);
@@ -194,13 +201,24 @@ function checkServeAccess(apiKey: string | null, host: string, stageName: string
     );
 }
 
+/** The counters of the served engine, or of each engine of its pool. */
+async function engineStats(engine: ServeEngine): Promise<RolloutEngineStats[]> {
+  const stats = await engine.stats();
+  return Array.isArray(stats) ? stats : [stats];
+}
+
 /** The served engine on worker threads, and its tokenizer (the chat API needs one: without it the engine is closed). */
 async function startServeEngine(
   servedDir: string,
   settings: StageSettings,
 ): Promise<{ engine: ServeEngine; tokenizer: Tokenizer }> {
-  const engineOptions = { dtype: settings.dtype, slots: settings.explorer.slots, maxLength: settings.explorer.maxLength };
   const engineSpec = settings.explorer.engine;
+  const engineOptions = {
+    dtype: settings.dtype,
+    slots: settings.explorer.slots,
+    maxLength: settings.explorer.maxLength,
+    ...(engineSpec.type === 'embedded' && engineSpec.prefixCaching ? { enablePrefixCaching: true } : {}),
+  };
   // engine_num > 1: a pool on threads (a conversation's follow-up calls go to the engine that decoded it)
   const engine =
     engineSpec.type === 'embedded' && engineSpec.engineNum > 1

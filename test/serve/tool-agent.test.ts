@@ -70,6 +70,7 @@ function scriptedStarter(answers: string[]): ServeEngineStarter {
       generate,
       syncWeightsFromDir: async () => 0,
       close: async () => {},
+      stats: async () => [],
     };
     return { engine, tokenizer };
   };

@@ -39,7 +39,6 @@ const VLLM_KEYS: readonly [string, Kind, string][] = [
     "vLLM's KV-cache share of GPU memory: the embedded engine sizes its cache from slots (sequences decoded at once)",
   ],
   ['enforce_eager', 'boolean', "vLLM's CUDA-graph switch: the embedded engine always runs eagerly"],
-  ['enable_prefix_caching', 'boolean', "vLLM's prefix cache: the embedded engine prefills each prompt anew"],
   ['enable_chunked_prefill', 'boolean', "vLLM's chunked prefill: the embedded engine prefills a prompt in one pass"],
   ['use_v1', 'boolean', "vLLM's engine version"],
   ['enable_openai_api', 'boolean', "vLLM's OpenAI server in the engine actor: every model handle here has model.openai()"],
@@ -101,6 +100,11 @@ export const STORAGE_PATHS = [
 
 export const IGNORED_KEYS: readonly IgnoredKey[] = [
   ...ENGINE_PATHS.flatMap((base) => VLLM_KEYS.map(([key, kind, why]): IgnoredKey => ({ path: `${base}.${key}`, kind, why }))),
+  {
+    path: 'explorer.auxiliary_models.*.enable_prefix_caching',
+    kind: 'boolean',
+    why: "vLLM's prefix cache: an auxiliary model's engine prefills each prompt anew (explorer.rollout_model has the key)",
+  },
   { path: 'trainer.trainer_type', kind: 'string', why: 'the training backend (veRL, Tinker): the trainer here is its own' },
   {
     path: 'trainer.ulysses_sequence_parallel_size',

@@ -26,6 +26,8 @@ export const RolloutModelSchema = z.strictObject({
   engine_num: intIn(1, 64).default(1), // [1, 64] embedded: engines, each on its own thread (or process) with a share of the cores; openai: 1 or the number of base_urls
   engine_process: bool().default(false), // embedded only: each engine in its own process (weights by checkpoint reload)
   slots: intIn(1, MAX_SLOTS).default(8), // [1, 4096] sequences decoded at once per engine (KV-cache slots)
+  // embedded only: a paged KV cache whose full blocks are kept and reused by prompts with the same prefix (vLLM's key)
+  enable_prefix_caching: bool().default(false),
   // openai only: one server (…/v1), or a list: a pool with health checks and failover
   base_url: z
     .union([z.array(str()).min(1), str()])
@@ -98,6 +100,11 @@ export function checkRolloutModel(rollout: RolloutModelConfig, mode: StageMode, 
         'explorer.rollout_model.engine_process',
         "starts embedded engines in processes of their own: use engine_type 'embedded'",
       );
+    if (rollout.enable_prefix_caching)
+      problem(
+        'explorer.rollout_model.enable_prefix_caching',
+        "switches the embedded engine's prefix cache; an external server sets its own: remove it",
+      );
   } else if (mode === 'serve' && rollout.engine_process) {
     problem('explorer.rollout_model.engine_process', 'mode serve runs its engines on threads of its own process: remove it');
   } else {
@@ -152,6 +159,7 @@ export function explorerSettings(explorer: ExplorerConfig, context: ExplorerSett
             weightSync: context.weightSync,
             engineNum: rollout.engine_num,
             engineProcess: rollout.engine_process,
+            prefixCaching: rollout.enable_prefix_caching,
           },
   };
 }

@@ -4,7 +4,7 @@
 // bench, the trainer's evaluator (trainer.stop_when) and the task pipeline's model operators all start theirs here.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { EmbeddedEnginePool, WorkerRolloutEngine } from '../../engine/index.js';
+import { EmbeddedEnginePool, engineMetrics, WorkerRolloutEngine } from '../../engine/index.js';
 import { OpenAIRemoteEngine, RemoteEnginePool, startEngineProcesses } from '../../openai/index.js';
 import { Tokenizer } from '../../tokenizer/index.js';
 import type { StageSettings } from '../settings.js';
@@ -47,6 +47,7 @@ async function startEngine(settings: EngineSettings, weightsDir: string, log: (l
       device: settings.explorer.device,
       slots: settings.explorer.slots,
       maxLength: settings.explorer.maxLength,
+      ...(spec.prefixCaching ? { enablePrefixCaching: true } : {}),
       ...(recordRoutedExperts ? { recordRoutedExperts } : {}),
       // trainer.bitwise_on_policy: the sampler's half (the trainer's: ../trainer/trainer-worker-main.ts)
       ...(settings.trainer?.bitwiseOnPolicy ? { batchInvariant: true } : {}),
@@ -102,4 +103,14 @@ export function loraAdapterName(settings: Pick<StageSettings, 'lora' | 'name' | 
   if (settings.lora === null || spec.type !== 'openai') return null;
   const name = settings.lora.adapterName ?? settings.name;
   return name === spec.modelName ? `${name}-lora` : name;
+}
+
+/**
+ * The embedded engine's counters (../../engine/engine-metrics.ts: prefill tokens, preemptions, prefix-cache hits,
+ * misses and evictions), read between explore steps; null for external servers (they keep their own).
+ */
+export function engineCounters(started: StartedEngine): (() => Promise<Record<string, number>>) | null {
+  if (started.type !== 'embedded') return null;
+  const engine = started.engine;
+  return async () => engineMetrics(engine instanceof EmbeddedEnginePool ? await engine.stats() : [await engine.stats()]);
 }

@@ -9,6 +9,7 @@
 // weights every sync_interval steps (after the first sync_offset) and waits for the answer. fully_async never waits
 // either, and its weights change in the middle of a step: each version the trainer publishes is swapped in between
 // two model calls (../workflow/weight-swap-gate.ts), so one step's experiences can carry several model versions.
+import { counterIncrease } from '../../engine/index.js';
 import type { ExperienceBuffer, TasksetScheduler } from '../buffer/index.js';
 import { type Experience, type ModelBounds, modelBoundsProblem } from '../experience.js';
 import type { ExperiencePipeline } from '../data/experience-pipeline/index.js';
@@ -80,6 +81,12 @@ export interface ExplorerLoopParts {
   onWritten?: (step: number) => void;
   /** Writes a step's experiences (default: buffer.write); mode explore writes its position with them. */
   write?: (explored: ExploredStep, experiences: Experience[]) => Promise<unknown>;
+  /**
+   * The embedded engine's cumulative counters (engineCounters in ./engines.ts): each step's metrics get what they
+   * added during its rollouts, as rollout/prefix_cache/hits, misses, evictions, hit_rate, rollout/engine/prefill_tokens
+   * and preemptions. Absent: none.
+   */
+  engineCounters?: (() => Promise<Record<string, number>>) | null;
   /** Eval metrics of step `step`. */
   onEval: (step: number, metrics: Record<string, number>) => void;
   log: (line: string) => void;
@@ -116,6 +123,7 @@ export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
       // eval at startup (step 0) comes with the first step, in whichever explorer explores it
       if (step === 1 && settings.evalOnStartup && settings.evalTasksets.length) await evaluate(0);
       const version = weights.version;
+      const countersBefore = (await parts.engineCounters?.()) ?? null;
       const rejected: string[] = [];
       const result = await weights.withWeights(() =>
         runner.runStep(batch.tasks, {
@@ -127,6 +135,7 @@ export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
       // stopped during the step: its runs were cut short, so it is dropped whole (no feedback, nothing written)
       // and a resumed run explores it again
       if (parts.signal?.aborted) break;
+      const engineIncrease = countersBefore && counterIncrease(countersBefore, (await parts.engineCounters?.()) ?? {});
       const accepted = result.experiences.filter((e) => {
         const problem = modelBoundsProblem(e, parts.bounds);
         if (problem) rejected.push(`${e.info.taskId ?? e.eid}: ${problem}`);
@@ -167,6 +176,7 @@ export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
           ...result.metrics,
           'explorer/model_version': version,
           'rollout/rejected_experiences': rejected.length,
+          ...Object.fromEntries(Object.entries(engineIncrease ?? {}).map(([name, value]) => [`rollout/${name}`, value])),
           ...processed.metrics,
         },
         schedulerState: scheduler.state(),

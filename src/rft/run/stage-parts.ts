@@ -31,7 +31,7 @@ import { type LoadedCheckpoint, latestCheckpoint } from '../checkpoint.js';
 import type { StageHooks, StageResult, StageSettings } from '../settings.js';
 import { ExperiencePipeline, explorerSavePath } from '../data/experience-pipeline/index.js';
 import type { ModelBounds } from '../experience.js';
-import { startExplorerEngine } from '../explorer/engines.js';
+import { engineCounters, startExplorerEngine } from '../explorer/engines.js';
 import { stageWorkflowRunner } from '../explorer/evaluation.js';
 import { ADVANTAGES_FILE, createMonitors, type MonitorGroup, ProgressReporter } from '../monitor/index.js';
 import { openProcessWeightChannel } from '../sync/process-channel.js';
@@ -393,6 +393,7 @@ export class StageParts {
       startStep: this.startStep,
       totalSteps,
       metricsDir: this.metricsDir,
+      engineCounters: engineCounters(explorer.started),
       log: (line: string) => this.log(line),
       signal: this.#signal,
     };

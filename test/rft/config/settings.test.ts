@@ -70,6 +70,7 @@ buffer:
       weightSync: 'checkpoint',
       engineNum: 1,
       engineProcess: false,
+      prefixCaching: false,
     });
 
     assert.equal(rl.stage_name, 'rft');
@@ -137,6 +138,17 @@ describe('refused settings name the key, say it is not supported here, and what 
     assert.equal(parse(`${BASE}algorithm: {optimizer: {optimizer_type: AdamW}}\n`).algorithm.optimizer.optimizer_type, 'AdamW');
   });
 
+  it("explorer.rollout_model.enable_prefix_caching switches the embedded engine's prefix cache; an external server is told to drop it", () => {
+    const engine = settingsOf('explorer: {rollout_model: {enable_prefix_caching: true}}\n').explorer.engine;
+    assert.equal(engine.type === 'embedded' && engine.prefixCaching, true);
+    assert.deepEqual(
+      problems(`${BASE}explorer: {rollout_model: {engine_type: openai, base_url: http://a/v1, enable_prefix_caching: true}}\n`),
+      [
+        "explorer.rollout_model.enable_prefix_caching: switches the embedded engine's prefix cache; an external server sets its own: remove it",
+      ],
+    );
+  });
+
   it('explorer.rollout_model.engine_num > 1: engine pools (no longer refused); an external pool takes one per base_url', () => {
     // embedded: two engines reach the stage (test/rft/run/engine-pool-config.test.ts checks the rest of the pool's keys)
     assert.deepEqual(settingsOf('explorer: {rollout_model: {engine_num: 2}}\n').explorer.engine, {
@@ -144,6 +156,7 @@ describe('refused settings name the key, say it is not supported here, and what 
       weightSync: 'memory',
       engineNum: 2,
       engineProcess: false,
+      prefixCaching: false,
     });
     // what is still refused names the key, the value and what to use
     assert.deepEqual(

@@ -1,0 +1,203 @@
+// The paged KV cache (src/model/paged-kv-cache.ts) and its block pool (src/model/kv-blocks.ts): attention over a
+// sequence's blocks gives the logits of a forward without a cache; blocks are held, shared, cached, evicted least
+// recently used first, and freed; a prefix is found by the hash of everything up to a block's end.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { CausalLM, initModel, KVBlockPool } from '../../src/model/index.js';
+import * as torch from '../../src/torch/index.js';
+
+describe('KV block pool', () => {
+  test('blocks are held, released into the prefix cache, reused by their key, and evicted least recently used first', () => {
+    const pool = new KVBlockPool({ numBlocks: 4, blockSize: 2, prefixCaching: true }); // blocks 1..3 (0 is scratch)
+    assert.equal(pool.available, 3);
+    const keys = pool.blockKeys([1, 2, 3, 4, 5, 6], 3);
+    const blocks = [pool.allocate(), pool.allocate(), pool.allocate()];
+    for (const [i, b] of blocks.entries()) pool.register(b, keys[i] as string);
+    assert.equal(pool.available, 0);
+    assert.throws(() => pool.allocate(), /all 3 blocks are held/);
+    pool.release([blocks[2] as number]); // released first: evicted first
+    pool.release([blocks[0] as number, blocks[1] as number]);
+    assert.deepEqual([pool.available, pool.cached, pool.held], [3, 3, 0]);
+    // a prompt with the same first 4 tokens finds the first two blocks; the third key differs (other tokens)
+    const other = pool.blockKeys([1, 2, 3, 4, 9, 9], 3);
+    assert.deepEqual(other.slice(0, 2), keys.slice(0, 2));
+    assert.deepEqual(pool.lookup(other), blocks.slice(0, 2));
+    // the same block under another prefix is another key: a key covers everything before the block
+    assert.notEqual(pool.blockKeys([9, 9, 3, 4], 2)[1], keys[1]);
+    pool.take(pool.lookup(other), 3);
+    assert.deepEqual(pool.stats, { hits: 2, misses: 1, evictions: 0, invalidations: 0 });
+    assert.equal(pool.allocate(), blocks[2]); // the only cached block nobody holds
+    assert.equal(pool.stats.evictions, 1);
+    assert.deepEqual(pool.lookup(keys), blocks.slice(0, 2)); // the evicted block's key is gone
+    assert.throws(() => pool.release([blocks[2] as number, blocks[2] as number]), /released more often than held/);
+  });
+
+  test('invalidate() forgets every key: cached blocks are freed now, held ones when released', () => {
+    const pool = new KVBlockPool({ numBlocks: 3, blockSize: 2, prefixCaching: true });
+    const keys = pool.blockKeys([1, 2, 3, 4], 2);
+    const [a, b] = [pool.allocate(), pool.allocate()];
+    pool.register(a, keys[0] as string);
+    pool.register(b, keys[1] as string);
+    pool.release([a]);
+    pool.invalidate();
+    assert.deepEqual(pool.lookup(keys), []);
+    assert.deepEqual(pool.lookup(pool.blockKeys([1, 2, 3, 4], 2)), []); // the same tokens key differently now
+    assert.deepEqual([pool.cached, pool.held], [0, 1]);
+    pool.release([b]);
+    assert.deepEqual([pool.cached, pool.held, pool.available], [0, 0, 2]);
+  });
+
+  test('without prefix caching nothing is found and released blocks are free at once', () => {
+    const pool = new KVBlockPool({ numBlocks: 3, blockSize: 2, prefixCaching: false });
+    const block = pool.allocate();
+    pool.register(block, pool.blockKeys([1, 2], 1)[0] as string);
+    pool.release([block]);
+    assert.deepEqual([pool.cached, pool.available], [0, 2]);
+    assert.deepEqual(pool.lookup(pool.blockKeys([1, 2], 1)), []);
+  });
+});
+
+describe('paged KV cache forward', () => {
+  let dir: string;
+  let model: CausalLM;
+  before(() => {
+    torch.setNumThreads(1);
+    dir = mkdtempSync(join(tmpdir(), 'paged-kv-'));
+    initModel(dir, { hiddenSize: 32, numHeads: 4, numLayers: 2, maxPositionEmbeddings: 256, seed: 3 });
+    model = CausalLM.load(dir);
+  });
+  after(() => {
+    model.dispose();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const tokens = (n: number, from: number) => Array.from({ length: n }, (_, i) => 3 + ((from + i * 7) % 20));
+  const logitsWithoutCache = (ids: number[]) =>
+    torch.noGrad(() => torch.scope(() => torch.keep(model.forward(torch.tensor([ids.map(BigInt)])).select(0, 0))));
+
+  test('a padded prefill, a prefix reused from the cache, and decode steps give the logits of the uncached forward', () => {
+    const cache = model.createPagedKVCache({ slots: 3, maxLength: 32, numBlocks: 16, blockSize: 4, prefixCaching: true });
+    const first = tokens(11, 0);
+    const second = [...first.slice(0, 9), ...tokens(5, 40)]; // shares 2 full blocks (8 tokens) with `first`
+    try {
+      // `first` and a short prompt in one right-padded prefill
+      const short = tokens(3, 90);
+      assert.equal(cache.admit(0, first), 0);
+      assert.equal(cache.admit(1, short), 0);
+      const prefill = torch.noGrad(() =>
+        torch.scope(() => {
+          const ids = torch.tensor([first.map(BigInt), [...short, 0, 0, 0, 0, 0, 0, 0, 0].map(BigInt)]);
+          const realTokens = [first.map(() => true), Array.from({ length: 11 }, (_, t) => t < 3)];
+          const plan = cache.plan([0, 1], 11, realTokens, { tokenIds: [first, short] });
+          return torch.keep(model.forward(ids, { cache, slots: [0, 1], cachePlan: plan }));
+        }),
+      );
+      const reference = logitsWithoutCache(first);
+      assert.ok(prefill.select(0, 0).sub(reference).abs().max().item() < 1e-5);
+      assert.ok(prefill.select(0, 1).narrow(0, 0, 3).sub(logitsWithoutCache(short)).abs().max().item() < 1e-5);
+      cache.reset(1);
+      cache.reset(0); // its two full blocks stay cached
+      assert.equal(cache.stats.cachedBlocks, 2);
+
+      // `second` finds them and prefills only its last 6 tokens, then decodes 6 tokens one at a time
+      assert.equal(cache.cachedLength(second), 8);
+      assert.equal(cache.admit(2, second), 8);
+      assert.equal(cache.stats.hits, 2);
+      const sequence = [...second];
+      const rest = torch.noGrad(() =>
+        torch.scope(() => {
+          const suffix = second.slice(8);
+          const plan = cache.plan([2], suffix.length, null, { tokenIds: [suffix] });
+          return torch.keep(
+            model.forward(torch.tensor([suffix.map(BigInt)]), { cache, slots: [2], cachePlan: plan }).select(0, 0),
+          );
+        }),
+      );
+      const secondReference = logitsWithoutCache(second);
+      assert.ok(
+        rest
+          .sub(secondReference.narrow(0, 8, 6))
+          .abs()
+          .max()
+          .item() < 1e-5,
+      );
+      for (let step = 0; step < 6; step++) {
+        const next = 3 + ((step * 5) % 20);
+        sequence.push(next);
+        assert.ok(cache.grow(2, 1));
+        const logits = torch.noGrad(() =>
+          torch.scope(() => {
+            const plan = cache.plan([2], 1, null, { keyBucket: 8, tokenIds: [[next]] });
+            return torch.keep(model.forward(torch.tensor([[BigInt(next)]]), { cache, slots: [2], cachePlan: plan }).select(0, 0));
+          }),
+        );
+        const expected = logitsWithoutCache(sequence).select(0, sequence.length - 1);
+        assert.ok(logits.select(0, 0).sub(expected).abs().max().item() < 1e-5, `decode step ${step}`);
+      }
+      assert.equal(cache.length(2), 20);
+      assert.equal(cache.blocks(2).length, 5);
+      cache.reset(2);
+      assert.equal(cache.stats.heldBlocks, 0);
+    } finally {
+      cache.dispose();
+    }
+  });
+
+  test("samples share a prompt's full blocks and copy its partial block; a full cache refuses, naming what is missing", () => {
+    const cache = model.createPagedKVCache({ slots: 3, maxLength: 16, numBlocks: 6, blockSize: 4, prefixCaching: false });
+    try {
+      const prompt = tokens(6, 1); // one full block and a partial one
+      assert.equal(cache.admit(0, prompt), 0);
+      assert.ok(cache.admitSample(1, prompt.length));
+      torch.noGrad(() =>
+        torch.scope(() => {
+          const plan = cache.plan([0], 6, null, { tokenIds: [prompt] });
+          const copy = cache.planCopy(0, [1]);
+          model.forward(torch.tensor([prompt.map(BigInt)]), { cache, slots: [0], cachePlan: plan });
+          copy.commit();
+        }),
+      );
+      const [leader, sample] = [cache.blocks(0), cache.blocks(1)];
+      assert.equal(sample[0], leader[0]); // shared full block
+      assert.notEqual(sample[1], leader[1]); // own copy of the partial block
+      assert.equal(cache.stats.heldBlocks, 3);
+      // both continue with different tokens: each sees its own history
+      for (const [slot, next] of [
+        [0, 9],
+        [1, 12],
+      ] as const) {
+        const logits = torch.noGrad(() =>
+          torch.scope(() => {
+            const plan = cache.plan([slot], 1, null, { tokenIds: [[next]] });
+            return torch.keep(
+              model.forward(torch.tensor([[BigInt(next)]]), { cache, slots: [slot], cachePlan: plan }).select(0, 0),
+            );
+          }),
+        );
+        assert.ok(
+          logits
+            .sub(logitsWithoutCache([...prompt, next]).select(0, 6))
+            .abs()
+            .max()
+            .item() < 1e-5,
+        );
+      }
+      assert.equal(cache.admit(2, tokens(12, 5)), null); // 3 blocks needed, 2 available
+      assert.equal(cache.stats.heldBlocks, 3);
+      assert.throws(() => cache.plan([0], 2, [[false, true]]), /slot 0's tokens are padded on the left or inside/);
+      assert.throws(() => cache.plan([0], 10, null), /slot 0 is full: 7 positions used \+ 10 new > maxLength 16/);
+    } finally {
+      cache.dispose();
+    }
+  });
+
+  test('a cache smaller than one sequence of maxLength is refused', () => {
+    assert.throws(
+      () => model.createPagedKVCache({ slots: 1, maxLength: 64, numBlocks: 4, blockSize: 16, prefixCaching: false }),
+      /numBlocks must hold one sequence of maxLength 64 \(4 blocks of 16 \+ the scratch block\), got 4/,
+    );
+  });
+});
