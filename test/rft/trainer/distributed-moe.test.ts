@@ -22,7 +22,7 @@ import { CausalLM } from '../../../src/model/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
 import { TrainerClient } from '../../../src/rft/trainer/trainer.js';
 import { buildExperience } from '../../../src/rft/workflow/model-handle.js';
-import { forkChild, killForkedChildren } from '../../helpers/forked-child.js';
+import { type ChildExit, forkChild, killForkedChildren } from '../../helpers/forked-child.js';
 import { fixturesDir } from '../../model/helpers/fixtures.js';
 import { type RankPlan, type Scenario, scenarioInit } from './helpers/distributed-scenarios.js';
 
@@ -42,6 +42,12 @@ interface Result {
   metrics?: Record<string, number>[];
   steps?: number;
   message?: string;
+}
+
+/** A forked rank: its next message of a type (or its error), and its exit. */
+interface RankProcess {
+  next(type: Result['type']): Promise<Result>;
+  exited: Promise<ChildExit>;
 }
 
 let work: string;
@@ -127,16 +133,13 @@ test('MoE with router replay (full and LoRA on experts): 2 ranks end 3 GRPO step
     jobDir: work,
     scenarios: await Promise.all(all.map(async (s) => ({ ...s, port: await freePort() }))),
   };
-  const ranks = [0, 1].map((rank) => {
+  const ranks = [0, 1].map((rank): RankProcess => {
     const planFile = join(work, `plan-${rank}.json`);
     writeFileSync(planFile, JSON.stringify(plan));
     const env = { ...process.env, RANK: String(rank), WORLD_SIZE: '2', SCENARIOS: planFile, SCENARIO_KIND: 'equal' };
     const forked = forkChild<Result>(HELPER, { env, label: `rank ${rank}`, serialization: 'advanced' });
-    return {
-      exited: forked.exited,
-      next: (type: Result['type']) => forked.next((m) => m.type === type || m.type === 'error', type),
-    };
-  }) as [{ exited: Promise<{ code: number | null }>; next: (t: Result['type']) => Promise<Result> }, (typeof ranks)[0]];
+    return { exited: forked.exited, next: (type) => forked.next((m) => m.type === type || m.type === 'error', type) };
+  }) as [RankProcess, RankProcess];
   const initial = CausalLM.load(modelDir);
   const start = new Map([...initial.parameters()].map(([n, t]) => [n, t.toTypedArray() as Float32Array]));
   initial.dispose();
