@@ -1,9 +1,10 @@
 // Router replay's effect on the train/rollout mismatch of a mixture of experts: `node --import tsx
-// bench/moe-replay-gap.bench.ts [--dtypes float32,bfloat16] [--threads 1]`.
+// bench/moe-replay-gap.bench.ts [--setups float32,bfloat16,bf16-engine] [--threads 1]`.
 //
 // Runs the short MoE quickstart (examples/quickstart/moe-short-run.ts: the quickstart's config over a tiny qwen3_moe,
-// SFT then 24 GRPO steps) with algorithm.enable_router_replay on and off, in each dtype, each from the same model
-// and data, one after the other in this process. From each run's GRPO metrics: the trainer's and the engine's
+// SFT then 24 GRPO steps) with algorithm.enable_router_replay on and off, in each setup (float32 and bfloat16: the
+// engine and the trainer in that dtype; bf16-engine: the engine in bfloat16, the trainer in float32 through
+// trainer.param_dtype, a deliberate mismatch), each from the same model and data, one after the other in this process. From each run's GRPO metrics: the trainer's and the engine's
 // log-prob gap (rollout_corr/abs_logprob_diff = mean |log π_train − log π_rollout| over the response tokens of a
 // step, its mean and max over the steps; rollout_corr/kl likewise), and the rollout reward of the first and last 6
 // steps. Without replay the trainer routes every token itself, and a token whose top-k experts are nearly tied can go
@@ -21,12 +22,12 @@ import * as torch from '../src/torch/index.js';
 import { now, r3, repoRoot, secondsSince } from './harness.js';
 
 const HELP = `Router replay on vs off: the train/rollout log-prob gap of a tiny MoE's GRPO (short quickstart).
-  node --import tsx bench/moe-replay-gap.bench.ts [--dtypes float32,bfloat16] [--threads N]
+  node --import tsx bench/moe-replay-gap.bench.ts [--setups float32,bfloat16,bf16-engine] [--threads N]
   --threads N   intra-op threads (default 1)`;
 
 const { values } = parseArgs({
   options: {
-    dtypes: { type: 'string', default: 'float32,bfloat16' },
+    setups: { type: 'string', default: 'float32,bfloat16,bf16-engine' },
     threads: { type: 'string', default: '1' },
     help: { type: 'boolean' },
   },
@@ -35,16 +36,22 @@ if (values.help) {
   console.log(HELP);
   process.exit(0);
 }
-const dtypes = values.dtypes.split(',').map((d) => {
-  if (d !== 'float32' && d !== 'bfloat16') throw new Error(`--dtypes: '${d}' is not float32 or bfloat16`);
-  return d;
+/** Each setup: the engine's dtype and the trainer's. */
+const SETUPS = {
+  float32: { dtype: 'float32', trainerDtype: 'float32' },
+  bfloat16: { dtype: 'bfloat16', trainerDtype: 'bfloat16' },
+  'bf16-engine': { dtype: 'bfloat16', trainerDtype: 'float32' },
+} as const;
+const setups = values.setups.split(',').map((name) => {
+  if (!Object.hasOwn(SETUPS, name)) throw new Error(`--setups: '${name}' is not one of ${Object.keys(SETUPS).join(', ')}`);
+  return name as keyof typeof SETUPS;
 });
 const threads = Number(values.threads);
 if (!Number.isInteger(threads) || threads < 1) throw new Error(`--threads must be a positive integer, got '${values.threads}'`);
 torch.setNumThreads(threads);
 
 interface RunFigures {
-  dtype: string;
+  setup: string;
   replay: boolean;
   gapMean: number;
   gapMax: number;
@@ -67,12 +74,12 @@ const root = mkdtempSync(join(os.tmpdir(), 'moe-replay-gap-'));
 const results: RunFigures[] = [];
 try {
   prepareShortMoeRun(root);
-  for (const dtype of dtypes)
+  for (const setup of setups)
     for (const replay of [true, false]) {
-      const name = `${dtype}-replay-${replay ? 'on' : 'off'}`;
+      const name = `${setup}-replay-${replay ? 'on' : 'off'}`;
       console.log(`=== ${name}`);
       const t0 = now();
-      const overrides = shortMoeRunOverrides(root, { name, dtype, replay });
+      const overrides = shortMoeRunOverrides(root, { name, ...SETUPS[setup], replay });
       const config = loadConfig(join(repoRoot, 'examples', 'quickstart', 'config.yaml'), { resolveAlgorithm, overrides });
       await runConfig(config, { log: () => {} });
       const rows = readFileSync(join(root, 'runs', 'quickstart', name, 'grpo', 'metrics.jsonl'), 'utf8')
@@ -82,7 +89,7 @@ try {
       const gap = series(rows, 'rollout_corr/abs_logprob_diff');
       const reward = series(rows, 'rollout/reward/mean');
       results.push({
-        dtype,
+        setup,
         replay,
         gapMean: mean(gap),
         gapMax: Math.max(...gap),
@@ -100,11 +107,11 @@ const e = (v: number) => v.toExponential(2);
 console.log(
   `\nRouter replay on a tiny qwen3_moe (${os.cpus()[0]?.model ?? 'cpu'}, ${threads} thread(s), load avg ${os.loadavg()[0]?.toFixed(1)}):\n`,
 );
-console.log('| dtype | replay | gap mean | gap max | rollout_corr/kl mean | reward first 6 → last 6 | minutes |');
+console.log('| setup | replay | gap mean | gap max | rollout_corr/kl mean | reward first 6 → last 6 | minutes |');
 console.log('| --- | --- | --- | --- | --- | --- | --- |');
 for (const r of results)
   console.log(
-    `| ${r.dtype} | ${r.replay ? 'on' : 'off'} | ${e(r.gapMean)} | ${e(r.gapMax)} | ${e(r.klMean)} | ` +
+    `| ${r.setup} | ${r.replay ? 'on' : 'off'} | ${e(r.gapMean)} | ${e(r.gapMax)} | ${e(r.klMean)} | ` +
       `${r.rewardFirst.toFixed(3)} → ${r.rewardLast.toFixed(3)} | ${r.minutes.toFixed(1)} |`,
   );
 console.log(

@@ -30,11 +30,12 @@ export function prepareShortMoeRun(root: string): void {
 
 /**
  * `--set` overrides of examples/quickstart/config.yaml for the short run in `root` (its job: `root`/runs/quickstart/
- * `name`), in `dtype`, with algorithm.enable_router_replay `replay`.
+ * `name`), in `dtype` (the engine's, and the trainer's unless `trainerDtype`: trainer.param_dtype), with
+ * algorithm.enable_router_replay `replay`.
  */
 export function shortMoeRunOverrides(
   root: string,
-  options: { name: string; dtype: 'float32' | 'bfloat16'; replay: boolean },
+  options: { name: string; dtype: 'float32' | 'bfloat16'; trainerDtype?: 'float32' | 'bfloat16'; replay: boolean },
 ): string[] {
   const evalPath = join(root, 'eval.jsonl');
   return [
@@ -42,6 +43,7 @@ export function shortMoeRunOverrides(
     `name=${options.name}`,
     `model.model_path=${join(root, 'model')}`,
     `model.dtype=${options.dtype}`,
+    ...(options.trainerDtype === undefined ? [] : [`trainer.param_dtype=${options.trainerDtype}`]),
     `algorithm.enable_router_replay=${options.replay}`,
     `buffer.explorer_input.taskset.path=${join(root, 'sft.jsonl')}`, // GRPO sharpens what SFT began
     'buffer.explorer_input.taskset.rollout_args.temperature=1',
