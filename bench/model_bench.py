@@ -96,7 +96,9 @@ def load(req: dict[str, Any]) -> dict[str, Any]:
         for p in model.parameters():
             p.requires_grad_(False)
     State.model = model
-    return {"ok": True, "parameters": sum(p.numel() for p in model.parameters()), "fused": State.fused}
+    # a mixture of experts: how transformers runs the experts (grouped_mm where torch has it, else a loop over them)
+    experts = getattr(model.config, "_experts_implementation", None)
+    return {"ok": True, "parameters": sum(p.numel() for p in model.parameters()), "fused": State.fused, "experts": experts}
 
 
 def left_padded(prompts: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -310,14 +310,17 @@ async function serveCommand(args: string[]): Promise<number> {
   return 0;
 }
 
-const QUICKSTART_HELP = `trinity quickstart [--seed N] [--threads N] [--set key=value]...
+const QUICKSTART_HELP = `trinity quickstart [--seed N] [--threads N] [--arch qwen2|qwen3_moe] [--set key=value]...
   The main job: creates a small Qwen2-architecture model (runs/quickstart/model; runs/ is the repository's, or the
   working directory's when trinity is an installed package), then runs
   examples/quickstart/config.yaml — held-out accuracy of the base model, SFT on expert demonstrations of two-digit
   addition, then GRPO with an exact verifier reward — and ends with a summary table and an HTML report
   (runs/quickstart/addition/report.html). --seed N (default 0) seeds the model's initialisation and the task order
   (runs/quickstart/addition-seedN). --threads N computes with N threads (OMP_NUM_THREADS; default: every core),
-  another float rounding (runs/quickstart/addition[-seedN]-threadsN). Running it again resumes an unfinished run.
+  another float rounding (runs/quickstart/addition[-seedN]-threadsN). --arch qwen3_moe makes the model a mixture of
+  experts (8 experts of half the MLP's width, top 2; runs/quickstart/model-moe, job addition-moe); add
+  --set algorithm.enable_router_replay=true to train through the experts the rollouts chose. Running it again resumes
+  an unfinished run.
 `;
 
 async function quickstartCommand(args: string[]): Promise<number> {
@@ -326,6 +329,7 @@ async function quickstartCommand(args: string[]): Promise<number> {
     options: {
       seed: { type: 'string', default: '0' },
       threads: { type: 'string' },
+      arch: { type: 'string', default: 'qwen2' },
       set: { type: 'string', multiple: true },
       help: { type: 'boolean' },
     },
@@ -342,21 +346,17 @@ async function quickstartCommand(args: string[]): Promise<number> {
     throw new Error(`--threads must be a whole number of threads from 1 to 4096, got '${values.threads}'`);
   // the run's thread budget (src/rft/run/config/stage-settings.ts coreBudget); another rounding, so a job of its own
   if (threads !== null) process.env.OMP_NUM_THREADS = String(threads);
-  const { quickstartJobDir, quickstartPlan, quickstartRunsDir } = await import('./quickstart.js');
-  const plan = quickstartPlan(root, quickstartRunsDir(root, process.cwd()), seed, threads, values.set ?? []);
+  const { QUICKSTART_ARCHITECTURES, quickstartJobDir, quickstartPlan, quickstartRunsDir } = await import('./quickstart.js');
+  const architecture = QUICKSTART_ARCHITECTURES.find((a) => a === values.arch);
+  if (architecture === undefined)
+    throw new Error(`--arch must be one of ${QUICKSTART_ARCHITECTURES.join(', ')}, got '${values.arch}'`);
+  const runsDir = quickstartRunsDir(root, process.cwd());
+  const plan = quickstartPlan(root, runsDir, seed, threads, values.set ?? [], architecture);
   const { modelDir } = plan;
   if (!existsSync(join(modelDir, 'config.json'))) {
     const { initModel } = await import('../model/init.js');
-    const { parameters } = initModel(modelDir, {
-      architecture: 'qwen2',
-      hiddenSize: 128,
-      numLayers: 4,
-      numHeads: 4,
-      numKeyValueHeads: 2,
-      maxPositionEmbeddings: 64,
-      seed,
-    });
-    console.log(`created ${modelDir}: qwen2, ${(parameters / 1e6).toFixed(2)}M parameters (trinity model init)`);
+    const { parameters } = initModel(modelDir, plan.modelInit);
+    console.log(`created ${modelDir}: ${architecture}, ${(parameters / 1e6).toFixed(2)}M parameters (trinity model init)`);
   }
   const code = await runCommand('run', ['--config', plan.configFile, ...plan.overrides.flatMap((o) => ['--set', o])]);
   if (code !== 0) return code;

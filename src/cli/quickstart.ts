@@ -3,8 +3,30 @@
 //
 // Runs go to runs/ of the repository, or, when the command runs from an installed copy (the package inside a
 // node_modules folder, which npm may replace or make read-only), to runs/ of the working directory.
+//
+// --arch qwen3_moe runs the same task on a qwen3_moe of the same size and active MLP width: every MLP a
+// sparse block of 8 experts, top 2, each of half the dense MLP's width (runs/quickstart/model-moe, job addition-moe);
+// `--set algorithm.enable_router_replay=true` then trains through the experts the rollouts chose (README, router
+// replay), and the runs' rollout_corr/* metrics show the trainer's and the engine's log-prob gap with and without it.
 import { join, sep } from 'node:path';
+import type { ModelInitOptions } from '../model/init.js';
 import { loadConfig } from '../rft/run/config/index.js';
+
+/** The model architectures the quickstart makes. */
+export const QUICKSTART_ARCHITECTURES = ['qwen2', 'qwen3_moe'] as const;
+export type QuickstartArchitecture = (typeof QUICKSTART_ARCHITECTURES)[number];
+
+/** The quickstart model (0.75M parameters as qwen2): hidden 128, 4 layers, 4 heads / 2 kv, MLP 352 (8/3 hidden). */
+const QUICKSTART_MODEL: ModelInitOptions = {
+  hiddenSize: 128,
+  numLayers: 4,
+  numHeads: 4,
+  numKeyValueHeads: 2,
+  maxPositionEmbeddings: 64,
+};
+
+/** qwen3_moe: 8 experts of width 176, top 2 (the dense MLP's 352 active per token). */
+const MOE_EXPERTS: ModelInitOptions = { numExperts: 8, numExpertsPerTok: 2, moeIntermediateSize: 176 };
 
 export interface QuickstartPlan {
   /** examples/quickstart/config.yaml under the repository root. */
@@ -13,6 +35,8 @@ export interface QuickstartPlan {
   modelDir: string;
   /** `--set` overrides for `trinity run`: the seed's model, job name and task order, then the user's own. */
   overrides: string[];
+  /** How the command makes the model when modelDir has none (`trinity model init` options; seeded by --seed). */
+  modelInit: ModelInitOptions;
 }
 
 /** Where the quickstart's runs go: `root`/runs, or `cwd`/runs when `root` is an installed copy (under node_modules). */
@@ -22,8 +46,8 @@ export function quickstartRunsDir(root: string, cwd: string): string {
 }
 
 /**
- * The run `trinity quickstart --seed N [--threads T] [--set k=v]...` makes from the package at `root`, writing under
- * `runsDir` (quickstartRunsDir); the user's overrides come last and win.
+ * The run `trinity quickstart --seed N [--threads T] [--arch A] [--set k=v]...` makes from the package at `root`,
+ * writing under `runsDir` (quickstartRunsDir); the user's overrides come last and win.
  */
 export function quickstartPlan(
   root: string,
@@ -31,10 +55,13 @@ export function quickstartPlan(
   seed: number,
   threads: number | null,
   sets: readonly string[],
+  architecture: QuickstartArchitecture = 'qwen2',
 ): QuickstartPlan {
-  const jobName = `addition${seed === 0 ? '' : `-seed${seed}`}${threads === null ? '' : `-threads${threads}`}`;
-  const modelDir = join(runsDir, 'quickstart', seed === 0 ? 'model' : `model-seed${seed}`);
+  const moe = architecture === 'qwen3_moe' ? '-moe' : '';
+  const jobName = `addition${moe}${seed === 0 ? '' : `-seed${seed}`}${threads === null ? '' : `-threads${threads}`}`;
+  const modelDir = join(runsDir, 'quickstart', `model${moe}${seed === 0 ? '' : `-seed${seed}`}`);
   return {
+    modelInit: { ...QUICKSTART_MODEL, architecture, ...(moe === '' ? {} : MOE_EXPERTS), seed },
     configFile: join(root, 'examples', 'quickstart', 'config.yaml'),
     modelDir,
     overrides: [

@@ -2,6 +2,14 @@
 // selects (target_modules / exclude_modules / layers_to_transform, matched as PEFT's check_target_module_exists), and
 // the adapter folder's adapter_config.json (read, checked and written in PEFT's format). The adapters themselves are
 // in lora.ts.
+//
+// Mixture of experts (qwen2_moe, qwen3_moe): each expert's projections are modules of their own, named as in
+// save_pretrained's per-expert layout and PEFT's adapters for transformers 4 (each expert an nn.Linear):
+//   model.layers.{i}.mlp.experts.{e}.{gate,up,down}_proj      model.layers.{i}.mlp.shared_expert.{gate,up,down}_proj
+// so `gate_proj` (a list entry matches a name it ends) selects every expert's, the shared expert's and the dense
+// layers' gate_proj, and a regex can pick some (`.*\.experts\.\d+\.down_proj`). The routers (mlp.gate,
+// mlp.shared_expert_gate) are not adaptable: PEFT 0.21 cannot put LoRA on transformers 5's router either, and
+// 'all-linear' here means the seven projection names below.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileErrorDetail, readRegularFile } from '../util/index.js';
@@ -63,7 +71,7 @@ export function loraTensorNames(module: string): { a: string; b: string } {
 function projections(model: CausalLM): Map<string, [number, number]> {
   const out = new Map<string, [number, number]>();
   for (const [name, shape] of expectedWeights(model.config)) {
-    const m = /^(model\.layers\.\d+\.(?:self_attn|mlp)\.\w+_proj)\.weight$/.exec(name);
+    const m = /^(model\.layers\.\d+\.(?:self_attn|mlp|mlp\.experts\.\d+|mlp\.shared_expert)\.\w+_proj)\.weight$/.exec(name);
     if (m !== null) out.set(m[1] as string, shape as [number, number]);
   }
   return out;
@@ -88,7 +96,8 @@ export function adaptedModules(model: CausalLM, config: LoraConfig): Map<string,
   if (selected.size === 0) {
     throw new RangeError(
       `LoRA: target_modules ${JSON.stringify(config.targetModules)} match no projection of this ${model.config.architecture} ` +
-        `(its projections: ${LORA_TARGETS.join(', ')} in model.layers.0-${model.config.numHiddenLayers - 1})`,
+        `(its projections: ${LORA_TARGETS.join(', ')} in model.layers.0-${model.config.numHiddenLayers - 1}` +
+        `${model.config.moe ? ", the experts' mlp.experts.{e}.{gate,up,down}_proj" : ''})`,
     );
   }
   return selected;

@@ -29,6 +29,25 @@ describe('trinity quickstart', () => {
     assert.equal(quickstartJobDir(plan), join(runs, 'addition-seed3-threads2'));
   });
 
+  test('--arch qwen3_moe: a mixture-of-experts model of its own (8 experts, top 2, half the MLP width each) and job', () => {
+    const plan = quickstartPlan(ROOT, RUNS, 2, null, ['algorithm.enable_router_replay=true'], 'qwen3_moe');
+    assert.equal(plan.modelDir, join(runs, 'model-moe-seed2'));
+    assert.deepEqual(plan.modelInit, {
+      hiddenSize: 128,
+      numLayers: 4,
+      numHeads: 4,
+      numKeyValueHeads: 2,
+      maxPositionEmbeddings: 64,
+      architecture: 'qwen3_moe',
+      numExperts: 8,
+      numExpertsPerTok: 2,
+      moeIntermediateSize: 176,
+      seed: 2,
+    });
+    assert.equal(quickstartJobDir(plan), join(runs, 'addition-moe-seed2'));
+    assert.equal(quickstartPlan(ROOT, RUNS, 0, null, []).modelInit.architecture, 'qwen2');
+  });
+
   test("the user's --set comes last and moves the job folder the summary and report are read from", () => {
     assert.equal(quickstartJobDir(quickstartPlan(ROOT, RUNS, 1, 2, ['name=addition-avx2'])), join(runs, 'addition-avx2'));
     assert.equal(
