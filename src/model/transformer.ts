@@ -20,101 +20,28 @@
 //
 // Beside this file: ./rope.ts (rotary tables for each rope type), ./hf-weights.ts (weight names, checks, reading and
 // writing folders), ./linear.ts (a projection, with adapter and packed kernel), ./inference-layout.ts (fused,
-// column-major weights for decoding), ./kv-cache.ts, ./shared-prefix-attention.ts (GRPO groups packed in one row),
+// column-major weights for decoding), ./decoder-layer.ts (a layer: norms, MLP, attention), ./kv-cache.ts,
+// ./shared-prefix-attention.ts (GRPO groups packed in one row),
 // ./packed-attention.ts (rows packed end to end without pads), ./moe.ts (the sparse expert MLP and its
 // load-balancing loss), ./batch-invariant.ts (setBatchInvariant: logits that do not depend on the batch, the same bits
 // in a decode step and a training forward).
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
-import { attention } from './attention.js';
-import { batchInvariantSupported, invariantAttention, invariantRmsNorm, sequenceStarts } from './batch-invariant.js';
+import { batchInvariantSupported, sequenceStarts } from './batch-invariant.js';
 import { causalPadMask } from './attention-mask.js';
 import { loadModelConfig, type ModelConfig } from './config.js';
+import { type DecoderLayer, expertProjections, layerAttention, mlp, rmsNorm } from './decoder-layer.js';
 import { checkWeights, expectedWeights, readModelWeights, type SaveModelOptions, writeModelFolder } from './hf-weights.js';
 import { attachPackedWeights, fuseForInference, type WeightLayout } from './inference-layout.js';
 import { type CachePlan, type CacheStep, KVCache, type SequenceKVCache } from './kv-cache.js';
 import { PagedKVCache } from './paged-kv-cache.js';
 import { type Linear, type LinearAdapter, linear, packedWeight, plainLinear } from './linear.js';
-import { type Routing, type SparseMoeBlock, sparseMoe } from './moe.js';
-import { RotaryEmbedding, applyRotary } from './rope.js';
-import { type PackedLayout, type PackedPass, packedAttention, packedPass } from './packed-attention.js';
-import {
-  type SharedPrefixLayout,
-  type SharedPrefixPass,
-  sharedPrefixAttention,
-  sharedPrefixPass,
-} from './shared-prefix-attention.js';
+import { type Routing, sparseMoe } from './moe.js';
+import { RotaryEmbedding } from './rope.js';
+import { type PackedLayout, type PackedPass, packedPass } from './packed-attention.js';
+import { type SharedPrefixLayout, sharedPrefixPass } from './shared-prefix-attention.js';
 
-/** One decoder layer: model.layers.{i}.* under Hugging Face's names (input_layernorm, self_attn.q_proj, ...). */
-interface DecoderLayer {
-  inputLayernorm: Tensor;
-  qProj: Linear;
-  kProj: Linear;
-  vProj: Linear;
-  oProj: Linear;
-  qNorm: Tensor | null;
-  kNorm: Tensor | null;
-  postAttentionLayernorm: Tensor;
-  /** The dense SwiGLU MLP, or a mixture of experts' sparse block (model.layers.{i}.mlp.gate + mlp.experts.{e}). */
-  mlp: DenseMlp | SparseMoeBlock;
-  /** Inference layout only: q|k|v as one projection (q/k/v_proj are views into it). */
-  qkvProj: Linear | null;
-}
-
-/** model.layers.{i}.mlp.{gate,up,down}_proj. */
-interface DenseMlp {
-  gateProj: Linear;
-  upProj: Linear;
-  downProj: Linear;
-  /** Inference layout only: gate|up as one projection (gate/up_proj are views into it). */
-  gateUpProj: Linear | null;
-}
-
-/**
- * transformers' RMSNorm; float32 runs ATen's fused kernel (equal to the formula), bf16 rounds before the weight.
- * `onePass` (see CausalLM.#cpuDecodeKernels): torch.decodeRmsNorm, one native pass instead of ATen's ~10 ops a call
- * (~1.5 vs ~10 us: a sizeable share of a small model's decode step).
- */
-export function rmsNorm(x: Tensor, weight: Tensor, eps: number, onePass: boolean | 'invariant'): Tensor {
-  if (onePass === 'invariant') return invariantRmsNorm(x, weight, eps, () => rmsNorm(x, weight, eps, false));
-  if (onePass) return torch.decodeRmsNorm(x, weight, eps);
-  return x.dtype === 'float32'
-    ? torch.rmsNorm(x, weight.shape, weight, eps)
-    : weight.mul(torch.rmsNorm(x, weight.shape, null, eps)); // weight * (x_f32 * rsqrt(...)).to(x.dtype)
-}
-
-/** SwiGLU: down(silu(gate(h)) * up(h)); gate and up in one product when the layout fused them. */
-function mlp(layer: DenseMlp, h: Tensor): Tensor {
-  const fused = layer.gateUpProj;
-  if (fused === null || layer.gateProj.adapter !== null || layer.upProj.adapter !== null)
-    return linear(linear(h, layer.gateProj).silu().mul(linear(h, layer.upProj)), layer.downProj);
-  const gateUp = linear(h, fused);
-  const width = layer.upProj.weight.size(0);
-  return linear(
-    gateUp
-      .narrow(-1, 0, width)
-      .silu()
-      .mul(gateUp.narrow(-1, width, width)),
-    layer.downProj,
-  );
-}
-
-/** What one layer's attention reads of its pass (see CausalLM.beginPass). */
-interface AttentionPass {
-  cos: Tensor;
-  sin: Tensor;
-  mask: Tensor | null;
-  step: CacheStep | null;
-  /** Shared prompts packed with their continuations, or rows packed without pads. */
-  packing: SharedPrefixPass | PackedPass | null;
-  /** Batch-invariant forwards without a cache: each row's first real token (null: all 0). */
-  rowStarts: readonly number[] | null;
-  onePass: boolean | 'invariant';
-}
-
-/** A sparse block's expert projections (each expert's run of a decode step is a few rows: the packed kernel's case). */
-const expertProjections = (block: SparseMoeBlock): Linear[] =>
-  [...block.experts, ...(block.shared ? [block.shared.expert] : [])].flatMap((e) => [e.gateProj, e.upProj, e.downProj]);
+export { rmsNorm } from './decoder-layer.js';
 
 // ---------------------------------------------------------------------------------------------------------------
 // the model
@@ -594,7 +521,12 @@ export class CausalLM {
         if (layer === undefined) throw new RangeError(`layer ${i} out of range (${this.#layers.length} layers)`);
         const normed0 = rmsNorm(x, layer.inputLayernorm, eps, onePass);
         const h = x.add(
-          this.#attention(layer, i, normed0, { cos, sin, mask, step, packing: shared ?? packed, rowStarts, onePass }),
+          layerAttention(layer, i, normed0, {
+            ...{ cos, sin, mask, step, packing: shared ?? packed, rowStarts, onePass },
+            config: this.config,
+            decodeRotary: this.#cpuDecodeKernels(),
+            batchInvariant: this.#batchInvariant,
+          }),
         );
         const normed = rmsNorm(h, layer.postAttentionLayernorm, eps, onePass);
         if (!('router' in layer.mlp)) return h.add(mlp(layer.mlp, normed));
@@ -616,43 +548,6 @@ export class CausalLM {
   /** The LM head (the inference layout's packed copy for 1 to 64 rows, see WeightLayout). */
   #head(hidden: Tensor): Tensor {
     return linear(hidden, this.#headLinear);
-  }
-
-  #attention(layer: DecoderLayer, index: number, h: Tensor, pass: AttentionPass): Tensor {
-    const { cos, sin, mask, step, packing, rowStarts, onePass } = pass;
-    const [batch, seqLen] = h.shape as [number, number, number];
-    const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim, rmsNormEps: eps } = this.config;
-    const fused = layer.qkvProj;
-    let q: Tensor;
-    let k: Tensor;
-    let v: Tensor;
-    if (fused !== null && layer.qProj.adapter === null && layer.kProj.adapter === null && layer.vProj.adapter === null) {
-      const qkv = linear(h, fused); // [B, T, (heads + 2 kvHeads) headDim]
-      q = qkv.narrow(-1, 0, heads * headDim);
-      k = qkv.narrow(-1, heads * headDim, kvHeads * headDim);
-      v = qkv.narrow(-1, (heads + kvHeads) * headDim, kvHeads * headDim);
-    } else [q, k, v] = [linear(h, layer.qProj), linear(h, layer.kProj), linear(h, layer.vProj)];
-    q = q.view([batch, seqLen, heads, headDim]);
-    k = k.view([batch, seqLen, kvHeads, headDim]);
-    v = v.view([batch, seqLen, kvHeads, headDim]).transpose(1, 2);
-    if (layer.qNorm !== null && layer.kNorm !== null) {
-      q = rmsNorm(q, layer.qNorm, eps, onePass);
-      k = rmsNorm(k, layer.kNorm, eps, onePass);
-    }
-    // [B, heads, T, headDim], [B, kvHeads, T, headDim]; torch.decodeRotary gives applyRotary's bits in one native call
-    const rotary = this.#cpuDecodeKernels() ? torch.decodeRotary : applyRotary;
-    q = rotary(q.transpose(1, 2), cos, sin);
-    k = rotary(k.transpose(1, 2), cos, sin);
-    // prefixes attend among themselves; each continuation to its prefix's keys and values, then to its own
-    if (packing !== null && 'buckets' in packing) return linear(packedAttention(q, k, v, packing), layer.oProj);
-    if (packing !== null) return linear(sharedPrefixAttention(q, k, v, packing), layer.oProj);
-    let keys = k;
-    let values = v;
-    if (step !== null) ({ keys, values } = step.update(index, k, v));
-    const out = this.#batchInvariant
-      ? invariantAttention(q, keys, values, mask, rowStarts, () => attention(q, keys, values, mask))
-      : attention(q, keys, values, mask);
-    return linear(out.transpose(1, 2).reshape([batch, seqLen, heads * headDim]), layer.oProj);
   }
 
   /**
