@@ -123,19 +123,8 @@ Data-parallel training: run under torchrun, Slurm or Kubernetes unchanged. With 
 `;
 
 async function runCommand(command: 'run' | 'bench', args: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    options: {
-      config: { type: 'string' },
-      set: { type: 'string', multiple: true },
-      'nproc-per-node': { type: 'string' },
-      nnodes: { type: 'string' },
-      'node-rank': { type: 'string' },
-      'master-addr': { type: 'string' },
-      'master-port': { type: 'string' },
-      help: { type: 'boolean' },
-    },
-  });
+  const { RUN_FLAGS } = await import('./run-flags.js');
+  const { values } = parseArgs({ args, options: RUN_FLAGS });
   if (values.help) {
     process.stdout.write(RUN_HELP);
     return 0;
