@@ -93,6 +93,8 @@ export interface StageSettings {
           engineNum: number;
           /** explorer.rollout_model.engine_process: each engine in a process of its own (weightSync checkpoint). */
           engineProcess: boolean;
+          /** explorer.rollout_model.weight_sync_buffer_size in bytes: a folder is loaded in buckets of at most this. */
+          weightSyncBufferBytes: number;
         }
       | {
           type: 'openai';

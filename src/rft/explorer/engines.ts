@@ -47,6 +47,7 @@ async function startEngine(settings: EngineSettings, weightsDir: string, log: (l
       device: settings.explorer.device,
       slots: settings.explorer.slots,
       maxLength: settings.explorer.maxLength,
+      weightSyncBufferBytes: spec.weightSyncBufferBytes,
       ...(recordRoutedExperts ? { recordRoutedExperts } : {}),
     };
     if (spec.engineProcess) {

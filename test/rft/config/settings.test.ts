@@ -70,6 +70,7 @@ buffer:
       weightSync: 'checkpoint',
       engineNum: 1,
       engineProcess: false,
+      weightSyncBufferBytes: 1024 * 1024 * 1024,
     });
 
     assert.equal(rl.stage_name, 'rft');
@@ -144,6 +145,7 @@ describe('refused settings name the key, say it is not supported here, and what 
       weightSync: 'memory',
       engineNum: 2,
       engineProcess: false,
+      weightSyncBufferBytes: 1024 * 1024 * 1024,
     });
     // what is still refused names the key, the value and what to use
     assert.deepEqual(
