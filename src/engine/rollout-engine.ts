@@ -64,7 +64,7 @@ import {
 import { runSampledStep, type StepForward } from './sampled-step.js';
 import { prepareSampling } from './sampling.js';
 import { checkScoreRequest, scoreTokens } from './score.js';
-import { syncModelWeights, syncModelWeightsFromDir, syncModelWeightsFromDirStreamed } from './weight-sync.js';
+import { syncModelWeights, syncModelWeightsFromDir } from './weight-sync.js';
 import { DecodeSteps, type DecodeStepStats } from './decode-steps.js';
 import {
   type GenerateRequest,
@@ -112,8 +112,6 @@ export class RolloutEngine {
   readonly eosTokenIds: readonly number[];
   readonly requestTimeoutMs: number;
   readonly #ownsModel: boolean;
-  /** Folder syncs stream buckets of at most this many bytes (null: the whole folder at once). */
-  readonly #weightSyncBufferBytes: number | null;
   readonly #cache: KVCache;
   /** Captured decode steps (null: captureDecode off). */
   readonly #decodeSteps: DecodeSteps | null;
@@ -145,8 +143,6 @@ export class RolloutEngine {
     this.requestTimeoutMs = timeout;
     this.eosTokenIds = [...(options.eosTokenIds ?? this.tokenizer?.eosTokenIds ?? configEosIds(model))];
     this.#ownsModel = options.ownsModel ?? false;
-    this.#weightSyncBufferBytes =
-      options.weightSyncBufferBytes === undefined ? null : positiveOption('weightSyncBufferBytes', options.weightSyncBufferBytes);
     // a mixture of experts' decode step reads its routing back to size each expert's rows (../model/moe.ts): no step
     // of it can be captured or replayed as a CUDA graph, so it runs eagerly (capture would only fail each new shape)
     const isMoe = model.config.moe !== null;
@@ -297,13 +293,9 @@ export class RolloutEngine {
   }
 
   /** As syncWeights, from a Hugging Face folder (a checkpoint): a folder that fails a check changes nothing. */
-  syncWeightsFromDir(dir: string): number {
+  syncWeightsFromDir(dir: string, streamBufferBytes?: number): number {
     this.#checkOpen('syncWeightsFromDir');
-    const bufferBytes = this.#weightSyncBufferBytes;
-    const copied =
-      bufferBytes === null
-        ? syncModelWeightsFromDir(this.model, dir)
-        : syncModelWeightsFromDirStreamed(this.model, dir, bufferBytes).copied;
+    const copied = syncModelWeightsFromDir(this.model, dir, streamBufferBytes);
     this.model.refreshPackedWeights();
     return copied;
   }

@@ -157,10 +157,4 @@ export interface RolloutEngineOptions {
    * for a dense model.
    */
   recordRoutedExperts?: boolean;
-  /**
-   * syncWeightsFromDir reads at most this many bytes of the folder's weights at a time, each bucket copied in and
-   * freed (./weight-sync.ts syncModelWeightsFromDirStreamed; Trinity's weight_sync_buffer_size). Default: the whole
-   * folder at once.
-   */
-  weightSyncBufferBytes?: number;
 }

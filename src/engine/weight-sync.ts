@@ -49,9 +49,11 @@ export function syncModelWeights(model: CausalLM, weights: ReadonlyMap<string, t
 /**
  * Reads the weights of a Hugging Face folder (model.safetensors or a sharded index), checks them against `model`,
  * then copies them into it; returns the number of tensors copied. A folder that fails a check or cannot be read
- * leaves the model unchanged; the error names the file and the tensor.
+ * leaves the model unchanged; the error names the file and the tensor. With `streamBufferBytes`, streamed in buckets
+ * of at most that many bytes (syncModelWeightsFromDirStreamed).
  */
-export function syncModelWeightsFromDir(model: CausalLM, dir: string): number {
+export function syncModelWeightsFromDir(model: CausalLM, dir: string, streamBufferBytes?: number): number {
+  if (streamBufferBytes !== undefined) return syncModelWeightsFromDirStreamed(model, dir, streamBufferBytes).copied;
   const { weights, fileOf } = readModelWeights(dir, model.config, { dtype: model.dtype });
   try {
     checkWeights(model.config, weights, fileOf);
@@ -109,6 +111,8 @@ export function syncModelWeightsFromDirStreamed(
   dir: string,
   bufferBytes: number,
 ): { copied: number; largestBucketBytes: number } {
+  if (!Number.isInteger(bufferBytes) || bufferBytes <= 0)
+    throw new RangeError(`syncWeightsFromDir: the bucket size must be a positive integer of bytes, got ${bufferBytes}`);
   const read = readWeightHeaders(dir);
   const expected = expectedWeights(model.config);
   if (read === null || (read.headers.has('lm_head.weight') && !expected.has('lm_head.weight'))) {

@@ -7,7 +7,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { RolloutEngine } from '../../src/engine/index.js';
+import { RolloutEngine, WorkerRolloutEngine } from '../../src/engine/index.js';
 import { planWeightBuckets, syncModelWeightsFromDir, syncModelWeightsFromDirStreamed } from '../../src/engine/weight-sync.js';
 import { CausalLM } from '../../src/model/index.js';
 import { initModel } from '../../src/model/init.js';
@@ -90,16 +90,23 @@ test('a streamed sync refuses what the headers show before writing any tensor', 
   assertSameParameters(model, before);
 });
 
-test('RolloutEngine with weightSyncBufferBytes loads a folder streamed', async () => {
-  const engine = RolloutEngine.load(baseDir, { slots: 1, weightSyncBufferBytes: 1024 });
+test('RolloutEngine.syncWeightsFromDir streams with a bucket size; a worker engine takes it as weightSyncBufferBytes', async () => {
+  const engine = RolloutEngine.load(baseDir, { slots: 1 });
   try {
-    assert.equal(engine.syncWeightsFromDir(trainedDir), trainedSource.parameters().size);
+    assert.equal(engine.syncWeightsFromDir(trainedDir, 1024), trainedSource.parameters().size);
     assertSameParameters(engine.model, trainedSource);
+    assert.throws(() => engine.syncWeightsFromDir(trainedDir, 0), /bucket size must be a positive integer/);
   } finally {
     await engine.close();
   }
-  assert.throws(
-    () => RolloutEngine.load(baseDir, { weightSyncBufferBytes: 0 }),
-    /weightSyncBufferBytes must be a positive integer/,
+  const worker = await WorkerRolloutEngine.start(baseDir, { slots: 1, weightSyncBufferBytes: 1024 });
+  try {
+    assert.equal(await worker.syncWeightsFromDir(trainedDir), trainedSource.parameters().size);
+  } finally {
+    await worker.close();
+  }
+  await assert.rejects(
+    WorkerRolloutEngine.start(baseDir, { slots: 1, weightSyncBufferBytes: 0 }),
+    /weightSyncBufferBytes must be a positive integer, got 0/,
   );
 });
