@@ -124,16 +124,15 @@ export class WeightPublication {
     return true;
   }
 
-  /** Publishes after train step `step` when the sync style says so; true when it synced. */
-  async afterStep(settings: Pick<StageSettings, 'sync'>, step: number, totalSteps: number): Promise<boolean> {
+  /** Publishes after train step `step` when the sync style says so (takeSyncMetrics tells whether it did). */
+  async afterStep(settings: Pick<StageSettings, 'sync'>, step: number, totalSteps: number): Promise<void> {
     if (settings.sync.style === 'explorer_driven') {
-      if (!(await this.answerPending(step)) && step !== totalSteps) return false;
+      if (!(await this.answerPending(step)) && step !== totalSteps) return;
       if (this.lastPublished < step) await this.publish(step);
-      return true;
+      return;
     }
-    if (step % settings.sync.interval !== 0 && step !== totalSteps) return false;
+    if (step % settings.sync.interval !== 0 && step !== totalSteps) return;
     await this.publish(step);
-    return true;
   }
 }
 
