@@ -99,9 +99,16 @@ trinity bench --config FILE [--set key=value]...
                          this command with the torchrun environment below, a free MASTER_PORT unless set, their
                          output prefixed "[rankR]: "; if one fails the others stop (their collectives fail, within
                          trainer.distributed_timeout, then SIGTERM); exits with the first failure's code
+  --nnodes N             run: the ranks span N machines, each running this command with --nproc-per-node M
+                         (default 1) and its own --node-rank; rank = node rank * M + local rank
+  --node-rank K          this machine's index, 0..N-1 (required with --nnodes > 1)
+  --master-addr A        node 0's address, where rank 0 serves the rendezvous (required with --nnodes > 1)
+  --master-port P        its port (default MASTER_PORT, else a free port on one node, 29500 on several)
 
 Data-parallel training: run under torchrun, Slurm or Kubernetes unchanged. With RANK, WORLD_SIZE (> 1), LOCAL_RANK,
   MASTER_ADDR and MASTER_PORT set (LOCAL_WORLD_SIZE: ranks sharing this machine's cores), this process is one rank.
+  Under srun (no torchrun variables), Slurm's stand for them: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, the tasks
+  per node, and MASTER_ADDR defaulting to the first host of SLURM_JOB_NODELIST (MASTER_PORT to 29500).
   Rank 0 runs the stages as one process would (explorer, buffer, checkpoints, metrics, weights to the explorer) and
   sends each train step's batch to the other ranks; every rank trains its share and all apply the same update.
   Ranks > 0 follow rank 0 through the stages and write nothing; stages without a trainer (explore, bench, serve)
@@ -111,33 +118,32 @@ Data-parallel training: run under torchrun, Slurm or Kubernetes unchanged. With 
   resume from the latest checkpoint. Example:
     torchrun --nproc-per-node 2 --no-python trinity run --config run.yaml
     trinity run --config run.yaml --nproc-per-node 2      # the same, without torchrun
+    trinity run --config run.yaml --nnodes 2 --node-rank 0 --master-addr node0 --nproc-per-node 2   # on node0
+    trinity run --config run.yaml --nnodes 2 --node-rank 1 --master-addr node0 --nproc-per-node 2   # on node1
 `;
 
 async function runCommand(command: 'run' | 'bench', args: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    options: {
-      config: { type: 'string' },
-      set: { type: 'string', multiple: true },
-      'nproc-per-node': { type: 'string' },
-      help: { type: 'boolean' },
-    },
-  });
+  const { RUN_FLAGS } = await import('./run-flags.js');
+  const { values } = parseArgs({ args, options: RUN_FLAGS });
   if (values.help) {
     process.stdout.write(RUN_HELP);
     return 0;
   }
   if (!values.config) throw new Error(`${command}: --config FILE is required (see --help)`);
-  const nproc = values['nproc-per-node'] === undefined ? 1 : Number(values['nproc-per-node']);
-  if (values['nproc-per-node'] !== undefined) {
-    if (command === 'bench') throw new Error('bench: --nproc-per-node is for training (trinity run); bench has no trainer');
-    if (!Number.isInteger(nproc) || nproc < 1 || nproc > 1024)
-      throw new Error(`run: --nproc-per-node must be an integer in [1, 1024], got '${values['nproc-per-node']}'`);
-    if (nproc > 1 && Number(process.env.WORLD_SIZE ?? 1) > 1)
-      throw new Error(
-        `run: --nproc-per-node starts the ranks itself, but this process is already one (WORLD_SIZE=${process.env.WORLD_SIZE})`,
-      );
-  }
+  const launchFlags = {
+    'nproc-per-node': values['nproc-per-node'],
+    nnodes: values.nnodes,
+    'node-rank': values['node-rank'],
+    'master-addr': values['master-addr'],
+    'master-port': values['master-port'],
+  };
+  const { launchPlanFromFlags } = await import('./launch.js');
+  const launchGiven = Object.entries(launchFlags).filter(([, value]) => value !== undefined);
+  if (command === 'bench' && launchGiven.length > 0)
+    throw new Error(
+      `bench: ${launchGiven.map(([name]) => `--${name}`).join(', ')} ${launchGiven.length === 1 ? 'is' : 'are'} for training (trinity run); bench has no trainer`,
+    );
+  const launchPlan = launchPlanFromFlags(launchFlags);
   const { ConfigError, loadConfig } = await import('../rft/run/config/index.js');
   const { resolveAlgorithm } = await import('../rft/algorithm/presets.js');
   const overrides = [...(values.set ?? []), ...(command === 'bench' ? ['mode=bench'] : [])];
@@ -157,13 +163,13 @@ async function runCommand(command: 'run' | 'bench', args: string[]): Promise<num
     }
     throw error;
   }
-  if (nproc > 1) {
+  if (launchPlan !== null) {
     const { launchRanks } = await import('./launch.js');
     const rankArgs = ['run', '--config', values.config, ...(values.set ?? []).flatMap((o) => ['--set', o])];
     // a rank still running this long after another failed has missed the failure: the longest collective timeout
     const timeouts = resolveStages(config).map((stage) => stage.trainer.distributed_timeout);
     return launchRanks({
-      nproc,
+      ...launchPlan,
       command: [process.execPath, ...process.execArgv, process.argv[1] as string, ...rankArgs],
       graceMs: Math.max(...timeouts) * 1000 + 5_000,
     });

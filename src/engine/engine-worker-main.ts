@@ -5,6 +5,8 @@ import { GenerationError, type ScoreOptions, type TokenEvent } from './types.js'
 import type { EngineShape, WorkerEngineOptions, WorkerGenerateRequest, WorkerReply } from './worker-engine.js';
 
 let engine: RolloutEngine | null = null;
+/** WorkerEngineOptions.weightSyncBufferBytes: folder syncs stream buckets of this size (undefined: whole). */
+let streamBufferBytes: number | undefined;
 const inFlight = new Map<number, AbortController>();
 
 function running(): RolloutEngine {
@@ -14,7 +16,11 @@ function running(): RolloutEngine {
 
 torch.serveTensorWorker({
   load(dir: string, options: Omit<WorkerEngineOptions, 'numThreads' | 'startTimeoutMs'>): EngineShape {
-    engine = RolloutEngine.load(dir, options);
+    const { weightSyncBufferBytes, ...engineOptions } = options;
+    if (weightSyncBufferBytes !== undefined && !(Number.isInteger(weightSyncBufferBytes) && weightSyncBufferBytes > 0))
+      throw new RangeError(`weightSyncBufferBytes must be a positive integer, got ${weightSyncBufferBytes}`);
+    streamBufferBytes = weightSyncBufferBytes;
+    engine = RolloutEngine.load(dir, engineOptions);
     return { slots: engine.slots, maxLength: engine.maxLength, vocabSize: engine.vocabSize };
   },
   async generate(id: number, { streamEvent, ...request }: WorkerGenerateRequest): Promise<WorkerReply<unknown>> {
@@ -55,7 +61,7 @@ torch.serveTensorWorker({
   },
   /** Loads the weights of a Hugging Face folder (sync_method checkpoint, a reload) into the engine's model. */
   syncWeightsFromDir(dir: string) {
-    return running().syncWeightsFromDir(dir);
+    return running().syncWeightsFromDir(dir, streamBufferBytes);
   },
   stats() {
     return running().stats;

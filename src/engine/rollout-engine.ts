@@ -272,9 +272,9 @@ export class RolloutEngine {
   }
 
   /** As syncWeights, from a Hugging Face folder (a checkpoint): a folder that fails a check changes nothing. */
-  syncWeightsFromDir(dir: string): number {
+  syncWeightsFromDir(dir: string, streamBufferBytes?: number): number {
     this.#checkOpen('syncWeightsFromDir');
-    const copied = syncModelWeightsFromDir(this.model, dir);
+    const copied = syncModelWeightsFromDir(this.model, dir, streamBufferBytes);
     this.model.refreshPackedWeights();
     this.#cache.invalidatePrefixCache();
     return copied;

@@ -31,6 +31,12 @@ export interface WorkerEngineOptions
   numThreads?: number;
   /** How long loading the model may take (default 10 minutes). */
   startTimeoutMs?: number;
+  /**
+   * syncWeightsFromDir reads at most this many bytes of the folder's weights at a time, each bucket copied in and
+   * freed (./weight-sync.ts syncModelWeightsFromDirStreamed; Trinity's weight_sync_buffer_size). Default: the whole
+   * folder at once.
+   */
+  weightSyncBufferBytes?: number;
 }
 
 /** What the worker's `load` answers: the engine's cache shape and vocabulary. */

@@ -161,15 +161,25 @@ export function checkWeightHeaders(config: ModelConfig, dir: string): void {
   if (unexpected.length > 0 && !tiedHead) throw unexpectedTensors(config, unexpected, fileOf);
 }
 
-/** Tensor name → shape from the headers of a folder's model.safetensors or shards, with the file of each. */
-function headerShapes(dir: string): { shapes: Map<string, readonly number[]>; fileOf: (tensor: string | null) => string } | null {
-  const shapes = new Map<string, readonly number[]>();
+/** A weight as a folder's safetensors headers describe it: dtype, shape, where its bytes are, and its file. */
+export interface WeightHeader extends torch.SafetensorsEntry {
+  file: string;
+}
+
+/**
+ * Tensor name → header entry from a folder's model.safetensors or shards (weights read without reading their data),
+ * and the file to name for a tensor in errors; null when the headers do not describe the folder plainly.
+ */
+export function readWeightHeaders(
+  dir: string,
+): { headers: Map<string, WeightHeader>; fileOf: (tensor: string | null) => string } | null {
+  const headers = new Map<string, WeightHeader>();
   const indexFile = join(dir, 'model.safetensors.index.json');
   if (!existsSync(indexFile)) {
     const single = join(dir, 'model.safetensors');
     if (!existsSync(single)) return null;
-    for (const [name, entry] of torch.readSafetensorsHeader(single).entries) shapes.set(name, entry.shape);
-    return { shapes, fileOf: () => single };
+    for (const [name, entry] of torch.readSafetensorsHeader(single).entries) headers.set(name, { ...entry, file: single });
+    return { headers, fileOf: () => single };
   }
   let weightMap: unknown;
   try {
@@ -183,14 +193,22 @@ function headerShapes(dir: string): { shapes: Map<string, readonly number[]>; fi
     if (typeof shard !== 'string' || shard.includes('/') || shard.includes('\\')) return null;
     const file = join(dir, shard);
     if (!existsSync(file)) return null;
-    for (const [name, entry] of torch.readSafetensorsHeader(file).entries) if (map[name] === shard) shapes.set(name, entry.shape);
+    for (const [name, entry] of torch.readSafetensorsHeader(file).entries)
+      if (map[name] === shard) headers.set(name, { ...entry, file });
   }
   // a listed tensor its shard lacks: the load's own message says so
-  if (Object.keys(map).some((name) => !shapes.has(name))) return null;
+  if (Object.keys(map).some((name) => !headers.has(name))) return null;
   return {
-    shapes,
+    headers,
     fileOf: (tensor) => (tensor !== null && typeof map[tensor] === 'string' ? join(dir, map[tensor]) : indexFile),
   };
+}
+
+/** Tensor name → shape from the headers of a folder's model.safetensors or shards, with the file of each. */
+function headerShapes(dir: string): { shapes: Map<string, readonly number[]>; fileOf: (tensor: string | null) => string } | null {
+  const read = readWeightHeaders(dir);
+  if (read === null) return null;
+  return { shapes: new Map([...read.headers].map(([name, h]) => [name, h.shape])), fileOf: read.fileOf };
 }
 
 const sameShape = (actual: readonly number[], expected: readonly number[]): boolean =>

@@ -95,6 +95,8 @@ export interface StageSettings {
           engineProcess: boolean;
           /** explorer.rollout_model.enable_prefix_caching: a paged KV cache with a prefix cache (src/engine). */
           prefixCaching: boolean;
+          /** explorer.rollout_model.weight_sync_buffer_size in bytes: a folder is loaded in buckets of at most this. */
+          weightSyncBufferBytes: number;
         }
       | {
           type: 'openai';

@@ -1,6 +1,10 @@
 // The distributed layer's vocabulary (distributed.ts is its entry): backends, reduce ops, the options every
 // collective takes and their defaults, the DistributedError a failed collective raises, the torchrun environment
-// read and checked, and the argument checks every entry point (store, process group, gradient buckets) applies.
+// read and checked, the network interface Gloo listens on, and the argument checks every entry point (store, process
+// group, gradient buckets) applies.
+import { lookup } from 'node:dns/promises';
+import { isIPv4 } from 'node:net';
+import { type NetworkInterfaceInfo, networkInterfaces } from 'node:os';
 
 export type DistributedBackend = 'gloo' | 'nccl';
 export type DistributedReduceOp = 'sum' | 'avg' | 'max' | 'min' | 'product';
@@ -108,4 +112,39 @@ export function checkOp(collective: string, op: DistributedReduceOp | undefined)
   if (!REDUCE_OPS.includes(value))
     throw new TypeError(`${collective}: op must be one of ${REDUCE_OPS.join(', ')}, got ${JSON.stringify(value)}`);
   return value;
+}
+
+/** An IPv4 address as a 32-bit unsigned number. */
+const ipv4Number = (address: string): number => address.split('.').reduce((n, part) => ((n << 8) | Number(part)) >>> 0, 0);
+
+/**
+ * The network interface Gloo should listen on to be reached from the master's side: the one whose IPv4 subnet holds
+ * `masterHost` (resolved when it is a name), i.e. (address & netmask) = (master & netmask). Gloo's default device
+ * listens on the address the host name resolves to, which on many machines (and in a network namespace) is a
+ * loopback address: the other machines' ranks would be told to connect to 127.x. Null (keep Gloo's default) when the
+ * master is on loopback, does not resolve, or no interface's subnet holds it (a routed network: set
+ * GLOO_SOCKET_IFNAME).
+ */
+export async function interfaceToward(
+  masterHost: string,
+  interfaces: NodeJS.Dict<NetworkInterfaceInfo[]> = networkInterfaces(),
+): Promise<string | null> {
+  let address = masterHost;
+  if (!isIPv4(address)) {
+    try {
+      address = (await lookup(masterHost, { family: 4 })).address;
+    } catch {
+      return null;
+    }
+  }
+  if (address.startsWith('127.')) return null;
+  const master = ipv4Number(address);
+  for (const [name, infos] of Object.entries(interfaces)) {
+    for (const info of infos ?? []) {
+      if (info.family !== 'IPv4' || info.internal) continue;
+      const mask = ipv4Number(info.netmask);
+      if ((ipv4Number(info.address) & mask) >>> 0 === (master & mask) >>> 0) return name;
+    }
+  }
+  return null;
 }

@@ -22,11 +22,14 @@ export interface StoreOptions {
  */
 export class Store {
   #id: number | null;
+  /** The master's address the store was created with. */
+  readonly host: string;
   readonly port: number;
   readonly timeoutMs: number;
 
-  private constructor(id: number, port: number, timeoutMs: number) {
+  private constructor(id: number, host: string, port: number, timeoutMs: number) {
     this.#id = id;
+    this.host = host;
     this.port = port;
     this.timeoutMs = timeoutMs;
   }
@@ -42,7 +45,7 @@ export class Store {
     const timeoutMs = checkTimeout(where, options.timeoutMs ?? DEFAULT_DISTRIBUTED_TIMEOUT_MS);
     try {
       const { id, port: bound } = await native.distStoreCreate(options.host, port, worldSize, options.isMaster, timeoutMs);
-      return new Store(id, bound, timeoutMs);
+      return new Store(id, options.host, bound, timeoutMs);
     } catch (error) {
       throw new Error(
         `${where}: ${options.isMaster ? 'serving' : 'connecting to'} the store at ${options.host}:${port} failed: ${messageOf(error)}`,

@@ -30,10 +30,12 @@ import {
   type DistributedBackend,
   DistributedError,
   type ReduceCollectiveOptions,
+  interfaceToward,
   messageOf,
   readTorchrunEnv,
 } from './distributed-options.js';
 import { type OverlapOptions, OverlappedGradients, planBuckets } from './distributed-gradients.js';
+import { exchangePeers, namePeers, type PeerInfo } from './distributed-peers.js';
 import { Store } from './distributed-store.js';
 import { type Handle, native } from './native.js';
 import { fromHandle, type Tensor } from './tensor.js';
@@ -47,6 +49,7 @@ export {
   DistributedError,
   type DistributedReduceOp,
   type ReduceCollectiveOptions,
+  interfaceToward,
   readTorchrunEnv,
   type TorchrunEnv,
 } from './distributed-options.js';
@@ -78,7 +81,10 @@ export interface InitProcessGroupOptions {
   backend?: DistributedBackend;
   /** Rendezvous timeout, and the default timeout of every collective on the group. */
   timeoutMs?: number;
-  /** Gloo: network interfaces to use; default GLOO_SOCKET_IFNAME (comma-separated), else the host name's interface. */
+  /**
+   * Gloo: network interfaces to use; default GLOO_SOCKET_IFNAME (comma-separated), else the interface whose subnet
+   * holds the master's address (interfaceToward), else the host name's interface.
+   */
   socketInterfaces?: readonly string[];
   /**
    * Before each collective, check that every rank arrived and calls the same collective with the same shapes and
@@ -115,7 +121,7 @@ export async function initProcessGroup(options: InitProcessGroupOptions = {}): P
     );
   const timeoutMs = checkTimeout(where, options.timeoutMs ?? DEFAULT_DISTRIBUTED_TIMEOUT_MS);
   const env = options.env ?? process.env;
-  const interfaces = options.socketInterfaces ?? splitList(env.GLOO_SOCKET_IFNAME);
+  let interfaces = options.socketInterfaces ?? splitList(env.GLOO_SOCKET_IFNAME);
   const checkCollectives = options.checkCollectives ?? env.TORCH_DISTRIBUTED_DEBUG?.toUpperCase() === 'DETAIL';
 
   let store = options.store;
@@ -127,9 +133,14 @@ export async function initProcessGroup(options: InitProcessGroupOptions = {}): P
     checkInteger(`${where}: masterPort`, masterPort, 1, 65535);
     store = await Store.create({ host: masterAddr, port: masterPort, worldSize, isMaster: rank === 0, timeoutMs });
   }
+  if (interfaces.length === 0 && backend === 'gloo') {
+    const toward = await interfaceToward(store.host);
+    if (toward !== null) interfaces = [toward];
+  }
   try {
+    const peers = await exchangePeers(store, { rank, worldSize, timeoutMs, interfaces, env });
     const id = await native.distGroupCreate(store.id, rank, worldSize, backend, timeoutMs, [...interfaces], checkCollectives);
-    return new ProcessGroup(id, { rank, worldSize, localRank, backend, timeoutMs, store, ownsStore });
+    return new ProcessGroup(id, { rank, worldSize, localRank, backend, timeoutMs, store, ownsStore, peers });
   } catch (error) {
     if (ownsStore) await store.close();
     throw new DistributedError(
@@ -158,6 +169,7 @@ interface GroupInfo {
   timeoutMs: number;
   store: Store;
   ownsStore: boolean;
+  peers?: readonly PeerInfo[];
 }
 
 /** A process group: collectives between its ranks. Create it with initProcessGroup; `destroy()` it when done. */
@@ -173,6 +185,8 @@ export class ProcessGroup {
   #id: number | null;
   #ownsStore: boolean;
   #failure: DistributedError | null = null;
+  /** Where every rank runs (./distributed-peers.ts): a failure's message names the machine of a peer it lost. */
+  readonly #peers: readonly PeerInfo[];
 
   /** Internal: use initProcessGroup. */
   constructor(id: number, info: GroupInfo) {
@@ -184,6 +198,7 @@ export class ProcessGroup {
     this.timeoutMs = info.timeoutMs;
     this.store = info.store;
     this.#ownsStore = info.ownsStore;
+    this.#peers = info.peers ?? [];
   }
 
   /** The failure that made this group unusable, if one did. */
@@ -325,7 +340,7 @@ export class ProcessGroup {
       const failure = new DistributedError(
         `${collective} on rank ${this.rank} of ${this.worldSize} (${this.backend}) ${
           timedOut ? `timed out after ${timeoutMs} ms waiting for the other ranks` : 'failed'
-        }: ${message}`,
+        }: ${message}${namePeers(message, this.#peers, this.rank)}`,
         collective,
         this.rank,
         this.worldSize,

@@ -10,7 +10,7 @@
 // that holds a pipe from this process; when that pipe closes (stop(), a normal exit, or a SIGKILL of the test
 // process) the watchdog stops the server and deletes the folder.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -85,8 +85,19 @@ function traversableTmpdir(): string {
   }
 }
 
+/**
+ * Where the server listens: by default 127.0.0.1 in this process's network namespace. A test that builds network
+ * namespaces (test/rft/run/multinode-netns.test.ts) runs it inside one (`ip netns exec`), on an address there: then
+ * only processes that reach that address can connect (createDatabase from this process cannot).
+ */
+export interface PostgresPlacement {
+  netns?: string;
+  host?: string;
+}
+
 /** Starts a server (about 2 s: initdb, then pg_ctl start). Call stop() in the test file's after(). */
-export async function startPostgres(): Promise<PostgresServer> {
+export async function startPostgres(placement: PostgresPlacement = {}): Promise<PostgresServer> {
+  const host = placement.host ?? '127.0.0.1';
   const bin = postgresBinDir();
   if (bin === null)
     throw new Error(
@@ -121,12 +132,14 @@ export async function startPostgres(): Promise<PostgresServer> {
     rmSync(dir, { recursive: true, force: true });
     throw new Error(`initdb failed: ${(error as { stderr?: Buffer }).stderr?.toString() ?? String(error)}`);
   }
+  // initdb's pg_hba.conf admits loopback clients only; a server on another address admits its subnet's
+  if (host !== '127.0.0.1') appendFileSync(join(data, 'pg_hba.conf'), 'host all all samenet scram-sha-256\n');
   const port = await freePort();
   const logFile = join(dir, 'server.log');
   const options = [
     `-p ${port}`,
     `-k ${dir}`,
-    "-c listen_addresses='127.0.0.1'",
+    `-c listen_addresses='${host}'`,
     '-c fsync=off',
     '-c synchronous_commit=off',
     '-c full_page_writes=off',
@@ -143,7 +156,11 @@ export async function startPostgres(): Promise<PostgresServer> {
     `"${pgCtl}" -D "${data}" -m immediate -w stop >/dev/null 2>&1`,
     `rm -rf "${dir}"`,
   ].join('\n');
-  const [shell, shellArgs] = asServer('sh', ['-c', script]);
+  const [serverShell, serverArgs] = asServer('sh', ['-c', script]);
+  const [shell, shellArgs] =
+    placement.netns === undefined
+      ? [serverShell, serverArgs]
+      : ['ip', ['netns', 'exec', placement.netns, serverShell, ...serverArgs]];
   const watchdog: ChildProcess = spawn(shell, shellArgs, { detached: true, stdio: ['pipe', 'pipe', 'inherit'] });
   const exited = new Promise<void>((resolve) => watchdog.once('exit', () => resolve()));
   const readLog = () => {
@@ -171,10 +188,10 @@ export async function startPostgres(): Promise<PostgresServer> {
       if (!settled) reject(new Error(`the PostgreSQL watchdog exited before the server was ready:\n${readLog()}`));
     });
   });
-  const url = (database = 'postgres') => `postgresql://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
+  const url = (database = 'postgres') => `postgresql://${USER}:${PASSWORD}@${host}:${port}/${database}`;
   let stopped = false;
   return {
-    host: '127.0.0.1',
+    host,
     port,
     user: USER,
     password: PASSWORD,

@@ -21,10 +21,18 @@ import {
 import type { StageMode, StageSettings } from '../settings.js';
 import { DEFAULT_WORKFLOW_MAX_HEAP_MB } from '../workflow/isolation/pool.js';
 
+/** explorer.rollout_model.weight_sync_buffer_size's default, in MB (Trinity's InferenceModelConfig). */
+export const DEFAULT_WEIGHT_SYNC_BUFFER_MB = 1024;
+
 export const RolloutModelSchema = z.strictObject({
   engine_type: z.enum(ENGINE_TYPES).default('embedded'), // Trinity vllm; openai: an external OpenAI-compatible server
   engine_num: intIn(1, 64).default(1), // [1, 64] embedded: engines, each on its own thread (or process) with a share of the cores; openai: 1 or the number of base_urls
   engine_process: bool().default(false), // embedded only: each engine in its own process (weights by checkpoint reload)
+  // embedded only: [1, 1048576] MB of a weights folder an engine reads at a time when it loads one (checkpoint sync),
+  // each bucket copied in and freed (Trinity's, for its NCCL buckets); null: Trinity's 1024
+  weight_sync_buffer_size: intIn(1, 1024 * 1024)
+    .nullable()
+    .default(null),
   slots: intIn(1, MAX_SLOTS).default(8), // [1, 4096] sequences decoded at once per engine (KV-cache slots)
   // embedded only: a paged KV cache whose full blocks are kept and reused by prompts with the same prefix (vLLM's key)
   enable_prefix_caching: bool().default(false),
@@ -105,6 +113,11 @@ export function checkRolloutModel(rollout: RolloutModelConfig, mode: StageMode, 
         'explorer.rollout_model.enable_prefix_caching',
         "switches the embedded engine's prefix cache; an external server sets its own: remove it",
       );
+    if (rollout.weight_sync_buffer_size !== null)
+      problem(
+        'explorer.rollout_model.weight_sync_buffer_size',
+        'sizes how an embedded engine loads a weights folder; an external server (engine_type openai) loads it itself: remove it',
+      );
   } else if (mode === 'serve' && rollout.engine_process) {
     problem('explorer.rollout_model.engine_process', 'mode serve runs its engines on threads of its own process: remove it');
   } else {
@@ -160,6 +173,7 @@ export function explorerSettings(explorer: ExplorerConfig, context: ExplorerSett
             engineNum: rollout.engine_num,
             engineProcess: rollout.engine_process,
             prefixCaching: rollout.enable_prefix_caching,
+            weightSyncBufferBytes: (rollout.weight_sync_buffer_size ?? DEFAULT_WEIGHT_SYNC_BUFFER_MB) * 1024 * 1024,
           },
   };
 }

@@ -1,6 +1,7 @@
-// Data-parallel training under the torchrun environment. A launcher (torchrun, Slurm, Kubernetes, or `trinity run
-// --nproc-per-node N`) starts the same `trinity run --config F` once per rank with RANK, WORLD_SIZE, LOCAL_RANK,
-// MASTER_ADDR and MASTER_PORT set; WORLD_SIZE > 1 makes the process one rank of a data-parallel trainer:
+// Data-parallel training under the torchrun environment. A launcher (torchrun, Kubernetes, or `trinity run
+// --nproc-per-node N [--nnodes N --node-rank K --master-addr A]`) starts the same `trinity run --config F` once per
+// rank with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT set (srun: Slurm's variables stand for them,
+// ./slurm.ts); WORLD_SIZE > 1 makes the process one rank of a data-parallel trainer:
 //
 //   rank 0     the stage as one process runs it (explorer, buffer, trainer loop, checkpoints, metrics, weights);
 //              its trainer sends each step's batch to the other ranks, and all of them step together
@@ -8,12 +9,14 @@
 //              the stage; nothing explored, logged or saved
 import { readTorchrunEnv } from '../../torch/index.js';
 import type { DistributedSettings, StageSettings } from '../settings.js';
+import { torchrunEnvFromSlurm } from './slurm.js';
 
 /**
  * The data-parallel launch the torchrun variables describe; null when WORLD_SIZE is unset or 1 (one process). A set
  * variable with a bad value, or WORLD_SIZE > 1 without RANK or MASTER_PORT, is an error naming the variable.
  */
-export function distributedLaunchFromEnv(env: NodeJS.ProcessEnv = process.env): DistributedSettings | null {
+export function distributedLaunchFromEnv(processEnv: NodeJS.ProcessEnv = process.env): DistributedSettings | null {
+  const env = torchrunEnvFromSlurm(processEnv);
   const vars = readTorchrunEnv(env);
   if (vars.worldSize === undefined || vars.worldSize === 1) {
     if (vars.rank !== undefined && vars.rank !== 0)

@@ -9,6 +9,7 @@ import { appendAdvantages, type MonitorGroup, type ProgressReporter } from '../m
 import type { TrainerClient } from './trainer.js';
 import type { StageSettings } from '../settings.js';
 import type { WeightPublisher } from '../sync/weight-channel.js';
+import { measureResidentPeak } from '../../util/index.js';
 import { EmptyStepGuard, trainableExperiences, untrainableWhy } from './empty-steps.js';
 
 /** What the trainer loop reads of the stage's settings. */
@@ -78,10 +79,18 @@ export function stalenessMetrics(experiences: readonly Experience[], step: numbe
   };
 }
 
-/** The trainer's side of the weight channel with what it published last. */
+/**
+ * The trainer's side of the weight channel with what it published last, and what its syncs cost, whatever the channel
+ * (in memory, a folder the engine loads, a folder for explorer processes):
+ *   sync/seconds     wall time of publishing (for an engine in this process, its load included)
+ *   sync/peak_bytes  the most resident memory the process gained meanwhile (../../util/resident-peak.ts)
+ */
 export class WeightPublication {
   readonly channel: WeightPublisher;
   lastPublished: number;
+  #syncSeconds = 0;
+  #syncPeakBytes: number | null = null;
+  #synced = false;
 
   constructor(channel: WeightPublisher, lastPublished: number) {
     this.channel = channel;
@@ -89,8 +98,22 @@ export class WeightPublication {
   }
 
   async publish(version: number): Promise<void> {
-    await this.channel.publish(version);
+    const { seconds, peakBytes } = await measureResidentPeak(() => this.channel.publish(version));
     this.lastPublished = version;
+    this.#synced = true;
+    this.#syncSeconds += seconds;
+    if (peakBytes !== null) this.#syncPeakBytes = Math.max(this.#syncPeakBytes ?? 0, peakBytes);
+  }
+
+  /** The syncs' metrics since the last call (seconds summed, the largest peak); {} when nothing was published. */
+  takeSyncMetrics(): Record<string, number> {
+    if (!this.#synced) return {};
+    const metrics: Record<string, number> = { 'sync/seconds': this.#syncSeconds };
+    if (this.#syncPeakBytes !== null) metrics['sync/peak_bytes'] = this.#syncPeakBytes;
+    this.#synced = false;
+    this.#syncSeconds = 0;
+    this.#syncPeakBytes = null;
+    return metrics;
   }
 
   /** explorer_driven: a pending request gets the newest trained weights (or just an answer when none are newer). */
@@ -101,16 +124,15 @@ export class WeightPublication {
     return true;
   }
 
-  /** Publishes after train step `step` when the sync style says so; true when it synced. */
-  async afterStep(settings: Pick<StageSettings, 'sync'>, step: number, totalSteps: number): Promise<boolean> {
+  /** Publishes after train step `step` when the sync style says so (takeSyncMetrics tells whether it did). */
+  async afterStep(settings: Pick<StageSettings, 'sync'>, step: number, totalSteps: number): Promise<void> {
     if (settings.sync.style === 'explorer_driven') {
-      if (!(await this.answerPending(step)) && step !== totalSteps) return false;
+      if (!(await this.answerPending(step)) && step !== totalSteps) return;
       if (this.lastPublished < step) await this.publish(step);
-      return true;
+      return;
     }
-    if (step % settings.sync.interval !== 0 && step !== totalSteps) return false;
+    if (step % settings.sync.interval !== 0 && step !== totalSteps) return;
     await this.publish(step);
-    return true;
   }
 }
 
@@ -168,8 +190,8 @@ export async function runTrainerLoop(parts: TrainerLoopParts): Promise<number> {
         ...stalenessMetrics(batch.experiences, step),
         ...batch.metrics,
       };
-      const syncStarted = Date.now();
-      if (await weights.afterStep(settings, step, parts.totalSteps)) metrics['time/sync_s'] = (Date.now() - syncStarted) / 1000;
+      await weights.afterStep(settings, step, parts.totalSteps);
+      Object.assign(metrics, weights.takeSyncMetrics()); // sync/seconds, sync/peak_bytes when it published
       // the step's metrics are on disk before its checkpoint: a run killed after the checkpoint lost none of them
       parts.monitors.log(step, metrics);
       const stopping = parts.stopAfter ? await parts.stopAfter(step) : false;

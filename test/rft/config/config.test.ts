@@ -127,6 +127,7 @@ describe('loadConfig: defaults and derived keys', () => {
         engine_type: 'embedded',
         engine_num: 1,
         engine_process: false, // embedded engines on worker threads
+        weight_sync_buffer_size: null, // Trinity's 1024 MB: an embedded engine loads a weights folder in such buckets
         slots: 8,
         base_url: null,
         api_key: null,

@@ -71,6 +71,7 @@ buffer:
       engineNum: 1,
       engineProcess: false,
       prefixCaching: false,
+      weightSyncBufferBytes: 1024 * 1024 * 1024,
     });
 
     assert.equal(rl.stage_name, 'rft');
@@ -157,6 +158,7 @@ describe('refused settings name the key, say it is not supported here, and what 
       engineNum: 2,
       engineProcess: false,
       prefixCaching: false,
+      weightSyncBufferBytes: 1024 * 1024 * 1024,
     });
     // what is still refused names the key, the value and what to use
     assert.deepEqual(

@@ -42,14 +42,36 @@ function problems(text: string): string[] {
 describe('engine pool settings', () => {
   it('engine_num 2 embedded: two engines, weights in memory; engine_process: weights by checkpoint', () => {
     const threads = settingsOf('explorer: {rollout_model: {engine_num: 2}}\n');
-    assert.deepEqual(threads.explorer.engine, { type: 'embedded', weightSync: 'memory', engineNum: 2, engineProcess: false });
+    assert.deepEqual(threads.explorer.engine, {
+      type: 'embedded',
+      weightSync: 'memory',
+      engineNum: 2,
+      engineProcess: false,
+      weightSyncBufferBytes: 1024 * 1024 * 1024, // Trinity's weight_sync_buffer_size default, 1024 MB
+    });
     const processes = settingsOf('explorer: {rollout_model: {engine_num: 2, engine_process: true}}\n');
     assert.deepEqual(processes.explorer.engine, {
       type: 'embedded',
       weightSync: 'checkpoint',
       engineNum: 2,
       engineProcess: true,
+      weightSyncBufferBytes: 1024 * 1024 * 1024,
     });
+  });
+
+  it('weight_sync_buffer_size: MB an embedded engine reads of a weights folder at a time; refused for a server', () => {
+    const settings = settingsOf('explorer: {rollout_model: {weight_sync_buffer_size: 64}}\n');
+    assert.equal(
+      settings.explorer.engine.type === 'embedded' && settings.explorer.engine.weightSyncBufferBytes,
+      64 * 1024 * 1024,
+    );
+    assert.deepEqual(
+      problems('explorer: {rollout_model: {engine_type: openai, base_url: http://a/v1, weight_sync_buffer_size: 64}}\n'),
+      [
+        'explorer.rollout_model.weight_sync_buffer_size: sizes how an embedded engine loads a weights folder; an external server (engine_type openai) loads it itself: remove it',
+      ],
+    );
+    assert.match(problems('explorer: {rollout_model: {weight_sync_buffer_size: 0}}\n')[0] as string, /weight_sync_buffer_size/);
   });
 
   it('a base_url list is an external pool; engine_num may be left out or equal its length', () => {
