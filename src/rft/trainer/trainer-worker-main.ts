@@ -51,6 +51,7 @@ import {
 import { MasterWeights } from './master-weights.js';
 import type { DistributedOutcome, TrainerInit } from './trainer.js';
 import { loraReference, modelReference, type ReferencePolicy } from './reference-policy.js';
+import { pinTrainerThreads } from './trainer-threads.js';
 import { TrainStep, type TrainStepMetrics, type TrainStepState } from './train-step.js';
 
 /** trainer.json's fields besides the critic optimizer (see ../checkpoint.ts). */
@@ -459,6 +460,7 @@ torch.serveTensorWorker({
   },
   step(experiences: Experience[]) {
     const s = current();
+    pinTrainerThreads(s.init);
     return outcome(async () => {
       if (ranks === null) return takeStep(s, s.trainStep.run(experiences));
       const r = ranks;

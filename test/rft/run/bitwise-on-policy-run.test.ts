@@ -2,14 +2,15 @@
 // algorithm.bypass_old_logprobs false): the trainer's log-probs equal the sampler's, so rollout_corr/kl and
 // rollout_corr/abs_logprob_diff are exactly 0 (and the first update's ratio exactly 1) at every step; and two runs with
 // the same seed but another engine_num and runner_per_model (other batch companions and arrival order in the engines)
-// sample the same bits and end with bit-identical weights. The runs pin the thread count (OMP_NUM_THREADS=1): the
-// backward's BLAS sums depend on it, and an engine pool in the same process changes the count the trainer computes
-// with (without the pin the engine_num 2 run ends 52 weights apart after one step). With LoRA (the engine samples with
-// the merged weights each sync sends it) the same holds.
+// sample the same bits and end with bit-identical weights. The runs leave the thread count to the run (the machine's
+// cores): the engines' workers set the process's count when they start, and the trainer sets its own again before
+// each step (src/rft/trainer/trainer-threads.ts; without that the engine_num 2 run trained with the engines' count and
+// ended 52 weights apart after one step on a 2-core machine). With LoRA (the engine samples with the merged weights
+// each sync sends it) the old log-probs equal the sampler's too.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
 import type { Experience } from '../../../src/rft/experience.js';
 import { loadConfig } from '../../../src/rft/run/config/index.js';
@@ -53,14 +54,6 @@ async function bitwiseRun(overrides: string[]): Promise<RunResult> {
 
 describe('trainer.bitwise_on_policy in GRPO runs', { timeout: 600_000 }, () => {
   let first: RunResult;
-  const threadsBefore = process.env.OMP_NUM_THREADS;
-  before(() => {
-    process.env.OMP_NUM_THREADS = '1';
-  });
-  after(() => {
-    if (threadsBefore === undefined) delete process.env.OMP_NUM_THREADS;
-    else process.env.OMP_NUM_THREADS = threadsBefore;
-  });
 
   test('the recomputed old log-probs equal the rollout log-probs: rollout_corr/kl and abs_logprob_diff are 0', async (t) => {
     if (!torch.packedLinearSupported()) return t.skip('needs a CPU with AVX2/FMA');
