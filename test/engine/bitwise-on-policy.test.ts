@@ -138,45 +138,52 @@ describe('bitwise on-policy: the sampler log-probs equal the trainer forward', (
     });
   }
 
-  test('LoRA float32: the engine on the merged weights, the trainer with the adapters (forward and gradient)', async (t) => {
-    if (!torch.packedLinearSupported()) return t.skip('needs a CPU with AVX2/FMA');
-    const model = CausalLM.load(modelDir('qwen3-untied'), { requiresGrad: true });
-    const merged = mkdtempSync(join(tmpdir(), 'bitwise-lora-'));
-    try {
-      model.setBatchInvariant(true);
-      // B random too (a trained adapter, not a new one's B = 0), scale 2
-      const lora = LoraModel.attach(model, { r: 4, loraAlpha: 8, targetModules: 'all-linear', initLoraWeights: false, seed: 3 });
-      const base = new Map([...model.parameters()].map(([name, w]) => [name, Array.from(w.toTypedArray() as Float32Array)]));
-      lora.merge();
-      model.save(merged);
-      lora.unmerge();
-      for (const [name, w] of model.parameters())
-        assert.deepStrictEqual(Array.from(w.toTypedArray() as Float32Array), base.get(name), `${name} after unmerge`);
-      const rows = await sample(merged, 'float32', true, true);
-      lora.train(); // dropout 0: training mode keeps the folded product
-      for (const withGrad of [false, true]) {
-        const { tokens, unequal } = compare(model, rows, withGrad);
-        assert.ok(tokens >= 1000);
-        assert.deepEqual(
-          unequal.slice(0, 5),
-          [],
-          `${unequal.length} of ${tokens} tokens differ${withGrad ? ' (gradient forward)' : ''}`,
+  for (const dtype of ['float32', 'bfloat16'] as const)
+    test(`LoRA ${dtype}: the engine on the merged weights, the trainer with the adapters (forward and gradient)`, async (t) => {
+      if (!torch.packedLinearSupported()) return t.skip('needs a CPU with AVX2/FMA');
+      const model = CausalLM.load(modelDir('qwen3-untied'), { dtype, requiresGrad: true });
+      const merged = mkdtempSync(join(tmpdir(), 'bitwise-lora-'));
+      try {
+        model.setBatchInvariant(true);
+        // B random too (a trained adapter, not a new one's B = 0), scale 2
+        const lora = LoraModel.attach(model, {
+          r: 4,
+          loraAlpha: 8,
+          targetModules: 'all-linear',
+          initLoraWeights: false,
+          seed: 3,
+        });
+        const values = (w: torch.Tensor) => Array.from(w.float().toTypedArray() as Float32Array);
+        const base = new Map([...model.parameters()].map(([name, w]) => [name, values(w)]));
+        lora.merge();
+        model.save(merged);
+        lora.unmerge();
+        for (const [name, w] of model.parameters()) assert.deepStrictEqual(values(w), base.get(name), `${name} after unmerge`);
+        const rows = await sample(merged, dtype, true, true);
+        lora.train(); // dropout 0: training mode keeps the folded product
+        for (const withGrad of [false, true]) {
+          const { tokens, unequal } = compare(model, rows, withGrad);
+          assert.ok(tokens >= 1000);
+          assert.deepEqual(
+            unequal.slice(0, 5),
+            [],
+            `${unequal.length} of ${tokens} tokens differ${withGrad ? ' (gradient forward)' : ''}`,
+          );
+        }
+        // the adapters' gradients flow (the value is the folded product's, the gradient the adapter's)
+        const ids = torch.tensor([[3n, 5n, 7n, 9n]]);
+        forwardBackward(model, ids, (r) => r.logProbs.mean(), {});
+        const grads = [...lora.loraParameters().values()].map((p) => p.grad?.abs().sum().item() ?? 0);
+        assert.ok(
+          grads.every((g) => g > 0),
+          'every adapter tensor has a gradient',
         );
+        lora.unload();
+      } finally {
+        rmSync(merged, { recursive: true, force: true });
+        model.dispose();
       }
-      // the adapters' gradients flow (the value is the folded product's, the gradient the adapter's)
-      const ids = torch.tensor([[3n, 5n, 7n, 9n]]);
-      forwardBackward(model, ids, (r) => r.logProbs.mean(), {});
-      const grads = [...lora.loraParameters().values()].map((p) => p.grad?.abs().sum().item() ?? 0);
-      assert.ok(
-        grads.every((g) => g > 0),
-        'every adapter tensor has a gradient',
-      );
-      lora.unload();
-    } finally {
-      rmSync(merged, { recursive: true, force: true });
-      model.dispose();
-    }
-  });
+    });
 
   test('a mixture of experts is refused, naming the architecture', (t) => {
     if (!torch.packedLinearSupported()) return t.skip('needs a CPU with AVX2/FMA');

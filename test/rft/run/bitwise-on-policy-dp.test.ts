@@ -3,8 +3,9 @@
 // rank's forward is batch-invariant, so the recomputed old log-probs equal the sampler's (rollout_corr/kl exactly 0);
 // the rows are in canonical order before rank 0 shards them, each rank sums its micro-batches in that order, and the
 // all-reduce adds two ranks' sums (x + y, the same bits either way round), so two runs with the same seed, another
-// engine_num and another arrival order end with bit-identical weights. Real processes, thread count pinned to 1 (the
-// run test's header says why); every wait is on a process exit.
+// engine_num and another arrival order end with bit-identical weights. Real processes, OMP_NUM_THREADS=1 (what 2 ranks
+// on this 2-core machine get anyway; set so the two runs compute on one count wherever they run); every wait is on a
+// process exit.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
