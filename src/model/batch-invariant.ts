@@ -22,8 +22,9 @@
 //   out = ordinary − detach(ordinary) + fixed          (ordinary − detach(ordinary) is exactly 0; same function, so
 //                                                       the gradient is the ordinary op's)
 // That is one extra forward per projection and attention in a training forward (bench/README.md, bench:on-policy).
-// Not covered: LoRA adapters' products (ATen's matmuls; refused by the config key), mixtures of experts (measured: 711 of
-// 756 sampled tokens equal on the qwen3-moe fixture; refused), dynamic NTK RoPE (its frequencies follow the longest
+// LoRA: an adapted projection's value is one fixed-order product over the folded weight W + scale B A, the merged
+// weights' bits that the engine samples with (./linear.ts, ./lora.ts). Not covered: mixtures of experts (measured: 711
+// of 756 sampled tokens equal on the qwen3-moe fixture; refused), dynamic NTK RoPE (its frequencies follow the longest
 // position in the batch; refused), and CPUs without AVX2/FMA (refused).
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';

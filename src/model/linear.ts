@@ -2,7 +2,11 @@
 //   y = adapter.forward(x, x W^T + b)
 // through BLAS (torch.linear), or, for the inference layout's small products, through torch.packedLinear on a packed
 // copy of W (native/src/kernels.cpp; see ./inference-layout.ts for when a projection gets one). In the batch-invariant
-// mode (./batch-invariant.ts) every product runs the packed kernel, whatever its row count, with BLAS's gradient.
+// mode (./batch-invariant.ts) every product runs the packed kernel, whatever its row count, with BLAS's gradient; a
+// projection with an adapter then takes its value from one fixed-order product over the folded weight
+//   y = x (W + scale B A)^T + b      (B A by the fixed-order kernel too: LoraLinear.foldedWeight)
+// which is what the rollout engine computes over the merged weights the trainer sends it (LoraModel.merge), so the
+// sampler's log-probs equal the trainer's with LoRA as without; the gradient is the adapter's ordinary one.
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import { fixedValue } from './batch-invariant.js';
@@ -12,6 +16,15 @@ export interface LinearAdapter {
   forward(x: Tensor, base: Tensor): Tensor;
   /** True while forward() draws random numbers (dropout in training): recomputation would then differ. */
   readonly stochastic: boolean;
+  /**
+   * The batch-invariant mode's weight (see the header): W' with x W'^T + b = forward(x, x W^T + b) in exact arithmetic
+   * (LoRA: W + scale B A), the same bits the merged weights have; made without gradients. Null while forward() adds
+   * nothing (adapters off or merged) or is no fixed function of x (dropout drawing masks): the projection then runs
+   * the base product fixed-order and forward() on it.
+   */
+  foldedWeight(): Tensor | null;
+  /** The tensors whose gradients forward() records (LoRA's A and B). */
+  readonly parameters: readonly Tensor[];
 }
 
 /** One projection: weight [out, in] and bias [out] (Hugging Face's), an adapter, and a packed copy of the weight. */
@@ -44,6 +57,19 @@ export const plainLinear = (weight: Tensor, bias: Tensor | null = null): Linear 
 export function linear(x: Tensor, l: Linear): Tensor {
   // the kernel has no autograd: a forward that records it (trainable LoRA on an inference-layout model) takes BLAS
   let y: Tensor;
+  if (l.packed?.fixedOrder && l.adapter !== null && !l.adapter.stochastic) {
+    const { weight, bias, adapter } = l;
+    const folded = torch.noGrad(() => adapter.foldedWeight());
+    if (folded !== null) {
+      const out = fixedValue(
+        [x, weight, bias, ...adapter.parameters],
+        () => adapter.forward(x, torch.linear(x, weight, bias)),
+        () => torch.scope(() => torch.packedLinear(x.detach(), torch.packLinear(folded), bias?.detach() ?? null, weight.size(0))),
+      );
+      folded.dispose();
+      return out;
+    }
+  }
   if (l.packed?.fixedOrder) {
     const { weight, bias } = l;
     y = fixedValue(

@@ -6,6 +6,12 @@
 //   scale = alpha / r        (rsLoRA, Kalajdzievski 2023, arXiv 2312.03732: alpha / sqrt(r))
 //   merge: W += scale * B A in place; unmerge: W -= scale * B A
 //
+// Batch-invariant mode (./batch-invariant.ts, trainer.bitwise_on_policy): the rollout engine samples with the merged
+// weights W + scale B A, so the trainer's projection takes its value from that one weight too (foldedWeight, used by
+// ./linear.ts), B A made by the fixed-order kernel on both sides (delta); merge() then keeps the base weights and
+// unmerge() puts them back bit for bit ((W + D) - D is not always W in floating point, and a drifted W would fold to
+// other bits than the engine was sent).
+//
 // Adapters are float32 by default whatever the model dtype (PEFT's autocast_adapter_dtype): x is cast to their dtype
 // and the sum back to the model's. While adapters are attached the base weights are frozen (requiresGrad false).
 //
@@ -114,6 +120,16 @@ class LoraLinear implements LinearAdapter {
     return this.state.enabled && !this.state.merged && this.state.training && this.dropout > 0;
   }
 
+  get parameters(): readonly Tensor[] {
+    return [this.a, this.b];
+  }
+
+  /** W + scale * B A with the fixed-order B A (the merged weight's bits), while the adapter adds a fixed product. */
+  foldedWeight(): Tensor | null {
+    if (!this.state.enabled || this.state.merged || this.stochastic) return null;
+    return torch.scope(() => this.weight.add(this.delta(true)));
+  }
+
   /** base + scale * B(A(dropout(x))), computed in the adapter dtype, returned in the base output's dtype. */
   forward(x: Tensor, base: Tensor): Tensor {
     if (!this.state.enabled || this.state.merged) return base;
@@ -125,9 +141,17 @@ class LoraLinear implements LinearAdapter {
     return base.add(torch.linear(torch.linear(h, this.a), this.b).mul(this.scale)).to({ dtype: base.dtype });
   }
 
-  /** scale * B A [out, in] in W's dtype. */
-  delta(): Tensor {
-    return torch.scope(() => this.b.matmul(this.a).mul(this.scale).to({ dtype: this.weight.dtype }));
+  /**
+   * scale * B A [out, in] in W's dtype. fixedOrder (the batch-invariant mode): (B A)[o, i] one FMA chain over r in
+   * order, torch.packedLinear with B's rows as its input and A^T as its weight; else BLAS.
+   */
+  delta(fixedOrder = false): Tensor {
+    return torch.scope(() => {
+      const product = fixedOrder
+        ? torch.packedLinear(this.b.detach(), torch.packLinear(this.a.detach().t().contiguous()), null, this.a.size(1))
+        : this.b.matmul(this.a);
+      return product.mul(this.scale).to({ dtype: this.weight.dtype });
+    });
   }
 }
 
@@ -144,6 +168,8 @@ export class LoraModel {
   readonly #state: LoraState;
   /** requiresGrad of each base parameter before attach, restored by unload(). */
   readonly #frozen = new Map<Tensor, boolean>();
+  /** Batch-invariant mode: the base weights as they were before merge(), which unmerge() restores. */
+  #beforeMerge: Tensor[] | null = null;
   #attached = true;
 
   private constructor(
@@ -326,15 +352,23 @@ export class LoraModel {
     this.#checkAttached();
     if (this.#state.merged) return;
     if (!this.#state.enabled) throw new Error('LoraModel.merge: adapters are disabled (inside withAdaptersDisabled)');
+    if (this.base.batchInvariant)
+      this.#beforeMerge = torch.noGrad(() => [...this.#adapters.values()].map((a) => torch.keep(a.weight.detach().clone())));
     this.#applyDeltas(1);
     this.#state.merged = true;
   }
 
-  /** W -= scale * B A: back to the base weights (up to rounding). */
+  /** W -= scale * B A: back to the base weights (up to rounding; exactly in the batch-invariant mode). */
   unmerge(): void {
     this.#checkAttached();
     if (!this.#state.merged) return;
-    this.#applyDeltas(-1);
+    const before = this.#beforeMerge;
+    if (before === null) this.#applyDeltas(-1);
+    else
+      torch.noGrad(() => {
+        for (const [i, a] of [...this.#adapters.values()].entries()) a.weight.copy_(before[i] as Tensor);
+      });
+    this.#dropBeforeMerge();
     this.#state.merged = false;
   }
 
@@ -380,6 +414,7 @@ export class LoraModel {
       for (const [p, requiresGrad] of this.#frozen) p.requiresGrad_(requiresGrad);
     }
     this.#frozen.clear();
+    this.#dropBeforeMerge();
     this.#freeAdapters();
     withAdapters.delete(this.base);
     this.#attached = false;
@@ -390,6 +425,7 @@ export class LoraModel {
   mergeAndUnload(): CausalLM {
     this.merge();
     this.#state.merged = false; // keep the merged weights: unload() must not subtract the deltas
+    this.#dropBeforeMerge();
     return this.unload();
   }
 
@@ -401,12 +437,17 @@ export class LoraModel {
     torch.noGrad(() =>
       torch.scope(() => {
         for (const adapter of this.#adapters.values()) {
-          const delta = adapter.delta();
+          const delta = adapter.delta(this.base.batchInvariant);
           if (sign === 1) adapter.weight.add_(delta);
           else adapter.weight.sub_(delta);
         }
       }),
     );
+  }
+
+  #dropBeforeMerge(): void {
+    for (const t of this.#beforeMerge ?? []) t.dispose();
+    this.#beforeMerge = null;
   }
 
   #freeAdapters(): void {

@@ -3,12 +3,16 @@
 // (more requests than slots: companions change every step), shared prompts (n > 1), captured and eager decode steps,
 // in float32 and bfloat16 — whatever the trainer's batch: all sequences in one padded batch (left-padded prompts,
 // right-padded responses, as the trainer lays them out), other groupings and orders, and the forward that
-// records gradients. With the mode off the same comparison finds unequal bits (the gap the mode removes).
+// records gradients. With the mode off the same comparison finds unequal bits (the gap the mode removes). With LoRA the
+// engine samples with the merged weights (as a run's weight sync sends them) and the trainer computes with its
+// adapters unmerged: the same bits, and unmerge() gives back the base weights exactly.
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import { RolloutEngine } from '../../src/engine/index.js';
-import { CausalLM, forwardBackward, type ModelDType, tokenLogProbs } from '../../src/model/index.js';
+import { CausalLM, forwardBackward, LoraModel, type ModelDType, tokenLogProbs } from '../../src/model/index.js';
 import * as torch from '../../src/torch/index.js';
 import { modelDir } from './helpers.js';
 
@@ -133,6 +137,53 @@ describe('bitwise on-policy: the sampler log-probs equal the trainer forward', (
       }
     });
   }
+
+  for (const dtype of ['float32', 'bfloat16'] as const)
+    test(`LoRA ${dtype}: the engine on the merged weights, the trainer with the adapters (forward and gradient)`, async (t) => {
+      if (!torch.packedLinearSupported()) return t.skip('needs a CPU with AVX2/FMA');
+      const model = CausalLM.load(modelDir('qwen3-untied'), { dtype, requiresGrad: true });
+      const merged = mkdtempSync(join(tmpdir(), 'bitwise-lora-'));
+      try {
+        model.setBatchInvariant(true);
+        // B random too (a trained adapter, not a new one's B = 0), scale 2
+        const lora = LoraModel.attach(model, {
+          r: 4,
+          loraAlpha: 8,
+          targetModules: 'all-linear',
+          initLoraWeights: false,
+          seed: 3,
+        });
+        const values = (w: torch.Tensor) => Array.from(w.float().toTypedArray() as Float32Array);
+        const base = new Map([...model.parameters()].map(([name, w]) => [name, values(w)]));
+        lora.merge();
+        model.save(merged);
+        lora.unmerge();
+        for (const [name, w] of model.parameters()) assert.deepStrictEqual(values(w), base.get(name), `${name} after unmerge`);
+        const rows = await sample(merged, dtype, true, true);
+        lora.train(); // dropout 0: training mode keeps the folded product
+        for (const withGrad of [false, true]) {
+          const { tokens, unequal } = compare(model, rows, withGrad);
+          assert.ok(tokens >= 1000);
+          assert.deepEqual(
+            unequal.slice(0, 5),
+            [],
+            `${unequal.length} of ${tokens} tokens differ${withGrad ? ' (gradient forward)' : ''}`,
+          );
+        }
+        // the adapters' gradients flow (the value is the folded product's, the gradient the adapter's)
+        const ids = torch.tensor([[3n, 5n, 7n, 9n]]);
+        forwardBackward(model, ids, (r) => r.logProbs.mean(), {});
+        const grads = [...lora.loraParameters().values()].map((p) => p.grad?.abs().sum().item() ?? 0);
+        assert.ok(
+          grads.every((g) => g > 0),
+          'every adapter tensor has a gradient',
+        );
+        lora.unload();
+      } finally {
+        rmSync(merged, { recursive: true, force: true });
+        model.dispose();
+      }
+    });
 
   test('a mixture of experts is refused, naming the architecture', (t) => {
     if (!torch.packedLinearSupported()) return t.skip('needs a CPU with AVX2/FMA');

@@ -422,6 +422,8 @@ function handLoraModel(lora: LoraModel, seed: number, p: number) {
     leaves.set(`base_model.model.${module}.lora_A.weight`, a).set(`base_model.model.${module}.lora_B.weight`, b);
     const adapter: LinearAdapter = {
       stochastic: true,
+      foldedWeight: () => null,
+      parameters: [a, b],
       forward: (x, base) => {
         const keep = documentedKeepMask(seed, draws++, x.shape, p);
         const dropped = x.mul(keep.float()).div(1 - p);

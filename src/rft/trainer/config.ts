@@ -134,7 +134,6 @@ export function trainerDtypes(
 
 /** What trainer.bitwise_on_policy's rules read from the rest of the stage. */
 export interface BitwiseOnPolicyContext {
-  lora: unknown;
   /** model.dtype: the rollout engine's. */
   modelDtype: Dtype;
   paramDtype: Dtype;
@@ -144,7 +143,7 @@ export interface BitwiseOnPolicyContext {
 
 /**
  * trainer.bitwise_on_policy: both sides must run the batch-invariant forward on the same weights in the same dtype, on
- * the CPU: not an external server, not LoRA adapters (their products are not covered), not a GPU.
+ * the CPU: not an external server, not a GPU. LoRA runs (the engine samples with the merged weights) are covered.
  */
 export function checkBitwiseOnPolicy(
   trainer: z.output<typeof TrainerSchema>,
@@ -155,7 +154,6 @@ export function checkBitwiseOnPolicy(
   const at = 'trainer.bitwise_on_policy';
   if (context.engineType !== 'embedded')
     problem(at, `needs the embedded rollout engine; explorer.rollout_model.engine_type ${context.engineType} samples elsewhere`);
-  if (context.lora !== null) problem(at, "does not cover LoRA adapters' products yet: remove model.lora or this key");
   if (context.paramDtype !== context.modelDtype)
     problem(
       at,

@@ -55,6 +55,7 @@ import { type ShardedPasses, shardedCollectives } from './fsdp-passes.js';
 import { MasterWeights } from './master-weights.js';
 import type { DistributedOutcome, TrainerInit } from './trainer.js';
 import { loraReference, modelReference, type ReferencePolicy } from './reference-policy.js';
+import { pinTrainerThreads } from './trainer-threads.js';
 import { TrainStep, type TrainStepMetrics } from './train-step.js';
 
 interface TrainerState {
@@ -419,6 +420,7 @@ torch.serveTensorWorker({
   },
   step(experiences: Experience[]) {
     const s = current();
+    pinTrainerThreads(s.init);
     return outcome(async () => {
       if (ranks === null) return takeStep(s, s.trainStep.run(experiences));
       const r = ranks;

@@ -77,7 +77,6 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
   checkBitwiseOnPolicy(
     input.trainer,
     {
-      lora: model.lora,
       modelDtype: model.dtype,
       paramDtype: dtypes.param_dtype,
       engineType: rollout.engine_type,
