@@ -17,7 +17,7 @@ export interface MovedKey {
 }
 
 /** v0.1's flat explorer section: the engine's keys moved into explorer.rollout_model in v0.2. */
-const ENGINE_KEYS = [
+export const V01_ENGINE_KEYS = [
   'engine_type',
   'engine_num',
   'tensor_parallel_size',
@@ -30,7 +30,7 @@ const ENGINE_KEYS = [
 ];
 
 /** v0.1's sampling keys in the explorer section: per taskset since v0.2 (rollout_args). */
-const SAMPLING_KEYS = ['temperature', 'top_p', 'top_k', 'logprobs'];
+export const V01_SAMPLING_KEYS = ['temperature', 'top_p', 'top_k', 'logprobs'];
 
 export const MOVED_KEYS: readonly MovedKey[] = [
   { path: 'synchronizer.sync_iteration_interval', use: 'synchronizer.sync_interval' },
@@ -39,8 +39,8 @@ export const MOVED_KEYS: readonly MovedKey[] = [
   { path: 'trainer.algorithm_type', use: 'algorithm.algorithm_type' },
   { path: 'trainer.get_exp_strategy', use: 'algorithm.sample_strategy' },
   { path: 'explorer.repeat_times', use: 'algorithm.repeat_times' },
-  ...ENGINE_KEYS.map((key): MovedKey => ({ path: `explorer.${key}`, use: `explorer.rollout_model.${key}` })),
-  ...SAMPLING_KEYS.map(
+  ...V01_ENGINE_KEYS.map((key): MovedKey => ({ path: `explorer.${key}`, use: `explorer.rollout_model.${key}` })),
+  ...V01_SAMPLING_KEYS.map(
     (key): MovedKey => ({ path: `explorer.${key}`, use: `buffer.explorer_input.taskset.rollout_args.${key}` }),
   ),
   { path: 'model.checkpoint_path', use: 'checkpoint_root_dir' },

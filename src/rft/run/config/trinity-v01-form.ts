@@ -23,6 +23,7 @@
 // monitor.cache_root_dir) are in the ignored block with why. Nothing here runs unless the file
 // has v0.1's `data` section, so today's configs are never rewritten (a v0.1 key alone in one is refused naming today's
 // key: src/rft/config/moved-keys.ts); a v0.1 key beside the key it became is a problem naming both.
+import { V01_ENGINE_KEYS, V01_SAMPLING_KEYS } from '../../config/moved-keys.js';
 import { describeValue, isMapping, type Segment, type Tree } from '../../config/source.js';
 
 /** A mapped key's record, as ./trinity-mappings.ts's MappedSetting (which this file's caller collects). */
@@ -34,18 +35,6 @@ interface MappedSetting {
 
 type Report = (path: string, message: string) => void;
 
-const ENGINE_KEYS = [
-  'engine_type',
-  'engine_num',
-  'tensor_parallel_size',
-  'gpu_memory_utilization',
-  'enforce_eager',
-  'enable_prefix_caching',
-  'enable_chunked_prefill',
-  'dtype',
-  'seed',
-];
-const SAMPLING_KEYS = ['temperature', 'top_p', 'top_k', 'logprobs'];
 const TASKSET = ['buffer', 'explorer_input', 'taskset'];
 
 /** v0.1's data keys and the key path each becomes (null: handled on its own). */
@@ -67,14 +56,14 @@ const MOVED: readonly (readonly [readonly string[], readonly string[]])[] = [
     ['buffer', 'trainer_input', 'experience_buffer'],
   ],
   [['model', 'checkpoint_path'], ['checkpoint_root_dir']],
-  ...ENGINE_KEYS.map(
+  ...V01_ENGINE_KEYS.map(
     (key) =>
       [
         ['explorer', key],
         ['explorer', 'rollout_model', key],
       ] as const,
   ),
-  ...SAMPLING_KEYS.map(
+  ...V01_SAMPLING_KEYS.map(
     (key) =>
       [
         ['explorer', key],
