@@ -129,6 +129,7 @@ describe('loadConfig: defaults and derived keys', () => {
         engine_process: false, // embedded engines on worker threads
         weight_sync_buffer_size: null, // Trinity's 1024 MB: an embedded engine loads a weights folder in such buckets
         slots: 8,
+        enable_prefix_caching: false, // vLLM's key: the paged KV cache keeps full blocks for prompts with the same prefix
         base_url: null,
         api_key: null,
         model_name: null,
