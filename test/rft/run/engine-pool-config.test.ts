@@ -47,6 +47,7 @@ describe('engine pool settings', () => {
       weightSync: 'memory',
       engineNum: 2,
       engineProcess: false,
+      prefixCaching: false,
       weightSyncBufferBytes: 1024 * 1024 * 1024, // Trinity's weight_sync_buffer_size default, 1024 MB
     });
     const processes = settingsOf('explorer: {rollout_model: {engine_num: 2, engine_process: true}}\n');
@@ -55,6 +56,7 @@ describe('engine pool settings', () => {
       weightSync: 'checkpoint',
       engineNum: 2,
       engineProcess: true,
+      prefixCaching: false,
       weightSyncBufferBytes: 1024 * 1024 * 1024,
     });
   });

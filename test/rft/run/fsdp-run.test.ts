@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { readSafetensorsHeader } from '../../../src/torch/safetensors.js';
 import { runProcess } from '../../helpers/run-process.js';
-import { makeJob } from './helpers.js';
+import { makeJob, measuresTimeOrMemory } from './helpers.js';
 
 const trinity = fileURLToPath(new URL('../../../bin/trinity.js', import.meta.url));
 
@@ -27,7 +27,7 @@ function trainerMetrics(jobDir: string): Record<string, number>[] {
     .filter((l) => l.trim())
     .map((l) => JSON.parse(l) as Record<string, number>)
     .filter((m) => 'actor/loss' in m)
-    .map((m) => Object.fromEntries(Object.entries(m).filter(([k]) => !/time|per_s|^perf\//.test(k))));
+    .map((m) => Object.fromEntries(Object.entries(m).filter(([k]) => !measuresTimeOrMemory(k))));
 }
 
 function finalModel(jobDir: string): Map<string, Float32Array> {

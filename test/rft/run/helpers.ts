@@ -79,3 +79,9 @@ ${options.extra ?? ''}`,
   );
   return { root, configFile, jobDir: join(root, 'out', 'test', 'e2e') };
 }
+
+/**
+ * Whether a metric measures time or memory (wall seconds, rates, profiler figures, a weight sync's seconds and peak
+ * bytes): what differs between two runs that otherwise log the same numbers.
+ */
+export const measuresTimeOrMemory = (key: string): boolean => /time|per_s|^perf\/|^sync\/(seconds|peak_bytes)$/.test(key);

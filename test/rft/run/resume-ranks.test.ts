@@ -10,7 +10,7 @@ import { before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { readSafetensorsHeader } from '../../../src/torch/safetensors.js';
 import { runProcess } from '../../helpers/run-process.js';
-import { makeJob } from './helpers.js';
+import { makeJob, measuresTimeOrMemory } from './helpers.js';
 
 const trinity = fileURLToPath(new URL('../../../bin/trinity.js', import.meta.url));
 
@@ -30,7 +30,7 @@ function stepMetrics(jobDir: string, step: number): Record<string, number> {
     .map((l) => JSON.parse(l) as Record<string, number>)
     .filter((m) => m.step === step);
   const merged: Record<string, number> = Object.assign({}, ...lines);
-  return Object.fromEntries(Object.entries(merged).filter(([k]) => !/time|per_s|^perf\//.test(k)));
+  return Object.fromEntries(Object.entries(merged).filter(([k]) => !measuresTimeOrMemory(k)));
 }
 
 function finalModel(jobDir: string): Map<string, Float32Array> {

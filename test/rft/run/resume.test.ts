@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { listCheckpoints } from '../../../src/rft/checkpoint.js';
-import { makeJob } from './helpers.js';
+import { makeJob, measuresTimeOrMemory } from './helpers.js';
 
 const trinity = fileURLToPath(new URL('../../../bin/trinity.js', import.meta.url));
 
@@ -88,7 +88,7 @@ function lastStepMetrics(jobDir: string, step: number): Record<string, number> {
     .map((l) => JSON.parse(l) as Record<string, number>)
     .filter((m) => m.step === step);
   const merged: Record<string, number> = Object.assign({}, ...lines);
-  return Object.fromEntries(Object.entries(merged).filter(([k]) => !/time|per_s|^perf\//.test(k)));
+  return Object.fromEntries(Object.entries(merged).filter(([k]) => !measuresTimeOrMemory(k)));
 }
 
 test('PPO with a critic and an adaptive KL penalty, killed after a checkpoint and resumed, ends with the metrics of the uninterrupted run', {
