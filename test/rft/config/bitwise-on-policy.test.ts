@@ -1,0 +1,62 @@
+// trainer.bitwise_on_policy's rules (src/rft/trainer/config.ts checkBitwiseOnPolicy): the sampler and the trainer
+// must run the batch-invariant forward on the same weights in the same dtype, on the CPU. What the mode does not
+// cover is refused at its key, never accepted and ignored: an external engine, another trainer dtype, a GPU, packed
+// rows (use_remove_padding true) and sharded parameters (trainer_strategy fsdp).
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { type Config, parseConfig } from '../../../src/rft/run/config/index.js';
+import { modelFolder, problemsOf, tasksetFile } from './helpers.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'trinity-bitwise-'));
+const model = modelFolder(join(dir, 'model'));
+const tasks = tasksetFile(join(dir, 'tasks.jsonl'));
+
+/** A runnable config with bitwise_on_policy and `trainer` (YAML flow-mapping entries), `explorer` likewise. */
+function configText(trainer = '', explorer = ''): string {
+  return `mode: both
+model: {model_path: ${model}, max_model_len: 64}
+checkpoint_root_dir: ${dir}/runs
+buffer:
+  batch_size: 2
+  train_batch_size: 2
+  total_steps: 1
+  explorer_input:
+    taskset: {path: ${tasks}}
+    default_workflow_type: simple_workflow
+    default_reward_fn_type: accuracy_reward
+trainer: {bitwise_on_policy: true${trainer ? `, ${trainer}` : ''}}
+explorer: {rollout_model: {${explorer}}}
+`;
+}
+
+const load = (text: string): Config => parseConfig(text, { env: {}, cwd: dir, file: join(dir, 'run.yaml') });
+const problems = (trainer = '', explorer = '') => problemsOf(load, configText(trainer, explorer));
+
+describe('trainer.bitwise_on_policy', () => {
+  it('is accepted with the embedded engine on the CPU, padded rows and data parallelism', () => {
+    assert.deepEqual(problems(), []);
+    assert.deepEqual(problems('use_remove_padding: false'), []);
+  });
+
+  it('refuses what it does not cover, at its key', () => {
+    const only = (list: string[]) => {
+      assert.equal(list.length, 1, list.join('\n'));
+      return list[0] as string;
+    };
+    assert.match(only(problems('use_remove_padding: true')), /^trainer\.bitwise_on_policy: .*use_remove_padding true packs rows/);
+    assert.match(only(problems('trainer_strategy: fsdp')), /^trainer\.bitwise_on_policy: .*trainer_strategy fsdp/);
+    assert.match(only(problems('device: cuda')), /^trainer\.bitwise_on_policy: runs on the CPU.*trainer\.device is cuda/);
+    assert.match(
+      only(problems('param_dtype: float32')),
+      /^trainer\.bitwise_on_policy: needs the trainer to compute in the rollout engine's dtype/,
+    );
+    assert.ok(
+      problems('', 'engine_type: openai, base_url: "http://127.0.0.1:1/v1"').some((p) =>
+        /^trainer\.bitwise_on_policy: needs the embedded rollout engine/.test(p),
+      ),
+    );
+  });
+});
