@@ -1,6 +1,7 @@
 // The batch-invariant mode (trainer.bitwise_on_policy; src/model/batch-invariant.ts): every token the rollout engine
 // samples carries the log-prob that the trainer's forward computes for it, bit for bit — under continuous batching
-// (more requests than slots: companions change every step), shared prompts (n > 1), captured and eager decode steps,
+// (more requests than slots: companions change every step), shared prompts (n > 1), prompts whose blocks come from
+// the prefix cache (paged KV cache), captured and eager decode steps,
 // in float32 and bfloat16 — whatever the trainer's batch: all sequences in one padded batch (left-padded prompts,
 // right-padded responses, as the trainer lays them out), other groupings and orders, and the forward that
 // records gradients. With the mode off the same comparison finds unequal bits (the gap the mode removes). With LoRA the
@@ -24,12 +25,28 @@ interface Sampled {
 }
 
 /** 24 requests (prompts of 1-17 ids, 20-59 new tokens, temperatures 1 / 0.7 / 1.3, every fourth with n = 2) on 3 slots. */
-async function sample(dir: string, dtype: ModelDType, on: boolean, captureDecode: boolean): Promise<Sampled[]> {
-  const engine = RolloutEngine.load(dir, { dtype, slots: 3, maxLength: 96, captureDecode, batchInvariant: on });
+async function sample(
+  dir: string,
+  dtype: ModelDType,
+  on: boolean,
+  captureDecode: boolean,
+  prefixCaching = false,
+  onClose?: (engine: RolloutEngine) => void,
+): Promise<Sampled[]> {
+  const engine = RolloutEngine.load(dir, {
+    dtype,
+    slots: 3,
+    maxLength: 96,
+    captureDecode,
+    batchInvariant: on,
+    ...(prefixCaching ? { enablePrefixCaching: true } : {}),
+  });
+  // with the prefix cache: every prompt opens with the same 33 ids (two full 16-position blocks, reused)
+  const shared = prefixCaching ? Array.from({ length: 33 }, (_, j) => 3 + ((j * 7) % 120)) : [];
   try {
     const requests = Array.from({ length: 24 }, (_, i) => ({
-      promptIds: Array.from({ length: 1 + ((i * 5) % 17) }, (_, j) => 3 + ((i * 37 + j * 11) % 120)),
-      maxTokens: 20 + ((i * 13) % 40),
+      promptIds: [...shared, ...Array.from({ length: 1 + ((i * 5) % 17) }, (_, j) => 3 + ((i * 37 + j * 11) % 120))],
+      maxTokens: prefixCaching ? 10 + ((i * 13) % 30) : 20 + ((i * 13) % 40),
       ignoreEos: true,
       temperature: [1, 0.7, 1.3][i % 3] as number,
       seed: i,
@@ -45,6 +62,7 @@ async function sample(dir: string, dtype: ModelDType, on: boolean, captureDecode
       })),
     );
   } finally {
+    onClose?.(engine);
     await engine.close();
   }
 }
@@ -137,6 +155,25 @@ describe('bitwise on-policy: the sampler log-probs equal the trainer forward', (
       }
     });
   }
+
+  test('with the prefix cache (paged KV cache): prompts whose blocks were computed for another request', async (t) => {
+    if (!torch.packedLinearSupported()) return t.skip('needs a CPU with AVX2/FMA');
+    const dir = modelDir('qwen3-untied');
+    let hits = 0;
+    const rows = await sample(dir, 'float32', true, false, true, (engine) => {
+      hits = engine.stats.kvCache?.hits ?? 0;
+    });
+    assert.ok(hits > 0, 'prompts found their shared blocks in the prefix cache');
+    const model = CausalLM.load(dir, { dtype: 'float32', requiresGrad: true });
+    try {
+      model.setBatchInvariant(true);
+      const { tokens, unequal } = compare(model, rows, false);
+      assert.ok(tokens >= 500, `${tokens} tokens compared`);
+      assert.deepEqual(unequal.slice(0, 5), [], `${unequal.length} of ${tokens} tokens differ`);
+    } finally {
+      model.dispose();
+    }
+  });
 
   for (const dtype of ['float32', 'bfloat16'] as const)
     test(`LoRA ${dtype}: the engine on the merged weights, the trainer with the adapters (forward and gradient)`, async (t) => {
