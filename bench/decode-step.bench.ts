@@ -30,6 +30,7 @@ import {
   secondsSince,
   table,
 } from './harness.js';
+import { QUICKSTART_MODEL } from '../src/cli/quickstart.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -88,18 +89,10 @@ if (!Number.isFinite(temperature) || temperature < 0)
   throw new Error(`--temperature must be a number >= 0, got ${String(flags.temperature)}`);
 if (device === 'cuda' && torch.cuda.deviceCount() === 0) throw new Error('--device cuda: no CUDA device is visible');
 
-/** The quickstart's model shape (src/cli/main.ts) with a character vocabulary; created in a temporary folder. */
+/** The quickstart's model shape (QUICKSTART_MODEL) with a character vocabulary; created in a temporary folder. */
 function quickstartModel(): string {
   const dir = mkdtempSync(join(tmpdir(), 'decode-bench-'));
-  initModel(dir, {
-    architecture: 'qwen2',
-    hiddenSize: 128,
-    numLayers: 4,
-    numHeads: 4,
-    numKeyValueHeads: 2,
-    maxPositionEmbeddings: 512,
-    seed: 0,
-  });
+  initModel(dir, { ...QUICKSTART_MODEL, architecture: 'qwen2', maxPositionEmbeddings: 512, seed: 0 });
   return dir;
 }
 

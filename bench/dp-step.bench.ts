@@ -25,6 +25,7 @@ import type { Experience } from '../src/rft/experience.js';
 import { TrainerClient, type TrainerInit } from '../src/rft/trainer/trainer.js';
 import * as torch from '../src/torch/index.js';
 import { cpuFeatures, fmt, median, now, r3, secondsSince, table } from './harness.js';
+import { QUICKSTART_MODEL } from '../src/cli/quickstart.js';
 
 const HELP = `Data-parallel step time: 1 process × 2 threads against 2 ranks × 1 thread, the quickstart's GRPO and SFT steps.
   node --import tsx bench/dp-step.bench.ts [--steps N] [--warmup N] [--zero 0|1]`;
@@ -164,16 +165,8 @@ async function parentMain(): Promise<void> {
   const work = mkdtempSync(join(os.tmpdir(), 'trinity-dp-step-'));
   try {
     const modelDir = join(work, 'model');
-    // the quickstart's model (src/cli/main.ts, trinity quickstart)
-    const { parameters } = initModel(modelDir, {
-      architecture: 'qwen2',
-      hiddenSize: 128,
-      numLayers: 4,
-      numHeads: 4,
-      numKeyValueHeads: 2,
-      maxPositionEmbeddings: 64,
-      seed: 0,
-    });
+    // the quickstart's model (QUICKSTART_MODEL, trinity quickstart)
+    const { parameters } = initModel(modelDir, { ...QUICKSTART_MODEL, architecture: 'qwen2', seed: 0 });
     console.log(
       `libtorch ${torch.buildInfo().torchVersion}; ${os.cpus()[0]?.model ?? 'cpu'} (${os.cpus().length} cores; features ` +
         `${cpuFeatures().features.join(' ') || 'unknown'}), load avg ${os.loadavg()[0]?.toFixed(2)}; model ${(parameters / 1e6).toFixed(2)}M parameters`,

@@ -29,6 +29,7 @@ import { rowPromptGroups } from '../src/rft/trainer/train-batch.js';
 import { TrainStep } from '../src/rft/trainer/train-step.js';
 import * as torch from '../src/torch/index.js';
 import { cpuFeatures, fmt, median, now, positiveFlag, r2, r3, secondsSince, table } from './harness.js';
+import { QUICKSTART_MODEL } from '../src/cli/quickstart.js';
 
 const HELP = `GRPO steps on long-tail response lengths: micro-batches by rows against micro-batches by a token budget.
   node --import tsx bench/dynamic-bsz.bench.ts [--steps N] [--warmup N] [--prompts N] [--samples N] [--median N]
@@ -177,11 +178,8 @@ async function parentMain(): Promise<void> {
   try {
     const modelDir = join(work, 'model');
     const { parameters } = initModel(modelDir, {
+      ...QUICKSTART_MODEL,
       architecture: 'qwen2',
-      hiddenSize: 128,
-      numLayers: 4,
-      numHeads: 4,
-      numKeyValueHeads: 2,
       maxPositionEmbeddings: 1024,
       seed: 0,
     });

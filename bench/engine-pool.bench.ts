@@ -26,6 +26,7 @@ import { RemoteEnginePool, startEngineProcesses } from '../src/openai/index.js';
 import { Tokenizer } from '../src/tokenizer/index.js';
 import * as torch from '../src/torch/index.js';
 import { cpuFeatures, median, now, repoRoot, secondsSince } from './harness.js';
+import { QUICKSTART_MODEL } from '../src/cli/quickstart.js';
 
 const { values } = parseArgs({
   options: { rounds: { type: 'string', default: '5' }, steps: { type: 'string', default: '2' }, help: { type: 'boolean' } },
@@ -48,15 +49,7 @@ interface Engine {
 
 const dir = mkdtempSync(join(os.tmpdir(), 'engine-pool-bench-'));
 const modelDir = join(dir, 'model');
-initModel(modelDir, {
-  architecture: 'qwen2',
-  hiddenSize: 128,
-  numLayers: 4,
-  numHeads: 4,
-  numKeyValueHeads: 2,
-  maxPositionEmbeddings: 64,
-  seed: 0,
-});
+initModel(modelDir, { ...QUICKSTART_MODEL, architecture: 'qwen2', seed: 0 });
 const tokenizer = Tokenizer.load(modelDir);
 // the quickstart's prompts: two-digit additions in the chat template
 const prompts = Array.from({ length: TASKS }, (_, i) =>

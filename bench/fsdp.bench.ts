@@ -23,6 +23,7 @@ import type { Experience } from '../src/rft/experience.js';
 import { TrainerClient, type TrainerInit } from '../src/rft/trainer/trainer.js';
 import * as torch from '../src/torch/index.js';
 import { cpuFeatures, fmt, median, now, secondsSince, table } from './harness.js';
+import { QUICKSTART_MODEL } from '../src/cli/quickstart.js';
 
 const HELP = `Fully sharded training: per-rank state bytes and step time against ZeRO-1 and one process (GRPO, quickstart shape).
   node --import tsx bench/fsdp.bench.ts [--steps N] [--warmup N] [--threads N] [--ranks 2,4]`;
@@ -191,15 +192,7 @@ async function parentMain(): Promise<void> {
   const work = mkdtempSync(join(os.tmpdir(), 'trinity-fsdp-bench-'));
   try {
     const modelDir = join(work, 'model');
-    const { parameters } = initModel(modelDir, {
-      architecture: 'qwen2',
-      hiddenSize: 128,
-      numLayers: 4,
-      numHeads: 4,
-      numKeyValueHeads: 2,
-      maxPositionEmbeddings: 64,
-      seed: 0,
-    });
+    const { parameters } = initModel(modelDir, { ...QUICKSTART_MODEL, architecture: 'qwen2', seed: 0 });
     console.log(
       `libtorch ${torch.buildInfo().torchVersion}; ${os.cpus()[0]?.model ?? 'cpu'} (${os.cpus().length} cores; features ` +
         `${cpuFeatures().features.join(' ') || 'unknown'}), load avg ${os.loadavg()[0]?.toFixed(2)}; model ${(parameters / 1e6).toFixed(2)}M parameters`,

@@ -35,6 +35,7 @@ import type { Experience } from '../src/rft/experience.js';
 import { TrainStep } from '../src/rft/trainer/train-step.js';
 import * as torch from '../src/torch/index.js';
 import { cpuFeatures, fmt, median, now, positiveFlag, r2, r3, secondsSince, table } from './harness.js';
+import { QUICKSTART_MODEL } from '../src/cli/quickstart.js';
 
 const HELP = `GRPO steps with rows packed without pads against padded rows, on the quickstart's rows and on a long tail.
   node --import tsx bench/packing.bench.ts [--steps N] [--warmup N] [--qs-prompts N] [--prompts N] [--samples N]
@@ -321,11 +322,8 @@ async function main(): Promise<void> {
   try {
     const modelDir = join(work, 'model');
     const { parameters } = initModel(modelDir, {
+      ...QUICKSTART_MODEL,
       architecture: 'qwen2',
-      hiddenSize: 128,
-      numLayers: 4,
-      numHeads: 4,
-      numKeyValueHeads: 2,
       maxPositionEmbeddings: 2048,
       seed: 0,
     });

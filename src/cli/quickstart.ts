@@ -16,8 +16,11 @@ import { loadConfig } from '../rft/run/config/index.js';
 export const QUICKSTART_ARCHITECTURES = ['qwen2', 'qwen3_moe'] as const;
 export type QuickstartArchitecture = (typeof QUICKSTART_ARCHITECTURES)[number];
 
-/** The quickstart model (0.75M parameters as qwen2): hidden 128, 4 layers, 4 heads / 2 kv, MLP 352 (8/3 hidden). */
-const QUICKSTART_MODEL: ModelInitOptions = {
+/**
+ * The quickstart model (0.75M parameters as qwen2): hidden 128, 4 layers, 4 heads / 2 kv, MLP 352 (8/3 hidden); the
+ * benchmarks run the same shape, with the positions they need.
+ */
+export const QUICKSTART_MODEL: ModelInitOptions = {
   hiddenSize: 128,
   numLayers: 4,
   numHeads: 4,
