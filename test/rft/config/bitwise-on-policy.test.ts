@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { type Config, parseConfig } from '../../../src/rft/run/config/index.js';
-import { modelFolder, problemsOf, tasksetFile } from './helpers.js';
+import { modelFolder, problemsOf, runnableConfigText, tasksetFile } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'trinity-bitwise-'));
 const model = modelFolder(join(dir, 'model'));
@@ -16,20 +16,10 @@ const tasks = tasksetFile(join(dir, 'tasks.jsonl'));
 
 /** A runnable config with bitwise_on_policy and `trainer` (YAML flow-mapping entries), `explorer` likewise. */
 function configText(trainer = '', explorer = ''): string {
-  return `mode: both
-model: {model_path: ${model}, max_model_len: 64}
-checkpoint_root_dir: ${dir}/runs
-buffer:
-  batch_size: 2
-  train_batch_size: 2
-  total_steps: 1
-  explorer_input:
-    taskset: {path: ${tasks}}
-    default_workflow_type: simple_workflow
-    default_reward_fn_type: accuracy_reward
-trainer: {bitwise_on_policy: true${trainer ? `, ${trainer}` : ''}}
-explorer: {rollout_model: {${explorer}}}
-`;
+  return runnableConfigText(
+    { model, tasks, root: dir },
+    `trainer: {bitwise_on_policy: true${trainer ? `, ${trainer}` : ''}}\nexplorer: {rollout_model: {${explorer}}}\n`,
+  );
 }
 
 const load = (text: string): Config => parseConfig(text, { env: {}, cwd: dir, file: join(dir, 'run.yaml') });

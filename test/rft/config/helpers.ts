@@ -26,6 +26,25 @@ export function tasksetFile(
 }
 
 /**
+ * A runnable mode-both config over `model` and `tasks` (one step of simple_workflow, checkpoints under `root`), with
+ * `sections` (YAML lines of further top-level keys) after it.
+ */
+export function runnableConfigText(paths: { model: string; tasks: string; root: string }, sections: string): string {
+  return `mode: both
+model: {model_path: ${paths.model}, max_model_len: 64}
+checkpoint_root_dir: ${paths.root}/runs
+buffer:
+  batch_size: 2
+  train_batch_size: 2
+  total_steps: 1
+  explorer_input:
+    taskset: {path: ${paths.tasks}}
+    default_workflow_type: simple_workflow
+    default_reward_fn_type: accuracy_reward
+${sections}`;
+}
+
+/**
  * The problems `load(text)` throws as a ConfigError, each as `path: message` (none when it loads); any other error is
  * rethrown.
  */

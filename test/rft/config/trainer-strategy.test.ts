@@ -12,7 +12,7 @@ import { type Config, parseConfig, resolveStages } from '../../../src/rft/run/co
 import { checkConfigText } from '../../../src/rft/run/config/check.js';
 import { stageSettings } from '../../../src/rft/run/config/stage-settings.js';
 import { shardingPlacement } from '../../../src/rft/run/config/trinity-report.js';
-import { modelFolder, problemsOf, tasksetFile } from './helpers.js';
+import { modelFolder, problemsOf, runnableConfigText, tasksetFile } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'trinity-strategy-'));
 const model = modelFolder(join(dir, 'model'));
@@ -20,19 +20,7 @@ const tasks = tasksetFile(join(dir, 'tasks.jsonl'));
 
 /** A runnable config whose trainer section is `trainer` (a YAML flow mapping), with `extra` top-level keys. */
 function configText(trainer: string, extra = ''): string {
-  return `mode: both
-model: {model_path: ${model}, max_model_len: 64}
-checkpoint_root_dir: ${dir}/runs
-buffer:
-  batch_size: 2
-  train_batch_size: 2
-  total_steps: 1
-  explorer_input:
-    taskset: {path: ${tasks}}
-    default_workflow_type: simple_workflow
-    default_reward_fn_type: accuracy_reward
-trainer: ${trainer}
-${extra}`;
+  return runnableConfigText({ model, tasks, root: dir }, `trainer: ${trainer}\n${extra}`);
 }
 
 const load = (text: string): Config => parseConfig(text, { env: {}, cwd: dir, file: join(dir, 'run.yaml') });
