@@ -24,6 +24,18 @@ export function getIn(tree: unknown, path: readonly Segment[]): unknown {
   return node;
 }
 
+/** The mapping of `tree` at `path`, made (with the mappings above it) where absent; null when something else is there. */
+export function mappingAt(tree: Tree, path: readonly string[]): Tree | null {
+  let at: Tree = tree;
+  for (const key of path) {
+    const next = at[key];
+    if (next === undefined || next === null) at[key] = {};
+    else if (!isMapping(next)) return null;
+    at = at[key] as Tree;
+  }
+  return at;
+}
+
 /** A deep copy of plain YAML data (mappings, lists, scalars). */
 export function clone<T>(value: T): T {
   return structuredClone(value);

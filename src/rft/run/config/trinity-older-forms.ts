@@ -13,7 +13,7 @@
 // no explore_batch_size it means what it means today.
 //
 //   model.max_token_len          → model.max_model_len (its name in modelscope's older dapo_math: prompt + response)
-import { getIn, isMapping, type Segment, type Tree } from '../../config/source.js';
+import { getIn, isMapping, mappingAt, type Segment, type Tree } from '../../config/source.js';
 
 /** A mapped key's record, as ./trinity-mappings.ts's MappedSetting (which this file's caller collects). */
 interface MappedSetting {
@@ -38,18 +38,6 @@ const MOVED: readonly Moved[] = [
   { from: ['model', 'max_token_len'], to: ['model', 'max_model_len'], why: 'prompt + response: its older name' },
 ];
 
-/** The mapping of `node` at `path`, made where absent; null when something else is there. */
-function sectionAt(node: Tree, path: readonly string[]): Tree | null {
-  let at: Tree = node;
-  for (const key of path) {
-    const next = at[key];
-    if (next === undefined || next === null) at[key] = {};
-    else if (!isMapping(next)) return null;
-    at = at[key] as Tree;
-  }
-  return at;
-}
-
 /** Rewrites the older keys of `node` (the run or one stage; see the header); `repeatTimes` as written for it. */
 export function mapOlderForms(
   node: Tree,
@@ -63,7 +51,7 @@ export function mapOlderForms(
     const key = from.at(-1) as string;
     if (!isMapping(parent) || parent[key] === undefined) continue;
     const value = parent[key];
-    const target = sectionAt(node, to.slice(0, -1));
+    const target = mappingAt(node, to.slice(0, -1));
     if (target === null) continue; // the section's own problem, reported by the schema
     const toKey = to.at(-1) as string;
     if (target[toKey] !== undefined) {

@@ -24,7 +24,7 @@
 // has v0.1's `data` section, so today's configs are never rewritten (a v0.1 key alone in one is refused naming today's
 // key: src/rft/config/moved-keys.ts); a v0.1 key beside the key it became is a problem naming both.
 import { V01_ENGINE_KEYS, V01_SAMPLING_KEYS } from '../../config/moved-keys.js';
-import { describeValue, isMapping, type Segment, type Tree } from '../../config/source.js';
+import { describeValue, isMapping, mappingAt, type Segment, type Tree } from '../../config/source.js';
 
 /** A mapped key's record, as ./trinity-mappings.ts's MappedSetting (which this file's caller collects). */
 interface MappedSetting {
@@ -97,14 +97,9 @@ function isV01(tree: Tree): boolean {
 
 /** Sets `path` in `tree` to `value` (sections made where absent); false when a value or a non-mapping is there. */
 function place(tree: Tree, path: readonly string[], value: unknown): boolean {
-  let at: Tree = tree;
-  for (const key of path.slice(0, -1)) {
-    if (at[key] === undefined || at[key] === null) at[key] = {};
-    if (!isMapping(at[key])) return false;
-    at = at[key] as Tree;
-  }
+  const at = mappingAt(tree, path.slice(0, -1));
   const last = path.at(-1) as string;
-  if (at[last] !== undefined) return false;
+  if (at === null || at[last] !== undefined) return false;
   at[last] = value;
   return true;
 }
