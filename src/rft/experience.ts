@@ -13,6 +13,9 @@
 //                                                                    sampled: SFT/DPO data)
 //   routedExperts = a mixture-of-experts rollout's chosen experts per token and sparse layer (router replay;
 //                   ./routed-experts.ts)
+//   images        = a vision-language prompt's images, in the order of their placeholders in tokens, as
+//                   `data:image/...;base64,` URLs (Trinity's multi_modal_inputs; the trainer runs the image
+//                   processor on them again, so the experience stays JSON and independent of files)
 
 import { type RoutedExperts, routedExpertsProblem } from './routed-experts.js';
 
@@ -75,6 +78,8 @@ export interface Experience {
   messages?: ChatTurn[];
   /** Router replay: the experts the rollout's tokens were routed to (./routed-experts.ts). */
   routedExperts?: RoutedExperts;
+  /** Vision-language prompts: the images whose placeholder tokens `tokens` holds, in order, as base64 data URLs. */
+  images?: string[];
   /** DPO pairs: chosen and rejected response ids after the shared prompt. */
   chosen?: number[];
   rejected?: number[];
@@ -113,6 +118,11 @@ export function validateExperience(e: Experience): string[] {
     problems.push(`reward must be a finite number, got ${String(e.reward)}`);
   }
   if (e.info === null || typeof e.info !== 'object') problems.push('info must be an object');
+  if (
+    e.images !== undefined &&
+    !(Array.isArray(e.images) && e.images.every((u) => typeof u === 'string' && u.startsWith('data:image/')))
+  )
+    problems.push('images must be an array of data:image/...;base64 URLs');
   const routed = routedExpertsProblem(e.routedExperts, e.tokens?.length ?? 0);
   if (routed !== null) problems.push(routed);
   return problems;

@@ -7,3 +7,4 @@ export * from './qwen2-5-vl.js';
 export { expectedVisionWeights, VisionTower, windowLayout } from './vision-tower.js';
 export { type ImageBytes, resizeBicubic } from './bicubic-resize.js';
 export * from './image-processor.js';
+export * from './decode-image.js';
