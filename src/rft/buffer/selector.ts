@@ -228,9 +228,10 @@ class DifficultySelector extends BaseSelector {
 
   constructor(tasks: readonly Task[], config: SelectorConfig) {
     super(tasks, config);
-    this.targetReward = config.targetReward ?? 0.5;
-    this.tau = config.tau ?? 0;
-    this.doSample = config.doSample ?? true;
+    // Trinity's defaults (DifficultyBasedSelector's kwargs): target_reward 1.0, tau 1.0, do_sample false
+    this.targetReward = config.targetReward ?? 1;
+    this.tau = config.tau ?? 1;
+    this.doSample = config.doSample ?? false;
     if (!(this.targetReward >= 0 && this.targetReward <= 1))
       throw new RangeError(`targetReward must be in [0, 1], got ${this.targetReward}`);
     if (!(this.tau >= 0)) throw new RangeError(`tau must be >= 0, got ${this.tau}`);

@@ -48,7 +48,7 @@ describe('selectors over task-pipeline scores', () => {
   test('difficulty_based: the pass_rate column is the prior, from data_selector and from task_selector', async () => {
     for (const key of ['data_selector', 'task_selector']) {
       const { tasks, selector } = await selectorFromYaml(
-        `${key}: {selector_type: difficulty_based, feature_keys: [pass_rate], kwargs: {do_sample: false}}`,
+        `${key}: {selector_type: difficulty_based, feature_keys: [pass_rate], kwargs: {target_reward: 0.5, tau: 0}}`,
       );
       assert.deepEqual(
         tasks.map((t) => t.features?.pass_rate),
@@ -61,7 +61,7 @@ describe('selectors over task-pipeline scores', () => {
 
   test("difficulty_based learns online from pass_rate_calculator's feedback", async () => {
     const { tasks, selector } = await selectorFromYaml(
-      'data_selector: {selector_type: difficulty_based, feature_keys: [pass_rate], kwargs: {do_sample: false}}',
+      'data_selector: {selector_type: difficulty_based, feature_keys: [pass_rate], kwargs: {target_reward: 0.5, tau: 0}}',
     );
     const pipeline = await ExperiencePipeline.create({
       operators: [{ name: 'pass_rate_calculator', args: {} }],

@@ -74,7 +74,13 @@ describe('selectors', () => {
     // 20 tasks with true pass rates 0, 1/19, ..., 1; rewards are Bernoulli draws. Target 0.5.
     const n = 20;
     const truth = Array.from({ length: n }, (_, i) => i / (n - 1));
-    const s = createSelector(taskset('t', n).tasks, { selectorType: 'difficulty_based', seed: 3, targetReward: 0.5 });
+    const s = createSelector(taskset('t', n).tasks, {
+      selectorType: 'difficulty_based',
+      seed: 3,
+      targetReward: 0.5,
+      tau: 0,
+      doSample: true,
+    });
     const coin = seededRandom(99);
     const distance = (picks: number[]) => picks.reduce((d, i) => d + Math.abs((truth[i] as number) - 0.5), 0) / picks.length;
     const early: number[] = [];
@@ -90,6 +96,15 @@ describe('selectors', () => {
     const rates = (s as unknown as { passRates: number[] }).passRates;
     assert.ok((rates[0] as number) < 0.3 && (rates[n - 1] as number) > 0.7, 'extremes were learned');
     assert.throws(() => s.feedback(new Map([['nope', [1]]])), /unknown task id 'nope'/);
+  });
+
+  test("difficulty_based: Trinity's defaults (target_reward 1.0, tau 1.0, do_sample false)", () => {
+    const s = createSelector(taskset('t', 4).tasks, { selectorType: 'difficulty_based', seed: 1 }) as unknown as {
+      targetReward: number;
+      tau: number;
+      doSample: boolean;
+    };
+    assert.deepEqual([s.targetReward, s.tau, s.doSample], [1, 1, false]);
   });
 
   test('state round trip: a restored selector continues exactly', () => {
