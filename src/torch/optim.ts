@@ -3,7 +3,8 @@
 import { zerosLike } from './creation.js';
 import { noGrad } from './functional.js';
 import { native } from './native.js';
-import { fromHandle, keep, type Tensor } from './tensor.js';
+import { keep } from './scope.js';
+import { fromHandle, type Tensor } from './tensor.js';
 
 export interface ParamGroup {
   params: Tensor[];

@@ -6,135 +6,16 @@
 //   - scope(fn) disposes every tensor created while fn runs, except what fn returns and what keep() marks;
 //   - a FinalizationRegistry, with external-memory accounting in the addon, is only a safety net. Tensors that a
 //     scope will free never enter it (registering has a cost per tensor); those that outlive every scope do.
-// Using a disposed tensor throws TensorDisposedError.
+// Using a disposed tensor throws TensorDisposedError. The scopes and the safety net live in ./scope.ts.
 import { type AnyTypedArray, DTYPE_CODES, type DType, dtypeCode, dtypeFromCode, type TypedArrayFor } from './dtype.js';
 import { type BoxedScalar, type GeneratorHandle, type Handle, native } from './native.js';
+import { accountUnscoped, adoptTensor, finalizer, scope, TENSOR_BRAND } from './scope.js';
 
 export class TensorDisposedError extends Error {
   constructor() {
     super('tensor was disposed: it was freed by dispose() or by the scope() it was created in (use keep() to retain it)');
     this.name = 'TensorDisposedError';
   }
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// scopes
-
-let currentScope: Tensor[] | null = null;
-
-// The safety net: frees the native handle of a Tensor that was garbage-collected without dispose().
-const finalizer = new FinalizationRegistry<Handle>((handle) => native.dispose(handle));
-
-// V8 is told the memory of the tensors only the GC would free (core.cpp's accountMemory), so that it collects when
-// they add up. Not at once: a FinalizationRegistry callback only runs as a task, after the synchronous code that
-// created the tensor has finished, so accounting it before then could not free anything sooner, while every
-// unscoped temporary (an optimizer reading each .grad, then disposing it) would count and force full GCs. So the
-// tensors put under the safety net wait here until the current run of JavaScript ends (a microtask); those
-// disposed by then are never counted.
-let unaccounted: Tensor[] = [];
-
-function accountUnscoped(tensor: Tensor): void {
-  if (unaccounted.length === 0) queueMicrotask(flushUnaccounted);
-  unaccounted.push(tensor);
-}
-
-function flushUnaccounted(): void {
-  const pending = unaccounted;
-  unaccounted = [];
-  for (const t of pending) if (!t.isDisposed) native.accountMemory(t.handle);
-}
-
-/**
- * Runs `fn` and disposes every tensor created inside it, except tensors in its return value (a tensor, or arrays,
- * plain objects and Maps holding tensors) and tensors marked with keep(). Returned tensors move to the enclosing
- * scope, so nested scopes compose. `fn` must be synchronous: tensors created across an `await` would be
- * attributed to whichever scope is current at that moment.
- */
-export function scope<T>(fn: () => T): T {
-  const created: Tensor[] = [];
-  const parent = currentScope;
-  currentScope = created;
-  let result: T;
-  try {
-    result = fn();
-  } catch (error) {
-    currentScope = parent;
-    for (const t of created) if (!t.isKept) t.dispose();
-    throw error;
-  }
-  currentScope = parent;
-  if (result instanceof Promise) {
-    for (const t of created) if (!t.isKept) t.dispose();
-    throw new TypeError('scope(fn): fn returned a Promise; scopes track tensors synchronously, so await outside the scope');
-  }
-  const returned = new Set<Tensor>();
-  collectTensors(result, returned, 0);
-  for (const t of created) {
-    if (t.isKept) continue;
-    if (!returned.has(t)) t.dispose();
-    else if (parent !== null) parent.push(t);
-    else t.registerFinalizer();
-  }
-  return result;
-}
-
-/**
- * scope() over a generator: every resumption of `steps` runs inside one scope of its own, so the tensors it creates
- * between its yields are tracked as if it ran in one piece, while the code that drives it (between two yields: an
- * awaited collective, say) runs outside that scope. When `steps` returns, what it created is disposed except its
- * return value (moved to the enclosing scope) and kept tensors; when it throws or is closed early, all of it is.
- * For a program that pauses where asynchronous work must happen and is otherwise driven synchronously.
- */
-export function* scopeSteps<Y, R, N>(steps: Generator<Y, R, N>): Generator<Y, R, N> {
-  const created: Tensor[] = [];
-  const inScope = <T>(fn: () => T): T => {
-    const parent = currentScope;
-    currentScope = created;
-    try {
-      return fn();
-    } finally {
-      currentScope = parent;
-    }
-  };
-  let finished = false;
-  try {
-    let next = inScope(() => steps.next());
-    while (next.done !== true) {
-      const input: N = yield next.value;
-      next = inScope(() => steps.next(input));
-    }
-    finished = true;
-    const returned = new Set<Tensor>();
-    collectTensors(next.value, returned, 0);
-    for (const t of created) {
-      if (t.isKept) continue;
-      if (!returned.has(t)) t.dispose();
-      else if (currentScope !== null) currentScope.push(t);
-      else t.registerFinalizer();
-    }
-    return next.value;
-  } finally {
-    if (!finished) {
-      inScope(() => steps.return(undefined as R));
-      for (const t of created) if (!t.isKept) t.dispose();
-    }
-  }
-}
-
-/** Marks a tensor so that no scope disposes it; it then lives until dispose() (or, as a last resort, GC). */
-export function keep<T extends Tensor>(tensor: T): T {
-  tensor.isKept = true;
-  tensor.registerFinalizer();
-  return tensor;
-}
-
-function collectTensors(value: unknown, into: Set<Tensor>, depth: number): void {
-  if (depth > 8 || value === null || typeof value !== 'object') return;
-  if (value instanceof Tensor) into.add(value);
-  else if (Array.isArray(value)) for (const v of value) collectTensors(v, into, depth + 1);
-  else if (value instanceof Map) for (const v of value.values()) collectTensors(v, into, depth + 1);
-  else if (Object.getPrototypeOf(value) === Object.prototype)
-    for (const v of Object.values(value)) collectTensors(v, into, depth + 1);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -179,12 +60,12 @@ export class Tensor {
   #registered = false;
   /** Set by keep(): no scope disposes this tensor. */
   isKept = false;
+  readonly [TENSOR_BRAND] = true;
 
   /** Wraps a native handle; the Tensor owns it. Use the creation functions (tensor, zeros, randn...) instead. */
   constructor(handle: Handle) {
     this.#handle = handle;
-    if (currentScope !== null) currentScope.push(this);
-    else this.registerFinalizer();
+    adoptTensor(this);
   }
 
   /**
