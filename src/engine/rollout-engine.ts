@@ -38,7 +38,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { type CausalLM, type LoadModelOptions, Qwen2_5VLModel } from '../model/index.js';
-import { type ChatMessage, Tokenizer } from '../tokenizer/index.js';
+import { type ChatInputMessage, Tokenizer } from '../tokenizer/index.js';
 import * as torch from '../torch/index.js';
 import { type ChatOptions, type ChatResult, chat } from './chat.js';
 import { admitRequest } from './prepare-request.js';
@@ -224,7 +224,7 @@ export class RolloutEngine {
   }
 
   /** Chat completion with the tokenizer's chat template; see ./chat.ts. */
-  chat(messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
+  chat(messages: readonly ChatInputMessage[], options: ChatOptions = {}): Promise<ChatResult> {
     return chat(this, messages, options);
   }
 

@@ -113,6 +113,12 @@ export function isVisionLanguageFolder(dir: string): boolean {
 }
 
 /** The key id of image token j of an image with this digest: 4 digest bytes, sign bit set (never a token id). */
+/** A folder's image token and processor when it holds a vision-language model (chat on the caller's thread), else null. */
+export function imagePromptsOf(dir: string): { imageTokenId: number; processor: ImageProcessorConfig } | null {
+  if (!isVisionLanguageFolder(dir)) return null;
+  return { imageTokenId: loadQwen2_5VLConfig(dir).imageTokenId, processor: loadImageProcessorConfig(dir) };
+}
+
 /**
  * The model a rollout engine serves from a folder, in the inference layout: a CausalLM, or a Qwen2.5-VL model with
  * its image processor (preprocessor_config.json; absent: Qwen2VLImageProcessor's defaults).

@@ -16,7 +16,7 @@ import type {
   GenerateRequest,
   GenerateResult,
 } from '../../engine/index.js';
-import type { ChatMessage, Tokenizer } from '../../tokenizer/index.js';
+import type { ChatInputMessage, Tokenizer } from '../../tokenizer/index.js';
 import type { AuxiliaryModels } from '../auxiliary/types.js';
 import type { ChatTurn, Experience, ExperienceInfo } from '../experience.js';
 import type { Task } from '../task.js';
@@ -104,7 +104,7 @@ export interface ModelHandle {
    * Chat with exact token ids. Messages that extend an earlier call's messages plus its reply (the choice's message
    * appended as is) continue that call's exact ids (src/engine/conversation.ts): no re-tokenising of past turns.
    */
-  chat(messages: readonly ChatMessage[], options?: ChatOptions): Promise<ChatResult>;
+  chat(messages: readonly ChatInputMessage[], options?: ChatOptions): Promise<ChatResult>;
   /**
    * An Experience of one output of generate()/chat(), exactly: tokens = prompt ids ++ completion ids (never
    * re-tokenised), logprobs = the engine's, actionMask all 1. The placeholder of a prompt over promptLimit is the
