@@ -4,6 +4,9 @@
 // the same prompt with another image is never served from the first image's cached blocks; bad image requests are
 // refused as 'invalid', naming what is wrong.
 import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { GenerationError, RolloutEngine, type RolloutEngineOptions } from '../../src/engine/index.js';
 import { decodeImage, imageTokenCount, preprocessImages, Qwen2_5VLModel } from '../../src/model/index.js';
@@ -41,7 +44,11 @@ const imagePrompt = (tokens: number, text = [9, 10]): number[] => [
 ];
 
 /** Qwen2_5VLModel's greedy tokens and each one's log-prob: a full forward over prompt + tokens each step. */
-async function referenceGreedy(promptIds: number[], image: string | null): Promise<{ tokens: number[]; logprobs: number[] }> {
+async function referenceGreedy(
+  promptIds: number[],
+  image: string | null,
+  model: Qwen2_5VLModel = reference,
+): Promise<{ tokens: number[]; logprobs: number[] }> {
   const decoded = image === null ? null : preprocessImages([await decodeImage(image, 'test')]);
   const tokens: number[] = [];
   const logprobs: number[] = [];
@@ -50,7 +57,7 @@ async function referenceGreedy(promptIds: number[], image: string | null): Promi
       const [token, logprob] = torch.noGrad(() =>
         torch.scope(() => {
           const ids = torch.tensor([[...promptIds, ...tokens]], { dtype: 'int64' });
-          const logits = reference.forward(ids, decoded ? { images: decoded } : {});
+          const logits = model.forward(ids, decoded ? { images: decoded } : {});
           const last = logits.select(1, -1).select(0, 0).logSoftmax(-1);
           const id = last.argmax().item();
           return [id, last.select(0, id).item()];
@@ -112,6 +119,8 @@ describe('a Qwen2.5-VL model in the rollout engine', () => {
           }
         }
         assert.equal(encoded, 2, 'the vision tower ran once per image per request (n samples, recomputes reuse it)');
+        // decode steps with M-RoPE positions as inputs are captured and replayed
+        if (options.kvBlocks === undefined) assert.ok((engine.decodeStepStats?.replays ?? 0) > 0);
         if (options.kvBlocks !== undefined) assert.ok(engine.stats.preemptions > 0, 'the small paged cache preempted');
       } finally {
         await engine.close();
@@ -148,6 +157,50 @@ describe('a Qwen2.5-VL model in the rollout engine', () => {
       assert.equal(hitsSame - hitsOther, 6, 'the same image again: every full block');
     } finally {
       await engine.close();
+    }
+  });
+
+  test("weight syncs: a VL model's parameters (checkpoint or transformers 5 names) and a VL folder", async () => {
+    // the fixture with every weight scaled by 1.5: another model, saved as a folder
+    const scaled = Qwen2_5VLModel.load(VL_FIXTURE);
+    torch.noGrad(() => {
+      for (const t of scaled.parameters().values()) torch.scope(() => t.copy_(t.mul(1.5)));
+    });
+    const dir = mkdtempSync(join(tmpdir(), 'vl-sync-'));
+    scaled.save(dir);
+    const promptIds = imagePrompt(tokenCounts[0] as number);
+    const expected = await referenceGreedy(promptIds, images[0] as string, scaled);
+    const before = await referenceGreedy(promptIds, images[0] as string);
+    assert.notDeepEqual(expected.logprobs, before.logprobs);
+    const inMemoryNames = new Map(
+      [...scaled.parameters()].map(([name, t]) => [
+        name.startsWith('visual.') ? `model.${name}` : name.replace(/^model\./, 'model.language_model.'),
+        t,
+      ]),
+    );
+    const engine = RolloutEngine.load(VL_FIXTURE, { slots: 2, maxLength: 48 });
+    try {
+      const run = () => engine.generate({ ...greedy, promptIds, images: [images[0] as string] });
+      for (const sync of [() => engine.syncWeights(scaled.parameters()), () => engine.syncWeights(inMemoryNames)]) {
+        engine.syncWeightsFromDir(VL_FIXTURE); // back to the fixture's weights
+        assertClose((await run()).completions[0]?.logprobs ?? [], before.logprobs);
+        assert.equal(sync(), scaled.parameters().size);
+        assertClose((await run()).completions[0]?.logprobs ?? [], expected.logprobs);
+      }
+      engine.syncWeightsFromDir(VL_FIXTURE);
+      engine.syncWeightsFromDir(dir);
+      assert.deepEqual((await run()).completions[0]?.tokenIds, expected.tokens);
+      // a wrong vision tensor changes nothing
+      const wrong = new Map(scaled.parameters());
+      wrong.set('visual.merger.ln_q.weight', torch.zeros([3]));
+      assert.throws(
+        () => engine.syncWeights(wrong),
+        /tensor 'visual\.merger\.ln_q\.weight' has shape \[3\], expected \[32\] \(nothing was copied\)/,
+      );
+      assertClose((await run()).completions[0]?.logprobs ?? [], expected.logprobs);
+    } finally {
+      await engine.close();
+      scaled.dispose();
     }
   });
 
