@@ -13,14 +13,7 @@
 //
 // Errors name the message and part (messages[2].content[1]: ...): ImageInputError for an image that cannot be read,
 // RangeError when the template's placeholders do not match the images.
-import {
-  decodeImage,
-  type ImageProcessorConfig,
-  ImageInputError,
-  imageDataUrl,
-  imageSourceBytes,
-  smartResize,
-} from '../model/index.js';
+import type { ImageProcessorConfig } from '../model/index.js';
 import type { ChatInputMessage } from '../tokenizer/index.js';
 
 /** What rendering a chat prompt with images needs of a vision-language engine (RolloutEngine.vision fits). */
@@ -52,6 +45,8 @@ export async function chatImages(
     });
   });
   if (parts.length === 0) return null;
+  // loaded with the first image: a text chat (a workflow's thread runs chat() without libtorch) never loads it
+  const { decodeImage, ImageInputError, imageDataUrl, imageSourceBytes, smartResize } = await import('../model/index.js');
   if (!prompts)
     throw new ImageInputError(
       (parts[0] as { where: string }).where,

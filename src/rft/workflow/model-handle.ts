@@ -26,7 +26,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 // Values from the engine's leaf modules and the OpenAI server imported when first served: a workflow worker thread
 // (./isolation/) runs this handle without loading libtorch.
-import type { ChatChoice, ChatOptions, ChatResult, GenerateRequest, GenerateResult } from '../../engine/index.js';
+import type { ChatChoice, ChatOptions, ChatResult, GenerateRequest, GenerateResult, ImagePrompts } from '../../engine/index.js';
 import { chatResult } from '../../engine/chat.js';
 import { ConversationTracker, type ConversationTurn, conversationTokens } from '../../engine/conversation.js';
 import type { OpenAIServer, RequestScope } from '../../openai/index.js';
@@ -60,6 +60,8 @@ export interface RolloutBackend {
    * against it (OpenAIService's default bound), not against the tokenizer's, which can be smaller.
    */
   readonly vocabSize?: number;
+  /** A vision-language model's image token and processor (chat with image parts; src/engine/vision-chat.ts). */
+  readonly vision?: ImagePrompts | null;
   generate(request: GenerateRequest): Promise<GenerateResult>;
   chat(messages: readonly ChatInputMessage[], options?: ChatOptions): Promise<ChatResult>;
 }
@@ -95,6 +97,10 @@ export class EngineModelHandle implements ModelHandle {
 
   get tokenizer(): Tokenizer | null {
     return this.engine.tokenizer;
+  }
+
+  get vision(): ImagePrompts | null {
+    return this.engine.vision ?? null;
   }
 
   /** Weights version served: the synchronizer sets it after each weight sync. */
@@ -381,6 +387,9 @@ export function attemptModelHandle(base: ModelHandle, attempt: { signal: AbortSi
   return {
     get tokenizer() {
       return base.tokenizer;
+    },
+    get vision() {
+      return base.vision ?? null;
     },
     get modelVersion() {
       return base.modelVersion;

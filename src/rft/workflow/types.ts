@@ -15,6 +15,7 @@ import type {
   ConversationTracker,
   GenerateRequest,
   GenerateResult,
+  ImagePrompts,
 } from '../../engine/index.js';
 import type { ChatInputMessage, Tokenizer } from '../../tokenizer/index.js';
 import type { AuxiliaryModels } from '../auxiliary/types.js';
@@ -99,6 +100,8 @@ export interface ModelHandle {
    * prompts go to the engine as they are. A workflow that tokenizes its own prompt bounds the work with it.
    */
   readonly promptLimit?: PromptLimit | null;
+  /** A vision-language model's image token and processor: chat() then takes image content parts. */
+  readonly vision?: ImagePrompts | null;
   generate(request: GenerateRequest): Promise<GenerateResult>;
   /**
    * Chat with exact token ids. Messages that extend an earlier call's messages plus its reply (the choice's message
