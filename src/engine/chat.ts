@@ -106,6 +106,7 @@ export function renderChatPrompt(
     throw new RangeError(`chat: ${(error as Error).message}`, { cause: error });
   }
   if (turn) {
+    if (turn.parent === null) turn.rootPromptLength = expanded.ids.length; // a fresh conversation: the whole prompt
     turn.promptIds = expanded.ids;
     [turn.generatedMask, turn.logprobs] = expanded.parallel as [number[], number[]];
     turn.images = [...dataUrls];

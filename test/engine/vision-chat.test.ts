@@ -125,6 +125,7 @@ describe('chat with image parts', () => {
     assert.deepEqual(two.images, [square, wide]);
     const turn = two.turn as ConversationTurn;
     assert.deepEqual(turn.prompt.images, [square, wide]);
+    assert.equal(turn.prompt.rootPromptLength, one.promptIds.length, 'the first prompt, its placeholders expanded');
     assert.equal(turn.prompt.generatedMask.length, two.promptIds.length);
     assert.equal(turn.prompt.generatedMask.filter((m) => m === 1).length, one.completionIds.length);
   });

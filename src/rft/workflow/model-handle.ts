@@ -455,6 +455,9 @@ class PromptRule {
   /** The placeholder result of a chat call whose (fresh) prompt is over the limit, else null: the call goes ahead. */
   chat(messages: readonly ChatInputMessage[], options: ChatOptions, history: ConversationTracker | null): ChatResult | null {
     if (messages.length === 0 || !this.#tokenizer.hasChatTemplate) return null; // the engine says why not
+    // images: their placeholders are sized only when decoded (../../engine/vision-chat.ts), so the prompt is left to
+    // the engine's max_model_len, as a continued conversation is (./prompt-truncation.ts)
+    if (messages.some((m) => Array.isArray(m.content) && m.content.some((part) => part.type === 'image_url'))) return null;
     const { tools, templateVariables } = options;
     const template = { ...(tools ? { tools } : {}), ...(templateVariables ? { templateVariables } : {}) };
     if (history?.continues(messages, template)) return null;

@@ -61,10 +61,39 @@ describe('a workflow chatting with an image', () => {
       for (const experience of here.experiences) {
         assert.deepEqual(experience.images, [image]);
         assert.equal(experience.tokens.filter((id) => id === IMAGE_PAD).length, 4);
+        // the prompt is every token before the 4 generated ones (its placeholders expanded)
+        assert.equal(experience.promptLength, experience.tokens.length - 4);
+        assert.deepEqual(experience.actionMask, [1, 1, 1, 1]);
       }
       assert.deepEqual(comparable(there.experiences), comparable(here.experiences));
     } finally {
       isolated.close();
+      await engine.close();
+    }
+  });
+
+  test('model.max_prompt_tokens leaves a chat with images to the engine (its length is known once decoded)', async () => {
+    torch.setNumThreads(1);
+    const engine = RolloutEngine.load(visionModelDir(), { slots: 2, maxLength: 64 });
+    const image = await testImageDataUrl(56, 56, 4);
+    const promptLimit = { maxPromptTokens: 8, maxModelLen: 64, truncate: true };
+    const workflow = new Function(`return ${SOURCE}`)() as Workflow;
+    const runner = new WorkflowRunner({
+      models: new EngineModelHandle(engine, { promptLimit }),
+      workflows: new WorkflowRegistry().register('vision', { repeatable: true, run: workflow }),
+      retryBackoffMs: 1,
+      maxRetryTimes: 0,
+      maxTimeout: 60,
+    });
+    try {
+      const task: Task = { id: 't', taskset: 'train', index: 0, raw: { image }, workflow: 'vision' };
+      const { experiences } = await runner.runStep([task], { step: 1, repeatTimes: 1 });
+      const [experience] = experiences as [Experience];
+      assert.ok(experience.promptLength > promptLimit.maxPromptTokens, `${experience.promptLength} prompt tokens`);
+      assert.notEqual(experience.truncateStatus, 'prompt_truncated', 'generated, not a placeholder');
+      assert.deepEqual(experience.actionMask, [1, 1, 1, 1]);
+    } finally {
+      runner.close();
       await engine.close();
     }
   });
