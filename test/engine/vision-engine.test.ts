@@ -224,6 +224,11 @@ describe('a Qwen2.5-VL model in the rollout engine', () => {
       );
       await refused({ promptIds, images: ['data:image/png;base64,AAAA'] }, /images\[0\]: not a decodable image/);
       await refused({ promptIds, images: ['https://example.com/cat.png'] }, /images\[0\]: remote image URLs are not fetched/);
+      await assert.rejects(
+        engine.score(promptIds),
+        /score: the token ids hold image tokens \(id 120\); score\(\) takes no images/,
+      );
+      assert.equal((await engine.score([5, 6, 7])).logprobs.length, 3, 'text scores as on a text model');
       // the engine goes on serving
       const ok = await engine.generate({ ...greedy, promptIds, images: [images[0] as string] });
       assert.equal(ok.completions[0]?.tokenIds.length, MAX_TOKENS);
