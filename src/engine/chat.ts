@@ -13,7 +13,7 @@ import type { Completion, GenerateOptions, GenerateRequest, GenerateResult } fro
 import type { RoutedExpertIds } from './routed-experts.js';
 import type { FinishReason } from './stopping.js';
 import { parseToolCalls } from './tool-calls.js';
-import { type ChatImages, chatImages, expandImagePads, type ImagePrompts } from './vision-chat.js';
+import { type ChatImages, chatImages, expandImagePads, hasImageParts, type ImagePrompts } from './vision-chat.js';
 
 export interface ChatOptions extends GenerateOptions {
   /** Tool definitions the template renders (OpenAI format); tool calls in the reply are parsed. */
@@ -70,7 +70,8 @@ export async function chat(
   options: ChatOptions = {},
 ): Promise<ChatResult> {
   const { tools, templateVariables, conversation, turnMeta, ...generateOptions } = options;
-  const images = await chatImages(messages, engine.vision);
+  // a text chat reaches generate() synchronously, as before images existed (callers may rely on its order)
+  const images = hasImageParts(messages) ? await chatImages(messages, engine.vision) : null;
   const prompt = renderChatPrompt(engine.tokenizer, messages, { ...options, images });
   const request = { ...generateOptions, promptIds: prompt.promptIds, ...(prompt.images ? { images: prompt.images } : {}) };
   return chatResult(await engine.generate(request), prompt, options);

@@ -29,6 +29,11 @@ export interface ChatImages {
   readonly imageTokenId: number;
 }
 
+/** Whether any message has an image part: a chat without one renders synchronously (no chatImages call). */
+export function hasImageParts(messages: readonly ChatInputMessage[]): boolean {
+  return messages.some((m) => Array.isArray(m.content) && m.content.some((part) => part.type === 'image_url'));
+}
+
 /**
  * The images of `messages` (null: none), decoded and sized for `prompts`' processor. Throws ImageInputError naming
  * the part for an unreadable image, or any image when the engine takes none (prompts null).

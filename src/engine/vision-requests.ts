@@ -112,7 +112,6 @@ export function isVisionLanguageFolder(dir: string): boolean {
   }
 }
 
-/** The key id of image token j of an image with this digest: 4 digest bytes, sign bit set (never a token id). */
 /** A folder's image token and processor when it holds a vision-language model (chat on the caller's thread), else null. */
 export function imagePromptsOf(dir: string): { imageTokenId: number; processor: ImageProcessorConfig } | null {
   if (!isVisionLanguageFolder(dir)) return null;
@@ -132,6 +131,7 @@ export function loadEngineModel(
   return { model: Qwen2_5VLModel.load(dir, { ...options, layout: 'inference' }), options: { imageProcessor } };
 }
 
+/** The key id of image token j of an image with this digest: 4 digest bytes, sign bit set (never a token id). */
 const imageKeyId = (digest: Buffer, j: number): number => digest.readInt32LE((j % 8) * 4) | 0x80000000;
 
 export class VisionInputs {
@@ -139,6 +139,8 @@ export class VisionInputs {
   readonly processor: ImageProcessorConfig;
   readonly imageTokenId: number;
   readonly #mrope: MultimodalRotaryEmbedding;
+  /** The model's device: pixel values are moved there when a request is admitted. */
+  readonly #device: string;
 
   constructor(model: Qwen2_5VLModel, options: Pick<RolloutEngineOptions, 'imageProcessor' | 'batchInvariant'> = {}) {
     if (options.batchInvariant)
@@ -146,8 +148,8 @@ export class VisionInputs {
     this.model = model;
     this.processor = options.imageProcessor ?? QWEN2_VL_IMAGE_PROCESSOR;
     this.imageTokenId = model.config.imageTokenId;
-    const device = model.language.parameters().get('model.embed_tokens.weight')?.device ?? 'cpu';
-    this.#mrope = new MultimodalRotaryEmbedding(model.config, device);
+    this.#device = model.language.parameters().get('model.embed_tokens.weight')?.device ?? 'cpu';
+    this.#mrope = new MultimodalRotaryEmbedding(model.config, this.#device);
   }
 
   /**
@@ -168,7 +170,10 @@ export class VisionInputs {
 
   async #prepare(promptIds: readonly number[], images: readonly ImageSource[]): Promise<VisionRequest> {
     const decoded = await Promise.all(images.map((image, i) => decodeImage(image, `images[${i}]`)));
-    const { grids, pixelValues } = preprocessImages(decoded, this.processor);
+    const processed = preprocessImages(decoded, this.processor); // on the CPU
+    const grids = processed.grids;
+    const pixelValues = this.#device === 'cpu' ? processed.pixelValues : processed.pixelValues.to({ device: this.#device });
+    if (pixelValues !== processed.pixelValues) processed.pixelValues.dispose();
     try {
       const { positions, ropeDeltas } = ropeIndex([promptIds], null, grids, this.model.config);
       const digests = decoded.map((image) =>

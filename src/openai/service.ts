@@ -17,10 +17,12 @@
 import { randomBytes } from 'node:crypto';
 import {
   type ChatEngine,
+  type ChatImages,
   type ChatResult,
   type ConversationTracker,
   chatImages,
   chatResult,
+  hasImageParts,
   type GenerateOptions,
   type GenerateRequest,
   type GenerateResult,
@@ -196,7 +198,10 @@ export class OpenAIService {
     const request = parseRequest(ChatCompletionRequestSchema, body);
     this.#checkModel(request.model);
     const tokenizer = this.#tokenizer();
-    const { prompt, chatOptions, parseTools } = await renderChat(request, tokenizer, scope, this.backend.vision);
+    const messages = request.messages.map(toChatMessage);
+    // a bad image: ImageInputError, a 400 naming its part (asHttpError); a text chat renders without waiting
+    const images = hasImageParts(messages) ? await chatImages(messages, this.backend.vision) : null;
+    const { prompt, chatOptions, parseTools } = renderChat(request, messages, images, tokenizer, scope);
     const topLogprobs = request.logprobs ? (request.top_logprobs ?? 0) : 0;
     const options = this.#generateOptions(request, {
       prompt: { tokens: prompt.promptIds.length, param: 'messages' },
@@ -513,16 +518,15 @@ export class OpenAIService {
  * refusal (raise_exception) and any other input the messages cannot be rendered from are the client's (400); the
  * template failing or running past its budget is the served model's (500, code 'chat_template_failed').
  */
-async function renderChat(
+function renderChat(
   request: ChatCompletionRequest,
+  messages: ChatInputMessage[],
+  images: ChatImages | null,
   tokenizer: Tokenizer,
   scope: RequestScope,
-  vision: OpenAIBackend['vision'],
 ) {
   const tools = request.tools?.map((t) => t as ToolDefinition);
   const parseTools = tools !== undefined && tools.length > 0 && request.tool_choice !== 'none';
-  const messages = request.messages.map(toChatMessage);
-  const images = await chatImages(messages, vision); // a bad image: ImageInputError, a 400 naming its part (asHttpError)
   const chatOptions = {
     ...(tools && tools.length > 0 ? { tools } : {}),
     ...(request.chat_template_kwargs ? { templateVariables: request.chat_template_kwargs } : {}),

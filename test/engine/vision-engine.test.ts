@@ -229,6 +229,10 @@ describe('a Qwen2.5-VL model in the rollout engine', () => {
         /score: the token ids hold image tokens \(id 120\); score\(\) takes no images/,
       );
       assert.equal((await engine.score([5, 6, 7])).logprobs.length, 3, 'text scores as on a text model');
+      assert.throws(
+        () => RolloutEngine.load(VL_FIXTURE, { batchInvariant: true }),
+        /batchInvariant is not available for Qwen2_5_VLForConditionalGeneration \(M-RoPE\)/,
+      );
       // the engine goes on serving
       const ok = await engine.generate({ ...greedy, promptIds, images: [images[0] as string] });
       assert.equal(ok.completions[0]?.tokenIds.length, MAX_TOKENS);

@@ -28,6 +28,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 // (./isolation/) runs this handle without loading libtorch.
 import type { ChatChoice, ChatOptions, ChatResult, GenerateRequest, GenerateResult, ImagePrompts } from '../../engine/index.js';
 import { chatResult } from '../../engine/chat.js';
+import { hasImageParts } from '../../engine/vision-chat.js';
 import { ConversationTracker, type ConversationTurn, conversationTokens } from '../../engine/conversation.js';
 import type { OpenAIServer, RequestScope } from '../../openai/index.js';
 import type { ChatInputMessage, Tokenizer } from '../../tokenizer/index.js';
@@ -457,7 +458,7 @@ class PromptRule {
     if (messages.length === 0 || !this.#tokenizer.hasChatTemplate) return null; // the engine says why not
     // images: their placeholders are sized only when decoded (../../engine/vision-chat.ts), so the prompt is left to
     // the engine's max_model_len, as a continued conversation is (./prompt-truncation.ts)
-    if (messages.some((m) => Array.isArray(m.content) && m.content.some((part) => part.type === 'image_url'))) return null;
+    if (hasImageParts(messages)) return null;
     const { tools, templateVariables } = options;
     const template = { ...(tools ? { tools } : {}), ...(templateVariables ? { templateVariables } : {}) };
     if (history?.continues(messages, template)) return null;
