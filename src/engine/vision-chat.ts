@@ -122,3 +122,9 @@ export function expandImagePads(
     );
   return { ids: out, parallel: outParallel };
 }
+
+/** Image sources (data URLs, file paths, bytes) as data URLs, the form experiences keep (a generate() request's). */
+export async function imageDataUrls(sources: readonly (string | Uint8Array)[]): Promise<string[]> {
+  const { imageDataUrl } = await import('../model/index.js'); // loaded with the first image, as in chatImages
+  return Promise.all(sources.map((source, i) => imageDataUrl(source, `images[${i}]`)));
+}

@@ -7,7 +7,13 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { ConversationTracker, type ConversationTurn, expandImagePads, RolloutEngine } from '../../src/engine/index.js';
+import {
+  type Completion,
+  ConversationTracker,
+  type ConversationTurn,
+  expandImagePads,
+  RolloutEngine,
+} from '../../src/engine/index.js';
 import { encodePng, ImageInputError } from '../../src/model/index.js';
 import { validateExperience } from '../../src/rft/experience.js';
 import { EngineModelHandle } from '../../src/rft/workflow/model-handle.js';
@@ -128,6 +134,17 @@ describe('chat with image parts', () => {
     assert.equal(turn.prompt.rootPromptLength, one.promptIds.length, 'the first prompt, its placeholders expanded');
     assert.equal(turn.prompt.generatedMask.length, two.promptIds.length);
     assert.equal(turn.prompt.generatedMask.filter((m) => m === 1).length, one.completionIds.length);
+  });
+
+  test("a workflow's generate() with images (a file) yields experiences with them as data URLs", async () => {
+    const handle = new EngineModelHandle(engine);
+    const file = join(mkdtempSync(join(tmpdir(), 'vl-image-')), 'square.png');
+    writeFileSync(file, await encodePng(testImage(56, 56, 1)));
+    const promptIds = [5, 6, VISION_START, IMAGE_PAD, IMAGE_PAD, IMAGE_PAD, IMAGE_PAD, VISION_END, 7];
+    const result = await handle.generate({ ...greedy, promptIds, images: [file] });
+    const experience = handle.toExperience(result.completions[0] as Completion);
+    assert.deepEqual(experience.images, [square]);
+    assert.deepEqual(validateExperience(experience), []);
   });
 
   test('bad images are errors naming the message and part', async () => {

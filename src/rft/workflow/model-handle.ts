@@ -28,7 +28,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 // (./isolation/) runs this handle without loading libtorch.
 import type { ChatChoice, ChatOptions, ChatResult, GenerateRequest, GenerateResult, ImagePrompts } from '../../engine/index.js';
 import { chatResult } from '../../engine/chat.js';
-import { hasImageParts } from '../../engine/vision-chat.js';
+import { hasImageParts, imageDataUrls } from '../../engine/vision-chat.js';
 import { ConversationTracker, type ConversationTurn, conversationTokens } from '../../engine/conversation.js';
 import type { OpenAIServer, RequestScope } from '../../openai/index.js';
 import type { ChatInputMessage, Tokenizer } from '../../tokenizer/index.js';
@@ -117,12 +117,14 @@ export class EngineModelHandle implements ModelHandle {
 
   async generate(request: GenerateRequest): Promise<GenerateResult> {
     const temperature = logprobTemperature(request.temperature);
+    // a vision-language request's images, which its experiences keep as data URLs
+    const images = request.images?.length ? { images: await imageDataUrls(request.images) } : {};
     const result = await this.engine.generate(request);
     // read once the call returned: weights swapped mid-step (./weight-swap-gate.ts) never change under a call, and
     // the version now is the one that served it
     const modelVersion = this.#modelVersion;
     for (const completion of result.completions)
-      this.#provenance.set(completion, { promptIds: result.promptIds, modelVersion, temperature });
+      this.#provenance.set(completion, { promptIds: result.promptIds, modelVersion, temperature, ...images });
     return result;
   }
 
