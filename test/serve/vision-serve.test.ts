@@ -50,6 +50,17 @@ describe('trinity serve with a vision-language model', () => {
         assert.deepEqual(body.choices[0]?.token_ids, expected.completionIds);
         assert.equal(reply.choices[0]?.message.content, expected.message.content);
       }
+      const stream = await client.chat.completions.create({
+        model: 'vl',
+        messages: messages(image) as OpenAI.Chat.Completions.ChatCompletionMessageParam[],
+        max_tokens: 6,
+        temperature: 0,
+        stream: true,
+        ...({ ignore_eos: true } as object),
+      });
+      let streamed = '';
+      for await (const chunk of stream) streamed += chunk.choices[0]?.delta.content ?? '';
+      assert.equal(streamed, expected.message.content, 'streamed');
       for (const [url, pattern] of [
         ['https://example.com/cat.png', /messages\[0\]\.content\[1\]: remote image URLs are not fetched/],
         ['data:image/png;base64,AAAA', /messages\[0\]\.content\[1\]: not a decodable image/],
