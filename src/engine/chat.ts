@@ -4,13 +4,16 @@
 //
 // With `conversation` (a ConversationTracker), a call whose messages extend an earlier call's messages and reply
 // continues from that call's exact ids (./conversation.ts) and each choice records its turn; with `tools`, Hermes-style
-// <tool_call> blocks in the text become the message's tool_calls (./tool-calls.ts).
-import type { ChatMessage, Tokenizer, ToolCall, ToolDefinition } from '../tokenizer/index.js';
+// <tool_call> blocks in the text become the message's tool_calls (./tool-calls.ts). With a vision-language engine,
+// messages may hold image content parts: each image's placeholder run is expanded to its token count and the images
+// go with the request as data URLs (./vision-chat.ts); the result's `images` are those data URLs.
+import type { ChatInputMessage, Tokenizer, ToolCall, ToolDefinition } from '../tokenizer/index.js';
 import type { ConversationPrompt, ConversationTracker, ConversationTurn } from './conversation.js';
 import type { Completion, GenerateOptions, GenerateRequest, GenerateResult } from './types.js';
 import type { RoutedExpertIds } from './routed-experts.js';
 import type { FinishReason } from './stopping.js';
 import { parseToolCalls } from './tool-calls.js';
+import { type ChatImages, chatImages, expandImagePads, hasImageParts, type ImagePrompts } from './vision-chat.js';
 
 export interface ChatOptions extends GenerateOptions {
   /** Tool definitions the template renders (OpenAI format); tool calls in the reply are parsed. */
@@ -49,32 +52,73 @@ export interface ChatResult extends ChatChoice {
   /** The rendered prompt's ids, exactly as the model read them. */
   promptIds: number[];
   choices: ChatChoice[];
+  /** The prompt's images as data URLs, in placeholder order (messages with image parts). */
+  images?: string[];
 }
 
 /** What chat() needs of an engine. */
 export interface ChatEngine {
   readonly tokenizer: Tokenizer | null;
+  /** A vision-language model's image token and processor; absent or null: image parts are refused. */
+  readonly vision?: ImagePrompts | null;
   generate(request: GenerateRequest): Promise<GenerateResult>;
 }
 
-export async function chat(engine: ChatEngine, messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
+export async function chat(
+  engine: ChatEngine,
+  messages: readonly ChatInputMessage[],
+  options: ChatOptions = {},
+): Promise<ChatResult> {
   const { tools, templateVariables, conversation, turnMeta, ...generateOptions } = options;
-  const prompt = renderChatPrompt(engine.tokenizer, messages, options);
-  const result = await engine.generate({ ...generateOptions, promptIds: prompt.promptIds });
-  return chatResult(result, prompt, options);
+  // a text chat reaches generate() synchronously, as before images existed (callers may rely on its order)
+  const images = hasImageParts(messages) ? await chatImages(messages, engine.vision) : null;
+  const prompt = renderChatPrompt(engine.tokenizer, messages, { ...options, images });
+  const request = { ...generateOptions, promptIds: prompt.promptIds, ...(prompt.images ? { images: prompt.images } : {}) };
+  return chatResult(await engine.generate(request), prompt, options);
 }
 
 /** A rendered chat prompt: its ids and, with a conversation, what it continues. */
 export interface ChatPrompt {
   promptIds: number[];
   conversation: ConversationPrompt | null;
+  /** The images' data URLs (./vision-chat.ts), in placeholder order. */
+  images?: readonly string[];
 }
 
-/** chat()'s first half: messages → prompt ids (continuing a recorded conversation when given one). */
+/**
+ * chat()'s first half: messages → prompt ids (continuing a recorded conversation when given one), each image's
+ * placeholder run expanded to its token count (`images`, from chatImages).
+ */
 export function renderChatPrompt(
   tokenizer: Tokenizer | null,
-  messages: readonly ChatMessage[],
-  options: Pick<ChatOptions, 'tools' | 'templateVariables' | 'conversation'> = {},
+  messages: readonly ChatInputMessage[],
+  options: Pick<ChatOptions, 'tools' | 'templateVariables' | 'conversation'> & { images?: ChatImages | null } = {},
+): ChatPrompt {
+  const prompt = renderTextPrompt(tokenizer, messages, options);
+  const images = options.images;
+  if (!images) return prompt;
+  const { imageTokenId, tokenCounts, dataUrls } = images;
+  const turn = prompt.conversation;
+  const parallel = turn ? [turn.generatedMask, turn.logprobs] : [];
+  let expanded: ReturnType<typeof expandImagePads>;
+  try {
+    expanded = expandImagePads(prompt.promptIds, imageTokenId, tokenCounts, parallel);
+  } catch (error) {
+    throw new RangeError(`chat: ${(error as Error).message}`, { cause: error });
+  }
+  if (turn) {
+    if (turn.parent === null) turn.rootPromptLength = expanded.ids.length; // a fresh conversation: the whole prompt
+    turn.promptIds = expanded.ids;
+    [turn.generatedMask, turn.logprobs] = expanded.parallel as [number[], number[]];
+    turn.images = [...dataUrls];
+  }
+  return { promptIds: expanded.ids, conversation: turn, images: dataUrls };
+}
+
+function renderTextPrompt(
+  tokenizer: Tokenizer | null,
+  messages: readonly ChatInputMessage[],
+  options: Pick<ChatOptions, 'tools' | 'templateVariables' | 'conversation'>,
 ): ChatPrompt {
   if (tokenizer === null)
     throw new TypeError('chat: the engine has no tokenizer (create it with one, or call generate() with ids)');
@@ -117,7 +161,8 @@ export function chatResult(
     }
     return choice;
   });
-  return { ...(choices[0] as ChatChoice), promptIds: result.promptIds, choices };
+  const images = prompt.images ? { images: [...prompt.images] } : {};
+  return { ...(choices[0] as ChatChoice), promptIds: result.promptIds, choices, ...images };
 }
 
 function toChoice(completion: Completion, parseTools: boolean): ChatChoice {

@@ -16,7 +16,7 @@
 // Re-tokenising would differ whenever the model produced a non-canonical split (e.g. 'h','e','l','l','o' where the
 // tokenizer would give 'hello') or a template renders a reply differently from how it was generated.
 import { randomUUID } from 'node:crypto';
-import type { ChatMessage, Tokenizer, ToolCall, ToolDefinition } from '../tokenizer/index.js';
+import type { ChatInputMessage, ChatMessage, Tokenizer, ToolCall, ToolDefinition } from '../tokenizer/index.js';
 import type { FinishReason } from './stopping.js';
 
 /** Template options that must match for a call to continue an earlier one. */
@@ -37,8 +37,10 @@ export interface ConversationPrompt {
   /** The turn this call continues, or null for a fresh conversation. */
   parent: ConversationTurn | null;
   /** The messages as given (the key of the turns recorded from this prompt). */
-  messages: readonly ChatMessage[];
+  messages: readonly ChatInputMessage[];
   options: ConversationOptions;
+  /** The images of the whole prompt as data URLs, in placeholder order (./vision-chat.ts; a vision-language model). */
+  images?: string[];
 }
 
 /** One generated reply within a conversation. */
@@ -100,7 +102,7 @@ export class ConversationTracker {
   }
 
   /** The prompt for a chat call: continues the longest recorded conversation the messages extend, else fresh. */
-  prompt(messages: readonly ChatMessage[], options: ConversationOptions = {}): ConversationPrompt {
+  prompt(messages: readonly ChatInputMessage[], options: ConversationOptions = {}): ConversationPrompt {
     if (messages.length === 0) throw new RangeError('chat: messages is empty');
     const continued = this.continues(messages, options);
     if (continued !== null) return this.#continuation(continued.parent, messages, continued.newFrom, options);
@@ -121,7 +123,7 @@ export class ConversationTracker {
    * included) and where its new messages start, or null for a fresh conversation. Tokenizes nothing.
    */
   continues(
-    messages: readonly ChatMessage[],
+    messages: readonly ChatInputMessage[],
     options: ConversationOptions = {},
   ): { parent: ConversationTurn; newFrom: number } | null {
     for (let i = messages.length - 2; i >= 1; i--) {
@@ -191,7 +193,7 @@ export class ConversationTracker {
 
   #continuation(
     parent: ConversationTurn,
-    messages: readonly ChatMessage[],
+    messages: readonly ChatInputMessage[],
     newFrom: number,
     options: ConversationOptions,
   ): ConversationPrompt {
@@ -234,7 +236,7 @@ function templateOptions(options: ConversationOptions) {
 }
 
 /** A canonical string of what identifies a conversation so far: tool-call ids and null/'' content are ignored. */
-export function conversationKey(messages: readonly ChatMessage[], options: ConversationOptions): string {
+export function conversationKey(messages: readonly ChatInputMessage[], options: ConversationOptions): string {
   return JSON.stringify([
     options.tools ?? null,
     options.templateVariables ?? null,

@@ -1,9 +1,10 @@
 // The rollout engine's options resolved: defaults filled in and each checked, naming the option (RangeError). The
 // constructor and RolloutEngine.load (which checks the cache's size from config.json before reading any weight) both
 // read them from here.
-import { type CausalLM, checkKVCacheFits, type LoadModelOptions, loadModelConfig, type ModelConfig } from '../model/index.js';
+import { type CausalLM, checkKVCacheFits, type LoadModelOptions, type ModelConfig } from '../model/index.js';
 import type { CacheLayout } from './sequence-slots.js';
 import type { RolloutEngineOptions } from './types.js';
+import { languageConfigOf } from './vision-requests.js';
 
 export const DEFAULT_SLOTS = 8;
 export const DEFAULT_MAX_LENGTH = 2048;
@@ -58,7 +59,7 @@ export function checkCacheFitsModel(
   dtype: LoadModelOptions['dtype'],
   device: string | undefined,
 ): void {
-  const config = loadModelConfig(dir);
+  const config = languageConfigOf(dir); // a vision-language folder: its language model's
   const { slots, maxLength, paged } = cacheSettings(config, options);
   checkKVCacheFits({
     numLayers: config.numHiddenLayers,

@@ -20,8 +20,8 @@
 //   const reply = await pool.chat([{ role: 'user', content: 'Hi' }], { seed: 1 });   // as one WorkerRolloutEngine
 //   await pool.syncWeights(trainer.model.parameters());                              // reaches every engine
 //   await pool.close();
-import type { Tokenizer } from '../tokenizer/index.js';
-import type { ChatMessage } from '../tokenizer/index.js';
+import type { ChatInputMessage, Tokenizer } from '../tokenizer/index.js';
+import type { ImagePrompts } from './vision-chat.js';
 import type { Tensor } from '../torch/index.js';
 import { type ChatEngine, type ChatOptions, type ChatResult, chat } from './chat.js';
 import type { GenerateRequest, GenerateResult, RolloutEngineStats, ScoreOptions, ScoreResult } from './types.js';
@@ -231,6 +231,11 @@ export class EmbeddedEnginePool implements PoolEngine {
     return (this.engines[0] as EmbeddedPoolMember).vocabSize;
   }
 
+  /** A vision-language model's image token and processor (chat with images; ./vision-chat.ts). */
+  get vision(): ImagePrompts | null {
+    return (this.engines[0] as EmbeddedPoolMember).vision ?? null;
+  }
+
   get maxLength(): number {
     return (this.engines[0] as EmbeddedPoolMember).maxLength;
   }
@@ -247,7 +252,7 @@ export class EmbeddedEnginePool implements PoolEngine {
     });
   }
 
-  chat(messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
+  chat(messages: readonly ChatInputMessage[], options: ChatOptions = {}): Promise<ChatResult> {
     return chat(this, messages, options);
   }
 

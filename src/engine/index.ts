@@ -14,3 +14,5 @@ export * from './stopping.js';
 export * from './tool-calls.js';
 export * from './worker-engine.js';
 export * from './engine-pool.js';
+export * from './vision-chat.js';
+export { languageConfigOf, VisionInputs, type VisionRequest } from './vision-requests.js';

@@ -6,7 +6,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Tokenizer } from '../tokenizer/index.js';
 import { resolveSamplingParams, type SamplingParams } from './sampling.js';
-import type { GenerateRequest } from './types.js';
+import { type GenerateRequest, GenerationError } from './types.js';
+import type { VisionInputs, VisionRequest } from './vision-requests.js';
 
 /** A checked request with its defaults filled in. */
 export interface PreparedRequest {
@@ -27,6 +28,32 @@ export interface RequestLimits {
   readonly vocabSize: number;
   readonly maxLength: number;
   readonly eosTokenIds: readonly number[];
+}
+
+/**
+ * generate()'s admission: the engine open, the request not aborted, the request prepared, and a vision-language engine's images checked against the prompt
+ * (their decoding goes on in the returned promise, ./vision-requests.ts). A failed check throws
+ * GenerationError('invalid') naming it; anything else thrown is a bug and propagates.
+ */
+export function admitRequest(
+  request: GenerateRequest,
+  engine: RequestLimits & { isClosed: boolean; vision: VisionInputs | null; model: { config: { architecture: string } } },
+): { prepared: PreparedRequest; images: Promise<VisionRequest> | null } {
+  if (engine.isClosed) throw new GenerationError('closed', 'RolloutEngine is closed: generate() was called after close()');
+  if (request.signal?.aborted)
+    throw new GenerationError('aborted', 'generate: the request was aborted before it started', { cause: request.signal.reason });
+  try {
+    const prepared = prepareRequest(request, engine);
+    if (engine.vision) return { prepared, images: engine.vision.admit(prepared.promptIds, request.images) };
+    if (request.images?.length)
+      throw new TypeError(`generate: images need a vision-language model, not ${engine.model.config.architecture}`);
+    return { prepared, images: null };
+  } catch (error) {
+    // the request checks throw RangeError / TypeError (SamplingParamsError is a RangeError)
+    if (error instanceof RangeError || error instanceof TypeError)
+      throw new GenerationError('invalid', error.message, { cause: error });
+    throw error;
+  }
 }
 
 /** Checks a request against the engine and fills its defaults. */

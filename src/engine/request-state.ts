@@ -8,7 +8,15 @@ import * as torch from '../torch/index.js';
 import { type PreparedRequest, sampleSeed } from './prepare-request.js';
 import type { SequenceRouting } from './routed-experts.js';
 import { completionText, type FinishReason, StopStringMatcher } from './stopping.js';
-import { type Completion, type GenerateResult, GenerationError, type TokenEvent, type TopLogprob } from './types.js';
+import {
+  type Completion,
+  type GenerateRequest,
+  type GenerateResult,
+  GenerationError,
+  type TokenEvent,
+  type TopLogprob,
+} from './types.js';
+import type { VisionRequest } from './vision-requests.js';
 
 export interface Finish {
   reason: FinishReason;
@@ -26,6 +34,31 @@ export interface RequestState extends PreparedRequest {
   settled: boolean;
   unfinished: number;
   cleanup: () => void;
+  /** A vision-language model's images of the request (./vision-requests.ts), set before it queues. */
+  vision?: VisionRequest;
+}
+
+/** A prepared request's state with its n sequences, not yet queued (its cleanup is set when it is watched). */
+export function createRequestState(
+  prepared: PreparedRequest,
+  request: Pick<GenerateRequest, 'onToken' | 'fairShareKey'>,
+  id: number,
+  settle: Pick<RequestState, 'resolve' | 'reject'>,
+  tokenizer: Tokenizer | null,
+): RequestState {
+  const state: RequestState = {
+    ...prepared,
+    ...settle,
+    onToken: request.onToken ?? null,
+    id,
+    fairShareKey: request.fairShareKey ?? null,
+    sequences: [],
+    settled: false,
+    unfinished: prepared.n,
+    cleanup: () => {},
+  };
+  state.sequences.push(...createSequences(state, tokenizer));
+  return state;
 }
 
 export interface Sequence {

@@ -33,19 +33,19 @@
 //
 // This file is the loop: admission, prefill, decode, settle. Neighbours: ./types.ts (public types), ./engine-options.ts,
 // ./prepare-request.ts (a request checked), ./request-state.ts (a request and its sequences), ./sampled-step.ts (a
-// step's forward and sampling, eager or captured), ./score.ts (score()).
+// step's forward and sampling, eager or captured), ./score.ts (score()), ./vision-requests.ts (images: Qwen2.5-VL).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
-import { CausalLM, type LoadModelOptions } from '../model/index.js';
-import { type ChatMessage, Tokenizer } from '../tokenizer/index.js';
+import { type CausalLM, type LoadModelOptions, Qwen2_5VLModel } from '../model/index.js';
+import { type ChatInputMessage, Tokenizer } from '../tokenizer/index.js';
 import * as torch from '../torch/index.js';
 import { type ChatOptions, type ChatResult, chat } from './chat.js';
-import { type PreparedRequest, prepareRequest } from './prepare-request.js';
+import { admitRequest } from './prepare-request.js';
 import { recordedLayers, SequenceRouting, StepRecord } from './routed-experts.js';
 import {
   completionOf,
-  createSequences,
+  createRequestState,
   type Finish,
   type RequestState,
   requestProgress,
@@ -69,6 +69,7 @@ import {
   positiveOption,
 } from './engine-options.js';
 import { SequenceSlots } from './sequence-slots.js';
+import { cacheKeys, loadEngineModel, releaseVisionRequest, VisionInputs } from './vision-requests.js';
 import {
   type GenerateRequest,
   type GenerateResult,
@@ -115,9 +116,12 @@ export class RolloutEngine {
   #nextRequestId = 0;
   #steps = 0;
   readonly #recordedLayers: number[] | null;
+  /** A vision-language model's images (null: a text model); chat() reads its image token and processor. */
+  readonly vision: VisionInputs | null;
 
-  constructor(model: CausalLM, options: RolloutEngineOptions = {}) {
-    this.model = model;
+  constructor(model: CausalLM | Qwen2_5VLModel, options: RolloutEngineOptions = {}) {
+    this.vision = model instanceof Qwen2_5VLModel ? new VisionInputs(model, options) : null;
+    model = this.model = this.vision?.model.language ?? (model as CausalLM);
     this.tokenizer = options.tokenizer ?? null;
     const layout = cacheSettings(model.config, options);
     ({ slots: this.slots, maxLength: this.maxLength } = layout);
@@ -165,9 +169,9 @@ export class RolloutEngine {
     const tokenizer =
       options.tokenizer !== undefined ? options.tokenizer : existsSync(join(dir, 'tokenizer.json')) ? Tokenizer.load(dir) : null;
     // the inference layout (fused, column-major projections) decodes faster; weight syncs copy into it unchanged
-    const model = CausalLM.load(dir, { ...(dtype ? { dtype } : {}), ...(device ? { device } : {}), layout: 'inference' });
+    const { model, options: modelOptions } = loadEngineModel(dir, { ...(dtype ? { dtype } : {}), ...(device ? { device } : {}) });
     try {
-      return new RolloutEngine(model, { ...engineOptions, tokenizer, ownsModel: true });
+      return new RolloutEngine(model, { ...engineOptions, ...modelOptions, tokenizer, ownsModel: true });
     } catch (error) {
       model.dispose();
       throw error;
@@ -191,54 +195,36 @@ export class RolloutEngine {
 
   /**
    * Generates n completions of one prompt; resolves when all of them finished. A request that fails a check rejects
-   * with GenerationError('invalid') before anything runs.
+   * with GenerationError('invalid') before anything runs (a request with images: once they are decoded).
    */
-  generate(request: GenerateRequest): Promise<GenerateResult> {
-    if (this.#closed) {
-      return Promise.reject(new GenerationError('closed', 'RolloutEngine is closed: generate() was called after close()'));
-    }
-    if (request.signal?.aborted) {
-      return Promise.reject(
-        new GenerationError('aborted', 'generate: the request was aborted before it started', { cause: request.signal.reason }),
-      );
-    }
-    let prepared: PreparedRequest;
-    try {
-      prepared = prepareRequest(request, this);
-    } catch (error) {
-      // the request checks throw RangeError / TypeError (SamplingParamsError is a RangeError); anything else is a bug
-      if (error instanceof RangeError || error instanceof TypeError)
-        return Promise.reject(new GenerationError('invalid', error.message, { cause: error }));
-      return Promise.reject(error);
-    }
+  async generate(request: GenerateRequest): Promise<GenerateResult> {
+    // throws (rejects) a GenerationError: 'closed', 'aborted', or 'invalid' naming a failed check
+    const { prepared, images } = admitRequest(request, this);
     return new Promise<GenerateResult>((resolve, reject) => {
-      const state: RequestState = {
-        ...prepared,
-        onToken: request.onToken ?? null,
-        id: this.#nextRequestId++,
-        fairShareKey: request.fairShareKey ?? null,
-        sequences: [],
-        resolve,
-        reject,
-        settled: false,
-        unfinished: prepared.n,
-        cleanup: () => {},
-      };
-      state.sequences.push(...createSequences(state, this.tokenizer));
+      const state = createRequestState(prepared, request, this.#nextRequestId++, { resolve, reject }, this.tokenizer);
       SequenceRouting.attach(state.sequences, this.#recordedLayers, this.model.config); // recordRoutedExperts
       state.cleanup = watchAbortAndTimeout(state, request.signal, request.timeoutMs ?? this.requestTimeoutMs, (error) =>
         this.#fail(state, error),
       );
       this.#requests.add(state);
-      const queue = this.#waiting.get(shareKey(state));
-      if (queue) queue.push(...state.sequences);
-      else this.#waiting.set(shareKey(state), [...state.sequences]);
-      this.#startLoop();
+      if (images === null) this.#enqueue(state);
+      else
+        images.then(
+          (vision) => (state.settled ? releaseVisionRequest(vision) : this.#enqueue(Object.assign(state, { vision }))),
+          (error: Error) => this.#fail(state, new GenerationError('invalid', error.message, { cause: error })),
+        );
     });
   }
 
+  #enqueue(state: RequestState): void {
+    const queue = this.#waiting.get(shareKey(state));
+    if (queue) queue.push(...state.sequences);
+    else this.#waiting.set(shareKey(state), [...state.sequences]);
+    this.#startLoop();
+  }
+
   /** Chat completion with the tokenizer's chat template; see ./chat.ts. */
-  chat(messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
+  chat(messages: readonly ChatInputMessage[], options: ChatOptions = {}): Promise<ChatResult> {
     return chat(this, messages, options);
   }
 
@@ -264,17 +250,22 @@ export class RolloutEngine {
    * number of tensors copied; the caller keeps `weights`.
    */
   syncWeights(weights: ReadonlyMap<string, torch.Tensor>): number {
-    this.#checkOpen('syncWeights');
-    const copied = syncModelWeights(this.model, weights);
-    this.model.refreshPackedWeights(); // in place: captured decode steps hold the packed tensors and stay valid
-    this.#cache.invalidatePrefixCache(); // no block computed by the old weights is reused
-    return copied;
+    return this.#sync('syncWeights', weights);
   }
 
   /** As syncWeights, from a Hugging Face folder (a checkpoint): a folder that fails a check changes nothing. */
   syncWeightsFromDir(dir: string, streamBufferBytes?: number): number {
-    this.#checkOpen('syncWeightsFromDir');
-    const copied = syncModelWeightsFromDir(this.model, dir, streamBufferBytes);
+    return this.#sync('syncWeightsFromDir', dir, streamBufferBytes);
+  }
+
+  /** A copy, then the packed copies repacked in place (captured decode steps hold them) and the prefix cache emptied. */
+  #sync(what: string, from: ReadonlyMap<string, torch.Tensor> | string, streamBufferBytes?: number): number {
+    this.#checkOpen(what);
+    const copied = this.vision
+      ? this.vision.syncWeights(from)
+      : typeof from === 'string'
+        ? syncModelWeightsFromDir(this.model, from, streamBufferBytes)
+        : syncModelWeights(this.model, from);
     this.model.refreshPackedWeights();
     this.#cache.invalidatePrefixCache();
     return copied;
@@ -304,7 +295,8 @@ export class RolloutEngine {
     this.#decodeSteps?.invalidate();
     if (!this.#cache.cache.isDisposed) {
       this.#cache.cache.dispose();
-      if (this.#ownsModel) this.model.dispose();
+      if (this.vision) this.vision.dispose(this.#ownsModel);
+      else if (this.#ownsModel) this.model.dispose();
     }
   }
 
@@ -328,6 +320,7 @@ export class RolloutEngine {
   #settle(state: RequestState): void {
     state.settled = true;
     state.cleanup();
+    releaseVisionRequest(state.vision);
     this.#requests.delete(state);
     const queue = this.#waiting.get(shareKey(state));
     if (queue) {
@@ -401,11 +394,12 @@ export class RolloutEngine {
       const [key, queue] = this.#waiting.entries().next().value as [string | RequestState, Sequence[]];
       const seq = queue[0] as Sequence;
       const prompt = seq.request.promptIds;
+      const keys = cacheKeys(seq); // image tokens keyed by their image (./vision-requests.ts)
       const row = leaderRow.get(seq.request);
-      const length = Math.max(longest, row === undefined ? prompt.length - this.#cache.cachedPrefix(prompt) : 0);
+      const length = Math.max(longest, row === undefined ? prompt.length - this.#cache.cachedPrefix(keys) : 0);
       if (batch.length > 0 && length * (batch.length + 1) > this.maxPrefillTokens) break;
       if (row === undefined) {
-        const cached = this.#cache.start(seq, prompt);
+        const cached = this.#cache.start(seq, keys);
         if (cached === null) break;
         leaderRow.set(seq.request, leaders.length);
         rowOf.push(leaders.length);
@@ -433,7 +427,8 @@ export class RolloutEngine {
       const slots = leaders.map((s) => s.slot);
       // everything made from JavaScript data first: on a GPU an upload behind the queued forward waits for all of it
       const cache = this.#cache.cache;
-      const cachePlan = cache.plan(slots, longest, realTokens, { tokenIds: suffixes });
+      const keys = leaders.map((s, b) => cacheKeys(s).slice(-(lengths[b] as number)));
+      const cachePlan = cache.plan(slots, longest, realTokens, { tokenIds: keys });
       const device = this.#device;
       const lastPositions = [
         torch.arange(rows, { device }),
@@ -455,7 +450,7 @@ export class RolloutEngine {
       return {
         logits: () => {
           const forward = { cache, slots, cachePlan, output: 'hidden' as const, ...record?.hook() };
-          const hidden = this.model.forward(inputIds, forward); // [B, T, H]
+          const hidden = this.vision?.hidden(inputIds, leaders, lengths, forward) ?? this.model.forward(inputIds, forward);
           const last = hidden.index(lastPositions); // [B, H]: each row's last prompt position
           for (const copy of copies) copy.commit();
           const logits = this.model.logits(last);
@@ -477,9 +472,10 @@ export class RolloutEngine {
     let longest = 0;
     for (const seq of this.#preempted) {
       const ids = [...seq.request.promptIds, ...seq.tokenIds.slice(0, -1)];
-      const length = Math.max(longest, ids.length - this.#cache.cachedPrefix(ids));
+      const keys = cacheKeys(seq, 1);
+      const length = Math.max(longest, ids.length - this.#cache.cachedPrefix(keys));
       if (this.#cache.freeSlots === 0 || (batch.length > 0 && length * (batch.length + 1) > this.maxPrefillTokens)) break;
-      const cached = this.#cache.start(seq, ids);
+      const cached = this.#cache.start(seq, keys);
       if (cached === null) break;
       batch.push(seq);
       suffixes.push(ids.slice(cached));
@@ -495,8 +491,11 @@ export class RolloutEngine {
           const { inputIds, realTokens } = rightPadded(suffixes, longest, this.#device);
           const slots = batch.map((s) => s.slot);
           const cache = this.#cache.cache;
-          const cachePlan = cache.plan(slots, longest, realTokens, { tokenIds: suffixes });
-          this.model.forward(inputIds, { cache, slots, cachePlan, output: 'hidden' });
+          const lengths = suffixes.map((ids) => ids.length);
+          const keys = batch.map((s, b) => cacheKeys(s, 1).slice(-(lengths[b] as number)));
+          const cachePlan = cache.plan(slots, longest, realTokens, { tokenIds: keys });
+          const forward = { cache, slots, cachePlan, output: 'hidden' as const };
+          this.vision?.hidden(inputIds, batch, lengths, forward, 1) ?? this.model.forward(inputIds, forward);
         }),
       );
     } catch (error) {
@@ -527,12 +526,14 @@ export class RolloutEngine {
       const slots = batch.map((s) => s.slot);
       const cache = this.#cache.cache;
       const plan = cache.plan(slots, 1, null, { keyBucket: this.decodeKeyBucket, tokenIds: lastTokens });
+      const rope = this.vision?.decodeRope(batch, this.#device); // M-RoPE: text position + rope delta
       return {
-        logits: () => this.model.forward(ids, { cache, slots, cachePlan: plan, ...record?.hook() }).select(1, 0),
+        logits: () =>
+          this.model.forward(ids, { cache, slots, cachePlan: plan, ...record?.hook(), ...rope?.forward() }).select(1, 0),
         record,
         captured: {
           key: plan.shapeKey,
-          inputs: [ids, ...plan.stepInputs],
+          inputs: [ids, ...(rope?.inputs ?? []), ...plan.stepInputs],
           done: () => plan.commit(), // a replay runs no JavaScript of the forward, so the lengths advance here
         },
       };

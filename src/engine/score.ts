@@ -23,7 +23,7 @@ export interface ScoreRequest {
 export function checkScoreRequest(
   tokenIds: readonly number[],
   options: ScoreOptions,
-  limits: { readonly vocabSize: number; readonly maxLength: number },
+  limits: { readonly vocabSize: number; readonly maxLength: number; readonly vision?: { imageTokenId: number } | null },
 ): ScoreRequest {
   const ids = [...tokenIds];
   const topK = options.topLogprobs ?? 0;
@@ -31,6 +31,9 @@ export function checkScoreRequest(
   try {
     if (ids.length === 0) throw new RangeError('score: the token ids are empty');
     checkTokenIds('token ids', ids, limits.vocabSize);
+    // a vision-language model scores text only: image tokens need their images (generate() takes them)
+    if (limits.vision && ids.includes(limits.vision.imageTokenId))
+      throw new RangeError(`score: the token ids hold image tokens (id ${limits.vision.imageTokenId}); score() takes no images`);
     if (ids.length > limits.maxLength)
       throw new RangeError(`score: ${ids.length} tokens exceed the engine's maxLength of ${limits.maxLength} positions`);
     if (!Number.isInteger(topK) || topK < 0 || topK > limits.vocabSize)

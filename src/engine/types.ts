@@ -2,7 +2,7 @@
 // resolve with (GenerateResult, ScoreResult), how they fail (GenerationError and its reason), and the engine's options.
 // The engine (./rollout-engine.ts), the worker engine (./worker-engine.ts), the pool (./engine-pool.ts) and chat
 // (./chat.ts) all speak these types, so they live apart from any one engine.
-import type { PagedKVCacheStats } from '../model/index.js';
+import type { ImageProcessorConfig, ImageSource, PagedKVCacheStats } from '../model/index.js';
 import type { Tokenizer } from '../tokenizer/index.js';
 import type { RoutedExpertIds } from './routed-experts.js';
 import type { SamplingParams } from './sampling.js';
@@ -64,6 +64,12 @@ export interface GenerateRequest extends GenerateOptions {
   promptIds?: readonly number[];
   /** ...or its text, encoded with the engine's tokenizer (no special tokens added). */
   prompt?: string;
+  /**
+   * A vision-language model's images, in the order of their placeholder runs in the prompt (each image's
+   * <|image_pad|> x its token count, as ./vision-chat.ts expands them): data URLs, local file paths or encoded bytes
+   * (./vision-requests.ts). Refused ('invalid') by a text-only model.
+   */
+  images?: readonly ImageSource[];
 }
 
 export interface Completion {
@@ -198,4 +204,9 @@ export interface RolloutEngineOptions {
    * of a training forward over the same sequence with the mode on. CPU with AVX2/FMA only. Default false.
    */
   batchInvariant?: boolean;
+  /**
+   * A vision-language model's image processor (preprocessor_config.json; RolloutEngine.load reads the folder's).
+   * Default: Qwen2VLImageProcessor's defaults.
+   */
+  imageProcessor?: ImageProcessorConfig;
 }

@@ -9,9 +9,11 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { LoadModelOptions } from '../model/index.js';
-import { type ChatMessage, Tokenizer } from '../tokenizer/index.js';
+import { type ChatInputMessage, Tokenizer } from '../tokenizer/index.js';
 import { type Tensor, TensorWorker } from '../torch/index.js';
 import { type ChatEngine, type ChatOptions, type ChatResult, chat } from './chat.js';
+import type { ImagePrompts } from './vision-chat.js';
+import { imagePromptsOf } from './vision-requests.js';
 import {
   type GenerateRequest,
   type GenerateResult,
@@ -61,12 +63,21 @@ export class WorkerRolloutEngine implements ChatEngine {
   readonly maxLength: number;
   /** Token ids are < this: the model's config.json vocab_size (can exceed the tokenizer's vocabulary; see RolloutEngine). */
   readonly vocabSize: number;
+  /** A vision-language model's image token and processor, read from the folder here (chat() renders images here). */
+  readonly vision: ImagePrompts | null;
   readonly #worker: TensorWorker;
   readonly #requestTimeoutMs: number;
   #nextId = 1;
   #closed = false;
 
-  private constructor(worker: TensorWorker, tokenizer: Tokenizer | null, requestTimeoutMs: number, shape: EngineShape) {
+  private constructor(
+    worker: TensorWorker,
+    tokenizer: Tokenizer | null,
+    requestTimeoutMs: number,
+    shape: EngineShape,
+    vision: ImagePrompts | null,
+  ) {
+    this.vision = vision;
     this.slots = shape.slots;
     this.maxLength = shape.maxLength;
     this.vocabSize = shape.vocabSize;
@@ -91,7 +102,8 @@ export class WorkerRolloutEngine implements ChatEngine {
     }
     // The tokenizer also lives here: chat() renders templates without a round trip.
     const tokenizer = existsSync(join(dir, 'tokenizer.json')) ? Tokenizer.load(dir) : null;
-    return new WorkerRolloutEngine(worker, tokenizer, options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS, shape);
+    const timeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    return new WorkerRolloutEngine(worker, tokenizer, timeoutMs, shape, imagePromptsOf(dir));
   }
 
   /** As RolloutEngine.generate; an AbortSignal cancels the request inside the worker. */
@@ -117,7 +129,7 @@ export class WorkerRolloutEngine implements ChatEngine {
     }
   }
 
-  chat(messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
+  chat(messages: readonly ChatInputMessage[], options: ChatOptions = {}): Promise<ChatResult> {
     return chat(this, messages, options);
   }
 

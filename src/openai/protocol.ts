@@ -11,6 +11,8 @@
 // one tool call and its token ids end with that call (true, the default: every call the model makes).
 import { z } from 'zod';
 import { GenerationError } from '../engine/index.js';
+import { ImageInputError } from '../model/index.js';
+import type { ChatInputMessage } from '../tokenizer/index.js';
 import { findToolParametersProblem, MAX_SCHEMA_DEPTH, nestsDeeperThan } from './json-schema.js';
 
 /** An error answered as OpenAI does: { error: { message, type, param, code } } with an HTTP status. */
@@ -34,8 +36,13 @@ export class OpenAIHttpError extends Error {
 }
 
 const TextPart = z.object({ type: z.literal('text'), text: z.string() });
-const Content = z.union([z.string(), z.array(TextPart), z.null()], {
-  error: "must be a string, an array of {type: 'text', text} parts, or null",
+/** An image for a vision-language model: a data:image/...;base64 URL or a local file path (src/engine/vision-chat.ts). */
+const ImagePart = z.object({
+  type: z.literal('image_url'),
+  image_url: z.object({ url: z.string().min(1), detail: z.string().optional() }),
+});
+const Content = z.union([z.string(), z.array(z.discriminatedUnion('type', [TextPart, ImagePart])), z.null()], {
+  error: "must be a string, an array of {type: 'text', text} and {type: 'image_url', image_url: {url}} parts, or null",
 });
 
 const ToolCallSchema = z.object({
@@ -239,11 +246,18 @@ function describeValue(value: unknown): string {
   return typeof value;
 }
 
-/** The text of a message's content (text parts joined). */
-export function contentText(content: z.infer<typeof Content> | undefined): string {
+/**
+ * A message's content for the chat template: text (text parts joined), or its parts when it holds an image (the
+ * template renders each image's placeholder).
+ */
+export function messageContent(content: z.infer<typeof Content> | undefined): ChatInputMessage['content'] {
   if (content == null) return '';
   if (typeof content === 'string') return content;
-  return content.map((part) => part.text).join('');
+  if (content.some((part) => part.type === 'image_url'))
+    return content.map((part) =>
+      part.type === 'text' ? { type: 'text', text: part.text } : { type: 'image_url', image_url: { url: part.image_url.url } },
+    );
+  return content.map((part) => (part.type === 'text' ? part.text : '')).join('');
 }
 
 /**
@@ -257,5 +271,7 @@ export function asHttpError(error: unknown): OpenAIHttpError {
     return new OpenAIHttpError(status, error.message, { code: error.reason === 'invalid' ? 'invalid_request' : error.reason });
   }
   if (error instanceof RangeError || error instanceof TypeError) return new OpenAIHttpError(400, error.message);
+  // an image content part that cannot be read (src/engine/vision-chat.ts): where names the message and part
+  if (error instanceof ImageInputError) return new OpenAIHttpError(400, error.message, { param: error.where });
   return new OpenAIHttpError(500, error instanceof Error ? error.message : String(error));
 }

@@ -17,10 +17,14 @@
 import { randomBytes } from 'node:crypto';
 import {
   type ChatEngine,
+  type ChatImages,
   type ChatResult,
   type ConversationTracker,
+  chatImages,
   chatResult,
+  hasImageParts,
   type GenerateOptions,
+  type GenerateRequest,
   type GenerateResult,
   renderChatPrompt,
   type ScoreOptions,
@@ -28,7 +32,7 @@ import {
   TOOL_CALL_CLOSE,
   type TokenEvent,
 } from '../engine/index.js';
-import { type ChatMessage, ChatTemplateError, type Tokenizer, type ToolDefinition } from '../tokenizer/index.js';
+import { type ChatInputMessage, ChatTemplateError, type Tokenizer, type ToolDefinition } from '../tokenizer/index.js';
 import { checkRequestLimits, type RequestLimits, type RequestSize } from './limits.js';
 import {
   asHttpError,
@@ -36,7 +40,7 @@ import {
   ChatCompletionRequestSchema,
   type CompletionRequest,
   CompletionRequestSchema,
-  contentText,
+  messageContent,
   OpenAIHttpError,
   parseRequest,
 } from './protocol.js';
@@ -194,7 +198,10 @@ export class OpenAIService {
     const request = parseRequest(ChatCompletionRequestSchema, body);
     this.#checkModel(request.model);
     const tokenizer = this.#tokenizer();
-    const { prompt, chatOptions, parseTools } = renderChat(request, tokenizer, scope);
+    const messages = request.messages.map(toChatMessage);
+    // a bad image: ImageInputError, a 400 naming its part (asHttpError); a text chat renders without waiting
+    const images = hasImageParts(messages) ? await chatImages(messages, this.backend.vision) : null;
+    const { prompt, chatOptions, parseTools } = renderChat(request, messages, images, tokenizer, scope);
     const topLogprobs = request.logprobs ? (request.top_logprobs ?? 0) : 0;
     const options = this.#generateOptions(request, {
       prompt: { tokens: prompt.promptIds.length, param: 'messages' },
@@ -208,6 +215,7 @@ export class OpenAIService {
     });
     // after the fields the client wrote: the rendered ids are what the template and tokenizer made of the messages
     this.#checkTokenIds(prompt.promptIds, 'messages', 'text');
+    if (prompt.images) Object.assign(options, { images: prompt.images });
     const head = responseHead('chatcmpl', request.model);
     const turnMeta = {
       ...scope.turnMeta,
@@ -468,7 +476,12 @@ export class OpenAIService {
     };
   }
 
-  async #generate(promptIds: number[], options: GenerateOptions, scope: RequestScope, onToken?: (e: TokenEvent) => void) {
+  async #generate(
+    promptIds: number[],
+    options: GenerateOptions & Pick<GenerateRequest, 'images'>,
+    scope: RequestScope,
+    onToken?: (e: TokenEvent) => void,
+  ) {
     try {
       return await this.backend.generate({
         ...options,
@@ -505,10 +518,15 @@ export class OpenAIService {
  * refusal (raise_exception) and any other input the messages cannot be rendered from are the client's (400); the
  * template failing or running past its budget is the served model's (500, code 'chat_template_failed').
  */
-function renderChat(request: ChatCompletionRequest, tokenizer: Tokenizer, scope: RequestScope) {
+function renderChat(
+  request: ChatCompletionRequest,
+  messages: ChatInputMessage[],
+  images: ChatImages | null,
+  tokenizer: Tokenizer,
+  scope: RequestScope,
+) {
   const tools = request.tools?.map((t) => t as ToolDefinition);
   const parseTools = tools !== undefined && tools.length > 0 && request.tool_choice !== 'none';
-  const messages = request.messages.map(toChatMessage);
   const chatOptions = {
     ...(tools && tools.length > 0 ? { tools } : {}),
     ...(request.chat_template_kwargs ? { templateVariables: request.chat_template_kwargs } : {}),
@@ -517,7 +535,7 @@ function renderChat(request: ChatCompletionRequest, tokenizer: Tokenizer, scope:
   };
   let prompt: ReturnType<typeof renderChatPrompt>;
   try {
-    prompt = renderChatPrompt(tokenizer, messages, chatOptions);
+    prompt = renderChatPrompt(tokenizer, messages, { ...chatOptions, images });
   } catch (error) {
     if (error instanceof ChatTemplateError) {
       throw new OpenAIHttpError(500, `the served model's chat template cannot render these messages: ${error.message}`, {
@@ -570,10 +588,10 @@ function promptList(prompt: CompletionRequest['prompt']): Array<string | number[
   return prompt as Array<string | number[]>;
 }
 
-function toChatMessage(m: ChatCompletionRequest['messages'][number]): ChatMessage {
+function toChatMessage(m: ChatCompletionRequest['messages'][number]): ChatInputMessage {
   return {
     role: m.role === 'developer' ? 'system' : m.role,
-    content: contentText(m.content),
+    content: messageContent(m.content),
     ...(m.name !== undefined ? { name: m.name } : {}),
     ...(m.tool_calls ? { tool_calls: m.tool_calls.map((c) => ({ ...c, type: 'function' as const })) } : {}),
     ...(m.tool_call_id !== undefined ? { tool_call_id: m.tool_call_id } : {}),

@@ -8,7 +8,7 @@ import { realpathSync } from 'node:fs';
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { engineMetrics, WorkerRolloutEngine } from '../engine/index.js';
 import { syncModelWeightsFromDir } from '../engine/weight-sync.js';
-import { CausalLM, LoraModel, loadModelConfig, type ModelDType } from '../model/index.js';
+import { CausalLM, LoraModel, type ModelDType } from '../model/index.js';
 import {
   OpenAIHttpError,
   OpenAIService,
@@ -82,7 +82,7 @@ export async function serveModel(options: ServeModelOptions): Promise<ServedMode
     ...(options.numThreads ? { numThreads: options.numThreads } : {}),
   };
   const engine = await startServedEngine(modelDir, engineOptions);
-  const { vocabSize } = loadModelConfig(modelDir);
+  const vocabSize = engine.vocabSize; // config.json's vocab_size (a vision-language folder: its text_config's)
   const vocabularyWarning = tokenizerVocabularyWarning(engine.tokenizer, vocabSize, modelDir);
   if (vocabularyWarning !== null) options.log?.(vocabularyWarning);
   const service = new OpenAIService({

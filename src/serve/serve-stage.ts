@@ -23,11 +23,11 @@ import {
   type ConversationTurn,
   EmbeddedEnginePool,
   engineMetrics,
+  languageConfigOf,
   type RolloutEngineStats,
   WorkerRolloutEngine,
 } from '../engine/index.js';
 import { z } from 'zod';
-import { loadModelConfig } from '../model/index.js';
 import {
   isLoopbackHost,
   type OpenAIBackend,
@@ -95,7 +95,7 @@ export async function startServeStage(
   let version = pointer?.version ?? 0;
   const servedDir = pointer?.dir ?? settings.modelPath;
   const { engine, tokenizer } = await startEngine(servedDir, settings);
-  const { vocabSize } = loadModelConfig(servedDir);
+  const { vocabSize } = languageConfigOf(servedDir); // a vision-language folder: its text_config's
   const vocabularyWarning = tokenizerVocabularyWarning(tokenizer, vocabSize, servedDir);
   if (vocabularyWarning !== null) log(`[${settings.stageName}] ${vocabularyWarning}`);
   const bufferPath = settings.buffer.path ?? join(settings.jobDir, 'buffer.db');

@@ -16,6 +16,12 @@ export interface ToolCall {
   function: { name: string; arguments: string | Record<string, unknown> };
 }
 
+/**
+ * An OpenAI content part: text, or an image (`url`: a data:image/...;base64 URL or a local file path) for a
+ * vision-language model, whose chat template renders the image's placeholder (src/engine/vision-chat.ts).
+ */
+export type ChatContentPart = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } };
+
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant' | 'tool';
   content: string;
@@ -23,6 +29,11 @@ export interface ChatMessage {
   tool_calls?: ToolCall[];
   tool_call_id?: string;
   reasoning_content?: string;
+}
+
+/** A chat message as callers give it: its content text, or content parts (text and images) the template renders. */
+export interface ChatInputMessage extends Omit<ChatMessage, 'content'> {
+  content: string | ChatContentPart[];
 }
 
 export interface ToolDefinition {
@@ -187,7 +198,7 @@ export class Tokenizer {
    * Renders messages with the model's chat template (tokenizer_config.json's chat_template), within options.budget.
    * Throws ChatTemplateRefusal (the template's raise_exception), ChatTemplateBudgetError or ChatTemplateError.
    */
-  applyChatTemplate(messages: readonly ChatMessage[], options: ChatTemplateOptions = {}): string {
+  applyChatTemplate(messages: readonly ChatInputMessage[], options: ChatTemplateOptions = {}): string {
     if (this.#template === null) throw new Error('this tokenizer has no chat_template (tokenizer_config.json)');
     const special = (key: string) => tokenContent(this.#config[key]) ?? '';
     const variables = {
@@ -218,7 +229,7 @@ export class Tokenizer {
   }
 
   /** Token ids of the rendered chat (the template already holds every special token). */
-  encodeChat(messages: readonly ChatMessage[], options: ChatTemplateOptions = {}): number[] {
+  encodeChat(messages: readonly ChatInputMessage[], options: ChatTemplateOptions = {}): number[] {
     return this.encode(this.applyChatTemplate(messages, options));
   }
 }

@@ -110,9 +110,16 @@ const cases: Case[] = [
   [
     'content part type',
     CHAT,
-    { ...chat, messages: [{ role: 'user', content: [{ type: 'image_url' }] }] },
+    { ...chat, messages: [{ role: 'user', content: [{ type: 'input_audio' }] }] },
     'messages.0.content.0.type',
     /messages.0.content.0.type/,
+  ],
+  [
+    'image part without its url',
+    CHAT,
+    { ...chat, messages: [{ role: 'user', content: [{ type: 'image_url' }] }] },
+    'messages.0.content.0.image_url',
+    /messages.0.content.0.image_url/,
   ],
   [
     'role "robot"',

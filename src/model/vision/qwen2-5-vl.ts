@@ -20,6 +20,7 @@ import type { Tensor } from '../../torch/index.js';
 import * as torch from '../../torch/index.js';
 import { ModelWeightsError, type SaveModelOptions, writeModelFolder } from '../hf-weights.js';
 import type { KVCache } from '../kv-cache.js';
+import type { WeightLayout } from '../inference-layout.js';
 import { CausalLM, type ModelDType } from '../transformer.js';
 import { loadQwen2_5VLConfig, type Qwen2_5VLConfig } from './config.js';
 import { type GridTHW, imageTokenCount, MultimodalRotaryEmbedding, type RopeIndex, ropeIndexOf } from './mrope.js';
@@ -45,6 +46,8 @@ export interface LoadVisionLanguageOptions {
   dtype?: ModelDType;
   device?: string;
   requiresGrad?: boolean;
+  /** The language model's weight layout (default 'training'; 'inference' for the rollout engine, see WeightLayout). */
+  layout?: WeightLayout;
 }
 
 /** transformers 5's in-memory names → the checkpoint names. */
@@ -68,7 +71,7 @@ export class Qwen2_5VLModel {
   constructor(
     config: Qwen2_5VLConfig,
     weights: Map<string, Tensor>,
-    options: { sourceDir?: string | null; fileOf?: (tensor: string | null) => string } = {},
+    options: { sourceDir?: string | null; fileOf?: (tensor: string | null) => string; layout?: WeightLayout } = {},
   ) {
     const fileOf = options.fileOf ?? (() => 'weights');
     const expected = expectedVisionWeights(config.vision);
@@ -97,7 +100,8 @@ export class Qwen2_5VLModel {
       throw error;
     }
     try {
-      this.language = new CausalLM(config.text, textWeights, { sourceDir: options.sourceDir ?? null, fileOf });
+      const layout = options.layout ?? 'training';
+      this.language = new CausalLM(config.text, textWeights, { sourceDir: options.sourceDir ?? null, fileOf, layout });
     } catch (error) {
       for (const t of weights.values()) t.dispose();
       throw error;
@@ -127,7 +131,8 @@ export class Qwen2_5VLModel {
     const weights = new Map([...loaded].map(([name, t]) => [renameWeight(name), torch.keep(t)]));
     const index = join(dir, 'model.safetensors.index.json');
     const weightsFile = existsSync(index) ? index : join(dir, 'model.safetensors');
-    const model = new Qwen2_5VLModel(config, weights, { sourceDir: dir, fileOf: () => weightsFile });
+    const layout = options.layout ?? 'training';
+    const model = new Qwen2_5VLModel(config, weights, { sourceDir: dir, fileOf: () => weightsFile, layout });
     if (options.requiresGrad) for (const t of model.parameters().values()) t.requiresGrad_(true);
     return model;
   }

@@ -26,11 +26,12 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 // Values from the engine's leaf modules and the OpenAI server imported when first served: a workflow worker thread
 // (./isolation/) runs this handle without loading libtorch.
-import type { ChatChoice, ChatOptions, ChatResult, GenerateRequest, GenerateResult } from '../../engine/index.js';
+import type { ChatChoice, ChatOptions, ChatResult, GenerateRequest, GenerateResult, ImagePrompts } from '../../engine/index.js';
 import { chatResult } from '../../engine/chat.js';
+import { hasImageParts, imageDataUrls } from '../../engine/vision-chat.js';
 import { ConversationTracker, type ConversationTurn, conversationTokens } from '../../engine/conversation.js';
 import type { OpenAIServer, RequestScope } from '../../openai/index.js';
-import type { ChatMessage, Tokenizer } from '../../tokenizer/index.js';
+import type { ChatInputMessage, Tokenizer } from '../../tokenizer/index.js';
 import type { ChatTurn, Experience } from '../experience.js';
 import { encodeRoutedExperts } from '../routed-experts.js';
 import {
@@ -60,8 +61,10 @@ export interface RolloutBackend {
    * against it (OpenAIService's default bound), not against the tokenizer's, which can be smaller.
    */
   readonly vocabSize?: number;
+  /** A vision-language model's image token and processor (chat with image parts; src/engine/vision-chat.ts). */
+  readonly vision?: ImagePrompts | null;
   generate(request: GenerateRequest): Promise<GenerateResult>;
-  chat(messages: readonly ChatMessage[], options?: ChatOptions): Promise<ChatResult>;
+  chat(messages: readonly ChatInputMessage[], options?: ChatOptions): Promise<ChatResult>;
 }
 
 /** Where an output came from. */
@@ -70,6 +73,8 @@ interface Provenance {
   modelVersion: number;
   /** τ of its logprobs. */
   temperature: number;
+  /** A vision-language prompt's images (data URLs, in placeholder order): the experience keeps them. */
+  images?: readonly string[];
 }
 
 /** The τ an engine's logprobs are taken at for a request's `temperature` (greedy records τ = 1; the default is 1). */
@@ -95,6 +100,10 @@ export class EngineModelHandle implements ModelHandle {
     return this.engine.tokenizer;
   }
 
+  get vision(): ImagePrompts | null {
+    return this.engine.vision ?? null;
+  }
+
   /** Weights version served: the synchronizer sets it after each weight sync. */
   get modelVersion(): number {
     return this.#modelVersion;
@@ -108,16 +117,18 @@ export class EngineModelHandle implements ModelHandle {
 
   async generate(request: GenerateRequest): Promise<GenerateResult> {
     const temperature = logprobTemperature(request.temperature);
+    // a vision-language request's images, which its experiences keep as data URLs
+    const images = request.images?.length ? { images: await imageDataUrls(request.images) } : {};
     const result = await this.engine.generate(request);
     // read once the call returned: weights swapped mid-step (./weight-swap-gate.ts) never change under a call, and
     // the version now is the one that served it
     const modelVersion = this.#modelVersion;
     for (const completion of result.completions)
-      this.#provenance.set(completion, { promptIds: result.promptIds, modelVersion, temperature });
+      this.#provenance.set(completion, { promptIds: result.promptIds, modelVersion, temperature, ...images });
     return result;
   }
 
-  async chat(messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
+  async chat(messages: readonly ChatInputMessage[], options: ChatOptions = {}): Promise<ChatResult> {
     const temperature = logprobTemperature(options.temperature);
     const turnMeta: Record<string, unknown> | undefined = options.conversation
       ? { ...options.turnMeta, temperature }
@@ -126,7 +137,12 @@ export class EngineModelHandle implements ModelHandle {
     // as in generate(): the version that served the call; the recorded turn keeps this meta object
     const modelVersion = this.#modelVersion;
     if (options.conversation && turnMeta) turnMeta.modelVersion = modelVersion;
-    const provenance = { promptIds: result.promptIds, modelVersion, temperature };
+    const provenance = {
+      promptIds: result.promptIds,
+      modelVersion,
+      temperature,
+      ...(result.images ? { images: result.images } : {}),
+    };
     this.#provenance.set(result, provenance);
     for (const choice of result.choices) this.#provenance.set(choice, provenance);
     return result;
@@ -210,6 +226,7 @@ export class EngineModelHandle implements ModelHandle {
       promptIds,
       modelVersion: options.modelVersion ?? provenance?.modelVersion ?? this.#modelVersion,
       ...(provenance ? { temperature: provenance.temperature } : {}),
+      ...(provenance?.images ? { images: provenance.images } : {}),
     });
   }
 }
@@ -237,7 +254,12 @@ function conversationTemperature(turn: ConversationTurn, wholeConversation: bool
 /** An Experience from one output and the prompt ids it continues; see the header. */
 export function buildExperience(
   output: RolloutOutput,
-  options: ToExperienceOptions & { promptIds: readonly number[]; modelVersion: number; temperature?: number },
+  options: ToExperienceOptions & {
+    promptIds: readonly number[];
+    modelVersion: number;
+    temperature?: number;
+    images?: readonly string[];
+  },
 ): Experience {
   const completionIds = isChatChoice(output) ? output.completionIds : output.tokenIds;
   if (output.logprobs.length !== completionIds.length) {
@@ -273,6 +295,9 @@ export function buildExperience(
   if (options.promptText !== undefined) experience.promptText = options.promptText;
   if (options.messages !== undefined) experience.messages = options.messages;
   if (output.finishReason === 'length') experience.truncateStatus = 'response_truncated';
+  // the prompt's images (a conversation's: the whole conversation's), for the trainer's vision tower
+  const images = turn ? turn.prompt.images : options.images;
+  if (images !== undefined && images.length > 0) experience.images = [...images];
   // router replay: the engine's record covers every token it fed, all but the last (a conversation whose tokens are
   // not this call's prompt ++ completion keeps none: its tokens then route themselves in training)
   const routed = output.routedExperts;
@@ -321,6 +346,7 @@ export function turnExperience(
   const messages: ChatTurn[] = [...turn.prompt.messages, turn.reply].map((m) => ({ ...m }) as ChatTurn);
   return buildExperience(choice, {
     promptIds: turn.prompt.promptIds,
+    ...(turn.prompt.images ? { images: turn.prompt.images } : {}),
     modelVersion: typeof turn.meta.modelVersion === 'number' ? turn.meta.modelVersion : 0,
     scope,
     runId: options.runId ?? 0,
@@ -364,6 +390,9 @@ export function attemptModelHandle(base: ModelHandle, attempt: { signal: AbortSi
   return {
     get tokenizer() {
       return base.tokenizer;
+    },
+    get vision() {
+      return base.vision ?? null;
     },
     get modelVersion() {
       return base.modelVersion;
@@ -427,8 +456,11 @@ class PromptRule {
   }
 
   /** The placeholder result of a chat call whose (fresh) prompt is over the limit, else null: the call goes ahead. */
-  chat(messages: readonly ChatMessage[], options: ChatOptions, history: ConversationTracker | null): ChatResult | null {
+  chat(messages: readonly ChatInputMessage[], options: ChatOptions, history: ConversationTracker | null): ChatResult | null {
     if (messages.length === 0 || !this.#tokenizer.hasChatTemplate) return null; // the engine says why not
+    // images: their placeholders are sized only when decoded (../../engine/vision-chat.ts), so the prompt is left to
+    // the engine's max_model_len, as a continued conversation is (./prompt-truncation.ts)
+    if (hasImageParts(messages)) return null;
     const { tools, templateVariables } = options;
     const template = { ...(tools ? { tools } : {}), ...(templateVariables ? { templateVariables } : {}) };
     if (history?.continues(messages, template)) return null;

@@ -12,7 +12,8 @@
 // them (./step-metrics.ts). The rule applies to a call's own prompt: generate(), and chat() when it starts a
 // conversation. A chat() call that continues a recorded conversation (../../engine/conversation.ts) is bounded by
 // max_model_len instead, as Trinity's multi-turn experiences are: the engine refuses a continuation that leaves no
-// room, naming the lengths, and the environment and tool-agent workflows end the episode there (context_full).
+// room, naming the lengths, and the environment and tool-agent workflows end the episode there (context_full). So is
+// a chat() with image parts (a vision-language model): its length is known only once the images are decoded.
 // Calls through the OpenAI endpoint (model.openai()) are not truncated, as in Trinity: a prompt over max_model_len
 // is the endpoint's 400 for the agent, and the turns recorded before it stay. With truncation off, a prompt is left
 // as it is: the engine generates from it while it leaves room in max_model_len and refuses it, naming the lengths,

@@ -15,8 +15,9 @@ import type {
   ConversationTracker,
   GenerateRequest,
   GenerateResult,
+  ImagePrompts,
 } from '../../engine/index.js';
-import type { ChatMessage, Tokenizer } from '../../tokenizer/index.js';
+import type { ChatInputMessage, Tokenizer } from '../../tokenizer/index.js';
 import type { AuxiliaryModels } from '../auxiliary/types.js';
 import type { ChatTurn, Experience, ExperienceInfo } from '../experience.js';
 import type { Task } from '../task.js';
@@ -99,12 +100,14 @@ export interface ModelHandle {
    * prompts go to the engine as they are. A workflow that tokenizes its own prompt bounds the work with it.
    */
   readonly promptLimit?: PromptLimit | null;
+  /** A vision-language model's image token and processor: chat() then takes image content parts. */
+  readonly vision?: ImagePrompts | null;
   generate(request: GenerateRequest): Promise<GenerateResult>;
   /**
    * Chat with exact token ids. Messages that extend an earlier call's messages plus its reply (the choice's message
    * appended as is) continue that call's exact ids (src/engine/conversation.ts): no re-tokenising of past turns.
    */
-  chat(messages: readonly ChatMessage[], options?: ChatOptions): Promise<ChatResult>;
+  chat(messages: readonly ChatInputMessage[], options?: ChatOptions): Promise<ChatResult>;
   /**
    * An Experience of one output of generate()/chat(), exactly: tokens = prompt ids ++ completion ids (never
    * re-tokenised), logprobs = the engine's, actionMask all 1. The placeholder of a prompt over promptLimit is the

@@ -228,6 +228,7 @@ export class WorkflowWorker {
           modelVersion: model.modelVersion,
           tokenizer: tokenizerInfo(model.tokenizer),
           promptLimit: model.promptLimit ?? null,
+          vision: model.vision ?? null,
           auxiliary,
         },
       });

@@ -8,6 +8,7 @@
 // thread) and reports each call's usage; logprobs() and their tokenizers cross to the main thread like generate().
 import type { MessagePort } from 'node:worker_threads';
 import type { GenerateRequest, GenerateResult } from '../../../engine/types.js';
+import type { ImagePrompts } from '../../../engine/vision-chat.js';
 import type { AuxiliaryCall } from '../../auxiliary/usage.js';
 import type { Task } from '../../task.js';
 import type { PromptLimit } from '../prompt-truncation.js';
@@ -65,6 +66,8 @@ export interface AttemptStart {
   tokenizer: TokenizerInfo | null;
   /** The rollout model's prompt rule (../prompt-truncation.ts), applied by the worker's attempt handle. */
   promptLimit: PromptLimit | null;
+  /** A vision-language rollout model's image token and processor (chat renders image parts in the worker). */
+  vision: ImagePrompts | null;
   /** The run's auxiliary models, in config order. */
   auxiliary: AuxiliaryInfo[];
 }

@@ -5,6 +5,7 @@ import { type MessagePort, parentPort, receiveMessageOnPort } from 'node:worker_
 import type { AuxiliaryCall } from '../../auxiliary/usage.js';
 import { type ChatOptions, type ChatResult, chat } from '../../../engine/chat.js';
 import type { GenerateRequest, GenerateResult } from '../../../engine/types.js';
+import type { ImagePrompts } from '../../../engine/vision-chat.js';
 import type { ChatMessage, Tokenizer } from '../../../tokenizer/index.js';
 import { meteredModel, NamedModels } from '../../auxiliary/metered.js';
 import type { AuxiliaryModels } from '../../auxiliary/types.js';
@@ -33,6 +34,8 @@ interface PendingCall {
 
 export class WorkerBackend implements RolloutBackend {
   tokenizer: Tokenizer | null = null;
+  /** The rollout model's image token and processor for this attempt (null: a text model). */
+  vision: ImagePrompts | null = null;
   /** Serial of the running attempt (stamped on every call; the main thread refuses stale ones). */
   attempt = 0;
   readonly #pending = new Map<number, PendingCall>();

@@ -42,6 +42,7 @@ async function runAttempt(start: AttemptStart): Promise<void> {
   running = { attempt: start.attempt, controller };
   backend.attempt = start.attempt;
   backend.useTokenizer(start.tokenizer);
+  backend.vision = start.vision;
   handle.modelVersion = start.modelVersion;
   handle.promptLimit = start.promptLimit;
   try {
