@@ -62,7 +62,14 @@ async function stopRule(
 }> {
   const { settings } = parts;
   const rule = settings.trainer.stopWhen;
-  if (rule === null) return { endedAt: null };
+  if (rule === null) {
+    if (settings.evalTasksets.length > 0 && settings.buffer.storageType === 'file')
+      parts.log(
+        `[${settings.stageName}] eval_tasksets (${settings.evalTasksets.map((t) => t.name).join(', ')}) are not evaluated ` +
+          'in this stage: a mode-train stage evaluates only to decide trainer.stop_when (a mode bench stage measures a checkpoint)',
+      );
+    return { endedAt: null };
+  }
   const saved = parts.saved.stoppedAt;
   if (saved !== undefined) {
     parts.log(`[${settings.stageName}] ${describeStopRule(rule)} was met at step ${saved} (checkpoint): the stage ended there`);

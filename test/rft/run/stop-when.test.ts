@@ -111,6 +111,20 @@ test('stop_when met: the stage ends at that evaluation with a checkpoint saying 
   assert.ok(existsSync(join(jobDir, 'final_model', 'model.safetensors')));
 });
 
+test('without stop_when a mode-train stage does not evaluate its eval tasksets, and its log says so', async () => {
+  const { configFile, jobDir, overrides } = sftJob('null', 2);
+  const { result, printed: lines } = await run(configFile, overrides);
+  assert.equal(result.stages.at(-1)?.steps, 2);
+  assert.deepEqual(
+    metricLines(jobDir).filter((m) => m['eval/eval/mean@1'] !== undefined),
+    [],
+  );
+  assert.ok(
+    lines.some((l) => l.includes('eval_tasksets (eval) are not evaluated in this stage')),
+    lines.join('\n'),
+  );
+});
+
 test('stop_when config problems name the key', () => {
   const { configFile, overrides } = sftJob('{metric: eval/eval/mean@1, at_least: 0.5}', 4);
   const problems = (extra: string[]) => {
