@@ -281,8 +281,10 @@ export class TrainStep {
     const sums = new StepMetrics();
     this.#lastAdvantages = new Map();
     try {
-      // sharded parameters: the whole policy is gathered for a forward over the batch (./batch-forwards.ts)
-      const wholePolicy = shard.shardsParameters === true && readsCurrentPolicy(rows, algorithm);
+      // sharded parameters: the whole policy is gathered for a forward over the batch (./batch-forwards.ts): the
+      // current policy's, or LoRA's reference (the policy with its adapters off)
+      const loraReference = algorithm.useReference && (this.setup.lora ?? null) !== null;
+      const wholePolicy = shard.shardsParameters === true && (readsCurrentPolicy(rows, algorithm) || loraReference);
       if (wholePolicy) yield { kind: 'wholeModel', gathered: true };
       const prepared = torch.scope(() =>
         prepareBatch(rows, shard, {

@@ -46,6 +46,7 @@ import {
   checkShardable,
   consolidatedPolicy,
   joinConsolidation,
+  residentStateBytes,
   type ShardedPolicy,
   shardPolicy,
   shardsByName,
@@ -191,7 +192,9 @@ async function joinGroup(s: TrainerState, d: NonNullable<TrainerInit['distribute
   };
   try {
     // a sharded policy's shards differ by rank (each sharded the same files): only replicated tensors are broadcast
-    const policy = s.sharded === null ? s.trainStep.setup.optimizer.groups.flatMap((g) => g.params) : [];
+    // (LoRA's adapters are)
+    const replicated = s.sharded === null || s.lora !== null;
+    const policy = replicated ? s.trainStep.setup.optimizer.groups.flatMap((g) => g.params) : [];
     const trainable = [...policy, ...(s.critic?.critic.parameters() ?? [])];
     await broadcastParameters(group, trainable, device?.group ?? null);
     s.master?.weights.publish(); // the compute copy of rank 0's master weights
@@ -255,12 +258,20 @@ function policyGroup(r: Ranks): ProcessGroup {
 
 /**
  * Rank 0 of a fully sharded policy: the whole policy in the master dtype as a model (every rank joins), for a
- * checkpoint or a weights folder; the caller disposes it. Null when the policy is not sharded.
+ * checkpoint or a weights folder; the caller disposes it. Null when the policy is not sharded, or under LoRA (the
+ * adapters and their optimizer are replicated: rank 0's are the whole).
  */
 async function consolidatedOnRankZero(s: TrainerState): Promise<CausalLM | null> {
-  if (s.sharded === null || ranks === null) return null;
+  if (s.sharded === null || s.lora !== null || ranks === null) return null;
   await sendCommand(ranks.group, { kind: 'gatherOptimizer' });
   return consolidatedPolicy(s.sharded, policyGroup(ranks));
+}
+
+/** A sharded policy: every unit gathered into rank 0's model (every rank joins) until ranks.passes.releaseAll(). */
+async function gatherWholePolicy(s: TrainerState): Promise<void> {
+  if (s.sharded === null || !ranks?.passes) return;
+  await sendCommand(ranks.group, { kind: 'gatherParameters' });
+  await ranks.passes.gatherAll();
 }
 
 function current(): TrainerState {
@@ -327,8 +338,9 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   const o = algorithm.optimizer;
   const d = init.distributed ?? null;
   const adamW = { lr: o.lr, betas: [o.betas[0] ?? 0.9, o.betas[1] ?? 0.999] as [number, number] };
-  // a fully sharded policy keeps its shards of the master weights; the full ones go
-  const sharded = shardsPolicy(init) ? shardPolicy(model, named, init, { ...adamW, weightDecay: o.weightDecay }) : null;
+  // a fully sharded policy keeps its shards of the master weights (LoRA: of the frozen base); the full ones go
+  const toShard = lora ? model.parameters() : named;
+  const sharded = shardsPolicy(init) ? shardPolicy(model, toShard, init, { ...adamW, weightDecay: o.weightDecay }) : null;
   if (sharded !== null) {
     master?.model.dispose();
     master = null;
@@ -408,7 +420,7 @@ torch.serveTensorWorker({
       if (checkpoint)
         checkFiniteWeights(
           checkpoint.dir,
-          s.sharded !== null ? shardsByName(s.sharded) : (s.lora?.loraParameters() ?? (s.master?.model ?? s.model).parameters()),
+          s.lora?.loraParameters() ?? (s.sharded !== null ? shardsByName(s.sharded) : (s.master?.model ?? s.model).parameters()),
         );
       if (d !== null && d.worldSize > 1) ranks = await joinGroup(s, d);
     } catch (error) {
@@ -457,10 +469,9 @@ torch.serveTensorWorker({
   /** The policy optimizer's state elements here, and the elements of the parameters it updates. */
   optimizerStateElements() {
     const s = current();
+    const sharded = s.sharded?.optimizer ?? (s.optimizer instanceof ZeroAdamW ? s.optimizer : null);
     const local =
-      s.optimizer instanceof ZeroAdamW || s.sharded !== null
-        ? (s.sharded?.optimizer ?? (s.optimizer as ZeroAdamW)).localStateElements()
-        : Object.values(s.optimizer.stateDict().tensors).reduce((n, t) => n + t.numel, 0);
+      sharded?.localStateElements() ?? Object.values(s.optimizer.stateDict().tensors).reduce((n, t) => n + t.numel, 0);
     return { local, parameters: s.optimizer.groups.flatMap((g) => g.params).reduce((n, p) => n + p.numel, 0) };
   },
   /**
@@ -470,27 +481,14 @@ torch.serveTensorWorker({
    */
   shardedStateBytes() {
     const s = current();
-    if (s.sharded === null) return null;
-    const { sharded, optimizer } = s.sharded;
-    const bytes = sharded.stateBytes();
-    sharded.resetPeak();
-    return {
-      ...bytes,
-      optimizer: optimizer.localStateBytes(),
-      wholeParameters: sharded.wholeParameterBytes(),
-      units: sharded.units.length,
-    };
+    return s.sharded === null ? null : residentStateBytes(s.sharded, s.optimizer);
   },
   /** Weights for the explorer, by reference: merged with LoRA (unmerged again by endSync). */
   async beginSync() {
     rankZeroOnly('beginSync');
     const s = current();
+    await gatherWholePolicy(s); // until endSync
     if (s.lora) s.lora.merge();
-    if (s.sharded !== null && ranks?.passes) {
-      // a sharded policy is gathered whole into rank 0's model (every rank joins) until endSync
-      await sendCommand(ranks.group, { kind: 'gatherParameters' });
-      await ranks.passes.gatherAll();
-    }
     return Object.fromEntries(s.model.parameters());
   },
   endSync() {
@@ -517,11 +515,13 @@ torch.serveTensorWorker({
       return;
     }
     if (s.lora) {
+      await gatherWholePolicy(s); // a sharded base
       s.lora.merge();
       try {
         s.model.save(dir);
       } finally {
         s.lora.unmerge();
+        ranks?.passes?.releaseAll();
       }
     } else s.model.save(dir);
   },

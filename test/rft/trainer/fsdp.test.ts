@@ -6,6 +6,8 @@
 //     micro-batches: rank 1 runs an idle pass beside rank 0's second);
 //   - each rank holds half the parameters, gradients and AdamW state (up to the padding of each flat class), and
 //     gathered at most the root and two layers at once (prefetch);
+//   - GRPO with LoRA (dropout 0.1, micro_batch_size 2): the frozen base sharded (no gradient shards), the adapters
+//     replicated; its reference is the base (adapters off), gathered whole for the batch's reference log-probs;
 //   - the checkpoint rank 0 writes is consolidated: the same optimizer file as one process writes (within 1e-5), and
 //     one process resuming from it takes step 4 to the parameters of an uninterrupted one-process run (2 → 1 ranks).
 // And a model whose whole training state (parameters, gradients, AdamW moments) is more than twice a per-rank bound
@@ -124,14 +126,15 @@ function forkRanks(plan: FsdpPlan, worldSize: number) {
 /** The float32 elements a rank's flat classes pad with, at most: W - 1 per class, in bytes. */
 const paddingBytes = (bytes: ShardedStateBytes, worldSize: number) => bytes.classes * (worldSize - 1) * 4;
 
-test('fsdp on 2 ranks: SFT and GRPO end 3 steps as one process does, each rank holding half the state; the consolidated checkpoint resumes on one process', async () => {
+test('fsdp on 2 ranks: SFT, GRPO and GRPO with LoRA end 3 steps as one process does, each rank holding half the state; the consolidated checkpoint resumes on one process', async () => {
   const rows = { sft: expertData(), grpo: groupRollouts(threeLayers) };
-  const all: (Scenario & { resumeBatch: Experience[] })[] = (['sft', 'grpo'] as const).map((name) => {
-    const batches = fourSteps(rows[name]);
+  const lora = { rank: 4, alpha: 8, dropout: 0.1, targetModules: ['q_proj', 'v_proj', 'down_proj'] };
+  const all: (Scenario & { resumeBatch: Experience[] })[] = (['sft', 'grpo', 'grpo-lora'] as const).map((name) => {
+    const batches = fourSteps(rows[name === 'sft' ? 'sft' : 'grpo']);
     return {
       name,
-      algorithm: { algorithm_type: name, optimizer: { lr: 1e-2 } },
-      lora: null,
+      algorithm: { algorithm_type: name === 'sft' ? 'sft' : 'grpo', optimizer: { lr: name === 'grpo-lora' ? 5e-2 : 1e-2 } },
+      lora: name === 'grpo-lora' ? lora : null,
       microBatchSize: name === 'sft' ? 1 : 2,
       batches: batches.slice(0, 3),
       resumeBatch: batches[3] as Experience[],
@@ -172,17 +175,19 @@ test('fsdp on 2 ranks: SFT and GRPO end 3 steps as one process does, each rank h
     const diff = largestDifference(new Map(Object.entries(result?.weights ?? {})), afterThree, scenario.name);
     assert.ok(diff <= 1e-5, `${scenario.name}: fsdp on 2 ranks and 1 process differ by ${diff} after 3 steps`);
 
-    // each rank: half of the parameters (float32), of their gradients and of the AdamW moments, up to padding
+    // each rank: half of the parameters (float32), of their gradients and of the AdamW moments, up to padding (LoRA:
+    // half of the frozen base, no gradients; the adapters' AdamW is replicated)
     for (const bytes of [result?.bytes, followed?.bytes] as ShardedStateBytes[]) {
       const half = bytes.wholeParameters / 2;
       const pad = paddingBytes(bytes, 2);
       assert.ok(bytes.parameters >= half && bytes.parameters <= half + pad, `${scenario.name}: ${bytes.parameters} of ${half}`);
       assert.ok(bytes.gradients <= bytes.parameters, `${scenario.name}: gradients ${bytes.gradients}`);
-      assert.ok(bytes.peakGradients === bytes.parameters, `${scenario.name}: gradient shards ${bytes.peakGradients}`);
+      const gradientShards = scenario.lora === null ? bytes.parameters : 0;
+      assert.ok(bytes.peakGradients === gradientShards, `${scenario.name}: gradient shards ${bytes.peakGradients}`);
       // two moments per element and a float32 step count per shard
-      assert.equal(bytes.optimizer, 2 * bytes.parameters + 4 * bytes.classes);
+      if (scenario.lora === null) assert.equal(bytes.optimizer, 2 * bytes.parameters + 4 * bytes.classes);
       // GRPO: the root and two layers (one computing, one prefetched) at most, in float32 with padding; SFT rows have
-      // no rollout log-probs, and the whole policy is gathered for their current log-probs
+      // no rollout log-probs, and the whole policy is gathered for their current log-probs (LoRA: for the reference's)
       const gathers = bytes.largestGather.root + 2 * bytes.largestGather.layer;
       const limit = scenario.name === 'grpo' ? gathers : bytes.largestGather.root + 3 * bytes.largestGather.layer;
       // (rank 1 read its bytes after rank 0's weight sync and checkpoint, which it joined one unit at a time)
