@@ -2,12 +2,13 @@
 // forked processes running ./helpers/fsdp-rank.ts, on a tiny qwen2 of 3 decoder layers (float32):
 //   - 2 ranks take 3 steps on the same global batches as one process without sharding and end with the same
 //     parameters (within 1e-5): SFT with micro_batch_size 1 (2 micro-batches per rank; its rows have no rollout
-//     log-probs, so the whole policy is gathered for the current log-probs), GRPO with micro_batch_size 2 (3
-//     micro-batches: rank 1 runs an idle pass beside rank 0's second);
+//     log-probs, so the step runs the current policy over the batch first, without gradient), GRPO with
+//     micro_batch_size 2 (3 micro-batches: rank 1 runs an idle pass beside rank 0's second);
 //   - each rank holds half the parameters, gradients and AdamW state (up to the padding of each flat class), and
-//     gathered at most the root and two layers at once (prefetch);
+//     gathered at most the root and two layers at once (prefetch), in the whole-batch forwards without gradient
+//     too (one layer gathered, run for the rank's rows, freed: the model has 3);
 //   - GRPO with LoRA (dropout 0.1, micro_batch_size 2): the frozen base sharded (no gradient shards), the adapters
-//     replicated; its reference is the base (adapters off), gathered whole for the batch's reference log-probs;
+//     replicated; its reference is the base (adapters off), run over the batch for the reference log-probs;
 //   - the checkpoint rank 0 writes is consolidated: the same optimizer file as one process writes (within 1e-5), and
 //     one process resuming from it takes step 4 to the parameters of an uninterrupted one-process run (2 → 1 ranks).
 // And a model whose whole training state (parameters, gradients, AdamW moments) is more than twice a per-rank bound
@@ -186,10 +187,9 @@ test('fsdp on 2 ranks: SFT, GRPO and GRPO with LoRA end 3 steps as one process d
       assert.ok(bytes.peakGradients === gradientShards, `${scenario.name}: gradient shards ${bytes.peakGradients}`);
       // two moments per element and a float32 step count per shard
       if (scenario.lora === null) assert.equal(bytes.optimizer, 2 * bytes.parameters + 4 * bytes.classes);
-      // GRPO: the root and two layers (one computing, one prefetched) at most, in float32 with padding; SFT rows have
-      // no rollout log-probs, and the whole policy is gathered for their current log-probs (LoRA: for the reference's)
-      const gathers = bytes.largestGather.root + 2 * bytes.largestGather.layer;
-      const limit = scenario.name === 'grpo' ? gathers : bytes.largestGather.root + 3 * bytes.largestGather.layer;
+      // the root and two layers (one computing, one prefetched) at most, in float32 with padding, also in the forwards
+      // over the whole batch (SFT's current log-probs, LoRA's reference log-probs), which gather a layer at a time
+      const limit = bytes.largestGather.root + 2 * bytes.largestGather.layer;
       // (rank 1 read its bytes after rank 0's weight sync and checkpoint, which it joined one unit at a time)
       assert.ok(bytes.peakGathered > 0 && bytes.peakGathered <= limit, `${scenario.name}: gathered ${bytes.peakGathered}`);
     }
