@@ -65,7 +65,7 @@ export class ShardedAdamW extends torch.AdamW {
     this.#dropGathered();
     this.#gathered = {
       kind: 'AdamW',
-      groups: this.groups.map((g) => ({ lr: g.lr, weightDecay: g.weightDecay, ...g.hyper })),
+      groups: this.groupSettings(),
       tensors,
     };
   }
@@ -120,6 +120,24 @@ export class ShardedAdamW extends torch.AdamW {
         super.loadStateDict({ kind: this.constructor.name, groups: saved.groups, tensors });
       }),
     );
+  }
+
+  /** Parameter names in one process's optimizer order (its state index i is the i-th): a sharded checkpoint's index. */
+  get oneProcessOrder(): readonly string[] {
+    return this.#oneProcessOrder;
+  }
+
+  /** The groups' settings as one process's stateDict() lists them. */
+  groupSettings(): OptimizerState['groups'] {
+    return this.groups.map((g) => ({ lr: g.lr, weightDecay: g.weightDecay, ...g.hyper }));
+  }
+
+  /** This rank's AdamW state of shard class `c` (its moments [L] and step count), null before its first step. */
+  classState(c: ShardClass): { exp_avg: Tensor; exp_avg_sq: Tensor; step: Tensor } | null {
+    const own = super.stateDict().tensors;
+    const j = this.groups.flatMap((g) => g.params).indexOf(c.shard);
+    const [expAvg, expAvgSq, step] = ['exp_avg', 'exp_avg_sq', 'step'].map((name) => own[`state.${j}.${name}`]);
+    return expAvg && expAvgSq && step ? { exp_avg: expAvg, exp_avg_sq: expAvgSq, step } : null;
   }
 
   /** Elements of the optimizer state this rank holds (its shards' moments and step counts). */

@@ -3,8 +3,9 @@
 //   - at start, each rank loads the model folder (or checkpoint) whole, keeps its shard of every unit in the master
 //     dtype and frees the rest; AdamW runs over the shards (./fsdp-optimizer.ts)
 //   - the step's collectives are ./fsdp-passes.ts's (no parameter broadcast: every rank sharded the same files)
-//   - a checkpoint or a weights folder is consolidated: every rank all-gathers the units and the optimizer state, and
-//     rank 0 writes the same files as one process, so a run resumes with any number of ranks
+//   - a checkpoint is sharded: every rank writes its shards and their AdamW state (./fsdp-checkpoint.ts), which a run
+//     on any number of ranks (or one process) resumes from; a weights folder (the HF export) is consolidated: every
+//     rank all-gathers the units one at a time and rank 0 writes the same files as one process
 //   - a weight sync gathers every unit into rank 0's model (compute dtype) until endSync
 //   - LoRA (model.lora): the frozen base is sharded (no gradients, no reductions) and the adapters are replicated on
 //     every rank, trained as in data parallelism (their gradients summed, one AdamW each, broadcast from rank 0 at
@@ -84,31 +85,20 @@ export function shardsByName(policy: ShardedPolicy): Map<string, Tensor> {
   return new Map(policy.sharded.shards.map((t, i) => [`shard ${i} of rank ${policy.sharded.rank}`, t]));
 }
 
-/**
- * Every rank: the whole policy in the master dtype as a model (rank 0 writes it; the others dispose it at once), and
- * the whole optimizer state in the optimizer's stateDict() until its next step.
- */
+/** Every rank: the whole policy in the master dtype as a model (rank 0 writes it; the others dispose it at once). */
 export async function consolidatedPolicy(policy: ShardedPolicy, group: ProcessGroup): Promise<CausalLM> {
   const weights = await policy.sharded.consolidate(group);
-  try {
-    await policy.optimizer?.gatherState(group);
-  } catch (error) {
-    for (const t of weights.values()) t.dispose();
-    throw error;
-  }
   const model = policy.sharded.model;
   return new CausalLM(model.config, weights, { sourceDir: model.sourceDir });
 }
 
 /**
  * A rank other than 0: takes part in consolidatedPolicy() on rank 0 (the same collectives), dropping each unit's
- * weights as they arrive and the gathered optimizer state at the end, so it holds one unit at a time.
+ * weights as they arrive, so it holds one unit at a time.
  */
 export async function joinConsolidation(policy: ShardedPolicy, group: ProcessGroup): Promise<void> {
   for (const unit of policy.sharded.units) {
     const weights = await policy.sharded.gatherTensors(unit.index, group, (c) => c.shard, policy.sharded.masterDtype);
     for (const t of weights.values()) t.dispose();
   }
-  await policy.optimizer?.gatherState(group);
-  policy.optimizer?.dropGatheredState();
 }

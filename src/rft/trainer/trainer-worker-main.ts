@@ -53,6 +53,7 @@ import {
   shardsPolicy,
 } from './fsdp-trainer.js';
 import { type ShardedPasses, shardedCollectives } from './fsdp-passes.js';
+import { copyWeightsInto, readShardedCheckpoint, restoreOptimizer, saveShards, saveShardsTogether } from './fsdp-checkpoint.js';
 import { MasterWeights } from './master-weights.js';
 import type { DistributedOutcome, TrainerInit } from './trainer.js';
 import { loraReference, modelReference, type ReferencePolicy } from './reference-policy.js';
@@ -227,6 +228,11 @@ async function follow(s: TrainerState, r: Ranks): Promise<{ steps: number }> {
         await r.passes?.joinGatherAll();
         continue;
       }
+      if (command.kind === 'saveShards') {
+        // rank 0 saves a checkpoint: every rank writes its own shards
+        await saveShardsTogether(s.sharded?.sharded, s.sharded?.optimizer, command.dir, r.group);
+        continue;
+      }
       if (command.kind === 'gatherOptimizer' && s.sharded !== null) {
         // rank 0 writes a checkpoint or weights folder: the whole sharded policy and optimizer state
         await joinConsolidation(s.sharded, policyGroup(r));
@@ -289,6 +295,8 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   const device = init.device ?? 'cpu';
   const onDevice = device === 'cpu' ? {} : { device };
   const model = CausalLM.load(modelDir, { dtype: init.dtype, ...onDevice, requiresGrad: init.lora === null });
+  // a sharded checkpoint: the whole weights and AdamW state from every rank's file, on the run's model
+  const fromShards = checkpoint?.shardedDir ? readShardedCheckpoint(checkpoint.shardedDir) : null;
   if (init.bitwiseOnPolicy) model.setBatchInvariant(true);
   let master: TrainerState['master'] = null;
   if (init.masterDtype !== undefined && init.masterDtype !== init.dtype) {
@@ -310,6 +318,7 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
       ),
     };
   }
+  if (fromShards) copyWeightsInto([model, master?.model], fromShards.weights);
   let lora: LoraModel | null = null;
   const saved = checkpoint ? savedTrainerState(checkpoint) : null;
   if (init.lora !== null) {
@@ -351,7 +360,8 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
       ? new ZeroAdamW(torch.weightDecayGroups(named, o.weightDecay), adamW, d)
       : new torch.AdamW(torch.weightDecayGroups(named, o.weightDecay), adamW));
   const startStep = checkpoint?.step ?? 0;
-  if (checkpoint) loadOptimizerState(checkpoint, optimizer);
+  if (fromShards) restoreOptimizer(fromShards, optimizer);
+  else if (checkpoint) loadOptimizerState(checkpoint, optimizer);
   const scheduler = new torch.LrScheduler(
     optimizer,
     o.lr,
@@ -540,30 +550,22 @@ torch.serveTensorWorker({
       await sendCommand(ranks.group, { kind: 'gatherOptimizer' });
       await s.optimizer.gatherState(ranks.group, ranks.device?.group ?? ranks.group);
     }
-    // a sharded policy: the whole weights and optimizer state, consolidated (every rank joins)
-    const consolidated = await consolidatedOnRankZero(s);
+    // a sharded policy: each rank's shards (LoRA: the adapter, replicated, as without sharding)
+    const { sharded, optimizer } = s.sharded ?? {};
+    const shards =
+      sharded && optimizer && ranks ? await saveShards({ sharded, optimizer }, s.init.jobDir, step, ranks.group) : null;
     const trainer: SavedTrainerState = {
       trainStep: s.trainStep.state(),
       schedulerStep: s.scheduler.currentStep,
       ...(s.lora ? { loraDropout: s.lora.randomState() } : {}),
     };
-    try {
-      return saveCheckpoint(
-        s.init.jobDir,
-        step,
-        {
-          model: consolidated ?? s.master?.model ?? s.model,
-          lora: s.lora,
-          optimizer: s.optimizer,
-          critic: s.critic,
-          trainer: { ...trainer },
-          state: componentState,
-        },
-        keep,
-      ).dir;
-    } finally {
-      consolidated?.dispose();
-    }
+    const contents = { model: s.master?.model ?? s.model, lora: s.lora, shards, critic: s.critic, trainer: { ...trainer } };
+    return saveCheckpoint(
+      s.init.jobDir,
+      step,
+      { ...contents, optimizer: shards === null ? s.optimizer : null, state: componentState },
+      keep,
+    ).dir;
   },
   /**
    * Rank 0 ends the other ranks' follow(): stop, or failed with `failure` (rank 0's error message) when its stage

@@ -9,14 +9,16 @@
 //     too (one layer gathered, run for the rank's rows, freed: the model has 3);
 //   - GRPO with LoRA (dropout 0.1, micro_batch_size 2): the frozen base sharded (no gradient shards), the adapters
 //     replicated; its reference is the base (adapters off), run over the batch for the reference log-probs;
-//   - the checkpoint rank 0 writes is consolidated: the same optimizer file as one process writes (within 1e-5), and
-//     one process resuming from it takes step 4 to the parameters of an uninterrupted one-process run (2 → 1 ranks).
+//   - the checkpoint is sharded: sharded/ holds each rank's file and the index, no model/ or optimizer.safetensors;
+//     read back whole it is one process's weights and optimizer file (within 1e-5); resumed on one process (2 → 1),
+//     on 2 ranks again (2 → 2), and a one-process checkpoint resumed on 2 ranks (1 → 2), step 4 takes the
+//     parameters of an uninterrupted one-process run (within 1e-5). (LoRA: rank 0 writes the adapter, 2 → 1.)
 // And a model whose whole training state (parameters, gradients, AdamW moments) is more than twice a per-rank bound
 // trains on 4 ranks (GRPO, 6 rows in micro-batches of 1: ranks 2 and 3 run an idle pass each), each within the bound:
 // 1/4 of the state plus its padding plus the gather buffers it measured.
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,6 +26,7 @@ import { after, before, test } from 'node:test';
 import { freePort } from '../../../src/cli/launch.js';
 import { initModel } from '../../../src/model/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
+import { readShardedCheckpoint } from '../../../src/rft/trainer/fsdp-checkpoint.js';
 import { type ShardedStateBytes, TrainerClient } from '../../../src/rft/trainer/trainer.js';
 import * as torch from '../../../src/torch/index.js';
 import { forkChild, killForkedChildren } from '../../helpers/forked-child.js';
@@ -127,7 +130,7 @@ function forkRanks(plan: FsdpPlan, worldSize: number) {
 /** The float32 elements a rank's flat classes pad with, at most: W - 1 per class, in bytes. */
 const paddingBytes = (bytes: ShardedStateBytes, worldSize: number) => bytes.classes * (worldSize - 1) * 4;
 
-test('fsdp on 2 ranks: SFT, GRPO and GRPO with LoRA end 3 steps as one process does, each rank holding half the state; the consolidated checkpoint resumes on one process', async () => {
+test('fsdp on 2 ranks: SFT, GRPO and GRPO with LoRA end 3 steps as one process does, each rank holding half the state; the sharded checkpoint resumes on 1 and 2 ranks, a one-process one on 2', async () => {
   const rows = { sft: expertData(), grpo: groupRollouts(threeLayers) };
   const lora = { rank: 4, alpha: 8, dropout: 0.1, targetModules: ['q_proj', 'v_proj', 'down_proj'] };
   const all: (Scenario & { resumeBatch: Experience[] })[] = (['sft', 'grpo', 'grpo-lora'] as const).map((name) => {
@@ -148,6 +151,8 @@ test('fsdp on 2 ranks: SFT, GRPO and GRPO with LoRA end 3 steps as one process d
     ),
   };
   const ranks = forkRanks(plan, 2);
+  /** The one-process run's weights after step 4, by scenario (what every resume must reach). */
+  const uninterrupted = new Map<string, Map<string, Float32Array>>();
   const single = (scenario: Scenario, jobDir: string, resume = false) =>
     TrainerClient.start({ ...scenarioInit(scenario, threeLayers, jobDir), gradientCheckpointing: true, resume });
   for (const scenario of all) {
@@ -194,11 +199,36 @@ test('fsdp on 2 ranks: SFT, GRPO and GRPO with LoRA end 3 steps as one process d
       assert.ok(bytes.peakGathered > 0 && bytes.peakGathered <= limit, `${scenario.name}: gathered ${bytes.peakGathered}`);
     }
 
-    // the consolidated checkpoint: one process's optimizer file
-    const gathered = safetensorsFile(join(result?.checkpoint as string, 'optimizer.safetensors'));
-    const reference = safetensorsFile(join(singleCheckpoint, 'optimizer.safetensors'));
-    const stateDiff = largestDifference(gathered, reference, `${scenario.name}: optimizer.safetensors`);
-    assert.ok(stateDiff <= 1e-5, `${scenario.name}: the consolidated optimizer state differs from one process's by ${stateDiff}`);
+    // the sharded checkpoint: each rank's file and the index; read back whole, one process's weights and optimizer file
+    const checkpoint = result?.checkpoint as string;
+    uninterrupted.set(scenario.name, afterFour);
+    if (scenario.lora === null) {
+      assert.deepEqual(
+        readdirSync(checkpoint).filter((f) => ['model', 'optimizer.safetensors', 'sharded'].includes(f)),
+        ['sharded'],
+      );
+      assert.deepEqual(readdirSync(join(checkpoint, 'sharded')).sort(), [
+        'index.json',
+        'rank-0-of-2.safetensors',
+        'rank-1-of-2.safetensors',
+      ]);
+      const whole = readShardedCheckpoint(join(checkpoint, 'sharded'));
+      const arrays = (tensors: Iterable<[string, torch.Tensor]>) =>
+        new Map([...tensors].map(([name, t]) => [name, t.float().toTypedArray() as Float32Array]));
+      try {
+        const reference = safetensorsFile(join(singleCheckpoint, 'optimizer.safetensors'));
+        const stateDiff = largestDifference(
+          arrays(Object.entries(whole.optimizer.tensors)),
+          reference,
+          `${scenario.name}: optimizer`,
+        );
+        assert.ok(stateDiff <= 1e-5, `${scenario.name}: the sharded optimizer state differs from one process's by ${stateDiff}`);
+        const weightDiff = largestDifference(arrays(whole.weights), afterThree, `${scenario.name}: sharded weights`);
+        assert.ok(weightDiff <= 1e-5, `${scenario.name}: the sharded weights differ from one process's by ${weightDiff}`);
+      } finally {
+        for (const t of [...whole.weights.values(), ...Object.values(whole.optimizer.tensors)]) t.dispose();
+      }
+    }
 
     // resume the 2-rank checkpoint on one process: step 4 as the uninterrupted run
     const resumed = await single(scenario, join(work, `${scenario.name}-fsdp-rank0`), true);
@@ -211,9 +241,42 @@ test('fsdp on 2 ranks: SFT, GRPO and GRPO with LoRA end 3 steps as one process d
       await resumed.trainer.close();
     }
   }
-  const exits = await Promise.all(ranks.map((r) => r.exited));
   assert.deepEqual(
-    exits.map((e) => e.code),
+    (await Promise.all(ranks.map((r) => r.exited))).map((e) => e.code),
+    [0, 0],
+  );
+
+  // 2 → 2 (the sharded checkpoint) and 1 → 2 (one process's): 2 ranks resume, step 4 as the uninterrupted run
+  const resumes = all
+    .filter((s) => s.lora === null)
+    .flatMap((s) =>
+      [`${s.name}-fsdp-rank0`, `${s.name}-single`].map((from) => ({
+        ...s,
+        name: `${s.name} from ${from}`,
+        of: s.name,
+        batches: [s.resumeBatch],
+        sharedJobDir: join(work, from),
+        resume: true,
+        save: false,
+      })),
+    );
+  const resumePlan: FsdpPlan = {
+    jobDir: work,
+    scenarios: await Promise.all(
+      resumes.map(async ({ resumeBatch: _, of: __, ...s }) => ({ ...s, port: await freePort(), modelDir: threeLayers })),
+    ),
+  };
+  const resumed = forkRanks(resumePlan, 2);
+  for (const scenario of resumes) {
+    const [result, followed] = await Promise.all([resumed[0]?.next('result', 'error'), resumed[1]?.next('followed', 'error')]);
+    assert.equal(result?.type, 'result', `${scenario.name}, rank 0: ${result?.message}`);
+    assert.equal(followed?.type, 'followed', `${scenario.name}, rank 1: ${followed?.message}`);
+    const expected = uninterrupted.get(scenario.of) as Map<string, Float32Array>;
+    const diff = largestDifference(new Map(Object.entries(result?.weights ?? {})), expected, scenario.name);
+    assert.ok(diff <= 1e-5, `${scenario.name}: resumed on 2 ranks, step 4 differs by ${diff}`);
+  }
+  assert.deepEqual(
+    (await Promise.all(resumed.map((r) => r.exited))).map((e) => e.code),
     [0, 0],
   );
 });

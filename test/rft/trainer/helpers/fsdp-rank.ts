@@ -1,7 +1,8 @@
 // One rank of a fully sharded trainer (test/rft/trainer/fsdp.test.ts forks 2 or 4). For each scenario of the plan in
-// $SCENARIOS: rank 0 takes the steps, saves checkpoint <steps> (every rank joins the consolidation), reports its
-// weights (gathered for a weight sync) and its sharded state bytes, and closes (which stops the others); the other
-// ranks follow, then report their own state bytes. Reports over IPC:
+// $SCENARIOS: rank 0 takes the steps, saves checkpoint <steps> (every rank writes its shards) unless save is false,
+// reports its weights (gathered for a weight sync) and its sharded state bytes, and closes (which stops the others);
+// the other ranks follow, then report their own state bytes. With resume, every rank starts from the latest
+// checkpoint of the scenario's jobDir (shared by the ranks). Reports over IPC:
 //   { type: 'result', scenario, weights, bytes, checkpoint } from rank 0
 //   { type: 'followed', scenario, steps, bytes } from the others
 import { readFileSync } from 'node:fs';
@@ -12,7 +13,14 @@ import { RANK_TIMEOUT_MS, type Scenario, scenarioInit } from './distributed-scen
 /** What a rank of fsdp.test.ts is told (a JSON file named by $SCENARIOS). */
 export interface FsdpPlan {
   jobDir: string;
-  scenarios: (Scenario & { port: number; modelDir: string })[];
+  scenarios: (Scenario & {
+    port: number;
+    modelDir: string;
+    /** One job folder for every rank (default: one per rank under the plan's jobDir). */
+    sharedJobDir?: string;
+    resume?: boolean;
+    save?: boolean;
+  })[];
 }
 
 const send = (message: unknown) =>
@@ -32,13 +40,17 @@ async function main(): Promise<void> {
       timeoutMs: RANK_TIMEOUT_MS,
       strategy: 'fsdp' as const,
     };
-    const jobDir = join(plan.jobDir, `${scenario.name}-fsdp-rank${rank}`);
-    const init = { ...scenarioInit(scenario, scenario.modelDir, jobDir, distributed), gradientCheckpointing: true };
+    const jobDir = scenario.sharedJobDir ?? join(plan.jobDir, `${scenario.name}-fsdp-rank${rank}`);
+    const init = {
+      ...scenarioInit(scenario, scenario.modelDir, jobDir, distributed),
+      gradientCheckpointing: true,
+      resume: scenario.resume ?? false,
+    };
     const { trainer } = await TrainerClient.start(init);
     if (rank === 0) {
       for (const batch of scenario.batches) await trainer.step(batch);
       const bytes = await trainer.shardedStateBytes();
-      const checkpoint = await trainer.save(scenario.batches.length, {}, 0);
+      const checkpoint = scenario.save === false ? null : await trainer.save(scenario.batches.length, {}, 0);
       const weights = await trainer.beginSync();
       const arrays = Object.fromEntries([...weights].map(([name, t]) => [name, t.float().toTypedArray() as Float32Array]));
       await trainer.endSync();
