@@ -9,6 +9,7 @@
 //     too (one layer gathered, run for the rank's rows, freed: the model has 3);
 //   - GRPO with LoRA (dropout 0.1, micro_batch_size 2): the frozen base sharded (no gradient shards), the adapters
 //     replicated; its reference is the base (adapters off), run over the batch for the reference log-probs;
+//   - saveWeights writes the whole model (one process's model.safetensors, within 1e-5: the export stays whole);
 //   - the checkpoint is sharded: sharded/ holds each rank's file and the index, no model/ or optimizer.safetensors;
 //     read back whole it is one process's weights and optimizer file (within 1e-5); resumed on one process (2 → 1),
 //     on 2 ranks again (2 → 2), and a one-process checkpoint resumed on 2 ranks (1 → 2), step 4 takes the
@@ -43,6 +44,7 @@ interface Message {
   steps?: number;
   bytes?: ShardedStateBytes;
   checkpoint?: string;
+  exported?: string;
   message?: string;
 }
 
@@ -180,6 +182,10 @@ test('fsdp on 2 ranks: SFT, GRPO and GRPO with LoRA end 3 steps as one process d
     assert.ok(moved > 1e-3, `${scenario.name}: training barely moved the weights (${moved}); the comparison would prove nothing`);
     const diff = largestDifference(new Map(Object.entries(result?.weights ?? {})), afterThree, scenario.name);
     assert.ok(diff <= 1e-5, `${scenario.name}: fsdp on 2 ranks and 1 process differ by ${diff} after 3 steps`);
+    // the weights folder (saveWeights: the export) is consolidated, one process's model.safetensors
+    const exported = safetensorsFile(join(result?.exported as string, 'model.safetensors'));
+    const exportDiff = largestDifference(exported, afterThree, `${scenario.name}: saveWeights`);
+    assert.ok(exportDiff <= 1e-5, `${scenario.name}: the exported weights differ from one process's by ${exportDiff}`);
 
     // each rank: half of the parameters (float32), of their gradients and of the AdamW moments, up to padding (LoRA:
     // half of the frozen base, no gradients; the adapters' AdamW is replicated)

@@ -3,7 +3,7 @@
 // reports its weights (gathered for a weight sync) and its sharded state bytes, and closes (which stops the others);
 // the other ranks follow, then report their own state bytes. With resume, every rank starts from the latest
 // checkpoint of the scenario's jobDir (shared by the ranks). Reports over IPC:
-//   { type: 'result', scenario, weights, bytes, checkpoint } from rank 0
+//   { type: 'result', scenario, weights, bytes, checkpoint, exported } from rank 0 (exported: a saveWeights folder)
 //   { type: 'followed', scenario, steps, bytes } from the others
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -51,11 +51,14 @@ async function main(): Promise<void> {
       for (const batch of scenario.batches) await trainer.step(batch);
       const bytes = await trainer.shardedStateBytes();
       const checkpoint = scenario.save === false ? null : await trainer.save(scenario.batches.length, {}, 0);
+      // the consolidated Hugging Face folder (the run's export)
+      const exported = scenario.save === false ? null : join(jobDir, 'export');
+      if (exported !== null) await trainer.saveWeights(exported);
       const weights = await trainer.beginSync();
       const arrays = Object.fromEntries([...weights].map(([name, t]) => [name, t.float().toTypedArray() as Float32Array]));
       await trainer.endSync();
       await trainer.close();
-      await send({ type: 'result', scenario: scenario.name, weights: arrays, bytes, checkpoint });
+      await send({ type: 'result', scenario: scenario.name, weights: arrays, bytes, checkpoint, exported });
     } else {
       const { steps } = await trainer.follow();
       const bytes = await trainer.shardedStateBytes();
