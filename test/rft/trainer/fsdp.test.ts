@@ -18,8 +18,7 @@
 // trains on 4 ranks (GRPO, 6 rows in micro-batches of 1: ranks 2 and 3 run an idle pass each), each within the bound:
 // 1/4 of the state plus its padding plus the gather buffers it measured.
 import assert from 'node:assert/strict';
-import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,24 +28,14 @@ import { initModel } from '../../../src/model/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
 import { readShardedCheckpoint } from '../../../src/rft/trainer/fsdp-checkpoint.js';
 import { type ShardedStateBytes, TrainerClient } from '../../../src/rft/trainer/trainer.js';
-import * as torch from '../../../src/torch/index.js';
-import { forkChild, killForkedChildren } from '../../helpers/forked-child.js';
-import type { FsdpPlan } from './helpers/fsdp-rank.js';
+import type * as torch from '../../../src/torch/index.js';
+import { killForkedChildren } from '../../helpers/forked-child.js';
 import { type Scenario, scenarioInit } from './helpers/distributed-scenarios.js';
-import { BAD, expertData, GOOD, loadPolicy, PROMPTS, responseLogprobs } from './toy.js';
+import { forkRanks, groupRollouts, largestDifference, rotatedSteps, safetensorsFile, weightsOf } from './helpers/rank-harness.js';
+import type { StrategyPlan } from './helpers/strategy-rank.js';
+import { expertData } from './toy.js';
 
-const HELPER = fileURLToPath(new URL('./helpers/fsdp-rank.ts', import.meta.url));
-
-interface Message {
-  type: 'result' | 'followed' | 'error';
-  scenario?: string;
-  weights?: Record<string, Float32Array>;
-  steps?: number;
-  bytes?: ShardedStateBytes;
-  checkpoint?: string;
-  exported?: string;
-  message?: string;
-}
+const STRATEGY_RANK = fileURLToPath(new URL('./helpers/strategy-rank.ts', import.meta.url));
 
 let work: string;
 let threeLayers: string;
@@ -60,74 +49,9 @@ after(() => {
   rmSync(work, { recursive: true, force: true });
 });
 
-/** Step k's batch: the rows rotated by 3k (4 steps: 3 on the ranks, the 4th after resuming on one process). */
-function fourSteps(rows: Experience[]): Experience[][] {
-  return [0, 1, 2, 3].map((k) => [...rows.slice((3 * k) % rows.length), ...rows.slice(0, (3 * k) % rows.length)]);
-}
-
-/** One or two rollouts per prompt, responses of 1 to 3 tokens, with their log-probs under the initial model. */
-function groupRollouts(modelDir: string): Experience[] {
-  const model = loadPolicy(modelDir);
-  try {
-    return PROMPTS.flatMap((prompt, task) =>
-      [[GOOD, 7 + task, 20 + task], [BAD, 30 + task].slice(0, 1 + (task % 2))].map((response, run) => ({
-        eid: `t${task}-r${run}`,
-        tokens: [...prompt, ...response],
-        promptLength: prompt.length,
-        logprobs: responseLogprobs(model, prompt, response),
-        reward: run === 0 ? 1 : task / 8,
-        info: { taskId: `t${task}`, runId: run },
-      })),
-    );
-  } finally {
-    model.dispose();
-  }
-}
-
-const weightsOf = async (trainer: TrainerClient) => {
-  const weights = await trainer.beginSync();
-  const out = new Map([...weights].map(([name, t]) => [name, t.float().toTypedArray() as Float32Array]));
-  await trainer.endSync();
-  return out;
-};
-
-/** The largest difference between two sets of named float arrays (the same names). */
-function largestDifference(a: ReadonlyMap<string, Float32Array>, b: ReadonlyMap<string, Float32Array>, what: string): number {
-  assert.deepEqual([...a.keys()].sort(), [...b.keys()].sort(), `${what}: names`);
-  let largest = 0;
-  for (const [name, x] of a) {
-    // the key bias's gradient is rounding noise (softmax ignores it; see distributed.test.ts): no measure of equality
-    if (name.endsWith('self_attn.k_proj.bias')) continue;
-    const y = b.get(name) as Float32Array;
-    assert.equal(x.length, y.length, `${what}: ${name}'s size`);
-    for (let i = 0; i < x.length; i++) largest = Math.max(largest, Math.abs((x[i] as number) - (y[i] as number)));
-  }
-  return largest;
-}
-
-function safetensorsFile(file: string): Map<string, Float32Array> {
-  const tensors = torch.loadSafetensors(file);
-  try {
-    return new Map([...tensors].map(([name, t]) => [name, t.float().toTypedArray() as Float32Array]));
-  } finally {
-    for (const t of tensors.values()) t.dispose();
-  }
-}
-
-/** Forks `worldSize` ranks of ./helpers/fsdp-rank.ts over `plan`. */
-function forkRanks(plan: FsdpPlan, worldSize: number) {
-  return Array.from({ length: worldSize }, (_, rank) => {
-    const planFile = join(work, `plan-${worldSize}-${rank}.json`);
-    writeFileSync(planFile, JSON.stringify(plan));
-    const env = { ...process.env, RANK: String(rank), WORLD_SIZE: String(worldSize), SCENARIOS: planFile };
-    const forked = forkChild<Message>(HELPER, { env, label: `rank ${rank}`, serialization: 'advanced' });
-    return {
-      child: forked.child as ChildProcess,
-      exited: forked.exited,
-      next: (...types: Message['type'][]) => forked.next((m) => types.includes(m.type), types.join('/')),
-    };
-  });
-}
+/** Forks `worldSize` ranks of ./helpers/strategy-rank.ts, fully sharded, over `scenarios`. */
+const forkFsdpRanks = (scenarios: StrategyPlan['scenarios'], worldSize: number, label?: string) =>
+  forkRanks(STRATEGY_RANK, { strategy: 'fsdp', jobDir: work, scenarios }, worldSize, work, label ? { label } : {});
 
 /** The float32 elements a rank's flat classes pad with, at most: W - 1 per class, in bytes. */
 const paddingBytes = (bytes: ShardedStateBytes, worldSize: number) => bytes.classes * (worldSize - 1) * 4;
@@ -136,7 +60,7 @@ test('fsdp on 2 ranks: SFT, GRPO and GRPO with LoRA end 3 steps as one process d
   const rows = { sft: expertData(), grpo: groupRollouts(threeLayers) };
   const lora = { rank: 4, alpha: 8, dropout: 0.1, targetModules: ['q_proj', 'v_proj', 'down_proj'] };
   const all: (Scenario & { resumeBatch: Experience[] })[] = (['sft', 'grpo', 'grpo-lora'] as const).map((name) => {
-    const batches = fourSteps(rows[name === 'sft' ? 'sft' : 'grpo']);
+    const batches = rotatedSteps(rows[name === 'sft' ? 'sft' : 'grpo'], 4);
     return {
       name,
       algorithm: { algorithm_type: name === 'sft' ? 'sft' : 'grpo', optimizer: { lr: name === 'grpo-lora' ? 5e-2 : 1e-2 } },
@@ -146,13 +70,10 @@ test('fsdp on 2 ranks: SFT, GRPO and GRPO with LoRA end 3 steps as one process d
       resumeBatch: batches[3] as Experience[],
     };
   });
-  const plan: FsdpPlan = {
-    jobDir: work,
-    scenarios: await Promise.all(
-      all.map(async ({ resumeBatch: _, ...s }) => ({ ...s, port: await freePort(), modelDir: threeLayers })),
-    ),
-  };
-  const ranks = forkRanks(plan, 2);
+  const ranks = forkFsdpRanks(
+    await Promise.all(all.map(async ({ resumeBatch: _, ...s }) => ({ ...s, port: await freePort(), modelDir: threeLayers }))),
+    2,
+  );
   /** The one-process run's weights after step 4, by scenario (what every resume must reach). */
   const uninterrupted = new Map<string, Map<string, Float32Array>>();
   const single = (scenario: Scenario, jobDir: string, resume = false) =>
@@ -266,13 +187,13 @@ test('fsdp on 2 ranks: SFT, GRPO and GRPO with LoRA end 3 steps as one process d
         save: false,
       })),
     );
-  const resumePlan: FsdpPlan = {
-    jobDir: work,
-    scenarios: await Promise.all(
+  const resumed = forkFsdpRanks(
+    await Promise.all(
       resumes.map(async ({ resumeBatch: _, of: __, ...s }) => ({ ...s, port: await freePort(), modelDir: threeLayers })),
     ),
-  };
-  const resumed = forkRanks(resumePlan, 2);
+    2,
+    'resume',
+  );
   for (const scenario of resumes) {
     const [result, followed] = await Promise.all([resumed[0]?.next('result', 'error'), resumed[1]?.next('followed', 'error')]);
     assert.equal(result?.type, 'result', `${scenario.name}, rank 0: ${result?.message}`);
@@ -290,7 +211,7 @@ test('fsdp on 2 ranks: SFT, GRPO and GRPO with LoRA end 3 steps as one process d
 test('fsdp on 4 ranks trains a model whose whole training state is over twice the per-rank bound, each rank within it', async () => {
   const dir = join(work, 'model-6-layers');
   initModel(dir, { hiddenSize: 64, numLayers: 6, numHeads: 4, numKeyValueHeads: 2, seed: 5 });
-  const batches = fourSteps(groupRollouts(dir)).slice(0, 2);
+  const batches = rotatedSteps(groupRollouts(dir), 4).slice(0, 2);
   const scenario: Scenario = {
     name: 'grpo-4',
     algorithm: { algorithm_type: 'grpo', optimizer: { lr: 1e-2 } },
@@ -298,7 +219,7 @@ test('fsdp on 4 ranks trains a model whose whole training state is over twice th
     microBatchSize: 1,
     batches,
   };
-  const ranks = forkRanks({ jobDir: work, scenarios: [{ ...scenario, port: await freePort(), modelDir: dir }] }, 4);
+  const ranks = forkFsdpRanks([{ ...scenario, port: await freePort(), modelDir: dir }], 4);
   const messages = await Promise.all(ranks.map((r, rank) => r.next(rank === 0 ? 'result' : 'followed', 'error')));
   for (const [rank, m] of messages.entries()) assert.notEqual(m.type, 'error', `rank ${rank}: ${m.message}`);
   const whole = messages[0]?.bytes?.wholeParameters as number;
