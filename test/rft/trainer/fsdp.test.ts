@@ -16,7 +16,8 @@
 //     parameters of an uninterrupted one-process run (within 1e-5). (LoRA: rank 0 writes the adapter, 2 → 1.)
 // And a model whose whole training state (parameters, gradients, AdamW moments) is more than twice a per-rank bound
 // trains on 4 ranks (GRPO, 6 rows in micro-batches of 1: ranks 2 and 3 run an idle pass each), each within the bound:
-// 1/4 of the state plus its padding plus the gather buffers it measured.
+// 1/4 of the state plus its padding plus the gather buffers it measured. Then SFT on 3 rows: rank 3 has no row of the
+// current policy's forward and joins its layer gathers without computing; the 4 ranks end as one process does.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -208,7 +209,7 @@ test('fsdp on 2 ranks: SFT, GRPO and GRPO with LoRA end 3 steps as one process d
   );
 });
 
-test('fsdp on 4 ranks trains a model whose whole training state is over twice the per-rank bound, each rank within it', async () => {
+test('fsdp on 4 ranks trains a model whose whole training state is over twice the per-rank bound, each rank within it; a rank without rows joins the whole-batch forward', async () => {
   const dir = join(work, 'model-6-layers');
   initModel(dir, { hiddenSize: 64, numLayers: 6, numHeads: 4, numKeyValueHeads: 2, seed: 5 });
   const batches = rotatedSteps(groupRollouts(dir), 4).slice(0, 2);
@@ -219,7 +220,18 @@ test('fsdp on 4 ranks trains a model whose whole training state is over twice th
     microBatchSize: 1,
     batches,
   };
-  const ranks = forkFsdpRanks([{ ...scenario, port: await freePort(), modelDir: dir }], 4);
+  // SFT on 3 rows: rank 3 owns none of the batch's rows and joins the current policy's forward without computing
+  const fewRows: Scenario = {
+    name: 'sft-3-rows',
+    algorithm: { algorithm_type: 'sft', optimizer: { lr: 1e-2 } },
+    lora: null,
+    microBatchSize: 1,
+    batches: rotatedSteps(expertData().slice(0, 3), 2),
+  };
+  const ranks = forkFsdpRanks(
+    await Promise.all([scenario, fewRows].map(async (s) => ({ ...s, port: await freePort(), modelDir: dir }))),
+    4,
+  );
   const messages = await Promise.all(ranks.map((r, rank) => r.next(rank === 0 ? 'result' : 'followed', 'error')));
   for (const [rank, m] of messages.entries()) assert.notEqual(m.type, 'error', `rank ${rank}: ${m.message}`);
   const whole = messages[0]?.bytes?.wholeParameters as number;
@@ -236,6 +248,19 @@ test('fsdp on 4 ranks trains a model whose whole training state is over twice th
       `rank ${rank}: ${resident} bytes resident, over 1/4 of ${wholeState} plus the gathers (${limit})`,
     );
     assert.ok(resident < bound, `rank ${rank}: ${resident} bytes resident; the bound is ${bound} (half of one process's)`);
+  }
+  const few = await Promise.all(ranks.map((r, rank) => r.next(rank === 0 ? 'result' : 'followed', 'error')));
+  for (const [rank, m] of few.entries()) assert.notEqual(m.type, 'error', `${fewRows.name}, rank ${rank}: ${m.message}`);
+  const { trainer: one } = await TrainerClient.start({
+    ...scenarioInit(fewRows, dir, join(work, `${fewRows.name}-single`)),
+    gradientCheckpointing: true,
+  });
+  try {
+    for (const batch of fewRows.batches) await one.step(batch);
+    const diff = largestDifference(new Map(Object.entries(few[0]?.weights ?? {})), await weightsOf(one), fewRows.name);
+    assert.ok(diff <= 1e-5, `${fewRows.name}: 4 ranks and 1 process differ by ${diff} after 2 steps`);
+  } finally {
+    await one.close();
   }
   assert.deepEqual(
     (await Promise.all(ranks.map((r) => r.exited))).map((e) => e.code),
