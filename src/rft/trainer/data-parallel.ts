@@ -22,6 +22,7 @@ const FAILED = 2;
 const GATHER_OPTIMIZER = 3;
 const GATHER_PARAMETERS = 4;
 const SAVE_SHARDS = 5;
+const CONSOLIDATE = 6;
 
 /** What rank 0 sends: a step to take, or the end of the stage (it succeeded: stop; it did not: failed). */
 export type Command =
@@ -31,7 +32,9 @@ export type Command =
   | { kind: 'gatherOptimizer' }
   | { kind: 'gatherParameters' }
   /** Every rank writes its shards of a fully sharded policy into `dir` (./fsdp-checkpoint.ts). */
-  | { kind: 'saveShards'; dir: string };
+  | { kind: 'saveShards'; dir: string }
+  /** Every rank joins the all-gathers of a fully sharded policy's whole weights for rank 0 (a weights folder). */
+  | { kind: 'consolidate' };
 
 /** A follower's end when rank 0's stage failed: names this rank and carries rank 0's error message. */
 export class RankZeroFailedError extends Error {
@@ -207,6 +210,7 @@ export async function sendCommand(group: ProcessGroup, command: Command): Promis
     gatherOptimizer: GATHER_OPTIMIZER,
     gatherParameters: GATHER_PARAMETERS,
     saveShards: SAVE_SHARDS,
+    consolidate: CONSOLIDATE,
   }[command.kind];
   const header = torch.tensor(new BigInt64Array([BigInt(kind), BigInt(bytes?.length ?? 0)]));
   try {
@@ -240,6 +244,7 @@ export async function receiveCommand(group: ProcessGroup, timeoutMs = group.time
   if (kind === STOP) return { kind: 'stop' };
   if (kind === GATHER_OPTIMIZER) return { kind: 'gatherOptimizer' };
   if (kind === GATHER_PARAMETERS) return { kind: 'gatherParameters' };
+  if (kind === CONSOLIDATE) return { kind: 'consolidate' };
   if ((kind !== STEP && kind !== FAILED && kind !== SAVE_SHARDS) || !Number.isSafeInteger(length) || length < 0)
     throw new Error(`rank ${group.rank}: rank 0 sent a command header this trainer does not know: [${kind}, ${length}]`);
   const payload = torch.zeros([length], { dtype: 'uint8' });

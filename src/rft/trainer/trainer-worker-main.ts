@@ -233,8 +233,9 @@ async function follow(s: TrainerState, r: Ranks): Promise<{ steps: number }> {
         await saveShardsTogether(s.sharded?.sharded, s.sharded?.optimizer, command.dir, r.group);
         continue;
       }
-      if (command.kind === 'gatherOptimizer' && s.sharded !== null) {
-        // rank 0 writes a checkpoint or weights folder: the whole sharded policy and optimizer state
+      if (command.kind === 'consolidate') {
+        // rank 0 writes a weights folder: the whole sharded policy
+        if (s.sharded === null) throw new Error(`trainer rank ${r.group.rank}: rank 0 asked for a sharded policy's weights`);
         await joinConsolidation(s.sharded, policyGroup(r));
         continue;
       }
@@ -263,13 +264,13 @@ function policyGroup(r: Ranks): ProcessGroup {
 }
 
 /**
- * Rank 0 of a fully sharded policy: the whole policy in the master dtype as a model (every rank joins), for a
- * checkpoint or a weights folder; the caller disposes it. Null when the policy is not sharded, or under LoRA (the
- * adapters and their optimizer are replicated: rank 0's are the whole).
+ * Rank 0 of a fully sharded policy: the whole policy in the master dtype as a model (every rank joins), for a weights
+ * folder; the caller disposes it. Null when the policy is not sharded, or under LoRA (the weights folder is the
+ * gathered base with the adapters merged: gatherWholePolicy).
  */
 async function consolidatedOnRankZero(s: TrainerState): Promise<CausalLM | null> {
   if (s.sharded === null || s.lora !== null || ranks === null) return null;
-  await sendCommand(ranks.group, { kind: 'gatherOptimizer' });
+  await sendCommand(ranks.group, { kind: 'consolidate' });
   return consolidatedPolicy(s.sharded, policyGroup(ranks));
 }
 
