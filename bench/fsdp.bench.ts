@@ -22,7 +22,7 @@ import { initModel } from '../src/model/init.js';
 import type { Experience } from '../src/rft/experience.js';
 import { TrainerClient, type TrainerInit } from '../src/rft/trainer/trainer.js';
 import * as torch from '../src/torch/index.js';
-import { cpuFeatures, fmt, median, now, secondsSince, table } from './harness.js';
+import { cpuFeatures, fmt, integerFlag, median, now, positiveFlag, secondsSince, table } from './harness.js';
 import { QUICKSTART_MODEL } from '../src/cli/quickstart.js';
 
 const HELP = `Fully sharded training: per-rank state bytes and step time against ZeRO-1 and one process (GRPO, quickstart shape).
@@ -180,15 +180,11 @@ const MIB = 2 ** 20;
 const mib = (bytes: number) => fmt(bytes / MIB, 3);
 
 async function parentMain(): Promise<void> {
-  const steps = Number(flags.steps);
-  const warmup = Number(flags.warmup);
-  const threads = Number(flags.threads);
-  const rankCounts = (flags.ranks ?? '').split(',').map(Number);
-  if (!Number.isInteger(steps) || steps < 1) throw new Error(`--steps must be a positive integer, got ${flags.steps}`);
-  if (!Number.isInteger(warmup) || warmup < 0) throw new Error(`--warmup must be a non-negative integer, got ${flags.warmup}`);
-  if (!Number.isInteger(threads) || threads < 1) throw new Error(`--threads must be a positive integer, got ${flags.threads}`);
-  if (rankCounts.some((n) => !Number.isInteger(n) || n < 2))
-    throw new Error(`--ranks must list integers >= 2, got ${flags.ranks}`);
+  const steps = positiveFlag('steps', flags.steps as string);
+  const warmup = integerFlag('warmup', flags.warmup as string, 0);
+  const threads = positiveFlag('threads', flags.threads as string);
+  // (one rank is one process, the baseline every row is compared with)
+  const rankCounts = (flags.ranks as string).split(',').map((n) => integerFlag('ranks', n, 2));
   const work = mkdtempSync(join(os.tmpdir(), 'trinity-fsdp-bench-'));
   try {
     const modelDir = join(work, 'model');

@@ -30,6 +30,13 @@ export function positiveFlag(name: string, value: string): number {
   return n;
 }
 
+/** A command-line flag's value as an integer of at least `min`, or an error naming the flag. */
+export function integerFlag(name: string, value: string, min: number): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min) throw new Error(`--${name} must be an integer of at least ${min}, got '${value}'`);
+  return n;
+}
+
 export interface Paired {
   ours: number[];
   pytorch: number[];

@@ -20,9 +20,9 @@ export interface LinearAdapter {
    * The batch-invariant mode's weight (see the header): W' with x W'^T + b = forward(x, x W^T + b) in exact arithmetic
    * (LoRA: W + scale B A), the same bits the merged weights have; made without gradients. Null while forward() adds
    * nothing (adapters off or merged) or is no fixed function of x (dropout drawing masks): the projection then runs
-   * the base product fixed-order and forward() on it.
+   * the base product fixed-order and forward() on it. `weight` is the projection's W now.
    */
-  foldedWeight(): Tensor | null;
+  foldedWeight(weight: Tensor): Tensor | null;
   /** The tensors whose gradients forward() records (LoRA's A and B). */
   readonly parameters: readonly Tensor[];
 }
@@ -59,7 +59,7 @@ export function linear(x: Tensor, l: Linear): Tensor {
   let y: Tensor;
   if (l.packed?.fixedOrder && l.adapter !== null && !l.adapter.stochastic) {
     const { weight, bias, adapter } = l;
-    const folded = torch.noGrad(() => adapter.foldedWeight());
+    const folded = torch.noGrad(() => adapter.foldedWeight(weight));
     if (folded !== null) {
       const out = fixedValue(
         [x, weight, bias, ...adapter.parameters],

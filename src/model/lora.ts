@@ -37,7 +37,7 @@
 // dropout stream).
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Tensor } from '../torch/index.js';
+import type { DType, Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import type { LinearAdapter } from './linear.js';
 import {
@@ -108,7 +108,6 @@ interface LoraState {
 
 class LoraLinear implements LinearAdapter {
   constructor(
-    readonly weight: Tensor, // the base W [out, in], for merging
     readonly a: Tensor, // [r, in]
     readonly b: Tensor, // [out, r]
     readonly scale: number,
@@ -125,9 +124,9 @@ class LoraLinear implements LinearAdapter {
   }
 
   /** W + scale * B A with the fixed-order B A (the merged weight's bits), while the adapter adds a fixed product. */
-  foldedWeight(): Tensor | null {
+  foldedWeight(weight: Tensor): Tensor | null {
     if (!this.state.enabled || this.state.merged || this.stochastic) return null;
-    return torch.scope(() => this.weight.add(this.delta(true)));
+    return torch.scope(() => weight.add(this.delta(weight.dtype, true)));
   }
 
   /** base + scale * B(A(dropout(x))), computed in the adapter dtype, returned in the base output's dtype. */
@@ -145,12 +144,12 @@ class LoraLinear implements LinearAdapter {
    * scale * B A [out, in] in W's dtype. fixedOrder (the batch-invariant mode): (B A)[o, i] one FMA chain over r in
    * order, torch.packedLinear with B's rows as its input and A^T as its weight; else BLAS.
    */
-  delta(fixedOrder = false): Tensor {
+  delta(dtype: DType, fixedOrder = false): Tensor {
     return torch.scope(() => {
       const product = fixedOrder
         ? torch.packedLinear(this.b.detach(), torch.packLinear(this.a.detach().t().contiguous()), null, this.a.size(1))
         : this.b.matmul(this.a);
-      return product.mul(this.scale).to({ dtype: this.weight.dtype });
+      return product.mul(this.scale).to({ dtype });
     });
   }
 }
@@ -193,8 +192,7 @@ export class LoraModel {
         const { a, b } = makeWeights(module, outFeatures, inFeatures);
         torch.keep(a).requiresGrad_(trainable);
         torch.keep(b).requiresGrad_(trainable);
-        const weight = parameters.get(`${module}.weight`) as Tensor;
-        this.#adapters.set(module, new LoraLinear(weight, a, b, this.scale, config.loraDropout, this.#state));
+        this.#adapters.set(module, new LoraLinear(a, b, this.scale, config.loraDropout, this.#state));
       }
     } catch (error) {
       this.#freeAdapters();
@@ -353,7 +351,7 @@ export class LoraModel {
     if (this.#state.merged) return;
     if (!this.#state.enabled) throw new Error('LoraModel.merge: adapters are disabled (inside withAdaptersDisabled)');
     if (this.base.batchInvariant)
-      this.#beforeMerge = torch.noGrad(() => [...this.#adapters.values()].map((a) => torch.keep(a.weight.detach().clone())));
+      this.#beforeMerge = torch.noGrad(() => this.#baseWeights().map((w) => torch.keep(w.detach().clone())));
     this.#applyDeltas(1);
     this.#state.merged = true;
   }
@@ -366,7 +364,7 @@ export class LoraModel {
     if (before === null) this.#applyDeltas(-1);
     else
       torch.noGrad(() => {
-        for (const [i, a] of [...this.#adapters.values()].entries()) a.weight.copy_(before[i] as Tensor);
+        for (const [i, w] of this.#baseWeights().entries()) w.copy_(before[i] as Tensor);
       });
     this.#dropBeforeMerge();
     this.#state.merged = false;
@@ -411,7 +409,8 @@ export class LoraModel {
     if (!this.base.isDisposed) {
       this.unmerge();
       for (const module of this.#adapters.keys()) this.base.setAdapter(module, null);
-      for (const [p, requiresGrad] of this.#frozen) p.requiresGrad_(requiresGrad);
+      // (a fully sharded trainer freed the base tensors it sharded: nothing to restore on those)
+      for (const [p, requiresGrad] of this.#frozen) if (!p.isDisposed) p.requiresGrad_(requiresGrad);
     }
     this.#frozen.clear();
     this.#dropBeforeMerge();
@@ -436,13 +435,24 @@ export class LoraModel {
   #applyDeltas(sign: 1 | -1): void {
     torch.noGrad(() =>
       torch.scope(() => {
-        for (const adapter of this.#adapters.values()) {
-          const delta = adapter.delta(this.base.batchInvariant);
-          if (sign === 1) adapter.weight.add_(delta);
-          else adapter.weight.sub_(delta);
+        const weights = this.#baseWeights();
+        for (const [i, adapter] of [...this.#adapters.values()].entries()) {
+          const weight = weights[i] as Tensor;
+          const delta = adapter.delta(weight.dtype, this.base.batchInvariant);
+          if (sign === 1) weight.add_(delta);
+          else weight.sub_(delta);
         }
       }),
     );
+  }
+
+  /**
+   * The adapted projections' base weights W, in adapter order, as the model reads them now: a fully sharded trainer
+   * (../rft/trainer/fsdp.ts) swaps them for gathered copies while a layer runs, so they are looked up at each use.
+   */
+  #baseWeights(): Tensor[] {
+    const parameters = this.base.parameters();
+    return this.modules.map((module) => parameters.get(`${module}.weight`) as Tensor);
   }
 
   #dropBeforeMerge(): void {

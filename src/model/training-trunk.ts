@@ -15,10 +15,11 @@ import type { ForwardPass } from './transformer.js';
 /**
  * Where a forward/backward pass pauses: `start` before the embedding (the embedding, the final norm and the LM head
  * are read from then until `end`), around each decoder layer's forward and (with checkpointing) its backward, and
- * `end` once every gradient of the pass has been accumulated.
+ * `end` once every gradient of the pass has been accumulated. A forward-only pass (tokenLogProbsSteps in
+ * ./training.ts) starts with backward: false and has no backward points.
  */
 export type PassPoint =
-  | { at: 'start' }
+  | { at: 'start'; backward?: false }
   | { at: 'layer'; layer: number; phase: 'forward' | 'backward'; edge: 'before' | 'after' }
   | { at: 'end' };
 
@@ -30,6 +31,15 @@ export function runPass<R>(steps: PassSteps<R>): R {
   for (;;) {
     const next = steps.next();
     if (next.done === true) return next.value;
+  }
+}
+
+/** `steps` with each of its segments (between two pauses) run without gradient (torch.noGrad). */
+export function* noGradSteps<R>(steps: PassSteps<R>): PassSteps<R> {
+  for (;;) {
+    const next = torch.noGrad(() => steps.next());
+    if (next.done === true) return next.value;
+    yield next.value;
   }
 }
 

@@ -308,46 +308,72 @@ function passOptions(options: TokenLogProbsOptions): ForwardOptions {
  * parameters require grad (then every chunk's graph is kept until backward: use forwardBackward to bound memory).
  */
 export function tokenLogProbs(model: CausalLM, inputIds: Tensor, options: TokenLogProbsOptions = {}): TokenStatistics {
+  return torch.scope(() => runPass(tokenLogProbsSteps(model, inputIds, options)));
+}
+
+/**
+ * tokenLogProbs as a forward-only pass program that pauses at the trunk's layer boundaries (a start point with
+ * backward: false, each layer's forward, end), for a fully sharded trainer that gathers one layer at a time for its
+ * whole-batch forwards. Run it inside torch.scopeSteps (and noGradSteps, for values only).
+ */
+export function* tokenLogProbsSteps(
+  model: CausalLM,
+  inputIds: Tensor,
+  options: TokenLogProbsOptions = {},
+): PassSteps<TokenStatistics> {
   const checked = checkInputs(inputIds, options);
   const { chunkSize } = checked;
-  return torch.scope(() => {
-    const temperature = headTemperature(checked.temperature, inputIds.device);
-    // the batch-invariant forward runs each row whole (no prompt shared between rows: ./batch-invariant.ts)
-    const input = trunkInput(inputIds, model.batchInvariant ? { ...options, promptWidth: undefined } : options);
-    const hidden = input.headHidden(model.forward(input.ids, { ...input.forward, output: 'hidden' }));
-    const { targets } = input;
-    const parts = chunks(targets.size(1), chunkSize).map(([start, size]) =>
-      headChunk(
-        model,
-        hidden.narrow(1, start, size),
-        targets.narrow(1, start, size),
-        input.temperatureAt(temperature, start, size),
-        options.entropy ?? false,
-        options.necs ?? false,
-      ),
-    );
-    const logProbs =
-      parts.length === 1
-        ? (parts[0] as TokenLogProbs).logProbs
-        : torch.cat(
-            parts.map((p) => p.logProbs),
+  yield { at: 'start', backward: false };
+  const temperature = headTemperature(checked.temperature, inputIds.device);
+  // the batch-invariant forward runs each row whole (no prompt shared between rows: ./batch-invariant.ts)
+  const input = trunkInput(inputIds, model.batchInvariant ? { ...options, promptWidth: undefined } : options);
+  // model.forward(ids, { output: 'hidden' }) a layer at a time, in its own scope as there: only the hidden states stay
+  function* trunk(): PassSteps<Tensor> {
+    const pass = model.beginPass(input.ids, input.forward);
+    let x = pass.embed();
+    for (let i = 0; i < pass.numLayers; i++) {
+      yield { at: 'layer', layer: i, phase: 'forward', edge: 'before' };
+      x = pass.layer(i, x);
+      yield { at: 'layer', layer: i, phase: 'forward', edge: 'after' };
+    }
+    pass.commit();
+    return pass.norm(x);
+  }
+  const hidden = input.headHidden(yield* torch.scopeSteps(trunk()));
+  const { targets } = input;
+  const parts = chunks(targets.size(1), chunkSize).map(([start, size]) =>
+    headChunk(
+      model,
+      hidden.narrow(1, start, size),
+      targets.narrow(1, start, size),
+      input.temperatureAt(temperature, start, size),
+      options.entropy ?? false,
+      options.necs ?? false,
+    ),
+  );
+  const logProbs =
+    parts.length === 1
+      ? (parts[0] as TokenLogProbs).logProbs
+      : torch.cat(
+          parts.map((p) => p.logProbs),
+          1,
+        );
+  const joined = (wanted: boolean | undefined, field: 'entropy' | 'necs') =>
+    wanted
+      ? input.unpack(
+          torch.cat(
+            parts.map((p) => p[field] as Tensor),
             1,
-          );
-    const joined = (wanted: boolean | undefined, field: 'entropy' | 'necs') =>
-      wanted
-        ? input.unpack(
-            torch.cat(
-              parts.map((p) => p[field] as Tensor),
-              1,
-            ),
-          )
-        : null;
-    return {
-      logProbs: input.unpack(logProbs),
-      entropy: joined(options.entropy, 'entropy'),
-      necs: joined(options.necs, 'necs'),
-    };
-  });
+          ),
+        )
+      : null;
+  const statistics = {
+    logProbs: input.unpack(logProbs),
+    entropy: joined(options.entropy, 'entropy'),
+    necs: joined(options.necs, 'necs'),
+  };
+  yield { at: 'end' };
+  return statistics;
 }
 
 export interface ForwardBackwardOptions extends Omit<TokenLogProbsOptions, 'necs'> {

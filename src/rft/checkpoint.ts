@@ -2,6 +2,8 @@
 //   <jobDir>/checkpoints/global_step_<N>/
 //       model/                    Hugging Face folder (config.json, model.safetensors, tokenizer...) — or, with LoRA,
 //       adapter/                  the PEFT adapter only
+//       sharded/                  — or, for a fully sharded policy, each rank's shards and AdamW state with an index
+//                                 (./trainer/fsdp-checkpoint.ts), in place of model/ and optimizer.safetensors
 //       optimizer.safetensors     optimizer state tensors (AdamW moments, step counters)
 //       critic.safetensors        PPO: the critic's weights (trunk.<name>, head.weight, head.bias)
 //       critic-optimizer.safetensors   PPO: the critic optimizer's state tensors
@@ -26,6 +28,11 @@ export interface CheckpointContents {
   model: CausalLM;
   /** With LoRA only the adapter is saved (the base model is the run's model_path). */
   lora?: LoraModel | null;
+  /**
+   * A fully sharded policy: the folder its ranks wrote their shard files into (./trainer/fsdp-checkpoint.ts), moved
+   * in as sharded/ in place of the model (the optimizer state is in it too: leave `optimizer` out).
+   */
+  shards?: string | null;
   optimizer?: torch.Optimizer | null;
   /** The PPO critic and its optimizer. */
   critic?: { critic: Critic; optimizer: torch.Optimizer } | null;
@@ -86,7 +93,10 @@ export function saveCheckpoint(jobDir: string, step: number, contents: Checkpoin
     mkdirSync(temporary, { recursive: true });
   });
   const { lora, optimizer: optimizerState } = contents;
+  const shards = contents.shards ?? null;
   if (lora) write('LoRA adapter', join(temporary, 'adapter'), () => lora.save(join(temporary, 'adapter')));
+  else if (shards !== null)
+    write('sharded policy', join(temporary, 'sharded'), () => renameSync(shards, join(temporary, 'sharded')));
   else write('model', join(temporary, 'model'), () => contents.model.save(join(temporary, 'model')));
   const optimizerFile = join(temporary, 'optimizer.safetensors');
   const optimizer = optimizerState
@@ -139,9 +149,11 @@ export function listCheckpoints(jobDir: string): number[] {
 export interface LoadedCheckpoint {
   step: number;
   dir: string;
-  /** The model folder (full model) or null when the checkpoint holds a LoRA adapter. */
+  /** The model folder (full model) or null when the checkpoint holds a LoRA adapter or a sharded policy. */
   modelDir: string | null;
   adapterDir: string | null;
+  /** A fully sharded policy's shard files and index (./trainer/fsdp-checkpoint.ts), else null. */
+  shardedDir: string | null;
   state: Record<string, unknown>;
   /** trainer.json (null when the checkpoint has none). */
   trainer: Record<string, unknown> | null;
@@ -179,6 +191,7 @@ export function latestCheckpoint(jobDir: string): LoadedCheckpoint | null {
     dir,
     modelDir: existsSync(join(dir, 'model')) ? join(dir, 'model') : null,
     adapterDir: existsSync(join(dir, 'adapter')) ? join(dir, 'adapter') : null,
+    shardedDir: existsSync(join(dir, 'sharded')) ? join(dir, 'sharded') : null,
     state,
     trainer,
   };

@@ -33,10 +33,12 @@ export function benchTargets(jobDir: string, onLatestCheckpoint: boolean): { ste
   const checkpoints = listCheckpoints(jobDir).map((step) => {
     const folder = join(jobDir, 'checkpoints', `global_step_${step}`);
     const dir = join(folder, 'model');
+    // (a LoRA checkpoint holds the adapter; a fully sharded one each rank's shards, trainer/fsdp-checkpoint.ts)
+    const holds = existsSync(join(folder, 'sharded')) ? "a fully sharded policy's shards" : 'a LoRA adapter';
     if (!existsSync(dir))
       throw new Error(
-        `mode bench: checkpoint ${folder} holds a LoRA adapter, not a full model; bench a full fine-tuning run, or ` +
-          `evaluate the merged weights in ${join(jobDir, 'final_model')} (eval_tasksets with model_path there)`,
+        `mode bench: checkpoint ${folder} holds ${holds}, not a full model; bench a run whose checkpoints hold one, or ` +
+          `evaluate the final weights in ${join(jobDir, 'final_model')} (eval_tasksets with model_path there)`,
       );
     return { step, dir };
   });

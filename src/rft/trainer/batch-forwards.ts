@@ -3,7 +3,13 @@
 // them: bypass_old_logprobs false, a policy loss's whole-batch mask, an advantage function that reads entropy or
 // necs) and the critic's values. On several ranks each computes its own rows (./row-sharding.ts ownRows) and leaves
 // zeros in the others', so the sum across ranks is the whole batch's.
-import { tokenLogProbs } from '../../model/training.js';
+//
+// prepareBatchSteps is the same as a program that pauses at the layer boundaries of the forwards that read the policy's
+// layers (the current policy's, LoRA's reference: the policy with its adapters off): a fully sharded trainer
+// (./fsdp-passes.ts) gathers one layer at a time there, for the whole of its rows, and frees it after. A rank with no
+// rows of such a forward pauses at the same points without compute (its ranks' gathers need it).
+import { noGradSteps, type PassSteps, runPass } from '../../model/training-trunk.js';
+import { tokenLogProbsSteps } from '../../model/training.js';
 import type { CausalLM } from '../../model/transformer.js';
 import * as torch from '../../torch/index.js';
 import type { Tensor } from '../../torch/index.js';
@@ -50,6 +56,21 @@ export interface BatchForwardModels {
 
 /** The padded batch of `rows`, and what the whole batch needs from a forward (see the header). */
 export function prepareBatch(rows: Experience[], shard: Shard, models: BatchForwardModels): Prepared {
+  return runPass(prepareBatchSteps(rows, shard, models));
+}
+
+/** A forward-only pass's points without compute (a rank with no rows of it). */
+function* idleForward(numLayers: number): PassSteps<void> {
+  yield { at: 'start', backward: false };
+  for (let layer = 0; layer < numLayers; layer++) {
+    yield { at: 'layer', layer, phase: 'forward', edge: 'before' };
+    yield { at: 'layer', layer, phase: 'forward', edge: 'after' };
+  }
+  yield { at: 'end' };
+}
+
+/** prepareBatch as a program pausing at the layers of the forwards that read the policy (see the header). */
+export function* prepareBatchSteps(rows: Experience[], shard: Shard, models: BatchForwardModels): PassSteps<Prepared> {
   const { algorithm } = models;
   const batch = buildBatch(rows, models.padTokenId, models.device);
   const B = batch.rows.length;
@@ -71,22 +92,38 @@ export function prepareBatch(rows: Experience[], shard: Shard, models: BatchForw
     };
     return ownOptions;
   };
-  type RowsForward = (inputIds: Tensor, attentionMask: Tensor, options: LogProbOptions) => Tensor[];
-  const perRows = (count: number, compute: RowsForward): Tensor[] => {
-    if (shard.worldSize === 1) return compute(batch.inputIds, batch.attentionMask, logProbOptions()).map(responseOf);
-    const outs = Array.from({ length: count }, () => torch.zeros([B, batch.responseWidth], { device: batch.actionMask.device }));
-    if (own.n > 0) {
-      const part = (t: Tensor) => t.narrow(0, own.start, own.n);
-      const results = compute(part(batch.inputIds), part(batch.attentionMask), logProbOptions());
-      for (const [i, t] of results.entries()) part(outs[i] as Tensor).copy_(responseOf(t));
+  // a forward over rows: a pass program over the policy's layers (an idle rank pauses there too when sharded), or a
+  // model of its own computed at once (a frozen reference, the critic)
+  type RowsForward = (inputIds: Tensor, attentionMask: Tensor, options: LogProbOptions) => PassSteps<Tensor[]> | Tensor[];
+  function* perRows(count: number, compute: RowsForward, policyPass = false): PassSteps<Tensor[]> {
+    function* run(...args: Parameters<RowsForward>): PassSteps<Tensor[]> {
+      const out = compute(...args);
+      return Array.isArray(out) ? out : yield* out;
     }
+    if (shard.worldSize === 1) return (yield* run(batch.inputIds, batch.attentionMask, logProbOptions())).map(responseOf);
+    const outs = Array.from({ length: count }, () => torch.zeros([B, batch.responseWidth], { device: batch.actionMask.device }));
+    const part = (t: Tensor) => t.narrow(0, own.start, own.n);
+    if (own.n > 0) {
+      const results = yield* run(part(batch.inputIds), part(batch.attentionMask), logProbOptions());
+      for (const [i, t] of results.entries()) part(outs[i] as Tensor).copy_(responseOf(t));
+    } else if (policyPass && shard.shardsParameters === true) yield* idleForward(models.model.config.numHiddenLayers);
     return outs;
-  };
-  const perRow = (compute: (inputIds: Tensor, attentionMask: Tensor, options: LogProbOptions) => Tensor): Tensor =>
-    perRows(1, (...args) => [compute(...args)])[0] as Tensor;
+  }
+  const perRow = (compute: (inputIds: Tensor, attentionMask: Tensor, options: LogProbOptions) => Tensor) =>
+    perRows(1, (...args) => [compute(...args)]);
   const reference = models.reference;
-  const refLogprob =
-    algorithm.useReference && reference !== null ? perRow((ids, mask, options) => reference.logProbs(ids, mask, options)) : null;
+  const referenceSteps = reference?.logProbsSteps;
+  let refLogprob: Tensor | null = null;
+  if (algorithm.useReference && reference !== null)
+    [refLogprob] = (yield* referenceSteps
+      ? perRows(
+          1,
+          function* (ids, mask, options) {
+            return [yield* torch.scopeSteps(referenceSteps(ids, mask, options))];
+          },
+          true,
+        )
+      : perRow((ids, mask, options) => reference.logProbs(ids, mask, options))) as [Tensor];
   // rows without rollout log-probs (SFT/expert data, or an explorer that did not record them): the current policy;
   // every row when the old log-probs are recomputed (bypass_old_logprobs: false) or a module reads the current
   // policy over the whole batch (a policy loss's wholeBatchMask, an advantage function's entropy and necs), all from
@@ -98,16 +135,18 @@ export function prepareBatch(rows: Experience[], shard: Shard, models: BatchForw
   if (needsNecs) fields.push('necs');
   const outputs = !readsCurrentPolicy(batch.rows, algorithm)
     ? []
-    : perRows(fields.length, (ids, mask, options) =>
-        torch.noGrad(() => {
+    : yield* perRows(
+        fields.length,
+        function* (ids, mask, options) {
           // router replay: the policy's forward routes the recorded tokens through the rollout's experts
           const replay = algorithm.routerReplay
             ? { replayRouting: replayPart(replayRecords(batch, models.model.config), own.start, own.n) }
             : {};
           const all = { ...options, ...replay, attentionMask: mask, entropy: needsEntropy, necs: needsNecs };
-          const out = tokenLogProbs(models.model, ids, all);
+          const out = yield* torch.scopeSteps(noGradSteps(tokenLogProbsSteps(models.model, ids, all)));
           return fields.map((field) => out[field] as Tensor);
-        }),
+        },
+        true,
       );
   const output = (field: (typeof fields)[number]): Tensor | null => outputs[fields.indexOf(field)] ?? null;
   const current = output('logProbs');
@@ -116,7 +155,7 @@ export function prepareBatch(rows: Experience[], shard: Shard, models: BatchForw
   const critic = models.critic;
   const oldValues =
     rowsTakeAdvantages(algorithm) && algorithm.useCritic && critic !== null
-      ? perRow((ids, mask, options) => torch.noGrad(() => critic.values(ids, mask, options.packedRows)))
+      ? ((yield* perRow((ids, mask, options) => torch.noGrad(() => critic.values(ids, mask, options.packedRows))))[0] ?? null)
       : null;
   return { batch, refLogprob, current, entropy, necs, oldValues };
 }

@@ -176,13 +176,10 @@ export function checkBitwiseOnPolicy(
 
 /**
  * trainer.trainer_strategy fsdp/fsdp2 (./fsdp.ts): what it covers. A layer is gathered again for its backward, which
- * recomputes it (gradient checkpointing); LoRA is not sharded (yet); ZeRO-1 is subsumed; Megatron is not implemented.
+ * recomputes it (gradient checkpointing); ZeRO-1 is subsumed; Megatron is not implemented. (LoRA: the frozen base is
+ * sharded, the adapters replicated, ./fsdp-trainer.ts.)
  */
-export function checkTrainerStrategy(
-  trainer: z.output<typeof TrainerSchema>,
-  model: { lora: unknown },
-  problem: ReportProblem,
-): void {
+export function checkTrainerStrategy(trainer: z.output<typeof TrainerSchema>, problem: ReportProblem): void {
   const strategy = trainer.trainer_strategy;
   if (strategy === 'megatron')
     problem(
@@ -199,11 +196,6 @@ export function checkTrainerStrategy(
     problem(
       'trainer.gradient_checkpointing',
       `false: trainer.trainer_strategy ${strategy} gathers each layer again for its backward, which recomputes it from its input: set true`,
-    );
-  if (model.lora !== null)
-    problem(
-      'trainer.trainer_strategy',
-      `${strategy} with LoRA (model.lora) is not implemented: leave trainer_strategy unset (data parallelism replicates the frozen base and sums the adapters' gradients)`,
     );
   if (trainer.zero_stage !== 0)
     problem(

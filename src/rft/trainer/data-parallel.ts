@@ -21,6 +21,8 @@ const STEP = 1;
 const FAILED = 2;
 const GATHER_OPTIMIZER = 3;
 const GATHER_PARAMETERS = 4;
+const SAVE_SHARDS = 5;
+const CONSOLIDATE = 6;
 
 /** What rank 0 sends: a step to take, or the end of the stage (it succeeded: stop; it did not: failed). */
 export type Command =
@@ -28,7 +30,11 @@ export type Command =
   | { kind: 'stop' }
   | { kind: 'failed'; message: string }
   | { kind: 'gatherOptimizer' }
-  | { kind: 'gatherParameters' };
+  | { kind: 'gatherParameters' }
+  /** Every rank writes its shards of a fully sharded policy into `dir` (./fsdp-checkpoint.ts). */
+  | { kind: 'saveShards'; dir: string }
+  /** Every rank joins the all-gathers of a fully sharded policy's whole weights for rank 0 (a weights folder). */
+  | { kind: 'consolidate' };
 
 /** A follower's end when rank 0's stage failed: names this rank and carries rank 0's error message. */
 export class RankZeroFailedError extends Error {
@@ -194,13 +200,17 @@ export async function sendCommand(group: ProcessGroup, command: Command): Promis
       ? new TextEncoder().encode(JSON.stringify(command.experiences))
       : command.kind === 'failed'
         ? new TextEncoder().encode(command.message || 'an error without a message') // never an empty payload
-        : null;
+        : command.kind === 'saveShards'
+          ? new TextEncoder().encode(command.dir)
+          : null;
   const kind = {
     step: STEP,
     failed: FAILED,
     stop: STOP,
     gatherOptimizer: GATHER_OPTIMIZER,
     gatherParameters: GATHER_PARAMETERS,
+    saveShards: SAVE_SHARDS,
+    consolidate: CONSOLIDATE,
   }[command.kind];
   const header = torch.tensor(new BigInt64Array([BigInt(kind), BigInt(bytes?.length ?? 0)]));
   try {
@@ -234,7 +244,8 @@ export async function receiveCommand(group: ProcessGroup, timeoutMs = group.time
   if (kind === STOP) return { kind: 'stop' };
   if (kind === GATHER_OPTIMIZER) return { kind: 'gatherOptimizer' };
   if (kind === GATHER_PARAMETERS) return { kind: 'gatherParameters' };
-  if ((kind !== STEP && kind !== FAILED) || !Number.isSafeInteger(length) || length < 0)
+  if (kind === CONSOLIDATE) return { kind: 'consolidate' };
+  if ((kind !== STEP && kind !== FAILED && kind !== SAVE_SHARDS) || !Number.isSafeInteger(length) || length < 0)
     throw new Error(`rank ${group.rank}: rank 0 sent a command header this trainer does not know: [${kind}, ${length}]`);
   const payload = torch.zeros([length], { dtype: 'uint8' });
   let text: string;
@@ -244,6 +255,7 @@ export async function receiveCommand(group: ProcessGroup, timeoutMs = group.time
   } finally {
     payload.dispose();
   }
+  if (kind === SAVE_SHARDS) return { kind: 'saveShards', dir: text };
   return kind === FAILED ? { kind: 'failed', message: text } : { kind: 'step', experiences: JSON.parse(text) as Experience[] };
 }
 

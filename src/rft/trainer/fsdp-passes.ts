@@ -11,6 +11,10 @@
 //   end                        layers whose backward did not run (no gradient reached them) are walked as if it had,
 //                              with zero gradients; reduce-scatter the root's, release it, await every reduction
 //
+// A forward-only pass (start with backward: false: the step's whole-batch forwards without gradient, ./batch-forwards.ts)
+// releases each layer after its forward whatever reshardAfterForward says, and its end releases the root and reduces
+// nothing: so those forwards too hold at most the root and two layers, however many rows they run.
+//
 // A prefetched gather is issued before the layer before it computes, so Gloo's transfer (on a pool thread) overlaps
 // that layer's forward or backward; at most two layers and the root are gathered at once. Every rank must issue the
 // same collectives in the same order: the schedule depends only on the points, and a rank with fewer micro-batches
@@ -39,6 +43,8 @@ export class ShardedPasses {
   #reductions: Promise<void>[] = [];
   /** Layers whose backward ran in this pass. */
   readonly #backwardDone = new Set<number>();
+  /** This pass has no backward (its start said backward: false). */
+  #forwardOnly = false;
 
   constructor(sharded: FullyShardedModel, group: ProcessGroup, options: ShardedPassOptions = {}) {
     this.#sharded = sharded;
@@ -53,9 +59,15 @@ export class ShardedPasses {
     if (point.at === 'start') {
       this.#backwardDone.clear();
       this.#reductions = [];
+      this.#forwardOnly = point.backward === false;
       this.#issue(ROOT_UNIT);
       if (this.#prefetch && layers > 0) this.#issue(0);
       await this.#install(ROOT_UNIT);
+      return;
+    }
+    if (point.at === 'end' && this.#forwardOnly) {
+      for (let i = 0; i < layers; i++) this.#sharded.release(i);
+      this.#sharded.release(ROOT_UNIT);
       return;
     }
     if (point.at === 'end') {
@@ -76,7 +88,7 @@ export class ShardedPasses {
       if (edge === 'before') {
         if (this.#prefetch && layer + 1 < layers) this.#issue(layer + 1);
         await this.#install(layer);
-      } else if (this.#reshard) this.#sharded.release(layer);
+      } else if (this.#reshard || this.#forwardOnly) this.#sharded.release(layer);
       return;
     }
     if (edge === 'before') {
@@ -89,10 +101,13 @@ export class ShardedPasses {
     }
   }
 
-  /** The points of one pass without compute: a rank whose share of the step has fewer micro-batches than another's. */
-  async idlePass(): Promise<void> {
+  /**
+   * The points of one pass without compute: a rank whose share of the step has fewer micro-batches than another's, or
+   * no rows of a whole-batch forward (backward false: a forward-only pass).
+   */
+  async idlePass(options: { backward?: false } = {}): Promise<void> {
     const layers = this.#sharded.numLayers;
-    await this.at({ at: 'start' });
+    await this.at({ at: 'start', ...options });
     for (let i = 0; i < layers; i++) {
       await this.at({ at: 'layer', layer: i, phase: 'forward', edge: 'before' });
       await this.at({ at: 'layer', layer: i, phase: 'forward', edge: 'after' });
@@ -100,7 +115,7 @@ export class ShardedPasses {
     await this.at({ at: 'end' });
   }
 
-  /** Every unit gathered (for a forward outside a pass: the whole batch's log-probs, a weight sync); release with releaseAll. */
+  /** Every unit gathered (a weight sync, a weights folder under LoRA); release with releaseAll. */
   async gatherAll(trainable = false): Promise<void> {
     const gathers = this.#sharded.units.map((u) => ({
       index: u.index,
@@ -170,11 +185,7 @@ export function shardedCollectives(
     clipGradNorm: async (params, maxNorm) =>
       ofShards(params) ? sharded.clipGradNorm(group, maxNorm) : torch.scope(() => torch.clipGradNorm(params, maxNorm)),
     passPoint: (point) => passes.at(point),
-    idlePass: () => passes.idlePass(),
-    async wholeModel(gathered) {
-      if (gathered) await passes.gatherAll();
-      else passes.releaseAll();
-    },
+    idlePass: (options) => passes.idlePass(options),
     dispose() {
       passes.dispose();
       base.dispose();

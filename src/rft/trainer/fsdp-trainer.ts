@@ -3,20 +3,26 @@
 //   - at start, each rank loads the model folder (or checkpoint) whole, keeps its shard of every unit in the master
 //     dtype and frees the rest; AdamW runs over the shards (./fsdp-optimizer.ts)
 //   - the step's collectives are ./fsdp-passes.ts's (no parameter broadcast: every rank sharded the same files)
-//   - a checkpoint or a weights folder is consolidated: every rank all-gathers the units and the optimizer state, and
-//     rank 0 writes the same files as one process, so a run resumes with any number of ranks
+//   - a checkpoint is sharded: every rank writes its shards and their AdamW state (./fsdp-checkpoint.ts), which a run
+//     on any number of ranks (or one process) resumes from; a weights folder (the HF export) is consolidated: every
+//     rank all-gathers the units one at a time and rank 0 writes the same files as one process
 //   - a weight sync gathers every unit into rank 0's model (compute dtype) until endSync
+//   - LoRA (model.lora): the frozen base is sharded (no gradients, no reductions) and the adapters are replicated on
+//     every rank, trained as in data parallelism (their gradients summed, one AdamW each, broadcast from rank 0 at
+//     start): adapters are small, a base is not. A checkpoint holds the adapter and its optimizer as without sharding
+//     (rank 0's); a weight sync or a weights folder gathers the base and merges the adapters into it
 import { CausalLM } from '../../model/index.js';
 import type * as torch from '../../torch/index.js';
 import type { ProcessGroup, Tensor } from '../../torch/index.js';
 import type { ResolvedAlgorithm } from '../algorithm/presets.js';
-import { FullyShardedModel } from './fsdp.js';
+import { bytesOf, FullyShardedModel } from './fsdp.js';
 import { ShardedAdamW } from './fsdp-optimizer.js';
 import type { TrainerInit } from './trainer.js';
 
 export interface ShardedPolicy {
   sharded: FullyShardedModel;
-  optimizer: ShardedAdamW;
+  /** AdamW over the shards; null under LoRA (the base is frozen; the adapters' AdamW is an ordinary one). */
+  optimizer: ShardedAdamW | null;
 }
 
 /** Whether this trainer shards its policy: strategy fsdp on more than one rank (on one, it is one process). */
@@ -28,8 +34,6 @@ export function shardsPolicy(init: TrainerInit): boolean {
 /** What fully sharded training does not cover yet, as errors naming the setting (the config's rules say the same). */
 export function checkShardable(init: TrainerInit, algorithm: ResolvedAlgorithm): void {
   const problems: string[] = [];
-  if (init.lora !== null)
-    problems.push('LoRA (model.lora) is not implemented under it: leave trainer_strategy unset (data parallelism)');
   if (!init.gradientCheckpointing)
     problems.push(
       'it needs trainer.gradient_checkpointing true: a layer is gathered again for its backward, which recomputes it',
@@ -41,6 +45,7 @@ export function checkShardable(init: TrainerInit, algorithm: ResolvedAlgorithm):
 /**
  * Shards `weights` (the policy's full parameters in the master dtype) over the ranks and makes the AdamW of the
  * shards; `model` (the compute copy) reads placeholders from now on. The caller disposes a separate master model.
+ * Under LoRA (init.lora) `weights` are the base model's own, sharded frozen, and there is no sharded AdamW.
  */
 export function shardPolicy(
   model: CausalLM,
@@ -49,8 +54,30 @@ export function shardPolicy(
   adamW: torch.AdamWOptions & { weightDecay: number },
 ): ShardedPolicy {
   const d = init.distributed as NonNullable<TrainerInit['distributed']>;
-  const sharded = new FullyShardedModel(model, weights, { rank: d.rank, worldSize: d.worldSize, computeDtype: init.dtype });
-  return { sharded, optimizer: new ShardedAdamW(sharded, adamW) };
+  const frozen = init.lora !== null;
+  const sharded = new FullyShardedModel(model, weights, {
+    rank: d.rank,
+    worldSize: d.worldSize,
+    computeDtype: init.dtype,
+    frozen,
+  });
+  return { sharded, optimizer: frozen ? null : new ShardedAdamW(sharded, adamW) };
+}
+
+/**
+ * This rank's resident state in bytes (TrainerClient.shardedStateBytes): the shards' (./fsdp.ts stateBytes, whose
+ * peaks restart now), `optimizer`'s state (LoRA: the adapters' AdamW, replicated), the whole policy's parameter bytes.
+ */
+export function residentStateBytes(policy: ShardedPolicy, optimizer: torch.Optimizer) {
+  const bytes = policy.sharded.stateBytes();
+  policy.sharded.resetPeak();
+  return {
+    ...bytes,
+    optimizer:
+      policy.optimizer?.localStateBytes() ?? Object.values(optimizer.stateDict().tensors).reduce((n, t) => n + bytesOf(t), 0),
+    wholeParameters: policy.sharded.wholeParameterBytes(),
+    units: policy.sharded.units.length,
+  };
 }
 
 /** The shards by a name each, for a check of the weights a rank resumed with. */
@@ -58,31 +85,20 @@ export function shardsByName(policy: ShardedPolicy): Map<string, Tensor> {
   return new Map(policy.sharded.shards.map((t, i) => [`shard ${i} of rank ${policy.sharded.rank}`, t]));
 }
 
-/**
- * Every rank: the whole policy in the master dtype as a model (rank 0 writes it; the others dispose it at once), and
- * the whole optimizer state in the optimizer's stateDict() until its next step.
- */
+/** Every rank: the whole policy in the master dtype as a model (rank 0 writes it; the others dispose it at once). */
 export async function consolidatedPolicy(policy: ShardedPolicy, group: ProcessGroup): Promise<CausalLM> {
   const weights = await policy.sharded.consolidate(group);
-  try {
-    await policy.optimizer.gatherState(group);
-  } catch (error) {
-    for (const t of weights.values()) t.dispose();
-    throw error;
-  }
   const model = policy.sharded.model;
   return new CausalLM(model.config, weights, { sourceDir: model.sourceDir });
 }
 
 /**
  * A rank other than 0: takes part in consolidatedPolicy() on rank 0 (the same collectives), dropping each unit's
- * weights as they arrive and the gathered optimizer state at the end, so it holds one unit at a time.
+ * weights as they arrive, so it holds one unit at a time.
  */
 export async function joinConsolidation(policy: ShardedPolicy, group: ProcessGroup): Promise<void> {
   for (const unit of policy.sharded.units) {
     const weights = await policy.sharded.gatherTensors(unit.index, group, (c) => c.shard, policy.sharded.masterDtype);
     for (const t of weights.values()) t.dispose();
   }
-  await policy.optimizer.gatherState(group);
-  policy.optimizer.dropGatheredState();
 }

@@ -15,6 +15,8 @@
 //
 // AdamW is elementwise, so AdamW over the shards is the slice of one process's update; clipping uses the global norm
 // (the shards' squared norms summed across the ranks). So W ranks end a step with the parameters one process would.
+// A frozen model (LoRA's base: the adapters train, replicated on every rank, their gradients summed as in data
+// parallelism) is sharded and gathered the same way; its shards take no gradient and nothing is reduce-scattered.
 // When the units are gathered and released is ./fsdp-passes.ts; the optimizer's checkpoint layout ./fsdp-optimizer.ts.
 import type { CausalLM } from '../../model/index.js';
 import * as torch from '../../torch/index.js';
@@ -65,6 +67,8 @@ export interface ShardOptions {
   worldSize: number;
   /** The dtype the model computes in (gathers are cast to it). */
   computeDtype: DType;
+  /** The parameters are not trained (LoRA's base): no gradients, no reductions (default false). */
+  frozen?: boolean;
 }
 
 /** A model whose parameters are sharded over the ranks of a group (see the header). */
@@ -73,6 +77,7 @@ export class FullyShardedModel {
   readonly rank: number;
   readonly worldSize: number;
   readonly computeDtype: DType;
+  readonly frozen: boolean;
   /** Units in forward order: the root first, then the layers. */
   readonly units: Unit[];
   /** The empty tensors the model reads while a unit is not gathered, by parameter name. */
@@ -96,6 +101,7 @@ export class FullyShardedModel {
     this.rank = rank;
     this.worldSize = worldSize;
     this.computeDtype = options.computeDtype;
+    this.frozen = options.frozen ?? false;
     const byUnit = new Map<number, [string, Tensor][]>();
     for (const [name, t] of weights) {
       const unit = unitOf(name);
@@ -134,7 +140,7 @@ export class FullyShardedModel {
           );
         }),
       );
-      shard.requiresGrad_(true);
+      shard.requiresGrad_(!this.frozen);
       return [{ decay, params: flatParams, total: offset, shardLength, shard }];
     });
   }
@@ -171,7 +177,8 @@ export class FullyShardedModel {
 
   /**
    * Every rank: all-gathers unit `index` (issued now, in call order) in `dtype` (default the compute dtype); resolves
-   * to its parameters by name, leaves that require grad when `trainable`. The caller installs or discards them.
+   * to its parameters by name, leaves that require grad when `trainable` (never when frozen). The caller installs or
+   * discards them.
    */
   async gather(
     index: number,
@@ -180,7 +187,7 @@ export class FullyShardedModel {
     trainable = true,
   ): Promise<Map<string, Tensor>> {
     const unit = this.unit(index);
-    const out = await this.gatherTensors(index, group, (c) => c.shard, dtype, trainable);
+    const out = await this.gatherTensors(index, group, (c) => c.shard, dtype, trainable && !this.frozen);
     this.#liveGatheredBytes += unit.classes.reduce((n, c) => n + c.shardLength * this.worldSize * DTYPE_BYTES[dtype], 0);
     this.#peakGatheredBytes = Math.max(this.#peakGatheredBytes, this.#liveGatheredBytes);
     return out;
@@ -266,8 +273,10 @@ export class FullyShardedModel {
    * Every rank: reduce-scatters unit `index`'s gradients (those of its installed parameters; zeros for a unit not
    * installed or a parameter without one) and adds this rank's block to its shards' gradients. The collective is
    * issued now, from copies, so the unit may be released at once; the promise settles when the shards have it.
+   * A frozen model has no gradients: nothing is issued, on any rank.
    */
   reduceGradients(index: number, group: ProcessGroup): Promise<void> {
+    if (this.frozen) return Promise.resolve();
     const unit = this.unit(index);
     const installed = this.#installed.get(index) ?? null;
     const input = torch.noGrad(() =>

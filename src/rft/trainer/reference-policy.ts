@@ -3,7 +3,8 @@
 // policy itself with its adapters disabled (no second copy of the weights). Each gives log-probs without gradient.
 import type { LoraModel } from '../../model/lora.js';
 import type { RowPacking } from '../../model/packed-rows.js';
-import { type PromptGroups, tokenLogProbs } from '../../model/training.js';
+import { noGradSteps, type PassSteps } from '../../model/training-trunk.js';
+import { type PromptGroups, tokenLogProbs, tokenLogProbsSteps } from '../../model/training.js';
 import { CausalLM } from '../../model/transformer.js';
 import * as torch from '../../torch/index.js';
 import type { Tensor } from '../../torch/index.js';
@@ -23,6 +24,11 @@ export interface LogProbOptions {
 /** Log-probs of a fixed reference policy: [B, L] ids → [B, L − 1], no gradient. */
 export interface ReferencePolicy {
   logProbs(inputIds: Tensor, attentionMask: Tensor, options?: LogProbOptions): Tensor;
+  /**
+   * logProbs as a forward-only pass program (../../model/training.ts tokenLogProbsSteps), present when the reference
+   * runs the policy's own layers (LoRA's): a fully sharded trainer gathers them one at a time at its pauses.
+   */
+  logProbsSteps?(inputIds: Tensor, attentionMask: Tensor, options?: LogProbOptions): PassSteps<Tensor>;
 }
 
 /** A frozen model as the reference. */
@@ -47,5 +53,14 @@ export function loraReference(lora: LoraModel): ReferencePolicy {
       lora.withAdaptersDisabled(() =>
         torch.noGrad(() => tokenLogProbs(lora.base, inputIds, { ...options, attentionMask }).logProbs),
       ),
+    *logProbsSteps(inputIds, attentionMask, options = {}) {
+      const steps = noGradSteps(tokenLogProbsSteps(lora.base, inputIds, { ...options, attentionMask }));
+      // the adapters are off while each segment computes (and on again at each pause)
+      for (;;) {
+        const next = lora.withAdaptersDisabled(() => steps.next());
+        if (next.done === true) return next.value.logProbs;
+        yield next.value;
+      }
+    },
   };
 }

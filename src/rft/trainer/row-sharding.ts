@@ -52,10 +52,11 @@ export interface StepCollectives extends Shard {
   sumMetrics(sums: ReadonlyMap<string, number>): Promise<Map<string, number>>;
   /** Sharded parameters: the unit work at a policy pass's point (./fsdp-passes.ts). */
   passPoint?(point: PassPoint): Promise<void>;
-  /** Sharded parameters: one pass's collectives without compute, for a rank with fewer micro-batches. */
-  idlePass?(): Promise<void>;
-  /** Sharded parameters: every unit gathered (true) for a forward of the whole policy, or released again (false). */
-  wholeModel?(gathered: boolean): Promise<void>;
+  /**
+   * Sharded parameters: one pass's collectives without compute, for a rank with fewer micro-batches (or, backward
+   * false, no rows of a whole-batch forward).
+   */
+  idlePass?(options?: { backward?: false }): Promise<void>;
   /** Clips the gradients of `params` to a global norm of maxNorm across the ranks; returns the norm. Absent: local. */
   clipGradNorm?(params: readonly Tensor[], maxNorm: number): Promise<number>;
 }
@@ -68,8 +69,7 @@ export type Collective =
   | { kind: 'metrics'; sums: Map<string, number> }
   | { kind: 'clip'; params: Tensor[]; maxNorm: number }
   | { kind: 'pass'; point: PassPoint }
-  | { kind: 'idlePass' }
-  | { kind: 'wholeModel'; gathered: boolean };
+  | { kind: 'idlePass'; backward?: false };
 
 /** What a collective answers: the metrics' sums (metrics), the gradient norm (clip); nothing for the others. */
 export type CollectiveAnswer = Map<string, number> | number | undefined;

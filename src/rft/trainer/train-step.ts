@@ -42,7 +42,7 @@ import { policyLossAccumulation, policyLossModule } from '../algorithm/policy-lo
 import type { ResolvedAlgorithm } from '../algorithm/presets.js';
 import { expertRows } from '../algorithm/utils.js';
 import type { Experience } from '../experience.js';
-import { prepareBatch, readsCurrentPolicy } from './batch-forwards.js';
+import { type BatchForwardModels, prepareBatch, prepareBatchSteps } from './batch-forwards.js';
 import { EXPERIENCE_SCHEMAS } from '../algorithm/schemas.js';
 import { type Shaped, shapeBatch } from './loss-inputs.js';
 import { enterEvalMode, RankDropoutStream } from './lora-dropout.js';
@@ -241,8 +241,7 @@ export class TrainStep {
             ? await collectives.clipGradNorm(request.params, request.maxNorm)
             : answerInOneProcess(request);
         else if (request.kind === 'pass') await collectives.passPoint?.(request.point);
-        else if (request.kind === 'idlePass') await collectives.idlePass?.();
-        else await collectives.wholeModel?.(request.gathered);
+        else if (request.kind === 'idlePass') await collectives.idlePass?.(request.backward === false ? { backward: false } : {});
         next = program.next(answer);
       }
     } catch (error) {
@@ -281,22 +280,20 @@ export class TrainStep {
     const sums = new StepMetrics();
     this.#lastAdvantages = new Map();
     try {
-      // sharded parameters: the whole policy is gathered for a forward over the batch (./batch-forwards.ts)
-      const wholePolicy = shard.shardsParameters === true && readsCurrentPolicy(rows, algorithm);
-      if (wholePolicy) yield { kind: 'wholeModel', gathered: true };
-      const prepared = torch.scope(() =>
-        prepareBatch(rows, shard, {
-          algorithm,
-          model: this.setup.model,
-          reference: this.setup.reference ?? null,
-          critic: this.setup.critic?.critic ?? null,
-          padTokenId: this.setup.padTokenId ?? 0,
-          device: this.setup.device ?? 'cpu',
-          chunkSize: this.setup.chunkSize,
-          removePadding: this.setup.removePadding === undefined ? false : this.setup.removePadding,
-        }),
-      );
-      if (wholePolicy) yield { kind: 'wholeModel', gathered: false };
+      const models: BatchForwardModels = {
+        algorithm,
+        model: this.setup.model,
+        reference: this.setup.reference ?? null,
+        critic: this.setup.critic?.critic ?? null,
+        padTokenId: this.setup.padTokenId ?? 0,
+        device: this.setup.device ?? 'cpu',
+        chunkSize: this.setup.chunkSize,
+        removePadding: this.setup.removePadding === undefined ? false : this.setup.removePadding,
+      };
+      // sharded parameters: the forwards over the batch gather the policy a layer at a time (./batch-forwards.ts)
+      const prepared = shard.shardsParameters
+        ? yield* torch.scopeSteps(passRequests(prepareBatchSteps(rows, shard, models)))
+        : torch.scope(() => prepareBatch(rows, shard, models));
       holdBatch(prepared.batch);
       const perRow = [prepared.refLogprob, prepared.current, prepared.entropy, prepared.necs, prepared.oldValues].map(hold);
       yield { kind: 'sum', tensors: perRow.filter((t) => t !== null) };

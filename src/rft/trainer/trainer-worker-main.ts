@@ -46,12 +46,14 @@ import {
   checkShardable,
   consolidatedPolicy,
   joinConsolidation,
+  residentStateBytes,
   type ShardedPolicy,
   shardPolicy,
   shardsByName,
   shardsPolicy,
 } from './fsdp-trainer.js';
 import { type ShardedPasses, shardedCollectives } from './fsdp-passes.js';
+import { copyWeightsInto, readShardedCheckpoint, restoreOptimizer, saveShards, saveShardsTogether } from './fsdp-checkpoint.js';
 import { MasterWeights } from './master-weights.js';
 import type { DistributedOutcome, TrainerInit } from './trainer.js';
 import { loraReference, modelReference, type ReferencePolicy } from './reference-policy.js';
@@ -191,7 +193,9 @@ async function joinGroup(s: TrainerState, d: NonNullable<TrainerInit['distribute
   };
   try {
     // a sharded policy's shards differ by rank (each sharded the same files): only replicated tensors are broadcast
-    const policy = s.sharded === null ? s.trainStep.setup.optimizer.groups.flatMap((g) => g.params) : [];
+    // (LoRA's adapters are)
+    const replicated = s.sharded === null || s.lora !== null;
+    const policy = replicated ? s.trainStep.setup.optimizer.groups.flatMap((g) => g.params) : [];
     const trainable = [...policy, ...(s.critic?.critic.parameters() ?? [])];
     await broadcastParameters(group, trainable, device?.group ?? null);
     s.master?.weights.publish(); // the compute copy of rank 0's master weights
@@ -224,8 +228,14 @@ async function follow(s: TrainerState, r: Ranks): Promise<{ steps: number }> {
         await r.passes?.joinGatherAll();
         continue;
       }
-      if (command.kind === 'gatherOptimizer' && s.sharded !== null) {
-        // rank 0 writes a checkpoint or weights folder: the whole sharded policy and optimizer state
+      if (command.kind === 'saveShards') {
+        // rank 0 saves a checkpoint: every rank writes its own shards
+        await saveShardsTogether(s.sharded?.sharded, s.sharded?.optimizer, command.dir, r.group);
+        continue;
+      }
+      if (command.kind === 'consolidate') {
+        // rank 0 writes a weights folder: the whole sharded policy
+        if (s.sharded === null) throw new Error(`trainer rank ${r.group.rank}: rank 0 asked for a sharded policy's weights`);
         await joinConsolidation(s.sharded, policyGroup(r));
         continue;
       }
@@ -254,13 +264,21 @@ function policyGroup(r: Ranks): ProcessGroup {
 }
 
 /**
- * Rank 0 of a fully sharded policy: the whole policy in the master dtype as a model (every rank joins), for a
- * checkpoint or a weights folder; the caller disposes it. Null when the policy is not sharded.
+ * Rank 0 of a fully sharded policy: the whole policy in the master dtype as a model (every rank joins), for a weights
+ * folder; the caller disposes it. Null when the policy is not sharded, or under LoRA (the weights folder is the
+ * gathered base with the adapters merged: gatherWholePolicy).
  */
 async function consolidatedOnRankZero(s: TrainerState): Promise<CausalLM | null> {
-  if (s.sharded === null || ranks === null) return null;
-  await sendCommand(ranks.group, { kind: 'gatherOptimizer' });
+  if (s.sharded === null || s.lora !== null || ranks === null) return null;
+  await sendCommand(ranks.group, { kind: 'consolidate' });
   return consolidatedPolicy(s.sharded, policyGroup(ranks));
+}
+
+/** A sharded policy: every unit gathered into rank 0's model (every rank joins) until ranks.passes.releaseAll(). */
+async function gatherWholePolicy(s: TrainerState): Promise<void> {
+  if (s.sharded === null || !ranks?.passes) return;
+  await sendCommand(ranks.group, { kind: 'gatherParameters' });
+  await ranks.passes.gatherAll();
 }
 
 function current(): TrainerState {
@@ -278,6 +296,8 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   const device = init.device ?? 'cpu';
   const onDevice = device === 'cpu' ? {} : { device };
   const model = CausalLM.load(modelDir, { dtype: init.dtype, ...onDevice, requiresGrad: init.lora === null });
+  // a sharded checkpoint: the whole weights and AdamW state from every rank's file, on the run's model
+  const fromShards = checkpoint?.shardedDir ? readShardedCheckpoint(checkpoint.shardedDir) : null;
   if (init.bitwiseOnPolicy) model.setBatchInvariant(true);
   let master: TrainerState['master'] = null;
   if (init.masterDtype !== undefined && init.masterDtype !== init.dtype) {
@@ -299,6 +319,7 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
       ),
     };
   }
+  if (fromShards) copyWeightsInto([model, master?.model], fromShards.weights);
   let lora: LoraModel | null = null;
   const saved = checkpoint ? savedTrainerState(checkpoint) : null;
   if (init.lora !== null) {
@@ -327,8 +348,9 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   const o = algorithm.optimizer;
   const d = init.distributed ?? null;
   const adamW = { lr: o.lr, betas: [o.betas[0] ?? 0.9, o.betas[1] ?? 0.999] as [number, number] };
-  // a fully sharded policy keeps its shards of the master weights; the full ones go
-  const sharded = shardsPolicy(init) ? shardPolicy(model, named, init, { ...adamW, weightDecay: o.weightDecay }) : null;
+  // a fully sharded policy keeps its shards of the master weights (LoRA: of the frozen base); the full ones go
+  const toShard = lora ? model.parameters() : named;
+  const sharded = shardsPolicy(init) ? shardPolicy(model, toShard, init, { ...adamW, weightDecay: o.weightDecay }) : null;
   if (sharded !== null) {
     master?.model.dispose();
     master = null;
@@ -339,7 +361,8 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
       ? new ZeroAdamW(torch.weightDecayGroups(named, o.weightDecay), adamW, d)
       : new torch.AdamW(torch.weightDecayGroups(named, o.weightDecay), adamW));
   const startStep = checkpoint?.step ?? 0;
-  if (checkpoint) loadOptimizerState(checkpoint, optimizer);
+  if (fromShards) restoreOptimizer(fromShards, optimizer);
+  else if (checkpoint) loadOptimizerState(checkpoint, optimizer);
   const scheduler = new torch.LrScheduler(
     optimizer,
     o.lr,
@@ -408,7 +431,7 @@ torch.serveTensorWorker({
       if (checkpoint)
         checkFiniteWeights(
           checkpoint.dir,
-          s.sharded !== null ? shardsByName(s.sharded) : (s.lora?.loraParameters() ?? (s.master?.model ?? s.model).parameters()),
+          s.lora?.loraParameters() ?? (s.sharded !== null ? shardsByName(s.sharded) : (s.master?.model ?? s.model).parameters()),
         );
       if (d !== null && d.worldSize > 1) ranks = await joinGroup(s, d);
     } catch (error) {
@@ -457,10 +480,9 @@ torch.serveTensorWorker({
   /** The policy optimizer's state elements here, and the elements of the parameters it updates. */
   optimizerStateElements() {
     const s = current();
+    const sharded = s.sharded?.optimizer ?? (s.optimizer instanceof ZeroAdamW ? s.optimizer : null);
     const local =
-      s.optimizer instanceof ZeroAdamW || s.sharded !== null
-        ? (s.sharded?.optimizer ?? (s.optimizer as ZeroAdamW)).localStateElements()
-        : Object.values(s.optimizer.stateDict().tensors).reduce((n, t) => n + t.numel, 0);
+      sharded?.localStateElements() ?? Object.values(s.optimizer.stateDict().tensors).reduce((n, t) => n + t.numel, 0);
     return { local, parameters: s.optimizer.groups.flatMap((g) => g.params).reduce((n, p) => n + p.numel, 0) };
   },
   /**
@@ -470,27 +492,14 @@ torch.serveTensorWorker({
    */
   shardedStateBytes() {
     const s = current();
-    if (s.sharded === null) return null;
-    const { sharded, optimizer } = s.sharded;
-    const bytes = sharded.stateBytes();
-    sharded.resetPeak();
-    return {
-      ...bytes,
-      optimizer: optimizer.localStateBytes(),
-      wholeParameters: sharded.wholeParameterBytes(),
-      units: sharded.units.length,
-    };
+    return s.sharded === null ? null : residentStateBytes(s.sharded, s.optimizer);
   },
   /** Weights for the explorer, by reference: merged with LoRA (unmerged again by endSync). */
   async beginSync() {
     rankZeroOnly('beginSync');
     const s = current();
+    await gatherWholePolicy(s); // until endSync
     if (s.lora) s.lora.merge();
-    if (s.sharded !== null && ranks?.passes) {
-      // a sharded policy is gathered whole into rank 0's model (every rank joins) until endSync
-      await sendCommand(ranks.group, { kind: 'gatherParameters' });
-      await ranks.passes.gatherAll();
-    }
     return Object.fromEntries(s.model.parameters());
   },
   endSync() {
@@ -517,11 +526,13 @@ torch.serveTensorWorker({
       return;
     }
     if (s.lora) {
+      await gatherWholePolicy(s); // a sharded base
       s.lora.merge();
       try {
         s.model.save(dir);
       } finally {
         s.lora.unmerge();
+        ranks?.passes?.releaseAll();
       }
     } else s.model.save(dir);
   },
@@ -540,30 +551,22 @@ torch.serveTensorWorker({
       await sendCommand(ranks.group, { kind: 'gatherOptimizer' });
       await s.optimizer.gatherState(ranks.group, ranks.device?.group ?? ranks.group);
     }
-    // a sharded policy: the whole weights and optimizer state, consolidated (every rank joins)
-    const consolidated = await consolidatedOnRankZero(s);
+    // a sharded policy: each rank's shards (LoRA: the adapter, replicated, as without sharding)
+    const { sharded, optimizer } = s.sharded ?? {};
+    const shards =
+      sharded && optimizer && ranks ? await saveShards({ sharded, optimizer }, s.init.jobDir, step, ranks.group) : null;
     const trainer: SavedTrainerState = {
       trainStep: s.trainStep.state(),
       schedulerStep: s.scheduler.currentStep,
       ...(s.lora ? { loraDropout: s.lora.randomState() } : {}),
     };
-    try {
-      return saveCheckpoint(
-        s.init.jobDir,
-        step,
-        {
-          model: consolidated ?? s.master?.model ?? s.model,
-          lora: s.lora,
-          optimizer: s.optimizer,
-          critic: s.critic,
-          trainer: { ...trainer },
-          state: componentState,
-        },
-        keep,
-      ).dir;
-    } finally {
-      consolidated?.dispose();
-    }
+    const contents = { model: s.master?.model ?? s.model, lora: s.lora, shards, critic: s.critic, trainer: { ...trainer } };
+    return saveCheckpoint(
+      s.init.jobDir,
+      step,
+      { ...contents, optimizer: shards === null ? s.optimizer : null, state: componentState },
+      keep,
+    ).dir;
   },
   /**
    * Rank 0 ends the other ranks' follow(): stop, or failed with `failure` (rank 0's error message) when its stage

@@ -7,7 +7,8 @@
 // rank takes the same step (./train-step.ts runDistributed); close() sends them stop, or — when rank 0's stage failed
 // — its error, so they fail at once too. The other ranks call follow(), which runs the steps rank 0 sends until it
 // sends stop. Rank 0 alone writes checkpoints and weights, the same files as one process writes, so a run resumes on
-// any number of ranks.
+// any number of ranks — but for a fully sharded policy's checkpoint, whose shards every rank writes (./fsdp-checkpoint.ts),
+// which a run on any number of ranks resumes from too.
 import type { ModelDType } from '../../model/index.js';
 import { DistributedError, type Tensor, TensorWorker } from '../../torch/index.js';
 import type { Experience } from '../experience.js';

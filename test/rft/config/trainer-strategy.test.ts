@@ -42,14 +42,6 @@ describe('trainer.trainer_strategy', () => {
       /^trainer\.gradient_checkpointing: false: .*gathers each layer again for its backward/,
     );
     assert.match(problems('{trainer_strategy: fsdp2, zero_stage: 1}')[0] ?? '', /^trainer\.zero_stage: 1: .*already shards/);
-    const withLora = configText('{trainer_strategy: fsdp}').replace(
-      /^model: .*$/m,
-      `model: {model_path: ${model}, max_model_len: 64, lora: {rank: 4, alpha: 8, target_modules: all-linear}}`,
-    );
-    assert.match(
-      problemsOf(load, withLora).join('\n'),
-      /trainer\.trainer_strategy: fsdp with LoRA \(model\.lora\) is not implemented/,
-    );
 
     assert.match(
       problems('{param_offload: true}')[0] ?? '',
@@ -71,6 +63,17 @@ describe('the config report', () => {
       'trainer.optimizer_offload=true -> nothing: the trainer runs on the CPU, where the shards and the optimizer state already live in host memory',
     ]);
     assert.match(shardingPlacement(stages, { gpus: 0, worldSize: 1 }).lines[0] ?? '', /one trainer rank: nothing to shard/);
+  });
+
+  it('with LoRA: accepted, the frozen base sharded and the adapters replicated', () => {
+    const withLora = configText('{trainer_strategy: fsdp}').replace(
+      /^model: .*$/m,
+      `model: {model_path: ${model}, max_model_len: 64, lora: {rank: 4, alpha: 8, target_modules: all-linear}}`,
+    );
+    assert.deepEqual(problemsOf(load, withLora), []);
+    assert.deepEqual(shardingPlacement(resolveStages(load(withLora)), { gpus: 0, worldSize: 2 }).lines, [
+      'trainer.trainer_strategy=fsdp -> the frozen base model sharded (the LoRA adapters replicated, their gradients summed) over the 2 trainer ranks, each layer gathered while it runs',
+    ]);
   });
 
   it('on a GPU (trainer.device auto): offload is a problem at its key', () => {

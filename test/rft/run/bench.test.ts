@@ -1,7 +1,7 @@
 // Mode bench's targets (explorer.bench_on_latest_checkpoint): the base model and every checkpoint, or only the newest;
 // and `trinity bench` over the folder of a finished run (Trinity's flow: train, then benchmark the checkpoints).
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -44,9 +44,16 @@ test('bench_on_latest_checkpoint: only the newest checkpoint; the base model whe
   assert.deepEqual(benchTargets(jobWith([]), true), [{ step: 0, dir: null }]);
 });
 
-test('a checkpoint holding only a LoRA adapter is an error naming it (the engine loads full models)', () => {
+test('a checkpoint holding only a LoRA adapter, or a sharded policy, is an error naming it (the engine loads full models)', () => {
   const jobDir = jobWith([2], [4]);
   assert.throws(() => benchTargets(jobDir, false), /global_step_4 holds a LoRA adapter, not a full model/);
+  const sharded = join(jobWith([2]), 'checkpoints', 'global_step_2');
+  rmSync(join(sharded, 'model'), { recursive: true });
+  mkdirSync(join(sharded, 'sharded'));
+  assert.throws(
+    () => benchTargets(join(sharded, '..', '..'), false),
+    /global_step_2 holds a fully sharded policy's shards, not a full model/,
+  );
 });
 
 test('trinity bench after a finished run evaluates the base model and its checkpoints; the run stays finished', async () => {

@@ -16,18 +16,17 @@
 // whose rank 0 sends nothing within commandTimeoutMs (1 s; the only timeout that fires here, and it must) with one
 // that says it timed out. The rank processes report over IPC.
 import assert from 'node:assert/strict';
-import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
-import type { Experience } from '../../../src/rft/experience.js';
 import { freePort } from '../../../src/cli/launch.js';
 import { TrainerClient } from '../../../src/rft/trainer/trainer.js';
-import { type ChildExit, forkChild, killForkedChildren } from '../../helpers/forked-child.js';
+import { killForkedChildren } from '../../helpers/forked-child.js';
 import { type RankPlan, type Scenario, scenarioInit } from './helpers/distributed-scenarios.js';
-import { BAD, expertData, GOOD, loadPolicy, PROMPTS, responseLogprobs, tinyModelDir } from './toy.js';
+import { forkRanks, groupRollouts, rotatedSteps } from './helpers/rank-harness.js';
+import { expertData, loadPolicy, tinyModelDir } from './toy.js';
 
 const HELPER = fileURLToPath(new URL('./helpers/distributed-trainer-rank.ts', import.meta.url));
 
@@ -48,12 +47,7 @@ interface Message {
   rank?: number;
 }
 
-interface RankProcess {
-  child: ChildProcess;
-  /** The next message of one of these types (in order of arrival); rejects with the rank's stderr if it exits first. */
-  next(...types: Message['type'][]): Promise<Message>;
-  exited: Promise<ChildExit>;
-}
+type RankProcess = ReturnType<typeof forkRanks<Message>>[number];
 
 let toy: { dir: string; remove: () => void };
 let work: string;
@@ -67,49 +61,12 @@ after(() => {
   rmSync(work, { recursive: true, force: true });
 });
 
-function startRank(rank: number, worldSize: number, plan: RankPlan, kind = 'equal'): RankProcess {
-  const planFile = join(work, `plan-${kind}-${rank}.json`);
-  writeFileSync(planFile, JSON.stringify(plan));
-  const env = { ...process.env, RANK: String(rank), WORLD_SIZE: String(worldSize), SCENARIOS: planFile, SCENARIO_KIND: kind };
-  const forked = forkChild<Message>(HELPER, { env, label: `rank ${rank}`, serialization: 'advanced' });
-  return {
-    child: forked.child,
-    exited: forked.exited,
-    next: (...types) => forked.next((m) => types.includes(m.type), types.join('/')),
-  };
-}
-
-/** Step k's batch: the rows rotated by 3k, so each step's micro-batches hold different rows. */
-function threeSteps(rows: Experience[]): Experience[][] {
-  return [0, 1, 2].map((k) => [...rows.slice((3 * k) % rows.length), ...rows.slice(0, (3 * k) % rows.length)]);
-}
-
-/**
- * Two rollouts per prompt with responses of 1 to 3 tokens and their log-probs under the initial model. Responses
- * longer than one token matter: with one token every row of a group predicts from the same context, so the
- * group-centred advantages cancel the LM head's gradient exactly and only rounding noise is left, which Adam's
- * normalised steps turn into updates of about lr whatever the implementation.
- */
-function groupRollouts(): Experience[] {
-  const model = loadPolicy(toy.dir);
-  try {
-    return PROMPTS.flatMap((prompt, task) =>
-      [[GOOD, 7 + task, 20 + task], [BAD, 30 + task].slice(0, 1 + (task % 2))].map((response, run) => ({
-        eid: `t${task}-r${run}`,
-        tokens: [...prompt, ...response],
-        promptLength: prompt.length,
-        logprobs: responseLogprobs(model, prompt, response),
-        reward: run === 0 ? 1 : task / 8,
-        info: { taskId: `t${task}`, runId: run },
-      })),
-    );
-  } finally {
-    model.dispose();
-  }
-}
+/** Ranks 0 and 1 of ./helpers/distributed-trainer-rank.ts over `plan`, in scenario kind `kind` (see its header). */
+const startRanks = (plan: RankPlan, kind = 'equal') =>
+  forkRanks<Message>(HELPER, plan, 2, work, { env: { SCENARIO_KIND: kind }, label: kind }) as [RankProcess, RankProcess];
 
 function scenarios(): Scenario[] {
-  const grpoRows = groupRollouts();
+  const grpoRows = groupRollouts(toy.dir);
   const sgd = { lr: 1e-2 };
   return [
     {
@@ -117,21 +74,21 @@ function scenarios(): Scenario[] {
       algorithm: { algorithm_type: 'sft', optimizer: sgd },
       lora: null,
       microBatchSize: 1,
-      batches: threeSteps(expertData()),
+      batches: rotatedSteps(expertData(), 3),
     },
     {
       name: 'grpo',
       algorithm: { algorithm_type: 'grpo', optimizer: sgd },
       lora: null,
       microBatchSize: null,
-      batches: threeSteps(grpoRows),
+      batches: rotatedSteps(grpoRows, 3),
     },
     {
       name: 'grpo-lora',
       algorithm: { algorithm_type: 'grpo', optimizer: { lr: 5e-2 } },
       lora: { rank: 4, alpha: 8, dropout: 0.1, targetModules: ['q_proj', 'v_proj', 'down_proj'] },
       microBatchSize: 3,
-      batches: threeSteps(grpoRows),
+      batches: rotatedSteps(grpoRows, 3),
     },
     {
       name: 'ppo-critic',
@@ -143,7 +100,7 @@ function scenarios(): Scenario[] {
       },
       lora: null,
       microBatchSize: 3,
-      batches: threeSteps(grpoRows),
+      batches: rotatedSteps(grpoRows, 3),
     },
     {
       // token-budget micro-batches (use_dynamic_bsz): 5 positions hold one row each, cut to its own response width
@@ -152,7 +109,7 @@ function scenarios(): Scenario[] {
       lora: null,
       microBatchSize: null,
       microBatchTokens: 5,
-      batches: threeSteps(grpoRows),
+      batches: rotatedSteps(grpoRows, 3),
     },
     {
       name: 'grpo-lora-packed',
@@ -160,7 +117,7 @@ function scenarios(): Scenario[] {
       lora: { rank: 4, alpha: 8, dropout: 0, targetModules: ['q_proj', 'v_proj', 'down_proj'] },
       microBatchSize: 3,
       removePadding: true,
-      batches: threeSteps(grpoRows),
+      batches: rotatedSteps(grpoRows, 3),
     },
     {
       name: 'ppo-critic-packed',
@@ -168,7 +125,7 @@ function scenarios(): Scenario[] {
       lora: null,
       microBatchSize: 3,
       removePadding: true,
-      batches: threeSteps(grpoRows),
+      batches: rotatedSteps(grpoRows, 3),
     },
   ];
 }
@@ -194,7 +151,7 @@ async function oneProcess(
 async function followerFailure(kind: 'kill' | 'hang'): Promise<Message> {
   const scenario = { ...(scenarios()[1] as Scenario), name: kind, port: await freePort() };
   const plan: RankPlan = { modelDir: toy.dir, jobDir: work, scenarios: [scenario] };
-  const [first, second] = [startRank(0, 2, plan, kind), startRank(1, 2, plan, kind)] as [RankProcess, RankProcess];
+  const [first, second] = startRanks(plan, kind);
   const [ready] = await Promise.all([first.next('ready', 'error'), second.next('following', 'error')]);
   assert.equal(ready.type, 'ready', ready.message);
   if (kind === 'kill') first.child.kill('SIGKILL');
@@ -217,7 +174,7 @@ describe('data-parallel trainer (2 ranks, Gloo)', () => {
       jobDir: work,
       scenarios: await Promise.all(all.map(async (s) => ({ ...s, port: await freePort() }))),
     };
-    const ranks = [startRank(0, 2, plan), startRank(1, 2, plan)];
+    const ranks = startRanks(plan);
     for (const scenario of all) {
       const [result, followed] = await Promise.all([ranks[0]?.next('result', 'error'), ranks[1]?.next('followed', 'error')]);
       assert.equal(result?.type, 'result', `${scenario.name}, rank 0: ${result?.message}`);

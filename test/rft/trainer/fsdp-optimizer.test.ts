@@ -1,21 +1,20 @@
-// ShardedAdamW's checkpoint layout (src/rft/trainer/fsdp-optimizer.ts): a state one process's AdamW wrote (over
-// torch.weightDecayGroups of the model's parameters) loads into the shards and gathers back to the same tensors under
-// the same names, so a run resumes on sharded ranks from any checkpoint. One rank in this process (a Gloo group of
-// one: the layout, not the slicing, which test/rft/trainer/fsdp.test.ts covers on 2 ranks).
+// ShardedAdamW's checkpoint layout (src/rft/trainer/fsdp-optimizer.ts, fsdp-checkpoint.ts): a state one process's
+// AdamW wrote (over torch.weightDecayGroups of the model's parameters) loads into the shards, and the sharded
+// checkpoint written from them reads back as the same tensors under the same names, with the model's weights. One
+// rank in this process (the layout, not the slicing, which test/rft/trainer/fsdp.test.ts covers on 2 ranks).
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { freePort } from '../../../src/cli/launch.js';
 import { CausalLM, initModel } from '../../../src/model/index.js';
 import { FullyShardedModel } from '../../../src/rft/trainer/fsdp.js';
+import { readShardedCheckpoint, writeRankShards } from '../../../src/rft/trainer/fsdp-checkpoint.js';
 import { ShardedAdamW } from '../../../src/rft/trainer/fsdp-optimizer.js';
 import * as torch from '../../../src/torch/index.js';
 
-test("a one-process AdamW state loads into the shards and gathers back as the same file's tensors", async () => {
+test("a one-process AdamW state loads into the shards, and their sharded checkpoint reads back as the same file's tensors", () => {
   const dir = mkdtempSync(join(tmpdir(), 'trinity-fsdp-optimizer-'));
-  const group = await torch.initProcessGroup({ rank: 0, worldSize: 1, masterPort: await freePort() });
   try {
     initModel(dir, { hiddenSize: 32, numLayers: 2, numHeads: 2, numKeyValueHeads: 1, seed: 3 });
     // one process: two AdamW steps with gradients made up per parameter
@@ -32,13 +31,16 @@ test("a one-process AdamW state loads into the shards and gathers back as the sa
       adamW.zeroGrad();
     }
     const saved = adamW.stateDict();
-    // the shards of another copy of the model take it, then gather it back
+    // the shards of another copy of the model (the initial weights) take it, then write and read it back
     const other = CausalLM.load(dir, { requiresGrad: true });
+    const initial = new Map([...other.parameters()].map(([name, t]) => [name, [...(t.toTypedArray() as Float32Array)]]));
     const sharded = new FullyShardedModel(other, other.parameters(), { rank: 0, worldSize: 1, computeDtype: 'float32' });
     const optimizer = new ShardedAdamW(sharded, { lr: 1e-2, weightDecay: 0.1 });
     optimizer.loadStateDict(saved);
-    await optimizer.gatherState(group);
-    const back = optimizer.stateDict();
+    writeRankShards(sharded, optimizer, join(dir, 'sharded'));
+    const { weights, optimizer: back } = readShardedCheckpoint(join(dir, 'sharded'));
+    for (const [name, values] of initial)
+      assert.deepEqual([...((weights.get(name) as torch.Tensor).toTypedArray() as Float32Array)], values, name);
     assert.deepEqual(Object.keys(back.tensors).sort(), Object.keys(saved.tensors).sort());
     for (const [key, t] of Object.entries(saved.tensors)) {
       const u = back.tensors[key] as torch.Tensor;
@@ -55,7 +57,6 @@ test("a one-process AdamW state loads into the shards and gathers back as the sa
     adamW.dispose();
     model.dispose();
   } finally {
-    await group.destroy();
     rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -1,5 +1,5 @@
 // ZeRO-1 (trainer.zero_stage 1, src/rft/trainer/zero.ts): 2 Gloo ranks, each a forked process running
-// ./helpers/zero-rank.ts, take 3 steps on the same global batches as one process without it (TrainerClient in this
+// ./helpers/strategy-rank.ts (forked by ./helpers/rank-harness.ts), take 3 steps on the same global batches as one process without it (TrainerClient in this
 // process), and must end with the same parameters (float32, within 1e-5):
 //   - SFT with micro_batch_size 1 (gradient accumulation over 2 micro-batches per rank);
 //   - GRPO with micro_batch_size 3 (micro-batches of 3, 3, 2 rows over the 2 ranks).
@@ -9,8 +9,7 @@
 // equals one process's within 1e-5), and one process resuming from it takes step 4 to the parameters of an
 // uninterrupted single-process run (resume with a different number of ranks).
 import assert from 'node:assert/strict';
-import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,26 +18,17 @@ import { freePort } from '../../../src/cli/launch.js';
 import type { Experience } from '../../../src/rft/experience.js';
 import { TrainerClient } from '../../../src/rft/trainer/trainer.js';
 import { shardBounds } from '../../../src/rft/trainer/zero.js';
-import * as torch from '../../../src/torch/index.js';
-import { forkChild, killForkedChildren } from '../../helpers/forked-child.js';
-import { type RankPlan, type Scenario, scenarioInit } from './helpers/distributed-scenarios.js';
-import { BAD, expertData, GOOD, loadPolicy, PROMPTS, responseLogprobs, tinyModelDir } from './toy.js';
+import { killForkedChildren } from '../../helpers/forked-child.js';
+import { type Scenario, scenarioInit } from './helpers/distributed-scenarios.js';
+import { forkRanks, groupRollouts, largestDifference, rotatedSteps, safetensorsFile, weightsOf } from './helpers/rank-harness.js';
+import type { StrategyPlan } from './helpers/strategy-rank.js';
+import { expertData, loadPolicy, tinyModelDir } from './toy.js';
 
-const HELPER = fileURLToPath(new URL('./helpers/zero-rank.ts', import.meta.url));
+const STRATEGY_RANK = fileURLToPath(new URL('./helpers/strategy-rank.ts', import.meta.url));
 
 interface Elements {
   local: number;
   parameters: number;
-}
-
-interface Message {
-  type: 'result' | 'followed' | 'error';
-  scenario?: string;
-  weights?: Record<string, Float32Array>;
-  steps?: number;
-  elements?: Elements;
-  checkpoint?: string;
-  message?: string;
 }
 
 let toy: { dir: string; remove: () => void };
@@ -53,64 +43,13 @@ after(() => {
   rmSync(work, { recursive: true, force: true });
 });
 
-/** Step k's batch: the rows rotated by 3k (4 steps: 3 on the ranks, the 4th after resuming on one process). */
-function fourSteps(rows: Experience[]): Experience[][] {
-  return [0, 1, 2, 3].map((k) => [...rows.slice((3 * k) % rows.length), ...rows.slice(0, (3 * k) % rows.length)]);
-}
-
-/** Two rollouts per prompt, responses of 1 to 3 tokens, with their log-probs under the initial model. */
-function groupRollouts(): Experience[] {
-  const model = loadPolicy(toy.dir);
-  try {
-    return PROMPTS.flatMap((prompt, task) =>
-      [[GOOD, 7 + task, 20 + task], [BAD, 30 + task].slice(0, 1 + (task % 2))].map((response, run) => ({
-        eid: `t${task}-r${run}`,
-        tokens: [...prompt, ...response],
-        promptLength: prompt.length,
-        logprobs: responseLogprobs(model, prompt, response),
-        reward: run === 0 ? 1 : task / 8,
-        info: { taskId: `t${task}`, runId: run },
-      })),
-    );
-  } finally {
-    model.dispose();
-  }
-}
-
-const weightsOf = async (trainer: TrainerClient) => {
-  const weights = await trainer.beginSync();
-  const out = new Map([...weights].map(([name, t]) => [name, t.float().toTypedArray() as Float32Array]));
-  await trainer.endSync();
-  return out;
-};
-
-/** The largest difference between two sets of named float arrays (the same names). */
-function largestDifference(a: ReadonlyMap<string, Float32Array>, b: ReadonlyMap<string, Float32Array>, what: string): number {
-  assert.deepEqual([...a.keys()].sort(), [...b.keys()].sort(), `${what}: names`);
-  let largest = 0;
-  for (const [name, x] of a) {
-    // the key bias's gradient is rounding noise (softmax ignores it; see distributed.test.ts): no measure of equality
-    if (name.endsWith('self_attn.k_proj.bias')) continue;
-    const y = b.get(name) as Float32Array;
-    for (let i = 0; i < x.length; i++) largest = Math.max(largest, Math.abs((x[i] as number) - (y[i] as number)));
-  }
-  return largest;
-}
-
 /** optimizer.safetensors of a checkpoint folder, as float arrays (AdamW's moments and step counts). */
-function optimizerFile(dir: string): Map<string, Float32Array> {
-  const tensors = torch.loadSafetensors(join(dir, 'optimizer.safetensors'));
-  try {
-    return new Map([...tensors].map(([name, t]) => [name, t.float().toTypedArray() as Float32Array]));
-  } finally {
-    for (const t of tensors.values()) t.dispose();
-  }
-}
+const optimizerFile = (dir: string) => safetensorsFile(join(dir, 'optimizer.safetensors'));
 
 test('ZeRO-1 on 2 ranks: SFT and GRPO end 3 steps as one process does, each rank holding half the AdamW state; the checkpoint resumes on one process', async () => {
-  const rows = { sft: expertData(), grpo: groupRollouts() };
+  const rows = { sft: expertData(), grpo: groupRollouts(toy.dir) };
   const all: (Scenario & { resumeBatch: Experience[] })[] = (['sft', 'grpo'] as const).map((name) => {
-    const batches = fourSteps(rows[name]);
+    const batches = rotatedSteps(rows[name], 4);
     return {
       name,
       algorithm: { algorithm_type: name, optimizer: { lr: 1e-2 } },
@@ -120,22 +59,14 @@ test('ZeRO-1 on 2 ranks: SFT and GRPO end 3 steps as one process does, each rank
       resumeBatch: batches[3] as Experience[],
     };
   });
-  const plan: RankPlan = {
-    modelDir: toy.dir,
+  const plan: StrategyPlan = {
+    strategy: 'zero1',
     jobDir: work,
-    scenarios: await Promise.all(all.map(async ({ resumeBatch: _, ...s }) => ({ ...s, port: await freePort() }))),
+    scenarios: await Promise.all(
+      all.map(async ({ resumeBatch: _, ...s }) => ({ ...s, port: await freePort(), modelDir: toy.dir })),
+    ),
   };
-  const ranks = [0, 1].map((rank) => {
-    const planFile = join(work, `plan-${rank}.json`);
-    writeFileSync(planFile, JSON.stringify(plan));
-    const env = { ...process.env, RANK: String(rank), WORLD_SIZE: '2', SCENARIOS: planFile };
-    const forked = forkChild<Message>(HELPER, { env, label: `rank ${rank}`, serialization: 'advanced' });
-    return {
-      child: forked.child as ChildProcess,
-      exited: forked.exited,
-      next: (...types: Message['type'][]) => forked.next((m) => types.includes(m.type), types.join('/')),
-    };
-  });
+  const ranks = forkRanks(STRATEGY_RANK, plan, 2, work);
   for (const scenario of all) {
     const [result, followed] = await Promise.all([ranks[0]?.next('result', 'error'), ranks[1]?.next('followed', 'error')]);
     assert.equal(result?.type, 'result', `${scenario.name}, rank 0: ${result?.message}`);
@@ -200,7 +131,7 @@ test('ZeRO-1 on 2 ranks: SFT and GRPO end 3 steps as one process does, each rank
 
     // resume the 2-rank ZeRO checkpoint on one process: step 4 as the uninterrupted run
     const resumed = await TrainerClient.start({
-      ...scenarioInit(scenario, toy.dir, join(work, `${scenario.name}-zero-rank0`)),
+      ...scenarioInit(scenario, toy.dir, join(work, `${scenario.name}-zero1-rank0`)),
       resume: true,
     });
     try {

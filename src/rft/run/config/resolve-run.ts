@@ -84,7 +84,7 @@ export function resolveRun(input: RunInput, context: RunContext, problems: Confi
     },
     problem,
   );
-  checkTrainerStrategy(input.trainer, model, problem);
+  checkTrainerStrategy(input.trainer, problem);
   const tokenBudget = trainerTokenBudget(input.trainer, model.max_model_len, problem);
   const devices = colocate ? colocatedDevices(input, problem) : { rollout: rollout.device, trainer: input.trainer.device };
   const explorer = colocate ? { ...input.explorer, rollout_model: { ...rollout, device: devices.rollout } } : input.explorer;

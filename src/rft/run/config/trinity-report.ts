@@ -138,7 +138,10 @@ export function shardingPlacement(
     if (strategy === 'fsdp' || strategy === 'fsdp2')
       lines.push(
         machine.worldSize > 1
-          ? `trainer.trainer_strategy=${strategy}${at} -> the policy's parameters, gradients and AdamW state sharded over ` +
+          ? `trainer.trainer_strategy=${strategy}${at} -> ` +
+              (stage.model.lora === null
+                ? "the policy's parameters, gradients and AdamW state sharded over "
+                : 'the frozen base model sharded (the LoRA adapters replicated, their gradients summed) over ') +
               `the ${machine.worldSize} trainer ranks, each layer gathered while it runs`
           : `trainer.trainer_strategy=${strategy}${at} -> one trainer rank: nothing to shard, the whole policy in one process`,
       );
