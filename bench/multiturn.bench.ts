@@ -21,12 +21,18 @@
 // once = 1.0), the wall time of all episodes, and the peak KV memory in positions per layer (slots: slots × maxLength,
 // allocated up front; paged: the most blocks held at once × block size, sampled every step — serve: at every reply;
 // transformers: batch × (longest prompt + new tokens) of its largest turn). The model is a random Qwen2 of `--hidden`
-// width (4 layers, float32) on the CPU. Prints a table and one final JSON line.
+// width (4 layers, float32) on the CPU. Beside the wall time, the CPU seconds the setup's process used (user + system,
+// all its threads; serve: the server's process; transformers: Python's): on a machine shared with other jobs the wall
+// time follows their load, the CPU time much less. Prints a table and one final JSON line.
+//
+// Two more setups split an engine setup's time into prefill and decode (--setups ...,paged/prefill,paged+prefix/prefill):
+// the same turns with one generated token each, the plan's reply appended as given token ids, so a turn prefills what
+// the full setup prefills (plus the reply tokens the full setup decoded into the cache) and decodes nothing.
 //
 //   node --import tsx bench/multiturn.bench.ts [--episodes 16] [--turns 10] [--obs 200-2000] [--reply 50-300]
 //     [--hidden 128] [--threads N] [--setups slots,paged,paged+prefix,serve,transformers]
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -67,7 +73,7 @@ const [obsMin, obsMax] = range('obs', values.obs);
 const [replyMin, replyMax] = range('reply', values.reply);
 const hidden = positiveFlag('hidden', values.hidden);
 if (values.threads) torch.setNumThreads(positiveFlag('threads', values.threads));
-const SETUPS = ['slots', 'paged', 'paged+prefix', 'serve', 'transformers'] as const;
+const SETUPS = ['slots', 'paged', 'paged+prefix', 'serve', 'transformers', 'paged/prefill', 'paged+prefix/prefill'] as const;
 type Setup = (typeof SETUPS)[number];
 const chosen = values.setups.split(',').map((name) => {
   if (!(SETUPS as readonly string[]).includes(name)) throw new Error(`--setups: unknown setup '${name}' (${SETUPS.join(', ')})`);
@@ -88,8 +94,11 @@ const plan = Array.from({ length: episodes }, () =>
   Array.from({ length: turns }, () => ({
     observation: Array.from({ length: uniform(obsMin, obsMax) }, () => 3 + Math.floor(random() * 60)),
     reply: uniform(replyMin, replyMax),
+    /** The reply's token ids in the prefill-only setups (appended as given). */
+    givenReply: [] as number[],
   })),
 );
+for (const turn of plan.flat()) turn.givenReply = Array.from({ length: turn.reply }, () => 3 + Math.floor(random() * 60));
 const finalLengths = plan.map((episode) => episode.reduce((sum, turn) => sum + turn.observation.length + turn.reply, 0));
 const maxLength = Math.max(...finalLengths);
 const totalFinal = finalLengths.reduce((a, b) => a + b, 0);
@@ -102,6 +111,8 @@ interface Figures {
   prefillTokens: number;
   prefillPerFinalToken: number;
   seconds: number;
+  /** CPU seconds of the process that computed (user + system, all threads). */
+  cpuSeconds: number;
   peakKvPositions: number;
   hits: number;
   /** transformers: the padded positions its prefills computed, and its decode positions (dropped ones included). */
@@ -109,31 +120,44 @@ interface Figures {
   generatedPositions?: number;
 }
 
-/** Every episode's turns, in parallel: `send` runs one turn (the prompt so far, the reply's length) → the reply's ids. */
-async function runEpisodes(send: (promptIds: number[], replyLength: number) => Promise<number[]>): Promise<void> {
+/**
+ * Every episode's turns, in parallel: `send` runs one turn (the prompt so far, the reply's length) → the reply's ids;
+ * prefillOnly: one token is generated and the plan's given reply appended.
+ */
+async function runEpisodes(
+  send: (promptIds: number[], replyLength: number) => Promise<number[]>,
+  prefillOnly = false,
+): Promise<void> {
   await Promise.all(
     plan.map(async (episode) => {
       let history: number[] = [];
       for (const turn of episode) {
         history = [...history, ...turn.observation];
-        history = [...history, ...(await send(history, turn.reply))];
+        const generated = await send(history, prefillOnly ? 1 : turn.reply);
+        history = [...history, ...(prefillOnly ? turn.givenReply : generated)];
       }
     }),
   );
 }
 
-async function runEngine(options: RolloutEngineOptions): Promise<Figures> {
+/** This process's CPU seconds so far (user + system, all threads). */
+const cpuNow = () => {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1e6;
+};
+
+async function runEngine(options: RolloutEngineOptions, prefillOnly: boolean): Promise<Figures> {
   const engine = new RolloutEngine(model, { slots: episodes, maxLength, eosTokenIds: [], ...options });
   let peakBlocks = 0;
   const sample = () => {
     peakBlocks = Math.max(peakBlocks, engine.stats.kvCache?.heldBlocks ?? 0);
   };
-  const t0 = now();
+  const [t0, cpu0] = [now(), cpuNow()];
   await runEpisodes(async (promptIds, maxTokens) => {
     const result = await engine.generate({ promptIds, maxTokens, temperature: 0, onToken: sample });
     return result.completions[0]?.tokenIds ?? [];
-  });
-  const seconds = secondsSince(t0);
+  }, prefillOnly);
+  const [seconds, cpuSeconds] = [secondsSince(t0), cpuNow() - cpu0];
   const stats = engine.stats;
   await engine.close();
   const blockSize = stats.kvCache?.blockSize ?? 0;
@@ -141,6 +165,7 @@ async function runEngine(options: RolloutEngineOptions): Promise<Figures> {
     prefillTokens: stats.prefillTokens,
     prefillPerFinalToken: stats.prefillTokens / totalFinal,
     seconds,
+    cpuSeconds,
     peakKvPositions: stats.kvCache === null ? episodes * maxLength : peakBlocks * blockSize,
     hits: stats.kvCache?.hits ?? 0,
   };
@@ -161,7 +186,7 @@ async function runServe(): Promise<Figures> {
     const client = new OpenAI({ baseURL, apiKey: 'unused', maxRetries: 0 });
     const metrics = async () => (await (await fetch(`${baseURL.replace(/\/v1$/, '')}/metrics`)).json()) as Record<string, number>;
     let peakBlocks = 0;
-    const t0 = now();
+    const [t0, cpu0] = [now(), childCpuSeconds(child.pid)];
     await runEpisodes(async (prompt, maxTokens) => {
       // vLLM's fields beside OpenAI's: eos ignored (the reply's length is the plan's), the reply's exact token ids
       const body: OpenAI.CompletionCreateParamsNonStreaming & { ignore_eos: boolean; return_token_ids: boolean } = {
@@ -178,13 +203,14 @@ async function runServe(): Promise<Figures> {
       if (ids?.length !== maxTokens) throw new Error(`serve: a reply of ${ids?.length} token ids, asked ${maxTokens}`);
       return ids;
     });
-    const seconds = secondsSince(t0);
+    const [seconds, cpuSeconds] = [secondsSince(t0), childCpuSeconds(child.pid) - cpu0];
     const after = await metrics();
     const prefillTokens = after['engine/prefill_tokens_total'] ?? 0;
     return {
       prefillTokens,
       prefillPerFinalToken: prefillTokens / totalFinal,
       seconds,
+      cpuSeconds,
       peakKvPositions: peakBlocks * 16, // the paged cache's default block size
       hits: after['prefix_cache/hits_total'] ?? 0,
     };
@@ -194,7 +220,15 @@ async function runServe(): Promise<Figures> {
   }
 }
 
+/** A child's CPU seconds so far (Linux: utime + stime of /proc/PID/stat, all its threads). */
+function childCpuSeconds(pid: number | undefined): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  const ticks = Number(fields[11]) + Number(fields[12]); // fields 14 and 15 of the line, after "pid (comm) "
+  return ticks / 100; // USER_HZ
+}
+
 interface HfReply extends Reply {
+  cpu_s: number;
   prefill_tokens: number;
   prefill_positions: number;
   generated_positions: number;
@@ -214,6 +248,7 @@ async function runTransformers(): Promise<Figures & { versions: Reply }> {
       prefillTokens: reply.prefill_tokens,
       prefillPerFinalToken: reply.prefill_tokens / totalFinal,
       seconds: reply.s?.[0] ?? Number.NaN,
+      cpuSeconds: reply.cpu_s,
       peakKvPositions: reply.peak_kv_positions,
       hits: 0,
       prefillPositions: reply.prefill_positions,
@@ -230,6 +265,7 @@ const engineSetups: Record<string, RolloutEngineOptions> = {
   paged: { kvCache: 'paged' },
   'paged+prefix': { enablePrefixCaching: true },
 };
+const PREFILL_ONLY = '/prefill';
 // warm-up: the first forwards of a process pay for thread pools and allocations, which no setup should carry
 const warmup = new RolloutEngine(model, { slots: 1, maxLength: 64, eosTokenIds: [] });
 await warmup.generate({ promptIds: [3, 4, 5, 6], maxTokens: 8, temperature: 0 }).finally(() => warmup.close());
@@ -241,7 +277,10 @@ for (const name of chosen) {
     const { versions: v, ...figures } = await runTransformers();
     results.transformers = figures;
     versions = v;
-  } else results[name] = await runEngine(engineSetups[name] as RolloutEngineOptions);
+  } else {
+    const prefillOnly = name.endsWith(PREFILL_ONLY);
+    results[name] = await runEngine(engineSetups[name.replace(PREFILL_ONLY, '')] as RolloutEngineOptions, prefillOnly);
+  }
 }
 model.dispose();
 rmSync(dir, { recursive: true, force: true });
@@ -251,11 +290,12 @@ console.log(
     `final lengths ${Math.min(...finalLengths)}-${maxLength} (sum ${totalFinal}); Qwen2 hidden ${hidden}, 4 layers, float32, ` +
     `${torch.getNumThreads()} threads`,
 );
-console.log('setup          prefill tokens  per final token  wall s   peak KV positions  prefix hits (blocks)');
+console.log('setup                  prefill tokens  per final token  wall s   CPU s  peak KV positions  prefix hits (blocks)');
 for (const [name, f] of Object.entries(results))
   console.log(
-    `${name.padEnd(14)} ${String(f.prefillTokens).padStart(14)}  ${f.prefillPerFinalToken.toFixed(2).padStart(15)}  ` +
-      `${f.seconds.toFixed(1).padStart(6)}  ${String(f.peakKvPositions).padStart(17)}  ${String(f.hits).padStart(20)}`,
+    `${name.padEnd(22)} ${String(f.prefillTokens).padStart(14)}  ${f.prefillPerFinalToken.toFixed(2).padStart(15)}  ` +
+      `${f.seconds.toFixed(1).padStart(6)}  ${f.cpuSeconds.toFixed(1).padStart(6)}  ${String(f.peakKvPositions).padStart(17)}  ` +
+      `${String(f.hits).padStart(20)}`,
   );
 if (results.transformers)
   console.log(
@@ -263,7 +303,7 @@ if (results.transformers)
       `${results.transformers.generatedPositions} decode positions (${plan.flat().reduce((sum, t) => sum + t.reply, 0)} kept)`,
   );
 /** a / b of two setups' figure, when both ran. */
-const ratio = (a: Setup, b: Setup, figure: 'prefillTokens' | 'seconds' | 'peakKvPositions') => {
+const ratio = (a: Setup, b: Setup, figure: 'prefillTokens' | 'seconds' | 'cpuSeconds' | 'peakKvPositions') => {
   const x = results[a]?.[figure];
   const y = results[b]?.[figure];
   return x === undefined || y === undefined ? null : x / y;
@@ -285,6 +325,12 @@ console.log(
     prefill_ratio_transformers_vs_on: ratio('transformers', 'paged+prefix', 'prefillTokens'),
     speedup_on_vs_slots: ratio('slots', 'paged+prefix', 'seconds'),
     speedup_on_vs_paged: ratio('paged', 'paged+prefix', 'seconds'),
+    cpu_speedup_on_vs_slots: ratio('slots', 'paged+prefix', 'cpuSeconds'),
+    cpu_speedup_on_vs_paged: ratio('paged', 'paged+prefix', 'cpuSeconds'),
+    cpu_speedup_on_vs_transformers: ratio('transformers', 'paged+prefix', 'cpuSeconds'),
+    // the prefill-only setups' share of the full setups' CPU time (the rest: decode steps)
+    prefill_cpu_share_on: ratio('paged+prefix/prefill', 'paged+prefix', 'cpuSeconds'),
+    prefill_cpu_share_off: ratio('paged/prefill', 'paged', 'cpuSeconds'),
     speedup_on_vs_transformers: ratio('transformers', 'paged+prefix', 'seconds'),
     speedup_serve_vs_transformers: ratio('transformers', 'serve', 'seconds'),
     kv_memory_ratio_slots_vs_on: ratio('slots', 'paged+prefix', 'peakKvPositions'),

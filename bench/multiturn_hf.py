@@ -5,7 +5,8 @@ whole history resent every turn (no cache kept between turns, as a transformers 
 multiturn.bench.ts spawns it and sends one JSON request per stdin line; one JSON reply per stdout line:
   {"kind": "hello", "threads": 2}                    -> {"ok": true, "torch": ..., "transformers": ..., "threads": N}
   {"kind": "run", "dir": "...", "episodes": [[{"observation": [ids...], "reply": n}, ...], ...]}
-      -> {"ok": true, "s": [seconds], "prefill_tokens": ..., "prefill_positions": ..., "generated_positions": ...,
+      -> {"ok": true, "s": [seconds], "cpu_s": CPU seconds of the process, "prefill_tokens": ...,
+          "prefill_positions": ..., "generated_positions": ...,
           "peak_kv_positions": ..., "final_lengths": [...]}
   {"kind": "exit"}
 
@@ -45,7 +46,7 @@ def run(req: dict[str, Any]) -> dict[str, Any]:
     histories: list[list[int]] = [[] for _ in episodes]
     counts = {"prefill_tokens": 0, "prefill_positions": 0, "generated_positions": 0, "peak_kv_positions": 0}
     turns = len(episodes[0])
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     with torch.inference_mode():
         for t in range(turns):
             prompts = [history + episode[t]["observation"] for history, episode in zip(histories, episodes)]
@@ -74,8 +75,8 @@ def run(req: dict[str, Any]) -> dict[str, Any]:
             counts["prefill_positions"] += len(prompts) * longest
             counts["generated_positions"] += len(prompts) * new
             counts["peak_kv_positions"] = max(counts["peak_kv_positions"], len(prompts) * (longest + new))
-    seconds = time.perf_counter() - start
-    return {"ok": True, "s": [seconds], **counts, "final_lengths": [len(h) for h in histories]}
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+    return {"ok": True, "s": [seconds], "cpu_s": cpu_seconds, **counts, "final_lengths": [len(h) for h in histories]}
 
 
 def main() -> None:
