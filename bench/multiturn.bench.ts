@@ -27,7 +27,8 @@
 //
 // Two more setups split an engine setup's time into prefill and decode (--setups ...,paged/prefill,paged+prefix/prefill):
 // the same turns with one generated token each, the plan's reply appended as given token ids, so a turn prefills what
-// the full setup prefills (plus the reply tokens the full setup decoded into the cache) and decodes nothing.
+// the full setup prefills (plus the reply tokens the full setup decoded into the cache) and decodes nothing. And
+// paged+prefix+chunked: chunked prefill with a step budget of 256 tokens.
 //
 //   node --import tsx bench/multiturn.bench.ts [--episodes 16] [--turns 10] [--obs 200-2000] [--reply 50-300]
 //     [--hidden 128] [--threads N] [--setups slots,paged,paged+prefix,serve,transformers]
@@ -73,7 +74,16 @@ const [obsMin, obsMax] = range('obs', values.obs);
 const [replyMin, replyMax] = range('reply', values.reply);
 const hidden = positiveFlag('hidden', values.hidden);
 if (values.threads) torch.setNumThreads(positiveFlag('threads', values.threads));
-const SETUPS = ['slots', 'paged', 'paged+prefix', 'serve', 'transformers', 'paged/prefill', 'paged+prefix/prefill'] as const;
+const SETUPS = [
+  'slots',
+  'paged',
+  'paged+prefix',
+  'serve',
+  'transformers',
+  'paged/prefill',
+  'paged+prefix/prefill',
+  'paged+prefix+chunked',
+] as const;
 type Setup = (typeof SETUPS)[number];
 const chosen = values.setups.split(',').map((name) => {
   if (!(SETUPS as readonly string[]).includes(name)) throw new Error(`--setups: unknown setup '${name}' (${SETUPS.join(', ')})`);
@@ -264,6 +274,8 @@ const engineSetups: Record<string, RolloutEngineOptions> = {
   slots: {},
   paged: { kvCache: 'paged' },
   'paged+prefix': { enablePrefixCaching: true },
+  // chunked prefill with a step budget of 256 tokens: the same prefill tokens, in chunks between decode steps
+  'paged+prefix+chunked': { enablePrefixCaching: true, chunkedPrefill: true, maxPrefillTokens: 256 },
 };
 const PREFILL_ONLY = '/prefill';
 // warm-up: the first forwards of a process pay for thread pools and allocations, which no setup should carry
