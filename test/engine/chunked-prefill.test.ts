@@ -1,7 +1,8 @@
 // Chunked prefill (chunkedPrefill, maxPrefillTokens as the step's token budget; src/engine/prefill-batch.ts): the same
 // tokens as prefilling each prompt whole, log-probs within 1e-5, on the slot layout and the paged cache with its
-// prefix cache (preemption included); a running sequence keeps decoding, one token per chunk step, while a long
-// prompt is prefilled; a request aborted part-way through its prompt leaves no slot or block held.
+// prefix cache (preemption included), bit for bit when batch-invariant; a running sequence keeps decoding, one token
+// per chunk step, while a long prompt is prefilled; a request aborted part-way through its prompt leaves no slot or
+// block held.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -88,6 +89,22 @@ describe('chunked prefill', () => {
         assert.equal(engine.stats.freeSlots, 4);
         if (engine.stats.kvCache) assert.equal(engine.stats.kvCache.heldBlocks, 0);
       });
+    }
+  });
+
+  test('batch-invariant (trainer.bitwise_on_policy): chunked prefill gives the same log-probs bit for bit', async (t) => {
+    if (!torch.packedLinearSupported()) return t.skip('needs a CPU with AVX2/FMA');
+    const request: GenerateRequest = { promptIds: [...SYSTEM, ...ids(113, 24)], maxTokens: 10, n: 2, ...GREEDY };
+    const logprobs = (options: RolloutEngineOptions) =>
+      withEngine({ slots: 4, batchInvariant: true, ...options }, async (engine) =>
+        (await engine.generate(request)).completions.map((c) => c.logprobs),
+      );
+    try {
+      const whole = await logprobs({});
+      const chunked = await logprobs({ chunkedPrefill: true, maxPrefillTokens: 24 });
+      assert.deepEqual(chunked, whole);
+    } finally {
+      model.setBatchInvariant(false); // the model is shared by the other tests
     }
   });
 
