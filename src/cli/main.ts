@@ -230,6 +230,10 @@ const SERVE_HELP = `trinity serve --model DIR [options]
   --max-length N           context per sequence (default: the model's, at most 2048)
   --enable-prefix-caching  a paged KV cache that keeps full blocks of finished requests and prefills a prompt only
                            past its longest cached prefix (a conversation's earlier turns); GET /metrics counts hits
+  --enable-chunked-prefill a prompt longer than a step's token budget is prefilled in chunks, one per step, between
+                           the decode steps of the running requests (GET /metrics: engine/prefill_chunks_total)
+  --max-num-batched-tokens N  tokens of one engine step (default 8192): each decoding request takes one, a prefill
+                           the rest; without --enable-chunked-prefill, the padded tokens of one prefill forward
   --max-tokens N           largest max_tokens a request may ask (default 4096)
   --max-prompt-tokens N    longest prompt (default: the context)
   --max-body-bytes N       largest request body (default 1048576)
@@ -250,6 +254,8 @@ async function serveCommand(args: string[]): Promise<number> {
       slots: { type: 'string' },
       'max-length': { type: 'string' },
       'enable-prefix-caching': { type: 'boolean' },
+      'enable-chunked-prefill': { type: 'boolean' },
+      'max-num-batched-tokens': { type: 'string' },
       'max-tokens': { type: 'string' },
       'max-prompt-tokens': { type: 'string' },
       'max-body-bytes': { type: 'string' },
@@ -293,6 +299,8 @@ async function serveCommand(args: string[]): Promise<number> {
     slots: int('slots', values.slots),
     maxLength: int('max-length', values['max-length']),
     enablePrefixCaching: values['enable-prefix-caching'],
+    chunkedPrefill: values['enable-chunked-prefill'],
+    maxNumBatchedTokens: int('max-num-batched-tokens', values['max-num-batched-tokens']),
     maxTokens: int('max-tokens', values['max-tokens']),
     maxPromptTokens: int('max-prompt-tokens', values['max-prompt-tokens']),
     maxBodyBytes: int('max-body-bytes', values['max-body-bytes']),

@@ -4,6 +4,7 @@
 //
 //   engine/requests, engine/running, engine/waiting        requests in the engine, sequences decoding, waiting
 //   engine/prefill_tokens_total                            positions run through prefill forwards (past cached prefixes)
+//   engine/prefill_chunks_total                            prompt chunks run (chunked prefill: a prompt over k steps counts k)
 //   engine/preemptions_total                               sequences preempted when blocks ran out (recomputed later)
 //   prefix_cache/hits_total, misses_total                  full prompt blocks found / not found in the prefix cache
 //   prefix_cache/evictions_total, invalidations_total      cached blocks taken back; caches emptied by weight syncs
@@ -17,6 +18,7 @@ export function engineMetrics(engines: readonly RolloutEngineStats[]): Record<st
     'engine/running': sum((s) => s.running),
     'engine/waiting': sum((s) => s.waiting),
     'engine/prefill_tokens_total': sum((s) => s.prefillTokens),
+    'engine/prefill_chunks_total': sum((s) => s.prefillChunks),
     'engine/preemptions_total': sum((s) => s.preemptions),
   };
   if (engines.some((s) => s.kvCache !== null)) {

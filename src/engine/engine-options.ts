@@ -20,6 +20,22 @@ export function positiveOption(name: string, value: number): number {
   return value;
 }
 
+/** maxPrefillTokens with its default, and chunkedPrefill checked against it and the other options. */
+export function prefillSettings(options: RolloutEngineOptions, slots: number): { maxPrefillTokens: number; chunked: boolean } {
+  const maxPrefillTokens = positiveOption('maxPrefillTokens', options.maxPrefillTokens ?? DEFAULT_MAX_PREFILL_TOKENS);
+  const chunked = options.chunkedPrefill ?? false;
+  // vLLM refuses max_num_batched_tokens < max_num_seqs likewise: a step's budget holds one token per decoding sequence
+  if (chunked && maxPrefillTokens < slots)
+    throw new RangeError(
+      `RolloutEngine: with chunkedPrefill, maxPrefillTokens (${maxPrefillTokens}) must be at least slots (${slots}): ` +
+        "a step's token budget holds one token for each decoding sequence",
+    );
+  // a prompt's experts are recorded from its one prefill forward
+  if (chunked && options.recordRoutedExperts)
+    throw new RangeError('RolloutEngine: recordRoutedExperts cannot be used with chunkedPrefill');
+  return { maxPrefillTokens, chunked };
+}
+
 /** The KV cache's settings with their defaults (the constructor, and load() before it reads any weight). */
 export function cacheSettings(config: ModelConfig, options: RolloutEngineOptions): CacheLayout {
   const slots = positiveOption('slots', options.slots ?? DEFAULT_SLOTS);

@@ -6,6 +6,7 @@
 export * from './chat.js';
 export * from './conversation.js';
 export { counterIncrease, engineMetrics } from './engine-metrics.js';
+export { DEFAULT_MAX_PREFILL_TOKENS } from './engine-options.js';
 export { sampleSeed } from './prepare-request.js';
 export * from './rollout-engine.js';
 export * from './types.js';

@@ -9,8 +9,10 @@
 //
 //   prefill   preempted sequences recompute their tokens (nothing sampled), else waiting sequences take slots
 //             (lowest first) and their prompts run as one right-padded forward (at most maxPrefillTokens padded
-//             tokens); the last position's logits give each its first token. The n samples of a request share the
-//             prompt's forward (planCopy: the slot copied, or the blocks shared) and draw with their own generators
+//             tokens; ./prefill-batch.ts); the last position's logits give each its first token. The n samples of a
+//             request share the prompt's forward (planCopy: the slot copied, or the blocks shared) and draw with
+//             their own generators. With chunkedPrefill a long prompt runs in chunks, one per step, so the decode
+//             steps of the running sequences go on in between
 //   yield     await setImmediate: timers, I/O, HTTP handlers and other requests' callers run
 //   decode    every running sequence feeds its last token: one forward [B, 1] over the cache, one sampling pass
 //             (./sampling.ts), one read-back of [2, B] values (ids and log-probs; plus each row's top-k ids and
@@ -54,6 +56,7 @@ import {
   shareKey,
   watchAbortAndTimeout,
 } from './request-state.js';
+import { type PrefillBatch, PrefillBatcher } from './prefill-batch.js';
 import { rightPadded, runSampledStep, type StepForward } from './sampled-step.js';
 import { prepareSampling } from './sampling.js';
 import { checkScoreRequest, scoreTokens } from './score.js';
@@ -64,9 +67,9 @@ import {
   checkCacheFitsModel,
   configEosIds,
   DEFAULT_DECODE_KEY_BUCKET,
-  DEFAULT_MAX_PREFILL_TOKENS,
   DEFAULT_REQUEST_TIMEOUT_MS,
   positiveOption,
+  prefillSettings,
 } from './engine-options.js';
 import { SequenceSlots } from './sequence-slots.js';
 import { cacheKeys, loadEngineModel, releaseVisionRequest, VisionInputs } from './vision-requests.js';
@@ -91,11 +94,14 @@ export class RolloutEngine {
    */
   readonly vocabSize: number;
   readonly maxPrefillTokens: number;
+  readonly chunkedPrefill: boolean;
   readonly decodeKeyBucket: number;
   readonly eosTokenIds: readonly number[];
   readonly requestTimeoutMs: number;
   readonly #ownsModel: boolean;
   readonly #cache: SequenceSlots;
+  /** Which sequences a prefill step runs, and how much of each prompt (partial prefills with chunkedPrefill). */
+  readonly #prefills: PrefillBatcher;
   /** Captured decode steps (null: captureDecode off). */
   readonly #decodeSteps: DecodeSteps | null;
   /** The model's device: inputs are created there. */
@@ -126,7 +132,7 @@ export class RolloutEngine {
     const layout = cacheSettings(model.config, options);
     ({ slots: this.slots, maxLength: this.maxLength } = layout);
     this.vocabSize = model.config.vocabSize;
-    this.maxPrefillTokens = positiveOption('maxPrefillTokens', options.maxPrefillTokens ?? DEFAULT_MAX_PREFILL_TOKENS);
+    ({ maxPrefillTokens: this.maxPrefillTokens, chunked: this.chunkedPrefill } = prefillSettings(options, this.slots));
     const timeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     if (!(timeout > 0)) throw new RangeError(`RolloutEngine: requestTimeoutMs must be > 0 (Infinity: none), got ${timeout}`);
     this.requestTimeoutMs = timeout;
@@ -153,6 +159,7 @@ export class RolloutEngine {
       );
     this.#decodeSteps = capture ? new DecodeSteps({ cudaGraphs: options.cudaGraphs ?? onCuda }) : null;
     this.#cache = new SequenceSlots(model, layout);
+    this.#prefills = new PrefillBatcher(this.#cache, { maxPrefillTokens: this.maxPrefillTokens, chunked: this.chunkedPrefill });
     if (capture) model.refreshPackedWeights(); // packed now, not inside the first captured steps
   }
 
@@ -188,6 +195,7 @@ export class RolloutEngine {
       steps: this.#steps,
       closed: this.#closed,
       prefillTokens: this.#prefillTokens,
+      prefillChunks: this.#prefills.prefillChunks,
       preemptions: this.#cache.preemptions,
       kvCache: this.#cache.pagedStats,
     };
@@ -329,6 +337,7 @@ export class RolloutEngine {
       else this.#waiting.delete(shareKey(state));
     }
     this.#preempted = this.#preempted.filter((s) => s.request !== state);
+    this.#prefills.drop(state);
     for (const s of state.sequences) if (s.slot !== -1) this.#release(s);
   }
 
@@ -359,9 +368,10 @@ export class RolloutEngine {
   async #run(): Promise<void> {
     try {
       await yieldToEventLoop(); // never compute inside the caller's generate()
-      while (!this.#closed && (this.#waiting.size > 0 || this.#running.length > 0 || this.#preempted.length > 0)) {
-        // preempted sequences start again before any waiting one
-        const started = this.#preempted.length > 0 ? this.#recompute() : this.#waiting.size > 0 && this.#prefill();
+      const pending = () => this.#waiting.size + this.#running.length + this.#preempted.length + this.#prefills.partialPrefills;
+      while (!this.#closed && pending() > 0) {
+        // preempted sequences start again before any waiting one (partial prefills go on when none can)
+        const started = this.#preempted.length > 0 ? this.#recompute() || this.#prefill(false) : this.#prefill();
         if (started) await yieldToEventLoop();
         if (this.#closed) break;
         if (this.#running.length > 0) {
@@ -378,56 +388,29 @@ export class RolloutEngine {
   }
 
   /**
-   * Moves waiting sequences into free slots and runs their prompts past what the prefix cache holds; each gets its
-   * first token. False when none could start (not enough free blocks for the next in line).
+   * A prefill step: partial prefills go on (chunkedPrefill), then (with `admitNew`) waiting sequences take free slots,
+   * their prompts run past what the prefix cache holds (./prefill-batch.ts), and each whose prompt is complete gets
+   * its first token. False when nothing could run (no free slot, not enough free blocks for the next in line).
    */
-  #prefill(): boolean {
-    const batch: Sequence[] = [];
-    // the n samples of a request share one prompt: it runs once (its first sample's row, a leader), the others get a
-    // copy of that slot's cache (paged: its blocks, shared) and sample their first token from the same logits
-    const leaders: Sequence[] = [];
-    const leaderRow = new Map<RequestState, number>();
-    const rowOf: number[] = [];
-    const suffixes: number[][] = []; // per leader: the prompt past its cached prefix
-    let longest = 0;
-    while (this.#waiting.size > 0 && this.#cache.freeSlots > 0) {
-      const [key, queue] = this.#waiting.entries().next().value as [string | RequestState, Sequence[]];
-      const seq = queue[0] as Sequence;
-      const prompt = seq.request.promptIds;
-      const keys = cacheKeys(seq); // image tokens keyed by their image (./vision-requests.ts)
-      const row = leaderRow.get(seq.request);
-      const length = Math.max(longest, row === undefined ? prompt.length - this.#cache.cachedPrefix(keys) : 0);
-      if (batch.length > 0 && length * (batch.length + 1) > this.maxPrefillTokens) break;
-      if (row === undefined) {
-        const cached = this.#cache.start(seq, keys);
-        if (cached === null) break;
-        leaderRow.set(seq.request, leaders.length);
-        rowOf.push(leaders.length);
-        leaders.push(seq);
-        suffixes.push(prompt.slice(cached));
-      } else {
-        if (!this.#cache.startSample(seq, prompt.length)) break;
-        rowOf.push(row);
-      }
-      // round-robin: this key's turn is over, it goes to the back of the line (or leaves it, served)
-      queue.shift();
-      this.#waiting.delete(key);
-      if (queue.length > 0) this.#waiting.set(key, queue);
-      this.#running.push(seq);
-      batch.push(seq);
-      longest = length;
-    }
-    if (batch.length === 0) return false;
+  #prefill(admitNew = true): boolean {
+    const next = this.#prefills.next(this.#waiting, this.#running.length, admitNew);
+    if (next === null) return false;
+    // leaders: the forward's rows; batch: the sequences that sample (a leader whose prompt is complete, its samples)
+    const { rows: leaders, ids: suffixes, keys, held, longest, sampled: batch, rowOf } = next;
+    this.#running.push(...batch);
     this.#prefillTokens += suffixes.reduce((sum, ids) => sum + ids.length, 0);
+    if (batch.length === 0) {
+      this.#forwardOnly(next, 'prefill');
+      return true;
+    }
     const record = this.#recordedLayers && StepRecord.prefill(rowOf, longest, leaders); // recordRoutedExperts
-    this.#step(batch, 'prefill', () => {
+    const prepare = () => {
       const rows = leaders.length;
       const lengths = suffixes.map((ids) => ids.length);
       const { inputIds, realTokens } = rightPadded(suffixes, longest, this.#device);
       const slots = leaders.map((s) => s.slot);
       // everything made from JavaScript data first: on a GPU an upload behind the queued forward waits for all of it
       const cache = this.#cache.cache;
-      const keys = leaders.map((s, b) => cacheKeys(s).slice(-(lengths[b] as number)));
       const cachePlan = cache.plan(slots, longest, realTokens, { tokenIds: keys });
       const device = this.#device;
       const lastPositions = [
@@ -450,7 +433,7 @@ export class RolloutEngine {
       return {
         logits: () => {
           const forward = { cache, slots, cachePlan, output: 'hidden' as const, ...record?.hook() };
-          const hidden = this.vision?.hidden(inputIds, leaders, lengths, forward) ?? this.model.forward(inputIds, forward);
+          const hidden = this.vision?.hidden(inputIds, leaders, lengths, forward, held) ?? this.model.forward(inputIds, forward);
           const last = hidden.index(lastPositions); // [B, H]: each row's last prompt position
           for (const copy of copies) copy.commit();
           const logits = this.model.logits(last);
@@ -458,7 +441,8 @@ export class RolloutEngine {
         },
         record,
       };
-    });
+    };
+    this.#step(batch, 'prefill', prepare, next.partial);
     return true;
   }
 
@@ -485,23 +469,29 @@ export class RolloutEngine {
     this.#preempted = this.#preempted.slice(batch.length);
     this.#running.push(...batch);
     this.#prefillTokens += suffixes.reduce((sum, ids) => sum + ids.length, 0);
+    const keys = batch.map((s, b) => cacheKeys(s, 1).slice(-(suffixes[b] as number[]).length));
+    this.#forwardOnly({ rows: batch, ids: suffixes, keys, held: batch.map(() => 1), longest }, 'recompute');
+    return true;
+  }
+
+  /** A forward that runs `ids` into the rows' slots and samples nothing (recomputed sequences, prompt chunks). */
+  #forwardOnly(part: Pick<PrefillBatch, 'rows' | 'ids' | 'keys' | 'held' | 'longest'>, what: string): void {
+    const { rows, ids, keys, held, longest } = part;
     try {
       torch.noGrad(() =>
         torch.scope(() => {
-          const { inputIds, realTokens } = rightPadded(suffixes, longest, this.#device);
-          const slots = batch.map((s) => s.slot);
+          const { inputIds, realTokens } = rightPadded(ids, longest, this.#device);
+          const slots = rows.map((s) => s.slot);
           const cache = this.#cache.cache;
-          const lengths = suffixes.map((ids) => ids.length);
-          const keys = batch.map((s, b) => cacheKeys(s, 1).slice(-(lengths[b] as number)));
           const cachePlan = cache.plan(slots, longest, realTokens, { tokenIds: keys });
           const forward = { cache, slots, cachePlan, output: 'hidden' as const };
-          this.vision?.hidden(inputIds, batch, lengths, forward, 1) ?? this.model.forward(inputIds, forward);
+          const lengths = ids.map((row) => row.length);
+          this.vision?.hidden(inputIds, rows, lengths, forward, held) ?? this.model.forward(inputIds, forward);
         }),
       );
     } catch (error) {
-      this.#failStep(batch, 'recompute', error);
+      this.#failStep(rows, what, error);
     }
-    return true;
   }
 
   /** One token for every running sequence (paged: after taking the blocks it needs, preempting if they run out). */
@@ -509,7 +499,8 @@ export class RolloutEngine {
     const preempted = this.#cache.growForDecode(this.#running);
     if (preempted.length > 0) {
       this.#running = this.#running.filter((s) => !preempted.includes(s));
-      this.#preempted.push(...preempted.reverse()); // the earliest started first
+      // the earliest started first; a partial prefill stays with #prefills, which starts it again
+      this.#preempted.push(...preempted.filter((s) => !this.#prefills.isPartial(s)).reverse());
       if (this.#running.length === 0) return;
     }
     const batch = [...this.#running].sort((a, b) => a.slot - b.slot);
@@ -554,8 +545,16 @@ export class RolloutEngine {
     }
   }
 
-  /** Prepares and runs the step's forward (→ logits [B, V]), samples one token per row, appends it and applies the stop rules. */
-  #step(batch: Sequence[], what: 'prefill' | 'decode', prepare: () => StepForward & { record?: StepRecord | null }): void {
+  /**
+   * Prepares and runs the step's forward (→ logits [B, V]), samples one token per row, appends it and applies the stop
+   * rules. If it throws, the requests of `batch` and of `unsampledRows` (prompt chunks in the forward) fail.
+   */
+  #step(
+    batch: Sequence[],
+    what: 'prefill' | 'decode',
+    prepare: () => StepForward & { record?: StepRecord | null },
+    unsampledRows: readonly Sequence[] = [],
+  ): void {
     let values: Float64Array;
     const recording: { step: StepRecord | null } = { step: null }; // recordRoutedExperts
     const topK = Math.max(0, ...batch.map((s) => s.request.topLogprobs));
@@ -576,7 +575,7 @@ export class RolloutEngine {
       );
       this.#steps++;
     } catch (error) {
-      this.#failStep(batch, what, error);
+      this.#failStep([...batch, ...unsampledRows], what, error);
       return;
     }
     const rows = batch.length;

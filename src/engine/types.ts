@@ -138,6 +138,8 @@ export interface RolloutEngineStats {
   closed: boolean;
   /** Positions run through prefill forwards so far (prompts past their cached prefix, recomputed sequences). */
   prefillTokens: number;
+  /** Prompt chunks run so far (chunkedPrefill): a prompt prefilled over k steps counts k, one run whole 0. */
+  prefillChunks: number;
   /** Sequences preempted so far (paged: blocks ran out mid-decode); each was recomputed later. */
   preemptions: number;
   /** The paged cache's blocks and prefix-cache counters (hits, misses, evictions in blocks); null for 'slots'. */
@@ -168,8 +170,18 @@ export interface RolloutEngineOptions {
   enablePrefixCaching?: boolean;
   /** Cache positions per slot: prompt + completion. Default min(max_position_embeddings, 2048). */
   maxLength?: number;
-  /** Padded prompt tokens per prefill forward (a longer prompt still runs, alone). Default 8192. */
+  /**
+   * Padded prompt tokens per prefill forward (a longer prompt still runs, alone). With chunkedPrefill, the token
+   * budget of one engine step (vLLM's max_num_batched_tokens): each decoding sequence counts one, the prefill forward
+   * gets the rest, and a longer prompt runs in chunks; at least `slots` then. Default 8192.
+   */
   maxPrefillTokens?: number;
+  /**
+   * Prefill a prompt longer than a step's budget (maxPrefillTokens) in chunks, one per engine step, each followed by
+   * the decode step of the running sequences, so they are not stalled by it (vLLM's enable_chunked_prefill;
+   * ./prefill-batch.ts). The same tokens as without, log-probs up to float rounding. Default false.
+   */
+  chunkedPrefill?: boolean;
   /** Ids that end generation. Default: the tokenizer's eos ids, else config.json's eos_token_id. */
   eosTokenIds?: readonly number[];
   /** Default per-request timeout in ms (Infinity: none). Default 30 minutes. */

@@ -211,7 +211,8 @@ export class VisionInputs {
 
   /**
    * The final hidden states [B, T, H] of a prefill (or, held 1, a recompute) of right-padded `inputIds` [B, T] over
-   * the engine's cache: row b is the last lengths[b] positions of seqs[b]'s tokens (visionRow), image rows from its
+   * the engine's cache: row b is the lengths[b] positions of seqs[b]'s tokens that end `held` (or held[b]) before its
+   * last (visionRow; a chunk of a prompt part-way through ends before the prompt's end), image rows from its
    * request's vision tower output, M-RoPE positions from where the row starts.
    */
   hidden(
@@ -219,9 +220,11 @@ export class VisionInputs {
     seqs: readonly EngineSequence[],
     lengths: readonly number[],
     forward: Pick<ForwardOptions, 'cache' | 'slots' | 'cachePlan'>,
-    held = 0,
+    held: number | readonly number[] = 0,
   ): torch.Tensor {
-    const rows = seqs.map((seq, b) => visionRow(seq, held, lengths[b] as number));
+    const rows = seqs.map((seq, b) =>
+      visionRow(seq, typeof held === 'number' ? held : (held[b] as number), lengths[b] as number),
+    );
     const [batch, seqLen] = inputIds.shape as [number, number];
     const device = inputIds.device;
     const positions = new BigInt64Array(3 * batch * seqLen);

@@ -5,6 +5,7 @@
 // Types only, in a file of its own at the top of src/rft (beside task.ts and experience.ts): it names types of
 // buffer/, monitor/, auxiliary/ and data/ and is read by explorer/, trainer/ and run/, while src/rft/config/ (the
 // config language every part's config section is written in) stays below all of them.
+import type { RolloutEngineOptions } from '../engine/index.js';
 import type { ModelDType } from '../model/index.js';
 import type { AuxiliaryModelSettings } from './auxiliary/index.js';
 import type { SelectorConfig, TasksetConfig } from './buffer/index.js';
@@ -95,6 +96,11 @@ export interface StageSettings {
           engineProcess: boolean;
           /** explorer.rollout_model.enable_prefix_caching: a paged KV cache with a prefix cache (src/engine). */
           prefixCaching: boolean;
+          /**
+           * explorer.rollout_model.enable_chunked_prefill and max_num_batched_tokens (unset: the engine's default), as
+           * the engine's options.
+           */
+          prefill: Pick<RolloutEngineOptions, 'chunkedPrefill' | 'maxPrefillTokens'>;
           /** explorer.rollout_model.weight_sync_buffer_size in bytes: a folder is loaded in buckets of at most this. */
           weightSyncBufferBytes: number;
         }

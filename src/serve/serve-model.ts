@@ -35,6 +35,10 @@ export interface ServeModelOptions {
   maxLength?: number;
   /** A paged KV cache whose full blocks are reused by requests with the same prefix (the engine's enablePrefixCaching). */
   enablePrefixCaching?: boolean;
+  /** Prefill a long prompt in chunks between decode steps (the engine's chunkedPrefill). */
+  chunkedPrefill?: boolean;
+  /** Tokens of one engine step (vLLM's max_num_batched_tokens; the engine's maxPrefillTokens). Default 8192. */
+  maxNumBatchedTokens?: number;
   maxTokens?: number;
   maxPromptTokens?: number;
   maxBodyBytes?: number;
@@ -78,6 +82,8 @@ export async function serveModel(options: ServeModelOptions): Promise<ServedMode
     slots: options.slots ?? 16,
     ...(options.maxLength !== undefined ? { maxLength: options.maxLength } : {}),
     ...(options.enablePrefixCaching ? { enablePrefixCaching: true } : {}),
+    ...(options.chunkedPrefill ? { chunkedPrefill: true } : {}),
+    ...(options.maxNumBatchedTokens !== undefined ? { maxPrefillTokens: options.maxNumBatchedTokens } : {}),
     ...(options.dtype ? { dtype: options.dtype } : {}),
     ...(options.numThreads ? { numThreads: options.numThreads } : {}),
   };

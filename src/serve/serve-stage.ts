@@ -218,6 +218,7 @@ async function startServeEngine(
     slots: settings.explorer.slots,
     maxLength: settings.explorer.maxLength,
     ...(engineSpec.type === 'embedded' && engineSpec.prefixCaching ? { enablePrefixCaching: true } : {}),
+    ...(engineSpec.type === 'embedded' ? engineSpec.prefill : {}),
   };
   // engine_num > 1: a pool on threads (a conversation's follow-up calls go to the engine that decoded it)
   const engine =

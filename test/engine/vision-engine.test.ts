@@ -1,6 +1,7 @@
 // The rollout engine with a Qwen2.5-VL model (src/engine/vision-requests.ts): greedy tokens equal the model's own
 // greedy loop (a full forward over prompt + tokens so far each step, no cache) for two requests with different images
-// and a text-only request in one batch, on the slot cache and on a paged cache with prefix caching and preemption;
+// and a text-only request in one batch, on the slot cache, on a paged cache with prefix caching and preemption and
+// with chunked prefill (chunks that end inside an image's run);
 // the same prompt with another image is never served from the first image's cached blocks; bad image requests are
 // refused as 'invalid', naming what is wrong.
 import assert from 'node:assert/strict';
@@ -87,6 +88,11 @@ describe('a Qwen2.5-VL model in the rollout engine', () => {
       'paged cache, prefix caching, preemption',
       { slots: 5, maxLength: 48, kvBlockSize: 4, kvBlocks: 15, enablePrefixCaching: true },
     ],
+    // prompts prefilled in chunks of a few tokens between decode steps: chunks end inside the image runs
+    [
+      'chunked prefill, paged cache, prefix caching',
+      { slots: 5, maxLength: 48, kvBlockSize: 4, enablePrefixCaching: true, chunkedPrefill: true, maxPrefillTokens: 8 },
+    ],
   ];
   for (const [name, options] of layouts) {
     test(`${name}: greedy tokens equal the model's own greedy loop, two images and a text request in one batch`, async () => {
@@ -122,6 +128,7 @@ describe('a Qwen2.5-VL model in the rollout engine', () => {
         // decode steps with M-RoPE positions as inputs are captured and replayed
         if (options.kvBlocks === undefined) assert.ok((engine.decodeStepStats?.replays ?? 0) > 0);
         if (options.kvBlocks !== undefined) assert.ok(engine.stats.preemptions > 0, 'the small paged cache preempted');
+        if (options.chunkedPrefill) assert.ok((engine.stats.prefillChunks ?? 0) > 2, 'prompts ran in chunks');
       } finally {
         await engine.close();
       }

@@ -39,7 +39,6 @@ const VLLM_KEYS: readonly [string, Kind, string][] = [
     "vLLM's KV-cache share of GPU memory: the embedded engine sizes its cache from slots (sequences decoded at once)",
   ],
   ['enforce_eager', 'boolean', "vLLM's CUDA-graph switch: the embedded engine always runs eagerly"],
-  ['enable_chunked_prefill', 'boolean', "vLLM's chunked prefill: the embedded engine prefills a prompt in one pass"],
   ['use_v1', 'boolean', "vLLM's engine version"],
   ['enable_openai_api', 'boolean', "vLLM's OpenAI server in the engine actor: every model handle here has model.openai()"],
 ];
@@ -104,6 +103,11 @@ export const IGNORED_KEYS: readonly IgnoredKey[] = [
     path: 'explorer.auxiliary_models.*.enable_prefix_caching',
     kind: 'boolean',
     why: "vLLM's prefix cache: an auxiliary model's engine prefills each prompt anew (explorer.rollout_model has the key)",
+  },
+  {
+    path: 'explorer.auxiliary_models.*.enable_chunked_prefill',
+    kind: 'boolean',
+    why: "vLLM's chunked prefill: an auxiliary model's engine prefills each prompt in one pass (explorer.rollout_model has the key)",
   },
   { path: 'trainer.trainer_type', kind: 'string', why: 'the training backend (veRL, Tinker): the trainer here is its own' },
   {

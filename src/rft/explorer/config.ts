@@ -18,6 +18,7 @@ import {
   numIn,
   str,
 } from '../config/value-schemas.js';
+import { DEFAULT_MAX_PREFILL_TOKENS } from '../../engine/index.js';
 import type { StageMode, StageSettings } from '../settings.js';
 import { DEFAULT_WORKFLOW_MAX_HEAP_MB } from '../workflow/isolation/pool.js';
 
@@ -36,6 +37,12 @@ export const RolloutModelSchema = z.strictObject({
   slots: intIn(1, MAX_SLOTS).default(8), // [1, 4096] sequences decoded at once per engine (KV-cache slots)
   // embedded only: a paged KV cache whose full blocks are kept and reused by prompts with the same prefix (vLLM's key)
   enable_prefix_caching: bool().default(false),
+  // embedded only: a prompt longer than a step's token budget is prefilled in chunks between decode steps (vLLM's key)
+  enable_chunked_prefill: bool().default(false),
+  // embedded only: [1, 2^20] tokens of one engine step (vLLM's key): with enable_chunked_prefill each decoding sequence
+  // takes one and the prefill chunk the rest (at least slots then); without, the padded tokens of one prefill forward
+  // (a longer prompt still runs whole, alone); null: 8192 (veRL's rollout default)
+  max_num_batched_tokens: intIn(1, MAX_TOKENS).nullable().default(null),
   // openai only: one server (…/v1), or a list: a pool with health checks and failover
   base_url: z
     .union([z.array(str()).min(1), str()])
@@ -113,6 +120,16 @@ export function checkRolloutModel(rollout: RolloutModelConfig, mode: StageMode, 
         'explorer.rollout_model.enable_prefix_caching',
         "switches the embedded engine's prefix cache; an external server sets its own: remove it",
       );
+    const stepKeys = {
+      enable_chunked_prefill: rollout.enable_chunked_prefill,
+      max_num_batched_tokens: rollout.max_num_batched_tokens !== null,
+    };
+    for (const [key, set] of Object.entries(stepKeys))
+      if (set)
+        problem(
+          `explorer.rollout_model.${key}`,
+          "schedules the embedded engine's steps; an external server sets its own: remove it",
+        );
     if (rollout.weight_sync_buffer_size !== null)
       problem(
         'explorer.rollout_model.weight_sync_buffer_size',
@@ -121,6 +138,13 @@ export function checkRolloutModel(rollout: RolloutModelConfig, mode: StageMode, 
   } else if (mode === 'serve' && rollout.engine_process) {
     problem('explorer.rollout_model.engine_process', 'mode serve runs its engines on threads of its own process: remove it');
   } else {
+    const budget = rollout.max_num_batched_tokens ?? DEFAULT_MAX_PREFILL_TOKENS;
+    if (rollout.enable_chunked_prefill && budget < rollout.slots)
+      problem(
+        'explorer.rollout_model.max_num_batched_tokens',
+        `(${budget}) is below slots (${rollout.slots}): with enable_chunked_prefill each decoding sequence takes one ` +
+          "token of a step's budget: raise it to at least slots",
+      );
     for (const key of ['base_url', 'api_key', 'model_name'] as const) {
       if (rollout[key] !== null) problem(`explorer.rollout_model.${key}`, "is only used with engine_type 'openai'");
     }
@@ -173,6 +197,10 @@ export function explorerSettings(explorer: ExplorerConfig, context: ExplorerSett
             engineNum: rollout.engine_num,
             engineProcess: rollout.engine_process,
             prefixCaching: rollout.enable_prefix_caching,
+            prefill: {
+              chunkedPrefill: rollout.enable_chunked_prefill,
+              ...(rollout.max_num_batched_tokens !== null ? { maxPrefillTokens: rollout.max_num_batched_tokens } : {}),
+            },
             weightSyncBufferBytes: (rollout.weight_sync_buffer_size ?? DEFAULT_WEIGHT_SYNC_BUFFER_MB) * 1024 * 1024,
           },
   };

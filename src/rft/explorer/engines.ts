@@ -48,6 +48,7 @@ async function startEngine(settings: EngineSettings, weightsDir: string, log: (l
       slots: settings.explorer.slots,
       maxLength: settings.explorer.maxLength,
       ...(spec.prefixCaching ? { enablePrefixCaching: true } : {}),
+      ...spec.prefill,
       weightSyncBufferBytes: spec.weightSyncBufferBytes,
       ...(recordRoutedExperts ? { recordRoutedExperts } : {}),
       // trainer.bitwise_on_policy: the sampler's half (the trainer's: ../trainer/trainer-worker-main.ts)

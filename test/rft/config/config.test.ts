@@ -130,6 +130,8 @@ describe('loadConfig: defaults and derived keys', () => {
         weight_sync_buffer_size: null, // Trinity's 1024 MB: an embedded engine loads a weights folder in such buckets
         slots: 8,
         enable_prefix_caching: false, // vLLM's key: the paged KV cache keeps full blocks for prompts with the same prefix
+        enable_chunked_prefill: false, // vLLM's key: a long prompt is prefilled in chunks between decode steps
+        max_num_batched_tokens: null, // vLLM's key: a step's token budget; null: 8192
         base_url: null,
         api_key: null,
         model_name: null,

@@ -71,6 +71,7 @@ buffer:
       engineNum: 1,
       engineProcess: false,
       prefixCaching: false,
+      prefill: { chunkedPrefill: false },
       weightSyncBufferBytes: 1024 * 1024 * 1024,
     });
 
@@ -150,6 +151,32 @@ describe('refused settings name the key, say it is not supported here, and what 
     );
   });
 
+  it("explorer.rollout_model.enable_chunked_prefill and max_num_batched_tokens reach the embedded engine's options", () => {
+    const engineOf = (rollout: string) => settingsOf(`explorer: {rollout_model: {${rollout}}}\n`).explorer.engine;
+    const prefill = (rollout: string) => {
+      const engine = engineOf(rollout);
+      return engine.type === 'embedded' ? engine.prefill : null;
+    };
+    assert.deepEqual(prefill('enable_chunked_prefill: true'), { chunkedPrefill: true });
+    assert.deepEqual(prefill('enable_chunked_prefill: true, max_num_batched_tokens: 512'), {
+      chunkedPrefill: true,
+      maxPrefillTokens: 512,
+    });
+    assert.deepEqual(prefill('max_num_batched_tokens: 512'), { chunkedPrefill: false, maxPrefillTokens: 512 });
+    assert.deepEqual(
+      problems(`${BASE}explorer: {rollout_model: {slots: 16, enable_chunked_prefill: true, max_num_batched_tokens: 8}}\n`),
+      [
+        'explorer.rollout_model.max_num_batched_tokens: (8) is below slots (16): with enable_chunked_prefill each decoding ' +
+          "sequence takes one token of a step's budget: raise it to at least slots",
+      ],
+    );
+    const server = `${BASE}explorer: {rollout_model: {engine_type: openai, base_url: http://a/v1, enable_chunked_prefill: true, max_num_batched_tokens: 64}}\n`;
+    assert.deepEqual(problems(server), [
+      "explorer.rollout_model.enable_chunked_prefill: schedules the embedded engine's steps; an external server sets its own: remove it",
+      "explorer.rollout_model.max_num_batched_tokens: schedules the embedded engine's steps; an external server sets its own: remove it",
+    ]);
+  });
+
   it('explorer.rollout_model.engine_num > 1: engine pools (no longer refused); an external pool takes one per base_url', () => {
     // embedded: two engines reach the stage (test/rft/run/engine-pool-config.test.ts checks the rest of the pool's keys)
     assert.deepEqual(settingsOf('explorer: {rollout_model: {engine_num: 2}}\n').explorer.engine, {
@@ -158,6 +185,7 @@ describe('refused settings name the key, say it is not supported here, and what 
       engineNum: 2,
       engineProcess: false,
       prefixCaching: false,
+      prefill: { chunkedPrefill: false },
       weightSyncBufferBytes: 1024 * 1024 * 1024,
     });
     // what is still refused names the key, the value and what to use

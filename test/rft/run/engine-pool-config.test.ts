@@ -48,6 +48,7 @@ describe('engine pool settings', () => {
       engineNum: 2,
       engineProcess: false,
       prefixCaching: false,
+      prefill: { chunkedPrefill: false },
       weightSyncBufferBytes: 1024 * 1024 * 1024, // Trinity's weight_sync_buffer_size default, 1024 MB
     });
     const processes = settingsOf('explorer: {rollout_model: {engine_num: 2, engine_process: true}}\n');
@@ -57,6 +58,7 @@ describe('engine pool settings', () => {
       engineNum: 2,
       engineProcess: true,
       prefixCaching: false,
+      prefill: { chunkedPrefill: false },
       weightSyncBufferBytes: 1024 * 1024 * 1024,
     });
   });
