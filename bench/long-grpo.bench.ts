@@ -26,14 +26,18 @@
 // stand-ins (-1 per token); TRL takes π_old = π (num_iterations 1); neither side runs a forward for them.
 //
 // Each step runs every side once, the order rotating per step; figures are medians over --steps after --warmup.
-// Per side: seconds per step, tokens/s (Σ rows' prompt + response tokens per second: what a pad-free row-by-row
-// forward runs), positions the model computed (pads included; a shared prompt once), and on cuda MFU =
-// 6 · parameters · tokens / seconds / peak, the card's dense bf16 peak (PEAK_TFLOPS, or --peak-tflops).
+// Per side: seconds per step (wall, and the CPU seconds of the side's process, all threads: on a machine shared with
+// other jobs the CPU time moves less with their load), tokens/s (Σ rows' prompt + response tokens per second: what a
+// pad-free row-by-row forward runs), positions the model computed (pads included; a shared prompt once) and the real
+// tokens' share of them, TRL's time over each of ours, and on cuda MFU = 6 · parameters · tokens/s / peak, the card's
+// dense bf16 peak (PEAK_TFLOPS, or --peak-tflops; ours computes a group's prompt once, so its FLOPs are fewer than
+// 6 · N · tokens: the same count for every side). --end-to-end adds GRPO steps with generation (endToEnd below).
 // Prints the CPU (features, threads, load), tables and one JSON line.
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { RolloutEngine } from '../src/engine/index.js';
 import { CausalLM, type ModelDType, type ModelInitOptions, initModel } from '../src/model/index.js';
 import { resolveAlgorithm } from '../src/rft/algorithm/index.js';
 import type { Experience } from '../src/rft/experience.js';
@@ -56,7 +60,7 @@ import {
   secondsSince,
   table,
 } from './harness.js';
-import { type GrpoRow, grpoRows, type LengthDistribution, lengthP99 } from './math-word-problems.js';
+import { boxedAnswerReward, type GrpoRow, grpoRows, type LengthDistribution, lengthP99 } from './math-word-problems.js';
 
 const HELP = `GRPO steps on long-tail math rollouts: ours (padded and packed rows) against TRL's GRPOTrainer, same rows.
   node --import tsx bench/long-grpo.bench.ts [options]
@@ -73,6 +77,7 @@ const HELP = `GRPO steps on long-tail math rollouts: ours (padded and packed row
   --steps N --warmup N  timed steps and untimed ones before them (default 2 and 1)
   --threads N           intra-op threads of both sides (default: the core count)
   --skip-trl            ours only
+  --end-to-end          also GRPO steps with generation (ours packed; the timed steps' prompts and lengths)
   --peak-tflops X       the card's dense bf16 peak for MFU where PEAK_TFLOPS does not name it
   --seed N              which problems and lengths (default 0)
   --work DIR            model and rows folder (default runs/bench-long-grpo; removed after unless --keep)
@@ -94,6 +99,7 @@ const { values: flags } = parseArgs({
     warmup: { type: 'string', default: '1' },
     threads: { type: 'string' },
     'skip-trl': { type: 'boolean', default: false },
+    'end-to-end': { type: 'boolean', default: false },
     'peak-tflops': { type: 'string' },
     seed: { type: 'string', default: '0' },
     work: { type: 'string' },
@@ -127,9 +133,12 @@ interface StepTiming {
   computed: number;
 }
 
+/** A row to train; `logprobs`: the rollout's, where it was generated (else stand-ins, see the header). */
+type TrainRow = GrpoRow & { logprobs?: number[] };
+
 interface Side {
   name: string;
-  step(s: number, rows: GrpoRow[]): Promise<StepTiming>;
+  step(s: number, rows: TrainRow[]): Promise<StepTiming>;
   close(): Promise<void>;
 }
 
@@ -179,7 +188,7 @@ function ourSide(
         eid: `s${s}-row${i}`,
         tokens: [...r.prompt_ids, ...r.completion_ids],
         promptLength: r.prompt_ids.length,
-        logprobs: r.completion_ids.map(() => -1),
+        logprobs: r.logprobs ?? r.completion_ids.map(() => -1),
         reward: r.reward,
         info: { taskId: `s${s}-${r.question}`, runId: i },
       }));
@@ -225,17 +234,80 @@ interface SideFigures {
   mfu: number | null;
 }
 
+interface EndToEndFigures {
+  generateSeconds: number;
+  trainSeconds: number;
+  stepSeconds: number;
+  tokensPerSecond: number;
+}
+
+/**
+ * --end-to-end: GRPO steps with generation, ours packed. Each step's prompts and response lengths are the rows' (the
+ * same draws); the embedded engine (a model in the inference layout, the same weights, one slot per row) samples each
+ * response at temperature 1 with eos ignored, so that it is exactly as long as the row's; the rewards are the boxed
+ * answers of what it wrote (a random model: about none right), the rollout log-probs the engine's. Then `train` runs
+ * its step on those rows. Weight sync is not timed (in mode colocate the engine reads the trainer's weights).
+ */
+async function endToEnd(
+  modelDir: string,
+  options: { dtype: ModelDType; device: string; train: Side; stepRows: GrpoRow[][]; tokenizer: Tokenizer },
+): Promise<EndToEndFigures> {
+  const onDevice = options.device === 'cpu' ? {} : { device: options.device };
+  const model = CausalLM.load(modelDir, { dtype: options.dtype, ...onDevice, layout: 'inference' });
+  const slots = Math.max(...options.stepRows.map((rows) => rows.length));
+  const maxLength = Math.max(...options.stepRows.flat().map((r) => r.prompt_ids.length + r.completion_ids.length));
+  const engine = new RolloutEngine(model, { slots, maxLength, eosTokenIds: [] });
+  const per: { generate: number; train: number; tokens: number }[] = [];
+  try {
+    for (const [s, rows] of options.stepRows.entries()) {
+      const t0 = now();
+      const generated = await Promise.all(
+        rows.map(async (row, i): Promise<TrainRow> => {
+          const result = await engine.generate({
+            promptIds: row.prompt_ids,
+            maxTokens: row.completion_ids.length,
+            temperature: 1,
+            ignoreEos: true,
+            seed: s * 1000 + i,
+          });
+          const completion = result.completions[0];
+          if (completion === undefined) throw new Error(`end to end: no completion for step ${s} row ${i}`);
+          const text = options.tokenizer.decode(completion.tokenIds, { skipSpecialTokens: true });
+          return {
+            ...row,
+            completion_ids: completion.tokenIds,
+            logprobs: completion.logprobs,
+            reward: boxedAnswerReward(text, row.answer),
+          };
+        }),
+      );
+      const generate = secondsSince(t0);
+      const trained = await options.train.step(s, generated);
+      const tokens = generated.reduce((a, r) => a + r.prompt_ids.length + r.completion_ids.length, 0);
+      per.push({ generate, train: trained.seconds, tokens });
+      console.log(`end to end step ${s}: generate ${fmt(generate, 2)} s, train ${fmt(trained.seconds, 2)} s`);
+    }
+  } finally {
+    await engine.close();
+    model.dispose();
+  }
+  const stepSeconds = median(per.map((p) => p.generate + p.train));
+  return {
+    generateSeconds: r3(median(per.map((p) => p.generate))),
+    trainSeconds: r3(median(per.map((p) => p.train))),
+    stepSeconds: r3(stepSeconds),
+    tokensPerSecond: Math.round(median(per.map((p) => p.tokens / (p.generate + p.train)))),
+  };
+}
+
 function flagIn<T extends string>(name: string, value: string, allowed: readonly T[]): T {
   if (!(allowed as readonly string[]).includes(value))
     throw new Error(`--${name} must be one of ${allowed.join(', ')}, got '${value}'`);
   return value as T;
 }
 
-async function main(): Promise<void> {
-  if (flags.help) {
-    console.log(HELP);
-    return;
-  }
+/** The command line, checked (see HELP); defaults by device. */
+function readSettings() {
   const device = flagIn('device', flags.device, ['cpu', 'cuda'] as const);
   const onGpu = device === 'cuda';
   const shape = flagIn('shape', flags.shape ?? (onGpu ? '0.6b' : 'cpu'), ['cpu', '0.6b'] as const);
@@ -245,18 +317,10 @@ async function main(): Promise<void> {
   const micro = positiveFlag('micro', flags.micro ?? (onGpu ? '4' : '2'));
   if ((tasks * group) % micro !== 0)
     throw new Error(`--micro ${micro} must divide a step's ${tasks * group} rows (--tasks × --group)`);
-  const tokenBudget = positiveFlag('token-budget', flags['token-budget']);
-  const steps = positiveFlag('steps', flags.steps);
   const warmup = Number(flags.warmup);
   if (!Number.isInteger(warmup) || warmup < 0) throw new Error(`--warmup must be a non-negative integer, got '${flags.warmup}'`);
   const sigma = Number(flags.sigma);
   if (!(sigma >= 0 && sigma <= 3)) throw new Error(`--sigma must be a number in [0, 3], got '${flags.sigma}'`);
-  const lengths: LengthDistribution = {
-    median: positiveFlag('median', flags.median),
-    sigma,
-    cap: positiveFlag('cap', flags.cap),
-  };
-  const threads = positiveFlag('threads', flags.threads ?? String(os.availableParallelism()));
   const seed = Number(flags.seed);
   if (!Number.isInteger(seed) || seed < 0) throw new Error(`--seed must be a non-negative integer, got '${flags.seed}'`);
   const card = onGpu ? gpuName() : null;
@@ -266,11 +330,170 @@ async function main(): Promise<void> {
       : (PEAK_TFLOPS.find(([pattern]) => card !== null && pattern.test(card))?.[1] ?? null);
   if (peakTflops !== null && !(peakTflops > 0))
     throw new Error(`--peak-tflops must be a positive number, got '${flags['peak-tflops']}'`);
-  torch.setNumThreads(threads);
+  const lengths: LengthDistribution = {
+    median: positiveFlag('median', flags.median),
+    sigma,
+    cap: positiveFlag('cap', flags.cap),
+  };
+  return {
+    device,
+    onGpu,
+    shape,
+    dtype,
+    tasks,
+    group,
+    micro,
+    warmup,
+    seed,
+    card,
+    peakTflops,
+    lengths,
+    tokenBudget: positiveFlag('token-budget', flags['token-budget']),
+    steps: positiveFlag('steps', flags.steps),
+    threads: positiveFlag('threads', flags.threads ?? String(os.availableParallelism())),
+    work: resolve(flags.work ?? join(repoRoot, 'runs', 'bench-long-grpo')),
+  };
+}
 
-  const work = resolve(flags.work ?? join(repoRoot, 'runs', 'bench-long-grpo'));
-  const modelDir = join(work, `qwen3-${shape}-${dtype}`);
-  mkdirSync(work, { recursive: true });
+/** Σ rows' prompt + response tokens: what a pad-free row-by-row forward runs (the tokens of tokens/s and MFU). */
+const rowTokens = (rows: readonly GrpoRow[]): number =>
+  rows.reduce((a, r) => a + r.prompt_ids.length + r.completion_ids.length, 0);
+
+/**
+ * Real tokens: what a pad-free forward with each group's prompt once runs (each distinct prompt but its last token;
+ * each row's last prompt token and its response but the response's last token), the numerator of real/computed.
+ */
+const realTokens = (rows: readonly GrpoRow[]): number =>
+  [...new Map(rows.map((r) => [r.prompt_ids.join(','), r.prompt_ids.length - 1])).values()].reduce((a, n) => a + n, 0) +
+  rows.reduce((a, r) => a + r.completion_ids.length, 0);
+
+/** One side's medians over the timed steps (`timed[i]`: the rows of timing i). */
+function sideFigures(
+  timings: readonly StepTiming[],
+  timed: readonly GrpoRow[][],
+  mfu: { parameters: number; peakTflops: number } | null,
+): SideFigures {
+  const perStep = timings.map((t, i) => ({
+    ...t,
+    tokensPerSecond: rowTokens(timed[i] as GrpoRow[]) / t.seconds,
+    real: realTokens(timed[i] as GrpoRow[]) / t.computed,
+  }));
+  const tokensPerSecond = median(perStep.map((p) => p.tokensPerSecond));
+  return {
+    stepSeconds: r3(median(perStep.map((p) => p.seconds))),
+    cpuSecondsPerStep: r3(median(perStep.map((p) => p.cpuSeconds))),
+    tokensPerSecond: Math.round(tokensPerSecond),
+    computedPositions: Math.round(median(perStep.map((p) => p.computed))),
+    realShare: r3(median(perStep.map((p) => p.real))),
+    // MFU = 6 · N · tokens/s / peak
+    mfu: mfu === null ? null : r3((6 * mfu.parameters * tokensPerSecond) / (mfu.peakTflops * 1e12)),
+  };
+}
+
+/** Runs warm-up + timed steps, every side once a step, the order rotating; the timed steps' timings per side. */
+async function runSteps(
+  sides: readonly Side[],
+  stepRows: readonly GrpoRow[][],
+  warmup: number,
+): Promise<Map<string, StepTiming[]>> {
+  const timings = new Map<string, StepTiming[]>(sides.map((side) => [side.name, []]));
+  for (const [s, rows] of stepRows.entries()) {
+    const order = sides.map((_, i) => sides[(i + s) % sides.length] as Side);
+    for (const side of order) {
+      const timing = await side.step(s, rows);
+      if (s >= warmup) timings.get(side.name)?.push(timing);
+      console.log(`step ${s}${s < warmup ? ' (warm-up)' : ''}: ${side.name} ${fmt(timing.seconds, 2)} s`);
+    }
+  }
+  return timings;
+}
+
+function printTables(
+  figures: Record<string, SideFigures>,
+  endToEndFigures: EndToEndFigures | null,
+  about: {
+    steps: number;
+    warmup: number;
+    tasks: number;
+    group: number;
+    onGpu: boolean;
+    timed: GrpoRow[][];
+    lengths: LengthDistribution;
+  },
+): void {
+  const ratio = speedupOverTrl(figures);
+  table(
+    `GRPO step on the same rows (median of ${about.steps} steps after ${about.warmup} warm-up; ${about.tasks} prompts × ` +
+      `${about.group} responses, about ${Math.round(median(about.timed.map(rowTokens)))} prompt + response tokens a step)`,
+    [
+      'side',
+      's/step',
+      'CPU s/step',
+      'tokens/s',
+      'computed positions',
+      'real/computed',
+      ...(about.onGpu ? ['MFU'] : []),
+      'TRL s / side s',
+      'TRL CPU s / side CPU s',
+    ],
+    Object.entries(figures).map(([name, f]) => [
+      name,
+      fmt(f.stepSeconds, 3),
+      fmt(f.cpuSecondsPerStep, 2),
+      String(f.tokensPerSecond),
+      String(f.computedPositions),
+      fmt(f.realShare, 3),
+      ...(about.onGpu ? [f.mfu === null ? '- (no peak for this card: --peak-tflops)' : `${fmt(f.mfu * 100, 1)}%`] : []),
+      ratio?.[name] ? `${fmt(ratio[name].wall)}x` : '',
+      ratio?.[name] ? `${fmt(ratio[name].cpu)}x` : '',
+    ]),
+  );
+  const sorted = about.timed
+    .flat()
+    .map((r) => r.completion_ids.length)
+    .sort((a, b) => a - b);
+  const quantile = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
+  const l = about.lengths;
+  console.log(
+    `response lengths of the timed rows: median ${quantile(0.5)}, p90 ${quantile(0.9)}, max ${sorted.at(-1)} ` +
+      `(drawn: lognormal median ${l.median}, sigma ${l.sigma}, p99 ${lengthP99(l)}, cap ${l.cap})`,
+  );
+  if (endToEndFigures !== null) {
+    const e = endToEndFigures;
+    table(
+      `GRPO step with generation, ours packed (median of ${about.steps} steps; the same prompts and response lengths)`,
+      ['generate s', 'train s', 's/step', 'tokens/s'],
+      [[fmt(e.generateSeconds, 3), fmt(e.trainSeconds, 3), fmt(e.stepSeconds, 3), String(e.tokensPerSecond)]],
+    );
+  }
+}
+
+/**
+ * TRL's seconds per step over each of ours (null without TRL): by wall time, and by CPU time (each process's, all its
+ * threads: on a machine shared with other jobs the wall-time ratio moves with their load, the CPU-time one less).
+ */
+function speedupOverTrl(figures: Record<string, SideFigures>): Record<string, { wall: number; cpu: number }> | null {
+  const trl = figures.TRL;
+  if (trl === undefined) return null;
+  const ours = Object.entries(figures).filter(([name]) => name !== 'TRL');
+  return Object.fromEntries(
+    ours.map(([name, f]) => [
+      name,
+      { wall: r2(trl.stepSeconds / f.stepSeconds), cpu: r2(trl.cpuSecondsPerStep / f.cpuSecondsPerStep) },
+    ]),
+  );
+}
+
+async function main(): Promise<void> {
+  if (flags.help) {
+    console.log(HELP);
+    return;
+  }
+  const settings = readSettings();
+  const { device, onGpu, shape, dtype, tasks, group, micro, tokenBudget, steps, warmup, threads, lengths } = settings;
+  torch.setNumThreads(threads);
+  const modelDir = join(settings.work, `qwen3-${shape}-${dtype}`);
+  mkdirSync(settings.work, { recursive: true });
   const sides: Side[] = [];
   try {
     const { parameters } = initModel(modelDir, {
@@ -284,103 +507,35 @@ async function main(): Promise<void> {
     });
     const tokenizer = Tokenizer.load(modelDir);
     const stepRows = Array.from({ length: warmup + steps }, (_, step) =>
-      grpoRows(tokenizer, { seed, step, tasks, group, lengths }),
+      grpoRows(tokenizer, { seed: settings.seed, step, tasks, group, lengths }),
     );
-    const rowsFile = join(work, 'rows.json');
+    const rowsFile = join(settings.work, 'rows.json');
     writeFileSync(rowsFile, JSON.stringify({ group, steps: stepRows }));
-
     const cpu = cpuFeatures();
+    const card = settings.card;
     console.log(
       `libtorch ${torch.buildInfo().torchVersion}; ${onGpu ? `device ${card ?? 'cuda (nvidia-smi gave no name)'}; ` : ''}` +
         `${cpu.model} (${os.cpus().length} cores; features ${cpu.features.join(' ') || 'unknown'}), ${threads} threads, ` +
         `load avg ${os.loadavg()[0]?.toFixed(2)}; model qwen3 ${shape} (${(parameters / 1e6).toFixed(1)}M parameters, ${dtype})`,
     );
     sides.push(ourSide(modelDir, { layout: 'padded', dtype, device, micro, tokenBudget }));
-    sides.push(ourSide(modelDir, { layout: 'packed', dtype, device, micro, tokenBudget }));
+    const packedSide = ourSide(modelDir, { layout: 'packed', dtype, device, micro, tokenBudget });
+    sides.push(packedSide);
     let trlTorch: string | null = null;
     if (!flags['skip-trl']) {
-      const trl = await trlSide({ model: modelDir, rows: rowsFile, micro, threads, device, out: join(work, 'trl') });
+      const trl = await trlSide({ model: modelDir, rows: rowsFile, micro, threads, device, out: join(settings.work, 'trl') });
       trlTorch = trl.torchVersion;
       sides.push(trl.side);
     }
-
-    const timings = new Map<string, StepTiming[]>(sides.map((side) => [side.name, []]));
-    for (let s = 0; s < warmup + steps; s++) {
-      const rows = stepRows[s] as GrpoRow[];
-      const order = sides.map((_, i) => sides[(i + s) % sides.length] as Side);
-      for (const side of order) {
-        const timing = await side.step(s, rows);
-        if (s >= warmup) timings.get(side.name)?.push(timing);
-        console.log(`step ${s}${s < warmup ? ' (warm-up)' : ''}: ${side.name} ${fmt(timing.seconds, 2)} s`);
-      }
-    }
-
+    const timings = await runSteps(sides, stepRows, warmup);
     const timed = stepRows.slice(warmup);
-    /**
-     * Real tokens: what a pad-free forward with each group's prompt once runs (each distinct prompt but its last token;
-     * each row's last prompt token and its response but the response's last token), the numerator of real/computed.
-     */
-    const realTokens = (rows: GrpoRow[]) =>
-      [...new Map(rows.map((r) => [r.prompt_ids.join(','), r.prompt_ids.length - 1])).values()].reduce((a, n) => a + n, 0) +
-      rows.reduce((a, r) => a + r.completion_ids.length, 0);
-    const rowTokens = median(timed.map((rows) => rows.reduce((a, r) => a + r.prompt_ids.length + r.completion_ids.length, 0)));
-    const responseLengths = timed.flat().map((r) => r.completion_ids.length);
-    const figures: Record<string, SideFigures> = {};
-    for (const [name, list] of timings) {
-      const perStep = list.map((t, i) => {
-        const tokens = (timed[i] as GrpoRow[]).reduce((a, r) => a + r.prompt_ids.length + r.completion_ids.length, 0);
-        const real = realTokens(timed[i] as GrpoRow[]);
-        return {
-          seconds: t.seconds,
-          cpuSeconds: t.cpuSeconds,
-          tokensPerSecond: tokens / t.seconds,
-          real: real / t.computed,
-          computed: t.computed,
-        };
-      });
-      const stepSeconds = median(perStep.map((p) => p.seconds));
-      const tokensPerSecond = median(perStep.map((p) => p.tokensPerSecond));
-      figures[name] = {
-        stepSeconds: r3(stepSeconds),
-        cpuSecondsPerStep: r3(median(perStep.map((p) => p.cpuSeconds))),
-        tokensPerSecond: Math.round(tokensPerSecond),
-        computedPositions: Math.round(median(perStep.map((p) => p.computed))),
-        realShare: r3(median(perStep.map((p) => p.real))),
-        mfu: onGpu && peakTflops !== null ? r3((6 * parameters * tokensPerSecond) / (peakTflops * 1e12)) : null,
-      };
-    }
-    const trlFigures = figures.TRL;
-    const ratio = (name: string) => (trlFigures ? r2(trlFigures.stepSeconds / (figures[name] as SideFigures).stepSeconds) : null);
-    table(
-      `GRPO step on the same rows (median of ${steps} steps after ${warmup} warm-up; ${tasks} prompts × ${group} responses, ` +
-        `about ${Math.round(rowTokens)} prompt + response tokens a step)`,
-      [
-        'side',
-        's/step',
-        'CPU s/step',
-        'tokens/s',
-        'computed positions',
-        'real/computed',
-        ...(onGpu ? ['MFU'] : []),
-        'TRL s / side s',
-      ],
-      Object.entries(figures).map(([name, f]) => [
-        name,
-        fmt(f.stepSeconds, 3),
-        fmt(f.cpuSecondsPerStep, 2),
-        String(f.tokensPerSecond),
-        String(f.computedPositions),
-        fmt(f.realShare, 3),
-        ...(onGpu ? [f.mfu === null ? '- (no peak for this card: --peak-tflops)' : `${fmt(f.mfu * 100, 1)}%`] : []),
-        name === 'TRL' ? '' : `${fmt(ratio(name))}x`,
-      ]),
-    );
-    const sorted = [...responseLengths].sort((a, b) => a - b);
-    const quantile = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
-    console.log(
-      `response lengths of the timed rows: median ${quantile(0.5)}, p90 ${quantile(0.9)}, max ${sorted.at(-1)} ` +
-        `(drawn: lognormal median ${lengths.median}, sigma ${sigma}, p99 ${lengthP99(lengths)}, cap ${lengths.cap})`,
-    );
+    const peakTflops = onGpu ? settings.peakTflops : null;
+    const mfu = peakTflops === null ? null : { parameters, peakTflops };
+    const figures = Object.fromEntries([...timings].map(([name, list]) => [name, sideFigures(list, timed, mfu)]));
+    const endToEndFigures = flags['end-to-end']
+      ? await endToEnd(modelDir, { dtype, device, train: packedSide, stepRows: timed, tokenizer })
+      : null;
+    printTables(figures, endToEndFigures, { steps, warmup, tasks, group, onGpu, timed, lengths });
     console.log(
       JSON.stringify({
         bench: 'long-grpo',
@@ -396,15 +551,16 @@ async function main(): Promise<void> {
         micro,
         tokenBudget,
         steps,
-        rowTokensPerStep: Math.round(rowTokens),
-        peakTflops: onGpu ? peakTflops : null,
+        rowTokensPerStep: Math.round(median(timed.map(rowTokens))),
+        peakTflops,
         sides: figures,
-        speedupOverTrl: trlFigures ? { packed: ratio('ours packed'), padded: ratio('ours padded') } : null,
+        speedupOverTrl: speedupOverTrl(figures),
+        endToEnd: endToEndFigures,
       }),
     );
   } finally {
     for (const side of sides) await side.close();
-    if (!flags.keep) rmSync(work, { recursive: true, force: true });
+    if (!flags.keep) rmSync(settings.work, { recursive: true, force: true });
   }
 }
 
