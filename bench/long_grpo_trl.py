@@ -7,6 +7,8 @@
   {"kind": "step", "step": S}
       one GRPO optimizer step on step S's rows of FILE (the same rows our side trains): replies {"s": [seconds],
       "computed": positions the model ran, "trained": completion tokens in the loss}.
+  {"kind": "profile", "step": S}
+      the same under torch.profiler: the ops by self CPU time.
 
 The step is TRL's training step on a generation batch that is already made, i.e. the part of GRPOTrainer after
 _generate_and_score_completions: the batch as that function returns it (prompts left-padded, completions right-padded
@@ -148,6 +150,18 @@ class TrlSide:
         seconds = time.perf_counter() - t0
         return {"s": [seconds], "cpu_s": time.process_time() - cpu0, "computed": computed, "trained": int(batch["num_items_in_batch"].item()), "loss": loss.item()}
 
+    def profile(self, s):
+        """One more step under torch.profiler (CPU activity; Kineto, as our side's): ops by self time, largest first."""
+        from torch.profiler import ProfilerActivity, profile
+
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
+        t0 = time.perf_counter()
+        with profile(activities=activities) as prof:
+            self.step(s)
+        wall_ms = (time.perf_counter() - t0) * 1e3
+        ops = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+        return {"wall_ms": wall_ms, "ops": [{"name": e.key, "selfMs": e.self_cpu_time_total / 1e3, "calls": e.count} for e in ops]}
+
 
 def main():
     side = None
@@ -163,6 +177,8 @@ def main():
                 reply = {"ok": True, "torch": torch.__version__, "device": str(side.device)}
             elif req["kind"] == "step":
                 reply = {"ok": True, **side.step(int(req["step"]))}
+            elif req["kind"] == "profile":
+                reply = {"ok": True, **side.profile(int(req["step"]))}
             else:
                 raise ValueError(f"unknown request kind {req['kind']!r}")
         except Exception as error:  # reported to the TypeScript side, which fails loudly
