@@ -13,8 +13,8 @@
 // step on given rollouts (no generation), kl off, clip ε 0.2, token-mean loss, grad-norm clip 1, AdamW, gradient
 // checkpointing on:
 //   ours padded  src/rft/trainer/train-step.ts, trainer.use_remove_padding false: micro-batches of --micro rows,
-//                prompts left-padded and responses right-padded within each micro-batch (a group's shared prompt
-//                computed once where that saves a fifth)
+//                prompts left-padded and responses right-padded to the step's longest, as TRL's (row-count
+//                micro-batches keep the batch's widths), a group's shared prompt computed once where that saves a fifth
 //   ours packed  trainer.use_remove_padding true with trainer.use_dynamic_bsz: rows end to end without pads,
 //                micro-batches by a budget of --token-budget positions (max_token_len_per_gpu)
 //   TRL          bench/long_grpo_trl.py: GRPOTrainer's step after generation (loss_type dapo, scale_rewards group,
