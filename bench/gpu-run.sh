@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The prepared GPU run (one GPU, under 8 minutes on an H200): builds the addon against a CUDA libtorch, then
-# bench/gpu-run.ts (a Qwen2.5-0.5B-shaped model in bf16: GRPO end to end on cuda, and training / generation tokens/s
-# next to Hugging Face transformers with the GPU memory peaks). Prints a table and ends with one JSON line.
+# The prepared GPU run (one GPU, under 13 minutes on an H200, bench:long-grpo 5 of them): builds the addon against a
+# CUDA libtorch, then bench/gpu-run.ts (a Qwen2.5-0.5B-shaped model in bf16: GRPO end to end on cuda, and training /
+# generation tokens/s next to Hugging Face transformers with the GPU memory peaks) and the benches below. Prints
+# tables and JSON lines.
 #
 #   bash bench/gpu-run.sh              on a GPU machine
 #   bash bench/gpu-run.sh --dry-run    on the CPU with a tiny model, no CUDA build: exercises the script itself
@@ -19,9 +20,10 @@
 # (TRINITY_BENCH_PYTHON), so both sides use the same CUDA libraries. A later CPU build (node native/build.mjs with no
 # LIBTORCH) rebuilds against the CPU torch.
 #
-# After the build: bench/gpu-check.ts (ops on CUDA against the CPU), the CUDA-graph tests, bench/gpu-run.ts, then
-# bench:decode-step on cuda (eager steps, op-by-op replays, CUDA graphs) and bench:train-capture on cuda (does
-# capturing the training forward pay where the step waits on the host); each stage under its own time limit.
+# After the build: bench/gpu-check.ts (ops on CUDA against the CPU), the CUDA-graph tests, bench/gpu-run.ts,
+# bench:long-grpo on cuda (the Qwen3-0.6B shape against TRL's GRPOTrainer: tokens/s and MFU), then bench:decode-step
+# on cuda (eager steps, op-by-op replays, CUDA graphs) and bench:train-capture on cuda (does capturing the training
+# forward pay where the step waits on the host); each stage under its own time limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # A machine without Node.js or node_modules: unpack the bundle of scripts/device-bundle.sh (carried as .device/),
@@ -76,6 +78,9 @@ else
     # transformers and its pure-Python dependencies (torch is already there)
     pip_local transformers safetensors
   fi
+  # TRL's GRPOTrainer for bench:long-grpo's TRL side (optional: without it that bench runs ours only)
+  "$venv/bin/python" -c "import trl, datasets" 2>/dev/null || pip_local trl datasets ||
+    echo "note: trl not installed: bench:long-grpo runs ours only"
   py="$PWD/$venv/bin/python"
 fi
 torch_dir=$("$py" -c "import torch, os; print(os.path.dirname(torch.__file__))")
@@ -109,6 +114,12 @@ fi
 # the issue's figures first (GRPO on cuda, the model bench next to transformers), then the decode-step and
 # training-capture benches
 stage 330 "bench/gpu-run.ts" env TRINITY_BENCH_PYTHON="$py" node --import tsx bench/gpu-run.ts "$@"
+# bench:long-grpo: the Qwen3-0.6B shape in bf16, GRPO steps on long-tail math rollouts, ours packed and padded next to
+# TRL's GRPOTrainer on the same rows (ours only where this Python has no trl): device, tokens/s and MFU
+long_grpo_flags=()
+"$py" -c "import trl, datasets" 2>/dev/null || long_grpo_flags=(--skip-trl)
+stage 300 "bench:long-grpo on cuda" env TRINITY_BENCH_PYTHON="$py" node --import tsx bench/long-grpo.bench.ts --device cuda \
+  ${long_grpo_flags[@]+"${long_grpo_flags[@]}"}
 decode_steps
 echo "== training micro-step, eager forward vs captured forward (replayed with gradients) on cuda"
 stage 120 "bench:train-capture on cuda" node --import tsx bench/train-capture.bench.ts --device cuda
