@@ -30,12 +30,16 @@
 // weighted, joins the loss; its gradient enters the trunk's backward with the head's (with checkpointing, each sparse
 // layer's term when that layer is recomputed). With a weight, the batch is not packed (the loss covers every token);
 // with weight 0 (logged only) a packed pass's value covers the tokens the pass ran.
+//
+// A vision-language batch (options.multimodal, ./vision/qwen2-5-vl.ts trainingInputs): the trunk takes the token
+// embeddings with the image tokens in place and the M-RoPE tables instead of the ids' own; it runs the plain padded
+// layout (no shared prompts, no packed rows: the image tokens and 3-D positions follow the padded columns).
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import { LoadBalancing } from './moe.js';
 import { type HeadTemperature, type PackedRows, packedRowsInput, type RowPacking, type TrunkInput } from './packed-rows.js';
 import { type PassSteps, type ReplayableRandom, type RouterAux, runPass, trunkForward } from './training-trunk.js';
-import type { CausalLM, ForwardOptions } from './transformer.js';
+import type { CausalLM, ForwardOptions, ForwardPass } from './transformer.js';
 
 export type { PassPoint, PassSteps, ReplayableRandom } from './training-trunk.js';
 
@@ -75,6 +79,16 @@ export interface TokenLogProbsOptions {
    * int64 (-1: none, routed by the router); laid out as the trunk runs the batch (packed prompts included).
    */
   replayRouting?: readonly (Tensor | null | undefined)[];
+  /** A vision-language model's inputs for these ids (see the header); the plain padded layout then runs. */
+  multimodal?: MultimodalInputs;
+}
+
+/** What a vision-language model gives the trunk for a batch of ids holding image tokens. */
+export interface MultimodalInputs {
+  /** [B, T, hidden] token embeddings with image tokens in place, made on each call (under the caller's grad mode). */
+  embed(): Tensor;
+  /** M-RoPE tables cos, sin [B, 1, T, headDim]. */
+  rotary: { cos: Tensor; sin: Tensor };
 }
 
 /** Rows grouped by their prompt's columns: rowGroup[b] is row b's group, groups numbered in the order they first occur. */
@@ -201,7 +215,7 @@ function trunkInput(inputIds: Tensor, options: TokenLogProbsOptions): TrunkInput
     ...paddedColumns(0),
   };
   const { promptWidth } = options;
-  if (promptWidth === undefined) return plain;
+  if (promptWidth === undefined || options.multimodal !== undefined) return plain;
   const [rows, length] = inputIds.shape as [number, number];
   if (!Number.isInteger(promptWidth) || promptWidth < 1 || promptWidth >= length) {
     throw new RangeError(`promptWidth must be an integer in [1, ${length - 1}] for sequences of ${length}, got ${promptWidth}`);
@@ -314,7 +328,11 @@ export function tokenLogProbs(model: CausalLM, inputIds: Tensor, options: TokenL
     const temperature = headTemperature(checked.temperature, inputIds.device);
     // the batch-invariant forward runs each row whole (no prompt shared between rows: ./batch-invariant.ts)
     const input = trunkInput(inputIds, model.batchInvariant ? { ...options, promptWidth: undefined } : options);
-    const hidden = input.headHidden(model.forward(input.ids, { ...input.forward, output: 'hidden' }));
+    const pass = beginTrunkPass(model, input, options.multimodal);
+    let x = pass.embed();
+    for (let i = 0; i < pass.numLayers; i++) x = pass.layer(i, x);
+    pass.commit();
+    const hidden = input.headHidden(pass.norm(x));
     const { targets } = input;
     const parts = chunks(targets.size(1), chunkSize).map(([start, size]) =>
       headChunk(
@@ -373,6 +391,19 @@ export interface ForwardBackwardResult {
   entropy: Tensor | null;
   /** The load-balancing loss, unweighted and detached, when routerAuxLoss was given to a mixture of experts. */
   routerAuxLoss: Tensor | null;
+}
+
+/** model.beginPass over the trunk's input; a vision-language batch's embeddings and M-RoPE tables replace the ids'. */
+function beginTrunkPass(model: CausalLM, input: TrunkInput, multimodal: MultimodalInputs | undefined): ForwardPass {
+  if (multimodal === undefined) return model.beginPass(input.ids, input.forward);
+  const pass = model.beginPass(input.ids, { ...input.forward, rotary: multimodal.rotary });
+  return {
+    numLayers: pass.numLayers,
+    embed: () => multimodal.embed(),
+    layer: (i, x) => pass.layer(i, x),
+    norm: (x) => pass.norm(x),
+    commit: () => pass.commit(),
+  };
 }
 
 /** The real tokens of a pass's input [N] (null: all), as forward() lays them out. */
@@ -439,7 +470,11 @@ export function* forwardBackwardSteps(
     if (aux.recomputing) aux.recomputed = aux.balancing.layerTerm(routing.logits);
     else aux.balancing.observe(routing.logits);
   };
-  const pass = model.beginPass(input.ids, aux === null ? input.forward : { ...input.forward, onRouting });
+  const pass = beginTrunkPass(
+    model,
+    aux === null ? input : { ...input, forward: { ...input.forward, onRouting } },
+    options.multimodal,
+  );
 
   // 1. trunk forward (its backward runs after the head's, from hiddenLeaf.grad)
   const { hiddenLeaf, backwardTrunk } = yield* trunkForward(pass, options.checkpoint ?? false, random, aux);

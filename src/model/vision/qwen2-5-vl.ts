@@ -20,6 +20,7 @@ import type { Tensor } from '../../torch/index.js';
 import * as torch from '../../torch/index.js';
 import { ModelWeightsError, type SaveModelOptions, writeModelFolder } from '../hf-weights.js';
 import type { KVCache } from '../kv-cache.js';
+import type { MultimodalInputs } from '../training.js';
 import { CausalLM, type ModelDType } from '../transformer.js';
 import { loadQwen2_5VLConfig, type Qwen2_5VLConfig } from './config.js';
 import { type GridTHW, imageTokenCount, MultimodalRotaryEmbedding, type RopeIndex, ropeIndexOf } from './mrope.js';
@@ -151,6 +152,17 @@ export class Qwen2_5VLModel {
   /** get_rope_index: M-RoPE positions [3, B, T] and each row's rope delta, for ids [B, T] holding these images. */
   ropeIndex(inputIds: Tensor, attentionMask: Tensor | null, grids: readonly GridTHW[]): RopeIndex {
     return ropeIndexOf(inputIds, attentionMask, grids, this.config);
+  }
+
+  /**
+   * The trainer's inputs for ids [B, T] holding these images' placeholders (../training.ts options.multimodal): the
+   * embeddings with the image tokens in place (the vision tower runs on each embed(), recording autograd under grad
+   * mode) and the M-RoPE tables of ropeIndex's positions. Log-probs and gradients equal forward()'s.
+   */
+  trainingInputs(inputIds: Tensor, attentionMask: Tensor | null, images: ImageInputs | undefined): MultimodalInputs {
+    this.#checkAlive();
+    const { positions } = ropeIndexOf(inputIds, attentionMask, images?.grids ?? [], this.config);
+    return { embed: () => this.#embedWithImages(inputIds, images), rotary: this.#mrope.cosSin(positions, this.dtype) };
   }
 
   /** inputIds [B, T] int64 → logits [B, T, vocab] (or final hidden states). Records autograd as CausalLM.forward. */
