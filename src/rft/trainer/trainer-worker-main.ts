@@ -54,13 +54,16 @@ import {
 import { type ShardedPasses, shardedCollectives } from './fsdp-passes.js';
 import { MasterWeights } from './master-weights.js';
 import type { DistributedOutcome, TrainerInit } from './trainer.js';
-import { loraReference, modelReference, type ReferencePolicy } from './reference-policy.js';
+import { frozenModelReference, loraReference, type ReferencePolicy } from './reference-policy.js';
 import { pinTrainerThreads } from './trainer-threads.js';
 import { TrainStep, type TrainStepMetrics } from './train-step.js';
+import { loadPolicy, type TrainerVision, withRowImages } from './vision-rows.js';
 
 interface TrainerState {
-  /** The policy the step computes with (in init.dtype). */
+  /** The policy the step computes with (in init.dtype); a vision-language policy's language model. */
   model: CausalLM;
+  /** A vision-language policy (./vision-rows.ts): the whole model (vision tower included) and its step's images. */
+  vision: TrainerVision | null;
   /** Mixed precision: the policy's master weights (init.masterDtype), which the optimizer updates and checkpoints hold. */
   master: { model: CausalLM; weights: MasterWeights } | null;
   lora: LoraModel | null;
@@ -277,7 +280,8 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   }
   const device = init.device ?? 'cpu';
   const onDevice = device === 'cpu' ? {} : { device };
-  const model = CausalLM.load(modelDir, { dtype: init.dtype, ...onDevice, requiresGrad: init.lora === null });
+  const covered = { masterDtype: init.masterDtype, worldSize: init.distributed?.worldSize ?? 1, useCritic: algorithm.useCritic };
+  const { model, vision } = loadPolicy(modelDir, { dtype: init.dtype, device, requiresGrad: init.lora === null }, covered);
   if (init.bitwiseOnPolicy) model.setBatchInvariant(true);
   let master: TrainerState['master'] = null;
   if (init.masterDtype !== undefined && init.masterDtype !== init.dtype) {
@@ -323,7 +327,7 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
       }
     }
   }
-  const named = lora ? lora.loraParameters() : (master?.model ?? model).parameters();
+  const named = lora ? lora.loraParameters() : (master?.model ?? vision?.model ?? model).parameters();
   const o = algorithm.optimizer;
   const d = init.distributed ?? null;
   const adamW = { lr: o.lr, betas: [o.betas[0] ?? 0.9, o.betas[1] ?? 0.999] as [number, number] };
@@ -348,12 +352,9 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   );
   let reference: TrainerState['reference'] = null;
   if (algorithm.useReference) {
-    if (lora) reference = loraReference(lora);
-    else {
-      // the reference is the stage's starting model (also after a resume), frozen
-      const base = CausalLM.load(init.modelPath, { dtype: init.dtype, ...onDevice });
-      reference = { ...modelReference(base), dispose: () => base.dispose() };
-    }
+    if (lora) reference = loraReference(lora, vision?.model ?? null);
+    // the reference is the stage's starting model (also after a resume), frozen
+    else reference = frozenModelReference(init.modelPath, { dtype: init.dtype, ...onDevice });
   }
   let critic: TrainerState['critic'] = null;
   if (algorithm.useCritic) {
@@ -379,9 +380,10 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
     startStep,
     device,
     masterWeights: master?.weights ?? null,
+    vision,
   });
   if (saved) trainStep.loadState(saved.trainStep, `${checkpoint?.dir}/trainer.json trainStep`);
-  return { model, master, lora, optimizer, scheduler, reference, critic, trainStep, algorithm, init, sharded };
+  return { model, vision, master, lora, optimizer, scheduler, reference, critic, trainStep, algorithm, init, sharded };
 }
 
 function release(s: TrainerState): void {
@@ -391,7 +393,8 @@ function release(s: TrainerState): void {
   s.critic?.critic.dispose();
   s.reference?.dispose?.();
   s.lora?.dispose();
-  s.model.dispose();
+  s.vision?.forget();
+  (s.vision?.model ?? s.model).dispose();
   s.master?.model.dispose();
 }
 
@@ -408,7 +411,9 @@ torch.serveTensorWorker({
       if (checkpoint)
         checkFiniteWeights(
           checkpoint.dir,
-          s.sharded !== null ? shardsByName(s.sharded) : (s.lora?.loraParameters() ?? (s.master?.model ?? s.model).parameters()),
+          s.sharded !== null
+            ? shardsByName(s.sharded)
+            : (s.lora?.loraParameters() ?? (s.master?.model ?? s.vision?.model ?? s.model).parameters()),
         );
       if (d !== null && d.worldSize > 1) ranks = await joinGroup(s, d);
     } catch (error) {
@@ -422,7 +427,8 @@ torch.serveTensorWorker({
     const s = current();
     pinTrainerThreads(s.init);
     return outcome(async () => {
-      if (ranks === null) return takeStep(s, s.trainStep.run(experiences));
+      // a vision-language policy's images are decoded for the step and freed after it (one rank: ./vision-rows.ts)
+      if (ranks === null) return takeStep(s, await withRowImages(s.vision, experiences, () => s.trainStep.run(experiences)));
       const r = ranks;
       if (r.group.rank !== 0)
         throw new Error(
@@ -491,7 +497,7 @@ torch.serveTensorWorker({
       await sendCommand(ranks.group, { kind: 'gatherParameters' });
       await ranks.passes.gatherAll();
     }
-    return Object.fromEntries(s.model.parameters());
+    return Object.fromEntries((s.vision?.model ?? s.model).parameters());
   },
   endSync() {
     rankZeroOnly('endSync');
@@ -516,14 +522,15 @@ torch.serveTensorWorker({
       s.master.model.save(dir);
       return;
     }
+    const policy = s.vision?.model ?? s.model; // a vision-language policy saves its vision tower and processor files
     if (s.lora) {
       s.lora.merge();
       try {
-        s.model.save(dir);
+        policy.save(dir);
       } finally {
         s.lora.unmerge();
       }
-    } else s.model.save(dir);
+    } else policy.save(dir);
   },
   /** Writes the LoRA adapter alone (PEFT's adapter_config.json + adapter_model.safetensors): a LoRA run's weights sync. */
   saveAdapter(dir: string) {
@@ -552,7 +559,7 @@ torch.serveTensorWorker({
         s.init.jobDir,
         step,
         {
-          model: consolidated ?? s.master?.model ?? s.model,
+          model: consolidated ?? s.master?.model ?? s.vision?.model ?? s.model,
           lora: s.lora,
           optimizer: s.optimizer,
           critic: s.critic,
