@@ -20,11 +20,11 @@ import type { Tensor } from '../../torch/index.js';
 import * as torch from '../../torch/index.js';
 import { ModelWeightsError, type SaveModelOptions, writeModelFolder } from '../hf-weights.js';
 import type { KVCache } from '../kv-cache.js';
-import type { MultimodalInputs } from '../training.js';
 import { CausalLM, type ModelDType } from '../transformer.js';
 import { loadQwen2_5VLConfig, type Qwen2_5VLConfig } from './config.js';
 import { type GridTHW, imageTokenCount, MultimodalRotaryEmbedding, type RopeIndex, ropeIndexOf } from './mrope.js';
 import { expectedVisionWeights, VisionTower } from './vision-tower.js';
+import type { MultimodalInputs } from '../training.js';
 
 /** A batch's images: their grids and either the processor's pixel_values or their vision tower output (encodeImages). */
 export type ImageInputs = { grids: readonly GridTHW[]; pixelValues: Tensor } | { grids: readonly GridTHW[]; embeds: Tensor };
