@@ -14,6 +14,7 @@ import {
   imageDataUrl,
   initModel,
   initVisionLanguageModel,
+  LoraModel,
   preprocessImages,
   Qwen2_5VLModel,
   loadImageProcessorConfig,
@@ -60,6 +61,36 @@ before(async () => {
   ];
 });
 after(() => rmSync(dir, { recursive: true, force: true }));
+
+/** The SFT loss by Qwen2_5VLModel.forward without gradients (directSftGradient's loss). */
+async function directSftLoss(model: Qwen2_5VLModel): Promise<number> {
+  const processor = loadImageProcessorConfig(dir);
+  const tokens = rows.reduce((n, e) => n + e.tokens.length - e.promptLength, 0);
+  let loss = 0;
+  for (const e of rows) {
+    const decoded = await Promise.all((e.images ?? []).map((url) => decodeImage(url, e.eid)));
+    loss += torch.scope(() =>
+      torch.noGrad(() => {
+        const images = decoded.length > 0 ? preprocessImages(decoded, processor) : undefined;
+        const ids = torch.tensor([e.tokens.map(BigInt)]);
+        const T = e.tokens.length;
+        const logits = model.forward(ids, images ? { images } : {}).float();
+        const logProbs = logits
+          .narrow(1, 0, T - 1)
+          .logSoftmax(-1)
+          .gather(-1, ids.narrow(1, 1, T - 1).unsqueeze(-1))
+          .squeeze(-1);
+        return logProbs
+          .narrow(1, e.promptLength - 1, T - e.promptLength)
+          .sum()
+          .neg()
+          .div(tokens)
+          .item();
+      }),
+    );
+  }
+  return loss;
+}
 
 /** The SFT loss (token-mean NLL of the response tokens) by Qwen2_5VLModel.forward, row by row, and its gradients. */
 async function directSftGradient(model: Qwen2_5VLModel): Promise<{ loss: number; grads: Float32Array[] }> {
@@ -113,6 +144,32 @@ test('an SFT step over image and text rows: the loss and every gradient equal Qw
     );
   } finally {
     vision.forget();
+    model.dispose();
+  }
+});
+
+test('LoRA on the language model: the loss of image rows equals the direct forward, and only the adapters train', async () => {
+  const model = Qwen2_5VLModel.load(dir);
+  const lora = LoraModel.attach(model.language, { r: 4, loraAlpha: 8, targetModules: 'all-linear', seed: 1 });
+  const vision = new TrainerVision(model, dir, 'cpu');
+  try {
+    const direct = await directSftLoss(model);
+    const optimizer = new GradientRecorder([...lora.loraParameters().values()], { lr: 1 });
+    const algorithm = resolveAlgorithm({ algorithm_type: 'sft' });
+    const step = new TrainStep({ model: model.language, lora, optimizer, algorithm, maxGradNorm: 1e9, vision });
+    const metrics = await withRowImages(vision, rows, () => step.run(rows));
+    assert.ok(Math.abs((metrics.loss as number) - direct) < 1e-5, `loss ${metrics.loss} vs ${direct}`);
+    assert.ok(
+      optimizer.grads.some((g) => g.some((v) => v !== 0)),
+      'the adapters get gradients',
+    );
+    assert.ok(
+      [...model.parameters().values()].every((p) => p.grad === null),
+      'the model itself (vision tower too) is frozen',
+    );
+  } finally {
+    vision.forget();
+    lora.dispose();
     model.dispose();
   }
 });
