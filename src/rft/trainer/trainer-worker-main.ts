@@ -280,7 +280,9 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   }
   const device = init.device ?? 'cpu';
   const onDevice = device === 'cpu' ? {} : { device };
-  const covered = { masterDtype: init.masterDtype, worldSize: init.distributed?.worldSize ?? 1, useCritic: algorithm.useCritic };
+  const { masterDtype, bitwiseOnPolicy } = init; // what a vision-language policy does not cover yet (./vision-rows.ts)
+  const worldSize = init.distributed?.worldSize ?? 1;
+  const covered = { masterDtype, bitwiseOnPolicy, worldSize, useCritic: algorithm.useCritic };
   const { model, vision } = loadPolicy(modelDir, { dtype: init.dtype, device, requiresGrad: init.lora === null }, covered);
   if (init.bitwiseOnPolicy) model.setBatchInvariant(true);
   let master: TrainerState['master'] = null;

@@ -9,8 +9,8 @@
 //
 // A forward whose rows carry no image runs as for a text model (shared prompts, packed rows). One with images runs
 // the padded layout: the image tokens and their 3-D positions follow the padded columns (../../model/training.ts).
-// Not covered yet, refused at init naming the setting (checkVisionTraining): data-parallel and sharded trainers, master
-// weights under mixed precision, a critic (PPO). LoRA adapts the language model; the vision tower is then frozen.
+// Not covered yet, refused at init naming the setting (visionTrainingProblems): data-parallel and sharded trainers,
+// master weights under mixed precision, a critic (PPO), trainer.bitwise_on_policy. LoRA adapts the language model; the vision tower is then frozen.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
@@ -48,8 +48,10 @@ export function visionTrainingProblems(settings: {
   masterDtype?: string | undefined;
   worldSize: number;
   useCritic: boolean;
+  bitwiseOnPolicy?: boolean | undefined;
 }): string | null {
   const problems: string[] = [];
+  if (settings.bitwiseOnPolicy) problems.push('trainer.bitwise_on_policy (the multimodal forward is not batch-invariant)');
   if (settings.worldSize > 1) problems.push(`data-parallel or sharded training (${settings.worldSize} trainer ranks)`);
   if (settings.masterDtype !== undefined && settings.masterDtype !== settings.dtype)
     problems.push(`master weights in ${settings.masterDtype} under ${settings.dtype} compute (train in one dtype)`);
@@ -64,7 +66,12 @@ export function visionTrainingProblems(settings: {
 export function loadPolicy(
   dir: string,
   options: { dtype: ModelDType; device: string; requiresGrad: boolean },
-  settings: { masterDtype?: ModelDType | undefined; worldSize: number; useCritic: boolean },
+  settings: {
+    masterDtype?: ModelDType | undefined;
+    worldSize: number;
+    useCritic: boolean;
+    bitwiseOnPolicy?: boolean | undefined;
+  },
 ): { model: CausalLM; vision: TrainerVision | null } {
   const loading = {
     dtype: options.dtype,
