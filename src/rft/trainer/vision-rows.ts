@@ -18,6 +18,7 @@ import {
   decodeImage,
   type GridTHW,
   type ImageInputs,
+  imageTokenCount,
   type ImageProcessorConfig,
   isQwen2_5VLConfig,
   loadImageProcessorConfig,
@@ -153,6 +154,24 @@ export class TrainerVision {
     };
   }
 
+  /** Each row's image tokens are as many as its (decoded) images make: a row that lost its images is an error. */
+  checkRows(rows: readonly Experience[]): void {
+    const { imageTokenId, vision } = this.model.config;
+    for (const e of rows) {
+      const placeholders = e.tokens.reduce((n, t) => n + (t === imageTokenId ? 1 : 0), 0);
+      const made = (e.images ?? []).reduce((n, url, i) => {
+        const image = this.#images.get(url);
+        if (image === undefined) throw new Error(`experience ${e.eid} images[${i}] was not decoded before the step`);
+        return n + imageTokenCount(image.grid, vision.spatialMergeSize);
+      }, 0);
+      if (placeholders !== made)
+        throw new Error(
+          `experience ${e.eid}: its tokens hold ${placeholders} image tokens (id ${imageTokenId}), its ` +
+            `${e.images?.length ?? 0} image(s) make ${made}`,
+        );
+    }
+  }
+
   /** Frees the decoded images. */
   forget(): void {
     for (const image of this.#images.values()) image.pixelValues.dispose();
@@ -179,9 +198,15 @@ export function visionOptions(
   return { multimodal: model.trainingInputs(inputIds, attentionMask, images) };
 }
 
-/** Rows with images need a vision-language policy (else their placeholder tokens would train as text). */
+/**
+ * Rows with images need a vision-language policy (else their placeholder tokens would train as text), and a
+ * vision-language policy's rows need their images (TrainerVision.checkRows).
+ */
 export function checkImageRows(rows: readonly Experience[], vision: TrainerVision | null): void {
-  if (vision !== null) return;
+  if (vision !== null) {
+    vision.checkRows(rows);
+    return;
+  }
   const row = rows.find((e) => (e.images?.length ?? 0) > 0);
   if (row !== undefined)
     throw new Error(

@@ -192,6 +192,27 @@ test('a GRPO step: the current policy and the reference see the images (KL to th
   }
 });
 
+test('a row whose image tokens do not match its images is a named error', async () => {
+  const model = Qwen2_5VLModel.load(dir, { requiresGrad: true });
+  const vision = new TrainerVision(model, dir, 'cpu');
+  try {
+    const step = new TrainStep({
+      model: model.language,
+      optimizer: new torch.SGD([...model.parameters().values()], { lr: 0 }),
+      algorithm: resolveAlgorithm({ algorithm_type: 'sft' }),
+      vision,
+    });
+    const { images: _, ...lost } = rows[0] as Experience;
+    await assert.rejects(
+      withRowImages(vision, [lost], () => step.run([lost])),
+      /experience a: its tokens hold 4 image tokens \(id \d+\), its 0 image\(s\) make 0/,
+    );
+  } finally {
+    vision.forget();
+    model.dispose();
+  }
+});
+
 test('image rows on a text model, and vision-language settings not covered yet, are named errors', () => {
   const textDir = mkdtempSync(join(tmpdir(), 'trinity-text-'));
   try {
