@@ -237,6 +237,7 @@ function answerTurnIds(
 
 /** Reads a DPO dataset (rows in any of the header's three forms) into experiences with chosen/rejected ids. */
 export async function loadDpoDataset(file: string, tokenizer: Tokenizer, format: DatasetFormat = {}): Promise<Experience[]> {
+  refuseImages(file, format, 'DPO');
   const eos = tokenizer.eosTokenIds[0];
   const textIds = (text: string) => [...tokenizer.encode(text), ...(eos === undefined ? [] : [eos])];
   const out: Experience[] = [];
@@ -331,6 +332,15 @@ export async function loadSftDataset(file: string, tokenizer: Tokenizer, format:
   }
   if (out.length === 0) throw new DatasetError(file, 'the dataset has no rows');
   return out;
+}
+
+/** format.image_key on a dataset whose rows do not take images (DPO, CPT) is an error, not a dropped setting. */
+export function refuseImages(file: string, format: DatasetFormat, kind: string): void {
+  if (format.imageKey !== undefined)
+    throw new DatasetError(
+      file,
+      `format.image_key ('${format.imageKey}'): ${kind} datasets take no images here (SFT and tasksets do)`,
+    );
 }
 
 /** The conversation with `images` in its first user turn (./dataset-images.ts promptWithImages). */

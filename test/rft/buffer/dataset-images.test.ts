@@ -21,7 +21,7 @@ import {
 } from '../../../src/model/index.js';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/index.js';
 import { rowImageUrls } from '../../../src/rft/buffer/dataset-images.js';
-import { loadSftDataset, loadTaskset } from '../../../src/rft/buffer/index.js';
+import { loadDpoDataset, loadSftDataset, loadTaskset } from '../../../src/rft/buffer/index.js';
 import type { ChatContentPart } from '../../../src/rft/experience.js';
 import { TrainStep } from '../../../src/rft/trainer/train-step.js';
 import { TrainerVision, withRowImages } from '../../../src/rft/trainer/vision-rows.js';
@@ -141,6 +141,10 @@ test('bad cells, marker counts and a text model are errors naming the file, the 
   await assert.rejects(
     load({ picture: 'a.png', prompt: '<image> and <image>' }),
     /bad\.jsonl:1: the prompt writes 2 <image> marker\(s\) for 1 image\(s\)/,
+  );
+  await assert.rejects(
+    loadDpoDataset(parquet, Tokenizer.load(modelDir), { imageKey: 'image', modelDir }),
+    /train\.parquet: format\.image_key \('image'\): DPO datasets take no images here \(SFT and tasksets do\)/,
   );
   const textModel = join(work, 'text-model');
   initModel(textModel, { hiddenSize: 32, numLayers: 1, numHeads: 2 });
