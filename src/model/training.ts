@@ -30,12 +30,16 @@
 // weighted, joins the loss; its gradient enters the trunk's backward with the head's (with checkpointing, each sparse
 // layer's term when that layer is recomputed). With a weight, the batch is not packed (the loss covers every token);
 // with weight 0 (logged only) a packed pass's value covers the tokens the pass ran.
+//
+// A vision-language batch (options.multimodal, ./vision/qwen2-5-vl.ts trainingInputs): the trunk takes the token
+// embeddings with the image tokens in place and the M-RoPE tables instead of the ids' own; it runs the plain padded
+// layout (no shared prompts, no packed rows: the image tokens and 3-D positions follow the padded columns).
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import { LoadBalancing } from './moe.js';
 import { type HeadTemperature, type PackedRows, packedRowsInput, type RowPacking, type TrunkInput } from './packed-rows.js';
 import { type PassSteps, type ReplayableRandom, type RouterAux, runPass, trunkForward } from './training-trunk.js';
-import type { CausalLM, ForwardOptions } from './transformer.js';
+import type { CausalLM, ForwardOptions, ForwardPass } from './transformer.js';
 
 export type { PassPoint, PassSteps, ReplayableRandom } from './training-trunk.js';
 
@@ -75,6 +79,16 @@ export interface TokenLogProbsOptions {
    * int64 (-1: none, routed by the router); laid out as the trunk runs the batch (packed prompts included).
    */
   replayRouting?: readonly (Tensor | null | undefined)[];
+  /** A vision-language model's inputs for these ids (see the header); the plain padded layout then runs. */
+  multimodal?: MultimodalInputs;
+}
+
+/** What a vision-language model gives the trunk for a batch of ids holding image tokens. */
+export interface MultimodalInputs {
+  /** [B, T, hidden] token embeddings with image tokens in place, made on each call (under the caller's grad mode). */
+  embed(): Tensor;
+  /** M-RoPE tables cos, sin [B, 1, T, headDim]. */
+  rotary: { cos: Tensor; sin: Tensor };
 }
 
 /** Rows grouped by their prompt's columns: rowGroup[b] is row b's group, groups numbered in the order they first occur. */
@@ -201,7 +215,7 @@ function trunkInput(inputIds: Tensor, options: TokenLogProbsOptions): TrunkInput
     ...paddedColumns(0),
   };
   const { promptWidth } = options;
-  if (promptWidth === undefined) return plain;
+  if (promptWidth === undefined || options.multimodal !== undefined) return plain;
   const [rows, length] = inputIds.shape as [number, number];
   if (!Number.isInteger(promptWidth) || promptWidth < 1 || promptWidth >= length) {
     throw new RangeError(`promptWidth must be an integer in [1, ${length - 1}] for sequences of ${length}, got ${promptWidth}`);
@@ -329,7 +343,7 @@ export function* tokenLogProbsSteps(
   const input = trunkInput(inputIds, model.batchInvariant ? { ...options, promptWidth: undefined } : options);
   // model.forward(ids, { output: 'hidden' }) a layer at a time, in its own scope as there: only the hidden states stay
   function* trunk(): PassSteps<Tensor> {
-    const pass = model.beginPass(input.ids, input.forward);
+    const pass = beginTrunkPass(model, input, options.multimodal);
     let x = pass.embed();
     for (let i = 0; i < pass.numLayers; i++) {
       yield { at: 'layer', layer: i, phase: 'forward', edge: 'before' };
@@ -401,6 +415,19 @@ export interface ForwardBackwardResult {
   routerAuxLoss: Tensor | null;
 }
 
+/** model.beginPass over the trunk's input; a vision-language batch's embeddings and M-RoPE tables replace the ids'. */
+function beginTrunkPass(model: CausalLM, input: TrunkInput, multimodal: MultimodalInputs | undefined): ForwardPass {
+  if (multimodal === undefined) return model.beginPass(input.ids, input.forward);
+  const pass = model.beginPass(input.ids, { ...input.forward, rotary: multimodal.rotary });
+  return {
+    numLayers: pass.numLayers,
+    embed: () => multimodal.embed(),
+    layer: (i, x) => pass.layer(i, x),
+    norm: (x) => pass.norm(x),
+    commit: () => pass.commit(),
+  };
+}
+
 /** The real tokens of a pass's input [N] (null: all), as forward() lays them out. */
 function passRealTokens(forward: ForwardOptions): Tensor | null {
   if (forward.attentionMask !== undefined) return forward.attentionMask.reshape([-1]);
@@ -465,7 +492,11 @@ export function* forwardBackwardSteps(
     if (aux.recomputing) aux.recomputed = aux.balancing.layerTerm(routing.logits);
     else aux.balancing.observe(routing.logits);
   };
-  const pass = model.beginPass(input.ids, aux === null ? input.forward : { ...input.forward, onRouting });
+  const pass = beginTrunkPass(
+    model,
+    aux === null ? input : { ...input, forward: { ...input.forward, onRouting } },
+    options.multimodal,
+  );
 
   // 1. trunk forward (its backward runs after the head's, from hiddenLeaf.grad)
   const { hiddenLeaf, backwardTrunk } = yield* trunkForward(pass, options.checkpoint ?? false, random, aux);

@@ -41,10 +41,19 @@ export interface ExperienceInfo {
   [key: string]: unknown;
 }
 
+/** An OpenAI content part of a turn: text, or an image (a data:image/...;base64 URL) for a vision-language model. */
+export type ChatContentPart = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } };
+
 export interface ChatTurn {
   role: string;
-  content: string;
+  /** Text, or content parts (a vision-language prompt's images and text: format.image_key). */
+  content: string | ChatContentPart[];
   [key: string]: unknown;
+}
+
+/** A turn's content as text: text parts joined, each image as "<image>" (for display). */
+export function contentText(content: ChatTurn['content']): string {
+  return typeof content === 'string' ? content : content.map((part) => (part.type === 'text' ? part.text : '<image>')).join('');
 }
 
 export interface Experience {

@@ -75,10 +75,9 @@ async function startServedEngine(
   }
 }
 
-export async function serveModel(options: ServeModelOptions): Promise<ServedModel> {
-  const modelDir = resolve(options.modelDir);
-  const modelName = options.modelName ?? basename(modelDir);
-  const engineOptions = {
+/** The served engine's options (trinity serve's flags). */
+function servedEngineOptions(options: ServeModelOptions) {
+  return {
     slots: options.slots ?? 16,
     ...(options.maxLength !== undefined ? { maxLength: options.maxLength } : {}),
     ...(options.enablePrefixCaching ? { enablePrefixCaching: true } : {}),
@@ -87,27 +86,25 @@ export async function serveModel(options: ServeModelOptions): Promise<ServedMode
     ...(options.dtype ? { dtype: options.dtype } : {}),
     ...(options.numThreads ? { numThreads: options.numThreads } : {}),
   };
+}
+
+export async function serveModel(options: ServeModelOptions): Promise<ServedModel> {
+  const modelDir = resolve(options.modelDir);
+  const modelName = options.modelName ?? basename(modelDir);
+  const engineOptions = servedEngineOptions(options);
   const engine = await startServedEngine(modelDir, engineOptions);
   const vocabSize = engine.vocabSize; // config.json's vocab_size (a vision-language folder: its text_config's)
   const vocabularyWarning = tokenizerVocabularyWarning(engine.tokenizer, vocabSize, modelDir);
   if (vocabularyWarning !== null) options.log?.(vocabularyWarning);
-  const service = new OpenAIService({
-    modelName,
-    // one model served: any name answers (an agent's hard-coded one). With the LoRA API on, names are exact: a pool
-    // asking for an adapter a server has lost must get a 404, not the base model (../openai/server.ts names them all)
-    acceptAnyModel: !options.reloadRoot,
-    backend: engine,
+  const serviceLimits = {
     vocabSize, // token ids in requests are checked against the model's own
     ...(options.maxTokens !== undefined ? { maxTokens: options.maxTokens } : {}),
     ...(options.maxPromptTokens !== undefined ? { maxPromptTokens: options.maxPromptTokens } : {}),
     ...(options.maxN !== undefined ? { maxN: options.maxN } : {}),
-  });
-  const serviceLimits = {
-    vocabSize,
-    ...(options.maxTokens !== undefined ? { maxTokens: options.maxTokens } : {}),
-    ...(options.maxPromptTokens !== undefined ? { maxPromptTokens: options.maxPromptTokens } : {}),
-    ...(options.maxN !== undefined ? { maxN: options.maxN } : {}),
   };
+  // one model served: any name answers (an agent's hard-coded one). With the LoRA API on, names are exact: a pool
+  // asking for an adapter a server has lost must get a 404, not the base model (../openai/server.ts names them all)
+  const service = new OpenAIService({ modelName, acceptAnyModel: !options.reloadRoot, backend: engine, ...serviceLimits });
   // The base weights now served (a reload replaces them): a LoRA adapter is merged into these.
   let baseWeightsDir: string | null = null;
   const adapters = new Map<string, { engine: WorkerRolloutEngine; service: OpenAIService }>();

@@ -10,7 +10,7 @@ import Database from 'better-sqlite3';
 import { parseExperienceLine } from '../rft/buffer/jsonl.js';
 import { PostgresBuffer, PostgresBufferError } from '../rft/buffer/postgres.js';
 import { SqliteBuffer } from '../rft/buffer/sqlite.js';
-import { type Experience, responseLength } from '../rft/experience.js';
+import { contentText, type Experience, responseLength } from '../rft/experience.js';
 import { ADVANTAGES_FILE, parseAdvantageLine } from '../rft/monitor/advantage-record.js';
 import { type Tokenizer, Tokenizer as TokenizerClass } from '../tokenizer/index.js';
 import { JsonlTail } from './tail.js';
@@ -380,7 +380,7 @@ function rolloutRow(
   const decode = (ids: readonly number[]) => (tok === null ? ids.join(' ') : tok.tokenizer.decode([...ids]));
   const turns = (e.messages ?? []).filter((m) => m.role === 'assistant').length;
   const prompt =
-    e.promptText ?? (e.messages?.length ? (e.messages[0]?.content ?? '') : decode(e.tokens.slice(0, e.promptLength)));
+    e.promptText ?? (e.messages?.length ? contentText(e.messages[0]?.content ?? '') : decode(e.tokens.slice(0, e.promptLength)));
   const response = e.responseText ?? decode(e.tokens.slice(e.promptLength));
   return {
     id,

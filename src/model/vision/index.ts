@@ -8,3 +8,4 @@ export { expectedVisionWeights, VisionTower, windowLayout } from './vision-tower
 export { type ImageBytes, resizeBicubic } from './bicubic-resize.js';
 export * from './image-processor.js';
 export * from './decode-image.js';
+export * from './init.js';

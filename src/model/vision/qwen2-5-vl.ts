@@ -25,6 +25,7 @@ import { CausalLM, type ModelDType } from '../transformer.js';
 import { loadQwen2_5VLConfig, type Qwen2_5VLConfig } from './config.js';
 import { type GridTHW, imageTokenCount, MultimodalRotaryEmbedding, type RopeIndex, ropeIndexOf } from './mrope.js';
 import { expectedVisionWeights, VisionTower } from './vision-tower.js';
+import type { MultimodalInputs } from '../training.js';
 
 /** A batch's images: their grids and either the processor's pixel_values or their vision tower output (encodeImages). */
 export type ImageInputs = { grids: readonly GridTHW[]; pixelValues: Tensor } | { grids: readonly GridTHW[]; embeds: Tensor };
@@ -156,6 +157,17 @@ export class Qwen2_5VLModel {
   /** get_rope_index: M-RoPE positions [3, B, T] and each row's rope delta, for ids [B, T] holding these images. */
   ropeIndex(inputIds: Tensor, attentionMask: Tensor | null, grids: readonly GridTHW[]): RopeIndex {
     return ropeIndexOf(inputIds, attentionMask, grids, this.config);
+  }
+
+  /**
+   * The trainer's inputs for ids [B, T] holding these images' placeholders (../training.ts options.multimodal): the
+   * embeddings with the image tokens in place (the vision tower runs on each embed(), recording autograd under grad
+   * mode) and the M-RoPE tables of ropeIndex's positions. Log-probs and gradients equal forward()'s.
+   */
+  trainingInputs(inputIds: Tensor, attentionMask: Tensor | null, images: ImageInputs | undefined): MultimodalInputs {
+    this.#checkAlive();
+    const { positions } = ropeIndexOf(inputIds, attentionMask, images?.grids ?? [], this.config);
+    return { embed: () => this.#embedWithImages(inputIds, images), rotary: this.#mrope.cosSin(positions, this.dtype) };
   }
 
   /** inputIds [B, T] int64 → logits [B, T, vocab] (or final hidden states). Records autograd as CausalLM.forward. */

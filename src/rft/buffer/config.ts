@@ -317,6 +317,7 @@ export function datasetFormat(format: FormatConfig, split: string, subset: strin
     systemPrompt: format.system_prompt,
     toolsKey: format.tools_key,
     enableConcatenatedMultiTurn: format.enable_concatenated_multi_turn,
+    imageKey: format.image_key,
   });
 }
 

@@ -9,10 +9,11 @@
 // A row whose text is empty, not text, or one token long (nothing to predict) is an error naming it.
 import type { Tokenizer } from '../../tokenizer/index.js';
 import type { Experience } from '../experience.js';
-import { type DatasetFormat, DatasetError, datasetRows } from './dataset.js';
+import { type DatasetFormat, DatasetError, datasetRows, refuseImages } from './dataset.js';
 
 /** Reads a continued pre-training dataset (rows of plain text: see the header) into experiences. */
 export async function loadCptDataset(file: string, tokenizer: Tokenizer, format: DatasetFormat = {}): Promise<Experience[]> {
+  refuseImages(file, format, 'CPT');
   const textKey = format.promptKey ?? 'prompt';
   const bos = tokenizer.bosTokenId;
   const eos = tokenizer.eosTokenIds[0];

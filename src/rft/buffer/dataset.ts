@@ -21,6 +21,8 @@
 //   turns     a turn's null fields are dropped (datasets fills the fields a turn lacks with null, parquet keeps
 //             them); a column holding a conversation as JSON text is parsed
 //   tools     a row's tools (format toolsKey, default "tools"; Trinity's tools_key) are given to the chat template
+//   images    SFT rows' images (format imageKey, Trinity's image_key; ./dataset-images.ts) join the first user turn as
+//             content parts; the prompt ids hold each image's placeholder tokens and the experience its images
 // The reader hands out rows in file order, epoch after epoch; the position follows from the step, so a resumed
 // trainer continues exactly where the checkpoint was.
 import {
@@ -31,6 +33,7 @@ import {
 } from '../../engine/conversation.js';
 import type { ChatMessage, Tokenizer, ToolDefinition } from '../../tokenizer/index.js';
 import type { ChatTurn, Experience } from '../experience.js';
+import { datasetVision, expandImageTokens, imageBaseDir, promptWithImages, rowImageUrls } from './dataset-images.js';
 import { DatasetReadError, readDatasetRows } from './rows.js';
 import { parseTools, TasksetError } from './taskset.js';
 
@@ -54,6 +57,10 @@ export interface DatasetFormat {
   /** DPO datasets: the preferred and the rejected answer columns (default chosen / rejected). */
   chosenKey?: string;
   rejectedKey?: string;
+  /** SFT rows' images column (Trinity's image_key; ./dataset-images.ts). */
+  imageKey?: string;
+  /** The model folder whose image processor and image token id lay out imageKey's placeholders (set by the stage). */
+  modelDir?: string;
 }
 
 export class DatasetError extends Error {
@@ -230,6 +237,7 @@ function answerTurnIds(
 
 /** Reads a DPO dataset (rows in any of the header's three forms) into experiences with chosen/rejected ids. */
 export async function loadDpoDataset(file: string, tokenizer: Tokenizer, format: DatasetFormat = {}): Promise<Experience[]> {
+  refuseImages(file, format, 'DPO');
   const eos = tokenizer.eosTokenIds[0];
   const textIds = (text: string) => [...tokenizer.encode(text), ...(eos === undefined ? [] : [eos])];
   const out: Experience[] = [];
@@ -264,11 +272,15 @@ export async function loadSftDataset(file: string, tokenizer: Tokenizer, format:
   const promptKey = format.promptKey ?? 'prompt';
   const responseKey = format.responseKey ?? 'response';
   const eos = tokenizer.eosTokenIds[0];
+  const { imageKey } = format;
+  const vision = imageKey === undefined ? null : datasetVision(format.modelDir, file);
+  const baseDir = imageBaseDir(file);
   const out: Experience[] = [];
   for await (const { where, row: rowName, value } of datasetRows(file, format)) {
     if (value === null || typeof value !== 'object' || Array.isArray(value))
       throw new DatasetError(where, 'a row must be a JSON object');
     const row = value as Record<string, unknown>;
+    const images = imageKey === undefined ? [] : await rowImageUrls(row[imageKey], imageKey, where, baseDir);
     let messages: ChatTurn[];
     let response: string;
     if (format.messagesKey) {
@@ -279,6 +291,8 @@ export async function loadSftDataset(file: string, tokenizer: Tokenizer, format:
       const last = conversation.at(-1) as ChatTurn;
       if (last.role !== 'assistant' || typeof last.content !== 'string')
         throw new DatasetError(where, `the last turn of '${format.messagesKey}' must be the assistant's`);
+      if (format.enableConcatenatedMultiTurn && images.length > 0)
+        throw new DatasetError(where, `format.enable_concatenated_multi_turn with images ('${imageKey}') is not supported`);
       if (format.enableConcatenatedMultiTurn) {
         out.push({
           eid: where,
@@ -299,10 +313,12 @@ export async function loadSftDataset(file: string, tokenizer: Tokenizer, format:
       messages = [...(system ? [{ role: 'system', content: system }] : []), { role: 'user', content: prompt }];
       response = answer;
     }
-    const promptIds = tokenizer.encodeChat(messages as Parameters<Tokenizer['encodeChat']>[0], {
+    if (images.length > 0) messages = withImagesInFirstUserTurn(messages, images, where);
+    const templateIds = tokenizer.encodeChat(messages as Parameters<Tokenizer['encodeChat']>[0], {
       addGenerationPrompt: true,
       ...rowTools(row, format, where),
     });
+    const promptIds = vision === null ? templateIds : await expandImageTokens(templateIds, images, vision, where);
     const responseIds = [...tokenizer.encode(response), ...(eos === undefined ? [] : [eos])];
     out.push({
       eid: where,
@@ -311,10 +327,29 @@ export async function loadSftDataset(file: string, tokenizer: Tokenizer, format:
       actionMask: responseIds.map(() => 1),
       info: { taskId: typeof row.id === 'string' ? row.id : `sft:${rowName}` },
       responseText: response,
+      ...(images.length > 0 ? { images } : {}),
     });
   }
   if (out.length === 0) throw new DatasetError(file, 'the dataset has no rows');
   return out;
+}
+
+/** format.image_key on a dataset whose rows do not take images (DPO, CPT) is an error, not a dropped setting. */
+export function refuseImages(file: string, format: DatasetFormat, kind: string): void {
+  if (format.imageKey !== undefined)
+    throw new DatasetError(
+      file,
+      `format.image_key ('${format.imageKey}'): ${kind} datasets take no images here (SFT and tasksets do)`,
+    );
+}
+
+/** The conversation with `images` in its first user turn (./dataset-images.ts promptWithImages). */
+function withImagesInFirstUserTurn(turns: ChatTurn[], images: string[], where: string): ChatTurn[] {
+  const first = turns.findIndex((t) => t.role === 'user');
+  if (first < 0) throw new DatasetError(where, 'the row has images but no user turn to put them in');
+  const turn = turns[first] as ChatTurn;
+  if (typeof turn.content !== 'string') throw new DatasetError(where, 'the first user turn already holds content parts');
+  return turns.map((t, i) => (i === first ? { ...t, content: promptWithImages(turn.content as string, images, where) } : t));
 }
 
 /**

@@ -4,8 +4,9 @@
 //   values    strings, numbers, booleans, null, lists and structs as arrays and objects (a `messages` column of
 //             list<struct<role, content>> is a list of {role, content}); a null list or struct is null (hyparquet
 //             leaves it undefined); INT64 is a number when it is a safe integer (|v| ≤ 2^53 − 1), else an error
-//             naming the column; dates and timestamps are ISO 8601 text; binary columns without a UTF-8 annotation
-//             are decoded as UTF-8 text (hyparquet's default)
+//             naming the column; dates and timestamps are ISO 8601 text; binary values without a UTF-8 annotation
+//             are text when they are valid UTF-8, else bytes (a Uint8Array: the encoded image of a Hugging Face
+//             Image column's {bytes, path} struct)
 //   codecs    uncompressed, snappy (pyarrow's default), gzip and brotli (node:zlib), LZ4_RAW (pyarrow's 'lz4'; the
 //             block decoder below), zstd where node:zlib has it (Node ≥ 22.15); any other codec is an error naming
 //             the column and the codec before a row is read
@@ -132,12 +133,23 @@ function plain(value: unknown, at: () => string): unknown {
     return Number(value);
   }
   if (value instanceof Date) return Number.isNaN(value.getTime()) ? null : value.toISOString();
-  if (value instanceof Uint8Array) return value;
+  if (value instanceof Uint8Array) return binaryValue(value);
   if (Array.isArray(value)) return value.map((v, i) => plain(v, () => `${at()}[${i}]`));
   if (typeof value === 'object') {
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, plain(v, () => `${at()}.${k}`)]));
   }
   return value;
+}
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/** An unannotated binary value: its text when it is valid UTF-8, else the bytes (see the header). */
+function binaryValue(bytes: Uint8Array): string | Uint8Array {
+  try {
+    return UTF8.decode(bytes);
+  } catch {
+    return bytes;
+  }
 }
 
 /** The codec problems of a file: per codec this process cannot decompress, the columns compressed with it. */
@@ -193,7 +205,14 @@ export async function* readParquet(file: string): AsyncGenerator<ParquetRow> {
       const end = start + Number(group.num_rows);
       let rows: Record<string, unknown>[];
       try {
-        rows = await parquetReadObjects({ file: buffer, metadata, rowStart: start, rowEnd: end, compressors: COMPRESSORS });
+        rows = await parquetReadObjects({
+          file: buffer,
+          metadata,
+          rowStart: start,
+          rowEnd: end,
+          compressors: COMPRESSORS,
+          utf8: false, // annotated text stays text; other binary values: binaryValue
+        });
       } catch (error) {
         throw new ParquetError(file, `cannot decode rows ${start + 1}-${end}: ${(error as Error).message}`);
       }

@@ -30,6 +30,7 @@ export const FormatSchema = z.strictObject({
   chosen_key: nonEmpty().default('chosen'),
   rejected_key: nonEmpty().default('rejected'),
   enable_concatenated_multi_turn: bool().default(false), // SFT messages rows: train every assistant turn
+  image_key: str().nullable().default(null), // the prompt's images: paths, data URLs, bytes, HF Image structs (a VLM)
 });
 
 /**
@@ -282,6 +283,7 @@ export function tasksetSettings(t: TasksetConfig, isEval: boolean): TasksetSetti
       workflowKey: f.workflow_key,
       rewardFnKey: f.reward_fn_key,
       toolsKey: f.tools_key,
+      imageKey: f.image_key,
       ...(featureKeys.length > 0 ? { featureKeys } : {}),
     }),
     ...(t.default_workflow_type ? { defaultWorkflowType: t.default_workflow_type } : {}),

@@ -17,6 +17,7 @@ import Database from 'better-sqlite3';
 import type { ToolDefinition } from '../../tokenizer/index.js';
 import type { ChatTurn } from '../experience.js';
 import type { Task } from '../task.js';
+import { attachTaskImages, imageBaseDir } from './dataset-images.js';
 import { DatasetReadError, readDatasetRows } from './rows.js';
 import { isPostgresUrl, postgresTarget } from './postgres.js';
 import { readPostgresTaskRows, type SqlTaskRows } from './postgres-taskset.js';
@@ -44,6 +45,8 @@ export interface TasksetFormat {
   idKey?: string;
   /** Numeric columns copied into task.features for selectors (each row must have them). */
   featureKeys?: string[];
+  /** The prompt's images column (Trinity's image_key): they join the prompt as content parts (./dataset-images.ts). */
+  imageKey?: string;
 }
 
 export interface TasksetConfig {
@@ -92,7 +95,15 @@ export class TasksetError extends Error {
 
 /** Reads a taskset (the rows of its split: ./rows.ts, or its SQLite table) into tasks. */
 export async function loadTaskset(config: TasksetConfig): Promise<Taskset> {
-  if (config.storageType === 'sql') return isPostgresUrl(config.path) ? loadPostgresTaskset(config) : loadSqlTaskset(config);
+  const imageKey = config.format?.imageKey;
+  if (config.storageType === 'sql') {
+    const taskset = await (isPostgresUrl(config.path) ? loadPostgresTaskset(config) : loadSqlTaskset(config));
+    if (imageKey !== undefined)
+      for (const task of taskset.tasks)
+        await attachTaskImages(task, imageKey, `${config.path}:${config.name}:${task.id}`, process.cwd());
+    return taskset;
+  }
+  const baseDir = imageBaseDir(config.path);
   const tasks: Task[] = [];
   const ids = new Map<string, string>();
   try {
@@ -100,6 +111,7 @@ export async function loadTaskset(config: TasksetConfig): Promise<Taskset> {
       const task = rowToTask(config, tasks.length, value, where);
       const previous = ids.get(task.id);
       if (previous !== undefined) throw new TasksetError(where, `duplicate task id '${task.id}' (also at ${previous})`);
+      if (imageKey !== undefined) await attachTaskImages(task, imageKey, where, baseDir);
       ids.set(task.id, where);
       tasks.push(task);
     }

@@ -1,7 +1,7 @@
 // Keys of Trinity-RFT's schema whose feature this backend does not have, and why: the hint an unknown key gets
 // (./parse.ts), before "did you mean", so a config written for Trinity is told what is missing rather than only
 // "unknown key". Unlike ./ignored-keys.ts these are not accepted: dropping them would change what the run does (a
-// vision-language task trained without its images). Paths are key paths of a run in the notation of ./refusals.ts
+// vision-language task trained without its videos). Paths are key paths of a run in the notation of ./refusals.ts
 // (`*`: any list item or mapping key).
 import { STORAGE_PATHS } from './ignored-keys.js';
 import { matchesPath } from './refusals.js';
@@ -13,12 +13,10 @@ export interface UnsupportedKey {
   readonly why: string;
 }
 
-const TEXT_ONLY = 'images or video for a vision-language model: the models here are text-only (no vision encoder)';
+const NO_VIDEO = 'videos for a vision-language model: images are supported here (format.image_key), videos are not';
 
 export const UNSUPPORTED_KEYS: readonly UnsupportedKey[] = [
-  ...STORAGE_PATHS.flatMap((base) =>
-    ['image_key', 'video_key'].map((key): UnsupportedKey => ({ path: `${base}.format.${key}`, why: TEXT_ONLY })),
-  ),
+  ...STORAGE_PATHS.map((base): UnsupportedKey => ({ path: `${base}.format.video_key`, why: NO_VIDEO })),
 ];
 
 /** The hint for an unknown key at `path` (concrete, dotted) that Trinity has and this backend does not, or null. */

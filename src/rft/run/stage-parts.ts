@@ -482,7 +482,8 @@ export class StageParts {
     const { settings } = this;
     const readers: Record<string, AuxiliaryReader> = {};
     for (const [name, dataset] of Object.entries(settings.auxiliaryDatasets)) {
-      const rows = await loadSftDataset(dataset.path, Tokenizer.load(settings.modelPath), dataset.format);
+      const format = { ...dataset.format, modelDir: settings.modelPath }; // the images' processor (format.image_key)
+      const rows = await loadSftDataset(dataset.path, Tokenizer.load(settings.modelPath), format);
       for (const row of rows) row.info.isExpert = true;
       readers[name] = new AuxiliaryReader(dataset.name, rows, dataset.totalEpochs);
     }

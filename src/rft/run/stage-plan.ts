@@ -49,7 +49,8 @@ export async function createScheduler(settings: StageSettings): Promise<TasksetS
 export async function loadTrainDataset(settings: StageSettings, algorithm: ResolvedAlgorithm): Promise<DatasetReader> {
   if (!settings.buffer.path) throw new Error(`stage '${settings.stageName}': the file experience buffer needs a path`);
   const load = EXPERIENCE_SCHEMAS[algorithm.schema].readDataset;
-  const rows = await load(settings.buffer.path, Tokenizer.load(settings.modelPath), settings.buffer.format ?? {});
+  const format = { ...settings.buffer.format, modelDir: settings.modelPath }; // the images' processor (format.image_key)
+  const rows = await load(settings.buffer.path, Tokenizer.load(settings.modelPath), format);
   return new DatasetReader(rows, settings.trainBatchSize);
 }
 

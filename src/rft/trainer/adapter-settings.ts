@@ -1,8 +1,42 @@
-// The LoRA settings of a run against the adapter it trains (./trainer-worker-main.ts): an adapter folder's rank, alpha
-// and target modules must match the run's settings where they are set, and a new adapter needs all three.
+// The LoRA adapter a run trains (./trainer-worker-main.ts): loaded from model.lora.path or the checkpoint, or new; an
+// adapter folder's rank, alpha and target modules must match the run's settings where they are set, a new adapter
+// needs all three, and a resumed run takes its dropout state back from the checkpoint.
 import { join } from 'node:path';
-import { ADAPTER_CONFIG_FILE, type CausalLM, readAdapterConfig, targetedModules } from '../../model/index.js';
+import { ADAPTER_CONFIG_FILE, type CausalLM, LoraModel, readAdapterConfig, targetedModules } from '../../model/index.js';
+import type { LoadedCheckpoint } from '../checkpoint.js';
+import type { SavedTrainerState } from './saved-trainer-state.js';
 import type { TrainerInit } from './trainer.js';
+
+/** The run's adapter on `model`: the checkpoint's, model.lora.path's, or a new one; its dropout state as saved. */
+export function trainerAdapter(
+  model: CausalLM,
+  init: TrainerInit,
+  settings: NonNullable<TrainerInit['lora']>,
+  checkpoint: LoadedCheckpoint | null,
+  saved: SavedTrainerState | null,
+): LoraModel {
+  const adapterDir = checkpoint?.adapterDir ?? init.loraPath;
+  if (adapterDir) checkAdapterSettings(model, settings, adapterDir, checkpoint?.adapterDir ? 'checkpoint' : 'path');
+  const lora = adapterDir
+    ? LoraModel.load(model, adapterDir, { trainable: true, loraDropout: settings.dropout, dropoutSeed: init.seed })
+    : LoraModel.attach(model, {
+        ...newAdapterShape(settings),
+        loraDropout: settings.dropout,
+        baseModelNameOrPath: init.modelPath,
+        seed: init.seed,
+        dropoutSeed: init.seed,
+      });
+  if (checkpoint && saved) {
+    if (saved.loraDropout !== undefined) lora.setRandomState(saved.loraDropout, `${checkpoint.dir}/trainer.json loraDropout`);
+    else if (settings.dropout > 0) {
+      throw new Error(
+        `${checkpoint.dir}/trainer.json: no LoRA dropout state (loraDropout: seed and draws), and model.lora.dropout is ` +
+          `${settings.dropout}: the checkpoint was written without dropout state and cannot resume as the same run`,
+      );
+    }
+  }
+  return lora;
+}
 
 /**
  * The rank, alpha and target modules of the run's LoRA settings against an adapter folder's adapter_config.json

@@ -22,6 +22,7 @@ import { rowsTakeAdvantages } from '../algorithm/schemas.js';
 import type { LogProbOptions, ReferencePolicy } from './reference-policy.js';
 import { ownRows, type Shard } from './row-sharding.js';
 import { replayPart, replayRecords } from './router-replay.js';
+import { type TrainerVision, visionOptions } from './vision-rows.js';
 import { buildBatch, microPromptGroups, microRowPacking, type TrainBatch } from './train-batch.js';
 
 /** prepareBatch's result: the batch and its per-row forward results (summed across ranks before ./loss-inputs.ts). */
@@ -52,6 +53,8 @@ export interface BatchForwardModels {
    * when that saves a fifth of the positions (./train-batch.ts microRowPacking). Absent: padded.
    */
   removePadding?: boolean | null;
+  /** A vision-language policy (./vision-rows.ts): rows with images run through its multimodal inputs. */
+  vision?: TrainerVision | null;
 }
 
 /** The padded batch of `rows`, and what the whole batch needs from a forward (see the header). */
@@ -89,6 +92,7 @@ export function* prepareBatchSteps(rows: Experience[], shard: Shard, models: Bat
       ...(packing === null ? {} : { packedRows: packing }),
       ...(models.chunkSize ? { chunkSize: models.chunkSize } : {}),
       temperature: batch.temperatures.slice(own.start, own.start + own.n),
+      images: models.vision?.rowImages(batch.rows.slice(own.start, own.start + own.n)) ?? null,
     };
     return ownOptions;
   };
@@ -142,7 +146,14 @@ export function* prepareBatchSteps(rows: Experience[], shard: Shard, models: Bat
           const replay = algorithm.routerReplay
             ? { replayRouting: replayPart(replayRecords(batch, models.model.config), own.start, own.n) }
             : {};
-          const all = { ...options, ...replay, attentionMask: mask, entropy: needsEntropy, necs: needsNecs };
+          const all = {
+            ...options,
+            ...replay,
+            attentionMask: mask,
+            entropy: needsEntropy,
+            necs: needsNecs,
+            ...visionOptions(models.vision?.model ?? null, ids, mask, options.images),
+          };
           const out = yield* torch.scopeSteps(noGradSteps(tokenLogProbsSteps(models.model, ids, all)));
           return fields.map((field) => out[field] as Tensor);
         },

@@ -2,12 +2,14 @@
 // (algorithm.useReference). A frozen model, a frozen copy of the policy's current weights, or — with LoRA — the
 // policy itself with its adapters disabled (no second copy of the weights). Each gives log-probs without gradient.
 import type { LoraModel } from '../../model/lora.js';
+import { type ImageInputs, Qwen2_5VLModel } from '../../model/vision/index.js';
 import type { RowPacking } from '../../model/packed-rows.js';
 import { noGradSteps, type PassSteps } from '../../model/training-trunk.js';
 import { type PromptGroups, tokenLogProbs, tokenLogProbsSteps } from '../../model/training.js';
-import { CausalLM } from '../../model/transformer.js';
+import { CausalLM, type ModelDType } from '../../model/transformer.js';
 import * as torch from '../../torch/index.js';
 import type { Tensor } from '../../torch/index.js';
+import { isVisionLanguageFolder, visionOptions } from './vision-rows.js';
 
 export interface LogProbOptions {
   chunkSize?: number;
@@ -19,6 +21,8 @@ export interface LogProbOptions {
   promptGroups?: PromptGroups;
   /** With promptWidth: the rows packed without pads (TokenLogProbsOptions.packedRows). */
   packedRows?: RowPacking;
+  /** The rows' images (a vision-language batch, ./vision-rows.ts): the reference's own model encodes them. */
+  images?: ImageInputs | null;
 }
 
 /** Log-probs of a fixed reference policy: [B, L] ids → [B, L − 1], no gradient. */
@@ -31,12 +35,41 @@ export interface ReferencePolicy {
   logProbsSteps?(inputIds: Tensor, attentionMask: Tensor, options?: LogProbOptions): PassSteps<Tensor>;
 }
 
-/** A frozen model as the reference. */
-export function modelReference(model: CausalLM): ReferencePolicy {
+/** tokenLogProbs of `model` (the language model of `vision`, a vision-language model) over the rows. */
+const referenceLogProbs = (
+  model: CausalLM,
+  vision: Qwen2_5VLModel | null,
+  inputIds: Tensor,
+  attentionMask: Tensor,
+  options: LogProbOptions,
+): Tensor =>
+  torch.noGrad(
+    () =>
+      tokenLogProbs(model, inputIds, {
+        ...options,
+        attentionMask,
+        ...visionOptions(vision, inputIds, attentionMask, options.images),
+      }).logProbs,
+  );
+
+/** A frozen model as the reference (`vision`: the vision-language model whose language model `model` is). */
+export function modelReference(model: CausalLM, vision: Qwen2_5VLModel | null = null): ReferencePolicy {
   return {
-    logProbs: (inputIds, attentionMask, options = {}) =>
-      torch.noGrad(() => tokenLogProbs(model, inputIds, { ...options, attentionMask }).logProbs),
+    logProbs: (inputIds, attentionMask, options = {}) => referenceLogProbs(model, vision, inputIds, attentionMask, options),
   };
+}
+
+/** The model of a folder, frozen, as the reference (a vision-language folder: the whole model); dispose() it. */
+export function frozenModelReference(
+  dir: string,
+  options: { dtype: ModelDType; device?: string },
+): ReferencePolicy & { dispose(): void } {
+  if (isVisionLanguageFolder(dir)) {
+    const base = Qwen2_5VLModel.load(dir, options);
+    return { ...modelReference(base.language, base), dispose: () => base.dispose() };
+  }
+  const base = CausalLM.load(dir, options);
+  return { ...modelReference(base), dispose: () => base.dispose() };
 }
 
 /** A frozen copy of `model`'s current weights as the reference (owns the copy: dispose() it). */
@@ -46,13 +79,15 @@ export function frozenCopyReference(model: CausalLM): ReferencePolicy & { readon
   return { ...modelReference(copy), model: copy, dispose: () => copy.dispose() };
 }
 
-/** With LoRA the reference is the same model with its adapters disabled: no second copy of the weights. */
-export function loraReference(lora: LoraModel): ReferencePolicy {
+/**
+ * With LoRA the reference is the same model with its adapters disabled: no second copy of the weights (`vision`: the
+ * vision-language model whose language model carries the adapters; its vision tower is frozen).
+ */
+export function loraReference(lora: LoraModel, vision: Qwen2_5VLModel | null = null): ReferencePolicy {
   return {
     logProbs: (inputIds, attentionMask, options = {}) =>
-      lora.withAdaptersDisabled(() =>
-        torch.noGrad(() => tokenLogProbs(lora.base, inputIds, { ...options, attentionMask }).logProbs),
-      ),
+      lora.withAdaptersDisabled(() => referenceLogProbs(lora.base, vision, inputIds, attentionMask, options)),
+    // fully sharded trainers only, which refuse vision-language policies (./vision-rows.ts)
     *logProbsSteps(inputIds, attentionMask, options = {}) {
       const steps = noGradSteps(tokenLogProbsSteps(lora.base, inputIds, { ...options, attentionMask }));
       // the adapters are off while each segment computes (and on again at each pause)

@@ -73,6 +73,7 @@ import {
 import { StepMetrics } from './step-metrics.js';
 import { batchTensors, microPromptGroups, microRowPacking, rowPromptGroups, type TrainBatch } from './train-batch.js';
 import { type MicroBatchRange, microBatchView, tokenBudgetMicroBatches } from './token-budget.js';
+import { checkImageRows, type TrainerVision, visionOptions } from './vision-rows.js';
 
 export interface TrainStepSetup {
   /** The policy (its trainable tensors are the optimizer's). */
@@ -116,6 +117,8 @@ export interface TrainStepSetup {
    * weights; gradients move to them after each micro-batch, and the model takes them back after each step.
    */
   masterWeights?: MasterWeights | null;
+  /** A vision-language policy (./vision-rows.ts; `model` is its language model): rows with images go through it. */
+  vision?: TrainerVision | null;
 }
 
 /**
@@ -280,6 +283,7 @@ export class TrainStep {
     const sums = new StepMetrics();
     this.#lastAdvantages = new Map();
     try {
+      checkImageRows(rows, this.setup.vision ?? null);
       const models: BatchForwardModels = {
         algorithm,
         model: this.setup.model,
@@ -289,6 +293,7 @@ export class TrainStep {
         device: this.setup.device ?? 'cpu',
         chunkSize: this.setup.chunkSize,
         removePadding: this.setup.removePadding === undefined ? false : this.setup.removePadding,
+        vision: this.setup.vision ?? null,
       };
       // sharded parameters: the forwards over the batch gather the policy a layer at a time (./batch-forwards.ts)
       const prepared = shard.shardsParameters
@@ -399,6 +404,7 @@ export class TrainStep {
         };
         const auxWeight = routerAuxLossWeight(model.config, algorithm.schema, n / B);
         const lossOf = (forward: TokenLogProbs) => microBatchLoss(objective, micro, forward, sums);
+        const images = this.setup.vision?.rowImages(batch.rows.slice(start, start + n));
         const options: ForwardBackwardOptions = {
           attentionMask: view.attentionMask,
           promptWidth: view.promptWidth,
@@ -410,6 +416,7 @@ export class TrainStep {
           ...(this.setup.checkpoint ? { checkpoint: true } : {}),
           ...(lora === null ? {} : { random: lora }),
           ...(auxWeight === undefined ? {} : { routerAuxLoss: auxWeight }),
+          ...visionOptions(this.setup.vision?.model ?? null, view.inputIds, view.attentionMask, images),
           ...(replay === null
             ? {}
             : {

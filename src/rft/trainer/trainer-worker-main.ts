@@ -17,7 +17,7 @@
 // Rank 0's close() ends the followers' follow(): with stop when its stage succeeded, with failed and its error message
 // when it did not, so that every rank ends the run at once — unless rank 0 is inside a step (one failed part way): the
 // followers may be in any of its collectives, so rank 0 sends nothing and leaves, and theirs fails.
-import { CausalLM, LoraModel } from '../../model/index.js';
+import { CausalLM, type LoraModel } from '../../model/index.js';
 import * as torch from '../../torch/index.js';
 import { DistributedError, type ProcessGroup, type Store } from '../../torch/index.js';
 import { Critic } from '../algorithm/critic.js';
@@ -26,7 +26,7 @@ import { type ResolvedAlgorithm, resolveAlgorithm } from '../algorithm/presets.j
 import { checkFiniteWeights, type LoadedCheckpoint, latestCheckpoint } from '../checkpoint.js';
 import { loadCriticState, loadOptimizerState, saveCheckpoint } from '../checkpoint.js';
 import type { Experience } from '../experience.js';
-import { checkAdapterSettings, newAdapterShape } from './adapter-settings.js';
+import { trainerAdapter } from './adapter-settings.js';
 import { type SavedTrainerState, savedTrainerState } from './saved-trainer-state.js';
 import { trainerLrSchedule } from './lr-schedule.js';
 import { ZeroAdamW } from './zero.js';
@@ -56,13 +56,16 @@ import { type ShardedPasses, shardedCollectives } from './fsdp-passes.js';
 import { copyWeightsInto, readShardedCheckpoint, restoreOptimizer, saveShards, saveShardsTogether } from './fsdp-checkpoint.js';
 import { MasterWeights } from './master-weights.js';
 import type { DistributedOutcome, TrainerInit } from './trainer.js';
-import { loraReference, modelReference, type ReferencePolicy } from './reference-policy.js';
+import { frozenModelReference, loraReference, type ReferencePolicy } from './reference-policy.js';
 import { pinTrainerThreads } from './trainer-threads.js';
 import { TrainStep, type TrainStepMetrics } from './train-step.js';
+import { loadPolicy, type TrainerVision, withRowImages } from './vision-rows.js';
 
 interface TrainerState {
-  /** The policy the step computes with (in init.dtype). */
+  /** The policy the step computes with (in init.dtype); a vision-language policy's language model. */
   model: CausalLM;
+  /** A vision-language policy (./vision-rows.ts): the whole model (vision tower included) and its step's images. */
+  vision: TrainerVision | null;
   /** Mixed precision: the policy's master weights (init.masterDtype), which the optimizer updates and checkpoints hold. */
   master: { model: CausalLM; weights: MasterWeights } | null;
   lora: LoraModel | null;
@@ -295,7 +298,10 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   }
   const device = init.device ?? 'cpu';
   const onDevice = device === 'cpu' ? {} : { device };
-  const model = CausalLM.load(modelDir, { dtype: init.dtype, ...onDevice, requiresGrad: init.lora === null });
+  const { masterDtype, bitwiseOnPolicy } = init; // what a vision-language policy does not cover yet (./vision-rows.ts)
+  const worldSize = init.distributed?.worldSize ?? 1;
+  const covered = { masterDtype, bitwiseOnPolicy, worldSize, useCritic: algorithm.useCritic };
+  const { model, vision } = loadPolicy(modelDir, { dtype: init.dtype, device, requiresGrad: init.lora === null }, covered);
   // a sharded checkpoint: the whole weights and AdamW state from every rank's file, on the run's model
   const fromShards = checkpoint?.shardedDir ? readShardedCheckpoint(checkpoint.shardedDir) : null;
   if (init.bitwiseOnPolicy) model.setBatchInvariant(true);
@@ -320,31 +326,9 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
     };
   }
   if (fromShards) copyWeightsInto([model, master?.model], fromShards.weights);
-  let lora: LoraModel | null = null;
   const saved = checkpoint ? savedTrainerState(checkpoint) : null;
-  if (init.lora !== null) {
-    const adapterDir = checkpoint?.adapterDir ?? init.loraPath;
-    if (adapterDir) checkAdapterSettings(model, init.lora, adapterDir, checkpoint?.adapterDir ? 'checkpoint' : 'path');
-    lora = adapterDir
-      ? LoraModel.load(model, adapterDir, { trainable: true, loraDropout: init.lora.dropout, dropoutSeed: init.seed })
-      : LoraModel.attach(model, {
-          ...newAdapterShape(init.lora),
-          loraDropout: init.lora.dropout,
-          baseModelNameOrPath: init.modelPath,
-          seed: init.seed,
-          dropoutSeed: init.seed,
-        });
-    if (checkpoint && saved) {
-      if (saved.loraDropout !== undefined) lora.setRandomState(saved.loraDropout, `${checkpoint.dir}/trainer.json loraDropout`);
-      else if (init.lora.dropout > 0) {
-        throw new Error(
-          `${checkpoint.dir}/trainer.json: no LoRA dropout state (loraDropout: seed and draws), and model.lora.dropout is ` +
-            `${init.lora.dropout}: the checkpoint was written without dropout state and cannot resume as the same run`,
-        );
-      }
-    }
-  }
-  const named = lora ? lora.loraParameters() : (master?.model ?? model).parameters();
+  const lora = init.lora === null ? null : trainerAdapter(model, init, init.lora, checkpoint, saved);
+  const named = lora ? lora.loraParameters() : (master?.model ?? vision?.model ?? model).parameters();
   const o = algorithm.optimizer;
   const d = init.distributed ?? null;
   const adamW = { lr: o.lr, betas: [o.betas[0] ?? 0.9, o.betas[1] ?? 0.999] as [number, number] };
@@ -371,12 +355,9 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   );
   let reference: TrainerState['reference'] = null;
   if (algorithm.useReference) {
-    if (lora) reference = loraReference(lora);
-    else {
-      // the reference is the stage's starting model (also after a resume), frozen
-      const base = CausalLM.load(init.modelPath, { dtype: init.dtype, ...onDevice });
-      reference = { ...modelReference(base), dispose: () => base.dispose() };
-    }
+    if (lora) reference = loraReference(lora, vision?.model ?? null);
+    // the reference is the stage's starting model (also after a resume), frozen
+    else reference = frozenModelReference(init.modelPath, { dtype: init.dtype, ...onDevice });
   }
   let critic: TrainerState['critic'] = null;
   if (algorithm.useCritic) {
@@ -402,9 +383,10 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
     startStep,
     device,
     masterWeights: master?.weights ?? null,
+    vision,
   });
   if (saved) trainStep.loadState(saved.trainStep, `${checkpoint?.dir}/trainer.json trainStep`);
-  return { model, master, lora, optimizer, scheduler, reference, critic, trainStep, algorithm, init, sharded };
+  return { model, vision, master, lora, optimizer, scheduler, reference, critic, trainStep, algorithm, init, sharded };
 }
 
 function release(s: TrainerState): void {
@@ -414,7 +396,8 @@ function release(s: TrainerState): void {
   s.critic?.critic.dispose();
   s.reference?.dispose?.();
   s.lora?.dispose();
-  s.model.dispose();
+  s.vision?.forget();
+  (s.vision?.model ?? s.model).dispose();
   s.master?.model.dispose();
 }
 
@@ -431,7 +414,8 @@ torch.serveTensorWorker({
       if (checkpoint)
         checkFiniteWeights(
           checkpoint.dir,
-          s.lora?.loraParameters() ?? (s.sharded !== null ? shardsByName(s.sharded) : (s.master?.model ?? s.model).parameters()),
+          s.lora?.loraParameters() ??
+            (s.sharded !== null ? shardsByName(s.sharded) : (s.master?.model ?? s.vision?.model ?? s.model).parameters()),
         );
       if (d !== null && d.worldSize > 1) ranks = await joinGroup(s, d);
     } catch (error) {
@@ -445,7 +429,8 @@ torch.serveTensorWorker({
     const s = current();
     pinTrainerThreads(s.init);
     return outcome(async () => {
-      if (ranks === null) return takeStep(s, s.trainStep.run(experiences));
+      // a vision-language policy's images are decoded for the step and freed after it (one rank: ./vision-rows.ts)
+      if (ranks === null) return takeStep(s, await withRowImages(s.vision, experiences, () => s.trainStep.run(experiences)));
       const r = ranks;
       if (r.group.rank !== 0)
         throw new Error(
@@ -500,7 +485,7 @@ torch.serveTensorWorker({
     const s = current();
     await gatherWholePolicy(s); // until endSync
     if (s.lora) s.lora.merge();
-    return Object.fromEntries(s.model.parameters());
+    return Object.fromEntries((s.vision?.model ?? s.model).parameters());
   },
   endSync() {
     rankZeroOnly('endSync');
@@ -525,16 +510,17 @@ torch.serveTensorWorker({
       s.master.model.save(dir);
       return;
     }
+    const policy = s.vision?.model ?? s.model; // a vision-language policy saves its vision tower and processor files
     if (s.lora) {
       await gatherWholePolicy(s); // a sharded base
       s.lora.merge();
       try {
-        s.model.save(dir);
+        policy.save(dir);
       } finally {
         s.lora.unmerge();
         ranks?.passes?.releaseAll();
       }
-    } else s.model.save(dir);
+    } else policy.save(dir);
   },
   /** Writes the LoRA adapter alone (PEFT's adapter_config.json + adapter_model.safetensors): a LoRA run's weights sync. */
   saveAdapter(dir: string) {
@@ -560,7 +546,8 @@ torch.serveTensorWorker({
       schedulerStep: s.scheduler.currentStep,
       ...(s.lora ? { loraDropout: s.lora.randomState() } : {}),
     };
-    const contents = { model: s.master?.model ?? s.model, lora: s.lora, shards, critic: s.critic, trainer: { ...trainer } };
+    const policy = s.master?.model ?? s.vision?.model ?? s.model;
+    const contents = { model: policy, lora: s.lora, shards, critic: s.critic, trainer: { ...trainer } };
     return saveCheckpoint(
       s.init.jobDir,
       step,

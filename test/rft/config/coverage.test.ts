@@ -120,7 +120,7 @@ buffer:
       max_read_timeout: 30
       replay_buffer: {enable: true, priority_fn: decay_limit_randomization, reuse_cooldown_time: 1, priority_fn_args: {decay: 1, use_count_limit: 2, sigma: 0.1}}
       split: train
-      format: {prompt_type: messages, messages_key: conversation, system_prompt_key: system, system_prompt: Hi, tools_key: functions, chosen_key: better, rejected_key: worse, enable_concatenated_multi_turn: true}
+      format: {prompt_type: messages, messages_key: conversation, system_prompt_key: system, system_prompt: Hi, tools_key: functions, chosen_key: better, rejected_key: worse, enable_concatenated_multi_turn: true, image_key: pictures}
     sft_warmup_dataset:
       path: /data/sft
       split: train

@@ -174,11 +174,11 @@ describe("Trinity's keys whose feature is not here (src/rft/config/unsupported-k
       configText(
         `explorer:\n  auxiliary_models: [{model_path: ${model}, enable_thinking: false}]\n`,
         `{experience_buffer: {name: e, storage_type: queue}}`,
-      ).replace(`taskset: {path: ${tasks}}`, `taskset: {path: ${tasks}, format: {image_key: images}}`),
+      ).replace(`taskset: {path: ${tasks}}`, `taskset: {path: ${tasks}, format: {image_key: images, video_key: videos}}`),
     );
     assert.deepEqual(problems, [
-      "buffer.explorer_input.taskset.format.image_key: unknown key 'image_key'; Trinity-RFT's key, not supported here: " +
-        'images or video for a vision-language model: the models here are text-only (no vision encoder)',
+      "buffer.explorer_input.taskset.format.video_key: unknown key 'video_key'; Trinity-RFT's key, not supported here: " +
+        'videos for a vision-language model: images are supported here (format.image_key), videos are not',
     ]);
   });
 });

@@ -63,6 +63,7 @@ export function dpoPairRows(experiences: readonly Experience[]): Experience[] {
       tokens: [...prompt, ...response],
       promptLength: e.promptLength,
       info: { ...e.info },
+      ...(e.images === undefined ? {} : { images: e.images }), // the prompt's images (a vision-language policy)
     });
     return [row('chosen', e.chosen), row('rejected', e.rejected)];
   });

@@ -1,0 +1,242 @@
+// A vision-language policy in the train step (src/rft/trainer/vision-rows.ts): rows whose experiences carry images
+// (data URLs) train through the Qwen2.5-VL model's vision tower and M-RoPE. An SFT step's loss and every gradient
+// (vision tower included) equal plain autograd through Qwen2_5VLModel.forward row by row (1e-5, float32), with an
+// image micro-batch and a text micro-batch; a GRPO step's current-policy and reference forwards see the images (the
+// KL to the unchanged reference is 0); image rows on a text model and settings not covered are named errors.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import {
+  CausalLM,
+  encodePng,
+  imageDataUrl,
+  initModel,
+  initVisionLanguageModel,
+  LoraModel,
+  preprocessImages,
+  Qwen2_5VLModel,
+  loadImageProcessorConfig,
+  decodeImage,
+  imageTokenCount,
+} from '../../../src/model/index.js';
+import { resolveAlgorithm } from '../../../src/rft/algorithm/index.js';
+import type { Experience } from '../../../src/rft/experience.js';
+import { frozenModelReference } from '../../../src/rft/trainer/reference-policy.js';
+import { TrainStep } from '../../../src/rft/trainer/train-step.js';
+import { loadPolicy, TrainerVision, withRowImages } from '../../../src/rft/trainer/vision-rows.js';
+import * as torch from '../../../src/torch/index.js';
+import { assertSameGradient, GradientRecorder } from './gradients.js';
+
+let dir = '';
+let rows: Experience[] = [];
+
+/** A random RGB image of `height` x `width` as a PNG data URL. */
+async function randomImage(height: number, width: number, seed: number): Promise<string> {
+  const data = new Uint8Array(height * width * 3).map((_, i) => (i * 7919 + seed * 104729) % 251);
+  return imageDataUrl(await encodePng({ data, height, width, channels: 3 }), 'test image');
+}
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'trinity-vl-train-'));
+  const raw = initVisionLanguageModel(dir, { seed: 2, minPixels: 56 * 56, maxPixels: 56 * 84 });
+  const token = (key: string) => raw[key] as number;
+  const [start, end, pad] = [token('vision_start_token_id'), token('vision_end_token_id'), token('image_token_id')];
+  // 56 x 56 → a 4 x 4 patch grid → 4 image tokens; 56 x 84 → 4 x 6 → 6
+  const image = (tokens: number) => [start, ...Array.from({ length: tokens }, () => pad), end];
+  const row = (eid: string, prompt: number[], response: number[], images: string[]): Experience => ({
+    eid,
+    tokens: [...prompt, ...response],
+    promptLength: prompt.length,
+    actionMask: response.map(() => 1),
+    reward: eid.length % 2,
+    info: { taskId: `t${eid.length % 2}` },
+    ...(images.length > 0 ? { images } : {}),
+  });
+  rows = [
+    row('a', [5, ...image(4), 9, 10], [11, 12, 2], [await randomImage(56, 56, 1)]),
+    row('bb', [5, ...image(6), 9, ...image(4)], [13, 2], [await randomImage(56, 84, 2), await randomImage(50, 60, 3)]),
+    row('ccc', [5, 8, 9, 10], [14, 15, 16, 2], []),
+  ];
+});
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+/** The SFT loss by Qwen2_5VLModel.forward without gradients (directSftGradient's loss). */
+async function directSftLoss(model: Qwen2_5VLModel): Promise<number> {
+  const processor = loadImageProcessorConfig(dir);
+  const tokens = rows.reduce((n, e) => n + e.tokens.length - e.promptLength, 0);
+  let loss = 0;
+  for (const e of rows) {
+    const decoded = await Promise.all((e.images ?? []).map((url) => decodeImage(url, e.eid)));
+    loss += torch.scope(() =>
+      torch.noGrad(() => {
+        const images = decoded.length > 0 ? preprocessImages(decoded, processor) : undefined;
+        const ids = torch.tensor([e.tokens.map(BigInt)]);
+        const T = e.tokens.length;
+        const logits = model.forward(ids, images ? { images } : {}).float();
+        const logProbs = logits
+          .narrow(1, 0, T - 1)
+          .logSoftmax(-1)
+          .gather(-1, ids.narrow(1, 1, T - 1).unsqueeze(-1))
+          .squeeze(-1);
+        return logProbs
+          .narrow(1, e.promptLength - 1, T - e.promptLength)
+          .sum()
+          .neg()
+          .div(tokens)
+          .item();
+      }),
+    );
+  }
+  return loss;
+}
+
+/** The SFT loss (token-mean NLL of the response tokens) by Qwen2_5VLModel.forward, row by row, and its gradients. */
+async function directSftGradient(model: Qwen2_5VLModel): Promise<{ loss: number; grads: Float32Array[] }> {
+  const processor = loadImageProcessorConfig(dir);
+  const params = [...model.parameters().values()];
+  const tokens = rows.reduce((n, e) => n + e.tokens.length - e.promptLength, 0);
+  let loss = 0;
+  for (const e of rows) {
+    const decoded = await Promise.all((e.images ?? []).map((url) => decodeImage(url, e.eid)));
+    torch.scope(() => {
+      const images = decoded.length > 0 ? preprocessImages(decoded, processor) : undefined;
+      const ids = torch.tensor([e.tokens.map(BigInt)]);
+      const logits = model.forward(ids, images ? { images } : {}).float();
+      const T = e.tokens.length;
+      const logProbs = logits
+        .narrow(1, 0, T - 1)
+        .logSoftmax(-1)
+        .gather(-1, ids.narrow(1, 1, T - 1).unsqueeze(-1))
+        .squeeze(-1);
+      const nll = logProbs
+        .narrow(1, e.promptLength - 1, T - e.promptLength)
+        .sum()
+        .neg()
+        .div(tokens);
+      nll.backward();
+      loss += nll.item();
+    });
+  }
+  const grads = params.map((p) => p.grad?.float().toTypedArray() as Float32Array);
+  for (const p of params) p.grad = null;
+  return { loss, grads };
+}
+
+test('an SFT step over image and text rows: the loss and every gradient equal Qwen2_5VLModel.forward (1e-5)', async () => {
+  assert.equal(imageTokenCount([1, 4, 6], 2), 6);
+  const model = Qwen2_5VLModel.load(dir, { requiresGrad: true });
+  const vision = new TrainerVision(model, dir, 'cpu');
+  try {
+    const direct = await directSftGradient(model);
+    const optimizer = new GradientRecorder([...model.parameters().values()], { lr: 1 });
+    const algorithm = resolveAlgorithm({ algorithm_type: 'sft' });
+    // two micro-batches: the image rows (padded layout through the vision tower), then the text row
+    const step = new TrainStep({ model: model.language, optimizer, algorithm, maxGradNorm: 1e9, microBatchSize: 2, vision });
+    const metrics = await withRowImages(vision, rows, () => step.run(rows));
+    assert.ok(Math.abs((metrics.loss as number) - direct.loss) < 1e-5, `loss ${metrics.loss} vs ${direct.loss}`);
+    assertSameGradient(optimizer.grads, direct.grads, 'sft step', 1e-5);
+    const patchEmbed = [...model.parameters().keys()].indexOf('visual.patch_embed.proj.weight');
+    assert.ok(
+      (optimizer.grads[patchEmbed] as Float32Array).some((g) => g !== 0),
+      'the vision tower gets gradients',
+    );
+  } finally {
+    vision.forget();
+    model.dispose();
+  }
+});
+
+test('LoRA on the language model: the loss of image rows equals the direct forward, and only the adapters train', async () => {
+  const model = Qwen2_5VLModel.load(dir);
+  const lora = LoraModel.attach(model.language, { r: 4, loraAlpha: 8, targetModules: 'all-linear', seed: 1 });
+  const vision = new TrainerVision(model, dir, 'cpu');
+  try {
+    const direct = await directSftLoss(model);
+    const optimizer = new GradientRecorder([...lora.loraParameters().values()], { lr: 1 });
+    const algorithm = resolveAlgorithm({ algorithm_type: 'sft' });
+    const step = new TrainStep({ model: model.language, lora, optimizer, algorithm, maxGradNorm: 1e9, vision });
+    const metrics = await withRowImages(vision, rows, () => step.run(rows));
+    assert.ok(Math.abs((metrics.loss as number) - direct) < 1e-5, `loss ${metrics.loss} vs ${direct}`);
+    assert.ok(
+      optimizer.grads.some((g) => g.some((v) => v !== 0)),
+      'the adapters get gradients',
+    );
+    assert.ok(
+      [...model.parameters().values()].every((p) => p.grad === null),
+      'the model itself (vision tower too) is frozen',
+    );
+  } finally {
+    vision.forget();
+    lora.dispose();
+    model.dispose();
+  }
+});
+
+test('a GRPO step: the current policy and the reference see the images (KL to the unchanged reference is 0)', async () => {
+  const model = Qwen2_5VLModel.load(dir, { requiresGrad: true });
+  const vision = new TrainerVision(model, dir, 'cpu');
+  const reference = frozenModelReference(dir, { dtype: 'float32' });
+  try {
+    const algorithm = resolveAlgorithm({ algorithm_type: 'grpo', kl_loss_fn: 'k3', kl_loss_fn_args: { kl_coef: 0.1 } });
+    const optimizer = new torch.SGD([...model.parameters().values()], { lr: 0 });
+    const step = new TrainStep({ model: model.language, optimizer, algorithm, reference, microBatchSize: 1, vision });
+    const metrics = await withRowImages(vision, rows, () => step.run(rows));
+    assert.ok(Math.abs(metrics.kl as number) < 1e-6, `kl ${metrics.kl}`);
+    assert.ok(Math.abs((metrics.pg_clipfrac as number) ?? 0) < 1e-9);
+  } finally {
+    reference.dispose();
+    vision.forget();
+    model.dispose();
+  }
+});
+
+test('a row whose image tokens do not match its images is a named error', async () => {
+  const model = Qwen2_5VLModel.load(dir, { requiresGrad: true });
+  const vision = new TrainerVision(model, dir, 'cpu');
+  try {
+    const step = new TrainStep({
+      model: model.language,
+      optimizer: new torch.SGD([...model.parameters().values()], { lr: 0 }),
+      algorithm: resolveAlgorithm({ algorithm_type: 'sft' }),
+      vision,
+    });
+    const { images: _, ...lost } = rows[0] as Experience;
+    await assert.rejects(
+      withRowImages(vision, [lost], () => step.run([lost])),
+      /experience a: its tokens hold 4 image tokens \(id \d+\), its 0 image\(s\) make 0/,
+    );
+  } finally {
+    vision.forget();
+    model.dispose();
+  }
+});
+
+test('image rows on a text model, and vision-language settings not covered yet, are named errors', () => {
+  const textDir = mkdtempSync(join(tmpdir(), 'trinity-text-'));
+  try {
+    initModel(textDir, { hiddenSize: 32, numLayers: 1, numHeads: 2 });
+    const model = CausalLM.load(textDir, { requiresGrad: true });
+    try {
+      const step = new TrainStep({
+        model,
+        optimizer: new torch.SGD([...model.parameters().values()], { lr: 0 }),
+        algorithm: resolveAlgorithm({ algorithm_type: 'sft' }),
+      });
+      assert.throws(() => step.run(rows), /experience a carries 1 image\(s\), but the policy is not a vision-language model/);
+    } finally {
+      model.dispose();
+    }
+  } finally {
+    rmSync(textDir, { recursive: true, force: true });
+  }
+  const options = { dtype: 'float32' as const, device: 'cpu', requiresGrad: true };
+  assert.throws(
+    () => loadPolicy(dir, options, { worldSize: 2, useCritic: true, masterDtype: 'float32', bitwiseOnPolicy: true }),
+    /trainer \(.*\): a vision-language policy \(qwen2_5_vl\) does not support trainer\.bitwise_on_policy \(the multimodal forward is not batch-invariant\); data-parallel or sharded training \(2 trainer ranks\); a critic \(advantage_fn ppo \/ GAE\) yet/,
+  );
+  const policy = loadPolicy(dir, options, { worldSize: 1, useCritic: false });
+  assert.ok(policy.vision !== null && policy.model === policy.vision.model.language);
+  policy.vision.model.dispose();
+});
