@@ -19,9 +19,12 @@
 //           area s (p + s). Short continuations of long prompts (GRPO's many rows of one prompt).
 // Units of a kind are sorted by size and cut into buckets; a bucket pads its n units to the longest (queries Lq, keys
 // Lk) with zeros and runs one attention call (./attention.ts): in a causal unit the pads come after every real query
-// (causal attention hides them), in a masked one the mask hides them; pad queries' outputs are never read. A bucket grows while its padded area stays within
+// (causal attention hides them), in a masked one the mask hides them; pad queries' outputs are never read. A bucket
+// grows while its padded area stays within
 //   BUCKET_WASTE × its units' real area  +  BUCKET_CALL_AREA
-// (the second term: a call's fixed cost, the positions one more call is worth; causal areas are halved).
+// (the second term: a call's fixed cost, the positions one more call is worth; causal areas are halved). With
+// BUCKET_WASTE 1 a bucket's pads are worth at most one call: long units run alone, a GRPO group's many short rows
+// together (bench/README.md, bench:packing, for the rules measured).
 //
 // Data movement per layer, with no index tensors: q's packed rows (tokens × heads·d) are split into their segments
 // (views), concatenated with zero pads in the buckets' order (one copy) and split per bucket (views); the same for k
@@ -46,7 +49,7 @@ export interface PackedLayout {
 }
 
 /** A bucket's padded area may exceed its real area by this factor (see the header). */
-export const BUCKET_WASTE = 1.25;
+export const BUCKET_WASTE = 1;
 /** Area (query × key positions) one more attention call is worth (see the header). */
 export const BUCKET_CALL_AREA = 64 * 64;
 
