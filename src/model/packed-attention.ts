@@ -26,14 +26,16 @@
 // BUCKET_WASTE 1 a bucket's pads are worth at most one call: long units run alone, a GRPO group's many short rows
 // together (bench/README.md, bench:packing, for the rules measured).
 //
-// Data movement per layer, with no index tensors: q's packed rows (tokens × heads·d) are split into their segments
-// (views), concatenated with zero pads in the buckets' order (one copy) and split per bucket (views); the same for k
-// and v; the outputs are concatenated, split into runs and concatenated back in packed order. Autograd's backward is
-// then concatenations and views too: an index_select per bucket (the first version) cost a full-size zeros and an
-// index_add (a scatter) per bucket and tensor in the backward. Zero pads give the same outputs as repeated tokens:
-// causal attention or the mask hides pad keys from every real query, and pad queries' outputs are never read. The
-// plans and masks are built once per pass (packedPass) and shared by every layer. The result equals per-row attention
-// up to float32 rounding (tested).
+// Data movement per layer, by row plans (no index tensor): q's packed rows (tokens × heads·d) are split into their
+// segments (views), concatenated with zero pads in the buckets' order (one copy) and split per bucket (views); the
+// same for k and v; the outputs are concatenated, split into runs and concatenated back in packed order. Autograd's
+// backward is then concatenations and views too: an index_select per bucket (the first version) cost a full-size
+// zeros and an index_add (a scatter) per bucket and tensor in the backward. Past MAX_PLAN_PIECES segments (hundreds
+// of short rows) the plans' bookkeeping costs more than it saves, and each tensor moves by one index_select of the
+// same rows instead (one index_add in the backward). Zero pads give the same outputs as repeated tokens: causal
+// attention or the mask hides pad keys from every real query, and pad queries' outputs are never read. The plans,
+// indices and masks are built once per pass (packedPass) and shared by every layer. The result equals per-row
+// attention up to float32 rounding (tested).
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import { attention } from './attention.js';
@@ -97,7 +99,21 @@ export interface PackedPass {
   outputRuns: number[];
   /** Per segment in packed order: the run that holds its outputs. */
   outputOrder: number[];
+  /**
+   * Plans of more than MAX_PLAN_PIECES segments move rows by index instead (see MAX_PLAN_PIECES): the packed token of
+   * each bucket query [Σ n·Lq] and key [Σ n·Lk] (a pad: any real token, hidden or not read), and each packed token's
+   * row in the buckets' outputs [tokens]. Null: by the plans.
+   */
+  indices: { query: Tensor; key: Tensor; output: Tensor } | null;
 }
+
+/**
+ * Segments up to which the row plans move the rows (split and concatenate, one native call per piece in JavaScript's
+ * bookkeeping); past it one index_select per tensor does, whose backward is one index_add: a GRPO batch of hundreds
+ * of short rows (the quickstart's 256) is faster that way, a long tail of a few dozen rows by the plans
+ * (bench/README.md, bench:packing).
+ */
+export const MAX_PLAN_PIECES = 64;
 
 /** The layout's segments in packed order: prefixes (no context), then continuations (their prefix as context). */
 function segmentsOf(layout: PackedLayout, tokens: number): { segments: Segment[]; prefixes: number } {
@@ -159,6 +175,8 @@ export interface BucketRule {
   callArea: number;
   /** Causal units for prefixes with their longest continuation and for long continuations (default true). */
   causalUnits?: boolean;
+  /** Segments up to which rows move by the plans, past it by index (default MAX_PLAN_PIECES). */
+  maxPlanPieces?: number;
 }
 
 /** Queries and keys of a unit, and the area its kind computes (causal: half the square). */
@@ -259,6 +277,8 @@ export function packedPass(
       };
     }),
   );
+  const on = device === 'cpu' ? {} : { device };
+  const index = (values: Int32Array) => torch.tensor(values, { dtype: 'int64', ...on });
   return {
     tokens,
     buckets,
@@ -268,7 +288,42 @@ export function packedPass(
     keyPlan,
     outputRuns,
     outputOrder: outputRun,
+    indices:
+      segments.length <= (rule.maxPlanPieces ?? MAX_PLAN_PIECES)
+        ? null
+        : {
+            query: index(planTokens(queryPlan, segments)),
+            key: index(planTokens(keyPlan, segments)),
+            output: index(outputRows(outputRuns, outputRun, segments, tokens)),
+          },
   };
+}
+
+/** A plan's packed tokens, a pad repeating the token before it (or token 0). */
+function planTokens(plan: RowPlan, segments: readonly Segment[]): Int32Array {
+  const out: number[] = [];
+  for (const e of plan) {
+    if (e >= 0) {
+      const { start, length } = segments[e] as Segment;
+      for (let j = 0; j < length; j++) out.push(start + j);
+    } else out.push(...new Array<number>(-e).fill(out.at(-1) ?? 0));
+  }
+  return Int32Array.from(out);
+}
+
+/** Each packed token's row in the buckets' concatenated outputs (runs of `runs` rows, segment i's is run order[i]). */
+function outputRows(runs: readonly number[], order: readonly number[], segments: readonly Segment[], tokens: number): Int32Array {
+  const runStart: number[] = [];
+  runs.reduce((at, n) => {
+    runStart.push(at);
+    return at + n;
+  }, 0);
+  const out = new Int32Array(tokens);
+  segments.forEach((s, i) => {
+    const first = runStart[order[i] as number] as number;
+    for (let j = 0; j < s.length; j++) out[s.start + j] = first + j;
+  });
+  return out;
 }
 
 /** [n, 1, Lq, Lc + Lq]: context key j while j < its context length, then causal over the segment's own keys. */
@@ -295,23 +350,11 @@ function bucketMask(contextLengths: readonly number[], queries: number, contextK
  * (views), concatenated with zero pads in the buckets' order (one copy), split per bucket (views). Autograd's
  * backward: one concatenation of the segments' gradients.
  */
-function assemble(t: Tensor, pass: PackedPass, plan: RowPlan, length: (b: Bucket) => number): Tensor[] {
+function assemble(t: Tensor, pass: PackedPass, plan: RowPlan, index: Tensor | null, length: (b: Bucket) => number): Tensor[] {
   const [, heads, tokens, headDim] = t.shape as [number, number, number, number];
   const rows = t.transpose(1, 2).reshape([tokens, heads * headDim]);
-  const pieces = pass.pieceSizes.length === 1 ? [rows] : rows.split(pass.pieceSizes, 0);
-  const padRows = Math.max(0, ...plan.map((e) => -e));
-  const zeros = padRows > 0 ? torch.zeros([padRows, heads * headDim], { dtype: t.dtype, device: t.device }) : null;
-  const pads = new Map<number, Tensor>();
-  const parts = plan.map((e) => {
-    if (e >= 0) return pieces[e] as Tensor;
-    const cached = pads.get(-e);
-    if (cached !== undefined) return cached;
-    const part = (zeros as Tensor).narrow(0, 0, -e);
-    pads.set(-e, part);
-    return part;
-  });
-  const all = parts.length === 1 ? (parts[0] as Tensor) : torch.cat(parts, 0);
   const { buckets } = pass;
+  const all = index === null ? byPlan(rows, pass, plan) : rows.indexSelect(0, index);
   const perBucket =
     buckets.length === 1
       ? [all]
@@ -325,6 +368,24 @@ function assemble(t: Tensor, pass: PackedPass, plan: RowPlan, length: (b: Bucket
   });
 }
 
+/** Packed rows [T, width] → the plan's rows: the segments' views and zero pads concatenated. */
+function byPlan(rows: Tensor, pass: PackedPass, plan: RowPlan): Tensor {
+  const width = rows.size(1);
+  const pieces = pass.pieceSizes.length === 1 ? [rows] : rows.split(pass.pieceSizes, 0);
+  const padRows = Math.max(0, ...plan.map((e) => -e));
+  const zeros = padRows > 0 ? torch.zeros([padRows, width], { dtype: rows.dtype, device: rows.device }) : null;
+  const pads = new Map<number, Tensor>();
+  const parts = plan.map((e) => {
+    if (e >= 0) return pieces[e] as Tensor;
+    const cached = pads.get(-e);
+    if (cached !== undefined) return cached;
+    const part = (zeros as Tensor).narrow(0, 0, -e);
+    pads.set(-e, part);
+    return part;
+  });
+  return parts.length === 1 ? (parts[0] as Tensor) : torch.cat(parts, 0);
+}
+
 /**
  * Attention over packed rows: q [1, heads, T, d] and k, v [1, kvHeads, T, d] (after RoPE) → [1, T, heads·d] in packed
  * order, ready for o_proj (see the header).
@@ -332,14 +393,16 @@ function assemble(t: Tensor, pass: PackedPass, plan: RowPlan, length: (b: Bucket
 export function packedAttention(q: Tensor, k: Tensor, v: Tensor, pass: PackedPass): Tensor {
   const [, heads, , headDim] = q.shape as [number, number, number, number];
   const { buckets } = pass;
-  const queries = assemble(q, pass, pass.queryPlan, (b) => b.queries);
-  const keys = assemble(k, pass, pass.keyPlan, (b) => b.keys);
-  const values = assemble(v, pass, pass.keyPlan, (b) => b.keys);
+  const { indices } = pass;
+  const queries = assemble(q, pass, pass.queryPlan, indices?.query ?? null, (b) => b.queries);
+  const keys = assemble(k, pass, pass.keyPlan, indices?.key ?? null, (b) => b.keys);
+  const values = assemble(v, pass, pass.keyPlan, indices?.key ?? null, (b) => b.keys);
   const outputs = buckets.map((bucket, i) => {
     const out = attention(queries[i] as Tensor, keys[i] as Tensor, values[i] as Tensor, bucket.mask);
     return out.transpose(1, 2).reshape([bucket.segments * bucket.queries, heads * headDim]);
   });
   const rows = outputs.length === 1 ? (outputs[0] as Tensor) : torch.cat(outputs, 0);
+  if (indices !== null) return rows.indexSelect(0, indices.output).view([1, -1, heads * headDim]);
   // the outputs' runs (context, segment, pads per unit) → the segments' runs in packed order
   const runs = pass.outputRuns.length === 1 ? [rows] : rows.split(pass.outputRuns, 0);
   const ordered = pass.outputOrder.map((r) => runs[r] as Tensor);

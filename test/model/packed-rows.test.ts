@@ -154,11 +154,14 @@ test('packed attention: causal and masked units in buckets equal attention row b
     { name: 'one call per unit', rule: { waste: 1, callArea: -1 }, calls: [9, 9] },
     { name: 'one call per kind', rule: { waste: 1e9, callArea: 1e18 }, calls: [2, 2] },
     { name: 'masked continuations only', rule: { waste: 1.25, callArea: 4096, causalUnits: false }, calls: [2, 11] },
+    { name: 'rows moved by index', rule: { waste: 1, callArea: 4096, maxPlanPieces: 0 }, calls: [2, 8] },
+    { name: 'masked, by index', rule: { waste: 1, callArea: -1, causalUnits: false, maxPlanPieces: 0 }, calls: [11, 11] },
   ];
   for (const { name, rule, calls } of rules) {
     const pass = packedPass(layout, tokens, 'cpu', rule);
     const n = pass.buckets.length;
     assert.ok(n >= (calls[0] as number) && n <= (calls[1] as number), `${name}: ${n} buckets`);
+    assert.equal(pass.indices !== null, rule?.maxPlanPieces === 0, `${name}: rows moved by index or by plan`);
     const got = run(() => packedAttention(q, k, v, pass));
     ['output', 'q.grad', 'k.grad', 'v.grad'].forEach((what, i) => {
       const diff = maxAbsDiff(got[i] as torch.Tensor, reference[i] as torch.Tensor);
