@@ -38,7 +38,7 @@
 // attention up to float32 rounding (tested).
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
-import { attention } from './attention.js';
+import { attention, SHORT_ATTENTION } from './attention.js';
 
 /** The packed order's segment lengths (see the header); the host's numbers, so a pass reads nothing back. */
 export interface PackedLayout {
@@ -146,8 +146,10 @@ function segmentsOf(layout: PackedLayout, tokens: number): { segments: Segment[]
 /**
  * The units of the segments (see the header; the first `prefixes` segments are the prefixes): each prefix rides on its
  * longest continuation (a prefix nobody continues is a causal unit of its own); a continuation is causal when it has
- * no context or is longer than it. `causalUnits` false: every prefix causal on its own, every continuation with a
- * context masked (for measurements).
+ * no context or is longer than it. Only past SHORT_ATTENTION (context + segment)² positions: below it attention runs
+ * as plain products over the whole rectangle (./attention.ts), where a causal unit saves nothing and computes its
+ * prefix's rows again. `causalUnits` false: every prefix causal on its own, every continuation with a context masked
+ * (for measurements).
  */
 function unitsOf(segments: readonly Segment[], prefixes: number, causalUnits: boolean): Unit[] {
   const continuations = segments.slice(prefixes);
@@ -157,17 +159,21 @@ function unitsOf(segments: readonly Segment[], prefixes: number, causalUnits: bo
     const seen = carrier.get(s.contextStart);
     if (seen === undefined || s.length > seen.length) carrier.set(s.contextStart, s);
   }
+  for (const [start, s] of carrier) if (!pastShort(s)) carrier.delete(start);
   const units: Unit[] = [];
   for (const p of segments.slice(0, prefixes)) {
     if (!causalUnits || !carrier.has(p.start)) units.push({ segment: p, causal: true, readsContext: false });
   }
   for (const s of continuations) {
     const carries = causalUnits && s.contextLength > 0 && carrier.get(s.contextStart) === s;
-    const causal = s.contextLength === 0 || carries || (causalUnits && s.contextLength < s.length);
+    const causal = s.contextLength === 0 || carries || (causalUnits && s.contextLength < s.length && pastShort(s));
     units.push({ segment: s, causal, readsContext: carries });
   }
   return units;
 }
+
+/** Whether a segment with its context is past SHORT_ATTENTION positions as a causal unit (see unitsOf). */
+const pastShort = (s: Segment): boolean => (s.contextLength + s.length) ** 2 > SHORT_ATTENTION;
 
 /** The bucket rule's constants (see the header); other values for measurements (bench/packing.bench.ts). */
 export interface BucketRule {
