@@ -4,7 +4,8 @@
 // as the trainer's default) on a random qwen2 (the quickstart's shape: hidden 128, 4 layers, 4 heads, 2 KV heads;
 // float32), trainer.use_remove_padding false (padded: prompts left-padded, responses right-padded to the batch's
 // longest, shared prompts once when that saves a fifth) and true (packed: no pads, src/model/packed-rows.ts), over
-// the same rows, two workloads:
+// the same rows, and (--budget N > 0) a third layout, packed with micro-batches by a token budget
+// (trainer.use_dynamic_bsz, max_token_len_per_gpu N: micro-batches that keep a prompt's rows together), two workloads:
 //   quickstart  --qs-prompts prompts of 12-16 tokens × 16 samples, responses of 3-5 tokens (the quickstart's addition
 //               rows: 256 rows, one micro-batch of 256)
 //   long-tail   --prompts prompts of 50-500 tokens (uniform) × --samples samples; responses lognormal: median --median
@@ -12,10 +13,12 @@
 //               micro-batches of --micro rows
 // Rewards and rollout log-probs are made up (the step's cost does not depend on them); a new draw per step, the same
 // draws for both layouts. Each layout has its own copy of the model and optimizer; the steps alternate which layout
-// goes first (ABBA). Figures: real tokens (each distinct prompt but its last token once, each row's response with its
-// last prompt token but not its last token: what a pad-free forward runs) / tokens the policy's trunk computed, the
-// median step time, and packed's speed-up; and (--only attention, or with the long tail) one layer's packed attention
-// by four exact methods on the first long-tail batch. Prints the CPU, tables and one JSON line.
+// goes first (ABBA, rotating with three). Figures: real tokens (each distinct prompt but its last token once, each
+// row's response with its last prompt token but not its last token: what a pad-free forward runs) / tokens the
+// policy's trunk computed, the median step time in wall seconds and in CPU seconds of the process (on a shared
+// machine the wall time measures the neighbours too; with one thread the CPU time does not), and packed's speed-up by
+// both; and (--only attention, or with the long tail) one layer's packed attention by exact methods on the first
+// long-tail batch. Prints the CPU, the load, tables and one JSON line.
 import os from 'node:os';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -39,7 +42,7 @@ import { QUICKSTART_MODEL } from '../src/cli/quickstart.js';
 
 const HELP = `GRPO steps with rows packed without pads against padded rows, on the quickstart's rows and on a long tail.
   node --import tsx bench/packing.bench.ts [--steps N] [--warmup N] [--qs-prompts N] [--prompts N] [--samples N]
-    [--median N] [--sigma X] [--cap N] [--micro N] [--threads N] [--only quickstart|long-tail|attention]`;
+    [--median N] [--sigma X] [--cap N] [--micro N] [--budget N] [--threads N] [--only quickstart|long-tail|attention]`;
 
 const { values: flags } = parseArgs({
   options: {
@@ -52,6 +55,7 @@ const { values: flags } = parseArgs({
     sigma: { type: 'string', default: '1' },
     cap: { type: 'string', default: '1024' },
     micro: { type: 'string', default: '4' },
+    budget: { type: 'string', default: '0' },
     threads: { type: 'string', default: '2' },
     only: { type: 'string' },
     help: { type: 'boolean' },
@@ -102,15 +106,26 @@ function realTokens(rows: Experience[]): number {
   return [...prompts.values()].reduce((a, n) => a + n, 0) + rows.reduce((a, e) => a + e.tokens.length - e.promptLength, 0);
 }
 
+/** How a layout runs the rows: padded, packed, or packed with micro-batches by a token budget. */
+interface Layout {
+  name: 'padded' | 'packed' | 'packed, token budget';
+  removePadding: boolean;
+  /** trainer.max_token_len_per_gpu with use_dynamic_bsz, or null: micro-batches of the workload's rows. */
+  microBatchTokens: number | null;
+}
+
 interface LayoutRun {
+  layout: Layout;
   step: TrainStep;
   /** Tokens the policy's trunk ran, per forward, since the last reset. */
   tokens: number[];
   seconds: number[];
+  /** CPU seconds of the process (user + system, every thread) per step. */
+  cpuSeconds: number[];
   dispose(): void;
 }
 
-function layoutRun(modelDir: string, w: Workload, removePadding: boolean): LayoutRun {
+function layoutRun(modelDir: string, w: Workload, layout: Layout): LayoutRun {
   const model = CausalLM.load(modelDir, { requiresGrad: true });
   const tokens: number[] = [];
   const beginPass = model.beginPass.bind(model);
@@ -124,33 +139,62 @@ function layoutRun(modelDir: string, w: Workload, removePadding: boolean): Layou
     algorithm: resolveAlgorithm({ algorithm_type: 'grpo', kl_loss_fn: 'none' }),
     checkpoint: true,
     microBatchSize: w.microBatchSize,
-    removePadding,
+    microBatchTokens: layout.microBatchTokens,
+    removePadding: layout.removePadding,
   });
-  return { step, tokens, seconds: [], dispose: () => model.dispose() };
+  return { layout, step, tokens, seconds: [], cpuSeconds: [], dispose: () => model.dispose() };
+}
+
+interface LayoutFigures {
+  computedTokens: number;
+  realShare: number;
+  stepSeconds: number;
+  cpuSeconds: number;
 }
 
 interface WorkloadFigures {
   rows: number;
   realTokens: number;
-  padded: { computedTokens: number; realShare: number; stepSeconds: number };
-  packed: { computedTokens: number; realShare: number; stepSeconds: number };
+  padded: LayoutFigures;
+  packed: LayoutFigures;
+  /** Padded's step time over packed's, wall and CPU. */
   speedup: number;
+  cpuSpeedup: number;
+  /** With --budget: packed with micro-batches by the token budget, and its speed-ups over padded. */
+  budget?: LayoutFigures & { maxTokenLenPerGpu: number; speedup: number; cpuSpeedup: number };
 }
 
-function runWorkload(modelDir: string, vocab: number, w: Workload, steps: number, warmup: number): WorkloadFigures {
-  const padded = layoutRun(modelDir, w, false);
-  const packed = layoutRun(modelDir, w, true);
+function runWorkload(
+  modelDir: string,
+  vocab: number,
+  w: Workload,
+  steps: number,
+  warmup: number,
+  budget: number,
+): WorkloadFigures {
+  const layouts: Layout[] = [
+    { name: 'padded', removePadding: false, microBatchTokens: null },
+    { name: 'packed', removePadding: true, microBatchTokens: null },
+    ...(budget > 0 ? [{ name: 'packed, token budget' as const, removePadding: true, microBatchTokens: budget }] : []),
+  ];
+  const runs = layouts.map((layout) => layoutRun(modelDir, w, layout));
   let real = 0;
   let rowCount = 0;
   try {
     for (let s = 0; s < warmup + steps; s++) {
       const rows = batch(w, s, vocab);
-      const order = s % 2 === 0 ? [padded, packed] : [packed, padded];
+      // each layout first in turn (ABBA with two)
+      const order = runs.map((_, i) => runs[(i + s) % runs.length] as LayoutRun);
       for (const run of order) {
         if (s === warmup) run.tokens.length = 0;
         const t0 = now();
+        const cpu0 = process.cpuUsage();
         run.step.run(rows);
-        if (s >= warmup) run.seconds.push(secondsSince(t0));
+        const cpu = process.cpuUsage(cpu0);
+        if (s >= warmup) {
+          run.seconds.push(secondsSince(t0));
+          run.cpuSeconds.push((cpu.user + cpu.system) / 1e6);
+        }
       }
       if (s >= warmup) {
         real += realTokens(rows);
@@ -158,21 +202,29 @@ function runWorkload(modelDir: string, vocab: number, w: Workload, steps: number
       }
     }
   } finally {
-    padded.dispose();
-    packed.dispose();
+    for (const run of runs) run.dispose();
   }
-  const figures = (run: LayoutRun) => {
+  const figures = (run: LayoutRun): LayoutFigures => {
     const computed = run.tokens.reduce((a, n) => a + n, 0);
-    return { computedTokens: Math.round(computed / steps), realShare: r3(real / computed), stepSeconds: r3(median(run.seconds)) };
+    return {
+      computedTokens: Math.round(computed / steps),
+      realShare: r3(real / computed),
+      stepSeconds: r3(median(run.seconds)),
+      cpuSeconds: r3(median(run.cpuSeconds)),
+    };
   };
-  const a = figures(padded);
-  const b = figures(packed);
+  const [padded, packed, budgeted] = runs.map(figures) as [LayoutFigures, LayoutFigures, LayoutFigures | undefined];
+  const speedups = (f: LayoutFigures) => ({
+    speedup: r2(padded.stepSeconds / f.stepSeconds),
+    cpuSpeedup: r2(padded.cpuSeconds / f.cpuSeconds),
+  });
   return {
     rows: rowCount / steps,
     realTokens: Math.round(real / steps),
-    padded: a,
-    packed: b,
-    speedup: r2(a.stepSeconds / b.stepSeconds),
+    padded,
+    packed,
+    ...speedups(packed),
+    ...(budgeted === undefined ? {} : { budget: { ...budgeted, maxTokenLenPerGpu: budget, ...speedups(budgeted) } }),
   };
 }
 
@@ -181,14 +233,16 @@ interface AttentionFigures {
   method: string;
   calls: number;
   seconds: number;
+  cpuSeconds: number;
   maxDiff: number;
 }
 
 /**
  * The CPU's varlen attention methods on one long-tail batch's packed layout (one layer's shapes: 4 heads, 2 KV heads of
- * 32; forward + backward): per segment (one call per prompt and per row), the buckets (src/model/packed-attention.ts),
- * one call over all segments padded to the longest, and one masked call over [T, T] (block-diagonal causal). Max
- * difference against per segment.
+ * 32; forward + backward), src/model/packed-attention.ts with bucket rules: per segment with every continuation masked
+ * (one call per prompt and per row), buckets of such, the default (causal units: a prompt with its longest row,
+ * continuations longer than their prompt), one call per unit, one call per kind; and one masked call over [T, T]
+ * (block-diagonal causal). Max difference against per segment.
  */
 function attentionMethods(rows: Experience[], reps: number): AttentionFigures[] {
   const groups = new Map<string, number>();
@@ -217,9 +271,14 @@ function attentionMethods(rows: Experience[], reps: number): AttentionFigures[] 
     }
   });
   const methods: [string, () => (q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) => torch.Tensor][] = [
-    ['per segment', () => packedAttentionWith(layout, tokens, { waste: 1, callArea: -1 })],
-    ['buckets', () => packedAttentionWith(layout, tokens, { waste: BUCKET_WASTE, callArea: BUCKET_CALL_AREA })],
-    ['one padded call', () => packedAttentionWith(layout, tokens, { waste: 1e9, callArea: 1e18 })],
+    ['per segment, masked', () => packedAttentionWith(layout, tokens, { waste: 1, callArea: -1, causalUnits: false })],
+    [
+      'buckets, masked',
+      () => packedAttentionWith(layout, tokens, { waste: BUCKET_WASTE, callArea: BUCKET_CALL_AREA, causalUnits: false }),
+    ],
+    ['buckets, causal units', () => packedAttentionWith(layout, tokens, { waste: BUCKET_WASTE, callArea: BUCKET_CALL_AREA })],
+    ['per unit', () => packedAttentionWith(layout, tokens, { waste: 1, callArea: -1 })],
+    ['one call per kind', () => packedAttentionWith(layout, tokens, { waste: 1e9, callArea: 1e18 })],
     [
       'one masked call',
       () => {
@@ -244,22 +303,28 @@ function attentionMethods(rows: Experience[], reps: number): AttentionFigures[] 
   try {
     for (const [method, make] of methods) {
       const seconds: number[] = [];
+      const cpuSeconds: number[] = [];
       let maxDiff = 0;
       let calls = 1;
       for (let r = 0; r < reps + 1; r++) {
         torch.scope(() => {
           const t0 = now();
+          const cpu0 = process.cpuUsage();
           const run = make();
           const result = run(q, k, v);
           result.square().sum().backward();
-          if (r > 0) seconds.push(secondsSince(t0));
+          if (r > 0) {
+            seconds.push(secondsSince(t0));
+            const cpu = process.cpuUsage(cpu0);
+            cpuSeconds.push((cpu.user + cpu.system) / 1e6);
+          }
           if (reference === null) reference = torch.keep(result.detach());
           maxDiff = result.detach().sub(reference).abs().max().item();
           calls = (run as { calls?: number }).calls ?? 1;
           for (const t of [q, k, v]) t.grad = null;
         });
       }
-      out.push({ tokens, method, calls, seconds: r3(median(seconds) * 1000) / 1000, maxDiff });
+      out.push({ tokens, method, calls, seconds: median(seconds), cpuSeconds: median(cpuSeconds), maxDiff });
     }
   } finally {
     (reference as torch.Tensor | null)?.dispose();
@@ -329,9 +394,10 @@ async function main(): Promise<void> {
     });
     const vocab = (JSON.parse(readFileSync(join(modelDir, 'config.json'), 'utf8')) as { vocab_size: number }).vocab_size;
     const cpu = cpuFeatures();
+    const loadStart = os.loadavg()[0]?.toFixed(2);
     console.log(
       `libtorch ${torch.buildInfo().torchVersion}; ${cpu.model} (${os.cpus().length} cores; features ${cpu.features.join(' ') || 'unknown'}), ` +
-        `load avg ${os.loadavg()[0]?.toFixed(2)}; model ${(parameters / 1e6).toFixed(2)}M parameters, ${threads} threads`,
+        `load avg ${loadStart}; model ${(parameters / 1e6).toFixed(2)}M parameters, ${threads} threads`,
     );
     const p99 = Math.min(cap, Math.round(medianTokens * Math.exp(2.326 * sigma)));
     const longTail = workloads.find((w) => w.name === 'long-tail');
@@ -339,37 +405,59 @@ async function main(): Promise<void> {
     if (attentionFigures.length > 0)
       table(
         `Packed attention on the CPU, one layer forward + backward (long-tail batch 0: ${attentionFigures[0]?.tokens} tokens)`,
-        ['method', 'calls', 'ms', 'max |diff|'],
-        attentionFigures.map((f) => [f.method, String(f.calls), fmt(f.seconds * 1000, 1), f.maxDiff.toExponential(1)]),
+        ['method', 'calls', 'ms', 'CPU ms', 'max |diff|'],
+        attentionFigures.map((f) => [
+          f.method,
+          String(f.calls),
+          fmt(f.seconds * 1000, 1),
+          fmt(f.cpuSeconds * 1000, 1),
+          f.maxDiff.toExponential(1),
+        ]),
       );
+    const budget = Number(flags.budget);
+    if (!Number.isInteger(budget) || budget < 0) throw new Error(`--budget must be a non-negative integer, got ${flags.budget}`);
     const results: Record<string, WorkloadFigures> = {};
-    for (const w of flags.only === 'attention' ? [] : workloads) results[w.name] = runWorkload(modelDir, vocab, w, steps, warmup);
+    for (const w of flags.only === 'attention' ? [] : workloads)
+      results[w.name] = runWorkload(modelDir, vocab, w, steps, warmup, w.name === 'long-tail' ? budget : 0);
+    const loadAfter = os.loadavg()[0]?.toFixed(2);
+    const rowsOf = (name: string, f: WorkloadFigures) =>
+      [
+        ['padded', f.padded, null],
+        ['packed', f.packed, [f.speedup, f.cpuSpeedup]],
+        ...(f.budget
+          ? [[`packed, budget ${f.budget.maxTokenLenPerGpu}`, f.budget, [f.budget.speedup, f.budget.cpuSpeedup]]]
+          : []),
+      ].map(([layout, g, speedups]) => {
+        const figures = g as LayoutFigures;
+        const up = speedups as [number, number] | null;
+        return [
+          name,
+          layout as string,
+          String(f.rows),
+          String(f.realTokens),
+          String(figures.computedTokens),
+          fmt(figures.realShare, 3),
+          fmt(figures.stepSeconds, 3),
+          fmt(figures.cpuSeconds, 3),
+          up === null ? '' : `${fmt(up[0])}x`,
+          up === null ? '' : `${fmt(up[1])}x`,
+        ];
+      });
     table(
-      `GRPO step, padded vs packed rows (median of ${steps} steps after ${warmup} warm-up)`,
+      `GRPO step, padded vs packed rows (median of ${steps} steps after ${warmup} warm-up; load avg ${loadAfter} at the end)`,
       [
         'workload',
+        'layout',
         'rows',
         'real tokens',
-        'padded: computed',
+        'computed',
         'real/computed',
         's/step',
-        'packed: computed',
-        'real/computed',
-        's/step',
+        'CPU s/step',
         'speed-up',
+        'CPU speed-up',
       ],
-      Object.entries(results).map(([name, f]) => [
-        name,
-        String(f.rows),
-        String(f.realTokens),
-        String(f.padded.computedTokens),
-        fmt(f.padded.realShare, 3),
-        fmt(f.padded.stepSeconds, 3),
-        String(f.packed.computedTokens),
-        fmt(f.packed.realShare, 3),
-        fmt(f.packed.stepSeconds, 3),
-        `${fmt(f.speedup)}x`,
-      ]),
+      Object.entries(results).flatMap(([name, f]) => rowsOf(name, f)),
     );
     console.log(
       JSON.stringify({
@@ -380,9 +468,12 @@ async function main(): Promise<void> {
         threads,
         parameters,
         steps,
+        loadAverage: { start: Number(loadStart), end: Number(loadAfter) },
         longTail: { promptTokens: [50, 500], responses: { distribution: 'lognormal', median: medianTokens, sigma, p99, cap } },
         ...results,
-        attention: Object.fromEntries(attentionFigures.map((f) => [f.method, { calls: f.calls, ms: r2(f.seconds * 1000) }])),
+        attention: Object.fromEntries(
+          attentionFigures.map((f) => [f.method, { calls: f.calls, ms: r2(f.seconds * 1000), cpuMs: r2(f.cpuSeconds * 1000) }]),
+        ),
       }),
     );
   } finally {

@@ -102,29 +102,40 @@ for (const name of ['qwen2-tied', 'qwen3-untied', 'llama3-rope'] as FixtureModel
   });
 }
 
-test('packed attention: buckets of segments of very different lengths equal attention row by row', () => {
+test('packed attention: causal and masked units in buckets equal attention row by row, values and gradients', () => {
   torch.manualSeed(3);
-  torch.scope(() => {
-    const layout = {
-      prefixLengths: [40, 0, 7],
-      continuationLengths: [1, 3, 90, 120, 5, 2, 64],
-      rowPrefix: [0, 0, 0, 1, 2, 2, 1],
-    };
-    const tokens = [...layout.prefixLengths, ...layout.continuationLengths].reduce((a, n) => a + n, 0);
-    const [heads, kvHeads, d] = [4, 2, 8];
-    const q = torch.randn([1, heads, tokens, d]);
-    const k = torch.randn([1, kvHeads, tokens, d]);
-    const v = torch.randn([1, kvHeads, tokens, d]);
-    const pass = packedPass(layout, tokens, 'cpu');
-    assert.ok(pass.buckets.length > 1 && pass.buckets.length < 9, `${pass.buckets.length} buckets`);
-    const got = packedAttention(q, k, v, pass); // [1, T, heads·d]
-    // row by row: each segment's queries over its context (all of it) and its own keys (causal)
-    const prefixStart = [0, 40, 40];
-    let at = 47;
-    const expected: torch.Tensor[] = [
-      attention(q.narrow(2, 0, 40), k.narrow(2, 0, 40), v.narrow(2, 0, 40), null),
-      attention(q.narrow(2, 40, 7), k.narrow(2, 40, 7), v.narrow(2, 40, 7), null),
-    ];
+  // group 0: a prefix of 40 with short (masked) and long (causal) continuations; group 1: no prefix; group 2: a
+  // prefix of 7 whose rows are all short (below SHORT_ATTENTION: the prefix on its own, its rows masked); group 3: a
+  // prefix nobody continues (a causal unit of its own)
+  const layout = {
+    prefixLengths: [40, 0, 7, 5],
+    continuationLengths: [1, 3, 90, 120, 5, 2, 64, 7],
+    rowPrefix: [0, 0, 0, 1, 2, 2, 1, 2],
+  };
+  const prefixStart = [0, 40, 40, 47];
+  const tokens = [...layout.prefixLengths, ...layout.continuationLengths].reduce((a, n) => a + n, 0);
+  const [heads, kvHeads, d] = [4, 2, 8];
+  const inputs = () =>
+    [torch.randn([1, heads, tokens, d]), torch.randn([1, kvHeads, tokens, d]), torch.randn([1, kvHeads, tokens, d])].map((t) =>
+      torch.keep(t.requiresGrad_()),
+    ) as [torch.Tensor, torch.Tensor, torch.Tensor];
+  const [q, k, v] = inputs();
+  const upstream = torch.keep(torch.randn([1, tokens, heads * d]));
+  /** The output and q, k, v's gradients of a weighted sum of it. */
+  const run = (attend: () => torch.Tensor) =>
+    torch.scope(() => {
+      for (const t of [q, k, v]) t.grad = null;
+      const out = attend();
+      out.mul(upstream).sum().backward();
+      return [out.detach(), ...[q, k, v].map((t) => (t.grad as torch.Tensor).clone())].map((t) => torch.keep(t));
+    });
+  // row by row: each prefix causal over itself, each continuation over its context (all of it), then causal
+  const reference = run(() => {
+    const expected = layout.prefixLengths.map((p, g) => {
+      const own = (t: torch.Tensor) => t.narrow(2, prefixStart[g] as number, p);
+      return p === 0 ? null : attention(own(q), own(k), own(v), null);
+    });
+    let at = 52;
     layout.continuationLengths.forEach((s, b) => {
       const g = layout.rowPrefix[b] as number;
       const c = layout.prefixLengths[g] as number;
@@ -134,12 +145,32 @@ test('packed attention: buckets of segments of very different lengths equal atte
       expected.push(attention(q.narrow(2, at, s), keys(k), keys(v), mask));
       at += s;
     });
-    const reference = torch.cat(
-      expected.map((t) => t.transpose(1, 2).reshape([1, -1, heads * d])),
+    return torch.cat(
+      expected.filter((t) => t !== null).map((t) => t.transpose(1, 2).reshape([1, -1, heads * d])),
       1,
     );
-    assert.ok(maxAbsDiff(got, reference) < 1e-5, `${maxAbsDiff(got, reference)}`);
   });
+  const rules = [
+    { name: 'default', rule: undefined, calls: [2, 8] },
+    { name: 'one call per unit', rule: { waste: 1, callArea: -1 }, calls: [10, 10] },
+    { name: 'one call per kind', rule: { waste: 1e9, callArea: 1e18 }, calls: [2, 2] },
+    { name: 'masked continuations only', rule: { waste: 1.25, callArea: 4096, causalUnits: false }, calls: [2, 11] },
+    { name: 'rows moved by index', rule: { waste: 1, callArea: 4096, maxPlanPieces: 0 }, calls: [2, 8] },
+    { name: 'masked, by index', rule: { waste: 1, callArea: -1, causalUnits: false, maxPlanPieces: 0 }, calls: [11, 11] },
+  ];
+  for (const { name, rule, calls } of rules) {
+    const pass = packedPass(layout, tokens, 'cpu', rule);
+    const n = pass.buckets.length;
+    assert.ok(n >= (calls[0] as number) && n <= (calls[1] as number), `${name}: ${n} buckets`);
+    assert.equal(pass.indices !== null, rule?.maxPlanPieces === 0, `${name}: rows moved by index or by plan`);
+    const got = run(() => packedAttention(q, k, v, pass));
+    ['output', 'q.grad', 'k.grad', 'v.grad'].forEach((what, i) => {
+      const diff = maxAbsDiff(got[i] as torch.Tensor, reference[i] as torch.Tensor);
+      assert.ok(diff < 1e-5, `${name}: ${what} differs by ${diff}`);
+    });
+    for (const t of got) t.dispose();
+  }
+  for (const t of [q, k, v, upstream, ...reference]) t.dispose();
 });
 
 test('packed rows: lengths that do not fit the batch are errors naming the row', () => {
