@@ -4,7 +4,7 @@
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import { attention } from './attention.js';
-import { invariantAttention, invariantRmsNorm } from './batch-invariant.js';
+import { invariantAttention, invariantPackedAttention, invariantRmsNorm } from './batch-invariant.js';
 import type { ModelConfig } from './config.js';
 import type { CacheStep } from './kv-cache.js';
 import { type Linear, linear } from './linear.js';
@@ -115,7 +115,10 @@ export function layerAttention(layer: DecoderLayer, index: number, h: Tensor, pa
   q = rotary(q.transpose(1, 2), cos, sin);
   k = rotary(k.transpose(1, 2), cos, sin);
   // prefixes attend among themselves; each continuation to its prefix's keys and values, then to its own
-  if (packing !== null && 'buckets' in packing) return linear(packedAttention(q, k, v, packing), layer.oProj);
+  if (packing !== null && 'buckets' in packing) {
+    const packed = () => packedAttention(q, k, v, packing);
+    return linear(pass.batchInvariant ? invariantPackedAttention(q, k, v, packing, packed) : packed(), layer.oProj);
+  }
   if (packing !== null) return linear(sharedPrefixAttention(q, k, v, packing), layer.oProj);
   let keys = k;
   let values = v;

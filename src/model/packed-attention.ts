@@ -58,9 +58,12 @@ export interface PackedPass {
   buckets: Bucket[];
   /** [tokens] each packed token's row in the buckets' concatenated outputs. */
   outputIndex: Tensor;
+  /** The segments in packed order (the batch-invariant forward attends them one by one: ./batch-invariant.ts). */
+  segments: readonly Segment[];
 }
 
-interface Segment {
+/** A prefix or continuation: packed tokens [start, start + length) after the context [contextStart, + contextLength). */
+export interface Segment {
   start: number;
   length: number;
   contextStart: number;
@@ -140,7 +143,8 @@ export function packedPass(
   const index = (values: Int32Array) => torch.tensor(values, { dtype: 'int64', ...on });
   const outputRow = new Int32Array(tokens);
   let rowsBefore = 0;
-  const buckets = bucketsOf(segmentsOf(layout, tokens), rule).map((members): Bucket => {
+  const segments = segmentsOf(layout, tokens);
+  const buckets = bucketsOf(segments, rule).map((members): Bucket => {
     const Lq = Math.max(...members.map((s) => s.length));
     const Lc = Math.max(...members.map((s) => s.contextLength));
     const queryIndex = new Int32Array(members.length * Lq);
@@ -164,7 +168,7 @@ export function packedPass(
       contextKeys: Lc,
     };
   });
-  return { tokens, buckets, outputIndex: index(outputRow) };
+  return { tokens, buckets, outputIndex: index(outputRow), segments };
 }
 
 /** [n, 1, Lq, Lc + Lq]: context key j while j < its context length, then causal over the segment's own keys. */

@@ -296,6 +296,14 @@ function replayLayout(options: TokenLogProbsOptions, layout: (records: Tensor) =
   return given === undefined ? {} : { replayRouting: given.map((records) => records && layout(records)) };
 }
 
+/**
+ * The layouts the batch-invariant forward (./batch-invariant.ts) covers: rows padded and whole, or packed without pads
+ * (packedRows); the padded shared-prompt layout (promptWidth alone) is not covered, so its rows run padded and whole.
+ */
+function invariantLayout(options: TokenLogProbsOptions): TokenLogProbsOptions {
+  return options.packedRows === undefined ? { ...options, promptWidth: undefined } : options;
+}
+
 function passOptions(options: TokenLogProbsOptions): ForwardOptions {
   return {
     ...(options.attentionMask ? { attentionMask: options.attentionMask } : {}),
@@ -312,8 +320,7 @@ export function tokenLogProbs(model: CausalLM, inputIds: Tensor, options: TokenL
   const { chunkSize } = checked;
   return torch.scope(() => {
     const temperature = headTemperature(checked.temperature, inputIds.device);
-    // the batch-invariant forward runs each row whole (no prompt shared between rows: ./batch-invariant.ts)
-    const input = trunkInput(inputIds, model.batchInvariant ? { ...options, promptWidth: undefined } : options);
+    const input = trunkInput(inputIds, model.batchInvariant ? invariantLayout(options) : options);
     const hidden = input.headHidden(model.forward(input.ids, { ...input.forward, output: 'hidden' }));
     const { targets } = input;
     const parts = chunks(targets.size(1), chunkSize).map(([start, size]) =>
@@ -424,7 +431,10 @@ export function* forwardBackwardSteps(
   // a weighted load-balancing loss covers every real token, as transformers': no shared-prompt packing, which
   // runs each prompt once and leaves out each row's last token
   const weightedAux = moe !== null && (options.routerAuxLoss ?? 0) !== 0;
-  const input = trunkInput(inputIds, weightedAux || model.batchInvariant ? { ...options, promptWidth: undefined } : options);
+  const input = trunkInput(
+    inputIds,
+    weightedAux ? { ...options, promptWidth: undefined } : model.batchInvariant ? invariantLayout(options) : options,
+  );
   const aux: RouterAux | null =
     moe !== null && options.routerAuxLoss !== undefined
       ? {

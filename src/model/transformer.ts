@@ -502,8 +502,8 @@ export class CausalLM {
     const { cos, sin } =
       options.rotary ??
       (invariant ? this.#rope.tableCosSin(positions, this.dtype, limit()) : this.#rope.cosSin(positions, this.dtype));
-    if (invariant && (shared !== null || packed !== null))
-      throw new TypeError('forward: the batch-invariant forward takes no sharedPrefix or packed layout');
+    if (invariant && shared !== null)
+      throw new TypeError('forward: the batch-invariant forward takes no sharedPrefix layout (packed rows it takes)');
     // batch-invariant: each row's attention starts at its first real token (left padding cut off, see rowStarts)
     const rowStarts = invariant && step === null && real !== null ? sequenceStarts(real) : null;
 

@@ -4,7 +4,8 @@
 // the prefix cache (paged KV cache), captured and eager decode steps,
 // in float32 and bfloat16 — whatever the trainer's batch: all sequences in one padded batch (left-padded prompts,
 // right-padded responses, as the trainer lays them out), other groupings and orders, and the forward that
-// records gradients. With the mode off the same comparison finds unequal bits (the gap the mode removes). With LoRA the
+// records gradients, and with the rows packed end to end without pads (use_remove_padding). With the mode off the same
+// comparison finds unequal bits (the gap the mode removes). With LoRA the
 // engine samples with the merged weights (as a run's weight sync sends them) and the trainer computes with its
 // adapters unmerged: the same bits, and unmerge() gives back the base weights exactly.
 import assert from 'node:assert/strict';
@@ -84,11 +85,20 @@ function trainerBatch(rows: readonly Sampled[]): { ids: torch.Tensor; mask: torc
   return { ids: torch.tensor(ids), mask: torch.tensor(mask), promptWidth };
 }
 
-/** The trainer's log-probs of each row's sampled tokens; `withGrad`: the forward that records gradients. */
-function trainerLogprobs(model: CausalLM, rows: readonly Sampled[], withGrad: boolean): number[][] {
+/**
+ * The trainer's log-probs of each row's sampled tokens; `withGrad`: the forward that records gradients; `packed`: the
+ * rows packed end to end without pads, prompts shared within a group (use_remove_padding, src/model/packed-rows.ts).
+ */
+function trainerLogprobs(model: CausalLM, rows: readonly Sampled[], withGrad: boolean, packed: boolean): number[][] {
   return torch.scope(() => {
     const { ids, mask, promptWidth } = trainerBatch(rows);
-    const options = { attentionMask: mask, temperature: rows.map((s) => s.temperature), promptWidth };
+    const packedRows = { promptLengths: rows.map((s) => s.prompt.length), responseLengths: rows.map((s) => s.tokens.length) };
+    const options = {
+      attentionMask: mask,
+      temperature: rows.map((s) => s.temperature),
+      promptWidth,
+      ...(packed ? { packedRows } : {}),
+    };
     const logProbs = withGrad
       ? forwardBackward(model, ids, (t) => t.logProbs.mean(), options).logProbs
       : torch.noGrad(() => tokenLogProbs(model, ids, options).logProbs);
@@ -104,11 +114,16 @@ const groupings = (rows: readonly Sampled[]): Sampled[][] => [
 ];
 
 /** Tokens compared and those whose trainer log-prob differs from the sampler's in any bit. */
-function compare(model: CausalLM, rows: readonly Sampled[], withGrad: boolean): { tokens: number; unequal: string[] } {
+function compare(
+  model: CausalLM,
+  rows: readonly Sampled[],
+  withGrad: boolean,
+  packed = false,
+): { tokens: number; unequal: string[] } {
   const unequal: string[] = [];
   let tokens = 0;
   for (const group of withGrad ? [[...rows]] : groupings(rows)) {
-    const trained = trainerLogprobs(model, group, withGrad);
+    const trained = trainerLogprobs(model, group, withGrad, packed);
     group.forEach((s, b) => {
       s.logprobs.forEach((sampled, j) => {
         tokens++;
@@ -137,15 +152,16 @@ describe('bitwise on-policy: the sampler log-probs equal the trainer forward', (
       const model = CausalLM.load(dir, { dtype, requiresGrad: true });
       try {
         model.setBatchInvariant(true);
-        for (const withGrad of [false, true]) {
-          const { tokens, unequal } = compare(model, rows, withGrad);
-          assert.ok(tokens >= sampledTokens);
-          assert.deepEqual(
-            unequal.slice(0, 5),
-            [],
-            `${unequal.length} of ${tokens} tokens differ${withGrad ? ' (gradient forward)' : ''}`,
-          );
-        }
+        for (const withGrad of [false, true])
+          for (const packed of [false, true]) {
+            const { tokens, unequal } = compare(model, rows, withGrad, packed);
+            assert.ok(tokens >= sampledTokens);
+            assert.deepEqual(
+              unequal.slice(0, 5),
+              [],
+              `${unequal.length} of ${tokens} tokens differ${withGrad ? ' (gradient forward)' : ''}${packed ? ' (packed rows)' : ''}`,
+            );
+          }
         // the same comparison with the mode off on both sides: the kernels differ and so do bits
         model.setBatchInvariant(false);
         const off = await sample(dir, dtype, false, captureDecode);

@@ -6,7 +6,8 @@
 // cores): the engines' workers set the process's count when they start, and the trainer sets its own again before
 // each step (src/rft/trainer/trainer-threads.ts; without that the engine_num 2 run trained with the engines' count and
 // ended 52 weights apart after one step on a 2-core machine). With LoRA (the engine samples with the merged weights
-// each sync sends it) the old log-probs equal the sampler's too.
+// each sync sends it), and with the rows packed without pads (trainer.use_remove_padding true), the old log-probs equal
+// the sampler's too.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -80,6 +81,17 @@ describe('trainer.bitwise_on_policy in GRPO runs', { timeout: 600_000 }, () => {
         Array.from(w.toTypedArray() as Float32Array),
         name,
       );
+    }
+  });
+
+  test('rows packed without pads (use_remove_padding true): rollout_corr/kl and abs_logprob_diff are 0', async (t) => {
+    if (!torch.packedLinearSupported()) return t.skip('needs a CPU with AVX2/FMA');
+    const run = await bitwiseRun(['trainer.use_remove_padding=true', 'explorer.rollout_model.engine_num=1']);
+    assert.equal(run.metrics.length, 3);
+    for (const m of run.metrics) {
+      assert.equal(m['actor/rollout_corr/kl'], 0, `step ${m.step}: rollout_corr/kl`);
+      assert.equal(m['actor/rollout_corr/abs_logprob_diff'], 0, `step ${m.step}: rollout_corr/abs_logprob_diff`);
+      assert.equal(m['actor/policy/ratio_mean'], 1, `step ${m.step}: ratio_mean`);
     }
   });
 
