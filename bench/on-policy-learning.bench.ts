@@ -1,11 +1,11 @@
 // The learning effect of trainer.bitwise_on_policy on the quickstart: `npm run bench:on-policy-learning`
 //   node --import tsx bench/on-policy-learning.bench.ts [--seeds 0,1,2,3,4] [--threads 1] [--grpo-steps 150]
 //
-// For each seed, `trinity quickstart --seed S --threads T` twice from scratch (./quickstart-runs.ts): the mode off, and
-// the mode on in the GRPO stage (`--set stages.2.trainer.bitwise_on_policy=true`; SFT is not on-policy and runs the
-// same in both, so both GRPO stages start from the same SFT landing when the run repeats at a fixed thread count).
-// --grpo-steps shortens the GRPO stage (a multiple of the config's eval_interval, 30, so that it ends on an
-// evaluation). Per run: held-out greedy accuracy after SFT and after GRPO, the gain, pass@8, and the sampler/trainer
+// For each seed, `trinity quickstart --seed S --threads T` twice (./quickstart-runs.ts): the mode off, from scratch;
+// then the mode on in the GRPO stage (`--set stages.2.trainer.bitwise_on_policy=true`) from the off run's finished
+// base and SFT stages (copied: SFT is not on-policy, so both GRPO stages start from the same SFT model and differ by
+// the mode alone). --grpo-steps shortens the GRPO stage (a multiple of the config's eval_interval, 30, so that it
+// ends on an evaluation). Each run's figures are printed as one JSON line when it ends. Per run: held-out greedy accuracy after SFT and after GRPO, the gain, pass@8, and the sampler/trainer
 // gap the trainer logged over the GRPO steps (actor/rollout_corr/abs_logprob_diff: mean and max over steps; the
 // mode makes it 0). Per mode over the seeds: the gain's mean and sample variance,
 //   mean = Σ g_s / n,   variance = Σ (g_s − mean)² / (n − 1)
@@ -64,8 +64,11 @@ for (const seed of seeds)
       ...(grpoSteps === null ? [] : [`stages.2.buffer.total_steps=${grpoSteps}`]),
     ];
     console.log(`\n=== seed ${seed}, bitwise_on_policy ${mode}: ${quickstartJobDir(name)}`);
-    const figures = await runQuickstart(seed, threads, name, sets);
+    const offRun = quickstartJobDir(name.replace(/-on$/, '-off'));
+    const reuse = mode === 'on' ? { from: offRun, stages: ['base', 'sft'] } : undefined;
+    const figures = await runQuickstart(seed, threads, name, sets, reuse);
     runs.push({ seed, mode, ...figures, ...gapOf(quickstartJobDir(name)) });
+    console.log(JSON.stringify({ bench: 'on-policy-learning-run', ...runs.at(-1) }));
   }
 
 const mean = (xs: readonly number[]) => xs.reduce((a, x) => a + x, 0) / xs.length;

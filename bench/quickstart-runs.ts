@@ -8,7 +8,7 @@
 //   pass8*                eval/eval_sampled/pass@8 at the same two evaluations
 //   sftSteps              the steps SFT took before its stop rule (trainer.stop_when) ended it
 import { spawn } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
+import { cpSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { now, repoRoot, secondsSince } from './harness.js';
 
@@ -37,15 +37,20 @@ export const quickstartJobDir = (name: string): string => join(repoRoot, 'runs',
 /**
  * `trinity quickstart --seed S --threads T --set name=<name> [--set k=v]...` from scratch (its job folder removed
  * first; the seed's model folder is reused: `trinity model init` is deterministic), its output shown; the figures.
+ * `finishedStages`: stages another run of the same seed finished (`from`: its job folder, `stages`: their folder
+ * names), copied in first so that this run skips them (their done.json) and starts from their final model.
  */
 export async function runQuickstart(
   seed: number,
   threads: number,
   name: string,
   sets: readonly string[] = [],
+  finishedStages?: { from: string; stages: readonly string[] },
 ): Promise<QuickstartFigures> {
   const jobDir = quickstartJobDir(name);
   rmSync(jobDir, { recursive: true, force: true });
+  for (const stage of finishedStages?.stages ?? [])
+    cpSync(join(finishedStages?.from as string, stage), join(jobDir, stage), { recursive: true });
   const args = ['quickstart', '--seed', String(seed), '--threads', String(threads), '--set', `name=${name}`];
   for (const set of sets) args.push('--set', set);
   const t0 = now();
