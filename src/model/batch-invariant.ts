@@ -15,8 +15,14 @@
 //   RoPE cos/sin  computed per forward from the positions (ATen's vectorized cos and its scalar tail round
 //                 differently, and which elements fall in the tail depends on the batch) → read from a table made in
 //                 fixed chunks of positions (./rope.ts)
-// Elementwise ops (residual adds, SwiGLU, the rotary products) and the log-softmax over the vocabulary (one row at a
-// time) are the same per element or row whatever the batch.
+//   SiLU, sigmoid ATen's vectorized exp and its scalar loop (a call's last elements, short of two vectors, and each
+//                 thread's share's) round differently, and which elements those are follows the tensor's size
+//                 → invariantElementwise: calls padded to whole vector steps, each small enough for one thread
+// Arithmetic ops (residual adds, the SwiGLU product, the rotary products: correctly rounded on either path) and the
+// softmaxes over the vocabulary or the experts (one row at a time) are the same per element or row whatever the batch.
+// Mixtures of experts (./moe.ts): the router's and experts' products fixed-order, so a token's routing and its experts'
+// outputs do not depend on which tokens share its experts' runs; its k weighted outputs are added in routing rank order
+// (index_put_'s accumulation order follows the batch on several threads).
 //
 // Gradients: the fixed-order kernels have no autograd, so a forward that records one computes the ordinary op too and
 // takes its value from the kernel and its gradient from the ordinary op:
@@ -24,9 +30,8 @@
 //                                                       the gradient is the ordinary op's)
 // That is one extra forward per projection and attention in a training forward (bench/README.md, bench:on-policy).
 // LoRA: an adapted projection's value is one fixed-order product over the folded weight W + scale B A, the merged
-// weights' bits that the engine samples with (./linear.ts, ./lora.ts). Not covered: mixtures of experts (measured: 711
-// of 756 sampled tokens equal on the qwen3-moe fixture; refused), dynamic NTK RoPE (its frequencies follow the longest
-// position in the batch; refused), and CPUs without AVX2/FMA (refused).
+// weights' bits that the engine samples with (./linear.ts, ./lora.ts). Not covered: dynamic NTK RoPE (its frequencies
+// follow the longest position in the batch; refused), and CPUs without AVX2/FMA (refused).
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import type { PackedPass } from './packed-attention.js';
@@ -52,6 +57,33 @@ export function fixedValue(inputs: (Tensor | null)[], ordinary: () => Tensor, fi
 /** RMSNorm with the one-pass kernel's bits: y = weight * x * rsqrt(mean(x^2) + eps) (ordinary: ATen's, as transformers). */
 export function invariantRmsNorm(x: Tensor, weight: Tensor, eps: number, ordinary: () => Tensor): Tensor {
   return fixedValue([x, weight], ordinary, () => torch.decodeRmsNorm(x.detach(), weight.detach(), eps));
+}
+
+/** Elements per ATen call in invariantElementwise: at most one parallel task's (at::internal::GRAIN_SIZE). */
+const ELEMENTWISE_CHUNK = 32768;
+/** ATen's vectorized loops take 2 vectors a step (64 bf16 elements with AVX-512): a multiple leaves no scalar tail. */
+const VECTOR_STEP = 64;
+
+/**
+ * `op` (an elementwise function: silu, sigmoid) over x with bits that do not depend on x's size (see the header):
+ * x flattened, padded with zeros to a multiple of VECTOR_STEP and cut into calls of ELEMENTWISE_CHUNK elements, so
+ * every element takes the vectorized loop in a call that one thread runs. Differentiable (cat and narrow).
+ */
+export function invariantElementwise(x: Tensor, op: (t: Tensor) => Tensor): Tensor {
+  const count = x.numel;
+  const padded = Math.ceil(count / VECTOR_STEP) * VECTOR_STEP;
+  let flat = x.contiguous().reshape([count]);
+  if (padded > count) flat = torch.cat([flat, torch.zeros([padded - count], { dtype: x.dtype, device: x.device })]);
+  const calls: Tensor[] = [];
+  for (let start = 0; start < padded; start += ELEMENTWISE_CHUNK)
+    calls.push(op(flat.narrow(0, start, Math.min(ELEMENTWISE_CHUNK, padded - start))));
+  return (calls.length === 1 ? (calls[0] as Tensor) : torch.cat(calls, 0)).narrow(0, 0, count).view(x.shape);
+}
+
+/** silu(x) = x · sigmoid(x), or sigmoid(x): batch-invariant (invariantElementwise) when `invariant`, else ATen's. */
+export function activation(x: Tensor, op: 'silu' | 'sigmoid', invariant: boolean): Tensor {
+  const apply = (t: Tensor) => (op === 'silu' ? t.silu() : t.sigmoid());
+  return invariant ? invariantElementwise(x, apply) : apply(x);
 }
 
 /** Keys per decodeAttention call rounded up to this (see the header). */
