@@ -298,11 +298,39 @@ function replayLayout(options: TokenLogProbsOptions, layout: (records: Tensor) =
 
 /**
  * The layouts the batch-invariant forward (./batch-invariant.ts) covers: rows padded and whole, or packed without pads
- * (packedRows); the padded shared-prompt layout (promptWidth alone) is not covered, so its rows run padded and whole.
+ * (packedRows); the padded shared-prompt layout (promptWidth alone) is not covered. So with promptWidth and no
+ * packedRows the rows are packed here when that computes at most PACK_AT_MOST of the padded rows' positions
+ *   Σ_g (p_g − 1) + Σ_b r_b  ≤  PACK_AT_MOST · B · L
+ * (the mode attends row by row either way, so a packed batch costs about its tokens, and the quickstart's GRPO batch,
+ * 16 prompts × 16 answers, computes 4.5× less: bench/README.md), else run padded and whole. The lengths are read from
+ * the attention mask (the mode runs on the CPU: nothing waits); a mask that is not one run per row from the prompt's
+ * first token stays padded.
  */
-function invariantLayout(options: TokenLogProbsOptions): TokenLogProbsOptions {
-  return options.packedRows === undefined ? { ...options, promptWidth: undefined } : options;
+function invariantLayout(inputIds: Tensor, options: TokenLogProbsOptions): TokenLogProbsOptions {
+  const { promptWidth, attentionMask } = options;
+  const padded = { ...options, promptWidth: undefined };
+  if (options.packedRows !== undefined || promptWidth === undefined) return options.packedRows ? options : padded;
+  const [rows, length] = inputIds.shape as [number, number];
+  if (!Number.isInteger(promptWidth) || promptWidth < 2 || promptWidth >= length || options.positionIds) return padded;
+  const real = (attentionMask?.toArray() as (number | boolean)[][] | undefined)?.map((row) => row.map(Boolean));
+  const lengths = Array.from({ length: rows }, (_, b) => {
+    const row = real?.[b] ?? Array<boolean>(length).fill(true);
+    const prompt = row.slice(0, promptWidth).filter(Boolean).length;
+    const response = row.slice(promptWidth).filter(Boolean).length;
+    const oneRun = row.every((on, j) => on === (j >= promptWidth - prompt && j < promptWidth + response));
+    return oneRun && prompt >= 1 && response >= 1 ? { prompt, response } : null;
+  });
+  if (lengths.some((l) => l === null)) return padded;
+  const rowGroup = options.promptGroups?.rowGroup ?? readPromptGroups(inputIds, attentionMask, promptWidth - 1);
+  const promptLengths = lengths.map((l) => (l as { prompt: number }).prompt);
+  const responseLengths = lengths.map((l) => (l as { response: number }).response);
+  const firstRows = rowGroup.flatMap((g, b) => (rowGroup.indexOf(g) === b ? [b] : []));
+  const packed = firstRows.reduce((a, b) => a + (promptLengths[b] as number) - 1, 0) + responseLengths.reduce((a, r) => a + r, 0);
+  return packed <= PACK_AT_MOST * rows * length ? { ...options, packedRows: { promptLengths, responseLengths } } : padded;
 }
+
+/** Packed when that computes at most this share of the padded positions (invariantLayout; the trainer's own rule). */
+const PACK_AT_MOST = 0.8;
 
 function passOptions(options: TokenLogProbsOptions): ForwardOptions {
   return {
@@ -320,7 +348,7 @@ export function tokenLogProbs(model: CausalLM, inputIds: Tensor, options: TokenL
   const { chunkSize } = checked;
   return torch.scope(() => {
     const temperature = headTemperature(checked.temperature, inputIds.device);
-    const input = trunkInput(inputIds, model.batchInvariant ? invariantLayout(options) : options);
+    const input = trunkInput(inputIds, model.batchInvariant ? invariantLayout(inputIds, options) : options);
     const hidden = input.headHidden(model.forward(input.ids, { ...input.forward, output: 'hidden' }));
     const { targets } = input;
     const parts = chunks(targets.size(1), chunkSize).map(([start, size]) =>
@@ -433,7 +461,7 @@ export function* forwardBackwardSteps(
   const weightedAux = moe !== null && (options.routerAuxLoss ?? 0) !== 0;
   const input = trunkInput(
     inputIds,
-    weightedAux ? { ...options, promptWidth: undefined } : model.batchInvariant ? invariantLayout(options) : options,
+    weightedAux ? { ...options, promptWidth: undefined } : model.batchInvariant ? invariantLayout(inputIds, options) : options,
   );
   const aux: RouterAux | null =
     moe !== null && options.routerAuxLoss !== undefined

@@ -4,7 +4,8 @@
 // the prefix cache (paged KV cache), captured and eager decode steps,
 // in float32 and bfloat16 — whatever the trainer's batch: all sequences in one padded batch (left-padded prompts,
 // right-padded responses, as the trainer lays them out), other groupings and orders, and the forward that
-// records gradients, and with the rows packed end to end without pads (use_remove_padding). With the mode off the same
+// records gradients, and with the rows packed end to end without pads (use_remove_padding, or the trainer's batch
+// that the mode packs when that saves a fifth of its positions). With the mode off the same
 // comparison finds unequal bits (the gap the mode removes). With LoRA the
 // engine samples with the merged weights (as a run's weight sync sends them) and the trainer computes with its
 // adapters unmerged: the same bits, and unmerge() gives back the base weights exactly.
@@ -86,18 +87,22 @@ function trainerBatch(rows: readonly Sampled[]): { ids: torch.Tensor; mask: torc
 }
 
 /**
- * The trainer's log-probs of each row's sampled tokens; `withGrad`: the forward that records gradients; `packed`: the
- * rows packed end to end without pads, prompts shared within a group (use_remove_padding, src/model/packed-rows.ts).
+ * How the trainer lays the rows out: `padded` whole rows; `auto` the trainer's batch (promptWidth: the mode packs the
+ * rows when that saves a fifth of the positions, src/model/training.ts); `packed` packed end to end without pads,
+ * prompts shared within a group (packedRows, use_remove_padding, src/model/packed-rows.ts).
  */
-function trainerLogprobs(model: CausalLM, rows: readonly Sampled[], withGrad: boolean, packed: boolean): number[][] {
+type Layout = 'padded' | 'auto' | 'packed';
+
+/** The trainer's log-probs of each row's sampled tokens; `withGrad`: the forward that records gradients. */
+function trainerLogprobs(model: CausalLM, rows: readonly Sampled[], withGrad: boolean, layout: Layout): number[][] {
   return torch.scope(() => {
     const { ids, mask, promptWidth } = trainerBatch(rows);
     const packedRows = { promptLengths: rows.map((s) => s.prompt.length), responseLengths: rows.map((s) => s.tokens.length) };
     const options = {
       attentionMask: mask,
       temperature: rows.map((s) => s.temperature),
-      promptWidth,
-      ...(packed ? { packedRows } : {}),
+      ...(layout === 'padded' ? {} : { promptWidth }),
+      ...(layout === 'packed' ? { packedRows } : {}),
     };
     const logProbs = withGrad
       ? forwardBackward(model, ids, (t) => t.logProbs.mean(), options).logProbs
@@ -118,12 +123,12 @@ function compare(
   model: CausalLM,
   rows: readonly Sampled[],
   withGrad: boolean,
-  packed = false,
+  layout: Layout = 'auto',
 ): { tokens: number; unequal: string[] } {
   const unequal: string[] = [];
   let tokens = 0;
   for (const group of withGrad ? [[...rows]] : groupings(rows)) {
-    const trained = trainerLogprobs(model, group, withGrad, packed);
+    const trained = trainerLogprobs(model, group, withGrad, layout);
     group.forEach((s, b) => {
       s.logprobs.forEach((sampled, j) => {
         tokens++;
@@ -157,13 +162,13 @@ describe('bitwise on-policy: the sampler log-probs equal the trainer forward', (
       try {
         model.setBatchInvariant(true);
         for (const withGrad of [false, true])
-          for (const packed of [false, true]) {
-            const { tokens, unequal } = compare(model, rows, withGrad, packed);
+          for (const layout of ['padded', 'auto', 'packed'] as const) {
+            const { tokens, unequal } = compare(model, rows, withGrad, layout);
             assert.ok(tokens >= sampledTokens);
             assert.deepEqual(
               unequal.slice(0, 5),
               [],
-              `${unequal.length} of ${tokens} tokens differ${withGrad ? ' (gradient forward)' : ''}${packed ? ' (packed rows)' : ''}`,
+              `${unequal.length} of ${tokens} tokens differ (${layout} rows${withGrad ? ', gradient forward' : ''})`,
             );
           }
         // the same comparison with the mode off on both sides: the kernels differ and so do bits
