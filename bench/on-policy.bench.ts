@@ -1,8 +1,10 @@
 // Bitwise on-policy (trainer.bitwise_on_policy, src/model/batch-invariant.ts): what the mode costs and what it removes.
 //
 //   node --import tsx bench/on-policy.bench.ts [--threads N] [--rounds N] [--requests N] [--tokens N] [--hidden N]
+//     [--arch qwen2|qwen3_moe]
 //
-// On the quickstart's model shape (qwen2, hidden 128, 4 layers; --hidden for a wider one), per dtype (float32,
+// On the quickstart's model shape (qwen2, hidden 128, 4 layers; --hidden for a wider one; --arch qwen3_moe: the
+// quickstart's mixture of experts, every MLP 8 experts of half the width, top 2), per dtype (float32,
 // bfloat16), with the mode off and on, alternating off/on each round (medians over the rounds):
 //   generation   tokens/s of the rollout engine (inference layout, 8 slots) over --requests mixed requests (prompts
 //                of 4-40 tokens, --tokens new tokens each, temperatures 1 / 0.7 / 1.2): continuous batching, so every
@@ -30,6 +32,7 @@ const { values: flags } = parseArgs({
     requests: { type: 'string', default: '16' },
     tokens: { type: 'string', default: '48' },
     hidden: { type: 'string', default: '128' },
+    arch: { type: 'string', default: 'qwen2' },
   },
 });
 const threads = positiveFlag('threads', flags.threads as string);
@@ -37,12 +40,16 @@ const rounds = positiveFlag('rounds', flags.rounds as string);
 const requestCount = positiveFlag('requests', flags.requests as string);
 const newTokens = positiveFlag('tokens', flags.tokens as string);
 const hidden = positiveFlag('hidden', flags.hidden as string);
+const architecture = flags.arch as string;
+if (architecture !== 'qwen2' && architecture !== 'qwen3_moe')
+  throw new Error(`--arch must be qwen2 or qwen3_moe, got '${architecture}'`);
 torch.setNumThreads(threads);
 if (!torch.packedLinearSupported()) throw new Error('bench:on-policy: the batch-invariant mode needs a CPU with AVX2/FMA');
 
 const modelDir = mkdtempSync(join(tmpdir(), 'on-policy-bench-'));
 initModel(modelDir, {
-  architecture: 'qwen2',
+  architecture,
+  ...(architecture === 'qwen3_moe' ? { numExperts: 8, numExpertsPerTok: 2 } : {}), // experts of half the MLP's width
   hiddenSize: hidden,
   numLayers: 4,
   numHeads: 4,
@@ -212,7 +219,7 @@ rmSync(modelDir, { recursive: true, force: true });
 
 const figure = (n: number) => (n === 0 ? '0' : n.toExponential(2));
 console.log(
-  `bitwise on-policy, qwen2 hidden ${hidden} x 4 layers, ${requestCount} requests x ${newTokens} tokens, ${threads} threads`,
+  `bitwise on-policy, ${architecture} hidden ${hidden} x 4 layers, ${requestCount} requests x ${newTokens} tokens, ${threads} threads`,
 );
 console.log('dtype     mode  gen tok/cpu-s  train step cpu-ms  max|Δ|     mean|Δ|    kl         equal bits');
 for (const r of results)
@@ -231,6 +238,7 @@ const cost = (dtype: ModelDType) => {
 console.log(
   JSON.stringify({
     bench: 'on-policy',
+    architecture,
     hidden,
     threads,
     requests: requestCount,

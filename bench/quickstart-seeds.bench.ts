@@ -8,12 +8,10 @@
 // command's wall-clock minutes (setup excluded). What the quickstart promises is checked per run:
 //   SFT lands in [15%, 85%]; GRPO adds >= 10 points; pass@8 does not fall; the run takes < 6 minutes.
 // Prints the Markdown table the README shows and ends with one JSON line of the figures.
-import { spawn } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { cpuInfo, now, r3, repoRoot, secondsSince } from './harness.js';
+import { cpuInfo, r3 } from './harness.js';
+import { type QuickstartFigures, quickstartJobDir, runQuickstart } from './quickstart-runs.js';
 
 const HELP = `The quickstart across seeds and thread counts (roundings).
   node --import tsx bench/quickstart-seeds.bench.ts [--seeds 0,1,2,3,4] [--threads 1,2]
@@ -42,66 +40,20 @@ const threadCounts = list(values.threads, 'threads');
 /** Limits the quickstart promises (README). */
 const LIMITS = { sftLow: 0.15, sftHigh: 0.85, minGain: 0.1, maxMinutes: 6 };
 
-interface RunFigures {
+interface RunFigures extends QuickstartFigures {
   seed: number;
   threads: number;
-  sftSteps: number;
-  afterSft: number;
-  afterGrpo: number;
-  gain: number;
-  pass8AfterSft: number;
-  pass8AfterGrpo: number;
-  minutes: number;
   ok: boolean;
 }
 
-type Line = Record<string, number>;
-const lines = (file: string): Line[] =>
-  readFileSync(file, 'utf8')
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l) as Line);
-
-function runQuickstart(seed: number, threads: number): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      [join(repoRoot, 'bin', 'trinity.js'), 'quickstart', '--seed', String(seed), '--threads', String(threads)],
-      { cwd: repoRoot, stdio: ['ignore', 'inherit', 'inherit'] },
-    );
-    child.on('error', reject);
-    child.on('exit', (code, signal) =>
-      code === 0
-        ? resolve()
-        : reject(new Error(`trinity quickstart --seed ${seed} --threads ${threads}: ${signal ?? `exit ${code}`}`)),
-    );
-  });
-}
-
-function figuresOf(seed: number, threads: number, jobDir: string, minutes: number): RunFigures {
-  const evals = lines(join(jobDir, 'grpo', 'metrics.jsonl')).filter((l) => l['eval/eval/mean@1'] !== undefined);
-  const first = evals[0];
-  const last = evals.at(-1);
-  if (first?.step !== 0 || last === undefined) throw new Error(`${jobDir}/grpo/metrics.jsonl: no evaluation at step 0 and after`);
-  const sftSteps = JSON.parse(readFileSync(join(jobDir, 'sft', 'done.json'), 'utf8')).steps as number;
-  const f = {
-    seed,
-    threads,
-    sftSteps,
-    afterSft: first['eval/eval/mean@1'] as number,
-    afterGrpo: last['eval/eval/mean@1'] as number,
-    gain: (last['eval/eval/mean@1'] as number) - (first['eval/eval/mean@1'] as number),
-    pass8AfterSft: first['eval/eval_sampled/pass@8'] as number,
-    pass8AfterGrpo: last['eval/eval_sampled/pass@8'] as number,
-    minutes,
-  };
+function figuresOf(seed: number, threads: number, f: QuickstartFigures): RunFigures {
   const ok =
     f.afterSft >= LIMITS.sftLow &&
     f.afterSft <= LIMITS.sftHigh &&
     f.gain >= LIMITS.minGain &&
     f.pass8AfterGrpo >= f.pass8AfterSft &&
     f.minutes < LIMITS.maxMinutes;
-  return { ...f, ok };
+  return { seed, threads, ...f, ok };
 }
 
 const cpuModel = os.cpus()[0]?.model ?? 'unknown CPU';
@@ -112,12 +64,8 @@ const results: RunFigures[] = [];
 for (const seed of seeds)
   for (const threads of threadCounts) {
     const name = `addition${seed === 0 ? '' : `-seed${seed}`}-threads${threads}`;
-    const jobDir = join(repoRoot, 'runs', 'quickstart', name);
-    rmSync(jobDir, { recursive: true, force: true });
-    console.log(`\n=== seed ${seed}, ${threads} thread(s): ${jobDir}`);
-    const t0 = now();
-    await runQuickstart(seed, threads);
-    results.push(figuresOf(seed, threads, jobDir, secondsSince(t0) / 60));
+    console.log(`\n=== seed ${seed}, ${threads} thread(s): ${quickstartJobDir(name)}`);
+    results.push(figuresOf(seed, threads, await runQuickstart(seed, threads, name)));
   }
 
 const pct = (v: number) => `${(v * 100).toFixed(1)}%`;

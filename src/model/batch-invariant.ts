@@ -9,13 +9,20 @@
 //                 → torch.decodeAttention for every query, one query per kernel row, keys at the same cache positions
 //                   (key i of a sequence at position i: left padding is cut off per row) and the key count rounded up to
 //                   a multiple of 8 (the kernel scores keys 8 at a time and a ragged tail in another order; masked keys
-//                   add exact zeros)
+//                   add exact zeros); rows packed without pads (./packed-attention.ts, use_remove_padding) the same way,
+//                   segment by segment: a continuation's keys are its prompt's, then its own, at their sequence positions
 //   RMSNorm       torch.decodeRmsNorm (one pass per row) vs ATen's rms_norm → torch.decodeRmsNorm on both sides
 //   RoPE cos/sin  computed per forward from the positions (ATen's vectorized cos and its scalar tail round
 //                 differently, and which elements fall in the tail depends on the batch) → read from a table made in
 //                 fixed chunks of positions (./rope.ts)
-// Elementwise ops (residual adds, SwiGLU, the rotary products) and the log-softmax over the vocabulary (one row at a
-// time) are the same per element or row whatever the batch.
+//   SiLU, sigmoid ATen's vectorized exp and its scalar loop (a call's last elements, short of two vectors, and each
+//                 thread's share's) round differently, and which elements those are follows the tensor's size
+//                 → invariantElementwise: calls padded to whole vector steps, each small enough for one thread
+// Arithmetic ops (residual adds, the SwiGLU product, the rotary products: correctly rounded on either path) and the
+// softmaxes over the vocabulary or the experts (one row at a time) are the same per element or row whatever the batch.
+// Mixtures of experts (./moe.ts): the router's and experts' products fixed-order, so a token's routing and its experts'
+// outputs do not depend on which tokens share its experts' runs; its k weighted outputs are added in routing rank order
+// (index_put_'s accumulation order follows the batch on several threads).
 //
 // Gradients: the fixed-order kernels have no autograd, so a forward that records one computes the ordinary op too and
 // takes its value from the kernel and its gradient from the ordinary op:
@@ -23,11 +30,11 @@
 //                                                       the gradient is the ordinary op's)
 // That is one extra forward per projection and attention in a training forward (bench/README.md, bench:on-policy).
 // LoRA: an adapted projection's value is one fixed-order product over the folded weight W + scale B A, the merged
-// weights' bits that the engine samples with (./linear.ts, ./lora.ts). Not covered: mixtures of experts (measured: 711
-// of 756 sampled tokens equal on the qwen3-moe fixture; refused), dynamic NTK RoPE (its frequencies follow the longest
-// position in the batch; refused), and CPUs without AVX2/FMA (refused).
+// weights' bits that the engine samples with (./linear.ts, ./lora.ts). Not covered: dynamic NTK RoPE (its frequencies
+// follow the longest position in the batch; refused), and CPUs without AVX2/FMA (refused).
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
+import type { PackedPass } from './packed-attention.js';
 
 /** Whether this machine runs the batch-invariant forward (its kernels: the CPU's AVX2/FMA ones). */
 export const batchInvariantSupported = (device: string): boolean => device === 'cpu' && torch.packedLinearSupported();
@@ -50,6 +57,33 @@ export function fixedValue(inputs: (Tensor | null)[], ordinary: () => Tensor, fi
 /** RMSNorm with the one-pass kernel's bits: y = weight * x * rsqrt(mean(x^2) + eps) (ordinary: ATen's, as transformers). */
 export function invariantRmsNorm(x: Tensor, weight: Tensor, eps: number, ordinary: () => Tensor): Tensor {
   return fixedValue([x, weight], ordinary, () => torch.decodeRmsNorm(x.detach(), weight.detach(), eps));
+}
+
+/** Elements per ATen call in invariantElementwise: at most one parallel task's (at::internal::GRAIN_SIZE). */
+const ELEMENTWISE_CHUNK = 32768;
+/** ATen's vectorized loops take 2 vectors a step (64 bf16 elements with AVX-512): a multiple leaves no scalar tail. */
+const VECTOR_STEP = 64;
+
+/**
+ * `op` (an elementwise function: silu, sigmoid) over x with bits that do not depend on x's size (see the header):
+ * x flattened, padded with zeros to a multiple of VECTOR_STEP and cut into calls of ELEMENTWISE_CHUNK elements, so
+ * every element takes the vectorized loop in a call that one thread runs. Differentiable (cat and narrow).
+ */
+export function invariantElementwise(x: Tensor, op: (t: Tensor) => Tensor): Tensor {
+  const count = x.numel;
+  const padded = Math.ceil(count / VECTOR_STEP) * VECTOR_STEP;
+  let flat = x.contiguous().reshape([count]);
+  if (padded > count) flat = torch.cat([flat, torch.zeros([padded - count], { dtype: x.dtype, device: x.device })]);
+  const calls: Tensor[] = [];
+  for (let start = 0; start < padded; start += ELEMENTWISE_CHUNK)
+    calls.push(op(flat.narrow(0, start, Math.min(ELEMENTWISE_CHUNK, padded - start))));
+  return (calls.length === 1 ? (calls[0] as Tensor) : torch.cat(calls, 0)).narrow(0, 0, count).view(x.shape);
+}
+
+/** silu(x) = x · sigmoid(x), or sigmoid(x): batch-invariant (invariantElementwise) when `invariant`, else ATen's. */
+export function activation(x: Tensor, op: 'silu' | 'sigmoid', invariant: boolean): Tensor {
+  const apply = (t: Tensor) => (op === 'silu' ? t.silu() : t.sigmoid());
+  return invariant ? invariantElementwise(x, apply) : apply(x);
 }
 
 /** Keys per decodeAttention call rounded up to this (see the header). */
@@ -88,26 +122,73 @@ function fixedOrderAttention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | nul
     const length = queries - first;
     const before = torch.zeros([first, heads, 1, headDim], { dtype: q.dtype, device: q.device });
     if (length <= 0) return before.permute([2, 1, 0, 3]);
-    // row b's queries as kernel rows [length, H, 1, d]; its keys, values and mask (from its start) seen by each
+    // row b's queries and keys from its start: a sequence of its own
     const keyCount = keys - first;
-    const rowQueries = q.select(0, b).narrow(1, first, length).permute([1, 0, 2]).unsqueeze(2).contiguous();
-    const rowKeys = (t: Tensor) =>
-      t
-        .select(0, b)
-        .narrow(1, first, keyCount)
-        .unsqueeze(0)
-        .expand([length, t.size(1), keyCount, headDim]);
     const rowMask = allowed
       .select(0, allowed.size(0) === 1 ? 0 : b)
-      .narrow(1, first, length)
-      .narrow(2, first, keyCount)
-      .permute([1, 0, 2])
-      .unsqueeze(1); // [length, 1, 1, keyCount]
-    const padded = padKeys(rowKeys(k), rowKeys(v), rowMask);
-    const attended = torch.decodeAttention(rowQueries, padded.k, padded.v, padded.mask, scale);
+      .select(0, 0)
+      .narrow(0, first, length)
+      .narrow(1, first, keyCount);
+    const attended = sequenceAttention(
+      q.select(0, b).narrow(1, first, length),
+      k.select(0, b).narrow(1, first, keyCount),
+      v.select(0, b).narrow(1, first, keyCount),
+      rowMask,
+      scale,
+    );
     return (first === 0 ? attended : torch.cat([before, attended], 0)).permute([2, 1, 0, 3]); // [1, H, S, d]
   });
   return torch.cat(rows, 0);
+}
+
+/**
+ * Attention over packed rows (./packed-attention.ts) with the bits of the padded batch's: each segment's queries
+ * attend, one per kernel row, over its context's keys then its own (key i of the sequence at kernel position i), as
+ * that sequence does in a padded row or the engine's cache. q [1, H, T, d], k and v [1, KV, T, d] → [1, T, H·d] in
+ * packed order, as packedAttention gives it (its `ordinary`, for the gradient).
+ */
+export function invariantPackedAttention(q: Tensor, k: Tensor, v: Tensor, pass: PackedPass, ordinary: () => Tensor): Tensor {
+  return fixedValue([q, k, v], ordinary, () => {
+    const [, heads, tokens, headDim] = q.shape as [number, number, number, number];
+    const [packedQ, packedK, packedV] = [q, k, v].map((t) => t.detach().select(0, 0)) as [Tensor, Tensor, Tensor];
+    const outputs = pass.segments.map(({ start, length, contextStart, contextLength }) => {
+      const sequence = (t: Tensor) =>
+        contextLength === 0
+          ? t.narrow(1, start, length)
+          : torch.cat([t.narrow(1, contextStart, contextLength), t.narrow(1, start, length)], 1);
+      // query j (sequence position contextLength + j) sees keys 0 .. contextLength + j
+      const allowed = torch.ones([length, contextLength + length], { dtype: 'bool', device: q.device }).tril(contextLength);
+      const attended = sequenceAttention(
+        packedQ.narrow(1, start, length),
+        sequence(packedK),
+        sequence(packedV),
+        allowed,
+        1 / Math.sqrt(headDim),
+      );
+      return attended.reshape([length, heads * headDim]);
+    });
+    return torch.cat(outputs, 0).view([1, tokens, heads * headDim]);
+  });
+}
+
+/**
+ * One sequence's attention through torch.decodeAttention, one query per kernel row: q [H, S, d] over k and v
+ * [KV, L, d] (key i at sequence position i), allowed bool [S, L] → [S, H, 1, d]. The keys are padded to a multiple of
+ * KEY_MULTIPLE (zero keys, masked) and shared by every kernel row without a copy.
+ */
+function sequenceAttention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, scale: number): Tensor {
+  const [, queries, headDim] = q.shape as [number, number, number];
+  const padded = padKeys(k, v, allowed);
+  const keyCount = padded.k.size(1);
+  const perQuery = (t: Tensor) => t.unsqueeze(0).expand([queries, t.size(0), keyCount, headDim]);
+  const rowQueries = q.permute([1, 0, 2]).unsqueeze(2).contiguous(); // [S, H, 1, d]
+  return torch.decodeAttention(
+    rowQueries,
+    perQuery(padded.k),
+    perQuery(padded.v),
+    padded.mask.view([queries, 1, 1, keyCount]),
+    scale,
+  );
 }
 
 /**
@@ -126,9 +207,9 @@ export function sequenceStarts(real: Tensor): number[] {
   });
 }
 
-/** Keys, values and mask with the key count rounded up to KEY_MULTIPLE (zero keys, masked). */
+/** Keys and values [..., L, d] and their mask [..., L] with L rounded up to KEY_MULTIPLE (zero keys, masked). */
 function padKeys(k: Tensor, v: Tensor, mask: Tensor): { k: Tensor; v: Tensor; mask: Tensor } {
-  const keys = k.size(2);
+  const keys = k.size(-2);
   const extra = (KEY_MULTIPLE - (keys % KEY_MULTIPLE)) % KEY_MULTIPLE;
   if (extra === 0) return { k, v, mask };
   const pad = (t: Tensor, dim: number, value: number | boolean) => {
@@ -136,5 +217,5 @@ function padKeys(k: Tensor, v: Tensor, mask: Tensor): { k: Tensor; v: Tensor; ma
     shape[dim] = extra;
     return torch.cat([t, torch.full(shape, value, { dtype: t.dtype, device: t.device })], dim);
   };
-  return { k: pad(k, 2, 0), v: pad(v, 2, 0), mask: pad(mask, 3, false) };
+  return { k: pad(k, k.ndim - 2, 0), v: pad(v, v.ndim - 2, 0), mask: pad(mask, mask.ndim - 1, false) };
 }

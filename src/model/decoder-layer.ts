@@ -4,7 +4,7 @@
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import { attention } from './attention.js';
-import { invariantAttention, invariantRmsNorm } from './batch-invariant.js';
+import { activation, invariantAttention, invariantPackedAttention, invariantRmsNorm } from './batch-invariant.js';
 import type { ModelConfig } from './config.js';
 import type { CacheStep } from './kv-cache.js';
 import { type Linear, linear } from './linear.js';
@@ -54,17 +54,13 @@ export function rmsNorm(x: Tensor, weight: Tensor, eps: number, onePass: boolean
 /** SwiGLU: down(silu(gate(h)) * up(h)); gate and up in one product when the layout fused them. */
 export function mlp(layer: DenseMlp, h: Tensor): Tensor {
   const fused = layer.gateUpProj;
+  const invariant = layer.downProj.packed?.fixedOrder === true; // the model's batch-invariant mode
+  const silu = (x: Tensor) => activation(x, 'silu', invariant);
   if (fused === null || layer.gateProj.adapter !== null || layer.upProj.adapter !== null)
-    return linear(linear(h, layer.gateProj).silu().mul(linear(h, layer.upProj)), layer.downProj);
+    return linear(silu(linear(h, layer.gateProj)).mul(linear(h, layer.upProj)), layer.downProj);
   const gateUp = linear(h, fused);
   const width = layer.upProj.weight.size(0);
-  return linear(
-    gateUp
-      .narrow(-1, 0, width)
-      .silu()
-      .mul(gateUp.narrow(-1, width, width)),
-    layer.downProj,
-  );
+  return linear(silu(gateUp.narrow(-1, 0, width)).mul(gateUp.narrow(-1, width, width)), layer.downProj);
 }
 
 /** What one layer's attention reads of its pass (see CausalLM.beginPass). */
@@ -88,6 +84,12 @@ export interface AttentionPass {
 /** A sparse block's expert projections (each expert's run of a decode step is a few rows: the packed kernel's case). */
 export const expertProjections = (block: SparseMoeBlock): Linear[] =>
   [...block.experts, ...(block.shared ? [block.shared.expert] : [])].flatMap((e) => [e.gateProj, e.upProj, e.downProj]);
+
+/** A sparse block's gates: its router and (qwen2_moe) the shared expert's gate (no packed copy in the inference layout). */
+export const routerProjections = (block: SparseMoeBlock): Linear[] => [
+  block.router,
+  ...(block.shared ? [block.shared.gate] : []),
+];
 
 export function layerAttention(layer: DecoderLayer, index: number, h: Tensor, pass: AttentionPass): Tensor {
   const { cos, sin, mask, step, packing, rowStarts, onePass } = pass;
@@ -115,7 +117,10 @@ export function layerAttention(layer: DecoderLayer, index: number, h: Tensor, pa
   q = rotary(q.transpose(1, 2), cos, sin);
   k = rotary(k.transpose(1, 2), cos, sin);
   // prefixes attend among themselves; each continuation to its prefix's keys and values, then to its own
-  if (packing !== null && 'buckets' in packing) return linear(packedAttention(q, k, v, packing), layer.oProj);
+  if (packing !== null && 'buckets' in packing) {
+    const packed = () => packedAttention(q, k, v, packing);
+    return linear(pass.batchInvariant ? invariantPackedAttention(q, k, v, packing, packed) : packed(), layer.oProj);
+  }
   if (packing !== null) return linear(sharedPrefixAttention(q, k, v, packing), layer.oProj);
   let keys = k;
   let values = v;

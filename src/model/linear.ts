@@ -83,6 +83,15 @@ export function linear(x: Tensor, l: Linear): Tensor {
   return l.adapter === null ? y : l.adapter.forward(x, y);
 }
 
+/** Gives l a packed copy that every product runs on (the batch-invariant mode), or takes it away (`on` false). */
+export function fixedOrderCopy(l: Linear, on: boolean): void {
+  if (on) l.packed = { weight: null, version: -1, maxRows: Number.POSITIVE_INFINITY, fixedOrder: true };
+  else {
+    l.packed?.weight?.dispose();
+    l.packed = null;
+  }
+}
+
 /**
  * l's packed weight, packed again when l.weight's storage was written since (a weight sync, a LoRA merge): into the
  * same tensor, so that captured steps holding it (../engine/decode-steps.ts) read the new weights.

@@ -20,6 +20,12 @@
 //   aux = E * sum_e f_e P_e
 // transformers adds router_aux_loss_coef * aux to the language-model loss (./training.ts does the same for SFT).
 //
+// Batch-invariant mode (./batch-invariant.ts; the block knows it by its projections: fixed-order): the router's and
+// the experts' products, SiLU and the shared expert's sigmoid are per token whatever the batch, so which tokens share
+// an expert's run changes no bits; each token's k weighted outputs are added in routing rank order (rankOrderSum)
+// instead of by index_put_, whose accumulation order follows the batch on several threads. The rollout engine and
+// the trainer then compute the same bits for a token (test/engine/bitwise-on-policy.test.ts).
+//
 // Router replay (R3, "rollout routing replay"; algorithm.enable_router_replay): a forward may be handed the experts
 // a rollout chose for its tokens, replayed [N, k] (-1 rows: no record). Those tokens then go through the replayed
 // experts instead of topk(p, k), weighted by the current router's probabilities of them:
@@ -27,6 +33,7 @@
 // so the gradient reaches the router through w and the experts that produced the sample.
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
+import { activation } from './batch-invariant.js';
 import type { MoeConfig } from './config.js';
 import { type Linear, linear } from './linear.js';
 
@@ -47,8 +54,11 @@ export interface SparseMoeBlock {
   shared: { expert: Expert; gate: Linear } | null;
 }
 
-const swiGlu = (x: Tensor, expert: Expert): Tensor =>
-  linear(linear(x, expert.gateProj).silu().mul(linear(x, expert.upProj)), expert.downProj);
+/** down(silu(gate(x)) * up(x)); batch-invariant SiLU when the products are fixed-order (see the header). */
+const swiGlu = (x: Tensor, expert: Expert): Tensor => {
+  const gate = activation(linear(x, expert.gateProj), 'silu', expert.downProj.packed?.fixedOrder === true);
+  return linear(gate.mul(linear(x, expert.upProj)), expert.downProj);
+};
 
 /** The router's decision for N tokens. */
 export interface Routing {
@@ -108,12 +118,27 @@ export function sparseMoe(
     return x.size(0) === 0 ? x : swiGlu(x, expert);
   });
   const weighted = torch.cat(outputs, 0).mul(pairWeights); // [N k, hidden]
-  // index_put_ with accumulate adds each row into its token's row (ATen's scatter_add over an expanded index
-  // takes a slow path on the CPU: bench/README.md, moe-experts)
-  const routed = torch.zeros([tokens, hidden], { dtype: h.dtype, device: h.device }).indexPut_([pairTokens], weighted, true);
+  const routed = block.router.packed?.fixedOrder
+    ? rankOrderSum(weighted, order, tokens, k)
+    : // index_put_ with accumulate adds each row into its token's row (ATen's scatter_add over an expanded index
+      // takes a slow path on the CPU: bench/README.md, moe-experts)
+      torch.zeros([tokens, hidden], { dtype: h.dtype, device: h.device }).indexPut_([pairTokens], weighted, true);
   const shared = block.shared;
   if (shared === null) return routed.reshape(shape);
-  return routed.add(linear(flat, shared.gate).sigmoid().mul(swiGlu(flat, shared.expert))).reshape(shape);
+  const gate = activation(linear(flat, shared.gate), 'sigmoid', shared.gate.packed?.fixedOrder === true);
+  return routed.add(gate.mul(swiGlu(flat, shared.expert))).reshape(shape);
+}
+
+/**
+ * The batch-invariant mode's sum of each token's k weighted expert outputs (rows of `weighted` [N k, hidden] in
+ * `order`, the expert-sorted pair order): y[n] = ((c[n, 0] + c[n, 1]) + ...) + c[n, k − 1] in routing rank order,
+ * elementwise adds whatever the batch, where index_put_'s accumulation order follows the pairs' places in the batch.
+ */
+function rankOrderSum(weighted: Tensor, order: Tensor, tokens: number, k: number): Tensor {
+  const byToken = weighted.indexSelect(0, order.argsort()).view([tokens, k, -1]); // pair n·k + j back at its place
+  let sum = byToken.select(1, 0);
+  for (let j = 1; j < k; j++) sum = sum.add(byToken.select(1, j));
+  return sum;
 }
 
 /** How many of the pairs each expert got (read back to the host: the split sizes). */

@@ -7,10 +7,14 @@
 // straight through; a fully sharded trainer (../rft/trainer/fsdp.ts) awaits its collectives there: it gathers a
 // layer's parameters before the layer runs, releases them after, and reduce-scatters the layer's gradients after its
 // backward. Without checkpointing the backward is one autograd call over every layer, with no point inside it.
+//
+// beginTrunkPass starts the trunk's pass: the ids' embeddings, or a vision-language batch's (MultimodalInputs: image
+// tokens in place, M-RoPE tables).
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import type { LoadBalancing } from './moe.js';
-import type { ForwardPass } from './transformer.js';
+import type { TrunkInput } from './packed-rows.js';
+import type { CausalLM, ForwardPass } from './transformer.js';
 
 /**
  * Where a forward/backward pass pauses: `start` before the embedding (the embedding, the final norm and the LM head
@@ -154,4 +158,25 @@ export function* trunkForward(
     if (grad !== null && embedded.requiresGrad) embedded.backward(grad);
   }
   return { hiddenLeaf, backwardTrunk };
+}
+
+/** What a vision-language model gives the trunk for a batch of ids holding image tokens. */
+export interface MultimodalInputs {
+  /** [B, T, hidden] token embeddings with image tokens in place, made on each call (under the caller's grad mode). */
+  embed(): Tensor;
+  /** M-RoPE tables cos, sin [B, 1, T, headDim]. */
+  rotary: { cos: Tensor; sin: Tensor };
+}
+
+/** model.beginPass over the trunk's input; a vision-language batch's embeddings and M-RoPE tables replace the ids'. */
+export function beginTrunkPass(model: CausalLM, input: TrunkInput, multimodal: MultimodalInputs | undefined): ForwardPass {
+  if (multimodal === undefined) return model.beginPass(input.ids, input.forward);
+  const pass = model.beginPass(input.ids, { ...input.forward, rotary: multimodal.rotary });
+  return {
+    numLayers: pass.numLayers,
+    embed: () => multimodal.embed(),
+    layer: (i, x) => pass.layer(i, x),
+    norm: (x) => pass.norm(x),
+    commit: () => pass.commit(),
+  };
 }

@@ -30,12 +30,12 @@ import * as torch from '../torch/index.js';
 import { batchInvariantSupported, sequenceStarts } from './batch-invariant.js';
 import { causalPadMask } from './attention-mask.js';
 import { loadModelConfig, type ModelConfig } from './config.js';
-import { type DecoderLayer, expertProjections, layerAttention, mlp, rmsNorm } from './decoder-layer.js';
+import { type DecoderLayer, expertProjections, layerAttention, mlp, rmsNorm, routerProjections } from './decoder-layer.js';
 import { checkWeights, expectedWeights, readModelWeights, type SaveModelOptions, writeModelFolder } from './hf-weights.js';
 import { attachPackedWeights, fuseForInference, type WeightLayout } from './inference-layout.js';
 import { type CachePlan, type CacheStep, KVCache, type SequenceKVCache } from './kv-cache.js';
 import { PagedKVCache } from './paged-kv-cache.js';
-import { type Linear, type LinearAdapter, linear, packedWeight, plainLinear } from './linear.js';
+import { fixedOrderCopy, type Linear, type LinearAdapter, linear, packedWeight, plainLinear } from './linear.js';
 import { type Routing, sparseMoe } from './moe.js';
 import { RotaryEmbedding } from './rope.js';
 import { type PackedLayout, type PackedPass, packedPass } from './packed-attention.js';
@@ -347,24 +347,13 @@ export class CausalLM {
       throw new Error(
         `the batch-invariant forward runs on a CPU with AVX2 and FMA; this model is on ${device}${device === 'cpu' ? ' (no AVX2/FMA)' : ''}`,
       );
-    if (on && this.config.moe !== null)
-      throw new Error(
-        `the batch-invariant forward does not cover ${this.config.architecture} yet: a mixture of experts' routing and sums follow the batch`,
-      );
     if (on && this.config.rope.scaling.type === 'dynamic')
       throw new Error('the batch-invariant forward does not take dynamic NTK RoPE (its frequencies follow the batch)');
     this.#batchInvariant = on;
-    if (this.layout === 'inference') {
-      for (const l of this.#packedLinears) if (l.packed !== null) l.packed.fixedOrder = on;
-      return;
-    }
-    for (const l of [...this.#linears.values(), this.#headLinear]) {
-      if (on) l.packed = { weight: null, version: -1, maxRows: Number.POSITIVE_INFINITY, fixedOrder: true };
-      else {
-        l.packed?.weight?.dispose();
-        l.packed = null;
-      }
-    }
+    if (this.layout === 'inference') for (const l of this.#packedLinears) if (l.packed !== null) l.packed.fixedOrder = on;
+    // the projections without a packed copy (the training layout's, the inference layout's routers) get one while on
+    const routers = this.#layers.flatMap((l) => ('router' in l.mlp ? routerProjections(l.mlp) : []));
+    for (const l of this.layout === 'inference' ? routers : [...this.#linears.values(), this.#headLinear]) fixedOrderCopy(l, on);
   }
 
   /** True when a forward pass draws random numbers (an adapter with dropout in training mode). */
@@ -502,8 +491,8 @@ export class CausalLM {
     const { cos, sin } =
       options.rotary ??
       (invariant ? this.#rope.tableCosSin(positions, this.dtype, limit()) : this.#rope.cosSin(positions, this.dtype));
-    if (invariant && (shared !== null || packed !== null))
-      throw new TypeError('forward: the batch-invariant forward takes no sharedPrefix or packed layout');
+    if (invariant && shared !== null)
+      throw new TypeError('forward: the batch-invariant forward takes no sharedPrefix layout (packed rows it takes)');
     // batch-invariant: each row's attention starts at its first real token (left padding cut off, see rowStarts)
     const rowStarts = invariant && step === null && real !== null ? sequenceStarts(real) : null;
 
@@ -566,6 +555,7 @@ export class CausalLM {
   /** Frees every parameter. */
   dispose(): void {
     if (this.#disposed) return;
+    this.setBatchInvariant(false); // its packed copies
     this.#disposed = true;
     for (const t of this.#parameters.values()) t.dispose();
     for (const t of this.#fused) t?.dispose();

@@ -164,9 +164,7 @@ export function checkBitwiseOnPolicy(
     ['explorer.rollout_model.device', context.rolloutDevice],
   ] as const)
     if (device.startsWith('cuda')) problem(at, `runs on the CPU (its fixed-order kernels are CPU kernels); ${key} is ${device}`);
-  // the mode's forward takes each row whole (no shared prompts, no packed rows) and the whole model on each rank
-  if (trainer.use_remove_padding === true)
-    problem(at, 'runs every row padded and whole; trainer.use_remove_padding true packs rows: remove one of them');
+  // the mode's forward takes the whole model on each rank (rows padded or packed: either layout keeps the bits)
   if (trainer.trainer_strategy === 'fsdp' || trainer.trainer_strategy === 'fsdp2')
     problem(
       at,

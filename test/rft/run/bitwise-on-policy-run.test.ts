@@ -6,11 +6,13 @@
 // cores): the engines' workers set the process's count when they start, and the trainer sets its own again before
 // each step (src/rft/trainer/trainer-threads.ts; without that the engine_num 2 run trained with the engines' count and
 // ended 52 weights apart after one step on a 2-core machine). With LoRA (the engine samples with the merged weights
-// each sync sends it) the old log-probs equal the sampler's too.
+// each sync sends it), with the rows packed without pads (trainer.use_remove_padding true) and with a mixture of
+// experts, the old log-probs equal the sampler's too.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import type { ModelInitOptions } from '../../../src/model/index.js';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
 import type { Experience } from '../../../src/rft/experience.js';
 import { loadConfig } from '../../../src/rft/run/config/index.js';
@@ -31,12 +33,16 @@ interface RunResult {
   weights: Map<string, torch.Tensor>;
 }
 
-/** A 3-step bitwise run with `overrides`: its metrics, rollouts (by step, task, sample) and final weights. */
-async function bitwiseRun(overrides: string[]): Promise<RunResult> {
+/**
+ * A 3-step bitwise run with `overrides` (and `model`: `trinity model init` options): its metrics, rollouts (by step,
+ * task, sample) and final weights.
+ */
+async function bitwiseRun(overrides: string[], model?: ModelInitOptions): Promise<RunResult> {
   const { root, configFile, jobDir } = makeJob({
     totalSteps: 3,
     saveInterval: 100,
     algorithm: ALGORITHM,
+    ...(model ? { model } : {}),
     extra: 'data_processor:\n  experience_pipeline:\n    save_input: true\n    input_save_path: raw.jsonl\n',
   });
   const config = loadConfig(configFile, { resolveAlgorithm, overrides: ['trainer.bitwise_on_policy=true', ...overrides] });
@@ -80,6 +86,29 @@ describe('trainer.bitwise_on_policy in GRPO runs', { timeout: 600_000 }, () => {
         Array.from(w.toTypedArray() as Float32Array),
         name,
       );
+    }
+  });
+
+  test('rows packed without pads (use_remove_padding true): rollout_corr/kl and abs_logprob_diff are 0', async (t) => {
+    if (!torch.packedLinearSupported()) return t.skip('needs a CPU with AVX2/FMA');
+    const run = await bitwiseRun(['trainer.use_remove_padding=true', 'explorer.rollout_model.engine_num=1']);
+    assert.equal(run.metrics.length, 3);
+    for (const m of run.metrics) {
+      assert.equal(m['actor/rollout_corr/kl'], 0, `step ${m.step}: rollout_corr/kl`);
+      assert.equal(m['actor/rollout_corr/abs_logprob_diff'], 0, `step ${m.step}: rollout_corr/abs_logprob_diff`);
+      assert.equal(m['actor/policy/ratio_mean'], 1, `step ${m.step}: ratio_mean`);
+    }
+  });
+
+  test('a mixture of experts (qwen2_moe, top 3 of 6 and a shared expert): rollout_corr/kl is 0', async (t) => {
+    if (!torch.packedLinearSupported()) return t.skip('needs a CPU with AVX2/FMA');
+    const moe = { architecture: 'qwen2_moe', numExperts: 6, numExpertsPerTok: 3 } as const;
+    const run = await bitwiseRun(['explorer.rollout_model.engine_num=1'], moe);
+    assert.equal(run.metrics.length, 3);
+    for (const m of run.metrics) {
+      assert.equal(m['actor/rollout_corr/kl'], 0, `step ${m.step}: rollout_corr/kl`);
+      assert.equal(m['actor/rollout_corr/abs_logprob_diff'], 0, `step ${m.step}: rollout_corr/abs_logprob_diff`);
+      assert.equal(m['actor/policy/ratio_mean'], 1, `step ${m.step}: ratio_mean`);
     }
   });
 
