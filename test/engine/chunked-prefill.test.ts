@@ -17,6 +17,7 @@ import {
 } from '../../src/engine/index.js';
 import { CausalLM, initModel } from '../../src/model/index.js';
 import * as torch from '../../src/torch/index.js';
+import { charTokenIds, withEngineOver } from './helpers.js';
 
 let root: string;
 let model: CausalLM;
@@ -32,19 +33,12 @@ after(() => {
   rmSync(root, { recursive: true, force: true });
 });
 
-/** Token ids in [3, 30). */
-const ids = (n: number, seed: number) => Array.from({ length: n }, (_, i) => 3 + ((seed * 13 + i * 7 + ((i * i) % 5)) % 27));
+const ids = charTokenIds;
 const SYSTEM = ids(37, 1);
 const GREEDY = { temperature: 0 } as const;
 
-async function withEngine<T>(options: RolloutEngineOptions, fn: (engine: RolloutEngine) => Promise<T>): Promise<T> {
-  const engine = new RolloutEngine(model, { maxLength: 256, eosTokenIds: [], ...options });
-  try {
-    return await fn(engine);
-  } finally {
-    await engine.close();
-  }
-}
+const withEngine = <T>(options: RolloutEngineOptions, fn: (engine: RolloutEngine) => Promise<T>): Promise<T> =>
+  withEngineOver(model, { maxLength: 256, ...options }, fn);
 
 type Runs = { tokens: number[][][]; logprobs: number[][][] };
 

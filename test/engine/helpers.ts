@@ -4,7 +4,7 @@ import { copyFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { RolloutEngine, type TokenEvent } from '../../src/engine/index.js';
+import { RolloutEngine, type RolloutEngineOptions, type TokenEvent } from '../../src/engine/index.js';
 import { CausalLM } from '../../src/model/index.js';
 import { DEFAULT_ALPHABET, Tokenizer, writeCharTokenizer } from '../../src/tokenizer/index.js';
 import * as torch from '../../src/torch/index.js';
@@ -129,4 +129,22 @@ export function tokenCounter(): {
       return Promise.race([reached, ended]);
     },
   };
+}
+
+/** n deterministic token ids in [3, 30) (inside the character tokenizer's vocabulary), varied by seed. */
+export const charTokenIds = (n: number, seed: number): number[] =>
+  Array.from({ length: n }, (_, i) => 3 + ((seed * 13 + i * 7 + ((i * i) % 5)) % 27));
+
+/** Runs fn with an engine over `model` (no end-of-sequence ids: fixed lengths), closed afterwards. */
+export async function withEngineOver<T>(
+  model: CausalLM,
+  options: RolloutEngineOptions,
+  fn: (engine: RolloutEngine) => Promise<T>,
+): Promise<T> {
+  const engine = new RolloutEngine(model, { eosTokenIds: [], ...options });
+  try {
+    return await fn(engine);
+  } finally {
+    await engine.close();
+  }
 }

@@ -10,7 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { type GenerateRequest, GenerationError, RolloutEngine, type RolloutEngineOptions } from '../../src/engine/index.js';
 import { CausalLM, initModel } from '../../src/model/index.js';
 import * as torch from '../../src/torch/index.js';
-import { tokenCounter } from './helpers.js';
+import { charTokenIds, tokenCounter, withEngineOver } from './helpers.js';
 
 let root: string;
 let model: CausalLM;
@@ -27,18 +27,11 @@ after(() => {
   rmSync(root, { recursive: true, force: true });
 });
 
-/** Token ids in [3, 30): inside the char tokenizer's vocabulary. */
-const ids = (n: number, seed: number) => Array.from({ length: n }, (_, i) => 3 + ((seed * 13 + i * 7 + ((i * i) % 5)) % 27));
+const ids = charTokenIds;
 const SYSTEM = ids(37, 1); // a shared "system prompt": 9 full blocks of 4 and a partial one
 
-async function withEngine<T>(options: RolloutEngineOptions, fn: (engine: RolloutEngine) => Promise<T>): Promise<T> {
-  const engine = new RolloutEngine(model, { maxLength: 128, eosTokenIds: [], ...options });
-  try {
-    return await fn(engine);
-  } finally {
-    await engine.close();
-  }
-}
+const withEngine = <T>(options: RolloutEngineOptions, fn: (engine: RolloutEngine) => Promise<T>): Promise<T> =>
+  withEngineOver(model, { maxLength: 128, ...options }, fn);
 
 /** The requests one after another, then all at once: each request's completions' tokens and log-probs. */
 async function run(
