@@ -145,6 +145,8 @@ export async function sampleResponses(
     tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, ...(options.tools ? { tools: options.tools } : {}) });
   // image parts (a vision-language model): each image's placeholder run expanded to its token count, and the prompt
   // bounded by max_model_len as chat() bounds one (its length is known only once the images are decoded)
+  if (options.text !== undefined && hasImageParts(messages))
+    throw new Error(`${name}: task ${task.id} has images (format.image_key), which a plain-text prompt (use_base) cannot hold`);
   const images = options.text === undefined && hasImageParts(messages) ? await chatImages(messages, model.vision) : null;
   // a prompt over the limit is only ever needed up to its head: the rest of a huge one is never tokenized
   const chatIds = images
