@@ -164,10 +164,24 @@ export class Qwen2_5VLModel {
    * embeddings with the image tokens in place (the vision tower runs on each embed(), recording autograd under grad
    * mode) and the M-RoPE tables of ropeIndex's positions. Log-probs and gradients equal forward()'s.
    */
-  trainingInputs(inputIds: Tensor, attentionMask: Tensor | null, images: ImageInputs | undefined): MultimodalInputs {
+  trainingInputs(
+    inputIds: Tensor,
+    attentionMask: Tensor | null,
+    images: ImageInputs | undefined,
+    promptWidth?: number,
+  ): MultimodalInputs {
     this.#checkAlive();
-    const { positions } = ropeIndexOf(inputIds, attentionMask, images?.grids ?? [], this.config);
-    return { embed: () => this.#embedWithImages(inputIds, images), rotary: this.#mrope.cosSin(positions, this.dtype) };
+    // with promptWidth (the padded layout's response columns start there): an image token sampled in a response is
+    // text, as the rollout engine decoded it (its embedding row, a text position); only the prompt's are images
+    const placeholders =
+      promptWidth === undefined || promptWidth >= inputIds.size(1)
+        ? inputIds
+        : inputIds.maskedFill(torch.arange(inputIds.size(1), { device: inputIds.device }).ge(promptWidth).unsqueeze(0), -1);
+    const { positions } = ropeIndexOf(placeholders, attentionMask, images?.grids ?? [], this.config);
+    return {
+      embed: () => this.#embedWithImages(inputIds, images, placeholders),
+      rotary: this.#mrope.cosSin(positions, this.dtype),
+    };
   }
 
   /** inputIds [B, T] int64 → logits [B, T, vocab] (or final hidden states). Records autograd as CausalLM.forward. */
@@ -201,11 +215,14 @@ export class Qwen2_5VLModel {
     });
   }
 
-  /** Token embeddings with each image placeholder's row replaced by its image token (masked_scatter, differentiable). */
-  #embedWithImages(inputIds: Tensor, images: ImageInputs | undefined): Tensor {
+  /**
+   * Token embeddings with each image placeholder's row (an image token of `placeholderIds`, the ids with a response's
+   * sampled ones masked) replaced by its image token (masked_scatter, differentiable).
+   */
+  #embedWithImages(inputIds: Tensor, images: ImageInputs | undefined, placeholderIds: Tensor = inputIds): Tensor {
     const embedTokens = this.language.parameters().get('model.embed_tokens.weight') as Tensor;
     const embeds = torch.embedding(embedTokens, inputIds);
-    const isImage = inputIds.eq(this.config.imageTokenId); // [B, T]
+    const isImage = placeholderIds.eq(this.config.imageTokenId); // [B, T]
     const placeholders = isImage.long().sum().item();
     const grids = images?.grids ?? [];
     const expected = grids.reduce((n, g) => n + imageTokenCount(g, this.config.vision.spatialMergeSize), 0);

@@ -7,7 +7,7 @@
 import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { RemoteEnginePool, tokenizerVocabularyWarning } from '../../openai/index.js';
-import { loadModelConfig } from '../../model/index.js';
+import { languageConfigOf } from '../../engine/index.js';
 import { Tokenizer } from '../../tokenizer/index.js';
 import { missingStateKeyWarning } from '../algorithm/advantage/index.js';
 import type { ResolvedAlgorithm } from '../algorithm/presets.js';
@@ -467,12 +467,13 @@ export class StageParts {
     });
   }
 
-  /** The trained model's vocabulary and context length (an external server's model with no local folder: unknown). */
+  /** The trained model's vocabulary (a vision-language folder: its language model's) and context length (an external
+   * server's model with no local folder: unknown). */
   modelBounds(): ModelBounds {
     const { settings } = this;
     const local = existsSync(join(settings.modelPath, 'config.json'));
     return {
-      vocabSize: local ? loadModelConfig(settings.modelPath).vocabSize : Number.MAX_SAFE_INTEGER,
+      vocabSize: local ? languageConfigOf(settings.modelPath).vocabSize : Number.MAX_SAFE_INTEGER,
       maxLength: settings.explorer.maxLength,
     };
   }

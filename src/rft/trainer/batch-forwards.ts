@@ -152,7 +152,7 @@ export function* prepareBatchSteps(rows: Experience[], shard: Shard, models: Bat
             attentionMask: mask,
             entropy: needsEntropy,
             necs: needsNecs,
-            ...visionOptions(models.vision?.model ?? null, ids, mask, options.images),
+            ...visionOptions(models.vision?.model ?? null, ids, mask, options.images, options.promptWidth),
           };
           const out = yield* torch.scopeSteps(noGradSteps(tokenLogProbsSteps(models.model, ids, all)));
           return fields.map((field) => out[field] as Tensor);

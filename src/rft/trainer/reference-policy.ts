@@ -48,7 +48,7 @@ const referenceLogProbs = (
       tokenLogProbs(model, inputIds, {
         ...options,
         attentionMask,
-        ...visionOptions(vision, inputIds, attentionMask, options.images),
+        ...visionOptions(vision, inputIds, attentionMask, options.images, options.promptWidth),
       }).logProbs,
   );
 

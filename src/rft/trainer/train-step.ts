@@ -416,7 +416,7 @@ export class TrainStep {
           ...(this.setup.checkpoint ? { checkpoint: true } : {}),
           ...(lora === null ? {} : { random: lora }),
           ...(auxWeight === undefined ? {} : { routerAuxLoss: auxWeight }),
-          ...visionOptions(this.setup.vision?.model ?? null, view.inputIds, view.attentionMask, images),
+          ...visionOptions(this.setup.vision?.model ?? null, view.inputIds, view.attentionMask, images, view.promptWidth),
           ...(replay === null
             ? {}
             : {

@@ -158,7 +158,8 @@ export class TrainerVision {
   checkRows(rows: readonly Experience[]): void {
     const { imageTokenId, vision } = this.model.config;
     for (const e of rows) {
-      const placeholders = e.tokens.reduce((n, t) => n + (t === imageTokenId ? 1 : 0), 0);
+      // the prompt's: an image token sampled in the response is text (Qwen2_5VLModel.trainingInputs' promptWidth)
+      const placeholders = e.tokens.slice(0, e.promptLength).reduce((n, t) => n + (t === imageTokenId ? 1 : 0), 0);
       const made = (e.images ?? []).reduce((n, url, i) => {
         const image = this.#images.get(url);
         if (image === undefined) throw new Error(`experience ${e.eid} images[${i}] was not decoded before the step`);
@@ -181,13 +182,14 @@ export class TrainerVision {
 
 /**
  * The forward options of rows holding `images` (../../model/training.ts multimodal), computed by `model`; none
- * without images. Rows with images and a text model are an error: their placeholder tokens would be read as text.
+ * without images. `promptWidth`: the padded layout's first response column (image tokens past it are sampled text). Rows with images and a text model are an error: their placeholder tokens would be read as text.
  */
 export function visionOptions(
   model: Qwen2_5VLModel | null,
   inputIds: Tensor,
   attentionMask: Tensor,
   images: ImageInputs | null | undefined,
+  promptWidth?: number,
 ): { multimodal?: MultimodalInputs } {
   if (images === null || images === undefined) return {};
   if (model === null)
@@ -195,7 +197,7 @@ export function visionOptions(
       `rows carry ${images.grids.length} image(s), but the model is not a vision-language model (its config.json's ` +
         'model_type is not qwen2_5_vl): train image rows on a Qwen2.5-VL model',
     );
-  return { multimodal: model.trainingInputs(inputIds, attentionMask, images) };
+  return { multimodal: model.trainingInputs(inputIds, attentionMask, images, promptWidth) };
 }
 
 /**

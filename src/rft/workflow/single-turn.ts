@@ -4,7 +4,8 @@
 //   prompt ids = chat_template([system?, user], tools?, add_generation_prompt) ++ encode(reply_prefix)
 //                (tools: the task's tools_key column, rendered by the model's template)
 //                (over model.max_prompt_tokens: its bounded head, and the n responses are masked placeholders,
-//                ./prompt-truncation.ts)
+//                ./prompt-truncation.ts; image content parts (format.image_key): each image's placeholder run
+//                expanded to its token count, the images passed with the ids, bounded by max_model_len as chat() is)
 //   responses  = generate(prompt ids, n = repeatTimes, seed, task.rolloutArgs)
 //   reward     = rewardFn(reply_prefix + response text, task)          (the prefix is part of the answer's format)
 //                a group reward (ruler_reward) scores the n responses of the task in one call instead
@@ -18,6 +19,7 @@
 //                          "System:" + system + "\nUser:\n" + prompt + "\nAssistant:\n"   ("User:\n…" with no system)
 //   The reward also gets each response's generated token count (math_dapo_reward's overlong penalty reads it).
 import type { Completion, GenerateOptions } from '../../engine/index.js';
+import { chatImages, expandImagePads, hasImageParts } from '../../engine/vision-chat.js';
 import type { ChatMessage } from '../../tokenizer/index.js';
 import { snakeToCamel } from '../../util/module-args.js';
 import type { ChatTurn } from '../experience.js';
@@ -141,13 +143,23 @@ export async function sampleResponses(
   const chatText =
     options.text ??
     tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, ...(options.tools ? { tools: options.tools } : {}) });
+  // image parts (a vision-language model): each image's placeholder run expanded to its token count, and the prompt
+  // bounded by max_model_len as chat() bounds one (its length is known only once the images are decoded)
+  if (options.text !== undefined && hasImageParts(messages))
+    throw new Error(`${name}: task ${task.id} has images (format.image_key), which a plain-text prompt (use_base) cannot hold`);
+  const images = options.text === undefined && hasImageParts(messages) ? await chatImages(messages, model.vision) : null;
   // a prompt over the limit is only ever needed up to its head: the rest of a huge one is never tokenized
-  const chatIds = limit ? limitedPromptIds(tokenizer, chatText, limit) : tokenizer.encode(chatText);
-  const over = limit ? limit.truncate && overPromptLimit(chatIds, limit) : false;
+  const chatIds = images
+    ? expandImagePads(tokenizer.encode(chatText), images.imageTokenId, images.tokenCounts).ids
+    : limit
+      ? limitedPromptIds(tokenizer, chatText, limit)
+      : tokenizer.encode(chatText);
+  const over = limit && !images ? limit.truncate && overPromptLimit(chatIds, limit) : false;
   const promptIds = prefix && !over ? [...chatIds, ...tokenizer.encode(prefix)] : chatIds;
   const result = await model.generate({
     ...rolloutOptions(task.rolloutArgs ?? {}, name),
     promptIds,
+    ...(images ? { images: images.dataUrls } : {}),
     n: options.n ?? repeatTimes,
     seed: options.seed ?? seed,
   });

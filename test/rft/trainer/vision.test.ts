@@ -2,7 +2,8 @@
 // (data URLs) train through the Qwen2.5-VL model's vision tower and M-RoPE. An SFT step's loss and every gradient
 // (vision tower included) equal plain autograd through Qwen2_5VLModel.forward row by row (1e-5, float32), with an
 // image micro-batch and a text micro-batch; a GRPO step's current-policy and reference forwards see the images (the
-// KL to the unchanged reference is 0); image rows on a text model and settings not covered are named errors.
+// KL to the unchanged reference is 0); an image token sampled in a response is text (the prompt's alone are the
+// image's); image rows on a text model and settings not covered are named errors.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -25,7 +26,8 @@ import { resolveAlgorithm } from '../../../src/rft/algorithm/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
 import { frozenModelReference } from '../../../src/rft/trainer/reference-policy.js';
 import { TrainStep } from '../../../src/rft/trainer/train-step.js';
-import { loadPolicy, TrainerVision, withRowImages } from '../../../src/rft/trainer/vision-rows.js';
+import { loadPolicy, TrainerVision, visionOptions, withRowImages } from '../../../src/rft/trainer/vision-rows.js';
+import { tokenLogProbs } from '../../../src/model/training.js';
 import * as torch from '../../../src/torch/index.js';
 import { assertSameGradient, GradientRecorder } from './gradients.js';
 
@@ -239,4 +241,48 @@ test('image rows on a text model, and vision-language settings not covered yet, 
   const policy = loadPolicy(dir, options, { worldSize: 1, useCritic: false });
   assert.ok(policy.vision !== null && policy.model === policy.vision.model.language);
   policy.vision.model.dispose();
+});
+
+test('an image token sampled in a response trains as text: the row runs, and the log-probs before it equal the direct forward', async () => {
+  const model = Qwen2_5VLModel.load(dir);
+  const vision = new TrainerVision(model, dir, 'cpu');
+  try {
+    const base = rows[0] as Experience;
+    const pad = model.config.imageTokenId;
+    const prompt = base.tokens.slice(0, base.promptLength);
+    // the rollout engine decodes a sampled placeholder as text; only the prompt's image tokens are the image's
+    const sampled: Experience = { ...base, eid: 'sampled', tokens: [...prompt, 11, pad, 2], actionMask: [1, 1, 1] };
+    await withRowImages(vision, [sampled], () =>
+      torch.scope(() =>
+        torch.noGrad(() => {
+          vision.checkRows([sampled]); // the prompt's 4 image tokens are its image's 4
+          const images = vision.rowImages([sampled]) ?? null;
+          const ids = torch.tensor([sampled.tokens.map(BigInt)]);
+          const mask = torch.onesLike(ids);
+          const P = sampled.promptLength;
+          const ours = tokenLogProbs(model.language, ids, {
+            attentionMask: mask,
+            ...visionOptions(model, ids, mask, images, P),
+          }).logProbs;
+          assert.ok(Number.isFinite(ours.sum().item()), 'every log-prob is finite');
+          // the direct forward of [prompt, 11] predicts 11 and then the placeholder: positions P − 1 and P
+          const head = torch.tensor([[...prompt, 11].map(BigInt)]);
+          const logits = model.forward(head, images ? { images } : {}).logSoftmax(-1);
+          const direct = [
+            logits
+              .select(1, P - 1)
+              .select(1, 11)
+              .item(),
+            logits.select(1, P).select(1, pad).item(),
+          ];
+          const trained = [ours.select(1, P - 1).item(), ours.select(1, P).item()];
+          for (const [i, value] of trained.entries())
+            assert.ok(Math.abs(value - (direct[i] as number)) < 1e-5, `response token ${i}: ${value} vs ${direct[i]}`);
+        }),
+      ),
+    );
+  } finally {
+    vision.forget();
+    model.dispose();
+  }
 });

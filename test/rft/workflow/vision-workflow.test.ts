@@ -1,6 +1,7 @@
 // A workflow chatting with an image on a Qwen2.5-VL rollout engine: in-process and on a worker thread (a module-path
 // workflow, src/rft/workflow/isolation/) it gets the same experiences, each with the prompt's image as a data URL and
-// its placeholder run in the tokens.
+// its placeholder run in the tokens. simple_workflow on a task whose prompt has image parts (format.image_key) sends
+// the images with the prompt; use_base's plain-text prompt refuses them by name.
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -68,6 +69,57 @@ describe('a workflow chatting with an image', () => {
       assert.deepEqual(comparable(there.experiences), comparable(here.experiences));
     } finally {
       isolated.close();
+      await engine.close();
+    }
+  });
+
+  test('simple_workflow on a task with image parts (format.image_key): the engine gets the images, experiences keep them', async () => {
+    torch.setNumThreads(1);
+    const engine = RolloutEngine.load(visionModelDir(), { slots: 4, maxLength: 64 });
+    const image = await testImageDataUrl(56, 56, 4); // 4 image tokens
+    const runner = new WorkflowRunner({
+      models: new EngineModelHandle(engine),
+      retryBackoffMs: 1,
+      maxRetryTimes: 0,
+      maxTimeout: 60,
+    });
+    const task = (workflow: string, workflowArgs: Record<string, unknown> = {}): Task => ({
+      id: 't',
+      taskset: 'train',
+      index: 0,
+      raw: {},
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'image_url', image_url: { url: image } },
+            { type: 'text', text: 'count' },
+          ],
+        },
+      ],
+      response: '3',
+      rewardFn: 'accuracy_reward',
+      rolloutArgs: { max_tokens: 3 },
+      workflow,
+      workflowArgs,
+    });
+    try {
+      const result = await runner.runStep([task('simple_workflow')], { step: 1, repeatTimes: 2 });
+      assert.deepEqual(
+        result.statuses.map((s) => s.error ?? 'ok'),
+        ['ok'],
+      );
+      assert.equal(result.experiences.length, 2);
+      for (const experience of result.experiences) {
+        assert.deepEqual(experience.images, [image]);
+        // the template's one placeholder became the image's 4, all in the prompt
+        assert.equal(experience.tokens.slice(0, experience.promptLength).filter((id) => id === IMAGE_PAD).length, 4);
+      }
+      // a plain-text prompt (use_base) cannot hold the images: a named error, not a prompt without them
+      const base = await runner.runStep([task('math_boxed_workflow', { use_base: true })], { step: 2, repeatTimes: 1 });
+      assert.match(base.statuses[0]?.error ?? '', /task t has images \(format.image_key\), which a plain-text prompt/);
+    } finally {
+      runner.close();
       await engine.close();
     }
   });
