@@ -27,6 +27,8 @@ test('a PNG decodes to its bytes from bytes, a data URL, a path and a file:// UR
     assert.deepEqual(decoded.data, image.data);
   }
   assert.equal(await imageDataUrl(file, 'file'), url);
+  // a base64 data URL without an image type is re-labelled from its bytes
+  assert.equal(await imageDataUrl(`data:;base64,${Buffer.from(png).toString('base64')}`, 'untyped'), url);
 });
 
 test('alpha is dropped (not blended) and grey is expanded to three equal channels', async () => {

@@ -77,7 +77,7 @@ export async function decodeImage(source: ImageSource, where: string): Promise<I
 
 /** A `data:image/<format>;base64,` URL holding the source's encoded bytes (the format as the bytes declare it). */
 export async function imageDataUrl(source: ImageSource, where: string): Promise<string> {
-  if (typeof source === 'string' && DATA_URL.test(source)) return source;
+  if (typeof source === 'string' && /^data:image\//i.test(source) && DATA_URL.test(source)) return source;
   const bytes = await imageSourceBytes(source, where);
   let format: string | undefined;
   try {
