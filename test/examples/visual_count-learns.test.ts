@@ -18,28 +18,23 @@ import { initVisionLanguageModel, Qwen2_5VLModel } from '../../src/model/index.j
 import { resolveAlgorithm } from '../../src/rft/algorithm/presets.js';
 import { loadConfig } from '../../src/rft/run/config/index.js';
 import { runConfig } from '../../src/rft/run/index.js';
-import * as torch from '../../src/torch/index.js';
+import { oneThreadForRuns } from '../rft/run/helpers.js';
 
 const example = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'examples', 'visual_count');
 const STEPS = 150;
 let root = '';
 let heldout: VisualCountRow[] = [];
-let threads = 1;
-const ompThreads = process.env.OMP_NUM_THREADS;
+let restoreThreads = () => {};
 
 before(async () => {
   // one thread here and in the run's trainer (OMP_NUM_THREADS, read by the run's settings): the fastest on a shared machine
-  threads = torch.getNumThreads();
-  torch.setNumThreads(1);
-  process.env.OMP_NUM_THREADS = '1';
+  restoreThreads = oneThreadForRuns();
   root = mkdtempSync(join(tmpdir(), 'visual-count-'));
   heldout = (await makeVisualCountData(join(root, 'data'), { seed: 0, train: 400, heldout: 60 })).heldout;
   initVisionLanguageModel(join(root, 'model'), { ...VISUAL_COUNT_MODEL, seed: 1 });
 });
 after(() => {
-  torch.setNumThreads(threads);
-  if (ompThreads === undefined) delete process.env.OMP_NUM_THREADS;
-  else process.env.OMP_NUM_THREADS = ompThreads;
+  restoreThreads();
   rmSync(root, { recursive: true, force: true });
 });
 

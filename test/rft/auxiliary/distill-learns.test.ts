@@ -21,17 +21,14 @@ import { initModel } from '../../../src/model/index.js';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/presets.js';
 import { loadConfig } from '../../../src/rft/run/config/index.js';
 import { runConfig } from '../../../src/rft/run/index.js';
-import * as torch from '../../../src/torch/index.js';
+import { oneThreadForRuns } from '../run/helpers.js';
 
 const ALPHABET = '0123456789+= ';
 let root: string;
-let threads = 1;
-const ompThreads = process.env.OMP_NUM_THREADS;
+let restoreThreads = () => {};
 
 before(() => {
-  threads = torch.getNumThreads();
-  torch.setNumThreads(1);
-  process.env.OMP_NUM_THREADS = '1';
+  restoreThreads = oneThreadForRuns();
   root = mkdtempSync(join(tmpdir(), 'rft-distill-learns-'));
   initModel(join(root, 'teacher-init'), { hiddenSize: 64, numLayers: 2, numHeads: 4, seed: 7, alphabet: ALPHABET });
   const rows: string[] = [];
@@ -40,9 +37,7 @@ before(() => {
   writeFileSync(join(root, 'tasks.jsonl'), `${rows.join('\n')}\n`);
 });
 after(() => {
-  torch.setNumThreads(threads);
-  if (ompThreads === undefined) delete process.env.OMP_NUM_THREADS;
-  else process.env.OMP_NUM_THREADS = ompThreads;
+  restoreThreads();
   rmSync(root, { recursive: true, force: true });
 });
 

@@ -4,6 +4,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { initModel, type ModelInitOptions } from '../../../src/model/index.js';
+import * as torch from '../../../src/torch/index.js';
 
 export function makeJob(
   options: {
@@ -85,3 +86,19 @@ ${options.extra ?? ''}`,
  * bytes): what differs between two runs that otherwise log the same numbers.
  */
 export const measuresTimeOrMemory = (key: string): boolean => /time|per_s|^perf\/|^sync\/(seconds|peak_bytes)$/.test(key);
+
+/**
+ * One thread in this process and in the processes of the runs it starts (OMP_NUM_THREADS, which the run's settings
+ * read): a learning test's trajectory then does not depend on the machine's core count. Returns the restore.
+ */
+export function oneThreadForRuns(): () => void {
+  const threads = torch.getNumThreads();
+  const omp = process.env.OMP_NUM_THREADS;
+  torch.setNumThreads(1);
+  process.env.OMP_NUM_THREADS = '1';
+  return () => {
+    torch.setNumThreads(threads);
+    if (omp === undefined) delete process.env.OMP_NUM_THREADS;
+    else process.env.OMP_NUM_THREADS = omp;
+  };
+}
