@@ -17,7 +17,7 @@
 // Rank 0's close() ends the followers' follow(): with stop when its stage succeeded, with failed and its error message
 // when it did not, so that every rank ends the run at once — unless rank 0 is inside a step (one failed part way): the
 // followers may be in any of its collectives, so rank 0 sends nothing and leaves, and theirs fails.
-import { CausalLM, type LoraModel } from '../../model/index.js';
+import type { CausalLM, LoraModel, Qwen2_5VLModel } from '../../model/index.js';
 import * as torch from '../../torch/index.js';
 import { DistributedError, type ProcessGroup, type Store } from '../../torch/index.js';
 import { Critic } from '../algorithm/critic.js';
@@ -59,7 +59,7 @@ import type { DistributedOutcome, TrainerInit } from './trainer.js';
 import { frozenModelReference, loraReference, type ReferencePolicy } from './reference-policy.js';
 import { pinTrainerThreads } from './trainer-threads.js';
 import { TrainStep, type TrainStepMetrics } from './train-step.js';
-import { loadPolicy, type TrainerVision, withRowImages } from './vision-rows.js';
+import { loadMasterPolicy, loadPolicy, type TrainerVision, withRowImages } from './vision-rows.js';
 
 interface TrainerState {
   /** The policy the step computes with (in init.dtype); a vision-language policy's language model. */
@@ -67,7 +67,7 @@ interface TrainerState {
   /** A vision-language policy (./vision-rows.ts): the whole model (vision tower included) and its step's images. */
   vision: TrainerVision | null;
   /** Mixed precision: the policy's master weights (init.masterDtype), which the optimizer updates and checkpoints hold. */
-  master: { model: CausalLM; weights: MasterWeights } | null;
+  master: { model: CausalLM | Qwen2_5VLModel; weights: MasterWeights } | null;
   lora: LoraModel | null;
   optimizer: torch.AdamW;
   scheduler: torch.LrScheduler;
@@ -298,9 +298,9 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   }
   const device = init.device ?? 'cpu';
   const onDevice = device === 'cpu' ? {} : { device };
-  const { masterDtype, bitwiseOnPolicy } = init; // what a vision-language policy does not cover yet (./vision-rows.ts)
+  const { bitwiseOnPolicy } = init; // what a vision-language policy does not cover yet (./vision-rows.ts)
   const worldSize = init.distributed?.worldSize ?? 1;
-  const covered = { masterDtype, bitwiseOnPolicy, worldSize, useCritic: algorithm.useCritic };
+  const covered = { bitwiseOnPolicy, worldSize, useCritic: algorithm.useCritic };
   const { model, vision } = loadPolicy(modelDir, { dtype: init.dtype, device, requiresGrad: init.lora === null }, covered);
   // a sharded checkpoint: the whole weights and AdamW state from every rank's file, on the run's model
   const fromShards = checkpoint?.shardedDir ? readShardedCheckpoint(checkpoint.shardedDir) : null;
@@ -314,9 +314,9 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
           'adapters train in one dtype',
       );
     }
-    const masterModel = CausalLM.load(modelDir, { dtype: init.masterDtype, ...onDevice, requiresGrad: true });
+    const masterModel = loadMasterPolicy(modelDir, { dtype: init.masterDtype, device });
     const names = [...masterModel.parameters().keys()];
-    const computeParams = model.parameters();
+    const computeParams = (vision?.model ?? model).parameters(); // a vision-language policy: its vision tower too
     master = {
       model: masterModel,
       weights: new MasterWeights(

@@ -9,8 +9,10 @@
 //
 // A forward whose rows carry no image runs as for a text model (shared prompts, packed rows). One with images runs
 // the padded layout: the image tokens and their 3-D positions follow the padded columns (../../model/training.ts).
-// Not covered yet, refused at init naming the setting (visionTrainingProblems): data-parallel and sharded trainers,
-// master weights under mixed precision, a critic (PPO), trainer.bitwise_on_policy. LoRA adapts the language model; the vision tower is then frozen.
+// Mixed precision (./master-weights.ts) keeps a master copy of the whole model, vision tower included
+// (loadMasterPolicy). Not covered yet, refused at init naming the setting (visionTrainingProblems): data-parallel and
+// sharded trainers, a critic (PPO), trainer.bitwise_on_policy. LoRA adapts the language model; the vision tower is
+// then frozen.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
@@ -46,7 +48,6 @@ export function isVisionLanguageFolder(dir: string): boolean {
 /** What a vision-language trainer does not cover yet, as one error naming each setting; null when covered. */
 export function visionTrainingProblems(settings: {
   dtype: string;
-  masterDtype?: string | undefined;
   worldSize: number;
   useCritic: boolean;
   bitwiseOnPolicy?: boolean | undefined;
@@ -54,8 +55,6 @@ export function visionTrainingProblems(settings: {
   const problems: string[] = [];
   if (settings.bitwiseOnPolicy) problems.push('trainer.bitwise_on_policy (the multimodal forward is not batch-invariant)');
   if (settings.worldSize > 1) problems.push(`data-parallel or sharded training (${settings.worldSize} trainer ranks)`);
-  if (settings.masterDtype !== undefined && settings.masterDtype !== settings.dtype)
-    problems.push(`master weights in ${settings.masterDtype} under ${settings.dtype} compute (train in one dtype)`);
   if (settings.useCritic) problems.push('a critic (advantage_fn ppo / GAE)');
   return problems.length === 0 ? null : `a vision-language policy (qwen2_5_vl) does not support ${problems.join('; ')} yet`;
 }
@@ -68,7 +67,6 @@ export function loadPolicy(
   dir: string,
   options: { dtype: ModelDType; device: string; requiresGrad: boolean },
   settings: {
-    masterDtype?: ModelDType | undefined;
     worldSize: number;
     useCritic: boolean;
     bitwiseOnPolicy?: boolean | undefined;
@@ -84,6 +82,15 @@ export function loadPolicy(
   if (problem !== null) throw new Error(`trainer (${dir}): ${problem}`);
   const vision = new TrainerVision(Qwen2_5VLModel.load(dir, loading), dir, options.device);
   return { model: vision.model.language, vision };
+}
+
+/**
+ * The policy's master weights under mixed precision (./master-weights.ts): the folder's model again in `dtype`, the
+ * same kind as loadPolicy's (a Qwen2_5VLModel, vision tower included, for a vision-language folder), trainable.
+ */
+export function loadMasterPolicy(dir: string, options: { dtype: ModelDType; device: string }): CausalLM | Qwen2_5VLModel {
+  const loading = { dtype: options.dtype, requiresGrad: true, ...(options.device === 'cpu' ? {} : { device: options.device }) };
+  return isVisionLanguageFolder(dir) ? Qwen2_5VLModel.load(dir, loading) : CausalLM.load(dir, loading);
 }
 
 /** Runs a step over `experiences` with their images decoded (a vision-language policy), freed after it. */

@@ -2,8 +2,9 @@
 // (data URLs) train through the Qwen2.5-VL model's vision tower and M-RoPE. An SFT step's loss and every gradient
 // (vision tower included) equal plain autograd through Qwen2_5VLModel.forward row by row (1e-5, float32), with an
 // image micro-batch and a text micro-batch; a GRPO step's current-policy and reference forwards see the images (the
-// KL to the unchanged reference is 0); an image token sampled in a response is text (the prompt's alone are the
-// image's); image rows on a text model and settings not covered are named errors.
+// KL to the unchanged reference is 0); bf16 compute trains float32 master weights of the whole model; an image token
+// sampled in a response is text (the prompt's alone are the image's); image rows on a text model and settings not
+// covered are named errors.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -26,6 +27,7 @@ import { resolveAlgorithm } from '../../../src/rft/algorithm/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
 import { frozenModelReference } from '../../../src/rft/trainer/reference-policy.js';
 import { TrainStep } from '../../../src/rft/trainer/train-step.js';
+import { TrainerClient } from '../../../src/rft/trainer/trainer.js';
 import { loadPolicy, TrainerVision, visionOptions, withRowImages } from '../../../src/rft/trainer/vision-rows.js';
 import { tokenLogProbs } from '../../../src/model/training.js';
 import * as torch from '../../../src/torch/index.js';
@@ -235,12 +237,59 @@ test('image rows on a text model, and vision-language settings not covered yet, 
   }
   const options = { dtype: 'float32' as const, device: 'cpu', requiresGrad: true };
   assert.throws(
-    () => loadPolicy(dir, options, { worldSize: 2, useCritic: true, masterDtype: 'float32', bitwiseOnPolicy: true }),
+    () => loadPolicy(dir, options, { worldSize: 2, useCritic: true, bitwiseOnPolicy: true }),
     /trainer \(.*\): a vision-language policy \(qwen2_5_vl\) does not support trainer\.bitwise_on_policy \(the multimodal forward is not batch-invariant\); data-parallel or sharded training \(2 trainer ranks\); a critic \(advantage_fn ppo \/ GAE\) yet/,
   );
   const policy = loadPolicy(dir, options, { worldSize: 1, useCritic: false });
   assert.ok(policy.vision !== null && policy.model === policy.vision.model.language);
   policy.vision.model.dispose();
+});
+
+test('mixed precision: bf16 compute over float32 master weights of the whole model, vision tower included', async () => {
+  const jobDir = mkdtempSync(join(tmpdir(), 'trinity-vl-mixed-'));
+  const start = torch.loadModelWeights(dir);
+  const { trainer } = await TrainerClient.start({
+    jobDir,
+    resume: false,
+    modelPath: dir,
+    dtype: 'bfloat16',
+    masterDtype: 'float32',
+    algorithm: { algorithm_type: 'sft', optimizer: { lr: 1e-3 } },
+    pluginBaseDir: dir,
+    lora: null,
+    loraPath: null,
+    criticModelPath: null,
+    totalSteps: 2,
+    microBatchSize: 4,
+    gradientCheckpointing: false,
+    padTokenId: 0,
+    seed: 1,
+    numThreads: 1,
+  });
+  try {
+    await trainer.step(rows);
+    const synced = await trainer.beginSync();
+    const dtypes = new Set([...synced.values()].map((t) => t.dtype));
+    await trainer.endSync();
+    assert.deepEqual([...dtypes], ['bfloat16'], 'the explorer is handed the bf16 compute copy');
+    const saved = torch.loadModelWeights(join(await trainer.save(1, {}, 0), 'model'));
+    try {
+      assert.deepEqual(new Set([...saved.values()].map((t) => t.dtype)), new Set(['float32']), 'master weights saved');
+      const name = 'visual.patch_embed.proj.weight';
+      const before = start.get(name)?.toTypedArray() as Float32Array;
+      const after = saved.get(name)?.toTypedArray() as Float32Array;
+      assert.ok(
+        after.some((v, i) => v !== before[i]),
+        "the master copy's vision tower was updated",
+      );
+    } finally {
+      for (const t of saved.values()) t.dispose();
+    }
+  } finally {
+    await trainer.close();
+    for (const t of start.values()) t.dispose();
+    rmSync(jobDir, { recursive: true, force: true });
+  }
 });
 
 test('an image token sampled in a response trains as text: the row runs, and the log-probs before it equal the direct forward', async () => {
