@@ -68,8 +68,6 @@ export const UNAVAILABLE_WORKFLOWS: readonly (readonly [string, string])[] = [
   ['agentopia_workflow', AGENTSCOPE],
   ['agentscope_v1_react_search_workflow', AGENTSCOPE],
   ['rubric_judge_openai_workflow', RUBRIC_API],
-  ['simple_mm_workflow', 'takes images or video: the models here are text-only (no vision encoder)'],
-  ['async_simple_mm_workflow', 'takes images or video: the models here are text-only (no vision encoder)'],
   [
     'math_eval_workflow',
     "Qwen2.5-Math's answer extraction for evaluation is not implemented: math_boxed_workflow scores \\boxed{} answers",

@@ -175,6 +175,12 @@ export interface WorkflowSpec {
    */
   checkArgs?: (args: Readonly<Record<string, unknown>>) => void;
   /**
+   * Why a taskset's workflow_args are not read, for a workflow that reads none where Trinity's workflow of the same
+   * name took and dropped them (configs written for it carry some): a config's are taken out and reported in the
+   * "ignored on this backend" block with this reason (src/rft/run/config/trinity-workflow-args.ts), not refused.
+   */
+  ignoredWorkflowArgs?: string;
+  /**
    * False: the workflow builds its task from the row's own fields (an environment's seed, size, p), so the rows of a
    * taskset whose default workflow it is need no prompt column (format.prompt_key); a row that has one still gets it.
    * Default true. Read for registered workflows (a module-path default workflow is taken as reading the prompt).
