@@ -154,6 +154,15 @@ export const IGNORED_KEYS: readonly IgnoredKey[] = [
       why: "a progress bar while Trinity loads the dataset: the run's progress line counts the steps",
     }),
   ),
+  ...STORAGE_PATHS.map(
+    (base): IgnoredKey => ({
+      path: `${base}.schema_type`,
+      kind: 'string',
+      why:
+        "the rows' schema (task, experience, sft, dpo), which Trinity sets itself from the dataset's use (its " +
+        '"DO NOT SET"): here too the use decides (tasksets read tasks, mix\'s expert data and algorithm sft read SFT rows, dpo DPO rows)',
+    }),
+  ),
   ...STORAGE_PATHS.slice(0, 3).map(
     (base): IgnoredKey => ({
       path: `${base}.rollout_args.logprobs`,

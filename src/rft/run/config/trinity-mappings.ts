@@ -28,6 +28,8 @@
 //                                            → today's keys (./trinity-older-forms.ts)
 //   Trinity 0.1's form (data:, a flat explorer section) → today's keys (./trinity-v01-form.ts)
 //   explorer.eval_interval, experience_buffer.use_priority_queue → as Trinity adjusts them (./trinity-adjustments.ts)
+//   a taskset's workflow_args that its workflow drops, as Trinity's did (simple_mm_workflow) → the ignored block
+//                                              (./trinity-workflow-args.ts)
 //   cluster.node_num, cluster.gpu_per_node   → taken out here; the placement they imply is checked against the
 //                                              machine when the run is checked (./trinity-report.ts)
 //
@@ -51,6 +53,7 @@ import { mapOlderForms } from './trinity-older-forms.js';
 import { mapTrinityV01Form } from './trinity-v01-form.js';
 import { mapTrinityAdjustments } from './trinity-adjustments.js';
 import { mapTrainerConfig } from './trinity-trainer-config.js';
+import { takeDroppedWorkflowArgs } from './trinity-workflow-args.js';
 
 /** One mapped key: where it was written, the value, and what it became (null: decided once the run is resolved). */
 export interface MappedSetting {
@@ -82,6 +85,7 @@ export interface TrinityKeyOptions {
 /** Rewrites the mapped keys and takes out the ignored ones (in place); every problem goes to `problems`. */
 export function takeTrinityKeys(tree: Tree, options: TrinityKeyOptions, problems: ConfigProblem[]): TrinityKeys {
   const mapped: MappedSetting[] = [];
+  const dropped: IgnoredSetting[] = [];
   const problem = (path: string, message: string) => problems.push({ path, message });
   mapTrinityV01Form(tree, mapped, problem);
   const stages = Array.isArray(tree.stages) ? tree.stages : [];
@@ -102,12 +106,13 @@ export function takeTrinityKeys(tree: Tree, options: TrinityKeyOptions, problems
     mapMaxInflightBatches(node, at, mapped, problem);
     mapMixExpertData(node, node.algorithm ?? tree.algorithm, at, mapped, problem);
     mapped.push(...mapTrinityAdjustments(node, tree, at, problem));
+    dropped.push(...takeDroppedWorkflowArgs(node, at));
   }
   mapRolloutDtype(tree, mapped, problem);
   mapModelTemperature(tree, mapped, problem);
   mapModelEnableThinking(tree, mapped, problem);
   const cluster = takeCluster(tree, problem);
-  const ignored = takeIgnoredKeys(tree, problems);
+  const ignored = [...takeIgnoredKeys(tree, problems), ...dropped];
   return { ignored, mapped, cluster };
 }
 
