@@ -7,10 +7,13 @@
 //   # run-set: key.path=value ...    --set overrides for a small machine (sizes only), for the check and the run
 //   # run-with: other.yaml           run together with that file, as two processes (e.g. an explorer and a trainer
 //                                    sharing one SQLite buffer); the pair is run once, by the file listed first
+//   # model: qwen2_5_vl              the config's model is a vision-language model (its rows hold images)
 //
-// Every file runs with TRINITY_MODEL_PATH (one tiny random model with a printable-ASCII character tokenizer, made once)
-// and TRINITY_CHECKPOINT_ROOT_DIR (a temporary folder, one per run group), from a copy of the fixture folder, so a
-// sqlite:/// path relative to the YAML lands in the copy. A process that trains must print "trained 2 of 2 step(s)".
+// Every file runs with TRINITY_MODEL_PATH (one tiny random model with a printable-ASCII character tokenizer, made once;
+// a tiny random Qwen2.5-VL with the same tokenizer and Qwen2.5-VL's vision tokens for `# model: qwen2_5_vl`, whose
+// image processor's pixel bounds of 56 x 56 make a few image tokens of each image) and TRINITY_CHECKPOINT_ROOT_DIR (a temporary folder, one per run
+// group), from a copy of the fixture folder, so a sqlite:/// path relative to the YAML lands in the copy. A process
+// that trains must print "trained 2 of 2 step(s)".
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
@@ -19,7 +22,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { configCommand } from '../../../src/cli/config-command.js';
-import { initModel } from '../../../src/model/index.js';
+import { initModel, initVisionLanguageModel } from '../../../src/model/index.js';
 import { IGNORED_HEADER, MAPPED_HEADER } from '../../../src/rft/run/config/trinity-report.js';
 
 const FIXTURES = fileURLToPath(new URL('../../fixtures/trinity-examples/', import.meta.url));
@@ -31,6 +34,8 @@ interface Example {
   mapped: string[];
   runSet: string[];
   runWith: string | null;
+  /** The model family the config needs: 'text' (the default) or 'qwen2_5_vl'. */
+  model: string;
 }
 
 /** The header comments of a fixture (`# key: words ...`). */
@@ -46,6 +51,7 @@ function readExample(file: string): Example {
     mapped: header('expect-mapped'),
     runSet: header('run-set'),
     runWith: header('run-with')[0] ?? null,
+    model: header('model')[0] ?? 'text',
   };
 }
 
@@ -79,6 +85,11 @@ const partners = new Set(examples.flatMap((e) => (e.runWith !== null && e.file <
 const root = mkdtempSync(join(tmpdir(), 'trinity-examples-'));
 const modelPath = join(root, 'model');
 initModel(modelPath, { hiddenSize: 32, numLayers: 1, numHeads: 2, seed: 1 });
+const modelPaths: Readonly<Record<string, string>> = { text: modelPath, qwen2_5_vl: join(root, 'vl-model') };
+const vlOptions = { hiddenSize: 32, numLayers: 1, numHeads: 2, visionHiddenSize: 16, visionDepth: 1, visionHeads: 2 };
+initVisionLanguageModel(modelPaths.qwen2_5_vl as string, { ...vlOptions, minPixels: 56 * 56, maxPixels: 56 * 56, seed: 1 });
+for (const example of examples)
+  assert.ok(example.model in modelPaths, `${example.file}: unknown '# model: ${example.model}' (text or qwen2_5_vl)`);
 
 /** A copy of the fixture folder of its own for each run group (files a run writes beside its YAML stay there). */
 function folderFor(group: string): string {
@@ -87,9 +98,9 @@ function folderFor(group: string): string {
   return folder;
 }
 
-const envFor = (group: string): NodeJS.ProcessEnv => ({
+const envFor = (group: string, model: string): NodeJS.ProcessEnv => ({
   ...process.env,
-  TRINITY_MODEL_PATH: modelPath,
+  TRINITY_MODEL_PATH: modelPaths[model],
   TRINITY_CHECKPOINT_ROOT_DIR: join(root, `checkpoints-${group}`),
 });
 
@@ -109,7 +120,7 @@ describe('configs in the form of upstream Trinity-RFT examples', () => {
       let out = '';
       let err = '';
       const saved = { model: process.env.TRINITY_MODEL_PATH, root: process.env.TRINITY_CHECKPOINT_ROOT_DIR };
-      Object.assign(process.env, envFor(example.file));
+      Object.assign(process.env, envFor(example.file, example.model));
       try {
         const args = [
           'check',
@@ -136,7 +147,7 @@ describe('configs in the form of upstream Trinity-RFT examples', () => {
     if (partners.has(example.file)) continue; // run by the file it is paired with
     const group = [example, ...examples.filter((e) => e.file === example.runWith)];
     it(`${group.map((e) => e.file).join(' + ')}: trinity run trains 2 steps, printing the blocks once`, async () => {
-      const env = envFor(example.file);
+      const env = envFor(example.file, example.model);
       const folder = folderFor(example.file);
       const results = await Promise.all(group.map((e) => trinityRun(e, folder, env)));
       results.forEach(({ code, output }, i) => {
