@@ -26,10 +26,22 @@ for (const name of ['math_ruler_workflow', 'async_math_ruler_workflow']) {
   WORKFLOWS.register(name, singleTurnWorkflow(name, { systemPrompt: MATH_SYSTEM_PROMPT, defaultRewardFn: 'ruler_reward' }));
 }
 
+/** Keeping a Python environment and its agent: what records the agent's calls here. */
+const RECORD_THE_AGENT =
+  "or keep the Python environment and its agent and train on the agent's calls: a workflowWithRecording workflow " +
+  "hands the agent the rollout model's OpenAI endpoint with a key per run (examples/blackbox_agent), or mode serve " +
+  'serves the model to it (README, "Train on your agent\'s traffic")';
+
 const PYTHON_SIMULATOR = (simulator: string): string =>
-  `needs ${simulator}, a Python simulator this backend cannot run: write the environment as a workflow file ` +
-  '(an Environment, as src/rft/workflow/env/frozen-lake.ts does), or serve the model (mode serve) to the Python ' +
-  'agent and train on its traffic (README, "Serving and agents")';
+  `needs ${simulator}, a Python simulator this backend cannot run: write the environment as a workflow file named by ` +
+  'its module path (`env.ts#workflow`: an Environment, as src/rft/workflow/env/frozen-lake.ts does), ' +
+  RECORD_THE_AGENT;
+
+const ALFWORLD =
+  "needs ALFWorld (TextWorld's game engine), a Python simulator this backend cannot run: household_workflow is an " +
+  "ALFWorld-style household built in (rooms, receptacles, ALFWorld's six task types and its admissible-action " +
+  'commands; examples/household), ' +
+  RECORD_THE_AGENT;
 
 const AGENTSCOPE =
   'runs an AgentScope agent (a Python library) inside the workflow: here an agent is a workflow file that calls ' +
@@ -41,12 +53,12 @@ const RUBRIC_API =
   'first entry engine_type: openai, base_url and model_name (the key: api_key, else $OPENAI_API_KEY)';
 
 export const UNAVAILABLE_WORKFLOWS: readonly (readonly [string, string])[] = [
-  ['alfworld_workflow', PYTHON_SIMULATOR("ALFWorld (TextWorld's game engine)")],
-  ['step_wise_alfworld_workflow', PYTHON_SIMULATOR("ALFWorld (TextWorld's game engine)")],
-  ['RAFT_alfworld_workflow', PYTHON_SIMULATOR("ALFWorld (TextWorld's game engine)")],
-  ['RAFT_reflect_alfworld_workflow', PYTHON_SIMULATOR("ALFWorld (TextWorld's game engine)")],
-  ['alfworld_workflow_v2', PYTHON_SIMULATOR("ALFWorld (TextWorld's game engine)")],
-  ['RAFT_baseline_alfworld_workflow', PYTHON_SIMULATOR("ALFWorld (TextWorld's game engine)")],
+  ['alfworld_workflow', ALFWORLD],
+  ['step_wise_alfworld_workflow', ALFWORLD],
+  ['RAFT_alfworld_workflow', ALFWORLD],
+  ['RAFT_reflect_alfworld_workflow', ALFWORLD],
+  ['alfworld_workflow_v2', ALFWORLD],
+  ['RAFT_baseline_alfworld_workflow', ALFWORLD],
   ['RAFT_baseline_scienceworld_workflow', PYTHON_SIMULATOR('ScienceWorld (a Python package over a Java simulator)')],
   ['RAFT_baseline_webshop_workflow', PYTHON_SIMULATOR('WebShop (a web-shop simulator with a Pyserini search index)')],
   ['sciworld_workflow', PYTHON_SIMULATOR('ScienceWorld (a Python package over a Java simulator)')],
@@ -55,7 +67,8 @@ export const UNAVAILABLE_WORKFLOWS: readonly (readonly [string, string])[] = [
   [
     'email_search_workflow',
     "needs the Enron email index (a SQLite full-text database built by the example's Python scripts) behind its " +
-      'search tools: tool_agent_workflow runs a multi-turn agent over tools that a workflow file defines',
+      'search tools: tool_agent_workflow runs a multi-turn agent over tools that a workflow file defines (a search ' +
+      `over that database among them), ${RECORD_THE_AGENT}`,
   ],
   ['agentscope_workflow_adapter', AGENTSCOPE],
   ['agentscope_workflow_adapter_v1', AGENTSCOPE],
@@ -88,7 +101,9 @@ export const UNAVAILABLE_WORKFLOWS: readonly (readonly [string, string])[] = [
   ],
   [
     'bcp_simple_react_workflow',
-    PYTHON_SIMULATOR("BrowseComp-Plus's search index (Pyserini BM25 or a dense index) behind its search tools"),
+    "needs BrowseComp-Plus's search index (Pyserini BM25 or a dense index, built in Python) behind its search tools: " +
+      'tool_agent_workflow runs a multi-turn agent over tools that a workflow file defines (a search over your own ' +
+      `index among them), ${RECORD_THE_AGENT}`,
   ],
   [
     'RAFT_baseline_countdown_workflow',

@@ -23,11 +23,35 @@ describe("Trinity's workflow names", () => {
     await assert.rejects(WORKFLOWS.resolve('alfworld_workflow'), (error: Error) => {
       assert.match(error.message, /^workflow 'alfworld_workflow' is not available here: needs ALFWorld/);
       assert.match(error.message, /Python simulator/);
-      assert.match(error.message, /frozen-lake\.ts/);
+      assert.match(error.message, /household_workflow is an ALFWorld-style household built in/);
+      assert.match(error.message, /workflowWithRecording .*examples\/blackbox_agent.*mode serve/);
       return true;
     });
-    assert.throws(() => WORKFLOWS.get('webshop_workflow'), /WebShop/);
-    assert.throws(() => WORKFLOWS.get('sciworld_workflow'), /ScienceWorld/);
+    for (const [name, simulator] of [
+      ['webshop_workflow', /WebShop/],
+      ['sciworld_workflow', /ScienceWorld/],
+      ['intercode_sql_workflow', /InterCode/],
+    ] as const) {
+      assert.throws(
+        () => WORKFLOWS.get(name),
+        (error: Error) => {
+          assert.match(error.message, simulator);
+          assert.match(error.message, /a workflow file named by its module path \(`env\.ts#workflow`/);
+          assert.match(error.message, /workflowWithRecording/);
+          return true;
+        },
+      );
+    }
+    for (const name of ['email_search_workflow', 'bcp_simple_react_workflow'])
+      assert.throws(() => WORKFLOWS.get(name), /tool_agent_workflow runs a multi-turn agent over tools .*workflowWithRecording/);
+  });
+
+  test('every refusal says what to use here: a registered workflow, a module-path workflow, or a recorded agent', () => {
+    const registered = WORKFLOWS.names();
+    for (const [name, reason] of UNAVAILABLE_WORKFLOWS) {
+      const named = registered.some((workflow) => reason.includes(workflow));
+      assert.ok(named || /workflowWithRecording|mode serve|#workflow/.test(reason), `${name}: ${reason}`);
+    }
   });
 
   test("math_ruler_workflow is math_workflow's prompt with the RULER reward (Trinity's MathRULERWorkflow)", () => {
