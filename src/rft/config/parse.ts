@@ -6,7 +6,7 @@ import type { z } from 'zod';
 import { closestName } from '../../util/did-you-mean.js';
 import type { ConfigProblem } from './errors.js';
 import { movedKeyHint } from './moved-keys.js';
-import { unsupportedKeyHint } from './unsupported-keys.js';
+import { unsupportedKeyHint, unsupportedValueHint } from './unsupported-keys.js';
 import { matchesPath } from './refusals.js';
 import { defOf, knownKeys, schemaAt, schemaLeafPaths, stripNulls, unwrap } from './schema-walker.js';
 import { describeValue, getIn, joinPath, type Segment, type Tree } from './source.js';
@@ -56,7 +56,8 @@ function issueProblems(issue: Issue, input: unknown, schema: Schema, prefix: rea
     }
     case 'invalid_value': {
       const best = typeof value === 'string' ? closestName(value, issue.values.map(String)) : null;
-      const hint = best !== null ? `; did you mean '${best}'?` : '';
+      const unsupported = unsupportedValueHint(at, value);
+      const hint = unsupported !== null ? `; ${unsupported}` : best !== null ? `; did you mean '${best}'?` : '';
       const got = typeof value === 'string' ? `'${value}'` : describeValue(value);
       return [{ path: at, message: `expected one of ${quoteAll(issue.values)}; got ${got}${hint}` }];
     }

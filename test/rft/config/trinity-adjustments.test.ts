@@ -181,4 +181,18 @@ describe("Trinity's keys whose feature is not here (src/rft/config/unsupported-k
         'videos for a vision-language model: images are supported here (format.image_key), videos are not',
     ]);
   });
+
+  it("a taskset served by Trinity's environment service (storage_type env_service) is refused saying what to use", () => {
+    const problems = problemsIn(
+      configText('', `{experience_buffer: {name: e, storage_type: queue}}`).replace(
+        `taskset: {path: ${tasks}}`,
+        `taskset: {path: 'http://localhost:8080', storage_type: env_service}`,
+      ),
+    );
+    assert.equal(problems.length, 1, problems.join('\n'));
+    assert.match(
+      problems[0] ?? '',
+      /^buffer\.explorer_input\.taskset\.storage_type: expected one of 'file', 'sql'; got 'env_service'; Trinity-RFT's value, not supported here: tasks served by an environment service .*storage_type file.*`env\.ts#workflow`.*workflowWithRecording/,
+    );
+  });
 });
