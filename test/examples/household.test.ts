@@ -193,7 +193,7 @@ describe('examples/household, shortened', () => {
     const solved = (row: (typeof data.sft)[number]) => {
       const env = new HouseholdEnv(householdFromArgs({ max_rooms: 2, seed: row.seed }, { seed: row.seed }));
       env.reset();
-      for (const m of row.messages) if (m.role === 'assistant') env.step(m.content);
+      for (const m of row.messages) if (m.role === 'assistant') env.step(m.content as string);
       return env.success;
     };
     const failures = data.sft.filter((row) => !solved(row)).length;
