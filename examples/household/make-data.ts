@@ -1,39 +1,82 @@
-// Generates the household example's data: houses named by seed (household_workflow builds the house from its seed),
-// in three disjoint sets.
-//   sft.jsonl    expert demonstrations: whole episodes played by the BFS expert (shortest plans), as chat messages
-//   train.jsonl  houses for GRPO ({seed})
+// Generates the household example's data: houses named by seed (household_workflow builds the house from its seed
+// and the house arguments below, which the config's workflow_args must repeat), in three disjoint sets.
+//   sft.jsonl    demonstrations as chat messages: whole episodes played by the BFS expert (shortest plans), or with
+//                --epsilon E by an ε-greedy demonstrator: at each turn, with probability E a uniformly random
+//                admissible action, else the first action of the expert's shortest plan from the state it is in
+//                (replanned after every random action); with E > 0 episodes are kept whether they reach the goal or
+//                not (imperfect demonstrations), with E = 0 only solved ones
+//   train.jsonl  houses for RL ({seed})
 //   eval.jsonl   held-out houses, never trained on (seeds 0.., and no train or SFT house has an eval house's layout)
-// Usage: node --import tsx examples/household/make-data.ts OUT_DIR [--max-rooms N] [--max-steps N] [--train N] ...
+// House arguments, as the workflow reads them (householdFromArgs): --max-rooms N, --task-types a,b,
+// --max-solution-steps N.
+// Usage: node --import tsx examples/household/make-data.ts OUT_DIR [--max-rooms N] [--task-types T,...]
+//          [--max-solution-steps N] [--epsilon E] [--max-steps N] [--train N] [--eval N] [--sft N]
 import { parseArgs } from 'node:util';
 import {
-  generateHousehold,
   HOUSEHOLD_SYSTEM_PROMPT,
   HouseholdEnv,
+  householdAdmissibleActions,
+  householdFromArgs,
   seededEpisodeData,
+  seededRandom,
   solveHousehold,
   writeJsonlSets,
 } from 'trinity-rft/rft';
 
-export function makeHouseholdData(options: { maxRooms: number; maxSteps: number; train: number; eval: number; sft: number }) {
-  const house = (seed: number) => generateHousehold({ seed, maxRooms: options.maxRooms });
-  // the expert's plan for each episode, computed at its first step and followed (the expert's own moves never
-  // leave it)
-  const plans = new WeakMap<HouseholdEnv, string[]>();
+export interface HouseholdDataOptions {
+  maxRooms: number;
+  /** The task types (default: all six). */
+  taskTypes?: string[];
+  /** Only houses whose shortest plan has at most this many steps (default: any). */
+  maxSolutionSteps?: number;
+  /** Probability that the demonstrator takes a random admissible action instead of the expert's (default 0). */
+  epsilon?: number;
+  maxSteps: number;
+  train: number;
+  eval: number;
+  sft: number;
+}
+
+/**
+ * The ε-greedy demonstrator of one episode (see the header): its next reply in `env`. It keeps the expert's plan from
+ * the state it was made in while it follows it, and replans after a random action.
+ */
+export function householdDemonstrator(epsilon: number, random: () => number): (env: HouseholdEnv) => string {
+  let plan: string[] = [];
+  return (env) => {
+    if (epsilon > 0 && random() < epsilon) {
+      plan = [];
+      const actions = householdAdmissibleActions(env.house, env.state);
+      return actions[Math.floor(random() * actions.length)] as string;
+    }
+    if (plan.length === 0) plan = solveHousehold(env.house, env.state) ?? ['look'];
+    return plan.shift() as string;
+  };
+}
+
+export function makeHouseholdData(options: HouseholdDataOptions) {
+  const epsilon = options.epsilon ?? 0;
+  // the workflow's own reading of the house arguments, so the data and the runs build the same house from a seed
+  const houseArgs = {
+    max_rooms: options.maxRooms,
+    ...(options.taskTypes !== undefined ? { task_types: options.taskTypes } : {}),
+    ...(options.maxSolutionSteps !== undefined ? { max_solution_steps: options.maxSolutionSteps } : {}),
+  };
+  const house = (seed: number) => householdFromArgs({ ...houseArgs, seed }, { seed });
+  const demonstrators = new WeakMap<HouseholdEnv, (env: HouseholdEnv) => string>();
   return seededEpisodeData({
     counts: options,
     // the layout: the whole house (rooms, receptacles, where everything starts, the lamp, the goal)
     layout: (seed) => JSON.stringify(house(seed)),
-    environment: (seed) => new HouseholdEnv(house(seed)),
-    expert: (env) => {
-      let plan = plans.get(env);
-      if (plan === undefined) {
-        plan = solveHousehold(env.house, env.state) ?? ['look'];
-        plans.set(env, plan);
-      }
-      return plan.shift() ?? 'look';
+    environment: (seed) => {
+      const env = new HouseholdEnv(house(seed));
+      demonstrators.set(env, householdDemonstrator(epsilon, seededRandom(seed, 0xe95)));
+      return env;
     },
+    expert: (env) => (demonstrators.get(env) as (env: HouseholdEnv) => string)(env),
     systemPrompt: HOUSEHOLD_SYSTEM_PROMPT,
     maxSteps: options.maxSteps,
+    keepFailed: epsilon > 0,
   });
 }
 
@@ -42,6 +85,9 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     allowPositionals: true,
     options: {
       'max-rooms': { type: 'string', default: '4' },
+      'task-types': { type: 'string' },
+      'max-solution-steps': { type: 'string' },
+      epsilon: { type: 'string', default: '0' },
       'max-steps': { type: 'string', default: '30' },
       train: { type: 'string', default: '1000' },
       eval: { type: 'string', default: '100' },
@@ -49,16 +95,20 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     },
   });
   const out = positionals[0];
-  if (!out) throw new Error('usage: make-data.ts OUT_DIR [--max-rooms N] [--max-steps N] [--train N] [--eval N] [--sft N]');
+  if (!out)
+    throw new Error(
+      'usage: make-data.ts OUT_DIR [--max-rooms N] [--task-types T,...] [--max-solution-steps N] [--epsilon E] [--max-steps N] [--train N] [--eval N] [--sft N]',
+    );
   const data = await makeHouseholdData({
     maxRooms: Number(values['max-rooms']),
+    ...(values['task-types'] !== undefined ? { taskTypes: values['task-types'].split(',') } : {}),
+    ...(values['max-solution-steps'] !== undefined ? { maxSolutionSteps: Number(values['max-solution-steps']) } : {}),
+    epsilon: Number(values.epsilon),
     maxSteps: Number(values['max-steps']),
     train: Number(values.train),
     eval: Number(values.eval),
     sft: Number(values.sft),
   });
   writeJsonlSets(out, data);
-  console.log(
-    `wrote ${out}: ${data.sft.length} expert episodes, ${data.train.length} GRPO houses, ${data.eval.length} eval houses`,
-  );
+  console.log(`wrote ${out}: ${data.sft.length} demonstrations, ${data.train.length} RL houses, ${data.eval.length} eval houses`);
 }

@@ -4,20 +4,29 @@
 // each with the hash of the world state it acted from). No learning is asserted (that is a measurement, README.md);
 // the runs must go end to end: a bench, SFT on the expert's episodes, GRPO steps over household episodes whose
 // metrics say how they went, and in step mode anchor states that GiGPO found (every run of a task starts from the
-// same state). Also: the committed data is what make-data.ts writes.
+// same state). Also: the committed data is what make-data.ts writes, and its options (the house arguments the
+// workflow reads; the ε-greedy demonstrator).
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { makeHouseholdData } from '../../examples/household/make-data.js';
+import { householdDemonstrator, makeHouseholdData } from '../../examples/household/make-data.js';
 import { initModel } from '../../src/model/index.js';
 import { resolveAlgorithm } from '../../src/rft/algorithm/presets.js';
 import { writeJsonlSets } from '../../src/rft/buffer/index.js';
 import { loadConfig } from '../../src/rft/run/config/index.js';
 import { runConfig } from '../../src/rft/run/index.js';
-import { generateHousehold } from '../../src/rft/workflow/index.js';
+import { seededRandom } from '../../src/rft/buffer/random.js';
+import {
+  generateHousehold,
+  HouseholdEnv,
+  householdAdmissibleActions,
+  householdFromArgs,
+  initialHouseholdState,
+  solveHousehold,
+} from '../../src/rft/workflow/index.js';
 import * as torch from '../../src/torch/index.js';
 
 const example = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'examples', 'household');
@@ -121,5 +130,73 @@ describe('examples/household, shortened', () => {
       assert.ok(!heldOut.has(seed), `seed ${seed} is held out`);
       assert.ok(!heldOutLayouts.has(layout(seed)), `seed ${seed} has a held-out layout`);
     }
+  });
+
+  it('make-data.ts: the house arguments restrict every set as the workflow reads them', async () => {
+    const data = await makeHouseholdData({
+      maxRooms: 2,
+      taskTypes: ['pick_and_place', 'look_at_obj_in_light'],
+      maxSolutionSteps: 4,
+      maxSteps: 10,
+      train: 10,
+      eval: 10,
+      sft: 10,
+    });
+    const args = { max_rooms: 2, task_types: ['pick_and_place', 'look_at_obj_in_light'], max_solution_steps: 4 };
+    for (const { seed } of [...data.train, ...data.eval, ...data.sft]) {
+      const house = householdFromArgs({ ...args, seed }, { seed });
+      assert.ok(house.rooms.length <= 2, `seed ${seed}: ${house.rooms.length} rooms`);
+      assert.ok(args.task_types.includes(house.goal.type), `seed ${seed}: ${house.goal.type}`);
+      assert.ok((solveHousehold(house, initialHouseholdState(house))?.length ?? 99) <= 4, `seed ${seed}: plan too long`);
+    }
+    // the expert's episodes are those houses' shortest plans: the first observation is the restricted house's
+    for (const row of data.sft) {
+      const env = new HouseholdEnv(householdFromArgs({ ...args, seed: row.seed }, { seed: row.seed }));
+      assert.equal(row.messages[1]?.content, env.reset());
+      const replies = row.messages.filter((m) => m.role === 'assistant').map((m) => m.content);
+      assert.deepEqual(replies, solveHousehold(env.house, env.state));
+    }
+  });
+
+  it('make-data.ts --epsilon: the demonstrator takes random admissible actions, replans, and its failures are kept', async () => {
+    const house = generateHousehold({ seed: 7, maxRooms: 2 });
+    const plan = solveHousehold(house, initialHouseholdState(house)) as string[];
+    // ε = 0: the expert's shortest plan exactly
+    const expert = householdDemonstrator(0, seededRandom(1));
+    const env = new HouseholdEnv(house);
+    env.reset();
+    const played: string[] = [];
+    while (!env.done) {
+      const action = expert(env);
+      played.push(action);
+      env.step(action);
+    }
+    assert.deepEqual(played, plan);
+    // ε = 0.5 over many episodes: every action admissible where it was taken, some off the expert's plan, and after
+    // a random action the demonstrator's next expert action starts a shortest plan from where it is
+    let offPlan = 0;
+    for (let k = 0; k < 20; k++) {
+      const noisy = householdDemonstrator(0.5, seededRandom(7, k));
+      const episode = new HouseholdEnv(house);
+      episode.reset();
+      for (let step = 0; step < 12 && !episode.done; step++) {
+        const shortest = solveHousehold(house, episode.state)?.[0];
+        const action = noisy(episode);
+        assert.ok(householdAdmissibleActions(house, episode.state).includes(action), `${action} is admissible`);
+        if (action !== shortest) offPlan++;
+        episode.step(action);
+      }
+    }
+    assert.ok(offPlan > 0, 'some actions are random');
+    const data = await makeHouseholdData({ maxRooms: 2, epsilon: 0.5, maxSteps: 6, train: 0, eval: 4, sft: 30 });
+    assert.equal(data.sft.length, 30, 'with ε > 0 every demonstration is kept');
+    const solved = (row: (typeof data.sft)[number]) => {
+      const env = new HouseholdEnv(householdFromArgs({ max_rooms: 2, seed: row.seed }, { seed: row.seed }));
+      env.reset();
+      for (const m of row.messages) if (m.role === 'assistant') env.step(m.content as string);
+      return env.success;
+    };
+    const failures = data.sft.filter((row) => !solved(row)).length;
+    assert.ok(failures > 0 && failures < 30, `${failures} of 30 demonstrations fail`);
   });
 });
