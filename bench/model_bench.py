@@ -196,7 +196,8 @@ def load_vlm(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def vlm_inputs(images: list[str], question: str) -> dict[str, torch.Tensor]:
-    """Qwen2_5_VLProcessor's image path: each <|image_pad|> repeated grid_t * grid_h * grid_w / merge^2 times."""
+    """Qwen2_5_VLProcessor's image path: each <|image_pad|> repeated grid_t * grid_h * grid_w / merge^2 times,
+    and mm_token_type_ids marking the image tokens."""
     from PIL import Image
 
     decoded = [Image.open(io.BytesIO(base64.b64decode(png))).convert("RGB") for png in images]
@@ -209,9 +210,13 @@ def vlm_inputs(images: list[str], question: str) -> dict[str, torch.Tensor]:
         for grid in processed["image_grid_thw"]
     ]
     text = State.tokenizer(texts, return_tensors="pt", padding=True)
+    # the processor's mm_token_type_ids (1 at image tokens): without them generate() gives the prompt 1-D positions,
+    # not Qwen2.5-VL's multimodal RoPE
+    image_token = State.model.config.image_token_id
     return {
         "input_ids": text["input_ids"].to(State.device),
         "attention_mask": text["attention_mask"].to(State.device),
+        "mm_token_type_ids": (text["input_ids"] == image_token).int().to(State.device),
         "pixel_values": processed["pixel_values"].to(State.device, State.model.dtype),
         "image_grid_thw": processed["image_grid_thw"].to(State.device),
     }
