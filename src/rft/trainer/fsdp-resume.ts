@@ -74,6 +74,7 @@ function shardedSource(dir: string, index: ShardIndex, unit: number, c: IndexedC
   const files = Array.from({ length: index.worldSize }, (_, r) => join(dir, rankFile(r, index.worldSize)));
   const nameOf = (part: Part) => (part === 'weights' ? key : `${key}.${part}`);
   const checked = (file: string, name: string) => {
+    if (!existsSync(file)) throw new Error(`${file}: missing (the index says ${index.worldSize} ranks wrote this checkpoint)`);
     const numel = reads.numel(file, name);
     if (numel !== c.shardLength)
       throw new Error(`${file}: ${name} is ${numel === 0 ? 'missing' : `${numel} elements`}; the index says ${c.shardLength}`);

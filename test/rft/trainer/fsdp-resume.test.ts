@@ -4,10 +4,11 @@
 // world size holds when it loads the whole state (ShardedAdamW.loadStateDict, the reference), and reads exactly: the
 // headers of the files its range touches, plus its range of the weights and both moments, plus one step count per
 // class (2 → 2, 2 → 3, 2 → 1 with every class whole, 1 → 2 from the optimizer file: moments only). The ranks of a
-// world read every byte of the state once between them; the padding is never read. The multi-rank runs that resume
+// world read every byte of the state once between them (their ranges partition each class); the padding is never
+// read; a file no rank needs may be absent (rank 0 of 2 resumes without rank 1's). The multi-rank runs that resume
 // and equal an uninterrupted run are test/rft/trainer/fsdp.test.ts.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -159,6 +160,28 @@ test('2 → 1: the whole state, read without the padding; equal to one process s
   } finally {
     for (const t of [...weights.values(), ...Object.values(optimizer.tensors)]) t.dispose();
   }
+});
+
+test('a rank needs only the files its part is in: without rank 1 file, rank 0 of 2 resumes and rank 1 names the file', () => {
+  const partial = join(dir, 'partial');
+  mkdirSync(join(partial, 'sharded'), { recursive: true });
+  for (const file of ['index.json', rankFile(0, 2)]) copyFileSync(join(dir, 'sharded', file), join(partial, 'sharded', file));
+  const resume = (rank: number) => {
+    const { model, sharded, optimizer } = shardedRank(rank, 2);
+    try {
+      const checkpoint = { dir: partial, shardedDir: join(partial, 'sharded'), state: {} };
+      resumeShardedPolicy(checkpoint, { sharded, optimizer }, new CheckpointReads());
+    } finally {
+      optimizer.dispose();
+      sharded.dispose();
+      model.dispose();
+    }
+  };
+  resume(0);
+  assert.throws(
+    () => resume(1),
+    /partial\/sharded\/rank-1-of-2\.safetensors: missing \(the index says 2 ranks wrote this checkpoint\)/,
+  );
 });
 
 test("a checkpoint of another model's layout is refused, naming the class", () => {
