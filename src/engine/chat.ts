@@ -6,7 +6,8 @@
 // continues from that call's exact ids (./conversation.ts) and each choice records its turn; with `tools`, Hermes-style
 // <tool_call> blocks in the text become the message's tool_calls (./tool-calls.ts). With a vision-language engine,
 // messages may hold image content parts: each image's placeholder run is expanded to its token count and the images
-// go with the request as data URLs (./vision-chat.ts); the result's `images` are those data URLs.
+// go with the request as decoded once (./vision-chat.ts); the result's `images` are their data URLs.
+import type { DecodedImage } from '../model/index.js';
 import type { ChatInputMessage, Tokenizer, ToolCall, ToolDefinition } from '../tokenizer/index.js';
 import type { ConversationPrompt, ConversationTracker, ConversationTurn } from './conversation.js';
 import type { Completion, GenerateOptions, GenerateRequest, GenerateResult } from './types.js';
@@ -73,7 +74,11 @@ export async function chat(
   // a text chat reaches generate() synchronously, as before images existed (callers may rely on its order)
   const images = hasImageParts(messages) ? await chatImages(messages, engine.vision) : null;
   const prompt = renderChatPrompt(engine.tokenizer, messages, { ...options, images });
-  const request = { ...generateOptions, promptIds: prompt.promptIds, ...(prompt.images ? { images: prompt.images } : {}) };
+  const request = {
+    ...generateOptions,
+    promptIds: prompt.promptIds,
+    ...(prompt.requestImages ? { images: prompt.requestImages } : {}),
+  };
   return chatResult(await engine.generate(request), prompt, options);
 }
 
@@ -83,6 +88,8 @@ export interface ChatPrompt {
   conversation: ConversationPrompt | null;
   /** The images' data URLs (./vision-chat.ts), in placeholder order. */
   images?: readonly string[];
+  /** The same images as the generate request carries them: decoded once (./vision-chat.ts), not decoded again. */
+  requestImages?: readonly DecodedImage[];
 }
 
 /**
@@ -97,7 +104,7 @@ export function renderChatPrompt(
   const prompt = renderTextPrompt(tokenizer, messages, options);
   const images = options.images;
   if (!images) return prompt;
-  const { imageTokenId, tokenCounts, dataUrls } = images;
+  const { imageTokenId, tokenCounts, dataUrls, decoded } = images;
   const turn = prompt.conversation;
   const parallel = turn ? [turn.generatedMask, turn.logprobs] : [];
   let expanded: ReturnType<typeof expandImagePads>;
@@ -112,7 +119,7 @@ export function renderChatPrompt(
     [turn.generatedMask, turn.logprobs] = expanded.parallel as [number[], number[]];
     turn.images = [...dataUrls];
   }
-  return { promptIds: expanded.ids, conversation: turn, images: dataUrls };
+  return { promptIds: expanded.ids, conversation: turn, images: dataUrls, requestImages: decoded };
 }
 
 function renderTextPrompt(

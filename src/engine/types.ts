@@ -66,8 +66,9 @@ export interface GenerateRequest extends GenerateOptions {
   prompt?: string;
   /**
    * A vision-language model's images, in the order of their placeholder runs in the prompt (each image's
-   * <|image_pad|> x its token count, as ./vision-chat.ts expands them): data URLs, local file paths or encoded bytes
-   * (./vision-requests.ts). Refused ('invalid') by a text-only model.
+   * <|image_pad|> x its token count, as ./vision-chat.ts expands them): data URLs, local file paths, encoded bytes or
+   * images already decoded (DecodedImage, which chat() sends: not decoded again) (./vision-requests.ts). Refused
+   * ('invalid') by a text-only model.
    */
   images?: readonly ImageSource[];
 }

@@ -4,7 +4,8 @@
 //
 //   images      every image_url part, in message order: a data:image/...;base64 URL, a local file path or a file://
 //               URL (http(s) URLs are refused: the engine fetches nothing); decoded once here to size its placeholder
-//               run, and kept as a data URL: the request's `images` and the experience's
+//               run, and kept as a data URL (the experience's); the request's `images` are the decoded images with
+//               their data URLs (DecodedImage), which the engine takes as they are instead of decoding them again
 //   template    the chat template renders the parts itself (Qwen2.5-VL's writes <|vision_start|><|image_pad|>
 //               <|vision_end|> for an image part)
 //   expansion   each image's single <|image_pad|> becomes its token count, t*h*w / merge² of the grid the image
@@ -13,7 +14,7 @@
 //
 // Errors name the message and part (messages[2].content[1]: ...): ImageInputError for an image that cannot be read,
 // RangeError when the template's placeholders do not match the images.
-import type { ImageProcessorConfig } from '../model/index.js';
+import type { DecodedImage, ImageProcessorConfig, ImageSource } from '../model/index.js';
 import type { ChatInputMessage } from '../tokenizer/index.js';
 
 /** What rendering a chat prompt with images needs of a vision-language engine (RolloutEngine.vision fits). */
@@ -25,6 +26,8 @@ export interface ImagePrompts {
 /** A chat call's images: data URLs in placeholder order, each one's token count, and the placeholder's id. */
 export interface ChatImages {
   readonly dataUrls: readonly string[];
+  /** The same images decoded (the pixels with the data URL): what the generate request carries. */
+  readonly decoded: readonly DecodedImage[];
   readonly tokenCounts: readonly number[];
   readonly imageTokenId: number;
 }
@@ -70,11 +73,13 @@ export async function chatImages(
         throw new ImageInputError(where, (error as Error).message);
       }
       const tokens = ((size[0] / patchSize) * (size[1] / patchSize)) / (mergeSize * mergeSize);
-      return { dataUrl: await imageDataUrl(url.startsWith('data:') ? url : bytes, where), tokens };
+      const dataUrl = await imageDataUrl(url.startsWith('data:') ? url : bytes, where);
+      return { dataUrl, decoded: { pixels: image, dataUrl }, tokens };
     }),
   );
   return {
     dataUrls: loaded.map((l) => l.dataUrl),
+    decoded: loaded.map((l) => l.decoded),
     tokenCounts: loaded.map((l) => l.tokens),
     imageTokenId: prompts.imageTokenId,
   };
@@ -123,8 +128,11 @@ export function expandImagePads(
   return { ids: out, parallel: outParallel };
 }
 
-/** Image sources (data URLs, file paths, bytes) as data URLs, the form experiences keep (a generate() request's). */
-export async function imageDataUrls(sources: readonly (string | Uint8Array)[]): Promise<string[]> {
+/**
+ * Image sources (data URLs, file paths, bytes, decoded images) as data URLs, the form experiences keep (a generate()
+ * request's).
+ */
+export async function imageDataUrls(sources: readonly ImageSource[]): Promise<string[]> {
   const { imageDataUrl } = await import('../model/index.js'); // loaded with the first image, as in chatImages
   return Promise.all(sources.map((source, i) => imageDataUrl(source, `images[${i}]`)));
 }

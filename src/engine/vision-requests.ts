@@ -2,10 +2,11 @@
 // requests with images in one continuous batch. The engine's KV cache, slots, sampling and decode steps are the
 // language model's; this file adds what images change:
 //
-//   admission  a request's images (data URLs, file paths or encoded bytes) are decoded and preprocessed once, before
-//              it queues: pixel_values and grids (the model folder's preprocessor_config.json); the prompt must hold
-//              each image's placeholder run (<|image_pad|> x t*h*w/merge², the chat template's and ./vision-chat.ts's
-//              expansion), checked by get_rope_index, which also gives the prompt's M-RoPE positions and rope delta
+//   admission  a request's images (data URLs, file paths, encoded bytes; chat's come decoded: DecodedImage) are
+//              decoded (those not yet) and preprocessed once, before it queues: pixel_values and grids (the model
+//              folder's preprocessor_config.json); the prompt must hold each image's placeholder run (<|image_pad|>
+//              x t*h*w/merge², the chat template's and ./vision-chat.ts's expansion), checked by get_rope_index,
+//              which also gives the prompt's M-RoPE positions and rope delta
 //   prefill    x = embed_tokens[ids], image placeholders' rows replaced by the image's vision tower output; the
 //              vision tower runs at the request's first prefill, once for all its images, and its output is kept on
 //              the request until it settles (its n samples, a preempted sequence's recompute reuse it). Positions:

@@ -59,6 +59,8 @@ export interface SafetensorsEntry {
 export interface SafetensorsHeader {
   metadata: Record<string, string>;
   entries: Map<string, SafetensorsEntry>;
+  /** The bytes read for the header: 8 + the JSON's length. */
+  headerBytes: number;
 }
 
 /** Reads and validates a file's header without reading tensor data. */
@@ -105,7 +107,7 @@ export function readSafetensorsHeader(file: string): SafetensorsHeader {
       }
       entries.set(name, parseEntry(file, name, raw, dataStart, dataLength));
     }
-    return { metadata, entries };
+    return { metadata, entries, headerBytes: dataStart };
   } finally {
     closeSync(fd);
   }
@@ -167,6 +169,24 @@ export function loadSafetensors(file: string, options: LoadOptions = {}): Map<st
     throw error;
   }
   return out;
+}
+
+/**
+ * Elements [from, from + count) of tensor `name` (its `entry` in the file's header), in row-major order, as a 1-d
+ * tensor of its dtype: one positioned read of count x element-size bytes, the rest of the file untouched.
+ */
+export function readSafetensorsRange(file: string, name: string, entry: SafetensorsEntry, from: number, count: number): Tensor {
+  const numel = entry.shape.reduce((a, b) => a * b, 1);
+  if (!Number.isInteger(from) || !Number.isInteger(count) || from < 0 || count < 0 || from + count > numel)
+    throw new SafetensorsError(file, `tensor '${name}': elements [${from}, ${from + count}) are not inside its ${numel}`);
+  const t = empty([count], { dtype: entry.dtype });
+  try {
+    if (count > 0) native.readFileInto(file, entry.byteOffset + from * DTYPE_BYTES[entry.dtype], t.handle);
+  } catch (error) {
+    t.dispose();
+    throw new SafetensorsError(file, `tensor '${name}': ${(error as Error).message}`);
+  }
+  return t;
 }
 
 function readEntry(file: string, name: string, entry: SafetensorsEntry, options: LoadOptions): Tensor {

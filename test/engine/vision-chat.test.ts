@@ -1,7 +1,8 @@
 // Chat with images on a Qwen2.5-VL engine (src/engine/vision-chat.ts): OpenAI content parts through the chat template,
 // each image's <|image_pad|> expanded to its token count (t*h*w / merge² of the processor's grid), the images sent
-// with the request as data URLs; the same tokens as generate() with the expanded ids; a workflow's chat yields an
-// experience whose images and image tokens match; bad images are errors naming the message and part.
+// with the request decoded once (the engine and the OpenAI service do not decode them again); the same tokens as
+// generate() with the expanded ids; a workflow's chat yields an experience whose images and image tokens match; bad
+// images are errors naming the message and part.
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,7 +15,8 @@ import {
   expandImagePads,
   RolloutEngine,
 } from '../../src/engine/index.js';
-import { encodePng, ImageInputError } from '../../src/model/index.js';
+import { encodePng, ImageInputError, imageDecodes } from '../../src/model/index.js';
+import { OpenAIService } from '../../src/openai/index.js';
 import { validateExperience } from '../../src/rft/experience.js';
 import { EngineModelHandle } from '../../src/rft/workflow/model-handle.js';
 import type { ChatInputMessage, Tokenizer } from '../../src/tokenizer/index.js';
@@ -90,6 +92,44 @@ describe('chat with image parts', () => {
     const original = await engine.chat([{ role: 'user', content: [{ type: 'image_url', image_url: { url: square } }] }], greedy);
     assert.deepEqual(swapped.promptIds, original.promptIds);
     assert.notDeepEqual(swapped.logprobs, original.logprobs);
+  });
+
+  test('each image is decoded once: chat() and the OpenAI service size it and the engine reuses the pixels', async () => {
+    const parts = [
+      { type: 'image_url' as const, image_url: { url: square } },
+      { type: 'image_url' as const, image_url: { url: wide } },
+      { type: 'text' as const, text: 'which is wider?' },
+    ];
+    let before = imageDecodes();
+    const result = await engine.chat([{ role: 'user', content: parts }], greedy);
+    assert.equal(imageDecodes() - before, 2, 'two images, two decodes');
+    assert.deepEqual(result.images, [square, wide]);
+    const service = new OpenAIService({ modelName: 'vl', backend: engine });
+    before = imageDecodes();
+    const reply = await service.chatCompletion({
+      model: 'vl',
+      messages: [{ role: 'user', content: parts }],
+      temperature: 0,
+      max_tokens: 6,
+      ignore_eos: true,
+      return_token_ids: true,
+    });
+    assert.equal(imageDecodes() - before, 2, 'two images, two decodes');
+    assert.equal(reply.stream, false);
+    assert.deepEqual((reply.body as { choices: { token_ids: number[] }[] }).choices[0]?.token_ids, result.completionIds);
+  });
+
+  test('a decoded image handed to generate() is checked, naming it', async () => {
+    const promptIds = [5, VISION_START, IMAGE_PAD, IMAGE_PAD, IMAGE_PAD, IMAGE_PAD, VISION_END];
+    const pixels = { data: new Uint8Array(10), height: 56, width: 56, channels: 3 };
+    await assert.rejects(
+      engine.generate({ ...greedy, promptIds, images: [{ pixels, dataUrl: square }] }),
+      /images\[0\]: decoded pixels must be height x width x 3 bytes of RGB, got 56 x 56 x 3 with 10 bytes/,
+    );
+    const good = { pixels: testImage(56, 56, 1), dataUrl: square };
+    const direct = await engine.generate({ ...greedy, promptIds, images: [square] });
+    const reused = await engine.generate({ ...greedy, promptIds, images: [good] });
+    assert.deepEqual(reused.completions[0]?.tokenIds, direct.completions[0]?.tokenIds);
   });
 
   test("a workflow's chat yields an experience with the images and their placeholder tokens", async () => {

@@ -11,14 +11,32 @@
 // Pillow's by a unit in some pixels (different IDCT implementations).
 //
 // Images keep their encoded form in experiences and requests (data URLs: JSON-safe, compact); imageDataUrl makes one
-// from any source so an experience does not depend on a file that may move.
+// from any source so an experience does not depend on a file that may move. A DecodedImage is an image already
+// decoded, with its data URL: a chat decodes each image once to size its placeholder run (engine/vision-chat.ts) and
+// hands the engine these, which decodeImage returns as they are (imageDecodes() counts the real decodes).
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import type { ImageBytes } from './bicubic-resize.js';
 
-/** An image as users give it: encoded bytes, or a string that is a data URL, a file:// URL or a file path. */
-export type ImageSource = Uint8Array | string;
+/** An image decoded once (decodeImage's pixels) with the data URL of its encoded bytes. */
+export interface DecodedImage {
+  readonly pixels: ImageBytes;
+  readonly dataUrl: string;
+}
+
+/**
+ * An image as users give it: encoded bytes, or a string that is a data URL, a file:// URL or a file path; or one
+ * already decoded (DecodedImage).
+ */
+export type ImageSource = Uint8Array | string | DecodedImage;
+
+const isDecoded = (source: ImageSource): source is DecodedImage => typeof source === 'object' && !(source instanceof Uint8Array);
+
+let decodes = 0;
+
+/** How many images decodeImage has decoded in this thread (a DecodedImage passed in is not decoded again). */
+export const imageDecodes = (): number => decodes;
 
 /** Bad or unreadable image input; `where` names the request field, dataset row or file. */
 export class ImageInputError extends Error {
@@ -35,6 +53,7 @@ const DATA_URL = /^data:(image\/[a-z0-9.+-]+)?(;[a-z0-9=.+-]+)*;base64,/i;
 
 /** The encoded bytes of an image source (reads files; decodes base64 data URLs); http(s) URLs are refused. */
 export async function imageSourceBytes(source: ImageSource, where: string): Promise<Uint8Array> {
+  if (isDecoded(source)) return imageSourceBytes(source.dataUrl, where);
   if (typeof source !== 'string') return source;
   const match = DATA_URL.exec(source);
   if (match) return Buffer.from(source.slice(match[0].length), 'base64');
@@ -54,8 +73,10 @@ export async function imageSourceBytes(source: ImageSource, where: string): Prom
 
 /** Decodes an image source to RGB bytes as transformers' load_image(...).convert('RGB') sees it. */
 export async function decodeImage(source: ImageSource, where: string): Promise<ImageBytes> {
+  if (isDecoded(source)) return checkedPixels(source.pixels, where);
   const bytes = await imageSourceBytes(source, where);
   if (bytes.length === 0) throw new ImageInputError(where, 'the image is empty (0 bytes)');
+  decodes++;
   try {
     const { data, info } = await sharp(bytes, { pages: 1 })
       .autoOrient()
@@ -75,8 +96,22 @@ export async function decodeImage(source: ImageSource, where: string): Promise<I
   }
 }
 
+/** A decoded image's pixels, checked: 8-bit RGB, height x width x 3 bytes. */
+function checkedPixels(pixels: ImageBytes, where: string): ImageBytes {
+  const { data, height, width, channels } = pixels;
+  const whole = (n: unknown) => Number.isInteger(n) && (n as number) > 0;
+  if (!(data instanceof Uint8Array) || !whole(height) || !whole(width) || channels !== 3 || data.length !== height * width * 3)
+    throw new ImageInputError(
+      where,
+      `decoded pixels must be height x width x 3 bytes of RGB, got ${String(height)} x ${String(width)} x ${String(channels)} ` +
+        `with ${data instanceof Uint8Array ? data.length : 'no'} bytes`,
+    );
+  return pixels;
+}
+
 /** A `data:image/<format>;base64,` URL holding the source's encoded bytes (the format as the bytes declare it). */
 export async function imageDataUrl(source: ImageSource, where: string): Promise<string> {
+  if (isDecoded(source)) return imageDataUrl(source.dataUrl, where);
   if (typeof source === 'string' && /^data:image\//i.test(source) && DATA_URL.test(source)) return source;
   const bytes = await imageSourceBytes(source, where);
   let format: string | undefined;

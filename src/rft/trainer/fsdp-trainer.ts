@@ -1,7 +1,8 @@
 // The trainer worker's fully sharded policy (init.distributed.strategy 'fsdp', trainer.trainer_strategy fsdp/fsdp2 on
 // several ranks; ./fsdp.ts): what ./trainer-worker-main.ts does differently for it.
-//   - at start, each rank loads the model folder (or checkpoint) whole, keeps its shard of every unit in the master
-//     dtype and frees the rest; AdamW runs over the shards (./fsdp-optimizer.ts)
+//   - at start, each rank loads the model folder whole, keeps its shard of every unit in the master dtype and frees
+//     the rest; AdamW runs over the shards (./fsdp-optimizer.ts); resuming, it then reads its part of the checkpoint
+//     (./fsdp-resume.ts)
 //   - the step's collectives are ./fsdp-passes.ts's (no parameter broadcast: every rank sharded the same files)
 //   - a checkpoint is sharded: every rank writes its shards and their AdamW state (./fsdp-checkpoint.ts), which a run
 //     on any number of ranks (or one process) resumes from; a weights folder (the HF export) is consolidated: every

@@ -50,6 +50,15 @@ export interface Unit {
   classes: ShardClass[];
 }
 
+/**
+ * Rank `rank`'s part of a class's flat vector without its padding: flat[from, from + count), from = min(rL, n),
+ * count = max(0, min(L, n - rL)); the rest of its shard (L - count elements) is zeros.
+ */
+export function ownRange(c: Pick<ShardClass, 'total' | 'shardLength'>, rank: number): { from: number; count: number } {
+  const start = rank * c.shardLength;
+  return { from: Math.min(start, c.total), count: Math.max(0, Math.min(c.shardLength, c.total - start)) };
+}
+
 /** The rule of torch.weightDecayGroups: biases, norm weights and other 1-d tensors get no weight decay. */
 const noDecay = (name: string, shape: readonly number[]) => shape.length < 2 || name.endsWith('.bias') || /norm/i.test(name);
 

@@ -53,7 +53,8 @@ import {
   shardsPolicy,
 } from './fsdp-trainer.js';
 import { type ShardedPasses, shardedCollectives } from './fsdp-passes.js';
-import { copyWeightsInto, readShardedCheckpoint, restoreOptimizer, saveShards, saveShardsTogether } from './fsdp-checkpoint.js';
+import { saveShards, saveShardsTogether } from './fsdp-checkpoint.js';
+import { CheckpointReads, copyWeightsInto, readShardedCheckpoint, restoreOptimizer, resumeShardedPolicy } from './fsdp-resume.js';
 import { MasterWeights } from './master-weights.js';
 import type { DistributedOutcome, TrainerInit } from './trainer.js';
 import { frozenModelReference, loraReference, type ReferencePolicy } from './reference-policy.js';
@@ -289,7 +290,8 @@ function current(): TrainerState {
   return state;
 }
 
-function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): TrainerState {
+/** `reads` counts the bytes read of a sharded checkpoint (./fsdp-resume.ts). */
+function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null, reads: CheckpointReads): TrainerState {
   const algorithm = resolveAlgorithm(init.algorithm);
   if (shardsPolicy(init)) checkShardable(init, algorithm);
   const modelDir = checkpoint?.modelDir ?? init.modelPath;
@@ -302,8 +304,8 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
   const worldSize = init.distributed?.worldSize ?? 1;
   const covered = { bitwiseOnPolicy, worldSize, useCritic: algorithm.useCritic };
   const { model, vision } = loadPolicy(modelDir, { dtype: init.dtype, device, requiresGrad: init.lora === null }, covered);
-  // a sharded checkpoint: the whole weights and AdamW state from every rank's file, on the run's model
-  const fromShards = checkpoint?.shardedDir ? readShardedCheckpoint(checkpoint.shardedDir) : null;
+  // a sharded checkpoint unsharded: the whole weights and AdamW state; sharded, each rank reads its part (below)
+  const fromShards = checkpoint?.shardedDir && !shardsPolicy(init) ? readShardedCheckpoint(checkpoint.shardedDir, reads) : null;
   if (init.bitwiseOnPolicy) model.setBatchInvariant(true);
   let master: TrainerState['master'] = null;
   if (init.masterDtype !== undefined && init.masterDtype !== init.dtype) {
@@ -346,6 +348,7 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null): Tra
       : new torch.AdamW(torch.weightDecayGroups(named, o.weightDecay), adamW));
   const startStep = checkpoint?.step ?? 0;
   if (fromShards) restoreOptimizer(fromShards, optimizer);
+  else if (checkpoint && sharded?.optimizer) resumeShardedPolicy(checkpoint, { ...sharded, optimizer: sharded.optimizer }, reads);
   else if (checkpoint) loadOptimizerState(checkpoint, optimizer);
   const scheduler = new torch.LrScheduler(
     optimizer,
@@ -406,7 +409,8 @@ torch.serveTensorWorker({
   async init(init: TrainerInit) {
     await loadAlgorithmPlugins(init.algorithm, init.pluginBaseDir);
     const checkpoint = init.resume ? latestCheckpoint(init.jobDir) : null;
-    const s = initialise(init, checkpoint);
+    const reads = new CheckpointReads();
+    const s = initialise(init, checkpoint, reads);
     state = s;
     const d = init.distributed ?? null;
     try {
@@ -423,7 +427,12 @@ torch.serveTensorWorker({
       state = null;
       throw error;
     }
-    return { step: checkpoint?.step ?? 0, state: checkpoint?.state ?? null, algorithmType: s.algorithm.algorithmType };
+    return {
+      step: checkpoint?.step ?? 0,
+      state: checkpoint?.state ?? null,
+      algorithmType: s.algorithm.algorithmType,
+      checkpointBytesRead: reads.bytes,
+    };
   },
   step(experiences: Experience[]) {
     const s = current();

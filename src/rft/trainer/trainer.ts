@@ -155,6 +155,11 @@ export interface TrainerStart {
   /** The component state saved with that checkpoint. */
   state: Record<string, unknown> | null;
   algorithmType: string;
+  /**
+   * Bytes this rank read of a sharded checkpoint's files, or (a sharded policy) of a one-process checkpoint's
+   * optimizer file, to resume: headers and the tensor ranges it needs (./fsdp-resume.ts); 0 otherwise.
+   */
+  checkpointBytesRead: number;
 }
 
 export class TrainerClient {

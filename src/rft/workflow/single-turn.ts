@@ -159,7 +159,7 @@ export async function sampleResponses(
   const result = await model.generate({
     ...rolloutOptions(task.rolloutArgs ?? {}, name),
     promptIds,
-    ...(images ? { images: images.dataUrls } : {}),
+    ...(images ? { images: images.decoded } : {}),
     n: options.n ?? repeatTimes,
     seed: options.seed ?? seed,
   });

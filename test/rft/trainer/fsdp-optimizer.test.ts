@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { CausalLM, initModel } from '../../../src/model/index.js';
 import { FullyShardedModel } from '../../../src/rft/trainer/fsdp.js';
-import { readShardedCheckpoint, writeRankShards } from '../../../src/rft/trainer/fsdp-checkpoint.js';
+import { writeRankShards } from '../../../src/rft/trainer/fsdp-checkpoint.js';
+import { readShardedCheckpoint } from '../../../src/rft/trainer/fsdp-resume.js';
 import { ShardedAdamW } from '../../../src/rft/trainer/fsdp-optimizer.js';
 import * as torch from '../../../src/torch/index.js';
 

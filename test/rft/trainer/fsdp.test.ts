@@ -13,13 +13,15 @@
 //   - the checkpoint is sharded: sharded/ holds each rank's file and the index, no model/ or optimizer.safetensors;
 //     read back whole it is one process's weights and optimizer file (within 1e-5); resumed on one process (2 → 1),
 //     on 2 ranks again (2 → 2), and a one-process checkpoint resumed on 2 ranks (1 → 2), step 4 takes the
-//     parameters of an uninterrupted one-process run (within 1e-5). (LoRA: rank 0 writes the adapter, 2 → 1.)
+//     parameters of an uninterrupted one-process run (within 1e-5). (LoRA: rank 0 writes the adapter, 2 → 1.) Each
+//     rank reads only its part (TrainerStart.checkpointBytesRead): 2 → 2 at most its own file, 1 → 2 at most 60% of
+//     the optimizer file (half its moments and the header); the exact bytes are fsdp-resume.test.ts's.
 // And a model whose whole training state (parameters, gradients, AdamW moments) is more than twice a per-rank bound
 // trains on 4 ranks (GRPO, 6 rows in micro-batches of 1: ranks 2 and 3 run an idle pass each), each within the bound:
 // 1/4 of the state plus its padding plus the gather buffers it measured. Then SFT on 3 rows: rank 3 has no row of the
 // current policy's forward and joins its layer gathers without computing; the 4 ranks end as one process does.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,7 +29,7 @@ import { after, before, test } from 'node:test';
 import { freePort } from '../../../src/cli/launch.js';
 import { initModel } from '../../../src/model/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
-import { readShardedCheckpoint } from '../../../src/rft/trainer/fsdp-checkpoint.js';
+import { readShardedCheckpoint } from '../../../src/rft/trainer/fsdp-resume.js';
 import { type ShardedStateBytes, TrainerClient } from '../../../src/rft/trainer/trainer.js';
 import type * as torch from '../../../src/torch/index.js';
 import { killForkedChildren } from '../../helpers/forked-child.js';
@@ -54,6 +56,9 @@ after(() => {
 const forkFsdpRanks = (scenarios: StrategyPlan['scenarios'], worldSize: number, label?: string) =>
   forkRanks(STRATEGY_RANK, { strategy: 'fsdp', jobDir: work, scenarios }, worldSize, work, label ? { label } : {});
 
+/** The files' sizes added. */
+const fileBytes = (files: string[]) => files.reduce((n, f) => n + statSync(f).size, 0);
+
 /** The float32 elements a rank's flat classes pad with, at most: W - 1 per class, in bytes. */
 const paddingBytes = (bytes: ShardedStateBytes, worldSize: number) => bytes.classes * (worldSize - 1) * 4;
 
@@ -77,6 +82,8 @@ test('fsdp on 2 ranks: SFT, GRPO and GRPO with LoRA end 3 steps as one process d
   );
   /** The one-process run's weights after step 4, by scenario (what every resume must reach). */
   const uninterrupted = new Map<string, Map<string, Float32Array>>();
+  /** The checkpoints' files by scenario: the 2 ranks' shard files, one process's optimizer file (for the bytes read). */
+  const checkpointFiles = new Map<string, { shards: string[]; optimizer: string }>();
   const single = (scenario: Scenario, jobDir: string, resume = false) =>
     TrainerClient.start({ ...scenarioInit(scenario, threeLayers, jobDir), gradientCheckpointing: true, resume });
   for (const scenario of all) {
@@ -160,8 +167,13 @@ test('fsdp on 2 ranks: SFT, GRPO and GRPO with LoRA end 3 steps as one process d
 
     // resume the 2-rank checkpoint on one process: step 4 as the uninterrupted run
     const resumed = await single(scenario, join(work, `${scenario.name}-fsdp-rank0`), true);
+    const shards = [0, 1].map((r) => join(checkpoint, 'sharded', `rank-${r}-of-2.safetensors`));
+    checkpointFiles.set(scenario.name, { shards, optimizer: join(singleCheckpoint, 'optimizer.safetensors') });
     try {
       assert.equal(resumed.start.step, 3);
+      // one process reads both files, each tensor's range once (the padding of odd classes not at all)
+      const bytes = resumed.start.checkpointBytesRead;
+      if (scenario.lora === null) assert.ok(bytes > 0 && bytes <= fileBytes(shards), `${scenario.name}: read ${bytes}`);
       await resumed.trainer.step(scenario.resumeBatch);
       const resumedDiff = largestDifference(await weightsOf(resumed.trainer), afterFour, `${scenario.name}: step 4`);
       assert.ok(resumedDiff <= 1e-5, `${scenario.name}: resumed on 1 process, step 4 differs by ${resumedDiff}`);
@@ -202,6 +214,15 @@ test('fsdp on 2 ranks: SFT, GRPO and GRPO with LoRA end 3 steps as one process d
     const expected = uninterrupted.get(scenario.of) as Map<string, Float32Array>;
     const diff = largestDifference(new Map(Object.entries(result?.weights ?? {})), expected, scenario.name);
     assert.ok(diff <= 1e-5, `${scenario.name}: resumed on 2 ranks, step 4 differs by ${diff}`);
+    // each rank read its part only: 2 → 2 its own file's ranges; 1 → 2 half the moments of one process's optimizer file
+    const files = checkpointFiles.get(scenario.of) as { shards: string[]; optimizer: string };
+    for (const [rank, message] of [result, followed].entries()) {
+      const bytes = message?.resumeBytes ?? 0;
+      const bound = scenario.sharedJobDir.endsWith('-single')
+        ? fileBytes([files.optimizer]) * 0.6
+        : fileBytes([files.shards[rank] as string]);
+      assert.ok(bytes > 0 && bytes <= bound, `${scenario.name}, rank ${rank}: read ${bytes} bytes, more than ${bound}`);
+    }
   }
   assert.deepEqual(
     (await Promise.all(resumed.map((r) => r.exited))).map((e) => e.code),

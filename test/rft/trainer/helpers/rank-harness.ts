@@ -28,6 +28,8 @@ export interface RankMessage {
   /** Rank 0: the checkpoint folder it saved and the weights folder it wrote (null when the scenario saves none). */
   checkpoint?: string | null;
   exported?: string | null;
+  /** TrainerStart.checkpointBytesRead: the bytes of checkpoint files the rank read to resume. */
+  resumeBytes?: number;
   message?: string;
 }
 

@@ -5,8 +5,8 @@
 // sync's), and closes (which stops the others); the other ranks follow, then report their own sizes. With resume,
 // every rank starts from the latest checkpoint of the scenario's job folder (sharedJobDir: one for every rank;
 // default, one per rank). Reports over IPC (./rank-harness.ts RankMessage):
-//   { type: 'result', scenario, weights, elements, bytes, checkpoint, exported } from rank 0
-//   { type: 'followed', scenario, steps, elements, bytes } from the others
+//   { type: 'result', scenario, weights, elements, bytes, checkpoint, exported, resumeBytes } from rank 0
+//   { type: 'followed', scenario, steps, elements, bytes, resumeBytes } from the others
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { TrainerClient, type TrainerInit } from '../../../../src/rft/trainer/trainer.js';
@@ -50,7 +50,8 @@ async function main(): Promise<void> {
       gradientCheckpointing,
       resume: scenario.resume ?? false,
     };
-    const { trainer } = await TrainerClient.start(init);
+    const { trainer, start } = await TrainerClient.start(init);
+    const resumeBytes = start.checkpointBytesRead;
     if (rank === 0) {
       for (const batch of scenario.batches) await trainer.step(batch);
       const bytes = await trainer.shardedStateBytes();
@@ -63,13 +64,13 @@ async function main(): Promise<void> {
       const weights = Object.fromEntries([...synced].map(([name, t]) => [name, t.float().toTypedArray() as Float32Array]));
       await trainer.endSync();
       await trainer.close();
-      await send({ type: 'result', scenario: scenario.name, weights, elements, bytes, checkpoint, exported });
+      await send({ type: 'result', scenario: scenario.name, weights, elements, bytes, checkpoint, exported, resumeBytes });
     } else {
       const { steps } = await trainer.follow();
       const bytes = await trainer.shardedStateBytes();
       const elements = await trainer.optimizerStateElements();
       await trainer.close();
-      await send({ type: 'followed', scenario: scenario.name, steps, elements, bytes });
+      await send({ type: 'followed', scenario: scenario.name, steps, elements, bytes, resumeBytes });
     }
   }
 }
