@@ -57,6 +57,11 @@ export function loadVisionLanguageModel(dir: string, options: LoadVisionLanguage
   return familyOf(dir).family.load(dir, options);
 }
 
+/** The image processor defaults of a config's family (a model built in memory, without its folder's file). */
+export function imageProcessorDefaults(config: VisionLanguageConfig): ImageProcessorConfig {
+  return (FAMILIES[String(config.raw.model_type)] as Family).processor;
+}
+
 /** A vision-language folder's image processor: preprocessor_config.json over its family's defaults. */
 export function loadVisionImageProcessor(dir: string): ImageProcessorConfig {
   return loadImageProcessorConfig(dir, familyOf(dir).family.processor);
