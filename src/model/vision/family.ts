@@ -5,6 +5,7 @@
 //   model_type   model            processor defaults
 //   qwen2_5_vl   Qwen2_5VLModel   QWEN2_VL_IMAGE_PROCESSOR (patch 14, CLIP mean/std)
 //   qwen3_vl     Qwen3VLModel     QWEN3_VL_IMAGE_PROCESSOR (patch 16, mean = std = 0.5)
+import { ModelConfigError } from '../config.js';
 import { parseQwen2_5VLConfig, readConfigJson } from './config.js';
 import { parseQwen3VLConfig } from './config-qwen3-vl.js';
 import {
@@ -40,8 +41,10 @@ function familyOf(dirOrFile: string): { family: Family; raw: Record<string, unkn
   const family =
     typeof raw.model_type === 'string' && Object.hasOwn(FAMILIES, raw.model_type) ? FAMILIES[raw.model_type] : undefined;
   if (family === undefined)
-    throw new Error(
-      `${file}: key 'model_type': expected a vision-language model (${VISION_LANGUAGE_MODEL_TYPES.join(', ')}), got ${JSON.stringify(raw.model_type)}`,
+    throw new ModelConfigError(
+      file,
+      'model_type',
+      `expected a vision-language model (${VISION_LANGUAGE_MODEL_TYPES.join(', ')}), got ${JSON.stringify(raw.model_type)}`,
     );
   return { family, raw, file };
 }
