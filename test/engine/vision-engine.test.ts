@@ -33,7 +33,8 @@ let tokenCounts: number[];
 before(async () => {
   torch.setNumThreads(1);
   reference = Qwen2_5VLModel.load(VL_FIXTURE);
-  // 56 x 56: grid 1 x 4 x 4, 4 tokens; 28 x 56 is scaled up to 56 x 84: grid 1 x 4 x 6, 6 tokens
+  // 56 x 56: grid 1 x 4 x 4, 4 tokens; 28 x 56 is scaled up to 56 x 84: grid 1 x 4 x 6, 6 tokens (the Qwen3-VL
+  // fixture's processor, 16-pixel patches over 4096..65536 pixels, makes them 64 x 64 and 64 x 96: the same counts)
   images = [await testImageDataUrl(56, 56, 1), await testImageDataUrl(28, 56, 2)];
   tokenCounts = [];
   for (const url of images) {
@@ -223,6 +224,33 @@ describe('vision-language models in the rollout engine', () => {
         () => engine.syncWeights(wrong),
         /tensor 'visual\.merger\.ln_q\.weight' has shape \[3\], expected \[32\] \(nothing was copied\)/,
       );
+      assertClose((await run()).completions[0]?.logprobs ?? [], expected.logprobs);
+    } finally {
+      await engine.close();
+      scaled.dispose();
+    }
+  });
+
+  test("Qwen3-VL weight syncs: its parameters and a saved folder (transformers' model.language_model.* / model.visual.*)", async () => {
+    const scaled = loadVisionLanguageModel(QWEN3_VL_FIXTURE);
+    const processor = loadVisionImageProcessor(QWEN3_VL_FIXTURE);
+    torch.noGrad(() => {
+      for (const t of scaled.parameters().values()) torch.scope(() => t.copy_(t.mul(1.5)));
+    });
+    const dir = mkdtempSync(join(tmpdir(), 'vl3-sync-'));
+    scaled.save(dir);
+    const promptIds = imagePrompt(tokenCounts[0] as number);
+    const expected = await referenceGreedy(promptIds, images[0] as string, scaled, processor);
+    const engine = RolloutEngine.load(QWEN3_VL_FIXTURE, { slots: 2, maxLength: 48 });
+    try {
+      const run = () => engine.generate({ ...greedy, promptIds, images: [images[0] as string] });
+      const before = (await run()).completions[0]?.logprobs ?? [];
+      assert.notDeepEqual(before, expected.logprobs);
+      assert.equal(engine.syncWeights(scaled.parameters()), scaled.parameters().size);
+      assertClose((await run()).completions[0]?.logprobs ?? [], expected.logprobs);
+      engine.syncWeightsFromDir(QWEN3_VL_FIXTURE);
+      assertClose((await run()).completions[0]?.logprobs ?? [], before);
+      engine.syncWeightsFromDir(dir);
       assertClose((await run()).completions[0]?.logprobs ?? [], expected.logprobs);
     } finally {
       await engine.close();
