@@ -181,6 +181,14 @@ describe('float32 model', () => {
       });
       const diff = maxAbsDiff(logits, get(ref, 'mm.logits'), mask.unsqueeze(-1));
       assert.ok(diff < TOLERANCE, `max |ours - transformers| over real tokens = ${diff}`);
+      // precomputed features give the same logits; image tokens without their DeepStack features are refused
+      const { embeds, deepstack } = model.imageFeatures(get(ref, 'pixel_values'), grids);
+      const again = model.forward(get(ref, 'mm.ids'), { attentionMask: mask, images: { grids, embeds, deepstack } });
+      assert.equal(maxAbsDiff(again, logits, mask.unsqueeze(-1)), 0);
+      assert.throws(
+        () => model.forward(get(ref, 'mm.ids'), { attentionMask: mask, images: { grids, embeds } }),
+        /0 DeepStack features given with the image embeds, Qwen3VLForConditionalGeneration adds 2 \(imageFeatures gives them\)/,
+      );
     });
   });
 

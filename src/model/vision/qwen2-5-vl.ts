@@ -6,7 +6,13 @@
 // the Hub's checkpoints and transformers 5's save_pretrained write them, and visual.*; the in-memory names of
 // transformers 5 (model.language_model.*, model.visual.*) are read as well.
 import { loadQwen2_5VLConfig, type Qwen2_5VLConfig } from './config.js';
-import { type LoadVisionLanguageOptions, VisionLanguageModel, type VisionLanguageFamily } from './vision-language-model.js';
+import type { Tensor } from '../../torch/index.js';
+import {
+  type LoadVisionLanguageOptions,
+  type VisionLanguageBuildOptions,
+  type VisionLanguageFamily,
+  VisionLanguageModel,
+} from './vision-language-model.js';
 import { expectedVisionWeights, VisionTower } from './vision-tower.js';
 
 const QWEN2_5_VL: VisionLanguageFamily<Qwen2_5VLConfig> = {
@@ -17,11 +23,7 @@ const QWEN2_5_VL: VisionLanguageFamily<Qwen2_5VLConfig> = {
 
 export class Qwen2_5VLModel extends VisionLanguageModel<Qwen2_5VLConfig> {
   /** Builds the model from weights with Hugging Face names, checked against the config; the model takes ownership. */
-  constructor(
-    config: Qwen2_5VLConfig,
-    weights: ConstructorParameters<typeof VisionLanguageModel>[2],
-    options: ConstructorParameters<typeof VisionLanguageModel>[3] = {},
-  ) {
+  constructor(config: Qwen2_5VLConfig, weights: Map<string, Tensor>, options: VisionLanguageBuildOptions = {}) {
     super(QWEN2_5_VL, config, weights, options);
   }
 

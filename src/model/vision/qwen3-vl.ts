@@ -6,7 +6,13 @@
 // Weights: transformers 5 (and the Hub's Qwen3-VL checkpoints) name them model.language_model.*, model.visual.* and
 // lm_head.weight; save() writes those names, load() reads them and the dense ones (model.layers.*, visual.*).
 import { loadQwen3VLConfig, type Qwen3VLConfig } from './config-qwen3-vl.js';
-import { type LoadVisionLanguageOptions, VisionLanguageModel, type VisionLanguageFamily } from './vision-language-model.js';
+import type { Tensor } from '../../torch/index.js';
+import {
+  type LoadVisionLanguageOptions,
+  type VisionLanguageBuildOptions,
+  type VisionLanguageFamily,
+  VisionLanguageModel,
+} from './vision-language-model.js';
 import { expectedQwen3VisionWeights, Qwen3VisionTower } from './vision-tower-qwen3.js';
 
 const QWEN3_VL: VisionLanguageFamily<Qwen3VLConfig> = {
@@ -18,11 +24,7 @@ const QWEN3_VL: VisionLanguageFamily<Qwen3VLConfig> = {
 
 export class Qwen3VLModel extends VisionLanguageModel<Qwen3VLConfig> {
   /** Builds the model from weights with the in-memory names (model.layers.*, visual.*); the model takes ownership. */
-  constructor(
-    config: Qwen3VLConfig,
-    weights: ConstructorParameters<typeof VisionLanguageModel>[2],
-    options: ConstructorParameters<typeof VisionLanguageModel>[3] = {},
-  ) {
+  constructor(config: Qwen3VLConfig, weights: Map<string, Tensor>, options: VisionLanguageBuildOptions = {}) {
     super(QWEN3_VL, config, weights, options);
   }
 

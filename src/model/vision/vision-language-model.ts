@@ -39,6 +39,8 @@ export type VisionLanguageConfig = Qwen2_5VLConfig | Qwen3VLConfig;
 /** A family's vision tower: merged image tokens and (Qwen3-VL) DeepStack features for pixel values of these grids. */
 export interface ImageEncoder {
   readonly patchWidth: number;
+  /** The DeepStack features features() makes: K, added after language layers 0..K-1 (0: none). */
+  readonly deepstackCount: number;
   forward(pixelValues: Tensor, grids: readonly GridTHW[]): Tensor;
   features(pixelValues: Tensor, grids: readonly GridTHW[]): ImageFeatures;
   dispose(): void;
@@ -61,8 +63,13 @@ export const inMemoryWeightName = (name: string): string =>
       ? name.slice('model.'.length)
       : name;
 
-/** A batch's images: their grids and either the processor's pixel_values or their vision tower output (encodeImages). */
-export type ImageInputs = { grids: readonly GridTHW[]; pixelValues: Tensor } | { grids: readonly GridTHW[]; embeds: Tensor };
+/**
+ * A batch's images: their grids and either the processor's pixel_values or their vision tower output (imageFeatures:
+ * the image tokens and, for a model with DeepStack, its features, which are then required).
+ */
+export type ImageInputs =
+  | { grids: readonly GridTHW[]; pixelValues: Tensor }
+  | { grids: readonly GridTHW[]; embeds: Tensor; deepstack?: readonly Tensor[] };
 
 export interface VisionLanguageForwardOptions {
   /** [B, T], 1 = real token (left or right padding). */
@@ -85,6 +92,13 @@ export interface LoadVisionLanguageOptions {
   layout?: WeightLayout;
 }
 
+/** How a model is built from weights: the folder they came from, the file a tensor is named by in errors, the layout. */
+export interface VisionLanguageBuildOptions {
+  sourceDir?: string | null;
+  fileOf?: (tensor: string | null) => string;
+  layout?: WeightLayout;
+}
+
 export class VisionLanguageModel<C extends VisionLanguageConfig = VisionLanguageConfig> {
   readonly config: C;
   /** The language model (its parameters are the model's language half, under their Hugging Face names). */
@@ -100,7 +114,7 @@ export class VisionLanguageModel<C extends VisionLanguageConfig = VisionLanguage
     family: VisionLanguageFamily<C>,
     config: C,
     weights: Map<string, Tensor>,
-    options: { sourceDir?: string | null; fileOf?: (tensor: string | null) => string; layout?: WeightLayout } = {},
+    options: VisionLanguageBuildOptions = {},
   ) {
     const fileOf = options.fileOf ?? (() => 'weights');
     const expected = family.expectedVisionWeights(config);
@@ -213,7 +227,7 @@ export class VisionLanguageModel<C extends VisionLanguageConfig = VisionLanguage
     const { positions } = ropeIndexOf(placeholders, attentionMask, images?.grids ?? [], this.config);
     const rotary = this.#mrope.cosSin(positions, this.dtype);
     const isImage = placeholders.eq(this.config.imageTokenId).unsqueeze(-1);
-    if (images === undefined || !('pixelValues' in images) || this.#deepstackCount === 0)
+    if (images === undefined || this.vision.deepstackCount === 0)
       return { embed: () => this.#embedWithImages(inputIds, images, placeholders).embeds, rotary };
     // DeepStack: the trunk's state is [h, deepstack_i, ..., deepstack_{K-1}] (hidden wide each) before layer i; layer
     // i runs on h, adds deepstack_i at the image tokens and passes the rest on (see the header)
@@ -232,11 +246,6 @@ export class VisionLanguageModel<C extends VisionLanguageConfig = VisionLanguage
         return carried === 1 ? out : torch.cat([out, x.narrow(-1, 2 * hidden, (carried - 1) * hidden)], -1);
       },
     };
-  }
-
-  /** The DeepStack features the tower makes (the language layers they are added after). */
-  get #deepstackCount(): number {
-    return 'deepstackVisualIndexes' in this.config.vision ? this.config.vision.deepstackVisualIndexes.length : 0;
   }
 
   /** inputIds [B, T] int64 → logits [B, T, vocab] (or final hidden states). Records autograd as CausalLM.forward. */
@@ -279,7 +288,7 @@ export class VisionLanguageModel<C extends VisionLanguageConfig = VisionLanguage
   /**
    * Token embeddings with each image placeholder's row (an image token of `placeholderIds`, the ids with a response's
    * sampled ones masked) replaced by its image token (masked_scatter, differentiable), and the DeepStack features
-   * [B, T, hidden] at the placeholders' rows (zeros elsewhere; none from precomputed embeds or Qwen2.5-VL).
+   * [B, T, hidden] at the placeholders' rows (zeros elsewhere; none for Qwen2.5-VL).
    */
   #embedWithImages(
     inputIds: Tensor,
@@ -298,8 +307,14 @@ export class VisionLanguageModel<C extends VisionLanguageConfig = VisionLanguage
       );
     if (images === undefined || placeholders === 0) return { embeds, deepstack: [] };
     const computed =
-      'embeds' in images ? { embeds: images.embeds, deepstack: [] } : this.vision.features(images.pixelValues, grids);
+      'embeds' in images
+        ? { embeds: images.embeds, deepstack: images.deepstack ?? [] }
+        : this.vision.features(images.pixelValues, grids);
     const features = computed.embeds;
+    if (computed.deepstack.length !== this.vision.deepstackCount)
+      throw new RangeError(
+        `forward: ${computed.deepstack.length} DeepStack features given with the image embeds, ${this.config.architecture} adds ${this.vision.deepstackCount} (imageFeatures gives them)`,
+      );
     if (features.ndim !== 2 || features.size(0) !== expected || features.size(1) !== this.config.text.hiddenSize)
       throw new RangeError(
         `forward: image embeds have shape [${features.shape.join(', ')}], expected [${expected}, ${this.config.text.hiddenSize}]`,

@@ -157,6 +157,11 @@ export class Qwen3VisionTower {
     this.#invFreq = torch.keep(visionInverseFrequencies(config.headDim, config.ropeTheta));
   }
 
+  /** The DeepStack features features() makes (deepstack_visual_indexes' length). */
+  get deepstackCount(): number {
+    return this.config.deepstackVisualIndexes.length;
+  }
+
   /** The values of one patch: in_channels * temporal_patch_size * patch_size² (pixel_values' row width). */
   get patchWidth(): number {
     const c = this.config;

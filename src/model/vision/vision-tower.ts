@@ -211,6 +211,9 @@ export class VisionTower {
     this.#invFreq = torch.keep(visionInverseFrequencies(config.headDim, config.ropeTheta));
   }
 
+  /** Qwen2.5-VL has no DeepStack. */
+  readonly deepstackCount = 0;
+
   /** The values of one patch: in_channels * temporal_patch_size * patch_size² (pixel_values' row width). */
   get patchWidth(): number {
     const c = this.config;
