@@ -5,7 +5,7 @@
 // gradient (1e-4), the trainer's layer-by-layer pass (DeepStack carried through checkpointing) and a save that
 // transformers' names and loads back.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -53,6 +53,62 @@ describe('config', () => {
     );
     assert.deepEqual(vision.deepstackVisualIndexes, [0, 2]);
     assert.deepEqual([config.imageTokenId, config.visionStartTokenId, config.visionEndTokenId], [120, 118, 119]);
+  });
+
+  test("reads the Hub's Qwen3-VL-2B-Instruct layout (transformers 4.57: rope_scaling and rope_theta in text_config)", () => {
+    const hub = {
+      architectures: ['Qwen3VLForConditionalGeneration'],
+      image_token_id: 151655,
+      model_type: 'qwen3_vl',
+      text_config: {
+        attention_bias: false,
+        bos_token_id: 151643,
+        dtype: 'bfloat16',
+        eos_token_id: 151645,
+        head_dim: 128,
+        hidden_act: 'silu',
+        hidden_size: 2048,
+        intermediate_size: 6144,
+        max_position_embeddings: 262144,
+        model_type: 'qwen3_vl_text',
+        num_attention_heads: 16,
+        num_hidden_layers: 28,
+        num_key_value_heads: 8,
+        rms_norm_eps: 1e-6,
+        rope_scaling: { mrope_interleaved: true, mrope_section: [24, 20, 20], rope_type: 'default' },
+        rope_theta: 5000000,
+        tie_word_embeddings: true,
+        vocab_size: 151936,
+      },
+      tie_word_embeddings: true,
+      video_token_id: 151656,
+      vision_config: {
+        deepstack_visual_indexes: [5, 11, 17],
+        depth: 24,
+        hidden_act: 'gelu_pytorch_tanh',
+        hidden_size: 1024,
+        in_channels: 3,
+        intermediate_size: 4096,
+        model_type: 'qwen3_vl',
+        num_heads: 16,
+        num_position_embeddings: 2304,
+        out_hidden_size: 2048,
+        patch_size: 16,
+        spatial_merge_size: 2,
+        temporal_patch_size: 2,
+      },
+      vision_end_token_id: 151653,
+      vision_start_token_id: 151652,
+    };
+    const config = parseQwen3VLConfig(hub, 'hub.json');
+    const { text, vision } = config;
+    assert.deepEqual(config.mropeSection, [24, 20, 20]);
+    assert.deepEqual(
+      [text.headDim, text.numKeyValueHeads, text.tieWordEmbeddings, text.rope.theta, text.rope.scaling.type],
+      [128, 8, true, 5e6, 'default'],
+    );
+    assert.deepEqual([vision.headDim, vision.numPositionEmbeddings, vision.ropeTheta], [64, 2304, 10000]);
+    assert.deepEqual(vision.deepstackVisualIndexes, [5, 11, 17]);
   });
 
   test('bad keys are errors naming the key path', () => {
@@ -124,6 +180,28 @@ test("pixel values and grids equal transformers' processor with Qwen3-VL's setti
     const diff = maxAbsDiff(pixelValues, get(ref, 'pixel_values'));
     assert.ok(diff < 1e-5, `max |ours - transformers| = ${diff}`);
   });
+});
+
+test("the processor's defaults: Qwen3-VL's without preprocessor_config.json, and the Hub's file gives the same", () => {
+  const folder = mkdtempSync(join(tmpdir(), 'qwen3-vl-processor-'));
+  try {
+    copyFileSync(join(dir, 'config.json'), join(folder, 'config.json'));
+    assert.deepEqual(loadVisionImageProcessor(folder), QWEN3_VL_IMAGE_PROCESSOR);
+    const hub = {
+      size: { longest_edge: 16777216, shortest_edge: 65536 },
+      patch_size: 16,
+      temporal_patch_size: 2,
+      merge_size: 2,
+      image_mean: [0.5, 0.5, 0.5],
+      image_std: [0.5, 0.5, 0.5],
+      processor_class: 'Qwen3VLProcessor',
+      image_processor_type: 'Qwen2VLImageProcessorFast',
+    };
+    writeFileSync(join(folder, 'preprocessor_config.json'), JSON.stringify(hub));
+    assert.deepEqual(loadVisionImageProcessor(folder), QWEN3_VL_IMAGE_PROCESSOR);
+  } finally {
+    rmSync(folder, { recursive: true, force: true });
+  }
 });
 
 test('get_rope_index: the 3-D positions and rope deltas of the padded image batch', () => {
