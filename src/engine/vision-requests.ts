@@ -22,8 +22,6 @@
 // Text-only requests on a VL engine run the same path (no image rows, delta 0: ordinary RoPE positions). A prompt
 // holding image tokens without images, or images whose placeholder runs do not match, is refused ('invalid').
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import {
   CausalLM,
   decodeImage,
@@ -32,7 +30,7 @@ import {
   type ImageProcessorConfig,
   type ImageSource,
   imageProcessorDefaults,
-  isVisionLanguageConfig,
+  isVisionLanguageFolder,
   loadModelConfig,
   loadVisionImageProcessor,
   loadVisionLanguageConfig,
@@ -45,7 +43,6 @@ import {
   type VisionLanguageModel,
 } from '../model/index.js';
 import * as torch from '../torch/index.js';
-import { readRegularFile } from '../util/index.js';
 import type { RolloutEngineOptions } from './types.js';
 import { syncModelWeights } from './weight-sync.js';
 
@@ -105,17 +102,6 @@ export function cacheKeys(seq: EngineSequence, held = 0): number[] {
 /** The language model's config of a model folder, a VL folder's text_config included (cache sizes before loading). */
 export function languageConfigOf(dir: string): ModelConfig {
   return isVisionLanguageFolder(dir) ? loadVisionLanguageConfig(dir).text : loadModelConfig(dir);
-}
-
-/** Whether a model folder holds a vision-language model (config.json's model_type qwen2_5_vl or qwen3_vl). */
-export function isVisionLanguageFolder(dir: string): boolean {
-  const file = join(dir, 'config.json');
-  if (!existsSync(file)) return false;
-  try {
-    return isVisionLanguageConfig(JSON.parse(readRegularFile(file, 'utf8')) as Record<string, unknown>);
-  } catch {
-    return false; // the loader names what is wrong with the file
-  }
 }
 
 /** A folder's image token and processor when it holds a vision-language model (chat on the caller's thread), else null. */

@@ -5,8 +5,11 @@
 //   model_type   model            processor defaults
 //   qwen2_5_vl   Qwen2_5VLModel   QWEN2_VL_IMAGE_PROCESSOR (patch 14, CLIP mean/std)
 //   qwen3_vl     Qwen3VLModel     QWEN3_VL_IMAGE_PROCESSOR (patch 16, mean = std = 0.5)
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { readRegularFile } from '../../util/index.js';
 import { ModelConfigError } from '../config.js';
-import { parseQwen2_5VLConfig, readConfigJson } from './config.js';
+import { isObject, parseQwen2_5VLConfig, readConfigJson } from './config.js';
 import { parseQwen3VLConfig } from './config-qwen3-vl.js';
 import {
   type ImageProcessorConfig,
@@ -47,6 +50,18 @@ function familyOf(dirOrFile: string): { family: Family; raw: Record<string, unkn
       `expected a vision-language model (${VISION_LANGUAGE_MODEL_TYPES.join(', ')}), got ${JSON.stringify(raw.model_type)}`,
     );
   return { family, raw, file };
+}
+
+/** Whether a model folder holds a vision-language model (its config.json's model_type is one of the families'). */
+export function isVisionLanguageFolder(dir: string): boolean {
+  const file = join(dir, 'config.json');
+  if (!existsSync(file)) return false;
+  try {
+    const raw = JSON.parse(readRegularFile(file, 'utf8')) as unknown;
+    return isObject(raw) && isVisionLanguageConfig(raw);
+  } catch {
+    return false; // the model loader names what is wrong with the file
+  }
 }
 
 /** Reads a vision-language model folder's config.json (either family). */

@@ -2,14 +2,19 @@
 // (algorithm.useReference). A frozen model, a frozen copy of the policy's current weights, or — with LoRA — the
 // policy itself with its adapters disabled (no second copy of the weights). Each gives log-probs without gradient.
 import type { LoraModel } from '../../model/lora.js';
-import { type ImageInputs, loadVisionLanguageModel, type VisionLanguageModel } from '../../model/vision/index.js';
+import {
+  type ImageInputs,
+  isVisionLanguageFolder,
+  loadVisionLanguageModel,
+  type VisionLanguageModel,
+} from '../../model/vision/index.js';
 import type { RowPacking } from '../../model/packed-rows.js';
 import { noGradSteps, type PassSteps } from '../../model/training-trunk.js';
 import { type PromptGroups, tokenLogProbs, tokenLogProbsSteps } from '../../model/training.js';
 import { CausalLM, type ModelDType } from '../../model/transformer.js';
 import * as torch from '../../torch/index.js';
 import type { Tensor } from '../../torch/index.js';
-import { isVisionLanguageFolder, visionOptions } from './vision-rows.js';
+import { visionOptions } from './vision-rows.js';
 
 export interface LogProbOptions {
   chunkSize?: number;

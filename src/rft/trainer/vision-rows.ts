@@ -11,8 +11,6 @@
 // the padded layout: the image tokens and their 3-D positions follow the padded columns (../../model/training.ts).
 // Not covered yet, refused at init naming the setting (visionTrainingProblems): data-parallel and sharded trainers,
 // master weights under mixed precision, a critic (PPO), trainer.bitwise_on_policy. LoRA adapts the language model; the vision tower is then frozen.
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import {
   CausalLM,
   decodeImage,
@@ -20,7 +18,7 @@ import {
   type ImageInputs,
   imageTokenCount,
   type ImageProcessorConfig,
-  isVisionLanguageConfig,
+  isVisionLanguageFolder,
   loadVisionImageProcessor,
   loadVisionLanguageModel,
   type ModelDType,
@@ -31,18 +29,6 @@ import {
 import * as torch from '../../torch/index.js';
 import type { Tensor } from '../../torch/index.js';
 import type { Experience } from '../experience.js';
-
-/** Whether a model folder holds a vision-language model (config.json's model_type qwen2_5_vl or qwen3_vl). */
-export function isVisionLanguageFolder(dir: string): boolean {
-  const file = join(dir, 'config.json');
-  if (!existsSync(file)) return false;
-  try {
-    const raw = JSON.parse(readFileSync(file, 'utf8')) as unknown;
-    return raw !== null && typeof raw === 'object' && isVisionLanguageConfig(raw as Record<string, unknown>);
-  } catch {
-    return false; // the model loader names what is wrong with the file
-  }
-}
 
 /** What a vision-language trainer does not cover yet, as one error naming each setting; null when covered. */
 export function visionTrainingProblems(settings: {
