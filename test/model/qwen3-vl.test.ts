@@ -1,9 +1,9 @@
 // Qwen3-VL against transformers (fixture and references written by scripts/fixtures/hf_qwen3_vl.py): the config's
 // keys, the interleaved M-RoPE layout, the learned-position taps, pixel values of the Qwen3-VL processor settings, the
 // vision tower's output and DeepStack features, the M-RoPE positions, logits of a text-only batch and of a padded
-// batch with three images (float32, 1e-4), greedy generation with a KV cache, one training step's loss and every
-// gradient (1e-4), the trainer's layer-by-layer pass (DeepStack carried through checkpointing) and a save that
-// transformers' names and loads back.
+// batch with three images (float32, 1e-4; bfloat16 within 5% of the logit scale), greedy generation with a KV cache,
+// one training step's loss and every gradient (1e-4), and a save that writes transformers' names and loads back. The
+// trainer's layer-by-layer pass (DeepStack carried through checkpointing) is test/model/vlm-training.test.ts.
 import assert from 'node:assert/strict';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -319,6 +319,26 @@ describe('float32 model', () => {
       rmSync(tmp, { recursive: true, force: true });
     }
   });
+});
+
+test('bfloat16: logits of the image batch close to the float32 reference', () => {
+  const model = Qwen3VLModel.load(dir, { dtype: 'bfloat16' });
+  try {
+    torch.scope(() => {
+      const mask = get(ref, 'mm.mask');
+      const logits = model.forward(get(ref, 'mm.ids'), {
+        attentionMask: mask,
+        images: { grids, pixelValues: get(ref, 'pixel_values') },
+      });
+      assert.equal(logits.dtype, 'bfloat16');
+      const expected = get(ref, 'mm.logits');
+      const scale = expected.abs().max().item();
+      const diff = maxAbsDiff(logits, expected, mask.unsqueeze(-1));
+      assert.ok(diff < 0.05 * scale, `bf16 differs by ${diff} (logit scale ${scale})`);
+    });
+  } finally {
+    model.dispose();
+  }
 });
 
 /** The causal LM loss of transformers over the image batch, from logits [B, T, V]. */
