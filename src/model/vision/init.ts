@@ -177,20 +177,20 @@ export function initVisionLanguageModel(dir: string, options: VisionModelInitOpt
 
 /** Qwen3-VL's keys in place of Qwen2.5-VL's in a config.json object built for the same sizes. */
 function asQwen3VL(raw: Record<string, unknown>, options: VisionModelInitOptions): void {
-  const text = raw.text_config as Record<string, unknown>;
+  // Qwen3VLTextConfig has no sliding-window keys
+  const { use_sliding_window: _, sliding_window: __, ...text } = raw.text_config as Record<string, unknown>;
   const vision = raw.vision_config as Record<string, unknown>;
   const rope = text.rope_parameters as Record<string, unknown>;
   const depth = vision.depth as number;
   const layers = text.num_hidden_layers as number;
   Object.assign(raw, { architectures: [QWEN3_VL_ARCHITECTURE], model_type: 'qwen3_vl' });
-  Object.assign(text, {
+  raw.text_config = {
+    ...text,
     model_type: 'qwen3_vl_text',
     head_dim: (text.hidden_size as number) / (text.num_attention_heads as number),
     attention_bias: false,
     rope_parameters: { ...rope, rope_theta: 5e6, mrope_interleaved: true },
-    use_sliding_window: undefined,
-    sliding_window: undefined,
-  });
+  };
   raw.vision_config = {
     model_type: 'qwen3_vl_vision',
     depth,
