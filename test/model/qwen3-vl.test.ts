@@ -219,6 +219,33 @@ test('get_rope_index: the 3-D positions and rope deltas of the padded image batc
   );
 });
 
+test('weights that do not fit the config are refused, naming the tensor', () => {
+  const config = parseQwen3VLConfig(rawConfig);
+  const attempt = (edit: (weights: Map<string, torch.Tensor>) => void) => () => {
+    const loaded = torch.loadModelWeights(dir, { dtype: 'float32' });
+    const weights = new Map(
+      [...loaded].map(([name, t]) => [
+        name.replace(/^model\.language_model\./, 'model.').replace(/^model\.visual\./, 'visual.'),
+        torch.keep(t),
+      ]),
+    );
+    edit(weights);
+    new Qwen3VLModel(config, weights, { fileOf: () => 'model.safetensors' }).dispose();
+  };
+  assert.throws(
+    attempt((w) => w.delete('visual.deepstack_merger_list.1.norm.bias')),
+    /model\.safetensors: missing tensor 'visual\.deepstack_merger_list\.1\.norm\.bias' \(expected shape \[96\]\)/,
+  );
+  assert.throws(
+    attempt((w) => w.set('visual.pos_embed.weight', torch.keep(torch.zeros([49, 24])))),
+    /tensor 'visual\.pos_embed\.weight' has shape \[49, 24\], expected \[36, 24\]/,
+  );
+  assert.throws(
+    attempt((w) => w.delete('model.layers.1.self_attn.q_norm.weight')),
+    /missing tensor 'model\.layers\.1\.self_attn\.q_norm\.weight'/,
+  );
+});
+
 describe('float32 model', () => {
   let model: Qwen3VLModel;
   before(() => {

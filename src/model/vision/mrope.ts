@@ -1,6 +1,6 @@
-// Qwen2.5-VL's multimodal RoPE (M-RoPE): every token has three positions, temporal, height and width, as
-// transformers' Qwen2_5_VLModel.get_rope_index computes them, and the rotary angles take each frequency band from one
-// of the three (mrope_section, ./config.ts).
+// The multimodal RoPE (M-RoPE) of Qwen2.5-VL and Qwen3-VL: every token has three positions, temporal, height and
+// width, as transformers' get_rope_index computes them, and the rotary angles take each frequency from one of the
+// three (mrope_section, ./config.ts; mrope_interleaved, ./config-qwen3-vl.ts).
 //
 // Positions of one row (its real tokens; pads get 0). A run of text tokens counts up from the current position p on
 // all three axes; a run of image tokens is one image of llm grid t x h x w (the patch grid / spatial_merge_size):
