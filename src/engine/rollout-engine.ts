@@ -35,11 +35,12 @@
 //
 // This file is the loop: admission, prefill, decode, settle. Neighbours: ./types.ts (public types), ./engine-options.ts,
 // ./prepare-request.ts (a request checked), ./request-state.ts (a request and its sequences), ./sampled-step.ts (a
-// step's forward and sampling, eager or captured), ./score.ts (score()), ./vision-requests.ts (images: Qwen2.5-VL).
+// step's forward and sampling, eager or captured), ./score.ts (score()), ./vision-requests.ts (images: Qwen2.5-VL,
+// Qwen3-VL).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
-import { type CausalLM, type LoadModelOptions, Qwen2_5VLModel } from '../model/index.js';
+import { type CausalLM, type LoadModelOptions, VisionLanguageModel } from '../model/index.js';
 import { type ChatInputMessage, Tokenizer } from '../tokenizer/index.js';
 import * as torch from '../torch/index.js';
 import { type ChatOptions, type ChatResult, chat } from './chat.js';
@@ -125,8 +126,8 @@ export class RolloutEngine {
   /** A vision-language model's images (null: a text model); chat() reads its image token and processor. */
   readonly vision: VisionInputs | null;
 
-  constructor(model: CausalLM | Qwen2_5VLModel, options: RolloutEngineOptions = {}) {
-    this.vision = model instanceof Qwen2_5VLModel ? new VisionInputs(model, options) : null;
+  constructor(model: CausalLM | VisionLanguageModel, options: RolloutEngineOptions = {}) {
+    this.vision = model instanceof VisionLanguageModel ? new VisionInputs(model, options) : null;
     model = this.model = this.vision?.model.language ?? (model as CausalLM);
     this.tokenizer = options.tokenizer ?? null;
     const layout = cacheSettings(model.config, options);

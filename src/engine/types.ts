@@ -219,7 +219,7 @@ export interface RolloutEngineOptions {
   batchInvariant?: boolean;
   /**
    * A vision-language model's image processor (preprocessor_config.json; RolloutEngine.load reads the folder's).
-   * Default: Qwen2VLImageProcessor's defaults.
+   * Default: the model family's processor defaults (Qwen2VLImageProcessor's settings for Qwen2.5-VL or Qwen3-VL).
    */
   imageProcessor?: ImageProcessorConfig;
 }

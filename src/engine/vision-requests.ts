@@ -1,5 +1,5 @@
-// Images in the rollout engine (./rollout-engine.ts): a Qwen2.5-VL model (../model/vision) serves text requests and
-// requests with images in one continuous batch. The engine's KV cache, slots, sampling and decode steps are the
+// Images in the rollout engine (./rollout-engine.ts): a vision-language model (../model/vision: Qwen2.5-VL or
+// Qwen3-VL) serves text requests and requests with images in one continuous batch. The engine's KV cache, slots, sampling and decode steps are the
 // language model's; this file adds what images change:
 //
 //   admission  a request's images (data URLs, file paths, encoded bytes; chat's come decoded: DecodedImage) are
@@ -11,7 +11,9 @@
 //              vision tower runs at the request's first prefill, once for all its images, and its output is kept on
 //              the request until it settles (its n samples, a preempted sequence's recompute reuse it). Positions:
 //              the prompt's M-RoPE positions, past the prompt t + delta on all three axes; a prefill past a cached
-//              prefix takes the positions (and image rows) from where the prefix ends
+//              prefix takes the positions (and image rows) from where the prefix ends. DeepStack (Qwen3-VL): the
+//              tower's features k are kept beside the image tokens and added to layer k's output at the image rows
+//              of the prefill (the cached keys and values hold them from then on)
 //   decode     a token at text position n rotates by n + delta on all three axes (M-RoPE with equal axes), computed
 //              from a [B, 1] input, so captured decode steps replay it
 //   prefix     the paged prefix cache keys blocks by token ids; a request's image tokens enter the keys as ids made
@@ -21,8 +23,6 @@
 // Text-only requests on a VL engine run the same path (no image rows, delta 0: ordinary RoPE positions). A prompt
 // holding image tokens without images, or images whose placeholder runs do not match, is refused ('invalid').
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import {
   CausalLM,
   decodeImage,
@@ -30,20 +30,20 @@ import {
   type GridTHW,
   type ImageProcessorConfig,
   type ImageSource,
-  isQwen2_5VLConfig,
-  loadImageProcessorConfig,
+  imageProcessorDefaults,
+  isVisionLanguageFolder,
   loadModelConfig,
-  loadQwen2_5VLConfig,
+  loadVisionImageProcessor,
+  loadVisionLanguageConfig,
+  loadVisionLanguageModel,
   type ModelConfig,
   ModelWeightsError,
   MultimodalRotaryEmbedding,
   preprocessImages,
-  QWEN2_VL_IMAGE_PROCESSOR,
-  Qwen2_5VLModel,
   ropeIndex,
+  type VisionLanguageModel,
 } from '../model/index.js';
 import * as torch from '../torch/index.js';
-import { readRegularFile } from '../util/index.js';
 import type { RolloutEngineOptions } from './types.js';
 import { syncModelWeights } from './weight-sync.js';
 
@@ -52,7 +52,10 @@ export interface VisionRequest {
   readonly grids: readonly GridTHW[];
   /** The processor's pixel values (kept until the vision tower ran), then null. */
   pixelValues: torch.Tensor | null;
-  /** The vision tower's output [image tokens, hidden] (kept), computed at the request's first prefill. */
+  /**
+   * The vision tower's output [image tokens, hidden * (1 + K)] (kept), computed at the request's first prefill: the
+   * image tokens, then the K DeepStack features (Qwen3-VL; K = 0 for Qwen2.5-VL).
+   */
   embeds: torch.Tensor | null;
   /** The prompt's M-RoPE positions per axis [3][prompt length], and the rope delta of the positions after it. */
   readonly positions: readonly (readonly number[])[];
@@ -99,55 +102,44 @@ export function cacheKeys(seq: EngineSequence, held = 0): number[] {
 
 /** The language model's config of a model folder, a VL folder's text_config included (cache sizes before loading). */
 export function languageConfigOf(dir: string): ModelConfig {
-  return isVisionLanguageFolder(dir) ? loadQwen2_5VLConfig(dir).text : loadModelConfig(dir);
-}
-
-/** Whether a model folder holds a vision-language model (config.json's model_type qwen2_5_vl). */
-export function isVisionLanguageFolder(dir: string): boolean {
-  const file = join(dir, 'config.json');
-  if (!existsSync(file)) return false;
-  try {
-    return isQwen2_5VLConfig(JSON.parse(readRegularFile(file, 'utf8')) as Record<string, unknown>);
-  } catch {
-    return false; // the loader names what is wrong with the file
-  }
+  return isVisionLanguageFolder(dir) ? loadVisionLanguageConfig(dir).text : loadModelConfig(dir);
 }
 
 /** A folder's image token and processor when it holds a vision-language model (chat on the caller's thread), else null. */
 export function imagePromptsOf(dir: string): { imageTokenId: number; processor: ImageProcessorConfig } | null {
   if (!isVisionLanguageFolder(dir)) return null;
-  return { imageTokenId: loadQwen2_5VLConfig(dir).imageTokenId, processor: loadImageProcessorConfig(dir) };
+  return { imageTokenId: loadVisionLanguageConfig(dir).imageTokenId, processor: loadVisionImageProcessor(dir) };
 }
 
 /**
- * The model a rollout engine serves from a folder, in the inference layout: a CausalLM, or a Qwen2.5-VL model with
- * its image processor (preprocessor_config.json; absent: Qwen2VLImageProcessor's defaults).
+ * The model a rollout engine serves from a folder, in the inference layout: a CausalLM, or a vision-language model
+ * with its image processor (preprocessor_config.json; absent: its family's defaults).
  */
 export function loadEngineModel(
   dir: string,
   options: { dtype?: 'float32' | 'bfloat16'; device?: string },
-): { model: CausalLM | Qwen2_5VLModel; options: Pick<RolloutEngineOptions, 'imageProcessor'> } {
+): { model: CausalLM | VisionLanguageModel; options: Pick<RolloutEngineOptions, 'imageProcessor'> } {
   if (!isVisionLanguageFolder(dir)) return { model: CausalLM.load(dir, { ...options, layout: 'inference' }), options: {} };
-  const imageProcessor = loadImageProcessorConfig(dir);
-  return { model: Qwen2_5VLModel.load(dir, { ...options, layout: 'inference' }), options: { imageProcessor } };
+  const imageProcessor = loadVisionImageProcessor(dir);
+  return { model: loadVisionLanguageModel(dir, { ...options, layout: 'inference' }), options: { imageProcessor } };
 }
 
 /** The key id of image token j of an image with this digest: 4 digest bytes, sign bit set (never a token id). */
 const imageKeyId = (digest: Buffer, j: number): number => digest.readInt32LE((j % 8) * 4) | 0x80000000;
 
 export class VisionInputs {
-  readonly model: Qwen2_5VLModel;
+  readonly model: VisionLanguageModel;
   readonly processor: ImageProcessorConfig;
   readonly imageTokenId: number;
   readonly #mrope: MultimodalRotaryEmbedding;
   /** The model's device: pixel values are moved there when a request is admitted. */
   readonly #device: string;
 
-  constructor(model: Qwen2_5VLModel, options: Pick<RolloutEngineOptions, 'imageProcessor' | 'batchInvariant'> = {}) {
+  constructor(model: VisionLanguageModel, options: Pick<RolloutEngineOptions, 'imageProcessor' | 'batchInvariant'> = {}) {
     if (options.batchInvariant)
       throw new RangeError(`RolloutEngine: batchInvariant is not available for ${model.config.architecture} (M-RoPE)`);
     this.model = model;
-    this.processor = options.imageProcessor ?? QWEN2_VL_IMAGE_PROCESSOR;
+    this.processor = options.imageProcessor ?? imageProcessorDefaults(model.config);
     this.imageTokenId = model.config.imageTokenId;
     this.#device = model.language.parameters().get('model.embed_tokens.weight')?.device ?? 'cpu';
     this.#mrope = new MultimodalRotaryEmbedding(model.config, this.#device);
@@ -258,20 +250,33 @@ export class VisionInputs {
     const { cache, slots, cachePlan } = forward;
     const pass = language.beginPass(inputIds, { cache, slots, cachePlan, rotary: this.#mrope.cosSin(positionIds, dtype) });
     let x = pass.embed();
+    // per image row: its image token, then DeepStack feature k for layer k (hidden wide each)
+    let imageRows: torch.Tensor | null = null;
+    const isImage = inputIds.eq(this.imageTokenId).unsqueeze(-1);
     if (features.length > 0) {
       const index = torch.tensor(gather, { shape: [batch * seqLen], device });
-      const imageTokens = torch.cat(features, 0).to({ dtype }).indexSelect(0, index).reshape([batch, seqLen, -1]);
-      x = torch.where(inputIds.eq(this.imageTokenId).unsqueeze(-1), imageTokens, x);
+      imageRows = torch.cat(features, 0).to({ dtype }).indexSelect(0, index).reshape([batch, seqLen, -1]);
+      x = torch.where(isImage, imageRows.narrow(-1, 0, x.size(-1)), x);
     }
-    for (let i = 0; i < pass.numLayers; i++) x = pass.layer(i, x);
+    const hidden = x.size(-1);
+    const deepstack = imageRows === null ? 0 : imageRows.size(-1) / hidden - 1;
+    for (let i = 0; i < pass.numLayers; i++) {
+      x = pass.layer(i, x);
+      if (imageRows !== null && i < deepstack) x = torch.where(isImage, x.add(imageRows.narrow(-1, (i + 1) * hidden, hidden)), x);
+    }
     pass.commit();
     return pass.norm(x);
   }
 
-  /** The request's vision tower output, computed once (kept until the request settles). */
+  /** The request's vision tower output with its DeepStack features, computed once (kept until the request settles). */
   #embeds(vision: VisionRequest): torch.Tensor {
     if (vision.embeds === null) {
-      vision.embeds = torch.keep(this.model.encodeImages(vision.pixelValues as torch.Tensor, vision.grids));
+      vision.embeds = torch.keep(
+        torch.scope(() => {
+          const { embeds, deepstack } = this.model.imageFeatures(vision.pixelValues as torch.Tensor, vision.grids);
+          return deepstack.length === 0 ? embeds : torch.cat([embeds, ...deepstack], -1);
+        }),
+      );
       vision.pixelValues?.dispose();
       vision.pixelValues = null;
     }

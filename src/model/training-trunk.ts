@@ -9,7 +9,7 @@
 // backward. Without checkpointing the backward is one autograd call over every layer, with no point inside it.
 //
 // beginTrunkPass starts the trunk's pass: the ids' embeddings, or a vision-language batch's (MultimodalInputs: image
-// tokens in place, M-RoPE tables).
+// tokens in place, M-RoPE tables, and with DeepStack a layer step that adds the image features it carries).
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import type { LoadBalancing } from './moe.js';
@@ -166,6 +166,11 @@ export interface MultimodalInputs {
   embed(): Tensor;
   /** M-RoPE tables cos, sin [B, 1, T, headDim]. */
   rotary: { cos: Tensor; sin: Tensor };
+  /**
+   * Decoder layer `index` over the trunk's state x (default: the layer itself). DeepStack (Qwen3-VL) carries its
+   * features as extra channels of the state from embed() on, and adds feature i to layer i's output here.
+   */
+  layer?(index: number, x: Tensor, decoderLayer: (x: Tensor) => Tensor): Tensor;
 }
 
 /** model.beginPass over the trunk's input; a vision-language batch's embeddings and M-RoPE tables replace the ids'. */
@@ -175,7 +180,7 @@ export function beginTrunkPass(model: CausalLM, input: TrunkInput, multimodal: M
   return {
     numLayers: pass.numLayers,
     embed: () => multimodal.embed(),
-    layer: (i, x) => pass.layer(i, x),
+    layer: (i, x) => (multimodal.layer === undefined ? pass.layer(i, x) : multimodal.layer(i, x, (h) => pass.layer(i, h))),
     norm: (x) => pass.norm(x),
     commit: () => pass.commit(),
   };

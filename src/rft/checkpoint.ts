@@ -25,7 +25,7 @@ import { writingFile } from '../util/file-write.js';
 import type { Critic } from './algorithm/critic.js';
 
 export interface CheckpointContents {
-  /** The policy: a CausalLM, or a vision-language model (Qwen2_5VLModel), whose save() writes its folder. */
+  /** The policy: a CausalLM, or a vision-language model (VisionLanguageModel), whose save() writes its folder. */
   model: Pick<CausalLM, 'save'>;
   /** With LoRA only the adapter is saved (the base model is the run's model_path). */
   lora?: LoraModel | null;

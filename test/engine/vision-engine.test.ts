@@ -1,7 +1,8 @@
 // The rollout engine with a Qwen2.5-VL model (src/engine/vision-requests.ts): greedy tokens equal the model's own
 // greedy loop (a full forward over prompt + tokens so far each step, no cache) for two requests with different images
 // and a text-only request in one batch, on the slot cache, on a paged cache with prefix caching and preemption and
-// with chunked prefill (chunks that end inside an image's run);
+// with chunked prefill (chunks that end inside an image's run), and the same for a Qwen3-VL model (DeepStack features
+// added in the prefill);
 // the same prompt with another image is never served from the first image's cached blocks; bad image requests are
 // refused as 'invalid', naming what is wrong.
 import assert from 'node:assert/strict';
@@ -10,9 +11,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { GenerationError, RolloutEngine, type RolloutEngineOptions } from '../../src/engine/index.js';
-import { decodeImage, imageTokenCount, preprocessImages, Qwen2_5VLModel } from '../../src/model/index.js';
+import {
+  decodeImage,
+  type ImageProcessorConfig,
+  imageTokenCount,
+  loadVisionImageProcessor,
+  loadVisionLanguageModel,
+  preprocessImages,
+  Qwen2_5VLModel,
+  QWEN2_VL_IMAGE_PROCESSOR,
+  type VisionLanguageModel,
+} from '../../src/model/index.js';
 import * as torch from '../../src/torch/index.js';
-import { IMAGE_PAD, testImageDataUrl, VISION_END, VISION_START, VL_FIXTURE } from './vision-model.js';
+import { IMAGE_PAD, QWEN3_VL_FIXTURE, testImageDataUrl, VISION_END, VISION_START, VL_FIXTURE } from './vision-model.js';
 
 const MAX_TOKENS = 8;
 let reference: Qwen2_5VLModel;
@@ -22,7 +33,8 @@ let tokenCounts: number[];
 before(async () => {
   torch.setNumThreads(1);
   reference = Qwen2_5VLModel.load(VL_FIXTURE);
-  // 56 x 56: grid 1 x 4 x 4, 4 tokens; 28 x 56 is scaled up to 56 x 84: grid 1 x 4 x 6, 6 tokens
+  // 56 x 56: grid 1 x 4 x 4, 4 tokens; 28 x 56 is scaled up to 56 x 84: grid 1 x 4 x 6, 6 tokens (the Qwen3-VL
+  // fixture's processor, 16-pixel patches over 4096..65536 pixels, makes them 64 x 64 and 64 x 96: the same counts)
   images = [await testImageDataUrl(56, 56, 1), await testImageDataUrl(28, 56, 2)];
   tokenCounts = [];
   for (const url of images) {
@@ -44,13 +56,14 @@ const imagePrompt = (tokens: number, text = [9, 10]): number[] => [
   ...text,
 ];
 
-/** Qwen2_5VLModel's greedy tokens and each one's log-prob: a full forward over prompt + tokens each step. */
+/** The model's greedy tokens and each one's log-prob: a full forward over prompt + tokens each step. */
 async function referenceGreedy(
   promptIds: number[],
   image: string | null,
-  model: Qwen2_5VLModel = reference,
+  model: VisionLanguageModel = reference,
+  processor: ImageProcessorConfig = QWEN2_VL_IMAGE_PROCESSOR,
 ): Promise<{ tokens: number[]; logprobs: number[] }> {
-  const decoded = image === null ? null : preprocessImages([await decodeImage(image, 'test')]);
+  const decoded = image === null ? null : preprocessImages([await decodeImage(image, 'test')], processor);
   const tokens: number[] = [];
   const logprobs: number[] = [];
   try {
@@ -80,7 +93,7 @@ function assertClose(actual: readonly number[], expected: readonly number[]): vo
 
 const greedy = { temperature: 0, maxTokens: MAX_TOKENS, ignoreEos: true };
 
-describe('a Qwen2.5-VL model in the rollout engine', () => {
+describe('vision-language models in the rollout engine', () => {
   const layouts: [string, RolloutEngineOptions][] = [
     ['slot cache', { slots: 4, maxLength: 48 }],
     // 5 sequences of 11-17 prompt + 8 tokens in 4-position blocks, 14 blocks: some are preempted and recomputed
@@ -94,46 +107,53 @@ describe('a Qwen2.5-VL model in the rollout engine', () => {
       { slots: 5, maxLength: 48, kvBlockSize: 4, enablePrefixCaching: true, chunkedPrefill: true, maxPrefillTokens: 8 },
     ],
   ];
-  for (const [name, options] of layouts) {
-    test(`${name}: greedy tokens equal the model's own greedy loop, two images and a text request in one batch`, async () => {
-      const engine = RolloutEngine.load(VL_FIXTURE, options);
-      const vlModel = engine.vision?.model as Qwen2_5VLModel;
-      const encode = vlModel.encodeImages.bind(vlModel);
-      let encoded = 0;
-      vlModel.encodeImages = (pixelValues, grids) => {
-        encoded += grids.length;
-        return encode(pixelValues, grids);
-      };
-      try {
-        const requests = [
-          { promptIds: imagePrompt(tokenCounts[0] as number), image: images[0] as string, n: 2 },
-          { promptIds: imagePrompt(tokenCounts[1] as number, [9, 10, 11, 12, 13, 14]), image: images[1] as string, n: 1 },
-          { promptIds: [5, 6, 7, 8, 9], image: null, n: 2 },
-        ];
-        const results = await Promise.all(
-          requests.map((r) =>
-            engine.generate({ ...greedy, promptIds: r.promptIds, n: r.n, ...(r.image ? { images: [r.image] } : {}) }),
-          ),
-        );
-        for (const [i, r] of requests.entries()) {
-          const expected = await referenceGreedy(r.promptIds, r.image);
-          const result = results[i];
-          assert.equal(result?.completions.length, r.n);
-          for (const completion of result?.completions ?? []) {
-            assert.deepEqual(completion.tokenIds, expected.tokens, `request ${i} sample ${completion.index}`);
-            assertClose(completion.logprobs, expected.logprobs);
+  for (const [family, fixture] of [
+    ['Qwen2.5-VL', VL_FIXTURE],
+    ['Qwen3-VL', QWEN3_VL_FIXTURE],
+  ] as const)
+    for (const [name, options] of layouts) {
+      test(`${family}, ${name}: greedy tokens equal the model's own greedy loop, two images and a text request in one batch`, async () => {
+        const engine = RolloutEngine.load(fixture, options);
+        const model = family === 'Qwen2.5-VL' ? reference : loadVisionLanguageModel(fixture);
+        const processor = loadVisionImageProcessor(fixture);
+        const vlModel = engine.vision?.model as VisionLanguageModel;
+        const features = vlModel.imageFeatures.bind(vlModel);
+        let encoded = 0;
+        vlModel.imageFeatures = (pixelValues, grids) => {
+          encoded += grids.length;
+          return features(pixelValues, grids);
+        };
+        try {
+          const requests = [
+            { promptIds: imagePrompt(tokenCounts[0] as number), image: images[0] as string, n: 2 },
+            { promptIds: imagePrompt(tokenCounts[1] as number, [9, 10, 11, 12, 13, 14]), image: images[1] as string, n: 1 },
+            { promptIds: [5, 6, 7, 8, 9], image: null, n: 2 },
+          ];
+          const results = await Promise.all(
+            requests.map((r) =>
+              engine.generate({ ...greedy, promptIds: r.promptIds, n: r.n, ...(r.image ? { images: [r.image] } : {}) }),
+            ),
+          );
+          for (const [i, r] of requests.entries()) {
+            const expected = await referenceGreedy(r.promptIds, r.image, model, processor);
+            const result = results[i];
+            assert.equal(result?.completions.length, r.n);
+            for (const completion of result?.completions ?? []) {
+              assert.deepEqual(completion.tokenIds, expected.tokens, `request ${i} sample ${completion.index}`);
+              assertClose(completion.logprobs, expected.logprobs);
+            }
           }
+          assert.equal(encoded, 2, 'the vision tower ran once per image per request (n samples, recomputes reuse it)');
+          // decode steps with M-RoPE positions as inputs are captured and replayed
+          if (options.kvBlocks === undefined) assert.ok((engine.decodeStepStats?.replays ?? 0) > 0);
+          if (options.kvBlocks !== undefined) assert.ok(engine.stats.preemptions > 0, 'the small paged cache preempted');
+          if (options.chunkedPrefill) assert.ok((engine.stats.prefillChunks ?? 0) > 2, 'prompts ran in chunks');
+        } finally {
+          await engine.close();
+          if (model !== reference) model.dispose();
         }
-        assert.equal(encoded, 2, 'the vision tower ran once per image per request (n samples, recomputes reuse it)');
-        // decode steps with M-RoPE positions as inputs are captured and replayed
-        if (options.kvBlocks === undefined) assert.ok((engine.decodeStepStats?.replays ?? 0) > 0);
-        if (options.kvBlocks !== undefined) assert.ok(engine.stats.preemptions > 0, 'the small paged cache preempted');
-        if (options.chunkedPrefill) assert.ok((engine.stats.prefillChunks ?? 0) > 2, 'prompts ran in chunks');
-      } finally {
-        await engine.close();
-      }
-    });
-  }
+      });
+    }
 
   test('the prefix cache never serves one image for another: same ids, other image, other tokens', async () => {
     const engine = RolloutEngine.load(VL_FIXTURE, { slots: 2, maxLength: 48, kvBlockSize: 2, enablePrefixCaching: true });
@@ -204,6 +224,33 @@ describe('a Qwen2.5-VL model in the rollout engine', () => {
         () => engine.syncWeights(wrong),
         /tensor 'visual\.merger\.ln_q\.weight' has shape \[3\], expected \[32\] \(nothing was copied\)/,
       );
+      assertClose((await run()).completions[0]?.logprobs ?? [], expected.logprobs);
+    } finally {
+      await engine.close();
+      scaled.dispose();
+    }
+  });
+
+  test("Qwen3-VL weight syncs: its parameters and a saved folder (transformers' model.language_model.* / model.visual.*)", async () => {
+    const scaled = loadVisionLanguageModel(QWEN3_VL_FIXTURE);
+    const processor = loadVisionImageProcessor(QWEN3_VL_FIXTURE);
+    torch.noGrad(() => {
+      for (const t of scaled.parameters().values()) torch.scope(() => t.copy_(t.mul(1.5)));
+    });
+    const dir = mkdtempSync(join(tmpdir(), 'vl3-sync-'));
+    scaled.save(dir);
+    const promptIds = imagePrompt(tokenCounts[0] as number);
+    const expected = await referenceGreedy(promptIds, images[0] as string, scaled, processor);
+    const engine = RolloutEngine.load(QWEN3_VL_FIXTURE, { slots: 2, maxLength: 48 });
+    try {
+      const run = () => engine.generate({ ...greedy, promptIds, images: [images[0] as string] });
+      const before = (await run()).completions[0]?.logprobs ?? [];
+      assert.notDeepEqual(before, expected.logprobs);
+      assert.equal(engine.syncWeights(scaled.parameters()), scaled.parameters().size);
+      assertClose((await run()).completions[0]?.logprobs ?? [], expected.logprobs);
+      engine.syncWeightsFromDir(QWEN3_VL_FIXTURE);
+      assertClose((await run()).completions[0]?.logprobs ?? [], before);
+      engine.syncWeightsFromDir(dir);
       assertClose((await run()).completions[0]?.logprobs ?? [], expected.logprobs);
     } finally {
       await engine.close();

@@ -11,6 +11,8 @@ import { encodePng, type ImageBytes } from '../../src/model/index.js';
 import { writeCharTokenizer } from '../../src/tokenizer/index.js';
 
 export const VL_FIXTURE = fileURLToPath(new URL('../fixtures/models/qwen2_5-vl', import.meta.url));
+/** The Qwen3-VL fixture (scripts/fixtures/hf_qwen3_vl.py): the same vocabulary and vision token ids. */
+export const QWEN3_VL_FIXTURE = fileURLToPath(new URL('../fixtures/models/qwen3-vl', import.meta.url));
 export const VISION_START = 118;
 export const VISION_END = 119;
 export const IMAGE_PAD = 120;

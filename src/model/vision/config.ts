@@ -62,6 +62,12 @@ export const isQwen2_5VLConfig = (raw: Record<string, unknown>): boolean => raw.
 
 /** Reads `<dir>/config.json` (or a path to a .json file) of a Qwen2.5-VL model. */
 export function loadQwen2_5VLConfig(dirOrFile: string): Qwen2_5VLConfig {
+  const { raw, file } = readConfigJson(dirOrFile);
+  return parseQwen2_5VLConfig(raw, file);
+}
+
+/** The JSON object of `<dir>/config.json` (or a path to a .json file), and the file's path. */
+export function readConfigJson(dirOrFile: string): { raw: Record<string, unknown>; file: string } {
   const file = dirOrFile.endsWith('.json') ? dirOrFile : join(dirOrFile, 'config.json');
   let raw: unknown;
   try {
@@ -71,10 +77,10 @@ export function loadQwen2_5VLConfig(dirOrFile: string): Qwen2_5VLConfig {
   }
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw))
     throw new ModelConfigError(file, null, 'expected a JSON object');
-  return parseQwen2_5VLConfig(raw as Record<string, unknown>, file);
+  return { raw: raw as Record<string, unknown>, file };
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+export const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /** Validates a parsed Qwen2.5-VL config.json; `file` names it in errors. */
 export function parseQwen2_5VLConfig(raw: Record<string, unknown>, file = 'config.json'): Qwen2_5VLConfig {
@@ -89,6 +95,43 @@ export function parseQwen2_5VLConfig(raw: Record<string, unknown>, file = 'confi
         `expected ["${QWEN2_5_VL_ARCHITECTURE}"], got ${JSON.stringify(architectures)}`,
       );
   }
+  const { text, mropeSection, tokenId } = parseLanguageKeys(raw, file, 'qwen2', QWEN2_5_VL_ARCHITECTURE);
+  const visionRaw = raw.vision_config;
+  if (!isObject(visionRaw))
+    throw new ModelConfigError(file, 'vision_config', `expected an object, got ${JSON.stringify(visionRaw)}`);
+  return {
+    file,
+    architecture: QWEN2_5_VL_ARCHITECTURE,
+    text,
+    mropeSection,
+    vision: parseVisionConfig(visionRaw, file, text.hiddenSize),
+    imageTokenId: tokenId('image_token_id', 151655),
+    videoTokenId: tokenId('video_token_id', 151656),
+    visionStartTokenId: tokenId('vision_start_token_id', 151652),
+    visionEndTokenId: tokenId('vision_end_token_id', 151653),
+    raw,
+  };
+}
+
+/**
+ * The language half of a vision-language config.json (both layouts, see the header) as a dense `modelType` decoder,
+ * its mrope_section, and a reader of the top-level token ids (checked against the vocabulary). Errors name the key
+ * where this file has it (text_config.x). The rope dict's M-RoPE keys (mrope_section, mrope_interleaved) are the
+ * caller's: returned in `rope`, taken off before the decoder's keys are parsed.
+ */
+export function parseLanguageKeys(
+  raw: Record<string, unknown>,
+  file: string,
+  modelType: 'qwen2' | 'qwen3',
+  architecture: string,
+): {
+  text: ModelConfig;
+  mropeSection: [number, number, number];
+  /** The rope dict as the file has it, and where (rope_scaling / rope_parameters, under text_config. or not). */
+  rope: Record<string, unknown>;
+  ropePath: string;
+  tokenId: (key: string, fallback: number) => number;
+} {
   const nested = isObject(raw.text_config);
   const textRaw: Record<string, unknown> = nested ? (raw.text_config as Record<string, unknown>) : raw;
   const prefix = nested ? 'text_config.' : '';
@@ -97,12 +140,14 @@ export function parseQwen2_5VLConfig(raw: Record<string, unknown>, file = 'confi
   const section = rope.mrope_section;
   const ropeType = rope.rope_type ?? rope.type;
   // transformers: an `mrope` type is the default inverse frequencies; the sections only say which axis each takes
-  const { mrope_section: _, type: __, ...ropeRest } = rope;
+  const { mrope_section: _, mrope_interleaved: __, type: ___, ...ropeRest } = rope;
   const textOnly: Record<string, unknown> = {
     ...textRaw,
-    model_type: 'qwen2',
+    model_type: modelType,
     architectures: undefined,
     tie_word_embeddings: raw.tie_word_embeddings ?? textRaw.tie_word_embeddings ?? false,
+    // Qwen3VLTextConfig: num_key_value_heads defaults to num_attention_heads
+    num_key_value_heads: textRaw.num_key_value_heads ?? textRaw.num_attention_heads,
     [ropeKey]: { ...ropeRest, rope_type: ropeType === 'mrope' || ropeType === undefined ? 'default' : ropeType },
   };
   let parsed: ModelConfig;
@@ -113,7 +158,7 @@ export function parseQwen2_5VLConfig(raw: Record<string, unknown>, file = 'confi
     if (error instanceof ModelConfigError) error.message = error.message.replace(`${file}: key '`, `${file}: key '${prefix}`);
     throw error;
   }
-  const text: ModelConfig = { ...parsed, architecture: QWEN2_5_VL_ARCHITECTURE };
+  const text: ModelConfig = { ...parsed, architecture };
   if (text.rope.scaling.type !== 'default')
     throw new ModelConfigError(
       file,
@@ -133,27 +178,13 @@ export function parseQwen2_5VLConfig(raw: Record<string, unknown>, file = 'confi
       `expected three non-negative integers summing to head_dim / 2 = ${half}, got ${JSON.stringify(section)}`,
     );
   }
-  const visionRaw = raw.vision_config;
-  if (!isObject(visionRaw))
-    throw new ModelConfigError(file, 'vision_config', `expected an object, got ${JSON.stringify(visionRaw)}`);
   const tokenId = (key: string, fallback: number): number => {
     const v = raw[key] ?? fallback;
     if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= text.vocabSize)
       throw new ModelConfigError(file, key, `expected a token id in 0..${text.vocabSize - 1}, got ${JSON.stringify(v)}`);
     return v;
   };
-  return {
-    file,
-    architecture: QWEN2_5_VL_ARCHITECTURE,
-    text,
-    mropeSection: section as [number, number, number],
-    vision: parseVisionConfig(visionRaw, file, text.hiddenSize),
-    imageTokenId: tokenId('image_token_id', 151655),
-    videoTokenId: tokenId('video_token_id', 151656),
-    visionStartTokenId: tokenId('vision_start_token_id', 151652),
-    visionEndTokenId: tokenId('vision_end_token_id', 151653),
-    raw,
-  };
+  return { text, mropeSection: section as [number, number, number], rope, ropePath: `${prefix}${ropeKey}`, tokenId };
 }
 
 function parseVisionConfig(raw: Record<string, unknown>, file: string, textHidden: number): VisionConfig {

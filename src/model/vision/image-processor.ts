@@ -1,7 +1,7 @@
-// The Qwen2-VL image processor (transformers' Qwen2VLImageProcessor, which Qwen2.5-VL uses), from decoded RGB bytes to
+// The Qwen2-VL image processor (transformers' Qwen2VLImageProcessor, which Qwen2.5-VL and Qwen3-VL use), from decoded RGB bytes to
 // pixel_values and image_grid_thw, equal to transformers' (its Pillow backend) on the same bytes:
 //
-//   (h', w') = smart_resize(h, w): multiples of factor = patch_size * merge_size (28) nearest the image's size
+//   (h', w') = smart_resize(h, w): multiples of factor = patch_size * merge_size (28; Qwen3-VL's 32) nearest the image's size
 //              (round half to even, as Python's round), scaled down to max_pixels or up to min_pixels keeping the
 //              aspect ratio (floor / ceil to the factor), aspect ratio at most 200
 //   resize to (h', w') with Pillow's bicubic (./bicubic-resize.ts), unless the size is unchanged
@@ -39,6 +39,20 @@ export const QWEN2_VL_IMAGE_PROCESSOR: ImageProcessorConfig = {
   mergeSize: 2,
   imageMean: [0.48145466, 0.4578275, 0.40821073],
   imageStd: [0.26862954, 0.26130258, 0.27577711],
+};
+
+/**
+ * Qwen3-VL's preprocessor_config.json on the Hub: the same processor (Qwen2VLImageProcessor) with 16-pixel patches
+ * (factor 32), mean = std = 0.5 and size {shortest_edge: 65536, longest_edge: 16777216}.
+ */
+export const QWEN3_VL_IMAGE_PROCESSOR: ImageProcessorConfig = {
+  minPixels: 65536,
+  maxPixels: 16777216,
+  patchSize: 16,
+  temporalPatchSize: 2,
+  mergeSize: 2,
+  imageMean: [0.5, 0.5, 0.5],
+  imageStd: [0.5, 0.5, 0.5],
 };
 
 /** Python's round(): halves go to the even neighbour. */
@@ -108,20 +122,25 @@ export function preprocessImages(
   return { pixelValues, grids };
 }
 
-/** Reads a model folder's preprocessor_config.json (defaults: Qwen2VLImageProcessor's; no file: the defaults). */
-export function loadImageProcessorConfig(dir: string): ImageProcessorConfig {
+/**
+ * Reads a model folder's preprocessor_config.json over `defaults` (Qwen2VLImageProcessor's unless given; no file: the
+ * defaults).
+ */
+export function loadImageProcessorConfig(
+  dir: string,
+  defaults: ImageProcessorConfig = QWEN2_VL_IMAGE_PROCESSOR,
+): ImageProcessorConfig {
   const file = join(dir, 'preprocessor_config.json');
   let raw: Record<string, unknown>;
   try {
     raw = JSON.parse(readRegularFile(file, 'utf8')) as Record<string, unknown>;
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return QWEN2_VL_IMAGE_PROCESSOR;
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return defaults;
     throw new Error(`${file}: cannot read the image processor config: ${fileErrorDetail(error)}`);
   }
   const fail = (key: string, detail: string): never => {
     throw new Error(`${file}: key '${key}': ${detail}`);
   };
-  const defaults = QWEN2_VL_IMAGE_PROCESSOR;
   const int = (key: string, value: unknown, fallback: number): number => {
     const v = value ?? fallback;
     if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0)

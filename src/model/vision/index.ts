@@ -1,10 +1,24 @@
-// Vision-language models: Qwen2.5-VL (its config, vision tower, multimodal RoPE and the model that joins them).
-//   const model = Qwen2_5VLModel.load('path/to/Qwen2.5-VL-3B-Instruct');
+// Vision-language models: Qwen2.5-VL and Qwen3-VL (their configs, vision towers, multimodal RoPE and the model that
+// joins them).
+//   const model = loadVisionLanguageModel('path/to/Qwen3-VL-2B-Instruct');
 //   const logits = model.forward(inputIds, { attentionMask, images: { pixelValues, grids } });
 export * from './config.js';
-export { type GridTHW, imageTokenCount, MultimodalRotaryEmbedding, type RopeIndex, ropeIndex, ropeIndexOf } from './mrope.js';
+export * from './config-qwen3-vl.js';
+export * from './family.js';
+export {
+  type GridTHW,
+  imageTokenCount,
+  MultimodalRotaryEmbedding,
+  mropeAxes,
+  type RopeIndex,
+  ropeIndex,
+  ropeIndexOf,
+} from './mrope.js';
 export * from './qwen2-5-vl.js';
-export { expectedVisionWeights, VisionTower, windowLayout } from './vision-tower.js';
+export * from './qwen3-vl.js';
+export * from './vision-language-model.js';
+export { expectedVisionWeights, patchPositions, VisionTower, windowLayout } from './vision-tower.js';
+export { expectedQwen3VisionWeights, type ImageFeatures, positionTaps, Qwen3VisionTower } from './vision-tower-qwen3.js';
 export { type ImageBytes, resizeBicubic } from './bicubic-resize.js';
 export * from './image-processor.js';
 export * from './decode-image.js';

@@ -1,6 +1,7 @@
-// A new, randomly initialised Qwen2.5-VL model as a Hugging Face folder, for tests and examples (as ../init.ts is for
-// the text families): config.json (transformers 5's layout, ./config.ts), model.safetensors, preprocessor_config.json,
-// generation_config.json and a character tokenizer with Qwen2.5-VL's vision tokens and an image-aware chat template.
+// A new, randomly initialised Qwen2.5-VL or Qwen3-VL model (options.modelType) as a Hugging Face folder, for tests and
+// examples (as ../init.ts is for the text families): config.json (transformers 5's layout, ./config.ts,
+// ./config-qwen3-vl.ts), model.safetensors, preprocessor_config.json, generation_config.json and a character tokenizer
+// with the vision tokens (the same in both families) and an image-aware chat template.
 //
 //   tokens: the character tokenizer's (../../tokenizer/char-tokenizer.ts) then <|vision_start|>, <|vision_end|>,
 //           <|image_pad|>, <|video_pad|> (the config's vision_start / vision_end / image / video token ids)
@@ -8,16 +9,21 @@
 //           OpenAI's {type: 'image_url'}) renders <|vision_start|><|image_pad|><|vision_end|>, as Qwen2.5-VL's
 //           template does, and the processor's caller repeats <|image_pad|> once per merged patch (imageTokenCount)
 //   weights: linear and embedding weights ~ N(0, 0.02), biases 0, norms 1 (transformers' _init_weights)
+//   Qwen3-VL: a Qwen3 decoder (head_dim = hidden / heads), interleaved M-RoPE, 16-pixel patches, a 4 x 4 grid of
+//           learned positions and DeepStack from the first min(visionDepth, numLayers, 2) vision blocks
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as torch from '../../torch/index.js';
 import { charTokenizerFiles } from '../../tokenizer/char-tokenizer.js';
 import { expectedWeights } from '../hf-weights.js';
 import { parseQwen2_5VLConfig, QWEN2_5_VL_ARCHITECTURE } from './config.js';
+import { parseQwen3VLConfig, QWEN3_VL_ARCHITECTURE } from './config-qwen3-vl.js';
 import type { ImageProcessorConfig } from './image-processor.js';
-import { QWEN2_VL_IMAGE_PROCESSOR } from './image-processor.js';
+import { QWEN2_VL_IMAGE_PROCESSOR, QWEN3_VL_IMAGE_PROCESSOR } from './image-processor.js';
 import { Qwen2_5VLModel } from './qwen2-5-vl.js';
+import { Qwen3VLModel } from './qwen3-vl.js';
 import { expectedVisionWeights } from './vision-tower.js';
+import { expectedQwen3VisionWeights } from './vision-tower-qwen3.js';
 
 /** Qwen2.5-VL's vision tokens, in the order their ids follow the character tokenizer's. */
 export const VISION_TOKENS = ['<|vision_start|>', '<|vision_end|>', '<|image_pad|>', '<|video_pad|>'] as const;
@@ -31,6 +37,8 @@ export const VISION_CHAT_TEMPLATE =
   "{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
 
 export interface VisionModelInitOptions {
+  /** The family (default 'qwen2_5_vl'). */
+  modelType?: 'qwen2_5_vl' | 'qwen3_vl';
   /** Characters of the tokenizer (default: printable ASCII and newline). */
   alphabet?: string;
   hiddenSize?: number;
@@ -41,13 +49,12 @@ export interface VisionModelInitOptions {
   visionHiddenSize?: number;
   visionDepth?: number;
   visionHeads?: number;
-  /** The image processor's pixel bounds (default: Qwen2VLImageProcessor's). */
+  /** The image processor's pixel bounds (default: the family's processor's, ./family.ts). */
   minPixels?: number;
   maxPixels?: number;
   seed?: number;
 }
 
-/** Writes the model folder; returns its config.json object. */
 /** The character tokenizer with the vision tokens added and the image-aware chat template, written to `dir`. */
 function writeVisionTokenizer(
   dir: string,
@@ -82,6 +89,7 @@ function writeVisionTokenizer(
   return { ids, vocab: model.vocab, vocabSize };
 }
 
+/** Writes the model folder; returns its config.json object. */
 export function initVisionLanguageModel(dir: string, options: VisionModelInitOptions = {}): Record<string, unknown> {
   const { ids, vocab, vocabSize } = writeVisionTokenizer(dir, options.alphabet);
   const hiddenSize = options.hiddenSize ?? 64;
@@ -136,10 +144,17 @@ export function initVisionLanguageModel(dir: string, options: VisionModelInitOpt
       hidden_act: 'silu',
     },
   };
-  const config = parseQwen2_5VLConfig(raw, join(dir, 'config.json'));
+  const qwen3 = options.modelType === 'qwen3_vl';
+  if (qwen3) asQwen3VL(raw, options);
+  const file = join(dir, 'config.json');
+  const config = qwen3 ? parseQwen3VLConfig(raw, file) : parseQwen2_5VLConfig(raw, file);
   const generator = new torch.Generator(options.seed ?? 0);
   const weights = new Map<string, torch.Tensor>();
-  for (const [name, shape] of [...expectedWeights(config.text), ...expectedVisionWeights(config.vision)]) {
+  const vision =
+    config.architecture === QWEN3_VL_ARCHITECTURE
+      ? expectedQwen3VisionWeights(config.vision)
+      : expectedVisionWeights(config.vision);
+  for (const [name, shape] of [...expectedWeights(config.text), ...vision]) {
     const isNorm = /norm[^.]*\.weight$|ln_q\.weight$/.test(name);
     const value = isNorm
       ? torch.ones(shape)
@@ -148,7 +163,8 @@ export function initVisionLanguageModel(dir: string, options: VisionModelInitOpt
         : torch.randn(shape, { generator }).mul_(0.02);
     weights.set(name, value);
   }
-  const vl = new Qwen2_5VLModel(config, weights);
+  const vl =
+    config.architecture === QWEN3_VL_ARCHITECTURE ? new Qwen3VLModel(config, weights) : new Qwen2_5VLModel(config, weights);
   try {
     vl.save(dir);
   } finally {
@@ -159,12 +175,46 @@ export function initVisionLanguageModel(dir: string, options: VisionModelInitOpt
   return raw;
 }
 
-/** preprocessor_config.json: Qwen2VLImageProcessor's defaults, with the options' pixel bounds. */
+/** Qwen3-VL's keys in place of Qwen2.5-VL's in a config.json object built for the same sizes. */
+function asQwen3VL(raw: Record<string, unknown>, options: VisionModelInitOptions): void {
+  // Qwen3VLTextConfig has no sliding-window keys
+  const { use_sliding_window: _, sliding_window: __, ...text } = raw.text_config as Record<string, unknown>;
+  const vision = raw.vision_config as Record<string, unknown>;
+  const rope = text.rope_parameters as Record<string, unknown>;
+  const depth = vision.depth as number;
+  const layers = text.num_hidden_layers as number;
+  Object.assign(raw, { architectures: [QWEN3_VL_ARCHITECTURE], model_type: 'qwen3_vl' });
+  raw.text_config = {
+    ...text,
+    model_type: 'qwen3_vl_text',
+    head_dim: (text.hidden_size as number) / (text.num_attention_heads as number),
+    attention_bias: false,
+    rope_parameters: { ...rope, rope_theta: 5e6, mrope_interleaved: true },
+  };
+  raw.vision_config = {
+    model_type: 'qwen3_vl_vision',
+    depth,
+    hidden_size: vision.hidden_size,
+    intermediate_size: vision.intermediate_size,
+    num_heads: options.visionHeads ?? 2,
+    in_channels: 3,
+    patch_size: 16,
+    spatial_merge_size: 2,
+    temporal_patch_size: 2,
+    num_position_embeddings: 16,
+    deepstack_visual_indexes: Array.from({ length: Math.min(depth, layers, 2) }, (_, i) => i),
+    out_hidden_size: vision.out_hidden_size,
+    hidden_act: 'gelu_pytorch_tanh',
+  };
+}
+
+/** preprocessor_config.json: the family's processor defaults, with the options' pixel bounds. */
 function writePreprocessorConfig(dir: string, options: VisionModelInitOptions): void {
+  const defaults = options.modelType === 'qwen3_vl' ? QWEN3_VL_IMAGE_PROCESSOR : QWEN2_VL_IMAGE_PROCESSOR;
   const processor: ImageProcessorConfig = {
-    ...QWEN2_VL_IMAGE_PROCESSOR,
-    minPixels: options.minPixels ?? QWEN2_VL_IMAGE_PROCESSOR.minPixels,
-    maxPixels: options.maxPixels ?? QWEN2_VL_IMAGE_PROCESSOR.maxPixels,
+    ...defaults,
+    minPixels: options.minPixels ?? defaults.minPixels,
+    maxPixels: options.maxPixels ?? defaults.maxPixels,
   };
   const preprocessor = {
     image_processor_type: 'Qwen2VLImageProcessor',

@@ -77,8 +77,6 @@ export function windowLayout(
   const order: number[] = [];
   const windows: number[] = [];
   const frames: number[] = [];
-  const rows: number[] = [];
-  const cols: number[] = [];
   let offset = 0;
   for (const [t, h, w] of grids) {
     const [lh, lw] = [h / merge, w / merge];
@@ -91,18 +89,83 @@ export function windowLayout(
             for (let x = wx; x < Math.min(wx + side, lw); x++, count++) order.push(offset + f * lh * lw + y * lw + x);
           windows.push(count * unit);
         }
-      // the processor's patch order: merge blocks row-major, patches row-major inside each block
-      for (let by = 0; by < lh; by++)
-        for (let bx = 0; bx < lw; bx++)
+    }
+    offset += t * lh * lw;
+  }
+  return { order, windows, frames, ...patchPositions(grids, merge) };
+}
+
+/**
+ * Each patch's row and column in its image, in the processor's order (merge blocks row-major, patches row-major
+ * inside each block; a video's frames in turn), for images of these grids (transformers' get_vision_position_ids).
+ */
+export function patchPositions(grids: readonly GridTHW[], merge: number): { rows: number[]; cols: number[] } {
+  const rows: number[] = [];
+  const cols: number[] = [];
+  for (const [t, h, w] of grids)
+    for (let f = 0; f < t; f++)
+      for (let by = 0; by < h / merge; by++)
+        for (let bx = 0; bx < w / merge; bx++)
           for (let i = 0; i < merge; i++)
             for (let j = 0; j < merge; j++) {
               rows.push(by * merge + i);
               cols.push(bx * merge + j);
             }
-    }
-    offset += t * lh * lw;
+  return { rows, cols };
+}
+
+/** The 2-D rotary's inverse frequencies: inv_freq_i = theta^(-2i / (d/2)), i < d/4, in float32 step by step. */
+export function visionInverseFrequencies(headDim: number, theta: number): Tensor {
+  const spatial = headDim / 2;
+  return torch.scope(() =>
+    torch
+      .full([spatial / 2], theta)
+      .pow(torch.arange(0, spatial, 2).float().div(spatial))
+      .reciprocal(),
+  );
+}
+
+/** cos, sin [N, 1, d] float32 of the 2-D rotary for patches at (rows[n], cols[n]), `order` picking the rows. */
+export function visionRotaryTables(
+  invFreq: Tensor,
+  positions: { rows: readonly number[]; cols: readonly number[] },
+  reorder: (t: Tensor) => Tensor = (t) => t,
+): { cos: Tensor; sin: Tensor } {
+  const device = invFreq.device;
+  const rows = torch.tensor([...positions.rows], { dtype: 'float32', device }).unsqueeze(-1);
+  const cols = torch.tensor([...positions.cols], { dtype: 'float32', device }).unsqueeze(-1);
+  const angles = reorder(torch.cat([rows.mul(invFreq), cols.mul(invFreq)], -1)); // [N, d/2]
+  return cosSinOfAngles(angles.unsqueeze(1), 1, 'float32');
+}
+
+/**
+ * Vision self-attention of every segment (a window or a frame) over itself, no mask inside a segment, none across:
+ * qkv = h W_qkv^T + b, the 2-D rotary on q and k in float32, softmax(q k^T / sqrt(d)) v, proj.
+ */
+export function visionAttention(
+  h: Tensor,
+  qkv: Linear,
+  proj: Linear,
+  numHeads: number,
+  rotary: { cos: Tensor; sin: Tensor },
+  segments: readonly number[],
+): Tensor {
+  const [patches, hidden] = h.shape as [number, number];
+  const headDim = hidden / numHeads;
+  const [q, k, v] = linear(h, qkv).reshape([patches, 3, numHeads, headDim]).unbind(1) as [Tensor, Tensor, Tensor];
+  const rotate = (t: Tensor) =>
+    applyRotary(t.float(), rotary.cos, rotary.sin).to({ dtype: h.dtype }).transpose(0, 1).unsqueeze(0);
+  const [qr, kr, vr] = [rotate(q), rotate(k), v.transpose(0, 1).unsqueeze(0)]; // [1, heads, N, d]
+  const outputs: Tensor[] = [];
+  let start = 0;
+  for (const length of segments) {
+    const all = torch.ones([1, 1, length, length], { dtype: 'bool', device: h.device });
+    const part = (t: Tensor) => t.narrow(2, start, length);
+    outputs.push(attention(part(qr), part(kr), part(vr), all));
+    start += length;
   }
-  return { order, windows, frames, rows, cols };
+  const out = torch.cat(outputs, 2).squeeze(0).transpose(0, 1).reshape([patches, hidden]);
+  return linear(out, proj);
 }
 
 interface VisionBlock {
@@ -145,17 +208,11 @@ export class VisionTower {
     this.#mergerNorm = p('visual.merger.ln_q.weight');
     this.#merger0 = lin('visual.merger.mlp.0');
     this.#merger2 = lin('visual.merger.mlp.2');
-    // inv_freq_i = theta^(-2i / (d/2)), i < d/4: as transformers, in float32 step by step
-    const spatial = config.headDim / 2;
-    this.#invFreq = torch.keep(
-      torch.scope(() =>
-        torch
-          .full([spatial / 2], config.ropeTheta)
-          .pow(torch.arange(0, spatial, 2).float().div(spatial))
-          .reciprocal(),
-      ),
-    );
+    this.#invFreq = torch.keep(visionInverseFrequencies(config.headDim, config.ropeTheta));
   }
+
+  /** Qwen2.5-VL has no DeepStack. */
+  readonly deepstackCount = 0;
 
   /** The values of one patch: in_channels * temporal_patch_size * patch_size² (pixel_values' row width). */
   get patchWidth(): number {
@@ -192,13 +249,12 @@ export class VisionTower {
           .indexSelect(0, order)
           .reshape([patches, -1]);
       let x = byWindow(pixelValues.to({ dtype }).matmul(this.#patchEmbed.reshape([this.config.hiddenSize, -1]).t()));
-      const rows = torch.tensor(layout.rows, { dtype: 'float32', device }).unsqueeze(-1);
-      const cols = torch.tensor(layout.cols, { dtype: 'float32', device }).unsqueeze(-1);
-      const angles = byWindow(torch.cat([rows.mul(this.#invFreq), cols.mul(this.#invFreq)], -1)); // [N, d/2]
-      const { cos, sin } = cosSinOfAngles(angles.unsqueeze(1), 1, 'float32'); // [N, 1, d] float32
+      const rotary = visionRotaryTables(this.#invFreq, layout, byWindow);
+      const heads = this.config.numHeads;
       this.#blocks.forEach((block, i) => {
         const segments = this.config.fullAttentionBlocks.includes(i) ? layout.frames : layout.windows;
-        x = x.add(this.#attention(block, rmsNorm(x, block.norm1, VISION_EPS, false), cos, sin, segments));
+        const h0 = rmsNorm(x, block.norm1, VISION_EPS, false);
+        x = x.add(visionAttention(h0, block.qkv, block.proj, heads, rotary, segments));
         const h = rmsNorm(x, block.norm2, VISION_EPS, false);
         x = x.add(linear(linear(h, block.gateProj).silu().mul(linear(h, block.upProj)), block.downProj));
       });
@@ -208,23 +264,9 @@ export class VisionTower {
     });
   }
 
-  /** Attention of every segment (a window or a frame) over itself: no mask across its patches, none outside. */
-  #attention(block: VisionBlock, h: Tensor, cos: Tensor, sin: Tensor, segments: readonly number[]): Tensor {
-    const [patches, hidden] = h.shape as [number, number];
-    const { numHeads: heads, headDim } = this.config;
-    const [q, k, v] = linear(h, block.qkv).reshape([patches, 3, heads, headDim]).unbind(1) as [Tensor, Tensor, Tensor];
-    const rotate = (t: Tensor) => applyRotary(t.float(), cos, sin).to({ dtype: h.dtype }).transpose(0, 1).unsqueeze(0);
-    const [qr, kr, vr] = [rotate(q), rotate(k), v.transpose(0, 1).unsqueeze(0)]; // [1, heads, N, d]
-    const outputs: Tensor[] = [];
-    let start = 0;
-    for (const length of segments) {
-      const all = torch.ones([1, 1, length, length], { dtype: 'bool', device: h.device });
-      const part = (t: Tensor) => t.narrow(2, start, length);
-      outputs.push(attention(part(qr), part(kr), part(vr), all));
-      start += length;
-    }
-    const out = torch.cat(outputs, 2).squeeze(0).transpose(0, 1).reshape([patches, hidden]);
-    return linear(out, block.proj);
+  /** forward()'s tokens; Qwen2.5-VL has no DeepStack features. */
+  features(pixelValues: Tensor, grids: readonly GridTHW[]): { embeds: Tensor; deepstack: Tensor[] } {
+    return { embeds: this.forward(pixelValues, grids), deepstack: [] };
   }
 
   dispose(): void {

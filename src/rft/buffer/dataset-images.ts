@@ -18,8 +18,8 @@ import {
   ImageInputError,
   imageDataUrl,
   imageTokenCount,
-  loadImageProcessorConfig,
-  loadQwen2_5VLConfig,
+  loadVisionImageProcessor,
+  loadVisionLanguageConfig,
   ModelConfigError,
   smartResize,
 } from '../../model/index.js';
@@ -39,12 +39,12 @@ export interface DatasetVision {
 export function datasetVision(modelDir: string | undefined, where: string): DatasetVision {
   if (modelDir === undefined) throw new Error(`${where}: format.image_key needs the model folder (its image processor)`);
   try {
-    const config = loadQwen2_5VLConfig(modelDir);
-    return { processor: loadImageProcessorConfig(modelDir), imageTokenId: config.imageTokenId };
+    const config = loadVisionLanguageConfig(modelDir);
+    return { processor: loadVisionImageProcessor(modelDir), imageTokenId: config.imageTokenId };
   } catch (error) {
     if (!(error instanceof ModelConfigError)) throw error;
     throw new Error(
-      `${where}: format.image_key gives rows images, which need a vision-language model (model_type qwen2_5_vl); ` +
+      `${where}: format.image_key gives rows images, which need a vision-language model (model_type qwen2_5_vl or qwen3_vl); ` +
         `${modelDir}: ${error.message}`,
     );
   }

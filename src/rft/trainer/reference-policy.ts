@@ -2,14 +2,19 @@
 // (algorithm.useReference). A frozen model, a frozen copy of the policy's current weights, or — with LoRA — the
 // policy itself with its adapters disabled (no second copy of the weights). Each gives log-probs without gradient.
 import type { LoraModel } from '../../model/lora.js';
-import { type ImageInputs, Qwen2_5VLModel } from '../../model/vision/index.js';
+import {
+  type ImageInputs,
+  isVisionLanguageFolder,
+  loadVisionLanguageModel,
+  type VisionLanguageModel,
+} from '../../model/vision/index.js';
 import type { RowPacking } from '../../model/packed-rows.js';
 import { noGradSteps, type PassSteps } from '../../model/training-trunk.js';
 import { type PromptGroups, tokenLogProbs, tokenLogProbsSteps } from '../../model/training.js';
 import { CausalLM, type ModelDType } from '../../model/transformer.js';
 import * as torch from '../../torch/index.js';
 import type { Tensor } from '../../torch/index.js';
-import { isVisionLanguageFolder, visionOptions } from './vision-rows.js';
+import { visionOptions } from './vision-rows.js';
 
 export interface LogProbOptions {
   chunkSize?: number;
@@ -38,7 +43,7 @@ export interface ReferencePolicy {
 /** tokenLogProbs of `model` (the language model of `vision`, a vision-language model) over the rows. */
 const referenceLogProbs = (
   model: CausalLM,
-  vision: Qwen2_5VLModel | null,
+  vision: VisionLanguageModel | null,
   inputIds: Tensor,
   attentionMask: Tensor,
   options: LogProbOptions,
@@ -53,7 +58,7 @@ const referenceLogProbs = (
   );
 
 /** A frozen model as the reference (`vision`: the vision-language model whose language model `model` is). */
-export function modelReference(model: CausalLM, vision: Qwen2_5VLModel | null = null): ReferencePolicy {
+export function modelReference(model: CausalLM, vision: VisionLanguageModel | null = null): ReferencePolicy {
   return {
     logProbs: (inputIds, attentionMask, options = {}) => referenceLogProbs(model, vision, inputIds, attentionMask, options),
   };
@@ -65,7 +70,7 @@ export function frozenModelReference(
   options: { dtype: ModelDType; device?: string },
 ): ReferencePolicy & { dispose(): void } {
   if (isVisionLanguageFolder(dir)) {
-    const base = Qwen2_5VLModel.load(dir, options);
+    const base = loadVisionLanguageModel(dir, options);
     return { ...modelReference(base.language, base), dispose: () => base.dispose() };
   }
   const base = CausalLM.load(dir, options);
@@ -83,7 +88,7 @@ export function frozenCopyReference(model: CausalLM): ReferencePolicy & { readon
  * With LoRA the reference is the same model with its adapters disabled: no second copy of the weights (`vision`: the
  * vision-language model whose language model carries the adapters; its vision tower is frozen).
  */
-export function loraReference(lora: LoraModel, vision: Qwen2_5VLModel | null = null): ReferencePolicy {
+export function loraReference(lora: LoraModel, vision: VisionLanguageModel | null = null): ReferencePolicy {
   return {
     logProbs: (inputIds, attentionMask, options = {}) =>
       lora.withAdaptersDisabled(() => referenceLogProbs(lora.base, vision, inputIds, attentionMask, options)),

@@ -17,7 +17,7 @@
 // Rank 0's close() ends the followers' follow(): with stop when its stage succeeded, with failed and its error message
 // when it did not, so that every rank ends the run at once — unless rank 0 is inside a step (one failed part way): the
 // followers may be in any of its collectives, so rank 0 sends nothing and leaves, and theirs fails.
-import type { CausalLM, LoraModel, Qwen2_5VLModel } from '../../model/index.js';
+import type { CausalLM, LoraModel, VisionLanguageModel } from '../../model/index.js';
 import * as torch from '../../torch/index.js';
 import { DistributedError, type ProcessGroup, type Store } from '../../torch/index.js';
 import { Critic } from '../algorithm/critic.js';
@@ -68,7 +68,7 @@ interface TrainerState {
   /** A vision-language policy (./vision-rows.ts): the whole model (vision tower included) and its step's images. */
   vision: TrainerVision | null;
   /** Mixed precision: the policy's master weights (init.masterDtype), which the optimizer updates and checkpoints hold. */
-  master: { model: CausalLM | Qwen2_5VLModel; weights: MasterWeights } | null;
+  master: { model: CausalLM | VisionLanguageModel; weights: MasterWeights } | null;
   lora: LoraModel | null;
   optimizer: torch.AdamW;
   scheduler: torch.LrScheduler;

@@ -1,7 +1,7 @@
-// Vision-language training (a policy folder whose config.json says model_type qwen2_5_vl): the trainer loads the
-// Qwen2_5VLModel, trains its language model as the policy (../../model/training.ts runs it) and its vision tower with
-// it, and gives every forward over rows with images the model's multimodal inputs (the embeddings with the image
-// tokens in place, the M-RoPE tables):
+// Vision-language training (a policy folder whose config.json says model_type qwen2_5_vl or qwen3_vl): the trainer
+// loads the VisionLanguageModel, trains its language model as the policy (../../model/training.ts runs it) and its
+// vision tower with it, and gives every forward over rows with images the model's multimodal inputs (the embeddings
+// with the image tokens in place, the M-RoPE tables, Qwen3-VL's DeepStack features):
 //
 //   experience.images (data URLs, placeholder order) ──decode (sharp), image processor of the model folder's
 //     preprocessor_config.json──▶ pixel values and grid per image (once per step, before the step runs)
@@ -13,8 +13,6 @@
 // (loadMasterPolicy). Not covered yet, refused at init naming the setting (visionTrainingProblems): data-parallel and
 // sharded trainers, a critic (PPO), trainer.bitwise_on_policy. LoRA adapts the language model; the vision tower is
 // then frozen.
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import {
   CausalLM,
   decodeImage,
@@ -22,28 +20,17 @@ import {
   type ImageInputs,
   imageTokenCount,
   type ImageProcessorConfig,
-  isQwen2_5VLConfig,
-  loadImageProcessorConfig,
+  isVisionLanguageFolder,
+  loadVisionImageProcessor,
+  loadVisionLanguageModel,
   type ModelDType,
   type MultimodalInputs,
   preprocessImages,
-  Qwen2_5VLModel,
+  type VisionLanguageModel,
 } from '../../model/index.js';
 import * as torch from '../../torch/index.js';
 import type { Tensor } from '../../torch/index.js';
 import type { Experience } from '../experience.js';
-
-/** Whether a model folder holds a vision-language model (config.json's model_type qwen2_5_vl). */
-export function isVisionLanguageFolder(dir: string): boolean {
-  const file = join(dir, 'config.json');
-  if (!existsSync(file)) return false;
-  try {
-    const raw = JSON.parse(readFileSync(file, 'utf8')) as unknown;
-    return raw !== null && typeof raw === 'object' && isQwen2_5VLConfig(raw as Record<string, unknown>);
-  } catch {
-    return false; // the model loader names what is wrong with the file
-  }
-}
 
 /** What a vision-language trainer does not cover yet, as one error naming each setting; null when covered. */
 export function visionTrainingProblems(settings: {
@@ -56,11 +43,13 @@ export function visionTrainingProblems(settings: {
   if (settings.bitwiseOnPolicy) problems.push('trainer.bitwise_on_policy (the multimodal forward is not batch-invariant)');
   if (settings.worldSize > 1) problems.push(`data-parallel or sharded training (${settings.worldSize} trainer ranks)`);
   if (settings.useCritic) problems.push('a critic (advantage_fn ppo / GAE)');
-  return problems.length === 0 ? null : `a vision-language policy (qwen2_5_vl) does not support ${problems.join('; ')} yet`;
+  return problems.length === 0
+    ? null
+    : `a vision-language policy (qwen2_5_vl, qwen3_vl) does not support ${problems.join('; ')} yet`;
 }
 
 /**
- * The trainer's policy from a model folder: a CausalLM, or for a vision-language folder its Qwen2_5VLModel (checked
+ * The trainer's policy from a model folder: a CausalLM, or for a vision-language folder its VisionLanguageModel (checked
  * against the settings it does not cover) whose language model is the policy the step computes with.
  */
 export function loadPolicy(
@@ -80,17 +69,17 @@ export function loadPolicy(
   if (!isVisionLanguageFolder(dir)) return { model: CausalLM.load(dir, loading), vision: null };
   const problem = visionTrainingProblems({ ...settings, dtype: options.dtype });
   if (problem !== null) throw new Error(`trainer (${dir}): ${problem}`);
-  const vision = new TrainerVision(Qwen2_5VLModel.load(dir, loading), dir, options.device);
+  const vision = new TrainerVision(loadVisionLanguageModel(dir, loading), dir, options.device);
   return { model: vision.model.language, vision };
 }
 
 /**
  * The policy's master weights under mixed precision (./master-weights.ts): the folder's model again in `dtype`, the
- * same kind as loadPolicy's (a Qwen2_5VLModel, vision tower included, for a vision-language folder), trainable.
+ * same kind as loadPolicy's (its VisionLanguageModel, vision tower included, for a vision-language folder), trainable.
  */
-export function loadMasterPolicy(dir: string, options: { dtype: ModelDType; device: string }): CausalLM | Qwen2_5VLModel {
+export function loadMasterPolicy(dir: string, options: { dtype: ModelDType; device: string }): CausalLM | VisionLanguageModel {
   const loading = { dtype: options.dtype, requiresGrad: true, ...(options.device === 'cpu' ? {} : { device: options.device }) };
-  return isVisionLanguageFolder(dir) ? Qwen2_5VLModel.load(dir, loading) : CausalLM.load(dir, loading);
+  return isVisionLanguageFolder(dir) ? loadVisionLanguageModel(dir, loading) : CausalLM.load(dir, loading);
 }
 
 /** Runs a step over `experiences` with their images decoded (a vision-language policy), freed after it. */
@@ -121,11 +110,11 @@ export class TrainerVision {
   readonly #images = new Map<string, ProcessedImage>();
 
   constructor(
-    readonly model: Qwen2_5VLModel,
+    readonly model: VisionLanguageModel,
     modelDir: string,
     device: string,
   ) {
-    this.#processor = loadImageProcessorConfig(modelDir);
+    this.#processor = loadVisionImageProcessor(modelDir);
     this.#device = device;
   }
 
@@ -165,7 +154,7 @@ export class TrainerVision {
   checkRows(rows: readonly Experience[]): void {
     const { imageTokenId, vision } = this.model.config;
     for (const e of rows) {
-      // the prompt's: an image token sampled in the response is text (Qwen2_5VLModel.trainingInputs' promptWidth)
+      // the prompt's: an image token sampled in the response is text (VisionLanguageModel.trainingInputs' promptWidth)
       const placeholders = e.tokens.slice(0, e.promptLength).reduce((n, t) => n + (t === imageTokenId ? 1 : 0), 0);
       const made = (e.images ?? []).reduce((n, url, i) => {
         const image = this.#images.get(url);
@@ -192,7 +181,7 @@ export class TrainerVision {
  * without images. `promptWidth`: the padded layout's first response column (image tokens past it are sampled text). Rows with images and a text model are an error: their placeholder tokens would be read as text.
  */
 export function visionOptions(
-  model: Qwen2_5VLModel | null,
+  model: VisionLanguageModel | null,
   inputIds: Tensor,
   attentionMask: Tensor,
   images: ImageInputs | null | undefined,
@@ -202,7 +191,7 @@ export function visionOptions(
   if (model === null)
     throw new Error(
       `rows carry ${images.grids.length} image(s), but the model is not a vision-language model (its config.json's ` +
-        'model_type is not qwen2_5_vl): train image rows on a Qwen2.5-VL model',
+        'model_type is not qwen2_5_vl or qwen3_vl): train image rows on a Qwen2.5-VL or Qwen3-VL model',
     );
   return { multimodal: model.trainingInputs(inputIds, attentionMask, images, promptWidth) };
 }
@@ -220,6 +209,6 @@ export function checkImageRows(rows: readonly Experience[], vision: TrainerVisio
   if (row !== undefined)
     throw new Error(
       `experience ${row.eid} carries ${row.images?.length} image(s), but the policy is not a vision-language model ` +
-        "(its config.json's model_type is not qwen2_5_vl): train image rows on a Qwen2.5-VL model",
+        "(its config.json's model_type is not qwen2_5_vl or qwen3_vl): train image rows on a Qwen2.5-VL or Qwen3-VL model",
     );
 }

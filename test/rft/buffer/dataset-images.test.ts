@@ -150,7 +150,7 @@ test('bad cells, marker counts and a text model are errors naming the file, the 
   initModel(textModel, { hiddenSize: 32, numLayers: 1, numHeads: 2 });
   await assert.rejects(
     loadSftDataset(parquet, Tokenizer.load(textModel), { imageKey: 'image', modelDir: textModel }),
-    /format\.image_key gives rows images, which need a vision-language model \(model_type qwen2_5_vl\)/,
+    /format\.image_key gives rows images, which need a vision-language model \(model_type qwen2_5_vl or qwen3_vl\)/,
   );
 });
 

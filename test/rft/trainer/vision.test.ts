@@ -2,9 +2,9 @@
 // (data URLs) train through the Qwen2.5-VL model's vision tower and M-RoPE. An SFT step's loss and every gradient
 // (vision tower included) equal plain autograd through Qwen2_5VLModel.forward row by row (1e-5, float32), with an
 // image micro-batch and a text micro-batch; a GRPO step's current-policy and reference forwards see the images (the
-// KL to the unchanged reference is 0); bf16 compute trains float32 master weights of the whole model; an image token
-// sampled in a response is text (the prompt's alone are the image's); image rows on a text model and settings not
-// covered are named errors.
+// KL to the unchanged reference is 0); both hold for a Qwen3-VL policy too (DeepStack mergers get gradients); bf16
+// compute trains float32 master weights of the whole model; an image token sampled in a response is text (the
+// prompt's alone are the image's); image rows on a text model and settings not covered are named errors.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,9 +19,11 @@ import {
   LoraModel,
   preprocessImages,
   Qwen2_5VLModel,
-  loadImageProcessorConfig,
+  loadVisionImageProcessor,
+  loadVisionLanguageModel,
   decodeImage,
   imageTokenCount,
+  type VisionLanguageModel,
 } from '../../../src/model/index.js';
 import { resolveAlgorithm } from '../../../src/rft/algorithm/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
@@ -34,6 +36,8 @@ import * as torch from '../../../src/torch/index.js';
 import { assertSameGradient, GradientRecorder } from './gradients.js';
 
 let dir = '';
+/** The same rows' model as a Qwen3-VL (pixel bounds that give the same image token counts with 32-pixel factors). */
+let qwen3Dir = '';
 let rows: Experience[] = [];
 
 /** A random RGB image of `height` x `width` as a PNG data URL. */
@@ -45,6 +49,8 @@ async function randomImage(height: number, width: number, seed: number): Promise
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'trinity-vl-train-'));
   const raw = initVisionLanguageModel(dir, { seed: 2, minPixels: 56 * 56, maxPixels: 56 * 84 });
+  qwen3Dir = join(dir, 'qwen3-vl');
+  initVisionLanguageModel(qwen3Dir, { modelType: 'qwen3_vl', seed: 2, minPixels: 64 * 64, maxPixels: 64 * 96 });
   const token = (key: string) => raw[key] as number;
   const [start, end, pad] = [token('vision_start_token_id'), token('vision_end_token_id'), token('image_token_id')];
   // 56 x 56 → a 4 x 4 patch grid → 4 image tokens; 56 x 84 → 4 x 6 → 6
@@ -68,7 +74,7 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 
 /** The SFT loss by Qwen2_5VLModel.forward without gradients (directSftGradient's loss). */
 async function directSftLoss(model: Qwen2_5VLModel): Promise<number> {
-  const processor = loadImageProcessorConfig(dir);
+  const processor = loadVisionImageProcessor(dir);
   const tokens = rows.reduce((n, e) => n + e.tokens.length - e.promptLength, 0);
   let loss = 0;
   for (const e of rows) {
@@ -96,9 +102,9 @@ async function directSftLoss(model: Qwen2_5VLModel): Promise<number> {
   return loss;
 }
 
-/** The SFT loss (token-mean NLL of the response tokens) by Qwen2_5VLModel.forward, row by row, and its gradients. */
-async function directSftGradient(model: Qwen2_5VLModel): Promise<{ loss: number; grads: Float32Array[] }> {
-  const processor = loadImageProcessorConfig(dir);
+/** The SFT loss (token-mean NLL of the response tokens) by the model's forward, row by row, and its gradients. */
+async function directSftGradient(model: VisionLanguageModel, folder: string): Promise<{ loss: number; grads: Float32Array[] }> {
+  const processor = loadVisionImageProcessor(folder);
   const params = [...model.parameters().values()];
   const tokens = rows.reduce((n, e) => n + e.tokens.length - e.promptLength, 0);
   let loss = 0;
@@ -128,29 +134,39 @@ async function directSftGradient(model: Qwen2_5VLModel): Promise<{ loss: number;
   return { loss, grads };
 }
 
-test('an SFT step over image and text rows: the loss and every gradient equal Qwen2_5VLModel.forward (1e-5)', async () => {
-  assert.equal(imageTokenCount([1, 4, 6], 2), 6);
-  const model = Qwen2_5VLModel.load(dir, { requiresGrad: true });
-  const vision = new TrainerVision(model, dir, 'cpu');
-  try {
-    const direct = await directSftGradient(model);
-    const optimizer = new GradientRecorder([...model.parameters().values()], { lr: 1 });
-    const algorithm = resolveAlgorithm({ algorithm_type: 'sft' });
-    // two micro-batches: the image rows (padded layout through the vision tower), then the text row
-    const step = new TrainStep({ model: model.language, optimizer, algorithm, maxGradNorm: 1e9, microBatchSize: 2, vision });
-    const metrics = await withRowImages(vision, rows, () => step.run(rows));
-    assert.ok(Math.abs((metrics.loss as number) - direct.loss) < 1e-5, `loss ${metrics.loss} vs ${direct.loss}`);
-    assertSameGradient(optimizer.grads, direct.grads, 'sft step', 1e-5);
-    const patchEmbed = [...model.parameters().keys()].indexOf('visual.patch_embed.proj.weight');
-    assert.ok(
-      (optimizer.grads[patchEmbed] as Float32Array).some((g) => g !== 0),
-      'the vision tower gets gradients',
-    );
-  } finally {
-    vision.forget();
-    model.dispose();
-  }
-});
+for (const family of ['Qwen2.5-VL', 'Qwen3-VL'])
+  test(`${family}: an SFT step over image and text rows: the loss and every gradient equal the model's forward (1e-5)`, async () => {
+    assert.equal(imageTokenCount([1, 4, 6], 2), 6);
+    const folder = family === 'Qwen3-VL' ? qwen3Dir : dir;
+    const model = loadVisionLanguageModel(folder, { requiresGrad: true });
+    const vision = new TrainerVision(model, folder, 'cpu');
+    try {
+      const direct = await directSftGradient(model, folder);
+      const optimizer = new GradientRecorder([...model.parameters().values()], { lr: 1 });
+      const algorithm = resolveAlgorithm({ algorithm_type: 'sft' });
+      // two micro-batches: the image rows (padded layout through the vision tower), then the text row
+      const step = new TrainStep({ model: model.language, optimizer, algorithm, maxGradNorm: 1e9, microBatchSize: 2, vision });
+      const metrics = await withRowImages(vision, rows, () => step.run(rows));
+      assert.ok(Math.abs((metrics.loss as number) - direct.loss) < 1e-5, `loss ${metrics.loss} vs ${direct.loss}`);
+      assertSameGradient(optimizer.grads, direct.grads, 'sft step', 1e-5);
+      const patchEmbed = [...model.parameters().keys()].indexOf('visual.patch_embed.proj.weight');
+      assert.ok(
+        (optimizer.grads[patchEmbed] as Float32Array).some((g) => g !== 0),
+        'the vision tower gets gradients',
+      );
+      // DeepStack feature 0 is added after language layer 0; feature 1 after the last layer, at prompt positions whose
+      // logits no loss term reads, so its merger's gradient is 0 (in transformers too)
+      const deepstack = [...model.parameters().keys()].indexOf('visual.deepstack_merger_list.0.linear_fc1.weight');
+      if (family === 'Qwen3-VL')
+        assert.ok(
+          (optimizer.grads[deepstack] as Float32Array).some((g) => g !== 0),
+          'DeepStack merger 0 gets gradients',
+        );
+    } finally {
+      vision.forget();
+      model.dispose();
+    }
+  });
 
 test('LoRA on the language model: the loss of image rows equals the direct forward, and only the adapters train', async () => {
   const model = Qwen2_5VLModel.load(dir);
@@ -178,23 +194,25 @@ test('LoRA on the language model: the loss of image rows equals the direct forwa
   }
 });
 
-test('a GRPO step: the current policy and the reference see the images (KL to the unchanged reference is 0)', async () => {
-  const model = Qwen2_5VLModel.load(dir, { requiresGrad: true });
-  const vision = new TrainerVision(model, dir, 'cpu');
-  const reference = frozenModelReference(dir, { dtype: 'float32' });
-  try {
-    const algorithm = resolveAlgorithm({ algorithm_type: 'grpo', kl_loss_fn: 'k3', kl_loss_fn_args: { kl_coef: 0.1 } });
-    const optimizer = new torch.SGD([...model.parameters().values()], { lr: 0 });
-    const step = new TrainStep({ model: model.language, optimizer, algorithm, reference, microBatchSize: 1, vision });
-    const metrics = await withRowImages(vision, rows, () => step.run(rows));
-    assert.ok(Math.abs(metrics.kl as number) < 1e-6, `kl ${metrics.kl}`);
-    assert.ok(Math.abs((metrics.pg_clipfrac as number) ?? 0) < 1e-9);
-  } finally {
-    reference.dispose();
-    vision.forget();
-    model.dispose();
-  }
-});
+for (const family of ['Qwen2.5-VL', 'Qwen3-VL'])
+  test(`${family}: a GRPO step: the current policy and the reference see the images (KL to the unchanged reference is 0)`, async () => {
+    const folder = family === 'Qwen3-VL' ? qwen3Dir : dir;
+    const model = loadVisionLanguageModel(folder, { requiresGrad: true });
+    const vision = new TrainerVision(model, folder, 'cpu');
+    const reference = frozenModelReference(folder, { dtype: 'float32' });
+    try {
+      const algorithm = resolveAlgorithm({ algorithm_type: 'grpo', kl_loss_fn: 'k3', kl_loss_fn_args: { kl_coef: 0.1 } });
+      const optimizer = new torch.SGD([...model.parameters().values()], { lr: 0 });
+      const step = new TrainStep({ model: model.language, optimizer, algorithm, reference, microBatchSize: 1, vision });
+      const metrics = await withRowImages(vision, rows, () => step.run(rows));
+      assert.ok(Math.abs(metrics.kl as number) < 1e-6, `kl ${metrics.kl}`);
+      assert.ok(Math.abs((metrics.pg_clipfrac as number) ?? 0) < 1e-9);
+    } finally {
+      reference.dispose();
+      vision.forget();
+      model.dispose();
+    }
+  });
 
 test('a row whose image tokens do not match its images is a named error', async () => {
   const model = Qwen2_5VLModel.load(dir, { requiresGrad: true });
@@ -238,7 +256,7 @@ test('image rows on a text model, and vision-language settings not covered yet, 
   const options = { dtype: 'float32' as const, device: 'cpu', requiresGrad: true };
   assert.throws(
     () => loadPolicy(dir, options, { worldSize: 2, useCritic: true, bitwiseOnPolicy: true }),
-    /trainer \(.*\): a vision-language policy \(qwen2_5_vl\) does not support trainer\.bitwise_on_policy \(the multimodal forward is not batch-invariant\); data-parallel or sharded training \(2 trainer ranks\); a critic \(advantage_fn ppo \/ GAE\) yet/,
+    /trainer \(.*\): a vision-language policy \(qwen2_5_vl, qwen3_vl\) does not support trainer\.bitwise_on_policy \(the multimodal forward is not batch-invariant\); data-parallel or sharded training \(2 trainer ranks\); a critic \(advantage_fn ppo \/ GAE\) yet/,
   );
   const policy = loadPolicy(dir, options, { worldSize: 1, useCritic: false });
   assert.ok(policy.vision !== null && policy.model === policy.vision.model.language);
