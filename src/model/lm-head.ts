@@ -13,7 +13,7 @@
 // head again in the backward ran it 4 times; over the kept positions each of the three is one product (not one per
 // chunk, whose weight gradients were each added into the head's); and the backward skips autograd's log-softmax,
 // gather and cast nodes (a zero-filled [.., V] gradient, a log-softmax backward, a cast) for one softmax, one multiply
-// and one cast. Chunks are small by default (headChunkSize: a chunk's float32 logits within 32 MiB): larger
+// and one cast. On the CPU chunks are small by default (headChunkSize: a chunk's float32 logits within 32 MiB): larger
 // temporaries go back to the operating system when freed and are page-faulted in again on every chunk
 // (bench/README.md, bench:long-grpo).
 //
@@ -34,14 +34,15 @@ export const DEFAULT_KEEP_LOGITS_BYTES = 2 ** 30;
 const CHUNK_BYTES = 32 * 2 ** 20;
 
 /**
- * Positions per head chunk: `given`, else as many as keep a chunk's float32 logits [rows, n, vocab] within 32 MiB (at
- * least 1, at most 256).
+ * Positions per head chunk: `given`; else on the CPU as many as keep a chunk's float32 logits [rows, n, vocab] within
+ * 32 MiB (at least 1, at most 256; see the header), elsewhere 256 (a GPU's caching allocator reuses its blocks).
  */
-export function headChunkSize(given: number | undefined, rows: number, vocab: number): number {
+export function headChunkSize(given: number | undefined, rows: number, vocab: number, device: string): number {
   if (given !== undefined) {
     if (!Number.isInteger(given) || given < 1) throw new RangeError(`chunkSize must be a positive integer, got ${given}`);
     return given;
   }
+  if (device !== 'cpu') return 256;
   return Math.max(1, Math.min(256, Math.floor(CHUNK_BYTES / (4 * rows * vocab))));
 }
 

@@ -71,8 +71,8 @@ export interface TokenLogProbsOptions {
   attentionMask?: Tensor;
   positionIds?: Tensor;
   /**
-   * Sequence positions per LM-head chunk (default: as many as keep a chunk's float32 logits within 32 MiB, at most
-   * 256; ./lm-head.ts).
+   * Sequence positions per LM-head chunk (default: on the CPU as many as keep a chunk's float32 logits within 32 MiB,
+   * at most 256; elsewhere 256; ./lm-head.ts headChunkSize).
    */
   chunkSize?: number;
   /**
@@ -147,7 +147,7 @@ function checkInputs(inputIds: Tensor, options: TokenLogProbsOptions): { tempera
   if (inputIds.ndim !== 2 || inputIds.size(1) < 2) {
     throw new TypeError(`token log-probs need inputIds [batch, seq >= 2], got [${inputIds.shape.join(', ')}]`);
   }
-  headChunkSize(options.chunkSize, 1, 1); // checks a given size
+  headChunkSize(options.chunkSize, 1, 1, 'cpu'); // checks a given size
   const given = options.temperature ?? 1;
   const rows = typeof given === 'number' ? [given] : given;
   if (typeof given !== 'number' && rows.length !== inputIds.size(0))
@@ -361,7 +361,7 @@ export function* tokenLogProbsSteps(
   }
   const hidden = input.headHidden(yield* torch.scopeSteps(trunk()));
   const { targets } = input;
-  const chunkSize = headChunkSize(options.chunkSize, targets.size(0), model.config.vocabSize);
+  const chunkSize = headChunkSize(options.chunkSize, targets.size(0), model.config.vocabSize, targets.device);
   const temperatureAt = (start: number, size: number) => input.temperatureAt(temperature, start, size);
   const withEntropy = options.entropy ?? false;
   const withNecs = options.necs ?? false;
@@ -514,7 +514,7 @@ export function* forwardBackwardSteps(
   const headHidden = input.headHidden(hiddenLeaf);
   const { targets, unpack } = input;
   const chunkTemperature = (s: number, n: number) => input.temperatureAt(temperature, s, n);
-  const chunkSize = headChunkSize(options.chunkSize, targets.size(0), model.config.vocabSize);
+  const chunkSize = headChunkSize(options.chunkSize, targets.size(0), model.config.vocabSize, targets.device);
   if (targets.size(1) <= chunkSize) {
     // the whole sequence is one chunk: one head pass with its graph, the loss straight through it
     const part = headChunk(model, headHidden, targets, chunkTemperature(0, targets.size(1)), withEntropy);

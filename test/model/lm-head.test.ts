@@ -191,13 +191,14 @@ test('tokenLogProbs without a graph: one product over the kept positions, the va
   model.dispose();
 });
 
-test('headChunkSize: a float32 chunk within 32 MiB by default, at most 256 positions; a given size is checked', () => {
-  assert.equal(headChunkSize(undefined, 1, 151936), 55); // 32 MiB / (4 B × 151,936)
-  assert.equal(headChunkSize(undefined, 4, 151936), 13);
-  assert.equal(headChunkSize(undefined, 64, 151936), 1);
-  assert.equal(headChunkSize(undefined, 16, 100), 256);
-  assert.equal(headChunkSize(7, 1, 151936), 7);
-  assert.throws(() => headChunkSize(0, 1, 10), /chunkSize must be a positive integer, got 0/);
+test('headChunkSize: on the CPU a float32 chunk within 32 MiB by default, at most 256 positions; a given size is checked', () => {
+  assert.equal(headChunkSize(undefined, 1, 151936, 'cpu'), 55); // 32 MiB / (4 B × 151,936)
+  assert.equal(headChunkSize(undefined, 4, 151936, 'cpu'), 13);
+  assert.equal(headChunkSize(undefined, 64, 151936, 'cpu'), 1);
+  assert.equal(headChunkSize(undefined, 16, 100, 'cpu'), 256);
+  assert.equal(headChunkSize(undefined, 1, 151936, 'cuda:0'), 256);
+  assert.equal(headChunkSize(7, 1, 151936, 'cpu'), 7);
+  assert.throws(() => headChunkSize(0, 1, 10, 'cpu'), /chunkSize must be a positive integer, got 0/);
   const model = CausalLM.load(modelDir('qwen2-tied'), { requiresGrad: true });
   torch.scope(() => {
     const { ids, mask } = batch();
