@@ -60,6 +60,7 @@ const HELP = `GRPO steps on long-tail math rollouts: ours (padded and packed row
   --steps N --warmup N  timed steps and untimed ones before them (default 2 and 1)
   --threads N           intra-op threads of both sides (default: the core count)
   --skip-trl            ours only
+  --skip-padded         no ours padded side (ours packed and TRL: half the CPU time of a run)
   --end-to-end          also GRPO steps with generation (ours packed; the timed steps' prompts and lengths)
   --profile             one more step of ours packed and of TRL under libtorch's profiler: the top ops of each
   --peak-tflops X       the card's dense bf16 peak for MFU where PEAK_TFLOPS does not name it
@@ -83,6 +84,7 @@ const { values: flags } = parseArgs({
     warmup: { type: 'string', default: '1' },
     threads: { type: 'string' },
     'skip-trl': { type: 'boolean', default: false },
+    'skip-padded': { type: 'boolean', default: false },
     'end-to-end': { type: 'boolean', default: false },
     profile: { type: 'boolean', default: false },
     'peak-tflops': { type: 'string' },
@@ -424,7 +426,7 @@ async function main(): Promise<void> {
         `${cpu.model} (${os.cpus().length} cores; features ${cpu.features.join(' ') || 'unknown'}), ${threads} threads, ` +
         `load avg ${os.loadavg()[0]?.toFixed(2)}; model qwen3 ${shape} (${(parameters / 1e6).toFixed(1)}M parameters, ${dtype})`,
     );
-    sides.push(ourSide(modelDir, { layout: 'padded', dtype, device, micro, tokenBudget }));
+    if (!flags['skip-padded']) sides.push(ourSide(modelDir, { layout: 'padded', dtype, device, micro, tokenBudget }));
     const packedSide = ourSide(modelDir, { layout: 'packed', dtype, device, micro, tokenBudget });
     sides.push(packedSide);
     let trlTorch: string | null = null;

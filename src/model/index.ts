@@ -11,6 +11,7 @@ export * from './kv-blocks.js';
 export * from './kv-cache.js';
 export * from './paged-kv-cache.js';
 export type { LinearAdapter } from './linear.js';
+export { DEFAULT_KEEP_LOGITS_BYTES, headChunkSize } from './lm-head.js';
 export * from './lora.js';
 export { ropeInverseFrequencies } from './rope.js';
 export type { PackedLayout } from './packed-attention.js';

@@ -1,6 +1,7 @@
 // The training forward: per-token log-probabilities (and entropy) of the next tokens, chunked over the sequence so
-// that at most one chunk of full-vocabulary logits exists at a time, and a forward+backward that keeps that bound
-// under autograd too, optionally with activation checkpointing (one decoder layer's activations at a time).
+// that at most one chunk of full-vocabulary logits exists at a time, and a forward+backward that holds a set budget of
+// logits more (kept for the backward, so that the head runs once) under autograd too, optionally with activation
+// checkpointing (one decoder layer's activations at a time).
 //
 //   logProbs[b, t] = log softmax(logits[b, t] / τ_b)[inputIds[b, t + 1]]            [B, T-1]
 //   entropy[b, t]  = -sum_v p_v log p_v,  p = softmax(logits[b, t] / τ_b)
@@ -9,11 +10,13 @@
 //
 // forwardBackward(model, ids, lossFn) computes loss = lossFn({logProbs, entropy}) and accumulates d loss / d params
 // into the parameters' .grad in three passes:
-//   1. trunk forward (layer inputs saved, no graph, when checkpointing) and the LM head chunk by chunk without a
-//      graph, giving logProbs and entropy as leaf tensors;
+//   1. trunk forward (layer inputs saved, no graph, when checkpointing) and the LM head chunk by chunk (./lm-head.ts:
+//      each chunk's logits kept for the backward while they fit options.keepLogitsBytes), giving logProbs and
+//      entropy as leaf tensors;
 //   2. lossFn on those leaves and its backward: d loss / d logProbs and d loss / d entropy (small, [B, T-1]);
-//   3. per chunk, the head again with a graph, backward with those gradients into the final hidden states; then
-//      the trunk backward: at once, or layer by layer from the last, recomputing each layer from its saved input.
+//   3. per chunk, d loss / d logits in closed form from those gradients (a chunk that was not kept runs the head
+//      again) and the head product's backward into the final hidden states; then the trunk backward: at once, or
+//      layer by layer from the last, recomputing each layer from its saved input.
 // The result equals plain autograd through lossFn(tokenLogProbs(...)) (tested), with far less memory.
 // The trunk's part is ./training-trunk.ts; forwardBackwardSteps is the same pass as a program that pauses at its layer
 // boundaries (a fully sharded trainer gathers and releases each layer's parameters there).
@@ -36,6 +39,15 @@
 // layout (no shared prompts, no packed rows: the image tokens and 3-D positions follow the padded columns).
 import type { Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
+import {
+  chunkSpans,
+  DEFAULT_KEEP_LOGITS_BYTES,
+  headChunk,
+  headChunkSize,
+  headPass,
+  type TokenLogProbs,
+  type TokenStatistics,
+} from './lm-head.js';
 import { LoadBalancing } from './moe.js';
 import { type HeadTemperature, type PackedRows, packedRowsInput, type RowPacking, type TrunkInput } from './packed-rows.js';
 import {
@@ -48,6 +60,7 @@ import {
   trunkForward,
 } from './training-trunk.js';
 
+export { logitStatistics, type TokenLogProbs, type TokenStatistics } from './lm-head.js';
 export type { MultimodalInputs } from './training-trunk.js';
 import type { CausalLM, ForwardOptions } from './transformer.js';
 
@@ -57,8 +70,17 @@ export interface TokenLogProbsOptions {
   /** [B, T], 1 = real token (padding anywhere); positions follow forward()'s rules. */
   attentionMask?: Tensor;
   positionIds?: Tensor;
-  /** Sequence positions per LM-head chunk (default 256). */
+  /**
+   * Sequence positions per LM-head chunk (default: on the CPU as many as keep a chunk's float32 logits within 32 MiB,
+   * at most 256; elsewhere 256; ./lm-head.ts headChunkSize).
+   */
   chunkSize?: number;
+  /**
+   * Bytes of LM-head logits one product computes (default 1 GiB; ./lm-head.ts): forwardBackward keeps them for its
+   * backward, so those positions run the head once; the positions past it run chunk by chunk (forwardBackward: the
+   * head again in the backward). 0: every chunk on its own.
+   */
+  keepLogitsBytes?: number;
   /** Also return per-token entropy. */
   entropy?: boolean;
   /** Also return per-token necs (clipv's N, see the header); tokenLogProbs only. */
@@ -120,64 +142,12 @@ export function promptGroups(rowGroup: readonly number[], device = 'cpu'): Promp
   };
 }
 
-export interface TokenLogProbs {
-  /** [B, T-1] float32: log-probability of inputIds[:, t+1] after inputIds[:, :t+1]. */
-  logProbs: Tensor;
-  /** [B, T-1] float32, when requested. */
-  entropy: Tensor | null;
-}
-
-/** tokenLogProbs' result: TokenLogProbs and, when requested, necs. */
-export interface TokenStatistics extends TokenLogProbs {
-  /** [B, T-1] float32, when requested. */
-  necs: Tensor | null;
-}
-
-/**
- * log p(targets) and, on request, entropy and necs (see the header) from (temperature-scaled) logits [..., V] →
- * [...]. necs asks for the entropy too, as it needs it.
- */
-export function logitStatistics(logits: Tensor, targets: Tensor, want: { entropy: boolean; necs?: boolean }): TokenStatistics {
-  // one fused log-softmax serves both (measured ~1.8x faster forward+backward than logsumexp + gather)
-  const logSoftmax = logits.logSoftmax(-1); // [..., V]
-  const logProbs = logSoftmax.gather(-1, targets.unsqueeze(-1)).squeeze(-1);
-  if (!want.entropy && !want.necs) return { logProbs, entropy: null, necs: null };
-  const p = logSoftmax.exp();
-  const entropy = p.mul(logSoftmax).sum(-1).neg();
-  if (!want.necs) return { logProbs, entropy, necs: null };
-  const p2 = p.square();
-  const necs = entropy.mul(p2.sum(-1)).add(p2.mul(logSoftmax).sum(-1));
-  return { logProbs, entropy, necs };
-}
-
-/** logitStatistics of one chunk of final hidden states [B, c, H] → [B, c]. */
-function headChunk(
-  model: CausalLM,
-  hidden: Tensor,
-  targets: Tensor,
-  temperature: HeadTemperature,
-  withEntropy: boolean,
-  withNecs = false,
-): TokenStatistics {
-  let logits = model.logits(hidden).float();
-  if (temperature !== 1) logits = logits.div(temperature);
-  return logitStatistics(logits, targets, { entropy: withEntropy, necs: withNecs });
-}
-
-function chunks(length: number, size: number): [number, number][] {
-  const out: [number, number][] = [];
-  for (let start = 0; start < length; start += size) out.push([start, Math.min(size, length - start)]);
-  return out;
-}
-
 /** Checks the inputs; the temperature is one number, or one per row when the rows differ. */
-function checkInputs(inputIds: Tensor, options: TokenLogProbsOptions): { chunkSize: number; temperature: number | number[] } {
+function checkInputs(inputIds: Tensor, options: TokenLogProbsOptions): { temperature: number | number[] } {
   if (inputIds.ndim !== 2 || inputIds.size(1) < 2) {
     throw new TypeError(`token log-probs need inputIds [batch, seq >= 2], got [${inputIds.shape.join(', ')}]`);
   }
-  const chunkSize = options.chunkSize ?? 256;
-  if (!Number.isInteger(chunkSize) || chunkSize < 1)
-    throw new RangeError(`chunkSize must be a positive integer, got ${chunkSize}`);
+  headChunkSize(options.chunkSize, 1, 1, 'cpu'); // checks a given size
   const given = options.temperature ?? 1;
   const rows = typeof given === 'number' ? [given] : given;
   if (typeof given !== 'number' && rows.length !== inputIds.size(0))
@@ -187,7 +157,7 @@ function checkInputs(inputIds: Tensor, options: TokenLogProbsOptions): { chunkSi
       throw new RangeError(`temperature${typeof given === 'number' ? '' : `[${b}]`} must be a finite number > 0, got ${t}`);
   });
   const first = rows[0] as number;
-  return { chunkSize, temperature: rows.every((t) => t === first) ? first : [...rows] };
+  return { temperature: rows.every((t) => t === first) ? first : [...rows] };
 }
 
 /** The temperature as the head divides by it (a per-row tensor is created in the caller's scope). */
@@ -374,7 +344,6 @@ export function* tokenLogProbsSteps(
   options: TokenLogProbsOptions = {},
 ): PassSteps<TokenStatistics> {
   const checked = checkInputs(inputIds, options);
-  const { chunkSize } = checked;
   yield { at: 'start', backward: false };
   const temperature = headTemperature(checked.temperature, inputIds.device);
   const input = trunkInput(inputIds, model.batchInvariant ? invariantLayout(inputIds, options) : options);
@@ -392,36 +361,45 @@ export function* tokenLogProbsSteps(
   }
   const hidden = input.headHidden(yield* torch.scopeSteps(trunk()));
   const { targets } = input;
-  const parts = chunks(targets.size(1), chunkSize).map(([start, size]) =>
-    headChunk(
-      model,
-      hidden.narrow(1, start, size),
-      targets.narrow(1, start, size),
-      input.temperatureAt(temperature, start, size),
-      options.entropy ?? false,
-      options.necs ?? false,
-    ),
-  );
-  const logProbs =
+  const chunkSize = headChunkSize(options.chunkSize, targets.size(0), model.config.vocabSize, targets.device);
+  const temperatureAt = (start: number, size: number) => input.temperatureAt(temperature, start, size);
+  const withEntropy = options.entropy ?? false;
+  const withNecs = options.necs ?? false;
+  // values only: the head's pass (./lm-head.ts); recorded, each chunk's graph through its statistics
+  const parts: TokenStatistics[] = torch.isGradEnabled()
+    ? chunkSpans(targets.size(1), chunkSize).map(([start, size]) =>
+        headChunk(
+          model,
+          hidden.narrow(1, start, size),
+          targets.narrow(1, start, size),
+          temperatureAt(start, size),
+          withEntropy,
+          withNecs,
+        ),
+      )
+    : [
+        headPass(model, {
+          hidden,
+          targets,
+          chunkSize,
+          temperatureAt,
+          withEntropy,
+          withNecs,
+          keepBytes: options.keepLogitsBytes ?? DEFAULT_KEEP_LOGITS_BYTES,
+          record: false,
+        }),
+      ];
+  const joined = (field: keyof TokenStatistics) =>
     parts.length === 1
-      ? (parts[0] as TokenLogProbs).logProbs
+      ? (parts[0] as TokenStatistics)[field]
       : torch.cat(
-          parts.map((p) => p.logProbs),
+          parts.map((p) => p[field] as Tensor),
           1,
         );
-  const joined = (wanted: boolean | undefined, field: 'entropy' | 'necs') =>
-    wanted
-      ? input.unpack(
-          torch.cat(
-            parts.map((p) => p[field] as Tensor),
-            1,
-          ),
-        )
-      : null;
   const statistics = {
-    logProbs: input.unpack(logProbs),
-    entropy: joined(options.entropy, 'entropy'),
-    necs: joined(options.necs, 'necs'),
+    logProbs: input.unpack(joined('logProbs') as Tensor),
+    entropy: withEntropy ? input.unpack(joined('entropy') as Tensor) : null,
+    necs: withNecs ? input.unpack(joined('necs') as Tensor) : null,
   };
   yield { at: 'end' };
   return statistics;
@@ -462,8 +440,9 @@ function passRealTokens(forward: ForwardOptions): Tensor | null {
 }
 
 /**
- * loss = lossFn({ logProbs, entropy }) and its gradients accumulated into the parameters' .grad, holding at most one
- * chunk of full-vocabulary activations (and, with checkpoint, one layer's activations). See the header comment.
+ * loss = lossFn({ logProbs, entropy }) and its gradients accumulated into the parameters' .grad, holding the logits
+ * that fit options.keepLogitsBytes plus one chunk of full-vocabulary activations (and, with checkpoint, one layer's
+ * activations). See the header comment.
  */
 export function forwardBackward(
   model: CausalLM,
@@ -485,7 +464,6 @@ export function* forwardBackwardSteps(
   options: ForwardBackwardOptions = {},
 ): PassSteps<ForwardBackwardResult> {
   const checked = checkInputs(inputIds, options);
-  const { chunkSize } = checked;
   const random = options.random ?? null;
   if (options.checkpoint && model.isStochastic && random === null) {
     throw new Error(
@@ -536,8 +514,8 @@ export function* forwardBackwardSteps(
   const headHidden = input.headHidden(hiddenLeaf);
   const { targets, unpack } = input;
   const chunkTemperature = (s: number, n: number) => input.temperatureAt(temperature, s, n);
-  const spans = chunks(targets.size(1), chunkSize);
-  if (spans.length === 1) {
+  const chunkSize = headChunkSize(options.chunkSize, targets.size(0), model.config.vocabSize, targets.device);
+  if (targets.size(1) <= chunkSize) {
     // the whole sequence is one chunk: one head pass with its graph, the loss straight through it
     const part = headChunk(model, headHidden, targets, chunkTemperature(0, targets.size(1)), withEntropy);
     const padded = { logProbs: unpack(part.logProbs), entropy: part.entropy && unpack(part.entropy) };
@@ -549,20 +527,17 @@ export function* forwardBackwardSteps(
     return withAux({ loss: loss.detach(), logProbs: padded.logProbs.detach(), entropy: padded.entropy?.detach() ?? null });
   }
 
-  // 1b. the head chunk by chunk, values only
-  const values = torch.noGrad(() => {
-    const parts = spans.map(([s, n]) =>
-      headChunk(model, headHidden.narrow(1, s, n), targets.narrow(1, s, n), chunkTemperature(s, n), withEntropy),
-    );
-    const joined = (field: 'logProbs' | 'entropy') =>
-      unpack(
-        torch.cat(
-          parts.map((p) => p[field] as Tensor),
-          1,
-        ),
-      );
-    return { logProbs: joined('logProbs'), entropy: withEntropy ? joined('entropy') : null };
+  // 1b. the head: the logits that fit the budget in one product, kept for the backward (./lm-head.ts)
+  const head = headPass(model, {
+    hidden: headHidden,
+    targets,
+    chunkSize,
+    temperatureAt: chunkTemperature,
+    withEntropy,
+    keepBytes: options.keepLogitsBytes ?? DEFAULT_KEEP_LOGITS_BYTES,
+    record: true,
   });
+  const values = { logProbs: unpack(head.logProbs), entropy: head.entropy && unpack(head.entropy) };
   const logProbsLeaf = values.logProbs.detach().requiresGrad_();
   const entropyLeaf = values.entropy?.detach().requiresGrad_() ?? null;
 
@@ -574,22 +549,9 @@ export function* forwardBackwardSteps(
   const gradLogProbs = logProbsLeaf.grad && input.pack(logProbsLeaf.grad);
   const gradEntropy = entropyLeaf?.grad ? input.pack(entropyLeaf.grad) : null;
 
-  // 3. the head again with a graph, one chunk at a time, into hiddenLeaf.grad (and the LM head's weight)
-  if (gradLogProbs !== null || gradEntropy !== null || aux !== null) {
-    for (const [s, n] of spans) {
-      torch.scope(() => {
-        const narrowed = [headHidden.narrow(1, s, n), targets.narrow(1, s, n)] as const;
-        const part = headChunk(model, ...narrowed, chunkTemperature(s, n), gradEntropy !== null);
-        let surrogate = gradLogProbs === null ? null : part.logProbs.mul(gradLogProbs.narrow(1, s, n)).sum();
-        if (gradEntropy !== null && part.entropy !== null) {
-          const term = part.entropy.mul(gradEntropy.narrow(1, s, n)).sum();
-          surrogate = surrogate === null ? term : surrogate.add(term);
-        }
-        surrogate?.backward();
-      });
-    }
-    yield* backwardTrunk();
-  }
+  // 3. the head's backward into hiddenLeaf.grad (and the LM head's weight), then the trunk's
+  head.backward(gradLogProbs, gradEntropy);
+  if (gradLogProbs !== null || gradEntropy !== null || aux !== null) yield* backwardTrunk();
   yield { at: 'end' };
   return withAux({ loss: loss.detach(), logProbs: values.logProbs, entropy: values.entropy });
 }
