@@ -129,7 +129,10 @@ function renderTextPrompt(
 ): ChatPrompt {
   if (tokenizer === null)
     throw new TypeError('chat: the engine has no tokenizer (create it with one, or call generate() with ids)');
-  if (!tokenizer.hasChatTemplate) throw new TypeError('chat: the tokenizer has no chat_template (tokenizer_config.json)');
+  if (!tokenizer.hasChatTemplate)
+    throw new TypeError(
+      'chat: the tokenizer has no chat template (chat_template.jinja, or chat_template in tokenizer_config.json)',
+    );
   if (messages.length === 0) throw new RangeError('chat: messages is empty');
   const { tools, templateVariables, conversation } = options;
   if (conversation) {

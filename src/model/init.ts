@@ -40,7 +40,15 @@ export interface ModelInitOptions {
   moeIntermediateSize?: number;
 }
 
-const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'vocab.json', 'merges.txt'];
+const TOKENIZER_FILES = [
+  'tokenizer.json',
+  'tokenizer_config.json',
+  'chat_template.jinja',
+  'chat_template.json',
+  'special_tokens_map.json',
+  'vocab.json',
+  'merges.txt',
+];
 
 /** Writes the model folder and returns its config and parameter count. */
 export function initModel(dir: string, options: ModelInitOptions = {}): { parameters: number; config: Record<string, unknown> } {

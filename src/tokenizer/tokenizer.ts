@@ -1,6 +1,9 @@
 // Tokenizers and chat templates from Hugging Face model folders:
 //   tokenizer.json         the tokenizer (BPE / WordPiece / Unigram ...), run by @huggingface/tokenizers
 //   tokenizer_config.json  special tokens and the Jinja chat template, rendered by @huggingface/jinja
+//   chat_template.jinja    the chat template as transformers 5 saves it (it then leaves tokenizer_config.json without
+//                          one); it takes priority over tokenizer_config.json's, as in transformers. A processor's
+//                          older chat_template.json ({"chat_template": "..."}) is read when neither has one.
 //   generation_config.json eos_token_id (one id or a list), used for stopping
 // Token ids are the currency of RL: a rollout keeps the exact ids the model produced, so callers encode prompts
 // once and never re-tokenise generated text.
@@ -85,6 +88,32 @@ function tokenContent(value: unknown): string | null {
   return null;
 }
 
+/**
+ * tokenizer_config.json with the chat template of the folder's own template file in place: chat_template.jinja
+ * (transformers 5's form; it wins over the config's entry, as transformers loads it), else the config's entry, else a
+ * processor's older chat_template.json.
+ */
+function withChatTemplateFile(dir: string, config: JsonObject): JsonObject {
+  const jinjaFile = join(dir, 'chat_template.jinja');
+  if (pathExists(jinjaFile)) {
+    try {
+      return { ...config, chat_template: readRegularFile(jinjaFile, 'utf8') };
+    } catch (error) {
+      throw new TokenizerError(jinjaFile, `cannot read: ${fileErrorDetail(error)}`);
+    }
+  }
+  if (config.chat_template !== undefined && config.chat_template !== null) return config;
+  const legacyFile = join(dir, 'chat_template.json');
+  if (!pathExists(legacyFile)) return config;
+  const template = readJson(legacyFile).chat_template;
+  if (typeof template !== 'string')
+    throw new TokenizerError(
+      legacyFile,
+      `expected {"chat_template": "<jinja text>"}, got chat_template ${JSON.stringify(template) ?? 'missing'}`,
+    );
+  return { ...config, chat_template: template };
+}
+
 export class Tokenizer {
   readonly #hf: HfTokenizer;
   readonly #template: Template | null;
@@ -147,7 +176,7 @@ export class Tokenizer {
     const generationFile = join(dir, 'generation_config.json');
     return new Tokenizer(
       readJson(tokenizerFile),
-      pathExists(configFile) ? readJson(configFile) : {},
+      withChatTemplateFile(dir, pathExists(configFile) ? readJson(configFile) : {}),
       pathExists(generationFile) ? readJson(generationFile) : {},
       dir,
     );
@@ -199,7 +228,8 @@ export class Tokenizer {
    * Throws ChatTemplateRefusal (the template's raise_exception), ChatTemplateBudgetError or ChatTemplateError.
    */
   applyChatTemplate(messages: readonly ChatInputMessage[], options: ChatTemplateOptions = {}): string {
-    if (this.#template === null) throw new Error('this tokenizer has no chat_template (tokenizer_config.json)');
+    if (this.#template === null)
+      throw new Error('this tokenizer has no chat template (chat_template.jinja, or chat_template in tokenizer_config.json)');
     const special = (key: string) => tokenContent(this.#config[key]) ?? '';
     const variables = {
       messages: messages.map((m) => ({

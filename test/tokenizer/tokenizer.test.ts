@@ -103,3 +103,35 @@ test('missing and corrupt files give errors naming the file', () => {
   writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify({ chat_template: '{% for m in messages %}' }));
   assert.throws(() => Tokenizer.load(dir), /chat_template does not parse/);
 });
+
+test('the chat template from chat_template.jinja (as transformers 5 saves a tokenizer), over the config; chat_template.json as a fallback', () => {
+  // transformers 5's save_pretrained writes the template to chat_template.jinja and leaves it out of
+  // tokenizer_config.json (checked by hand: AutoTokenizer.from_pretrained(qwenDir).save_pretrained(dir) writes
+  // tokenizer.json, tokenizer_config.json without chat_template, chat_template.jinja).
+  const config = JSON.parse(readFileSync(join(qwenDir, 'tokenizer_config.json'), 'utf8')) as Record<string, unknown>;
+  const template = config.chat_template as string;
+  const { chat_template: _, ...withoutTemplate } = config;
+  const ref = reference.qwen3.chat[0];
+  assert.ok(ref !== undefined);
+  const folder = (files: Record<string, string>): string => {
+    const dir = mkdtempSync(join(tmpdir(), 'trinity-template-'));
+    writeFileSync(join(dir, 'tokenizer.json'), readFileSync(join(qwenDir, 'tokenizer.json')));
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
+    return dir;
+  };
+  const render = (dir: string) =>
+    Tokenizer.load(dir).applyChatTemplate(ref.messages, { addGenerationPrompt: ref.add_generation_prompt });
+  const saved = { 'tokenizer_config.json': JSON.stringify(withoutTemplate) };
+  assert.equal(Tokenizer.load(folder(saved)).hasChatTemplate, false);
+  assert.equal(render(folder({ ...saved, 'chat_template.jinja': template })), ref.rendered);
+  // the file wins over the config's entry, as transformers loads it
+  const both = { 'tokenizer_config.json': JSON.stringify({ ...config, chat_template: 'config {{ messages[0].content }}' }) };
+  assert.equal(render(folder({ ...both, 'chat_template.jinja': template })), ref.rendered);
+  assert.equal(render(folder(both)), `config ${ref.messages[0]?.content}`);
+  // a processor's older chat_template.json, when neither has one
+  assert.equal(render(folder({ ...saved, 'chat_template.json': JSON.stringify({ chat_template: template }) })), ref.rendered);
+  assert.throws(
+    () => Tokenizer.load(folder({ ...saved, 'chat_template.json': JSON.stringify({ template }) })),
+    /chat_template\.json.*expected \{"chat_template": "<jinja text>"\}, got chat_template missing/,
+  );
+});
