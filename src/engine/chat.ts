@@ -6,7 +6,8 @@
 // continues from that call's exact ids (./conversation.ts) and each choice records its turn; with `tools`, Hermes-style
 // <tool_call> blocks in the text become the message's tool_calls (./tool-calls.ts). With a vision-language engine,
 // messages may hold image content parts: each image's placeholder run is expanded to its token count and the images
-// go with the request as data URLs (./vision-chat.ts); the result's `images` are those data URLs.
+// go with the request as data URLs (./vision-chat.ts), and the messages as the request's renderedFrom (an
+// OpenAI-compatible server takes images only inside chat messages); the result's `images` are those data URLs.
 import type { ChatInputMessage, Tokenizer, ToolCall, ToolDefinition } from '../tokenizer/index.js';
 import type { ConversationPrompt, ConversationTracker, ConversationTurn } from './conversation.js';
 import type { Completion, GenerateOptions, GenerateRequest, GenerateResult } from './types.js';
@@ -73,7 +74,10 @@ export async function chat(
   // a text chat reaches generate() synchronously, as before images existed (callers may rely on its order)
   const images = hasImageParts(messages) ? await chatImages(messages, engine.vision) : null;
   const prompt = renderChatPrompt(engine.tokenizer, messages, { ...options, images });
-  const request = { ...generateOptions, promptIds: prompt.promptIds, ...(prompt.images ? { images: prompt.images } : {}) };
+  // an image prompt carries the chat it was rendered from: a server that takes images only in chat messages sends it
+  const renderedFrom = { messages, ...(tools ? { tools } : {}), ...(templateVariables ? { templateVariables } : {}) };
+  const withImages = prompt.images ? { images: prompt.images, renderedFrom } : {};
+  const request = { ...generateOptions, promptIds: prompt.promptIds, ...withImages };
   return chatResult(await engine.generate(request), prompt, options);
 }
 
