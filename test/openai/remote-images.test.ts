@@ -10,19 +10,24 @@
 //     server's (rollout_corr/abs_logprob_diff ~ 0);
 //   - engine_process: a pool of this project's own servers in child processes answers an image chat as the embedded
 //     engine does;
+//   - Trinity's grpo_vlm config (test/fixtures/trinity-examples/grpo_vlm.yaml) with engine_type openai and the fake's
+//     base_url trains 2 steps: every task's image reached the server in a chat, the weights reached it between steps;
 //   - a prompt the server read otherwise is a named error; the unexpanded form is accepted; images without their chat
 //     (model.generate with images) are refused before anything is sent; a text model folder refuses image parts.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { imagePromptsOf, RolloutEngine } from '../../src/engine/index.js';
 import { encodePng, imageDataUrl, initModel, initVisionLanguageModel, Qwen2_5VLModel } from '../../src/model/index.js';
 import { OpenAIRemoteEngine, OpenAIService, RemoteEnginePool, startEngineProcesses } from '../../src/openai/index.js';
 import { resolveAlgorithm } from '../../src/rft/algorithm/index.js';
+import { loadConfig } from '../../src/rft/run/config/index.js';
+import { runConfig } from '../../src/rft/run/index.js';
 import type { Experience } from '../../src/rft/experience.js';
 import type { Task } from '../../src/rft/task.js';
 import { TrainStep } from '../../src/rft/trainer/train-step.js';
@@ -64,6 +69,10 @@ async function handle(service: OpenAIService, req: IncomingMessage, res: ServerR
       if (reply.stream) throw new Error('the fake answers no streams');
       return reply.body;
     };
+    if (path === '/update_weights_from_disk') {
+      engine.syncWeightsFromDir(body.model_path as string); // the run's weight syncs (sync_method checkpoint)
+      return send(200, { success: true });
+    }
     if (path === '/v1/completions') return send(200, whole(await service.completion(body)));
     if (path !== '/v1/chat/completions') return send(404, { error: { message: 'no route' } });
     const reply = whole(await service.chatCompletion(body)) as unknown as { prompt_token_ids: number[] };
@@ -317,5 +326,62 @@ describe('images through an OpenAI-compatible server', () => {
     } finally {
       await pool.close();
     }
+  });
+
+  test("Trinity's grpo_vlm config with engine_type openai trains 2 steps on the server's rollouts of the image tasks", async () => {
+    mode = 'serve';
+    received.length = 0;
+    const folder = join(dir, 'examples');
+    cpSync(fileURLToPath(new URL('../fixtures/trinity-examples/', import.meta.url)), folder, { recursive: true });
+    const file = join(folder, 'grpo_vlm.yaml');
+    const header =
+      readFileSync(file, 'utf8')
+        .split('\n')
+        .find((l) => l.startsWith('# run-set:')) ?? '';
+    const saved = { model: process.env.TRINITY_MODEL_PATH, root: process.env.TRINITY_CHECKPOINT_ROOT_DIR };
+    Object.assign(process.env, { TRINITY_MODEL_PATH: modelDir(), TRINITY_CHECKPOINT_ROOT_DIR: join(dir, 'checkpoints') });
+    try {
+      const config = loadConfig(file, {
+        resolveAlgorithm,
+        overrides: [
+          ...header.slice('# run-set:'.length).trim().split(/\s+/),
+          'explorer.rollout_model.engine_type=openai',
+          `explorer.rollout_model.base_url=${baseURL}`,
+          'explorer.rollout_model.model_name=vl',
+        ],
+      });
+      await runConfig(config, { log: () => {} });
+    } finally {
+      for (const [name, value] of [
+        ['TRINITY_MODEL_PATH', saved.model],
+        ['TRINITY_CHECKPOINT_ROOT_DIR', saved.root],
+      ] as const)
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+    }
+    const chats = received.filter((r) => r.path === '/v1/chat/completions');
+    assert.equal(chats.length, 4, '2 steps of 2 tasks, each one chat');
+    assert.ok(
+      chats.every((r) => imageUrls(r.body).length === 1 && imageUrls(r.body)[0]?.startsWith('data:image/')),
+      "every task's image went as a data URL",
+    );
+    assert.equal(received.filter((r) => r.path === '/v1/completions').length, 0, 'no prompt went as text');
+    assert.ok(
+      received.some((r) => r.path === '/update_weights_from_disk'),
+      'the trained weights reached the server',
+    );
+    const metrics = readFileSync(join(dir, 'checkpoints', 'Trinity-RFT', 'grpo_vlm', 'metrics.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, number>);
+    // the trainer (bf16 compute, as the config's dtype maps) over the server's float32 rollouts of the same pixels
+    const gaps = metrics.flatMap((m) =>
+      m['actor/rollout_corr/abs_logprob_diff'] === undefined ? [] : [m['actor/rollout_corr/abs_logprob_diff']],
+    );
+    assert.equal(gaps.length, 2, 'two train steps');
+    assert.ok(
+      gaps.every((gap) => gap < 1e-2),
+      `the trainer's log-probs differ from the server's by ${gaps.join(', ')} per token`,
+    );
   });
 });
