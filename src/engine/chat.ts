@@ -10,7 +10,7 @@
 // OpenAI-compatible server takes images only inside chat messages); the result's `images` are those data URLs.
 import type { ChatInputMessage, Tokenizer, ToolCall, ToolDefinition } from '../tokenizer/index.js';
 import type { ConversationPrompt, ConversationTracker, ConversationTurn } from './conversation.js';
-import type { Completion, GenerateOptions, GenerateRequest, GenerateResult } from './types.js';
+import type { Completion, GenerateOptions, GenerateRequest, GenerateResult, RenderedChat } from './types.js';
 import type { RoutedExpertIds } from './routed-experts.js';
 import type { FinishReason } from './stopping.js';
 import { parseToolCalls } from './tool-calls.js';
@@ -75,8 +75,7 @@ export async function chat(
   const images = hasImageParts(messages) ? await chatImages(messages, engine.vision) : null;
   const prompt = renderChatPrompt(engine.tokenizer, messages, { ...options, images });
   // an image prompt carries the chat it was rendered from: a server that takes images only in chat messages sends it
-  const renderedFrom = { messages, ...(tools ? { tools } : {}), ...(templateVariables ? { templateVariables } : {}) };
-  const withImages = prompt.images ? { images: prompt.images, renderedFrom } : {};
+  const withImages = prompt.images ? { images: prompt.images, renderedFrom: prompt.renderedFrom } : {};
   const request = { ...generateOptions, promptIds: prompt.promptIds, ...withImages };
   return chatResult(await engine.generate(request), prompt, options);
 }
@@ -87,6 +86,8 @@ export interface ChatPrompt {
   conversation: ConversationPrompt | null;
   /** The images' data URLs (./vision-chat.ts), in placeholder order. */
   images?: readonly string[];
+  /** With images: the chat rendered (GenerateRequest.renderedFrom, for servers that take images only in chats). */
+  renderedFrom?: RenderedChat;
 }
 
 /**
@@ -116,7 +117,9 @@ export function renderChatPrompt(
     [turn.generatedMask, turn.logprobs] = expanded.parallel as [number[], number[]];
     turn.images = [...dataUrls];
   }
-  return { promptIds: expanded.ids, conversation: turn, images: dataUrls };
+  const { tools, templateVariables } = options;
+  const renderedFrom = { messages, ...(tools ? { tools } : {}), ...(templateVariables ? { templateVariables } : {}) };
+  return { promptIds: expanded.ids, conversation: turn, images: dataUrls, renderedFrom };
 }
 
 function renderTextPrompt(

@@ -8,6 +8,8 @@
 //   - simple_mm_workflow over a pool of the server: the chat with the task's image reaches it; the experiences keep
 //     the image, and the trainer's log-probs over those rows (vision tower and M-RoPE over the same pixels) equal the
 //     server's (rollout_corr/abs_logprob_diff ~ 0);
+//   - an agent's OpenAI client (model.openai()) over a pool of the server: its image chat reaches the server the same
+//     way, and the recorded experience keeps the image;
 //   - engine_process: a pool of this project's own servers in child processes answers an image chat as the embedded
 //     engine does;
 //   - Trinity's grpo_vlm config (test/fixtures/trinity-examples/grpo_vlm.yaml) with engine_type openai and the fake's
@@ -296,6 +298,42 @@ describe('images through an OpenAI-compatible server', () => {
       text.chat([{ role: 'user', content: [{ type: 'image_url', image_url: { url: square } }] }]),
       /messages\[0\]\.content\[0\]: an image part needs a vision-language model \(config\.json model_type qwen2_5_vl\) as the rollout model/,
     );
+  });
+
+  test("an agent's OpenAI client (model.openai()) over a pool of the server: the image reaches it; the experience keeps it", async () => {
+    mode = 'serve';
+    received.length = 0;
+    const pool = await RemoteEnginePool.connect({ ...connection(), baseURLs: [baseURL], healthIntervalMs: 60_000 });
+    const handle = new EngineModelHandle(pool);
+    try {
+      const client = await handle.openai();
+      const reply = await client.chat.completions.create({
+        model: 'any',
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'image_url', image_url: { url: square } },
+              { type: 'text', text: 'Hi' },
+            ],
+          },
+        ],
+        max_tokens: 3,
+        temperature: 0,
+      });
+      assert.equal(reply.choices.length, 1);
+      assert.deepEqual(
+        received.map((r) => r.path),
+        ['/v1/chat/completions'],
+      );
+      assert.deepEqual(imageUrls(received[0]?.body ?? {}), [square]);
+      const [experience] = handle.recordedExperiences();
+      assert.deepEqual(experience?.images, [square]);
+      assert.equal(imageTokens(experience?.tokens.slice(0, experience.promptLength) ?? []), 4);
+    } finally {
+      await handle.close();
+      await pool.close();
+    }
   });
 
   test("engine_process: the children (this project's servers) answer an image chat as the embedded engine", async () => {
