@@ -6,11 +6,12 @@
 // continues from that call's exact ids (./conversation.ts) and each choice records its turn; with `tools`, Hermes-style
 // <tool_call> blocks in the text become the message's tool_calls (./tool-calls.ts). With a vision-language engine,
 // messages may hold image content parts: each image's placeholder run is expanded to its token count and the images
-// go with the request as decoded once (./vision-chat.ts); the result's `images` are their data URLs.
+// go with the request as decoded once (./vision-chat.ts), and the messages as the request's renderedFrom (an
+// OpenAI-compatible server takes images only inside chat messages); the result's `images` are their data URLs.
 import type { DecodedImage } from '../model/index.js';
 import type { ChatInputMessage, Tokenizer, ToolCall, ToolDefinition } from '../tokenizer/index.js';
 import type { ConversationPrompt, ConversationTracker, ConversationTurn } from './conversation.js';
-import type { Completion, GenerateOptions, GenerateRequest, GenerateResult } from './types.js';
+import type { Completion, GenerateOptions, GenerateRequest, GenerateResult, RenderedChat } from './types.js';
 import type { RoutedExpertIds } from './routed-experts.js';
 import type { FinishReason } from './stopping.js';
 import { parseToolCalls } from './tool-calls.js';
@@ -74,11 +75,9 @@ export async function chat(
   // a text chat reaches generate() synchronously, as before images existed (callers may rely on its order)
   const images = hasImageParts(messages) ? await chatImages(messages, engine.vision) : null;
   const prompt = renderChatPrompt(engine.tokenizer, messages, { ...options, images });
-  const request = {
-    ...generateOptions,
-    promptIds: prompt.promptIds,
-    ...(prompt.requestImages ? { images: prompt.requestImages } : {}),
-  };
+  // an image prompt carries the chat it was rendered from: a server that takes images only in chat messages sends it
+  const withImages = prompt.requestImages ? { images: prompt.requestImages, renderedFrom: prompt.renderedFrom } : {};
+  const request = { ...generateOptions, promptIds: prompt.promptIds, ...withImages };
   return chatResult(await engine.generate(request), prompt, options);
 }
 
@@ -90,6 +89,8 @@ export interface ChatPrompt {
   images?: readonly string[];
   /** The same images as the generate request carries them: decoded once (./vision-chat.ts), not decoded again. */
   requestImages?: readonly DecodedImage[];
+  /** With images: the chat rendered (GenerateRequest.renderedFrom, for servers that take images only in chats). */
+  renderedFrom?: RenderedChat;
 }
 
 /**
@@ -119,7 +120,9 @@ export function renderChatPrompt(
     [turn.generatedMask, turn.logprobs] = expanded.parallel as [number[], number[]];
     turn.images = [...dataUrls];
   }
-  return { promptIds: expanded.ids, conversation: turn, images: dataUrls, requestImages: decoded };
+  const { tools, templateVariables } = options;
+  const renderedFrom = { messages, ...(tools ? { tools } : {}), ...(templateVariables ? { templateVariables } : {}) };
+  return { promptIds: expanded.ids, conversation: turn, images: dataUrls, requestImages: decoded, renderedFrom };
 }
 
 function renderTextPrompt(

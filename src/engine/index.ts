@@ -16,4 +16,4 @@ export * from './tool-calls.js';
 export * from './worker-engine.js';
 export * from './engine-pool.js';
 export * from './vision-chat.js';
-export { languageConfigOf, VisionInputs, type VisionRequest } from './vision-requests.js';
+export { imagePromptsOf, languageConfigOf, VisionInputs, type VisionRequest } from './vision-requests.js';

@@ -3,7 +3,7 @@
 // The engine (./rollout-engine.ts), the worker engine (./worker-engine.ts), the pool (./engine-pool.ts) and chat
 // (./chat.ts) all speak these types, so they live apart from any one engine.
 import type { ImageProcessorConfig, ImageSource, PagedKVCacheStats } from '../model/index.js';
-import type { Tokenizer } from '../tokenizer/index.js';
+import type { ChatInputMessage, Tokenizer, ToolDefinition } from '../tokenizer/index.js';
 import type { RoutedExpertIds } from './routed-experts.js';
 import type { SamplingParams } from './sampling.js';
 import type { FinishReason } from './stopping.js';
@@ -71,6 +71,21 @@ export interface GenerateRequest extends GenerateOptions {
    * ('invalid') by a text-only model.
    */
   images?: readonly ImageSource[];
+  /**
+   * The chat the prompt ids were rendered from, given with `images` (./chat.ts, the single-turn workflows). An engine
+   * that takes images only inside chat messages (an OpenAI-compatible server: ../openai/remote-images.ts) sends these
+   * messages, each image part carrying its image of `images` as a data URL, and checks that the server read these
+   * ids; the embedded engine reads the ids alone. Without it such an engine refuses images.
+   */
+  renderedFrom?: RenderedChat;
+}
+
+/** The chat a prompt was rendered from (GenerateRequest.renderedFrom). */
+export interface RenderedChat {
+  messages: readonly ChatInputMessage[];
+  tools?: readonly ToolDefinition[];
+  /** Chat-template variables of the call (the tokenizer's templateDefaults apply under them). */
+  templateVariables?: Readonly<Record<string, unknown>>;
 }
 
 export interface Completion {

@@ -58,7 +58,7 @@ export async function chatImages(
   if (!prompts)
     throw new ImageInputError(
       (parts[0] as { where: string }).where,
-      'an image part needs a vision-language model (config.json model_type qwen2_5_vl or qwen3_vl) served by an embedded engine',
+      'an image part needs a vision-language model (config.json model_type qwen2_5_vl or qwen3_vl) as the rollout model',
     );
   const { patchSize, mergeSize, minPixels, maxPixels } = prompts.processor;
   const loaded = await Promise.all(

@@ -109,7 +109,7 @@ export class WorkerRolloutEngine implements ChatEngine {
   /** As RolloutEngine.generate; an AbortSignal cancels the request inside the worker. */
   async generate(request: GenerateRequest): Promise<GenerateResult> {
     if (this.#closed) throw new GenerationError('closed', 'WorkerRolloutEngine is closed: generate() was called after close()');
-    const { signal, onToken, ...plain } = request;
+    const { signal, onToken, renderedFrom: _chat, ...plain } = request; // the worker's engine reads the ids alone
     if (signal?.aborted) throw new GenerationError('aborted', 'generate: the request was aborted before it started');
     const id = this.#nextId++;
     const onAbort = () => void this.#worker.call('abort', [id]).catch(() => {});

@@ -11,7 +11,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { WorkerEngineOptions } from '../engine/index.js';
+import { imagePromptsOf, type WorkerEngineOptions } from '../engine/index.js';
 import type { Tokenizer } from '../tokenizer/index.js';
 import { RemoteEnginePool, type RemotePoolOptions } from './remote-pool.js';
 
@@ -73,6 +73,7 @@ export async function startEngineProcesses(options: EngineProcessOptions): Promi
       model: modelName,
       apiKey,
       tokenizer: options.tokenizer,
+      vision: imagePromptsOf(options.modelDir), // a vision-language folder: image requests go as chats
       ...(options.requestTimeoutMs !== undefined ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
       ...(options.healthIntervalMs !== undefined ? { healthIntervalMs: options.healthIntervalMs } : {}),
       ...(options.downGraceMs !== undefined ? { downGraceMs: options.downGraceMs } : {}),

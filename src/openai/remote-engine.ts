@@ -7,6 +7,8 @@
 //             most likely entries of each position's top_logprobs
 //   chat      rendered here with the model folder's tokenizer and chat template (exact prompt ids), then generate;
 //             tool calls parsed as the embedded engine does (src/engine/chat.ts)
+//   images    a request with images (a vision-language model folder: `vision`) goes as its chat, POST
+//             /v1/chat/completions with image_url parts, its prompt ids checked against the server's (./remote-images.ts)
 //   score     POST /v1/completions with the ids as prompt, echo: true, max_tokens 1, temperature 0, logprobs
 //             max(1, topLogprobs) and return_tokens_as_token_ids (what vLLM clients such as lm-eval send): the
 //             prompt's log-probs, the first null; the one generated token is dropped. vLLM and `trinity serve` answer
@@ -26,11 +28,13 @@ import {
   type GenerateRequest,
   type GenerateResult,
   GenerationError,
+  type ImagePrompts,
   type ScoreOptions,
   type ScoreResult,
-  type TopLogprob,
 } from '../engine/index.js';
-import type { ChatMessage, Tokenizer } from '../tokenizer/index.js';
+import type { ChatInputMessage, Tokenizer } from '../tokenizer/index.js';
+import { imageChatRequest, imageChatResult } from './remote-images.js';
+import { samplingFields, tokensAsIds, topLogprobsOf } from './remote-protocol.js';
 
 export interface RemoteEngineOptions {
   /** The server's base URL including /v1 (e.g. http://127.0.0.1:8000/v1). */
@@ -42,6 +46,11 @@ export interface RemoteEngineOptions {
   tokenizer: Tokenizer | null;
   /** Per-request timeout (default 30 minutes). */
   requestTimeoutMs?: number;
+  /**
+   * A vision-language model folder's image token and processor (imagePromptsOf): chat() then takes image parts and
+   * generate() sends requests with images as chats (./remote-images.ts). Absent or null: images are refused.
+   */
+  vision?: ImagePrompts | null;
 }
 
 const DEFAULT_TIMEOUT_MS = 30 * 60 * 1000;
@@ -77,6 +86,7 @@ export class OpenAIRemoteEngine implements ChatEngine {
   readonly baseURL: string;
   readonly model: string;
   readonly tokenizer: Tokenizer | null;
+  readonly vision: ImagePrompts | null;
   readonly #apiKey: string | null;
   readonly #timeoutMs: number;
   #requestModel: string | null = null;
@@ -85,6 +95,7 @@ export class OpenAIRemoteEngine implements ChatEngine {
     this.baseURL = options.baseURL.replace(/\/+$/, '');
     this.model = options.model;
     this.tokenizer = options.tokenizer;
+    this.vision = options.vision ?? null;
     this.#apiKey = options.apiKey ?? null;
     this.#timeoutMs = options.requestTimeoutMs ?? DEFAULT_TIMEOUT_MS;
   }
@@ -100,27 +111,18 @@ export class OpenAIRemoteEngine implements ChatEngine {
   }
 
   async generate(request: GenerateRequest): Promise<GenerateResult> {
+    if (request.images !== undefined && request.images.length > 0) return this.#imageChat(request);
     const promptIds = request.promptIds ? [...request.promptIds] : null;
     if (promptIds === null && request.prompt === undefined) throw new TypeError('generate: give promptIds or prompt');
     if (promptIds === null && this.tokenizer === null)
       throw new TypeError('generate: a text prompt needs the tokenizer (its exact ids are the experience)');
     const ids = promptIds ?? (this.tokenizer as Tokenizer).encode(request.prompt as string);
+    const n = request.n ?? 1;
     const body = {
       model: this.requestModel,
       prompt: ids,
-      n: request.n ?? 1,
-      max_tokens: request.maxTokens ?? 16,
-      temperature: request.temperature ?? 1,
-      ...(request.topP !== undefined ? { top_p: request.topP } : {}),
-      ...(request.topK !== undefined && request.topK > 0 ? { top_k: request.topK } : {}),
-      ...(request.minP !== undefined ? { min_p: request.minP } : {}),
-      ...(request.seed !== undefined ? { seed: Number(request.seed) } : {}),
-      ...(request.stop !== undefined ? { stop: request.stop } : {}),
-      ...(request.stopTokenIds ? { stop_token_ids: request.stopTokenIds } : {}),
-      ...(request.ignoreEos ? { ignore_eos: true } : {}),
-      ...(request.skipSpecialTokens !== undefined ? { skip_special_tokens: request.skipSpecialTokens } : {}),
+      ...samplingFields(request),
       logprobs: Math.max(1, request.topLogprobs ?? 0),
-      return_token_ids: true,
       return_tokens_as_token_ids: true,
     };
     const reply = (await this.#request('POST', '/completions', body, {
@@ -128,8 +130,8 @@ export class OpenAIRemoteEngine implements ChatEngine {
       ...(request.signal ? { signal: request.signal } : {}),
     })) as { choices?: CompletionChoice[] };
     const choices = [...(reply.choices ?? [])].sort((a, b) => a.index - b.index);
-    if (choices.length !== body.n)
-      throw new GenerationError('failed', `${this.baseURL}: asked for ${body.n} completions, got ${choices.length}`);
+    if (choices.length !== n)
+      throw new GenerationError('failed', `${this.baseURL}: asked for ${n} completions, got ${choices.length}`);
     const completions = choices.map((choice, index): Completion => {
       const tokenIds = choice.token_ids ?? tokensAsIds(choice.logprobs?.tokens);
       if (tokenIds === null) {
@@ -148,7 +150,7 @@ export class OpenAIRemoteEngine implements ChatEngine {
         index,
         tokenIds,
         logprobs,
-        ...(top > 0 ? { topLogprobs: this.#topLogprobs(choice.logprobs?.top_logprobs, tokenIds.length, top) } : {}),
+        ...(top > 0 ? { topLogprobs: topLogprobsOf(this.baseURL, choice.logprobs?.top_logprobs, tokenIds.length, top) } : {}),
         text: choice.text,
         finishReason,
         stopReason: finishReason === 'stop' ? (choice.stop_reason ?? tokenIds.at(-1) ?? null) : null,
@@ -157,7 +159,17 @@ export class OpenAIRemoteEngine implements ChatEngine {
     return { promptIds: ids, completions };
   }
 
-  chat(messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
+  /** A request with images, sent as the chat it was rendered from (./remote-images.ts). */
+  async #imageChat(request: GenerateRequest): Promise<GenerateResult> {
+    const sent = await imageChatRequest(this, request);
+    const reply = await this.#request('POST', '/chat/completions', sent.body, {
+      timeoutMs: request.timeoutMs ?? this.#timeoutMs,
+      ...(request.signal ? { signal: request.signal } : {}),
+    });
+    return imageChatResult(this, request, sent, reply);
+  }
+
+  chat(messages: readonly ChatInputMessage[], options: ChatOptions = {}): Promise<ChatResult> {
     return chat(this, messages, options);
   }
 
@@ -202,7 +214,7 @@ export class OpenAIRemoteEngine implements ChatEngine {
     if (top === 0) return { logprobs };
     const topLogprobs = [
       [],
-      ...this.#topLogprobs(choice?.logprobs?.top_logprobs?.slice(1, tokenIds.length), tokenIds.length - 1, top),
+      ...topLogprobsOf(this.baseURL, choice?.logprobs?.top_logprobs?.slice(1, tokenIds.length), tokenIds.length - 1, top),
     ];
     return { logprobs, topLogprobs };
   }
@@ -261,24 +273,6 @@ export class OpenAIRemoteEngine implements ChatEngine {
   /** The model id requests name now (`model`, or the adapter useModel chose). */
   get requestModel(): string {
     return this.#requestModel ?? this.model;
-  }
-
-  /** The `k` most likely of each position's top_logprobs ({"token_id:<id>": logprob}; the sampled token may be extra). */
-  #topLogprobs(entries: Array<Record<string, number> | null> | undefined, length: number, k: number): TopLogprob[][] {
-    const positions = entries ?? [];
-    if (positions.length !== length)
-      throw new GenerationError('failed', `${this.baseURL}: ${length} token ids but ${positions.length} top_logprobs`);
-    return positions.map((entry, i) => {
-      const top = Object.entries(entry ?? {}).map(([token, logprob]) => {
-        const match = /^token_id:(\d+)$/.exec(token);
-        if (!match)
-          throw new GenerationError('failed', `${this.baseURL}: top_logprobs[${i}] has token '${token}', not 'token_id:<id>'`);
-        return { tokenId: Number(match[1]), logprob };
-      });
-      if (top.length < k)
-        throw new GenerationError('failed', `${this.baseURL}: top_logprobs[${i}] has ${top.length} entries, ${k} were asked for`);
-      return top.sort((a, b) => b.logprob - a.logprob).slice(0, k);
-    });
   }
 
   /** Nothing to free here: the server is not ours. */
@@ -357,16 +351,4 @@ function describeFetchError(error: unknown): string {
   const cause = (error as { cause?: { code?: string; message?: string } }).cause;
   const detail = cause?.code ?? cause?.message;
   return detail && !message.includes(detail) ? `${message} (${detail})` : message;
-}
-
-/** ["token_id:12", ...] → [12, ...]; null when the tokens are not in that form. */
-function tokensAsIds(tokens: readonly string[] | undefined): number[] | null {
-  if (!tokens) return null;
-  const ids: number[] = [];
-  for (const token of tokens) {
-    const match = /^token_id:(\d+)$/.exec(token);
-    if (!match) return null;
-    ids.push(Number(match[1]));
-  }
-  return ids;
 }

@@ -37,10 +37,11 @@ import {
   type GenerateRequest,
   type GenerateResult,
   GenerationError,
+  type ImagePrompts,
   type ScoreOptions,
   type ScoreResult,
 } from '../engine/index.js';
-import type { ChatMessage, Tokenizer } from '../tokenizer/index.js';
+import type { ChatInputMessage, Tokenizer } from '../tokenizer/index.js';
 import { OpenAIRemoteEngine, RemoteServerError } from './remote-engine.js';
 
 export interface RemotePoolOptions {
@@ -49,6 +50,8 @@ export interface RemotePoolOptions {
   model: string;
   apiKey?: string | null;
   tokenizer: Tokenizer | null;
+  /** A vision-language model folder's image token and processor: requests with images go as chats (OpenAIRemoteEngine). */
+  vision?: ImagePrompts | null;
   /** Per-request timeout, retries included (default 30 minutes). */
   requestTimeoutMs?: number;
   /** Between health checks of a server in the pool (default 5 s). */
@@ -109,10 +112,11 @@ const FIRST_PROBE_MS = 250;
 export class RemoteEnginePool implements ChatEngine {
   readonly model: string;
   readonly tokenizer: Tokenizer | null;
+  readonly vision: ImagePrompts | null;
   readonly router: EngineRouter;
   readonly #members: Member[];
   readonly #options: Required<
-    Omit<RemotePoolOptions, 'apiKey' | 'tokenizer' | 'affinityEntries' | 'log' | 'baseURLs' | 'onClose'>
+    Omit<RemotePoolOptions, 'apiKey' | 'tokenizer' | 'vision' | 'affinityEntries' | 'log' | 'baseURLs' | 'onClose'>
   >;
   readonly #onClose: (() => Promise<void>) | null;
   readonly #log: (line: string) => void;
@@ -131,6 +135,7 @@ export class RemoteEnginePool implements ChatEngine {
     if (options.baseURLs.length === 0) throw new RangeError('RemoteEnginePool: no base URLs');
     this.model = options.model;
     this.tokenizer = options.tokenizer;
+    this.vision = options.vision ?? null;
     this.router = new EngineRouter(
       options.baseURLs.length,
       options.affinityEntries !== undefined ? { affinityEntries: options.affinityEntries } : {},
@@ -152,6 +157,7 @@ export class RemoteEnginePool implements ChatEngine {
         model: options.model,
         apiKey: options.apiKey ?? null,
         tokenizer: options.tokenizer,
+        vision: this.vision,
         requestTimeoutMs: this.#options.requestTimeoutMs,
       }),
       inPool: false,
@@ -233,7 +239,7 @@ export class RemoteEnginePool implements ChatEngine {
     );
   }
 
-  chat(messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
+  chat(messages: readonly ChatInputMessage[], options: ChatOptions = {}): Promise<ChatResult> {
     return chat(this, messages, options);
   }
 

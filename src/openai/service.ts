@@ -215,7 +215,7 @@ export class OpenAIService {
     });
     // after the fields the client wrote: the rendered ids are what the template and tokenizer made of the messages
     this.#checkTokenIds(prompt.promptIds, 'messages', 'text');
-    if (prompt.requestImages) Object.assign(options, { images: prompt.requestImages });
+    if (prompt.requestImages) Object.assign(options, { images: prompt.requestImages, renderedFrom: prompt.renderedFrom });
     const head = responseHead('chatcmpl', request.model);
     const turnMeta = {
       ...scope.turnMeta,

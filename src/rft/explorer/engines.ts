@@ -4,7 +4,7 @@
 // bench, the trainer's evaluator (trainer.stop_when) and the task pipeline's model operators all start theirs here.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { EmbeddedEnginePool, engineMetrics, WorkerRolloutEngine } from '../../engine/index.js';
+import { EmbeddedEnginePool, engineMetrics, imagePromptsOf, WorkerRolloutEngine } from '../../engine/index.js';
 import { OpenAIRemoteEngine, RemoteEnginePool, startEngineProcesses } from '../../openai/index.js';
 import { Tokenizer } from '../../tokenizer/index.js';
 import type { StageSettings } from '../settings.js';
@@ -78,7 +78,13 @@ async function startEngine(settings: EngineSettings, weightsDir: string, log: (l
     const engine = await WorkerRolloutEngine.start(weightsDir, { ...engineOptions, numThreads: settings.threads.explorer });
     return { type: 'embedded', engine, weightSync: spec.weightSync };
   }
-  const connection = { model: spec.modelName, apiKey: spec.apiKey, tokenizer: tokenizer() };
+  // a vision-language model folder: its image token and processor render image prompts for the servers
+  const connection = {
+    model: spec.modelName,
+    apiKey: spec.apiKey,
+    tokenizer: tokenizer(),
+    vision: imagePromptsOf(settings.modelPath),
+  };
   const engine =
     typeof spec.baseUrl === 'string'
       ? await OpenAIRemoteEngine.connect({ ...connection, baseURL: spec.baseUrl })

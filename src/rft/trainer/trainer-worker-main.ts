@@ -214,7 +214,7 @@ async function joinGroup(s: TrainerState, d: NonNullable<TrainerInit['distribute
 function policyOverlap(s: TrainerState) {
   if (s.lora) return overlapPlan(s.lora.loraParameters());
   const master = s.master;
-  if (master === null) return overlapPlan(s.model.parameters());
+  if (master === null) return overlapPlan((s.vision?.model ?? s.model).parameters()); // a vision-language policy: its tower too
   const computeOf = new Map(master.weights.master.map((m, i) => [m, master.weights.compute[i] as torch.Tensor]));
   return overlapPlan(master.model.parameters(), (m) => computeOf.get(m) as torch.Tensor);
 }
@@ -252,7 +252,8 @@ async function follow(s: TrainerState, r: Ranks): Promise<{ steps: number }> {
         await s.optimizer.gatherState(r.group, r.device?.group ?? r.group);
         continue;
       }
-      takeStep(s, await s.trainStep.runDistributed(command.experiences, r.collectives));
+      const { experiences } = command; // a vision-language policy decodes the batch's images (./vision-rows.ts)
+      takeStep(s, await withRowImages(s.vision, experiences, () => s.trainStep.runDistributed(experiences, r.collectives)));
       steps++;
     }
   } catch (error) {
@@ -301,8 +302,8 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null, read
   const device = init.device ?? 'cpu';
   const onDevice = device === 'cpu' ? {} : { device };
   const { bitwiseOnPolicy } = init; // what a vision-language policy does not cover yet (./vision-rows.ts)
-  const worldSize = init.distributed?.worldSize ?? 1;
-  const covered = { bitwiseOnPolicy, worldSize, useCritic: algorithm.useCritic };
+  const shardedRanks = shardsPolicy(init) ? (init.distributed?.worldSize ?? 1) : 0;
+  const covered = { bitwiseOnPolicy, shardedRanks, useCritic: algorithm.useCritic };
   const { model, vision } = loadPolicy(modelDir, { dtype: init.dtype, device, requiresGrad: init.lora === null }, covered);
   // a sharded checkpoint unsharded: the whole weights and AdamW state; sharded, each rank reads its part (below)
   const fromShards = checkpoint?.shardedDir && !shardsPolicy(init) ? readShardedCheckpoint(checkpoint.shardedDir, reads) : null;
@@ -438,7 +439,7 @@ torch.serveTensorWorker({
     const s = current();
     pinTrainerThreads(s.init);
     return outcome(async () => {
-      // a vision-language policy's images are decoded for the step and freed after it (one rank: ./vision-rows.ts)
+      // a vision-language policy's images are decoded for the step and freed after it (on every rank: ./vision-rows.ts)
       if (ranks === null) return takeStep(s, await withRowImages(s.vision, experiences, () => s.trainStep.run(experiences)));
       const r = ranks;
       if (r.group.rank !== 0)
@@ -447,7 +448,8 @@ torch.serveTensorWorker({
         );
       r.midStep = true;
       await sendCommand(r.group, { kind: 'step', experiences });
-      const metrics = takeStep(s, await s.trainStep.runDistributed(experiences, r.collectives));
+      const run = () => s.trainStep.runDistributed(experiences, r.collectives);
+      const metrics = takeStep(s, await withRowImages(s.vision, experiences, run));
       r.midStep = false;
       return metrics;
     });

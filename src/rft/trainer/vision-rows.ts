@@ -10,9 +10,12 @@
 // A forward whose rows carry no image runs as for a text model (shared prompts, packed rows). One with images runs
 // the padded layout: the image tokens and their 3-D positions follow the padded columns (../../model/training.ts).
 // Mixed precision (./master-weights.ts) keeps a master copy of the whole model, vision tower included
-// (loadMasterPolicy). Not covered yet, refused at init naming the setting (visionTrainingProblems): data-parallel and
-// sharded trainers, a critic (PPO), trainer.bitwise_on_policy. LoRA adapts the language model; the vision tower is
-// then frozen.
+// (loadMasterPolicy). Data-parallel ranks (ZeRO-1 too) each decode the images of the step's global batch (the
+// experiences rank 0 sends carry them) and run their own rows' forwards; the vision tower's gradients are summed with
+// the language model's (its parameters are the optimizer's, ./trainer-worker-main.ts policyOverlap). Not covered yet,
+// refused at init naming the setting (visionTrainingProblems): fully sharded training (fsdp shards the language
+// model's layers; the vision tower is no unit of it), a critic (PPO), trainer.bitwise_on_policy. LoRA adapts the
+// language model; the vision tower is then frozen.
 import {
   CausalLM,
   decodeImage,
@@ -35,13 +38,18 @@ import type { Experience } from '../experience.js';
 /** What a vision-language trainer does not cover yet, as one error naming each setting; null when covered. */
 export function visionTrainingProblems(settings: {
   dtype: string;
-  worldSize: number;
   useCritic: boolean;
+  /** Fully sharded ranks (trainer.trainer_strategy fsdp over more than one rank); 0 when the policy is not sharded. */
+  shardedRanks: number;
   bitwiseOnPolicy?: boolean | undefined;
 }): string | null {
   const problems: string[] = [];
   if (settings.bitwiseOnPolicy) problems.push('trainer.bitwise_on_policy (the multimodal forward is not batch-invariant)');
-  if (settings.worldSize > 1) problems.push(`data-parallel or sharded training (${settings.worldSize} trainer ranks)`);
+  if (settings.shardedRanks > 1)
+    problems.push(
+      `fully sharded training (trainer.trainer_strategy fsdp over ${settings.shardedRanks} ranks: its units are the ` +
+        "language model's layers, the vision tower is none; data parallelism, ZeRO-1 included, trains it)",
+    );
   if (settings.useCritic) problems.push('a critic (advantage_fn ppo / GAE)');
   return problems.length === 0
     ? null
@@ -56,7 +64,7 @@ export function loadPolicy(
   dir: string,
   options: { dtype: ModelDType; device: string; requiresGrad: boolean },
   settings: {
-    worldSize: number;
+    shardedRanks: number;
     useCritic: boolean;
     bitwiseOnPolicy?: boolean | undefined;
   },
@@ -82,16 +90,19 @@ export function loadMasterPolicy(dir: string, options: { dtype: ModelDType; devi
   return isVisionLanguageFolder(dir) ? loadVisionLanguageModel(dir, loading) : CausalLM.load(dir, loading);
 }
 
-/** Runs a step over `experiences` with their images decoded (a vision-language policy), freed after it. */
+/**
+ * Runs a step over `experiences` with their images decoded (a vision-language policy), freed after it: after the
+ * step's promise settles when it returns one (a data-parallel step awaits its collectives).
+ */
 export async function withRowImages<T>(
   vision: TrainerVision | null,
   experiences: readonly Experience[],
-  run: () => T,
+  run: () => T | Promise<T>,
 ): Promise<T> {
   if (vision === null) return run();
   try {
     await vision.decode(experiences);
-    return run();
+    return await run();
   } finally {
     vision.forget();
   }

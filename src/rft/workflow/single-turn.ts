@@ -5,7 +5,9 @@
 //                (tools: the task's tools_key column, rendered by the model's template)
 //                (over model.max_prompt_tokens: its bounded head, and the n responses are masked placeholders,
 //                ./prompt-truncation.ts; image content parts (format.image_key): each image's placeholder run
-//                expanded to its token count, the images passed with the ids, bounded by max_model_len as chat() is)
+//                expanded to its token count, the images passed with the ids, bounded by max_model_len as chat() is;
+//                the messages go along for an OpenAI-compatible server, which takes images only inside a chat: it
+//                refuses them after a reply prefix)
 //   responses  = generate(prompt ids, n = repeatTimes, seed, task.rolloutArgs)
 //   reward     = rewardFn(reply_prefix + response text, task)          (the prefix is part of the answer's format)
 //                a group reward (ruler_reward) scores the n responses of the task in one call instead
@@ -156,10 +158,13 @@ export async function sampleResponses(
       : tokenizer.encode(chatText);
   const over = limit && !images ? limit.truncate && overPromptLimit(chatIds, limit) : false;
   const promptIds = prefix && !over ? [...chatIds, ...tokenizer.encode(prefix)] : chatIds;
+  // an image prompt carries the chat it was rendered from (an OpenAI-compatible server takes images only in chats;
+  // a reply prefix after the chat prompt is not a chat: such a server refuses it)
+  const renderedFrom = { messages, ...(options.tools ? { tools: options.tools } : {}) };
   const result = await model.generate({
     ...rolloutOptions(task.rolloutArgs ?? {}, name),
     promptIds,
-    ...(images ? { images: images.decoded } : {}),
+    ...(images ? { images: images.decoded, ...(promptIds === chatIds ? { renderedFrom } : {}) } : {}),
     n: options.n ?? repeatTimes,
     seed: options.seed ?? seed,
   });

@@ -255,10 +255,10 @@ test('image rows on a text model, and vision-language settings not covered yet, 
   }
   const options = { dtype: 'float32' as const, device: 'cpu', requiresGrad: true };
   assert.throws(
-    () => loadPolicy(dir, options, { worldSize: 2, useCritic: true, bitwiseOnPolicy: true }),
-    /trainer \(.*\): a vision-language policy \(qwen2_5_vl, qwen3_vl\) does not support trainer\.bitwise_on_policy \(the multimodal forward is not batch-invariant\); data-parallel or sharded training \(2 trainer ranks\); a critic \(advantage_fn ppo \/ GAE\) yet/,
+    () => loadPolicy(dir, options, { shardedRanks: 2, useCritic: true, bitwiseOnPolicy: true }),
+    /trainer \(.*\): a vision-language policy \(qwen2_5_vl, qwen3_vl\) does not support trainer\.bitwise_on_policy \(the multimodal forward is not batch-invariant\); fully sharded training \(trainer\.trainer_strategy fsdp over 2 ranks: .*\); a critic \(advantage_fn ppo \/ GAE\) yet/,
   );
-  const policy = loadPolicy(dir, options, { worldSize: 1, useCritic: false });
+  const policy = loadPolicy(dir, options, { shardedRanks: 0, useCritic: false });
   assert.ok(policy.vision !== null && policy.model === policy.vision.model.language);
   policy.vision.model.dispose();
 });

@@ -1,5 +1,6 @@
-// One rank of a trainer whose ranks shard their state (forked by ./rank-harness.ts forkRanks): ZeRO-1 (zero.test.ts:
-// the AdamW state sharded) or fully sharded (fsdp.test.ts: parameters, gradients and AdamW state). For each scenario of
+// One rank of a data-parallel trainer (forked by ./rank-harness.ts forkRanks): plain data parallelism (ddp:
+// vision-distributed.test.ts), or ranks that shard their state: ZeRO-1 (zero.test.ts: the AdamW state sharded) or
+// fully sharded (fsdp.test.ts: parameters, gradients and AdamW state). For each scenario of
 // the plan in $SCENARIOS: rank 0 takes the steps, reads its sharded state bytes, saves checkpoint <steps> and a
 // weights folder (every rank joins) unless save is false, reads its optimizer state size and its weights (a weight
 // sync's), and closes (which stops the others); the other ranks follow, then report their own sizes. With resume,
@@ -14,7 +15,7 @@ import { RANK_TIMEOUT_MS, type Scenario, SMALL_BUCKET_BYTES, scenarioInit } from
 
 /** What a rank is told (a JSON file named by $SCENARIOS). */
 export interface StrategyPlan {
-  strategy: 'zero1' | 'fsdp';
+  strategy: 'ddp' | 'zero1' | 'fsdp';
   jobDir: string;
   scenarios: (Scenario & {
     port: number;
@@ -36,9 +37,9 @@ const plan = JSON.parse(readFileSync(process.env.SCENARIOS as string, 'utf8')) a
 /** The strategy's distributed settings and what its trainer needs besides (fsdp: gradient checkpointing). */
 function strategyInit(port: number): { distributed: NonNullable<TrainerInit['distributed']>; gradientCheckpointing: boolean } {
   const base = { rank, worldSize, masterAddr: '127.0.0.1', masterPort: port, timeoutMs: RANK_TIMEOUT_MS };
-  return plan.strategy === 'zero1'
-    ? { distributed: { ...base, bucketBytes: SMALL_BUCKET_BYTES, zeroStage: 1 }, gradientCheckpointing: false }
-    : { distributed: { ...base, strategy: 'fsdp' }, gradientCheckpointing: true };
+  if (plan.strategy === 'fsdp') return { distributed: { ...base, strategy: 'fsdp' }, gradientCheckpointing: true };
+  const zero = plan.strategy === 'zero1' ? { zeroStage: 1 as const } : {};
+  return { distributed: { ...base, bucketBytes: SMALL_BUCKET_BYTES, ...zero }, gradientCheckpointing: false };
 }
 
 async function main(): Promise<void> {
