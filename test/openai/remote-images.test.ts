@@ -296,7 +296,7 @@ describe('images through an OpenAI-compatible server', () => {
     });
     await assert.rejects(
       text.chat([{ role: 'user', content: [{ type: 'image_url', image_url: { url: square } }] }]),
-      /messages\[0\]\.content\[0\]: an image part needs a vision-language model \(config\.json model_type qwen2_5_vl\) as the rollout model/,
+      /messages\[0\]\.content\[0\]: an image part needs a vision-language model \(config\.json model_type qwen2_5_vl or qwen3_vl\) as the rollout model/,
     );
   });
 

@@ -90,7 +90,11 @@ describe('simple_mm_workflow', () => {
     const { experiences, requests, prompts } = await run(['so \\boxed{3}', '4'], task());
     assert.equal(requests.length, 1, 'the repeats are one call');
     assert.equal(requests[0]?.n, 2);
-    assert.deepEqual(requests[0]?.images, [image], 'the image is sent with the prompt ids');
+    // sent decoded once (DecodedImage: the pixels with their data URL), not decoded again by the engine
+    const sent = (requests[0]?.images ?? []).map((source) =>
+      typeof source === 'object' && 'dataUrl' in source ? source.dataUrl : source,
+    );
+    assert.deepEqual(sent, [image], 'the image is sent with the prompt ids');
     const prompt = prompts[0] as string;
     assert.ok(prompt.startsWith(`<|im_start|>system\n${MM_SYSTEM_PROMPT}<|im_end|>\n<|im_start|>user\n`), prompt);
     assert.ok(
