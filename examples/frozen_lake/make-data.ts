@@ -14,6 +14,7 @@ import {
   DELTA,
   DIRECTIONS,
   type Direction,
+  epsilonGreedyMove,
   FROZEN_LAKE_SYSTEM_PROMPT,
   FrozenLakeEnv,
   generateFrozenLake,
@@ -64,10 +65,15 @@ export function makeFrozenLakeData(options: {
     },
     expert: (env) => {
       const random = draws.get(env) as () => number;
-      if (random() < options.epsilon) return DIRECTIONS[Math.floor(random() * DIRECTIONS.length)] as Direction;
-      if (options.expert === 'optimal') return solveFrozenLake(env.map, env.position)?.[0] ?? 'Up';
-      const moves = movesTowardGoal(env.map.size, env.position, env.map.goal);
-      return moves[Math.floor(random() * moves.length)] ?? 'Up';
+      return epsilonGreedyMove(
+        () => {
+          if (options.expert === 'optimal') return solveFrozenLake(env.map, env.position)?.[0] ?? 'Up';
+          const moves = movesTowardGoal(env.map.size, env.position, env.map.goal);
+          return moves[Math.floor(random() * moves.length)] ?? 'Up';
+        },
+        options.epsilon,
+        random,
+      );
     },
     systemPrompt: FROZEN_LAKE_SYSTEM_PROMPT,
     maxSteps: options.maxSteps,

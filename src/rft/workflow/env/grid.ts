@@ -18,6 +18,16 @@ export const DELTA: Readonly<Record<Direction, readonly [number, number]>> = {
   Right: [0, 1],
 };
 
+/**
+ * An ε-greedy demonstrator's move (the grid examples' imperfect demonstrations): with probability `epsilon` a move
+ * drawn uniformly from the four, else `expertMove()` (called only then, so an expert that draws from the same stream
+ * draws after this). `random` draws in [0, 1).
+ */
+export function epsilonGreedyMove(expertMove: () => Direction, epsilon: number, random: () => number): Direction {
+  if (random() < epsilon) return DIRECTIONS[Math.floor(random() * DIRECTIONS.length)] as Direction;
+  return expertMove();
+}
+
 const BY_WORD = new Map(DIRECTIONS.map((d) => [d.toLowerCase(), d]));
 
 /** Trinity's action numbers (its FrozenLake action space starts at 1). */
