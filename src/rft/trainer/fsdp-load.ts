@@ -11,7 +11,7 @@
 //             cast from the file's dtype (bfloat16 or float32) to the shards' master dtype
 //
 // So a rank reads about 1/W of the folder's weight bytes (plus the headers) and holds only its shards: W ranks read
-// the folder once between them. A tied lm_head is embed_tokens (the model lists it once); a file's lm_head.weight
+// the folder once between them (resuming from a sharded checkpoint, whose shards replace these, only the headers). A tied lm_head is embed_tokens (the model lists it once); a file's lm_head.weight
 // beside a tied embedding is left unread. The same serves the folder a checkpoint's model/ holds (a one-process
 // checkpoint resumed on W ranks) and LoRA's frozen base.
 import {
@@ -54,12 +54,13 @@ export function weightlessModel(dir: string, options: { dtype: 'float32' | 'bflo
 
 /**
  * Positioned reads of folder `dir`'s weights for `model` (its parameters' names and shapes), into shards of `dtype`
- * on `device`; `reads` counts the bytes read.
+ * on `device`; `reads` counts the bytes read (each file's header, and the ranges). `overwritten`: the caller replaces the shards' values (a resume from a
+ * sharded checkpoint, ./fsdp-resume.ts), so only the headers are read and the shards start as zeros.
  */
 export function folderSource(
   dir: string,
   model: CausalLM,
-  options: { dtype: DType; device: string },
+  options: { dtype: DType; device: string; overwritten?: boolean },
   reads: CheckpointReads,
 ): ShardSource {
   const found = readWeightHeaders(dir);
@@ -75,11 +76,13 @@ export function folderSource(
       throw new Error(`${entry.file}: tensor '${name}' has shape [${entry.shape.join(', ')}], expected [${shape.join(', ')}]`);
     entries.set(name, entry);
   }
+  for (const { file } of found.headers.values()) reads.header(file); // every header is read (counted once a file)
   return {
     shapes,
     dtype: options.dtype,
     device: options.device,
     read(name: string, from: number, count: number): Tensor {
+      if (options.overwritten) return torch.zeros([count], { dtype: options.dtype, device: options.device });
       const entry = entries.get(name) as WeightHeader;
       return reads.range(entry.file, name, from, count).to({ dtype: options.dtype, device: options.device });
     },

@@ -46,21 +46,22 @@ export function checkShardable(init: TrainerInit, algorithm: ResolvedAlgorithm):
 }
 
 /**
- * Shards the policy of model folder `dir` over the ranks, reading only this rank's ranges of it (./fsdp-load.ts;
- * `reads` counts the bytes), in the master dtype (LoRA: the base, frozen, in the compute dtype), and makes the AdamW
- * of the shards; `model` (the compute copy, built weightless) reads placeholders from now on.
+ * Shards the policy of model folder `folder.dir` over the ranks, reading only this rank's ranges of it
+ * (./fsdp-load.ts; `folder.reads` counts the bytes; none of the values when `folder.overwritten`: a sharded
+ * checkpoint's shards replace them), in the master dtype (LoRA: the base, frozen, in the compute dtype), and makes
+ * the AdamW of the shards; `model` (the compute copy, built weightless) reads placeholders from now on.
  */
 export function shardPolicy(
   model: CausalLM,
-  dir: string,
+  folder: { dir: string; reads: CheckpointReads; overwritten: boolean },
   init: TrainerInit,
   adamW: torch.AdamWOptions & { weightDecay: number },
-  reads: CheckpointReads,
 ): ShardedPolicy {
   const d = init.distributed as NonNullable<TrainerInit['distributed']>;
   const frozen = init.lora !== null;
   const dtype = frozen ? init.dtype : (init.masterDtype ?? init.dtype);
-  const source = folderSource(dir, model, { dtype, device: init.device ?? 'cpu' }, reads);
+  const { dir, reads, overwritten } = folder;
+  const source = folderSource(dir, model, { dtype, device: init.device ?? 'cpu', overwritten }, reads);
   const sharded = new FullyShardedModel(model, source, {
     rank: d.rank,
     worldSize: d.worldSize,

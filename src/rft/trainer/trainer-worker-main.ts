@@ -345,10 +345,10 @@ function initialise(
   const o = algorithm.optimizer;
   const d = init.distributed ?? null;
   const adamW = { lr: o.lr, betas: [o.betas[0] ?? 0.9, o.betas[1] ?? 0.999] as [number, number] };
-  // a fully sharded policy reads its shards of the master weights (LoRA: of the frozen base) from the folder
-  const sharded = fromFolderShards
-    ? shardPolicy(model, modelDir, init, { ...adamW, weightDecay: o.weightDecay }, modelReads)
-    : null;
+  // a sharded policy reads its shards of the master weights (LoRA: the frozen base) from the folder; none of their
+  // values when a sharded checkpoint's replace them
+  const folder = { dir: modelDir, reads: modelReads, overwritten: !lora && !!checkpoint?.shardedDir };
+  const sharded = fromFolderShards ? shardPolicy(model, folder, init, { ...adamW, weightDecay: o.weightDecay }) : null;
   const optimizer =
     sharded?.optimizer ??
     (d !== null && d.worldSize > 1 && d.zeroStage === 1
