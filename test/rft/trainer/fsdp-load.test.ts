@@ -4,20 +4,26 @@
 // files, tied embeddings or not. Each rank's shards equal those of a FullyShardedModel over the whole loaded weights
 // (the way ranks started before), bitwise, in float32 and bfloat16 masters; each rank reads exactly the headers of
 // the files plus its own range of every class (count x the file's element size; a tied file's lm_head.weight is never
-// read), so the ranks of a world read the weight bytes once between them; the weightless model holds one element per
-// parameter; a rank whose shards a sharded checkpoint replaces reads the headers only. LoRA's frozen base is sharded the same way and takes adapters. A folder whose tensors do not fit the
-// config is refused naming the file and the tensor. The multi-rank runs that start this way and train as one process
-// does (fresh, 1 → 2 from a checkpoint's model/ folder, 2 → 2) are test/rft/trainer/fsdp.test.ts.
+// read), so the ranks of a world read the weight bytes once between them. The weightless model holds one element per
+// parameter; a rank whose shards a sharded checkpoint replaces reads the headers only; rank 0 of 8's start from a
+// 38 MB folder raises the process's peak resident memory by a fraction of it, where a whole load raises it by all of
+// it. LoRA's frozen base is sharded the same way and takes adapters. A folder whose tensors do not fit the config is
+// refused naming the file and the tensor. The multi-rank runs that start this way and train as one process does
+// (fresh, 1 → 2 from a checkpoint's model/ folder, 2 → 2) are test/rft/trainer/fsdp.test.ts.
 import assert from 'node:assert/strict';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
 import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { CausalLM, initModel, LoraModel } from '../../../src/model/index.js';
 import { FullyShardedModel, ownRange } from '../../../src/rft/trainer/fsdp.js';
 import { folderSource, weightlessModel } from '../../../src/rft/trainer/fsdp-load.js';
 import { CheckpointReads } from '../../../src/rft/trainer/fsdp-resume.js';
 import * as torch from '../../../src/torch/index.js';
+
+const START_MEMORY = fileURLToPath(new URL('./helpers/start-memory.ts', import.meta.url));
 
 let work: string;
 /** The folders: float32 tied, bfloat16 untied, float32 untied in numbered shards. */
@@ -218,6 +224,25 @@ test("LoRA's frozen base: adapters attach to the weightless model, the base is s
     sharded.dispose();
     model.dispose();
   }
+});
+
+test("rank 0 of 8's start from a 38 MB folder peaks at a fraction of it; a whole load at all of it (peak resident memory, a child process each)", () => {
+  const dir = join(work, 'larger');
+  initModel(dir, { hiddenSize: 384, numLayers: 6, numHeads: 6, numKeyValueHeads: 2, seed: 1 });
+  const modelBytes = statSync(join(dir, 'model.safetensors')).size;
+  const start = (mode: 'sharded' | 'whole') =>
+    JSON.parse(
+      execFileSync(process.execPath, ['--import', 'tsx', START_MEMORY, mode, dir, folders.get('float32 untied') as string], {
+        encoding: 'utf8',
+        env: { ...process.env, OMP_NUM_THREADS: '1' },
+      }),
+    ) as { peakBytes: number; shardBytes: number };
+  const whole = start('whole');
+  const sharded = start('sharded');
+  assert.ok(whole.peakBytes >= 0.9 * modelBytes, `a whole load added ${whole.peakBytes} of ${modelBytes}: the measure misses it`);
+  assert.ok(sharded.shardBytes <= modelBytes / 8 + 1024, `rank 0 of 8 holds ${sharded.shardBytes} bytes of shards`);
+  // 1/8 of the weights, one class's range in flight (read, joined, copied) and the allocator's slack: about 0.23 here
+  assert.ok(sharded.peakBytes < 0.35 * modelBytes, `rank 0 of 8's start added ${sharded.peakBytes} of ${modelBytes} bytes`);
 });
 
 test('a folder whose tensors do not fit the config is refused, naming the file and the tensor', () => {
