@@ -84,7 +84,12 @@ export function folderSource(
     read(name: string, from: number, count: number): Tensor {
       if (options.overwritten) return torch.zeros([count], { dtype: options.dtype, device: options.device });
       const entry = entries.get(name) as WeightHeader;
-      return reads.range(entry.file, name, from, count).to({ dtype: options.dtype, device: options.device });
+      const range = reads.range(entry.file, name, from, count);
+      try {
+        return range.to({ dtype: options.dtype, device: options.device }); // a new handle (the same storage when no cast)
+      } finally {
+        range.dispose();
+      }
     },
   };
 }

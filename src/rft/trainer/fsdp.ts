@@ -95,22 +95,21 @@ function tensorSource(weights: ReadonlyMap<string, Tensor>): ShardSource {
 }
 
 /**
- * flat[from, from + count) of `params` laid end to end: for each parameter p, the overlap of the range with
- * [offset_p, offset_p + numel_p), read as elements of p, joined (count > 0).
+ * Copies flat[from, from + count) of `params` laid end to end into `into` (at 0): for each parameter p, the overlap
+ * of the range with [offset_p, offset_p + numel_p), read as elements of p, copied and freed before the next is read.
  */
-export function readFlatRange(
-  params: readonly FlatParam[],
-  from: number,
-  count: number,
-  read: (name: string, from: number, count: number) => Tensor,
-): Tensor {
-  const pieces: Tensor[] = [];
+function copyFlatRange(params: readonly FlatParam[], from: number, count: number, read: ShardSource['read'], into: Tensor): void {
   for (const p of params) {
     const lo = Math.max(from, p.offset);
     const hi = Math.min(from + count, p.offset + p.numel);
-    if (lo < hi) pieces.push(read(p.name, lo - p.offset, hi - lo));
+    if (lo >= hi) continue;
+    const piece = read(p.name, lo - p.offset, hi - lo);
+    try {
+      into.narrow(0, lo - from, hi - lo).copy_(piece);
+    } finally {
+      piece.dispose();
+    }
   }
-  return pieces.length === 1 ? (pieces[0] as Tensor) : torch.cat(pieces);
 }
 
 export interface ShardOptions {
@@ -183,7 +182,7 @@ export class FullyShardedModel {
       const shard = torch.noGrad(() =>
         torch.scope(() => {
           const own = torch.keep(torch.zeros([shardLength], { dtype: source.dtype, device: source.device }));
-          if (count > 0) own.narrow(0, 0, count).copy_(readFlatRange(flatParams, from, count, source.read));
+          copyFlatRange(flatParams, from, count, source.read, own);
           return own;
         }),
       );
