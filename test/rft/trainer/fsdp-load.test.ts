@@ -241,7 +241,7 @@ test("rank 0 of 8's start from a 38 MB folder peaks at a fraction of it; a whole
   const sharded = start('sharded');
   assert.ok(whole.peakBytes >= 0.9 * modelBytes, `a whole load added ${whole.peakBytes} of ${modelBytes}: the measure misses it`);
   assert.ok(sharded.shardBytes <= modelBytes / 8 + 1024, `rank 0 of 8 holds ${sharded.shardBytes} bytes of shards`);
-  // 1/8 of the weights, one class's range in flight (read, joined, copied) and the allocator's slack: about 0.23 here
+  // 1/8 of the weights, one parameter's range in flight (read, copied into the shard, freed) and the allocator's slack
   assert.ok(sharded.peakBytes < 0.35 * modelBytes, `rank 0 of 8's start added ${sharded.peakBytes} of ${modelBytes} bytes`);
 });
 
