@@ -4,7 +4,14 @@
 //   const cache = model.createKVCache({ slots: 4, maxLength: 2048 });
 //   model.forward(prompt, { cache, slots: [2] }); model.forward(nextToken, { cache, slots: [2] });
 export * from './config.js';
-export { expectedWeights, ModelWeightsError, type SaveModelOptions } from './hf-weights.js';
+export {
+  checkWeightHeaders,
+  expectedWeights,
+  ModelWeightsError,
+  readWeightHeaders,
+  type SaveModelOptions,
+  type WeightHeader,
+} from './hf-weights.js';
 export type { WeightLayout } from './inference-layout.js';
 export * from './init.js';
 export * from './kv-blocks.js';

@@ -9,8 +9,8 @@
 //                  one process (optimizer.safetensors): for each parameter p of the class, the overlap of [a, b) with
 //                  [offset_p, offset_p + numel_p) of state.<i_p>.<moment>, i_p its place in one process's AdamW order
 //   rank r' of W' (sharded) reads flat[r'L', min((r'+1)L', n)) of each class (ownRange; L' = ⌈n / W'⌉): its shard of
-//                the weights (from a sharded checkpoint; one process's weights are its model folder, which every rank
-//                loads to build the model) and of the AdamW moments, and the step counts. The ranks together read
+//                the weights (from a sharded checkpoint; one process's weights are its model folder, whose ranges
+//                each rank read at start: ./fsdp-load.ts) and of the AdamW moments, and the step counts. The ranks together read
 //                each byte of the state once, for any W and W'.
 //   one process  (a sharded checkpoint resumed without sharding, or read back in a test) reads every class whole:
 //                readShardedCheckpoint gives the whole weights by name and one process's AdamW state.

@@ -1,8 +1,8 @@
 // The trainer worker's fully sharded policy (init.distributed.strategy 'fsdp', trainer.trainer_strategy fsdp/fsdp2 on
 // several ranks; ./fsdp.ts): what ./trainer-worker-main.ts does differently for it.
-//   - at start, each rank loads the model folder whole, keeps its shard of every unit in the master dtype and frees
-//     the rest; AdamW runs over the shards (./fsdp-optimizer.ts); resuming, it then reads its part of the checkpoint
-//     (./fsdp-resume.ts)
+//   - at start, each rank builds the model weightless and reads only its shard of every unit from the model folder,
+//     in the master dtype (./fsdp-load.ts); AdamW runs over the shards (./fsdp-optimizer.ts); resuming, it then reads
+//     its part of the checkpoint (./fsdp-resume.ts)
 //   - the step's collectives are ./fsdp-passes.ts's (no parameter broadcast: every rank sharded the same files)
 //   - a checkpoint is sharded: every rank writes its shards and their AdamW state (./fsdp-checkpoint.ts), which a run
 //     on any number of ranks (or one process) resumes from; a weights folder (the HF export) is consolidated: every
@@ -17,7 +17,9 @@ import type * as torch from '../../torch/index.js';
 import type { ProcessGroup, Tensor } from '../../torch/index.js';
 import type { ResolvedAlgorithm } from '../algorithm/presets.js';
 import { bytesOf, FullyShardedModel } from './fsdp.js';
+import { folderSource } from './fsdp-load.js';
 import { ShardedAdamW } from './fsdp-optimizer.js';
+import type { CheckpointReads } from './fsdp-resume.js';
 import type { TrainerInit } from './trainer.js';
 
 export interface ShardedPolicy {
@@ -44,19 +46,23 @@ export function checkShardable(init: TrainerInit, algorithm: ResolvedAlgorithm):
 }
 
 /**
- * Shards `weights` (the policy's full parameters in the master dtype) over the ranks and makes the AdamW of the
- * shards; `model` (the compute copy) reads placeholders from now on. The caller disposes a separate master model.
- * Under LoRA (init.lora) `weights` are the base model's own, sharded frozen, and there is no sharded AdamW.
+ * Shards the policy of model folder `folder.dir` over the ranks, reading only this rank's ranges of it
+ * (./fsdp-load.ts; `folder.reads` counts the bytes; none of the values when `folder.overwritten`: a sharded
+ * checkpoint's shards replace them), in the master dtype (LoRA: the base, frozen, in the compute dtype), and makes
+ * the AdamW of the shards; `model` (the compute copy, built weightless) reads placeholders from now on.
  */
 export function shardPolicy(
   model: CausalLM,
-  weights: ReadonlyMap<string, Tensor>,
+  folder: { dir: string; reads: CheckpointReads; overwritten: boolean },
   init: TrainerInit,
   adamW: torch.AdamWOptions & { weightDecay: number },
 ): ShardedPolicy {
   const d = init.distributed as NonNullable<TrainerInit['distributed']>;
   const frozen = init.lora !== null;
-  const sharded = new FullyShardedModel(model, weights, {
+  const dtype = frozen ? init.dtype : (init.masterDtype ?? init.dtype);
+  const { dir, reads, overwritten } = folder;
+  const source = folderSource(dir, model, { dtype, device: init.device ?? 'cpu', overwritten }, reads);
+  const sharded = new FullyShardedModel(model, source, {
     rank: d.rank,
     worldSize: d.worldSize,
     computeDtype: init.dtype,

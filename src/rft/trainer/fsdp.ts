@@ -71,6 +71,47 @@ export function unitOf(name: string): number {
 /** The bytes of a tensor's elements. */
 export const bytesOf = (t: Tensor) => t.numel * DTYPE_BYTES[t.dtype];
 
+/**
+ * The whole parameters a model is sharded from, read in ranges: their shapes by Hugging Face name (in the model's
+ * order), the master dtype and device of the shards, and elements [from, from + count) of one parameter as a 1-d
+ * tensor (any dtype and device: it is copied into the shard).
+ */
+export interface ShardSource {
+  shapes: ReadonlyMap<string, readonly number[]>;
+  dtype: DType;
+  device: string;
+  read(name: string, from: number, count: number): Tensor;
+}
+
+/** A ShardSource over whole tensors in memory: its ranges are views. */
+function tensorSource(weights: ReadonlyMap<string, Tensor>): ShardSource {
+  const first = [...weights.values()][0];
+  return {
+    shapes: new Map([...weights].map(([name, t]) => [name, t.shape])),
+    dtype: first?.dtype ?? 'float32',
+    device: first?.device ?? 'cpu',
+    read: (name, from, count) => (weights.get(name) as Tensor).detach().reshape([-1]).narrow(0, from, count),
+  };
+}
+
+/**
+ * Copies flat[from, from + count) of `params` laid end to end into `into` (at 0): for each parameter p, the overlap
+ * of the range with [offset_p, offset_p + numel_p), read as elements of p, copied and freed before the next is read.
+ */
+function copyFlatRange(params: readonly FlatParam[], from: number, count: number, read: ShardSource['read'], into: Tensor): void {
+  for (const p of params) {
+    const lo = Math.max(from, p.offset);
+    const hi = Math.min(from + count, p.offset + p.numel);
+    if (lo >= hi) continue;
+    const piece = read(p.name, lo - p.offset, hi - lo);
+    try {
+      into.narrow(0, lo - from, hi - lo).copy_(piece);
+    } finally {
+      piece.dispose();
+    }
+  }
+}
+
 export interface ShardOptions {
   rank: number;
   worldSize: number;
@@ -98,11 +139,12 @@ export class FullyShardedModel {
   #peakGradientBytes = 0;
 
   /**
-   * Shards `weights` (the full parameters in the master dtype, by Hugging Face name: the model's own, or a master
-   * copy's) and leaves `model` reading placeholders; the model's own parameters are disposed (so `weights`, when they
-   * are those), a master copy stays the caller's. The shards are copies.
+   * Shards the whole parameters `weights` describes and leaves `model` reading placeholders; the model's own
+   * parameters are disposed. `weights` is a map of tensors in the master dtype by Hugging Face name (the model's own,
+   * so then disposed, or a master copy, which stays the caller's), or a ShardSource (positioned reads of a model
+   * folder: ./fsdp-load.ts), of which this rank reads only its ranges. The shards are copies.
    */
-  constructor(model: CausalLM, weights: ReadonlyMap<string, Tensor>, options: ShardOptions) {
+  constructor(model: CausalLM, weights: ReadonlyMap<string, Tensor> | ShardSource, options: ShardOptions) {
     const { rank, worldSize } = options;
     if (!Number.isInteger(worldSize) || worldSize < 1 || !Number.isInteger(rank) || rank < 0 || rank >= worldSize)
       throw new Error(`fully sharded model: rank ${rank} of ${worldSize} is not a rank of the group`);
@@ -111,42 +153,37 @@ export class FullyShardedModel {
     this.worldSize = worldSize;
     this.computeDtype = options.computeDtype;
     this.frozen = options.frozen ?? false;
-    const byUnit = new Map<number, [string, Tensor][]>();
-    for (const [name, t] of weights) {
+    const source = weights instanceof Map ? tensorSource(weights) : (weights as ShardSource);
+    const byUnit = new Map<number, [string, readonly number[]][]>();
+    for (const [name, shape] of source.shapes) {
       const unit = unitOf(name);
-      byUnit.set(unit, [...(byUnit.get(unit) ?? []), [name, t]]);
+      byUnit.set(unit, [...(byUnit.get(unit) ?? []), [name, shape]]);
     }
     const order = [...byUnit.keys()].sort((a, b) => a - b); // the root (-1) first, then the layers
-    this.units = order.map((index) => ({ index, classes: this.#shardUnit(byUnit.get(index) ?? []) }));
-    const device = [...weights.values()][0]?.device ?? 'cpu';
-    for (const name of weights.keys())
-      this.#placeholders.set(name, torch.keep(torch.zeros([0], { dtype: this.computeDtype, device })));
+    this.units = order.map((index) => ({ index, classes: this.#shardUnit(byUnit.get(index) ?? [], source) }));
+    for (const name of source.shapes.keys())
+      this.#placeholders.set(name, torch.keep(torch.zeros([0], { dtype: this.computeDtype, device: source.device })));
     for (const t of model.replaceParameters(this.#placeholders).values()) t.dispose();
   }
 
-  #shardUnit(params: [string, Tensor][]): ShardClass[] {
+  #shardUnit(params: [string, readonly number[]][], source: ShardSource): ShardClass[] {
     return [true, false].flatMap((decay) => {
-      const members = params.filter(([name, t]) => noDecay(name, t.shape) !== decay);
+      const members = params.filter(([name, shape]) => noDecay(name, shape) !== decay);
       if (members.length === 0) return [];
       let offset = 0;
-      const flatParams = members.map(([name, t]) => {
-        const p = { name, shape: [...t.shape], numel: t.numel, offset };
-        offset += t.numel;
+      const flatParams = members.map(([name, shape]) => {
+        const numel = shape.reduce((a, b) => a * b, 1);
+        const p = { name, shape: [...shape], numel, offset };
+        offset += numel;
         return p;
       });
       const shardLength = Math.ceil(offset / this.worldSize);
+      const { from, count } = ownRange({ total: offset, shardLength }, this.rank);
       const shard = torch.noGrad(() =>
         torch.scope(() => {
-          const parts = members.map(([, t]) => t.detach().reshape([-1]));
-          const padding = this.worldSize * shardLength - offset;
-          const first = members[0]?.[1] as Tensor;
-          if (padding > 0) parts.push(torch.zeros([padding], { dtype: first.dtype, device: first.device }));
-          return torch.keep(
-            torch
-              .cat(parts)
-              .narrow(0, this.rank * shardLength, shardLength)
-              .clone(),
-          );
+          const own = torch.keep(torch.zeros([shardLength], { dtype: source.dtype, device: source.device }));
+          copyFlatRange(flatParams, from, count, source.read, own);
+          return own;
         }),
       );
       shard.requiresGrad_(!this.frozen);

@@ -17,7 +17,7 @@
 // Rank 0's close() ends the followers' follow(): with stop when its stage succeeded, with failed and its error message
 // when it did not, so that every rank ends the run at once — unless rank 0 is inside a step (one failed part way): the
 // followers may be in any of its collectives, so rank 0 sends nothing and leaves, and theirs fails.
-import type { CausalLM, LoraModel, VisionLanguageModel } from '../../model/index.js';
+import { type CausalLM, isVisionLanguageFolder, type LoraModel, type VisionLanguageModel } from '../../model/index.js';
 import * as torch from '../../torch/index.js';
 import { DistributedError, type ProcessGroup, type Store } from '../../torch/index.js';
 import { Critic } from '../algorithm/critic.js';
@@ -54,6 +54,7 @@ import {
 } from './fsdp-trainer.js';
 import { type ShardedPasses, shardedCollectives } from './fsdp-passes.js';
 import { saveShards, saveShardsTogether } from './fsdp-checkpoint.js';
+import { weightlessModel } from './fsdp-load.js';
 import { CheckpointReads, copyWeightsInto, readShardedCheckpoint, restoreOptimizer, resumeShardedPolicy } from './fsdp-resume.js';
 import { MasterWeights } from './master-weights.js';
 import type { DistributedOutcome, TrainerInit } from './trainer.js';
@@ -291,8 +292,13 @@ function current(): TrainerState {
   return state;
 }
 
-/** `reads` counts the bytes read of a sharded checkpoint (./fsdp-resume.ts). */
-function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null, reads: CheckpointReads): TrainerState {
+/** `reads` counts the bytes read of a sharded checkpoint (./fsdp-resume.ts), `modelReads` of the model folder (./fsdp-load.ts). */
+function initialise(
+  init: TrainerInit,
+  checkpoint: LoadedCheckpoint | null,
+  reads: CheckpointReads,
+  modelReads: CheckpointReads,
+): TrainerState {
   const algorithm = resolveAlgorithm(init.algorithm);
   if (shardsPolicy(init)) checkShardable(init, algorithm);
   const modelDir = checkpoint?.modelDir ?? init.modelPath;
@@ -304,19 +310,24 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null, read
   const { bitwiseOnPolicy } = init; // what a vision-language policy does not cover yet (./vision-rows.ts)
   const shardedRanks = shardsPolicy(init) ? (init.distributed?.worldSize ?? 1) : 0;
   const covered = { bitwiseOnPolicy, shardedRanks, useCritic: algorithm.useCritic };
-  const { model, vision } = loadPolicy(modelDir, { dtype: init.dtype, device, requiresGrad: init.lora === null }, covered);
+  // a sharded policy: a weightless model and its shards of the folder (loadPolicy refuses a vision-language one)
+  const fromFolderShards = shardsPolicy(init) && !isVisionLanguageFolder(modelDir);
+  const { model, vision } = fromFolderShards
+    ? { model: weightlessModel(modelDir, { dtype: init.dtype, device }), vision: null }
+    : loadPolicy(modelDir, { dtype: init.dtype, device, requiresGrad: init.lora === null }, covered);
   // a sharded checkpoint unsharded: the whole weights and AdamW state; sharded, each rank reads its part (below)
   const fromShards = checkpoint?.shardedDir && !shardsPolicy(init) ? readShardedCheckpoint(checkpoint.shardedDir, reads) : null;
   if (init.bitwiseOnPolicy) model.setBatchInvariant(true);
   let master: TrainerState['master'] = null;
-  if (init.masterDtype !== undefined && init.masterDtype !== init.dtype) {
-    if (init.lora !== null) {
-      model.dispose();
-      throw new Error(
-        `trainer: master weights in ${init.masterDtype} under ${init.dtype} compute are for full fine-tuning; LoRA ` +
-          'adapters train in one dtype',
-      );
-    }
+  if (init.masterDtype !== undefined && init.masterDtype !== init.dtype && init.lora !== null) {
+    model.dispose();
+    throw new Error(
+      `trainer: master weights in ${init.masterDtype} under ${init.dtype} compute are for full fine-tuning; LoRA ` +
+        'adapters train in one dtype',
+    );
+  }
+  // a sharded policy's shards are its master weights (read from the folder in the master dtype): no master model
+  if (init.masterDtype !== undefined && init.masterDtype !== init.dtype && !fromFolderShards) {
     const masterModel = loadMasterPolicy(modelDir, { dtype: init.masterDtype, device });
     const names = [...masterModel.parameters().keys()];
     const computeParams = (vision?.model ?? model).parameters(); // a vision-language policy: its vision tower too
@@ -335,13 +346,10 @@ function initialise(init: TrainerInit, checkpoint: LoadedCheckpoint | null, read
   const o = algorithm.optimizer;
   const d = init.distributed ?? null;
   const adamW = { lr: o.lr, betas: [o.betas[0] ?? 0.9, o.betas[1] ?? 0.999] as [number, number] };
-  // a fully sharded policy keeps its shards of the master weights (LoRA: of the frozen base); the full ones go
-  const toShard = lora ? model.parameters() : named;
-  const sharded = shardsPolicy(init) ? shardPolicy(model, toShard, init, { ...adamW, weightDecay: o.weightDecay }) : null;
-  if (sharded !== null) {
-    master?.model.dispose();
-    master = null;
-  }
+  // a sharded policy reads its shards of the master weights (LoRA: the frozen base) from the folder; none of their
+  // values when a sharded checkpoint's replace them
+  const folder = { dir: modelDir, reads: modelReads, overwritten: !lora && !!checkpoint?.shardedDir };
+  const sharded = fromFolderShards ? shardPolicy(model, folder, init, { ...adamW, weightDecay: o.weightDecay }) : null;
   const optimizer =
     sharded?.optimizer ??
     (d !== null && d.worldSize > 1 && d.zeroStage === 1
@@ -411,7 +419,8 @@ torch.serveTensorWorker({
     await loadAlgorithmPlugins(init.algorithm, init.pluginBaseDir);
     const checkpoint = init.resume ? latestCheckpoint(init.jobDir) : null;
     const reads = new CheckpointReads();
-    const s = initialise(init, checkpoint, reads);
+    const modelReads = new CheckpointReads();
+    const s = initialise(init, checkpoint, reads, modelReads);
     state = s;
     const d = init.distributed ?? null;
     try {
@@ -433,6 +442,7 @@ torch.serveTensorWorker({
       state: checkpoint?.state ?? null,
       algorithmType: s.algorithm.algorithmType,
       checkpointBytesRead: reads.bytes,
+      modelBytesRead: modelReads.bytes,
     };
   },
   step(experiences: Experience[]) {

@@ -160,6 +160,11 @@ export interface TrainerStart {
    * optimizer file, to resume: headers and the tensor ranges it needs (./fsdp-resume.ts); 0 otherwise.
    */
   checkpointBytesRead: number;
+  /**
+   * Bytes a sharded policy's rank read of its model folder at start (the base model, or a one-process checkpoint's
+   * model/): headers and its shards' ranges (./fsdp-load.ts); 0 otherwise (the folder is loaded whole).
+   */
+  modelBytesRead: number;
 }
 
 export class TrainerClient {

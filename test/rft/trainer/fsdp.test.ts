@@ -15,7 +15,10 @@
 //     on 2 ranks again (2 → 2), and a one-process checkpoint resumed on 2 ranks (1 → 2), step 4 takes the
 //     parameters of an uninterrupted one-process run (within 1e-5). (LoRA: rank 0 writes the adapter, 2 → 1.) Each
 //     rank reads only its part (TrainerStart.checkpointBytesRead): 2 → 2 at most its own file, 1 → 2 at most 60% of
-//     the optimizer file (half its moments and the header); the exact bytes are fsdp-resume.test.ts's.
+//     the optimizer file (half its moments and the header); the exact bytes are fsdp-resume.test.ts's. Every start
+//     reads at most the header and half the weights (one padding element a class) of its model folder
+//     (TrainerStart.modelBytesRead: the base, or 1 → 2 the checkpoint's model/; 2 → 2 its header only); the exact
+//     bytes are fsdp-load.test.ts's.
 // And a model whose whole training state (parameters, gradients, AdamW moments) is more than twice a per-rank bound
 // trains on 4 ranks (GRPO, 6 rows in micro-batches of 1: ranks 2 and 3 run an idle pass each), each within the bound:
 // 1/4 of the state plus its padding plus the gather buffers it measured. Then SFT on 3 rows: rank 3 has no row of the
@@ -23,7 +26,7 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 import { freePort } from '../../../src/cli/launch.js';
@@ -31,7 +34,7 @@ import { initModel } from '../../../src/model/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
 import { readShardedCheckpoint } from '../../../src/rft/trainer/fsdp-resume.js';
 import { type ShardedStateBytes, TrainerClient } from '../../../src/rft/trainer/trainer.js';
-import type * as torch from '../../../src/torch/index.js';
+import * as torch from '../../../src/torch/index.js';
 import { killForkedChildren } from '../../helpers/forked-child.js';
 import { type Scenario, scenarioInit } from './helpers/distributed-scenarios.js';
 import { forkRanks, groupRollouts, largestDifference, rotatedSteps, safetensorsFile, weightsOf } from './helpers/rank-harness.js';
@@ -58,6 +61,15 @@ const forkFsdpRanks = (scenarios: StrategyPlan['scenarios'], worldSize: number, 
 
 /** The files' sizes added. */
 const fileBytes = (files: string[]) => files.reduce((n, f) => n + statSync(f).size, 0);
+
+/**
+ * The most a rank of `worldSize` reads of model file `file` at start: its header, 1/W of its weight bytes and, in
+ * each of `classes` flat classes, one element more (a range is ⌈n / W⌉ elements), float32.
+ */
+function startReadBound(file: string, worldSize: number, classes: number): number {
+  const header = torch.readSafetensorsHeader(file).headerBytes;
+  return header + (statSync(file).size - header) / worldSize + 4 * classes;
+}
 
 /** The float32 elements a rank's flat classes pad with, at most: W - 1 per class, in bytes. */
 const paddingBytes = (bytes: ShardedStateBytes, worldSize: number) => bytes.classes * (worldSize - 1) * 4;
@@ -132,6 +144,12 @@ test('fsdp on 2 ranks: SFT, GRPO and GRPO with LoRA end 3 steps as one process d
       const limit = bytes.largestGather.root + 2 * bytes.largestGather.layer;
       // (rank 1 read its bytes after rank 0's weight sync and checkpoint, which it joined one unit at a time)
       assert.ok(bytes.peakGathered > 0 && bytes.peakGathered <= limit, `${scenario.name}: gathered ${bytes.peakGathered}`);
+    }
+    // each rank read its half of the model folder only (LoRA: of the frozen base)
+    for (const [rank, message] of [result, followed].entries()) {
+      const bound = startReadBound(join(threeLayers, 'model.safetensors'), 2, message?.bytes?.classes ?? 0);
+      const read = message?.modelBytes ?? 0;
+      assert.ok(read > 0 && read <= bound, `${scenario.name}, rank ${rank}: read ${read} bytes of the model, more than ${bound}`);
     }
 
     // the sharded checkpoint: each rank's file and the index; read back whole, one process's weights and optimizer file
@@ -222,6 +240,13 @@ test('fsdp on 2 ranks: SFT, GRPO and GRPO with LoRA end 3 steps as one process d
         ? fileBytes([files.optimizer]) * 0.6
         : fileBytes([files.shards[rank] as string]);
       assert.ok(bytes > 0 && bytes <= bound, `${scenario.name}, rank ${rank}: read ${bytes} bytes, more than ${bound}`);
+      // and of the model folder: 1 → 2 its half of the checkpoint's model/; 2 → 2 the base's header only (the
+      // checkpoint's shards are the weights)
+      const modelBound = scenario.sharedJobDir.endsWith('-single')
+        ? startReadBound(join(dirname(files.optimizer), 'model', 'model.safetensors'), 2, message?.bytes?.classes ?? 0)
+        : torch.readSafetensorsHeader(join(threeLayers, 'model.safetensors')).headerBytes;
+      const modelRead = message?.modelBytes ?? 0;
+      assert.ok(modelRead > 0 && modelRead <= modelBound, `${scenario.name}, rank ${rank}: model ${modelRead} > ${modelBound}`);
     }
   }
   assert.deepEqual(

@@ -30,6 +30,8 @@ export interface RankMessage {
   exported?: string | null;
   /** TrainerStart.checkpointBytesRead: the bytes of checkpoint files the rank read to resume. */
   resumeBytes?: number;
+  /** TrainerStart.modelBytesRead: the bytes of its model folder a sharded rank read at start. */
+  modelBytes?: number;
   message?: string;
 }
 

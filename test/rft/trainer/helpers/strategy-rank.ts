@@ -53,6 +53,7 @@ async function main(): Promise<void> {
     };
     const { trainer, start } = await TrainerClient.start(init);
     const resumeBytes = start.checkpointBytesRead;
+    const modelBytes = start.modelBytesRead;
     if (rank === 0) {
       for (const batch of scenario.batches) await trainer.step(batch);
       const bytes = await trainer.shardedStateBytes();
@@ -65,13 +66,23 @@ async function main(): Promise<void> {
       const weights = Object.fromEntries([...synced].map(([name, t]) => [name, t.float().toTypedArray() as Float32Array]));
       await trainer.endSync();
       await trainer.close();
-      await send({ type: 'result', scenario: scenario.name, weights, elements, bytes, checkpoint, exported, resumeBytes });
+      await send({
+        type: 'result',
+        scenario: scenario.name,
+        weights,
+        elements,
+        bytes,
+        checkpoint,
+        exported,
+        resumeBytes,
+        modelBytes,
+      });
     } else {
       const { steps } = await trainer.follow();
       const bytes = await trainer.shardedStateBytes();
       const elements = await trainer.optimizerStateElements();
       await trainer.close();
-      await send({ type: 'followed', scenario: scenario.name, steps, elements, bytes, resumeBytes });
+      await send({ type: 'followed', scenario: scenario.name, steps, elements, bytes, resumeBytes, modelBytes });
     }
   }
 }
