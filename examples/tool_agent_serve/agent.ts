@@ -77,6 +77,8 @@ export interface Episode {
   turns: number;
   toolCalls: number;
   invalidToolCalls: number;
+  /** The conversation: the question, each reply as returned, the tool results. */
+  messages: MessageParam[];
 }
 
 /** One model call; a streamed reply is put together from its deltas into the message the API would have returned. */
@@ -129,7 +131,7 @@ const contextFull = (error: unknown): boolean =>
 /** Plays one episode (see the header). */
 export async function playEpisode(client: OpenAI, question: string, options: EpisodeOptions): Promise<Episode> {
   const messages: MessageParam[] = [{ role: 'user', content: question }];
-  const episode: Episode = { answer: null, lastReplyId: '', turns: 0, toolCalls: 0, invalidToolCalls: 0 };
+  const episode: Episode = { answer: null, lastReplyId: '', turns: 0, toolCalls: 0, invalidToolCalls: 0, messages };
   while (episode.turns < (options.maxTurns ?? 4)) {
     let reply: Awaited<ReturnType<typeof call>>;
     try {
