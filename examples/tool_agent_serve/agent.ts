@@ -27,7 +27,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import OpenAI from 'openai';
-import { type Documents, loadDocuments, runTool, TOOLS } from './tools.js';
+import { type Documents, loadDocuments, NO_MATCH, runTool, TOOLS } from './tools.js';
 
 type MessageParam = OpenAI.Chat.Completions.ChatCompletionMessageParam;
 type AssistantMessage = OpenAI.Chat.Completions.ChatCompletionAssistantMessageParam;
@@ -77,6 +77,9 @@ export interface Episode {
   turns: number;
   toolCalls: number;
   invalidToolCalls: number;
+  /** lookup calls, and those that found a document. */
+  lookups: number;
+  lookupsFound: number;
   /** The conversation: the question, each reply as returned, the tool results. */
   messages: MessageParam[];
 }
@@ -131,7 +134,16 @@ const contextFull = (error: unknown): boolean =>
 /** Plays one episode (see the header). */
 export async function playEpisode(client: OpenAI, question: string, options: EpisodeOptions): Promise<Episode> {
   const messages: MessageParam[] = [{ role: 'user', content: question }];
-  const episode: Episode = { answer: null, lastReplyId: '', turns: 0, toolCalls: 0, invalidToolCalls: 0, messages };
+  const episode: Episode = {
+    answer: null,
+    lastReplyId: '',
+    turns: 0,
+    toolCalls: 0,
+    invalidToolCalls: 0,
+    lookups: 0,
+    lookupsFound: 0,
+    messages,
+  };
   while (episode.turns < (options.maxTurns ?? 4)) {
     let reply: Awaited<ReturnType<typeof call>>;
     try {
@@ -152,6 +164,10 @@ export async function playEpisode(client: OpenAI, question: string, options: Epi
       const result = runTool(toolCall.function, options.documents);
       episode.toolCalls++;
       if (!result.valid) episode.invalidToolCalls++;
+      if (toolCall.function.name === 'lookup' && result.valid) {
+        episode.lookups++;
+        if (result.content !== NO_MATCH) episode.lookupsFound++;
+      }
       messages.push({ role: 'tool', tool_call_id: toolCall.id, content: result.content });
     }
   }
@@ -183,6 +199,9 @@ export interface Evaluation {
   accuracy: number;
   episodes: number;
   meanToolCalls: number;
+  /** Share of the valid lookup calls that found a document (the places named in a question, when the model copies
+   * them right): moves before the accuracy does. */
+  lookupsFound: number;
 }
 
 /** The evaluation loop: `samples` episodes per question at `temperature` (seeded when sampled). */
@@ -204,6 +223,12 @@ export async function evaluate(
     accuracy: episodes.filter((e) => e.correct).length / episodes.length,
     episodes: episodes.length,
     meanToolCalls: episodes.reduce((sum, e) => sum + e.episode.toolCalls, 0) / episodes.length,
+    lookupsFound:
+      episodes.reduce((sum, e) => sum + e.episode.lookupsFound, 0) /
+      Math.max(
+        1,
+        episodes.reduce((sum, e) => sum + e.episode.lookups, 0),
+      ),
   };
 }
 
@@ -320,9 +345,14 @@ async function main(): Promise<void> {
     console.log(
       `${when}: greedy ${(100 * greedy.accuracy).toFixed(1)}% (${greedy.episodes} questions), sampled ` +
         `${(100 * sampled.accuracy).toFixed(1)}% (${sampled.episodes} episodes at temperature 1), ` +
-        `${greedy.meanToolCalls.toFixed(2)} tool calls per greedy episode`,
+        `${greedy.meanToolCalls.toFixed(2)} tool calls per greedy episode; lookups that found a place: ` +
+        `${(100 * greedy.lookupsFound).toFixed(1)}% greedy, ${(100 * sampled.lookupsFound).toFixed(1)}% sampled`,
     );
-    return { greedy: greedy.accuracy, sampled: sampled.accuracy };
+    return {
+      greedy: greedy.accuracy,
+      sampled: sampled.accuracy,
+      lookupsFound: { greedy: greedy.lookupsFound, sampled: sampled.lookupsFound },
+    };
   };
   const before = await evaluation('before training');
   if (values['eval-only']) return console.log(JSON.stringify({ before }));

@@ -38,6 +38,9 @@ export const TOOLS: OpenAI.Chat.Completions.ChatCompletionTool[] = [
   },
 ];
 
+/** lookup's answer for a query that names no document. */
+export const NO_MATCH = 'no match';
+
 /** The documents lookup reads, by lower-cased key. */
 export type Documents = ReadonlyMap<string, string>;
 
@@ -100,7 +103,7 @@ export function runTool(call: { name: string; arguments: string }, documents: Do
     return { content: 'error: arguments are not JSON', valid: false };
   }
   if (call.name === 'lookup' && typeof args?.query === 'string')
-    return { content: documents.get(args.query.trim().toLowerCase()) ?? 'no match', valid: true };
+    return { content: documents.get(args.query.trim().toLowerCase()) ?? NO_MATCH, valid: true };
   if (call.name === 'calc' && typeof args?.expression === 'string') {
     try {
       return { content: formatResult(calculate(args.expression)), valid: true };
