@@ -21,6 +21,8 @@
 //
 //   node --import tsx examples/tool_agent_serve/agent.ts [--base-url http://127.0.0.1:8010/v1] [--rounds 30]
 //     [--questions 4] [--group 8] [--eval-limit 100] [--samples 4] [--seed 0] [--stream] [--eval-only]
+//     [--documents FILE] [--eval-data FILE] [--train-data FILE]       (defaults: examples/tool_agent's data and the
+//     document file src/rft/workflow/agents/tool-agent-documents.json, which its expert conversations looked up)
 //   (the API key: $TRINITY_API_KEY) prints the evaluation before training, each round's mean reward, the evaluation
 //   after training, and a last JSON line of the figures.
 import { readFileSync } from 'node:fs';
