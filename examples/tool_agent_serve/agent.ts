@@ -201,8 +201,8 @@ export interface Evaluation {
   accuracy: number;
   episodes: number;
   meanToolCalls: number;
-  /** Share of the valid lookup calls that found a document (the places named in a question, when the model copies
-   * them right): moves before the accuracy does. */
+  /** Share of the valid lookup calls that found a document: any place, not necessarily one the question names (a
+   * model that has memorised place names finds places without copying the question's). */
   lookupsFound: number;
 }
 
