@@ -53,14 +53,15 @@ export class ExplorerTrainerWait {
       ? ' (an environment workflow in workflow_args.experience_mode: step makes one experience per move, so the ' +
         'count varies from step to step)'
       : '';
-    const fits = Math.min(this.#rolloutsPerStep, ...made.map(([, count]) => count));
+    const fits = Math.min(this.#rolloutsPerStep, ...made.map(([, count]) => count).filter((count) => count > 0));
     return (
       `train step ${trainStep} waits for buffer.train_batch_size = ${trainBatchSize} experiences and the buffer holds ` +
       `${buffered}, while the explorer waits for weights version ${version} (which train step ${trainStep} makes) ` +
       `before explore step ${exploreStep} (synchronizer.sync_style fixed, sync_interval ${interval}, sync_offset ` +
       `${offset}): the two would wait on each other. ${madeText} experience(s) from buffer.batch_size × ` +
       `repeat_times = ${this.#rolloutsPerStep} rollouts${perMove}. Set buffer.train_batch_size to at most ${fits} ` +
-      '(what one explore step makes at least), or let the explorer run ahead (synchronizer.sync_offset), or set ' +
+      '(what one explore step makes at least), or let the explorer run ahead (synchronizer.sync_offset: enough ' +
+      'while explore steps make train_batch_size on average), or set ' +
       'synchronizer.sync_style: explorer_driven (the trainer answers the explorer with the weights it has while it ' +
       'waits for a batch)'
     );
