@@ -28,6 +28,15 @@ export function requiredVersion(step: number, syncInterval: number, syncOffset: 
   return Math.max(0, Math.floor((step - 1 - syncOffset) / syncInterval) * syncInterval);
 }
 
+/**
+ * The weights version explore step `step` blocks on until the trainer publishes it: sync_style fixed's
+ * requiredVersion; null for the styles that never wait for a version (trainer_driven waits for the first weights
+ * only, explorer_driven's requests are answered by a trainer that is waiting, fully_async never waits).
+ */
+export function awaitedVersion(sync: StageSettings['sync'], step: number): number | null {
+  return sync.style === 'fixed' ? requiredVersion(step, sync.interval, sync.offset) : null;
+}
+
 export interface ExploredStep {
   step: number;
   /** rollout/* metrics of the step, with the weights version that explored it. */
@@ -77,8 +86,13 @@ export interface ExplorerLoopParts {
   metricsDir: string;
   /** Called after each explore step (before its experiences are written). */
   onStep: (explored: ExploredStep) => void;
-  /** Called once explore step `step`'s experiences are all in the buffer. */
-  onWritten?: (step: number) => void;
+  /** Called once explore step `step`'s experiences (`written` of them) are all in the buffer. */
+  onWritten?: (step: number, written: number) => void;
+  /**
+   * Called with the explore step about to wait for its weights (waitForWeights below), and with null once they are
+   * there: mode both tells from it that the explorer waits on the train step the trainer is filling.
+   */
+  onWaitingForWeights?: (step: number | null) => void;
   /** Writes a step's experiences (default: buffer.write); mode explore writes its position with them. */
   write?: (explored: ExploredStep, experiences: Experience[]) => Promise<unknown>;
   /**
@@ -113,10 +127,13 @@ export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
       const step = claimed?.step ?? ++sequential;
       if (step > parts.totalSteps) break;
       try {
+        parts.onWaitingForWeights?.(step);
         await waitForWeights(parts, step);
       } catch (error) {
         if (parts.signal?.aborted) break; // stopped (Ctrl-C) while waiting: not a failure
         throw error;
+      } finally {
+        parts.onWaitingForWeights?.(null);
       }
       const batch = claimed ?? scheduler.nextBatch();
       if (batch === null) break;
@@ -187,7 +204,7 @@ export async function runExplorerLoop(parts: ExplorerLoopParts): Promise<void> {
       // metrics are on disk, so a run killed after that checkpoint lost none of them
       if (evalDue(step)) await evaluate(step);
       await (parts.write ? parts.write(explored, processed.experiences) : buffer.write(processed.experiences));
-      parts.onWritten?.(step);
+      parts.onWritten?.(step, processed.experiences.length);
     }
   } finally {
     await (parts.finish ? parts.finish() : buffer.finishWriting());
@@ -198,7 +215,7 @@ async function waitForWeights(parts: ExplorerLoopParts, step: number): Promise<v
   const { interval, offset, style } = parts.settings.sync;
   switch (style) {
     case 'fixed': {
-      const need = requiredVersion(step, interval, offset);
+      const need = awaitedVersion(parts.settings.sync, step) ?? 0;
       return parts.weights.waitForVersion(need, `weights version ${need} for explore step ${step}`);
     }
     case 'trainer_driven':

@@ -1,7 +1,8 @@
 // Mode both: the explorer loop (rollouts on the engine's worker thread) ─▶ the buffer ─▶ the trainer loop (the trainer
 // worker), in one process; weights flow back through a LocalWeightChannel (sync_method memory: by reference;
 // checkpoint: a folder). One loop failing stops the other; a resumed stage puts the checkpoint's in-memory buffer
-// contents back before the explorer starts (./checkpoint-state.ts).
+// contents back before the explorer starts (./checkpoint-state.ts). A train step that waits for experiences while the
+// explorer waits for its weights stops the run with an error naming the keys to change (./explorer-trainer-wait.ts).
 import type { StageResult } from '../settings.js';
 import { BufferClosedError } from '../buffer/index.js';
 import type { Experience } from '../experience.js';
@@ -12,6 +13,7 @@ import { LocalWeightChannel } from '../sync/local-channel.js';
 import { weightTransport } from '../sync/weight-channel.js';
 import { WeightPublication } from '../trainer/loop.js';
 import { memoryBufferState, restoreMemoryBuffer } from './checkpoint-state.js';
+import { ExplorerTrainerWait } from './explorer-trainer-wait.js';
 import type { StageParts } from './stage-parts.js';
 
 export async function runBothStage(parts: StageParts): Promise<StageResult> {
@@ -48,9 +50,14 @@ export async function runBothStage(parts: StageParts): Promise<StageResult> {
   // buffer, waiting longer for a short step would wait for rollouts that never come
   let writtenThrough = parts.startStep;
   const perExploreStep = settings.batchSize * parts.algorithm.repeatTimes;
-  const source = parts.bufferSource(buffer, publication, (step) => {
-    return writtenThrough >= Math.ceil((step * settings.trainBatchSize) / perExploreStep);
-  });
+  // the trainer waiting for a batch while the explorer waits for that batch's weights is an error at once
+  const mutualWait = new ExplorerTrainerWait(settings, parts.algorithm.repeatTimes);
+  const source = parts.bufferSource(
+    buffer,
+    publication,
+    (step) => writtenThrough >= Math.ceil((step * settings.trainBatchSize) / perExploreStep),
+    (step) => mutualWait.explorerWaitsOn(step),
+  );
   // an SQL buffer outlives the process: the steps a resumed run explores again (those after its checkpoint) write
   // the same ids as before the crash, which the buffer stores once (in-memory buffers start from the checkpoint)
   const stampIds = settings.buffer.storageType === 'sql';
@@ -66,9 +73,11 @@ export async function runBothStage(parts: StageParts): Promise<StageResult> {
       explored.set(step.step, step);
       if (step.failures.length > 0) lastFailures = step.failures;
     },
-    onWritten: (step) => {
+    onWritten: (step, count) => {
       writtenThrough = step;
+      mutualWait.written(step, count);
     },
+    onWaitingForWeights: (step) => mutualWait.waiting(step),
     onEval: (step, metrics) => monitors.log(step, metrics),
   });
   let trainerFinished = false;

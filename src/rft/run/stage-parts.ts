@@ -36,7 +36,7 @@ import { stageWorkflowRunner } from '../explorer/evaluation.js';
 import { ADVANTAGES_FILE, createMonitors, type MonitorGroup, ProgressReporter } from '../monitor/index.js';
 import { openProcessWeightChannel } from '../sync/process-channel.js';
 import type { ExplorerEngine, ProcessWeightChannel, StartedEngine, WeightReceiver } from '../sync/weight-channel.js';
-import { BufferExperienceSource } from '../trainer/experience-source.js';
+import { BufferExperienceSource, type BufferSourceOptions } from '../trainer/experience-source.js';
 import { runTrainerLoop, type WeightPublication } from '../trainer/loop.js';
 import { StepBatches, type TrainerSource } from '../trainer/step-batches.js';
 import { TrainerClient } from '../trainer/trainer.js';
@@ -239,12 +239,14 @@ export class StageParts {
     buffer: ExperienceBuffer,
     publication: WeightPublication,
     stepFilled: ((step: number) => boolean) | null = null,
+    explorerWaitsOn: BufferSourceOptions['explorerWaitsOn'] = null,
   ): BufferExperienceSource {
     const { sync } = this.settings;
     const source: BufferExperienceSource = new BufferExperienceSource({
       buffer,
       maxStaleness: sync.maxStaleness,
       stepFilled,
+      explorerWaitsOn,
       signal: this.#signal,
       answerRequests:
         sync.style === 'explorer_driven'

@@ -24,6 +24,13 @@ export interface BufferSourceOptions {
    */
   stepFilled: ((step: number) => boolean) | null;
   /**
+   * Mode both: while the explorer waits for the weights that train step `step` makes (sync_style fixed), it writes
+   * nothing more before that step is trained. Then this returns the error a read that cannot fill the step fails
+   * with at once (given the `buffered` experiences the step found), rather than wait max_read_timeout for
+   * experiences that cannot come; null while the explorer does not wait on `step`.
+   */
+  explorerWaitsOn?: ((step: number) => ((buffered: number) => string) | null) | null;
+  /**
    * The stage's stop signal: a read waiting for experiences ends with none when it aborts (Ctrl-C while an online
    * trainer waits for traffic), taking nothing from the buffer.
    */
@@ -85,7 +92,7 @@ export class BufferExperienceSource implements ExperienceSource {
       const want = count - out.length;
       let read: Experience[];
       try {
-        read = await this.#readRaw(want, Math.max(0, deadline - Date.now()), Math.max(0, minCount - out.length));
+        read = await this.#readRaw(want, Math.max(0, deadline - Date.now()), Math.max(0, minCount - out.length), out.length);
       } catch (error) {
         if (error instanceof BufferTimeoutError) this.#held.unshift(...out);
         throw error;
@@ -108,8 +115,8 @@ export class BufferExperienceSource implements ExperienceSource {
     return out;
   }
 
-  async #readRaw(count: number, timeoutMs: number, minCount: number): Promise<Experience[]> {
-    const { buffer, answerRequests, stepFilled, signal } = this.#options;
+  async #readRaw(count: number, timeoutMs: number, minCount: number, alreadyRead: number): Promise<Experience[]> {
+    const { buffer, answerRequests, stepFilled, explorerWaitsOn, signal } = this.#options;
     const filled = () => stepFilled?.(this.modelVersion + 1) === true;
     // what is there now, down to none (the explorer will write nothing more for this step)
     const readNow = async (n: number): Promise<Experience[]> => {
@@ -126,9 +133,10 @@ export class BufferExperienceSource implements ExperienceSource {
       this.cursor = batch.cursor;
       return batch.experiences;
     };
-    if (answerRequests === null && stepFilled === null && signal === undefined) return once(timeoutMs, true);
+    if (answerRequests === null && stepFilled === null && !explorerWaitsOn && signal === undefined) return once(timeoutMs, true);
     // waiting in slices: between two, answer the explorer's requests for weights (it may be waiting on one), look
-    // whether the explorer has finished the steps that feed this one, and whether the stage was stopped
+    // whether the explorer has finished the steps that feed this one or waits for this one's weights, and whether
+    // the stage was stopped
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       if (signal?.aborted) return [];
@@ -137,6 +145,13 @@ export class BufferExperienceSource implements ExperienceSource {
         const there = await readNow(count);
         if (there.length < count) this.shortStep = true;
         return there;
+      }
+      // the explorer waits for this step's weights: what the buffer holds now is all the step can get
+      const deadlock = explorerWaitsOn?.(this.modelVersion + 1) ?? null;
+      if (deadlock) {
+        const there = await readNow(count);
+        if (there.length === count) return there;
+        throw new Error(deadlock(this.delivered + alreadyRead + there.length));
       }
       const remaining = Math.max(0, deadline - Date.now());
       const last = remaining <= REQUEST_CHECK_MS;

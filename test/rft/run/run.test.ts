@@ -269,7 +269,8 @@ test('rollouts the model cannot train on are rejected and counted; a step left s
 
 test('trainer_driven: the explorer never waits for weights (a train batch spans two explore steps, which fixed sync would deadlock on)', async () => {
   // train step s needs explore steps 2s-1 and 2s; fixed sync (offset 0) would hold explore step 2 until weights
-  // version 1, which needs train step 1, which needs explore step 2: it fails after sync_timeout. trainer_driven runs.
+  // version 1, which needs train step 1, which needs explore step 2: it fails at once, naming the mutual wait (before
+  // sync_timeout or max_read_timeout end it; src/rft/run/explorer-trainer-wait.ts). trainer_driven runs.
   for (const [style, finishes] of [
     ['trainer_driven', true],
     ['fixed', false],
@@ -283,7 +284,10 @@ test('trainer_driven: the explorer never waits for weights (a train batch spans 
       log: () => {},
     });
     if (!finishes) {
-      await assert.rejects(run, /timed out after 20000 ms waiting for weights version 1 for explore step 2/);
+      await assert.rejects(
+        run,
+        /train step 1 waits for buffer\.train_batch_size = 16 experiences and the buffer holds 8, while the explorer waits for weights version 1 \(which train step 1 makes\) before explore step 2 .*explore step 1 made 8 experience\(s\) from buffer\.batch_size × repeat_times = 8 rollouts\. Set buffer\.train_batch_size to at most 8/,
+      );
       continue;
     }
     await run;
