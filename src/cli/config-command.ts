@@ -1,10 +1,11 @@
-// `trinity config check FILE [--set key=value ...]`: validates a run config and prints it resolved (every default
+// `trinity config check FILE [--set key=value ...]` (or `--config FILE`, as `trinity run` takes it): validates a run config and prints it resolved (every default
 // and derived key filled in), or every problem with its key path and where it was written.
 import { parseArgs } from 'node:util';
 import { ConfigError } from '../rft/run/config/index.js';
 import type { AlgorithmResolver } from '../rft/run/config/index.js';
 
 export const CONFIG_HELP = `trinity config check FILE [--set key.path=value ...]
+trinity config check --config FILE [--set key.path=value ...]
   Validates a run config (YAML, Trinity-RFT's keys) and prints it resolved, as YAML: every default and derived key
   filled in, relative paths made absolute, one document per stage of a multi-stage run. Then checks what
   "trinity run" checks before its first stage: the job folder can be made, the model folder has config.json, every
@@ -43,6 +44,7 @@ export async function configCommand(args: string[], output: CommandOutput = proc
     args: rest,
     allowPositionals: true,
     options: {
+      config: { type: 'string' },
       set: { type: 'string', multiple: true, default: [] },
       'no-algorithm-check': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h' },
@@ -52,8 +54,10 @@ export async function configCommand(args: string[], output: CommandOutput = proc
     stdout.write(CONFIG_HELP);
     return 0;
   }
-  const [file] = positionals;
-  if (file === undefined || positionals.length > 1) {
+  // the file as a positional or as `--config FILE` (the flag `trinity run` and `trinity bench` take), not both
+  const files = values.config === undefined ? positionals : [values.config, ...positionals];
+  const [file] = files;
+  if (file === undefined || files.length > 1) {
     stderr.write(`trinity config check: give exactly one config file\n\n${CONFIG_HELP}`);
     return 2;
   }

@@ -659,4 +659,14 @@ describe('trinity config check', () => {
     assert.equal((await run(['check', '--help'])).code, 0);
     assert.equal((await run(['check'])).code, 2);
   });
+
+  it('takes the file as --config FILE too, as trinity run does; not two files', async () => {
+    const file = write('model: {model_path: /m}\nbufer: {}\n');
+    const { code, err } = await run(['check', '--config', file, '--no-algorithm-check']);
+    assert.equal(code, 1);
+    assert.match(err, /bufer: unknown key 'bufer'/);
+    const both = await run(['check', '--config', file, file, '--no-algorithm-check']);
+    assert.equal(both.code, 2);
+    assert.match(both.err, /give exactly one config file/);
+  });
 });
