@@ -1,7 +1,8 @@
 // A run that cannot fill its train steps fails (src/rft/trainer/empty-steps.ts): whichever way every rollout goes
 // wrong — the workflow throws, hangs or spins past explorer.max_timeout, runs out of its heap, returns a reward that
 // is not a number or token ids outside the vocabulary, the sequences are longer than the model's context; with the
-// built-in workflow, prompts longer than the context (truncation off; on, the placeholders alone fail the run too), a chat template that throws, a tokenizer larger than the model's vocabulary — the
+// built-in workflow, prompts longer than the context (truncation off; on, the placeholders alone fail the run too), an
+// experience pipeline that filters every experience out, a chat template that throws, a tokenizer larger than the model's vocabulary — the
 // run rejects with an error naming the cause and the last rollout failures, run_status.json says "failed", and there
 // is no done.json (a rerun does not skip the stage as finished) and no final model.
 import assert from 'node:assert/strict';
@@ -165,6 +166,15 @@ test('every prompt over max_prompt_tokens (truncation on, the default): placehol
   const error = await failingRun(null, { prepare: (root) => writeTasks(root, (i) => `${'1+'.repeat(40)}${i}=`) });
   assert.equal(error.name, 'NothingToTrainError');
   assert.match(error.message, /every experience is the placeholder of a prompt over model\.max_prompt_tokens/);
+});
+
+test('every experience filtered out by the experience pipeline: the run fails naming the pipeline', async () => {
+  // the built-in workflow's rewards are at most 1: reward_filter at 2 keeps none of them
+  const error = await failingRun(null, {
+    overrides: ['data_processor.experience_pipeline.operators=[{name: reward_filter, args: {threshold: 2}}]'],
+  });
+  assert.match(error.message, /none of the 2 train step\(s\) run had anything to train on/);
+  assert.match(error.message, /the experience pipeline kept none of the step's 8 experience\(s\)/);
 });
 
 test('a chat template that throws: the run fails naming the template error', async () => {
