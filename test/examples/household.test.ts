@@ -5,7 +5,7 @@
 // the runs must go end to end: a bench, SFT on the expert's episodes, GRPO steps over household episodes whose
 // metrics say how they went, and in step mode anchor states that GiGPO found (every run of a task starts from the
 // same state). Also: the committed data is what make-data.ts writes, and its options (the house arguments the
-// workflow reads; the ε-greedy demonstrator).
+// workflow reads; the ε-greedy demonstrator; the observing expert, which acts only on what it has seen).
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -24,7 +24,11 @@ import {
   HouseholdEnv,
   householdAdmissibleActions,
   householdFromArgs,
+  type Household,
+  type HouseholdState,
+  householdObservingExpert,
   initialHouseholdState,
+  observingExpertPlan,
   solveHousehold,
 } from '../../src/rft/workflow/index.js';
 import * as torch from '../../src/torch/index.js';
@@ -198,5 +202,61 @@ describe('examples/household, shortened', () => {
     };
     const failures = data.sft.filter((row) => !solved(row)).length;
     assert.ok(failures > 0 && failures < 30, `${failures} of 30 demonstrations fail`);
+  });
+
+  it('the observing expert reaches the goal, and acts on what it has seen: moving an unseen object changes nothing', () => {
+    // a policy that acts on the observations alone takes the same actions in two houses as long as their observations
+    // agree; here the second house is the first with the goal objects moved to the last receptacle they may start in
+    type Policy = (house: Household) => (state: HouseholdState) => string;
+    const agreesUntilSeen = (house: Household, policy: Policy): boolean => {
+      const places = house.receptacles.filter((r) => r.kind !== house.goal.target);
+      const hidden = places.at(-1)?.name as string;
+      const moved = { ...house, start: { ...house.start } };
+      for (const o of house.objects) if (o.kind === house.goal.object) moved.start[o.name] = hidden;
+      const [a, b] = [new HouseholdEnv(house), new HouseholdEnv(moved)];
+      const [policyA, policyB] = [policy(house), policy(moved)];
+      let same = a.reset() === b.reset();
+      for (let step = 0; step < 30 && same && !a.done && !b.done; step++) {
+        const action = policyA(a.state);
+        if (action !== policyB(b.state)) return false;
+        same = a.step(action).observation === b.step(action).observation;
+      }
+      return true;
+    };
+    const bfs: Policy = (house) => (state) => solveHousehold(house, state)?.[0] ?? 'look';
+    let bfsDiffers = 0;
+    for (let seed = 0; seed < 16; seed++) {
+      for (const maxRooms of [2, 4]) {
+        const house = generateHousehold({ seed, maxRooms });
+        const plan = observingExpertPlan(house, initialHouseholdState(house), 40);
+        const env = new HouseholdEnv(house);
+        env.reset();
+        for (const action of plan) env.step(action);
+        assert.ok(env.success, `seed ${seed}, ${maxRooms} rooms (${house.goal.type}): ${plan.join('; ')}`);
+        const shortest = solveHousehold(house, initialHouseholdState(house)) as string[];
+        assert.ok(plan.length >= shortest.length);
+        assert.ok(agreesUntilSeen(house, householdObservingExpert), `seed ${seed}: the observing expert peeked`);
+        if (!agreesUntilSeen(house, bfs)) bfsDiffers++;
+      }
+    }
+    assert.ok(bfsDiffers > 0, 'the BFS expert walks to unseen objects (the check above can tell)');
+  });
+
+  it('make-data.ts --demonstrator observing: the demonstrations are the observing expert episodes', async () => {
+    const data = await makeHouseholdData({
+      maxRooms: 2,
+      taskTypes: ['pick_and_place'],
+      demonstrator: 'observing',
+      maxSteps: 30,
+      train: 0,
+      eval: 4,
+      sft: 10,
+    });
+    assert.equal(data.sft.length, 10);
+    for (const row of data.sft) {
+      const house = householdFromArgs({ max_rooms: 2, task_types: 'pick_and_place', seed: row.seed }, { seed: row.seed });
+      const replies = row.messages.filter((m) => m.role === 'assistant').map((m) => m.content);
+      assert.deepEqual(replies, observingExpertPlan(house, initialHouseholdState(house), 30));
+    }
   });
 });
