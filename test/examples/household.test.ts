@@ -13,6 +13,7 @@ import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { householdDemonstrator, makeHouseholdData } from '../../examples/household/make-data.js';
+import { householdWords, writeHouseholdTokenizer } from '../../examples/household/make-tokenizer.js';
 import { initModel } from '../../src/model/index.js';
 import { resolveAlgorithm } from '../../src/rft/algorithm/presets.js';
 import { writeJsonlSets } from '../../src/rft/buffer/index.js';
@@ -31,6 +32,7 @@ import {
   observingExpertPlan,
   solveHousehold,
 } from '../../src/rft/workflow/index.js';
+import { Tokenizer } from '../../src/tokenizer/index.js';
 import * as torch from '../../src/torch/index.js';
 
 const example = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'examples', 'household');
@@ -258,5 +260,27 @@ describe('examples/household, shortened', () => {
       const replies = row.messages.filter((m) => m.role === 'assistant').map((m) => m.content);
       assert.deepEqual(replies, observingExpertPlan(house, initialHouseholdState(house), 30));
     }
+  });
+
+  it('make-tokenizer.ts: every word of the demonstrations one token, any text encodes and decodes unchanged', async () => {
+    const data = await makeHouseholdData({ maxRooms: 2, demonstrator: 'observing', maxSteps: 30, train: 0, eval: 4, sft: 8 });
+    const texts = data.sft.flatMap((row) => row.messages.map((m) => m.content as string));
+    const words = householdWords(texts, 1);
+    assert.ok(words.includes('countertop') && words.includes('1') && words.includes('a'), words.join(','));
+    const dir = join(root, 'household-tokenizer');
+    assert.ok(writeHouseholdTokenizer(dir, words) < 1000);
+    const tokenizer = Tokenizer.load(dir);
+    for (const word of words) {
+      assert.equal(tokenizer.encode(word).length, 1, word);
+      assert.equal(tokenizer.encode(` ${word}`).length, 1, ` ${word}`);
+    }
+    // an observation: a token per word, space, digit run or punctuation mark; an unseen word falls back to characters
+    const observation = texts[1] as string;
+    const ids = tokenizer.encode(observation);
+    assert.equal(tokenizer.decode(ids), observation);
+    assert.ok(ids.length * 3 < observation.length, `${ids.length} tokens for ${observation.length} characters`);
+    const command = 'take countertop 1 from zzz'; // "take", " countertop", " 1", " from", then " zzz" by characters
+    assert.equal(tokenizer.encode(command).length, 4 + ' zzz'.length);
+    assert.equal(tokenizer.decode(tokenizer.encode(command)), command);
   });
 });
