@@ -5,7 +5,8 @@
 // the runs must go end to end: a bench, SFT on the expert's episodes, GRPO steps over household episodes whose
 // metrics say how they went, and in step mode anchor states that GiGPO found (every run of a task starts from the
 // same state). Also: the committed data is what make-data.ts writes, and its options (the house arguments the
-// workflow reads; the ε-greedy demonstrator; the observing expert, which acts only on what it has seen).
+// workflow reads; the ε-greedy demonstrator; the observing expert, which acts only on what it has seen), and
+// make-tokenizer.ts (each word of the demonstrations one token).
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
