@@ -5,7 +5,8 @@
 // the runs must go end to end: a bench, SFT on the expert's episodes, GRPO steps over household episodes whose
 // metrics say how they went, and in step mode anchor states that GiGPO found (every run of a task starts from the
 // same state). Also: the committed data is what make-data.ts writes, and its options (the house arguments the
-// workflow reads; the ε-greedy demonstrator).
+// workflow reads; the ε-greedy demonstrator; the observing expert, which acts only on what it has seen), and
+// make-tokenizer.ts (each word of the demonstrations one token).
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,6 +14,7 @@ import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { householdDemonstrator, makeHouseholdData } from '../../examples/household/make-data.js';
+import { householdWords, writeHouseholdTokenizer } from '../../examples/household/make-tokenizer.js';
 import { initModel } from '../../src/model/index.js';
 import { resolveAlgorithm } from '../../src/rft/algorithm/presets.js';
 import { writeJsonlSets } from '../../src/rft/buffer/index.js';
@@ -24,9 +26,14 @@ import {
   HouseholdEnv,
   householdAdmissibleActions,
   householdFromArgs,
+  type Household,
+  type HouseholdState,
+  householdObservingExpert,
   initialHouseholdState,
+  observingExpertPlan,
   solveHousehold,
 } from '../../src/rft/workflow/index.js';
+import { Tokenizer } from '../../src/tokenizer/index.js';
 import * as torch from '../../src/torch/index.js';
 
 const example = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'examples', 'household');
@@ -198,5 +205,83 @@ describe('examples/household, shortened', () => {
     };
     const failures = data.sft.filter((row) => !solved(row)).length;
     assert.ok(failures > 0 && failures < 30, `${failures} of 30 demonstrations fail`);
+  });
+
+  it('the observing expert reaches the goal, and acts on what it has seen: moving an unseen object changes nothing', () => {
+    // a policy that acts on the observations alone takes the same actions in two houses as long as their observations
+    // agree; here the second house is the first with the goal objects moved to the last receptacle they may start in
+    type Policy = (house: Household) => (state: HouseholdState) => string;
+    const agreesUntilSeen = (house: Household, policy: Policy): boolean => {
+      const places = house.receptacles.filter((r) => r.kind !== house.goal.target);
+      const hidden = places.at(-1)?.name as string;
+      const moved = { ...house, start: { ...house.start } };
+      for (const o of house.objects) if (o.kind === house.goal.object) moved.start[o.name] = hidden;
+      const [a, b] = [new HouseholdEnv(house), new HouseholdEnv(moved)];
+      const [policyA, policyB] = [policy(house), policy(moved)];
+      let same = a.reset() === b.reset();
+      for (let step = 0; step < 30 && same && !a.done && !b.done; step++) {
+        const action = policyA(a.state);
+        if (action !== policyB(b.state)) return false;
+        same = a.step(action).observation === b.step(action).observation;
+      }
+      return true;
+    };
+    const bfs: Policy = (house) => (state) => solveHousehold(house, state)?.[0] ?? 'look';
+    let bfsDiffers = 0;
+    for (let seed = 0; seed < 16; seed++) {
+      for (const maxRooms of [2, 4]) {
+        const house = generateHousehold({ seed, maxRooms });
+        const plan = observingExpertPlan(house, initialHouseholdState(house), 40);
+        const env = new HouseholdEnv(house);
+        env.reset();
+        for (const action of plan) env.step(action);
+        assert.ok(env.success, `seed ${seed}, ${maxRooms} rooms (${house.goal.type}): ${plan.join('; ')}`);
+        const shortest = solveHousehold(house, initialHouseholdState(house)) as string[];
+        assert.ok(plan.length >= shortest.length);
+        assert.ok(agreesUntilSeen(house, householdObservingExpert), `seed ${seed}: the observing expert peeked`);
+        if (!agreesUntilSeen(house, bfs)) bfsDiffers++;
+      }
+    }
+    assert.ok(bfsDiffers > 0, 'the BFS expert walks to unseen objects (the check above can tell)');
+  });
+
+  it('make-data.ts --demonstrator observing: the demonstrations are the observing expert episodes', async () => {
+    const data = await makeHouseholdData({
+      maxRooms: 2,
+      taskTypes: ['pick_and_place'],
+      demonstrator: 'observing',
+      maxSteps: 30,
+      train: 0,
+      eval: 4,
+      sft: 10,
+    });
+    assert.equal(data.sft.length, 10);
+    for (const row of data.sft) {
+      const house = householdFromArgs({ max_rooms: 2, task_types: 'pick_and_place', seed: row.seed }, { seed: row.seed });
+      const replies = row.messages.filter((m) => m.role === 'assistant').map((m) => m.content);
+      assert.deepEqual(replies, observingExpertPlan(house, initialHouseholdState(house), 30));
+    }
+  });
+
+  it('make-tokenizer.ts: every word of the demonstrations one token, any text encodes and decodes unchanged', async () => {
+    const data = await makeHouseholdData({ maxRooms: 2, demonstrator: 'observing', maxSteps: 30, train: 0, eval: 4, sft: 8 });
+    const texts = data.sft.flatMap((row) => row.messages.map((m) => m.content as string));
+    const words = householdWords(texts, 1);
+    assert.ok(words.includes('countertop') && words.includes('1') && words.includes('a'), words.join(','));
+    const dir = join(root, 'household-tokenizer');
+    assert.ok(writeHouseholdTokenizer(dir, words) < 1000);
+    const tokenizer = Tokenizer.load(dir);
+    for (const word of words) {
+      assert.equal(tokenizer.encode(word).length, 1, word);
+      assert.equal(tokenizer.encode(` ${word}`).length, 1, ` ${word}`);
+    }
+    // an observation: a token per word, space, digit run or punctuation mark; an unseen word falls back to characters
+    const observation = texts[1] as string;
+    const ids = tokenizer.encode(observation);
+    assert.equal(tokenizer.decode(ids), observation);
+    assert.ok(ids.length * 3 < observation.length, `${ids.length} tokens for ${observation.length} characters`);
+    const command = 'take countertop 1 from zzz'; // "take", " countertop", " 1", " from", then " zzz" by characters
+    assert.equal(tokenizer.encode(command).length, 4 + ' zzz'.length);
+    assert.equal(tokenizer.decode(tokenizer.encode(command)), command);
   });
 });

@@ -10,6 +10,7 @@ export {
   type HouseholdState,
   initialState as initialHouseholdState,
 } from './household/rules.js';
+export { householdObservingExpert, observingExpertPlan } from './household/searcher.js';
 export { solveHousehold } from './household/solver.js';
 export {
   generateHousehold,
