@@ -24,7 +24,13 @@ import * as torch from '../../torch/index.js';
 import { type Linear, linear, plainLinear } from '../linear.js';
 import type { Qwen3VisionConfig } from './config-qwen3-vl.js';
 import type { GridTHW } from './mrope.js';
-import { patchPositions, visionAttention, visionInverseFrequencies, visionRotaryTables } from './vision-tower.js';
+import {
+  checkVisionInputs,
+  patchPositions,
+  visionAttention,
+  visionInverseFrequencies,
+  visionRotaryTables,
+} from './vision-tower.js';
 
 const VISION_EPS = 1e-6;
 
@@ -175,18 +181,8 @@ export class Qwen3VisionTower {
 
   /** pixel_values [N, patchWidth] and the images' grids → the merged tokens and the DeepStack features. */
   features(pixelValues: Tensor, grids: readonly GridTHW[]): ImageFeatures {
-    const patches = grids.reduce((n, [t, h, w]) => n + t * h * w, 0);
     const merge = this.config.spatialMergeSize;
-    grids.forEach((g, i) => {
-      if (g.some((v) => !Number.isInteger(v) || v <= 0) || g[1] % merge !== 0 || g[2] % merge !== 0)
-        throw new RangeError(
-          `image_grid_thw[${i}] = [${g.join(', ')}]: expected positive t, h, w with h and w multiples of ${merge}`,
-        );
-    });
-    if (pixelValues.ndim !== 2 || pixelValues.size(0) !== patches || pixelValues.size(1) !== this.patchWidth)
-      throw new RangeError(
-        `pixel_values has shape [${pixelValues.shape.join(', ')}], expected [${patches}, ${this.patchWidth}] for image grids ${JSON.stringify(grids)}`,
-      );
+    const patches = checkVisionInputs(pixelValues, grids, merge, this.patchWidth);
     return torch.scope((): ImageFeatures => {
       const dtype = this.#posEmbed.dtype;
       const device = this.#posEmbed.device;

@@ -225,18 +225,8 @@ export class VisionTower {
    * [N / merge², out_hidden_size] in the weights' dtype: each image's language tokens, image after image.
    */
   forward(pixelValues: Tensor, grids: readonly GridTHW[]): Tensor {
-    const patches = grids.reduce((n, [t, h, w]) => n + t * h * w, 0);
     const merge = this.config.spatialMergeSize;
-    grids.forEach((g, i) => {
-      if (g.some((v) => !Number.isInteger(v) || v <= 0) || g[1] % merge !== 0 || g[2] % merge !== 0)
-        throw new RangeError(
-          `image_grid_thw[${i}] = [${g.join(', ')}]: expected positive t, h, w with h and w multiples of ${merge}`,
-        );
-    });
-    if (pixelValues.ndim !== 2 || pixelValues.size(0) !== patches || pixelValues.size(1) !== this.patchWidth)
-      throw new RangeError(
-        `pixel_values has shape [${pixelValues.shape.join(', ')}], expected [${patches}, ${this.patchWidth}] for image grids ${JSON.stringify(grids)}`,
-      );
+    const patches = checkVisionInputs(pixelValues, grids, merge, this.patchWidth);
     return torch.scope(() => {
       const unit = merge * merge;
       const dtype = this.#patchEmbed.dtype;
@@ -272,4 +262,23 @@ export class VisionTower {
   dispose(): void {
     this.#invFreq.dispose();
   }
+}
+
+/**
+ * A vision tower's inputs checked (both families): every grid [t, h, w] positive with h and w multiples of `merge`,
+ * pixel_values [Σ t·h·w, patchWidth]. Returns the patch count.
+ */
+export function checkVisionInputs(pixelValues: Tensor, grids: readonly GridTHW[], merge: number, patchWidth: number): number {
+  const patches = grids.reduce((n, [t, h, w]) => n + t * h * w, 0);
+  grids.forEach((g, i) => {
+    if (g.some((v) => !Number.isInteger(v) || v <= 0) || g[1] % merge !== 0 || g[2] % merge !== 0)
+      throw new RangeError(
+        `image_grid_thw[${i}] = [${g.join(', ')}]: expected positive t, h, w with h and w multiples of ${merge}`,
+      );
+  });
+  if (pixelValues.ndim !== 2 || pixelValues.size(0) !== patches || pixelValues.size(1) !== patchWidth)
+    throw new RangeError(
+      `pixel_values has shape [${pixelValues.shape.join(', ')}], expected [${patches}, ${patchWidth}] for image grids ${JSON.stringify(grids)}`,
+    );
+  return patches;
 }
