@@ -23,6 +23,21 @@ export function median(values: readonly number[]): number {
 
 export const clamp = (v: number, lo: number, hi: number): number => Math.min(hi, Math.max(lo, v));
 
+/**
+ * Greedy agreement of two sides' generations: per row the length of the common prefix of generated ids, summed, over
+ * rows x newTokens (1 = every row identical).
+ */
+export function agreement(a: number[][], b: number[][], newTokens: number): number {
+  let same = 0;
+  a.forEach((row, r) => {
+    const other = b[r] ?? [];
+    let i = 0;
+    while (i < row.length && row[i] === other[i]) i++;
+    same += i;
+  });
+  return same / (a.length * newTokens);
+}
+
 /** A command-line flag's value as a positive integer, or an error naming the flag. */
 export function positiveFlag(name: string, value: string): number {
   const n = Number(value);

@@ -28,7 +28,7 @@ import {
   type ModelDType,
   smartResize,
 } from '../src/model/index.js';
-import { fmt, type Json, median, now, type PythonHalf, type Reply, r2, r3, secondsSince, table } from './harness.js';
+import { agreement, fmt, type Json, median, now, type PythonHalf, type Reply, r2, r3, secondsSince, table } from './harness.js';
 
 /** The random Qwen2.5-VL's shape (`--vlm`) and its images' side (`--vlm-image`). */
 export interface VisionLanguageSpec {
@@ -201,17 +201,6 @@ async function measure(
     samples: rounds,
   };
   return { result, ours, theirs: last };
-}
-
-function agreement(a: number[][], b: number[][], newTokens: number): number {
-  let same = 0;
-  a.forEach((row, r) => {
-    const other = b[r] ?? [];
-    let i = 0;
-    while (i < row.length && row[i] === other[i]) i++;
-    same += i;
-  });
-  return same / (a.length * newTokens);
 }
 
 /** The vlm row: every batch size's prefill and generation calls on both sides (see the header). */

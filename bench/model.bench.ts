@@ -35,6 +35,7 @@ import * as torch from '../src/torch/index.js';
 import { benchVisionLanguage, printVisionLanguage, type VisionLanguageReport, visionLanguageJson } from './model-vlm.js';
 import {
   AVX2_ONLY_ENV,
+  agreement,
   alternate,
   cpuFeatures,
   ensureBenchModel,
@@ -431,17 +432,6 @@ async function oursGenerate(
   if (tokens.some((t) => t.length !== newTokens))
     throw new Error(`ours generated ${tokens.map((t) => t.length).join(',')} tokens per row, expected ${newTokens}`);
   return { s, tokens };
-}
-
-function agreement(a: number[][], b: number[][], newTokens: number): number {
-  let same = 0;
-  a.forEach((row, r) => {
-    const other = b[r] ?? [];
-    let i = 0;
-    while (i < row.length && row[i] === other[i]) i++;
-    same += i;
-  });
-  return same / (a.length * newTokens);
 }
 
 async function benchGeneration(
