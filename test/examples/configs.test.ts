@@ -13,10 +13,14 @@ import { WORKFLOWS } from '../../src/rft/workflow/index.js';
 const examples = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'examples');
 
 // config.yaml, or the configs of an example's processes (agent_traffic: serve.yaml and train.yaml)
-const exampleConfigs = readdirSync(examples).flatMap((name) => {
-  const yaml = readdirSync(join(examples, name)).filter((f) => f.endsWith('.yaml'));
-  return (yaml.length > 0 ? yaml : ['config.yaml']).map((file) => [name, file] as const);
-});
+// (the example folders; a file beside them, e.g. examples/seeds.ts, is shared code)
+const exampleConfigs = readdirSync(examples, { withFileTypes: true })
+  .filter((entry) => entry.isDirectory())
+  .map((entry) => entry.name)
+  .flatMap((name) => {
+    const yaml = readdirSync(join(examples, name)).filter((f) => f.endsWith('.yaml'));
+    return (yaml.length > 0 ? yaml : ['config.yaml']).map((file) => [name, file] as const);
+  });
 
 for (const [name, configName] of exampleConfigs) {
   test(`examples/${name}/${configName} is valid and its workflows resolve`, async () => {
