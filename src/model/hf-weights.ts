@@ -97,6 +97,7 @@ const COPIED_FILES = [
   'chat_template.jinja',
   'chat_template.json',
   'preprocessor_config.json', // a vision-language model's image processor (./vision/image-processor.ts)
+  'processor_config.json', // the same, as transformers 5 saves a processor (image_processor nested)
 ];
 
 /**

@@ -153,7 +153,7 @@ describe('image processor', () => {
     }
   });
 
-  test('preprocessor_config.json: its keys are read, and steps not implemented are refused naming the key', () => {
+  test("preprocessor_config.json (or processor_config.json's image_processor): its keys are read, and steps not implemented are refused naming the key", () => {
     const folder = mkdtempSync(join(tmpdir(), 'vlm-processor-'));
     try {
       const write = (config: Record<string, unknown>) =>
@@ -176,6 +176,23 @@ describe('image processor', () => {
       assert.throws(() => loadImageProcessorConfig(folder), /key 'do_normalize': false is not supported/);
       write({ image_mean: [0.5, 0.5] });
       assert.throws(() => loadImageProcessorConfig(folder), /key 'image_mean': expected three numbers/);
+      // transformers 5's processor.save_pretrained writes processor_config.json with the image processor nested
+      // (processing_utils.py to_dict); transformers reads that before preprocessor_config.json
+      // (image_processing_base.py get_image_processor_dict), so do we
+      write({ min_pixels: 100, max_pixels: 200 });
+      const processorFile = join(folder, 'processor_config.json');
+      writeFileSync(
+        processorFile,
+        JSON.stringify({ image_processor: { min_pixels: 300, max_pixels: 400 }, processor_class: 'Qwen2_5_VLProcessor' }),
+      );
+      assert.deepEqual([loadImageProcessorConfig(folder).minPixels, loadImageProcessorConfig(folder).maxPixels], [300, 400]);
+      writeFileSync(processorFile, JSON.stringify({ image_processor: { resample: 2 } }));
+      assert.throws(
+        () => loadImageProcessorConfig(folder),
+        /processor_config\.json \(image_processor\): key 'resample': only 3 \(bicubic\) is supported, got 2/,
+      );
+      writeFileSync(processorFile, JSON.stringify({ processor_class: 'Qwen2_5_VLProcessor' })); // older: not nested
+      assert.deepEqual([loadImageProcessorConfig(folder).minPixels, loadImageProcessorConfig(folder).maxPixels], [100, 200]);
     } finally {
       rmSync(folder, { recursive: true, force: true });
     }

@@ -80,7 +80,7 @@ export function imageProcessorDefaults(config: VisionLanguageConfig): ImageProce
   return (FAMILIES[String(config.raw.model_type)] as Family).processor;
 }
 
-/** A vision-language folder's image processor: preprocessor_config.json over its family's defaults. */
+/** A vision-language folder's image processor: its processor config (../image-processor.ts) over its family's defaults. */
 export function loadVisionImageProcessor(dir: string): ImageProcessorConfig {
   return loadImageProcessorConfig(dir, familyOf(dir).family.processor);
 }

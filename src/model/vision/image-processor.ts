@@ -9,7 +9,7 @@
 //   patches: grid (h'/14, w'/14); rows ordered by 2 x 2 merge blocks, row-major, patches row-major inside a block;
 //   each row is channel x temporal (the one frame repeated temporal_patch_size times) x 14 x 14 values
 //
-// preprocessor_config.json supplies the keys (min_pixels / max_pixels or size.shortest_edge / size.longest_edge,
+// processor_config.json's image_processor (transformers 5) or preprocessor_config.json supplies the keys (min_pixels / max_pixels or size.shortest_edge / size.longest_edge,
 // patch_size, temporal_patch_size, merge_size, image_mean, image_std); steps this file does not implement (no
 // resize, no rescale, no normalisation, another resample filter) are refused, naming the key. Decoding image files
 // (PNG, JPEG) is the caller's: this takes decoded bytes.
@@ -122,22 +122,35 @@ export function preprocessImages(
   return { pixelValues, grids };
 }
 
+/** A JSON object file of the folder; null when the file does not exist. */
+function readJsonObject(file: string): Record<string, unknown> | null {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readRegularFile(file, 'utf8'));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw new Error(`${file}: cannot read the image processor config: ${fileErrorDetail(error)}`);
+  }
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new Error(`${file}: expected a JSON object`);
+  return raw as Record<string, unknown>;
+}
+
 /**
- * Reads a model folder's preprocessor_config.json over `defaults` (Qwen2VLImageProcessor's unless given; no file: the
- * defaults).
+ * A model folder's image processor keys over `defaults` (Qwen2VLImageProcessor's unless given), found as transformers
+ * finds them: processor_config.json's nested "image_processor" (transformers 5's processor.save_pretrained writes
+ * only that file), else preprocessor_config.json; neither: the defaults.
  */
 export function loadImageProcessorConfig(
   dir: string,
   defaults: ImageProcessorConfig = QWEN2_VL_IMAGE_PROCESSOR,
 ): ImageProcessorConfig {
-  const file = join(dir, 'preprocessor_config.json');
-  let raw: Record<string, unknown>;
-  try {
-    raw = JSON.parse(readRegularFile(file, 'utf8')) as Record<string, unknown>;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return defaults;
-    throw new Error(`${file}: cannot read the image processor config: ${fileErrorDetail(error)}`);
-  }
+  const processorFile = join(dir, 'processor_config.json');
+  const nested = readJsonObject(processorFile)?.image_processor;
+  if (nested !== undefined && (nested === null || typeof nested !== 'object' || Array.isArray(nested)))
+    throw new Error(`${processorFile}: key 'image_processor': expected an object, got ${JSON.stringify(nested)}`);
+  const file = nested !== undefined ? `${processorFile} (image_processor)` : join(dir, 'preprocessor_config.json');
+  const raw = (nested as Record<string, unknown> | undefined) ?? readJsonObject(file);
+  if (raw === null) return defaults;
   const fail = (key: string, detail: string): never => {
     throw new Error(`${file}: key '${key}': ${detail}`);
   };
