@@ -129,10 +129,16 @@ describe('vision-language models in the rollout engine', () => {
             { promptIds: imagePrompt(tokenCounts[1] as number, [9, 10, 11, 12, 13, 14]), image: images[1] as string, n: 1 },
             { promptIds: [5, 6, 7, 8, 9], image: null, n: 2 },
           ];
+          // the images go decoded (as chat() sends them): every request is then queued before the engine's first
+          // step, so which sequences run together (and that the small paged cache preempts) does not depend on when
+          // a decode on libuv's thread pool finishes
+          const decoded = async (url: string) => ({ dataUrl: url, pixels: await decodeImage(url, 'test') });
+          const sent = await Promise.all(requests.map((r) => (r.image ? decoded(r.image) : null)));
           const results = await Promise.all(
-            requests.map((r) =>
-              engine.generate({ ...greedy, promptIds: r.promptIds, n: r.n, ...(r.image ? { images: [r.image] } : {}) }),
-            ),
+            requests.map((r, i) => {
+              const image = sent[i];
+              return engine.generate({ ...greedy, promptIds: r.promptIds, n: r.n, ...(image ? { images: [image] } : {}) });
+            }),
           );
           for (const [i, r] of requests.entries()) {
             const expected = await referenceGreedy(r.promptIds, r.image, model, processor);
