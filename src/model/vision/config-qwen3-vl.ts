@@ -13,7 +13,7 @@
 //   the image tokens), hidden_act gelu_pytorch_tanh (a plain two-layer MLP); no window_size / fullatt_block_indexes
 //   (every block attends over the whole frame).
 import { type ModelConfig, ModelConfigError } from '../config.js';
-import { isObject, parseLanguageKeys, readConfigJson } from './config.js';
+import { checkFamilyKeys, isObject, parseLanguageKeys, readConfigJson, visionConfigOf, visionTokenIds } from './config.js';
 
 export const QWEN3_VL_ARCHITECTURE = 'Qwen3VLForConditionalGeneration';
 
@@ -65,19 +65,7 @@ export function loadQwen3VLConfig(dirOrFile: string): Qwen3VLConfig {
 
 /** Validates a parsed Qwen3-VL config.json; `file` names it in errors. */
 export function parseQwen3VLConfig(raw: Record<string, unknown>, file = 'config.json'): Qwen3VLConfig {
-  if (!isQwen3VLConfig(raw))
-    throw new ModelConfigError(file, 'model_type', `expected "qwen3_vl", got ${JSON.stringify(raw.model_type)}`);
-  const architectures = raw.architectures;
-  if (
-    architectures !== undefined &&
-    architectures !== null &&
-    (!Array.isArray(architectures) || architectures.length !== 1 || architectures[0] !== QWEN3_VL_ARCHITECTURE)
-  )
-    throw new ModelConfigError(
-      file,
-      'architectures',
-      `expected ["${QWEN3_VL_ARCHITECTURE}"], got ${JSON.stringify(architectures)}`,
-    );
+  checkFamilyKeys(raw, file, 'qwen3_vl', QWEN3_VL_ARCHITECTURE);
   if (!isObject(raw.text_config))
     throw new ModelConfigError(file, 'text_config', `expected an object, got ${JSON.stringify(raw.text_config)}`);
   const { text, mropeSection, rope, ropePath, tokenId } = parseLanguageKeys(raw, file, 'qwen3', QWEN3_VL_ARCHITECTURE);
@@ -88,9 +76,7 @@ export function parseQwen3VLConfig(raw: Record<string, unknown>, file = 'config.
       `${ropePath}.mrope_interleaved`,
       `Qwen3-VL's multimodal RoPE is interleaved (transformers ignores this key), got ${JSON.stringify(interleaved)}`,
     );
-  const visionRaw = raw.vision_config;
-  if (!isObject(visionRaw))
-    throw new ModelConfigError(file, 'vision_config', `expected an object, got ${JSON.stringify(visionRaw)}`);
+  const visionRaw = visionConfigOf(raw, file);
   return {
     file,
     architecture: QWEN3_VL_ARCHITECTURE,
@@ -98,10 +84,7 @@ export function parseQwen3VLConfig(raw: Record<string, unknown>, file = 'config.
     mropeSection,
     mropeInterleaved: true,
     vision: parseQwen3VisionConfig(visionRaw, file, text),
-    imageTokenId: tokenId('image_token_id', 151655),
-    videoTokenId: tokenId('video_token_id', 151656),
-    visionStartTokenId: tokenId('vision_start_token_id', 151652),
-    visionEndTokenId: tokenId('vision_end_token_id', 151653),
+    ...visionTokenIds(tokenId),
     raw,
   };
 }

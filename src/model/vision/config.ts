@@ -84,32 +84,47 @@ export const isObject = (v: unknown): v is Record<string, unknown> => v !== null
 
 /** Validates a parsed Qwen2.5-VL config.json; `file` names it in errors. */
 export function parseQwen2_5VLConfig(raw: Record<string, unknown>, file = 'config.json'): Qwen2_5VLConfig {
-  if (!isQwen2_5VLConfig(raw))
-    throw new ModelConfigError(file, 'model_type', `expected "qwen2_5_vl", got ${JSON.stringify(raw.model_type)}`);
-  const architectures = raw.architectures;
-  if (architectures !== undefined && architectures !== null) {
-    if (!Array.isArray(architectures) || architectures.length !== 1 || architectures[0] !== QWEN2_5_VL_ARCHITECTURE)
-      throw new ModelConfigError(
-        file,
-        'architectures',
-        `expected ["${QWEN2_5_VL_ARCHITECTURE}"], got ${JSON.stringify(architectures)}`,
-      );
-  }
+  checkFamilyKeys(raw, file, 'qwen2_5_vl', QWEN2_5_VL_ARCHITECTURE);
   const { text, mropeSection, tokenId } = parseLanguageKeys(raw, file, 'qwen2', QWEN2_5_VL_ARCHITECTURE);
-  const visionRaw = raw.vision_config;
-  if (!isObject(visionRaw))
-    throw new ModelConfigError(file, 'vision_config', `expected an object, got ${JSON.stringify(visionRaw)}`);
   return {
     file,
     architecture: QWEN2_5_VL_ARCHITECTURE,
     text,
     mropeSection,
-    vision: parseVisionConfig(visionRaw, file, text.hiddenSize),
+    vision: parseVisionConfig(visionConfigOf(raw, file), file, text.hiddenSize),
+    ...visionTokenIds(tokenId),
+    raw,
+  };
+}
+
+/** model_type and architectures (absent, or exactly [architecture]) of either family's config.json. */
+export function checkFamilyKeys(raw: Record<string, unknown>, file: string, modelType: string, architecture: string): void {
+  if (raw.model_type !== modelType)
+    throw new ModelConfigError(file, 'model_type', `expected "${modelType}", got ${JSON.stringify(raw.model_type)}`);
+  const architectures = raw.architectures;
+  if (
+    architectures !== undefined &&
+    architectures !== null &&
+    (!Array.isArray(architectures) || architectures.length !== 1 || architectures[0] !== architecture)
+  )
+    throw new ModelConfigError(file, 'architectures', `expected ["${architecture}"], got ${JSON.stringify(architectures)}`);
+}
+
+/** The config's vision_config object (either family). */
+export function visionConfigOf(raw: Record<string, unknown>, file: string): Record<string, unknown> {
+  const visionRaw = raw.vision_config;
+  if (!isObject(visionRaw))
+    throw new ModelConfigError(file, 'vision_config', `expected an object, got ${JSON.stringify(visionRaw)}`);
+  return visionRaw;
+}
+
+/** The image/video/vision-marker token ids (both families' defaults are Qwen2-VL's vocabulary's). */
+export function visionTokenIds(tokenId: (key: string, fallback: number) => number) {
+  return {
     imageTokenId: tokenId('image_token_id', 151655),
     videoTokenId: tokenId('video_token_id', 151656),
     visionStartTokenId: tokenId('vision_start_token_id', 151652),
     visionEndTokenId: tokenId('vision_end_token_id', 151653),
-    raw,
   };
 }
 
