@@ -16,6 +16,7 @@ const ASYNC_TWINS = [
   ['async_simple_workflow', 'simple_workflow'],
   ['async_math_workflow', 'math_workflow'],
   ['async_math_boxed_workflow', 'math_boxed_workflow'],
+  ['async_math_eval_workflow', 'math_eval_workflow'],
 ] as const;
 
 for (const [twin, name] of ASYNC_TWINS) {
@@ -81,14 +82,6 @@ export const UNAVAILABLE_WORKFLOWS: readonly (readonly [string, string])[] = [
   ['agentopia_workflow', AGENTSCOPE],
   ['agentscope_v1_react_search_workflow', AGENTSCOPE],
   ['rubric_judge_openai_workflow', RUBRIC_API],
-  [
-    'math_eval_workflow',
-    "Qwen2.5-Math's answer extraction for evaluation is not implemented: math_boxed_workflow scores \\boxed{} answers",
-  ],
-  [
-    'async_math_eval_workflow',
-    "Qwen2.5-Math's answer extraction for evaluation is not implemented: math_boxed_workflow scores \\boxed{} answers",
-  ],
   [
     'math_rm_workflow',
     'a reward from an auxiliary reward model is a reward function here: math_workflow with default_reward_fn_type ' +
