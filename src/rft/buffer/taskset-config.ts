@@ -86,6 +86,7 @@ export const ExplorerInputSchema = z.strictObject({
   tasksets: z.array(TasksetSchema).default(() => []), // several, mixed in proportion to their sizes
   eval_tasksets: z.array(TasksetSchema).default(() => []),
   default_workflow_type: str().nullable().default(null),
+  default_eval_workflow_type: str().nullable().default(null), // eval tasksets' workflow where they name none; null: default_workflow_type
   default_reward_fn_type: str().nullable().default(null),
 });
 
@@ -109,6 +110,8 @@ export interface ExplorerInputConfig {
   tasksets: TasksetConfig[];
   eval_tasksets: TasksetConfig[];
   default_workflow_type: string | null;
+  /** The eval tasksets' default workflow (Trinity's decoupled evaluation), before default_workflow_type. */
+  default_eval_workflow_type: string | null;
   default_reward_fn_type: string | null;
 }
 
@@ -243,7 +246,10 @@ export function resolveExplorerInput(
       task_selector: selector,
       name: tasksetName,
       repeat_times: isEval ? (taskset.repeat_times ?? 1) : repeatTimes,
-      default_workflow_type: taskset.default_workflow_type ?? explorerInput.default_workflow_type,
+      default_workflow_type:
+        taskset.default_workflow_type ??
+        (isEval ? explorerInput.default_eval_workflow_type : null) ??
+        explorerInput.default_workflow_type,
       default_reward_fn_type: taskset.default_reward_fn_type ?? explorerInput.default_reward_fn_type,
       rollout_args: { ...taskset.rollout_args, max_tokens: taskset.rollout_args.max_tokens ?? maxResponseTokens },
     };
@@ -258,6 +264,7 @@ export function resolveExplorerInput(
     tasksets,
     eval_tasksets: evalTasksets,
     default_workflow_type: explorerInput.default_workflow_type,
+    default_eval_workflow_type: explorerInput.default_eval_workflow_type,
     default_reward_fn_type: explorerInput.default_reward_fn_type,
   };
 }

@@ -166,6 +166,7 @@ export const FOLDED_SETTINGS: Readonly<Record<string, string>> = {
   'trainer.ppo_max_token_len_per_gpu': 'trainer.max_token_len_per_gpu', // veRL's name (src/rft/trainer/config.ts)
   'model.max_response_tokens': 'buffer.explorer_input.tasksets.*.rollout_args.max_tokens',
   'buffer.explorer_input.default_reward_fn_type': 'buffer.explorer_input.tasksets.*.default_reward_fn_type',
+  'buffer.explorer_input.default_eval_workflow_type': 'buffer.explorer_input.eval_tasksets.*.default_workflow_type',
   'buffer.explorer_input.taskset': 'buffer.explorer_input.tasksets.*', // the one taskset becomes tasksets[0]
   'buffer.explorer_input.tasksets.*.data_selector': 'buffer.explorer_input.tasksets.*.task_selector',
   'buffer.explorer_input.tasksets.*.repeat_times': 'algorithm.repeat_times', // must equal it (checked)

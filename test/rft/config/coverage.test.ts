@@ -111,6 +111,7 @@ buffer:
         default_reward_fn_type: math_reward
         repeat_times: 2
     default_workflow_type: simple_workflow
+    default_eval_workflow_type: math_eval_workflow
     default_reward_fn_type: accuracy_reward
   trainer_input:
     experience_buffer:

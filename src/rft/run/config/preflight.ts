@@ -157,6 +157,8 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
   const names = new NameChecks(baseDir, add);
   const defaultWorkflow = settings.explorer.defaultWorkflow;
   if (sets.length > 0) names.workflow(defaultWorkflow, 'buffer.explorer_input.default_workflow_type', null);
+  const evalWorkflow = input.default_eval_workflow_type;
+  if (evalWorkflow !== null && evaluates) names.workflow(evalWorkflow, 'buffer.explorer_input.default_eval_workflow_type', null);
   if (input.default_reward_fn_type !== null && sets.length > 0) {
     names.reward(input.default_reward_fn_type, 'buffer.explorer_input.default_reward_fn_type', null);
   }
@@ -167,7 +169,8 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
       if (problem !== null) add(`${path}.workflow_args`, problem);
     };
     // the taskset's own defaults, where they are not the explorer_input's (reported there already)
-    if (section.default_workflow_type !== null && section.default_workflow_type !== input.default_workflow_type) {
+    const inherited = [input.default_workflow_type, ...(trains ? [] : [evalWorkflow])];
+    if (section.default_workflow_type !== null && !inherited.includes(section.default_workflow_type)) {
       names.workflow(section.default_workflow_type, `${path}.default_workflow_type`, null);
     }
     if (section.default_reward_fn_type !== null && section.default_reward_fn_type !== input.default_reward_fn_type) {

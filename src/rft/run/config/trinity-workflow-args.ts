@@ -5,7 +5,8 @@
 // refused as unknown arguments (as they are for a workflow that reads others: ./preflight.ts).
 //
 //   buffer.explorer_input.{taskset, tasksets.*, eval_tasksets.*}.workflow_args.<key>
-//     when the taskset's workflow (its default_workflow_type, else explorer_input's) is registered with
+//     when the taskset's workflow (its default_workflow_type, else explorer_input's default_eval_workflow_type for an
+//     eval taskset, else explorer_input's default_workflow_type) is registered with
 //     ignoredWorkflowArgs and its rows name no workflow of their own (format.workflow_key)
 import type { IgnoredSetting } from '../../config/ignored-keys.js';
 import { isMapping, type Segment, type Tree } from '../../config/source.js';
@@ -25,7 +26,8 @@ export function takeDroppedWorkflowArgs(node: Tree, at: (path: readonly Segment[
   for (const [path, taskset] of sections) {
     if (!isMapping(taskset) || !isMapping(taskset.workflow_args)) continue;
     if (isMapping(taskset.format) && typeof taskset.format.workflow_key === 'string') continue; // rows pick theirs
-    const workflow = taskset.default_workflow_type ?? input.default_workflow_type;
+    const evalDefault = path[0] === 'eval_tasksets' ? input.default_eval_workflow_type : undefined;
+    const workflow = taskset.default_workflow_type ?? evalDefault ?? input.default_workflow_type;
     if (typeof workflow !== 'string' || !WORKFLOWS.has(workflow)) continue;
     const why = WORKFLOWS.get(workflow).ignoredWorkflowArgs;
     if (why === undefined) continue;
