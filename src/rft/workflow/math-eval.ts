@@ -36,6 +36,7 @@ export function mathEvalMessages(question: string): ChatMessage[] {
 export const mathEvalWorkflow: WorkflowSpec = {
   repeatable: false,
   workflowArgs: [],
+  ignoredWorkflowArgs: "Trinity's MathEvalWorkflow reads no workflow_args (its prompt and sampling are fixed)",
   description: "Qwen2.5-Math evaluation: \\boxed{} prompt, temperature 0.6, Qwen2.5-Math's grader (accuracy 1/0)",
   run: async (context: WorkflowContext) => {
     const { task, model } = context;
