@@ -180,8 +180,9 @@ function answersEqual(a: MathAnswer, b: MathAnswer): boolean {
   return false;
 }
 
-/** Symbolic equality of two answers (see the header); false when either does not parse. */
+/** Symbolic equality of two answers (see the header); where either does not parse, only the same text is equal. */
 export function symbolicEqual(a: string, b: string): boolean {
+  if (a === b) return true; // sympy's first check, on the strings it could not parse too
   const [pa, pb] = [a, b].map((s) => parseMathExpression(s.replaceAll('\\\\', '\\')));
   return pa !== null && pb !== null && pa !== undefined && pb !== undefined && answersEqual(pa, pb);
 }

@@ -304,9 +304,10 @@ export function parseMathExpression(text: string): MathAnswer | null {
   }
 }
 
-/** Γ(n+1) for a factorial: exact for whole numbers up to 170, NaN otherwise (sympy leaves those symbolic). */
+/** n! for a whole number (Infinity past 170!, where a double overflows); NaN otherwise (sympy leaves those symbolic). */
 function factorial(n: number): number {
   if (!Number.isInteger(n) || n < 0) return Number.NaN;
+  if (n > 170) return Number.POSITIVE_INFINITY;
   let out = 1;
   for (let k = 2; k <= n; k++) out *= k;
   return out;
