@@ -12,8 +12,8 @@
 //   postfix  = primary "!"*
 //   primary  = number | letter ("_" sub)? | \pi | \infty | \alpha… | (sum) | [sum] | {sum} | |sum| | \frac{a}{b}
 //            | \sqrt{a} | \sqrt[n]{a} | \sin x, \cos^2 x, \ln(x), \log_{b} x, \exp … (a function of its next power)
-// "**" is "^" (plain Python). A letter is one variable ("xy" is x·y, as parse_latex reads it); "e" is a variable, as it
-// is in both of the grader's parsers. Anything else (an unknown command, a stray brace) is not an expression: null.
+// "**" is "^" (plain Python). A letter is one variable ("xy" is x·y, as parse_latex reads it); "e" is a variable, as
+// sympify reads it (not Euler's number). Anything else (an unknown command, a stray brace) is not an expression: null.
 
 /** A parsed expression: an arithmetic tree over numbers, variables and constants. */
 export type MathExpr =
@@ -52,11 +52,10 @@ const FUNCTIONS: Readonly<Record<string, (x: number) => number>> = {
 
 /** Commands that are constants; Greek letters other than π are variables. */
 const CONSTANTS: Readonly<Record<string, number>> = { pi: Math.PI, infty: Number.POSITIVE_INFINITY };
-const GREEK = new Set(
-  'alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa lambda mu nu xi rho sigma tau upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi Sigma Phi Psi Omega'.split(
-    ' ',
-  ),
-);
+const GREEK = new Set([
+  ...'alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa lambda mu nu xi rho sigma'.split(' '),
+  ...'tau upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi Sigma Phi Psi Omega'.split(' '),
+]);
 /** Spacing commands and symbols that mean nothing to the value. */
 const SPACING = new Set([',', ';', ':', ' ', '!', 'quad', 'qquad', 'displaystyle']);
 const UNICODE: Readonly<Record<string, string>> = { π: '\\pi', '∞': '\\infty', '×': '*', '·': '*', '÷': '/', '−': '-' };
@@ -138,13 +137,13 @@ class Parser {
   }
 
   #relation(): MathAnswer {
-    const left = this.sum();
+    const left = this.#sum();
     if (!this.#isSymbol('=')) return { kind: 'expression', expr: left };
     this.#at++;
-    return { kind: 'equation', left, right: this.sum() };
+    return { kind: 'equation', left, right: this.#sum() };
   }
 
-  sum(): MathExpr {
+  #sum(): MathExpr {
     let left = this.#term();
     while (this.#isSymbol('+') || this.#isSymbol('-')) {
       const op = (this.tokens[this.#at++] as { text: '+' | '-' }).text;
@@ -215,7 +214,7 @@ class Parser {
 
   #group(open: string, close: string): MathExpr {
     this.#expect(open);
-    const inner = this.sum();
+    const inner = this.#sum();
     this.#expect(close);
     return inner;
   }
@@ -240,7 +239,7 @@ class Parser {
     }
     this.#at++;
     const name = token.name;
-    if (name in CONSTANTS) return { kind: 'variable', name: `\\${name}` };
+    if (Object.hasOwn(CONSTANTS, name)) return { kind: 'variable', name: `\\${name}` };
     if (GREEK.has(name)) return { kind: 'variable', name: `\\${name}${this.#subscript()}` };
     if (name === 'frac') {
       const top = this.#group('{', '}');
@@ -344,7 +343,8 @@ export function evaluate(expr: MathExpr, values: Readonly<Record<string, number>
 
 /** The variables of an expression (constants such as \pi excluded). */
 export function variablesOf(expr: MathExpr, into: Set<string> = new Set()): Set<string> {
-  if (expr.kind === 'variable' && !(expr.name.startsWith('\\') && expr.name.slice(1) in CONSTANTS)) into.add(expr.name);
+  if (expr.kind === 'variable' && !(expr.name.startsWith('\\') && Object.hasOwn(CONSTANTS, expr.name.slice(1))))
+    into.add(expr.name);
   else if (expr.kind === 'binary') {
     variablesOf(expr.left, into);
     variablesOf(expr.right, into);
