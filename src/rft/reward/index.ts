@@ -9,6 +9,7 @@ export * from './judge-call.js';
 export * from './judge-prompt.js';
 export * from './llm-judge.js';
 export * from './math-answer.js';
+export { extractMathAnswer, mathEqual, verifyMathAnswer } from './math-equal.js';
 export * from './module.js';
 export * from './reward-model.js';
 export * from './types.js';
