@@ -8,6 +8,8 @@
 //   # run-with: other.yaml           run together with that file, as two processes (e.g. an explorer and a trainer
 //                                    sharing one SQLite buffer); the pair is run once, by the file listed first
 //   # model: qwen2_5_vl              the config's model is a vision-language model (its rows hold images)
+//   # trains-nothing: why             the run's rollouts all come out untrainable with a random model (RAFT keeps only
+//                                    solved ones): it must run its 2 steps and then fail saying none had a token to train
 //
 // Every file runs with TRINITY_MODEL_PATH (one tiny random model with a printable-ASCII character tokenizer, made once;
 // a tiny random Qwen2.5-VL with the same tokenizer and Qwen2.5-VL's vision tokens for `# model: qwen2_5_vl`, whose
@@ -36,6 +38,8 @@ interface Example {
   runWith: string | null;
   /** The model family the config needs: 'text' (the default) or 'qwen2_5_vl'. */
   model: string;
+  /** Why a random model's rollouts train nothing (`# trains-nothing:`), or null: the run must train 2 steps. */
+  trainsNothing: string | null;
 }
 
 /** The header comments of a fixture (`# key: words ...`). */
@@ -52,6 +56,7 @@ function readExample(file: string): Example {
     runSet: header('run-set'),
     runWith: header('run-with')[0] ?? null,
     model: header('model')[0] ?? 'text',
+    trainsNothing: header('trains-nothing').join(' ') || null,
   };
 }
 
@@ -146,12 +151,20 @@ describe('configs in the form of upstream Trinity-RFT examples', () => {
 
     if (partners.has(example.file)) continue; // run by the file it is paired with
     const group = [example, ...examples.filter((e) => e.file === example.runWith)];
-    it(`${group.map((e) => e.file).join(' + ')}: trinity run trains 2 steps, printing the blocks once`, async () => {
+    const outcome = example.trainsNothing === null ? 'trains 2 steps' : 'runs 2 steps that train nothing';
+    it(`${group.map((e) => e.file).join(' + ')}: trinity run ${outcome}, printing the blocks once`, async () => {
       const env = envFor(example.file, example.model);
       const folder = folderFor(example.file);
       const results = await Promise.all(group.map((e) => trinityRun(e, folder, env)));
       results.forEach(({ code, output }, i) => {
         const member = group[i] as Example;
+        if (member.trainsNothing !== null) {
+          assert.notEqual(code, 0, `${member.file}:\n${output}`);
+          assert.match(output, /2\/2 100%/, `${member.file}: runs its 2 steps:\n${output}`);
+          assert.match(output, /none of the 2 train step\(s\) run had anything to train on: no experience has a token to train/);
+          assertBlocks(output, member, `trinity run ${member.file}`);
+          return;
+        }
         assert.equal(code, 0, `${member.file}:\n${output}`);
         assertBlocks(output, member, `trinity run ${member.file}`);
         if (member.ignored.length > 0)
