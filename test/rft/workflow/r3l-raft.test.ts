@@ -33,12 +33,25 @@ const countdownTask = (raw: Record<string, unknown> = { nums: [4, 6, 1], target:
 const byAttempt = (replies: string[]) => (prompt: string) =>
   replies[Math.min(prompt.split('Feedback: ').length - 1, replies.length - 1)] as string;
 
-async function run(name: string, task: Task, replies: string[], options: { repeatTimes: number; isEval: boolean }) {
+async function run(
+  name: string,
+  task: Task,
+  replies: string[],
+  options: { repeatTimes: number; isEval: boolean; maxLength?: number },
+) {
   const scripted = new ScriptedBackend(tokenizer, byAttempt(replies));
-  // chat() as the engine serves it: the chat template (continuing the rollout's conversation), then generate()
+  // chat() as the engine serves it: the chat template (continuing the rollout's conversation), then generate(), which
+  // refuses a prompt that leaves no room in maxLength as the engine does
   const backend: RolloutBackend = {
     tokenizer,
-    generate: (request) => scripted.generate(request),
+    generate: (request) => {
+      const length = request.promptIds?.length ?? 0;
+      if (options.maxLength !== undefined && length >= options.maxLength)
+        throw new Error(
+          `generate: the prompt has ${length} tokens; the engine's maxLength (${options.maxLength} positions per slot) leaves no room for a completion`,
+        );
+      return scripted.generate(request);
+    },
     chat: (messages, options) => chat(backend, messages, options),
   };
   const workflow = await WORKFLOWS.resolve(name);
@@ -161,6 +174,21 @@ describe('RAFT_baseline_countdown_workflow', () => {
     assert.equal(e.reward, 0);
     assert.deepEqual(e.metrics, { success: 0, reward: 0, attempts: 3 });
     assert.equal(trainedText(tokenizer, e), WRONG.repeat(3));
+  });
+
+  test('a conversation that outgrows the context ends the rollout unsolved where the engine refuses the next call', async () => {
+    const first = await run('RAFT_baseline_countdown_workflow', countdownTask(), [WRONG], { repeatTimes: 1, isEval: true });
+    const firstLength = (first.experiences[0] as Experience).tokens.length;
+    // room for the first call's prompt but not for the second's (the first reply, its feedback and the next prompt)
+    const { experiences, prompts } = await run('RAFT_baseline_countdown_workflow', countdownTask(), [WRONG], {
+      repeatTimes: 1,
+      isEval: true,
+      maxLength: firstLength / 3 + 60,
+    });
+    assert.equal(prompts.length, 1);
+    const [e] = experiences as [Experience];
+    assert.deepEqual(e.metrics, { success: 0, reward: 0, attempts: 1 });
+    assert.equal(trainedText(tokenizer, e), WRONG);
   });
 
   test("a row without 'nums' or 'target' is an error naming the task and the row", async () => {
