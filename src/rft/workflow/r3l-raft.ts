@@ -24,7 +24,7 @@
 // reward 0, metrics success 0 and reward 0 (no attempts), so rollout/success/mean is the share of correct rollouts as
 // upstream logs it. With algorithm_type raft (SFT) only the correct conversations' replies are learned from.
 // Where upstream differs: it catches any error of a rollout and returns its default experience; here the error fails
-// the run (the runner retries it, explorer.max_retry_times), as for every workflow.
+// the task's run (retried up to explorer.max_retry_times, then counted in rollout/runs/failed), as for every workflow.
 //
 // The answer checks:
 //   countdown   upstream's parse (the first <answer>…</answer>, case-insensitive, trimmed; a <think>…</think>
