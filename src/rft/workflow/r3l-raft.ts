@@ -289,5 +289,17 @@ function r3lRaftWorkflow(name: string, gameOf: (task: Task) => R3lGame): Workflo
 export const raftBaselineCountdownWorkflow = r3lRaftWorkflow('RAFT_baseline_countdown_workflow', countdownGame);
 export const raftBaselineDapoWorkflow = r3lRaftWorkflow('RAFT_baseline_dapo_workflow', dapoGame);
 
+// the names as the examples' configs and upstream's registry spell them, and the lower-case spelling that R3L's own
+// repository registered them under before (Trinity's registry matches names exactly)
 WORKFLOWS.register('RAFT_baseline_countdown_workflow', raftBaselineCountdownWorkflow);
 WORKFLOWS.register('RAFT_baseline_dapo_workflow', raftBaselineDapoWorkflow);
+WORKFLOWS.register(
+  'raft_baseline_countdown_workflow',
+  raftBaselineCountdownWorkflow,
+  'RAFT_baseline_countdown_workflow (its lower-case spelling)',
+);
+WORKFLOWS.register(
+  'raft_baseline_dapo_workflow',
+  raftBaselineDapoWorkflow,
+  'RAFT_baseline_dapo_workflow (its lower-case spelling)',
+);

@@ -191,6 +191,12 @@ describe('RAFT_baseline_countdown_workflow', () => {
     assert.equal(trainedText(tokenizer, e), WRONG);
   });
 
+  test("registered as the configs spell the names and as R3L's repository spelled them (lower case)", () => {
+    assert.equal(WORKFLOWS.get('raft_baseline_countdown_workflow').run, WORKFLOWS.get('RAFT_baseline_countdown_workflow').run);
+    assert.equal(WORKFLOWS.get('raft_baseline_dapo_workflow').run, WORKFLOWS.get('RAFT_baseline_dapo_workflow').run);
+    assert.throws(() => WORKFLOWS.get('RAFT_baseline_alfworld_workflow'), /needs ALFWorld/);
+  });
+
   test("a row without 'nums' or 'target' is an error naming the task and the row", async () => {
     await assert.rejects(
       run('RAFT_baseline_countdown_workflow', countdownTask({ numbers: [1, 2], target: 3 }), [RIGHT], {
