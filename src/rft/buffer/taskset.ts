@@ -67,7 +67,8 @@ export interface TasksetConfig {
   defaultWorkflowType?: string;
   /**
    * Rows may lack the prompt column: the default workflow builds its tasks from the rows' own fields (a FrozenLake
-   * row's seed, size, p; WorkflowSpec.readsPrompt false). Default false: a row without it is an error.
+   * row's seed, size, p; WorkflowSpec.readsPrompt false), and a column that is not text (a list, an object) is left
+   * to it in the raw row rather than refused. Default false: a row without it is an error.
    */
   promptOptional?: boolean;
   defaultRewardFnType?: string;
@@ -201,7 +202,7 @@ export function rowToTask(config: TasksetConfig, index: number, row: unknown, wh
   }
   const raw = row as Record<string, unknown>;
   const format = config.format ?? {};
-  const text = (key: string | undefined, required: boolean): string | undefined => {
+  const text = (key: string | undefined, required: boolean, rowOwned = false): string | undefined => {
     if (key === undefined) return undefined;
     const value = columnValue(raw, key);
     if (value === undefined || value === null) {
@@ -210,6 +211,8 @@ export function rowToTask(config: TasksetConfig, index: number, row: unknown, wh
     }
     if (typeof value === 'string') return value;
     if (typeof value === 'number' && Number.isFinite(value)) return String(value);
+    // a workflow that reads the row's own fields takes a list or an object there as it is (R3L's countdown nums)
+    if (rowOwned && config.promptOptional === true) return undefined;
     throw new TasksetError(where, `key '${key}' must be a string, got ${Array.isArray(value) ? 'an array' : typeof value}`);
   };
 
@@ -222,10 +225,10 @@ export function rowToTask(config: TasksetConfig, index: number, row: unknown, wh
     // a prompt column holding the conversation ({role, content} turns: BOTS' and learn_to_ask's rows)
     task.messages = parseMessages(columnValue(raw, format.promptKey ?? 'prompt'), format.promptKey ?? 'prompt', where);
   } else {
-    const prompt = text(format.promptKey ?? 'prompt', config.promptOptional !== true);
+    const prompt = text(format.promptKey ?? 'prompt', config.promptOptional !== true, true);
     if (prompt !== undefined) task.prompt = prompt;
   }
-  const response = text(format.responseKey ?? 'response', false);
+  const response = text(format.responseKey ?? 'response', false, true);
   if (response !== undefined) task.response = response;
   const systemPrompt = text(format.systemPromptKey, false) ?? format.systemPrompt;
   if (systemPrompt !== undefined) task.systemPrompt = systemPrompt;

@@ -98,15 +98,6 @@ export const UNAVAILABLE_WORKFLOWS: readonly (readonly [string, string])[] = [
       'tool_agent_workflow runs a multi-turn agent over tools that a workflow file defines (a search over your own ' +
       `index among them), ${RECORD_THE_AGENT}`,
   ],
-  [
-    'RAFT_baseline_countdown_workflow',
-    "the R3L example's own RAFT baseline workflow: math_workflow with default_reward_fn_type countdown_reward and " +
-      'algorithm_type raft trains on the same task',
-  ],
-  [
-    'RAFT_baseline_dapo_workflow',
-    "the R3L example's own RAFT baseline workflow: math_boxed_workflow with algorithm_type raft trains on the same task",
-  ],
 ];
 
 for (const [name, reason] of UNAVAILABLE_WORKFLOWS) WORKFLOWS.unavailable(name, reason);

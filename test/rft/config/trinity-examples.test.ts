@@ -8,15 +8,19 @@
 //   # run-with: other.yaml           run together with that file, as two processes (e.g. an explorer and a trainer
 //                                    sharing one SQLite buffer); the pair is run once, by the file listed first
 //   # model: qwen2_5_vl              the config's model is a vision-language model (its rows hold images)
+//   # model: r3l_answer_8            the tiny model taught to reply `<think>x</think><answer>8</answer>` to R3L's prompts
+//                                    (RAFT trains only solved rollouts: the fixture's rows answered by 8 are solved)
 //
 // Every file runs with TRINITY_MODEL_PATH (one tiny random model with a printable-ASCII character tokenizer, made once;
 // a tiny random Qwen2.5-VL with the same tokenizer and Qwen2.5-VL's vision tokens for `# model: qwen2_5_vl`, whose
-// image processor's pixel bounds of 56 x 56 make a few image tokens of each image) and TRINITY_CHECKPOINT_ROOT_DIR (a temporary folder, one per run
+// image processor's pixel bounds of 56 x 56 make a few image tokens of each image; for `# model: r3l_answer_8`, the text
+// model after an SFT run of trinity on that reply to R3L's countdown and dapo prompts, made when a test first needs it)
+// and TRINITY_CHECKPOINT_ROOT_DIR (a temporary folder, one per run
 // group), from a copy of the fixture folder, so a sqlite:/// path relative to the YAML lands in the copy. A process
 // that trains must print "trained 2 of 2 step(s)".
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,6 +28,7 @@ import { describe, it } from 'node:test';
 import { configCommand } from '../../../src/cli/config-command.js';
 import { initModel, initVisionLanguageModel } from '../../../src/model/index.js';
 import { IGNORED_HEADER, MAPPED_HEADER } from '../../../src/rft/run/config/trinity-report.js';
+import { countdownPrompt, R3L_MATH_SYSTEM_PROMPT } from '../../../src/rft/workflow/r3l-raft.js';
 
 const FIXTURES = fileURLToPath(new URL('../../fixtures/trinity-examples/', import.meta.url));
 const TRINITY = fileURLToPath(new URL('../../../bin/trinity.js', import.meta.url));
@@ -34,7 +39,7 @@ interface Example {
   mapped: string[];
   runSet: string[];
   runWith: string | null;
-  /** The model family the config needs: 'text' (the default) or 'qwen2_5_vl'. */
+  /** The model the config needs: 'text' (the default), 'qwen2_5_vl' or 'r3l_answer_8' (see the header). */
   model: string;
 }
 
@@ -85,11 +90,70 @@ const partners = new Set(examples.flatMap((e) => (e.runWith !== null && e.file <
 const root = mkdtempSync(join(tmpdir(), 'trinity-examples-'));
 const modelPath = join(root, 'model');
 initModel(modelPath, { hiddenSize: 32, numLayers: 1, numHeads: 2, seed: 1 });
-const modelPaths: Readonly<Record<string, string>> = { text: modelPath, qwen2_5_vl: join(root, 'vl-model') };
+const TAUGHT_ROOT = join(root, 'r3l-answer-8');
+const modelPaths: Readonly<Record<string, string>> = {
+  text: modelPath,
+  qwen2_5_vl: join(root, 'vl-model'),
+  r3l_answer_8: join(TAUGHT_ROOT, 'checkpoints', 'teach', 'answer_8', 'final_model'),
+};
 const vlOptions = { hiddenSize: 32, numLayers: 1, numHeads: 2, visionHiddenSize: 16, visionDepth: 1, visionHeads: 2 };
 initVisionLanguageModel(modelPaths.qwen2_5_vl as string, { ...vlOptions, minPixels: 56 * 56, maxPixels: 56 * 56, seed: 1 });
 for (const example of examples)
-  assert.ok(example.model in modelPaths, `${example.file}: unknown '# model: ${example.model}' (text or qwen2_5_vl)`);
+  assert.ok(
+    example.model in modelPaths,
+    `${example.file}: unknown '# model: ${example.model}' (${Object.keys(modelPaths).join(', ')})`,
+  );
+
+/**
+ * The text model taught to reply `<think>x</think><answer>8</answer>` to R3L's first countdown prompt and to its dapo
+ * system prompt and problem: 120 SFT steps of `trinity run` in float32 (loss → 0), so that sampling at temperature 1
+ * writes the reply. Made once, when a test first needs it.
+ */
+let taught: Promise<void> | null = null;
+function teachAnswer8(): Promise<void> {
+  const reply = '<think>x</think><answer>8</answer>';
+  const countdown = ([[8], [4, 6, 1], [2, 3, 4]] as const).map((nums, i) => [
+    { role: 'user', content: countdownPrompt(nums, [8, 24, 10][i] as number, 0, []) },
+    { role: 'assistant', content: reply },
+  ]);
+  const dapo = ['What is 3 + 5?', 'What is 9 - 4?', 'Find 2^3.', 'What is 7 + 6?', 'Solve x + 1 = 3.'].map((question) => [
+    { role: 'system', content: R3L_MATH_SYSTEM_PROMPT },
+    { role: 'user', content: question },
+    { role: 'assistant', content: reply },
+  ]);
+  mkdirSync(join(TAUGHT_ROOT, 'data'), { recursive: true });
+  const rows = [...countdown, ...dapo].map((messages) => JSON.stringify({ messages }));
+  writeFileSync(join(TAUGHT_ROOT, 'data', 'train.jsonl'), `${rows.join('\n')}\n`);
+  const config = [
+    'mode: train',
+    'project: teach',
+    'name: answer_8',
+    `checkpoint_root_dir: ${join(TAUGHT_ROOT, 'checkpoints')}`,
+    'algorithm: { algorithm_type: sft, optimizer: { lr: 2e-2 } }',
+    `model: { model_path: ${modelPath}, max_model_len: 2048, max_response_tokens: 64, dtype: float32 }`,
+    'buffer:',
+    `  total_epochs: 120`,
+    `  batch_size: ${rows.length}`,
+    `  train_batch_size: ${rows.length}`,
+    '  trainer_input:',
+    '    experience_buffer: { name: teach, storage_type: file, path: data, format: { prompt_type: messages, messages_key: messages } }',
+    'trainer: { save_interval: 1000, param_dtype: float32 }',
+  ];
+  writeFileSync(join(TAUGHT_ROOT, 'teach.yaml'), `${config.join('\n')}\n`);
+  return new Promise((done, fail) => {
+    execFile(process.execPath, [TRINITY, 'run', '--config', join(TAUGHT_ROOT, 'teach.yaml')], (error, stdout, stderr) => {
+      if (error !== null) fail(new Error(`teaching r3l_answer_8 failed:\n${stdout}${stderr}`));
+      else done();
+    });
+  });
+}
+
+/** Makes the example's model when it is made on first use. */
+async function modelReady(model: string): Promise<void> {
+  if (model !== 'r3l_answer_8') return;
+  taught ??= teachAnswer8();
+  await taught;
+}
 
 /** A copy of the fixture folder of its own for each run group (files a run writes beside its YAML stay there). */
 function folderFor(group: string): string {
@@ -117,6 +181,7 @@ function trinityRun(example: Example, folder: string, env: NodeJS.ProcessEnv): P
 describe('configs in the form of upstream Trinity-RFT examples', () => {
   for (const example of examples) {
     it(`${example.file}: trinity config check prints its ignored and mapped keys`, async () => {
+      await modelReady(example.model);
       let out = '';
       let err = '';
       const saved = { model: process.env.TRINITY_MODEL_PATH, root: process.env.TRINITY_CHECKPOINT_ROOT_DIR };
@@ -147,6 +212,7 @@ describe('configs in the form of upstream Trinity-RFT examples', () => {
     if (partners.has(example.file)) continue; // run by the file it is paired with
     const group = [example, ...examples.filter((e) => e.file === example.runWith)];
     it(`${group.map((e) => e.file).join(' + ')}: trinity run trains 2 steps, printing the blocks once`, async () => {
+      await modelReady(example.model);
       const env = envFor(example.file, example.model);
       const folder = folderFor(example.file);
       const results = await Promise.all(group.map((e) => trinityRun(e, folder, env)));

@@ -189,7 +189,7 @@ function contextMetrics(calls: readonly ChatResult[]): Record<string, number> {
 }
 
 /** The engine refused a call because the conversation no longer fits its context (maxLength positions). */
-function isContextFull(error: unknown): boolean {
+export function isContextFull(error: unknown): boolean {
   return error instanceof Error && /maxLength/.test(error.message);
 }
 
