@@ -18,6 +18,7 @@ Usage:
   trinity model init DIR [options]      create a randomly initialised Qwen2/Qwen3/Llama model folder (HF format)
   trinity model convert SRC DST [opts]  re-save a model folder: another dtype, shard size, or a LoRA adapter merged in
   trinity buffer view PATH [options]    print experiences from a buffer (.db SQLite or .jsonl)
+  trinity email-db DATASET --out FILE   write email_search_workflow's Enron email database from the dataset on disk
   trinity demo [--steps N] [--seed S]   train a tiny transformer with the tensor core; prints the loss falling
   trinity info                          libtorch version, threads, CUDA devices
   trinity --help                        this text
@@ -68,6 +69,7 @@ async function main(argv: string[]): Promise<number> {
     const { bufferCommand } = await import('./buffer-command.js');
     return bufferCommand(rest);
   }
+  if (command === 'email-db') return (await import('./email-db-command.js')).emailDbCommand(rest);
   if (command === 'info') {
     const torch = await import('../torch/index.js');
     const info = torch.buildInfo();

@@ -65,12 +65,6 @@ export const UNAVAILABLE_WORKFLOWS: readonly (readonly [string, string])[] = [
   ['sciworld_workflow', PYTHON_SIMULATOR('ScienceWorld (a Python package over a Java simulator)')],
   ['webshop_workflow', PYTHON_SIMULATOR('WebShop (a web-shop simulator with a Pyserini search index)')],
   ['intercode_sql_workflow', PYTHON_SIMULATOR("InterCode's SQL environment (queries run in a Docker database)")],
-  [
-    'email_search_workflow',
-    "needs the Enron email index (a SQLite full-text database built by the example's Python scripts) behind its " +
-      'search tools: tool_agent_workflow runs a multi-turn agent over tools that a workflow file defines (a search ' +
-      `over that database among them), ${RECORD_THE_AGENT}`,
-  ],
   ['agentscope_workflow_adapter', AGENTSCOPE],
   ['agentscope_workflow_adapter_v1', AGENTSCOPE],
   ['agentscope_react_workflow', AGENTSCOPE],

@@ -42,8 +42,12 @@ describe("Trinity's workflow names", () => {
         },
       );
     }
-    for (const name of ['email_search_workflow', 'bcp_simple_react_workflow'])
-      assert.throws(() => WORKFLOWS.get(name), /tool_agent_workflow runs a multi-turn agent over tools .*workflowWithRecording/);
+    assert.throws(
+      () => WORKFLOWS.get('bcp_simple_react_workflow'),
+      /tool_agent_workflow runs a multi-turn agent over tools .*workflowWithRecording/,
+    );
+    // the email example's database is read here (agents/email-search.ts): its workflow is no longer refused
+    assert.match(WORKFLOWS.describe('email_search_workflow'), /^email_search: search_emails/);
   });
 
   test('every refusal says what to use here: a registered workflow, a module-path workflow, or a recorded agent', () => {

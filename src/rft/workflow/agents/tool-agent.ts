@@ -135,7 +135,7 @@ export interface ToolAgentEpisodeOptions {
 }
 
 /** True when the server refused a call because the conversation no longer fits the model's context. */
-function isContextFull(error: unknown): boolean {
+export function isContextFullRefusal(error: unknown): boolean {
   const e = error as { status?: unknown; code?: unknown };
   return e !== null && typeof e === 'object' && e.status === 400 && e.code === 'context_length_exceeded';
 }
@@ -166,7 +166,7 @@ export async function runToolAgentEpisode(client: OpenAI, options: ToolAgentEpis
         options.signal ? { signal: options.signal } : {},
       );
     } catch (error) {
-      if (episode.turns > 0 && isContextFull(error)) {
+      if (episode.turns > 0 && isContextFullRefusal(error)) {
         episode.contextFull = true;
         break;
       }
@@ -218,8 +218,8 @@ function maxTurnsArg(args: Readonly<Record<string, unknown>>): number {
 }
 
 /** The OpenAI request fields of the task's rollout args (temperature, top_p, top_k, min_p, max_tokens). */
-function requestFields(task: Task): Partial<RequestParams> {
-  const options = rolloutOptions(task.rolloutArgs ?? {}, 'tool_agent_workflow');
+export function requestFields(task: Task, workflow = 'tool_agent_workflow'): Partial<RequestParams> {
+  const options = rolloutOptions(task.rolloutArgs ?? {}, workflow);
   const fields: Partial<RequestParams> & { top_k?: number; min_p?: number } = {};
   if (options.temperature !== undefined) fields.temperature = options.temperature;
   if (options.topP !== undefined) fields.top_p = options.topP;
