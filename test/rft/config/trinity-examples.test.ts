@@ -16,7 +16,8 @@
 // image processor's pixel bounds of 56 x 56 make a few image tokens of each image; for `# model: r3l_answer_8`, the text
 // model after an SFT run of trinity on that reply to R3L's countdown and dapo prompts, made when a test first needs it)
 // and TRINITY_CHECKPOINT_ROOT_DIR (a temporary folder, one per run
-// group), from a copy of the fixture folder, so a sqlite:/// path relative to the YAML lands in the copy. A process
+// group), and DEFAULT_EMAIL_DB_PATH (the email_search database, written once from data/enron_emails as `trinity
+// email-db` writes it), from a copy of the fixture folder, so a sqlite:/// path relative to the YAML lands in the copy. A process
 // that trains must print "trained 2 of 2 step(s)".
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -28,6 +29,7 @@ import { describe, it } from 'node:test';
 import { configCommand } from '../../../src/cli/config-command.js';
 import { initModel, initVisionLanguageModel } from '../../../src/model/index.js';
 import { IGNORED_HEADER, MAPPED_HEADER } from '../../../src/rft/run/config/trinity-report.js';
+import { writeEmailDatabase } from '../../../src/rft/workflow/agents/email-db-write.js';
 import { countdownPrompt, R3L_MATH_SYSTEM_PROMPT } from '../../../src/rft/workflow/r3l-raft.js';
 
 const FIXTURES = fileURLToPath(new URL('../../fixtures/trinity-examples/', import.meta.url));
@@ -90,6 +92,8 @@ const partners = new Set(examples.flatMap((e) => (e.runWith !== null && e.file <
 const root = mkdtempSync(join(tmpdir(), 'trinity-examples-'));
 const modelPath = join(root, 'model');
 initModel(modelPath, { hiddenSize: 32, numLayers: 1, numHeads: 2, seed: 1 });
+const emailDbPath = join(root, 'enron_emails.db');
+await writeEmailDatabase(join(FIXTURES, 'data', 'enron_emails'), emailDbPath);
 const TAUGHT_ROOT = join(root, 'r3l-answer-8');
 const modelPaths: Readonly<Record<string, string>> = {
   text: modelPath,
@@ -166,6 +170,7 @@ const envFor = (group: string, model: string): NodeJS.ProcessEnv => ({
   ...process.env,
   TRINITY_MODEL_PATH: modelPaths[model],
   TRINITY_CHECKPOINT_ROOT_DIR: join(root, `checkpoints-${group}`),
+  DEFAULT_EMAIL_DB_PATH: emailDbPath,
 });
 
 function trinityRun(example: Example, folder: string, env: NodeJS.ProcessEnv): Promise<{ code: number; output: string }> {
@@ -184,7 +189,11 @@ describe('configs in the form of upstream Trinity-RFT examples', () => {
       await modelReady(example.model);
       let out = '';
       let err = '';
-      const saved = { model: process.env.TRINITY_MODEL_PATH, root: process.env.TRINITY_CHECKPOINT_ROOT_DIR };
+      const saved = {
+        model: process.env.TRINITY_MODEL_PATH,
+        root: process.env.TRINITY_CHECKPOINT_ROOT_DIR,
+        emailDb: process.env.DEFAULT_EMAIL_DB_PATH,
+      };
       Object.assign(process.env, envFor(example.file, example.model));
       try {
         const args = [
@@ -201,6 +210,7 @@ describe('configs in the form of upstream Trinity-RFT examples', () => {
         for (const [name, value] of [
           ['TRINITY_MODEL_PATH', saved.model],
           ['TRINITY_CHECKPOINT_ROOT_DIR', saved.root],
+          ['DEFAULT_EMAIL_DB_PATH', saved.emailDb],
         ] as const) {
           if (value === undefined) delete process.env[name];
           else process.env[name] = value;
