@@ -12,7 +12,8 @@ export const EMAIL_DB_HELP = `trinity email-db DATASET --out FILE
   are left out) and indexes as upstream's prepare_data.py: a database either wrote serves the workflow. Nothing is
   downloaded. Then: export DEFAULT_EMAIL_DB_PATH=FILE.
 
-  DATASET        the dataset folder (e.g. a snapshot of corbt/enron-emails) or file
+  DATASET        the dataset: a folder or file, a hub cache folder, or the hub id corbt/enron-emails when it is in
+                 the local Hugging Face cache (HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub)
   --out FILE     the database to write (replaced when complete)
 `;
 

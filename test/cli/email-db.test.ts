@@ -27,20 +27,25 @@ describe('trinity email-db', () => {
     const dir = mkdtempSync(join(tmpdir(), 'email-db-cli-'));
     writeFileSync(
       join(dir, 'train.jsonl'),
-      `${row('<1>', 'prices rose')}\n${row('<2>', 'prices rose')}\n${row('<3>', 'x'.repeat(5001))}\n`,
+      [
+        row('<1>', 'prices rose'),
+        row('<2>', 'prices rose'), // a duplicate of <1>
+        row('<3>', 'x'.repeat(5001)), // over 5000 characters
+        row('<4>', `prices fell ${'😀'.repeat(2600)}`), // 2612 characters as Python counts them (5212 UTF-16 units)
+      ].join('\n'),
     );
     const out = join(dir, 'enron.db');
     let printed = '';
     assert.equal(await emailDbCommand([dir, '--out', out], { write: (text: string) => (printed += text) }), 0);
     assert.equal(
       printed,
-      `wrote ${out}: 1 emails (left out: 1 by the length and recipient filters, 1 duplicates)\nexport DEFAULT_EMAIL_DB_PATH=${out}\n`,
+      `wrote ${out}: 2 emails (left out: 1 by the length and recipient filters, 1 duplicates)\nexport DEFAULT_EMAIL_DB_PATH=${out}\n`,
     );
     const db = EmailDatabase.open(out);
     try {
       assert.deepEqual(
-        db.search({ inbox: 'b@enron.com', keywords: ['prices'] }).map((r) => r.message_id),
-        ['<1>'],
+        ['rose', 'fell'].map((word) => db.search({ inbox: 'b@enron.com', keywords: [word] }).map((r) => r.message_id)),
+        [['<1>'], ['<4>']],
       );
     } finally {
       db.close();

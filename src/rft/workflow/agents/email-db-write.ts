@@ -1,7 +1,8 @@
 // Writes the email_search database (./email-db.ts) from the Enron email dataset on disk, as upstream's
 // prepare_data.py writes it from the hub's corbt/enron-emails: the same tables, rows, filters and indexes, so a
 // database from either serves the workflow alike. Nothing is downloaded: the dataset is a folder or file the
-// buffer's readers take (parquet as the hub serves it, JSONL, JSON; ../../buffer/rows.ts), its split 'train'.
+// buffer's readers take (parquet as the hub serves it, JSONL, JSON; a hub id found in the local hub cache;
+// ../../buffer/rows.ts, ../../buffer/split.ts), its split 'train'.
 //
 //   row     {message_id, subject, from, to: [..], cc: [..], bcc: [..], date, body, file_name}
 //   date    a parquet timestamp (read as ISO 8601 text) or text 'YYYY-MM-DD HH:MM:SS' / 'YYYY-MM-DDTHH:MM:SS...'
@@ -12,6 +13,7 @@
 //
 // A row that is not an email (a missing column, a non-text field) is an error naming the row; the file is written
 // to a temporary name and renamed when complete, so a failed preparation leaves no half database behind.
+import { createHash } from 'node:crypto';
 import { existsSync, renameSync, rmSync } from 'node:fs';
 import { readDatasetRows } from '../../buffer/rows.js';
 import { inSqliteFile, openSqliteFile } from '../../store/sqlite.js';
@@ -56,6 +58,14 @@ function emailRow(value: unknown, where: string) {
   };
 }
 
+/** Python's len(text): Unicode code points (a UTF-16 string is at least that long, so short ones are not counted). */
+function codePointsOver(text: string, limit: number): boolean {
+  if (text.length <= limit) return false;
+  let count = 0;
+  for (const _ of text) if (++count > limit) return true;
+  return false;
+}
+
 /** The email's date as 'YYYY-MM-DD HH:MM:SS' (see the header). */
 export function emailDate(value: unknown, where: string): string {
   const text = value instanceof Date ? value.toISOString() : value;
@@ -80,11 +90,14 @@ export async function writeEmailDatabase(datasetPath: string, outPath: string): 
     db.exec('BEGIN');
     for await (const { where, value } of readDatasetRows(datasetPath, { split: 'train' })) {
       const email = emailRow(value, where);
-      if ([...email.body].length > MAX_BODY_CHARS || email.to.length + email.cc.length + email.bcc.length > MAX_RECIPIENTS) {
+      if (codePointsOver(email.body, MAX_BODY_CHARS) || email.to.length + email.cc.length + email.bcc.length > MAX_RECIPIENTS) {
         counts.skippedByFilters++;
         continue;
       }
-      const key = JSON.stringify([email.subject, email.body, email.from]);
+      // a digest of (subject, body, from) rather than the text: the dataset's half a million bodies stay out of memory
+      const key = createHash('sha256')
+        .update(JSON.stringify([email.subject, email.body, email.from]))
+        .digest('base64');
       if (seen.has(key)) {
         counts.duplicates++;
         continue;
