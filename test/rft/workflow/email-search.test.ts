@@ -298,8 +298,14 @@ describe('the reward (upstream rubric: accuracy + format)', () => {
         () => emailDatabasePath({}, '/cfg'),
         /set DEFAULT_EMAIL_DB_PATH \(as upstream\) or workflow_args\.email_db_path/,
       );
+      assert.throws(
+        () => WORKFLOWS.get('email_search_workflow').checkArgs?.({ max_turns: 10 }),
+        /needs the email database: set DEFAULT_EMAIL_DB_PATH/,
+        'the pre-run check refuses a run that names no database',
+      );
       process.env.DEFAULT_EMAIL_DB_PATH = 'data/e.db';
-      assert.equal(emailDatabasePath({}, '/cfg'), '/cfg/data/e.db');
+      assert.equal(emailDatabasePath({}, '/cfg'), join(process.cwd(), 'data/e.db'), 'as upstream: the working directory');
+      assert.equal(emailDatabasePath({ email_db_path: 'e.db' }, '/cfg'), '/cfg/e.db', "workflow_args: the config's folder");
       assert.equal(emailDatabasePath({ email_db_path: '/abs/e.db' }, '/cfg'), '/abs/e.db');
     } finally {
       if (saved === undefined) delete process.env.DEFAULT_EMAIL_DB_PATH;

@@ -33,8 +33,9 @@
 // found_right_email, read_right_email, sources_correct, judge_failure.
 //
 // Workflow arguments: max_turns (default 10), tool_obs_char_limit (checked and, as upstream, not applied),
-// email_db_path (this backend's; default the environment variable DEFAULT_EMAIL_DB_PATH, upstream's). Reward
-// arguments: llm_as_a_judge (default true), judge_model (an auxiliary model's name; '' the first), max_tokens
+// email_db_path (this backend's, relative to the config's folder; default the environment variable
+// DEFAULT_EMAIL_DB_PATH, upstream's, relative to the working directory; neither set is refused by the pre-run check).
+// Reward arguments: llm_as_a_judge (default true), judge_model (an auxiliary model's name; '' the first), max_tokens
 // (default 128), temperature (default 0).
 import { resolve } from 'node:path';
 import type OpenAI from 'openai';
@@ -362,9 +363,16 @@ function positiveInteger(args: Readonly<Record<string, unknown>>, key: string, f
   return value;
 }
 
-/** workflow_args.email_db_path, else $DEFAULT_EMAIL_DB_PATH (upstream's); relative paths against `baseDir`. */
+/**
+ * workflow_args.email_db_path (relative: to `baseDir`, the config's folder), else $DEFAULT_EMAIL_DB_PATH (upstream's;
+ * relative: to the working directory, as upstream opens it).
+ */
 export function emailDatabasePath(args: Readonly<Record<string, unknown>>, baseDir: string | undefined): string {
-  const path = args.email_db_path ?? process.env.DEFAULT_EMAIL_DB_PATH;
+  if (args.email_db_path === undefined) {
+    const fromEnvironment = process.env.DEFAULT_EMAIL_DB_PATH;
+    if (fromEnvironment !== undefined && fromEnvironment !== '') return resolve(fromEnvironment);
+  }
+  const path = args.email_db_path;
   if (path === undefined || path === '')
     throw new Error(
       `${NAME} needs the email database: set DEFAULT_EMAIL_DB_PATH (as upstream) or workflow_args.email_db_path to ` +
@@ -375,11 +383,11 @@ export function emailDatabasePath(args: Readonly<Record<string, unknown>>, baseD
   return resolve(baseDir ?? '.', path);
 }
 
+/** The arguments' values, and that a database is named (before the first task: else every attempt would fail). */
 function checkWorkflowArgs(args: Readonly<Record<string, unknown>>): void {
   positiveInteger(args, 'max_turns', 10);
   positiveInteger(args, 'tool_obs_char_limit', 2000);
-  if (args.email_db_path !== undefined && typeof args.email_db_path !== 'string')
-    throw new Error(`${NAME}: workflow_args.email_db_path must be a path, got ${JSON.stringify(args.email_db_path)}`);
+  emailDatabasePath(args, undefined);
 }
 
 export const emailSearchWorkflow: WorkflowSpec = {
