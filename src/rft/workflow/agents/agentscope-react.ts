@@ -2,15 +2,15 @@
 // question through the rollout model's OpenAI endpoint, its answer is scored like Trinity's MathBoxedRewardFn
 // (accuracy of the last \boxed{} against the reference, GSM8K's "#### 42" read as 42; with_think off, so
 // format_score is 0), and every model call is one experience (Trinity's enable_history records each
-// chat.completions call), all with the episode's reward, in call order (info.stepIndex):
+// chat.completions call), all with the episode's reward and its run id (step_wise_grpo groups them by run):
 //
 //   name(s)                                          agent  tools                        answer read from      max_iters
 //   as_react_workflow, agentscope_react_workflow     v1     none                         generate_response's   10
 //                                                                                        `result`
 //   agentscope_react_math_workflow                   v1     execute_python_code          `result`, else text   10
-//   agentscope_reactv2_math_workflow,                v0     execute_python_code          the reply's text      5
-//     agentscopev0_react_math_workflow
-//   agentscope_reactv2_gsm8k_workflow                v0     execute_python_code          the reply's text      5
+//   agentscope_reactv2_math_workflow,                v0     execute_python_code          `response`, else      5
+//     agentscopev0_react_math_workflow                                                   the reply's text
+//   agentscope_reactv2_gsm8k_workflow                v0     execute_python_code          as above              5
 //
 // as_react_workflow picks its template by workflow_args.type (default gsm8k): the system prompt, the answer schema
 // ({result: string}) and the reward. Trinity's other template, email_search, needs the Enron email index: it is
@@ -18,10 +18,10 @@
 //
 // Workflow arguments: type (as_react_workflow), max_iters (default as above), python_executable (the interpreter of
 // execute_python_code, default python3: ./python-tool.ts, which runs the model's code unsandboxed, as upstream).
-// Rollout args temperature, top_p, top_k, min_p and max_tokens go on every call (upstream sends max_tokens 4096 when
-// unset; here an unset max_tokens is the server's limit). Metrics: accuracy, format_score (as_react_workflow, as
-// upstream's reward dict), react_memory_length (v1) or agent_turns (v0: messages in the agent's memory),
-// model_calls, tool_calls, invalid_tool_calls, summarized (1 when max_iters ran out).
+// Rollout args temperature, top_p, top_k, min_p and max_tokens go on every call (each reply is at most
+// model.max_response_tokens; upstream sends max_tokens 4096 when unset). Metrics: accuracy, format_score
+// (as_react_workflow, as upstream's reward dict), react_memory_length (v1) or agent_turns (v0: messages in the
+// agent's memory), model_calls, tool_calls, invalid_tool_calls, summarized (1 when max_iters ran out).
 import { mixSeed } from '../../buffer/random.js';
 import { extractBoxed, mathAccuracy } from '../../reward/math-answer.js';
 import type { Task } from '../../task.js';
