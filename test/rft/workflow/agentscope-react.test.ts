@@ -84,6 +84,12 @@ describe('AgentScope ReAct workflows', () => {
       const generated = (experience.logprobs as number[]).slice(experience.promptLength);
       assert.ok(generated.every((logprob) => logprob === SCRIPTED_LOGPROB));
     }
+    // each experience is one call: its prompt as sent (ids), its reply the generated tokens
+    const promptLengths = experiences.map((e) => e.promptLength);
+    assert.deepEqual(
+      promptLengths,
+      backend.prompts.map((p) => tokenizer.encode(p).length),
+    );
     const prompts = backend.prompts;
     assert.equal(prompts.length, 4);
     assert.ok((prompts[0] as string).includes(MATH_TOOLS_SYSTEM_PROMPT), prompts[0]);
@@ -184,6 +190,10 @@ describe('AgentScope ReAct workflows', () => {
       workflowArgs: { python_executable: 'no-such-python-here' },
     });
     assert.match(missing.errors[0] as string, /cannot start the Python interpreter 'no-such-python-here' \(ENOENT\)/);
+    // what still needs an outside service stays refused, naming it
+    assert.throws(() => WORKFLOWS.get('agentscope_v1_react_search_workflow'), /needs a web search API \(Tavily or SearXNG/);
+    assert.throws(() => WORKFLOWS.get('agentopia_workflow'), /environment service \(taskset storage_type env_service\)/);
+    assert.throws(() => WORKFLOWS.get('agentscope_workflow_adapter_v1'), /Python AgentScope workflow function/);
   });
 
   test('execute_python_code: return code, output streams and a timeout', async () => {
