@@ -10,6 +10,7 @@ import {
   EngineModelHandle,
   formatPythonRun,
   MATH_TOOLS_SYSTEM_PROMPT,
+  MAX_STREAM_CHARS,
   runPython,
   WORKFLOWS,
   WorkflowRunner,
@@ -139,6 +140,10 @@ describe('AgentScope ReAct workflows', () => {
     const direct = await play('agentscope_reactv2_gsm8k_workflow', () => 'It is \\boxed{18}.');
     assert.equal(direct.experiences.length, 1);
     assert.equal(direct.experiences[0]?.reward, 1);
+    const broken = await play('agentscope_reactv2_gsm8k_workflow', () => '<tool_call>\n{"name": execute}\n</tool_call>');
+    assert.equal(broken.experiences.length, 1, 'a call block the server cannot parse is a reply without tool calls');
+    assert.equal(broken.experiences[0]?.reward, 0);
+    assert.equal(broken.experiences[0]?.metrics?.invalid_tool_calls, 1);
 
     const forever = call('execute_python_code', { code: 'print(2)' });
     const looping = await play('agentscopev0_react_math_workflow', (p) => (SUMMARIZE_HINT.test(p) ? '\\boxed{18}' : forever), {
@@ -199,6 +204,8 @@ describe('AgentScope ReAct workflows', () => {
   test('execute_python_code: return code, output streams and a timeout', async () => {
     const failed = await runPython('import sys\nprint("out")\nsys.exit("bad")', { python: 'python3', timeoutSeconds: 30 });
     assert.equal(formatPythonRun(failed), '<returncode>1</returncode><stdout>out\n</stdout><stderr>bad\n</stderr>');
+    const loud = await runPython(`print("x" * ${MAX_STREAM_CHARS + 10})`, { python: 'python3', timeoutSeconds: 30 });
+    assert.equal(loud.stdout, `${'x'.repeat(MAX_STREAM_CHARS)}\n[output cut at ${MAX_STREAM_CHARS} characters]`);
     const slow = await runPython('import time\ntime.sleep(30)', { python: 'python3', timeoutSeconds: 0.5 });
     assert.equal(slow.returnCode, -1);
     assert.match(slow.stderr, /TimeoutError: The code execution exceeded the timeout of 0.5 seconds\./);

@@ -27,7 +27,7 @@ export interface PythonRun {
 function keepStart(text: string): string {
   return text.length <= MAX_STREAM_CHARS
     ? text
-    : `${text.slice(0, MAX_STREAM_CHARS)}\n[... ${text.length - MAX_STREAM_CHARS} characters cut]`;
+    : `${text.slice(0, MAX_STREAM_CHARS)}\n[output cut at ${MAX_STREAM_CHARS} characters]`;
 }
 
 /** Runs `code` with `python` in a fresh folder; see the header. */

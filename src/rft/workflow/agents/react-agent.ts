@@ -195,7 +195,8 @@ export async function runReActAgent(client: OpenAI, options: ReActAgentOptions):
       result.modelCalls++;
       const reply = completion.choices[0]?.message;
       if (reply === undefined) throw new Error('ReAct agent: the server returned no choices');
-      if ((reply.content ?? '').includes('<tool_call>')) result.invalidToolCalls++; // a block the server could not parse
+      // a block the server could not parse (with tools offered and not turned off)
+      if (withTools && toolChoice !== 'none' && (reply.content ?? '').includes('<tool_call>')) result.invalidToolCalls++;
       return reply;
     } catch (error) {
       if (result.modelCalls > 0 && isOpenAIContextFull(error)) {
