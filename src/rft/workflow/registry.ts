@@ -9,6 +9,7 @@
 // first, so the other workflows and env/environment.ts may import its helpers directly.
 import './single-turn.js'; // simple_workflow, math_workflow, math_boxed_workflow
 import './agents/tool-agent.js'; // tool_agent_workflow
+import './agents/agentscope-react.js'; // as_react_workflow and Trinity's other AgentScope ReAct math workflows
 import './env/frozen-lake.js'; // frozen_lake_workflow
 import './env/sokoban.js'; // sokoban_workflow
 import './env/household/household.js'; // household_workflow

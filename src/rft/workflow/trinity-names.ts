@@ -44,10 +44,13 @@ const ALFWORLD =
   'commands; examples/household), ' +
   RECORD_THE_AGENT;
 
-const AGENTSCOPE =
-  'runs an AgentScope agent (a Python library) inside the workflow: here an agent is a workflow file that calls ' +
-  'model.openai() (examples/openai_agent), tool_agent_workflow (a ReAct loop over tools), or a Python agent that ' +
-  'talks to the model served in mode serve';
+/** What runs an agent here instead: the ported AgentScope ReAct workflows, an agent file, or a served model. */
+const AGENT_HERE =
+  "as_react_workflow and the agentscope_react*_math workflows are AgentScope's ReAct agent ported, an agent is a " +
+  'workflow file that calls model.openai() (examples/openai_agent) or tool_agent_workflow, or a Python agent talks to ' +
+  'the model served in mode serve';
+
+const AGENTSCOPE_FUNCTION = `runs a Python AgentScope workflow function (workflow_args.workflow_func) inside the workflow: ${AGENT_HERE}`;
 
 const RUBRIC_API =
   "the judge behind an external API is an auxiliary model here: rubric_judge_workflow with explorer.auxiliary_models' " +
@@ -65,16 +68,17 @@ export const UNAVAILABLE_WORKFLOWS: readonly (readonly [string, string])[] = [
   ['sciworld_workflow', PYTHON_SIMULATOR('ScienceWorld (a Python package over a Java simulator)')],
   ['webshop_workflow', PYTHON_SIMULATOR('WebShop (a web-shop simulator with a Pyserini search index)')],
   ['intercode_sql_workflow', PYTHON_SIMULATOR("InterCode's SQL environment (queries run in a Docker database)")],
-  ['agentscope_workflow_adapter', AGENTSCOPE],
-  ['agentscope_workflow_adapter_v1', AGENTSCOPE],
-  ['agentscope_react_workflow', AGENTSCOPE],
-  ['as_react_workflow', AGENTSCOPE],
-  ['agentscope_react_math_workflow', AGENTSCOPE],
-  ['agentscopev0_react_math_workflow', AGENTSCOPE],
-  ['agentscope_reactv2_math_workflow', AGENTSCOPE],
-  ['agentscope_reactv2_gsm8k_workflow', AGENTSCOPE],
-  ['agentopia_workflow', AGENTSCOPE],
-  ['agentscope_v1_react_search_workflow', AGENTSCOPE],
+  ['agentscope_workflow_adapter', AGENTSCOPE_FUNCTION],
+  ['agentscope_workflow_adapter_v1', AGENTSCOPE_FUNCTION],
+  [
+    'agentopia_workflow',
+    `takes its tasks and environments from an environment service (taskset storage_type env_service): ${AGENT_HERE}`,
+  ],
+  [
+    'agentscope_v1_react_search_workflow',
+    'needs a web search API (Tavily or SearXNG, workflow_args.search_client_type) behind its search tool: ' +
+      `tool_agent_workflow runs a multi-turn agent over tools that a workflow file defines (a search of your own), ${AGENT_HERE}`,
+  ],
   ['rubric_judge_openai_workflow', RUBRIC_API],
   [
     'math_rm_workflow',

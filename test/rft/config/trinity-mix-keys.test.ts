@@ -2,7 +2,7 @@
 // the older trainer_input.sft_warmup_dataset (v0.2, read by mix when no warm-up steps are set) becomes
 // auxiliary_buffers.<sft_dataset_name>; in the newer auxiliary_buffers an entry's name may differ from its key (the
 // strategy looks it up by the key) and total_epochs bounds its reads. The older mix form's loss arguments are in the
-// ignored block, and its buffer / algorithm keys (and model.max_token_len) are read as today's
+// ignored block, and its buffer / algorithm keys (and model.max_token_len, algorithm.add_strategy) are read as today's
 // (src/rft/run/config/trinity-older-forms.ts).
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
@@ -153,5 +153,17 @@ describe("the older mix form's keys (mix_math, grpo_math's math_mix)", () => {
       config.trinity_keys.mapped.filter((m) => m.path === 'model.max_token_len').map((m) => m.to),
       ['model.max_model_len (prompt + response: its older name)'],
     );
+  });
+
+  it("algorithm.add_strategy (Trinity 0.2, the agentscope_* examples' step_wise_grpo) is algorithm.advantage_fn", () => {
+    const config = load(configText('{algorithm_type: grpo, add_strategy: step_wise_grpo}', '{}'));
+    assert.equal(config.algorithm.advantage_fn, 'step_wise_grpo');
+    assert.match(
+      config.trinity_keys.mapped.find((m) => m.path === 'algorithm.add_strategy')?.to ?? '',
+      /^algorithm\.advantage_fn \(Trinity 0\.2's add strategy/,
+    );
+    assert.deepEqual(problemsIn(configText('{algorithm_type: grpo, add_strategy: grpo, advantage_fn: opmd}', '{}')), [
+      "algorithm.add_strategy: is Trinity's older name of algorithm.advantage_fn, which is set too: remove one",
+    ]);
   });
 });

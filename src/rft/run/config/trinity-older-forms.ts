@@ -13,6 +13,8 @@
 // no explore_batch_size it means what it means today.
 //
 //   model.max_token_len          → model.max_model_len (its name in modelscope's older dapo_math: prompt + response)
+//   algorithm.add_strategy       → algorithm.advantage_fn (Trinity 0.2's add strategies step_wise_grpo, grpo, opmd:
+//                                  the agentscope_* examples' step_wise_grpo is today's advantage_fn of that name)
 import { getIn, isMapping, mappingAt, type Segment, type Tree } from '../../config/source.js';
 
 /** A mapped key's record, as ./trinity-mappings.ts's MappedSetting (which this file's caller collects). */
@@ -36,6 +38,11 @@ const MOVED: readonly Moved[] = [
     why: "mix's share of expert rows in a train batch",
   },
   { from: ['model', 'max_token_len'], to: ['model', 'max_model_len'], why: 'prompt + response: its older name' },
+  {
+    from: ['algorithm', 'add_strategy'],
+    to: ['algorithm', 'advantage_fn'],
+    why: "Trinity 0.2's add strategy computed the advantages as experiences entered the buffer, by the same names",
+  },
 ];
 
 /** Rewrites the older keys of `node` (the run or one stage; see the header); `repeatTimes` as written for it. */

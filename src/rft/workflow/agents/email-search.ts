@@ -46,7 +46,8 @@ import type { Task } from '../../task.js';
 import type { WorkflowContext, WorkflowSpec } from '../types.js';
 import { WORKFLOWS } from '../workflow-registry.js';
 import { type EmailDatabase, EmailSearchError, emailDatabase } from './email-db.js';
-import { isContextFullRefusal, requestFields, type ToolResult } from './tool-agent.js';
+import { isOpenAIContextFull, requestFields } from './openai-request.js';
+import type { ToolResult } from './tool-agent.js';
 
 const NAME = 'email_search_workflow';
 type MessageParam = OpenAI.Chat.Completions.ChatCompletionMessageParam;
@@ -228,7 +229,7 @@ export async function runEmailSearchEpisode(client: OpenAI, options: EmailSearch
         options.signal ? { signal: options.signal } : {},
       );
     } catch (error) {
-      if (episode.turns > 0 && isContextFullRefusal(error)) break;
+      if (episode.turns > 0 && isOpenAIContextFull(error)) break;
       throw error;
     }
     episode.turns++;

@@ -24,11 +24,10 @@
 import { resolve } from 'node:path';
 import type OpenAI from 'openai';
 import { mixSeed } from '../../buffer/random.js';
-import type { Task } from '../../task.js';
-import { rolloutOptions } from '../single-turn.js';
 import type { WorkflowContext, WorkflowSpec } from '../types.js';
 import { CalculatorError, evaluateExpression, formatNumber } from './calculator.js';
 import { builtInDocuments, DocumentStore } from './lookup.js';
+import { isOpenAIContextFull, requestFields } from './openai-request.js';
 import { WORKFLOWS } from '../workflow-registry.js';
 
 type MessageParam = OpenAI.Chat.Completions.ChatCompletionMessageParam;
@@ -134,12 +133,6 @@ export interface ToolAgentEpisodeOptions {
   signal?: AbortSignal;
 }
 
-/** True when the server refused a call because the conversation no longer fits the model's context. */
-export function isContextFullRefusal(error: unknown): boolean {
-  const e = error as { status?: unknown; code?: unknown };
-  return e !== null && typeof e === 'object' && e.status === 400 && e.code === 'context_length_exceeded';
-}
-
 /** Plays one episode through an OpenAI client (see the header). */
 export async function runToolAgentEpisode(client: OpenAI, options: ToolAgentEpisodeOptions): Promise<ToolAgentEpisode> {
   const messages: MessageParam[] = [...options.messages];
@@ -166,7 +159,7 @@ export async function runToolAgentEpisode(client: OpenAI, options: ToolAgentEpis
         options.signal ? { signal: options.signal } : {},
       );
     } catch (error) {
-      if (episode.turns > 0 && isContextFullRefusal(error)) {
+      if (episode.turns > 0 && isOpenAIContextFull(error)) {
         episode.contextFull = true;
         break;
       }
@@ -217,18 +210,6 @@ function maxTurnsArg(args: Readonly<Record<string, unknown>>): number {
   return maxTurns;
 }
 
-/** The OpenAI request fields of the task's rollout args (temperature, top_p, top_k, min_p, max_tokens). */
-export function requestFields(task: Task, workflow = 'tool_agent_workflow'): Partial<RequestParams> {
-  const options = rolloutOptions(task.rolloutArgs ?? {}, workflow);
-  const fields: Partial<RequestParams> & { top_k?: number; min_p?: number } = {};
-  if (options.temperature !== undefined) fields.temperature = options.temperature;
-  if (options.topP !== undefined) fields.top_p = options.topP;
-  if (options.topK !== undefined) fields.top_k = options.topK; // extensions this server (and vLLM) accept
-  if (options.minP !== undefined) fields.min_p = options.minP;
-  if (options.maxTokens !== undefined) fields.max_tokens = options.maxTokens;
-  return fields;
-}
-
 export const toolAgentWorkflow: WorkflowSpec = {
   repeatable: false,
   workflowArgs: ['max_turns', 'documents'],
@@ -244,7 +225,7 @@ export const toolAgentWorkflow: WorkflowSpec = {
       ],
       documents: taskDocuments(args),
       maxTurns: maxTurnsArg(args),
-      request: requestFields(task),
+      request: requestFields(task, 'tool_agent_workflow'),
       seed: (turn) => mixSeed(seed, turn),
       signal,
     });

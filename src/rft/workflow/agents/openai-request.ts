@@ -1,0 +1,25 @@
+// What the agent workflows (./tool-agent.ts, ./react-agent.ts) share about their calls to the rollout model's OpenAI
+// endpoint: the request fields a task's rollout args become, and the refusal that means the conversation is full.
+import type OpenAI from 'openai';
+import type { Task } from '../../task.js';
+import { rolloutOptions } from '../single-turn.js';
+
+type RequestParams = OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming;
+
+/** True when the server refused a call because the conversation no longer fits the model's context. */
+export function isOpenAIContextFull(error: unknown): boolean {
+  const e = error as { status?: unknown; code?: unknown };
+  return e !== null && typeof e === 'object' && e.status === 400 && e.code === 'context_length_exceeded';
+}
+
+/** The OpenAI request fields of the task's rollout args (temperature, top_p, top_k, min_p, max_tokens). */
+export function requestFields(task: Task, workflowName: string): Partial<RequestParams> {
+  const options = rolloutOptions(task.rolloutArgs ?? {}, workflowName);
+  const fields: Partial<RequestParams> & { top_k?: number; min_p?: number } = {};
+  if (options.temperature !== undefined) fields.temperature = options.temperature;
+  if (options.topP !== undefined) fields.top_p = options.topP;
+  if (options.topK !== undefined) fields.top_k = options.topK; // extensions this server (and vLLM) accept
+  if (options.minP !== undefined) fields.min_p = options.minP;
+  if (options.maxTokens !== undefined) fields.max_tokens = options.maxTokens;
+  return fields;
+}
