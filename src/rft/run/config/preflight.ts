@@ -185,6 +185,16 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
         add(`${path}.reward_fn_args`, (error as Error).message);
       }
     }
+    // an environment workflow's episode reward (workflow_args reward_fn_type, src/rft/workflow/env/episode-reward.ts)
+    const episodeReward = section.workflow_args?.reward_fn_type;
+    if (typeof episodeReward === 'string') {
+      names.reward(episodeReward, `${path}.workflow_args.reward_fn_type`, null);
+      try {
+        REWARD_FUNCTIONS.checkArgs(episodeReward, (section.workflow_args?.reward_fn_args ?? {}) as Record<string, unknown>);
+      } catch (error) {
+        add(`${path}.workflow_args.reward_fn_args`, (error as Error).message);
+      }
+    }
     if (vocabSize !== null) {
       for (const id of section.rollout_args.stop_token_ids ?? []) {
         if (id >= vocabSize) {
