@@ -12,7 +12,9 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { chat } from '../../../src/engine/index.js';
 import { initModel } from '../../../src/model/index.js';
+import { OpenAI } from 'openai';
 import { NO_AUXILIARY_MODELS } from '../../../src/rft/auxiliary/index.js';
+import type { AuxiliaryModel, AuxiliaryModels } from '../../../src/rft/auxiliary/types.js';
 import { REWARD_FUNCTIONS, scoreResponse } from '../../../src/rft/reward/index.js';
 import {
   parseTrajectoryVerdict,
@@ -195,14 +197,71 @@ function chattingBackend(tokenizer: Tokenizer, policy: () => string): RolloutBac
   };
 }
 
-describe('an environment episode scored by the grader (workflow_args reward_fn_type)', () => {
-  let tokenizer: Tokenizer;
-  before(() => {
-    const modelDir = join(mkdtempSync(join(tmpdir(), 'trajectory-judge-')), 'model');
-    initModel(modelDir, { hiddenSize: 16, numLayers: 1, numHeads: 2, maxPositionEmbeddings: 512, seed: 1 });
-    tokenizer = Tokenizer.load(modelDir);
+let tokenizer: Tokenizer;
+before(() => {
+  const modelDir = join(mkdtempSync(join(tmpdir(), 'trajectory-judge-')), 'model');
+  initModel(modelDir, { hiddenSize: 16, numLayers: 1, numHeads: 2, maxPositionEmbeddings: 512, seed: 1 });
+  tokenizer = Tokenizer.load(modelDir);
+});
+
+/** An auxiliary model on the scripted judge, with its own model name and key; a tokenizer and context when given. */
+function auxiliaryJudge(known: { tokenizer: Tokenizer; contextLength: number } | null = null): AuxiliaryModels {
+  const judge: AuxiliaryModel = {
+    name: 'judge',
+    modelName: 'aux-judge',
+    tokenizer: known?.tokenizer ?? null,
+    ...(known ? { contextLength: known.contextLength } : {}),
+    openai: async () => new OpenAI({ baseURL: process.env[URL_ENV], apiKey: 'aux-key' }),
+    baseUrl: async () => process.env[URL_ENV] as string,
+    logprobs: async () => {
+      throw new Error('a trajectory judge reads no log-probs');
+    },
+  };
+  return {
+    list: [judge],
+    get: (name) => {
+      if (name === 'judge') return judge;
+      throw new Error(`no auxiliary model '${name}' (known: judge)`);
+    },
+  };
+}
+
+describe('the grader with an auxiliary model as the judge (judge_model)', () => {
+  test('asks that model, not the endpoint, and needs no base URL variable', async () => {
+    requests.length = 0;
+    judgeReply = () => '{"reason": "ok", "score": 1}';
+    if (typeof reward !== 'function') throw new Error('a per-response reward');
+    const args = { judge_model: 'judge', judge_api_base_url_env: 'NO_SUCH_JUDGE_URL' };
+    const scored = await scoreResponse(reward, { task, args, response: 'It is 6.', auxiliaryModels: auxiliaryJudge() });
+    assert.equal(scored.reward, 0);
+    assert.equal(scored.metrics.trajectory_score, 1);
+    assert.equal(requests[0]?.body.model, 'aux-judge');
+    assert.equal(requests[0]?.authorization, 'Bearer aux-key');
+    await assert.rejects(
+      Promise.resolve(
+        scoreResponse(reward, {
+          task,
+          args: { ...args, judge_model: 'other' },
+          response: 'x',
+          auxiliaryModels: auxiliaryJudge(),
+        }),
+      ),
+      /judge_model: no auxiliary model 'other'/,
+    );
   });
 
+  test('at the start, a judge whose context cannot hold the prompt and a verdict stops the run, naming its size', () => {
+    const args = { judge_model: 'judge' };
+    const small = auxiliaryJudge({ tokenizer, contextLength: 64 });
+    assert.throws(
+      () => REWARD_FUNCTIONS.checkModels('trajectory_accuracy_grader_reward', args, small),
+      /judge 'judge' has a context of 64 tokens/,
+    );
+    REWARD_FUNCTIONS.checkModels('trajectory_accuracy_grader_reward', args, auxiliaryJudge({ tokenizer, contextLength: 8192 }));
+  });
+});
+
+describe('an environment episode scored by the grader (workflow_args reward_fn_type)', () => {
   test('the judge reads the whole episode up to the last reply, and its score replaces the environment reward', async () => {
     const backend = chattingBackend(tokenizer, () => 'Up');
     const lake: Task = {

@@ -7,6 +7,7 @@
 //   reward        = rewardFn({ response, conversation, task, args: reward_fn_args }).reward
 //                   in place of Σ step rewards − invalid_action_penalty · invalid actions
 //   metrics       the reward's own (e.g. trajectory_score, judge_failure) and env_reward, the environment's reward
+//   (experience_mode step: every step carries this reward; info.step_reward stays the environment's step reward)
 //
 // The reward function is named and its arguments checked before the episode is played, so a wrong name or argument
 // (or a judge endpoint that is not set) fails the task at once, naming it. A judge that answers garbage gives its
