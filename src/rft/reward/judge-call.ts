@@ -17,6 +17,12 @@ export function judgeModel(models: AuxiliaryModels | undefined, name: string, wh
   }
 }
 
+/**
+ * What a judge call reads of its model: an auxiliary model, or an OpenAI-compatible endpoint a reward reaches by
+ * itself (./trajectory-accuracy.ts: OpenJudge's judge named by environment variables).
+ */
+export type JudgeEndpoint = Pick<AuxiliaryModel, 'name' | 'modelName' | 'tokenizer' | 'contextLength' | 'openai'>;
+
 /** A judge prompt turn (judges are asked in system and user turns only). */
 export interface JudgeMessage {
   role: 'system' | 'user';
@@ -37,7 +43,7 @@ export interface JudgeCallOptions {
  * with a small max_model_len. A prompt that leaves no room is an error that names both lengths.
  */
 export function judgeMaxTokens(
-  judge: AuxiliaryModel,
+  judge: JudgeEndpoint,
   messages: readonly JudgeMessage[],
   requested: number,
   where: string,
@@ -76,7 +82,7 @@ export function checkJudgeRoom(judge: AuxiliaryModel, messages: readonly JudgeMe
 
 /** The judge's answer text to one chat call ('' when it returned no choice or no content). */
 export async function askJudge(
-  judge: AuxiliaryModel,
+  judge: JudgeEndpoint,
   messages: readonly JudgeMessage[],
   options: JudgeCallOptions,
   where: string,

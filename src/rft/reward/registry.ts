@@ -17,6 +17,7 @@ import './countdown.js'; // countdown_reward
 import './dapo.js'; // math_dapo_reward
 import './rlcr.js'; // rlcr_reward
 import './bots.js'; // bots_math_boxed_reward
+import './trajectory-accuracy.js'; // trajectory_accuracy_grader_reward (OpenJudge's trajectory accuracy grader)
 import './trinity-names.js'; // Trinity's reward names that are refused here, with why
 import type { AuxiliaryModels } from '../auxiliary/types.js';
 import { REWARD_FUNCTIONS } from './reward-registry.js';

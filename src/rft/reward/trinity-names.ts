@@ -8,13 +8,13 @@
 import { REWARD_FUNCTIONS } from './reward-registry.js';
 
 const JUDGE_LIBRARY =
-  'runs graders of the OpenJudge / RM-Gallery Python library: an LLM judge here is rubric_judge_reward (one score ' +
-  'per response) or ruler_reward (a ranking of the group), with an auxiliary model as the judge';
+  'runs graders of the OpenJudge / RM-Gallery Python library: an LLM judge here is trajectory_accuracy_grader_reward ' +
+  "(OpenJudge's trajectory accuracy grader), rubric_judge_reward (one score per response) or ruler_reward (a " +
+  'ranking of the group), with an auxiliary model or an OpenAI-compatible endpoint as the judge';
 
 export const UNAVAILABLE_REWARDS: readonly (readonly [string, string])[] = [
   ['rm_gallery_reward', JUDGE_LIBRARY],
   ['openjudge_reward', JUDGE_LIBRARY],
-  ['trajectory_accuracy_grader_reward', JUDGE_LIBRARY],
   ['openjudge_trajectory_accuracy_reward', JUDGE_LIBRARY],
   ['openjudge_multi_grader_reward', JUDGE_LIBRARY],
 ];

@@ -7,6 +7,7 @@
 //                  a judge ranks the group relative to itself, which is what group advantages (GRPO) need)
 // A workflow calls either through scoreResponses() (./registry.ts), so it never checks which kind it holds.
 import type { AuxiliaryModels } from '../auxiliary/types.js';
+import type { ChatMessage } from '../../tokenizer/index.js';
 import type { Task } from '../task.js';
 
 /** A reward: a number, or a reward with named parts for metrics. */
@@ -22,6 +23,12 @@ export interface RewardContext {
    * built-in workflows pass their WorkflowContext's. Their calls are metrics, never experiences.
    */
   auxiliaryModels?: AuxiliaryModels;
+  /**
+   * The turns the response answers, when the workflow has them: a single-turn workflow's prompt messages (system
+   * first), an environment episode's turns before its last reply (which is then the response). A judge of the whole
+   * trajectory reads them (trajectory_accuracy_grader_reward).
+   */
+  conversation?: readonly ChatMessage[];
   /** Aborted when the task times out or the run stops: pass it on to judge calls. */
   signal?: AbortSignal;
 }

@@ -11,7 +11,8 @@
 //   responses  = generate(prompt ids, n = repeatTimes, seed, task.rolloutArgs)
 //   reward     = rewardFn(reply_prefix + response text, task)          (the prefix is part of the answer's format)
 //                a group reward (ruler_reward) scores the n responses of the task in one call instead
-//                (../reward/types.ts); rewards reach the run's auxiliary models (judges) and the attempt's signal
+//                (../reward/types.ts); rewards reach the run's auxiliary models (judges), the attempt's signal and
+//                the prompt messages (a trajectory judge reads them)
 //
 //   simple_workflow      reward from the task's reward_fn (no default: a task without one is an error)
 //   math_workflow        <think>…</think><answer>…</answer> system prompt; default reward math_reward
@@ -110,6 +111,7 @@ export function singleTurnWorkflow(name: string, options: SingleTurnOptions = {}
           responseTokens: completions.map((completion) => completion.tokenIds.length),
           task,
           args: rewardArgs,
+          conversation: messages,
           signal,
           auxiliaryModels,
         },

@@ -1,8 +1,8 @@
 // Trinity-RFT's workflow names (its WORKFLOWS registry and its examples' default_workflow_type) that have no
 // workflow of their own here: an async twin is the same workflow under its other name (Trinity registers both for
 // one class), math_ruler_workflow is math_workflow's prompt with the RULER reward (as Trinity's MathRULERWorkflow:
-// there math_reward only adds a "golden reward" metric, which is not computed here), and the rest are refused with
-// why and what to use instead, not as an unknown name:
+// there math_reward only adds a "golden reward" metric, which is not computed here), math_rm_workflow is
+// simple_workflow (below), and the rest are refused with why and what to use instead, not as an unknown name:
 //
 //   default_workflow_type: alfworld_workflow
 //   → workflow 'alfworld_workflow' is not available here: needs ALFWorld (TextWorld's game engine), a Python ...
@@ -26,6 +26,11 @@ for (const [twin, name] of ASYNC_TWINS) {
 for (const name of ['math_ruler_workflow', 'async_math_ruler_workflow']) {
   WORKFLOWS.register(name, singleTurnWorkflow(name, { systemPrompt: MATH_SYSTEM_PROMPT, defaultRewardFn: 'ruler_reward' }));
 }
+
+// math_rm_workflow (v0.6: MathOpenJudgeWorkflow): the task's prompt as it is (no system prompt of its own), scored
+// by the taskset's reward function, which an OpenJudge grader (trajectory_accuracy_grader_reward) reads with the
+// prompt messages; that is simple_workflow, under Trinity's name.
+for (const name of ['math_rm_workflow', 'async_math_rm_workflow']) WORKFLOWS.register(name, singleTurnWorkflow(name));
 
 /** Keeping a Python environment and its agent: what records the agent's calls here. */
 const RECORD_THE_AGENT =
@@ -80,16 +85,6 @@ export const UNAVAILABLE_WORKFLOWS: readonly (readonly [string, string])[] = [
       `tool_agent_workflow runs a multi-turn agent over tools that a workflow file defines (a search of your own), ${AGENT_HERE}`,
   ],
   ['rubric_judge_openai_workflow', RUBRIC_API],
-  [
-    'math_rm_workflow',
-    'a reward from an auxiliary reward model is a reward function here: math_workflow with default_reward_fn_type ' +
-      'rm_yes_no_reward (or ruler_reward) and an auxiliary model',
-  ],
-  [
-    'async_math_rm_workflow',
-    'a reward from an auxiliary reward model is a reward function here: math_workflow with default_reward_fn_type ' +
-      'rm_yes_no_reward (or ruler_reward) and an auxiliary model',
-  ],
   [
     'bcp_simple_react_workflow',
     "needs BrowseComp-Plus's search index (Pyserini BM25 or a dense index, built in Python) behind its search tools: " +

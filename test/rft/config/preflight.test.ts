@@ -132,8 +132,8 @@ describe('pre-run checks', () => {
       `${taskset}.workflow_args={sizee: 4, corners: true, max_step: 8}`,
     ]);
     assert.deepEqual(found, [
-      `${taskset}.workflow_args.sizee: unknown argument 'sizee' of workflow 'frozen_lake_workflow'; did you mean 'size'?; it reads max_steps, agent_max_steps, experience_mode, invalid_action_penalty, seed, size, p, corners, is_slippery, env_max_steps, desc`,
-      `${taskset}.workflow_args.max_step: unknown argument 'max_step' of workflow 'frozen_lake_workflow'; did you mean 'max_steps'?; it reads max_steps, agent_max_steps, experience_mode, invalid_action_penalty, seed, size, p, corners, is_slippery, env_max_steps, desc`,
+      `${taskset}.workflow_args.sizee: unknown argument 'sizee' of workflow 'frozen_lake_workflow'; did you mean 'size'?; it reads max_steps, agent_max_steps, experience_mode, invalid_action_penalty, reward_fn_type, reward_fn_args, seed, size, p, corners, is_slippery, env_max_steps, desc`,
+      `${taskset}.workflow_args.max_step: unknown argument 'max_step' of workflow 'frozen_lake_workflow'; did you mean 'max_steps'?; it reads max_steps, agent_max_steps, experience_mode, invalid_action_penalty, reward_fn_type, reward_fn_args, seed, size, p, corners, is_slippery, env_max_steps, desc`,
     ]);
     // math_boxed_workflow reads with_think and format_score_coef; simple_workflow reads none
     assert.deepEqual(
@@ -200,6 +200,22 @@ describe('pre-run checks', () => {
           'buffer.explorer_input.taskset.reward_fn_args.max_score=2',
         ],
         /^buffer\.explorer_input\.taskset\.reward_fn_args: .*rubric_judge_reward.*min_score/,
+      ],
+      [
+        // an environment workflow's episode reward (workflow_args reward_fn_type): its name and its arguments
+        [
+          'buffer.explorer_input.default_workflow_type=frozen_lake_workflow',
+          'buffer.explorer_input.taskset.workflow_args.reward_fn_type=nope',
+        ],
+        /^buffer\.explorer_input\.taskset\.workflow_args\.reward_fn_type: unknown reward function 'nope'/,
+      ],
+      [
+        [
+          'buffer.explorer_input.default_workflow_type=frozen_lake_workflow',
+          'buffer.explorer_input.taskset.workflow_args.reward_fn_type=trajectory_accuracy_grader_reward',
+          'buffer.explorer_input.taskset.workflow_args.reward_fn_args.judge_api_base_url_env=NO_SUCH_JUDGE_URL',
+        ],
+        /^buffer\.explorer_input\.taskset\.workflow_args\.reward_fn_args: .*NO_SUCH_JUDGE_URL \(judge_api_base_url_env\), which is not set/,
       ],
     ];
     for (const [overrides, expected] of cases) {

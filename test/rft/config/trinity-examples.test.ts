@@ -10,6 +10,9 @@
 //   # model: qwen2_5_vl              the config's model is a vision-language model (its rows hold images)
 //   # model: r3l_answer_8            the tiny model taught to reply `<think>x</think><answer>8</answer>` to R3L's prompts
 //                                    (RAFT trains only solved rollouts: the fixture's rows answered by 8 are solved)
+//   # judge: served                  the config's judge is an OpenAI-compatible endpoint named by environment variables
+//                                    (OpenJudge's graders): a tiny random model with an 8192-token context, served by
+//                                    this process, is set in OPENAI_BASE_URL, OPENAI_API_KEY and TRINITY_JUDGE_MODEL_NAME
 //
 // Every file runs with TRINITY_MODEL_PATH (one tiny random model with a printable-ASCII character tokenizer, made once;
 // a tiny random Qwen2.5-VL with the same tokenizer and Qwen2.5-VL's vision tokens for `# model: qwen2_5_vl`, whose
@@ -25,12 +28,13 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import { configCommand } from '../../../src/cli/config-command.js';
 import { initModel, initVisionLanguageModel } from '../../../src/model/index.js';
 import { IGNORED_HEADER, MAPPED_HEADER } from '../../../src/rft/run/config/trinity-report.js';
 import { writeEmailDatabase } from '../../../src/rft/workflow/agents/email-db-write.js';
 import { countdownPrompt, R3L_MATH_SYSTEM_PROMPT } from '../../../src/rft/workflow/r3l-raft.js';
+import { type ServedModel, serveModel } from '../../../src/serve/index.js';
 
 const FIXTURES = fileURLToPath(new URL('../../fixtures/trinity-examples/', import.meta.url));
 const TRINITY = fileURLToPath(new URL('../../../bin/trinity.js', import.meta.url));
@@ -43,6 +47,8 @@ interface Example {
   runWith: string | null;
   /** The model the config needs: 'text' (the default), 'qwen2_5_vl' or 'r3l_answer_8' (see the header). */
   model: string;
+  /** The config's judge is an endpoint this process serves (`# judge: served`). */
+  servedJudge: boolean;
 }
 
 /** The header comments of a fixture (`# key: words ...`). */
@@ -59,6 +65,7 @@ function readExample(file: string): Example {
     runSet: header('run-set'),
     runWith: header('run-with')[0] ?? null,
     model: header('model')[0] ?? 'text',
+    servedJudge: header('judge')[0] === 'served',
   };
 }
 
@@ -159,6 +166,22 @@ async function modelReady(model: string): Promise<void> {
   await taught;
 }
 
+/** The judge endpoint of `# judge: served` (see the header), started when a test first needs it. */
+let judge: Promise<ServedModel> | null = null;
+after(async () => {
+  await (await judge)?.close();
+});
+async function judgeEnv(example: Example): Promise<Record<string, string>> {
+  if (!example.servedJudge) return {};
+  judge ??= (async () => {
+    const modelDir = join(root, 'judge-model');
+    initModel(modelDir, { hiddenSize: 32, numLayers: 1, numHeads: 2, maxPositionEmbeddings: 8192, seed: 2 });
+    return serveModel({ modelDir, port: 0, modelName: 'judge', apiKey: 'sk-judge', slots: 8, numThreads: 1, maxLength: 8192 });
+  })();
+  const served = await judge;
+  return { OPENAI_BASE_URL: served.server.baseURL, OPENAI_API_KEY: 'sk-judge', TRINITY_JUDGE_MODEL_NAME: served.modelName };
+}
+
 /** A copy of the fixture folder of its own for each run group (files a run writes beside its YAML stay there). */
 function folderFor(group: string): string {
   const folder = join(root, `examples-${group}`);
@@ -166,11 +189,12 @@ function folderFor(group: string): string {
   return folder;
 }
 
-const envFor = (group: string, model: string): NodeJS.ProcessEnv => ({
-  ...process.env,
-  TRINITY_MODEL_PATH: modelPaths[model],
+/** The variables a run of `example` gets (see the header); runs in group `group` share a checkpoint folder. */
+const envFor = async (group: string, example: Example): Promise<Record<string, string>> => ({
+  TRINITY_MODEL_PATH: modelPaths[example.model] as string,
   TRINITY_CHECKPOINT_ROOT_DIR: join(root, `checkpoints-${group}`),
   DEFAULT_EMAIL_DB_PATH: emailDbPath,
+  ...(await judgeEnv(example)),
 });
 
 function trinityRun(example: Example, folder: string, env: NodeJS.ProcessEnv): Promise<{ code: number; output: string }> {
@@ -189,12 +213,9 @@ describe('configs in the form of upstream Trinity-RFT examples', () => {
       await modelReady(example.model);
       let out = '';
       let err = '';
-      const saved = {
-        model: process.env.TRINITY_MODEL_PATH,
-        root: process.env.TRINITY_CHECKPOINT_ROOT_DIR,
-        emailDb: process.env.DEFAULT_EMAIL_DB_PATH,
-      };
-      Object.assign(process.env, envFor(example.file, example.model));
+      const vars = await envFor(example.file, example);
+      const saved = Object.keys(vars).map((name) => [name, process.env[name]] as const);
+      Object.assign(process.env, vars);
       try {
         const args = [
           'check',
@@ -207,11 +228,7 @@ describe('configs in the form of upstream Trinity-RFT examples', () => {
         });
         assert.equal(code, 0, err);
       } finally {
-        for (const [name, value] of [
-          ['TRINITY_MODEL_PATH', saved.model],
-          ['TRINITY_CHECKPOINT_ROOT_DIR', saved.root],
-          ['DEFAULT_EMAIL_DB_PATH', saved.emailDb],
-        ] as const) {
+        for (const [name, value] of saved) {
           if (value === undefined) delete process.env[name];
           else process.env[name] = value;
         }
@@ -223,7 +240,7 @@ describe('configs in the form of upstream Trinity-RFT examples', () => {
     const group = [example, ...examples.filter((e) => e.file === example.runWith)];
     it(`${group.map((e) => e.file).join(' + ')}: trinity run trains 2 steps, printing the blocks once`, async () => {
       await modelReady(example.model);
-      const env = envFor(example.file, example.model);
+      const env = { ...process.env, ...(await envFor(example.file, example)) };
       const folder = folderFor(example.file);
       const results = await Promise.all(group.map((e) => trinityRun(e, folder, env)));
       results.forEach(({ code, output }, i) => {

@@ -64,6 +64,16 @@ describe("Trinity's workflow names", () => {
     }
   });
 
+  test("math_rm_workflow (v0.6: MathOpenJudgeWorkflow) is simple_workflow: the prompt as it is, the taskset's reward", () => {
+    for (const name of ['math_rm_workflow', 'async_math_rm_workflow']) {
+      assert.equal(WORKFLOWS.describe(name), WORKFLOWS.describe('simple_workflow'));
+      assert.equal(
+        WORKFLOWS.describe(name),
+        "single-turn: chat template + reply prefix, n samples, reward from the task's reward_fn",
+      );
+    }
+  });
+
   test('the judge workflow over an external API names the auxiliary model setting that does its job here', () => {
     assert.throws(
       () => WORKFLOWS.get('rubric_judge_openai_workflow'),

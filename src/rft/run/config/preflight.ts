@@ -112,6 +112,27 @@ function finishedRecord(stage: StageConfig): { finalModelDir: string | null } | 
   }
 }
 
+/**
+ * A taskset's reward arguments, refused before the first task: its reward function's reward_fn_args (a built-in's
+ * judge template, score range, judge endpoint) and an environment workflow's episode reward (workflow_args
+ * reward_fn_type, named like any reward, and reward_fn_args: src/rft/workflow/env/episode-reward.ts).
+ */
+function checkRewardArgs(section: TasksetConfig, rewardName: string | null, path: string, names: NameChecks, add: Report): void {
+  const check = (name: string, args: unknown, argsPath: string) => {
+    try {
+      REWARD_FUNCTIONS.checkArgs(name, (args ?? {}) as Record<string, unknown>);
+    } catch (error) {
+      add(argsPath, (error as Error).message);
+    }
+  };
+  if (rewardName !== null) check(rewardName, section.reward_fn_args, `${path}.reward_fn_args`);
+  const episodeReward = section.workflow_args?.reward_fn_type;
+  if (typeof episodeReward === 'string') {
+    names.reward(episodeReward, `${path}.workflow_args.reward_fn_type`, null);
+    check(episodeReward, section.workflow_args?.reward_fn_args, `${path}.workflow_args.reward_fn_args`);
+  }
+}
+
 async function checkStage(stage: StageConfig, modelPath: string | null, baseDir: string, add: Report): Promise<void> {
   const { mode } = stage;
   const remote = stage.explorer.rollout_model.engine_type === 'openai';
@@ -176,15 +197,7 @@ async function checkStage(stage: StageConfig, modelPath: string | null, baseDir:
     if (section.default_reward_fn_type !== null && section.default_reward_fn_type !== input.default_reward_fn_type) {
       names.reward(section.default_reward_fn_type, `${path}.default_reward_fn_type`, null);
     }
-    // a built-in reward's arguments (a judge's template, a score range) are refused before the first task
-    const rewardName = section.default_reward_fn_type ?? input.default_reward_fn_type;
-    if (rewardName !== null) {
-      try {
-        REWARD_FUNCTIONS.checkArgs(rewardName, section.reward_fn_args);
-      } catch (error) {
-        add(`${path}.reward_fn_args`, (error as Error).message);
-      }
-    }
+    checkRewardArgs(section, section.default_reward_fn_type ?? input.default_reward_fn_type, path, names, add);
     if (vocabSize !== null) {
       for (const id of section.rollout_args.stop_token_ids ?? []) {
         if (id >= vocabSize) {

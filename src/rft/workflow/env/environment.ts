@@ -4,6 +4,7 @@
 //   messages = [system?, user reset()]
 //   repeat until done or max_steps:  reply = chat(messages) → env.step(reply.content) → messages ++ [reply, user obs]
 //   reward   = Σ step rewards − invalid_action_penalty · invalid actions
+//              (or a reward function's score of the episode: workflow_args reward_fn_type, ./episode-reward.ts)
 //
 // Each call continues the episode's earlier calls exactly (a ConversationTracker per episode: the prompt of step t
 // is the exact ids of step t − 1 plus the new observation, never the conversation re-tokenised), and the episode
@@ -29,7 +30,8 @@
 //   model_time_s        wall time in model calls; env_time_s: in the environment's reset() and step()
 //
 // Workflow arguments (taskset workflow_args, overridden by the same keys in the task's row): max_steps (default
-// options.maxSteps; agent_max_steps is Trinity's newer name for it), experience_mode, invalid_action_penalty; the
+// options.maxSteps; agent_max_steps is Trinity's newer name for it), experience_mode, invalid_action_penalty,
+// reward_fn_type and reward_fn_args (./episode-reward.ts); the
 // environment factory reads its own keys from the same merged arguments. The rows need no prompt column (Trinity's
 // environment rows are {seed, size, p}: WorkflowSpec.readsPrompt false), but a task with no prompt must name its
 // layout (options.layoutArgs, in its row or workflow_args): a row with none of them is not this environment's row.
@@ -42,6 +44,7 @@ import { mixSeed } from '../../buffer/random.js';
 import type { ChatTurn, Experience } from '../../experience.js';
 import type { Task } from '../../task.js';
 import { rolloutOptions } from '../single-turn.js';
+import { EPISODE_REWARD_ARGS, type EpisodeReward, episodeReward, scoreEpisode } from './episode-reward.js';
 import type { WorkflowContext, WorkflowSpec } from '../types.js';
 
 /** What one environment step returns. */
@@ -108,7 +111,13 @@ export interface EpisodeSettings {
 }
 
 /** The workflow_args keys every environment workflow reads (./episodeSettings). */
-export const ENVIRONMENT_ARGS: readonly string[] = ['max_steps', 'agent_max_steps', 'experience_mode', 'invalid_action_penalty'];
+export const ENVIRONMENT_ARGS: readonly string[] = [
+  'max_steps',
+  'agent_max_steps',
+  'experience_mode',
+  'invalid_action_penalty',
+  ...EPISODE_REWARD_ARGS,
+];
 
 /** The task's workflow_args overridden by its row's fields (a row names its own seed, size, max_steps ...). */
 export function environmentArgs(task: Task): Record<string, unknown> {
@@ -145,8 +154,8 @@ async function prepareEpisode(
   name: string,
   factory: EnvironmentFactory,
   options: EnvironmentWorkflowOptions,
-  context: { task: Task; seed: number; isEval: boolean },
-): Promise<{ settings: EpisodeSettings; env: Environment }> {
+  context: Pick<WorkflowContext, 'task' | 'seed' | 'isEval' | 'baseDir'>,
+): Promise<{ settings: EpisodeSettings; env: Environment; reward: EpisodeReward | null }> {
   const { task } = context;
   const args = environmentArgs(task);
   const layout = options.layoutArgs ?? [];
@@ -157,8 +166,9 @@ async function prepareEpisode(
     );
   try {
     const settings = episodeSettings(args, options, name);
+    const reward = await episodeReward(args, name, context.baseDir);
     const env = await factory({ task, args, seed: mixSeed(context.seed, 0x5eed), isEval: context.isEval });
-    return { settings, env };
+    return { settings, env, reward };
   } catch (error) {
     throw new Error(`${(error as Error).message} (${taskRow(task)})`, { cause: error });
   }
@@ -205,8 +215,9 @@ export function environmentWorkflow(
     readsPrompt: false,
     stateHashes: (args) => stepStateHashes(args, options),
     description: options.description ?? `${name}: one multi-turn episode per run (experience_mode episode | step, max_steps)`,
-    run: async ({ task, model, runIdBase, seed, signal, isEval }: WorkflowContext): Promise<Experience[]> => {
-      const { settings, env } = await prepareEpisode(name, factory, options, { task, seed, isEval });
+    run: async (context: WorkflowContext): Promise<Experience[]> => {
+      const { task, model, runIdBase, seed, signal } = context;
+      const { settings, env, reward } = await prepareEpisode(name, factory, options, context);
       const generation = rolloutOptions(task.rolloutArgs ?? {}, name);
       const system =
         task.systemPrompt ?? (typeof options.systemPrompt === 'function' ? options.systemPrompt(task) : options.systemPrompt);
@@ -273,7 +284,11 @@ export function environmentWorkflow(
           observation = step.observation;
           if (!done) messages.push({ role: 'user', content: step.observation });
         }
+        // a reward function named in workflow_args scores the episode in place of the environment (./episode-reward.ts)
+        const scored = reward && (await scoreEpisode(reward, { task, messages, envReward: total }, context));
+        if (scored) total = scored.reward;
         const metrics: Record<string, number> = {
+          ...scored?.metrics,
           ...env.metrics?.(),
           steps: calls.length,
           invalid_actions: invalidActions,
