@@ -146,7 +146,7 @@ describe('agentscope_v1_react_search_workflow', () => {
     }
     assert.equal(accepting.asked.length, 1);
     const asked = accepting.asked[0] as string;
-    assert.ok(asked.startsWith('system: You evaluate correctness.\nuser: Judge whether the following [response]'), asked);
+    assert.ok(asked.startsWith('system: You evaluate correctness.\nuser: Decide whether the [response] below'), asked);
     assert.match(
       asked,
       /\[question\]: What is the capital of France\?\n\n\[response\]: The capital is Paris\.\n\n\[correct_answer\]: Paris\n/,

@@ -18,9 +18,11 @@
 // `config check` refuse a taskset whose service is not set, so no task starts without it.
 //
 // Where this differs from upstream: the search tool calls the service's HTTP API directly rather than through an MCP
-// server started with npx (only the search tool, ./web-search.ts); a judge that cannot be reached, or a run without
-// auxiliary models, fails the attempt (../../reward/judge-call.ts) where upstream scored it 0; the judge's reply is at
-// most JUDGE_MAX_TOKENS tokens at temperature 1 (upstream sends neither, so the server's defaults applied).
+// server started with npx (only the search tool, ./web-search.ts); the system prompt and the judge's instructions are
+// in this backend's wording (the judge prompt's slots and verdict format are upstream's); an agent or judge call that
+// fails, or a run without auxiliary models, fails the attempt (../../reward/judge-call.ts) where upstream scored it 0;
+// the judge's reply is at most JUDGE_MAX_TOKENS tokens at temperature 1 (upstream sends neither, so the server's
+// defaults applied).
 import { mixSeed } from '../../buffer/random.js';
 import { askJudge, judgeMessages, judgeModel } from '../../reward/judge-call.js';
 import type { Task } from '../../task.js';
@@ -33,9 +35,10 @@ import { type SearchToolOptions, searchClientType, webSearchEndpoint, webSearchT
 const NAME = 'agentscope_v1_react_search_workflow';
 export const JUDGE_MAX_TOKENS = 1024;
 
+/** The agent's system prompt (upstream's, in this backend's wording). */
 export const WEB_SEARCH_SYSTEM_PROMPT =
-  'You are a Web Information Seeking Master. Your task is to thoroughly seek the internet for information and ' +
-  'provide accurate answers to questions.';
+  'You are an expert at seeking information on the web. Search the internet thoroughly for what the question needs ' +
+  'and answer it accurately.';
 
 /** Upstream's FinalResult. */
 export const WEB_SEARCH_ANSWER_SCHEMA: AnswerSchema = {
@@ -44,9 +47,12 @@ export const WEB_SEARCH_ANSWER_SCHEMA: AnswerSchema = {
 
 export const WEB_SEARCH_JUDGE_SYSTEM_PROMPT = 'You evaluate correctness.';
 
-/** The judge's question: upstream's judge prompt (the verdict it asks for is what the reward reads). */
+/**
+ * The judge's question: upstream's judge prompt in this backend's wording, with its slots ([question], [response],
+ * [correct_answer]) and the verdict format the reward reads (a **Correctness** line holding YES or NO).
+ */
 export function webSearchJudgePrompt(question: string, response: string, correctAnswer: string): string {
-  return `Judge whether the following [response] to [question] is correct or not based on the [correct_answer] below.
+  return `Decide whether the [response] below answers the [question] correctly, judged only against the [correct_answer].
 
 [question]: ${question}
 
@@ -54,11 +60,11 @@ export function webSearchJudgePrompt(question: string, response: string, correct
 
 [correct_answer]: ${correctAnswer}
 
-Your judgement must be in the format and criteria specified below:
+Write your judgement in two parts:
 
-1. **Reasoning**: Explain why the [response] is correct or incorrect based on [correct_answer], focusing only on if there are meaningful differences between [correct_answer] and the response. Do not comment on any background to the problem, do not attempt to solve the problem, do not argue for any answer different than [correct_answer], focus only on whether the answers match.
+1. **Reasoning**: Say why the [response] does or does not match the [correct_answer]. Look only for meaningful differences between the two; do not solve the problem yourself, do not discuss its background, and do not argue for an answer other than the [correct_answer].
 
-2. **Correctness**: Answer exactly "YES" if [response] matches the [correct_answer] given above, or is within a small margin of error for numerical problems and small format issue for text problems (for example, with or without a hyphen should be considered the same). Answer exactly "NO" otherwise, i.e. if there if there is any inconsistency, ambiguity, non-equivalency, or if the [response] is incorrect.
+2. **Correctness**: Write exactly "YES" if the [response] matches the [correct_answer], allowing a small margin of error for numbers and small differences of form for text (a hyphen more or less counts as the same). Write exactly "NO" otherwise: if the [response] is wrong, ambiguous, inconsistent or not equivalent to the [correct_answer].
 `;
 }
 
