@@ -79,11 +79,6 @@ export const UNAVAILABLE_WORKFLOWS: readonly (readonly [string, string])[] = [
     'agentopia_workflow',
     `takes its tasks and environments from an environment service (taskset storage_type env_service): ${AGENT_HERE}`,
   ],
-  [
-    'agentscope_v1_react_search_workflow',
-    'needs a web search API (Tavily or SearXNG, workflow_args.search_client_type) behind its search tool: ' +
-      `tool_agent_workflow runs a multi-turn agent over tools that a workflow file defines (a search of your own), ${AGENT_HERE}`,
-  ],
   ['rubric_judge_openai_workflow', RUBRIC_API],
   [
     'bcp_simple_react_workflow',

@@ -20,10 +20,13 @@
 // model after an SFT run of trinity on that reply to R3L's countdown and dapo prompts, made when a test first needs it)
 // and TRINITY_CHECKPOINT_ROOT_DIR (a temporary folder, one per run
 // group), and DEFAULT_EMAIL_DB_PATH (the email_search database, written once from data/enron_emails as `trinity
-// email-db` writes it), from a copy of the fixture folder, so a sqlite:/// path relative to the YAML lands in the copy. A process
-// that trains must print "trained 2 of 2 step(s)".
+// email-db` writes it), and TAVILY_API_KEY, TAVILY_API_URL and SEARXNG_URL (a local stand-in search service answering
+// Tavily's and SearXNG's /search with one result), from a copy of the fixture folder, so a sqlite:/// path relative to
+// the YAML lands in the copy. A process that trains must print "trained 2 of 2 step(s)".
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -101,6 +104,14 @@ const modelPath = join(root, 'model');
 initModel(modelPath, { hiddenSize: 32, numLayers: 1, numHeads: 2, seed: 1 });
 const emailDbPath = join(root, 'enron_emails.db');
 await writeEmailDatabase(join(FIXTURES, 'data', 'enron_emails'), emailDbPath);
+const searchService = createServer((_request, response) => {
+  const result = { title: 'Example', url: 'https://example.org/', content: 'An example page.', score: 1 };
+  response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ results: [result] }));
+});
+await new Promise<void>((done) => searchService.listen(0, '127.0.0.1', done));
+searchService.unref(); // the test process ends without closing it
+const searchUrl = `http://127.0.0.1:${(searchService.address() as AddressInfo).port}`;
+const SEARCH_ENV = { TAVILY_API_KEY: 'test-key', TAVILY_API_URL: searchUrl, SEARXNG_URL: searchUrl };
 const TAUGHT_ROOT = join(root, 'r3l-answer-8');
 const modelPaths: Readonly<Record<string, string>> = {
   text: modelPath,
@@ -195,6 +206,7 @@ const envFor = async (group: string, example: Example): Promise<Record<string, s
   TRINITY_CHECKPOINT_ROOT_DIR: join(root, `checkpoints-${group}`),
   DEFAULT_EMAIL_DB_PATH: emailDbPath,
   ...(await judgeEnv(example)),
+  ...SEARCH_ENV,
 });
 
 function trinityRun(example: Example, folder: string, env: NodeJS.ProcessEnv): Promise<{ code: number; output: string }> {

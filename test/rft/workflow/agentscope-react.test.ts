@@ -196,7 +196,6 @@ describe('AgentScope ReAct workflows', () => {
     });
     assert.match(missing.errors[0] as string, /cannot start the Python interpreter 'no-such-python-here' \(ENOENT\)/);
     // what still needs an outside service stays refused, naming it
-    assert.throws(() => WORKFLOWS.get('agentscope_v1_react_search_workflow'), /needs a web search API \(Tavily or SearXNG/);
     assert.throws(() => WORKFLOWS.get('agentopia_workflow'), /environment service \(taskset storage_type env_service\)/);
     assert.throws(() => WORKFLOWS.get('agentscope_workflow_adapter_v1'), /Python AgentScope workflow function/);
   });

@@ -260,10 +260,10 @@ class NameChecks {
 
   /**
    * Refuses the keys of `args` (a taskset's workflow_args, at `path`) that none of `workflows` (the workflows its
-   * tasks run) reads, where each declares the keys it reads (WorkflowSpec.workflowArgs; a built-in does).
+   * tasks run) reads, where each declares the keys it reads (WorkflowSpec.workflowArgs; a built-in does), and what
+   * their checkArgs refuse, with no arguments too (defaults may need a setting: a web search service's URL).
    */
   workflowArgs(workflows: readonly string[], args: Readonly<Record<string, unknown>>, path: string): void {
-    if (Object.keys(args).length === 0) return;
     const declared = Promise.all(workflows.map((name) => WORKFLOWS.resolve(name, this.baseDir)));
     const check = declared.then(
       (specs) => {
