@@ -9,9 +9,11 @@
 // this copy, where attention reads them as the slot layout reads its rows (a view, no copy).
 //
 // Layout, per layer (allocated at a rebuild):
-//   keys[layer], values[layer] : [B, kvHeads, capacity, headDim]   row b = the step's b-th slot
-//   positions [0, length(b)) hold row b's history; later ones are stale and masked (the gather put the scratch block there)
-//   capacity = min(maxLength, the longest row + 1 + HEADROOM rounded up to the plan's key bucket)
+//   keys[layer], values[layer] : [B, kvHeads, capacity, headDim], a view of [kvHeads, B, capacity, headDim] storage
+//   row b = the step's b-th slot; positions [0, length(b)) hold its history, later ones are stale and masked
+//   capacity = the longest row + 1 + HEADROOM, rounded up to the plan's key bucket (at most maxLength), then to whole
+//   blocks
+// Head-major storage, so that one gather writes it: (row, head)'s positions are contiguous, as attention reads them.
 // It is rebuilt (gathered again from the blocks) when a step's slots or their lengths are not what it holds (a row
 // joined, left, or was written by another plan, e.g. a prefill chunk) or a row outgrows the capacity, and dropped
 // when one of its slots is reset. Memory: B × capacity positions per layer beside the blocks, while the batch decodes
@@ -28,7 +30,8 @@ const HEADROOM = 256;
 
 /**
  * buffer [numBlocks · blockSize, kvHeads, headDim] → the rows of `blocks` ([B · blocksPerRow] block ids, row-major)
- * as [B, kvHeads, length, headDim], a view of one gathered copy (whole blocks: one contiguous slice per block).
+ * as [B, kvHeads, length, headDim], a view of one gathered copy (whole blocks: one contiguous slice per block). The
+ * paged cache's read for forwards without the copy.
  */
 export function gatherBlocks(buffer: Tensor, blocks: Tensor, batch: number, blockSize: number, length: number): Tensor {
   const [rows, heads, dim] = buffer.shape as [number, number, number];
@@ -93,7 +96,8 @@ export class DecodeCopy {
     const { slots, tables, lengths } = rows;
     const bs = this.#blockSize;
     const longest = Math.max(...lengths);
-    const capacity = Math.min(this.#maxLength, Math.max(keyLength, Math.ceil((longest + 1 + HEADROOM) / keyBucket) * keyBucket));
+    const wanted = Math.ceil((longest + 1 + HEADROOM) / keyBucket) * keyBucket;
+    const capacity = Math.min(this.#maxLength, Math.max(keyLength, wanted));
     const perRow = Math.ceil(capacity / bs);
     const blocks = new BigInt64Array(slots.length * perRow); // past a row's blocks: block 0 (scratch)
     tables.forEach((table, b) => {
@@ -104,14 +108,22 @@ export class DecodeCopy {
       torch.scope(() => {
         const device = buffers.keys[0]?.device ?? 'cpu';
         const index = torch.tensor(blocks, { device });
-        return [...buffers.keys, ...buffers.values].map((buffer) =>
-          torch.keep(gatherBlocks(buffer, index, slots.length, bs, capacity).contiguous()),
-        );
+        // [N · bs, heads, d] as [heads, N, bs, d] → [heads, B · perRow, bs, d] in one pass (not a gather of
+        // position-major rows and then a transposed copy, the slower way: bench/README.md) → [B, heads, perRow · bs, d]
+        return [...buffers.keys, ...buffers.values].map((buffer) => {
+          const [rows, heads, dim] = buffer.shape as [number, number, number];
+          const gathered = buffer
+            .view([rows / bs, bs, heads, dim])
+            .permute([2, 0, 1, 3])
+            .indexSelect(1, index)
+            .view([heads, slots.length, perRow * bs, dim]);
+          return torch.keep(gathered.transpose(0, 1));
+        });
       }),
     );
     this.#slots = [...slots];
     this.#lengths = [...lengths];
-    this.#capacity = capacity;
+    this.#capacity = perRow * bs;
     this.#rebuilds++;
   }
 
