@@ -498,6 +498,7 @@ export class PagedKVCache implements SequenceKVCache {
   dispose(): void {
     if (this.#disposed) return;
     this.#disposed = true;
+    this.#decodeCopy?.drop();
     for (const t of [...this.#keys, ...this.#values]) t.dispose();
   }
 

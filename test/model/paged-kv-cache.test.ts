@@ -269,6 +269,11 @@ describe('paged KV cache forward', () => {
           );
         }),
       );
+      // dispose() frees the copy with the buffers: keys and values of 2 layers, each in the blocks and the copy
+      decode([1], 1, 320); // one row of maxLength
+      const live = torch.liveTensorCount();
+      copying.dispose();
+      assert.equal(live - torch.liveTensorCount(), 2 * 2 * 2);
     } finally {
       copying.dispose();
       gathering.dispose();
