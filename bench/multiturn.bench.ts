@@ -20,10 +20,12 @@
 // every turn, its padded positions beside them) and their ratio to the episodes' final lengths (each token prefilled
 // once = 1.0), the wall time of all episodes, and the peak KV memory in positions per layer (slots: slots × maxLength,
 // allocated up front; paged: the most blocks held at once × block size, sampled every step — serve: at every reply;
-// transformers: batch × (longest prompt + new tokens) of its largest turn). The model is a random Qwen2 of `--hidden`
-// width (4 layers, float32) on the CPU. Beside the wall time, the CPU seconds the setup's process used (user + system,
-// all its threads; serve: the server's process; transformers: Python's): on a machine shared with other jobs the wall
-// time follows their load, the CPU time much less. Prints a table and one final JSON line.
+// transformers: batch × (longest prompt + new tokens) of its largest turn), and for the paged setups on the CPU the
+// decode copy's peak positions per layer (held beside the blocks: src/model/paged-decode-copy.ts) and how many times
+// it was gathered. The model is a random Qwen2 of `--hidden` width (4 layers, float32) on the CPU. Beside the wall
+// time, the CPU seconds the setup's process used (user + system, all its threads; serve: the server's process;
+// transformers: Python's): on a machine shared with other jobs the wall time follows their load, the CPU time much
+// less. Prints a table and one final JSON line.
 //
 // Two more setups split an engine setup's time into prefill and decode (--setups ...,paged/prefill,paged+prefix/prefill):
 // the same turns with one generated token each, the plan's reply appended as given token ids, so a turn prefills what
@@ -125,6 +127,9 @@ interface Figures {
   cpuSeconds: number;
   peakKvPositions: number;
   hits: number;
+  /** Paged engine setups on the CPU: the decode copy's peak positions per layer (beside the blocks) and its gathers. */
+  peakCopyPositions?: number;
+  copyRebuilds?: number;
   /** transformers: the padded positions its prefills computed, and its decode positions (dropped ones included). */
   prefillPositions?: number;
   generatedPositions?: number;
@@ -159,8 +164,10 @@ const cpuNow = () => {
 async function runEngine(options: RolloutEngineOptions, prefillOnly: boolean): Promise<Figures> {
   const engine = new RolloutEngine(model, { slots: episodes, maxLength, eosTokenIds: [], ...options });
   let peakBlocks = 0;
+  let peakCopy = 0;
   const sample = () => {
     peakBlocks = Math.max(peakBlocks, engine.stats.kvCache?.heldBlocks ?? 0);
+    peakCopy = Math.max(peakCopy, engine.stats.kvCache?.decodeCopyPositions ?? 0);
   };
   const [t0, cpu0] = [now(), cpuNow()];
   await runEpisodes(async (promptIds, maxTokens) => {
@@ -178,6 +185,7 @@ async function runEngine(options: RolloutEngineOptions, prefillOnly: boolean): P
     cpuSeconds,
     peakKvPositions: stats.kvCache === null ? episodes * maxLength : peakBlocks * blockSize,
     hits: stats.kvCache?.hits ?? 0,
+    ...(stats.kvCache && { peakCopyPositions: peakCopy, copyRebuilds: stats.kvCache.decodeCopyRebuilds }),
   };
 }
 
@@ -302,12 +310,15 @@ console.log(
     `final lengths ${Math.min(...finalLengths)}-${maxLength} (sum ${totalFinal}); Qwen2 hidden ${hidden}, 4 layers, float32, ` +
     `${torch.getNumThreads()} threads`,
 );
-console.log('setup                  prefill tokens  per final token  wall s   CPU s  peak KV positions  prefix hits (blocks)');
+console.log(
+  'setup                  prefill tokens  per final token  wall s   CPU s  peak KV positions  prefix hits (blocks)  ' +
+    'decode copy: peak positions, gathers',
+);
 for (const [name, f] of Object.entries(results))
   console.log(
     `${name.padEnd(22)} ${String(f.prefillTokens).padStart(14)}  ${f.prefillPerFinalToken.toFixed(2).padStart(15)}  ` +
       `${f.seconds.toFixed(1).padStart(6)}  ${f.cpuSeconds.toFixed(1).padStart(6)}  ${String(f.peakKvPositions).padStart(17)}  ` +
-      `${String(f.hits).padStart(20)}`,
+      `${String(f.hits).padStart(20)}  ${f.copyRebuilds === undefined ? '-' : `${f.peakCopyPositions}, ${f.copyRebuilds}`}`,
   );
 if (results.transformers)
   console.log(

@@ -9,6 +9,8 @@
 //   prefix_cache/hits_total, misses_total                  full prompt blocks found / not found in the prefix cache
 //   prefix_cache/evictions_total, invalidations_total      cached blocks taken back; caches emptied by weight syncs
 //   kv_cache/blocks_held, blocks_cached, blocks_free       the paged cache's blocks now (blocks_total: all of them)
+//   kv_cache/decode_copy_positions                         positions per layer of the decode batch's copy now (CPU)
+//   kv_cache/decode_copy_rebuilds_total                    times that copy was gathered from the blocks
 import type { RolloutEngineStats } from './types.js';
 
 export function engineMetrics(engines: readonly RolloutEngineStats[]): Record<string, number> {
@@ -33,6 +35,8 @@ export function engineMetrics(engines: readonly RolloutEngineStats[]): Record<st
       'kv_cache/blocks_held': kv((k) => k.heldBlocks),
       'kv_cache/blocks_cached': kv((k) => k.cachedBlocks),
       'kv_cache/blocks_free': kv((k) => k.freeBlocks),
+      'kv_cache/decode_copy_positions': kv((k) => k.decodeCopyPositions),
+      'kv_cache/decode_copy_rebuilds_total': kv((k) => k.decodeCopyRebuilds),
     });
   }
   return metrics;

@@ -398,13 +398,7 @@ export class KVCache implements SequenceKVCache {
     const batch = slots.length;
     const device = this.#keyValid.device;
     const real = plan.realTokens ?? torch.full([batch, newTokens], true, { dtype: 'bool', device });
-    // buffer [S, H, L, D][slot_b, :, pos[b, t], :] = source [B, H, T, D][b, :, t, :]: on the CPU one pass of row
-    // copies (torch.writeCacheRows); elsewhere ATen's indexing, whose indexed dims come first ([B, T, H, D])
-    // (run under noGrad, the source detached)
-    const write = (buffer: Tensor, source: Tensor) => {
-      if (device === 'cpu') torch.writeCacheRows(buffer, slotList, cachePositions, source);
-      else buffer.indexPut_([slotList.unsqueeze(1), null, cachePositions], source.transpose(1, 2));
-    };
+    const write = (buffer: Tensor, source: Tensor) => writeRows(buffer, slotList, cachePositions, source);
     // the key-valid flags [S, L] as [S, 1, L, 1]
     const [slotCount, length] = this.#keyValid.shape as [number, number];
     noGrad(() => write(this.#keyValid.view([slotCount, 1, length, 1]), real.view([batch, 1, newTokens, 1])));
@@ -432,6 +426,16 @@ export class KVCache implements SequenceKVCache {
       commit: () => plan.commit(),
     };
   }
+}
+
+/**
+ * In place: buffer [S, H, L, D][slots[b], :, positions[b, t], :] = source [B, H, T, D][b, :, t, :] (run under noGrad,
+ * the source detached). On the CPU one pass of row copies (torch.writeCacheRows); elsewhere ATen's indexing, whose
+ * indexed dims come first ([B, T, H, D]). The slot layout's write, and the paged cache's decode copy's.
+ */
+export function writeRows(buffer: Tensor, slots: Tensor, positions: Tensor, source: Tensor): void {
+  if (buffer.device === 'cpu') torch.writeCacheRows(buffer, slots, positions, source);
+  else buffer.indexPut_([slots.unsqueeze(1), null, positions], source.transpose(1, 2));
 }
 
 function isSlotPlan(plan: CachePlan): plan is SlotCachePlan {

@@ -10,11 +10,13 @@
 //
 // A forward over a plan (plan(), then begin() inside the model):
 //   write   rows[writeIndex[b, t]] = new key/value of token t of row b               (indexCopy_, one op per buffer)
-//   read    keys of row b = rows[readIndex[b, j]] for j < keyLength, as [B, kvHeads, keyLength, headDim]
-//           (indexSelect then a transposed view; positions past a row's length read the scratch block, masked)
+//   read    keys of row b = blocks readBlocks[b, i] for i < ⌈keyLength / blockSize⌉, as [B, kvHeads, keyLength,
+//           headDim] (whole blocks by indexSelect, then a view; past a row's blocks the scratch block; masked)
 //   mask    mask[b, 0, t, j] = j <= position(b, t)
 // Padding is right padding only (the real tokens of a row come first), so every position below a real query's is a
-// real token of its own sequence. Measured against indexing the blocks inside attention: bench/README.md.
+// real token of its own sequence. One-token steps on the CPU (decode steps) read a copy of the batch's rows kept
+// between steps instead of gathering them again (./paged-decode-copy.ts: gathered when the batch changes, the new
+// token written into the blocks and the copy). Measured: bench/README.md (bench:paged-decode, bench:multiturn).
 //
 // Slot s is a sequence's handle (numSlots of them: the most sequences held at once); its memory is its blocks. The
 // engine admits a sequence by free blocks (admit, admitSample), grows it one block at a time while it decodes
@@ -26,7 +28,8 @@
 import { noGrad, type Tensor } from '../torch/index.js';
 import * as torch from '../torch/index.js';
 import { KVBlockPool, type PrefixCacheStats } from './kv-blocks.js';
-import type { CachePlan, CacheStep, PlanOptions, SequenceKVCache } from './kv-cache.js';
+import { type CachePlan, type CacheStep, type PlanOptions, type SequenceKVCache, writeRows } from './kv-cache.js';
+import { DecodeCopy, gatherBlocks } from './paged-decode-copy.js';
 
 export interface PagedKVCacheOptions {
   numLayers: number;
@@ -42,6 +45,11 @@ export interface PagedKVCacheOptions {
   blockSize?: number;
   /** Keep full blocks for reuse by a later sequence with the same prefix. */
   prefixCaching: boolean;
+  /**
+   * Decode steps on the CPU read a copy of the batch's rows kept between steps (./paged-decode-copy.ts) instead of
+   * gathering every row's blocks each step. Default true; false gathers each step (the same values, less memory).
+   */
+  decodeCopy?: boolean;
   dtype?: torch.DType;
   device?: string;
 }
@@ -53,7 +61,14 @@ export interface PagedKVCacheStats extends PrefixCacheStats {
   heldBlocks: number;
   cachedBlocks: number;
   freeBlocks: number;
+  /** Positions per layer of the decode batch's copy held now (./paged-decode-copy.ts), beside the blocks. */
+  decodeCopyPositions: number;
+  /** Times the decode copy was gathered from the blocks (a batch's rows changed, or one outgrew the copy). */
+  decodeCopyRebuilds: number;
 }
+
+/** How a plan's forward reads the rows: whole blocks gathered, or the decode copy (its version when planned). */
+type PlanReads = { blocks: Tensor } | { copy: number };
 
 interface SlotState {
   table: number[];
@@ -79,8 +94,10 @@ export class PagedKVCache implements SequenceKVCache {
   readonly #values: Tensor[] = [];
   readonly #slots: SlotState[];
   readonly #device: string;
+  /** Null: every forward gathers the blocks it reads. */
+  readonly #decodeCopy: DecodeCopy | null;
   #disposed = false;
-  readonly #plans = new WeakSet<CachePlan>();
+  readonly #plans = new WeakMap<CachePlan, PlanReads>();
 
   constructor(options: PagedKVCacheOptions) {
     const { numLayers, numKeyValueHeads, headDim, slots, maxLength, numBlocks } = options;
@@ -105,6 +122,8 @@ export class PagedKVCache implements SequenceKVCache {
       this.#values.push(torch.keep(torch.zeros([numBlocks * blockSize, numKeyValueHeads, headDim], create)));
     }
     this.#slots = Array.from({ length: slots }, () => emptySlot(0));
+    const copies = (options.decodeCopy ?? true) && this.#device === 'cpu';
+    this.#decodeCopy = copies ? new DecodeCopy({ blockSize, maxLength }) : null;
   }
 
   get prefixCaching(): boolean {
@@ -120,6 +139,8 @@ export class PagedKVCache implements SequenceKVCache {
       heldBlocks: pool.held,
       cachedBlocks: pool.cached,
       freeBlocks: pool.available - pool.cached,
+      decodeCopyPositions: this.#decodeCopy?.positions ?? 0,
+      decodeCopyRebuilds: this.#decodeCopy?.rebuilds ?? 0,
     };
   }
 
@@ -201,6 +222,7 @@ export class PagedKVCache implements SequenceKVCache {
   /** Ends slot `slot`'s sequence: its blocks are released (kept in the prefix cache where registered). */
   reset(slot: number): void {
     const state = this.#slot(slot);
+    this.#decodeCopy?.drop(slot);
     this.#pool.release(state.table);
     this.#slots[slot] = emptySlot(this.#pool.generation);
   }
@@ -298,7 +320,6 @@ export class PagedKVCache implements SequenceKVCache {
     const starts = slots.map((s) => this.#slot(s).length);
     const keyLength = Math.min(this.maxLength, Math.ceil((Math.max(...starts) + newTokens) / bucket) * bucket);
     const write = new BigInt64Array(batch * newTokens); // pads: row 0 (scratch)
-    const read = new BigInt64Array(batch * keyLength);
     const positions = new BigInt64Array(batch * newTokens);
     slots.forEach((slot, b) => {
       const { table } = this.#slot(slot);
@@ -308,11 +329,9 @@ export class PagedKVCache implements SequenceKVCache {
         positions[b * newTokens + t] = BigInt(start + t);
         if (start + t < end) write[b * newTokens + t] = BigInt(this.#row(table, start + t));
       }
-      for (let j = 0; j < end; j++) read[b * keyLength + j] = BigInt(this.#row(table, j));
     });
     const device = this.#device;
     const writeIndex = torch.tensor(write, { device });
-    const readIndex = torch.tensor(read, { device });
     const cachePositions = torch.tensor(positions, { shape: [batch, newTokens], device });
     const tokenOffsets = torch.tensor(BigInt64Array.from(starts, BigInt), { shape: [batch, 1], device });
     const padded = realTokens !== null && reals.some((r) => r !== newTokens);
@@ -328,6 +347,7 @@ export class PagedKVCache implements SequenceKVCache {
           },
         )
       : null;
+    const { reads, inputs, shape } = this.#planReads(slots, starts, reals, newTokens === 1 && !padded, keyLength, bucket);
     slots.forEach((slot, b) => {
       this.#slot(slot).planned = (starts[b] as number) + (reals[b] as number);
     });
@@ -336,8 +356,8 @@ export class PagedKVCache implements SequenceKVCache {
       slots: [...slots],
       newTokens,
       keyLength,
-      shapeKey: `paged:${batch}x${newTokens}:${keyLength}:${real === null ? 'real' : 'masked'}`,
-      stepInputs: [writeIndex, readIndex, cachePositions, tokenOffsets],
+      shapeKey: `paged:${batch}x${newTokens}:${keyLength}:${real === null ? 'real' : 'masked'}:${shape}`,
+      stepInputs: [writeIndex, cachePositions, tokenOffsets, ...inputs],
       realTokens: real,
       tokenOffsets,
       commit: () => {
@@ -346,24 +366,73 @@ export class PagedKVCache implements SequenceKVCache {
         slots.forEach((slot, b) => {
           this.#advance(slot, reals[b] as number, options.tokenIds?.[b] ?? null);
         });
+        if ('copy' in reads) this.#decodeCopy?.advance(reads.copy);
       },
     };
-    this.#plans.add(plan);
+    this.#plans.set(plan, reads);
     return plan;
+  }
+
+  /**
+   * How a plan's forward reads its rows: a one-token step on the CPU (`oneToken`) reads the decode copy, rebuilt here
+   * when it does not hold these rows as they are (its tensors become step inputs); anything else gathers whole blocks
+   * (the block ids, past a row's real tokens the scratch block, are the step input).
+   */
+  #planReads(
+    slots: readonly number[],
+    starts: readonly number[],
+    reals: readonly number[],
+    oneToken: boolean,
+    keyLength: number,
+    bucket: number,
+  ): { reads: PlanReads; inputs: readonly Tensor[]; shape: string } {
+    const copy = this.#decodeCopy;
+    if (copy !== null && oneToken) {
+      if (!copy.holds(slots, starts, keyLength)) {
+        const tables = slots.map((slot) => this.#slot(slot).table);
+        copy.rebuild({ keys: this.#keys, values: this.#values }, { slots, tables, lengths: starts }, keyLength, bucket);
+      }
+      return { reads: { copy: copy.version }, inputs: copy.tensors, shape: `copy${copy.capacity}` };
+    }
+    const bs = this.blockSize;
+    const perRow = Math.ceil(keyLength / bs);
+    const read = new BigInt64Array(slots.length * perRow);
+    slots.forEach((slot, b) => {
+      const { table } = this.#slot(slot);
+      const used = Math.ceil(((starts[b] as number) + (reals[b] as number)) / bs);
+      for (let i = 0; i < used; i++) read[b * perRow + i] = BigInt(table[i] as number);
+    });
+    const blocks = torch.tensor(read, { device: this.#device });
+    return { reads: { blocks }, inputs: [blocks], shape: 'blocks' };
   }
 
   /** Starts a forward over `plan` (from plan() on this cache). Creates tensors in the caller's scope. */
   begin(plan: CachePlan): CacheStep {
     if (this.#disposed) throw new Error('PagedKVCache was disposed');
-    if (!this.#plans.has(plan)) throw new Error('PagedKVCache: this plan was made by another cache');
-    const [writeIndex, readIndex, cachePositions] = plan.stepInputs as [Tensor, Tensor, Tensor, Tensor];
+    const reads = this.#plans.get(plan);
+    if (reads === undefined) throw new Error('PagedKVCache: this plan was made by another cache');
+    if ('copy' in reads && reads.copy !== this.#decodeCopy?.version)
+      throw new Error('PagedKVCache: the decode copy this plan reads was rebuilt or dropped since (plan the step again)');
+    const [writeIndex, cachePositions, , ...readInputs] = plan.stepInputs as Tensor[];
     const batch = plan.slots.length;
     const { keyLength } = plan;
     const key = torch.arange(keyLength, { device: this.#device }).view([1, 1, 1, keyLength]);
-    const attentionMask = key.le(cachePositions.unsqueeze(-1).unsqueeze(1)); // [B, 1, T, keyLength]
-    const rows = (buffer: Tensor): Tensor => {
-      const [, heads, dim] = buffer.shape as [number, number, number];
-      return buffer.indexSelect(0, readIndex).view([batch, keyLength, heads, dim]).transpose(1, 2);
+    const attentionMask = key.le((cachePositions as Tensor).unsqueeze(-1).unsqueeze(1)); // [B, 1, T, keyLength]
+    const layers = this.#keys.length;
+    // the decode copy: row b of its tensors is the plan's row b, written at the row's new position
+    const rowList = 'copy' in reads ? torch.arange(batch, { device: this.#device }) : null;
+    const read = (layer: number, which: 0 | 1, source: Tensor): Tensor => {
+      if (rowList === null)
+        return gatherBlocks(
+          (which === 0 ? this.#keys : this.#values)[layer] as Tensor,
+          readInputs[0] as Tensor,
+          batch,
+          this.blockSize,
+          keyLength,
+        );
+      const copy = readInputs[which * layers + layer] as Tensor;
+      noGrad(() => writeRows(copy, rowList, cachePositions as Tensor, source.detach()));
+      return copy.narrow(2, 0, keyLength);
     };
     return {
       plan,
@@ -377,7 +446,7 @@ export class PagedKVCache implements SequenceKVCache {
             const [, heads, tokens, dim] = source.shape as [number, number, number, number];
             buffer.indexCopy_(
               0,
-              writeIndex,
+              writeIndex as Tensor,
               source
                 .detach()
                 .transpose(1, 2)
@@ -385,7 +454,7 @@ export class PagedKVCache implements SequenceKVCache {
             );
           }
         });
-        return { keys: rows(this.#keys[layer] as Tensor), values: rows(this.#values[layer] as Tensor) };
+        return { keys: read(layer, 0, keys), values: read(layer, 1, values) };
       },
       commit: () => plan.commit(),
     };
@@ -429,6 +498,7 @@ export class PagedKVCache implements SequenceKVCache {
   dispose(): void {
     if (this.#disposed) return;
     this.#disposed = true;
+    this.#decodeCopy?.drop();
     for (const t of [...this.#keys, ...this.#values]) t.dispose();
   }
 

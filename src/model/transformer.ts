@@ -389,6 +389,7 @@ export class CausalLM {
     numBlocks: number;
     blockSize?: number;
     prefixCaching: boolean;
+    decodeCopy?: boolean;
   }): PagedKVCache {
     this.#checkAlive();
     return new PagedKVCache({

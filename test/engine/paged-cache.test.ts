@@ -7,7 +7,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { type GenerateRequest, GenerationError, RolloutEngine, type RolloutEngineOptions } from '../../src/engine/index.js';
+import {
+  engineMetrics,
+  type GenerateRequest,
+  GenerationError,
+  RolloutEngine,
+  type RolloutEngineOptions,
+} from '../../src/engine/index.js';
 import { CausalLM, initModel } from '../../src/model/index.js';
 import * as torch from '../../src/torch/index.js';
 import { charTokenIds, tokenCounter, withEngineOver } from './helpers.js';
@@ -69,6 +75,12 @@ describe('paged KV cache and prefix cache in the engine', () => {
       const result = await run(engine, REQUESTS);
       assert.equal(engine.stats.kvCache?.hits, 0);
       assert.ok((engine.decodeStepStats?.replays ?? 0) > 0, 'no decode step was replayed from a capture');
+      // decode steps read the batch's copy (gathered again as rows joined and left, far fewer times than steps), which
+      // is dropped once its rows end
+      const metrics = engineMetrics([engine.stats]);
+      const rebuilds = metrics['kv_cache/decode_copy_rebuilds_total'] ?? 0;
+      assert.ok(rebuilds > 0 && rebuilds < (engine.decodeStepStats?.replays ?? 0), `${rebuilds} rebuilds`);
+      assert.equal(metrics['kv_cache/decode_copy_positions'], 0);
       return result;
     });
     assertSameRuns(paged, reference);

@@ -66,7 +66,7 @@ describe('paged KV cache forward', () => {
   before(() => {
     torch.setNumThreads(1);
     dir = mkdtempSync(join(tmpdir(), 'paged-kv-'));
-    initModel(dir, { hiddenSize: 32, numHeads: 4, numLayers: 2, maxPositionEmbeddings: 256, seed: 3 });
+    initModel(dir, { hiddenSize: 32, numHeads: 4, numLayers: 2, maxPositionEmbeddings: 512, seed: 3 });
     model = CausalLM.load(dir);
   });
   after(() => {
@@ -191,6 +191,92 @@ describe('paged KV cache forward', () => {
       assert.throws(() => cache.plan([0], 10, null), /slot 0 is full: 7 positions used \+ 10 new > maxLength 16/);
     } finally {
       cache.dispose();
+    }
+  });
+
+  test('decode steps read a copy of the batch kept between steps: the logits of gathering every step, bit for bit', () => {
+    // the same script on two caches, one gathering each step's rows from the blocks (decodeCopy false); the copy is
+    // gathered again only when the batch's rows change: a row joins, a prefill chunk writes a decoding row, a row
+    // leaves (its reset drops the copy), a row outgrows the copy (capacity: its length + 1 + 256, rounded up to 8)
+    const options = { slots: 3, maxLength: 320, numBlocks: 160, blockSize: 4, prefixCaching: false };
+    const [copying, gathering] = [model.createPagedKVCache(options), model.createPagedKVCache({ ...options, decodeCopy: false })];
+    const forward = (cache: typeof copying, slots: number[], rows: number[][], decodeCopyPositions?: number) =>
+      torch.noGrad(() =>
+        torch.scope(() => {
+          const width = Math.max(...rows.map((r) => r.length));
+          const padded = rows.map((r) => [...r, ...Array<number>(width - r.length).fill(0)]);
+          const real = rows.some((r) => r.length !== width)
+            ? padded.map((r, b) => r.map((_, t) => t < (rows[b] as number[]).length))
+            : null;
+          const plan = cache.plan(slots, width, real, { keyBucket: 8 });
+          if (decodeCopyPositions !== undefined) assert.equal(cache.stats.decodeCopyPositions, decodeCopyPositions);
+          return torch.keep(model.forward(torch.tensor(padded.map((r) => r.map(BigInt))), { cache, slots, cachePlan: plan }));
+        }),
+      );
+    const fed: number[][] = [[], [], []]; // each slot's tokens so far
+    const both = (slots: number[], rows: number[][], copyPositions?: number) => {
+      const [a, b] = [forward(copying, slots, rows, copyPositions), forward(gathering, slots, rows, 0)];
+      assert.equal(a.sub(b).abs().max().item(), 0, `slots [${slots}], lengths [${slots.map((s) => copying.length(s))}]`);
+      for (const [row, slot] of slots.entries()) fed[slot]?.push(...(rows[row] as number[]));
+      return a;
+    };
+    const decode = (slots: number[], steps: number, copyPositions?: number) => {
+      let logits: torch.Tensor | null = null;
+      for (let step = 0; step < steps; step++)
+        logits = both(
+          slots,
+          slots.map((slot) => [3 + ((copying.length(slot) * 7 + slot) % 20)]),
+          copyPositions,
+        );
+      return logits as torch.Tensor;
+    };
+    try {
+      const [a, b, c] = [tokens(20, 0), tokens(7, 30), tokens(5, 60)];
+      for (const cache of [copying, gathering]) [cache.admit(0, a), cache.admit(1, b)];
+      both([0, 1], [a, b]); // a padded prefill gathers (no copy)
+      assert.equal(copying.stats.decodeCopyRebuilds, 0);
+      decode([0, 1], 5, 2 * 280); // built at the first step: capacity ⌈(20 + 1 + 256) / 8⌉ · 8
+      assert.equal(copying.stats.decodeCopyRebuilds, 1);
+      for (const cache of [copying, gathering]) cache.admit(2, c);
+      both([2], [c]);
+      decode([0, 1, 2], 3); // c joins
+      both([1], [tokens(3, 90)]); // a prefill chunk writes row 1
+      decode([0, 1, 2], 3);
+      assert.equal(copying.stats.decodeCopyRebuilds, 3);
+      for (const cache of [copying, gathering]) cache.reset(0);
+      assert.equal(copying.stats.decodeCopyPositions, 0); // dropped with the slot
+      // rows 1 and 2 (lengths 21 and 11) from here: capacity 280, which row 1 outgrows at length 280 (keys: 288)
+      const last = decode([1, 2], 262);
+      assert.equal(copying.stats.decodeCopyRebuilds, 5);
+      assert.deepEqual([copying.length(1), fed[1]?.length], [283, 283]);
+      // the last step's logits are the uncached forward's over the whole sequence
+      const gap = last
+        .select(0, 0)
+        .select(0, 0)
+        .sub(logitsWithoutCache(fed[1] as number[]).select(0, 282))
+        .abs()
+        .max()
+        .item();
+      assert.ok(gap < 1e-5, `${gap}`);
+      // a plan over a copy that was rebuilt since cannot start
+      torch.noGrad(() =>
+        torch.scope(() => {
+          const stale = copying.plan([1, 2], 1, null);
+          copying.reset(2);
+          assert.throws(
+            () => model.forward(torch.tensor([[3n], [4n]]), { cache: copying, slots: [1, 2], cachePlan: stale }),
+            /the decode copy this plan reads was rebuilt or dropped since/,
+          );
+        }),
+      );
+      // dispose() frees the copy with the buffers: keys and values of 2 layers, each in the blocks and the copy
+      decode([1], 1, 320); // one row of maxLength
+      const live = torch.liveTensorCount();
+      copying.dispose();
+      assert.equal(live - torch.liveTensorCount(), 2 * 2 * 2);
+    } finally {
+      copying.dispose();
+      gathering.dispose();
     }
   });
 
