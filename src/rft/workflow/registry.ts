@@ -24,6 +24,7 @@ import './math-eval.js'; // math_eval_workflow
 import './r3l-raft.js'; // RAFT_baseline_countdown_workflow, RAFT_baseline_dapo_workflow (and lower-case)
 import './agents/email-search.js'; // email_search_workflow
 import './agents/agentscope-search.js'; // agentscope_v1_react_search_workflow (a web search service)
+import './agents/gomoku.js'; // examples.agentscope_gomoku.workflow.GomokuWorkflow (its class path only, as upstream)
 import './trinity-names.js'; // Trinity's async twins of the above; its names that are refused here, with why
 
 export { WORKFLOWS, WorkflowRegistry } from './workflow-registry.js';

@@ -6,6 +6,7 @@ export * from './calculator.js';
 export * from './email-db.js';
 export * from './email-db-write.js';
 export * from './email-search.js';
+export * from './gomoku.js';
 export * from './lookup.js';
 export * from './python-tool.js';
 export * from './react-agent.js';

@@ -2,7 +2,8 @@
 // OpenAI client with native function calling. Two generations of the agent, each as its library wrote it:
 //
 // 'v1' (agentscope >= 1.0 ReActAgent, reply(msg, structured_model)): the finish function generate_response takes the
-// structured answer's fields as its arguments.
+// structured answer's fields as its arguments. Without an answer schema (reply(msg) with no structured model) no
+// finish function is offered, and a reply without tool calls is the answer (its text).
 //   memory = [user query]; tools = toolkit ++ generate_response(answer schema)
 //   repeat max_iters (default 10):
 //     reply = model([system, ...memory, hint?], tools); memory ++ reply; the hint is used once
@@ -27,6 +28,9 @@
 // asks for it. v1's meta tool reset_equipped_tools (enable_meta_tool: it equips tool groups, and the workflows
 // register none) is not offered. A call block the server could not parse (`<tool_call>` left in the text) counts as
 // an invalid tool call and, having no tool calls, takes the no-tool-call branch.
+//
+// An agent that replies more than once (AgentScope's agent object keeps its memory between reply() calls, as the
+// gomoku example's does) passes its memory in `memory`: the query and the replies go on after what is there.
 import type OpenAI from 'openai';
 import { isOpenAIContextFull } from './openai-request.js';
 
@@ -55,8 +59,10 @@ export interface ReActAgentOptions {
   systemPrompt: string;
   query: string;
   tools: readonly ReActTool[];
-  /** v1: the structured answer generate_response takes (v0's takes one `response` string). */
+  /** v1: the structured answer generate_response takes (v0's takes one `response` string); none: no finish function. */
   answerSchema?: AnswerSchema;
+  /** The agent's memory from its earlier replies, continued in place (default: a new, empty memory). */
+  memory?: MessageParam[];
   maxIters: number;
   /** Extra request fields (temperature, max_tokens, ...). */
   request?: Partial<RequestParams>;
@@ -168,8 +174,15 @@ async function runCall(
 /** Runs the agent on one query (see the header). */
 export async function runReActAgent(client: OpenAI, options: ReActAgentOptions): Promise<ReActAgentResult> {
   const system: MessageParam = { role: 'system', content: options.systemPrompt };
-  const memory: MessageParam[] = [{ role: 'user', content: options.query }];
-  const tools = [...options.tools.map((t) => t.schema), finishTool(options.style, options.answerSchema)];
+  const memory: MessageParam[] = options.memory ?? [];
+  // a conversation that has grown past the context (not a first prompt too long to start) ends the episode
+  const continued = memory.length > 0;
+  memory.push({ role: 'user', content: options.query });
+  const wantsFinishCall = options.style === 'v0' || options.answerSchema !== undefined;
+  const tools = [
+    ...options.tools.map((t) => t.schema),
+    ...(wantsFinishCall ? [finishTool(options.style, options.answerSchema)] : []),
+  ];
   const result: ReActAgentResult = {
     structured: null,
     text: '',
@@ -186,7 +199,7 @@ export async function runReActAgent(client: OpenAI, options: ReActAgentOptions):
       ...options.request,
       model: 'react-agent', // any name: the rollout endpoint serves its one model under every name
       messages,
-      ...(withTools ? { tools } : {}),
+      ...(withTools && tools.length > 0 ? { tools } : {}),
       ...(toolChoice ? { tool_choice: toolChoice } : {}),
       ...(options.seed ? { seed: options.seed(result.modelCalls) } : {}),
     };
@@ -196,10 +209,11 @@ export async function runReActAgent(client: OpenAI, options: ReActAgentOptions):
       const reply = completion.choices[0]?.message;
       if (reply === undefined) throw new Error('ReAct agent: the server returned no choices');
       // a block the server could not parse (with tools offered and not turned off)
-      if (withTools && toolChoice !== 'none' && (reply.content ?? '').includes('<tool_call>')) result.invalidToolCalls++;
+      if (withTools && tools.length > 0 && toolChoice !== 'none' && (reply.content ?? '').includes('<tool_call>'))
+        result.invalidToolCalls++;
       return reply;
     } catch (error) {
-      if (result.modelCalls > 0 && isOpenAIContextFull(error)) {
+      if ((continued || result.modelCalls > 0) && isOpenAIContextFull(error)) {
         result.contextFull = true;
         return null;
       }
@@ -207,7 +221,7 @@ export async function runReActAgent(client: OpenAI, options: ReActAgentOptions):
     }
   };
 
-  let wantStructured = options.style === 'v1';
+  let wantStructured = options.style === 'v1' && wantsFinishCall;
   let hint: string | null = null;
   let textOnly = false;
   let done = false;

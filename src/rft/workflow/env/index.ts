@@ -3,6 +3,7 @@
 import '../registry.js'; // the built-in workflows' list first: it, not this file, decides their registration order
 export * from './environment.js';
 export * from './frozen-lake.js';
+export * from './gomoku.js';
 export * from './grid.js';
 export * from './household/household.js';
 export {
