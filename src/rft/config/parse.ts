@@ -92,7 +92,8 @@ function issueProblems(issue: Issue, input: unknown, schema: Schema, prefix: rea
  * What to write instead of the unknown key `key` in the mapping at `path`, the first that applies: where an older
  * Trinity-RFT version's key went (./moved-keys.ts); why a key of Trinity's has no counterpart here
  * (./unsupported-keys.ts); the places elsewhere in the schema that have a key of that name
- * (a key written in the wrong section; at most three, as a name used everywhere says nothing); the closest key of
+ * (a key written in the wrong section; at most three, as a name used everywhere says nothing, or of more the one nearest
+ * the top when no other is as near); the closest key of
  * that mapping by edit distance; else that mapping's keys.
  */
 function unknownKeyHint(schema: Schema, path: readonly Segment[], key: string): string {
@@ -102,10 +103,15 @@ function unknownKeyHint(schema: Schema, path: readonly Segment[], key: string): 
   const unsupported = unsupportedKeyHint(keyPath);
   if (unsupported !== null) return unsupported;
   const elsewhere = placesOfKey(schema, key).filter((place) => !matchesPath(place, keyPath));
-  if (elsewhere.length > 0 && elsewhere.length <= 3) {
-    const sections = elsewhere.map((place) => (place === key ? 'the top level' : place.slice(0, -key.length - 1)));
-    return `it is a key of ${sections.join(', ')}: move it there`;
-  }
+  const section = (place: string) => (place === key ? 'the top level' : place.slice(0, -key.length - 1));
+  if (elsewhere.length > 0 && elsewhere.length <= 3) return `it is a key of ${elsewhere.map(section).join(', ')}: move it there`;
+  // a key of many sections (e.g. default_workflow_type: buffer.explorer_input and each taskset) names the one place
+  // nearest the top when it is the only one at its depth, as the section a misplaced key most likely belongs to
+  const depth = (place: string) => place.split('.').length;
+  const nearest = Math.min(...elsewhere.map(depth));
+  const shallowest = elsewhere.filter((place) => depth(place) === nearest);
+  if (elsewhere.length > 3 && shallowest.length === 1)
+    return `it is a key of ${section(shallowest[0] as string)} (and of ${elsewhere.length - 1} other sections): move it there`;
   const known = knownKeys(schema, path);
   const best = closestName(key, known);
   return best !== null ? `did you mean '${best}'?` : `expected one of: ${known.join(', ')}`;

@@ -553,6 +553,12 @@ stages:
     assert.deepEqual(problems(`${STAGED}  - {stage_name: x, model: {}}\n`).map(bare), [
       "stages.2.model: unknown key 'model'; it is a key of the top level: move it there",
     ]);
+    // a key of many sections: the one nearest the top (Trinity's gomoku example has this key at the top level)
+    const [misplaced] = problems(`${STAGED}default_workflow_type: math_workflow\n`).map(bare);
+    assert.match(
+      misplaced ?? '',
+      /^default_workflow_type: unknown key 'default_workflow_type'; it is a key of buffer\.explorer_input \(and of \d+ other sections\): move it there$/,
+    );
   });
 
   it('--set reaches into stages by index', () => {
