@@ -2,8 +2,9 @@
 // own config.yaml (its workflow, algorithms and stages) on a tiny random model with the test's data, a few SFT and
 // GRPO steps, pinned to one thread (oneThreadForRuns), GRPO trained and measured on the same small set of tasks.
 // checkGrpoRaisesSuccess then asserts what the examples claim at full size: GRPO raises the success rate of the
-// policy as it acts (temperature 1) over the SFT model's, both in the rollouts it trains on (the mean over the last
-// `window` of its steps against the first) and in the sampled eval after GRPO against the one after SFT.
+// sampled policy over the SFT model's, both in the rollouts it trains on (at the config's training temperature: the
+// mean over the last `window` of its steps against the first) and in the sampled eval (temperature 1) after GRPO
+// against the one after SFT.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -83,7 +84,7 @@ export async function runShortenedExample(run: ShortenedRun): Promise<Record<str
 }
 
 /**
- * GRPO raised the success rate the SFT model reaches as it acts: the rollouts' success rate over the last `window`
+ * GRPO raised the success rate the SFT model reaches sampled: the rollouts' success rate over the last `window`
  * steps by at least `margin` over the first `window`, and the sampled eval after GRPO above the one after SFT.
  */
 export function checkGrpoRaisesSuccess(
