@@ -10,8 +10,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import type OpenAI from 'openai';
-import type { AuxiliaryModel, AuxiliaryModels } from '../../../src/rft/auxiliary/types.js';
+import type { AuxiliaryModels } from '../../../src/rft/auxiliary/types.js';
 import { type ConfigProblem, parseConfig } from '../../../src/rft/run/config/index.js';
 import { preflightProblems } from '../../../src/rft/run/config/preflight.js';
 import type { Task } from '../../../src/rft/task.js';
@@ -24,6 +23,7 @@ import {
 } from '../../../src/rft/workflow/index.js';
 import { fixtureTokenizer } from '../../engine/helpers.js';
 import { modelFolder, tasksetFile } from '../config/helpers.js';
+import { fakeJudge, judgePrompt } from './fake-judge.js';
 import { ScriptedBackend } from './scripted-backend.js';
 
 const NAME = 'agentscope_v1_react_search_workflow';
@@ -34,28 +34,15 @@ const assistantTurns = (prompt: string) => prompt.split('<|im_start|>assistant\n
 const SEARCH = call('searxng_web_search', { query: 'capital of France' });
 const ANSWER = `Found it. ${call('generate_response', { result: 'The capital is Paris.' })}`;
 
-/** An auxiliary judge answering `verdict`; records the prompts it was asked. */
-function judge(verdict: string): { models: AuxiliaryModels; asked: string[] } {
-  const asked: string[] = [];
-  const client = {
-    chat: {
-      completions: {
-        create: async (request: { messages: { role: string; content: string }[] }) => {
-          asked.push(request.messages.map((m) => `${m.role}: ${m.content}`).join('\n'));
-          return { choices: [{ message: { role: 'assistant', content: verdict } }] };
-        },
-      },
+/** An auxiliary judge answering `verdict`; `asked` holds the prompts it was asked. */
+function judge(verdict: string): { models: AuxiliaryModels; readonly asked: string[] } {
+  const { models, calls } = fakeJudge(() => verdict);
+  return {
+    models,
+    get asked() {
+      return calls.map(judgePrompt);
     },
-  } as unknown as OpenAI;
-  const model: AuxiliaryModel = {
-    name: 'judge',
-    modelName: 'judge-model',
-    tokenizer: null,
-    openai: async () => client,
-    baseUrl: async () => 'http://unused/v1',
-    logprobs: async () => [],
   };
-  return { models: { list: [model], get: () => model }, asked };
 }
 
 const NO_MODELS: AuxiliaryModels = {

@@ -8,8 +8,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import type { OpenAI } from 'openai';
-import type { AuxiliaryModel, AuxiliaryModels } from '../../../src/rft/auxiliary/types.js';
+import type { AuxiliaryModels } from '../../../src/rft/auxiliary/types.js';
 import { openSqliteFile } from '../../../src/rft/store/sqlite.js';
 import type { Task } from '../../../src/rft/task.js';
 import {
@@ -27,6 +26,7 @@ import {
 } from '../../../src/rft/workflow/index.js';
 import type { WorkflowContext } from '../../../src/rft/workflow/types.js';
 import { fixtureTokenizer } from '../../engine/helpers.js';
+import { fakeJudge, judgePrompt } from './fake-judge.js';
 import { ScriptedBackend } from './scripted-backend.js';
 
 const VARIANCES = '<1.JavaMail.evans@thyme>';
@@ -329,29 +329,16 @@ describe('email_search_workflow episodes', () => {
   const ANSWER = call('generate_response', { answer: 'Yes, for hour 6.', sources: [VARIANCES] });
   const assistantTurns = (prompt: string) => prompt.split('<|im_start|>assistant\n').length - 2;
 
-  /** An auxiliary judge answering `verdict`; records the user prompts it was asked. */
-  function judge(verdict: string): { models: AuxiliaryModels; asked: string[] } {
-    const asked: string[] = [];
-    const client = {
-      chat: {
-        completions: {
-          create: async (request: { messages: { role: string; content: string }[]; max_tokens: number }) => {
-            asked.push(request.messages.map((m) => `${m.role}: ${m.content}`).join('\n'));
-            assert.equal(request.max_tokens, 128);
-            return { choices: [{ message: { role: 'assistant', content: verdict } }] };
-          },
-        },
+  /** An auxiliary judge answering `verdict`; `asked` holds the prompts it was asked, each asked for at most 128 tokens. */
+  function judge(verdict: string): { models: AuxiliaryModels; readonly asked: string[] } {
+    const { models, calls } = fakeJudge(() => verdict);
+    return {
+      models,
+      get asked() {
+        for (const call of calls) assert.equal(call.max_tokens, 128);
+        return calls.map(judgePrompt);
       },
-    } as unknown as OpenAI;
-    const model: AuxiliaryModel = {
-      name: 'judge',
-      modelName: 'judge-model',
-      tokenizer: null,
-      openai: async () => client,
-      baseUrl: async () => 'http://unused/v1',
-      logprobs: async () => [],
     };
-    return { models: { list: [model], get: () => model }, asked };
   }
 
   async function play(policy: (prompt: string) => string, auxiliaryModels: AuxiliaryModels, maxTurns = 10) {

@@ -6,9 +6,8 @@
 // rewards; unknown: the judge's scores are the rewards), evaluation without a judge, and its workflow_args check.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { OpenAI } from 'openai';
 import { NO_AUXILIARY_MODELS } from '../../../src/rft/auxiliary/index.js';
-import type { AuxiliaryModel, AuxiliaryModels } from '../../../src/rft/auxiliary/types.js';
+import type { AuxiliaryModels } from '../../../src/rft/auxiliary/types.js';
 import type { Experience } from '../../../src/rft/experience.js';
 import { parseLastListVerdict, parseRatingVerdict } from '../../../src/rft/reward/judge-answer.js';
 import type { Task } from '../../../src/rft/task.js';
@@ -17,6 +16,7 @@ import { MATH_SYSTEM_PROMPT } from '../../../src/rft/workflow/single-turn.js';
 import { scaledGold } from '../../../src/rft/workflow/trainable-ruler.js';
 import type { WorkflowContext } from '../../../src/rft/workflow/types.js';
 import { fixtureTokenizer } from '../../engine/helpers.js';
+import { fakeJudge } from './fake-judge.js';
 import { ScriptedBackend } from './scripted-backend.js';
 
 const RUBRIC = [
@@ -33,36 +33,6 @@ const task = (over: Partial<Task> = {}): Task =>
     raw: { rubric: RUBRIC },
     ...over,
   }) as Task;
-
-interface JudgeCall {
-  model: string;
-  messages: { role: string; content: string }[];
-  temperature?: number;
-}
-
-/** An auxiliary judge whose chat.completions.create answers answer(call) and records the calls. */
-function fakeJudge(answer: (call: JudgeCall, index: number) => string): { models: AuxiliaryModels; calls: JudgeCall[] } {
-  const calls: JudgeCall[] = [];
-  const client = {
-    chat: {
-      completions: {
-        create: async (call: JudgeCall) => {
-          calls.push(call);
-          return { choices: [{ message: { role: 'assistant', content: answer(call, calls.length - 1) } }] };
-        },
-      },
-    },
-  } as unknown as OpenAI;
-  const judge: AuxiliaryModel = {
-    name: 'judge',
-    modelName: 'judge-model',
-    tokenizer: null,
-    openai: async () => client,
-    baseUrl: async () => 'http://unused/v1',
-    logprobs: async () => [],
-  };
-  return { models: { list: [judge], get: () => judge }, calls };
-}
 
 function context(over: Partial<WorkflowContext> & Pick<WorkflowContext, 'model'>): WorkflowContext {
   return {
