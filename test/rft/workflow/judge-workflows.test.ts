@@ -7,7 +7,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { NO_AUXILIARY_MODELS } from '../../../src/rft/auxiliary/index.js';
-import type { AuxiliaryModels } from '../../../src/rft/auxiliary/types.js';
 import type { Experience } from '../../../src/rft/experience.js';
 import { parseLastListVerdict, parseRatingVerdict } from '../../../src/rft/reward/judge-answer.js';
 import type { Task } from '../../../src/rft/task.js';
