@@ -14,7 +14,7 @@ import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { householdDemonstrator, makeHouseholdData } from '../../examples/household/make-data.js';
-import { householdWords, writeHouseholdTokenizer } from '../../examples/household/make-tokenizer.js';
+import { householdWords } from '../../examples/household/make-tokenizer.js';
 import { initModel } from '../../src/model/index.js';
 import { resolveAlgorithm } from '../../src/rft/algorithm/presets.js';
 import { writeJsonlSets } from '../../src/rft/buffer/index.js';
@@ -33,7 +33,7 @@ import {
   observingExpertPlan,
   solveHousehold,
 } from '../../src/rft/workflow/index.js';
-import { Tokenizer } from '../../src/tokenizer/index.js';
+import { Tokenizer, writeWordTokenizer } from '../../src/tokenizer/index.js';
 import * as torch from '../../src/torch/index.js';
 
 const example = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'examples', 'household');
@@ -269,7 +269,7 @@ describe('examples/household, shortened', () => {
     const words = householdWords(texts, 1);
     assert.ok(words.includes('countertop') && words.includes('1') && words.includes('a'), words.join(','));
     const dir = join(root, 'household-tokenizer');
-    assert.ok(writeHouseholdTokenizer(dir, words) < 1000);
+    assert.ok(writeWordTokenizer(dir, words) < 1000);
     const tokenizer = Tokenizer.load(dir);
     for (const word of words) {
       assert.equal(tokenizer.encode(word).length, 1, word);

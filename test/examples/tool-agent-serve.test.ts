@@ -2,12 +2,15 @@
 // and its training rounds, the official `openai` client with `tools` — against a mode serve stage, and a train run
 // on the same buffer that consumes the round's traffic. The evaluation runs before (weights version 0) and after (the
 // version the train step published); a streamed episode and a non-streamed one are the same episode; the experiences
-// in the buffer are the agent's episodes with its rewards and task ids. Also: the agent's tools give exactly the tool
-// results of the expert conversations the SFT warm start trains on, and its `tools` render as those rows' system turn.
+// in the buffer are the agent's episodes with its rewards and task ids. The model has the example's word-level tokenizer
+// (make-tokenizer.ts): each place name one token, numbers one token per digit, the character tokenizer's template.
+// Also: the agent's tools give exactly the tool results of the expert conversations the SFT warm start trains on, and
+// its `tools` render as those rows' system turn.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import {
@@ -20,18 +23,27 @@ import {
   servingSide,
   trainRounds,
 } from '../../examples/tool_agent_serve/agent.js';
+import { documentTexts, readConversations, toolAgentWords } from '../../examples/tool_agent_serve/make-tokenizer.js';
 import { calculate, loadDocuments, runTool, TOOLS } from '../../examples/tool_agent_serve/tools.js';
 import { resolveAlgorithm } from '../../src/rft/algorithm/presets.js';
 import { openSharedBuffer } from '../../src/rft/buffer/index.js';
 import { loadConfig, resolveStages } from '../../src/rft/run/config/index.js';
 import { runConfig, stageSettings } from '../../src/rft/run/index.js';
 import { startServeStage } from '../../src/serve/index.js';
-import { charTokenizerFiles, DEFAULT_ALPHABET, Tokenizer } from '../../src/tokenizer/index.js';
+import { charTokenizerFiles, Tokenizer, writeWordTokenizer } from '../../src/tokenizer/index.js';
 import { makeJob, oneThreadForRuns } from '../rft/run/helpers.js';
 
 const repo = fileURLToPath(new URL('../../', import.meta.url));
 const documentsFile = join(repo, 'src/rft/workflow/agents/tool-agent-documents.json');
 const sftFile = join(repo, 'examples/tool_agent/data/sft.jsonl');
+
+/** make-tokenizer.ts's tokenizer, written once for both groups of tests. */
+let wordTokenizerDir: string;
+before(() => {
+  wordTokenizerDir = mkdtempSync(join(tmpdir(), 'tool-agent-tokenizer-'));
+  writeWordTokenizer(wordTokenizerDir, toolAgentWords(readConversations(sftFile), documentTexts(documentsFile)));
+});
+after(() => rmSync(wordTokenizerDir, { recursive: true, force: true }));
 
 describe('the served tool agent: its tools', () => {
   it('calc: precedence, parentheses, signs; malformed expressions are errors', () => {
@@ -75,8 +87,7 @@ describe('the served tool agent: its tools', () => {
     assert.equal(runTool({ name: 'lookup', arguments: '{"query":"Atlantis"}' }, documents).content, 'no match');
 
     // the chat template lists the tools on one system line: the SFT rows carry that line as their system turn
-    const files = charTokenizerFiles(DEFAULT_ALPHABET);
-    const tokenizer = new Tokenizer(files.tokenizerJson as never, files.tokenizerConfig as never);
+    const tokenizer = Tokenizer.load(wordTokenizerDir);
     const first = (JSON.parse(rows[0] as string) as { messages: Turn[] }).messages;
     const question = first[1] as Turn;
     assert.deepEqual(
@@ -86,10 +97,40 @@ describe('the served tool agent: its tools', () => {
   });
 });
 
+describe("the served tool agent's tokenizer (make-tokenizer.ts)", () => {
+  it('makes each place one token in the question, the lookup call and its result; digits stay one token each', () => {
+    const tokenizer = Tokenizer.load(wordTokenizerDir);
+    const pieces = (text: string) => tokenizer.encode(text).map((id) => tokenizer.decode([id]));
+    for (const key of loadDocuments(documentsFile).values()) {
+      const place = key.slice(0, key.indexOf(':'));
+      assert.deepEqual(pieces(`Population of ${place} plus 3?`), ['Population', ' of', ` ${place}`, ' plus', ' ', '3', '?']);
+      assert.deepEqual(pieces(`{"query":"${place}"}`), ['{', '"', 'query', '"', ':', '"', place, '"', '}']);
+      assert.deepEqual(pieces(`${place}: population 6287`).slice(0, 3), [place, ':', ' population']);
+    }
+    assert.deepEqual(pieces('6287+178'), ['6', '2', '8', '7', '+', '1', '7', '8']);
+    const unseen = 'Population of Zyxwvut?'; // a name outside the vocabulary falls back to characters
+    assert.equal(tokenizer.decode(tokenizer.encode(unseen)), unseen);
+    assert.equal(pieces(unseen).length, 2 + ' Zyxwvut?'.length);
+  });
+
+  it("renders the expert conversations to the character tokenizer's text, in half the tokens or fewer", () => {
+    const tokenizer = Tokenizer.load(wordTokenizerDir);
+    const files = charTokenizerFiles();
+    const characters = new Tokenizer(files.tokenizerJson as never, files.tokenizerConfig as never);
+    for (const messages of readConversations(sftFile).slice(0, 50)) {
+      const text = characters.applyChatTemplate(messages);
+      assert.equal(tokenizer.applyChatTemplate(messages), text);
+      const ids = tokenizer.encodeChat(messages);
+      assert.equal(tokenizer.decode(ids, { skipSpecialTokens: false }), text);
+      assert.ok(2 * ids.length <= characters.encodeChat(messages).length, `${ids.length} tokens for ${text.length} characters`);
+    }
+  });
+});
+
 describe('the served tool agent, end to end', () => {
   it('evaluates before and after a train step that consumed its round', { timeout: 240_000 }, async () => {
     const restoreThreads = oneThreadForRuns();
-    const job = makeJob({ totalSteps: 1, saveInterval: 1, model: { alphabet: DEFAULT_ALPHABET } });
+    const job = makeJob({ totalSteps: 1, saveInterval: 1, model: { tokenizer: wordTokenizerDir } });
     const shared = [
       'buffer.trainer_input.experience_buffer.storage_type=sql',
       'buffer.train_batch_size=4', // one round: 2 questions × 2 episodes
