@@ -16,8 +16,11 @@
 // Head-major storage, so that one gather writes it: (row, head)'s positions are contiguous, as attention reads them.
 // It is rebuilt (gathered again from the blocks) when a step's slots or their lengths are not what it holds (a row
 // joined, left, or was written by another plan, e.g. a prefill chunk) or a row outgrows the capacity, and dropped
-// when one of its slots is reset. Memory: B × capacity positions per layer beside the blocks, while the batch decodes
-// — the size of what each step's gather allocated before, now held between steps.
+// when one of its slots is reset. Memory: B × capacity positions in every layer beside the blocks, while the batch
+// decodes (a step's gather held one layer's at a time); so a copy is built only while B × capacity is at most the
+// block pool's positions (`maxPositions`: the KV memory at most doubles), and a batch too large for that gathers each
+// step as a cache without the copy does. With the engine's default pool (slots × maxLength positions) every batch
+// fits; a pool sized as a memory budget (kvBlocks) keeps to it.
 //
 // Its tensors are inputs of a captured decode step (plan.stepInputs), not constants: a replay binds the copy of the
 // moment, and a dropped copy is freed at once, whatever steps were captured over it. CPU only: a CUDA graph replays
@@ -47,6 +50,7 @@ export function gatherBlocks(buffer: Tensor, blocks: Tensor, batch: number, bloc
 export class DecodeCopy {
   readonly #blockSize: number;
   readonly #maxLength: number;
+  readonly #maxPositions: number;
   #slots: number[] = [];
   /** Positions of each row the copy holds. */
   #lengths: number[] = [];
@@ -56,9 +60,22 @@ export class DecodeCopy {
   #version = 0;
   #rebuilds = 0;
 
-  constructor(options: { blockSize: number; maxLength: number }) {
+  constructor(options: { blockSize: number; maxLength: number; maxPositions: number }) {
     this.#blockSize = options.blockSize;
     this.#maxLength = options.maxLength;
+    this.#maxPositions = options.maxPositions;
+  }
+
+  /** The positions per row a copy of rows at `lengths` gets: the longest + 1 + HEADROOM in key buckets, whole blocks. */
+  #capacityFor(lengths: readonly number[], keyLength: number, keyBucket: number): number {
+    const wanted = Math.ceil((Math.max(...lengths) + 1 + HEADROOM) / keyBucket) * keyBucket;
+    const capacity = Math.min(this.#maxLength, Math.max(keyLength, wanted));
+    return Math.ceil(capacity / this.#blockSize) * this.#blockSize;
+  }
+
+  /** Whether a copy of rows at `lengths` fits the memory bound (see the header). */
+  fits(lengths: readonly number[], keyLength: number, keyBucket: number): boolean {
+    return lengths.length * this.#capacityFor(lengths, keyLength, keyBucket) <= this.#maxPositions;
   }
 
   /** Rebuilds so far (gathers of a whole batch from the blocks). */
@@ -95,10 +112,7 @@ export class DecodeCopy {
     this.drop();
     const { slots, tables, lengths } = rows;
     const bs = this.#blockSize;
-    const longest = Math.max(...lengths);
-    const wanted = Math.ceil((longest + 1 + HEADROOM) / keyBucket) * keyBucket;
-    const capacity = Math.min(this.#maxLength, Math.max(keyLength, wanted));
-    const perRow = Math.ceil(capacity / bs);
+    const perRow = this.#capacityFor(lengths, keyLength, keyBucket) / bs;
     const blocks = new BigInt64Array(slots.length * perRow); // past a row's blocks: block 0 (scratch)
     tables.forEach((table, b) => {
       const used = Math.ceil((lengths[b] as number) / bs);

@@ -123,7 +123,7 @@ export class PagedKVCache implements SequenceKVCache {
     }
     this.#slots = Array.from({ length: slots }, () => emptySlot(0));
     const copies = (options.decodeCopy ?? true) && this.#device === 'cpu';
-    this.#decodeCopy = copies ? new DecodeCopy({ blockSize, maxLength }) : null;
+    this.#decodeCopy = copies ? new DecodeCopy({ blockSize, maxLength, maxPositions: numBlocks * blockSize }) : null;
   }
 
   get prefixCaching(): boolean {
@@ -388,11 +388,14 @@ export class PagedKVCache implements SequenceKVCache {
   ): { reads: PlanReads; inputs: readonly Tensor[]; shape: string } {
     const copy = this.#decodeCopy;
     if (copy !== null && oneToken) {
-      if (!copy.holds(slots, starts, keyLength)) {
-        const tables = slots.map((slot) => this.#slot(slot).table);
-        copy.rebuild({ keys: this.#keys, values: this.#values }, { slots, tables, lengths: starts }, keyLength, bucket);
+      if (copy.holds(slots, starts, keyLength) || copy.fits(starts, keyLength, bucket)) {
+        if (!copy.holds(slots, starts, keyLength)) {
+          const tables = slots.map((slot) => this.#slot(slot).table);
+          copy.rebuild({ keys: this.#keys, values: this.#values }, { slots, tables, lengths: starts }, keyLength, bucket);
+        }
+        return { reads: { copy: copy.version }, inputs: copy.tensors, shape: `copy${copy.capacity}` };
       }
-      return { reads: { copy: copy.version }, inputs: copy.tensors, shape: `copy${copy.capacity}` };
+      copy.drop(); // a batch whose copy would not fit the memory bound gathers its rows each step
     }
     const bs = this.blockSize;
     const perRow = Math.ceil(keyLength / bs);

@@ -198,7 +198,7 @@ describe('paged KV cache forward', () => {
     // the same script on two caches, one gathering each step's rows from the blocks (decodeCopy false); the copy is
     // gathered again only when the batch's rows change: a row joins, a prefill chunk writes a decoding row, a row
     // leaves (its reset drops the copy), a row outgrows the copy (capacity: its length + 1 + 256, rounded up to 8)
-    const options = { slots: 3, maxLength: 320, numBlocks: 160, blockSize: 4, prefixCaching: false };
+    const options = { slots: 3, maxLength: 320, numBlocks: 240, blockSize: 4, prefixCaching: false };
     const [copying, gathering] = [model.createPagedKVCache(options), model.createPagedKVCache({ ...options, decodeCopy: false })];
     const forward = (cache: typeof copying, slots: number[], rows: number[][], decodeCopyPositions?: number) =>
       torch.noGrad(() =>
@@ -276,6 +276,46 @@ describe('paged KV cache forward', () => {
       assert.equal(live - torch.liveTensorCount(), 2 * 2 * 2);
     } finally {
       copying.dispose();
+      gathering.dispose();
+    }
+  });
+
+  test('a batch whose copy would exceed the block pool gathers each step instead; a smaller batch gets its copy', () => {
+    // pool: 100 blocks of 4 = 400 positions; a copy holds capacity ⌈(20 + 1 + 256) / 8⌉ · 8 = 280 positions a row:
+    // two rows (560) exceed the pool, one row (280) fits
+    const options = { slots: 2, maxLength: 320, numBlocks: 100, blockSize: 4, prefixCaching: false };
+    const [bounded, gathering] = [model.createPagedKVCache(options), model.createPagedKVCache({ ...options, decodeCopy: false })];
+    const step = (cache: typeof bounded, slots: number[], rows: number[][]) =>
+      torch.noGrad(() =>
+        torch.scope(() => {
+          const width = Math.max(...rows.map((r) => r.length));
+          const padded = rows.map((r) => [...r, ...Array<number>(width - r.length).fill(0)]);
+          const real = rows.some((r) => r.length !== width)
+            ? padded.map((r, b) => r.map((_, t) => t < (rows[b] as number[]).length))
+            : null;
+          const plan = cache.plan(slots, width, real, { keyBucket: 8 });
+          return torch.keep(model.forward(torch.tensor(padded.map((r) => r.map(BigInt))), { cache, slots, cachePlan: plan }));
+        }),
+      );
+    const both = (slots: number[], rows: number[][]) => {
+      const gap = step(bounded, slots, rows)
+        .sub(step(gathering, slots, rows))
+        .abs()
+        .max()
+        .item();
+      assert.equal(gap, 0, `slots [${slots}]`);
+    };
+    try {
+      const [a, b] = [tokens(20, 0), tokens(7, 30)];
+      for (const cache of [bounded, gathering]) [cache.admit(0, a), cache.admit(1, b)];
+      both([0, 1], [a, b]);
+      for (let i = 0; i < 3; i++) both([0, 1], [[3 + i], [5 + i]]);
+      assert.deepEqual([bounded.stats.decodeCopyPositions, bounded.stats.decodeCopyRebuilds], [0, 0]);
+      for (const cache of [bounded, gathering]) cache.reset(1);
+      for (let i = 0; i < 2; i++) both([0], [[7 + i]]);
+      assert.deepEqual([bounded.stats.decodeCopyPositions, bounded.stats.decodeCopyRebuilds], [280, 1]);
+    } finally {
+      bounded.dispose();
       gathering.dispose();
     }
   });
