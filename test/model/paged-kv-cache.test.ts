@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { CausalLM, initModel, KVBlockPool } from '../../src/model/index.js';
+import { CausalLM, initModel, KVBlockPool, type PagedKVCache } from '../../src/model/index.js';
 import * as torch from '../../src/torch/index.js';
 
 describe('KV block pool', () => {
@@ -75,6 +75,28 @@ describe('paged KV cache forward', () => {
   });
 
   const tokens = (n: number, from: number) => Array.from({ length: n }, (_, i) => 3 + ((from + i * 7) % 20));
+  /**
+   * One forward of `rows` (right-padded to the longest) over `slots` of a paged cache, planned with key buckets of 8;
+   * `afterPlan` sees the cache between its plan and the forward. The logits, kept.
+   */
+  const forwardRows = (
+    cache: PagedKVCache,
+    slots: number[],
+    rows: number[][],
+    afterPlan: (cache: PagedKVCache) => void = () => {},
+  ): torch.Tensor =>
+    torch.noGrad(() =>
+      torch.scope(() => {
+        const width = Math.max(...rows.map((r) => r.length));
+        const padded = rows.map((r) => [...r, ...Array<number>(width - r.length).fill(0)]);
+        const real = rows.some((r) => r.length !== width)
+          ? padded.map((r, b) => r.map((_, t) => t < (rows[b] as number[]).length))
+          : null;
+        const plan = cache.plan(slots, width, real, { keyBucket: 8 });
+        afterPlan(cache);
+        return torch.keep(model.forward(torch.tensor(padded.map((r) => r.map(BigInt))), { cache, slots, cachePlan: plan }));
+      }),
+    );
   const logitsWithoutCache = (ids: number[]) =>
     torch.noGrad(() => torch.scope(() => torch.keep(model.forward(torch.tensor([ids.map(BigInt)])).select(0, 0))));
 
@@ -201,18 +223,9 @@ describe('paged KV cache forward', () => {
     const options = { slots: 3, maxLength: 320, numBlocks: 240, blockSize: 4, prefixCaching: false };
     const [copying, gathering] = [model.createPagedKVCache(options), model.createPagedKVCache({ ...options, decodeCopy: false })];
     const forward = (cache: typeof copying, slots: number[], rows: number[][], decodeCopyPositions?: number) =>
-      torch.noGrad(() =>
-        torch.scope(() => {
-          const width = Math.max(...rows.map((r) => r.length));
-          const padded = rows.map((r) => [...r, ...Array<number>(width - r.length).fill(0)]);
-          const real = rows.some((r) => r.length !== width)
-            ? padded.map((r, b) => r.map((_, t) => t < (rows[b] as number[]).length))
-            : null;
-          const plan = cache.plan(slots, width, real, { keyBucket: 8 });
-          if (decodeCopyPositions !== undefined) assert.equal(cache.stats.decodeCopyPositions, decodeCopyPositions);
-          return torch.keep(model.forward(torch.tensor(padded.map((r) => r.map(BigInt))), { cache, slots, cachePlan: plan }));
-        }),
-      );
+      forwardRows(cache, slots, rows, (planned) => {
+        if (decodeCopyPositions !== undefined) assert.equal(planned.stats.decodeCopyPositions, decodeCopyPositions);
+      });
     const fed: number[][] = [[], [], []]; // each slot's tokens so far
     const both = (slots: number[], rows: number[][], copyPositions?: number) => {
       const [a, b] = [forward(copying, slots, rows, copyPositions), forward(gathering, slots, rows, 0)];
@@ -285,21 +298,9 @@ describe('paged KV cache forward', () => {
     // two rows (560) exceed the pool, one row (280) fits
     const options = { slots: 2, maxLength: 320, numBlocks: 100, blockSize: 4, prefixCaching: false };
     const [bounded, gathering] = [model.createPagedKVCache(options), model.createPagedKVCache({ ...options, decodeCopy: false })];
-    const step = (cache: typeof bounded, slots: number[], rows: number[][]) =>
-      torch.noGrad(() =>
-        torch.scope(() => {
-          const width = Math.max(...rows.map((r) => r.length));
-          const padded = rows.map((r) => [...r, ...Array<number>(width - r.length).fill(0)]);
-          const real = rows.some((r) => r.length !== width)
-            ? padded.map((r, b) => r.map((_, t) => t < (rows[b] as number[]).length))
-            : null;
-          const plan = cache.plan(slots, width, real, { keyBucket: 8 });
-          return torch.keep(model.forward(torch.tensor(padded.map((r) => r.map(BigInt))), { cache, slots, cachePlan: plan }));
-        }),
-      );
     const both = (slots: number[], rows: number[][]) => {
-      const gap = step(bounded, slots, rows)
-        .sub(step(gathering, slots, rows))
+      const gap = forwardRows(bounded, slots, rows)
+        .sub(forwardRows(gathering, slots, rows))
         .abs()
         .max()
         .item();
