@@ -46,7 +46,7 @@ import type { Task } from '../../task.js';
 import type { WorkflowContext, WorkflowSpec } from '../types.js';
 import { WORKFLOWS } from '../workflow-registry.js';
 import { type EmailDatabase, EmailSearchError, emailDatabase } from './email-db.js';
-import { isOpenAIContextFull, requestFields } from './openai-request.js';
+import { chatTurn, requestFields } from './openai-request.js';
 import type { ToolResult } from './tool-agent.js';
 
 const NAME = 'email_search_workflow';
@@ -215,26 +215,19 @@ export async function runEmailSearchEpisode(client: OpenAI, options: EmailSearch
     read: new Set(),
   };
   while (episode.turns < options.maxTurns && episode.final === null) {
-    options.signal?.throwIfAborted();
-    let completion: OpenAI.Chat.Completions.ChatCompletion;
-    try {
-      completion = await client.chat.completions.create(
-        {
-          ...options.request,
-          model: 'email-search',
-          messages,
-          tools: EMAIL_SEARCH_TOOLS,
-          ...(options.seed ? { seed: options.seed(episode.turns) } : {}),
-        },
-        options.signal ? { signal: options.signal } : {},
-      );
-    } catch (error) {
-      if (episode.turns > 0 && isOpenAIContextFull(error)) break;
-      throw error;
-    }
+    const reply = await chatTurn(
+      client,
+      {
+        ...options.request,
+        model: 'email-search',
+        messages,
+        tools: EMAIL_SEARCH_TOOLS,
+        ...(options.seed ? { seed: options.seed(episode.turns) } : {}),
+      },
+      { who: NAME, mayBeFull: episode.turns > 0, signal: options.signal },
+    );
+    if (reply === null) break;
     episode.turns++;
-    const reply = completion.choices[0]?.message;
-    if (reply === undefined) throw new Error(`${NAME}: the server returned no choices`);
     messages.push(reply as MessageParam); // as returned: the next call continues its exact ids
     const calls = (reply.tool_calls ?? []).filter((call) => call.type === 'function');
     if (calls.length === 0) {

@@ -32,7 +32,7 @@
 // An agent that replies more than once (AgentScope's agent object keeps its memory between reply() calls, as the
 // gomoku example's does) passes its memory in `memory`: the query and the replies go on after what is there.
 import type OpenAI from 'openai';
-import { isOpenAIContextFull } from './openai-request.js';
+import { chatTurn } from './openai-request.js';
 
 type MessageParam = OpenAI.Chat.Completions.ChatCompletionMessageParam;
 type RequestParams = OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming;
@@ -194,7 +194,6 @@ export async function runReActAgent(client: OpenAI, options: ReActAgentOptions):
     contextFull: false,
   };
   const call = async (messages: MessageParam[], withTools: boolean, toolChoice?: 'none') => {
-    options.signal?.throwIfAborted();
     const request: RequestParams = {
       ...options.request,
       model: 'react-agent', // any name: the rollout endpoint serves its one model under every name
@@ -203,22 +202,17 @@ export async function runReActAgent(client: OpenAI, options: ReActAgentOptions):
       ...(toolChoice ? { tool_choice: toolChoice } : {}),
       ...(options.seed ? { seed: options.seed(result.modelCalls) } : {}),
     };
-    try {
-      const completion = await client.chat.completions.create(request, options.signal ? { signal: options.signal } : {});
-      result.modelCalls++;
-      const reply = completion.choices[0]?.message;
-      if (reply === undefined) throw new Error('ReAct agent: the server returned no choices');
-      // a block the server could not parse (with tools offered and not turned off)
-      if (withTools && tools.length > 0 && toolChoice !== 'none' && (reply.content ?? '').includes('<tool_call>'))
-        result.invalidToolCalls++;
-      return reply;
-    } catch (error) {
-      if ((continued || result.modelCalls > 0) && isOpenAIContextFull(error)) {
-        result.contextFull = true;
-        return null;
-      }
-      throw error;
+    const mayBeFull = continued || result.modelCalls > 0;
+    const reply = await chatTurn(client, request, { who: 'ReAct agent', mayBeFull, signal: options.signal });
+    if (reply === null) {
+      result.contextFull = true;
+      return null;
     }
+    result.modelCalls++;
+    // a block the server could not parse (with tools offered and not turned off)
+    if (withTools && tools.length > 0 && toolChoice !== 'none' && (reply.content ?? '').includes('<tool_call>'))
+      result.invalidToolCalls++;
+    return reply;
   };
 
   let wantStructured = options.style === 'v1' && wantsFinishCall;

@@ -27,7 +27,7 @@ import { mixSeed } from '../../buffer/random.js';
 import type { WorkflowContext, WorkflowSpec } from '../types.js';
 import { CalculatorError, evaluateExpression, formatNumber } from './calculator.js';
 import { builtInDocuments, DocumentStore } from './lookup.js';
-import { isOpenAIContextFull, requestFields } from './openai-request.js';
+import { chatTurn, requestFields } from './openai-request.js';
 import { WORKFLOWS } from '../workflow-registry.js';
 
 type MessageParam = OpenAI.Chat.Completions.ChatCompletionMessageParam;
@@ -145,29 +145,22 @@ export async function runToolAgentEpisode(client: OpenAI, options: ToolAgentEpis
     messages,
   };
   while (episode.turns < options.maxTurns) {
-    options.signal?.throwIfAborted();
-    let completion: OpenAI.Chat.Completions.ChatCompletion;
-    try {
-      completion = await client.chat.completions.create(
-        {
-          ...options.request,
-          model: options.model ?? 'tool-agent',
-          messages,
-          tools: TOOL_AGENT_TOOLS,
-          ...(options.seed ? { seed: options.seed(episode.turns) } : {}),
-        },
-        options.signal ? { signal: options.signal } : {},
-      );
-    } catch (error) {
-      if (episode.turns > 0 && isOpenAIContextFull(error)) {
-        episode.contextFull = true;
-        break;
-      }
-      throw error;
+    const reply = await chatTurn(
+      client,
+      {
+        ...options.request,
+        model: options.model ?? 'tool-agent',
+        messages,
+        tools: TOOL_AGENT_TOOLS,
+        ...(options.seed ? { seed: options.seed(episode.turns) } : {}),
+      },
+      { who: 'tool agent', mayBeFull: episode.turns > 0, signal: options.signal },
+    );
+    if (reply === null) {
+      episode.contextFull = true;
+      break;
     }
     episode.turns++;
-    const reply = completion.choices[0]?.message;
-    if (reply === undefined) throw new Error('tool agent: the server returned no choices');
     messages.push(reply as MessageParam); // the assistant message as returned: the next call continues its exact ids
     const calls = (reply.tool_calls ?? []).filter((call) => call.type === 'function');
     if (calls.length === 0) {
