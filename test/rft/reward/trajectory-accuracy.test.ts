@@ -262,6 +262,21 @@ describe('the grader with an auxiliary model as the judge (judge_model)', () => 
 });
 
 describe('an environment episode scored by the grader (workflow_args reward_fn_type)', () => {
+  /** One FrozenLake episode of `lake` played by `backend`'s replies (the workflow's run, as the runner calls it). */
+  const playLake = (lake: Task, backend: ReturnType<typeof chattingBackend>) => {
+    const signal = new AbortController().signal;
+    return frozenLakeWorkflow.run({
+      task: lake,
+      model: attemptModelHandle(new EngineModelHandle(backend), { signal, taskId: lake.id }),
+      repeatTimes: 1,
+      runIdBase: 0,
+      seed: 9,
+      signal,
+      isEval: false,
+      auxiliaryModels: NO_AUXILIARY_MODELS,
+    });
+  };
+
   test('the judge reads the whole episode up to the last reply, and its score replaces the environment reward', async () => {
     const backend = chattingBackend(tokenizer, () => 'Up');
     const lake: Task = {
@@ -275,17 +290,7 @@ describe('an environment episode scored by the grader (workflow_args reward_fn_t
     };
     requests.length = 0;
     judgeReply = () => '{"reason": "progress", "score": 3}';
-    const signal = new AbortController().signal;
-    const [experience] = await frozenLakeWorkflow.run({
-      task: lake,
-      model: attemptModelHandle(new EngineModelHandle(backend), { signal, taskId: lake.id }),
-      repeatTimes: 1,
-      runIdBase: 0,
-      seed: 9,
-      signal,
-      isEval: false,
-      auxiliaryModels: NO_AUXILIARY_MODELS,
-    });
+    const [experience] = await playLake(lake, backend);
     assert.equal(experience?.reward, 1, 'score 3 normalised, though the lake was not crossed');
     assert.equal(experience?.metrics?.env_reward, 0);
     assert.equal(experience?.metrics?.success, 0);
@@ -305,19 +310,11 @@ describe('an environment episode scored by the grader (workflow_args reward_fn_t
       raw: { seed: 14, size: 4 },
       workflowArgs: { reward_fn_type: 'no_such_reward' },
     };
-    const signal = new AbortController().signal;
-    const backend = chattingBackend(tokenizer, () => 'Up');
     await assert.rejects(
-      frozenLakeWorkflow.run({
-        task: lake,
-        model: attemptModelHandle(new EngineModelHandle(backend), { signal, taskId: lake.id }),
-        repeatTimes: 1,
-        runIdBase: 0,
-        seed: 9,
-        signal,
-        isEval: false,
-        auxiliaryModels: NO_AUXILIARY_MODELS,
-      }),
+      playLake(
+        lake,
+        chattingBackend(tokenizer, () => 'Up'),
+      ),
       /no_such_reward[\s\S]*taskset 'lake' row 2/,
     );
   });
