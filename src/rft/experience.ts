@@ -34,10 +34,15 @@ export interface ExperienceInfo {
   useCount?: number;
   /** Expert (SFT) data mixed into RL (MIX/CHORD). */
   isExpert?: boolean;
-  /** Step-wise runs: the state the step acted from, hashed (advantage_fn gigpo's anchor states; Trinity's name). */
-  env_state_hash?: string;
-  /** Step-wise runs: the step's own reward r_t (advantage_fn gigpo; Trinity's name). */
-  step_reward?: number;
+  /**
+   * Step-wise runs: the state the step acted from, hashed (advantage_fn gigpo's anchor states; Trinity's name). An
+   * episode experience with step_spans: one per turn.
+   */
+  env_state_hash?: string | string[];
+  /** Step-wise runs: the step's own reward r_t (advantage_fn gigpo; Trinity's name). With step_spans: one per turn. */
+  step_reward?: number | number[];
+  /** An episode experience: each turn's reply as [start, end) among its response positions (advantage_fn gigpo). */
+  step_spans?: [number, number][];
   [key: string]: unknown;
 }
 

@@ -1,6 +1,7 @@
 // advantage_fn gigpo over workflows without states (src/rft/run/config/state-hashes.ts): `trinity config check` and
 // `trinity run` refuse training tasks whose built-in workflow writes no info.env_state_hash (every step-level advantage
-// would be 0), naming the taskset, the row and the fix; a module-path workflow is left to the first step's warning.
+// would be 0), naming the taskset, the row and the fix; the environment workflows write it in both experience modes;
+// a module-path workflow is left to the first step's warning.
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -40,41 +41,31 @@ const check = async (overrides: string[] = []) =>
 
 const taskset = 'buffer.explorer_input.taskset';
 const needs = "advantage_fn 'gigpo' groups steps by the state they acted from (info.env_state_hash)";
+const mathOverrides = [
+  `${taskset}.workflow_args={}`,
+  `${taskset}.path=${mathRows}`,
+  `${taskset}.default_workflow_type=math_workflow`,
+];
 
 describe('gigpo needs workflows that write environment states', () => {
-  it('refuses the row whose experience_mode is episode, and passes when every training task plays steps', async () => {
-    assert.deepEqual(await check(), [
-      `${taskset}.workflow_args: ${needs}, but workflow 'frozen_lake_workflow' (taskset 'lake' row 2) writes none: its ` +
-        'experience_mode is "episode": one experience per episode, no steps to group by state (set ' +
-        'workflow_args.experience_mode: step)',
-    ]);
-    const stepRows = tasksetFile(join(dir, 'lake-steps.jsonl'), [{ seed: 1, size: 3 }]);
-    assert.deepEqual(await check([`${taskset}.path=${stepRows}`]), []);
+  it('passes environment workflows in both experience modes (an episode experience lists its turns)', async () => {
+    assert.deepEqual(await check(), []);
+    assert.deepEqual(await check([`${taskset}.workflow_args={}`]), [], "the environments' default mode, episode");
     // sokoban's rows, the same; an eval taskset trains nothing and is not checked
     assert.deepEqual(
       await check([
-        `${taskset}.path=${stepRows}`,
-        'buffer.explorer_input.eval_tasksets=[{name: held, path: lake.jsonl}]',
+        'buffer.explorer_input.eval_tasksets=[{name: held, path: math.jsonl}]',
         'buffer.explorer_input.default_workflow_type=sokoban_workflow',
       ]),
       [],
     );
   });
 
-  it("refuses the environments' default experience_mode and a workflow that writes no state", async () => {
-    const [episode] = await check([`${taskset}.workflow_args={}`, `${taskset}.path=${mathRows}`]);
-    assert.match(episode ?? '', /row 1\) writes none: its experience_mode is "episode"/);
-    assert.deepEqual(
-      await check([
-        `${taskset}.workflow_args={}`,
-        `${taskset}.path=${mathRows}`,
-        `${taskset}.default_workflow_type=math_workflow`,
-      ]),
-      [
-        `${taskset}.workflow_args: ${needs}, but workflow 'math_workflow' (taskset 'lake' row 1) writes no state, so ` +
-          'every step-level advantage would be 0 (use an environment workflow with experience_mode: step, or another algorithm)',
-      ],
-    );
+  it('refuses a workflow that writes no state, naming the taskset row', async () => {
+    assert.deepEqual(await check(mathOverrides), [
+      `${taskset}.workflow_args: ${needs}, but workflow 'math_workflow' (taskset 'lake' row 1) writes no state, so ` +
+        'every step-level advantage would be 0 (use an environment workflow, or another algorithm)',
+    ]);
   });
 
   it('refuses a state key the workflows do not write', async () => {
@@ -102,9 +93,9 @@ describe('gigpo needs workflows that write environment states', () => {
   });
 
   it('`trinity run` refuses before anything runs', async () => {
-    await assert.rejects(runConfig(config([])), (error: unknown) => {
+    await assert.rejects(runConfig(config(mathOverrides)), (error: unknown) => {
       assert.ok(error instanceof ConfigError);
-      assert.match(error.message, /writes none: its experience_mode is "episode"/);
+      assert.match(error.message, /workflow 'math_workflow' \(taskset 'lake' row 1\) writes no state/);
       return true;
     });
   });

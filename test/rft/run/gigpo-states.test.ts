@@ -1,5 +1,5 @@
 // gigpo in real runs (a tiny random model, a few steps): over frozen_lake_workflow in experience_mode step the steps
-// carry info.env_state_hash and the train steps find anchor groups; over a module-path workflow that writes none
+// carry info.env_state_hash (in mode episode each episode lists its turns') and the train steps find anchor groups; over a module-path workflow that writes none
 // (config check cannot know what it writes, so the run starts) the first train step says, once, that the batch has
 // no state hash and every step-level advantage is 0 (src/rft/run/stage-parts.ts, missingStateKeyWarning).
 import assert from 'node:assert/strict';
@@ -39,28 +39,30 @@ async function runJob(configFile: string, jobDir: string): Promise<{ printed: st
 const metric = (row: Record<string, unknown> | undefined, suffix: string) =>
   Object.entries(row ?? {}).find(([key]) => key.endsWith(suffix))?.[1];
 
-test('gigpo over frozen_lake_workflow in experience_mode step: every train step finds anchor groups', async () => {
-  const { root, configFile, jobDir } = makeJob({ totalSteps: 2, saveInterval: 2, algorithm: GIGPO });
-  // a model whose tokenizer writes the grid (the job's own knows digits only)
-  initModel(join(root, 'model'), { hiddenSize: 32, numLayers: 1, numHeads: 2, seed: 1 });
-  writeFileSync(join(root, 'lake.jsonl'), `${[1, 2].map((seed) => JSON.stringify({ seed, size: 3 })).join('\n')}\n`);
-  writeFileSync(
-    configFile,
-    readFileSync(configFile, 'utf8')
-      .replace('path: tasks.jsonl', 'path: lake.jsonl\n      workflow_args: {experience_mode: step, max_steps: 3}')
-      .replace('default_workflow_type: simple_workflow', 'default_workflow_type: frozen_lake_workflow')
-      .replace('max_prompt_tokens: 24', 'max_prompt_tokens: 200')
-      .replace('    default_reward_fn_type: accuracy_reward\n', ''),
-  );
-  const { printed, metrics } = await runJob(configFile, jobDir);
-  assert.equal(metrics.length, 2);
-  for (const row of metrics) {
-    // the step experiences of a train batch act from states they share (at least the start of each map)
-    assert.ok((metric(row, 'gigpo/anchor_groups_total') as number) > 0, JSON.stringify(row));
-    assert.ok((metric(row, 'gigpo/anchor_groups_size_gt1') as number) > 0, JSON.stringify(row));
-  }
-  assert.doesNotMatch(printed, /has info\.env_state_hash/);
-});
+for (const mode of ['step', 'episode']) {
+  test(`gigpo over frozen_lake_workflow in experience_mode ${mode}: every train step finds anchor groups`, async () => {
+    const { root, configFile, jobDir } = makeJob({ totalSteps: 2, saveInterval: 2, algorithm: GIGPO });
+    // a model whose tokenizer writes the grid (the job's own knows digits only)
+    initModel(join(root, 'model'), { hiddenSize: 32, numLayers: 1, numHeads: 2, seed: 1 });
+    writeFileSync(join(root, 'lake.jsonl'), `${[1, 2].map((seed) => JSON.stringify({ seed, size: 3 })).join('\n')}\n`);
+    writeFileSync(
+      configFile,
+      readFileSync(configFile, 'utf8')
+        .replace('path: tasks.jsonl', `path: lake.jsonl\n      workflow_args: {experience_mode: ${mode}, max_steps: 3}`)
+        .replace('default_workflow_type: simple_workflow', 'default_workflow_type: frozen_lake_workflow')
+        .replace('max_prompt_tokens: 24', 'max_prompt_tokens: 200')
+        .replace('    default_reward_fn_type: accuracy_reward\n', ''),
+    );
+    const { printed, metrics } = await runJob(configFile, jobDir);
+    assert.equal(metrics.length, 2);
+    for (const row of metrics) {
+      // the step experiences of a train batch act from states they share (at least the start of each map)
+      assert.ok((metric(row, 'gigpo/anchor_groups_total') as number) > 0, JSON.stringify(row));
+      assert.ok((metric(row, 'gigpo/anchor_groups_size_gt1') as number) > 0, JSON.stringify(row));
+    }
+    assert.doesNotMatch(printed, /has info\.env_state_hash/);
+  });
+}
 
 test('gigpo on a module-path workflow without state hashes: the first train step warns, once', async () => {
   const { root, configFile, jobDir } = makeJob({

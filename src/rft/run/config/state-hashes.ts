@@ -1,7 +1,7 @@
 // A run whose advantage function groups steps by the environment state they acted from (advantage_fn gigpo: anchor
 // states, info.env_state_hash) refuses, before it starts, training tasks whose workflow writes no state: without
 // states every step-level advantage is 0 and gigpo silently trains as episode-level GRPO. What a workflow writes is
-// its WorkflowSpec.stateHashes(args) (the environment workflows: with experience_mode step); a registered workflow
+// its WorkflowSpec.stateHashes(args) (the environment workflows, in both experience modes); a registered workflow
 // without it writes none (tool_agent_workflow, the single-turn ones). A module-path workflow is not known until it
 // runs: the trainer warns at the first step whose batch has no state (../stage-parts.ts, missingStateKeyWarning).
 // preflight.ts calls this for each training taskset (eval tasksets train nothing), so `trinity config check` and
@@ -52,7 +52,7 @@ export function missingStateHashes(stateKey: { advantage: string; key: string },
     if (spec.stateHashes === undefined)
       return (
         `${needs}, but ${where} writes no state, so every step-level advantage would be 0 ` +
-        '(use an environment workflow with experience_mode: step, or another algorithm)'
+        '(use an environment workflow, or another algorithm)'
       );
     const written = spec.stateHashes(args);
     if (written !== true) return `${needs}, but ${where} writes none: ${written}`;

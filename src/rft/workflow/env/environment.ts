@@ -10,7 +10,10 @@
 // is the exact ids of step t − 1 plus the new observation, never the conversation re-tokenised), and the episode
 // becomes experiences in one of two ways (workflow_args.experience_mode):
 //   'episode'  one experience of the whole conversation: prompt = the first call's prompt, action mask 1 on the
-//              tokens the model generated and 0 on the observations between them (concatenated multi-turn)
+//              tokens the model generated and 0 on the observations between them (concatenated multi-turn); its
+//              info lists each turn: info.step_spans (the reply's [start, end) among the response positions),
+//              info.env_state_hash and info.step_reward (one per turn, as below), so gigpo gives each reply its
+//              own step advantage without an experience per step (../../algorithm/advantage/gigpo.ts)
 //   'step'     one experience per call (its whole context as prompt, its reply as response), info.stepIndex = t,
 //              every step carrying the episode's reward: for algorithm multi_step_grpo (advantage step_wise_grpo,
 //              which scores each run by its last step's reward and broadcasts that to all its steps) and gigpo, which
@@ -179,13 +182,35 @@ export function environmentStateHash(stateKey: string): string {
   return createHash('sha256').update(stateKey, 'utf8').digest('hex');
 }
 
-/** Why a task with these arguments gets no info.env_state_hash (WorkflowSpec.stateHashes), or true when it does. */
+/**
+ * Each call's reply as [start, end) among the episode experience's response positions (info.step_spans): call t's
+ * prompt is the conversation before it, exactly (the ConversationTracker), so its reply starts where that prompt ends.
+ * They cover exactly the tokens the experience trains.
+ */
+function replySpans(calls: readonly ChatResult[], experience: Experience): [number, number][] {
+  const mask = experience.actionMask ?? experience.tokens.slice(experience.promptLength).map(() => 1);
+  const spans = calls.map((call): [number, number] => {
+    const start = call.promptIds.length - experience.promptLength;
+    return [start, start + call.completionIds.length];
+  });
+  const trained = mask.reduce((a, m) => a + m, 0);
+  const inSpans = spans.reduce((a, [start, end]) => a + mask.slice(start, end).reduce((b, m) => b + m, 0), 0);
+  const lengths = spans.reduce((a, [start, end]) => a + end - start, 0);
+  if (spans.some(([start, end]) => start < 0 || end > mask.length) || inSpans !== trained || lengths !== trained) {
+    throw new Error(
+      `environment workflow: the episode's ${calls.length} replies (${lengths} tokens) are not the ${trained} tokens its experience trains`,
+    );
+  }
+  return spans;
+}
+
+/**
+ * Why a task with these arguments gets no info.env_state_hash (WorkflowSpec.stateHashes), or true when it does: in
+ * both experience modes (an episode experience lists one per turn, with info.step_spans).
+ */
 function stepStateHashes(args: Readonly<Record<string, unknown>>, options: EnvironmentWorkflowOptions): true | string {
   const mode = args.experience_mode ?? options.experienceMode ?? 'episode';
-  return mode === 'step'
-    ? true
-    : `its experience_mode is ${JSON.stringify(mode)}: one experience per episode, no steps to group by state ` +
-        '(set workflow_args.experience_mode: step)';
+  return mode === 'step' || mode === 'episode' ? true : `its experience_mode is ${JSON.stringify(mode)}, not step or episode`;
 }
 
 /** context_tokens and episode_tokens of an episode's calls (see the header); none when it made no call. */
@@ -299,29 +324,67 @@ export function environmentWorkflow(
           env_time_s: envSeconds,
         };
         const transcript: ChatTurn[] = messages.map((m) => ({ role: m.role, content: m.content ?? '' }));
-        if (settings.experienceMode === 'episode') {
-          const last = calls.at(-1) as ChatResult;
-          return [model.toExperience(last, { reward: total, metrics, runId: runIdBase, messages: transcript })];
-        }
-        return calls.map((call, stepIndex) =>
-          model.toExperience(call, {
-            scope: 'turn',
-            reward: total,
-            metrics,
-            runId: runIdBase,
-            info: {
-              stepIndex,
-              episodeSteps: calls.length,
-              env_state_hash: stateHashes[stepIndex],
-              step_reward: stepRewards[stepIndex],
-            },
-          }),
-        );
+        return episodeExperiences(model, calls, settings.experienceMode, conversation !== undefined, {
+          reward: total,
+          metrics,
+          runId: runIdBase,
+          transcript,
+          stateHashes,
+          stepRewards,
+        });
       } finally {
         await env.close?.();
       }
     },
   };
+}
+
+/** What an episode's experiences carry besides its calls. */
+interface EpisodeRecord {
+  reward: number;
+  metrics: Record<string, number>;
+  runId: number;
+  transcript: ChatTurn[];
+  /** Per call: the state it acted from, hashed, and its step reward. */
+  stateHashes: string[];
+  stepRewards: number[];
+}
+
+/**
+ * The episode's experiences (see the header): one of the whole conversation, each turn listed in its info when it
+ * holds every turn (a conversation was tracked), or one per call.
+ */
+function episodeExperiences(
+  model: WorkflowContext['model'],
+  calls: readonly ChatResult[],
+  mode: ExperienceMode,
+  tracked: boolean,
+  record: EpisodeRecord,
+): Experience[] {
+  const { reward, metrics, runId } = record;
+  if (mode === 'episode') {
+    const experience = model.toExperience(calls.at(-1) as ChatResult, { reward, metrics, runId, messages: record.transcript });
+    if (tracked) {
+      experience.info.step_spans = replySpans(calls, experience);
+      experience.info.env_state_hash = record.stateHashes;
+      experience.info.step_reward = record.stepRewards;
+    }
+    return [experience];
+  }
+  return calls.map((call, stepIndex) =>
+    model.toExperience(call, {
+      scope: 'turn',
+      reward,
+      metrics,
+      runId,
+      info: {
+        stepIndex,
+        episodeSteps: calls.length,
+        env_state_hash: record.stateHashes[stepIndex],
+        step_reward: record.stepRewards[stepIndex],
+      },
+    }),
+  );
 }
 
 /** One episode played by a policy without a model (expert demonstrations, tests). */

@@ -6,26 +6,20 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
-import { chat } from '../../../../src/engine/index.js';
 import { initModel } from '../../../../src/model/index.js';
 import { computeGigpoAdvantages, missingStateKeyWarning } from '../../../../src/rft/algorithm/advantage/index.js';
-import { NO_AUXILIARY_MODELS } from '../../../../src/rft/auxiliary/index.js';
 import type { Experience } from '../../../../src/rft/experience.js';
 import type { Task } from '../../../../src/rft/task.js';
 import {
-  attemptModelHandle,
-  EngineModelHandle,
   environmentStateHash,
   environmentWorkflow,
   frozenLakeWorkflow,
-  type RolloutBackend,
   sokobanWorkflow,
-  type WorkflowContext,
   type WorkflowSpec,
 } from '../../../../src/rft/workflow/index.js';
 import { Tokenizer } from '../../../../src/tokenizer/index.js';
 import * as torch from '../../../../src/torch/index.js';
-import { ScriptedBackend } from '../scripted-backend.js';
+import { playScripted } from './scripted-episode.js';
 
 let tokenizer: Tokenizer;
 
@@ -35,18 +29,6 @@ before(() => {
   initModel(dir, { hiddenSize: 32, numLayers: 1, numHeads: 2, maxPositionEmbeddings: 512, seed: 3 });
   tokenizer = Tokenizer.load(dir);
 });
-
-/** The scripted backend with chat(): each reply is `policy(last user turn)`. */
-function scriptedChat(tok: Tokenizer, policy: (observation: string) => string): RolloutBackend {
-  const lastUserTurn = (prompt: string) => prompt.slice(prompt.lastIndexOf('<|im_start|>user\n') + 17).split('<|im_end|>')[0];
-  const scripted = new ScriptedBackend(tok, (prompt) => policy(lastUserTurn(prompt) ?? ''));
-  const backend: RolloutBackend = {
-    tokenizer: tok,
-    generate: (request) => scripted.generate(request),
-    chat: (messages, options) => chat({ tokenizer: tok, generate: backend.generate }, messages, options),
-  };
-  return backend;
-}
 
 /** A 3×3 lake: start top-left, a hole in the middle, the goal bottom-right (positions 0..8, row by row). */
 const DESC = ['SFF', 'FHF', 'FFG'];
@@ -61,22 +43,8 @@ const lakeTask = (args: Record<string, unknown>): Task => ({
 });
 
 /** Plays one episode with `replies` in order (one per turn); its step experiences, run `runId`. */
-async function play(workflow: WorkflowSpec, task: Task, runId: number, replies: readonly string[]): Promise<Experience[]> {
-  let turn = 0;
-  const backend = scriptedChat(tokenizer, () => replies[turn++] ?? 'Up');
-  const signal = new AbortController().signal;
-  const context: WorkflowContext = {
-    task,
-    model: attemptModelHandle(new EngineModelHandle(backend), { signal, taskId: task.id }),
-    repeatTimes: 1,
-    runIdBase: runId,
-    seed: 5,
-    signal,
-    isEval: false,
-    auxiliaryModels: NO_AUXILIARY_MODELS,
-  };
-  return workflow.run(context);
-}
+const play = (workflow: WorkflowSpec, task: Task, runId: number, replies: readonly string[]) =>
+  playScripted(tokenizer, workflow, task, runId, replies);
 
 const hashes = (experiences: readonly Experience[]) => experiences.map((e) => e.info.env_state_hash);
 
@@ -198,5 +166,130 @@ describe('a GiGPO step over FrozenLake episodes', () => {
       /has info\.cell/,
     );
     assert.equal(missingStateKeyWarning({ name: 'grpo' }, stateless), null);
+  });
+});
+
+describe('experience_mode episode: one experience per episode, each turn listed in its info', () => {
+  // A: the expert (goal, reward 1); B: into the hole (0); C: an invalid reply, then into the hole (−0.1)
+  const REPLIES = [
+    ['Right', 'Right', 'Down', 'Down'],
+    ['Down', 'Right'],
+    ['jump', 'Right', 'Down'],
+  ];
+  const args = { invalid_action_penalty: 0.1, max_steps: 4 };
+  const playBoth = async () => {
+    const steps = await Promise.all(REPLIES.map((replies, run) => play(frozenLakeWorkflow, lakeTask(args), run, replies)));
+    const episodeTask = lakeTask({ ...args, experience_mode: 'episode' });
+    const episodes = await Promise.all(REPLIES.map((replies, run) => play(frozenLakeWorkflow, episodeTask, run, replies)));
+    return { steps, episodes: episodes.map(([episode]) => episode as Experience) };
+  };
+  /** [start, end) of each run of 1s of a mask. */
+  const runsOfOnes = (mask: readonly number[]) => {
+    const runs: [number, number][] = [];
+    mask.forEach((m, t) => {
+      if (m === 1 && mask[t - 1] !== 1) runs.push([t, t]);
+      if (m === 1) (runs.at(-1) as [number, number])[1] = t + 1;
+    });
+    return runs;
+  };
+
+  test("step_spans are the replies' tokens; the states and step rewards are experience_mode step's", async () => {
+    const { steps, episodes } = await playBoth();
+    episodes.forEach((episode, i) => {
+      const run = steps[i] as Experience[];
+      const spans = episode.info.step_spans as [number, number][];
+      assert.equal(spans.length, run.length);
+      assert.deepEqual(spans, runsOfOnes(episode.actionMask as number[]), 'the spans are the trained tokens, turn by turn');
+      spans.forEach(([start, end], k) => {
+        const step = run[k] as Experience;
+        const reply = episode.tokens.slice(episode.promptLength + start, episode.promptLength + end);
+        assert.deepEqual(reply, step.tokens.slice(step.promptLength), `episode ${i}, turn ${k}: the step's reply`);
+      });
+      assert.deepEqual(episode.info.env_state_hash, hashes(run));
+      assert.deepEqual(
+        episode.info.step_reward,
+        run.map((e) => e.info.step_reward),
+      );
+      assert.equal(episode.reward, run.at(-1)?.reward);
+    });
+  });
+
+  test('gigpo gives each reply the advantage of its step experience, and 0 between the replies', async () => {
+    const { steps, episodes } = await playBoth();
+    const gigpo = (batch: readonly Experience[], mask: number[][]) =>
+      torch.scope(() => {
+        const result = computeGigpoAdvantages(
+          {
+            actionMask: torch.tensor(mask),
+            rewards: torch.tensor(batch.map((e) => e.reward as number)),
+            groupIds: batch.map((e) => e.info.taskId as string),
+            runIds: batch.map((e) => e.info.runId as number),
+            infos: batch.map((e) => e.info),
+          },
+          { omega: 1, gamma: 1, fnorm: 'none' },
+        );
+        return { advantages: result.advantages.toArray() as number[][], metrics: result.metrics };
+      });
+    const stepBatch = steps.flat();
+    const perStep = gigpo(
+      stepBatch,
+      stepBatch.map(() => [1]),
+    );
+    const width = Math.max(...episodes.map((e) => (e.actionMask as number[]).length));
+    const masks = episodes.map((e) => [
+      ...(e.actionMask as number[]),
+      ...Array(width - (e.actionMask as number[]).length).fill(0),
+    ]);
+    const perEpisode = gigpo(episodes, masks);
+    // the hand computation of the step-mode test above: A = A^E + A^S per step
+    const expected = [0.7 + 0.775, 0.7 + 0.5, 0.7, 0.7, -0.3 - 0.225, -0.3, -0.4 - 0.325, -0.4 - 0.225, -0.4 - 0.5];
+    let s = 0;
+    episodes.forEach((episode, i) => {
+      const row = perEpisode.advantages[i] as number[];
+      const spans = episode.info.step_spans as [number, number][];
+      const inSpan = new Set(spans.flatMap(([start, end]) => Array.from({ length: end - start }, (_, k) => start + k)));
+      spans.forEach(([start, end], k) => {
+        const want = perStep.advantages[s]?.[0] as number;
+        assert.ok(Math.abs(want - (expected[s] as number)) < 1e-5, `step ${s}: ${want}`);
+        for (let t = start; t < end; t++)
+          assert.ok(Math.abs((row[t] as number) - want) < 1e-6, `episode ${i} turn ${k} token ${t}`);
+        s++;
+      });
+      row.forEach((value, t) => {
+        if (!inSpan.has(t)) assert.equal(value, 0, `episode ${i} token ${t} (an observation or padding)`);
+      });
+    });
+    for (const key of ['gigpo/anchor_groups_total', 'gigpo/anchor_groups_size_gt1', 'gigpo/steps_total', 'gigpo/mean_abs_A_S']) {
+      assert.ok(Math.abs((perEpisode.metrics[key] as number) - (perStep.metrics[key] as number)) < 1e-9, key);
+    }
+    assert.equal(perEpisode.metrics['gigpo/steps_total'], 9);
+    assert.equal(perEpisode.metrics.experience_count, 3);
+  });
+
+  test('step_spans that do not fit the experience are errors naming it', () => {
+    const run = (info: Record<string, unknown>, mask: number[]) =>
+      torch.scope(() =>
+        computeGigpoAdvantages({
+          actionMask: torch.tensor([mask]),
+          rewards: torch.tensor([1]),
+          groupIds: ['t'],
+          runIds: [0],
+          infos: [info],
+        }),
+      );
+    const spans = [
+      [0, 2],
+      [3, 4],
+    ];
+    assert.doesNotThrow(() => run({ step_spans: spans, env_state_hash: ['a', 'b'] }, [1, 1, 0, 1]));
+    assert.throws(
+      () => run({ step_spans: spans, env_state_hash: ['a'] }, [1, 1, 0, 1]),
+      /experience 0 has 2 info\.step_spans, so info\.env_state_hash must list one per turn, got \["a"\]/,
+    );
+    assert.throws(
+      () => run({ step_spans: spans }, [1, 1, 1, 1]),
+      /response token 2 is trained \(action mask 1\) but lies in none/,
+    );
+    assert.throws(() => run({ step_spans: [[2, 1]] }, [0, 0, 0, 0]), /info\.step_spans\[0\] must be \[start, end\)/);
   });
 });
