@@ -3,7 +3,7 @@
 //   sft.jsonl    demonstrations as chat messages (multi-turn SFT) by an ε-greedy demonstrator: the BFS expert's move
 //                (--expert optimal, the default) or a walker that heads for the goal without looking at the holes
 //                (--expert blind: Down or Right, whichever brings it closer, drawn at random), except that with
-//                probability ε (--epsilon, default 0.25) it makes a random move; episodes are kept whether they reach
+//                probability ε (--epsilon, default 0.1) it makes a random move; episodes are kept whether they reach
 //                the goal or not when ε > 0 or blind (only solved ones otherwise)
 //   train.jsonl  maps for GRPO ({seed}; frozen_lake_workflow generates the map from it)
 //   eval.jsonl   held-out maps, never trained on (seeds and layouts disjoint from both training sets)
@@ -89,7 +89,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       p: { type: 'string', default: '0.8' },
       'random-corners': { type: 'boolean', default: false },
       expert: { type: 'string', default: 'optimal' },
-      epsilon: { type: 'string', default: '0.25' },
+      epsilon: { type: 'string', default: '0.1' },
       'max-steps': { type: 'string', default: '8' },
       train: { type: 'string', default: '4000' },
       eval: { type: 'string', default: '100' },

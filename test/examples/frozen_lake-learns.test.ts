@@ -35,7 +35,7 @@ describe('examples/frozen_lake, shortened', () => {
       p: 0.8,
       corners: true,
       expert: 'optimal',
-      epsilon: 0.5, // noisier than the example's 0.25: on 3x3 maps a random move costs less
+      epsilon: 0.5, // noisier than the example's 0.1: on 3x3 maps a random move costs less
       maxSteps: 6,
       train: 8,
       eval: 8,
@@ -68,7 +68,7 @@ describe('examples/frozen_lake, shortened', () => {
       p: 0.8,
       corners: true,
       expert: 'optimal',
-      epsilon: 0.25,
+      epsilon: 0.1,
       maxSteps: 8,
       train: 4000,
       eval: 100,
