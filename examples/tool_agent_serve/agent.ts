@@ -13,14 +13,16 @@
 //
 //   evaluate   held-out questions (examples/tool_agent/data/eval.jsonl) at temperature 0 (greedy) and sampled
 //              (temperature 1, `samples` episodes per question, seeded): the share answered correctly
-//   train      rounds of `questions` training questions × `group` episodes at temperature 1; each episode's last
+//   train      rounds of `questions` training questions × `group` episodes at `trainTemperature` (default 1; the
+//              serving side records it and the trainer takes the log-probs at it); each episode's last
 //              reply is rewarded 1 (correct) or 0 with task_id round<r>-q<i>, so the episodes of one question form a
 //              GRPO group; the serving side turns the reply with its whole conversation into one experience (action
 //              mask on the model's tool calls and answer, not on the tool results). After a round the agent waits
 //              for the weights trained on it (GET /v1/trinity/status: one train step per round).
 //
 //   node --import tsx examples/tool_agent_serve/agent.ts [--base-url http://127.0.0.1:8010/v1] [--rounds 30]
-//     [--questions 4] [--group 8] [--eval-limit 100] [--samples 4] [--seed 0] [--stream] [--eval-only]
+//     [--questions 4] [--group 8] [--train-temperature 1] [--eval-limit 100] [--samples 4] [--seed 0] [--stream]
+//     [--eval-only]
 //     [--documents FILE] [--eval-data FILE] [--train-data FILE]       (defaults: examples/tool_agent's data and the
 //     document file src/rft/workflow/agents/tool-agent-documents.json, which its expert conversations looked up)
 //   (the API key: $TRINITY_API_KEY) prints the evaluation before training, each round's mean reward, the evaluation
@@ -275,6 +277,8 @@ export async function trainRounds(
     rounds: number;
     questions: number;
     group: number;
+    /** The sampling temperature of the training episodes (default 1); the evaluation's sampled episodes stay at 1. */
+    temperature?: number;
     seed: number;
     stream?: boolean;
     log?: (line: string) => void;
@@ -292,7 +296,7 @@ export async function trainRounds(
     const rewards = await inParallel(runs, runs.length, async ({ question, q, k }) => {
       const episode = await playEpisode(client, question.prompt, {
         documents: options.documents,
-        temperature: 1,
+        temperature: options.temperature ?? 1,
         stream: options.stream ?? false,
         seed: seedOf(2, options.seed, round, q, k),
       });
@@ -318,6 +322,7 @@ async function main(): Promise<void> {
       rounds: { type: 'string', default: '30' },
       questions: { type: 'string', default: '4' },
       group: { type: 'string', default: '8' },
+      'train-temperature': { type: 'string', default: '1' },
       'eval-limit': { type: 'string', default: '100' },
       samples: { type: 'string', default: '4' },
       seed: { type: 'string', default: '0' },
@@ -334,6 +339,9 @@ async function main(): Promise<void> {
       throw new Error(`--${name}: expected a whole number, got ${values[name]}`);
     return n;
   };
+  const trainTemperature = Number(values['train-temperature']);
+  if (!(trainTemperature > 0 && trainTemperature <= 2))
+    throw new Error(`--train-temperature: expected a number in (0, 2], got ${values['train-temperature']}`);
   const baseURL = values['base-url'] as string;
   const apiKey = process.env.TRINITY_API_KEY ?? 'none';
   const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 600_000 });
@@ -364,6 +372,7 @@ async function main(): Promise<void> {
     rounds: whole('rounds'),
     questions: whole('questions'),
     group: whole('group'),
+    temperature: trainTemperature,
     seed,
     stream,
     log: (line) => console.log(line),

@@ -2,8 +2,9 @@
 // and its training rounds, the official `openai` client with `tools` — against a mode serve stage, and a train run
 // on the same buffer that consumes the round's traffic. The evaluation runs before (weights version 0) and after (the
 // version the train step published); a streamed episode and a non-streamed one are the same episode; the experiences
-// in the buffer are the agent's episodes with its rewards and task ids. The model has the example's word-level tokenizer
-// (make-tokenizer.ts): each place name one token, numbers one token per digit, the character tokenizer's template.
+// in the buffer are the agent's episodes with its rewards, task ids and training temperature. The model has the
+// example's word-level tokenizer (make-tokenizer.ts): each place name one token, numbers one token per digit, the
+// character tokenizer's template.
 // Also: the agent's tools give exactly the tool results of the expert conversations the SFT warm start trains on, and
 // its `tools` render as those rows' system turn.
 import assert from 'node:assert/strict';
@@ -152,6 +153,7 @@ describe('the served tool agent, end to end', () => {
     const training = runConfig(config('train', ['buffer.total_steps=1']), { log: () => {} });
     let rounds: Awaited<ReturnType<typeof trainRounds>>;
     const served: number[] = [];
+    const trainTemperature = 0.5; // agent.ts --train-temperature: the round's episodes sampled at it, recorded with it
     try {
       const client = new OpenAI({ baseURL: stage.server.baseURL, apiKey: 'none', maxRetries: 0 });
       const serving = servingSide(stage.server.baseURL, 'none');
@@ -177,7 +179,14 @@ describe('the served tool agent, end to end', () => {
       assert.deepEqual(comparable(streamed), comparable(plain));
       assert.notEqual(streamed.lastReplyId, plain.lastReplyId);
 
-      rounds = await trainRounds(client, serving, questions, { documents, rounds: 1, questions: 2, group: 2, seed: 0 });
+      rounds = await trainRounds(client, serving, questions, {
+        documents,
+        rounds: 1,
+        questions: 2,
+        group: 2,
+        temperature: trainTemperature,
+        seed: 0,
+      });
       const after = await evaluation(); // trainRounds returned once the weights trained on its round were served
       assert.equal(after.episodes, 4);
     } finally {
@@ -202,6 +211,11 @@ describe('the served tool agent, end to end', () => {
     const meanReward = stored.reduce((sum, s) => sum + (s.experience.reward ?? Number.NaN), 0) / stored.length;
     assert.equal(meanReward, rounds[0]?.meanReward);
     for (const { experience } of stored) {
+      assert.equal(
+        experience.temperature,
+        trainTemperature,
+        'the trainer takes the log-probs at the temperature the round sampled at',
+      );
       assert.match(
         Tokenizer.load(join(job.root, 'model')).decode(experience.tokens.slice(0, experience.promptLength), {
           skipSpecialTokens: false,
