@@ -7,7 +7,7 @@
 //     are arrays with one entry per turn. The turn's advantage goes on its reply's tokens only.
 // A step experience's prompt is the whole conversation before it, so its reply is read in the same context as the
 // same turn inside the episode experience: the tokens trained, their log-probs and their advantages are the same in
-// both forms, and under token-mean loss aggregation so is the update (test/rft/algorithm/gigpo-episode.test.ts); the
+// both forms, and under token-mean loss aggregation so is the update (test/rft/trainer/gigpo-episode.test.ts); the
 // episode form trains each token once where the step form re-reads the conversation once per step.
 // Per run, step rewards r_t are the steps' own rewards when any step of the run has one (missing steps: 0), else the
 // run's last step carries its reward. With norm(x)_i = (x_i − mean(x)) / (d + ε), d = std(x) (unbiased) if fnorm is
