@@ -46,6 +46,23 @@ const lakeTask = (args: Record<string, unknown>): Task => ({
 const play = (workflow: WorkflowSpec, task: Task, runId: number, replies: readonly string[]) =>
   playScripted(tokenizer, workflow, task, runId, replies);
 
+/** GiGPO (ω 1, γ 1, fnorm none) over played experiences with these action masks: per-token advantages, metrics. */
+function gigpo(batch: readonly Experience[], mask: number[][]) {
+  return torch.scope(() => {
+    const result = computeGigpoAdvantages(
+      {
+        actionMask: torch.tensor(mask),
+        rewards: torch.tensor(batch.map((e) => e.reward as number)),
+        groupIds: batch.map((e) => e.info.taskId as string),
+        runIds: batch.map((e) => e.info.runId as number),
+        infos: batch.map((e) => e.info),
+      },
+      { omega: 1, gamma: 1, fnorm: 'none' },
+    );
+    return { advantages: result.advantages.toArray() as number[][], metrics: result.metrics };
+  });
+}
+
 const hashes = (experiences: readonly Experience[]) => experiences.map((e) => e.info.env_state_hash);
 
 describe('env_state_hash and step_reward of the environment workflows (experience_mode step)', () => {
@@ -119,19 +136,12 @@ describe('a GiGPO step over FrozenLake episodes', () => {
       [1, 0, -0.1],
     );
     const batch = [...a, ...b, ...c];
-    const { advantages, metrics } = torch.scope(() => {
-      const result = computeGigpoAdvantages(
-        {
-          actionMask: torch.ones([batch.length, 1]),
-          rewards: torch.tensor(batch.map((e) => e.reward as number)),
-          groupIds: batch.map((e) => e.info.taskId as string),
-          runIds: batch.map((e) => e.info.runId as number),
-          infos: batch.map((e) => e.info),
-        },
-        { omega: 1, gamma: 1, fnorm: 'none' },
-      );
-      return { advantages: (result.advantages.toArray() as number[][]).map((row) => row[0] as number), metrics: result.metrics };
-    });
+    const result = gigpo(
+      batch,
+      batch.map(() => [1]),
+    );
+    const { metrics } = result;
+    const advantages = result.advantages.map((row) => row[0] as number);
     // anchor states: position 0 (A0 B0 C0 C1), position 1 (A1 C2); 2, 5 (A) and 3 (B) alone
     assert.equal(metrics['gigpo/anchor_groups_total'], 5);
     assert.equal(metrics['gigpo/anchor_groups_size_gt1'], 2);
@@ -216,20 +226,6 @@ describe('experience_mode episode: one experience per episode, each turn listed 
 
   test('gigpo gives each reply the advantage of its step experience, and 0 between the replies', async () => {
     const { steps, episodes } = await playBoth();
-    const gigpo = (batch: readonly Experience[], mask: number[][]) =>
-      torch.scope(() => {
-        const result = computeGigpoAdvantages(
-          {
-            actionMask: torch.tensor(mask),
-            rewards: torch.tensor(batch.map((e) => e.reward as number)),
-            groupIds: batch.map((e) => e.info.taskId as string),
-            runIds: batch.map((e) => e.info.runId as number),
-            infos: batch.map((e) => e.info),
-          },
-          { omega: 1, gamma: 1, fnorm: 'none' },
-        );
-        return { advantages: result.advantages.toArray() as number[][], metrics: result.metrics };
-      });
     const stepBatch = steps.flat();
     const perStep = gigpo(
       stepBatch,
