@@ -104,6 +104,24 @@ function rowSteps(
   return steps;
 }
 
+/** Every step of the batch's runs, row by row (rowSteps). */
+function batchSteps(
+  actionMask: AdvantageInput['actionMask'],
+  infos: readonly Readonly<Record<string, unknown>>[],
+  n: number,
+  o: GigpoAdvantageOptions,
+): RunStep[] {
+  const width = actionMask.size(1);
+  // the action masks come to the host only for episode experiences, whose spans are checked against them
+  const hasSpans = infos.some((info) => info.step_spans !== undefined && info.step_spans !== null);
+  const masks = hasSpans
+    ? torch.scope(() => actionMask.to({ dtype: 'float32', device: 'cpu' }).toTypedArray() as Float32Array)
+    : new Float32Array(0);
+  return Array.from({ length: n }, (_, i) =>
+    rowSteps(i, infos[i] ?? {}, masks.subarray(i * width, (i + 1) * width), width, o),
+  ).flat();
+}
+
 export function computeGigpoAdvantages(input: AdvantageInput, options: Partial<GigpoAdvantageOptions> = {}): AdvantageResult {
   const o = { ...GIGPO_ADVANTAGE_DEFAULTS, ...options };
   if (o.fnorm !== 'std' && o.fnorm !== 'none') {
@@ -121,10 +139,7 @@ export function computeGigpoAdvantages(input: AdvantageInput, options: Partial<G
     );
   }
   const width = input.actionMask.size(1);
-  const masks = torch.scope(() => input.actionMask.to({ dtype: 'float32', device: 'cpu' }).toTypedArray() as Float32Array);
-  const steps = Array.from({ length: n }, (_, i) =>
-    rowSteps(i, infos[i] ?? {}, masks.subarray(i * width, (i + 1) * width), width, o),
-  ).flat();
+  const steps = batchSteps(input.actionMask, infos, n, o);
   const normalize = (values: readonly number[]): { scores: number[]; mean: number; denom: number } => {
     if (values.length === 1) return { scores: values.map((v) => v / (1 + o.epsilon)), mean: 0, denom: 1 };
     const mean = average(values);
