@@ -15,9 +15,13 @@
 //              info.env_state_hash and info.step_reward (one per turn, as below), so gigpo gives each reply its
 //              own step advantage without an experience per step (../../algorithm/advantage/gigpo.ts)
 //   'step'     one experience per call (its whole context as prompt, its reply as response), info.stepIndex = t,
-//              every step carrying the episode's reward: for algorithm multi_step_grpo (advantage step_wise_grpo,
-//              which scores each run by its last step's reward and broadcasts that to all its steps) and gigpo, which
-//              also reads each step's
+//              each step rewarded as workflow_args.step_reward_mode says (Trinity's two step-wise workflow bases):
+//                'propagate'  (default; RewardPropagationWorkflow) every step carries the episode's reward
+//                'step_wise'  (StepWiseRewardWorkflow) each step carries its own reward r_t (below), so a group's
+//                             steps are compared by what each move earned, not by how its episode ended
+//              for algorithm multi_step_grpo (advantage step_wise_grpo, which scores each run by its last step's
+//              reward and broadcasts that to all its steps), grpo (every step of a task's runs one group member) and
+//              gigpo, which also reads each step's
 //                info.step_reward     r_t = the step's reward − invalid_action_penalty if the reply was invalid
 //                                     (so Σ_t r_t is the episode's reward)
 //                info.env_state_hash  sha256 (hex) of the state the step acted from: env.stateKey() before the
@@ -33,8 +37,8 @@
 //   model_time_s        wall time in model calls; env_time_s: in the environment's reset() and step()
 //
 // Workflow arguments (taskset workflow_args, overridden by the same keys in the task's row): max_steps (default
-// options.maxSteps; agent_max_steps is Trinity's newer name for it), experience_mode, invalid_action_penalty,
-// reward_fn_type and reward_fn_args (./episode-reward.ts); the
+// options.maxSteps; agent_max_steps is Trinity's newer name for it), experience_mode, step_reward_mode,
+// invalid_action_penalty, reward_fn_type and reward_fn_args (./episode-reward.ts); the
 // environment factory reads its own keys from the same merged arguments. The rows need no prompt column (Trinity's
 // environment rows are {seed, size, p}: WorkflowSpec.readsPrompt false), but a task with no prompt must name its
 // layout (options.layoutArgs, in its row or workflow_args): a row with none of them is not this environment's row.
@@ -90,6 +94,9 @@ export type EnvironmentFactory = (context: EnvironmentContext) => Environment | 
 
 export type ExperienceMode = 'episode' | 'step';
 
+/** How the experiences of experience_mode step are rewarded (see the header). */
+export type StepRewardMode = 'propagate' | 'step_wise';
+
 export interface EnvironmentWorkflowOptions {
   /** System prompt when the task has none. */
   systemPrompt?: string | ((task: Task) => string | undefined);
@@ -110,6 +117,7 @@ export interface EnvironmentWorkflowOptions {
 export interface EpisodeSettings {
   maxSteps: number;
   experienceMode: ExperienceMode;
+  stepRewardMode: StepRewardMode;
   invalidActionPenalty: number;
 }
 
@@ -118,6 +126,7 @@ export const ENVIRONMENT_ARGS: readonly string[] = [
   'max_steps',
   'agent_max_steps',
   'experience_mode',
+  'step_reward_mode',
   'invalid_action_penalty',
   ...EPISODE_REWARD_ARGS,
 ];
@@ -143,10 +152,23 @@ export function episodeSettings(
   const experienceMode = args.experience_mode ?? options.experienceMode ?? 'episode';
   if (experienceMode !== 'episode' && experienceMode !== 'step')
     throw new Error(`${who}: experience_mode must be 'episode' or 'step', got ${JSON.stringify(experienceMode)}`);
+  const stepRewardMode = args.step_reward_mode ?? 'propagate';
+  if (stepRewardMode !== 'propagate' && stepRewardMode !== 'step_wise')
+    throw new Error(`${who}: step_reward_mode must be 'propagate' or 'step_wise', got ${JSON.stringify(stepRewardMode)}`);
+  if (stepRewardMode === 'step_wise' && experienceMode !== 'step')
+    throw new Error(
+      `${who}: step_reward_mode 'step_wise' rewards each step's own experience: it needs experience_mode 'step' ` +
+        `(an episode experience has one reward; its turns' rewards are listed in info.step_reward), got '${experienceMode}'`,
+    );
+  if (stepRewardMode === 'step_wise' && args.reward_fn_type !== undefined && args.reward_fn_type !== null)
+    throw new Error(
+      `${who}: step_reward_mode 'step_wise' rewards each step by the environment, but reward_fn_type ` +
+        `(${JSON.stringify(args.reward_fn_type)}) scores the whole episode: use step_reward_mode 'propagate' with it`,
+    );
   const invalidActionPenalty = args.invalid_action_penalty ?? options.invalidActionPenalty ?? 0;
   if (typeof invalidActionPenalty !== 'number' || !Number.isFinite(invalidActionPenalty) || invalidActionPenalty < 0)
     throw new Error(`${who}: invalid_action_penalty must be a non-negative number, got ${JSON.stringify(invalidActionPenalty)}`);
-  return { maxSteps, experienceMode, invalidActionPenalty };
+  return { maxSteps, experienceMode, stepRewardMode, invalidActionPenalty };
 }
 
 /** Where a task came from, as an error names it. */
@@ -324,7 +346,7 @@ export function environmentWorkflow(
           env_time_s: envSeconds,
         };
         const transcript: ChatTurn[] = messages.map((m) => ({ role: m.role, content: m.content ?? '' }));
-        return episodeExperiences(model, calls, settings.experienceMode, conversation !== undefined, {
+        return episodeExperiences(model, calls, settings, conversation !== undefined, {
           reward: total,
           metrics,
           runId: runIdBase,
@@ -357,12 +379,12 @@ interface EpisodeRecord {
 function episodeExperiences(
   model: WorkflowContext['model'],
   calls: readonly ChatResult[],
-  mode: ExperienceMode,
+  settings: Pick<EpisodeSettings, 'experienceMode' | 'stepRewardMode'>,
   tracked: boolean,
   record: EpisodeRecord,
 ): Experience[] {
   const { reward, metrics, runId } = record;
-  if (mode === 'episode') {
+  if (settings.experienceMode === 'episode') {
     const experience = model.toExperience(calls.at(-1) as ChatResult, { reward, metrics, runId, messages: record.transcript });
     if (tracked) {
       experience.info.step_spans = replySpans(calls, experience);
@@ -374,7 +396,7 @@ function episodeExperiences(
   return calls.map((call, stepIndex) =>
     model.toExperience(call, {
       scope: 'turn',
-      reward,
+      reward: settings.stepRewardMode === 'step_wise' ? (record.stepRewards[stepIndex] as number) : reward,
       metrics,
       runId,
       info: {

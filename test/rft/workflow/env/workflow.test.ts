@@ -168,6 +168,45 @@ describe('environment workflow (scripted replies)', () => {
     });
   });
 
+  test("step_reward_mode: 'propagate' puts the episode's reward on every step, 'step_wise' each step's own", async () => {
+    // one invalid reply first (−0.25), then the expert's 5 moves to the goal (+1 on the last)
+    const play = async (stepRewardMode: string) => {
+      const task = lakeTask({ experience_mode: 'step', invalid_action_penalty: 0.25, step_reward_mode: stepRewardMode });
+      const expert = lakeExpert(task);
+      let calls = 0;
+      const engine = new ScriptedEngine(tokenizer, (observation) => (calls++ === 0 ? 'jump' : expert(observation)));
+      return (await frozenLakeWorkflow.run(context(engine, task))).map((e) => [e.reward, e.info.step_reward]);
+    };
+    const own = [-0.25, 0, 0, 0, 0, 1];
+    assert.deepEqual(
+      await play('propagate'),
+      own.map((r) => [0.75, r]),
+    );
+    assert.deepEqual(
+      await play('step_wise'),
+      own.map((r) => [r, r]),
+    );
+    const engine = new ScriptedEngine(tokenizer, () => 'Up');
+    await assert.rejects(
+      frozenLakeWorkflow.run(context(engine, lakeTask({ experience_mode: 'step', step_reward_mode: 'own' }))),
+      /step_reward_mode must be 'propagate' or 'step_wise', got "own" \(task 'lake:0', taskset 'lake' row 1\)/,
+    );
+    await assert.rejects(
+      frozenLakeWorkflow.run(context(engine, lakeTask({ step_reward_mode: 'step_wise' }))),
+      /step_reward_mode 'step_wise' .* needs experience_mode 'step' .* got 'episode'/,
+    );
+    await assert.rejects(
+      frozenLakeWorkflow.run(
+        context(
+          engine,
+          lakeTask({ experience_mode: 'step', step_reward_mode: 'step_wise', reward_fn_type: 'trajectory_accuracy' }),
+        ),
+      ),
+      /reward_fn_type \("trajectory_accuracy"\) scores the whole episode/,
+    );
+    assert.equal(engine.calls.length, 0, 'refused before the episode is played');
+  });
+
   test('step experiences feed step_wise_grpo: each run scored by its episode reward, on all of its steps', async () => {
     const task = lakeTask({ experience_mode: 'step', max_steps: 6, invalid_action_penalty: 0 });
     const expert = await frozenLakeWorkflow.run(context(new ScriptedEngine(tokenizer, lakeExpert(task)), task, 0));
