@@ -12,6 +12,7 @@ import { initModel } from '../../../src/model/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
 import type { Task } from '../../../src/rft/task.js';
 import { TrainerClient } from '../../../src/rft/trainer/trainer.js';
+import { toyTrainerInit } from './toy.js';
 import { frozenLakeWorkflow } from '../../../src/rft/workflow/index.js';
 import { Tokenizer } from '../../../src/tokenizer/index.js';
 import { playScripted } from '../workflow/env/scripted-episode.js';
@@ -49,23 +50,13 @@ async function episodes(mode: 'step' | 'episode'): Promise<Experience[]> {
 
 /** One gigpo train step of a fresh trainer on `batch`: its metrics. */
 async function oneStep(batch: readonly Experience[], name: string): Promise<Record<string, number>> {
-  const { trainer } = await TrainerClient.start({
-    jobDir: join(work, name),
-    resume: false,
-    modelPath: modelDir,
-    dtype: 'float32',
-    algorithm: { algorithm_type: 'gigpo', optimizer: { lr: 1e-3 } },
-    pluginBaseDir: work,
-    lora: null,
-    loraPath: null,
-    criticModelPath: null,
-    totalSteps: 1,
-    microBatchSize: null,
-    gradientCheckpointing: false,
-    padTokenId: 0,
-    seed: 1,
-    numThreads: 1,
-  });
+  const { trainer } = await TrainerClient.start(
+    toyTrainerInit(modelDir, join(work, name), {
+      algorithm: { algorithm_type: 'gigpo', optimizer: { lr: 1e-3 } },
+      pluginBaseDir: work,
+      totalSteps: 1,
+    }),
+  );
   try {
     return await trainer.step(batch);
   } finally {

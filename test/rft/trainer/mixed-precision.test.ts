@@ -9,7 +9,7 @@ import { describe, test } from 'node:test';
 import { MasterWeights } from '../../../src/rft/trainer/master-weights.js';
 import { TrainerClient, type TrainerInit } from '../../../src/rft/trainer/trainer.js';
 import * as torch from '../../../src/torch/index.js';
-import { toyTrainerJob } from './toy.js';
+import { toyTrainerInit, toyTrainerJob } from './toy.js';
 
 describe('MasterWeights', () => {
   // AdamW with a constant gradient moves a weight by exactly lr per step (m̂ = g, v̂ = g², eps negligible). At w = 1
@@ -74,24 +74,12 @@ describe('MasterWeights', () => {
 
 describe('trainer with param_dtype bfloat16, master_dtype float32', () => {
   const job = toyTrainerJob('trinity-mixed-');
-  const init = (jobDir: string, overrides: Partial<TrainerInit>): TrainerInit => ({
-    jobDir,
-    resume: false,
-    modelPath: job.dir,
-    dtype: 'float32',
-    algorithm: { algorithm_type: 'grpo', repeat_times: 2, optimizer: { lr: 1e-3 } },
-    pluginBaseDir: job.dir,
-    lora: null,
-    loraPath: null,
-    criticModelPath: null,
-    totalSteps: 8,
-    microBatchSize: 4,
-    gradientCheckpointing: false,
-    padTokenId: 0,
-    seed: 1,
-    numThreads: 1,
-    ...overrides,
-  });
+  const init = (jobDir: string, overrides: Partial<TrainerInit>): TrainerInit =>
+    toyTrainerInit(job.dir, jobDir, {
+      algorithm: { algorithm_type: 'grpo', repeat_times: 2, optimizer: { lr: 1e-3 } },
+      microBatchSize: 4,
+      ...overrides,
+    });
 
   test('bf16 weights to the explorer, float32 master weights in checkpoints, close to float32 training', async () => {
     const fp32 = (await TrainerClient.start(init(join(job.work, 'fp32'), {}))).trainer;

@@ -5,27 +5,12 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { TrainerClient, type TrainerInit } from '../../../src/rft/trainer/trainer.js';
 import * as torch from '../../../src/torch/index.js';
-import { toyTrainerJob } from './toy.js';
+import { toyTrainerInit, toyTrainerJob } from './toy.js';
 
 const job = toyTrainerJob('trinity-trainer-nan-');
 
-const init = (jobDir: string, resume: boolean): TrainerInit => ({
-  jobDir,
-  resume,
-  modelPath: job.dir,
-  dtype: 'float32',
-  algorithm: { algorithm_type: 'grpo', optimizer: { lr: 1e-2 } },
-  pluginBaseDir: job.dir,
-  lora: null,
-  loraPath: null,
-  criticModelPath: null,
-  totalSteps: 4,
-  microBatchSize: null,
-  gradientCheckpointing: false,
-  padTokenId: 0,
-  seed: 1,
-  numThreads: 1,
-});
+const init = (jobDir: string, resume: boolean): TrainerInit =>
+  toyTrainerInit(job.dir, jobDir, { resume, algorithm: { algorithm_type: 'grpo', optimizer: { lr: 1e-2 } }, totalSteps: 4 });
 
 /** Rewrites the checkpoint's model weights with `name` multiplied by `factor` (NaN, Infinity). */
 function poison(checkpointDir: string, name: string, factor: number): void {

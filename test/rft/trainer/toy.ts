@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { after, before } from 'node:test';
 import { CausalLM, initModel, tokenLogProbs } from '../../../src/model/index.js';
 import type { Experience } from '../../../src/rft/experience.js';
+import type { TrainerInit } from '../../../src/rft/trainer/trainer.js';
 import * as torch from '../../../src/torch/index.js';
 
 export const GOOD = 40;
@@ -45,6 +46,31 @@ export function toyTrainerJob(prefix: string): { readonly dir: string; readonly 
     if (job.work !== '') rmSync(job.work, { recursive: true, force: true });
   });
   return job;
+}
+
+/**
+ * A trainer's start settings for a test: the model at `modelDir` trained in float32 on one thread, no LoRA, no
+ * critic, 8 steps, whole batches; `overrides` replace any of them (the algorithm at least, usually).
+ */
+export function toyTrainerInit(modelDir: string, jobDir: string, overrides: Partial<TrainerInit> = {}): TrainerInit {
+  return {
+    jobDir,
+    resume: false,
+    modelPath: modelDir,
+    dtype: 'float32',
+    algorithm: { algorithm_type: 'grpo' },
+    pluginBaseDir: modelDir,
+    lora: null,
+    loraPath: null,
+    criticModelPath: null,
+    totalSteps: 8,
+    microBatchSize: null,
+    gradientCheckpointing: false,
+    padTokenId: 0,
+    seed: 1,
+    numThreads: 1,
+    ...overrides,
+  };
 }
 
 export function loadPolicy(dir: string): CausalLM {

@@ -16,7 +16,7 @@ import { describe, test } from 'node:test';
 import { initModel } from '../../../src/model/index.js';
 import { TrainerClient, type TrainerInit } from '../../../src/rft/trainer/trainer.js';
 import * as torch from '../../../src/torch/index.js';
-import { toyTrainerJob } from './toy.js';
+import { toyTrainerInit, toyTrainerJob } from './toy.js';
 
 const job = toyTrainerJob('trinity-trainer-');
 
@@ -28,24 +28,7 @@ const ppoWithAdaptiveKl = {
 };
 
 function init(jobDir: string, overrides: Partial<TrainerInit> = {}): TrainerInit {
-  return {
-    jobDir,
-    resume: false,
-    modelPath: job.dir,
-    dtype: 'float32',
-    algorithm: ppoWithAdaptiveKl,
-    pluginBaseDir: job.dir,
-    lora: null,
-    loraPath: null,
-    criticModelPath: null,
-    totalSteps: 8,
-    microBatchSize: null,
-    gradientCheckpointing: false,
-    padTokenId: 0,
-    seed: 1,
-    numThreads: 1,
-    ...overrides,
-  };
+  return toyTrainerInit(job.dir, jobDir, { algorithm: ppoWithAdaptiveKl, ...overrides });
 }
 
 /** The trainer's current (merged) weights, copied out as float arrays. */

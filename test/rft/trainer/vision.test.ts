@@ -30,6 +30,7 @@ import type { Experience } from '../../../src/rft/experience.js';
 import { frozenModelReference } from '../../../src/rft/trainer/reference-policy.js';
 import { TrainStep } from '../../../src/rft/trainer/train-step.js';
 import { TrainerClient } from '../../../src/rft/trainer/trainer.js';
+import { toyTrainerInit } from './toy.js';
 import { loadPolicy, TrainerVision, visionOptions, withRowImages } from '../../../src/rft/trainer/vision-rows.js';
 import { tokenLogProbs } from '../../../src/model/training.js';
 import * as torch from '../../../src/torch/index.js';
@@ -266,24 +267,15 @@ test('image rows on a text model, and vision-language settings not covered yet, 
 test('mixed precision: bf16 compute over float32 master weights of the whole model, vision tower included', async () => {
   const jobDir = mkdtempSync(join(tmpdir(), 'trinity-vl-mixed-'));
   const start = torch.loadModelWeights(dir);
-  const { trainer } = await TrainerClient.start({
-    jobDir,
-    resume: false,
-    modelPath: dir,
-    dtype: 'bfloat16',
-    masterDtype: 'float32',
-    algorithm: { algorithm_type: 'sft', optimizer: { lr: 1e-3 } },
-    pluginBaseDir: dir,
-    lora: null,
-    loraPath: null,
-    criticModelPath: null,
-    totalSteps: 2,
-    microBatchSize: 4,
-    gradientCheckpointing: false,
-    padTokenId: 0,
-    seed: 1,
-    numThreads: 1,
-  });
+  const { trainer } = await TrainerClient.start(
+    toyTrainerInit(dir, jobDir, {
+      dtype: 'bfloat16',
+      masterDtype: 'float32',
+      algorithm: { algorithm_type: 'sft', optimizer: { lr: 1e-3 } },
+      totalSteps: 2,
+      microBatchSize: 4,
+    }),
+  );
   try {
     await trainer.step(rows);
     const synced = await trainer.beginSync();
