@@ -132,8 +132,8 @@ describe('pre-run checks', () => {
       `${taskset}.workflow_args={sizee: 4, corners: true, max_step: 8}`,
     ]);
     assert.deepEqual(found, [
-      `${taskset}.workflow_args.sizee: unknown argument 'sizee' of workflow 'frozen_lake_workflow'; did you mean 'size'?; it reads max_steps, agent_max_steps, experience_mode, invalid_action_penalty, reward_fn_type, reward_fn_args, seed, size, p, corners, is_slippery, env_max_steps, desc`,
-      `${taskset}.workflow_args.max_step: unknown argument 'max_step' of workflow 'frozen_lake_workflow'; did you mean 'max_steps'?; it reads max_steps, agent_max_steps, experience_mode, invalid_action_penalty, reward_fn_type, reward_fn_args, seed, size, p, corners, is_slippery, env_max_steps, desc`,
+      `${taskset}.workflow_args.sizee: unknown argument 'sizee' of workflow 'frozen_lake_workflow'; did you mean 'size'?; it reads max_steps, agent_max_steps, experience_mode, step_reward_mode, invalid_action_penalty, reward_fn_type, reward_fn_args, seed, size, p, corners, is_slippery, env_max_steps, desc`,
+      `${taskset}.workflow_args.max_step: unknown argument 'max_step' of workflow 'frozen_lake_workflow'; did you mean 'max_steps'?; it reads max_steps, agent_max_steps, experience_mode, step_reward_mode, invalid_action_penalty, reward_fn_type, reward_fn_args, seed, size, p, corners, is_slippery, env_max_steps, desc`,
     ]);
     // math_boxed_workflow reads with_think and format_score_coef; simple_workflow reads none
     assert.deepEqual(
