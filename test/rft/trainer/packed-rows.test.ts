@@ -148,11 +148,11 @@ function assertSameStep(packed: StepResult, padded: StepResult, label: string): 
   assertSameGradient(packed.policy, padded.policy, `${label}: policy`, 1e-5);
   if (padded.critic.length > 0) assertSameGradient(packed.critic, padded.critic, `${label}: critic`, 1e-5);
   assert.deepEqual(Object.keys(packed.metrics).sort(), Object.keys(padded.metrics).sort(), `${label}: metric names`);
+  // dpo's accuracy_mean counts pairs with chosen log-ratio > rejected log-ratio: at the first step both are 0 up to
+  // rounding (policy = reference), so it flips with the forward's summation order (0.25 vs 0 on an AVX2-only CPU);
+  // the log-ratios' means (chosen_reward, rejected_reward, compared like the rest) show when that is so
+  const atReference = ['policy/chosen_reward', 'policy/rejected_reward'].every((k) => Math.abs(padded.metrics[k] ?? 1) < 1e-5);
   for (const [key, value] of Object.entries(padded.metrics)) {
-    // dpo's accuracy_mean counts pairs with chosen log-ratio > rejected log-ratio: at the first step both are 0 up to
-    // rounding (policy = reference), so it flips with the forward's summation order (0.25 vs 0 on an AVX2-only CPU);
-    // the log-ratios' means (chosen_reward, rejected_reward, compared like the rest) show when that is so
-    const atReference = ['policy/chosen_reward', 'policy/rejected_reward'].every((k) => Math.abs(padded.metrics[k] ?? 1) < 1e-5);
     if (key === 'policy/accuracy_mean' && atReference) continue;
     const got = packed.metrics[key] as number;
     if (Number.isNaN(value)) assert.ok(Number.isNaN(got), `${label}: ${key}`);

@@ -107,11 +107,11 @@ function rowSteps(
 /** Every step of the batch's runs, row by row (rowSteps). */
 function batchSteps(
   actionMask: AdvantageInput['actionMask'],
+  width: number,
   infos: readonly Readonly<Record<string, unknown>>[],
   n: number,
   o: GigpoAdvantageOptions,
 ): RunStep[] {
-  const width = actionMask.size(1);
   // the action masks come to the host only for episode experiences, whose spans are checked against them
   const hasSpans = infos.some((info) => info.step_spans !== undefined && info.step_spans !== null);
   const masks = hasSpans
@@ -139,7 +139,7 @@ export function computeGigpoAdvantages(input: AdvantageInput, options: Partial<G
     );
   }
   const width = input.actionMask.size(1);
-  const steps = batchSteps(input.actionMask, infos, n, o);
+  const steps = batchSteps(input.actionMask, width, infos, n, o);
   const normalize = (values: readonly number[]): { scores: number[]; mean: number; denom: number } => {
     if (values.length === 1) return { scores: values.map((v) => v / (1 + o.epsilon)), mean: 0, denom: 1 };
     const mean = average(values);
@@ -194,7 +194,9 @@ export function computeGigpoAdvantages(input: AdvantageInput, options: Partial<G
   for (const step of steps) {
     if (step.state === undefined || step.state === null) continue;
     const key = String(step.state);
-    anchors.set(key, [...(anchors.get(key) ?? []), step]);
+    const members = anchors.get(key) ?? [];
+    anchors.set(key, members);
+    members.push(step);
   }
   const stepAdvantage = new Map<RunStep, number>();
   let sharedAnchors = 0;
