@@ -22,7 +22,7 @@
 //
 //   node --import tsx examples/tool_agent_serve/agent.ts [--base-url http://127.0.0.1:8010/v1] [--rounds 30]
 //     [--questions 4] [--group 8] [--train-temperature 1] [--eval-limit 100] [--samples 4] [--seed 0] [--stream]
-//     [--eval-only]
+//     [--eval-only] [--eval-every N]   (N > 0: the held-out evaluation also after every N-th round)
 //     [--documents FILE] [--eval-data FILE] [--train-data FILE]       (defaults: examples/tool_agent's data and the
 //     document file src/rft/workflow/agents/tool-agent-documents.json, which its expert conversations looked up)
 //   (the API key: $TRINITY_API_KEY) prints the evaluation before training, each round's mean reward, the evaluation
@@ -254,9 +254,20 @@ export function servingSide(baseURL: string, apiKey: string) {
       const res = await fetch(`${server}/feedback`, { method: 'POST', headers, body: JSON.stringify(body) });
       if (!res.ok) throw new Error(`POST /feedback: HTTP ${res.status} ${await res.text()}`);
     },
-    /** Resolves once the served weights are version `version` or later (asked every half second: there is no push). */
-    waitForVersion: async (version: number) => {
-      while ((await modelVersion()) < version) await new Promise((resolve) => setTimeout(resolve, 500));
+    /** Resolves once the served weights are version `version` or later (asked every half second: there is no push);
+     * throws after `timeoutMs` (the train side stopped, or never started). */
+    waitForVersion: async (version: number, timeoutMs = 900_000) => {
+      const deadline = Date.now() + timeoutMs;
+      let served = await modelVersion();
+      while (served < version) {
+        if (Date.now() > deadline)
+          throw new Error(
+            `waited ${timeoutMs / 1000} s for weights version ${version} at ${server}, still serving version ${served}: ` +
+              'is the train side (train.yaml) running?',
+          );
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        served = await modelVersion();
+      }
     },
   };
 }
@@ -282,6 +293,8 @@ export async function trainRounds(
     seed: number;
     stream?: boolean;
     log?: (line: string) => void;
+    /** Called after each round once the weights trained on it are served (the evaluation loop's hook). */
+    afterRound?: (round: number) => Promise<void>;
   },
 ): Promise<RoundResult[]> {
   const results: RoundResult[] = [];
@@ -309,6 +322,7 @@ export async function trainRounds(
     results.push({ round, modelVersion, meanReward });
     options.log?.(`round ${round}: weights version ${modelVersion}, mean reward ${meanReward.toFixed(3)}`);
     await serving.waitForVersion(startVersion + round); // one train step per round (train_batch_size = a round)
+    await options.afterRound?.(round);
   }
   return results;
 }
@@ -328,14 +342,15 @@ async function main(): Promise<void> {
       seed: { type: 'string', default: '0' },
       stream: { type: 'boolean', default: false },
       'eval-only': { type: 'boolean', default: false },
+      'eval-every': { type: 'string', default: '0' },
       documents: { type: 'string', default: here('../../src/rft/workflow/agents/tool-agent-documents.json') },
       'eval-data': { type: 'string', default: here('../tool_agent/data/eval.jsonl') },
       'train-data': { type: 'string', default: here('../tool_agent/data/train.jsonl') },
     },
   });
-  const whole = (name: 'rounds' | 'questions' | 'group' | 'eval-limit' | 'samples' | 'seed') => {
+  const whole = (name: 'rounds' | 'questions' | 'group' | 'eval-limit' | 'samples' | 'seed' | 'eval-every') => {
     const n = Number(values[name]);
-    if (!Number.isInteger(n) || n < (name === 'seed' ? 0 : 1))
+    if (!Number.isInteger(n) || n < (name === 'seed' || name === 'eval-every' ? 0 : 1))
       throw new Error(`--${name}: expected a whole number, got ${values[name]}`);
     return n;
   };
@@ -367,6 +382,8 @@ async function main(): Promise<void> {
   const before = await evaluation('before training');
   if (values['eval-only']) return console.log(JSON.stringify({ before }));
   const serving = servingSide(baseURL, apiKey);
+  const evalEvery = whole('eval-every');
+  const during: Array<{ round: number; greedy: number; sampled: number }> = [];
   const rounds = await trainRounds(client, serving, readQuestions(values['train-data'] as string), {
     documents,
     rounds: whole('rounds'),
@@ -376,9 +393,14 @@ async function main(): Promise<void> {
     seed,
     stream,
     log: (line) => console.log(line),
+    afterRound: async (round) => {
+      if (evalEvery === 0 || round % evalEvery !== 0 || round === whole('rounds')) return;
+      const { greedy, sampled } = await evaluation(`after round ${round}`);
+      during.push({ round, greedy, sampled });
+    },
   });
   const after = await evaluation('after training');
-  console.log(JSON.stringify({ before, after, rounds: rounds.map((r) => Number(r.meanReward.toFixed(3))) }));
+  console.log(JSON.stringify({ before, during, after, rounds: rounds.map((r) => Number(r.meanReward.toFixed(3))) }));
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) await main();

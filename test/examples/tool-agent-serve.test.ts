@@ -9,6 +9,8 @@
 // its `tools` render as those rows' system turn.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -128,6 +130,21 @@ describe("the served tool agent's tokenizer (make-tokenizer.ts)", () => {
   });
 });
 
+describe("the served tool agent's serving side", () => {
+  it('waiting for a weights version that never comes ends in a named error', async () => {
+    const server = createServer((_req, res) => res.end(JSON.stringify({ model_version: 3 })));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    try {
+      const serving = servingSide(`http://127.0.0.1:${port}/v1`, 'none');
+      await serving.waitForVersion(3, 0); // already served: no wait
+      await assert.rejects(serving.waitForVersion(4, 0), /waited 0 s for weights version 4 .* still serving version 3/);
+    } finally {
+      server.close();
+    }
+  });
+});
+
 describe('the served tool agent, end to end', () => {
   it('evaluates before and after a train step that consumed its round', { timeout: 240_000 }, async () => {
     const restoreThreads = oneThreadForRuns();
@@ -153,6 +170,7 @@ describe('the served tool agent, end to end', () => {
     const training = runConfig(config('train', ['buffer.total_steps=1']), { log: () => {} });
     let rounds: Awaited<ReturnType<typeof trainRounds>>;
     const served: number[] = [];
+    const afterRounds: Array<{ round: number; served: number }> = []; // agent.ts --eval-every evaluates here
     const trainTemperature = 0.5; // agent.ts --train-temperature: the round's episodes sampled at it, recorded with it
     try {
       const client = new OpenAI({ baseURL: stage.server.baseURL, apiKey: 'none', maxRetries: 0 });
@@ -186,6 +204,7 @@ describe('the served tool agent, end to end', () => {
         group: 2,
         temperature: trainTemperature,
         seed: 0,
+        afterRound: async (round) => void afterRounds.push({ round, served: await serving.modelVersion() }),
       });
       const after = await evaluation(); // trainRounds returned once the weights trained on its round were served
       assert.equal(after.episodes, 4);
@@ -201,6 +220,7 @@ describe('the served tool agent, end to end', () => {
     assert.deepEqual(served, [0, 1], 'the evaluation after training is answered by the trained weights');
     assert.equal(rounds.length, 1);
     assert.equal(rounds[0]?.modelVersion, 0);
+    assert.deepEqual(afterRounds, [{ round: 1, served: 1 }], 'the hook after a round sees the weights trained on it');
 
     // the round's episodes, as the agent rewarded them, are the experiences the train step read
     const buffer = await openSharedBuffer({ path: settings.buffer.path ?? join(settings.jobDir, 'buffer.db'), readonly: true });
