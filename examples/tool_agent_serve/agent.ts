@@ -23,6 +23,7 @@
 //   node --import tsx examples/tool_agent_serve/agent.ts [--base-url http://127.0.0.1:8010/v1] [--rounds 30]
 //     [--questions 4] [--group 8] [--train-temperature 1] [--eval-limit 100] [--samples 4] [--seed 0] [--stream]
 //     [--eval-only] [--eval-every N]   (N > 0: the held-out evaluation also after every N-th round)
+//     [--wait-timeout S]   (default 900: how long a round waits for the weights trained on it)
 //     [--documents FILE] [--eval-data FILE] [--train-data FILE]       (defaults: examples/tool_agent's data and the
 //     document file src/rft/workflow/agents/tool-agent-documents.json, which its expert conversations looked up)
 //   (the API key: $TRINITY_API_KEY) prints the evaluation before training, each round's mean reward, the evaluation
@@ -295,6 +296,8 @@ export async function trainRounds(
     log?: (line: string) => void;
     /** Called after each round once the weights trained on it are served (the evaluation loop's hook). */
     afterRound?: (round: number) => Promise<void>;
+    /** Milliseconds a round waits for the weights trained on it (servingSide's default when absent). */
+    waitTimeoutMs?: number;
   },
 ): Promise<RoundResult[]> {
   const results: RoundResult[] = [];
@@ -321,7 +324,7 @@ export async function trainRounds(
     const meanReward = rewards.reduce((a, b) => a + b, 0) / rewards.length;
     results.push({ round, modelVersion, meanReward });
     options.log?.(`round ${round}: weights version ${modelVersion}, mean reward ${meanReward.toFixed(3)}`);
-    await serving.waitForVersion(startVersion + round); // one train step per round (train_batch_size = a round)
+    await serving.waitForVersion(startVersion + round, options.waitTimeoutMs); // one train step per round (train_batch_size = a round)
     await options.afterRound?.(round);
   }
   return results;
@@ -343,12 +346,13 @@ async function main(): Promise<void> {
       stream: { type: 'boolean', default: false },
       'eval-only': { type: 'boolean', default: false },
       'eval-every': { type: 'string', default: '0' },
+      'wait-timeout': { type: 'string', default: '900' },
       documents: { type: 'string', default: here('../../src/rft/workflow/agents/tool-agent-documents.json') },
       'eval-data': { type: 'string', default: here('../tool_agent/data/eval.jsonl') },
       'train-data': { type: 'string', default: here('../tool_agent/data/train.jsonl') },
     },
   });
-  const whole = (name: 'rounds' | 'questions' | 'group' | 'eval-limit' | 'samples' | 'seed' | 'eval-every') => {
+  const whole = (name: 'rounds' | 'questions' | 'group' | 'eval-limit' | 'samples' | 'seed' | 'eval-every' | 'wait-timeout') => {
     const n = Number(values[name]);
     if (!Number.isInteger(n) || n < (name === 'seed' || name === 'eval-every' ? 0 : 1))
       throw new Error(`--${name}: expected a whole number, got ${values[name]}`);
@@ -363,10 +367,16 @@ async function main(): Promise<void> {
   const documents = loadDocuments(values.documents as string);
   const heldOut = readQuestions(values['eval-data'] as string).slice(0, whole('eval-limit'));
   const seed = whole('seed');
+  const rounds = whole('rounds');
+  const samples = whole('samples');
+  const perRound = { questions: whole('questions'), group: whole('group') };
+  const evalEvery = whole('eval-every');
+  const waitTimeoutMs = 1000 * whole('wait-timeout');
   const stream = values.stream as boolean;
+  const trainQuestions = values['eval-only'] ? [] : readQuestions(values['train-data'] as string);
   const evaluation = async (when: string) => {
     const greedy = await evaluate(client, heldOut, { documents, temperature: 0, samples: 1, seed, stream });
-    const sampled = await evaluate(client, heldOut, { documents, temperature: 1, samples: whole('samples'), seed, stream });
+    const sampled = await evaluate(client, heldOut, { documents, temperature: 1, samples, seed, stream });
     console.log(
       `${when}: greedy ${(100 * greedy.accuracy).toFixed(1)}% (${greedy.episodes} questions), sampled ` +
         `${(100 * sampled.accuracy).toFixed(1)}% (${sampled.episodes} episodes at temperature 1), ` +
@@ -382,25 +392,24 @@ async function main(): Promise<void> {
   const before = await evaluation('before training');
   if (values['eval-only']) return console.log(JSON.stringify({ before }));
   const serving = servingSide(baseURL, apiKey);
-  const evalEvery = whole('eval-every');
   const during: Array<{ round: number; greedy: number; sampled: number }> = [];
-  const rounds = await trainRounds(client, serving, readQuestions(values['train-data'] as string), {
+  const results = await trainRounds(client, serving, trainQuestions, {
     documents,
-    rounds: whole('rounds'),
-    questions: whole('questions'),
-    group: whole('group'),
+    rounds,
+    ...perRound,
     temperature: trainTemperature,
     seed,
     stream,
     log: (line) => console.log(line),
+    waitTimeoutMs,
     afterRound: async (round) => {
-      if (evalEvery === 0 || round % evalEvery !== 0 || round === whole('rounds')) return;
+      if (evalEvery === 0 || round % evalEvery !== 0 || round === rounds) return;
       const { greedy, sampled } = await evaluation(`after round ${round}`);
       during.push({ round, greedy, sampled });
     },
   });
   const after = await evaluation('after training');
-  console.log(JSON.stringify({ before, during, after, rounds: rounds.map((r) => Number(r.meanReward.toFixed(3))) }));
+  console.log(JSON.stringify({ before, during, after, rounds: results.map((r) => Number(r.meanReward.toFixed(3))) }));
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) await main();
