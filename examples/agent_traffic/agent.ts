@@ -83,14 +83,24 @@ export async function runAgent(options: AgentOptions): Promise<RoundResult[]> {
     results.push({ round, modelVersion, meanReward });
     options.log?.(`round ${round}: weights version ${modelVersion}, mean reward ${meanReward.toFixed(3)}`);
     // the next round waits for weights trained on this one (one train step per round: train_batch_size = a round)
-    if (round < options.rounds) await waitFor(async () => (await status()).model_version >= startVersion + round);
+    if (round < options.rounds) await waitForVersion(async () => (await status()).model_version, startVersion + round);
   }
   return results;
 }
 
-/** Resolves once `ready()` is true, asking every half second (the serving side has no push for new weights). */
-async function waitFor(ready: () => Promise<boolean>): Promise<void> {
-  while (!(await ready())) await new Promise((resolve) => setTimeout(resolve, 500));
+/** Resolves once the served weights are `version` or later, asking every half second (the serving side has no push for
+ * new weights); throws after `timeoutMs` (the train side stopped, or never started). */
+async function waitForVersion(served: () => Promise<number>, version: number, timeoutMs = 900_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let current = await served();
+  while (current < version) {
+    if (Date.now() > deadline)
+      throw new Error(
+        `waited ${timeoutMs / 1000} s for weights version ${version}, still serving version ${current}: is the train side running?`,
+      );
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    current = await served();
+  }
 }
 
 async function main(): Promise<void> {
