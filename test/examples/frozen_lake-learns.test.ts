@@ -55,6 +55,7 @@ describe('examples/frozen_lake, shortened', () => {
       sampledRepeats,
       overrides: [
         'model.max_prompt_tokens=300',
+        'buffer.batch_size=8', // all 8 training maps a step (the example's 16 are more maps than this set has)
         'algorithm.optimizer.lr=0.001',
         'stages.1.algorithm.optimizer.lr=0.01', // a tiny model learns the format in fewer steps at a higher rate
       ],
